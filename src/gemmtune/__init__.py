@@ -1,0 +1,24 @@
+"""gemmtune: find, verify and serve the fastest GEMM kernel for every shape on this GPU.
+
+Quick use::
+
+    import torch, gemmtune
+    a = torch.randn(32, 28672, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(28672, 32, device="cuda", dtype=torch.bfloat16)
+    c = gemmtune.matmul(a, b)                          # default heuristic (split-K here)
+    c = gemmtune.matmul(a, b, choice="decompose_k:s16")  # one chosen kernel
+    p = gemmtune.Problem.from_tensors(a, b)
+    print([ch.id for ch in gemmtune.space(p, "splitk")][:3])
+"""
+
+__version__ = "0.1.0"
+
+from .api import default_choice, families, interpreter_enabled, matmul, space
+from .device import DeviceInfo
+from .problem import Problem
+from .space import AtenConfig, Choice, DecomposeKConfig, SplitKConfig, TileConfig
+
+__all__ = [
+    "__version__", "matmul", "families", "space", "default_choice", "interpreter_enabled",
+    "DeviceInfo", "Problem", "Choice", "TileConfig", "SplitKConfig", "DecomposeKConfig", "AtenConfig",
+]

@@ -1,0 +1,115 @@
+"""The public entry points: matmul, families, space, default_choice."""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from . import kernels
+from .device import DeviceInfo, current_or
+from .kernels.tiled import _tiled_mm_kernel
+from .problem import Problem, check_operands, dtype_name
+from .space import Choice, SplitKConfig, next_pow2
+
+SPACE_KINDS = ("default", "exhaustive")
+
+
+def interpreter_enabled() -> bool:
+    """True when Triton kernels run in the CPU interpreter (TRITON_INTERPRET=1 at import)."""
+    return type(_tiled_mm_kernel).__name__ == "InterpretedFunction"
+
+
+def families() -> list[str]:
+    """Names of the kernel families, e.g. ``['triton_mm', 'splitk', 'decompose_k', 'aten']``."""
+    return list(kernels.FAMILIES)
+
+
+def space(problem: Problem, family: str, kind: str = "default",
+          device: DeviceInfo | str | None = None, *, with_rejected: bool = False):
+    """The candidate choices of ``family`` for ``problem``.
+
+    ``device`` is a DeviceInfo, a built-in GPU name ('h100', 'h200', 'a100'), or None
+    for the visible GPU (the built-in H100 on a machine without one). With
+    ``with_rejected=True`` it returns ``(choices, [(choice, reason), ...])``.
+
+    Example::
+
+        >>> import gemmtune
+        >>> p = gemmtune.Problem.from_sizes(32, 32, 28672, "bf16")
+        >>> [c.id for c in gemmtune.space(p, "decompose_k", device="h100")][:2]
+        ['decompose_k:s2', 'decompose_k:s4']
+    """
+    if kind not in SPACE_KINDS:
+        raise ValueError(f"space kind must be one of {SPACE_KINDS}, got {kind!r}")
+    dev = device if isinstance(device, DeviceInfo) else current_or(device)
+    fam = kernels.get(family)
+    kept, rejected = fam.space(problem, dev, kind)
+    choices = [Choice(family, c) for c in kept]
+    if with_rejected:
+        return choices, [(Choice(family, c), r) for c, r in rejected]
+    return choices
+
+
+def default_choice(problem: Problem, device: DeviceInfo | None = None) -> Choice:
+    """A sensible untuned choice: fused split-K where the output is small and K long
+    (one tile per SM otherwise idles most of the GPU), cuBLAS everywhere else."""
+    dev = device or current_or()
+    m, n, k = problem.m, problem.n, problem.k
+    if m * n <= 256 * 256 and k >= 2048 and k >= 8 * max(m, n):
+        bm = max(16, min(64, next_pow2(m)))
+        bn = max(16, min(64, next_pow2(n)))
+        tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+        split = 2
+        # Aim at about one wave of programs, keeping each K-slice >= 256 long.
+        while split * 2 * tiles <= dev.sm_count and k // (split * 2) >= 256:
+            split *= 2
+        bk = max(16, min(128, next_pow2(k // split)))
+        return Choice("splitk", SplitKConfig(bm, bn, bk, 4, 4, 8, split, True))
+    return Choice("aten", kernels.aten.CONFIG())
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = None,
+           out_dtype: torch.dtype | str | None = None, allow_tf32: bool = False,
+           workspace=None) -> torch.Tensor:
+    """``a @ b`` with one chosen kernel, or the default heuristic when ``choice`` is None.
+
+    ``choice`` is a Choice or its id, e.g. ``"triton_mm:BM64-BN64-BK32-S3-W4-G8"``,
+    ``"splitk:BM32-BN32-BK128-S4-W4-G8-SK16-det"``, ``"decompose_k:s8"`` or ``"aten"``.
+    ``out_dtype`` is the inputs' dtype (default) or float32. For float32 inputs,
+    ``allow_tf32=True`` lets the Triton kernels use tf32 tensor-core math.
+
+    Example::
+
+        >>> import torch, gemmtune
+        >>> a = torch.randn(32, 4096, device="cuda", dtype=torch.bfloat16)
+        >>> b = torch.randn(4096, 32, device="cuda", dtype=torch.bfloat16)
+        >>> c = gemmtune.matmul(a, b, choice="decompose_k:s8")    # doctest: +SKIP
+    """
+    check_operands(a, b)
+    problem = Problem.from_tensors(a, b, out_dtype, allow_tf32=allow_tf32)
+    if choice is None:
+        choice = default_choice(problem)
+    elif isinstance(choice, str):
+        choice = Choice.parse(choice)
+    elif not isinstance(choice, Choice):
+        raise TypeError(f"choice must be a Choice, a choice id string or None, not {type(choice).__name__}")
+    fam = kernels.get(choice.family)
+    fam.validate(problem, choice.config)
+    if choice.family in kernels.TRITON_FAMILIES:
+        if a.device.type == "cpu" and not interpreter_enabled():
+            raise ValueError(
+                f"{choice.family} needs CUDA tensors; these are on the CPU. Move them to a GPU, "
+                "set TRITON_INTERPRET=1 before importing gemmtune to run Triton on the CPU "
+                "(slow, for testing), or use choice='aten'")
+        if a.device.type not in ("cpu", "cuda"):
+            raise ValueError(f"{choice.family} runs on CUDA devices, not {a.device.type}")
+    out = torch.empty((problem.m, problem.n), dtype=problem.torch_out_dtype, device=a.device)
+    if problem.m == 0 or problem.n == 0:
+        return out
+    if problem.k == 0:
+        return out.zero_()
+    fam.run(a, b, out, choice.config, allow_tf32=problem.allow_tf32, workspace=workspace)
+    return out
+
+
+__all__ = ["matmul", "families", "space", "default_choice", "interpreter_enabled", "dtype_name"]

@@ -1,0 +1,86 @@
+"""decompose_k: mm as a bmm over k-splits with an fp32 output, then a sum.
+
+a[M, K] @ b[K, N] = sum_s a[:, s*L:(s+1)*L] @ b[s*L:(s+1)*L, :] with L = K / split.
+The batched product runs as one launch of the tiled kernel with the split on its
+second program axis, writing fp32 partials [split, M, N]; a second kernel sums
+them in fixed order and casts. The split is the family's only parameter: the
+tile is derived from the shape (``tile_for``), so the choice id is stable
+(``decompose_k:s16``) and means the same thing on every GPU.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..device import DeviceInfo
+from ..problem import Problem
+from ..space import DecomposeKConfig, SplitKConfig, next_pow2, tile_constraint
+from .splitk import MAX_WORKSPACE_BYTES
+from .tiled import launch_sum_splits, launch_tiled
+
+NAME = "decompose_k"
+CONFIG = DecomposeKConfig
+MIN_PART = 128  # each k-part at least 128 long
+DEFAULT_MAX_CANDIDATES = 6
+
+
+def candidate_splits(k: int) -> list[int]:
+    """Divisors s >= 2 of K with K/s >= 128: powers of two first (ascending), then the rest."""
+    divs = [s for s in range(2, k // MIN_PART + 1) if k % s == 0]
+    pow2 = [s for s in divs if s & (s - 1) == 0]
+    return pow2 + [s for s in divs if s & (s - 1)]
+
+
+def tile_for(m: int, n: int, k: int, split: int) -> SplitKConfig:
+    """The bmm tile for one k-part: blocks near the output size, BLOCK_K within the part."""
+    part = k // split
+    bm = max(16, min(128, next_pow2(m)))
+    bn = max(16, min(128, next_pow2(n)))
+    bk = max(16, min(128 if bm * bn <= 64 * 64 else 64, next_pow2(part)))
+    warps = 8 if bm * bn >= 128 * 128 else 4
+    return SplitKConfig(bm, bn, bk, 3, warps, 8, split, True)
+
+
+def constraint(cfg: DecomposeKConfig, problem: Problem, device: DeviceInfo) -> str | None:
+    if cfg.split < 2:
+        return f"split={cfg.split} must be >= 2"
+    if problem.k % cfg.split:
+        return f"split={cfg.split} does not divide K={problem.k}"
+    if problem.k // cfg.split < MIN_PART:
+        return f"K/split = {problem.k // cfg.split} is shorter than {MIN_PART}"
+    ws = 4 * problem.m * problem.n * cfg.split
+    if ws > MAX_WORKSPACE_BYTES:
+        return f"fp32 partials of {ws} B exceed {MAX_WORKSPACE_BYTES} B"
+    return tile_constraint(tile_for(problem.m, problem.n, problem.k, cfg.split), problem, device)
+
+
+def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
+    splits = candidate_splits(problem.k)
+    if kind == "default":
+        splits = splits[:DEFAULT_MAX_CANDIDATES]
+    kept, rejected = [], []
+    for s in splits:
+        cfg = DecomposeKConfig(s)
+        reason = constraint(cfg, problem, device)
+        (kept.append(cfg) if reason is None else rejected.append((cfg, reason)))
+    return kept, rejected
+
+
+def validate(problem: Problem, cfg: DecomposeKConfig) -> None:
+    if cfg.split < 1:
+        raise ValueError(f"decompose_k split={cfg.split} must be >= 1")
+    if problem.k % cfg.split:
+        raise ValueError(f"decompose_k split={cfg.split} does not divide K={problem.k}")
+
+
+def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: DecomposeKConfig, *,
+        allow_tf32: bool = False, workspace=None) -> None:
+    M, K = a.shape
+    N = b.shape[1]
+    tile = tile_for(M, N, K, cfg.split)
+    partials = torch.empty((cfg.split, M, N), dtype=torch.float32, device=a.device)
+    launch_tiled(a, b, partials, block_m=tile.block_m, block_n=tile.block_n, block_k=tile.block_k,
+                 group_m=tile.group_m, num_stages=tile.num_stages, num_warps=tile.num_warps,
+                 k_per_split=K // cfg.split, split_mode=0, stride_cz=partials.stride(0),
+                 allow_tf32=allow_tf32)
+    launch_sum_splits(partials, out)

@@ -1,0 +1,123 @@
+"""splitk: split-K in one launch, for small M*N with a long K.
+
+Each program reduces one K-slice of one output tile into fp32; the last program to
+arrive at a tile combines the partials in fp32 and writes the output (see
+tiled.py). This is the tool for shapes like 32x32x28672, where a plain tiled mm
+has one program for the whole output and leaves 131 of 132 SMs idle.
+
+``SplitKConfig.deterministic`` picks a fixed reduction order (slice 0..S-1,
+bitwise reproducible run to run) or fp32 atomics (order varies, the last program
+reads one tile instead of S).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+import triton
+
+from ..device import DeviceInfo
+from ..problem import Problem
+from ..space import SplitKConfig, check_block_sizes, prune, scale_tile, tile_constraint
+from .tiled import launch_tiled
+
+NAME = "splitk"
+CONFIG = SplitKConfig
+
+DEFAULT_TILES = ((32, 32, 128, 4, 4), (32, 64, 128, 4, 4), (64, 64, 64, 4, 4),
+                 (64, 128, 64, 3, 4), (128, 128, 64, 3, 8))
+SPLITS = (2, 4, 8, 16, 32, 64, 128)
+MIN_SLICE = 128  # shorter K-slices pay more in partial traffic than they gain in parallelism
+MAX_WORKSPACE_BYTES = 256 * 2**20
+
+
+def k_per_split(k: int, cfg: SplitKConfig) -> int:
+    """K extent of one slice: ceil(K / split) rounded up to a whole number of BLOCK_K."""
+    per = triton.cdiv(k, cfg.split_k)
+    return triton.cdiv(per, cfg.block_k) * cfg.block_k
+
+
+def effective_splits(k: int, cfg: SplitKConfig) -> int:
+    return triton.cdiv(k, k_per_split(k, cfg))
+
+
+def constraint(cfg: SplitKConfig, problem: Problem, device: DeviceInfo) -> str | None:
+    if cfg.split_k < 2:
+        return "split_k must be >= 2 (split_k=1 is triton_mm)"
+    if problem.k < 2 * MIN_SLICE or triton.cdiv(problem.k, cfg.split_k) < MIN_SLICE:
+        return f"K={problem.k} split {cfg.split_k} ways leaves slices shorter than {MIN_SLICE}"
+    ws = 4 * problem.m * problem.n * (effective_splits(problem.k, cfg) if cfg.deterministic else 1)
+    if ws > MAX_WORKSPACE_BYTES:
+        return f"fp32 workspace of {ws} B exceeds {MAX_WORKSPACE_BYTES} B: M*N is too large for split-K"
+    tiles = triton.cdiv(problem.m, cfg.block_m) * triton.cdiv(problem.n, cfg.block_n)
+    if tiles * effective_splits(problem.k, cfg) > 16 * device.sm_count:
+        return (f"{tiles} tiles x {cfg.split_k} splits is over 16 waves of {device.sm_count} SMs: "
+                "the output alone fills the GPU")
+    return tile_constraint(cfg, problem, device)
+
+
+def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
+    if kind == "default":
+        raw = [SplitKConfig(*t, group_m=8, split_k=s, deterministic=d)
+               for t, s, d in itertools.product(DEFAULT_TILES, SPLITS, (True, False))]
+    else:
+        raw = [SplitKConfig(bm, bn, bk, st, w, 8, s, d) for bm, bn, bk, st, w, s, d in itertools.product(
+            (16, 32, 64, 128), (16, 32, 64, 128), (32, 64, 128, 256), (2, 3, 4, 5), (2, 4, 8),
+            SPLITS, (True, False))]
+    scaled = [scale_tile(c, problem, k_len=triton.cdiv(problem.k, c.split_k)) for c in raw]
+    return prune(scaled, problem, device, constraint)
+
+
+def validate(problem: Problem, cfg: SplitKConfig) -> None:
+    check_block_sizes(cfg)
+    if cfg.split_k < 1:
+        raise ValueError(f"split_k={cfg.split_k} must be >= 1")
+
+
+class SplitKWorkspace:
+    """Scratch for the fused split-K kernel: fp32 partials and per-tile arrival counters.
+
+    The kernel returns counters (and the atomic-mode accumulator) to zero itself, so
+    one workspace serves any number of launches on one stream, CUDA-graph replays
+    included. Do not share one between launches that can run concurrently on
+    different streams. Buffers only grow.
+    """
+
+    def __init__(self) -> None:
+        self._bufs: dict[tuple, torch.Tensor] = {}
+
+    def _get(self, key: tuple, numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        buf = self._bufs.get((key, device))
+        if buf is None or buf.numel() < numel:
+            buf = torch.zeros(max(numel, 1), dtype=dtype, device=device)
+            self._bufs[(key, device)] = buf
+        return buf
+
+    def partials(self, numel: int, deterministic: bool, device: torch.device) -> torch.Tensor:
+        # Separate buffers: mode 1 leaves partials behind, mode 2 needs zeros.
+        return self._get(("ws", deterministic), numel, torch.float32, device)
+
+    def counters(self, numel: int, device: torch.device) -> torch.Tensor:
+        return self._get(("locks",), numel, torch.int32, device)
+
+
+def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConfig, *,
+        allow_tf32: bool = False, workspace: SplitKWorkspace | None = None) -> None:
+    M, K = a.shape
+    N = b.shape[1]
+    per = k_per_split(K, cfg)
+    splits = triton.cdiv(K, per)
+    if splits == 1:
+        launch_tiled(a, b, out, block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k,
+                     group_m=cfg.group_m, num_stages=cfg.num_stages, num_warps=cfg.num_warps,
+                     k_per_split=K, allow_tf32=allow_tf32)
+        return
+    ws = workspace or SplitKWorkspace()  # a fresh one is correct, only slower
+    tiles = triton.cdiv(M, cfg.block_m) * triton.cdiv(N, cfg.block_n)
+    partials = ws.partials(M * N * (splits if cfg.deterministic else 1), cfg.deterministic, a.device)
+    locks = ws.counters(tiles, a.device)
+    launch_tiled(a, b, out, block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k,
+                 group_m=cfg.group_m, num_stages=cfg.num_stages, num_warps=cfg.num_warps,
+                 k_per_split=per, split_mode=1 if cfg.deterministic else 2,
+                 ws=partials, locks=locks, allow_tf32=allow_tf32)

@@ -1,0 +1,219 @@
+"""The one tiled Triton matmul body that triton_mm, splitk and decompose_k share.
+
+One program computes a BLOCK_M x BLOCK_N tile over one K-slice (program axis 1):
+
+* SPLIT_MODE 0 stores the fp32 accumulator, cast to the output's dtype, at
+  ``c + pid_k * stride_cz``: plain mm when there is one slice, and the batched
+  fp32 partials of DecomposeK otherwise.
+* SPLIT_MODE 1/2 is the fused split-K: every program leaves its fp32 partial in a
+  workspace and bumps a per-tile arrival counter; the last program to arrive sums
+  the partials (mode 1: in slice order 0..S-1, so results are bitwise reproducible;
+  mode 2: partials were atomically added, order varies) and writes the output, then
+  resets the counter. One launch, no spinning, so no deadlock whatever the schedule.
+
+Alignment: we specialise rather than copy. Triton's JIT already specialises on
+16-byte divisibility of pointers and integer strides, so an aligned operand gets
+16-byte vector loads and an unaligned one (odd leading stride, odd storage offset)
+falls back to narrower loads in its own compiled variant. A copy to an aligned
+buffer would add a full read and write of the operand and an allocation to every
+call (8.4 MB for the 4097-wide B of 333x4097x1025, about the GEMM's own compute
+floor on an H200), and the dispatch hot path must allocate nothing but the output.
+Unit strides are passed as constexprs, so the contiguous dim is known at compile
+time whatever triton version decides about specialising on 1.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _tiled_mm_kernel(
+    a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr,
+    M, N, K, K_PER_SPLIT,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cz, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, SPLIT_MODE: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, INDEX_64: tl.constexpr,
+    AK_UNIT: tl.constexpr, AM_UNIT: tl.constexpr,
+    BK_UNIT: tl.constexpr, BN_UNIT: tl.constexpr, CN_UNIT: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    num_splits = tl.num_programs(1)
+    grid_m = tl.cdiv(M, BLOCK_M)
+    grid_n = tl.cdiv(N, BLOCK_N)
+    # Grouped ordering: GROUP_M consecutive programs walk down a column of tiles,
+    # so the B tiles they share stay in L2.
+    width = GROUP_M * grid_n
+    group_id = pid // width
+    group_size = tl.minimum(grid_m - group_id * GROUP_M, GROUP_M)
+    pid_m = group_id * GROUP_M + (pid % width) % group_size
+    pid_n = (pid % width) // group_size
+
+    # Unit strides as constexprs: the contiguous dim is known at compile time.
+    if AK_UNIT:
+        sak = 1
+    else:
+        sak = stride_ak
+    if AM_UNIT:
+        sam = 1
+    else:
+        sam = stride_am
+    if BK_UNIT:
+        sbk = 1
+    else:
+        sbk = stride_bk
+    if BN_UNIT:
+        sbn = 1
+    else:
+        sbn = stride_bn
+    if CN_UNIT:
+        scn = 1
+    else:
+        scn = stride_cn
+
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    # Rows/cols past the edge wrap around, so loads need no M/N mask; stores are masked.
+    ram = rm % M
+    rbn = rn % N
+    k_start = pid_k * K_PER_SPLIT
+    k_end = tl.minimum(k_start + K_PER_SPLIT, K)
+    rk = tl.arange(0, BLOCK_K)
+    if INDEX_64:
+        ram = ram.to(tl.int64)
+        rbn = rbn.to(tl.int64)
+        a_ptrs = a_ptr + ram[:, None] * sam + (k_start + rk.to(tl.int64))[None, :] * sak
+        b_ptrs = b_ptr + (k_start + rk.to(tl.int64))[:, None] * sbk + rbn[None, :] * sbn
+    else:
+        a_ptrs = a_ptr + ram[:, None] * sam + (k_start + rk)[None, :] * sak
+        b_ptrs = b_ptr + (k_start + rk)[:, None] * sbk + rbn[None, :] * sbn
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(k_start, k_end, BLOCK_K):
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        else:
+            kk = k + rk
+            a = tl.load(a_ptrs, mask=kk[None, :] < k_end, other=0.0)
+            b = tl.load(b_ptrs, mask=kk[:, None] < k_end, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+        a_ptrs += BLOCK_K * sak
+        b_ptrs += BLOCK_K * sbk
+
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    if INDEX_64:
+        rm_o = rm.to(tl.int64)
+        rn_o = rn.to(tl.int64)
+    else:
+        rm_o = rm
+        rn_o = rn
+    c_ptrs = c_ptr + rm_o[:, None] * stride_cm + rn_o[None, :] * scn
+    if SPLIT_MODE == 0:
+        c_ptrs += pid_k * stride_cz
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+    else:
+        # Workspace is contiguous fp32: [S, M, N] for mode 1, [M, N] for mode 2.
+        w_off = rm_o[:, None] * N + rn_o[None, :]
+        if SPLIT_MODE == 1:
+            tl.store(ws_ptr + pid_k * M * N + w_off, acc, mask=mask)
+        else:
+            tl.atomic_add(ws_ptr + w_off, acc, mask=mask, sem="relaxed")
+        # Every thread's partial must be issued before the arrival is counted.
+        tl.debug_barrier()
+        arrived = tl.atomic_add(lock_ptr + pid, 1, sem="acq_rel")
+        if arrived == num_splits - 1:
+            # Last arriver: partials of other SMs are read from L2 (.cg skips the
+            # non-coherent L1).
+            if SPLIT_MODE == 1:
+                total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                for s in range(0, num_splits):
+                    total += tl.load(ws_ptr + s * M * N + w_off, mask=mask, other=0.0,
+                                     cache_modifier=".cg")
+            else:
+                total = tl.load(ws_ptr + w_off, mask=mask, other=0.0, cache_modifier=".cg")
+                # Leave the workspace zeroed for the next launch.
+                tl.store(ws_ptr + w_off, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), mask=mask)
+            tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask)
+            tl.atomic_xchg(lock_ptr + pid, 0)
+
+
+@triton.jit
+def _sum_splits_kernel(ws_ptr, out_ptr, MN, N, S, stride_om, stride_on, BLOCK: tl.constexpr):
+    """out[m, n] = sum_s ws[s, m, n], summed in fp32 in slice order, cast on store."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < MN
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for s in range(0, S):
+        acc += tl.load(ws_ptr + s * MN + offs, mask=mask, other=0.0)
+    m = offs // N
+    n = offs % N
+    tl.store(out_ptr + m * stride_om + n * stride_on, acc.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+_INT32_LIMIT = 2**31 - 1
+
+
+def needs_int64(*tensors: torch.Tensor) -> bool:
+    """True when some element offset of these tensors does not fit in int32."""
+    for t in tensors:
+        if t.numel() and sum((d - 1) * abs(s) for d, s in zip(t.shape, t.stride())) > _INT32_LIMIT:
+            return True
+    return False
+
+
+def input_precision(dtype: torch.dtype, allow_tf32: bool) -> str:
+    # fp32 dot defaults to tf32 in Triton; we use exact fp32 unless the caller asks.
+    if dtype == torch.float32 and not allow_tf32:
+        return "ieee"
+    return "tf32"
+
+
+def launch_tiled(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    c: torch.Tensor,
+    *,
+    block_m: int,
+    block_n: int,
+    block_k: int,
+    group_m: int,
+    num_stages: int,
+    num_warps: int,
+    k_per_split: int,
+    split_mode: int = 0,
+    stride_cz: int = 0,
+    ws: torch.Tensor | None = None,
+    locks: torch.Tensor | None = None,
+    allow_tf32: bool = False,
+) -> None:
+    """Launch the tiled kernel; the caller has validated shapes and sizes (M, N, K > 0)."""
+    M, K = a.shape
+    N = b.shape[1]
+    splits = triton.cdiv(K, k_per_split)
+    grid = (triton.cdiv(M, block_m) * triton.cdiv(N, block_n), splits)
+    even_k = K % block_k == 0 and k_per_split % block_k == 0
+    dummy = c if ws is None else ws
+    _tiled_mm_kernel[grid](
+        a, b, c, dummy, c if locks is None else locks,
+        M, N, K, k_per_split,
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1), stride_cz, c.stride(-2), c.stride(-1),
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m,
+        EVEN_K=even_k, SPLIT_MODE=split_mode,
+        INPUT_PRECISION=input_precision(a.dtype, allow_tf32),
+        INDEX_64=needs_int64(a, b, c) or (ws is not None and needs_int64(ws)),
+        AK_UNIT=a.stride(1) == 1, AM_UNIT=a.stride(1) != 1 and a.stride(0) == 1,
+        BK_UNIT=b.stride(1) != 1 and b.stride(0) == 1, BN_UNIT=b.stride(1) == 1,
+        CN_UNIT=c.stride(-1) == 1,
+        num_warps=num_warps, num_stages=num_stages,
+    )
+
+
+def launch_sum_splits(ws: torch.Tensor, out: torch.Tensor, block: int = 1024) -> None:
+    S, M, N = ws.shape
+    grid = (triton.cdiv(M * N, block),)
+    _sum_splits_kernel[grid](ws, out, M * N, N, S, out.stride(0), out.stride(1), BLOCK=block, num_warps=4)

@@ -1,0 +1,37 @@
+"""triton_mm: the tiled Triton matmul (grouped tile order, ragged-edge masks, an
+EVEN_K fast path, fp32 accumulation) and its config space."""
+
+from __future__ import annotations
+
+import torch
+
+from ..device import DeviceInfo
+from ..problem import Problem
+from ..space import (TileConfig, check_block_sizes, default_tiles, exhaustive_tiles, prune,
+                     scale_tile, tile_constraint)
+from .tiled import launch_tiled
+
+NAME = "triton_mm"
+CONFIG = TileConfig
+
+
+def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
+    """(kept, rejected) configs for ``problem``: scaled to its sizes, pruned by ``device``."""
+    base = default_tiles() if kind == "default" else exhaustive_tiles()
+    return prune([scale_tile(c, problem) for c in base], problem, device)
+
+
+def validate(problem: Problem, cfg: TileConfig) -> None:
+    check_block_sizes(cfg)
+
+
+def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: TileConfig, *,
+        allow_tf32: bool = False, workspace=None) -> None:
+    K = a.shape[1]
+    launch_tiled(a, b, out, block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k,
+                 group_m=cfg.group_m, num_stages=cfg.num_stages, num_warps=cfg.num_warps,
+                 k_per_split=K, allow_tf32=allow_tf32)
+
+
+def constraint(cfg: TileConfig, problem: Problem, device: DeviceInfo) -> str | None:
+    return tile_constraint(cfg, problem, device)

@@ -1,0 +1,272 @@
+"""Problem: the frozen description of one GEMM, and the key used everywhere.
+
+A Problem says what is multiplied (M, N, K, dtypes), how each operand lies in
+memory (row-major, column-major i.e. a transposed view, or general strides) and
+whether it is 16-byte aligned (data pointer and leading stride). Two calls with
+equal problems can share one tuned kernel; the stable ``key`` names the problem
+in the results store, the lookup table and the dispatcher.
+
+Example::
+
+    >>> from gemmtune.problem import Problem
+    >>> p = Problem.from_sizes(32, 32, 28672, "bfloat16")
+    >>> p.key
+    'mm:M32-N32-K28672:bf16->bf16:row.a/row.a'
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import torch
+
+# Short names keep keys readable; the long names are torch's own.
+DTYPES: dict[str, torch.dtype] = {
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float32": torch.float32,
+}
+SHORT = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
+_ALIASES = {
+    "fp16": "float16", "half": "float16", "f16": "float16", "float16": "float16",
+    "bf16": "bfloat16", "bfloat16": "bfloat16",
+    "fp32": "float32", "float": "float32", "f32": "float32", "float32": "float32",
+}
+LAYOUTS = ("row", "col", "strided")
+ALIGN_BYTES = 16
+
+
+def dtype_name(dtype: torch.dtype | str) -> str:
+    """Canonical dtype name ('bfloat16', ...) for a torch dtype or an alias such as 'bf16'.
+
+    Raises TypeError for anything gemmtune does not multiply.
+    """
+    if isinstance(dtype, torch.dtype):
+        for name, dt in DTYPES.items():
+            if dt == dtype:
+                return name
+        raise TypeError(
+            f"unsupported dtype {dtype}; gemmtune multiplies {', '.join(DTYPES)}"
+        )
+    if isinstance(dtype, str):
+        name = _ALIASES.get(dtype.lower().removeprefix("torch."))
+        if name is None:
+            raise TypeError(
+                f"unsupported dtype {dtype!r}; use one of {', '.join(DTYPES)} "
+                f"(or {', '.join(sorted(set(_ALIASES) - set(DTYPES)))})"
+            )
+        return name
+    raise TypeError(f"dtype must be a torch.dtype or a string, not {type(dtype).__name__}")
+
+
+def element_size(dtype: str) -> int:
+    return torch.empty((), dtype=DTYPES[dtype_name(dtype)]).element_size()
+
+
+def operand_layout(rows: int, cols: int, stride: tuple[int, int]) -> str:
+    """'row' when the last dim is contiguous, 'col' when the first is, else 'strided'.
+
+    A dim of size 1 never constrains the layout: its stride is never used.
+    """
+    s0, s1 = stride
+    if cols == 1 or s1 == 1:
+        return "row"
+    if rows == 1 or s0 == 1:
+        return "col"
+    return "strided"
+
+
+def operand_aligned(ptr: int, rows: int, cols: int, stride: tuple[int, int], elsize: int) -> bool:
+    """True when the data pointer and the leading stride are both multiples of 16 bytes.
+
+    16 bytes is the width of one vectorised global load (and a TMA requirement);
+    Triton's JIT specialises on exactly this divisibility.
+    """
+    layout = operand_layout(rows, cols, stride)
+    if layout == "row":
+        lead = stride[0] if rows > 1 else 0
+    elif layout == "col":
+        lead = stride[1] if cols > 1 else 0
+    else:
+        return False
+    return ptr % ALIGN_BYTES == 0 and (lead * elsize) % ALIGN_BYTES == 0
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One GEMM: out[M, N] = a[M, K] @ b[K, N].
+
+    Build it with ``Problem.from_tensors(a, b)`` or ``Problem.from_sizes(M, N, K, dtype)``.
+    ``allow_tf32`` matters only for float32 inputs: it lets the tensor cores round
+    the inputs to tf32 (about 3e-4 relative error instead of fp32's 1e-6).
+    """
+
+    m: int
+    n: int
+    k: int
+    dtype: str = "bfloat16"
+    out_dtype: str = "bfloat16"
+    layout_a: str = "row"
+    layout_b: str = "row"
+    aligned_a: bool = True
+    aligned_b: bool = True
+    allow_tf32: bool = False
+    op: str = field(default="mm")
+
+    def __post_init__(self) -> None:
+        for name in ("m", "n", "k"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"Problem.{name} must be a non-negative int, got {v!r}")
+        object.__setattr__(self, "dtype", dtype_name(self.dtype))
+        object.__setattr__(self, "out_dtype", dtype_name(self.out_dtype))
+        if self.out_dtype not in (self.dtype, "float32"):
+            raise TypeError(
+                f"out_dtype {self.out_dtype} is not supported for {self.dtype} inputs; "
+                f"use {self.dtype} or float32"
+            )
+        for name in ("layout_a", "layout_b"):
+            if getattr(self, name) not in LAYOUTS:
+                raise ValueError(f"Problem.{name} must be one of {LAYOUTS}, got {getattr(self, name)!r}")
+        if self.op != "mm":
+            raise ValueError(f"only op='mm' is supported for now, got {self.op!r}")
+        if self.allow_tf32 and self.dtype != "float32":
+            # tf32 is meaningless for 16-bit inputs; normalise so keys stay unique.
+            object.__setattr__(self, "allow_tf32", False)
+
+    # ----------------------------------------------------------------- builders
+    @classmethod
+    def from_sizes(
+        cls,
+        m: int,
+        n: int,
+        k: int,
+        dtype: str | torch.dtype = "bfloat16",
+        out_dtype: str | torch.dtype | None = None,
+        *,
+        layout_a: str = "row",
+        layout_b: str = "row",
+        aligned_a: bool | None = None,
+        aligned_b: bool | None = None,
+        allow_tf32: bool = False,
+    ) -> "Problem":
+        """A problem from numbers. Alignment defaults to what contiguous tensors would have."""
+        dt = dtype_name(dtype)
+        es = element_size(dt)
+        if aligned_a is None:
+            aligned_a = layout_a != "strided" and ((k if layout_a == "row" else m) * es) % ALIGN_BYTES == 0
+        if aligned_b is None:
+            aligned_b = layout_b != "strided" and ((n if layout_b == "row" else k) * es) % ALIGN_BYTES == 0
+        return cls(
+            m, n, k, dt, dtype_name(out_dtype) if out_dtype is not None else dt,
+            layout_a, layout_b, bool(aligned_a), bool(aligned_b), allow_tf32,
+        )
+
+    @classmethod
+    def from_tensors(
+        cls,
+        a: torch.Tensor,
+        b: torch.Tensor,
+        out_dtype: str | torch.dtype | None = None,
+        *,
+        allow_tf32: bool = False,
+    ) -> "Problem":
+        """The problem that ``a @ b`` poses, with the operands' real layouts and alignment.
+
+        Raises ValueError/TypeError for inputs gemmtune cannot multiply (see check_operands).
+        """
+        check_operands(a, b)
+        m, k = a.shape
+        n = b.shape[1]
+        dt = dtype_name(a.dtype)
+        es = a.element_size()
+        return cls(
+            m, n, k, dt, dtype_name(out_dtype) if out_dtype is not None else dt,
+            operand_layout(m, k, a.stride()), operand_layout(k, n, b.stride()),
+            operand_aligned(a.data_ptr(), m, k, a.stride(), es),
+            operand_aligned(b.data_ptr(), k, n, b.stride(), es),
+            allow_tf32,
+        )
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def key(self) -> str:
+        """Stable string key, e.g. ``mm:M32-N32-K28672:bf16->bf16:row.a/col.u``."""
+        tf32 = "+tf32" if self.allow_tf32 else ""
+        return (
+            f"{self.op}:M{self.m}-N{self.n}-K{self.k}:"
+            f"{SHORT[self.dtype]}{tf32}->{SHORT[self.out_dtype]}:"
+            f"{self.layout_a}.{'a' if self.aligned_a else 'u'}/"
+            f"{self.layout_b}.{'a' if self.aligned_b else 'u'}"
+        )
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+    @property
+    def torch_out_dtype(self) -> torch.dtype:
+        return DTYPES[self.out_dtype]
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k
+
+    @property
+    def min_bytes(self) -> int:
+        """Bytes moved if each input is read once and the output written once."""
+        es = element_size(self.dtype)
+        return es * (self.m * self.k + self.k * self.n) + element_size(self.out_dtype) * self.m * self.n
+
+    def with_sizes(self, m: int | None = None, n: int | None = None, k: int | None = None) -> "Problem":
+        return replace(self, m=self.m if m is None else m, n=self.n if n is None else n,
+                       k=self.k if k is None else k)
+
+    def log2_shape(self) -> tuple[float, float, float]:
+        """log2 of (M, N, K), with dims of 0 or 1 both mapping to 0 (used for similarity)."""
+        return tuple(math.log2(max(1, d)) for d in (self.m, self.n, self.k))  # type: ignore[return-value]
+
+    def __str__(self) -> str:
+        return self.key
+
+    @classmethod
+    def from_key(cls, key: str) -> "Problem":
+        """Parse a key made by ``Problem.key``; raises ValueError naming the bad part."""
+        try:
+            op, sizes, dts, lay = key.split(":")
+            ms, ns, ks = sizes.split("-")
+            if not (ms[0] == "M" and ns[0] == "N" and ks[0] == "K"):
+                raise ValueError("sizes must read M<int>-N<int>-K<int>")
+            src, dst = dts.split("->")
+            tf32 = src.endswith("+tf32")
+            la, lb = lay.split("/")
+            (lay_a, al_a), (lay_b, al_b) = la.split("."), lb.split(".")
+            if al_a not in "au" or al_b not in "au" or len(al_a) != 1 or len(al_b) != 1:
+                raise ValueError("alignment flag must be 'a' or 'u'")
+            return cls(int(ms[1:]), int(ns[1:]), int(ks[1:]), src.removesuffix("+tf32"), dst,
+                       lay_a, lay_b, al_a == "a", al_b == "a", tf32, op)
+        except (ValueError, TypeError, IndexError) as e:
+            raise ValueError(f"malformed problem key {key!r}: {e}") from None
+
+
+def check_operands(a: torch.Tensor, b: torch.Tensor) -> None:
+    """Raise a clear TypeError/ValueError when a @ b is not a GEMM gemmtune can run."""
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, not {type(t).__name__}")
+        if t.dim() != 2:
+            raise ValueError(
+                f"{name} must be 2-D (got {t.dim()}-D with shape {tuple(t.shape)}); "
+                "batched matmul is not supported yet: reshape to 2-D or loop"
+            )
+    if a.dtype != b.dtype:
+        raise TypeError(f"a and b must have the same dtype, got {a.dtype} and {b.dtype}")
+    dtype_name(a.dtype)  # raises TypeError for unsupported dtypes
+    if a.device != b.device:
+        raise ValueError(f"a and b must be on the same device, got {a.device} and {b.device}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(
+            f"inner dimensions differ: a is {tuple(a.shape)} and b is {tuple(b.shape)} "
+            f"(a.shape[1]={a.shape[1]} != b.shape[0]={b.shape[0]})"
+        )

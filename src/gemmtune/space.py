@@ -1,0 +1,277 @@
+"""Configs, choices and the pure functions that build, scale and prune config spaces.
+
+Everything here is a pure function of (problem, device): no CUDA is touched, so
+spaces can be listed and filtered on a CPU-only machine.
+
+* ``TileConfig``      a tiled Triton mm config (BLOCK_M/N/K, stages, warps, GROUP_M)
+* ``SplitKConfig``    a TileConfig plus the K split and the reduction mode
+* ``DecomposeKConfig`` the k-split of DecomposeK, its only parameter
+* ``AtenConfig``      torch.mm, no parameters
+* ``Choice``          (family, config) with one stable id, e.g. ``triton_mm:BM128-BN128-BK64-S3-W4-G8``
+
+Example::
+
+    >>> from gemmtune.space import Choice
+    >>> Choice.parse("decompose_k:s16").config.split
+    16
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import asdict, dataclass, replace
+from typing import Union
+
+from .device import DeviceInfo
+from .problem import Problem, element_size
+
+POW2_BLOCKS = (16, 32, 64, 128, 256)
+# fp32 accumulator registers per thread above which register pressure spills.
+# The per-thread cap is 255 and loads, addresses and the epilogue need the rest;
+# 128 accumulators is the largest tile Triton's Hopper configs use (128x256, 8 warps).
+MAX_ACC_REGS_PER_THREAD = 128
+MIN_BLOCK = 16  # tl.dot needs every block dim >= 16
+
+
+def next_pow2(x: int) -> int:
+    return 1 if x <= 1 else 1 << (int(x) - 1).bit_length()
+
+
+@dataclass(frozen=True, order=True)
+class TileConfig:
+    block_m: int
+    block_n: int
+    block_k: int
+    num_stages: int
+    num_warps: int
+    group_m: int = 8
+
+    @property
+    def id(self) -> str:
+        return (f"BM{self.block_m}-BN{self.block_n}-BK{self.block_k}"
+                f"-S{self.num_stages}-W{self.num_warps}-G{self.group_m}")
+
+    def params(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, order=True)
+class SplitKConfig:
+    block_m: int
+    block_n: int
+    block_k: int
+    num_stages: int
+    num_warps: int
+    group_m: int = 8
+    split_k: int = 2
+    # True: partials summed in a fixed order (bitwise reproducible).
+    # False: partials atomically added in fp32 (order, and so rounding, varies).
+    deterministic: bool = True
+
+    @property
+    def tile(self) -> TileConfig:
+        return TileConfig(self.block_m, self.block_n, self.block_k,
+                          self.num_stages, self.num_warps, self.group_m)
+
+    @property
+    def id(self) -> str:
+        return f"{self.tile.id}-SK{self.split_k}-{'det' if self.deterministic else 'atomic'}"
+
+    def params(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, order=True)
+class DecomposeKConfig:
+    split: int
+
+    @property
+    def id(self) -> str:
+        return f"s{self.split}"
+
+    def params(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, order=True)
+class AtenConfig:
+    @property
+    def id(self) -> str:
+        return ""
+
+    def params(self) -> dict:
+        return {}
+
+
+Config = Union[TileConfig, SplitKConfig, DecomposeKConfig, AtenConfig]
+CONFIG_TYPES = {"triton_mm": TileConfig, "splitk": SplitKConfig,
+                "decompose_k": DecomposeKConfig, "aten": AtenConfig}
+
+_TILE_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)$")
+_SPLITK_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)-SK(\d+)-(det|atomic)$")
+_DK_RE = re.compile(r"^s(\d+)$")
+
+
+@dataclass(frozen=True, order=True)
+class Choice:
+    """One runnable candidate: a kernel family and its config."""
+
+    family: str
+    config: Config
+
+    def __post_init__(self) -> None:
+        want = CONFIG_TYPES.get(self.family)
+        if want is None:
+            raise ValueError(f"unknown kernel family {self.family!r}; known: {', '.join(CONFIG_TYPES)}")
+        if not isinstance(self.config, want):
+            raise TypeError(f"family {self.family} takes a {want.__name__}, "
+                            f"not a {type(self.config).__name__}")
+
+    @property
+    def id(self) -> str:
+        cid = self.config.id
+        return f"{self.family}:{cid}" if cid else self.family
+
+    def __str__(self) -> str:
+        return self.id
+
+    @classmethod
+    def parse(cls, text: str) -> "Choice":
+        """Parse a choice id such as ``splitk:BM32-BN32-BK256-S3-W4-G8-SK16-det``.
+
+        Raises ValueError that names the bad part and shows the expected form.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"a choice id must be a string, not {type(text).__name__}")
+        family, _, rest = text.strip().partition(":")
+        if family == "aten":
+            if rest:
+                raise ValueError(f"choice {text!r}: aten takes no parameters (write just 'aten')")
+            return cls("aten", AtenConfig())
+        if family == "triton_mm":
+            m = _TILE_RE.match(rest)
+            if m:
+                return cls(family, TileConfig(*map(int, m.groups())))
+            form = "triton_mm:BM<int>-BN<int>-BK<int>-S<int>-W<int>-G<int>"
+        elif family == "splitk":
+            m = _SPLITK_RE.match(rest)
+            if m:
+                *nums, mode = m.groups()
+                return cls(family, SplitKConfig(*map(int, nums), deterministic=mode == "det"))
+            form = "splitk:BM<int>-BN<int>-BK<int>-S<int>-W<int>-G<int>-SK<int>-(det|atomic)"
+        elif family == "decompose_k":
+            m = _DK_RE.match(rest)
+            if m:
+                return cls(family, DecomposeKConfig(int(m.group(1))))
+            form = "decompose_k:s<int>"
+        else:
+            raise ValueError(f"choice {text!r}: unknown kernel family {family!r}; "
+                             f"known: {', '.join(CONFIG_TYPES)}")
+        raise ValueError(f"choice {text!r}: malformed parameters {rest!r}; expected {form}")
+
+    @classmethod
+    def from_params(cls, family: str, params: dict) -> "Choice":
+        """Build from a family name and a parameter dict (as written in lookup tables)."""
+        want = CONFIG_TYPES.get(family)
+        if want is None:
+            raise ValueError(f"unknown kernel family {family!r}; known: {', '.join(CONFIG_TYPES)}")
+        try:
+            return cls(family, want(**params))
+        except TypeError as e:
+            raise ValueError(f"bad parameters for {family}: {params!r} ({e})") from None
+
+
+# --------------------------------------------------------------------- spaces
+# The default triton_mm space: the 19 tile configs torch.compile's mm template
+# uses by default, plus two wide tiles that suit Hopper's wgmma (128x256, 256x128).
+DEFAULT_TILES: tuple[tuple[int, int, int, int, int], ...] = (
+    (32, 32, 16, 1, 2), (32, 32, 128, 2, 4), (32, 64, 32, 5, 8), (64, 32, 32, 5, 8),
+    (64, 32, 128, 5, 4), (64, 64, 16, 2, 4), (64, 64, 32, 2, 4), (64, 64, 64, 3, 8),
+    (64, 64, 128, 5, 4), (64, 128, 32, 3, 4), (64, 128, 32, 4, 8), (64, 128, 64, 3, 4),
+    (64, 128, 128, 4, 4), (128, 64, 32, 3, 4), (128, 64, 32, 4, 8), (128, 128, 32, 2, 8),
+    (128, 128, 32, 3, 4), (128, 128, 64, 3, 4), (128, 128, 64, 5, 8),
+    (128, 256, 64, 3, 8), (256, 128, 64, 3, 8),
+)
+
+
+def default_tiles() -> list[TileConfig]:
+    return [TileConfig(*t, group_m=8) for t in DEFAULT_TILES]
+
+
+def exhaustive_tiles() -> list[TileConfig]:
+    """Every BLOCK_M/N/K in 16..256, 1..5 stages, 2/4/8 warps, GROUP_M 1 or 8: 3,750 configs."""
+    return [TileConfig(bm, bn, bk, s, w, g) for bm, bn, bk, s, w, g in itertools.product(
+        POW2_BLOCKS, POW2_BLOCKS, POW2_BLOCKS, (1, 2, 3, 4, 5), (2, 4, 8), (1, 8))]
+
+
+def scale_tile(cfg: TileConfig | SplitKConfig, problem: Problem, k_len: int | None = None):
+    """Shrink blocks that are far larger than the problem (never below 16).
+
+    A 256-wide block over a 32-wide matrix wastes 7/8 of its work; the block is cut
+    to the next power of two of the dimension. Warps shrink with the tile so that
+    each warp still owns at least a 16x16 piece of the accumulator.
+    ``k_len`` is the K extent one program reduces (K / split for split-K).
+    """
+    k_len = problem.k if k_len is None else k_len
+    bm = max(MIN_BLOCK, min(cfg.block_m, next_pow2(problem.m)))
+    bn = max(MIN_BLOCK, min(cfg.block_n, next_pow2(problem.n)))
+    bk = max(MIN_BLOCK, min(cfg.block_k, next_pow2(k_len)))
+    warps = max(2, min(cfg.num_warps, bm * bn // 256))
+    return replace(cfg, block_m=bm, block_n=bn, block_k=bk, num_warps=warps)
+
+
+def smem_bytes(cfg: TileConfig | SplitKConfig, problem: Problem) -> int:
+    """Shared memory the pipelined operand tiles take: stages x (A tile + B tile)."""
+    es = element_size(problem.dtype)
+    return max(1, cfg.num_stages) * (cfg.block_m * cfg.block_k + cfg.block_k * cfg.block_n) * es
+
+
+def acc_regs_per_thread(cfg: TileConfig | SplitKConfig) -> int:
+    return cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
+
+
+def tile_constraint(cfg: TileConfig | SplitKConfig, problem: Problem, device: DeviceInfo) -> str | None:
+    """Why ``cfg`` cannot run well on ``device`` (None when it can)."""
+    smem = smem_bytes(cfg, problem)
+    if smem > device.smem_per_block:
+        return (f"shared memory {smem} B = {cfg.num_stages} stages x ({cfg.block_m}x{cfg.block_k} + "
+                f"{cfg.block_k}x{cfg.block_n}) x {element_size(problem.dtype)} B exceeds the "
+                f"{device.smem_per_block} B per block of {device.name}")
+    regs = acc_regs_per_thread(cfg)
+    if regs > MAX_ACC_REGS_PER_THREAD:
+        return (f"{regs} fp32 accumulator registers per thread ({cfg.block_m}x{cfg.block_n} over "
+                f"{cfg.num_warps} warps) exceeds {MAX_ACC_REGS_PER_THREAD}: it would spill")
+    if cfg.num_warps * 32 * min(255, regs + 32) > device.regs_per_block:
+        return f"{cfg.num_warps} warps need more than the {device.regs_per_block} registers of a block"
+    return None
+
+
+def prune(configs, problem: Problem, device: DeviceInfo, constraint=tile_constraint):
+    """Split configs into (kept, rejected) where rejected holds (config, reason) pairs.
+
+    Order is kept and duplicates (after scaling, many configs coincide) are dropped.
+    """
+    kept, rejected, seen = [], [], set()
+    for cfg in configs:
+        if cfg in seen:
+            continue
+        seen.add(cfg)
+        reason = constraint(cfg, problem, device)
+        if reason is None:
+            kept.append(cfg)
+        else:
+            rejected.append((cfg, reason))
+    return kept, rejected
+
+
+def check_block_sizes(cfg: TileConfig | SplitKConfig) -> None:
+    """Raise ValueError when a tile config cannot be compiled at all."""
+    for name in ("block_m", "block_n", "block_k"):
+        v = getattr(cfg, name)
+        if v < MIN_BLOCK or v & (v - 1):
+            raise ValueError(f"{name}={v} must be a power of two >= {MIN_BLOCK} (tl.dot and tl.arange need it)")
+    if cfg.num_warps not in (1, 2, 4, 8, 16):
+        raise ValueError(f"num_warps={cfg.num_warps} must be one of 1, 2, 4, 8, 16")
+    if cfg.num_stages < 1 or cfg.group_m < 1:
+        raise ValueError(f"num_stages={cfg.num_stages} and group_m={cfg.group_m} must be >= 1")
