@@ -17,8 +17,9 @@ from .api import default_choice, families, interpreter_enabled, matmul, space
 from .device import DeviceInfo
 from .problem import Problem
 from .space import AtenConfig, Choice, DecomposeKConfig, SplitKConfig, TileConfig
+from .tune import TuneResult, tune
 
 __all__ = [
     "__version__", "matmul", "families", "space", "default_choice", "interpreter_enabled",
-    "DeviceInfo", "Problem", "Choice", "TileConfig", "SplitKConfig", "DecomposeKConfig", "AtenConfig",
+    "tune", "TuneResult", "DeviceInfo", "Problem", "Choice", "TileConfig", "SplitKConfig", "DecomposeKConfig", "AtenConfig",
 ]

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Everything gemmtune does on a lent GPU, in one call of the device tool.
+#   bash scripts/gpu_run.sh [check] [faults] [tune] [inductor] ...   (default: check faults)
+# check:    GPU test module (bf16 and the rest on the real GPU) + the demo
+# faults:   inject an illegal-memory-access kernel into a real tuning run
+# tune:     gemmtune tune on the public suite, default space (store + table + summary)
+# inductor: torch.compile max-autotune on the same suite: tuning time, kernel time
+# Results go to $OUT (or ./out when run by hand). Wheels in .whl/ (pytest, rich, ...)
+# are installed to /tmp/site first when present: the GPU machine has no registry.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out}; mkdir -p "$OUT"
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+phases=${*:-check faults}
+{
+  date -u +%FT%TZ
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+  python3 -c 'import torch, triton, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'
+} 2>&1 | tee "$OUT/env.txt"
+rc=0
+for ph in $phases; do
+  echo "=== $ph ==="
+  case $ph in
+    check)
+      python3 -m pytest tests/test_gpu.py -q -m gpu -x -p no:cacheprovider 2>&1 | tail -40 | tee "$OUT/gpu_tests.log" || rc=1
+      python3 -m gemmtune.cli demo --size 333x4097x1025 2>&1 | tee "$OUT/demo.txt" || rc=1 ;;
+    faults)
+      python3 scripts/gpu_faults.py 2>&1 | tee "$OUT/faults.txt" || rc=1 ;;
+    tune)
+      python3 -m gemmtune.cli tune --preset public --space default --store "$OUT/public.sqlite" \
+        --out "$OUT/public-table.json" -q ${TUNE_ARGS:-} 2>&1 | tee "$OUT/tune.txt" || rc=1
+      python3 scripts/summarize_store.py "$OUT/public.sqlite" "$OUT/tune-summary.json" | tail -45 || rc=1 ;;
+    inductor)
+      python3 scripts/inductor_compare.py --preset public --out "$OUT/inductor.json" ${INDUCTOR_ARGS:-} 2>&1 \
+        | grep -v "^W1\|^I1\|AUTOTUNE\|^  triton_\|^  mm \|^  bmm\|^  decompose\|SingleProcess\|benchmarking" | tail -50 || rc=1 ;;
+    *) echo "unknown phase $ph"; rc=2 ;;
+  esac
+done
+exit $rc

@@ -1,0 +1,2 @@
+"""Benchmarking: timers (timing.py), the in-worker task runner (runner.py), the
+worker entry point (worker.py) and the subprocess pool (workers.py)."""

@@ -1,0 +1,79 @@
+"""Fault injection for testing the worker pool and the tuner: a drop-in runner.
+
+Use ``runner="gemmtune.bench.faults:handle"`` and set ``GEMMTUNE_FAULTS`` in the
+workers' environment to a JSON object mapping choice ids to a fault:
+
+* ``abort``   the worker process aborts (SIGABRT), like a segfaulting kernel
+* ``hang``    the worker sleeps forever, like a kernel that never finishes
+* ``raise``   the candidate raises a Python exception
+* ``wrong``   the candidate runs but its output is corrupted (verification must catch it)
+* ``illegal`` (GPU) a Triton kernel writes far out of bounds: an illegal memory
+              access that poisons the CUDA context of the worker
+
+Every other choice runs normally.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from . import runner
+
+_FAULTS: dict[str, str] | None = None
+
+
+def _faults() -> dict[str, str]:
+    global _FAULTS
+    if _FAULTS is None:
+        _FAULTS = json.loads(os.environ.get("GEMMTUNE_FAULTS", "{}"))
+    return _FAULTS
+
+
+def _illegal_access() -> None:
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _oob_store(ptr):
+        # 2**40 elements past a small buffer: far outside any mapping.
+        tl.store(ptr + (1 << 40), 1.0)
+
+    x = torch.zeros(16, device="cuda")
+    _oob_store[(1,)](x)
+    torch.cuda.synchronize()
+
+
+def handle(op: str, task: dict, state) -> dict:
+    fault = _faults().get(task.get("choice", ""))
+    if fault is None or op == "compile":
+        return runner.handle(op, task, state)
+    if fault == "abort":
+        os.abort()
+    if fault == "hang":
+        while True:
+            time.sleep(3600)
+    if fault == "raise":
+        raise RuntimeError("injected fault: this candidate raises")
+    if fault == "illegal":
+        _illegal_access()
+        return {"status": "error", "reason": "injected illegal access did not fault"}
+    if fault == "wrong":
+        from .. import kernels
+        from ..space import Choice
+
+        fam = kernels.get(Choice.parse(task["choice"]).family)
+        real_run = fam.run
+
+        def corrupt(a, b, out, cfg, **kw):
+            real_run(a, b, out, cfg, **kw)
+            out.view(-1)[0] += 1000.0  # one wrong element: the max-element check must see it
+
+        fam.run = corrupt
+        try:
+            return runner.handle(op, task, state)
+        finally:
+            fam.run = real_run
+    return {"status": "error", "reason": f"unknown injected fault {fault!r}"}

@@ -1,0 +1,152 @@
+"""What a worker process does with one task: build inputs, verify, time.
+
+A task is a JSON-able dict: ``{"problem": <Problem.key>, "choice": <Choice.id>,
+"seed": int}``. ``handle(op, task, state)`` returns a result dict with ``status``
+(ok / compile_error / wrong / error), ``device_ms``, ``eager_ms``, ``rel_err``,
+``repeats``, ``spread``, ``reason``. Crashes and hangs are not seen here: the
+pool observes them from outside (workers.py).
+
+Inputs honour the problem's layouts and alignment: a column-major operand is a
+transposed view, an unaligned one is a view at a 2-byte storage offset, a strided
+one takes every second column. Inputs are fresh random normals, never zeros
+(zeros can run faster than real data and hide unwritten outputs).
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+
+import torch
+
+from .. import kernels
+from ..device import DeviceInfo
+from ..kernels.splitk import SplitKWorkspace
+from ..problem import Problem, element_size
+from ..space import Choice
+from ..verify import compare, tolerance
+from .timing import default_timer, sets_for
+
+MAX_INPUT_BYTES = 4 * 2**30
+
+
+def make_operand(rows: int, cols: int, layout: str, aligned: bool, dtype: torch.dtype,
+                 device: str, gen: torch.Generator | None = None) -> torch.Tensor:
+    """A random (rows, cols) operand with the given layout and alignment."""
+    def randn(n: int) -> torch.Tensor:
+        return torch.randn(n, generator=gen, dtype=torch.float32, device=device).to(dtype)
+
+    # Unaligned: shift the data pointer by one element (2 or 4 bytes), which
+    # breaks 16-byte alignment whatever the strides are.
+    off = 0 if aligned else 1
+    if layout == "row":
+        return randn(rows * cols + off)[off:].view(rows, cols)
+    if layout == "col":
+        return randn(rows * cols + off)[off:].view(cols, rows).t()
+    return randn(rows * cols * 2 + off)[off:].view(rows, cols * 2)[:, ::2]
+
+
+def make_inputs(problem: Problem, device: str, n_sets: int, seed: int):
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    dt = problem.torch_dtype
+    return [(make_operand(problem.m, problem.k, problem.layout_a, problem.aligned_a, dt, device, gen),
+             make_operand(problem.k, problem.n, problem.layout_b, problem.aligned_b, dt, device, gen))
+            for _ in range(n_sets)]
+
+
+class WorkerState:
+    """Per-process caches: the current problem's inputs, outputs and reference."""
+
+    def __init__(self, timer=None, device: str | None = None):
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.timer = timer or default_timer()
+        self.workspace = SplitKWorkspace()
+        self.key: str | None = None
+        self.inputs: list = []
+        self.outs: list = []
+        self.ref: torch.Tensor | None = None
+        self.l2 = DeviceInfo.from_torch().l2_bytes if self.device == "cuda" else 0
+
+    def prepare(self, problem: Problem, seed: int) -> None:
+        if self.key == problem.key:
+            return
+        self.inputs, self.outs, self.ref = [], [], None
+        if self.device == "cuda":
+            torch.cuda.empty_cache()
+        bytes_per_set = problem.min_bytes
+        n = sets_for(bytes_per_set, self.l2) if self.device == "cuda" else 1
+        n = max(1, min(n, MAX_INPUT_BYTES // max(bytes_per_set, 1)))
+        self.inputs = make_inputs(problem, self.device, n, seed)
+        self.outs = [torch.empty(problem.m, problem.n, dtype=problem.torch_out_dtype, device=self.device)
+                     for _ in range(n)]
+        a, b = self.inputs[0]
+        self.ref = torch.mm(a.double(), b.double())
+        self.key = problem.key
+
+
+def _run(choice: Choice, problem: Problem, state: WorkerState, i: int) -> None:
+    a, b = state.inputs[i]
+    kernels.get(choice.family).run(a, b, state.outs[i], choice.config,
+                                   allow_tf32=problem.allow_tf32, workspace=state.workspace)
+
+
+def classify_exception(e: BaseException) -> str:
+    """compile_error for resource/compilation failures, error for anything else."""
+    name = type(e).__name__
+    text = f"{name}: {e}"
+    if any(s in text for s in ("OutOfResources", "out of resource", "CompilationError",
+                               "PassManager", "MLIR", "ptxas")):
+        return "compile_error"
+    return "error"
+
+
+def handle(op: str, task: dict, state: WorkerState) -> dict:
+    """Run one task. ``op`` is 'bench' (verify, then time) or 'compile' (run once)."""
+    problem = Problem.from_key(task["problem"])
+    try:
+        choice = Choice.parse(task["choice"])
+        kernels.get(choice.family).validate(problem, choice.config)
+        state.prepare(problem, int(task.get("seed", 0)))
+        if problem.m == 0 or problem.n == 0 or problem.k == 0:
+            return {"status": "skipped", "reason": "empty problem: nothing to time"}
+        if op == "compile":
+            _run(choice, problem, state, 0)
+            if state.device == "cuda":
+                torch.cuda.synchronize()
+            return {"status": "ok"}
+        # Verify first on poisoned outputs, so unwritten elements show as NaN.
+        state.outs[0].fill_(math.nan)
+        _run(choice, problem, state, 0)
+        if state.device == "cuda":
+            torch.cuda.synchronize()
+        a, b = state.inputs[0]
+
+        result = compare(state.outs[0], state.ref, tolerance(problem))
+        if not result.ok:
+            return {"status": "wrong", "rel_err": result.rel_err, "reason": result.reason}
+        t = state.timer.measure(lambda i: _run(choice, problem, state, i), len(state.inputs))
+        return {"status": "ok", "device_ms": t.device_ms, "eager_ms": t.eager_ms,
+                "rel_err": result.rel_err, "repeats": t.repeats, "spread": t.spread,
+                "representative": t.representative,
+                "reason": "" if t.representative else "CPU interpreter: timing not representative"}
+    except Exception as e:  # failures are data: the worker survives and reports
+        tb = traceback.format_exc(limit=3)
+        return {"status": classify_exception(e), "reason": f"{type(e).__name__}: {e}"[:2000],
+                "traceback": tb[-2000:]}
+
+
+def info(state: WorkerState) -> dict:
+    import triton
+
+    import gemmtune
+    from ..api import interpreter_enabled
+
+    if state.device == "cuda":
+        dev = DeviceInfo.from_torch()
+        name, cap, facts = dev.name, dev.capability_str, dev.to_dict()
+    else:
+        name, cap, facts = "cpu (Triton interpreter)", "interp", None
+    return {"device_name": name, "capability": cap, "device": facts, "torch": torch.__version__,
+            "triton": triton.__version__, "gemmtune": gemmtune.__version__,
+            "interpreter": interpreter_enabled(), "representative": state.timer.representative}

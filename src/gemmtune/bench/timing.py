@@ -1,0 +1,152 @@
+"""Timers: device time (CUDA graphs, L2-cold, median) and eager per-call time.
+
+A timer is an object passed to whatever measures, so tests can swap in a fake.
+Its one method, ``measure(launch, n_sets)``, takes ``launch(i)``, which enqueues
+the kernel on input set ``i``, and the number of input sets the caller made.
+
+``CudaGraphTimer`` (GPU):
+  * device time: one CUDA graph holds ``launches`` back-to-back launches that
+    cycle through the input sets; the caller makes enough sets that together they
+    exceed L2 (``sets_for``), so every launch reads its operands from HBM. Each
+    replay is timed with CUDA events; the result is the median over replays of
+    replay time / launches. Graph replay removes the CPU launch gaps that would
+    otherwise dominate microsecond kernels.
+  * eager time: ``eager_calls`` back-to-back Python calls on one set, synchronised
+    at the end, over wall-clock: what a caller pays per call, launch overhead
+    included. Reported separately, never mixed with device time.
+  * spread: (p75 - p25) / median of the replays, stored so that reports can call
+    differences within the spread a tie.
+
+``WallTimer`` (CPU / Triton interpreter): host wall-clock medians. Its numbers
+are labelled not representative: they time numpy, not a GPU.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+
+@dataclass(frozen=True)
+class Timing:
+    device_ms: float
+    eager_ms: float
+    repeats: int
+    spread: float
+    representative: bool = True
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    pos = q * (len(s) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def summarize(samples: list[float]) -> tuple[float, float]:
+    """(median, relative inter-quartile spread) of the samples."""
+    med = statistics.median(samples)
+    spread = (_quantile(samples, 0.75) - _quantile(samples, 0.25)) / med if med > 0 else 0.0
+    return med, spread
+
+
+def sets_for(bytes_per_set: int, l2_bytes: int, max_sets: int = 64) -> int:
+    """Input sets needed so that cycling through them exceeds twice the L2 size."""
+    if bytes_per_set <= 0:
+        return 1
+    need = -(-2 * max(l2_bytes, 1) // bytes_per_set)
+    return int(max(1, min(max_sets, need)))
+
+
+class CudaGraphTimer:
+    """L2-cold device time from CUDA-graph replays, plus eager per-call time."""
+
+    representative = True
+
+    def __init__(self, *, replays: int = 20, target_ms_per_replay: float = 2.0,
+                 max_launches: int = 256, eager_calls: int = 20, warmup: int = 2):
+        self.replays = replays
+        self.target_ms = target_ms_per_replay
+        self.max_launches = max_launches
+        self.eager_calls = eager_calls
+        self.warmup = warmup
+
+    def measure(self, launch: Callable[[int], None], n_sets: int) -> Timing:
+        # Warm-up outside the graph: compilation, module load, workspace allocation.
+        for i in range(max(self.warmup, 1)):
+            launch(i % n_sets)
+        torch.cuda.synchronize()
+        # Estimate the per-launch time to size the graph: a few ms per replay,
+        # at least one pass over every input set.
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for i in range(n_sets):
+            launch(i)
+        end.record()
+        end.synchronize()
+        est = max(start.elapsed_time(end) / n_sets, 1e-4)
+        launches = int(min(self.max_launches, max(n_sets, self.target_ms / est)))
+        launches = max(n_sets, launches - launches % n_sets) if launches >= n_sets else n_sets
+
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(stream):
+            launch(0)  # one launch on the side stream before capture, as torch asks
+            stream.synchronize()
+            with torch.cuda.graph(graph, stream=stream):
+                for i in range(launches):
+                    launch(i % n_sets)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph.replay()
+        torch.cuda.synchronize()
+        samples = []
+        for _ in range(self.replays):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            graph.replay()
+            e.record()
+            e.synchronize()
+            samples.append(s.elapsed_time(e) / launches)
+        del graph
+        med, spread = summarize(samples)
+
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(self.eager_calls):
+            launch(0)
+        torch.cuda.synchronize()
+        eager = (time.perf_counter() - t0) * 1e3 / self.eager_calls
+        return Timing(med, eager, self.replays, spread, True)
+
+
+class WallTimer:
+    """Host wall-clock timing, for the CPU interpreter: not representative of a GPU."""
+
+    representative = False
+
+    def __init__(self, *, repeats: int = 3, warmup: int = 1):
+        self.repeats = repeats
+        self.warmup = warmup
+
+    def measure(self, launch: Callable[[int], None], n_sets: int) -> Timing:
+        for i in range(self.warmup):
+            launch(i % n_sets)
+        samples = []
+        for i in range(self.repeats):
+            t0 = time.perf_counter()
+            launch(i % n_sets)
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            samples.append((time.perf_counter() - t0) * 1e3)
+        med, spread = summarize(samples)
+        return Timing(med, med, self.repeats, spread, False)
+
+
+def default_timer():
+    return CudaGraphTimer() if torch.cuda.is_available() else WallTimer()

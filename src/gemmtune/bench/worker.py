@@ -1,0 +1,89 @@
+"""Worker entry point: ``python -m gemmtune.bench.worker [--runner module:function]``.
+
+Spawned by WorkerPool with Popen (never fork after CUDA init) and with
+CUDA_VISIBLE_DEVICES already set, so this process sees exactly one GPU.
+Protocol: one JSON request per line on stdin, one JSON reply per line on a
+private duplicate of the original stdout. Everything else this process prints
+(Triton, torch, user code) goes to stderr, so it cannot corrupt the protocol.
+
+The first line it writes is ``{"ready": true}``, once torch is imported.
+Requests: ``{"op": "info"}``, ``{"op": "bench"|"compile", "task": {...}}``,
+``{"op": "exit"}``. The runner is ``module:function`` taking (op, task, state)
+and returning a dict; tests pass their own to inject faults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+
+DEFAULT_RUNNER = "gemmtune.bench.runner:handle"
+
+
+def _load(spec: str):
+    mod, _, fn = spec.partition(":")
+    return getattr(importlib.import_module(mod), fn)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="gemmtune-worker")
+    p.add_argument("--runner", default=DEFAULT_RUNNER)
+    args = p.parse_args(argv)
+
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    from . import runner as base
+
+    handle = _load(args.runner)
+    state = base.WorkerState()
+
+    def reply(obj: dict) -> None:
+        proto.write(json.dumps(obj) + "\n")
+        proto.flush()
+
+    reply({"ready": True})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            req = json.loads(line)
+        except json.JSONDecodeError as e:
+            reply({"status": "error", "reason": f"bad request: {e}"})
+            continue
+        op = req.get("op")
+        if op == "exit":
+            break
+        if op == "info":
+            reply(base.info(state))
+            continue
+        try:
+            res = handle(op, req.get("task", {}), state)
+        except Exception as e:  # a runner that raises must not take the worker down
+            res = {"status": "error", "reason": f"{type(e).__name__}: {e}"[:2000]}
+        if res.get("status") != "ok" and _poisons_context(res.get("reason", "")):
+            # After an illegal access the CUDA context is unusable: every later
+            # launch in this process would fail. Report a crash and exit so the
+            # pool starts a fresh worker with a healthy context.
+            res = dict(res, status="crashed")
+            reply(res)
+            os._exit(3)
+        reply(res)
+    return 0
+
+
+_POISON = ("illegal memory access", "unspecified launch failure", "CUDA error: an illegal",
+           "misaligned address", "device-side assert", "illegal instruction",
+           "CUDA_ERROR_ILLEGAL", "cudaErrorIllegal")
+
+
+def _poisons_context(reason: str) -> bool:
+    return any(s.lower() in reason.lower() for s in _POISON)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,323 @@
+"""WorkerPool: subprocess workers that survive crashes and hangs.
+
+Each worker is ``python -m gemmtune.bench.worker`` started with Popen, pinned to
+one GPU with CUDA_VISIBLE_DEVICES before torch is imported, and fed one task at a
+time over a pipe. The pool turns every way a task can fail into data:
+
+* the runner reports an exception (compile error, wrong result) -> its status;
+* the worker dies (segfault, abort, illegal memory access poisons the CUDA
+  context) -> status ``crashed`` with the exit signal and the tail of its stderr,
+  and a fresh worker replaces it, so later tasks run on a healthy context;
+* the worker does not answer within ``timeout`` seconds -> it is killed, the task
+  is ``timeout``, and a fresh worker replaces it.
+
+Example::
+
+    with WorkerPool(timeout=30) as pool:
+        for task, result in pool.map([{"problem": key, "choice": "aten"}]):
+            print(result["status"], result.get("device_ms"))
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from .worker import DEFAULT_RUNNER
+
+STDERR_TAIL = 1500
+
+
+def visible_gpus() -> list[str]:
+    """GPU ids this process may use, without initialising CUDA in the parent."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None:
+        return [g for g in env.split(",") if g.strip() and g.strip() != "-1"]
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+    except (OSError, subprocess.SubprocessError):
+        return []
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+@dataclass
+class _Worker:
+    gpu: str | None
+    proc: subprocess.Popen
+    log_path: Path
+    buf: bytes = b""
+    task_index: int | None = None
+    deadline: float = 0.0
+    ready: bool = False  # the worker says so once torch is imported
+
+    def stderr_tail(self) -> str:
+        try:
+            data = self.log_path.read_bytes()[-STDERR_TAIL:]
+            return data.decode(errors="replace").strip()
+        except OSError:
+            return ""
+
+
+class WorkerPool:
+    """A pool of worker subprocesses; see the module docstring.
+
+    ``n``: number of workers (default: one per visible GPU, or 1 without GPUs).
+    ``gpus``: GPU ids to pin workers to, round-robin (default: all visible).
+    ``runner``: ``module:function`` each worker uses to run a task.
+    ``env``: extra environment for the workers (e.g. TRITON_INTERPRET).
+    """
+
+    def __init__(self, n: int | None = None, *, timeout: float = 120.0, runner: str = DEFAULT_RUNNER,
+                 gpus: list[str] | None = None, env: dict[str, str] | None = None,
+                 startup_timeout: float = 300.0):
+        self.gpus = visible_gpus() if gpus is None else list(gpus)
+        self.n = n if n is not None else max(1, len(self.gpus))
+        if self.n < 1:
+            raise ValueError(f"a worker pool needs at least one worker, got n={n}")
+        self.timeout = float(timeout)
+        self.startup_timeout = float(startup_timeout)
+        self.runner = runner
+        self.env = dict(env or {})
+        self.workers: list[_Worker] = []
+        self.restarts = 0
+        self._logdir = tempfile.TemporaryDirectory(prefix="gemmtune-workers-")
+        self._sel = selectors.DefaultSelector()
+        self._spawned = 0
+
+    # ----------------------------------------------------------------- lifecycle
+    def _spawn(self, slot: int) -> _Worker:
+        gpu = self.gpus[slot % len(self.gpus)] if self.gpus else None
+        env = dict(os.environ)
+        env.update(self.env)
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = gpu
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        # The worker must import this very gemmtune, also when it runs from a source tree.
+        src = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self._spawned += 1
+        log_path = Path(self._logdir.name) / f"worker{slot}-{self._spawned}.log"
+        log = open(log_path, "wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gemmtune.bench.worker", "--runner", self.runner],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
+            start_new_session=True,  # a hung worker's children die with its group
+        )
+        log.close()
+        w = _Worker(gpu, proc, log_path)
+        os.set_blocking(proc.stdout.fileno(), False)
+        self._sel.register(proc.stdout, selectors.EVENT_READ, w)
+        return w
+
+    def start(self) -> "WorkerPool":
+        if not self.workers:
+            self.workers = [self._spawn(i) for i in range(self.n)]
+        return self
+
+    def _kill(self, w: _Worker) -> None:
+        try:
+            self._sel.unregister(w.proc.stdout)
+        except (KeyError, ValueError):
+            pass
+        if w.proc.poll() is None:
+            try:
+                os.killpg(w.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                w.proc.kill()
+        try:
+            w.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for f in (w.proc.stdin, w.proc.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+    def _replace(self, w: _Worker) -> _Worker:
+        self._kill(w)
+        self.restarts += 1
+        slot = self.workers.index(w)
+        nw = self._spawn(slot)
+        self.workers[slot] = nw
+        return nw
+
+    def close(self) -> None:
+        for w in self.workers:
+            if w.proc.poll() is None:
+                try:
+                    w.proc.stdin.write(b'{"op": "exit"}\n')
+                    w.proc.stdin.flush()
+                except OSError:
+                    pass
+        deadline = time.monotonic() + 5
+        for w in self.workers:
+            try:
+                w.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            self._kill(w)
+        self.workers = []
+        self._sel.close()
+        self._logdir.cleanup()
+
+    def __enter__(self) -> "WorkerPool":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ protocol
+    def _send(self, w: _Worker, req: dict, deadline_s: float) -> bool:
+        try:
+            w.proc.stdin.write((json.dumps(req) + "\n").encode())
+            w.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            return False
+        # Until the worker is ready, the clock is its start-up allowance; the task's
+        # own timeout starts when it says ready (see _read_lines).
+        w.deadline = time.monotonic() + (deadline_s if w.ready else self.startup_timeout)
+        return True
+
+    def _read_lines(self, w: _Worker) -> tuple[list[dict], bool]:
+        """Complete reply lines available from ``w``, and whether it hit EOF."""
+        eof = False
+        while True:
+            try:
+                chunk = os.read(w.proc.stdout.fileno(), 65536)
+            except BlockingIOError:
+                break
+            except OSError:
+                eof = True
+                break
+            if not chunk:
+                eof = True
+                break
+            w.buf += chunk
+        replies = []
+        while b"\n" in w.buf:
+            line, w.buf = w.buf.split(b"\n", 1)
+            if not line.strip():
+                continue
+            try:
+                msg = json.loads(line)
+            except json.JSONDecodeError:
+                msg = {"status": "error", "reason": f"garbled worker reply: {line[:200]!r}"}
+            if msg == {"ready": True}:
+                w.ready = True
+                w.deadline = time.monotonic() + self.timeout
+                continue
+            replies.append(msg)
+        return replies, eof
+
+    def info(self) -> dict:
+        """Device and version facts from the first worker (the parent never touches CUDA)."""
+        self.start()
+        w = self.workers[0]
+        if not self._send(w, {"op": "info"}, self.timeout):
+            raise RuntimeError(f"worker failed to start: {w.stderr_tail()}")
+        while True:
+            left = w.deadline - time.monotonic()
+            if left <= 0:
+                self._replace(w)
+                raise RuntimeError(f"worker did not answer 'info' within {self.startup_timeout:.0f} s")
+            for key, _ in self._sel.select(timeout=min(left, 1.0)):
+                if key.data is not w:
+                    continue
+                replies, eof = self._read_lines(w)
+                if replies:
+                    w.deadline = 0.0
+                    return replies[0]
+                if eof:
+                    tail = w.stderr_tail()
+                    self._replace(w)
+                    raise RuntimeError(f"worker {_describe_exit(w.proc.poll())} at start-up:\n{tail}")
+
+    def map(self, tasks: Iterable[dict], op: str = "bench",
+            on_result: Callable[[int, dict, dict], None] | None = None) -> Iterator[tuple[dict, dict]]:
+        """Run ``tasks`` across the workers; yield (task, result) as each finishes.
+
+        Results arrive in completion order. ``on_result(index, task, result)`` is
+        called before each yield. A crash or timeout costs only that task.
+        """
+        self.start()
+        tasks = list(tasks)
+        queue = deque(range(len(tasks)))
+        running: dict[int, _Worker] = {}
+        while queue or running:
+            for w in self.workers:
+                if w.task_index is None and queue:
+                    i = queue.popleft()
+                    if not self._send(w, {"op": op, "task": tasks[i]}, self.timeout):
+                        res = self._failure(w, "crashed", "worker pipe closed before the task was sent")
+                        self._replace(w)
+                        yield self._finish(i, tasks[i], res, on_result)
+                        continue
+                    w.task_index = i
+                    running[i] = w
+            if not running:
+                continue
+            now = time.monotonic()
+            nearest = min(w.deadline for w in running.values())
+            events = self._sel.select(timeout=max(0.0, min(nearest - now, 1.0)))
+            for key, _ in events:
+                w = key.data
+                if w.task_index is None:
+                    _, eof = self._read_lines(w)
+                    if eof:  # died while idle: replace it before it gets a task
+                        self._replace(w)
+                    continue
+                replies, eof = self._read_lines(w)
+                if replies:
+                    i = w.task_index
+                    w.task_index = None
+                    running.pop(i, None)
+                    yield self._finish(i, tasks[i], replies[0], on_result)
+                elif eof:
+                    i = w.task_index
+                    running.pop(i, None)
+                    w.proc.wait(timeout=10)
+                    res = self._failure(w, "crashed", f"worker {_describe_exit(w.proc.returncode)}")
+                    self._replace(w)
+                    yield self._finish(i, tasks[i], res, on_result)
+            now = time.monotonic()
+            for i, w in list(running.items()):
+                if w.task_index == i and now > w.deadline:
+                    running.pop(i)
+                    res = self._failure(w, "timeout", f"no answer within {self.timeout:.0f} s; worker killed")
+                    self._replace(w)
+                    yield self._finish(i, tasks[i], res, on_result)
+
+    def _failure(self, w: _Worker, status: str, what: str) -> dict:
+        tail = w.stderr_tail()
+        last = tail.splitlines()[-3:] if tail else []
+        reason = what + (": " + " | ".join(s.strip() for s in last) if last else "")
+        return {"status": status, "reason": reason[:2000]}
+
+    @staticmethod
+    def _finish(i: int, task: dict, result: dict, on_result) -> tuple[dict, dict]:
+        if on_result is not None:
+            on_result(i, task, result)
+        return task, result

@@ -1,0 +1,73 @@
+"""Shape suites: CSV files (group,name,M,N,K,dtype), named presets and --shape strings.
+
+Example::
+
+    >>> from gemmtune.shapes import parse_shape
+    >>> parse_shape("32x32x28672:bf16").problem.key
+    'mm:M32-N32-K28672:bf16->bf16:row.a/row.a'
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from .problem import Problem
+
+PRESETS = {
+    "public": "public.csv",  # the benchmark suite (evaluation only: never train on it)
+    "smoke": "smoke.csv",    # two tiny shapes: the whole pipeline in seconds, interpreter included
+}
+COLUMNS = ("group", "name", "M", "N", "K", "dtype")
+_SHAPE_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*(?::\s*([A-Za-z0-9_.]+))?\s*$")
+
+
+@dataclass(frozen=True)
+class Shape:
+    group: str
+    name: str
+    problem: Problem
+
+
+def parse_shape(text: str, default_dtype: str = "bfloat16") -> Shape:
+    """``MxNxK[:dtype]``, e.g. ``32x32x28672:bf16``."""
+    m = _SHAPE_RE.match(text)
+    if not m:
+        raise ValueError(f"bad shape {text!r}: expected MxNxK[:dtype], e.g. 32x32x28672:bf16")
+    M, N, K = (int(g) for g in m.groups()[:3])
+    p = Problem.from_sizes(M, N, K, m.group(4) or default_dtype)
+    return Shape("cli", f"{M}x{N}x{K}", p)
+
+
+def load_csv(path: str | Path) -> list[Shape]:
+    """Read a suite CSV; errors name the file, the line and the field."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ValueError(f"cannot read shape suite {path}: {e.strerror or e}") from None
+    rows = list(csv.DictReader(text.splitlines()))
+    if not rows:
+        raise ValueError(f"{path}: no shapes (expected a header {','.join(COLUMNS)} and rows)")
+    missing = [c for c in COLUMNS if c not in rows[0]]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {', '.join(missing)}; expected {','.join(COLUMNS)}")
+    shapes = []
+    for line, row in enumerate(rows, start=2):
+        try:
+            M, N, K = (int(row[c]) for c in ("M", "N", "K"))
+            p = Problem.from_sizes(M, N, K, row["dtype"].strip())
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{path}:{line}: bad row {dict(row)}: {e}") from None
+        shapes.append(Shape(row["group"].strip(), row["name"].strip(), p))
+    return shapes
+
+
+def preset(name: str) -> list[Shape]:
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}")
+    with resources.as_file(resources.files("gemmtune.data") / PRESETS[name]) as p:
+        return load_csv(p)

@@ -1,0 +1,287 @@
+"""The tuning pipeline: candidates -> compile -> verify + time -> store -> table.
+
+For each problem it lists the candidates of the chosen kernel families (cuBLAS
+always included, as the baseline), skips those the results store already holds
+for this exact GPU and software (so a killed run resumes where it stopped),
+compiles the rest in parallel worker processes, verifies and times them in one
+worker per GPU, records every result (failures included) the moment it arrives,
+and writes the winners to a lookup table.
+
+Example::
+
+    >>> import gemmtune
+    >>> from gemmtune.problem import Problem
+    >>> r = gemmtune.tune([Problem.from_sizes(32, 32, 28672, "bf16")],
+    ...                   store="results.sqlite", out="table.json")   # doctest: +SKIP
+    >>> r.shapes[0].best, r.shapes[0].speedup                         # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from . import kernels
+from .api import space as family_space
+from .bench.worker import DEFAULT_RUNNER
+from .bench.workers import WorkerPool, visible_gpus
+from .device import DeviceInfo
+from .problem import Problem
+from .shapes import Shape
+from .space import AtenConfig, Choice
+from .store import ResultRow, ResultStore, RunContext
+from .table import LookupTable, TableChoice, provenance
+
+FAILED = ("compile_error", "crashed", "timeout", "wrong", "error")
+
+
+def candidates(problem: Problem, families: Sequence[str], kind: str, device: DeviceInfo) -> list[Choice]:
+    """Every choice of ``families`` for ``problem``, cuBLAS first (always, as the baseline)."""
+    out = [Choice("aten", AtenConfig())]
+    for fam in families:
+        if fam != "aten":
+            out += family_space(problem, fam, kind, device)
+    seen, unique = set(), []
+    for c in out:
+        if c.id not in seen:
+            seen.add(c.id)
+            unique.append(c)
+    return unique
+
+
+@dataclass
+class ShapeResult:
+    name: str
+    group: str
+    problem: Problem
+    best: str | None
+    best_ms: float | None
+    aten_ms: float | None
+    tried: int
+    failed: int
+    statuses: dict = field(default_factory=dict)
+
+    @property
+    def speedup(self) -> float | None:
+        if self.best_ms and self.aten_ms:
+            return self.aten_ms / self.best_ms
+        return None
+
+
+@dataclass
+class TuneResult:
+    shapes: list[ShapeResult]
+    context: RunContext
+    representative: bool
+    wall_s: float
+    measured: int
+    reused: int
+    table: LookupTable | None = None
+    table_path: Path | None = None
+    store_path: Path | None = None
+
+
+def _as_shapes(problems: Iterable) -> list[Shape]:
+    out = []
+    for i, p in enumerate(problems):
+        if isinstance(p, Shape):
+            out.append(p)
+        elif isinstance(p, Problem):
+            out.append(Shape("api", f"{p.m}x{p.n}x{p.k}", p))
+        else:
+            raise TypeError(f"problems[{i}] must be a Problem or a Shape, not {type(p).__name__}")
+    return out
+
+
+def _row(problem: Problem, choice: Choice, res: dict) -> ResultRow:
+    def num(key):
+        v = res.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    return ResultRow(
+        problem_key=problem.key, choice_id=choice.id, family=choice.family,
+        status=res.get("status", "error") if res.get("status") in
+        ("ok", "compile_error", "crashed", "timeout", "wrong", "error", "skipped") else "error",
+        device_ms=num("device_ms"), eager_ms=num("eager_ms"), rel_err=num("rel_err"),
+        reason=str(res.get("reason", ""))[:2000], m=problem.m, n=problem.n, k=problem.k,
+        dtype=problem.dtype, out_dtype=problem.out_dtype,
+        layout=f"{problem.layout_a}/{problem.layout_b}", aligned=problem.aligned_a and problem.aligned_b,
+        params_json=json.dumps(choice.config.params(), sort_keys=True),
+        repeats=int(res["repeats"]) if isinstance(res.get("repeats"), int) else None,
+        spread=num("spread"),
+    )
+
+
+class _Progress:
+    """A rich progress bar, or nothing (quiet mode, tests)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self._p = None
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                       TimeElapsedColumn, TimeRemainingColumn)
+            self._p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                               TimeElapsedColumn(), TimeRemainingColumn(), transient=False)
+            self._p.__enter__()
+        return self
+
+    def task(self, description: str, total: int):
+        return self._p.add_task(description, total=total) if self._p else None
+
+    def advance(self, task, description: str | None = None) -> None:
+        if self._p is not None and task is not None:
+            self._p.update(task, advance=1, **({"description": description} if description else {}))
+
+    def __exit__(self, *exc):
+        if self._p is not None:
+            self._p.__exit__(*exc)
+
+
+def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None = None,
+         space: str = "default", store: str | os.PathLike | ResultStore = "gemmtune.sqlite",
+         out: str | os.PathLike | None = None, workers: int | None = None, timeout: float = 120.0,
+         compile_workers: int | None = None, progress: bool = True, runner: str = DEFAULT_RUNNER,
+         device: str | None = None, seed: int = 0, env: dict | None = None) -> TuneResult:
+    """Tune ``problems``: benchmark every candidate once, keep every result, return the winners.
+
+    ``families``: kernel families to search (default: all). ``space``: 'default' or
+    'exhaustive'. ``store``: SQLite results file (resumable). ``out``: lookup-table
+    JSON to write. ``workers``: benchmark workers (default one per GPU).
+    ``compile_workers``: parallel compile processes before benchmarking (default:
+    min(CPU cores, 16) on a GPU, none in the interpreter). ``timeout``: seconds a
+    candidate may take before its worker is killed. ``device``: built-in GPU whose
+    limits shape the spaces when running in the CPU interpreter (default H100).
+    ``runner``: the worker's task handler (tests inject faults through it).
+    """
+    t0 = time.monotonic()
+    shapes = _as_shapes(problems)
+    families = list(families) if families else list(kernels.FAMILIES)
+    for f in families:
+        kernels.get(f)
+    gpus = visible_gpus()
+    wenv = dict(env or {})
+    if not gpus:
+        wenv.setdefault("TRITON_INTERPRET", "1")
+    own_store = not isinstance(store, ResultStore)
+    db = ResultStore(store) if own_store else store
+    measured = reused = 0
+    try:
+        with WorkerPool(workers, timeout=timeout, runner=runner, env=wenv, gpus=gpus) as pool:
+            info = pool.info()
+            ctx = RunContext(info["device_name"], info["capability"], info["torch"],
+                             info["triton"], info["gemmtune"])
+            representative = bool(info.get("representative", False))
+            if info.get("device"):
+                d = dict(info["device"])
+                d["capability"] = tuple(d["capability"])
+                dev = DeviceInfo(**d)
+            else:
+                dev = DeviceInfo.lookup(device or "h100")
+            plan: list[tuple[Shape, list[Choice]]] = []
+            todo: list[tuple[Problem, Choice]] = []
+            for s in shapes:
+                cands = candidates(s.problem, families, space, dev)
+                done = db.done(ctx, s.problem.key)
+                reused += sum(c.id in done for c in cands)
+                todo += [(s.problem, c) for c in cands if c.id not in done]
+                plan.append((s, cands))
+
+            with _Progress(progress) as bar:
+                n_compile = compile_workers if compile_workers is not None else (
+                    min(os.cpu_count() or 1, 16) if gpus else 0)
+                if n_compile > 1 and todo:
+                    todo = _compile_phase(todo, n_compile, timeout, runner, wenv, gpus, seed, db, ctx, bar)
+                task = bar.task("benchmarking", len(todo))
+                tasks = [{"problem": p.key, "choice": c.id, "seed": seed} for p, c in todo]
+                index = _index(todo)
+                for t, res in pool.map(tasks):
+                    p, c = index[(t["problem"], t["choice"])]
+                    db.record(ctx, _row(p, c, res))
+                    measured += 1
+                    bar.advance(task)
+        result_shapes = [_summarize(s, cands, db, ctx) for s, cands in plan]
+        table = _table(result_shapes, db, ctx)
+        table_path = table.save(out) if out else None
+        return TuneResult(result_shapes, ctx, representative, time.monotonic() - t0, measured, reused,
+                          table, table_path, Path(db.path))
+    finally:
+        if own_store:
+            db.close()
+
+
+def _index(todo):
+    """(problem key, choice id) -> (problem, choice), to pair pool results with their task."""
+    return {(p.key, c.id): (p, c) for p, c in todo}
+
+
+def _compile_phase(todo, n, timeout, runner, env, gpus, seed, db, ctx, bar):
+    """Compile every candidate in ``n`` parallel processes (Triton's on-disk cache is
+    shared, so the benchmark worker then loads binaries instead of compiling).
+    Candidates that fail here are recorded and not benchmarked."""
+    task = bar.task("compiling", len(todo))
+    tasks = [{"problem": p.key, "choice": c.id, "seed": seed} for p, c in todo]
+    failed = set()
+    index = _index(todo)
+    with WorkerPool(n, timeout=timeout, runner=runner, env=env, gpus=gpus) as cpool:
+        for t, res in cpool.map(tasks, op="compile"):
+            p, c = index[(t["problem"], t["choice"])]
+            if res.get("status") in FAILED:
+                db.record(ctx, _row(p, c, res))
+                failed.add((p.key, c.id))
+            bar.advance(task)
+    return [(p, c) for p, c in todo if (p.key, c.id) not in failed]
+
+
+def _summarize(s: Shape, cands: list[Choice], db: ResultStore, ctx: RunContext) -> ShapeResult:
+    rows = db.done(ctx, s.problem.key)
+    ids = {c.id for c in cands}
+    rel = [r for cid, r in rows.items() if cid in ids]
+    statuses = Counter(r.status for r in rel)
+    ok = [r for r in rel if r.status == "ok" and r.device_ms is not None and math.isfinite(r.device_ms)]
+    best = min(ok, key=lambda r: (r.device_ms, r.choice_id)) if ok else None
+    aten = rows.get("aten")
+    return ShapeResult(s.name, s.group, s.problem, best.choice_id if best else None,
+                       best.device_ms if best else None,
+                       aten.device_ms if aten is not None and aten.status == "ok" else None,
+                       len(rel), sum(statuses[f] for f in FAILED), dict(statuses))
+
+
+def _table(shapes: list[ShapeResult], db: ResultStore, ctx: RunContext) -> LookupTable:
+    from . import __version__
+    table = LookupTable(provenance(ctx.device_name, ctx.capability, ctx.torch_version,
+                                   ctx.triton_version, __version__, "tuned"))
+    for s in shapes:
+        if s.best is not None:
+            table.entries[s.problem.key] = [TableChoice(Choice.parse(s.best), s.best_ms)]
+    return table
+
+
+def render(result: TuneResult, console=None) -> None:
+    """Print the per-shape summary table (rich)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    title = f"gemmtune tune on {result.context.device_name}"
+    if not result.representative:
+        title += "  [bold yellow](CPU interpreter: timings NOT representative)[/]"
+    t = Table(title=title)
+    for col in ("shape", "problem", "best choice", "best µs", "aten µs", "speedup", "tried", "failed"):
+        t.add_column(col, justify="right" if col in ("best µs", "aten µs", "speedup", "tried", "failed") else "left")
+    for s in result.shapes:
+        t.add_row(s.name, f"{s.problem.m}x{s.problem.n}x{s.problem.k} {s.problem.dtype}",
+                  s.best or "-", f"{s.best_ms * 1e3:.2f}" if s.best_ms else "-",
+                  f"{s.aten_ms * 1e3:.2f}" if s.aten_ms else "-",
+                  f"{s.speedup:.2f}x" if s.speedup else "-", str(s.tried), str(s.failed))
+    console.print(t)
+    console.print(f"{result.measured} measured, {result.reused} reused from {result.store_path}, "
+                  f"{result.wall_s:.1f} s" + (f"; table -> {result.table_path}" if result.table_path else ""))

@@ -1,0 +1,203 @@
+"""Bad input fails early with ValueError/TypeError whose message names the problem."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import gemmtune
+from gemmtune import kernels
+from gemmtune.problem import Problem
+from gemmtune.space import AtenConfig, Choice, DecomposeKConfig, SplitKConfig, TileConfig
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+TILE = "triton_mm:BM32-BN32-BK32-S2-W4-G8"
+
+
+def pair(m=8, n=8, k=16, dtype=torch.float16, device="cpu"):
+    return torch.randn(m, k, device=device).to(dtype), torch.randn(k, n, device=device).to(dtype)
+
+
+# ------------------------------------------------------------------ operands
+@pytest.mark.parametrize("choice", [None, "aten", TILE])
+def test_mismatched_inner_dims(choice):
+    a, b = torch.randn(8, 16, dtype=torch.float16), torch.randn(17, 8, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"inner dimensions differ.*a.shape\[1\]=16 != b.shape\[0\]=17"):
+        gemmtune.matmul(a, b, choice=choice)
+    with pytest.raises(ValueError, match="inner dimensions differ"):
+        Problem.from_tensors(a, b)
+
+
+def test_mixed_dtypes():
+    a, b = torch.randn(8, 16, dtype=torch.float16), torch.randn(16, 8, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="same dtype.*torch.float16 and torch.bfloat16"):
+        gemmtune.matmul(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float64, torch.int8])
+def test_unsupported_dtype(dtype):
+    a, b = pair(dtype=dtype)
+    with pytest.raises(TypeError, match=f"unsupported dtype {dtype}"):
+        gemmtune.matmul(a, b)
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        gemmtune.matmul(a, b, choice=TILE)
+
+
+@pytest.mark.parametrize("shape_a,shape_b,which", [((2, 8, 16), (16, 8), "a"), ((8, 16), (2, 16, 8), "b"),
+                                                   ((16,), (16, 8), "a")])
+def test_not_2d(shape_a, shape_b, which):
+    a, b = torch.randn(*shape_a, dtype=torch.float16), torch.randn(*shape_b, dtype=torch.float16)
+    with pytest.raises(ValueError, match=f"{which} must be 2-D"):
+        gemmtune.matmul(a, b)
+
+
+def test_not_a_tensor():
+    with pytest.raises(TypeError, match="a must be a torch.Tensor, not list"):
+        gemmtune.matmul([[1.0]], torch.randn(1, 1))  # type: ignore[arg-type]
+
+
+def test_different_devices():
+    a = torch.randn(8, 16, dtype=torch.float16, device="meta")
+    b = torch.randn(16, 8, dtype=torch.float16)
+    with pytest.raises(ValueError, match="same device.*meta and cpu"):
+        gemmtune.matmul(a, b)
+    with pytest.raises(ValueError, match="same device"):
+        gemmtune.matmul(b.t(), a.t(), choice=TILE)
+
+
+@pytest.mark.parametrize("choice", [TILE, "splitk:BM32-BN32-BK32-S2-W4-G8-SK2-det", "decompose_k:s2"])
+def test_triton_family_on_unsupported_device(choice):
+    a, b = pair(device="meta")
+    with pytest.raises(ValueError, match="runs on CUDA devices, not meta"):
+        gemmtune.matmul(a, b, choice=choice)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cpu_tensors_without_interpreter():
+    """Without TRITON_INTERPRET the Triton families refuse CPU tensors with a hint; aten runs."""
+    code = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(SRC)!r})
+        import torch, gemmtune
+        assert not gemmtune.interpreter_enabled()
+        a, b = torch.randn(8, 16, dtype=torch.float16), torch.randn(16, 8, dtype=torch.float16)
+        out = gemmtune.matmul(a, b, choice="aten")
+        assert torch.allclose(out.float(), a.float() @ b.float(), atol=1e-2)
+        for choice in ({TILE!r}, "splitk:BM32-BN32-BK32-S2-W4-G8-SK2-det", "decompose_k:s2"):
+            try:
+                gemmtune.matmul(a, b, choice=choice)
+            except ValueError as e:
+                msg = str(e)
+                assert "needs CUDA tensors" in msg and "TRITON_INTERPRET=1" in msg, msg
+                assert "choice='aten'" in msg, msg
+            else:
+                raise SystemExit(f"{{choice}} ran on CPU tensors without the interpreter")
+        print("OK")
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    for value in (None, "0"):
+        if value is not None:
+            env["TRITON_INTERPRET"] = value
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0 and r.stdout.strip().endswith("OK"), r.stdout + r.stderr
+
+
+# ------------------------------------------------------------------ configs a family cannot run
+@pytest.mark.parametrize("choice,match", [
+    ("decompose_k:s3", "split=3 does not divide K=16"),
+    ("decompose_k:s0", "split=0 must be >= 1"),
+    ("triton_mm:BM48-BN32-BK32-S2-W4-G8", "block_m=48 must be a power of two"),
+    ("triton_mm:BM32-BN32-BK8-S2-W4-G8", "block_k=8 must be a power of two >= 16"),
+    ("triton_mm:BM32-BN32-BK32-S2-W3-G8", "num_warps=3"),
+    ("triton_mm:BM32-BN32-BK32-S0-W4-G8", "num_stages=0"),
+    ("splitk:BM32-BN32-BK32-S2-W4-G8-SK0-det", "split_k=0 must be >= 1"),
+    ("splitk:BM32-BN96-BK32-S2-W4-G8-SK2-atomic", "block_n=96 must be a power of two"),
+])
+def test_config_family_cannot_run(choice, match):
+    a, b = pair()
+    with pytest.raises(ValueError, match=match):
+        gemmtune.matmul(a, b, choice=choice)
+    # Validation comes from the family itself, before any launch.
+    c = Choice.parse(choice)
+    with pytest.raises(ValueError, match=match):
+        kernels.get(c.family).validate(Problem.from_tensors(a, b), c.config)
+
+
+# ------------------------------------------------------------------ choice strings and objects
+@pytest.mark.parametrize("text,match", [
+    ("triton_mm:BM12", r"malformed parameters 'BM12'; expected triton_mm:BM<int>"),
+    ("triton_mm:", "malformed parameters"),
+    ("triton_mm", "malformed parameters"),
+    ("splitk:BM32-BN32-BK32-S2-W4-G8-SK2", r"expected splitk:.*\(det\|atomic\)"),
+    ("splitk:BM32-BN32-BK32-S2-W4-G8", "malformed parameters"),
+    ("decompose_k:16", "expected decompose_k:s<int>"),
+    ("decompose_k:s-2", "malformed parameters"),
+    ("nope:x", "unknown kernel family 'nope'"),
+    ("", "unknown kernel family ''"),
+    ("aten:x", "aten takes no parameters"),
+])
+def test_malformed_choice_strings(text, match):
+    with pytest.raises(ValueError, match=match):
+        Choice.parse(text)
+    with pytest.raises(ValueError, match=match):
+        gemmtune.matmul(*pair(), choice=text)
+
+
+def test_choice_parse_not_a_string():
+    with pytest.raises(TypeError, match="must be a string, not int"):
+        Choice.parse(3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("family,cfg", [
+    ("triton_mm", DecomposeKConfig(2)), ("splitk", TileConfig(32, 32, 32, 2, 4)),
+    ("decompose_k", AtenConfig()), ("aten", SplitKConfig(32, 32, 32, 2, 4)),
+])
+def test_wrong_config_type_for_family(family, cfg):
+    with pytest.raises(TypeError, match=f"family {family} takes a .*, not a {type(cfg).__name__}"):
+        Choice(family, cfg)
+
+
+def test_unknown_family_object_and_params():
+    with pytest.raises(ValueError, match="unknown kernel family 'cublas'"):
+        Choice("cublas", AtenConfig())
+    with pytest.raises(ValueError, match="unknown kernel family 'cublas'"):
+        kernels.get("cublas")
+    with pytest.raises(ValueError, match="bad parameters for triton_mm"):
+        Choice.from_params("triton_mm", {"block_m": 64})
+    with pytest.raises(ValueError, match="bad parameters for decompose_k"):
+        Choice.from_params("decompose_k", {"split": 2, "tile": 4})
+
+
+def test_choice_of_wrong_type_to_matmul():
+    with pytest.raises(TypeError, match="choice must be a Choice, a choice id string or None, not int"):
+        gemmtune.matmul(*pair(), choice=7)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ out_dtype
+@pytest.mark.parametrize("choice", [None, "aten", TILE])
+def test_out_dtype_fp16_for_bf16_inputs(choice):
+    a, b = pair(dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match="out_dtype float16 is not supported for bfloat16 inputs"):
+        gemmtune.matmul(a, b, out_dtype=torch.float16, choice=choice)
+
+
+def test_out_dtype_unknown():
+    with pytest.raises(TypeError, match="unsupported dtype 'fp8'"):
+        gemmtune.matmul(*pair(), out_dtype="fp8")
+
+
+def test_errors_leave_no_partial_output_behind():
+    """A rejected call raises before allocating or launching: a good call right after is fine."""
+    a, b = pair()
+    with pytest.raises(ValueError):
+        gemmtune.matmul(a, b, choice="decompose_k:s3")
+    out = gemmtune.matmul(a, b, choice=TILE)
+    ref = a.double() @ b.double()
+    assert (out.double() - ref).abs().max() <= 1e-2 * ref.abs().max()

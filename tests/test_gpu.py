@@ -1,0 +1,163 @@
+"""The kernel checks on a real GPU: bf16 (wrong in the interpreter), bigger and ragged shapes,
+unaligned and transposed operands, split-K determinism, and every config of the default spaces.
+
+Skipped cleanly without CUDA. Run with ``pytest -m gpu``. Comparisons go through
+gemmtune.verify.check: fp64 reference, relative Frobenius error and largest-element
+error, each within verify.TOLERANCE for the problem's dtypes.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gemmtune
+from gemmtune import kernels
+from gemmtune.kernels import decompose_k
+from gemmtune.kernels.splitk import SplitKWorkspace
+from gemmtune.problem import Problem
+from gemmtune.space import AtenConfig, Choice, DecomposeKConfig, SplitKConfig, TileConfig
+from gemmtune.verify import check
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+DEV = "cuda"
+
+# (M, N, K, layout_a, layout_b, split for splitk). Layouts: row, col (transposed view),
+# offset (one element into its storage: pointer not 16-byte aligned).
+SHAPES = [
+    pytest.param((32, 32, 28672, "row", "row", 16), id="32x32x28672"),      # small out, long K
+    pytest.param((333, 4097, 1025, "offset", "offset", 4), id="333x4097x1025-unaligned"),
+    pytest.param((1000, 1000, 1000, "row", "row", 2), id="1000^3"),
+    pytest.param((4095, 4095, 4095, "col", "col", 2), id="4095^3-transposed"),
+    pytest.param((1, 6144, 4096, "row", "col", 8), id="1x6144x4096"),
+]
+# (torch dtype, allow_tf32)
+DTYPES = [
+    pytest.param((torch.bfloat16, False), id="bf16"),
+    pytest.param((torch.float16, False), id="fp16"),
+    pytest.param((torch.float32, False), id="fp32"),
+    pytest.param((torch.float32, True), id="fp32-tf32"),
+]
+FAMILIES = ["triton_mm-128", "triton_mm-64", "splitk-det", "splitk-atomic", "decompose_k", "aten"]
+
+
+def make(rows: int, cols: int, layout: str, dtype: torch.dtype) -> torch.Tensor:
+    if layout == "row":
+        return torch.randn(rows, cols, device=DEV, dtype=dtype)
+    if layout == "col":
+        return torch.randn(cols, rows, device=DEV, dtype=dtype).t()
+    if layout == "offset":
+        return torch.randn(rows * cols + 1, device=DEV, dtype=dtype)[1:].view(rows, cols)
+    raise ValueError(layout)
+
+
+def config_for(family: str, m: int, n: int, k: int, split: int):
+    if family == "triton_mm-128":
+        return "triton_mm", TileConfig(128, 128, 64, 3, 8, 8)
+    if family == "triton_mm-64":
+        return "triton_mm", TileConfig(64, 64, 32, 4, 4, 8)
+    if family.startswith("splitk"):
+        return "splitk", SplitKConfig(64, 64, 64, 3, 4, 8, split, family.endswith("det"))
+    if family == "decompose_k":
+        splits = decompose_k.candidate_splits(k)
+        if not splits:
+            pytest.skip(f"no decompose_k split divides K={k}")
+        return "decompose_k", DecomposeKConfig(splits[0])
+    return "aten", AtenConfig()
+
+
+def run_poisoned(family, cfg, a, b, out_dtype, allow_tf32, workspace=None):
+    out = torch.full((a.shape[0], b.shape[1]), float("nan"), dtype=out_dtype, device=DEV)
+    kernels.get(family).run(a, b, out, cfg, allow_tf32=allow_tf32, workspace=workspace)
+    torch.cuda.synchronize()
+    return out
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("fam", FAMILIES)
+def test_family_on_gpu(fam, shape, dt):
+    m, n, k, la, lb, split = shape
+    dtype, tf32 = dt
+    a, b = make(m, k, la, dtype), make(k, n, lb, dtype)
+    family, cfg = config_for(fam, m, n, k, split)
+    problem = Problem.from_tensors(a, b, allow_tf32=tf32)
+    if la == "offset":
+        assert not problem.aligned_a
+    out = run_poisoned(family, cfg, a, b, dtype, tf32)
+    res = check(out, a, b, problem)
+    assert res.ok, f"{Choice(family, cfg).id} {problem.key}: {res.reason}"
+
+
+@pytest.mark.parametrize("in_dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("fam", FAMILIES)
+def test_fp32_output_on_gpu(fam, in_dtype):
+    m, n, k = 333, 257, 4096
+    a, b = make(m, k, "offset", in_dtype), make(k, n, "col", in_dtype)
+    family, cfg = config_for(fam, m, n, k, 8)
+    out = run_poisoned(family, cfg, a, b, torch.float32, False)
+    res = check(out, a, b, Problem.from_tensors(a, b, torch.float32))
+    assert res.ok, f"{Choice(family, cfg).id}: {res.reason}"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_splitk_deterministic_bitwise(dtype):
+    m, n, k = 64, 64, 65536
+    a, b = make(m, k, "row", dtype), make(k, n, "row", dtype)
+    cfg = SplitKConfig(64, 64, 128, 3, 4, 8, 64, True)
+    ws = SplitKWorkspace()
+    outs = [run_poisoned("splitk", cfg, a, b, dtype, False, ws) for _ in range(3)]
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+    fresh = run_poisoned("splitk", cfg, a, b, dtype, False)  # new workspace, same bits
+    assert torch.equal(outs[0], fresh)
+    res = check(outs[0], a, b, Problem.from_tensors(a, b))
+    assert res.ok, res.reason
+    # The atomic mode is right too (its bits may differ run to run).
+    atomic = run_poisoned("splitk", SplitKConfig(64, 64, 128, 3, 4, 8, 64, False), a, b, dtype,
+                          False, ws)
+    res = check(atomic, a, b, Problem.from_tensors(a, b))
+    assert res.ok, res.reason
+
+
+def test_splitk_workspace_reuse_on_gpu():
+    ws = SplitKWorkspace()
+    for det in (True, False):
+        for m, n, k in [(32, 32, 28672), (256, 192, 8192), (7, 5, 3000), (32, 32, 28672)]:
+            a, b = make(m, k, "row", torch.bfloat16), make(k, n, "col", torch.bfloat16)
+            cfg = SplitKConfig(32, 32, 128, 4, 4, 8, 16, det)
+            out = run_poisoned("splitk", cfg, a, b, torch.bfloat16, False, ws)
+            res = check(out, a, b, Problem.from_tensors(a, b))
+            assert res.ok, f"{cfg.id} {m}x{n}x{k}: {res.reason}"
+    assert int(ws.counters(1, torch.device(DEV)).count_nonzero()) == 0
+    assert int(ws.partials(1, False, torch.device(DEV)).count_nonzero()) == 0
+
+
+def test_matmul_default_choice_on_gpu():
+    for m, n, k in [(32, 32, 28672), (1000, 1000, 1000)]:
+        a, b = make(m, k, "row", torch.bfloat16), make(k, n, "row", torch.bfloat16)
+        out = gemmtune.matmul(a, b)
+        res = check(out, a, b, Problem.from_tensors(a, b))
+        assert res.ok, res.reason
+
+
+@pytest.mark.parametrize("family", ["triton_mm", "splitk", "decompose_k", "aten"])
+def test_default_space_all_verify(family):
+    """Every config of the family's default space compiles and verifies on one medium shape."""
+    m, n, k = 512, 384, 4096
+    a, b = make(m, k, "row", torch.bfloat16), make(k, n, "row", torch.bfloat16)
+    problem = Problem.from_tensors(a, b)
+    choices = gemmtune.space(problem, family)
+    assert choices, f"empty default {family} space for {problem.key}"
+    ws = SplitKWorkspace()
+    bad = []
+    for ch in choices:
+        out = gemmtune.matmul(a, b, choice=ch, workspace=ws)
+        torch.cuda.synchronize()
+        res = check(out, a, b, problem)
+        if not res.ok:
+            bad.append(f"{ch.id}: {res.reason}")
+    assert not bad, "\n".join(bad)

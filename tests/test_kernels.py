@@ -1,0 +1,301 @@
+"""Every kernel family against an fp64 reference, on ragged shapes and odd layouts.
+
+Runs on the CPU through the Triton interpreter (conftest sets TRITON_INTERPRET=1 when
+there is no GPU) and unchanged on a GPU. Sizes stay <= ~500 because the interpreter
+executes every program of the grid in Python. Outputs are pre-filled with NaN so an
+element a kernel forgot to write fails the check instead of reading as a plausible 0.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gemmtune
+from gemmtune import kernels
+from gemmtune.problem import Problem
+from gemmtune.space import AtenConfig, Choice, DecomposeKConfig, SplitKConfig, TileConfig
+from gemmtune.kernels.splitk import SplitKWorkspace
+from gemmtune.verify import compare
+
+# Relative Frobenius error allowed, by (input dtype, output dtype); the largest single
+# element may be off by 10x this times rms(ref) (gemmtune.verify.compare).
+# fp32 (ieee dot, fp32 sums) sits near 1e-7; a 16-bit output is dominated by its own
+# rounding: 2^-11 ~ 4.9e-4 worst case for fp16, 2^-8 ~ 3.9e-3 for bf16, ~2e-4/~2e-3 rms.
+TOL = {
+    (torch.float32, torch.float32): 1e-5,
+    (torch.float16, torch.float16): 1e-3,
+    (torch.float16, torch.float32): 1e-4,
+    (torch.bfloat16, torch.bfloat16): 8e-3,
+    (torch.bfloat16, torch.float32): 1e-4,
+}
+
+ON_GPU = torch.cuda.is_available()
+BF16_REASON = ("bf16 gives wrong results in the Triton interpreter (triton 3.9); "
+               "bf16 runs on a GPU (here and in test_gpu.py)")
+BF16 = pytest.param(torch.bfloat16, id="bf16",
+                    marks=pytest.mark.skipif(not ON_GPU, reason=BF16_REASON))
+DTYPES = [pytest.param(torch.float16, id="fp16"), pytest.param(torch.float32, id="fp32"), BF16]
+# aten does not go through the interpreter: its bf16 runs on the CPU too.
+DTYPES_ATEN_CPU = [pytest.param(torch.float16, id="fp16"), pytest.param(torch.float32, id="fp32"),
+                   pytest.param(torch.bfloat16, id="bf16")]
+
+
+def skip_interpreted_bf16(family: str, dtype: torch.dtype) -> None:
+    if dtype == torch.bfloat16 and family != "aten" and not ON_GPU:
+        pytest.skip(BF16_REASON)
+
+# Configs per family, small and large: the large ones have blocks bigger than every dim
+# of most shapes below (masked edges, wrapped loads) and BLOCK_K > K.
+TRITON_MM = [TileConfig(16, 16, 16, 1, 2, 1), TileConfig(32, 64, 32, 2, 4, 8),
+             TileConfig(128, 128, 128, 3, 8, 8)]
+SPLITK = [SplitKConfig(16, 32, 32, 2, 4, 8, 4, True), SplitKConfig(16, 32, 32, 2, 4, 8, 4, False),
+          SplitKConfig(64, 64, 128, 3, 4, 8, 3, True), SplitKConfig(64, 64, 128, 3, 4, 8, 3, False),
+          SplitKConfig(32, 32, 16, 2, 4, 1, 16, True)]
+TILED_CASES = ([("triton_mm", c) for c in TRITON_MM] + [("splitk", c) for c in SPLITK]
+               + [("aten", AtenConfig())])
+
+# (M, N, K): 1x1x1; primes; K < BLOCK_K; K not a multiple of BLOCK_K; one full-ish tile.
+SHAPES = [(1, 1, 1), (17, 31, 257), (1, 127, 509), (45, 19, 40), (64, 48, 100), (130, 70, 96)]
+
+# decompose_k only runs splits that divide K; each case is its own (M, N, K, split).
+DECOMPOSE_K = [(1, 1, 256, 2), (17, 31, 4097, 17), (5, 3, 1025, 5), (33, 65, 512, 4),
+               (19, 23, 384, 3), (1, 1, 1, 1)]
+
+
+def cid(case) -> str:
+    fam, cfg = case
+    return Choice(fam, cfg).id
+
+
+def run_family(family: str, cfg, a: torch.Tensor, b: torch.Tensor, out_dtype=None,
+               **kw) -> torch.Tensor:
+    """Run one family's launcher into a NaN-poisoned output and return it."""
+    out = torch.full((a.shape[0], b.shape[1]), float("nan"), dtype=out_dtype or a.dtype,
+                     device=a.device)
+    kernels.get(family).run(a, b, out, cfg, **kw)
+    return out
+
+
+def assert_close(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    ref = torch.mm(a.double(), b.double())
+    tol = TOL[(a.dtype, out.dtype)]
+    res = compare(out, ref, tol)
+    assert res.ok, f"{tuple(a.shape)}x{tuple(b.shape)} {a.dtype}->{out.dtype}: {res.reason}"
+
+
+# ------------------------------------------------------------------ shapes x configs
+@pytest.mark.parametrize("dtype", DTYPES_ATEN_CPU)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("case", TILED_CASES, ids=cid)
+def test_family_matches_reference(case, shape, dtype, operand):
+    family, cfg = case
+    skip_interpreted_bf16(family, dtype)
+    m, n, k = shape
+    a, b = operand(m, k, "row", dtype), operand(k, n, "row", dtype)
+    assert_close(run_family(family, cfg, a, b), a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", DECOMPOSE_K, ids=lambda c: "{}x{}x{}-s{}".format(*c))
+def test_decompose_k_matches_reference(case, dtype, operand):
+    m, n, k, split = case
+    a, b = operand(m, k, "row", dtype), operand(k, n, "row", dtype)
+    assert_close(run_family("decompose_k", DecomposeKConfig(split), a, b), a, b)
+
+
+# ------------------------------------------------------------------ layouts
+LAYOUTS = ["row", "col", "strided", "offset"]
+# One config per family; decompose_k gets a K its split divides.
+LAYOUT_CASES = [("triton_mm", TileConfig(32, 32, 64, 2, 4, 8), 257),
+                ("splitk", SplitKConfig(32, 32, 32, 2, 4, 8, 4, True), 257),
+                ("splitk", SplitKConfig(32, 32, 32, 2, 4, 8, 4, False), 257),
+                ("decompose_k", DecomposeKConfig(2), 256),
+                ("aten", AtenConfig(), 257)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES_ATEN_CPU)
+@pytest.mark.parametrize("layout_b", LAYOUTS)
+@pytest.mark.parametrize("layout_a", LAYOUTS)
+@pytest.mark.parametrize("case", LAYOUT_CASES, ids=lambda c: Choice(c[0], c[1]).id)
+def test_layouts(case, layout_a, layout_b, dtype, operand):
+    family, cfg, k = case
+    skip_interpreted_bf16(family, dtype)
+    m, n = 17, 31
+    a, b = operand(m, k, layout_a, dtype), operand(k, n, layout_b, dtype)
+    # The operands really are what the test claims (else this test covers less than it says).
+    p = Problem.from_tensors(a, b)
+    want = {"row": "row", "col": "col", "strided": "strided", "offset": "row"}
+    assert (p.layout_a, p.layout_b) == (want[layout_a], want[layout_b])
+    if layout_a == "offset":
+        assert not p.aligned_a and a.data_ptr() % 16 != 0
+    if layout_b == "offset":
+        assert not p.aligned_b and b.data_ptr() % 16 != 0
+    assert_close(run_family(family, cfg, a, b), a, b)
+
+
+@pytest.mark.parametrize("case", LAYOUT_CASES, ids=lambda c: Choice(c[0], c[1]).id)
+def test_offset_and_odd_leading_stride(case, operand, device):
+    """Storage offset plus an odd leading stride (K, N odd): nothing is 16-byte aligned."""
+    family, cfg, k = case
+    dtype = torch.float16
+    m, n = 9, 21
+    abuf = torch.randn(m * (k + 1) + 3, dtype=dtype, device=device)
+    a = abuf[3:3 + m * (k + 1)].view(m, k + 1)[:, :k]  # leading stride k+1, offset 3
+    b = operand(k, n, "offset", dtype)
+    p = Problem.from_tensors(a, b)
+    assert not p.aligned_a and not p.aligned_b
+    assert_close(run_family(family, cfg, a, b), a, b)
+
+
+# ------------------------------------------------------------------ out dtype, output views
+@pytest.mark.parametrize("in_dtype", [pytest.param(torch.float16, id="fp16"),
+                                      pytest.param(torch.bfloat16, id="bf16")])
+@pytest.mark.parametrize("case", [("triton_mm", TRITON_MM[1]), ("splitk", SPLITK[0]),
+                                  ("splitk", SPLITK[1]), ("decompose_k", DecomposeKConfig(2)),
+                                  ("aten", AtenConfig())], ids=cid)
+def test_fp32_output(case, in_dtype, operand):
+    family, cfg = case
+    skip_interpreted_bf16(family, in_dtype)
+    m, n, k = 17, 31, 256
+    a, b = operand(m, k, "row", in_dtype), operand(k, n, "col", in_dtype)
+    out = run_family(family, cfg, a, b, out_dtype=torch.float32)
+    assert out.dtype == torch.float32
+    # With an fp32 output the only rounding left is the fp32 accumulation, so the error
+    # must sit far under the 16-bit output rounding: a hidden cast to 16 bits fails here.
+    assert_close(out, a, b)
+
+
+@pytest.mark.parametrize("case", [("triton_mm", TRITON_MM[1]), ("splitk", SPLITK[0]),
+                                  ("splitk", SPLITK[1]), ("decompose_k", DecomposeKConfig(4)),
+                                  ("aten", AtenConfig())], ids=cid)
+def test_writes_only_its_output(case, operand):
+    """Output is a strided window of a NaN buffer: every element inside gets written,
+    nothing outside does (masked stores at the ragged edges)."""
+    family, cfg = case
+    m, n, k = 19, 37, 512
+    a, b = operand(m, k), operand(k, n)
+    big = torch.full((m + 3, n + 5), float("nan"), dtype=a.dtype, device=a.device)
+    out = big[1:m + 1, 2:n + 2]
+    kernels.get(family).run(a, b, out, cfg)
+    assert_close(out, a, b)
+    outside = big.clone()
+    outside[1:m + 1, 2:n + 2] = 0
+    assert torch.isnan(outside).sum() == big.numel() - m * n
+
+
+# ------------------------------------------------------------------ split-K specifics
+@pytest.mark.parametrize("split", [2, 5, 16])
+def test_splitk_deterministic_is_bitwise_reproducible(split, operand):
+    a, b = operand(37, 300, dtype=torch.float32), operand(300, 29, dtype=torch.float32)
+    cfg = SplitKConfig(16, 16, 16, 2, 2, 8, split, True)
+    ws = SplitKWorkspace()
+    first = run_family("splitk", cfg, a, b, workspace=ws)
+    second = run_family("splitk", cfg, a, b, workspace=ws)
+    third = run_family("splitk", cfg, a, b)  # a fresh workspace gives the same bits
+    assert torch.equal(first, second) and torch.equal(first, third)
+    assert_close(first, a, b)
+
+
+def _assert_workspace_clean(ws: SplitKWorkspace, dev) -> None:
+    """The kernel leaves counters and the atomic accumulator at zero for the next launch."""
+    locks = ws.counters(1, dev)
+    assert int(locks.count_nonzero()) == 0, f"arrival counters not reset: {locks.nonzero().tolist()}"
+    acc = ws.partials(1, False, dev)
+    assert int(acc.count_nonzero()) == 0, "atomic-mode accumulator not left zeroed"
+
+
+def test_splitk_workspace_reused_across_calls_and_shapes(operand):
+    ws = SplitKWorkspace()
+    # Grows (bigger M*N, more tiles), shrinks (leftovers in a larger buffer), mixes modes.
+    shapes = [(17, 31, 257), (17, 31, 257), (70, 90, 300), (5, 7, 200), (17, 31, 257), (1, 1, 129)]
+    for det in (True, False, True):
+        for m, n, k in shapes:
+            cfg = SplitKConfig(16, 32, 32, 2, 4, 8, 4, det)
+            a, b = operand(m, k), operand(k, n)
+            assert_close(run_family("splitk", cfg, a, b, workspace=ws), a, b)
+            _assert_workspace_clean(ws, a.device)
+
+
+def test_splitk_workspace_through_matmul(operand):
+    ws = SplitKWorkspace()
+    for m, n, k in [(33, 17, 512), (8, 64, 384), (33, 17, 512)]:
+        a, b = operand(m, k), operand(k, n)
+        for mode in ("det", "atomic"):
+            out = gemmtune.matmul(a, b, choice=f"splitk:BM32-BN32-BK64-S2-W4-G8-SK4-{mode}",
+                                  workspace=ws)
+            assert_close(out, a, b)
+    _assert_workspace_clean(ws, a.device)
+
+
+def test_splitk_split_larger_than_k_blocks(operand):
+    """split_k above cdiv(K, BLOCK_K): slices round up to whole blocks, fewer run."""
+    a, b = operand(20, 40), operand(40, 12)
+    for det in (True, False):
+        cfg = SplitKConfig(16, 16, 16, 2, 2, 8, 64, det)
+        assert_close(run_family("splitk", cfg, a, b), a, b)
+
+
+# ------------------------------------------------------------------ end to end
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("choice", [
+    "aten", "triton_mm:BM32-BN32-BK32-S2-W4-G8", "triton_mm:BM128-BN128-BK128-S3-W8-G1",
+    "splitk:BM32-BN32-BK64-S3-W4-G8-SK8-det", "splitk:BM32-BN32-BK64-S3-W4-G8-SK8-atomic",
+    "decompose_k:s4"])
+def test_matmul_end_to_end(choice, dtype, operand):
+    a, b = operand(23, 512, "col", dtype), operand(512, 41, "strided", dtype)
+    out = gemmtune.matmul(a, b, choice=choice)
+    assert out.shape == (23, 41) and out.dtype == dtype and out.device == a.device
+    assert_close(out, a, b)
+    # A Choice object means the same as its id (atomic split-K may round differently per run).
+    again = gemmtune.matmul(a, b, choice=Choice.parse(choice))
+    if "atomic" in choice:
+        assert_close(again, a, b)
+    else:
+        assert torch.equal(again, out)
+
+
+@pytest.mark.parametrize("choice", [None, "aten", "triton_mm:BM64-BN64-BK32-S2-W4-G8",
+                                    "splitk:BM16-BN16-BK64-S2-W4-G8-SK4-det", "decompose_k:s2"])
+def test_matmul_out_dtype_float32(choice, operand):
+    a, b = operand(31, 256, "offset"), operand(256, 17, "col")
+    out = gemmtune.matmul(a, b, choice=choice, out_dtype=torch.float32)
+    assert out.dtype == torch.float32
+    assert_close(out, a, b)
+    out2 = gemmtune.matmul(a, b, choice=choice, out_dtype="fp32")
+    assert torch.equal(out, out2)
+
+
+@pytest.mark.parametrize("allow_tf32", [False, True])
+def test_matmul_fp32(allow_tf32, operand):
+    a, b = operand(45, 300, dtype=torch.float32), operand(300, 33, dtype=torch.float32)
+    out = gemmtune.matmul(a, b, choice="triton_mm:BM32-BN32-BK64-S2-W4-G8", allow_tf32=allow_tf32)
+    ref = torch.mm(a.double(), b.double())
+    tol = 5e-3 if allow_tf32 else TOL[(torch.float32, torch.float32)]
+    res = compare(out, ref, tol)
+    assert res.ok, res.reason
+
+
+def test_matmul_default_choice_picks_splitk_for_long_k(operand):
+    """32x32x4096-like shapes (small output, long K) go to split-K by default: check that
+    this path runs and is right, not only that it is picked."""
+    a, b = operand(16, 4096), operand(4096, 16)
+    p = Problem.from_tensors(a, b)
+    assert gemmtune.default_choice(p).family == "splitk"
+    assert_close(gemmtune.matmul(a, b), a, b)
+
+
+def test_matmul_default_choice_aten_elsewhere(operand):
+    a, b = operand(40, 64), operand(64, 50)
+    assert gemmtune.default_choice(Problem.from_tensors(a, b)).family == "aten"
+    assert_close(gemmtune.matmul(a, b), a, b)
+
+
+@pytest.mark.parametrize("choice", ["aten", "triton_mm:BM32-BN32-BK32-S2-W4-G8",
+                                    "splitk:BM32-BN32-BK32-S2-W4-G8-SK2-det", "decompose_k:s1"])
+def test_matmul_empty_dims(choice, operand):
+    a, b = operand(5, 0), operand(0, 7)
+    out = gemmtune.matmul(a, b, choice=choice)
+    assert out.shape == (5, 7) and torch.equal(out, torch.zeros_like(out))
+    assert gemmtune.matmul(operand(0, 9), operand(9, 7), choice=choice).shape == (0, 7)
+    assert gemmtune.matmul(operand(5, 9), operand(9, 0), choice=choice).shape == (5, 0)

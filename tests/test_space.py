@@ -1,0 +1,344 @@
+"""Config spaces: sizes, ids, scaling, pruning (checked against arithmetic done here), devices.
+
+All pure functions of (problem, device): nothing here touches a GPU.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import triton
+
+import gemmtune
+from gemmtune import kernels
+from gemmtune.device import BUILTIN, DeviceInfo
+from gemmtune.kernels import decompose_k, splitk
+from gemmtune.problem import Problem, element_size
+from gemmtune.space import (Choice, SplitKConfig, TileConfig, exhaustive_tiles, next_pow2, prune,
+                            scale_tile, tile_constraint)
+
+H100 = DeviceInfo.lookup("h100")
+H200 = DeviceInfo.lookup("h200")
+A100 = DeviceInfo.lookup("a100")
+DEVICES = [pytest.param(d, id=d.name) for d in (H100, H200, A100)]
+FAMILIES = ["triton_mm", "splitk", "decompose_k", "aten"]
+
+BIG = Problem.from_sizes(4096, 4096, 4096, "bf16")
+# Small, ragged, skinny, long-K, fp32 and transposed/unaligned problems.
+PROBLEMS = [
+    BIG,
+    Problem.from_sizes(1, 1, 1, "fp16"),
+    Problem.from_sizes(17, 31, 257, "fp16"),
+    Problem.from_sizes(32, 32, 28672, "bf16"),
+    Problem.from_sizes(1, 6144, 4096, "bf16"),
+    Problem.from_sizes(333, 4097, 1025, "bf16", layout_a="col", aligned_b=False),
+    Problem.from_sizes(1000, 1000, 1000, "fp32"),
+    Problem.from_sizes(64, 64, 65536, "fp16", "fp32"),
+    Problem.from_sizes(100, 3, 100, "fp32", allow_tf32=True),
+]
+PIDS = [p.key for p in PROBLEMS]
+
+
+def independent_reason(cfg, problem: Problem, device: DeviceInfo) -> str | None:
+    """The two documented limits, computed here without gemmtune's helpers:
+    operand tiles in shared memory, and fp32 accumulator registers per thread."""
+    es = {"float16": 2, "bfloat16": 2, "float32": 4}[problem.dtype]
+    smem = cfg.num_stages * (cfg.block_m * cfg.block_k + cfg.block_k * cfg.block_n) * es
+    if smem > device.smem_per_block:
+        return "smem"
+    if cfg.block_m * cfg.block_n / (32 * cfg.num_warps) > 128:
+        return "regs"
+    return None
+
+
+# ------------------------------------------------------------------ sizes and ids
+def test_default_triton_mm_space_size():
+    choices = gemmtune.space(BIG, "triton_mm", device="h100")
+    assert 18 <= len(choices) <= 24, len(choices)
+    # For a large problem nothing is scaled or pruned away: the whole default list runs.
+    assert len(choices) == len(kernels.triton_mm.space(BIG, H100, "default")[0])
+    assert all(c.family == "triton_mm" for c in choices)
+
+
+def test_exhaustive_raw_count():
+    tiles = exhaustive_tiles()
+    assert len(tiles) >= 1500
+    assert len(set(tiles)) == len(tiles)
+    for t in tiles:
+        for v in (t.block_m, t.block_n, t.block_k):
+            assert v >= 16 and v & (v - 1) == 0
+
+
+@pytest.mark.parametrize("kind", ["default", "exhaustive"])
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("problem", PROBLEMS, ids=PIDS)
+def test_ids_unique_and_round_trip(problem, family, kind):
+    kept, rejected = gemmtune.space(problem, family, kind, device="h100", with_rejected=True)
+    ids = [c.id for c in kept] + [c.id for c, _ in rejected]
+    assert len(ids) == len(set(ids)), "duplicate choice ids in one space"
+    for c in kept + [c for c, _ in rejected]:
+        assert c.id.startswith(family)
+        back = Choice.parse(c.id)
+        assert back == c and back.id == c.id and hash(back) == hash(c)
+        assert Choice.from_params(family, c.config.params()) == c
+
+
+# ------------------------------------------------------------------ scaling
+@pytest.mark.parametrize("problem", PROBLEMS, ids=PIDS)
+def test_triton_mm_scaling_bounds(problem):
+    kept, rejected = kernels.triton_mm.space(problem, H100, "exhaustive")
+    for cfg in kept + [c for c, _ in rejected]:
+        for block, dim in ((cfg.block_m, problem.m), (cfg.block_n, problem.n),
+                           (cfg.block_k, problem.k)):
+            assert 16 <= block <= max(16, next_pow2(dim)), (cfg.id, dim)
+        # Warps shrink with the tile: each warp keeps at least a 16x16 accumulator piece.
+        assert cfg.num_warps >= 2
+        assert cfg.num_warps <= max(2, cfg.block_m * cfg.block_n // 256)
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=PIDS)
+def test_splitk_scaling_bounds(problem):
+    kept, rejected = kernels.splitk.space(problem, H100, "exhaustive")
+    for cfg in kept + [c for c, _ in rejected]:
+        k_len = triton.cdiv(problem.k, cfg.split_k)
+        assert 16 <= cfg.block_m <= max(16, next_pow2(problem.m))
+        assert 16 <= cfg.block_n <= max(16, next_pow2(problem.n))
+        assert 16 <= cfg.block_k <= max(16, next_pow2(k_len))
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (17, 31, 257), (32, 32, 28672), (5000, 3, 70)])
+def test_scale_tile_examples(m, n, k):
+    p = Problem.from_sizes(m, n, k, "fp16")
+    big = TileConfig(256, 256, 256, 3, 8)
+    s = scale_tile(big, p)
+    assert (s.block_m, s.block_n, s.block_k) == tuple(max(16, min(256, next_pow2(d))) for d in (m, n, k))
+    # A config already small enough is left alone.
+    small = TileConfig(16, 16, 16, 2, 2)
+    assert scale_tile(small, p) == small
+
+
+def test_next_pow2():
+    assert [next_pow2(x) for x in (0, 1, 2, 3, 4, 5, 17, 128, 129, 4097)] == \
+        [1, 1, 2, 4, 4, 8, 32, 128, 256, 8192]
+
+
+# ------------------------------------------------------------------ pruning
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+@pytest.mark.parametrize("dev", DEVICES)
+def test_prune_rejects_exactly_the_configs_over_the_limits(dev, dtype):
+    problem = Problem.from_sizes(4096, 4096, 4096, dtype)  # big: scaling changes nothing
+    raw = exhaustive_tiles()
+    kept, rejected = prune(raw, problem, dev)
+    assert len(kept) + len(rejected) == len(raw)
+    want_rejected = {c: r for c in raw if (r := independent_reason(c, problem, dev))}
+    assert {c for c, _ in rejected} == set(want_rejected)
+    assert kept == [c for c in raw if c not in want_rejected]  # order kept
+    assert rejected, "the exhaustive space must contain configs over the limits"
+    for cfg, reason in rejected:
+        assert isinstance(reason, str) and reason
+        if want_rejected[cfg] == "smem":
+            assert "shared memory" in reason and str(dev.smem_per_block) in reason, reason
+        else:
+            assert "register" in reason, reason
+    # The same through the public API, which prunes the scaled configs (for this big
+    # problem scaling only trims warps of small tiles, then drops the duplicates).
+    scaled = list(dict.fromkeys(scale_tile(c, problem) for c in raw))
+    choices, rej = gemmtune.space(problem, "triton_mm", "exhaustive", device=dev, with_rejected=True)
+    assert [c.config for c in choices] == [c for c in scaled
+                                           if independent_reason(c, problem, dev) is None]
+    assert [c.config for c, _ in rej] == [c for c in scaled if independent_reason(c, problem, dev)]
+
+
+def test_prune_drops_duplicates_keeps_order():
+    p = Problem.from_sizes(8, 8, 8, "fp16")
+    scaled = [scale_tile(c, p) for c in exhaustive_tiles()]
+    kept, rejected = prune(scaled, p, H100)
+    assert len(kept) + len(rejected) == len(set(scaled)) < len(scaled)
+    firsts = list(dict.fromkeys(scaled))
+    assert kept == [c for c in firsts if c in set(kept)]
+
+
+@pytest.mark.parametrize("m,n,k", [(4096, 4096, 4096), (256, 512, 1024)])
+def test_a100_prunes_more_than_h100_for_fp32(m, n, k):
+    p = Problem.from_sizes(m, n, k, "fp32")
+    kept_h, rej_h = gemmtune.space(p, "triton_mm", "exhaustive", device="h100", with_rejected=True)
+    kept_a, rej_a = gemmtune.space(p, "triton_mm", "exhaustive", device="a100", with_rejected=True)
+    assert len(rej_a) > len(rej_h)
+    assert {c.id for c in kept_a} < {c.id for c in kept_h}
+    # Every extra A100 rejection is a shared-memory one, inside H100's larger budget.
+    for c, reason in rej_a:
+        if c not in {x for x, _ in rej_h}:
+            assert "shared memory" in reason
+            assert A100.smem_per_block < independent_smem(c.config, p) <= H100.smem_per_block
+
+
+def independent_smem(cfg, problem):
+    return cfg.num_stages * (cfg.block_m * cfg.block_k + cfg.block_k * cfg.block_n) * \
+        element_size(problem.dtype)
+
+
+def test_fp32_prunes_more_than_bf16():
+    p16 = Problem.from_sizes(4096, 4096, 4096, "bf16")
+    p32 = Problem.from_sizes(4096, 4096, 4096, "fp32")
+    n16 = len(gemmtune.space(p16, "triton_mm", "exhaustive", device="h100"))
+    n32 = len(gemmtune.space(p32, "triton_mm", "exhaustive", device="h100"))
+    assert n32 < n16
+
+
+# ------------------------------------------------------------------ decompose_k
+@pytest.mark.parametrize("k,want", [
+    (28672, [2, 4, 8, 16, 32, 64, 128, 7, 14, 28, 56, 112, 224]),  # 2^12 * 7
+    (4097, [17]),      # 17 * 241: 241 would leave parts of 17 < 128
+    (1025, [5]),       # 5^2 * 41: 25 and 41 leave parts < 128
+    (100, []),         # shorter than 2 parts of 128
+    (256, [2]),
+    (384, [2, 3]),
+])
+def test_decompose_k_candidate_splits(k, want):
+    got = decompose_k.candidate_splits(k)
+    assert got == want
+    # And the rule itself, independently: divisors >= 2 with K/s >= 128, powers of two first.
+    divs = [s for s in range(2, k + 1) if k % s == 0 and k // s >= 128]
+    pow2 = sorted(s for s in divs if s & (s - 1) == 0)
+    assert got == pow2 + sorted(set(divs) - set(pow2))
+
+
+def test_decompose_k_space():
+    p = Problem.from_sizes(32, 32, 28672, "bf16")
+    ids = [c.id for c in gemmtune.space(p, "decompose_k", device="h100")]
+    assert ids == [f"decompose_k:s{s}" for s in (2, 4, 8, 16, 32, 64)]  # default: first 6
+    ex = gemmtune.space(p, "decompose_k", "exhaustive", device="h100")
+    assert [c.config.split for c in ex] == decompose_k.candidate_splits(28672)
+    assert gemmtune.space(Problem.from_sizes(32, 32, 100, "bf16"), "decompose_k", device="h100") == []
+    # Too many partials: M*N*split*4 B over the workspace cap is rejected with a reason.
+    huge = Problem.from_sizes(8192, 8192, 4096, "bf16")
+    kept, rej = gemmtune.space(huge, "decompose_k", device="h100", with_rejected=True)
+    assert not kept and rej and all("exceed" in r for _, r in rej)
+
+
+# ------------------------------------------------------------------ splitk
+@pytest.mark.parametrize("kind", ["default", "exhaustive"])
+@pytest.mark.parametrize("problem", PROBLEMS, ids=PIDS)
+def test_splitk_space_honours_constraints(problem, kind):
+    kept, rejected = gemmtune.space(problem, "splitk", kind, device="h100", with_rejected=True)
+    for ch in kept:
+        cfg = ch.config
+        assert isinstance(cfg, SplitKConfig) and cfg.split_k >= 2
+        assert triton.cdiv(problem.k, cfg.split_k) >= 128  # slices of at least 128
+        per = triton.cdiv(triton.cdiv(problem.k, cfg.split_k), cfg.block_k) * cfg.block_k
+        splits = triton.cdiv(problem.k, per)
+        ws = 4 * problem.m * problem.n * (splits if cfg.deterministic else 1)
+        assert ws <= 256 * 2**20
+        tiles = triton.cdiv(problem.m, cfg.block_m) * triton.cdiv(problem.n, cfg.block_n)
+        assert tiles * splits <= 16 * H100.sm_count
+        assert independent_reason(cfg, problem, H100) is None
+    for ch, reason in rejected:
+        assert isinstance(reason, str) and reason
+        assert splitk.constraint(ch.config, problem, H100) == reason
+    if problem.k < 256:
+        assert not kept
+
+
+def test_splitk_space_for_long_k_has_both_modes():
+    p = Problem.from_sizes(32, 32, 28672, "bf16")
+    kept = gemmtune.space(p, "splitk", device="h100")
+    assert {c.config.deterministic for c in kept} == {True, False}
+    assert max(c.config.split_k for c in kept) >= 16
+
+
+def test_splitk_space_empty_for_huge_output():
+    p = Problem.from_sizes(8192, 8192, 8192, "bf16")
+    kept, rej = gemmtune.space(p, "splitk", device="h100", with_rejected=True)
+    assert not kept and rej
+
+
+# ------------------------------------------------------------------ api / devices
+@pytest.mark.parametrize("family", FAMILIES)
+def test_space_on_cpu_for_named_device(family):
+    p = Problem.from_sizes(64, 64, 4096, "bf16")
+    for dev in ("h200", "NVIDIA H200", H200):
+        choices = gemmtune.space(p, family, "default", device=dev)
+        assert choices and all(isinstance(c, Choice) for c in choices)
+    assert [c.id for c in gemmtune.space(p, family, device="h200")] == \
+        [c.id for c in gemmtune.space(p, family, device=H200)]
+
+
+def test_aten_space_is_one_choice():
+    assert [c.id for c in gemmtune.space(BIG, "aten", device="h100")] == ["aten"]
+
+
+def test_with_rejected_returns_reasons():
+    p = Problem.from_sizes(4096, 4096, 4096, "fp32")
+    choices, rejected = gemmtune.space(p, "triton_mm", "exhaustive", device="a100", with_rejected=True)
+    assert choices and rejected
+    for ch, reason in rejected:
+        assert isinstance(ch, Choice) and isinstance(reason, str) and len(reason) > 10
+        assert tile_constraint(ch.config, p, A100) == reason
+
+
+def test_space_bad_kind_or_family():
+    with pytest.raises(ValueError, match="space kind"):
+        gemmtune.space(BIG, "triton_mm", "fancy", device="h100")
+    with pytest.raises(ValueError, match="unknown kernel family 'cutlass'"):
+        gemmtune.space(BIG, "cutlass", device="h100")
+    with pytest.raises(ValueError, match="unknown GPU"):
+        gemmtune.space(BIG, "triton_mm", device="tpu-v5")
+
+
+def test_families():
+    assert gemmtune.families() == ["triton_mm", "splitk", "decompose_k", "aten"]
+
+
+@pytest.mark.parametrize("name,want", [
+    ("h100", "NVIDIA H100 80GB HBM3"), ("H100", "NVIDIA H100 80GB HBM3"),
+    ("NVIDIA H200", "NVIDIA H200"), ("h200", "NVIDIA H200"),
+    ("a100", "NVIDIA A100-SXM4-80GB"), ("NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB"),
+])
+def test_device_lookup(name, want):
+    d = DeviceInfo.lookup(name)
+    assert d.name == want
+    assert d.sm_count > 0 and d.smem_per_block > 48 * 1024 and d.capability >= (8, 0)
+
+
+def test_device_lookup_unknown_lists_known():
+    with pytest.raises(ValueError) as ei:
+        DeviceInfo.lookup("rtx 4090")
+    msg = str(ei.value)
+    assert "rtx 4090" in msg
+    for d in BUILTIN:
+        assert d.name in msg
+
+
+def test_device_facts():
+    assert H100.smem_per_block == 232448 and A100.smem_per_block == 166912
+    assert H100.capability_str == "9.0" and A100.capability_str == "8.0"
+    assert H200.sm_count == 132 and A100.sm_count == 108
+    d = H100.to_dict()
+    assert d["capability"] == [9, 0] and d["name"] == H100.name
+
+
+# ------------------------------------------------------------------ config ids
+@pytest.mark.parametrize("text", [
+    "triton_mm:BM128-BN128-BK64-S3-W4-G8", "splitk:BM32-BN32-BK256-S3-W4-G8-SK16-det",
+    "splitk:BM16-BN64-BK32-S2-W2-G1-SK3-atomic", "decompose_k:s16", "aten"])
+def test_choice_parse_round_trip(text):
+    c = Choice.parse(text)
+    assert c.id == text and str(c) == text
+    assert Choice.parse(c.id) == c
+
+
+def test_configs_are_frozen_and_hashable():
+    cfg = TileConfig(64, 64, 32, 3, 4)
+    with pytest.raises(AttributeError):
+        cfg.block_m = 128  # type: ignore[misc]
+    assert len({cfg, TileConfig(64, 64, 32, 3, 4, 8)}) == 1
+    sk = SplitKConfig(64, 64, 32, 3, 4, 8, 4, True)
+    assert sk.tile == cfg and sk.id == cfg.id + "-SK4-det"
+
+
+def test_exhaustive_is_a_product():
+    tiles = exhaustive_tiles()
+    axes = [sorted({getattr(t, f) for t in tiles}) for f in
+            ("block_m", "block_n", "block_k", "num_stages", "num_warps", "group_m")]
+    assert len(tiles) == len(list(itertools.product(*axes)))
