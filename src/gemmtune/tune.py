@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from typing import Iterable, Sequence
 
 from . import kernels
 from .api import space as family_space
-from .bench.worker import DEFAULT_RUNNER
+from .bench import DEFAULT_RUNNER
 from .bench.workers import WorkerPool, visible_gpus
 from .device import DeviceInfo
 from .problem import Problem
@@ -66,6 +67,7 @@ class ShapeResult:
     tried: int
     failed: int
     statuses: dict = field(default_factory=dict)
+    tune_s: float = 0.0  # wall time spent on this shape in this run (0 when all reused)
 
     @property
     def speedup(self) -> float | None:
@@ -141,6 +143,10 @@ class _Progress:
         if self._p is not None and task is not None:
             self._p.update(task, advance=1, **({"description": description} if description else {}))
 
+    def remove(self, task) -> None:
+        if self._p is not None and task is not None:
+            self._p.remove_task(task)
+
     def __exit__(self, *exc):
         if self._p is not None:
             self._p.__exit__(*exc)
@@ -186,29 +192,39 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
                 dev = DeviceInfo(**d)
             else:
                 dev = DeviceInfo.lookup(device or "h100")
-            plan: list[tuple[Shape, list[Choice]]] = []
-            todo: list[tuple[Problem, Choice]] = []
-            for s in shapes:
-                cands = candidates(s.problem, families, space, dev)
-                done = db.done(ctx, s.problem.key)
-                reused += sum(c.id in done for c in cands)
-                todo += [(s.problem, c) for c in cands if c.id not in done]
-                plan.append((s, cands))
-
-            with _Progress(progress) as bar:
-                n_compile = compile_workers if compile_workers is not None else (
-                    min(os.cpu_count() or 1, 16) if gpus else 0)
-                if n_compile > 1 and todo:
-                    todo = _compile_phase(todo, n_compile, timeout, runner, wenv, gpus, seed, db, ctx, bar)
-                task = bar.task("benchmarking", len(todo))
-                tasks = [{"problem": p.key, "choice": c.id, "seed": seed} for p, c in todo]
-                index = _index(todo)
-                for t, res in pool.map(tasks):
-                    p, c = index[(t["problem"], t["choice"])]
-                    db.record(ctx, _row(p, c, res))
-                    measured += 1
-                    bar.advance(task)
-        result_shapes = [_summarize(s, cands, db, ctx) for s, cands in plan]
+            n_compile = compile_workers if compile_workers is not None else (
+                min(os.cpu_count() or 1, 16) if gpus else 0)
+            cpool = (WorkerPool(n_compile, timeout=timeout, runner=runner, env=wenv, gpus=gpus)
+                     if n_compile > 1 else None)
+            result_shapes = []
+            try:
+                with _Progress(progress) as bar:
+                    overall = bar.task("shapes", len(shapes))
+                    # One shape at a time, so each shape's tuning wall time is its own.
+                    for s in shapes:
+                        ts = time.monotonic()
+                        cands = candidates(s.problem, families, space, dev)
+                        done = db.done(ctx, s.problem.key)
+                        reused += sum(c.id in done for c in cands)
+                        todo = [(s.problem, c) for c in cands if c.id not in done]
+                        if cpool is not None and todo:
+                            todo = _compile_phase(todo, cpool, seed, db, ctx)
+                        tasks = [{"problem": p.key, "choice": c.id, "seed": seed} for p, c in todo]
+                        index = _index(todo)
+                        task = bar.task(f"  {s.name}", len(tasks))
+                        for t, res in pool.map(tasks):
+                            p, c = index[(t["problem"], t["choice"])]
+                            db.record(ctx, _row(p, c, res))
+                            measured += 1
+                            bar.advance(task)
+                        bar.remove(task)
+                        r = _summarize(s, cands, db, ctx)
+                        r.tune_s = time.monotonic() - ts
+                        result_shapes.append(r)
+                        bar.advance(overall)
+            finally:
+                if cpool is not None:
+                    cpool.close()
         table = _table(result_shapes, db, ctx)
         table_path = table.save(out) if out else None
         return TuneResult(result_shapes, ctx, representative, time.monotonic() - t0, measured, reused,
@@ -223,21 +239,18 @@ def _index(todo):
     return {(p.key, c.id): (p, c) for p, c in todo}
 
 
-def _compile_phase(todo, n, timeout, runner, env, gpus, seed, db, ctx, bar):
-    """Compile every candidate in ``n`` parallel processes (Triton's on-disk cache is
-    shared, so the benchmark worker then loads binaries instead of compiling).
-    Candidates that fail here are recorded and not benchmarked."""
-    task = bar.task("compiling", len(todo))
+def _compile_phase(todo, cpool: WorkerPool, seed, db, ctx):
+    """Compile every candidate across the parallel compile workers (Triton's on-disk
+    cache is shared, so the benchmark worker then loads binaries instead of
+    compiling). Candidates that fail here are recorded and not benchmarked."""
     tasks = [{"problem": p.key, "choice": c.id, "seed": seed} for p, c in todo]
     failed = set()
     index = _index(todo)
-    with WorkerPool(n, timeout=timeout, runner=runner, env=env, gpus=gpus) as cpool:
-        for t, res in cpool.map(tasks, op="compile"):
-            p, c = index[(t["problem"], t["choice"])]
-            if res.get("status") in FAILED:
-                db.record(ctx, _row(p, c, res))
-                failed.add((p.key, c.id))
-            bar.advance(task)
+    for t, res in cpool.map(tasks, op="compile"):
+        p, c = index[(t["problem"], t["choice"])]
+        if res.get("status") in FAILED:
+            db.record(ctx, _row(p, c, res))
+            failed.add((p.key, c.id))
     return [(p, c) for p, c in todo if (p.key, c.id) not in failed]
 
 
@@ -270,18 +283,21 @@ def render(result: TuneResult, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    console = console or Console(width=None if sys.stdout.isatty() else 160)
     title = f"gemmtune tune on {result.context.device_name}"
     if not result.representative:
         title += "  [bold yellow](CPU interpreter: timings NOT representative)[/]"
     t = Table(title=title)
-    for col in ("shape", "problem", "best choice", "best µs", "aten µs", "speedup", "tried", "failed"):
-        t.add_column(col, justify="right" if col in ("best µs", "aten µs", "speedup", "tried", "failed") else "left")
+    num = ("best µs", "aten µs", "speedup", "tried", "failed", "tune s")
+    for col in ("shape", "problem", "best choice") + num:
+        t.add_column(col, justify="right" if col in num else "left",
+                     overflow="fold", no_wrap=col != "best choice")
     for s in result.shapes:
         t.add_row(s.name, f"{s.problem.m}x{s.problem.n}x{s.problem.k} {s.problem.dtype}",
                   s.best or "-", f"{s.best_ms * 1e3:.2f}" if s.best_ms else "-",
                   f"{s.aten_ms * 1e3:.2f}" if s.aten_ms else "-",
-                  f"{s.speedup:.2f}x" if s.speedup else "-", str(s.tried), str(s.failed))
+                  f"{s.speedup:.2f}x" if s.speedup else "-", str(s.tried), str(s.failed),
+                  f"{s.tune_s:.1f}")
     console.print(t)
     console.print(f"{result.measured} measured, {result.reused} reused from {result.store_path}, "
                   f"{result.wall_s:.1f} s" + (f"; table -> {result.table_path}" if result.table_path else ""))

@@ -20,7 +20,7 @@ import json
 import os
 import sys
 
-DEFAULT_RUNNER = "gemmtune.bench.runner:handle"
+from . import DEFAULT_RUNNER
 
 
 def _load(spec: str):

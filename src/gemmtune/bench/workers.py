@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from .worker import DEFAULT_RUNNER
+from . import DEFAULT_RUNNER
 
 STDERR_TAIL = 1500
 
@@ -294,6 +294,10 @@ class WorkerPool:
                     i = w.task_index
                     w.task_index = None
                     running.pop(i, None)
+                    if replies[0].get("status") == "crashed":
+                        # The worker reported a poisoned CUDA context and is exiting:
+                        # replace it now, before it is handed (and blamed for) a new task.
+                        self._replace(w)
                     yield self._finish(i, tasks[i], replies[0], on_result)
                 elif eof:
                     i = w.task_index
