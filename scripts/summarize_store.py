@@ -13,6 +13,9 @@ from gemmtune.shapes import preset
 from gemmtune.store import ResultStore
 
 store, out = sys.argv[1], sys.argv[2]
+tune_s = {}
+if len(sys.argv) > 3:  # the tune run's --summary JSON: per-shape tuning wall time
+    tune_s = {r["key"]: r["tune_s"] for r in json.load(open(sys.argv[3]))["shapes"]}
 names = {s.problem.key: (s.group, s.name) for s in preset("public")}
 by = defaultdict(list)
 ctx0 = None
@@ -37,18 +40,20 @@ for key, rs in by.items():
                  "aten_ms": aten.device_ms if aten else None, "aten_spread": aten.spread if aten else None,
                  "aten_eager_ms": aten.eager_ms if aten else None,
                  "best_eager_ms": best.eager_ms if best else None,
+                 "tune_s": tune_s.get(key),
                  "family_best_ms": {f: r.device_ms for f, r in fam_best.items()}})
 order = {k: i for i, k in enumerate(names)}
 rows.sort(key=lambda r: order.get(r["key"], 1e9))
 json.dump({"context": ctx0.__dict__ if ctx0 else None, "rows": rows}, open(out, "w"), indent=1)
-print(f"{'group':8} {'name':24} {'best choice':52} {'best us':>8} {'aten us':>8} {'x':>6} {'n':>4} {'fail':>4}")
+print(f"{'group':8} {'name':24} {'best choice':52} {'best us':>8} {'aten us':>8} {'x':>6} {'n':>4} {'fail':>4} {'tune s':>6}")
 geo = defaultdict(list)
 for r in rows:
     sp = r["aten_ms"] / r["best_ms"] if r["best_ms"] and r["aten_ms"] else float("nan")
     geo[r["group"]].append(sp)
     fail = sum(v for k, v in r["statuses"].items() if k != "ok")
     print(f"{r['group']:8} {r['name']:24} {str(r['best']):52} {r['best_ms']*1e3 if r['best_ms'] else float('nan'):8.2f} "
-          f"{r['aten_ms']*1e3 if r['aten_ms'] else float('nan'):8.2f} {sp:6.2f} {r['candidates']:4} {fail:4}")
+          f"{r['aten_ms']*1e3 if r['aten_ms'] else float('nan'):8.2f} {sp:6.2f} {r['candidates']:4} {fail:4} "
+          f"{r['tune_s'] if r['tune_s'] is not None else float('nan'):6.1f}")
 for g, v in geo.items():
     v = [x for x in v if x == x]
     if v:

@@ -74,7 +74,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
     """``a @ b`` with one chosen kernel, or the default heuristic when ``choice`` is None.
 
     ``choice`` is a Choice or its id, e.g. ``"triton_mm:BM64-BN64-BK32-S3-W4-G8"``,
-    ``"splitk:BM32-BN32-BK128-S4-W4-G8-SK16-det"``, ``"decompose_k:s8"`` or ``"aten"``.
+    ``"splitk:BM32-BN32-BK128-S4-W4-G8-SK16-det"``, ``"decompose_k:s8"`` or ``"aten"``;
+    a ``pad+`` prefix (``"pad+aten"``) copies unaligned operands to aligned buffers first.
     ``out_dtype`` is the inputs' dtype (default) or float32. For float32 inputs,
     ``allow_tf32=True`` lets the Triton kernels use tf32 tensor-core math.
 
@@ -108,7 +109,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
         return out
     if problem.k == 0:
         return out.zero_()
-    fam.run(a, b, out, choice.config, allow_tf32=problem.allow_tf32, workspace=workspace)
+    kernels.run_choice(choice, a, b, out, allow_tf32=problem.allow_tf32, workspace=workspace)
     return out
 
 

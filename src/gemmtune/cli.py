@@ -53,6 +53,12 @@ def cmd_tune(args) -> int:
                   workers=args.workers, timeout=args.timeout, compile_workers=args.compile_workers,
                   progress=not args.quiet, device=args.device, seed=args.seed)
     render(result)
+    if args.summary:
+        import json
+
+        from .tune import summary
+        with open(args.summary, "w") as f:
+            json.dump(summary(result), f, indent=1)
     return 0
 
 
@@ -129,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per candidate before it is killed")
     p.add_argument("--device", help="built-in GPU for the config spaces when no GPU is present (h100/h200/a100)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--summary", metavar="JSON", help="also write the per-shape results as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_tune)
 

@@ -43,11 +43,16 @@ FAILED = ("compile_error", "crashed", "timeout", "wrong", "error")
 
 
 def candidates(problem: Problem, families: Sequence[str], kind: str, device: DeviceInfo) -> list[Choice]:
-    """Every choice of ``families`` for ``problem``, cuBLAS first (always, as the baseline)."""
+    """Every choice of ``families`` for ``problem``, cuBLAS first (always, as the baseline).
+
+    For unaligned problems each candidate also comes as its ``pad+`` variant."""
     out = [Choice("aten", AtenConfig())]
     for fam in families:
         if fam != "aten":
             out += family_space(problem, fam, kind, device)
+    if not (problem.aligned_a and problem.aligned_b):
+        # Unaligned operands: also try every candidate on 16-byte aligned copies.
+        out += [c.padded() for c in out]
     seen, unique = set(), []
     for c in out:
         if c.id not in seen:
@@ -276,6 +281,18 @@ def _table(shapes: list[ShapeResult], db: ResultStore, ctx: RunContext) -> Looku
         if s.best is not None:
             table.entries[s.problem.key] = [TableChoice(Choice.parse(s.best), s.best_ms)]
     return table
+
+
+def summary(result: TuneResult) -> dict:
+    """Everything the per-shape table shows, as JSON-able data."""
+    return {
+        "context": result.context.__dict__, "representative": result.representative,
+        "wall_s": result.wall_s, "measured": result.measured, "reused": result.reused,
+        "shapes": [{"group": s.group, "name": s.name, "key": s.problem.key, "best": s.best,
+                    "best_ms": s.best_ms, "aten_ms": s.aten_ms, "speedup": s.speedup,
+                    "tried": s.tried, "failed": s.failed, "statuses": s.statuses, "tune_s": s.tune_s}
+                   for s in result.shapes],
+    }
 
 
 def render(result: TuneResult, console=None) -> None:

@@ -87,8 +87,8 @@ class WorkerState:
 
 def _run(choice: Choice, problem: Problem, state: WorkerState, i: int) -> None:
     a, b = state.inputs[i]
-    kernels.get(choice.family).run(a, b, state.outs[i], choice.config,
-                                   allow_tf32=problem.allow_tf32, workspace=state.workspace)
+    kernels.run_choice(choice, a, b, state.outs[i], allow_tf32=problem.allow_tf32,
+                       workspace=state.workspace)
 
 
 def classify_exception(e: BaseException) -> str:
