@@ -193,9 +193,9 @@ def test_out_dtype_unknown():
         gemmtune.matmul(*pair(), out_dtype="fp8")
 
 
-def test_errors_leave_no_partial_output_behind():
+def test_errors_leave_no_partial_output_behind(device):
     """A rejected call raises before allocating or launching: a good call right after is fine."""
-    a, b = pair()
+    a, b = pair(device=device)
     with pytest.raises(ValueError):
         gemmtune.matmul(a, b, choice="decompose_k:s3")
     out = gemmtune.matmul(a, b, choice=TILE)

@@ -46,9 +46,10 @@ def skip_interpreted_bf16(family: str, dtype: torch.dtype) -> None:
         pytest.skip(BF16_REASON)
 
 # Configs per family, small and large: the large ones have blocks bigger than every dim
-# of most shapes below (masked edges, wrapped loads) and BLOCK_K > K.
+# of most shapes below (masked edges, wrapped loads) and BLOCK_K > K. All fit a real GPU's
+# shared memory in fp32 too (the same tests run unchanged on a GPU).
 TRITON_MM = [TileConfig(16, 16, 16, 1, 2, 1), TileConfig(32, 64, 32, 2, 4, 8),
-             TileConfig(128, 128, 128, 3, 8, 8)]
+             TileConfig(128, 128, 64, 2, 8, 8)]
 SPLITK = [SplitKConfig(16, 32, 32, 2, 4, 8, 4, True), SplitKConfig(16, 32, 32, 2, 4, 8, 4, False),
           SplitKConfig(64, 64, 128, 3, 4, 8, 3, True), SplitKConfig(64, 64, 128, 3, 4, 8, 3, False),
           SplitKConfig(32, 32, 16, 2, 4, 1, 16, True)]
@@ -239,7 +240,7 @@ def test_splitk_split_larger_than_k_blocks(operand):
 # ------------------------------------------------------------------ end to end
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("choice", [
-    "aten", "triton_mm:BM32-BN32-BK32-S2-W4-G8", "triton_mm:BM128-BN128-BK128-S3-W8-G1",
+    "aten", "triton_mm:BM32-BN32-BK32-S2-W4-G8", "triton_mm:BM128-BN128-BK64-S2-W8-G1",
     "splitk:BM32-BN32-BK64-S3-W4-G8-SK8-det", "splitk:BM32-BN32-BK64-S3-W4-G8-SK8-atomic",
     "decompose_k:s4"])
 def test_matmul_end_to_end(choice, dtype, operand):
@@ -299,3 +300,29 @@ def test_matmul_empty_dims(choice, operand):
     assert out.shape == (5, 7) and torch.equal(out, torch.zeros_like(out))
     assert gemmtune.matmul(operand(0, 9), operand(9, 7), choice=choice).shape == (0, 7)
     assert gemmtune.matmul(operand(5, 9), operand(9, 0), choice=choice).shape == (5, 0)
+
+
+# ------------------------------------------------------------------ pad+ choices
+def test_padded_problem_rounds_n_and_k_to_16_bytes():
+    p = Problem.from_sizes(333, 4097, 1025, "bf16")
+    assert not (p.aligned_a and p.aligned_b)
+    q = p.padded()
+    assert (q.m, q.n, q.k) == (333, 4104, 1032) and q.aligned_a and q.aligned_b
+    assert kernels.padded_sizes(333, 4097, 1025, 2) == (333, 4104, 1032)
+    assert kernels.padded_sizes(7, 5, 3, 4) == (7, 8, 4)  # fp32: 4 elements per 16 B
+    assert Problem.from_sizes(64, 64, 64, "fp16").padded().k == 64  # already whole vectors
+
+
+@pytest.mark.parametrize("choice", ["pad+aten", "pad+triton_mm:BM32-BN32-BK32-S2-W4-G8",
+                                    "pad+splitk:BM32-BN32-BK64-S2-W4-G8-SK4-det",
+                                    "pad+decompose_k:s4"])
+def test_padded_choices(choice, operand):
+    c = Choice.parse(choice)
+    assert c.pad and c.id == choice and Choice.parse(c.id) == c
+    # K=259 and N=21 are not whole 16-byte vectors: both get zero padding.
+    a, b = operand(13, 259, "offset"), operand(259, 21, "strided")
+    a_before, b_before = a.clone(), b.clone()
+    out = gemmtune.matmul(a, b, choice=choice)
+    assert_close(out, a, b)
+    assert torch.equal(a, a_before) and torch.equal(b, b_before)  # inputs untouched
+    assert torch.equal(out, gemmtune.matmul(a, b, choice=c))

@@ -95,7 +95,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
     elif not isinstance(choice, Choice):
         raise TypeError(f"choice must be a Choice, a choice id string or None, not {type(choice).__name__}")
     fam = kernels.get(choice.family)
-    fam.validate(problem, choice.config)
+    fam.validate(problem.padded() if choice.pad else problem, choice.config)
     if choice.family in kernels.TRITON_FAMILIES:
         if a.device.type == "cpu" and not interpreter_enabled():
             raise ValueError(

@@ -106,7 +106,7 @@ class Problem:
     n: int
     k: int
     dtype: str = "bfloat16"
-    out_dtype: str = "bfloat16"
+    out_dtype: str | None = None  # None: same as dtype
     layout_a: str = "row"
     layout_b: str = "row"
     aligned_a: bool = True
@@ -120,7 +120,8 @@ class Problem:
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"Problem.{name} must be a non-negative int, got {v!r}")
         object.__setattr__(self, "dtype", dtype_name(self.dtype))
-        object.__setattr__(self, "out_dtype", dtype_name(self.out_dtype))
+        object.__setattr__(self, "out_dtype",
+                           self.dtype if self.out_dtype is None else dtype_name(self.out_dtype))
         if self.out_dtype not in (self.dtype, "float32"):
             raise TypeError(
                 f"out_dtype {self.out_dtype} is not supported for {self.dtype} inputs; "
@@ -223,6 +224,13 @@ class Problem:
         return replace(self, m=self.m if m is None else m, n=self.n if n is None else n,
                        k=self.k if k is None else k)
 
+    def padded(self) -> "Problem":
+        """The problem ``pad+`` choices actually run: row-major, aligned, N and K rounded
+        up to whole 16-byte vectors (see kernels.run_choice)."""
+        per = max(1, ALIGN_BYTES // element_size(self.dtype))
+        return replace(self, n=-(-self.n // per) * per, k=-(-self.k // per) * per,
+                       layout_a="row", layout_b="row", aligned_a=True, aligned_b=True)
+
     def log2_shape(self) -> tuple[float, float, float]:
         """log2 of (M, N, K), with dims of 0 or 1 both mapping to 0 (used for similarity)."""
         return tuple(math.log2(max(1, d)) for d in (self.m, self.n, self.k))  # type: ignore[return-value]
@@ -244,10 +252,15 @@ class Problem:
             (lay_a, al_a), (lay_b, al_b) = la.split("."), lb.split(".")
             if al_a not in "au" or al_b not in "au" or len(al_a) != 1 or len(al_b) != 1:
                 raise ValueError("alignment flag must be 'a' or 'u'")
-            return cls(int(ms[1:]), int(ns[1:]), int(ks[1:]), src.removesuffix("+tf32"), dst,
-                       lay_a, lay_b, al_a == "a", al_b == "a", tf32, op)
+            p = cls(int(ms[1:]), int(ns[1:]), int(ks[1:]), src.removesuffix("+tf32"), dst,
+                    lay_a, lay_b, al_a == "a", al_b == "a", tf32, op)
         except (ValueError, TypeError, IndexError) as e:
             raise ValueError(f"malformed problem key {key!r}: {e}") from None
+        # One problem, one key: anything that does not read back identically
+        # (aliases, leading zeros, '+', a strided operand marked aligned) is refused.
+        if p.key != key:
+            raise ValueError(f"problem key {key!r} is not canonical; did you mean {p.key!r}?")
+        return p
 
 
 def check_operands(a: torch.Tensor, b: torch.Tensor) -> None:

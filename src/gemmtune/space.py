@@ -161,7 +161,10 @@ class Choice:
         if not isinstance(text, str):
             raise TypeError(f"a choice id must be a string, not {type(text).__name__}")
         if text.strip().startswith(PAD_PREFIX):
-            return cls.parse(text.strip()[len(PAD_PREFIX):]).padded()
+            inner = text.strip()[len(PAD_PREFIX):]
+            if inner.startswith(PAD_PREFIX):
+                raise ValueError(f"choice {text!r}: '{PAD_PREFIX}' may appear once")
+            return cls.parse(inner).padded()
         family, _, rest = text.strip().partition(":")
         if family == "aten":
             if rest:

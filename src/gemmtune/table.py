@@ -156,7 +156,8 @@ def from_json(doc, path: str = "<table>") -> LookupTable:
             try:
                 choice = Choice.parse(c["id"])
                 from . import kernels
-                kernels.get(choice.family).validate(problem, choice.config)
+                kernels.get(choice.family).validate(problem.padded() if choice.pad else problem,
+                                                    choice.config)
             except (ValueError, TypeError) as ex:
                 raise _err(path, f"{cw}.id", str(ex)) from None
             ms = c.get("device_ms")

@@ -51,8 +51,13 @@ def candidates(problem: Problem, families: Sequence[str], kind: str, device: Dev
         if fam != "aten":
             out += family_space(problem, fam, kind, device)
     if not (problem.aligned_a and problem.aligned_b):
-        # Unaligned operands: also try every candidate on 16-byte aligned copies.
-        out += [c.padded() for c in out]
+        # Unaligned operands: also try each family on zero-padded aligned copies; their
+        # configs come from the padded problem they actually run (Problem.padded).
+        padded = problem.padded()
+        out.append(Choice("aten", AtenConfig(), True))
+        for fam in families:
+            if fam != "aten":
+                out += [c.padded() for c in family_space(padded, fam, kind, device)]
     seen, unique = set(), []
     for c in out:
         if c.id not in seen:
@@ -175,6 +180,9 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     """
     t0 = time.monotonic()
     shapes = _as_shapes(problems)
+    if out is not None and not Path(out).resolve().parent.is_dir():
+        # Fail before the sweep, not after it.
+        raise ValueError(f"cannot write the table to {out}: directory {Path(out).resolve().parent} does not exist")
     families = list(families) if families else list(kernels.FAMILIES)
     for f in families:
         kernels.get(f)

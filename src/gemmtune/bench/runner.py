@@ -106,7 +106,7 @@ def handle(op: str, task: dict, state: WorkerState) -> dict:
     problem = Problem.from_key(task["problem"])
     try:
         choice = Choice.parse(task["choice"])
-        kernels.get(choice.family).validate(problem, choice.config)
+        kernels.get(choice.family).validate(problem.padded() if choice.pad else problem, choice.config)
         state.prepare(problem, int(task.get("seed", 0)))
         if problem.m == 0 or problem.n == 0 or problem.k == 0:
             return {"status": "skipped", "reason": "empty problem: nothing to time"}

@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         proto.write(json.dumps(obj) + "\n")
         proto.flush()
 
+    _exit_with_parent()
     reply({"ready": True})
     for line in sys.stdin:
         if not line.strip():
@@ -74,6 +75,23 @@ def main(argv: list[str] | None = None) -> int:
             os._exit(3)
         reply(res)
     return 0
+
+
+def _exit_with_parent() -> None:
+    """Exit when the parent dies (kill -9 of the tuner): a worker stuck in a hung kernel
+    never reads its closed stdin, so a watchdog thread checks the parent instead."""
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(4)
+
+    threading.Thread(target=watch, daemon=True, name="gemmtune-parent-watch").start()
 
 
 _POISON = ("illegal memory access", "unspecified launch failure", "CUDA error: an illegal",

@@ -164,6 +164,12 @@ class WorkerPool:
         self.workers[slot] = nw
         return nw
 
+    def _alive(self, w: _Worker) -> _Worker:
+        """``w``, or its replacement if it died while idle (never blame a task for that)."""
+        if w.proc.poll() is not None:
+            return self._replace(w)
+        return w
+
     def close(self) -> None:
         for w in self.workers:
             if w.proc.poll() is None:
@@ -235,7 +241,7 @@ class WorkerPool:
     def info(self) -> dict:
         """Device and version facts from the first worker (the parent never touches CUDA)."""
         self.start()
-        w = self.workers[0]
+        w = self._alive(self.workers[0])
         if not self._send(w, {"op": "info"}, self.timeout):
             raise RuntimeError(f"worker failed to start: {w.stderr_tail()}")
         while True:
@@ -269,6 +275,7 @@ class WorkerPool:
         while queue or running:
             for w in self.workers:
                 if w.task_index is None and queue:
+                    w = self._alive(w)
                     i = queue.popleft()
                     if not self._send(w, {"op": op, "task": tasks[i]}, self.timeout):
                         res = self._failure(w, "crashed", "worker pipe closed before the task was sent")

@@ -24,31 +24,33 @@ def get(name: str) -> ModuleType:
         raise ValueError(f"unknown kernel family {name!r}; known: {', '.join(FAMILIES)}") from None
 
 
-def aligned_copy(t: torch.Tensor) -> torch.Tensor:
-    """``t`` itself when its data pointer and leading stride are 16-byte aligned, else a
-    copy with the same layout whose leading stride is padded to a multiple of 16 bytes."""
-    from ..problem import operand_aligned, operand_layout
-
-    rows, cols = t.shape
-    es = t.element_size()
-    if operand_aligned(t.data_ptr(), rows, cols, t.stride(), es):
-        return t
-    per = 16 // es if 16 % es == 0 else 1
-    if operand_layout(rows, cols, t.stride()) == "col":
-        lead = -(-rows // per) * per
-        buf = torch.empty((cols, lead), dtype=t.dtype, device=t.device)
-        view = buf[:, :rows].t()
-    else:
-        lead = -(-cols // per) * per
-        buf = torch.empty((rows, lead), dtype=t.dtype, device=t.device)
-        view = buf[:, :cols]
-    view.copy_(t)
-    return view
+def padded_sizes(m: int, n: int, k: int, elsize: int) -> tuple[int, int, int]:
+    """(M, N', K') with N and K rounded up to whole 16-byte vectors."""
+    per = max(1, 16 // elsize)
+    return m, -(-n // per) * per, -(-k // per) * per
 
 
 def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
                allow_tf32: bool = False, workspace=None) -> None:
-    """Run one choice into ``out`` (shapes already checked; M, N, K > 0)."""
-    if choice.pad:
-        a, b = aligned_copy(a), aligned_copy(b)
-    get(choice.family).run(a, b, out, choice.config, allow_tf32=allow_tf32, workspace=workspace)
+    """Run one choice into ``out`` (shapes already checked; M, N, K > 0).
+
+    ``pad+`` choices run on zero-padded row-major copies: K and N rounded up to
+    whole 16-byte vectors, so every row starts aligned and no vector straddles a
+    ragged edge (as Inductor's pad_mm does). Zero columns of A meet zero rows of
+    B, so the product is unchanged; a padded N is cut off when copying out.
+    """
+    fam = get(choice.family)
+    if not choice.pad:
+        fam.run(a, b, out, choice.config, allow_tf32=allow_tf32, workspace=workspace)
+        return
+    M, K = a.shape
+    N = b.shape[1]
+    _, Np, Kp = padded_sizes(M, N, K, a.element_size())
+    ap = torch.nn.functional.pad(a, (0, Kp - K))
+    bp = torch.nn.functional.pad(b, (0, Np - N, 0, Kp - K))
+    if Np == N:
+        fam.run(ap, bp, out, choice.config, allow_tf32=allow_tf32, workspace=workspace)
+        return
+    tmp = torch.empty((M, Np), dtype=out.dtype, device=out.device)
+    fam.run(ap, bp, tmp, choice.config, allow_tf32=allow_tf32, workspace=workspace)
+    out.copy_(tmp[:, :N])

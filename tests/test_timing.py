@@ -1,0 +1,158 @@
+"""The timers' arithmetic (summarize, sets_for), WallTimer's calling pattern, and
+CudaGraphTimer on a real GPU (skipped without CUDA)."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+import torch
+
+from gemmtune.bench.timing import CudaGraphTimer, Timing, WallTimer, default_timer, summarize, sets_for
+
+MB = 2**20
+
+
+# ------------------------------------------------------------------ summarize
+@pytest.mark.parametrize("samples, median, spread", [
+    # odd count: median is the middle one; q25 = 2, q75 = 4 (linear interpolation)
+    ([1.0, 2.0, 3.0, 4.0, 5.0], 3.0, (4.0 - 2.0) / 3.0),
+    # order must not matter
+    ([5.0, 1.0, 4.0, 2.0, 3.0], 3.0, (4.0 - 2.0) / 3.0),
+    # even count: median 2.5; q25 at position 0.75 -> 1.75, q75 at 2.25 -> 3.25
+    ([4.0, 3.0, 2.0, 1.0], 2.5, (3.25 - 1.75) / 2.5),
+    # identical samples: no spread
+    ([7.0, 7.0, 7.0], 7.0, 0.0),
+    # a single sample
+    ([0.5], 0.5, 0.0),
+    # an outlier moves neither the median nor (much) the IQR: q25 = 1.0, q75 = 1.2
+    ([1.0, 1.0, 1.1, 1.2, 100.0], 1.1, (1.2 - 1.0) / 1.1),
+])
+def test_summarize_exact(samples, median, spread):
+    med, spr = summarize(samples)
+    assert med == pytest.approx(median, rel=1e-12)
+    assert spr == pytest.approx(spread, rel=1e-12, abs=1e-15)
+
+
+def test_summarize_zero_median_has_zero_spread():
+    # No division by zero: a zero median reports no spread.
+    assert summarize([0.0, 0.0, 0.0]) == (0.0, 0.0)
+
+
+def test_summarize_does_not_reorder_its_input():
+    xs = [3.0, 1.0, 2.0]
+    summarize(xs)
+    assert xs == [3.0, 1.0, 2.0]
+
+
+# ------------------------------------------------------------------ sets_for
+@pytest.mark.parametrize("bytes_per_set, l2, max_sets, expected", [
+    (10 * MB, 50 * MB, 64, 10),      # 10 sets x 10 MB = 100 MB = twice the L2
+    (30 * MB, 50 * MB, 64, 4),       # ceil(100 / 30) = 4: rounding up, never down
+    (3, 10, 64, 7),                  # ceil(20 / 3)
+    (20, 10, 64, 1),                 # one set already exceeds twice the L2
+    (4 * 2**30, 50 * MB, 64, 1),     # a huge set: one is enough
+    (1 * MB, 50 * MB, 64, 64),       # 100 would be needed: capped at max_sets
+    (1 * MB, 50 * MB, 8, 8),         # a smaller cap
+    (1, 50 * MB, 64, 64),
+    (0, 50 * MB, 64, 1),             # an empty problem: one set
+    (-5, 50 * MB, 64, 1),
+    (1 * MB, 0, 64, 1),              # no L2 known (CPU): one set
+])
+def test_sets_for(bytes_per_set, l2, max_sets, expected):
+    n = sets_for(bytes_per_set, l2, max_sets=max_sets)
+    assert n == expected
+    assert isinstance(n, int)
+
+
+def test_sets_for_exceeds_twice_l2_unless_capped():
+    l2 = 50 * MB
+    for b in (1, 1000, 777_777, 3 * MB, 17 * MB, 99 * MB, 101 * MB):
+        n = sets_for(b, l2)
+        assert 1 <= n <= 64
+        if n < 64:
+            assert n * b >= 2 * l2, (b, n)          # enough sets to flush the L2
+            assert n == 1 or (n - 1) * b < 2 * l2, (b, n)  # and no more than needed
+
+
+# ------------------------------------------------------------------ WallTimer
+class _Launch:
+    """A fake launch(i) that records its calls and takes a known minimum time."""
+
+    def __init__(self, sleep_s: float = 0.0):
+        self.calls: list[int] = []
+        self.sleep_s = sleep_s
+
+    def __call__(self, i: int) -> None:
+        self.calls.append(i)
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+
+
+def test_wall_timer_default_calls_and_labels():
+    launch = _Launch(sleep_s=0.002)
+    t = WallTimer().measure(launch, 3)
+    # 1 warm-up, then 3 timed calls cycling through the 3 input sets.
+    assert launch.calls == [0, 0, 1, 2]
+    assert isinstance(t, Timing)
+    assert t.repeats == 3
+    assert t.representative is False
+    assert WallTimer.representative is False
+    # Each call slept 2 ms: the median is at least that (and not absurdly more).
+    assert 2.0 <= t.device_ms < 2000.0
+    assert t.eager_ms == t.device_ms  # host wall clock: one number for both
+    assert t.spread >= 0.0 and math.isfinite(t.spread)
+
+
+@pytest.mark.parametrize("repeats, warmup, n_sets, expected", [
+    (5, 2, 2, [0, 1, 0, 1, 0, 1, 0]),
+    (1, 0, 4, [0]),
+    (4, 1, 1, [0, 0, 0, 0, 0]),
+])
+def test_wall_timer_call_pattern(repeats, warmup, n_sets, expected):
+    launch = _Launch()
+    t = WallTimer(repeats=repeats, warmup=warmup).measure(launch, n_sets)
+    assert launch.calls == expected
+    assert t.repeats == repeats
+    assert all(0 <= i < n_sets for i in launch.calls)
+
+
+def test_wall_timer_propagates_launch_errors():
+    # The runner turns exceptions into result statuses; the timer must not swallow them.
+    def boom(i):
+        raise RuntimeError("kernel failed")
+
+    with pytest.raises(RuntimeError, match="kernel failed"):
+        WallTimer().measure(boom, 1)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU-only expectation")
+def test_default_timer_on_cpu_is_wall_timer():
+    assert isinstance(default_timer(), WallTimer)
+
+
+# ------------------------------------------------------------------ CudaGraphTimer (GPU)
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_graph_timer_times_torch_mm():
+    n_sets = 4
+    ins = [(torch.randn(512, 512, device="cuda", dtype=torch.bfloat16),
+            torch.randn(512, 512, device="cuda", dtype=torch.bfloat16)) for _ in range(n_sets)]
+    outs = [torch.empty(512, 512, device="cuda", dtype=torch.bfloat16) for _ in range(n_sets)]
+    seen: set[int] = set()
+
+    def launch(i):
+        seen.add(i)
+        torch.mm(*ins[i], out=outs[i])
+
+    timer = CudaGraphTimer(replays=5)
+    t = timer.measure(launch, n_sets)
+    assert seen == set(range(n_sets))  # every input set is used
+    assert t.representative is True
+    assert t.repeats == 5
+    assert 0 < t.device_ms < 100 and math.isfinite(t.device_ms)
+    assert 0 < t.eager_ms < 1000 and math.isfinite(t.eager_ms)
+    assert t.spread >= 0 and math.isfinite(t.spread)
+    ref = ins[0][0].double() @ ins[0][1].double()
+    torch.testing.assert_close(outs[0].double(), ref, rtol=2e-2, atol=2e-1)

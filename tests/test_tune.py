@@ -1,0 +1,442 @@
+"""The tuner end to end: faults through the whole pipeline, kill -9 and resume,
+the CLI in the interpreter, and bad input.
+
+On a machine without a GPU everything runs in Triton's CPU interpreter (conftest
+sets TRITON_INTERPRET=1); the tuner then shapes its config spaces for the
+built-in H100.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import gemmtune
+from gemmtune import cli
+from gemmtune.problem import Problem
+from gemmtune.shapes import Shape, preset
+from gemmtune.space import Choice
+from gemmtune.store import COLUMNS, STATUSES, ResultStore
+from gemmtune.table import load as load_table
+from gemmtune.tune import FAILED
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+HAS_CUDA = torch.cuda.is_available()
+FAULT_RUNNER = "gemmtune.bench.faults:handle"
+
+
+def _cli_env() -> dict:
+    env = dict(os.environ)  # carries TRITON_INTERPRET=1 from conftest on a CPU machine
+    env["PYTHONPATH"] = str(SRC) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.pop("GEMMTUNE_FAULTS", None)
+    return env
+
+
+def _cli(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gemmtune.cli", *args], cwd=cwd, env=_cli_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _flat(text: str) -> str:
+    """Console output with all whitespace runs collapsed (rich wraps and pads)."""
+    return " ".join(text.split())
+
+
+def _counts(stdout: str) -> tuple[int, int]:
+    m = re.search(r"(\d+) measured, (\d+) reused", _flat(stdout))
+    assert m, f"no 'N measured, M reused' line in:\n{stdout}"
+    return int(m.group(1)), int(m.group(2))
+
+
+def _sql(path: Path, query: str) -> list[tuple]:
+    con = sqlite3.connect(str(path), timeout=30)
+    try:
+        return con.execute(query).fetchall()
+    finally:
+        con.close()
+
+
+def _duplicates(path: Path) -> list[tuple]:
+    return _sql(path, "SELECT problem_key, choice_id, COUNT(*) FROM results "
+                      "GROUP BY problem_key, choice_id HAVING COUNT(*) > 1")
+
+
+# ------------------------------------------------------------------ faults through the tuner
+def test_faults_through_the_tuner(tmp_path):
+    problem = Problem.from_sizes(16, 16, 64, "fp16")
+    space_ids = [c.id for c in gemmtune.space(problem, "triton_mm", device="h100")]
+    assert len(space_ids) >= 6
+    faulted = {space_ids[0]: "abort", space_ids[2]: "hang", space_ids[3]: "raise", space_ids[5]: "wrong"}
+    expected_status = {"abort": "crashed", "hang": "timeout", "raise": "error", "wrong": "wrong"}
+    store, out = tmp_path / "s.sqlite", tmp_path / "t.json"
+
+    t0 = time.monotonic()
+    r = gemmtune.tune([problem], families=["triton_mm"], store=store, out=out, runner=FAULT_RUNNER,
+                      env={"GEMMTUNE_FAULTS": json.dumps(faulted)}, timeout=4, progress=False)
+    elapsed = time.monotonic() - t0
+
+    want_ids = {"aten", *space_ids}
+    with ResultStore(store) as db:
+        rows = {row.choice_id: row for _, row in db.rows(problem_key=problem.key)}
+        assert db.count() == len(want_ids)
+    assert set(rows) == want_ids, "the store must hold a row for every candidate, failures included"
+    for cid, row in rows.items():
+        if cid in faulted:
+            assert row.status == expected_status[faulted[cid]], (cid, row)
+            assert row.reason.strip(), (cid, row)
+            assert row.device_ms is None, (cid, row)
+        else:
+            assert row.status == "ok", (cid, row)
+            assert row.device_ms is not None and row.device_ms > 0, (cid, row)
+    assert "SIGABRT" in rows[space_ids[0]].reason
+    assert "injected fault" in rows[space_ids[3]].reason
+    assert rows[space_ids[5]].rel_err is not None and rows[space_ids[5]].rel_err > 1e-2
+
+    [s] = r.shapes
+    assert s.tried == len(want_ids)
+    assert s.failed == 4
+    assert s.statuses == {"ok": len(want_ids) - 4, "crashed": 1, "timeout": 1, "error": 1, "wrong": 1}
+    assert r.measured == len(want_ids) and r.reused == 0
+    assert s.best is not None and s.best not in faulted
+    assert rows[s.best].status == "ok"
+    assert s.best_ms == min(row.device_ms for row in rows.values() if row.status == "ok")
+    assert s.aten_ms == rows["aten"].device_ms
+
+    table = load_table(out)
+    assert [tc.choice.id for tc in table.choices(problem)] == [s.best]
+    assert r.table_path == out and r.store_path == store
+    if not HAS_CUDA:
+        assert r.representative is False
+    assert elapsed < 90, f"fault run took {elapsed:.1f} s"
+
+    # A second run reuses everything, failures included: nothing is re-measured.
+    r2 = gemmtune.tune([problem], families=["triton_mm"], store=store, out=out, runner=FAULT_RUNNER,
+                       env={"GEMMTUNE_FAULTS": json.dumps(faulted)}, timeout=4, progress=False)
+    assert (r2.measured, r2.reused) == (0, len(want_ids))
+    assert r2.shapes[0].best == s.best and r2.shapes[0].failed == 4
+
+
+# ------------------------------------------------------------------ kill -9 and resume
+def _children(pid: int) -> list[int]:
+    """Pids of the live direct children of ``pid`` (Linux /proc)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                state, ppid = (d / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+            except OSError:
+                continue
+            if int(ppid) == pid and state != "Z":
+                out.append(int(d.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+KILL_ARGS = ["tune", "--shape", "16x16x256:fp16", "--families", "triton_mm,decompose_k", "-q"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_kill_9_and_resume(tmp_path):
+    store, out = tmp_path / "S.sqlite", tmp_path / "T.json"
+    args = KILL_ARGS + ["--store", str(store), "--out", str(out)]
+    log = open(tmp_path / "killed.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "gemmtune.cli", *args], cwd=tmp_path, env=_cli_env(),
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    workers: list[int] = []
+    con = None
+    try:
+        # Poll the store until a few rows are in, then take SQLite's write lock: the
+        # tuner blocks on its next record(), so the kill lands mid-run for certain
+        # (the whole sweep takes well under a second in the interpreter).
+        deadline = time.monotonic() + 120
+        while True:
+            assert time.monotonic() < deadline, "the tuner recorded no rows within 120 s"
+            assert proc.poll() is None, (
+                "the tuner finished before it could be killed:\n" + (tmp_path / "killed.log").read_text())
+            if store.exists():
+                try:
+                    if con is None:
+                        con = sqlite3.connect(str(store), timeout=30, isolation_level=None)
+                    if con.execute("SELECT COUNT(*) FROM results").fetchone()[0] >= 3:
+                        con.execute("BEGIN IMMEDIATE")
+                        break
+                except sqlite3.OperationalError:
+                    pass  # the schema is not there yet
+            time.sleep(0.005)
+        before = {cid: (status, created, ms) for cid, status, created, ms in con.execute(
+            "SELECT choice_id, status, created_at, device_ms FROM results")}
+        assert proc.poll() is None, "the tuner exited while the store was locked"
+        workers = _children(proc.pid)
+        assert workers, "expected the tuner to have a worker process"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+    finally:
+        if con is not None:
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+            con.close()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        log.close()
+        # Workers run in sessions of their own (so the pool can kill a hung one with
+        # its children): the tuner's group kill does not reach them. With their pipe
+        # gone they should exit on their own; give them a moment, then make sure.
+        t_end = time.monotonic() + 15
+        while any(_alive(w) for w in workers) and time.monotonic() < t_end:
+            time.sleep(0.05)
+        leftover = [w for w in workers if _alive(w)]
+        for w in leftover:
+            try:
+                os.killpg(w, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert not leftover, f"worker(s) {leftover} outlived the killed tuner by 15 s"
+    assert 3 <= len(before)
+
+    # Resume: the same command, run to completion.
+    res = _cli(args, tmp_path)
+    assert res.returncode == 0, res.stderr
+    measured, reused = _counts(res.stdout)
+    assert reused == len(before), res.stdout
+    assert measured >= 1
+
+    # An uninterrupted run into a fresh store.
+    fresh_store, fresh_out = tmp_path / "fresh.sqlite", tmp_path / "fresh.json"
+    res2 = _cli(KILL_ARGS + ["--store", str(fresh_store), "--out", str(fresh_out)], tmp_path)
+    assert res2.returncode == 0, res2.stderr
+    fresh_measured, fresh_reused = _counts(res2.stdout)
+    assert fresh_reused == 0
+
+    n_resumed = _sql(store, "SELECT COUNT(*) FROM results")[0][0]
+    n_fresh = _sql(fresh_store, "SELECT COUNT(*) FROM results")[0][0]
+    assert n_resumed == n_fresh == fresh_measured
+    assert reused + measured == n_fresh
+    assert len(before) < n_fresh, "the kill should have landed before the sweep was complete"
+    assert _duplicates(store) == []
+    assert set(_sql(store, "SELECT choice_id FROM results")) == set(_sql(fresh_store, "SELECT choice_id FROM results"))
+
+    # Rows measured before the kill were kept as they were, not measured again.
+    after = {cid: (status, created, ms) for cid, status, created, ms in _sql(
+        store, "SELECT choice_id, status, created_at, device_ms FROM results")}
+    for cid, row in before.items():
+        assert after[cid] == row, (cid, row, after[cid])
+    assert {s for s, _, _ in after.values()} <= set(STATUSES)
+
+    # Both runs wrote a table for the shape.
+    assert set(load_table(out).entries) == set(load_table(fresh_out).entries) == {
+        Problem.from_sizes(16, 16, 256, "fp16").key}
+
+
+# ------------------------------------------------------------------ the CLI end to end
+@pytest.mark.slow
+def test_cli_end_to_end_smoke(tmp_path):
+    store, out = tmp_path / "s.sqlite", tmp_path / "t.json"
+    res = _cli(["tune", "--preset", "smoke", "--families", "splitk,decompose_k",
+                "--store", str(store), "--out", str(out), "-q"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr, res.stderr
+    flat = _flat(res.stdout)
+    if not HAS_CUDA:
+        assert "NOT representative" in flat, res.stdout
+
+    shapes = preset("smoke")
+    assert len(shapes) == 2
+
+    table = load_table(out)
+    doc = json.loads(out.read_text())
+    assert doc["schema_version"] == 1
+    prov = table.provenance
+    assert prov["produced_by"] == "tuned"
+    assert prov["gemmtune"] == gemmtune.__version__
+    assert prov["torch"] == torch.__version__
+    if not HAS_CUDA:
+        assert prov["device_name"] == "cpu (Triton interpreter)"
+    assert set(table.entries) == {s.problem.key for s in shapes}
+
+    with ResultStore(store) as db:
+        all_rows = db.rows()
+        assert all_rows
+        contexts = {c for c, _ in all_rows}
+        assert len(contexts) == 1
+        [ctx] = contexts
+        assert ctx.device_name == prov["device_name"]
+        for s in shapes:
+            rows = db.done(ctx, s.problem.key)
+            assert "aten" in rows
+            assert {r.status for r in rows.values()} <= set(STATUSES)
+            assert any(r.family == "splitk" for r in rows.values())
+            assert any(r.family == "decompose_k" for r in rows.values())
+            [tc] = table.entries[s.problem.key]
+            assert Choice.parse(tc.choice.id) == tc.choice
+            best = db.best(ctx, s.problem.key)
+            assert tc.choice.id == best.choice_id
+            assert tc.device_ms == pytest.approx(best.device_ms)
+            assert s.name in flat  # the summary names each shape
+        n = db.count()
+        assert _counts(res.stdout) == (n, 0)
+        # Every row has a status; failures carry a reason.
+        for _, r in all_rows:
+            assert r.status in STATUSES
+            if r.status in FAILED:
+                assert r.reason
+
+        csv_path = tmp_path / "x.csv"
+        assert db.export(csv_path) == n
+    with open(csv_path, newline="") as f:
+        records = list(csv.reader(f))
+    assert tuple(records[0]) == COLUMNS
+    assert len(records) == n + 1
+    status_col = COLUMNS.index("status")
+    assert {r[status_col] for r in records[1:]} <= set(STATUSES)
+
+
+# ------------------------------------------------------------------ bad input
+def _main(argv, capsys) -> tuple[int, str, str]:
+    rc = cli.main(argv)
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+def _one_line_error(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, f"expected one line on stderr, got:\n{err}"
+    assert "Traceback" not in err
+    assert lines[0].startswith("gemmtune tune: error:"), lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--shape", "12x"], "bad shape '12x'"),
+    (["--shape", "16x16x64:fp7"], "fp7"),
+    (["--preset", "nope"], "unknown preset 'nope'"),
+    (["--shape", "16x16x64:fp16", "--families", "nope"], "unknown kernel family 'nope'"),
+    (["--shape", "16x16x64:fp16", "--families", "triton_mm,nope"], "unknown kernel family 'nope'"),
+    (["--preset", "smoke", "--group", "nosuchgroup"], "no shapes selected"),
+])
+def test_cli_bad_input(tmp_path, capsys, argv, needle):
+    store = tmp_path / "s.sqlite"
+    rc, out, err = _main(["tune", *argv, "--store", str(store), "--out", str(tmp_path / "t.json"), "-q"],
+                         capsys)
+    assert rc == 2
+    line = _one_line_error(err)
+    assert needle in line, line
+    # Bad input is caught before anything is written.
+    assert not store.exists()
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_cli_suite_missing_column_names_the_file(tmp_path, capsys):
+    suite = tmp_path / "suite.csv"
+    suite.write_text("group,name,M,N,dtype\ng,a,16,16,float16\n")
+    store = tmp_path / "s.sqlite"
+    rc, _, err = _main(["tune", "--suite", str(suite), "--store", str(store), "-q"], capsys)
+    assert rc == 2
+    line = _one_line_error(err)
+    assert str(suite) in line and "K" in line, line
+    assert not store.exists()
+
+
+def test_cli_suite_bad_row_names_file_and_line(tmp_path, capsys):
+    suite = tmp_path / "suite.csv"
+    suite.write_text("group,name,M,N,K,dtype\ng,a,16,16,64,float16\ng,b,16,sixteen,64,float16\n")
+    rc, _, err = _main(["tune", "--suite", str(suite), "--store", str(tmp_path / "s.sqlite"), "-q"], capsys)
+    assert rc == 2
+    assert f"{suite}:3" in _one_line_error(err)
+
+
+def test_cli_missing_suite_file(tmp_path, capsys):
+    suite = tmp_path / "nope.csv"
+    rc, _, err = _main(["tune", "--suite", str(suite), "--store", str(tmp_path / "s.sqlite"), "-q"], capsys)
+    assert rc == 2
+    assert str(suite) in _one_line_error(err)
+
+
+def test_cli_store_in_missing_directory(tmp_path, capsys):
+    store = tmp_path / "nodir" / "s.sqlite"
+    rc, _, err = _main(["tune", "--shape", "16x16x64:fp16", "--families", "decompose_k",
+                        "--store", str(store), "--out", str(tmp_path / "t.json"), "-q"], capsys)
+    assert rc == 2
+    assert "does not exist" in _one_line_error(err)
+
+
+def test_cli_out_in_missing_directory_fails_early(tmp_path, capsys):
+    out = tmp_path / "nodir" / "t.json"
+    store = tmp_path / "s.sqlite"
+    try:
+        rc, _, err = _main(["tune", "--shape", "16x16x64:fp16", "--families", "decompose_k",
+                            "--store", str(store), "--out", str(out), "-q"], capsys)
+    except OSError as e:
+        pytest.fail(f"escaped as {type(e).__name__}: {e}")
+    assert rc == 2
+    assert str(out.parent) in _one_line_error(err)
+
+
+def test_cli_bad_shape_in_a_real_process(tmp_path):
+    # The same through the real entry point: exit status 2, one line, no traceback.
+    res = _cli(["tune", "--shape", "12x", "--store", str(tmp_path / "s.sqlite")], tmp_path, timeout=120)
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert "bad shape '12x'" in _one_line_error(res.stderr)
+    assert res.stdout == ""
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+# ------------------------------------------------------------------ the Python API
+@pytest.mark.parametrize("problems, where", [
+    (["16x16x64"], "problems[0]"),
+    ([Problem.from_sizes(16, 16, 64, "fp16"), (16, 16, 64)], "problems[1]"),
+    ([None], "problems[0]"),
+])
+def test_tune_rejects_wrong_problem_types(tmp_path, problems, where):
+    store = tmp_path / "s.sqlite"
+    with pytest.raises(TypeError, match=re.escape(where) + r".*Problem or a Shape"):
+        gemmtune.tune(problems, store=store, progress=False)
+    assert not store.exists()
+
+
+def test_tune_rejects_a_bare_problem(tmp_path):
+    # A single Problem instead of a list of them.
+    with pytest.raises(TypeError):
+        gemmtune.tune(Problem.from_sizes(16, 16, 64, "fp16"), store=tmp_path / "s.sqlite", progress=False)
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_tune_rejects_unknown_family(tmp_path):
+    with pytest.raises(ValueError, match="unknown kernel family 'nope'"):
+        gemmtune.tune([Problem.from_sizes(16, 16, 64, "fp16")], families=["nope"],
+                      store=tmp_path / "s.sqlite", progress=False)
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_tune_accepts_shapes_and_an_open_store(tmp_path):
+    # A Shape keeps its name; a ResultStore passed in stays open for the caller.
+    p = Problem.from_sizes(16, 16, 64, "fp16")
+    with ResultStore(tmp_path / "s.sqlite") as db:
+        r = gemmtune.tune([Shape("g", "tiny", p)], families=["decompose_k"], store=db, progress=False)
+        assert db.count() == r.shapes[0].tried >= 1   # still usable: not closed by tune()
+    [s] = r.shapes
+    assert (s.name, s.group) == ("tiny", "g")
+    assert s.best is not None and s.failed == 0
+    assert r.table is not None and r.table_path is None
+    assert math.isfinite(s.best_ms) and s.best_ms > 0

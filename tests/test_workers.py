@@ -1,0 +1,224 @@
+"""The WorkerPool on its own: every way a task can fail becomes a result, and the pool
+goes on with fresh workers. Faults come from the fault-injection runner
+(gemmtune.bench.faults), keyed by real choice ids of a tiny fp16 problem, so the
+normal tasks run real Triton kernels (in the interpreter on a CPU machine)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import triton
+
+import gemmtune
+from gemmtune.bench.workers import WorkerPool
+from gemmtune.problem import Problem
+
+FAULT_RUNNER = "gemmtune.bench.faults:handle"
+PROBLEM = Problem.from_sizes(16, 16, 64, "fp16")
+IDS = [c.id for c in gemmtune.space(PROBLEM, "triton_mm", device="h100")]
+HAS_CUDA = torch.cuda.is_available()
+
+
+def _env(faults: dict | None = None) -> dict:
+    env = {"GEMMTUNE_FAULTS": json.dumps(faults or {})}
+    if not HAS_CUDA:
+        env["TRITON_INTERPRET"] = "1"
+    return env
+
+
+def _task(choice: str) -> dict:
+    return {"problem": PROBLEM.key, "choice": choice, "seed": 0}
+
+
+def _pool(n: int = 1, faults: dict | None = None, timeout: float = 4.0, runner: str = FAULT_RUNNER,
+          **kw) -> WorkerPool:
+    return WorkerPool(n, timeout=timeout, runner=runner, env=_env(faults), **kw)
+
+
+def _worker_children() -> list[int]:
+    """Live (non-zombie) gemmtune worker processes whose parent is this test process."""
+    me = os.getpid()
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            cmd = (d / "cmdline").read_bytes()
+        except OSError:
+            continue
+        # stat: pid (comm) state ppid ... ; comm may hold spaces, so split after ')'.
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == me and state != "Z" and b"gemmtune.bench.worker" in cmd:
+            out.append(int(d.name))
+    return out
+
+
+needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+
+
+def test_problem_space_is_big_enough():
+    # The fault test below needs 8 distinct real choice ids.
+    assert len(IDS) >= 8 and len(set(IDS)) == len(IDS)
+
+
+# ---------------------------------------------------------------- faults
+@needs_proc
+def test_faults_become_results_and_the_pool_recovers():
+    # Faults first, each followed by a normal task that must still succeed on the
+    # (possibly replaced) worker. One worker, so results come back in task order.
+    faults = {IDS[0]: "abort", IDS[2]: "hang", IDS[4]: "raise", IDS[6]: "wrong"}
+    tasks = [_task(c) for c in IDS[:8]]
+    seen: list[int] = []
+    t0 = time.monotonic()
+    with _pool(1, faults, timeout=4.0, gpus=[]) as pool:
+        results = list(pool.map(tasks, on_result=lambda i, t, r: seen.append(i)))
+        restarts = pool.restarts
+        alive = _worker_children()
+        assert len(alive) == 1, f"expected exactly one live worker, got {alive}"
+    elapsed = time.monotonic() - t0
+    assert _worker_children() == [], "close() left worker processes behind"
+
+    assert len(results) == len(tasks)
+    assert [t["choice"] for t, _ in results] == [t["choice"] for t in tasks]
+    assert seen == list(range(len(tasks)))
+    by_id = {t["choice"]: r for t, r in results}
+
+    r = by_id[IDS[0]]
+    assert r["status"] == "crashed", r
+    assert "SIGABRT" in r["reason"], r
+
+    r = by_id[IDS[2]]
+    assert r["status"] == "timeout", r
+    assert "4 s" in r["reason"] and "killed" in r["reason"], r
+
+    r = by_id[IDS[4]]
+    assert r["status"] == "error", r
+    assert "injected fault: this candidate raises" in r["reason"], r
+
+    r = by_id[IDS[6]]
+    assert r["status"] == "wrong", r
+    assert "error" in r["reason"], r
+    assert r["rel_err"] > 1e-2, r           # one element off by 1000 is far outside tolerance
+    assert "device_ms" not in r, r          # a wrong result is never timed
+
+    for c in (IDS[1], IDS[3], IDS[5], IDS[7]):
+        r = by_id[c]
+        assert r["status"] == "ok", (c, r)
+        assert r["device_ms"] > 0 and r["eager_ms"] > 0, (c, r)
+        assert r["rel_err"] < 1e-2, (c, r)
+        assert r["repeats"] >= 1, (c, r)
+
+    assert restarts == 2, f"abort and hang each cost one worker, got {restarts} restarts"
+    # The hang costs the timeout once; everything else is interpreter work on tiny tiles.
+    assert elapsed < 60, f"fault run took {elapsed:.1f} s"
+
+
+def test_unknown_fault_and_bad_problem_key_are_errors_not_crashes():
+    # The real runner parses the problem key outside its try block; whatever it
+    # raises, the worker must turn it into a result and live on.
+    with _pool(1, {IDS[0]: "explode"}, gpus=[]) as pool:
+        assert list(pool.map([])) == []
+        results = list(pool.map([_task(IDS[0]),
+                                 {"problem": "mm:garbage", "choice": IDS[1], "seed": 0},
+                                 _task(IDS[1])]))
+        assert pool.restarts == 0
+    (_, unknown), (_, bad), (_, good) = results
+    assert unknown["status"] == "error" and "unknown injected fault 'explode'" in unknown["reason"], unknown
+    assert bad["status"] == "error" and bad["reason"], bad
+    assert good["status"] == "ok", good
+
+
+def test_pool_needs_a_worker():
+    with pytest.raises(ValueError, match="at least one worker"):
+        WorkerPool(0, gpus=[])
+
+
+# ---------------------------------------------------------------- info / start-up
+def test_info_reports_device_and_versions():
+    with _pool(1, gpus=[]) as pool:
+        info = pool.info()
+        assert pool.info() == info  # asking twice is fine
+    for key in ("device_name", "capability", "torch", "triton", "gemmtune"):
+        assert isinstance(info.get(key), str) and info[key], (key, info)
+    assert info["torch"] == torch.__version__
+    assert info["triton"] == triton.__version__
+    assert info["gemmtune"] == gemmtune.__version__
+    if not HAS_CUDA:
+        assert info["device_name"] == "cpu (Triton interpreter)"
+        assert info["capability"] == "interp"
+        assert info["representative"] is False
+        assert info["interpreter"] is True
+
+
+@pytest.mark.parametrize("runner, needle", [
+    ("gemmtune.nope:handle", "gemmtune.nope"),              # no such module
+    ("gemmtune.bench.faults:nope", "nope"),                 # no such function
+])
+def test_broken_runner_fails_at_startup_with_a_useful_message(runner, needle):
+    t0 = time.monotonic()
+    with _pool(1, runner=runner, gpus=[]) as pool:
+        with pytest.raises(RuntimeError) as ei:
+            pool.info()
+    msg = str(ei.value)
+    assert "start" in msg, msg               # says it is a start-up failure
+    assert needle in msg, msg                # and carries the worker's own error
+    assert "Error" in msg, msg               # ModuleNotFoundError / AttributeError
+    assert time.monotonic() - t0 < 60        # fails fast, not after the start-up timeout
+
+
+def test_broken_runner_does_not_hang_map():
+    # Each task meets a worker that dies at start-up: a crash per task, with the reason.
+    with _pool(1, runner="gemmtune.nope:handle", gpus=[]) as pool:
+        results = list(pool.map([_task(IDS[1]), _task(IDS[3])]))
+    assert [r["status"] for _, r in results] == ["crashed", "crashed"], results
+    assert all("gemmtune.nope" in r["reason"] for _, r in results), results
+
+
+# ---------------------------------------------------------------- idle deaths
+@needs_proc
+def test_worker_dying_while_idle_during_map_is_replaced():
+    # Two workers: worker 0 hangs; worker 1 finishes its task and is killed while
+    # idle. The pool must notice, start a new worker 1, and still time out worker 0.
+    with _pool(2, {IDS[0]: "hang"}, timeout=6.0, gpus=[]) as pool:
+        gen = pool.map([_task(IDS[0]), _task(IDS[1])])
+        task, res = next(gen)
+        assert task["choice"] == IDS[1] and res["status"] == "ok", res
+        victim = pool.workers[1].proc
+        os.kill(victim.pid, signal.SIGKILL)
+        rest = list(gen)
+        assert [(t["choice"], r["status"]) for t, r in rest] == [(IDS[0], "timeout")], rest
+        assert pool.restarts == 2  # the idle death + the hang
+        assert pool.workers[1].proc is not victim
+        assert victim.poll() is not None
+        assert all(w.proc.poll() is None for w in pool.workers)
+        # The replacement works.
+        again = list(pool.map([_task(IDS[3]), _task(IDS[5])]))
+        assert [r["status"] for _, r in again] == ["ok", "ok"], again
+    assert _worker_children() == []
+
+
+def test_worker_dying_between_maps_does_not_cost_a_task():
+    with _pool(1, gpus=[]) as pool:
+        pool.info()
+        w = pool.workers[0].proc
+        os.kill(w.pid, signal.SIGKILL)
+        w.wait(timeout=10)
+        [(_, r)] = list(pool.map([_task(IDS[1])]))
+        assert r["status"] == "ok", r
+        assert pool.workers[0].proc.poll() is None
+
+
+def test_info_after_idle_death_replaces_the_worker():
+    with _pool(1, gpus=[]) as pool:
+        pool.info()
+        w = pool.workers[0].proc
+        os.kill(w.pid, signal.SIGKILL)
+        w.wait(timeout=10)
+        assert pool.info()["gemmtune"] == gemmtune.__version__
