@@ -14,7 +14,7 @@ import torch
 import gemmtune
 from gemmtune import kernels
 from gemmtune.problem import Problem
-from gemmtune.space import AtenConfig, Choice, DecomposeKConfig, SplitKConfig, TileConfig
+from gemmtune.configs import AtenConfig, Choice, DecomposeKConfig, SplitKConfig, TileConfig
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 TILE = "triton_mm:BM32-BN32-BK32-S2-W4-G8"

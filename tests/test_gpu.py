@@ -16,7 +16,7 @@ from gemmtune import kernels
 from gemmtune.kernels import decompose_k
 from gemmtune.kernels.splitk import SplitKWorkspace
 from gemmtune.problem import Problem
-from gemmtune.space import AtenConfig, Choice, DecomposeKConfig, SplitKConfig, TileConfig
+from gemmtune.configs import AtenConfig, Choice, DecomposeKConfig, SplitKConfig, TileConfig
 from gemmtune.verify import check
 
 pytestmark = [

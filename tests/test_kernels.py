@@ -14,7 +14,7 @@ import torch
 import gemmtune
 from gemmtune import kernels
 from gemmtune.problem import Problem
-from gemmtune.space import AtenConfig, Choice, DecomposeKConfig, SplitKConfig, TileConfig
+from gemmtune.configs import AtenConfig, Choice, DecomposeKConfig, SplitKConfig, TileConfig
 from gemmtune.kernels.splitk import SplitKWorkspace
 from gemmtune.verify import compare
 

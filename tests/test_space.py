@@ -15,7 +15,7 @@ from gemmtune import kernels
 from gemmtune.device import BUILTIN, DeviceInfo
 from gemmtune.kernels import decompose_k, splitk
 from gemmtune.problem import Problem, element_size
-from gemmtune.space import (Choice, SplitKConfig, TileConfig, exhaustive_tiles, next_pow2, prune,
+from gemmtune.configs import (Choice, SplitKConfig, TileConfig, exhaustive_tiles, next_pow2, prune,
                             scale_tile, tile_constraint)
 
 H100 = DeviceInfo.lookup("h100")

@@ -27,7 +27,7 @@ import gemmtune
 from gemmtune import cli
 from gemmtune.problem import Problem
 from gemmtune.shapes import Shape, preset
-from gemmtune.space import Choice
+from gemmtune.configs import Choice
 from gemmtune.store import COLUMNS, STATUSES, ResultStore
 from gemmtune.table import load as load_table
 from gemmtune.tune import FAILED

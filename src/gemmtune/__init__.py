@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 from .api import default_choice, families, interpreter_enabled, matmul, space
 from .device import DeviceInfo
 from .problem import Problem
-from .space import AtenConfig, Choice, DecomposeKConfig, SplitKConfig, TileConfig
+from .configs import AtenConfig, Choice, DecomposeKConfig, SplitKConfig, TileConfig
 from .tune import TuneResult, tune
 
 __all__ = [

@@ -9,7 +9,7 @@ from . import kernels
 from .device import DeviceInfo, current_or
 from .kernels.tiled import _tiled_mm_kernel
 from .problem import Problem, check_operands, dtype_name
-from .space import Choice, SplitKConfig, next_pow2
+from .configs import Choice, SplitKConfig, next_pow2
 
 SPACE_KINDS = ("default", "exhaustive")
 

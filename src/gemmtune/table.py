@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .problem import Problem
-from .space import Choice
+from .configs import Choice
 
 SCHEMA_VERSION = 1
 PRODUCERS = ("tuned", "predicted", "by-hand", "merged")

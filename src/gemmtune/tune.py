@@ -35,7 +35,7 @@ from .bench.workers import WorkerPool, visible_gpus
 from .device import DeviceInfo
 from .problem import Problem
 from .shapes import Shape
-from .space import AtenConfig, Choice
+from .configs import AtenConfig, Choice
 from .store import ResultRow, ResultStore, RunContext
 from .table import LookupTable, TableChoice, provenance
 

@@ -62,7 +62,7 @@ def handle(op: str, task: dict, state) -> dict:
         return {"status": "error", "reason": "injected illegal access did not fault"}
     if fault == "wrong":
         from .. import kernels
-        from ..space import Choice
+        from ..configs import Choice
 
         fam = kernels.get(Choice.parse(task["choice"]).family)
         real_run = fam.run

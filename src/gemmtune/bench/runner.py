@@ -23,7 +23,7 @@ from .. import kernels
 from ..device import DeviceInfo
 from ..kernels.splitk import SplitKWorkspace
 from ..problem import Problem, element_size
-from ..space import Choice
+from ..configs import Choice
 from ..verify import compare, tolerance
 from .timing import default_timer, sets_for
 

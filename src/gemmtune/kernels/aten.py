@@ -6,7 +6,7 @@ import torch
 
 from ..device import DeviceInfo
 from ..problem import Problem
-from ..space import AtenConfig
+from ..configs import AtenConfig
 
 NAME = "aten"
 CONFIG = AtenConfig

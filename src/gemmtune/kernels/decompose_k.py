@@ -14,7 +14,7 @@ import torch
 
 from ..device import DeviceInfo
 from ..problem import Problem
-from ..space import DecomposeKConfig, SplitKConfig, next_pow2, tile_constraint
+from ..configs import DecomposeKConfig, SplitKConfig, next_pow2, tile_constraint
 from .splitk import MAX_WORKSPACE_BYTES
 from .tiled import launch_sum_splits, launch_tiled
 

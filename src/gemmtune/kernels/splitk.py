@@ -19,7 +19,7 @@ import triton
 
 from ..device import DeviceInfo
 from ..problem import Problem
-from ..space import SplitKConfig, check_block_sizes, prune, scale_tile, tile_constraint
+from ..configs import SplitKConfig, check_block_sizes, prune, scale_tile, tile_constraint
 from .tiled import launch_tiled
 
 NAME = "splitk"

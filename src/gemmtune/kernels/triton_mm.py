@@ -7,7 +7,7 @@ import torch
 
 from ..device import DeviceInfo
 from ..problem import Problem
-from ..space import (TileConfig, check_block_sizes, default_tiles, exhaustive_tiles, prune,
+from ..configs import (TileConfig, check_block_sizes, default_tiles, exhaustive_tiles, prune,
                      scale_tile, tile_constraint)
 from .tiled import launch_tiled
 

@@ -11,7 +11,7 @@ spaces can be listed and filtered on a CPU-only machine.
 
 Example::
 
-    >>> from gemmtune.space import Choice
+    >>> from gemmtune.configs import Choice
     >>> Choice.parse("decompose_k:s16").config.split
     16
 """
