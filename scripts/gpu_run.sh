@@ -5,6 +5,7 @@
 # faults:   inject an illegal-memory-access kernel into a real tuning run
 # tune:     gemmtune tune on the public suite, default space (store + table + summary)
 # inductor: torch.compile max-autotune on the same suite: tuning time, kernel time
+# lut:      a gemmtune table exported to Inductor's lookup table steers torch.compile
 # Results go to $OUT (or ./out when run by hand). Wheels in .whl/ (pytest, rich, ...)
 # are installed to /tmp/site first when present: the GPU machine has no registry.
 set -uo pipefail
@@ -37,6 +38,8 @@ for ph in $phases; do
     inductor)
       python3 scripts/inductor_compare.py --preset public --out "$OUT/inductor.json" ${INDUCTOR_ARGS:-} 2>&1 \
         | grep -v "^W1\|^I1\|AUTOTUNE\|^  triton_\|^  mm \|^  bmm\|^  decompose\|SingleProcess\|benchmarking" | tail -50 || rc=1 ;;
+    lut)
+      python3 scripts/gpu_lut.py 2>&1 | tail -40 | tee "$OUT/lut.txt" || rc=1 ;;
     *) echo "unknown phase $ph"; rc=2 ;;
   esac
 done

@@ -5,6 +5,8 @@
     gemmtune tune --shape 32x32x28672:bf16 --families splitk,decompose_k
     gemmtune demo                                    # each family on one shape, errors vs fp64
     gemmtune space --shape 4096x4096x4096:bf16 --family triton_mm --device h100
+    gemmtune lut validate table.json ...             # lookup tables: validate | show | merge | diff
+    gemmtune lut export-inductor table.json inductor-lut.json   # for torch.compile
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def cmd_tune(args) -> int:
     families = args.families.split(",") if args.families else None
     result = tune(shapes, families=families, space=args.space, store=args.store, out=args.out,
                   workers=args.workers, timeout=args.timeout, compile_workers=args.compile_workers,
-                  progress=not args.quiet, device=args.device, seed=args.seed)
+                  progress=not args.quiet, device=args.device, seed=args.seed, table=args.table)
     render(result)
     if args.summary:
         import json
@@ -119,6 +121,127 @@ def cmd_space(args) -> int:
     return 0
 
 
+# ------------------------------------------------------------------ lut: lookup tables
+def _lut_errors(fn):
+    """Bad tables (TableError), outputs that cannot be written (OSError) and a torch
+    without Inductor's lookup table (RuntimeError): one line naming the command, exit 2."""
+    import functools
+
+    @functools.wraps(fn)
+    def run(args) -> int:
+        try:
+            return fn(args)
+        except (ValueError, TypeError, OSError, RuntimeError) as e:
+            if isinstance(e, OSError) and e.filename and e.strerror:
+                e = f"cannot write {str(e.filename).removesuffix('.tmp')}: {e.strerror}"
+            print(f"gemmtune lut {args.lut_cmd}: error: {e}", file=sys.stderr)
+            return 2
+    return run
+
+
+def cmd_lut_validate(args) -> int:
+    """Exit 0 when every file is a valid table, 1 otherwise; one line per file."""
+    from .table import TableError, load
+
+    bad = 0
+    for f in args.files:
+        try:
+            t = load(f)
+        except TableError as e:
+            bad += 1
+            print(f"FAIL {e}")
+            continue
+        p = t.provenance
+        print(f"OK   {f}: {len(t.entries)} entries, {p['produced_by']} on {p['device_name']} "
+              f"(capability {p['capability']}, triton {p['triton']})")
+    return 1 if bad else 0
+
+
+def cmd_lut_show(args) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from .table import load
+
+    t = load(args.file)
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    prov = "  ".join(f"{k}={v}" for k, v in sorted(t.provenance.items()))
+    rt = Table(title=escape(f"{args.file}: {len(t.entries)} entries"), caption=escape(prov))
+    rt.add_column("key", no_wrap=True)
+    rt.add_column("choices", no_wrap=True)
+    rt.add_column("ms", justify="right")
+    for key, tcs in sorted(t.entries.items()):
+        rt.add_row(key, "\n".join(tc.choice.id for tc in tcs),
+                   "\n".join(f"{tc.device_ms:.4g}" if tc.device_ms is not None else "-" for tc in tcs))
+    console.print(rt)
+    return 0
+
+
+def cmd_lut_merge(args) -> int:
+    from .table import load, merge
+
+    merged = merge([load(f) for f in args.inputs], allow_mixed_devices=args.allow_mixed_devices)
+    merged.save(args.out)
+    print(f"{args.out}: {len(merged.entries)} entries merged from {len(args.inputs)} tables "
+          f"({merged.provenance['device_name']})")
+    return 0
+
+
+def cmd_lut_diff(args) -> int:
+    """Exit 0 when the entries are the same, 1 when they differ (as diff(1) does)."""
+    from .table import diff, load
+
+    d = diff(load(args.a), load(args.b))
+    for line in d.lines():
+        print(line)
+    return 1 if d else 0
+
+
+def cmd_lut_export_inductor(args) -> int:
+    from .inductor_export import export
+
+    r = export(args.table, args.out, device_key=args.device_key, include_aten=not args.no_aten,
+               force=args.force)
+    for s in r.skipped:
+        print(f"skipped {s}")
+    for n in r.notes:
+        print(f"note    {n}")
+    print(f"{args.out}: {len(r.table)} Inductor entries ({len(r.skipped)} skipped); use it with "
+          "torch._inductor.config.lookup_table.table = json.load(open(OUT)) and "
+          "V.set_choices_handler(LookupTableChoices()), or gemmtune.inductor_export.install(OUT)")
+    return 0 if r.table else 1
+
+
+def _add_lut_parser(sub) -> None:
+    lut = sub.add_parser("lut", help="lookup tables: validate, show, merge, diff, export to torch.compile")
+    lsub = lut.add_subparsers(dest="lut_cmd", required=True)
+    p = lsub.add_parser("validate", help="check table files; exit 0 when all are valid, 1 otherwise")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.set_defaults(fn=_lut_errors(cmd_lut_validate))
+    p = lsub.add_parser("show", help="print a table (entries, choices, times, provenance)")
+    p.add_argument("file", metavar="FILE")
+    p.set_defaults(fn=_lut_errors(cmd_lut_show))
+    p = lsub.add_parser("merge", help="merge tables: per problem, measured choices first, fastest first")
+    p.add_argument("out", metavar="OUT")
+    p.add_argument("inputs", nargs="+", metavar="TABLE")
+    p.add_argument("--allow-mixed-devices", action="store_true",
+                   help="merge tables from different GPUs (their times do not compare)")
+    p.set_defaults(fn=_lut_errors(cmd_lut_merge))
+    p = lsub.add_parser("diff", help="entries added / removed / changed from A to B; exit 1 when they differ")
+    p.add_argument("a", metavar="A")
+    p.add_argument("b", metavar="B")
+    p.set_defaults(fn=_lut_errors(cmd_lut_diff))
+    p = lsub.add_parser("export-inductor", help="write torch.compile's (Inductor's) lookup table")
+    p.add_argument("table", metavar="TABLE")
+    p.add_argument("out", metavar="OUT")
+    p.add_argument("--device-key", help="prefix keys with this device key (gcnArchName); default: any GPU")
+    p.add_argument("--no-aten", action="store_true", help="leave aten (cuBLAS) choices out")
+    p.add_argument("--force", action="store_true",
+                   help="write even when this torch has no Inductor lookup table (for another machine)")
+    p.set_defaults(fn=_lut_errors(cmd_lut_export_inductor))
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="gemmtune", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -136,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", help="built-in GPU for the config spaces when no GPU is present (h100/h200/a100)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--summary", metavar="JSON", help="also write the per-shape results as JSON")
+    p.add_argument("--table", metavar="JSON", help="lookup table: shapes with an entry benchmark only its choices")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_tune)
 
@@ -150,6 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default=None, help="h100, h200, a100 (default: the visible GPU, else h100)")
     p.add_argument("--show-rejected", action="store_true")
     p.set_defaults(fn=cmd_space)
+
+    _add_lut_parser(sub)
     return ap
 
 

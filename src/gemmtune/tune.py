@@ -37,7 +37,7 @@ from .problem import Problem
 from .shapes import Shape
 from .configs import AtenConfig, Choice
 from .store import ResultRow, ResultStore, RunContext
-from .table import LookupTable, TableChoice, provenance
+from .table import LookupTable, TableChoice, as_table, check_provenance, provenance, required_choices
 
 FAILED = ("compile_error", "crashed", "timeout", "wrong", "error")
 
@@ -166,7 +166,8 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
          space: str = "default", store: str | os.PathLike | ResultStore = "gemmtune.sqlite",
          out: str | os.PathLike | None = None, workers: int | None = None, timeout: float = 120.0,
          compile_workers: int | None = None, progress: bool = True, runner: str = DEFAULT_RUNNER,
-         device: str | None = None, seed: int = 0, env: dict | None = None) -> TuneResult:
+         device: str | None = None, seed: int = 0, env: dict | None = None,
+         table: LookupTable | str | os.PathLike | None = None) -> TuneResult:
     """Tune ``problems``: benchmark every candidate once, keep every result, return the winners.
 
     ``families``: kernel families to search (default: all). ``space``: 'default' or
@@ -177,9 +178,15 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     candidate may take before its worker is killed. ``device``: built-in GPU whose
     limits shape the spaces when running in the CPU interpreter (default H100).
     ``runner``: the worker's task handler (tests inject faults through it).
+    ``table``: a lookup table (or its path) whose entries fix the candidates: a
+    problem with an entry benchmarks exactly the entry's choices (one choice: just
+    that one, timed once; several: tuned among those only); problems without an
+    entry get the normal candidates. A table from another GPU / Triton warns
+    (table.check_provenance) and is still used.
     """
     t0 = time.monotonic()
     shapes = _as_shapes(problems)
+    lut = as_table(table)  # a bad table fails here, before anything is written
     if out is not None and not Path(out).resolve().parent.is_dir():
         # Fail before the sweep, not after it.
         raise ValueError(f"cannot write the table to {out}: directory {Path(out).resolve().parent} does not exist")
@@ -205,6 +212,8 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
                 dev = DeviceInfo(**d)
             else:
                 dev = DeviceInfo.lookup(device or "h100")
+            if lut is not None:
+                check_provenance(lut, ctx.device_name, ctx.triton_version)
             n_compile = compile_workers if compile_workers is not None else (
                 min(os.cpu_count() or 1, 16) if gpus else 0)
             cpool = (WorkerPool(n_compile, timeout=timeout, runner=runner, env=wenv, gpus=gpus)
@@ -216,7 +225,8 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
                     # One shape at a time, so each shape's tuning wall time is its own.
                     for s in shapes:
                         ts = time.monotonic()
-                        cands = candidates(s.problem, families, space, dev)
+                        cands = (required_choices(lut, s.problem)
+                                 or candidates(s.problem, families, space, dev))
                         done = db.done(ctx, s.problem.key)
                         reused += sum(c.id in done for c in cands)
                         todo = [(s.problem, c) for c in cands if c.id not in done]

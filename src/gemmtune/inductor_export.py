@@ -1,0 +1,347 @@
+"""Export a gemmtune lookup table to torch.compile (Inductor's template lookup table).
+
+Inductor (``torch._inductor.lookup_table``, in torch 2.11 and later) can take, per
+matmul, the template configs to use instead of generating and autotuning its own.
+Its table is a dict ``{key: [config, ...]}``:
+
+* key: ``"((dtype, [M, K], stride_a), (dtype, [K, N], stride_b))+mm"``, the dtypes,
+  shapes and strides of the two inputs as Inductor sees them (``str()`` of that
+  tuple, e.g. ``"((torch.bfloat16, [512, 4096], [4096, 1]), (torch.bfloat16, [4096, 512],
+  [512, 1]))+mm"``), optionally prefixed with a device key ``"<gcnArchName>+"``.
+* config: ``{"template_id": ..., **template kwargs}``. One config: Inductor uses it
+  without autotuning. Several: it autotunes among those only. No entry: its usual
+  choice generation (and max-autotune) as if there were no table.
+
+What gemmtune exports (``convert``; everything else is skipped with a reason):
+
+* ``triton_mm:BMa-BNb-BKc-Sd-We-Gf`` -> ``{"template_id": "triton::mm", "BLOCK_M": a,
+  "BLOCK_N": b, "BLOCK_K": c, "num_stages": d, "num_warps": e, "GROUP_M": f,
+  "EVEN_K": K % c == 0}``: Inductor's own mm template with our tile;
+* ``decompose_k:sN`` -> ``{"template_id": "decompose_k", "k_split": N}``;
+* ``aten`` -> ``{"template_id": "aten::mm"}`` (cuBLAS; without it an entry led by
+  aten would drop cuBLAS from Inductor's candidates);
+* ``splitk:...`` skipped: Inductor has no fused split-K mm template;
+* ``pad+...`` skipped: Inductor pads on its own (``config.shape_padding``).
+
+Entries are exported with the choices Inductor can express, in the table's order;
+an entry with none is left out (Inductor then tunes that shape itself). Problems are
+skipped when Inductor's key cannot express them: out_dtype other than the input
+dtype, tf32 (Inductor follows torch.backends.cuda.matmul), strided operands, or an
+operand whose alignment differs from a contiguous tensor's (an offset pointer). The
+key assumes row = contiguous and col = a transposed contiguous tensor (``w.t()``).
+``device_ms`` is not exported: the tile is ours, the kernel is Inductor's template.
+
+Inductor only considers a template it would offer for the shape anyway: Triton
+templates need ``mode="max-autotune"`` (or ``max_autotune_gemm``); decompose_k is
+offered only when K >= ``config.triton.decompose_k_threshold`` x max(M, N) (32 by
+default), and then ``triton::mm`` only when K < twice that. A config for a template
+not offered is ignored (the export report notes these).
+
+Use it::
+
+    gemmtune lut export-inductor table.json inductor-lut.json
+
+    import json, torch
+    from torch._inductor import config
+    from torch._inductor.lookup_table import LookupTableChoices
+    config.lookup_table.table = json.load(open("inductor-lut.json"))
+    torch._inductor.virtualized.V.set_choices_handler(LookupTableChoices())
+    f = torch.compile(lambda a, b: a @ b, mode="max-autotune")
+
+or, equivalently, ``gemmtune.inductor_export.install("table.json")`` (a gemmtune
+table, converted on the fly, or an exported Inductor table). The choices handler is
+per thread: install it in the thread that compiles. ``TORCH_LOGS="+inductor"`` (or
+logging at INFO for ``torch._inductor.lookup_table``) shows "lookup hit for mm".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .problem import Problem
+from .table import LookupTable, TableError, as_table, check_provenance
+
+TRITON_MM = "triton::mm"
+DECOMPOSE_K = "decompose_k"
+ATEN_MM = "aten::mm"
+OP_NAME = "mm"
+_TORCH_DTYPES = {"float16": "torch.float16", "bfloat16": "torch.bfloat16", "float32": "torch.float32"}
+DEFAULT_DECOMPOSE_K_THRESHOLD = 32  # torch._inductor.config.triton.decompose_k_threshold's default
+
+
+class Unsupported(ValueError):
+    """A problem or choice Inductor's lookup table cannot express (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Skipped:
+    key: str
+    choice: str | None  # None: the whole problem was skipped
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.key}" + (f" {self.choice}" if self.choice else "") + f": {self.reason}"
+
+
+@dataclass
+class InductorExport:
+    """An Inductor table plus what was left out of it, and why."""
+
+    table: dict[str, list[dict]]
+    skipped: list[Skipped] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    provenance: dict = field(default_factory=dict)
+
+
+def _strides(problem: Problem) -> tuple[list[int], list[int]]:
+    m, n, k = problem.m, problem.n, problem.k
+    sa = [k, 1] if problem.layout_a == "row" else [1, m]
+    sb = [n, 1] if problem.layout_b == "row" else [1, k]
+    return sa, sb
+
+
+def inductor_key(problem: Problem, device_key: str | None = None) -> str:
+    """Inductor's lookup key for ``problem`` (contiguous / transposed-contiguous inputs).
+
+    Example::
+
+        >>> from gemmtune.problem import Problem
+        >>> inductor_key(Problem.from_sizes(64, 96, 128, "bf16", layout_b="col"))
+        '((torch.bfloat16, [64, 128], [128, 1]), (torch.bfloat16, [128, 96], [1, 128]))+mm'
+    """
+    check_problem(problem)
+    dt = _TORCH_DTYPES[problem.dtype]
+    sa, sb = _strides(problem)
+    inputs = (f"(({dt}, [{problem.m}, {problem.k}], [{sa[0]}, {sa[1]}]), "
+              f"({dt}, [{problem.k}, {problem.n}], [{sb[0]}, {sb[1]}]))")
+    return "+".join(([device_key] if device_key else []) + [inputs, OP_NAME])
+
+
+def check_problem(problem: Problem) -> None:
+    """Raise Unsupported when Inductor's key cannot name ``problem`` exactly."""
+    if problem.op != "mm":
+        raise Unsupported(f"op {problem.op!r}: only mm is exported")
+    if problem.out_dtype != problem.dtype:
+        raise Unsupported(f"out_dtype {problem.out_dtype} differs from the inputs' {problem.dtype}: "
+                          "Inductor sends mm with out_dtype to aten, not to its templates")
+    if problem.allow_tf32:
+        raise Unsupported("tf32: Inductor's key has no tf32 flag (it follows "
+                          "torch.backends.cuda.matmul.fp32_precision)")
+    if "strided" in (problem.layout_a, problem.layout_b):
+        raise Unsupported("a strided operand: the gemmtune key does not record its strides")
+    if min(problem.m, problem.n, problem.k) == 0:
+        raise Unsupported("an empty matrix: Inductor runs no template for it")
+    contiguous = Problem.from_sizes(problem.m, problem.n, problem.k, problem.dtype, problem.out_dtype,
+                                    layout_a=problem.layout_a, layout_b=problem.layout_b)
+    if (contiguous.aligned_a, contiguous.aligned_b) != (problem.aligned_a, problem.aligned_b):
+        raise Unsupported("operand alignment differs from a contiguous tensor's (an offset data "
+                          "pointer): Inductor's key cannot tell the two apart")
+
+
+def choice_config(choice, problem: Problem) -> dict:
+    """The Inductor config for one gemmtune choice; raises Unsupported with the reason."""
+    if choice.pad:
+        raise Unsupported("pad+ choices: Inductor pads operands on its own "
+                          "(torch._inductor.config.shape_padding); its templates have no pad variant")
+    cfg = choice.config
+    if choice.family == "triton_mm":
+        return {"template_id": TRITON_MM, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
+                "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m, "num_stages": cfg.num_stages,
+                "num_warps": cfg.num_warps,
+                # Inductor merges this over the kwargs of its own first config, whose
+                # EVEN_K belongs to that config's BLOCK_K: ours must be stated.
+                "EVEN_K": problem.k % cfg.block_k == 0}
+    if choice.family == "decompose_k":
+        return {"template_id": DECOMPOSE_K, "k_split": cfg.split}
+    if choice.family == "aten":
+        return {"template_id": ATEN_MM}
+    if choice.family == "splitk":
+        raise Unsupported("splitk: Inductor has no fused split-K mm template "
+                          "(its decompose_k is gemmtune's decompose_k family)")
+    raise Unsupported(f"family {choice.family}: no Inductor template")
+
+
+def _decompose_k_threshold() -> int:
+    try:
+        from torch._inductor import config as icfg
+        return int(icfg.triton.decompose_k_threshold)
+    except Exception:  # an older torch or none: the documented default
+        return DEFAULT_DECOMPOSE_K_THRESHOLD
+
+
+def _offered_notes(problem: Problem, configs: list[dict], key: str) -> list[str]:
+    """Why Inductor may ignore some exported configs for this shape (it only uses a
+    template it would offer anyway; see torch/_inductor/kernel/mm.py tuned_mm)."""
+    t = _decompose_k_threshold()
+    m, n, k = problem.m, problem.n, problem.k
+    ids = {c["template_id"] for c in configs}
+    notes = []
+    if DECOMPOSE_K in ids and not (k >= t * m and k >= t * n):
+        notes.append(f"{key}: decompose_k is offered only when K >= {t} x max(M, N) "
+                     "(config.triton.decompose_k_threshold); Inductor will ignore it here")
+    if TRITON_MM in ids and k >= 2 * t * m and k >= 2 * t * n:
+        notes.append(f"{key}: triton::mm is not offered when K >= {2 * t} x max(M, N) unless "
+                     "config.max_autotune_gemm_search_space = 'EXHAUSTIVE'; Inductor will ignore it here")
+    return notes
+
+
+def convert(table: LookupTable | str | os.PathLike, *, device_key: str | None = None,
+            include_aten: bool = True) -> InductorExport:
+    """The Inductor table for ``table``, with every skipped problem / choice and why.
+
+    ``device_key``: prefix every key with it (Inductor's device-specific keys, the
+    device's ``gcnArchName``); None writes device-agnostic keys (used on any GPU).
+    ``include_aten``: export ``aten`` choices as ``aten::mm`` (default). Without it an
+    entry whose first choice is aten drops cuBLAS from Inductor's candidates.
+
+    Example::
+
+        >>> from gemmtune.table import LookupTable, TableChoice
+        >>> from gemmtune.configs import Choice
+        >>> from gemmtune.problem import Problem
+        >>> p = Problem.from_sizes(32, 32, 28672, "bf16")
+        >>> t = LookupTable({}, {p.key: [TableChoice(Choice.parse("decompose_k:s14"))]})
+        >>> convert(t).table
+        {'((torch.bfloat16, [32, 28672], [28672, 1]), (torch.bfloat16, [28672, 32], [32, 1]))+mm': [{'template_id': 'decompose_k', 'k_split': 14}]}
+    """
+    table = as_table(table)
+    out = InductorExport({}, provenance=dict(table.provenance))
+    for key, tcs in sorted(table.entries.items()):
+        problem = Problem.from_key(key)
+        try:
+            ikey = inductor_key(problem, device_key)
+        except Unsupported as e:
+            out.skipped.append(Skipped(key, None, str(e)))
+            continue
+        configs = []
+        for tc in tcs:
+            if tc.choice.family == "aten" and not include_aten and not tc.choice.pad:
+                out.skipped.append(Skipped(key, tc.choice.id, "aten left out (include_aten=False)"))
+                continue
+            try:
+                configs.append(choice_config(tc.choice, problem))
+            except Unsupported as e:
+                out.skipped.append(Skipped(key, tc.choice.id, str(e)))
+        if not configs:
+            out.skipped.append(Skipped(key, None, "no choice Inductor can express: entry left out, "
+                                                  "Inductor tunes this shape itself"))
+            continue
+        out.table[ikey] = configs
+        out.notes += _offered_notes(problem, configs, key)
+    return out
+
+
+def to_inductor(table: LookupTable | str | os.PathLike, *, device_key: str | None = None) -> dict:
+    """Inductor's table (``config.lookup_table.table``) for the entries it can express."""
+    return convert(table, device_key=device_key).table
+
+
+def unavailable_reason() -> str | None:
+    """None when the installed torch has Inductor's template lookup table, else why not."""
+    try:
+        import torch
+    except Exception as e:  # pragma: no cover - torch is a dependency
+        return f"torch cannot be imported ({e})"
+    try:
+        from torch._inductor import config as icfg
+        import torch._inductor.lookup_table as lt
+    except Exception as e:
+        return (f"torch {torch.__version__} has no torch._inductor.lookup_table "
+                f"({type(e).__name__}: {e}); Inductor's template lookup table needs torch 2.11 or later")
+    if not hasattr(lt, "LookupTableChoices") or not hasattr(getattr(icfg, "lookup_table", None), "table"):
+        return (f"torch {torch.__version__}'s torch._inductor.lookup_table lacks LookupTableChoices or "
+                "config.lookup_table.table; this export targets that interface (torch 2.11+)")
+    return None
+
+
+def export(table: LookupTable | str | os.PathLike, path: str | os.PathLike, *,
+           device_key: str | None = None, include_aten: bool = True, force: bool = False) -> InductorExport:
+    """Write the Inductor table as JSON (``json.load`` it into config.lookup_table.table).
+
+    Raises RuntimeError when the installed torch has no Inductor lookup table, unless
+    ``force`` (writing for another machine's newer torch).
+
+    Example::
+
+        >>> r = export("table.json", "inductor-lut.json")   # doctest: +SKIP
+        >>> len(r.table), [str(s) for s in r.skipped]        # doctest: +SKIP
+    """
+    reason = unavailable_reason()
+    if reason is not None and not force:
+        raise RuntimeError(f"cannot export for torch.compile: {reason}. "
+                           "Use force=True (--force) to write the file for another machine's torch.")
+    result = convert(table, device_key=device_key, include_aten=include_aten)
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    # One key per line, sorted: exported tables diff as well as gemmtune's own.
+    lines = ["{"]
+    items = sorted(result.table.items())
+    for i, (k, v) in enumerate(items):
+        lines.append(f"  {json.dumps(k)}: {json.dumps(v, sort_keys=True)}" + ("," if i < len(items) - 1 else ""))
+    lines.append("}")
+    tmp.write_text("\n".join(lines) + "\n")
+    os.replace(tmp, path)
+    return result
+
+
+def read_inductor_table(path: str | os.PathLike) -> dict[str, list[dict]]:
+    """Read an exported Inductor table, checking its shape (key -> list of configs with template_id)."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise TableError(f"{path}: cannot read an Inductor lookup table: {e}") from None
+    if not isinstance(doc, dict):
+        raise TableError(f"{path}: an Inductor lookup table is a JSON object, not {type(doc).__name__}")
+    for k, v in doc.items():
+        if not isinstance(v, list) or not all(isinstance(c, dict) and isinstance(c.get("template_id"), str)
+                                              for c in v):
+            raise TableError(f"{path}: {k}: must be a list of configs, each with a string template_id")
+    return doc
+
+
+def install(source, *, device_key: str | None = None, choices=None) -> dict:
+    """Point torch.compile at a table: sets ``torch._inductor.config.lookup_table.table``
+    and installs Inductor's ``LookupTableChoices`` (or ``choices``, e.g. a subclass) as
+    this thread's choices handler. Returns the Inductor table installed.
+
+    ``source``: a gemmtune LookupTable or table path (converted; its provenance is
+    checked against the visible GPU), an Inductor table dict, or an exported file.
+    Raises RuntimeError when the installed torch has no Inductor lookup table.
+
+    Example::
+
+        >>> install("table.json")                               # doctest: +SKIP
+        >>> f = torch.compile(lambda a, b: a @ b, mode="max-autotune")  # doctest: +SKIP
+    """
+    reason = unavailable_reason()
+    if reason is not None:
+        raise RuntimeError(f"cannot install a lookup table into torch.compile: {reason}")
+    import torch
+    from torch._inductor import config as icfg
+    from torch._inductor.lookup_table import LookupTableChoices
+    from torch._inductor.virtualized import V
+
+    if isinstance(source, dict):
+        itable = source
+    else:
+        itable = None
+        if not isinstance(source, LookupTable):
+            try:
+                head = json.loads(Path(source).read_text())
+            except (OSError, ValueError) as e:
+                raise TableError(f"{source}: cannot read: {e}") from None
+            if not (isinstance(head, dict) and "schema_version" in head):
+                itable = read_inductor_table(source)
+        if itable is None:
+            lut = as_table(source)
+            if torch.cuda.is_available():
+                import triton
+                check_provenance(lut, torch.cuda.get_device_name(), triton.__version__)
+            itable = convert(lut, device_key=device_key).table
+    icfg.lookup_table.table = itable
+    V.set_choices_handler(choices if choices is not None else LookupTableChoices())
+    return itable
