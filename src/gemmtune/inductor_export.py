@@ -16,7 +16,8 @@ What gemmtune exports (``convert``; everything else is skipped with a reason):
 
 * ``triton_mm:BMa-BNb-BKc-Sd-We-Gf`` -> ``{"template_id": "triton::mm", "BLOCK_M": a,
   "BLOCK_N": b, "BLOCK_K": c, "num_stages": d, "num_warps": e, "GROUP_M": f,
-  "EVEN_K": K % c == 0}``: Inductor's own mm template with our tile;
+  "EVEN_K": K % c == 0, "USE_FAST_ACCUM": false, "ACC_TYPE": "tl.float32"}``: Inductor's
+  own mm template with our tile;
 * ``decompose_k:sN`` -> ``{"template_id": "decompose_k", "k_split": N}``;
 * ``aten`` -> ``{"template_id": "aten::mm"}`` (cuBLAS; without it an entry led by
   aten would drop cuBLAS from Inductor's candidates);
@@ -151,9 +152,13 @@ def choice_config(choice, problem: Problem) -> dict:
         return {"template_id": TRITON_MM, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
                 "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m, "num_stages": cfg.num_stages,
                 "num_warps": cfg.num_warps,
-                # Inductor merges this over the kwargs of its own first config, whose
+                # torch 2.13 merges this over the kwargs of its own first config, whose
                 # EVEN_K belongs to that config's BLOCK_K: ours must be stated.
-                "EVEN_K": problem.k % cfg.block_k == 0}
+                "EVEN_K": problem.k % cfg.block_k == 0,
+                # torch 2.11 renders the template with this config alone and failed on
+                # the H200 with "'USE_FAST_ACCUM' is undefined": give the whole option
+                # set Inductor's mm heuristics build (fp32 accumulation, no fast accum).
+                "USE_FAST_ACCUM": False, "ACC_TYPE": "tl.float32"}
     if choice.family == "decompose_k":
         return {"template_id": DECOMPOSE_K, "k_split": cfg.split}
     if choice.family == "aten":
