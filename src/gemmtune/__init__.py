@@ -18,8 +18,11 @@ from .device import DeviceInfo
 from .problem import Problem
 from .configs import AtenConfig, Choice, DecomposeKConfig, SplitKConfig, TileConfig
 from .tune import TuneResult, tune
+from . import nn
+from .dispatch import Dispatcher, compile_mm, load
+from .nn import patch
 
 __all__ = [
-    "__version__", "matmul", "families", "space", "default_choice", "interpreter_enabled",
+    "__version__", "matmul", "compile_mm", "load", "Dispatcher", "patch", "nn", "families", "space", "default_choice", "interpreter_enabled",
     "tune", "TuneResult", "DeviceInfo", "Problem", "Choice", "TileConfig", "SplitKConfig", "DecomposeKConfig", "AtenConfig",
 ]

@@ -1,0 +1,163 @@
+"""``gemmtune.nn.Linear``, a drop-in ``nn.Linear`` whose GEMM runs on a tuned dispatcher,
+and ``patch(model)``, which converts every ``nn.Linear`` of a model in place.
+
+``Linear`` is a subclass of ``torch.nn.Linear``: the same parameters, the same
+``state_dict`` keys, ``isinstance(m, nn.Linear)`` still true. ``forward`` flattens
+any leading batch dims to one M dim, runs ``x @ W.T`` on the dispatcher (M dynamic,
+N = out_features and K = in_features static, ``W.T`` a column-major view) and adds
+the bias. Autograd works: the backward GEMMs run on torch.mm (see torch_ops).
+When the input or weight dtype is not the dispatcher's (after ``model.double()``,
+under autocast) it falls back to ``F.linear`` with a one-time warning.
+
+Example::
+
+    >>> import torch, gemmtune
+    >>> model = torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.GELU()).cuda().half()  # doctest: +SKIP
+    >>> gemmtune.patch(model, hints={"m": [16, 256, 4096]})        # doctest: +SKIP
+    >>> y = torch.compile(model, dynamic=True)(x)                    # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import MutableMapping
+
+import torch
+import torch.nn.functional as F
+
+from .dispatch import Dispatcher, compile_mm
+from .problem import dtype_name
+from .torch_ops import REGISTRY, linear
+
+
+def _check_fits(d: Dispatcher, in_features: int, out_features: int, dtype: torch.dtype) -> None:
+    if not isinstance(d, Dispatcher):
+        raise TypeError(f"dispatcher must be a gemmtune Dispatcher, not {type(d).__name__}")
+    if d.dims["m"] is not None:
+        raise ValueError(f"a Linear needs a dispatcher with a dynamic m, this one has static M={d.dims['m']}")
+    if (d.dims["n"], d.dims["k"]) != (out_features, in_features):
+        raise ValueError(f"dispatcher has N={d.dims['n']}, K={d.dims['k']}; this Linear needs "
+                         f"N=out_features={out_features}, K=in_features={in_features}")
+    if d.torch_dtype != dtype:
+        raise TypeError(f"dtype: dispatcher multiplies {d.torch_dtype}, the weight is {dtype}")
+
+
+class Linear(torch.nn.Linear):
+    """``nn.Linear`` with the GEMM on a gemmtune dispatcher.
+
+    ``dispatcher``: a Dispatcher with dynamic m, n=out_features, k=in_features and the
+    weight's dtype (built with ``layout_b='col'``, as ``x @ W.T`` reads W). Without
+    one, ``compile_mm(**compile_kwargs)`` tunes it here (that takes a while).
+
+    Example::
+
+        >>> lin = gemmtune.nn.Linear(4096, 1024, device="cuda", dtype=torch.bfloat16,
+        ...                          hints={"m": [16, 256, 4096]})   # doctest: +SKIP
+    """
+
+    dispatcher: Dispatcher
+    _gemmtune_handle: int
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None,
+                 dtype=None, *, dispatcher: Dispatcher | None = None, **compile_kwargs):
+        super().__init__(in_features, out_features, bias, device, dtype)
+        if dispatcher is None:
+            dispatcher = compile_mm(n=out_features, k=in_features, dtype=self.weight.dtype,
+                                    layout_b="col", **compile_kwargs)
+        self._attach(dispatcher)
+
+    def _attach(self, dispatcher: Dispatcher) -> None:
+        _check_fits(dispatcher, self.in_features, self.out_features, self.weight.dtype)
+        self.dispatcher = dispatcher
+        self._gemmtune_handle = REGISTRY.register(dispatcher)
+        self._gemmtune_warned = False
+
+    @classmethod
+    def from_linear(cls, module: torch.nn.Linear, dispatcher: Dispatcher) -> "Linear":
+        """Convert ``module`` in place (its class changes; parameters, hooks and identity stay)."""
+        if type(module) is not torch.nn.Linear and not isinstance(module, Linear):
+            raise TypeError(f"expected a torch.nn.Linear, got {type(module).__name__}")
+        _check_fits(dispatcher, module.in_features, module.out_features, module.weight.dtype)
+        module.__class__ = cls
+        module._attach(dispatcher)  # type: ignore[attr-defined]
+        return module  # type: ignore[return-value]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.weight
+        dt = self.dispatcher.torch_dtype
+        if x.dtype != dt or w.dtype != dt:
+            if not self._gemmtune_warned:
+                self._gemmtune_warned = True
+                warnings.warn(f"gemmtune.nn.Linear: input {x.dtype} / weight {w.dtype} differ from the "
+                              f"dispatcher's {dt}: using F.linear", RuntimeWarning, stacklevel=2)
+            return F.linear(x, w, self.bias)
+        if x.dim() == 1:
+            return linear(x.unsqueeze(0), w, self.bias, self._gemmtune_handle).squeeze(0)
+        if x.dim() == 2:
+            return linear(x, w, self.bias, self._gemmtune_handle)
+        y = linear(x.flatten(0, -2), w, self.bias, self._gemmtune_handle)
+        return y.unflatten(0, x.shape[:-1])
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", dispatcher={self.dispatcher!r}"
+
+
+def patch(model: torch.nn.Module, table=None, *,
+          dispatchers: MutableMapping[tuple, Dispatcher] | None = None, **compile_kwargs) -> torch.nn.Module:
+    """Convert every ``torch.nn.Linear`` of ``model`` (the model itself included) in place.
+
+    Layers with the same (out_features, in_features, dtype) share one dispatcher,
+    tuned once by ``compile_mm(n=out, k=in, dtype=..., layout_b='col', **compile_kwargs)``;
+    with a ``table`` the mode defaults to 'table'. ``dispatchers`` (keyed
+    ``(n, k, dtype_name)``) supplies ready ones, e.g. loaded with ``gemmtune.load``,
+    and receives the new ones, so they can be saved. Only modules whose type is
+    exactly ``nn.Linear`` are converted (subclasses may override forward; e.g.
+    MultiheadAttention's out_proj is used through its weight, not its forward).
+    Layers of a dtype gemmtune does not multiply (float64) stay and are warned about.
+    Parameters are shared, so optimizers and state_dicts are unaffected.
+
+    Example::
+
+        >>> dispatchers = {}
+        >>> gemmtune.patch(model, dispatchers=dispatchers, hints={"m": [1, 64, 2048]})  # doctest: +SKIP
+        >>> for (n, k, dt), d in dispatchers.items(): d.save(f"mm_{n}x{k}_{dt}.json")  # doctest: +SKIP
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
+    if table is not None:
+        compile_kwargs.setdefault("mode", "table")
+        compile_kwargs["table"] = table
+    compile_kwargs.setdefault("layout_b", "col")
+    cache = dispatchers if dispatchers is not None else {}
+    skipped = []
+    for name, mod in list(model.named_modules()):
+        if type(mod) is not torch.nn.Linear:
+            continue
+        try:
+            dt = dtype_name(mod.weight.dtype)
+        except TypeError:
+            skipped.append(f"{name or '<model>'} ({mod.weight.dtype})")
+            continue
+        key = (mod.out_features, mod.in_features, dt)
+        d = cache.get(key)
+        if d is None:
+            d = compile_mm(n=mod.out_features, k=mod.in_features, dtype=dt, **compile_kwargs)
+            cache[key] = d
+        Linear.from_linear(mod, d)
+    if skipped:
+        warnings.warn(f"gemmtune.patch left {len(skipped)} Linear layer(s) as they were: "
+                      + ", ".join(skipped), RuntimeWarning, stacklevel=2)
+    return model
+
+
+def dispatchers(model: torch.nn.Module) -> dict[tuple, Dispatcher]:
+    """The dispatchers a patched model uses, keyed (n, k, dtype_name)."""
+    out = {}
+    for mod in model.modules():
+        if isinstance(mod, Linear):
+            d = mod.dispatcher
+            out[(d.dims["n"], d.dims["k"], d.dtype)] = d
+    return out
+
+
+__all__ = ["Linear", "patch", "dispatchers"]

@@ -1,0 +1,514 @@
+"""The dynamic-shape dispatcher: similarity ranking, every mode against fp64, caching,
+threads, save/load in a fresh process, torch.compile without graph breaks, autograd
+through a patched Linear, and clear errors for bad input.
+
+Runs on the CPU through the Triton interpreter (conftest sets TRITON_INTERPRET=1). A
+fake tuner (``FakeTune``) returns fixed winners so no test pays for real tuning,
+except one small end-to-end run of ``gemmtune.tune``. Shapes stay small (N, K <= 64)
+because the interpreter runs every program of the grid in Python; sizes are ragged
+(M = 1, 5, 37, ...) so the masks matter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+import threading
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import gemmtune
+from gemmtune import kernels
+from gemmtune.bench.timing import Timing
+from gemmtune.configs import Choice
+from gemmtune.dispatch import (DEFAULT_HINTS, Dispatcher, ProvenanceWarning, compile_mm, load,
+                               rank_hints)
+from gemmtune.nn import Linear, dispatchers, patch
+from gemmtune.problem import Problem
+from gemmtune.table import LookupTable, TableChoice, provenance
+from gemmtune.verify import compare
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+# Relative Frobenius error allowed against the fp64 reference (the largest element may be
+# off by 10x this times rms(ref), gemmtune.verify.compare). fp32 with ieee dots sits
+# near 1e-7; an fp16 output is dominated by its own rounding (2^-11 worst case, ~2e-4 rms).
+TOL = {torch.float16: 2e-3, torch.float32: 1e-5}
+DTYPES = [pytest.param(torch.float16, id="fp16"), pytest.param(torch.float32, id="fp32")]
+
+N, K = 24, 64
+HINTS = (8, 32, 128)
+# One distinct, cheap-to-interpret kernel per hint, so a decision shows which hint won.
+WINNERS = {
+    8: "splitk:BM16-BN16-BK32-S1-W2-G8-SK2-det",
+    32: "triton_mm:BM32-BN32-BK16-S1-W2-G8",
+    128: "decompose_k:s4",
+}
+
+
+class FakeTune:
+    """A tuner that returns fixed winners (by the hint's M) and counts its calls."""
+
+    def __init__(self, winners=None, by=lambda p: p.m):
+        self.winners = winners or WINNERS
+        self.by = by
+        self.calls = 0
+        self.problems: list[Problem] = []
+
+    def __call__(self, problems, **kwargs):
+        self.calls += 1
+        self.problems += list(problems)
+        return {p.key: self.winners[self.by(p)] for p in problems}
+
+
+class CountingTimer:
+    """Times nothing: runs the launch once, returns scripted times in call order."""
+
+    representative = False
+
+    def __init__(self, times=None):
+        self.times = list(times or [])
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def measure(self, launch, n_sets):
+        with self._lock:
+            i = self.calls
+            self.calls += 1
+        launch(0)
+        t = self.times[i] if i < len(self.times) else 1.0
+        return Timing(t, t, 1, 0.0, False)
+
+
+def _dispatcher(mode="similarity", dtype=torch.float16, tune=None, **kw) -> Dispatcher:
+    return compile_mm(n=N, k=K, dtype=dtype, hints={"m": list(HINTS)}, mode=mode,
+                      tune_fn=tune or FakeTune(), **kw)
+
+
+def _ab(m, n=N, k=K, dtype=torch.float16):
+    return torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+
+
+def _check(out, a, b):
+    ref = a.double() @ b.double()
+    res = compare(out, ref, TOL[a.dtype])
+    assert res.ok, res.reason
+
+
+# ----------------------------------------------------------------------------- similarity
+@pytest.mark.parametrize("m, want", [
+    (100, 64),      # log2 100 = 6.64: 0.64 from 64, 1.36 from 256
+    (128, 256),     # exactly between 64 and 256: a tie, the larger hint wins
+    (1024, 4096),   # 2 from 256 and 2 from 4096: tie, larger
+    (1, 64), (0, 64), (2, 64),  # 0 and 1 both map to log2 = 0
+    (300, 256), (10**6, 4096),
+])
+def test_rank_hints_one_dynamic_dim(m, want):
+    hints = [(h, 4096, 4096) for h in DEFAULT_HINTS]
+    assert hints[rank_hints((m, 4096, 4096), hints)[0]][0] == want
+
+
+def test_rank_hints_ties_and_degenerate_dims():
+    # Dims of 0 and 1 are both log2 = 0: M=0 is at distance 0 from hints 0 and 1; the
+    # volume tie (both 0) is broken by the larger (M, N, K) tuple.
+    assert rank_hints((0, 8, 8), [(0, 8, 8), (1, 8, 8), (2, 8, 8)]) == [1, 0, 2]
+    assert rank_hints((1, 1, 8), [(2, 1, 8), (1, 0, 8)]) == [1, 0]
+    # Two dynamic dims, all four hints at L1 distance 2: the largest volume wins.
+    four = [(16, 16, 64), (16, 64, 64), (64, 16, 64), (64, 64, 64)]
+    assert rank_hints((32, 32, 64), four)[0] == 3
+    # Equal distance and equal volume: the larger (M, N, K) tuple, i.e. larger M first.
+    assert rank_hints((32, 32, 64), [(16, 64, 64), (64, 16, 64)]) == [1, 0]
+    assert rank_hints((32, 16, 64), four)[:2] == [2, 0]
+    # 96 lies at log2(1.5) from both 64 and 144: float noise must not decide.
+    assert rank_hints((96, 1, 1), [(64, 1, 1), (144, 1, 1)]) == [1, 0]
+
+
+def test_similarity_dispatcher_follows_the_ranking():
+    d = _dispatcher()
+    for m, hint in [(1, 8), (5, 8), (16, 32), (17, 32), (64, 128), (63, 32), (500, 128)]:
+        a, b = _ab(m)
+        _check(d(a, b), a, b)
+        dec = d.decision(m=m)
+        assert (dec.source, dec.hint[0], dec.choice.id) == ("similarity", hint, WINNERS[hint]), m
+
+
+# ----------------------------------------------------------------------------- every mode vs fp64
+def _table_for(m: int, choice_id: str, dtype) -> LookupTable:
+    t = LookupTable(provenance("test", "interp", "x", "x", "x", "by-hand"))
+    key = Problem.from_sizes(m, N, K, dtype).key
+    t.entries[key] = [TableChoice(Choice.parse(choice_id), 0.001)]
+    return t
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode", ["similarity", "benchmark", "table"])
+def test_every_mode_matches_fp64(mode, dtype):
+    extra = {"timer": CountingTimer()} if mode == "benchmark" else {}
+    if mode == "table":
+        # An exact entry for M=37 with a kernel no hint chose.
+        extra["table"] = _table_for(37, "triton_mm:BM16-BN16-BK16-S1-W2-G8", dtype)
+    d = _dispatcher(mode, dtype, **extra)
+    for m in (1, 37, 9, 130, 37):
+        a, b = _ab(m, dtype=dtype)
+        _check(d(a, b), a, b)
+    if mode == "table":
+        dec = d.decision(m=37)
+        assert (dec.source, dec.choice.id) == ("table", "triton_mm:BM16-BN16-BK16-S1-W2-G8")
+        assert d.decision(m=9).source == "similarity"
+    if mode == "benchmark":
+        assert {dec.source for dec in d.decisions.values()} == {"benchmark"}
+    assert all(dec.verified for dec in d.decisions.values())
+
+
+def test_odd_layouts_and_linear_style_operands():
+    d = compile_mm(n=N, k=K, dtype=torch.float32, hints={"m": list(HINTS)}, tune_fn=FakeTune(),
+                   layout_b="col")
+    w = torch.randn(N, K)
+    for m in (3, 40):
+        for a in (torch.randn(m, K), torch.randn(K, m).t(), torch.randn(m * K + 1)[1:].view(m, K)):
+            _check(d(a, w.t()), a, w.t())
+
+
+def test_benchmark_picks_the_fastest_verified_kernel(monkeypatch):
+    # Candidates are timed in similarity order: for M=30 that is hint 32, 8, 128.
+    timer = CountingTimer(times=[3.0, 1.0, 2.0])
+    d = _dispatcher("benchmark", timer=timer)
+    a, b = _ab(30)
+    _check(d(a, b), a, b)
+    dec = d.decision(m=30)
+    assert dec.choice.id == WINNERS[8] and set(dec.times_ms) == set(WINNERS.values())
+    # A kernel that returns wrong results is never chosen, however fast: break split-K.
+    monkeypatch.setattr(kernels.get("splitk"), "run", lambda a, b, out, cfg, **kw: out.zero_())
+    timer2 = CountingTimer(times=[3.0, 2.0])
+    d2 = _dispatcher("benchmark", timer=timer2)
+    a, b = _ab(9)  # similarity order: hint 8 (split-K, broken), 32, 128
+    _check(d2(a, b), a, b)
+    dec = d2.decision(m=9)
+    assert dec.choice.id == WINNERS[128] and WINNERS[8] in dec.reason and timer2.calls == 2
+
+
+def test_broken_or_invalid_hint_kernels_are_skipped(monkeypatch):
+    monkeypatch.setattr(kernels.get("splitk"), "run", lambda a, b, out, cfg, **kw: out.zero_())
+    d = _dispatcher()
+    a, b = _ab(4)  # nearest is split-K (hint 8): it fails verification, hint 32 runs
+    _check(d(a, b), a, b)
+    dec = d.decision(m=4)
+    assert dec.choice.id == WINNERS[32] and "relative error" in dec.reason
+    # Dynamic K: decompose_k:s4 cannot run K=130 (not a multiple of 4); the next hint does.
+    tune = FakeTune(by=lambda p: p.k)
+    dk = compile_mm(m=16, n=N, dtype=torch.float32, hints={"k": [8, 32, 128]}, tune_fn=tune)
+    a, b = torch.randn(16, 130), torch.randn(130, N)
+    _check(dk(a, b), a, b)
+    dec = dk.decision(k=130)
+    assert dec.choice.id == WINNERS[32] and "does not divide" in dec.reason
+
+
+def test_cpu_without_interpreter_falls_back_to_aten(monkeypatch):
+    monkeypatch.setattr(gemmtune.dispatch, "interpreter_enabled", lambda: False)
+    d = _dispatcher(dtype=torch.float32)
+    a, b = _ab(7, dtype=torch.float32)
+    _check(d(a, b), a, b)
+    assert d.decision(m=7).source == "fallback" and d.decision(m=7).choice.id == "aten"
+
+
+def test_empty_dims():
+    d = compile_mm(n=N, dtype=torch.float32, hints={"m": [8], "k": [64]}, tune_fn=FakeTune())
+    assert d(torch.randn(0, 64), torch.randn(64, N)).shape == (0, N)
+    out = d(torch.randn(5, 0), torch.randn(0, N))
+    assert out.shape == (5, N) and torch.equal(out, torch.zeros(5, N))
+
+
+# ----------------------------------------------------------------------------- caching, threads
+def test_decisions_are_cached():
+    tune, timer = FakeTune(), CountingTimer()
+    d = _dispatcher("benchmark", tune=tune, timer=timer)
+    assert tune.calls == 1 and [p.m for p in tune.problems] == list(HINTS)
+    shapes = [_ab(m) for m in (3, 50, 3, 50, 3)]
+    for a, b in shapes:
+        _check(d(a, b), a, b)
+    assert d.n_decisions == 2 and timer.calls == 2 * len(WINNERS)
+    for a, b in shapes:
+        d(a, b)
+    assert d.n_decisions == 2 and timer.calls == 2 * len(WINNERS) and tune.calls == 1
+
+
+@pytest.mark.parametrize("mode", ["similarity", "benchmark"])
+def test_threads_decide_each_shape_once(mode):
+    timer = CountingTimer()
+    d = _dispatcher(mode, dtype=torch.float32, timer=timer) if mode == "benchmark" else \
+        _dispatcher(mode, dtype=torch.float32)
+    ms = [2, 11, 19, 33, 70]
+    inputs = {m: _ab(m, dtype=torch.float32) for m in ms}
+    start, errors = threading.Barrier(4), []
+
+    def worker(i):
+        start.wait()
+        for m in ms[i:] + ms[:i]:
+            a, b = inputs[m]
+            try:
+                _check(d(a, b), a, b)
+            except Exception as e:  # collected: an assert in a thread would be lost
+                errors.append(f"M={m}: {e!r}")
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert d.n_decisions == len(ms) and sorted(s[0] for s in d.decisions) == ms
+    if mode == "benchmark":
+        assert timer.calls == len(ms) * len(WINNERS)
+
+
+# ----------------------------------------------------------------------------- save / load
+_CHILD = textwrap.dedent("""
+    import json, sys, torch
+    import gemmtune, gemmtune.tune
+    def no_tuning(*a, **k):
+        raise AssertionError("load must not tune")
+    gemmtune.tune = gemmtune.tune.tune = no_tuning
+    from gemmtune.dispatch import load
+    from gemmtune.verify import check
+    from gemmtune.problem import Problem
+    d = load(sys.argv[1])
+    out = {"mode": d.mode, "hints": {k: list(v) for k, v in d.hints.items()},
+           "hint_choices": [h.choice.id for h in d.hint_choices],
+           "decided": sorted(s[0] for s in d.decisions), "provenance": d.provenance,
+           "table": sorted(d.table.entries) if d.table else None}
+    torch.manual_seed(0)
+    for m in out["decided"] + [90]:
+        a, b = torch.randn(m, 64, dtype=torch.float16), torch.randn(64, 24, dtype=torch.float16)
+        assert check(d(a, b), a, b, Problem.from_tensors(a, b)).ok, m
+        out.setdefault("after", []).append(d.n_decisions)
+    out["choice_90"] = d.decision(m=90).choice.id
+    print(json.dumps(out))
+""")
+
+
+def _child_env() -> dict:
+    env = dict(os.environ)
+    env["TRITON_INTERPRET"] = "1"
+    env["PYTHONPATH"] = str(SRC) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def test_save_load_round_trip_in_a_new_process(tmp_path):
+    tune = FakeTune()
+    d = _dispatcher("table", tune=tune, table=_table_for(37, "triton_mm:BM16-BN16-BK16-S1-W2-G8",
+                                                         torch.float16))
+    for m in (5, 37, 200):
+        d(*_ab(m))
+    path = d.save(tmp_path / "mm.json")
+    script = tmp_path / "child.py"
+    script.write_text(_CHILD)
+    r = subprocess.run([sys.executable, str(script), str(path)], env=_child_env(), capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["mode"] == "table" and got["hints"] == {"m": list(HINTS)}
+    assert got["hint_choices"] == [WINNERS[h] for h in HINTS]
+    assert got["decided"] == [5, 37, 200] and got["provenance"] == d.provenance
+    assert got["table"] == sorted(d.table.entries)
+    # The three saved shapes ran with no new decision; only M=90, never seen, was decided
+    # (by similarity: nearest hint 128), and nothing was tuned (the child asserts that).
+    assert got["after"] == [0, 0, 0, 1] and got["choice_90"] == WINNERS[128]
+    assert tune.calls == 1
+
+
+def test_load_checks_provenance(tmp_path):
+    d = _dispatcher()
+    d(*_ab(5))
+    path = d.save(tmp_path / "mm.json")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        same = load(path)  # same machine, same versions: no warning
+    assert same.decision(m=5).verified
+    for field, value, says in [("triton", "2.0.0", "triton 2.0.0"),
+                               ("device_name", "NVIDIA H100 80GB HBM3", "tuned on NVIDIA H100")]:
+        doc = json.loads(path.read_text())
+        doc["provenance"][field] = value
+        other = tmp_path / f"other_{field}.json"
+        other.write_text(json.dumps(doc))
+        with pytest.warns(ProvenanceWarning, match=says):
+            d2 = load(other)
+        # Decisions survive but are re-verified on first use.
+        assert not d2.decision(m=5).verified
+        a, b = _ab(5)
+        _check(d2(a, b), a, b)
+        assert d2.decision(m=5).verified and d2.n_decisions == 1
+        with pytest.raises(ValueError, match="tuned"):
+            load(other, strict=True)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "something else"}')
+    with pytest.raises(ValueError, match="not a saved gemmtune dispatcher"):
+        load(bad)
+
+
+def test_with_the_real_tuner(tmp_path):
+    """One end-to-end run of gemmtune.tune (aten + decompose_k only, two hints: ~2 s)."""
+    d = compile_mm(n=16, k=256, dtype="fp32", hints={"m": [8, 64]}, families=["decompose_k"],
+                   store=tmp_path / "r.sqlite")
+    assert d.provenance["produced_by"] == "tuned" and len(d.hint_choices) == 2
+    a, b = torch.randn(20, 256), torch.randn(256, 16)
+    _check(d(a, b), a, b)
+
+
+# ----------------------------------------------------------------------------- torch integration
+def _model(dtype=torch.float32):
+    return torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16)).to(dtype)
+
+
+def _patched(tune=None):
+    torch.manual_seed(1)
+    ref = _model()
+    model = _model()
+    model.load_state_dict(ref.state_dict())
+    tune = tune or FakeTune({8: "triton_mm:BM16-BN16-BK16-S1-W2-G8", 64: "triton_mm:BM32-BN32-BK16-S1-W2-G8"})
+    patch(model, hints={"m": [8, 64]}, tune_fn=tune)
+    return model, ref
+
+
+def test_patch_is_a_drop_in():
+    tune = FakeTune({8: "triton_mm:BM16-BN16-BK16-S1-W2-G8", 64: "triton_mm:BM32-BN32-BK16-S1-W2-G8"})
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.Linear(48, 48), torch.nn.Linear(48, 48))
+    keys = list(model.state_dict())
+    first = model[0]
+    patch(model, hints={"m": [8, 64]}, tune_fn=tune)
+    assert list(model.state_dict()) == keys and model[0] is first
+    assert all(isinstance(m, Linear) and isinstance(m, torch.nn.Linear) for m in model)
+    # Layers 1 and 2 share one (48 -> 48) dispatcher: two distinct shapes, tuned once each.
+    assert tune.calls == 2 and model[1].dispatcher is model[2].dispatcher
+    assert set(dispatchers(model)) == {(48, 32, "float32"), (48, 48, "float32")}
+    ref = torch.nn.Linear(32, 48)
+    ref.load_state_dict(first.state_dict())
+    for x in (torch.randn(32), torch.randn(5, 32), torch.randn(2, 3, 32)):
+        y = first(x)
+        assert y.shape == ref(x).shape
+        torch.testing.assert_close(y, ref(x), rtol=1e-5, atol=1e-5)
+    # Built directly (tunes in the constructor), and patched with a table (mode 'table').
+    lin = Linear(32, 48, hints={"m": [8, 64]}, tune_fn=tune)
+    assert lin.dispatcher.layout_b == "col" and tune.calls == 3
+    other = torch.nn.Sequential(torch.nn.Linear(32, 24))
+    patch(other, table=LookupTable(provenance("t", "interp", "x", "x", "x", "by-hand")),
+          hints={"m": [8, 64]}, tune_fn=tune)
+    assert other[0].dispatcher.mode == "table"
+    x = torch.randn(4, 32)
+    torch.testing.assert_close(other[0](x), x @ other[0].weight.t() + other[0].bias)
+
+
+def test_autograd_matches_nn_linear():
+    model, ref = _patched()
+    x = torch.randn(3, 7, 32)
+    g = torch.randn(3, 7, 16)
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    (model(xa) * g).sum().backward()
+    (ref(xb) * g).sum().backward()
+    torch.testing.assert_close(xa.grad, xb.grad, rtol=1e-5, atol=1e-5)
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-5, msg=name)
+
+
+def _compiled_run(backend):
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch._dynamo.reset()
+    model, ref = _patched()
+    cnt = CompileCounterWithBackend(backend)
+    cm = torch.compile(model, backend=cnt, dynamic=True, fullgraph=True)
+    for bsz, seq in [(2, 3), (3, 5), (4, 6)]:  # M = bsz*seq: a product of symbols
+        x = torch.randn(bsz, seq, 32)
+        torch.testing.assert_close(cm(x), ref(x), rtol=1e-5, atol=1e-5)
+    return cnt, model
+
+
+def test_torch_compile_dynamic_no_graph_breaks():
+    """aot_eager: traces the custom op (fake kernel, symbolic sizes) and runs the dispatcher."""
+    cnt, model = _compiled_run("aot_eager")
+    assert cnt.frame_count == 1, "recompiled: the dims should have stayed symbolic"
+    code = cnt.graphs[0].code
+    assert code.count("torch.ops.gemmtune.mm") == 2 and "SymInt" in code
+    explained = torch._dynamo.explain(model)(torch.randn(2, 3, 32))
+    assert explained.graph_break_count == 0 and explained.graph_count == 1
+    # Backward through the compiled graph (autograd registered on the op).
+    torch._dynamo.reset()
+    x = torch.randn(2, 5, 32, requires_grad=True)
+    torch.compile(model, backend="aot_eager", dynamic=True, fullgraph=True)(x).sum().backward()
+    assert x.grad is not None and x.grad.shape == x.shape
+
+
+def test_torch_compile_inductor():
+    """The default backend. Inductor's CPU codegen needs a C++ compiler."""
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+        get_cpp_compiler()
+    except Exception as e:
+        pytest.skip(f"inductor CPU codegen needs a C++ compiler: {type(e).__name__}: {e}")
+    cnt, _ = _compiled_run("inductor")
+    assert cnt.frame_count == 1
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_bad_inputs_give_clear_errors():
+    d = _dispatcher(dtype=torch.float32)
+    a, b = _ab(5, dtype=torch.float32)
+    d(a, b)
+    with pytest.raises(ValueError, match=r"k: .*static K=64, got K=63"):
+        d(torch.randn(5, 63), torch.randn(63, N))
+    with pytest.raises(ValueError, match=r"n: .*static N=24, got N=25"):
+        d(a, torch.randn(K, 25))
+    with pytest.raises(TypeError, match=r"dtype: .*float32, got torch.float16"):
+        d(a.half(), b.half())
+    with pytest.raises(TypeError, match="same dtype"):
+        d(a, b.half())
+    with pytest.raises(ValueError, match="2-D"):
+        d(a.unsqueeze(0), b)
+    with pytest.raises(ValueError, match="inner dimensions"):
+        d(a, torch.randn(K + 1, N))
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        d(a.tolist(), b)
+    assert d.n_decisions == 1  # errors decide nothing
+
+
+def test_bad_compile_arguments():
+    tune = FakeTune()
+    with pytest.raises(ValueError, match=r"hints given for \['n'\]"):
+        compile_mm(n=N, k=K, dtype="fp16", hints={"m": [8], "n": [8]}, tune_fn=tune)
+    with pytest.raises(ValueError, match=r"\['n'\] need hints"):
+        compile_mm(k=K, dtype="fp16", hints={"m": [8]}, tune_fn=tune)
+    with pytest.raises(ValueError, match="positive ints"):
+        compile_mm(n=N, k=K, dtype="fp16", hints={"m": [0, 8]}, tune_fn=tune)
+    with pytest.raises(ValueError, match="mode must be"):
+        compile_mm(n=N, k=K, dtype="fp16", mode="fastest", tune_fn=tune)
+    with pytest.raises(ValueError, match="only used by mode='table'"):
+        compile_mm(n=N, k=K, dtype="fp16", table=_table_for(8, "aten", torch.float16), tune_fn=tune)
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        compile_mm(n=N, k=K, dtype=torch.float64, tune_fn=tune)
+    assert tune.calls == 0
+    d = compile_mm(n=N, k=K, dtype="fp16", hints={"m": [8]}, tune_fn=FakeTune())
+    with pytest.raises(ValueError, match="N=out_features=48"):
+        Linear.from_linear(torch.nn.Linear(K, 48).half(), d)
+    with pytest.raises(TypeError, match="dtype"):
+        Linear.from_linear(torch.nn.Linear(K, N), d)
+    with pytest.raises(TypeError, match="pickled"):
+        pickle.dumps(d)
+
+
+def test_bad_table_file_warns_once_and_falls_back(tmp_path):
+    """The dispatch path never fails on a bad table: one warning, then the hint kernels."""
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.warns(Warning, match="bad.json"):
+        mm = gemmtune.compile_mm(n=32, k=64, dtype="fp16", hints={"m": [16, 64]}, mode="table",
+                                 table=bad, tune_fn=lambda problems, **kw: {p: "aten" for p in problems})
+    a, b = torch.randn(20, 64, dtype=torch.float16), torch.randn(64, 32, dtype=torch.float16)
+    out = mm(a, b)
+    ref = torch.mm(a.double(), b.double())
+    assert float((out.double() - ref).norm() / ref.norm()) < 2e-3
