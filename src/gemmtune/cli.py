@@ -7,6 +7,11 @@
     gemmtune space --shape 4096x4096x4096:bf16 --family triton_mm --device h100
     gemmtune lut validate table.json ...             # lookup tables: validate | show | merge | diff
     gemmtune lut export-inductor table.json inductor-lut.json   # for torch.compile
+    gemmtune bench --groups splitk,odd               # side by side with cuBLAS, Inductor (GPU)
+    gemmtune report RUN-bench.json                   # Markdown + plots; --merge A B; --tune-run DIR
+    gemmtune tune --preset public --fast             # exhaustive space, the model's top 1 (+ cuBLAS)
+    gemmtune predict --shape 32x32x28672:bf16 --device h100 --top 10   # rank with a model, no GPU
+    gemmtune train --store results.sqlite --out model.json            # learned model, held-out report
 """
 
 from __future__ import annotations
@@ -51,9 +56,12 @@ def cmd_tune(args) -> int:
 
     shapes = _shapes(args)
     families = args.families.split(",") if args.families else None
+    if args.model and not args.fast and str(args.benchmark_space).upper() == "SAME":
+        raise ValueError("--model ranks candidates only when filtering: add --benchmark-space DEFAULT|K or --fast")
     result = tune(shapes, families=families, space=args.space, store=args.store, out=args.out,
                   workers=args.workers, timeout=args.timeout, compile_workers=args.compile_workers,
-                  progress=not args.quiet, device=args.device, seed=args.seed, table=args.table)
+                  progress=not args.quiet, device=args.device, seed=args.seed, table=args.table,
+                  benchmark_space=args.benchmark_space, fast=args.fast, model=args.model)
     render(result)
     if args.summary:
         import json
@@ -242,6 +250,221 @@ def _add_lut_parser(sub) -> None:
     p.set_defaults(fn=_lut_errors(cmd_lut_export_inductor))
 
 
+# ------------------------------------------------------------------ bench / report
+def cmd_bench(args) -> int:
+    """The side-by-side benchmark on this GPU (gemmtune.benchmark); exit 2 without one."""
+    import torch
+
+    from . import benchmark
+    from .shapes import load_csv, preset
+
+    if not torch.cuda.is_available():
+        raise ValueError(benchmark.CUDA_ERROR)
+    shapes = load_csv(args.suite) if args.suite else preset("public")
+    groups = args.groups.split(",") if args.groups else None
+    if groups:
+        unknown = sorted(set(groups) - {s.group for s in shapes})
+        if unknown:
+            raise ValueError(f"no group {', '.join(unknown)} in the suite; it has "
+                             f"{', '.join(dict.fromkeys(s.group for s in shapes))}")
+        shapes = [s for s in shapes if s.group in groups]
+    shapes = shapes[: args.limit] if args.limit else shapes
+    if not shapes:
+        raise ValueError("no shapes selected (check --groups / --limit)")
+    print(benchmark.run(shapes, out_dir=args.out, suite=args.suite or "public", groups=groups,
+                        limit=args.limit, repeats=args.repeats, skip_inductor=args.skip_inductor,
+                        seed=args.seed))
+    return 0
+
+
+def cmd_report(args) -> int:
+    """Render a bench JSON (or merge several), or a tuning-run directory's Markdown."""
+    from pathlib import Path
+
+    from . import report
+
+    try:
+        if args.tune_run:
+            if args.inputs:
+                raise ValueError("--tune-run renders a run directory; give no bench JSON with it")
+            sys.stdout.write(report.render_tune_run(args.tune_run, args.title))
+            return 0
+        if not args.inputs:
+            raise ValueError("give a bench JSON to render (several with --merge), or --tune-run DIR")
+        if len(args.inputs) > 1 and not args.merge:
+            raise ValueError("several bench JSONs: add --merge to combine them")
+        if args.merge:
+            doc = report.merge_bench([report.load_bench(f) for f in args.inputs])
+            out = Path(args.out or Path(args.inputs[0]).parent)
+            out.mkdir(parents=True, exist_ok=True)
+            path = out / report.bench_filename(doc["header"])
+            if path.resolve() in {Path(f).resolve() for f in args.inputs}:
+                path = out / report.bench_filename(doc["header"], "merged")
+            report.save_bench(doc, path)
+            print(path)
+            written = report.render(doc, out, path.name.removesuffix(".json"), plots=not args.no_plots)
+        else:
+            written = report.render_file(args.inputs[0], args.out, plots=not args.no_plots)
+    except OSError as e:
+        raise ValueError(f"{e.filename or ''}: {e.strerror or e}") from None
+    for p in written.values():
+        print(p)
+    return 0
+
+
+def _add_bench_report_parsers(sub) -> None:
+    p = sub.add_parser("bench", help="side-by-side benchmark on this GPU: cuBLAS, gemmtune, Inductor, nvMMH")
+    p.add_argument("--suite", metavar="CSV", help="a shape suite CSV (default: the bundled public suite)")
+    p.add_argument("--groups", help="keep only these comma-separated groups (a partial run; merge later)")
+    p.add_argument("--limit", type=int, help="keep only the first N shapes")
+    p.add_argument("--out", default="benchmarks/results", metavar="DIR", help="where the JSON and report go")
+    p.add_argument("--skip-inductor", action="store_true", help="leave torch.compile max-autotune out")
+    p.add_argument("--repeats", type=int, default=20, help="CUDA-graph replays per kernel time (default 20)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(fn=cmd_bench)
+
+    p = sub.add_parser("report", help="Markdown + PNG report of a bench JSON; --merge partial runs")
+    p.add_argument("inputs", nargs="*", metavar="BENCH_JSON")
+    p.add_argument("--merge", action="store_true", help="combine several partial bench JSONs into one")
+    p.add_argument("--out", metavar="DIR", help="where the report (and a merged JSON) go (default: beside the input)")
+    p.add_argument("--no-plots", action="store_true", help="Markdown only")
+    p.add_argument("--tune-run", metavar="DIR", help="print the Markdown of a `gemmtune tune` run directory "
+                   "(tune-summary.json, tune-run.json, inductor.json) instead")
+    p.add_argument("--title", default="gemmtune tune, default space", help="title for --tune-run")
+    p.set_defaults(fn=cmd_report)
+
+# ------------------------------------------------------------------ performance models
+def _model_for(args, dev):
+    from .model import default_model, load_model
+
+    return load_model(args.model, dev) if args.model else default_model(dev)
+
+
+def _pct(x: float) -> str:
+    return "-" if x != x else f"{x * 100:.1f}%"
+
+
+def cmd_predict(args) -> int:
+    """Rank candidates with a performance model: no GPU needed, nothing is run."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from . import kernels
+    from .device import current_or
+    from .shapes import parse_shape
+    from .tune import candidates
+
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    if args.eval:
+        return _predict_eval(args, console)
+    if not args.shape:
+        raise ValueError("give --shape MxNxK[:dtype] (repeatable), or --eval STORE to score a model")
+    dev = current_or(args.device)
+    model = _model_for(args, dev)
+    families = args.family.split(",") if args.family else list(kernels.FAMILIES)
+    for f in families:
+        kernels.get(f)
+    for text in args.shape:
+        p = parse_shape(text).problem
+        cands = candidates(p, families, args.space, dev)
+        est = model.predict(p, cands)
+        ranked = sorted(zip(est, range(len(cands)), cands))
+        aten = next((e for e, _, c in ranked if c.id == "aten"), None)
+        t = Table(title=escape(f"{p.key} on {dev.name}: {type(model).__name__} estimates "
+                               f"(not measurements), top {min(args.top, len(ranked))} of {len(cands)}"))
+        for col in ("rank", "choice", "est. µs", "vs aten"):
+            t.add_column(col, justify="left" if col == "choice" else "right")
+        for i, (e, _, c) in enumerate(ranked[: args.top], start=1):
+            t.add_row(str(i), c.id, f"{e * 1e3:.2f}", f"{aten / e:.2f}x" if aten else "-")
+        console.print(t)
+    return 0
+
+
+def _predict_eval(args, console) -> int:
+    """Score a model's ranking against the measured times of a results store."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from .device import DeviceInfo
+    from .model import evaluate, load_dataset
+
+    data = load_dataset(args.eval)
+    dev = DeviceInfo.lookup(args.device or data.context["device_name"])
+    model = _model_for(args, dev)
+    res = evaluate(model, data)
+    t = Table(title=escape(f"{type(model).__name__} ranking vs measurements in {args.eval} "
+                           f"({data.context['device_name']})"))
+    for col in ("problem", "choices", "spearman", "top-1 regret", "top-5 regret"):
+        t.add_column(col, justify="left" if col == "problem" else "right")
+    for m in res["shapes"]:
+        t.add_row(m["key"], str(m["n"]), f"{m['spearman']:.2f}", _pct(m["top1_regret"]), _pct(m["top5_regret"]))
+    console.print(t)
+    s = res["summary"]
+    console.print(f"{s['shapes']} problems, {s['choices']} choices: Spearman mean {s['spearman_mean']:.3f} "
+                  f"median {s['spearman_median']:.3f}; top-1 regret mean {_pct(s['top1_regret_mean'])} "
+                  f"(best found in {_pct(s['top1_found'])}); top-5 regret mean {_pct(s['top5_regret_mean'])} "
+                  f"max {_pct(s['top5_regret_max'])}")
+    return 0
+
+
+def cmd_train(args) -> int:
+    """Fit a learned model on a results store; report its ranking on held-out shapes."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from .model import train
+
+    suites = args.exclude_suite or ["public"]
+    suites = [] if [x.lower() for x in suites] == ["none"] else suites
+    model, rep = train(args.store, exclude_suites=suites, test_fraction=args.test_fraction, kind=args.kind,
+                       seed=args.seed, device=args.device)
+    model.save(args.out)
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    for note in rep.get("notes", []):
+        console.print(f"note: {note}")
+    sel = rep.get("selection")
+    if sel:
+        sc = sel["mean_spearman"]
+        console.print(f"model family by validation Spearman ({sel['validation_shapes']} shapes): "
+                      + ", ".join(f"{k} {v:.3f}" for k, v in sc.items()) + f" -> {sel['chosen']}")
+    t = Table(title=f"held-out shapes: {rep['test_problems']} problems (trained on {rep['train_problems']}, "
+                    f"{rep['excluded_problems']} excluded: {', '.join(suites) or 'none'})")
+    for col in ("model", "Spearman mean", "median", "top-1 regret mean", "best found", "top-5 regret mean", "max"):
+        t.add_column(col, justify="left" if col == "model" else "right")
+    for name, s in ((f"learned ({rep['family']})", rep["held_out"]), ("analytic", rep["held_out_analytic"])):
+        t.add_row(name, f"{s['spearman_mean']:.3f}", f"{s['spearman_median']:.3f}", _pct(s["top1_regret_mean"]),
+                  _pct(s["top1_found"]), _pct(s["top5_regret_mean"]), _pct(s["top5_regret_max"]))
+    console.print(t)
+    console.print(f"{args.out}: {rep['family']} model, trained in {rep['fit_s']:.1f} s")
+    return 0
+
+
+def _add_model_parsers(sub) -> None:
+    p = sub.add_parser("predict", help="rank a shape's candidates with a performance model (no GPU needed)")
+    p.add_argument("--shape", action="append", metavar="MxNxK[:dtype]", help="a shape (repeatable)")
+    p.add_argument("--device", help="h100, h200, a100 (default: the visible GPU, else h100)")
+    p.add_argument("--family", help="comma-separated families (default all)")
+    p.add_argument("--space", choices=("default", "exhaustive"), default="default")
+    p.add_argument("--top", type=int, default=10, help="rows to show (default 10)")
+    p.add_argument("--model", metavar="PATH", help="a learned model (default: the analytic model)")
+    p.add_argument("--eval", metavar="STORE", help="instead: score the model's ranking against the measured "
+                   "times of a results store (.sqlite, .sqlite.gz, .csv, .csv.gz)")
+    p.set_defaults(fn=cmd_predict)
+
+    p = sub.add_parser("train", help="fit a learned performance model on a results store")
+    p.add_argument("--store", required=True, help="results store or its CSV export (.sqlite[.gz], .csv[.gz])")
+    p.add_argument("--out", default="gemmtune-model.json", help="model file to write (JSON)")
+    p.add_argument("--exclude-suite", action="append", metavar="NAME|CSV",
+                   help="leave these shapes out of training (repeatable; default: public; 'none' for nothing)")
+    p.add_argument("--kind", choices=("auto", "gbt", "mlp"), default="auto",
+                   help="gradient-boosted trees, a small MLP, or auto: the better on validation shapes")
+    p.add_argument("--test-fraction", type=float, default=0.2, help="share of shapes held out (default 0.2)")
+    p.add_argument("--device", help="built-in GPU whose facts the features use (default: from the store)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(fn=cmd_train)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="gemmtune", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -260,6 +483,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--summary", metavar="JSON", help="also write the per-shape results as JSON")
     p.add_argument("--table", metavar="JSON", help="lookup table: shapes with an entry benchmark only its choices")
+    p.add_argument("--benchmark-space", default="SAME", metavar="SAME|DEFAULT|K",
+                   help="benchmark every candidate (SAME), as many as the default space has (DEFAULT), "
+                   "or the performance model's top K; cuBLAS and table choices always")
+    p.add_argument("--fast", action="store_true", help="exhaustive search space, benchmark the model's top 1")
+    p.add_argument("--model", metavar="PATH", help="learned model that ranks candidates (default: analytic)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_tune)
 
@@ -276,6 +504,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_space)
 
     _add_lut_parser(sub)
+    _add_bench_report_parsers(sub)
+    _add_model_parsers(sub)
     return ap
 
 

@@ -167,7 +167,8 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
          out: str | os.PathLike | None = None, workers: int | None = None, timeout: float = 120.0,
          compile_workers: int | None = None, progress: bool = True, runner: str = DEFAULT_RUNNER,
          device: str | None = None, seed: int = 0, env: dict | None = None,
-         table: LookupTable | str | os.PathLike | None = None) -> TuneResult:
+         table: LookupTable | str | os.PathLike | None = None,
+         benchmark_space: str | int = "SAME", fast: bool = False, model=None) -> TuneResult:
     """Tune ``problems``: benchmark every candidate once, keep every result, return the winners.
 
     ``families``: kernel families to search (default: all). ``space``: 'default' or
@@ -183,8 +184,29 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     that one, timed once; several: tuned among those only); problems without an
     entry get the normal candidates. A table from another GPU / Triton warns
     (table.check_provenance) and is still used.
+
+    The search space (``space``) and what is benchmarked are separate:
+    ``benchmark_space='SAME'`` (default) benchmarks every candidate; ``'DEFAULT'``
+    benchmarks as many as the default space holds, the performance model's best of
+    the search space; an int k benchmarks the model's k best. cuBLAS ('aten', the
+    baseline) is always benchmarked on top, and so is every choice a lookup-table
+    entry lists (a problem with an entry benchmarks exactly its choices, filtered or
+    not). ``fast=True`` is ``space='exhaustive', benchmark_space=1``. ``model``: an
+    object with ``predict(problem, choices) -> est. ms`` (see gemmtune.model), or the
+    path of a saved learned model (loaded with gemmtune.model.load_model: one made on
+    another GPU / triton warns and the analytic model ranks instead); None ranks with
+    the analytic model of this GPU. It is only consulted when filtering.
     """
     t0 = time.monotonic()
+    bspace = _benchmark_space(benchmark_space, fast)
+    if fast:
+        space = "exhaustive"
+    if model is not None and not isinstance(model, (str, os.PathLike)) and not callable(
+            getattr(model, "predict", None)):
+        raise TypeError(f"model must have a predict(problem, choices) method or be a model file path, "
+                        f"not {type(model).__name__}")
+    if isinstance(model, (str, os.PathLike)) and not Path(model).is_file():
+        raise ValueError(f"model file {model} does not exist")
     shapes = _as_shapes(problems)
     lut = as_table(table)  # a bad table fails here, before anything is written
     if out is not None and not Path(out).resolve().parent.is_dir():
@@ -214,6 +236,7 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
                 dev = DeviceInfo.lookup(device or "h100")
             if lut is not None:
                 check_provenance(lut, ctx.device_name, ctx.triton_version)
+            ranker = _ranker(model, dev, ctx) if bspace != "SAME" else None
             n_compile = compile_workers if compile_workers is not None else (
                 min(os.cpu_count() or 1, 16) if gpus else 0)
             cpool = (WorkerPool(n_compile, timeout=timeout, runner=runner, env=wenv, gpus=gpus)
@@ -225,8 +248,13 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
                     # One shape at a time, so each shape's tuning wall time is its own.
                     for s in shapes:
                         ts = time.monotonic()
-                        cands = (required_choices(lut, s.problem)
-                                 or candidates(s.problem, families, space, dev))
+                        cands = required_choices(lut, s.problem)
+                        if not cands:
+                            cands = candidates(s.problem, families, space, dev)
+                            if ranker is not None:
+                                k = bspace if isinstance(bspace, int) else len(
+                                    candidates(s.problem, families, "default", dev)) - 1
+                                cands = select_by_model(s.problem, cands, k, ranker)
                         done = db.done(ctx, s.problem.key)
                         reused += sum(c.id in done for c in cands)
                         todo = [(s.problem, c) for c in cands if c.id not in done]
@@ -255,6 +283,63 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     finally:
         if own_store:
             db.close()
+
+
+BENCHMARK_SPACES = ("SAME", "DEFAULT")
+
+
+def _benchmark_space(value, fast: bool) -> str | int:
+    """'SAME', 'DEFAULT' or a positive int k; ValueError for anything else."""
+    parsed = None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        parsed = value
+    elif isinstance(value, str):
+        v = value.strip().upper()
+        parsed = v if v in BENCHMARK_SPACES else int(v) if v.isdigit() and int(v) >= 1 else None
+    if parsed is None:
+        raise ValueError(f"benchmark_space must be 'SAME', 'DEFAULT' or a positive int k (the model's top k), "
+                         f"got {value!r}")
+    if fast:
+        if parsed != "SAME":
+            raise ValueError(f"fast=True benchmarks the model's top 1; do not also pass benchmark_space={value!r}")
+        return 1
+    return parsed
+
+
+def _ranker(model, dev: DeviceInfo, ctx: RunContext):
+    """The model object that ranks candidates: the given one, a loaded file, or the default."""
+    from . import model as models  # only the factory and the loader: no concrete model here
+
+    if model is None:
+        return models.default_model(dev)
+    if isinstance(model, (str, os.PathLike)):
+        return models.load_model(model, dev, triton_version=ctx.triton_version)
+    return model
+
+
+def select_by_model(problem: Problem, cands: list[Choice], k: int, model) -> list[Choice]:
+    """cuBLAS (the baseline, when among ``cands``) plus the ``k`` other candidates the model
+    ranks fastest; all of ``cands`` when they are no more than that. Ties and non-finite
+    estimates keep the candidates' order (non-finite ones rank last).
+
+    Example::
+
+        >>> class ByIndex:
+        ...     def predict(self, problem, choices): return list(range(len(choices)))
+        >>> p = Problem.from_sizes(64, 64, 4096, "bf16")
+        >>> [c.id for c in select_by_model(p, candidates(p, ["decompose_k"], "default",
+        ...      DeviceInfo.lookup("h100")), 2, ByIndex())]
+        ['aten', 'decompose_k:s2', 'decompose_k:s4']
+    """
+    base = [c for c in cands if c.family == "aten" and not c.pad]
+    rest = [c for c in cands if not (c.family == "aten" and not c.pad)]
+    if len(rest) <= k:
+        return cands
+    est = [float(x) for x in model.predict(problem, rest)]
+    if len(est) != len(rest):
+        raise ValueError(f"{type(model).__name__}.predict returned {len(est)} estimates for {len(rest)} choices")
+    order = sorted(range(len(rest)), key=lambda i: (est[i] if math.isfinite(est[i]) else math.inf, i))
+    return base + [rest[i] for i in order[:k]]
 
 
 def _index(todo):

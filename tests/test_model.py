@@ -1,0 +1,441 @@
+"""Performance models: features, the analytic model, the learned model, the tuner's
+model filtering, and the predict / train commands. CPU only, no GPU anywhere.
+
+The learned-model data is SYNTHETIC: tests/data/model_sample.csv.gz was made by
+tests/data/make_model_sample.py from ``toy_gpu_ms``, a documented made-up ground truth
+(not the analytic model, not a measurement). These tests show that training, the
+split by shape, saving/loading and the ranking metrics work and that the model learns;
+they say nothing about accuracy on a real GPU. Real H200 measurements of the public
+suite are for evaluation only (gemmtune predict --eval), never for training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import hashlib
+import json
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import triton
+
+import gemmtune
+from gemmtune import cli
+from gemmtune.configs import Choice
+from gemmtune.device import DeviceInfo
+from gemmtune.model import (AnalyticModel, LearnedModel, ModelError, ModelWarning, default_model, evaluate,
+                            fit, load_dataset, load_model, split_by_shape, train)
+from gemmtune.model.features import FEATURE_NAMES, FEATURE_VERSION, batch, featurize
+from gemmtune.model.learned import spearman
+from gemmtune.problem import Problem
+from gemmtune.store import ResultStore
+from gemmtune.table import LookupTable, TableChoice, provenance
+from gemmtune.tune import candidates
+
+SAMPLE = Path(__file__).parent / "data" / "model_sample.csv.gz"
+H100 = DeviceInfo.lookup("h100")
+# Names of each feature version: changing the features without bumping FEATURE_VERSION
+# would silently change what saved models mean.
+PINNED_FEATURES = {1: "9b86e4b370e372ea"}
+
+
+def _ms(model, problem, choices) -> np.ndarray:
+    return np.asarray(model.predict(problem, choices), dtype=np.float64)
+
+
+def _choice(text: str) -> Choice:
+    return Choice.parse(text)
+
+
+# ------------------------------------------------------------------ features
+def test_feature_names_are_pinned_per_version():
+    digest = hashlib.sha256(",".join(FEATURE_NAMES).encode()).hexdigest()[:16]
+    assert PINNED_FEATURES.get(FEATURE_VERSION) == digest, (
+        "FEATURE_NAMES changed: bump FEATURE_VERSION and pin the new digest")
+    assert len(set(FEATURE_NAMES)) == len(FEATURE_NAMES)
+
+
+@pytest.mark.parametrize("shape", [(32, 32, 28672, "bf16"), (333, 4097, 1025, "fp16"), (4096, 4096, 4096, "fp32"),
+                                   (1, 50257, 768, "bf16")])
+def test_features_are_deterministic_and_row_wise(shape):
+    p = Problem.from_sizes(*shape)
+    cands = candidates(p, list(gemmtune.families()), "default", H100)
+    X1 = featurize(p, cands, H100)
+    X2 = featurize(p, list(cands), H100)
+    assert X1.dtype == np.float64 and X1.shape == (len(cands), len(FEATURE_NAMES))
+    assert np.isfinite(X1).all()
+    assert np.array_equal(X1, X2)
+    # Row i depends on choice i only: permuting the choices permutes the rows, exactly.
+    perm = np.random.default_rng(0).permutation(len(cands))
+    assert np.array_equal(featurize(p, [cands[i] for i in perm], H100), X1[perm])
+    # Ids and Choice objects give the same batch.
+    b1, b2 = batch(p, cands), batch(p, [c.id for c in cands])
+    assert all(np.array_equal(getattr(b1, f), getattr(b2, f)) for f in b1.__dataclass_fields__)
+
+
+def test_features_of_pad_choices_describe_the_padded_problem():
+    p = Problem.from_sizes(333, 4097, 1025, "bf16")
+    b = batch(p, [_choice("aten"), _choice("pad+aten")])
+    assert (b.n[0], b.k[0], b.aligned_a[0], b.aligned_b[0]) == (4097, 1025, 0, 0)
+    assert (b.n[1], b.k[1], b.aligned_a[1], b.aligned_b[1]) == (4104, 1032, 1, 1)
+
+
+# ------------------------------------------------------------------ analytic model
+def test_analytic_bigger_problems_cost_more():
+    m = AnalyticModel(H100)
+    for cid in ("aten", "triton_mm:BM128-BN128-BK64-S3-W8-G8", "splitk:BM64-BN64-BK64-S4-W4-G8-SK4-det",
+                "decompose_k:s4"):
+        times = [_ms(m, Problem.from_sizes(s, s, s, "bf16"), [_choice(cid)])[0] for s in (512, 1024, 2048, 4096, 8192)]
+        assert all(a < b for a, b in zip(times, times[1:])), (cid, times)
+    k_times = [_ms(m, Problem.from_sizes(64, 64, k, "bf16"), [_choice("aten")])[0] for k in (1024, 8192, 65536)]
+    assert k_times[0] < k_times[1] < k_times[2]
+
+
+def test_analytic_more_waves_cost_more():
+    m = AnalyticModel(H100)
+    # 128x256 tiles with 3 stages fill the shared memory: one program per SM. 1536x2816
+    # is 12x11 = 132 tiles, one wave on 132 SMs; 16 more columns make 144 tiles, two
+    # waves; up to 264 tiles there are still two.
+    cfg = [_choice("triton_mm:BM128-BN256-BK64-S3-W8-G8")]
+    t = {n: _ms(m, Problem.from_sizes(1536, n, 8192, "bf16"), cfg)[0] for n in (2816, 2832, 4096, 5632, 5648)}
+    assert t[2832] > 1.8 * t[2816], t
+    assert t[4096] < 1.1 * t[2832], t
+    assert t[5648] > 1.3 * t[5632], t
+
+
+def test_analytic_split_k_helps_tiny_mn_long_k():
+    m = AnalyticModel(H100)
+    p = Problem.from_sizes(32, 32, 28672, "bf16")
+    sk = gemmtune.space(p, "splitk", device=H100)
+    mm = gemmtune.space(p, "triton_mm", device=H100)
+    assert _ms(m, p, sk).min() < 0.3 * _ms(m, p, mm).min()
+    cands = candidates(p, list(gemmtune.families()), "default", H100)
+    best = cands[int(np.argmin(_ms(m, p, cands)))]
+    assert best.family == "splitk", best.id  # the H200 measured the same (6.3 us vs cuBLAS 7.8)
+    # ... and it does not help a large square problem.
+    q = Problem.from_sizes(4096, 4096, 4096, "bf16")
+    assert _ms(m, q, gemmtune.space(q, "triton_mm", device=H100)).min() < _ms(m, q, gemmtune.space(q, "splitk", device=H100)).min()
+
+
+def test_analytic_unaligned_operands_and_padding():
+    m = AnalyticModel(H100)
+    odd, even = Problem.from_sizes(4095, 4095, 4095, "bf16"), Problem.from_sizes(4096, 4096, 4096, "bf16")
+    assert not odd.aligned_a
+    aten_odd, pad_odd = _ms(m, odd, [_choice("aten"), _choice("pad+aten")])
+    aten_even = _ms(m, even, [_choice("aten")])[0]
+    assert aten_odd > 3 * aten_even     # cuBLAS's narrow-load kernels (H200: 924 vs 175 us)
+    assert aten_even < pad_odd < aten_odd  # the copies cost something, far less than narrow loads
+
+
+def test_analytic_works_for_an_unknown_gpu():
+    # Only DeviceInfo facts, no datasheet rates: priors by compute capability fill in.
+    mystery = DeviceInfo("Mystery GPU 9000", 100, 200 * 1024, 65536, 65536, (9, 0), 40 * 2**20)
+    half = DeviceInfo("Mystery GPU 4500", 50, 200 * 1024, 65536, 65536, (9, 0), 40 * 2**20)
+    p = Problem.from_sizes(8192, 8192, 8192, "bf16")
+    cands = candidates(p, list(gemmtune.families()), "default", mystery)
+    est = _ms(AnalyticModel(mystery), p, cands)
+    assert len(est) == len(cands) and np.isfinite(est).all() and (est > 0).all()
+    assert _ms(AnalyticModel(half), p, [_choice("aten")])[0] > 1.5 * _ms(AnalyticModel(mystery), p, [_choice("aten")])[0]
+    assert isinstance(default_model(mystery), AnalyticModel)
+
+
+def test_analytic_interface():
+    m = default_model("h200")
+    p = Problem.from_sizes(64, 64, 4096, "fp16")
+    out = m.predict(p, ["aten", _choice("decompose_k:s4")])
+    assert isinstance(out, list) and len(out) == 2 and all(isinstance(x, float) for x in out)
+    assert m.predict(p, []) == []
+    with pytest.raises(TypeError, match="DeviceInfo"):
+        AnalyticModel("h100")
+
+
+# ------------------------------------------------------------------ learned model
+@pytest.fixture(scope="module")
+def sample():
+    return load_dataset(SAMPLE)
+
+
+@pytest.fixture(scope="module")
+def trained(sample):
+    """Both families fitted on the training shapes of the synthetic sample."""
+    tr, te = split_by_shape(sample, 0.2, 0)
+    return {kind: fit(tr, kind=kind, seed=0)[0] for kind in ("gbt", "mlp")}, tr, te
+
+
+def test_split_is_by_shape(sample):
+    tr, te = split_by_shape(sample, 0.2, 0)
+    assert tr.shapes and te.shapes and not (tr.shapes & te.shapes)
+    assert tr.shapes | te.shapes == sample.shapes
+    assert len(tr.groups) + len(te.groups) == len(sample.groups)
+    assert split_by_shape(sample, 0.2, 0)[1].shapes == te.shapes  # deterministic
+
+
+@pytest.mark.parametrize("kind", ["gbt", "mlp"])
+def test_learned_save_load_round_trip(trained, tmp_path, kind):
+    models, _, te = trained
+    model = models[kind]
+    path = model.save(tmp_path / "m.json")
+    back = LearnedModel.load(path)
+    assert back.family == kind
+    for g in te.groups[:5]:
+        assert np.array_equal(_ms(model, g.problem, g.choices), _ms(back, g.problem, g.choices))
+    prov = json.loads(path.read_text())["provenance"]
+    for key in ("device_name", "capability", "device", "torch", "triton", "gemmtune", "feature_version",
+                "training_set", "created"):
+        assert key in prov, key
+    assert prov["device_name"].endswith("(synthetic)")
+
+
+def test_learned_ranks_held_out_shapes(trained):
+    models, _, te = trained
+    for kind, model in models.items():
+        s = evaluate(model, te)["summary"]
+        print(f"{kind}: held-out Spearman {s['spearman_mean']:.3f}, top-1 regret {s['top1_regret_mean']:.3f}")
+        assert s["spearman_mean"] > 0.5, (kind, s)
+    # Random rankings have Spearman ~0 on the same shapes.
+    rng = np.random.default_rng(0)
+    rand = np.mean([spearman(rng.random(len(g.times_ms)), g.times_ms) for g in te.groups])
+    assert abs(rand) < 0.2
+
+
+def test_train_excludes_public_shapes_and_reports(tmp_path):
+    # Add one public-suite shape to the sample: train() must leave it out by default.
+    text = gzip.open(SAMPLE, "rt").read().splitlines()
+    first = text[1].split(",")
+    key = "mm:M32-N32-K28672:bf16->bf16:row.a/row.a"
+    extra = []
+    for cid, ms in (("aten", "0.0078"), ("decompose_k:s32", "0.0108")):
+        row = list(first)
+        row[5], row[6], row[7], row[9] = key, cid, cid.split(":")[0], ms
+        row[13], row[14], row[15] = "32", "32", "28672"
+        extra.append(",".join(row))
+    data = tmp_path / "with_public.csv"
+    data.write_text("\n".join(text + extra) + "\n")
+    model, rep = train(data, kind="gbt")
+    assert rep["excluded_problems"] == 1
+    assert rep["held_out"]["spearman_mean"] > 0.5
+    assert rep["held_out_analytic"]["shapes"] == rep["held_out"]["shapes"] == rep["test_problems"]
+    assert model.provenance["training_set"]["excluded_suites"] == ["public"]
+    _, rep_all = train(data, kind="gbt", exclude_suites=())
+    assert rep_all["excluded_problems"] == 0
+
+
+def test_prediction_speed_2000_choices(trained):
+    """Benchmark printout, not a timed test: the target is < 10 ms for 2,000 choices."""
+    models, _, _ = trained
+    p = Problem.from_sizes(4096, 4096, 4096, "bf16")
+    cands = candidates(p, list(gemmtune.families()), "exhaustive", H100)[:2000]
+    assert len(cands) == 2000
+    for name, model in (("analytic", AnalyticModel(H100)), *models.items()):
+        model.predict(p, cands)
+        ts = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            model.predict(p, cands)
+            ts.append(time.perf_counter() - t0)
+        print(f"{name}: predict 2000 choices in {1e3 * min(ts):.2f} ms (best of 5)")
+        assert min(ts) < 0.25  # loose: a slow CI machine must not fail this
+
+
+def test_stale_model_warns_and_falls_back(trained, tmp_path):
+    models, _, te = trained
+    path = models["gbt"].save(tmp_path / "m.json")
+    g = te.groups[0]
+    # Another GPU.
+    with pytest.warns(ModelWarning, match="trained on"):
+        m = load_model(path, device="h200")
+    assert isinstance(m, AnalyticModel) and m.device.name == DeviceInfo.lookup("h200").name
+    # Another triton MAJOR.MINOR.
+    with pytest.warns(ModelWarning, match="triton"):
+        m = load_model(path, triton_version="3.8.1")
+    assert isinstance(m, AnalyticModel)
+    # Same GPU, another triton patch release: trusted, no warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        same_gpu = dataclasses.replace(models["gbt"].device, name="nvidia h100 80gb hbm3 (SYNTHETIC)")
+        m = load_model(path, device=same_gpu, triton_version="3.9.7")
+    assert isinstance(m, LearnedModel)
+    assert np.array_equal(_ms(m, g.problem, g.choices), _ms(models["gbt"], g.problem, g.choices))
+    # Another feature version.
+    doc = json.loads(path.read_text())
+    doc["feature_version"] = FEATURE_VERSION + 1
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    with pytest.warns(ModelWarning, match="feature version"):
+        assert isinstance(load_model(tmp_path / "old.json", triton_version="3.9.0"), AnalyticModel)
+
+
+@pytest.mark.parametrize("text, match", [("{", "not JSON"), ('{"format": "x"}', "not a gemmtune"),
+                                         ('{"format": "gemmtune-perf-model", "schema_version": 1, "family": "svm"}',
+                                          "unknown model family")])
+def test_bad_model_files_raise(tmp_path, text, match):
+    f = tmp_path / "bad.json"
+    f.write_text(text)
+    with pytest.raises(ModelError, match=match):
+        load_model(f)
+
+
+def test_interpreter_timings_are_refused(tmp_path):
+    with ResultStore(tmp_path / "s.sqlite") as st:
+        from gemmtune.store import ResultRow, RunContext
+        ctx = RunContext("cpu (Triton interpreter)", "interp", "2", "3.9.0", "0.1.0")
+        st.record(ctx, ResultRow(problem_key="mm:M16-N16-K64:fp16->fp16:row.a/row.a", choice_id="aten",
+                                 family="aten", status="ok", device_ms=1.0, eager_ms=1.0, rel_err=0.0,
+                                 m=16, n=16, k=64, dtype="float16", out_dtype="float16", layout="row/row",
+                                 aligned=True))
+    with pytest.raises(ModelError, match="interpreter"):
+        load_dataset(tmp_path / "s.sqlite")
+
+
+# ------------------------------------------------------------------ the tuner's filter
+class FakeModel:
+    """Ranks by a fixed preference (reverse candidate order) and records its calls."""
+
+    def __init__(self):
+        self.calls = []
+
+    def predict(self, problem, choices):
+        self.calls.append((problem, list(choices)))
+        return [float(len(choices) - i) for i in range(len(choices))]
+
+
+def _benchmarked(store: Path) -> dict[str, set[str]]:
+    with ResultStore(store) as db:
+        out: dict[str, set[str]] = {}
+        for _, r in db.rows():
+            out.setdefault(r.problem_key, set()).add(r.choice_id)
+        return out
+
+
+def test_tune_benchmarks_the_models_top_k_plus_aten_and_table(tmp_path):
+    p = Problem.from_sizes(16, 16, 64, "fp16")
+    q = Problem.from_sizes(16, 32, 64, "fp16")
+    pinned = [_choice("triton_mm:BM16-BN32-BK32-S2-W2-G8"), _choice("triton_mm:BM16-BN16-BK16-S1-W2-G8")]
+    lut = LookupTable(provenance("cpu (Triton interpreter)", "interp", torch.__version__, triton.__version__,
+                                 gemmtune.__version__, "by-hand"), {q.key: [TableChoice(c) for c in pinned]})
+    fake = FakeModel()
+    r = gemmtune.tune([p, q], families=["triton_mm"], store=tmp_path / "s.sqlite", benchmark_space=2,
+                      model=fake, table=lut, progress=False)
+    got = _benchmarked(tmp_path / "s.sqlite")
+    cands = candidates(p, ["triton_mm"], "default", H100)
+    rest = [c for c in cands if c.id != "aten"]
+    assert len(rest) > 2
+    assert got[p.key] == {"aten", rest[-1].id, rest[-2].id}  # the fake model prefers the last ones
+    assert got[q.key] == {c.id for c in pinned}              # a table entry: exactly its choices
+    assert [c.id for c in fake.calls[0][1]] == [c.id for c in rest]  # consulted once, aten left out
+    assert len(fake.calls) == 1
+    assert r.shapes[0].tried == 3 and r.shapes[0].best is not None
+
+
+def test_tune_fast_and_default_benchmark_space(tmp_path):
+    p = Problem.from_sizes(16, 16, 64, "fp16")
+    fake = FakeModel()
+    gemmtune.tune([p], families=["triton_mm"], store=tmp_path / "fast.sqlite", fast=True, model=fake,
+                  progress=False)
+    exhaustive = candidates(p, ["triton_mm"], "exhaustive", H100)
+    assert len(fake.calls[0][1]) == len(exhaustive) - 1  # the exhaustive space was ranked
+    assert _benchmarked(tmp_path / "fast.sqlite")[p.key] == {"aten", exhaustive[-1].id}
+    # DEFAULT: as many as the default space holds, chosen by the analytic model (model=None).
+    gemmtune.tune([p], families=["triton_mm"], space="exhaustive", store=tmp_path / "d.sqlite",
+                  benchmark_space="DEFAULT", progress=False)
+    got = _benchmarked(tmp_path / "d.sqlite")[p.key]
+    assert len(got) == len(candidates(p, ["triton_mm"], "default", H100)) and "aten" in got
+    assert got <= {c.id for c in exhaustive}
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    ({"benchmark_space": 0}, ValueError, "benchmark_space"),
+    ({"benchmark_space": "most"}, ValueError, "benchmark_space"),
+    ({"benchmark_space": True}, ValueError, "benchmark_space"),
+    ({"benchmark_space": 3, "fast": True}, ValueError, "fast"),
+    ({"benchmark_space": 3, "model": object()}, TypeError, "predict"),
+    ({"benchmark_space": 3, "model": "no-such-model.json"}, ValueError, "does not exist"),
+])
+def test_tune_rejects_bad_filter_arguments_before_writing(tmp_path, kwargs, exc, match):
+    store = tmp_path / "s.sqlite"
+    with pytest.raises(exc, match=match):
+        gemmtune.tune([Problem.from_sizes(16, 16, 64, "fp16")], store=store, progress=False, **kwargs)
+    assert not store.exists()
+
+
+# ------------------------------------------------------------------ CLI
+def test_cli_predict(capsys):
+    rc = cli.main(["predict", "--shape", "32x32x28672:bf16", "--device", "h100", "--top", "5"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "AnalyticModel" in out and "not measurements" in out and "splitk:" in out
+    rc = cli.main(["predict", "--shape", "4096x4096x4096:bf16", "--family", "triton_mm,aten",
+                   "--space", "exhaustive", "--top", "3"])
+    assert rc == 0 and "triton_mm:" in capsys.readouterr().out
+
+
+def test_cli_predict_errors(capsys):
+    assert cli.main(["predict", "--device", "h100"]) == 2
+    assert "--shape" in capsys.readouterr().err
+    assert cli.main(["predict", "--shape", "64x64x64", "--family", "nope"]) == 2
+    assert "unknown kernel family" in capsys.readouterr().err
+
+
+def test_cli_train_predict_with_model_and_eval(tmp_path, capsys):
+    out = tmp_path / "model.json"
+    rc = cli.main(["train", "--store", str(SAMPLE), "--out", str(out), "--kind", "mlp"])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    assert "held-out" in text and "analytic" in text
+    assert LearnedModel.load(out).family == "mlp"
+    # The synthetic model is not trusted for a real H100: warns, ranks with the analytic model.
+    with pytest.warns(ModelWarning):
+        rc = cli.main(["predict", "--shape", "64x64x8192:bf16", "--device", "h100", "--model", str(out)])
+    assert rc == 0 and "AnalyticModel" in capsys.readouterr().out
+    rc = cli.main(["predict", "--eval", str(SAMPLE)])
+    text = " ".join(capsys.readouterr().out.split())
+    assert rc == 0 and "Spearman mean" in text
+    assert cli.main(["train", "--store", str(tmp_path / "none.sqlite")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_cli_tune_rejects_bad_benchmark_space(tmp_path, capsys):
+    rc = cli.main(["tune", "--shape", "16x16x64:fp16", "--benchmark-space", "lots", "--store",
+                   str(tmp_path / "s.sqlite"), "-q"])
+    assert rc == 2 and "benchmark_space" in capsys.readouterr().err
+    assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_collect_script_help():
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "collect.py"
+    res = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "--max-minutes" in res.stdout
+    res = subprocess.run([sys.executable, str(script), "--list-shapes"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    lines = [ln for ln in res.stdout.splitlines() if ln and not ln.startswith("#")]
+    assert len(lines) >= 400
+    from gemmtune.model.learned import public_shapes
+    pub = public_shapes()
+    for ln in lines:
+        m, n, k = (int(x) for x in ln.split(",")[2:5])
+        assert (m, n, k) not in pub
+
+
+def test_collect_samples_come_from_the_exhaustive_spaces():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("collect", Path(__file__).resolve().parents[1] / "scripts" / "collect.py")
+    collect = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(collect)
+    p = Problem.from_sizes(64, 64, 32768, "bf16")
+    rng = np.random.default_rng(0)
+    for fam in ("triton_mm", "splitk"):
+        everything = {c.id for c in collect._sample_space(p, fam, H100, 10**6, rng)}
+        assert everything == {c.id for c in gemmtune.space(p, fam, "exhaustive", H100)}, fam
+    q = Problem.from_sizes(333, 4097, 1025, "bf16")
+    s1 = [c.id for c in collect.sample_choices(q, H100, mm=10, splitk=5, pad=3)]
+    assert s1 == [c.id for c in collect.sample_choices(q, H100, mm=10, splitk=5, pad=3)]  # seeded by the key
+    assert s1[0] == "aten" and "pad+aten" in s1 and len(set(s1)) == len(s1)
