@@ -68,7 +68,6 @@ def time_choice(state, problem, choice_id: str) -> dict:
 
 
 def make_dispatchers(args, table_extra=None) -> dict:
-    import gemmtune
     from gemmtune.dispatch import compile_mm
     from gemmtune.table import LookupTable
 

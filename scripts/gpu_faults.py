@@ -5,7 +5,6 @@ candidates after it still verify and time on a healthy CUDA context.
 """
 
 import json
-import os
 import sys
 import tempfile
 

@@ -56,11 +56,11 @@ for s in shapes:
         chk = compare(out, torch.mm(sets[0][0].double(), sets[0][1].double()), tolerance(p))
         row["inductor_rel_err"] = chk.rel_err
         row["inductor_ok"] = chk.ok
-        t = timer.measure(lambda i: f(*sets[i]), n)
+        t = timer.measure(lambda i, s=sets: f(*s[i]), n)
         row.update(inductor_ms=t.device_ms, inductor_eager_ms=t.eager_ms, inductor_spread=t.spread)
     except Exception as e:  # a failed compile is a result too
         row["inductor_error"] = f"{type(e).__name__}: {e}"[:500]
-    t = timer.measure(lambda i: torch.mm(*sets[i]), n)
+    t = timer.measure(lambda i, s=sets: torch.mm(*s[i]), n)
     row.update(aten_ms=t.device_ms, aten_eager_ms=t.eager_ms, aten_spread=t.spread, repeats=t.repeats)
     rows.append(row)
     print(f"{s.group:8} {s.name:24} tune {row.get('inductor_tune_s', math.nan):6.1f} s  "

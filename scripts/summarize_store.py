@@ -8,7 +8,6 @@ import math
 import sys
 from collections import Counter, defaultdict
 
-from gemmtune.problem import Problem
 from gemmtune.shapes import preset
 from gemmtune.store import ResultStore
 

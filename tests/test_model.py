@@ -269,7 +269,7 @@ def test_stale_model_warns_and_falls_back(trained, tmp_path):
         assert isinstance(load_model(tmp_path / "old.json", triton_version="3.9.0"), AnalyticModel)
 
 
-@pytest.mark.parametrize("text, match", [("{", "not JSON"), ('{"format": "x"}', "not a gemmtune"),
+@pytest.mark.parametrize("text, match", [("{", "not valid JSON"), ('{"format": "x"}', "not a gemmtune"),
                                          ('{"format": "gemmtune-perf-model", "schema_version": 1, "family": "svm"}',
                                           "unknown model family")])
 def test_bad_model_files_raise(tmp_path, text, match):

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 import triton
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gemmtune

@@ -75,6 +75,7 @@ from typing import Callable, Mapping, Sequence
 import torch
 
 from . import kernels
+from .jsonio import read_json
 from .api import interpreter_enabled
 from .configs import AtenConfig, Choice
 from .kernels.splitk import SplitKWorkspace
@@ -532,12 +533,7 @@ def load(path: str | os.PathLike, *, timer=None, strict: bool = False) -> Dispat
         >>> mm = gemmtune.load("mm.json")    # doctest: +SKIP
     """
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as e:
-        raise ValueError(f"{path}: cannot read: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON: {e.msg} at line {e.lineno}") from None
+    doc = read_json(path)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ValueError(f"{path}: not a saved gemmtune dispatcher (format != {FORMAT!r})")
     if doc.get("schema_version") != SCHEMA_VERSION:

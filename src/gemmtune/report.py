@@ -36,6 +36,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from .jsonio import read_json
+
 SCHEMA = "gemmtune-bench/1"
 GROUPS = ("decode", "prefill", "splitk", "odd", "square")
 # (key in a shape's "methods", label). The first three are gemmtune's own modes.
@@ -204,12 +206,7 @@ def targets(doc: dict) -> dict[str, dict]:
 def load_bench(path: str | os.PathLike) -> dict:
     """Read a bench JSON; ValueError names the file when it is not one."""
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as e:
-        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path} is not JSON: {e}") from None
+    doc = read_json(path)
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise ValueError(f"{path} is not a gemmtune bench JSON (schema {SCHEMA!r}); "
                          "for a `gemmtune tune` run directory use --tune-run")

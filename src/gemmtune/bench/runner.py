@@ -22,7 +22,7 @@ import torch
 from .. import kernels
 from ..device import DeviceInfo
 from ..kernels.splitk import SplitKWorkspace
-from ..problem import Problem, element_size
+from ..problem import Problem
 from ..configs import Choice
 from ..verify import compare, tolerance
 from .timing import default_timer, sets_for

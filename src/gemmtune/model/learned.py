@@ -52,6 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from ..configs import Choice
+from ..jsonio import read_json
 from ..device import DeviceInfo
 from ..problem import Problem
 from .analytic import AnalyticModel
@@ -570,13 +571,7 @@ class LearnedModel:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "LearnedModel":
         path = Path(path)
-        try:
-            doc = json.loads(path.read_text())
-        except OSError as e:
-            raise ModelError(f"cannot read model {path}: {e.strerror or e}") from None
-        except json.JSONDecodeError as e:
-            raise ModelError(f"{path}: not JSON: {e}") from None
-        return cls.from_json(doc, str(path))
+        return cls.from_json(read_json(path, ModelError), str(path))
 
 
 def _device_for(data: Dataset, device: DeviceInfo | str | None) -> DeviceInfo:
