@@ -80,7 +80,7 @@ from .api import interpreter_enabled
 from .configs import AtenConfig, Choice
 from .kernels.splitk import SplitKWorkspace
 from .problem import DTYPES, LAYOUTS, Problem, check_operands, dtype_name
-from .table import LookupTable, TableChoice
+from .table import LookupTable, TableChoice, major_minor
 from .table import from_json as table_from_json
 from .table import provenance as make_provenance
 from .verify import check as verify_check
@@ -163,10 +163,6 @@ def _current_device_facts(device: torch.device | None = None) -> tuple[str, str]
     return "cpu", "cpu"
 
 
-def _major_minor(version: str) -> str:
-    return ".".join(version.split("+")[0].split(".")[:2])
-
-
 def _current_provenance(produced_by: str) -> dict:
     import triton
 
@@ -186,7 +182,7 @@ def provenance_mismatches(saved: Mapping[str, str], current: Mapping[str, str] |
         out.append(f"tuned on {saved.get('device_name')} (capability {saved.get('capability')}), "
                    f"running on {cur['device_name']} (capability {cur['capability']})")
     for lib in ("triton", "torch"):
-        if _major_minor(str(saved.get(lib, ""))) != _major_minor(cur[lib]):
+        if major_minor(str(saved.get(lib, ""))) != major_minor(cur[lib]):
             out.append(f"tuned with {lib} {saved.get(lib)}, running {lib} {cur[lib]}")
     return out
 

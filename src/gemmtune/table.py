@@ -375,8 +375,10 @@ def load_or_none(path: str | os.PathLike, *, on_error: str = "warn", device_name
 _MAJOR_MINOR = re.compile(r"\s*(\d+)\.(\d+)(?:[.+\-a-zA-Z0-9]*)\s*")
 
 
-def _major_minor(version: str) -> tuple[int, int] | None:
-    m = _MAJOR_MINOR.fullmatch(version)
+def major_minor(version: str) -> tuple[int, int] | None:
+    """(MAJOR, MINOR) of a version string such as '2.11.0+cu130' (None when unparseable).
+    Tables, saved dispatchers and learned models are trusted across patch releases only."""
+    m = _MAJOR_MINOR.fullmatch(str(version))
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
@@ -399,7 +401,7 @@ def check_provenance(table: LookupTable, device_name: str, triton_version: str) 
     if theirs.strip().lower() != device_name.strip().lower():
         out.append(f"{src}: made on {theirs!r}, this GPU is {device_name!r}: its choices are still used, "
                    "but its device_ms are not this GPU's times (table marked untrusted)")
-    t_theirs, t_ours = _major_minor(prov.get("triton", "")), _major_minor(triton_version)
+    t_theirs, t_ours = major_minor(prov.get("triton", "")), major_minor(triton_version)
     if t_theirs is None or t_ours is None or t_theirs != t_ours:
         out.append(f"{src}: made with triton {prov.get('triton')!r}, this is triton {triton_version!r} "
                    "(another MAJOR.MINOR generates other code): its choices are still used, "

@@ -53,6 +53,7 @@ import numpy as np
 
 from ..configs import Choice
 from ..jsonio import read_json
+from ..table import major_minor
 from ..device import DeviceInfo
 from ..problem import Problem
 from .analytic import AnalyticModel
@@ -105,14 +106,6 @@ class Dataset:
         keep = set(shapes)
         return Dataset([g for g in self.groups if g.shape in keep], dict(self.context), self.source,
                        list(self.notes))
-
-
-def _major_minor(version: str) -> tuple[int, int] | None:
-    try:
-        a, b = str(version).split(".")[:2]
-        return int(a), int("".join(ch for ch in b if ch.isdigit()) or "x")
-    except ValueError:
-        return None
 
 
 def _open_sqlite(path: Path):
@@ -171,7 +164,7 @@ def load_dataset(path: str | os.PathLike, *, device_name: str | None = None) -> 
             continue
         r = dict(r)
         r["device_ms"] = ms
-        by_ctx[(r["device_name"], _major_minor(r["triton_version"]))].append(r)
+        by_ctx[(r["device_name"], major_minor(r["triton_version"]))].append(r)
     if not by_ctx:
         raise ModelError(f"{path}: no rows with status ok and a finite device time")
     if device_name is not None:
@@ -725,7 +718,7 @@ def load_model(path: str | os.PathLike, device: DeviceInfo | str | None = None, 
                 pass
         if name.strip().lower() != str(prov.get("device_name", "")).strip().lower():
             why.append(f"it was trained on {prov.get('device_name')!r}, this is {name!r}")
-    if _major_minor(prov.get("triton", "")) != _major_minor(triton_version):
+    if major_minor(prov.get("triton", "")) != major_minor(triton_version):
         why.append(f"it was trained with triton {prov.get('triton')!r}, this is triton {triton_version!r} "
                    "(another MAJOR.MINOR generates other code)")
     if model.feature_version != FEATURE_VERSION:
