@@ -127,6 +127,20 @@ def test_faults_through_the_tuner(tmp_path):
     assert (r2.measured, r2.reused) == (0, len(want_ids))
     assert r2.shapes[0].best == s.best and r2.shapes[0].failed == 4
 
+    # retry_failed with the faults gone: the crash, hang and error are measured again
+    # (and now pass); the wrong result stays recorded as wrong, nothing else re-runs.
+    r3 = gemmtune.tune([problem], families=["triton_mm"], store=store, out=out, runner=FAULT_RUNNER,
+                       env={"GEMMTUNE_FAULTS": json.dumps({space_ids[5]: "wrong"})}, timeout=4,
+                       progress=False, retry_failed=True)
+    assert (r3.measured, r3.reused) == (3, len(want_ids) - 3)
+    assert r3.shapes[0].statuses == {"ok": len(want_ids) - 1, "wrong": 1}
+    with ResultStore(store) as db:
+        assert db.count() == len(want_ids)
+        again = {row.choice_id: row for _, row in db.rows(problem_key=problem.key)}
+    for cid in (space_ids[0], space_ids[2], space_ids[3]):
+        assert again[cid].status == "ok" and again[cid].device_ms > 0, again[cid]
+    assert again[space_ids[1]].created_at == rows[space_ids[1]].created_at  # not re-measured
+
 
 # ------------------------------------------------------------------ kill -9 and resume
 def _children(pid: int) -> list[int]:

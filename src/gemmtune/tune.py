@@ -40,6 +40,7 @@ from .store import ResultRow, ResultStore, RunContext
 from .table import LookupTable, TableChoice, as_table, check_provenance, provenance, required_choices
 
 FAILED = ("compile_error", "crashed", "timeout", "wrong", "error")
+RETRYABLE = ("crashed", "timeout", "error")
 
 
 def candidates(problem: Problem, families: Sequence[str], kind: str, device: DeviceInfo) -> list[Choice]:
@@ -168,7 +169,8 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
          compile_workers: int | None = None, progress: bool = True, runner: str = DEFAULT_RUNNER,
          device: str | None = None, seed: int = 0, env: dict | None = None,
          table: LookupTable | str | os.PathLike | None = None,
-         benchmark_space: str | int = "SAME", fast: bool = False, model=None) -> TuneResult:
+         benchmark_space: str | int = "SAME", fast: bool = False, model=None,
+         retry_failed: bool = False) -> TuneResult:
     """Tune ``problems``: benchmark every candidate once, keep every result, return the winners.
 
     ``families``: kernel families to search (default: all). ``space``: 'default' or
@@ -178,6 +180,8 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     min(CPU cores, 16) on a GPU, none in the interpreter). ``timeout``: seconds a
     candidate may take before its worker is killed. ``device``: built-in GPU whose
     limits shape the spaces when running in the CPU interpreter (default H100).
+    ``retry_failed``: measure again candidates the store holds as crashed, timed out
+    or errored (by default every stored result, failures included, is final).
     ``runner``: the worker's task handler (tests inject faults through it).
     ``table``: a lookup table (or its path) whose entries fix the candidates: a
     problem with an entry benchmarks exactly the entry's choices (one choice: just
@@ -256,6 +260,10 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
                                     candidates(s.problem, families, "default", dev)) - 1
                                 cands = select_by_model(s.problem, cands, k, ranker)
                         done = db.done(ctx, s.problem.key)
+                        if retry_failed:
+                            # Crashes, hangs and errors can be transient (a busy GPU, a
+                            # killed worker): measure those again; wrong results stay.
+                            done = {k: r for k, r in done.items() if r.status not in RETRYABLE}
                         reused += sum(c.id in done for c in cands)
                         todo = [(s.problem, c) for c in cands if c.id not in done]
                         if cpool is not None and todo:
