@@ -8,6 +8,11 @@
 # lut:      a gemmtune table exported to Inductor's lookup table steers torch.compile
 # Results go to $OUT (or ./out when run by hand). Wheels in .whl/ (pytest, rich, ...)
 # are installed to /tmp/site first when present: the GPU machine has no registry.
+# .whl/ is not in git; make it once per machine, then pass carry=[".whl"] to the device:
+#   echo /.whl/ >> .git/info/exclude
+#   pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .whl \
+#     pytest pluggy iniconfig rich markdown-it-py mdurl pygments hypothesis sortedcontainers attrs
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}; mkdir -p "$OUT"
