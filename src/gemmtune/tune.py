@@ -36,7 +36,7 @@ from .device import DeviceInfo
 from .problem import Problem
 from .shapes import Shape
 from .configs import AtenConfig, Choice
-from .store import ResultRow, ResultStore, RunContext
+from .store import STATUSES, ResultRow, ResultStore, RunContext
 from .table import LookupTable, TableChoice, as_table, check_provenance, provenance, required_choices
 
 FAILED = ("compile_error", "crashed", "timeout", "wrong", "error")
@@ -119,8 +119,7 @@ def _row(problem: Problem, choice: Choice, res: dict) -> ResultRow:
 
     return ResultRow(
         problem_key=problem.key, choice_id=choice.id, family=choice.family,
-        status=res.get("status", "error") if res.get("status") in
-        ("ok", "compile_error", "crashed", "timeout", "wrong", "error", "skipped") else "error",
+        status=res.get("status") if res.get("status") in STATUSES else "error",
         device_ms=num("device_ms"), eager_ms=num("eager_ms"), rel_err=num("rel_err"),
         reason=str(res.get("reason", ""))[:2000], m=problem.m, n=problem.n, k=problem.k,
         dtype=problem.dtype, out_dtype=problem.out_dtype,

@@ -63,26 +63,31 @@ class WorkerState:
         self.timer = timer or default_timer()
         self.workspace = SplitKWorkspace()
         self.key: str | None = None
+        self.timing = False  # whether the prepared inputs are the full timing set
         self.inputs: list = []
         self.outs: list = []
         self.ref: torch.Tensor | None = None
         self.l2 = DeviceInfo.from_torch().l2_bytes if self.device == "cuda" else 0
 
-    def prepare(self, problem: Problem, seed: int) -> None:
-        if self.key == problem.key:
+    def prepare(self, problem: Problem, seed: int, timing: bool = True) -> None:
+        """Inputs for ``problem``. For timing: enough sets to exceed L2, one output per set
+        and the fp64 reference. Without (compile-only): one set and one output, so the
+        parallel compile workers neither fill GPU memory nor compute references."""
+        if self.key == problem.key and (self.timing or not timing):
             return
         self.inputs, self.outs, self.ref = [], [], None
         if self.device == "cuda":
             torch.cuda.empty_cache()
         bytes_per_set = problem.min_bytes
-        n = sets_for(bytes_per_set, self.l2) if self.device == "cuda" else 1
+        n = sets_for(bytes_per_set, self.l2) if self.device == "cuda" and timing else 1
         n = max(1, min(n, MAX_INPUT_BYTES // max(bytes_per_set, 1)))
         self.inputs = make_inputs(problem, self.device, n, seed)
         self.outs = [torch.empty(problem.m, problem.n, dtype=problem.torch_out_dtype, device=self.device)
                      for _ in range(n)]
-        a, b = self.inputs[0]
-        self.ref = torch.mm(a.double(), b.double())
-        self.key = problem.key
+        if timing:
+            a, b = self.inputs[0]
+            self.ref = torch.mm(a.double(), b.double())
+        self.key, self.timing = problem.key, timing
 
 
 def _run(choice: Choice, problem: Problem, state: WorkerState, i: int) -> None:
@@ -107,7 +112,7 @@ def handle(op: str, task: dict, state: WorkerState) -> dict:
     try:
         choice = Choice.parse(task["choice"])
         kernels.get(choice.family).validate(problem.padded() if choice.pad else problem, choice.config)
-        state.prepare(problem, int(task.get("seed", 0)))
+        state.prepare(problem, int(task.get("seed", 0)), timing=op != "compile")
         if problem.m == 0 or problem.n == 0 or problem.k == 0:
             return {"status": "skipped", "reason": "empty problem: nothing to time"}
         if op == "compile":
