@@ -23,7 +23,20 @@ Sections (N = K = 4096, bf16 unless said):
   the dispatcher (tuned choice), and a dispatcher forced to cuBLAS (its pure Python
   overhead over torch.mm).
 
+* ``saveload``: a dispatcher saved in one process (tuning reused from ``--store``,
+  binaries bundled) and loaded in fresh processes with an empty Triton cache: with
+  the saved binaries and without them. Records the tuning done (none expected), the
+  kernels compiled in the new process, first-call latency per shape and correctness.
+* ``compile``: an MLP whose nn.Linear layers ``gemmtune.patch`` swapped, under
+  ``torch.compile(dynamic=True, fullgraph=True)`` (Inductor), run at three batch
+  shapes (M = batch*seq, symbolic): graph count, recompiles, graph breaks, and the
+  outputs against the unpatched eager model.
+
 Writes ``bench_dispatch.json`` (and a copy of the store) under ``--out`` (default $OUT).
+
+``--smoke`` runs every section on the CPU interpreter at toy sizes (N = K = 64,
+4 sweep points, Inductor replaced by aot_eager): a check that the script works,
+no timing in it means anything.
 """
 
 from __future__ import annotations
@@ -44,7 +57,22 @@ DTYPE = "bfloat16"
 HINTS = (64, 256, 4096)
 TABLE_MS = (64, 256, 4096)
 TINY = ((1, 256, 256), (16, 512, 512), (64, 1024, 1024))
-DEVICE = "cuda"  # a module constant so a CPU dry run can swap it
+SAVELOAD_MS = (64, 256, 4096, 1, 100, 1000)  # the hints, then shapes decided before saving
+DEVICE = "cuda"
+COMPILE_BACKEND = "inductor"
+
+
+def _smoke() -> None:
+    """Toy sizes on the CPU interpreter (set before triton is imported)."""
+    global N, K, DTYPE, HINTS, TABLE_MS, TINY, SAVELOAD_MS, DEVICE, COMPILE_BACKEND
+    os.environ["TRITON_INTERPRET"] = "1"
+    N = K = 64
+    DTYPE = "float16"
+    HINTS = TABLE_MS = (4, 16, 64)
+    TINY = ((1, 16, 16), (8, 32, 32))
+    SAVELOAD_MS = (4, 16, 64, 7)
+    DEVICE = "cpu"
+    COMPILE_BACKEND = "aot_eager"
 
 
 def sweep_points(n: int, lo: int = 1, hi: int = 16384) -> list[int]:
@@ -112,13 +140,15 @@ def section_sweep(args, t_end: float) -> dict:
     from gemmtune.bench.runner import WorkerState
     from gemmtune.problem import Problem
 
-    points = sweep_points(args.points)
+    points = sweep_points(args.points, hi=args.sweep_max)
     oracle: dict[int, dict] = {}
+    # Oracle tuning may use the time left but the last minute, which the rows need.
+    t_oracle = t_end - 60
     table_extra = {}
     if args.oracle:
         fams = args.oracle_families.split(",") if args.oracle_families else None
         for m in points:
-            if time.monotonic() > t_end:
+            if time.monotonic() > t_oracle:
                 break
             p = Problem.from_sizes(m, N, K, DTYPE)
             r = gemmtune.tune([p], families=fams, store=args.store, progress=False)
@@ -130,8 +160,6 @@ def section_sweep(args, t_end: float) -> dict:
     ds = make_dispatchers(args, table_extra)
     out = []
     for m in points:
-        if time.monotonic() > t_end:
-            break
         p = Problem.from_sizes(m, N, K, DTYPE)
         state = WorkerState()
         row = {"M": m, "cublas": time_choice(state, p, "aten")}
@@ -156,16 +184,144 @@ def section_sweep(args, t_end: float) -> dict:
             "summary": summary, "dispatchers": {m: d.to_json() for m, d in ds.items()}}
 
 
+# ----------------------------------------------------------------------------- save / load
+def _child(args, role: str, workdir: Path, cache: Path, path: Path) -> dict:
+    """Run this script as ``--child ROLE`` in a fresh process whose Triton cache is ``cache``."""
+    import subprocess
+
+    env = dict(os.environ, TRITON_CACHE_DIR=str(cache))
+    cmd = [sys.executable, __file__, "--child", role, "--child-path", str(path), "--store", args.store,
+           "--families", args.families] + (["--smoke"] if args.smoke else [])
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=workdir)
+    out = {"role": role, "rc": r.returncode, "process_wall_s": time.monotonic() - t0}
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if r.returncode == 0 and lines:
+        out.update(json.loads(lines[-1]))
+    else:
+        out["stderr_tail"] = r.stderr[-3000:]
+    return out
+
+
+def _cache_dirs(cache: Path) -> set[str]:
+    return {p.name for p in cache.iterdir() if p.is_dir()} if cache.is_dir() else set()
+
+
+def child_save(args, path: Path) -> dict:
+    """Build the dispatcher (tuning comes from the store: nothing should be measured), decide
+    a few shapes, save it with its binaries."""
+    from gemmtune.dispatch import compile_mm
+
+    t0 = time.monotonic()
+    d = compile_mm(n=N, k=K, dtype=DTYPE, hints={"m": list(HINTS)}, store=args.store, progress=False,
+                   families=args.families.split(",") if args.families else None)
+    t_compile = time.monotonic() - t0
+    d.warmup(m=[m for m in SAVELOAD_MS if m not in HINTS])
+    t1 = time.monotonic()
+    d.save(path)
+    doc = json.loads(path.read_text())
+    return {"compile_mm_s": t_compile, "save_s": time.monotonic() - t1,
+            "kernels_saved": len((doc.get("binaries") or {}).get("kernels", [])),
+            "decided": len(doc["decisions"]), "choices": {str(x["sizes"]["m"]): x["choice"] for x in doc["decisions"]}}
+
+
+def child_load(args, path: Path) -> dict:
+    """Load in a process with an empty Triton cache: first-call latency, compiles, correctness."""
+    import gemmtune
+    from gemmtune.problem import Problem
+    from gemmtune.verify import check
+
+    cache = Path(os.environ["TRITON_CACHE_DIR"])
+    t0 = time.monotonic()
+    d = gemmtune.load(path)
+    load_s = time.monotonic() - t0
+    restored = _cache_dirs(cache)
+    first_ms, ok = {}, {}
+    for m in SAVELOAD_MS:
+        a = torch.randn(m, K, device=DEVICE, dtype=d.torch_dtype)
+        b = torch.randn(K, N, device=DEVICE, dtype=d.torch_dtype)
+        if DEVICE == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        c = d(a, b)
+        if DEVICE == "cuda":
+            torch.cuda.synchronize()
+        first_ms[m] = (time.perf_counter() - t) * 1e3
+        ok[m] = check(c, a, b, Problem.from_tensors(a, b)).ok
+    new = _cache_dirs(cache) - restored
+    return {"load_s": load_s, "binaries_note": d.binaries_note, "restored_dirs": len(restored),
+            "compiled_in_this_process": len(new), "new_decisions": d.n_decisions,
+            "first_call_ms": first_ms, "correct": ok}
+
+
+def section_saveload(args, out_dir: Path) -> dict:
+    import tempfile
+
+    work = Path(tempfile.mkdtemp(prefix="gemmtune-saveload-"))
+    path = work / "mm.json"
+    res = {"save": _child(args, "save", work, work / "cache-save", path)}
+    res["load_with_binaries"] = _child(args, "load", work, work / "cache-load", path)
+    if path.exists():
+        doc = json.loads(path.read_text())
+        doc.pop("binaries", None)
+        bare = work / "mm-nobin.json"
+        bare.write_text(json.dumps(doc))
+        res["load_without_binaries"] = _child(args, "load", work, work / "cache-nobin", bare)
+    return res
+
+
+# ----------------------------------------------------------------------------- torch.compile
+def section_compile(args) -> dict:
+    """gemmtune.patch'ed MLP under torch.compile(dynamic=True): no graph break, no recompile."""
+    import copy
+
+    import gemmtune
+    from gemmtune.problem import DTYPES
+
+    torch._dynamo.reset()
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    dt = DTYPES[DTYPE]
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(torch.nn.Linear(K, N), torch.nn.GELU(), torch.nn.Linear(N, K // 4)).to(DEVICE, dt)
+    model = copy.deepcopy(ref)
+    t0 = time.monotonic()
+    gemmtune.patch(model, hints={"m": [HINTS[0], HINTS[-1]]}, families=["triton_mm"], store=args.store)
+    tune_s = time.monotonic() - t0
+    cm = torch.compile(model, dynamic=True, fullgraph=True, backend=COMPILE_BACKEND)
+    runs = []
+    for bsz, seq in ((2, 3), (3, 17), (8, 64)):
+        x = torch.randn(bsz, seq, K, device=DEVICE, dtype=dt)
+        t = time.monotonic()
+        with torch.no_grad():
+            y = cm(x)
+            want = ref(x).float()
+        err = ((y.float() - want).abs().max() / want.abs().max().clamp_min(1e-6)).item()
+        runs.append({"batch": bsz, "seq": seq, "M": bsz * seq, "first_call_s": time.monotonic() - t,
+                     "max_rel_err_vs_eager_nn_linear": err})
+    frames = dict(counters["stats"])
+    return {"backend": COMPILE_BACKEND, "patch_tune_s": tune_s, "runs": runs,
+            "graph_breaks": sum(counters["graph_break"].values()),
+            "unique_graphs": frames.get("unique_graphs"), "frames_ok": frames.get("frames_ok"),
+            "ops_in_graph": "gemmtune::mm (custom op)"}
+
+
+def _sync() -> None:
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
 def _per_call_us(fn, a, b, calls: int) -> float:
     for _ in range(20):
         fn(a, b)
-    torch.cuda.synchronize()
+    _sync()
     best = math.inf
     for _ in range(5):
         t0 = time.perf_counter()
         for _ in range(calls):
             fn(a, b)
-        torch.cuda.synchronize()
+        _sync()
         best = min(best, (time.perf_counter() - t0) * 1e6 / calls)
     return best
 
@@ -181,8 +337,8 @@ def section_overhead(args) -> dict:
         tuned = compile_mm(n=n, k=k, dtype=DTYPE, hints={"m": [m]}, store=args.store, progress=False)
         forced = compile_mm(n=n, k=k, dtype=DTYPE, hints={"m": [m]},
                             tune_fn=lambda ps, **kw: {p.key: "aten" for p in ps})
-        compiled = torch.compile(lambda x, y: x @ y)
-        compiled_dyn = torch.compile(lambda x, y: x @ y, dynamic=True)
+        compiled = torch.compile(lambda x, y: x @ y, backend=COMPILE_BACKEND)
+        compiled_dyn = torch.compile(lambda x, y: x @ y, dynamic=True, backend=COMPILE_BACKEND)
         fns = {"torch.mm": torch.mm, "torch.compile(a @ b)": compiled,
                "torch.compile(a @ b, dynamic=True)": compiled_dyn,
                "dispatcher (tuned)": tuned, "dispatcher (forced aten)": forced}
@@ -197,20 +353,32 @@ def section_overhead(args) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sections", default="table,sweep,overhead")
+    ap.add_argument("--sections", default="table,sweep,saveload,compile,overhead")
     ap.add_argument("--oracle", action="store_true", help="tune every sweep point (slow; resumable)")
-    ap.add_argument("--oracle-families", default="triton_mm,aten",
-                    help="families the per-shape oracle searches (all: '')")
+    ap.add_argument("--oracle-families", default="",
+                    help="families the per-shape oracle searches (default '': all, as the hint kernels)")
     ap.add_argument("--families", default="", help="families for the hint kernels (default: all)")
     ap.add_argument("--points", type=int, default=30)
+    ap.add_argument("--sweep-max", type=int, default=16384, help="largest M of the sweep")
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--max-minutes", type=float, default=8.0)
     ap.add_argument("--store", default="bench_dispatch.sqlite")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--smoke", action="store_true", help="toy sizes on the CPU interpreter (checks the script)")
+    ap.add_argument("--child", choices=("save", "load"), help=argparse.SUPPRESS)
+    ap.add_argument("--child-path", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("bench_dispatch.py needs a CUDA GPU (timings in the CPU interpreter mean nothing)",
-              file=sys.stderr)
+    if args.smoke:
+        _smoke()
+        args.points, args.sweep_max, args.calls = min(args.points, 4), 64, 20
+    args.store = str(Path(args.store).resolve())
+    if args.child:
+        res = child_save(args, args.child_path) if args.child == "save" else child_load(args, args.child_path)
+        print(json.dumps(res, default=str))
+        return 0
+    if DEVICE == "cuda" and not torch.cuda.is_available():
+        print("bench_dispatch.py needs a CUDA GPU (timings in the CPU interpreter mean nothing; "
+              "--smoke checks the script on the CPU)", file=sys.stderr)
         return 2
     import triton
 
@@ -218,10 +386,11 @@ def main() -> int:
     from gemmtune.device import DeviceInfo
 
     t_end = time.monotonic() + args.max_minutes * 60
-    dev = DeviceInfo.from_torch()
-    result = {"device": dev.name, "capability": dev.capability_str, "torch": torch.__version__,
+    dev = DeviceInfo.from_torch() if DEVICE == "cuda" else None
+    result = {"device": dev.name if dev else "cpu (Triton interpreter, --smoke)",
+              "capability": dev.capability_str if dev else "interp", "torch": torch.__version__,
               "triton": triton.__version__, "gemmtune": gemmtune.__version__,
-              "args": vars(args), "sections": {}}
+              "date": time.strftime("%Y-%m-%d"), "args": vars(args), "sections": {}}
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
 
@@ -229,30 +398,52 @@ def main() -> int:
         (out_dir / "bench_dispatch.json").write_text(json.dumps(result, indent=1, default=str))
 
     sections = args.sections.split(",")
+    unknown = set(sections) - {"table", "sweep", "saveload", "compile", "overhead"}
+    if unknown:
+        ap.error(f"unknown sections {sorted(unknown)}")
     t0 = time.monotonic()
-    if "table" in sections:
-        result["sections"]["table"] = section_table(args, make_dispatchers(args))
+    # Each section is its own try: one failing must not lose the others' numbers.
+    for name in sections:
+        ts = time.monotonic()
+        try:
+            if name == "table":
+                sec = section_table(args, make_dispatchers(args))
+            elif name == "sweep":
+                sec = section_sweep(args, t_end)
+            elif name == "saveload":
+                sec = section_saveload(args, out_dir)
+            elif name == "compile":
+                sec = section_compile(args)
+            else:
+                sec = section_overhead(args)
+        except Exception as e:  # noqa: BLE001 - recorded, and the run goes on
+            import traceback
+
+            sec = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]}
+        sec["section_s"] = time.monotonic() - ts
+        result["sections"][name] = sec
         write()
-    if "sweep" in sections:
-        result["sections"]["sweep"] = section_sweep(args, t_end)
-        write()
-    if "overhead" in sections:
-        result["sections"]["overhead"] = section_overhead(args)
     result["wall_s"] = time.monotonic() - t0
     write()
-    if Path(args.store).exists():
-        shutil.copy(args.store, out_dir / Path(args.store).name)
+    dst = out_dir / Path(args.store).name
+    if Path(args.store).exists() and not (dst.exists() and dst.samefile(args.store)):
+        shutil.copy(args.store, dst)
     for name, sec in result["sections"].items():
-        print(f"== {name}")
-        if name == "table":
+        print(f"== {name} ({sec['section_s']:.0f} s)")
+        if "error" in sec:
+            print("ERROR", sec["error"], sec["traceback"][-1500:])
+        elif name == "table":
             for row, cells in sec["rows"].items():
                 print(f"{row:60s}", "  ".join(f"{cells[m]['device_us']:.1f}" if cells[m].get("device_us")
                                               else "-" for m in TABLE_MS))
         elif name == "sweep":
-            print(json.dumps(sec["summary"], indent=1), f"{sec['done']}/{len(sec['points'])} points")
-        else:
+            print(json.dumps(sec["summary"], indent=1), f"{sec['done']}/{len(sec['points'])} points, "
+                  f"oracle {sec['oracle_done']}")
+        elif name == "overhead":
             for r in sec["rows"]:
                 print({k: (round(v, 2) if isinstance(v, float) else v) for k, v in r.items()})
+        else:
+            print(json.dumps(sec, indent=1, default=str)[:3000])
     return 0
 
 

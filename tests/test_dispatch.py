@@ -512,3 +512,64 @@ def test_bad_table_file_warns_once_and_falls_back(tmp_path):
     out = mm(a, b)
     ref = torch.mm(a.double(), b.double())
     assert float((out.double() - ref).norm() / ref.norm()) < 2e-3
+
+
+# ----------------------------------------------------------------------------- kernel binaries
+def _fake_cache(root: Path, names) -> list[Path]:
+    """Directories shaped like Triton's cache entries (binary, metadata, group, lock)."""
+    out = []
+    for n in names:
+        d = root / n
+        d.mkdir(parents=True)
+        (d / "_tiled_mm_kernel.cubin").write_bytes(os.urandom(64))
+        (d / "_tiled_mm_kernel.json").write_text('{"name": "_tiled_mm_kernel"}')
+        (d / "__grp___tiled_mm_kernel.json").write_text("{}")
+        (d / "lock").write_text("")
+        out.append(d)
+    return out
+
+
+def test_binaries_bundle_and_restore(tmp_path, monkeypatch):
+    from gemmtune import binaries
+
+    dirs = _fake_cache(tmp_path / "src-cache", ["AAAA", "BBBB"])
+    names = binaries.bundle(tmp_path / "mm.json.kernels", dirs)
+    assert names == ["AAAA", "BBBB"]
+    assert sorted(f.name for f in (tmp_path / "mm.json.kernels" / "AAAA").iterdir()) == [
+        "__grp___tiled_mm_kernel.json", "_tiled_mm_kernel.cubin", "_tiled_mm_kernel.json"]  # no lock
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "new-cache"))
+    assert binaries.cache_dir() == tmp_path / "new-cache"
+    n, note = binaries.restore(tmp_path / "mm.json.kernels")
+    assert n == 2 and "2 kernel binaries restored" in note
+    assert (tmp_path / "new-cache" / "BBBB" / "_tiled_mm_kernel.cubin").read_bytes() == (
+        dirs[1] / "_tiled_mm_kernel.cubin").read_bytes()
+    assert binaries.restore(tmp_path / "mm.json.kernels")[0] == 0  # already there: untouched
+    n, note = binaries.restore(tmp_path / "missing")
+    assert n == 0 and "compile on first launch" in note
+    # A re-bundle replaces the folder as a whole.
+    assert binaries.bundle(tmp_path / "mm.json.kernels", dirs[:1]) == ["AAAA"]
+    assert not (tmp_path / "mm.json.kernels" / "BBBB").exists()
+
+
+def test_load_restores_binaries_and_rejects_bad_fields(tmp_path, monkeypatch):
+    from gemmtune import binaries
+
+    d = _dispatcher()
+    d(*_ab(5))
+    path = d.save(tmp_path / "mm.json")
+    assert "binaries" not in json.loads(path.read_text())  # interpreter: nothing compiled to save
+    assert "no kernel binaries" in load(path).binaries_note
+    binaries.bundle(tmp_path / "mm.json.kernels", _fake_cache(tmp_path / "c", ["CCCC"]))
+    doc = json.loads(path.read_text())
+    doc["binaries"] = {"dir": "mm.json.kernels", "kernels": ["CCCC"]}
+    path.write_text(json.dumps(doc))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    assert "1 kernel binaries restored" in load(path).binaries_note
+    assert (tmp_path / "cache" / "CCCC" / "_tiled_mm_kernel.cubin").is_file()
+    for bad, says in [("not a dict", "malformed 'binaries'"), ({"dir": "x", "kernels": [3]}, "malformed"),
+                      ({"dir": "../elsewhere", "kernels": []}, "plain folder names"),
+                      ({"dir": "mm.json.kernels", "kernels": [".."]}, "plain folder names")]:
+        doc["binaries"] = bad
+        path.write_text(json.dumps(doc))
+        with pytest.raises(ValueError, match=says):
+            load(path)

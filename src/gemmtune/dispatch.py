@@ -42,10 +42,13 @@ CUDA graphs: a first sight verifies (and in ``benchmark`` mode times), which can
 run inside a graph capture; decide shapes before capturing with ``warmup``.
 
 Save and load: ``Dispatcher.save(path)`` writes JSON (hints, hint choices, decisions,
-table, provenance); ``load(path)`` restores it in a new process with zero tuning.
-Compiled kernel binaries are **not** saved: Triton's on-disk cache (``~/.triton/cache``
-or ``$TRITON_CACHE_DIR``) already keeps them, so on the same machine a kernel loads
-from there on first launch, and on a new machine it is compiled on its first launch.
+table, provenance) and, on a GPU, the compiled kernel binaries next to it in
+``<path>.kernels/``: every variant of gemmtune's kernels this process launched, after
+launching the hint shapes once so their kernels are in (``gemmtune.binaries``).
+``load(path)`` restores both in a new process: zero tuning, and the kernels are
+loaded from the restored binaries on first launch instead of compiled. Binaries are
+a cache: on another GPU or Triton version they do not match and the kernels compile
+on first launch (load warns about the provenance), never run wrong code.
 
 Example::
 
@@ -260,6 +263,7 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._workspace = SplitKWorkspace()
         self._hint_sizes = [h.sizes for h in self.hint_choices]
+        self.binaries_note = ""  # what load() did with saved kernel binaries
 
     # ------------------------------------------------------------------ hot path
     def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -505,14 +509,25 @@ class Dispatcher:
                            "times_ms": dict(d.times_ms) if d.times_ms else None, "reason": d.reason}
                           for s, d in decisions],
             "table": self.table.to_json() if self.table is not None else None,
-            "binaries": "not saved: Triton's on-disk cache holds compiled kernels",
         }
 
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write the dispatcher as JSON (atomically). Kernel binaries are not saved."""
+    def save(self, path: str | os.PathLike, *, binaries: bool = True) -> Path:
+        """Write the dispatcher as JSON (atomically) and, on a GPU with ``binaries``, its compiled
+        kernels in ``<path>.kernels/``. Saving the binaries first launches the hint shapes
+        once (``warmup()``), so their kernels are among them; the decisions that adds are
+        ordinary, verified ones."""
         path = Path(path)
+        doc = self.to_json()
+        if binaries and torch.cuda.is_available() and not interpreter_enabled():
+            from . import binaries as bins
+
+            self.warmup()
+            doc = self.to_json()  # with the hint decisions warmup made
+            kdir = path.with_name(path.name + ".kernels")
+            names = bins.bundle(kdir)
+            doc["binaries"] = {"dir": kdir.name, "kernels": names}
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n")
+        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         os.replace(tmp, path)
         return path
 
@@ -554,12 +569,33 @@ def load(path: str | os.PathLike, *, timer=None, strict: bool = False) -> Dispat
                                                  d.get("times_ms"), d.get("reason", ""))
                      for d in doc["decisions"]}
         table = table_from_json(doc["table"], str(path)) if doc.get("table") is not None else None
-        return Dispatcher(dims=doc["dims"], dtype=doc["dtype"], hints=doc["hints"],
+        note = _restore_binaries(path, doc.get("binaries"), skip=bool(problems))
+        d = Dispatcher(dims=doc["dims"], dtype=doc["dtype"], hints=doc["hints"],
                           hint_choices=hint_choices, mode=doc["mode"], table=table, timer=timer,
                           verify=bool(doc.get("verify", True)), layout_a=doc["layout_a"],
                           layout_b=doc["layout_b"], provenance=prov, decisions=decisions)
     except (KeyError, TypeError) as e:
         raise ValueError(f"{path}: malformed dispatcher file: {type(e).__name__}: {e}") from None
+    d.binaries_note = note
+    return d
+
+
+def _restore_binaries(path: Path, spec, *, skip: bool) -> str:
+    """Put the saved kernel binaries into Triton's cache; a one-line note of what happened."""
+    if spec is None:
+        return "no kernel binaries saved: kernels compile on first launch"
+    if not isinstance(spec, dict) or not isinstance(spec.get("dir"), str) or not isinstance(
+            spec.get("kernels"), list) or not all(isinstance(n, str) for n in spec["kernels"]):
+        raise ValueError(f"{path}: malformed 'binaries' field: expected {{'dir': str, 'kernels': [str]}}")
+    if skip:
+        return "kernel binaries not restored: saved on another GPU or software version"
+    for name in (spec["dir"], *spec["kernels"]):
+        if not name or "/" in name or "\\" in name or name in (".", ".."):
+            raise ValueError(f"{path}: 'binaries' names must be plain folder names, got {name!r}")
+    from . import binaries as bins
+
+    _n, note = bins.restore(path.with_name(spec["dir"]), spec["kernels"])
+    return note
 
 
 # ----------------------------------------------------------------------------- compile_mm

@@ -1,0 +1,137 @@
+"""Compiled kernel binaries: bundle the ones this process launched, restore them elsewhere.
+
+Triton keeps every compiled kernel in its on-disk cache (``$TRITON_CACHE_DIR``, by
+default ``~/.triton/cache``), one directory per kernel variant holding the binary
+(cubin), its metadata JSON and a group file that tells Triton the files belong
+together. When a JIT function is launched, Triton hashes the source, the
+constexprs and the argument specialisation, and looks that directory up before it
+compiles anything. So a variant restored into the cache directory of another
+process or machine is *loaded* on its first launch, not compiled: no tuning and no
+compilation in the new process.
+
+``bundle(dest)`` copies the cache directories of every variant of gemmtune's own
+kernels that this process holds in memory (so: the ones it launched) into ``dest``;
+``restore(src)`` copies them into this process's Triton cache directory, skipping
+the ones already there. A restored variant is only ever a cache *hit* when it was
+built for the same kernel source, Triton version and GPU architecture (they are
+part of Triton's hash); anything else is simply compiled on first launch, so a
+stale bundle costs time, never correctness.
+
+Only Triton's default file cache is supported; with a custom
+``TRITON_CACHE_MANAGER`` (a remote cache, say) ``restore`` copies nothing and says
+why, and kernels compile on first launch as usual.
+
+Example::
+
+    >>> from gemmtune import binaries
+    >>> names = binaries.bundle("mm.json.kernels")     # after the kernels ran  # doctest: +SKIP
+    >>> binaries.restore("mm.json.kernels")            # in a new process        # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+# Files Triton leaves in a cache directory that are not part of the kernel.
+_SKIP = ("lock",)
+
+
+def cache_dir() -> Path | None:
+    """This process's Triton file-cache directory, or None if Triton uses another cache manager."""
+    try:
+        from triton import knobs
+
+        if knobs.cache.manager_class is not None:
+            return None
+        d = knobs.cache.dir
+    except (ImportError, AttributeError):  # older triton: no knobs module
+        if os.environ.get("TRITON_CACHE_MANAGER"):
+            return None
+        from triton.runtime.cache import default_cache_dir
+
+        d = os.environ.get("TRITON_CACHE_DIR") or default_cache_dir()
+    return Path(d) if d else None
+
+
+def _jit_functions() -> list:
+    """gemmtune's Triton kernels (the JIT functions whose variants a dispatcher launches)."""
+    from .kernels import tiled
+
+    return [v for v in vars(tiled).values() if hasattr(v, "run") and hasattr(v, "fn")]
+
+
+def _compiled(fn) -> list:
+    """Compiled kernels a JIT function holds in memory, across devices and triton versions."""
+    caches = getattr(fn, "device_caches", None)
+    if caches is not None:  # triton >= 3.0: device -> (kernel_cache, ...)
+        return [k for entry in caches.values() for k in entry[0].values()]
+    return [k for per_dev in getattr(fn, "cache", {}).values() for k in per_dev.values()]
+
+
+def loaded_dirs() -> list[Path]:
+    """Cache directories of every variant of gemmtune's kernels compiled or loaded in this process."""
+    out: set[Path] = set()
+    for fn in _jit_functions():
+        for kernel in _compiled(fn):
+            group = getattr(kernel, "metadata_group", None) or {}
+            for path in group.values():
+                p = Path(path).parent
+                if p.is_dir():
+                    out.add(p)
+    return sorted(out)
+
+
+def bundle(dest: str | os.PathLike, dirs: list[Path] | None = None) -> list[str]:
+    """Copy the kernel directories (default: ``loaded_dirs()``) into ``dest``; return their names.
+
+    ``dest`` is replaced as a whole, so a bundle never mixes old and new kernels."""
+    dest = Path(dest)
+    dirs = loaded_dirs() if dirs is None else [Path(d) for d in dirs]
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    names = []
+    for d in dirs:
+        files = [f for f in d.iterdir() if f.is_file() and f.name not in _SKIP and not f.name.startswith("tmp.")]
+        if not files:
+            continue
+        (tmp / d.name).mkdir()
+        for f in files:
+            shutil.copy2(f, tmp / d.name / f.name)
+        names.append(d.name)
+    shutil.rmtree(dest, ignore_errors=True)
+    os.replace(tmp, dest)
+    return sorted(names)
+
+
+def restore(src: str | os.PathLike, names: list[str] | None = None) -> tuple[int, str]:
+    """Copy bundled kernel directories into this process's Triton cache.
+
+    Returns (directories copied, a one-line note). Directories already in the cache are
+    left as they are; a missing bundle or a non-file cache copies nothing and says why."""
+    src = Path(src)
+    if not src.is_dir():
+        return 0, f"no kernel binaries at {src}: kernels compile on first launch"
+    target = cache_dir()
+    if target is None:
+        return 0, "Triton uses a custom cache manager: binaries not restored, kernels compile on first launch"
+    wanted = [src / n for n in names] if names is not None else sorted(p for p in src.iterdir() if p.is_dir())
+    target.mkdir(parents=True, exist_ok=True)
+    copied = 0
+    for d in wanted:
+        if not d.is_dir():
+            continue
+        out = target / d.name
+        if out.exists():
+            continue
+        tmp = target / f"{d.name}.tmp.{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(d, tmp)
+        try:
+            os.replace(tmp, out)  # atomic: a concurrent reader sees all files or none
+            copied += 1
+        except OSError:  # another process restored it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return copied, f"{copied} kernel binaries restored into {target}"
