@@ -56,7 +56,8 @@ N = K = 4096
 DTYPE = "bfloat16"
 HINTS = (64, 256, 4096)
 TABLE_MS = (64, 256, 4096)
-TINY = ((1, 256, 256), (16, 512, 512), (64, 1024, 1024))
+TINY = ((1, 256, 256), (16, 512, 512), (64, 1024, 1024), (32, 32, 28672))
+TRITON_CHOICE = "triton_mm:BM16-BN64-BK64-S3-W4-G8"  # runs every TINY shape; for launch costs
 SAVELOAD_MS = (64, 256, 4096, 1, 100, 1000)  # the hints, then shapes decided before saving
 DEVICE = "cuda"
 COMPILE_BACKEND = "inductor"
@@ -64,12 +65,13 @@ COMPILE_BACKEND = "inductor"
 
 def _smoke() -> None:
     """Toy sizes on the CPU interpreter (set before triton is imported)."""
-    global N, K, DTYPE, HINTS, TABLE_MS, TINY, SAVELOAD_MS, DEVICE, COMPILE_BACKEND
+    global N, K, DTYPE, HINTS, TABLE_MS, TINY, SAVELOAD_MS, DEVICE, COMPILE_BACKEND, TRITON_CHOICE
     os.environ["TRITON_INTERPRET"] = "1"
     N = K = 64
     DTYPE = "float16"
     HINTS = TABLE_MS = (4, 16, 64)
     TINY = ((1, 16, 16), (8, 32, 32))
+    TRITON_CHOICE = "triton_mm:BM16-BN16-BK16-S1-W2-G8"
     SAVELOAD_MS = (4, 16, 64, 7)
     DEVICE = "cpu"
     COMPILE_BACKEND = "aot_eager"
@@ -191,7 +193,7 @@ def _child(args, role: str, workdir: Path, cache: Path, path: Path) -> dict:
 
     env = dict(os.environ, TRITON_CACHE_DIR=str(cache))
     cmd = [sys.executable, __file__, "--child", role, "--child-path", str(path), "--store", args.store,
-           "--families", args.families] + (["--smoke"] if args.smoke else [])
+           "--families", args.saveload_families] + (["--smoke"] if args.smoke else [])
     t0 = time.monotonic()
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=workdir)
     out = {"role": role, "rc": r.returncode, "process_wall_s": time.monotonic() - t0}
@@ -327,26 +329,46 @@ def _per_call_us(fn, a, b, calls: int) -> float:
 
 
 def section_overhead(args) -> dict:
+    """Per-call eager cost. The pure dispatch overhead is measured twice: forced to cuBLAS
+    (against torch.mm) and forced to one Triton config (against that kernel launched
+    through its prepared launcher into a preallocated output, the cheapest way to
+    launch it; Triton's ordinary launch is shown too)."""
+    from gemmtune import kernels
+    from gemmtune.configs import Choice
     from gemmtune.dispatch import compile_mm
     from gemmtune.problem import DTYPES
 
+    tri = Choice.parse(TRITON_CHOICE)
     rows = []
     for m, n, k in TINY:
         a = torch.randn(m, k, device=DEVICE, dtype=DTYPES[DTYPE])
         b = torch.randn(k, n, device=DEVICE, dtype=DTYPES[DTYPE])
+        out = torch.empty(m, n, device=DEVICE, dtype=DTYPES[DTYPE])
         tuned = compile_mm(n=n, k=k, dtype=DTYPE, hints={"m": [m]}, store=args.store, progress=False)
         forced = compile_mm(n=n, k=k, dtype=DTYPE, hints={"m": [m]},
                             tune_fn=lambda ps, **kw: {p.key: "aten" for p in ps})
+        forced_tri = compile_mm(n=n, k=k, dtype=DTYPE, hints={"m": [m]},
+                                tune_fn=lambda ps, **kw: {p.key: tri for p in ps})
         compiled = torch.compile(lambda x, y: x @ y, backend=COMPILE_BACKEND)
         compiled_dyn = torch.compile(lambda x, y: x @ y, dynamic=True, backend=COMPILE_BACKEND)
         fns = {"torch.mm": torch.mm, "torch.compile(a @ b)": compiled,
                "torch.compile(a @ b, dynamic=True)": compiled_dyn,
-               "dispatcher (tuned)": tuned, "dispatcher (forced aten)": forced}
-        row = {"M": m, "N": n, "K": k, "tuned_choice": None}
+               "dispatcher (tuned)": tuned, "dispatcher (forced aten)": forced,
+               "dispatcher (forced triton)": forced_tri,
+               "triton ordinary launch, preallocated out":
+                   lambda x, y: kernels.run_choice(tri, x, y, out)}
+        prep = kernels.get(tri.family).prepare(a, b, out, tri.config) if DEVICE == "cuda" else None
+        if prep is not None:
+            fns["triton prepared launch, preallocated out"] = lambda x, y: prep[1](x, y, out)
+        row = {"M": m, "N": n, "K": k, "triton_choice": tri.id}
         for name, fn in fns.items():
             row[name + " us/call"] = _per_call_us(fn, a, b, args.calls)
         row["tuned_choice"] = tuned.decision(m=m).choice.id
-        row["dispatcher python overhead us"] = row["dispatcher (forced aten) us/call"] - row["torch.mm us/call"]
+        row["dispatch overhead over torch.mm us"] = (row["dispatcher (forced aten) us/call"]
+                                                     - row["torch.mm us/call"])
+        if prep is not None:
+            row["dispatch overhead over the prepared triton launch us"] = (
+                row["dispatcher (forced triton) us/call"] - row["triton prepared launch, preallocated out us/call"])
         rows.append(row)
     return {"rows": rows, "calls": args.calls}
 
@@ -358,6 +380,8 @@ def main() -> int:
     ap.add_argument("--oracle-families", default="",
                     help="families the per-shape oracle searches (default '': all, as the hint kernels)")
     ap.add_argument("--families", default="", help="families for the hint kernels (default: all)")
+    ap.add_argument("--saveload-families", default="triton_mm,splitk",
+                    help="families of the saved dispatcher (default: Triton ones, so binaries are saved)")
     ap.add_argument("--points", type=int, default=30)
     ap.add_argument("--sweep-max", type=int, default=16384, help="largest M of the sweep")
     ap.add_argument("--calls", type=int, default=2000)

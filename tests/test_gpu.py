@@ -161,3 +161,35 @@ def test_default_space_all_verify(family):
         if not res.ok:
             bad.append(f"{ch.id}: {res.reason}")
     assert not bad, "\n".join(bad)
+
+
+PREPARED = [
+    pytest.param("triton_mm:BM64-BN64-BK64-S3-W4-G8", id="triton_mm"),
+    pytest.param("splitk:BM32-BN32-BK128-S3-W4-G8-SK8-det", id="splitk-det"),
+    pytest.param("splitk:BM32-BN32-BK128-S3-W4-G8-SK8-atomic", id="splitk-atomic"),
+]
+
+
+@pytest.mark.parametrize("choice_id", PREPARED)
+def test_dispatcher_prepared_launch(choice_id, recwarn):
+    """A cached call launches the compiled kernel directly (kernels.tiled.prepare_direct);
+    same shape with other strides or alignment takes Triton's ordinary launch. Every
+    result is checked, over several calls and shapes that share the dispatcher."""
+    from gemmtune.dispatch import compile_mm
+
+    choice = Choice.parse(choice_id)
+    d = compile_mm(n=768, k=4096, dtype="bf16", hints={"m": [64]},
+                   tune_fn=lambda ps, **kw: {p.key: choice for p in ps})
+    for m in (64, 1, 77, 64):
+        for layout in ("row", "col", "offset", "row"):
+            a = make(m, 4096, layout, torch.bfloat16)
+            b = make(4096, 768, "row", torch.bfloat16)
+            for _ in range(2):  # first sight, then the cached closure
+                out = d(a, b)
+                assert check(out, a, b, Problem.from_tensors(a, b)).ok, (m, layout)
+    assert d.decision(m=77).choice == choice
+    assert not [w for w in recwarn.list if "prepared launch" in str(w.message)]
+    # The cached closure for a row-major call is the prepared one.
+    a, b = make(64, 4096, "row", torch.bfloat16), make(4096, 768, "row", torch.bfloat16)
+    run = d._fast[(a.shape, b.shape, a.dtype, b.dtype, 0, 0)]
+    assert "matches" in run.__code__.co_freevars

@@ -20,7 +20,7 @@ import triton
 from ..device import DeviceInfo
 from ..problem import Problem
 from ..configs import SplitKConfig, check_block_sizes, prune, scale_tile, tile_constraint
-from .tiled import launch_tiled
+from .tiled import launch_tiled, prepare_direct
 
 NAME = "splitk"
 CONFIG = SplitKConfig
@@ -100,6 +100,39 @@ class SplitKWorkspace:
 
     def counters(self, numel: int, device: torch.device) -> torch.Tensor:
         return self._get(("locks",), numel, torch.int32, device)
+
+
+def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConfig, *,
+            allow_tf32: bool = False, workspace: SplitKWorkspace | None = None):
+    """Launch once into ``out`` and return ``(matches(a, b), launch(a, b, out))`` for cheap
+    repeated launches at this problem (kernels.tiled.prepare_direct), or None. The
+    workspace buffers are looked up on every launch: they may have grown meanwhile."""
+    M, K = a.shape
+    N = b.shape[1]
+    per = k_per_split(K, cfg)
+    splits = triton.cdiv(K, per)
+    kw = dict(block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k, group_m=cfg.group_m,
+              num_stages=cfg.num_stages, num_warps=cfg.num_warps, allow_tf32=allow_tf32)
+    if splits == 1:
+        d = prepare_direct(a, b, out, k_per_split=K, **kw)
+        return None if d is None else (d.matches, d)
+    if workspace is None:
+        return None  # a fresh workspace per call: nothing to gain
+    numel = M * N * (splits if cfg.deterministic else 1)
+    tiles = triton.cdiv(M, cfg.block_m) * triton.cdiv(N, cfg.block_n)
+    det, dev = cfg.deterministic, a.device
+    partials, counters = workspace.partials, workspace.counters
+    d = prepare_direct(a, b, out, k_per_split=per, split_mode=1 if det else 2,
+                       ws=partials(numel, det, dev), locks=counters(tiles, dev), **kw)
+    if d is None:
+        return None
+
+    def matches(a, b):
+        return d.matches(a, b, partials(numel, det, dev))
+
+    def launch(a, b, c):
+        d(a, b, c, partials(numel, det, dev), counters(tiles, dev))
+    return matches, launch
 
 
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConfig, *,

@@ -250,6 +250,32 @@ def input_precision(dtype: torch.dtype, allow_tf32: bool) -> str:
     return "tf32"
 
 
+def _tiled_args(a, b, c, *, block_m, block_n, block_k, group_m, k_per_split, split_mode=0, stride_cz=0,
+                ws=None, locks=None, allow_tf32=False):
+    """(grid, runtime args, constexprs) of one launch of the tiled kernel."""
+    M, K = a.shape
+    N = b.shape[1]
+    splits = triton.cdiv(K, k_per_split)
+    grid = (triton.cdiv(M, block_m) * triton.cdiv(N, block_n), splits)
+    args = (a, b, c, c if ws is None else ws, c if locks is None else locks,
+            M, N, K, k_per_split,
+            a.stride(0), a.stride(1), b.stride(0), b.stride(1), stride_cz, c.stride(-2), c.stride(-1))
+    consts = dict(
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m,
+        EVEN_K=K % block_k == 0 and k_per_split % block_k == 0, SPLIT_MODE=split_mode,
+        INPUT_PRECISION=input_precision(a.dtype, allow_tf32),
+        INDEX_64=needs_int64(a, b, c) or (ws is not None and needs_int64(ws)),
+        AK_UNIT=a.stride(1) == 1, AM_UNIT=a.stride(1) != 1 and a.stride(0) == 1,
+        BK_UNIT=b.stride(1) != 1 and b.stride(0) == 1, BN_UNIT=b.stride(1) == 1,
+        CN_UNIT=c.stride(-1) == 1,
+        A_LEAD_DIV=lead_divisor(a), B_LEAD_DIV=lead_divisor(b),
+        K_DIV=_pow2_divisor(math.gcd(K, k_per_split)),
+        M_DIV=min(_pow2_divisor(M), block_m), N_DIV=min(_pow2_divisor(N), block_n),
+        GPU_FENCE=split_mode != 0 and not _INTERPRETED,
+    )
+    return grid, args, consts
+
+
 def launch_tiled(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -267,31 +293,62 @@ def launch_tiled(
     ws: torch.Tensor | None = None,
     locks: torch.Tensor | None = None,
     allow_tf32: bool = False,
-) -> None:
-    """Launch the tiled kernel; the caller has validated shapes and sizes (M, N, K > 0)."""
-    M, K = a.shape
-    N = b.shape[1]
-    splits = triton.cdiv(K, k_per_split)
-    grid = (triton.cdiv(M, block_m) * triton.cdiv(N, block_n), splits)
-    even_k = K % block_k == 0 and k_per_split % block_k == 0
-    dummy = c if ws is None else ws
-    _tiled_mm_kernel[grid](
-        a, b, c, dummy, c if locks is None else locks,
-        M, N, K, k_per_split,
-        a.stride(0), a.stride(1), b.stride(0), b.stride(1), stride_cz, c.stride(-2), c.stride(-1),
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m,
-        EVEN_K=even_k, SPLIT_MODE=split_mode,
-        INPUT_PRECISION=input_precision(a.dtype, allow_tf32),
-        INDEX_64=needs_int64(a, b, c) or (ws is not None and needs_int64(ws)),
-        AK_UNIT=a.stride(1) == 1, AM_UNIT=a.stride(1) != 1 and a.stride(0) == 1,
-        BK_UNIT=b.stride(1) != 1 and b.stride(0) == 1, BN_UNIT=b.stride(1) == 1,
-        CN_UNIT=c.stride(-1) == 1,
-        A_LEAD_DIV=lead_divisor(a), B_LEAD_DIV=lead_divisor(b),
-        K_DIV=_pow2_divisor(math.gcd(K, k_per_split)),
-        M_DIV=min(_pow2_divisor(M), block_m), N_DIV=min(_pow2_divisor(N), block_n),
-        GPU_FENCE=split_mode != 0 and not _INTERPRETED,
-        num_warps=num_warps, num_stages=num_stages,
-    )
+):
+    """Launch the tiled kernel; the caller has validated shapes and sizes (M, N, K > 0).
+    Returns what Triton's launch returns (the compiled kernel on a GPU)."""
+    grid, args, consts = _tiled_args(a, b, c, block_m=block_m, block_n=block_n, block_k=block_k,
+                                     group_m=group_m, k_per_split=k_per_split, split_mode=split_mode,
+                                     stride_cz=stride_cz, ws=ws, locks=locks, allow_tf32=allow_tf32)
+    return _tiled_mm_kernel[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
+
+
+def prepare_direct(a, b, c, *, ws=None, locks=None, **kw):
+    """A launcher for repeated launches at this exact problem: ``fn(a, b, c, ws, locks)``.
+
+    Triton's own launch path binds and specialises every argument on every call (tens
+    of microseconds of Python for this kernel's 37 parameters). Once one launch has
+    returned the compiled kernel, the only things that can change between calls of
+    one problem are the data pointers; sizes, strides, constexprs and the 16-byte
+    alignment Triton specialised on are fixed. The launcher returned here passes the
+    pointers plus the frozen rest straight to the compiled kernel. It is only valid
+    while the operands keep the strides and alignment of the ones given here: the
+    caller checks that (``Direct.matches``) and uses ``launch_tiled`` otherwise.
+    Returns None in the interpreter (no compiled kernel) or when Triton returned none.
+    """
+    if _INTERPRETED:
+        return None
+    grid, args, consts = _tiled_args(a, b, c, ws=ws, locks=locks, **{k: v for k, v in kw.items()
+                                                                     if k not in ("num_stages", "num_warps")})
+    kernel = _tiled_mm_kernel[grid](*args, **consts, num_warps=kw["num_warps"], num_stages=kw["num_stages"])
+    if kernel is None or not hasattr(kernel, "__getitem__"):
+        return None
+    names = list(_tiled_mm_kernel.arg_names)
+    fixed = tuple(args[5:]) + tuple(consts[n] for n in names[len(args):])
+    if len(names) != len(args) + len(consts):
+        return None
+    return Direct(kernel[grid], fixed, a, b, ws)
+
+
+class Direct:
+    """A prepared launch (see ``prepare_direct``)."""
+
+    __slots__ = ("runner", "fixed", "strides", "align", "ws_max")
+
+    def __init__(self, runner, fixed, a, b, ws):
+        self.runner, self.fixed = runner, fixed
+        self.strides = (a.stride(), b.stride())
+        self.align = (a.data_ptr() % 16, b.data_ptr() % 16)
+        # A workspace only grows; past int32 offsets the kernel needs INDEX_64 recompiled.
+        self.ws_max = _INT32_LIMIT if ws is not None and not needs_int64(ws) else math.inf
+
+    def matches(self, a, b, ws=None) -> bool:
+        """Whether ``a``, ``b`` (and ``ws``) fit what this launch was specialised on."""
+        return ((a.stride(), b.stride()) == self.strides
+                and (a.data_ptr() % 16, b.data_ptr() % 16) == self.align
+                and (ws is None or ws.numel() <= self.ws_max))
+
+    def __call__(self, a, b, c, ws=None, locks=None) -> None:
+        self.runner(a, b, c, c if ws is None else ws, c if locks is None else locks, *self.fixed)
 
 
 def launch_sum_splits(ws: torch.Tensor, out: torch.Tensor, block: int = 1024) -> None:
