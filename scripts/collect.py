@@ -5,6 +5,7 @@
     python scripts/collect.py --max-minutes 8                  # one device call: $OUT/collect.sqlite(.gz)
     python scripts/collect.py --resume-from data/collect/collect.sqlite.gz --max-minutes 8   # next call
     python scripts/collect.py --export-only --resume-from ...  # just the compressed CSV for data/
+    python scripts/collect.py --timing standard ...            # the tuner's full timer (4x the replays)
 
 What it measures. At least 400 shapes, the same every run (seeded), none of them a
 shape of the public benchmark suite (that suite is for evaluation only):
@@ -22,14 +23,33 @@ Per shape: a seeded random sample of the exhaustive triton_mm space, of the exha
 split-K space, every DecomposeK split, cuBLAS, and for unaligned shapes some pad+
 variants. Phases run bf16 first, then fp16, then fp32 (fp32 on a third of the shapes).
 
-How. Each batch of shapes goes through ``gemmtune.tune`` (compile workers, CUDA-graph
-L2-cold timing, verification) with a lookup table that fixes the sampled candidates,
-so the results store skips everything already measured: a call that runs out of time
-loses nothing, and the next call (started with ``--resume-from`` the store the last
-one returned) goes on where it stopped. The script stops starting batches when the
-next would pass ``--max-minutes``. At the end of every call it writes
-$OUT/collect.sqlite.gz (carry it to the next call), $OUT/collect-<gpu>.csv.gz (the
-rows, for data/) and $OUT/collect-progress.json.
+How. Each batch of shapes goes through ``gemmtune.tune`` with a lookup table that
+fixes the sampled candidates, so the results store skips everything already measured:
+a call that runs out of time loses nothing, and the next call (started with
+``--resume-from`` the store the last one returned) goes on where it stopped.
+
+Throughput. Every candidate is verified against fp64 and then timed with the ``quick``
+timer profile (``--timing quick``, the default here; tune()'s default is ``standard``):
+5 CUDA-graph replays of ~1 ms (at most 64 launches) instead of 20 of ~2 ms (at most 256),
+3 eager calls instead of 20, one warm-up; still L2-cold (rotating input sets, more than
+twice the L2), still median + inter-quartile spread: the same quantity as the standard
+profile measures, from fewer samples; each row stores its ``repeats`` (5 here, 20 under
+the standard profile), so the two can be told apart. Inside tune() the compile workers
+compile the next shapes (``--compile-ahead``, default 2) while the GPU worker times the
+current one, so the GPU no longer waits for each shape's compile phase; they run at lower
+CPU priority. Batches grow to ``--batch`` shapes (one tune() call each, so worker start-up
+and the first compile are paid once per batch): the first batch of each dtype is small (at
+most 4 shapes) to measure seconds per shape, later batches are sized from that so that
+they end before ``--max-minutes`` (counted from the start of the process). How fast this
+is on a GPU has not been measured yet: collect-progress.json records it per call
+(``candidates_per_s``, and ``compile_wait_s``: how long the GPU worker waited for
+compiles, which is large when compiling, not timing, is the bottleneck).
+
+At the end of every call it writes $OUT/collect.sqlite.gz (carry it to the next call),
+$OUT/collect-<gpu>.csv.gz (the rows, for data/) and $OUT/collect-progress.json. Should a
+batch still be running at ``--hard-stop-minutes`` (default ``--max-minutes`` + 1), a
+watchdog writes the same three files from a consistent snapshot of the store and exits,
+so that a mis-estimated batch cannot take the whole call's results with it.
 
 Then, on any machine: ``gemmtune train --store collect.sqlite.gz --out model.json``.
 """
@@ -46,9 +66,13 @@ import re
 import shutil
 import sqlite3
 import sys
+import threading
 import time
+import traceback
 import zlib
 from pathlib import Path
+
+_T_START = time.monotonic()
 
 import numpy as np
 
@@ -77,6 +101,9 @@ MODELS = {
 DECODE_M = (1, 2, 3, 4, 8, 12, 16, 24, 32, 48, 64)
 PREFILL_M = (128, 256, 512, 1024, 2048, 4096, 8192)
 MAX_FLOPS = 2e12  # keeps the slowest candidates of one shape well under a second each
+FIRST_BATCH = 4  # shapes in the first batch of each dtype, which measures seconds per shape
+FIRST_EST_S = 30.0  # assumed seconds per shape before anything was measured
+MARGIN = 1.3  # a batch starts only when MARGIN x its estimated time fits in what is left
 
 
 def _layers(model: str) -> list[tuple[str, int, int]]:
@@ -233,6 +260,25 @@ def export(store: Path, out_dir: Path) -> list[Path]:
     return written
 
 
+def batch_size(left_s: float, est_s_per_shape: float, max_batch: int, calibrated: bool) -> int:
+    """Shapes in the next tune() call: up to ``max_batch`` (``FIRST_BATCH`` until this dtype
+    has been measured), and no more than fit in ``left_s`` with the margin; 0: stop."""
+    n = max_batch if calibrated else min(max_batch, FIRST_BATCH)
+    fit = int(left_s // (MARGIN * max(est_s_per_shape, 1e-3)))
+    return max(0, min(n, fit))
+
+
+def status_counts(store: Path) -> dict[str, int]:
+    """Rows per status in the whole store (a separate read-only look; WAL readers see commits)."""
+    con = sqlite3.connect(str(store), timeout=30)
+    try:
+        return {st: int(n) for st, n in con.execute("SELECT status, COUNT(*) FROM results GROUP BY status")}
+    except sqlite3.OperationalError:  # no results table yet
+        return {}
+    finally:
+        con.close()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     out_default = Path(os.environ.get("OUT", "out"))
@@ -240,24 +286,40 @@ def main(argv=None) -> int:
     ap.add_argument("--resume-from", type=Path, metavar="STORE[.gz]",
                     help="start from this earlier store (copied/decompressed to --store when that is missing)")
     ap.add_argument("--max-minutes", type=float, default=8.0,
-                    help="stop starting batches after this many minutes (default 8: one 10-minute call)")
+                    help="size batches to end within this many minutes of the start (default 8: one 10-minute call)")
+    ap.add_argument("--hard-stop-minutes", type=float,
+                    help="if a batch is still running after this many minutes, export what the store holds "
+                    "and exit (default: --max-minutes + 1; 0: never)")
     ap.add_argument("--dtypes", default="bf16,fp16,fp32", help="phases, in order (default bf16,fp16,fp32)")
     ap.add_argument("--groups", help="only these comma-separated shape groups")
-    ap.add_argument("--batch", type=int, default=4, help="shapes per tune() call (default 4)")
+    ap.add_argument("--batch", type=int, default=24,
+                    help="most shapes per tune() call (default 24; fewer when the time left is short)")
+    ap.add_argument("--limit-shapes", type=int, help="only the first N shapes of the plan (after --groups)")
     ap.add_argument("--mm-sample", type=int, default=80, help="triton_mm configs per shape (default 80)")
     ap.add_argument("--splitk-sample", type=int, default=40, help="split-K configs per shape (default 40)")
     ap.add_argument("--pad-sample", type=int, default=16, help="pad+ configs per unaligned shape (default 16)")
     ap.add_argument("--compile-workers", type=int, help="parallel compile processes (default: tune's)")
+    ap.add_argument("--compile-ahead", type=int, default=2,
+                    help="shapes compiled ahead of the one being timed (default 2; 0: separate phases)")
+    ap.add_argument("--timing", choices=("quick", "standard"), default="quick",
+                    help="timer profile (default quick: 5 CUDA-graph replays; standard: 20)")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per candidate before it is killed")
     ap.add_argument("--list-shapes", action="store_true", help="print the shape plan as CSV and exit")
     ap.add_argument("--dry-run", action="store_true", help="count candidates per phase and exit (no GPU)")
     ap.add_argument("--export-only", action="store_true", help="only write the compressed store and CSV")
+    ap.add_argument("--cpu-interpreter", action="store_true",
+                    help="measure in the Triton CPU interpreter (tests only: needs TRITON_INTERPRET=1; "
+                    "timings mean nothing)")
     args = ap.parse_args(argv)
 
     shapes = plan()
     if args.groups:
         keep = set(args.groups.split(","))
         shapes = [s for s in shapes if s[0] in keep]
+    if args.limit_shapes is not None:
+        shapes = shapes[:args.limit_shapes]
+    if args.batch < 1:
+        ap.error("--batch must be at least 1")
     if args.list_shapes:
         print("# group,name,M,N,K,layout_b")
         for s in shapes:
@@ -296,64 +358,154 @@ def main(argv=None) -> int:
 
     import torch
 
-    if not torch.cuda.is_available():
-        print("collect.py measures on a GPU; this machine has none (use --list-shapes / --dry-run here)",
-              file=sys.stderr)
-        return 2
     import gemmtune
     from gemmtune.device import DeviceInfo
     from gemmtune.shapes import Shape
     from gemmtune.store import ResultStore, RunContext
     from gemmtune.table import LookupTable, TableChoice, provenance
 
-    dev = DeviceInfo.from_torch()
-    ctx = RunContext.current(dev.name, dev.capability_str)
-    t0 = time.monotonic()
+    if args.cpu_interpreter:
+        from gemmtune.api import interpreter_enabled
+        from gemmtune.bench.runner import WorkerState, info
+
+        if not interpreter_enabled():
+            print("--cpu-interpreter needs TRITON_INTERPRET=1 in the environment", file=sys.stderr)
+            return 2
+        facts = info(WorkerState(device="cpu"))  # the context the tuner's workers report
+        ctx = RunContext(facts["device_name"], facts["capability"], facts["torch"], facts["triton"],
+                         facts["gemmtune"])
+        dev = DeviceInfo.lookup("h100")  # the spaces tune() uses in the interpreter
+    elif not torch.cuda.is_available():
+        print("collect.py measures on a GPU; this machine has none (use --list-shapes / --dry-run here)",
+              file=sys.stderr)
+        return 2
+    else:
+        dev = DeviceInfo.from_torch()
+        ctx = RunContext.current(dev.name, dev.capability_str)
+    t0 = _T_START  # the budgets count from the start of the process (imports included)
     budget = args.max_minutes * 60.0
-    per_shape_s: list[float] = []
-    done_shapes = measured = 0
-    stopped = False
-    todo_total = 0
+    hard_stop = args.hard_stop_minutes if args.hard_stop_minutes is not None else args.max_minutes + 1.0
+    spent: dict[str, list[float]] = {}  # dtype -> [tune() seconds, shapes]
+    st = {"tune_s": 0.0, "compile_wait_s": 0.0, "done_shapes": 0, "measured": 0, "batches": 0,
+          "per_shape_s": [], "stopped": False, "batch_t0": None}
+    before = status_counts(store) if store.exists() else {}
+
+    def progress(db_path: Path, hard: bool = False) -> dict:
+        after = status_counts(db_path)
+        added = {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
+        rows_added = sum(added.values())
+        wall = time.monotonic() - t0
+        tuning = st["tune_s"] + (time.monotonic() - st["batch_t0"] if st["batch_t0"] is not None else 0.0)
+        return {"device": ctx.device_name, "context": ctx.__dict__, "shapes_planned": len(shapes),
+                "dtypes": dtypes, "shapes_done": st["done_shapes"], "finished": not (st["stopped"] or hard),
+                "hard_stop": hard, "timing": args.timing, "compile_ahead": args.compile_ahead,
+                "batches": st["batches"], "rows_in_store": sum(after.values()),
+                "measured_this_call": st["measured"], "rows_added": rows_added, "rows_added_by_status": added,
+                "wall_s": wall, "tune_s": tuning,
+                # rows recorded (every status) per second of this call, and per second inside tune()
+                "candidates_per_s": rows_added / wall if wall > 0 else None,
+                "candidates_per_tune_s": rows_added / tuning if tuning > 0 else None,
+                "ok_per_s": added.get("ok", 0) / wall if wall > 0 else None,
+                "compile_wait_s": st["compile_wait_s"],
+                "median_s_per_shape": float(np.median(st["per_shape_s"])) if st["per_shape_s"] else None,
+                "s_per_shape_by_dtype": {d: sec / n for d, (sec, n) in spent.items()}}
+
+    finishing = threading.Lock()
+
+    def stop_hard() -> None:
+        """The call is about to run out of time (a batch took longer than estimated): export
+        a consistent snapshot of the store and exit. Rows already recorded are kept, and the
+        next call resumes from them."""
+        if not finishing.acquire(blocking=False):
+            return  # the normal end is already exporting
+        code = 1
+        try:
+            snap = out_dir / "collect.snapshot.sqlite"
+            src, dst = sqlite3.connect(str(store), timeout=30), sqlite3.connect(str(snap))
+            try:
+                src.backup(dst)
+            finally:
+                src.close()
+                dst.close()
+            doc = progress(snap, hard=True)
+            (out_dir / "collect-progress.json").write_text(json.dumps(doc, indent=1) + "\n")
+            for path in export(snap, out_dir):
+                print(path, flush=True)
+            snap.unlink()
+            print(f"hard stop: still running after {hard_stop:g} minutes; exported what the store holds",
+                  file=sys.stderr, flush=True)
+            print(json.dumps(doc), flush=True)
+            code = 0
+        except BaseException:  # noqa: BLE001 -- whatever it was, say so and exit
+            traceback.print_exc()
+        finally:
+            os._exit(code)  # workers notice their parent is gone and exit
+
+    watchdog = None
     with ResultStore(store) as db:
+        if hard_stop > 0:  # started once the store exists
+            watchdog = threading.Timer(max(0.0, hard_stop * 60.0 - (time.monotonic() - t0)), stop_hard)
+            watchdog.daemon = True
+            watchdog.start()
         for dt in dtypes:
-            pending = []
+            pending = []  # (shape, its candidates or None: computed when its batch comes)
             for group, name, p in problems_for(dt, shapes):
-                cands = sample_choices(p, dev, mm=args.mm_sample, splitk=args.splitk_sample, pad=args.pad_sample)
                 have = db.done(ctx, p.key)
+                if not have:
+                    pending.append((Shape(group, name, p), None))
+                    continue
+                cands = sample_choices(p, dev, mm=args.mm_sample, splitk=args.splitk_sample, pad=args.pad_sample)
                 if all(c.id in have for c in cands):
-                    done_shapes += 1
+                    st["done_shapes"] += 1
                 else:
                     pending.append((Shape(group, name, p), cands))
-            todo_total += len(pending)
-            for i in range(0, len(pending), args.batch):
-                chunk = pending[i:i + args.batch]
-                est = (np.median(per_shape_s) if per_shape_s else 30.0) * len(chunk)
-                elapsed = time.monotonic() - t0
-                if elapsed + 1.3 * est > budget:
-                    stopped = True
+            i = 0
+            while i < len(pending):
+                mine = spent.get(dt)
+                if mine:
+                    est = mine[0] / mine[1]
+                else:  # a new dtype: the slowest seen so far, or the first guess
+                    est = max([FIRST_EST_S] + [sec / n for sec, n in spent.values()])
+                n = batch_size(budget - (time.monotonic() - t0), est, args.batch, bool(mine))
+                if n == 0:
+                    st["stopped"] = True
                     break
-                lut = LookupTable(provenance(dev.name, dev.capability_str, ctx.torch_version,
+                chunk = [(s, c if c is not None else sample_choices(
+                    s.problem, dev, mm=args.mm_sample, splitk=args.splitk_sample, pad=args.pad_sample))
+                    for s, c in pending[i:i + n]]
+                i += len(chunk)
+                lut = LookupTable(provenance(ctx.device_name, ctx.capability, ctx.torch_version,
                                              ctx.triton_version, gemmtune.__version__, "by-hand"),
                                   {s.problem.key: [TableChoice(c) for c in cands] for s, cands in chunk})
-                tb = time.monotonic()
+                tb = st["batch_t0"] = time.monotonic()
                 r = gemmtune.tune([s for s, _ in chunk], store=db, table=lut, progress=False, timeout=args.timeout,
-                                  compile_workers=args.compile_workers)
-                per_shape_s.append((time.monotonic() - tb) / len(chunk))
-                measured += r.measured
-                done_shapes += len(chunk)
-                print(f"[{time.monotonic() - t0:6.0f} s] {dt}: {done_shapes} shapes done, +{r.measured} rows "
-                      f"({', '.join(s.name for s, _ in chunk)})", flush=True)
-            if stopped:
+                                  compile_workers=args.compile_workers, compile_ahead=args.compile_ahead,
+                                  timing=args.timing)
+                took = time.monotonic() - tb
+                st["tune_s"] += took
+                st["batch_t0"] = None
+                st["compile_wait_s"] += r.compile_wait_s
+                st["batches"] += 1
+                acc = spent.setdefault(dt, [0.0, 0])
+                acc[0] += took
+                acc[1] += len(chunk)
+                st["per_shape_s"].append(took / len(chunk))
+                st["measured"] += r.measured
+                st["done_shapes"] += len(chunk)
+                print(f"[{time.monotonic() - t0:6.0f} s] {dt}: {st['done_shapes']} shapes done, +{r.measured} rows "
+                      f"in {took:.0f} s ({r.measured / took:.1f}/s, waited {r.compile_wait_s:.0f} s for compiles; "
+                      f"{', '.join(s.name for s, _ in chunk)})", flush=True)
+            if st["stopped"]:
                 break
-        rows = db.count()
-    progress = {"device": dev.name, "context": ctx.__dict__, "shapes_planned": len(shapes),
-                "dtypes": dtypes, "shapes_done": done_shapes, "finished": not stopped,
-                "rows_in_store": rows, "measured_this_call": measured, "wall_s": time.monotonic() - t0,
-                "median_s_per_shape": float(np.median(per_shape_s)) if per_shape_s else None}
-    (out_dir / "collect-progress.json").write_text(json.dumps(progress, indent=1) + "\n")
+    if not finishing.acquire(blocking=False):  # the hard stop is exporting: it exits the process
+        time.sleep(3600)
+    if watchdog is not None:
+        watchdog.cancel()
+    doc = progress(store)
+    (out_dir / "collect-progress.json").write_text(json.dumps(doc, indent=1) + "\n")
     for p in export(store, out_dir):
         print(p)
-    print(json.dumps(progress))
+    print(json.dumps(doc))
     return 0
 
 

@@ -413,6 +413,7 @@ def test_collect_script_help():
     res = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "--max-minutes" in res.stdout
+    assert "--timing {quick,standard}" in res.stdout and "--compile-ahead" in res.stdout
     res = subprocess.run([sys.executable, str(script), "--list-shapes"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     lines = [ln for ln in res.stdout.splitlines() if ln and not ln.startswith("#")]
@@ -439,3 +440,70 @@ def test_collect_samples_come_from_the_exhaustive_spaces():
     s1 = [c.id for c in collect.sample_choices(q, H100, mm=10, splitk=5, pad=3)]
     assert s1 == [c.id for c in collect.sample_choices(q, H100, mm=10, splitk=5, pad=3)]  # seeded by the key
     assert s1[0] == "aten" and "pad+aten" in s1 and len(set(s1)) == len(s1)
+
+
+# ------------------------------------------------------------------ collect.py end to end (interpreter)
+COLLECT = Path(__file__).resolve().parents[1] / "scripts" / "collect.py"
+COLLECT_SMALL = ["--cpu-interpreter", "--groups", "square", "--limit-shapes", "2", "--dtypes", "fp16",
+                 "--mm-sample", "2", "--splitk-sample", "1", "--pad-sample", "1", "--compile-workers", "2"]
+
+
+def _collect(args: list[str], out: Path, timeout: float = 300):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, OUT=str(out), TRITON_INTERPRET="1")
+    env.pop("GEMMTUNE_FAULTS", None)
+    return subprocess.run([sys.executable, str(COLLECT), *args], env=env, capture_output=True, text=True,
+                          check=False, timeout=timeout)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter run is for machines without a GPU")
+def test_collect_runs_and_resumes_in_the_interpreter(tmp_path):
+    from gemmtune.bench.timing import QUICK_WALL
+
+    res = _collect(["--dry-run", "--groups", "square", "--limit-shapes", "2", "--dtypes", "fp16"], tmp_path)
+    assert res.returncode == 0 and "float16: 2 shapes" in res.stdout, res.stderr
+
+    call1 = tmp_path / "call1"
+    call1.mkdir()
+    res = _collect(COLLECT_SMALL + ["--batch", "1"], call1)
+    assert res.returncode == 0, res.stderr
+    prog = json.loads((call1 / "collect-progress.json").read_text())
+    assert prog["timing"] == "quick" and prog["compile_ahead"] == 2
+    assert prog["finished"] is True and prog["hard_stop"] is False
+    assert (prog["shapes_done"], prog["batches"]) == (2, 2)
+    assert prog["rows_added"] == prog["rows_in_store"] >= 4
+    assert prog["candidates_per_s"] > 0 and prog["tune_s"] > 0 and prog["compile_wait_s"] >= 0
+    with ResultStore(call1 / "collect.sqlite") as db:
+        rows = [row for _, row in db.rows()]
+    assert len(rows) == prog["rows_in_store"]
+    ok = [r for r in rows if r.status == "ok"]
+    assert ok and {r.repeats for r in ok} == {QUICK_WALL["repeats"]}  # the quick profile timed them
+    assert (call1 / "collect-cpu-triton-interpreter.csv.gz").is_file()
+
+    # The next call resumes from the compressed store: nothing is left to measure.
+    call2 = tmp_path / "call2"
+    call2.mkdir()
+    res = _collect(COLLECT_SMALL + ["--resume-from", str(call1 / "collect.sqlite.gz")], call2)
+    assert res.returncode == 0, res.stderr
+    again = json.loads((call2 / "collect-progress.json").read_text())
+    assert again["finished"] is True and again["batches"] == 0 and again["rows_added"] == 0
+    assert again["rows_in_store"] == prog["rows_in_store"] and again["shapes_done"] == 2
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter run is for machines without a GPU")
+def test_collect_hard_stop_exports_a_resumable_store(tmp_path):
+    # A hard stop long before the batch can end: the watchdog exports what the store holds.
+    res = _collect(COLLECT_SMALL + ["--hard-stop-minutes", "0.001"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "hard stop" in res.stderr
+    prog = json.loads((tmp_path / "collect-progress.json").read_text())
+    assert prog["hard_stop"] is True and prog["finished"] is False
+    plain = tmp_path / "copy.sqlite"
+    with gzip.open(tmp_path / "collect.sqlite.gz", "rb") as f:
+        plain.write_bytes(f.read())
+    with ResultStore(plain) as db:  # a valid store, to resume from
+        assert db.count() == prog["rows_in_store"]
+    assert not (tmp_path / "collect.snapshot.sqlite").exists()

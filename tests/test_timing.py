@@ -156,3 +156,53 @@ def test_cuda_graph_timer_times_torch_mm():
     assert t.spread >= 0 and math.isfinite(t.spread)
     ref = ins[0][0].double() @ ins[0][1].double()
     torch.testing.assert_close(outs[0].double(), ref, rtol=2e-2, atol=2e-1)
+
+
+# ------------------------------------------------------------------ timing profiles
+def test_timer_profiles_name_every_timing_and_quick_is_lighter():
+    from gemmtune.bench.timing import QUICK_CUDA, QUICK_WALL, TIMINGS, timer_profiles
+
+    assert TIMINGS == ("standard", "quick")
+    gpu, cpu = timer_profiles(cuda=True), timer_profiles(cuda=False)  # building touches no GPU
+    assert tuple(gpu) == tuple(cpu) == TIMINGS
+    assert all(isinstance(t, CudaGraphTimer) for t in gpu.values())
+    assert all(isinstance(t, WallTimer) for t in cpu.values())
+    q, s = gpu["quick"], gpu["standard"]
+    assert (q.replays, q.target_ms, q.max_launches, q.eager_calls, q.warmup) == (5, 1.0, 64, 3, 1)
+    assert q.replays == QUICK_CUDA["replays"]
+    assert q.replays < s.replays and q.max_launches < s.max_launches and q.eager_calls < s.eager_calls
+    assert cpu["quick"].repeats == QUICK_WALL["repeats"] < cpu["standard"].repeats
+    assert timer_profiles(cuda=False) is not cpu and timer_profiles(cuda=False)["quick"] is not cpu["quick"]
+
+
+class _FakeTimer:
+    representative = False
+
+    def __init__(self, repeats: int):
+        self.repeats, self.calls = repeats, 0
+
+    def measure(self, launch, n_sets):
+        self.calls += 1
+        launch(0)
+        return Timing(1.0, 1.0, self.repeats, 0.0, False)
+
+
+def test_runner_picks_the_timer_the_task_names():
+    from gemmtune.bench.runner import WorkerState, handle
+    from gemmtune.problem import Problem
+
+    std, quick = _FakeTimer(20), _FakeTimer(5)
+    state = WorkerState(device="cpu", timers={"standard": std, "quick": quick})
+    assert state.timer is std
+    task = {"problem": Problem.from_sizes(8, 8, 16, "fp32").key, "choice": "aten", "seed": 0}
+    assert handle("bench", {**task, "timer": "quick"}, state)["repeats"] == 5
+    assert (std.calls, quick.calls) == (0, 1)
+    assert handle("bench", task, state)["repeats"] == 20           # no "timer": the state's own
+    assert handle("bench", {**task, "timer": "standard"}, state)["repeats"] == 20
+    assert (std.calls, quick.calls) == (2, 1)
+    bad = handle("bench", {**task, "timer": "fastest"}, state)
+    assert bad["status"] == "error" and "'fastest'" in bad["reason"] and "'quick'" in bad["reason"], bad
+    assert handle("compile", {**task, "timer": "fastest"}, state)["status"] == "ok"  # compiling times nothing
+    # A timer passed alone becomes the standard profile; the quick one is still there.
+    solo = WorkerState(timer=std, device="cpu")
+    assert solo.timer is std and solo.timers["standard"] is std and isinstance(solo.timers["quick"], WallTimer)

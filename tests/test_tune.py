@@ -18,6 +18,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -454,3 +455,151 @@ def test_tune_accepts_shapes_and_an_open_store(tmp_path):
     assert s.best is not None and s.failed == 0
     assert r.table is not None and r.table_path is None
     assert math.isfinite(s.best_ms) and s.best_ms > 0
+
+
+# ------------------------------------------------------------------ timing profiles
+def test_tune_rejects_an_unknown_timing_profile(tmp_path):
+    store = tmp_path / "s.sqlite"
+    with pytest.raises(ValueError, match=r"timing must be one of 'standard', 'quick', got 'fastest'"):
+        gemmtune.tune([Problem.from_sizes(16, 16, 64, "fp16")], store=store, timing="fastest", progress=False)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="compile_ahead"):
+            gemmtune.tune([Problem.from_sizes(16, 16, 64, "fp16")], store=store, compile_ahead=bad,
+                          progress=False)
+    assert not store.exists()  # rejected before anything is written
+
+
+def _repeats_of(timer) -> int:
+    return timer.replays if hasattr(timer, "replays") else timer.repeats
+
+
+def test_quick_timing_reaches_the_worker(tmp_path):
+    # The stored repeats are what the worker's timer counted: the quick profile's when
+    # tune(timing="quick"), the standard one's by default.
+    from gemmtune.bench.timing import timer_profiles
+
+    profiles = timer_profiles(HAS_CUDA)
+    quick, standard = _repeats_of(profiles["quick"]), _repeats_of(profiles["standard"])
+    assert quick < standard
+    p = Problem.from_sizes(16, 16, 512, "fp16")  # aten + two decompose_k splits
+    for timing, want in (("quick", quick), ("standard", standard)):
+        store = tmp_path / f"{timing}.sqlite"
+        r = gemmtune.tune([p], families=["decompose_k"], store=store, timing=timing, progress=False)
+        assert r.shapes[0].statuses == {"ok": 3}, r.shapes[0].statuses
+        with ResultStore(store) as db:
+            ok = [row for _, row in db.rows(status="ok")]
+        assert ok and {row.repeats for row in ok} == {want}, (timing, [(r.choice_id, r.repeats) for r in ok])
+
+
+# ------------------------------------------------------------------ compiling ahead of benchmarking
+OVERLAP_PROBLEMS = [Problem.from_sizes(16, 16, 64, "fp16"), Problem.from_sizes(32, 16, 64, "fp16"),
+                    Problem.from_sizes(16, 32, 128, "fp16")]
+OVERLAP_FAULTS = {"decompose_k:s4": "compile_error", "decompose_k:s2": "raise"}
+
+
+def _overlap_table():
+    import triton
+
+    from gemmtune.table import LookupTable, TableChoice, provenance
+
+    entries = {}
+    for p in OVERLAP_PROBLEMS:
+        ids = ["aten", "decompose_k:s2", "decompose_k:s4", "decompose_k:s8"]
+        ids += [c.id for c in gemmtune.space(p, "triton_mm", device="h100")[:2]]
+        entries[p.key] = [TableChoice(Choice.parse(i)) for i in ids]
+    prov = provenance("cpu (Triton interpreter)", "interp", torch.__version__, triton.__version__,
+                      gemmtune.__version__, "by-hand")
+    return LookupTable(prov, entries)
+
+
+def _calls(log: Path) -> list[tuple[float, str, str, str]]:
+    out = []
+    for line in log.read_text().splitlines():
+        t, _pid, op, key, choice = line.split(" ")
+        out.append((float(t), op, key, choice))
+    return out
+
+
+def _tune_overlap(tmp_path: Path, name: str, **kw):
+    store, log = tmp_path / f"{name}.sqlite", tmp_path / f"{name}.log"
+    env = {"GEMMTUNE_FAULTS": json.dumps(OVERLAP_FAULTS), "GEMMTUNE_CALL_LOG": str(log)}
+    r = gemmtune.tune(OVERLAP_PROBLEMS, store=store, table=_overlap_table(), runner=FAULT_RUNNER, env=env,
+                      timeout=60, progress=False, **kw)
+    with ResultStore(store) as db:
+        rows = {(row.problem_key, row.choice_id): row for _, row in db.rows()}
+    return r, rows, _calls(log)
+
+
+def test_compiling_ahead_gives_the_same_store_as_separate_phases(tmp_path):
+    table = _overlap_table()
+    want = {(p.key, tc.choice.id) for p in OVERLAP_PROBLEMS for tc in table.entries[p.key]}
+    ahead, rows_a, calls_a = _tune_overlap(tmp_path, "ahead", compile_workers=2)          # compile_ahead=2
+    phased, rows_p, calls_p = _tune_overlap(tmp_path, "phased", compile_workers=2, compile_ahead=0)
+    plain, rows_n, _ = _tune_overlap(tmp_path, "plain", compile_workers=0)              # no compile pool
+
+    def statuses(rows):
+        return {k: (r.status, r.family) for k, r in rows.items()}
+
+    assert set(rows_a) == want
+    assert statuses(rows_a) == statuses(rows_p) == statuses(rows_n)
+    for (key, cid), row in rows_a.items():
+        expect = {"decompose_k:s4": "compile_error", "decompose_k:s2": "error"}.get(cid, "ok")
+        assert row.status == expect, (key, cid, row)
+        assert (row.device_ms is not None) == (expect == "ok"), row
+    assert all("fails to compile" in rows_a[(p.key, "decompose_k:s4")].reason for p in OVERLAP_PROBLEMS)
+    for r in (ahead, phased, plain):
+        assert [s.statuses for s in r.shapes] == [{"ok": 4, "compile_error": 1, "error": 1}] * 3
+        assert [s.name for s in r.shapes] == [s.name for s in plain.shapes]
+        assert all(s.best is not None and s.best not in OVERLAP_FAULTS for s in r.shapes)
+        assert all(s.tune_s > 0 for s in r.shapes)
+    assert ahead.reused == phased.reused == plain.reused == 0
+    assert ahead.measured == phased.measured == 5 * 3   # compile failures are recorded, not benchmarked
+    assert plain.measured == 6 * 3
+
+    for calls in (calls_a, calls_p):
+        compiled = Counter((k, c) for _, op, k, c in calls if op == "compile")
+        benched = Counter((k, c) for _, op, k, c in calls if op == "bench")
+        assert compiled == Counter(want), "every candidate is compiled exactly once"
+        failing = {(p.key, "decompose_k:s4") for p in OVERLAP_PROBLEMS}
+        assert benched == Counter(want - failing), "a candidate that fails to compile is never benchmarked"
+
+    def first(calls, op, key):
+        return min(t for t, o, k, _ in calls if o == op and k == key)
+
+    def last(calls, op, key):
+        return max(t for t, o, k, _ in calls if o == op and k == key)
+
+    p0, p1 = OVERLAP_PROBLEMS[0].key, OVERLAP_PROBLEMS[1].key
+    # Ahead: the next shape compiles while this one is benchmarked; phased: only after.
+    assert first(calls_a, "compile", p1) < last(calls_a, "bench", p0)
+    assert first(calls_p, "compile", p1) > last(calls_p, "bench", p0)
+
+    # Resume and retry_failed keep their meaning: nothing to redo, then the errors only.
+    again = gemmtune.tune(OVERLAP_PROBLEMS, store=tmp_path / "ahead.sqlite", table=table, runner=FAULT_RUNNER,
+                          env={"GEMMTUNE_FAULTS": json.dumps(OVERLAP_FAULTS)}, compile_workers=2, progress=False)
+    assert (again.measured, again.reused) == (0, len(want))
+    retry = gemmtune.tune(OVERLAP_PROBLEMS, store=tmp_path / "ahead.sqlite", table=table, runner=FAULT_RUNNER,
+                          env={"GEMMTUNE_FAULTS": json.dumps({"decompose_k:s4": "compile_error"})},
+                          compile_workers=2, progress=False, retry_failed=True)
+    assert (retry.measured, retry.reused) == (3, len(want) - 3)  # the 3 errors; compile errors stay
+    assert [s.statuses for s in retry.shapes] == [{"ok": 5, "compile_error": 1}] * 3
+
+
+def test_a_shape_that_cannot_be_planned_fails_on_its_turn_not_before(tmp_path):
+    # Planning runs ahead of benchmarking; an error planning a later shape still surfaces
+    # only when that shape's turn comes, after the shapes before it are in the store.
+    good, bad = Problem.from_sizes(16, 16, 1024, "fp16"), Problem.from_sizes(16, 16, 2048, "fp16")
+
+    class Picky:
+        def predict(self, problem, choices):
+            if problem.key == bad.key:
+                raise RuntimeError("cannot rank this one")
+            return list(range(len(choices)))
+
+    store = tmp_path / "s.sqlite"
+    with pytest.raises(RuntimeError, match="cannot rank this one"):
+        gemmtune.tune([good, bad], families=["decompose_k"], benchmark_space=1, model=Picky(), store=store,
+                      compile_workers=2, progress=False)
+    with ResultStore(store) as db:
+        assert {row.choice_id for _, row in db.rows(problem_key=good.key)} == {"aten", "decompose_k:s2"}
+        assert db.rows(problem_key=bad.key) == []

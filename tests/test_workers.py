@@ -222,3 +222,31 @@ def test_info_after_idle_death_replaces_the_worker():
         os.kill(w.pid, signal.SIGKILL)
         w.wait(timeout=10)
         assert pool.info()["gemmtune"] == gemmtune.__version__
+
+
+# ---------------------------------------------------------------- stopping a map, niceness
+def test_stop_event_ends_a_map_early_and_the_pool_goes_on():
+    import threading
+
+    stop = threading.Event()
+    with _pool(1, {IDS[0]: "hang"}, timeout=60.0, gpus=[]) as pool:
+        pool.info()
+        hung = pool.workers[0].proc
+        threading.Timer(0.5, stop.set).start()
+        t0 = time.monotonic()
+        results = list(pool.map([_task(IDS[0]), _task(IDS[1])], stop=stop))
+        assert time.monotonic() - t0 < 10, "the map should end within about a second of the stop"
+        assert results == []                 # nothing finished: nothing to report
+        assert hung.poll() is not None       # the worker stuck in the task was killed
+        [(_, r)] = list(pool.map([_task(IDS[1])]))  # and replaced when the pool is used again
+        assert r["status"] == "ok", r
+        assert pool.restarts == 1
+    assert _worker_children() == []
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="needs os.getpriority")
+def test_nice_workers_lower_their_cpu_priority():
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    with _pool(1, gpus=[], nice=5) as pool:
+        pool.info()
+        assert os.getpriority(os.PRIO_PROCESS, pool.workers[0].proc.pid) == min(mine + 5, 19)

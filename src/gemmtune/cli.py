@@ -60,7 +60,7 @@ def cmd_tune(args) -> int:
         raise ValueError("--model ranks candidates only when filtering: add --benchmark-space DEFAULT|K or --fast")
     result = tune(shapes, families=families, space=args.space, store=args.store, out=args.out,
                   workers=args.workers, timeout=args.timeout, compile_workers=args.compile_workers,
-                  retry_failed=args.retry_failed,
+                  retry_failed=args.retry_failed, timing=args.timing, compile_ahead=args.compile_ahead,
                   progress=not args.quiet, device=args.device, seed=args.seed, table=args.table,
                   benchmark_space=args.benchmark_space, fast=args.fast, model=args.model)
     render(result)
@@ -482,6 +482,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per candidate before it is killed")
     p.add_argument("--retry-failed", action="store_true",
                    help="measure again candidates stored as crashed, timed out or errored")
+    p.add_argument("--timing", choices=("standard", "quick"), default="standard",
+                   help="timer profile: standard (20 CUDA-graph replays) or quick (5 shorter replays; bulk collection)")
+    p.add_argument("--compile-ahead", type=int, default=2, metavar="N",
+                   help="shapes the compile workers may compile ahead of the one being timed (0: none)")
     p.add_argument("--device", help="built-in GPU for the config spaces when no GPU is present (h100/h200/a100)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--summary", metavar="JSON", help="also write the per-shape results as JSON")

@@ -7,6 +7,11 @@ compiles the rest in parallel worker processes, verifies and times them in one
 worker per GPU, records every result (failures included) the moment it arrives,
 and writes the winners to a lookup table.
 
+Compiling runs ahead of benchmarking: while one shape is verified and timed, the
+compile workers (driven from a background thread, with their own pool) already
+compile the next shapes' candidates (``compile_ahead``, default 2 shapes). Only
+the main thread touches the results store.
+
 Example::
 
     >>> import gemmtune
@@ -21,9 +26,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import queue
 import sys
+import threading
 import time
 from collections import Counter
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -31,6 +39,7 @@ from typing import Iterable, Sequence
 from . import kernels
 from .api import space as family_space
 from .bench import DEFAULT_RUNNER
+from .bench.timing import TIMINGS
 from .bench.workers import WorkerPool, visible_gpus
 from .device import DeviceInfo
 from .problem import Problem
@@ -41,6 +50,7 @@ from .table import LookupTable, TableChoice, as_table, check_provenance, provena
 
 FAILED = ("compile_error", "crashed", "timeout", "wrong", "error")
 RETRYABLE = ("crashed", "timeout", "error")
+COMPILE_NICE = 10  # CPU niceness of the compile workers (they run beside the benchmark worker)
 
 
 def candidates(problem: Problem, families: Sequence[str], kind: str, device: DeviceInfo) -> list[Choice]:
@@ -78,7 +88,12 @@ class ShapeResult:
     tried: int
     failed: int
     statuses: dict = field(default_factory=dict)
-    tune_s: float = 0.0  # wall time spent on this shape in this run (0 when all reused)
+    # Wall time from the moment the tuner turned to this shape until its last result was
+    # in: the wait for whatever of its compilation had not already run ahead (during the
+    # previous shapes' benchmarking), then its verification and timing. Compile work done
+    # ahead is not counted here, so the shapes' tune_s add up to the run's wall time
+    # (less start-up). Near 0 when every candidate was reused.
+    tune_s: float = 0.0
 
     @property
     def speedup(self) -> float | None:
@@ -98,6 +113,9 @@ class TuneResult:
     table: LookupTable | None = None
     table_path: Path | None = None
     store_path: Path | None = None
+    # Of wall_s, the time the benchmark worker(s) waited for compilation to finish
+    # (with compile workers only): much of wall_s here means compiling is the bottleneck.
+    compile_wait_s: float = 0.0
 
 
 def _as_shapes(problems: Iterable) -> list[Shape]:
@@ -169,7 +187,7 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
          device: str | None = None, seed: int = 0, env: dict | None = None,
          table: LookupTable | str | os.PathLike | None = None,
          benchmark_space: str | int = "SAME", fast: bool = False, model=None,
-         retry_failed: bool = False) -> TuneResult:
+         retry_failed: bool = False, timing: str = "standard", compile_ahead: int = 2) -> TuneResult:
     """Tune ``problems``: benchmark every candidate once, keep every result, return the winners.
 
     ``families``: kernel families to search (default: all). ``space``: 'default' or
@@ -182,6 +200,13 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     ``retry_failed``: measure again candidates the store holds as crashed, timed out
     or errored (by default every stored result, failures included, is final).
     ``runner``: the worker's task handler (tests inject faults through it).
+    ``timing``: the timer profile of every measurement (bench.timing.TIMINGS):
+    'standard' (default; 20 CUDA-graph replays) or 'quick' (5 shorter replays, fewer
+    eager calls: for bulk data collection). Both time L2-cold, report median and
+    spread, and verify against fp64 first; each row stores its ``repeats``.
+    ``compile_ahead``: how many shapes beyond the one being benchmarked the compile
+    workers may compile ahead (default 2; 0 compiles each shape only when its turn
+    comes, as in strictly separate phases). Only with compile workers.
     ``table``: a lookup table (or its path) whose entries fix the candidates: a
     problem with an entry benchmarks exactly the entry's choices (one choice: just
     that one, timed once; several: tuned among those only); problems without an
@@ -202,6 +227,10 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     """
     t0 = time.monotonic()
     bspace = _benchmark_space(benchmark_space, fast)
+    if timing not in TIMINGS:
+        raise ValueError(f"timing must be one of {', '.join(map(repr, TIMINGS))}, got {timing!r}")
+    if not isinstance(compile_ahead, int) or isinstance(compile_ahead, bool) or compile_ahead < 0:
+        raise ValueError(f"compile_ahead must be an int >= 0 (shapes compiled ahead), got {compile_ahead!r}")
     if fast:
         space = "exhaustive"
     if model is not None and not isinstance(model, (str, os.PathLike)) and not callable(
@@ -225,6 +254,7 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     own_store = not isinstance(store, ResultStore)
     db = ResultStore(store) if own_store else store
     measured = reused = 0
+    compile_wait = 0.0
     try:
         with WorkerPool(workers, timeout=timeout, runner=runner, env=wenv, gpus=gpus) as pool:
             info = pool.info()
@@ -242,32 +272,64 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
             ranker = _ranker(model, dev, ctx) if bspace != "SAME" else None
             n_compile = compile_workers if compile_workers is not None else (
                 min(os.cpu_count() or 1, 16) if gpus else 0)
-            cpool = (WorkerPool(n_compile, timeout=timeout, runner=runner, env=wenv, gpus=gpus)
-                     if n_compile > 1 else None)
+            # Niced: compiling runs beside benchmarking, which must not wait for a CPU.
+            compiler = (_Compiler(WorkerPool(n_compile, timeout=timeout, runner=runner, env=wenv, gpus=gpus,
+                                             nice=COMPILE_NICE))
+                        if n_compile > 1 else None)
+
+            def shape_candidates(s: Shape) -> list[Choice]:
+                cands = required_choices(lut, s.problem)
+                if not cands:
+                    cands = candidates(s.problem, families, space, dev)
+                    if ranker is not None:
+                        k = bspace if isinstance(bspace, int) else len(
+                            candidates(s.problem, families, "default", dev)) - 1
+                        cands = select_by_model(s.problem, cands, k, ranker)
+                return cands
+
+            plans: list = []  # candidates of shapes[0 .. len(plans) - 1] (or why there are none)
+            compiling: dict[int, Future | None] = {}  # shape index -> its compile job
+
+            def plan_ahead(current: int, upto: int) -> None:
+                """Candidates of every shape up to index ``upto``; with compile workers,
+                queue their compilation (the compile thread works through it in order)."""
+                while len(plans) <= min(upto, len(shapes) - 1):
+                    j = len(plans)
+                    s = shapes[j]
+                    try:
+                        plans.append(shape_candidates(s))
+                    except Exception as e:  # raised when the shape's turn comes
+                        if j == current:
+                            raise
+                        plans.append(e)
+                        continue
+                    if compiler is not None:
+                        # What is not in the store now; re-checked when the shape's turn
+                        # comes (the store only grows, so nothing needed is skipped here).
+                        _, todo = _pending(s.problem, plans[j], db, ctx, retry_failed)
+                        compiling[j] = compiler.submit(todo, seed) if todo else None
+
             result_shapes = []
             try:
                 with _Progress(progress) as bar:
                     overall = bar.task("shapes", len(shapes))
-                    # One shape at a time, so each shape's tuning wall time is its own.
-                    for s in shapes:
+                    # One shape at a time in the benchmark worker(s); compilation runs ahead.
+                    for i, s in enumerate(shapes):
                         ts = time.monotonic()
-                        cands = required_choices(lut, s.problem)
-                        if not cands:
-                            cands = candidates(s.problem, families, space, dev)
-                            if ranker is not None:
-                                k = bspace if isinstance(bspace, int) else len(
-                                    candidates(s.problem, families, "default", dev)) - 1
-                                cands = select_by_model(s.problem, cands, k, ranker)
-                        done = db.done(ctx, s.problem.key)
-                        if retry_failed:
-                            # Crashes, hangs and errors can be transient (a busy GPU, a
-                            # killed worker): measure those again; wrong results stay.
-                            done = {k: r for k, r in done.items() if r.status not in RETRYABLE}
+                        plan_ahead(i, i + (compile_ahead if compiler is not None else 0))
+                        cands = plans[i]
+                        if isinstance(cands, Exception):  # as if planned now: the shapes before are done
+                            raise cands
+                        done, todo = _pending(s.problem, cands, db, ctx, retry_failed)
                         reused += sum(c.id in done for c in cands)
-                        todo = [(s.problem, c) for c in cands if c.id not in done]
-                        if cpool is not None and todo:
-                            todo = _compile_phase(todo, cpool, seed, db, ctx)
-                        tasks = [{"problem": p.key, "choice": c.id, "seed": seed} for p, c in todo]
+                        job = compiling.pop(i, None)
+                        if job is not None and todo:
+                            tw = time.monotonic()
+                            compiled = job.result()
+                            compile_wait += time.monotonic() - tw
+                            todo = _record_compile_failures(todo, compiled, db, ctx)
+                        tasks = [{"problem": p.key, "choice": c.id, "seed": seed, "timer": timing}
+                                 for p, c in todo]
                         index = _index(todo)
                         task = bar.task(f"  {s.name}", len(tasks))
                         for t, res in pool.map(tasks):
@@ -281,12 +343,12 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
                         result_shapes.append(r)
                         bar.advance(overall)
             finally:
-                if cpool is not None:
-                    cpool.close()
+                if compiler is not None:
+                    compiler.close()
         table = _table(result_shapes, db, ctx)
         table_path = table.save(out) if out else None
         return TuneResult(result_shapes, ctx, representative, time.monotonic() - t0, measured, reused,
-                          table, table_path, Path(db.path))
+                          table, table_path, Path(db.path), compile_wait)
     finally:
         if own_store:
             db.close()
@@ -354,19 +416,100 @@ def _index(todo):
     return {(p.key, c.id): (p, c) for p, c in todo}
 
 
-def _compile_phase(todo, cpool: WorkerPool, seed, db, ctx):
-    """Compile every candidate across the parallel compile workers (Triton's on-disk
-    cache is shared, so the benchmark worker then loads binaries instead of
-    compiling). Candidates that fail here are recorded and not benchmarked."""
-    tasks = [{"problem": p.key, "choice": c.id, "seed": seed} for p, c in todo]
-    failed = set()
-    index = _index(todo)
-    for t, res in cpool.map(tasks, op="compile"):
-        p, c = index[(t["problem"], t["choice"])]
-        if res.get("status") in FAILED:
+def _pending(problem: Problem, cands: list[Choice], db: ResultStore, ctx: RunContext, retry_failed: bool):
+    """(results to reuse by choice id, [(problem, choice)] still to measure)."""
+    done = db.done(ctx, problem.key)
+    if retry_failed:
+        # Crashes, hangs and errors can be transient (a busy GPU, a killed worker):
+        # measure those again; wrong results stay.
+        done = {k: r for k, r in done.items() if r.status not in RETRYABLE}
+    return done, [(problem, c) for c in cands if c.id not in done]
+
+
+class _Compiler:
+    """The parallel compile workers, driven from one background thread.
+
+    ``submit(todo, seed)`` queues one shape's candidates and returns a Future of their
+    compile results by (problem key, choice id). The thread takes every job queued at
+    that moment into one pool.map (no workers idle between shapes) and completes each
+    job's Future as soon as its last result is in. Triton's on-disk cache is shared, so
+    the benchmark worker then loads binaries instead of compiling. The thread never
+    touches the results store: the caller records what failed. ``close()`` stops a
+    running map within about a second and shuts the workers down.
+    """
+
+    def __init__(self, cpool: WorkerPool):
+        self.pool = cpool
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="gemmtune-compile", daemon=True)
+        self._thread.start()
+
+    def submit(self, todo, seed: int) -> Future:
+        fut: Future = Future()
+        self._jobs.put(([{"problem": p.key, "choice": c.id, "seed": seed} for p, c in todo], fut))
+        return fut
+
+    def _loop(self) -> None:
+        while True:
+            batch = [self._jobs.get()]
+            while True:
+                try:
+                    batch.append(self._jobs.get_nowait())
+                except queue.Empty:
+                    break
+            closing = any(job is None for job in batch)
+            jobs = [job for job in batch if job is not None and job[1].set_running_or_notify_cancel()]
+            if closing or self._stop.is_set():
+                for _, fut in jobs:
+                    fut.set_exception(RuntimeError("compilation stopped: the tuner is shutting down"))
+                return
+            self._run(jobs)
+
+    def _run(self, jobs: list) -> None:
+        owner, results, left, tasks = {}, [], [], []
+        for j, (ts, fut) in enumerate(jobs):
+            results.append({})
+            left.append(len(ts))
+            for t in ts:
+                owner[id(t)] = j
+                tasks.append(t)
+            if not ts:
+                fut.set_result({})
+        try:
+            for t, res in self.pool.map(tasks, op="compile", stop=self._stop):
+                j = owner[id(t)]
+                results[j][(t["problem"], t["choice"])] = res
+                left[j] -= 1
+                if left[j] == 0:
+                    jobs[j][1].set_result(results[j])
+        except BaseException as e:  # noqa: BLE001 -- never leave the caller waiting on a Future
+            for _, fut in jobs:
+                if not fut.done():
+                    fut.set_exception(e)
+            return
+        for j, (_, fut) in enumerate(jobs):
+            if not fut.done():  # stopped part-way: what finished
+                fut.set_result(results[j])
+
+    def close(self) -> None:
+        self._stop.set()
+        self._jobs.put(None)
+        self._thread.join()
+        self.pool.close()  # the thread has ended: no other user of the pool is left
+
+
+def _record_compile_failures(todo, compiled: dict, db: ResultStore, ctx: RunContext):
+    """Record the candidates that failed to compile; return the rest (to benchmark).
+    A candidate without a compile result is benchmarked (its worker compiles it)."""
+    keep = []
+    for p, c in todo:
+        res = compiled.get((p.key, c.id))
+        if res is not None and res.get("status") in FAILED:
             db.record(ctx, _row(p, c, res))
-            failed.add((p.key, c.id))
-    return [(p, c) for p, c in todo if (p.key, c.id) not in failed]
+        else:
+            keep.append((p, c))
+    return keep
 
 
 def _summarize(s: Shape, cands: list[Choice], db: ResultStore, ctx: RunContext) -> ShapeResult:
@@ -398,6 +541,7 @@ def summary(result: TuneResult) -> dict:
     return {
         "context": result.context.__dict__, "representative": result.representative,
         "wall_s": result.wall_s, "measured": result.measured, "reused": result.reused,
+        "compile_wait_s": result.compile_wait_s,
         "shapes": [{"group": s.group, "name": s.name, "key": s.problem.key, "best": s.best,
                     "best_ms": s.best_ms, "aten_ms": s.aten_ms, "speedup": s.speedup,
                     "tried": s.tried, "failed": s.failed, "statuses": s.statuses, "tune_s": s.tune_s}

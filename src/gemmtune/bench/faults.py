@@ -9,8 +9,14 @@ workers' environment to a JSON object mapping choice ids to a fault:
 * ``wrong``   the candidate runs but its output is corrupted (verification must catch it)
 * ``illegal`` (GPU) a Triton kernel writes far out of bounds: an illegal memory
               access that poisons the CUDA context of the worker
+* ``compile_error`` the candidate fails to compile: status compile_error, in the
+              compile op as in the bench op
 
-Every other choice runs normally.
+Every other choice runs normally. Only ``compile_error`` acts in the compile op.
+
+``GEMMTUNE_CALL_LOG``, when set, names a file each call appends one line to:
+``<unix time> <pid> <op> <problem key> <choice id>`` (tests check which candidates
+were compiled and benchmarked, and when).
 """
 
 from __future__ import annotations
@@ -46,8 +52,19 @@ def _illegal_access() -> None:
     torch.cuda.synchronize()
 
 
+def _log_call(op: str, task: dict) -> None:
+    path = os.environ.get("GEMMTUNE_CALL_LOG")
+    if path:
+        line = f"{time.time():.6f} {os.getpid()} {op} {task.get('problem', '')} {task.get('choice', '')}\n"
+        with open(path, "a") as f:  # one short append per call: lines do not interleave
+            f.write(line)
+
+
 def handle(op: str, task: dict, state) -> dict:
+    _log_call(op, task)
     fault = _faults().get(task.get("choice", ""))
+    if fault == "compile_error":
+        return {"status": "compile_error", "reason": "injected fault: this candidate fails to compile"}
     if fault is None or op == "compile":
         return runner.handle(op, task, state)
     if fault == "abort":

@@ -1,9 +1,10 @@
 """What a worker process does with one task: build inputs, verify, time.
 
 A task is a JSON-able dict: ``{"problem": <Problem.key>, "choice": <Choice.id>,
-"seed": int}``. ``handle(op, task, state)`` returns a result dict with ``status``
-(ok / compile_error / wrong / error), ``device_ms``, ``eager_ms``, ``rel_err``,
-``repeats``, ``spread``, ``reason``. Crashes and hangs are not seen here: the
+"seed": int}``, optionally with ``"timer": <profile name>`` (timing.TIMINGS; the
+state's own timer when absent). ``handle(op, task, state)`` returns a result dict
+with ``status`` (ok / compile_error / wrong / error), ``device_ms``, ``eager_ms``,
+``rel_err``, ``repeats``, ``spread``, ``reason``. Crashes and hangs are not seen here: the
 pool observes them from outside (workers.py).
 
 Inputs honour the problem's layouts and alignment: a column-major operand is a
@@ -25,7 +26,7 @@ from ..kernels.splitk import SplitKWorkspace
 from ..problem import Problem
 from ..configs import Choice
 from ..verify import compare, tolerance
-from .timing import default_timer, sets_for
+from .timing import sets_for, timer_profiles
 
 MAX_INPUT_BYTES = 4 * 2**30
 
@@ -56,11 +57,19 @@ def make_inputs(problem: Problem, device: str, n_sets: int, seed: int):
 
 
 class WorkerState:
-    """Per-process caches: the current problem's inputs, outputs and reference."""
+    """Per-process caches: the current problem's inputs, outputs and reference.
 
-    def __init__(self, timer=None, device: str | None = None):
+    ``timers``: timer objects by profile name, which a task picks with its
+    ``"timer"`` key (default: timing.timer_profiles for this device). ``timer``:
+    the timer of tasks that name none, also the 'standard' profile (default: the
+    'standard' entry of ``timers``)."""
+
+    def __init__(self, timer=None, device: str | None = None, timers: dict | None = None):
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.timer = timer or default_timer()
+        self.timers = dict(timers) if timers is not None else timer_profiles(self.device == "cuda")
+        if timer is not None:
+            self.timers["standard"] = timer
+        self.timer = self.timers["standard"]
         self.workspace = SplitKWorkspace()
         self.key: str | None = None
         self.timing = False  # whether the prepared inputs are the full timing set
@@ -106,10 +115,21 @@ def classify_exception(e: BaseException) -> str:
     return "error"
 
 
+def _timer(task: dict, state: WorkerState):
+    """The timer the task names (its "timer" profile), else the state's own."""
+    name = task.get("timer")
+    if name is None:
+        return state.timer
+    if name not in state.timers:
+        raise ValueError(f"unknown timer profile {name!r}; this worker has {', '.join(map(repr, state.timers))}")
+    return state.timers[name]
+
+
 def handle(op: str, task: dict, state: WorkerState) -> dict:
     """Run one task. ``op`` is 'bench' (verify, then time) or 'compile' (run once)."""
     problem = Problem.from_key(task["problem"])
     try:
+        timer = _timer(task, state) if op != "compile" else None
         choice = Choice.parse(task["choice"])
         kernels.get(choice.family).validate(problem.padded() if choice.pad else problem, choice.config)
         state.prepare(problem, int(task.get("seed", 0)), timing=op != "compile")
@@ -130,7 +150,7 @@ def handle(op: str, task: dict, state: WorkerState) -> dict:
         result = compare(state.outs[0], state.ref, tolerance(problem))
         if not result.ok:
             return {"status": "wrong", "rel_err": result.rel_err, "reason": result.reason}
-        t = state.timer.measure(lambda i: _run(choice, problem, state, i), len(state.inputs))
+        t = timer.measure(lambda i: _run(choice, problem, state, i), len(state.inputs))
         return {"status": "ok", "device_ms": t.device_ms, "eager_ms": t.eager_ms,
                 "rel_err": result.rel_err, "repeats": t.repeats, "spread": t.spread,
                 "representative": t.representative,

@@ -19,6 +19,15 @@ the kernel on input set ``i``, and the number of input sets the caller made.
 
 ``WallTimer`` (CPU / Triton interpreter): host wall-clock medians. Its numbers
 are labelled not representative: they time numpy, not a GPU.
+
+Timing profiles (``TIMINGS``, ``timer_profiles``): named timer settings a task
+picks by name (``tune(timing=...)`` puts ``"timer": name`` in each worker task).
+``standard`` is the timers' defaults (20 replays of ~2 ms graphs, up to 256
+launches, 20 eager calls). ``quick`` is for bulk data collection: 5 replays of
+~1 ms graphs, up to 64 launches, 3 eager calls, 1 warm-up -- still L2-cold with
+rotating input sets, still median + spread, and the runner still verifies
+against fp64 before timing. Each row stores its ``repeats`` (the replay count),
+so rows of either profile say how many samples their median came from.
 """
 
 from __future__ import annotations
@@ -150,3 +159,22 @@ class WallTimer:
 
 def default_timer():
     return CudaGraphTimer() if torch.cuda.is_available() else WallTimer()
+
+
+# Timing profile names, in the order they are documented (tune(timing=...)).
+TIMINGS = ("standard", "quick")
+# The quick profile's settings, kept here so tests and reports can name them.
+QUICK_CUDA = {"replays": 5, "target_ms_per_replay": 1.0, "max_launches": 64, "eager_calls": 3, "warmup": 1}
+QUICK_WALL = {"repeats": 2, "warmup": 1}
+
+
+def timer_profiles(cuda: bool | None = None) -> dict:
+    """Fresh timer objects by profile name (every name of ``TIMINGS``).
+
+    ``cuda``: CUDA-graph timers when true, host wall-clock timers (CPU interpreter)
+    when false; default: whether a GPU is visible."""
+    if cuda is None:
+        cuda = torch.cuda.is_available()
+    if cuda:
+        return {"standard": CudaGraphTimer(), "quick": CudaGraphTimer(**QUICK_CUDA)}
+    return {"standard": WallTimer(), "quick": WallTimer(**QUICK_WALL)}

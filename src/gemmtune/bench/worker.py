@@ -7,6 +7,8 @@ private duplicate of the original stdout. Everything else this process prints
 (Triton, torch, user code) goes to stderr, so it cannot corrupt the protocol.
 
 The first line it writes is ``{"ready": true}``, once torch is imported.
+``--nice N`` lowers its CPU priority first (compile workers running beside a
+benchmark worker).
 Requests: ``{"op": "info"}``, ``{"op": "bench"|"compile", "task": {...}}``,
 ``{"op": "exit"}``. The runner is ``module:function`` taking (op, task, state)
 and returning a dict; tests pass their own to inject faults.
@@ -31,7 +33,13 @@ def _load(spec: str):
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="gemmtune-worker")
     p.add_argument("--runner", default=DEFAULT_RUNNER)
+    p.add_argument("--nice", type=int, default=0, help="add this to the process's CPU niceness")
     args = p.parse_args(argv)
+    if args.nice:
+        try:
+            os.nice(args.nice)  # children (ptxas) inherit it
+        except OSError:
+            pass
 
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)

@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -87,11 +88,13 @@ class WorkerPool:
     ``gpus``: GPU ids to pin workers to, round-robin (default: all visible).
     ``runner``: ``module:function`` each worker uses to run a task.
     ``env``: extra environment for the workers (e.g. TRITON_INTERPRET).
+    ``nice``: CPU niceness the workers add to their own (e.g. compile workers that
+    should not take CPU from a benchmark worker running beside them).
     """
 
     def __init__(self, n: int | None = None, *, timeout: float = 120.0, runner: str = DEFAULT_RUNNER,
                  gpus: list[str] | None = None, env: dict[str, str] | None = None,
-                 startup_timeout: float = 300.0):
+                 startup_timeout: float = 300.0, nice: int = 0):
         self.gpus = visible_gpus() if gpus is None else list(gpus)
         self.n = n if n is not None else max(1, len(self.gpus))
         if self.n < 1:
@@ -100,6 +103,7 @@ class WorkerPool:
         self.startup_timeout = float(startup_timeout)
         self.runner = runner
         self.env = dict(env or {})
+        self.nice = int(nice)
         self.workers: list[_Worker] = []
         self.restarts = 0
         self._logdir = tempfile.TemporaryDirectory(prefix="gemmtune-workers-")
@@ -120,8 +124,11 @@ class WorkerPool:
         self._spawned += 1
         log_path = Path(self._logdir.name) / f"worker{slot}-{self._spawned}.log"
         log = open(log_path, "wb")
+        cmd = [sys.executable, "-m", "gemmtune.bench.worker", "--runner", self.runner]
+        if self.nice:
+            cmd += ["--nice", str(self.nice)]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gemmtune.bench.worker", "--runner", self.runner],
+            cmd,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
             start_new_session=True,  # a hung worker's children die with its group
         )
@@ -262,17 +269,30 @@ class WorkerPool:
                     raise RuntimeError(f"worker {_describe_exit(w.proc.poll())} at start-up:\n{tail}")
 
     def map(self, tasks: Iterable[dict], op: str = "bench",
-            on_result: Callable[[int, dict, dict], None] | None = None) -> Iterator[tuple[dict, dict]]:
+            on_result: Callable[[int, dict, dict], None] | None = None,
+            stop: threading.Event | None = None) -> Iterator[tuple[dict, dict]]:
         """Run ``tasks`` across the workers; yield (task, result) as each finishes.
 
         Results arrive in completion order. ``on_result(index, task, result)`` is
         called before each yield. A crash or timeout costs only that task.
+
+        ``stop``: an event another thread may set to end the map early (within about
+        a second): tasks not yet finished yield nothing, and the workers running them
+        are killed (and replaced when the pool is next used).
+
+        A pool is not thread-safe: drive each pool from one thread at a time (two
+        pools may run in two threads at once, e.g. compiling while benchmarking).
         """
         self.start()
         tasks = list(tasks)
         queue = deque(range(len(tasks)))
         running: dict[int, _Worker] = {}
         while queue or running:
+            if stop is not None and stop.is_set():
+                for w in running.values():
+                    self._kill(w)
+                    w.task_index = None
+                return
             for w in self.workers:
                 if w.task_index is None and queue:
                     w = self._alive(w)

@@ -326,7 +326,8 @@ def prepare_direct(a, b, c, *, ws=None, locks=None, **kw):
     fixed = tuple(args[5:]) + tuple(consts[n] for n in names[len(args):])
     if len(names) != len(args) + len(consts):
         return None
-    return Direct(kernel[grid], fixed, a, b, ws)
+    # A 3-D grid: some triton versions' compiled-kernel runner indexes grid[2].
+    return Direct(kernel[(grid[0], grid[1], 1)], fixed, a, b, ws)
 
 
 class Direct:
