@@ -6,6 +6,8 @@
 # tune:     gemmtune tune on the public suite, default space (store + table + summary)
 # inductor: torch.compile max-autotune on the same suite: tuning time, kernel time
 # lut:      a gemmtune table exported to Inductor's lookup table steers torch.compile
+# dispatch: the dispatcher benchmarks with Triton-only hint kernels (--exclude-aten: the seed
+#           experiment, and binaries that save/load must carry); DISPATCH_ARGS adds flags
 # Results go to $OUT (or ./out when run by hand). Wheels in .whl/ (pytest, rich, ...)
 # are installed to /tmp/site first when present: the GPU machine has no registry.
 # .whl/ is not in git; make it once per machine, then pass carry=[".whl"] to the device:
@@ -45,6 +47,12 @@ for ph in $phases; do
         | grep -v "^W1\|^I1\|AUTOTUNE\|^  triton_\|^  mm \|^  bmm\|^  decompose\|SingleProcess\|benchmarking" | tail -50 || rc=1 ;;
     lut)
       python3 scripts/gpu_lut.py 2>&1 | tail -40 | tee "$OUT/lut.txt" || rc=1 ;;
+    dispatch)
+      python3 scripts/bench_dispatch.py --exclude-aten --oracle --families triton_mm,splitk \
+        --oracle-families triton_mm,splitk --saveload-families triton_mm,splitk \
+        --sections table,saveload,overhead,sweep --max-minutes "${DISPATCH_MINUTES:-7}" \
+        --store /tmp/bench_dispatch.sqlite --out "$OUT" ${DISPATCH_ARGS:-} 2>&1 \
+        | grep -v "^W1\|^I1\|AUTOTUNE\|^  triton_\|^  mm \|SingleProcess" | tail -60 || rc=1 ;;
     *) echo "unknown phase $ph"; rc=2 ;;
   esac
 done
