@@ -326,3 +326,47 @@ def test_padded_choices(choice, operand):
     assert_close(out, a, b)
     assert torch.equal(a, a_before) and torch.equal(b, b_before)  # inputs untouched
     assert torch.equal(out, gemmtune.matmul(a, b, choice=c))
+
+
+def test_compile_only_compiles_without_launching(monkeypatch):
+    """Compile workers use Triton's warmup (compile, no launch); anything warmup cannot do
+    falls back to an ordinary launch, so a real compile error still surfaces."""
+    from gemmtune.kernels import tiled
+
+    calls = []
+
+    class FakeKernel:
+        def __init__(self, warmup_error=None):
+            self.warmup_error = warmup_error
+
+        def warmup(self, *args, grid, **kw):
+            calls.append(("warmup", grid))
+            if self.warmup_error:
+                raise self.warmup_error
+            return "compiled"
+
+        def __getitem__(self, grid):
+            return lambda *args, **kw: calls.append(("launch", grid))
+
+    monkeypatch.setattr(tiled, "_INTERPRETED", False)
+    k = FakeKernel()
+    tiled._launch(k, (4, 1), (1, 2), {"BLOCK": 16})
+    assert calls == [("launch", (4, 1))]  # outside the block: an ordinary launch
+    calls.clear()
+    with tiled.compile_only():
+        assert tiled._launch(k, (4, 1), (1, 2), {"BLOCK": 16}) == "compiled"
+    assert calls == [("warmup", (4, 1))]
+    calls.clear()
+    with tiled.compile_only():
+        tiled._launch(FakeKernel(TypeError("no warmup here")), (2,), (), {})
+    assert calls == [("warmup", (2,)), ("launch", (2,))]
+    assert tiled._COMPILE_ONLY.get() is False  # the mode ends with the block
+
+
+def test_compile_op_skips_cublas():
+    from gemmtune.bench.runner import WorkerState, handle
+
+    p = Problem.from_sizes(8, 8, 8, "fp32")
+    state = WorkerState()
+    assert handle("compile", {"problem": p.key, "choice": "aten"}, state) == {"status": "ok"}
+    assert state.key is None  # no inputs were even made

@@ -132,11 +132,18 @@ def handle(op: str, task: dict, state: WorkerState) -> dict:
         timer = _timer(task, state) if op != "compile" else None
         choice = Choice.parse(task["choice"])
         kernels.get(choice.family).validate(problem.padded() if choice.pad else problem, choice.config)
+        if op == "compile" and choice.family == "aten" and not choice.pad:
+            return {"status": "ok"}  # cuBLAS: nothing to compile
         state.prepare(problem, int(task.get("seed", 0)), timing=op != "compile")
         if problem.m == 0 or problem.n == 0 or problem.k == 0:
             return {"status": "skipped", "reason": "empty problem: nothing to time"}
         if op == "compile":
-            _run(choice, problem, state, 0)
+            # Compile without running (kernels.tiled.compile_only): a compile worker must not
+            # put work on the GPU while the benchmark worker times another kernel there.
+            from ..kernels.tiled import compile_only
+
+            with compile_only():
+                _run(choice, problem, state, 0)
             if state.device == "cuda":
                 torch.cuda.synchronize()
             return {"status": "ok"}

@@ -27,6 +27,8 @@ time whatever triton version decides about specialising on 1.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 
 import torch
@@ -213,6 +215,31 @@ def _sum_splits_kernel(ws_ptr, out_ptr, MN, N, S, stride_om, stride_on, BLOCK: t
 _INT32_LIMIT = 2**31 - 1
 _INTERPRETED = type(_tiled_mm_kernel).__name__ == "InterpretedFunction"
 
+# Compile-only mode (the tuner's parallel compile workers): launches compile the kernel
+# (Triton's JITFunction.warmup) but put nothing on the GPU, so compiling ahead does not
+# disturb the kernel being timed meanwhile on the same GPU. Anything warmup cannot do
+# (the interpreter, another triton's API) falls back to an ordinary launch.
+_COMPILE_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("gemmtune_compile_only", default=False)
+
+
+@contextlib.contextmanager
+def compile_only():
+    """Within this block, gemmtune's Triton launches only compile (see _COMPILE_ONLY)."""
+    token = _COMPILE_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _COMPILE_ONLY.reset(token)
+
+
+def _launch(fn, grid, args, kwargs):
+    if _COMPILE_ONLY.get() and not _INTERPRETED:
+        try:
+            return fn.warmup(*args, grid=grid, **kwargs)
+        except Exception:  # noqa: BLE001 - a real compile error raises again just below
+            pass
+    return fn[grid](*args, **kwargs)
+
 
 def _pow2_divisor(x: int, cap: int = 16) -> int:
     """Largest power of two <= cap dividing x (x = 0 counts as divisible by anything)."""
@@ -299,7 +326,7 @@ def launch_tiled(
     grid, args, consts = _tiled_args(a, b, c, block_m=block_m, block_n=block_n, block_k=block_k,
                                      group_m=group_m, k_per_split=k_per_split, split_mode=split_mode,
                                      stride_cz=stride_cz, ws=ws, locks=locks, allow_tf32=allow_tf32)
-    return _tiled_mm_kernel[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
+    return _launch(_tiled_mm_kernel, grid, args, {**consts, "num_warps": num_warps, "num_stages": num_stages})
 
 
 def prepare_direct(a, b, c, *, ws=None, locks=None, **kw):
@@ -355,4 +382,5 @@ class Direct:
 def launch_sum_splits(ws: torch.Tensor, out: torch.Tensor, block: int = 1024) -> None:
     S, M, N = ws.shape
     grid = (triton.cdiv(M * N, block),)
-    _sum_splits_kernel[grid](ws, out, M * N, N, S, out.stride(0), out.stride(1), BLOCK=block, num_warps=4)
+    _launch(_sum_splits_kernel, grid, (ws, out, M * N, N, S, out.stride(0), out.stride(1)),
+            {"BLOCK": block, "num_warps": 4})
