@@ -6,9 +6,12 @@ nvMatmulHeuristics on one GPU, with every number in one JSON and a report beside
 
 One run, in one process (gemmtune's tuner adds its own worker processes):
 
-1. Ceilings, measured at the start: device-to-device copy bandwidth (bytes read plus
-   bytes written) and cuBLAS mm throughput on 8192^3 in bf16, fp16 and fp32 (tf32 off).
-   A shape's roofline floor is max(flops / peak of its dtype, min_bytes / bandwidth).
+1. Ceilings, measured at the start (``measure_ceilings``): memory bandwidth two ways -- a
+   1 GiB device-to-device copy (bytes read plus bytes written) and read-dominated kernels
+   (the best of a 1 GiB fp32 sum and a bf16 GEMV over a 1 GiB matrix, bytes read plus the
+   few written) -- and cuBLAS mm throughput on 8192^3 in bf16, fp16 and fp32 (tf32 off).
+   A shape's roofline floor is max(flops / peak of its dtype, min_bytes / memory
+   bandwidth), the memory bandwidth being the higher of the two (``report.memory_gbps``).
 2. gemmtune's modes (TUNE_MODES: the default space; --fast and the model's top-5 where
    tune() takes their keywords), each over all selected shapes with a fresh results store
    and a fresh Triton cache, so each shape's tuning wall time includes its compilation.
@@ -18,23 +21,39 @@ One run, in one process (gemmtune's tuner adds its own worker processes):
    read from its generated code, its autotuning from select_algorithm's feedback hook);
    nvMatmulHeuristics' top-1 and top-5 configs run through gemmtune's Triton kernels.
    Every output is checked against the fp64 reference (gemmtune.verify) before its time
-   is kept.
+   is kept, once per method. Then all of them are timed together in interleaved rounds
+   (``round_robin``): no method is favoured or penalised by when it ran.
 
-Times are gemmtune.bench.timing.CudaGraphTimer's: the median of ``repeats`` CUDA-graph
-replays, L2-cold, with the relative IQR as spread. The JSON
+Times: ``round_robin`` and ``aggregate``. Each method's launch is captured once in a CUDA
+graph as gemmtune.bench.timing.CudaGraphTimer does it (L2-cold: the graph cycles through
+the rotating input sets). Then ``ROUNDS`` rounds (R) replay every method's graph
+ceil(repeats / R) times each, in an order that rotates per round; the kept time is the
+median over rounds of the round medians, the spread the larger of the median
+within-round relative IQR and the across-round range / median. Eager per-call wall time
+is measured once per method after the rounds. The JSON
 (``<date>-<gpu>-torch<v>-triton<v>[-groups]-bench.json``) is rewritten after every shape,
 so a killed run keeps what it finished; partial runs (``groups``, ``limit``) merge with
 ``gemmtune report --merge``. The format is described in gemmtune.report.
+
+Two environment variables serve scripts/bench_gpu.sh (several runs in one device call):
+``GEMMTUNE_BENCH_CEILINGS=FILE`` reads the ceilings from FILE when it holds ones measured
+on this GPU (by an earlier run of the same call), else measures them and writes FILE;
+``GEMMTUNE_BENCH_DEADLINE=<unix time>`` stops before a shape that would likely end past
+that time (the longest shape so far is the guess), notes the shapes left out and still
+writes the JSON and its report.
 """
 
 from __future__ import annotations
 
+import copy
 import importlib.metadata
 import inspect
+import json
 import math
 import os
 import platform
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -44,6 +63,7 @@ from typing import Callable, Sequence
 import torch
 
 from . import report
+from .bench.timing import CudaGraphTimer, Timing, summarize
 from .configs import Choice, SplitKConfig, TileConfig
 from .problem import DTYPES, Problem
 from .shapes import Shape
@@ -51,6 +71,11 @@ from .shapes import Shape
 INDUCTOR_MODE = "max-autotune-no-cudagraphs"
 CEILING_N = 8192          # cuBLAS peak: one 8192^3 mm per dtype
 COPY_BYTES = 1 << 30      # bandwidth: a 1 GiB device-to-device copy, far beyond the L2
+READ_BYTES = 1 << 30      # read bandwidth: kernels that read 1 GiB and write next to nothing
+GEMV_K = 16384            # the read ceiling's GEMV: a (READ_BYTES / 2 / GEMV_K) x GEMV_K bf16 matrix
+ROUNDS = 4                # interleaved timing rounds per shape (each replays ceil(repeats / ROUNDS) times)
+ENV_CEILINGS = "GEMMTUNE_BENCH_CEILINGS"
+ENV_DEADLINE = "GEMMTUNE_BENCH_DEADLINE"
 CUDA_ERROR = "bench needs a CUDA GPU; use `gemmtune report` to render recorded results"
 
 # gemmtune's modes: report method name -> tune() keyword arguments (space='default' unless
@@ -173,8 +198,14 @@ def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.mm(a, b)
 
 
-def measure_inductor(problem: Problem, state, timer, log: AutotuneLog) -> dict:
-    """torch.compile max-autotune of one mm on the state's inputs: tune time, choice, check, time."""
+def compile_inductor(problem: Problem, state, log: AutotuneLog) -> tuple[dict, Callable[[int], object] | None]:
+    """torch.compile max-autotune of one mm on the state's inputs: its tuning (the first call's
+    wall time), the kernel it chose and the check of its output against the fp64 reference.
+
+    Returns (record, launch): ``launch(i)`` runs the compiled function on input set ``i``
+    when the output checked out, for the caller to time; None otherwise (the record says
+    why). The caller calls torch._dynamo.reset() once it is done with ``launch``.
+    """
     from torch._inductor.utils import run_and_get_code
 
     from .verify import compare, tolerance
@@ -192,14 +223,10 @@ def measure_inductor(problem: Problem, state, timer, log: AutotuneLog) -> dict:
         chk = compare(out, state.ref, tolerance(problem))
         rec["rel_err"] = chk.rel_err
         if not chk.ok:
-            return {"status": "wrong", "reason": chk.reason, **rec}
-        t = timer.measure(lambda i: f(*state.inputs[i]), len(state.inputs))
-        return {"status": "ok", "kernel": _t(t.device_ms, t.spread, t.repeats),
-                "eager": _t(t.eager_ms, None, getattr(timer, "eager_calls", None)), **rec}
+            return {"status": "wrong", "reason": chk.reason, **rec}, None
+        return {"status": "ok", **rec}, lambda i: f(*state.inputs[i])
     except Exception as e:  # a failed compile is a result too
-        return _fail(e)
-    finally:
-        torch._dynamo.reset()
+        return _fail(e), None
 
 
 # ------------------------------------------------------------------ nvMatmulHeuristics
@@ -266,22 +293,53 @@ def nvmmh_choices(problem: Problem, device_name: str, count: int) -> list[Choice
     return list(unique.values())
 
 
-# ------------------------------------------------------------------ measuring
-def _record(res: dict, timer, **extra) -> dict:
-    """A method record from a bench task result (gemmtune.bench.runner.handle)."""
-    if res.get("status") != "ok":
-        return {"status": res.get("status", "error"), "reason": res.get("reason", ""), **extra}
-    return {"status": "ok", "kernel": _t(res["device_ms"], res.get("spread"), res.get("repeats")),
-            "eager": _t(res.get("eager_ms"), None, getattr(timer, "eager_calls", None)),
-            "rel_err": res.get("rel_err"), **extra}
+# ------------------------------------------------------------------ ceilings
+def _record(res: dict, **extra) -> dict:
+    """A failed method record from a bench task result (gemmtune.bench.runner.handle)."""
+    return {"status": res.get("status", "error"), "reason": res.get("reason", ""), **extra}
+
+
+def _bandwidth(name: str, moved: int, t: Timing) -> dict:
+    return {"kernel": name, "bytes": moved, "gbps": moved / (t.device_ms * 1e6), **_t(t.device_ms, t.spread, t.repeats)}
 
 
 def _copy_ceiling(timer) -> dict:
     src = torch.empty(COPY_BYTES // 4, dtype=torch.float32, device="cuda").normal_()
     dst = torch.empty_like(src)
     t = timer.measure(lambda i: dst.copy_(src), 1)
-    moved = 2 * COPY_BYTES  # read once, written once
-    return {"bytes": moved, "gbps": moved / (t.device_ms * 1e6), **_t(t.device_ms, t.spread, t.repeats)}
+    return _bandwidth("copy_fp32", 2 * COPY_BYTES, t)  # read once, written once
+
+
+def _read_ceiling(timer, nbytes: int = READ_BYTES, device: str = "cuda") -> dict:
+    """Read bandwidth: the best of two kernels that read ``nbytes`` and write next to nothing.
+
+    A copy moves as many bytes into memory as out of it, but a GEMV-like GEMM (decode:
+    M of 1 to 16) reads its weight matrix and writes a few KB, and HBM reaches a higher
+    rate reading alone than reading and writing at once: against the copy's rate such
+    kernels beat their 'floor' (cuBLAS 1x6144x4096 bf16 ran at 118% of it on an H200).
+    So read-dominated kernels are timed too: ``sum_fp32``, torch.sum of an fp32 tensor of
+    ``nbytes`` (bytes read plus the 4 written), and ``gemv_bf16``, torch.mv of a bf16
+    matrix of ``nbytes`` (GEMV_K columns) with a vector (matrix + vector read, result
+    written). Each rate achieved is a lower bound of what the memory can deliver, so the
+    best one is the read ceiling; it is the same kind of lower bound as the copy's and
+    the mm peaks. Both are far beyond the L2: every byte comes from HBM.
+    """
+    kernels = {name: _bandwidth(name, *_read_kernel(name, timer, nbytes, device)) for name in ("sum_fp32", "gemv_bf16")}
+    best = max(kernels.values(), key=lambda k: k["gbps"])
+    return {**best, "kernels": kernels}
+
+
+def _read_kernel(name: str, timer, nbytes: int, device: str) -> tuple[int, Timing]:
+    """(bytes moved, timing) of one read-ceiling kernel; its buffers are freed on return."""
+    if name == "sum_fp32":
+        x = torch.empty(nbytes // 4, dtype=torch.float32, device=device).normal_()
+        acc = torch.empty((), dtype=torch.float32, device=device)
+        return x.numel() * 4 + 4, timer.measure(lambda i: torch.sum(x, dim=0, out=acc), 1)  # one full reduction
+    rows = max(1, nbytes // 2 // GEMV_K)
+    mat = torch.randn(rows, GEMV_K, dtype=torch.bfloat16, device=device)
+    vec = torch.randn(GEMV_K, dtype=torch.bfloat16, device=device)
+    res = torch.empty(rows, dtype=torch.bfloat16, device=device)
+    return (mat.numel() + vec.numel() + res.numel()) * 2, timer.measure(lambda i: torch.mv(mat, vec, out=res), 1)
 
 
 def _mm_ceiling(timer, dtype: torch.dtype) -> dict:
@@ -293,17 +351,243 @@ def _mm_ceiling(timer, dtype: torch.dtype) -> dict:
 
 
 def measure_ceilings(timer) -> dict:
-    """Copy bandwidth and cuBLAS mm peak per dtype, measured now on the current GPU."""
+    """Copy and read bandwidth and cuBLAS mm peak per dtype, measured now on the current GPU.
+
+    ``memory_gbps`` is the higher of the two bandwidths: the one a shape's floor uses."""
     prev = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 peak is true fp32, as the suite's fp32 rows
     try:
-        copy = _copy_ceiling(timer)
+        copy_ = _copy_ceiling(timer)
+        torch.cuda.empty_cache()
+        try:
+            read = _read_ceiling(timer)
+        except Exception as e:  # the copy alone still gives a floor
+            read = {"gbps": None, **_fail(e)}
+        torch.cuda.empty_cache()
         mm = {name: _mm_ceiling(timer, DTYPES[name]) for name in ("bfloat16", "float16", "float32")}
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
     torch.cuda.empty_cache()
-    return {"how": f"measured in this run: a {COPY_BYTES >> 30} GiB device copy (bytes read + written) and "
-                   f"cuBLAS mm on {CEILING_N}^3 (fp32 with tf32 off)", "copy": copy, "mm": mm}
+    c = {"how": f"measured in this run: a {COPY_BYTES >> 30} GiB device copy (bytes read + written); the best of "
+                f"a {READ_BYTES >> 30} GiB fp32 sum and a bf16 GEMV over a {READ_BYTES >> 30} GiB matrix (bytes "
+                f"read + written: a read bandwidth); cuBLAS mm on {CEILING_N}^3 (fp32 with tf32 off)",
+         "copy": copy_, "read": read, "mm": mm}
+    c["memory_gbps"] = report.memory_gbps(c)
+    return c
+
+
+def load_ceilings(path: str | os.PathLike, device_name: str) -> dict | None:
+    """Ceilings an earlier run wrote to ``path`` (``save_ceilings``) on a GPU of this name, else None."""
+    try:
+        saved = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(saved, dict) or saved.get("device_name") != device_name or not saved.get("ceilings"):
+        return None
+    c = dict(saved["ceilings"])
+    c["how"] = f"{c.get('how', '')}; read from {Path(path).name}, measured at {saved.get('date', '?')} " \
+               "by an earlier run of the same device call"
+    return c
+
+
+def save_ceilings(path: str | os.PathLike, device_name: str, ceilings: dict) -> None:
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"device_name": device_name, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                               "ceilings": ceilings}, indent=1, allow_nan=False))
+    os.replace(tmp, path)
+
+
+# ------------------------------------------------------------------ interleaved timing
+def timer_count(timer) -> int:
+    """How many samples one measurement of ``timer`` takes (CudaGraphTimer: replays; WallTimer: repeats)."""
+    for attr in ("replays", "repeats"):
+        if isinstance(getattr(timer, attr, None), int):
+            return getattr(timer, attr)
+    raise TypeError(f"{type(timer).__name__} has neither 'replays' nor 'repeats'")
+
+
+def rotation(names: Sequence[str], rounds: int) -> list[list[str]]:
+    """The order of each round: round r starts at entry floor(r * n / rounds) and wraps around,
+    so over the rounds every entry runs early and late.
+
+    >>> rotation(["a", "b", "c", "d"], 2)
+    [['a', 'b', 'c', 'd'], ['c', 'd', 'a', 'b']]
+    """
+    n = len(names)
+    return [[names[(r * n // rounds + i) % n] for i in range(n)] for r in range(rounds)] if n else []
+
+
+def round_robin(entries: dict[str, Callable[[int], Timing]], repeats: int,
+                rounds: int = ROUNDS) -> dict[str, list[Timing] | BaseException]:
+    """Time every entry in ``rounds`` interleaved rounds (fewer when ``repeats`` is smaller),
+    ``ceil(repeats / rounds)`` samples per entry per round, in ``rotation`` order.
+
+    ``entries``: name -> thunk, ``thunk(samples)`` -> the Timing of one round of that many
+    samples. Returns name -> the Timing of each round, or the exception that ended that
+    entry (it then leaves the later rounds; the others go on).
+    """
+    repeats = max(1, repeats)
+    rounds = max(1, min(rounds, repeats))
+    per = -(-repeats // rounds)
+    out: dict[str, list[Timing] | BaseException] = {name: [] for name in entries}
+    for order in rotation(list(entries), rounds):
+        for name in order:
+            if isinstance(out[name], BaseException):
+                continue
+            try:
+                out[name].append(entries[name](per))
+            except Exception as e:  # one failing kernel must not cost the others their times
+                out[name] = e
+    return out
+
+
+def aggregate(timings: Sequence[Timing]) -> dict:
+    """One kernel-time entry from the rounds of one method.
+
+    ``ms``: the median of the round medians. ``spread``: the larger of the median
+    within-round spread (relative IQR) and the across-round range (max - min of the round
+    medians) / ``ms``: a difference smaller than either is noise, whether from the samples
+    of one round or from drift between rounds. ``repeats``: samples in all; ``rounds``,
+    ``round_ms``, ``round_spread``: per round, in time order.
+
+    >>> from gemmtune.bench.timing import Timing
+    >>> k = aggregate([Timing(1.0, 0, 5, 0.01), Timing(1.2, 0, 5, 0.03), Timing(1.1, 0, 5, 0.02)])
+    >>> k["ms"], k["repeats"], round(k["spread"], 12)
+    (1.1, 15, 0.181818181818)
+    """
+    meds = [t.device_ms for t in timings]
+    ms = statistics.median(meds)
+    within = statistics.median(t.spread for t in timings)
+    across = (max(meds) - min(meds)) / ms if ms > 0 else 0.0
+    return {"ms": ms, "spread": max(within, across), "repeats": sum(t.repeats for t in timings),
+            "rounds": len(timings), "round_ms": meds, "round_spread": [t.spread for t in timings],
+            "within_spread": within, "across_spread": across}
+
+
+_SIDE_STREAM: list = []
+
+
+class _GraphEntry:
+    """One launch captured once in a CUDA graph, replayed in rounds: CudaGraphTimer.measure
+    split in two (same settings: warm-up, a graph of ~target ms that cycles through the input
+    sets, samples = replay time / launches), so capturing happens once per method, not once
+    per round. A round is one untimed replay (the kernel runs right before it is timed,
+    whatever ran before) and ``samples`` timed ones."""
+
+    def __init__(self, timer: CudaGraphTimer, launch: Callable[[int], object], n_sets: int):
+        self.timer, self.launch = timer, launch
+        for i in range(max(timer.warmup, 1)):
+            launch(i % n_sets)
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for i in range(n_sets):
+            launch(i)
+        end.record()
+        end.synchronize()
+        est = max(start.elapsed_time(end) / n_sets, 1e-4)
+        launches = int(min(timer.max_launches, max(n_sets, timer.target_ms / est)))
+        self.launches = max(n_sets, launches - launches % n_sets) if launches >= n_sets else n_sets
+        if not _SIDE_STREAM:
+            _SIDE_STREAM.append(torch.cuda.Stream())
+        stream = _SIDE_STREAM[0]
+        stream.wait_stream(torch.cuda.current_stream())
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(stream):
+            launch(0)  # one launch on the side stream before capture, as torch asks
+            stream.synchronize()
+            with torch.cuda.graph(self.graph, stream=stream):
+                for i in range(self.launches):
+                    launch(i % n_sets)
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph.replay()
+        torch.cuda.synchronize()
+
+    def __call__(self, samples: int) -> Timing:
+        self.graph.replay()
+        times = []
+        for _ in range(samples):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            self.graph.replay()
+            e.record()
+            e.synchronize()
+            times.append(s.elapsed_time(e) / self.launches)
+        med, spread = summarize(times)
+        return Timing(med, math.nan, samples, spread, True)
+
+    def eager_ms(self) -> float:
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(self.timer.eager_calls):
+            self.launch(0)
+        torch.cuda.synchronize()
+        return (time.perf_counter() - t0) * 1e3 / self.timer.eager_calls
+
+    def close(self) -> None:
+        self.graph = None
+
+
+class _TimerEntry:
+    """Any other timer (WallTimer on a CPU, a test's fake): each round is one measurement of a
+    copy of the timer set to ``samples``; eager time is the first round's."""
+
+    def __init__(self, timer, launch: Callable[[int], object], n_sets: int):
+        self.timer, self.launch, self.n_sets = timer, launch, n_sets
+        self.first: Timing | None = None
+
+    def __call__(self, samples: int) -> Timing:
+        t = copy.copy(self.timer)
+        setattr(t, "replays" if isinstance(getattr(t, "replays", None), int) else "repeats", samples)
+        timing = t.measure(self.launch, self.n_sets)
+        self.first = self.first or timing
+        return timing
+
+    def eager_ms(self) -> float | None:
+        return self.first.eager_ms if self.first else None
+
+    def close(self) -> None:
+        pass
+
+
+def make_entry(timer, launch: Callable[[int], object], n_sets: int):
+    """The round thunk of one launch for ``timer`` (see round_robin); ``.eager_ms()`` and ``.close()``."""
+    if isinstance(timer, CudaGraphTimer):
+        return _GraphEntry(timer, launch, n_sets)
+    return _TimerEntry(timer, launch, n_sets)
+
+
+class _KeepLaunch:
+    """A timer for gemmtune.bench.runner.handle that keeps the launch it is handed instead of
+    timing it. handle checks the output against the fp64 reference first and hands the
+    launch over only when it passed: so a kept launch is a verified one."""
+
+    def __init__(self, representative: bool = True):
+        self.representative = representative
+        self.launch: Callable[[int], object] | None = None
+        self.n_sets = 0
+
+    def measure(self, launch: Callable[[int], object], n_sets: int) -> Timing:
+        self.launch, self.n_sets = launch, n_sets
+        return Timing(math.nan, math.nan, 0, math.nan, self.representative)
+
+
+_KEEP = "gemmtune-bench-keep-launch"
+
+
+def verified_launch(problem: Problem, choice: str, state, seed: int) -> tuple[dict, Callable[[int], object] | None]:
+    """Check ``choice`` on ``problem`` against the fp64 reference (runner.handle, as the tuner
+    does) and return (handle's result, launch(i) on input set i), launch None when it failed."""
+    from .bench.runner import handle
+
+    keep = _KeepLaunch(getattr(state.timer, "representative", True))
+    state.timers[_KEEP] = keep
+    try:
+        res = handle("bench", {"problem": problem.key, "choice": choice, "seed": seed, "timer": _KEEP}, state)
+    finally:
+        state.timers.pop(_KEEP, None)
+    return res, (keep.launch if res.get("status") == "ok" else None)
 
 
 def tune_phase(shapes: Sequence[Shape], *, tune_fn: Callable, scratch: Path, seed: int, provenance: dict,
@@ -363,29 +647,49 @@ def tune_phase(shapes: Sequence[Shape], *, tune_fn: Callable, scratch: Path, see
             "modes": ran}
 
 
+def _failed(r: dict, e: BaseException) -> None:
+    """Turn a verified method's record into the record of its failed timing, in place."""
+    keep = {k: r[k] for k in ("choice", "candidates", "tuner_ms", "tune_s", "rel_err", "autotune") if k in r}
+    r.clear()
+    r.update(_fail(e), **keep)
+
+
 def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dict, *, seed: int,
                   inductor_log: AutotuneLog | None, extra_s: dict | None = None,
-                  errors: dict | None = None) -> dict:
+                  errors: dict | None = None, rounds: int = ROUNDS) -> dict:
     """Every method on one shape; the record that goes into the bench JSON.
 
     ``tuned``: mode -> problem key -> the tuner's ShapeResult (gemmtune's modes and
     nvMMH's top-k); ``skipped``: mode -> why it did not run; ``extra_s``: mode -> key ->
     seconds to add to the tuning time (nvMMH's query); ``errors``: mode -> key -> why
     the mode has no result for this shape.
-    """
-    from .bench.runner import handle
 
+    First every method's kernel is checked against the fp64 reference (Inductor's after
+    its compile, which is its tuning); then cuBLAS and every kernel that passed are timed
+    together, ``round_robin`` over ``rounds`` rounds with the state's timer's repeats in
+    all (``aggregate``); then the eager time of each, once.
+    """
     p = shape.problem
+    timer = state.timer
     peak = (ceilings["mm"].get(p.dtype) or {}).get("tflops")
-    gbps = ceilings["copy"].get("gbps")
-    floor = report.roofline_ms(p.flops, p.min_bytes, peak, gbps)
+    floor = report.roofline_ms(p.flops, p.min_bytes, peak, report.memory_gbps(ceilings))
     compute = p.flops / (peak * 1e9) if peak else 0.0
     rec = {"group": shape.group, "name": shape.name, "key": p.key, "m": p.m, "n": p.n, "k": p.k,
            "dtype": p.dtype, "flops": p.flops, "min_bytes": p.min_bytes, "floor_ms": floor,
            "bound": "compute" if floor and compute >= floor else "memory", "methods": {}}
-    task = {"problem": p.key, "choice": "aten", "seed": seed}
-    rec["cublas"] = _record(handle("bench", task, state), state.timer, choice="aten")
     methods = rec["methods"]
+    # name -> (record so far, launch): the methods whose output checked out, in timing order
+    passed: dict[str, tuple[dict, Callable[[int], object]]] = {}
+
+    def check(name: str, choice: str, **extra) -> dict:
+        res, launch = verified_launch(p, choice, state, seed)
+        if launch is None:
+            return _record(res, choice=choice, **extra)
+        r = {"status": "ok", "choice": choice, "rel_err": res.get("rel_err"), **extra}
+        passed[name] = (r, launch)
+        return r
+
+    rec["cublas"] = check("cublas", "aten")
     for mode in (*TUNE_MODES, *NVMMH_TOPK):
         r = tuned.get(mode, {}).get(p.key)
         why = (errors or {}).get(mode, {}).get(p.key)
@@ -396,15 +700,53 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
         elif r.best is None:
             methods[mode] = {"status": "error", "reason": f"no candidate passed: {r.statuses}", "tune_s": r.tune_s}
         else:
-            res = handle("bench", {**task, "choice": r.best}, state)
-            methods[mode] = _record(res, state.timer, choice=r.best, candidates=r.tried, tuner_ms=r.best_ms,
-                                    tune_s=r.tune_s + (extra_s or {}).get(mode, {}).get(p.key, 0.0))
-    if inductor_log is None:
-        methods["inductor"] = {"status": "skipped", "reason": "--skip-inductor"}
-    elif state.key != p.key:  # the inputs could not be made (e.g. out of memory)
-        methods["inductor"] = {"status": "error", "reason": rec["cublas"].get("reason") or "no inputs"}
-    else:
-        methods["inductor"] = measure_inductor(p, state, state.timer, inductor_log)
+            methods[mode] = check(mode, r.best, candidates=r.tried, tuner_ms=r.best_ms,
+                                  tune_s=r.tune_s + (extra_s or {}).get(mode, {}).get(p.key, 0.0))
+    compiled = False
+    entries: dict = {}
+    try:
+        if inductor_log is None:
+            methods["inductor"] = {"status": "skipped", "reason": "--skip-inductor"}
+        elif state.key != p.key:  # the inputs could not be made (e.g. out of memory)
+            methods["inductor"] = {"status": "error", "reason": rec["cublas"].get("reason") or "no inputs"}
+        else:
+            compiled = True
+            methods["inductor"], launch = compile_inductor(p, state, inductor_log)
+            if launch is not None:
+                passed["inductor"] = (methods["inductor"], launch)
+        # Capture (warm-up, graph) every verified launch, then time them all together.
+        for name, (r, launch) in passed.items():
+            try:
+                entries[name] = make_entry(timer, launch, len(state.inputs))
+            except Exception as e:
+                _failed(r, e)
+        times = round_robin(entries, timer_count(timer), rounds)
+        for name, entry in entries.items():
+            r = passed[name][0]
+            t = times[name]
+            if isinstance(t, BaseException):
+                _failed(r, t)
+                continue
+            try:
+                eager = entry.eager_ms()
+            except Exception:  # the kernel time stands without it
+                eager = None
+            r["kernel"] = aggregate(t)
+            r["eager"] = _t(eager, None, getattr(timer, "eager_calls", None))
+    finally:
+        for entry in entries.values():
+            entry.close()
+        if compiled:
+            torch._dynamo.reset()
+    # Records in the bench JSON's usual key order: status, kernel, eager first.
+    for name in passed:
+        r = rec["cublas"] if name == "cublas" else methods[name]
+        ordered = {k: r[k] for k in ("status", "kernel", "eager") if k in r}
+        ordered.update((k, v) for k, v in r.items() if k not in ordered)
+        if name == "cublas":
+            rec["cublas"] = ordered
+        else:
+            methods[name] = ordered
     return rec
 
 
@@ -415,25 +757,49 @@ def _version(dist: str) -> str | None:
         return None
 
 
+def timer_text(repeats: int, rounds: int, eager_calls: int | None) -> str:
+    """The header's description of how kernel times were taken."""
+    repeats = max(1, repeats)
+    rounds = max(1, min(rounds, repeats))
+    per = -(-repeats // rounds)
+    return (f"cuBLAS and every method's kernel timed together in {rounds} interleaved rounds (the order rotates "
+            f"per round); per round and kernel: one untimed, then {per} timed CUDA-graph replays, L2-cold "
+            f"(rotating inputs > 2x L2); time = median of the {rounds} round medians; spread = the larger of the "
+            "median within-round IQR / median and the across-round range / time"
+            + (f"; eager = wall time per call over {eager_calls} back-to-back calls, once per method"
+               if eager_calls else ""))
+
+
 def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/results", suite: str = "public",
         groups: Sequence[str] | None = None, limit: int | None = None, repeats: int = 20,
         skip_inductor: bool = False, seed: int = 0, render: bool = True,
-        tune_fn: Callable | None = None, log=None) -> Path:
+        tune_fn: Callable | None = None, log=None, rounds: int = ROUNDS,
+        deadline: float | None = None, ceilings_file: str | os.PathLike | None = None) -> Path:
     """Benchmark ``shapes`` on the current GPU; write the bench JSON (and its report) under
-    ``out_dir`` and return the JSON's path. Raises ValueError without a CUDA GPU."""
+    ``out_dir`` and return the JSON's path. Raises ValueError without a CUDA GPU.
+
+    ``rounds``: interleaved timing rounds per shape (``repeats`` samples per kernel in
+    all). ``deadline`` (unix time; default $GEMMTUNE_BENCH_DEADLINE): no shape starts
+    when the longest shape so far would end past it; the JSON notes the shapes left out.
+    ``ceilings_file`` (default $GEMMTUNE_BENCH_CEILINGS): ceilings read from it when it
+    holds ones measured on a GPU of this name, else measured and written to it.
+    """
     if not torch.cuda.is_available():
         raise ValueError(CUDA_ERROR)
     import triton
 
-    from . import __version__
+    from . import __version__, binaries
     from .bench.runner import WorkerState
-    from .bench.timing import CudaGraphTimer
     from .device import DeviceInfo
     from .table import provenance
     from .tune import tune as gemmtune_tune
 
+    t_run = time.perf_counter()
     say = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     tune_fn = tune_fn or gemmtune_tune
+    if deadline is None and os.environ.get(ENV_DEADLINE):
+        deadline = float(os.environ[ENV_DEADLINE])
+    ceilings_file = ceilings_file or os.environ.get(ENV_CEILINGS) or None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 rows are true fp32 for every method
@@ -447,25 +813,45 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
               "capability": dev.capability_str, "torch": torch.__version__, "triton": triton.__version__,
               "gemmtune": __version__, "nvmmh": _version("nvidia-matmul-heuristics"),
               "python": platform.python_version(), "suite": suite, "groups": list(groups) if groups else None,
-              "limit": limit, "repeats": repeats, "seed": seed, "inductor_mode": INDUCTOR_MODE,
-              "timer": f"median of {repeats} CUDA-graph replays, L2-cold (rotating inputs > 2x L2); "
-                       f"eager = wall time per call over {timer.eager_calls} back-to-back calls",
-              "modes": {}}
+              "limit": limit, "repeats": repeats, "rounds": max(1, min(rounds, repeats)), "seed": seed,
+              "inductor_mode": INDUCTOR_MODE, "timer": timer_text(repeats, rounds, timer.eager_calls),
+              "modes": {}, "phases_s": {}}
     suffix = "-".join(groups or []) + (f"-first{limit}" if limit else "")
     path = out / report.bench_filename(header, suffix)
     doc = {"schema": report.SCHEMA, "source": "", "header": header, "ceilings": None, "notes": [],
            "shapes": []}
 
     say(f"gemmtune bench: {len(shapes)} shapes on {dev.name} -> {path}")
-    doc["ceilings"] = c = measure_ceilings(timer)
-    say("ceilings: copy {:.0f} GB/s; ".format(c["copy"]["gbps"])
+    t0 = time.perf_counter()
+    c = load_ceilings(ceilings_file, dev.name) if ceilings_file else None
+    if c is None:
+        c = measure_ceilings(timer)
+        if ceilings_file:
+            save_ceilings(ceilings_file, dev.name, c)
+    doc["ceilings"] = c
+    header["phases_s"]["ceilings"] = time.perf_counter() - t0
+    say("ceilings: copy {:.0f} GB/s, read {} GB/s; ".format(
+        c["copy"]["gbps"], f"{c['read']['gbps']:.0f}" if (c.get("read") or {}).get("gbps") else "-")
         + ", ".join(f"{k} {v['tflops']:.0f} TFLOP/s" for k, v in c["mm"].items()))
     report.save_bench(doc, path)
 
+    t0 = time.perf_counter()
     phase = tune_phase(shapes, tune_fn=tune_fn, scratch=scratch, seed=seed, provenance=provenance(
         dev.name, dev.capability_str, torch.__version__, triton.__version__, __version__, "nvmmh"), say=say)
+    header["phases_s"]["tune"] = time.perf_counter() - t0
     doc["notes"] += phase["notes"]
     header["modes"] = phase["modes"]
+    # The timing phase loads the kernels the tuning phase compiled instead of compiling them
+    # again (Triton's cache is keyed by source, constants and target: a binary is only ever
+    # reused for the very same kernel). Tuning times are unaffected: each mode compiled in a
+    # cache of its own, from nothing; Inductor's kernels have their own sources.
+    restored = 0
+    for mode in phase["modes"]:
+        try:
+            restored += binaries.restore(scratch / f"triton-{mode}")[0]
+        except Exception as e:  # only costs compile time
+            doc["notes"].append(f"kernel binaries of {mode} not reused for timing: {type(e).__name__}: {e}"[:300])
+    header["reused_binaries"] = restored
     report.save_bench(doc, path)
 
     inductor_log = None
@@ -479,18 +865,32 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
             doc["notes"].append("Inductor's autotuning feedback hook is not available in this torch: "
                                 "its choices are read from the generated code only")
     state = WorkerState(timer=timer)
-    for s in shapes:
+    t_measure = time.perf_counter()
+    longest = 0.0
+    for i, s in enumerate(shapes):
+        if deadline is not None and time.time() + longest > deadline:
+            left = [x.name for x in shapes[i:]]
+            doc["notes"].append(f"deadline: {len(left)} of {len(shapes)} shapes not measured (the longest shape so "
+                                f"far took {longest:.0f} s and too little time was left): {', '.join(left)}")
+            header["unmeasured"] = left
+            say(doc["notes"][-1])
+            break
         t0 = time.perf_counter()
         rec = measure_shape(s, state, c, phase["tuned"], phase["skipped"], seed=seed, inductor_log=inductor_log,
-                            extra_s=phase["extra_s"], errors=phase["errors"])
+                            extra_s=phase["extra_s"], errors=phase["errors"], rounds=rounds)
+        rec["measure_s"] = time.perf_counter() - t0
+        longest = max(longest, rec["measure_s"])
         doc["shapes"].append(rec)
+        header["phases_s"]["measure"] = time.perf_counter() - t_measure
+        header["phases_s"]["run"] = time.perf_counter() - t_run
         report.save_bench(doc, path)
         cells = []
         for m, label in (("cublas", "cuBLAS"), *report.METHODS):
             r = rec["cublas"] if m == "cublas" else rec["methods"].get(m)
             k = report.kernel(r)
             cells.append(f"{label} {k['ms'] * 1e3:.2f}" if k else f"{label} {(r or {}).get('status', '-')}")
-        say(f"{s.group:8} {s.name:24} ({time.perf_counter() - t0:5.1f} s) " + "  ".join(cells))
+        say(f"{s.group:8} {s.name:24} ({rec['measure_s']:5.1f} s) " + "  ".join(cells))
+    report.save_bench(doc, path)
     if render:
         written = report.render(doc, out, path.stem)
         say("report: " + ", ".join(str(p) for p in written.values()))

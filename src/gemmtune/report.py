@@ -14,8 +14,16 @@ A method record may carry ``baseline``, the cuBLAS time measured in the same pro
 that method when it differs from the shape's cuBLAS (recorded runs assembled from two
 calls); speedups use it.
 
+Since the interleaved timing (gemmtune.benchmark.round_robin), a kernel entry also holds
+``rounds``, ``round_ms`` and ``round_spread`` (per round), ``within_spread`` and
+``across_spread`` (``spread`` is the larger), and the ceilings hold ``read`` (a read
+bandwidth, beside ``copy``) and ``memory_gbps``; older JSONs, without them, still read
+and render (their floors are the copy bandwidth's, as they were computed then). A method
+whose choice is ``aten`` ran the very kernel cuBLAS ran (``same_kernel_as_cublas``): the
+report marks it, since any difference from cuBLAS there is measurement noise.
+
 The arithmetic is in small pure functions with exact tests: ``geomean``, ``is_tie``,
-``speedup``, ``roofline_ms``, ``verdict``.
+``speedup``, ``roofline_ms``, ``memory_gbps``, ``verdict``.
 
 Example::
 
@@ -104,6 +112,21 @@ def roofline_ms(flops: int, min_bytes: int, peak_tflops: float | None, gbps: flo
     return max(compute, memory) or None
 
 
+def memory_gbps(ceilings: dict | None) -> float | None:
+    """The memory bandwidth a floor uses: the higher of the copy bandwidth (bytes read +
+    written) and the read bandwidth (read-dominated kernels), whichever were measured.
+
+    >>> memory_gbps({"copy": {"gbps": 2763.0}, "read": {"gbps": 4100.0}})
+    4100.0
+    >>> memory_gbps({"copy": {"gbps": 2763.0}})   # a JSON from before the read ceiling
+    2763.0
+    """
+    c = ceilings or {}
+    rates = [(c.get(k) or {}).get("gbps") for k in ("copy", "read")]
+    rates = [float(r) for r in rates if r is not None and math.isfinite(r) and r > 0]
+    return max(rates) if rates else None
+
+
 def verdict(value: float | None, threshold: float, *, at_most: bool = False) -> str:
     """'MET' / 'MISSED' for a value against a threshold (at least, or at most); 'NOT RUN'
     when there is no value."""
@@ -130,6 +153,23 @@ def method_speedup(shape: dict, method: str) -> tuple[float | None, bool]:
     if k is None or base is None:
         return None, False
     return speedup(base["ms"], k["ms"]), is_tie(base["ms"], base.get("spread"), k["ms"], k.get("spread"))
+
+
+# The kernel cuBLAS's row runs: torch.mm. A method whose choice is exactly this ran the same
+# kernel ('pad+aten' runs it on padded copies: not the same; Inductor's 'aten' is its
+# extern_kernels.mm, torch.mm again).
+CUBLAS_CHOICE = "aten"
+SAME_MARK = "†"
+SAME_NOTE = (f"{SAME_MARK} same kernel as cuBLAS (choice `{CUBLAS_CHOICE}`: the very torch.mm call of the cuBLAS "
+             "row), so any difference from 1.00× there is measurement noise, not a faster or slower kernel; "
+             "the times are shown as measured.")
+
+
+def same_kernel_as_cublas(shape: dict, method: str) -> bool:
+    """True when ``method`` ran cuBLAS's own kernel on the shape (choice ``aten``, not ``pad+aten``)."""
+    rec = shape.get("methods", {}).get(method) or {}
+    base = (shape.get("cublas") or {}).get("choice", CUBLAS_CHOICE)
+    return kernel(rec) is not None and rec.get("choice") == CUBLAS_CHOICE and base == CUBLAS_CHOICE
 
 
 def best_ms(shape: dict) -> float | None:
@@ -282,10 +322,10 @@ def _us(ms: float | None) -> str:
     return f"{ms * 1e3:.2f}" if ms else "-"
 
 
-def _x(x: float | None, tie: bool = False) -> str:
+def _x(x: float | None, tie: bool = False, same: bool = False) -> str:
     if x is None:
         return "-"
-    return f"{x:.2f}×" + (" tie" if tie else "")
+    return f"{x:.2f}×" + (" tie" if tie else "") + (f" {SAME_MARK}" if same else "")
 
 
 def _dims(s: dict) -> str:
@@ -308,15 +348,34 @@ def _choice(rec: dict) -> str:
 def _ceilings_line(doc: dict) -> str:
     c = doc.get("ceilings") or {}
     cp = c.get("copy") or {}
+    rd = c.get("read") or {}
     mm = c.get("mm") or {}
     bits = []
     if cp.get("gbps"):
         bits.append(f"copy bandwidth {cp['gbps']:.0f} GB/s")
+    if rd.get("gbps"):
+        each = ", ".join(f"{k} {v['gbps']:.0f}" for k, v in (rd.get("kernels") or {}).items() if v.get("gbps"))
+        bits.append(f"read bandwidth {rd['gbps']:.0f} GB/s" + (f" (best of {each})" if each else ""))
+    elif rd.get("status"):
+        bits.append(f"read bandwidth not measured ({rd['status']})")
     for dt in ("bfloat16", "float16", "float32"):
         if (mm.get(dt) or {}).get("tflops"):
             bits.append(f"{dt} mm {mm[dt]['tflops']:.1f} TFLOP/s")
     how = c.get("how", "")
     return ("Ceilings: " + ", ".join(bits) + (f" ({how})" if how else "") + ".") if bits else "Ceilings: none recorded."
+
+
+def _floor_line(doc: dict) -> str:
+    """How the floors of this document were computed (older JSONs: the copy bandwidth only)."""
+    c = doc.get("ceilings") or {}
+    if (c.get("read") or {}).get("gbps"):
+        mem = (f"minimum bytes / memory bandwidth, the higher of the copy and the read bandwidth "
+               f"({memory_gbps(c):.0f} GB/s)")
+    else:
+        mem = "minimum bytes / copy bandwidth"
+    return (f"A shape's floor is max(flops / mm peak of its dtype, {mem}); minimum bytes = A and B read once, "
+            "C written once. Efficiency = floor / time; above 100% the kernel beat the floor (measurement "
+            "noise, or a ceiling measured below what the GPU can do) and is shown as measured, never capped.")
 
 
 def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
@@ -331,11 +390,11 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
     L.append(f"{h['device_name']} (sm {h.get('capability', '?')}), {vers}. Suite `{h.get('suite', '?')}`, "
              f"groups {', '.join(h.get('groups') or ['all'])}"
              + (f", first {h['limit']} shapes" if h.get("limit") else "") + f"; {len(doc['shapes'])} shapes.\n")
-    L.append(_ceilings_line(doc) + " A shape's floor is max(flops / peak of its dtype, "
-             "minimum bytes / copy bandwidth); efficiency = floor / time.\n")
+    L.append(_ceilings_line(doc) + " " + _floor_line(doc) + "\n")
     L.append(f"Kernel time: {h.get('timer', 'device time')}. Every output was checked against an fp64 "
              "reference before its time was kept. `×` = cuBLAS time / method time (cuBLAS measured in the "
-             "same process); `tie` = the difference is smaller than the larger measured spread (IQR). "
+             "same process); `tie` = the difference is smaller than the larger of the two spreads (relative IQR; "
+             "with interleaved rounds, at least the across-round range). "
              "Geomeans count ties at their measured ratio.\n")
     if h.get("modes"):
         L.append("What each tuned method ran: " + "; ".join(
@@ -347,6 +406,7 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
         L.append("")
 
     # Targets
+    any_same = any(same_kernel_as_cublas(x, m) for x in doc["shapes"] for m in present)
     tg = targets(doc)
     L.append("## Targets\n")
     L.append("| target | threshold | " + " | ".join(LABELS[m] for m in GEMMTUNE_METHODS) + " |")
@@ -384,7 +444,9 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
 
     # Geomeans per group
     L.append("## Geomean speedup over cuBLAS\n")
-    L.append("Per cell: geomean (shapes; wins / ties / losses).\n")
+    L.append("Per cell: geomean (shapes; wins / ties / losses)."
+             + (f" Shapes where a method ran cuBLAS's own kernel ({SAME_MARK} in the tables below) count "
+                "at their measured ratio." if any_same else "") + "\n")
     L.append("| group | " + " | ".join(LABELS[m] for m in present) + " |")
     L.append("|---|" + "---|" * len(present))
     per = {m: group_speedups(doc, m) for m in present}
@@ -415,8 +477,10 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
         cb = kernel(s.get("cublas"))
         L.append(f"| {s['group']} | {s['name']} | {_dims(s)} | {_us(s.get('floor_ms'))} | "
                  f"{_us(cb['ms'] if cb else None)} | "
-                 + " | ".join(_x(*method_speedup(s, m)) for m in present) + " |")
+                 + " | ".join(_x(*method_speedup(s, m), same_kernel_as_cublas(s, m)) for m in present) + " |")
     L.append("")
+    if any_same:
+        L.append(SAME_NOTE + "\n")
 
     # Detail per shape
     L.append("## Per shape: every method\n")
@@ -428,6 +492,7 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
         L.append("|---|---|---|---|---|---|---|---|---|")
         rows = [("cuBLAS", s.get("cublas"), None)] + [(LABELS[m], s.get("methods", {}).get(m), m)
                                                      for m, _ in METHODS]
+        shape_same = False
         for label, rec, m in rows:
             k = kernel(rec)
             if k is None:
@@ -435,14 +500,18 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
                     L.append(f"| {label} | {_why(rec)} | | | | | | | |")
                 continue
             x, tie = method_speedup(s, m) if m else (1.0, False)
+            same = bool(m) and same_kernel_as_cublas(s, m)
+            shape_same = shape_same or same
             spread = f"{k['spread'] * 100:.1f}%" if k.get("spread") is not None else "-"
             eff = f"{floor / k['ms'] * 100:.0f}%" if floor else "-"
             eager = (rec.get("eager") or {}).get("ms")
             tune = f"{rec['tune_s']:.1f}" if rec.get("tune_s") is not None else "-"
             rel = f"{rec['rel_err']:.1e}" if rec.get("rel_err") is not None else "-"
-            L.append(f"| {label} | {_choice(rec)} | {_us(k['ms'])} | {spread} | {_x(x, tie)} | "
+            L.append(f"| {label} | {_choice(rec)} | {_us(k['ms'])} | {spread} | {_x(x, tie, same)} | "
                      f"{eff} | {_us(eager)} | {tune} | {rel} |")
         L.append("")
+        if shape_same:
+            L.append(f"{SAME_MARK} same kernel as cuBLAS: the difference is noise.\n")
 
     if plots:
         L.append("## Plots\n")
