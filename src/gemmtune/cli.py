@@ -335,10 +335,22 @@ def _add_bench_report_parsers(sub) -> None:
     p.set_defaults(fn=cmd_report)
 
 # ------------------------------------------------------------------ performance models
-def _model_for(args, dev):
+def _model_for(args, dev, triton_version: str | None = None):
+    """--model PATH, else the shipped model for ``dev`` (both checked against
+    ``triton_version``, default the installed triton), else the analytic model."""
     from .model import default_model, load_model
 
-    return load_model(args.model, dev) if args.model else default_model(dev)
+    if args.model:
+        return load_model(args.model, dev, triton_version=triton_version)
+    return default_model(dev, triton_version=triton_version)
+
+
+def _model_name(model) -> str:
+    prov = getattr(model, "provenance", None)
+    if not isinstance(prov, dict):
+        return type(model).__name__
+    return (f"{type(model).__name__} ({getattr(model, 'family', '?')}; {prov.get('device_name')}, triton "
+            f"{prov.get('triton')}; trained on {prov.get('training_set', {}).get('source', '?')})")
 
 
 def _pct(x: float) -> str:
@@ -374,6 +386,9 @@ def cmd_predict(args) -> int:
         aten = next((e for e, _, c in ranked if c.id == "aten"), None)
         t = Table(title=escape(f"{p.key} on {dev.name}: {type(model).__name__} estimates "
                                f"(not measurements), top {min(args.top, len(ranked))} of {len(cands)}"))
+        if hasattr(model, "trust"):
+            w, why = model.trust(p)
+            t.caption = escape(f"{_model_name(model)}; learned correction weight {w:.2f}: {why}")
         for col in ("rank", "choice", "est. µs", "vs aten"):
             t.add_column(col, justify="left" if col == "choice" else "right")
         for i, (e, _, c) in enumerate(ranked[: args.top], start=1):
@@ -392,7 +407,8 @@ def _predict_eval(args, console) -> int:
 
     data = load_dataset(args.eval)
     dev = DeviceInfo.lookup(args.device or data.context["device_name"])
-    model = _model_for(args, dev)
+    # Judge the model where the store was measured: its GPU and its triton version.
+    model = _model_for(args, dev, triton_version=data.context.get("triton_version"))
     res = evaluate(model, data)
     t = Table(title=escape(f"{type(model).__name__} ranking vs measurements in {args.eval} "
                            f"({data.context['device_name']})"))
@@ -448,7 +464,8 @@ def _add_model_parsers(sub) -> None:
     p.add_argument("--family", help="comma-separated families (default all)")
     p.add_argument("--space", choices=("default", "exhaustive"), default="default")
     p.add_argument("--top", type=int, default=10, help="rows to show (default 10)")
-    p.add_argument("--model", metavar="PATH", help="a learned model (default: the analytic model)")
+    p.add_argument("--model", metavar="PATH", help="a learned model (default: the one shipped for this GPU "
+                   "and triton MAJOR.MINOR, else the analytic model)")
     p.add_argument("--eval", metavar="STORE", help="instead: score the model's ranking against the measured "
                    "times of a results store (.sqlite, .sqlite.gz, .csv, .csv.gz)")
     p.set_defaults(fn=cmd_predict)
@@ -494,7 +511,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="benchmark every candidate (SAME), as many as the default space has (DEFAULT), "
                    "or the performance model's top K; cuBLAS and table choices always")
     p.add_argument("--fast", action="store_true", help="exhaustive search space, benchmark the model's top 1")
-    p.add_argument("--model", metavar="PATH", help="learned model that ranks candidates (default: analytic)")
+    p.add_argument("--model", metavar="PATH", help="learned model that ranks candidates (default: the one shipped "
+                   "for this GPU and triton MAJOR.MINOR, else analytic)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_tune)
 

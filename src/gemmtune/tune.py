@@ -223,7 +223,9 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     object with ``predict(problem, choices) -> est. ms`` (see gemmtune.model), or the
     path of a saved learned model (loaded with gemmtune.model.load_model: one made on
     another GPU / triton warns and the analytic model ranks instead); None ranks with
-    the analytic model of this GPU. It is only consulted when filtering.
+    the learned model shipped for this GPU and triton MAJOR.MINOR, else (with a
+    ModelWarning) the analytic model (gemmtune.model.default_model). It is only
+    consulted when filtering.
     """
     t0 = time.monotonic()
     bspace = _benchmark_space(benchmark_space, fast)
@@ -380,7 +382,7 @@ def _ranker(model, dev: DeviceInfo, ctx: RunContext):
     from . import model as models  # only the factory and the loader: no concrete model here
 
     if model is None:
-        return models.default_model(dev)
+        return models.default_model(dev, triton_version=ctx.triton_version)
     if isinstance(model, (str, os.PathLike)):
         return models.load_model(model, dev, triton_version=ctx.triton_version)
     return model

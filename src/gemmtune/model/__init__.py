@@ -15,19 +15,24 @@ concrete model. Two are provided:
   ``load_model``, which falls back to the analytic model (with a ``ModelWarning``)
   for a file made on another GPU or triton MAJOR.MINOR.
 
-No learned model ships with this version: there is no training data yet from shapes
-outside the public benchmark suite (which is kept for evaluation only), so
-``default_model`` returns the analytic model.
+``default_model(device)`` is what the tuner ranks with when given no model: the
+learned model shipped for that GPU (``gemmtune/data/models/``; one so far: NVIDIA
+H200, triton 3.6, bf16 only, see benchmarks/model/) when the installed triton has
+its MAJOR.MINOR, else the analytic model, after a ``ModelWarning`` saying why. A
+shipped model ranks problems outside its training domain (other dtypes, layouts,
+far-away shapes) with the analytic model too (``LearnedModel.trust``).
 
 Example::
 
     >>> import gemmtune
-    >>> from gemmtune.model import default_model
+    >>> from gemmtune.device import DeviceInfo
+    >>> from gemmtune.model import AnalyticModel
     >>> p = gemmtune.Problem.from_sizes(32, 32, 28672, "bf16")
     >>> cands = gemmtune.space(p, "splitk", device="h100") + gemmtune.space(p, "triton_mm", device="h100")
-    >>> est = default_model("h100").predict(p, cands)
+    >>> est = AnalyticModel(DeviceInfo.lookup("h100")).predict(p, cands)
     >>> min(zip(est, cands))[1].family
     'splitk'
+    >>> m = default_model("h200", triton_version="3.6.0")   # the shipped H200 model  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -39,21 +44,38 @@ from .analytic import AnalyticModel
 from .features import FEATURE_NAMES, FEATURE_VERSION, featurize
 from .learned import (Dataset, LearnedModel, ModelError, ModelWarning, evaluate, fit, load_dataset,
                       load_model, split_by_shape, train)
+from .shipped import shipped_models
 
 
 class PerfModel(Protocol):
     def predict(self, problem, choices: Sequence) -> list[float]: ...
 
 
-def default_model(device: DeviceInfo | str | None = None) -> AnalyticModel:
-    """The model the tuner ranks with when none is given: the analytic model for ``device``
-    (a DeviceInfo, a built-in name, or None for the visible GPU / the built-in H100)."""
+def default_model(device: DeviceInfo | str | None = None, *, triton_version: str | None = None):
+    """The model the tuner ranks with when none is given, for ``device`` (a DeviceInfo,
+    a built-in name, or None for the visible GPU / the built-in H100).
+
+    The learned model shipped for that GPU when its triton MAJOR.MINOR is
+    ``triton_version``'s (default: the installed triton); otherwise the analytic model,
+    after a ``ModelWarning`` that says why (no model ships for this GPU, or the shipped
+    one was made with another triton).
+    """
+    import warnings
+
     from ..device import current_or
+    from . import shipped
 
     dev = device if isinstance(device, DeviceInfo) else current_or(device)
-    return AnalyticModel(dev)
+    path = shipped.shipped_for(dev)
+    if path is None:
+        have = shipped.describe()
+        if have:
+            warnings.warn(f"no learned performance model ships for {dev.name} (shipped: {'; '.join(have)}); "
+                          "ranking with the analytic model", ModelWarning, stacklevel=2)
+        return AnalyticModel(dev)
+    return load_model(path, dev, triton_version=triton_version)
 
 
 __all__ = ["PerfModel", "AnalyticModel", "LearnedModel", "ModelError", "ModelWarning", "Dataset",
            "FEATURE_NAMES", "FEATURE_VERSION", "featurize", "default_model", "evaluate", "fit",
-           "load_dataset", "load_model", "split_by_shape", "train"]
+           "load_dataset", "load_model", "shipped_models", "split_by_shape", "train"]

@@ -12,6 +12,19 @@ shapes and keeps the one whose per-shape ranking (mean Spearman) is better on th
 other 20%, then refits it on all of them. Starting from the analytic estimate
 means an unfamiliar region degrades to the analytic ranking instead of noise.
 
+Training weights each row by how close it is to its shape's best measured time
+(``weighting="near_best"``: ``0.25 + exp(-ln(t / t_best) / 0.3)``): a ranking is
+judged by its top, so errors among the fast choices cost more than errors among
+choices that are 3x slower. ``weighting="none"`` is plain least squares.
+
+Domain guard: the model records what it was trained on (every training problem's
+M, N, K, dtype and whether an operand was unaligned, and the layouts). For a
+problem outside that domain the learned correction is shrunk towards the analytic
+estimate: none for a layout it never saw or when no training problem had the same
+dtype and alignment; otherwise by the distance to the nearest such training
+problem (log2 units of M, N, K): full within 1.5, none beyond 3.0, linear in
+between. ``LearnedModel.trust(problem)`` says which weight a problem gets and why.
+
 Data: a results store (``.sqlite``, ``.sqlite.gz``) or its CSV export (``.csv``,
 ``.csv.gz``): the rows with status ``ok``. Train/test splits are BY SHAPE
 (M, N, K; all dtypes and layouts of one shape fall on the same side), never by
@@ -63,6 +76,19 @@ MODEL_FORMAT = "gemmtune-perf-model"
 MODEL_SCHEMA = 1
 _LN2 = math.log(2.0)
 _BASE_COL = FEATURE_NAMES.index("log2_analytic_us")
+
+# Training weights (weighting="near_best"): floor + exp(-ln(t / t_best) / tau). A choice
+# 35% slower than its shape's best weighs 1/e of the best's (plus the floor), one 3x
+# slower is down to the floor. Chosen by 5-fold cross-validation by shape on the first
+# H200 bf16 collection (benchmarks/model/2026-11-22-h200-bf16-eval.md).
+NEAR_BEST_TAU = 0.3
+NEAR_BEST_FLOOR = 0.25
+WEIGHTINGS = ("near_best", "none")
+# Domain guard (see the module docstring): full learned correction within TRUST_RADIUS
+# of a training problem of the same dtype and alignment (log2 units of M, N, K; each of
+# the first collected H200 shapes has another within 1.62), none beyond ZERO_RADIUS.
+TRUST_RADIUS = 1.5
+ZERO_RADIUS = 3.0
 
 
 class ModelError(ValueError):
@@ -220,16 +246,41 @@ def exclude(data: Dataset, shapes: set[tuple[int, int, int]]) -> tuple[Dataset, 
     return Dataset(kept, dict(data.context), data.source, list(data.notes)), len(data.groups) - len(kept)
 
 
-def split_by_shape(data: Dataset, test_fraction: float = 0.2, seed: int = 0) -> tuple[Dataset, Dataset]:
+def split_by_shape(data: Dataset, test_fraction: float = 0.2, seed: int = 0,
+                   strata=None) -> tuple[Dataset, Dataset]:
     """(train, test) with every (M, N, K) on exactly one side; at least one shape each
-    when there are two or more."""
+    when there are two or more.
+
+    ``strata``: optional shape group per (M, N, K), a dict or a callable (shapes it does
+    not know form one more group). Each group is then split on its own, holding out
+    ``round(test_fraction * n)`` of its ``n`` shapes (at least one of a group of two or
+    more), so every group appears on both sides. Deterministic for a given seed.
+    """
     shapes = sorted(data.shapes)
     if not 0.0 < test_fraction < 1.0:
         raise ModelError(f"test_fraction must be between 0 and 1, got {test_fraction}")
     rng = np.random.default_rng(seed)
-    order = [shapes[i] for i in rng.permutation(len(shapes))]
-    n_test = min(len(shapes) - 1, max(1, round(test_fraction * len(shapes)))) if len(shapes) > 1 else 0
-    return data.subset(order[n_test:]), data.subset(order[:n_test])
+
+    def n_held(n: int) -> int:
+        return min(n - 1, max(1, round(test_fraction * n))) if n > 1 else 0
+
+    if strata is None:
+        order = [shapes[i] for i in rng.permutation(len(shapes))]
+        n_test = n_held(len(shapes))
+        return data.subset(order[n_test:]), data.subset(order[:n_test])
+    label = strata if callable(strata) else strata.get
+    by: dict[str, list] = defaultdict(list)
+    for s in shapes:
+        by[str(label(s))].append(s)
+    test: list = []
+    for name in sorted(by):
+        group = by[name]
+        order = [group[i] for i in rng.permutation(len(group))]
+        test += order[:n_held(len(group))]
+    if not test and len(shapes) > 1:  # only groups of one shape: hold out one of them
+        test = [shapes[int(rng.integers(len(shapes)))]]
+    held = set(test)
+    return data.subset([s for s in shapes if s not in held]), data.subset(test)
 
 
 # ---------------------------------------------------------------------- metrics
@@ -256,16 +307,39 @@ def spearman(a, b) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
-def shape_metrics(pred_ms, true_ms) -> dict:
+def shape_metrics(pred_ms, true_ms, baseline=None) -> dict:
     """Spearman, and top-1 / top-5 regret: how much slower the best measured among the
-    model's first 1 / 5 choices is than the best measured overall (0.0 = found it)."""
+    model's first 1 / 5 choices is than the best measured overall (0.0 = found it).
+
+    ``baseline``: optional boolean mask of the choices the tuner benchmarks whatever the
+    model says (cuBLAS, see tune.select_by_model). With it, also:
+
+    * ``tuner_top{1,5}_regret``: the best of the baseline and the model's first 1 / 5
+      other choices, against the best overall: what ``tune(benchmark_space=k)`` finds;
+    * ``rest_top{1,5}_regret``: the model's first 1 / 5 other choices against the best
+      other choice: the ranking of the Triton families alone, without cuBLAS.
+
+    "Best" is the best of the measured choices, not of an exhaustive search.
+    """
     pred = np.asarray(pred_ms, dtype=np.float64)
     true = np.asarray(true_ms, dtype=np.float64)
     pred = np.where(np.isfinite(pred), pred, np.inf)
     order = np.argsort(pred, kind="stable")
     best = true.min()
-    return {"spearman": spearman(pred, true), "top1_regret": float(true[order[0]] / best - 1.0),
-            "top5_regret": float(true[order[:5]].min() / best - 1.0), "n": int(len(true))}
+    out = {"spearman": spearman(pred, true), "top1_regret": float(true[order[0]] / best - 1.0),
+           "top5_regret": float(true[order[:5]].min() / best - 1.0), "n": int(len(true))}
+    if baseline is not None:
+        base = np.asarray(baseline, dtype=bool)
+        rest = np.flatnonzero(~base)
+        if base.any() and len(rest):
+            ro = rest[np.argsort(pred[rest], kind="stable")]
+            floor = true[base].min()
+            best_rest = true[rest].min()
+            for k in (1, 5):
+                top = true[ro[:k]].min()
+                out[f"tuner_top{k}_regret"] = float(min(floor, top) / best - 1.0)
+                out[f"rest_top{k}_regret"] = float(top / best_rest - 1.0)
+    return out
 
 
 def evaluate(model, data: Dataset) -> dict:
@@ -278,24 +352,32 @@ def evaluate(model, data: Dataset) -> dict:
     per = []
     for g in data.groups:
         pred = _predict_ms(model, g.problem, g.choices)
-        m = shape_metrics(pred, g.times_ms)
+        m = shape_metrics(pred, g.times_ms, baseline=[c.family == "aten" and not c.pad for c in g.choices])
         m["key"] = g.problem.key
         per.append(m)
     return {"summary": summarize(per), "shapes": per}
 
 
 def summarize(per: list[dict]) -> dict:
+    """Means over shapes. ``*_geomean``: the geometric mean of (1 + regret) minus 1;
+    ``*_within_10pct``: the share of shapes whose regret is at most 10%."""
     if not per:
         return {"shapes": 0}
     sp = np.array([m["spearman"] for m in per if not math.isnan(m["spearman"])])
     r1 = np.array([m["top1_regret"] for m in per])
     r5 = np.array([m["top5_regret"] for m in per])
-    return {"shapes": len(per), "choices": int(sum(m["n"] for m in per)),
-            "spearman_mean": float(sp.mean()) if len(sp) else float("nan"),
-            "spearman_median": float(np.median(sp)) if len(sp) else float("nan"),
-            "top1_regret_mean": float(r1.mean()), "top1_regret_median": float(np.median(r1)),
-            "top1_found": float((r1 <= 1e-12).mean()),
-            "top5_regret_mean": float(r5.mean()), "top5_regret_max": float(r5.max())}
+    out = {"shapes": len(per), "choices": int(sum(m["n"] for m in per)),
+           "spearman_mean": float(sp.mean()) if len(sp) else float("nan"),
+           "spearman_median": float(np.median(sp)) if len(sp) else float("nan"),
+           "top1_regret_mean": float(r1.mean()), "top1_regret_median": float(np.median(r1)),
+           "top1_found": float((r1 <= 1e-12).mean()),
+           "top5_regret_mean": float(r5.mean()), "top5_regret_max": float(r5.max())}
+    for name in ("top1", "top5", "tuner_top1", "tuner_top5", "rest_top1", "rest_top5"):
+        r = np.array([m[f"{name}_regret"] for m in per if f"{name}_regret" in m])
+        if len(r):
+            out[f"{name}_regret_geomean"] = float(np.exp(np.mean(np.log1p(r))) - 1.0)
+            out[f"{name}_within_10pct"] = float((r <= 0.10 + 1e-12).mean())
+    return out
 
 
 def _predict_ms(model, problem, choices) -> np.ndarray:
@@ -326,10 +408,12 @@ class _GBT:
             edges.append(e)
         return edges
 
-    def fit(self, X, r):
+    def fit(self, X, r, w=None):
         rng = np.random.default_rng(self.seed)
         n, F = X.shape
         B = self.n_bins
+        # Weights are scaled to mean 1, so that the l2 term means the same whatever their scale.
+        w = np.ones(n) if w is None else np.asarray(w, dtype=np.float64) * (n / np.sum(w))
         edges = self._edges(X)
         Xb = np.zeros((n, F), dtype=np.int64)
         for f, e in enumerate(edges):
@@ -344,13 +428,15 @@ class _GBT:
         for t in range(self.n_trees):
             idx = np.sort(rng.choice(n, size=m, replace=False)) if m < n else np.arange(n)
             g = r[idx] - pred[idx]
+            wi = w[idx]
+            wg = wi * g
             node = np.zeros(m, dtype=np.int64)
             bi = base_idx[idx]
             for d in range(D):
                 nodes = 2 ** d
                 flat = (node[:, None] * (F * B) + bi).ravel()
-                G = np.bincount(flat, weights=np.repeat(g, F), minlength=nodes * F * B).reshape(nodes, F, B)
-                H = np.bincount(flat, minlength=nodes * F * B).reshape(nodes, F, B).astype(np.float64)
+                G = np.bincount(flat, weights=np.repeat(wg, F), minlength=nodes * F * B).reshape(nodes, F, B)
+                H = np.bincount(flat, weights=np.repeat(wi, F), minlength=nodes * F * B).reshape(nodes, F, B)
                 GL, HL = np.cumsum(G, axis=2)[:, :, :-1], np.cumsum(H, axis=2)[:, :, :-1]
                 Gt, Ht = G.sum(axis=2, keepdims=True), H.sum(axis=2, keepdims=True)
                 GR, HR = Gt - GL, Ht - HL
@@ -363,11 +449,12 @@ class _GBT:
                 feats[t, d] = f_best
                 thrs[t, d] = e[b_best] if len(e) else 1e300  # constant feature: no row goes right
                 node = node * 2 + (Xb[idx, f_best] > b_best)
-            sums = np.bincount(node, weights=g, minlength=2 ** D)
-            cnts = np.bincount(node, minlength=2 ** D)
+            sums = np.bincount(node, weights=wg, minlength=2 ** D)
+            cnts = np.bincount(node, weights=wi, minlength=2 ** D)
             leaves[t] = self.lr * sums / (cnts + self.l2)
             pred += leaves[t][self._leaf_index(X, feats[t:t + 1], thrs[t:t + 1])[0]]
         self.feat, self.thr, self.leaf = feats, thrs, leaves
+        self._splits = None
         return self
 
     @staticmethod
@@ -380,9 +467,26 @@ class _GBT:
             idx = idx * 2 + bits[:, d, :]
         return idx
 
+    def _split_table(self):
+        """The distinct (feature, threshold) splits of all trees and, per tree level, which
+        of them it uses: each is then compared once per row, not once per tree."""
+        if getattr(self, "_splits", None) is None:
+            pairs = np.stack([self.feat.ravel().astype(np.float64), self.thr.ravel()], axis=1)
+            uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
+            self._splits = (uniq[:, 0].astype(np.int64), uniq[:, 1], inv.reshape(self.feat.shape))
+        return self._splits
+
     def predict(self, X):
-        idx = self._leaf_index(X, self.feat, self.thr)  # (T, n)
+        feats, thrs, which = self._split_table()
+        bits = np.ascontiguousarray((X[:, feats] > thrs).T)  # (distinct splits, n)
+        idx = np.zeros((which.shape[0], X.shape[0]), dtype=np.int64)  # (T, n): the same leaves as _leaf_index
+        for d in range(which.shape[1]):
+            idx = idx * 2 + bits[which[:, d]]
         return np.take_along_axis(self.leaf, idx, axis=1).sum(axis=0)
+
+    def hyperparameters(self) -> dict:
+        return {"n_trees": self.n_trees, "depth": self.depth, "lr": self.lr, "n_bins": self.n_bins, "l2": self.l2,
+                "subsample": self.subsample, "max_rows": self.max_rows}
 
     def to_json(self):
         return {"depth": self.depth, "lr": self.lr, "features": self.feat.tolist(),
@@ -412,8 +516,9 @@ class _MLP:
         h2 = np.maximum(h1 @ W2 + b2, 0.0)
         return h1, h2, (h2 @ W3 + b3)[:, 0]
 
-    def fit(self, X, r):
+    def fit(self, X, r, w=None):
         rng = np.random.default_rng(self.seed)
+        w = np.ones(len(X)) if w is None else np.asarray(w, dtype=np.float64) * (len(X) / np.sum(w))
         self.mu = X.mean(axis=0)
         sd = X.std(axis=0)
         self.sd = np.where(sd > 1e-12, sd, 1.0)
@@ -437,7 +542,7 @@ class _MLP:
                 zb, yb = Z[bi], y[bi]
                 h1, h2, out = self._forward(zb, params)
                 W1, _, W2, _, W3, _ = params
-                d = (2.0 / len(bi)) * (out - yb)[:, None]
+                d = (2.0 / len(bi)) * (w[bi] * (out - yb))[:, None]
                 gW3, gb3 = h2.T @ d, d.sum(0)
                 d2 = (d @ W3.T) * (h2 > 0)
                 gW2, gb2 = h1.T @ d2, d2.sum(0)
@@ -457,6 +562,10 @@ class _MLP:
         Z = (X - self.mu) / self.sd
         return self._forward(Z, self.params)[2] * self.r_sd + self.r_mu
 
+    def hyperparameters(self) -> dict:
+        return {"hidden": list(self.hidden), "lr": self.lr, "epochs": self.epochs, "batch": self.batch,
+                "weight_decay": self.wd, "max_steps": self.max_steps}
+
     def to_json(self):
         return {"hidden": list(self.hidden), "mu": self.mu.tolist(), "sd": self.sd.tolist(),
                 "r_mu": self.r_mu, "r_sd": self.r_sd, "params": [p.tolist() for p in self.params]}
@@ -474,6 +583,40 @@ _REGRESSORS = {"gbt": _GBT, "mlp": _MLP}
 
 
 # ------------------------------------------------------------------------ model
+def _near_best_weights(y: np.ndarray, gid: np.ndarray, tau: float = NEAR_BEST_TAU,
+                       floor: float = NEAR_BEST_FLOOR) -> np.ndarray:
+    """Row weights from ln(time) ``y`` and the group index ``gid`` of every row."""
+    if len(y) == 0:
+        return np.zeros(0)
+    best = np.full(int(gid.max()) + 1, np.inf)
+    np.minimum.at(best, gid, y)
+    return floor + np.exp(-(y - best[gid]) / tau)
+
+
+def _dtype_tag(p: Problem) -> str:
+    """The dtype part of the problem key: 'bf16->bf16', 'fp32+tf32->fp32', ..."""
+    return p.key.split(":")[2]
+
+
+def _layout_tag(p: Problem) -> str:
+    return f"{p.layout_a}/{p.layout_b}"
+
+
+def _unaligned(p: Problem) -> bool:
+    return not (p.aligned_a and p.aligned_b)
+
+
+def domain_of(data: Dataset) -> dict:
+    """What a model trained on ``data`` has seen (stored as provenance['domain']):
+    ``problems`` holds [M, N, K, dtype tag, unaligned 0/1] of every training problem."""
+    probs = sorted({(g.problem.m, g.problem.n, g.problem.k, _dtype_tag(g.problem), int(_unaligned(g.problem)))
+                    for g in data.groups})
+    return {"dtypes": sorted({_dtype_tag(g.problem) for g in data.groups}),
+            "layouts": sorted({_layout_tag(g.problem) for g in data.groups}),
+            "problems": [list(p) for p in probs],
+            "trust_radius": TRUST_RADIUS, "zero_radius": ZERO_RADIUS}
+
+
 def _matrix(data: Dataset, device: DeviceInfo, analytic: AnalyticModel):
     Xs, ys, gid = [], [], []
     for i, g in enumerate(data.groups):
@@ -506,9 +649,42 @@ class LearnedModel:
         self.provenance = provenance
         self.feature_version = FEATURE_VERSION
         self.analytic = AnalyticModel(device)
+        dom = provenance.get("domain") if isinstance(provenance, dict) else None
+        self.domain = dom if isinstance(dom, dict) else None
+        # (dtype tag, unaligned) -> log2 (M, N, K) of the training problems of that class
+        by: dict[tuple, list] = defaultdict(list)
+        for row in (self.domain or {}).get("problems", []):
+            m, n, k, tag, un = row
+            by[(tag, bool(un))].append((m, n, k))
+        self._near = {c: np.log2(np.maximum(np.asarray(v, dtype=np.float64), 1.0)) for c, v in by.items()}
 
     def __repr__(self) -> str:
         return f"LearnedModel({self.family!r}, {self.device.name!r})"
+
+    def trust(self, problem: Problem) -> tuple[float, str]:
+        """(weight of the learned correction for ``problem``, 0..1; why). 1.0 for a model
+        that records no domain (files written before the domain guard)."""
+        dom = self.domain
+        if not dom:
+            return 1.0, "the model records no training domain"
+        tag = _dtype_tag(problem)
+        if tag not in dom.get("dtypes", []):
+            return 0.0, f"dtype {tag} is not in its training set ({', '.join(dom.get('dtypes', []))})"
+        lay = _layout_tag(problem)
+        if lay not in dom.get("layouts", []):
+            return 0.0, f"layout {lay} is not in its training set ({', '.join(dom.get('layouts', []))})"
+        un = _unaligned(problem)
+        kind = "unaligned" if un else "aligned"
+        near = self._near.get((tag, un))
+        if near is None or not len(near):
+            return 0.0, f"no {kind} {tag} problem in its training set"
+        here = np.log2(np.maximum(np.array([problem.m, problem.n, problem.k], dtype=np.float64), 1.0))
+        dist = float(np.sqrt(((near - here) ** 2).sum(axis=1)).min())
+        lo = float(dom.get("trust_radius", TRUST_RADIUS))
+        hi = float(dom.get("zero_radius", ZERO_RADIUS))
+        w = 1.0 if dist <= lo else 0.0 if dist >= hi else (hi - dist) / (hi - lo)
+        return w, (f"nearest {kind} {tag} training problem {dist:.2f} log2 units of (M, N, K) away "
+                   f"(full trust within {lo:g}, none beyond {hi:g})")
 
     def predict(self, problem: Problem, choices) -> list[float]:
         """Estimated device milliseconds per choice (lower is better)."""
@@ -518,8 +694,12 @@ class LearnedModel:
         b = batch(problem, choices)
         if len(b) == 0:
             return np.zeros(0)
+        w, _ = self.trust(problem)
+        if w <= 0.0:
+            return self.analytic.predict_ms(problem, None, choice_batch=b)
         X = featurize(problem, None, self.device, analytic=self.analytic, choice_batch=b)
-        return np.exp(_base_log_ms(X) + self.regressor.predict(X))
+        corr = self.regressor.predict(X)
+        return np.exp(_base_log_ms(X) + (corr if w >= 1.0 else w * corr))
 
     # ------------------------------------------------------------------ files
     def to_json(self) -> dict:
@@ -578,9 +758,13 @@ def _device_for(data: Dataset, device: DeviceInfo | str | None) -> DeviceInfo:
                          "built-in GPU: pass device= (a DeviceInfo or h100/h200/a100) for its facts") from None
 
 
-def _fit_one(kind: str, X, y, seed: int):
+def _fit_one(kind: str, X, y, seed: int, w=None):
     r = y - _base_log_ms(X)
-    return _REGRESSORS[kind](seed=seed).fit(X, r)
+    return _REGRESSORS[kind](seed=seed).fit(X, r, w)
+
+
+def _weights(weighting: str, y, gid):
+    return _near_best_weights(y, gid) if weighting == "near_best" else None
 
 
 def _score(kind_reg, X, y, gid) -> float:
@@ -591,14 +775,18 @@ def _score(kind_reg, X, y, gid) -> float:
 
 
 def fit(data: Dataset, *, kind: str = "auto", device: DeviceInfo | str | None = None, seed: int = 0,
-        description: dict | None = None) -> tuple[LearnedModel, dict]:
+        description: dict | None = None, weighting: str = "near_best") -> tuple[LearnedModel, dict]:
     """Train on every group of ``data`` (split it first: see ``train``).
 
     ``kind``: 'gbt', 'mlp' or 'auto' (both on 80% of the shapes, the better mean
-    Spearman on the other 20% wins, then refit on all). Returns (model, report).
+    Spearman on the other 20% wins, then refit on all). ``weighting``: 'near_best'
+    (rows near their shape's best weigh more; see the module docstring) or 'none'.
+    Returns (model, report).
     """
     if kind not in ("auto", *_REGRESSORS):
         raise ModelError(f"kind must be auto, gbt or mlp, not {kind!r}")
+    if weighting not in WEIGHTINGS:
+        raise ModelError(f"weighting must be one of {', '.join(WEIGHTINGS)}, not {weighting!r}")
     if len(data.groups) < 2:
         raise ModelError(f"need measurements of at least 2 shapes to train, got {len(data.groups)}")
     dev = _device_for(data, device)
@@ -607,15 +795,16 @@ def fit(data: Dataset, *, kind: str = "auto", device: DeviceInfo | str | None = 
     report: dict = {}
     if kind == "auto":
         fit_d, val_d = split_by_shape(data, 0.2, seed + 1)
-        Xf, yf, _ = _matrix(fit_d, dev, analytic)
+        Xf, yf, gf = _matrix(fit_d, dev, analytic)
         Xv, yv, gv = _matrix(val_d, dev, analytic)
-        scores = {k: _score(_fit_one(k, Xf, yf, seed), Xv, yv, gv) for k in _REGRESSORS}
+        wf = _weights(weighting, yf, gf)
+        scores = {k: _score(_fit_one(k, Xf, yf, seed, wf), Xv, yv, gv) for k in _REGRESSORS}
         scores["analytic"] = _score(_Zero(), Xv, yv, gv)
         kind = max(_REGRESSORS, key=lambda k: (-1e9 if math.isnan(scores[k]) else scores[k]))
         report["selection"] = {"validation_shapes": len(val_d.groups), "mean_spearman": scores,
                                "chosen": kind}
-    X, y, _ = _matrix(data, dev, analytic)
-    reg = _fit_one(kind, X, y, seed)
+    X, y, gid = _matrix(data, dev, analytic)
+    reg = _fit_one(kind, X, y, seed, _weights(weighting, y, gid))
     from .. import __version__
     import torch
     import triton
@@ -632,6 +821,11 @@ def fit(data: Dataset, *, kind: str = "auto", device: DeviceInfo | str | None = 
         "feature_version": FEATURE_VERSION,
         "training_set": {"source": data.source, "rows": int(len(y)), "shapes": len(data.shapes),
                          "problems": len(data.groups), **(description or {})},
+        "training": {"kind": kind, "seed": seed, "weighting": weighting,
+                     **({"near_best_tau": NEAR_BEST_TAU, "near_best_floor": NEAR_BEST_FLOOR}
+                        if weighting == "near_best" else {}),
+                     "regressor": reg.hyperparameters()},
+        "domain": domain_of(data),
     }
     report["family"] = kind
     report["fit_s"] = time.monotonic() - t0
@@ -646,7 +840,8 @@ class _Zero:
 
 def train(path: str | os.PathLike, *, exclude_suites=("public",), test_fraction: float = 0.2,
           kind: str = "auto", seed: int = 0, device: DeviceInfo | str | None = None,
-          device_name: str | None = None) -> tuple[LearnedModel, dict]:
+          device_name: str | None = None, strata=None,
+          weighting: str = "near_best") -> tuple[LearnedModel, dict]:
     """Load a store, drop the excluded suites' shapes, split by shape, fit, and evaluate
     on the held-out shapes (the learned model and the analytic one side by side).
 
@@ -661,11 +856,12 @@ def train(path: str | os.PathLike, *, exclude_suites=("public",), test_fraction:
     if len(data.groups) < 3:
         raise ModelError(f"{path}: {len(data.groups)} problems left after excluding "
                          f"{', '.join(exclude_suites or ()) or 'nothing'}; need at least 3 to train and test")
-    tr, te = split_by_shape(data, test_fraction, seed)
+    tr, te = split_by_shape(data, test_fraction, seed, strata=strata)
     desc = {"excluded_suites": list(exclude_suites or ()), "excluded_problems": n_excl,
-            "split": "by (M, N, K)", "test_fraction": test_fraction, "seed": seed,
+            "split": "by (M, N, K)" + (", stratified by shape group" if strata is not None else ""),
+            "test_fraction": test_fraction, "seed": seed,
             "test_shapes": len(te.shapes), "context": data.context}
-    model, report = fit(tr, kind=kind, device=device, seed=seed, description=desc)
+    model, report = fit(tr, kind=kind, device=device, seed=seed, description=desc, weighting=weighting)
     held = evaluate(model, te)
     held_a = evaluate(model.analytic, te)
     report.update({"train_problems": len(tr.groups), "test_problems": len(te.groups),
