@@ -541,6 +541,25 @@ def test_cli_predict(capsys):
     assert rc == 0 and "triton_mm:" in capsys.readouterr().out
 
 
+def test_cli_predict_for_another_machines_triton(capsys):
+    """From a CPU-only machine: --device h200 --triton 3.6 ranks with the model shipped for
+    that GPU and triton; another triton falls back to the analytic model with a warning."""
+    import warnings
+
+    from gemmtune.model import ModelWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ModelWarning)  # the shipped model matches: no warning
+        rc = cli.main(["predict", "--shape", "64x4096x4096:bf16", "--device", "h200", "--triton", "3.6",
+                       "--top", "3"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "LearnedModel" in out and "NVIDIA H200, triton 3.6" in out
+    with pytest.warns(ModelWarning, match="triton"):
+        rc = cli.main(["predict", "--shape", "64x4096x4096:bf16", "--device", "h200", "--triton", "2.9",
+                       "--top", "3"])
+    assert rc == 0 and "AnalyticModel" in capsys.readouterr().out
+
+
 def test_cli_predict_errors(capsys):
     assert cli.main(["predict", "--device", "h100"]) == 2
     assert "--shape" in capsys.readouterr().err

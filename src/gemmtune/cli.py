@@ -11,6 +11,7 @@
     gemmtune report RUN-bench.json                   # Markdown + plots; --merge A B; --tune-run DIR
     gemmtune tune --preset public --fast             # exhaustive space, the model's top 1 (+ cuBLAS)
     gemmtune predict --shape 32x32x28672:bf16 --device h100 --top 10   # rank with a model, no GPU
+    gemmtune predict --shape 64x4096x4096:bf16 --device h200 --triton 3.6  # the shipped H200 model
     gemmtune train --store results.sqlite --out model.json            # learned model, held-out report
 """
 
@@ -374,7 +375,7 @@ def cmd_predict(args) -> int:
     if not args.shape:
         raise ValueError("give --shape MxNxK[:dtype] (repeatable), or --eval STORE to score a model")
     dev = current_or(args.device)
-    model = _model_for(args, dev)
+    model = _model_for(args, dev, triton_version=args.triton)
     families = args.family.split(",") if args.family else list(kernels.FAMILIES)
     for f in families:
         kernels.get(f)
@@ -466,6 +467,9 @@ def _add_model_parsers(sub) -> None:
     p.add_argument("--top", type=int, default=10, help="rows to show (default 10)")
     p.add_argument("--model", metavar="PATH", help="a learned model (default: the one shipped for this GPU "
                    "and triton MAJOR.MINOR, else the analytic model)")
+    p.add_argument("--triton", metavar="VERSION", help="triton version of the machine the ranking is for "
+                   "(default: the installed one); e.g. --device h200 --triton 3.6 ranks with the model "
+                   "shipped for H200 + triton 3.6 from any machine")
     p.add_argument("--eval", metavar="STORE", help="instead: score the model's ranking against the measured "
                    "times of a results store (.sqlite, .sqlite.gz, .csv, .csv.gz)")
     p.set_defaults(fn=cmd_predict)
