@@ -1,0 +1,75 @@
+"""The GPU scripts' CPU paths: bench_dispatch.py --smoke (every section, toy sizes, the
+Triton interpreter) and report_dispatch.py on the committed H200 results. They guard the
+scripts the device runs against breaking between GPU sessions."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "2026-11-22-h200-dispatch"
+
+
+def _env() -> dict:
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    env["PYTHONPATH"] = str(ROOT / "src") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def test_bench_dispatch_smoke_every_section(tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_dispatch.py"), "--smoke", "--oracle",
+                        "--exclude-aten", "--families", "triton_mm", "--oracle-families", "triton_mm",
+                        "--saveload-families", "triton_mm", "--out", str(tmp_path),
+                        "--store", str(tmp_path / "s.sqlite")],
+                       env=_env(), capture_output=True, text=True, timeout=600, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads((tmp_path / "bench_dispatch.json").read_text())
+    secs = doc["sections"]
+    assert set(secs) == {"table", "sweep", "saveload", "compile", "overhead"}
+    assert not [n for n, s in secs.items() if "error" in s], {n: s.get("error") for n, s in secs.items()}
+    # --exclude-aten: the hint kernels are Triton ones, so the seed table compares kernels.
+    assert all("aten" not in row for row in secs["table"]["rows"] if row.startswith("kernel tuned"))
+    sweep = secs["sweep"]
+    assert sweep["done"] == len(sweep["points"]) == 4 and sweep["oracle_done"] == 4
+    assert all(r["oracle"]["best"] != "aten" for r in sweep["rows"])
+    load = secs["saveload"]["load_with_binaries"]
+    assert load["rc"] == 0 and all(load["correct"].values())
+    assert secs["compile"]["graph_breaks"] == 0 and secs["compile"]["unique_graphs"] == 1
+    # And the report renders it.
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "report_dispatch.py"),
+                        str(tmp_path / "bench_dispatch.json"), "--out", str(tmp_path / "rep")],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "Seed table" in (tmp_path / "rep" / "report.md").read_text()
+
+
+def test_report_dispatch_on_the_committed_h200_results(tmp_path):
+    files = sorted(RESULTS.glob("bench_dispatch-*.json"))
+    assert len(files) == 3
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "report_dispatch.py"), *map(str, files),
+                        "--out", str(tmp_path)], capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    md = (tmp_path / "report.md").read_text()
+    # The numbers the README quotes come from these files.
+    assert "| similarity | 0.999 (target ≤ 1.05: MET) | 1.009 |" in md
+    assert "| 1×256×256 | 18.1 |" in md
+    pytest.importorskip("matplotlib")
+    from PIL import Image
+
+    for stem in ("bench_dispatch-all-families", "bench_dispatch-triton-only"):  # the two with a sweep
+        with Image.open(tmp_path / f"sweep-{stem}.png") as im:
+            assert im.size[0] > 100
+
+
+def test_report_dispatch_rejects_other_json(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text('{"shapes": []}')
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "report_dispatch.py"), str(bad), "--out",
+                        str(tmp_path / "o")], capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 2 and "not a bench_dispatch.py result" in r.stderr
