@@ -477,53 +477,17 @@ class _GraphEntry:
 
     def __init__(self, timer: CudaGraphTimer, launch: Callable[[int], object], n_sets: int):
         self.timer, self.launch = timer, launch
-        for i in range(max(timer.warmup, 1)):
-            launch(i % n_sets)
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for i in range(n_sets):
-            launch(i)
-        end.record()
-        end.synchronize()
-        est = max(start.elapsed_time(end) / n_sets, 1e-4)
-        launches = int(min(timer.max_launches, max(n_sets, timer.target_ms / est)))
-        self.launches = max(n_sets, launches - launches % n_sets) if launches >= n_sets else n_sets
         if not _SIDE_STREAM:
             _SIDE_STREAM.append(torch.cuda.Stream())
-        stream = _SIDE_STREAM[0]
-        stream.wait_stream(torch.cuda.current_stream())
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.stream(stream):
-            launch(0)  # one launch on the side stream before capture, as torch asks
-            stream.synchronize()
-            with torch.cuda.graph(self.graph, stream=stream):
-                for i in range(self.launches):
-                    launch(i % n_sets)
-        torch.cuda.current_stream().wait_stream(stream)
-        self.graph.replay()
-        torch.cuda.synchronize()
+        self.graph, self.launches = timer.capture(launch, n_sets, stream=_SIDE_STREAM[0])
 
     def __call__(self, samples: int) -> Timing:
         self.graph.replay()
-        times = []
-        for _ in range(samples):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            self.graph.replay()
-            e.record()
-            e.synchronize()
-            times.append(s.elapsed_time(e) / self.launches)
-        med, spread = summarize(times)
+        med, spread = summarize(self.timer.replay_ms(self.graph, self.launches, samples))
         return Timing(med, math.nan, samples, spread, True)
 
     def eager_ms(self) -> float:
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(self.timer.eager_calls):
-            self.launch(0)
-        torch.cuda.synchronize()
-        return (time.perf_counter() - t0) * 1e3 / self.timer.eager_calls
+        return self.timer.eager_ms(self.launch)
 
     def close(self) -> None:
         self.graph = None

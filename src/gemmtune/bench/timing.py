@@ -86,6 +86,17 @@ class CudaGraphTimer:
         self.warmup = warmup
 
     def measure(self, launch: Callable[[int], None], n_sets: int) -> Timing:
+        graph, launches = self.capture(launch, n_sets)
+        samples = self.replay_ms(graph, launches, self.replays)
+        del graph
+        med, spread = summarize(samples)
+        return Timing(med, self.eager_ms(launch), self.replays, spread, True)
+
+    def capture(self, launch: Callable[[int], None], n_sets: int,
+                stream: torch.cuda.Stream | None = None) -> tuple[torch.cuda.CUDAGraph, int]:
+        """(graph, launches per replay): warm-up, then one CUDA graph of a few ms of launches
+        cycling through the input sets, captured on ``stream`` (default: a new side stream)
+        and replayed once."""
         # Warm-up outside the graph: compilation, module load, workspace allocation.
         for i in range(max(self.warmup, 1)):
             launch(i % n_sets)
@@ -102,7 +113,7 @@ class CudaGraphTimer:
         launches = int(min(self.max_launches, max(n_sets, self.target_ms / est)))
         launches = max(n_sets, launches - launches % n_sets) if launches >= n_sets else n_sets
 
-        stream = torch.cuda.Stream()
+        stream = stream if stream is not None else torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.stream(stream):
@@ -114,24 +125,29 @@ class CudaGraphTimer:
         torch.cuda.current_stream().wait_stream(stream)
         graph.replay()
         torch.cuda.synchronize()
+        return graph, launches
+
+    @staticmethod
+    def replay_ms(graph: torch.cuda.CUDAGraph, launches: int, n: int) -> list[float]:
+        """``n`` timed replays of ``graph``, each as ms per launch."""
         samples = []
-        for _ in range(self.replays):
+        for _ in range(n):
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
             graph.replay()
             e.record()
             e.synchronize()
             samples.append(s.elapsed_time(e) / launches)
-        del graph
-        med, spread = summarize(samples)
+        return samples
 
+    def eager_ms(self, launch: Callable[[int], None]) -> float:
+        """Wall ms per call over ``eager_calls`` back-to-back calls on input set 0."""
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         for _ in range(self.eager_calls):
             launch(0)
         torch.cuda.synchronize()
-        eager = (time.perf_counter() - t0) * 1e3 / self.eager_calls
-        return Timing(med, eager, self.replays, spread, True)
+        return (time.perf_counter() - t0) * 1e3 / self.eager_calls
 
 
 class WallTimer:
