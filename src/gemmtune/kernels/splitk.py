@@ -20,7 +20,7 @@ import triton
 from ..device import DeviceInfo
 from ..problem import Problem
 from ..configs import SplitKConfig, check_block_sizes, prune, scale_tile, tile_constraint
-from .tiled import launch_tiled, prepare_direct
+from .tiled import launch_tiled, prepare_direct, tile_kwargs
 
 NAME = "splitk"
 CONFIG = SplitKConfig
@@ -102,24 +102,28 @@ class SplitKWorkspace:
         return self._get(("locks",), numel, torch.int32, device)
 
 
+def _plan(a: torch.Tensor, b: torch.Tensor, cfg: SplitKConfig) -> tuple[int, int, int, int]:
+    """(K per split, splits, partials' numel, output tiles) of ``cfg`` at this problem."""
+    M, K = a.shape
+    N = b.shape[1]
+    per = k_per_split(K, cfg)
+    splits = triton.cdiv(K, per)
+    numel = M * N * (splits if cfg.deterministic else 1)
+    return per, splits, numel, triton.cdiv(M, cfg.block_m) * triton.cdiv(N, cfg.block_n)
+
+
 def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConfig, *,
             allow_tf32: bool = False, workspace: SplitKWorkspace | None = None):
     """Launch once into ``out`` and return ``(matches(a, b), launch(a, b, out))`` for cheap
     repeated launches at this problem (kernels.tiled.prepare_direct), or None. The
     workspace buffers are looked up on every launch: they may have grown meanwhile."""
-    M, K = a.shape
-    N = b.shape[1]
-    per = k_per_split(K, cfg)
-    splits = triton.cdiv(K, per)
-    kw = dict(block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k, group_m=cfg.group_m,
-              num_stages=cfg.num_stages, num_warps=cfg.num_warps, allow_tf32=allow_tf32)
+    per, splits, numel, tiles = _plan(a, b, cfg)
+    kw = tile_kwargs(cfg, allow_tf32)
     if splits == 1:
-        d = prepare_direct(a, b, out, k_per_split=K, **kw)
+        d = prepare_direct(a, b, out, k_per_split=a.shape[1], **kw)
         return None if d is None else (d.matches, d)
     if workspace is None:
         return None  # a fresh workspace per call: nothing to gain
-    numel = M * N * (splits if cfg.deterministic else 1)
-    tiles = triton.cdiv(M, cfg.block_m) * triton.cdiv(N, cfg.block_n)
     det, dev = cfg.deterministic, a.device
     partials, counters = workspace.partials, workspace.counters
     d = prepare_direct(a, b, out, k_per_split=per, split_mode=1 if det else 2,
@@ -137,20 +141,11 @@ def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConf
 
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConfig, *,
         allow_tf32: bool = False, workspace: SplitKWorkspace | None = None) -> None:
-    M, K = a.shape
-    N = b.shape[1]
-    per = k_per_split(K, cfg)
-    splits = triton.cdiv(K, per)
+    per, splits, numel, tiles = _plan(a, b, cfg)
+    kw = tile_kwargs(cfg, allow_tf32)
     if splits == 1:
-        launch_tiled(a, b, out, block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k,
-                     group_m=cfg.group_m, num_stages=cfg.num_stages, num_warps=cfg.num_warps,
-                     k_per_split=K, allow_tf32=allow_tf32)
+        launch_tiled(a, b, out, k_per_split=a.shape[1], **kw)
         return
     ws = workspace or SplitKWorkspace()  # a fresh one is correct, only slower
-    tiles = triton.cdiv(M, cfg.block_m) * triton.cdiv(N, cfg.block_n)
-    partials = ws.partials(M * N * (splits if cfg.deterministic else 1), cfg.deterministic, a.device)
-    locks = ws.counters(tiles, a.device)
-    launch_tiled(a, b, out, block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k,
-                 group_m=cfg.group_m, num_stages=cfg.num_stages, num_warps=cfg.num_warps,
-                 k_per_split=per, split_mode=1 if cfg.deterministic else 2,
-                 ws=partials, locks=locks, allow_tf32=allow_tf32)
+    launch_tiled(a, b, out, k_per_split=per, split_mode=1 if cfg.deterministic else 2,
+                 ws=ws.partials(numel, cfg.deterministic, a.device), locks=ws.counters(tiles, a.device), **kw)

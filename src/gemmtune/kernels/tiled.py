@@ -329,7 +329,13 @@ def launch_tiled(
     return _launch(_tiled_mm_kernel, grid, args, {**consts, "num_warps": num_warps, "num_stages": num_stages})
 
 
-def prepare_direct(a, b, c, *, ws=None, locks=None, **kw):
+def tile_kwargs(cfg, allow_tf32: bool) -> dict:
+    """The launch_tiled / prepare_direct keywords a tile config (TileConfig, SplitKConfig) sets."""
+    return {"block_m": cfg.block_m, "block_n": cfg.block_n, "block_k": cfg.block_k, "group_m": cfg.group_m,
+            "num_stages": cfg.num_stages, "num_warps": cfg.num_warps, "allow_tf32": allow_tf32}
+
+
+def prepare_direct(a, b, c, *, num_stages, num_warps, ws=None, locks=None, **kw):
     """A launcher for repeated launches at this exact problem: ``fn(a, b, c, ws, locks)``.
 
     Triton's own launch path binds and specialises every argument on every call (tens
@@ -344,9 +350,8 @@ def prepare_direct(a, b, c, *, ws=None, locks=None, **kw):
     """
     if _INTERPRETED:
         return None
-    grid, args, consts = _tiled_args(a, b, c, ws=ws, locks=locks, **{k: v for k, v in kw.items()
-                                                                     if k not in ("num_stages", "num_warps")})
-    kernel = _tiled_mm_kernel[grid](*args, **consts, num_warps=kw["num_warps"], num_stages=kw["num_stages"])
+    grid, args, consts = _tiled_args(a, b, c, ws=ws, locks=locks, **kw)
+    kernel = _tiled_mm_kernel[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
     if kernel is None or not hasattr(kernel, "__getitem__"):
         return None
     names = list(_tiled_mm_kernel.arg_names)

@@ -9,7 +9,7 @@ from ..device import DeviceInfo
 from ..problem import Problem
 from ..configs import (TileConfig, check_block_sizes, default_tiles, exhaustive_tiles, prune,
                      scale_tile, tile_constraint)
-from .tiled import launch_tiled, prepare_direct
+from .tiled import launch_tiled, prepare_direct, tile_kwargs
 
 NAME = "triton_mm"
 CONFIG = TileConfig
@@ -27,19 +27,14 @@ def validate(problem: Problem, cfg: TileConfig) -> None:
 
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: TileConfig, *,
         allow_tf32: bool = False, workspace=None) -> None:
-    K = a.shape[1]
-    launch_tiled(a, b, out, block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k,
-                 group_m=cfg.group_m, num_stages=cfg.num_stages, num_warps=cfg.num_warps,
-                 k_per_split=K, allow_tf32=allow_tf32)
+    launch_tiled(a, b, out, k_per_split=a.shape[1], **tile_kwargs(cfg, allow_tf32))
 
 
 def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: TileConfig, *,
             allow_tf32: bool = False, workspace=None):
     """Launch once into ``out`` and return ``(matches(a, b), launch(a, b, out))`` for cheap
     repeated launches at this problem (kernels.tiled.prepare_direct), or None."""
-    d = prepare_direct(a, b, out, block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k,
-                       group_m=cfg.group_m, num_stages=cfg.num_stages, num_warps=cfg.num_warps,
-                       k_per_split=a.shape[1], allow_tf32=allow_tf32)
+    d = prepare_direct(a, b, out, k_per_split=a.shape[1], **tile_kwargs(cfg, allow_tf32))
     return None if d is None else (d.matches, d)
 
 
