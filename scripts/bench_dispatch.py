@@ -208,10 +208,11 @@ def section_sweep(args, t_end: float) -> dict:
         del state
         torch.cuda.empty_cache()
 
+    from gemmtune.report import geomean
+
     def geomean_ratio(mode, base):
-        rs = [r[mode]["device_us"] / r[base]["device_us"] for r in out
-              if r.get(mode, {}).get("device_us") and r.get(base, {}).get("device_us")]
-        return math.exp(sum(map(math.log, rs)) / len(rs)) if rs else None
+        return geomean(r[mode]["device_us"] / r[base]["device_us"] for r in out
+                       if r.get(mode, {}).get("device_us") and r.get(base, {}).get("device_us"))
 
     summary = {f"{mode}_vs_{base}_geomean": geomean_ratio(mode, base)
                for mode in ("similarity", "benchmark", "table") for base in ("cublas", "oracle")}

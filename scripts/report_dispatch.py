@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -25,8 +24,12 @@ def _us(cell: dict | None) -> str:
     return f"{cell['device_us']:.1f}" if cell and cell.get("device_us") else "-"
 
 
-def _geo(xs: list[float]) -> float | None:
-    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
+def _ratio(rows: list[dict], mode: str, base: str) -> float | None:
+    """Geomean of mode time / base time over the rows that have both."""
+    from gemmtune.report import geomean
+
+    return geomean(r[mode]["device_us"] / r[base]["device_us"] for r in rows
+                   if r.get(mode, {}).get("device_us") and r.get(base, {}).get("device_us"))
 
 
 def table_md(sec: dict) -> list[str]:
@@ -55,10 +58,7 @@ def sweep_md(sec: dict) -> list[str]:
     out += ["", "| mode | geomean time / oracle (M where the oracle ran) | geomean time / cuBLAS (all M) |",
             "|---|---|---|"]
     for m in MODES:
-        vo = _geo([r[m]["device_us"] / r["oracle"]["device_us"] for r in rows
-                   if r.get(m, {}).get("device_us") and r.get("oracle", {}).get("device_us")])
-        vc = _geo([r[m]["device_us"] / r["cublas"]["device_us"] for r in rows
-                   if r.get(m, {}).get("device_us") and r.get("cublas", {}).get("device_us")])
+        vo, vc = _ratio(rows, m, "oracle"), _ratio(rows, m, "cublas")
         verdict = "" if vo is None else (" (target ≤ 1.05: MET)" if vo <= 1.05 else " (target ≤ 1.05: MISSED)")
         out.append(f"| {m} | {vo:.3f}{verdict} |" if vo else f"| {m} | - |")
         out[-1] += f" {vc:.3f} |" if vc else " - |"
