@@ -19,34 +19,12 @@
 # With several batches, the first measures the ceilings and writes $OUT/parts/ceilings.json;
 # the later ones read them (GEMMTUNE_BENCH_CEILINGS) instead of measuring again.
 #
-# Time estimate for the default single batch, from the 2026-11-22 H200 run
-# (benchmarks/results/2026-11-22-h200-bench; its 707 s = decode alone in one call, 148 s, plus
-# prefill+splitk and odd+square as two batches of a second call, 559 s):
-#   start: wheels, env.txt, bench process imports       ~10 s  (env.txt 02:01:57 -> first part's header 02:02:07)
-#   ceilings (copy, read [new, < 1 s], 3 mm peaks)       ~3 s
-#   tuning phase, 5 modes x 29 shapes                   ~236 s = the JSON's per-shape tune_s summed
-#       over all modes, 276.9 s (123.8 + 34.5 + 45.1 + 30.8 + 42.7), minus 66 s: the tuner's
-#       worker start-up, carried by the first shape of each batch, is paid once instead of three
-#       times: >= 2 batches x 5 modes x 6.6 s (nvMMH top-1 timed its one candidate in 6.7 s on a
-#       batch's first shape and in <= 0.1 s on the next ones; first shapes against similar later
-#       ones suggest 40 + 45 = 85 s), plus 25.4 s, the 5 tune() calls' wall time outside their
-#       shapes (decode's header: wall_s 86.6 s against 61.2 s of tune_s)
-#   Inductor max-autotune: its tune_s summed            ~239 s (238.8)
-#   verification + timing (with compiling the chosen     ~61-71 s: what each batch took beyond the
-#   Triton kernels)                                      items above: decode ~12-17 s, prefill+splitk
-#       ~21 s (02:02:07 -> 02:06:26 = 259 s), odd+square ~28-33 s; the interleaved rounds
-#       capture each kernel's graph once, as before, and replay it 1 + 4 x (1 + 5) = 25 times
-#       instead of 1 + 20 (~10 ms more per kernel)
-#   report (Markdown, PNGs where matplotlib is installed) ~5-10 s
-#   total                                               ~555-570 s (~535-550 s if the start-up
-#       saving is 85 s, not the 66 s bound)
-# So the suite should fit in one 600 s call, but with little to spare (about 20-60 s): a slow
-# tuner start or Inductor compile can push the last shape(s) past the soft deadline; they are
-# then named in the JSON's notes and printed below. Not counted above, because not measured
-# yet: the timing phase now loads the Triton binaries the tuning phase compiled instead of
-# compiling ~50 kernels again, and there is no separate merge step. The JSON now records each
-# shape's measure_s and the header's phases_s (ceilings, tune, measure, run), so the next run
-# gives this estimate's basis directly.
+# Measured so far (2026-11-22, H200, benchmarks/results/2026-11-22-h200-bench): the suite took
+# 707 s as three batches in two calls (decode 148 s; prefill+splitk and odd+square 559 s), each
+# batch paying its own ceilings and tuner start-ups. Whether the single batch fits one 600 s call
+# has not been measured yet; the soft deadline above keeps a run that does not fit honest. The
+# JSON records each shape's tune_s and measure_s and the header's phases_s, so the next run
+# shows where the time goes.
 #
 # Wheels in .whl/ (pytest, rich, nvidia-matmul-heuristics, ...) are installed to /tmp/site first,
 # as scripts/gpu_run.sh does: the GPU machine has no registry. BENCH_ARGS: extra flags for every
