@@ -83,6 +83,14 @@ def shape_groups() -> dict[tuple[int, int, int], str]:
     return {(m, n, k): g for g, _, m, n, k, _ in mod.plan()}
 
 
+def coverage_note(d: dict) -> str:
+    """Which of the collection plan's shape groups the data covers, from the counts (not prose)."""
+    plan, got = d.get("plan_by_group", {}), d.get("by_group", {})
+    parts = [f"{g} {got.get(g, 0)} of {n}" for g, n in sorted(plan.items())]
+    return (f"shapes collected per plan group: {', '.join(parts)}; "
+            f"{d.get('unaligned_problems', 0)} collected problems have an unaligned operand")
+
+
 def baseline_mask(g) -> np.ndarray:
     return np.array([c.family == "aten" and not c.pad for c in g.choices])
 
@@ -97,6 +105,7 @@ def dataset_counts(data: Dataset, groups) -> dict:
         best[("pad+" if b.pad else "") + b.family] += 1
     return {"rows": data.rows, "problems": len(data.groups), "shapes": len(data.shapes),
             "by_group": dict(Counter(groups.get(s, "?") for s in data.shapes)),
+            "plan_by_group": dict(Counter(groups.values())),
             "rows_by_family": dict(fam), "best_measured_by_family": dict(best),
             "dtypes": dict(Counter(g.problem.dtype for g in data.groups)),
             "layouts": dict(Counter(f"{g.problem.layout_a}/{g.problem.layout_b}" for g in data.groups)),
@@ -549,7 +558,7 @@ def render(r: dict, png: Path | None) -> str:
         L += [f"## Unlike the training set: public suite, bf16 ({pub['problems']} shapes)", "",
               f"From `{pub['source']}` (same H200 and software; the tuner's default space, standard timer). These "
               "shapes were never trained on (the public suite is evaluation only), and most are unlike the "
-              "collected LLM shapes (small M x N with long K, squares, unaligned). The model trained on all "
+              f"collected shapes ({coverage_note(d)}). The model trained on all "
               "collected shapes; the domain guard shrinks its correction towards the analytic estimate away from "
               "the training shapes. **Caveats:** the analytic model's constants were fitted to this very store, "
               "so it is in-sample for the analytic model; and the guard's rule for unaligned problems (nearest "
@@ -608,9 +617,8 @@ def render(r: dict, png: Path | None) -> str:
           "- nvMatmulHeuristics' top-k measured through our kernels beside the model's top-k.",
           "- fp16 and fp32: no training data yet; the shipped model ranks them with the analytic model "
           "(domain guard).",
-          "- The splitk, odd, square and random shape groups of the collection plan: not collected yet, so the "
-          "model has not seen small M x N with long K, unaligned shapes (2 of the collected shapes only) or "
-          "squares except through the public-suite check above.", ""]
+          f"- Collection coverage: {coverage_note(d)}; the public-suite check above is the only look at the "
+          "rest.", ""]
     shipped = r.get("shipped")
     if shipped:
         L += ["## Shipped model", "",

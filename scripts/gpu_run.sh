@@ -55,6 +55,9 @@ for ph in $phases; do
         --sections table,saveload,overhead,sweep --max-minutes "${DISPATCH_MINUTES:-7}" \
         --store /tmp/bench_dispatch.sqlite --out "$OUT" ${DISPATCH_ARGS:-} 2>&1 \
         | grep -v "^W1\|^I1\|AUTOTUNE\|^  triton_\|^  mm \|SingleProcess" | tail -60 || rc=1 ;;
+    edge)
+      timeout -s INT -k 10 "${EDGE_S:-240}" python3 scripts/bench_edge.py --out "$OUT" 2>&1 | tee "$OUT/edge.txt" \
+        | tail -30; (( PIPESTATUS[0] == 0 )) || rc=1 ;;
     *) echo "unknown phase $ph"; rc=2 ;;
   esac
 done

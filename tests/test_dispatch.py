@@ -551,6 +551,36 @@ def test_binaries_bundle_and_restore(tmp_path, monkeypatch):
     assert not (tmp_path / "mm.json.kernels" / "BBBB").exists()
 
 
+def test_loaded_dirs_include_the_launcher_modules(tmp_path, monkeypatch):
+    """The C launcher and driver modules Triton built for a kernel travel with it."""
+    import types
+
+    from gemmtune import binaries
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(cache))
+    kdir, ldir, udir = _fake_cache(cache, ["KERN", "LAUNCH", "UTILS"])
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+
+    def ext_module(path):  # a builtin function's __self__ is its extension module
+        return types.SimpleNamespace(__self__=types.SimpleNamespace(__file__=str(path)))
+
+    launcher = types.SimpleNamespace(launch=ext_module(ldir / "__triton_launcher.so"))
+    kernel = types.SimpleNamespace(metadata_group={"k.cubin": str(kdir / "_tiled_mm_kernel.cubin")},
+                                   run=launcher)
+    stray = types.SimpleNamespace(metadata_group={}, run=types.SimpleNamespace(
+        launch=ext_module(outside / "__triton_launcher.so")))  # not in the cache: left out
+    fn = types.SimpleNamespace(device_caches={0: ({"a": kernel, "b": stray},)})
+    monkeypatch.setattr(binaries, "_jit_functions", lambda: [fn])
+    monkeypatch.setattr(binaries, "_driver_utils", lambda: types.SimpleNamespace(
+        load_binary=ext_module(udir / "cuda_utils.so")))
+    assert binaries.loaded_dirs() == sorted([kdir, ldir, udir])
+    # No kernel launched in this process: nothing to bundle, not even the driver module.
+    monkeypatch.setattr(binaries, "_jit_functions", lambda: [])
+    assert binaries.loaded_dirs() == []
+
+
 def test_load_restores_binaries_and_rejects_bad_fields(tmp_path, monkeypatch):
     from gemmtune import binaries
 

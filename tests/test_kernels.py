@@ -149,6 +149,40 @@ def test_offset_and_odd_leading_stride(case, operand, device):
     assert_close(run_family(family, cfg, a, b), a, b)
 
 
+# ------------------------------------------------------------------ edges: wrap vs mask
+@pytest.mark.parametrize("edge", ["wrap", "mask", "auto"])
+@pytest.mark.parametrize("layouts", [("row", "row"), ("col", "col"), ("offset", "strided")],
+                         ids=lambda ls: "-".join(ls))
+@pytest.mark.parametrize("shape", [(1, 5, 33), (3, 64, 40), (7, 2, 19), (70, 3, 16)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_edge_wrap_and_mask_agree(shape, layouts, edge, operand):
+    """Rows/cols past the edge either wrap (re-read real rows) or are masked (read
+    nothing): both must give the reference, on dims smaller than their block and not."""
+    from gemmtune.kernels.tiled import launch_tiled
+
+    m, n, k = shape
+    a, b = operand(m, k, layouts[0], torch.float32), operand(k, n, layouts[1], torch.float32)
+    out = torch.full((m, n), float("nan"), dtype=torch.float32, device=a.device)
+    launch_tiled(a, b, out, block_m=16, block_n=32, block_k=16, group_m=4, num_stages=2, num_warps=4,
+                 k_per_split=k, edge=edge)
+    assert_close(out, a, b)
+
+
+def test_edge_masks_choice():
+    from gemmtune.kernels.tiled import edge_masks
+
+    assert edge_masks(1, 4096, 64, 128) == (True, False)    # decode: M below its block
+    assert edge_masks(4096, 32, 64, 64) == (False, True)     # small N, B not N-contiguous
+    assert edge_masks(4096, 32, 64, 64, n_contiguous=True) == (False, False)  # row-major B: wrap
+    assert edge_masks(1, 4096, 64, 128, m_contiguous=True) == (False, False)  # column-major A: wrap
+    assert edge_masks(64, 128, 64, 128) == (False, False)    # exactly one block: no edge at all
+    assert edge_masks(65, 4096, 64, 128) == (False, False)   # a ragged last block keeps the wrap
+    assert edge_masks(65, 4096, 64, 128, "mask", n_contiguous=True) == (True, True)
+    assert edge_masks(1, 1, 64, 128, "wrap") == (False, False)
+    with pytest.raises(ValueError, match="edge must be"):
+        edge_masks(1, 1, 64, 64, "clamp")
+
+
 # ------------------------------------------------------------------ out dtype, output views
 @pytest.mark.parametrize("in_dtype", [pytest.param(torch.float16, id="fp16"),
                                       pytest.param(torch.bfloat16, id="bf16")])

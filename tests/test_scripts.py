@@ -49,9 +49,20 @@ def test_bench_dispatch_smoke_every_section(tmp_path):
     assert "Seed table" in (tmp_path / "rep" / "report.md").read_text()
 
 
+def test_bench_edge_smoke(tmp_path):
+    """scripts/bench_edge.py on the interpreter: both edge modes verified, JSON written."""
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_edge.py"), "--smoke", "--out", str(tmp_path)],
+                       env=_env(), capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    rows = json.loads((tmp_path / "bench_edge.json").read_text())["rows"]
+    cases = [(row["shape"], name, c["status"]) for row in rows for name, c in row["cases"].items()]
+    assert len(cases) == 4 and all(st == "ok" for *_, st in cases), cases
+    assert {name.split()[-1] for _, name, _ in cases} == {"wrap", "mask"}
+
+
 def test_report_dispatch_on_the_committed_h200_results(tmp_path):
     files = sorted(RESULTS.glob("bench_dispatch-*.json"))
-    assert len(files) == 3
+    assert len(files) == 5
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "report_dispatch.py"), *map(str, files),
                         "--out", str(tmp_path)], capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -59,6 +70,8 @@ def test_report_dispatch_on_the_committed_h200_results(tmp_path):
     # The numbers the README quotes come from these files.
     assert "| similarity | 0.999 (target ≤ 1.05: MET) | 1.009 |" in md
     assert "| 1×256×256 | 18.1 |" in md
+    assert "| kernel tuned at M=64 (triton_mm:BM64-BN32-BK128-S5-W4-G8) | 13.1 | 43.1 | 675.9 |" in md
+    assert "| load_with_binaries | 9 | 0 | 0 |" in md
     pytest.importorskip("matplotlib")
     from PIL import Image
 

@@ -10,7 +10,8 @@ process or machine is *loaded* on its first launch, not compiled: no tuning and 
 compilation in the new process.
 
 ``bundle(dest)`` copies the cache directories of every variant of gemmtune's own
-kernels that this process holds in memory (so: the ones it launched) into ``dest``;
+kernels that this process holds in memory (so: the ones it launched), and of the C
+launcher modules Triton built for them, into ``dest``;
 ``restore(src)`` copies them into this process's Triton cache directory, skipping
 the ones already there. A restored variant is only ever a cache *hit* when it was
 built for the same kernel source, Triton version and GPU architecture (they are
@@ -70,16 +71,66 @@ def _compiled(fn) -> list:
     return [k for per_dev in getattr(fn, "cache", {}).values() for k in per_dev.values()]
 
 
-def loaded_dirs() -> list[Path]:
-    """Cache directories of every variant of gemmtune's kernels compiled or loaded in this process."""
+def _module_file(obj) -> str | None:
+    """The file of the extension module behind ``obj``: a module, one of its functions, or
+    an object whose ``launch`` is one (Triton's launcher). None when there is none."""
+    for cand in (obj, getattr(obj, "launch", None)):
+        if cand is None:
+            continue
+        mod = cand if hasattr(cand, "__file__") else getattr(cand, "__self__", None)
+        path = getattr(mod, "__file__", None)
+        if isinstance(path, str):
+            return path
+    return None
+
+
+def _driver_utils():
+    """Triton's active driver utilities (its compiled ``cuda_utils`` module), or None."""
+    try:
+        from triton.runtime import driver
+
+        return getattr(driver.active, "utils", None)
+    except Exception:  # no GPU driver (CPU, interpreter): nothing was compiled
+        return None
+
+
+def host_module_dirs(kernels: list) -> set[Path]:
+    """Cache directories of the host-side modules Triton compiled to launch ``kernels``.
+
+    Before a compiled kernel's first launch Triton builds C glue with the system
+    compiler and keeps it in the same cache: a launcher per kernel signature (triton
+    3.x up to 3.6: ``__triton_launcher.so``) and the driver's ``cuda_utils`` module.
+    A bundle without them leaves a new process compiling C on its first calls (on an
+    H200 with triton 3.6: 3 such builds, ~350 ms on a first call). Only directories
+    inside this process's Triton file cache count."""
+    cache = cache_dir()
+    if cache is None:
+        return set()
+    cache = cache.resolve()
     out: set[Path] = set()
-    for fn in _jit_functions():
-        for kernel in _compiled(fn):
-            group = getattr(kernel, "metadata_group", None) or {}
-            for path in group.values():
-                p = Path(path).parent
-                if p.is_dir():
-                    out.add(p)
+    objs = [getattr(k, "run", None) for k in kernels] + [getattr(_driver_utils(), "load_binary", None)]
+    for obj in objs:
+        path = _module_file(obj) if obj is not None else None
+        if path:
+            d = Path(path).resolve().parent
+            if d.parent == cache and d.is_dir():
+                out.add(d)
+    return out
+
+
+def loaded_dirs() -> list[Path]:
+    """Cache directories of every variant of gemmtune's kernels compiled or loaded in this
+    process, and of the host-side modules Triton built to launch them."""
+    out: set[Path] = set()
+    kernels = [k for fn in _jit_functions() for k in _compiled(fn)]
+    for kernel in kernels:
+        group = getattr(kernel, "metadata_group", None) or {}
+        for path in group.values():
+            p = Path(path).parent
+            if p.is_dir():
+                out.add(p)
+    if kernels:
+        out |= host_module_dirs(kernels)
     return sorted(out)
 
 

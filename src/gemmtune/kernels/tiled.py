@@ -56,7 +56,7 @@ def _tiled_mm_kernel(
     BK_UNIT: tl.constexpr, BN_UNIT: tl.constexpr, CN_UNIT: tl.constexpr,
     A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr, K_DIV: tl.constexpr,
     M_DIV: tl.constexpr, N_DIV: tl.constexpr,
-    GPU_FENCE: tl.constexpr,
+    GPU_FENCE: tl.constexpr, MASK_M: tl.constexpr, MASK_N: tl.constexpr,
 ):
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -110,8 +110,17 @@ def _tiled_mm_kernel(
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     # Rows/cols past the edge wrap around, so loads need no M/N mask; stores are masked.
-    ram = rm % M
-    rbn = rn % N
+    # When the whole dim is smaller than its block (MASK_M / MASK_N, see edge_masks), the
+    # wrap would make every program read the same few rows BLOCK/M times over; there the
+    # loads are masked instead, so rows past the edge cost no memory traffic at all.
+    if MASK_M:
+        ram = rm
+    else:
+        ram = rm % M
+    if MASK_N:
+        rbn = rn
+    else:
+        rbn = rn % N
     # The wrap hides contiguity from Triton unless M/N are multiples of 16; when the
     # wrapped dim is the contiguous one, say how far it stays contiguous (groups of
     # M_DIV/N_DIV never straddle a wrap, since wraps fall on multiples of M/N).
@@ -119,10 +128,12 @@ def _tiled_mm_kernel(
     # ran 53 us against cuBLAS's 7.7 on an H200.
     if AM_UNIT:
         if M_DIV > 1:
-            ram = tl.max_contiguous(tl.multiple_of(ram, M_DIV), M_DIV)
+            if not MASK_M:
+                ram = tl.max_contiguous(tl.multiple_of(ram, M_DIV), M_DIV)
     if BN_UNIT:
         if N_DIV > 1:
-            rbn = tl.max_contiguous(tl.multiple_of(rbn, N_DIV), N_DIV)
+            if not MASK_N:
+                rbn = tl.max_contiguous(tl.multiple_of(rbn, N_DIV), N_DIV)
     k_start = pid_k * K_PER_SPLIT
     k_end = tl.minimum(k_start + K_PER_SPLIT, K)
     if K_DIV > 1:
@@ -138,15 +149,29 @@ def _tiled_mm_kernel(
         a_ptrs = a_ptr + ram[:, None] * sam + (k_start + rk)[None, :] * sak
         b_ptrs = b_ptr + (k_start + rk)[:, None] * sbk + rbn[None, :] * sbn
 
+    a_row_ok = rm[:, None] < M
+    b_col_ok = rn[None, :] < N
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(k_start, k_end, BLOCK_K):
         if EVEN_K:
-            a = tl.load(a_ptrs)
-            b = tl.load(b_ptrs)
+            if MASK_M:
+                a = tl.load(a_ptrs, mask=a_row_ok, other=0.0)
+            else:
+                a = tl.load(a_ptrs)
+            if MASK_N:
+                b = tl.load(b_ptrs, mask=b_col_ok, other=0.0)
+            else:
+                b = tl.load(b_ptrs)
         else:
             kk = k + rk
-            a = tl.load(a_ptrs, mask=kk[None, :] < k_end, other=0.0)
-            b = tl.load(b_ptrs, mask=kk[:, None] < k_end, other=0.0)
+            if MASK_M:
+                a = tl.load(a_ptrs, mask=a_row_ok & (kk[None, :] < k_end), other=0.0)
+            else:
+                a = tl.load(a_ptrs, mask=kk[None, :] < k_end, other=0.0)
+            if MASK_N:
+                b = tl.load(b_ptrs, mask=b_col_ok & (kk[:, None] < k_end), other=0.0)
+            else:
+                b = tl.load(b_ptrs, mask=kk[:, None] < k_end, other=0.0)
         acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
         a_ptrs += BLOCK_K * sak
         b_ptrs += BLOCK_K * sbk
@@ -277,13 +302,36 @@ def input_precision(dtype: torch.dtype, allow_tf32: bool) -> str:
     return "tf32"
 
 
+def edge_masks(M: int, N: int, block_m: int, block_n: int, edge: str = "auto", *,
+               m_contiguous: bool = False, n_contiguous: bool = False) -> tuple[bool, bool]:
+    """(MASK_M, MASK_N): whether the kernel masks rows / cols past the edge instead of wrapping.
+
+    ``auto`` masks a dim smaller than its block, where wrapping re-reads the same few rows
+    block/M times in every program, unless that dim is its operand's contiguous one
+    (``m_contiguous``: A is column-major; ``n_contiguous``: B is row-major): a mask along
+    the contiguous dim hides the 16-byte vector width from Triton. Measured on an H200
+    (scripts/bench_edge.py, 2026-11-22, bf16): masking M with row-major A took a 64x32x128
+    tile at M = 1, N = K = 4096 from 43.1 to 12.1 us (cuBLAS 12.8), and was the better
+    or equal choice for every config's best at M = 1..64; masking N = 24 on a row-major B
+    lost 3.9x on one config. ``wrap`` and ``mask`` force one behaviour on both dims (for
+    experiments: the results are the same)."""
+    if edge == "auto":
+        return M < block_m and not m_contiguous, N < block_n and not n_contiguous
+    if edge in ("wrap", "mask"):
+        return (edge == "mask",) * 2
+    raise ValueError(f"edge must be 'auto', 'wrap' or 'mask', not {edge!r}")
+
+
 def _tiled_args(a, b, c, *, block_m, block_n, block_k, group_m, k_per_split, split_mode=0, stride_cz=0,
-                ws=None, locks=None, allow_tf32=False):
+                ws=None, locks=None, allow_tf32=False, edge="auto"):
     """(grid, runtime args, constexprs) of one launch of the tiled kernel."""
     M, K = a.shape
     N = b.shape[1]
     splits = triton.cdiv(K, k_per_split)
     grid = (triton.cdiv(M, block_m) * triton.cdiv(N, block_n), splits)
+    am_unit = a.stride(1) != 1 and a.stride(0) == 1
+    bn_unit = b.stride(1) == 1
+    mask_m, mask_n = edge_masks(M, N, block_m, block_n, edge, m_contiguous=am_unit, n_contiguous=bn_unit)
     args = (a, b, c, c if ws is None else ws, c if locks is None else locks,
             M, N, K, k_per_split,
             a.stride(0), a.stride(1), b.stride(0), b.stride(1), stride_cz, c.stride(-2), c.stride(-1))
@@ -292,13 +340,13 @@ def _tiled_args(a, b, c, *, block_m, block_n, block_k, group_m, k_per_split, spl
         EVEN_K=K % block_k == 0 and k_per_split % block_k == 0, SPLIT_MODE=split_mode,
         INPUT_PRECISION=input_precision(a.dtype, allow_tf32),
         INDEX_64=needs_int64(a, b, c) or (ws is not None and needs_int64(ws)),
-        AK_UNIT=a.stride(1) == 1, AM_UNIT=a.stride(1) != 1 and a.stride(0) == 1,
-        BK_UNIT=b.stride(1) != 1 and b.stride(0) == 1, BN_UNIT=b.stride(1) == 1,
+        AK_UNIT=a.stride(1) == 1, AM_UNIT=am_unit,
+        BK_UNIT=b.stride(1) != 1 and b.stride(0) == 1, BN_UNIT=bn_unit,
         CN_UNIT=c.stride(-1) == 1,
         A_LEAD_DIV=lead_divisor(a), B_LEAD_DIV=lead_divisor(b),
         K_DIV=_pow2_divisor(math.gcd(K, k_per_split)),
         M_DIV=min(_pow2_divisor(M), block_m), N_DIV=min(_pow2_divisor(N), block_n),
-        GPU_FENCE=split_mode != 0 and not _INTERPRETED,
+        GPU_FENCE=split_mode != 0 and not _INTERPRETED, MASK_M=mask_m, MASK_N=mask_n,
     )
     return grid, args, consts
 
@@ -320,12 +368,14 @@ def launch_tiled(
     ws: torch.Tensor | None = None,
     locks: torch.Tensor | None = None,
     allow_tf32: bool = False,
+    edge: str = "auto",
 ):
     """Launch the tiled kernel; the caller has validated shapes and sizes (M, N, K > 0).
     Returns what Triton's launch returns (the compiled kernel on a GPU)."""
     grid, args, consts = _tiled_args(a, b, c, block_m=block_m, block_n=block_n, block_k=block_k,
                                      group_m=group_m, k_per_split=k_per_split, split_mode=split_mode,
-                                     stride_cz=stride_cz, ws=ws, locks=locks, allow_tf32=allow_tf32)
+                                     stride_cz=stride_cz, ws=ws, locks=locks, allow_tf32=allow_tf32,
+                                     edge=edge)
     return _launch(_tiled_mm_kernel, grid, args, {**consts, "num_warps": num_warps, "num_stages": num_stages})
 
 
