@@ -254,6 +254,31 @@ def test_supported_modes_follow_the_tune_signature():
     assert modes == benchmark.TUNE_MODES and skipped == {}
 
 
+def test_extra_modes_are_opt_in_and_checked():
+    def new(problems, *, space="default", fast=False, benchmark_space=None): ...
+
+    assert benchmark.extra_modes(None) == [] and benchmark.extra_modes("") == []
+    assert benchmark.extra_modes("top20, exhaustive,top20") == ["gemmtune_top20", "gemmtune_exhaustive"]
+    with pytest.raises(ValueError, match="unknown extra mode 'top50'.*top20, exhaustive"):
+        benchmark.extra_modes("top20,top50")
+    modes, skipped = benchmark.supported_modes(new, benchmark.extra_modes("exhaustive"))
+    assert list(modes) == [*benchmark.TUNE_MODES, "gemmtune_exhaustive"] and skipped == {}
+    assert modes["gemmtune_exhaustive"] == {"space": "exhaustive", "benchmark_space": "SAME"}
+    assert benchmark.supported_modes(new)[0] == benchmark.TUNE_MODES  # not asked: not run
+
+
+def test_report_shows_extra_modes_and_names_the_exhaustive_reference():
+    s = _shape(10.0, 0.01, gemmtune=(5.0, 0.01), gemmtune_top20=(4.0, 0.01), gemmtune_exhaustive=(4.0, 0.01))
+    doc = {"schema": report.SCHEMA, "source": "", "header": {"device_name": "X", "date": "2026-11-22"},
+           "ceilings": None, "notes": [], "shapes": [s]}
+    assert report.methods_present(doc) == ["gemmtune", "gemmtune_top20", "gemmtune_exhaustive"]
+    md = report.render_markdown(doc)
+    assert "gemmtune model top-20" in md and "| gemmtune exhaustive |" in md
+    assert "benchmarked the whole exhaustive space" in md
+    del s["methods"]["gemmtune_exhaustive"]
+    assert "no exhaustive search is part of it" in report.render_markdown(doc)
+
+
 # Inductor's generated code, in the shape torch._inductor.select_algorithm writes it
 # (template decorator, @triton.jit, the def, then the constexpr defines).
 _TEMPLATE_CODE = """
@@ -371,9 +396,11 @@ def test_measure_shape_record_on_cpu():
     shape = _shapes()[1]
     key = shape.problem.key
     tuned = {"gemmtune": {key: SimpleNamespace(best="triton_mm:BM16-BN32-BK16-S2-W2-G1", best_ms=0.01, tune_s=1.5, tried=3, statuses={})},
+             "gemmtune_top20": {key: SimpleNamespace(best="aten", best_ms=0.01, tune_s=0.5, tried=21, statuses={})},
              "nvmmh_top1": {key: SimpleNamespace(best=None, best_ms=None, tune_s=0.2, tried=1,
                                                  statuses={"wrong": 1})}}
-    skipped = {"gemmtune_fast": "no 'fast'", "gemmtune_top5": "no 'benchmark_space'"}
+    skipped = {"gemmtune_fast": "no 'fast'", "gemmtune_top5": "no 'benchmark_space'",
+               "gemmtune_exhaustive": "the tuner failed: RuntimeError: x"}
     ceilings = {"copy": {"gbps": 4000.0}, "mm": {"float16": {"tflops": 800.0}}}
     rec = benchmark.measure_shape(shape, WorkerState(timer=WallTimer(), device="cpu"), ceilings, tuned, skipped,
                                   seed=0, inductor_log=None, extra_s={"nvmmh_top1": {key: 0.05}},
@@ -385,6 +412,10 @@ def test_measure_shape_record_on_cpu():
     assert g["kernel"]["ms"] > 0 and g["kernel"]["repeats"] == 3 and g["kernel"]["spread"] is not None
     m = rec["methods"]
     assert m["gemmtune_fast"] == {"status": "skipped", "reason": "no 'fast'"}
+    # Opt-in modes are recorded when they ran (or were asked for and failed), never otherwise.
+    assert m["gemmtune_top20"]["status"] == "ok" and m["gemmtune_top20"]["candidates"] == 21
+    assert m["gemmtune_exhaustive"] == {"status": "skipped", "reason": "the tuner failed: RuntimeError: x"}
+    assert list(m)[:5] == ["gemmtune", "gemmtune_fast", "gemmtune_top5", "gemmtune_top20", "gemmtune_exhaustive"]
     assert m["nvmmh_top1"]["status"] == "error" and "wrong" in m["nvmmh_top1"]["reason"]
     assert m["nvmmh_top5"]["reason"] == "nvMatmulHeuristics returned no configuration"
     assert m["inductor"] == {"status": "skipped", "reason": "--skip-inductor"}

@@ -88,7 +88,31 @@ TUNE_MODES: dict[str, dict] = {
     "gemmtune_fast": {"fast": True},
     "gemmtune_top5": {"space": "exhaustive", "benchmark_space": 5},
 }
+# Opt-in modes (`gemmtune bench --extra-modes top20,exhaustive`): the model's top-20, and the
+# whole exhaustive space benchmarked, the reference the model's top-k is judged against. The
+# exhaustive space holds 870-9,045 candidates per public-suite shape on an H200, so that mode
+# is for a few chosen shapes (--suite / --groups / --limit), not the whole suite in one call.
+OPTIONAL_MODES: dict[str, dict] = {
+    "gemmtune_top20": {"space": "exhaustive", "benchmark_space": 20},
+    "gemmtune_exhaustive": {"space": "exhaustive", "benchmark_space": "SAME"},
+}
+EXTRA_MODE_NAMES = {"top20": "gemmtune_top20", "exhaustive": "gemmtune_exhaustive"}
 NVMMH_TOPK = {"nvmmh_top1": 1, "nvmmh_top5": 5}
+
+
+def extra_modes(names: str | Sequence[str] | None) -> list[str]:
+    """Method keys of the opt-in modes named (``"top20,exhaustive"``); ValueError on others."""
+    if not names:
+        return []
+    items = names.split(",") if isinstance(names, str) else list(names)
+    out = []
+    for n in (x.strip() for x in items if x.strip()):
+        key = EXTRA_MODE_NAMES.get(n, n if n in OPTIONAL_MODES else None)
+        if key is None:
+            raise ValueError(f"unknown extra mode {n!r}: choose from {', '.join(EXTRA_MODE_NAMES)}")
+        if key not in out:
+            out.append(key)
+    return out
 _NVMMH_TYPE = {"bfloat16": "T", "float16": "H", "float32": "S"}
 
 
@@ -103,8 +127,9 @@ def _fail(e: BaseException) -> dict:
 
 
 # ------------------------------------------------------------------ gemmtune modes
-def supported_modes(tune_fn: Callable) -> tuple[dict[str, dict], dict[str, str]]:
-    """The modes ``tune_fn`` can run (name -> keywords), and why each other mode cannot.
+def supported_modes(tune_fn: Callable, extra: Sequence[str] = ()) -> tuple[dict[str, dict], dict[str, str]]:
+    """The modes ``tune_fn`` can run (name -> keywords), and why each other mode cannot: the
+    standard ones (TUNE_MODES) plus the opt-in ones named in ``extra`` (OPTIONAL_MODES keys).
 
     >>> def tune(problems, *, space="default", fast=False): ...
     >>> modes, skipped = supported_modes(tune)
@@ -113,7 +138,7 @@ def supported_modes(tune_fn: Callable) -> tuple[dict[str, dict], dict[str, str]]
     """
     params = inspect.signature(tune_fn).parameters
     modes, skipped = {}, {}
-    for name, kwargs in TUNE_MODES.items():
+    for name, kwargs in [*TUNE_MODES.items(), *((m, OPTIONAL_MODES[m]) for m in extra)]:
         missing = [k for k in kwargs if k not in params]
         if missing:
             skipped[name] = (f"gemmtune.tune() has no {', '.join(repr(m) for m in missing)} "
@@ -555,7 +580,7 @@ def verified_launch(problem: Problem, choice: str, state, seed: int) -> tuple[di
 
 
 def tune_phase(shapes: Sequence[Shape], *, tune_fn: Callable, scratch: Path, seed: int, provenance: dict,
-               say: Callable[[str], None] = lambda msg: None) -> dict:
+               say: Callable[[str], None] = lambda msg: None, extra: Sequence[str] = ()) -> dict:
     """Tune ``shapes`` once per mode: gemmtune's modes with their keywords, and nvMMH's top-1 /
     top-5 as lookup tables that make the tuner compile (in parallel), check and time exactly
     those configs. Every mode gets a fresh store and Triton cache: nothing is reused.
@@ -566,7 +591,7 @@ def tune_phase(shapes: Sequence[Shape], *, tune_fn: Callable, scratch: Path, see
     """
     from .table import LookupTable, TableChoice
 
-    modes, skipped = supported_modes(tune_fn)
+    modes, skipped = supported_modes(tune_fn, extra)
     notes = [f"{report.LABELS[m]}: skipped: {why}" for m, why in skipped.items()]
     jobs = [(mode, {"space": "default", **kw}, dict(kw), list(shapes)) for mode, kw in modes.items()]
     extra_s: dict[str, dict] = {}
@@ -603,6 +628,8 @@ def tune_phase(shapes: Sequence[Shape], *, tune_fn: Callable, scratch: Path, see
                         env={"TRITON_CACHE_DIR": str(scratch / f"triton-{mode}")}, **kwargs)
         except Exception as e:  # one mode failing must not cost the others
             notes.append(f"{report.LABELS[mode]}: the tuner failed: {type(e).__name__}: {e}"[:500])
+            if mode in OPTIONAL_MODES:  # asked for: its rows say so instead of vanishing
+                skipped[mode] = f"the tuner failed: {type(e).__name__}: {e}"[:300]
             continue
         tuned[mode] = {sh.problem.key: sh for sh in r.shapes}
         ran[mode] = {"kwargs": described, "wall_s": r.wall_s, "measured": r.measured}
@@ -654,7 +681,8 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
         return r
 
     rec["cublas"] = check("cublas", "aten")
-    for mode in (*TUNE_MODES, *NVMMH_TOPK):
+    asked = [m for m in OPTIONAL_MODES if m in tuned or m in skipped]
+    for mode in (*TUNE_MODES, *asked, *NVMMH_TOPK):
         r = tuned.get(mode, {}).get(p.key)
         why = (errors or {}).get(mode, {}).get(p.key)
         if mode in skipped:
@@ -738,9 +766,12 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
         groups: Sequence[str] | None = None, limit: int | None = None, repeats: int = 20,
         skip_inductor: bool = False, seed: int = 0, render: bool = True,
         tune_fn: Callable | None = None, log=None, rounds: int = ROUNDS,
-        deadline: float | None = None, ceilings_file: str | os.PathLike | None = None) -> Path:
+        deadline: float | None = None, ceilings_file: str | os.PathLike | None = None,
+        extra: Sequence[str] = ()) -> Path:
     """Benchmark ``shapes`` on the current GPU; write the bench JSON (and its report) under
     ``out_dir`` and return the JSON's path. Raises ValueError without a CUDA GPU.
+
+    ``extra``: opt-in gemmtune modes to run as well (OPTIONAL_MODES keys, see ``extra_modes``).
 
     ``rounds``: interleaved timing rounds per shape (``repeats`` samples per kernel in
     all). ``deadline`` (unix time; default $GEMMTUNE_BENCH_DEADLINE): no shape starts
@@ -801,7 +832,8 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
 
     t0 = time.perf_counter()
     phase = tune_phase(shapes, tune_fn=tune_fn, scratch=scratch, seed=seed, provenance=provenance(
-        dev.name, dev.capability_str, torch.__version__, triton.__version__, __version__, "nvmmh"), say=say)
+        dev.name, dev.capability_str, torch.__version__, triton.__version__, __version__, "nvmmh"), say=say,
+        extra=extra)
     header["phases_s"]["tune"] = time.perf_counter() - t0
     doc["notes"] += phase["notes"]
     header["modes"] = phase["modes"]

@@ -260,6 +260,7 @@ def cmd_bench(args) -> int:
     from . import benchmark
     from .shapes import load_csv, preset
 
+    extra = benchmark.extra_modes(args.extra_modes)  # a typo fails before anything runs
     if not torch.cuda.is_available():
         raise ValueError(benchmark.CUDA_ERROR)
     shapes = load_csv(args.suite) if args.suite else preset("public")
@@ -275,7 +276,7 @@ def cmd_bench(args) -> int:
         raise ValueError("no shapes selected (check --groups / --limit)")
     print(benchmark.run(shapes, out_dir=args.out, suite=args.suite or "public", groups=groups,
                         limit=args.limit, repeats=args.repeats, skip_inductor=args.skip_inductor,
-                        seed=args.seed))
+                        seed=args.seed, extra=extra))
     return 0
 
 
@@ -323,6 +324,9 @@ def _add_bench_report_parsers(sub) -> None:
     p.add_argument("--skip-inductor", action="store_true", help="leave torch.compile max-autotune out")
     p.add_argument("--repeats", type=int, default=20, help="CUDA-graph replays per kernel time (default 20)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--extra-modes", metavar="top20,exhaustive",
+                   help="opt-in gemmtune modes: the model's top-20, and the whole exhaustive space "
+                        "benchmarked (hundreds to thousands of candidates per shape: pick few shapes)")
     p.set_defaults(fn=cmd_bench)
 
     p = sub.add_parser("report", help="Markdown + PNG report of a bench JSON; --merge partial runs")
