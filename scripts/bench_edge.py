@@ -33,9 +33,14 @@ if str(ROOT / "src") not in sys.path:
 SHAPES = [(f"m{m}_4096x4096", m, 4096, 4096) for m in (1, 2, 4, 8, 16, 32, 48, 64)] + [
     ("gpt2_lmhead_m1", 1, 50257, 768), ("llama3_8b_qkv_m1", 1, 6144, 4096),
     ("llama3_8b_down_m1", 1, 4096, 14336), ("llama3_8b_o_m8", 8, 4096, 4096),
-    ("tiny_n_24", 2048, 24, 4096)]
+    ("tiny_n_24", 2048, 24, 4096),
+    # Odd N with a row-major B: rows are not 16-byte aligned, so wrapping (rn % N) gives the
+    # compiler no contiguity along N at all, while masking keeps it (and there is no vector
+    # width to lose). Inductor's 128x128x64 tile ran gpt2_lmhead_m96 in 54 us where ours,
+    # wrapped, took 122-268 us (2026-11-22 bench). Not measured with masking yet.
+    ("gpt2_lmhead_m96", 96, 50257, 768), ("odd_n_1531", 777, 1531, 2048), ("odd_n_4097", 333, 4097, 1024)]
 CONFIGS = ["BM64-BN32-BK128-S5-W4-G8", "BM16-BN64-BK64-S3-W4-G8", "BM16-BN128-BK64-S3-W4-G1",
-           "BM64-BN128-BK128-S4-W4-G8"]
+           "BM64-BN128-BK128-S4-W4-G8", "BM128-BN128-BK64-S3-W4-G8"]
 
 
 def parse_cfg(s: str) -> dict:
