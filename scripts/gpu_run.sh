@@ -58,6 +58,11 @@ for ph in $phases; do
     edge)
       timeout -s INT -k 10 "${EDGE_S:-240}" python3 scripts/bench_edge.py --out "$OUT" 2>&1 | tee "$OUT/edge.txt" \
         | tail -30; (( PIPESTATUS[0] == 0 )) || rc=1 ;;
+    topk)
+      GEMMTUNE_BENCH_DEADLINE=$(( $(date +%s) + ${TOPK_S:-420} - 20 )) timeout -s INT -k 20 "${TOPK_S:-420}" \
+        python3 -m gemmtune.cli bench --suite benchmarks/suites/topk-exhaustive.csv --extra-modes top20,exhaustive \
+        --out "$OUT" 2>&1 | grep --line-buffered -v "^W1\|^I1\|AUTOTUNE\|^  triton_\|^  mm \|SingleProcess\|benchmarking" \
+        | tail -40; (( PIPESTATUS[0] == 0 )) || rc=1 ;;
     *) echo "unknown phase $ph"; rc=2 ;;
   esac
 done

@@ -230,6 +230,9 @@ def test_bench_without_gpu_is_a_clear_error(monkeypatch, capsys):
     assert err.strip() == f"gemmtune bench: error: {benchmark.CUDA_ERROR}"
     with pytest.raises(ValueError, match="bench needs a CUDA GPU"):
         benchmark.run([], out_dir="unused")
+    # A misspelt opt-in mode is named before anything else is looked at.
+    assert cli.main(["bench", "--extra-modes", "top20,top50"]) == 2
+    assert "unknown extra mode 'top50'" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the real process would run the benchmark")
