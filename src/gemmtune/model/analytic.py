@@ -108,6 +108,11 @@ ATEN_EFF_FP32 = 0.77
 ATEN_SPLITK_S = 3.5e-6
 ATEN_UNALIGNED_EFF = 0.2
 ATEN_UNALIGNED_BW = 0.5
+# ... but with few 128x128 output tiles and a long K, cuBLAS splits K to fill the SMs: one
+# split per this many K. Without it the model put 36 collected small-MN long-K unaligned
+# shapes 3-16x too slow (H200 bf16, data/collect: 55x509x21568 34.5 us measured, 265 us
+# predicted); with it, 36 us.
+ATEN_UNALIGNED_SPLIT_K = 2048
 # How much of L2 an operand may take and still be read from DRAM only once.
 L2_FIT = 0.4
 # Soft maximum of overlapping bounds (p-norm): equal bounds cost 2^(1/4) = 1.19x one.
@@ -286,7 +291,9 @@ class AnalyticModel:
         small_mn = (M <= 256) & (N <= 256) & (K >= 4096)
         t_aligned = _softmax(flops / rate, min_bytes / (self.mem_bw * DRAM_EFF)) + ATEN_SPLITK_S * small_mn
         t128 = _cdiv(M, 128) * _cdiv(N, 128)
-        fill = t128 / (np.ceil(t128 / sm) * sm)
+        splits = np.maximum(1, np.minimum(K // ATEN_UNALIGNED_SPLIT_K, np.ceil(sm / t128)))
+        tiles = t128 * splits
+        fill = tiles / (np.ceil(tiles / sm) * sm)
         t_unaligned = flops / (rate * ATEN_UNALIGNED_EFF * fill) + min_bytes / (self.mem_bw * ATEN_UNALIGNED_BW)
         aten_total = LAUNCH_S + np.where(aligned, t_aligned, t_unaligned)
 
