@@ -694,3 +694,26 @@ def test_collect_hard_stop_exports_a_resumable_store(tmp_path):
     with ResultStore(plain) as db:  # a valid store, to resume from
         assert db.count() == prog["rows_in_store"]
     assert not (tmp_path / "collect.snapshot.sqlite").exists()
+
+
+def test_analytic_unaligned_cublas_splits_long_k():
+    """Unaligned small-M x N long-K problems: cuBLAS splits K over the SMs, so the analytic
+    estimate must stay within 3x of every such cuBLAS time measured on the H200 (it was
+    3-16x too slow before the split-K term), and big unaligned problems keep their estimate."""
+    from gemmtune.model.analytic import ATEN_UNALIGNED_SPLIT_K
+    from gemmtune.model.learned import load_dataset
+
+    data = load_dataset(Path(__file__).resolve().parents[1] / "data" / "collect" / "collect.sqlite.gz")
+    a = AnalyticModel(DeviceInfo.lookup("h200"))
+    ratios = []
+    for g in data.groups:
+        p = g.problem
+        if p.aligned_a and p.aligned_b or p.k < 2 * ATEN_UNALIGNED_SPLIT_K or p.m * p.n > 512 * 512:
+            continue
+        (i,) = [j for j, c in enumerate(g.choices) if c.family == "aten" and not c.pad]
+        ratios.append(float(g.times_ms[i] / a.predict(p, [g.choices[i]])[0]))
+    assert len(ratios) >= 30, len(ratios)
+    assert 1 / 3 < min(ratios) and max(ratios) < 3, (min(ratios), max(ratios))
+    # 4095^3 has K < 2 splits' worth and 1024 tiles: no split, the estimate measured before.
+    big = Problem.from_sizes(4095, 4095, 4095, "bf16")
+    assert not big.aligned_a and a.predict(big, [Choice.parse("aten")])[0] > 0.5
