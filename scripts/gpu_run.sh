@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything gemmtune does on a lent GPU, in one call of the device tool.
 #   bash scripts/gpu_run.sh [check] [faults] [tune] [inductor] ...   (default: check faults)
-# check:    GPU test module (bf16 and the rest on the real GPU; CHECK_S bounds it, default 300) + the demo
+# check:    every test marked gpu (tests/test_gpu.py, the CUDA timer, the bench on a GPU; CHECK_S
+#           bounds it, default 300) + the demo
 # faults:   inject an illegal-memory-access kernel into a real tuning run
 # tune:     gemmtune tune on the public suite, default space (store + table + summary)
 # inductor: torch.compile max-autotune on the same suite: tuning time, kernel time
@@ -35,7 +36,7 @@ for ph in $phases; do
   case $ph in
     check)
       # tee before tail: the log under $OUT survives a call cut off at its limit
-      timeout -s INT -k 10 "${CHECK_S:-300}" python3 -m pytest tests/test_gpu.py -q -m gpu -p no:cacheprovider --durations=15 2>&1 \
+      timeout -s INT -k 10 "${CHECK_S:-300}" python3 -m pytest tests -q -m gpu -p no:cacheprovider --durations=15 2>&1 \
         | tee "$OUT/gpu_tests.log" | tail -60; (( PIPESTATUS[0] == 0 )) || rc=1
       python3 -m gemmtune.cli demo --size 333x4097x1025 2>&1 | tee "$OUT/demo.txt" || rc=1 ;;
     faults)

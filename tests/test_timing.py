@@ -9,7 +9,8 @@ import time
 import pytest
 import torch
 
-from gemmtune.bench.timing import CudaGraphTimer, Timing, WallTimer, default_timer, summarize, sets_for
+from gemmtune.bench.timing import (CudaGraphTimer, Timing, WallTimer, default_timer, sets_for, should_cut,
+                                   summarize)
 
 MB = 2**20
 
@@ -169,6 +170,7 @@ def test_timer_profiles_name_every_timing_and_quick_is_lighter():
     assert all(isinstance(t, WallTimer) for t in cpu.values())
     q, s = gpu["quick"], gpu["standard"]
     assert (q.replays, q.target_ms, q.max_launches, q.eager_calls, q.warmup) == (5, 1.0, 64, 3, 1)
+    assert q.cut_factor == 3.0 and s.cut_factor is None  # only bulk collection cuts early
     assert q.replays == QUICK_CUDA["replays"]
     assert q.replays < s.replays and q.max_launches < s.max_launches and q.eager_calls < s.eager_calls
     assert cpu["quick"].repeats == QUICK_WALL["repeats"] < cpu["standard"].repeats
@@ -206,3 +208,59 @@ def test_runner_picks_the_timer_the_task_names():
     # A timer passed alone becomes the standard profile; the quick one is still there.
     solo = WorkerState(timer=std, device="cpu")
     assert solo.timer is std and solo.timers["standard"] is std and isinstance(solo.timers["quick"], WallTimer)
+
+
+# ------------------------------------------------------------------ early cut (quick profile)
+def test_should_cut_exact():
+    assert should_cut(3.01, 1.0, 3.0) and not should_cut(3.0, 1.0, 3.0)  # strictly more than factor x best
+    assert not should_cut(100.0, None, 3.0) and not should_cut(100.0, 0.0, 3.0)  # nothing measured yet
+    assert not should_cut(100.0, 1.0, None) and not should_cut(100.0, 1.0, 0)    # no cut configured
+
+
+class _CuttingTimer:
+    """A fake timer with an early cut: 'slow' launches come back cut (1 repeat, no eager)."""
+    representative = True
+    cut_factor = 3.0
+
+    def __init__(self, times):
+        self.times, self.seen_best = list(times), []
+
+    def measure(self, launch, n_sets, best_ms=None):
+        launch(0)
+        ms = self.times.pop(0)
+        self.seen_best.append(best_ms)
+        if should_cut(ms, best_ms, self.cut_factor):
+            return Timing(ms, math.nan, 1, 0.0, True)
+        return Timing(ms, ms, 5, 0.01, True)
+
+
+def test_runner_feeds_the_cut_its_best_so_far_per_problem():
+    from gemmtune.bench.runner import WorkerState, handle
+    from gemmtune.problem import Problem
+
+    t = _CuttingTimer([2.0, 1.0, 9.0, 2.5, 7.0])
+    state = WorkerState(device="cpu", timers={"standard": t})
+    p, q = (Problem.from_sizes(8, 8, 16, "fp32").key, Problem.from_sizes(8, 8, 32, "fp32").key)
+    res = [handle("bench", {"problem": key, "choice": "aten", "seed": 0}, state) for key in (p, p, p, p, q)]
+    # Best so far per problem: none, 2.0, 1.0 (the cut 9.0 never becomes a best), 1.0; a new problem starts over.
+    assert t.seen_best == [None, 2.0, 1.0, 1.0, None]
+    assert [r["repeats"] for r in res] == [5, 5, 1, 5, 5]
+    assert res[2]["status"] == "ok" and res[2]["device_ms"] == 9.0 and res[2]["eager_ms"] is None
+    assert res[3]["eager_ms"] == 2.5 and state.best_ms == {p: 1.0, q: 7.0}
+    # Timers without a cut are called as before (no best_ms keyword).
+    assert handle("bench", {"problem": p, "choice": "aten", "seed": 0},
+                  WorkerState(device="cpu", timers={"standard": _FakeTimer(20)}))["repeats"] == 20
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_graph_timer_cuts_a_hopeless_kernel():
+    a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+    small = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+    timer = CudaGraphTimer(replays=3, cut_factor=3.0)
+    fast = timer.measure(lambda i: torch.mm(small, small), 1)
+    assert fast.repeats == 3 and math.isfinite(fast.eager_ms)
+    slow = timer.measure(lambda i: torch.mm(a, a), 1, best_ms=fast.device_ms)
+    assert slow.repeats == 1 and math.isnan(slow.eager_ms) and slow.device_ms > 3 * fast.device_ms
+    again = timer.measure(lambda i: torch.mm(a, a), 1, best_ms=None)  # no reference: measured in full
+    assert again.repeats == 3

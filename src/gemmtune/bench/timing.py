@@ -27,11 +27,16 @@ launches, 20 eager calls). ``quick`` is for bulk data collection: 5 replays of
 ~1 ms graphs, up to 64 launches, 3 eager calls, 1 warm-up -- still L2-cold with
 rotating input sets, still median + spread, and the runner still verifies
 against fp64 before timing. Each row stores its ``repeats`` (the replay count),
-so rows of either profile say how many samples their median came from.
+so rows of either profile say how many samples their median came from. ``quick``
+also cuts early: a kernel whose warm-up pass is already more than 3x the fastest
+time measured on its problem so far (in this worker) is recorded from that one
+pass (``repeats`` 1, no eager time) instead of graph replays; such kernels are
+far from every ranking's top, and on long-K shapes they are most of the time.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -64,6 +69,15 @@ def summarize(samples: list[float]) -> tuple[float, float]:
     return med, spread
 
 
+def should_cut(est_ms: float, best_ms: float | None, factor: float | None) -> bool:
+    """Whether a kernel measured at ``est_ms`` is hopeless next to the best so far.
+
+    >>> should_cut(4.0, 1.0, 3.0), should_cut(2.0, 1.0, 3.0), should_cut(9.0, None, 3.0), should_cut(9.0, 1.0, None)
+    (True, False, False, False)
+    """
+    return bool(factor and best_ms and best_ms > 0 and est_ms > factor * best_ms)
+
+
 def sets_for(bytes_per_set: int, l2_bytes: int, max_sets: int = 64) -> int:
     """Input sets needed so that cycling through them exceeds twice the L2 size."""
     if bytes_per_set <= 0:
@@ -78,38 +92,55 @@ class CudaGraphTimer:
     representative = True
 
     def __init__(self, *, replays: int = 20, target_ms_per_replay: float = 2.0,
-                 max_launches: int = 256, eager_calls: int = 20, warmup: int = 2):
+                 max_launches: int = 256, eager_calls: int = 20, warmup: int = 2,
+                 cut_factor: float | None = None):
         self.replays = replays
         self.target_ms = target_ms_per_replay
         self.max_launches = max_launches
         self.eager_calls = eager_calls
         self.warmup = warmup
+        # Early cut (bulk collection only): a kernel already this many times slower than
+        # the best of its problem so far gets the one pass that sizes the graph as its time.
+        self.cut_factor = cut_factor
 
-    def measure(self, launch: Callable[[int], None], n_sets: int) -> Timing:
-        graph, launches = self.capture(launch, n_sets)
+    def measure(self, launch: Callable[[int], None], n_sets: int, best_ms: float | None = None) -> Timing:
+        """``best_ms``: the fastest time measured on this problem so far, for the early cut
+        (``cut_factor``); ignored without one."""
+        est = self.estimate(launch, n_sets)
+        if should_cut(est, best_ms, self.cut_factor):
+            # One event-timed pass over every input set (L2-cold, launch gaps included,
+            # which a kernel this slow hides): 1 repeat, no spread, no eager time.
+            return Timing(est, math.nan, 1, 0.0, True)
+        graph, launches = self.capture(launch, n_sets, est=est)
         samples = self.replay_ms(graph, launches, self.replays)
         del graph
         med, spread = summarize(samples)
         return Timing(med, self.eager_ms(launch), self.replays, spread, True)
 
-    def capture(self, launch: Callable[[int], None], n_sets: int,
-                stream: torch.cuda.Stream | None = None) -> tuple[torch.cuda.CUDAGraph, int]:
-        """(graph, launches per replay): warm-up, then one CUDA graph of a few ms of launches
-        cycling through the input sets, captured on ``stream`` (default: a new side stream)
-        and replayed once."""
+    def estimate(self, launch: Callable[[int], None], n_sets: int) -> float:
+        """Warm-up, then ms per launch over one event-timed pass through every input set."""
         # Warm-up outside the graph: compilation, module load, workspace allocation.
         for i in range(max(self.warmup, 1)):
             launch(i % n_sets)
         torch.cuda.synchronize()
-        # Estimate the per-launch time to size the graph: a few ms per replay,
-        # at least one pass over every input set.
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         for i in range(n_sets):
             launch(i)
         end.record()
         end.synchronize()
-        est = max(start.elapsed_time(end) / n_sets, 1e-4)
+        return max(start.elapsed_time(end) / n_sets, 1e-4)
+
+    def capture(self, launch: Callable[[int], None], n_sets: int,
+                stream: torch.cuda.Stream | None = None, est: float | None = None
+                ) -> tuple[torch.cuda.CUDAGraph, int]:
+        """(graph, launches per replay): warm-up, then one CUDA graph of a few ms of launches
+        cycling through the input sets, captured on ``stream`` (default: a new side stream)
+        and replayed once. ``est``: the per-launch ms ``estimate`` already measured."""
+        # Size the graph from the per-launch time: a few ms per replay, at least one pass
+        # over every input set.
+        if est is None:
+            est = self.estimate(launch, n_sets)
         launches = int(min(self.max_launches, max(n_sets, self.target_ms / est)))
         launches = max(n_sets, launches - launches % n_sets) if launches >= n_sets else n_sets
 
@@ -159,7 +190,7 @@ class WallTimer:
         self.repeats = repeats
         self.warmup = warmup
 
-    def measure(self, launch: Callable[[int], None], n_sets: int) -> Timing:
+    def measure(self, launch: Callable[[int], None], n_sets: int, best_ms: float | None = None) -> Timing:
         for i in range(self.warmup):
             launch(i % n_sets)
         samples = []
@@ -180,7 +211,8 @@ def default_timer():
 # Timing profile names, in the order they are documented (tune(timing=...)).
 TIMINGS = ("standard", "quick")
 # The quick profile's settings, kept here so tests and reports can name them.
-QUICK_CUDA = {"replays": 5, "target_ms_per_replay": 1.0, "max_launches": 64, "eager_calls": 3, "warmup": 1}
+QUICK_CUDA = {"replays": 5, "target_ms_per_replay": 1.0, "max_launches": 64, "eager_calls": 3, "warmup": 1,
+              "cut_factor": 3.0}
 QUICK_WALL = {"repeats": 2, "warmup": 1}
 
 
