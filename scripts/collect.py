@@ -2,6 +2,7 @@
 
     python scripts/collect.py --list-shapes                    # the plan; any machine, no GPU
     python scripts/collect.py --dry-run                        # candidates per phase; any machine
+    python scripts/collect.py --dry-run --resume-from data/collect/collect.sqlite.gz   # what is left
     python scripts/collect.py --max-minutes 8                  # one device call: $OUT/collect.sqlite(.gz)
     python scripts/collect.py --resume-from data/collect/collect.sqlite.gz --max-minutes 8   # next call
     python scripts/collect.py --export-only --resume-from ...  # just the compressed CSV for data/
@@ -271,6 +272,26 @@ def batch_size(left_s: float, est_s_per_shape: float, max_batch: int, calibrated
     return max(0, min(n, fit))
 
 
+def measured_keys(store: Path) -> set[tuple[str, str]]:
+    """(problem key, choice id) of every row a store (.sqlite or .sqlite.gz) holds."""
+    tmp = None
+    if store.suffix == ".gz":
+        import tempfile
+
+        tmp = Path(tempfile.mkdtemp()) / "store.sqlite"
+        with gzip.open(store, "rb") as f, open(tmp, "wb") as g:
+            shutil.copyfileobj(f, g)
+    con = sqlite3.connect(str(tmp or store))
+    try:
+        return {(k, c) for k, c in con.execute("SELECT problem_key, choice_id FROM results")}
+    except sqlite3.OperationalError:  # no results table
+        return set()
+    finally:
+        con.close()
+        if tmp is not None:
+            shutil.rmtree(tmp.parent, ignore_errors=True)
+
+
 def status_counts(store: Path) -> dict[str, int]:
     """Rows per status in the whole store (a separate read-only look; WAL readers see commits)."""
     con = sqlite3.connect(str(store), timeout=30)
@@ -336,11 +357,17 @@ def main(argv=None) -> int:
         from gemmtune.device import current_or
 
         dev = current_or()
+        done = measured_keys(args.resume_from) if args.resume_from else None
         for dt in dtypes:
             probs = problems_for(dt, shapes)
-            n = sum(len(sample_choices(p, dev, mm=args.mm_sample, splitk=args.splitk_sample, pad=args.pad_sample))
-                    for _, _, p in probs)
-            print(f"{dt}: {len(probs)} shapes, {n} candidates")
+            per = [[c.id for c in sample_choices(p, dev, mm=args.mm_sample, splitk=args.splitk_sample,
+                                                  pad=args.pad_sample)] for _, _, p in probs]
+            line = f"{dt}: {len(probs)} shapes, {sum(map(len, per))} candidates"
+            if done is not None:  # what a resumed run still has to measure
+                left = [[c for c in ids if (p.key, c) not in done] for (_, _, p), ids in zip(probs, per)]
+                line += (f"; left after {args.resume_from.name}: {sum(map(len, left))} candidates "
+                         f"on {sum(1 for x in left if x)} shapes")
+            print(line)
         return 0
 
     out_dir = out_default

@@ -60,6 +60,35 @@ def test_bench_edge_smoke(tmp_path):
     assert {name.split()[-1] for _, name, _ in cases} == {"wrap", "mask"}
 
 
+def test_collect_dry_run_counts_what_a_store_leaves(tmp_path):
+    """collect.py --dry-run --resume-from: the plan minus what the store already holds."""
+    import re
+    import sqlite3
+
+    cmd = [sys.executable, str(ROOT / "scripts" / "collect.py"), "--dry-run", "--dtypes", "bf16",
+           "--limit-shapes", "2"]
+    r = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    total = int(re.search(r"2 shapes, (\d+) candidates", r.stdout).group(1))
+    plan = subprocess.run([sys.executable, str(ROOT / "scripts" / "collect.py"), "--list-shapes",
+                           "--limit-shapes", "1"], env=_env(), capture_output=True, text=True, check=True)
+    _group, _name, m, n, k, layout_b = plan.stdout.splitlines()[1].split(",")
+    # The problem key of that shape, as the store writes it (gemmtune.problem.Problem.key).
+    from gemmtune.problem import Problem
+
+    key = Problem.from_sizes(int(m), int(n), int(k), "bf16", layout_b=layout_b).key
+    store = tmp_path / "s.sqlite"
+    con = sqlite3.connect(store)
+    con.execute("CREATE TABLE results (problem_key TEXT, choice_id TEXT)")
+    con.executemany("INSERT INTO results VALUES (?, ?)", [(key, "aten"), ("mm:elsewhere", "aten")])
+    con.commit()
+    con.close()
+    r = subprocess.run([*cmd, "--resume-from", str(store)], env=_env(), capture_output=True, text=True,
+                       timeout=300, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"left after s.sqlite: {total - 1} candidates on 2 shapes" in r.stdout, r.stdout
+
+
 def test_report_dispatch_on_the_committed_h200_results(tmp_path):
     files = sorted(RESULTS.glob("bench_dispatch-*.json"))
     assert len(files) == 5
