@@ -1,6 +1,7 @@
 """Small-M / small-N edges of the tiled kernel: wrapped loads against masked loads (GPU).
 
-    python scripts/bench_edge.py --out DIR      # DIR/bench_edge.json, a table on stdout
+    python scripts/bench_edge.py --out DIR      # DIR/bench_edge.json + report.md, a table on stdout
+    python scripts/bench_edge.py --render DIR/bench_edge.json   # report.md again (any machine)
 
 Why. With ``rm % M`` wrapping, every program of a decode-like problem (M much smaller than
 BLOCK_M) reads the same M rows of A BLOCK_M/M times over. On an H200 (2026-11-22,
@@ -50,12 +51,46 @@ def parse_cfg(s: str) -> dict:
             "num_warps": p["W"], "group_m": p["G"]}
 
 
+def render(doc: dict) -> str:
+    """Markdown of a bench_edge.json: per shape and config, wrapped vs masked device time."""
+    from gemmtune.kernels.tiled import edge_masks
+
+    method = " ".join(doc["method"].split())
+    L = [f"# Edge loads at small M / N: wrap vs mask ({doc['device']}, {doc['date']})", "",
+         f"torch {doc['torch']}, triton {doc['triton']}. Time: {method} Every output was checked "
+         "against fp64 first; A and B are row-major. `default now`: what the kernel does today "
+         "for this config and shape (`kernels.tiled.edge_masks`), which may differ from the rule "
+         "it had when this was measured.", "",
+         "| shape | M×N×K | config | wrap µs | mask µs | mask / wrap | default now | cuBLAS µs |",
+         "|---|---|---|---|---|---|---|---|"]
+    for r in doc["rows"]:
+        cub = r["cases"].get("cuBLAS", {}).get("device_us")
+        cfgs = dict.fromkeys(n.rsplit(" ", 1)[0] for n in r["cases"] if n != "cuBLAS")
+        for cfg in cfgs:
+            w, m = r["cases"].get(f"{cfg} wrap", {}), r["cases"].get(f"{cfg} mask", {})
+            wu, mu = w.get("device_us"), m.get("device_us")
+            cell = lambda c, u: f"{u:.1f}" if u else c.get("status", "-")  # noqa: E731
+            kw = parse_cfg(cfg)
+            auto = edge_masks(r["M"], r["N"], kw["block_m"], kw["block_n"], n_contiguous=True)
+            L.append(f"| {r['shape']} | {r['M']}×{r['N']}×{r['K']} | `{cfg}` | {cell(w, wu)} | {cell(m, mu)} | "
+                     + (f"{mu / wu:.2f}" if wu and mu else "-") + " | "
+                     + (f"{'mask' if auto[0] else 'wrap'} M, {'mask' if auto[1] else 'wrap'} N" if auto else "-")
+                     + f" | {f'{cub:.1f}' if cub else '-'} |")
+    return "\n".join(L) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("out"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--smoke", action="store_true", help="CPU interpreter: two tiny cases, no timing")
+    ap.add_argument("--render", type=Path, metavar="JSON", help="only write report.md beside a recorded JSON")
     args = ap.parse_args()
+    if args.render:
+        doc = json.loads(args.render.read_text())
+        (args.render.parent / "report.md").write_text(render(doc))
+        print(args.render.parent / "report.md")
+        return 0
 
     import torch
 
@@ -135,6 +170,7 @@ def main() -> int:
            "method": __doc__.split("Each case:")[1].strip(), "rows": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench_edge.json").write_text(json.dumps(doc, indent=1))
+    (args.out / "report.md").write_text(render(doc))
     # Wrong results always fail; in the smoke run any error does (a GPU run may meet a
     # config that does not fit shared memory, which is recorded, not fatal).
     bad = [(r["shape"], n) for r in rows for n, c in r["cases"].items()

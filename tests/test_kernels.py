@@ -174,6 +174,10 @@ def test_edge_masks_choice():
     assert edge_masks(1, 4096, 64, 128) == (True, False)    # decode: M below its block
     assert edge_masks(4096, 32, 64, 64) == (False, True)     # small N, B not N-contiguous
     assert edge_masks(4096, 32, 64, 64, n_contiguous=True) == (False, False)  # row-major B: wrap
+    # ... unless N is odd: rows start unaligned, so there is no vector width to lose.
+    assert edge_masks(96, 50257, 128, 128, n_contiguous=True) == (True, True)
+    assert edge_masks(4096, 50258, 128, 128, n_contiguous=True) == (False, False)
+    assert edge_masks(4096, 50257, 128, 128) == (False, False)  # odd N, column-major B: aligned, wrap
     assert edge_masks(1, 4096, 64, 128, m_contiguous=True) == (False, False)  # column-major A: wrap
     assert edge_masks(64, 128, 64, 128) == (False, False)    # exactly one block: no edge at all
     assert edge_masks(65, 4096, 64, 128) == (False, False)   # a ragged last block keeps the wrap

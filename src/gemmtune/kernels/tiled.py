@@ -309,14 +309,20 @@ def edge_masks(M: int, N: int, block_m: int, block_n: int, edge: str = "auto", *
     ``auto`` masks a dim smaller than its block, where wrapping re-reads the same few rows
     block/M times in every program, unless that dim is its operand's contiguous one
     (``m_contiguous``: A is column-major; ``n_contiguous``: B is row-major): a mask along
-    the contiguous dim hides the 16-byte vector width from Triton. Measured on an H200
-    (scripts/bench_edge.py, 2026-11-22, bf16): masking M with row-major A took a 64x32x128
-    tile at M = 1, N = K = 4096 from 43.1 to 12.1 us (cuBLAS 12.8), and was the better
-    or equal choice for every config's best at M = 1..64; masking N = 24 on a row-major B
-    lost 3.9x on one config. ``wrap`` and ``mask`` force one behaviour on both dims (for
-    experiments: the results are the same)."""
+    the contiguous dim hides the 16-byte vector width from Triton. The one exception is
+    an odd N along a row-major B: there no vector width is left to lose (rows start at
+    odd element offsets), while the wrap ``rn % N`` leaves Triton no contiguity at all.
+
+    Measured on an H200 (scripts/bench_edge.py, 2026-11-22, bf16, row-major A and B):
+    masking M took a 64x32x128 tile at M = 1, N = K = 4096 from 43.1 to 12.1 us (cuBLAS
+    12.8), and was the better or equal choice for every config's best at M = 1..64. At
+    1 x 50257 x 768 (odd N), masking both dims beat wrapping on all 4 configs (0.17-0.55x
+    the time; 16-row tiles 2x, where at N = 4096 masking gained them 4%). Masking N = 24 on
+    a row-major B (aligned rows) lost 3.9x on one config. ``wrap`` and ``mask`` force one
+    behaviour on both dims (for experiments: the results are the same)."""
     if edge == "auto":
-        return M < block_m and not m_contiguous, N < block_n and not n_contiguous
+        return (M < block_m and not m_contiguous,
+                (N < block_n and not n_contiguous) or (n_contiguous and N % 2 == 1))
     if edge in ("wrap", "mask"):
         return (edge == "mask",) * 2
     raise ValueError(f"edge must be 'auto', 'wrap' or 'mask', not {edge!r}")
