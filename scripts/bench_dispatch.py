@@ -228,7 +228,7 @@ def _child(args, role: str, workdir: Path, cache: Path, path: Path) -> dict:
     env = dict(os.environ, TRITON_CACHE_DIR=str(cache))
     cmd = [sys.executable, __file__, "--child", role, "--child-path", str(path), "--store", args.store,
            "--families", args.saveload_families] + (["--smoke"] if args.smoke else []) + (
-        ["--exclude-aten"] if args.exclude_aten else [])
+        ["--exclude-aten"] if args.exclude_aten else []) + (["--hints", args.hints] if args.hints else [])
     t0 = time.monotonic()
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=workdir)
     out = {"role": role, "rc": r.returncode, "process_wall_s": time.monotonic() - t0}
@@ -420,6 +420,8 @@ def main() -> int:
     ap.add_argument("--exclude-aten", action="store_true",
                     help="hint kernels, oracle and the saved dispatcher pick the best non-cuBLAS candidate "
                          "(the seed experiment, and kernels whose binaries save/load can carry)")
+    ap.add_argument("--hints", help="comma-separated size hints for M (default 64,256,4096, the issue's); "
+                                    "e.g. 1,16,64,256,4096 to cover decode sizes with their own kernels")
     ap.add_argument("--points", type=int, default=30)
     ap.add_argument("--sweep-max", type=int, default=16384, help="largest M of the sweep")
     ap.add_argument("--calls", type=int, default=2000)
@@ -433,6 +435,14 @@ def main() -> int:
     if args.smoke:
         _smoke()
         args.points, args.sweep_max, args.calls = min(args.points, 4), 64, 20
+    if args.hints:
+        global HINTS
+        try:
+            HINTS = tuple(sorted({int(x) for x in args.hints.split(",")}))
+        except ValueError:
+            ap.error(f"--hints takes comma-separated integers, not {args.hints!r}")
+        if not HINTS or min(HINTS) < 1:
+            ap.error(f"--hints must be positive integers, not {args.hints!r}")
     args.store = str(Path(args.store).resolve())
     if args.child:
         res = child_save(args, args.child_path) if args.child == "save" else child_load(args, args.child_path)

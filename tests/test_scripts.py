@@ -49,6 +49,21 @@ def test_bench_dispatch_smoke_every_section(tmp_path):
     assert "Seed table" in (tmp_path / "rep" / "report.md").read_text()
 
 
+def test_bench_dispatch_hints_flag(tmp_path):
+    """--hints replaces the issue's default hints everywhere the script uses them."""
+    base = [sys.executable, str(ROOT / "scripts" / "bench_dispatch.py"), "--smoke", "--exclude-aten",
+            "--families", "triton_mm", "--out", str(tmp_path), "--store", str(tmp_path / "s.sqlite")]
+    r = subprocess.run([*base, "--sections", "table", "--hints", "64,4"], env=_env(), capture_output=True,
+                       text=True, timeout=600, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = json.loads((tmp_path / "bench_dispatch.json").read_text())["sections"]["table"]["rows"]
+    assert [k.split(" (")[0] for k in rows if k.startswith("kernel tuned")] == [
+        "kernel tuned at M=4", "kernel tuned at M=64"]
+    bad = subprocess.run([*base, "--hints", "4,x"], env=_env(), capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert bad.returncode == 2 and "--hints takes comma-separated integers" in bad.stderr
+
+
 def test_bench_edge_smoke(tmp_path):
     """scripts/bench_edge.py on the interpreter: both edge modes verified, JSON written."""
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_edge.py"), "--smoke", "--out", str(tmp_path)],
