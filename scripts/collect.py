@@ -3,6 +3,7 @@
     python scripts/collect.py --list-shapes                    # the plan; any machine, no GPU
     python scripts/collect.py --dry-run                        # candidates per phase; any machine
     python scripts/collect.py --dry-run --resume-from data/collect/collect.sqlite.gz   # what is left
+    python scripts/collect.py --resume-from ... --drop-stale-edges   # re-time rows of the old edge wrap
     python scripts/collect.py --max-minutes 8                  # one device call: $OUT/collect.sqlite(.gz)
     python scripts/collect.py --resume-from data/collect/collect.sqlite.gz --max-minutes 8   # next call
     python scripts/collect.py --export-only --resume-from ...  # just the compressed CSV for data/
@@ -81,6 +82,9 @@ _T_START = time.monotonic()
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+# When the tiled kernel began masking small-M / odd-N edges instead of wrapping them
+# (unix time, 2026-11-22 05:00 UTC, after the last rows of the first four device calls).
+EDGE_MASKS_SINCE = 1795323600.0
 if str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))
 
@@ -272,24 +276,76 @@ def batch_size(left_s: float, est_s_per_shape: float, max_batch: int, calibrated
     return max(0, min(n, fit))
 
 
-def measured_keys(store: Path) -> set[tuple[str, str]]:
-    """(problem key, choice id) of every row a store (.sqlite or .sqlite.gz) holds."""
-    tmp = None
-    if store.suffix == ".gz":
-        import tempfile
+def _with_plain_store(store: Path, fn):
+    """fn(path) on a store given as .sqlite or .sqlite.gz (unpacked to a temporary file)."""
+    if store.suffix != ".gz":
+        return fn(store)
+    import tempfile
 
-        tmp = Path(tempfile.mkdtemp()) / "store.sqlite"
+    tmp = Path(tempfile.mkdtemp()) / "store.sqlite"
+    try:
         with gzip.open(store, "rb") as f, open(tmp, "wb") as g:
             shutil.copyfileobj(f, g)
-    con = sqlite3.connect(str(tmp or store))
+        return fn(tmp)
+    finally:
+        shutil.rmtree(tmp.parent, ignore_errors=True)
+
+
+def measured_keys(store: Path) -> set[tuple[str, str]]:
+    """(problem key, choice id) of every row a store (.sqlite or .sqlite.gz) holds."""
+    def read(path: Path) -> set[tuple[str, str]]:
+        con = sqlite3.connect(str(path))
+        try:
+            return {(k, c) for k, c in con.execute("SELECT problem_key, choice_id FROM results")}
+        except sqlite3.OperationalError:  # no results table
+            return set()
+        finally:
+            con.close()
+    return _with_plain_store(store, read)
+
+
+def stale_edge_rows(store: Path) -> list[tuple[str, str]]:
+    """(problem key, choice id) of the Triton rows whose edges the tiled kernel now masks
+    (``kernels.tiled.edge_masks``, 2026-11-22) but which were timed while it still wrapped
+    them: their times are the old kernel's. cuBLAS rows are never stale."""
+    from gemmtune.configs import Choice
+    from gemmtune.kernels.decompose_k import tile_for
+    from gemmtune.kernels.tiled import edge_masks
+
+    con = sqlite3.connect(str(store))
     try:
-        return {(k, c) for k, c in con.execute("SELECT problem_key, choice_id FROM results")}
+        rows = con.execute("SELECT problem_key, choice_id, created_at FROM results "
+                           "WHERE family IN ('triton_mm', 'splitk', 'decompose_k')").fetchall()
     except sqlite3.OperationalError:  # no results table
-        return set()
+        return []
     finally:
         con.close()
-        if tmp is not None:
-            shutil.rmtree(tmp.parent, ignore_errors=True)
+    out = []
+    for key, cid, created in rows:
+        if created >= EDGE_MASKS_SINCE:
+            continue
+        p, ch = Problem.from_key(key), Choice.parse(cid)
+        q = p.padded() if ch.pad else p  # what the kernel ran on
+        if ch.family == "decompose_k":
+            t = tile_for(q.m, q.n, q.k, ch.config.split)
+            bm, bn = t.block_m, t.block_n
+        else:
+            bm, bn = ch.config.block_m, ch.config.block_n
+        if edge_masks(q.m, q.n, bm, bn, m_contiguous=q.layout_a == "col",
+                      n_contiguous=q.layout_b == "row") != (False, False):
+            out.append((key, cid))
+    return out
+
+
+def drop_rows(store: Path, keys: list[tuple[str, str]]) -> int:
+    """Delete these (problem key, choice id) rows; the plan then measures them again."""
+    con = sqlite3.connect(str(store))
+    try:
+        with con:
+            con.executemany("DELETE FROM results WHERE problem_key = ? AND choice_id = ?", keys)
+        return len(keys)
+    finally:
+        con.close()
 
 
 def status_counts(store: Path) -> dict[str, int]:
@@ -328,6 +384,9 @@ def main(argv=None) -> int:
     ap.add_argument("--timing", choices=("quick", "standard"), default="quick",
                     help="timer profile (default quick: 5 CUDA-graph replays; standard: 20)")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per candidate before it is killed")
+    ap.add_argument("--drop-stale-edges", action="store_true",
+                    help="first delete the rows timed before the kernel masked small-M / odd-N edges, "
+                         "for the configs it now masks, so the plan measures them again")
     ap.add_argument("--list-shapes", action="store_true", help="print the shape plan as CSV and exit")
     ap.add_argument("--dry-run", action="store_true", help="count candidates per phase and exit (no GPU)")
     ap.add_argument("--export-only", action="store_true", help="only write the compressed store and CSV")
@@ -358,6 +417,10 @@ def main(argv=None) -> int:
 
         dev = current_or()
         done = measured_keys(args.resume_from) if args.resume_from else None
+        if done is not None and args.drop_stale_edges:
+            stale = _with_plain_store(args.resume_from, stale_edge_rows)
+            print(f"--drop-stale-edges: {len(stale)} rows of {args.resume_from.name} would be measured again")
+            done -= set(stale)
         for dt in dtypes:
             probs = problems_for(dt, shapes)
             per = [[c.id for c in sample_choices(p, dev, mm=args.mm_sample, splitk=args.splitk_sample,
@@ -381,6 +444,8 @@ def main(argv=None) -> int:
         else:
             shutil.copyfile(src, store)
         print(f"resumed from {src}")
+    if args.drop_stale_edges and store.exists():
+        print(f"--drop-stale-edges: {drop_rows(store, stale_edge_rows(store))} rows dropped, to be measured again")
     if args.export_only:
         for p in export(store, out_dir):
             print(p)

@@ -104,6 +104,40 @@ def test_collect_dry_run_counts_what_a_store_leaves(tmp_path):
     assert f"left after s.sqlite: {total - 1} candidates on 2 shapes" in r.stdout, r.stdout
 
 
+def test_collect_finds_rows_timed_before_the_edge_masks(tmp_path):
+    """stale_edge_rows: Triton rows the kernel now runs differently, timed before the change."""
+    import importlib.util
+    import sqlite3
+
+    from gemmtune.problem import Problem
+
+    spec = importlib.util.spec_from_file_location("collect", ROOT / "scripts" / "collect.py")
+    collect = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(collect)
+    decode = Problem.from_sizes(1, 4096, 4096, "bf16", layout_b="col").key   # M = 1: masked now
+    wide = Problem.from_sizes(4096, 4096, 4096, "bf16").key                  # no edge at all
+    odd = Problem.from_sizes(512, 50257, 768, "bf16").key                    # odd N, row-major B
+    old, new = collect.EDGE_MASKS_SINCE - 3600, collect.EDGE_MASKS_SINCE + 3600
+    rows = [(decode, "triton_mm:BM64-BN32-BK128-S5-W4-G8", "triton_mm", old),      # stale
+            (decode, "splitk:BM16-BN64-BK64-S3-W4-G8-SK4-atomic", "splitk", old),  # stale (M < 16)
+            (decode, "decompose_k:s2", "decompose_k", old),                       # stale (its tile)
+            (decode, "aten", "aten", old),                                        # cuBLAS: never
+            (decode, "triton_mm:BM16-BN64-BK64-S3-W4-G8", "triton_mm", new),       # timed after: fine
+            (wide, "triton_mm:BM128-BN128-BK64-S3-W4-G8", "triton_mm", old),       # nothing masked
+            (odd, "triton_mm:BM128-BN128-BK64-S3-W4-G8", "triton_mm", old),        # odd N masked now
+            (odd, "pad+triton_mm:BM128-BN128-BK64-S3-W4-G8", "triton_mm", old)]    # padded N is even
+    store = tmp_path / "s.sqlite"
+    con = sqlite3.connect(store)
+    con.execute("CREATE TABLE results (problem_key TEXT, choice_id TEXT, family TEXT, created_at REAL)")
+    con.executemany("INSERT INTO results VALUES (?, ?, ?, ?)", rows)
+    con.commit()
+    con.close()
+    stale = collect.stale_edge_rows(store)
+    assert sorted(stale) == sorted([rows[i][:2] for i in (0, 1, 2, 6)]), stale
+    assert collect.drop_rows(store, stale) == 4
+    assert collect.stale_edge_rows(store) == [] and len(collect.measured_keys(store)) == 4
+
+
 def test_report_dispatch_on_the_committed_h200_results(tmp_path):
     files = sorted(RESULTS.glob("bench_dispatch-*.json"))
     assert len(files) == 5
