@@ -11,16 +11,17 @@ the rows past the edge (``edge="mask"``; ``auto``, the default, masks a dim smal
 its block). This script measures both on the same compiled configs, side by side with
 cuBLAS, in interleaved rounds, after checking every output against fp64.
 
-Each case: device time (CUDA graph of back-to-back launches over rotating input sets that
-exceed twice the L2; median of the replays, per round; the reported time is the median of
-the round medians) and the relative IQR spread of the replays.
+Each case: device time as ``gemmtune bench`` takes it (``benchmark.round_robin`` and
+``aggregate``): each kernel captured once in a CUDA graph of back-to-back launches over
+rotating input sets that exceed twice the L2, then replayed 10 times per round in rounds
+whose order rotates; the time is the median of the round medians, the spread the larger
+of the median within-round relative IQR and the across-round range.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -44,11 +45,11 @@ CONFIGS = ["BM64-BN32-BK128-S5-W4-G8", "BM16-BN64-BK64-S3-W4-G8", "BM16-BN128-BK
            "BM64-BN128-BK128-S4-W4-G8", "BM128-BN128-BK64-S3-W4-G8"]
 
 
-def parse_cfg(s: str) -> dict:
-    p = {part[:2] if part[:2] in ("BM", "BN", "BK") else part[:1]: int(part.lstrip("BMNKSWG"))
-         for part in s.split("-")}
-    return {"block_m": p["BM"], "block_n": p["BN"], "block_k": p["BK"], "num_stages": p["S"],
-            "num_warps": p["W"], "group_m": p["G"]}
+def tile(cfg: str):
+    """The TileConfig a config string such as ``BM64-BN32-BK128-S5-W4-G8`` names."""
+    from gemmtune.configs import Choice
+
+    return Choice.parse(f"triton_mm:{cfg}").config
 
 
 def render(doc: dict) -> str:
@@ -70,8 +71,8 @@ def render(doc: dict) -> str:
             w, m = r["cases"].get(f"{cfg} wrap", {}), r["cases"].get(f"{cfg} mask", {})
             wu, mu = w.get("device_us"), m.get("device_us")
             cell = lambda c, u: f"{u:.1f}" if u else c.get("status", "-")  # noqa: E731
-            kw = parse_cfg(cfg)
-            auto = edge_masks(r["M"], r["N"], kw["block_m"], kw["block_n"], n_contiguous=True)
+            t = tile(cfg)
+            auto = edge_masks(r["M"], r["N"], t.block_m, t.block_n, n_contiguous=True)
             L.append(f"| {r['shape']} | {r['M']}×{r['N']}×{r['K']} | `{cfg}` | {cell(w, wu)} | {cell(m, mu)} | "
                      + (f"{mu / wu:.2f}" if wu and mu else "-") + " | "
                      + (f"{'mask' if auto[0] else 'wrap'} M, {'mask' if auto[1] else 'wrap'} N" if auto else "-")
@@ -94,9 +95,10 @@ def main() -> int:
 
     import torch
 
-    from gemmtune.bench.timing import CudaGraphTimer, sets_for
+    from gemmtune.bench.timing import CudaGraphTimer, WallTimer, sets_for
+    from gemmtune.benchmark import aggregate, make_entry, round_robin
     from gemmtune.device import DeviceInfo
-    from gemmtune.kernels.tiled import edge_masks, launch_tiled
+    from gemmtune.kernels.tiled import launch_tiled, tile_kwargs
     from gemmtune.verify import TOLERANCE, compare
 
     dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -105,7 +107,10 @@ def main() -> int:
     shapes = SHAPES if not args.smoke else [("m1_64x40", 1, 64, 40), ("tiny_n_3", 20, 3, 32)]
     configs = CONFIGS if not args.smoke else ["BM16-BN32-BK16-S2-W4-G4"]
     l2 = DeviceInfo.from_torch().l2_bytes if dev == "cuda" else 0
-    timer = CudaGraphTimer(replays=10, target_ms_per_replay=1.0, max_launches=128, eager_calls=1, warmup=1)
+    # 10 samples per kernel per round (the smoke run: 1, host wall clock, not representative).
+    timer = (CudaGraphTimer(replays=10, target_ms_per_replay=1.0, max_launches=128, eager_calls=1, warmup=1)
+             if dev == "cuda" else WallTimer(repeats=1, warmup=0))
+    per_round = timer.replays if dev == "cuda" else timer.repeats
     rows = []
     t0 = time.monotonic()
     for label, m, n, k in shapes:
@@ -120,7 +125,7 @@ def main() -> int:
         row = {"shape": label, "M": m, "N": n, "K": k, "dtype": dname,
                "n_sets": n_sets, "cases": {}}
         for cfg in configs:
-            kw = parse_cfg(cfg)
+            kw = tile_kwargs(tile(cfg), allow_tf32=False)
             for edge in ("wrap", "mask"):
                 name = f"{cfg} {edge}"
 
@@ -138,23 +143,23 @@ def main() -> int:
                     row["cases"][name] = {"status": "wrong", "reason": res.reason}
                     continue
                 fns[name] = launch
-                row["cases"][name] = {"status": "ok", "mask_m_n_auto": edge_masks(m, n, kw["block_m"],
-                                                                                   kw["block_n"])}
-        if dev == "cuda":
-            per_round: dict[str, list[float]] = {name: [] for name in fns}
-            spreads: dict[str, list[float]] = {name: [] for name in fns}
-            names = list(fns)
-            for r in range(args.rounds):
-                order = names[r % len(names):] + names[:r % len(names)]
-                for name in order:
-                    t = timer.measure(fns[name], n_sets)
-                    per_round[name].append(t.device_ms * 1e3)
-                    spreads[name].append(t.spread)
-            for name in names:
-                cell = row["cases"].setdefault(name, {"status": "ok"})
-                cell["device_us"] = statistics.median(per_round[name])
-                cell["rounds_us"] = per_round[name]
-                cell["spread"] = statistics.median(spreads[name])
+                row["cases"][name] = {"status": "ok"}
+        # The bench's interleaved rounds (gemmtune.benchmark): each kernel captured once,
+        # replayed per round in rotating order.
+        entries = {name: make_entry(timer, fn, n_sets) for name, fn in fns.items()}
+        try:
+            timed = round_robin(entries, per_round * args.rounds, args.rounds)
+        finally:
+            for e in entries.values():
+                e.close()
+        for name, res in timed.items():
+            cell = row["cases"].setdefault(name, {"status": "ok"})
+            if isinstance(res, BaseException):
+                cell.update(status="error", reason=f"{type(res).__name__}: {str(res)[:200]}")
+                continue
+            agg = aggregate(res)
+            cell.update(device_us=agg["ms"] * 1e3, rounds_us=[x * 1e3 for x in agg["round_ms"]],
+                        spread=agg["spread"])
         rows.append(row)
         del sets
         line = [f"{label:20s}"]
