@@ -248,6 +248,15 @@ def _gzip(src: Path, dst: Path) -> None:
         shutil.copyfileobj(f, g)
 
 
+def _unpack(src: Path, dst: Path) -> None:
+    """Copy a store to ``dst``, decompressing it when it is a .gz."""
+    if src.suffix != ".gz":
+        shutil.copyfile(src, dst)
+        return
+    with gzip.open(src, "rb") as f, open(dst, "wb") as g:
+        shutil.copyfileobj(f, g)
+
+
 def export(store: Path, out_dir: Path) -> list[Path]:
     """collect.sqlite.gz (to resume from) and collect-<gpu>.csv.gz (for data/)."""
     from gemmtune.store import ResultStore
@@ -284,8 +293,7 @@ def _with_plain_store(store: Path, fn):
 
     tmp = Path(tempfile.mkdtemp()) / "store.sqlite"
     try:
-        with gzip.open(store, "rb") as f, open(tmp, "wb") as g:
-            shutil.copyfileobj(f, g)
+        _unpack(store, tmp)
         return fn(tmp)
     finally:
         shutil.rmtree(tmp.parent, ignore_errors=True)
@@ -416,11 +424,13 @@ def main(argv=None) -> int:
         from gemmtune.device import current_or
 
         dev = current_or()
-        done = measured_keys(args.resume_from) if args.resume_from else None
-        if done is not None and args.drop_stale_edges:
-            stale = _with_plain_store(args.resume_from, stale_edge_rows)
-            print(f"--drop-stale-edges: {len(stale)} rows of {args.resume_from.name} would be measured again")
-            done -= set(stale)
+        done = None
+        if args.resume_from:  # one unpacking for both reads
+            done, stale = _with_plain_store(args.resume_from, lambda path: (
+                measured_keys(path), stale_edge_rows(path) if args.drop_stale_edges else []))
+            if args.drop_stale_edges:
+                print(f"--drop-stale-edges: {len(stale)} rows of {args.resume_from.name} would be measured again")
+                done -= set(stale)
         for dt in dtypes:
             probs = problems_for(dt, shapes)
             per = [[c.id for c in sample_choices(p, dev, mm=args.mm_sample, splitk=args.splitk_sample,
@@ -437,13 +447,8 @@ def main(argv=None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     store = args.store or out_dir / "collect.sqlite"
     if not store.exists() and args.resume_from:
-        src = args.resume_from
-        if src.suffix == ".gz":
-            with gzip.open(src, "rb") as f, open(store, "wb") as g:
-                shutil.copyfileobj(f, g)
-        else:
-            shutil.copyfile(src, store)
-        print(f"resumed from {src}")
+        _unpack(args.resume_from, store)
+        print(f"resumed from {args.resume_from}")
     if args.drop_stale_edges and store.exists():
         print(f"--drop-stale-edges: {drop_rows(store, stale_edge_rows(store))} rows dropped, to be measured again")
     if args.export_only:
