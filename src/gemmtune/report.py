@@ -441,13 +441,10 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
             L.append(f"- {LABELS[m]}: {len(met)} of {len(met) + len(missed)} targets MET"
                      + (f" ({', '.join(met)})" if met else "")
                      + (f"; MISSED: {', '.join(missed)}" if missed else "") + ".")
-    if "gemmtune_exhaustive" in present:
-        L.append("\nThe best kernel is the fastest verified time any method reached on the shape in this "
-                 "run (cuBLAS included); `gemmtune exhaustive` benchmarked the whole exhaustive space "
-                 "of the shapes it ran on.\n")
-    else:
-        L.append("\nThe best kernel is the fastest verified time any method reached on the shape in this "
-                 "run (cuBLAS included); no exhaustive search is part of it.\n")
+    exhaustive = ("`gemmtune exhaustive` benchmarked the whole exhaustive space of the shapes it ran on"
+                  if "gemmtune_exhaustive" in present else "no exhaustive search is part of it")
+    L.append("\nThe best kernel is the fastest verified time any method reached on the shape in this "
+             f"run (cuBLAS included); {exhaustive}.\n")
 
     # Geomeans per group
     L.append("## Geomean speedup over cuBLAS\n")

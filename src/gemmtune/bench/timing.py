@@ -190,7 +190,7 @@ class WallTimer:
         self.repeats = repeats
         self.warmup = warmup
 
-    def measure(self, launch: Callable[[int], None], n_sets: int, best_ms: float | None = None) -> Timing:
+    def measure(self, launch: Callable[[int], None], n_sets: int) -> Timing:
         for i in range(self.warmup):
             launch(i % n_sets)
         samples = []
