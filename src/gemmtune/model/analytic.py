@@ -111,7 +111,7 @@ ATEN_UNALIGNED_BW = 0.5
 # ... but with few 128x128 output tiles and a long K, cuBLAS splits K to fill the SMs: one
 # split per this many K. Without it the model put 36 collected small-MN long-K unaligned
 # shapes 3-16x too slow (H200 bf16, data/collect: 55x509x21568 34.5 us measured, 265 us
-# predicted); with it, 36 us.
+# predicted); with it, 38 us predicted.
 ATEN_UNALIGNED_SPLIT_K = 2048
 # How much of L2 an operand may take and still be read from DRAM only once.
 L2_FIT = 0.4
