@@ -9,6 +9,13 @@
 # lut:      a gemmtune table exported to Inductor's lookup table steers torch.compile
 # dispatch: the dispatcher benchmarks with Triton-only hint kernels (--exclude-aten: the seed
 #           experiment, and binaries that save/load must carry); DISPATCH_ARGS adds flags
+# edge:     scripts/bench_edge.py, wrapped vs masked edge loads (EDGE_S bounds it, default 240)
+# topk:     #5's tuning wall time at k = 1/5/20 and exhaustive vs Inductor (TOPK_S, default 420)
+# collect:  #5's bulk timings (scripts/collect.py) for the rest of the call (CALL_S, default 585 s
+#           from the script's start), into out/collect-work/collect.sqlite, which stays on a warm
+#           machine from call to call (out/ is git-ignored); a fresh machine starts it from
+#           data/collect/collect.sqlite.gz. Skipped when this call's GPU tests failed: a timer
+#           bug would spoil the data. COLLECT_ARGS adds flags.
 # Results go to $OUT (or ./out when run by hand). Wheels in .whl/ (pytest, rich, ...)
 # are installed to /tmp/site first when present: the GPU machine has no registry.
 # .whl/ is not in git; make it once per machine, then pass carry=[".whl"] to the device:
@@ -30,15 +37,17 @@ phases=${*:-check faults}
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
   python3 -c 'import torch, triton, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'
 } 2>&1 | tee "$OUT/env.txt"
-rc=0
+rc=0; check_rc=0
 for ph in $phases; do
   echo "=== $ph ==="
   case $ph in
     check)
       # tee before tail: the log under $OUT survives a call cut off at its limit
       timeout -s INT -k 10 "${CHECK_S:-300}" python3 -m pytest tests -q -m gpu -p no:cacheprovider --durations=15 2>&1 \
-        | tee "$OUT/gpu_tests.log" | tail -60; (( PIPESTATUS[0] == 0 )) || rc=1
-      python3 -m gemmtune.cli demo --size 333x4097x1025 2>&1 | tee "$OUT/demo.txt" || rc=1 ;;
+        | tee "$OUT/gpu_tests.log" | tail -60; (( PIPESTATUS[0] == 0 )) || { rc=1; check_rc=1; }
+      # The demo's output goes into the same log: $OUT brings back at most 8 files.
+      python3 -m gemmtune.cli demo --size 333x4097x1025 2>&1 | tee -a "$OUT/gpu_tests.log" | tail -8 \
+        || { rc=1; check_rc=1; } ;;
     faults)
       python3 scripts/gpu_faults.py 2>&1 | tee "$OUT/faults.txt" || rc=1 ;;
     tune)
@@ -81,6 +90,21 @@ for ph in $phases; do
       else
         echo "topk: no bench JSON was written"; rc=1
       fi ;;
+    collect)
+      if (( check_rc != 0 )); then echo "collect: skipped, this call's GPU tests failed"; rc=1; continue; fi
+      left=$(( ${CALL_S:-585} - SECONDS ))
+      if (( left < 150 )); then echo "collect: only ${left} s left in this call, not started"; continue; fi
+      # Batches are sized to end 70 s before the call does; the watchdog stops a batch that
+      # overruns 25 s before, exporting the store (a few seconds) so nothing measured is lost.
+      mkdir -p out/collect-work
+      python3 scripts/collect.py --store out/collect-work/collect.sqlite \
+        --resume-from data/collect/collect.sqlite.gz --batch 8 \
+        --max-minutes "$(awk "BEGIN{print ($left - 70) / 60}")" \
+        --hard-stop-minutes "$(awk "BEGIN{print ($left - 25) / 60}")" ${COLLECT_ARGS:-} 2>&1 \
+        | grep --line-buffered -v "^W1\|^I1\|AUTOTUNE" | tail -25; (( PIPESTATUS[0] == 0 )) || rc=1
+      # The CSV is made again from the store on any machine (collect.py --export-only): the
+      # store and the progress file are the two files this phase brings back.
+      rm -f "$OUT"/collect-*.csv.gz ;;
     *) echo "unknown phase $ph"; rc=2 ;;
   esac
 done
