@@ -64,6 +64,7 @@ from __future__ import annotations
 import argparse
 import functools
 import gzip
+import hashlib
 import json
 import math
 import os
@@ -190,17 +191,42 @@ def _exhaustive_raw(family: str) -> tuple:
         (16, 32, 64, 128), (16, 32, 64, 128), (32, 64, 128, 256), (2, 3, 4, 5), (2, 4, 8), SPLITS, (True, False)))
 
 
-def _sample_space(problem: Problem, family: str, device, n: int, rng) -> list:
-    """n distinct valid configs of the family's exhaustive space, drawn at random: raw
-    configs in random order, scaled to the problem and pruned as the space does, until
-    n are kept (much cheaper than building the whole space for every shape)."""
+# The pool sampler's fixed subsets of the exhaustive spaces (raw configs, before scaling).
+POOL_SIZES = {"triton_mm": 256, "splitk": 128}
+POOL_SEED = 20261123
+SAMPLERS = ("random", "pool")
+
+
+@functools.lru_cache(maxsize=None)
+def _pool_raw(family: str) -> tuple:
+    """A fixed, seeded subset of the family's unscaled exhaustive configs (``POOL_SIZES``).
+
+    Why: the compiled kernel depends on the config, not on the shape, so shapes that draw
+    from one pool share most compiles (Triton's cache), while per-shape draws from the
+    whole space compile almost every candidate anew. Counted on the plan's remaining bf16
+    shapes: 16,629 candidates needed 9,754 distinct compiles when drawn from the whole
+    space, and 8,785 compiles for 40,610 candidates drawn from a 160/80 pool; compiling,
+    not timing, was the bottleneck of the fifth collection call (155 s of its 299 s)."""
+    raw = _exhaustive_raw(family)
+    rng = np.random.default_rng(POOL_SEED)
+    return tuple(raw[i] for i in sorted(rng.choice(len(raw), size=min(POOL_SIZES[family], len(raw)),
+                                                   replace=False)))
+
+
+def _sample_space(problem: Problem, family: str, device, n: int, rng, sampler: str = "random") -> list:
+    """n distinct valid configs of the family's exhaustive space (``sampler='random'``) or
+    of its fixed pool (``'pool'``, see ``_pool_raw``), drawn at random: raw configs in
+    random order, scaled to the problem and pruned as the space does, until n are kept
+    (much cheaper than building the whole space for every shape)."""
     import triton
 
     from gemmtune import kernels
     from gemmtune.configs import Choice, scale_tile
 
+    if n <= 0:
+        return []
     fam = kernels.get(family)
-    raw = _exhaustive_raw(family)
+    raw = _exhaustive_raw(family) if sampler == "random" else _pool_raw(family)
     kept, seen = [], set()
     for i in rng.permutation(len(raw)):
         c = raw[i]
@@ -216,15 +242,18 @@ def _sample_space(problem: Problem, family: str, device, n: int, rng) -> list:
     return kept
 
 
-def sample_choices(problem: Problem, device, *, mm: int, splitk: int, pad: int) -> list:
-    """A seeded (by problem key) random sample of the exhaustive spaces, cuBLAS first."""
+def sample_choices(problem: Problem, device, *, mm: int, splitk: int, pad: int, sampler: str = "random") -> list:
+    """A seeded (by problem key) random sample of the exhaustive spaces (or of their fixed
+    pools: ``sampler='pool'``), cuBLAS first."""
     import gemmtune
     from gemmtune.configs import AtenConfig, Choice
 
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, not {sampler!r}")
     rng = np.random.default_rng(zlib.crc32(problem.key.encode()))
     out = [Choice("aten", AtenConfig())]
-    out += _sample_space(problem, "triton_mm", device, mm, rng)
-    out += _sample_space(problem, "splitk", device, splitk, rng)
+    out += _sample_space(problem, "triton_mm", device, mm, rng, sampler)
+    out += _sample_space(problem, "splitk", device, splitk, rng, sampler)
     out += gemmtune.space(problem, "decompose_k", "exhaustive", device)[:12]
     if not (problem.aligned_a and problem.aligned_b):
         padded = problem.padded()
@@ -233,6 +262,37 @@ def sample_choices(problem: Problem, device, *, mm: int, splitk: int, pad: int) 
                 for c in gemmtune.space(padded, fam, "default", device)]
         out += [pool[i] for i in sorted(rng.choice(len(pool), size=min(pad, len(pool)), replace=False))]
     return out
+
+
+def shape_choices(problem: Problem, device, have, *, mm: int, splitk: int, pad: int, sampler: str) -> list:
+    """The candidates a shape is measured with: a shape the store already holds rows of
+    keeps the sampler it was started with (the one whose sample holds more of them; the
+    first 35,892 rows were all drawn by 'random'), so that finished shapes stay finished
+    and a half-measured one is completed, not re-sampled; a new shape gets ``sampler``."""
+    kw = {"mm": mm, "splitk": splitk, "pad": pad}
+    if not have:
+        return sample_choices(problem, device, sampler=sampler, **kw)
+    best, hits = None, -1
+    for name in SAMPLERS:
+        cands = sample_choices(problem, device, sampler=name, **kw)
+        n = sum(c.id in have for c in cands)
+        if n > hits:
+            best, hits = cands, n
+    return best
+
+
+def claim(claims: Path, key: str) -> bool:
+    """Atomically claim a shape for this process (several collect.py processes, one per
+    GPU, share one store and one claims folder): True for the one process that creates
+    the claim file first."""
+    name = hashlib.sha1(key.encode()).hexdigest()
+    try:
+        fd = os.open(claims / name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{os.getpid()} {key}\n")
+    return True
 
 
 def _checkpoint(path: Path) -> None:
@@ -386,6 +446,18 @@ def main(argv=None) -> int:
     ap.add_argument("--mm-sample", type=int, default=80, help="triton_mm configs per shape (default 80)")
     ap.add_argument("--splitk-sample", type=int, default=40, help="split-K configs per shape (default 40)")
     ap.add_argument("--pad-sample", type=int, default=16, help="pad+ configs per unaligned shape (default 16)")
+    ap.add_argument("--sampler", choices=SAMPLERS, default="pool",
+                    help="how new shapes draw their configs: 'pool' (default: from a fixed subset of each "
+                    "exhaustive space, so that shapes share compiled kernels) or 'random' (the whole space); "
+                    "shapes the store already holds keep the sampler they were started with")
+    ap.add_argument("--claims", type=Path, metavar="DIR",
+                    help="several collect.py processes (one per GPU) share --store: each shape is measured by "
+                    "the process that claims it first in DIR (empty it before a new set of processes starts)")
+    ap.add_argument("--no-export", action="store_true",
+                    help="write only the progress file at the end, not the compressed store and CSV "
+                    "(processes sharing a store: export once, with --export-only, after all have ended)")
+    ap.add_argument("--progress-name", default="collect-progress.json",
+                    help="file name of the progress record in $OUT (default collect-progress.json)")
     ap.add_argument("--compile-workers", type=int, help="parallel compile processes (default: tune's)")
     ap.add_argument("--compile-ahead", type=int, default=2,
                     help="shapes compiled ahead of the one being timed (default 2; 0: separate phases)")
@@ -433,8 +505,12 @@ def main(argv=None) -> int:
                 done -= set(stale)
         for dt in dtypes:
             probs = problems_for(dt, shapes)
-            per = [[c.id for c in sample_choices(p, dev, mm=args.mm_sample, splitk=args.splitk_sample,
-                                                  pad=args.pad_sample)] for _, _, p in probs]
+            have_of = {}
+            for k, c in (done or ()):
+                have_of.setdefault(k, set()).add(c)
+            per = [[c.id for c in shape_choices(p, dev, have_of.get(p.key), mm=args.mm_sample,
+                                                 splitk=args.splitk_sample, pad=args.pad_sample,
+                                                 sampler=args.sampler)] for _, _, p in probs]
             line = f"{dt}: {len(probs)} shapes, {sum(map(len, per))} candidates"
             if done is not None:  # what a resumed run still has to measure
                 left = [[c for c in ids if (p.key, c) not in done] for (_, _, p), ids in zip(probs, per)]
@@ -446,6 +522,8 @@ def main(argv=None) -> int:
     out_dir = out_default
     out_dir.mkdir(parents=True, exist_ok=True)
     store = args.store or out_dir / "collect.sqlite"
+    if args.claims is not None:
+        args.claims.mkdir(parents=True, exist_ok=True)
     if not store.exists() and args.resume_from:
         _unpack(args.resume_from, store)
         print(f"resumed from {args.resume_from}")
@@ -499,6 +577,10 @@ def main(argv=None) -> int:
         return {"device": ctx.device_name, "context": ctx.__dict__, "shapes_planned": len(shapes),
                 "dtypes": dtypes, "shapes_done": st["done_shapes"], "finished": not (st["stopped"] or hard),
                 "hard_stop": hard, "timing": args.timing, "compile_ahead": args.compile_ahead,
+                "sampler": args.sampler, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                # With --claims, other processes write the same store at the same time: rows_added
+                # and rows_in_store count all of them, measured_this_call this process alone.
+                "shared_store": args.claims is not None,
                 "batches": st["batches"], "rows_in_store": sum(after.values()),
                 "measured_this_call": st["measured"], "rows_added": rows_added, "rows_added_by_status": added,
                 "wall_s": wall, "tune_s": tuning,
@@ -528,9 +610,10 @@ def main(argv=None) -> int:
                 src.close()
                 dst.close()
             doc = progress(snap, hard=True)
-            (out_dir / "collect-progress.json").write_text(json.dumps(doc, indent=1) + "\n")
-            for path in export(snap, out_dir):
-                print(path, flush=True)
+            (out_dir / args.progress_name).write_text(json.dumps(doc, indent=1) + "\n")
+            if not args.no_export:
+                for path in export(snap, out_dir):
+                    print(path, flush=True)
             snap.unlink()
             print(f"hard stop: still running after {hard_stop:g} minutes; exported what the store holds",
                   file=sys.stderr, flush=True)
@@ -554,7 +637,8 @@ def main(argv=None) -> int:
                 if not have:
                     pending.append((Shape(group, name, p), None))
                     continue
-                cands = sample_choices(p, dev, mm=args.mm_sample, splitk=args.splitk_sample, pad=args.pad_sample)
+                cands = shape_choices(p, dev, have, mm=args.mm_sample, splitk=args.splitk_sample,
+                                      pad=args.pad_sample, sampler=args.sampler)
                 if all(c.id in have for c in cands):
                     st["done_shapes"] += 1
                 else:
@@ -570,10 +654,17 @@ def main(argv=None) -> int:
                 if n == 0:
                     st["stopped"] = True
                     break
-                chunk = [(s, c if c is not None else sample_choices(
-                    s.problem, dev, mm=args.mm_sample, splitk=args.splitk_sample, pad=args.pad_sample))
-                    for s, c in pending[i:i + n]]
-                i += len(chunk)
+                chunk = []
+                while len(chunk) < n and i < len(pending):
+                    s, c = pending[i]
+                    i += 1
+                    if args.claims is not None and not claim(args.claims, s.problem.key):
+                        continue  # another process measures it
+                    chunk.append((s, c if c is not None else sample_choices(
+                        s.problem, dev, mm=args.mm_sample, splitk=args.splitk_sample, pad=args.pad_sample,
+                        sampler=args.sampler)))
+                if not chunk:
+                    break
                 lut = LookupTable(provenance(ctx.device_name, ctx.capability, ctx.torch_version,
                                              ctx.triton_version, gemmtune.__version__, "by-hand"),
                                   {s.problem.key: [TableChoice(c) for c in cands] for s, cands in chunk})
@@ -602,9 +693,10 @@ def main(argv=None) -> int:
     if watchdog is not None:
         watchdog.cancel()
     doc = progress(store)
-    (out_dir / "collect-progress.json").write_text(json.dumps(doc, indent=1) + "\n")
-    for p in export(store, out_dir):
-        print(p)
+    (out_dir / args.progress_name).write_text(json.dumps(doc, indent=1) + "\n")
+    if not args.no_export:
+        for p in export(store, out_dir):
+            print(p)
     print(json.dumps(doc))
     return 0
 

@@ -16,6 +16,12 @@
 #           machine from call to call (out/ is git-ignored); a fresh machine starts it from
 #           data/collect/collect.sqlite.gz. Skipped when this call's GPU tests failed: a timer
 #           bug would spoil the data. COLLECT_ARGS adds flags.
+#
+# Several GPUs: the phases above run on GPU ${FG_GPU:-0}, pinned to that GPU's share of the CPU
+# cores. COLLECT_BG_GPUS (e.g. "1") starts collectors on those other GPUs, each on its own share
+# of the cores, at the start of the call and for all of it, beside the phases; the collect phase
+# adds one on GPU FG_GPU (so it must be the last phase named). They share one store and claim shapes (collect.py --claims), so no
+# shape is measured twice; the store is exported once, when all have ended.
 # Results go to $OUT (or ./out when run by hand). Wheels in .whl/ (pytest, rich, ...)
 # are installed to /tmp/site first when present: the GPU machine has no registry.
 # .whl/ is not in git; make it once per machine, then pass carry=[".whl"] to the device:
@@ -38,6 +44,46 @@ phases=${*:-check faults}
   python3 -c 'import torch, triton, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())'
 } 2>&1 | tee "$OUT/env.txt"
 rc=0; check_rc=0
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l); (( ngpu > 0 )) || ngpu=1
+ncpu=$(nproc); per=$(( ncpu / ngpu )); (( per > 0 )) || per=1
+cores() { echo "$(( $1 * per ))-$(( $1 * per + per - 1 ))"; }  # GPU i's share of the cores
+FG_GPU=${FG_GPU:-0}
+WORK=out/collect-work; STORE=$WORK/collect.sqlite
+collect_prepare() {  # once per call, before any collector: the store and an empty claims folder
+  mkdir -p "$WORK"; rm -rf "$WORK/claims"; mkdir -p "$WORK/claims"
+  if [[ ! -f $STORE ]]; then gunzip -c data/collect/collect.sqlite.gz > "$STORE.tmp" && mv "$STORE.tmp" "$STORE"; fi
+}
+pin() {  # pin CORES CMD...: run CMD on those cores (taskset), or unpinned where taskset is missing
+  if command -v taskset >/dev/null; then taskset -c "$@"; else shift; "$@"; fi
+}
+collectors=()
+collect_start() {  # collect_start GPU: one collector on that GPU until the call's end, in the background
+  local g=$1 left=$(( ${CALL_S:-585} - SECONDS ))
+  if (( left < 150 )); then echo "collect: only ${left} s left in this call, none started on GPU $g"; return; fi
+  # Batches are sized to end 70 s before the call does; the watchdog stops a batch that
+  # overruns 25 s before (the rows are already in the store), so nothing measured is lost.
+  ( CUDA_VISIBLE_DEVICES=$g pin "$(cores "$g")" python3 scripts/collect.py --store "$STORE" \
+    --claims "$WORK/claims" --no-export --progress-name "collect-progress-gpu$g.json" --batch 8 \
+    --compile-workers $(( per > 4 ? per - 2 : 2 )) \
+    --max-minutes "$(awk "BEGIN{print ($left - 70) / 60}")" \
+    --hard-stop-minutes "$(awk "BEGIN{print ($left - 25) / 60}")" ${COLLECT_ARGS:-} 2>&1 \
+    | grep --line-buffered -v "^W1\|^I1\|AUTOTUNE" | sed -u "s/^/[gpu$g] /" | tee -a "$OUT/collect.log" | tail -20 ) &
+  collectors+=($!)
+}
+collect_finish() {  # wait for every collector, then export the store once
+  local p; for p in "${collectors[@]}"; do wait "$p" || rc=1; done
+  collectors=()
+  python3 scripts/collect.py --store "$STORE" --export-only >/dev/null || rc=1
+  # The CSV is made again from the store on any machine (collect.py --export-only).
+  rm -f "$OUT"/collect-*.csv.gz
+}
+if [[ -n ${COLLECT_BG_GPUS:-} ]]; then
+  collect_prepare
+  for g in ${COLLECT_BG_GPUS//,/ }; do collect_start "$g"; done
+fi
+# Foreground phases: one GPU and its share of the cores, so background collectors keep theirs.
+export CUDA_VISIBLE_DEVICES=$FG_GPU
+(( ngpu > 1 )) && command -v taskset >/dev/null && taskset -cp "$(cores "$FG_GPU")" $$ >/dev/null
 for ph in $phases; do
   echo "=== $ph ==="
   case $ph in
@@ -92,20 +138,13 @@ for ph in $phases; do
       fi ;;
     collect)
       if (( check_rc != 0 )); then echo "collect: skipped, this call's GPU tests failed"; rc=1; continue; fi
-      left=$(( ${CALL_S:-585} - SECONDS ))
-      if (( left < 150 )); then echo "collect: only ${left} s left in this call, not started"; continue; fi
-      # Batches are sized to end 70 s before the call does; the watchdog stops a batch that
-      # overruns 25 s before, exporting the store (a few seconds) so nothing measured is lost.
-      mkdir -p out/collect-work
-      python3 scripts/collect.py --store out/collect-work/collect.sqlite \
-        --resume-from data/collect/collect.sqlite.gz --batch 8 \
-        --max-minutes "$(awk "BEGIN{print ($left - 70) / 60}")" \
-        --hard-stop-minutes "$(awk "BEGIN{print ($left - 25) / 60}")" ${COLLECT_ARGS:-} 2>&1 \
-        | grep --line-buffered -v "^W1\|^I1\|AUTOTUNE" | tail -25; (( PIPESTATUS[0] == 0 )) || rc=1
-      # The CSV is made again from the store on any machine (collect.py --export-only): the
-      # store and the progress file are the two files this phase brings back.
-      rm -f "$OUT"/collect-*.csv.gz ;;
+      (( ${#collectors[@]} )) || collect_prepare
+      collect_start "$FG_GPU" ;;
     *) echo "unknown phase $ph"; rc=2 ;;
   esac
 done
+if (( ${#collectors[@]} )); then
+  (( check_rc == 0 )) || echo "collect: this call's GPU tests FAILED while background collectors ran; check their rows"
+  collect_finish
+fi
 exit $rc

@@ -629,6 +629,53 @@ def test_collect_samples_come_from_the_exhaustive_spaces():
     assert s1[0] == "aten" and "pad+aten" in s1 and len(set(s1)) == len(s1)
 
 
+def test_collect_pool_sampler_draws_from_a_fixed_subset_and_old_shapes_keep_theirs():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("collect", Path(__file__).resolve().parents[1] / "scripts" / "collect.py")
+    collect = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(collect)
+    from gemmtune.configs import scale_tile
+
+    p = Problem.from_sizes(512, 1024, 4096, "bf16")
+    pool = collect._pool_raw("triton_mm")
+    assert len(pool) == collect.POOL_SIZES["triton_mm"] and pool == collect._pool_raw("triton_mm")
+    assert set(pool) <= set(collect._exhaustive_raw("triton_mm"))
+    allowed = {scale_tile(c, p) for c in pool}
+    drawn = collect.sample_choices(p, H100, mm=40, splitk=10, pad=0, sampler="pool")
+    mm = [c.config for c in drawn if c.family == "triton_mm"]
+    assert len(mm) == 40 and set(mm) <= allowed
+    # Every shape of a pool run draws from the same few configs; whole-space draws do not.
+    q = Problem.from_sizes(768, 2048, 8192, "bf16")
+    def tiles(problem, sampler):
+        return {c.id for c in collect.sample_choices(problem, H100, mm=40, splitk=0, pad=0, sampler=sampler)
+                if c.family == "triton_mm"}
+
+    assert len(tiles(p, "pool") & tiles(q, "pool")) > len(tiles(p, "random") & tiles(q, "random"))
+    with pytest.raises(ValueError, match="sampler must be one of"):
+        collect.sample_choices(p, H100, mm=1, splitk=1, pad=0, sampler="grid")
+    # A shape with rows of the random sample keeps it (finished stays finished); a new one gets the pool.
+    old = collect.sample_choices(p, H100, mm=40, splitk=10, pad=0, sampler="random")
+    have = {c.id for c in old[:5]}
+    kw = dict(mm=40, splitk=10, pad=0, sampler="pool")
+    assert [c.id for c in collect.shape_choices(p, H100, have, **kw)] == [c.id for c in old]
+    assert [c.id for c in collect.shape_choices(p, H100, None, **kw)] == [c.id for c in drawn]
+
+
+def test_collect_claims_give_each_shape_to_one_process(tmp_path):
+    import importlib.util
+    from concurrent.futures import ThreadPoolExecutor
+
+    spec = importlib.util.spec_from_file_location("collect", Path(__file__).resolve().parents[1] / "scripts" / "collect.py")
+    collect = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(collect)
+    keys = [f"mm:M{i}-N8-K8:bf16->bf16:row.a/row.a" for i in range(50)]
+    with ThreadPoolExecutor(4) as ex:
+        won = list(ex.map(lambda k: [collect.claim(tmp_path, k) for _ in range(3)], keys * 2))
+    assert sum(map(sum, won)) == len(keys)  # each key claimed exactly once, whoever asked
+    assert len(list(tmp_path.iterdir())) == len(keys)
+
+
 # ------------------------------------------------------------------ collect.py end to end (interpreter)
 COLLECT = Path(__file__).resolve().parents[1] / "scripts" / "collect.py"
 COLLECT_SMALL = ["--cpu-interpreter", "--groups", "square", "--limit-shapes", "2", "--dtypes", "fp16",
@@ -678,6 +725,43 @@ def test_collect_runs_and_resumes_in_the_interpreter(tmp_path):
     again = json.loads((call2 / "collect-progress.json").read_text())
     assert again["finished"] is True and again["batches"] == 0 and again["rows_added"] == 0
     assert again["rows_in_store"] == prog["rows_in_store"] and again["shapes_done"] == 2
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter run is for machines without a GPU")
+def test_collect_processes_sharing_a_store_measure_each_shape_once(tmp_path):
+    """Two collectors (as gpu_run.sh starts one per GPU) on one store and one claims
+    folder: every candidate is measured once, neither exports, one --export-only does."""
+    import os
+    import subprocess
+    import sys
+
+    store, claims = tmp_path / "shared.sqlite", tmp_path / "claims"
+    args = ["--cpu-interpreter", "--groups", "square", "--limit-shapes", "3", "--dtypes", "fp16",
+            "--mm-sample", "1", "--splitk-sample", "1", "--pad-sample", "1", "--compile-workers", "2",
+            "--batch", "1", "--store", str(store), "--claims", str(claims), "--no-export"]
+    procs = []
+    for i in range(2):
+        out = tmp_path / f"p{i}"
+        out.mkdir()
+        env = dict(os.environ, OUT=str(out), TRITON_INTERPRET="1")
+        env.pop("GEMMTUNE_FAULTS", None)
+        procs.append(subprocess.Popen([sys.executable, str(COLLECT), *args, "--progress-name", f"prog{i}.json"],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for pr in procs:
+        _, err = pr.communicate(timeout=600)
+        assert pr.returncode == 0, err
+    progs = [json.loads((tmp_path / f"p{i}" / f"prog{i}.json").read_text()) for i in range(2)]
+    assert all(pg["shared_store"] and pg["sampler"] == "pool" for pg in progs)
+    assert not list(tmp_path.glob("p*/collect*.gz"))  # --no-export
+    with ResultStore(store) as db:
+        rows = [row for _, row in db.rows()]
+    pairs = [(r.problem_key, r.choice_id) for r in rows]
+    assert len(pairs) == len(set(pairs)) and len({k for k, _ in pairs}) == 3
+    assert sum(pg["measured_this_call"] for pg in progs) == len(pairs)  # no candidate measured twice
+    assert len(list(claims.iterdir())) == 3
+    res = _collect(["--store", str(store), "--export-only"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "collect.sqlite.gz").is_file()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter run is for machines without a GPU")
