@@ -132,7 +132,9 @@ for ph in $phases; do
           | tail -15; (( PIPESTATUS[0] == 0 )) || rc=1
       done < <(tail -n +2 "$suite")
       if compgen -G "/tmp/topk/*/*-bench.json" >/dev/null; then
-        python3 -m gemmtune.cli report --merge /tmp/topk/*/*-bench.json --out "$OUT" || rc=1
+        # One tarball: $OUT brings back at most 8 files, and collectors may run beside this.
+        python3 -m gemmtune.cli report --merge /tmp/topk/*/*-bench.json --out /tmp/topk/merged || rc=1
+        tar czf "$OUT/topk.tgz" -C /tmp/topk . || rc=1
       else
         echo "topk: no bench JSON was written"; rc=1
       fi ;;
