@@ -4,6 +4,7 @@
     python scripts/collect.py --dry-run                        # candidates per phase; any machine
     python scripts/collect.py --dry-run --resume-from data/collect/collect.sqlite.gz   # what is left
     python scripts/collect.py --resume-from ... --drop-stale-edges   # re-time rows of the old edge wrap
+    python scripts/collect.py --resume-from ... --drop-launch-bound  # re-time rows the old early cut mis-timed
     python scripts/collect.py --max-minutes 8                  # one device call: $OUT/collect.sqlite(.gz)
     python scripts/collect.py --resume-from data/collect/collect.sqlite.gz --max-minutes 8   # next call
     python scripts/collect.py --export-only --resume-from ...  # just the compressed CSV for data/
@@ -86,6 +87,15 @@ ROOT = Path(__file__).resolve().parents[1]
 # When the tiled kernel began masking small-M / odd-N edges instead of wrapping them
 # (unix time, 2026-11-22 05:00 UTC, after the last rows of the first four device calls).
 EDGE_MASKS_SINCE = 1795323600.0
+# When the quick timer's early cut began to check that its one-pass estimate was GPU-bound
+# (bench.timing.should_cut's issue_ms; unix time, 2026-11-23 02:30 UTC, after the eighth
+# device call). Before, on small problems every Triton candidate was cut and stored with
+# its Python launch time (50-130 us) instead of its kernel time.
+LAUNCH_BOUND_SINCE = 1795401000.0
+# Cut rows of the old timer below this many ms may be launch time rather than kernel time
+# (Triton's launch took the host up to ~0.15 ms there, pad+ choices more); above it the
+# launches queue behind the kernel, so the pass timed the device.
+LAUNCH_BOUND_MS = 0.5
 if str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))
 
@@ -405,12 +415,50 @@ def stale_edge_rows(store: Path) -> list[tuple[str, str]]:
     return out
 
 
+def launch_bound_rows(store: Path) -> list[tuple[str, str]]:
+    """(problem key, choice id) of the rows the early cut stored before it checked that its
+    pass was GPU-bound (``LAUNCH_BOUND_SINCE``) with a time short enough to be the launch's
+    (< ``LAUNCH_BOUND_MS``): their time may be Python's, not the kernel's. Measured on the
+    59 small shapes held in both dtypes: bf16, timed before the cut existed, had 54% of its
+    Triton rows above 3x the best; fp16, timed with it, had 100% cut."""
+    con = sqlite3.connect(str(store))
+    try:
+        return [(k, c) for k, c in con.execute(
+            "SELECT problem_key, choice_id FROM results WHERE status = 'ok' AND repeats = 1 "
+            "AND device_ms < ? AND created_at < ?", (LAUNCH_BOUND_MS, LAUNCH_BOUND_SINCE))]
+    except sqlite3.OperationalError:  # no results table
+        return []
+    finally:
+        con.close()
+
+
+def save_rows(store: Path, keys: list[tuple[str, str]], path: Path) -> int:
+    """Write these rows, every column, to a gzipped CSV (what a drop removes is kept)."""
+    import csv
+
+    con = sqlite3.connect(str(store))
+    try:
+        cur = con.execute("SELECT * FROM results LIMIT 0")
+        cols = [d[0] for d in cur.description]
+        want = set(keys)
+        rows = [r for r in con.execute("SELECT * FROM results")
+                if (r[cols.index("problem_key")], r[cols.index("choice_id")]) in want]
+    finally:
+        con.close()
+    with gzip.open(path, "wt", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(cols)
+        w.writerows(rows)
+    return len(rows)
+
+
 def drop_rows(store: Path, keys: list[tuple[str, str]]) -> int:
     """Delete these (problem key, choice id) rows; the plan then measures them again."""
     con = sqlite3.connect(str(store))
     try:
         with con:
             con.executemany("DELETE FROM results WHERE problem_key = ? AND choice_id = ?", keys)
+        con.execute("VACUUM")  # the exported store should not carry the freed pages
         return len(keys)
     finally:
         con.close()
@@ -467,6 +515,10 @@ def main(argv=None) -> int:
     ap.add_argument("--drop-stale-edges", action="store_true",
                     help="first delete the rows timed before the kernel masked small-M / odd-N edges, "
                          "for the configs it now masks, so the plan measures them again")
+    ap.add_argument("--drop-launch-bound", action="store_true",
+                    help="first delete the rows the early cut stored before it checked for launch-bound passes, "
+                         f"with times under {LAUNCH_BOUND_MS} ms (they may be Python's launch time); they are "
+                         "written to $OUT/dropped-launch-bound.csv.gz, and the plan measures them again")
     ap.add_argument("--list-shapes", action="store_true", help="print the shape plan as CSV and exit")
     ap.add_argument("--dry-run", action="store_true", help="count candidates per phase and exit (no GPU)")
     ap.add_argument("--export-only", action="store_true", help="only write the compressed store and CSV")
@@ -498,11 +550,15 @@ def main(argv=None) -> int:
         dev = current_or()
         done = None
         if args.resume_from:  # one unpacking for both reads
-            done, stale = _with_plain_store(args.resume_from, lambda path: (
-                measured_keys(path), stale_edge_rows(path) if args.drop_stale_edges else []))
+            done, stale, bound = _with_plain_store(args.resume_from, lambda path: (
+                measured_keys(path), stale_edge_rows(path) if args.drop_stale_edges else [],
+                launch_bound_rows(path) if args.drop_launch_bound else []))
             if args.drop_stale_edges:
                 print(f"--drop-stale-edges: {len(stale)} rows of {args.resume_from.name} would be measured again")
                 done -= set(stale)
+            if args.drop_launch_bound:
+                print(f"--drop-launch-bound: {len(bound)} rows of {args.resume_from.name} would be measured again")
+                done -= set(bound)
         for dt in dtypes:
             probs = problems_for(dt, shapes)
             have_of = {}
@@ -529,6 +585,11 @@ def main(argv=None) -> int:
         print(f"resumed from {args.resume_from}")
     if args.drop_stale_edges and store.exists():
         print(f"--drop-stale-edges: {drop_rows(store, stale_edge_rows(store))} rows dropped, to be measured again")
+    if args.drop_launch_bound and store.exists():
+        bound = launch_bound_rows(store)
+        kept = out_dir / "dropped-launch-bound.csv.gz"
+        save_rows(store, bound, kept)
+        print(f"--drop-launch-bound: {drop_rows(store, bound)} rows dropped (kept in {kept}), to be measured again")
     if args.export_only:
         for p in export(store, out_dir):
             print(p)

@@ -146,6 +146,39 @@ def test_collect_finds_rows_timed_before_the_edge_masks(tmp_path):
     assert collect.stale_edge_rows(store) == [] and len(collect.measured_keys(store)) == 4
 
 
+def test_collect_launch_bound_rows_are_the_old_cut_rows_under_the_bound(tmp_path):
+    import gzip
+    import importlib.util
+    import sqlite3
+
+    spec = importlib.util.spec_from_file_location("collect", ROOT / "scripts" / "collect.py")
+    collect = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(collect)
+    old, new, bound = collect.LAUNCH_BOUND_SINCE - 60, collect.LAUNCH_BOUND_SINCE + 60, collect.LAUNCH_BOUND_MS
+    rows = [("p", "a", "ok", 1, 0.08, old),            # cut, old timer, launch-sized: dropped
+            ("p", "b", "ok", 1, bound * 0.99, old),    # just under the bound: dropped
+            ("p", "c", "ok", 1, bound * 1.01, old),    # over it: the launches queued, kept
+            ("p", "d", "ok", 5, 0.02, old),            # timed in full: kept
+            ("p", "e", "ok", 1, 0.08, new),            # cut by the fixed timer: kept
+            ("p", "f", "crashed", 1, 0.08, old)]       # not a timing: kept
+    store = tmp_path / "s.sqlite"
+    con = sqlite3.connect(store)
+    con.execute("CREATE TABLE results (problem_key TEXT, choice_id TEXT, status TEXT, repeats INTEGER, "
+                "device_ms REAL, created_at REAL)")
+    con.executemany("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?)", rows)
+    con.commit()
+    con.close()
+    bad = collect.launch_bound_rows(store)
+    assert sorted(bad) == [("p", "a"), ("p", "b")]
+    kept = tmp_path / "dropped.csv.gz"
+    assert collect.save_rows(store, bad, kept) == 2
+    with gzip.open(kept, "rt") as f:
+        lines = f.read().splitlines()
+    assert lines[0].startswith("problem_key,choice_id,status") and len(lines) == 3
+    assert collect.drop_rows(store, bad) == 2
+    assert collect.launch_bound_rows(store) == [] and len(collect.measured_keys(store)) == 4
+
+
 def test_report_dispatch_on_the_committed_h200_results(tmp_path):
     files = sorted(RESULTS.glob("bench_dispatch-*.json"))
     assert len(files) == 5

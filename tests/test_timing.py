@@ -215,6 +215,42 @@ def test_should_cut_exact():
     assert should_cut(3.01, 1.0, 3.0) and not should_cut(3.0, 1.0, 3.0)  # strictly more than factor x best
     assert not should_cut(100.0, None, 3.0) and not should_cut(100.0, 0.0, 3.0)  # nothing measured yet
     assert not should_cut(100.0, 1.0, None) and not should_cut(100.0, 1.0, 0)    # no cut configured
+    # A launch-bound pass (the host needed more than half of it to issue each launch) never cuts:
+    # a 10 us kernel behind 80 us of Python launch overhead looked 9x the best before this rule.
+    assert not should_cut(0.09, 0.01, 3.0, issue_ms=0.08)
+    assert should_cut(0.16, 0.01, 3.0, issue_ms=0.08) and not should_cut(0.159, 0.01, 3.0, issue_ms=0.08)
+
+
+class _PassTimer(CudaGraphTimer):
+    """CudaGraphTimer's decision logic with the device work faked (runs on a CPU)."""
+
+    def __init__(self, est_ms, issue_ms):
+        super().__init__(replays=3, cut_factor=3.0, eager_calls=1)
+        self.pass_ = (est_ms, issue_ms)
+        self.captured = False
+
+    def estimate_pass(self, launch, n_sets):
+        return self.pass_
+
+    def capture(self, launch, n_sets, stream=None, est=None):
+        self.captured = True
+        return None, 1
+
+    @staticmethod
+    def replay_ms(graph, launches, n):
+        return [0.011, 0.010, 0.012]
+
+    def eager_ms(self, launch):
+        return 0.1
+
+
+def test_measure_does_not_cut_a_launch_bound_pass():
+    bound = _PassTimer(est_ms=0.09, issue_ms=0.08)  # the GPU waited for Python
+    t = bound.measure(lambda i: None, 1, best_ms=0.01)
+    assert bound.captured and t.repeats == 3 and t.device_ms == 0.011
+    busy = _PassTimer(est_ms=0.5, issue_ms=0.08)  # the GPU was the bottleneck: a real 50x
+    t = busy.measure(lambda i: None, 1, best_ms=0.01)
+    assert not busy.captured and t.repeats == 1 and t.device_ms == 0.5 and math.isnan(t.eager_ms)
 
 
 class _CuttingTimer:
@@ -255,7 +291,8 @@ def test_runner_feeds_the_cut_its_best_so_far_per_problem():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_graph_timer_cuts_a_hopeless_kernel():
-    a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+    # 4096^3 (~0.2 ms on an H100/H200): far longer than torch.mm's launch, so the pass is GPU-bound.
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     small = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
     timer = CudaGraphTimer(replays=3, cut_factor=3.0)
     fast = timer.measure(lambda i: torch.mm(small, small), 1)
@@ -264,3 +301,31 @@ def test_cuda_graph_timer_cuts_a_hopeless_kernel():
     assert slow.repeats == 1 and math.isnan(slow.eager_ms) and slow.device_ms > 3 * fast.device_ms
     again = timer.measure(lambda i: torch.mm(a, a), 1, best_ms=None)  # no reference: measured in full
     assert again.repeats == 3
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_graph_timer_does_not_cut_a_fast_kernel_behind_a_slow_launch():
+    """A microsecond kernel whose launch costs the host 0.5 ms: the one-pass estimate is the
+    host's time, not the kernel's, so the timer must measure it in full (graph replays
+    hold only the device work) instead of storing 0.5 ms as its time."""
+    import time
+
+    small = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+    timer = CudaGraphTimer(replays=3, cut_factor=3.0)
+    fast = timer.measure(lambda i: torch.mm(small, small), 1)
+
+    def slow_launch(i):
+        time.sleep(0.0005)
+        torch.mm(small, small)
+
+    t = timer.measure(slow_launch, 1, best_ms=fast.device_ms)
+    assert t.repeats == 3 and t.device_ms < 0.1, t
+
+
+def test_timing_doctests():
+    import doctest
+
+    import gemmtune.bench.timing as timing
+
+    assert doctest.testmod(timing).failed == 0

@@ -32,6 +32,12 @@ also cuts early: a kernel whose warm-up pass is already more than 3x the fastest
 time measured on its problem so far (in this worker) is recorded from that one
 pass (``repeats`` 1, no eager time) instead of graph replays; such kernels are
 far from every ranking's top, and on long-K shapes they are most of the time.
+The cut only trusts a pass the GPU was busy for: when issuing the launches took
+the host at least half the pass's time per launch, the pass timed Python, not the
+kernel, and the kernel is measured in full. (Before 2026-11-23 the cut lacked that
+check: on problems whose best kernel takes ~10 us, a Triton launch's ~50-130 us of
+Python made every Triton candidate look > 3x slower, and they were stored with the
+launch time; collect.py --drop-launch-bound removes such rows.)
 """
 
 from __future__ import annotations
@@ -69,13 +75,24 @@ def summarize(samples: list[float]) -> tuple[float, float]:
     return med, spread
 
 
-def should_cut(est_ms: float, best_ms: float | None, factor: float | None) -> bool:
-    """Whether a kernel measured at ``est_ms`` is hopeless next to the best so far.
+# A one-pass estimate is kernel time only when the GPU, not the host, was the bottleneck:
+# the host must have issued each launch in at most 1/GPU_BOUND of the per-launch time.
+GPU_BOUND = 2.0
+
+
+def should_cut(est_ms: float, best_ms: float | None, factor: float | None, issue_ms: float = 0.0) -> bool:
+    """Whether a kernel measured at ``est_ms`` (one event-timed pass, per launch) is
+    hopeless next to the best so far. ``issue_ms``: the host's time to issue one launch
+    in that pass; a pass not at least ``GPU_BOUND`` times longer was launch-bound (the GPU
+    waited for Python), so it says nothing about the kernel and never cuts.
 
     >>> should_cut(4.0, 1.0, 3.0), should_cut(2.0, 1.0, 3.0), should_cut(9.0, None, 3.0), should_cut(9.0, 1.0, None)
     (True, False, False, False)
+    >>> should_cut(0.09, 0.01, 3.0, issue_ms=0.08), should_cut(0.5, 0.01, 3.0, issue_ms=0.08)
+    (False, True)
     """
-    return bool(factor and best_ms and best_ms > 0 and est_ms > factor * best_ms)
+    return bool(factor and best_ms and best_ms > 0 and est_ms > factor * best_ms
+                and est_ms >= GPU_BOUND * issue_ms)
 
 
 def sets_for(bytes_per_set: int, l2_bytes: int, max_sets: int = 64) -> int:
@@ -106,8 +123,8 @@ class CudaGraphTimer:
     def measure(self, launch: Callable[[int], None], n_sets: int, best_ms: float | None = None) -> Timing:
         """``best_ms``: the fastest time measured on this problem so far, for the early cut
         (``cut_factor``); ignored without one."""
-        est = self.estimate(launch, n_sets)
-        if should_cut(est, best_ms, self.cut_factor):
+        est, issue = self.estimate_pass(launch, n_sets)
+        if should_cut(est, best_ms, self.cut_factor, issue):
             # One event-timed pass over every input set (L2-cold, launch gaps included,
             # which a kernel this slow hides): 1 repeat, no spread, no eager time.
             return Timing(est, math.nan, 1, 0.0, True)
@@ -119,17 +136,30 @@ class CudaGraphTimer:
 
     def estimate(self, launch: Callable[[int], None], n_sets: int) -> float:
         """Warm-up, then ms per launch over one event-timed pass through every input set."""
+        return self.estimate_pass(launch, n_sets)[0]
+
+    def estimate_pass(self, launch: Callable[[int], None], n_sets: int) -> tuple[float, float]:
+        """(ms per launch on the device, ms per launch on the host) of one pass through
+        every input set, after the warm-up.
+
+        One launch is enqueued before the start event, so the device is already busy
+        when the timed launches arrive: a kernel slower than its launch is timed without
+        the host's issue latency of the first launch (which, on a one-set problem, used to
+        be counted in full). The host time says whether the pass was launch-bound."""
         # Warm-up outside the graph: compilation, module load, workspace allocation.
         for i in range(max(self.warmup, 1)):
             launch(i % n_sets)
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        launch(n_sets - 1)  # untimed: keeps the device busy while the first timed launch is issued
         start.record()
+        t0 = time.perf_counter()
         for i in range(n_sets):
             launch(i)
+        issue_ms = (time.perf_counter() - t0) * 1e3 / n_sets
         end.record()
         end.synchronize()
-        return max(start.elapsed_time(end) / n_sets, 1e-4)
+        return max(start.elapsed_time(end) / n_sets, 1e-4), issue_ms
 
     def capture(self, launch: Callable[[int], None], n_sets: int,
                 stream: torch.cuda.Stream | None = None, est: float | None = None
