@@ -603,3 +603,20 @@ def test_a_shape_that_cannot_be_planned_fails_on_its_turn_not_before(tmp_path):
     with ResultStore(store) as db:
         assert {row.choice_id for _, row in db.rows(problem_key=good.key)} == {"aten", "decompose_k:s2"}
         assert db.rows(problem_key=bad.key) == []
+
+
+def test_usable_cpus_follows_the_affinity_set(monkeypatch):
+    import os
+
+    from gemmtune.tune import usable_cpus
+
+    assert 1 <= usable_cpus() <= (os.cpu_count() or 1)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 4, 5}, raising=False)
+    assert usable_cpus() == 3  # pinned to 3 cores (taskset): 3, whatever the machine has
+
+    def no_api(pid):
+        raise AttributeError("sched_getaffinity")
+
+    monkeypatch.setattr(os, "sched_getaffinity", no_api, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 7)
+    assert usable_cpus() == 7

@@ -194,7 +194,7 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     'exhaustive'. ``store``: SQLite results file (resumable). ``out``: lookup-table
     JSON to write. ``workers``: benchmark workers (default one per GPU).
     ``compile_workers``: parallel compile processes before benchmarking (default:
-    min(CPU cores, 16) on a GPU, none in the interpreter). ``timeout``: seconds a
+    min(usable CPU cores, 16) on a GPU, none in the interpreter). ``timeout``: seconds a
     candidate may take before its worker is killed. ``device``: built-in GPU whose
     limits shape the spaces when running in the CPU interpreter (default H100).
     ``retry_failed``: measure again candidates the store holds as crashed, timed out
@@ -273,7 +273,7 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
                 check_provenance(lut, ctx.device_name, ctx.triton_version)
             ranker = _ranker(model, dev, ctx) if bspace != "SAME" else None
             n_compile = compile_workers if compile_workers is not None else (
-                min(os.cpu_count() or 1, 16) if gpus else 0)
+                min(usable_cpus(), 16) if gpus else 0)
             # Niced: compiling runs beside benchmarking, which must not wait for a CPU.
             compiler = (_Compiler(WorkerPool(n_compile, timeout=timeout, runner=runner, env=wenv, gpus=gpus,
                                              nice=COMPILE_NICE))
@@ -354,6 +354,15 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     finally:
         if own_store:
             db.close()
+
+
+def usable_cpus() -> int:
+    """CPU cores this process may run on: its affinity set where the OS has one (a process
+    pinned with taskset, e.g. one collector per GPU), else the machine's count."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity API on this OS
+        return os.cpu_count() or 1
 
 
 BENCHMARK_SPACES = ("SAME", "DEFAULT")

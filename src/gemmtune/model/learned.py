@@ -133,6 +133,14 @@ class Dataset:
         return Dataset([g for g in self.groups if g.shape in keep], dict(self.context), self.source,
                        list(self.notes))
 
+    def ranked(self, min_choices: int = None) -> "Dataset":
+        """The problems with at least ``min_choices`` measured choices (default
+        ``MIN_RANKED_CHOICES``): the ones a ranking can be scored on. A problem measured only
+        in part (cuBLAS and a few others) makes any ranking look perfect."""
+        n = MIN_RANKED_CHOICES if min_choices is None else min_choices
+        return Dataset([g for g in self.groups if len(g.choices) >= n], dict(self.context), self.source,
+                       list(self.notes))
+
 
 def _open_sqlite(path: Path):
     """A ResultStore on ``path``; ``.gz`` files are decompressed to a temporary copy."""
@@ -166,6 +174,10 @@ def _read_records(path: Path) -> list[dict]:
                 shutil.rmtree(tmpdir, ignore_errors=True)
     raise ModelError(f"cannot read {path}: expected a results store (.sqlite, .sqlite.gz) "
                      "or its CSV export (.csv, .csv.gz)")
+
+
+# Evaluations score rankings only on problems with at least this many measured choices.
+MIN_RANKED_CHOICES = 20
 
 
 def load_dataset(path: str | os.PathLike, *, device_name: str | None = None) -> Dataset:
@@ -862,9 +874,15 @@ def train(path: str | os.PathLike, *, exclude_suites=("public",), test_fraction:
             "test_fraction": test_fraction, "seed": seed,
             "test_shapes": len(te.shapes), "context": data.context}
     model, report = fit(tr, kind=kind, device=device, seed=seed, description=desc, weighting=weighting)
+    # Scored only where the sample is big enough to rank (Dataset.ranked); trained on everything.
+    te_all, te = te, te.ranked()
+    if not te.groups:
+        raise ModelError(f"{path}: none of the {len(te_all.groups)} held-out problems has {MIN_RANKED_CHOICES} "
+                         "or more measured choices; nothing to score a ranking on")
     held = evaluate(model, te)
     held_a = evaluate(model.analytic, te)
     report.update({"train_problems": len(tr.groups), "test_problems": len(te.groups),
+                   "test_problems_too_few_choices": len(te_all.groups) - len(te.groups),
                    "excluded_problems": n_excl, "held_out": held["summary"],
                    "held_out_analytic": held_a["summary"], "held_out_shapes": held["shapes"],
                    "notes": data.notes})
