@@ -10,7 +10,9 @@
 # dispatch: the dispatcher benchmarks with Triton-only hint kernels (--exclude-aten: the seed
 #           experiment, and binaries that save/load must carry); DISPATCH_ARGS adds flags
 # edge:     scripts/bench_edge.py, wrapped vs masked edge loads (EDGE_S bounds it, default 240)
-# topk:     #5's tuning wall time at k = 1/5/20 and exhaustive vs Inductor (TOPK_S, default 420)
+# topk:     #5's tuning wall time at k = 1/5/20 and exhaustive vs Inductor (TOPK_S, default 420;
+#           TOPK_SUITE, default benchmarks/suites/topk-exhaustive.csv). On the H200, tiny_mn_32
+#           needs about 300 s alone (its exhaustive mode took 146 s), llama3_8b_gateup_m16 ~150 s.
 # collect:  #5's bulk timings (scripts/collect.py) for the rest of the call (CALL_S, default 585 s
 #           from the script's start), into out/collect-work/collect.sqlite, which stays on a warm
 #           machine from call to call (out/ is git-ignored); a fresh machine starts it from
@@ -117,7 +119,7 @@ for ph in $phases; do
     topk)
       # One bench per shape (its own process and deadline), so a shape that runs long costs
       # only itself; the finished ones are merged into one report under $OUT.
-      suite=benchmarks/suites/topk-exhaustive.csv; t0=$SECONDS; budget=${TOPK_S:-420}; i=0
+      suite=${TOPK_SUITE:-benchmarks/suites/topk-exhaustive.csv}; t0=$SECONDS; budget=${TOPK_S:-420}; i=0
       n=$(( $(wc -l < "$suite") - 1 ))
       rm -rf /tmp/topk; mkdir -p /tmp/topk
       while IFS= read -r row; do

@@ -187,6 +187,24 @@ def test_edge_masks_choice():
         edge_masks(1, 1, 64, 64, "clamp")
 
 
+def test_problems_differing_only_in_m_share_one_compiled_kernel():
+    """M_DIV / N_DIV are read only where that dim is contiguous and wrapped; elsewhere they are
+    pinned, so a row-major A at M = 48, 96, 100, 4096 needs one compile, not one per divisor."""
+    from gemmtune.kernels.tiled import _tiled_args
+
+    b = torch.randn(256, 512, dtype=torch.float16)
+    kw = dict(block_m=64, block_n=128, block_k=64, group_m=8, k_per_split=256)
+
+    def consts(m, a_layout="row"):
+        a = torch.randn(m, 256, dtype=torch.float16) if a_layout == "row" else torch.randn(256, m, dtype=torch.float16).t()
+        return _tiled_args(a, b, torch.empty(m, 512, dtype=torch.float16), **kw)[2]
+
+    row = [consts(m) for m in (96, 100, 4096)]
+    assert all(c == row[0] for c in row) and row[0]["M_DIV"] == 1
+    # A column-major A wraps along its contiguous dim: there the divisor matters and is kept.
+    assert consts(96, "col")["M_DIV"] == 16 and consts(100, "col")["M_DIV"] == 4
+
+
 # ------------------------------------------------------------------ out dtype, output views
 @pytest.mark.parametrize("in_dtype", [pytest.param(torch.float16, id="fp16"),
                                       pytest.param(torch.bfloat16, id="bf16")])

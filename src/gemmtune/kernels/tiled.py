@@ -351,7 +351,11 @@ def _tiled_args(a, b, c, *, block_m, block_n, block_k, group_m, k_per_split, spl
         CN_UNIT=c.stride(-1) == 1,
         A_LEAD_DIV=lead_divisor(a), B_LEAD_DIV=lead_divisor(b),
         K_DIV=_pow2_divisor(math.gcd(K, k_per_split)),
-        M_DIV=min(_pow2_divisor(M), block_m), N_DIV=min(_pow2_divisor(N), block_n),
+        # Only read where that dim is contiguous and wrapped (see the kernel): elsewhere they are
+        # pinned to 1, so that problems differing only in M (or N) share one compiled kernel
+        # instead of one per power-of-two divisor (dispatch over runtime M, bulk collection).
+        M_DIV=min(_pow2_divisor(M), block_m) if am_unit and not mask_m else 1,
+        N_DIV=min(_pow2_divisor(N), block_n) if bn_unit and not mask_n else 1,
         GPU_FENCE=split_mode != 0 and not _INTERPRETED, MASK_M=mask_m, MASK_N=mask_n,
     )
     return grid, args, consts
