@@ -353,7 +353,7 @@ def test_training_rejects_an_unknown_weighting(sample):
 H200 = DeviceInfo.lookup("h200")
 COLLECT_SLICE = Path(__file__).parent / "data" / "h200_collect_slice.csv.gz"
 PUBLIC_BF16 = Path(__file__).parent / "data" / "h200_public_bf16.csv.gz"
-SHIPPED = Path(gemmtune.__file__).parent / "data" / "models" / "nvidia-h200-bf16.json"
+SHIPPED = Path(gemmtune.__file__).parent / "data" / "models" / "nvidia-h200.json"
 
 
 @pytest.fixture(scope="module")
@@ -370,7 +370,7 @@ def test_shipped_model_file(shipped):
     assert prov["device_name"] == "NVIDIA H200" and prov["triton"].startswith("3.6.")
     assert prov["feature_version"] == FEATURE_VERSION and shipped.feature_version == FEATURE_VERSION
     assert prov["training_set"]["which"].startswith("all ") and "evaluation" in prov
-    assert prov["domain"]["dtypes"] == ["bf16->bf16"]
+    assert prov["domain"]["dtypes"] == ["bf16->bf16", "fp16->fp16"]
     # pyproject ships it as package data.
     import fnmatch
     import tomllib
@@ -408,8 +408,8 @@ def test_domain_guard_falls_back_to_the_analytic_estimate(shipped):
     assert w == 1.0 and "nearest aligned bf16->bf16" in why
     cands = candidates(inside, list(gemmtune.families()), "default", H200)
     assert not np.allclose(_ms(shipped, inside, cands), _ms(a, inside, cands))
-    outside = [(Problem.from_sizes(8192, 8192, 64, "bf16"), "log2 units"),      # far from every trained shape
-               (Problem.from_sizes(4096, 4096, 4096, "fp16"), "dtype"),      # never trained on fp16
+    outside = [(Problem.from_sizes(65536, 65536, 32, "bf16"), "log2 units"),    # far from every trained shape
+               (Problem.from_sizes(4096, 4096, 4096, "fp32"), "dtype"),      # never trained on fp32
                (Problem.from_sizes(4096, 4096, 4096, "bf16", layout_a="col"), "layout")]
     for p, says in outside:
         w, why = shipped.trust(p)

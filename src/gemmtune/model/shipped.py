@@ -10,7 +10,7 @@ Example::
 
     >>> from gemmtune.model.shipped import shipped_models
     >>> [p.name for p in shipped_models()]                      # doctest: +SKIP
-    ['nvidia-h200-bf16.json']
+    ['nvidia-h200.json']
 """
 
 from __future__ import annotations
