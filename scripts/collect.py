@@ -38,9 +38,11 @@ timer profile (``--timing quick``, the default here; tune()'s default is ``stand
 twice the L2), still median + inter-quartile spread: the same quantity as the standard
 profile measures, from fewer samples; each row stores its ``repeats`` (5 here, 20 under
 the standard profile), so the two can be told apart. Since 2026-11-22 (after the first
-31,981 rows) the quick profile also cuts early: a candidate whose warm-up pass takes more
-than 3x the best time measured on its problem so far is stored from that one pass
-(``repeats`` 1, no eager time). On long-K shapes such candidates took most of the time. Inside tune() the compile workers
+31,981 rows) the quick profile also cuts early: a candidate whose one event-timed pass takes
+more than 3x the best time measured on its problem so far is stored from that pass
+(``repeats`` 1, no eager time), provided the pass was GPU-bound (since 2026-11-23; before,
+launch-bound passes were cut too: ``--drop-launch-bound``). On long-K shapes such
+candidates took most of the time. Inside tune() the compile workers
 compile the next shapes (``--compile-ahead``, default 2) while the GPU worker times the
 current one, so the GPU no longer waits for each shape's compile phase; they run at lower
 CPU priority. Batches grow to ``--batch`` shapes (one tune() call each, so worker start-up

@@ -11,7 +11,8 @@
 #           experiment, and binaries that save/load must carry); DISPATCH_ARGS adds flags
 # edge:     scripts/bench_edge.py, wrapped vs masked edge loads (EDGE_S bounds it, default 240)
 # topk:     #5's tuning wall time at k = 1/5/20 and exhaustive vs Inductor (TOPK_S, default 420;
-#           TOPK_SUITE, default benchmarks/suites/topk-exhaustive.csv). On the H200, tiny_mn_32
+#           TOPK_SUITE, default benchmarks/suites/topk-exhaustive.csv; topk-tiny-mn-32.csv: the shape left
+#           unfinished on 2026-11-23). On the H200, tiny_mn_32
 #           needs about 300 s alone (its exhaustive mode took 146 s), llama3_8b_gateup_m16 ~150 s.
 # collect:  #5's bulk timings (scripts/collect.py) for the rest of the call (CALL_S, default 585 s
 #           from the script's start), into out/collect-work/collect.sqlite, which stays on a warm

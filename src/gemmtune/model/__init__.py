@@ -17,7 +17,7 @@ concrete model. Two are provided:
 
 ``default_model(device)`` is what the tuner ranks with when given no model: the
 learned model shipped for that GPU (``gemmtune/data/models/``; one so far: NVIDIA
-H200, triton 3.6, bf16 only, see benchmarks/model/) when the installed triton has
+H200, triton 3.6, bf16 and fp16, see benchmarks/model/) when the installed triton has
 its MAJOR.MINOR, else the analytic model, after a ``ModelWarning`` saying why. A
 shipped model ranks problems outside its training domain (other dtypes, layouts,
 far-away shapes) with the analytic model too (``LearnedModel.trust``).
