@@ -65,8 +65,11 @@ collect_start() {  # collect_start GPU: one collector on that GPU until the call
   if (( left < 150 )); then echo "collect: only ${left} s left in this call, none started on GPU $g"; return; fi
   # Batches are sized to end 70 s before the call does; the watchdog stops a batch that
   # overruns 25 s before (the rows are already in the store), so nothing measured is lost.
+  # 16 shapes a batch: every batch is one tune() call that starts its workers anew (about
+  # 7.8 s of fixed cost per tune() on the H200, benchmarks/results/2026-11-23-h200-topk/),
+  # and calls 6-8's 8-shape batches took 20-80 s each.
   ( CUDA_VISIBLE_DEVICES=$g pin "$(cores "$g")" python3 scripts/collect.py --store "$STORE" \
-    --claims "$WORK/claims" --no-export --progress-name "collect-progress-gpu$g.json" --batch 8 \
+    --claims "$WORK/claims" --no-export --progress-name "collect-progress-gpu$g.json" --batch 16 \
     --compile-workers $(( per > 4 ? per - 2 : 2 )) \
     --max-minutes "$(awk "BEGIN{print ($left - 70) / 60}")" \
     --hard-stop-minutes "$(awk "BEGIN{print ($left - 25) / 60}")" ${COLLECT_ARGS:-} 2>&1 \
