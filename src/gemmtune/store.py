@@ -218,6 +218,24 @@ def _from_db(rec: tuple) -> tuple[RunContext, ResultRow]:
     return ctx, ResultRow(**kw)
 
 
+def _enable_wal(conn: sqlite3.Connection) -> None:
+    """Switch the file to WAL, waiting for other connections as every other statement does.
+
+    SQLite answers a journal-mode change that races another connection opening the same
+    new file with an immediate "database is locked": its busy handler is not consulted
+    there. Seen with two collectors (or threads) creating one store at once: 4 of 100
+    three-thread opens failed. So retry until the store's usual lock timeout."""
+    deadline = time.monotonic() + _LOCK_TIMEOUT_S
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 class ResultStore:
     """The results file: open it, ``record()`` into it, query it, ``export()`` it.
 
@@ -252,7 +270,7 @@ class ResultStore:
         except sqlite3.Error as e:
             raise StoreError(f"cannot open results store {self.path}: {e}") from None
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
+            _enable_wal(conn)
             # NORMAL in WAL mode survives a killed process (the commit is in the
             # WAL file the OS holds); only a power cut can lose the last commits.
             conn.execute("PRAGMA synchronous=NORMAL")
