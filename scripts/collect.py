@@ -92,11 +92,12 @@ EDGE_MASKS_SINCE = 1795323600.0
 # When the quick timer's early cut began to check that its one-pass estimate was GPU-bound
 # (bench.timing.should_cut's issue_ms; unix time, 2026-11-23 02:30 UTC, after the eighth
 # device call). Before, on small problems every Triton candidate was cut and stored with
-# its Python launch time (50-130 us) instead of its kernel time.
+# its launch time instead of its kernel time (eager calls of fully timed Triton rows on
+# small problems took 68 us at the 5th percentile, 134 us at the median, kernel included).
 LAUNCH_BOUND_SINCE = 1795401000.0
 # Cut rows of the old timer below this many ms may be launch time rather than kernel time
-# (Triton's launch took the host up to ~0.15 ms there, pad+ choices more); above it the
-# launches queue behind the kernel, so the pass timed the device.
+# (the eager times above, pad+ choices more); above it the launches queue behind the
+# kernel, so the pass timed the device.
 LAUNCH_BOUND_MS = 0.5
 if str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))
@@ -434,17 +435,30 @@ def launch_bound_rows(store: Path) -> list[tuple[str, str]]:
         con.close()
 
 
+# Rows named by (problem key, choice id), through a keyed temporary table (_key_table): the
+# results' primary key starts with the run context, so per-key lookups scanned the whole
+# table (32k keys took minutes).
+_KEYED = "(problem_key, choice_id) IN (SELECT problem_key, choice_id FROM temp.keys)"
+
+
+def _key_table(con: sqlite3.Connection, keys: list[tuple[str, str]]) -> None:
+    """Fill the temporary table ``keys`` that ``_KEYED`` selects by."""
+    con.execute("CREATE TEMP TABLE IF NOT EXISTS keys (problem_key TEXT, choice_id TEXT, "
+                "PRIMARY KEY (problem_key, choice_id))")
+    con.execute("DELETE FROM temp.keys")
+    con.executemany("INSERT OR IGNORE INTO temp.keys VALUES (?, ?)", keys)
+
+
 def save_rows(store: Path, keys: list[tuple[str, str]], path: Path) -> int:
     """Write these rows, every column, to a gzipped CSV (what a drop removes is kept)."""
     import csv
 
     con = sqlite3.connect(str(store))
     try:
-        cur = con.execute("SELECT * FROM results LIMIT 0")
+        _key_table(con, keys)
+        cur = con.execute(f"SELECT * FROM results WHERE {_KEYED}")
         cols = [d[0] for d in cur.description]
-        want = set(keys)
-        rows = [r for r in con.execute("SELECT * FROM results")
-                if (r[cols.index("problem_key")], r[cols.index("choice_id")]) in want]
+        rows = cur.fetchall()
     finally:
         con.close()
     with gzip.open(path, "wt", newline="") as f:
@@ -458,14 +472,9 @@ def drop_rows(store: Path, keys: list[tuple[str, str]]) -> int:
     """Delete these (problem key, choice id) rows; the plan then measures them again."""
     con = sqlite3.connect(str(store))
     try:
-        # Through a keyed temporary table: the results' primary key starts with the run context,
-        # so a per-key DELETE scanned the whole table (32k keys took minutes).
         with con:
-            con.execute("CREATE TEMP TABLE drop_keys (problem_key TEXT, choice_id TEXT, "
-                        "PRIMARY KEY (problem_key, choice_id))")
-            con.executemany("INSERT OR IGNORE INTO drop_keys VALUES (?, ?)", keys)
-            n = con.execute("DELETE FROM results WHERE (problem_key, choice_id) IN "
-                            "(SELECT problem_key, choice_id FROM drop_keys)").rowcount
+            _key_table(con, keys)
+            n = con.execute(f"DELETE FROM results WHERE {_KEYED}").rowcount
         con.execute("VACUUM")  # the exported store should not carry the freed pages
         return n
     finally:
@@ -534,6 +543,8 @@ def main(argv=None) -> int:
                     help="measure in the Triton CPU interpreter (tests only: needs TRITON_INTERPRET=1; "
                     "timings mean nothing)")
     args = ap.parse_args(argv)
+    # How every shape's candidates are drawn (shape_choices), in the dry run and the real one.
+    sampling = {"mm": args.mm_sample, "splitk": args.splitk_sample, "pad": args.pad_sample, "sampler": args.sampler}
 
     shapes = plan()
     if args.groups:
@@ -567,14 +578,12 @@ def main(argv=None) -> int:
             if args.drop_launch_bound:
                 print(f"--drop-launch-bound: {len(bound)} rows of {args.resume_from.name} would be measured again")
                 done -= set(bound)
+        have_of: dict[str, set[str]] = {}  # problem key -> measured choice ids
+        for k, c in (done or ()):
+            have_of.setdefault(k, set()).add(c)
         for dt in dtypes:
             probs = problems_for(dt, shapes)
-            have_of = {}
-            for k, c in (done or ()):
-                have_of.setdefault(k, set()).add(c)
-            per = [[c.id for c in shape_choices(p, dev, have_of.get(p.key), mm=args.mm_sample,
-                                                 splitk=args.splitk_sample, pad=args.pad_sample,
-                                                 sampler=args.sampler)] for _, _, p in probs]
+            per = [[c.id for c in shape_choices(p, dev, have_of.get(p.key), **sampling)] for _, _, p in probs]
             line = f"{dt}: {len(probs)} shapes, {sum(map(len, per))} candidates"
             if done is not None:  # what a resumed run still has to measure
                 left = [[c for c in ids if (p.key, c) not in done] for (_, _, p), ids in zip(probs, per)]
@@ -706,8 +715,7 @@ def main(argv=None) -> int:
                 if not have:
                     pending.append((Shape(group, name, p), None))
                     continue
-                cands = shape_choices(p, dev, have, mm=args.mm_sample, splitk=args.splitk_sample,
-                                      pad=args.pad_sample, sampler=args.sampler)
+                cands = shape_choices(p, dev, have, **sampling)
                 if all(c.id in have for c in cands):
                     st["done_shapes"] += 1
                 else:
@@ -729,9 +737,7 @@ def main(argv=None) -> int:
                     i += 1
                     if args.claims is not None and not claim(args.claims, s.problem.key):
                         continue  # another process measures it
-                    chunk.append((s, c if c is not None else sample_choices(
-                        s.problem, dev, mm=args.mm_sample, splitk=args.splitk_sample, pad=args.pad_sample,
-                        sampler=args.sampler)))
+                    chunk.append((s, c if c is not None else shape_choices(s.problem, dev, None, **sampling)))
                 if not chunk:
                     break
                 lut = LookupTable(provenance(ctx.device_name, ctx.capability, ctx.torch_version,

@@ -334,7 +334,8 @@ def main(argv=None) -> int:
     # Rankings are scored where a shape's sample can be ranked (Dataset.ranked); a problem
     # measured only in part (cuBLAS and a few) would make every ranking look perfect.
     te = te_all.ranked(args.min_choices)
-    n_unranked = len(data.groups) - len(data.ranked(args.min_choices).groups)
+    data_ranked = data.ranked(args.min_choices)
+    n_unranked = len(data.groups) - len(data_ranked.groups)
     say(f"split by shape, stratified: {len(tr.shapes)} train / {len(te_all.shapes)} held-out shapes "
         f"({len(te.groups)} of {len(te_all.groups)} held-out problems have >= {args.min_choices} choices and are scored)")
     dev = DeviceInfo.lookup(data.context["device_name"])
@@ -377,8 +378,8 @@ def main(argv=None) -> int:
         cv_per["analytic"] += score(analytic, test_d)[1]
         say(f"cross-validation fold {i + 1}/{len(folds)} done")
     cv = {name: summarize(per) for name, per in cv_per.items()}
-    cv["random"], _ = score_random(data.ranked(args.min_choices), max(20, args.random_draws // 4), args.seed)
-    cv["cuBLAS only"], _ = score_cublas(data.ranked(args.min_choices))
+    cv["random"], _ = score_random(data_ranked, max(20, args.random_draws // 4), args.seed)
+    cv["cuBLAS only"], _ = score_cublas(data_ranked)
     ship_kind = min(("gbt", "mlp"), key=lambda k: (cv[k]["top1_regret_geomean"], -cv[k]["spearman_mean"]))
     say(f"chosen family (lower 5-fold geomean top-1 regret): {ship_kind}")
 
