@@ -35,9 +35,10 @@ far from every ranking's top, and on long-K shapes they are most of the time.
 The cut only trusts a pass the GPU was busy for: when issuing the launches took
 the host at least half the pass's time per launch, the pass timed Python, not the
 kernel, and the kernel is measured in full. (Before 2026-11-23 the cut lacked that
-check: on problems whose best kernel takes ~10 us, a Triton launch's ~50-130 us of
-Python made every Triton candidate look > 3x slower, and they were stored with the
-launch time; collect.py --drop-launch-bound removes such rows.)
+check: on problems whose best kernel takes ~10 us, a Triton call's 68-134 us of host
+time (H200 collection, eager calls on small problems) made every Triton candidate
+look > 3x slower, and they were stored with the launch time; collect.py
+--drop-launch-bound removes such rows.)
 """
 
 from __future__ import annotations
