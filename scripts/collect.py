@@ -49,9 +49,10 @@ CPU priority. Batches grow to ``--batch`` shapes (one tune() call each, so worke
 and the first compile are paid once per batch): the first batch of each dtype is small (at
 most 4 shapes) to measure seconds per shape, later batches are sized from that so that
 they end before ``--max-minutes`` (counted from the start of the process). How fast this
-is on a GPU has not been measured yet: collect-progress.json records it per call
+is on a GPU: collect-progress.json records it per call and process
 (``candidates_per_s``, and ``compile_wait_s``: how long the GPU worker waited for
-compiles, which is large when compiling, not timing, is the bottleneck).
+compiles, which is large when compiling, not timing, is the bottleneck); data/collect/
+README.md quotes the rates of the H200 calls.
 
 At the end of every call it writes $OUT/collect.sqlite.gz (carry it to the next call),
 $OUT/collect-<gpu>.csv.gz (the rows, for data/) and $OUT/collect-progress.json. Should a
@@ -662,10 +663,12 @@ def main(argv=None) -> int:
                 "batches": st["batches"], "rows_in_store": sum(after.values()),
                 "measured_this_call": st["measured"], "rows_added": rows_added, "rows_added_by_status": added,
                 "wall_s": wall, "tune_s": tuning,
-                # rows recorded (every status) per second of this call, and per second inside tune()
-                "candidates_per_s": rows_added / wall if wall > 0 else None,
-                "candidates_per_tune_s": rows_added / tuning if tuning > 0 else None,
-                "ok_per_s": added.get("ok", 0) / wall if wall > 0 else None,
+                # candidates this process recorded (every status) per second of this call, and
+                # per second inside tune(); ok rows per second only where no other process
+                # writes the store (rows_added_by_status counts them all)
+                "candidates_per_s": st["measured"] / wall if wall > 0 else None,
+                "candidates_per_tune_s": st["measured"] / tuning if tuning > 0 else None,
+                "ok_per_s": added.get("ok", 0) / wall if wall > 0 and args.claims is None else None,
                 "compile_wait_s": st["compile_wait_s"],
                 "median_s_per_shape": float(np.median(st["per_shape_s"])) if st["per_shape_s"] else None,
                 "s_per_shape_by_dtype": {d: sec / n for d, (sec, n) in spent.items()}}

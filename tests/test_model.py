@@ -758,6 +758,9 @@ def test_collect_processes_sharing_a_store_measure_each_shape_once(tmp_path):
     pairs = [(r.problem_key, r.choice_id) for r in rows]
     assert len(pairs) == len(set(pairs)) and len({k for k, _ in pairs}) == 3
     assert sum(pg["measured_this_call"] for pg in progs) == len(pairs)  # no candidate measured twice
+    for pg in progs:  # each process's rate counts its own candidates, not the other's
+        assert pg["candidates_per_s"] * pg["wall_s"] == pytest.approx(pg["measured_this_call"])
+        assert pg["ok_per_s"] is None
     assert len(list(claims.iterdir())) == 3
     res = _collect(["--store", str(store), "--export-only"], tmp_path)
     assert res.returncode == 0, res.stderr
