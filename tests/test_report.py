@@ -360,7 +360,8 @@ def _fake_tuner(calls: list):
                       "benchmark_space": benchmark_space, "table": table})
         shapes = [SimpleNamespace(problem=s.problem, best="aten", best_ms=0.01, tune_s=0.5, tried=1, statuses={})
                   for s in problems]
-        return SimpleNamespace(shapes=shapes, wall_s=1.0, measured=len(problems))
+        return SimpleNamespace(shapes=shapes, wall_s=1.0, measured=len(problems), startup_s=0.25,
+                               compile_workers=0)
     return tune
 
 
@@ -381,6 +382,7 @@ def test_tune_phase_runs_every_mode_fresh(tmp_path, monkeypatch):
         [("default", "SAME"), ("default", "SAME"), ("exhaustive", 5)]
     # nothing is reused between modes: a store and a Triton cache each
     assert len({c["store"] for c in calls}) == len({c["env"]["TRITON_CACHE_DIR"] for c in calls}) == 5
+    assert all(m["startup_s"] == 0.25 and m["wall_s"] == 1.0 for m in phase["modes"].values())
     top1, top5 = calls[3]["table"], calls[4]["table"]
     assert all(len(v) == 1 for v in top1.entries.values()) and all(1 <= len(v) <= 5 for v in top5.entries.values())
     assert all(top5.entries[k][0] == v[0] for k, v in top1.entries.items())  # top-1 is top-5's first

@@ -559,7 +559,8 @@ def test_compiling_ahead_gives_the_same_store_as_separate_phases(tmp_path):
     for calls in (calls_a, calls_p):
         compiled = Counter((k, c) for _, op, k, c in calls if op == "compile")
         benched = Counter((k, c) for _, op, k, c in calls if op == "bench")
-        assert compiled == Counter(want), "every candidate is compiled exactly once"
+        needs = Counter((k, c) for k, c in want if c != "aten")
+        assert compiled == needs, "every candidate is compiled exactly once (cuBLAS: never)"
         failing = {(p.key, "decompose_k:s4") for p in OVERLAP_PROBLEMS}
         assert benched == Counter(want - failing), "a candidate that fails to compile is never benchmarked"
 
@@ -620,3 +621,59 @@ def test_usable_cpus_follows_the_affinity_set(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", no_api, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 7)
     assert usable_cpus() == 7
+
+
+def test_cublas_is_timed_while_the_triton_candidates_compile(tmp_path):
+    # cuBLAS needs no compiling: the benchmark worker times it while the compile workers
+    # are still busy, instead of waiting for the shape's whole compile job.
+    from gemmtune.bench.faults import SLOW_COMPILE_S
+    from gemmtune.table import LookupTable, TableChoice, provenance
+
+    import triton
+
+    p = Problem.from_sizes(16, 16, 64, "fp16")
+    ids = ["aten", "decompose_k:s2", "decompose_k:s4"]
+    prov = provenance("cpu (Triton interpreter)", "interp", torch.__version__, triton.__version__,
+                      gemmtune.__version__, "by-hand")
+    table = LookupTable(prov, {p.key: [TableChoice(Choice.parse(i)) for i in ids]})
+    log = tmp_path / "calls.log"
+    env = {"GEMMTUNE_FAULTS": json.dumps({"decompose_k:s2": "slow_compile"}), "GEMMTUNE_CALL_LOG": str(log)}
+    r = gemmtune.tune([p], store=tmp_path / "s.sqlite", table=table, runner=FAULT_RUNNER, env=env,
+                      compile_workers=2, timeout=60, progress=False)
+    assert r.shapes[0].statuses == {"ok": 3}
+    assert r.compile_workers == 2 and 0 < r.startup_s < r.wall_s
+    calls = _calls(log)
+    slow_start = min(t for t, op, _, c in calls if op == "compile" and c == "decompose_k:s2")
+    aten = [t for t, op, _, c in calls if op == "bench" and c == "aten"]
+    dk = [t for t, op, _, c in calls if op == "bench" and c.startswith("decompose_k")]
+    assert len(aten) == 1 and len(dk) == 2
+    assert aten[0] < slow_start + SLOW_COMPILE_S, "cuBLAS waited for the slow compile"
+    assert min(dk) >= slow_start + SLOW_COMPILE_S, "a candidate was timed before its compile job ended"
+    assert not any(op == "compile" and c == "aten" for _, op, _, c in calls), "cuBLAS sent to a compile worker"
+
+
+@pytest.mark.parametrize("requested, cpus, on_gpu, n_shapes, bspace, ahead, table, want", [
+    (None, 32, True, 1, 1, 2, False, 1),        # --fast, one shape: no compile pool
+    (None, 32, True, 29, 1, 2, False, 3),       # --fast: one candidate per shape in flight
+    (None, 32, True, 2, 5, 2, False, 10),       # top-5 of two shapes
+    (None, 32, True, 29, 20, 2, False, 16),     # capped at 16
+    (None, 6, True, 29, "SAME", 2, False, 6),   # capped at the usable cores
+    (None, 32, True, 29, "DEFAULT", 2, False, 16),
+    (None, 32, True, 1, 1, 2, True, 16),        # a table may add choices: no cap by k
+    (None, 32, True, 29, 5, 0, False, 5),       # compile_ahead 0: one shape in flight
+    (None, 32, False, 29, "SAME", 2, False, 0),  # the CPU interpreter compiles nothing ahead
+    (4, 32, True, 1, 1, 2, False, 4),           # asked for: as given
+])
+def test_compile_pool_size(requested, cpus, on_gpu, n_shapes, bspace, ahead, table, want):
+    from gemmtune.tune import compile_pool_size
+
+    assert compile_pool_size(requested, cpus=cpus, on_gpu=on_gpu, n_shapes=n_shapes, benchmark_space=bspace,
+                             compile_ahead=ahead, has_table=table) == want
+
+
+def test_tune_doctests():
+    import doctest
+    import importlib
+
+    res = doctest.testmod(importlib.import_module("gemmtune.tune"))  # gemmtune.tune is also the function
+    assert res.attempted > 0 and res.failed == 0

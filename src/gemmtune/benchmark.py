@@ -632,8 +632,10 @@ def tune_phase(shapes: Sequence[Shape], *, tune_fn: Callable, scratch: Path, see
                 skipped[mode] = f"the tuner failed: {type(e).__name__}: {e}"[:300]
             continue
         tuned[mode] = {sh.problem.key: sh for sh in r.shapes}
-        ran[mode] = {"kwargs": described, "wall_s": r.wall_s, "measured": r.measured}
-        say(f"  {r.measured} candidates in {r.wall_s:.1f} s")
+        ran[mode] = {"kwargs": described, "wall_s": r.wall_s, "measured": r.measured,
+                     "startup_s": r.startup_s, "compile_workers": r.compile_workers}
+        say(f"  {r.measured} candidates in {r.wall_s:.1f} s ({r.startup_s:.1f} s worker start-up, "
+            f"{r.compile_workers} compile workers)")
     return {"tuned": tuned, "skipped": skipped, "extra_s": extra_s, "errors": errors, "notes": notes,
             "modes": ran}
 

@@ -152,6 +152,12 @@ class Choice:
     def padded(self) -> "Choice":
         return Choice(self.family, self.config, True)
 
+    @property
+    def needs_compile(self) -> bool:
+        """Whether its first run compiles a Triton kernel: every family but cuBLAS
+        ('aten'; its ``pad+`` copy is an eager torch op too)."""
+        return self.family != "aten"
+
     @classmethod
     def parse(cls, text: str) -> "Choice":
         """Parse a choice id such as ``splitk:BM32-BN32-BK256-S3-W4-G8-SK16-det``.

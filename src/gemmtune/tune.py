@@ -116,6 +116,11 @@ class TuneResult:
     # Of wall_s, the time the benchmark worker(s) waited for compilation to finish
     # (with compile workers only): much of wall_s here means compiling is the bottleneck.
     compile_wait_s: float = 0.0
+    # Of wall_s, the time until the benchmark worker answered (its torch import and CUDA
+    # context; the compile workers start at the same time), and the number of compile
+    # workers started (compile_pool_size; 0: the benchmark worker compiled).
+    startup_s: float = 0.0
+    compile_workers: int = 0
 
 
 def _as_shapes(problems: Iterable) -> list[Shape]:
@@ -253,13 +258,24 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     wenv = dict(env or {})
     if not gpus:
         wenv.setdefault("TRITON_INTERPRET", "1")
+    n_compile = compile_pool_size(compile_workers, cpus=usable_cpus(), on_gpu=bool(gpus),
+                                  n_shapes=len(shapes), benchmark_space=bspace,
+                                  compile_ahead=compile_ahead, has_table=lut is not None)
     own_store = not isinstance(store, ResultStore)
     db = ResultStore(store) if own_store else store
     measured = reused = 0
     compile_wait = 0.0
+    compiler = None
     try:
         with WorkerPool(workers, timeout=timeout, runner=runner, env=wenv, gpus=gpus) as pool:
+            # The compile workers start now, so their torch imports run while the benchmark
+            # worker starts (niced: compiling runs beside benchmarking, which must not wait
+            # for a CPU).
+            compiler = (_Compiler(WorkerPool(n_compile, timeout=timeout, runner=runner, env=wenv, gpus=gpus,
+                                             nice=COMPILE_NICE).start())
+                        if n_compile > 1 else None)
             info = pool.info()
+            startup = time.monotonic() - t0
             ctx = RunContext(info["device_name"], info["capability"], info["torch"],
                              info["triton"], info["gemmtune"])
             representative = bool(info.get("representative", False))
@@ -272,12 +288,6 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
             if lut is not None:
                 check_provenance(lut, ctx.device_name, ctx.triton_version)
             ranker = _ranker(model, dev, ctx) if bspace != "SAME" else None
-            n_compile = compile_workers if compile_workers is not None else (
-                min(usable_cpus(), 16) if gpus else 0)
-            # Niced: compiling runs beside benchmarking, which must not wait for a CPU.
-            compiler = (_Compiler(WorkerPool(n_compile, timeout=timeout, runner=runner, env=wenv, gpus=gpus,
-                                             nice=COMPILE_NICE))
-                        if n_compile > 1 else None)
 
             def shape_candidates(s: Shape) -> list[Choice]:
                 cands = required_choices(lut, s.problem)
@@ -309,6 +319,7 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
                         # What is not in the store now; re-checked when the shape's turn
                         # comes (the store only grows, so nothing needed is skipped here).
                         _, todo = _pending(s.problem, plans[j], db, ctx, retry_failed)
+                        todo = [pc for pc in todo if pc[1].needs_compile]
                         compiling[j] = compiler.submit(todo, seed) if todo else None
 
             result_shapes = []
@@ -324,21 +335,33 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
                             raise cands
                         done, todo = _pending(s.problem, cands, db, ctx, retry_failed)
                         reused += sum(c.id in done for c in cands)
+                        task = bar.task(f"  {s.name}", len(todo))
+
+                        def measure(todo) -> None:
+                            nonlocal measured
+                            tasks = [{"problem": p.key, "choice": c.id, "seed": seed, "timer": timing}
+                                     for p, c in todo]
+                            index = _index(todo)
+                            for t, res in pool.map(tasks):
+                                p, c = index[(t["problem"], t["choice"])]
+                                db.record(ctx, _row(p, c, res))
+                                measured += 1
+                                bar.advance(task)
+
                         job = compiling.pop(i, None)
                         if job is not None and todo:
+                            if not job.done():
+                                # Time what needs no compiling (cuBLAS) while the rest compiles.
+                                measure([pc for pc in todo if not pc[1].needs_compile])
+                                todo = [pc for pc in todo if pc[1].needs_compile]
                             tw = time.monotonic()
                             compiled = job.result()
                             compile_wait += time.monotonic() - tw
+                            n_todo = len(todo)
                             todo = _record_compile_failures(todo, compiled, db, ctx)
-                        tasks = [{"problem": p.key, "choice": c.id, "seed": seed, "timer": timing}
-                                 for p, c in todo]
-                        index = _index(todo)
-                        task = bar.task(f"  {s.name}", len(tasks))
-                        for t, res in pool.map(tasks):
-                            p, c = index[(t["problem"], t["choice"])]
-                            db.record(ctx, _row(p, c, res))
-                            measured += 1
-                            bar.advance(task)
+                            for _ in range(n_todo - len(todo)):  # failed to compile: recorded
+                                bar.advance(task)
+                        measure(todo)
                         bar.remove(task)
                         r = _summarize(s, cands, db, ctx)
                         r.tune_s = time.monotonic() - ts
@@ -350,10 +373,45 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
         table = _table(result_shapes, db, ctx)
         table_path = table.save(out) if out else None
         return TuneResult(result_shapes, ctx, representative, time.monotonic() - t0, measured, reused,
-                          table, table_path, Path(db.path), compile_wait)
+                          table, table_path, Path(db.path), compile_wait, startup, n_compile if compiler else 0)
     finally:
+        if compiler is not None:
+            compiler.close()  # a no-op if closed above; here when the benchmark worker failed to start
         if own_store:
             db.close()
+
+
+def compile_pool_size(requested: int | None, *, cpus: int, on_gpu: bool, n_shapes: int,
+                      benchmark_space: str | int, compile_ahead: int, has_table: bool) -> int:
+    """How many compile workers ``tune`` starts; 0 or 1 starts none (the benchmark worker
+    compiles each candidate itself, just before timing it).
+
+    ``requested`` (the caller's ``compile_workers``) is taken as given. By default: none in
+    the CPU interpreter (nothing is compiled there); on a GPU min(cpus, 16), and when at
+    most k Triton candidates per shape are benchmarked (``benchmark_space`` an int k, no
+    lookup table adding its own choices) no more than can be compiling at once: k for each
+    of the shapes in flight (the one being timed and ``compile_ahead`` beyond it). Each
+    worker is a process with its own torch import and CUDA context, so idle ones cost
+    start-up time and memory: ``--fast`` on one shape starts none.
+
+    >>> compile_pool_size(None, cpus=32, on_gpu=True, n_shapes=1, benchmark_space=1,
+    ...                   compile_ahead=2, has_table=False)
+    1
+    >>> compile_pool_size(None, cpus=32, on_gpu=True, n_shapes=29, benchmark_space=5,
+    ...                   compile_ahead=2, has_table=False)
+    15
+    >>> compile_pool_size(None, cpus=32, on_gpu=True, n_shapes=29, benchmark_space="SAME",
+    ...                   compile_ahead=2, has_table=False)
+    16
+    """
+    if requested is not None:
+        return requested
+    if not on_gpu:
+        return 0
+    n = min(cpus, 16)
+    if isinstance(benchmark_space, int) and not has_table:
+        n = min(n, benchmark_space * min(n_shapes, compile_ahead + 1))
+    return n
 
 
 def usable_cpus() -> int:
@@ -504,6 +562,9 @@ class _Compiler:
                 fut.set_result(results[j])
 
     def close(self) -> None:
+        """Stop and shut down; a second call does nothing."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         self._jobs.put(None)
         self._thread.join()
@@ -552,7 +613,8 @@ def summary(result: TuneResult) -> dict:
     return {
         "context": result.context.__dict__, "representative": result.representative,
         "wall_s": result.wall_s, "measured": result.measured, "reused": result.reused,
-        "compile_wait_s": result.compile_wait_s,
+        "compile_wait_s": result.compile_wait_s, "startup_s": result.startup_s,
+        "compile_workers": result.compile_workers,
         "shapes": [{"group": s.group, "name": s.name, "key": s.problem.key, "best": s.best,
                     "best_ms": s.best_ms, "aten_ms": s.aten_ms, "speedup": s.speedup,
                     "tried": s.tried, "failed": s.failed, "statuses": s.statuses, "tune_s": s.tune_s}
@@ -582,4 +644,4 @@ def render(result: TuneResult, console=None) -> None:
                   f"{s.tune_s:.1f}")
     console.print(t)
     console.print(f"{result.measured} measured, {result.reused} reused from {result.store_path}, "
-                  f"{result.wall_s:.1f} s" + (f"; table -> {result.table_path}" if result.table_path else ""))
+                  f"{result.wall_s:.1f} s ({result.startup_s:.1f} s worker start-up)" + (f"; table -> {result.table_path}" if result.table_path else ""))

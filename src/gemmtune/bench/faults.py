@@ -11,8 +11,11 @@ workers' environment to a JSON object mapping choice ids to a fault:
               access that poisons the CUDA context of the worker
 * ``compile_error`` the candidate fails to compile: status compile_error, in the
               compile op as in the bench op
+* ``slow_compile`` the compile op takes 2 s longer (SLOW_COMPILE_S), then compiles
+              normally; the bench op runs normally (a kernel slow to compile)
 
-Every other choice runs normally. Only ``compile_error`` acts in the compile op.
+Every other choice runs normally. Only ``compile_error`` and ``slow_compile`` act in
+the compile op.
 
 ``GEMMTUNE_CALL_LOG``, when set, names a file each call appends one line to:
 ``<unix time> <pid> <op> <problem key> <choice id>`` (tests check which candidates
@@ -28,6 +31,7 @@ import time
 from . import runner
 
 _FAULTS: dict[str, str] | None = None
+SLOW_COMPILE_S = 2.0
 
 
 def _faults() -> dict[str, str]:
@@ -65,7 +69,9 @@ def handle(op: str, task: dict, state) -> dict:
     fault = _faults().get(task.get("choice", ""))
     if fault == "compile_error":
         return {"status": "compile_error", "reason": "injected fault: this candidate fails to compile"}
-    if fault is None or op == "compile":
+    if fault == "slow_compile" and op == "compile":
+        time.sleep(SLOW_COMPILE_S)
+    if fault in (None, "slow_compile") or op == "compile":
         return runner.handle(op, task, state)
     if fault == "abort":
         os.abort()

@@ -135,7 +135,7 @@ def handle(op: str, task: dict, state: WorkerState) -> dict:
         timer = _timer(task, state) if op != "compile" else None
         choice = Choice.parse(task["choice"])
         kernels.get(choice.family).validate(problem.padded() if choice.pad else problem, choice.config)
-        if op == "compile" and choice.family == "aten" and not choice.pad:
+        if op == "compile" and not choice.needs_compile:
             return {"status": "ok"}  # cuBLAS: nothing to compile
         state.prepare(problem, int(task.get("seed", 0)), timing=op != "compile")
         if problem.m == 0 or problem.n == 0 or problem.k == 0:
