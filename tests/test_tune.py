@@ -652,23 +652,37 @@ def test_cublas_is_timed_while_the_triton_candidates_compile(tmp_path):
     assert not any(op == "compile" and c == "aten" for _, op, _, c in calls), "cuBLAS sent to a compile worker"
 
 
-@pytest.mark.parametrize("requested, cpus, on_gpu, n_shapes, bspace, ahead, table, want", [
-    (None, 32, True, 1, 1, 2, False, 1),        # --fast, one shape: no compile pool
-    (None, 32, True, 29, 1, 2, False, 3),       # --fast: one candidate per shape in flight
-    (None, 32, True, 2, 5, 2, False, 10),       # top-5 of two shapes
-    (None, 32, True, 29, 20, 2, False, 16),     # capped at 16
-    (None, 6, True, 29, "SAME", 2, False, 6),   # capped at the usable cores
-    (None, 32, True, 29, "DEFAULT", 2, False, 16),
-    (None, 32, True, 1, 1, 2, True, 16),        # a table may add choices: no cap by k
-    (None, 32, True, 29, 5, 0, False, 5),       # compile_ahead 0: one shape in flight
-    (None, 32, False, 29, "SAME", 2, False, 0),  # the CPU interpreter compiles nothing ahead
-    (4, 32, True, 1, 1, 2, False, 4),           # asked for: as given
+@pytest.mark.parametrize("requested, cpus, on_gpu, per_shape, ahead, want", [
+    (None, 32, True, [1], 2, 1),                # --fast, one shape: no compile pool
+    (None, 32, True, [1] * 29, 2, 3),           # --fast: one candidate per shape in flight
+    (None, 32, True, [5, 5], 2, 10),            # top-5 of two shapes
+    (None, 32, True, [20] * 29, 2, 16),         # capped at 16
+    (None, 6, True, [None] * 29, 2, 6),         # whole spaces: capped at the usable cores
+    (None, 32, True, [1, 9, 2, 7, 1], 2, 16),   # the three largest: 9 + 7 + 2 = 18, capped at 16
+    (None, 32, True, [1, 9, 2, 7, 1], 1, 16),   # 9 + 7
+    (None, 32, True, [3, 2, 1], 1, 5),          # 3 + 2
+    (None, 32, True, [0, 0], 2, 0),             # only cuBLAS (a table of aten entries): none
+    (None, 32, True, [2, None], 2, 16),         # one shape's whole space: no cap
+    (None, 32, True, [5] * 29, 0, 5),           # compile_ahead 0: one shape in flight
+    (None, 32, False, [None] * 29, 2, 0),       # the CPU interpreter compiles nothing ahead
+    (4, 32, True, [1], 2, 4),                   # asked for: as given
 ])
-def test_compile_pool_size(requested, cpus, on_gpu, n_shapes, bspace, ahead, table, want):
+def test_compile_pool_size(requested, cpus, on_gpu, per_shape, ahead, want):
     from gemmtune.tune import compile_pool_size
 
-    assert compile_pool_size(requested, cpus=cpus, on_gpu=on_gpu, n_shapes=n_shapes, benchmark_space=bspace,
-                             compile_ahead=ahead, has_table=table) == want
+    assert compile_pool_size(requested, cpus=cpus, on_gpu=on_gpu, per_shape=per_shape, compile_ahead=ahead) == want
+
+
+def test_compiles_at_most_counts_a_table_entry_or_k():
+    from gemmtune.table import LookupTable, TableChoice
+    from gemmtune.tune import _compiles_at_most
+
+    p, q = Problem.from_sizes(32, 32, 8192, "bf16"), Problem.from_sizes(64, 64, 4096, "bf16")
+    t = LookupTable({}, {p.key: [TableChoice(Choice.parse(i)) for i in ("aten", "decompose_k:s8", "pad+aten")]})
+    assert _compiles_at_most(t, p, "SAME") == 1     # cuBLAS, padded or not, compiles nothing
+    assert _compiles_at_most(t, q, "SAME") is None  # no entry: its whole space
+    assert _compiles_at_most(t, q, 5) == 5
+    assert _compiles_at_most(None, p, 1) == 1
 
 
 def test_tune_doctests():

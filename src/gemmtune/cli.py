@@ -503,7 +503,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", default="gemmtune.sqlite", help="SQLite results file (resumable)")
     p.add_argument("--out", default="gemmtune-table.json", help="lookup table to write")
     p.add_argument("--workers", type=int, help="benchmark workers (default: one per GPU)")
-    p.add_argument("--compile-workers", type=int, help="parallel compile processes (GPU only)")
+    p.add_argument("--compile-workers", type=int,
+                   help="parallel compile processes (GPU only; default: as many as can be busy, "
+                   "at most min(cores, 16))")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per candidate before it is killed")
     p.add_argument("--retry-failed", action="store_true",
                    help="measure again candidates stored as crashed, timed out or errored")

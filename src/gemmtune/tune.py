@@ -198,8 +198,9 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     ``families``: kernel families to search (default: all). ``space``: 'default' or
     'exhaustive'. ``store``: SQLite results file (resumable). ``out``: lookup-table
     JSON to write. ``workers``: benchmark workers (default one per GPU).
-    ``compile_workers``: parallel compile processes before benchmarking (default:
-    min(usable CPU cores, 16) on a GPU, none in the interpreter). ``timeout``: seconds a
+    ``compile_workers``: parallel compile processes beside benchmarking (default:
+    compile_pool_size: on a GPU up to min(usable CPU cores, 16), no more than can be busy;
+    none in the interpreter). They start with the benchmark worker. ``timeout``: seconds a
     candidate may take before its worker is killed. ``device``: built-in GPU whose
     limits shape the spaces when running in the CPU interpreter (default H100).
     ``retry_failed``: measure again candidates the store holds as crashed, timed out
@@ -259,8 +260,8 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     if not gpus:
         wenv.setdefault("TRITON_INTERPRET", "1")
     n_compile = compile_pool_size(compile_workers, cpus=usable_cpus(), on_gpu=bool(gpus),
-                                  n_shapes=len(shapes), benchmark_space=bspace,
-                                  compile_ahead=compile_ahead, has_table=lut is not None)
+                                  per_shape=[_compiles_at_most(lut, s.problem, bspace) for s in shapes],
+                                  compile_ahead=compile_ahead)
     own_store = not isinstance(store, ResultStore)
     db = ResultStore(store) if own_store else store
     measured = reused = 0
@@ -381,27 +382,34 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
             db.close()
 
 
-def compile_pool_size(requested: int | None, *, cpus: int, on_gpu: bool, n_shapes: int,
-                      benchmark_space: str | int, compile_ahead: int, has_table: bool) -> int:
+def _compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | int) -> int | None:
+    """How many candidates of ``problem`` tune may compile, before its candidates are listed:
+    a table entry's Triton choices, else k when only the model's k best are benchmarked,
+    else None (its whole search space)."""
+    listed = required_choices(lut, problem)
+    if listed:
+        return sum(c.needs_compile for c in listed)
+    return bspace if isinstance(bspace, int) else None
+
+
+def compile_pool_size(requested: int | None, *, cpus: int, on_gpu: bool, per_shape: Sequence[int | None],
+                      compile_ahead: int) -> int:
     """How many compile workers ``tune`` starts; 0 or 1 starts none (the benchmark worker
     compiles each candidate itself, just before timing it).
 
     ``requested`` (the caller's ``compile_workers``) is taken as given. By default: none in
-    the CPU interpreter (nothing is compiled there); on a GPU min(cpus, 16), and when at
-    most k Triton candidates per shape are benchmarked (``benchmark_space`` an int k, no
-    lookup table adding its own choices) no more than can be compiling at once: k for each
-    of the shapes in flight (the one being timed and ``compile_ahead`` beyond it). Each
-    worker is a process with its own torch import and CUDA context, so idle ones cost
-    start-up time and memory: ``--fast`` on one shape starts none.
+    the CPU interpreter (nothing is compiled there); on a GPU min(cpus, 16), and no more
+    than can be compiling at once when every shape's number of compiles is known
+    (``per_shape``: at most that many per shape, None where it is the whole search space):
+    the sum of the largest ``compile_ahead + 1`` of them, the shape being timed and those
+    compiled ahead. Each worker is a process with its own torch import and CUDA context,
+    so idle ones cost start-up time and memory: ``--fast`` on one shape starts none.
 
-    >>> compile_pool_size(None, cpus=32, on_gpu=True, n_shapes=1, benchmark_space=1,
-    ...                   compile_ahead=2, has_table=False)
+    >>> compile_pool_size(None, cpus=32, on_gpu=True, per_shape=[1], compile_ahead=2)
     1
-    >>> compile_pool_size(None, cpus=32, on_gpu=True, n_shapes=29, benchmark_space=5,
-    ...                   compile_ahead=2, has_table=False)
+    >>> compile_pool_size(None, cpus=32, on_gpu=True, per_shape=[5] * 29, compile_ahead=2)
     15
-    >>> compile_pool_size(None, cpus=32, on_gpu=True, n_shapes=29, benchmark_space="SAME",
-    ...                   compile_ahead=2, has_table=False)
+    >>> compile_pool_size(None, cpus=32, on_gpu=True, per_shape=[5, None], compile_ahead=2)
     16
     """
     if requested is not None:
@@ -409,8 +417,8 @@ def compile_pool_size(requested: int | None, *, cpus: int, on_gpu: bool, n_shape
     if not on_gpu:
         return 0
     n = min(cpus, 16)
-    if isinstance(benchmark_space, int) and not has_table:
-        n = min(n, benchmark_space * min(n_shapes, compile_ahead + 1))
+    if per_shape and all(b is not None for b in per_shape):
+        n = min(n, sum(sorted(per_shape, reverse=True)[:compile_ahead + 1]))
     return n
 
 
