@@ -495,7 +495,8 @@ def render(r: dict, png: Path | None) -> str:
          f"({', '.join(f'{v} {k}' for k, v in sorted(sp['test_by_group'].items()))}). Never by row. "
          f"Rankings are scored on problems with at least {sp.get('min_choices', 1)} measured choices: "
          f"{sp.get('held_out_problems_unscored', 0)} held-out problems ({sp.get('problems_unscored_all', 0)} of all) "
-         "have fewer (partly measured: their dropped rows wait to be re-measured) and are trained on, not scored. "
+         "have fewer" + (" (partly measured) and are trained on, not scored. "
+                         if sp.get('problems_unscored_all', 0) else ". ") +
          f"Cross-validation: {r['cv']['folds']} folds by shape (stratified the same way), every shape held out once.",
          "", f"**\"Best\" is the best of the measured sample** ({d['choices_per_shape']['min']}-"
          f"{d['choices_per_shape']['max']} choices a shape, drawn from spaces of thousands), not the result of an "
@@ -545,7 +546,7 @@ def render(r: dict, png: Path | None) -> str:
           "These are ranking targets over the measured sample. The issue's end-to-end targets (tuning wall time of "
           "k = 1, 5, 20 against the exhaustive search and Inductor on the same shapes, at % of the best kernel, "
           "and nvMatmulHeuristics at equal k) are measured on the GPU, not here: "
-          "`benchmarks/results/2026-11-23-h200-topk/` and the public-suite bench "
+          "`benchmarks/results/2026-11-23-h200-topk-2/` (and the earlier `...-topk/`) and the public-suite bench "
           "(`benchmarks/results/2026-11-22-h200-bench-onecall/`).", ""]
 
     # held-out tables
@@ -633,13 +634,14 @@ def render(r: dict, png: Path | None) -> str:
     else:
         L += [f"Not available: {nv.get('error') if nv else 'skipped'}.", ""]
 
-    trained = sorted(d.get("dtypes", {}))
+    trained_dtypes = ", ".join(f"{k} ({v} problems)" for k, v in sorted(d.get("dtypes", {}).items()))
     L += ["## Not in this report", "",
           "- Tuning wall time with the model's top k = 1, 5, 20 against the exhaustive search and Inductor "
           "max-autotune, and nvMatmulHeuristics' top-k run through our kernels: GPU measurements, in "
           "`benchmarks/results/` (see the line above the held-out tables).",
-          f"- Dtypes: trained on {', '.join(trained)}; any other dtype (fp32, tf32) has no training data, and the "
-          "shipped model ranks it with the analytic model (domain guard).",
+          f"- Dtypes: trained on {trained_dtypes}; any other dtype (such as fp32 with "
+          "TF32 allowed) has no training data, and the shipped model ranks it with the analytic model (domain "
+          "guard).",
           f"- Collection coverage: {coverage_note(d)}; the public-suite check above is the only look at the "
           "rest.", ""]
     shipped = r.get("shipped")

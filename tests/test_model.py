@@ -370,7 +370,7 @@ def test_shipped_model_file(shipped):
     assert prov["device_name"] == "NVIDIA H200" and prov["triton"].startswith("3.6.")
     assert prov["feature_version"] == FEATURE_VERSION and shipped.feature_version == FEATURE_VERSION
     assert prov["training_set"]["which"].startswith("all ") and "evaluation" in prov
-    assert prov["domain"]["dtypes"] == ["bf16->bf16", "fp16->fp16"]
+    assert prov["domain"]["dtypes"] == ["bf16->bf16", "fp16->fp16", "fp32->fp32"]  # not fp32+tf32
     # pyproject ships it as package data.
     import fnmatch
     import tomllib
@@ -409,7 +409,7 @@ def test_domain_guard_falls_back_to_the_analytic_estimate(shipped):
     cands = candidates(inside, list(gemmtune.families()), "default", H200)
     assert not np.allclose(_ms(shipped, inside, cands), _ms(a, inside, cands))
     outside = [(Problem.from_sizes(65536, 65536, 32, "bf16"), "log2 units"),    # far from every trained shape
-               (Problem.from_sizes(4096, 4096, 4096, "fp32"), "dtype"),      # never trained on fp32
+               (Problem.from_sizes(4096, 4096, 4096, "fp32", allow_tf32=True), "dtype"),  # fp32 only without TF32
                (Problem.from_sizes(4096, 4096, 4096, "bf16", layout_a="col"), "layout")]
     for p, says in outside:
         w, why = shipped.trust(p)
