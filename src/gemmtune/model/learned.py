@@ -490,11 +490,18 @@ class _GBT:
 
     def predict(self, X):
         feats, thrs, which = self._split_table()
-        bits = np.ascontiguousarray((X[:, feats] > thrs).T)  # (distinct splits, n)
-        idx = np.zeros((which.shape[0], X.shape[0]), dtype=np.int64)  # (T, n): the same leaves as _leaf_index
-        for d in range(which.shape[1]):
-            idx = idx * 2 + bits[which[:, d]]
-        return np.take_along_axis(self.leaf, idx, axis=1).sum(axis=0)
+        bits = np.ascontiguousarray((X[:, feats] > thrs).T).view(np.uint8)  # (distinct splits, n)
+        # (T, n) leaf index, the same leaves as _leaf_index, built in place in int32 (less
+        # memory traffic than int64: about half the prediction time of 2,000 choices), then
+        # offset per tree to index the flattened leaf table.
+        n_trees, n_leaves = self.leaf.shape
+        idx = (bits[which[:, 0]].astype(np.int32) if which.shape[1]
+               else np.zeros((n_trees, X.shape[0]), dtype=np.int32))
+        for d in range(1, which.shape[1]):
+            idx <<= 1
+            idx |= bits[which[:, d]]
+        idx += (np.arange(n_trees, dtype=np.int32) * n_leaves)[:, None]
+        return self.leaf.ravel()[idx].sum(axis=0)
 
     def hyperparameters(self) -> dict:
         return {"n_trees": self.n_trees, "depth": self.depth, "lr": self.lr, "n_bins": self.n_bins, "l2": self.l2,
