@@ -713,3 +713,14 @@ def test_interleaved_rounds_and_ceilings_on_a_gpu():
         assert abs(k["ms"] / rec["cublas"]["kernel"]["ms"] - 1) < 0.05 or report.is_tie(
             k["ms"], k["spread"], rec["cublas"]["kernel"]["ms"], rec["cublas"]["kernel"]["spread"])
     json.dumps(rec, allow_nan=False)
+
+
+def test_inductor_choice_falls_back_to_its_autotune_pick():
+    # Inductor's DecomposeK subgraph is not a kernel inductor_choice recognises in the
+    # generated code; the report then names what its autotuner picked, not nothing.
+    assert report._choice({"choice": "aten"}) == "`aten`"
+    rec = {"choice": None, "autotune": [{"op": "mm", "choices": 11, "best_ms": 0.0107,
+                                         "pick": "decompose_k_mm_112_split_4 k_split=112"}]}
+    assert report._choice(rec) == "autotune pick: `decompose_k_mm_112_split_4 k_split=112`"
+    assert report._choice({"choice": None}) == "(not recorded)"
+    assert report._choice({"choice": None, "autotune": [{"op": "mm", "pick": None}]}) == "(not recorded)"

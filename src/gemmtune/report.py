@@ -343,8 +343,14 @@ def _why(rec: dict | None) -> str:
 
 
 def _choice(rec: dict) -> str:
+    """The method's choice; for Inductor, where its generated code named no kernel we
+    recognise (e.g. its DecomposeK subgraph), the winner its autotuner logged."""
     c = rec.get("choice")
-    return f"`{c}`" if c else "(not recorded)"
+    if c:
+        return f"`{c}`"
+    picks = [str(a["pick"]).replace("|", "/") for a in rec.get("autotune") or ()
+             if isinstance(a, dict) and a.get("pick")]
+    return f"autotune pick: `{' + '.join(picks)}`" if picks else "(not recorded)"
 
 
 def _ceilings_line(doc: dict) -> str:
