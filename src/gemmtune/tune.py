@@ -172,9 +172,9 @@ class _Progress:
     def task(self, description: str, total: int):
         return self._p.add_task(description, total=total) if self._p else None
 
-    def advance(self, task, description: str | None = None) -> None:
+    def advance(self, task, description: str | None = None, by: int = 1) -> None:
         if self._p is not None and task is not None:
-            self._p.update(task, advance=1, **({"description": description} if description else {}))
+            self._p.update(task, advance=by, **({"description": description} if description else {}))
 
     def remove(self, task) -> None:
         if self._p is not None and task is not None:
@@ -324,6 +324,18 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
                         compiling[j] = compiler.submit(todo, seed) if todo else None
 
             result_shapes = []
+
+            def measure(todo, bar: _Progress, task) -> None:
+                """Verify and time ``todo`` in the benchmark worker(s), recording each result."""
+                nonlocal measured
+                tasks = [{"problem": p.key, "choice": c.id, "seed": seed, "timer": timing} for p, c in todo]
+                index = _index(todo)
+                for t, res in pool.map(tasks):
+                    p, c = index[(t["problem"], t["choice"])]
+                    db.record(ctx, _row(p, c, res))
+                    measured += 1
+                    bar.advance(task)
+
             try:
                 with _Progress(progress) as bar:
                     overall = bar.task("shapes", len(shapes))
@@ -337,32 +349,19 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
                         done, todo = _pending(s.problem, cands, db, ctx, retry_failed)
                         reused += sum(c.id in done for c in cands)
                         task = bar.task(f"  {s.name}", len(todo))
-
-                        def measure(todo) -> None:
-                            nonlocal measured
-                            tasks = [{"problem": p.key, "choice": c.id, "seed": seed, "timer": timing}
-                                     for p, c in todo]
-                            index = _index(todo)
-                            for t, res in pool.map(tasks):
-                                p, c = index[(t["problem"], t["choice"])]
-                                db.record(ctx, _row(p, c, res))
-                                measured += 1
-                                bar.advance(task)
-
                         job = compiling.pop(i, None)
                         if job is not None and todo:
                             if not job.done():
                                 # Time what needs no compiling (cuBLAS) while the rest compiles.
-                                measure([pc for pc in todo if not pc[1].needs_compile])
+                                measure([pc for pc in todo if not pc[1].needs_compile], bar, task)
                                 todo = [pc for pc in todo if pc[1].needs_compile]
                             tw = time.monotonic()
                             compiled = job.result()
                             compile_wait += time.monotonic() - tw
                             n_todo = len(todo)
                             todo = _record_compile_failures(todo, compiled, db, ctx)
-                            for _ in range(n_todo - len(todo)):  # failed to compile: recorded
-                                bar.advance(task)
-                        measure(todo)
+                            bar.advance(task, by=n_todo - len(todo))  # failed to compile: recorded
+                        measure(todo, bar, task)
                         bar.remove(task)
                         r = _summarize(s, cands, db, ctx)
                         r.tune_s = time.monotonic() - ts
@@ -652,4 +651,5 @@ def render(result: TuneResult, console=None) -> None:
                   f"{s.tune_s:.1f}")
     console.print(t)
     console.print(f"{result.measured} measured, {result.reused} reused from {result.store_path}, "
-                  f"{result.wall_s:.1f} s ({result.startup_s:.1f} s worker start-up)" + (f"; table -> {result.table_path}" if result.table_path else ""))
+                  f"{result.wall_s:.1f} s ({result.startup_s:.1f} s worker start-up)"
+                  + (f"; table -> {result.table_path}" if result.table_path else ""))
