@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 from .api import default_choice, families, interpreter_enabled, matmul, space
 from .device import DeviceInfo
 from .problem import Problem
-from .configs import AtenConfig, Choice, DecomposeKConfig, SplitKConfig, TileConfig
+from .configs import AtenConfig, Choice, DecomposeKConfig, SkinnyConfig, SplitKConfig, TileConfig
 from .tune import TuneResult, tune
 from . import nn
 from .dispatch import Dispatcher, compile_mm, load
@@ -24,5 +24,5 @@ from .nn import patch
 
 __all__ = [
     "__version__", "matmul", "compile_mm", "load", "Dispatcher", "patch", "nn", "families", "space", "default_choice", "interpreter_enabled",
-    "tune", "TuneResult", "DeviceInfo", "Problem", "Choice", "TileConfig", "SplitKConfig", "DecomposeKConfig", "AtenConfig",
+    "tune", "TuneResult", "DeviceInfo", "Problem", "Choice", "TileConfig", "SplitKConfig", "SkinnyConfig", "DecomposeKConfig", "AtenConfig",
 ]

@@ -5,6 +5,7 @@ spaces can be listed and filtered on a CPU-only machine.
 
 * ``TileConfig``      a tiled Triton mm config (BLOCK_M/N/K, stages, warps, GROUP_M)
 * ``SplitKConfig``    a TileConfig plus the K split and the reduction mode
+* ``SkinnyConfig``    the decode (skinny-M) bandwidth kernel's strip, K split and inner product
 * ``DecomposeKConfig`` the k-split of DecomposeK, its only parameter
 * ``AtenConfig``      torch.mm, no parameters
 * ``Choice``          (family, config) with one stable id, e.g. ``triton_mm:BM128-BN128-BK64-S3-W4-G8``
@@ -83,6 +84,31 @@ class SplitKConfig:
 
 
 @dataclass(frozen=True, order=True)
+class SkinnyConfig:
+    """The skinny (decode) family: one program per BLOCK_N column strip and K-slice.
+
+    ``dot``: tl.dot on BLOCK_M >= 16 rows (masked past M), else a CUDA-core product.
+    ``deterministic`` as in SplitKConfig (only read when ``split_k`` > 1)."""
+    block_m: int
+    block_n: int
+    block_k: int
+    split_k: int = 1
+    num_stages: int = 1
+    num_warps: int = 4
+    dot: bool = False
+    deterministic: bool = True
+
+    @property
+    def id(self) -> str:
+        return (f"BM{self.block_m}-BN{self.block_n}-BK{self.block_k}-SK{self.split_k}"
+                f"-S{self.num_stages}-W{self.num_warps}-{'dot' if self.dot else 'core'}"
+                f"-{'det' if self.deterministic else 'atomic'}")
+
+    def params(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, order=True)
 class DecomposeKConfig:
     split: int
 
@@ -104,13 +130,14 @@ class AtenConfig:
         return {}
 
 
-Config = Union[TileConfig, SplitKConfig, DecomposeKConfig, AtenConfig]
-CONFIG_TYPES = {"triton_mm": TileConfig, "splitk": SplitKConfig,
+Config = Union[TileConfig, SplitKConfig, SkinnyConfig, DecomposeKConfig, AtenConfig]
+CONFIG_TYPES = {"triton_mm": TileConfig, "splitk": SplitKConfig, "skinny": SkinnyConfig,
                 "decompose_k": DecomposeKConfig, "aten": AtenConfig}
 
 _TILE_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)$")
 _SPLITK_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)-SK(\d+)-(det|atomic)$")
 _DK_RE = re.compile(r"^s(\d+)$")
+_SKINNY_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-SK(\d+)-S(\d+)-W(\d+)-(dot|core)-(det|atomic)$")
 
 
 PAD_PREFIX = "pad+"
@@ -187,6 +214,12 @@ class Choice:
                 *nums, mode = m.groups()
                 return cls(family, SplitKConfig(*map(int, nums), deterministic=mode == "det"))
             form = "splitk:BM<int>-BN<int>-BK<int>-S<int>-W<int>-G<int>-SK<int>-(det|atomic)"
+        elif family == "skinny":
+            m = _SKINNY_RE.match(rest)
+            if m:
+                *nums, path, mode = m.groups()
+                return cls(family, SkinnyConfig(*map(int, nums), dot=path == "dot", deterministic=mode == "det"))
+            form = "skinny:BM<int>-BN<int>-BK<int>-SK<int>-S<int>-W<int>-(dot|core)-(det|atomic)"
         elif family == "decompose_k":
             m = _DK_RE.match(rest)
             if m:

@@ -11,10 +11,10 @@ from types import ModuleType
 
 import torch
 
-from . import aten, decompose_k, splitk, triton_mm
+from . import aten, decompose_k, skinny, splitk, triton_mm
 
-FAMILIES: dict[str, ModuleType] = {m.NAME: m for m in (triton_mm, splitk, decompose_k, aten)}
-TRITON_FAMILIES = ("triton_mm", "splitk", "decompose_k")
+FAMILIES: dict[str, ModuleType] = {m.NAME: m for m in (triton_mm, splitk, skinny, decompose_k, aten)}
+TRITON_FAMILIES = ("triton_mm", "splitk", "skinny", "decompose_k")
 
 
 def get(name: str) -> ModuleType:

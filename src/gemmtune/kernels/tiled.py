@@ -183,13 +183,24 @@ def _tiled_mm_kernel(
     else:
         rm_o = rm
         rn_o = rn
-    c_ptrs = c_ptr + rm_o[:, None] * stride_cm + rn_o[None, :] * scn
+    split_epilogue(acc, c_ptr + pid_k * stride_cz, ws_ptr, lock_ptr, rm_o, rn_o, mask, stride_cm, scn,
+                   M, N, pid, pid_k, num_splits, SPLIT_MODE, GPU_FENCE, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm, rn, mask, stride_cm, stride_cn, M, N,
+                   tile, pid_k, num_splits, SPLIT_MODE: tl.constexpr, GPU_FENCE: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Store a program's fp32 tile ``acc`` (rows ``rm``, cols ``rn``), shared by every kernel
+    that splits K across programs. SPLIT_MODE 0: cast and store (one slice, or a slice of
+    DecomposeK's batched partials). 1/2: the fused split-K reduction (module docstring);
+    ``tile`` indexes the arrival counter of this output tile."""
+    c_ptrs = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn
     if SPLIT_MODE == 0:
-        c_ptrs += pid_k * stride_cz
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
     else:
         # Workspace is contiguous fp32: [S, M, N] for mode 1, [M, N] for mode 2.
-        w_off = rm_o[:, None] * N + rn_o[None, :]
+        w_off = rm[:, None] * N + rn[None, :]
         if SPLIT_MODE == 1:
             tl.store(ws_ptr + pid_k * M * N + w_off, acc, mask=mask)
         else:
@@ -199,12 +210,12 @@ def _tiled_mm_kernel(
         # thread 0's counter atomic; without it the atomic mode lost partials on
         # an H200), then a barrier.
         if GPU_FENCE:
-            _gpu_fence(pid)
+            _gpu_fence(tile)
         tl.debug_barrier()
-        arrived = tl.atomic_add(lock_ptr + pid, 1, sem="acq_rel")
+        arrived = tl.atomic_add(lock_ptr + tile, 1, sem="acq_rel")
         if arrived == num_splits - 1:
             if GPU_FENCE:
-                _gpu_fence(pid)
+                _gpu_fence(tile)
             # Last arriver: partials of other SMs are read from L2 (.cg skips the
             # non-coherent L1).
             if SPLIT_MODE == 1:
@@ -221,7 +232,7 @@ def _tiled_mm_kernel(
                 # Leave the workspace zeroed for the next launch.
                 tl.store(ws_ptr + w_off, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), mask=mask)
             tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask)
-            tl.atomic_xchg(lock_ptr + pid, 0)
+            tl.atomic_xchg(lock_ptr + tile, 0)
 
 
 @triton.jit

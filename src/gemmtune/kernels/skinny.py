@@ -1,0 +1,364 @@
+"""skinny: a bandwidth kernel for decode-shaped GEMMs (M from 1 to about 64).
+
+At M <= 64 the product is bound by reading B (and a long A) once from HBM, not by
+arithmetic: 1 x 6144 x 4096 bf16 moves 50 MB for 50 MFLOP, 0.5% of the tensor-core
+floor. What counts is bytes in flight on every SM. So one program owns a BLOCK_N
+column strip of the output for *all* M rows (A is re-read once per strip, from L2),
+reads its K-slice of B in BLOCK_K x BLOCK_N tiles with 16-byte loads along B's
+contiguous dim, and the K dim is split across programs (program axis 1) so that a
+skinny output still puts several programs on every SM.
+
+Two inner products, a config switch (``SkinnyConfig.dot``):
+
+* ``dot``: tl.dot with BLOCK_M >= 16 (the MMA minimum; rows past M are masked, so
+  they cost no memory traffic). Triton pipelines the B tiles through shared memory
+  with ``num_stages`` asynchronous copies in flight.
+* CUDA cores: a ``BLOCK_M x BLOCK_N x BLOCK_K`` fp32 product accumulated elementwise
+  in registers across the K loop and reduced once at the end, so the loop body is
+  only loads and FMAs (a reduction per iteration would add shuffles on the critical
+  path). For M = 1..8, where an MMA would multiply mostly masked rows.
+
+The K-slices are reduced by the fused split-K epilogue that the tiled kernel uses
+(``tiled.split_epilogue``): partials in an fp32 workspace, the last program to arrive
+at a strip sums them (in slice order when ``deterministic``), so it stays one launch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from ..configs import SkinnyConfig, prune
+from ..device import DeviceInfo
+from ..problem import Problem, element_size
+from .splitk import SplitKWorkspace
+from .tiled import (_INTERPRETED, Direct, _launch, _pow2_divisor, input_precision, lead_divisor,
+                    needs_int64, split_epilogue)
+
+NAME = "skinny"
+CONFIG = SkinnyConfig
+
+MAX_M = 64            # beyond this the tiled kernels' tensor-core tiles win (the tile is no longer skinny)
+MIN_SLICE = 256       # a K-slice shorter than this pays more in partial traffic than it gains
+MAX_WORKSPACE_BYTES = 256 * 2**20
+# fp32 registers per thread the CUDA-core product may hold (BLOCK_M x BLOCK_N x BLOCK_K
+# over the threads): beyond ~64 the loaded tiles and addresses no longer fit in 255.
+MAX_CORE_REGS = 64
+
+
+@triton.jit
+def _skinny_kernel(
+    a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr,
+    M, N, K, K_PER_SPLIT,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    DOT: tl.constexpr, SPLIT_MODE: tl.constexpr, EVEN_K: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, INDEX_64: tl.constexpr,
+    AK_UNIT: tl.constexpr, BK_UNIT: tl.constexpr, BN_UNIT: tl.constexpr,
+    A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr, K_DIV: tl.constexpr,
+    GPU_FENCE: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    grid_n = tl.cdiv(N, BLOCK_N)
+    pid_n = pid % grid_n
+    pid_m = pid // grid_n
+
+    # Unit strides as constexprs, so that the contiguous dim is known at compile time.
+    if AK_UNIT:
+        sak = 1
+        sam = stride_am
+        if A_LEAD_DIV > 1:
+            sam = tl.multiple_of(sam, A_LEAD_DIV)
+    else:
+        sak = stride_ak
+        sam = stride_am
+    if BK_UNIT:
+        sbk = 1
+        sbn = stride_bn
+        if B_LEAD_DIV > 1:
+            sbn = tl.multiple_of(sbn, B_LEAD_DIV)
+    elif BN_UNIT:
+        sbn = 1
+        sbk = stride_bk
+        if B_LEAD_DIV > 1:
+            sbk = tl.multiple_of(sbk, B_LEAD_DIV)
+    else:
+        sbk = stride_bk
+        sbn = stride_bn
+
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    m_ok = rm < M
+    n_ok = rn < N
+    k_start = pid_k * K_PER_SPLIT
+    k_end = tl.minimum(k_start + K_PER_SPLIT, K)
+    if K_DIV > 1:
+        k_end = tl.multiple_of(k_end, K_DIV)
+    if INDEX_64:
+        rm_i = rm.to(tl.int64)
+        rn_i = rn.to(tl.int64)
+        rk_i = (k_start + rk).to(tl.int64)
+    else:
+        rm_i = rm
+        rn_i = rn
+        rk_i = k_start + rk
+
+    a_ptrs = a_ptr + rm_i[:, None] * sam + rk_i[None, :] * sak          # [BM, BK]
+    if DOT:
+        b_ptrs = b_ptr + rk_i[:, None] * sbk + rn_i[None, :] * sbn      # [BK, BN]
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(k_start, k_end, BLOCK_K):
+            if EVEN_K:
+                a = tl.load(a_ptrs, mask=m_ok[:, None], other=0.0)
+                b = tl.load(b_ptrs, mask=n_ok[None, :], other=0.0)
+            else:
+                kk = k + rk
+                a = tl.load(a_ptrs, mask=m_ok[:, None] & (kk[None, :] < k_end), other=0.0)
+                b = tl.load(b_ptrs, mask=n_ok[None, :] & (kk[:, None] < k_end), other=0.0)
+            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+            a_ptrs += BLOCK_K * sak
+            b_ptrs += BLOCK_K * sbk
+    elif BK_UNIT:
+        # B is K-contiguous (x @ W.T with a row-major weight): tiles [BN, BK], 16-byte
+        # vectors along K; the product [BM, BN, BK] is reduced over K after the loop.
+        b_ptrs = b_ptr + rn_i[:, None] * sbn + rk_i[None, :] * sbk      # [BN, BK]
+        prod = tl.zeros((BLOCK_M, BLOCK_N, BLOCK_K), dtype=tl.float32)
+        for k in range(k_start, k_end, BLOCK_K):
+            if EVEN_K:
+                a = tl.load(a_ptrs, mask=m_ok[:, None], other=0.0)
+                b = tl.load(b_ptrs, mask=n_ok[:, None], other=0.0)
+            else:
+                kk = k + rk
+                a = tl.load(a_ptrs, mask=m_ok[:, None] & (kk[None, :] < k_end), other=0.0)
+                b = tl.load(b_ptrs, mask=n_ok[:, None] & (kk[None, :] < k_end), other=0.0)
+            prod += a.to(tl.float32)[:, None, :] * b.to(tl.float32)[None, :, :]
+            a_ptrs += BLOCK_K * sak
+            b_ptrs += BLOCK_K * sbk
+        acc = tl.sum(prod, axis=2)
+    else:
+        # B is N-contiguous (a @ W with W [K, N] row-major): tiles [BK, BN], vectors along N.
+        b_ptrs = b_ptr + rk_i[:, None] * sbk + rn_i[None, :] * sbn      # [BK, BN]
+        prod = tl.zeros((BLOCK_M, BLOCK_K, BLOCK_N), dtype=tl.float32)
+        for k in range(k_start, k_end, BLOCK_K):
+            if EVEN_K:
+                a = tl.load(a_ptrs, mask=m_ok[:, None], other=0.0)
+                b = tl.load(b_ptrs, mask=n_ok[None, :], other=0.0)
+            else:
+                kk = k + rk
+                a = tl.load(a_ptrs, mask=m_ok[:, None] & (kk[None, :] < k_end), other=0.0)
+                b = tl.load(b_ptrs, mask=n_ok[None, :] & (kk[:, None] < k_end), other=0.0)
+            prod += a.to(tl.float32)[:, :, None] * b.to(tl.float32)[None, :, :]
+            a_ptrs += BLOCK_K * sak
+            b_ptrs += BLOCK_K * sbk
+        acc = tl.sum(prod, axis=1)
+
+    split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm_i, rn_i, m_ok[:, None] & n_ok[None, :],
+                   stride_cm, stride_cn, M, N, pid, pid_k, tl.num_programs(1),
+                   SPLIT_MODE, GPU_FENCE, BLOCK_M, BLOCK_N)
+
+
+# ---------------------------------------------------------------------- plan + space
+
+def k_per_split(k: int, cfg: SkinnyConfig) -> int:
+    """K extent of one slice: ceil(K / split) rounded up to a whole number of BLOCK_K."""
+    per = triton.cdiv(k, cfg.split_k)
+    return triton.cdiv(per, cfg.block_k) * cfg.block_k
+
+
+def plan(m: int, n: int, k: int, cfg: SkinnyConfig) -> dict:
+    """The launch a config makes at (M, N, K): the one source the launcher, the model's
+    features and data collection read.
+
+    >>> from gemmtune.configs import SkinnyConfig
+    >>> p = plan(1, 6144, 4096, SkinnyConfig(1, 64, 256, 4, 1, 4, False, True))
+    >>> p["grid"], p["splits"], p["k_per_split"], p["workspace_numel"]
+    ((96, 4), 4, 1024, 24576)
+    """
+    per = k_per_split(k, cfg)
+    splits = triton.cdiv(k, per)
+    tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
+    ws = 0 if splits == 1 else m * n * (splits if cfg.deterministic else 1)
+    return {"grid": (tiles, splits), "splits": splits, "k_per_split": per, "tiles": tiles,
+            "workspace_numel": ws, "programs": tiles * splits}
+
+
+def core_regs(cfg: SkinnyConfig) -> int:
+    """fp32 registers per thread of the CUDA-core product (0 for the tl.dot path)."""
+    return 0 if cfg.dot else cfg.block_m * cfg.block_n * cfg.block_k // (32 * cfg.num_warps)
+
+
+def constraint(cfg: SkinnyConfig, problem: Problem, device: DeviceInfo) -> str | None:
+    m, n, k = problem.m, problem.n, problem.k
+    if m > MAX_M:
+        return f"M={m} is over {MAX_M}: not a skinny problem (the tiled families serve it)"
+    if cfg.block_m < m and cfg.block_m < MAX_M:
+        return f"BLOCK_M={cfg.block_m} < M={m}: A would be re-read per row block"
+    if cfg.dot and cfg.block_m < 16:
+        return "tl.dot needs BLOCK_M >= 16"
+    if not cfg.dot and cfg.block_m > 16:
+        return f"CUDA-core product with BLOCK_M={cfg.block_m} > 16: the tl.dot path is the one for it"
+    regs = core_regs(cfg)
+    if regs > MAX_CORE_REGS:
+        return (f"{regs} fp32 product registers per thread ({cfg.block_m}x{cfg.block_n}x{cfg.block_k} over "
+                f"{cfg.num_warps} warps) exceeds {MAX_CORE_REGS}: it would spill")
+    p = plan(m, n, k, cfg)
+    if cfg.split_k > 1 and triton.cdiv(k, cfg.split_k) < MIN_SLICE:
+        return f"K={k} split {cfg.split_k} ways leaves slices shorter than {MIN_SLICE}"
+    if p["splits"] != cfg.split_k and cfg.split_k > 1:
+        return f"K={k} in slices of {p['k_per_split']} gives {p['splits']} slices, not {cfg.split_k}"
+    if 4 * p["workspace_numel"] > MAX_WORKSPACE_BYTES:
+        return f"fp32 workspace of {4 * p['workspace_numel']} B exceeds {MAX_WORKSPACE_BYTES} B"
+    if p["programs"] > 32 * device.sm_count:
+        return f"{p['programs']} programs is over 32 waves of {device.sm_count} SMs: the split is too fine"
+    es = element_size(problem.dtype)
+    if cfg.dot:
+        smem = cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * es
+        if smem > device.smem_per_block:
+            return (f"shared memory {smem} B = {cfg.num_stages} stages x ({cfg.block_m}+{cfg.block_n}) x "
+                    f"{cfg.block_k} x {es} B exceeds the {device.smem_per_block} B of {device.name}")
+    return None
+
+
+# Tiles chosen for bandwidth: a program streams BLOCK_K x BLOCK_N of B per step
+# (8-32 KB of bf16), enough 16-byte loads in flight with 2-4 programs per SM.
+_DEFAULT = (
+    # (block_n, block_k, num_warps, num_stages) for the CUDA-core path
+    (32, 128, 4, 1), (64, 128, 4, 1), (64, 256, 8, 1), (128, 128, 8, 1), (16, 256, 4, 1),
+)
+_DEFAULT_DOT = ((32, 128, 4, 4), (64, 128, 4, 4), (64, 256, 4, 3), (128, 128, 4, 3), (128, 64, 4, 4))
+SPLITS = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def _splits_for(problem: Problem, device: DeviceInfo, block_n: int) -> tuple[int, ...]:
+    """The K splits worth trying: those putting between about 1 and 8 programs per SM."""
+    strips = triton.cdiv(problem.n, block_n)
+    out = []
+    for s in SPLITS:
+        progs = strips * s
+        if progs > 8 * device.sm_count and s > 1:
+            break
+        if progs >= device.sm_count // 2 or s == SPLITS[-1]:
+            out.append(s)
+    return tuple(out) or (1,)
+
+
+def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
+    """(kept, rejected) configs: the CUDA-core path at M <= 8, tl.dot at M >= 2."""
+    m = problem.m
+    bm_core = max(1, min(16, 1 << max(0, (m - 1).bit_length())))
+    bm_dot = max(16, min(MAX_M, 1 << max(0, (m - 1).bit_length())))
+    raw = []
+    if kind == "default":
+        for (bn, bk, w, st), det in itertools.product(_DEFAULT, (True,)):
+            if m <= 8:
+                for s in _splits_for(problem, device, bn):
+                    raw.append(SkinnyConfig(bm_core, bn, bk, s, st, w, False, det))
+        for (bn, bk, w, st), det in itertools.product(_DEFAULT_DOT, (True,)):
+            if m >= 2:
+                for s in _splits_for(problem, device, bn):
+                    raw.append(SkinnyConfig(bm_dot, bn, bk, s, st, w, True, det))
+    else:
+        for bn, bk, w, det in itertools.product((16, 32, 64, 128, 256), (64, 128, 256, 512), (2, 4, 8),
+                                                (True, False)):
+            for s in SPLITS:
+                if m <= 16:
+                    raw.append(SkinnyConfig(bm_core, bn, bk, s, 1, w, False, det))
+                for st in (2, 3, 4, 5):
+                    raw.append(SkinnyConfig(bm_dot, bn, bk, s, st, w, True, det))
+    # BLOCK_K never longer than a K-slice needs.
+    scaled = []
+    for c in raw:
+        per = triton.cdiv(problem.k, c.split_k)
+        bk = max(16, min(c.block_k, 1 << max(0, (per - 1).bit_length())))
+        scaled.append(c if bk == c.block_k else SkinnyConfig(c.block_m, c.block_n, bk, c.split_k, c.num_stages,
+                                                             c.num_warps, c.dot, c.deterministic))
+    return prune(scaled, problem, device, constraint)
+
+
+def validate(problem: Problem, cfg: SkinnyConfig) -> None:
+    for name in ("block_m", "block_n", "block_k"):
+        v = getattr(cfg, name)
+        if v < 1 or v & (v - 1):
+            raise ValueError(f"{name}={v} must be a power of two")
+    if cfg.dot and min(cfg.block_m, cfg.block_n, cfg.block_k) < 16:
+        raise ValueError("the tl.dot path needs BLOCK_M, BLOCK_N and BLOCK_K >= 16")
+    if cfg.split_k < 1:
+        raise ValueError(f"split_k={cfg.split_k} must be >= 1")
+    if cfg.num_warps not in (1, 2, 4, 8, 16) or cfg.num_stages < 1:
+        raise ValueError(f"num_warps={cfg.num_warps} must be 1..16 (a power of two), num_stages >= 1")
+
+
+# ---------------------------------------------------------------------- launch
+
+def _args(a, b, c, cfg: SkinnyConfig, ws, locks, allow_tf32: bool):
+    M, K = a.shape
+    N = b.shape[1]
+    p = plan(M, N, K, cfg)
+    per, splits = p["k_per_split"], p["splits"]
+    split_mode = 0 if splits == 1 else (1 if cfg.deterministic else 2)
+    bk_unit = b.stride(0) == 1 and b.stride(1) != 1
+    args = (a, b, c, c if ws is None else ws, c if locks is None else locks, M, N, K, per,
+            a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    consts = dict(
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, DOT=cfg.dot,
+        SPLIT_MODE=split_mode, EVEN_K=K % cfg.block_k == 0 and per % cfg.block_k == 0,
+        INPUT_PRECISION=input_precision(a.dtype, allow_tf32),
+        INDEX_64=needs_int64(a, b, c) or (ws is not None and needs_int64(ws)),
+        AK_UNIT=a.stride(1) == 1, BK_UNIT=bk_unit, BN_UNIT=not bk_unit and b.stride(1) == 1,
+        A_LEAD_DIV=lead_divisor(a), B_LEAD_DIV=lead_divisor(b),
+        K_DIV=_pow2_divisor(math.gcd(K, per)), GPU_FENCE=split_mode != 0 and not _INTERPRETED,
+    )
+    return p, args, consts
+
+
+def _buffers(a, b, cfg: SkinnyConfig, workspace: SplitKWorkspace | None):
+    M, K = a.shape
+    p = plan(M, b.shape[1], K, cfg)
+    if p["splits"] == 1:
+        return None, None
+    ws = workspace or SplitKWorkspace()  # a fresh one is correct, only slower
+    return (ws.partials(p["workspace_numel"], cfg.deterministic, a.device),
+            ws.counters(p["tiles"], a.device))
+
+
+def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SkinnyConfig, *,
+        allow_tf32: bool = False, workspace: SplitKWorkspace | None = None):
+    ws, locks = _buffers(a, b, cfg, workspace)
+    p, args, consts = _args(a, b, out, cfg, ws, locks, allow_tf32)
+    return _launch(_skinny_kernel, p["grid"], args,
+                   {**consts, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
+
+
+def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SkinnyConfig, *,
+            allow_tf32: bool = False, workspace: SplitKWorkspace | None = None):
+    """Launch once into ``out`` and return ``(matches(a, b), launch(a, b, out))`` for cheap
+    repeated launches (as kernels.tiled.prepare_direct), or None."""
+    if _INTERPRETED:
+        return None
+    p = plan(a.shape[0], b.shape[1], a.shape[1], cfg)
+    if p["splits"] > 1 and workspace is None:
+        return None
+    ws, locks = _buffers(a, b, cfg, workspace)
+    _, args, consts = _args(a, b, out, cfg, ws, locks, allow_tf32)
+    kernel = _skinny_kernel[p["grid"]](*args, **consts, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    names = list(_skinny_kernel.arg_names)
+    if kernel is None or not hasattr(kernel, "__getitem__") or len(names) != len(args) + len(consts):
+        return None
+    fixed = tuple(args[5:]) + tuple(consts[nm] for nm in names[len(args):])
+    d = Direct(kernel[(p["grid"][0], p["grid"][1], 1)], fixed, a, b, ws)
+    if ws is None:
+        return d.matches, d
+
+    def matches(a, b):
+        return d.matches(a, b, workspace.partials(p["workspace_numel"], cfg.deterministic, a.device))
+
+    def launch(a, b, c):
+        d(a, b, c, workspace.partials(p["workspace_numel"], cfg.deterministic, a.device),
+          workspace.counters(p["tiles"], a.device))
+    return matches, launch
