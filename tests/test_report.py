@@ -104,6 +104,16 @@ def test_group_geomeans_and_targets_on_the_recorded_run(doc):
     t = report.targets(doc)
     assert [t["gemmtune"][g]["verdict"] for g, _ in report.SPEEDUP_TARGETS] == \
         ["MISSED", "MISSED", "MISSED", "MET", "MET"]
+    # % of the floor: the geomean of floor / time, and cuBLAS's own beside it.
+    fl = [s["floor_ms"] / s["methods"]["gemmtune"]["kernel"]["ms"] for s in split]
+    assert gs["splitk"]["floor"] == pytest.approx(report.geomean(fl))
+    cb = report.group_speedups(doc, "cublas")["splitk"]
+    assert cb["geomean"] == 1.0 and cb["floor"] == pytest.approx(
+        report.geomean(s["floor_ms"] / s["cublas"]["kernel"]["ms"] for s in split))
+    assert gs["splitk"]["floor"] > cb["floor"]  # it won on both shapes, against the same floors
+    sec = report.render_markdown(doc).split("## Geomean % of the physical floor", 1)[1].split("\n## ", 1)[0]
+    row = next(r for r in sec.splitlines() if r.startswith("| splitk |"))
+    assert f"{cb['floor'] * 100:.0f}%" in row and f"{gs['splitk']['floor'] * 100:.0f}%" in row
     tune = t["gemmtune"]["tuning"]
     assert tune["verdict"] == "MISSED" and tune["ratio"] == pytest.approx(79.4908 / 92.8866, abs=1e-3)
     assert all(r["verdict"] == "NOT RUN" for m in ("gemmtune_fast", "gemmtune_top5") for r in t[m].values())

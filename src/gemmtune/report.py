@@ -186,19 +186,33 @@ def methods_present(doc: dict) -> list[str]:
     return [m for m, _ in METHODS if any(kernel(s.get("methods", {}).get(m)) for s in doc["shapes"])]
 
 
+def floor_fraction(shape: dict, rec: dict | None) -> float | None:
+    """floor / kernel time of one record on one shape (1.0 = at the physical floor)."""
+    k = kernel(rec)
+    return shape["floor_ms"] / k["ms"] if k and shape.get("floor_ms") else None
+
+
 def group_speedups(doc: dict, method: str) -> dict[str, dict]:
-    """Per group (and 'all'): geomean speedup over cuBLAS, shape count, wins / ties / losses."""
+    """Per group (and 'all'): geomean speedup over cuBLAS, shape count, wins / ties / losses, and
+    the geomean fraction of the physical floor reached (``floor``; None where no shape has one).
+    ``method`` 'cublas' gives cuBLAS's own floor fraction (speedup 1 by definition)."""
     acc: dict[str, list] = defaultdict(list)
     for s in doc["shapes"]:
-        x, tie = method_speedup(s, method)
+        if method == "cublas":
+            x, tie, rec = (1.0, True, s.get("cublas")) if kernel(s.get("cublas")) else (None, False, None)
+        else:
+            (x, tie), rec = method_speedup(s, method), s.get("methods", {}).get(method)
         if x is not None:
-            acc[s["group"]].append((x, tie))
-            acc["all"].append((x, tie))
+            f = floor_fraction(s, rec)
+            acc[s["group"]].append((x, tie, f))
+            acc["all"].append((x, tie, f))
     out = {}
     for g, xs in acc.items():
-        out[g] = {"geomean": geomean(x for x, _ in xs), "n": len(xs),
-                  "wins": sum(x > 1 and not t for x, t in xs), "ties": sum(t for _, t in xs),
-                  "losses": sum(x < 1 and not t for x, t in xs)}
+        fl = [f for _, _, f in xs if f is not None]
+        out[g] = {"geomean": geomean(x for x, _, _ in xs), "n": len(xs),
+                  "wins": sum(x > 1 and not t for x, t, _ in xs), "ties": sum(t for _, t, _ in xs),
+                  "losses": sum(x < 1 and not t for x, t, _ in xs),
+                  "floor": geomean(fl) if fl else None}
     return out
 
 
@@ -460,11 +474,24 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
     L.append("| group | " + " | ".join(LABELS[m] for m in present) + " |")
     L.append("|---|" + "---|" * len(present))
     per = {m: group_speedups(doc, m) for m in present}
-    for g in [*(g for g in GROUPS if any(s["group"] == g for s in doc["shapes"])), "all"]:
+    groups = [*(g for g in GROUPS if any(s["group"] == g for s in doc["shapes"])), "all"]
+    for g in groups:
         cells = []
         for m in present:
             r = per[m].get(g)
             cells.append(f"{_x(r['geomean'])} ({r['n']}; {r['wins']}/{r['ties']}/{r['losses']})" if r else "-")
+        L.append(f"| {g} | " + " | ".join(cells) + " |")
+    L.append("")
+    # The distance still to go: how close each method came to the physical floor.
+    L.append("## Geomean % of the physical floor\n")
+    L.append("Per cell: geomean over the group's shapes of floor / kernel time (100% = at the floor).\n")
+    per["cublas"] = group_speedups(doc, "cublas")
+    cols = ["cublas", *present]
+    L.append("| group | " + " | ".join("cuBLAS" if m == "cublas" else LABELS[m] for m in cols) + " |")
+    L.append("|---|" + "---|" * len(cols))
+    for g in groups:
+        cells = [f"{per[m][g]['floor'] * 100:.0f}%" if per[m].get(g) and per[m][g]["floor"] else "-"
+                 for m in cols]
         L.append(f"| {g} | " + " | ".join(cells) + " |")
     L.append("")
 

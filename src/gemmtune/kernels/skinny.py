@@ -225,52 +225,57 @@ def constraint(cfg: SkinnyConfig, problem: Problem, device: DeviceInfo) -> str |
     return None
 
 
-# Tiles chosen for bandwidth: a program streams BLOCK_K x BLOCK_N of B per step
-# (8-32 KB of bf16), enough 16-byte loads in flight with 2-4 programs per SM.
-_DEFAULT = (
-    # (block_n, block_k, num_warps, num_stages) for the CUDA-core path
-    (32, 128, 4, 1), (64, 128, 4, 1), (64, 256, 8, 1), (128, 128, 8, 1), (16, 256, 4, 1),
-)
-_DEFAULT_DOT = ((32, 128, 4, 4), (64, 128, 4, 4), (64, 256, 4, 3), (128, 128, 4, 3), (128, 64, 4, 4))
+# Default tiles, from the first H200 sweep (benchmarks/results/2026-11-23-h200-skinny-exp):
+# (block_n, block_k, num_warps, num_stages). The tl.dot path with 4 stages of 16-32 KB B
+# tiles won 18 of 20 decode and long-K problems (a 64x256 tile, 4 warps, on 8 of them);
+# the CUDA-core path won only where B's rows are unaligned (1 x 50257 x 768: 32.7 us
+# against 46.7 for the best dot config), so it stays in the space at M <= 8.
+_DEFAULT_DOT = ((64, 256, 4, 4), (64, 256, 4, 3), (32, 512, 4, 4), (32, 256, 4, 4), (128, 128, 4, 4),
+                (128, 128, 8, 4), (64, 128, 4, 4), (32, 128, 8, 4))
+_DEFAULT_CORE = ((32, 128, 4, 1), (64, 128, 4, 1), (32, 256, 4, 1))
 SPLITS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
-def _splits_for(problem: Problem, device: DeviceInfo, block_n: int) -> tuple[int, ...]:
-    """The K splits worth trying: those putting between about 1 and 8 programs per SM."""
-    strips = triton.cdiv(problem.n, block_n)
-    out = []
-    for s in SPLITS:
-        progs = strips * s
-        if progs > 8 * device.sm_count and s > 1:
-            break
-        if progs >= device.sm_count // 2 or s == SPLITS[-1]:
-            out.append(s)
-    return tuple(out) or (1,)
+def splits_for(problem: Problem, device: DeviceInfo, block_m: int, block_n: int) -> tuple[int, ...]:
+    """The K splits worth trying for one tile: no split, and every split that puts between a
+    quarter of a wave and four waves of programs on the SMs while keeping K-slices at least
+    MIN_SLICE long (the largest such split when even that leaves the GPU under a quarter full).
+
+    >>> from gemmtune.device import DeviceInfo
+    >>> splits_for(Problem.from_sizes(1, 6144, 4096, "bf16"), DeviceInfo.lookup("h200"), 16, 64)
+    (1, 2, 4)
+    >>> splits_for(Problem.from_sizes(32, 32, 28672, "bf16"), DeviceInfo.lookup("h200"), 32, 32)
+    (1, 64)
+    """
+    tiles = triton.cdiv(problem.m, block_m) * triton.cdiv(problem.n, block_n)
+    most = max(1, problem.k // MIN_SLICE)
+    ok = [s for s in SPLITS[1:] if s <= most and device.sm_count // 4 <= tiles * s <= 4 * device.sm_count]
+    if not ok and tiles < device.sm_count // 4:
+        ok = [s for s in SPLITS[1:] if s <= most][-1:]
+    return (1, *ok)
 
 
 def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
-    """(kept, rejected) configs: the CUDA-core path at M <= 8, tl.dot at M >= 2."""
+    """(kept, rejected) configs: tl.dot at every M, the CUDA-core path at M <= 8 (default)
+    or M <= 16 (exhaustive). The default space fixes the reduction to the deterministic one;
+    the exhaustive space has both."""
     m = problem.m
     bm_core = max(1, min(16, 1 << max(0, (m - 1).bit_length())))
     bm_dot = max(16, min(MAX_M, 1 << max(0, (m - 1).bit_length())))
     raw = []
     if kind == "default":
-        for (bn, bk, w, st), det in itertools.product(_DEFAULT, (True,)):
-            if m <= 8:
-                for s in _splits_for(problem, device, bn):
-                    raw.append(SkinnyConfig(bm_core, bn, bk, s, st, w, False, det))
-        for (bn, bk, w, st), det in itertools.product(_DEFAULT_DOT, (True,)):
-            if m >= 2:
-                for s in _splits_for(problem, device, bn):
-                    raw.append(SkinnyConfig(bm_dot, bn, bk, s, st, w, True, det))
+        for bn, bk, w, st in _DEFAULT_DOT:
+            raw += [SkinnyConfig(bm_dot, bn, bk, s, st, w, True, True) for s in splits_for(problem, device, bm_dot, bn)]
+        if m <= 8:
+            for bn, bk, w, st in _DEFAULT_CORE:
+                raw += [SkinnyConfig(bm_core, bn, bk, s, st, w, False, True)
+                        for s in splits_for(problem, device, bm_core, bn)]
     else:
-        for bn, bk, w, det in itertools.product((16, 32, 64, 128, 256), (64, 128, 256, 512), (2, 4, 8),
-                                                (True, False)):
-            for s in SPLITS:
-                if m <= 16:
-                    raw.append(SkinnyConfig(bm_core, bn, bk, s, 1, w, False, det))
-                for st in (2, 3, 4, 5):
-                    raw.append(SkinnyConfig(bm_dot, bn, bk, s, st, w, True, det))
+        for bn, bk, w, det, s in itertools.product((16, 32, 64, 128, 256), (64, 128, 256, 512), (2, 4, 8),
+                                                   (True, False), SPLITS):
+            if m <= 16:
+                raw.append(SkinnyConfig(bm_core, bn, bk, s, 1, w, False, det))
+            raw += [SkinnyConfig(bm_dot, bn, bk, s, st, w, True, det) for st in (2, 3, 4, 5, 6)]
     # BLOCK_K never longer than a K-slice needs.
     scaled = []
     for c in raw:

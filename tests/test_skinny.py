@@ -1,0 +1,206 @@
+"""The skinny (decode) family against fp64: M = 1..64, odd N and K, both layouts of B,
+transposed and offset views, split-K in both reduction modes, and its config space.
+
+CPU: the Triton interpreter (fp16/fp32; conftest sets it up). GPU: the same tests, plus
+bf16 and decode-sized problems (test_skinny_gpu_*; skipped without CUDA).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gemmtune
+from gemmtune import kernels
+from gemmtune.configs import Choice, SkinnyConfig
+from gemmtune.device import DeviceInfo
+from gemmtune.kernels import skinny
+from gemmtune.kernels.splitk import SplitKWorkspace
+from gemmtune.problem import Problem
+from gemmtune.verify import compare
+
+# Relative Frobenius error by input dtype (fp32 accumulation everywhere): fp32 inputs use
+# exact fp32 products (input_precision ieee) and sit near 1e-7; 16-bit outputs are
+# dominated by their own rounding (rms ~2e-4 for fp16, ~2e-3 for bf16).
+TOL = {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 8e-3}
+ON_GPU = torch.cuda.is_available()
+
+# Both inner products, split and unsplit, both reduction modes; BLOCK_K > some K below.
+CONFIGS = [
+    SkinnyConfig(1, 16, 64, 1, 1, 4, False, True),
+    SkinnyConfig(4, 32, 64, 3, 1, 4, False, True),
+    SkinnyConfig(4, 32, 64, 3, 1, 4, False, False),
+    SkinnyConfig(16, 16, 64, 1, 1, 2, False, True),
+    SkinnyConfig(16, 16, 32, 2, 2, 4, True, True),
+    SkinnyConfig(16, 32, 64, 4, 3, 4, True, False),
+]
+# (M, N, K): M = 1, a prime M, M = BLOCK_M, odd N, K not a multiple of BLOCK_K, K < BLOCK_K.
+SHAPES = [(1, 37, 300), (3, 64, 257), (16, 33, 512), (5, 100, 1000), (2, 7, 40)]
+
+
+def _fits(cfg: SkinnyConfig, m: int) -> bool:
+    return cfg.block_m >= m
+
+
+def check(out, a, b):
+    ref = torch.mm(a.double(), b.double())
+    res = compare(out, ref, TOL[a.dtype])
+    assert res.ok, f"{tuple(a.shape)}x{tuple(b.shape)} {a.dtype}: {res.reason}"
+
+
+def run(cfg, a, b, workspace=None):
+    out = torch.full((a.shape[0], b.shape[1]), float("nan"), dtype=a.dtype, device=a.device)
+    skinny.run(a, b, out, cfg, workspace=workspace)
+    return out
+
+
+DTYPES = [pytest.param(torch.float16, id="fp16"), pytest.param(torch.float32, id="fp32"),
+          pytest.param(torch.bfloat16, id="bf16", marks=pytest.mark.skipif(
+              not ON_GPU, reason="bf16 is wrong in the Triton interpreter; covered on the GPU"))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout_b", ["row", "col"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.id)
+def test_matches_fp64(cfg, shape, layout_b, dtype, operand):
+    m, n, k = shape
+    if not _fits(cfg, m):
+        pytest.skip("BLOCK_M < M: the space never offers it")
+    a, b = operand(m, k, "row", dtype), operand(k, n, layout_b, dtype)
+    check(run(cfg, a, b), a, b)
+
+
+@pytest.mark.parametrize("layouts", [("offset", "offset"), ("col", "strided"), ("strided", "col")])
+@pytest.mark.parametrize("cfg", [CONFIGS[1], CONFIGS[5]], ids=lambda c: c.id)
+def test_odd_views(cfg, layouts, operand):
+    """Unaligned data pointers, transposed A, no unit stride at all."""
+    m, n, k = 3, 45, 333
+    a, b = operand(m, k, layouts[0]), operand(k, n, layouts[1])
+    check(run(cfg, a, b), a, b)
+
+
+def test_writes_only_its_output(operand):
+    m, n, k = 5, 37, 256
+    a, b = operand(m, k), operand(k, n, "col")
+    big = torch.full((m + 3, n + 5), float("nan"), dtype=a.dtype, device=a.device)
+    out = big[1:m + 1, 2:n + 2]
+    skinny.run(a, b, out, CONFIGS[2])
+    check(out, a, b)
+    outside = big.clone()
+    outside[1:m + 1, 2:n + 2] = 0
+    assert torch.isnan(outside).sum() == big.numel() - m * n
+
+
+@pytest.mark.parametrize("cfg", [CONFIGS[1], CONFIGS[4]], ids=lambda c: c.id)
+def test_deterministic_split_is_bitwise_reproducible(cfg, operand):
+    a, b = operand(3, 700, dtype=torch.float32), operand(700, 29, "col", dtype=torch.float32)
+    ws = SplitKWorkspace()
+    first, second, fresh = run(cfg, a, b, ws), run(cfg, a, b, ws), run(cfg, a, b)
+    assert torch.equal(first, second) and torch.equal(first, fresh)
+    check(first, a, b)
+
+
+def test_workspace_left_clean_for_the_next_launch(operand):
+    ws = SplitKWorkspace()
+    for cfg in (CONFIGS[2], CONFIGS[5], CONFIGS[1]):
+        for m, n, k in ((3, 40, 300), (1, 7, 700), (4, 64, 256)):
+            a, b = operand(m, k), operand(k, n)
+            check(run(SkinnyConfig(max(cfg.block_m, 4), *list(cfg.params().values())[1:]), a, b, ws), a, b)
+    dev = a.device
+    assert int(ws.counters(1, dev).count_nonzero()) == 0
+    assert int(ws.partials(1, False, dev).count_nonzero()) == 0
+
+
+def test_through_matmul_and_choice_ids(operand):
+    a, b = operand(2, 96), operand(96, 40, "col")
+    ch = Choice("skinny", CONFIGS[1])
+    assert Choice.parse(ch.id) == ch
+    assert ch.id == "skinny:BM4-BN32-BK64-SK3-S1-W4-core-det"
+    check(gemmtune.matmul(a, b, choice=ch.id), a, b)
+    check(gemmtune.matmul(a, b, choice="pad+" + ch.id), a, b)
+
+
+def test_plan_is_the_launch():
+    p = skinny.plan(16, 6144, 4096, SkinnyConfig(16, 64, 256, 4, 4, 4, True, True))
+    assert p["grid"] == (96, 4) and p["k_per_split"] == 1024 and p["workspace_numel"] == 16 * 6144 * 4
+    p = skinny.plan(3, 10, 1000, SkinnyConfig(4, 16, 64, 3, 1, 4, False, False))
+    # ceil(1000/3) = 334 -> 6 blocks of 64 = 384 per slice -> 3 slices; atomic mode: one M x N buffer.
+    assert p["splits"] == 3 and p["k_per_split"] == 384 and p["workspace_numel"] == 30
+
+
+@pytest.mark.parametrize("shape", [(1, 6144, 4096), (16, 4096, 14336), (32, 32, 28672), (64, 64, 4096)])
+def test_space_is_pure_and_pruned_with_reasons(shape):
+    dev = DeviceInfo.lookup("h200")
+    p = Problem.from_sizes(*shape, "bf16")
+    for kind in ("default", "exhaustive"):
+        kept, rejected = skinny.space(p, dev, kind)
+        assert kept, f"{kind} space empty at {shape}"
+        assert all(skinny.constraint(c, p, dev) is None for c in kept)
+        assert all(isinstance(r, str) and r for _, r in rejected)
+        for c in kept:
+            skinny.validate(p, c)
+            assert c.block_m >= min(p.m, skinny.MAX_M)
+            assert c.dot or c.block_m <= 16
+
+
+def test_space_refuses_wide_m():
+    p = Problem.from_sizes(128, 4096, 4096, "bf16")
+    kept, rejected = skinny.space(p, DeviceInfo.lookup("h100"), "default")
+    assert not kept and all("not a skinny problem" in r for _, r in rejected)
+
+
+def test_validate_rejects_impossible_configs():
+    p = Problem.from_sizes(4, 64, 256, "fp16")
+    with pytest.raises(ValueError, match="power of two"):
+        skinny.validate(p, SkinnyConfig(3, 64, 64))
+    with pytest.raises(ValueError, match="tl.dot"):
+        skinny.validate(p, SkinnyConfig(4, 64, 64, dot=True))
+    with pytest.raises(ValueError, match="malformed"):
+        Choice.parse("skinny:BM4-BN32")
+
+
+# ------------------------------------------------------------------ GPU only
+gpu = pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU")
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("layout_b", ["row", "col"])
+@pytest.mark.parametrize("shape", [(1, 6144, 4096), (16, 4096, 14336), (7, 50257, 768), (32, 32, 28672),
+                                   (3, 1531, 2049)], ids=lambda s: "x".join(map(str, s)))
+def test_skinny_gpu_default_space_verifies(shape, layout_b, dtype, operand):
+    """Every config of the default space on decode-sized problems, bf16 included."""
+    p = Problem.from_sizes(*shape, "bf16" if dtype == torch.bfloat16 else "fp16")
+    m, n, k = shape
+    a, b = operand(m, k, "row", dtype), operand(k, n, layout_b, dtype)
+    ws = SplitKWorkspace()
+    kept, _ = skinny.space(p, DeviceInfo.from_torch(), "default")
+    assert kept
+    for cfg in kept:
+        check(run(cfg, a, b, ws), a, b)
+
+
+@gpu
+@pytest.mark.gpu
+def test_skinny_gpu_prepared_launch_matches(operand):
+    a, b = operand(4, 4096, "row", torch.bfloat16), operand(4096, 1000, "col", torch.bfloat16)
+    ws = SplitKWorkspace()
+    for cfg in (SkinnyConfig(4, 64, 256, 4, 1, 4, False, True), SkinnyConfig(16, 64, 256, 2, 4, 4, True, False),
+                SkinnyConfig(16, 32, 128, 1, 3, 4, True, True)):
+        out = torch.full((4, 1000), float("nan"), dtype=a.dtype, device=a.device)
+        prep = skinny.prepare(a, b, out, cfg, workspace=ws)
+        assert prep is not None
+        matches, launch = prep
+        a2, b2 = operand(4, 4096, "row", torch.bfloat16), operand(4096, 1000, "col", torch.bfloat16)
+        assert matches(a2, b2)
+        out.fill_(float("nan"))
+        launch(a2, b2, out)
+        check(out, a2, b2)
+
+
+@gpu
+@pytest.mark.gpu
+def test_skinny_gpu_kernels_registry_has_it():
+    assert "skinny" in kernels.FAMILIES and "skinny" in kernels.TRITON_FAMILIES
