@@ -60,7 +60,7 @@ def skinny_sweep(m, n, k, dev):
                 continue
             if m <= 16 and bm_core * bn * bk // (32 * w) <= 64:
                 out.append(SkinnyConfig(bm_core, bn, bk, s, 1, w, False, True))
-            for st in (4,):
+            for st in ((3, 4, 5, 6) if bk >= 128 and w == 4 else (4,)):
                 if (bm_dot + bn) * bk * 2 * st <= 220 * 1024 and bm_dot <= 64:
                     out.append(SkinnyConfig(bm_dot, bn, bk, s, st, w, True, True))
     return out
