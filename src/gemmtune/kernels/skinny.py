@@ -225,13 +225,15 @@ def constraint(cfg: SkinnyConfig, problem: Problem, device: DeviceInfo) -> str |
     return None
 
 
-# Default tiles, from the first H200 sweep (benchmarks/results/2026-11-23-h200-skinny-exp):
-# (block_n, block_k, num_warps, num_stages). The tl.dot path with 4 stages of 16-32 KB B
-# tiles won 18 of 20 decode and long-K problems (a 64x256 tile, 4 warps, on 8 of them);
+# Default tiles, from two H200 sweeps (benchmarks/results/2026-11-23-h200-skinny-exp):
+# (block_n, block_k, num_warps, num_stages). The tl.dot path with 3-6 stages of 16-64 KB B
+# tiles won 19 of 20 decode and long-K problems (a 64x256 tile, 4 warps, on 8 of them in the
+# first sweep; with 3-6 stages swept, 256x128 in 3 stages took 16x28672x4096 to 56.8 us, 98%
+# of the copy-bandwidth floor, against 59.6 us for the best 4-stage tile);
 # the CUDA-core path won only where B's rows are unaligned (1 x 50257 x 768: 32.7 us
 # against 46.7 for the best dot config), so it stays in the space at M <= 8.
-_DEFAULT_DOT = ((64, 256, 4, 4), (64, 256, 4, 3), (32, 512, 4, 4), (32, 256, 4, 4), (128, 128, 4, 4),
-                (128, 128, 8, 4), (64, 128, 4, 4), (32, 128, 8, 4))
+_DEFAULT_DOT = ((64, 256, 4, 4), (64, 256, 4, 5), (32, 512, 4, 4), (32, 512, 4, 3), (32, 256, 4, 5),
+                (128, 128, 4, 4), (256, 128, 4, 3), (64, 128, 4, 6), (32, 128, 8, 4))
 _DEFAULT_CORE = ((32, 128, 4, 1), (64, 128, 4, 1), (32, 256, 4, 1))
 SPLITS = (1, 2, 4, 8, 16, 32, 64, 128)
 
