@@ -63,6 +63,10 @@ def skinny_sweep(m, n, k, dev):
             for st in ((3, 4, 5, 6) if bk >= 128 and w == 4 else (4,)):
                 if (bm_dot + bn) * bk * 2 * st <= 220 * 1024 and bm_dot <= 64:
                     out.append(SkinnyConfig(bm_dot, bn, bk, s, st, w, True, True))
+                    if s == 1 and bm_dot <= 64:
+                        for per_sm in (1, 2):
+                            if (bm_dot + bn) * bk * 2 * st * per_sm <= 220 * 1024:
+                                out.append(SkinnyConfig(bm_dot, bn, bk, 1, st, w, True, False, per_sm * dev.sm_count))
     return out
 
 

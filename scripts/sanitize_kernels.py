@@ -19,6 +19,8 @@ CASES = [
     ("skinny", SkinnyConfig(16, 64, 256, 4, 4, 4, True, True), (13, 777, 3001), "offset"),
     ("skinny", SkinnyConfig(16, 32, 128, 16, 3, 4, True, False), (16, 50, 8191), "col"),
     ("skinny", SkinnyConfig(32, 32, 128, 1, 4, 8, True, True), (29, 4099, 1000), "row"),
+    ("skinny", SkinnyConfig(16, 64, 256, 1, 4, 4, True, False, 132), (1, 6150, 4103), "col"),
+    ("skinny", SkinnyConfig(16, 32, 128, 1, 3, 4, True, False, 264), (9, 777, 3001), "offset"),
     ("splitk", SplitKConfig(32, 32, 128, 4, 4, 8, 8, True), (33, 45, 9000), "row"),
     ("splitk", SplitKConfig(16, 16, 256, 5, 4, 8, 16, False), (17, 19, 12001), "col"),
 ]

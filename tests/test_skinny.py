@@ -33,6 +33,8 @@ CONFIGS = [
     SkinnyConfig(16, 16, 64, 1, 1, 2, False, True),
     SkinnyConfig(16, 16, 32, 2, 2, 4, True, True),
     SkinnyConfig(16, 32, 64, 4, 3, 4, True, False),
+    # stream-K: 7 programs share strips x K-blocks unevenly (runs cross strip boundaries)
+    SkinnyConfig(16, 16, 32, 1, 2, 4, True, False, 7),
 ]
 # (M, N, K): M = 1, a prime M, M = BLOCK_M, odd N, K not a multiple of BLOCK_K, K < BLOCK_K.
 SHAPES = [(1, 37, 300), (3, 64, 257), (16, 33, 512), (5, 100, 1000), (2, 7, 40)]
@@ -121,12 +123,25 @@ def test_through_matmul_and_choice_ids(operand):
     check(gemmtune.matmul(a, b, choice="pad+" + ch.id), a, b)
 
 
+def test_stream_k_runs_cross_strips_and_leave_the_workspace_clean(operand):
+    ws = SplitKWorkspace()
+    for progs, (m, n, k) in ((5, (1, 37, 300)), (13, (2, 50, 640)), (3, (5, 33, 130)), (40, (16, 64, 512))):
+        a, b = operand(m, k), operand(k, n, "col")
+        cfg = SkinnyConfig(16, 16, 32, 1, 2, 4, True, False, progs)
+        for _ in range(2):
+            check(run(cfg, a, b, ws), a, b)
+    assert int(ws.counters(1, a.device).count_nonzero()) == 0
+    assert int(ws.partials(1, False, a.device).count_nonzero()) == 0
+
+
 def test_plan_is_the_launch():
     p = skinny.plan(16, 6144, 4096, SkinnyConfig(16, 64, 256, 4, 4, 4, True, True))
     assert p["grid"] == (96, 4) and p["k_per_split"] == 1024 and p["workspace_numel"] == 16 * 6144 * 4
     p = skinny.plan(3, 10, 1000, SkinnyConfig(4, 16, 64, 3, 1, 4, False, False))
     # ceil(1000/3) = 334 -> 6 blocks of 64 = 384 per slice -> 3 slices; atomic mode: one M x N buffer.
     assert p["splits"] == 3 and p["k_per_split"] == 384 and p["workspace_numel"] == 30
+    p = skinny.plan(1, 6144, 4096, SkinnyConfig(16, 64, 256, 1, 4, 4, True, False, 132))
+    assert p["grid"] == (132, 1) and p["units_per_program"] == 96 * 16 / 132 and p["workspace_numel"] == 6144
 
 
 @pytest.mark.parametrize("shape", [(1, 6144, 4096), (16, 4096, 14336), (32, 32, 28672), (64, 64, 4096)])
@@ -156,6 +171,9 @@ def test_validate_rejects_impossible_configs():
         skinny.validate(p, SkinnyConfig(3, 64, 64))
     with pytest.raises(ValueError, match="tl.dot"):
         skinny.validate(p, SkinnyConfig(4, 64, 64, dot=True))
+    with pytest.raises(ValueError, match="stream-K"):
+        skinny.validate(p, SkinnyConfig(16, 64, 64, 1, 2, 4, True, True, 132))
+    assert Choice.parse("skinny:BM16-BN64-BK256-SK1-S4-W4-dot-atomic-P132").config.stream_k == 132
     with pytest.raises(ValueError, match="malformed"):
         Choice.parse("skinny:BM4-BN32")
 

@@ -88,7 +88,9 @@ class SkinnyConfig:
     """The skinny (decode) family: one program per BLOCK_N column strip and K-slice.
 
     ``dot``: tl.dot on BLOCK_M >= 16 rows (masked past M), else a CUDA-core product.
-    ``deterministic`` as in SplitKConfig (only read when ``split_k`` > 1)."""
+    ``deterministic`` as in SplitKConfig (only read when ``split_k`` > 1).
+    ``stream_k`` > 0: instead of strips x splits, exactly that many programs share all
+    (strip, K-block) units evenly (stream-K; tl.dot, atomic reduction); ``split_k`` is then 1."""
     block_m: int
     block_n: int
     block_k: int
@@ -97,12 +99,13 @@ class SkinnyConfig:
     num_warps: int = 4
     dot: bool = False
     deterministic: bool = True
+    stream_k: int = 0
 
     @property
     def id(self) -> str:
         return (f"BM{self.block_m}-BN{self.block_n}-BK{self.block_k}-SK{self.split_k}"
                 f"-S{self.num_stages}-W{self.num_warps}-{'dot' if self.dot else 'core'}"
-                f"-{'det' if self.deterministic else 'atomic'}")
+                f"-{'det' if self.deterministic else 'atomic'}" + (f"-P{self.stream_k}" if self.stream_k else ""))
 
     def params(self) -> dict:
         return asdict(self)
@@ -137,7 +140,7 @@ CONFIG_TYPES = {"triton_mm": TileConfig, "splitk": SplitKConfig, "skinny": Skinn
 _TILE_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)$")
 _SPLITK_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)-SK(\d+)-(det|atomic)$")
 _DK_RE = re.compile(r"^s(\d+)$")
-_SKINNY_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-SK(\d+)-S(\d+)-W(\d+)-(dot|core)-(det|atomic)$")
+_SKINNY_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-SK(\d+)-S(\d+)-W(\d+)-(dot|core)-(det|atomic)(?:-P(\d+))?$")
 
 
 PAD_PREFIX = "pad+"
@@ -217,9 +220,10 @@ class Choice:
         elif family == "skinny":
             m = _SKINNY_RE.match(rest)
             if m:
-                *nums, path, mode = m.groups()
-                return cls(family, SkinnyConfig(*map(int, nums), dot=path == "dot", deterministic=mode == "det"))
-            form = "skinny:BM<int>-BN<int>-BK<int>-SK<int>-S<int>-W<int>-(dot|core)-(det|atomic)"
+                *nums, path, mode, progs = m.groups()
+                return cls(family, SkinnyConfig(*map(int, nums), dot=path == "dot", deterministic=mode == "det",
+                                                stream_k=int(progs or 0)))
+            form = "skinny:BM<int>-BN<int>-BK<int>-SK<int>-S<int>-W<int>-(dot|core)-(det|atomic)[-P<int>]"
         elif family == "decompose_k":
             m = _DK_RE.match(rest)
             if m:

@@ -56,18 +56,12 @@ def _skinny_kernel(
     M, N, K, K_PER_SPLIT,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    DOT: tl.constexpr, SPLIT_MODE: tl.constexpr, EVEN_K: tl.constexpr,
+    DOT: tl.constexpr, SPLIT_MODE: tl.constexpr, EVEN_K: tl.constexpr, STREAM: tl.constexpr,
     INPUT_PRECISION: tl.constexpr, INDEX_64: tl.constexpr,
     AK_UNIT: tl.constexpr, BK_UNIT: tl.constexpr, BN_UNIT: tl.constexpr,
     A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr, K_DIV: tl.constexpr,
     GPU_FENCE: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    grid_n = tl.cdiv(N, BLOCK_N)
-    pid_n = pid % grid_n
-    pid_m = pid // grid_n
-
     # Unit strides as constexprs, so that the contiguous dim is known at compile time.
     if AK_UNIT:
         sak = 1
@@ -91,6 +85,26 @@ def _skinny_kernel(
         sbk = stride_bk
         sbn = stride_bn
 
+    if STREAM:
+        _stream_k(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, sam, sak, sbk, sbn, stride_cm, stride_cn,
+                  BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, INPUT_PRECISION, INDEX_64, GPU_FENCE)
+    else:
+        _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak, sbk, sbn,
+               stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, DOT, SPLIT_MODE, EVEN_K, INPUT_PRECISION,
+               INDEX_64, BK_UNIT, K_DIV, GPU_FENCE)
+
+
+@triton.jit
+def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak, sbk, sbn, stride_cm, stride_cn,
+           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT: tl.constexpr,
+           SPLIT_MODE: tl.constexpr, EVEN_K: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+           INDEX_64: tl.constexpr, BK_UNIT: tl.constexpr, K_DIV: tl.constexpr, GPU_FENCE: tl.constexpr):
+    """One program = one column strip x one K-slice (program axes 0 and 1)."""
+    pid = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    grid_n = tl.cdiv(N, BLOCK_N)
+    pid_n = pid % grid_n
+    pid_m = pid // grid_n
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
@@ -159,8 +173,64 @@ def _skinny_kernel(
         acc = tl.sum(prod, axis=1)
 
     split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm_i, rn_i, m_ok[:, None] & n_ok[None, :],
-                   stride_cm, stride_cn, M, N, pid, pid_k, tl.num_programs(1),
+                   stride_cm, stride_cn, M, N, pid, pid_k, 1, tl.num_programs(1),
                    SPLIT_MODE, GPU_FENCE, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def _stream_k(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, sam, sak, sbk, sbn, stride_cm, stride_cn,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+              INPUT_PRECISION: tl.constexpr, INDEX_64: tl.constexpr, GPU_FENCE: tl.constexpr):
+    """Stream-K over (strip, K-block) units: the grid is a fixed number of programs (one or two
+    per SM) and each reduces an equal, contiguous run of units, crossing from one strip into the
+    next where its run does. So no SM idles when the strips do not divide into waves (1 x 6144 x
+    4096 in 64-wide strips is 96 programs on 132 SMs). Each strip segment is added atomically into
+    the fp32 workspace; the program that completes a strip's K-block count writes it out."""
+    pid = tl.program_id(0)
+    grid_n = tl.cdiv(N, BLOCK_N)
+    kb_per_strip = tl.cdiv(K, BLOCK_K)
+    units = tl.cdiv(M, BLOCK_M) * grid_n * kb_per_strip
+    progs = tl.num_programs(0)
+    u = (pid * units) // progs
+    end = ((pid + 1) * units) // progs
+    rk = tl.arange(0, BLOCK_K)
+    while u < end:
+        strip = u // kb_per_strip
+        kb0 = u - strip * kb_per_strip
+        n_kb = tl.minimum(kb_per_strip - kb0, end - u)
+        pid_n = strip % grid_n
+        pid_m = strip // grid_n
+        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        m_ok = rm < M
+        n_ok = rn < N
+        k0 = kb0 * BLOCK_K
+        if INDEX_64:
+            rm_i = rm.to(tl.int64)
+            rn_i = rn.to(tl.int64)
+            rk_i = (k0 + rk).to(tl.int64)
+        else:
+            rm_i = rm
+            rn_i = rn
+            rk_i = k0 + rk
+        a_ptrs = a_ptr + rm_i[:, None] * sam + rk_i[None, :] * sak
+        b_ptrs = b_ptr + rk_i[:, None] * sbk + rn_i[None, :] * sbn
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for i in range(0, n_kb):
+            if EVEN_K:
+                a = tl.load(a_ptrs, mask=m_ok[:, None], other=0.0)
+                b = tl.load(b_ptrs, mask=n_ok[None, :], other=0.0)
+            else:
+                kk = k0 + i * BLOCK_K + rk
+                a = tl.load(a_ptrs, mask=m_ok[:, None] & (kk[None, :] < K), other=0.0)
+                b = tl.load(b_ptrs, mask=n_ok[None, :] & (kk[:, None] < K), other=0.0)
+            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+            a_ptrs += BLOCK_K * sak
+            b_ptrs += BLOCK_K * sbk
+        split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm_i, rn_i, m_ok[:, None] & n_ok[None, :],
+                       stride_cm, stride_cn, M, N, strip, 0, n_kb, kb_per_strip,
+                       2, GPU_FENCE, BLOCK_M, BLOCK_N)
+        u += n_kb
 
 
 # ---------------------------------------------------------------------- plan + space
@@ -180,12 +250,19 @@ def plan(m: int, n: int, k: int, cfg: SkinnyConfig) -> dict:
     >>> p["grid"], p["splits"], p["k_per_split"], p["workspace_numel"]
     ((96, 4), 4, 1024, 24576)
     """
+    tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
+    if cfg.stream_k:
+        # Stream-K: a fixed grid; every strip may be shared, so every strip counts K-blocks
+        # into the atomic-mode workspace. ``splits`` is the K-blocks a program reduces (about).
+        units = tiles * triton.cdiv(k, cfg.block_k)
+        return {"grid": (cfg.stream_k, 1), "splits": max(1, cfg.stream_k // tiles), "k_per_split": k,
+                "tiles": tiles, "workspace_numel": m * n, "programs": cfg.stream_k,
+                "units_per_program": units / cfg.stream_k}
     per = k_per_split(k, cfg)
     splits = triton.cdiv(k, per)
-    tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
     ws = 0 if splits == 1 else m * n * (splits if cfg.deterministic else 1)
     return {"grid": (tiles, splits), "splits": splits, "k_per_split": per, "tiles": tiles,
-            "workspace_numel": ws, "programs": tiles * splits}
+            "workspace_numel": ws, "programs": tiles * splits, "units_per_program": None}
 
 
 def core_regs(cfg: SkinnyConfig) -> int:
@@ -201,6 +278,8 @@ def constraint(cfg: SkinnyConfig, problem: Problem, device: DeviceInfo) -> str |
         return f"BLOCK_M={cfg.block_m} < M={m}: A would be re-read per row block"
     if cfg.dot and cfg.block_m < 16:
         return "tl.dot needs BLOCK_M >= 16"
+    if cfg.stream_k and (not cfg.dot or cfg.deterministic or cfg.split_k != 1):
+        return "stream-K runs the tl.dot path with the atomic reduction and no split_k"
     if not cfg.dot and cfg.block_m > 16:
         return f"CUDA-core product with BLOCK_M={cfg.block_m} > 16: the tl.dot path is the one for it"
     regs = core_regs(cfg)
@@ -208,6 +287,8 @@ def constraint(cfg: SkinnyConfig, problem: Problem, device: DeviceInfo) -> str |
         return (f"{regs} fp32 product registers per thread ({cfg.block_m}x{cfg.block_n}x{cfg.block_k} over "
                 f"{cfg.num_warps} warps) exceeds {MAX_CORE_REGS}: it would spill")
     p = plan(m, n, k, cfg)
+    if cfg.stream_k and p["units_per_program"] < 2:
+        return f"stream-K over {cfg.stream_k} programs leaves under 2 K-blocks each: too fine"
     if cfg.split_k > 1 and triton.cdiv(k, cfg.split_k) < MIN_SLICE:
         return f"K={k} split {cfg.split_k} ways leaves slices shorter than {MIN_SLICE}"
     if p["splits"] != cfg.split_k and cfg.split_k > 1:
@@ -268,6 +349,8 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
     if kind == "default":
         for bn, bk, w, st in _DEFAULT_DOT:
             raw += [SkinnyConfig(bm_dot, bn, bk, s, st, w, True, True) for s in splits_for(problem, device, bm_dot, bn)]
+            # Stream-K with one program per SM, where the strips alone leave SMs idle or a tail.
+            raw.append(SkinnyConfig(bm_dot, bn, bk, 1, st, w, True, False, device.sm_count))
         if m <= 8:
             for bn, bk, w, st in _DEFAULT_CORE:
                 raw += [SkinnyConfig(bm_core, bn, bk, s, st, w, False, True)
@@ -278,13 +361,16 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
             if m <= 16:
                 raw.append(SkinnyConfig(bm_core, bn, bk, s, 1, w, False, det))
             raw += [SkinnyConfig(bm_dot, bn, bk, s, st, w, True, det) for st in (2, 3, 4, 5, 6)]
+        for bn, bk, w, st, per_sm in itertools.product((16, 32, 64, 128, 256), (64, 128, 256, 512), (4, 8),
+                                                      (2, 3, 4, 5, 6), (1, 2)):
+            raw.append(SkinnyConfig(bm_dot, bn, bk, 1, st, w, True, False, per_sm * device.sm_count))
     # BLOCK_K never longer than a K-slice needs.
     scaled = []
     for c in raw:
         per = triton.cdiv(problem.k, c.split_k)
         bk = max(16, min(c.block_k, 1 << max(0, (per - 1).bit_length())))
         scaled.append(c if bk == c.block_k else SkinnyConfig(c.block_m, c.block_n, bk, c.split_k, c.num_stages,
-                                                             c.num_warps, c.dot, c.deterministic))
+                                                             c.num_warps, c.dot, c.deterministic, c.stream_k))
     return prune(scaled, problem, device, constraint)
 
 
@@ -295,8 +381,10 @@ def validate(problem: Problem, cfg: SkinnyConfig) -> None:
             raise ValueError(f"{name}={v} must be a power of two")
     if cfg.dot and min(cfg.block_m, cfg.block_n, cfg.block_k) < 16:
         raise ValueError("the tl.dot path needs BLOCK_M, BLOCK_N and BLOCK_K >= 16")
-    if cfg.split_k < 1:
-        raise ValueError(f"split_k={cfg.split_k} must be >= 1")
+    if cfg.split_k < 1 or cfg.stream_k < 0:
+        raise ValueError(f"split_k={cfg.split_k} must be >= 1 and stream_k={cfg.stream_k} >= 0")
+    if cfg.stream_k and (not cfg.dot or cfg.deterministic or cfg.split_k != 1):
+        raise ValueError("stream-K (stream_k > 0) runs the tl.dot path with the atomic reduction and split_k=1")
     if cfg.num_warps not in (1, 2, 4, 8, 16) or cfg.num_stages < 1:
         raise ValueError(f"num_warps={cfg.num_warps} must be 1..16 (a power of two), num_stages >= 1")
 
@@ -308,13 +396,13 @@ def _args(a, b, c, cfg: SkinnyConfig, ws, locks, allow_tf32: bool):
     N = b.shape[1]
     p = plan(M, N, K, cfg)
     per, splits = p["k_per_split"], p["splits"]
-    split_mode = 0 if splits == 1 else (1 if cfg.deterministic else 2)
+    split_mode = 2 if cfg.stream_k else 0 if splits == 1 else (1 if cfg.deterministic else 2)
     bk_unit = b.stride(0) == 1 and b.stride(1) != 1
     args = (a, b, c, c if ws is None else ws, c if locks is None else locks, M, N, K, per,
             a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
     consts = dict(
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, DOT=cfg.dot,
-        SPLIT_MODE=split_mode, EVEN_K=K % cfg.block_k == 0 and per % cfg.block_k == 0,
+        SPLIT_MODE=split_mode, STREAM=bool(cfg.stream_k), EVEN_K=K % cfg.block_k == 0 and per % cfg.block_k == 0,
         INPUT_PRECISION=input_precision(a.dtype, allow_tf32),
         INDEX_64=needs_int64(a, b, c) or (ws is not None and needs_int64(ws)),
         AK_UNIT=a.stride(1) == 1, BK_UNIT=bk_unit, BN_UNIT=not bk_unit and b.stride(1) == 1,
@@ -327,7 +415,7 @@ def _args(a, b, c, cfg: SkinnyConfig, ws, locks, allow_tf32: bool):
 def _buffers(a, b, cfg: SkinnyConfig, workspace: SplitKWorkspace | None):
     M, K = a.shape
     p = plan(M, b.shape[1], K, cfg)
-    if p["splits"] == 1:
+    if p["splits"] == 1 and not cfg.stream_k:
         return None, None
     ws = workspace or SplitKWorkspace()  # a fresh one is correct, only slower
     return (ws.partials(p["workspace_numel"], cfg.deterministic, a.device),
@@ -349,7 +437,7 @@ def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SkinnyConf
     if _INTERPRETED:
         return None
     p = plan(a.shape[0], b.shape[1], a.shape[1], cfg)
-    if p["splits"] > 1 and workspace is None:
+    if (p["splits"] > 1 or cfg.stream_k) and workspace is None:
         return None
     ws, locks = _buffers(a, b, cfg, workspace)
     _, args, consts = _args(a, b, out, cfg, ws, locks, allow_tf32)

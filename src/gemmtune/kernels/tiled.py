@@ -184,17 +184,19 @@ def _tiled_mm_kernel(
         rm_o = rm
         rn_o = rn
     split_epilogue(acc, c_ptr + pid_k * stride_cz, ws_ptr, lock_ptr, rm_o, rn_o, mask, stride_cm, scn,
-                   M, N, pid, pid_k, num_splits, SPLIT_MODE, GPU_FENCE, BLOCK_M, BLOCK_N)
+                   M, N, pid, pid_k, 1, num_splits, SPLIT_MODE, GPU_FENCE, BLOCK_M, BLOCK_N)
 
 
 @triton.jit
 def split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm, rn, mask, stride_cm, stride_cn, M, N,
-                   tile, pid_k, num_splits, SPLIT_MODE: tl.constexpr, GPU_FENCE: tl.constexpr,
+                   tile, pid_k, share, num_splits, SPLIT_MODE: tl.constexpr, GPU_FENCE: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Store a program's fp32 tile ``acc`` (rows ``rm``, cols ``rn``), shared by every kernel
     that splits K across programs. SPLIT_MODE 0: cast and store (one slice, or a slice of
     DecomposeK's batched partials). 1/2: the fused split-K reduction (module docstring);
-    ``tile`` indexes the arrival counter of this output tile."""
+    ``tile`` indexes the arrival counter of this output tile, to which this program adds its
+    ``share`` of the ``num_splits`` it needs in all (1 of S slices; a stream-K program adds the
+    K-blocks it reduced, in mode 2 only): the program that completes the count writes the tile."""
     c_ptrs = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn
     if SPLIT_MODE == 0:
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
@@ -212,8 +214,8 @@ def split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm, rn, mask, stride_cm, stride
         if GPU_FENCE:
             _gpu_fence(tile)
         tl.debug_barrier()
-        arrived = tl.atomic_add(lock_ptr + tile, 1, sem="acq_rel")
-        if arrived == num_splits - 1:
+        arrived = tl.atomic_add(lock_ptr + tile, share, sem="acq_rel")
+        if arrived + share == num_splits:
             if GPU_FENCE:
                 _gpu_fence(tile)
             # Last arriver: partials of other SMs are read from L2 (.cg skips the
