@@ -131,6 +131,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--budget-s", type=float, default=420)
+    ap.add_argument("--only", choices=("decode", "longk"), help="just one class of shapes")
     args = ap.parse_args()
     t_start = time.time()
     dev = DeviceInfo.from_torch()
@@ -140,6 +141,8 @@ def main():
     ws = SplitKWorkspace()
     rows = []
     cases = [(s, "row") for s in DECODE] + [(s, "col") for s in DECODE[:6]] + [(s, "row") for s in LONGK]
+    if args.only:
+        cases = [c for c in cases if (c[0] in LONGK) == (args.only == "longk")]
 
     def families_for(m, n, k):
         fams = []
