@@ -21,8 +21,9 @@ from .tune import TuneResult, tune
 from . import nn
 from .dispatch import Dispatcher, compile_mm, load
 from .nn import patch
+from .capture import Capture, capture
 
 __all__ = [
-    "__version__", "matmul", "compile_mm", "load", "Dispatcher", "patch", "nn", "families", "space", "default_choice", "interpreter_enabled",
+    "__version__", "capture", "Capture", "matmul", "compile_mm", "load", "Dispatcher", "patch", "nn", "families", "space", "default_choice", "interpreter_enabled",
     "tune", "TuneResult", "DeviceInfo", "Problem", "Choice", "TileConfig", "SplitKConfig", "SkinnyConfig", "DecomposeKConfig", "AtenConfig",
 ]

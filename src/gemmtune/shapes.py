@@ -1,5 +1,9 @@
 """Shape suites: CSV files (group,name,M,N,K,dtype), named presets and --shape strings.
 
+Optional columns ``layout_a`` / ``layout_b`` (row, col, strided; default row) give the
+operands' layouts, as ``gemmtune capture`` writes them (``x @ W.T`` has a col-major B).
+Other extra columns (count, m_min, m_max, modules, ...) are carried for people, not read.
+
 Example::
 
     >>> from gemmtune.shapes import parse_shape
@@ -59,7 +63,8 @@ def load_csv(path: str | Path) -> list[Shape]:
     for line, row in enumerate(rows, start=2):
         try:
             M, N, K = (int(row[c]) for c in ("M", "N", "K"))
-            p = Problem.from_sizes(M, N, K, row["dtype"].strip())
+            layouts = {f"layout_{x}": (row.get(f"layout_{x}") or "row").strip() for x in "ab"}
+            p = Problem.from_sizes(M, N, K, row["dtype"].strip(), **layouts)
         except (ValueError, TypeError) as e:
             raise ValueError(f"{path}:{line}: bad row {dict(row)}: {e}") from None
         shapes.append(Shape(row["group"].strip(), row["name"].strip(), p))

@@ -1,0 +1,235 @@
+"""Shape capture: record every GEMM a model runs, as a suite that ``gemmtune tune`` takes.
+
+A ``TorchDispatchMode`` sees the aten ops under autograd, so it catches the GEMMs that
+``nn.Linear`` (``aten.addmm`` / ``aten.mm`` after ``linear`` decomposes), ``x @ w``,
+``torch.matmul`` on 3-D operands (``aten.bmm``) and HF transformers' ``Conv1D``
+(``addmm``) really run, with their real strides (``x @ W.T`` with a row-major weight is a
+column-major B). Module forward hooks name the innermost module that was running.
+
+One record per distinct problem (op, M, N, K, dtype, layouts): how often it ran and which
+modules ran it. Run the model on several example inputs (``inputs=[(x1,), (x2,)]``, e.g.
+prefill and decode lengths) and the records of one layer differ only in M; each such family
+carries ``m_min``/``m_max``, which ``hints()`` turns into the dispatcher's size hints.
+
+Example::
+
+    >>> import torch, gemmtune
+    >>> mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64))
+    >>> cap = gemmtune.capture(mlp, inputs=[(torch.randn(4, 64),), (torch.randn(32, 64),)])
+    >>> [(r.op, r.m, r.n, r.k, r.layout_b) for r in cap.records][:2]
+    [('addmm', 4, 256, 64, 'col'), ('addmm', 4, 64, 256, 'col')]
+    >>> cap.hints()[(256, 64, 'float32', 'col')]
+    [4, 32]
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .problem import LAYOUTS, Problem, dtype_name, operand_layout
+
+aten = torch.ops.aten
+# op -> (index of A, index of B) in the aten call's positional arguments
+_GEMM_ARGS = {
+    aten.mm.default: ("mm", 0, 1),
+    aten.addmm.default: ("addmm", 1, 2),
+    aten.bmm.default: ("bmm", 0, 1),
+    aten.baddbmm.default: ("baddbmm", 1, 2),
+}
+SUITE_COLUMNS = ("group", "name", "M", "N", "K", "dtype", "layout_a", "layout_b", "op", "count",
+                 "m_min", "m_max", "modules")
+
+
+@dataclass
+class Record:
+    """One distinct GEMM: ``count`` calls, by ``modules`` (qualified names, '' = top level)."""
+
+    op: str
+    m: int
+    n: int
+    k: int
+    dtype: str
+    layout_a: str
+    layout_b: str
+    batch: int = 1
+    count: int = 0
+    modules: list[str] = field(default_factory=list)
+
+    @property
+    def family_key(self) -> tuple:
+        """What the records of one layer share across input sizes: everything but M."""
+        return (self.op, self.n, self.k, self.dtype, self.layout_a, self.layout_b, self.batch)
+
+    @property
+    def tunable(self) -> bool:
+        """Whether gemmtune tunes it today: 2-D GEMMs (mm, addmm) in its dtypes."""
+        return self.op in ("mm", "addmm") and self.dtype in ("bfloat16", "float16", "float32")
+
+    def problem(self) -> Problem:
+        return Problem.from_sizes(self.m, self.n, self.k, self.dtype, layout_a=self.layout_a,
+                                  layout_b=self.layout_b)
+
+
+def _layout(t: torch.Tensor) -> str:
+    rows, cols = t.shape[-2], t.shape[-1]
+    lay = operand_layout(rows, cols, tuple(t.stride()[-2:]))
+    return lay if lay in LAYOUTS else "strided"
+
+
+class _Mode(TorchDispatchMode):
+    def __init__(self, capture: "Capture"):
+        super().__init__()
+        self.capture = capture
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        spec = _GEMM_ARGS.get(func)
+        if spec is not None:
+            op, ia, ib = spec
+            self.capture._add(op, args[ia], args[ib])
+        return func(*args, **(kwargs or {}))
+
+
+class Capture:
+    """The GEMMs recorded from one or more forward passes (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._records: dict[tuple, Record] = {}
+        self._stack: list[str] = []
+        self.passes = 0
+
+    # -------------------------------------------------------------- recording
+    def _add(self, op: str, a: torch.Tensor, b: torch.Tensor) -> None:
+        batch = a.shape[0] if a.dim() == 3 else 1
+        m, k = a.shape[-2], a.shape[-1]
+        n = b.shape[-1]
+        rec = Record(op, int(m), int(n), int(k), dtype_name(a.dtype), _layout(a), _layout(b), int(batch))
+        key = (*rec.family_key, rec.m)
+        have = self._records.setdefault(key, rec)
+        have.count += 1
+        where = self._stack[-1] if self._stack else ""
+        if where not in have.modules:
+            have.modules.append(where)
+
+    def _hooks(self, model: torch.nn.Module) -> list:
+        handles = []
+        for name, mod in model.named_modules():
+            def pre(_m, _a, name=name):
+                self._stack.append(name)
+
+            def post(_m, _a, _o):
+                self._stack.pop()
+            handles.append(mod.register_forward_pre_hook(pre))
+            handles.append(mod.register_forward_hook(post, always_call=True))
+        return handles
+
+    def run(self, model: torch.nn.Module, fn=None, inputs: Iterable[tuple] = ()) -> "Capture":
+        """Record ``model(*x)`` for each ``x`` of ``inputs``, or ``fn()`` when given (e.g. a
+        closure that calls ``model.generate``). Gradients are off; nothing is changed."""
+        handles = self._hooks(model)
+        try:
+            with torch.no_grad(), _Mode(self):
+                if fn is not None:
+                    fn()
+                    self.passes += 1
+                for x in inputs:
+                    model(*x)
+                    self.passes += 1
+        finally:
+            for h in handles:
+                h.remove()
+            self._stack.clear()
+        return self
+
+    # -------------------------------------------------------------- results
+    @property
+    def records(self) -> list[Record]:
+        """Records in first-seen order."""
+        return list(self._records.values())
+
+    def hints(self) -> dict[tuple, list[int]]:
+        """``{(N, K, dtype, layout_b): sorted distinct M}`` over the tunable records: the size
+        hints of one dispatcher per layer shape (``compile_mm(n=, k=, hints={"m": ...})``)."""
+        out: dict[tuple, set] = defaultdict(set)
+        for r in self.records:
+            if r.tunable:
+                out[(r.n, r.k, r.dtype, r.layout_b)].add(r.m)
+        return {k: sorted(v) for k, v in out.items()}
+
+    def problems(self) -> list[Problem]:
+        """The distinct tunable problems (addmm's bias is added by the epilogue, not tuned here)."""
+        seen, out = set(), []
+        for r in self.records:
+            if r.tunable:
+                p = r.problem()
+                if p.key not in seen:
+                    seen.add(p.key)
+                    out.append(p)
+        return out
+
+    def summary(self) -> str:
+        tun = [r for r in self.records if r.tunable]
+        other = [r for r in self.records if not r.tunable]
+        calls = sum(r.count for r in self.records)
+        text = (f"{calls} GEMM calls in {self.passes} pass(es): {len(self.records)} distinct "
+                f"({len(self.problems())} tunable problems, {len(self.hints())} layer shapes)")
+        if other:
+            kinds = sorted({f"{r.op}/{r.dtype}" for r in other})
+            text += f"; not tuned yet: {len(other)} ({', '.join(kinds)})"
+        return text if tun or not other else text + "; nothing tunable"
+
+    def write_suite(self, path: str | Path, group: str = "captured") -> Path:
+        """A suite CSV (``gemmtune tune --suite``): one row per distinct tunable problem, plus
+        the count, the layer's M range and the modules. Other GEMMs (bmm, fp8) are listed in
+        the JSON beside it (``write_json``), not here, until gemmtune tunes them."""
+        path = Path(path)
+        ranges: dict[tuple, list[int]] = defaultdict(list)
+        for r in self.records:
+            ranges[r.family_key].append(r.m)
+        rows, used = [], set()
+        for r in self.records:
+            if not r.tunable:
+                continue
+            base = re.sub(r"[^A-Za-z0-9_.]+", "_", (r.modules[0] or "model")).strip("_") or "model"
+            name = f"{base}_{r.op}_m{r.m}"
+            i = 1
+            while name in used:
+                i += 1
+                name = f"{base}_{r.op}_m{r.m}_{i}"
+            used.add(name)
+            ms = ranges[r.family_key]
+            rows.append({"group": group, "name": name, "M": r.m, "N": r.n, "K": r.k, "dtype": r.dtype,
+                         "layout_a": r.layout_a, "layout_b": r.layout_b, "op": r.op, "count": r.count,
+                         "m_min": min(ms), "m_max": max(ms), "modules": ";".join(r.modules)})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=SUITE_COLUMNS)
+            w.writeheader()
+            w.writerows(rows)
+        return path
+
+    def write_json(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"passes": self.passes, "summary": self.summary(),
+                                    "records": [asdict(r) for r in self.records]}, indent=1) + "\n")
+        return path
+
+
+def capture(model: torch.nn.Module, *example_inputs, inputs: Iterable[tuple] | None = None,
+            fn=None) -> Capture:
+    """Record the GEMMs of ``model(*example_inputs)`` (or of each tuple in ``inputs``, or of
+    ``fn()``). Returns a ``Capture``: ``records``, ``problems()``, ``hints()``,
+    ``write_suite(path)``. See the module docstring for an example."""
+    runs = list(inputs) if inputs is not None else ([tuple(example_inputs)] if example_inputs else [])
+    if not runs and fn is None:
+        raise ValueError("capture needs example inputs (capture(model, x) or inputs=[(x1,), ...]) or fn=")
+    return Capture().run(model, fn=fn, inputs=runs)
