@@ -22,8 +22,9 @@ from . import nn
 from .dispatch import Dispatcher, compile_mm, load
 from .nn import patch
 from .capture import Capture, capture
+from .modeltune import load_patched, save_patched, tune_model
 
 __all__ = [
-    "__version__", "capture", "Capture", "matmul", "compile_mm", "load", "Dispatcher", "patch", "nn", "families", "space", "default_choice", "interpreter_enabled",
+    "__version__", "capture", "Capture", "tune_model", "save_patched", "load_patched", "matmul", "compile_mm", "load", "Dispatcher", "patch", "nn", "families", "space", "default_choice", "interpreter_enabled",
     "tune", "TuneResult", "DeviceInfo", "Problem", "Choice", "TileConfig", "SplitKConfig", "SkinnyConfig", "DecomposeKConfig", "AtenConfig",
 ]

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from .dispatch import Dispatcher, compile_mm
 from .problem import dtype_name
-from .torch_ops import REGISTRY, linear
+from .torch_ops import REGISTRY, linear, mm
 
 
 def _check_fits(d: Dispatcher, in_features: int, out_features: int, dtype: torch.dtype) -> None:
@@ -102,9 +102,57 @@ class Linear(torch.nn.Linear):
         return super().extra_repr() + f", dispatcher={self.dispatcher!r}"
 
 
+_CONV1D_CLASSES: dict[type, type] = {}
+
+
+def _conv1d_forward(self, x: torch.Tensor) -> torch.Tensor:
+    w = self.weight
+    dt = self.dispatcher.torch_dtype
+    if x.dtype != dt or w.dtype != dt:
+        if not self._gemmtune_warned:
+            self._gemmtune_warned = True
+            warnings.warn(f"gemmtune Conv1D: input {x.dtype} / weight {w.dtype} differ from the "
+                          f"dispatcher's {dt}: using torch.addmm", RuntimeWarning, stacklevel=2)
+        return self._gemmtune_base_forward(x)
+    y = mm(x.reshape(-1, x.shape[-1]), w, self._gemmtune_handle)
+    if self.bias is not None:
+        y = y + self.bias
+    return y.view(*x.shape[:-1], w.shape[1])
+
+
+def patch_conv1d(module: torch.nn.Module, dispatcher: Dispatcher) -> torch.nn.Module:
+    """Convert one HF transformers ``Conv1D`` (``x @ W + b``, W [in, out]) in place: its class
+    becomes a subclass whose forward runs the GEMM on ``dispatcher`` (dynamic m, n=out, k=in,
+    layout_b='row', since W is read as it is stored)."""
+    _check_fits(dispatcher, module.weight.shape[0], module.weight.shape[1], module.weight.dtype)
+    if dispatcher.layout_b != "row":
+        raise ValueError("a Conv1D reads its weight [in, out] as a row-major B: the dispatcher needs layout_b='row'")
+    base = type(module)
+    if base not in _CONV1D_CLASSES.values():
+        cls = _CONV1D_CLASSES.get(base)
+        if cls is None:
+            cls = type(f"Gemmtune{base.__name__}", (base,),
+                       {"forward": _conv1d_forward, "_gemmtune_base_forward": base.forward})
+            _CONV1D_CLASSES[base] = cls
+        module.__class__ = cls
+    module.dispatcher = dispatcher
+    module._gemmtune_handle = REGISTRY.register(dispatcher)
+    module._gemmtune_warned = False
+    return module
+
+
 def patch(model: torch.nn.Module, table=None, *,
-          dispatchers: MutableMapping[tuple, Dispatcher] | None = None, **compile_kwargs) -> torch.nn.Module:
-    """Convert every ``torch.nn.Linear`` of ``model`` (the model itself included) in place.
+          dispatchers: MutableMapping[tuple, Dispatcher] | None = None, example_inputs=None,
+          tune_missing: bool = True, **compile_kwargs) -> torch.nn.Module:
+    """Convert every ``torch.nn.Linear`` of ``model`` (the model itself included) in place,
+    and every HF transformers ``Conv1D`` (GPT-2's ``x @ W + b``).
+
+    ``example_inputs``: a list of input tuples (``[(x_prefill,), (x_decode,)]``): the model is
+    run on them under ``gemmtune.capture``, and every layer shape is tuned for the M values
+    those passes produced, all in ONE tuning call (``gemmtune.tune_model``; ``compile_kwargs``
+    then go to ``tune``, e.g. ``fast=True``). Save the result with
+    ``gemmtune.save_patched(path, gemmtune.nn.dispatchers(model))`` and re-apply it in a new
+    process with ``gemmtune.load_patched(model, path)``.
 
     Layers with the same (out_features, in_features, dtype) share one dispatcher,
     tuned once by ``compile_mm(n=out, k=in, dtype=..., layout_b='col', **compile_kwargs)``;
@@ -124,40 +172,66 @@ def patch(model: torch.nn.Module, table=None, *,
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
+    if example_inputs is not None:
+        from .modeltune import tune_model
+        tuned = tune_model(model, example_inputs, **compile_kwargs)
+        if dispatchers is not None:
+            dispatchers.update(tuned)
+        return patch(model, table, dispatchers=tuned, tune_missing=tune_missing)
     if table is not None:
         compile_kwargs.setdefault("mode", "table")
         compile_kwargs["table"] = table
     compile_kwargs.setdefault("layout_b", "col")
     cache = dispatchers if dispatchers is not None else {}
-    skipped = []
+    skipped, untuned = [], []
+    from .modeltune import is_conv1d
     for name, mod in list(model.named_modules()):
-        if type(mod) is not torch.nn.Linear:
+        conv = is_conv1d(mod) and not hasattr(mod, "_gemmtune_handle")
+        if type(mod) is not torch.nn.Linear and not conv:
             continue
         try:
             dt = dtype_name(mod.weight.dtype)
         except TypeError:
             skipped.append(f"{name or '<model>'} ({mod.weight.dtype})")
             continue
-        key = (mod.out_features, mod.in_features, dt)
-        d = cache.get(key)
+        if conv:
+            n, k = mod.weight.shape[1], mod.weight.shape[0]
+            keys = [(n, k, dt, "row")]
+        else:
+            n, k = mod.out_features, mod.in_features
+            keys = [(n, k, dt), (n, k, dt, "col")]  # 3-tuples: the keys before Conv1D existed
+        d = next((cache[key] for key in keys if key in cache), None)
         if d is None:
-            d = compile_mm(n=mod.out_features, k=mod.in_features, dtype=dt, **compile_kwargs)
-            cache[key] = d
-        Linear.from_linear(mod, d)
+            if not tune_missing:
+                untuned.append(name or "<model>")
+                continue
+            kw = dict(compile_kwargs, layout_b="row") if conv else compile_kwargs
+            d = compile_mm(n=n, k=k, dtype=dt, **kw)
+            cache[keys[0]] = d
+        if conv:
+            patch_conv1d(mod, d)
+        else:
+            Linear.from_linear(mod, d)
     if skipped:
         warnings.warn(f"gemmtune.patch left {len(skipped)} Linear layer(s) as they were: "
                       + ", ".join(skipped), RuntimeWarning, stacklevel=2)
+    if untuned:
+        warnings.warn(f"gemmtune.patch: no dispatcher given for {len(untuned)} layer(s), left as they were: "
+                      + ", ".join(untuned[:8]) + (" ..." if len(untuned) > 8 else ""), RuntimeWarning, stacklevel=2)
     return model
 
 
-def dispatchers(model: torch.nn.Module) -> dict[tuple, Dispatcher]:
-    """The dispatchers a patched model uses, keyed (n, k, dtype_name)."""
+def dispatchers(model: torch.nn.Module, *, with_layout: bool = False) -> dict[tuple, Dispatcher]:
+    """The dispatchers a patched model uses, keyed (n, k, dtype_name) for Linear layers, and
+    (n, k, dtype_name, 'row') for Conv1D; ``with_layout=True`` keys every one with its
+    layout of B (what ``save_patched`` takes)."""
     out = {}
     for mod in model.modules():
-        if isinstance(mod, Linear):
-            d = mod.dispatcher
-            out[(d.dims["n"], d.dims["k"], d.dtype)] = d
+        d = getattr(mod, "dispatcher", None)
+        if isinstance(mod, Linear) or (d is not None and hasattr(mod, "_gemmtune_handle")):
+            key = (d.dims["n"], d.dims["k"], d.dtype)
+            out[key + (d.layout_b,) if with_layout or d.layout_b != "col" else key] = d
     return out
 
 
-__all__ = ["Linear", "patch", "dispatchers"]
+__all__ = ["Linear", "patch", "patch_conv1d", "dispatchers"]

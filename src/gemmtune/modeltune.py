@@ -1,0 +1,134 @@
+"""A whole model in one go: capture its GEMMs, tune them in ONE ``tune`` call, patch its layers,
+and save one artifact that ``load_patched`` re-applies in a new process without tuning.
+
+``tune_model(model, inputs)`` runs the model on each example input under ``capture``, and
+keeps the GEMMs of the layers ``patch`` converts: ``nn.Linear`` (``x @ W.T``: a column-major
+B) and HF transformers' ``Conv1D`` (GPT-2: ``x @ W + b`` with W stored [in, out]: a row-major
+B). Each distinct layer shape (N, K, dtype, layout of B) becomes one dispatcher whose size
+hints are the M values the inputs produced (plus ``extra_m``), and every hint problem of every
+layer is tuned in a single ``gemmtune.tune`` call, so a model pays one worker start-up.
+
+Example::
+
+    >>> import torch, gemmtune
+    >>> model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 64))
+    >>> fake = lambda problems, **kw: {p.key: "aten" for p in problems}   # no GPU here: pick cuBLAS
+    >>> ds = gemmtune.tune_model(model, [(torch.randn(4, 64),)], tune_fn=fake)
+    >>> sorted(ds)
+    [(32, 64, 'float32', 'col'), (64, 32, 'float32', 'col')]
+    >>> _ = gemmtune.patch(model, dispatchers=ds)
+    >>> type(model[0]).__name__
+    'Linear'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+import torch
+
+from .capture import capture
+from .dispatch import Dispatcher, compile_mm, load
+from .problem import Problem
+
+FORMAT = "gemmtune-patched-model"
+SCHEMA_VERSION = 1
+
+
+def is_conv1d(mod: torch.nn.Module) -> bool:
+    """HF transformers' ``Conv1D`` (GPT-2 and relatives): ``x @ weight + bias``, weight [in, out].
+    Recognised by name and shape, so gemmtune needs no transformers import."""
+    w = getattr(mod, "weight", None)
+    return (type(mod).__name__ == "Conv1D" and isinstance(w, torch.Tensor) and w.dim() == 2
+            and getattr(mod, "nf", None) == w.shape[1])
+
+
+def layer_keys(model: torch.nn.Module) -> set[tuple]:
+    """(N, K, dtype, layout_b) of every layer ``patch`` would convert."""
+    from .problem import dtype_name
+    keys = set()
+    for mod in model.modules():
+        try:
+            if type(mod) is torch.nn.Linear:
+                keys.add((mod.out_features, mod.in_features, dtype_name(mod.weight.dtype), "col"))
+            elif is_conv1d(mod):
+                keys.add((mod.weight.shape[1], mod.weight.shape[0], dtype_name(mod.weight.dtype), "row"))
+        except TypeError:  # a dtype gemmtune does not multiply: patch warns about it
+            continue
+    return keys
+
+
+def tune_model(model: torch.nn.Module, inputs: Iterable[tuple] | None = None, *, fn: Callable | None = None,
+               extra_m: Sequence[int] = (), mode: str = "similarity", tune_fn: Callable | None = None,
+               verify: bool = True, **tune_kwargs) -> dict[tuple, Dispatcher]:
+    """Dispatchers for every patchable layer shape of ``model``, keyed (N, K, dtype, layout_b),
+    from ONE tuning call over the GEMMs ``model(*x)`` ran for each ``x`` in ``inputs`` (or
+    ``fn()``). ``extra_m``: M values to tune beyond those seen (e.g. 1 for decode).
+    ``tune_kwargs`` go to ``gemmtune.tune`` (``fast=True``, ``space``, ``families``, ``store``,
+    ``progress``...); ``tune_fn`` replaces it (tests, or your own tuner)."""
+    cap = capture(model, inputs=list(inputs) if inputs is not None else None, fn=fn)
+    wanted = layer_keys(model)
+    hints = {key: sorted(set(ms) | set(extra_m)) for key, ms in cap.hints().items() if key in wanted}
+    if not hints:
+        raise ValueError(f"no patchable GEMM ran in the example passes ({cap.summary()}); patch converts "
+                         "nn.Linear and transformers' Conv1D layers")
+    problems = [Problem.from_sizes(m, n, k, dt, layout_b=lb) for (n, k, dt, lb), ms in hints.items() for m in ms]
+    if tune_fn is None:
+        from .tune import tune as tune_fn
+    result = tune_fn(problems, **tune_kwargs)  # the one tuning call
+
+    def reuse(_problems, **_kw):
+        return result
+
+    return {key: compile_mm(n=key[0], k=key[1], dtype=key[2], hints={"m": ms}, layout_b=key[3], mode=mode,
+                            tune_fn=reuse, verify=verify)
+            for key, ms in hints.items()}
+
+
+def save_patched(path: str | os.PathLike, dispatchers: Mapping[tuple, Dispatcher], *,
+                 binaries: bool = True) -> Path:
+    """One artifact for a patched model: ``path`` (an index JSON) plus one dispatcher file per
+    layer shape beside it (``<stem>.d/``), each with its compiled kernels on a GPU."""
+    path = Path(path)
+    folder = path.with_name(path.stem + ".d")
+    folder.mkdir(parents=True, exist_ok=True)
+    layers = []
+    for (n, k, dt, lb), d in sorted(dispatchers.items()):
+        name = f"mm_n{n}_k{k}_{dt}_{lb}.json"
+        d.save(folder / name, binaries=binaries)
+        layers.append({"n": n, "k": k, "dtype": dt, "layout_b": lb, "file": f"{folder.name}/{name}"})
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"format": FORMAT, "schema_version": SCHEMA_VERSION, "layers": layers},
+                              indent=1) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: bool = False) -> torch.nn.Module:
+    """Re-apply a saved ``save_patched`` artifact to ``model`` (same architecture): no tuning, and
+    on the same GPU and software no compiles either. Layers with no saved dispatcher are left
+    as they are (a warning names them)."""
+    from .jsonio import read_json
+    from .nn import patch
+
+    path = Path(path)
+    doc = read_json(path)
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a saved gemmtune patched model (format != {FORMAT!r})")
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(f"{path}: schema_version {doc.get('schema_version')!r}, expected {SCHEMA_VERSION}")
+    ds = {}
+    for layer in doc.get("layers", []):
+        f = str(layer["file"])
+        if ".." in Path(f).parts or Path(f).is_absolute() or not re.fullmatch(r"[\w.\-/]+", f):
+            raise ValueError(f"{path}: layer file {f!r} must be a relative path inside the artifact")
+        ds[(int(layer["n"]), int(layer["k"]), str(layer["dtype"]), str(layer["layout_b"]))] = load(
+            path.parent / f, strict=strict)
+    return patch(model, dispatchers=ds, tune_missing=False)
+
+
+__all__ = ["tune_model", "save_patched", "load_patched", "layer_keys", "is_conv1d"]
