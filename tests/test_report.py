@@ -734,3 +734,42 @@ def test_inductor_choice_falls_back_to_its_autotune_pick():
     assert report._choice(rec) == "autotune pick: `decompose_k_mm_112_split_4 k_split=112`"
     assert report._choice({"choice": None}) == "(not recorded)"
     assert report._choice({"choice": None, "autotune": [{"op": "mm", "pick": None}]}) == "(not recorded)"
+
+
+class _FakeTunable:
+    """torch.cuda.tunable's switches, recorded (the real ones need CUDA)."""
+
+    def __init__(self):
+        self.on, self.tuning, self.file = False, True, "user.csv"
+
+    def is_enabled(self):
+        return self.on
+
+    def tuning_is_enabled(self):
+        return self.tuning
+
+    def get_filename(self):
+        return self.file
+
+    def enable(self, v):
+        self.on = v
+
+    def tuning_enable(self, v):
+        self.tuning = v
+
+    def set_filename(self, f):
+        self.file = f
+
+
+def test_tunableop_peer_is_on_only_inside_and_puts_everything_back(tmp_path):
+    from gemmtune.benchmark import TunableOp
+    fake = _FakeTunable()
+    t = TunableOp(tmp_path, tun=fake)
+    assert fake.file.startswith(str(tmp_path)) and not fake.on  # results go to scratch, still off
+    with t:
+        assert fake.on
+    assert not fake.on
+    fake.tuning = False
+    t.close()
+    assert (fake.on, fake.tuning, fake.file) == (False, True, "user.csv")
+    assert "tunableop" in report.LABELS

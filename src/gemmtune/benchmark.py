@@ -254,6 +254,60 @@ def compile_inductor(problem: Problem, state, log: AutotuneLog) -> tuple[dict, C
         return _fail(e), None
 
 
+# ------------------------------------------------------------------ PyTorch TunableOp
+class TunableOp:
+    """PyTorch's TunableOp (``torch.cuda.tunable``) as a peer: it times cuBLAS / cuBLASLt
+    algorithms (hipBLASLt on ROCm) for each GEMM the first time it sees it and keeps the
+    fastest. Process-wide state, so it is switched on only around its own calls and its
+    results file lives in a scratch folder; ``close()`` puts every setting back."""
+
+    def __init__(self, scratch: Path, tun=None):
+        tun = tun if tun is not None else torch.cuda.tunable
+        self.tun = tun
+        self.saved = (tun.is_enabled(), tun.tuning_is_enabled(), tun.get_filename())
+        tun.set_filename(str(Path(scratch) / "tunableop_results%d.csv"))
+
+    def __enter__(self):
+        self.tun.enable(True)
+        return self
+
+    def __exit__(self, *exc):
+        self.tun.enable(False)
+
+    def launch(self, problem: Problem, state) -> tuple[dict, Callable[[int], object] | None]:
+        """Tune on the state's inputs (the first call's wall time), check against fp64, and
+        return (record, launch(i)): ``launch`` runs torch.mm with TunableOp's pick, tuning off."""
+        from .verify import compare, tolerance
+
+        a, b = state.inputs[0]
+        try:
+            with self:
+                self.tun.tuning_enable(True)
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                out = torch.mm(a, b)
+                torch.cuda.synchronize()
+                rec = {"tune_s": time.perf_counter() - t0, "choice": "tunableop"}
+                self.tun.tuning_enable(False)
+            chk = compare(out, state.ref, tolerance(problem))
+            rec["rel_err"] = chk.rel_err
+            if not chk.ok:
+                return {"status": "wrong", "reason": chk.reason, **rec}, None
+        except Exception as e:  # a failed tuning is a result too
+            return _fail(e), None
+
+        def launch(i):
+            with self:
+                return torch.mm(*state.inputs[i])
+        return {"status": "ok", **rec}, launch
+
+    def close(self) -> None:
+        enabled, tuning, filename = self.saved
+        self.tun.enable(enabled)
+        self.tun.tuning_enable(tuning)
+        self.tun.set_filename(filename)
+
+
 # ------------------------------------------------------------------ nvMatmulHeuristics
 def nvmmh_to_choice(kernel) -> Choice:
     """gemmtune's Triton choice for one nvMatmulHeuristics kernel configuration.
@@ -649,7 +703,7 @@ def _failed(r: dict, e: BaseException) -> None:
 
 def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dict, *, seed: int,
                   inductor_log: AutotuneLog | None, extra_s: dict | None = None,
-                  errors: dict | None = None, rounds: int = ROUNDS) -> dict:
+                  errors: dict | None = None, rounds: int = ROUNDS, tunableop: TunableOp | None = None) -> dict:
     """Every method on one shape; the record that goes into the bench JSON.
 
     ``tuned``: mode -> problem key -> the tuner's ShapeResult (gemmtune's modes and
@@ -708,6 +762,10 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
             methods["inductor"], launch = compile_inductor(p, state, inductor_log)
             if launch is not None:
                 passed["inductor"] = (methods["inductor"], launch)
+        if tunableop is not None and state.key == p.key:
+            methods["tunableop"], launch = tunableop.launch(p, state)
+            if launch is not None:
+                passed["tunableop"] = (methods["tunableop"], launch)
         # Capture (warm-up, graph) every verified launch, then time them all together.
         for name, (r, launch) in passed.items():
             try:
@@ -769,11 +827,12 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
         skip_inductor: bool = False, seed: int = 0, render: bool = True,
         tune_fn: Callable | None = None, log=None, rounds: int = ROUNDS,
         deadline: float | None = None, ceilings_file: str | os.PathLike | None = None,
-        extra: Sequence[str] = ()) -> Path:
+        extra: Sequence[str] = (), skip_tunableop: bool = False) -> Path:
     """Benchmark ``shapes`` on the current GPU; write the bench JSON (and its report) under
     ``out_dir`` and return the JSON's path. Raises ValueError without a CUDA GPU.
 
     ``extra``: opt-in gemmtune modes to run as well (OPTIONAL_MODES keys, see ``extra_modes``).
+    ``skip_tunableop``: leave PyTorch's TunableOp (cuBLAS/cuBLASLt algorithm tuning) out.
 
     ``rounds``: interleaved timing rounds per shape (``repeats`` samples per kernel in
     all). ``deadline`` (unix time; default $GEMMTUNE_BENCH_DEADLINE): no shape starts
@@ -863,6 +922,14 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
             doc["notes"].append("Inductor's autotuning feedback hook is not available in this torch: "
                                 "its choices are read from the generated code only")
     state = WorkerState(timer=timer)
+    tunableop = None
+    if skip_tunableop:
+        doc["notes"].append("TunableOp: skipped (--skip-tunableop)")
+    else:
+        try:
+            tunableop = TunableOp(scratch)
+        except Exception as e:  # an old torch without torch.cuda.tunable
+            doc["notes"].append(f"TunableOp: not available ({type(e).__name__}: {e})"[:300])
     t_measure = time.perf_counter()
     longest = 0.0
     for i, s in enumerate(shapes):
@@ -875,7 +942,7 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
             break
         t0 = time.perf_counter()
         rec = measure_shape(s, state, c, phase["tuned"], phase["skipped"], seed=seed, inductor_log=inductor_log,
-                            extra_s=phase["extra_s"], errors=phase["errors"], rounds=rounds)
+                            extra_s=phase["extra_s"], errors=phase["errors"], rounds=rounds, tunableop=tunableop)
         rec["measure_s"] = time.perf_counter() - t0
         longest = max(longest, rec["measure_s"])
         doc["shapes"].append(rec)
@@ -888,6 +955,8 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
             k = report.kernel(r)
             cells.append(f"{label} {k['ms'] * 1e3:.2f}" if k else f"{label} {(r or {}).get('status', '-')}")
         say(f"{s.group:8} {s.name:24} ({rec['measure_s']:5.1f} s) " + "  ".join(cells))
+    if tunableop is not None:
+        tunableop.close()
     report.save_bench(doc, path)
     if render:
         written = report.render(doc, out, path.stem)

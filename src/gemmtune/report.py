@@ -56,6 +56,7 @@ METHODS = (
     ("gemmtune_top20", "gemmtune model top-20"),
     ("gemmtune_exhaustive", "gemmtune exhaustive"),
     ("inductor", "Inductor max-autotune"),
+    ("tunableop", "PyTorch TunableOp"),
     ("nvmmh_top1", "nvMMH top-1"),
     ("nvmmh_top5", "nvMMH top-5"),
 )
