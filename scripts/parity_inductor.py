@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""On a GPU: our triton_mm against Inductor's mm template running the SAME config, one process.
+
+    python3 scripts/parity_inductor.py --out $OUT/parity.json [--code-dir $OUT/code]
+
+For each shape x config, Inductor is forced onto the config through gemmtune's lookup-table
+export (``inductor_export.install``: one candidate, so it does not autotune), compiled with
+``max-autotune``, and its kernel and ours are timed together (CUDA graphs, L2-cold, rounds
+interleaved with cuBLAS) after both outputs passed the fp64 check. The table: ratio =
+ours / Inductor's time (target <= 1.02). ``--code-dir`` keeps Inductor's generated source and
+our kernel's TTGIR / PTX of the worst rows, for reading side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="gemmtune-parity-"))
+
+import torch  # noqa: E402
+
+# (M, N, K, dtype, config): shapes of the public suite's classes and beyond, each with a config
+# Inductor's own heuristics list for it (large wgmma tiles for big shapes, small ones for small).
+CASES = [
+    (8192, 8192, 8192, "bfloat16", "BM128-BN256-BK64-S3-W8-G8"),
+    (4096, 4096, 4096, "bfloat16", "BM128-BN256-BK64-S3-W8-G8"),
+    (4096, 4096, 4096, "bfloat16", "BM128-BN128-BK64-S3-W4-G8"),
+    (2048, 6144, 4096, "bfloat16", "BM128-BN256-BK64-S3-W8-G8"),
+    (2048, 28672, 4096, "bfloat16", "BM128-BN256-BK64-S3-W8-G8"),
+    (2048, 4096, 14336, "bfloat16", "BM128-BN128-BK64-S4-W8-G8"),
+    (8192, 4096, 14336, "float16", "BM128-BN256-BK64-S3-W8-G8"),
+    (512, 4096, 4096, "bfloat16", "BM64-BN128-BK64-S4-W4-G8"),
+    (1024, 1024, 1024, "bfloat16", "BM64-BN128-BK64-S4-W4-G8"),
+    (1000, 1000, 1000, "bfloat16", "BM64-BN128-BK64-S4-W4-G8"),
+    (4095, 4095, 4095, "bfloat16", "BM128-BN128-BK64-S3-W8-G8"),
+    (300, 20001, 512, "float16", "BM128-BN128-BK64-S3-W4-G8"),
+    (96, 50257, 768, "bfloat16", "BM64-BN128-BK64-S4-W4-G8"),
+    (333, 4097, 1025, "bfloat16", "BM64-BN128-BK64-S4-W4-G8"),
+    (4096, 4096, 4096, "float32", "BM128-BN128-BK32-S3-W8-G8"),
+]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--code-dir")
+    ap.add_argument("--limit", type=int)
+    args = ap.parse_args()
+
+    from torch._inductor.utils import run_and_get_code
+
+    import gemmtune.inductor_export as ie
+    from gemmtune import kernels
+    from gemmtune.bench.timing import CudaGraphTimer, sets_for
+    from gemmtune.benchmark import aggregate, make_entry, round_robin
+    from gemmtune.configs import Choice
+    from gemmtune.device import DeviceInfo
+    from gemmtune.problem import DTYPES, Problem
+    from gemmtune.table import LookupTable, TableChoice
+    from gemmtune.verify import compare, tolerance
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dev = DeviceInfo.from_torch()
+    timer = CudaGraphTimer(replays=10)
+    rows = []
+    code_dir = Path(args.code_dir) if args.code_dir else None
+    if code_dir:
+        code_dir.mkdir(parents=True, exist_ok=True)
+    for i, (m, n, k, dt, cfg) in enumerate(CASES[: args.limit]):
+        p = Problem.from_sizes(m, n, k, dt)
+        choice = Choice.parse(f"triton_mm:{cfg}")
+        tdt = DTYPES[p.dtype]
+        nsets = sets_for(p.min_bytes, dev.l2_bytes, 16)
+        ins = [(torch.randn(m, k, device="cuda", dtype=tdt), torch.randn(k, n, device="cuda", dtype=tdt))
+               for _ in range(nsets)]
+        outs = [torch.empty(m, n, device="cuda", dtype=tdt) for _ in range(nsets)]
+        ref = ins[0][0].double() @ ins[0][1].double()
+        row = {"m": m, "n": n, "k": k, "dtype": dt, "config": cfg}
+        try:
+            table = LookupTable(ie_provenance(), {p.key: [TableChoice(choice, None)]})
+            ie.install(table)
+            torch._dynamo.reset()
+            f = torch.compile(lambda a, b: torch.mm(a, b), mode="max-autotune", dynamic=False)
+            out, codes = run_and_get_code(f, *ins[0])
+            src = "\n".join(codes)
+            row["inductor_used_config"] = (f"BLOCK_M : tl.constexpr = {choice.config.block_m}" in src
+                                           and f"BLOCK_N : tl.constexpr = {choice.config.block_n}" in src)
+            row["inductor_ok"] = compare(out, ref, tolerance(p)).ok
+            fam = kernels.get("triton_mm")
+            fam.run(*ins[0], outs[0], choice.config)
+            row["ours_ok"] = compare(outs[0], ref, tolerance(p)).ok
+            launches = {
+                "cublas": lambda j: torch.mm(*ins[j], out=outs[j]),
+                "inductor": lambda j: f(*ins[j]),
+                "ours": lambda j: fam.run(*ins[j], outs[j], choice.config),
+            }
+            entries = {name: make_entry(timer, fn, nsets) for name, fn in launches.items()}
+            try:
+                times = round_robin(entries, 30, 3)
+            finally:
+                for e in entries.values():
+                    e.close()
+            for name, t in times.items():
+                row[name] = aggregate(t) if not isinstance(t, BaseException) else {"error": str(t)[:200]}
+            row["ratio"] = row["ours"]["ms"] / row["inductor"]["ms"]
+            ck = fam.run(*ins[0], outs[0], choice.config)
+            ttgir = ck.asm.get("ttgir", "") if ck is not None else ""
+            row["ours_ir"] = {w: ttgir.count(w) for w in ("warp_group_dot", "async_copy_global_to_local",
+                                                           "tt.load", "descriptor", "tt.dot ")}
+            row["ours_regs"], row["ours_spills"] = getattr(ck, "n_regs", None), getattr(ck, "n_spills", None)
+            row["inductor_has"] = {w: src.count(w) for w in ("tl.dot", "make_tensor_descriptor", "tl.load", "% xnumel",
+                                                             "rm % M", "tl.max_contiguous")}
+            if code_dir:
+                (code_dir / f"case{i:02d}_inductor.py").write_text(src)
+                ck = fam.run(*ins[0], outs[0], choice.config)
+                for kind in ("ttgir", "ptx"):
+                    if ck is not None and kind in ck.asm:
+                        (code_dir / f"case{i:02d}_ours.{kind}").write_text(ck.asm[kind])
+        except Exception as e:  # noqa: BLE001 - a row with the error, the run goes on
+            row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        finally:
+            try:
+                from torch._inductor.choices import InductorChoices
+                from torch._inductor.virtualized import V
+                V.set_choices_handler(InductorChoices())
+            except Exception:
+                pass
+        rows.append(row)
+        if "ratio" in row:
+            print(f"{m}x{n}x{k} {dt:9s} {cfg:28s} ours {row['ours']['ms'] * 1e3:8.1f} us  inductor "
+                  f"{row['inductor']['ms'] * 1e3:8.1f} us  cuBLAS {row['cublas']['ms'] * 1e3:8.1f} us  "
+                  f"ratio {row['ratio']:.3f}  used-config {row['inductor_used_config']}  "
+                  f"ok {row['ours_ok']}/{row['inductor_ok']} | ours {row['ours_ir']} regs {row['ours_regs']}",
+                  flush=True)
+        else:
+            print(f"{m}x{n}x{k} {dt} {cfg}: {row.get('error')}", flush=True)
+        Path(args.out).write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                                              "rows": rows}, indent=1))
+        del ins, outs, ref
+        torch.cuda.empty_cache()
+    return 0
+
+
+def ie_provenance() -> dict:
+    import triton
+
+    import gemmtune
+    from gemmtune.device import DeviceInfo
+    from gemmtune.table import provenance
+    d = DeviceInfo.from_torch()
+    return provenance(d.name, d.capability_str, torch.__version__, triton.__version__, gemmtune.__version__, "by-hand")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
