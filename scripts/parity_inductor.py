@@ -5,7 +5,7 @@
 
 For each shape x config, Inductor is forced onto the config through gemmtune's lookup-table
 export (``inductor_export.install``: one candidate, so it does not autotune), compiled with
-``max-autotune``, and its kernel and ours are timed together (CUDA graphs, L2-cold, rounds
+``max-autotune-no-cudagraphs`` (its CUDA graphs cannot nest in our timing graph), and its kernel and ours are timed together (CUDA graphs, L2-cold, rounds
 interleaved with cuBLAS) after both outputs passed the fp64 check. The table: ratio =
 ours / Inductor's time (target <= 1.02). ``--code-dir`` keeps Inductor's generated source and
 our kernel's TTGIR / PTX of the worst rows, for reading side by side.
@@ -87,7 +87,7 @@ def main() -> int:
             table = LookupTable(ie_provenance(), {p.key: [TableChoice(choice, None)]})
             ie.install(table)
             torch._dynamo.reset()
-            f = torch.compile(lambda a, b: torch.mm(a, b), mode="max-autotune", dynamic=False)
+            f = torch.compile(lambda a, b: torch.mm(a, b), mode="max-autotune-no-cudagraphs", dynamic=False)
             out, codes = run_and_get_code(f, *ins[0])
             src = "\n".join(codes)
             row["inductor_used_config"] = (f"BLOCK_M : tl.constexpr = {choice.config.block_m}" in src
