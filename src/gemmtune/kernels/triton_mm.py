@@ -26,8 +26,9 @@ def validate(problem: Problem, cfg: TileConfig) -> None:
 
 
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: TileConfig, *,
-        allow_tf32: bool = False, workspace=None) -> None:
-    launch_tiled(a, b, out, k_per_split=a.shape[1], **tile_kwargs(cfg, allow_tf32))
+        allow_tf32: bool = False, workspace=None):
+    """Launch into ``out``; returns what Triton's launch returns (the compiled kernel on a GPU)."""
+    return launch_tiled(a, b, out, k_per_split=a.shape[1], **tile_kwargs(cfg, allow_tf32))
 
 
 def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: TileConfig, *,
