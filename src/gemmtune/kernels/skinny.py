@@ -60,45 +60,59 @@ def _skinny_kernel(
     INPUT_PRECISION: tl.constexpr, INDEX_64: tl.constexpr,
     AK_UNIT: tl.constexpr, BK_UNIT: tl.constexpr, BN_UNIT: tl.constexpr,
     A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr, K_DIV: tl.constexpr,
-    GPU_FENCE: tl.constexpr,
+    GPU_FENCE: tl.constexpr, KS_DIV: tl.constexpr,
 ):
-    # Unit strides as constexprs, so that the contiguous dim is known at compile time.
+    # Unit strides as constexprs, so that the contiguous dim is known at compile time. What
+    # the leading strides are multiples of (A_LEAD_DIV / B_LEAD_DIV) is stated on the offset
+    # tensors (``_lead``): a multiple_of on the scalar stride does not reach Triton's
+    # alignment analysis (see tiled.py).
     if AK_UNIT:
         sak = 1
-        sam = stride_am
-        if A_LEAD_DIV > 1:
-            sam = tl.multiple_of(sam, A_LEAD_DIV)
     else:
         sak = stride_ak
-        sam = stride_am
+    sam = stride_am
     if BK_UNIT:
         sbk = 1
         sbn = stride_bn
-        if B_LEAD_DIV > 1:
-            sbn = tl.multiple_of(sbn, B_LEAD_DIV)
     elif BN_UNIT:
         sbn = 1
         sbk = stride_bk
-        if B_LEAD_DIV > 1:
-            sbk = tl.multiple_of(sbk, B_LEAD_DIV)
     else:
         sbk = stride_bk
         sbn = stride_bn
 
     if STREAM:
         _stream_k(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, sam, sak, sbk, sbn, stride_cm, stride_cn,
-                  BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, INPUT_PRECISION, INDEX_64, GPU_FENCE)
+                  BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, INPUT_PRECISION, INDEX_64, GPU_FENCE,
+                  AK_UNIT, BN_UNIT, A_LEAD_DIV, B_LEAD_DIV)
     else:
         _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak, sbk, sbn,
                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, DOT, SPLIT_MODE, EVEN_K, INPUT_PRECISION,
-               INDEX_64, BK_UNIT, K_DIV, GPU_FENCE)
+               INDEX_64, BK_UNIT, K_DIV, GPU_FENCE, AK_UNIT, BN_UNIT, A_LEAD_DIV, B_LEAD_DIV, KS_DIV)
+
+
+@triton.jit
+def _offsets(rows, cols, s_rows, s_cols, DIV: tl.constexpr, LEAD_IS_ROWS: tl.constexpr):
+    """``rows * s_rows + cols * s_cols`` ([R, 1] and [1, C] index tensors), with what the
+    leading (non-unit) stride is a multiple of stated on its term: on the scalar stride the
+    hint does not reach Triton's alignment analysis (tiled.py says what that cost)."""
+    r = rows * s_rows
+    c = cols * s_cols
+    if DIV > 1:
+        if LEAD_IS_ROWS:
+            r = tl.multiple_of(r, [DIV, DIV])
+        else:
+            c = tl.multiple_of(c, [DIV, DIV])
+    return r + c
 
 
 @triton.jit
 def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak, sbk, sbn, stride_cm, stride_cn,
            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT: tl.constexpr,
            SPLIT_MODE: tl.constexpr, EVEN_K: tl.constexpr, INPUT_PRECISION: tl.constexpr,
-           INDEX_64: tl.constexpr, BK_UNIT: tl.constexpr, K_DIV: tl.constexpr, GPU_FENCE: tl.constexpr):
+           INDEX_64: tl.constexpr, BK_UNIT: tl.constexpr, K_DIV: tl.constexpr, GPU_FENCE: tl.constexpr,
+           AK_UNIT: tl.constexpr, BN_UNIT: tl.constexpr, A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr,
+           KS_DIV: tl.constexpr):
     """One program = one column strip x one K-slice (program axes 0 and 1)."""
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -111,6 +125,8 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
     m_ok = rm < M
     n_ok = rn < N
     k_start = pid_k * K_PER_SPLIT
+    if KS_DIV > 1:  # 0 with one slice, a multiple of BLOCK_K otherwise (see tiled.py)
+        k_start = tl.multiple_of(k_start, KS_DIV)
     k_end = tl.minimum(k_start + K_PER_SPLIT, K)
     if K_DIV > 1:
         k_end = tl.multiple_of(k_end, K_DIV)
@@ -123,9 +139,9 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
         rn_i = rn
         rk_i = k_start + rk
 
-    a_ptrs = a_ptr + rm_i[:, None] * sam + rk_i[None, :] * sak          # [BM, BK]
+    a_ptrs = a_ptr + _offsets(rm_i[:, None], rk_i[None, :], sam, sak, A_LEAD_DIV, AK_UNIT)   # [BM, BK]
     if DOT:
-        b_ptrs = b_ptr + rk_i[:, None] * sbk + rn_i[None, :] * sbn      # [BK, BN]
+        b_ptrs = b_ptr + _offsets(rk_i[:, None], rn_i[None, :], sbk, sbn, B_LEAD_DIV, BN_UNIT)  # [BK, BN]
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k in range(k_start, k_end, BLOCK_K):
             if EVEN_K:
@@ -141,7 +157,7 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
     elif BK_UNIT:
         # B is K-contiguous (x @ W.T with a row-major weight): tiles [BN, BK], 16-byte
         # vectors along K; the product [BM, BN, BK] is reduced over K after the loop.
-        b_ptrs = b_ptr + rn_i[:, None] * sbn + rk_i[None, :] * sbk      # [BN, BK]
+        b_ptrs = b_ptr + _offsets(rn_i[:, None], rk_i[None, :], sbn, sbk, B_LEAD_DIV, BK_UNIT)  # [BN, BK]
         prod = tl.zeros((BLOCK_M, BLOCK_N, BLOCK_K), dtype=tl.float32)
         for k in range(k_start, k_end, BLOCK_K):
             if EVEN_K:
@@ -157,7 +173,7 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
         acc = tl.sum(prod, axis=2)
     else:
         # B is N-contiguous (a @ W with W [K, N] row-major): tiles [BK, BN], vectors along N.
-        b_ptrs = b_ptr + rk_i[:, None] * sbk + rn_i[None, :] * sbn      # [BK, BN]
+        b_ptrs = b_ptr + _offsets(rk_i[:, None], rn_i[None, :], sbk, sbn, B_LEAD_DIV, BN_UNIT)  # [BK, BN]
         prod = tl.zeros((BLOCK_M, BLOCK_K, BLOCK_N), dtype=tl.float32)
         for k in range(k_start, k_end, BLOCK_K):
             if EVEN_K:
@@ -180,7 +196,8 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
 @triton.jit
 def _stream_k(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, sam, sak, sbk, sbn, stride_cm, stride_cn,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
-              INPUT_PRECISION: tl.constexpr, INDEX_64: tl.constexpr, GPU_FENCE: tl.constexpr):
+              INPUT_PRECISION: tl.constexpr, INDEX_64: tl.constexpr, GPU_FENCE: tl.constexpr,
+              AK_UNIT: tl.constexpr, BN_UNIT: tl.constexpr, A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr):
     """Stream-K over (strip, K-block) units: the grid is a fixed number of programs (one or two
     per SM) and each reduces an equal, contiguous run of units, crossing from one strip into the
     next where its run does. So no SM idles when the strips do not divide into waves (1 x 6144 x
@@ -219,8 +236,8 @@ def _stream_k(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, sam, sak, sbk, sbn
             rm_i = rm
             rn_i = rn
             rk_i = k0 + rk
-        a_ptrs = a_ptr + rm_i[:, None] * sam + rk_i[None, :] * sak
-        b_ptrs = b_ptr + rk_i[:, None] * sbk + rn_i[None, :] * sbn
+        a_ptrs = a_ptr + _offsets(rm_i[:, None], rk_i[None, :], sam, sak, A_LEAD_DIV, AK_UNIT)
+        b_ptrs = b_ptr + _offsets(rk_i[:, None], rn_i[None, :], sbk, sbn, B_LEAD_DIV, BN_UNIT)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for i in range(0, n_kb):
             if EVEN_K:
@@ -413,6 +430,7 @@ def _args(a, b, c, cfg: SkinnyConfig, ws, locks, allow_tf32: bool):
         AK_UNIT=a.stride(1) == 1, BK_UNIT=bk_unit, BN_UNIT=not bk_unit and b.stride(1) == 1,
         A_LEAD_DIV=lead_divisor(a), B_LEAD_DIV=lead_divisor(b),
         K_DIV=_pow2_divisor(math.gcd(K, per)), GPU_FENCE=split_mode != 0 and not _INTERPRETED,
+        KS_DIV=16 if splits == 1 else _pow2_divisor(per),
     )
     return p, args, consts
 
