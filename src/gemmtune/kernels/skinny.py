@@ -99,10 +99,15 @@ def _offsets(rows, cols, s_rows, s_cols, DIV: tl.constexpr, LEAD_IS_ROWS: tl.con
     r = rows * s_rows
     c = cols * s_cols
     if DIV > 1:
+        # Only on a term with more than one row / column: a [1, 1] tensor with the hint (the
+        # CUDA-core path at BLOCK_M = 1) crashed Triton's coalesce pass (triton 3.6 on an H200,
+        # 3.9 here); a single row's alignment does not decide any vector width anyway.
         if LEAD_IS_ROWS:
-            r = tl.multiple_of(r, [DIV, DIV])
+            if r.shape[0] > 1:
+                r = tl.multiple_of(r, [DIV, DIV])
         else:
-            c = tl.multiple_of(c, [DIV, DIV])
+            if c.shape[1] > 1:
+                c = tl.multiple_of(c, [DIV, DIV])
     return r + c
 
 
