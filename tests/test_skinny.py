@@ -57,8 +57,7 @@ def run(cfg, a, b, workspace=None):
 
 
 DTYPES = [pytest.param(torch.float16, id="fp16"), pytest.param(torch.float32, id="fp32"),
-          pytest.param(torch.bfloat16, id="bf16", marks=pytest.mark.skipif(
-              not ON_GPU, reason="bf16 is wrong in the Triton interpreter; covered on the GPU"))]
+          pytest.param(torch.bfloat16, id="bf16")]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -36,7 +36,7 @@ from ..configs import SkinnyConfig, prune
 from ..device import DeviceInfo
 from ..problem import Problem, element_size
 from .splitk import SplitKWorkspace
-from .tiled import (_INTERPRETED, Direct, _launch, _pow2_divisor, input_precision, lead_divisor,
+from .tiled import (_INTERPRETED, Direct, _launch, _pow2_divisor, input_precision, lead_divisor, mma,
                     needs_int64, split_epilogue)
 
 NAME = "skinny"
@@ -156,7 +156,7 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
                 kk = k + rk
                 a = tl.load(a_ptrs, mask=m_ok[:, None] & (kk[None, :] < k_end), other=0.0)
                 b = tl.load(b_ptrs, mask=n_ok[None, :] & (kk[:, None] < k_end), other=0.0)
-            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+            acc = mma(a, b, acc, INPUT_PRECISION)
             a_ptrs += BLOCK_K * sak
             b_ptrs += BLOCK_K * sbk
     elif BK_UNIT:
@@ -252,7 +252,7 @@ def _stream_k(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, sam, sak, sbk, sbn
                 kk = k0 + i * BLOCK_K + rk
                 a = tl.load(a_ptrs, mask=m_ok[:, None] & (kk[None, :] < K), other=0.0)
                 b = tl.load(b_ptrs, mask=n_ok[None, :] & (kk[:, None] < K), other=0.0)
-            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+            acc = mma(a, b, acc, INPUT_PRECISION)
             a_ptrs += BLOCK_K * sak
             b_ptrs += BLOCK_K * sbk
         split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm_i, rn_i, m_ok[:, None] & n_ok[None, :],

@@ -44,6 +44,24 @@ def _gpu_fence(x):
                               dtype=tl.int32, is_pure=False, pack=1)
 
 
+# The Triton CPU interpreter multiplies bf16 tl.dot operands wrongly (triton 3.9: a 16x16x16
+# bf16 dot gave 1e10 where fp32 gives ~1; loads, stores and casts of bf16 are right), so in
+# the interpreter bf16 operands are upcast to fp32 before the dot: every bf16 product is exact
+# in fp32 and the accumulator is fp32 on a GPU too, so the result is the GPU's up to the order
+# of the fp32 sums. ``input_precision`` names this mode.
+UPCAST_BF16 = "fp32-upcast"
+
+
+@triton.jit
+def mma(a, b, acc, INPUT_PRECISION: tl.constexpr):
+    """``acc + a @ b`` in fp32: tl.dot, or the interpreter's bf16 workaround (UPCAST_BF16)."""
+    if INPUT_PRECISION == "fp32-upcast":
+        out = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+    else:
+        out = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+    return out
+
+
 @triton.jit
 def _tiled_mm_kernel(
     a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr,
@@ -195,7 +213,7 @@ def _tiled_mm_kernel(
                 b = tl.load(b_ptrs, mask=b_col_ok & (kk[:, None] < k_end), other=0.0)
             else:
                 b = tl.load(b_ptrs, mask=kk[:, None] < k_end, other=0.0)
-        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+        acc = mma(a, b, acc, INPUT_PRECISION)
         a_off += BLOCK_K * sak
         b_off += BLOCK_K * sbk
 
@@ -335,6 +353,8 @@ def input_precision(dtype: torch.dtype, allow_tf32: bool) -> str:
     # fp32 dot defaults to tf32 in Triton; we use exact fp32 unless the caller asks.
     if dtype == torch.float32 and not allow_tf32:
         return "ieee"
+    if dtype == torch.bfloat16 and _INTERPRETED:
+        return UPCAST_BF16
     return "tf32"
 
 
