@@ -429,3 +429,18 @@ def test_bf16_matmul_is_right_in_the_interpreter_too(choice, operand):
     returned ~1e11 in the interpreter before the kernels upcast bf16 dot operands there)."""
     a, b = operand(8, 256, dtype=torch.bfloat16), operand(256, 8, dtype=torch.bfloat16)
     assert_close(gemmtune.matmul(a, b, choice=choice), a, b)
+
+
+def test_cpu_tensors_without_interpreter_fall_back_to_aten_once(monkeypatch, recwarn):
+    import gemmtune.api as api
+    monkeypatch.setattr(api, "interpreter_enabled", lambda: False)
+    monkeypatch.setattr(api, "_CPU_NOTED", False)
+    a, b = torch.randn(32, 4096), torch.randn(4096, 32)  # the heuristic picks split-K here
+    assert api.default_choice(gemmtune.Problem.from_tensors(a, b)).family == "splitk"
+    out = api.matmul(a, b)
+    torch.testing.assert_close(out, a @ b)
+    api.matmul(a, b)
+    notes = [w for w in recwarn if "runs as aten" in str(w.message)]
+    assert len(notes) == 1 and "TRITON_INTERPRET=1" in str(notes[0].message)
+    with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
+        api.matmul(a, b, choice="splitk:BM32-BN32-BK128-S4-W4-G8-SK4-det")

@@ -19,6 +19,19 @@ def interpreter_enabled() -> bool:
     return type(_tiled_mm_kernel).__name__ == "InterpretedFunction"
 
 
+_CPU_NOTED = False
+
+
+def _note_cpu_fallback(choice: Choice) -> None:
+    global _CPU_NOTED
+    if not _CPU_NOTED:
+        _CPU_NOTED = True
+        import warnings
+        warnings.warn(f"gemmtune.matmul: CPU tensors and no Triton interpreter, so the default choice "
+                      f"({choice.id}) runs as aten (torch.mm); set TRITON_INTERPRET=1 before importing "
+                      "gemmtune to run Triton kernels on the CPU", RuntimeWarning, stacklevel=3)
+
+
 def families() -> list[str]:
     """Names of the kernel families, e.g. ``['triton_mm', 'splitk', 'decompose_k', 'aten']``."""
     return list(kernels.FAMILIES)
@@ -79,6 +92,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
     ``out_dtype`` is the inputs' dtype (default) or float32. For float32 inputs,
     ``allow_tf32=True`` lets the Triton kernels use tf32 tensor-core math.
 
+    CPU tensors: Triton kernels run there only in its interpreter (``TRITON_INTERPRET=1``
+    set before importing gemmtune; slow, for testing). Without it, the default heuristic
+    (``choice=None``) falls back to ``aten`` (torch.mm) with a one-time warning, and an
+    explicit Triton choice raises a ValueError that says so.
+
     Example::
 
         >>> import torch, gemmtune
@@ -90,6 +108,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
     problem = Problem.from_tensors(a, b, out_dtype, allow_tf32=allow_tf32)
     if choice is None:
         choice = default_choice(problem)
+        if choice.family in kernels.TRITON_FAMILIES and a.device.type == "cpu" and not interpreter_enabled():
+            _note_cpu_fallback(choice)
+            choice = Choice("aten", kernels.aten.CONFIG())
     elif isinstance(choice, str):
         choice = Choice.parse(choice)
     elif not isinstance(choice, Choice):
