@@ -1,10 +1,10 @@
-"""The ``gemmtune`` command line.
+"""gemmtune: find, verify and serve the fastest GEMM kernel for every shape on this GPU.
 
     gemmtune tune --preset smoke                     # the whole pipeline, any machine
     gemmtune tune --suite shapes.csv --out table.json
     gemmtune tune --shape 32x32x28672:bf16 --families splitk,decompose_k
     gemmtune demo                                    # each family on one shape, errors vs fp64
-    gemmtune space --shape 4096x4096x4096:bf16 --family triton_mm --device h100
+    gemmtune space --shape 4096x4096x4096:bf16 --families triton_mm --device h100
     gemmtune lut validate table.json ...             # lookup tables: validate | show | merge | diff
     gemmtune lut export-inductor table.json inductor-lut.json   # for torch.compile
     gemmtune bench --groups splitk,odd               # side by side with cuBLAS, Inductor (GPU)
@@ -20,6 +20,78 @@ from __future__ import annotations
 import argparse
 import sys
 
+# Option values that may begin with '-' (a negative size, so that the shape parser, not
+# argparse, says what is wrong with it).
+_VALUE_OPTIONS = ("--shape", "--size")
+
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Raw descriptions (the examples keep their lines) and every default shown in the help."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "%(default)" in text or "(default" in text or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        if action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
+            return text + " (default: %(default)s)"
+        return text
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 (seconds), got {v}")
+    return v
+
+
+def _join_values(argv: list[str]) -> list[str]:
+    """``--shape -1x4x4`` -> ``--shape=-1x4x4``: argparse reads a leading '-' as an option."""
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a in _VALUE_OPTIONS and i + 1 < len(argv) and argv[i + 1].startswith("-") and argv[i + 1][1:2].isdigit():
+            out.append(f"{a}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
+def check_allocatable(shapes, device: str | None = None) -> None:
+    """Raise ValueError naming the first shape whose operands (A, B and C) cannot fit in the
+    memory of the GPU (or of the built-in GPU named by ``device`` on a CPU machine)."""
+    import torch
+
+    from .problem import element_size
+    if torch.cuda.is_available():
+        limit = torch.cuda.mem_get_info()[1]
+        where = torch.cuda.get_device_name()
+    else:
+        from .device import BUILTIN_MEMORY_BYTES, current_or
+        dev = current_or(device)
+        limit = BUILTIN_MEMORY_BYTES.get(dev.name, 80 * 2**30)
+        where = f"{dev.name} (built-in facts)"
+    for s in shapes:
+        p = s.problem
+        need = (p.m * p.k + p.k * p.n) * element_size(p.dtype) + p.m * p.n * element_size(p.out_dtype)
+        if need > limit:
+            raise ValueError(f"shape {s.name} ({p.m}x{p.n}x{p.k} {p.dtype}): its operands take {need / 2**30:.1f} GiB, "
+                             f"more than the {limit / 2**30:.0f} GiB of {where}")
+
 
 def _shapes(args) -> list:
     from .shapes import load_csv, parse_shape, preset
@@ -33,29 +105,32 @@ def _shapes(args) -> list:
         shapes += preset(args.preset)
     if not shapes:
         shapes = preset("smoke")
-    if args.group:
-        groups = set(args.group.split(","))
+    if args.groups:
+        groups = set(args.groups.split(","))
         shapes = [s for s in shapes if s.group in groups]
     if args.limit:
         shapes = shapes[: args.limit]
     if not shapes:
-        raise ValueError("no shapes selected (check --group / --limit)")
+        raise ValueError("no shapes selected (check --groups / --limit)")
     return shapes
 
 
 def _add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shape", action="append", metavar="MxNxK[:dtype]",
-                   help="a shape, e.g. 32x32x28672:bf16 (repeatable)")
-    p.add_argument("--suite", metavar="CSV", help="a shape suite CSV (group,name,M,N,K,dtype)")
-    p.add_argument("--preset", help="a bundled suite: public (the benchmark suite) or smoke (2 tiny shapes)")
-    p.add_argument("--group", help="keep only these comma-separated groups")
-    p.add_argument("--limit", type=int, help="keep only the first N shapes")
+                   help="a shape, e.g. 32x32x28672:bf16 (repeatable; dtype default bf16)")
+    p.add_argument("--suite", metavar="CSV", help="a shape suite CSV (group,name,M,N,K,dtype[,layout_a,layout_b])")
+    p.add_argument("--preset", help="a bundled suite: public (the benchmark suite) or smoke (2 tiny shapes); "
+                   "without --shape/--suite/--preset: smoke")
+    p.add_argument("--groups", "--group", dest="groups", metavar="G1,G2",
+                   help="keep only these comma-separated groups (--group: old spelling)")
+    p.add_argument("--limit", type=_positive_int, help="keep only the first N shapes (N >= 1)")
 
 
 def cmd_tune(args) -> int:
     from .tune import render, tune
 
     shapes = _shapes(args)
+    check_allocatable(shapes, args.device)
     families = args.families.split(",") if args.families else None
     if args.model and not args.fast and str(args.benchmark_space).upper() == "SAME":
         raise ValueError("--model ranks candidates only when filtering: add --benchmark-space DEFAULT|K or --fast")
@@ -63,7 +138,8 @@ def cmd_tune(args) -> int:
                   workers=args.workers, timeout=args.timeout, compile_workers=args.compile_workers,
                   retry_failed=args.retry_failed, timing=args.timing, compile_ahead=args.compile_ahead,
                   progress=not args.quiet, device=args.device, seed=args.seed, table=args.table,
-                  benchmark_space=args.benchmark_space, fast=args.fast, model=args.model)
+                  benchmark_space=args.benchmark_space, fast=args.fast, model=args.model,
+                  overwrite=args.overwrite)
     render(result)
     if args.summary:
         import json
@@ -91,9 +167,12 @@ def cmd_demo(args) -> int:
         os.environ["TRITON_INTERPRET"] = "1"
         # The interpreter is chosen when triton.jit decorates the kernels, so re-exec.
         os.execv(sys.executable, [sys.executable, "-m", "gemmtune.cli", *sys.argv[1:]])
+    from .problem import DTYPES
+    from .shapes import parse_shape
     dev = "cuda" if cuda else "cpu"
-    dtype = torch.bfloat16 if cuda else torch.float16
-    m, n, k = (int(x) for x in args.size.split("x"))
+    p0 = parse_shape(args.shape).problem
+    m, n, k = p0.m, p0.n, p0.k
+    dtype = DTYPES[p0.dtype]
     a = torch.randn(m, k, device=dev, dtype=dtype)
     b = torch.randn(k, n, device=dev, dtype=dtype)
     p = Problem.from_tensors(a, b)
@@ -121,13 +200,14 @@ def cmd_space(args) -> int:
     from .shapes import parse_shape
 
     p = parse_shape(args.shape).problem
-    kept, rejected = gemmtune.space(p, args.family, args.kind, args.device, with_rejected=True)
-    for c in kept:
-        print(c.id)
-    print(f"# {len(kept)} kept, {len(rejected)} rejected", file=sys.stderr)
-    if args.show_rejected:
-        for c, why in rejected:
-            print(f"# rejected {c.id}: {why}", file=sys.stderr)
+    for fam in args.families.split(","):
+        kept, rejected = gemmtune.space(p, fam.strip(), args.space, args.device, with_rejected=True)
+        for c in kept:
+            print(c.id)
+        print(f"# {fam}: {len(kept)} kept, {len(rejected)} rejected", file=sys.stderr)
+        if args.show_rejected:
+            for c, why in rejected:
+                print(f"# rejected {c.id}: {why}", file=sys.stderr)
     return 0
 
 
@@ -225,26 +305,26 @@ def cmd_lut_export_inductor(args) -> int:
 
 def _add_lut_parser(sub) -> None:
     lut = sub.add_parser("lut", help="lookup tables: validate, show, merge, diff, export to torch.compile")
-    lsub = lut.add_subparsers(dest="lut_cmd", required=True)
+    lsub = lut.add_subparsers(dest="lut_cmd", required=True, metavar="ACTION", parser_class=_Parser)
     p = lsub.add_parser("validate", help="check table files; exit 0 when all are valid, 1 otherwise")
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", metavar="FILE", help="lookup-table JSON files")
     p.set_defaults(fn=_lut_errors(cmd_lut_validate))
     p = lsub.add_parser("show", help="print a table (entries, choices, times, provenance)")
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help="a lookup-table JSON file")
     p.set_defaults(fn=_lut_errors(cmd_lut_show))
     p = lsub.add_parser("merge", help="merge tables: per problem, measured choices first, fastest first")
-    p.add_argument("out", metavar="OUT")
-    p.add_argument("inputs", nargs="+", metavar="TABLE")
+    p.add_argument("out", metavar="OUT", help="the merged table to write")
+    p.add_argument("inputs", nargs="+", metavar="TABLE", help="tables to merge")
     p.add_argument("--allow-mixed-devices", action="store_true",
                    help="merge tables from different GPUs (their times do not compare)")
     p.set_defaults(fn=_lut_errors(cmd_lut_merge))
     p = lsub.add_parser("diff", help="entries added / removed / changed from A to B; exit 1 when they differ")
-    p.add_argument("a", metavar="A")
-    p.add_argument("b", metavar="B")
+    p.add_argument("a", metavar="A", help="the old table")
+    p.add_argument("b", metavar="B", help="the new table")
     p.set_defaults(fn=_lut_errors(cmd_lut_diff))
     p = lsub.add_parser("export-inductor", help="write torch.compile's (Inductor's) lookup table")
-    p.add_argument("table", metavar="TABLE")
-    p.add_argument("out", metavar="OUT")
+    p.add_argument("table", metavar="TABLE", help="gemmtune lookup table")
+    p.add_argument("out", metavar="OUT", help="Inductor lookup-table JSON to write")
     p.add_argument("--device-key", help="prefix keys with this device key (gcnArchName); default: any GPU")
     p.add_argument("--no-aten", action="store_true", help="leave aten (cuBLAS) choices out")
     p.add_argument("--force", action="store_true",
@@ -323,14 +403,14 @@ def _add_bench_report_parsers(sub) -> None:
     p.add_argument("--out", default="benchmarks/results", metavar="DIR", help="where the JSON and report go")
     p.add_argument("--skip-inductor", action="store_true", help="leave torch.compile max-autotune out")
     p.add_argument("--repeats", type=int, default=20, help="CUDA-graph replays per kernel time (default 20)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--extra-modes", metavar="top20,exhaustive",
                    help="opt-in gemmtune modes: the model's top-20, and the whole exhaustive space "
                         "benchmarked (hundreds to thousands of candidates per shape: pick few shapes)")
     p.set_defaults(fn=cmd_bench)
 
     p = sub.add_parser("report", help="Markdown + PNG report of a bench JSON; --merge partial runs")
-    p.add_argument("inputs", nargs="*", metavar="BENCH_JSON")
+    p.add_argument("inputs", nargs="*", metavar="BENCH_JSON", help="bench JSON file(s) to render or merge")
     p.add_argument("--merge", action="store_true", help="combine several partial bench JSONs into one")
     p.add_argument("--out", metavar="DIR", help="where the report (and a merged JSON) go (default: beside the input)")
     p.add_argument("--no-plots", action="store_true", help="Markdown only")
@@ -380,7 +460,7 @@ def cmd_predict(args) -> int:
         raise ValueError("give --shape MxNxK[:dtype] (repeatable), or --eval STORE to score a model")
     dev = current_or(args.device)
     model = _model_for(args, dev, triton_version=args.triton)
-    families = args.family.split(",") if args.family else list(kernels.FAMILIES)
+    families = args.families.split(",") if args.families else list(kernels.FAMILIES)
     for f in families:
         kernels.get(f)
     for text in args.shape:
@@ -466,9 +546,10 @@ def _add_model_parsers(sub) -> None:
     p = sub.add_parser("predict", help="rank a shape's candidates with a performance model (no GPU needed)")
     p.add_argument("--shape", action="append", metavar="MxNxK[:dtype]", help="a shape (repeatable)")
     p.add_argument("--device", help="h100, h200, a100 (default: the visible GPU, else h100)")
-    p.add_argument("--family", help="comma-separated families (default all)")
-    p.add_argument("--space", choices=("default", "exhaustive"), default="default")
-    p.add_argument("--top", type=int, default=10, help="rows to show (default 10)")
+    p.add_argument("--families", "--family", dest="families", metavar="F1,F2",
+                   help="comma-separated families (default all; --family: old spelling)")
+    p.add_argument("--space", choices=("default", "exhaustive"), default="default", help="the search space")
+    p.add_argument("--top", type=_positive_int, default=10, help="rows to show")
     p.add_argument("--model", metavar="PATH", help="a learned model (default: the one shipped for this GPU "
                    "and triton MAJOR.MINOR, else the analytic model)")
     p.add_argument("--triton", metavar="VERSION", help="triton version of the machine the ranking is for "
@@ -487,26 +568,32 @@ def _add_model_parsers(sub) -> None:
                    help="gradient-boosted trees, a small MLP, or auto: the better on validation shapes")
     p.add_argument("--test-fraction", type=float, default=0.2, help="share of shapes held out (default 0.2)")
     p.add_argument("--device", help="built-in GPU whose facts the features use (default: from the store)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed")
     p.set_defaults(fn=cmd_train)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="gemmtune", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    from . import __version__
 
-    p = sub.add_parser("tune", help="benchmark candidates per shape, store every result, write a table")
+    ap = argparse.ArgumentParser(prog="gemmtune", description=__doc__, formatter_class=_Help)
+    ap.add_argument("--version", action="version", version=f"gemmtune {__version__}")
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser)
+
+    p = sub.add_parser("tune", help="benchmark candidates per shape, store every result, write a table",
+                       formatter_class=_Help)
     _add_shape_args(p)
-    p.add_argument("--space", choices=("default", "exhaustive"), default="default")
-    p.add_argument("--families", help="comma-separated: triton_mm,splitk,decompose_k,aten (default all)")
+    p.add_argument("--space", choices=("default", "exhaustive"), default="default", help="the search space")
+    p.add_argument("--families", help="comma-separated: triton_mm,splitk,skinny,decompose_k,aten (default all)")
     p.add_argument("--store", default="gemmtune.sqlite", help="SQLite results file (resumable)")
-    p.add_argument("--out", default="gemmtune-table.json", help="lookup table to write")
+    p.add_argument("--out", default="gemmtune-table.json",
+                   help="lookup table to write; an existing one is merged into (per problem the faster "
+                   "measured choice first), never replaced, unless --overwrite")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out table instead of merging")
     p.add_argument("--workers", type=int, help="benchmark workers (default: one per GPU)")
     p.add_argument("--compile-workers", type=int,
                    help="parallel compile processes (GPU only; default: as many as can be busy, "
                    "at most min(cores, 16))")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per candidate before it is killed")
+    p.add_argument("--timeout", type=_positive_float, default=120.0, help="seconds per candidate before it is killed")
     p.add_argument("--retry-failed", action="store_true",
                    help="measure again candidates stored as crashed, timed out or errored")
     p.add_argument("--timing", choices=("standard", "quick"), default="standard",
@@ -514,7 +601,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compile-ahead", type=int, default=2, metavar="N",
                    help="shapes the compile workers may compile ahead of the one being timed (0: none)")
     p.add_argument("--device", help="built-in GPU for the config spaces when no GPU is present (h100/h200/a100)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("--summary", metavar="JSON", help="also write the per-shape results as JSON")
     p.add_argument("--table", metavar="JSON", help="lookup table: shapes with an entry benchmark only its choices")
     p.add_argument("--benchmark-space", default="SAME", metavar="SAME|DEFAULT|K",
@@ -526,16 +613,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_tune)
 
-    p = sub.add_parser("demo", help="run every kernel family once and print its error vs fp64")
-    p.add_argument("--size", default="37x53x300", help="MxNxK (default 37x53x300)")
+    p = sub.add_parser("demo", help="run every kernel family once and print its error vs fp64", formatter_class=_Help)
+    p.add_argument("--shape", "--size", dest="shape", default="37x53x300", metavar="MxNxK[:dtype]",
+                   help="the problem (dtype default bf16; --size: old spelling)")
     p.set_defaults(fn=cmd_demo)
 
-    p = sub.add_parser("space", help="list the candidate configs of a family for a shape")
-    p.add_argument("--shape", required=True)
-    p.add_argument("--family", required=True)
-    p.add_argument("--kind", choices=("default", "exhaustive"), default="default")
+    p = sub.add_parser("space", help="list the candidate configs of families for a shape", formatter_class=_Help)
+    p.add_argument("--shape", required=True, metavar="MxNxK[:dtype]", help="the problem, e.g. 4096x4096x4096:bf16")
+    p.add_argument("--families", "--family", dest="families", required=True, metavar="F1,F2",
+                   help="comma-separated families (--family: old spelling)")
+    p.add_argument("--space", "--kind", dest="space", choices=("default", "exhaustive"), default="default",
+                   help="which space (--kind: old spelling)")
     p.add_argument("--device", default=None, help="h100, h200, a100 (default: the visible GPU, else h100)")
-    p.add_argument("--show-rejected", action="store_true")
+    p.add_argument("--show-rejected", action="store_true", help="also list the rejected configs with their reasons")
     p.set_defaults(fn=cmd_space)
 
     _add_lut_parser(sub)
@@ -544,8 +634,22 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+class _Parser(argparse.ArgumentParser):
+    """Sub-command parsers: defaults shown in every help."""
+
+    def __init__(self, *a, **kw):
+        kw.setdefault("formatter_class", _Help)
+        super().__init__(*a, **kw)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(_join_values(list(sys.argv[1:] if argv is None else argv)))
+    if args.cmd is None:
+        names = ", ".join(parser._subparsers._group_actions[0].choices)  # noqa: SLF001
+        print(f"gemmtune: give a command: {names}\n(gemmtune COMMAND --help for its options; "
+              "gemmtune --help for examples)", file=sys.stderr)
+        return 2
     try:
         return args.fn(args)
     except (ValueError, TypeError) as e:

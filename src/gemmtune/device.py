@@ -98,6 +98,12 @@ BUILTIN: tuple[DeviceInfo, ...] = (
                312.0, 19.5, 2039.0),
 )
 
+# Device memory of the built-in GPUs (datasheets: 80 GB HBM3, 141 GB HBM3e, 80 GB HBM2e), for
+# refusing problems that cannot be allocated when no GPU is present to ask.
+BUILTIN_MEMORY_BYTES: dict[str, int] = {
+    "NVIDIA H100 80GB HBM3": 80 * 10**9, "NVIDIA H200": 141 * 10**9, "NVIDIA A100-SXM4-80GB": 80 * 10**9,
+}
+
 _PATTERNS = (
     (re.compile(r"h100", re.I), 0),
     (re.compile(r"h200", re.I), 1),

@@ -36,12 +36,20 @@ class Shape:
     problem: Problem
 
 
+def _check_sizes(where: str, M: int, N: int, K: int) -> None:
+    zero = [d for d, v in (("M", M), ("N", N), ("K", K)) if v < 1]
+    if zero:
+        raise ValueError(f"bad shape {where!r}: {', '.join(zero)} must be >= 1 (a GEMM with an empty "
+                         "dimension has nothing to tune)")
+
+
 def parse_shape(text: str, default_dtype: str = "bfloat16") -> Shape:
     """``MxNxK[:dtype]``, e.g. ``32x32x28672:bf16``."""
     m = _SHAPE_RE.match(text)
     if not m:
         raise ValueError(f"bad shape {text!r}: expected MxNxK[:dtype], e.g. 32x32x28672:bf16")
     M, N, K = (int(g) for g in m.groups()[:3])
+    _check_sizes(text, M, N, K)
     p = Problem.from_sizes(M, N, K, m.group(4) or default_dtype)
     return Shape("cli", f"{M}x{N}x{K}", p)
 
@@ -63,6 +71,7 @@ def load_csv(path: str | Path) -> list[Shape]:
     for line, row in enumerate(rows, start=2):
         try:
             M, N, K = (int(row[c]) for c in ("M", "N", "K"))
+            _check_sizes(f"{M}x{N}x{K}", M, N, K)
             layouts = {f"layout_{x}": (row.get(f"layout_{x}") or "row").strip() for x in "ab"}
             p = Problem.from_sizes(M, N, K, row["dtype"].strip(), **layouts)
         except (ValueError, TypeError) as e:

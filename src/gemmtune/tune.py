@@ -88,6 +88,8 @@ class ShapeResult:
     tried: int
     failed: int
     statuses: dict = field(default_factory=dict)
+    # status -> the first failure's reason (one line), so that a summary can say why
+    reasons: dict = field(default_factory=dict)
     # Wall time from the moment the tuner turned to this shape until its last result was
     # in: the wait for whatever of its compilation had not already run ahead (during the
     # previous shapes' benchmarking), then its verification and timing. Compile work done
@@ -192,7 +194,8 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
          device: str | None = None, seed: int = 0, env: dict | None = None,
          table: LookupTable | str | os.PathLike | None = None,
          benchmark_space: str | int = "SAME", fast: bool = False, model=None,
-         retry_failed: bool = False, timing: str = "standard", compile_ahead: int = 2) -> TuneResult:
+         retry_failed: bool = False, timing: str = "standard", compile_ahead: int = 2,
+         overwrite: bool = False) -> TuneResult:
     """Tune ``problems``: benchmark every candidate once, keep every result, return the winners.
 
     ``families``: kernel families to search (default: all). ``space``: 'default' or
@@ -210,6 +213,9 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     'standard' (default; 20 CUDA-graph replays) or 'quick' (5 shorter replays, fewer
     eager calls: for bulk data collection). Both time L2-cold, report median and
     spread, and verify against fp64 first; each row stores its ``repeats``.
+    ``out`` onto an existing table merges (``table.merge``: per problem, the faster measured
+    choice first), so a run never loses what an earlier one wrote; ``overwrite=True`` replaces
+    it instead.
     ``compile_ahead``: how many shapes beyond the one being benchmarked the compile
     workers may compile ahead (default 2; 0 compiles each shape only when its turn
     comes, as in strictly separate phases). Only with compile workers.
@@ -371,7 +377,14 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
                 if compiler is not None:
                     compiler.close()
         table = _table(result_shapes, db, ctx)
-        table_path = table.save(out) if out else None
+        table_path = None
+        if out:
+            if Path(out).exists() and not overwrite:
+                from .table import load as load_table, merge
+                # Never destroy an earlier table: merge into it (refused, before anything is
+                # written, when it is from another GPU: its times would not compare).
+                table = merge([load_table(out), table])
+            table_path = table.save(out)
         return TuneResult(result_shapes, ctx, representative, time.monotonic() - t0, measured, reused,
                           table, table_path, Path(db.path), compile_wait, startup, n_compile if compiler else 0)
     finally:
@@ -599,10 +612,14 @@ def _summarize(s: Shape, cands: list[Choice], db: ResultStore, ctx: RunContext) 
     ok = [r for r in rel if r.status == "ok" and r.device_ms is not None and math.isfinite(r.device_ms)]
     best = min(ok, key=lambda r: (r.device_ms, r.choice_id)) if ok else None
     aten = rows.get("aten")
+    reasons: dict[str, str] = {}
+    for r in sorted(rel, key=lambda r: r.choice_id):
+        if r.status != "ok" and r.status not in reasons:
+            reasons[r.status] = (r.reason or "").strip().splitlines()[0][:200] if r.reason else ""
     return ShapeResult(s.name, s.group, s.problem, best.choice_id if best else None,
                        best.device_ms if best else None,
                        aten.device_ms if aten is not None and aten.status == "ok" else None,
-                       len(rel), sum(statuses[f] for f in FAILED), dict(statuses))
+                       len(rel), sum(statuses[f] for f in FAILED), dict(statuses), reasons)
 
 
 def _table(shapes: list[ShapeResult], db: ResultStore, ctx: RunContext) -> LookupTable:
@@ -629,6 +646,26 @@ def summary(result: TuneResult) -> dict:
     }
 
 
+def failure_lines(result: TuneResult) -> list[str]:
+    """One line per shape with failures: the count of each failure status and the first
+    reason of each, so that 'failed 15' says why (e.g. every candidate's compile error).
+
+    >>> from gemmtune.problem import Problem
+    >>> s = ShapeResult("x", "cli", Problem.from_sizes(4, 4, 4), None, None, None, 3, 3,
+    ...                 {"compile_error": 3}, {"compile_error": "CompilationError: bad"})
+    >>> failure_lines(TuneResult([s], None, False, 0.0, 3, 0, None, None, None))
+    ['x: failed 3: compile_error x3 (CompilationError: bad)']
+    """
+    lines = []
+    for s in result.shapes:
+        if not s.failed:
+            continue
+        parts = [f"{st} x{n}" + (f" ({s.reasons[st]})" if s.reasons.get(st) else "")
+                 for st, n in sorted(s.statuses.items()) if st != "ok" and st in FAILED]
+        lines.append(f"{s.name}: failed {s.failed}: " + ", ".join(parts))
+    return lines
+
+
 def render(result: TuneResult, console=None) -> None:
     """Print the per-shape summary table (rich)."""
     from rich.console import Console
@@ -650,6 +687,8 @@ def render(result: TuneResult, console=None) -> None:
                   f"{s.speedup:.2f}x" if s.speedup else "-", str(s.tried), str(s.failed),
                   f"{s.tune_s:.1f}")
     console.print(t)
+    for line in failure_lines(result):
+        console.print(line, markup=False)
     console.print(f"{result.measured} measured, {result.reused} reused from {result.store_path}, "
                   f"{result.wall_s:.1f} s ({result.startup_s:.1f} s worker start-up)"
                   + (f"; table -> {result.table_path}" if result.table_path else ""))

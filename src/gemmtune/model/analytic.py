@@ -45,7 +45,7 @@ import numpy as np
 
 from ..device import DeviceInfo
 from ..problem import Problem, element_size
-from .features import ATEN, DECOMPOSE_K, SPLITK, ChoiceBatch, batch
+from .features import ATEN, DECOMPOSE_K, SKINNY, SPLITK, ChoiceBatch, batch
 
 # --- time constants (H200 measurements, benchmarks/results/2026-11-21-h200-public-full)
 # Per kernel launch inside a CUDA graph, prologue included: 1024^3 cuBLAS ran 5.9 us of
@@ -239,7 +239,8 @@ class AnalyticModel:
         spill = np.where(even_k, 1.0, np.maximum(1.0, pressure / MASKED_REGS_KNEE) ** MASKED_REGS_POWER)
         t_busy = _softmax(t_math, t_l2, t_narrow) * spill
         t_wait = LATENCY_S / np.maximum(1.0, stages - 1) + bytes_step / PROGRAM_BW
-        splitk = (b.fam == SPLITK) & (split > 1)
+        # skinny reduces its K-slices with the same fused epilogue as split-K
+        splitk = ((b.fam == SPLITK) | (b.fam == SKINNY)) & (split > 1)
         t_prog = k_iters * np.maximum(t_wait, t_busy) + LATENCY_S + bm * bn * oes / PROGRAM_BW \
             + SYNC_S * splitk
         t_sm = np.maximum(rounds * t_prog, per_sm * k_iters * t_busy)

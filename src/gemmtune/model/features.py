@@ -42,6 +42,10 @@ FAMILY_CODES = {f: i for i, f in enumerate(FAMILIES)}
 ATEN = FAMILY_CODES["aten"]
 SPLITK = FAMILY_CODES["splitk"]
 DECOMPOSE_K = FAMILY_CODES["decompose_k"]
+# The skinny (decode) family came after FEATURE_VERSION 1: its code is outside the v1
+# one-hot (all four family columns read 0 for it), and a learned model trained without its
+# rows leaves them to the analytic estimate (LearnedModel.predict_ms) instead of guessing.
+SKINNY = len(FAMILIES)
 
 FEATURE_NAMES: tuple[str, ...] = (
     # problem
@@ -112,6 +116,12 @@ def _raw(facts: tuple, choice: Choice) -> tuple:
         t = tile_for(m, n, k, cfg.split)
         return (DECOMPOSE_K, choice.pad, t.block_m, t.block_n, t.block_k, t.num_stages, t.num_warps,
                 t.group_m, cfg.split, 1, m, n, k, max(1, k // cfg.split), al_a, al_b)
+    if fam == "skinny":
+        from ..kernels.skinny import plan
+        p = plan(m, n, k, cfg)  # the launcher's own arithmetic
+        return (SKINNY, choice.pad, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages, cfg.num_warps, 1,
+                p["splits"], int(cfg.deterministic), m, n, k, p["k_per_split"] if p["splits"] > 1 else k,
+                al_a, al_b)
     if fam == "splitk":
         # Same arithmetic as kernels.splitk.k_per_split / effective_splits.
         per = _cdiv(_cdiv(k, cfg.split_k), cfg.block_k) * cfg.block_k
