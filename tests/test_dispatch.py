@@ -603,3 +603,28 @@ def test_load_restores_binaries_and_rejects_bad_fields(tmp_path, monkeypatch):
         path.write_text(json.dumps(doc))
         with pytest.raises(ValueError, match=says):
             load(path)
+
+
+def test_patch_says_which_layer_it_tunes_when_progress_is_on(capsys):
+    model = torch.nn.Sequential(torch.nn.Linear(16, 24), torch.nn.Linear(24, 16))
+    fake = lambda ps, **kw: {p.key: "aten" for p in ps}  # noqa: E731
+    gemmtune.patch(model, hints={"m": [4]}, tune_fn=fake, progress=True)
+    err = capsys.readouterr().err
+    assert "gemmtune.patch: tuning 0 (N=24, K=16, float32; M hints [4])" in err and "tuning 1 (N=16" in err
+    model = torch.nn.Sequential(torch.nn.Linear(16, 24))
+    gemmtune.patch(model, hints={"m": [4]}, tune_fn=fake, progress=False)
+    assert capsys.readouterr().err == ""
+
+
+def test_compile_mm_progress_defaults_to_interactive(monkeypatch):
+    import gemmtune.dispatch as dispatch
+    seen = []
+
+    def fake(ps, **kw):
+        seen.append(kw["progress"])
+        return {p.key: "aten" for p in ps}
+    monkeypatch.setattr(dispatch, "interactive", lambda: True)
+    gemmtune.compile_mm(n=8, k=8, dtype="fp32", hints={"m": [2]}, tune_fn=fake)
+    monkeypatch.setattr(dispatch, "interactive", lambda: False)
+    gemmtune.compile_mm(n=8, k=8, dtype="fp32", hints={"m": [2]}, tune_fn=fake)
+    assert seen == [True, False]

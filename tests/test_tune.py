@@ -691,3 +691,28 @@ def test_tune_doctests():
 
     res = doctest.testmod(importlib.import_module("gemmtune.tune"))  # gemmtune.tune is also the function
     assert res.attempted > 0 and res.failed == 0
+
+
+def test_progress_without_a_terminal_prints_plain_periodic_lines():
+    """Not a TTY (a log file, CI): plain lines with done/total and an ETA, throttled, plus the last."""
+    import io
+
+    from gemmtune.tune import _Progress
+    buf = io.StringIO()
+    with _Progress(True, stream=buf, every_s=0.0, tty=False) as bar:
+        t = bar.task("  shape_a", 4)
+        for _ in range(4):
+            bar.advance(t)
+    lines = buf.getvalue().splitlines()
+    assert lines[0].startswith("[gemmtune]   shape_a: 1/4") and "ETA" in lines[0]
+    assert lines[-1].startswith("[gemmtune]   shape_a: 4/4") and "ETA" not in lines[-1]
+    buf = io.StringIO()
+    with _Progress(True, stream=buf, every_s=3600.0, tty=False) as bar:
+        t = bar.task("shapes", 3)
+        for _ in range(3):
+            bar.advance(t)
+    assert len(buf.getvalue().splitlines()) == 1  # throttled: only the finishing line
+    buf = io.StringIO()
+    with _Progress(False, stream=buf, tty=False) as bar:
+        bar.advance(bar.task("x", 2))
+    assert buf.getvalue() == ""

@@ -645,6 +645,13 @@ def _restore_binaries(path: Path, spec, *, skip: bool) -> str:
 
 
 # ----------------------------------------------------------------------------- compile_mm
+def interactive() -> bool:
+    """Whether someone is watching: stderr is a terminal, or Python runs interactively."""
+    import sys
+    return bool(getattr(sys, "ps1", None)) or sys.flags.interactive or (
+        hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
+
+
 def _winners(result, problems: list[Problem]) -> tuple[list[tuple[Choice, float | None]], dict | None,
                                                         LookupTable | None]:
     """Winners per problem from a TuneResult (``.shapes``) or a mapping problem/key -> choice."""
@@ -683,7 +690,7 @@ def compile_mm(*, n: int | None = None, k: int | None = None, m: int | None = No
                families: Sequence[str] | None = None, space: str = "default", store=None,
                device: str | None = None, tune_fn: Callable | None = None, timer=None,
                verify: bool = True, layout_a: str = "row", layout_b: str = "row",
-               progress: bool = False, tune_kwargs: Mapping | None = None) -> Dispatcher:
+               progress: bool | None = None, tune_kwargs: Mapping | None = None) -> Dispatcher:
     """Tune one kernel per size hint and return ``mm(a, b)`` for any size of the dynamic dims.
 
     ``m``, ``n``, ``k``: static sizes; a dim left as None is dynamic and takes its
@@ -699,6 +706,8 @@ def compile_mm(*, n: int | None = None, k: int | None = None, m: int | None = No
     ``layout_a``/``layout_b``: the layouts the caller passes ('col' for ``x @ W.t()``):
     the hint problems are tuned with them and table keys use them.
     ``verify``: check each shape's first kernel against fp64 (see the module doc).
+    ``progress``: the tuner's progress (a bar on a terminal, plain lines otherwise); default
+    ``None``: on in interactive use (stderr is a terminal or Python is interactive).
     Outputs have the inputs' dtype; float32 runs exact fp32 dots (no tf32).
 
     Example::
@@ -741,6 +750,8 @@ def compile_mm(*, n: int | None = None, k: int | None = None, m: int | None = No
         from .table import load_or_none
         table = load_or_none(table)
 
+    if progress is None:
+        progress = interactive()
     combos = list(itertools.product(*[clean[d] if d in clean else (dims[d],) for d in DIMS]))
     problems = [Problem.from_sizes(cm, cn, ck, dtype, layout_a=layout_a, layout_b=layout_b)
                 for cm, cn, ck in combos]

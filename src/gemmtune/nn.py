@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+import sys
 import warnings
 from typing import MutableMapping
 
@@ -184,7 +185,10 @@ def patch(model: torch.nn.Module, table=None, *,
     compile_kwargs.setdefault("layout_b", "col")
     cache = dispatchers if dispatchers is not None else {}
     skipped, untuned = [], []
+    from .dispatch import interactive
     from .modeltune import is_conv1d
+    say = compile_kwargs.get("progress")
+    say = interactive() if say is None else bool(say)
     for name, mod in list(model.named_modules()):
         conv = is_conv1d(mod) and not hasattr(mod, "_gemmtune_handle")
         if type(mod) is not torch.nn.Linear and not conv:
@@ -206,6 +210,10 @@ def patch(model: torch.nn.Module, table=None, *,
                 untuned.append(name or "<model>")
                 continue
             kw = dict(compile_kwargs, layout_b="row") if conv else compile_kwargs
+            if say:
+                hints = (kw.get("hints") or {}).get("m", "default hints")
+                print(f"gemmtune.patch: tuning {name or '<model>'} (N={n}, K={k}, {dt}; M hints {hints})",
+                      file=sys.stderr, flush=True)
             d = compile_mm(n=n, k=k, dtype=dt, **kw)
             cache[keys[0]] = d
         if conv:
