@@ -804,3 +804,24 @@ def test_analytic_unaligned_cublas_splits_long_k():
     # 4095^3 has K < 2 splits' worth and 1024 tiles: no split, the estimate measured before.
     big = Problem.from_sizes(4095, 4095, 4095, "bf16")
     assert not big.aligned_a and a.predict(big, [Choice.parse("aten")])[0] > 0.5
+
+
+def test_cli_train_refuses_a_model_worse_than_analytic_unless_forced(tmp_path, capsys, monkeypatch):
+    """The issue's case: 'auto' picked an MLP whose held-out best-found (53.2%) was under the
+    analytic model's (60.1%), and wrote it. Now it reports both and keeps the analytic default."""
+    import gemmtune.model as gm
+    real = gm.train
+
+    def worse(*a, **kw):
+        model, rep = real(*a, **kw)
+        rep = dict(rep, held_out=dict(rep["held_out"], top1_found=0.532),
+                   held_out_analytic=dict(rep["held_out_analytic"], top1_found=0.601))
+        return model, rep
+    monkeypatch.setattr(gm, "train", worse)
+    out = tmp_path / "m.json"
+    rc = cli.main(["train", "--store", str(SAMPLE), "--out", str(out), "--kind", "gbt"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert rc == 1 and not out.exists()
+    assert "not written" in text and "53.2% < analytic 60.1%" in text
+    assert cli.main(["train", "--store", str(SAMPLE), "--out", str(out), "--kind", "gbt", "--force"]) == 0
+    assert out.exists() and "written with --force" in " ".join(capsys.readouterr().out.split())

@@ -521,8 +521,8 @@ def cmd_train(args) -> int:
     suites = [] if [x.lower() for x in suites] == ["none"] else suites
     model, rep = train(args.store, exclude_suites=suites, test_fraction=args.test_fraction, kind=args.kind,
                        seed=args.seed, device=args.device)
-    model.save(args.out)
     console = Console(width=None if sys.stdout.isatty() else 160)
+    worse = learned_is_worse(rep)
     for note in rep.get("notes", []):
         console.print(f"note: {note}")
     sel = rep.get("selection")
@@ -538,8 +538,31 @@ def cmd_train(args) -> int:
         t.add_row(name, f"{s['spearman_mean']:.3f}", f"{s['spearman_median']:.3f}", _pct(s["top1_regret_mean"]),
                   _pct(s["top1_found"]), _pct(s["top5_regret_mean"]), _pct(s["top5_regret_max"]))
     console.print(t)
-    console.print(f"{args.out}: {rep['family']} model, trained in {rep['fit_s']:.1f} s")
+    if worse and not args.force:
+        console.print(f"not written: on its own held-out shapes the learned model is worse than the analytic one "
+                      f"({worse}); the analytic model stays the default. --force writes it anyway.")
+        return 1
+    model.save(args.out)
+    console.print(f"{args.out}: {rep['family']} model, trained in {rep['fit_s']:.1f} s"
+                  + (f" (written with --force although {worse})" if worse else ""))
     return 0
+
+
+def learned_is_worse(rep: dict) -> str:
+    """Why the learned model of a ``train`` report ranks worse than the analytic model on the
+    held-out shapes ('' when it does not): by how often its top-1 is the best choice, then by
+    its mean top-1 regret.
+
+    >>> learned_is_worse({"held_out": {"top1_found": 0.532, "top1_regret_mean": 0.2},
+    ...                   "held_out_analytic": {"top1_found": 0.601, "top1_regret_mean": 0.1}})
+    'best found 53.2% < analytic 60.1%'
+    """
+    ls, an = rep["held_out"], rep["held_out_analytic"]
+    if ls["top1_found"] < an["top1_found"]:
+        return f"best found {_pct(ls['top1_found'])} < analytic {_pct(an['top1_found'])}"
+    if ls["top1_found"] == an["top1_found"] and ls["top1_regret_mean"] > an["top1_regret_mean"]:
+        return f"top-1 regret {_pct(ls['top1_regret_mean'])} > analytic {_pct(an['top1_regret_mean'])}"
+    return ""
 
 
 def _add_model_parsers(sub) -> None:
@@ -567,6 +590,8 @@ def _add_model_parsers(sub) -> None:
     p.add_argument("--kind", choices=("auto", "gbt", "mlp"), default="auto",
                    help="gradient-boosted trees, a small MLP, or auto: the better on validation shapes")
     p.add_argument("--test-fraction", type=float, default=0.2, help="share of shapes held out (default 0.2)")
+    p.add_argument("--force", action="store_true",
+                   help="write the model even when it ranks worse than the analytic model on the held-out shapes")
     p.add_argument("--device", help="built-in GPU whose facts the features use (default: from the store)")
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.set_defaults(fn=cmd_train)
