@@ -716,3 +716,35 @@ def test_progress_without_a_terminal_prints_plain_periodic_lines():
     with _Progress(False, stream=buf, tty=False) as bar:
         bar.advance(bar.task("x", 2))
     assert buf.getvalue() == ""
+
+
+def test_two_tuners_on_one_store_split_the_work(tmp_path):
+    """Two processes tune the same shapes against one store at the same time: together they
+    measure each candidate once (claims in the store), and both end with every result."""
+    import json
+    import subprocess
+    import sys as _sys
+
+    store = tmp_path / "shared.sqlite"
+    code = ("import json, sys, gemmtune\n"
+            "from gemmtune.problem import Problem\n"
+            "ps = [Problem.from_sizes(24, 40, 64, 'fp16'), Problem.from_sizes(8, 16, 96, 'fp16')]\n"
+            f"r = gemmtune.tune(ps, families=['triton_mm', 'aten'], store={str(store)!r}, progress=False)\n"
+            "print(json.dumps({'measured': r.measured, 'reused': r.reused,"
+            " 'best': [s.best for s in r.shapes], 'tried': [s.tried for s in r.shapes]}))\n")
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    procs = [subprocess.Popen([_sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env) for _ in range(2)]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    total = outs[0]["tried"]
+    assert outs[1]["tried"] == total  # both see every candidate's result
+    distinct = sum(total)
+    with ResultStore(store) as db:
+        assert db.count() == distinct
+    # Each candidate measured by exactly one of them; the other reused it.
+    assert outs[0]["measured"] + outs[1]["measured"] == distinct
+    assert outs[0]["best"] == outs[1]["best"]

@@ -45,7 +45,7 @@ from .device import DeviceInfo
 from .problem import Problem
 from .shapes import Shape
 from .configs import AtenConfig, Choice
-from .store import STATUSES, ResultRow, ResultStore, RunContext
+from .store import STATUSES, ResultRow, ResultStore, RunContext, claim_owner
 from .table import LookupTable, TableChoice, as_table, check_provenance, provenance, required_choices
 
 FAILED = ("compile_error", "crashed", "timeout", "wrong", "error")
@@ -307,6 +307,8 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
                                   compile_ahead=compile_ahead)
     own_store = not isinstance(store, ResultStore)
     db = ResultStore(store) if own_store else store
+    owner = claim_owner()  # this tuner, in the store's claims
+    redo = RETRYABLE if retry_failed else ()
     measured = reused = 0
     compile_wait = 0.0
     compiler = None
@@ -391,6 +393,12 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
                             raise cands
                         done, todo = _pending(s.problem, cands, db, ctx, retry_failed)
                         reused += sum(c.id in done for c in cands)
+                        # Tuners sharing the store split the work: measure what this one
+                        # claims; what another holds is waited for below (ResultStore.claim).
+                        mine = set(db.claim(ctx, s.problem.key, [c.id for _, c in todo], owner,
+                                            claim_ttl(timeout, len(todo)), redo))
+                        others = [pc for pc in todo if pc[1].id not in mine]
+                        todo = [pc for pc in todo if pc[1].id in mine]
                         task = bar.task(f"  {s.name}", len(todo))
                         job = compiling.pop(i, None)
                         if job is not None and todo:
@@ -405,6 +413,9 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
                             todo = _record_compile_failures(todo, compiled, db, ctx)
                             bar.advance(task, by=n_todo - len(todo))  # failed to compile: recorded
                         measure(todo, bar, task)
+                        reused += _await_others(s.problem, others, db, ctx, owner, redo, timeout,
+                                                lambda pcs: measure(pcs, bar, task))
+                        db.release(ctx, s.problem.key, owner)
                         bar.remove(task)
                         r = _summarize(s, cands, db, ctx)
                         r.tune_s = time.monotonic() - ts
@@ -540,6 +551,37 @@ def select_by_model(problem: Problem, cands: list[Choice], k: int, model) -> lis
 def _index(todo):
     """(problem key, choice id) -> (problem, choice), to pair pool results with their task."""
     return {(p.key, c.id): (p, c) for p, c in todo}
+
+
+def claim_ttl(timeout: float, n: int) -> float:
+    """How long a tuner holds its claim on ``n`` candidates: each is killed after ``timeout``
+    seconds at worst, plus a minute of slack for compiling and recording."""
+    return 60.0 + timeout * max(n, 1)
+
+
+# How often a tuner looks at the store for the results another tuner is measuring.
+POLL_S = 0.5
+
+
+def _await_others(problem: Problem, others: list, db: ResultStore, ctx: RunContext, owner: str, redo,
+                  timeout: float, measure) -> int:
+    """Wait until the candidates other tuners claimed have results; any whose claim expired
+    (its tuner died) is claimed and measured here. Returns how many came from the others."""
+    got = 0
+    while others:
+        done = {cid for cid, r in db.done(ctx, problem.key).items() if r.status not in redo}
+        got += sum(pc[1].id in done for pc in others)
+        others = [pc for pc in others if pc[1].id not in done]
+        if not others:
+            break
+        take = set(db.claim(ctx, problem.key, [c.id for _, c in others], owner, claim_ttl(timeout, len(others)),
+                            redo))
+        if take:
+            measure([pc for pc in others if pc[1].id in take])
+            others = [pc for pc in others if pc[1].id not in take]
+        else:
+            time.sleep(POLL_S)
+    return got
 
 
 def _pending(problem: Problem, cands: list[Choice], db: ResultStore, ctx: RunContext, retry_failed: bool):
