@@ -17,6 +17,7 @@ from .api import default_choice, families, interpreter_enabled, matmul, space
 from .device import DeviceInfo
 from .problem import Problem
 from .configs import AtenConfig, Choice, DecomposeKConfig, SkinnyConfig, SplitKConfig, TileConfig
+from .epilogue import Epilogue
 from .tune import TuneResult, tune
 from . import nn
 from .dispatch import Dispatcher, compile_mm, load
@@ -26,5 +27,5 @@ from .modeltune import load_patched, save_patched, tune_model
 
 __all__ = [
     "__version__", "capture", "Capture", "tune_model", "save_patched", "load_patched", "matmul", "compile_mm", "load", "Dispatcher", "patch", "nn", "families", "space", "default_choice", "interpreter_enabled",
-    "tune", "TuneResult", "DeviceInfo", "Problem", "Choice", "TileConfig", "SplitKConfig", "SkinnyConfig", "DecomposeKConfig", "AtenConfig",
+    "tune", "TuneResult", "DeviceInfo", "Problem", "Choice", "TileConfig", "SplitKConfig", "SkinnyConfig", "DecomposeKConfig", "AtenConfig", "Epilogue",
 ]

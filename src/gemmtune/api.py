@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 import triton
 
+from . import epilogue as epi_mod
 from . import kernels
 from .device import DeviceInfo, current_or
 from .kernels.tiled import _tiled_mm_kernel
@@ -83,7 +84,8 @@ def default_choice(problem: Problem, device: DeviceInfo | None = None) -> Choice
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = None,
            out_dtype: torch.dtype | str | None = None, allow_tf32: bool = False,
-           workspace=None) -> torch.Tensor:
+           workspace=None, bias: torch.Tensor | None = None, activation: str = "none",
+           residual: torch.Tensor | None = None) -> torch.Tensor:
     """``a @ b`` with one chosen kernel, or the default heuristic when ``choice`` is None.
 
     ``choice`` is a Choice or its id, e.g. ``"triton_mm:BM64-BN64-BK32-S3-W4-G8"``,
@@ -97,15 +99,25 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
     (``choice=None``) falls back to ``aten`` (torch.mm) with a one-time warning, and an
     explicit Triton choice raises a ValueError that says so.
 
+    Fused epilogue: ``act(a @ b + bias) + residual``, applied in fp32 to the accumulator
+    before the output is rounded and stored, in the same kernel (gemmtune.epilogue).
+    ``bias``: shape (N,), added to every row; ``activation``: 'none', 'gelu_tanh',
+    'gelu_erf', 'silu' or 'relu'; ``residual``: shape (M, N), any strides. Both tensors
+    have the output's dtype and device.
+
     Example::
 
         >>> import torch, gemmtune
         >>> a = torch.randn(32, 4096, device="cuda", dtype=torch.bfloat16)
         >>> b = torch.randn(4096, 32, device="cuda", dtype=torch.bfloat16)
         >>> c = gemmtune.matmul(a, b, choice="decompose_k:s8")    # doctest: +SKIP
+        >>> bias = torch.randn(32, device="cuda", dtype=torch.bfloat16)
+        >>> h = gemmtune.matmul(a, b, bias=bias, activation="gelu_tanh", residual=c)  # doctest: +SKIP
     """
     check_operands(a, b)
     problem = Problem.from_tensors(a, b, out_dtype, allow_tf32=allow_tf32)
+    epilogue = epi_mod.bind(problem.m, problem.n, problem.torch_out_dtype, a.device, bias=bias,
+                            activation=activation, residual=residual)
     if choice is None:
         choice = default_choice(problem)
         if choice.family in kernels.TRITON_FAMILIES and a.device.type == "cpu" and not interpreter_enabled():
@@ -129,8 +141,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
     if problem.m == 0 or problem.n == 0:
         return out
     if problem.k == 0:
-        return out.zero_()
-    kernels.run_choice(choice, a, b, out, allow_tf32=problem.allow_tf32, workspace=workspace)
+        return epi_mod.apply_(out.zero_(), epilogue)
+    kernels.run_choice(choice, a, b, out, allow_tf32=problem.allow_tf32, workspace=workspace,
+                       epilogue=epilogue)
     return out
 
 

@@ -30,6 +30,11 @@ speed, never results: the output it returns comes from a verified kernel.
 A kernel a family cannot run at a shape (e.g. ``decompose_k:s16`` when the
 runtime K is not a multiple of 16) is skipped the same way.
 
+Fused epilogues: ``mm(a, b, bias=..., activation=..., residual=...)`` computes
+``act(a @ b + bias) + residual`` in one launch of the shape's kernel (gemmtune.epilogue).
+A shape is decided (and verified) once, on the plain product, whatever epilogues its
+calls carry; each combination of epilogue parts gets its own cached closure.
+
 Threads: decisions are cached per shape; a cached call reads a dict without a lock;
 deciding a new shape takes the dispatcher's lock, so each shape is decided once.
 The Triton CPU interpreter is not thread-safe (concurrent launches returned wrong
@@ -81,6 +86,7 @@ from . import kernels
 from .jsonio import read_json
 from .api import interpreter_enabled
 from .configs import AtenConfig, Choice
+from .epilogue import Epilogue, EpilogueArgs, apply_, bind
 from .kernels.splitk import SplitKWorkspace
 from .problem import DTYPES, LAYOUTS, Problem, check_operands, dtype_name
 from .table import LookupTable, TableChoice, major_minor
@@ -260,14 +266,25 @@ class Dispatcher:
         # Hot-path cache: (a.shape, b.shape, a.dtype, b.dtype, a.get_device(), b.get_device())
         # -> run(a, b). Only keys that passed validation get in, so a hit needs no checks.
         self._fast: dict[tuple, Callable] = {}
+        # The same for calls with a fused epilogue: that key plus the activation and the bias's
+        # and residual's (shape, dtype, device) -> run(a, b, bias, residual).
+        self._fast_fused: dict[tuple, Callable] = {}
         self._lock = threading.Lock()
         self._workspace = SplitKWorkspace()
         self._hint_sizes = [h.sizes for h in self.hint_choices]
         self.binaries_note = ""  # what load() did with saved kernel binaries
 
     # ------------------------------------------------------------------ hot path
-    def __call__(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        """``a @ b``; the first call of a shape decides (and verifies), later ones only launch."""
+    def __call__(self, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
+                 activation: str = "none", residual: torch.Tensor | None = None) -> torch.Tensor:
+        """``a @ b``; the first call of a shape decides (and verifies), later ones only launch.
+
+        With ``bias`` (N,), ``activation`` or ``residual`` (M, N): ``act(a @ b + bias) + residual``
+        in one launch of the decided kernel, the epilogue fused into its store
+        (gemmtune.epilogue). The decision is the shape's, whatever the epilogue: verification
+        checks the plain product."""
+        if bias is not None or residual is not None or activation != "none":
+            return self._call_fused(a, b, bias, activation, residual)
         try:
             key = (a.shape, b.shape, a.dtype, b.dtype, a.get_device(), b.get_device())
         except AttributeError:  # not tensors: the slow path says which
@@ -276,6 +293,18 @@ class Dispatcher:
         if run is not None:
             return run(a, b)
         return self._first_sight(a, b, key)
+
+    def _call_fused(self, a, b, bias, activation, residual) -> torch.Tensor:
+        try:
+            key = (a.shape, b.shape, a.dtype, b.dtype, a.get_device(), b.get_device(), activation,
+                   None if bias is None else (bias.shape, bias.dtype, bias.get_device()),
+                   None if residual is None else (residual.shape, residual.dtype, residual.get_device()))
+            run = self._fast_fused.get(key)
+        except (AttributeError, TypeError):  # not tensors, an unhashable activation: the slow path says
+            key, run = None, None
+        if run is not None:
+            return run(a, b, bias, residual)
+        return self._first_sight(a, b, key, fused=True, bias=bias, activation=activation, residual=residual)
 
     # ------------------------------------------------------------------ first sight
     def check(self, a, b) -> tuple[int, int, int]:
@@ -295,10 +324,14 @@ class Dispatcher:
             raise ValueError(f"device: gemmtune runs on CUDA (or the CPU), not {a.device}")
         return m, n, k
 
-    def _first_sight(self, a, b, key) -> torch.Tensor:
+    def _first_sight(self, a, b, key, *, fused: bool = False, bias=None, activation: str = "none",
+                     residual=None) -> torch.Tensor:
         m, n, k = self.check(a, b)
+        epilogue = (bind(m, n, self.torch_dtype, a.device, bias=bias, activation=activation, residual=residual)
+                    if fused else None)
+        cache = self._fast_fused if fused else self._fast
         with self._lock:
-            run = self._fast.get(key)
+            run = cache.get(key)
             if run is None:
                 decision = self._decisions.get((m, n, k))
                 if decision is None or (self.verify and not decision.verified
@@ -306,9 +339,9 @@ class Dispatcher:
                     decision = self._decide(a, b, m, n, k, previous=decision)
                     self._decisions[(m, n, k)] = decision
                     self.n_decisions += 1
-                run = self._make_run(decision.choice, m, n, k, a.device, a, b)
-                self._fast[key] = run
-        return run(a, b)
+                run = self._make_run(decision.choice, m, n, k, a.device, a, b, epilogue)
+                cache[key] = run
+        return run(a, b, bias, residual) if fused else run(a, b)
 
     def _interp(self, device: torch.device) -> bool:
         return device.type == "cpu" and interpreter_enabled()
@@ -411,13 +444,17 @@ class Dispatcher:
         return Problem.from_sizes(m, n, k, self.dtype, layout_a=self.layout_a, layout_b=self.layout_b)
 
     def _make_run(self, choice: Choice, m: int, n: int, k: int, device: torch.device,
-                  a: torch.Tensor | None = None, b: torch.Tensor | None = None) -> Callable:
+                  a: torch.Tensor | None = None, b: torch.Tensor | None = None,
+                  epilogue: EpilogueArgs | None = None) -> Callable:
         """The prebuilt closure a cached call runs: allocate the output, launch.
 
         On a GPU, triton_mm and split-K launch through a prepared launcher
         (``kernels.tiled.prepare_direct``) that skips Triton's per-call argument
         binding, while the operands keep the strides and alignment of the first call
-        (``a``, ``b``); anything else takes the ordinary launch."""
+        (``a``, ``b``); anything else takes the ordinary launch. With an ``epilogue``
+        (the first call's) the closure is ``run(a, b, bias, residual)``."""
+        if epilogue is not None:
+            return self._make_fused_run(choice, m, n, k, device, a, b, epilogue)
         shape, dt, empty = (m, n), self.torch_dtype, torch.empty
         if m == 0 or n == 0:
             return lambda a, b: empty(shape, dtype=dt, device=device)
@@ -452,26 +489,65 @@ class Dispatcher:
             return out
         return run
 
-    def _prepare(self, choice: Choice, a, b, shape):
+    def _make_fused_run(self, choice: Choice, m: int, n: int, k: int, device: torch.device,
+                        a: torch.Tensor | None, b: torch.Tensor | None, epilogue: EpilogueArgs) -> Callable:
+        """``_make_run`` for calls with an epilogue: ``run(a, b, bias, residual)``, whose parts
+        (``epilogue.spec``) are fixed by the cache key; every family, aten included, fuses it."""
+        shape, dt, empty, spec = (m, n), self.torch_dtype, torch.empty, epilogue.spec
+        if m == 0 or n == 0:
+            return lambda a, b, bias, residual: empty(shape, dtype=dt, device=device)
+        if k == 0:  # act(0 + bias) + residual: no product to fuse into
+            return lambda a, b, bias, residual: apply_(torch.zeros(shape, dtype=dt, device=device),
+                                                       EpilogueArgs(spec, bias, residual))
+        if choice.pad:
+            launch = functools.partial(kernels.run_choice, choice, allow_tf32=False, workspace=self._workspace)
+        else:
+            launch = functools.partial(kernels.get(choice.family).run, cfg=choice.config,
+                                       allow_tf32=False, workspace=self._workspace)
+        if self._interp(device) and choice.family in kernels.TRITON_FAMILIES:
+            launch = _locked(launch)
+        prepared = self._prepare(choice, a, b, shape, epilogue) if a is not None and device.type == "cuda" else None
+        if prepared is not None:
+            matches, fast = prepared
+
+            def run(a, b, bias, residual):
+                out = empty(shape, dtype=dt, device=device)
+                e = EpilogueArgs(spec, bias, residual)
+                if matches(a, b, epilogue=e):
+                    fast(a, b, out, epilogue=e)
+                else:
+                    launch(a, b, out, epilogue=e)
+                return out
+            return run
+
+        def run(a, b, bias, residual):
+            out = empty(shape, dtype=dt, device=device)
+            launch(a, b, out, epilogue=EpilogueArgs(spec, bias, residual))
+            return out
+        return run
+
+    def _prepare(self, choice: Choice, a, b, shape, epilogue: EpilogueArgs | None = None):
         """(matches, launch) of a prepared launcher for ``choice`` at this problem, checked
         once against Triton's ordinary launch on these very operands; None when the family
-        has none, or when the check fails (then the ordinary launch serves, and we say so)."""
+        has none, or when the check fails (then the ordinary launch serves, and we say so).
+        Both take the ``epilogue`` as a keyword."""
         prep = getattr(kernels.get(choice.family), "prepare", None)
         if prep is None or choice.pad:
             return None
         try:
             want = torch.empty(shape, dtype=self.torch_dtype, device=a.device)
-            got = prep(a, b, want, choice.config, allow_tf32=False, workspace=self._workspace)
+            got = prep(a, b, want, choice.config, allow_tf32=False, workspace=self._workspace, epilogue=epilogue)
             if got is None:
                 return None
             matches, fast = got
             out = torch.full(shape, math.nan, dtype=self.torch_dtype, device=a.device)
-            fast(a, b, out)
+            fast(a, b, out, epilogue=epilogue)
             torch.cuda.synchronize(a.device)
-            det = not (choice.family == "splitk" and not choice.config.deterministic)
+            # Atomic reductions (splitk's and skinny's) add in a varying order.
+            det = getattr(choice.config, "deterministic", True)
             same = torch.equal(out, want) if det else bool(torch.allclose(out.float(), want.float(),
                                                                              rtol=2e-2, atol=2e-2))
-            if same and matches(a, b):
+            if same and matches(a, b, epilogue=epilogue):
                 return matches, fast
             reason = "its output differed from Triton's ordinary launch"
         except Exception as e:  # a launcher this triton does not support: the ordinary path serves
@@ -500,14 +576,21 @@ class Dispatcher:
             out.append(int(v))
         return tuple(out)  # type: ignore[return-value]
 
-    def warmup(self, device: str | torch.device | None = None, **sizes: Sequence[int]) -> None:
+    def warmup(self, device: str | torch.device | None = None, *, epilogues: Sequence[Epilogue | str] = (),
+               **sizes: Sequence[int]) -> None:
         """Decide shapes ahead of time (e.g. before CUDA-graph capture) on random inputs.
 
-        Example: ``mm.warmup(m=[1, 2, 4, 8, 16])`` (static dims are filled in).
+        ``epilogues``: also build the cached closures of calls with these epilogues (e.g.
+        ``["bias"]`` for a Linear with a bias): a closure's first call prepares its launch,
+        which synchronizes and so cannot happen inside a capture. The prepared launch fits
+        a contiguous bias and residual; others take Triton's ordinary launch.
+
+        Example: ``mm.warmup(m=[1, 2, 4, 8, 16], epilogues=["bias"])`` (static dims are filled in).
         """
         unknown = set(sizes) - set(self.dynamic)
         if unknown:
             raise ValueError(f"warmup takes the dynamic dims {self.dynamic}, not {sorted(unknown)}")
+        specs = [Epilogue.parse(e) if isinstance(e, str) else e for e in epilogues]
         dev = torch.device(device) if device is not None else torch.device(
             "cuda" if torch.cuda.is_available() else "cpu")
         lists = [list(sizes.get(d, self.hints[d])) if d in self.dynamic else [self.dims[d]] for d in DIMS]
@@ -515,6 +598,10 @@ class Dispatcher:
             a = _random_operand(m, k, self.layout_a, self.torch_dtype, dev)
             b = _random_operand(k, n, self.layout_b, self.torch_dtype, dev)
             self(a, b)
+            for e in specs:
+                self(a, b, bias=torch.randn(n, dtype=self.torch_dtype, device=dev) if e.bias else None,
+                     activation=e.activation,
+                     residual=torch.randn(m, n, dtype=self.torch_dtype, device=dev) if e.residual else None)
 
     def __repr__(self) -> str:
         dims = ", ".join(f"{d}={self.dims[d]}" if self.dims[d] is not None else f"{d}=dyn{list(self.hints[d])}"

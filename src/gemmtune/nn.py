@@ -4,8 +4,10 @@ and ``patch(model)``, which converts every ``nn.Linear`` of a model in place.
 ``Linear`` is a subclass of ``torch.nn.Linear``: the same parameters, the same
 ``state_dict`` keys, ``isinstance(m, nn.Linear)`` still true. ``forward`` flattens
 any leading batch dims to one M dim, runs ``x @ W.T`` on the dispatcher (M dynamic,
-N = out_features and K = in_features static, ``W.T`` a column-major view) and adds
-the bias. Autograd works: the backward GEMMs run on torch.mm (see torch_ops).
+N = out_features and K = in_features static, ``W.T`` a column-major view) with the
+bias added in the same kernel's epilogue: one launch for ``x @ W.T + b``, eager or under
+torch.compile (the ``gemmtune::mm`` op takes the bias). Autograd works: the backward
+GEMMs run on torch.mm (see torch_ops).
 When the input or weight dtype is not the dispatcher's (after ``model.double()``,
 under autocast) it falls back to ``F.linear`` with a one-time warning.
 

@@ -1,7 +1,11 @@
 """PyTorch integration: the ``gemmtune::mm`` custom op and the registry it calls through.
 
-``torch.ops.gemmtune.mm(a, b, handle)`` runs the dispatcher registered under the
-int ``handle``. It is a ``torch.library.custom_op`` with a fake (meta) kernel, so
+``torch.ops.gemmtune.mm(a, b, handle, bias=None, activation="none", residual=None)``
+runs the dispatcher registered under the int ``handle``: ``act(a @ b + bias) + residual``
+with the epilogue fused into the GEMM's kernel (gemmtune.epilogue). The op is opaque to
+Inductor, which therefore could not fuse a bias, activation or residual into it; taking
+them as arguments is how they stay one launch. ``gemmtune.nn.Linear`` passes its bias.
+It is a ``torch.library.custom_op`` with a fake (meta) kernel, so
 ``torch.compile(dynamic=True)`` traces it as one opaque node with symbolic output
 sizes (``256*s0``...) and no graph break, and calls the dispatcher at run time.
 The handle is an int because a custom op's arguments must be tensors or plain
@@ -12,6 +16,12 @@ Backward: registered with ``register_autograd``; the two backward GEMMs
 dispatcher. They are different problems (for a Linear: M x K <- M x N . N x K, and
 K x N <- K x M . M x N with the dynamic M as the reduction dim) that the forward's
 tuned kernels were not tuned for; tuning them needs dispatchers of their own.
+The epilogue's gradients are torch ops too: grad_bias = the row sum of the gradient at
+the pre-activation, grad_residual = grad. Through an activation the backward recomputes
+the pre-activation ``a @ b + bias`` with torch.addmm (one more GEMM) rather than saving it
+in the forward (an M x N tensor kept alive, and a second output the fused kernel would
+have to write), then applies aten's own activation backward (gelu_backward, silu_backward,
+threshold_backward).
 
 ``mm(a, b, handle)`` is what callers use: in eager mode without autograd it calls
 the dispatcher directly (a custom op costs ~7 us of dispatch per call in eager
@@ -28,10 +38,12 @@ Example::
 from __future__ import annotations
 
 import threading
+from typing import Optional
 
 import torch
 
 from .dispatch import Dispatcher
+from .epilogue import check_activation
 
 
 class DispatcherRegistry:
@@ -87,18 +99,23 @@ REGISTRY = DispatcherRegistry()
 
 
 @torch.library.custom_op("gemmtune::mm", mutates_args=())
-def _mm_op(a: torch.Tensor, b: torch.Tensor, handle: int) -> torch.Tensor:
-    return REGISTRY.get(handle)(a, b)
+def _mm_op(a: torch.Tensor, b: torch.Tensor, handle: int, bias: Optional[torch.Tensor] = None,
+           activation: str = "none", residual: Optional[torch.Tensor] = None) -> torch.Tensor:
+    return REGISTRY.get(handle)(a, b, bias=bias, activation=activation, residual=residual)
 
 
 @_mm_op.register_fake
-def _mm_fake(a: torch.Tensor, b: torch.Tensor, handle: int) -> torch.Tensor:
+def _mm_fake(a: torch.Tensor, b: torch.Tensor, handle: int, bias: Optional[torch.Tensor] = None,
+             activation: str = "none", residual: Optional[torch.Tensor] = None) -> torch.Tensor:
+    check_activation(activation)
     torch._check(a.dim() == 2 and b.dim() == 2,
                  lambda: f"gemmtune::mm takes 2-D operands, got {a.dim()}-D and {b.dim()}-D")
     torch._check(a.dtype == b.dtype, lambda: f"gemmtune::mm: dtypes differ: {a.dtype} and {b.dtype}")
     torch._check(a.shape[1] == b.shape[0],
                  lambda: f"gemmtune::mm: inner dimensions differ: {a.shape[1]} and {b.shape[0]}")
-    d = REGISTRY._by_handle.get(handle)
+    # A handle captured from a closure under dynamic=True arrives as a SymInt (unhashable): then
+    # there is no dispatcher to check against here, and the run-time call still gets the int.
+    d = REGISTRY._by_handle.get(handle) if isinstance(handle, int) else None
     if d is not None:
         torch._check(a.dtype == d.torch_dtype,
                      lambda: f"gemmtune::mm: dtype: dispatcher multiplies {d.torch_dtype}, got {a.dtype}")
@@ -107,20 +124,45 @@ def _mm_fake(a: torch.Tensor, b: torch.Tensor, handle: int) -> torch.Tensor:
             if want is not None:
                 torch._check(size == want, lambda name=name, want=want, size=size:
                              f"gemmtune::mm: {name}: static {name.upper()}={want}, got {size}")
+    if bias is not None:
+        torch._check(bias.dim() == 1 and bias.shape[0] == b.shape[1],
+                     lambda: f"gemmtune::mm: bias must have shape (N,) = ({b.shape[1]},), got {tuple(bias.shape)}")
+    if residual is not None:
+        torch._check(residual.dim() == 2 and residual.shape[0] == a.shape[0] and residual.shape[1] == b.shape[1],
+                     lambda: f"gemmtune::mm: residual must have shape (M, N) = ({a.shape[0]}, {b.shape[1]}), "
+                             f"got {tuple(residual.shape)}")
     return a.new_empty((a.shape[0], b.shape[1]))
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    a, b, _handle = inputs
-    ctx.save_for_backward(a, b)
+    a, b, _handle, bias, activation, _residual = inputs
+    ctx.activation = activation
+    ctx.save_for_backward(a, b, bias)
+
+
+def _activation_backward(grad: torch.Tensor, z: torch.Tensor, activation: str) -> torch.Tensor:
+    """d act(z) / dz times grad, with aten's own backward kernels."""
+    if activation == "relu":
+        return torch.ops.aten.threshold_backward(grad, z, 0)
+    if activation == "silu":
+        return torch.ops.aten.silu_backward(grad, z)
+    return torch.ops.aten.gelu_backward(grad, z, approximate="tanh" if activation == "gelu_tanh" else "none")
 
 
 def _backward(ctx, grad):
-    # torch.mm on purpose: see the module doc.
-    a, b = ctx.saved_tensors
-    ga = grad.mm(b.t()) if ctx.needs_input_grad[0] else None
-    gb = a.t().mm(grad) if ctx.needs_input_grad[1] else None
-    return ga, gb, None
+    # torch ops on purpose: see the module doc.
+    a, b, bias = ctx.saved_tensors
+    # (a, b, handle, bias, activation, residual); it lists only the arguments the call passed.
+    needs = tuple(ctx.needs_input_grad) + (False,) * 6
+    g = grad  # the gradient at the pre-activation a @ b + bias
+    if ctx.activation != "none" and (needs[0] or needs[1] or needs[3]):
+        z = torch.mm(a, b) if bias is None else torch.addmm(bias, a, b)
+        g = _activation_backward(grad, z, ctx.activation)
+    ga = g.mm(b.t()) if needs[0] else None
+    gb = a.t().mm(g) if needs[1] else None
+    gbias = g.sum(0) if bias is not None and needs[3] else None
+    gres = grad if needs[5] else None
+    return ga, gb, None, gbias, None, gres
 
 
 _mm_op.register_autograd(_backward, setup_context=_setup_context)
@@ -143,13 +185,13 @@ def mm(a: torch.Tensor, b: torch.Tensor, handle: int) -> torch.Tensor:
     return REGISTRY.get(handle)(a, b)
 
 
-def linear(x2d: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, handle: int) -> torch.Tensor:
-    """``x2d @ weight.T + bias`` with the GEMM on the dispatcher under ``handle``."""
-    if _use_op(x2d, weight, bias):
-        y = torch.ops.gemmtune.mm(x2d, weight.t(), handle)
-        return y if bias is None else y + bias
-    y = REGISTRY.get(handle)(x2d, weight.t())
-    return y if bias is None else y.add_(bias)  # y is ours and fresh: no second allocation
+def linear(x2d: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, handle: int,
+           activation: str = "none", residual: torch.Tensor | None = None) -> torch.Tensor:
+    """``act(x2d @ weight.T + bias) + residual`` in one launch of the dispatcher under ``handle``
+    (the epilogue fused into its kernel)."""
+    if _use_op(x2d, weight, bias, residual):
+        return torch.ops.gemmtune.mm(x2d, weight.t(), handle, bias, activation, residual)
+    return REGISTRY.get(handle)(x2d, weight.t(), bias=bias, activation=activation, residual=residual)
 
 
 __all__ = ["DispatcherRegistry", "REGISTRY", "mm", "linear"]

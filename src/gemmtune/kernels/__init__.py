@@ -4,13 +4,15 @@ A family module exposes ``NAME``, ``CONFIG`` (its config dataclass),
 ``space(problem, device, kind) -> (kept, rejected)``, ``constraint(cfg, problem,
 device) -> reason | None``, ``validate(problem, cfg)`` (raises ValueError when the
 family cannot run the config at all) and ``run(a, b, out, cfg, *, allow_tf32,
-workspace)``.
+workspace, epilogue)``, where ``epilogue`` is None or a checked
+``gemmtune.epilogue.EpilogueArgs`` (bias, activation, residual fused into the store).
 """
 
 from types import ModuleType
 
 import torch
 
+from ..epilogue import EpilogueArgs
 from . import aten, decompose_k, skinny, splitk, triton_mm
 
 FAMILIES: dict[str, ModuleType] = {m.NAME: m for m in (triton_mm, splitk, skinny, decompose_k, aten)}
@@ -31,17 +33,20 @@ def padded_sizes(m: int, n: int, k: int, elsize: int) -> tuple[int, int, int]:
 
 
 def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
-               allow_tf32: bool = False, workspace=None) -> None:
-    """Run one choice into ``out`` (shapes already checked; M, N, K > 0).
+               allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None) -> None:
+    """Run one choice into ``out`` (shapes and ``epilogue`` already checked; M, N, K > 0).
 
     ``pad+`` choices run on zero-padded row-major copies: K and N rounded up to
     whole 16-byte vectors, so every row starts aligned and no vector straddles a
     ragged edge (as Inductor's pad_mm does). Zero columns of A meet zero rows of
-    B, so the product is unchanged; a padded N is cut off when copying out.
+    B, so the product is unchanged; a padded N is cut off when copying out. With a
+    padded N the epilogue's bias and residual are padded to it too (one more copy of
+    the residual: the kernel's N is the padded one, and reading a residual of the real
+    N there would run past its rows).
     """
     fam = get(choice.family)
     if not choice.pad:
-        fam.run(a, b, out, choice.config, allow_tf32=allow_tf32, workspace=workspace)
+        fam.run(a, b, out, choice.config, allow_tf32=allow_tf32, workspace=workspace, epilogue=epilogue)
         return
     M, K = a.shape
     N = b.shape[1]
@@ -49,8 +54,9 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
     ap = torch.nn.functional.pad(a, (0, Kp - K))
     bp = torch.nn.functional.pad(b, (0, Np - N, 0, Kp - K))
     if Np == N:
-        fam.run(ap, bp, out, choice.config, allow_tf32=allow_tf32, workspace=workspace)
+        fam.run(ap, bp, out, choice.config, allow_tf32=allow_tf32, workspace=workspace, epilogue=epilogue)
         return
     tmp = torch.empty((M, Np), dtype=out.dtype, device=out.device)
-    fam.run(ap, bp, tmp, choice.config, allow_tf32=allow_tf32, workspace=workspace)
+    fam.run(ap, bp, tmp, choice.config, allow_tf32=allow_tf32, workspace=workspace,
+            epilogue=None if epilogue is None else epilogue.padded(Np - N))
     out.copy_(tmp[:, :N])

@@ -16,6 +16,7 @@ from ..device import DeviceInfo
 from ..problem import Problem
 from ..configs import DecomposeKConfig, SplitKConfig, next_pow2, tile_constraint
 from .splitk import MAX_WORKSPACE_BYTES
+from ..epilogue import EpilogueArgs
 from .tiled import launch_sum_splits, launch_tiled
 
 NAME = "decompose_k"
@@ -74,7 +75,9 @@ def validate(problem: Problem, cfg: DecomposeKConfig) -> None:
 
 
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: DecomposeKConfig, *,
-        allow_tf32: bool = False, workspace=None) -> None:
+        allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None) -> None:
+    """The bmm into fp32 partials, then their sum; the ``epilogue`` runs in the sum kernel
+    (a partial plus a bias, activated, would be wrong: act(p0 + p1 + b) != sum of act(p_s + b))."""
     M, K = a.shape
     N = b.shape[1]
     tile = tile_for(M, N, K, cfg.split)
@@ -83,4 +86,4 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: DecomposeKConf
                  group_m=tile.group_m, num_stages=tile.num_stages, num_warps=tile.num_warps,
                  k_per_split=K // cfg.split, split_mode=0, stride_cz=partials.stride(0),
                  allow_tf32=allow_tf32)
-    launch_sum_splits(partials, out)
+    launch_sum_splits(partials, out, epilogue=epilogue)

@@ -36,8 +36,10 @@ from ..configs import SkinnyConfig, prune
 from ..device import DeviceInfo
 from ..problem import Problem, element_size
 from .splitk import SplitKWorkspace
-from .tiled import (_INTERPRETED, Direct, _launch, _pow2_divisor, input_precision, lead_divisor, mma,
-                    needs_int64, split_epilogue)
+from ..epilogue import EpilogueArgs
+from .tiled import (_INTERPRETED, _launch, _pow2_divisor, direct, epilogue_consts, epilogue_pointers,
+                    epilogue_strides, epilogue_tensors, input_precision, lead_divisor, mma, needs_int64,
+                    split_epilogue)
 
 NAME = "skinny"
 CONFIG = SkinnyConfig
@@ -52,15 +54,17 @@ MAX_CORE_REGS = 64
 
 @triton.jit
 def _skinny_kernel(
-    a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr,
+    a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, bias_ptr, res_ptr,
     M, N, K, K_PER_SPLIT,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    stride_bias, stride_rm, stride_rn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     DOT: tl.constexpr, SPLIT_MODE: tl.constexpr, EVEN_K: tl.constexpr, STREAM: tl.constexpr,
     INPUT_PRECISION: tl.constexpr, INDEX_64: tl.constexpr,
     AK_UNIT: tl.constexpr, BK_UNIT: tl.constexpr, BN_UNIT: tl.constexpr,
     A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr, K_DIV: tl.constexpr,
     GPU_FENCE: tl.constexpr, KS_DIV: tl.constexpr,
+    HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, RN_UNIT: tl.constexpr,
 ):
     # Unit strides as constexprs, so that the contiguous dim is known at compile time. What
     # the leading strides are multiples of (A_LEAD_DIV / B_LEAD_DIV) is stated on the offset
@@ -80,15 +84,21 @@ def _skinny_kernel(
     else:
         sbk = stride_bk
         sbn = stride_bn
+    if RN_UNIT:
+        srn = 1
+    else:
+        srn = stride_rn
 
     if STREAM:
         _stream_k(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, sam, sak, sbk, sbn, stride_cm, stride_cn,
                   BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, INPUT_PRECISION, INDEX_64, GPU_FENCE,
-                  AK_UNIT, BN_UNIT, A_LEAD_DIV, B_LEAD_DIV)
+                  AK_UNIT, BN_UNIT, A_LEAD_DIV, B_LEAD_DIV,
+                  bias_ptr, res_ptr, stride_bias, stride_rm, srn, HAS_BIAS, ACT, HAS_RES)
     else:
         _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak, sbk, sbn,
                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, DOT, SPLIT_MODE, EVEN_K, INPUT_PRECISION,
-               INDEX_64, BK_UNIT, K_DIV, GPU_FENCE, AK_UNIT, BN_UNIT, A_LEAD_DIV, B_LEAD_DIV, KS_DIV)
+               INDEX_64, BK_UNIT, K_DIV, GPU_FENCE, AK_UNIT, BN_UNIT, A_LEAD_DIV, B_LEAD_DIV, KS_DIV,
+               bias_ptr, res_ptr, stride_bias, stride_rm, srn, HAS_BIAS, ACT, HAS_RES)
 
 
 @triton.jit
@@ -117,7 +127,9 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
            SPLIT_MODE: tl.constexpr, EVEN_K: tl.constexpr, INPUT_PRECISION: tl.constexpr,
            INDEX_64: tl.constexpr, BK_UNIT: tl.constexpr, K_DIV: tl.constexpr, GPU_FENCE: tl.constexpr,
            AK_UNIT: tl.constexpr, BN_UNIT: tl.constexpr, A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr,
-           KS_DIV: tl.constexpr):
+           KS_DIV: tl.constexpr,
+           bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn,
+           HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr):
     """One program = one column strip x one K-slice (program axes 0 and 1)."""
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -195,14 +207,17 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
 
     split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm_i, rn_i, m_ok[:, None] & n_ok[None, :],
                    stride_cm, stride_cn, M, N, pid, pid_k, 1, tl.num_programs(1),
-                   SPLIT_MODE, GPU_FENCE, BLOCK_M, BLOCK_N)
+                   SPLIT_MODE, GPU_FENCE, BLOCK_M, BLOCK_N,
+                   bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES)
 
 
 @triton.jit
 def _stream_k(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, sam, sak, sbk, sbn, stride_cm, stride_cn,
               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
               INPUT_PRECISION: tl.constexpr, INDEX_64: tl.constexpr, GPU_FENCE: tl.constexpr,
-              AK_UNIT: tl.constexpr, BN_UNIT: tl.constexpr, A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr):
+              AK_UNIT: tl.constexpr, BN_UNIT: tl.constexpr, A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr,
+              bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn,
+              HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr):
     """Stream-K over (strip, K-block) units: the grid is a fixed number of programs (one or two
     per SM) and each reduces an equal, contiguous run of units, crossing from one strip into the
     next where its run does. So no SM idles when the strips do not divide into waves (1 x 6144 x
@@ -257,7 +272,8 @@ def _stream_k(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, sam, sak, sbk, sbn
             b_ptrs += BLOCK_K * sbk
         split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm_i, rn_i, m_ok[:, None] & n_ok[None, :],
                        stride_cm, stride_cn, M, N, strip, 0, n_kb, kb_per_strip,
-                       2, GPU_FENCE, BLOCK_M, BLOCK_N)
+                       2, GPU_FENCE, BLOCK_M, BLOCK_N,
+                       bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES)
 
 
 # ---------------------------------------------------------------------- plan + space
@@ -418,24 +434,26 @@ def validate(problem: Problem, cfg: SkinnyConfig) -> None:
 
 # ---------------------------------------------------------------------- launch
 
-def _args(a, b, c, cfg: SkinnyConfig, ws, locks, allow_tf32: bool):
+def _args(a, b, c, cfg: SkinnyConfig, ws, locks, allow_tf32: bool, epilogue: EpilogueArgs | None = None):
     M, K = a.shape
     N = b.shape[1]
     p = plan(M, N, K, cfg)
     per, splits = p["k_per_split"], p["splits"]
     split_mode = 2 if cfg.stream_k else 0 if splits == 1 else (1 if cfg.deterministic else 2)
     bk_unit = b.stride(0) == 1 and b.stride(1) != 1
-    args = (a, b, c, c if ws is None else ws, c if locks is None else locks, M, N, K, per,
-            a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    args = (a, b, c, c if ws is None else ws, c if locks is None else locks, *epilogue_pointers(epilogue, c),
+            M, N, K, per, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
+            *epilogue_strides(epilogue))
     consts = dict(
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, DOT=cfg.dot,
         SPLIT_MODE=split_mode, STREAM=bool(cfg.stream_k), EVEN_K=K % cfg.block_k == 0 and per % cfg.block_k == 0,
         INPUT_PRECISION=input_precision(a.dtype, allow_tf32),
-        INDEX_64=needs_int64(a, b, c) or (ws is not None and needs_int64(ws)),
+        INDEX_64=needs_int64(a, b, c, *epilogue_tensors(epilogue)) or (ws is not None and needs_int64(ws)),
         AK_UNIT=a.stride(1) == 1, BK_UNIT=bk_unit, BN_UNIT=not bk_unit and b.stride(1) == 1,
         A_LEAD_DIV=lead_divisor(a), B_LEAD_DIV=lead_divisor(b),
         K_DIV=_pow2_divisor(math.gcd(K, per)), GPU_FENCE=split_mode != 0 and not _INTERPRETED,
         KS_DIV=16 if splits == 1 else _pow2_divisor(per),
+        **epilogue_consts(epilogue),
     )
     return p, args, consts
 
@@ -451,37 +469,38 @@ def _buffers(a, b, cfg: SkinnyConfig, workspace: SplitKWorkspace | None):
 
 
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SkinnyConfig, *,
-        allow_tf32: bool = False, workspace: SplitKWorkspace | None = None):
+        allow_tf32: bool = False, workspace: SplitKWorkspace | None = None,
+        epilogue: EpilogueArgs | None = None):
+    """The skinny kernel into ``out``; the ``epilogue`` runs on each strip's complete fp32 sum,
+    in the program that writes it (tiled.split_epilogue)."""
     ws, locks = _buffers(a, b, cfg, workspace)
-    p, args, consts = _args(a, b, out, cfg, ws, locks, allow_tf32)
+    p, args, consts = _args(a, b, out, cfg, ws, locks, allow_tf32, epilogue)
     return _launch(_skinny_kernel, p["grid"], args,
                    {**consts, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
 
 
 def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SkinnyConfig, *,
-            allow_tf32: bool = False, workspace: SplitKWorkspace | None = None):
+            allow_tf32: bool = False, workspace: SplitKWorkspace | None = None,
+            epilogue: EpilogueArgs | None = None):
     """Launch once into ``out`` and return ``(matches(a, b), launch(a, b, out))`` for cheap
-    repeated launches (as kernels.tiled.prepare_direct), or None."""
+    repeated launches (as kernels.tiled.prepare_direct), or None; with an ``epilogue`` both
+    take it as a keyword (``epilogue=e``)."""
     if _INTERPRETED:
         return None
     p = plan(a.shape[0], b.shape[1], a.shape[1], cfg)
     if (p["splits"] > 1 or cfg.stream_k) and workspace is None:
         return None
     ws, locks = _buffers(a, b, cfg, workspace)
-    _, args, consts = _args(a, b, out, cfg, ws, locks, allow_tf32)
+    _, args, consts = _args(a, b, out, cfg, ws, locks, allow_tf32, epilogue)
     kernel = _skinny_kernel[p["grid"]](*args, **consts, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-    names = list(_skinny_kernel.arg_names)
-    if kernel is None or not hasattr(kernel, "__getitem__") or len(names) != len(args) + len(consts):
-        return None
-    fixed = tuple(args[5:]) + tuple(consts[nm] for nm in names[len(args):])
-    d = Direct(kernel[(p["grid"][0], p["grid"][1], 1)], fixed, a, b, ws)
-    if ws is None:
-        return d.matches, d
+    d = direct(_skinny_kernel, kernel, p["grid"], args, consts, a, b, ws, epilogue)
+    if d is None or ws is None:
+        return None if d is None else (d.matches, d)
 
-    def matches(a, b):
-        return d.matches(a, b, workspace.partials(p["workspace_numel"], cfg.deterministic, a.device))
+    def matches(a, b, epilogue=None):
+        return d.matches(a, b, workspace.partials(p["workspace_numel"], cfg.deterministic, a.device), epilogue)
 
-    def launch(a, b, c):
+    def launch(a, b, c, epilogue=None):
         d(a, b, c, workspace.partials(p["workspace_numel"], cfg.deterministic, a.device),
-          workspace.counters(p["tiles"], a.device))
+          workspace.counters(p["tiles"], a.device), epilogue)
     return matches, launch

@@ -20,6 +20,7 @@ import triton
 from ..device import DeviceInfo
 from ..problem import Problem
 from ..configs import SplitKConfig, check_block_sizes, prune, scale_tile, tile_constraint
+from ..epilogue import EpilogueArgs
 from .tiled import launch_tiled, prepare_direct, tile_kwargs
 
 NAME = "splitk"
@@ -113,39 +114,45 @@ def _plan(a: torch.Tensor, b: torch.Tensor, cfg: SplitKConfig) -> tuple[int, int
 
 
 def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConfig, *,
-            allow_tf32: bool = False, workspace: SplitKWorkspace | None = None):
+            allow_tf32: bool = False, workspace: SplitKWorkspace | None = None,
+            epilogue: EpilogueArgs | None = None):
     """Launch once into ``out`` and return ``(matches(a, b), launch(a, b, out))`` for cheap
-    repeated launches at this problem (kernels.tiled.prepare_direct), or None. The
-    workspace buffers are looked up on every launch: they may have grown meanwhile."""
+    repeated launches at this problem (kernels.tiled.prepare_direct), or None; with an
+    ``epilogue`` both take it as a keyword (``epilogue=e``). The workspace buffers are
+    looked up on every launch: they may have grown meanwhile."""
     per, splits, numel, tiles = _plan(a, b, cfg)
     kw = tile_kwargs(cfg, allow_tf32)
     if splits == 1:
-        d = prepare_direct(a, b, out, k_per_split=a.shape[1], **kw)
+        d = prepare_direct(a, b, out, k_per_split=a.shape[1], epilogue=epilogue, **kw)
         return None if d is None else (d.matches, d)
     if workspace is None:
         return None  # a fresh workspace per call: nothing to gain
     det, dev = cfg.deterministic, a.device
     partials, counters = workspace.partials, workspace.counters
     d = prepare_direct(a, b, out, k_per_split=per, split_mode=1 if det else 2,
-                       ws=partials(numel, det, dev), locks=counters(tiles, dev), **kw)
+                       ws=partials(numel, det, dev), locks=counters(tiles, dev), epilogue=epilogue, **kw)
     if d is None:
         return None
 
-    def matches(a, b):
-        return d.matches(a, b, partials(numel, det, dev))
+    def matches(a, b, epilogue=None):
+        return d.matches(a, b, partials(numel, det, dev), epilogue)
 
-    def launch(a, b, c):
-        d(a, b, c, partials(numel, det, dev), counters(tiles, dev))
+    def launch(a, b, c, epilogue=None):
+        d(a, b, c, partials(numel, det, dev), counters(tiles, dev), epilogue)
     return matches, launch
 
 
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConfig, *,
-        allow_tf32: bool = False, workspace: SplitKWorkspace | None = None) -> None:
+        allow_tf32: bool = False, workspace: SplitKWorkspace | None = None,
+        epilogue: EpilogueArgs | None = None) -> None:
+    """Split-K into ``out``; the ``epilogue`` (gemmtune.epilogue) runs once per tile, on the
+    complete fp32 sum, in the program that writes the tile."""
     per, splits, numel, tiles = _plan(a, b, cfg)
     kw = tile_kwargs(cfg, allow_tf32)
     if splits == 1:
-        launch_tiled(a, b, out, k_per_split=a.shape[1], **kw)
+        launch_tiled(a, b, out, k_per_split=a.shape[1], epilogue=epilogue, **kw)
         return
     ws = workspace or SplitKWorkspace()  # a fresh one is correct, only slower
     launch_tiled(a, b, out, k_per_split=per, split_mode=1 if cfg.deterministic else 2,
-                 ws=ws.partials(numel, cfg.deterministic, a.device), locks=ws.counters(tiles, a.device), **kw)
+                 ws=ws.partials(numel, cfg.deterministic, a.device), locks=ws.counters(tiles, a.device),
+                 epilogue=epilogue, **kw)

@@ -10,6 +10,10 @@ One program computes a BLOCK_M x BLOCK_N tile over one K-slice (program axis 1):
   the partials (mode 1: in slice order 0..S-1, so results are bitwise reproducible;
   mode 2: partials were atomically added, order varies) and writes the output, then
   resets the counter. One launch, no spinning, so no deadlock whatever the schedule.
+* Both final stores (mode 0's, and the last arriver's in modes 1/2) apply the fused
+  epilogue, ``act(acc + bias) + residual`` in fp32 (gemmtune.epilogue; ``fused_epilogue``),
+  selected by constexprs that a plain mm leaves off (DecomposeK's partials too: its sum
+  kernel applies it).
 
 Alignment: the kernel specialises; the tuner can also copy. Triton's JIT
 specialises on 16-byte divisibility of pointers and integer strides, so an
@@ -34,6 +38,8 @@ import math
 import torch
 import triton
 import triton.language as tl
+
+from ..epilogue import NONE, EpilogueArgs
 
 
 @triton.jit
@@ -64,9 +70,10 @@ def mma(a, b, acc, INPUT_PRECISION: tl.constexpr):
 
 @triton.jit
 def _tiled_mm_kernel(
-    a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr,
+    a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, bias_ptr, res_ptr,
     M, N, K, K_PER_SPLIT,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cz, stride_cm, stride_cn,
+    stride_bias, stride_rm, stride_rn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, SPLIT_MODE: tl.constexpr,
     INPUT_PRECISION: tl.constexpr, INDEX_64: tl.constexpr,
@@ -75,6 +82,7 @@ def _tiled_mm_kernel(
     A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr, K_DIV: tl.constexpr,
     M_DIV: tl.constexpr, N_DIV: tl.constexpr,
     GPU_FENCE: tl.constexpr, MASK_M: tl.constexpr, MASK_N: tl.constexpr, KS_DIV: tl.constexpr,
+    HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, RN_UNIT: tl.constexpr,
 ):
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -110,6 +118,10 @@ def _tiled_mm_kernel(
         scn = 1
     else:
         scn = stride_cn
+    if RN_UNIT:
+        srn = 1
+    else:
+        srn = stride_rn
 
     # Divisibility the JIT cannot see: Triton specialises integers on being multiples of
     # 16 *elements*, but a 16-byte vector needs only 8 bf16 elements, so a 1000-wide row
@@ -225,21 +237,62 @@ def _tiled_mm_kernel(
         rm_o = rm
         rn_o = rn
     split_epilogue(acc, c_ptr + pid_k * stride_cz, ws_ptr, lock_ptr, rm_o, rn_o, mask, stride_cm, scn,
-                   M, N, pid, pid_k, 1, num_splits, SPLIT_MODE, GPU_FENCE, BLOCK_M, BLOCK_N)
+                   M, N, pid, pid_k, 1, num_splits, SPLIT_MODE, GPU_FENCE, BLOCK_M, BLOCK_N,
+                   bias_ptr, res_ptr, stride_bias, stride_rm, srn, HAS_BIAS, ACT, HAS_RES)
+
+
+@triton.jit
+def activation(x, ACT: tl.constexpr):
+    """The activation numbered ``ACT`` (gemmtune.epilogue.ACTIVATIONS) on fp32 ``x``."""
+    if ACT == 1:
+        # gelu_tanh: 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
+        # The sigmoid form needs only exp: triton.language has no tanh in every version we
+        # support. Far out on the negative side exp overflows to inf and x / inf = -0, as it should.
+        u = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+        x = x / (1.0 + tl.exp(-2.0 * u))
+    elif ACT == 2:
+        # gelu_erf (torch's default GELU): 0.5 x (1 + erf(x / sqrt(2))).
+        x = 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
+    elif ACT == 3:
+        x = x / (1.0 + tl.exp(-x))  # silu: x * sigmoid(x)
+    elif ACT == 4:
+        x = tl.maximum(x, 0.0)
+    return x
+
+
+@triton.jit
+def fused_epilogue(x, rm, rn, mask, N, bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn,
+                   HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr):
+    """``act(x + bias[rn]) + residual[rm, rn]`` in fp32 (gemmtune.epilogue). ``rm``, ``rn`` broadcast
+    to ``x`` (a tile: rm[:, None], rn[None, :]; the flat sum kernel: one index each). With every
+    constexpr off this is ``x`` itself: a plain mm compiles to the code it had before epilogues."""
+    if HAS_BIAS:
+        x = x + tl.load(bias_ptr + rn * stride_bias, mask=rn < N, other=0.0).to(tl.float32)
+    x = activation(x, ACT)
+    if HAS_RES:
+        x = x + tl.load(res_ptr + rm * stride_rm + rn * stride_rn, mask=mask, other=0.0).to(tl.float32)
+    return x
 
 
 @triton.jit
 def split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm, rn, mask, stride_cm, stride_cn, M, N,
                    tile, pid_k, share, num_splits, SPLIT_MODE: tl.constexpr, GPU_FENCE: tl.constexpr,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn,
+                   HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr):
     """Store a program's fp32 tile ``acc`` (rows ``rm``, cols ``rn``), shared by every kernel
     that splits K across programs. SPLIT_MODE 0: cast and store (one slice, or a slice of
     DecomposeK's batched partials). 1/2: the fused split-K reduction (module docstring);
     ``tile`` indexes the arrival counter of this output tile, to which this program adds its
     ``share`` of the ``num_splits`` it needs in all (1 of S slices; a stream-K program adds the
-    K-blocks it reduced, in mode 2 only): the program that completes the count writes the tile."""
+    K-blocks it reduced, in mode 2 only): the program that completes the count writes the tile.
+    The fused epilogue (``fused_epilogue``) runs on the complete fp32 sum just before the final
+    cast: in mode 0 on ``acc``, in modes 1/2 only in the last arriver, never on a partial.
+    DecomposeK's partials pass it switched off; its sum kernel applies it."""
     c_ptrs = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn
     if SPLIT_MODE == 0:
+        acc = fused_epilogue(acc, rm[:, None], rn[None, :], mask, N, bias_ptr, res_ptr, stride_bias,
+                             stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES)
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
     else:
         # Workspace is contiguous fp32: [S, M, N] for mode 1, [M, N] for mode 2.
@@ -274,13 +327,17 @@ def split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm, rn, mask, stride_cm, stride
                 tl.debug_barrier()
                 # Leave the workspace zeroed for the next launch.
                 tl.store(ws_ptr + w_off, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), mask=mask)
+            total = fused_epilogue(total, rm[:, None], rn[None, :], mask, N, bias_ptr, res_ptr, stride_bias,
+                                   stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES)
             tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask)
             tl.atomic_xchg(lock_ptr + tile, 0)
 
 
 @triton.jit
-def _sum_splits_kernel(ws_ptr, out_ptr, MN, N, S, stride_om, stride_on, BLOCK: tl.constexpr):
-    """out[m, n] = sum_s ws[s, m, n], summed in fp32 in slice order, cast on store."""
+def _sum_splits_kernel(ws_ptr, out_ptr, bias_ptr, res_ptr, MN, N, S, stride_om, stride_on,
+                       stride_bias, stride_rm, stride_rn, BLOCK: tl.constexpr, INDEX_64: tl.constexpr,
+                       HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr):
+    """out[m, n] = epilogue(sum_s ws[s, m, n]), summed in fp32 in slice order, cast on store."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < MN
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
@@ -288,6 +345,11 @@ def _sum_splits_kernel(ws_ptr, out_ptr, MN, N, S, stride_om, stride_on, BLOCK: t
         acc += tl.load(ws_ptr + s * MN + offs, mask=mask, other=0.0)
     m = offs // N
     n = offs % N
+    if INDEX_64:
+        m = m.to(tl.int64)
+        n = n.to(tl.int64)
+    acc = fused_epilogue(acc, m, n, mask, N, bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn,
+                         HAS_BIAS, ACT, HAS_RES)
     tl.store(out_ptr + m * stride_om + n * stride_on, acc.to(out_ptr.dtype.element_ty), mask=mask)
 
 
@@ -384,8 +446,51 @@ def edge_masks(M: int, N: int, block_m: int, block_n: int, edge: str = "auto", *
     raise ValueError(f"edge must be 'auto', 'wrap' or 'mask', not {edge!r}")
 
 
+# The pointer arguments every kernel with a fused epilogue takes first, in this order, so
+# that a prepared launch (Direct) can pass fresh pointers and keep the rest frozen.
+N_POINTERS = 7  # a, b, c, ws, locks, bias, residual
+
+
+def epilogue_pointers(epi: EpilogueArgs | None, c: torch.Tensor) -> tuple:
+    """(bias, residual) for the kernel's pointer slots; ``c`` stands in for an absent one (its
+    alignment is already part of the specialisation, so a plain mm compiles no new variant)."""
+    if epi is None:
+        return c, c
+    return (c if epi.bias is None else epi.bias), (c if epi.residual is None else epi.residual)
+
+
+def epilogue_strides(epi: EpilogueArgs | None) -> tuple[int, int, int]:
+    """(stride_bias, stride_rm, stride_rn); zeros for absent tensors."""
+    if epi is None:
+        return 0, 0, 0
+    sb = 0 if epi.bias is None else epi.bias.stride(0)
+    srm, srn = (0, 0) if epi.residual is None else epi.residual.stride()
+    return sb, srm, srn
+
+
+def epilogue_consts(epi: EpilogueArgs | None) -> dict:
+    """HAS_BIAS / ACT / HAS_RES (gemmtune.epilogue) and RN_UNIT (the residual's rows are
+    contiguous: a constexpr, like the operands' unit strides, so its loads vectorise)."""
+    if epi is None:
+        return {**NONE.constexprs(), "RN_UNIT": False}
+    return {**epi.spec.constexprs(), "RN_UNIT": epi.residual is not None and epi.residual.stride(1) == 1}
+
+
+def epilogue_tensors(epi: EpilogueArgs | None) -> tuple:
+    return () if epi is None else tuple(t for t in (epi.bias, epi.residual) if t is not None)
+
+
+def epilogue_key(epi: EpilogueArgs | None):
+    """What a compiled kernel specialised on about an epilogue: which parts, and the strides and
+    16-byte alignment of its tensors (Triton specialises pointers on alignment)."""
+    if epi is None:
+        return None
+    return (epi.spec,) + tuple(None if t is None else (t.stride(), t.data_ptr() % 16)
+                               for t in (epi.bias, epi.residual))
+
+
 def _tiled_args(a, b, c, *, block_m, block_n, block_k, group_m, k_per_split, split_mode=0, stride_cz=0,
-                ws=None, locks=None, allow_tf32=False, edge="auto"):
+                ws=None, locks=None, allow_tf32=False, edge="auto", epilogue=None):
     """(grid, runtime args, constexprs) of one launch of the tiled kernel."""
     M, K = a.shape
     N = b.shape[1]
@@ -394,14 +499,15 @@ def _tiled_args(a, b, c, *, block_m, block_n, block_k, group_m, k_per_split, spl
     am_unit = a.stride(1) != 1 and a.stride(0) == 1
     bn_unit = b.stride(1) == 1
     mask_m, mask_n = edge_masks(M, N, block_m, block_n, edge, m_contiguous=am_unit, n_contiguous=bn_unit)
-    args = (a, b, c, c if ws is None else ws, c if locks is None else locks,
+    args = (a, b, c, c if ws is None else ws, c if locks is None else locks, *epilogue_pointers(epilogue, c),
             M, N, K, k_per_split,
-            a.stride(0), a.stride(1), b.stride(0), b.stride(1), stride_cz, c.stride(-2), c.stride(-1))
+            a.stride(0), a.stride(1), b.stride(0), b.stride(1), stride_cz, c.stride(-2), c.stride(-1),
+            *epilogue_strides(epilogue))
     consts = dict(
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m,
         EVEN_K=K % block_k == 0 and k_per_split % block_k == 0, SPLIT_MODE=split_mode,
         INPUT_PRECISION=input_precision(a.dtype, allow_tf32),
-        INDEX_64=needs_int64(a, b, c) or (ws is not None and needs_int64(ws)),
+        INDEX_64=needs_int64(a, b, c, *epilogue_tensors(epilogue)) or (ws is not None and needs_int64(ws)),
         AK_UNIT=a.stride(1) == 1, AM_UNIT=am_unit,
         BK_UNIT=b.stride(1) != 1 and b.stride(0) == 1, BN_UNIT=bn_unit,
         CN_UNIT=c.stride(-1) == 1,
@@ -414,6 +520,7 @@ def _tiled_args(a, b, c, *, block_m, block_n, block_k, group_m, k_per_split, spl
         N_DIV=min(_pow2_divisor(N), block_n) if bn_unit and not mask_n else 1,
         GPU_FENCE=split_mode != 0 and not _INTERPRETED, MASK_M=mask_m, MASK_N=mask_n,
         KS_DIV=16 if splits == 1 else _pow2_divisor(k_per_split),
+        **epilogue_consts(epilogue),
     )
     return grid, args, consts
 
@@ -436,13 +543,15 @@ def launch_tiled(
     locks: torch.Tensor | None = None,
     allow_tf32: bool = False,
     edge: str = "auto",
+    epilogue: EpilogueArgs | None = None,
 ):
-    """Launch the tiled kernel; the caller has validated shapes and sizes (M, N, K > 0).
-    Returns what Triton's launch returns (the compiled kernel on a GPU)."""
+    """Launch the tiled kernel; the caller has validated shapes and sizes (M, N, K > 0) and the
+    epilogue (gemmtune.epilogue.bind). Returns what Triton's launch returns (the compiled
+    kernel on a GPU)."""
     grid, args, consts = _tiled_args(a, b, c, block_m=block_m, block_n=block_n, block_k=block_k,
                                      group_m=group_m, k_per_split=k_per_split, split_mode=split_mode,
                                      stride_cz=stride_cz, ws=ws, locks=locks, allow_tf32=allow_tf32,
-                                     edge=edge)
+                                     edge=edge, epilogue=epilogue)
     return _launch(_tiled_mm_kernel, grid, args, {**consts, "num_warps": num_warps, "num_stages": num_stages})
 
 
@@ -452,8 +561,8 @@ def tile_kwargs(cfg, allow_tf32: bool) -> dict:
             "num_stages": cfg.num_stages, "num_warps": cfg.num_warps, "allow_tf32": allow_tf32}
 
 
-def prepare_direct(a, b, c, *, num_stages, num_warps, ws=None, locks=None, **kw):
-    """A launcher for repeated launches at this exact problem: ``fn(a, b, c, ws, locks)``.
+def prepare_direct(a, b, c, *, num_stages, num_warps, ws=None, locks=None, epilogue=None, **kw):
+    """A launcher for repeated launches at this exact problem: ``fn(a, b, c, ws, locks, epilogue)``.
 
     Triton's own launch path binds and specialises every argument on every call (tens
     of microseconds of Python for this kernel's 37 parameters). Once one launch has
@@ -461,48 +570,68 @@ def prepare_direct(a, b, c, *, num_stages, num_warps, ws=None, locks=None, **kw)
     one problem are the data pointers; sizes, strides, constexprs and the 16-byte
     alignment Triton specialised on are fixed. The launcher returned here passes the
     pointers plus the frozen rest straight to the compiled kernel. It is only valid
-    while the operands keep the strides and alignment of the ones given here: the
-    caller checks that (``Direct.matches``) and uses ``launch_tiled`` otherwise.
+    while the operands (and the epilogue's bias and residual) keep the strides and
+    alignment of the ones given here: the caller checks that (``Direct.matches``) and
+    uses ``launch_tiled`` otherwise.
     Returns None in the interpreter (no compiled kernel) or when Triton returned none.
     """
     if _INTERPRETED:
         return None
-    grid, args, consts = _tiled_args(a, b, c, ws=ws, locks=locks, **kw)
+    grid, args, consts = _tiled_args(a, b, c, ws=ws, locks=locks, epilogue=epilogue, **kw)
     kernel = _tiled_mm_kernel[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
+    return direct(_tiled_mm_kernel, kernel, grid, args, consts, a, b, ws, epilogue)
+
+
+def direct(fn, kernel, grid, args, consts, a, b, ws, epilogue) -> "Direct | None":
+    """The Direct launch of ``kernel``, the compiled ``fn`` that one ordinary launch with
+    ``args`` and ``consts`` returned; None when there is no compiled kernel or its
+    parameters are not the args (pointers first, N_POINTERS of them) then the constexprs."""
     if kernel is None or not hasattr(kernel, "__getitem__"):
         return None
-    names = list(_tiled_mm_kernel.arg_names)
-    fixed = tuple(args[5:]) + tuple(consts[n] for n in names[len(args):])
-    if len(names) != len(args) + len(consts):
+    names = list(fn.arg_names)
+    if len(names) != len(args) + len(consts) or any(n not in consts for n in names[len(args):]):
         return None
+    fixed = tuple(args[N_POINTERS:]) + tuple(consts[n] for n in names[len(args):])
     # A 3-D grid: some triton versions' compiled-kernel runner indexes grid[2].
-    return Direct(kernel[(grid[0], grid[1], 1)], fixed, a, b, ws)
+    return Direct(kernel[(grid[0], grid[1], 1)], fixed, a, b, ws, epilogue)
 
 
 class Direct:
     """A prepared launch (see ``prepare_direct``)."""
 
-    __slots__ = ("runner", "fixed", "strides", "align", "ws_max")
+    __slots__ = ("runner", "fixed", "strides", "align", "ws_max", "epi")
 
-    def __init__(self, runner, fixed, a, b, ws):
+    def __init__(self, runner, fixed, a, b, ws, epilogue=None):
         self.runner, self.fixed = runner, fixed
         self.strides = (a.stride(), b.stride())
         self.align = (a.data_ptr() % 16, b.data_ptr() % 16)
         # A workspace only grows; past int32 offsets the kernel needs INDEX_64 recompiled.
         self.ws_max = _INT32_LIMIT if ws is not None and not needs_int64(ws) else math.inf
+        self.epi = epilogue_key(epilogue)
 
-    def matches(self, a, b, ws=None) -> bool:
-        """Whether ``a``, ``b`` (and ``ws``) fit what this launch was specialised on."""
+    def matches(self, a, b, ws=None, epilogue=None) -> bool:
+        """Whether ``a``, ``b`` (``ws`` and ``epilogue``) fit what this launch was specialised on."""
         return ((a.stride(), b.stride()) == self.strides
                 and (a.data_ptr() % 16, b.data_ptr() % 16) == self.align
-                and (ws is None or ws.numel() <= self.ws_max))
+                and (ws is None or ws.numel() <= self.ws_max)
+                and (self.epi is None if epilogue is None else epilogue_key(epilogue) == self.epi))
 
-    def __call__(self, a, b, c, ws=None, locks=None) -> None:
-        self.runner(a, b, c, c if ws is None else ws, c if locks is None else locks, *self.fixed)
+    def __call__(self, a, b, c, ws=None, locks=None, epilogue=None) -> None:
+        # Written out for the plain mm (no helper call on the hot path); c fills absent slots.
+        if epilogue is None:
+            self.runner(a, b, c, c if ws is None else ws, c if locks is None else locks, c, c, *self.fixed)
+        else:
+            self.runner(a, b, c, c if ws is None else ws, c if locks is None else locks,
+                        *epilogue_pointers(epilogue, c), *self.fixed)
 
 
-def launch_sum_splits(ws: torch.Tensor, out: torch.Tensor, block: int = 1024) -> None:
+def launch_sum_splits(ws: torch.Tensor, out: torch.Tensor, block: int = 1024,
+                      epilogue: EpilogueArgs | None = None) -> None:
+    """out = epilogue(sum of the fp32 partials ``ws`` [S, M, N])."""
     S, M, N = ws.shape
     grid = (triton.cdiv(M * N, block),)
-    _launch(_sum_splits_kernel, grid, (ws, out, M * N, N, S, out.stride(0), out.stride(1)),
-            {"BLOCK": block, "num_warps": 4})
+    args = (ws, out, *epilogue_pointers(epilogue, out), M * N, N, S, out.stride(0), out.stride(1),
+            *epilogue_strides(epilogue))
+    consts = {"BLOCK": block, "INDEX_64": needs_int64(out, *epilogue_tensors(epilogue)),
+              **(epilogue.spec if epilogue is not None else NONE).constexprs(), "num_warps": 4}
+    _launch(_sum_splits_kernel, grid, args, consts)

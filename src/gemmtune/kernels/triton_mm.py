@@ -9,6 +9,7 @@ from ..device import DeviceInfo
 from ..problem import Problem
 from ..configs import (TileConfig, check_block_sizes, default_tiles, exhaustive_tiles, prune,
                      scale_tile, tile_constraint)
+from ..epilogue import EpilogueArgs
 from .tiled import launch_tiled, prepare_direct, tile_kwargs
 
 NAME = "triton_mm"
@@ -26,16 +27,18 @@ def validate(problem: Problem, cfg: TileConfig) -> None:
 
 
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: TileConfig, *,
-        allow_tf32: bool = False, workspace=None):
+        allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None):
     """Launch into ``out``; returns what Triton's launch returns (the compiled kernel on a GPU)."""
-    return launch_tiled(a, b, out, k_per_split=a.shape[1], **tile_kwargs(cfg, allow_tf32))
+    return launch_tiled(a, b, out, k_per_split=a.shape[1], epilogue=epilogue, **tile_kwargs(cfg, allow_tf32))
 
 
 def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: TileConfig, *,
-            allow_tf32: bool = False, workspace=None):
+            allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None):
     """Launch once into ``out`` and return ``(matches(a, b), launch(a, b, out))`` for cheap
-    repeated launches at this problem (kernels.tiled.prepare_direct), or None."""
-    d = prepare_direct(a, b, out, k_per_split=a.shape[1], **tile_kwargs(cfg, allow_tf32))
+    repeated launches at this problem (kernels.tiled.prepare_direct), or None. With an
+    ``epilogue`` both take it as a keyword: ``matches(a, b, epilogue=e)``, ``launch(a, b, out,
+    epilogue=e)``."""
+    d = prepare_direct(a, b, out, k_per_split=a.shape[1], epilogue=epilogue, **tile_kwargs(cfg, allow_tf32))
     return None if d is None else (d.matches, d)
 
 
