@@ -94,3 +94,18 @@ def test_failed_candidates_say_why(capsys):
                     {"compile_error": 4, "wrong": 1}, {"compile_error": "CompilationError: no", "wrong": "rel err 3"})
     assert failure_lines(TuneResult([s], None, False, 0.0, 5, 0)) == [
         "x: failed 5: compile_error x4 (CompilationError: no), wrong x1 (rel err 3)"]
+
+
+def test_bench_model_command_passes_its_options(monkeypatch, tmp_path, capsys):
+    from gemmtune import benchmodel
+    seen = {}
+
+    def fake_run(models, **kw):
+        seen.update(kw, models=models)
+        return {"models": [{"model": m} for m in models]}
+    monkeypatch.setattr(benchmodel, "run", fake_run)
+    rc = cli.main(["bench-model", "--models", "gpt2,minilm", "--phases", "decode_b1", "--modes", "eager,eager_patch",
+                   "--out", str(tmp_path), "--tune", "default"])
+    assert rc == 0
+    assert seen["models"] == ["gpt2", "minilm"] and seen["phases"] == ["decode_b1"]
+    assert seen["modes"] == ["eager", "eager_patch"] and seen["tune_kwargs"] == {"space": "default"}

