@@ -628,3 +628,13 @@ def test_compile_mm_progress_defaults_to_interactive(monkeypatch):
     monkeypatch.setattr(dispatch, "interactive", lambda: False)
     gemmtune.compile_mm(n=8, k=8, dtype="fp32", hints={"m": [2]}, tune_fn=fake)
     assert seen == [True, False]
+
+
+def test_a_cpu_tuned_dispatcher_loads_on_the_cpu_without_a_provenance_warning():
+    from gemmtune.dispatch import provenance_mismatches
+    base = {"triton": "3.9.0", "torch": "2.13.0"}
+    interp = dict(base, device_name="cpu (Triton interpreter)", capability="interp")
+    plain = dict(base, device_name="cpu", capability="cpu")
+    assert provenance_mismatches(interp, plain) == [] and provenance_mismatches(plain, interp) == []
+    gpu = dict(base, device_name="NVIDIA H200", capability="9.0")
+    assert provenance_mismatches(interp, gpu) and provenance_mismatches(gpu, plain)

@@ -187,7 +187,14 @@ def provenance_mismatches(saved: Mapping[str, str], current: Mapping[str, str] |
     """
     cur = current or _current_provenance("tuned")
     out = []
-    if (saved.get("device_name"), saved.get("capability")) != (cur["device_name"], cur["capability"]):
+
+    def device(p) -> tuple:
+        # One CPU, whether its Triton kernels ran in the interpreter (a tuner's workers) or
+        # the process that loads the result has none: no GPU facts differ.
+        if p.get("capability") in ("cpu", "interp") and str(p.get("device_name", "")).startswith("cpu"):
+            return ("cpu",)
+        return (p.get("device_name"), p.get("capability"))
+    if device(saved) != device(cur):
         out.append(f"tuned on {saved.get('device_name')} (capability {saved.get('capability')}), "
                    f"running on {cur['device_name']} (capability {cur['capability']})")
     for lib in ("triton", "torch"):
