@@ -215,6 +215,41 @@ def _fresh_dynamo() -> None:
             setattr(cfg, name, max(getattr(cfg, name), 64))
 
 
+def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, out: dict,
+                  tune_kwargs: dict) -> dict:
+    """Each mode's callable model. The patched one is a deep copy of ``model``, tuned once from
+    ``example(copy)`` (its GEMMs captured, one tune call) and shared by eager_patch and
+    patch_compile; its tuning time and winners go into ``out``, each mode's setup time into
+    ``out['modes'][mode]``."""
+    variants: dict[str, Callable] = {}
+    for mode in modes:
+        t0 = time.perf_counter()
+        if mode == "eager":
+            variants[mode] = model
+        elif mode in ("eager_patch", "patch_compile"):
+            if "patched" not in variants:
+                import gemmtune
+                patched = copy.deepcopy(model)
+                t1 = time.perf_counter()
+                with torch.no_grad():
+                    ds = gemmtune.tune_model(patched, fn=lambda: example(patched), **tune_kwargs)
+                    gemmtune.patch(patched, dispatchers=ds)
+                out["tune_s"] = time.perf_counter() - t1
+                out["tuned_layer_shapes"] = len(ds)
+                out["tuned_problems"] = sum(len(d.hint_choices) for d in ds.values())
+                out["winners"] = sorted({h.choice.id for d in ds.values() for h in d.hint_choices})
+                variants["patched"] = patched
+            variants[mode] = variants["patched"] if mode == "eager_patch" else torch.compile(variants["patched"])
+        elif mode == "compile":
+            variants[mode] = torch.compile(model)
+        elif mode == "max_autotune":
+            variants[mode] = torch.compile(model, mode="max-autotune-no-cudagraphs")
+        else:
+            raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
+        out["modes"][mode] = {"setup_s": time.perf_counter() - t0}
+    return variants
+
+
 def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str, dtype: torch.dtype,
                  tune_kwargs: dict, log: Callable[[str], None] = print) -> dict:
     """Every mode of every phase of one causal model: times, tuning/compile times, checks."""
@@ -232,33 +267,8 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
     if device == "cuda":
         torch.cuda.empty_cache()
 
-    variants: dict[str, Callable] = {}
-    for mode in modes:
-        t0 = time.perf_counter()
-        if mode == "eager":
-            variants[mode] = model
-        elif mode in ("eager_patch", "patch_compile"):
-            if "patched" not in variants:
-                patched = copy.deepcopy(model)
-                import gemmtune
-                t1 = time.perf_counter()
-                with torch.no_grad():
-                    ds = gemmtune.tune_model(patched, fn=lambda: [p.example(patched) for p in ps],
-                                             extra_m=(1,), **tune_kwargs)
-                    gemmtune.patch(patched, dispatchers=ds)
-                out["tune_s"] = time.perf_counter() - t1
-                out["tuned_layer_shapes"] = len(ds)
-                out["tuned_problems"] = sum(len(d.hint_choices) for d in ds.values())
-                out["winners"] = sorted({h.choice.id for d in ds.values() for h in d.hint_choices})
-                variants["patched"] = patched
-            variants[mode] = variants["patched"] if mode == "eager_patch" else torch.compile(variants["patched"])
-        elif mode == "compile":
-            variants[mode] = torch.compile(model)
-        elif mode == "max_autotune":
-            variants[mode] = torch.compile(model, mode="max-autotune-no-cudagraphs")
-        else:
-            raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
-        out["modes"][mode] = {"setup_s": time.perf_counter() - t0}
+    variants = make_variants(model, modes, lambda m: [p.example(m) for p in ps], out,
+                             dict(tune_kwargs, extra_m=(1,)))
 
     for mode in modes:
         fn_model = variants[mode]
@@ -319,27 +329,7 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
         ref = emb(st32).float()
     del st32
     out = {"model": "minilm", "params": sum(p.numel() for p in st.parameters()), "modes": {}}
-    variants = {}
-    for mode in modes:
-        t0 = time.perf_counter()
-        if mode == "eager":
-            variants[mode] = st
-        elif mode in ("eager_patch", "patch_compile"):
-            if "patched" not in variants:
-                import gemmtune
-                patched = copy.deepcopy(st)
-                t1 = time.perf_counter()
-                with torch.no_grad():
-                    ds = gemmtune.tune_model(patched, fn=lambda: emb(patched), **tune_kwargs)
-                    gemmtune.patch(patched, dispatchers=ds)
-                out["tune_s"] = time.perf_counter() - t1
-                variants["patched"] = patched
-            variants[mode] = variants["patched"] if mode == "eager_patch" else torch.compile(variants["patched"])
-        elif mode == "compile":
-            variants[mode] = torch.compile(st)
-        elif mode == "max_autotune":
-            variants[mode] = torch.compile(st, mode="max-autotune-no-cudagraphs")
-        out["modes"][mode] = {"setup_s": time.perf_counter() - t0}
+    variants = make_variants(st, modes, emb, out, tune_kwargs)
     for mode in modes:
         m = variants[mode]
         _fresh_dynamo()
