@@ -98,7 +98,7 @@ for ph in $phases; do
       timeout -s INT -k 10 "${CHECK_S:-300}" python3 -m pytest tests -q -m gpu -p no:cacheprovider --durations=15 2>&1 \
         | tee "$OUT/gpu_tests.log" | tail -60; (( PIPESTATUS[0] == 0 )) || { rc=1; check_rc=1; }
       # The demo's output goes into the same log: $OUT brings back at most 8 files.
-      python3 -m gemmtune.cli demo --size 333x4097x1025 2>&1 | tee -a "$OUT/gpu_tests.log" | tail -8 \
+      python3 -m gemmtune.cli demo --shape 333x4097x1025 2>&1 | tee -a "$OUT/gpu_tests.log" | tail -8 \
         || { rc=1; check_rc=1; } ;;
     faults)
       python3 scripts/gpu_faults.py 2>&1 | tee "$OUT/faults.txt" || rc=1 ;;

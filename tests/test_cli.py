@@ -20,10 +20,13 @@ def run(argv, capsys):
 @pytest.mark.parametrize("argv,msg", [
     (["tune", "--shape", "0x4x4"], "M must be >= 1"),
     (["tune", "--shape", "4x0x4", "--shape", "8x8x8"], "N must be >= 1"),
-    (["tune", "--shape", "-1x4x4"], "bad shape '-1x4x4'"),           # a value, not an option
+    (["tune", "--shape", "-1x4x4"], "bad shape '-1x4x4': M must be >= 1"),  # a value, not an option
+    (["tune", "--shape", "4x-2x4"], "N must be >= 1"),
     (["tune", "--shape", "99999999999x4x4"], "GiB, more than the"),
     (["predict", "--shape", "0x4x4:f16"], "M must be >= 1"),
-    (["demo", "--size", "64x48"], "expected MxNxK"),
+    (["demo", "--size", "64x48"], "expected MxNxK"),              # was "not enough values to unpack"
+    (["demo", "--size", "64x48x96:bf16x"], "unsupported dtype 'bf16x'"),
+    (["demo", "--shape", "-64x48x96"], "M must be >= 1"),
     (["demo", "--shape", "64x48x0"], "K must be >= 1"),
     (["space", "--shape", "0x1x1", "--families", "aten"], "M must be >= 1"),
 ])
@@ -37,11 +40,20 @@ def test_impossible_shapes_are_one_line_errors(argv, msg, capsys):
     (["tune", "--timeout", "0"], "must be > 0"),
     (["tune", "--limit", "0"], "must be >= 1"),
     (["predict", "--shape", "8x8x8", "--top", "0"], "must be >= 1"),
+    (["tune", "--workers", "0"], "must be >= 1"),
+    (["tune", "--compile-workers", "-1"], "must be >= 0"),
+    (["tune", "--compile-ahead", "-1"], "must be >= 0"),
+    (["bench", "--repeats", "0"], "must be >= 1"),
+    (["train", "--store", "x", "--test-fraction", "1"], "between 0 and 1"),
+    (["tune", "--shape"], "expected one argument"),
+    (["tune", "--nosuch"], "unrecognized arguments: --nosuch (see gemmtune tune --help)"),
 ])
 def test_bad_numbers_are_refused_by_the_parser(argv, msg, capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(argv)
-    assert e.value.code == 2 and msg in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # One line: what is wrong and where the help is, not argparse's whole usage block.
+    assert e.value.code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_version_and_missing_command(capsys):
@@ -50,6 +62,8 @@ def test_version_and_missing_command(capsys):
     assert e.value.code == 0 and capsys.readouterr().out.startswith("gemmtune ")
     rc, out, err = run([], capsys)
     assert rc == 2 and "give a command: tune, demo, space" in err and "required: cmd" not in err
+    rc, out, err = run(["lut"], capsys)
+    assert rc == 2 and "give an action: validate, show, merge, diff" in err and "required" not in err
 
 
 def test_help_shows_defaults_and_a_real_description(capsys):
@@ -63,14 +77,91 @@ def test_help_shows_defaults_and_a_real_description(capsys):
     assert "(default: gemmtune.sqlite)" in h and "(default: 120.0)" in h and "--overwrite" in h
 
 
-def test_old_spellings_still_work(capsys):
-    rc, out, err = run(["space", "--shape", "64x64x64:fp16", "--family", "aten", "--kind", "exhaustive"], capsys)
-    assert rc == 0 and out.strip() == "aten"
+def _parsers(parser=None, seen=None):
+    """Every parser of the CLI, sub-commands' and lut actions' included."""
+    import argparse
+    parser = parser or cli.build_parser()
+    yield parser
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for p in dict.fromkeys(a.choices.values()):
+                yield from _parsers(p)
+
+
+def test_every_argument_has_help_and_every_default_is_shown():
+    import argparse
+    n = 0
+    for p in _parsers():
+        p.format_help()  # a stray '%' in a help text would break it
+        for a in p._actions:
+            if isinstance(a, (argparse._HelpAction, argparse._VersionAction)):
+                continue
+            if a.help == argparse.SUPPRESS:
+                assert isinstance(a, cli._Deprecated), (p.prog, a.option_strings)
+                continue
+            n += 1
+            assert a.help and a.help.strip(), f"{p.prog} {a.option_strings or a.dest}: no help"
+            if a.default not in (None, False) and a.option_strings:
+                assert "default" in p.formatter_class(p.prog)._get_help_string(a), (p.prog, a.option_strings)
+    assert n > 60
+
+
+@pytest.mark.parametrize("argv,old,new", [
+    (["space", "--shape", "64x64x64:fp16", "--family", "aten", "--kind", "exhaustive"], "--family", "--families"),
+    (["space", "--shape", "64x64x64:fp16", "--families", "aten", "--kind", "exhaustive"], "--kind", "--space"),
+    (["tune", "--preset", "smoke", "--group", "nosuch"], "--group", "--groups"),
+    (["predict", "--shape", "8x8x8:fp16", "--family", "aten", "--device", "h100"], "--family", "--families"),
+])
+def test_old_spellings_still_work_hidden_and_deprecated(argv, old, new, capsys):
+    rc, out, err = run(argv, capsys)
+    assert f"{old} is deprecated and goes in the next release; use {new}" in err
+    if argv[0] == "space":
+        assert rc == 0 and out.strip() == "aten"
+    elif argv[0] == "tune":
+        assert rc == 2 and "no shapes selected (check --groups" in err   # the value reached --groups
+    else:
+        assert rc == 0 and "aten" in out and "top 1 of 1" in " ".join(out.split())
+    with pytest.raises(SystemExit):
+        cli.main([argv[0], "--help"])
+    assert old not in capsys.readouterr().out.replace(new, "")
+
+
+def test_new_spellings(capsys):
     rc, out, err = run(["space", "--shape", "32x32x4096:fp16", "--families", "aten,decompose_k",
                         "--space", "default"], capsys)
-    assert rc == 0 and "aten" in out and "decompose_k:s2" in out
-    rc, out, err = run(["tune", "--preset", "smoke", "--group", "nosuch"], capsys)
-    assert rc == 2 and "check --groups" in err
+    assert rc == 0 and "aten" in out and "decompose_k:s2" in out and not err.startswith("warning")
+    rc, out, err = run(["space", "--shape", "32x32x4096:fp16"], capsys)
+    assert rc == 2 and "give --families" in err
+
+
+def test_demo_takes_shape_and_the_old_size(capsys):
+    """demo parses --shape (and --size, deprecated) like tune: MxNxK[:dtype]; the issue's
+    `demo --size 64x48x96:bf16` printed "invalid literal for int()"."""
+    for opt in ("--shape", "--size"):
+        rc, out, err = run(["demo", opt, "64x48x96:bf16"], capsys)
+        text = " ".join(out.split())
+        assert rc == 0, err
+        assert "64x48x96 bfloat16" in text and "aten" in text and "NO:" not in text
+        assert ("deprecated" in err) == (opt == "--size")
+
+
+def test_operands_are_checked_against_this_machines_memory(monkeypatch):
+    """On a CPU the interpreter allocates on the host: the smaller of the built-in GPU's memory
+    and this machine's is the limit."""
+    import torch
+
+    from gemmtune.shapes import parse_shape
+    if torch.cuda.is_available():
+        pytest.skip("a GPU's own memory is the limit")
+    big = [parse_shape("16384x16384x16384:fp32")]  # 3 GiB of operands
+    cli.check_allocatable(big)
+    monkeypatch.setattr(cli, "_host_memory_bytes", lambda: 2**30)
+    with pytest.raises(ValueError, match=r"cannot be allocated: its operands take 3.0 GiB, more than the 1 GiB "
+                                         r"of this machine"):
+        cli.check_allocatable(big)
+    with pytest.raises(ValueError, match=r"141 GiB|131 GiB"):
+        monkeypatch.setattr(cli, "_host_memory_bytes", lambda: 2**50)
+        cli.check_allocatable([parse_shape("200000x200000x4:fp32")], device="h200")
 
 
 def _tune(tmp_path, shape, *extra):
@@ -78,13 +169,66 @@ def _tune(tmp_path, shape, *extra):
                      "--out", str(tmp_path / "t.json"), "-q", *extra])
 
 
+def _cpu_table(entries: dict):
+    """A table as a tuning run on this machine would write it (same device provenance)."""
+    import gemmtune
+    from gemmtune.configs import Choice
+    from gemmtune.problem import Problem
+    from gemmtune.table import LookupTable, TableChoice, provenance
+    import torch
+    import triton
+    if torch.cuda.is_available():
+        dev, cap = torch.cuda.get_device_name(), "%d.%d" % torch.cuda.get_device_capability()
+    else:
+        dev, cap = "cpu (Triton interpreter)", "interp"
+    return LookupTable(provenance(dev, cap, torch.__version__, triton.__version__, gemmtune.__version__, "tuned"),
+                       {Problem.from_sizes(*mnk, "fp16").key: [TableChoice(Choice.parse(c), ms) for c, ms in chs]
+                        for mnk, chs in entries.items()})
+
+
 def test_out_merges_into_an_existing_table_and_overwrite_replaces(tmp_path, capsys):
-    assert _tune(tmp_path, "16x24x32:fp16") == 0
+    """The issue's lost table: `tune --out t.json` replaced a 3-entry table with its 1 entry."""
+    from gemmtune.problem import Problem
+    _cpu_table({(8, 8, 16): [("aten", 0.5)], (8, 16, 16): [("aten", 0.5)],
+                # 16x24x32, tuned below: this table's (made-up, fast) time must survive the merge
+                (16, 24, 32): [("decompose_k:s2", 1e-6)]}).save(tmp_path / "t.json")
     assert _tune(tmp_path, "8x8x48:fp16") == 0
     entries = json.loads((tmp_path / "t.json").read_text())["entries"]
-    assert len(entries) == 2  # the second run kept the first run's entry
+    assert len(entries) == 4  # 3 kept + 1 new
+    assert _tune(tmp_path, "16x24x32:fp16") == 0
+    entries = {e["key"]: e["choices"] for e in json.loads((tmp_path / "t.json").read_text())["entries"]}
+    assert len(entries) == 4
+    assert [c["id"] for c in entries[Problem.from_sizes(16, 24, 32, "fp16").key]] == ["decompose_k:s2", "aten"]
     assert _tune(tmp_path, "8x8x48:fp16", "--overwrite") == 0
     assert len(json.loads((tmp_path / "t.json").read_text())["entries"]) == 1
+
+
+def test_the_python_api_merges_too(tmp_path):
+    import gemmtune
+    from gemmtune.problem import Problem
+    _cpu_table({(8, 8, 16): [("aten", 0.5)]}).save(tmp_path / "t.json")
+    r = gemmtune.tune([Problem.from_sizes(8, 8, 48, "fp16")], families=["aten"], store=tmp_path / "s.sqlite",
+                      out=tmp_path / "t.json", progress=False)
+    assert len(r.table.entries) == 2 and len(json.loads((tmp_path / "t.json").read_text())["entries"]) == 2
+
+
+def test_out_onto_a_table_it_cannot_merge_fails_before_tuning(tmp_path, capsys):
+    import gemmtune
+    from gemmtune.table import LookupTable, provenance
+    out, store = tmp_path / "t.json", tmp_path / "s.sqlite"
+    out.write_text("{not json")
+    assert _tune(tmp_path, "8x8x48:fp16") == 2
+    assert "not valid JSON" in capsys.readouterr().err and not store.exists()  # nothing was measured
+    h200 = LookupTable(provenance("NVIDIA H200", "9.0", "2.11", "3.6.0", gemmtune.__version__, "tuned"), {})
+    h200.save(out)
+    before = out.read_text()
+    assert _tune(tmp_path, "8x8x48:fp16") == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "holds a table made on 'NVIDIA H200'" in err and "--overwrite" in err
+    assert out.read_text() == before
+    from gemmtune.store import ResultStore
+    with ResultStore(store) as db:
+        assert db.count() == 0
 
 
 def test_failed_candidates_say_why(capsys):
@@ -94,6 +238,37 @@ def test_failed_candidates_say_why(capsys):
                     {"compile_error": 4, "wrong": 1}, {"compile_error": "CompilationError: no", "wrong": "rel err 3"})
     assert failure_lines(TuneResult([s], None, False, 0.0, 5, 0)) == [
         "x: failed 5: compile_error x4 (CompilationError: no), wrong x1 (rel err 3)"]
+
+
+def test_a_triton_compile_error_is_summarized_by_its_error_not_its_location():
+    """Triton's CompilationError starts with "at L:C:" and quotes the source; the summary line
+    needs the error at its end."""
+    from gemmtune.tune import reason_line
+    reason = ("CompilationError: at 14:8:\n    b = tl.load(b_ptr)\n    acc += tl.dot(a, b)\n        ^\n"
+              "AssertionError('Both operands must be same dtype. Got bf16 and fp16')")
+    assert reason_line(reason) == ("CompilationError: at 14:8: ... AssertionError('Both operands must be same "
+                                   "dtype. Got bf16 and fp16')")
+    assert reason_line("RuntimeError: boom\nmore") == "RuntimeError: boom"
+    assert reason_line("") == "" and len(reason_line("x" * 500)) == 200
+
+
+def test_tune_prints_why_candidates_failed(tmp_path, capsys, monkeypatch):
+    """The issue: every candidate failed and the summary said only 'failed 15'. Faults are
+    injected through the worker's runner; the CLI's summary names each status, its count
+    and its first reason."""
+    import importlib
+    gt = importlib.import_module("gemmtune.tune")  # the module: gemmtune.tune is also the function
+    real = gt.tune
+    faults = {"decompose_k:s2": "compile_error", "decompose_k:s4": "raise", "decompose_k:s8": "raise"}
+    monkeypatch.setattr(gt, "tune", lambda *a, **kw: real(*a, runner="gemmtune.bench.faults:handle",
+                                                         env={"GEMMTUNE_FAULTS": json.dumps(faults)}, **kw))
+    rc = cli.main(["tune", "--shape", "16x16x1024:fp16", "--families", "decompose_k", "--store",
+                   str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "t.json"), "-q"])
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if ln.startswith("16x16x1024: failed")]
+    assert rc == 0 and len(lines) == 1, out
+    assert "compile_error x1 (" in lines[0] and "fails to compile" in lines[0]
+    assert "error x2 (" in lines[0] and "injected fault" in lines[0]
 
 
 def test_bench_model_command_passes_its_options(monkeypatch, tmp_path, capsys):
@@ -109,3 +284,11 @@ def test_bench_model_command_passes_its_options(monkeypatch, tmp_path, capsys):
     assert rc == 0
     assert seen["models"] == ["gpt2", "minilm"] and seen["phases"] == ["decode_b1"]
     assert seen["modes"] == ["eager", "eager_patch"] and seen["tune_kwargs"] == {"space": "default"}
+
+
+def test_doctests_of_the_cli_and_tune_modules():
+    import doctest
+    import importlib
+    for name in ("gemmtune.cli", "gemmtune.tune", "gemmtune.shapes"):
+        mod = importlib.import_module(name)
+        assert doctest.testmod(mod).failed == 0, name

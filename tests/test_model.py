@@ -536,7 +536,7 @@ def test_cli_predict(capsys):
     out = capsys.readouterr().out
     assert rc == 0
     assert "AnalyticModel" in out and "not measurements" in out and "splitk:" in out
-    rc = cli.main(["predict", "--shape", "4096x4096x4096:bf16", "--family", "triton_mm,aten",
+    rc = cli.main(["predict", "--shape", "4096x4096x4096:bf16", "--families", "triton_mm,aten",
                    "--space", "exhaustive", "--top", "3"])
     assert rc == 0 and "triton_mm:" in capsys.readouterr().out
 
@@ -563,7 +563,7 @@ def test_cli_predict_for_another_machines_triton(capsys):
 def test_cli_predict_errors(capsys):
     assert cli.main(["predict", "--device", "h100"]) == 2
     assert "--shape" in capsys.readouterr().err
-    assert cli.main(["predict", "--shape", "64x64x64", "--family", "nope"]) == 2
+    assert cli.main(["predict", "--shape", "64x64x64", "--families", "nope"]) == 2
     assert "unknown kernel family" in capsys.readouterr().err
 
 

@@ -1,24 +1,34 @@
 """gemmtune: find, verify and serve the fastest GEMM kernel for every shape on this GPU.
 
-    gemmtune tune --preset smoke                     # the whole pipeline, any machine
-    gemmtune tune --suite shapes.csv --out table.json
-    gemmtune tune --shape 32x32x28672:bf16 --families splitk,decompose_k
+Each candidate kernel is checked against an fp64 reference before it is timed. Every result
+goes into a resumable SQLite store (default gemmtune.sqlite) and the winners into a JSON lookup
+table (default gemmtune-table.json; a later run merges into it), both in the working directory.
+Without a GPU, the Triton kernels run in Triton's CPU interpreter (timings not representative).
+
+examples (any machine, each under a minute on 2 CPU cores):
+    gemmtune tune --preset smoke                     # the whole pipeline on 2 tiny shapes
+    gemmtune tune --shape 64x48x96:fp16 --families triton_mm,aten --out table.json
     gemmtune demo                                    # each family on one shape, errors vs fp64
     gemmtune space --shape 4096x4096x4096:bf16 --families triton_mm --device h100
-    gemmtune lut validate table.json ...             # lookup tables: validate | show | merge | diff
-    gemmtune lut export-inductor table.json inductor-lut.json   # for torch.compile
-    gemmtune bench --groups splitk,odd               # side by side with cuBLAS, Inductor (GPU)
-    gemmtune report RUN-bench.json                   # Markdown + plots; --merge A B; --tune-run DIR
-    gemmtune tune --preset public --fast             # exhaustive space, the model's top 1 (+ cuBLAS)
     gemmtune predict --shape 32x32x28672:bf16 --device h100 --top 10   # rank with a model, no GPU
-    gemmtune predict --shape 64x4096x4096:bf16 --device h200 --triton 3.6  # the shipped H200 model
-    gemmtune train --store results.sqlite --out model.json            # learned model, held-out report
-    gemmtune bench-model --models gpt2,llama-1b                       # real models end to end (GPU)
+    gemmtune lut show table.json                     # lookup tables: validate | show | merge | diff
+    gemmtune lut export-inductor table.json inductor-lut.json   # for torch.compile
+
+examples that need a GPU (the interpreter would take hours):
+    gemmtune tune --shape 32x32x28672:bf16 --families splitk,decompose_k
+    gemmtune tune --preset public --fast             # exhaustive space, the model's top 1 (+ cuBLAS)
+    gemmtune bench --groups splitk,odd               # side by side with cuBLAS, Inductor
+    gemmtune bench-model --models gpt2,llama-1b      # real models end to end
+
+on collected data (any machine):
+    gemmtune train --store results.sqlite --out model.json   # learned model, checked against analytic
+    gemmtune report RUN-bench.json                   # Markdown + plots; --merge A B; --tune-run DIR
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 # Option values that may begin with '-' (a negative size, so that the shape parser, not
@@ -38,6 +48,26 @@ class _Help(argparse.RawDescriptionHelpFormatter):
         return text
 
 
+class _Deprecated(argparse.Action):
+    """An old option spelling, kept for one release: hidden from the help, it still sets its
+    new option's value and says on stderr what to write instead."""
+
+    def __init__(self, option_strings, dest, new: str, **kw):
+        self.new = new
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog}: warning: {option_string} is deprecated and goes in the next release; "
+              f"use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def _alias(p: argparse.ArgumentParser, old: str, new: str, **kw) -> None:
+    """``old`` as a deprecated spelling of the option ``new`` (same value, same checks)."""
+    dest = next(a.dest for a in p._actions if new in a.option_strings)  # noqa: SLF001
+    p.add_argument(old, dest=dest, new=new, action=_Deprecated, default=argparse.SUPPRESS, **kw)
+
+
 def _positive_int(text: str) -> int:
     try:
         v = int(text)
@@ -45,6 +75,26 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if v < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
+    return v
+
+
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (exclusive), got {v}")
     return v
 
 
@@ -72,9 +122,18 @@ def _join_values(argv: list[str]) -> list[str]:
     return out
 
 
+def _host_memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def check_allocatable(shapes, device: str | None = None) -> None:
-    """Raise ValueError naming the first shape whose operands (A, B and C) cannot fit in the
-    memory of the GPU (or of the built-in GPU named by ``device`` on a CPU machine)."""
+    """Raise ValueError naming the first shape whose operands (A, B and C) cannot be allocated:
+    more bytes than the GPU's memory, or, on a CPU machine, than the memory of the built-in GPU
+    named by ``device`` or of this machine (the Triton interpreter runs on the CPU), whichever
+    is smaller."""
     import torch
 
     from .problem import element_size
@@ -86,12 +145,17 @@ def check_allocatable(shapes, device: str | None = None) -> None:
         dev = current_or(device)
         limit = BUILTIN_MEMORY_BYTES.get(dev.name, 80 * 2**30)
         where = f"{dev.name} (built-in facts)"
+        host = _host_memory_bytes()
+        if host and host < limit:
+            limit, where = host, "this machine (the Triton interpreter runs on the CPU)"
     for s in shapes:
         p = s.problem
         need = (p.m * p.k + p.k * p.n) * element_size(p.dtype) + p.m * p.n * element_size(p.out_dtype)
         if need > limit:
-            raise ValueError(f"shape {s.name} ({p.m}x{p.n}x{p.k} {p.dtype}): its operands take {need / 2**30:.1f} GiB, "
-                             f"more than the {limit / 2**30:.0f} GiB of {where}")
+            sizes = f"{p.m}x{p.n}x{p.k}"
+            name = sizes if s.name == sizes else f"{s.name} ({sizes})"
+            raise ValueError(f"shape {name} {p.dtype} cannot be allocated: its operands take "
+                             f"{need / 2**30:.1f} GiB, more than the {limit / 2**30:.0f} GiB of {where}")
 
 
 def _shapes(args) -> list:
@@ -122,9 +186,9 @@ def _add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suite", metavar="CSV", help="a shape suite CSV (group,name,M,N,K,dtype[,layout_a,layout_b])")
     p.add_argument("--preset", help="a bundled suite: public (the benchmark suite) or smoke (2 tiny shapes); "
                    "without --shape/--suite/--preset: smoke")
-    p.add_argument("--groups", "--group", dest="groups", metavar="G1,G2",
-                   help="keep only these comma-separated groups (--group: old spelling)")
-    p.add_argument("--limit", type=_positive_int, help="keep only the first N shapes (N >= 1)")
+    p.add_argument("--groups", metavar="G1,G2", help="keep only these comma-separated groups")
+    _alias(p, "--group", "--groups")
+    p.add_argument("--limit", type=_positive_int, metavar="N", help="keep only the first N shapes (N >= 1)")
 
 
 def cmd_tune(args) -> int:
@@ -153,25 +217,24 @@ def cmd_tune(args) -> int:
 
 def cmd_demo(args) -> int:
     """Run each kernel family on one small shape and print its error against fp64."""
-    import os
-
     import torch
     from rich.console import Console
     from rich.table import Table
 
     import gemmtune
-    from .problem import Problem
+    from .problem import DTYPES, Problem
+    from .shapes import parse_shape
     from .verify import compare, reference, tolerance
 
+    shape = parse_shape(args.shape)  # a bad shape fails here, before any re-exec
+    check_allocatable([shape])
+    p0 = shape.problem
     cuda = torch.cuda.is_available()
     if not cuda and not gemmtune.interpreter_enabled():
         os.environ["TRITON_INTERPRET"] = "1"
         # The interpreter is chosen when triton.jit decorates the kernels, so re-exec.
-        os.execv(sys.executable, [sys.executable, "-m", "gemmtune.cli", *sys.argv[1:]])
-    from .problem import DTYPES
-    from .shapes import parse_shape
+        os.execv(sys.executable, [sys.executable, "-m", "gemmtune.cli", *getattr(args, "argv", sys.argv[1:])])
     dev = "cuda" if cuda else "cpu"
-    p0 = parse_shape(args.shape).problem
     m, n, k = p0.m, p0.n, p0.k
     dtype = DTYPES[p0.dtype]
     a = torch.randn(m, k, device=dev, dtype=dtype)
@@ -200,6 +263,8 @@ def cmd_space(args) -> int:
     import gemmtune
     from .shapes import parse_shape
 
+    if not args.families:
+        raise ValueError("give --families F1,F2 (e.g. triton_mm,skinny; all: triton_mm,splitk,skinny,decompose_k,aten)")
     p = parse_shape(args.shape).problem
     for fam in args.families.split(","):
         kept, rejected = gemmtune.space(p, fam.strip(), args.space, args.device, with_rejected=True)
@@ -306,7 +371,9 @@ def cmd_lut_export_inductor(args) -> int:
 
 def _add_lut_parser(sub) -> None:
     lut = sub.add_parser("lut", help="lookup tables: validate, show, merge, diff, export to torch.compile")
-    lsub = lut.add_subparsers(dest="lut_cmd", required=True, metavar="ACTION", parser_class=_Parser)
+    lsub = lut.add_subparsers(dest="lut_cmd", metavar="ACTION", parser_class=_Parser,
+                              help="what to do with tables (gemmtune lut ACTION --help for its options)")
+    lut.set_defaults(fn=lambda args: _missing_command(lut))
     p = lsub.add_parser("validate", help="check table files; exit 0 when all are valid, 1 otherwise")
     p.add_argument("files", nargs="+", metavar="FILE", help="lookup-table JSON files")
     p.set_defaults(fn=_lut_errors(cmd_lut_validate))
@@ -416,7 +483,7 @@ def _add_bench_report_parsers(sub) -> None:
     p.add_argument("--out", default="benchmarks/results", metavar="DIR", help="where the JSON and report go")
     p.add_argument("--skip-inductor", action="store_true", help="leave torch.compile max-autotune out")
     p.add_argument("--skip-tunableop", action="store_true", help="leave PyTorch TunableOp out")
-    p.add_argument("--repeats", type=int, default=20, help="CUDA-graph replays per kernel time (default 20)")
+    p.add_argument("--repeats", type=_positive_int, default=20, metavar="N", help="CUDA-graph replays per kernel time")
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--extra-modes", metavar="top20,exhaustive",
                    help="opt-in gemmtune modes: the model's top-20, and the whole exhaustive space "
@@ -484,13 +551,13 @@ def cmd_predict(args) -> int:
         return _predict_eval(args, console)
     if not args.shape:
         raise ValueError("give --shape MxNxK[:dtype] (repeatable), or --eval STORE to score a model")
+    problems = [parse_shape(text).problem for text in args.shape]  # bad shapes fail before the model loads
     dev = current_or(args.device)
     model = _model_for(args, dev, triton_version=args.triton)
     families = args.families.split(",") if args.families else list(kernels.FAMILIES)
     for f in families:
         kernels.get(f)
-    for text in args.shape:
-        p = parse_shape(text).problem
+    for p in problems:
         cands = candidates(p, families, args.space, dev)
         est = model.predict(p, cands)
         ranked = sorted(zip(est, range(len(cands)), cands))
@@ -595,10 +662,10 @@ def _add_model_parsers(sub) -> None:
     p = sub.add_parser("predict", help="rank a shape's candidates with a performance model (no GPU needed)")
     p.add_argument("--shape", action="append", metavar="MxNxK[:dtype]", help="a shape (repeatable)")
     p.add_argument("--device", help="h100, h200, a100 (default: the visible GPU, else h100)")
-    p.add_argument("--families", "--family", dest="families", metavar="F1,F2",
-                   help="comma-separated families (default all; --family: old spelling)")
+    p.add_argument("--families", metavar="F1,F2", help="comma-separated families (default: all)")
+    _alias(p, "--family", "--families")
     p.add_argument("--space", choices=("default", "exhaustive"), default="default", help="the search space")
-    p.add_argument("--top", type=_positive_int, default=10, help="rows to show")
+    p.add_argument("--top", type=_positive_int, default=10, metavar="N", help="rows to show (N >= 1)")
     p.add_argument("--model", metavar="PATH", help="a learned model (default: the one shipped for this GPU "
                    "and triton MAJOR.MINOR, else the analytic model)")
     p.add_argument("--triton", metavar="VERSION", help="triton version of the machine the ranking is for "
@@ -610,12 +677,14 @@ def _add_model_parsers(sub) -> None:
 
     p = sub.add_parser("train", help="fit a learned performance model on a results store")
     p.add_argument("--store", required=True, help="results store or its CSV export (.sqlite[.gz], .csv[.gz])")
-    p.add_argument("--out", default="gemmtune-model.json", help="model file to write (JSON)")
+    p.add_argument("--out", default="gemmtune-model.json", help="model file to write (JSON; replaced if it exists)")
     p.add_argument("--exclude-suite", action="append", metavar="NAME|CSV",
                    help="leave these shapes out of training (repeatable; default: public; 'none' for nothing)")
     p.add_argument("--kind", choices=("auto", "gbt", "mlp"), default="auto",
                    help="gradient-boosted trees, a small MLP, or auto: the better on validation shapes")
-    p.add_argument("--test-fraction", type=float, default=0.2, help="share of shapes held out (default 0.2)")
+    p.add_argument("--test-fraction", type=_fraction, default=0.2, metavar="F",
+                   help="share of shapes held out, between 0 and 1; the learned model is compared with the "
+                   "analytic one on them")
     p.add_argument("--force", action="store_true",
                    help="write the model even when it ranks worse than the analytic model on the held-out shapes")
     p.add_argument("--device", help="built-in GPU whose facts the features use (default: from the store)")
@@ -626,30 +695,34 @@ def _add_model_parsers(sub) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    ap = argparse.ArgumentParser(prog="gemmtune", description=__doc__, formatter_class=_Help)
+    ap = _Parser(prog="gemmtune", description=__doc__)
     ap.add_argument("--version", action="version", version=f"gemmtune {__version__}")
-    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser)
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=_Parser,
+                            help="what to do (gemmtune COMMAND --help for its options)")
 
     p = sub.add_parser("tune", help="benchmark candidates per shape, store every result, write a table",
                        formatter_class=_Help)
     _add_shape_args(p)
     p.add_argument("--space", choices=("default", "exhaustive"), default="default", help="the search space")
     p.add_argument("--families", help="comma-separated: triton_mm,splitk,skinny,decompose_k,aten (default all)")
-    p.add_argument("--store", default="gemmtune.sqlite", help="SQLite results file (resumable)")
+    p.add_argument("--store", default="gemmtune.sqlite",
+                   help="SQLite results file, in the working directory unless a path is given (resumable: "
+                   "a rerun reuses what it holds)")
     p.add_argument("--out", default="gemmtune-table.json",
-                   help="lookup table to write; an existing one is merged into (per problem the faster "
-                   "measured choice first), never replaced, unless --overwrite")
+                   help="lookup table to write, in the working directory unless a path is given; an existing "
+                   "one is merged into (per problem the faster measured choice first), not replaced, "
+                   "unless --overwrite")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out table instead of merging")
-    p.add_argument("--workers", type=int, help="benchmark workers (default: one per GPU)")
-    p.add_argument("--compile-workers", type=int,
-                   help="parallel compile processes (GPU only; default: as many as can be busy, "
-                   "at most min(cores, 16))")
+    p.add_argument("--workers", type=_positive_int, metavar="N", help="benchmark workers (default: one per GPU)")
+    p.add_argument("--compile-workers", type=_nonneg_int, metavar="N",
+                   help="parallel compile processes (GPU only; 0: the benchmark worker compiles; default: as many "
+                   "as can be busy, at most min(cores, 16))")
     p.add_argument("--timeout", type=_positive_float, default=120.0, help="seconds per candidate before it is killed")
     p.add_argument("--retry-failed", action="store_true",
                    help="measure again candidates stored as crashed, timed out or errored")
     p.add_argument("--timing", choices=("standard", "quick"), default="standard",
                    help="timer profile: standard (20 CUDA-graph replays) or quick (5 shorter replays; bulk collection)")
-    p.add_argument("--compile-ahead", type=int, default=2, metavar="N",
+    p.add_argument("--compile-ahead", type=_nonneg_int, default=2, metavar="N",
                    help="shapes the compile workers may compile ahead of the one being timed (0: none)")
     p.add_argument("--device", help="built-in GPU for the config spaces when no GPU is present (h100/h200/a100)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
@@ -665,16 +738,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_tune)
 
     p = sub.add_parser("demo", help="run every kernel family once and print its error vs fp64", formatter_class=_Help)
-    p.add_argument("--shape", "--size", dest="shape", default="37x53x300", metavar="MxNxK[:dtype]",
-                   help="the problem (dtype default bf16; --size: old spelling)")
+    p.add_argument("--shape", default="37x53x300", metavar="MxNxK[:dtype]", help="the problem (dtype default bf16)")
+    _alias(p, "--size", "--shape")
     p.set_defaults(fn=cmd_demo)
 
     p = sub.add_parser("space", help="list the candidate configs of families for a shape", formatter_class=_Help)
     p.add_argument("--shape", required=True, metavar="MxNxK[:dtype]", help="the problem, e.g. 4096x4096x4096:bf16")
-    p.add_argument("--families", "--family", dest="families", required=True, metavar="F1,F2",
-                   help="comma-separated families (--family: old spelling)")
-    p.add_argument("--space", "--kind", dest="space", choices=("default", "exhaustive"), default="default",
-                   help="which space (--kind: old spelling)")
+    # Required, checked in cmd_space: argparse would not count the old spelling as given.
+    p.add_argument("--families", metavar="F1,F2", help="comma-separated families, e.g. triton_mm,skinny (required)")
+    _alias(p, "--family", "--families")
+    p.add_argument("--space", choices=("default", "exhaustive"), default="default", help="which space")
+    _alias(p, "--kind", "--space", choices=("default", "exhaustive"))
     p.add_argument("--device", default=None, help="h100, h200, a100 (default: the visible GPU, else h100)")
     p.add_argument("--show-rejected", action="store_true", help="also list the rejected configs with their reasons")
     p.set_defaults(fn=cmd_space)
@@ -686,21 +760,48 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class _Parser(argparse.ArgumentParser):
-    """Sub-command parsers: defaults shown in every help."""
+    """Every parser: defaults shown in every help, and a usage error is one line (what is wrong,
+    and where the help is) instead of the whole usage block."""
 
     def __init__(self, *a, **kw):
         kw.setdefault("formatter_class", _Help)
         super().__init__(*a, **kw)
 
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _missing_command(parser: argparse.ArgumentParser) -> int:
+    """No sub-command given: list the ones there are (argparse would say 'required: cmd')."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    what = "command" if parser.prog == "gemmtune" else "action"
+    print(f"{parser.prog}: give a{'n' if what == 'action' else ''} {what}: {', '.join(sub.choices)}\n"
+          f"({parser.prog} {what.upper()} --help for its options; {parser.prog} --help for more)",
+          file=sys.stderr)
+    return 2
+
+
+def _innermost(parser: argparse.ArgumentParser, args) -> argparse.ArgumentParser:
+    """The parser of the (sub-)sub-command that ``args`` ran: gemmtune, gemmtune tune, gemmtune lut show."""
+    for dest in ("cmd", "lut_cmd"):
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)  # noqa: SLF001
+        name = getattr(args, dest, None)
+        if sub is None or name not in sub.choices:
+            break
+        parser = sub.choices[name]
+    return parser
+
 
 def main(argv: list[str] | None = None) -> int:
+    """``gemmtune ARGS``; returns the exit status (0 ok, 1 a check failed, 2 bad input)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(_join_values(list(sys.argv[1:] if argv is None else argv)))
+    args, extra = parser.parse_known_args(_join_values(argv))
+    if extra:  # named by the sub-command's parser, so that its --help is the one pointed to
+        _innermost(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+    args.argv = argv  # demo re-executes itself with them under the interpreter
     if args.cmd is None:
-        names = ", ".join(parser._subparsers._group_actions[0].choices)  # noqa: SLF001
-        print(f"gemmtune: give a command: {names}\n(gemmtune COMMAND --help for its options; "
-              "gemmtune --help for examples)", file=sys.stderr)
-        return 2
+        return _missing_command(parser)
     try:
         return args.fn(args)
     except (ValueError, TypeError) as e:

@@ -26,7 +26,8 @@ PRESETS = {
     "smoke": "smoke.csv",    # two tiny shapes: the whole pipeline in seconds, interpreter included
 }
 COLUMNS = ("group", "name", "M", "N", "K", "dtype")
-_SHAPE_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+)\s*[xX]\s*(\d+)\s*(?::\s*([A-Za-z0-9_.]+))?\s*$")
+# A sign is matched so that "-1x4x4" gets the "M must be >= 1" message, not "expected MxNxK".
+_SHAPE_RE = re.compile(r"^\s*([-+]?\d+)\s*[xX]\s*([-+]?\d+)\s*[xX]\s*([-+]?\d+)\s*(?::\s*([A-Za-z0-9_.]+))?\s*$")
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ import json
 import math
 import os
 import queue
+import re
 import sys
 import threading
 import time
@@ -251,8 +252,8 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     eager calls: for bulk data collection). Both time L2-cold, report median and
     spread, and verify against fp64 first; each row stores its ``repeats``.
     ``out`` onto an existing table merges (``table.merge``: per problem, the faster measured
-    choice first), so a run never loses what an earlier one wrote; ``overwrite=True`` replaces
-    it instead.
+    choice first), so a run never loses what an earlier one wrote (a table from another GPU is
+    refused before anything is measured); ``overwrite=True`` replaces it instead.
     ``compile_ahead``: how many shapes beyond the one being benchmarked the compile
     workers may compile ahead (default 2; 0 compiles each shape only when its turn
     comes, as in strictly separate phases). Only with compile workers.
@@ -295,6 +296,8 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     if out is not None and not Path(out).resolve().parent.is_dir():
         # Fail before the sweep, not after it.
         raise ValueError(f"cannot write the table to {out}: directory {Path(out).resolve().parent} does not exist")
+    # The table --out merges into, read now: a bad one fails before the sweep, not after it.
+    earlier = as_table(out) if out is not None and not overwrite and Path(out).exists() else None
     families = list(families) if families else list(kernels.FAMILIES)
     for f in families:
         kernels.get(f)
@@ -331,6 +334,11 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
                 dev = DeviceInfo(**d)
             else:
                 dev = DeviceInfo.lookup(device or "h100")
+            if earlier is not None and (earlier.provenance["device_name"], earlier.provenance["capability"]) != (
+                    ctx.device_name, ctx.capability):
+                raise ValueError(f"{out} holds a table made on {earlier.provenance['device_name']!r}, this run is on "
+                                 f"{ctx.device_name!r}: their times do not compare; pass overwrite=True "
+                                 "(--overwrite) to replace it, or write to another file")
             if lut is not None:
                 check_provenance(lut, ctx.device_name, ctx.triton_version)
             ranker = _ranker(model, dev, ctx) if bspace != "SAME" else None
@@ -427,11 +435,11 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
         table = _table(result_shapes, db, ctx)
         table_path = None
         if out:
-            if Path(out).exists() and not overwrite:
-                from .table import load as load_table, merge
-                # Never destroy an earlier table: merge into it (refused, before anything is
-                # written, when it is from another GPU: its times would not compare).
-                table = merge([load_table(out), table])
+            if not overwrite and Path(out).exists():
+                from .table import merge
+                # Never destroy an earlier table: merge into it (read again: a run sharing it may
+                # have written it since; one from another GPU was refused above).
+                table = merge([as_table(out), table])
             table_path = table.save(out)
         return TuneResult(result_shapes, ctx, representative, time.monotonic() - t0, measured, reused,
                           table, table_path, Path(db.path), compile_wait, startup, n_compile if compiler else 0)
@@ -694,11 +702,28 @@ def _summarize(s: Shape, cands: list[Choice], db: ResultStore, ctx: RunContext) 
     reasons: dict[str, str] = {}
     for r in sorted(rel, key=lambda r: r.choice_id):
         if r.status != "ok" and r.status not in reasons:
-            reasons[r.status] = (r.reason or "").strip().splitlines()[0][:200] if r.reason else ""
+            reasons[r.status] = reason_line(r.reason or "")
     return ShapeResult(s.name, s.group, s.problem, best.choice_id if best else None,
                        best.device_ms if best else None,
                        aten.device_ms if aten is not None and aten.status == "ok" else None,
                        len(rel), sum(statuses[f] for f in FAILED), dict(statuses), reasons)
+
+
+def reason_line(reason: str, width: int = 200) -> str:
+    """A failure reason in one line for a summary: its first line, and for a Triton
+    compilation error, whose first line only says where ("at 12:4:"), its last line too
+    (the error itself, after the quoted source).
+
+    >>> reason_line("CompilationError: at 3:8:\\n    acc = tl.dot(a, b)\\n        ^\\nValueError('bad')")
+    "CompilationError: at 3:8: ... ValueError('bad')"
+    """
+    lines = [ln.strip() for ln in reason.strip().splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    line = lines[0]
+    if len(lines) > 1 and re.search(r"\bat \d+:\d+:?$", line):
+        line = f"{line} ... {lines[-1]}"
+    return line[:width]
 
 
 def _table(shapes: list[ShapeResult], db: ResultStore, ctx: RunContext) -> LookupTable:
