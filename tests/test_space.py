@@ -287,7 +287,7 @@ def test_space_bad_kind_or_family():
 
 
 def test_families():
-    assert gemmtune.families() == ["triton_mm", "splitk", "skinny", "decompose_k", "aten"]
+    assert gemmtune.families() == ["triton_mm", "splitk", "skinny", "persistent_tma", "decompose_k", "aten"]
 
 
 @pytest.mark.parametrize("name,want", [

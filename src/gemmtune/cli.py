@@ -262,7 +262,7 @@ def cmd_space(args) -> int:
     from .shapes import parse_shape
 
     if not args.families:
-        raise ValueError("give --families F1,F2 (e.g. triton_mm,skinny; all: triton_mm,splitk,skinny,decompose_k,aten)")
+        raise ValueError("give --families F1,F2 (e.g. triton_mm,skinny; all: triton_mm,splitk,skinny,persistent_tma,decompose_k,aten)")
     p = parse_shape(args.shape).problem
     for fam in args.families.split(","):
         kept, rejected = gemmtune.space(p, fam.strip(), args.space, args.device, with_rejected=True)
@@ -702,7 +702,7 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=_Help)
     _add_shape_args(p)
     p.add_argument("--space", choices=("default", "exhaustive"), default="default", help="the search space")
-    p.add_argument("--families", help="comma-separated: triton_mm,splitk,skinny,decompose_k,aten (default all)")
+    p.add_argument("--families", help="comma-separated: triton_mm,splitk,skinny,persistent_tma,decompose_k,aten (default all)")
     p.add_argument("--store", default="gemmtune.sqlite",
                    help="SQLite results file, in the working directory unless a path is given (resumable: "
                    "a rerun reuses what it holds)")

@@ -6,6 +6,7 @@ spaces can be listed and filtered on a CPU-only machine.
 * ``TileConfig``      a tiled Triton mm config (BLOCK_M/N/K, stages, warps, GROUP_M)
 * ``SplitKConfig``    a TileConfig plus the K split and the reduction mode
 * ``SkinnyConfig``    the decode (skinny-M) bandwidth kernel's strip, K split and inner product
+* ``PersistentConfig`` the persistent TMA kernel's tile plus warp specialisation / loop flattening
 * ``DecomposeKConfig`` the k-split of DecomposeK, its only parameter
 * ``AtenConfig``      torch.mm, no parameters
 * ``Choice``          (family, config) with one stable id, e.g. ``triton_mm:BM128-BN128-BK64-S3-W4-G8``
@@ -112,6 +113,34 @@ class SkinnyConfig:
 
 
 @dataclass(frozen=True, order=True)
+class PersistentConfig:
+    """The persistent TMA family (kernels.persistent): a tile, its pipeline, and two loop knobs.
+
+    ``warp_spec``: Triton warp-specialises the tile loop (TMA producer / MMA consumer warps).
+    ``flatten``: the tile and K loops are fused, so the pipeline runs across tiles."""
+    block_m: int
+    block_n: int
+    block_k: int
+    num_stages: int
+    num_warps: int
+    group_m: int = 8
+    warp_spec: bool = False
+    flatten: bool = False
+
+    @property
+    def tile(self) -> TileConfig:
+        return TileConfig(self.block_m, self.block_n, self.block_k,
+                          self.num_stages, self.num_warps, self.group_m)
+
+    @property
+    def id(self) -> str:
+        return self.tile.id + ("-WS" if self.warp_spec else "") + ("-F" if self.flatten else "")
+
+    def params(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, order=True)
 class DecomposeKConfig:
     split: int
 
@@ -133,13 +162,14 @@ class AtenConfig:
         return {}
 
 
-Config = Union[TileConfig, SplitKConfig, SkinnyConfig, DecomposeKConfig, AtenConfig]
+Config = Union[TileConfig, SplitKConfig, SkinnyConfig, PersistentConfig, DecomposeKConfig, AtenConfig]
 CONFIG_TYPES = {"triton_mm": TileConfig, "splitk": SplitKConfig, "skinny": SkinnyConfig,
-                "decompose_k": DecomposeKConfig, "aten": AtenConfig}
+                "persistent_tma": PersistentConfig, "decompose_k": DecomposeKConfig, "aten": AtenConfig}
 
 _TILE_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)$")
 _SPLITK_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)-SK(\d+)-(det|atomic)$")
 _DK_RE = re.compile(r"^s(\d+)$")
+_PERSISTENT_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)(-WS)?(-F)?$")
 _SKINNY_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-SK(\d+)-S(\d+)-W(\d+)-(dot|core)-(det|atomic)(?:-P(\d+))?$")
 
 
@@ -224,6 +254,12 @@ class Choice:
                 return cls(family, SkinnyConfig(*map(int, nums), dot=path == "dot", deterministic=mode == "det",
                                                 stream_k=int(progs or 0)))
             form = "skinny:BM<int>-BN<int>-BK<int>-SK<int>-S<int>-W<int>-(dot|core)-(det|atomic)[-P<int>]"
+        elif family == "persistent_tma":
+            m = _PERSISTENT_RE.match(rest)
+            if m:
+                *nums, ws, fl = m.groups()
+                return cls(family, PersistentConfig(*map(int, nums), warp_spec=bool(ws), flatten=bool(fl)))
+            form = "persistent_tma:BM<int>-BN<int>-BK<int>-S<int>-W<int>-G<int>[-WS][-F]"
         elif family == "decompose_k":
             m = _DK_RE.match(rest)
             if m:

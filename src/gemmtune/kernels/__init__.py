@@ -13,10 +13,10 @@ from types import ModuleType
 import torch
 
 from ..epilogue import EpilogueArgs
-from . import aten, decompose_k, skinny, splitk, triton_mm
+from . import aten, decompose_k, persistent, skinny, splitk, triton_mm
 
-FAMILIES: dict[str, ModuleType] = {m.NAME: m for m in (triton_mm, splitk, skinny, decompose_k, aten)}
-TRITON_FAMILIES = ("triton_mm", "splitk", "skinny", "decompose_k")
+FAMILIES: dict[str, ModuleType] = {m.NAME: m for m in (triton_mm, splitk, skinny, persistent, decompose_k, aten)}
+TRITON_FAMILIES = ("triton_mm", "splitk", "skinny", "persistent_tma", "decompose_k")
 
 
 def get(name: str) -> ModuleType:

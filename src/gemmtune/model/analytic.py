@@ -45,7 +45,7 @@ import numpy as np
 
 from ..device import DeviceInfo
 from ..problem import Problem, element_size
-from .features import ATEN, DECOMPOSE_K, SKINNY, SPLITK, ChoiceBatch, batch
+from .features import ATEN, DECOMPOSE_K, PERSISTENT, SKINNY, SPLITK, ChoiceBatch, batch
 
 # --- time constants (H200 measurements, benchmarks/results/2026-11-21-h200-public-full)
 # Per kernel launch inside a CUDA graph, prologue included: 1024^3 cuBLAS ran 5.9 us of
@@ -215,7 +215,8 @@ class AnalyticModel:
         occ = np.floor(np.minimum.reduce([
             self.smem_sm / smem, self.regs_sm / (regs * 32 * warps), 64.0 / warps,
             np.full(n, 32.0)]))
-        occ = np.maximum(occ, 1.0)
+        # The persistent family runs one program per SM, walking its tiles in turn.
+        occ = np.where(b.fam == PERSISTENT, 1.0, np.maximum(occ, 1.0))
         per_sm = _cdiv(programs, sm)
         rounds = _cdiv(per_sm, occ)
         conc = np.minimum(occ, per_sm)

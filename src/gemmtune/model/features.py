@@ -46,6 +46,11 @@ DECOMPOSE_K = FAMILY_CODES["decompose_k"]
 # one-hot (all four family columns read 0 for it), and a learned model trained without its
 # rows leaves them to the analytic estimate (LearnedModel.predict_ms) instead of guessing.
 SKINNY = len(FAMILIES)
+# The persistent TMA family came later still: a code of its own, outside the v1 one-hot too.
+PERSISTENT = SKINNY + 1
+# Codes of the families a version-1 model was never trained on (LearnedModel leaves them to
+# the analytic estimate).
+POST_V1 = (SKINNY, PERSISTENT)
 
 FEATURE_NAMES: tuple[str, ...] = (
     # problem
@@ -122,6 +127,9 @@ def _raw(facts: tuple, choice: Choice) -> tuple:
         return (SKINNY, choice.pad, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages, cfg.num_warps, 1,
                 p["splits"], int(cfg.deterministic), m, n, k, p["k_per_split"] if p["splits"] > 1 else k,
                 al_a, al_b)
+    if fam == "persistent_tma":
+        return (PERSISTENT, choice.pad, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages,
+                cfg.num_warps, cfg.group_m, 1, 0, m, n, k, k, al_a, al_b)
     if fam == "splitk":
         # Same arithmetic as kernels.splitk.k_per_split / effective_splits.
         per = _cdiv(_cdiv(k, cfg.split_k), cfg.block_k) * cfg.block_k

@@ -70,7 +70,7 @@ from ..table import major_minor
 from ..device import DeviceInfo
 from ..problem import Problem
 from .analytic import AnalyticModel
-from .features import FEATURE_NAMES, FEATURE_VERSION, SKINNY, batch, featurize
+from .features import FEATURE_NAMES, FEATURE_VERSION, POST_V1, batch, featurize
 
 MODEL_FORMAT = "gemmtune-perf-model"
 MODEL_SCHEMA = 1
@@ -718,9 +718,9 @@ class LearnedModel:
         X = featurize(problem, None, self.device, analytic=self.analytic, choice_batch=b)
         corr = self.regressor.predict(X)
         est = np.exp(_base_log_ms(X) + (corr if w >= 1.0 else w * corr))
-        # Families this model never saw measured (feature version 1 predates the skinny family)
-        # get the analytic estimate, not a correction learned on other kernels.
-        unseen = b.fam == SKINNY
+        # Families this model never saw measured (feature version 1 predates the skinny and
+        # persistent TMA families) get the analytic estimate, not a correction learned on others.
+        unseen = np.isin(b.fam, POST_V1)
         if unseen.any():
             est[unseen] = self.analytic.predict_ms(problem, None, choice_batch=b)[unseen]
         return est

@@ -1,0 +1,304 @@
+"""persistent_tma: a persistent, TMA-fed matmul for Hopper and later (sm 9.0+).
+
+Why a second tiled kernel: on large compute-bound shapes the per-tile kernel
+(``triton_mm``) pays, per output tile, a program launch, its prologue (address
+set-up, pipeline fill) and an epilogue that the next tile cannot overlap. Here a
+grid of one program per SM walks the output tiles in the same grouped order
+(GROUP_M rows of tiles share B columns in L2), so the pipeline of the next tile's
+loads can start while the previous tile's accumulator is stored.
+
+Operands come through tensor descriptors (TMA, the Tensor Memory Accelerator): one
+instruction copies a BLOCK x BLOCK box from global to shared memory, computing the
+addresses in hardware, and fills out-of-bounds parts with zeros, so ragged M, N and
+K edges need no masks in the K loop. Host-side descriptors
+(``triton.tools.tensor_descriptor.TensorDescriptor``) are used: both triton 3.6 and
+the newest take them as kernel arguments, and unlike device-side
+``tl.make_tensor_descriptor`` they need no global scratch allocator
+(``triton.set_allocator`` is process-wide state). The output goes back through a
+descriptor too (a TMA store), when its rows are 16-byte aligned.
+
+What TMA needs, and so what this family serves (``constraint``): compute capability
+9.0 or newer, operands whose inner stride is 1 (row-major, or a transposed view:
+the descriptor is then laid over the stored [K, M] / [N, K] matrix and the tile
+transposed in shared memory), a 16-byte aligned base and 16-byte multiple leading
+strides. An odd leading dimension (N = 20001 in bf16) fails the last rule: the
+``pad+`` variant of this family runs on aligned copies instead, and the measurement
+decides whether the copy pays.
+
+Config knobs beyond the tile (``PersistentConfig``): ``warp_spec`` asks Triton to
+warp-specialise the tile loop (producer warps issue TMA, consumer warps run the
+MMAs; where the triton version or the GPU has no such pass it is a compile error
+the tuner records), and ``flatten`` fuses the tile and K loops into one so the
+pipeline runs across tile boundaries.
+
+In Triton's CPU interpreter the descriptors are emulated, so the family is tested
+on a CPU; the number of programs is then 4, so the walk over tiles is exercised.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+from ..configs import PersistentConfig, check_block_sizes, prune, scale_tile, tile_constraint
+from ..device import DeviceInfo
+from ..epilogue import EpilogueArgs
+from ..problem import Problem, element_size
+from .tiled import (_INTERPRETED, _launch, epilogue_consts, epilogue_pointers, epilogue_strides,
+                    epilogue_tensors, fused_epilogue, input_precision, mma, needs_int64)
+
+try:  # triton >= 3.3 (3.6 on the GPU machine, the newest on CPUs)
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # pragma: no cover - an older triton: the family reports itself unavailable
+    TensorDescriptor = None
+
+NAME = "persistent_tma"
+CONFIG = PersistentConfig
+
+TMA_ALIGN = 16        # bytes: base address and every leading stride (cuTensorMapEncodeTiled)
+MAX_BOX = 256         # elements per box dimension (cuTensorMapEncodeTiled)
+INTERPRETER_PROGRAMS = 4
+
+# Inductor's persistent TMA template configs for Hopper (torch/_inductor/template_heuristics,
+# persistent_mm_configs): (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps), except 256x128x64 with 3
+# stages instead of 4: 4 stages of 16-bit operand boxes (192 KiB) plus the TMA store's 64 KiB
+# output box exceed the 227 KiB a Hopper block may use.
+DEFAULT_TILES = (
+    (128, 256, 64, 3, 8), (128, 128, 64, 3, 8), (128, 128, 128, 3, 8), (128, 128, 128, 3, 4),
+    (128, 128, 64, 4, 8), (128, 128, 64, 5, 8), (256, 128, 64, 3, 8), (128, 128, 64, 5, 4),
+)
+
+
+@triton.jit
+def _tile_coords(tile, grid_m, grid_n, GROUP_M: tl.constexpr):
+    # Grouped order: GROUP_M rows of tiles are walked column by column, so the programs
+    # in flight share B's columns (and A's rows) in L2.
+    in_group = GROUP_M * grid_n
+    first_m = (tile // in_group) * GROUP_M
+    size_m = min(grid_m - first_m, GROUP_M)
+    pid_m = first_m + (tile % in_group) % size_m
+    pid_n = (tile % in_group) // size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _persistent_kernel(
+    a_desc, b_desc, c_desc, c_ptr, bias_ptr, res_ptr,
+    M, N, K, stride_cm, stride_cn, stride_bias, stride_rm, stride_rn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    NUM_PROGRAMS: tl.constexpr, A_COL: tl.constexpr, B_ROW: tl.constexpr, TMA_STORE: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, INDEX_64: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPEC: tl.constexpr,
+    HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, RN_UNIT: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    grid_m = tl.cdiv(M, BLOCK_M)
+    grid_n = tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    # The epilogue recomputes its tile from its own counter: when the loops are flattened
+    # the compiler may not keep a value live from the loop's prologue into its epilogue.
+    tile_c = pid - NUM_PROGRAMS
+    for tile in tl.range(pid, grid_m * grid_n, NUM_PROGRAMS, flatten=FLATTEN, warp_specialize=WARP_SPEC):
+        pid_m, pid_n = _tile_coords(tile, grid_m, grid_n, GROUP_M)
+        om = pid_m * BLOCK_M
+        on = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            ok = ki * BLOCK_K
+            # Boxes past M, N or K arrive zero-filled: no masks in the loop.
+            if A_COL:
+                a = a_desc.load([ok, om]).T
+            else:
+                a = a_desc.load([om, ok])
+            if B_ROW:
+                b = b_desc.load([ok, on])
+            else:
+                b = b_desc.load([on, ok]).T
+            acc = mma(a, b, acc, INPUT_PRECISION)
+
+        tile_c += NUM_PROGRAMS
+        pid_m, pid_n = _tile_coords(tile_c, grid_m, grid_n, GROUP_M)
+        if INDEX_64:
+            rm = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+            rn = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+        else:
+            rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+            rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        mask = (rm[:, None] < M) & (rn[None, :] < N)
+        srn = 1 if RN_UNIT else stride_rn
+        acc = fused_epilogue(acc, rm[:, None], rn[None, :], mask, N, bias_ptr, res_ptr, stride_bias,
+                             stride_rm, srn, HAS_BIAS, ACT, HAS_RES)
+        out = acc.to(c_ptr.dtype.element_ty)
+        if TMA_STORE:
+            # The TMA store clips the box at the matrix edge.
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], out)
+        else:
+            tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, out, mask=mask)
+
+
+# ------------------------------------------------------------------ host side
+def _tma_layout(t: torch.Tensor) -> str | None:
+    """'row' / 'col' when TMA can read the 2-D operand ``t`` (its rows, or its columns, are
+    contiguous with a 16-byte aligned base and leading stride), else None."""
+    if t.data_ptr() % TMA_ALIGN:
+        return None
+    es = t.element_size()
+    s0, s1 = t.stride()
+    rows, cols = t.shape
+    if s1 == 1 or cols == 1:
+        lead = s0 if rows > 1 else cols
+        return "row" if (lead * es) % TMA_ALIGN == 0 else None
+    if s0 == 1 or rows == 1:
+        lead = s1 if cols > 1 else rows
+        return "col" if (lead * es) % TMA_ALIGN == 0 else None
+    return None
+
+
+def _layout_ok(problem_layout: str, aligned: bool, lead: int, es: int) -> bool:
+    return problem_layout in ("row", "col") and aligned and (lead * es) % TMA_ALIGN == 0
+
+
+def problem_reason(problem: Problem, device: DeviceInfo | None) -> str | None:
+    """Why this family cannot serve ``problem`` on ``device`` at all (None when it can)."""
+    if TensorDescriptor is None:
+        return f"triton {triton.__version__} has no host tensor descriptors (triton.tools.tensor_descriptor)"
+    if device is not None and device.capability[0] < 9 and device.name not in ("cpu", "interpreter"):
+        return (f"TMA needs compute capability 9.0 or newer; {device.name} is "
+                f"{device.capability[0]}.{device.capability[1]}")
+    es = element_size(problem.dtype)
+    # Leading dims: a row-major [M, K] A strides K, a transposed one M; B: N or K.
+    lead_a = problem.k if problem.layout_a == "row" else problem.m
+    lead_b = problem.n if problem.layout_b == "row" else problem.k
+    for name, lay, al, lead in (("A", problem.layout_a, problem.aligned_a, lead_a),
+                                ("B", problem.layout_b, problem.aligned_b, lead_b)):
+        if not _layout_ok(lay, al, lead, es):
+            return (f"TMA needs {name} row- or column-major with a 16-byte aligned base and leading "
+                    f"stride ({name} is {lay}, leading dim {lead} x {es} B"
+                    f"{'' if al else ', unaligned'}); the pad+ variant runs on aligned copies")
+    return None
+
+
+def constraint(cfg: PersistentConfig, problem: Problem, device: DeviceInfo) -> str | None:
+    reason = problem_reason(problem, device)
+    if reason:
+        return reason
+    if max(cfg.block_m, cfg.block_n, cfg.block_k) > MAX_BOX:
+        return f"a TMA box holds at most {MAX_BOX} elements per dimension"
+    if cfg.warp_spec and cfg.flatten:
+        return "warp specialisation and a flattened loop are exclusive in Triton's pipeliner"
+    # The TMA store stages the output tile in shared memory beside the operand ring.
+    reason = tile_constraint(cfg.tile, problem, device)
+    if reason:
+        return reason
+    out_smem = cfg.block_m * cfg.block_n * element_size(problem.out_dtype)
+    need = cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * element_size(problem.dtype) + out_smem
+    if need > device.smem_per_block:
+        return (f"shared memory {need} B ({cfg.num_stages} stages of operand boxes + the {out_smem} B "
+                f"output box of the TMA store) exceeds {device.smem_per_block} B per block")
+    return None
+
+
+def default_configs() -> list[PersistentConfig]:
+    return [PersistentConfig(*t) for t in DEFAULT_TILES]
+
+
+def exhaustive_configs() -> list[PersistentConfig]:
+    """Tiles 64..256 x 64..256 x 32..128, 2..5 stages, 4/8 warps, each plain, warp-specialised
+    and flattened."""
+    out = []
+    for bm in (64, 128, 256):
+        for bn in (64, 128, 256):
+            for bk in (32, 64, 128):
+                for s in (2, 3, 4, 5):
+                    for w in (4, 8):
+                        for ws, fl in ((False, False), (True, False), (False, True)):
+                            out.append(PersistentConfig(bm, bn, bk, s, w, 8, ws, fl))
+    return out
+
+
+def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
+    """(kept, rejected) configs: Inductor's persistent TMA tiles (default) or the exhaustive
+    product, shrunk to small problems and pruned by ``device`` and TMA's rules."""
+    base = default_configs() if kind == "default" else exhaustive_configs()
+    return prune([scale_tile(c, problem) for c in base], problem, device, constraint)
+
+
+def validate(problem: Problem, cfg: PersistentConfig) -> None:
+    check_block_sizes(cfg)
+    if max(cfg.block_m, cfg.block_n, cfg.block_k) > MAX_BOX:
+        raise ValueError(f"block sizes must be <= {MAX_BOX} (a TMA box dimension)")
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def num_programs(device: torch.device, tiles: int) -> int:
+    """One program per SM (never more than there are tiles)."""
+    if device.type != "cuda":
+        return max(1, min(INTERPRETER_PROGRAMS, tiles))
+    return max(1, min(_sm_count(device.index if device.index is not None else torch.cuda.current_device()),
+                      tiles))
+
+
+def plan(m: int, n: int, k: int, cfg: PersistentConfig, sms: int) -> dict:
+    """Tiles and programs of one launch: the single source for the launcher and the model."""
+    tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
+    return {"tiles": tiles, "programs": max(1, min(sms, tiles)), "k_tiles": triton.cdiv(k, cfg.block_k)}
+
+
+def _descriptor(t: torch.Tensor, layout: str, box_rows: int, box_cols: int):
+    """A descriptor over the stored matrix of ``t``: [rows, cols] when row-major, the
+    transposed [cols, rows] storage when column-major (the kernel transposes the box)."""
+    if layout == "row":
+        return TensorDescriptor(t, list(t.shape), [t.stride(0), 1], [box_rows, box_cols])
+    rows, cols = t.shape
+    return TensorDescriptor(t, [cols, rows], [t.stride(1), 1], [box_cols, box_rows])
+
+
+def _args(a, b, c, cfg: PersistentConfig, allow_tf32: bool, epilogue: EpilogueArgs | None):
+    M, K = a.shape
+    N = b.shape[1]
+    la, lb = _tma_layout(a), _tma_layout(b)
+    if la is None or lb is None:
+        raise ValueError("persistent_tma needs A and B row- or column-major with 16-byte aligned base and "
+                         f"leading strides (A strides {a.stride()}, B strides {b.stride()}); use pad+")
+    a_desc = _descriptor(a, la, cfg.block_m, cfg.block_k)
+    b_desc = _descriptor(b, lb, cfg.block_k, cfg.block_n)
+    tma_store = _tma_layout(c) == "row" and c.stride(-1) == 1
+    c_desc = TensorDescriptor(c, [M, N], [c.stride(0), 1], [cfg.block_m, cfg.block_n]) if tma_store else None
+    p = plan(M, N, K, cfg, num_programs(a.device, 1 << 30))
+    args = (a_desc, b_desc, c_desc, c, *epilogue_pointers(epilogue, c), M, N, K, c.stride(0), c.stride(1),
+            *epilogue_strides(epilogue))
+    consts = dict(
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, GROUP_M=cfg.group_m,
+        NUM_PROGRAMS=p["programs"], A_COL=la == "col", B_ROW=lb == "row", TMA_STORE=tma_store,
+        INPUT_PRECISION=input_precision(a.dtype, allow_tf32),
+        INDEX_64=needs_int64(c, *epilogue_tensors(epilogue)),
+        FLATTEN=cfg.flatten, WARP_SPEC=cfg.warp_spec,
+        **epilogue_consts(epilogue),
+    )
+    return (p["programs"],), args, consts
+
+
+def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: PersistentConfig, *,
+        allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None):
+    """Launch into ``out`` (shapes, sizes and ``epilogue`` already checked); returns what
+    Triton's launch returns."""
+    grid, args, consts = _args(a, b, out, cfg, allow_tf32, epilogue)
+    return _launch(_persistent_kernel, grid, args, {**consts, "num_warps": cfg.num_warps,
+                                                    "num_stages": cfg.num_stages})
+
+
+def available() -> str | None:
+    """None when this triton can build the family, else why not."""
+    if TensorDescriptor is None:
+        return f"triton {triton.__version__} has no triton.tools.tensor_descriptor"
+    return None
+
+
+__all__ = ["NAME", "CONFIG", "space", "validate", "constraint", "run", "plan", "problem_reason",
+           "_INTERPRETED"]

@@ -1,0 +1,202 @@
+"""The persistent TMA family against fp64: ragged M, N and K edges (TMA zero-fills the boxes past
+them), M = 1, primes, both layouts of A and B, 16-byte aligned offset views, the TMA store and the
+pointer store, the fused epilogue, and its config space with TMA's rules as pruning reasons.
+
+CPU: the Triton interpreter emulates tensor descriptors (conftest sets it up; bf16 dots upcast,
+kernels.tiled.mma), with 4
+programs so the walk over tiles is exercised. GPU (sm 9.0+): bf16, the default space, warp
+specialisation and a flattened loop (test_persistent_gpu_*).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gemmtune
+from gemmtune import kernels
+from gemmtune.configs import Choice, PersistentConfig
+from gemmtune.device import DeviceInfo
+from gemmtune.epilogue import bind, reference
+from gemmtune.kernels import persistent
+from gemmtune.problem import Problem
+from gemmtune.verify import compare
+
+# Relative Frobenius error by input dtype, as in test_kernels.py (fp32 accumulation; fp32 with
+# ieee dots near 1e-7; a 16-bit output dominated by its own rounding).
+TOL = {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 8e-3}
+ON_GPU = torch.cuda.is_available()
+HOPPER = ON_GPU and torch.cuda.get_device_capability()[0] >= 9
+needs_hopper = pytest.mark.skipif(not HOPPER, reason="TMA needs an sm 9.0+ GPU")
+
+DTYPES = [pytest.param(torch.float16, id="fp16"), pytest.param(torch.float32, id="fp32"),
+          pytest.param(torch.bfloat16, id="bf16")]
+
+# Small tiles so that the interpreter walks several tiles per program; blocks past the edges.
+CONFIGS = [PersistentConfig(32, 16, 16, 2, 4), PersistentConfig(16, 32, 32, 3, 4, 1)]
+# (M, N, K): every leading dim a multiple of 8 (16 bytes in fp16) where TMA reads it; M = 1, a
+# prime M, ragged N and K edges, K shorter than BLOCK_K.
+SHAPES = [(1, 40, 48), (37, 48, 40), (64, 24, 200), (13, 8, 8)]
+
+
+def operand(rows, cols, layout, dtype, device):
+    if layout == "row":
+        return torch.randn(rows, cols, dtype=dtype, device=device)
+    if layout == "col":
+        return torch.randn(cols, rows, dtype=dtype, device=device).t()
+    if layout == "offset16":
+        # Starts 16 bytes into its storage: aligned for TMA, but not the allocation's base.
+        per = 16 // torch.empty((), dtype=dtype).element_size()
+        return torch.randn(rows * cols + per, dtype=dtype, device=device)[per:].view(rows, cols)
+    raise ValueError(layout)
+
+
+def run(cfg, a, b, **kw):
+    out = torch.full((a.shape[0], b.shape[1]), float("nan"), dtype=a.dtype, device=a.device)
+    persistent.run(a, b, out, cfg, **kw)
+    return out
+
+
+def check(out, a, b, tol=None):
+    res = compare(out, torch.mm(a.double(), b.double()), tol or TOL[a.dtype])
+    assert res.ok, f"{tuple(a.shape)}x{tuple(b.shape)} {a.dtype}: {res.reason}"
+
+
+def _layout_fits(m, n, k, la, lb, dtype):
+    es = torch.empty((), dtype=dtype).element_size()
+    lead_a = k if la != "col" else m
+    lead_b = n if lb != "col" else k
+    return (lead_a * es) % 16 == 0 and (lead_b * es) % 16 == 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layouts", [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col"),
+                                     ("offset16", "offset16")], ids="-".join)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.id)
+def test_matches_fp64(cfg, shape, layouts, dtype, device):
+    m, n, k = shape
+    if not _layout_fits(m, n, k, *layouts, dtype):
+        pytest.skip("a leading dim that TMA cannot read (covered by test_unaligned_operands_are_refused)")
+    a, b = operand(m, k, layouts[0], dtype, device), operand(k, n, layouts[1], dtype, device)
+    check(run(cfg, a, b), a, b)
+
+
+@pytest.mark.parametrize("n", [40, 36], ids=["tma-store", "pointer-store"])
+def test_output_store_paths_write_only_the_output(n, device):
+    """The output is a window of a wider buffer: with N = 40 its rows are 96 bytes apart (the
+    TMA store), with N = 36 88 bytes (not a 16-byte multiple: the pointer store). Either way
+    nothing outside the window is written (the guard band around it stays NaN)."""
+    m, k = 19, 32
+    a = operand(m, k, "row", torch.float16, device)
+    b = torch.randn(k, 48, dtype=torch.float16, device=device)[:, :n]   # leading dim 48: TMA reads it
+    big = torch.full((m + 2, n + 8), float("nan"), dtype=torch.float16, device=device)
+    out = big[1:m + 1, :n]
+    persistent.run(a, b, out, CONFIGS[0])
+    check(out, a, b)
+    assert torch.isnan(big[0]).all() and torch.isnan(big[m + 1]).all() and torch.isnan(big[:, n:]).all()
+
+
+@pytest.mark.parametrize("epi", [(True, "none", False), (True, "gelu_tanh", True), (False, "silu", True)],
+                         ids=lambda e: "-".join(map(str, e)))
+def test_fused_epilogue_matches_fp64(epi, device):
+    has_bias, act, has_res = epi
+    m, n, k = 37, 40, 56
+    a, b = operand(m, k, "row", torch.float16, device), operand(k, n, "col", torch.float16, device)
+    bias = torch.randn(n, dtype=torch.float16, device=device) if has_bias else None
+    res = torch.randn(m, n + 3, dtype=torch.float16, device=device)[:, 3:] if has_res else None
+    out = torch.full((m, n), float("nan"), dtype=torch.float16, device=device)
+    persistent.run(a, b, out, CONFIGS[1], epilogue=bind(m, n, out.dtype, a.device, bias=bias, activation=act,
+                                                         residual=res))
+    ref = reference(torch.mm(a.double(), b.double()), None if bias is None else bias.double(), act,
+                    None if res is None else res.double())
+    r = compare(out, ref, TOL[torch.float16])
+    assert r.ok, r.reason
+
+
+def test_unaligned_operands_are_refused_with_the_reason(device):
+    a = torch.randn(16, 33, dtype=torch.float16, device=device)[:, :31]   # lead 33: 66 bytes
+    b = torch.randn(31, 16, dtype=torch.float16, device=device)
+    with pytest.raises(ValueError, match="16-byte aligned.*pad\\+"):
+        run(CONFIGS[0], a, b)
+    p = Problem.from_tensors(a, b)
+    kept, rejected = persistent.space(p, DeviceInfo.lookup("h100"))
+    assert not kept and rejected and all("pad+ variant" in why for _, why in rejected)
+
+
+def test_pad_variant_runs_unaligned_problems(device):
+    """The pad+ variant copies unaligned operands to aligned ones, where TMA can read them."""
+    a = torch.randn(21, 31, dtype=torch.float16, device=device)
+    b = torch.randn(31, 45, dtype=torch.float16, device=device)
+    out = gemmtune.matmul(a, b, choice="pad+persistent_tma:BM16-BN16-BK16-S2-W4-G8")
+    check(out, a, b)
+
+
+def test_space_is_pure_pruned_with_reasons_and_ids_round_trip():
+    p = Problem.from_sizes(4096, 4096, 4096, "bfloat16")
+    h100, a100 = DeviceInfo.lookup("h100"), DeviceInfo.lookup("a100")
+    kept, rejected = persistent.space(p, h100)
+    assert kept == persistent.space(p, h100)[0] and len(kept) == len(persistent.DEFAULT_TILES)
+    for c in kept:
+        ch = Choice("persistent_tma", c)
+        assert Choice.parse(ch.id) == ch
+    ws = Choice.parse("persistent_tma:BM128-BN256-BK64-S3-W8-G8-WS")
+    assert ws.config.warp_spec and not ws.config.flatten and Choice.parse(ws.id) == ws
+    assert Choice.parse("persistent_tma:BM128-BN128-BK64-S4-W8-G8-F").config.flatten
+    with pytest.raises(ValueError, match=r"persistent_tma:BM<int>.*\[-WS\]\[-F\]"):
+        Choice.parse("persistent_tma:BM128-BN128")
+    kept_a, rejected_a = persistent.space(p, a100)
+    assert not kept_a and all("compute capability 9.0" in why for _, why in rejected_a)
+    # Exhaustive: the shared-memory rule (operand ring + the TMA store's output box) prunes.
+    kept_x, rejected_x = persistent.space(p, h100, "exhaustive")
+    assert kept_x and any("output box" in why for _, why in rejected_x)
+    assert all(persistent.constraint(c, p, h100) is None for c in kept_x)
+    # Small problems get small boxes (never a box over the matrix by a factor of 2 or more).
+    small = Problem.from_sizes(24, 40, 16, "float16")
+    for c in persistent.space(small, h100)[0]:
+        assert c.block_m <= 32 and c.block_n <= 64 and c.block_k == 16
+
+
+def test_registered_as_a_triton_family_with_validate():
+    assert kernels.get("persistent_tma") is persistent and "persistent_tma" in kernels.TRITON_FAMILIES
+    with pytest.raises(ValueError, match="power of two"):
+        persistent.validate(None, PersistentConfig(48, 64, 64, 3, 4))
+    with pytest.raises(ValueError, match="<= 256"):
+        persistent.validate(None, PersistentConfig(512, 64, 64, 3, 4))
+
+
+def test_through_matmul_with_a_choice_id(device):
+    a = operand(45, 64, "row", torch.float16, device)
+    b = operand(64, 72, "col", torch.float16, device)
+    check(gemmtune.matmul(a, b, choice="persistent_tma:BM32-BN32-BK32-S2-W4-G8"), a, b)
+
+
+# ------------------------------------------------------------------ GPU (sm 9.0+)
+@pytest.mark.gpu
+@needs_hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (1000, 1000, 1000), (333, 4104, 1032), (8, 4096, 4096)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("layout_b", ["row", "col"])
+def test_persistent_gpu_default_space_verifies(shape, layout_b, dtype):
+    m, n, k = shape
+    a, b = operand(m, k, "row", dtype, "cuda"), operand(k, n, layout_b, dtype, "cuda")
+    p = Problem.from_tensors(a, b)
+    kept, _ = persistent.space(p, DeviceInfo.from_torch())
+    assert kept
+    for cfg in kept:
+        check(run(cfg, a, b), a, b)
+
+
+@pytest.mark.gpu
+@needs_hopper
+@pytest.mark.parametrize("cfg", [PersistentConfig(128, 256, 64, 3, 8, 8, True, False),
+                                 PersistentConfig(128, 128, 64, 4, 8, 8, False, True)], ids=lambda c: c.id)
+def test_persistent_gpu_loop_knobs_verify_or_fail_to_compile_cleanly(cfg):
+    """Warp specialisation / flattening: correct where this triton compiles them."""
+    a, b = operand(2048, 1024, "row", torch.bfloat16, "cuda"), operand(1024, 3072, "col", torch.bfloat16, "cuda")
+    try:
+        out = run(cfg, a, b)
+    except Exception as e:  # noqa: BLE001 - the tuner records this as compile_error
+        pytest.skip(f"this triton does not compile {cfg.id}: {type(e).__name__}: {str(e)[:200]}")
+    check(out, a, b)
