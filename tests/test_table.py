@@ -659,3 +659,32 @@ def test_cli_lut_export_inductor(tmp_path, capsys):
     rc, out, _ = _main(["lut", "export-inductor", str(only_splitk.save(tmp_path / "s.json")),
                         str(tmp_path / "e.json")], capsys)
     assert rc == 1 and "0 Inductor entries" in out
+
+
+def test_export_persistent_tma_as_inductors_persistent_template():
+    """persistent_tma maps to Inductor's mm_persistent_tma template with the layouts and the
+    table GPU's SM count; warp specialisation / flattening has no Inductor knob and is skipped."""
+    plain = "persistent_tma:BM128-BN256-BK64-S3-W8-G8"
+    pc = P(4096, 4096, 4096, layout_b="col")
+    t = LookupTable(prov(), {pc.key: [tc(plain, 0.1), tc(plain + "-WS", 0.11)]})
+    r = ie.convert(t)
+    (cfgs,) = r.table.values()
+    assert cfgs == [{"template_id": "triton::mm_persistent_tma", "BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64,
+                     "GROUP_M": 8, "num_stages": 3, "num_warps": 8, "EVEN_K": True, **FULL_OPTS,
+                     "A_ROW_MAJOR": True, "B_ROW_MAJOR": False, "NUM_SMS": 132, "TMA_SIZE": 128,
+                     "TMA_EXPERIMENTAL_API": False}]
+    assert any("neither knob" in s.reason for s in r.skipped)
+    unknown = LookupTable({**prov(), "device_name": "Some GPU"}, {pc.key: [tc(plain)]})
+    assert "SM count" in ie.convert(unknown).skipped[0].reason
+
+
+@NEEDS_INDUCTOR_LUT
+def test_export_persistent_names_match_inductors_template():
+    from torch._inductor.kernel.mm import persistent_tma_mm_template
+
+    assert persistent_tma_mm_template.uid == ie.PERSISTENT_TMA
+    src = Path(torch._inductor.__file__).parent / "kernel" / "templates" / "triton_persistent_tma_mm.py.jinja"
+    if src.exists():
+        text = src.read_text()
+        for name in ("A_ROW_MAJOR", "B_ROW_MAJOR", "NUM_SMS", "TMA_SIZE", "TMA_EXPERIMENTAL_API", "GROUP_M"):
+            assert re.search(rf"\b{name}\b", text), name

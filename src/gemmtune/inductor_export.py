@@ -21,6 +21,8 @@ What gemmtune exports (``convert``; everything else is skipped with a reason):
 * ``decompose_k:sN`` -> ``{"template_id": "decompose_k", "k_split": N}``;
 * ``aten`` -> ``{"template_id": "aten::mm"}`` (cuBLAS; without it an entry led by
   aten would drop cuBLAS from Inductor's candidates);
+* ``persistent_tma:...`` (no ``-WS``/``-F``) -> ``{"template_id": "triton::mm_persistent_tma",
+  ...}``: Inductor's persistent TMA template with our tile, the layouts and the GPU's SM count;
 * ``splitk:...`` skipped: Inductor has no fused split-K mm template;
 * ``pad+...`` skipped: Inductor pads on its own (``config.shape_padding``).
 
@@ -66,6 +68,8 @@ from .problem import Problem
 from .table import LookupTable, TableError, as_table, check_provenance
 
 TRITON_MM = "triton::mm"
+PERSISTENT_TMA = "triton::mm_persistent_tma"
+TMA_DESCRIPTOR_SIZE = 128  # bytes of a CUtensorMap (Inductor's TMA_SIZE option)
 DECOMPOSE_K = "decompose_k"
 ATEN_MM = "aten::mm"
 OP_NAME = "mm"
@@ -142,8 +146,10 @@ def check_problem(problem: Problem) -> None:
                           "pointer): Inductor's key cannot tell the two apart")
 
 
-def choice_config(choice, problem: Problem) -> dict:
-    """The Inductor config for one gemmtune choice; raises Unsupported with the reason."""
+def choice_config(choice, problem: Problem, sm_count: int | None = None) -> dict:
+    """The Inductor config for one gemmtune choice; raises Unsupported with the reason.
+
+    ``sm_count``: the SMs of the table's GPU, for the persistent template's grid (NUM_SMS)."""
     if choice.pad:
         raise Unsupported("pad+ choices: Inductor pads operands on its own "
                           "(torch._inductor.config.shape_padding); its templates have no pad variant")
@@ -159,6 +165,22 @@ def choice_config(choice, problem: Problem) -> dict:
                 # the H200 with "'USE_FAST_ACCUM' is undefined": give the whole option
                 # set Inductor's mm heuristics build (fp32 accumulation, no fast accum).
                 "USE_FAST_ACCUM": False, "ACC_TYPE": "tl.float32"}
+    if choice.family == "persistent_tma":
+        if cfg.warp_spec or cfg.flatten:
+            raise Unsupported("persistent_tma with warp specialisation or a flattened loop: Inductor's "
+                              "Hopper persistent TMA template has neither knob")
+        if sm_count is None:
+            raise Unsupported("persistent_tma: the table names no known GPU, so its SM count "
+                              "(the template's NUM_SMS) is unknown")
+        # Inductor's persistent TMA template (mm_persistent_tma) with our tile, and the TMA
+        # options its heuristic adds (A/B_ROW_MAJOR from the key's layouts, the stable
+        # tensor-descriptor API that triton 3.6+ has).
+        return {"template_id": PERSISTENT_TMA, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
+                "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m, "num_stages": cfg.num_stages,
+                "num_warps": cfg.num_warps, "EVEN_K": problem.k % cfg.block_k == 0,
+                "USE_FAST_ACCUM": False, "ACC_TYPE": "tl.float32",
+                "A_ROW_MAJOR": problem.layout_a == "row", "B_ROW_MAJOR": problem.layout_b == "row",
+                "NUM_SMS": sm_count, "TMA_SIZE": TMA_DESCRIPTOR_SIZE, "TMA_EXPERIMENTAL_API": False}
     if choice.family == "decompose_k":
         return {"template_id": DECOMPOSE_K, "k_split": cfg.split}
     if choice.family == "aten":
@@ -167,6 +189,16 @@ def choice_config(choice, problem: Problem) -> dict:
         raise Unsupported("splitk: Inductor has no fused split-K mm template "
                           "(its decompose_k is gemmtune's decompose_k family)")
     raise Unsupported(f"family {choice.family}: no Inductor template")
+
+
+def _sm_count(provenance: dict) -> int | None:
+    """The SM count of the GPU a table was tuned on: a built-in GPU's, by the provenance's name."""
+    from .device import DeviceInfo
+    name = (provenance or {}).get("device_name") or (provenance or {}).get("device") or ""
+    try:
+        return DeviceInfo.lookup(str(name)).sm_count
+    except ValueError:
+        return None
 
 
 def _decompose_k_threshold() -> int:
@@ -214,6 +246,7 @@ def convert(table: LookupTable | str | os.PathLike, *, device_key: str | None = 
     """
     table = as_table(table)
     out = InductorExport({}, provenance=dict(table.provenance))
+    sm_count = _sm_count(table.provenance)
     for key, tcs in sorted(table.entries.items()):
         problem = Problem.from_key(key)
         try:
@@ -227,7 +260,7 @@ def convert(table: LookupTable | str | os.PathLike, *, device_key: str | None = 
                 out.skipped.append(Skipped(key, tc.choice.id, "aten left out (include_aten=False)"))
                 continue
             try:
-                configs.append(choice_config(tc.choice, problem))
+                configs.append(choice_config(tc.choice, problem, sm_count))
             except Unsupported as e:
                 out.skipped.append(Skipped(key, tc.choice.id, str(e)))
         if not configs:
