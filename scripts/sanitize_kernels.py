@@ -24,10 +24,10 @@ CASES = [
     ("splitk", SplitKConfig(32, 32, 128, 4, 4, 8, 8, True), (33, 45, 9000), "row"),
     ("splitk", SplitKConfig(16, 16, 256, 5, 4, 8, 16, False), (17, 19, 12001), "col"),
     # TMA: ragged M, N, K edges (zero-filled boxes, clipped TMA store), a transposed B, the
-    # pointer store (N = 1004: 2008-byte rows), warp specialisation and a flattened loop.
+    # pointer store (N = 1004: 2008-byte output rows; B transposed, so its rows are K = 520 long), warp specialisation and a flattened loop.
     ("persistent_tma", PersistentConfig(128, 256, 64, 3, 8), (1000, 1000, 1000), "row"),
     ("persistent_tma", PersistentConfig(128, 128, 64, 4, 8), (333, 4104, 1032), "col"),
-    ("persistent_tma", PersistentConfig(128, 128, 128, 3, 4), (77, 1004, 520), "row"),
+    ("persistent_tma", PersistentConfig(128, 128, 128, 3, 4), (77, 1004, 520), "col"),
     ("persistent_tma", PersistentConfig(128, 256, 64, 3, 8, 8, True, False), (1000, 2056, 1000), "col"),
     ("persistent_tma", PersistentConfig(128, 128, 64, 4, 8, 8, False, True), (1000, 2056, 1000), "row"),
 ]

@@ -136,7 +136,7 @@ def test_space_is_pure_pruned_with_reasons_and_ids_round_trip():
     p = Problem.from_sizes(4096, 4096, 4096, "bfloat16")
     h100, a100 = DeviceInfo.lookup("h100"), DeviceInfo.lookup("a100")
     kept, rejected = persistent.space(p, h100)
-    assert kept == persistent.space(p, h100)[0] and len(kept) == len(persistent.DEFAULT_TILES)
+    assert kept == persistent.space(p, h100)[0] and len(kept) == 2 * len(persistent.DEFAULT_TILES)
     for c in kept:
         ch = Choice("persistent_tma", c)
         assert Choice.parse(ch.id) == ch
@@ -151,6 +151,11 @@ def test_space_is_pure_pruned_with_reasons_and_ids_round_trip():
     kept_x, rejected_x = persistent.space(p, h100, "exhaustive")
     assert kept_x and any("output box" in why for _, why in rejected_x)
     assert all(persistent.constraint(c, p, h100) is None for c in kept_x)
+    assert any(c.flatten for c in kept) and not any(c.warp_spec for c in kept)
+    assert any("8 or more warps" in why for _, why in rejected_x)
+    # fp32: BLOCK_K halved, so the 4-byte operand ring and output box still fit.
+    kept32 = persistent.space(Problem.from_sizes(4096, 4096, 4096, "float32"), h100)[0]
+    assert kept32 and all(c.block_k <= 64 for c in kept32)
     # Small problems get small boxes (never a box over the matrix by a factor of 2 or more).
     small = Problem.from_sizes(24, 40, 16, "float16")
     for c in persistent.space(small, h100)[0]:

@@ -188,6 +188,11 @@ def constraint(cfg: PersistentConfig, problem: Problem, device: DeviceInfo) -> s
         return f"a TMA box holds at most {MAX_BOX} elements per dimension"
     if cfg.warp_spec and cfg.flatten:
         return "warp specialisation and a flattened loop are exclusive in Triton's pipeliner"
+    if cfg.warp_spec and cfg.num_warps < 8:
+        # Hopper's warp specialisation splits the program into a TMA producer and consumer warp
+        # groups; with 4 warps triton 3.6 failed to compile it (NVGPUWarpSpecialization pass,
+        # H200, 2026-11-24: every 4-warp config, 8-warp ones compiled and verified).
+        return "warp specialisation needs 8 or more warps (consumer warp groups beside the producer)"
     # The TMA store stages the output tile in shared memory beside the operand ring.
     reason = tile_constraint(cfg.tile, problem, device)
     if reason:
@@ -200,8 +205,13 @@ def constraint(cfg: PersistentConfig, problem: Problem, device: DeviceInfo) -> s
     return None
 
 
-def default_configs() -> list[PersistentConfig]:
-    return [PersistentConfig(*t) for t in DEFAULT_TILES]
+def default_configs(elem_bytes: int = 2) -> list[PersistentConfig]:
+    """DEFAULT_TILES, each plain and with the tile and K loops flattened (on the H200 the
+    flattened loop was the faster of the two on 9 of 11 16-bit shapes, by up to 1.19x, and the
+    best config of every large one: benchmarks/results/2026-11-24-h200-persistent). 4-byte
+    inputs halve BLOCK_K so that the operand ring and the output box still fit in shared memory."""
+    tiles = [(bm, bn, bk if elem_bytes <= 2 else max(16, bk // 2), s, w) for bm, bn, bk, s, w in DEFAULT_TILES]
+    return [PersistentConfig(*t, flatten=f) for t in tiles for f in (False, True)]
 
 
 def exhaustive_configs() -> list[PersistentConfig]:
@@ -221,7 +231,7 @@ def exhaustive_configs() -> list[PersistentConfig]:
 def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
     """(kept, rejected) configs: Inductor's persistent TMA tiles (default) or the exhaustive
     product, shrunk to small problems and pruned by ``device`` and TMA's rules."""
-    base = default_configs() if kind == "default" else exhaustive_configs()
+    base = default_configs(element_size(problem.dtype)) if kind == "default" else exhaustive_configs()
     return prune([scale_tile(c, problem) for c in base], problem, device, constraint)
 
 
