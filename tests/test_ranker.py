@@ -164,3 +164,26 @@ def test_ranker_trusts_nothing_far_from_its_training_data(ranked):
         warnings.simplefilter("error")
         keys = model.rank_keys(far, cands)
     assert np.allclose(keys, np.log(model.analytic.predict(far, cands)))
+
+
+def test_shipped_h200_ranker_is_the_default_and_gbt_the_fallback(monkeypatch):
+    from pathlib import Path
+
+    import gemmtune
+    from gemmtune.model import default_model
+
+    from test_model import PUBLIC_BF16
+
+    folder = Path(gemmtune.__file__).parent / "data" / "models"
+    doc = json.loads((folder / "nvidia-h200-rank.json").read_text())
+    assert doc["family"] == "lgbm_rank" and (folder / doc["params"]["booster_file"]).is_file()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = default_model("h200", triton_version="3.6.0")
+    assert isinstance(m, LearnedModel) and m.family == "lgbm_rank"
+    s = evaluate(m, load_dataset(PUBLIC_BF16))["summary"]  # public shapes: never trained on
+    assert s["top5_regret_geomean"] < 0.05
+    _no_lightgbm(monkeypatch)
+    with pytest.warns(ModelWarning, match="needs lightgbm"):
+        m = default_model("h200", triton_version="3.6.0")
+    assert isinstance(m, LearnedModel) and m.family == "gbt"

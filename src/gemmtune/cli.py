@@ -28,6 +28,7 @@ on collected data (any machine):
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
@@ -565,10 +566,13 @@ def cmd_predict(args) -> int:
         if hasattr(model, "trust"):
             w, why = model.trust(p)
             t.caption = escape(f"{_model_name(model)}; learned correction weight {w:.2f}: {why}")
-        for col in ("rank", "choice", "est. µs", "vs aten"):
+        # A ranker (outputs 'score') orders choices without timing them: no µs to show.
+        timed = getattr(model, "outputs", "ms") == "ms"
+        for col in ("rank", "choice") + (("est. µs", "vs aten") if timed else ("rank key (not a time)",)):
             t.add_column(col, justify="left" if col == "choice" else "right")
         for i, (e, _, c) in enumerate(ranked[: args.top], start=1):
-            t.add_row(str(i), c.id, f"{e * 1e3:.2f}", f"{aten / e:.2f}x" if aten else "-")
+            t.add_row(str(i), c.id, *((f"{e * 1e3:.2f}", f"{aten / e:.2f}x" if aten else "-") if timed
+                                      else (f"{math.log(e):.3f}",)))
         console.print(t)
     return 0
 
