@@ -28,6 +28,7 @@ on collected data (any machine):
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
@@ -565,10 +566,13 @@ def cmd_predict(args) -> int:
         if hasattr(model, "trust"):
             w, why = model.trust(p)
             t.caption = escape(f"{_model_name(model)}; learned correction weight {w:.2f}: {why}")
-        for col in ("rank", "choice", "est. µs", "vs aten"):
+        # A ranker (outputs 'score') orders choices without timing them: no µs to show.
+        timed = getattr(model, "outputs", "ms") == "ms"
+        for col in ("rank", "choice") + (("est. µs", "vs aten") if timed else ("rank key (not a time)",)):
             t.add_column(col, justify="left" if col == "choice" else "right")
         for i, (e, _, c) in enumerate(ranked[: args.top], start=1):
-            t.add_row(str(i), c.id, f"{e * 1e3:.2f}", f"{aten / e:.2f}x" if aten else "-")
+            t.add_row(str(i), c.id, *((f"{e * 1e3:.2f}", f"{aten / e:.2f}x" if aten else "-") if timed
+                                      else (f"{math.log(e):.3f}",)))
         console.print(t)
     return 0
 
@@ -610,6 +614,15 @@ def cmd_train(args) -> int:
 
     suites = args.exclude_suite or ["public"]
     suites = [] if [x.lower() for x in suites] == ["none"] else suites
+    if args.compare:
+        from .model.compare import compare, write_report
+
+        kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+        res = compare(args.store, kinds=kinds, seed=args.seed, test_fraction=args.test_fraction,
+                      exclude_suites=suites)
+        path = write_report(res, args.compare)
+        print(path.read_text())
+        return 0
     model, rep = train(args.store, exclude_suites=suites, test_fraction=args.test_fraction, kind=args.kind,
                        seed=args.seed, device=args.device)
     console = Console(width=None if sys.stdout.isatty() else 160)
@@ -678,8 +691,13 @@ def _add_model_parsers(sub) -> None:
     p.add_argument("--out", default="gemmtune-model.json", help="model file to write (JSON; replaced if it exists)")
     p.add_argument("--exclude-suite", action="append", metavar="NAME|CSV",
                    help="leave these shapes out of training (repeatable; default: public; 'none' for nothing)")
-    p.add_argument("--kind", choices=("auto", "gbt", "mlp"), default="auto",
-                   help="gradient-boosted trees, a small MLP, or auto: the better on validation shapes")
+    p.add_argument("--kind", choices=("auto", "gbt", "mlp", "lgbm_rank"), default="auto",
+                   help="gradient-boosted trees, a small MLP, auto (the better of those two on validation "
+                   "shapes), or lgbm_rank: a LightGBM lambdarank ranker (pip install 'gemmtune[learn]')")
+    p.add_argument("--compare", metavar="DIR", help="instead: train each of --kinds on one split by shape, "
+                   "score them and the analytic model on the held-out shapes (ranking, training time, fixed "
+                   "and adaptive top-k), write DIR/README.md and DIR/results.json")
+    p.add_argument("--kinds", default="gbt,lgbm_rank", metavar="K1,K2", help="model kinds --compare trains")
     p.add_argument("--test-fraction", type=_fraction, default=0.2, metavar="F",
                    help="share of shapes held out, between 0 and 1; the learned model is compared with the "
                    "analytic one on them")
@@ -726,9 +744,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("--summary", metavar="JSON", help="also write the per-shape results as JSON")
     p.add_argument("--table", metavar="JSON", help="lookup table: shapes with an entry benchmark only its choices")
-    p.add_argument("--benchmark-space", default="SAME", metavar="SAME|DEFAULT|K",
+    p.add_argument("--benchmark-space", default="SAME", metavar="SAME|DEFAULT|AUTO|K",
                    help="benchmark every candidate (SAME), as many as the default space has (DEFAULT), "
-                   "or the performance model's top K; cuBLAS and table choices always")
+                   "the performance model's top K, or AUTO: its top 1 to 8, more where it is unsure "
+                   "(recorded per shape in --summary); cuBLAS and table choices always")
     p.add_argument("--fast", action="store_true", help="exhaustive search space, benchmark the model's top 1")
     p.add_argument("--model", metavar="PATH", help="learned model that ranks candidates (default: the one shipped "
                    "for this GPU and triton MAJOR.MINOR, else analytic)")

@@ -97,6 +97,11 @@ class ShapeResult:
     # ahead is not counted here, so the shapes' tune_s add up to the run's wall time
     # (less start-up). Near 0 when every candidate was reused.
     tune_s: float = 0.0
+    # How many of the model's best were benchmarked (cuBLAS and table choices on top) and
+    # why: 'fixed' for benchmark_space=k / DEFAULT, choose_k's reason for 'AUTO'; None
+    # when every candidate was benchmarked or a table entry fixed them.
+    k: int | None = None
+    k_reason: str | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -266,7 +271,10 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     The search space (``space``) and what is benchmarked are separate:
     ``benchmark_space='SAME'`` (default) benchmarks every candidate; ``'DEFAULT'``
     benchmarks as many as the default space holds, the performance model's best of
-    the search space; an int k benchmarks the model's k best. cuBLAS ('aten', the
+    the search space; an int k benchmarks the model's k best; ``'AUTO'`` lets k grow
+    where the model is unsure (gemmtune.model.topk.choose_k: 1 to 8, more when its
+    estimates are close, the problem is far from its training data or a thinly trained
+    family ranks near the top; each shape records its k and why). cuBLAS ('aten', the
     baseline) is always benchmarked on top, and so is every choice a lookup-table
     entry lists (a problem with an entry benchmarks exactly its choices, filtered or
     not). ``fast=True`` is ``space='exhaustive', benchmark_space=1``. ``model``: an
@@ -348,10 +356,16 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
                 if not cands:
                     cands = candidates(s.problem, families, space, dev)
                     if ranker is not None:
-                        k = bspace if isinstance(bspace, int) else len(
-                            candidates(s.problem, families, "default", dev)) - 1
-                        cands = select_by_model(s.problem, cands, k, ranker)
+                        if bspace == "AUTO":
+                            cands, k, why = select_adaptive(s.problem, cands, ranker)
+                        else:
+                            k = bspace if isinstance(bspace, int) else len(
+                                candidates(s.problem, families, "default", dev)) - 1
+                            cands, why = select_by_model(s.problem, cands, k, ranker), "fixed"
+                        picked[s.problem.key] = (k, why)
                 return cands
+
+            picked: dict[str, tuple[int, str]] = {}  # problem key -> (k, why) of the model's top-k
 
             plans: list = []  # candidates of shapes[0 .. len(plans) - 1] (or why there are none)
             compiling: dict[int, Future | None] = {}  # shape index -> its compile job
@@ -427,6 +441,7 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
                         bar.remove(task)
                         r = _summarize(s, cands, db, ctx)
                         r.tune_s = time.monotonic() - ts
+                        r.k, r.k_reason = picked.get(s.problem.key, (None, None))
                         result_shapes.append(r)
                         bar.advance(overall)
             finally:
@@ -457,6 +472,9 @@ def _compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | i
     listed = required_choices(lut, problem)
     if listed:
         return sum(c.needs_compile for c in listed)
+    if bspace == "AUTO":
+        from .model.topk import K_MAX
+        return K_MAX
     return bspace if isinstance(bspace, int) else None
 
 
@@ -499,7 +517,7 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-BENCHMARK_SPACES = ("SAME", "DEFAULT")
+BENCHMARK_SPACES = ("SAME", "DEFAULT", "AUTO")
 
 
 def _benchmark_space(value, fast: bool) -> str | int:
@@ -511,7 +529,7 @@ def _benchmark_space(value, fast: bool) -> str | int:
         v = value.strip().upper()
         parsed = v if v in BENCHMARK_SPACES else int(v) if v.isdigit() and int(v) >= 1 else None
     if parsed is None:
-        raise ValueError(f"benchmark_space must be 'SAME', 'DEFAULT' or a positive int k (the model's top k), "
+        raise ValueError(f"benchmark_space must be 'SAME', 'DEFAULT', 'AUTO' or a positive int k (the model's top k), "
                          f"got {value!r}")
     if fast:
         if parsed != "SAME":
@@ -554,6 +572,23 @@ def select_by_model(problem: Problem, cands: list[Choice], k: int, model) -> lis
         raise ValueError(f"{type(model).__name__}.predict returned {len(est)} estimates for {len(rest)} choices")
     order = sorted(range(len(rest)), key=lambda i: (est[i] if math.isfinite(est[i]) else math.inf, i))
     return base + [rest[i] for i in order[:k]]
+
+
+def select_adaptive(problem: Problem, cands: list[Choice], model) -> tuple[list[Choice], int, str]:
+    """cuBLAS plus the model's k best others, k chosen by gemmtune.model.topk.choose_k from
+    the model's ranking keys, its trust in ``problem`` and its families' training support.
+    Returns (candidates, k, why)."""
+    from .model.topk import model_k  # pure numpy; the model object is still the one passed in
+
+    base = [c for c in cands if c.family == "aten" and not c.pad]
+    rest = [c for c in cands if not (c.family == "aten" and not c.pad)]
+    if not rest:
+        return cands, 0, "no candidate besides cuBLAS"
+    keys, k, why = model_k(model, problem, rest)
+    if len(keys) != len(rest):
+        raise ValueError(f"{type(model).__name__} returned {len(keys)} ranking keys for {len(rest)} choices")
+    order = sorted(range(len(rest)), key=lambda i: (keys[i] if math.isfinite(keys[i]) else math.inf, i))
+    return base + [rest[i] for i in order[:k]], min(k, len(rest)), why
 
 
 def _index(todo):
@@ -745,7 +780,8 @@ def summary(result: TuneResult) -> dict:
         "compile_workers": result.compile_workers,
         "shapes": [{"group": s.group, "name": s.name, "key": s.problem.key, "best": s.best,
                     "best_ms": s.best_ms, "aten_ms": s.aten_ms, "speedup": s.speedup,
-                    "tried": s.tried, "failed": s.failed, "statuses": s.statuses, "tune_s": s.tune_s}
+                    "tried": s.tried, "failed": s.failed, "statuses": s.statuses, "tune_s": s.tune_s,
+                    "k": s.k, "k_reason": s.k_reason}
                    for s in result.shapes],
     }
 
@@ -781,6 +817,8 @@ def render(result: TuneResult, console=None) -> None:
         title += "  [bold yellow](CPU interpreter: timings NOT representative)[/]"
     t = Table(title=title)
     num = ("best µs", "aten µs", "speedup", "tried", "failed", "tune s")
+    with_k = any(s.k is not None for s in result.shapes)
+    num += ("model k",) if with_k else ()
     for col in ("shape", "problem", "best choice") + num:
         t.add_column(col, justify="right" if col in num else "left",
                      overflow="fold", no_wrap=col != "best choice")
@@ -789,7 +827,7 @@ def render(result: TuneResult, console=None) -> None:
                   s.best or "-", f"{s.best_ms * 1e3:.2f}" if s.best_ms else "-",
                   f"{s.aten_ms * 1e3:.2f}" if s.aten_ms else "-",
                   f"{s.speedup:.2f}x" if s.speedup else "-", str(s.tried), str(s.failed),
-                  f"{s.tune_s:.1f}")
+                  f"{s.tune_s:.1f}", *([f"{s.k}" if s.k is not None else "-"] if with_k else []))
     console.print(t)
     for line in failure_lines(result):
         console.print(line, markup=False)

@@ -11,9 +11,14 @@ concrete model. Two are provided:
 * ``AnalyticModel(device)``: roofline, tile waves, occupancy, pipelining and the
   families' extra costs, from the DeviceInfo alone (no training; any GPU).
 * ``LearnedModel``: the analytic estimate corrected by a regressor trained on a
-  results store (``fit`` / ``train``), saved as JSON with provenance and loaded with
-  ``load_model``, which falls back to the analytic model (with a ``ModelWarning``)
-  for a file made on another GPU or triton MAJOR.MINOR.
+  results store (``fit`` / ``train``), or a LightGBM lambdarank ranker (kind
+  ``lgbm_rank``, the ``learn`` extra) whose ``predict`` is an ordering, not ms; saved
+  as JSON with provenance (a ranker: plus LightGBM's text model beside it) and loaded
+  with ``load_model``, which falls back to the analytic model (with a ``ModelWarning``)
+  for a file made on another GPU or triton MAJOR.MINOR, or a ranker without lightgbm.
+
+``topk.choose_k`` picks how many of a model's best the tuner benchmarks
+(``benchmark_space='AUTO'``); ``compare.compare`` scores model kinds side by side.
 
 ``default_model(device)`` is what the tuner ranks with when given no model: the
 learned model shipped for that GPU (``gemmtune/data/models/``; one so far: NVIDIA

@@ -25,13 +25,17 @@ dtype and alignment; otherwise by the distance to the nearest such training
 problem (log2 units of M, N, K): full within 1.5, none beyond 3.0, linear in
 between. ``LearnedModel.trust(problem)`` says which weight a problem gets and why.
 
-Data: a results store (``.sqlite``, ``.sqlite.gz``) or its CSV export (``.csv``,
-``.csv.gz``): the rows with status ``ok``. Train/test splits are BY SHAPE
-(M, N, K; all dtypes and layouts of one shape fall on the same side), never by
-row, and shapes of the public benchmark suite are excluded by default: they are
-for evaluation only.
+A third kind, ``lgbm_rank`` (LightGBM lambdarank, needs the ``learn`` extra), ranks
+instead of timing: it scores each problem's choices (higher = faster) and is trained on
+relevance labels graded by each choice's time relative to its problem's best. It predicts
+no milliseconds (``LearnedModel.outputs == 'score'``): ``rank_keys`` orders it like the
+others, and ``predict`` returns those keys (see ``LearnedModel.predict``).
 
-Saved as JSON with provenance: GPU name, capability and facts, torch / triton /
+Data, splits and metrics live in ``data.py`` and ``metrics.py``, the regressors and the
+ranker in ``regressors.py``; their public names are importable from here too.
+
+Saved as JSON with provenance (a ranker: its LightGBM text model beside it, named in the
+JSON with its sha256): GPU name, capability and facts, torch / triton /
 gemmtune versions, feature version, the training set and the held-out metrics.
 ``load_model`` refuses to trust a model from another GPU, another triton
 MAJOR.MINOR or another feature version: it warns (``ModelWarning``) and returns
@@ -47,30 +51,31 @@ Example::
     >>> m.predict(problem, choices)                                # doctest: +SKIP
 """
 
+
 from __future__ import annotations
 
-import csv
-import gzip
 import json
 import math
 import os
-import shutil
-import tempfile
 import time
 import warnings
 from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..configs import Choice
-from ..jsonio import read_json
-from ..table import major_minor
 from ..device import DeviceInfo
+from ..jsonio import read_json
 from ..problem import Problem
+from ..table import major_minor
 from .analytic import AnalyticModel
+from .data import (MIN_RANKED_CHOICES, TRUST_RADIUS, ZERO_RADIUS, Dataset, ShapeData, _dtype_tag,  # noqa: F401
+                   _layout_tag, _unaligned, domain_of, exclude, load_dataset, public_shapes, split_by_shape,
+                   suite_shapes)
+from .errors import ModelDependencyError, ModelError, ModelWarning  # noqa: F401
 from .features import FEATURE_NAMES, FEATURE_VERSION, POST_V1, batch, featurize
+from .metrics import _predict_ms, _ranks, evaluate, rank_keys, shape_metrics, spearman, summarize  # noqa: F401
+from .regressors import _GBT, _MLP, _REGRESSORS, RANKERS, _LGBMRanker, import_lightgbm  # noqa: F401
 
 MODEL_FORMAT = "gemmtune-perf-model"
 MODEL_SCHEMA = 1
@@ -84,520 +89,6 @@ _BASE_COL = FEATURE_NAMES.index("log2_analytic_us")
 NEAR_BEST_TAU = 0.3
 NEAR_BEST_FLOOR = 0.25
 WEIGHTINGS = ("near_best", "none")
-# Domain guard (see the module docstring): full learned correction within TRUST_RADIUS
-# of a training problem of the same dtype and alignment (log2 units of M, N, K; each of
-# the first collected H200 shapes has another within 1.62), none beyond ZERO_RADIUS.
-TRUST_RADIUS = 1.5
-ZERO_RADIUS = 3.0
-
-
-class ModelError(ValueError):
-    """A model file or a training set that cannot be used; the message says why."""
-
-
-class ModelWarning(UserWarning):
-    """A model that loads but is not trusted here (other GPU / triton / features)."""
-
-
-# ------------------------------------------------------------------------ data
-@dataclass
-class ShapeData:
-    """The measured choices of one problem: ``times_ms[i]`` is ``choices[i]``'s median device ms."""
-
-    problem: Problem
-    choices: list[Choice]
-    times_ms: np.ndarray
-
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        return (self.problem.m, self.problem.n, self.problem.k)
-
-
-@dataclass
-class Dataset:
-    groups: list[ShapeData]
-    context: dict = field(default_factory=dict)
-    source: str = ""
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def rows(self) -> int:
-        return sum(len(g.choices) for g in self.groups)
-
-    @property
-    def shapes(self) -> set[tuple[int, int, int]]:
-        return {g.shape for g in self.groups}
-
-    def subset(self, shapes) -> "Dataset":
-        keep = set(shapes)
-        return Dataset([g for g in self.groups if g.shape in keep], dict(self.context), self.source,
-                       list(self.notes))
-
-    def ranked(self, min_choices: int = None) -> "Dataset":
-        """The problems with at least ``min_choices`` measured choices (default
-        ``MIN_RANKED_CHOICES``): the ones a ranking can be scored on. A problem measured only
-        in part (cuBLAS and a few others) makes any ranking look perfect."""
-        n = MIN_RANKED_CHOICES if min_choices is None else min_choices
-        return Dataset([g for g in self.groups if len(g.choices) >= n], dict(self.context), self.source,
-                       list(self.notes))
-
-
-def _open_sqlite(path: Path):
-    """A ResultStore on ``path``; ``.gz`` files are decompressed to a temporary copy."""
-    from ..store import ResultStore
-
-    if path.suffix == ".gz":
-        tmpdir = tempfile.mkdtemp(prefix="gemmtune-model-")
-        dst = Path(tmpdir) / path.stem
-        with gzip.open(path, "rb") as src, open(dst, "wb") as out:
-            shutil.copyfileobj(src, out)
-        return ResultStore(dst), tmpdir
-    return ResultStore(path), None
-
-
-def _read_records(path: Path) -> list[dict]:
-    """Rows with status ok as dicts of the store's columns (strings or numbers)."""
-    name = path.name.lower()
-    if name.endswith((".csv", ".csv.gz")):
-        opener = gzip.open if name.endswith(".gz") else open
-        with opener(path, "rt", newline="", encoding="utf-8") as f:
-            return [r for r in csv.DictReader(f) if r.get("status") == "ok"]
-    if name.endswith((".sqlite", ".sqlite.gz", ".db")):
-        from dataclasses import asdict
-
-        store, tmpdir = _open_sqlite(path)
-        try:
-            return [asdict(c) | asdict(r) for c, r in store.rows(status="ok")]
-        finally:
-            store.close()
-            if tmpdir:
-                shutil.rmtree(tmpdir, ignore_errors=True)
-    raise ModelError(f"cannot read {path}: expected a results store (.sqlite, .sqlite.gz) "
-                     "or its CSV export (.csv, .csv.gz)")
-
-
-# Evaluations score rankings only on problems with at least this many measured choices.
-MIN_RANKED_CHOICES = 20
-
-
-def load_dataset(path: str | os.PathLike, *, device_name: str | None = None) -> Dataset:
-    """The ok rows of a results store (or its CSV export), grouped by problem.
-
-    Rows measured on several GPUs or triton MAJOR.MINOR versions are not mixed: the
-    group with the most rows is used (or the GPU named by ``device_name``), and the
-    others are listed in ``Dataset.notes``. A choice measured more than once within
-    that group counts with the geometric mean of its times.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise ModelError(f"cannot read {path}: no such file")
-    recs = _read_records(path)
-    by_ctx: dict[tuple, list[dict]] = defaultdict(list)
-    for r in recs:
-        try:
-            ms = float(r["device_ms"])
-        except (TypeError, ValueError):
-            continue
-        if not (math.isfinite(ms) and ms > 0):
-            continue
-        r = dict(r)
-        r["device_ms"] = ms
-        by_ctx[(r["device_name"], major_minor(r["triton_version"]))].append(r)
-    if not by_ctx:
-        raise ModelError(f"{path}: no rows with status ok and a finite device time")
-    if device_name is not None:
-        picks = [k for k in by_ctx if k[0].lower() == device_name.lower()]
-        if not picks:
-            raise ModelError(f"{path}: no rows measured on {device_name!r}; it holds "
-                             + ", ".join(sorted({k[0] for k in by_ctx})))
-        key = max(picks, key=lambda k: len(by_ctx[k]))
-    else:
-        key = max(by_ctx, key=lambda k: len(by_ctx[k]))
-    notes = [f"skipped {len(v)} rows measured on {k[0]} with triton {k[1]}" for k, v in by_ctx.items()
-             if k != key]
-    rows = by_ctx[key]
-    if "interpreter" in key[0].lower():
-        raise ModelError(f"{path}: its rows were timed in the Triton CPU interpreter ({key[0]}); "
-                         "those times say nothing about a GPU, refusing to train on them")
-    ctx = {c: rows[-1][c] for c in ("device_name", "capability", "torch_version", "triton_version",
-                                    "gemmtune_version")}
-    per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for r in rows:
-        per[r["problem_key"]][r["choice_id"]].append(r["device_ms"])
-    groups = []
-    for key_, ch in sorted(per.items()):
-        try:
-            p = Problem.from_key(key_)
-            ids = sorted(ch)
-            choices = [Choice.parse(c) for c in ids]
-        except ValueError as e:
-            notes.append(f"skipped {key_}: {e}")
-            continue
-        t = np.array([math.exp(sum(map(math.log, ch[c])) / len(ch[c])) for c in ids])
-        groups.append(ShapeData(p, choices, t))
-    return Dataset(groups, ctx, path.name, notes)
-
-
-def public_shapes() -> set[tuple[int, int, int]]:
-    """(M, N, K) of the public benchmark suite: evaluation only, never training data."""
-    from ..shapes import preset
-
-    return {(s.problem.m, s.problem.n, s.problem.k) for s in preset("public")}
-
-
-def suite_shapes(name_or_csv: str) -> set[tuple[int, int, int]]:
-    from ..shapes import PRESETS, load_csv, preset
-
-    shapes = preset(name_or_csv) if name_or_csv in PRESETS else load_csv(name_or_csv)
-    return {(s.problem.m, s.problem.n, s.problem.k) for s in shapes}
-
-
-def exclude(data: Dataset, shapes: set[tuple[int, int, int]]) -> tuple[Dataset, int]:
-    """``data`` without the groups whose (M, N, K) is in ``shapes``, and how many went."""
-    kept = [g for g in data.groups if g.shape not in shapes]
-    return Dataset(kept, dict(data.context), data.source, list(data.notes)), len(data.groups) - len(kept)
-
-
-def split_by_shape(data: Dataset, test_fraction: float = 0.2, seed: int = 0,
-                   strata=None) -> tuple[Dataset, Dataset]:
-    """(train, test) with every (M, N, K) on exactly one side; at least one shape each
-    when there are two or more.
-
-    ``strata``: optional shape group per (M, N, K), a dict or a callable (shapes it does
-    not know form one more group). Each group is then split on its own, holding out
-    ``round(test_fraction * n)`` of its ``n`` shapes (at least one of a group of two or
-    more), so every group appears on both sides. Deterministic for a given seed.
-    """
-    shapes = sorted(data.shapes)
-    if not 0.0 < test_fraction < 1.0:
-        raise ModelError(f"test_fraction must be between 0 and 1, got {test_fraction}")
-    rng = np.random.default_rng(seed)
-
-    def n_held(n: int) -> int:
-        return min(n - 1, max(1, round(test_fraction * n))) if n > 1 else 0
-
-    if strata is None:
-        order = [shapes[i] for i in rng.permutation(len(shapes))]
-        n_test = n_held(len(shapes))
-        return data.subset(order[n_test:]), data.subset(order[:n_test])
-    label = strata if callable(strata) else strata.get
-    by: dict[str, list] = defaultdict(list)
-    for s in shapes:
-        by[str(label(s))].append(s)
-    test: list = []
-    for name in sorted(by):
-        group = by[name]
-        order = [group[i] for i in rng.permutation(len(group))]
-        test += order[:n_held(len(group))]
-    if not test and len(shapes) > 1:  # only groups of one shape: hold out one of them
-        test = [shapes[int(rng.integers(len(shapes)))]]
-    held = set(test)
-    return data.subset([s for s in shapes if s not in held]), data.subset(test)
-
-
-# ---------------------------------------------------------------------- metrics
-def _ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks 0..n-1 with ties given their average rank."""
-    x = np.asarray(x, dtype=np.float64)
-    order = np.argsort(x, kind="stable")
-    xs = x[order]
-    ranks = np.empty(len(x))
-    starts = np.r_[0, np.flatnonzero(np.diff(xs) != 0) + 1]
-    ends = np.r_[starts[1:], len(x)]
-    for s, e in zip(starts, ends):
-        ranks[order[s:e]] = (s + e - 1) / 2.0
-    return ranks
-
-
-def spearman(a, b) -> float:
-    """Spearman rank correlation (nan when either side is constant or has < 2 values)."""
-    if len(a) < 2:
-        return float("nan")
-    ra, rb = _ranks(a), _ranks(b)
-    if ra.std() == 0 or rb.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(ra, rb)[0, 1])
-
-
-def shape_metrics(pred_ms, true_ms, baseline=None) -> dict:
-    """Spearman, and top-1 / top-5 regret: how much slower the best measured among the
-    model's first 1 / 5 choices is than the best measured overall (0.0 = found it).
-
-    ``baseline``: optional boolean mask of the choices the tuner benchmarks whatever the
-    model says (cuBLAS, see tune.select_by_model). With it, also:
-
-    * ``tuner_top{1,5}_regret``: the best of the baseline and the model's first 1 / 5
-      other choices, against the best overall: what ``tune(benchmark_space=k)`` finds;
-    * ``rest_top{1,5}_regret``: the model's first 1 / 5 other choices against the best
-      other choice: the ranking of the Triton families alone, without cuBLAS.
-
-    "Best" is the best of the measured choices, not of an exhaustive search.
-    """
-    pred = np.asarray(pred_ms, dtype=np.float64)
-    true = np.asarray(true_ms, dtype=np.float64)
-    pred = np.where(np.isfinite(pred), pred, np.inf)
-    order = np.argsort(pred, kind="stable")
-    best = true.min()
-    out = {"spearman": spearman(pred, true), "top1_regret": float(true[order[0]] / best - 1.0),
-           "top5_regret": float(true[order[:5]].min() / best - 1.0), "n": int(len(true))}
-    if baseline is not None:
-        base = np.asarray(baseline, dtype=bool)
-        rest = np.flatnonzero(~base)
-        if base.any() and len(rest):
-            ro = rest[np.argsort(pred[rest], kind="stable")]
-            floor = true[base].min()
-            best_rest = true[rest].min()
-            for k in (1, 5):
-                top = true[ro[:k]].min()
-                out[f"tuner_top{k}_regret"] = float(min(floor, top) / best - 1.0)
-                out[f"rest_top{k}_regret"] = float(top / best_rest - 1.0)
-    return out
-
-
-def evaluate(model, data: Dataset) -> dict:
-    """Per-shape ranking quality of ``model`` on ``data`` and its summary.
-
-    Example::
-
-        >>> evaluate(AnalyticModel(DeviceInfo.lookup("h200")), load_dataset("store.sqlite"))["summary"]  # doctest: +SKIP
-    """
-    per = []
-    for g in data.groups:
-        pred = _predict_ms(model, g.problem, g.choices)
-        m = shape_metrics(pred, g.times_ms, baseline=[c.family == "aten" and not c.pad for c in g.choices])
-        m["key"] = g.problem.key
-        per.append(m)
-    return {"summary": summarize(per), "shapes": per}
-
-
-def summarize(per: list[dict]) -> dict:
-    """Means over shapes. ``*_geomean``: the geometric mean of (1 + regret) minus 1;
-    ``*_within_10pct``: the share of shapes whose regret is at most 10%."""
-    if not per:
-        return {"shapes": 0}
-    sp = np.array([m["spearman"] for m in per if not math.isnan(m["spearman"])])
-    r1 = np.array([m["top1_regret"] for m in per])
-    r5 = np.array([m["top5_regret"] for m in per])
-    out = {"shapes": len(per), "choices": int(sum(m["n"] for m in per)),
-           "spearman_mean": float(sp.mean()) if len(sp) else float("nan"),
-           "spearman_median": float(np.median(sp)) if len(sp) else float("nan"),
-           "top1_regret_mean": float(r1.mean()), "top1_regret_median": float(np.median(r1)),
-           "top1_found": float((r1 <= 1e-12).mean()),
-           "top5_regret_mean": float(r5.mean()), "top5_regret_max": float(r5.max())}
-    for name in ("top1", "top5", "tuner_top1", "tuner_top5", "rest_top1", "rest_top5"):
-        r = np.array([m[f"{name}_regret"] for m in per if f"{name}_regret" in m])
-        if len(r):
-            out[f"{name}_regret_geomean"] = float(np.exp(np.mean(np.log1p(r))) - 1.0)
-            out[f"{name}_within_10pct"] = float((r <= 0.10 + 1e-12).mean())
-    return out
-
-
-def _predict_ms(model, problem, choices) -> np.ndarray:
-    if hasattr(model, "predict_ms"):
-        return np.asarray(model.predict_ms(problem, choices), dtype=np.float64)
-    return np.asarray(model.predict(problem, choices), dtype=np.float64)
-
-
-# ------------------------------------------------------------------ regressors
-class _GBT:
-    """Gradient-boosted oblivious trees on binned features (least squares)."""
-
-    def __init__(self, n_trees=200, depth=6, lr=0.1, n_bins=64, l2=1.0, subsample=0.8, max_rows=60000,
-                 seed=0):
-        self.n_trees, self.depth, self.lr, self.n_bins = n_trees, depth, lr, n_bins
-        self.l2, self.subsample, self.max_rows, self.seed = l2, subsample, max_rows, seed
-        self.feat = self.thr = self.leaf = None
-
-    def _edges(self, X):
-        edges = []
-        qs = np.linspace(0, 1, self.n_bins + 1)[1:-1]
-        for f in range(X.shape[1]):
-            u = np.unique(X[:, f])
-            if len(u) <= self.n_bins:
-                e = (u[:-1] + u[1:]) / 2.0
-            else:
-                e = np.unique(np.quantile(X[:, f], qs))
-            edges.append(e)
-        return edges
-
-    def fit(self, X, r, w=None):
-        rng = np.random.default_rng(self.seed)
-        n, F = X.shape
-        B = self.n_bins
-        # Weights are scaled to mean 1, so that the l2 term means the same whatever their scale.
-        w = np.ones(n) if w is None else np.asarray(w, dtype=np.float64) * (n / np.sum(w))
-        edges = self._edges(X)
-        Xb = np.zeros((n, F), dtype=np.int64)
-        for f, e in enumerate(edges):
-            Xb[:, f] = np.searchsorted(e, X[:, f], side="left")
-        base_idx = np.arange(F)[None, :] * B + Xb  # (n, F)
-        pred = np.zeros(n)
-        D = self.depth
-        feats = np.zeros((self.n_trees, D), dtype=np.int64)
-        thrs = np.zeros((self.n_trees, D))
-        leaves = np.zeros((self.n_trees, 2 ** D))
-        m = min(n, self.max_rows, max(1, int(self.subsample * n)))
-        for t in range(self.n_trees):
-            idx = np.sort(rng.choice(n, size=m, replace=False)) if m < n else np.arange(n)
-            g = r[idx] - pred[idx]
-            wi = w[idx]
-            wg = wi * g
-            node = np.zeros(m, dtype=np.int64)
-            bi = base_idx[idx]
-            for d in range(D):
-                nodes = 2 ** d
-                flat = (node[:, None] * (F * B) + bi).ravel()
-                G = np.bincount(flat, weights=np.repeat(wg, F), minlength=nodes * F * B).reshape(nodes, F, B)
-                H = np.bincount(flat, weights=np.repeat(wi, F), minlength=nodes * F * B).reshape(nodes, F, B)
-                GL, HL = np.cumsum(G, axis=2)[:, :, :-1], np.cumsum(H, axis=2)[:, :, :-1]
-                Gt, Ht = G.sum(axis=2, keepdims=True), H.sum(axis=2, keepdims=True)
-                GR, HR = Gt - GL, Ht - HL
-                gain = (GL ** 2 / (HL + self.l2) + GR ** 2 / (HR + self.l2)).sum(axis=0)  # (F, B-1)
-                # A threshold past a feature's last edge splits nothing.
-                for f, e in enumerate(edges):
-                    gain[f, len(e):] = -np.inf
-                f_best, b_best = np.unravel_index(int(np.argmax(gain)), gain.shape)
-                e = edges[f_best]
-                feats[t, d] = f_best
-                thrs[t, d] = e[b_best] if len(e) else 1e300  # constant feature: no row goes right
-                node = node * 2 + (Xb[idx, f_best] > b_best)
-            sums = np.bincount(node, weights=wg, minlength=2 ** D)
-            cnts = np.bincount(node, weights=wi, minlength=2 ** D)
-            leaves[t] = self.lr * sums / (cnts + self.l2)
-            pred += leaves[t][self._leaf_index(X, feats[t:t + 1], thrs[t:t + 1])[0]]
-        self.feat, self.thr, self.leaf = feats, thrs, leaves
-        self._splits = None
-        return self
-
-    @staticmethod
-    def _leaf_index(X, feats, thrs):
-        """(T, n) leaf of every row in every tree; the first split is the high bit."""
-        cols = np.ascontiguousarray(X.T)[feats]  # (T, D, n): whole feature rows, cheap to gather
-        bits = cols > thrs[:, :, None]
-        idx = np.zeros((feats.shape[0], X.shape[0]), dtype=np.int64)
-        for d in range(feats.shape[1]):
-            idx = idx * 2 + bits[:, d, :]
-        return idx
-
-    def _split_table(self):
-        """The distinct (feature, threshold) splits of all trees and, per tree level, which
-        of them it uses: each is then compared once per row, not once per tree."""
-        if getattr(self, "_splits", None) is None:
-            pairs = np.stack([self.feat.ravel().astype(np.float64), self.thr.ravel()], axis=1)
-            uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
-            self._splits = (uniq[:, 0].astype(np.int64), uniq[:, 1], inv.reshape(self.feat.shape))
-        return self._splits
-
-    def predict(self, X):
-        feats, thrs, which = self._split_table()
-        bits = np.ascontiguousarray((X[:, feats] > thrs).T).view(np.uint8)  # (distinct splits, n)
-        # (T, n) leaf index, the same leaves as _leaf_index, built in place in int32 (less
-        # memory traffic than int64: about half the prediction time of 2,000 choices), then
-        # offset per tree to index the flattened leaf table.
-        n_trees, n_leaves = self.leaf.shape
-        idx = np.zeros((n_trees, X.shape[0]), dtype=np.int32)
-        for d in range(which.shape[1]):
-            idx <<= 1
-            idx |= bits[which[:, d]]
-        idx += (np.arange(n_trees, dtype=np.int32) * n_leaves)[:, None]
-        return self.leaf.ravel()[idx].sum(axis=0)
-
-    def hyperparameters(self) -> dict:
-        return {"n_trees": self.n_trees, "depth": self.depth, "lr": self.lr, "n_bins": self.n_bins, "l2": self.l2,
-                "subsample": self.subsample, "max_rows": self.max_rows}
-
-    def to_json(self):
-        return {"depth": self.depth, "lr": self.lr, "features": self.feat.tolist(),
-                "thresholds": self.thr.tolist(), "leaves": self.leaf.tolist()}
-
-    @classmethod
-    def from_json(cls, d):
-        m = cls(n_trees=len(d["features"]), depth=d["depth"], lr=d["lr"])
-        m.feat = np.asarray(d["features"], dtype=np.int64).reshape(-1, d["depth"])
-        m.thr = np.asarray(d["thresholds"], dtype=np.float64).reshape(m.feat.shape)
-        m.leaf = np.asarray(d["leaves"], dtype=np.float64).reshape(len(m.feat), 2 ** d["depth"])
-        return m
-
-
-class _MLP:
-    """Two ReLU layers trained with Adam on standardised features (least squares)."""
-
-    def __init__(self, hidden=(64, 64), lr=2e-3, epochs=60, batch=256, weight_decay=1e-5, seed=0,
-                 max_steps=20000):
-        self.hidden, self.lr, self.epochs, self.batch = hidden, lr, epochs, batch
-        self.wd, self.seed, self.max_steps = weight_decay, seed, max_steps
-        self.params = None
-
-    def _forward(self, Z, params):
-        W1, b1, W2, b2, W3, b3 = params
-        h1 = np.maximum(Z @ W1 + b1, 0.0)
-        h2 = np.maximum(h1 @ W2 + b2, 0.0)
-        return h1, h2, (h2 @ W3 + b3)[:, 0]
-
-    def fit(self, X, r, w=None):
-        rng = np.random.default_rng(self.seed)
-        w = np.ones(len(X)) if w is None else np.asarray(w, dtype=np.float64) * (len(X) / np.sum(w))
-        self.mu = X.mean(axis=0)
-        sd = X.std(axis=0)
-        self.sd = np.where(sd > 1e-12, sd, 1.0)
-        self.r_mu, self.r_sd = float(r.mean()), float(r.std() or 1.0)
-        Z = (X - self.mu) / self.sd
-        y = (r - self.r_mu) / self.r_sd
-        sizes = (X.shape[1], *self.hidden, 1)
-        params = []
-        for a, b in zip(sizes[:-1], sizes[1:]):
-            params += [rng.normal(0.0, math.sqrt(2.0 / a), (a, b)), np.zeros(b)]
-        m = [np.zeros_like(p) for p in params]
-        v = [np.zeros_like(p) for p in params]
-        step, b1m, b2m, eps = 0, 0.9, 0.999, 1e-8
-        n = len(Z)
-        # Fewer epochs on big data (deterministic, unlike a time limit): ~20k Adam steps at most.
-        epochs = min(self.epochs, max(5, self.max_steps // max(1, math.ceil(n / self.batch))))
-        for _ in range(epochs):
-            perm = rng.permutation(n)
-            for s in range(0, n, self.batch):
-                bi = perm[s:s + self.batch]
-                zb, yb = Z[bi], y[bi]
-                h1, h2, out = self._forward(zb, params)
-                W1, _, W2, _, W3, _ = params
-                d = (2.0 / len(bi)) * (w[bi] * (out - yb))[:, None]
-                gW3, gb3 = h2.T @ d, d.sum(0)
-                d2 = (d @ W3.T) * (h2 > 0)
-                gW2, gb2 = h1.T @ d2, d2.sum(0)
-                d1 = (d2 @ W2.T) * (h1 > 0)
-                gW1, gb1 = zb.T @ d1, d1.sum(0)
-                grads = [gW1 + self.wd * W1, gb1, gW2 + self.wd * W2, gb2, gW3 + self.wd * W3, gb3]
-                step += 1
-                lr_t = self.lr * math.sqrt(1 - b2m ** step) / (1 - b1m ** step)
-                for i, gr in enumerate(grads):
-                    m[i] = b1m * m[i] + (1 - b1m) * gr
-                    v[i] = b2m * v[i] + (1 - b2m) * gr * gr
-                    params[i] = params[i] - lr_t * m[i] / (np.sqrt(v[i]) + eps)
-        self.params = params
-        return self
-
-    def predict(self, X):
-        Z = (X - self.mu) / self.sd
-        return self._forward(Z, self.params)[2] * self.r_sd + self.r_mu
-
-    def hyperparameters(self) -> dict:
-        return {"hidden": list(self.hidden), "lr": self.lr, "epochs": self.epochs, "batch": self.batch,
-                "weight_decay": self.wd, "max_steps": self.max_steps}
-
-    def to_json(self):
-        return {"hidden": list(self.hidden), "mu": self.mu.tolist(), "sd": self.sd.tolist(),
-                "r_mu": self.r_mu, "r_sd": self.r_sd, "params": [p.tolist() for p in self.params]}
-
-    @classmethod
-    def from_json(cls, d):
-        m = cls(hidden=tuple(d["hidden"]))
-        m.mu, m.sd = np.asarray(d["mu"], dtype=np.float64), np.asarray(d["sd"], dtype=np.float64)
-        m.r_mu, m.r_sd = float(d["r_mu"]), float(d["r_sd"])
-        m.params = [np.asarray(p, dtype=np.float64) for p in d["params"]]
-        return m
-
-
-_REGRESSORS = {"gbt": _GBT, "mlp": _MLP}
 
 
 # ------------------------------------------------------------------------ model
@@ -609,30 +100,6 @@ def _near_best_weights(y: np.ndarray, gid: np.ndarray, tau: float = NEAR_BEST_TA
     best = np.full(int(gid.max()) + 1, np.inf)
     np.minimum.at(best, gid, y)
     return floor + np.exp(-(y - best[gid]) / tau)
-
-
-def _dtype_tag(p: Problem) -> str:
-    """The dtype part of the problem key: 'bf16->bf16', 'fp32+tf32->fp32', ..."""
-    return p.key.split(":")[2]
-
-
-def _layout_tag(p: Problem) -> str:
-    return f"{p.layout_a}/{p.layout_b}"
-
-
-def _unaligned(p: Problem) -> bool:
-    return not (p.aligned_a and p.aligned_b)
-
-
-def domain_of(data: Dataset) -> dict:
-    """What a model trained on ``data`` has seen (stored as provenance['domain']):
-    ``problems`` holds [M, N, K, dtype tag, unaligned 0/1] of every training problem."""
-    probs = sorted({(g.problem.m, g.problem.n, g.problem.k, _dtype_tag(g.problem), int(_unaligned(g.problem)))
-                    for g in data.groups})
-    return {"dtypes": sorted({_dtype_tag(g.problem) for g in data.groups}),
-            "layouts": sorted({_layout_tag(g.problem) for g in data.groups}),
-            "problems": [list(p) for p in probs],
-            "trust_radius": TRUST_RADIUS, "zero_radius": ZERO_RADIUS}
 
 
 def _matrix(data: Dataset, device: DeviceInfo, analytic: AnalyticModel):
@@ -651,11 +118,27 @@ def _base_log_ms(X: np.ndarray) -> np.ndarray:
     return X[:, _BASE_COL] * _LN2 - math.log(1000.0)
 
 
+# A kernel family with fewer training rows than this is thinly covered: the adaptive top-k
+# (topk.choose_k) widens when one ranks near the top (support = rows / this, at most 1).
+FAMILY_ROWS_FULL = 1000
+
+
 class LearnedModel:
-    """The analytic estimate corrected by a regressor trained on measurements.
+    """The analytic estimate corrected by a regressor trained on measurements, or (family
+    ``lgbm_rank``) a LightGBM ranker's scores.
 
     Build with ``fit(dataset)`` or ``LearnedModel.load(path)`` (no trust check; use
-    ``load_model`` for that). ``predict(problem, choices)`` returns estimated ms.
+    ``load_model`` for that).
+
+    * ``rank_keys(problem, choices)``: per choice, lower = faster, in ln-ms units (a
+      regressor: ln of its estimated ms; a ranker: its negative score times the fitted
+      ``scale``, anchored at the analytic ln ms of its first choice). What the tuner and
+      the metrics order by.
+    * ``predict(problem, choices)``: the ``PerfModel`` protocol, lower = faster. A
+      regressor (``outputs == 'ms'``) returns estimated ms; a ranker (``outputs ==
+      'score'``) returns ``exp(rank_keys)``: an ordering only, NOT a time, although its
+      first choice's value is the analytic estimate of that choice.
+    * ``predict_ms``: regressors only; a ranker raises ModelError.
     """
 
     kind = "learned"
@@ -664,6 +147,7 @@ class LearnedModel:
         self.device = device
         self.family = family
         self.regressor = regressor
+        self.outputs = getattr(regressor, "outputs", "ms")
         self.provenance = provenance
         self.feature_version = FEATURE_VERSION
         self.analytic = AnalyticModel(device)
@@ -704,11 +188,57 @@ class LearnedModel:
         return w, (f"nearest {kind} {tag} training problem {dist:.2f} log2 units of (M, N, K) away "
                    f"(full trust within {lo:g}, none beyond {hi:g})")
 
+    def support(self, families) -> tuple[float, str]:
+        """(how well the training data covers ``families``, 0..1; why): the smallest
+        rows / FAMILY_ROWS_FULL among them (1.0 when the model records no family rows,
+        except the skinny family, which feature version 1 models never saw)."""
+        rows = (self.domain or {}).get("family_rows")
+        worst, why = 1.0, "its families are well covered"
+        for fam in dict.fromkeys(families):
+            n = rows.get(fam, 0) if isinstance(rows, dict) else (0 if fam == "skinny" else None)
+            if n is None:
+                continue
+            v = min(1.0, n / FAMILY_ROWS_FULL)
+            if v < worst:
+                worst, why = v, f"family {fam} has {n} training rows (full support from {FAMILY_ROWS_FULL})"
+        return worst, why
+
     def predict(self, problem: Problem, choices) -> list[float]:
-        """Estimated device milliseconds per choice (lower is better)."""
+        """Per choice, lower is better: estimated device ms (a regressor), or for a ranker
+        ``exp(rank_keys)``, an ordering that is not a time (see the class docstring)."""
+        if self.outputs == "score":
+            return np.exp(self.rank_keys(problem, choices)).tolist()
         return self.predict_ms(problem, choices).tolist()
 
+    def rank_keys(self, problem: Problem, choices) -> np.ndarray:
+        """Per choice, lower = faster, in ln-ms units (see the class docstring)."""
+        if self.outputs == "ms":
+            with np.errstate(divide="ignore"):
+                return np.log(self.predict_ms(problem, choices))
+        b = batch(problem, choices)
+        if len(b) == 0:
+            return np.zeros(0)
+        base = np.log(self.analytic.predict_ms(problem, None, choice_batch=b))
+        w, _ = self.trust(problem)
+        seen = ~np.isin(b.fam, POST_V1)
+        if w <= 0.0 or not seen.any():
+            return base
+        X = featurize(problem, None, self.device, analytic=self.analytic, choice_batch=b)
+        key = -self.regressor.scale * self.regressor.predict(X)
+        # Blend with the analytic ln ms by trust (a constant shift of either changes no order
+        # within the problem), then anchor the seen families' first choice at its analytic
+        # ln ms: families the ranker never saw (skinny, persistent_tma) keep their analytic ln ms.
+        key = w * key + (1.0 - w) * base
+        top = np.flatnonzero(seen)[int(np.argmin(key[seen]))]
+        out = base.copy()
+        out[seen] = key[seen] - key[top] + base[top]
+        return out
+
     def predict_ms(self, problem: Problem, choices) -> np.ndarray:
+        """Estimated device ms per choice (regressors; a ranker predicts no times)."""
+        if self.outputs != "ms":
+            raise ModelError(f"a {self.family} model scores choices and predicts no times: use rank_keys "
+                             "(or predict, which orders the same way)")
         b = batch(problem, choices)
         if len(b) == 0:
             return np.zeros(0)
@@ -726,38 +256,65 @@ class LearnedModel:
         return est
 
     # ------------------------------------------------------------------ files
-    def to_json(self) -> dict:
+    def to_json(self, booster_file: str | None = None) -> dict:
+        """The model file's JSON; a ranker's names ``booster_file`` and records its sha256."""
+        if self.outputs == "score":
+            params = self.regressor.to_json(self.regressor.to_text(), booster_file or "?")
+        else:
+            params = self.regressor.to_json()
         return {"format": MODEL_FORMAT, "schema_version": MODEL_SCHEMA, "family": self.family,
-                "feature_version": FEATURE_VERSION, "features": list(FEATURE_NAMES),
-                "provenance": self.provenance, "params": self.regressor.to_json()}
+                "feature_version": self.feature_version, "features": list(FEATURE_NAMES),
+                "provenance": self.provenance, "params": params}
+
+    @staticmethod
+    def booster_path(path: str | os.PathLike) -> Path:
+        """Where a ranker saved at ``path`` keeps its LightGBM text model: 'x.json' -> 'x.lgbm.txt'."""
+        path = Path(path)
+        return path.with_name((path.name[:-5] if path.name.endswith(".json") else path.name) + ".lgbm.txt")
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the model as JSON (atomically); floats round-trip exactly."""
+        """Write the model as JSON (atomically); floats round-trip exactly. A ranker also
+        writes its booster in LightGBM's text format beside it (``booster_path``; no pickle)."""
         path = Path(path)
         if not path.resolve().parent.is_dir():
             raise ModelError(f"cannot write {path}: directory {path.resolve().parent} does not exist")
+        doc_name = None
+        if self.outputs == "score":
+            bpath = self.booster_path(path)
+            btmp = bpath.with_name(bpath.name + ".tmp")
+            btmp.write_text(self.regressor.to_text())
+            os.replace(btmp, bpath)
+            doc_name = bpath.name
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_json(), sort_keys=True) + "\n")
+        tmp.write_text(json.dumps(self.to_json(doc_name), sort_keys=True) + "\n")
         os.replace(tmp, path)
         return path
 
     @classmethod
-    def from_json(cls, doc: dict, source: str = "<model>") -> "LearnedModel":
+    def from_json(cls, doc: dict, source: str = "<model>", folder: str | os.PathLike | None = None
+                  ) -> "LearnedModel":
+        """The model of a file's JSON ``doc``; a ranker's booster file is read from ``folder``."""
         if not isinstance(doc, dict) or doc.get("format") != MODEL_FORMAT:
             raise ModelError(f"{source}: not a gemmtune performance model (format != {MODEL_FORMAT!r})")
         if doc.get("schema_version") != MODEL_SCHEMA:
             raise ModelError(f"{source}: model schema {doc.get('schema_version')!r}, this gemmtune reads "
                              f"{MODEL_SCHEMA}")
         fam = doc.get("family")
-        if fam not in _REGRESSORS:
-            raise ModelError(f"{source}: unknown model family {fam!r}; known: {', '.join(_REGRESSORS)}")
+        if fam not in _REGRESSORS and fam not in RANKERS:
+            raise ModelError(f"{source}: unknown model family {fam!r}; known: {', '.join([*_REGRESSORS, *RANKERS])}")
         try:
             prov = doc["provenance"]
             d = dict(prov["device"])
             d["capability"] = tuple(d["capability"])
             device = DeviceInfo(**d)
-            reg = _REGRESSORS[fam].from_json(doc["params"])
+            if fam in RANKERS:
+                reg = RANKERS[fam].from_text(_booster_text(doc["params"], source, folder), doc["params"],
+                                             len(FEATURE_NAMES), source)
+            else:
+                reg = _REGRESSORS[fam].from_json(doc["params"])
         except (KeyError, TypeError, ValueError) as e:
+            if isinstance(e, ModelError):
+                raise
             raise ModelError(f"{source}: malformed model file: {type(e).__name__}: {e}") from None
         m = cls(device, fam, reg, prov)
         m.feature_version = doc.get("feature_version")
@@ -768,7 +325,20 @@ class LearnedModel:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "LearnedModel":
         path = Path(path)
-        return cls.from_json(read_json(path, ModelError), str(path))
+        return cls.from_json(read_json(path, ModelError), str(path), path.parent)
+
+
+def _booster_text(params: dict, source: str, folder) -> str:
+    name = params["booster_file"]
+    if folder is None:
+        raise ModelError(f"{source}: a ranker's booster lives in a file beside its JSON ({name}); "
+                         "load it with LearnedModel.load(path)")
+    if Path(name).name != name:
+        raise ModelError(f"{source}: booster_file must be a file name beside the model, not {name!r}")
+    try:
+        return (Path(folder) / name).read_text()
+    except OSError as e:
+        raise ModelError(f"{source}: cannot read its booster file {name}: {e.strerror or e}") from None
 
 
 def _device_for(data: Dataset, device: DeviceInfo | str | None) -> DeviceInfo:
@@ -782,7 +352,9 @@ def _device_for(data: Dataset, device: DeviceInfo | str | None) -> DeviceInfo:
                          "built-in GPU: pass device= (a DeviceInfo or h100/h200/a100) for its facts") from None
 
 
-def _fit_one(kind: str, X, y, seed: int, w=None):
+def _fit_one(kind: str, X, y, seed: int, w=None, gid=None):
+    if kind in RANKERS:  # ranks each problem's choices: the row weights play no part
+        return RANKERS[kind](seed=seed).fit(X, y, gid)
     r = y - _base_log_ms(X)
     return _REGRESSORS[kind](seed=seed).fit(X, r, w)
 
@@ -802,13 +374,13 @@ def fit(data: Dataset, *, kind: str = "auto", device: DeviceInfo | str | None = 
         description: dict | None = None, weighting: str = "near_best") -> tuple[LearnedModel, dict]:
     """Train on every group of ``data`` (split it first: see ``train``).
 
-    ``kind``: 'gbt', 'mlp' or 'auto' (both on 80% of the shapes, the better mean
-    Spearman on the other 20% wins, then refit on all). ``weighting``: 'near_best'
-    (rows near their shape's best weigh more; see the module docstring) or 'none'.
-    Returns (model, report).
+    ``kind``: 'gbt', 'mlp', 'lgbm_rank' (needs lightgbm) or 'auto' (gbt and mlp on 80%
+    of the shapes, the better mean Spearman on the other 20% wins, then refit on all).
+    ``weighting`` (regressors): 'near_best' (rows near their shape's best weigh more;
+    see the module docstring) or 'none'. Returns (model, report).
     """
-    if kind not in ("auto", *_REGRESSORS):
-        raise ModelError(f"kind must be auto, gbt or mlp, not {kind!r}")
+    if kind not in ("auto", *_REGRESSORS, *RANKERS):
+        raise ModelError(f"kind must be auto, {', '.join([*_REGRESSORS, *RANKERS])}, not {kind!r}")
     if weighting not in WEIGHTINGS:
         raise ModelError(f"weighting must be one of {', '.join(WEIGHTINGS)}, not {weighting!r}")
     if len(data.groups) < 2:
@@ -828,7 +400,7 @@ def fit(data: Dataset, *, kind: str = "auto", device: DeviceInfo | str | None = 
         report["selection"] = {"validation_shapes": len(val_d.groups), "mean_spearman": scores,
                                "chosen": kind}
     X, y, gid = _matrix(data, dev, analytic)
-    reg = _fit_one(kind, X, y, seed, _weights(weighting, y, gid))
+    reg = _fit_one(kind, X, y, seed, _weights(weighting, y, gid), gid)
     from .. import __version__
     import torch
     import triton
@@ -840,14 +412,16 @@ def fit(data: Dataset, *, kind: str = "auto", device: DeviceInfo | str | None = 
         "torch": data.context.get("torch_version", torch.__version__),
         "triton": data.context.get("triton_version", triton.__version__),
         "gemmtune": __version__,
-        "trained_with": {"torch": torch.__version__, "triton": triton.__version__, "numpy": np.__version__},
+        "trained_with": {"torch": torch.__version__, "triton": triton.__version__, "numpy": np.__version__,
+                         **({"lightgbm": import_lightgbm().__version__} if kind in RANKERS else {})},
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "feature_version": FEATURE_VERSION,
         "training_set": {"source": data.source, "rows": int(len(y)), "shapes": len(data.shapes),
                          "problems": len(data.groups), **(description or {})},
-        "training": {"kind": kind, "seed": seed, "weighting": weighting,
+        "training": {"kind": kind, "seed": seed,
+                     **({"weighting": weighting} if kind not in RANKERS else {}),
                      **({"near_best_tau": NEAR_BEST_TAU, "near_best_floor": NEAR_BEST_FLOOR}
-                        if weighting == "near_best" else {}),
+                        if weighting == "near_best" and kind not in RANKERS else {}),
                      "regressor": reg.hyperparameters()},
         "domain": domain_of(data),
     }
@@ -923,13 +497,18 @@ def load_model(path: str | os.PathLike, device: DeviceInfo | str | None = None, 
     Trusted means: made on the GPU ``device`` names (compared without case; skipped when
     ``device`` is None), with the same triton MAJOR.MINOR as ``triton_version`` (default:
     the installed triton), and with this gemmtune's feature version. A file that is not
-    a model at all raises ``ModelError``.
+    a model at all, or a ranker whose booster file does not match it (stale), raises
+    ``ModelError``; a ranker where lightgbm does not import warns and ranks analytically.
 
     Example::
 
         >>> m = load_model("model.json", device="h100")   # doctest: +SKIP
     """
-    model = LearnedModel.load(path)
+    try:
+        model = LearnedModel.load(path)
+    except ModelDependencyError as e:
+        warnings.warn(f"{e}; ranking with the analytic model instead", ModelWarning, stacklevel=2)
+        return AnalyticModel(_device_info(device, _file_device(path)))
     prov = model.provenance
     if triton_version is None:
         import triton
@@ -954,3 +533,13 @@ def load_model(path: str | os.PathLike, device: DeviceInfo | str | None = None, 
                       "analytic model instead", ModelWarning, stacklevel=2)
         return AnalyticModel(_device_info(device, model.device))
     return model
+
+
+def _file_device(path) -> DeviceInfo:
+    """The GPU a model file records (for the analytic fallback), else the built-in H100."""
+    try:
+        d = dict(read_json(Path(path), ModelError)["provenance"]["device"])
+        d["capability"] = tuple(d["capability"])
+        return DeviceInfo(**d)
+    except (ModelError, KeyError, TypeError, ValueError):
+        return DeviceInfo.lookup("h100")

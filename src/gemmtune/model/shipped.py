@@ -1,4 +1,5 @@
-"""Learned models that ship inside the package (``gemmtune/data/models/*.json``).
+"""Learned models that ship inside the package (``gemmtune/data/models/*.json``; a
+ranker's LightGBM text model beside its JSON, ``*.lgbm.txt``).
 
 Each file is a ``LearnedModel`` saved with its provenance (GPU, triton version,
 training set, held-out metrics). ``default_model`` (gemmtune.model) picks the one
@@ -10,7 +11,7 @@ Example::
 
     >>> from gemmtune.model.shipped import shipped_models
     >>> [p.name for p in shipped_models()]                      # doctest: +SKIP
-    ['nvidia-h200.json']
+    ['nvidia-h200-rank.json', 'nvidia-h200.json']
 """
 
 from __future__ import annotations
@@ -54,12 +55,41 @@ def _same_gpu(a: str, b: str) -> bool:
         return False
 
 
+def _kind(path: Path) -> str:
+    try:
+        doc = json.loads(path.read_text())
+        return str(doc.get("family", "")) if isinstance(doc, dict) else ""
+    except (OSError, ValueError):
+        return ""
+
+
+def _has_lightgbm() -> bool:
+    try:
+        import lightgbm  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def shipped_for(device: DeviceInfo) -> Path | None:
-    """The shipped model made on ``device``'s GPU (by name), or None."""
-    for path in shipped_models():
-        if _same_gpu(str(provenance(path).get("device_name", "")), device.name):
-            return path
-    return None
+    """The shipped model made on ``device``'s GPU (by name), or None. Where a ranker
+    (lgbm_rank, the H200's default since benchmarks/results/2026-11-24-ranker) and a numpy
+    model both ship, the ranker when lightgbm imports, else the numpy one (after a
+    ModelWarning saying so)."""
+    import warnings
+
+    from .errors import ModelWarning
+
+    mine = [p for p in shipped_models() if _same_gpu(str(provenance(p).get("device_name", "")), device.name)]
+    ranked = sorted(mine, key=lambda p: _kind(p) != "lgbm_rank")  # rankers first
+    if ranked and _kind(ranked[0]) == "lgbm_rank" and not _has_lightgbm():
+        others = [p for p in ranked if _kind(p) != "lgbm_rank"]
+        if others:
+            warnings.warn(f"the ranking model shipped for {device.name} needs lightgbm (pip install "
+                          f"'gemmtune[learn]'); ranking with the shipped {_kind(others[0])} model {others[0].name}",
+                          ModelWarning, stacklevel=3)
+            return others[0]
+    return ranked[0] if ranked else None
 
 
 def describe() -> list[str]:

@@ -1,0 +1,263 @@
+"""Training data for the learned models: measured times grouped by problem, and splits.
+
+Data: a results store (``.sqlite``, ``.sqlite.gz``) or its CSV export (``.csv``,
+``.csv.gz``): the rows with status ``ok``. Train/test splits are BY SHAPE
+(M, N, K; all dtypes and layouts of one shape fall on the same side), never by
+row, and shapes of the public benchmark suite are excluded by default: they are
+for evaluation only.
+
+Example::
+
+    >>> from gemmtune.model.data import load_dataset, split_by_shape
+    >>> data = load_dataset("data/collect/collect.sqlite.gz")      # doctest: +SKIP
+    >>> train, test = split_by_shape(data, 0.2, seed=0)           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import math
+import os
+import shutil
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..configs import Choice
+from ..problem import Problem
+from ..table import major_minor
+from .errors import ModelError
+
+# Domain guard (see the module docstring): full learned correction within TRUST_RADIUS
+# of a training problem of the same dtype and alignment (log2 units of M, N, K; each of
+# the first collected H200 shapes has another within 1.62), none beyond ZERO_RADIUS.
+TRUST_RADIUS = 1.5
+ZERO_RADIUS = 3.0
+
+@dataclass
+class ShapeData:
+    """The measured choices of one problem: ``times_ms[i]`` is ``choices[i]``'s median device ms."""
+
+    problem: Problem
+    choices: list[Choice]
+    times_ms: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (self.problem.m, self.problem.n, self.problem.k)
+
+
+@dataclass
+class Dataset:
+    groups: list[ShapeData]
+    context: dict = field(default_factory=dict)
+    source: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        return sum(len(g.choices) for g in self.groups)
+
+    @property
+    def shapes(self) -> set[tuple[int, int, int]]:
+        return {g.shape for g in self.groups}
+
+    def subset(self, shapes) -> "Dataset":
+        keep = set(shapes)
+        return Dataset([g for g in self.groups if g.shape in keep], dict(self.context), self.source,
+                       list(self.notes))
+
+    def ranked(self, min_choices: int = None) -> "Dataset":
+        """The problems with at least ``min_choices`` measured choices (default
+        ``MIN_RANKED_CHOICES``): the ones a ranking can be scored on. A problem measured only
+        in part (cuBLAS and a few others) makes any ranking look perfect."""
+        n = MIN_RANKED_CHOICES if min_choices is None else min_choices
+        return Dataset([g for g in self.groups if len(g.choices) >= n], dict(self.context), self.source,
+                       list(self.notes))
+
+
+def _open_sqlite(path: Path):
+    """A ResultStore on ``path``; ``.gz`` files are decompressed to a temporary copy."""
+    from ..store import ResultStore
+
+    if path.suffix == ".gz":
+        tmpdir = tempfile.mkdtemp(prefix="gemmtune-model-")
+        dst = Path(tmpdir) / path.stem
+        with gzip.open(path, "rb") as src, open(dst, "wb") as out:
+            shutil.copyfileobj(src, out)
+        return ResultStore(dst), tmpdir
+    return ResultStore(path), None
+
+
+def _read_records(path: Path) -> list[dict]:
+    """Rows with status ok as dicts of the store's columns (strings or numbers)."""
+    name = path.name.lower()
+    if name.endswith((".csv", ".csv.gz")):
+        opener = gzip.open if name.endswith(".gz") else open
+        with opener(path, "rt", newline="", encoding="utf-8") as f:
+            return [r for r in csv.DictReader(f) if r.get("status") == "ok"]
+    if name.endswith((".sqlite", ".sqlite.gz", ".db")):
+        from dataclasses import asdict
+
+        store, tmpdir = _open_sqlite(path)
+        try:
+            return [asdict(c) | asdict(r) for c, r in store.rows(status="ok")]
+        finally:
+            store.close()
+            if tmpdir:
+                shutil.rmtree(tmpdir, ignore_errors=True)
+    raise ModelError(f"cannot read {path}: expected a results store (.sqlite, .sqlite.gz) "
+                     "or its CSV export (.csv, .csv.gz)")
+
+
+# Evaluations score rankings only on problems with at least this many measured choices.
+MIN_RANKED_CHOICES = 20
+
+
+def load_dataset(path: str | os.PathLike, *, device_name: str | None = None) -> Dataset:
+    """The ok rows of a results store (or its CSV export), grouped by problem.
+
+    Rows measured on several GPUs or triton MAJOR.MINOR versions are not mixed: the
+    group with the most rows is used (or the GPU named by ``device_name``), and the
+    others are listed in ``Dataset.notes``. A choice measured more than once within
+    that group counts with the geometric mean of its times.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ModelError(f"cannot read {path}: no such file")
+    recs = _read_records(path)
+    by_ctx: dict[tuple, list[dict]] = defaultdict(list)
+    for r in recs:
+        try:
+            ms = float(r["device_ms"])
+        except (TypeError, ValueError):
+            continue
+        if not (math.isfinite(ms) and ms > 0):
+            continue
+        r = dict(r)
+        r["device_ms"] = ms
+        by_ctx[(r["device_name"], major_minor(r["triton_version"]))].append(r)
+    if not by_ctx:
+        raise ModelError(f"{path}: no rows with status ok and a finite device time")
+    if device_name is not None:
+        picks = [k for k in by_ctx if k[0].lower() == device_name.lower()]
+        if not picks:
+            raise ModelError(f"{path}: no rows measured on {device_name!r}; it holds "
+                             + ", ".join(sorted({k[0] for k in by_ctx})))
+        key = max(picks, key=lambda k: len(by_ctx[k]))
+    else:
+        key = max(by_ctx, key=lambda k: len(by_ctx[k]))
+    notes = [f"skipped {len(v)} rows measured on {k[0]} with triton {k[1]}" for k, v in by_ctx.items()
+             if k != key]
+    rows = by_ctx[key]
+    if "interpreter" in key[0].lower():
+        raise ModelError(f"{path}: its rows were timed in the Triton CPU interpreter ({key[0]}); "
+                         "those times say nothing about a GPU, refusing to train on them")
+    ctx = {c: rows[-1][c] for c in ("device_name", "capability", "torch_version", "triton_version",
+                                    "gemmtune_version")}
+    per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        per[r["problem_key"]][r["choice_id"]].append(r["device_ms"])
+    groups = []
+    for key_, ch in sorted(per.items()):
+        try:
+            p = Problem.from_key(key_)
+            ids = sorted(ch)
+            choices = [Choice.parse(c) for c in ids]
+        except ValueError as e:
+            notes.append(f"skipped {key_}: {e}")
+            continue
+        t = np.array([math.exp(sum(map(math.log, ch[c])) / len(ch[c])) for c in ids])
+        groups.append(ShapeData(p, choices, t))
+    return Dataset(groups, ctx, path.name, notes)
+
+
+def public_shapes() -> set[tuple[int, int, int]]:
+    """(M, N, K) of the public benchmark suite: evaluation only, never training data."""
+    from ..shapes import preset
+
+    return {(s.problem.m, s.problem.n, s.problem.k) for s in preset("public")}
+
+
+def suite_shapes(name_or_csv: str) -> set[tuple[int, int, int]]:
+    from ..shapes import PRESETS, load_csv, preset
+
+    shapes = preset(name_or_csv) if name_or_csv in PRESETS else load_csv(name_or_csv)
+    return {(s.problem.m, s.problem.n, s.problem.k) for s in shapes}
+
+
+def exclude(data: Dataset, shapes: set[tuple[int, int, int]]) -> tuple[Dataset, int]:
+    """``data`` without the groups whose (M, N, K) is in ``shapes``, and how many went."""
+    kept = [g for g in data.groups if g.shape not in shapes]
+    return Dataset(kept, dict(data.context), data.source, list(data.notes)), len(data.groups) - len(kept)
+
+
+def split_by_shape(data: Dataset, test_fraction: float = 0.2, seed: int = 0,
+                   strata=None) -> tuple[Dataset, Dataset]:
+    """(train, test) with every (M, N, K) on exactly one side; at least one shape each
+    when there are two or more.
+
+    ``strata``: optional shape group per (M, N, K), a dict or a callable (shapes it does
+    not know form one more group). Each group is then split on its own, holding out
+    ``round(test_fraction * n)`` of its ``n`` shapes (at least one of a group of two or
+    more), so every group appears on both sides. Deterministic for a given seed.
+    """
+    shapes = sorted(data.shapes)
+    if not 0.0 < test_fraction < 1.0:
+        raise ModelError(f"test_fraction must be between 0 and 1, got {test_fraction}")
+    rng = np.random.default_rng(seed)
+
+    def n_held(n: int) -> int:
+        return min(n - 1, max(1, round(test_fraction * n))) if n > 1 else 0
+
+    if strata is None:
+        order = [shapes[i] for i in rng.permutation(len(shapes))]
+        n_test = n_held(len(shapes))
+        return data.subset(order[n_test:]), data.subset(order[:n_test])
+    label = strata if callable(strata) else strata.get
+    by: dict[str, list] = defaultdict(list)
+    for s in shapes:
+        by[str(label(s))].append(s)
+    test: list = []
+    for name in sorted(by):
+        group = by[name]
+        order = [group[i] for i in rng.permutation(len(group))]
+        test += order[:n_held(len(group))]
+    if not test and len(shapes) > 1:  # only groups of one shape: hold out one of them
+        test = [shapes[int(rng.integers(len(shapes)))]]
+    held = set(test)
+    return data.subset([s for s in shapes if s not in held]), data.subset(test)
+
+
+# ---------------------------------------------------------------- domain guard
+def _dtype_tag(p: Problem) -> str:
+    """The dtype part of the problem key: 'bf16->bf16', 'fp32+tf32->fp32', ..."""
+    return p.key.split(":")[2]
+
+
+def _layout_tag(p: Problem) -> str:
+    return f"{p.layout_a}/{p.layout_b}"
+
+
+def _unaligned(p: Problem) -> bool:
+    return not (p.aligned_a and p.aligned_b)
+
+
+def domain_of(data: Dataset) -> dict:
+    """What a model trained on ``data`` has seen (stored as provenance['domain']):
+    ``problems`` holds [M, N, K, dtype tag, unaligned 0/1] of every training problem,
+    ``family_rows`` the training rows per kernel family."""
+    probs = sorted({(g.problem.m, g.problem.n, g.problem.k, _dtype_tag(g.problem), int(_unaligned(g.problem)))
+                    for g in data.groups})
+    rows: dict[str, int] = defaultdict(int)
+    for g in data.groups:
+        for c in g.choices:
+            rows[c.family] += 1
+    return {"dtypes": sorted({_dtype_tag(g.problem) for g in data.groups}),
+            "layouts": sorted({_layout_tag(g.problem) for g in data.groups}),
+            "problems": [list(p) for p in probs], "family_rows": dict(sorted(rows.items())),
+            "trust_radius": TRUST_RADIUS, "zero_radius": ZERO_RADIUS}

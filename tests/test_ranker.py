@@ -1,0 +1,189 @@
+"""The LightGBM lambdarank model kind (lgbm_rank) and the uncertainty-aware top-k.
+
+CPU only and fast: the ranker trains on the small synthetic sample of test_model.py
+(tests/data/model_sample.csv.gz) in about a second.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import math
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+from gemmtune.model import AnalyticModel, LearnedModel, ModelError, ModelWarning, evaluate, fit, load_model
+from gemmtune.model.errors import ModelDependencyError
+from gemmtune.model.learned import load_dataset, split_by_shape
+from gemmtune.model.regressors import relevance
+from gemmtune.model.topk import K_MAX, choose_k, study
+from gemmtune.problem import Problem
+from gemmtune.tune import candidates, select_adaptive
+from gemmtune.device import DeviceInfo
+
+from test_model import SAMPLE
+
+pytest.importorskip("lightgbm")
+
+
+@pytest.fixture(scope="module")
+def ranked():
+    data = load_dataset(SAMPLE)
+    tr, te = split_by_shape(data, 0.2, 0)
+    model, rep = fit(tr, kind="lgbm_rank", seed=0)
+    return model, tr, te
+
+
+def _no_lightgbm(monkeypatch):
+    """Make `import lightgbm` fail as it does where it is not installed."""
+    real = builtins.__import__
+
+    def fake(name, *a, **k):
+        if name == "lightgbm" or name.startswith("lightgbm."):
+            raise ImportError("No module named 'lightgbm'")
+        return real(name, *a, **k)
+
+    for mod in [m for m in sys.modules if m == "lightgbm" or m.startswith("lightgbm.")]:
+        monkeypatch.delitem(sys.modules, mod)
+    monkeypatch.setattr(builtins, "__import__", fake)
+
+
+def test_relevance_is_graded_by_ratio_to_the_best():
+    y = np.log([2.0, 2.0 * 1.04, 2.0 * 1.5, 40.0, 1.0, 1.3])
+    gid = np.array([0, 0, 0, 0, 1, 1])
+    assert relevance(y, gid).tolist() == [15, 15, 7, 0, 15, 10]
+
+
+def test_ranker_ranks_held_out_shapes_better_than_analytic(ranked):
+    model, _, te = ranked
+    assert model.family == "lgbm_rank" and model.outputs == "score"
+    s = evaluate(model, te)["summary"]
+    a = evaluate(model.analytic, te)["summary"]
+    assert s["spearman_mean"] > 0.5
+    assert s["top1_regret_geomean"] <= a["top1_regret_geomean"] + 1e-9
+    assert s["top5_regret_geomean"] < 0.10
+    g = te.groups[0]
+    keys = model.rank_keys(g.problem, g.choices)
+    # predict orders like rank_keys (it is exp of them), and a ranker predicts no times
+    assert np.argsort(keys, kind="stable").tolist() == np.argsort(model.predict(g.problem, g.choices),
+                                                                 kind="stable").tolist()
+    with pytest.raises(ModelError, match="predicts no times"):
+        model.predict_ms(g.problem, g.choices)
+
+
+def test_ranker_round_trip_in_lightgbm_text_format(ranked, tmp_path):
+    model, _, te = ranked
+    path = model.save(tmp_path / "r.json")
+    booster = LearnedModel.booster_path(path)
+    assert booster.name == "r.lgbm.txt" and booster.read_text().startswith("tree\n")  # LightGBM's text model
+    doc = json.loads(path.read_text())
+    assert doc["family"] == "lgbm_rank" and doc["params"]["booster_file"] == "r.lgbm.txt"
+    assert "lightgbm" in doc["provenance"]["trained_with"]
+    assert not any(p.suffix in (".pkl", ".pickle", ".joblib") for p in tmp_path.iterdir())
+    back = load_model(path, triton_version=doc["provenance"]["triton"])
+    assert isinstance(back, LearnedModel) and back.outputs == "score"
+    for g in te.groups[:4]:
+        assert np.array_equal(model.rank_keys(g.problem, g.choices), back.rank_keys(g.problem, g.choices))
+
+
+def test_stale_or_missing_booster_is_a_one_line_error(ranked, tmp_path):
+    model, _, _ = ranked
+    path = model.save(tmp_path / "r.json")
+    booster = LearnedModel.booster_path(path)
+    booster.write_text(booster.read_text().replace("tree\n", "tree\n\n", 1))
+    with pytest.raises(ModelError, match="stale") as e:
+        load_model(path)
+    assert "\n" not in str(e.value)
+    booster.unlink()
+    with pytest.raises(ModelError, match="cannot read its booster file r.lgbm.txt"):
+        LearnedModel.load(path)
+
+
+def test_without_lightgbm_a_ranker_warns_and_ranks_analytically(ranked, tmp_path, monkeypatch):
+    model, _, te = ranked
+    path = model.save(tmp_path / "r.json")
+    _no_lightgbm(monkeypatch)
+    with pytest.raises(ModelDependencyError, match=r"pip install 'gemmtune\[learn\]'") as e:
+        LearnedModel.load(path)
+    assert "\n" not in str(e.value)
+    with pytest.warns(ModelWarning, match="needs lightgbm"):
+        m = load_model(path)
+    assert isinstance(m, AnalyticModel)
+    g = te.groups[0]
+    assert len(m.predict(g.problem, g.choices)) == len(g.choices)
+    with pytest.raises(ModelError, match="needs lightgbm"):
+        fit(te, kind="lgbm_rank")
+
+
+def test_choose_k_grows_with_uncertainty_and_is_bounded():
+    sure = [0.0, 0.3, 0.6, 0.9, 1.2]
+    assert choose_k(sure, trust=1.0)[0] == 1
+    close = [0.0, 0.01, 0.02, 0.03, 1.0]
+    k, why = choose_k(close, trust=1.0)
+    assert k == 4 and why.startswith("spread:")
+    ks = [choose_k(sure, trust=t)[0] for t in (1.0, 0.75, 0.5, 0.25, 0.0)]
+    assert ks == sorted(ks) and ks[0] == 1 and ks[-1] == K_MAX
+    assert choose_k(sure, trust=1.0, support=0.0)[0] == K_MAX  # a family with no training data near the top
+    assert choose_k(np.zeros(50), trust=1.0, k_max=6)[0] == 6  # all tied: capped
+    assert choose_k([0.0, 1.0], trust=0.0, k_min=2, k_max=3) == (3, "unsure: trust 0.00 (min of trust and "
+                                                                   "family support)")
+    assert choose_k([math.inf, math.nan])[0] == K_MAX
+    with pytest.raises(ValueError):
+        choose_k(sure, k_min=0)
+    with pytest.raises(ValueError):
+        choose_k(sure, k_min=4, k_max=3)
+
+
+def test_tuner_adaptive_selection_keeps_cublas_and_records_why(ranked):
+    model, _, te = ranked
+
+    class Tied:
+        def predict(self, problem, choices):
+            return [1.0] * len(choices)
+
+    p = Problem.from_sizes(64, 64, 4096, "bf16")
+    cands = candidates(p, ["decompose_k", "aten"], "default", DeviceInfo.lookup("h100"))
+    picked, k, why = select_adaptive(p, cands, Tied())
+    assert picked[0].id == "aten" and len(picked) == 1 + k and why.startswith("spread:")
+    out = study(model, te, ks=(1, 3))
+    assert set(out) == {"k=1", "k=3", "adaptive"}
+    assert out["k=3"]["best_fraction_mean"] >= out["k=1"]["best_fraction_mean"]
+    assert out["adaptive"]["candidates"] >= out["k=1"]["candidates"]
+    assert 0.0 < out["adaptive"]["best_fraction_min"] <= 1.0
+
+
+def test_ranker_trusts_nothing_far_from_its_training_data(ranked):
+    model, _, _ = ranked
+    far = Problem.from_sizes(3, 5, 7, "fp32")
+    assert model.trust(far)[0] == 0.0
+    cands = candidates(far, ["triton_mm"], "default", model.device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        keys = model.rank_keys(far, cands)
+    assert np.allclose(keys, np.log(model.analytic.predict(far, cands)))
+
+
+def test_shipped_h200_ranker_is_the_default_and_gbt_the_fallback(monkeypatch):
+    from pathlib import Path
+
+    import gemmtune
+    from gemmtune.model import default_model
+
+    from test_model import PUBLIC_BF16
+
+    folder = Path(gemmtune.__file__).parent / "data" / "models"
+    doc = json.loads((folder / "nvidia-h200-rank.json").read_text())
+    assert doc["family"] == "lgbm_rank" and (folder / doc["params"]["booster_file"]).is_file()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = default_model("h200", triton_version="3.6.0")
+    assert isinstance(m, LearnedModel) and m.family == "lgbm_rank"
+    s = evaluate(m, load_dataset(PUBLIC_BF16))["summary"]  # public shapes: never trained on
+    assert s["top5_regret_geomean"] < 0.05
+    _no_lightgbm(monkeypatch)
+    with pytest.warns(ModelWarning, match="needs lightgbm"):
+        m = default_model("h200", triton_version="3.6.0")
+    assert isinstance(m, LearnedModel) and m.family == "gbt"
