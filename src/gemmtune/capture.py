@@ -75,8 +75,9 @@ class Record:
         return self.op in ("mm", "addmm") and self.dtype in ("bfloat16", "float16", "float32")
 
     def problem(self) -> Problem:
+        """The problem to tune: op addmm (the bias fused) for an addmm, else mm."""
         return Problem.from_sizes(self.m, self.n, self.k, self.dtype, layout_a=self.layout_a,
-                                  layout_b=self.layout_b)
+                                  layout_b=self.layout_b, op=self.op)
 
 
 def _layout(t: torch.Tensor) -> str:
@@ -165,7 +166,8 @@ class Capture:
         return {k: sorted(v) for k, v in out.items()}
 
     def problems(self) -> list[Problem]:
-        """The distinct tunable problems (addmm's bias is added by the epilogue, not tuned here)."""
+        """The distinct tunable problems: ``mm`` and ``addmm`` (a Linear with a bias), each
+        tuned with what it runs (addmm with its bias fused into the kernel's epilogue)."""
         seen, out = set(), []
         for r in self.records:
             if r.tunable:

@@ -159,15 +159,16 @@ def check_allocatable(shapes, device: str | None = None) -> None:
 def _shapes(args) -> list:
     from .shapes import load_csv, parse_shape, preset
 
+    op = getattr(args, "op", "mm")
     shapes = []
     for s in args.shape or []:
-        shapes.append(parse_shape(s))
+        shapes.append(parse_shape(s, op=op))
     if args.suite:
-        shapes += load_csv(args.suite)
+        shapes += load_csv(args.suite, op=op)  # a row's own op column wins
     if args.preset:
-        shapes += preset(args.preset)
+        shapes += preset(args.preset, op=op)
     if not shapes:
-        shapes = preset("smoke")
+        shapes = preset("smoke", op=op)
     if args.groups:
         groups = set(args.groups.split(","))
         shapes = [s for s in shapes if s.group in groups]
@@ -181,12 +182,16 @@ def _shapes(args) -> list:
 def _add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shape", action="append", metavar="MxNxK[:dtype]",
                    help="a shape, e.g. 32x32x28672:bf16 (repeatable; dtype default bf16)")
-    p.add_argument("--suite", metavar="CSV", help="a shape suite CSV (group,name,M,N,K,dtype[,layout_a,layout_b])")
+    p.add_argument("--suite", metavar="CSV", help="a shape suite CSV (group,name,M,N,K,dtype[,layout_a,layout_b,op]), "
+                   "e.g. one gemmtune capture wrote")
     p.add_argument("--preset", help="a bundled suite: public (the benchmark suite) or smoke (2 tiny shapes); "
                    "without --shape/--suite/--preset: smoke")
     p.add_argument("--groups", metavar="G1,G2", help="keep only these comma-separated groups")
     _alias(p, "--group", "--groups")
     p.add_argument("--limit", type=_positive_int, metavar="N", help="keep only the first N shapes (N >= 1)")
+    p.add_argument("--op", choices=("mm", "addmm"), default="mm",
+                   help="what the shapes compute: mm (a @ b) or addmm (a @ b + bias, the bias fused in each "
+                   "kernel); a suite row's own op column wins")
 
 
 def cmd_tune(args) -> int:
