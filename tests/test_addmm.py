@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import gemmtune
+import gemmtune.inductor_export as ie
 from gemmtune.bench import faults
 from gemmtune.bench.runner import WorkerState, handle, make_bias
 from gemmtune.bench.timing import Timing
@@ -207,3 +208,57 @@ def test_nn_linear_uses_the_addmm_winner():
     assert compare(y.detach(), ref, TOLERANCE[("float16", "float16")]).ok
     assert mm.addmm_decisions[(9, N, K)].choice.id == TRITON
     json.dumps(mm.to_json())  # the table (addmm entry included) saves with the dispatcher
+
+
+@pytest.mark.skipif(ie.unavailable_reason() is not None, reason="this torch has no Inductor lookup table")
+def test_inductor_asks_for_our_addmm_key_on_cpu(tmp_path):
+    """torch.compile(max-autotune) of F.linear on the CPU: Inductor's tuned_addmm asks for
+    exactly our key for its Triton templates, and its own parser returns our triton::mm config."""
+    from torch._inductor import config as icfg
+    from torch._inductor.choices import InductorChoices
+    from torch._inductor.lookup_table import LookupTableChoices
+    from torch._inductor.virtualized import V
+
+    p = Problem.from_sizes(64, 96, 128, "bf16", layout_b="col", op="addmm")
+    cfg = "triton_mm:BM32-BN32-BK64-S2-W4-G4"
+    t = LookupTable(provenance("test", "interp", "x", "x", "x", "by-hand"), {p.key: [TableChoice(Choice.parse(cfg))]})
+    exported = ie.export(t.save(tmp_path / "t.json"), tmp_path / "inductor.json")
+    seen = {"keys": [], "lookups": []}
+
+    class CpuLookup(LookupTableChoices):
+        @staticmethod
+        def _get_device_key(device):  # Inductor's lookup is CUDA-only otherwise
+            return "cpu-test"
+
+        def _get_lookup_table(self):
+            return icfg.lookup_table.table or {}
+
+        def make_lookup_key(self, kernel_inputs, op_name, include_device=False):
+            key = super().make_lookup_key(kernel_inputs, op_name, include_device)
+            seen["keys"].append(key)
+            return key
+
+        def lookup_template_configs(self, kernel_inputs, op_name, template_uids, template_hash_map=None):
+            # The CPU offers no Triton template: ask Inductor's parser for triton::mm anyway.
+            seen["lookups"].append(super().lookup_template_configs(kernel_inputs, op_name, [ie.TRITON_MM],
+                                                                   template_hash_map))
+            return super().lookup_template_configs(kernel_inputs, op_name, template_uids, template_hash_map)
+
+    x, w = torch.randn(64, 128, dtype=torch.bfloat16), torch.randn(96, 128, dtype=torch.bfloat16)
+    bias = torch.randn(96, dtype=torch.bfloat16)
+    old = icfg.force_disable_caches, icfg.max_autotune
+    try:
+        ie.install(tmp_path / "inductor.json", choices=CpuLookup())
+        icfg.force_disable_caches, icfg.max_autotune = True, True
+        torch._dynamo.reset()
+        y = torch.compile(torch.nn.functional.linear)(x, w, bias)
+    finally:
+        icfg.lookup_table.table = None
+        icfg.force_disable_caches, icfg.max_autotune = old
+        V.set_choices_handler(InductorChoices())
+        torch._dynamo.reset()
+    key = ie.inductor_key(p)
+    assert key in seen["keys"] and list(exported.table) == [key]
+    want = {k: v for k, v in exported.table[key][0].items() if k != "template_id"}
+    assert {"triton::mm": [want]} in seen["lookups"]
+    torch.testing.assert_close(y, torch.nn.functional.linear(x, w, bias))

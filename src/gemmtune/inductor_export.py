@@ -11,8 +11,9 @@ Its table is a dict ``{key: [config, ...]}``:
   For addmm (gemmtune's ``addmm:`` problems, a bias of N), Inductor's ``tuned_addmm`` keys
   its Triton templates by three inputs, the bias expanded to (M, N) with strides [0, 1]
   first, and its scalars: ``"((dtype, [M, N], [0, 1]), (dtype, [M, K], ...), (dtype, [K, N],
-  ...))+alpha=1&beta=1+addmm"`` (read from torch 2.13's torch/_inductor/kernel/mm.py and
-  lookup_table/choices.py; not yet checked on a GPU).
+  ...))+alpha=1&beta=1+addmm"`` (torch 2.13's torch/_inductor/kernel/mm.py; on the CPU,
+  torch.compile(max-autotune) of F.linear asks for exactly this key and Inductor's own parser
+  returns our config, tests/test_addmm.py; a GPU compile with it has not been run yet).
 * config: ``{"template_id": ..., **template kwargs}``. One config: Inductor uses it
   without autotuning. Several: it autotunes among those only. No entry: its usual
   choice generation (and max-autotune) as if there were no table.
