@@ -226,6 +226,41 @@ class Capture:
         return path
 
 
+def capture_causal_lm(model: torch.nn.Module, *, batch: int = 1, seq: int = 32, decode_steps: int = 2,
+                      seed: int = 0, progress=None) -> Capture:
+    """Record an HF causal LM's GEMMs over one prefill of ``batch`` x ``seq`` random tokens and
+    ``decode_steps`` greedy steps of one token each on its KV cache: each layer's M then
+    ranges from ``batch`` (decode) to ``batch * seq`` (prefill), which ``write_suite`` records.
+    ``progress(line)`` is called after each pass (e.g. ``print``).
+
+    Example::
+
+        >>> cap = capture_causal_lm(model, batch=1, seq=32, decode_steps=2)   # doctest: +SKIP
+    """
+    from transformers import DynamicCache
+
+    device = next(model.parameters()).device
+    vocab = int(model.config.vocab_size)
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    ids = torch.randint(0, vocab, (batch, seq), generator=g).to(device)
+    cache, cap = DynamicCache(), Capture()
+    state = {}
+
+    def step(x):
+        def run():
+            state["next"] = model(input_ids=x, past_key_values=cache, use_cache=True).logits[:, -1:].argmax(-1)
+        return run
+    for i in range(decode_steps + 1):
+        before = sum(r.count for r in cap.records)
+        x = ids if i == 0 else state["next"]
+        cap.run(model, fn=step(x))
+        if progress is not None:
+            what = f"prefill, M = {batch * seq}" if i == 0 else f"decode step {i}/{decode_steps}, M = {batch}"
+            progress(f"pass {i + 1}/{decode_steps + 1} ({what}): "
+                     f"{sum(r.count for r in cap.records) - before} GEMM calls")
+    return cap
+
+
 def capture(model: torch.nn.Module, *example_inputs, inputs: Iterable[tuple] | None = None,
             fn=None) -> Capture:
     """Record the GEMMs of ``model(*example_inputs)`` (or of each tuple in ``inputs``, or of
