@@ -541,6 +541,13 @@ def cmd_bench(args) -> int:
     shapes = shapes[: args.limit] if args.limit else shapes
     if not shapes:
         raise ValueError("no shapes selected (check --groups / --limit)")
+    addmm = sum(s.problem.op == "addmm" for s in shapes)
+    if addmm:
+        # Its peers (cuBLAS mm, Inductor, TunableOp) are set up for the plain product.
+        import dataclasses
+        print(f"note: bench compares plain products: {addmm} addmm row(s) are benchmarked as mm (without the bias)",
+              file=sys.stderr)
+        shapes = [dataclasses.replace(s, problem=dataclasses.replace(s.problem, op="mm")) for s in shapes]
     print(benchmark.run(shapes, out_dir=args.out, suite=args.suite or "public", groups=groups,
                         limit=args.limit, repeats=args.repeats, skip_inductor=args.skip_inductor,
                         skip_tunableop=args.skip_tunableop,
