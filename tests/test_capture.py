@@ -91,3 +91,64 @@ def test_hooks_removed_when_the_model_raises():
 def test_capture_needs_inputs():
     with pytest.raises(ValueError, match="example inputs"):
         gemmtune.capture(torch.nn.Linear(2, 2))
+
+
+# ------------------------------------------------------------------ gemmtune capture (the CLI)
+def test_cli_capture_tiny_hf_model_end_to_end(tmp_path, capsys):
+    """A tiny GPT-2 (random weights, no download) on the CPU: one prefill and two decode steps,
+    written as a suite the suite loader (and so gemmtune tune --suite) reads back."""
+    pytest.importorskip("transformers")
+    from gemmtune.cli import main
+
+    csv_path, js = tmp_path / "shapes.csv", tmp_path / "shapes.json"
+    rc = main(["capture", "--model", "tiny-gpt2", "--batch", "2", "--seq", "5", "--decode-steps", "2",
+               "--dtype", "fp16", "--device", "cpu", "--out", str(csv_path), "--json", str(js)])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "pass 1/3 (prefill, M = 10)" in err and "pass 3/3 (decode step 2/2, M = 2)" in err
+    assert f"{csv_path}: 10 problems" in out
+    shapes = load_csv(csv_path)
+    assert {s.group for s in shapes} == {"tiny-gpt2"}
+    ops = {(s.problem.op, s.problem.n, s.problem.k, s.problem.layout_b) for s in shapes}
+    # GPT-2's Conv1D layers are addmm with a row-major weight; the tied lm_head is mm on W.T.
+    assert ops == {("addmm", 192, 64, "row"), ("addmm", 64, 64, "row"), ("addmm", 256, 64, "row"),
+                   ("addmm", 64, 256, "row"), ("mm", 512, 64, "col")}
+    assert {s.problem.m for s in shapes} == {10, 2}
+    assert all(s.problem.dtype == "float16" for s in shapes)
+    rows = csv_path.read_text().splitlines()
+    assert all(line.split(",")[10:12] == ["2", "10"] for line in rows[1:])  # m_min, m_max per layer
+    assert '"op": "addmm"' in js.read_text()
+
+
+def test_cli_capture_module_function(tmp_path, capsys, monkeypatch):
+    from gemmtune.cli import main
+
+    (tmp_path / "gt_capture_factory.py").write_text(
+        "import torch\n"
+        "def build():\n"
+        "    torch.manual_seed(0)\n"
+        "    model = torch.nn.Sequential(torch.nn.Linear(16, 24), torch.nn.ReLU(), torch.nn.Linear(24, 8, bias=False))\n"
+        "    return model, [(torch.randn(3, 16),), (torch.randn(7, 16),)]\n"
+        "def bad():\n"
+        "    return 42\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    rc = main(["capture", "--model", "gt_capture_factory:build", "--out", "s.csv", "-q"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and err == "", err
+    shapes = load_csv(tmp_path / "s.csv")
+    assert sorted((s.problem.op, s.problem.m, s.problem.n) for s in shapes) == [
+        ("addmm", 3, 24), ("addmm", 7, 24), ("mm", 3, 8), ("mm", 7, 8)]
+    assert {s.group for s in shapes} == {"captured"}
+    for argv, msg in [
+        (["--model", "gt_capture_factory:bad"], "must return (model, example_inputs), got int"),
+        (["--model", "gt_capture_factory:nope"], "has no function nope"),
+        (["--model", "no_such_module_xyz:build"], "cannot import no_such_module_xyz"),
+        (["--model", "gt_capture_factory:build", "--seq", "8"], "apply to the preset models"),
+        (["--model", "gpt5"], "unknown model 'gpt5'; presets: llama-1b"),
+        (["--model", "gt_capture_factory:build", "--out", "no/such/dir/s.csv"], "directory"),
+    ]:
+        rc = main(["capture", *argv])
+        err = capsys.readouterr().err
+        assert rc == 2 and err.count("\n") == 1 and err.startswith("gemmtune capture: error: "), (argv, err)
+        assert msg in err, (argv, err)

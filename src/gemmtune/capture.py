@@ -75,8 +75,9 @@ class Record:
         return self.op in ("mm", "addmm") and self.dtype in ("bfloat16", "float16", "float32")
 
     def problem(self) -> Problem:
+        """The problem to tune: op addmm (the bias fused) for an addmm, else mm."""
         return Problem.from_sizes(self.m, self.n, self.k, self.dtype, layout_a=self.layout_a,
-                                  layout_b=self.layout_b)
+                                  layout_b=self.layout_b, op=self.op)
 
 
 def _layout(t: torch.Tensor) -> str:
@@ -165,7 +166,8 @@ class Capture:
         return {k: sorted(v) for k, v in out.items()}
 
     def problems(self) -> list[Problem]:
-        """The distinct tunable problems (addmm's bias is added by the epilogue, not tuned here)."""
+        """The distinct tunable problems: ``mm`` and ``addmm`` (a Linear with a bias), each
+        tuned with what it runs (addmm with its bias fused into the kernel's epilogue)."""
         seen, out = set(), []
         for r in self.records:
             if r.tunable:
@@ -222,6 +224,41 @@ class Capture:
         path.write_text(json.dumps({"passes": self.passes, "summary": self.summary(),
                                     "records": [asdict(r) for r in self.records]}, indent=1) + "\n")
         return path
+
+
+def capture_causal_lm(model: torch.nn.Module, *, batch: int = 1, seq: int = 32, decode_steps: int = 2,
+                      seed: int = 0, progress=None) -> Capture:
+    """Record an HF causal LM's GEMMs over one prefill of ``batch`` x ``seq`` random tokens and
+    ``decode_steps`` greedy steps of one token each on its KV cache: each layer's M then
+    ranges from ``batch`` (decode) to ``batch * seq`` (prefill), which ``write_suite`` records.
+    ``progress(line)`` is called after each pass (e.g. ``print``).
+
+    Example::
+
+        >>> cap = capture_causal_lm(model, batch=1, seq=32, decode_steps=2)   # doctest: +SKIP
+    """
+    from transformers import DynamicCache
+
+    device = next(model.parameters()).device
+    vocab = int(model.config.vocab_size)
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    ids = torch.randint(0, vocab, (batch, seq), generator=g).to(device)
+    cache, cap = DynamicCache(), Capture()
+    state = {}
+
+    def step(x):
+        def run():
+            state["next"] = model(input_ids=x, past_key_values=cache, use_cache=True).logits[:, -1:].argmax(-1)
+        return run
+    for i in range(decode_steps + 1):
+        before = sum(r.count for r in cap.records)
+        x = ids if i == 0 else state["next"]
+        cap.run(model, fn=step(x))
+        if progress is not None:
+            what = f"prefill, M = {batch * seq}" if i == 0 else f"decode step {i}/{decode_steps}, M = {batch}"
+            progress(f"pass {i + 1}/{decode_steps + 1} ({what}): "
+                     f"{sum(r.count for r in cap.records) - before} GEMM calls")
+    return cap
 
 
 def capture(model: torch.nn.Module, *example_inputs, inputs: Iterable[tuple] | None = None,

@@ -33,7 +33,10 @@ runtime K is not a multiple of 16) is skipped the same way.
 Fused epilogues: ``mm(a, b, bias=..., activation=..., residual=...)`` computes
 ``act(a @ b + bias) + residual`` in one launch of the shape's kernel (gemmtune.epilogue).
 A shape is decided (and verified) once, on the plain product, whatever epilogues its
-calls carry; each combination of epilogue parts gets its own cached closure.
+calls carry; each combination of epilogue parts gets its own cached closure. Calls with a
+bias (``gemmtune.nn.Linear``'s) run the table's ``addmm:`` winner for the shape instead when
+the dispatcher has a table with one (its first choice that runs and verifies with a bias;
+``addmm_decisions``), and the shape's own kernel with the bias fused otherwise.
 
 Threads: decisions are cached per shape; a cached call reads a dict without a lock;
 deciding a new shape takes the dispatcher's lock, so each shape is decided once.
@@ -279,6 +282,9 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._workspace = SplitKWorkspace()
         self._hint_sizes = [h.sizes for h in self.hint_choices]
+        # (M, N, K) -> the table's addmm winner for calls with a bias (None: the table has none
+        # that runs here), decided once per shape at its first call with a bias.
+        self._addmm: dict[tuple[int, int, int], Decision | None] = {}
         self.binaries_note = ""  # what load() did with saved kernel binaries
 
     # ------------------------------------------------------------------ hot path
@@ -346,7 +352,10 @@ class Dispatcher:
                     decision = self._decide(a, b, m, n, k, previous=decision)
                     self._decisions[(m, n, k)] = decision
                     self.n_decisions += 1
-                run = self._make_run(decision.choice, m, n, k, a.device, a, b, epilogue)
+                choice = decision.choice
+                if epilogue is not None and epilogue.bias is not None and self.table is not None:
+                    choice = self._addmm_choice(m, n, k, a, b, choice)
+                run = self._make_run(choice, m, n, k, a.device, a, b, epilogue)
                 cache[key] = run
         return run(a, b, bias, residual) if fused else run(a, b)
 
@@ -364,21 +373,63 @@ class Dispatcher:
         return None
 
     def _verify(self, choice: Choice, problem: Problem, device: torch.device) -> str | None:
-        """Run ``choice`` on fresh random inputs of ``problem``; the reason it is wrong, or None."""
-        from .bench.runner import make_inputs
+        """Run ``choice`` on fresh random inputs of ``problem`` (an addmm problem's with a bias);
+        the reason it is wrong, or None."""
+        from .bench.runner import epilogue_for, make_bias, make_inputs
 
         if choice == ATEN:
-            return None  # torch.mm is the reference itself
+            return None  # torch.mm (torch.addmm) is the reference itself
         try:
             ((a, b),) = make_inputs(problem, str(device), 1, seed=0)
+            bias = make_bias(problem, str(device), seed=0)
             out = torch.full((problem.m, problem.n), math.nan, dtype=problem.torch_out_dtype, device=device)
-            kernels.run_choice(choice, a, b, out, allow_tf32=problem.allow_tf32, workspace=self._workspace)
+            kernels.run_choice(choice, a, b, out, allow_tf32=problem.allow_tf32, workspace=self._workspace,
+                               epilogue=epilogue_for(bias))
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
-            res = verify_check(out, a, b, problem)
+            res = verify_check(out, a, b, problem, bias)
         except Exception as e:  # failures are data: try the next candidate
             return f"{type(e).__name__}: {e}"[:500]
         return None if res.ok else res.reason
+
+    def _addmm_choice(self, m: int, n: int, k: int, a, b, mm_choice: Choice) -> Choice:
+        """The kernel of a call with a bias: the table's addmm winner for the shape (the first
+        of its entry's choices that runs and verifies here, bias included), else ``mm_choice``
+        (the shape's decision, the bias fused in its epilogue). Decided once per shape, at its
+        first call with a bias: never on the cached path."""
+        if (m, n, k) not in self._addmm:
+            self._addmm[(m, n, k)] = self._decide_addmm(m, n, k, a, b)
+        hit = self._addmm[(m, n, k)]
+        return mm_choice if hit is None else hit.choice
+
+    def _decide_addmm(self, m: int, n: int, k: int, a, b) -> Decision | None:
+        if 0 in (m, n, k):
+            return None
+        declared = Problem.from_sizes(m, n, k, self.dtype, layout_a=self.layout_a, layout_b=self.layout_b,
+                                      op="addmm")
+        entry = self.table.entries.get(declared.key, []) if self.table is not None else []
+        if not entry:
+            return None
+        problem = Problem.from_tensors(a, b, op="addmm")  # the layouts and alignment actually seen
+        rejected = []
+        with _interp_guard(self._interp(a.device)), (torch.cuda.device(a.device) if a.device.type == "cuda"
+                                                     else contextlib.nullcontext()):
+            for tc in entry:
+                why = self._runnable(tc.choice, problem, a.device)
+                if why is None and self.verify:
+                    why = self._verify(tc.choice, problem, a.device)
+                if why is None:
+                    return Decision(tc.choice, "table", verified=self.verify, reason="; ".join(rejected))
+                rejected.append(f"{tc.choice.id}: {why}")
+        warnings.warn(f"gemmtune: no choice of the table's {declared.key} entry ran correctly here "
+                      f"({'; '.join(rejected)[:500]}); calls with a bias use the shape's mm kernel",
+                      RuntimeWarning, stacklevel=5)
+        return None
+
+    @property
+    def addmm_decisions(self) -> dict[tuple[int, int, int], Decision]:
+        """The table's addmm winners that calls with a bias run, by (M, N, K), decided so far."""
+        return {s: d for s, d in self._addmm.items() if d is not None}
 
     def _ranked(self, m: int, n: int, k: int) -> list[HintChoice]:
         return [self.hint_choices[i] for i in rank_hints((m, n, k), self._hint_sizes)]

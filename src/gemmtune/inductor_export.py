@@ -8,6 +8,12 @@ Its table is a dict ``{key: [config, ...]}``:
   shapes and strides of the two inputs as Inductor sees them (``str()`` of that
   tuple, e.g. ``"((torch.bfloat16, [512, 4096], [4096, 1]), (torch.bfloat16, [4096, 512],
   [512, 1]))+mm"``), optionally prefixed with a device key ``"<gcnArchName>+"``.
+  For addmm (gemmtune's ``addmm:`` problems, a bias of N), Inductor's ``tuned_addmm`` keys
+  its Triton templates by three inputs, the bias expanded to (M, N) with strides [0, 1]
+  first, and its scalars: ``"((dtype, [M, N], [0, 1]), (dtype, [M, K], ...), (dtype, [K, N],
+  ...))+alpha=1&beta=1+addmm"`` (torch 2.13's torch/_inductor/kernel/mm.py; on the CPU,
+  torch.compile(max-autotune) of F.linear asks for exactly this key and Inductor's own parser
+  returns our config, tests/test_addmm.py; a GPU compile with it has not been run yet).
 * config: ``{"template_id": ..., **template kwargs}``. One config: Inductor uses it
   without autotuning. Several: it autotunes among those only. No entry: its usual
   choice generation (and max-autotune) as if there were no table.
@@ -24,6 +30,10 @@ What gemmtune exports (``convert``; everything else is skipped with a reason):
 * ``persistent_tma:...`` (no ``-WS``/``-F``) -> ``{"template_id": "triton::mm_persistent_tma",
   ...}``: Inductor's persistent TMA template with our tile, the layouts and the GPU's SM count;
 * ``splitk:...`` skipped: Inductor has no fused split-K mm template;
+* for addmm: ``triton_mm`` as above (Inductor adds the bias in the template's epilogue);
+  ``decompose_k`` skipped (tuned_addmm offers no decompose_k template); ``aten`` skipped:
+  tuned_addmm looks its cuBLAS choices up separately, under the unexpanded bias's key, and
+  a miss there keeps them, so cuBLAS stays among Inductor's candidates without an entry;
 * ``pad+...`` skipped: Inductor pads on its own (``config.shape_padding``).
 
 Entries are exported with the choices Inductor can express, in the table's order;
@@ -73,6 +83,7 @@ TMA_DESCRIPTOR_SIZE = 128  # bytes of a CUtensorMap (Inductor's TMA_SIZE option)
 DECOMPOSE_K = "decompose_k"
 ATEN_MM = "aten::mm"
 OP_NAME = "mm"
+ADDMM_SCALARS = "alpha=1&beta=1"  # tuned_addmm's MMKernelInputs scalars, sorted and joined as its key does
 _TORCH_DTYPES = {"float16": "torch.float16", "bfloat16": "torch.bfloat16", "float32": "torch.float32"}
 DEFAULT_DECOMPOSE_K_THRESHOLD = 32  # torch._inductor.config.triton.decompose_k_threshold's default
 
@@ -120,15 +131,19 @@ def inductor_key(problem: Problem, device_key: str | None = None) -> str:
     check_problem(problem)
     dt = _TORCH_DTYPES[problem.dtype]
     sa, sb = _strides(problem)
-    inputs = (f"(({dt}, [{problem.m}, {problem.k}], [{sa[0]}, {sa[1]}]), "
-              f"({dt}, [{problem.k}, {problem.n}], [{sb[0]}, {sb[1]}]))")
-    return "+".join(([device_key] if device_key else []) + [inputs, OP_NAME])
+    mats = (f"({dt}, [{problem.m}, {problem.k}], [{sa[0]}, {sa[1]}]), "
+            f"({dt}, [{problem.k}, {problem.n}], [{sb[0]}, {sb[1]}])")
+    if problem.op == "addmm":
+        # The bias as tuned_addmm's Triton templates see it: expanded to the output's shape.
+        inputs = f"(({dt}, [{problem.m}, {problem.n}], [0, 1]), {mats})"
+        return "+".join(([device_key] if device_key else []) + [inputs, ADDMM_SCALARS, "addmm"])
+    return "+".join(([device_key] if device_key else []) + [f"({mats})", OP_NAME])
 
 
 def check_problem(problem: Problem) -> None:
     """Raise Unsupported when Inductor's key cannot name ``problem`` exactly."""
-    if problem.op != "mm":
-        raise Unsupported(f"op {problem.op!r}: only mm is exported")
+    if problem.op not in ("mm", "addmm"):
+        raise Unsupported(f"op {problem.op!r}: only mm and addmm are exported")
     if problem.out_dtype != problem.dtype:
         raise Unsupported(f"out_dtype {problem.out_dtype} differs from the inputs' {problem.dtype}: "
                           "Inductor sends mm with out_dtype to aten, not to its templates")
@@ -140,7 +155,7 @@ def check_problem(problem: Problem) -> None:
     if min(problem.m, problem.n, problem.k) == 0:
         raise Unsupported("an empty matrix: Inductor runs no template for it")
     contiguous = Problem.from_sizes(problem.m, problem.n, problem.k, problem.dtype, problem.out_dtype,
-                                    layout_a=problem.layout_a, layout_b=problem.layout_b)
+                                    layout_a=problem.layout_a, layout_b=problem.layout_b, op=problem.op)
     if (contiguous.aligned_a, contiguous.aligned_b) != (problem.aligned_a, problem.aligned_b):
         raise Unsupported("operand alignment differs from a contiguous tensor's (an offset data "
                           "pointer): Inductor's key cannot tell the two apart")
@@ -154,6 +169,11 @@ def choice_config(choice, problem: Problem, sm_count: int | None = None) -> dict
         raise Unsupported("pad+ choices: Inductor pads operands on its own "
                           "(torch._inductor.config.shape_padding); its templates have no pad variant")
     cfg = choice.config
+    if problem.op == "addmm" and choice.family == "decompose_k":
+        raise Unsupported("decompose_k for addmm: Inductor's tuned_addmm offers no decompose_k template")
+    if problem.op == "addmm" and choice.family == "aten":
+        raise Unsupported("aten for addmm: Inductor looks cuBLAS (aten::addmm) up under another key and "
+                          "keeps it on a miss, so it stays among Inductor's candidates without an entry")
     if choice.family == "triton_mm":
         return {"template_id": TRITON_MM, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
                 "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m, "num_stages": cfg.num_stages,
@@ -212,6 +232,8 @@ def _decompose_k_threshold() -> int:
 def _offered_notes(problem: Problem, configs: list[dict], key: str) -> list[str]:
     """Why Inductor may ignore some exported configs for this shape (it only uses a
     template it would offer anyway; see torch/_inductor/kernel/mm.py tuned_mm)."""
+    if problem.op == "addmm":
+        return []  # tuned_addmm offers triton::mm whenever Triton templates are on, at any K
     t = _decompose_k_threshold()
     m, n, k = problem.m, problem.n, problem.k
     ids = {c["template_id"] for c in configs}

@@ -12,6 +12,8 @@ Example::
     >>> p = Problem.from_sizes(32, 32, 28672, "bfloat16")
     >>> p.key
     'mm:M32-N32-K28672:bf16->bf16:row.a/row.a'
+    >>> Problem.from_sizes(32, 32, 28672, "bfloat16", op="addmm").key   # + bias (N,)
+    'addmm:M32-N32-K28672:bf16->bf16:row.a/row.a'
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ _ALIASES = {
     "fp32": "float32", "float": "float32", "f32": "float32", "float32": "float32",
 }
 LAYOUTS = ("row", "col", "strided")
+# mm: out = a @ b. addmm: out = a @ b + bias, with bias (N,) of the output's dtype broadcast
+# over the rows (nn.Linear's and Conv1D's GEMM), tuned with the bias fused in the epilogue.
+OPS = ("mm", "addmm")
 ALIGN_BYTES = 16
 
 
@@ -95,7 +100,8 @@ def operand_aligned(ptr: int, rows: int, cols: int, stride: tuple[int, int], els
 
 @dataclass(frozen=True, order=True)
 class Problem:
-    """One GEMM: out[M, N] = a[M, K] @ b[K, N].
+    """One GEMM: out[M, N] = a[M, K] @ b[K, N] (``op='mm'``), or that plus a bias[N] broadcast
+    over the rows (``op='addmm'``; the bias has the output's dtype).
 
     Build it with ``Problem.from_tensors(a, b)`` or ``Problem.from_sizes(M, N, K, dtype)``.
     ``allow_tf32`` matters only for float32 inputs: it lets the tensor cores round
@@ -130,8 +136,8 @@ class Problem:
         for name in ("layout_a", "layout_b"):
             if getattr(self, name) not in LAYOUTS:
                 raise ValueError(f"Problem.{name} must be one of {LAYOUTS}, got {getattr(self, name)!r}")
-        if self.op != "mm":
-            raise ValueError(f"only op='mm' is supported for now, got {self.op!r}")
+        if self.op not in OPS:
+            raise ValueError(f"Problem.op must be one of {OPS}, got {self.op!r}")
         if self.allow_tf32 and self.dtype != "float32":
             # tf32 is meaningless for 16-bit inputs; normalise so keys stay unique.
             object.__setattr__(self, "allow_tf32", False)
@@ -151,6 +157,7 @@ class Problem:
         aligned_a: bool | None = None,
         aligned_b: bool | None = None,
         allow_tf32: bool = False,
+        op: str = "mm",
     ) -> "Problem":
         """A problem from numbers. Alignment defaults to what contiguous tensors would have."""
         dt = dtype_name(dtype)
@@ -161,7 +168,7 @@ class Problem:
             aligned_b = layout_b != "strided" and ((n if layout_b == "row" else k) * es) % ALIGN_BYTES == 0
         return cls(
             m, n, k, dt, dtype_name(out_dtype) if out_dtype is not None else dt,
-            layout_a, layout_b, bool(aligned_a), bool(aligned_b), allow_tf32,
+            layout_a, layout_b, bool(aligned_a), bool(aligned_b), allow_tf32, op,
         )
 
     @classmethod
@@ -172,8 +179,10 @@ class Problem:
         out_dtype: str | torch.dtype | None = None,
         *,
         allow_tf32: bool = False,
+        op: str = "mm",
     ) -> "Problem":
-        """The problem that ``a @ b`` poses, with the operands' real layouts and alignment.
+        """The problem that ``a @ b`` poses (``op='addmm'``: ``a @ b + bias``), with the
+        operands' real layouts and alignment.
 
         Raises ValueError/TypeError for inputs gemmtune cannot multiply (see check_operands).
         """
@@ -187,13 +196,14 @@ class Problem:
             operand_layout(m, k, a.stride()), operand_layout(k, n, b.stride()),
             operand_aligned(a.data_ptr(), m, k, a.stride(), es),
             operand_aligned(b.data_ptr(), k, n, b.stride(), es),
-            allow_tf32,
+            allow_tf32, op,
         )
 
     # ------------------------------------------------------------------ derived
     @property
     def key(self) -> str:
-        """Stable string key, e.g. ``mm:M32-N32-K28672:bf16->bf16:row.a/col.u``."""
+        """Stable string key, e.g. ``mm:M32-N32-K28672:bf16->bf16:row.a/col.u`` (``addmm:...``
+        for a problem with a bias)."""
         tf32 = "+tf32" if self.allow_tf32 else ""
         return (
             f"{self.op}:M{self.m}-N{self.n}-K{self.k}:"
@@ -216,9 +226,10 @@ class Problem:
 
     @property
     def min_bytes(self) -> int:
-        """Bytes moved if each input is read once and the output written once."""
+        """Bytes moved if each input (the bias too) is read once and the output written once."""
         es = element_size(self.dtype)
-        return es * (self.m * self.k + self.k * self.n) + element_size(self.out_dtype) * self.m * self.n
+        rows = self.m + (self.op == "addmm")  # the bias is one more row of the output's size
+        return es * (self.m * self.k + self.k * self.n) + element_size(self.out_dtype) * rows * self.n
 
     def with_sizes(self, m: int | None = None, n: int | None = None, k: int | None = None) -> "Problem":
         return replace(self, m=self.m if m is None else m, n=self.n if n is None else n,

@@ -1,7 +1,8 @@
 """Shape suites: CSV files (group,name,M,N,K,dtype), named presets and --shape strings.
 
 Optional columns ``layout_a`` / ``layout_b`` (row, col, strided; default row) give the
-operands' layouts, as ``gemmtune capture`` writes them (``x @ W.T`` has a col-major B).
+operands' layouts, as ``gemmtune capture`` writes them (``x @ W.T`` has a col-major B), and
+``op`` (mm, or addmm: with a bias of N fused; default: the loader's ``op``, mm) the operation.
 Other extra columns (count, m_min, m_max, modules, ...) are carried for people, not read.
 
 Example::
@@ -44,19 +45,20 @@ def _check_sizes(where: str, M: int, N: int, K: int) -> None:
                          "dimension has nothing to tune)")
 
 
-def parse_shape(text: str, default_dtype: str = "bfloat16") -> Shape:
-    """``MxNxK[:dtype]``, e.g. ``32x32x28672:bf16``."""
+def parse_shape(text: str, default_dtype: str = "bfloat16", op: str = "mm") -> Shape:
+    """``MxNxK[:dtype]``, e.g. ``32x32x28672:bf16``; ``op``: mm, or addmm (a @ b + bias)."""
     m = _SHAPE_RE.match(text)
     if not m:
         raise ValueError(f"bad shape {text!r}: expected MxNxK[:dtype], e.g. 32x32x28672:bf16")
     M, N, K = (int(g) for g in m.groups()[:3])
     _check_sizes(text, M, N, K)
-    p = Problem.from_sizes(M, N, K, m.group(4) or default_dtype)
+    p = Problem.from_sizes(M, N, K, m.group(4) or default_dtype, op=op)
     return Shape("cli", f"{M}x{N}x{K}", p)
 
 
-def load_csv(path: str | Path) -> list[Shape]:
-    """Read a suite CSV; errors name the file, the line and the field."""
+def load_csv(path: str | Path, op: str = "mm") -> list[Shape]:
+    """Read a suite CSV; errors name the file, the line and the field. ``op``: the operation
+    of rows without an ``op`` column (or with it empty)."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -74,15 +76,16 @@ def load_csv(path: str | Path) -> list[Shape]:
             M, N, K = (int(row[c]) for c in ("M", "N", "K"))
             _check_sizes(f"{M}x{N}x{K}", M, N, K)
             layouts = {f"layout_{x}": (row.get(f"layout_{x}") or "row").strip() for x in "ab"}
-            p = Problem.from_sizes(M, N, K, row["dtype"].strip(), **layouts)
+            p = Problem.from_sizes(M, N, K, row["dtype"].strip(), **layouts,
+                                   op=(row.get("op") or op).strip())
         except (ValueError, TypeError) as e:
             raise ValueError(f"{path}:{line}: bad row {dict(row)}: {e}") from None
         shapes.append(Shape(row["group"].strip(), row["name"].strip(), p))
     return shapes
 
 
-def preset(name: str) -> list[Shape]:
+def preset(name: str, op: str = "mm") -> list[Shape]:
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}")
     with resources.as_file(resources.files("gemmtune.data") / PRESETS[name]) as p:
-        return load_csv(p)
+        return load_csv(p, op=op)

@@ -823,7 +823,8 @@ def render(result: TuneResult, console=None) -> None:
         t.add_column(col, justify="right" if col in num else "left",
                      overflow="fold", no_wrap=col != "best choice")
     for s in result.shapes:
-        t.add_row(s.name, f"{s.problem.m}x{s.problem.n}x{s.problem.k} {s.problem.dtype}",
+        bias = " +bias" if s.problem.op == "addmm" else ""
+        t.add_row(s.name, f"{s.problem.m}x{s.problem.n}x{s.problem.k} {s.problem.dtype}{bias}",
                   s.best or "-", f"{s.best_ms * 1e3:.2f}" if s.best_ms else "-",
                   f"{s.aten_ms * 1e3:.2f}" if s.aten_ms else "-",
                   f"{s.speedup:.2f}x" if s.speedup else "-", str(s.tried), str(s.failed),

@@ -1,7 +1,7 @@
 """Reference check: is a kernel's output the product it claims to be?
 
-The reference is a @ b in float64 on the inputs' device. Two measures must both
-pass, each scaled by the dtype's tolerance:
+The reference is a @ b (+ bias, for an addmm problem) in float64 on the inputs'
+device. Two measures must both pass, each scaled by the dtype's tolerance:
 
 * the relative Frobenius error ||out - ref|| / ||ref|| <= tol, which bounds the
   overall rounding, and
@@ -39,9 +39,11 @@ def tolerance(problem: Problem) -> float:
     return TOLERANCE[(src, problem.out_dtype)]
 
 
-def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a @ b in float64 on the inputs' device."""
-    return torch.mm(a.double(), b.double())
+def reference(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """a @ b (+ bias, broadcast over the rows) in float64 on the inputs' device."""
+    if bias is None:
+        return torch.mm(a.double(), b.double())
+    return torch.addmm(bias.double(), a.double(), b.double())
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,10 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: float) -> Check:
     return Check(True, rel, mx)
 
 
-def check(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, problem: Problem) -> Check:
-    """Compare ``out`` with the float64 product of ``a`` and ``b``."""
-    return compare(out, reference(a, b), tolerance(problem))
+def check(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, problem: Problem,
+          bias: torch.Tensor | None = None) -> Check:
+    """Compare ``out`` with the float64 product of ``a`` and ``b`` (plus ``bias``, which an
+    addmm problem needs: raises ValueError without it)."""
+    if (bias is not None) != (problem.op == "addmm"):
+        raise ValueError(f"{problem.op} problem: a bias is {'needed' if bias is None else 'not taken'}")
+    return compare(out, reference(a, b, bias), tolerance(problem))

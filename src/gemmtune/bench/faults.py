@@ -7,6 +7,8 @@ workers' environment to a JSON object mapping choice ids to a fault:
 * ``hang``    the worker sleeps forever, like a kernel that never finishes
 * ``raise``   the candidate raises a Python exception
 * ``wrong``   the candidate runs but its output is corrupted (verification must catch it)
+* ``drop_bias`` the candidate runs without its epilogue: an addmm problem's bias is never
+              added (verification must catch it; a plain mm is unaffected)
 * ``illegal`` (GPU) a Triton kernel writes far out of bounds: an illegal memory
               access that poisons the CUDA context of the worker
 * ``compile_error`` the candidate fails to compile: status compile_error, in the
@@ -83,7 +85,7 @@ def handle(op: str, task: dict, state) -> dict:
     if fault == "illegal":
         _illegal_access()
         return {"status": "error", "reason": "injected illegal access did not fault"}
-    if fault == "wrong":
+    if fault in ("wrong", "drop_bias"):
         from .. import kernels
         from ..configs import Choice
 
@@ -91,6 +93,9 @@ def handle(op: str, task: dict, state) -> dict:
         real_run = fam.run
 
         def corrupt(a, b, out, cfg, **kw):
+            if fault == "drop_bias":
+                real_run(a, b, out, cfg, **{**kw, "epilogue": None})
+                return
             real_run(a, b, out, cfg, **kw)
             out.view(-1)[0] += 1000.0  # one wrong element: the max-element check must see it
 

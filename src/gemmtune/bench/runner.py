@@ -10,7 +10,9 @@ pool observes them from outside (workers.py).
 Inputs honour the problem's layouts and alignment: a column-major operand is a
 transposed view, an unaligned one is a view at a 2-byte storage offset, a strided
 one takes every second column. Inputs are fresh random normals, never zeros
-(zeros can run faster than real data and hide unwritten outputs).
+(zeros can run faster than real data and hide unwritten outputs). An addmm problem
+also gets a bias per input set (``make_bias``), fused into the kernel's epilogue and
+included in the fp64 reference.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from ..device import DeviceInfo
 from ..kernels.splitk import SplitKWorkspace
 from ..problem import Problem
 from ..configs import Choice
-from ..verify import compare, tolerance
+from ..epilogue import Epilogue, EpilogueArgs
+from ..verify import compare, reference, tolerance
 from .timing import sets_for, timer_profiles
 
 MAX_INPUT_BYTES = 4 * 2**30
@@ -56,6 +59,29 @@ def make_inputs(problem: Problem, device: str, n_sets: int, seed: int):
             for _ in range(n_sets)]
 
 
+def make_bias(problem: Problem, device: str, seed: int) -> torch.Tensor | None:
+    """An addmm problem's bias: (N,) of the output's dtype; None for mm.
+
+    Scaled to the product's size: with unit-normal operands an output element has rms
+    sqrt(K), so a unit bias would be 1/sqrt(K) of it, and a kernel that dropped or
+    misplaced the bias would pass a bf16 tolerance (1e-2) from K = 10^4 on."""
+    if problem.op != "addmm":
+        return None
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed + 7919)  # not the operands' stream: a bias is no copy of A's first row
+    scale = math.sqrt(max(problem.k, 1))
+    return (torch.randn(problem.n, generator=gen, dtype=torch.float32, device=device) * scale).to(
+        problem.torch_out_dtype)
+
+
+BIAS = Epilogue(bias=True)
+
+
+def epilogue_for(bias: torch.Tensor | None) -> EpilogueArgs | None:
+    """The epilogue that fuses an addmm problem's bias (None for mm)."""
+    return None if bias is None else EpilogueArgs(BIAS, bias)
+
+
 class WorkerState:
     """Per-process caches: the current problem's inputs, outputs and reference.
 
@@ -76,6 +102,7 @@ class WorkerState:
         self.inputs: list = []
         self.outs: list = []
         self.ref: torch.Tensor | None = None
+        self.epilogue: EpilogueArgs | None = None  # an addmm problem's bias, fused
         self.l2 = DeviceInfo.from_torch().l2_bytes if self.device == "cuda" else 0
         # Fastest full measurement per problem key in this worker: the reference of a
         # timer's early cut (timing.should_cut), for timers that have one.
@@ -87,7 +114,7 @@ class WorkerState:
         parallel compile workers neither fill GPU memory nor compute references."""
         if self.key == problem.key and (self.timing or not timing):
             return
-        self.inputs, self.outs, self.ref = [], [], None
+        self.inputs, self.outs, self.ref, self.epilogue = [], [], None, None
         if self.device == "cuda":
             torch.cuda.empty_cache()
         bytes_per_set = problem.min_bytes
@@ -96,16 +123,20 @@ class WorkerState:
         self.inputs = make_inputs(problem, self.device, n, seed)
         self.outs = [torch.empty(problem.m, problem.n, dtype=problem.torch_out_dtype, device=self.device)
                      for _ in range(n)]
+        # One bias for every input set: it is N elements, so the sets' L2-cold rotation is
+        # the operands' business.
+        bias = make_bias(problem, self.device, seed)
+        self.epilogue = epilogue_for(bias)
         if timing:
             a, b = self.inputs[0]
-            self.ref = torch.mm(a.double(), b.double())
+            self.ref = reference(a, b, bias)
         self.key, self.timing = problem.key, timing
 
 
 def _run(choice: Choice, problem: Problem, state: WorkerState, i: int) -> None:
     a, b = state.inputs[i]
     kernels.run_choice(choice, a, b, state.outs[i], allow_tf32=problem.allow_tf32,
-                       workspace=state.workspace)
+                       workspace=state.workspace, epilogue=state.epilogue)
 
 
 def classify_exception(e: BaseException) -> str:
