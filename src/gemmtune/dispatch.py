@@ -47,7 +47,10 @@ Split-K kernels share one workspace per dispatcher: do not launch them
 concurrently on different CUDA streams (see ``SplitKWorkspace``).
 
 CUDA graphs: a first sight verifies (and in ``benchmark`` mode times), which cannot
-run inside a graph capture; decide shapes before capturing with ``warmup``.
+run inside a graph capture; decide shapes before capturing with ``warmup`` (or one eager
+call). A shape first seen inside a capture is not decided there: that call runs cuBLAS
+(torch.mm / torch.addmm and the epilogue as torch ops, correct with no check), with a
+one-time warning, and the shape is decided at its next call outside a capture.
 
 Save and load: ``Dispatcher.save(path)`` writes JSON (hints, hint choices, decisions,
 table, provenance) and, on a GPU, the compiled kernel binaries next to it in
@@ -230,6 +233,11 @@ def _random_operand(rows: int, cols: int, layout: str, dtype: torch.dtype, devic
     return torch.randn(rows, cols, dtype=dtype, device=device)
 
 
+def capturing(t: torch.Tensor) -> bool:
+    """Whether ``t``'s device is capturing a CUDA graph on the current stream."""
+    return t.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
 # ----------------------------------------------------------------------------- dispatcher
 class Dispatcher:
     """``mm(a, b)`` for any size of the dynamic dims; build one with ``compile_mm`` or ``load``.
@@ -342,6 +350,8 @@ class Dispatcher:
         m, n, k = self.check(a, b)
         epilogue = (bind(m, n, self.torch_dtype, a.device, bias=bias, activation=activation, residual=residual)
                     if fused else None)
+        if capturing(a):
+            return self._in_capture(a, b, m, n, k, epilogue)
         cache = self._fast_fused if fused else self._fast
         with self._lock:
             run = cache.get(key)
@@ -358,6 +368,18 @@ class Dispatcher:
                 run = self._make_run(choice, m, n, k, a.device, a, b, epilogue)
                 cache[key] = run
         return run(a, b, bias, residual) if fused else run(a, b)
+
+    def _in_capture(self, a, b, m, n, k, epilogue) -> torch.Tensor:
+        """A first sight inside a CUDA-graph capture: nothing may be verified, timed or
+        synchronised there, so this call runs cuBLAS (the reference itself) and nothing is
+        cached; the shape is decided at its next call outside a capture."""
+        if not getattr(self, "_warned_capture", False):
+            self._warned_capture = True
+            warnings.warn(f"gemmtune: shape M={m}, N={n}, K={k} first seen inside a CUDA-graph capture: "
+                          "this call runs torch.mm (cuBLAS) and is captured as such; decide shapes "
+                          "before capturing (Dispatcher.warmup, or one eager call)", RuntimeWarning, stacklevel=4)
+        out = torch.mm(a, b)
+        return out if epilogue is None else apply_(out, epilogue)
 
     def _interp(self, device: torch.device) -> bool:
         return device.type == "cpu" and interpreter_enabled()

@@ -11,6 +11,15 @@ GEMMs run on torch.mm (see torch_ops).
 When the input or weight dtype is not the dispatcher's (after ``model.double()``,
 under autocast) it falls back to ``F.linear`` with a one-time warning.
 
+Eager calls (no torch.compile, no autograd) cost host time as well as device time: a
+Triton launch through the dispatcher takes more Python than ``F.linear``'s one cuBLAS call,
+and a decode step of a small model is bound by that host time. So on a GPU, the first eager
+call of each input shape whose tuned kernel is not cuBLAS times both back to back (10 calls
+each, twice, interleaved; the wall time per call is max(host, device) cost, what an eager
+model pays) and keeps the faster for that shape (``eager_policy="measure"``, the default;
+``"tuned"`` always runs the tuned kernel). The choices made are in ``eager_choices``.
+Under torch.compile or CUDA graphs host time is not paid per call and the tuned kernel runs.
+
 Example::
 
     >>> import torch, gemmtune
@@ -22,15 +31,87 @@ Example::
 from __future__ import annotations
 
 import sys
+import time
 import warnings
 from typing import MutableMapping
 
 import torch
 import torch.nn.functional as F
 
+from . import dispatch
 from .dispatch import Dispatcher, compile_mm
 from .problem import dtype_name
-from .torch_ops import REGISTRY, linear, mm
+from .torch_ops import REGISTRY, linear, mm_bias
+
+EAGER_POLICIES = ("measure", "tuned")
+_ATEN, _TUNED = "aten", "tuned"
+EAGER_TRIALS = 10   # calls per timed batch when choosing the eager path of a shape
+
+
+def _eager_ok(x: torch.Tensor, w: torch.Tensor, bias) -> bool:
+    """True for a plain eager call: not traced by torch.compile, no autograd graph to build."""
+    if torch.compiler.is_compiling():
+        return False
+    if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad
+                                    or (bias is not None and bias.requires_grad)):
+        return False
+    return True
+
+
+def _wall_per_call(fn, x, calls: int) -> float:
+    sync = torch.cuda.synchronize if x.is_cuda else (lambda device: None)
+    sync(x.device)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn(x)
+    sync(x.device)
+    return (time.perf_counter() - t0) / calls
+
+
+def choose_eager(tuned, aten, x: torch.Tensor, trials: int = EAGER_TRIALS) -> tuple[str, float, float]:
+    """(``"tuned"`` or ``"aten"``, tuned s/call, aten s/call): the faster eager path for input ``x``,
+    timed back to back, interleaved twice (best of each); ties (within 3%) go to aten, the
+    simpler path."""
+    tuned(x)
+    aten(x)
+    t_tuned = t_aten = float("inf")
+    for _ in range(2):
+        t_tuned = min(t_tuned, _wall_per_call(tuned, x, trials))
+        t_aten = min(t_aten, _wall_per_call(aten, x, trials))
+    return (_TUNED if t_tuned < 0.97 * t_aten else _ATEN), t_tuned, t_aten
+
+
+class _EagerPaths:
+    """Per input shape, which eager path a patched layer takes (module state, not global)."""
+
+    def __init__(self, policy: str = "measure"):
+        if policy not in EAGER_POLICIES:
+            raise ValueError(f"eager_policy must be one of {EAGER_POLICIES}, got {policy!r}")
+        self.policy = policy
+        self.paths: dict[tuple, str] = {}
+        self.log: dict[tuple, tuple[str, float, float]] = {}
+
+    def path(self, module, x: torch.Tensor, tuned, aten):
+        """Run the call, choosing (and remembering) the path for ``x``'s shape on first sight."""
+        key = (x.shape, x.dtype, x.device)
+        p = self.paths.get(key)
+        if p is _ATEN:
+            return aten(x)
+        if p is _TUNED:
+            return tuned(x)
+        y = tuned(x)  # first sight: the dispatcher decides and verifies this shape
+        if dispatch.capturing(x):
+            return y  # nothing is timed inside a CUDA-graph capture; decided on a later eager call
+        d = module.dispatcher.decision(m=x.numel() // x.shape[-1])
+        if d is not None and d.choice.family == "aten" and not d.choice.pad:
+            self.paths[key] = _ATEN
+        elif self.policy == "tuned" or not x.is_cuda:
+            self.paths[key] = _TUNED
+        else:
+            p, t_tuned, t_aten = choose_eager(tuned, aten, x)
+            self.paths[key] = p
+            self.log[key] = (d.choice.id if d is not None else "?", t_tuned, t_aten)
+        return y
 
 
 def _check_fits(d: Dispatcher, in_features: int, out_features: int, dtype: torch.dtype) -> None:
@@ -74,6 +155,8 @@ class Linear(torch.nn.Linear):
         self.dispatcher = dispatcher
         self._gemmtune_handle = REGISTRY.register(dispatcher)
         self._gemmtune_warned = False
+        if not hasattr(self, "_gemmtune_eager"):
+            self._gemmtune_eager = _EagerPaths()
 
     @classmethod
     def from_linear(cls, module: torch.nn.Linear, dispatcher: Dispatcher) -> "Linear":
@@ -94,6 +177,25 @@ class Linear(torch.nn.Linear):
                 warnings.warn(f"gemmtune.nn.Linear: input {x.dtype} / weight {w.dtype} differ from the "
                               f"dispatcher's {dt}: using F.linear", RuntimeWarning, stacklevel=2)
             return F.linear(x, w, self.bias)
+        if x.dim() >= 1 and _eager_ok(x, w, self.bias):
+            return self._gemmtune_eager.path(self, x, self._tuned, self._aten)
+        return self._tuned(x)
+
+    @property
+    def eager_choices(self) -> dict[tuple, tuple[str, float, float]]:
+        """Per measured input shape: (tuned choice id, tuned s/call, aten s/call); the path taken
+        is in ``eager_paths``."""
+        return dict(self._gemmtune_eager.log)
+
+    @property
+    def eager_paths(self) -> dict[tuple, str]:
+        return dict(self._gemmtune_eager.paths)
+
+    def _aten(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+    def _tuned(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.weight
         if x.dim() == 1:
             return linear(x.unsqueeze(0), w, self.bias, self._gemmtune_handle).squeeze(0)
         if x.dim() == 2:
@@ -117,9 +219,15 @@ def _conv1d_forward(self, x: torch.Tensor) -> torch.Tensor:
             warnings.warn(f"gemmtune Conv1D: input {x.dtype} / weight {w.dtype} differ from the "
                           f"dispatcher's {dt}: using torch.addmm", RuntimeWarning, stacklevel=2)
         return self._gemmtune_base_forward(x)
-    y = mm(x.reshape(-1, x.shape[-1]), w, self._gemmtune_handle)
-    if self.bias is not None:
-        y = y + self.bias
+    if x.dim() >= 1 and _eager_ok(x, w, self.bias):
+        return self._gemmtune_eager.path(self, x, self._gemmtune_tuned, self._gemmtune_base_forward)
+    return self._gemmtune_tuned(x)
+
+
+def _conv1d_tuned(self, x: torch.Tensor) -> torch.Tensor:
+    # x @ W + b with the bias fused into the tuned kernel's epilogue (one launch).
+    w = self.weight
+    y = mm_bias(x.reshape(-1, x.shape[-1]), w, self.bias, self._gemmtune_handle)
     return y.view(*x.shape[:-1], w.shape[1])
 
 
@@ -135,18 +243,22 @@ def patch_conv1d(module: torch.nn.Module, dispatcher: Dispatcher) -> torch.nn.Mo
         cls = _CONV1D_CLASSES.get(base)
         if cls is None:
             cls = type(f"Gemmtune{base.__name__}", (base,),
-                       {"forward": _conv1d_forward, "_gemmtune_base_forward": base.forward})
+                       {"forward": _conv1d_forward, "_gemmtune_base_forward": base.forward,
+                        "_gemmtune_tuned": _conv1d_tuned,
+                        "eager_choices": Linear.eager_choices, "eager_paths": Linear.eager_paths})
             _CONV1D_CLASSES[base] = cls
         module.__class__ = cls
     module.dispatcher = dispatcher
     module._gemmtune_handle = REGISTRY.register(dispatcher)
     module._gemmtune_warned = False
+    if not hasattr(module, "_gemmtune_eager"):
+        module._gemmtune_eager = _EagerPaths()
     return module
 
 
 def patch(model: torch.nn.Module, table=None, *,
           dispatchers: MutableMapping[tuple, Dispatcher] | None = None, example_inputs=None,
-          tune_missing: bool = True, **compile_kwargs) -> torch.nn.Module:
+          tune_missing: bool = True, eager_policy: str = "measure", **compile_kwargs) -> torch.nn.Module:
     """Convert every ``torch.nn.Linear`` of ``model`` (the model itself included) in place,
     and every HF transformers ``Conv1D`` (GPT-2's ``x @ W + b``).
 
@@ -166,6 +278,9 @@ def patch(model: torch.nn.Module, table=None, *,
     MultiheadAttention's out_proj is used through its weight, not its forward).
     Layers of a dtype gemmtune does not multiply (float64) stay and are warned about.
     Parameters are shared, so optimizers and state_dicts are unaffected.
+    ``eager_policy``: ``"measure"`` (default) lets each layer time its tuned kernel against
+    ``F.linear`` on the first eager call of a shape and keep the faster (module docstring);
+    ``"tuned"`` always runs the tuned kernel.
 
     Example::
 
@@ -175,12 +290,14 @@ def patch(model: torch.nn.Module, table=None, *,
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
+    if eager_policy not in EAGER_POLICIES:
+        raise ValueError(f"eager_policy must be one of {EAGER_POLICIES}, got {eager_policy!r}")
     if example_inputs is not None:
         from .modeltune import tune_model
         tuned = tune_model(model, example_inputs, **compile_kwargs)
         if dispatchers is not None:
             dispatchers.update(tuned)
-        return patch(model, table, dispatchers=tuned, tune_missing=tune_missing)
+        return patch(model, table, dispatchers=tuned, tune_missing=tune_missing, eager_policy=eager_policy)
     if table is not None:
         compile_kwargs.setdefault("mode", "table")
         compile_kwargs["table"] = table
@@ -222,6 +339,7 @@ def patch(model: torch.nn.Module, table=None, *,
             patch_conv1d(mod, d)
         else:
             Linear.from_linear(mod, d)
+        mod._gemmtune_eager = _EagerPaths(eager_policy)
     if skipped:
         warnings.warn(f"gemmtune.patch left {len(skipped)} Linear layer(s) as they were: "
                       + ", ".join(skipped), RuntimeWarning, stacklevel=2)

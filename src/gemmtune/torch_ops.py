@@ -194,4 +194,11 @@ def linear(x2d: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, h
     return REGISTRY.get(handle)(x2d, weight.t(), bias=bias, activation=activation, residual=residual)
 
 
-__all__ = ["DispatcherRegistry", "REGISTRY", "mm", "linear"]
+def mm_bias(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, handle: int) -> torch.Tensor:
+    """``a @ b + bias`` in one launch (HF Conv1D: ``x @ W + b``, W read as stored)."""
+    if _use_op(a, b, bias):
+        return torch.ops.gemmtune.mm(a, b, handle, bias)
+    return REGISTRY.get(handle)(a, b, bias=bias)
+
+
+__all__ = ["DispatcherRegistry", "REGISTRY", "mm", "mm_bias", "linear"]

@@ -1,0 +1,180 @@
+"""Patched layers in eager mode and under CUDA graphs: the per-shape eager path (the tuned kernel
+or F.linear, whichever a back-to-back timing says is faster), and the rule that nothing is decided,
+verified or timed inside a CUDA-graph capture.
+
+CPU: the Triton interpreter (conftest), a stand-in for the capture check, and fake callables for
+the eager timing. GPU: a real ``torch.cuda.graph`` capture of a patched model and
+``torch.compile(mode="reduce-overhead")`` (test_eager_gpu_*).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import pytest
+import torch
+
+import gemmtune
+from gemmtune import dispatch
+from gemmtune.dispatch import compile_mm
+from gemmtune.nn import Linear, choose_eager, patch
+from gemmtune.verify import compare
+
+ON_GPU = torch.cuda.is_available()
+TRITON = "triton_mm:BM16-BN16-BK16-S1-W2-G8"
+
+
+@pytest.fixture(autouse=True)
+def _grad_mode():
+    was = torch.is_grad_enabled()
+    yield
+    torch.set_grad_enabled(was)
+
+
+def _tune(winner):
+    return lambda problems, **kw: {p.key: winner for p in problems}
+
+
+def _model(winner, device="cpu", dtype=torch.float16, **kw):
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16)).to(device, dtype)
+    ref = [m.weight.detach().clone() for m in model if isinstance(m, torch.nn.Linear)]
+    patch(model, hints={"m": [8]}, tune_fn=_tune(winner), progress=False, **kw)
+    return model, ref
+
+
+def test_choose_eager_keeps_the_faster_path_and_gives_ties_to_aten():
+    x = torch.randn(4, 8)
+    slow = lambda x: time.sleep(0.002)  # noqa: E731
+    fast = lambda x: None  # noqa: E731
+    assert choose_eager(slow, fast, x, trials=3)[0] == "aten"
+    path, t_tuned, t_aten = choose_eager(fast, slow, x, trials=3)
+    assert path == "tuned" and t_tuned < t_aten and t_aten >= 0.002
+    assert choose_eager(fast, fast, x, trials=3)[0] == "aten"  # within 3%: the simpler path
+
+
+def test_aten_decisions_call_f_linear_directly(monkeypatch):
+    model, _ = _model("aten")
+    x = torch.randn(5, 32, dtype=torch.float16)
+    torch.set_grad_enabled(False)  # restored after the test by pytest's fixture below
+    y = model(x)
+    lin = model[0]
+    assert set(lin.eager_paths.values()) == {"aten"} and not lin.eager_choices
+    calls = []
+    real = torch.nn.functional.linear
+    monkeypatch.setattr(torch.nn.functional, "linear", lambda *a: calls.append(1) or real(*a))
+    torch.testing.assert_close(model(x), y)
+    assert len(calls) == 2  # both layers, straight to F.linear: the dispatcher is not called
+
+
+def test_tuned_kernels_run_on_the_cpu_interpreter_without_timing():
+    model, ref = _model(TRITON)
+    x = torch.randn(3, 7, 32, dtype=torch.float16)  # leading batch dims flatten to M = 21
+    with torch.no_grad():
+        y = model(x)
+    want = torch.relu(x.double() @ ref[0].double().T + model[0].bias.detach().double()) @ ref[1].double().T \
+        + model[2].bias.detach().double()
+    assert compare(y, want, 2e-3).ok
+    assert set(model[0].eager_paths.values()) == {"tuned"} and not model[0].eager_choices
+
+
+def test_grad_and_policy(monkeypatch):
+    model, _ = _model("aten", dtype=torch.float32)
+    x = torch.randn(4, 32, requires_grad=True)
+    model(x).sum().backward()  # autograd: the op path, not the eager cache
+    assert not model[0].eager_paths and x.grad is not None
+    with pytest.raises(ValueError, match="eager_policy must be one of"):
+        patch(torch.nn.Linear(4, 4), eager_policy="fastest", hints={"m": [4]}, tune_fn=_tune("aten"))
+    tuned_only, _ = _model(TRITON, eager_policy="tuned")
+    assert tuned_only[0]._gemmtune_eager.policy == "tuned"
+
+
+def test_first_sight_inside_a_capture_runs_cublas_and_decides_later(monkeypatch):
+    """Nothing may be verified (or synchronised) inside a CUDA-graph capture: a shape first seen
+    there runs torch.mm, is not cached, and is decided at its next call outside the capture."""
+    d = compile_mm(n=24, k=64, dtype="fp16", hints={"m": [8]}, tune_fn=_tune(TRITON), progress=False)
+    a = torch.randn(9, 64, dtype=torch.float16)
+    b = torch.randn(64, 24, dtype=torch.float16)
+    monkeypatch.setattr(dispatch, "capturing", lambda t: True)
+    verified = []
+    monkeypatch.setattr(d, "_verify", lambda *a, **k: verified.append(1))
+    with pytest.warns(RuntimeWarning, match="first seen inside a CUDA-graph capture"):
+        y = d(a, b)
+    torch.testing.assert_close(y, torch.mm(a, b))
+    bias = torch.randn(24, dtype=torch.float16)
+    torch.testing.assert_close(d(a, b, bias=bias), torch.mm(a, b) + bias)  # the epilogue too
+    assert not verified and d.decision(m=9) is None and not d._fast
+    monkeypatch.setattr(dispatch, "capturing", lambda t: False)
+    monkeypatch.undo()
+    d(a, b)
+    assert d.decision(m=9).choice.id == TRITON
+
+
+def test_linear_inside_a_capture_caches_no_eager_path(monkeypatch):
+    model, _ = _model(TRITON)
+    monkeypatch.setattr(dispatch, "capturing", lambda t: True)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        model(torch.randn(6, 32, dtype=torch.float16))
+    assert not model[0].eager_paths
+
+
+def test_conv1d_fuses_its_bias():
+    transformers = pytest.importorskip("transformers")
+    from transformers.pytorch_utils import Conv1D
+
+    conv = Conv1D(48, 32).half()
+    torch.nn.init.normal_(conv.bias)
+    model = torch.nn.Sequential(conv)
+    patch(model, hints={"m": [8]}, tune_fn=_tune(TRITON), progress=False)
+    x = torch.randn(2, 5, 32, dtype=torch.float16)
+    with torch.no_grad():
+        y = model(x)
+    want = x.double() @ conv.weight.detach().double() + conv.bias.detach().double()
+    assert compare(y, want, 2e-3).ok and transformers is not None
+
+
+# ------------------------------------------------------------------ GPU
+@pytest.mark.gpu
+@pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU")
+def test_eager_gpu_graph_capture_of_a_patched_model():
+    model, _ = _model("triton_mm:BM64-BN64-BK32-S3-W4-G8", device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(64, 32, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        want = model(x)  # decides (and verifies) outside the capture
+        g = torch.cuda.CUDAGraph()
+        static_x = x.clone()
+        with torch.cuda.graph(g):
+            static_y = model(static_x)
+        static_x.copy_(torch.randn_like(x))
+        g.replay()
+        torch.cuda.synchronize()
+        assert compare(static_y, model(static_x).double(), 2e-2).ok
+        # A shape first seen inside a capture: cuBLAS, a warning, decided afterwards.
+        x2 = torch.randn(33, 32, device="cuda", dtype=torch.bfloat16)
+        g2 = torch.cuda.CUDAGraph()
+        with pytest.warns(RuntimeWarning, match="inside a CUDA-graph capture"):
+            with torch.cuda.graph(g2):
+                y2 = model(x2)
+        g2.replay()
+        torch.cuda.synchronize()
+        assert compare(y2, model(x2).double(), 2e-2).ok
+    assert want is not None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU")
+def test_eager_gpu_reduce_overhead_compile_and_eager_choices():
+    model, _ = _model("triton_mm:BM64-BN64-BK32-S3-W4-G8", device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(64, 32, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        eager = model(x)
+        # Eager: the layer timed both paths for this shape and recorded them.
+        (choice, t_tuned, t_aten), = model[0].eager_choices.values()
+        assert choice.startswith("triton_mm") and t_tuned > 0 and t_aten > 0
+        compiled = torch.compile(model, mode="reduce-overhead", dynamic=False)
+        for _ in range(3):
+            y = compiled(x)
+        torch.cuda.synchronize()
+    assert compare(y, eager.double(), 2e-2).ok
+    gemmtune.nn.dispatchers(model)  # still enumerable after compile
