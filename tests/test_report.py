@@ -524,8 +524,8 @@ def test_round_robin_uneven_repeats_and_a_failing_entry():
 def test_measure_shape_times_every_verified_method_in_the_same_rounds(monkeypatch):
     """cuBLAS, the tuned kernels and Inductor's compiled function take part in the same
     rounds; a method whose output fails the fp64 check is never timed."""
-    from gemmtune.bench import runner
-    from gemmtune.bench.runner import WorkerState
+    from gemmtune.bench import measure
+    from gemmtune.bench.measure import WorkerState
     from gemmtune.bench.timing import WallTimer
 
     shape = _shapes()[1]
@@ -538,13 +538,13 @@ def test_measure_shape_times_every_verified_method_in_the_same_rounds(monkeypatc
     state = WorkerState(timer=WallTimer(repeats=8, warmup=0), device="cpu")
 
     checks = []
-    real_compare = runner.compare
+    real_compare = measure.compare
 
     def compare(out, ref, tol):  # the 4th check (nvMMH top-1's) fails
         checks.append(1)
         r = real_compare(out, ref, tol)
         return r if len(checks) != 4 else type(r)(False, 1.0, 1.0, "made wrong by the test")
-    monkeypatch.setattr(runner, "compare", compare)
+    monkeypatch.setattr(measure, "compare", compare)
     monkeypatch.setattr(benchmark, "compile_inductor", lambda p, st, log: (
         {"status": "ok", "tune_s": 2.5, "choice": "aten", "autotune": [], "rel_err": 0.0},
         lambda i: torch.mm(*st.inputs[i])))

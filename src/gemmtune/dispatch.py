@@ -365,7 +365,7 @@ class Dispatcher:
 
     def _verify(self, choice: Choice, problem: Problem, device: torch.device) -> str | None:
         """Run ``choice`` on fresh random inputs of ``problem``; the reason it is wrong, or None."""
-        from .bench.runner import make_inputs
+        from .bench.measure import make_inputs
 
         if choice == ATEN:
             return None  # torch.mm is the reference itself
@@ -421,7 +421,7 @@ class Dispatcher:
                         reason="no hint kernel ran correctly: " + "; ".join(rejected))
 
     def _benchmark(self, problem: Problem, device: torch.device, runnable, rejected) -> Decision:
-        from .bench.runner import WorkerState, handle
+        from .bench.measure import WorkerState, measure
         from .bench.timing import default_timer
 
         if self.timer is None:
@@ -431,16 +431,16 @@ class Dispatcher:
         best = None
         try:
             for c, src, hint in runnable:
-                res = handle("bench", {"problem": problem.key, "choice": c.id, "seed": 0}, state)
-                ms = res.get("device_ms")
-                if res.get("status") == "ok" and isinstance(ms, (int, float)) and math.isfinite(ms):
+                res = measure(problem, c, self.timer, state=state)
+                ms = res.device_ms
+                if res.ok and ms is not None and math.isfinite(ms):
                     times[c.id] = float(ms)
                     if best is None or ms < times[best[0].id]:
                         best = (c, hint)
                 else:
-                    rejected.append(f"{c.id}: {res.get('status')}: {res.get('reason', '')}"[:500])
+                    rejected.append(f"{c.id}: {res.status}: {res.reason}"[:500])
         finally:
-            state.inputs, state.outs, state.ref, state.key = [], [], None, None  # free them now
+            state.release()  # free the inputs now
         if best is None:
             return Decision(ATEN, "fallback", verified=True, times_ms=times,
                             reason="no hint kernel ran correctly: " + "; ".join(rejected))
