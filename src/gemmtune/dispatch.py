@@ -89,7 +89,8 @@ from .configs import AtenConfig, Choice
 from .epilogue import Epilogue, EpilogueArgs, apply_, bind
 from .kernels.splitk import SplitKWorkspace
 from .problem import DTYPES, LAYOUTS, Problem, check_operands, dtype_name
-from .table import LookupTable, TableChoice, major_minor
+from .provenance import DISPATCH, Provenance
+from .table import LookupTable, TableChoice
 from .table import from_json as table_from_json
 from .table import provenance as make_provenance
 from .verify import check as verify_check
@@ -161,45 +162,24 @@ def rank_hints(target: Sequence[int], hints: Sequence[Sequence[int]]) -> list[in
 
 
 # ----------------------------------------------------------------------------- helpers
-def _current_device_facts(device: torch.device | None = None) -> tuple[str, str]:
-    """(device name, capability) as the tuner's workers name them."""
-    if torch.cuda.is_available() and (device is None or device.type == "cuda"):
-        idx = torch.cuda.current_device() if device is None or device.index is None else device.index
-        cap = torch.cuda.get_device_capability(idx)
-        return torch.cuda.get_device_name(idx), f"{cap[0]}.{cap[1]}"
-    if interpreter_enabled():
-        return "cpu (Triton interpreter)", "interp"
-    return "cpu", "cpu"
-
-
 def _current_provenance(produced_by: str) -> dict:
-    import triton
-
-    from . import __version__
-    name, cap = _current_device_facts()
-    return make_provenance(name, cap, torch.__version__, triton.__version__, __version__, produced_by)
+    return Provenance.current(produced_by).to_dict()
 
 
 def provenance_mismatches(saved: Mapping[str, str], current: Mapping[str, str] | None = None) -> list[str]:
     """Why a dispatcher saved under ``saved`` may not be valid now (empty when it is).
 
-    Checked: the GPU (name and capability) and the triton and torch major.minor versions.
+    Checked (provenance.DISPATCH): the GPU (name and capability; one CPU is one device,
+    interpreter or not) and the triton and torch major.minor versions.
     """
     cur = current or _current_provenance("tuned")
     out = []
-
-    def device(p) -> tuple:
-        # One CPU, whether its Triton kernels ran in the interpreter (a tuner's workers) or
-        # the process that loads the result has none: no GPU facts differ.
-        if p.get("capability") in ("cpu", "interp") and str(p.get("device_name", "")).startswith("cpu"):
-            return ("cpu",)
-        return (p.get("device_name"), p.get("capability"))
-    if device(saved) != device(cur):
-        out.append(f"tuned on {saved.get('device_name')} (capability {saved.get('capability')}), "
-                   f"running on {cur['device_name']} (capability {cur['capability']})")
-    for lib in ("triton", "torch"):
-        if major_minor(str(saved.get(lib, ""))) != major_minor(cur[lib]):
-            out.append(f"tuned with {lib} {saved.get(lib)}, running {lib} {cur[lib]}")
+    for what in Provenance.from_dict(saved).mismatches(Provenance.from_dict(cur), DISPATCH):
+        if what == "device":
+            out.append(f"tuned on {saved.get('device_name')} (capability {saved.get('capability')}), "
+                       f"running on {cur['device_name']} (capability {cur['capability']})")
+        else:
+            out.append(f"tuned with {what} {saved.get(what)}, running {what} {cur[what]}")
     return out
 
 

@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 
 from ..device import DeviceInfo
+from ..provenance import MODEL, Provenance
 
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "data" / "models"
 
@@ -45,13 +46,8 @@ def provenance(path: Path) -> dict:
 
 
 def _same_gpu(a: str, b: str) -> bool:
-    a, b = a.strip().lower(), b.strip().lower()
-    if a == b:
-        return True
-    try:  # 'h200' and 'NVIDIA H200' name the same built-in device
-        return DeviceInfo.lookup(a).name == DeviceInfo.lookup(b).name
-    except ValueError:
-        return False
+    """'h200' and 'NVIDIA H200' name the same built-in device (provenance.MODEL)."""
+    return Provenance(a).same_device(Provenance(b), MODEL)
 
 
 def shipped_for(device: DeviceInfo) -> Path | None:
