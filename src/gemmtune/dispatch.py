@@ -55,7 +55,7 @@ loaded from the restored binaries on first launch instead of compiled. Binaries 
 a cache: on another GPU or Triton version they do not match and the kernels compile
 on first launch (load warns about the provenance), never run wrong code.
 
-Example::
+Example (skipped in doctests: it tunes on a GPU, where the CPU interpreter would take hours)::
 
     >>> import torch, gemmtune
     >>> mm = gemmtune.compile_mm(n=4096, k=4096, dtype="bf16",
@@ -217,6 +217,7 @@ class Dispatcher:
 
     Example::
 
+        >>> import torch, gemmtune
         >>> mm = gemmtune.compile_mm(n=24, k=64, dtype="fp16", hints={"m": [8, 128]},
         ...                          tune_fn=lambda ps, **kw: {p.key: "aten" for p in ps})
         >>> _ = mm(torch.randn(20, 64, dtype=torch.float16), torch.randn(64, 24, dtype=torch.float16))
@@ -784,7 +785,7 @@ def compile_mm(*, n: int | None = None, k: int | None = None, m: int | None = No
     ``None``: on in interactive use (stderr is a terminal or Python is interactive).
     Outputs have the inputs' dtype; float32 runs exact fp32 dots (no tf32).
 
-    Example::
+    Example (skipped in doctests: it tunes on a GPU)::
 
         >>> mm = gemmtune.compile_mm(n=4096, k=4096, dtype="bf16",
         ...                          hints={"m": [64, 256, 4096]})   # doctest: +SKIP

@@ -9,7 +9,7 @@ model ranks instead, after a ``ModelWarning``.
 Example::
 
     >>> from gemmtune.model.shipped import shipped_models
-    >>> [p.name for p in shipped_models()]                      # doctest: +SKIP
+    >>> [p.name for p in shipped_models()]
     ['nvidia-h200.json']
 """
 
