@@ -10,7 +10,7 @@ Sections (N = K = 4096, bf16 unless said):
   dispatcher in each mode (similarity, benchmark, table) and cuBLAS; columns =
   runtime M = 64, 256, 4096; cells = device time in us (CudaGraphTimer: L2-cold,
   CUDA graphs, median), all timed in this process by the tuner's own runner
-  (``gemmtune.bench.runner.handle``: verify against fp64, then time).
+  (``gemmtune.bench.measure.measure``: verify against fp64, then time).
 * ``sweep``: 30 log-spaced M from 1 to 16384: the kernel each dispatcher mode picks,
   cuBLAS and, with ``--oracle``, the per-shape oracle (``gemmtune.tune`` on that
   exact shape, families ``--oracle-families``). Oracle tuning is resumable through
@@ -89,12 +89,11 @@ def sweep_points(n: int, lo: int = 1, hi: int = 16384) -> list[int]:
 
 def time_choice(state, problem, choice_id: str) -> dict:
     """Verify then time one choice on ``problem`` (the tuner's own method)."""
-    from gemmtune.bench.runner import handle
+    from gemmtune.bench.measure import measure
 
-    res = handle("bench", {"problem": problem.key, "choice": choice_id, "seed": 0}, state)
-    return {"status": res.get("status"), "device_us": (res["device_ms"] * 1e3 if res.get("device_ms") else None),
-            "eager_us": (res["eager_ms"] * 1e3 if res.get("eager_ms") else None),
-            "reason": res.get("reason", "")[:300]}
+    res = measure(problem, choice_id, state.timer, state=state)
+    return {"status": res.status.value, "device_us": (res.device_ms * 1e3 if res.device_ms else None),
+            "eager_us": (res.eager_ms * 1e3 if res.eager_ms else None), "reason": res.reason[:300]}
 
 
 def best_measured(result, exclude_aten: bool) -> dict[str, tuple[str, float] | None]:
@@ -145,7 +144,7 @@ def make_dispatchers(args, table_extra=None) -> dict:
 
 
 def section_table(args, ds) -> dict:
-    from gemmtune.bench.runner import WorkerState
+    from gemmtune.bench.measure import WorkerState
     from gemmtune.problem import Problem
 
     rows: dict[str, dict] = {}
@@ -169,7 +168,7 @@ def section_table(args, ds) -> dict:
 
 def section_sweep(args, t_end: float) -> dict:
     import gemmtune
-    from gemmtune.bench.runner import WorkerState
+    from gemmtune.bench.measure import WorkerState
     from gemmtune.configs import Choice
     from gemmtune.problem import Problem
     from gemmtune.table import TableChoice

@@ -22,7 +22,6 @@ from gemmtune.bench.timing import CudaGraphTimer, sets_for
 from gemmtune.configs import Choice, SkinnyConfig, SplitKConfig
 from gemmtune.device import DeviceInfo
 from gemmtune.kernels.splitk import SplitKWorkspace
-from gemmtune.problem import Problem
 
 DECODE = [(1, 6144, 4096), (16, 6144, 4096), (8, 4096, 4096), (16, 28672, 4096), (1, 4096, 14336),
           (16, 4096, 14336), (1, 50257, 768), (8, 1536, 7168), (4, 4608, 3584), (32, 4096, 16384)]

@@ -5,8 +5,9 @@
 
 For each shape x config, Inductor is forced onto the config through gemmtune's lookup-table
 export (``inductor_export.install``: one candidate, so it does not autotune), compiled with
-``max-autotune-no-cudagraphs`` (its CUDA graphs cannot nest in our timing graph), and its kernel and ours are timed together (CUDA graphs, L2-cold, rounds
-interleaved with cuBLAS) after both outputs passed the fp64 check. The table: ratio =
+``max-autotune-no-cudagraphs`` (its CUDA graphs cannot nest in our timing graph), and its
+kernel and ours are timed together (CUDA graphs, L2-cold, rounds interleaved with cuBLAS)
+after both outputs passed the fp64 check. The table: ratio =
 ours / Inductor's time (target <= 1.02). ``--code-dir`` keeps Inductor's generated source and
 our kernel's TTGIR / PTX of the worst rows, for reading side by side.
 """

@@ -186,6 +186,7 @@ def _cpu_table(entries: dict):
                         for mnk, chs in entries.items()})
 
 
+@pytest.mark.slow
 def test_out_merges_into_an_existing_table_and_overwrite_replaces(tmp_path, capsys):
     """The issue's lost table: `tune --out t.json` replaced a 3-entry table with its 1 entry."""
     from gemmtune.problem import Problem

@@ -444,6 +444,7 @@ def test_torch_compile_dynamic_no_graph_breaks():
     assert x.grad is not None and x.grad.shape == x.shape
 
 
+@pytest.mark.slow
 def test_torch_compile_inductor():
     """The default backend. Inductor's CPU codegen needs a C++ compiler."""
     try:

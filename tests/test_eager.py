@@ -18,7 +18,7 @@ import torch
 import gemmtune
 from gemmtune import dispatch
 from gemmtune.dispatch import compile_mm
-from gemmtune.nn import Linear, choose_eager, patch
+from gemmtune.nn import choose_eager, patch
 from gemmtune.verify import compare
 
 ON_GPU = torch.cuda.is_available()

@@ -206,6 +206,7 @@ def test_learned_ranks_held_out_shapes(trained):
     assert abs(rand) < 0.2
 
 
+@pytest.mark.slow
 def test_train_excludes_public_shapes_and_reports(tmp_path):
     # Add one public-suite shape to the sample: train() must leave it out by default.
     text = gzip.open(SAMPLE, "rt").read().splitlines()
@@ -499,6 +500,7 @@ def test_tune_benchmarks_the_models_top_k_plus_aten_and_table(tmp_path):
     assert r.shapes[0].tried == 3 and r.shapes[0].best is not None
 
 
+@pytest.mark.slow
 def test_tune_fast_and_default_benchmark_space(tmp_path):
     p = Problem.from_sizes(16, 16, 64, "fp16")
     fake = FakeModel()
@@ -592,6 +594,7 @@ def test_cli_tune_rejects_bad_benchmark_space(tmp_path, capsys):
     assert not (tmp_path / "s.sqlite").exists()
 
 
+@pytest.mark.slow
 def test_collect_script_help():
     import subprocess
     import sys
@@ -693,6 +696,7 @@ def _collect(args: list[str], out: Path, timeout: float = 300):
                           check=False, timeout=timeout)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter run is for machines without a GPU")
 def test_collect_runs_and_resumes_in_the_interpreter(tmp_path):
     from gemmtune.bench.timing import QUICK_WALL
@@ -727,6 +731,7 @@ def test_collect_runs_and_resumes_in_the_interpreter(tmp_path):
     assert again["rows_in_store"] == prog["rows_in_store"] and again["shapes_done"] == 2
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter run is for machines without a GPU")
 def test_collect_processes_sharing_a_store_measure_each_shape_once(tmp_path):
     """Two collectors (as gpu_run.sh starts one per GPU) on one store and one claims
@@ -783,6 +788,7 @@ def test_collect_hard_stop_exports_a_resumable_store(tmp_path):
     assert not (tmp_path / "collect.snapshot.sqlite").exists()
 
 
+@pytest.mark.slow
 def test_analytic_unaligned_cublas_splits_long_k():
     """Unaligned small-M x N long-K problems: cuBLAS splits K over the SMs, so the analytic
     estimate must stay within 3x of every such cuBLAS time measured on the H200 (it was

@@ -27,6 +27,27 @@ from gemmtune.problem import Problem
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "data" / "bench_fixture.json"
 RUN = ROOT / "benchmarks" / "results" / "2026-11-21-h200-public-full"
+
+
+def md_tables(md: str) -> list[list[dict[str, str]]]:
+    """The Markdown tables of ``md``: each a list of rows, a row a dict from its column's
+    header to the stripped cell (so tests assert on cells, not on whole rendered lines)."""
+    tables, block = [], []
+    for line in [*md.splitlines(), ""]:
+        if line.startswith("|"):
+            block.append([c.strip() for c in line.strip().strip("|").split("|")])
+            continue
+        if len(block) >= 2:
+            header, rows = block[0], [r for r in block[1:] if not all(set(c) <= set("-: ") for c in r)]
+            tables.append([dict(zip(header, r)) for r in rows])
+        block = []
+    return tables
+
+
+def md_rows(md: str, **cells: str) -> list[dict[str, str]]:
+    """Every table row whose named cells hold these values (``_`` in a name stands for a space)."""
+    want = {k.replace("_", " "): v for k, v in cells.items()}
+    return [r for t in md_tables(md) for r in t if all(r.get(k) == v for k, v in want.items())]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -132,10 +153,18 @@ def test_report_markdown_and_pngs(doc, tmp_path):
     md = written["markdown"].read_text()
     assert written["markdown"] == tmp_path / "bench_fixture.md"
     for needle in ("## Targets", "**MET**", "**MISSED**", "**NOT RUN**", "## Geomean speedup over cuBLAS",
-                   "| all | 1.04× (10; 2/8/0)", "## Tuning wall time", "Assembled from the recorded run"):
+                   "## Tuning wall time", "Assembled from the recorded run"):
         assert needle in md, needle
-    assert "| decode | llama3_8b_qkv_m16 | 16×6144×4096 bf16 | 11.78 | 15.27 | 1.00× tie | 1.00× tie |" in md
-    assert "`splitk:BM32-BN32-BK128-S4-W4-G8-SK64-atomic` | 6.30 | 0.6% | 1.24× |" in md
+    speedups = md_rows(md, group="all")[0]  # the first table with an 'all' row: geomean speedups
+    assert speedups["gemmtune default"].startswith("1.04× (10; ")
+    s16 = next(s for s in doc["shapes"] if s["name"] == "llama3_8b_qkv_m16")
+    [row] = md_rows(md, group="decode", shape="llama3_8b_qkv_m16")
+    assert row["M×N×K dtype"] == "16×6144×4096 bf16"
+    assert row["floor µs"] == f"{s16['floor_ms'] * 1e3:.2f}"
+    assert row["cuBLAS µs"] == f"{s16['cublas']['kernel']['ms'] * 1e3:.2f}"
+    assert row["gemmtune default"] == row["Inductor max-autotune"] == "1.00× tie"
+    [sk] = md_rows(md, method="gemmtune default", choice="`splitk:BM32-BN32-BK128-S4-W4-G8-SK64-atomic`")
+    assert (sk["kernel µs"], sk["spread"], sk["× cuBLAS"]) == ("6.30", "0.6%", "1.24×")
     for s in doc["shapes"]:
         assert f"### {s['group']} / {s['name']}:" in md
     from PIL import Image
@@ -524,8 +553,8 @@ def test_round_robin_uneven_repeats_and_a_failing_entry():
 def test_measure_shape_times_every_verified_method_in_the_same_rounds(monkeypatch):
     """cuBLAS, the tuned kernels and Inductor's compiled function take part in the same
     rounds; a method whose output fails the fp64 check is never timed."""
-    from gemmtune.bench import runner
-    from gemmtune.bench.runner import WorkerState
+    from gemmtune.bench import measure
+    from gemmtune.bench.measure import WorkerState
     from gemmtune.bench.timing import WallTimer
 
     shape = _shapes()[1]
@@ -538,13 +567,13 @@ def test_measure_shape_times_every_verified_method_in_the_same_rounds(monkeypatc
     state = WorkerState(timer=WallTimer(repeats=8, warmup=0), device="cpu")
 
     checks = []
-    real_compare = runner.compare
+    real_compare = measure.compare
 
     def compare(out, ref, tol):  # the 4th check (nvMMH top-1's) fails
         checks.append(1)
         r = real_compare(out, ref, tol)
         return r if len(checks) != 4 else type(r)(False, 1.0, 1.0, "made wrong by the test")
-    monkeypatch.setattr(runner, "compare", compare)
+    monkeypatch.setattr(measure, "compare", compare)
     monkeypatch.setattr(benchmark, "compile_inductor", lambda p, st, log: (
         {"status": "ok", "tune_s": 2.5, "choice": "aten", "autotune": [], "rel_err": 0.0},
         lambda i: torch.mm(*st.inputs[i])))
@@ -669,9 +698,14 @@ def test_same_kernel_as_cublas_marker(doc):
     d["shapes"] = [s]
     md = report.render_markdown(d)
     # the measured numbers stay as they are; only the marker is added
-    assert "| prefill | same_kernel_row | 64×64×64 bf16 | 5000.00 | 10000.00 | 0.93× † | 1.25× | 1.11× | 0.98× |" in md
-    assert "| gemmtune default | `aten` | 10750.00 | 1.0% | 0.93× † |" in md
-    assert "| gemmtune --fast | `pad+aten` | 8000.00 | 1.0% | 1.25× |" in md
+    [row] = md_rows(md, group="prefill", shape="same_kernel_row")
+    assert (row["floor µs"], row["cuBLAS µs"]) == ("5000.00", "10000.00")
+    assert [v for k, v in row.items() if k not in ("group", "shape", "M×N×K dtype", "floor µs", "cuBLAS µs")] \
+        == ["0.93× †", "1.25×", "1.11×", "0.98×"]
+    [default] = md_rows(md, method="gemmtune default", choice="`aten`")
+    assert (default["kernel µs"], default["× cuBLAS"]) == ("10750.00", "0.93× †")
+    [fast] = md_rows(md, method="gemmtune --fast", choice="`pad+aten`")
+    assert (fast["kernel µs"], fast["× cuBLAS"]) == ("8000.00", "1.25×")
     assert report.SAME_NOTE in md and "† same kernel as cuBLAS: the difference is noise." in md
     # no marker where no method ran cuBLAS's kernel
     d["shapes"][0]["methods"]["gemmtune"]["choice"] = "pad+aten"
@@ -683,9 +717,12 @@ def test_committed_h200_bench_still_renders_with_the_marker(tmp_path):
     written = report.render_file(src, tmp_path, plots=False)
     md = written["markdown"].read_text()
     # the recorded numbers, marked where a mode ran cuBLAS's own kernel ('aten')
-    assert ("| prefill | llama3_8b_qkv_m2048 | 2048×6144×4096 bf16 | 128.42 | 129.13 | 0.93× † | 0.87× † | 0.88× † "
-            "| 0.99× † | 0.91× | 0.83× |") in md
-    assert "| odd | unaligned_333 |" in md and "| 1.28× | 1.28× | 1.28× |" in md  # pad+aten: not marked
+    [row] = md_rows(md, group="prefill", shape="llama3_8b_qkv_m2048")
+    assert (row["M×N×K dtype"], row["floor µs"], row["cuBLAS µs"]) == ("2048×6144×4096 bf16", "128.42", "129.13")
+    methods = [v for k, v in row.items() if k not in ("group", "shape", "M×N×K dtype", "floor µs", "cuBLAS µs")]
+    assert methods == ["0.93× †", "0.87× †", "0.88× †", "0.99× †", "0.91×", "0.83×"]
+    [odd] = md_rows(md, group="odd", shape="unaligned_333")
+    assert not any("†" in v for v in odd.values()) and list(odd.values()).count("1.28×") >= 3  # pad+aten: not marked
     assert "minimum bytes / copy bandwidth" in md and "read bandwidth" not in md
     assert report.SAME_NOTE in md
 

@@ -22,6 +22,7 @@ def _env() -> dict:
     return env
 
 
+@pytest.mark.slow
 def test_bench_dispatch_smoke_every_section(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_dispatch.py"), "--smoke", "--oracle",
                         "--exclude-aten", "--families", "triton_mm", "--oracle-families", "triton_mm",
@@ -49,6 +50,7 @@ def test_bench_dispatch_smoke_every_section(tmp_path):
     assert "Seed table" in (tmp_path / "rep" / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_bench_dispatch_hints_flag(tmp_path):
     """--hints replaces the issue's default hints everywhere the script uses them."""
     base = [sys.executable, str(ROOT / "scripts" / "bench_dispatch.py"), "--smoke", "--exclude-aten",
@@ -64,6 +66,7 @@ def test_bench_dispatch_hints_flag(tmp_path):
     assert bad.returncode == 2 and "--hints takes comma-separated integers" in bad.stderr
 
 
+@pytest.mark.slow
 def test_bench_edge_smoke(tmp_path):
     """scripts/bench_edge.py on the interpreter: both edge modes verified, JSON written."""
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_edge.py"), "--smoke", "--out", str(tmp_path)],

@@ -75,6 +75,7 @@ def _duplicates(path: Path) -> list[tuple]:
 
 
 # ------------------------------------------------------------------ faults through the tuner
+@pytest.mark.slow
 def test_faults_through_the_tuner(tmp_path):
     problem = Problem.from_sizes(16, 16, 64, "fp16")
     space_ids = [c.id for c in gemmtune.space(problem, "triton_mm", device="h100")]
@@ -530,6 +531,7 @@ def _tune_overlap(tmp_path: Path, name: str, **kw):
     return r, rows, _calls(log)
 
 
+@pytest.mark.slow
 def test_compiling_ahead_gives_the_same_store_as_separate_phases(tmp_path):
     table = _overlap_table()
     want = {(p.key, tc.choice.id) for p in OVERLAP_PROBLEMS for tc in table.entries[p.key]}
@@ -586,6 +588,7 @@ def test_compiling_ahead_gives_the_same_store_as_separate_phases(tmp_path):
     assert [s.statuses for s in retry.shapes] == [{"ok": 5, "compile_error": 1}] * 3
 
 
+@pytest.mark.slow
 def test_a_shape_that_cannot_be_planned_fails_on_its_turn_not_before(tmp_path):
     # Planning runs ahead of benchmarking; an error planning a later shape still surfaces
     # only when that shape's turn comes, after the shapes before it are in the store.
@@ -623,6 +626,7 @@ def test_usable_cpus_follows_the_affinity_set(monkeypatch):
     assert usable_cpus() == 7
 
 
+@pytest.mark.slow
 def test_cublas_is_timed_while_the_triton_candidates_compile(tmp_path):
     # cuBLAS needs no compiling: the benchmark worker times it while the compile workers
     # are still busy, instead of waiting for the shape's whole compile job.
@@ -718,6 +722,7 @@ def test_progress_without_a_terminal_prints_plain_periodic_lines():
     assert buf.getvalue() == ""
 
 
+@pytest.mark.slow
 def test_two_tuners_on_one_store_split_the_work(tmp_path):
     """Two processes tune the same shapes against one store at the same time: together they
     measure each candidate once (claims in the store), and both end with every result."""

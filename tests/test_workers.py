@@ -69,6 +69,7 @@ def test_problem_space_is_big_enough():
 
 
 # ---------------------------------------------------------------- faults
+@pytest.mark.slow
 @needs_proc
 def test_faults_become_results_and_the_pool_recovers():
     # Faults first, each followed by a normal task that must still succeed on the
@@ -173,6 +174,7 @@ def test_broken_runner_fails_at_startup_with_a_useful_message(runner, needle):
     assert time.monotonic() - t0 < 60        # fails fast, not after the start-up timeout
 
 
+@pytest.mark.slow
 def test_broken_runner_does_not_hang_map():
     # Each task meets a worker that dies at start-up: a crash per task, with the reason.
     with _pool(1, runner="gemmtune.nope:handle", gpus=[]) as pool:
@@ -182,6 +184,7 @@ def test_broken_runner_does_not_hang_map():
 
 
 # ---------------------------------------------------------------- idle deaths
+@pytest.mark.slow
 @needs_proc
 def test_worker_dying_while_idle_during_map_is_replaced():
     # Two workers: worker 0 hangs; worker 1 finishes its task and is killed while

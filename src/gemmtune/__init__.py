@@ -26,6 +26,8 @@ from .capture import Capture, capture
 from .modeltune import load_patched, save_patched, tune_model
 
 __all__ = [
-    "__version__", "capture", "Capture", "tune_model", "save_patched", "load_patched", "matmul", "compile_mm", "load", "Dispatcher", "patch", "nn", "families", "space", "default_choice", "interpreter_enabled",
-    "tune", "TuneResult", "DeviceInfo", "Problem", "Choice", "TileConfig", "SplitKConfig", "SkinnyConfig", "DecomposeKConfig", "AtenConfig", "Epilogue",
+    "__version__", "capture", "Capture", "tune_model", "save_patched", "load_patched", "matmul", "compile_mm",
+    "load", "Dispatcher", "patch", "nn", "families", "space", "default_choice", "interpreter_enabled",
+    "tune", "TuneResult", "DeviceInfo", "Problem", "Choice", "TileConfig", "SplitKConfig", "SkinnyConfig",
+    "DecomposeKConfig", "AtenConfig", "Epilogue",
 ]

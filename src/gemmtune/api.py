@@ -105,14 +105,14 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
     'gelu_erf', 'silu' or 'relu'; ``residual``: shape (M, N), any strides. Both tensors
     have the output's dtype and device.
 
-    Example::
+    Example (CUDA tensors: skipped where doctests run, on a CPU)::
 
         >>> import torch, gemmtune
-        >>> a = torch.randn(32, 4096, device="cuda", dtype=torch.bfloat16)
-        >>> b = torch.randn(4096, 32, device="cuda", dtype=torch.bfloat16)
-        >>> c = gemmtune.matmul(a, b, choice="decompose_k:s8")    # doctest: +SKIP
-        >>> bias = torch.randn(32, device="cuda", dtype=torch.bfloat16)
-        >>> h = gemmtune.matmul(a, b, bias=bias, activation="gelu_tanh", residual=c)  # doctest: +SKIP
+        >>> a = torch.randn(32, 4096, device="cuda", dtype=torch.bfloat16)  # needs a GPU  # doctest: +SKIP
+        >>> b = torch.randn(4096, 32, device="cuda", dtype=torch.bfloat16)  # needs a GPU  # doctest: +SKIP
+        >>> c = gemmtune.matmul(a, b, choice="decompose_k:s8")              # needs a GPU  # doctest: +SKIP
+        >>> bias = torch.randn(32, device="cuda", dtype=torch.bfloat16)     # needs a GPU  # doctest: +SKIP
+        >>> h = gemmtune.matmul(a, b, bias=bias, activation="gelu_tanh", residual=c)  # needs a GPU  # doctest: +SKIP
     """
     check_operands(a, b)
     problem = Problem.from_tensors(a, b, out_dtype, allow_tf32=allow_tf32)

@@ -121,9 +121,9 @@ def _t(ms: float | None, spread: float | None = None, repeats: int | None = None
 
 
 def _fail(e: BaseException) -> dict:
-    from .bench.runner import classify_exception
+    from .bench.measure import classify_exception
 
-    return {"status": classify_exception(e), "reason": f"{type(e).__name__}: {e}"[:2000]}
+    return {"status": classify_exception(e).value, "reason": f"{type(e).__name__}: {e}"[:2000]}
 
 
 # ------------------------------------------------------------------ gemmtune modes
@@ -374,7 +374,7 @@ def nvmmh_choices(problem: Problem, device_name: str, count: int) -> list[Choice
 
 # ------------------------------------------------------------------ ceilings
 def _record(res: dict, **extra) -> dict:
-    """A failed method record from a bench task result (gemmtune.bench.runner.handle)."""
+    """A failed method record from a verification's result (verified_launch)."""
     return {"status": res.get("status", "error"), "reason": res.get("reason", ""), **extra}
 
 
@@ -601,36 +601,13 @@ def make_entry(timer, launch: Callable[[int], object], n_sets: int):
     return _TimerEntry(timer, launch, n_sets)
 
 
-class _KeepLaunch:
-    """A timer for gemmtune.bench.runner.handle that keeps the launch it is handed instead of
-    timing it. handle checks the output against the fp64 reference first and hands the
-    launch over only when it passed: so a kept launch is a verified one."""
-
-    def __init__(self, representative: bool = True):
-        self.representative = representative
-        self.launch: Callable[[int], object] | None = None
-        self.n_sets = 0
-
-    def measure(self, launch: Callable[[int], object], n_sets: int) -> Timing:
-        self.launch, self.n_sets = launch, n_sets
-        return Timing(math.nan, math.nan, 0, math.nan, self.representative)
-
-
-_KEEP = "gemmtune-bench-keep-launch"
-
-
 def verified_launch(problem: Problem, choice: str, state, seed: int) -> tuple[dict, Callable[[int], object] | None]:
-    """Check ``choice`` on ``problem`` against the fp64 reference (runner.handle, as the tuner
-    does) and return (handle's result, launch(i) on input set i), launch None when it failed."""
-    from .bench.runner import handle
+    """Check ``choice`` on ``problem`` against the fp64 reference (bench.measure.verify, as the
+    tuner does) and return (its result dict, launch(i) on input set i), launch None when it failed."""
+    from .bench.measure import verify
 
-    keep = _KeepLaunch(getattr(state.timer, "representative", True))
-    state.timers[_KEEP] = keep
-    try:
-        res = handle("bench", {"problem": problem.key, "choice": choice, "seed": seed, "timer": _KEEP}, state)
-    finally:
-        state.timers.pop(_KEEP, None)
-    return res, (keep.launch if res.get("status") == "ok" else None)
+    m, launch = verify(problem, choice, state, seed)
+    return m.to_dict(), launch
 
 
 def tune_phase(shapes: Sequence[Shape], *, tune_fn: Callable, scratch: Path, seed: int, provenance: dict,

@@ -61,7 +61,7 @@ loaded from the restored binaries on first launch instead of compiled. Binaries 
 a cache: on another GPU or Triton version they do not match and the kernels compile
 on first launch (load warns about the provenance), never run wrong code.
 
-Example::
+Example (skipped in doctests: it tunes on a GPU, where the CPU interpreter would take hours)::
 
     >>> import torch, gemmtune
     >>> mm = gemmtune.compile_mm(n=4096, k=4096, dtype="bf16",
@@ -95,7 +95,8 @@ from .configs import AtenConfig, Choice
 from .epilogue import Epilogue, EpilogueArgs, apply_, bind
 from .kernels.splitk import SplitKWorkspace
 from .problem import DTYPES, LAYOUTS, Problem, check_operands, dtype_name
-from .table import LookupTable, TableChoice, major_minor
+from .provenance import DISPATCH, Provenance
+from .table import LookupTable, TableChoice
 from .table import from_json as table_from_json
 from .table import provenance as make_provenance
 from .verify import check as verify_check
@@ -167,45 +168,24 @@ def rank_hints(target: Sequence[int], hints: Sequence[Sequence[int]]) -> list[in
 
 
 # ----------------------------------------------------------------------------- helpers
-def _current_device_facts(device: torch.device | None = None) -> tuple[str, str]:
-    """(device name, capability) as the tuner's workers name them."""
-    if torch.cuda.is_available() and (device is None or device.type == "cuda"):
-        idx = torch.cuda.current_device() if device is None or device.index is None else device.index
-        cap = torch.cuda.get_device_capability(idx)
-        return torch.cuda.get_device_name(idx), f"{cap[0]}.{cap[1]}"
-    if interpreter_enabled():
-        return "cpu (Triton interpreter)", "interp"
-    return "cpu", "cpu"
-
-
 def _current_provenance(produced_by: str) -> dict:
-    import triton
-
-    from . import __version__
-    name, cap = _current_device_facts()
-    return make_provenance(name, cap, torch.__version__, triton.__version__, __version__, produced_by)
+    return Provenance.current(produced_by).to_dict()
 
 
 def provenance_mismatches(saved: Mapping[str, str], current: Mapping[str, str] | None = None) -> list[str]:
     """Why a dispatcher saved under ``saved`` may not be valid now (empty when it is).
 
-    Checked: the GPU (name and capability) and the triton and torch major.minor versions.
+    Checked (provenance.DISPATCH): the GPU (name and capability; one CPU is one device,
+    interpreter or not) and the triton and torch major.minor versions.
     """
     cur = current or _current_provenance("tuned")
     out = []
-
-    def device(p) -> tuple:
-        # One CPU, whether its Triton kernels ran in the interpreter (a tuner's workers) or
-        # the process that loads the result has none: no GPU facts differ.
-        if p.get("capability") in ("cpu", "interp") and str(p.get("device_name", "")).startswith("cpu"):
-            return ("cpu",)
-        return (p.get("device_name"), p.get("capability"))
-    if device(saved) != device(cur):
-        out.append(f"tuned on {saved.get('device_name')} (capability {saved.get('capability')}), "
-                   f"running on {cur['device_name']} (capability {cur['capability']})")
-    for lib in ("triton", "torch"):
-        if major_minor(str(saved.get(lib, ""))) != major_minor(cur[lib]):
-            out.append(f"tuned with {lib} {saved.get(lib)}, running {lib} {cur[lib]}")
+    for what in Provenance.from_dict(saved).mismatches(Provenance.from_dict(cur), DISPATCH):
+        if what == "device":
+            out.append(f"tuned on {saved.get('device_name')} (capability {saved.get('capability')}), "
+                       f"running on {cur['device_name']} (capability {cur['capability']})")
+        else:
+            out.append(f"tuned with {what} {saved.get(what)}, running {what} {cur[what]}")
     return out
 
 
@@ -248,6 +228,7 @@ class Dispatcher:
 
     Example::
 
+        >>> import torch, gemmtune
         >>> mm = gemmtune.compile_mm(n=24, k=64, dtype="fp16", hints={"m": [8, 128]},
         ...                          tune_fn=lambda ps, **kw: {p.key: "aten" for p in ps})
         >>> _ = mm(torch.randn(20, 64, dtype=torch.float16), torch.randn(64, 24, dtype=torch.float16))
@@ -397,7 +378,7 @@ class Dispatcher:
     def _verify(self, choice: Choice, problem: Problem, device: torch.device) -> str | None:
         """Run ``choice`` on fresh random inputs of ``problem`` (an addmm problem's with a bias);
         the reason it is wrong, or None."""
-        from .bench.runner import epilogue_for, make_bias, make_inputs
+        from .bench.measure import epilogue_for, make_bias, make_inputs
 
         if choice == ATEN:
             return None  # torch.mm (torch.addmm) is the reference itself
@@ -494,7 +475,7 @@ class Dispatcher:
                         reason="no hint kernel ran correctly: " + "; ".join(rejected))
 
     def _benchmark(self, problem: Problem, device: torch.device, runnable, rejected) -> Decision:
-        from .bench.runner import WorkerState, handle
+        from .bench.measure import WorkerState, measure
         from .bench.timing import default_timer
 
         if self.timer is None:
@@ -504,16 +485,16 @@ class Dispatcher:
         best = None
         try:
             for c, src, hint in runnable:
-                res = handle("bench", {"problem": problem.key, "choice": c.id, "seed": 0}, state)
-                ms = res.get("device_ms")
-                if res.get("status") == "ok" and isinstance(ms, (int, float)) and math.isfinite(ms):
+                res = measure(problem, c, self.timer, state=state)
+                ms = res.device_ms
+                if res.ok and ms is not None and math.isfinite(ms):
                     times[c.id] = float(ms)
                     if best is None or ms < times[best[0].id]:
                         best = (c, hint)
                 else:
-                    rejected.append(f"{c.id}: {res.get('status')}: {res.get('reason', '')}"[:500])
+                    rejected.append(f"{c.id}: {res.status}: {res.reason}"[:500])
         finally:
-            state.inputs, state.outs, state.ref, state.key = [], [], None, None  # free them now
+            state.release()  # free the inputs now
         if best is None:
             return Decision(ATEN, "fallback", verified=True, times_ms=times,
                             reason="no hint kernel ran correctly: " + "; ".join(rejected))
@@ -877,7 +858,7 @@ def compile_mm(*, n: int | None = None, k: int | None = None, m: int | None = No
     ``None``: on in interactive use (stderr is a terminal or Python is interactive).
     Outputs have the inputs' dtype; float32 runs exact fp32 dots (no tf32).
 
-    Example::
+    Example (skipped in doctests: it tunes on a GPU)::
 
         >>> mm = gemmtune.compile_mm(n=4096, k=4096, dtype="bf16",
         ...                          hints={"m": [64, 256, 4096]})   # doctest: +SKIP

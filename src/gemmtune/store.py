@@ -46,6 +46,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Iterable
 
+from .bench.measure import Status
+
 __all__ = [
     "SCHEMA_VERSION",
     "STATUSES",
@@ -57,7 +59,8 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 
-STATUSES = ("ok", "compile_error", "crashed", "timeout", "wrong", "error", "skipped")
+# The status words rows hold: bench.measure.Status's values.
+STATUSES = tuple(s.value for s in Status)
 
 # Waiting beats failing: a second tuner process appending to the same file
 # should block for a moment, not lose its measurement.
@@ -571,7 +574,7 @@ class ResultStore:
         """
         timed = [
             row
-            for _, row in self.rows(ctx, problem_key, "ok")
+            for _, row in self.rows(ctx, problem_key, Status.OK)
             if row.device_ms is not None and math.isfinite(row.device_ms) and row.device_ms >= 0
         ]
         return min(timed, key=lambda r: (r.device_ms, r.choice_id), default=None)

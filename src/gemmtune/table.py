@@ -63,11 +63,10 @@ Example::
 
 from __future__ import annotations
 
-import datetime as _dt
+import dataclasses
 import json
 import math
 import os
-import re
 import reprlib
 import warnings
 from dataclasses import dataclass, field
@@ -76,12 +75,13 @@ from pathlib import Path
 from .configs import Choice
 from .device import DeviceInfo
 from .problem import Problem
+from .provenance import TABLE, Provenance, major_minor, now_iso  # noqa: F401  (major_minor, now_iso: re-exported)
 
 SCHEMA_VERSION = 1
 PRODUCERS = ("tuned", "predicted", "by-hand", "merged")
 # Tables whose device_ms are measurements (merge keeps only measured times).
 MEASURED_PRODUCERS = ("tuned", "merged")
-PROVENANCE_FIELDS = ("device_name", "capability", "torch", "triton", "gemmtune", "created", "produced_by")
+PROVENANCE_FIELDS = tuple(f.name for f in dataclasses.fields(Provenance))
 DOC_FIELDS = ("schema_version", "provenance", "entries")
 ENTRY_FIELDS = ("key", "choices")
 CHOICE_FIELDS = ("id", "device_ms")
@@ -165,15 +165,10 @@ class LookupTable:
         return path
 
 
-def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def provenance(device_name: str, capability: str, torch_v: str, triton_v: str, gemmtune_v: str,
                produced_by: str = "tuned") -> dict:
-    return {"device_name": device_name, "capability": capability, "torch": torch_v,
-            "triton": triton_v, "gemmtune": gemmtune_v, "created": now_iso(),
-            "produced_by": produced_by}
+    """A table's provenance object (gemmtune.provenance.Provenance as a dict), dated now."""
+    return Provenance(device_name, capability, torch_v, triton_v, gemmtune_v, now_iso(), produced_by).to_dict()
 
 
 # ------------------------------------------------------------------------ validation
@@ -372,16 +367,6 @@ def load_or_none(path: str | os.PathLike, *, on_error: str = "warn", device_name
 
 
 # --------------------------------------------------------------------------- trust
-_MAJOR_MINOR = re.compile(r"\s*(\d+)\.(\d+)(?:[.+\-a-zA-Z0-9]*)\s*")
-
-
-def major_minor(version: str) -> tuple[int, int] | None:
-    """(MAJOR, MINOR) of a version string such as '2.11.0+cu130' (None when unparseable).
-    Tables, saved dispatchers and learned models are trusted across patch releases only."""
-    m = _MAJOR_MINOR.fullmatch(str(version))
-    return (int(m.group(1)), int(m.group(2))) if m else None
-
-
 def check_provenance(table: LookupTable, device_name: str, triton_version: str) -> list[str]:
     """Compare the table's provenance with this machine; warn, and return the warnings.
 
@@ -398,11 +383,11 @@ def check_provenance(table: LookupTable, device_name: str, triton_version: str) 
     src = table.source or "lookup table"
     out = []
     theirs = prov.get("device_name", "")
-    if theirs.strip().lower() != device_name.strip().lower():
+    differ = Provenance.from_dict(prov).mismatches(Provenance(device_name, triton=triton_version), TABLE)
+    if "device" in differ:
         out.append(f"{src}: made on {theirs!r}, this GPU is {device_name!r}: its choices are still used, "
                    "but its device_ms are not this GPU's times (table marked untrusted)")
-    t_theirs, t_ours = major_minor(prov.get("triton", "")), major_minor(triton_version)
-    if t_theirs is None or t_ours is None or t_theirs != t_ours:
+    if "triton" in differ:
         out.append(f"{src}: made with triton {prov.get('triton')!r}, this is triton {triton_version!r} "
                    "(another MAJOR.MINOR generates other code): its choices are still used, "
                    "but its device_ms are not this machine's times (table marked untrusted)")

@@ -28,7 +28,7 @@ the dispatcher directly (a custom op costs ~7 us of dispatch per call in eager
 mode, measured on the CPU); under torch.compile or when an input requires grad it
 goes through the op.
 
-Example::
+Example (skipped in doctests: ``dispatcher``, ``a`` and ``b`` stand for your own)::
 
     >>> from gemmtune.torch_ops import REGISTRY, mm
     >>> h = REGISTRY.register(dispatcher)                   # doctest: +SKIP

@@ -40,6 +40,8 @@ from typing import Iterable, Sequence
 from . import kernels
 from .api import space as family_space
 from .bench import DEFAULT_RUNNER
+from .bench import measure as _measure
+from .bench.measure import Status
 from .bench.timing import TIMINGS
 from .bench.workers import WorkerPool, visible_gpus
 from .device import DeviceInfo
@@ -49,8 +51,8 @@ from .configs import AtenConfig, Choice
 from .store import STATUSES, ResultRow, ResultStore, RunContext, claim_owner
 from .table import LookupTable, TableChoice, as_table, check_provenance, provenance, required_choices
 
-FAILED = ("compile_error", "crashed", "timeout", "wrong", "error")
-RETRYABLE = ("crashed", "timeout", "error")
+FAILED = tuple(s.value for s in _measure.FAILED)
+RETRYABLE = tuple(s.value for s in _measure.RETRYABLE)
 COMPILE_NICE = 10  # CPU niceness of the compile workers (they run beside the benchmark worker)
 
 
@@ -150,7 +152,7 @@ def _row(problem: Problem, choice: Choice, res: dict) -> ResultRow:
 
     return ResultRow(
         problem_key=problem.key, choice_id=choice.id, family=choice.family,
-        status=res.get("status") if res.get("status") in STATUSES else "error",
+        status=res.get("status") if res.get("status") in STATUSES else Status.ERROR.value,
         device_ms=num("device_ms"), eager_ms=num("eager_ms"), rel_err=num("rel_err"),
         reason=str(res.get("reason", ""))[:2000], m=problem.m, n=problem.n, k=problem.k,
         dtype=problem.dtype, out_dtype=problem.out_dtype,
@@ -731,16 +733,16 @@ def _summarize(s: Shape, cands: list[Choice], db: ResultStore, ctx: RunContext) 
     ids = {c.id for c in cands}
     rel = [r for cid, r in rows.items() if cid in ids]
     statuses = Counter(r.status for r in rel)
-    ok = [r for r in rel if r.status == "ok" and r.device_ms is not None and math.isfinite(r.device_ms)]
+    ok = [r for r in rel if r.status == Status.OK and r.device_ms is not None and math.isfinite(r.device_ms)]
     best = min(ok, key=lambda r: (r.device_ms, r.choice_id)) if ok else None
     aten = rows.get("aten")
     reasons: dict[str, str] = {}
     for r in sorted(rel, key=lambda r: r.choice_id):
-        if r.status != "ok" and r.status not in reasons:
+        if r.status != Status.OK and r.status not in reasons:
             reasons[r.status] = reason_line(r.reason or "")
     return ShapeResult(s.name, s.group, s.problem, best.choice_id if best else None,
                        best.device_ms if best else None,
-                       aten.device_ms if aten is not None and aten.status == "ok" else None,
+                       aten.device_ms if aten is not None and aten.status == Status.OK else None,
                        len(rel), sum(statuses[f] for f in FAILED), dict(statuses), reasons)
 
 
@@ -801,7 +803,7 @@ def failure_lines(result: TuneResult) -> list[str]:
         if not s.failed:
             continue
         parts = [f"{st} x{n}" + (f" ({s.reasons[st]})" if s.reasons.get(st) else "")
-                 for st, n in sorted(s.statuses.items()) if st != "ok" and st in FAILED]
+                 for st, n in sorted(s.statuses.items()) if st != Status.OK and st in FAILED]
         lines.append(f"{s.name}: failed {s.failed}: " + ", ".join(parts))
     return lines
 

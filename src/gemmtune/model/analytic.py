@@ -45,7 +45,7 @@ import numpy as np
 
 from ..device import DeviceInfo
 from ..problem import Problem, element_size
-from .features import ATEN, DECOMPOSE_K, PERSISTENT, SKINNY, SPLITK, ChoiceBatch, batch
+from .choices import ATEN, DECOMPOSE_K, PERSISTENT, SKINNY, SPLITK, ChoiceBatch, batch
 
 # --- time constants (H200 measurements, benchmarks/results/2026-11-21-h200-public-full)
 # Per kernel launch inside a CUDA graph, prologue included: 1024^3 cuBLAS ran 5.9 us of

@@ -10,7 +10,7 @@ model ranks instead, after a ``ModelWarning``.
 Example::
 
     >>> from gemmtune.model.shipped import shipped_models
-    >>> [p.name for p in shipped_models()]                      # doctest: +SKIP
+    >>> [p.name for p in shipped_models()]
     ['nvidia-h200-rank.json', 'nvidia-h200.json']
 """
 
@@ -21,6 +21,7 @@ import json
 from pathlib import Path
 
 from ..device import DeviceInfo
+from ..provenance import MODEL, Provenance
 
 SHIPPED_DIR = Path(__file__).resolve().parents[1] / "data" / "models"
 
@@ -46,13 +47,8 @@ def provenance(path: Path) -> dict:
 
 
 def _same_gpu(a: str, b: str) -> bool:
-    a, b = a.strip().lower(), b.strip().lower()
-    if a == b:
-        return True
-    try:  # 'h200' and 'NVIDIA H200' name the same built-in device
-        return DeviceInfo.lookup(a).name == DeviceInfo.lookup(b).name
-    except ValueError:
-        return False
+    """'h200' and 'NVIDIA H200' name the same built-in device (provenance.MODEL)."""
+    return Provenance(a).same_device(Provenance(b), MODEL)
 
 
 def _kind(path: Path) -> str:

@@ -1,0 +1,323 @@
+"""One candidate on one problem: build inputs, verify against fp64, time. No JSON, no processes.
+
+``measure(problem, choice, timer, state=...) -> Measurement`` is what the tuner's worker
+(runner.handle, a thin JSON adapter over it), the dispatcher's first-sight benchmark,
+``gemmtune bench`` and scripts/bench_dispatch.py all call. ``verify`` is its first half:
+it checks a choice and hands back the verified launch, for callers that time it their own
+way (``gemmtune bench`` times every method together in interleaved rounds).
+
+Inputs honour the problem's layouts and alignment: a column-major operand is a
+transposed view, an unaligned one is a view at a 2-byte storage offset, a strided
+one takes every second column. Inputs are fresh random normals, never zeros
+(zeros can run faster than real data and hide unwritten outputs).
+
+Failures are data: every exception becomes a ``Measurement`` whose ``status`` says what
+kind of failure it was. Crashes and hangs are not seen here: the worker pool observes
+them from outside (workers.py) and reports ``crashed`` / ``timeout``.
+
+    >>> Status("compile_error") is Status.COMPILE_ERROR and Status.OK == "ok"
+    True
+    >>> Measurement(Status.WRONG, rel_err=0.5, reason="rel 0.5 > 0.01").to_dict()
+    {'status': 'wrong', 'rel_err': 0.5, 'reason': 'rel 0.5 > 0.01'}
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import traceback
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from .. import kernels
+from ..configs import Choice
+from ..device import DeviceInfo
+from ..kernels.splitk import SplitKWorkspace
+from ..problem import Problem
+from ..epilogue import Epilogue, EpilogueArgs
+from ..verify import compare, reference, tolerance
+from .timing import sets_for, timer_profiles
+
+MAX_INPUT_BYTES = 4 * 2**30
+
+
+class Status(enum.StrEnum):
+    """The outcome of one measurement. The values are the words the store, the tables and
+    the JSON files hold (a StrEnum: ``Status.OK == "ok"``, f"{Status.OK}" and json.dumps write "ok")."""
+
+    OK = "ok"
+    COMPILE_ERROR = "compile_error"  # compilation or resources (registers, shared memory) failed
+    CRASHED = "crashed"              # the worker died (segfault, poisoned CUDA context): workers.py
+    TIMEOUT = "timeout"              # no answer in time; the worker was killed: workers.py
+    WRONG = "wrong"                  # ran, but its output failed the fp64 check
+    ERROR = "error"                  # any other exception
+    SKIPPED = "skipped"              # nothing to measure (an empty problem)
+    UNSUPPORTED = "unsupported"      # the config cannot run this problem (its family's validate)
+
+
+# Statuses that mean the candidate failed (it never wins), and those worth measuring again
+# (the failure may have been the machine's, not the candidate's).
+FAILED = (Status.COMPILE_ERROR, Status.CRASHED, Status.TIMEOUT, Status.WRONG, Status.ERROR, Status.UNSUPPORTED)
+RETRYABLE = (Status.CRASHED, Status.TIMEOUT, Status.ERROR)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One candidate's result. Times in ms; ``eager_ms`` None when not taken (a cut), NaN
+    never; ``representative`` False for the CPU interpreter's timings."""
+
+    status: Status
+    device_ms: float | None = None
+    eager_ms: float | None = None
+    rel_err: float | None = None
+    repeats: int | None = None
+    spread: float | None = None
+    representative: bool | None = None
+    reason: str = ""
+    traceback: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    def to_dict(self) -> dict:
+        """The worker protocol's result dict: the fields that were measured; a timed one
+        always carries eager_ms (None when not taken) and its reason."""
+        d: dict = {"status": self.status.value}
+        timed = self.device_ms is not None
+        for k in ("device_ms", "eager_ms", "rel_err", "repeats", "spread", "representative"):
+            v = getattr(self, k)
+            if v is not None or (timed and k == "eager_ms"):
+                d[k] = v
+        if self.reason or timed:
+            d["reason"] = self.reason
+        if self.traceback is not None:
+            d["traceback"] = self.traceback
+        return d
+
+
+def make_operand(rows: int, cols: int, layout: str, aligned: bool, dtype: torch.dtype,
+                 device: str, gen: torch.Generator | None = None) -> torch.Tensor:
+    """A random (rows, cols) operand with the given layout and alignment."""
+    def randn(n: int) -> torch.Tensor:
+        return torch.randn(n, generator=gen, dtype=torch.float32, device=device).to(dtype)
+
+    # Unaligned: shift the data pointer by one element (2 or 4 bytes), which
+    # breaks 16-byte alignment whatever the strides are.
+    off = 0 if aligned else 1
+    if layout == "row":
+        return randn(rows * cols + off)[off:].view(rows, cols)
+    if layout == "col":
+        return randn(rows * cols + off)[off:].view(cols, rows).t()
+    return randn(rows * cols * 2 + off)[off:].view(rows, cols * 2)[:, ::2]
+
+
+def make_inputs(problem: Problem, device: str, n_sets: int, seed: int):
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    dt = problem.torch_dtype
+    return [(make_operand(problem.m, problem.k, problem.layout_a, problem.aligned_a, dt, device, gen),
+             make_operand(problem.k, problem.n, problem.layout_b, problem.aligned_b, dt, device, gen))
+            for _ in range(n_sets)]
+
+
+def make_bias(problem: Problem, device: str, seed: int) -> torch.Tensor | None:
+    """An addmm problem's bias: (N,) of the output's dtype; None for mm.
+
+    Scaled to the product's size: with unit-normal operands an output element has rms
+    sqrt(K), so a unit bias would be 1/sqrt(K) of it, and a kernel that dropped or
+    misplaced the bias would pass a bf16 tolerance (1e-2) from K = 10^4 on."""
+    if problem.op != "addmm":
+        return None
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed + 7919)  # not the operands' stream: a bias is no copy of A's first row
+    scale = math.sqrt(max(problem.k, 1))
+    return (torch.randn(problem.n, generator=gen, dtype=torch.float32, device=device) * scale).to(
+        problem.torch_out_dtype)
+
+
+BIAS = Epilogue(bias=True)
+
+
+def epilogue_for(bias: torch.Tensor | None) -> EpilogueArgs | None:
+    """The epilogue that fuses an addmm problem's bias (None for mm)."""
+    return None if bias is None else EpilogueArgs(BIAS, bias)
+
+
+class WorkerState:
+    """Per-process caches: the current problem's inputs, outputs and reference.
+
+    ``timers``: timer objects by profile name, which a task picks with its
+    ``"timer"`` key (default: timing.timer_profiles for this device). ``timer``:
+    the timer of tasks that name none, also the 'standard' profile (default: the
+    'standard' entry of ``timers``)."""
+
+    def __init__(self, timer=None, device: str | None = None, timers: dict | None = None):
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.timers = dict(timers) if timers is not None else timer_profiles(self.device == "cuda")
+        if timer is not None:
+            self.timers["standard"] = timer
+        self.timer = self.timers["standard"]
+        self.workspace = SplitKWorkspace()
+        self.key: str | None = None
+        self.timing = False  # whether the prepared inputs are the full timing set
+        self.inputs: list = []
+        self.outs: list = []
+        self.ref: torch.Tensor | None = None
+        self.epilogue: EpilogueArgs | None = None  # an addmm problem's bias, fused
+        self.l2 = DeviceInfo.from_torch().l2_bytes if self.device == "cuda" else 0
+        # Fastest full measurement per problem key in this worker: the reference of a
+        # timer's early cut (timing.should_cut), for timers that have one.
+        self.best_ms: dict[str, float] = {}
+
+    def prepare(self, problem: Problem, seed: int, timing: bool = True) -> None:
+        """Inputs for ``problem``. For timing: enough sets to exceed L2, one output per set
+        and the fp64 reference. Without (compile-only): one set and one output, so the
+        parallel compile workers neither fill GPU memory nor compute references."""
+        if self.key == problem.key and (self.timing or not timing):
+            return
+        self.inputs, self.outs, self.ref, self.epilogue = [], [], None, None
+        if self.device == "cuda":
+            torch.cuda.empty_cache()
+        bytes_per_set = problem.min_bytes
+        n = sets_for(bytes_per_set, self.l2) if self.device == "cuda" and timing else 1
+        n = max(1, min(n, MAX_INPUT_BYTES // max(bytes_per_set, 1)))
+        self.inputs = make_inputs(problem, self.device, n, seed)
+        self.outs = [torch.empty(problem.m, problem.n, dtype=problem.torch_out_dtype, device=self.device)
+                     for _ in range(n)]
+        # One bias for every input set: it is N elements, so the sets' L2-cold rotation is
+        # the operands' business.
+        bias = make_bias(problem, self.device, seed)
+        self.epilogue = epilogue_for(bias)
+        if timing:
+            a, b = self.inputs[0]
+            self.ref = reference(a, b, bias)
+        self.key, self.timing = problem.key, timing
+
+    def release(self) -> None:
+        """Free the inputs, outputs and reference now (the next prepare makes new ones)."""
+        self.inputs, self.outs, self.ref, self.key = [], [], None, None
+
+
+def classify_exception(e: BaseException) -> Status:
+    """COMPILE_ERROR for resource/compilation failures, ERROR for anything else."""
+    name = type(e).__name__
+    text = f"{name}: {e}"
+    if any(s in text for s in ("OutOfResources", "out of resource", "CompilationError",
+                               "PassManager", "MLIR", "ptxas")):
+        return Status.COMPILE_ERROR
+    return Status.ERROR
+
+
+def failure(e: BaseException) -> Measurement:
+    """An exception as a Measurement: its status (classify_exception), reason and traceback."""
+    return Measurement(classify_exception(e), reason=f"{type(e).__name__}: {e}"[:2000],
+                       traceback=traceback.format_exc(limit=3)[-2000:])
+
+
+def _as_choice(choice: Choice | str) -> Choice:
+    return choice if isinstance(choice, Choice) else Choice.parse(choice)
+
+
+def _unsupported(problem: Problem, choice: Choice) -> Measurement | None:
+    """UNSUPPORTED when the choice's family rejects this problem, else None."""
+    try:
+        kernels.get(choice.family).validate(problem.padded() if choice.pad else problem, choice.config)
+    except ValueError as e:
+        return Measurement(Status.UNSUPPORTED, reason=f"{type(e).__name__}: {e}"[:2000])
+    return None
+
+
+def _launcher(problem: Problem, choice: Choice, state: WorkerState) -> Callable[[int], None]:
+    def launch(i: int) -> None:
+        a, b = state.inputs[i]
+        kernels.run_choice(choice, a, b, state.outs[i], allow_tf32=problem.allow_tf32,
+                           workspace=state.workspace, epilogue=state.epilogue)
+    return launch
+
+
+def _empty(problem: Problem) -> bool:
+    return problem.m == 0 or problem.n == 0 or problem.k == 0
+
+
+def verify(problem: Problem, choice: Choice | str, state: WorkerState,
+           seed: int = 0) -> tuple[Measurement, Callable[[int], None] | None]:
+    """Check ``choice`` on ``problem`` against the fp64 reference, on a NaN-poisoned output
+    (unwritten elements show). Returns (measurement, launch): an OK measurement carries
+    ``rel_err`` and ``launch(i)`` runs the choice on the state's input set ``i``; on any
+    failure ``launch`` is None and the measurement says why."""
+    try:
+        choice = _as_choice(choice)
+        bad = _unsupported(problem, choice)
+        if bad is not None:
+            return bad, None
+        state.prepare(problem, seed, timing=True)
+        if _empty(problem):
+            return Measurement(Status.SKIPPED, reason="empty problem: nothing to time"), None
+        launch = _launcher(problem, choice, state)
+        state.outs[0].fill_(math.nan)
+        launch(0)
+        if state.device == "cuda":
+            torch.cuda.synchronize()
+        result = compare(state.outs[0], state.ref, tolerance(problem))
+        if not result.ok:
+            return Measurement(Status.WRONG, rel_err=result.rel_err, reason=result.reason), None
+        return Measurement(Status.OK, rel_err=result.rel_err), launch
+    except Exception as e:  # failures are data
+        return failure(e), None
+
+
+def measure(problem: Problem, choice: Choice | str, timer, *, state: WorkerState | None = None,
+            seed: int = 0) -> Measurement:
+    """Verify ``choice`` on ``problem`` (``verify``), then time it with ``timer`` (a
+    timing.CudaGraphTimer / WallTimer or any object with ``measure(launch, n_sets)``).
+
+    ``state`` keeps inputs between calls on the same problem (and the best time so far per
+    problem, for timers that cut early); a fresh one on the problem's device when None.
+    Never raises: a failure is a Measurement with its status and reason."""
+    if state is None:
+        state = WorkerState(timer=timer)
+    m, launch = verify(problem, choice, state, seed)
+    if launch is None:
+        return m
+    try:
+        if getattr(timer, "cut_factor", None):
+            t = timer.measure(launch, len(state.inputs), best_ms=state.best_ms.get(problem.key))
+        else:
+            t = timer.measure(launch, len(state.inputs))
+    except Exception as e:  # failures are data
+        return failure(e)
+    if t.repeats > 1 and math.isfinite(t.device_ms):
+        state.best_ms[problem.key] = min(t.device_ms, state.best_ms.get(problem.key, math.inf))
+    return Measurement(Status.OK, device_ms=t.device_ms,
+                       eager_ms=t.eager_ms if math.isfinite(t.eager_ms) else None,
+                       rel_err=m.rel_err, repeats=t.repeats, spread=t.spread,
+                       representative=t.representative,
+                       reason="" if t.representative else "CPU interpreter: timing not representative")
+
+
+def compile_choice(problem: Problem, choice: Choice | str, state: WorkerState, seed: int = 0) -> Measurement:
+    """Compile ``choice`` for ``problem`` without running it (kernels.tiled.compile_only): a
+    compile worker must not put work on the GPU while the benchmark worker times another
+    kernel there. OK also for choices with nothing to compile (cuBLAS)."""
+    try:
+        choice = _as_choice(choice)
+        bad = _unsupported(problem, choice)
+        if bad is not None:
+            return bad
+        if not choice.needs_compile:
+            return Measurement(Status.OK)
+        state.prepare(problem, seed, timing=False)
+        if _empty(problem):
+            return Measurement(Status.SKIPPED, reason="empty problem: nothing to time")
+        from ..kernels.tiled import compile_only
+
+        with compile_only():
+            _launcher(problem, choice, state)(0)
+        if state.device == "cuda":
+            torch.cuda.synchronize()
+        return Measurement(Status.OK)
+    except Exception as e:  # failures are data
+        return failure(e)

@@ -1,0 +1,124 @@
+"""Choices as parallel arrays: what the analytic model and the features both read.
+
+``batch(problem, choices) -> ChoiceBatch``: the raw parameters of every choice (family,
+blocks, stages, warps, GROUP_M, K split, reduction mode, pad) and the problem each one
+really runs (``pad+`` choices run the padded problem), as parallel int arrays. Nothing
+here touches CUDA. It sits below both analytic.py (which estimates from it) and
+features.py (which adds the analytic estimate to it), so neither imports the other back.
+
+    >>> import gemmtune
+    >>> b = batch(gemmtune.Problem.from_sizes(32, 32, 4096, "bf16"), ["aten", "decompose_k:s4"])
+    >>> len(b), [FAMILIES[f] for f in b.fam], b.split.tolist()
+    (2, ['aten', 'decompose_k'], [1, 4])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ..configs import Choice
+from ..kernels.decompose_k import tile_for
+from ..problem import Problem
+
+# The family codes of ChoiceBatch.fam; features.py one-hot encodes the first four.
+FAMILIES = ("triton_mm", "splitk", "decompose_k", "aten")
+FAMILY_CODES = {f: i for i, f in enumerate(FAMILIES)}
+ATEN = FAMILY_CODES["aten"]
+SPLITK = FAMILY_CODES["splitk"]
+DECOMPOSE_K = FAMILY_CODES["decompose_k"]
+# The skinny (decode) family came after FEATURE_VERSION 1: its code is outside the v1
+# one-hot (all four family columns read 0 for it), and a learned model trained without its
+# rows leaves them to the analytic estimate (LearnedModel.predict_ms) instead of guessing.
+SKINNY = len(FAMILIES)
+# The persistent TMA family came later still: a code of its own, outside the v1 one-hot too.
+PERSISTENT = SKINNY + 1
+# Codes of the families a version-1 model was never trained on (LearnedModel leaves them to
+# the analytic estimate).
+POST_V1 = (SKINNY, PERSISTENT)
+
+
+@dataclass(frozen=True)
+class ChoiceBatch:
+    """Per-choice parameters as parallel int64 arrays (aten rows hold zeros for tiles).
+
+    ``m, n, k`` and ``aligned_a/_b`` describe the problem the choice actually runs
+    (the padded one for ``pad+``); ``split`` is the effective number of K-slices
+    (1 for triton_mm and aten) and ``k_len`` the K extent one program reduces.
+    """
+
+    fam: np.ndarray
+    pad: np.ndarray
+    block_m: np.ndarray
+    block_n: np.ndarray
+    block_k: np.ndarray
+    stages: np.ndarray
+    warps: np.ndarray
+    group_m: np.ndarray
+    split: np.ndarray
+    det: np.ndarray
+    m: np.ndarray
+    n: np.ndarray
+    k: np.ndarray
+    k_len: np.ndarray
+    aligned_a: np.ndarray
+    aligned_b: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.fam)
+
+
+_FIELDS = tuple(f.name for f in fields(ChoiceBatch))
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def _facts(p: Problem) -> tuple:
+    return (p.m, p.n, p.k, p.aligned_a and p.layout_a != "strided", p.aligned_b and p.layout_b != "strided")
+
+
+def _raw(facts: tuple, choice: Choice) -> tuple:
+    """One row of ChoiceBatch for ``choice`` on the problem whose ``_facts`` are given."""
+    m, n, k, al_a, al_b = facts
+    cfg = choice.config
+    fam = choice.family
+    if fam == "aten":
+        return (ATEN, choice.pad, 0, 0, 0, 0, 0, 0, 1, 0, m, n, k, k, al_a, al_b)
+    if fam == "decompose_k":
+        t = tile_for(m, n, k, cfg.split)
+        return (DECOMPOSE_K, choice.pad, t.block_m, t.block_n, t.block_k, t.num_stages, t.num_warps,
+                t.group_m, cfg.split, 1, m, n, k, max(1, k // cfg.split), al_a, al_b)
+    if fam == "skinny":
+        from ..kernels.skinny import plan
+        p = plan(m, n, k, cfg)  # the launcher's own arithmetic
+        return (SKINNY, choice.pad, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages, cfg.num_warps, 1,
+                p["splits"], int(cfg.deterministic), m, n, k, p["k_per_split"] if p["splits"] > 1 else k,
+                al_a, al_b)
+    if fam == "persistent_tma":
+        return (PERSISTENT, choice.pad, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages,
+                cfg.num_warps, cfg.group_m, 1, 0, m, n, k, k, al_a, al_b)
+    if fam == "splitk":
+        # Same arithmetic as kernels.splitk.k_per_split / effective_splits.
+        per = _cdiv(_cdiv(k, cfg.split_k), cfg.block_k) * cfg.block_k
+        splits = max(1, _cdiv(k, per))
+        return (SPLITK, choice.pad, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages, cfg.num_warps,
+                cfg.group_m, splits, int(cfg.deterministic), m, n, k, per if splits > 1 else k, al_a, al_b)
+    return (FAMILY_CODES[fam], choice.pad, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages,
+            cfg.num_warps, cfg.group_m, 1, 0, m, n, k, k, al_a, al_b)
+
+
+def batch(problem: Problem, choices) -> ChoiceBatch:
+    """The ChoiceBatch of ``choices`` (Choice objects or choice id strings) on ``problem``."""
+    plain, padded = _facts(problem), _facts(problem.padded())
+    rows = []
+    for c in choices:
+        if not isinstance(c, Choice):
+            c = Choice.parse(c)
+        rows.append(_raw(padded if c.pad else plain, c))
+    if not rows:
+        return ChoiceBatch(*(np.zeros(0, dtype=np.int64) for _ in _FIELDS))
+    cols = np.array(rows, dtype=np.int64).T
+    return ChoiceBatch(*cols)

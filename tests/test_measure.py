@@ -1,0 +1,113 @@
+"""bench.measure: one candidate on one problem -> a Measurement, and the worker's JSON adapter
+over it (bench.runner.handle). On a CPU: cuBLAS's stand-in (torch.mm) and the interpreter."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from gemmtune import kernels
+from gemmtune.bench import runner
+from gemmtune.bench.measure import (FAILED, RETRYABLE, Measurement, Status, WorkerState, compile_choice, measure,
+                                    verify)
+from gemmtune.bench.timing import WallTimer
+from gemmtune.problem import Problem
+from gemmtune.store import STATUSES
+
+# Odd sizes on purpose: nothing divides into tiles evenly.
+P = Problem.from_sizes(37, 53, 96, "fp32")
+
+
+def _state():
+    return WorkerState(timer=WallTimer(repeats=3, warmup=0), device="cpu")
+
+
+def test_ok_is_verified_and_timed():
+    state = _state()
+    m = measure(P, "aten", state.timer, state=state)
+    assert isinstance(m, Measurement) and m.status is Status.OK and m.ok
+    assert m.device_ms > 0 and m.repeats == 3 and m.rel_err < 1e-5 and m.representative is False
+    assert "not representative" in m.reason
+    with pytest.raises(AttributeError):  # frozen
+        m.status = Status.WRONG  # type: ignore[misc]
+
+
+def test_measure_without_a_state_makes_its_own():
+    m = measure(P, "aten", WallTimer(repeats=1, warmup=0))
+    assert m.ok and m.device_ms > 0
+
+
+def test_a_wrong_kernel_is_wrong_and_never_timed(monkeypatch):
+    fam = kernels.get("aten")
+    real_run = fam.run
+
+    def off_by_one(a, b, out, cfg, **kw):  # one wrong element: the max-element check must see it
+        real_run(a, b, out, cfg, **kw)
+        out.view(-1)[7] += 1000.0
+
+    monkeypatch.setattr(fam, "run", off_by_one)
+
+    class NoTiming:
+        def measure(self, *a, **kw):
+            raise AssertionError("a wrong kernel must not be timed")
+
+    state = _state()
+    m = measure(P, "aten", NoTiming(), state=state)
+    assert m.status is Status.WRONG and m.device_ms is None and m.rel_err > 0 and m.reason
+    assert verify(P, "aten", state)[1] is None
+
+
+def test_unwritten_output_is_wrong(monkeypatch):
+    """The output is NaN-poisoned before the check, so a kernel that writes nothing fails."""
+    monkeypatch.setattr(kernels.get("aten"), "run", lambda a, b, out, cfg, **kw: None)
+    assert measure(P, "aten", WallTimer(repeats=1), state=_state()).status is Status.WRONG
+
+
+def test_a_config_the_family_rejects_is_unsupported():
+    """decompose_k's split must divide K (96 % 7 != 0): rejected before any input is made."""
+    state = _state()
+    m = measure(P, "decompose_k:s7", state.timer, state=state)
+    assert m.status is Status.UNSUPPORTED and "divide" in m.reason and state.key is None
+    assert compile_choice(P, "decompose_k:s7", state).status is Status.UNSUPPORTED
+    assert m.status in FAILED and m.status not in RETRYABLE
+
+
+def test_an_exception_is_data():
+    class Broken:
+        def measure(self, *a, **kw):
+            raise RuntimeError("the timer broke")
+
+    m = measure(P, "aten", Broken(), state=_state())
+    assert m.status is Status.ERROR and "the timer broke" in m.reason and m.traceback
+
+
+def test_status_values_are_the_stored_words():
+    """A StrEnum: the store, tables and JSON keep the words they always held."""
+    assert STATUSES == tuple(s.value for s in Status)
+    assert set(STATUSES) >= {"ok", "compile_error", "crashed", "timeout", "wrong", "error", "skipped"}
+    assert "unsupported" in STATUSES
+    for s in Status:
+        assert s == s.value and str(s) == s.value and f"{s}" == s.value and Status(s.value) is s
+        assert json.dumps({"status": s}) == json.dumps({"status": s.value})
+        assert {s.value: 1}[s] == 1  # same hash as the word: Counters and dicts mix them
+
+
+def test_handle_is_the_json_adapter_over_measure():
+    state = _state()
+    ok = runner.handle("bench", {"problem": P.key, "choice": "aten", "seed": 3}, state)
+    assert ok["status"] == "ok" and type(ok["status"]) is str and ok["device_ms"] > 0
+    assert set(ok) == {"status", "device_ms", "eager_ms", "rel_err", "repeats", "spread", "representative",
+                       "reason"}
+    json.dumps(ok)
+    bad = runner.handle("bench", {"problem": P.key, "choice": "decompose_k:s7"}, state)
+    assert bad == {"status": "unsupported", "reason": bad["reason"]}
+    assert runner.handle("compile", {"problem": P.key, "choice": "aten"}, state) == {"status": "ok"}
+
+
+def test_to_dict_keeps_nan_free_eager():
+    m = Measurement(Status.OK, device_ms=1.0, eager_ms=None, repeats=1, spread=0.0, representative=True)
+    d = m.to_dict()
+    assert d["eager_ms"] is None and d["reason"] == "" and not any(
+        isinstance(v, float) and math.isnan(v) for v in d.values())
