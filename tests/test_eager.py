@@ -182,3 +182,22 @@ def test_eager_gpu_reduce_overhead_compile_and_eager_choices():
         torch.cuda.synchronize()
     assert compare(y, eager.double(), 2e-2).ok
     gemmtune.nn.dispatchers(model)  # still enumerable after compile
+
+
+def test_all_aten_layers_compile_to_torchs_own_linear():
+    """A layer whose every tuned hint chose cuBLAS is traced as F.linear (Inductor fuses around it),
+    not as the opaque gemmtune::mm op; a layer with a Triton winner keeps the op."""
+    aten_model, _ = _model("aten", dtype=torch.float32)
+    triton_model, _ = _model(TRITON, dtype=torch.float32)
+    assert aten_model[0].dispatcher.all_aten and not triton_model[0].dispatcher.all_aten
+    for model, want_op in ((aten_model, False), (triton_model, True)):
+        ops = []
+
+        def backend(gm, example_inputs, ops=ops):
+            ops += [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+            return gm.forward
+        torch._dynamo.reset()
+        x = torch.randn(4, 32)
+        with torch.no_grad():
+            torch.compile(model, backend=backend)(x)
+        assert any("gemmtune" in o for o in ops) == want_op, ops

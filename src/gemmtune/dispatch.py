@@ -619,6 +619,14 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ utilities
     @property
+    def all_aten(self) -> bool:
+        """Whether every tuned hint chose cuBLAS (unpadded): the patched layers then hand the
+        GEMM to torch itself under torch.compile (Inductor sees an ordinary mm it can fuse
+        into) instead of the opaque gemmtune::mm op, whose per-call Python would only add
+        host time around the same cuBLAS call."""
+        return all(h.choice == ATEN for h in self.hint_choices)
+
+    @property
     def decisions(self) -> dict[tuple[int, int, int], Decision]:
         """A copy of the decisions so far, by (M, N, K)."""
         return dict(self._decisions)

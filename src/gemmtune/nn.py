@@ -196,6 +196,8 @@ class Linear(torch.nn.Linear):
                 return F.linear(x, self.weight, self.bias)
             if p is _TUNED:
                 return self._tuned(x)
+        elif self.dispatcher.all_aten:
+            return F.linear(x, self.weight, self.bias)  # Dispatcher.all_aten says why
         w = self.weight
         dt = self.dispatcher.torch_dtype
         if x.dtype != dt or w.dtype != dt:
@@ -242,6 +244,8 @@ def _conv1d_forward(self, x: torch.Tensor) -> torch.Tensor:
             return self._gemmtune_base_forward(x)
         if p is _TUNED:
             return self._gemmtune_tuned(x)
+    elif self.dispatcher.all_aten:
+        return self._gemmtune_base_forward(x)
     w = self.weight
     dt = self.dispatcher.torch_dtype
     if x.dtype != dt or w.dtype != dt:
