@@ -201,3 +201,13 @@ def test_all_aten_layers_compile_to_torchs_own_linear():
         with torch.no_grad():
             torch.compile(model, backend=backend)(x)
         assert any("gemmtune" in o for o in ops) == want_op, ops
+
+
+def test_bench_model_reports_the_eager_paths():
+    from gemmtune.benchmodel import eager_path_summary
+
+    model, _ = _model("aten")
+    with torch.no_grad():
+        model(torch.randn(3, 32, dtype=torch.float16))
+    summary = eager_path_summary(model)
+    assert summary == {"counts": {"aten": 2}, "timed": []}

@@ -250,6 +250,25 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
     return variants
 
 
+def eager_path_summary(model: torch.nn.Module) -> dict:
+    """Which eager path each patched layer took per input shape (gemmtune.nn: the tuned kernel or
+    cuBLAS), with the back-to-back timings that chose it: what explains eager + patch's time."""
+    counts: dict[str, int] = {}
+    timed = []
+    for name, mod in model.named_modules():
+        paths = getattr(mod, "eager_paths", None)
+        if not isinstance(paths, dict):
+            continue
+        log = getattr(mod, "eager_choices", {})
+        for key, path in paths.items():
+            counts[path] = counts.get(path, 0) + 1
+            if key in log:
+                choice, t_tuned, t_aten = log[key]
+                timed.append({"layer": name, "shape": list(key[0]), "path": path, "choice": choice,
+                              "tuned_us": t_tuned * 1e6, "aten_us": t_aten * 1e6})
+    return {"counts": counts, "timed": timed}
+
+
 def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str, dtype: torch.dtype,
                  tune_kwargs: dict, log: Callable[[str], None] = print) -> dict:
     """Every mode of every phase of one causal model: times, tuning/compile times, checks."""
@@ -292,6 +311,9 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
             log(f"{name} {mode:13s} {p.name:16s} {t['ms']:9.3f} ms" +
                 (f"  logits err {r['logits_rel_err']:.2e}" if "logits_rel_err" in r else ""))
         rec["first_calls_s"] = first_calls
+        if mode == "eager_patch":
+            rec["eager_paths"] = eager_path_summary(fn_model)
+            log(f"{name} eager paths: {rec['eager_paths']['counts']}")
         if mode != "eager":
             with torch.no_grad():
                 toks, _ = greedy(fn_model, prompt)
