@@ -34,9 +34,21 @@ def test_tiny_model_all_checks_and_report(model, tmp_path):
     pre = patched["phases"]["prefill_b8_s128"]
     assert pre["logits_ok"] and pre["logits_rel_err"] < 1e-5
     assert {"ms", "spread", "calls", "x_eager"} <= set(patched["phases"]["decode_b1"])
+    inter = patched["phases"]["decode_b1"]["interleaved"]  # the eager-vs-patch verdict, interleaved
+    assert inter["eager_ms"] > 0 and inter["x_eager"] == pytest.approx(inter["eager_ms"] / inter["eager_patch_ms"])
+    assert patched["eager_paths"]["counts"] == {"aten": patched["eager_paths"]["counts"]["aten"]}
     md = (tmp_path / "bench-model.md").read_text()
+    assert "interleaved" in md
     assert f"## {model}" in md and "| decode_b1 |" in md and "greedy 32 tokens identical to eager" in md
     assert json.loads((tmp_path / "bench-model.json").read_text())["models"][0]["model"] == model
+
+
+def test_time_interleaved_rotates_and_times_each():
+    order = []
+    t = benchmodel.time_interleaved({"a": lambda: order.append("a"), "b": lambda: order.append("b")},
+                                    rounds=4, min_round_ms=0.001, warmup=0)
+    assert set(t) == {"a", "b"} and all(v["ms"] >= 0 and v["calls"] >= 4 for v in t.values())
+    assert order.count("a") == order.count("b")
 
 
 def test_decode_phase_times_the_same_step_every_call():

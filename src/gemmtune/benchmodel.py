@@ -142,6 +142,60 @@ def time_call(fn: Callable[[], object], *, rounds: int = 5, min_round_ms: float 
     return {"ms": med, "spread": (max(samples) - min(samples)) / med if med else 0.0, "calls": n * rounds}
 
 
+def time_interleaved(fns: dict[str, Callable[[], object]], *, rounds: int = 7, min_round_ms: float = 20.0,
+                     warmup: int = 2) -> dict[str, dict]:
+    """``time_call`` for several callables at once, their rounds interleaved (the order rotates per
+    round), so that a drift of the host's speed, which decides a host-bound step's time, falls on
+    all of them alike. Per name: median ms per call, spread, calls."""
+    cuda = torch.cuda.is_available()
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    names = list(fns)
+    per: dict[str, int] = {}
+    for name in names:
+        for _ in range(warmup):
+            fns[name]()
+        sync()
+        t0 = time.perf_counter()
+        fns[name]()
+        sync()
+        per[name] = max(1, min(200, int(min_round_ms / max((time.perf_counter() - t0) * 1e3, 1e-3))))
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn, n = fns[name], per[name]
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            sync()
+            samples[name].append((time.perf_counter() - t0) * 1e3 / n)
+    out = {}
+    for name in names:
+        med = statistics.median(samples[name])
+        out[name] = {"ms": med, "spread": (max(samples[name]) - min(samples[name])) / med if med else 0.0,
+                     "calls": per[name] * rounds}
+    return out
+
+
+def interleave_eager(out: dict, variants: dict, phases: dict[str, Callable], model_name: str,
+                     log: Callable[[str], None]) -> None:
+    """eager against eager + patch, interleaved per phase (the verdict for 'never slower than
+    eager': the separate per-mode timings are minutes apart, and a host-bound step's time drifts
+    with the host's speed by up to 2x between device calls on the H200 machine)."""
+    if "eager" not in variants or "eager_patch" not in variants:
+        return
+    for pname, run in phases.items():
+        with torch.no_grad():
+            t = time_interleaved({"eager": lambda: run(variants["eager"]),
+                                  "eager_patch": lambda: run(variants["eager_patch"])})
+        rec = out["modes"]["eager_patch"]["phases"][pname]
+        rec["interleaved"] = {"eager_ms": t["eager"]["ms"], "eager_patch_ms": t["eager_patch"]["ms"],
+                              "spread": max(t["eager"]["spread"], t["eager_patch"]["spread"]),
+                              "x_eager": t["eager"]["ms"] / t["eager_patch"]["ms"]}
+        log(f"{model_name} interleaved   {pname:16s} eager {t['eager']['ms']:.3f} ms, eager_patch "
+            f"{t['eager_patch']['ms']:.3f} ms ({rec['interleaved']['x_eager']:.2f}x eager)")
+
+
 # ------------------------------------------------------------------------ phases
 @dataclass
 class Phase:
@@ -321,6 +375,7 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
             rec["greedy_match"] = div is None
             if div is not None:
                 rec["greedy_divergence"] = {"step": div, "eager_gap": eager_gaps[div]}
+    interleave_eager(out, variants, {p.name: p.run for p in ps}, name, log)
     # verdicts against eager
     eager = out["modes"].get("eager")
     for mode, rec in out["modes"].items():
@@ -365,6 +420,7 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
         out["modes"][mode].update({"first_calls_s": first, "phases": {"embed_64": {
             **t, "min_cosine": cos, "cosine_ok": cos >= COSINE_MIN}}})
         log(f"minilm {mode:13s} embed_64         {t['ms']:9.3f} ms  min cosine {cos:.5f}")
+    interleave_eager(out, variants, {"embed_64": emb}, "minilm", log)
     eager = out["modes"].get("eager")
     for rec in out["modes"].values():
         r = rec["phases"]["embed_64"]
@@ -402,6 +458,12 @@ def markdown(doc: dict) -> str:
                 r = m["modes"][mode]["phases"].get(p)
                 cells.append(f"{r['ms']:.3f} ({r.get('x_eager', 1):.2f}×)" if r else "-")
             L.append(f"| {p} | " + " | ".join(cells) + " |")
+        inter = [(p, m["modes"]["eager_patch"]["phases"][p]["interleaved"]) for p in phases
+                 if "eager_patch" in m["modes"] and "interleaved" in m["modes"]["eager_patch"]["phases"].get(p, {})]
+        if inter:
+            L.append("| eager vs eager_patch, interleaved | " + "; ".join(
+                f"{p}: {i['eager_ms']:.3f} / {i['eager_patch_ms']:.3f} ms ({i['x_eager']:.2f}×)" for p, i in inter)
+                + " |" + " |" * (len(modes) - 1))
         L.append("| first calls (compile) s | " + " | ".join(
             f"{m['modes'][mode].get('first_calls_s', 0):.1f}" for mode in modes) + " |")
         L.append("")
@@ -477,4 +539,4 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
     return doc
 
 
-__all__ = ["run", "MODELS", "PHASES", "MODES", "time_call", "greedy", "build_causal", "markdown"]
+__all__ = ["run", "MODELS", "PHASES", "MODES", "time_call", "time_interleaved", "greedy", "build_causal", "markdown"]
