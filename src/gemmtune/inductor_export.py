@@ -28,7 +28,9 @@ What gemmtune exports (``convert``; everything else is skipped with a reason):
 * ``aten`` -> ``{"template_id": "aten::mm"}`` (cuBLAS; without it an entry led by
   aten would drop cuBLAS from Inductor's candidates);
 * ``persistent_tma:...`` (no ``-WS``/``-F``) -> ``{"template_id": "triton::mm_persistent_tma",
-  ...}``: Inductor's persistent TMA template with our tile, the layouts and the GPU's SM count;
+  ...}``: Inductor's persistent TMA template with our tile, the layouts and the GPU's SM count
+  (Inductor offers that template only with ``config.triton.enable_persistent_tma_matmul = True``:
+  set it, or the entry is ignored; the export notes this);
 * ``splitk:...`` skipped: Inductor has no fused split-K mm template;
 * for addmm: ``triton_mm`` as above (Inductor adds the bias in the template's epilogue);
   ``decompose_k`` skipped (tuned_addmm offers no decompose_k template); ``aten`` skipped:
@@ -244,7 +246,21 @@ def _offered_notes(problem: Problem, configs: list[dict], key: str) -> list[str]
     if TRITON_MM in ids and k >= 2 * t * m and k >= 2 * t * n:
         notes.append(f"{key}: triton::mm is not offered when K >= {2 * t} x max(M, N) unless "
                      "config.max_autotune_gemm_search_space = 'EXHAUSTIVE'; Inductor will ignore it here")
+    if PERSISTENT_TMA in ids and not _persistent_enabled():
+        # Measured on the H200 with torch 2.11 (scripts/check_inductor_lut.py, 2026-11-24): the
+        # exported entry got no lookup hit with the default config; mm fell back to autotuning.
+        notes.append(f"{key}: triton::mm_persistent_tma is offered only with "
+                     "torch._inductor.config.triton.enable_persistent_tma_matmul = True; Inductor will "
+                     "ignore it until that is set")
     return notes
+
+
+def _persistent_enabled() -> bool:
+    try:
+        from torch._inductor import config as icfg
+        return bool(getattr(icfg.triton, "enable_persistent_tma_matmul", False))
+    except Exception:  # noqa: BLE001 - no Inductor here: say so in the note
+        return False
 
 
 def convert(table: LookupTable | str | os.PathLike, *, device_key: str | None = None,
