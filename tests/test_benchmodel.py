@@ -39,6 +39,7 @@ def test_tiny_model_all_checks_and_report(model, tmp_path):
     assert patched["eager_paths"]["counts"] == {"aten": patched["eager_paths"]["counts"]["aten"]}
     md = (tmp_path / "bench-model.md").read_text()
     assert "interleaved" in md
+    assert (tmp_path / "bench-model.png").read_bytes()[:4] == b"\x89PNG"
     assert f"## {model}" in md and "| decode_b1 |" in md and "greedy 32 tokens identical to eager" in md
     assert json.loads((tmp_path / "bench-model.json").read_text())["models"][0]["model"] == model
 

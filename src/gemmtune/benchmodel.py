@@ -485,10 +485,47 @@ def markdown(doc: dict) -> str:
     return "\n".join(L) + "\n"
 
 
+def plot(doc: dict, path: str | Path) -> Path | None:
+    """A bar chart per model: × eager of every mode in every phase (the interleaved eager-vs-patch
+    ratio where there is one). None when matplotlib is missing (the ``report`` extra)."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        return None
+    models = [m for m in doc["models"] if "error" not in m and m.get("modes")]
+    if not models:
+        return None
+    fig = Figure(figsize=(7, 2.6 * len(models)), layout="constrained")
+    for i, m in enumerate(models):
+        ax = fig.add_subplot(len(models), 1, i + 1)
+        modes = list(m["modes"])
+        phases = list(next(iter(m["modes"].values()))["phases"])
+        width = 0.8 / max(1, len(modes))
+        for j, mode in enumerate(modes):
+            xs, ys = [], []
+            for k, p in enumerate(phases):
+                r = m["modes"][mode]["phases"].get(p)
+                if r is None:
+                    continue
+                xs.append(k + (j - (len(modes) - 1) / 2) * width)
+                ys.append(r.get("interleaved", {}).get("x_eager", r.get("x_eager", 1.0)))
+            ax.bar(xs, ys, width, label=mode)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(phases)), phases, fontsize=8)
+        ax.set_ylabel("× eager (higher is faster)", fontsize=8)
+        ax.set_title(f"{m['model']}", fontsize=9)
+        ax.legend(fontsize=7, ncols=len(modes))
+    path = Path(path)
+    FigureCanvasAgg(fig).print_png(str(path))
+    return path
+
+
 def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] | None = None,
         out_dir: str | Path = "benchmarks/results", dtype: str = "bfloat16", tune_kwargs: dict | None = None,
         minilm_folder: str | None = None, device: str | None = None, log: Callable[[str], None] = print) -> dict:
-    """Bench every model; write ``bench-model.json`` and ``bench-model.md`` under ``out_dir``."""
+    """Bench every model; write ``bench-model.json``, ``bench-model.md`` and ``bench-model.png``
+    (with matplotlib) under ``out_dir``."""
     import datetime
 
     import triton
@@ -536,6 +573,7 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
         if device == "cuda":
             torch.cuda.empty_cache()
     (out_dir / "bench-model.md").write_text(markdown(doc))
+    plot(doc, out_dir / "bench-model.png")
     return doc
 
 

@@ -598,7 +598,7 @@ def cmd_bench_model(args) -> int:
     doc = benchmodel.run(args.models.split(","), phases=args.phases.split(",") if args.phases else None,
                          modes=args.modes.split(",") if args.modes else None, out_dir=args.out,
                          dtype=args.dtype, tune_kwargs=tune_kwargs, minilm_folder=args.minilm_dir)
-    print(f"{args.out}/bench-model.md, {args.out}/bench-model.json")
+    print(f"{args.out}/bench-model.md, {args.out}/bench-model.json, {args.out}/bench-model.png")
     return 1 if any("error" in m for m in doc["models"]) else 0
 
 
