@@ -324,8 +324,11 @@ def eager_path_summary(model: torch.nn.Module) -> dict:
 
 
 def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str, dtype: torch.dtype,
-                 tune_kwargs: dict, log: Callable[[str], None] = print) -> dict:
-    """Every mode of every phase of one causal model: times, tuning/compile times, checks."""
+                 tune_kwargs: dict, log: Callable[[str], None] = print,
+                 checkpoint: Callable[[dict], None] | None = None) -> dict:
+    """Every mode of every phase of one causal model: times, tuning/compile times, checks.
+    ``checkpoint(partial)`` is called after each mode with what is measured so far (so a run
+    stopped by a time limit keeps its finished modes)."""
     torch._dynamo.reset()
     ref_model = build_causal(name, torch.float32, device)
     model = build_causal(name, dtype, device)
@@ -375,6 +378,8 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
             rec["greedy_match"] = div is None
             if div is not None:
                 rec["greedy_divergence"] = {"step": div, "eager_gap": eager_gaps[div]}
+        if checkpoint is not None:
+            checkpoint(out)
     interleave_eager(out, variants, {p.name: p.run for p in ps}, name, log)
     # verdicts against eager
     eager = out["modes"].get("eager")
@@ -562,7 +567,11 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
                 res = bench_minilm(modes, device=device, dtype=dt, tune_kwargs=tune_kwargs, folder=minilm_folder,
                                    log=log)
             elif name in CAUSAL:
-                res = bench_causal(name, phases, modes, device=device, dtype=dt, tune_kwargs=tune_kwargs, log=log)
+                def checkpoint(partial, name=name):
+                    part = dict(doc, models=doc["models"] + [{**partial, "partial": True}])
+                    (out_dir / "bench-model.json").write_text(json.dumps(part, indent=1, default=float) + "\n")
+                res = bench_causal(name, phases, modes, device=device, dtype=dt, tune_kwargs=tune_kwargs, log=log,
+                                   checkpoint=checkpoint)
             else:
                 raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
         except (RuntimeError, ImportError) as e:  # a missing optional piece: say so, go on
