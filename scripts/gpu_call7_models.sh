@@ -5,10 +5,10 @@ set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/env.txt
 mkdir -p $OUT/llama $OUT/qwen
-OUT=$OUT/llama MODELS=llama-1b PHASES=decode_b1,prefill_b1_s512 \
+OUT=$OUT/llama MODELS=llama-1b PHASES=decode_b1,prefill_b1_s512 MODES=eager,eager_patch,patch_compile,compile,max_autotune \
   timeout ${LLAMA_S:-330} bash scripts/gpu_bench_model.sh > /dev/null 2>&1
 echo "llama rc=$?"; grep -E "^llama|rror" $OUT/llama/bench-model.log | tail -20
-OUT=$OUT/qwen MODELS=qwen2-0.5b PHASES=decode_b1,prefill_b1_s512 \
+OUT=$OUT/qwen MODELS=qwen2-0.5b PHASES=decode_b1,prefill_b1_s512 MODES=eager,eager_patch,patch_compile,compile,max_autotune \
   timeout ${QWEN_S:-230} bash scripts/gpu_bench_model.sh > /dev/null 2>&1
 echo "qwen rc=$?"; grep -E "^qwen|rror" $OUT/qwen/bench-model.log | tail -20
 rm -f $OUT/llama/bench-model.md $OUT/qwen/bench-model.md
