@@ -172,3 +172,14 @@ def test_driver_killed_then_rerun_resumes(client, tmp_path):
     assert set(before) <= set(after), "a rerun must not rewrite what the killed run recorded"
     with ResultStore(store) as db:
         assert db.count() == N_CANDIDATES
+
+
+def test_cost_orders_larger_shapes_and_more_candidates_first():
+    from gemmtune.cluster import shape_cost
+    from gemmtune.device import DeviceInfo
+    from gemmtune.model import AnalyticModel
+
+    model = AnalyticModel(DeviceInfo.lookup("h100"))
+    big, small = Problem.from_sizes(4096, 4096, 4096, "bf16"), Problem.from_sizes(16, 16, 256, "fp16")
+    assert shape_cost(big, 4, model) > shape_cost(small, 4, model) > 0
+    assert shape_cost(small, 8, model) == pytest.approx(2 * shape_cost(small, 4, model))

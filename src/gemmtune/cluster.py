@@ -115,7 +115,6 @@ def local_cluster(n: int, *, gpus: list[str] | None = None, env: dict | None = N
     workers = {}
     for i in range(n):
         wenv = {k: str(v) for k, v in (env or {}).items()}
-        wenv.setdefault("DASK_LOGGING__DISTRIBUTED", "error")  # the workers' INFO lines drown the progress
         if gpus:
             wenv["CUDA_VISIBLE_DEVICES"] = gpus[i]
         # The workers must import this very gemmtune, also from a source tree.
@@ -123,7 +122,9 @@ def local_cluster(n: int, *, gpus: list[str] | None = None, env: dict | None = N
         wenv["PYTHONPATH"] = src + (os.pathsep + path if path else "")
         # memory_limit 0: the worker process holds little; the GPU work runs in its children.
         workers[f"gpu{gpus[i]}" if gpus else f"cpu{i}"] = {
-            "cls": distributed.Nanny, "options": {"nthreads": 1, "env": wenv, "memory_limit": 0}}
+            "cls": distributed.Nanny,
+            # silence_logs: the workers' INFO lines would drown the progress and the table.
+            "options": {"nthreads": 1, "env": wenv, "memory_limit": 0, "silence_logs": logging.ERROR}}
     scheduler = {"cls": distributed.Scheduler, "options": {"dashboard": False, "dashboard_address": None}}
     return distributed.SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR)
 
