@@ -209,8 +209,10 @@ def cmd_tune(args) -> int:
                   retry_failed=args.retry_failed, timing=args.timing, compile_ahead=args.compile_ahead,
                   progress=not args.quiet, device=args.device, seed=args.seed, table=args.table,
                   benchmark_space=args.benchmark_space, fast=args.fast, model=args.model,
-                  overwrite=args.overwrite)
+                  overwrite=args.overwrite, cluster=args.cluster)
     render(result)
+    for line in result.rejected:
+        print(f"not recorded (rerun to measure it): {line}", file=sys.stderr)
     if args.summary:
         import json
 
@@ -879,6 +881,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fast", action="store_true", help="exhaustive search space, benchmark the model's top 1")
     p.add_argument("--model", metavar="PATH", help="learned model that ranks candidates (default: the one shipped "
                    "for this GPU and triton MAJOR.MINOR, else analytic)")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="run on a Dask cluster, one worker per GPU: its scheduler address (tcp://host:8786), or "
+                   "local:N to start N worker processes here, worker i on GPU i; only this process writes "
+                   "--store (needs pip install 'gemmtune[cluster]'; --workers and --compile-ahead do not apply)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_tune)
 

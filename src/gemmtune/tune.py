@@ -131,6 +131,9 @@ class TuneResult:
     # workers started (compile_pool_size; 0: the benchmark worker compiled).
     startup_s: float = 0.0
     compile_workers: int = 0
+    # Work left unrecorded, one line each (a cluster run: a task that failed on every try,
+    # or results from a worker on another device); a rerun measures it.
+    rejected: list = field(default_factory=list)
 
 
 def _as_shapes(problems: Iterable) -> list[Shape]:
@@ -240,7 +243,7 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
          table: LookupTable | str | os.PathLike | None = None,
          benchmark_space: str | int = "SAME", fast: bool = False, model=None,
          retry_failed: bool = False, timing: str = "standard", compile_ahead: int = 2,
-         overwrite: bool = False) -> TuneResult:
+         overwrite: bool = False, cluster=None) -> TuneResult:
     """Tune ``problems``: benchmark every candidate once, keep every result, return the winners.
 
     ``families``: kernel families to search (default: all). ``space``: 'default' or
@@ -286,7 +289,19 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     the learned model shipped for this GPU and triton MAJOR.MINOR, else (with a
     ModelWarning) the analytic model (gemmtune.model.default_model). It is only
     consulted when filtering.
+
+    ``cluster``: run across many GPUs on a Dask cluster instead of this host's worker
+    pool: a scheduler address ('tcp://host:8786'), 'local:N' (N worker processes here,
+    one per GPU) or a ``distributed.Client`` (see gemmtune.cluster.tune_cluster; needs
+    ``pip install gemmtune[cluster]``; ``workers`` and ``compile_ahead`` do not apply).
     """
+    if cluster is not None:
+        from .cluster import tune_cluster
+        return tune_cluster(problems, cluster=cluster, families=families, space=space, store=store, out=out,
+                            timeout=timeout, compile_workers=compile_workers, progress=progress, runner=runner,
+                            device=device, seed=seed, env=env, table=table, benchmark_space=benchmark_space,
+                            fast=fast, model=model, retry_failed=retry_failed, timing=timing,
+                            overwrite=overwrite)
     t0 = time.monotonic()
     bspace = _benchmark_space(benchmark_space, fast)
     if timing not in TIMINGS:
@@ -354,17 +369,9 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
             ranker = _ranker(model, dev, ctx) if bspace != "SAME" else None
 
             def shape_candidates(s: Shape) -> list[Choice]:
-                cands = required_choices(lut, s.problem)
-                if not cands:
-                    cands = candidates(s.problem, families, space, dev)
-                    if ranker is not None:
-                        if bspace == "AUTO":
-                            cands, k, why = select_adaptive(s.problem, cands, ranker)
-                        else:
-                            k = bspace if isinstance(bspace, int) else len(
-                                candidates(s.problem, families, "default", dev)) - 1
-                            cands, why = select_by_model(s.problem, cands, k, ranker), "fixed"
-                        picked[s.problem.key] = (k, why)
+                cands, kw = plan_candidates(s.problem, families, space, dev, lut, bspace, ranker)
+                if kw is not None:
+                    picked[s.problem.key] = kw
                 return cands
 
             picked: dict[str, tuple[int, str]] = {}  # problem key -> (k, why) of the model's top-k
@@ -449,15 +456,7 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
             finally:
                 if compiler is not None:
                     compiler.close()
-        table = _table(result_shapes, db, ctx)
-        table_path = None
-        if out:
-            if not overwrite and Path(out).exists():
-                from .table import merge
-                # Never destroy an earlier table: merge into it (read again: a run sharing it may
-                # have written it since; one from another GPU was refused above).
-                table = merge([as_table(out), table])
-            table_path = table.save(out)
+        table, table_path = write_table(result_shapes, db, ctx, out, overwrite)
         return TuneResult(result_shapes, ctx, representative, time.monotonic() - t0, measured, reused,
                           table, table_path, Path(db.path), compile_wait, startup, n_compile if compiler else 0)
     finally:
@@ -465,6 +464,40 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
             compiler.close()  # a no-op if closed above; here when the benchmark worker failed to start
         if own_store:
             db.close()
+
+
+def plan_candidates(problem: Problem, families: Sequence[str], space: str, dev: DeviceInfo,
+                    lut: LookupTable | None, bspace: str | int, ranker) -> tuple[list[Choice], tuple | None]:
+    """What ``tune`` benchmarks for ``problem``: a table entry's choices, else the candidates of
+    ``families``, filtered by ``ranker`` unless ``bspace`` is 'SAME'. Returns (candidates,
+    (k, why) of the model's top-k or None). The one plan both ``tune`` and the cluster use."""
+    cands = required_choices(lut, problem)
+    if cands:
+        return cands, None
+    cands = candidates(problem, families, space, dev)
+    if ranker is None:
+        return cands, None
+    if bspace == "AUTO":
+        cands, k, why = select_adaptive(problem, cands, ranker)
+    else:
+        k = bspace if isinstance(bspace, int) else len(candidates(problem, families, "default", dev)) - 1
+        cands, why = select_by_model(problem, cands, k, ranker), "fixed"
+    return cands, (k, why)
+
+
+def write_table(shapes: list[ShapeResult], db: ResultStore, ctx: RunContext, out, overwrite: bool):
+    """The winners as a lookup table, written to ``out`` when given (merged into an existing
+    one unless ``overwrite``). Returns (table, path or None)."""
+    table = _table(shapes, db, ctx)
+    table_path = None
+    if out:
+        if not overwrite and Path(out).exists():
+            from .table import merge
+            # Never destroy an earlier table: merge into it (read again: a run sharing it may
+            # have written it since; one from another GPU was refused before the sweep).
+            table = merge([as_table(out), table])
+        table_path = table.save(out)
+    return table, table_path
 
 
 def _compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | int) -> int | None:

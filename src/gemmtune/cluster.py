@@ -1,0 +1,458 @@
+"""Tuning across many GPUs: the same plan, store and results as ``tune``, run on Dask.
+
+The driver (this process) plans every shape's candidates exactly as ``tune`` does
+(``tune.plan_candidates``), drops what the results store already holds for this run
+context (resume), and submits one task per shape (or per ``batch`` candidates) to a
+Dask cluster, largest expected cost first: the analytic model's time of the shape
+times its number of candidates. Each Dask worker owns one GPU (CUDA_VISIBLE_DEVICES)
+and runs the task in gemmtune's own crash-proof worker pool (bench/workers.py) on
+that GPU, so a crashing kernel costs one candidate, as in ``tune``; the task returns
+plain result dicts. Only the driver writes the SQLite store (one writer), with the run
+context of the workers' device, each result once per (problem, choice, context).
+
+Dask because its wheels are pure Python (they can be carried to an offline GPU
+machine: scripts/fetch_cluster_wheels.sh), one worker process per GPU is its usual
+layout (``dask worker --nworkers 1`` with CUDA_VISIBLE_DEVICES, or dask-cuda), a task
+whose worker dies is re-run on another worker by the scheduler, and it is widely
+installed. (Ray's wheel is too large to carry and needs its raylet binary.)
+
+* A worker that dies mid-task (killed, lost host): the scheduler re-runs the task
+  elsewhere (up to ``distributed.scheduler.allowed-failures`` deaths, default 3); a task
+  that raises is retried ``retries`` times. Its candidates are measured again from the
+  start; a duplicate answer is never written twice.
+* A worker whose device or software differs from the run's (the most common among the
+  workers at start) is avoided, and any result it returns is rejected, not written; its
+  shape is submitted again (``retries`` times), else left for a rerun.
+* The driver stopped (Ctrl-C, kill -9): every task it wrote is in the store; a rerun
+  skips those shapes and measures the rest.
+
+Example::
+
+    >>> import gemmtune
+    >>> r = gemmtune.tune(shapes, store="results.sqlite", cluster="local:2")  # doctest: +SKIP
+    >>> r = gemmtune.tune(shapes, cluster="tcp://10.0.0.1:8786")              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from . import kernels
+from .bench import DEFAULT_RUNNER
+from .bench.timing import TIMINGS
+from .bench.workers import WorkerPool, visible_gpus
+from .configs import AtenConfig, Choice
+from .device import DeviceInfo
+from .problem import Problem
+from .shapes import Shape
+from .store import ResultStore, RunContext
+from .table import as_table, check_provenance
+
+try:  # the plugin must be a WorkerPlugin to be registered; without Dask this module still imports
+    from distributed import WorkerPlugin as _WorkerPlugin
+except ImportError:
+    _WorkerPlugin = object
+
+# A task that raises (not one whose worker dies: the scheduler counts those) is tried
+# this many more times; a result from a worker on another device is resubmitted as often.
+DEFAULT_RETRIES = 2
+PLUGIN_PREFIX = "gemmtune-pool-"
+INSTALL_HINT = "the cluster needs Dask: pip install 'gemmtune[cluster]' (or 'dask[distributed]')"
+
+
+def _distributed():
+    try:
+        import distributed
+    except ImportError:
+        raise ValueError(INSTALL_HINT) from None
+    return distributed
+
+
+def parse_cluster(address: str) -> tuple[str, int | str]:
+    """('local', N) for 'local:N'; ('address', text) for a scheduler address.
+
+    >>> parse_cluster("local:2"), parse_cluster("tcp://10.0.0.1:8786")
+    (('local', 2), ('address', 'tcp://10.0.0.1:8786'))
+    """
+    text = str(address).strip()
+    if text.startswith("local"):
+        n = text.partition(":")[2]
+        if not n.isdigit() or int(n) < 1:
+            raise ValueError(f"--cluster {text!r}: write local:N with N >= 1 worker processes (one per GPU)")
+        return "local", int(n)
+    if "://" not in text and ":" not in text:
+        raise ValueError(f"--cluster {text!r}: give a Dask scheduler address (tcp://host:8786) or local:N")
+    return "address", text
+
+
+def local_cluster(n: int, *, gpus: list[str] | None = None, env: dict | None = None):
+    """A Dask cluster on this host: ``n`` single-threaded worker processes, worker i pinned to
+    GPU i with CUDA_VISIBLE_DEVICES (the way dask-cuda's LocalCUDACluster does it); without GPUs,
+    ``n`` CPU workers (the Triton interpreter). More workers than GPUs is refused: two workers
+    timing on one GPU disturb each other's timings.
+
+    Example::
+
+        >>> from distributed import Client
+        >>> with local_cluster(2) as c, Client(c) as client:     # doctest: +SKIP
+        ...     gemmtune.tune(shapes, cluster=client)
+    """
+    import logging
+
+    distributed = _distributed()
+    gpus = visible_gpus() if gpus is None else list(gpus)
+    if gpus and n > len(gpus):
+        raise ValueError(f"local:{n} asks for {n} workers but {len(gpus)} GPU(s) are visible ({','.join(gpus)}): "
+                         "one worker per GPU")
+    src = str(Path(__file__).resolve().parents[1])
+    workers = {}
+    for i in range(n):
+        wenv = {k: str(v) for k, v in (env or {}).items()}
+        if gpus:
+            wenv["CUDA_VISIBLE_DEVICES"] = gpus[i]
+        # The workers must import this very gemmtune, also from a source tree.
+        path = os.environ.get("PYTHONPATH")
+        wenv["PYTHONPATH"] = src + (os.pathsep + path if path else "")
+        # memory_limit 0: the worker process holds little; the GPU work runs in its children.
+        workers[f"gpu{gpus[i]}" if gpus else f"cpu{i}"] = {
+            "cls": distributed.Nanny,
+            # silence_logs: the workers' INFO lines would drown the progress and the table.
+            "options": {"nthreads": 1, "env": wenv, "memory_limit": 0, "silence_logs": logging.ERROR}}
+    scheduler = {"cls": distributed.Scheduler, "options": {"dashboard": False, "dashboard_address": None}}
+    return distributed.SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR)
+
+
+class PoolPlugin(_WorkerPlugin):
+    """Each Dask worker's gemmtune pools: one benchmark worker on the worker's GPU and, on a
+    GPU, parallel compile workers; started on first use, closed with the Dask worker.
+
+    Registered under a name made of its settings, so a run with the same settings reuses
+    the pools a previous run started (their torch import and CUDA context)."""
+
+    idempotent = True  # a second registration under the same name keeps the running pools
+
+    def __init__(self, settings: dict):
+        self.settings = dict(settings)
+        digest = hashlib.sha1(json.dumps(self.settings, sort_keys=True).encode()).hexdigest()[:12]
+        self.name = PLUGIN_PREFIX + digest
+
+    def setup(self, worker=None) -> None:
+        self._bench = self._compile = self._info = None
+        self._address = getattr(worker, "address", "")
+
+    def teardown(self, worker=None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for pool in (getattr(self, "_bench", None), getattr(self, "_compile", None)):
+            if pool is not None:
+                pool.close()
+        self._bench = self._compile = self._info = None
+
+    def bench_pool(self) -> WorkerPool:
+        if self._bench is None:
+            s = self.settings
+            gpus = visible_gpus()
+            self._bench = WorkerPool(1, timeout=s["timeout"], runner=s["runner"], env=s["env"],
+                                     gpus=gpus[:1]).start()
+            n = s["compile_workers"]
+            if n is None:
+                from .tune import usable_cpus
+                # The host's cores shared by its workers (one per GPU), at most 16 each as in tune.
+                n = min(16, usable_cpus() // max(1, s["per_host"].get(_host(self._address), 1))) if gpus else 0
+            if n > 1:
+                from .tune import COMPILE_NICE
+                self._compile = WorkerPool(n, timeout=s["timeout"], runner=s["runner"], env=s["env"],
+                                           gpus=gpus[:1], nice=COMPILE_NICE).start()
+        return self._bench
+
+    def info(self) -> dict:
+        if self._info is None:
+            self._info = self.bench_pool().info()
+        return self._info
+
+
+def _host(address: str) -> str:
+    """'tcp://10.0.0.1:4242' -> '10.0.0.1'."""
+    return address.partition("://")[2].rpartition(":")[0] or address
+
+
+def _plugin(name: str) -> PoolPlugin:
+    from distributed import get_worker
+
+    worker = get_worker()
+    for other, plugin in list(worker.plugins.items()):
+        # One set of pools per worker: another run's (other settings) holds a GPU context.
+        if other.startswith(PLUGIN_PREFIX) and other != name and isinstance(plugin, PoolPlugin):
+            plugin.close()
+    return worker.plugins[name]
+
+
+def worker_info(plugin_name: str) -> dict:
+    """Task: start this worker's pools and report its device and software (bench.runner.info)."""
+    from distributed import get_worker
+
+    return {"worker": get_worker().address, "pid": os.getpid(), "info": _plugin(plugin_name).info()}
+
+
+def run_task(task: dict) -> dict:
+    """Task: verify and time ``task['items']`` ([problem key, choice id] pairs) on this worker's
+    GPU, compiling first in its compile workers when it has them. Returns the worker, its device
+    report, the seconds taken and [problem key, choice id, result dict] per candidate."""
+    from distributed import get_worker
+
+    from .tune import FAILED
+
+    t0 = time.monotonic()
+    plugin = _plugin(task["plugin"])
+    info = plugin.info()
+    seed, timer = task["seed"], task["timer"]
+    out: dict[tuple[str, str], dict] = {}
+    items = [tuple(it) for it in task["items"]]
+    if plugin._compile is not None:
+        need = [it for it in items if Choice.parse(it[1]).needs_compile]
+        for t, res in plugin._compile.map([{"problem": p, "choice": c, "seed": seed} for p, c in need], op="compile"):
+            if res.get("status") in FAILED:  # recorded as is; the rest is benchmarked
+                out[(t["problem"], t["choice"])] = res
+    todo = [{"problem": p, "choice": c, "seed": seed, "timer": timer} for p, c in items if (p, c) not in out]
+    for t, res in plugin.bench_pool().map(todo):
+        out[(t["problem"], t["choice"])] = res
+    return {"worker": get_worker().address, "pid": os.getpid(), "info": info, "seconds": time.monotonic() - t0,
+            "results": [[p, c, out[(p, c)]] for p, c in items if (p, c) in out]}
+
+
+def context_of(info: dict) -> RunContext:
+    """The run context a worker's device report (bench.runner.info) stands for."""
+    return RunContext(info["device_name"], info["capability"], info["torch"], info["triton"], info["gemmtune"])
+
+
+def accept(ctx: RunContext, reply: dict) -> str | None:
+    """None when ``reply`` (of ``run_task``) was measured under ``ctx``; else why it is rejected.
+
+    >>> ctx = RunContext("NVIDIA H100", "9.0", "2.6", "3.2", "0.1")
+    >>> info = {"device_name": "NVIDIA A100", "capability": "8.0", "torch": "2.6", "triton": "3.2",
+    ...         "gemmtune": "0.1"}
+    >>> accept(ctx, {"worker": "tcp://b:1", "info": info})
+    "worker tcp://b:1 runs on 'NVIDIA A100' (8.0, torch 2.6, triton 3.2), the run's device is 'NVIDIA H100' (9.0, torch 2.6, triton 3.2)"
+    """
+    got = context_of(reply["info"])
+    if got == ctx:
+        return None
+
+    def say(c):
+        return f"{c.device_name!r} ({c.capability}, torch {c.torch_version}, triton {c.triton_version})"
+    return f"worker {reply.get('worker', '?')} runs on {say(got)}, the run's device is {say(ctx)}"
+
+
+def shape_cost(problem: Problem, n: int, model) -> float:
+    """Expected cost of measuring ``n`` candidates of ``problem``: the model's time of cuBLAS on
+    it times ``n`` (each candidate is verified and timed over repeats of that order)."""
+    try:
+        t = float(model.predict(problem, [Choice("aten", AtenConfig())])[0])
+    except Exception:  # noqa: BLE001 -- a cost is only an order; never fail a run for it
+        t = float(problem.m) * problem.n * problem.k * 2e-12
+    return max(t, 0.0) * n
+
+
+def _batches(items: list, size: int | None) -> list[list]:
+    if not size or size >= len(items):
+        return [items]
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequence[str] | None = None,
+                 space: str = "default", store: str | os.PathLike | ResultStore = "gemmtune.sqlite",
+                 out: str | os.PathLike | None = None, timeout: float = 120.0, compile_workers: int | None = None,
+                 progress: bool = True, runner: str = DEFAULT_RUNNER, device: str | None = None, seed: int = 0,
+                 env: dict | None = None, table=None, benchmark_space: str | int = "SAME", fast: bool = False,
+                 model=None, retry_failed: bool = False, timing: str = "standard", overwrite: bool = False,
+                 retries: int = DEFAULT_RETRIES, batch: int | None = None,
+                 task_fn: Callable[[dict], dict] = run_task):
+    """``tune`` across the GPUs of a Dask cluster; returns the same ``TuneResult``.
+
+    ``cluster``: 'local:N', a scheduler address, or a ``distributed.Client``. ``batch``: at most
+    this many candidates per task (default: one task per shape). ``retries``: see the module
+    docstring. ``task_fn``: what the workers run per task (default ``run_task``; tests wrap it).
+    The rest as in ``tune``; ``compile_workers`` is per Dask worker (default: on a GPU, the
+    host's cores shared by its workers, at most 16; none in the interpreter).
+
+    Example::
+
+        >>> r = tune_cluster(shapes, cluster="local:2", store="results.sqlite")  # doctest: +SKIP
+        >>> r.measured, r.reused                                               # doctest: +SKIP
+    """
+    import importlib
+
+    from .model import AnalyticModel
+    T = importlib.import_module(f"{__package__}.tune")  # the module: gemmtune.tune is also the function
+
+    t0 = time.monotonic()
+    distributed = _distributed()
+    bspace = T._benchmark_space(benchmark_space, fast)
+    if timing not in TIMINGS:
+        raise ValueError(f"timing must be one of {', '.join(map(repr, TIMINGS))}, got {timing!r}")
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise ValueError(f"retries must be an int >= 0, got {retries!r}")
+    if batch is not None and (not isinstance(batch, int) or batch < 1):
+        raise ValueError(f"batch must be a positive int (candidates per task), got {batch!r}")
+    if fast:
+        space = "exhaustive"
+    if isinstance(model, (str, os.PathLike)) and not Path(model).is_file():
+        raise ValueError(f"model file {model} does not exist")
+    shapes = T._as_shapes(problems)
+    lut = as_table(table)
+    if out is not None and not Path(out).resolve().parent.is_dir():
+        raise ValueError(f"cannot write the table to {out}: directory {Path(out).resolve().parent} does not exist")
+    earlier = as_table(out) if out is not None and not overwrite and Path(out).exists() else None
+    families = list(families) if families else list(kernels.FAMILIES)
+    for f in families:
+        kernels.get(f)
+    wenv = dict(env or {})
+    own_client = own_cluster = None
+    if isinstance(cluster, distributed.Client):
+        client = cluster
+    else:
+        kind, where = parse_cluster(cluster)
+        if kind == "local":
+            gpus = visible_gpus()
+            if not gpus:
+                wenv.setdefault("TRITON_INTERPRET", "1")
+            own_cluster = local_cluster(where, gpus=gpus, env=wenv)
+            where = own_cluster
+        own_client = client = distributed.Client(where)
+    own_store = not isinstance(store, ResultStore)
+    db = ResultStore(store) if own_store else store
+    futures: list = []
+    try:
+        if not client.scheduler_info().get("workers"):
+            client.wait_for_workers(1, timeout=300)
+        addrs = sorted(client.scheduler_info()["workers"])
+        per_host = dict(Counter(_host(a) for a in addrs))
+        plugin = PoolPlugin({"timeout": float(timeout), "runner": runner, "env": wenv,
+                             "compile_workers": compile_workers, "per_host": per_host})
+        client.register_plugin(plugin, name=plugin.name)
+        # Every worker starts its pools at once and says which device it has.
+        infos = client.gather([client.submit(worker_info, plugin.name, workers=[a], pure=False,
+                                             key=f"gemmtune-info-{a}-{time.time_ns()}") for a in addrs])
+        by_ctx = Counter(context_of(r["info"]) for r in infos)
+        ctx = by_ctx.most_common(1)[0][0]  # ties: the first worker's (most_common keeps that order)
+        good = [r["worker"] for r in infos if context_of(r["info"]) == ctx]
+        for r in infos:
+            why = accept(ctx, r)
+            if why:
+                warnings.warn(f"{why}: it gets no work and its results are rejected", RuntimeWarning, stacklevel=2)
+        info = next(r["info"] for r in infos if r["worker"] == good[0])
+        startup = time.monotonic() - t0
+        representative = bool(info.get("representative", False))
+        if info.get("device"):
+            d = dict(info["device"])
+            d["capability"] = tuple(d["capability"])
+            dev = DeviceInfo(**d)
+        else:
+            dev = DeviceInfo.lookup(device or "h100")
+        if earlier is not None and (earlier.provenance["device_name"], earlier.provenance["capability"]) != (
+                ctx.device_name, ctx.capability):
+            raise ValueError(f"{out} holds a table made on {earlier.provenance['device_name']!r}, this run is on "
+                             f"{ctx.device_name!r}: their times do not compare; pass overwrite=True "
+                             "(--overwrite) to replace it, or write to another file")
+        if lut is not None:
+            check_provenance(lut, ctx.device_name, ctx.triton_version)
+        ranker = T._ranker(model, dev, ctx) if bspace != "SAME" else None
+        coster = AnalyticModel(dev)
+
+        # Plan: each distinct problem once; what the store holds for this context is reused.
+        plans: dict[str, list[Choice]] = {}
+        picked: dict[str, tuple] = {}
+        work = []  # (cost, order, problem, [choice ids])
+        reused = 0
+        for s in shapes:
+            key = s.problem.key
+            if key in plans:
+                continue
+            plans[key], kw = T.plan_candidates(s.problem, families, space, dev, lut, bspace, ranker)
+            if kw is not None:
+                picked[key] = kw
+            done, todo = T._pending(s.problem, plans[key], db, ctx, retry_failed)
+            reused += sum(c.id in done for c in plans[key])
+            for part in _batches([c.id for _, c in todo], batch) if todo else []:
+                work.append((shape_cost(s.problem, len(part), coster), len(work), s.problem, part))
+        # Largest expected cost first, so that the last tasks to finish are short ones.
+        work.sort(key=lambda w: (-w[0], w[1]))
+        problems_by_key = {s.problem.key: s.problem for s in shapes}
+        written: set[tuple[str, str]] = set()
+        rejected: list[str] = []
+        tried: dict[int, int] = {}
+        seconds: Counter = Counter()
+        measured = 0
+
+        def submit(i: int):
+            _, _, p, part = work[i]
+            tried[i] = tried.get(i, 0) + 1
+            f = client.submit(task_fn, {"plugin": plugin.name, "items": [[p.key, c] for c in part], "seed": seed,
+                                        "timer": timing}, key=f"gemmtune-{i}-{tried[i]}-{time.time_ns()}",
+                              priority=len(work) - i, retries=retries, pure=False, workers=good,
+                              allow_other_workers=True)
+            f.gemmtune_index = i
+            futures.append(f)
+            return f
+
+        left: Counter = Counter(p.key for _, _, p, _ in work)
+        with T._Progress(progress) as bar:
+            task = bar.task("candidates", sum(len(w[3]) for w in work))
+            pending = distributed.as_completed([submit(i) for i in range(len(work))])
+            for f in pending:
+                i = f.gemmtune_index
+                _, _, p, part = work[i]
+                try:
+                    reply = f.result()
+                except Exception as e:  # noqa: BLE001 -- the task failed on every try
+                    rejected.append(f"{p.key}: task failed after {retries} retries: {type(e).__name__}: {e}")
+                    continue
+                why = accept(ctx, reply)
+                if why:
+                    if tried[i] <= retries:
+                        pending.add(submit(i))
+                    else:
+                        rejected.append(f"{p.key}: {why}")
+                    continue
+                rows = []
+                for pk, cid, res in reply["results"]:
+                    if (pk, cid) in written or pk not in problems_by_key:
+                        continue  # a duplicate answer (a re-run task): the first one stays
+                    written.add((pk, cid))
+                    rows.append(T._row(problems_by_key[pk], Choice.parse(cid), res))
+                db.record_many(ctx, rows)
+                measured += len(rows)
+                seconds[p.key] += reply.get("seconds", 0.0)
+                left[p.key] -= 1
+                bar.advance(task, description=f"candidates ({p.key.split(':')[1]} done)"
+                            if left[p.key] == 0 else None, by=len(part))
+        for line in rejected:
+            warnings.warn(f"not recorded (rerun to measure it): {line}", RuntimeWarning, stacklevel=2)
+        result_shapes = []
+        for s in shapes:
+            r = T._summarize(s, plans[s.problem.key], db, ctx)
+            r.tune_s = seconds.get(s.problem.key, 0.0)
+            r.k, r.k_reason = picked.get(s.problem.key, (None, None))
+            result_shapes.append(r)
+        tbl, table_path = T.write_table(result_shapes, db, ctx, out, overwrite)
+        result = T.TuneResult(result_shapes, ctx, representative, time.monotonic() - t0, measured, reused,
+                              tbl, table_path, Path(db.path), 0.0, startup, 0, rejected)
+        return result
+    finally:
+        for f in futures:
+            if not f.done():
+                f.cancel()
+        if own_client is not None:
+            own_client.close()
+        if own_cluster is not None:
+            own_cluster.close()
+        if own_store:
+            db.close()

@@ -1,0 +1,185 @@
+"""Tuning on a Dask cluster (gemmtune.cluster) on the CPU: a local cluster of two worker
+processes running the Triton interpreter, a tiny suite.
+
+What must hold: the store ends up with the same rows (in kind) as a plain ``tune`` run; a
+worker that dies mid-task has its shape re-run and recorded once; a driver killed part-way
+leaves what it wrote, and a rerun finishes the rest without duplicating or losing anything;
+results from a worker on another device are never written.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+distributed = pytest.importorskip("distributed", reason="dask[distributed] is not installed "
+                                  "(pip install 'gemmtune[cluster]')")
+
+import gemmtune  # noqa: E402
+from gemmtune.cluster import local_cluster, parse_cluster, run_task, tune_cluster  # noqa: E402
+from gemmtune.problem import Problem  # noqa: E402
+from gemmtune.store import ResultStore  # noqa: E402
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+FAMILIES = ["decompose_k"]  # 2-4 candidates per shape (cuBLAS + split counts): seconds in the interpreter
+# Odd sizes and both dtypes; 9 candidates in all.
+PROBLEMS = [Problem.from_sizes(16, 16, 256, "fp16"), Problem.from_sizes(32, 16, 512, "fp32"),
+            Problem.from_sizes(8, 24, 1024, "fp16")]
+N_CANDIDATES = 9
+
+
+@pytest.fixture(scope="module")
+def client():
+    """Two single-threaded worker processes (GPU i each on a GPU machine), shared by the tests."""
+    env = {} if os.environ.get("TRITON_INTERPRET") is None else {"TRITON_INTERPRET": "1"}
+    with local_cluster(2, env=env) as cluster, distributed.Client(cluster) as c:
+        c.wait_for_workers(2, timeout=120)
+        yield c
+
+
+def _rows(path) -> list[tuple]:
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT device_name, capability, problem_key, choice_id, status, device_ms, created_at "
+                          "FROM results ORDER BY problem_key, choice_id").fetchall()
+
+
+def test_parse_cluster():
+    assert parse_cluster("local:4") == ("local", 4)
+    assert parse_cluster("tcp://10.1.2.3:8786") == ("address", "tcp://10.1.2.3:8786")
+    for bad in ("local:0", "local", "nowhere"):
+        with pytest.raises(ValueError, match="cluster"):
+            parse_cluster(bad)
+
+
+def test_cli_rejects_a_bad_address(tmp_path, capsys):
+    from gemmtune import cli
+    assert cli.main(["tune", "--shape", "16x16x64:fp16", "--cluster", "local:0",
+                     "--store", str(tmp_path / "s.sqlite"), "-q"]) == 2
+    assert "local:N" in capsys.readouterr().err
+
+
+def test_cluster_matches_plain_tune_and_resumes(client, tmp_path):
+    a, b = tmp_path / "cluster.sqlite", tmp_path / "plain.sqlite"
+    r = gemmtune.tune(PROBLEMS, families=FAMILIES, store=a, out=tmp_path / "t.json", cluster=client,
+                      progress=False)
+    assert (r.measured, r.reused, r.rejected) == (N_CANDIDATES, 0, [])
+    plain = gemmtune.tune(PROBLEMS, families=FAMILIES, store=b, progress=False)
+    got, want = _rows(a), _rows(b)
+    # Same context, problems, choices and statuses; the timings are the interpreter's, so not compared.
+    assert [row[:5] for row in got] == [row[:5] for row in want]
+    assert all(row[4] == "ok" for row in got)
+    assert [s.best is not None for s in r.shapes] == [True] * len(PROBLEMS)
+    assert r.table_path is not None and set(r.table.entries) == {p.key for p in PROBLEMS}
+    assert r.context == plain.context
+
+    # Resume: nothing left to measure, nothing rewritten.
+    again = gemmtune.tune(PROBLEMS, families=FAMILIES, store=a, cluster=client, progress=False)
+    assert (again.measured, again.reused) == (0, N_CANDIDATES)
+    assert _rows(a) == got
+
+
+def test_worker_killed_mid_task_is_rerun_once(client, tmp_path):
+    marker = tmp_path / "killed"
+    victim = PROBLEMS[1].key
+
+    def dying(task):  # a nested function: cloudpickle sends it by value to the workers
+        if any(p == victim for p, _ in task["items"]) and not marker.exists():
+            marker.write_text(str(os.getpid()))
+            os._exit(1)  # the Dask worker process dies mid-task, as a lost host would
+        return run_task(task)
+
+    store = tmp_path / "s.sqlite"
+    r = tune_cluster(PROBLEMS, cluster=client, families=FAMILIES, store=store, progress=False, task_fn=dying)
+    assert marker.exists(), "the fault never fired"
+    assert (r.measured, r.rejected) == (N_CANDIDATES, [])
+    rows = _rows(store)
+    assert len(rows) == N_CANDIDATES == len({(row[2], row[3]) for row in rows})
+    assert sum(row[2] == victim for row in rows) == 3
+    client.wait_for_workers(2, timeout=120)  # its nanny started a fresh worker
+
+
+def test_results_from_another_device_are_rejected(client, tmp_path):
+    victim = PROBLEMS[0].key
+
+    def elsewhere(task):
+        reply = run_task(task)
+        if any(p == victim for p, _ in task["items"]):
+            reply["info"] = dict(reply["info"], device_name="NVIDIA A100-SXM4-80GB", capability="8.0")
+        return reply
+
+    store = tmp_path / "s.sqlite"
+    r = tune_cluster(PROBLEMS, cluster=client, families=FAMILIES, store=store, progress=False, task_fn=elsewhere,
+                     retries=1)
+    assert len(r.rejected) == 1 and "NVIDIA A100" in r.rejected[0] and victim in r.rejected[0]
+    assert {row[2] for row in _rows(store)} == {p.key for p in PROBLEMS[1:]}
+    assert r.measured == N_CANDIDATES - 2
+
+
+DRIVER = """
+import sys, time
+from pathlib import Path
+from gemmtune.cluster import run_task, tune_cluster
+from gemmtune.problem import Problem
+
+def held(task, release=sys.argv[3]):  # bound here: on the worker sys.argv is the worker's
+    # The largest shape waits until the test lets go (or 30 s): the driver dies meanwhile.
+    if any(p.startswith("mm:M8-N24-K1024") for p, _ in task["items"]):
+        t = time.monotonic()
+        while not Path(release).exists() and time.monotonic() - t < 30:
+            time.sleep(0.1)
+    return run_task(task)
+
+ps = [Problem.from_sizes(16, 16, 256, "fp16"), Problem.from_sizes(32, 16, 512, "fp32"),
+      Problem.from_sizes(8, 24, 1024, "fp16")]
+tune_cluster(ps, cluster=sys.argv[1], families=["decompose_k"], store=sys.argv[2], progress=False, task_fn=held)
+"""
+
+
+def test_driver_killed_then_rerun_resumes(client, tmp_path):
+    store, release = tmp_path / "s.sqlite", tmp_path / "release"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(SRC) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, client.scheduler.address, str(store), str(release)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:
+            # The two small shapes (5 candidates) are in: kill -9 the driver mid-run.
+            if store.exists() and len(_rows(store)) >= 5:
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.communicate()[0].decode()[-3000:]
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        release.write_text("go")
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    before = _rows(store)
+    assert {row[2] for row in before} == {p.key for p in PROBLEMS[:2]}, "the held shape must not be in yet"
+    r = tune_cluster(PROBLEMS, cluster=client, families=FAMILIES, store=store, progress=False)
+    assert (r.measured, r.reused) == (N_CANDIDATES - len(before), len(before))
+    after = _rows(store)
+    assert len(after) == N_CANDIDATES == len({(row[2], row[3]) for row in after})
+    assert set(before) <= set(after), "a rerun must not rewrite what the killed run recorded"
+    with ResultStore(store) as db:
+        assert db.count() == N_CANDIDATES
+
+
+def test_cost_orders_larger_shapes_and_more_candidates_first():
+    from gemmtune.cluster import shape_cost
+    from gemmtune.device import DeviceInfo
+    from gemmtune.model import AnalyticModel
+
+    model = AnalyticModel(DeviceInfo.lookup("h100"))
+    big, small = Problem.from_sizes(4096, 4096, 4096, "bf16"), Problem.from_sizes(16, 16, 256, "fp16")
+    assert shape_cost(big, 4, model) > shape_cost(small, 4, model) > 0
+    assert shape_cost(small, 8, model) == pytest.approx(2 * shape_cost(small, 4, model))
