@@ -209,7 +209,7 @@ def cmd_tune(args) -> int:
                   retry_failed=args.retry_failed, timing=args.timing, compile_ahead=args.compile_ahead,
                   progress=not args.quiet, device=args.device, seed=args.seed, table=args.table,
                   benchmark_space=args.benchmark_space, fast=args.fast, model=args.model,
-                  overwrite=args.overwrite, cluster=args.cluster)
+                  overwrite=args.overwrite, cluster=args.cluster, server=args.server)
     render(result)
     for line in result.rejected:
         print(f"not recorded (rerun to measure it): {line}", file=sys.stderr)
@@ -319,6 +319,16 @@ def _example_passes(spec: str, got) -> tuple:
         return model, ex  # several passes (e.g. prefill and decode sizes)
     raise ValueError(f"--model {spec}: example_inputs must be a tensor, a tuple of arguments or a list of "
                      f"such tuples (one per pass), got {type(ex).__name__}")
+
+
+def cmd_worker(args) -> int:
+    from .bench.server import serve
+
+    def ready(info: dict) -> None:
+        print(f"gemmtune worker: serving {info.get('device_name', '?')} on {args.serve} "
+              f"(tune --server {args.serve}); Ctrl-C stops", file=sys.stderr, flush=True)
+    serve(args.serve, workers=args.workers, timeout=args.timeout, ready=ready)
+    return 0
 
 
 def cmd_capture(args) -> int:
@@ -885,8 +895,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run on a Dask cluster, one worker per GPU: its scheduler address (tcp://host:8786), or "
                    "local:N to start N worker processes here, worker i on GPU i; only this process writes "
                    "--store (needs pip install 'gemmtune[cluster]'; --workers and --compile-ahead do not apply)")
+    p.add_argument("--server", metavar="SOCKET",
+                   help="run the candidates on the warm worker pool of 'gemmtune worker --serve SOCKET' "
+                   "(no worker start-up in this call; --workers and the compile workers are the server's)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_tune)
+
+    p = sub.add_parser("worker", help="keep a benchmark worker pool warm for later tune calls (--serve)",
+                       formatter_class=_Help)
+    p.add_argument("--serve", required=True, metavar="SOCKET",
+                   help="the Unix socket to serve on (a key file SOCKET.key, mode 0600, is written beside it)")
+    p.add_argument("--workers", type=_int_at_least(1), metavar="N", help="benchmark workers (default one per GPU)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds a candidate may take (tune's --timeout wins "
+                   "per call)")
+    p.set_defaults(fn=cmd_worker)
 
     p = sub.add_parser("demo", help="run every kernel family once and print its error vs fp64", formatter_class=_Help)
     p.add_argument("--shape", default="37x53x300", metavar="MxNxK[:dtype]", help="the problem (dtype default bf16)")

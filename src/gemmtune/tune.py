@@ -243,7 +243,7 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
          table: LookupTable | str | os.PathLike | None = None,
          benchmark_space: str | int = "SAME", fast: bool = False, model=None,
          retry_failed: bool = False, timing: str = "standard", compile_ahead: int = 2,
-         overwrite: bool = False, cluster=None) -> TuneResult:
+         overwrite: bool = False, cluster=None, server: str | os.PathLike | None = None) -> TuneResult:
     """Tune ``problems``: benchmark every candidate once, keep every result, return the winners.
 
     ``families``: kernel families to search (default: all). ``space``: 'default' or
@@ -294,6 +294,11 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     pool: a scheduler address ('tcp://host:8786'), 'local:N' (N worker processes here,
     one per GPU) or a ``distributed.Client`` (see gemmtune.cluster.tune_cluster; needs
     ``pip install gemmtune[cluster]``; ``workers`` and ``compile_ahead`` do not apply).
+
+    ``server``: the Unix socket of a warm worker pool started with ``gemmtune worker --serve``
+    (gemmtune.bench.server): its workers run the candidates, so no worker starts on this
+    call's critical path; still crash-proof (the server's workers are subprocesses).
+    ``workers``, ``runner`` and the compile workers are then the server's.
     """
     if cluster is not None:
         from .cluster import tune_cluster
@@ -330,9 +335,9 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     wenv = dict(env or {})
     if not gpus:
         wenv.setdefault("TRITON_INTERPRET", "1")
-    n_compile = compile_pool_size(compile_workers, cpus=usable_cpus(), on_gpu=bool(gpus),
-                                  per_shape=[_compiles_at_most(lut, s.problem, bspace) for s in shapes],
-                                  compile_ahead=compile_ahead)
+    n_compile = 0 if server is not None else compile_pool_size(
+        compile_workers, cpus=usable_cpus(), on_gpu=bool(gpus),
+        per_shape=[_compiles_at_most(lut, s.problem, bspace) for s in shapes], compile_ahead=compile_ahead)
     own_store = not isinstance(store, ResultStore)
     db = ResultStore(store) if own_store else store
     owner = claim_owner()  # this tuner, in the store's claims
@@ -341,7 +346,12 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     compile_wait = 0.0
     compiler = None
     try:
-        with WorkerPool(workers, timeout=timeout, runner=runner, env=wenv, gpus=gpus) as pool:
+        if server is not None:
+            from .bench.server import RemotePool
+            pool_cm = RemotePool(server, timeout=timeout)
+        else:
+            pool_cm = WorkerPool(workers, timeout=timeout, runner=runner, env=wenv, gpus=gpus)
+        with pool_cm as pool:
             # The compile workers start now, so their torch imports run while the benchmark
             # worker starts (niced: compiling runs beside benchmarking, which must not wait
             # for a CPU).

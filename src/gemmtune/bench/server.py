@@ -1,0 +1,188 @@
+"""A warm benchmark worker pool that outlives one ``tune`` call: ``gemmtune worker --serve SOCKET``.
+
+Starting a benchmark worker costs 3.5-5.7 s on the H200 machine (a Python process importing
+torch and creating a CUDA context), which dominates tuning one shape with ``--fast``. The server
+holds a ``WorkerPool`` that is started (and answers ``info``) before the first client arrives;
+``tune(..., server=SOCKET)`` (``gemmtune tune --server SOCKET``) sends its tasks there instead of
+starting a pool of its own, and gets the results streamed back.
+
+Crash-proof as before: the server process never touches CUDA; the kernels run in its pool's
+worker subprocesses, which the pool replaces when one crashes, hangs or poisons its CUDA
+context. Triton's on-disk kernel cache is shared by all calls (the workers are the same
+processes, and their in-memory compiled kernels stay warm too).
+
+The transport is ``multiprocessing.connection`` over a Unix socket; the server writes a random
+key beside the socket (``SOCKET.key``, mode 0600) that clients must present, so only the user
+who started it (or who can read the key) can send it work. One client at a time is served;
+others wait in the listen queue.
+
+Example (two shells; the second command runs as often as you like, with no worker start-up)::
+
+    gemmtune worker --serve /tmp/gemmtune.sock            # GPU: keeps one worker per GPU warm
+    gemmtune tune --shape 4096x4096x4096:bf16 --fast --server /tmp/gemmtune.sock
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+from multiprocessing.connection import Client, Listener
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from . import DEFAULT_RUNNER
+from .workers import WorkerPool, visible_gpus
+
+
+class ServerError(ValueError):
+    """The worker server cannot be reached, or answered what a client did not expect. A
+    ValueError so that the CLI reports it as one line (like bad input: the socket named is the
+    user's to fix), not as a traceback."""
+
+
+def _key_path(address: str | os.PathLike) -> Path:
+    return Path(str(address) + ".key")
+
+
+def serve(address: str | os.PathLike, *, workers: int | None = None, timeout: float = 120.0,
+          runner: str = DEFAULT_RUNNER, env: dict[str, str] | None = None,
+          ready: Callable[[dict], None] | None = None, stop: threading.Event | None = None) -> None:
+    """Serve a warm WorkerPool on the Unix socket ``address`` until ``stop`` is set (or the
+    process is interrupted). ``ready(info)`` is called once the pool's workers answered."""
+    address = str(address)
+    if os.path.exists(address):
+        raise ServerError(f"{address} exists: another server may be running there (remove it if not)")
+    gpus = visible_gpus()
+    wenv = dict(env or {})
+    if not gpus:
+        wenv.setdefault("TRITON_INTERPRET", "1")
+    key = secrets.token_bytes(32)
+    kp = _key_path(address)
+    fd = os.open(kp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(key)
+    served = 0
+    try:
+        with WorkerPool(workers, timeout=timeout, runner=runner, env=wenv, gpus=gpus) as pool:
+            info = pool.info()  # the workers are up before any client is accepted
+            with Listener(address, family="AF_UNIX", authkey=key) as listener:
+                if ready is not None:
+                    ready(info)
+                listener._listener._socket.settimeout(1.0)  # so that ``stop`` is noticed
+                while stop is None or not stop.is_set():
+                    try:
+                        conn = listener.accept()
+                    except (TimeoutError, OSError):
+                        continue
+                    with conn:
+                        served += _serve_client(conn, pool, info)
+    finally:
+        for p in (kp, Path(address)):
+            try:
+                p.unlink()
+            except FileNotFoundError:
+                pass
+
+
+def _serve_client(conn, pool: WorkerPool, info: dict) -> int:
+    """Answer one client's requests until it closes; the number of tasks run."""
+    n = 0
+    while True:
+        try:
+            req = conn.recv()
+        except (EOFError, OSError):
+            return n
+        op = req[0] if isinstance(req, tuple) and req else None
+        if op == "info":
+            conn.send(("info", info))
+        elif op == "stats":
+            conn.send(("stats", {"workers_started": pool._spawned, "restarts": pool.restarts,
+                                 "workers": pool.n}))
+        elif op == "map":
+            _, task_op, tasks, timeout = req
+            pool.timeout = float(timeout)
+            try:
+                for i, (task, res) in enumerate(pool.map(tasks, op=task_op)):
+                    conn.send(("result", task, res))
+                    n += 1
+            except (BrokenPipeError, OSError):
+                return n  # the client went away mid-map: its remaining tasks are dropped
+            conn.send(("done", None))
+        else:
+            conn.send(("error", f"unknown request {req!r}"))
+
+
+class RemotePool:
+    """The client side: the parts of WorkerPool's interface ``tune`` uses (``info``, ``map``,
+    ``close``, a context manager), served by ``serve`` on ``address``."""
+
+    def __init__(self, address: str | os.PathLike, *, timeout: float = 120.0):
+        self.address = str(address)
+        self.timeout = float(timeout)
+        self._conn = None
+
+    def start(self) -> "RemotePool":
+        if self._conn is None:
+            try:
+                key = _key_path(self.address).read_bytes()
+                self._conn = Client(self.address, family="AF_UNIX", authkey=key)
+            except (FileNotFoundError, ConnectionRefusedError) as e:
+                raise ServerError(f"no gemmtune worker server at {self.address} ({type(e).__name__}); start "
+                                  f"one with: gemmtune worker --serve {self.address}") from None
+            except PermissionError as e:
+                raise ServerError(f"cannot use the worker server at {self.address}: {e}") from None
+        return self
+
+    def _ask(self, req: tuple):
+        self.start()
+        try:
+            self._conn.send(req)
+            return self._conn.recv()
+        except (EOFError, OSError) as e:
+            raise ServerError(f"the worker server at {self.address} closed the connection "
+                              f"({type(e).__name__})") from None
+
+    def info(self) -> dict:
+        kind, payload = self._ask(("info",))
+        return payload
+
+    def stats(self) -> dict:
+        kind, payload = self._ask(("stats",))
+        return payload
+
+    def map(self, tasks: Iterable[dict], op: str = "bench",
+            on_result: Callable[[int, dict, dict], None] | None = None, stop=None) -> Iterator[tuple[dict, dict]]:
+        tasks = list(tasks)
+        self.start()
+        try:
+            self._conn.send(("map", op, tasks, self.timeout))
+            i = 0
+            while True:
+                kind, *rest = self._conn.recv()
+                if kind == "done":
+                    return
+                if kind == "error":
+                    raise ServerError(f"the worker server refused the request: {rest[0]}")
+                task, res = rest
+                if on_result is not None:
+                    on_result(i, task, res)
+                i += 1
+                yield task, res
+        except (EOFError, OSError) as e:
+            raise ServerError(f"the worker server at {self.address} closed the connection mid-run "
+                              f"({type(e).__name__}); results so far are kept") from None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> "RemotePool":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+__all__ = ["serve", "RemotePool", "ServerError"]
