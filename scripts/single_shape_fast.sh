@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Issue #19: single-shape tuning as a user runs it, one process per shape: `gemmtune tune --fast`
+# cold (its own worker start-up), `--fast` against a warm `gemmtune worker --serve` pool, and
+# torch.compile max-autotune (no cudagraphs) of `a @ b`. Wall time of each whole process.
+#   OUT=dir bash scripts/single_shape_fast.sh            (GPU only)
+set -u
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+OUT=${OUT:-out}; mkdir -p "$OUT"
+SHAPES=${SHAPES:-"2048x6144x4096:bf16 512x4096x4096:bf16 16x6144x4096:bf16 1000x1000x1000:bf16 64x64x65536:bf16"}
+sock=/tmp/gemmtune-$$.sock
+python3 -m gemmtune.cli worker --serve $sock 2> "$OUT/server.log" &
+srv=$!
+for _ in $(seq 120); do [ -S $sock ] && break; sleep 1; done
+printf "%-22s %10s %10s %12s\n" shape cold_s warm_s maxautotune_s | tee "$OUT/single_shape.txt"
+for s in $SHAPES; do
+  t0=$(date +%s.%N); python3 -m gemmtune.cli tune --shape $s --fast --store "$OUT/cold.sqlite" -q > /dev/null 2>&1; t1=$(date +%s.%N)
+  python3 -m gemmtune.cli tune --shape $s --fast --store "$OUT/warm.sqlite" --server $sock -q > /dev/null 2>&1; t2=$(date +%s.%N)
+  python3 - "$s" <<'PY' > /dev/null 2>&1
+import sys, torch
+dims, dt = sys.argv[1].split(":")
+m, n, k = map(int, dims.split("x"))
+dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dt]
+a = torch.randn(m, k, device="cuda", dtype=dtype); b = torch.randn(k, n, device="cuda", dtype=dtype)
+torch.compile(lambda a, b: a @ b, mode="max-autotune-no-cudagraphs")(a, b); torch.cuda.synchronize()
+PY
+  t3=$(date +%s.%N)
+  printf "%-22s %10.1f %10.1f %12.1f\n" $s $(echo "$t1 - $t0" | bc) $(echo "$t2 - $t1" | bc) $(echo "$t3 - $t2" | bc) | tee -a "$OUT/single_shape.txt"
+done
+kill -INT $srv; wait $srv 2>/dev/null
