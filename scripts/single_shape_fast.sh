@@ -8,13 +8,17 @@ export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 OUT=${OUT:-out}; mkdir -p "$OUT"
 SHAPES=${SHAPES:-"2048x6144x4096:bf16 512x4096x4096:bf16 16x6144x4096:bf16 1000x1000x1000:bf16 64x64x65536:bf16"}
 sock=/tmp/gemmtune-$$.sock
-python3 -m gemmtune.cli worker --serve $sock 2> "$OUT/server.log" &
+# Every process compiles from an empty cache of its own (the server's is its own too), so no
+# run profits from another's compiled kernels: the comparison is of cold tuning paths.
+TRITON_CACHE_DIR=/tmp/tc-warm-$$ python3 -m gemmtune.cli worker --serve $sock 2> "$OUT/server.log" &
 srv=$!
 for _ in $(seq 120); do [ -S $sock ] && break; sleep 1; done
 printf "%-22s %10s %10s %12s\n" shape cold_s warm_s maxautotune_s | tee "$OUT/single_shape.txt"
 for s in $SHAPES; do
+  export TRITON_CACHE_DIR=/tmp/tc-cold-$$-$s TORCHINDUCTOR_CACHE_DIR=/tmp/ti-$$-$s
   t0=$(date +%s.%N); python3 -m gemmtune.cli tune --shape $s --fast --store "$OUT/cold.sqlite" -q > /dev/null 2>&1; t1=$(date +%s.%N)
   python3 -m gemmtune.cli tune --shape $s --fast --store "$OUT/warm.sqlite" --server $sock -q > /dev/null 2>&1; t2=$(date +%s.%N)
+  export TRITON_CACHE_DIR=/tmp/tc-mat-$$-$s
   python3 - "$s" <<'PY' > /dev/null 2>&1
 import sys, torch
 dims, dt = sys.argv[1].split(":")
