@@ -901,14 +901,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_tune)
 
-    p = sub.add_parser("worker", help="keep a benchmark worker pool warm for later tune calls (--serve)",
-                       formatter_class=_Help)
-    p.add_argument("--serve", required=True, metavar="SOCKET",
-                   help="the Unix socket to serve on (a key file SOCKET.key, mode 0600, is written beside it)")
-    p.add_argument("--workers", type=_int_at_least(1), metavar="N", help="benchmark workers (default one per GPU)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds a candidate may take (tune's --timeout wins "
-                   "per call)")
-    p.set_defaults(fn=cmd_worker)
 
     p = sub.add_parser("demo", help="run every kernel family once and print its error vs fp64", formatter_class=_Help)
     p.add_argument("--shape", default="37x53x300", metavar="MxNxK[:dtype]", help="the problem (dtype default bf16)")
@@ -930,6 +922,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_lut_parser(sub)
     _add_bench_report_parsers(sub)
     _add_model_parsers(sub)
+
+    p = sub.add_parser("worker", help="keep a benchmark worker pool warm for later tune calls (--serve)",
+                       formatter_class=_Help)
+    p.add_argument("--serve", required=True, metavar="SOCKET",
+                   help="the Unix socket to serve on (a key file SOCKET.key, mode 0600, is written beside it)")
+    p.add_argument("--workers", type=_int_at_least(1), metavar="N", help="benchmark workers (default one per GPU)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds a candidate may take (tune's --timeout wins "
+                   "per call)")
+    p.set_defaults(fn=cmd_worker)
     return ap
 
 
