@@ -40,20 +40,17 @@ def k_per_split(k: int, cfg: SplitKConfig) -> int:
     return triton.cdiv(per, cfg.block_k) * cfg.block_k
 
 
-def effective_splits(k: int, cfg: SplitKConfig) -> int:
-    return triton.cdiv(k, k_per_split(k, cfg))
-
-
 def constraint(cfg: SplitKConfig, problem: Problem, device: DeviceInfo) -> str | None:
     if cfg.split_k < 2:
         return "split_k must be >= 2 (split_k=1 is triton_mm)"
     if problem.k < 2 * MIN_SLICE or triton.cdiv(problem.k, cfg.split_k) < MIN_SLICE:
         return f"K={problem.k} split {cfg.split_k} ways leaves slices shorter than {MIN_SLICE}"
-    ws = 4 * problem.m * problem.n * (effective_splits(problem.k, cfg) if cfg.deterministic else 1)
+    p = plan(problem.m, problem.n, problem.k, cfg)
+    ws = 4 * problem.m * problem.n * (p["splits"] if cfg.deterministic else 1)
     if ws > MAX_WORKSPACE_BYTES:
         return f"fp32 workspace of {ws} B exceeds {MAX_WORKSPACE_BYTES} B: M*N is too large for split-K"
-    tiles = triton.cdiv(problem.m, cfg.block_m) * triton.cdiv(problem.n, cfg.block_n)
-    if tiles * effective_splits(problem.k, cfg) > 16 * device.sm_count:
+    tiles = p["tiles"]
+    if tiles * p["splits"] > 16 * device.sm_count:
         return (f"{tiles} tiles x {cfg.split_k} splits is over 16 waves of {device.sm_count} SMs: "
                 "the output alone fills the GPU")
     return tile_constraint(cfg, problem, device)
