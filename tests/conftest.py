@@ -8,6 +8,7 @@ import, before any test module imports gemmtune.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
 import sys
 import zlib
@@ -27,6 +28,34 @@ if importlib.util.find_spec("gemmtune") is None:
     sys.path.insert(0, str(SRC))
 
 HAS_CUDA = torch.cuda.is_available()
+
+
+def _axis(axis) -> list[tuple]:
+    """(value, id) pairs of one parametrize axis: a list of values or pytest.params, or
+    (values, id function)."""
+    values, idfn = axis if isinstance(axis, tuple) else (axis, None)
+    return [(v.values[0], v.id) if isinstance(v, type(pytest.param(0))) else (v, idfn(v) if idfn else str(v))
+            for v in values]
+
+
+def covering(*axes, full: int = 2) -> list:
+    """The product of ``axes`` as pytest.params (ids as stacked parametrize decorators give,
+    first axis first), all but a covering subset marked ``slow``.
+
+    The first ``full`` axes run in full in the fast lane; for each of their combinations the
+    fast lane runs one combination of the other axes, rotating, so that every value of every
+    axis still runs there (the slow lane runs the whole product). Written for the interpreter's
+    kernel matrices, whose full products cost most of the fast lane's time.
+    """
+    heads = list(itertools.product(*map(_axis, axes[:full])))
+    tails = list(itertools.product(*map(_axis, axes[full:])))
+    out = []
+    for i, head in enumerate(heads):
+        for t, tail in enumerate(tails):
+            row = (*head, *tail)
+            out.append(pytest.param(*(v for v, _ in row), id="-".join(x for _, x in row),
+                                    marks=() if t == i % len(tails) else pytest.mark.slow))
+    return out
 
 
 @pytest.fixture(autouse=True)

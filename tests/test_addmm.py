@@ -210,6 +210,7 @@ def test_nn_linear_uses_the_addmm_winner():
     json.dumps(mm.to_json())  # the table (addmm entry included) saves with the dispatcher
 
 
+@pytest.mark.slow  # a max-autotune compile (~11 s on 2 cores); test_table's Inductor lookup check stays fast
 @pytest.mark.skipif(ie.unavailable_reason() is not None, reason="this torch has no Inductor lookup table")
 def test_inductor_asks_for_our_addmm_key_on_cpu(tmp_path):
     """torch.compile(max-autotune) of F.linear on the CPU: Inductor's tuned_addmm asks for

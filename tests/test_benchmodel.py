@@ -20,6 +20,9 @@ def fake_tuner(calls):
     return tune
 
 
+# Slow lane: each model is 10-20 s on 2 cores (greedy decoding and interleaved timing of both
+# modes); the fast lane keeps the unit tests below.
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["tiny-llama", "tiny-gpt2"])
 def test_tiny_model_all_checks_and_report(model, tmp_path):
     calls = []

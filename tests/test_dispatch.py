@@ -147,7 +147,8 @@ def _table_for(m: int, choice_id: str, dtype) -> LookupTable:
     return t
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+# Every mode in the fast lane in fp16; fp32 in the slow lane (the benchmark mode's is ~3 s).
+@pytest.mark.parametrize("dtype", [DTYPES[0], pytest.param(*DTYPES[1].values, id=DTYPES[1].id, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("mode", ["similarity", "benchmark", "table"])
 def test_every_mode_matches_fp64(mode, dtype):
     extra = {"timer": CountingTimer()} if mode == "benchmark" else {}
@@ -239,7 +240,7 @@ def test_decisions_are_cached():
     assert d.n_decisions == 2 and timer.calls == 2 * len(WINNERS) and tune.calls == 1
 
 
-@pytest.mark.parametrize("mode", ["similarity", "benchmark"])
+@pytest.mark.parametrize("mode", ["similarity", pytest.param("benchmark", marks=pytest.mark.slow)])
 def test_threads_decide_each_shape_once(mode):
     timer = CountingTimer()
     d = _dispatcher(mode, dtype=torch.float32, timer=timer) if mode == "benchmark" else \
@@ -300,6 +301,7 @@ def _child_env() -> dict:
     return env
 
 
+@pytest.mark.slow  # a fresh Python importing torch (~3-5 s); in-process save/load tests stay fast
 def test_save_load_round_trip_in_a_new_process(tmp_path):
     tune = FakeTune()
     d = _dispatcher("table", tune=tune, table=_table_for(37, "triton_mm:BM16-BN16-BK16-S1-W2-G8",

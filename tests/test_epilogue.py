@@ -29,6 +29,8 @@ from gemmtune.kernels import skinny, tiled
 from gemmtune.kernels.splitk import SplitKWorkspace
 from gemmtune.verify import compare
 
+from conftest import covering
+
 # Relative Frobenius error by (input dtype, output dtype), as in test_kernels.py: fp32 with ieee
 # dots and fp32 epilogue math sits near 1e-7; a 16-bit output is dominated by its own rounding.
 # The largest element may be off by 10x this times rms(ref) (gemmtune.verify.compare).
@@ -117,10 +119,10 @@ def test_epilogue_value_ids_and_constexprs():
 
 
 # ------------------------------------------------------------------ every family vs fp64
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s[:3])) + f"-{s[3]}B-{s[4]}R")
-@pytest.mark.parametrize("epi", EPILOGUES, ids=_eid)
-@pytest.mark.parametrize("case", CASES, ids=lambda c: Choice(*c).id)
+# Every family case x epilogue in the fast lane, one (shape, dtype) each (rotating); the rest is slow.
+@pytest.mark.parametrize("case,epi,shape,dtype", covering(
+    (CASES, lambda c: Choice(*c).id), (EPILOGUES, _eid),
+    (SHAPES, lambda s: "x".join(map(str, s[:3])) + f"-{s[3]}B-{s[4]}R"), DTYPES))
 def test_family_epilogue_matches_fp64(case, epi, shape, dtype, operand, device):
     family, cfg = case
     m, n, k, layout_b, layout_r = shape

@@ -18,6 +18,8 @@ from gemmtune.configs import AtenConfig, Choice, DecomposeKConfig, SplitKConfig,
 from gemmtune.kernels.splitk import SplitKWorkspace
 from gemmtune.verify import compare
 
+from conftest import covering
+
 # Relative Frobenius error allowed, by (input dtype, output dtype); the largest single
 # element may be off by 10x this times rms(ref) (gemmtune.verify.compare).
 # fp32 (ieee dot, fp32 sums) sits near 1e-7; a 16-bit output is dominated by its own
@@ -83,9 +85,9 @@ def assert_close(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
 
 
 # ------------------------------------------------------------------ shapes x configs
-@pytest.mark.parametrize("dtype", DTYPES_ATEN_CPU)
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("case", TILED_CASES, ids=cid)
+# Every case x shape in the fast lane, one dtype each (rotating); the rest is slow.
+@pytest.mark.parametrize("case,shape,dtype", covering((TILED_CASES, cid), (SHAPES, lambda s: "x".join(map(str, s))),
+                                                      DTYPES_ATEN_CPU))
 def test_family_matches_reference(case, shape, dtype, operand):
     family, cfg = case
     m, n, k = shape
@@ -111,10 +113,9 @@ LAYOUT_CASES = [("triton_mm", TileConfig(32, 32, 64, 2, 4, 8), 257),
                 ("aten", AtenConfig(), 257)]
 
 
-@pytest.mark.parametrize("dtype", DTYPES_ATEN_CPU)
-@pytest.mark.parametrize("layout_b", LAYOUTS)
-@pytest.mark.parametrize("layout_a", LAYOUTS)
-@pytest.mark.parametrize("case", LAYOUT_CASES, ids=lambda c: Choice(c[0], c[1]).id)
+# Every case x layout pair in the fast lane, one dtype each (rotating); the rest is slow.
+@pytest.mark.parametrize("case,layout_a,layout_b,dtype", covering(
+    (LAYOUT_CASES, lambda c: Choice(c[0], c[1]).id), LAYOUTS, LAYOUTS, DTYPES_ATEN_CPU, full=3))
 def test_layouts(case, layout_a, layout_b, dtype, operand):
     family, cfg, k = case
     m, n = 17, 31
@@ -236,7 +237,7 @@ def test_writes_only_its_output(case, operand):
 
 
 # ------------------------------------------------------------------ split-K specifics
-@pytest.mark.parametrize("split", [2, 5, 16])
+@pytest.mark.parametrize("split", [2, pytest.param(5, marks=pytest.mark.slow), pytest.param(16, marks=pytest.mark.slow)])
 def test_splitk_deterministic_is_bitwise_reproducible(split, operand):
     a, b = operand(37, 300, dtype=torch.float32), operand(300, 29, dtype=torch.float32)
     cfg = SplitKConfig(16, 16, 16, 2, 2, 8, split, True)

@@ -812,6 +812,7 @@ def test_analytic_unaligned_cublas_splits_long_k():
     assert not big.aligned_a and a.predict(big, [Choice.parse("aten")])[0] > 0.5
 
 
+@pytest.mark.slow  # two trainings (~3-5 s); test_cli_train_predict_with_model_and_eval keeps the CLI fast
 def test_cli_train_refuses_a_model_worse_than_analytic_unless_forced(tmp_path, capsys, monkeypatch):
     """The issue's case: 'auto' picked an MLP whose held-out best-found (53.2%) was under the
     analytic model's (60.1%), and wrote it. Now it reports both and keeps the analytic default."""

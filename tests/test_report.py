@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -272,6 +273,69 @@ def test_bench_without_gpu_is_a_clear_error(monkeypatch, capsys):
     # A misspelt opt-in mode is named before anything else is looked at.
     assert cli.main(["bench", "--extra-modes", "top20,top50"]) == 2
     assert "unknown extra mode 'top50'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["returns", "raises"])
+def test_bench_run_restores_process_settings(tmp_path, monkeypatch, fail):
+    """benchmark.run sets the compile caches' environment, tf32, Inductor's config, its
+    autotuning hook and TunableOp for its own run, and puts each back when it returns or raises.
+    Everything that needs a GPU is faked: the run goes through the part that sets them."""
+    import torch._inductor.config as icfg
+    from gemmtune.device import DeviceInfo
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/before/triton")
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    # torch's backends flag and Inductor's config are set by hand, put back below (monkeypatch
+    # would delete them on teardown: neither holds the attribute in its own __dict__).
+    tf32, caches = torch.backends.cuda.matmul.allow_tf32, icfg.force_disable_caches
+    torch.backends.cuda.matmul.allow_tf32, icfg.force_disable_caches = True, False
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(DeviceInfo, "from_torch", classmethod(lambda cls, *a, **k: DeviceInfo.lookup("H100")))
+    ceilings = {"copy": {"gbps": 1.0}, "read": None, "mm": {}}
+    monkeypatch.setattr(benchmark, "measure_ceilings", lambda timer: ceilings)
+    monkeypatch.setattr(benchmark, "tune_phase", lambda *a, **k: {"notes": [], "modes": {}, "tuned": {}, "skipped": {},
+                                                                  "extra_s": {}, "errors": {}})
+    seen, installed = {}, []
+    monkeypatch.setattr(benchmark, "_install_autotune_log", lambda log: installed.append(log) or True)
+    monkeypatch.setattr(benchmark, "_remove_autotune_log", lambda log: installed.remove(log))
+
+    class FakeTunableOp:
+        closed = 0
+
+        def __init__(self, scratch):
+            pass
+
+        def close(self):
+            FakeTunableOp.closed += 1
+
+    monkeypatch.setattr(benchmark, "TunableOp", FakeTunableOp)
+
+    def measure_shape(*a, **k):
+        seen.update(triton=os.environ.get("TRITON_CACHE_DIR"), inductor=os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
+                    tf32=torch.backends.cuda.matmul.allow_tf32, caches=icfg.force_disable_caches,
+                    hooks=len(installed))
+        if fail:
+            raise RuntimeError("a GPU fault")
+        return {"cublas": None, "methods": {}}
+
+    monkeypatch.setattr(benchmark, "measure_shape", measure_shape)
+    shapes = _shapes()[:1]
+    try:
+        if fail:
+            with pytest.raises(RuntimeError, match="a GPU fault"):
+                benchmark.run(shapes, out_dir=tmp_path, render=False, log=lambda msg: None)
+        else:
+            benchmark.run(shapes, out_dir=tmp_path, render=False, log=lambda msg: None)
+        after = torch.backends.cuda.matmul.allow_tf32, icfg.force_disable_caches
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, icfg.force_disable_caches = tf32, caches
+    # Set while it ran ...
+    assert seen["triton"].endswith("triton-bench") and seen["inductor"].endswith("inductor")
+    assert seen["tf32"] is False and seen["caches"] is True and seen["hooks"] == 1
+    # ... and put back afterwards.
+    assert os.environ.get("TRITON_CACHE_DIR") == "/before/triton" and "TORCHINDUCTOR_CACHE_DIR" not in os.environ
+    assert after == (True, False)
+    assert installed == [] and FakeTunableOp.closed >= 1
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the real process would run the benchmark")

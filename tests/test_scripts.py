@@ -86,6 +86,7 @@ def test_bench_edge_smoke(tmp_path):
     assert "| m1_64x40 | 1×64×40 | `BM16-BN32-BK16-S2-W4-G4` |" in (tmp_path / "report.md").read_text()
 
 
+@pytest.mark.slow  # a collect.py dry run over every phase (~6 s); test_model's collect tests stay fast
 def test_collect_dry_run_counts_what_a_store_leaves(tmp_path):
     """collect.py --dry-run --resume-from: the plan minus what the store already holds."""
     import re
@@ -182,6 +183,7 @@ def test_collect_launch_bound_rows_are_the_old_cut_rows_under_the_bound(tmp_path
     assert collect.launch_bound_rows(store) == [] and len(collect.measured_keys(store)) == 4
 
 
+@pytest.mark.slow  # reads and reports every committed H200 dispatch result (~4 s)
 def test_report_dispatch_on_the_committed_h200_results(tmp_path):
     files = sorted(RESULTS.glob("bench_dispatch-*.json"))
     assert len(files) == 5

@@ -19,6 +19,8 @@ from gemmtune.kernels.splitk import SplitKWorkspace
 from gemmtune.problem import Problem
 from gemmtune.verify import compare
 
+from conftest import covering
+
 # Relative Frobenius error by input dtype (fp32 accumulation everywhere): fp32 inputs use
 # exact fp32 products (input_precision ieee) and sit near 1e-7; 16-bit outputs are
 # dominated by their own rounding (rms ~2e-4 for fp16, ~2e-3 for bf16).
@@ -60,10 +62,10 @@ DTYPES = [pytest.param(torch.float16, id="fp16"), pytest.param(torch.float32, id
           pytest.param(torch.bfloat16, id="bf16")]
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("layout_b", ["row", "col"])
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.id)
+# Every config x shape in the fast lane, with one (layout, dtype) of six each, rotating; the rest is slow.
+@pytest.mark.parametrize("cfg,shape,layout_b,dtype", covering((CONFIGS, lambda c: c.id),
+                                                              (SHAPES, lambda s: "x".join(map(str, s))),
+                                                              ["row", "col"], DTYPES))
 def test_matches_fp64(cfg, shape, layout_b, dtype, operand):
     m, n, k = shape
     if not _fits(cfg, m):

@@ -226,12 +226,9 @@ def test_splitk_space_honours_constraints(problem, kind):
         cfg = ch.config
         assert isinstance(cfg, SplitKConfig) and cfg.split_k >= 2
         assert triton.cdiv(problem.k, cfg.split_k) >= 128  # slices of at least 128
-        per = triton.cdiv(triton.cdiv(problem.k, cfg.split_k), cfg.block_k) * cfg.block_k
-        splits = triton.cdiv(problem.k, per)
-        ws = 4 * problem.m * problem.n * (splits if cfg.deterministic else 1)
-        assert ws <= 256 * 2**20
-        tiles = triton.cdiv(problem.m, cfg.block_m) * triton.cdiv(problem.n, cfg.block_n)
-        assert tiles * splits <= 16 * H100.sm_count
+        p = splitk.plan(problem.m, problem.n, problem.k, cfg)  # the launcher's own arithmetic
+        assert 4 * problem.m * problem.n * (p["splits"] if cfg.deterministic else 1) <= 256 * 2**20
+        assert p["tiles"] * p["splits"] <= 16 * H100.sm_count
         assert independent_reason(cfg, problem, H100) is None
     for ch, reason in rejected:
         assert isinstance(reason, str) and reason

@@ -160,7 +160,7 @@ def test_info_reports_device_and_versions():
 
 @pytest.mark.parametrize("runner, needle", [
     ("gemmtune.nope:handle", "gemmtune.nope"),              # no such module
-    ("gemmtune.bench.faults:nope", "nope"),                 # no such function
+    pytest.param("gemmtune.bench.faults:nope", "nope", marks=pytest.mark.slow),  # no such function
 ])
 def test_broken_runner_fails_at_startup_with_a_useful_message(runner, needle):
     t0 = time.monotonic()
@@ -207,6 +207,7 @@ def test_worker_dying_while_idle_during_map_is_replaced():
     assert _worker_children() == []
 
 
+@pytest.mark.slow  # ~4 s of worker restarts; the crash tests above keep the pool's recovery in the fast lane
 def test_worker_dying_between_maps_does_not_cost_a_task():
     with _pool(1, gpus=[]) as pool:
         pool.info()
@@ -218,6 +219,7 @@ def test_worker_dying_between_maps_does_not_cost_a_task():
         assert pool.workers[0].proc.poll() is None
 
 
+@pytest.mark.slow  # ~4 s of worker restarts, as the test above
 def test_info_after_idle_death_replaces_the_worker():
     with _pool(1, gpus=[]) as pool:
         pool.info()

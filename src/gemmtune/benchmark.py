@@ -45,6 +45,7 @@ writes the JSON and its report.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.metadata
 import inspect
@@ -217,6 +218,48 @@ def _install_autotune_log(log: AutotuneLog) -> bool:
         return True
     except Exception:
         return False
+
+
+def _remove_autotune_log(log: AutotuneLog) -> None:
+    """Unregister ``log`` from Inductor's algorithm selector, where this torch lets us."""
+    try:
+        from torch._inductor import select_algorithm as sa
+
+        fns = getattr(getattr(sa, "_ALGORITHM_SELECTOR_CACHE", None), "feedback_saver_fns", None)
+        while isinstance(fns, list) and any(f is log for f in fns):
+            fns.remove(next(f for f in fns if f is log))
+    except Exception:  # an older torch: nothing we can undo
+        pass
+
+
+class ProcessSettings(contextlib.ExitStack):
+    """Process-wide settings changed for a while: each ``setenv`` / ``setattr`` remembers the
+    value it replaced, and leaving the block puts them all back (in reverse order), also when
+    the block raises; ``callback`` adds any other undo step.
+
+        >>> import os
+        >>> with ProcessSettings() as s:
+        ...     s.setenv("GEMMTUNE_DOCTEST", "1")
+        >>> "GEMMTUNE_DOCTEST" in os.environ
+        False
+    """
+
+    def setenv(self, name: str, value: str) -> None:
+        old = os.environ.get(name)
+        self.callback(_restore_env, name, old)
+        os.environ[name] = value
+
+    def setattr(self, obj, name: str, value) -> None:
+        old = getattr(obj, name)
+        self.callback(setattr, obj, name, old)
+        setattr(obj, name, value)
+
+
+def _restore_env(name: str, old: str | None) -> None:
+    if old is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = old
 
 
 def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -835,107 +878,112 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
     ceilings_file = ceilings_file or os.environ.get(ENV_CEILINGS) or None
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 rows are true fp32 for every method
-    scratch = Path(tempfile.mkdtemp(prefix="gemmtune-bench-"))
-    # Fresh compile caches: every tuning time below includes its compilation.
-    os.environ["TRITON_CACHE_DIR"] = str(scratch / "triton-bench")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(scratch / "inductor")
-    dev = DeviceInfo.from_torch()
-    timer = CudaGraphTimer(replays=repeats)
-    header = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device_name": dev.name,
-              "capability": dev.capability_str, "torch": torch.__version__, "triton": triton.__version__,
-              "gemmtune": __version__, "nvmmh": _version("nvidia-matmul-heuristics"),
-              "python": platform.python_version(), "suite": suite, "groups": list(groups) if groups else None,
-              "limit": limit, "repeats": repeats, "rounds": max(1, min(rounds, repeats)), "seed": seed,
-              "inductor_mode": INDUCTOR_MODE, "timer": timer_text(repeats, rounds, timer.eager_calls),
-              "modes": {}, "phases_s": {}}
-    suffix = "-".join(groups or []) + (f"-first{limit}" if limit else "")
-    path = out / report.bench_filename(header, suffix)
-    doc = {"schema": report.SCHEMA, "source": "", "header": header, "ceilings": None, "notes": [],
-           "shapes": []}
+    # Every process-wide setting below (environment, torch.backends, Inductor's config, the
+    # autotuning hook, TunableOp) goes back to what it was when run returns or raises.
+    with ProcessSettings() as settings:
+        settings.setattr(torch.backends.cuda.matmul, "allow_tf32", False)  # fp32 rows are true fp32 for every method
+        scratch = Path(tempfile.mkdtemp(prefix="gemmtune-bench-"))
+        # Fresh compile caches: every tuning time below includes its compilation.
+        settings.setenv("TRITON_CACHE_DIR", str(scratch / "triton-bench"))
+        settings.setenv("TORCHINDUCTOR_CACHE_DIR", str(scratch / "inductor"))
+        dev = DeviceInfo.from_torch()
+        timer = CudaGraphTimer(replays=repeats)
+        header = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device_name": dev.name,
+                  "capability": dev.capability_str, "torch": torch.__version__, "triton": triton.__version__,
+                  "gemmtune": __version__, "nvmmh": _version("nvidia-matmul-heuristics"),
+                  "python": platform.python_version(), "suite": suite, "groups": list(groups) if groups else None,
+                  "limit": limit, "repeats": repeats, "rounds": max(1, min(rounds, repeats)), "seed": seed,
+                  "inductor_mode": INDUCTOR_MODE, "timer": timer_text(repeats, rounds, timer.eager_calls),
+                  "modes": {}, "phases_s": {}}
+        suffix = "-".join(groups or []) + (f"-first{limit}" if limit else "")
+        path = out / report.bench_filename(header, suffix)
+        doc = {"schema": report.SCHEMA, "source": "", "header": header, "ceilings": None, "notes": [],
+               "shapes": []}
 
-    say(f"gemmtune bench: {len(shapes)} shapes on {dev.name} -> {path}")
-    t0 = time.perf_counter()
-    c = load_ceilings(ceilings_file, dev.name) if ceilings_file else None
-    if c is None:
-        c = measure_ceilings(timer)
-        if ceilings_file:
-            save_ceilings(ceilings_file, dev.name, c)
-    doc["ceilings"] = c
-    header["phases_s"]["ceilings"] = time.perf_counter() - t0
-    say("ceilings: copy {:.0f} GB/s, read {} GB/s; ".format(
-        c["copy"]["gbps"], f"{c['read']['gbps']:.0f}" if (c.get("read") or {}).get("gbps") else "-")
-        + ", ".join(f"{k} {v['tflops']:.0f} TFLOP/s" for k, v in c["mm"].items()))
-    report.save_bench(doc, path)
-
-    t0 = time.perf_counter()
-    phase = tune_phase(shapes, tune_fn=tune_fn, scratch=scratch, seed=seed, provenance=provenance(
-        dev.name, dev.capability_str, torch.__version__, triton.__version__, __version__, "nvmmh"), say=say,
-        extra=extra)
-    header["phases_s"]["tune"] = time.perf_counter() - t0
-    doc["notes"] += phase["notes"]
-    header["modes"] = phase["modes"]
-    # The timing phase loads the kernels the tuning phase compiled instead of compiling them
-    # again (Triton's cache is keyed by source, constants and target: a binary is only ever
-    # reused for the very same kernel). Tuning times are unaffected: each mode compiled in a
-    # cache of its own, from nothing; Inductor's kernels have their own sources.
-    restored = 0
-    for mode in phase["modes"]:
-        try:
-            restored += binaries.restore(scratch / f"triton-{mode}")[0]
-        except Exception as e:  # only costs compile time
-            doc["notes"].append(f"kernel binaries of {mode} not reused for timing: {type(e).__name__}: {e}"[:300])
-    header["reused_binaries"] = restored
-    report.save_bench(doc, path)
-
-    inductor_log = None
-    if skip_inductor:
-        doc["notes"].append("Inductor: skipped (--skip-inductor)")
-    else:
-        import torch._inductor.config as icfg
-        icfg.force_disable_caches = True  # its tuning is paid in full, every shape
-        inductor_log = AutotuneLog()
-        if not _install_autotune_log(inductor_log):
-            doc["notes"].append("Inductor's autotuning feedback hook is not available in this torch: "
-                                "its choices are read from the generated code only")
-    state = WorkerState(timer=timer)
-    tunableop = None
-    if skip_tunableop:
-        doc["notes"].append("TunableOp: skipped (--skip-tunableop)")
-    else:
-        try:
-            tunableop = TunableOp(scratch)
-        except Exception as e:  # an old torch without torch.cuda.tunable
-            doc["notes"].append(f"TunableOp: not available ({type(e).__name__}: {e})"[:300])
-    t_measure = time.perf_counter()
-    longest = 0.0
-    for i, s in enumerate(shapes):
-        if deadline is not None and time.time() + longest > deadline:
-            left = [x.name for x in shapes[i:]]
-            doc["notes"].append(f"deadline: {len(left)} of {len(shapes)} shapes not measured (the longest shape so "
-                                f"far took {longest:.0f} s and too little time was left): {', '.join(left)}")
-            header["unmeasured"] = left
-            say(doc["notes"][-1])
-            break
+        say(f"gemmtune bench: {len(shapes)} shapes on {dev.name} -> {path}")
         t0 = time.perf_counter()
-        rec = measure_shape(s, state, c, phase["tuned"], phase["skipped"], seed=seed, inductor_log=inductor_log,
-                            extra_s=phase["extra_s"], errors=phase["errors"], rounds=rounds, tunableop=tunableop)
-        rec["measure_s"] = time.perf_counter() - t0
-        longest = max(longest, rec["measure_s"])
-        doc["shapes"].append(rec)
-        header["phases_s"]["measure"] = time.perf_counter() - t_measure
-        header["phases_s"]["run"] = time.perf_counter() - t_run
+        c = load_ceilings(ceilings_file, dev.name) if ceilings_file else None
+        if c is None:
+            c = measure_ceilings(timer)
+            if ceilings_file:
+                save_ceilings(ceilings_file, dev.name, c)
+        doc["ceilings"] = c
+        header["phases_s"]["ceilings"] = time.perf_counter() - t0
+        say("ceilings: copy {:.0f} GB/s, read {} GB/s; ".format(
+            c["copy"]["gbps"], f"{c['read']['gbps']:.0f}" if (c.get("read") or {}).get("gbps") else "-")
+            + ", ".join(f"{k} {v['tflops']:.0f} TFLOP/s" for k, v in c["mm"].items()))
         report.save_bench(doc, path)
-        cells = []
-        for m, label in (("cublas", "cuBLAS"), *report.METHODS):
-            r = rec["cublas"] if m == "cublas" else rec["methods"].get(m)
-            k = report.kernel(r)
-            cells.append(f"{label} {k['ms'] * 1e3:.2f}" if k else f"{label} {(r or {}).get('status', '-')}")
-        say(f"{s.group:8} {s.name:24} ({rec['measure_s']:5.1f} s) " + "  ".join(cells))
-    if tunableop is not None:
-        tunableop.close()
-    report.save_bench(doc, path)
-    if render:
-        written = report.render(doc, out, path.stem)
-        say("report: " + ", ".join(str(p) for p in written.values()))
-    return path
+
+        t0 = time.perf_counter()
+        phase = tune_phase(shapes, tune_fn=tune_fn, scratch=scratch, seed=seed, provenance=provenance(
+            dev.name, dev.capability_str, torch.__version__, triton.__version__, __version__, "nvmmh"), say=say,
+            extra=extra)
+        header["phases_s"]["tune"] = time.perf_counter() - t0
+        doc["notes"] += phase["notes"]
+        header["modes"] = phase["modes"]
+        # The timing phase loads the kernels the tuning phase compiled instead of compiling them
+        # again (Triton's cache is keyed by source, constants and target: a binary is only ever
+        # reused for the very same kernel). Tuning times are unaffected: each mode compiled in a
+        # cache of its own, from nothing; Inductor's kernels have their own sources.
+        restored = 0
+        for mode in phase["modes"]:
+            try:
+                restored += binaries.restore(scratch / f"triton-{mode}")[0]
+            except Exception as e:  # only costs compile time
+                doc["notes"].append(f"kernel binaries of {mode} not reused for timing: {type(e).__name__}: {e}"[:300])
+        header["reused_binaries"] = restored
+        report.save_bench(doc, path)
+
+        inductor_log = None
+        if skip_inductor:
+            doc["notes"].append("Inductor: skipped (--skip-inductor)")
+        else:
+            import torch._inductor.config as icfg
+            settings.setattr(icfg, "force_disable_caches", True)  # its tuning is paid in full, every shape
+            inductor_log = AutotuneLog()
+            settings.callback(_remove_autotune_log, inductor_log)
+            if not _install_autotune_log(inductor_log):
+                doc["notes"].append("Inductor's autotuning feedback hook is not available in this torch: "
+                                    "its choices are read from the generated code only")
+        state = WorkerState(timer=timer)
+        tunableop = None
+        if skip_tunableop:
+            doc["notes"].append("TunableOp: skipped (--skip-tunableop)")
+        else:
+            try:
+                tunableop = TunableOp(scratch)
+                settings.callback(tunableop.close)  # torch.cuda.tunable put back, also after an exception
+            except Exception as e:  # an old torch without torch.cuda.tunable
+                doc["notes"].append(f"TunableOp: not available ({type(e).__name__}: {e})"[:300])
+        t_measure = time.perf_counter()
+        longest = 0.0
+        for i, s in enumerate(shapes):
+            if deadline is not None and time.time() + longest > deadline:
+                left = [x.name for x in shapes[i:]]
+                doc["notes"].append(f"deadline: {len(left)} of {len(shapes)} shapes not measured (the longest shape so "
+                                    f"far took {longest:.0f} s and too little time was left): {', '.join(left)}")
+                header["unmeasured"] = left
+                say(doc["notes"][-1])
+                break
+            t0 = time.perf_counter()
+            rec = measure_shape(s, state, c, phase["tuned"], phase["skipped"], seed=seed, inductor_log=inductor_log,
+                                extra_s=phase["extra_s"], errors=phase["errors"], rounds=rounds, tunableop=tunableop)
+            rec["measure_s"] = time.perf_counter() - t0
+            longest = max(longest, rec["measure_s"])
+            doc["shapes"].append(rec)
+            header["phases_s"]["measure"] = time.perf_counter() - t_measure
+            header["phases_s"]["run"] = time.perf_counter() - t_run
+            report.save_bench(doc, path)
+            cells = []
+            for m, label in (("cublas", "cuBLAS"), *report.METHODS):
+                r = rec["cublas"] if m == "cublas" else rec["methods"].get(m)
+                k = report.kernel(r)
+                cells.append(f"{label} {k['ms'] * 1e3:.2f}" if k else f"{label} {(r or {}).get('status', '-')}")
+            say(f"{s.group:8} {s.name:24} ({rec['measure_s']:5.1f} s) " + "  ".join(cells))
+        if tunableop is not None:
+            tunableop.close()
+        report.save_bench(doc, path)
+        if render:
+            written = report.render(doc, out, path.stem)
+            say("report: " + ", ".join(str(p) for p in written.values()))
+        return path

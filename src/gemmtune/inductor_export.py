@@ -76,22 +76,23 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import kernels
+from .kernels import aten, decompose_k, persistent, triton_mm
+from .kernels.base import Unsupported
 from .problem import Problem
 from .table import LookupTable, TableError, as_table, check_provenance
 
-TRITON_MM = "triton::mm"
-PERSISTENT_TMA = "triton::mm_persistent_tma"
-TMA_DESCRIPTOR_SIZE = 128  # bytes of a CUtensorMap (Inductor's TMA_SIZE option)
-DECOMPOSE_K = "decompose_k"
-ATEN_MM = "aten::mm"
+# Each family's export lives in its module (its inductor_export); the template ids here
+# are theirs, for the notes below.
+TRITON_MM = triton_mm.INDUCTOR_TEMPLATE
+PERSISTENT_TMA = persistent.INDUCTOR_TEMPLATE
+TMA_DESCRIPTOR_SIZE = persistent.TMA_DESCRIPTOR_SIZE
+DECOMPOSE_K = decompose_k.INDUCTOR_TEMPLATE
+ATEN_MM = aten.INDUCTOR_TEMPLATE
 OP_NAME = "mm"
 ADDMM_SCALARS = "alpha=1&beta=1"  # tuned_addmm's MMKernelInputs scalars, sorted and joined as its key does
 _TORCH_DTYPES = {"float16": "torch.float16", "bfloat16": "torch.bfloat16", "float32": "torch.float32"}
 DEFAULT_DECOMPOSE_K_THRESHOLD = 32  # torch._inductor.config.triton.decompose_k_threshold's default
-
-
-class Unsupported(ValueError):
-    """A problem or choice Inductor's lookup table cannot express (the message says why)."""
 
 
 @dataclass(frozen=True)
@@ -166,51 +167,16 @@ def check_problem(problem: Problem) -> None:
 def choice_config(choice, problem: Problem, sm_count: int | None = None) -> dict:
     """The Inductor config for one gemmtune choice; raises Unsupported with the reason.
 
-    ``sm_count``: the SMs of the table's GPU, for the persistent template's grid (NUM_SMS)."""
+    ``sm_count``: the SMs of the table's GPU, for the persistent template's grid (NUM_SMS).
+    The family's own ``inductor_export`` builds it (kernels/<family>.py)."""
     if choice.pad:
         raise Unsupported("pad+ choices: Inductor pads operands on its own "
                           "(torch._inductor.config.shape_padding); its templates have no pad variant")
-    cfg = choice.config
-    if problem.op == "addmm" and choice.family == "decompose_k":
-        raise Unsupported("decompose_k for addmm: Inductor's tuned_addmm offers no decompose_k template")
-    if problem.op == "addmm" and choice.family == "aten":
-        raise Unsupported("aten for addmm: Inductor looks cuBLAS (aten::addmm) up under another key and "
-                          "keeps it on a miss, so it stays among Inductor's candidates without an entry")
-    if choice.family == "triton_mm":
-        return {"template_id": TRITON_MM, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
-                "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m, "num_stages": cfg.num_stages,
-                "num_warps": cfg.num_warps,
-                # torch 2.13 merges this over the kwargs of its own first config, whose
-                # EVEN_K belongs to that config's BLOCK_K: ours must be stated.
-                "EVEN_K": problem.k % cfg.block_k == 0,
-                # torch 2.11 renders the template with this config alone and failed on
-                # the H200 with "'USE_FAST_ACCUM' is undefined": give the whole option
-                # set Inductor's mm heuristics build (fp32 accumulation, no fast accum).
-                "USE_FAST_ACCUM": False, "ACC_TYPE": "tl.float32"}
-    if choice.family == "persistent_tma":
-        if cfg.warp_spec or cfg.flatten:
-            raise Unsupported("persistent_tma with warp specialisation or a flattened loop: Inductor's "
-                              "Hopper persistent TMA template has neither knob")
-        if sm_count is None:
-            raise Unsupported("persistent_tma: the table names no known GPU, so its SM count "
-                              "(the template's NUM_SMS) is unknown")
-        # Inductor's persistent TMA template (mm_persistent_tma) with our tile, and the TMA
-        # options its heuristic adds (A/B_ROW_MAJOR from the key's layouts, the stable
-        # tensor-descriptor API that triton 3.6+ has).
-        return {"template_id": PERSISTENT_TMA, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
-                "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m, "num_stages": cfg.num_stages,
-                "num_warps": cfg.num_warps, "EVEN_K": problem.k % cfg.block_k == 0,
-                "USE_FAST_ACCUM": False, "ACC_TYPE": "tl.float32",
-                "A_ROW_MAJOR": problem.layout_a == "row", "B_ROW_MAJOR": problem.layout_b == "row",
-                "NUM_SMS": sm_count, "TMA_SIZE": TMA_DESCRIPTOR_SIZE, "TMA_EXPERIMENTAL_API": False}
-    if choice.family == "decompose_k":
-        return {"template_id": DECOMPOSE_K, "k_split": cfg.split}
-    if choice.family == "aten":
-        return {"template_id": ATEN_MM}
-    if choice.family == "splitk":
-        raise Unsupported("splitk: Inductor has no fused split-K mm template "
-                          "(its decompose_k is gemmtune's decompose_k family)")
-    raise Unsupported(f"family {choice.family}: no Inductor template")
+    try:
+        family = kernels.get(choice.family)
+    except ValueError:
+        raise Unsupported(f"family {choice.family}: no Inductor template") from None
+    return family.inductor_export(choice, problem, sm_count)
 
 
 def _sm_count(provenance: dict) -> int | None:

@@ -1,25 +1,43 @@
-"""Kernel families. Each module holds one family: its launcher and its config space.
+"""Kernel families. Each module holds one family: its launcher, its config space, its plan.
 
-A family module exposes ``NAME``, ``CONFIG`` (its config dataclass),
-``space(problem, device, kind) -> (kept, rejected)``, ``constraint(cfg, problem,
-device) -> reason | None``, ``validate(problem, cfg)`` (raises ValueError when the
-family cannot run the config at all) and ``run(a, b, out, cfg, *, allow_tf32,
+A family module satisfies ``kernels.base.KernelFamily``: ``NAME``, ``CONFIG`` (its config
+dataclass), ``space(problem, device, kind) -> (kept, rejected)``, ``constraint(cfg, problem,
+device) -> reason | None``, ``validate(problem, cfg)`` (raises ValueError when the family
+cannot run the config at all), ``plan(m, n, k, cfg, sms=None) -> dict`` (grid, splits,
+workspace: the one source of that arithmetic), ``run(a, b, out, cfg, *, allow_tf32,
 workspace, epilogue)``, where ``epilogue`` is None or a checked
-``gemmtune.epilogue.EpilogueArgs`` (bias, activation, residual fused into the store).
+``gemmtune.epilogue.EpilogueArgs`` (bias, activation, residual fused into the store),
+``prepare`` (same arguments; a prepared launch or None), ``features_row`` (the model's
+ChoiceBatch row) and ``inductor_export`` (Inductor's lookup-table config, or
+``base.Unsupported``). ``register`` checks a family against the protocol and adds it.
 """
-
-from types import ModuleType
 
 import torch
 
 from ..epilogue import EpilogueArgs
 from . import aten, decompose_k, persistent, skinny, splitk, triton_mm
+from .base import KernelFamily, missing
 
-FAMILIES: dict[str, ModuleType] = {m.NAME: m for m in (triton_mm, splitk, skinny, persistent, decompose_k, aten)}
+FAMILIES: dict[str, KernelFamily] = {}
+
+
+def register(family: KernelFamily) -> KernelFamily:
+    """Add ``family`` to FAMILIES (a new family is its module plus one call here)."""
+    if not isinstance(family, KernelFamily):
+        raise TypeError(f"{getattr(family, '__name__', family)!r} is not a KernelFamily "
+                        f"(missing: {', '.join(missing(family))})")
+    if family.NAME in FAMILIES and FAMILIES[family.NAME] is not family:
+        raise ValueError(f"kernel family {family.NAME!r} is registered already")
+    FAMILIES[family.NAME] = family
+    return family
+
+
+for _family in (triton_mm, splitk, skinny, persistent, decompose_k, aten):
+    register(_family)
 TRITON_FAMILIES = ("triton_mm", "splitk", "skinny", "persistent_tma", "decompose_k")
 
 
-def get(name: str) -> ModuleType:
+def get(name: str) -> KernelFamily:
     try:
         return FAMILIES[name]
     except KeyError:

@@ -8,9 +8,11 @@ from ..device import DeviceInfo
 from ..problem import Problem
 from ..configs import AtenConfig
 from ..epilogue import EpilogueArgs, apply_
+from .base import Unsupported
 
 NAME = "aten"
 CONFIG = AtenConfig
+INDUCTOR_TEMPLATE = "aten::mm"  # cuBLAS among Inductor's candidates
 
 
 def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
@@ -23,6 +25,11 @@ def validate(problem: Problem, cfg: AtenConfig) -> None:
 
 def constraint(cfg: AtenConfig, problem: Problem, device: DeviceInfo) -> str | None:
     return None
+
+
+def plan(m: int, n: int, k: int, cfg: AtenConfig, sms: int | None = None) -> dict:
+    """A library call: no grid of ours, no split, no workspace."""
+    return {"grid": None, "tiles": 0, "splits": 1, "k_per_split": k, "workspace_bytes": 0}
 
 
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: AtenConfig, *,
@@ -54,3 +61,21 @@ def _mm_out_dtype(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
         except (TypeError, RuntimeError, NotImplementedError):
             pass
     torch.mm(a.to(out.dtype), b.to(out.dtype), out=out)
+
+
+def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: AtenConfig, *,
+            allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None):
+    """None: torch.mm has no launch of ours to prepare."""
+    return None
+
+
+def features_row(facts: tuple, choice) -> tuple:
+    m, n, k, al_a, al_b = facts
+    return (choice.pad, 0, 0, 0, 0, 0, 0, 1, 0, m, n, k, k, al_a, al_b)
+
+
+def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> dict:
+    if problem.op == "addmm":
+        raise Unsupported("aten for addmm: Inductor looks cuBLAS (aten::addmm) up under another key and "
+                          "keeps it on a miss, so it stays among Inductor's candidates without an entry")
+    return {"template_id": INDUCTOR_TEMPLATE}

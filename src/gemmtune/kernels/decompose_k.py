@@ -17,10 +17,12 @@ from ..problem import Problem
 from ..configs import DecomposeKConfig, SplitKConfig, next_pow2, tile_constraint
 from .splitk import MAX_WORKSPACE_BYTES
 from ..epilogue import EpilogueArgs
+from .base import Unsupported, tile_row
 from .tiled import launch_sum_splits, launch_tiled
 
 NAME = "decompose_k"
 CONFIG = DecomposeKConfig
+INDUCTOR_TEMPLATE = "decompose_k"  # Inductor's decompose_k: the same bmm + sum, k_split ways
 MIN_PART = 128  # each k-part at least 128 long
 DEFAULT_MAX_CANDIDATES = 6
 
@@ -74,16 +76,43 @@ def validate(problem: Problem, cfg: DecomposeKConfig) -> None:
         raise ValueError(f"decompose_k split={cfg.split} does not divide K={problem.k}")
 
 
+def plan(m: int, n: int, k: int, cfg: DecomposeKConfig, sms: int | None = None) -> dict:
+    """The bmm launch: one program per (output tile, k-part), fp32 partials [split, M, N]
+    (then one sum kernel). ``tile``: the bmm's tile (``tile_for``)."""
+    tile = tile_for(m, n, k, cfg.split)
+    tiles = -(-m // tile.block_m) * -(-n // tile.block_n)
+    return {"grid": (tiles, cfg.split), "tiles": tiles, "splits": cfg.split, "k_per_split": k // cfg.split,
+            "workspace_bytes": 4 * cfg.split * m * n, "tile": tile}
+
+
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: DecomposeKConfig, *,
         allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None) -> None:
     """The bmm into fp32 partials, then their sum; the ``epilogue`` runs in the sum kernel
     (a partial plus a bias, activated, would be wrong: act(p0 + p1 + b) != sum of act(p_s + b))."""
     M, K = a.shape
     N = b.shape[1]
-    tile = tile_for(M, N, K, cfg.split)
+    tile = plan(M, N, K, cfg)["tile"]
     partials = torch.empty((cfg.split, M, N), dtype=torch.float32, device=a.device)
     launch_tiled(a, b, partials, block_m=tile.block_m, block_n=tile.block_n, block_k=tile.block_k,
                  group_m=tile.group_m, num_stages=tile.num_stages, num_warps=tile.num_warps,
                  k_per_split=K // cfg.split, split_mode=0, stride_cz=partials.stride(0),
                  allow_tf32=allow_tf32)
     launch_sum_splits(partials, out, epilogue=epilogue)
+
+
+def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: DecomposeKConfig, *,
+            allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None):
+    """None: two launches and a fresh partials buffer per call, no prepared fast path."""
+    return None
+
+
+def features_row(facts: tuple, choice) -> tuple:
+    p = plan(*facts[:3], choice.config)
+    # k_len at least 1: a split larger than K (never kept by the space) still gives a row.
+    return tile_row(facts, choice, p["tile"], splits=choice.config.split, det=1, k_len=max(1, p["k_per_split"]))
+
+
+def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> dict:
+    if problem.op == "addmm":
+        raise Unsupported("decompose_k for addmm: Inductor's tuned_addmm offers no decompose_k template")
+    return {"template_id": INDUCTOR_TEMPLATE, "k_split": choice.config.split}

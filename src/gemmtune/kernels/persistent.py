@@ -47,6 +47,7 @@ from ..configs import PersistentConfig, check_block_sizes, prune, scale_tile, ti
 from ..device import DeviceInfo
 from ..epilogue import EpilogueArgs
 from ..problem import Problem, element_size
+from .base import Unsupported, tile_row
 from .tiled import (_INTERPRETED, _launch, epilogue_consts, epilogue_pointers, epilogue_strides,
                     epilogue_tensors, fused_epilogue, input_precision, mma, needs_int64)
 
@@ -57,6 +58,8 @@ except ImportError:  # pragma: no cover - an older triton: the family reports it
 
 NAME = "persistent_tma"
 CONFIG = PersistentConfig
+INDUCTOR_TEMPLATE = "triton::mm_persistent_tma"  # Inductor's Hopper persistent TMA template
+TMA_DESCRIPTOR_SIZE = 128  # bytes of a CUtensorMap (Inductor's TMA_SIZE option)
 
 TMA_ALIGN = 16        # bytes: base address and every leading stride (cuTensorMapEncodeTiled)
 MAX_BOX = 256         # elements per box dimension (cuTensorMapEncodeTiled)
@@ -254,10 +257,13 @@ def num_programs(device: torch.device, tiles: int) -> int:
                       tiles))
 
 
-def plan(m: int, n: int, k: int, cfg: PersistentConfig, sms: int) -> dict:
-    """Tiles and programs of one launch: the single source for the launcher and the model."""
+def plan(m: int, n: int, k: int, cfg: PersistentConfig, sms: int | None = None) -> dict:
+    """Tiles and programs of one launch: the single source for the launcher and the model.
+    ``sms``: programs at most (one per SM); None, one per tile."""
     tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
-    return {"tiles": tiles, "programs": max(1, min(sms, tiles)), "k_tiles": triton.cdiv(k, cfg.block_k)}
+    programs = max(1, tiles if sms is None else min(sms, tiles))
+    return {"grid": (programs,), "tiles": tiles, "splits": 1, "k_per_split": k, "workspace_bytes": 0,
+            "programs": programs, "k_tiles": triton.cdiv(k, cfg.block_k)}
 
 
 def _descriptor(t: torch.Tensor, layout: str, box_rows: int, box_cols: int):
@@ -303,6 +309,35 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: PersistentConf
                                                     "num_stages": cfg.num_stages})
 
 
+def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: PersistentConfig, *,
+            allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None):
+    """None: the TMA descriptors are built per call, no prepared fast path yet."""
+    return None
+
+
+def features_row(facts: tuple, choice) -> tuple:
+    return tile_row(facts, choice, choice.config)
+
+
+def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> dict:
+    cfg = choice.config
+    if cfg.warp_spec or cfg.flatten:
+        raise Unsupported("persistent_tma with warp specialisation or a flattened loop: Inductor's "
+                          "Hopper persistent TMA template has neither knob")
+    if sm_count is None:
+        raise Unsupported("persistent_tma: the table names no known GPU, so its SM count "
+                          "(the template's NUM_SMS) is unknown")
+    # Inductor's persistent TMA template (mm_persistent_tma) with our tile, and the TMA
+    # options its heuristic adds (A/B_ROW_MAJOR from the key's layouts, the stable
+    # tensor-descriptor API that triton 3.6+ has).
+    return {"template_id": INDUCTOR_TEMPLATE, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
+            "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m, "num_stages": cfg.num_stages,
+            "num_warps": cfg.num_warps, "EVEN_K": problem.k % cfg.block_k == 0,
+            "USE_FAST_ACCUM": False, "ACC_TYPE": "tl.float32",
+            "A_ROW_MAJOR": problem.layout_a == "row", "B_ROW_MAJOR": problem.layout_b == "row",
+            "NUM_SMS": sm_count, "TMA_SIZE": TMA_DESCRIPTOR_SIZE, "TMA_EXPERIMENTAL_API": False}
+
+
 def available() -> str | None:
     """None when this triton can build the family, else why not."""
     if TensorDescriptor is None:
@@ -310,5 +345,5 @@ def available() -> str | None:
     return None
 
 
-__all__ = ["NAME", "CONFIG", "space", "validate", "constraint", "run", "plan", "problem_reason",
-           "_INTERPRETED"]
+__all__ = ["NAME", "CONFIG", "space", "validate", "constraint", "run", "prepare", "plan", "features_row",
+           "inductor_export", "problem_reason", "_INTERPRETED"]

@@ -35,6 +35,7 @@ import triton.language as tl
 from ..configs import SkinnyConfig, prune
 from ..device import DeviceInfo
 from ..problem import Problem, element_size
+from .base import Unsupported, tile_row
 from .splitk import SplitKWorkspace
 from ..epilogue import EpilogueArgs
 from .tiled import (_INTERPRETED, _launch, _pow2_divisor, direct, epilogue_consts, epilogue_pointers,
@@ -284,7 +285,7 @@ def k_per_split(k: int, cfg: SkinnyConfig) -> int:
     return triton.cdiv(per, cfg.block_k) * cfg.block_k
 
 
-def plan(m: int, n: int, k: int, cfg: SkinnyConfig) -> dict:
+def plan(m: int, n: int, k: int, cfg: SkinnyConfig, sms: int | None = None) -> dict:
     """The launch a config makes at (M, N, K): the one source the launcher, the model's
     features and data collection read.
 
@@ -299,13 +300,15 @@ def plan(m: int, n: int, k: int, cfg: SkinnyConfig) -> dict:
         # into the atomic-mode workspace. ``splits`` is the K-blocks a program reduces (about).
         units = tiles * triton.cdiv(k, cfg.block_k)
         return {"grid": (cfg.stream_k, 1), "splits": max(1, cfg.stream_k // tiles), "k_per_split": k,
-                "tiles": tiles, "workspace_numel": m * n, "programs": cfg.stream_k,
+                "tiles": tiles, "workspace_numel": m * n, "workspace_bytes": 4 * m * n + 4 * tiles,
+                "programs": cfg.stream_k,
                 "units_per_program": units / cfg.stream_k}
     per = k_per_split(k, cfg)
     splits = triton.cdiv(k, per)
     ws = 0 if splits == 1 else m * n * (splits if cfg.deterministic else 1)
     return {"grid": (tiles, splits), "splits": splits, "k_per_split": per, "tiles": tiles,
-            "workspace_numel": ws, "programs": tiles * splits, "units_per_program": None}
+            "workspace_numel": ws, "workspace_bytes": 4 * ws + 4 * tiles if ws else 0,
+            "programs": tiles * splits, "units_per_program": None}
 
 
 def core_regs(cfg: SkinnyConfig) -> int:
@@ -504,3 +507,14 @@ def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SkinnyConf
         d(a, b, c, workspace.partials(p["workspace_numel"], cfg.deterministic, a.device),
           workspace.counters(p["tiles"], a.device), epilogue)
     return matches, launch
+
+
+def features_row(facts: tuple, choice) -> tuple:
+    cfg = choice.config
+    p = plan(*facts[:3], cfg)  # the launcher's own arithmetic
+    return tile_row(facts, choice, cfg, splits=p["splits"], det=int(cfg.deterministic),
+                    k_len=p["k_per_split"] if p["splits"] > 1 else facts[2], group_m=1)
+
+
+def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> dict:
+    raise Unsupported(f"family {NAME}: no Inductor template")

@@ -21,6 +21,7 @@ from ..device import DeviceInfo
 from ..problem import Problem
 from ..configs import SplitKConfig, check_block_sizes, prune, scale_tile, tile_constraint
 from ..epilogue import EpilogueArgs
+from .base import Unsupported, tile_row
 from .tiled import launch_tiled, prepare_direct, tile_kwargs
 
 NAME = "splitk"
@@ -39,20 +40,17 @@ def k_per_split(k: int, cfg: SplitKConfig) -> int:
     return triton.cdiv(per, cfg.block_k) * cfg.block_k
 
 
-def effective_splits(k: int, cfg: SplitKConfig) -> int:
-    return triton.cdiv(k, k_per_split(k, cfg))
-
-
 def constraint(cfg: SplitKConfig, problem: Problem, device: DeviceInfo) -> str | None:
     if cfg.split_k < 2:
         return "split_k must be >= 2 (split_k=1 is triton_mm)"
     if problem.k < 2 * MIN_SLICE or triton.cdiv(problem.k, cfg.split_k) < MIN_SLICE:
         return f"K={problem.k} split {cfg.split_k} ways leaves slices shorter than {MIN_SLICE}"
-    ws = 4 * problem.m * problem.n * (effective_splits(problem.k, cfg) if cfg.deterministic else 1)
+    p = plan(problem.m, problem.n, problem.k, cfg)
+    ws = 4 * problem.m * problem.n * (p["splits"] if cfg.deterministic else 1)
     if ws > MAX_WORKSPACE_BYTES:
         return f"fp32 workspace of {ws} B exceeds {MAX_WORKSPACE_BYTES} B: M*N is too large for split-K"
-    tiles = triton.cdiv(problem.m, cfg.block_m) * triton.cdiv(problem.n, cfg.block_n)
-    if tiles * effective_splits(problem.k, cfg) > 16 * device.sm_count:
+    tiles = p["tiles"]
+    if tiles * p["splits"] > 16 * device.sm_count:
         return (f"{tiles} tiles x {cfg.split_k} splits is over 16 waves of {device.sm_count} SMs: "
                 "the output alone fills the GPU")
     return tile_constraint(cfg, problem, device)
@@ -103,14 +101,24 @@ class SplitKWorkspace:
         return self._get(("locks",), numel, torch.int32, device)
 
 
-def _plan(a: torch.Tensor, b: torch.Tensor, cfg: SplitKConfig) -> tuple[int, int, int, int]:
-    """(K per split, splits, partials' numel, output tiles) of ``cfg`` at this problem."""
-    M, K = a.shape
-    N = b.shape[1]
-    per = k_per_split(K, cfg)
-    splits = triton.cdiv(K, per)
-    numel = M * N * (splits if cfg.deterministic else 1)
-    return per, splits, numel, triton.cdiv(M, cfg.block_m) * triton.cdiv(N, cfg.block_n)
+def plan(m: int, n: int, k: int, cfg: SplitKConfig, sms: int | None = None) -> dict:
+    """The launch ``cfg`` makes at (M, N, K): the one source the launcher, the model's
+    features and data collection read. One split runs as triton_mm (no workspace).
+
+    >>> from gemmtune.configs import SplitKConfig
+    >>> p = plan(32, 32, 28672, SplitKConfig(32, 32, 128, 4, 4, 8, 16, True))
+    >>> p["grid"], p["splits"], p["k_per_split"], p["workspace_numel"]
+    ((1, 16), 16, 1792, 16384)
+    """
+    per = k_per_split(k, cfg)
+    splits = triton.cdiv(k, per)
+    tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
+    if splits == 1:
+        return {"grid": (tiles, 1), "tiles": tiles, "splits": 1, "k_per_split": k, "workspace_bytes": 0,
+                "workspace_numel": 0}
+    numel = m * n * (splits if cfg.deterministic else 1)  # fp32 partials; plus one int32 counter per tile
+    return {"grid": (tiles, splits), "tiles": tiles, "splits": splits, "k_per_split": per,
+            "workspace_bytes": 4 * numel + 4 * tiles, "workspace_numel": numel}
 
 
 def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConfig, *,
@@ -120,7 +128,8 @@ def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConf
     repeated launches at this problem (kernels.tiled.prepare_direct), or None; with an
     ``epilogue`` both take it as a keyword (``epilogue=e``). The workspace buffers are
     looked up on every launch: they may have grown meanwhile."""
-    per, splits, numel, tiles = _plan(a, b, cfg)
+    p = plan(a.shape[0], b.shape[1], a.shape[1], cfg)
+    per, splits, numel, tiles = p["k_per_split"], p["splits"], p["workspace_numel"], p["tiles"]
     kw = tile_kwargs(cfg, allow_tf32)
     if splits == 1:
         d = prepare_direct(a, b, out, k_per_split=a.shape[1], epilogue=epilogue, **kw)
@@ -147,7 +156,8 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConfig, 
         epilogue: EpilogueArgs | None = None) -> None:
     """Split-K into ``out``; the ``epilogue`` (gemmtune.epilogue) runs once per tile, on the
     complete fp32 sum, in the program that writes the tile."""
-    per, splits, numel, tiles = _plan(a, b, cfg)
+    p = plan(a.shape[0], b.shape[1], a.shape[1], cfg)
+    per, splits, numel, tiles = p["k_per_split"], p["splits"], p["workspace_numel"], p["tiles"]
     kw = tile_kwargs(cfg, allow_tf32)
     if splits == 1:
         launch_tiled(a, b, out, k_per_split=a.shape[1], epilogue=epilogue, **kw)
@@ -156,3 +166,14 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConfig, 
     launch_tiled(a, b, out, k_per_split=per, split_mode=1 if cfg.deterministic else 2,
                  ws=ws.partials(numel, cfg.deterministic, a.device), locks=ws.counters(tiles, a.device),
                  epilogue=epilogue, **kw)
+
+
+def features_row(facts: tuple, choice) -> tuple:
+    p = plan(*facts[:3], choice.config)  # the launcher's own arithmetic
+    return tile_row(facts, choice, choice.config, splits=p["splits"], det=int(choice.config.deterministic),
+                    k_len=p["k_per_split"])
+
+
+def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> dict:
+    raise Unsupported("splitk: Inductor has no fused split-K mm template "
+                      "(its decompose_k is gemmtune's decompose_k family)")

@@ -10,10 +10,12 @@ from ..problem import Problem
 from ..configs import (TileConfig, check_block_sizes, default_tiles, exhaustive_tiles, prune,
                      scale_tile, tile_constraint)
 from ..epilogue import EpilogueArgs
+from .base import tile_row
 from .tiled import launch_tiled, prepare_direct, tile_kwargs
 
 NAME = "triton_mm"
 CONFIG = TileConfig
+INDUCTOR_TEMPLATE = "triton::mm"  # Inductor's own mm template, which takes our tile
 
 
 def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
@@ -24,6 +26,12 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
 
 def validate(problem: Problem, cfg: TileConfig) -> None:
     check_block_sizes(cfg)
+
+
+def plan(m: int, n: int, k: int, cfg: TileConfig, sms: int | None = None) -> dict:
+    """One program per output tile, the whole K in each (kernels.tiled._tiled_args' grid)."""
+    tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
+    return {"grid": (tiles, 1), "tiles": tiles, "splits": 1, "k_per_split": k, "workspace_bytes": 0}
 
 
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: TileConfig, *,
@@ -44,3 +52,21 @@ def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: TileConfig
 
 def constraint(cfg: TileConfig, problem: Problem, device: DeviceInfo) -> str | None:
     return tile_constraint(cfg, problem, device)
+
+
+def features_row(facts: tuple, choice) -> tuple:
+    return tile_row(facts, choice, choice.config)
+
+
+def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> dict:
+    cfg = choice.config
+    return {"template_id": INDUCTOR_TEMPLATE, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
+            "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m, "num_stages": cfg.num_stages,
+            "num_warps": cfg.num_warps,
+            # torch 2.13 merges this over the kwargs of its own first config, whose
+            # EVEN_K belongs to that config's BLOCK_K: ours must be stated.
+            "EVEN_K": problem.k % cfg.block_k == 0,
+            # torch 2.11 renders the template with this config alone and failed on
+            # the H200 with "'USE_FAST_ACCUM' is undefined": give the whole option
+            # set Inductor's mm heuristics build (fp32 accumulation, no fast accum).
+            "USE_FAST_ACCUM": False, "ACC_TYPE": "tl.float32"}

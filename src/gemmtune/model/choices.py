@@ -18,8 +18,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from .. import kernels
 from ..configs import Choice
-from ..kernels.decompose_k import tile_for
 from ..problem import Problem
 
 # The family codes of ChoiceBatch.fam; features.py one-hot encodes the first four.
@@ -37,6 +37,7 @@ PERSISTENT = SKINNY + 1
 # Codes of the families a version-1 model was never trained on (LearnedModel leaves them to
 # the analytic estimate).
 POST_V1 = (SKINNY, PERSISTENT)
+_CODES = {**FAMILY_CODES, "skinny": SKINNY, "persistent_tma": PERSISTENT}  # every family's code
 
 
 @dataclass(frozen=True)
@@ -72,42 +73,14 @@ class ChoiceBatch:
 _FIELDS = tuple(f.name for f in fields(ChoiceBatch))
 
 
-def _cdiv(a, b):
-    return -(-a // b)
-
-
 def _facts(p: Problem) -> tuple:
     return (p.m, p.n, p.k, p.aligned_a and p.layout_a != "strided", p.aligned_b and p.layout_b != "strided")
 
 
 def _raw(facts: tuple, choice: Choice) -> tuple:
-    """One row of ChoiceBatch for ``choice`` on the problem whose ``_facts`` are given."""
-    m, n, k, al_a, al_b = facts
-    cfg = choice.config
-    fam = choice.family
-    if fam == "aten":
-        return (ATEN, choice.pad, 0, 0, 0, 0, 0, 0, 1, 0, m, n, k, k, al_a, al_b)
-    if fam == "decompose_k":
-        t = tile_for(m, n, k, cfg.split)
-        return (DECOMPOSE_K, choice.pad, t.block_m, t.block_n, t.block_k, t.num_stages, t.num_warps,
-                t.group_m, cfg.split, 1, m, n, k, max(1, k // cfg.split), al_a, al_b)
-    if fam == "skinny":
-        from ..kernels.skinny import plan
-        p = plan(m, n, k, cfg)  # the launcher's own arithmetic
-        return (SKINNY, choice.pad, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages, cfg.num_warps, 1,
-                p["splits"], int(cfg.deterministic), m, n, k, p["k_per_split"] if p["splits"] > 1 else k,
-                al_a, al_b)
-    if fam == "persistent_tma":
-        return (PERSISTENT, choice.pad, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages,
-                cfg.num_warps, cfg.group_m, 1, 0, m, n, k, k, al_a, al_b)
-    if fam == "splitk":
-        # Same arithmetic as kernels.splitk.k_per_split / effective_splits.
-        per = _cdiv(_cdiv(k, cfg.split_k), cfg.block_k) * cfg.block_k
-        splits = max(1, _cdiv(k, per))
-        return (SPLITK, choice.pad, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages, cfg.num_warps,
-                cfg.group_m, splits, int(cfg.deterministic), m, n, k, per if splits > 1 else k, al_a, al_b)
-    return (FAMILY_CODES[fam], choice.pad, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages,
-            cfg.num_warps, cfg.group_m, 1, 0, m, n, k, k, al_a, al_b)
+    """One row of ChoiceBatch for ``choice`` on the problem whose ``_facts`` are given: the
+    family's code, then the family's own row (its ``features_row``, which reads its ``plan``)."""
+    return (_CODES[choice.family], *kernels.get(choice.family).features_row(facts, choice))
 
 
 def batch(problem: Problem, choices) -> ChoiceBatch:

@@ -1,0 +1,90 @@
+"""The KernelFamily protocol: what every kernel family module provides.
+
+A family is one module (triton_mm.py, splitk.py, ...) registered in kernels/__init__.py.
+The module itself is the family object: its module-level names are the protocol's
+members, so ``kernels.get("splitk").plan(...)`` is ``kernels.splitk.plan(...)``.
+
+``plan`` is the one source of a launch's arithmetic (grid, K-splits, workspace): the
+launcher, the model's features (``features_row``) and data collection all read it.
+
+    >>> from gemmtune import kernels
+    >>> all(isinstance(f, KernelFamily) for f in kernels.FAMILIES.values())
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+
+class Unsupported(ValueError):
+    """A problem or choice Inductor's lookup table cannot express (the message says why).
+
+    Re-exported as ``gemmtune.inductor_export.Unsupported``; it lives here so that the
+    families can raise it from their ``inductor_export`` without importing the exporter."""
+
+
+# The keys every family's plan() returns (families add their own after these).
+PLAN_KEYS = ("grid", "tiles", "splits", "k_per_split", "workspace_bytes")
+
+
+@runtime_checkable
+class KernelFamily(Protocol):
+    """One kernel family. A module satisfies it with module-level names:
+
+    * ``NAME``: the family's name in choice ids (``splitk:BM64-...``);
+    * ``CONFIG``: its frozen config dataclass (gemmtune.configs);
+    * ``space(problem, device, kind) -> (kept, rejected)``: the configs for a problem,
+      ``rejected`` as ``(config, reason)`` pairs; pure, runs on a CPU;
+    * ``constraint(cfg, problem, device) -> reason | None``;
+    * ``validate(problem, cfg)``: raises ValueError when the family cannot run ``cfg``;
+    * ``plan(m, n, k, cfg, sms=None) -> dict``: the launch ``cfg`` makes at (M, N, K),
+      at least ``PLAN_KEYS`` (``grid`` None for a library call; ``sms``: the GPU's SM
+      count, for a grid that depends on it, persistent_tma's);
+    * ``run(a, b, out, cfg, *, allow_tf32, workspace, epilogue)``: launch into ``out``;
+    * ``prepare(a, b, out, cfg, *, allow_tf32, workspace, epilogue)``: launch once and
+      return ``(matches, launch)`` for cheap repeated launches, or None (no fast path);
+    * ``features_row(facts, choice) -> tuple``: the choice's row of
+      ``gemmtune.model.choices.ChoiceBatch`` after its ``fam`` column, on the problem whose
+      ``facts`` (M, N, K, aligned A, aligned B) are given;
+    * ``inductor_export(choice, problem, sm_count) -> dict``: Inductor's lookup-table config
+      for the choice, or raises ``Unsupported`` with the reason.
+    """
+
+    NAME: str
+    CONFIG: type
+
+    def space(self, problem, device, kind: str = "default") -> tuple[list, list]: ...
+
+    def constraint(self, cfg, problem, device) -> str | None: ...
+
+    def validate(self, problem, cfg) -> None: ...
+
+    def plan(self, m: int, n: int, k: int, cfg, sms: int | None = None) -> dict[str, Any]: ...
+
+    def run(self, a, b, out, cfg, *, allow_tf32: bool = False, workspace=None, epilogue=None): ...
+
+    def prepare(self, a, b, out, cfg, *, allow_tf32: bool = False, workspace=None, epilogue=None): ...
+
+    def features_row(self, facts: tuple, choice) -> tuple: ...
+
+    def inductor_export(self, choice, problem, sm_count: int | None) -> dict: ...
+
+
+MEMBERS = ("NAME", "CONFIG", "space", "constraint", "validate", "plan", "run", "prepare", "features_row",
+           "inductor_export")
+
+
+def missing(family) -> list[str]:
+    """The KernelFamily members ``family`` lacks (empty: it satisfies the protocol)."""
+    return [m for m in MEMBERS if not hasattr(family, m)]
+
+
+def tile_row(facts: tuple, choice, cfg, splits: int = 1, det: int = 0, k_len: int | None = None,
+             group_m: int | None = None) -> tuple:
+    """A ChoiceBatch row (less ``fam``) for a tiled config: pad, the tile, GROUP_M, the K split,
+    the reduction mode, the problem and the K extent one program reduces."""
+    m, n, k, al_a, al_b = facts
+    return (choice.pad, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages, cfg.num_warps,
+            cfg.group_m if group_m is None else group_m, splits, det, m, n, k,
+            k if k_len is None else k_len, al_a, al_b)
