@@ -54,13 +54,18 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
                allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None) -> None:
     """Run one choice into ``out`` (shapes and ``epilogue`` already checked; M, N, K > 0).
 
-    ``pad+`` choices run on zero-padded row-major copies of the operands: K and N rounded up to
-    whole 16-byte vectors, so every row starts aligned and no vector straddles a ragged edge (as
-    Inductor's pad_mm does). Zero columns of A meet zero rows of B, so the product is unchanged.
-    The padded N is storage only: the family runs on the view ``B[:, :N]`` (rows still Np
-    apart, so still aligned), masks its N edge and writes straight into ``out`` with the real
-    bias and residual. (Computing the padded N into a temporary and copying it out cost one
-    more write and read of the output and an allocation per call.)
+    ``pad+`` choices run on zero-padded row-major copies: K and N rounded up to
+    whole 16-byte vectors, so every row starts aligned and no vector straddles a
+    ragged edge (as Inductor's pad_mm does). Zero columns of A meet zero rows of
+    B, so the product is unchanged.
+
+    Where N was padded, pointer-based kernels compute the padded N into a temporary (the bias
+    and residual padded with it) that is cut off when copying out: computing the real, odd N
+    instead masks B's contiguous dim, which costs Triton its 16-byte vectors (H200, 2026-11-24:
+    with that change ``--fast``'s pad+triton_mm pick on 4095^3 lost to cuBLAS's 918 us, where
+    it had run at 2.89x). A family that reads through TMA descriptors (``TMA_EDGES``: boxes
+    past the edge arrive zero-filled, no mask) runs on the view ``B[:, :N]`` of the padded
+    copy and writes straight into ``out``, saving the temporary and the copy.
     """
     fam = get(choice.family)
     if not choice.pad:
@@ -71,4 +76,11 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
     _, Np, Kp = padded_sizes(M, N, K, a.element_size())
     ap = torch.nn.functional.pad(a, (0, Kp - K))
     bp = torch.nn.functional.pad(b, (0, Np - N, 0, Kp - K))
-    fam.run(ap, bp[:, :N], out, choice.config, allow_tf32=allow_tf32, workspace=workspace, epilogue=epilogue)
+    if Np == N or getattr(fam, "TMA_EDGES", False):
+        fam.run(ap, bp[:, :N], out, choice.config, allow_tf32=allow_tf32, workspace=workspace,
+                epilogue=epilogue)
+        return
+    tmp = torch.empty((M, Np), dtype=out.dtype, device=out.device)
+    fam.run(ap, bp, tmp, choice.config, allow_tf32=allow_tf32, workspace=workspace,
+            epilogue=None if epilogue is None else epilogue.padded(Np - N))
+    out.copy_(tmp[:, :N])

@@ -58,6 +58,10 @@ except ImportError:  # pragma: no cover - an older triton: the family reports it
 
 NAME = "persistent_tma"
 CONFIG = PersistentConfig
+# Edges cost nothing here: TMA zero-fills boxes past the matrix, with no mask and no narrower
+# vectors, so a pad+ choice of this family runs on B[:, :N] of the padded copy and writes its
+# output in place (kernels.run_choice).
+TMA_EDGES = True
 INDUCTOR_TEMPLATE = "triton::mm_persistent_tma"  # Inductor's Hopper persistent TMA template
 TMA_DESCRIPTOR_SIZE = 128  # bytes of a CUtensorMap (Inductor's TMA_SIZE option)
 
