@@ -28,6 +28,8 @@ a = torch.randn(m, k, device="cuda", dtype=dtype); b = torch.randn(k, n, device=
 torch.compile(lambda a, b: a @ b, mode="max-autotune-no-cudagraphs")(a, b); torch.cuda.synchronize()
 PY
   t3=$(date +%s.%N)
-  printf "%-22s %10.1f %10.1f %12.1f\n" $s $(echo "$t1 - $t0" | bc) $(echo "$t2 - $t1" | bc) $(echo "$t3 - $t2" | bc) | tee -a "$OUT/single_shape.txt"
+  # (no bc on the GPU image: the arithmetic is Python's)
+  python3 -c "import sys; s,a,b,c,d = sys.argv[1:]; a,b,c,d = map(float, (a,b,c,d)); print(f'{s:22s} {b-a:10.1f} {c-b:10.1f} {d-c:12.1f}')" \
+    $s $t0 $t1 $t2 $t3 | tee -a "$OUT/single_shape.txt"
 done
 kill -INT $srv; wait $srv 2>/dev/null
