@@ -205,3 +205,26 @@ def test_persistent_gpu_loop_knobs_verify_or_fail_to_compile_cleanly(cfg):
     except Exception as e:  # noqa: BLE001 - the tuner records this as compile_error
         pytest.skip(f"this triton does not compile {cfg.id}: {type(e).__name__}: {str(e)[:200]}")
     check(out, a, b)
+
+
+def test_pad_plus_keeps_16_byte_vectors_for_pointer_kernels(monkeypatch, device):
+    """pad+ on an odd N: a pointer kernel computes the padded N (a masked odd N along B's contiguous
+    dim would cost its 16-byte vectors: --fast lost to cuBLAS on every odd shape that way on the
+    H200), while the TMA family reads B[:, :N] of the padded copy and writes in place."""
+    a = torch.randn(21, 31, dtype=torch.float16, device=device)
+    b = torch.randn(31, 45, dtype=torch.float16, device=device)
+    seen = {}
+    for name in ("triton_mm", "persistent_tma"):
+        fam = kernels.get(name)
+        real = fam.run
+
+        def spy(a_, b_, out_, cfg, real=real, name=name, **kw):
+            seen[name] = (tuple(b_.shape), b_.stride(), tuple(out_.shape))
+            return real(a_, b_, out_, cfg, **kw)
+        monkeypatch.setattr(fam, "run", spy)
+    out_t = gemmtune.matmul(a, b, choice="pad+triton_mm:BM16-BN16-BK16-S2-W4-G8")
+    out_p = gemmtune.matmul(a, b, choice="pad+persistent_tma:BM16-BN16-BK16-S2-W4-G8")
+    check(out_t, a, b)
+    check(out_p, a, b)
+    assert seen["triton_mm"] == ((32, 48), (48, 1), (21, 48))       # padded N, a temporary output
+    assert seen["persistent_tma"] == ((32, 45), (48, 1), (21, 45))  # real N over aligned rows, in place
