@@ -575,6 +575,19 @@ def cmd_report(args) -> int:
     from . import report
 
     try:
+        if args.store:
+            if args.inputs or args.tune_run:
+                raise ValueError("--store summarizes a results store; give no bench JSON or --tune-run with it")
+            if not Path(args.store).is_file():
+                raise ValueError(f"no results store at {args.store}")
+            import json
+
+            from .store_summary import markdown, summarize
+            rows = summarize(args.store)
+            sys.stdout.write(markdown(rows))
+            if args.json:
+                Path(args.json).write_text(json.dumps({"store": str(args.store), "problems": rows}, indent=1) + "\n")
+            return 0
         if args.tune_run:
             if args.inputs:
                 raise ValueError("--tune-run renders a run directory; give no bench JSON with it")
@@ -649,6 +662,9 @@ def _add_bench_report_parsers(sub) -> None:
     p.add_argument("--tune-run", metavar="DIR", help="print the Markdown of a `gemmtune tune` run directory "
                    "(tune-summary.json, tune-run.json, inductor.json) instead")
     p.add_argument("--title", default="gemmtune tune, default space", help="title for --tune-run")
+    p.add_argument("--store", metavar="SQLITE", help="print a per-problem summary of a results store instead "
+                   "(best choice, cuBLAS, speedup, failures)")
+    p.add_argument("--json", metavar="FILE", help="with --store: also write the summary as JSON")
     p.set_defaults(fn=cmd_report)
 
 # ------------------------------------------------------------------ performance models

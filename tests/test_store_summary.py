@@ -1,0 +1,40 @@
+"""`gemmtune report --store`: a per-problem summary of a results store (best choice, cuBLAS,
+speedup, failures), on a store written by a real (interpreter) tune run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import gemmtune
+from gemmtune import cli
+from gemmtune.problem import Problem
+from gemmtune.store_summary import markdown, summarize
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("s") / "s.sqlite"
+    gemmtune.tune([Problem.from_sizes(16, 16, 32, "fp16")], families=["triton_mm"], store=path, progress=False)
+    return path
+
+
+def test_summary_of_a_tuned_store(store):
+    [row] = summarize(store)
+    assert row["key"] == Problem.from_sizes(16, 16, 32, "fp16").key
+    assert row["best"] and row["best_ms"] > 0 and row["aten_ms"] > 0
+    assert row["speedup"] == pytest.approx(row["aten_ms"] / row["best_ms"])
+    assert set(row["families"]) == {"aten", "triton_mm"} and row["failed"] == 0
+    assert row["measured"] == sum(row["statuses"].values())
+    md = markdown([row])
+    assert md.startswith("| problem |") and "geomean speedup" in md
+
+
+def test_cli_report_store(store, tmp_path, capsys):
+    out = tmp_path / "summary.json"
+    assert cli.main(["report", "--store", str(store), "--json", str(out)]) == 0
+    assert "| problem |" in capsys.readouterr().out
+    assert json.loads(out.read_text())["problems"][0]["best"]
+    assert cli.main(["report", "--store", str(tmp_path / "none.sqlite")]) == 2
+    assert "no results store" in capsys.readouterr().err
