@@ -49,11 +49,10 @@ from .bench import DEFAULT_RUNNER
 from .bench.timing import TIMINGS
 from .bench.workers import WorkerPool, visible_gpus
 from .configs import AtenConfig, Choice
-from .device import DeviceInfo
 from .problem import Problem
 from .shapes import Shape
 from .store import ResultStore, RunContext
-from .table import as_table, check_provenance
+from .table import as_table
 
 try:  # the plugin must be a WorkerPlugin to be registered; without Dask this module still imports
     from distributed import WorkerPlugin as _WorkerPlugin
@@ -351,19 +350,7 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
         info = next(r["info"] for r in infos if r["worker"] == good[0])
         startup = time.monotonic() - t0
         representative = bool(info.get("representative", False))
-        if info.get("device"):
-            d = dict(info["device"])
-            d["capability"] = tuple(d["capability"])
-            dev = DeviceInfo(**d)
-        else:
-            dev = DeviceInfo.lookup(device or "h100")
-        if earlier is not None and (earlier.provenance["device_name"], earlier.provenance["capability"]) != (
-                ctx.device_name, ctx.capability):
-            raise ValueError(f"{out} holds a table made on {earlier.provenance['device_name']!r}, this run is on "
-                             f"{ctx.device_name!r}: their times do not compare; pass overwrite=True "
-                             "(--overwrite) to replace it, or write to another file")
-        if lut is not None:
-            check_provenance(lut, ctx.device_name, ctx.triton_version)
+        dev = T.run_device(info, device, ctx, earlier, out, lut)
         ranker = T._ranker(model, dev, ctx) if bspace != "SAME" else None
         coster = AnalyticModel(dev)
 

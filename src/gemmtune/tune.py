@@ -363,19 +363,7 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
             ctx = RunContext(info["device_name"], info["capability"], info["torch"],
                              info["triton"], info["gemmtune"])
             representative = bool(info.get("representative", False))
-            if info.get("device"):
-                d = dict(info["device"])
-                d["capability"] = tuple(d["capability"])
-                dev = DeviceInfo(**d)
-            else:
-                dev = DeviceInfo.lookup(device or "h100")
-            if earlier is not None and (earlier.provenance["device_name"], earlier.provenance["capability"]) != (
-                    ctx.device_name, ctx.capability):
-                raise ValueError(f"{out} holds a table made on {earlier.provenance['device_name']!r}, this run is on "
-                                 f"{ctx.device_name!r}: their times do not compare; pass overwrite=True "
-                                 "(--overwrite) to replace it, or write to another file")
-            if lut is not None:
-                check_provenance(lut, ctx.device_name, ctx.triton_version)
+            dev = run_device(info, device, ctx, earlier, out, lut)
             ranker = _ranker(model, dev, ctx) if bspace != "SAME" else None
 
             def shape_candidates(s: Shape) -> list[Choice]:
@@ -581,6 +569,28 @@ def _benchmark_space(value, fast: bool) -> str | int:
             raise ValueError(f"fast=True benchmarks the model's top 1; do not also pass benchmark_space={value!r}")
         return 1
     return parsed
+
+
+def run_device(info: dict, device: str | None, ctx: RunContext, earlier: LookupTable | None, out,
+               lut: LookupTable | None) -> DeviceInfo:
+    """The DeviceInfo a run plans for (the benchmark worker's GPU, else the built-in ``device``,
+    default H100, in the interpreter), after checking that the table ``out`` merges into
+    (``earlier``) was made on this GPU and warning about a ``lut`` from another GPU / triton.
+    Shared by ``tune`` and the cluster driver."""
+    if info.get("device"):
+        d = dict(info["device"])
+        d["capability"] = tuple(d["capability"])
+        dev = DeviceInfo(**d)
+    else:
+        dev = DeviceInfo.lookup(device or "h100")
+    if earlier is not None and (earlier.provenance["device_name"], earlier.provenance["capability"]) != (
+            ctx.device_name, ctx.capability):
+        raise ValueError(f"{out} holds a table made on {earlier.provenance['device_name']!r}, this run is on "
+                         f"{ctx.device_name!r}: their times do not compare; pass overwrite=True "
+                         "(--overwrite) to replace it, or write to another file")
+    if lut is not None:
+        check_provenance(lut, ctx.device_name, ctx.triton_version)
+    return dev
 
 
 def _ranker(model, dev: DeviceInfo, ctx: RunContext):
