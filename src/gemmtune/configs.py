@@ -58,8 +58,19 @@ class TileConfig:
         return asdict(self)
 
 
+class _OnATile:
+    """For configs that carry a tile's six fields first (block_m ... group_m) plus knobs of their
+    own: the tile alone, as a TileConfig (its id, its shared-memory and register limits). Not a
+    TileConfig subclass, so a family that takes a TileConfig never accepts these."""
+
+    @property
+    def tile(self) -> TileConfig:
+        return TileConfig(self.block_m, self.block_n, self.block_k,
+                          self.num_stages, self.num_warps, self.group_m)
+
+
 @dataclass(frozen=True, order=True)
-class SplitKConfig:
+class SplitKConfig(_OnATile):
     block_m: int
     block_n: int
     block_k: int
@@ -70,11 +81,6 @@ class SplitKConfig:
     # True: partials summed in a fixed order (bitwise reproducible).
     # False: partials atomically added in fp32 (order, and so rounding, varies).
     deterministic: bool = True
-
-    @property
-    def tile(self) -> TileConfig:
-        return TileConfig(self.block_m, self.block_n, self.block_k,
-                          self.num_stages, self.num_warps, self.group_m)
 
     @property
     def id(self) -> str:
@@ -113,7 +119,7 @@ class SkinnyConfig:
 
 
 @dataclass(frozen=True, order=True)
-class PersistentConfig:
+class PersistentConfig(_OnATile):
     """The persistent TMA family (kernels.persistent): a tile, its pipeline, and two loop knobs.
 
     ``warp_spec``: Triton warp-specialises the tile loop (TMA producer / MMA consumer warps).
@@ -126,11 +132,6 @@ class PersistentConfig:
     group_m: int = 8
     warp_spec: bool = False
     flatten: bool = False
-
-    @property
-    def tile(self) -> TileConfig:
-        return TileConfig(self.block_m, self.block_n, self.block_k,
-                          self.num_stages, self.num_warps, self.group_m)
 
     @property
     def id(self) -> str:
