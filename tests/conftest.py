@@ -103,3 +103,31 @@ def operand(device):
     def make(rows: int, cols: int, layout: str = "row", dtype=torch.float16) -> torch.Tensor:
         return make_operand(rows, cols, layout, dtype, device)
     return make
+
+
+def cpu_lookup_choices(seen: dict, ask: list[str]):
+    """Inductor's LookupTableChoices made to work on the CPU, for export tests: it gives the CPU a
+    device key and reads the installed table (Inductor's lookup is CUDA-only otherwise), records
+    every lookup key Inductor builds in ``seen["keys"]``, and also asks Inductor's own parser for
+    the ``ask`` template ids (the CPU offers few templates) into ``seen["lookups"]``."""
+    from torch._inductor import config as icfg
+    from torch._inductor.lookup_table import LookupTableChoices
+
+    class CpuLookup(LookupTableChoices):
+        @staticmethod
+        def _get_device_key(device):
+            return "cpu-test"
+
+        def _get_lookup_table(self):
+            return icfg.lookup_table.table or {}
+
+        def make_lookup_key(self, kernel_inputs, op_name, include_device=False):
+            key = super().make_lookup_key(kernel_inputs, op_name, include_device)
+            seen["keys"].append(key)
+            return key
+
+        def lookup_template_configs(self, kernel_inputs, op_name, template_uids, template_hash_map=None):
+            seen["lookups"].append(super().lookup_template_configs(kernel_inputs, op_name, ask, template_hash_map))
+            return super().lookup_template_configs(kernel_inputs, op_name, template_uids, template_hash_map)
+
+    return CpuLookup()

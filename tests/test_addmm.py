@@ -11,6 +11,7 @@ import json
 import pytest
 import torch
 
+from conftest import cpu_lookup_choices
 import gemmtune
 import gemmtune.inductor_export as ie
 from gemmtune.bench import faults
@@ -217,7 +218,6 @@ def test_inductor_asks_for_our_addmm_key_on_cpu(tmp_path):
     exactly our key for its Triton templates, and its own parser returns our triton::mm config."""
     from torch._inductor import config as icfg
     from torch._inductor.choices import InductorChoices
-    from torch._inductor.lookup_table import LookupTableChoices
     from torch._inductor.virtualized import V
 
     p = Problem.from_sizes(64, 96, 128, "bf16", layout_b="col", op="addmm")
@@ -226,30 +226,14 @@ def test_inductor_asks_for_our_addmm_key_on_cpu(tmp_path):
     exported = ie.export(t.save(tmp_path / "t.json"), tmp_path / "inductor.json")
     seen = {"keys": [], "lookups": []}
 
-    class CpuLookup(LookupTableChoices):
-        @staticmethod
-        def _get_device_key(device):  # Inductor's lookup is CUDA-only otherwise
-            return "cpu-test"
-
-        def _get_lookup_table(self):
-            return icfg.lookup_table.table or {}
-
-        def make_lookup_key(self, kernel_inputs, op_name, include_device=False):
-            key = super().make_lookup_key(kernel_inputs, op_name, include_device)
-            seen["keys"].append(key)
-            return key
-
-        def lookup_template_configs(self, kernel_inputs, op_name, template_uids, template_hash_map=None):
-            # The CPU offers no Triton template: ask Inductor's parser for triton::mm anyway.
-            seen["lookups"].append(super().lookup_template_configs(kernel_inputs, op_name, [ie.TRITON_MM],
-                                                                   template_hash_map))
-            return super().lookup_template_configs(kernel_inputs, op_name, template_uids, template_hash_map)
+    # The CPU offers no Triton template: ask Inductor's parser for triton::mm anyway.
+    lookup = cpu_lookup_choices(seen, [ie.TRITON_MM])
 
     x, w = torch.randn(64, 128, dtype=torch.bfloat16), torch.randn(96, 128, dtype=torch.bfloat16)
     bias = torch.randn(96, dtype=torch.bfloat16)
     old = icfg.force_disable_caches, icfg.max_autotune
     try:
-        ie.install(tmp_path / "inductor.json", choices=CpuLookup())
+        ie.install(tmp_path / "inductor.json", choices=lookup)
         icfg.force_disable_caches, icfg.max_autotune = True, True
         torch._dynamo.reset()
         y = torch.compile(torch.nn.functional.linear)(x, w, bias)

@@ -24,6 +24,7 @@ import triton
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import cpu_lookup_choices
 import gemmtune
 from gemmtune import cli
 from gemmtune import inductor_export as ie
@@ -578,7 +579,6 @@ def test_export_through_inductors_own_lookup_on_cpu(tmp_path):
     entry is a lookup hit that computes the right product."""
     from torch._inductor import config as icfg
     from torch._inductor.choices import InductorChoices
-    from torch._inductor.lookup_table import LookupTableChoices
     from torch._inductor.virtualized import V
 
     row, col = P(64, 96, 128), P(64, 96, 128, layout_b="col")
@@ -589,32 +589,15 @@ def test_export_through_inductors_own_lookup_on_cpu(tmp_path):
     assert ie.read_inductor_table(path) == exported.table == json.loads(path.read_text())
     seen = {"keys": [], "lookups": []}
 
-    class CpuLookup(LookupTableChoices):
-        # Inductor's lookup is CUDA-only (no device key and no table without CUDA).
-        @staticmethod
-        def _get_device_key(device):
-            return "cpu-test"
-
-        def _get_lookup_table(self):
-            return icfg.lookup_table.table or {}
-
-        def make_lookup_key(self, kernel_inputs, op_name, include_device=False):
-            key = super().make_lookup_key(kernel_inputs, op_name, include_device)
-            seen["keys"].append(key)
-            return key
-
-        def lookup_template_configs(self, kernel_inputs, op_name, template_uids, template_hash_map=None):
-            # The CPU offers only aten::mm: ask Inductor's parser for every template we export.
-            every = [ie.TRITON_MM, ie.DECOMPOSE_K, ie.ATEN_MM]
-            seen["lookups"].append(super().lookup_template_configs(kernel_inputs, op_name, every, template_hash_map))
-            return super().lookup_template_configs(kernel_inputs, op_name, template_uids, template_hash_map)
+    # The CPU offers only aten::mm: ask Inductor's parser for every template we export.
+    lookup = cpu_lookup_choices(seen, [ie.TRITON_MM, ie.DECOMPOSE_K, ie.ATEN_MM])
 
     a = torch.randn(64, 128, dtype=torch.bfloat16)
     b = torch.randn(128, 96, dtype=torch.bfloat16)
     w = torch.randn(96, 128, dtype=torch.bfloat16)
     old_caches = icfg.force_disable_caches
     try:
-        installed = ie.install(path, choices=CpuLookup())
+        installed = ie.install(path, choices=lookup)
         assert installed == exported.table and icfg.lookup_table.table == exported.table
         icfg.force_disable_caches = True
         torch._dynamo.reset()
