@@ -145,11 +145,17 @@ def test_conv1d_fuses_its_bias():
 
 
 # ------------------------------------------------------------------ GPU
+@pytest.fixture
+def gpu_model():
+    """A patched bf16 model whose layers run a Triton kernel, and a 64-row input."""
+    model, _ = _model("triton_mm:BM64-BN64-BK32-S3-W4-G8", device="cuda", dtype=torch.bfloat16)
+    return model, torch.randn(64, 32, device="cuda", dtype=torch.bfloat16)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU")
-def test_eager_gpu_graph_capture_of_a_patched_model():
-    model, _ = _model("triton_mm:BM64-BN64-BK32-S3-W4-G8", device="cuda", dtype=torch.bfloat16)
-    x = torch.randn(64, 32, device="cuda", dtype=torch.bfloat16)
+def test_eager_gpu_graph_capture_of_a_patched_model(gpu_model):
+    model, x = gpu_model
     with torch.no_grad():
         want = model(x)  # decides (and verifies) outside the capture
         g = torch.cuda.CUDAGraph()
@@ -174,9 +180,8 @@ def test_eager_gpu_graph_capture_of_a_patched_model():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU")
-def test_eager_gpu_reduce_overhead_compile_and_eager_choices():
-    model, _ = _model("triton_mm:BM64-BN64-BK32-S3-W4-G8", device="cuda", dtype=torch.bfloat16)
-    x = torch.randn(64, 32, device="cuda", dtype=torch.bfloat16)
+def test_eager_gpu_reduce_overhead_compile_and_eager_choices(gpu_model):
+    model, x = gpu_model
     with torch.no_grad():
         eager = model(x)
         # Eager: the layer timed both paths for this shape and recorded them.
