@@ -592,9 +592,9 @@ class Dispatcher:
         once against Triton's ordinary launch on these very operands; None when the family
         has none, or when the check fails (then the ordinary launch serves, and we say so).
         Both take the ``epilogue`` as a keyword."""
-        prep = getattr(kernels.get(choice.family), "prepare", None)
-        if prep is None or choice.pad:
+        if choice.pad:
             return None
+        prep = kernels.get(choice.family).prepare  # every registered family has one (kernels.base)
         try:
             want = torch.empty(shape, dtype=self.torch_dtype, device=a.device)
             got = prep(a, b, want, choice.config, allow_tf32=False, workspace=self._workspace, epilogue=epilogue)

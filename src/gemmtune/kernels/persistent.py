@@ -48,7 +48,7 @@ from ..device import DeviceInfo
 from ..epilogue import EpilogueArgs
 from ..problem import Problem, element_size
 from .base import Unsupported, tile_row
-from .tiled import (_INTERPRETED, _launch, epilogue_consts, epilogue_pointers, epilogue_strides,
+from .tiled import (_launch, epilogue_consts, epilogue_pointers, epilogue_strides,
                     epilogue_tensors, fused_epilogue, input_precision, mma, needs_int64)
 
 try:  # triton >= 3.3 (3.6 on the GPU machine, the newest on CPUs)
@@ -342,12 +342,5 @@ def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> di
             "NUM_SMS": sm_count, "TMA_SIZE": TMA_DESCRIPTOR_SIZE, "TMA_EXPERIMENTAL_API": False}
 
 
-def available() -> str | None:
-    """None when this triton can build the family, else why not."""
-    if TensorDescriptor is None:
-        return f"triton {triton.__version__} has no triton.tools.tensor_descriptor"
-    return None
-
-
 __all__ = ["NAME", "CONFIG", "space", "validate", "constraint", "run", "prepare", "plan", "features_row",
-           "inductor_export", "problem_reason", "_INTERPRETED"]
+           "inductor_export", "problem_reason"]
