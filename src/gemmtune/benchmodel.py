@@ -109,20 +109,29 @@ def build_minilm(dtype: torch.dtype, device: str, folder: str | None = None):
 
 
 # ------------------------------------------------------------------------ timing
+def _calls_per_round(fn: Callable[[], object], warmup: int, min_round_ms: float, sync: Callable[[], None]) -> int:
+    """Calls per timed round: ``warmup`` untimed calls, then one timed call sizes a round to about
+    ``min_round_ms`` (1 to 200 calls)."""
+    for _ in range(warmup):
+        fn()
+    sync()
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    return max(1, min(200, int(min_round_ms / max((time.perf_counter() - t0) * 1e3, 1e-3))))
+
+
+def _stats(samples: list[float], calls: int) -> dict:
+    """Median ms per call over the rounds, their relative range, and the calls made."""
+    med = statistics.median(samples)
+    return {"ms": med, "spread": (max(samples) - min(samples)) / med if med else 0.0, "calls": calls}
+
+
 def time_call(fn: Callable[[], object], *, rounds: int = 5, min_round_ms: float = 20.0,
               warmup: int = 3) -> dict:
     """Median ms per call over ``rounds`` rounds (CUDA events on a GPU, wall clock otherwise)."""
     cuda = torch.cuda.is_available()
-    for _ in range(warmup):
-        fn()
-    if cuda:
-        torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    fn()
-    if cuda:
-        torch.cuda.synchronize()
-    one = max((time.perf_counter() - t0) * 1e3, 1e-3)
-    n = max(1, min(200, int(min_round_ms / one)))
+    n = _calls_per_round(fn, warmup, min_round_ms, torch.cuda.synchronize if cuda else (lambda: None))
     samples = []
     for _ in range(rounds):
         if cuda:
@@ -138,8 +147,7 @@ def time_call(fn: Callable[[], object], *, rounds: int = 5, min_round_ms: float 
             for _ in range(n):
                 fn()
             samples.append((time.perf_counter() - t0) * 1e3 / n)
-    med = statistics.median(samples)
-    return {"ms": med, "spread": (max(samples) - min(samples)) / med if med else 0.0, "calls": n * rounds}
+    return _stats(samples, n * rounds)
 
 
 def time_interleaved(fns: dict[str, Callable[[], object]], *, rounds: int = 7, min_round_ms: float = 20.0,
@@ -150,15 +158,7 @@ def time_interleaved(fns: dict[str, Callable[[], object]], *, rounds: int = 7, m
     cuda = torch.cuda.is_available()
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     names = list(fns)
-    per: dict[str, int] = {}
-    for name in names:
-        for _ in range(warmup):
-            fns[name]()
-        sync()
-        t0 = time.perf_counter()
-        fns[name]()
-        sync()
-        per[name] = max(1, min(200, int(min_round_ms / max((time.perf_counter() - t0) * 1e3, 1e-3))))
+    per = {name: _calls_per_round(fns[name], warmup, min_round_ms, sync) for name in names}
     samples: dict[str, list[float]] = {n: [] for n in names}
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
@@ -169,12 +169,7 @@ def time_interleaved(fns: dict[str, Callable[[], object]], *, rounds: int = 7, m
                 fn()
             sync()
             samples[name].append((time.perf_counter() - t0) * 1e3 / n)
-    out = {}
-    for name in names:
-        med = statistics.median(samples[name])
-        out[name] = {"ms": med, "spread": (max(samples[name]) - min(samples[name])) / med if med else 0.0,
-                     "calls": per[name] * rounds}
-    return out
+    return {name: _stats(samples[name], per[name] * rounds) for name in names}
 
 
 def interleave_eager(out: dict, variants: dict, phases: dict[str, Callable], model_name: str,
