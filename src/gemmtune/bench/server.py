@@ -103,7 +103,7 @@ def _serve_client(conn, pool: WorkerPool, info: dict) -> int:
             _, task_op, tasks, timeout = req
             pool.timeout = float(timeout)
             try:
-                for i, (task, res) in enumerate(pool.map(tasks, op=task_op)):
+                for task, res in pool.map(tasks, op=task_op):
                     conn.send(("result", task, res))
                     n += 1
             except (BrokenPipeError, OSError):
