@@ -49,6 +49,10 @@ class KernelFamily(Protocol):
       ``facts`` (M, N, K, aligned A, aligned B) are given;
     * ``inductor_export(choice, problem, sm_count) -> dict``: Inductor's lookup-table config
       for the choice, or raises ``Unsupported`` with the reason.
+
+    Optional: ``TMA_EDGES = True`` for a family whose ragged edges cost nothing (TMA boxes
+    zero-filled past the matrix): its ``pad+`` choices then run on the real N of the padded copy
+    and write in place (``kernels.run_choice``); absent means False.
     """
 
     NAME: str
