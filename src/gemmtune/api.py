@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import torch
-import triton
 
 from . import epilogue as epi_mod
 from . import kernels
 from .device import DeviceInfo, current_or
 from .kernels.tiled import _tiled_mm_kernel
 from .problem import Problem, check_operands, dtype_name
-from .configs import Choice, SplitKConfig, next_pow2
+from .configs import Choice, SplitKConfig, cdiv, next_pow2
 
 SPACE_KINDS = ("default", "exhaustive")
 
@@ -72,7 +71,7 @@ def default_choice(problem: Problem, device: DeviceInfo | None = None) -> Choice
     if m * n <= 256 * 256 and k >= 2048 and k >= 8 * max(m, n):
         bm = max(16, min(64, next_pow2(m)))
         bn = max(16, min(64, next_pow2(n)))
-        tiles = triton.cdiv(m, bm) * triton.cdiv(n, bn)
+        tiles = cdiv(m, bm) * cdiv(n, bn)
         split = 2
         # Aim at about one wave of programs, keeping each K-slice >= 256 long.
         while split * 2 * tiles <= dev.sm_count and k // (split * 2) >= 256:

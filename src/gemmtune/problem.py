@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
 
@@ -65,7 +66,9 @@ def dtype_name(dtype: torch.dtype | str) -> str:
     raise TypeError(f"dtype must be a torch.dtype or a string, not {type(dtype).__name__}")
 
 
+@functools.lru_cache(maxsize=None)
 def element_size(dtype: str) -> int:
+    # Cached: the spaces ask thousands of times per shape, and each answer is a tensor allocation.
     return torch.empty((), dtype=DTYPES[dtype_name(dtype)]).element_size()
 
 

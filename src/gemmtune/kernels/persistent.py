@@ -43,7 +43,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..configs import PersistentConfig, check_block_sizes, prune, scale_tile, tile_constraint
+from ..configs import PersistentConfig, cdiv, check_block_sizes, prune, scale_tile, tile_constraint
 from ..device import DeviceInfo
 from ..epilogue import EpilogueArgs
 from ..problem import Problem, element_size
@@ -264,10 +264,10 @@ def num_programs(device: torch.device, tiles: int) -> int:
 def plan(m: int, n: int, k: int, cfg: PersistentConfig, sms: int | None = None) -> dict:
     """Tiles and programs of one launch: the single source for the launcher and the model.
     ``sms``: programs at most (one per SM); None, one per tile."""
-    tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
+    tiles = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n)
     programs = max(1, tiles if sms is None else min(sms, tiles))
     return {"grid": (programs,), "tiles": tiles, "splits": 1, "k_per_split": k, "workspace_bytes": 0,
-            "programs": programs, "k_tiles": triton.cdiv(k, cfg.block_k)}
+            "programs": programs, "k_tiles": cdiv(k, cfg.block_k)}
 
 
 def _descriptor(t: torch.Tensor, layout: str, box_rows: int, box_cols: int):

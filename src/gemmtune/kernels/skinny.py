@@ -32,7 +32,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..configs import SkinnyConfig, prune
+from ..configs import SkinnyConfig, cdiv, prune
 from ..device import DeviceInfo
 from ..problem import Problem, element_size
 from .base import Unsupported, tile_row
@@ -281,8 +281,8 @@ def _stream_k(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, sam, sak, sbk, sbn
 
 def k_per_split(k: int, cfg: SkinnyConfig) -> int:
     """K extent of one slice: ceil(K / split) rounded up to a whole number of BLOCK_K."""
-    per = triton.cdiv(k, cfg.split_k)
-    return triton.cdiv(per, cfg.block_k) * cfg.block_k
+    per = cdiv(k, cfg.split_k)
+    return cdiv(per, cfg.block_k) * cfg.block_k
 
 
 def plan(m: int, n: int, k: int, cfg: SkinnyConfig, sms: int | None = None) -> dict:
@@ -294,17 +294,17 @@ def plan(m: int, n: int, k: int, cfg: SkinnyConfig, sms: int | None = None) -> d
     >>> p["grid"], p["splits"], p["k_per_split"], p["workspace_numel"]
     ((96, 4), 4, 1024, 24576)
     """
-    tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
+    tiles = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n)
     if cfg.stream_k:
         # Stream-K: a fixed grid; every strip may be shared, so every strip counts K-blocks
         # into the atomic-mode workspace. ``splits`` is the K-blocks a program reduces (about).
-        units = tiles * triton.cdiv(k, cfg.block_k)
+        units = tiles * cdiv(k, cfg.block_k)
         return {"grid": (cfg.stream_k, 1), "splits": max(1, cfg.stream_k // tiles), "k_per_split": k,
                 "tiles": tiles, "workspace_numel": m * n, "workspace_bytes": 4 * m * n + 4 * tiles,
                 "programs": cfg.stream_k,
                 "units_per_program": units / cfg.stream_k}
     per = k_per_split(k, cfg)
-    splits = triton.cdiv(k, per)
+    splits = cdiv(k, per)
     ws = 0 if splits == 1 else m * n * (splits if cfg.deterministic else 1)
     return {"grid": (tiles, splits), "splits": splits, "k_per_split": per, "tiles": tiles,
             "workspace_numel": ws, "workspace_bytes": 4 * ws + 4 * tiles if ws else 0,
@@ -335,7 +335,7 @@ def constraint(cfg: SkinnyConfig, problem: Problem, device: DeviceInfo) -> str |
     p = plan(m, n, k, cfg)
     if cfg.stream_k and p["units_per_program"] < 2:
         return f"stream-K over {cfg.stream_k} programs leaves under 2 K-blocks each: too fine"
-    if cfg.split_k > 1 and triton.cdiv(k, cfg.split_k) < MIN_SLICE:
+    if cfg.split_k > 1 and cdiv(k, cfg.split_k) < MIN_SLICE:
         return f"K={k} split {cfg.split_k} ways leaves slices shorter than {MIN_SLICE}"
     if p["splits"] != cfg.split_k and cfg.split_k > 1:
         return f"K={k} in slices of {p['k_per_split']} gives {p['splits']} slices, not {cfg.split_k}"
@@ -376,7 +376,7 @@ def splits_for(problem: Problem, device: DeviceInfo, block_m: int, block_n: int)
     >>> splits_for(Problem.from_sizes(32, 32, 28672, "bf16"), DeviceInfo.lookup("h200"), 32, 32)
     (1, 64)
     """
-    tiles = triton.cdiv(problem.m, block_m) * triton.cdiv(problem.n, block_n)
+    tiles = cdiv(problem.m, block_m) * cdiv(problem.n, block_n)
     most = max(1, problem.k // MIN_SLICE)
     ok = [s for s in SPLITS[1:] if s <= most and device.sm_count // 4 <= tiles * s <= 4 * device.sm_count]
     if not ok and tiles < device.sm_count // 4:
@@ -413,7 +413,7 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
     # BLOCK_K never longer than a K-slice needs.
     scaled = []
     for c in raw:
-        per = triton.cdiv(problem.k, c.split_k)
+        per = cdiv(problem.k, c.split_k)
         bk = max(16, min(c.block_k, 1 << max(0, (per - 1).bit_length())))
         scaled.append(c if bk == c.block_k else SkinnyConfig(c.block_m, c.block_n, bk, c.split_k, c.num_stages,
                                                              c.num_warps, c.dot, c.deterministic, c.stream_k))

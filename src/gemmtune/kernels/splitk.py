@@ -15,11 +15,10 @@ from __future__ import annotations
 import itertools
 
 import torch
-import triton
 
 from ..device import DeviceInfo
 from ..problem import Problem
-from ..configs import SplitKConfig, check_block_sizes, prune, scale_tile, tile_constraint
+from ..configs import SplitKConfig, cdiv, check_block_sizes, prune, scale_tile, tile_constraint
 from ..epilogue import EpilogueArgs
 from .base import Unsupported, tile_row
 from .tiled import launch_tiled, prepare_direct, tile_kwargs
@@ -36,14 +35,14 @@ MAX_WORKSPACE_BYTES = 256 * 2**20
 
 def k_per_split(k: int, cfg: SplitKConfig) -> int:
     """K extent of one slice: ceil(K / split) rounded up to a whole number of BLOCK_K."""
-    per = triton.cdiv(k, cfg.split_k)
-    return triton.cdiv(per, cfg.block_k) * cfg.block_k
+    per = cdiv(k, cfg.split_k)
+    return cdiv(per, cfg.block_k) * cfg.block_k
 
 
 def constraint(cfg: SplitKConfig, problem: Problem, device: DeviceInfo) -> str | None:
     if cfg.split_k < 2:
         return "split_k must be >= 2 (split_k=1 is triton_mm)"
-    if problem.k < 2 * MIN_SLICE or triton.cdiv(problem.k, cfg.split_k) < MIN_SLICE:
+    if problem.k < 2 * MIN_SLICE or cdiv(problem.k, cfg.split_k) < MIN_SLICE:
         return f"K={problem.k} split {cfg.split_k} ways leaves slices shorter than {MIN_SLICE}"
     p = plan(problem.m, problem.n, problem.k, cfg)
     ws = 4 * problem.m * problem.n * (p["splits"] if cfg.deterministic else 1)
@@ -64,7 +63,7 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
         raw = [SplitKConfig(bm, bn, bk, st, w, 8, s, d) for bm, bn, bk, st, w, s, d in itertools.product(
             (16, 32, 64, 128), (16, 32, 64, 128), (32, 64, 128, 256), (2, 3, 4, 5), (2, 4, 8),
             SPLITS, (True, False))]
-    scaled = [scale_tile(c, problem, k_len=triton.cdiv(problem.k, c.split_k)) for c in raw]
+    scaled = [scale_tile(c, problem, k_len=cdiv(problem.k, c.split_k)) for c in raw]
     return prune(scaled, problem, device, constraint)
 
 
@@ -111,8 +110,8 @@ def plan(m: int, n: int, k: int, cfg: SplitKConfig, sms: int | None = None) -> d
     ((1, 16), 16, 1792, 16384)
     """
     per = k_per_split(k, cfg)
-    splits = triton.cdiv(k, per)
-    tiles = triton.cdiv(m, cfg.block_m) * triton.cdiv(n, cfg.block_n)
+    splits = cdiv(k, per)
+    tiles = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n)
     if splits == 1:
         return {"grid": (tiles, 1), "tiles": tiles, "splits": 1, "k_per_split": k, "workspace_bytes": 0,
                 "workspace_numel": 0}

@@ -40,6 +40,7 @@ import triton
 import triton.language as tl
 
 from ..epilogue import NONE, EpilogueArgs
+from ..configs import cdiv
 
 
 @triton.jit
@@ -494,8 +495,8 @@ def _tiled_args(a, b, c, *, block_m, block_n, block_k, group_m, k_per_split, spl
     """(grid, runtime args, constexprs) of one launch of the tiled kernel."""
     M, K = a.shape
     N = b.shape[1]
-    splits = triton.cdiv(K, k_per_split)
-    grid = (triton.cdiv(M, block_m) * triton.cdiv(N, block_n), splits)
+    splits = cdiv(K, k_per_split)
+    grid = (cdiv(M, block_m) * cdiv(N, block_n), splits)
     am_unit = a.stride(1) != 1 and a.stride(0) == 1
     bn_unit = b.stride(1) == 1
     mask_m, mask_n = edge_masks(M, N, block_m, block_n, edge, m_contiguous=am_unit, n_contiguous=bn_unit)
@@ -629,7 +630,7 @@ def launch_sum_splits(ws: torch.Tensor, out: torch.Tensor, block: int = 1024,
                       epilogue: EpilogueArgs | None = None) -> None:
     """out = epilogue(sum of the fp32 partials ``ws`` [S, M, N])."""
     S, M, N = ws.shape
-    grid = (triton.cdiv(M * N, block),)
+    grid = (cdiv(M * N, block),)
     args = (ws, out, *epilogue_pointers(epilogue, out), M * N, N, S, out.stride(0), out.stride(1),
             *epilogue_strides(epilogue))
     consts = {"BLOCK": block, "INDEX_64": needs_int64(out, *epilogue_tensors(epilogue)),
