@@ -363,6 +363,9 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
             log(f"{name} {mode:13s} {p.name:16s} {t['ms']:9.3f} ms" +
                 (f"  logits err {r['logits_rel_err']:.2e}" if "logits_rel_err" in r else ""))
         rec["first_calls_s"] = first_calls
+        log(f"{name} {mode:13s} first calls (compile, autotune) {first_calls:.1f} s")
+        if checkpoint is not None:  # before the greedy check, whose recompiles can be long
+            checkpoint(out)
         if mode == "eager_patch":
             rec["eager_paths"] = eager_path_summary(fn_model)
             log(f"{name} eager paths: {rec['eager_paths']['counts']}")
