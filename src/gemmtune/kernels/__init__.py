@@ -15,7 +15,7 @@ ChoiceBatch row) and ``inductor_export`` (Inductor's lookup-table config, or
 import torch
 
 from ..epilogue import EpilogueArgs
-from . import aten, decompose_k, persistent, skinny, splitk, triton_mm
+from . import aten, decompose_k, padcache, persistent, skinny, splitk, triton_mm
 from .base import KernelFamily, missing
 
 FAMILIES: dict[str, KernelFamily] = {}
@@ -57,7 +57,8 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
     ``pad+`` choices run on zero-padded row-major copies: K and N rounded up to
     whole 16-byte vectors, so every row starts aligned and no vector straddles a
     ragged edge (as Inductor's pad_mm does). Zero columns of A meet zero rows of
-    B, so the product is unchanged.
+    B, so the product is unchanged. A B that is an ``nn.Parameter`` (or a view of one, as
+    ``W.t()`` in a Linear layer) is padded once per parameter version (``padcache``).
 
     Where N was padded, pointer-based kernels compute the padded N into a temporary (the bias
     and residual padded with it) that is cut off when copying out: computing the real, odd N
@@ -75,7 +76,9 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
     N = b.shape[1]
     _, Np, Kp = padded_sizes(M, N, K, a.element_size())
     ap = torch.nn.functional.pad(a, (0, Kp - K))
-    bp = torch.nn.functional.pad(b, (0, Np - N, 0, Kp - K))
+    bp = padcache.WEIGHTS.get(b, Np, Kp)  # a weight is padded once per version (padcache)
+    if bp is None:
+        bp = torch.nn.functional.pad(b, (0, Np - N, 0, Kp - K))
     if Np == N or getattr(fam, "TMA_EDGES", False):
         fam.run(ap, bp[:, :N], out, choice.config, allow_tf32=allow_tf32, workspace=workspace,
                 epilogue=epilogue)

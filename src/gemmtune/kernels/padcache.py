@@ -1,0 +1,83 @@
+"""Zero-padded copies of weight operands, made once per parameter version instead of per call.
+
+A ``pad+`` choice multiplies 16-byte aligned copies of its operands (``kernels.run_choice``).
+For an activation that copy is paid on every call, and the tuner measures it so. A weight is
+different: ``x @ W.t()`` with an odd ``out_features`` (GPT-2's LM head: 50257 x 768, 77 MB in
+bf16) would otherwise be transposed and padded again on every forward. So when B is an
+``nn.Parameter`` or a view of one, its padded copy is kept and reused until the parameter
+changes: the key holds the parameter's version counter (bumped by every in-place update,
+optimizer steps included), its data pointer, and the view's shape and strides.
+
+Never reused where that would be unsafe:
+* inside a CUDA-graph capture (a replay would keep reading the copy made at capture time after
+  the parameter changed): the copy is made in the graph, as for any operand;
+* when autograd records (grad enabled and B requires grad): the copy must stay in the graph.
+
+Tuning does not see this (it times pad+ with both copies), so a pad+ pick for a weight runs
+at least as fast as measured.
+
+    >>> import torch
+    >>> cache = PaddedWeights()
+    >>> w = torch.nn.Parameter(torch.randn(5, 3))
+    >>> with torch.no_grad():
+    ...     first = cache.get(w.t(), 8, 8)
+    ...     again = cache.get(w.t(), 8, 8)
+    >>> first is again, tuple(first.shape), len(cache)
+    (True, (8, 8), 1)
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+
+class PaddedWeights:
+    """Per-parameter cache of ``pad(B)`` (row-major, K' x N'). ``get`` returns None for an
+    operand it must not cache; the caller then pads as usual."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple] = {}  # id(parameter) -> (weakref, key, padded copy)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    @staticmethod
+    def _parameter(b: torch.Tensor) -> torch.nn.Parameter | None:
+        if isinstance(b, torch.nn.Parameter):
+            return b
+        base = b._base
+        return base if isinstance(base, torch.nn.Parameter) else None
+
+    def get(self, b: torch.Tensor, n_pad: int, k_pad: int) -> torch.Tensor | None:
+        """B (K x N) zero-padded to (k_pad x n_pad), row-major: cached when B is a parameter
+        (or a view of one) and caching is safe, else None."""
+        param = self._parameter(b)
+        if param is None:
+            return None
+        if b.requires_grad and torch.is_grad_enabled():
+            return None
+        if b.is_cuda and torch.cuda.is_current_stream_capturing():
+            return None
+        key = (b.data_ptr(), tuple(b.shape), b.stride(), b._version, b.dtype, b.device, n_pad, k_pad)
+        hit = self._entries.get(id(param))
+        if hit is not None and hit[0]() is param and hit[1] == key:
+            return hit[2]
+        k, n = b.shape
+        with torch.no_grad():
+            padded = torch.nn.functional.pad(b, (0, n_pad - n, 0, k_pad - k)).contiguous()
+        pid = id(param)
+        entries = self._entries
+
+        def forget(_ref, pid=pid):  # the parameter is gone: drop its copy with it
+            entries.pop(pid, None)
+        self._entries[pid] = (weakref.ref(param, forget), key, padded)
+        return padded
+
+
+# The process's cache, used by kernels.run_choice.
+WEIGHTS = PaddedWeights()

@@ -1,0 +1,78 @@
+"""pad+ choices pad a weight once per parameter version (kernels.padcache), and never serve a
+stale copy: after an in-place update, inside autograd, or for a plain tensor."""
+import gc
+
+import pytest
+import torch
+
+from gemmtune import kernels
+from gemmtune.configs import Choice
+from gemmtune.kernels import padcache
+
+pytestmark = pytest.mark.usefixtures("interpret")
+
+
+@pytest.fixture
+def interpret(monkeypatch):
+    if not kernels.tiled._INTERPRETED:
+        pytest.skip("the Triton kernels need TRITON_INTERPRET=1 on a CPU")
+    padcache.WEIGHTS.clear()
+    yield
+    padcache.WEIGHTS.clear()
+
+
+PAD_MM = Choice.parse("pad+triton_mm:BM16-BN16-BK16-S1-W2-G1")
+
+
+def _run(x, b):
+    out = torch.empty(x.shape[0], b.shape[1], dtype=x.dtype)
+    kernels.run_choice(PAD_MM, x, b, out)
+    return out
+
+
+def _check(out, x, b):
+    ref = x.double() @ b.double()
+    assert torch.allclose(out.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+
+
+@pytest.mark.parametrize("n,k", [(13, 37), (17, 16), (16, 9)])  # odd N, odd K, both
+def test_parameter_view_is_padded_once_and_follows_updates(n, k):
+    torch.manual_seed(n * k)
+    w = torch.nn.Parameter(torch.randn(n, k, dtype=torch.float16))  # Linear weight (out, in)
+    x = torch.randn(7, k, dtype=torch.float16)
+    with torch.no_grad():
+        _check(_run(x, w.t()), x, w.t())
+        assert len(padcache.WEIGHTS) == 1
+        cached = padcache.WEIGHTS.get(w.t(), *kernels.padded_sizes(7, n, k, 2)[1:])
+        _check(_run(x, w.t()), x, w.t())
+        assert padcache.WEIGHTS.get(w.t(), *kernels.padded_sizes(7, n, k, 2)[1:]) is cached  # reused
+        w.mul_(-0.5)  # an optimizer step: the version changes, the copy must too
+        _check(_run(x, w.t()), x, w.t())
+        assert padcache.WEIGHTS.get(w.t(), *kernels.padded_sizes(7, n, k, 2)[1:]) is not cached
+
+
+def test_plain_tensor_is_not_cached():
+    torch.manual_seed(1)
+    b = torch.randn(37, 13, dtype=torch.float16)
+    x = torch.randn(5, 37, dtype=torch.float16)
+    _check(_run(x, b), x, b)
+    assert len(padcache.WEIGHTS) == 0
+
+
+def test_autograd_is_not_cached_and_freed_parameters_leave():
+    w = torch.nn.Parameter(torch.randn(13, 37, dtype=torch.float16))
+    assert padcache.WEIGHTS.get(w.t(), 16, 40) is None  # grad enabled, requires grad
+    with torch.no_grad():
+        assert padcache.WEIGHTS.get(w.t(), 16, 40) is not None
+    assert len(padcache.WEIGHTS) == 1
+    del w
+    gc.collect()
+    assert len(padcache.WEIGHTS) == 0
+
+
+def test_padded_copy_is_zero_outside_the_weight():
+    w = torch.nn.Parameter(torch.randn(13, 37))
+    with torch.no_grad():
+        p = padcache.WEIGHTS.get(w.t(), 16, 40)
+    assert p.shape == (40, 16) and p.is_contiguous()
+    assert torch.equal(p[:37, :13], w.t()) and not p[37:].any() and not p[:, 13:].any()
