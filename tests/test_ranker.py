@@ -11,12 +11,14 @@ import json
 import math
 import sys
 import warnings
+from pathlib import Path
+
+import gemmtune
 
 import numpy as np
 import pytest
 
-from gemmtune.model import AnalyticModel, LearnedModel, ModelError, ModelWarning, evaluate, fit, load_model
-from gemmtune.model.errors import ModelDependencyError
+from gemmtune.model import LearnedModel, ModelError, evaluate, fit, load_model
 from gemmtune.model.learned import load_dataset, split_by_shape
 from gemmtune.model.regressors import relevance
 from gemmtune.model.topk import K_MAX, choose_k, study
@@ -102,20 +104,36 @@ def test_stale_or_missing_booster_is_a_one_line_error(ranked, tmp_path):
         LearnedModel.load(path)
 
 
-def test_without_lightgbm_a_ranker_warns_and_ranks_analytically(ranked, tmp_path, monkeypatch):
+def test_without_lightgbm_a_ranker_predicts_the_same_from_its_trees(ranked, tmp_path, monkeypatch):
     model, _, te = ranked
     path = model.save(tmp_path / "r.json")
-    _no_lightgbm(monkeypatch)
-    with pytest.raises(ModelDependencyError, match=r"pip install 'gemmtune\[learn\]'") as e:
-        LearnedModel.load(path)
-    assert "\n" not in str(e.value)
-    with pytest.warns(ModelWarning, match="needs lightgbm"):
-        m = load_model(path)
-    assert isinstance(m, AnalyticModel)
     g = te.groups[0]
-    assert len(m.predict(g.problem, g.choices)) == len(g.choices)
-    with pytest.raises(ModelError, match="needs lightgbm"):
+    want = model.predict(g.problem, g.choices)
+    _no_lightgbm(monkeypatch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = load_model(path)  # lgbm_text reads the trees: no warning, no fallback
+    assert isinstance(m, LearnedModel) and m.family == "lgbm_rank"
+    np.testing.assert_allclose(m.predict(g.problem, g.choices), want, rtol=1e-9, atol=1e-12)
+    with pytest.raises(ModelError, match="needs lightgbm"):  # training still needs it
         fit(te, kind="lgbm_rank")
+
+
+def test_numpy_trees_match_lightgbm_on_the_shipped_ranker():
+    import lightgbm
+
+    from gemmtune.model.lgbm_text import TextBooster
+    text = (Path(gemmtune.__file__).parent / "data" / "models" / "nvidia-h200-rank.lgbm.txt").read_text()
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 20, size=(500, 46))
+    X[::7, 3] = 0.0
+    X[::11, 4] = np.nan  # missing values take LightGBM's rule
+    np.testing.assert_allclose(TextBooster(text).predict(X), lightgbm.Booster(model_str=text).predict(X),
+                               rtol=1e-12, atol=1e-12)
+    with pytest.raises(ModelError, match="46 features"):
+        TextBooster(text).predict(X[:, :5])
+    with pytest.raises(ModelError, match="not a LightGBM text model"):
+        TextBooster("hello")
 
 
 def test_choose_k_grows_with_uncertainty_and_is_bounded():
@@ -183,7 +201,10 @@ def test_shipped_h200_ranker_is_the_default_and_gbt_the_fallback(monkeypatch):
     assert isinstance(m, LearnedModel) and m.family == "lgbm_rank"
     s = evaluate(m, load_dataset(PUBLIC_BF16))["summary"]  # public shapes: never trained on
     assert s["top5_regret_geomean"] < 0.05
-    _no_lightgbm(monkeypatch)
-    with pytest.warns(ModelWarning, match="needs lightgbm"):
-        m = default_model("h200", triton_version="3.6.0")
-    assert isinstance(m, LearnedModel) and m.family == "gbt"
+    _no_lightgbm(monkeypatch)  # the ranker still serves, from its trees in numpy
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m2 = default_model("h200", triton_version="3.6.0")
+    assert isinstance(m2, LearnedModel) and m2.family == "lgbm_rank"
+    g = load_dataset(PUBLIC_BF16).groups[0]
+    np.testing.assert_allclose(m2.predict(g.problem, g.choices), m.predict(g.problem, g.choices), rtol=1e-9)

@@ -15,7 +15,8 @@ concrete model. Two are provided:
   ``lgbm_rank``, the ``learn`` extra) whose ``predict`` is an ordering, not ms; saved
   as JSON with provenance (a ranker: plus LightGBM's text model beside it) and loaded
   with ``load_model``, which falls back to the analytic model (with a ``ModelWarning``)
-  for a file made on another GPU or triton MAJOR.MINOR, or a ranker without lightgbm.
+  for a file made on another GPU or triton MAJOR.MINOR. Without lightgbm a ranker still
+  predicts, from its trees in numpy (``lgbm_text``); only training needs lightgbm.
 
 ``topk.choose_k`` picks how many of a model's best the tuner benchmarks
 (``benchmark_space='AUTO'``); ``compare.compare`` scores model kinds side by side.

@@ -498,7 +498,7 @@ def load_model(path: str | os.PathLike, device: DeviceInfo | str | None = None, 
     ``device`` is None), with the same triton MAJOR.MINOR as ``triton_version`` (default:
     the installed triton), and with this gemmtune's feature version. A file that is not
     a model at all, or a ranker whose booster file does not match it (stale), raises
-    ``ModelError``; a ranker where lightgbm does not import warns and ranks analytically.
+    ``ModelError``; a ranker where lightgbm does not import predicts with lgbm_text (numpy).
 
     Example::
 

@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from .errors import ModelDependencyError, ModelError
+from .lgbm_text import TextBooster
 
 class _GBT:
     """Gradient-boosted oblivious trees on binned features (least squares)."""
@@ -328,13 +329,17 @@ class _LGBMRanker:
             raise ModelError(f"{source}: its booster file {d.get('booster_file')!r} does not match the model "
                              f"JSON (sha256 {got[:12]}, recorded {str(want)[:12]}): stale or edited; "
                              "save the model again")
-        lgb = import_lightgbm()
         try:
-            booster = lgb.Booster(model_str=text)
+            lgb = import_lightgbm()
+        except ModelDependencyError:
+            lgb = None  # predict from the trees with numpy (lgbm_text): the same scores
+        try:
+            booster = lgb.Booster(model_str=text) if lgb is not None else TextBooster(text)
         except Exception as e:  # lightgbm raises its own LightGBMError on a bad file
             raise ModelError(f"{source}: unreadable LightGBM booster: {type(e).__name__}: {e}") from None
-        if booster.num_feature() != n_features or d.get("num_feature") != n_features:
-            raise ModelError(f"{source}: its booster takes {booster.num_feature()} features, this gemmtune's "
+        num_feature = booster.num_feature() if lgb is not None else booster.num_feature
+        if num_feature != n_features or d.get("num_feature") != n_features:
+            raise ModelError(f"{source}: its booster takes {num_feature} features, this gemmtune's "
                              f"feature set has {n_features}")
         keys = ("n_trees", "lr", "num_leaves", "min_data_in_leaf", "bagging", "feature_fraction",
                 "label_step", "label_levels")

@@ -59,32 +59,13 @@ def _kind(path: Path) -> str:
         return ""
 
 
-def _has_lightgbm() -> bool:
-    try:
-        import lightgbm  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def shipped_for(device: DeviceInfo) -> Path | None:
     """The shipped model made on ``device``'s GPU (by name), or None. Where a ranker
     (lgbm_rank, the H200's default since benchmarks/results/2026-11-24-ranker) and a numpy
-    model both ship, the ranker when lightgbm imports, else the numpy one (after a
-    ModelWarning saying so)."""
-    import warnings
-
-    from .errors import ModelWarning
-
+    model both ship, the ranker: it predicts with lightgbm when that imports and with
+    ``lgbm_text``'s numpy reader of its trees otherwise."""
     mine = [p for p in shipped_models() if _same_gpu(str(provenance(p).get("device_name", "")), device.name)]
     ranked = sorted(mine, key=lambda p: _kind(p) != "lgbm_rank")  # rankers first
-    if ranked and _kind(ranked[0]) == "lgbm_rank" and not _has_lightgbm():
-        others = [p for p in ranked if _kind(p) != "lgbm_rank"]
-        if others:
-            warnings.warn(f"the ranking model shipped for {device.name} needs lightgbm (pip install "
-                          f"'gemmtune[learn]'); ranking with the shipped {_kind(others[0])} model {others[0].name}",
-                          ModelWarning, stacklevel=3)
-            return others[0]
     return ranked[0] if ranked else None
 
 
