@@ -93,11 +93,14 @@ TUNE_MODES: dict[str, dict] = {
 # whole exhaustive space benchmarked, the reference the model's top-k is judged against. The
 # exhaustive space holds 870-9,045 candidates per public-suite shape on an H200, so that mode
 # is for a few chosen shapes (--suite / --groups / --limit), not the whole suite in one call.
+# ``auto``: the model's adaptive top-k (benchmark_space='AUTO', model.topk.choose_k: k grows
+# where the model is unsure), the mode meant to reach 97% of the best at the lowest cost.
 OPTIONAL_MODES: dict[str, dict] = {
+    "gemmtune_auto": {"space": "exhaustive", "benchmark_space": "AUTO"},
     "gemmtune_top20": {"space": "exhaustive", "benchmark_space": 20},
     "gemmtune_exhaustive": {"space": "exhaustive", "benchmark_space": "SAME"},
 }
-EXTRA_MODE_NAMES = {"top20": "gemmtune_top20", "exhaustive": "gemmtune_exhaustive"}
+EXTRA_MODE_NAMES = {"auto": "gemmtune_auto", "top20": "gemmtune_top20", "exhaustive": "gemmtune_exhaustive"}
 NVMMH_TOPK = {"nvmmh_top1": 1, "nvmmh_top5": 5}
 
 

@@ -637,9 +637,10 @@ def _add_bench_report_parsers(sub) -> None:
     p.add_argument("--skip-tunableop", action="store_true", help="leave PyTorch TunableOp out")
     p.add_argument("--repeats", type=_positive_int, default=20, metavar="N", help="CUDA-graph replays per kernel time")
     p.add_argument("--seed", type=int, default=0, help="random seed")
-    p.add_argument("--extra-modes", metavar="top20,exhaustive",
-                   help="opt-in gemmtune modes: the model's top-20, and the whole exhaustive space "
-                        "benchmarked (hundreds to thousands of candidates per shape: pick few shapes)")
+    p.add_argument("--extra-modes", metavar="auto,top20,exhaustive",
+                   help="opt-in gemmtune modes: the model's adaptive top-k, its top-20, and the whole "
+                        "exhaustive space benchmarked (hundreds to thousands of candidates per shape: "
+                        "pick few shapes)")
     p.set_defaults(fn=cmd_bench)
 
     from .benchmodel import MODELS, MODES, PHASES
