@@ -93,12 +93,13 @@ def _tile_coords(tile, grid_m, grid_n, GROUP_M: tl.constexpr):
 
 @triton.jit
 def _persistent_kernel(
-    a_desc, b_desc, c_desc, c_ptr, bias_ptr, res_ptr,
+    a_desc, b_desc, c_desc, c_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr,
     M, N, K, stride_cm, stride_cn, stride_bias, stride_rm, stride_rn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     NUM_PROGRAMS: tl.constexpr, A_COL: tl.constexpr, B_ROW: tl.constexpr, TMA_STORE: tl.constexpr,
     INPUT_PRECISION: tl.constexpr, INDEX_64: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPEC: tl.constexpr,
     HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, RN_UNIT: tl.constexpr,
+    SCALE: tl.constexpr,
 ):
     pid = tl.program_id(0)
     grid_m = tl.cdiv(M, BLOCK_M)
@@ -136,7 +137,7 @@ def _persistent_kernel(
         mask = (rm[:, None] < M) & (rn[None, :] < N)
         srn = 1 if RN_UNIT else stride_rn
         acc = fused_epilogue(acc, rm[:, None], rn[None, :], mask, N, bias_ptr, res_ptr, stride_bias,
-                             stride_rm, srn, HAS_BIAS, ACT, HAS_RES)
+                             stride_rm, srn, HAS_BIAS, ACT, HAS_RES, M, sa_ptr, sb_ptr, SCALE)
         out = acc.to(c_ptr.dtype.element_ty)
         if TMA_STORE:
             # The TMA store clips the box at the matrix edge.
