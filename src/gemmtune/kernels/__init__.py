@@ -75,7 +75,12 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
     N = b.shape[1]
     _, Np, Kp = padded_sizes(M, N, K, a.element_size())
     ap = torch.nn.functional.pad(a, (0, Kp - K))
-    bp = torch.nn.functional.pad(b, (0, Np - N, 0, Kp - K))
+    if epilogue is not None and epilogue.spec.scale != "none":
+        # fp8 (scaled_mm): B padded into a K-major (column-major) copy, the layout cuBLASLt's fp8
+        # GEMM and wgmma's fp8 operands need (Problem.padded says the same).
+        bp = torch.nn.functional.pad(b.t(), (0, Kp - K, 0, Np - N)).t()
+    else:
+        bp = torch.nn.functional.pad(b, (0, Np - N, 0, Kp - K))
     if Np == N or getattr(fam, "TMA_EDGES", False):
         fam.run(ap, bp[:, :N], out, choice.config, allow_tf32=allow_tf32, workspace=workspace,
                 epilogue=epilogue)

@@ -43,7 +43,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..configs import PersistentConfig, check_block_sizes, prune, scale_tile, tile_constraint
+from ..configs import PersistentConfig, check_block_sizes, fp8_tile, prune, scale_tile, tile_constraint
 from ..device import DeviceInfo
 from ..epilogue import EpilogueArgs
 from ..problem import Problem, element_size
@@ -179,6 +179,12 @@ def problem_reason(problem: Problem, device: DeviceInfo | None) -> str | None:
     # Leading dims: a row-major [M, K] A strides K, a transposed one M; B: N or K.
     lead_a = problem.k if problem.layout_a == "row" else problem.m
     lead_b = problem.n if problem.layout_b == "row" else problem.k
+    if problem.op == "scaled_mm" and (problem.layout_a, problem.layout_b) != ("row", "col"):
+        # Hopper's wgmma reads 8-bit operands from shared memory K-major only, and a TMA box
+        # lands in shared memory in the global layout: fp8 needs A row-major and B column-major
+        # (B = W.t() of a row-major weight). The pad+ variant copies to that layout.
+        return (f"fp8 on TMA needs K-major operands (A row-major, B column-major) for wgmma; A is "
+                f"{problem.layout_a}, B {problem.layout_b}: the pad+ variant copies to that layout")
     for name, lay, al, lead in (("A", problem.layout_a, problem.aligned_a, lead_a),
                                 ("B", problem.layout_b, problem.aligned_b, lead_b)):
         if not _layout_ok(lay, al, lead, es):
@@ -240,6 +246,8 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
     """(kept, rejected) configs: Inductor's persistent TMA tiles (default) or the exhaustive
     product, shrunk to small problems and pruned by ``device`` and TMA's rules."""
     base = default_configs(element_size(problem.dtype)) if kind == "default" else exhaustive_configs()
+    if kind == "default":
+        base = [fp8_tile(c, problem, MAX_BOX) for c in base]  # fp8: BLOCK_K doubled (configs.fp8_tile)
     return prune([scale_tile(c, problem) for c in base], problem, device, constraint)
 
 

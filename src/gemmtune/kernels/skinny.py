@@ -32,7 +32,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..configs import SkinnyConfig, prune
+from ..configs import SkinnyConfig, min_block_k, prune
 from ..device import DeviceInfo
 from ..problem import Problem, element_size
 from .base import Unsupported, tile_row
@@ -327,6 +327,8 @@ def constraint(cfg: SkinnyConfig, problem: Problem, device: DeviceInfo) -> str |
         return f"BLOCK_M={cfg.block_m} < M={m}: A would be re-read per row block"
     if cfg.dot and cfg.block_m < 16:
         return "tl.dot needs BLOCK_M >= 16"
+    if cfg.dot and cfg.block_k < min_block_k(problem):
+        return f"BLOCK_K={cfg.block_k} < {min_block_k(problem)}: fp8 wgmma consumes K = 32 per instruction"
     if cfg.stream_k and (not cfg.dot or cfg.deterministic or cfg.split_k != 1):
         return "stream-K runs the tl.dot path with the atomic reduction and no split_k"
     if not cfg.dot and cfg.block_m > 16:
@@ -417,7 +419,7 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
     scaled = []
     for c in raw:
         per = triton.cdiv(problem.k, c.split_k)
-        bk = max(16, min(c.block_k, 1 << max(0, (per - 1).bit_length())))
+        bk = max(min_block_k(problem), min(c.block_k, 1 << max(0, (per - 1).bit_length())))
         scaled.append(c if bk == c.block_k else SkinnyConfig(c.block_m, c.block_n, bk, c.split_k, c.num_stages,
                                                              c.num_warps, c.dot, c.deterministic, c.stream_k))
     return prune(scaled, problem, device, constraint)
