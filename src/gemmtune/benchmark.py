@@ -266,6 +266,20 @@ def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.mm(a, b)
 
 
+def _scaled_mm_fn(problem: Problem, epi):
+    """torch._scaled_mm with the state's scales (and bias) for a scaled_mm problem: what Inductor
+    compiles (tuned_scaled_mm). An fp32 output gets its bias added after (as the aten family)."""
+    sa, sb = epi.scale_a, epi.scale_b
+    if problem.scale == "row":
+        sa, sb = sa.view(-1, 1), sb.view(1, -1)
+    fused = epi.bias if problem.out_dtype == "bfloat16" else None
+
+    def f(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        out = torch._scaled_mm(a, b, sa, sb, bias=fused, out_dtype=problem.torch_out_dtype)
+        return out if epi.bias is None or fused is not None else out + epi.bias
+    return f
+
+
 def compile_inductor(problem: Problem, state, log: AutotuneLog) -> tuple[dict, Callable[[int], object] | None]:
     """torch.compile max-autotune of one mm on the state's inputs: its tuning (the first call's
     wall time), the kernel it chose and the check of its output against the fp64 reference.
@@ -279,7 +293,8 @@ def compile_inductor(problem: Problem, state, log: AutotuneLog) -> tuple[dict, C
     from .verify import compare, tolerance
 
     a, b = state.inputs[0]
-    f = torch.compile(_mm, mode=INDUCTOR_MODE, dynamic=False)
+    f = torch.compile(_mm if problem.op != "scaled_mm" else _scaled_mm_fn(problem, state.epilogue),
+                      mode=INDUCTOR_MODE, dynamic=False)
     log.clear()
     _install_autotune_log(log)
     try:
