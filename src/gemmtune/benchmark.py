@@ -754,6 +754,10 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
     p = shape.problem
     timer = state.timer
     peak = (ceilings["mm"].get(p.dtype) or {}).get("tflops")
+    if peak is None and p.op == "scaled_mm":
+        # fp8: no fp8 ceiling is measured; Hopper's fp8 tensor cores run at twice the bf16 rate.
+        bf16 = (ceilings["mm"].get("bfloat16") or {}).get("tflops")
+        peak = 2 * bf16 if bf16 else None
     floor = report.roofline_ms(p.flops, p.min_bytes, peak, report.memory_gbps(ceilings))
     compute = p.flops / (peak * 1e9) if peak else 0.0
     rec = {"group": shape.group, "name": shape.name, "key": p.key, "m": p.m, "n": p.n, "k": p.k,
