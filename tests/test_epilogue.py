@@ -110,7 +110,8 @@ def test_epilogue_value_ids_and_constexprs():
                 x = Epilogue(bias, act, res)
                 assert Epilogue.parse(x.id) == x
     assert Epilogue().id == "none" and Epilogue().is_none and not Epilogue(residual=True).is_none
-    assert Epilogue(True, "silu").constexprs() == {"HAS_BIAS": True, "ACT": ACTIVATIONS["silu"], "HAS_RES": False}
+    assert Epilogue(True, "silu").constexprs() == {"HAS_BIAS": True, "ACT": ACTIVATIONS["silu"], "HAS_RES": False,
+                                                        "SCALE": 0}  # scaled_mm's scales: off
     with pytest.raises(ValueError, match="unknown activation 'gelu'"):
         Epilogue(activation="gelu")
     for bad in ("", "bias+none", "res+bias", "bias+silu+relu", "bias+res+res"):
@@ -205,11 +206,13 @@ def test_plain_mm_keeps_its_specialisation(operand):
     kw = dict(block_m=16, block_n=32, block_k=32, group_m=8, k_per_split=96)
     _, args, consts = tiled._tiled_args(a, b, c, **kw)
     assert (consts["HAS_BIAS"], consts["ACT"], consts["HAS_RES"], consts["RN_UNIT"]) == (False, 0, False, False)
-    assert args[5] is c and args[6] is c and args[-3:] == (0, 0, 0)
+    assert all(args[i] is c for i in (5, 6, 7, 8)) and args[-3:] == (0, 0, 0)  # bias, residual, scales
+    assert consts["SCALE"] == 0
     # The parameters are the pointers, the other runtime args, then the constexprs: what a
     # prepared launch (tiled.direct) relies on.
     names = tiled._tiled_mm_kernel.arg_names
-    assert names[:tiled.N_POINTERS] == ["a_ptr", "b_ptr", "c_ptr", "ws_ptr", "lock_ptr", "bias_ptr", "res_ptr"]
+    assert names[:tiled.N_POINTERS] == ["a_ptr", "b_ptr", "c_ptr", "ws_ptr", "lock_ptr", "bias_ptr", "res_ptr",
+                                        "sa_ptr", "sb_ptr"]
     assert len(names) == len(args) + len(consts) and set(names[len(args):]) == set(consts)
     p, sargs, sconsts = skinny._args(a[:4], b, c[:4], SkinnyConfig(4, 32, 64), None, None, False)
     snames = skinny._skinny_kernel.arg_names

@@ -18,6 +18,7 @@ from .device import DeviceInfo
 from .problem import Problem
 from .configs import AtenConfig, Choice, DecomposeKConfig, SkinnyConfig, SplitKConfig, TileConfig
 from .epilogue import Epilogue
+from .scaled import scaled_mm
 from .tune import TuneResult, tune
 from . import nn
 from .dispatch import Dispatcher, compile_mm, load
@@ -29,5 +30,5 @@ __all__ = [
     "__version__", "capture", "Capture", "tune_model", "save_patched", "load_patched", "matmul", "compile_mm",
     "load", "Dispatcher", "patch", "nn", "families", "space", "default_choice", "interpreter_enabled",
     "tune", "TuneResult", "DeviceInfo", "Problem", "Choice", "TileConfig", "SplitKConfig", "SkinnyConfig",
-    "DecomposeKConfig", "AtenConfig", "Epilogue",
+    "DecomposeKConfig", "AtenConfig", "Epilogue", "scaled_mm",
 ]

@@ -269,6 +269,20 @@ def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.mm(a, b)
 
 
+def _scaled_mm_fn(problem: Problem, epi):
+    """torch._scaled_mm with the state's scales (and bias) for a scaled_mm problem: what Inductor
+    compiles (tuned_scaled_mm). An fp32 output gets its bias added after (as the aten family)."""
+    sa, sb = epi.scale_a, epi.scale_b
+    if problem.scale == "row":
+        sa, sb = sa.view(-1, 1), sb.view(1, -1)
+    fused = epi.bias if problem.out_dtype == "bfloat16" else None
+
+    def f(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        out = torch._scaled_mm(a, b, sa, sb, bias=fused, out_dtype=problem.torch_out_dtype)
+        return out if epi.bias is None or fused is not None else out + epi.bias
+    return f
+
+
 def compile_inductor(problem: Problem, state, log: AutotuneLog) -> tuple[dict, Callable[[int], object] | None]:
     """torch.compile max-autotune of one mm on the state's inputs: its tuning (the first call's
     wall time), the kernel it chose and the check of its output against the fp64 reference.
@@ -282,7 +296,8 @@ def compile_inductor(problem: Problem, state, log: AutotuneLog) -> tuple[dict, C
     from .verify import compare, tolerance
 
     a, b = state.inputs[0]
-    f = torch.compile(_mm, mode=INDUCTOR_MODE, dynamic=False)
+    f = torch.compile(_mm if problem.op != "scaled_mm" else _scaled_mm_fn(problem, state.epilogue),
+                      mode=INDUCTOR_MODE, dynamic=False)
     log.clear()
     _install_autotune_log(log)
     try:
@@ -742,6 +757,10 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
     p = shape.problem
     timer = state.timer
     peak = (ceilings["mm"].get(p.dtype) or {}).get("tflops")
+    if peak is None and p.op == "scaled_mm":
+        # fp8: no fp8 ceiling is measured; Hopper's fp8 tensor cores run at twice the bf16 rate.
+        bf16 = (ceilings["mm"].get("bfloat16") or {}).get("tflops")
+        peak = 2 * bf16 if bf16 else None
     floor = report.roofline_ms(p.flops, p.min_bytes, peak, report.memory_gbps(ceilings))
     compute = p.flops / (peak * 1e9) if peak else 0.0
     rec = {"group": shape.group, "name": shape.name, "key": p.key, "m": p.m, "n": p.n, "k": p.k,

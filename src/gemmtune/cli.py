@@ -162,13 +162,19 @@ def _shapes(args) -> list:
     from .shapes import load_csv, parse_shape, preset
 
     op = getattr(args, "op", "mm")
+    scaled = {k: getattr(args, k, None) for k in ("scale", "out_dtype", "bias")}
+    if op != "scaled_mm" and any(scaled.values()):
+        raise ValueError("--scale, --out-dtype and --bias are scaled_mm's (--op scaled_mm)")
     shapes = []
     for s in args.shape or []:
-        shapes.append(parse_shape(s, op=op))
+        shapes.append(parse_shape(s, op=op, **scaled) if op == "scaled_mm" else parse_shape(s, op=op))
     if args.suite:
         shapes += load_csv(args.suite, op=op)  # a row's own op column wins
     if args.preset:
         shapes += preset(args.preset, op=op)
+    if not shapes and op == "scaled_mm":
+        raise ValueError("--op scaled_mm needs fp8 shapes: --shape MxNxK[:e4m3|e5m2] or --preset public --groups fp8 "
+                         "(the default smoke preset is bf16)")
     if not shapes:
         shapes = preset("smoke", op=op)
     if args.groups:
@@ -191,9 +197,16 @@ def _add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--groups", metavar="G1,G2", help="keep only these comma-separated groups")
     _alias(p, "--group", "--groups")
     p.add_argument("--limit", type=_positive_int, metavar="N", help="keep only the first N shapes (N >= 1)")
-    p.add_argument("--op", choices=("mm", "addmm"), default="mm",
-                   help="what the shapes compute: mm (a @ b) or addmm (a @ b + bias, the bias fused in each "
-                   "kernel); a suite row's own op column wins")
+    p.add_argument("--op", choices=("mm", "addmm", "scaled_mm"), default="mm",
+                   help="what the shapes compute: mm (a @ b), addmm (a @ b + bias, the bias fused in each "
+                   "kernel) or scaled_mm (fp8 (a @ b) * scale_a * scale_b, B column-major; --shape's dtype "
+                   "defaults to e4m3); a suite row's own op column wins")
+    p.add_argument("--scale", choices=("tensor", "row"), default=None,
+                   help="scaled_mm: tensor-wise scales or row-wise (per-token x per-channel); default tensor")
+    p.add_argument("--out-dtype", dest="out_dtype", choices=("bf16", "fp32"), default=None,
+                   help="scaled_mm: the output dtype (default bf16)")
+    p.add_argument("--bias", action="store_true", default=None,
+                   help="scaled_mm: a bias (N,) added to the scaled product (fused)")
 
 
 def cmd_tune(args) -> int:

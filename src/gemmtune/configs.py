@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Union
 
 from .device import DeviceInfo
-from .problem import Problem, element_size
+from .problem import FP8_DTYPES, Problem, element_size
 
 POW2_BLOCKS = (16, 32, 64, 128, 256)
 # fp32 accumulator registers per thread above which register pressure spills.
@@ -35,6 +35,11 @@ POW2_BLOCKS = (16, 32, 64, 128, 256)
 # 128 accumulators is the largest tile Triton's Hopper configs use (128x256, 8 warps).
 MAX_ACC_REGS_PER_THREAD = 128
 MIN_BLOCK = 16  # tl.dot needs every block dim >= 16
+# fp8 (scaled_mm): Hopper's fp8 wgmma consumes K = 32 per instruction (32 bytes of K, as 16 bf16
+# elements are), so fp8 tiles have BLOCK_K >= 32; a 16-deep fp8 tile would leave the instruction
+# half empty or not compile. fp8 spaces are the 16-bit tiles with BLOCK_K doubled (``fp8_tile``):
+# the same bytes of K per pipeline stage, the same shared memory, twice the K-depth per load.
+FP8_MIN_BLOCK_K = 32
 
 
 def next_pow2(x: int) -> int:
@@ -314,6 +319,18 @@ def exhaustive_tiles() -> list[TileConfig]:
         POW2_BLOCKS, POW2_BLOCKS, POW2_BLOCKS, (1, 2, 3, 4, 5), (2, 4, 8), (1, 8))]
 
 
+def min_block_k(problem: Problem) -> int:
+    """The smallest BLOCK_K for ``problem``'s dtype (FP8_MIN_BLOCK_K for fp8, else MIN_BLOCK)."""
+    return FP8_MIN_BLOCK_K if problem.dtype in FP8_DTYPES else MIN_BLOCK
+
+
+def fp8_tile(cfg, problem: Problem, cap: int = 256):
+    """``cfg`` with BLOCK_K doubled (at most ``cap``) for an fp8 problem; unchanged otherwise."""
+    if problem.dtype not in FP8_DTYPES:
+        return cfg
+    return replace(cfg, block_k=min(cap, 2 * cfg.block_k))
+
+
 def scale_tile(cfg: TileConfig | SplitKConfig, problem: Problem, k_len: int | None = None):
     """Shrink blocks that are far larger than the problem (never below 16).
 
@@ -323,16 +340,16 @@ def scale_tile(cfg: TileConfig | SplitKConfig, problem: Problem, k_len: int | No
     ``k_len`` is the K extent one program reduces (K / split for split-K).
     """
     k_len = problem.k if k_len is None else k_len
-    return _scale_tile(cfg, next_pow2(problem.m), next_pow2(problem.n), next_pow2(k_len))
+    return _scale_tile(cfg, next_pow2(problem.m), next_pow2(problem.n), next_pow2(k_len), min_block_k(problem))
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _scale_tile(cfg, m2: int, n2: int, k2: int):
+def _scale_tile(cfg, m2: int, n2: int, k2: int, min_bk: int):
     # Memoised on the powers of two that decide it: the exhaustive spaces scale thousands of
     # configs per shape, and dataclasses.replace costs ~4 us each.
     bm = max(MIN_BLOCK, min(cfg.block_m, m2))
     bn = max(MIN_BLOCK, min(cfg.block_n, n2))
-    bk = max(MIN_BLOCK, min(cfg.block_k, k2))
+    bk = max(min_bk, min(cfg.block_k, k2))
     warps = max(2, min(cfg.num_warps, bm * bn // 256))
     if (bm, bn, bk, warps) == (cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_warps):
         return cfg
@@ -351,6 +368,9 @@ def acc_regs_per_thread(cfg: TileConfig | SplitKConfig) -> int:
 
 def tile_constraint(cfg: TileConfig | SplitKConfig, problem: Problem, device: DeviceInfo) -> str | None:
     """Why ``cfg`` cannot run well on ``device`` (None when it can)."""
+    if cfg.block_k < min_block_k(problem):
+        return (f"BLOCK_K={cfg.block_k} < {FP8_MIN_BLOCK_K}: fp8 wgmma consumes K = 32 per instruction "
+                "(configs.FP8_MIN_BLOCK_K)")
     smem = smem_bytes(cfg, problem)
     if smem > device.smem_per_block:
         return (f"shared memory {smem} B = {cfg.num_stages} stages x ({cfg.block_m}x{cfg.block_k} + "

@@ -7,6 +7,12 @@ final cast and store, in this order::
 
     out[m, n] = act(acc[m, n] + bias[n]) + residual[m, n]
 
+and, for scaled_mm (fp8 operands; gemmtune.scaled), the scales first, in fp32::
+
+    out[m, n] = act(acc[m, n] * scale_a[m] * scale_b[n] + bias[n]) + residual[m, n]
+
+with one scale per operand (``scale='tensor'``) or per row of A and per column of B ('row').
+
 * ``Epilogue`` is the frozen, hashable description (which parts; stable id
   ``bias+gelu_tanh+res``). It selects the kernel's constexprs (``constexprs``): the
   one place where the snake_case fields become HAS_BIAS / ACT / HAS_RES.
@@ -36,6 +42,9 @@ import torch
 # Activation names -> the kernels' ACT constexpr. The Triton code (kernels.tiled.activation)
 # branches on these numbers; the names are what users and ids see.
 ACTIVATIONS = {"none": 0, "gelu_tanh": 1, "gelu_erf": 2, "silu": 3, "relu": 4}
+# scaled_mm's scale modes, indexed by the kernels' SCALE constexpr: none, one fp32 scale per
+# operand, per-row of A (M,) x per-column of B (N,).
+SCALE_MODES = ("none", "tensor", "row")
 
 
 def check_activation(activation) -> None:
@@ -50,19 +59,23 @@ class Epilogue:
     bias: bool = False
     activation: str = "none"
     residual: bool = False
+    scale: str = "none"  # scaled_mm's scales: 'none', 'tensor' or 'row' (SCALE_MODES)
 
     def __post_init__(self) -> None:
         check_activation(self.activation)
+        if self.scale not in SCALE_MODES:
+            raise ValueError(f"unknown scale mode {self.scale!r}; known: {', '.join(SCALE_MODES)}")
 
     @property
     def is_none(self) -> bool:
-        return not self.bias and self.activation == "none" and not self.residual
+        return not self.bias and self.activation == "none" and not self.residual and self.scale == "none"
 
     @property
     def id(self) -> str:
-        """``none``, or the parts joined by '+' in application order: ``bias+relu+res``."""
-        parts = (["bias"] if self.bias else []) + ([self.activation] if self.activation != "none" else []) \
-            + (["res"] if self.residual else [])
+        """``none``, or the parts joined by '+' in application order: ``bias+relu+res``
+        (``scale.row+bias`` with scaled_mm's scales)."""
+        parts = ([f"scale.{self.scale}"] if self.scale != "none" else []) + (["bias"] if self.bias else []) \
+            + ([self.activation] if self.activation != "none" else []) + (["res"] if self.residual else [])
         return "+".join(parts) or "none"
 
     @classmethod
@@ -70,6 +83,14 @@ class Epilogue:
         if text == "none":
             return cls()
         parts = text.split("+")
+        scale = "none"
+        if parts[0].startswith("scale."):
+            scale = parts[0].removeprefix("scale.")
+            if scale not in SCALE_MODES[1:]:
+                raise ValueError(f"bad epilogue id {text!r}: scale.<mode> with mode in {SCALE_MODES[1:]}")
+            parts = parts[1:]
+            if not parts:
+                return cls(scale=scale)
         bias = parts[:1] == ["bias"]
         parts = parts[1:] if bias else parts
         res = parts[-1:] == ["res"]
@@ -78,11 +99,12 @@ class Epilogue:
                 parts and parts[0] not in ACTIVATIONS):
             raise ValueError(f"bad epilogue id {text!r}: expected 'none' or e.g. 'bias+gelu_tanh+res' "
                              f"(activations: {', '.join(ACTIVATIONS)})")
-        return cls(bias, parts[0] if parts else "none", res)
+        return cls(bias, parts[0] if parts else "none", res, scale)
 
     def constexprs(self) -> dict:
-        """The kernels' epilogue constexprs."""
-        return {"HAS_BIAS": self.bias, "ACT": ACTIVATIONS[self.activation], "HAS_RES": self.residual}
+        """The kernels' epilogue constexprs (SCALE: 0 none, 1 tensor-wise, 2 row-wise)."""
+        return {"HAS_BIAS": self.bias, "ACT": ACTIVATIONS[self.activation], "HAS_RES": self.residual,
+                "SCALE": SCALE_MODES.index(self.scale)}
 
 
 NONE = Epilogue()
@@ -96,6 +118,10 @@ class EpilogueArgs(NamedTuple):
     spec: Epilogue
     bias: torch.Tensor | None = None
     residual: torch.Tensor | None = None
+    # scaled_mm's fp32 scales, contiguous: (1,) each for 'tensor'; (M,) and (N,) for 'row'
+    # (gemmtune.scaled.bind_scales checks and flattens them).
+    scale_a: torch.Tensor | None = None
+    scale_b: torch.Tensor | None = None
 
     def padded(self, extra_n: int) -> "EpilogueArgs":
         """The same epilogue for an output ``extra_n`` columns wider (pad+ choices compute
@@ -103,8 +129,12 @@ class EpilogueArgs(NamedTuple):
         if extra_n == 0:
             return self
         pad = torch.nn.functional.pad
+        sb = self.scale_b
+        if sb is not None and self.spec.scale == "row":
+            sb = pad(sb, (0, extra_n))
         return EpilogueArgs(self.spec, None if self.bias is None else pad(self.bias, (0, extra_n)),
-                            None if self.residual is None else pad(self.residual, (0, extra_n)))
+                            None if self.residual is None else pad(self.residual, (0, extra_n)),
+                            self.scale_a, sb)
 
 
 def bind(m: int, n: int, dtype: torch.dtype, device: torch.device, *, bias: torch.Tensor | None = None,
@@ -147,9 +177,14 @@ def activate_(x: torch.Tensor, activation: str) -> torch.Tensor:
 
 def apply_(out: torch.Tensor, epi: EpilogueArgs | None, *, bias_done: bool = False) -> torch.Tensor:
     """The epilogue on a finished product ``out``, in place, with torch ops (the aten family, an
-    empty K). ``bias_done``: the bias is already in (torch.addmm added it)."""
+    empty K). ``bias_done``: the bias is already in (torch.addmm added it). Scales multiply
+    ``out`` first (an empty K's zeros stay zeros)."""
     if epi is None:
         return out
+    if epi.spec.scale == "tensor":
+        out.mul_(epi.scale_a * epi.scale_b)
+    elif epi.spec.scale == "row":
+        out.mul_(epi.scale_a[:, None] * epi.scale_b[None, :])
     if epi.bias is not None and not bias_done:
         out.add_(epi.bias)
     activate_(out, epi.spec.activation)
@@ -171,4 +206,4 @@ def reference(acc: torch.Tensor, bias: torch.Tensor | None = None, activation: s
     return x if residual is None else x + residual.to(x.dtype)
 
 
-__all__ = ["ACTIVATIONS", "Epilogue", "EpilogueArgs", "NONE", "bind", "apply_", "activate_", "reference"]
+__all__ = ["ACTIVATIONS", "SCALE_MODES", "Epilogue", "EpilogueArgs", "NONE", "bind", "apply_", "activate_", "reference"]

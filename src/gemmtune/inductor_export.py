@@ -93,6 +93,18 @@ OP_NAME = "mm"
 ADDMM_SCALARS = "alpha=1&beta=1"  # tuned_addmm's MMKernelInputs scalars, sorted and joined as its key does
 _TORCH_DTYPES = {"float16": "torch.float16", "bfloat16": "torch.bfloat16", "float32": "torch.float32"}
 DEFAULT_DECOMPOSE_K_THRESHOLD = 32  # torch._inductor.config.triton.decompose_k_threshold's default
+# scaled_mm (torch 2.13's torch/_inductor/kernel/mm.py tuned_scaled_mm): Inductor does look its
+# templates up in the table (triton::mm with a scaling epilogue for tensor-/row-wise scales, and a
+# device-TMA scaled template without a bias), but its key holds the scale tensors exactly as the
+# caller passes them (a tensor-wise scale of shape (), (1,) or (1, 1) makes three keys; row-wise
+# (M, 1) and (1, N)) and the bias, none of which a gemmtune key pins, and the template's own
+# kwargs (SCALE_RECIPE_A/B, TILE_SIZE_A/B, USE_FAST_ACCUM) come from Inductor's scaled-mm config
+# heuristics, which torch 2.11 (whose template renders the config alone) may spell differently.
+# Not exported until a GPU compile has checked one entry.
+SCALED_MM_UNSUPPORTED = (
+    "scaled_mm: Inductor's tuned_scaled_mm keys its lookup by the scale tensors' exact shapes as passed "
+    "((), (1,) or (1, 1) tensor-wise; (M, 1)/(1, N) row-wise) and the bias, and its scaled triton::mm "
+    "template needs scale-recipe kwargs unverified on a GPU: not exported")
 
 
 @dataclass(frozen=True)
@@ -145,6 +157,8 @@ def inductor_key(problem: Problem, device_key: str | None = None) -> str:
 
 def check_problem(problem: Problem) -> None:
     """Raise Unsupported when Inductor's key cannot name ``problem`` exactly."""
+    if problem.op == "scaled_mm":
+        raise Unsupported(SCALED_MM_UNSUPPORTED)
     if problem.op not in ("mm", "addmm"):
         raise Unsupported(f"op {problem.op!r}: only mm and addmm are exported")
     if problem.out_dtype != problem.dtype:

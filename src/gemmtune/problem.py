@@ -14,6 +14,8 @@ Example::
     'mm:M32-N32-K28672:bf16->bf16:row.a/row.a'
     >>> Problem.from_sizes(32, 32, 28672, "bfloat16", op="addmm").key   # + bias (N,)
     'addmm:M32-N32-K28672:bf16->bf16:row.a/row.a'
+    >>> Problem.from_sizes(16, 4096, 4096, "e4m3", "bf16", layout_b="col", op="scaled_mm", scale="row").key
+    'scaled_mm:M16-N4096-K4096:e4m3->bf16:row.a/col.a:row'
 """
 
 from __future__ import annotations
@@ -29,17 +31,34 @@ DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
     "float32": torch.float32,
+    # fp8: only for op='scaled_mm' (the operands of a scaled product; see FP8_DTYPES)
+    "float8_e4m3fn": torch.float8_e4m3fn,
+    "float8_e5m2": torch.float8_e5m2,
 }
-SHORT = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
+SHORT = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float8_e4m3fn": "e4m3",
+         "float8_e5m2": "e5m2"}
 _ALIASES = {
     "fp16": "float16", "half": "float16", "f16": "float16", "float16": "float16",
     "bf16": "bfloat16", "bfloat16": "bfloat16",
     "fp32": "float32", "float": "float32", "f32": "float32", "float32": "float32",
+    "e4m3": "float8_e4m3fn", "fp8": "float8_e4m3fn", "fp8_e4m3": "float8_e4m3fn", "float8_e4m3fn": "float8_e4m3fn",
+    "e5m2": "float8_e5m2", "fp8_e5m2": "float8_e5m2", "float8_e5m2": "float8_e5m2",
 }
+# scaled_mm's operand dtypes. ``Problem.dtype`` is A's; B is always e4m3 (``FP8_B``): torch._scaled_mm
+# (cuBLASLt) refuses e5m2 x e5m2, and e5m2 is the gradient format, which sits on A's side.
+FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
+FP8_B = "float8_e4m3fn"
+# scaled_mm's output dtypes (cuBLASLt's fp8 GEMM writes bf16, fp16 or fp32; we tune bf16 and fp32).
+SCALED_OUT_DTYPES = ("bfloat16", "float32")
+# scaled_mm's scale modes: 'tensor' (one fp32 scale per operand) or 'row' (per-token scale_a (M, 1)
+# and per-channel scale_b (1, N), fp32); out = (a @ b) * scale_a * scale_b (+ bias).
+SCALES = ("tensor", "row")
 LAYOUTS = ("row", "col", "strided")
 # mm: out = a @ b. addmm: out = a @ b + bias, with bias (N,) of the output's dtype broadcast
 # over the rows (nn.Linear's and Conv1D's GEMM), tuned with the bias fused in the epilogue.
-OPS = ("mm", "addmm")
+# scaled_mm: out = (a @ b) * scale_a * scale_b (+ bias (N,) of the output's dtype when ``bias``), fp8
+# operands, the scales applied to the fp32 accumulator (gemmtune.scaled).
+OPS = ("mm", "addmm", "scaled_mm")
 ALIGN_BYTES = 16
 
 
@@ -122,6 +141,8 @@ class Problem:
     aligned_b: bool = True
     allow_tf32: bool = False
     op: str = field(default="mm")
+    scale: str = ""     # scaled_mm only: 'tensor' or 'row' (SCALES); '' for mm and addmm
+    bias: bool = False  # scaled_mm only: a bias (N,) is added (addmm's bias is implied by its op)
 
     def __post_init__(self) -> None:
         for name in ("m", "n", "k"):
@@ -129,9 +150,12 @@ class Problem:
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"Problem.{name} must be a non-negative int, got {v!r}")
         object.__setattr__(self, "dtype", dtype_name(self.dtype))
-        object.__setattr__(self, "out_dtype",
-                           self.dtype if self.out_dtype is None else dtype_name(self.out_dtype))
-        if self.out_dtype not in (self.dtype, "float32"):
+        scaled = self.op == "scaled_mm"
+        object.__setattr__(self, "out_dtype", ("bfloat16" if scaled else self.dtype) if self.out_dtype is None
+                           else dtype_name(self.out_dtype))
+        if scaled or self.dtype in FP8_DTYPES:
+            self._check_scaled()
+        elif self.out_dtype not in (self.dtype, "float32"):
             raise TypeError(
                 f"out_dtype {self.out_dtype} is not supported for {self.dtype} inputs; "
                 f"use {self.dtype} or float32"
@@ -141,9 +165,25 @@ class Problem:
                 raise ValueError(f"Problem.{name} must be one of {LAYOUTS}, got {getattr(self, name)!r}")
         if self.op not in OPS:
             raise ValueError(f"Problem.op must be one of {OPS}, got {self.op!r}")
+        if not scaled and (self.scale or self.bias):
+            raise ValueError(f"Problem.scale and Problem.bias are scaled_mm's; op {self.op!r} takes neither "
+                             f"(got scale={self.scale!r}, bias={self.bias!r})")
         if self.allow_tf32 and self.dtype != "float32":
             # tf32 is meaningless for 16-bit inputs; normalise so keys stay unique.
             object.__setattr__(self, "allow_tf32", False)
+
+    def _check_scaled(self) -> None:
+        if self.op != "scaled_mm":
+            raise TypeError(f"{self.dtype} inputs need scales: use op='scaled_mm' (got op {self.op!r})")
+        if self.dtype not in FP8_DTYPES:
+            raise TypeError(f"scaled_mm multiplies fp8 ({', '.join(FP8_DTYPES)}), not {self.dtype}")
+        if self.out_dtype not in SCALED_OUT_DTYPES:
+            raise TypeError(f"scaled_mm's out_dtype must be one of {SCALED_OUT_DTYPES}, got {self.out_dtype}")
+        if self.scale not in SCALES:
+            raise ValueError(f"scaled_mm needs Problem.scale in {SCALES} (tensor-wise or row-wise), "
+                             f"got {self.scale!r}")
+        if not isinstance(self.bias, bool):
+            raise ValueError(f"Problem.bias must be a bool, got {self.bias!r}")
 
     # ----------------------------------------------------------------- builders
     @classmethod
@@ -161,8 +201,12 @@ class Problem:
         aligned_b: bool | None = None,
         allow_tf32: bool = False,
         op: str = "mm",
+        scale: str = "",
+        bias: bool = False,
     ) -> "Problem":
-        """A problem from numbers. Alignment defaults to what contiguous tensors would have."""
+        """A problem from numbers. Alignment defaults to what contiguous tensors would have.
+        scaled_mm: ``dtype`` is A's fp8 dtype (B is e4m3), ``out_dtype`` defaults to bf16,
+        ``scale`` is 'tensor' or 'row', ``bias`` whether a bias (N,) is added."""
         dt = dtype_name(dtype)
         es = element_size(dt)
         if aligned_a is None:
@@ -170,8 +214,8 @@ class Problem:
         if aligned_b is None:
             aligned_b = layout_b != "strided" and ((n if layout_b == "row" else k) * es) % ALIGN_BYTES == 0
         return cls(
-            m, n, k, dt, dtype_name(out_dtype) if out_dtype is not None else dt,
-            layout_a, layout_b, bool(aligned_a), bool(aligned_b), allow_tf32, op,
+            m, n, k, dt, dtype_name(out_dtype) if out_dtype is not None else None,
+            layout_a, layout_b, bool(aligned_a), bool(aligned_b), allow_tf32, op, scale, bias,
         )
 
     @classmethod
@@ -183,41 +227,56 @@ class Problem:
         *,
         allow_tf32: bool = False,
         op: str = "mm",
+        scale: str = "",
+        bias: bool = False,
     ) -> "Problem":
         """The problem that ``a @ b`` poses (``op='addmm'``: ``a @ b + bias``), with the
         operands' real layouts and alignment.
 
         Raises ValueError/TypeError for inputs gemmtune cannot multiply (see check_operands).
         """
-        check_operands(a, b)
+        check_operands(a, b, op=op)
         m, k = a.shape
         n = b.shape[1]
         dt = dtype_name(a.dtype)
         es = a.element_size()
         return cls(
-            m, n, k, dt, dtype_name(out_dtype) if out_dtype is not None else dt,
+            m, n, k, dt, dtype_name(out_dtype) if out_dtype is not None else None,
             operand_layout(m, k, a.stride()), operand_layout(k, n, b.stride()),
             operand_aligned(a.data_ptr(), m, k, a.stride(), es),
             operand_aligned(b.data_ptr(), k, n, b.stride(), es),
-            allow_tf32, op,
+            allow_tf32, op, scale, bias,
         )
 
     # ------------------------------------------------------------------ derived
     @property
     def key(self) -> str:
         """Stable string key, e.g. ``mm:M32-N32-K28672:bf16->bf16:row.a/col.u`` (``addmm:...``
-        for a problem with a bias)."""
+        for a problem with a bias; ``scaled_mm:...:e4m3->bf16:row.a/col.a:row+bias`` for a
+        scaled one: its scale mode, and ``+bias`` when it adds one)."""
         tf32 = "+tf32" if self.allow_tf32 else ""
-        return (
+        key = (
             f"{self.op}:M{self.m}-N{self.n}-K{self.k}:"
             f"{SHORT[self.dtype]}{tf32}->{SHORT[self.out_dtype]}:"
             f"{self.layout_a}.{'a' if self.aligned_a else 'u'}/"
             f"{self.layout_b}.{'a' if self.aligned_b else 'u'}"
         )
+        if self.op == "scaled_mm":
+            key += f":{self.scale}{'+bias' if self.bias else ''}"
+        return key
 
     @property
     def torch_dtype(self) -> torch.dtype:
         return DTYPES[self.dtype]
+
+    @property
+    def dtype_b(self) -> str:
+        """B's dtype: the problem's, except scaled_mm's, whose B is always e4m3 (FP8_B)."""
+        return FP8_B if self.op == "scaled_mm" else self.dtype
+
+    @property
+    def torch_dtype_b(self) -> torch.dtype:
+        return DTYPES[self.dtype_b]
 
     @property
     def torch_out_dtype(self) -> torch.dtype:
@@ -231,8 +290,9 @@ class Problem:
     def min_bytes(self) -> int:
         """Bytes moved if each input (the bias too) is read once and the output written once."""
         es = element_size(self.dtype)
-        rows = self.m + (self.op == "addmm")  # the bias is one more row of the output's size
-        return es * (self.m * self.k + self.k * self.n) + element_size(self.out_dtype) * rows * self.n
+        rows = self.m + (self.op == "addmm" or self.bias)  # the bias is one more row of the output's size
+        scales = 0 if self.op != "scaled_mm" else 8 if self.scale == "tensor" else 4 * (self.m + self.n)
+        return es * (self.m * self.k + self.k * self.n) + element_size(self.out_dtype) * rows * self.n + scales
 
     def with_sizes(self, m: int | None = None, n: int | None = None, k: int | None = None) -> "Problem":
         return replace(self, m=self.m if m is None else m, n=self.n if n is None else n,
@@ -240,10 +300,12 @@ class Problem:
 
     def padded(self) -> "Problem":
         """The problem ``pad+`` choices actually run: row-major, aligned, N and K rounded
-        up to whole 16-byte vectors (see kernels.run_choice)."""
+        up to whole 16-byte vectors (see kernels.run_choice). scaled_mm's padded B is
+        column-major (K-major), the layout fp8 GEMMs read (torch._scaled_mm requires it)."""
         per = max(1, ALIGN_BYTES // element_size(self.dtype))
         return replace(self, n=-(-self.n // per) * per, k=-(-self.k // per) * per,
-                       layout_a="row", layout_b="row", aligned_a=True, aligned_b=True)
+                       layout_a="row", layout_b="col" if self.op == "scaled_mm" else "row",
+                       aligned_a=True, aligned_b=True)
 
     def log2_shape(self) -> tuple[float, float, float]:
         """log2 of (M, N, K), with dims of 0 or 1 both mapping to 0 (used for similarity)."""
@@ -256,7 +318,13 @@ class Problem:
     def from_key(cls, key: str) -> "Problem":
         """Parse a key made by ``Problem.key``; raises ValueError naming the bad part."""
         try:
-            op, sizes, dts, lay = key.split(":")
+            op, sizes, dts, lay, *scaled = key.split(":")
+            if (op == "scaled_mm") != (len(scaled) == 1) or len(scaled) > 1:
+                raise ValueError("a scaled_mm key has 5 ':'-separated parts (the last its scale mode, "
+                                 "e.g. 'row' or 'tensor+bias'), other ops 4")
+            scale, plus = (scaled[0].partition("+")[::2]) if scaled else ("", "")
+            if plus not in ("", "bias"):
+                raise ValueError(f"scale part {scaled[0]!r} must read <mode> or <mode>+bias")
             ms, ns, ks = sizes.split("-")
             if not (ms[0] == "M" and ns[0] == "N" and ks[0] == "K"):
                 raise ValueError("sizes must read M<int>-N<int>-K<int>")
@@ -267,7 +335,7 @@ class Problem:
             if al_a not in "au" or al_b not in "au" or len(al_a) != 1 or len(al_b) != 1:
                 raise ValueError("alignment flag must be 'a' or 'u'")
             p = cls(int(ms[1:]), int(ns[1:]), int(ks[1:]), src.removesuffix("+tf32"), dst,
-                    lay_a, lay_b, al_a == "a", al_b == "a", tf32, op)
+                    lay_a, lay_b, al_a == "a", al_b == "a", tf32, op, scale, plus == "bias")
         except (ValueError, TypeError, IndexError) as e:
             raise ValueError(f"malformed problem key {key!r}: {e}") from None
         # One problem, one key: anything that does not read back identically
@@ -277,8 +345,9 @@ class Problem:
         return p
 
 
-def check_operands(a: torch.Tensor, b: torch.Tensor) -> None:
-    """Raise a clear TypeError/ValueError when a @ b is not a GEMM gemmtune can run."""
+def check_operands(a: torch.Tensor, b: torch.Tensor, op: str = "mm") -> None:
+    """Raise a clear TypeError/ValueError when a @ b is not a GEMM gemmtune can run
+    (``op='scaled_mm'``: an fp8 A, e4m3 or e5m2, and an e4m3 B)."""
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, not {type(t).__name__}")
@@ -287,8 +356,14 @@ def check_operands(a: torch.Tensor, b: torch.Tensor) -> None:
                 f"{name} must be 2-D (got {t.dim()}-D with shape {tuple(t.shape)}); "
                 "batched matmul is not supported yet: reshape to 2-D or loop"
             )
-    if a.dtype != b.dtype:
+    if op == "scaled_mm":
+        if a.dtype not in (torch.float8_e4m3fn, torch.float8_e5m2) or b.dtype != torch.float8_e4m3fn:
+            raise TypeError(f"scaled_mm takes a float8_e4m3fn or float8_e5m2 A and a float8_e4m3fn B, got "
+                            f"{a.dtype} and {b.dtype} (e5m2 x e5m2 has no cuBLASLt kernel)")
+    elif a.dtype != b.dtype:
         raise TypeError(f"a and b must have the same dtype, got {a.dtype} and {b.dtype}")
+    elif a.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        raise TypeError(f"{a.dtype} inputs need scales: use gemmtune.scaled_mm (op='scaled_mm')")
     dtype_name(a.dtype)  # raises TypeError for unsupported dtypes
     if a.device != b.device:
         raise ValueError(f"a and b must be on the same device, got {a.device} and {b.device}")

@@ -3,6 +3,9 @@
 Optional columns ``layout_a`` / ``layout_b`` (row, col, strided; default row) give the
 operands' layouts, as ``gemmtune capture`` writes them (``x @ W.T`` has a col-major B), and
 ``op`` (mm, or addmm: with a bias of N fused; default: the loader's ``op``, mm) the operation.
+scaled_mm rows (fp8: dtype e4m3 or e5m2) also read ``scale`` (tensor or row; default tensor),
+``out_dtype`` (bf16 or fp32; default bf16) and ``bias`` (1/true: a bias of N added; default
+none); their B defaults to col (``x @ W.T``, the layout fp8 GEMMs read).
 Other extra columns (count, m_min, m_max, modules, ...) are carried for people, not read.
 
 Example::
@@ -45,14 +48,34 @@ def _check_sizes(where: str, M: int, N: int, K: int) -> None:
                          "dimension has nothing to tune)")
 
 
-def parse_shape(text: str, default_dtype: str = "bfloat16", op: str = "mm") -> Shape:
-    """``MxNxK[:dtype]``, e.g. ``32x32x28672:bf16``; ``op``: mm, or addmm (a @ b + bias)."""
+def scaled_kwargs(op: str, scale: str | None = None, out_dtype: str | None = None, bias=None,
+                  layout_b: str | None = None) -> dict:
+    """Problem.from_sizes keywords of a scaled_mm shape (defaults: tensor-wise, bf16 out, no bias,
+    B column-major); just the B layout for other ops."""
+    if op != "scaled_mm":
+        return {"layout_b": layout_b or "row"}
+    b = str(bias).strip().lower() if bias is not None else ""
+    if b not in ("", "0", "1", "true", "false", "none", "bias"):
+        raise ValueError(f"bias must be 1/true/bias or 0/false/none, got {bias!r}")
+    return {"layout_b": layout_b or "col", "scale": scale or "tensor", "out_dtype": out_dtype or "bfloat16",
+            "bias": b in ("1", "true", "bias")}
+
+
+def parse_shape(text: str, default_dtype: str = "bfloat16", op: str = "mm", *, scale: str | None = None,
+                out_dtype: str | None = None, bias: bool = False) -> Shape:
+    """``MxNxK[:dtype]``, e.g. ``32x32x28672:bf16``; ``op``: mm, addmm (a @ b + bias) or scaled_mm
+    (fp8, default dtype e4m3, B column-major; ``scale``, ``out_dtype`` and ``bias`` as in
+    ``scaled_kwargs``)."""
     m = _SHAPE_RE.match(text)
     if not m:
         raise ValueError(f"bad shape {text!r}: expected MxNxK[:dtype], e.g. 32x32x28672:bf16")
     M, N, K = (int(g) for g in m.groups()[:3])
     _check_sizes(text, M, N, K)
-    p = Problem.from_sizes(M, N, K, m.group(4) or default_dtype, op=op)
+    if op == "scaled_mm":
+        p = Problem.from_sizes(M, N, K, m.group(4) or "float8_e4m3fn", op=op,
+                               **scaled_kwargs(op, scale, out_dtype, bias))
+    else:
+        p = Problem.from_sizes(M, N, K, m.group(4) or default_dtype, op=op)
     return Shape("cli", f"{M}x{N}x{K}", p)
 
 
@@ -75,9 +98,15 @@ def load_csv(path: str | Path, op: str = "mm") -> list[Shape]:
         try:
             M, N, K = (int(row[c]) for c in ("M", "N", "K"))
             _check_sizes(f"{M}x{N}x{K}", M, N, K)
-            layouts = {f"layout_{x}": (row.get(f"layout_{x}") or "row").strip() for x in "ab"}
-            p = Problem.from_sizes(M, N, K, row["dtype"].strip(), **layouts,
-                                   op=(row.get("op") or op).strip())
+            row_op = (row.get("op") or op).strip()
+            if row_op == "scaled_mm":
+                kw = scaled_kwargs(row_op, (row.get("scale") or "").strip(), (row.get("out_dtype") or "").strip(),
+                                   row.get("bias"), (row.get("layout_b") or "").strip())
+                p = Problem.from_sizes(M, N, K, row["dtype"].strip(),
+                                       layout_a=(row.get("layout_a") or "row").strip(), op=row_op, **kw)
+            else:
+                layouts = {f"layout_{x}": (row.get(f"layout_{x}") or "row").strip() for x in "ab"}
+                p = Problem.from_sizes(M, N, K, row["dtype"].strip(), **layouts, op=row_op)
         except (ValueError, TypeError) as e:
             raise ValueError(f"{path}:{line}: bad row {dict(row)}: {e}") from None
         shapes.append(Shape(row["group"].strip(), row["name"].strip(), p))

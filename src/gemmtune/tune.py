@@ -64,9 +64,11 @@ def candidates(problem: Problem, families: Sequence[str], kind: str, device: Dev
     for fam in families:
         if fam != "aten":
             out += family_space(problem, fam, kind, device)
-    if not (problem.aligned_a and problem.aligned_b):
+    if not (problem.aligned_a and problem.aligned_b) or (problem.op == "scaled_mm" and problem.padded() != problem):
         # Unaligned operands: also try each family on zero-padded aligned copies; their
-        # configs come from the padded problem they actually run (Problem.padded).
+        # configs come from the padded problem they actually run (Problem.padded). scaled_mm
+        # also where its K or N is not a multiple of 16 or its operands are not K-major: there
+        # cuBLASLt (torch._scaled_mm) and TMA run only on the padded, K-major copies.
         padded = problem.padded()
         out.append(Choice("aten", AtenConfig(), True))
         for fam in families:

@@ -1,7 +1,8 @@
 """Reference check: is a kernel's output the product it claims to be?
 
 The reference is a @ b (+ bias, for an addmm problem) in float64 on the inputs'
-device. Two measures must both pass, each scaled by the dtype's tolerance:
+device; for scaled_mm, (a * scale_a) @ (b * scale_b) (+ bias) on the dequantized fp8
+operands (gemmtune.scaled.reference). Two measures must both pass, each scaled by the dtype's tolerance:
 
 * the relative Frobenius error ||out - ref|| / ||ref|| <= tol, which bounds the
   overall rounding, and
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from .problem import Problem
+from .scaled import TOLERANCES as FP8_TOLERANCES
 
 # Relative-error tolerance by (input dtype, output dtype). Observed errors sit
 # 3-10x under these: fp32 (exact fp32 products, fp32 sums) ~1e-6; tf32 ~3e-4;
@@ -31,6 +33,9 @@ TOLERANCE = {
     ("bfloat16", "bfloat16"): 1e-2,
     ("bfloat16", "float32"): 5e-3,
 }
+# scaled_mm (fp8 operands): against fp64 on the dequantized operands; why these values:
+# gemmtune.scaled.TOLERANCES.
+TOLERANCE.update(FP8_TOLERANCES)
 MAX_ELEMENT_FACTOR = 10.0
 
 
@@ -81,9 +86,19 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: float) -> Check:
 
 
 def check(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, problem: Problem,
-          bias: torch.Tensor | None = None) -> Check:
+          bias: torch.Tensor | None = None, scales: tuple | None = None) -> Check:
     """Compare ``out`` with the float64 product of ``a`` and ``b`` (plus ``bias``, which an
-    addmm problem needs: raises ValueError without it)."""
+    addmm problem needs: raises ValueError without it). A scaled_mm problem needs ``scales``
+    (scale_a, scale_b) and compares with the product of the dequantized operands."""
+    if problem.op == "scaled_mm":
+        from .scaled import reference as scaled_reference
+
+        if scales is None:
+            raise ValueError("scaled_mm problem: scales=(scale_a, scale_b) are needed")
+        if (bias is not None) != problem.bias:
+            raise ValueError(f"scaled_mm problem {'with' if problem.bias else 'without'} a bias: "
+                             f"a bias is {'needed' if bias is None else 'not taken'}")
+        return compare(out, scaled_reference(a, b, *scales, bias), tolerance(problem))
     if (bias is not None) != (problem.op == "addmm"):
         raise ValueError(f"{problem.op} problem: a bias is {'needed' if bias is None else 'not taken'}")
     return compare(out, reference(a, b, bias), tolerance(problem))

@@ -37,6 +37,7 @@ from ..device import DeviceInfo
 from ..kernels.splitk import SplitKWorkspace
 from ..problem import Problem
 from ..epilogue import Epilogue, EpilogueArgs
+from .. import scaled
 from ..verify import compare, reference, tolerance
 from .timing import sets_for, timer_profiles
 
@@ -117,19 +118,20 @@ def make_operand(rows: int, cols: int, layout: str, aligned: bool, dtype: torch.
 def make_inputs(problem: Problem, device: str, n_sets: int, seed: int):
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
-    dt = problem.torch_dtype
+    dt, dt_b = problem.torch_dtype, problem.torch_dtype_b  # scaled_mm: B is e4m3 whatever A is
     return [(make_operand(problem.m, problem.k, problem.layout_a, problem.aligned_a, dt, device, gen),
-             make_operand(problem.k, problem.n, problem.layout_b, problem.aligned_b, dt, device, gen))
+             make_operand(problem.k, problem.n, problem.layout_b, problem.aligned_b, dt_b, device, gen))
             for _ in range(n_sets)]
 
 
 def make_bias(problem: Problem, device: str, seed: int) -> torch.Tensor | None:
-    """An addmm problem's bias: (N,) of the output's dtype; None for mm.
+    """An addmm problem's bias (a scaled_mm one's, when it has one): (N,) of the output's dtype;
+    None for mm.
 
     Scaled to the product's size: with unit-normal operands an output element has rms
     sqrt(K), so a unit bias would be 1/sqrt(K) of it, and a kernel that dropped or
     misplaced the bias would pass a bf16 tolerance (1e-2) from K = 10^4 on."""
-    if problem.op != "addmm":
+    if problem.op != "addmm" and not problem.bias:
         return None
     gen = torch.Generator(device=device)
     gen.manual_seed(seed + 7919)  # not the operands' stream: a bias is no copy of A's first row
@@ -166,7 +168,7 @@ class WorkerState:
         self.inputs: list = []
         self.outs: list = []
         self.ref: torch.Tensor | None = None
-        self.epilogue: EpilogueArgs | None = None  # an addmm problem's bias, fused
+        self.epilogue: EpilogueArgs | None = None  # an addmm problem's bias, fused; scaled_mm's scales
         self.l2 = DeviceInfo.from_torch().l2_bytes if self.device == "cuda" else 0
         # Fastest full measurement per problem key in this worker: the reference of a
         # timer's early cut (timing.should_cut), for timers that have one.
@@ -191,9 +193,13 @@ class WorkerState:
         # the operands' business.
         bias = make_bias(problem, self.device, seed)
         self.epilogue = epilogue_for(bias)
+        scales = None
+        if problem.op == "scaled_mm":  # one set of scales too, as for the bias
+            scales = scaled.make_scales(problem, self.device, seed)
+            self.epilogue = scaled.epilogue(problem, scales, bias)
         if timing:
             a, b = self.inputs[0]
-            self.ref = reference(a, b, bias)
+            self.ref = reference(a, b, bias) if scales is None else scaled.reference(a, b, *scales, bias)
         self.key, self.timing = problem.key, timing
 
     def release(self) -> None:

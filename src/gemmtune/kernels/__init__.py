@@ -76,7 +76,12 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
     N = b.shape[1]
     _, Np, Kp = padded_sizes(M, N, K, a.element_size())
     ap = torch.nn.functional.pad(a, (0, Kp - K))
-    bp = padcache.WEIGHTS.get(b, Np, Kp)  # a weight is padded once per version (padcache)
+    if epilogue is not None and epilogue.spec.scale != "none":
+        # fp8 (scaled_mm): B padded into a K-major (column-major) copy, the layout cuBLASLt's fp8
+        # GEMM and wgmma's fp8 operands need (Problem.padded says the same).
+        bp = torch.nn.functional.pad(b.t(), (0, Kp - K, 0, Np - N)).t()
+    else:  # a weight is padded once per version (padcache)
+        bp = padcache.WEIGHTS.get(b, Np, Kp)
     if bp is None:
         bp = torch.nn.functional.pad(b, (0, Np - N, 0, Kp - K))
     if Np == N or getattr(fam, "TMA_EDGES", False):

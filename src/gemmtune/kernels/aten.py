@@ -1,4 +1,5 @@
-"""aten: torch.mm (cuBLAS on a GPU), the baseline every result is compared with."""
+"""aten: torch.mm (cuBLAS on a GPU), the baseline every result is compared with; for scaled_mm
+problems torch._scaled_mm (cuBLASLt; row-wise scaling runs CUTLASS's f8f8bf16_rowwise on sm90)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import torch
 
 from ..device import DeviceInfo
 from ..problem import Problem
-from ..configs import AtenConfig
+from ..configs import AtenConfig, prune
 from ..epilogue import EpilogueArgs, apply_
 from .base import Unsupported
 
@@ -16,15 +17,40 @@ INDUCTOR_TEMPLATE = "aten::mm"  # cuBLAS among Inductor's candidates
 
 
 def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
-    return [AtenConfig()], []
+    return prune([AtenConfig()], problem, device, constraint)
+
+
+def scaled_reason(problem: Problem) -> str | None:
+    """Why torch._scaled_mm cannot take a scaled_mm ``problem`` (None when it can). Its CUDA
+    checks (torch 2.11 and 2.13, aten Blas.cpp and torch/_meta_registrations.py
+    _check_scaled_mm_sizes): A row-major and B column-major (cuBLASLt's fp8 GEMM is "TN" only:
+    both operands K-major), K and N multiples of 16; row-wise scales need a bf16 output (the
+    CUTLASS rowwise kernel writes bf16 only). The 16-byte alignment of both operands is
+    cuBLASLt's (fp8 needs 16-byte aligned pointers). ``pad+aten`` runs on padded K-major copies
+    (Problem.padded), so only the out_dtype rule is final."""
+    if problem.op != "scaled_mm":
+        return None
+    if problem.layout_a != "row" or problem.layout_b != "col":
+        return (f"torch._scaled_mm needs A row-major and B column-major (cuBLASLt's fp8 GEMM is TN only); "
+                f"A is {problem.layout_a}, B {problem.layout_b}: pad+aten copies to that layout")
+    if problem.k % 16 or problem.n % 16:
+        return f"torch._scaled_mm needs K and N multiples of 16 (K={problem.k}, N={problem.n}): pad+aten pads them"
+    if not (problem.aligned_a and problem.aligned_b):
+        return "cuBLASLt's fp8 GEMM needs 16-byte aligned operands: pad+aten copies them"
+    if problem.scale == "row" and problem.out_dtype != "bfloat16":
+        return (f"torch._scaled_mm's row-wise scaling writes bf16 only (CUTLASS f8f8bf16_rowwise), "
+                f"not {problem.out_dtype}")
+    return None
 
 
 def validate(problem: Problem, cfg: AtenConfig) -> None:
-    return None
+    reason = scaled_reason(problem)
+    if reason:
+        raise ValueError(reason)
 
 
 def constraint(cfg: AtenConfig, problem: Problem, device: DeviceInfo) -> str | None:
-    return None
+    return scaled_reason(problem)
 
 
 def plan(m: int, n: int, k: int, cfg: AtenConfig, sms: int | None = None) -> dict:
@@ -38,7 +64,11 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: AtenConfig, *,
     (torch.backends.cuda.matmul), which is off by default. The ``epilogue`` runs as torch ops:
     the bias through torch.addmm (cuBLAS adds it in its own epilogue), then the activation
     and the residual in place on ``out`` (so in ``out``'s dtype, not fp32 as in the Triton
-    families: a 16-bit output is rounded up to three times instead of once)."""
+    families: a 16-bit output is rounded up to three times instead of once). With scales in the
+    ``epilogue`` (a scaled_mm problem): torch._scaled_mm."""
+    if epilogue is not None and epilogue.spec.scale != "none":
+        _scaled_mm(a, b, out, epilogue)
+        return
     if out.dtype == a.dtype:
         if epilogue is not None and epilogue.bias is not None:
             torch.addmm(epilogue.bias, a, b, out=out)
@@ -49,6 +79,22 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: AtenConfig, *,
         return
     _mm_out_dtype(a, b, out)
     apply_(out, epilogue)
+
+
+def _scaled_mm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, epilogue: EpilogueArgs) -> None:
+    """torch._scaled_mm into ``out``. Scales arrive flat (gemmtune.scaled.bind_scales) and go
+    back to torch's shapes: one element each, or (M, 1) and (1, N). A bf16 output takes the bias
+    in cuBLASLt's epilogue; an fp32 one gets it added afterwards (torch._scaled_mm wants a bf16
+    bias for an fp32 output, which would round an fp32 bias)."""
+    sa, sb = epilogue.scale_a, epilogue.scale_b
+    if epilogue.spec.scale == "row":
+        sa, sb = sa.view(-1, 1), sb.view(1, -1)
+    fused_bias = epilogue.bias if out.dtype == torch.bfloat16 else None
+    torch._scaled_mm(a, b, sa, sb, bias=fused_bias, out_dtype=out.dtype, out=out)
+    rest = epilogue.spec.__class__(bias=epilogue.bias is not None and fused_bias is None,
+                                   activation=epilogue.spec.activation, residual=epilogue.residual is not None)
+    if not rest.is_none:
+        apply_(out, EpilogueArgs(rest, epilogue.bias, epilogue.residual))
 
 
 def _mm_out_dtype(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
@@ -75,6 +121,9 @@ def features_row(facts: tuple, choice) -> tuple:
 
 
 def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> dict:
+    if problem.op == "scaled_mm":
+        raise Unsupported("aten for scaled_mm: tuned_scaled_mm offers cuBLASLt (aten__fp8_mm) whenever aten "
+                          "GEMMs are on; gemmtune exports no scaled_mm entries (inductor_export.check_problem)")
     if problem.op == "addmm":
         raise Unsupported("aten for addmm: Inductor looks cuBLAS (aten::addmm) up under another key and "
                           "keeps it on a miss, so it stays among Inductor's candidates without an entry")

@@ -43,7 +43,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..configs import PersistentConfig, cdiv, check_block_sizes, prune, scale_tile, tile_constraint
+from ..configs import PersistentConfig, cdiv, check_block_sizes, fp8_tile, prune, scale_tile, tile_constraint
 from ..device import DeviceInfo
 from ..epilogue import EpilogueArgs
 from ..problem import Problem, element_size
@@ -93,12 +93,13 @@ def _tile_coords(tile, grid_m, grid_n, GROUP_M: tl.constexpr):
 
 @triton.jit
 def _persistent_kernel(
-    a_desc, b_desc, c_desc, c_ptr, bias_ptr, res_ptr,
+    a_desc, b_desc, c_desc, c_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr,
     M, N, K, stride_cm, stride_cn, stride_bias, stride_rm, stride_rn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     NUM_PROGRAMS: tl.constexpr, A_COL: tl.constexpr, B_ROW: tl.constexpr, TMA_STORE: tl.constexpr,
     INPUT_PRECISION: tl.constexpr, INDEX_64: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPEC: tl.constexpr,
     HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, RN_UNIT: tl.constexpr,
+    SCALE: tl.constexpr,
 ):
     pid = tl.program_id(0)
     grid_m = tl.cdiv(M, BLOCK_M)
@@ -136,7 +137,7 @@ def _persistent_kernel(
         mask = (rm[:, None] < M) & (rn[None, :] < N)
         srn = 1 if RN_UNIT else stride_rn
         acc = fused_epilogue(acc, rm[:, None], rn[None, :], mask, N, bias_ptr, res_ptr, stride_bias,
-                             stride_rm, srn, HAS_BIAS, ACT, HAS_RES)
+                             stride_rm, srn, HAS_BIAS, ACT, HAS_RES, M, sa_ptr, sb_ptr, SCALE)
         out = acc.to(c_ptr.dtype.element_ty)
         if TMA_STORE:
             # The TMA store clips the box at the matrix edge.
@@ -178,6 +179,12 @@ def problem_reason(problem: Problem, device: DeviceInfo | None) -> str | None:
     # Leading dims: a row-major [M, K] A strides K, a transposed one M; B: N or K.
     lead_a = problem.k if problem.layout_a == "row" else problem.m
     lead_b = problem.n if problem.layout_b == "row" else problem.k
+    if problem.op == "scaled_mm" and (problem.layout_a, problem.layout_b) != ("row", "col"):
+        # Hopper's wgmma reads 8-bit operands from shared memory K-major only, and a TMA box
+        # lands in shared memory in the global layout: fp8 needs A row-major and B column-major
+        # (B = W.t() of a row-major weight). The pad+ variant copies to that layout.
+        return (f"fp8 on TMA needs K-major operands (A row-major, B column-major) for wgmma; A is "
+                f"{problem.layout_a}, B {problem.layout_b}: the pad+ variant copies to that layout")
     for name, lay, al, lead in (("A", problem.layout_a, problem.aligned_a, lead_a),
                                 ("B", problem.layout_b, problem.aligned_b, lead_b)):
         if not _layout_ok(lay, al, lead, es):
@@ -239,6 +246,8 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
     """(kept, rejected) configs: Inductor's persistent TMA tiles (default) or the exhaustive
     product, shrunk to small problems and pruned by ``device`` and TMA's rules."""
     base = default_configs(element_size(problem.dtype)) if kind == "default" else exhaustive_configs()
+    if kind == "default":
+        base = [fp8_tile(c, problem, MAX_BOX) for c in base]  # fp8: BLOCK_K doubled (configs.fp8_tile)
     return prune([scale_tile(c, problem) for c in base], problem, device, constraint)
 
 

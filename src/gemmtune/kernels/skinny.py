@@ -32,7 +32,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..configs import SkinnyConfig, cdiv, prune
+from ..configs import SkinnyConfig, cdiv, min_block_k, prune
 from ..device import DeviceInfo
 from ..problem import Problem, element_size
 from .base import Unsupported, tile_row
@@ -55,7 +55,7 @@ MAX_CORE_REGS = 64
 
 @triton.jit
 def _skinny_kernel(
-    a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, bias_ptr, res_ptr,
+    a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr,
     M, N, K, K_PER_SPLIT,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     stride_bias, stride_rm, stride_rn,
@@ -66,6 +66,7 @@ def _skinny_kernel(
     A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr, K_DIV: tl.constexpr,
     GPU_FENCE: tl.constexpr, KS_DIV: tl.constexpr,
     HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, RN_UNIT: tl.constexpr,
+    SCALE: tl.constexpr,
 ):
     # Unit strides as constexprs, so that the contiguous dim is known at compile time. What
     # the leading strides are multiples of (A_LEAD_DIV / B_LEAD_DIV) is stated on the offset
@@ -94,12 +95,12 @@ def _skinny_kernel(
         _stream_k(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, sam, sak, sbk, sbn, stride_cm, stride_cn,
                   BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, INPUT_PRECISION, INDEX_64, GPU_FENCE,
                   AK_UNIT, BN_UNIT, A_LEAD_DIV, B_LEAD_DIV,
-                  bias_ptr, res_ptr, stride_bias, stride_rm, srn, HAS_BIAS, ACT, HAS_RES)
+                  bias_ptr, res_ptr, stride_bias, stride_rm, srn, HAS_BIAS, ACT, HAS_RES, sa_ptr, sb_ptr, SCALE)
     else:
         _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak, sbk, sbn,
                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, DOT, SPLIT_MODE, EVEN_K, INPUT_PRECISION,
                INDEX_64, BK_UNIT, K_DIV, GPU_FENCE, AK_UNIT, BN_UNIT, A_LEAD_DIV, B_LEAD_DIV, KS_DIV,
-               bias_ptr, res_ptr, stride_bias, stride_rm, srn, HAS_BIAS, ACT, HAS_RES)
+               bias_ptr, res_ptr, stride_bias, stride_rm, srn, HAS_BIAS, ACT, HAS_RES, sa_ptr, sb_ptr, SCALE)
 
 
 @triton.jit
@@ -130,7 +131,7 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
            AK_UNIT: tl.constexpr, BN_UNIT: tl.constexpr, A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr,
            KS_DIV: tl.constexpr,
            bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn,
-           HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr):
+           HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, sa_ptr, sb_ptr, SCALE: tl.constexpr):
     """One program = one column strip x one K-slice (program axes 0 and 1)."""
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -209,7 +210,8 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
     split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm_i, rn_i, m_ok[:, None] & n_ok[None, :],
                    stride_cm, stride_cn, M, N, pid, pid_k, 1, tl.num_programs(1),
                    SPLIT_MODE, GPU_FENCE, BLOCK_M, BLOCK_N,
-                   bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES)
+                   bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES,
+                   sa_ptr, sb_ptr, SCALE)
 
 
 @triton.jit
@@ -218,7 +220,7 @@ def _stream_k(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, sam, sak, sbk, sbn
               INPUT_PRECISION: tl.constexpr, INDEX_64: tl.constexpr, GPU_FENCE: tl.constexpr,
               AK_UNIT: tl.constexpr, BN_UNIT: tl.constexpr, A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr,
               bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn,
-              HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr):
+              HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, sa_ptr, sb_ptr, SCALE: tl.constexpr):
     """Stream-K over (strip, K-block) units: the grid is a fixed number of programs (one or two
     per SM) and each reduces an equal, contiguous run of units, crossing from one strip into the
     next where its run does. So no SM idles when the strips do not divide into waves (1 x 6144 x
@@ -274,7 +276,8 @@ def _stream_k(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, sam, sak, sbk, sbn
         split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm_i, rn_i, m_ok[:, None] & n_ok[None, :],
                        stride_cm, stride_cn, M, N, strip, 0, n_kb, kb_per_strip,
                        2, GPU_FENCE, BLOCK_M, BLOCK_N,
-                       bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES)
+                       bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES,
+                       sa_ptr, sb_ptr, SCALE)
 
 
 # ---------------------------------------------------------------------- plan + space
@@ -324,6 +327,8 @@ def constraint(cfg: SkinnyConfig, problem: Problem, device: DeviceInfo) -> str |
         return f"BLOCK_M={cfg.block_m} < M={m}: A would be re-read per row block"
     if cfg.dot and cfg.block_m < 16:
         return "tl.dot needs BLOCK_M >= 16"
+    if cfg.dot and cfg.block_k < min_block_k(problem):
+        return f"BLOCK_K={cfg.block_k} < {min_block_k(problem)}: fp8 wgmma consumes K = 32 per instruction"
     if cfg.stream_k and (not cfg.dot or cfg.deterministic or cfg.split_k != 1):
         return "stream-K runs the tl.dot path with the atomic reduction and no split_k"
     if not cfg.dot and cfg.block_m > 16:
@@ -414,7 +419,7 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
     scaled = []
     for c in raw:
         per = cdiv(problem.k, c.split_k)
-        bk = max(16, min(c.block_k, 1 << max(0, (per - 1).bit_length())))
+        bk = max(min_block_k(problem), min(c.block_k, 1 << max(0, (per - 1).bit_length())))
         scaled.append(c if bk == c.block_k else SkinnyConfig(c.block_m, c.block_n, bk, c.split_k, c.num_stages,
                                                              c.num_warps, c.dot, c.deterministic, c.stream_k))
     return prune(scaled, problem, device, constraint)

@@ -18,7 +18,7 @@ import torch
 
 from ..device import DeviceInfo
 from ..problem import Problem
-from ..configs import SplitKConfig, cdiv, check_block_sizes, prune, scale_tile, tile_constraint
+from ..configs import SplitKConfig, cdiv, check_block_sizes, fp8_tile, prune, scale_tile, tile_constraint
 from ..epilogue import EpilogueArgs
 from .base import Unsupported, tile_row
 from .tiled import launch_tiled, prepare_direct, tile_kwargs
@@ -63,6 +63,8 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
         raw = [SplitKConfig(bm, bn, bk, st, w, 8, s, d) for bm, bn, bk, st, w, s, d in itertools.product(
             (16, 32, 64, 128), (16, 32, 64, 128), (32, 64, 128, 256), (2, 3, 4, 5), (2, 4, 8),
             SPLITS, (True, False))]
+    if kind == "default":
+        raw = [fp8_tile(c, problem) for c in raw]  # fp8: BLOCK_K doubled (configs.fp8_tile)
     scaled = [scale_tile(c, problem, k_len=cdiv(problem.k, c.split_k)) for c in raw]
     return prune(scaled, problem, device, constraint)
 

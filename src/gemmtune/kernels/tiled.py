@@ -57,6 +57,13 @@ def _gpu_fence(x):
 # in fp32 and the accumulator is fp32 on a GPU too, so the result is the GPU's up to the order
 # of the fp32 sums. ``input_precision`` names this mode.
 UPCAST_BF16 = "fp32-upcast"
+# fp8 operands (scaled_mm): Hopper's fp8 tensor cores keep the running sum of one dot at reduced
+# precision (about 14 mantissa bits, DeepSeek-V3 report sec. 3.3.2), so each K-block's product
+# is summed into the fp32 accumulator by an fp32 add ("promotion" every BLOCK_K), as
+# torch._scaled_mm does without use_fast_accum and Inductor's scaled mm template with
+# USE_FAST_ACCUM=False. Triton 3.9's interpreter runs fp8 tl.dot (exact: fp8 products fit
+# fp32), so CPU tests run this path too.
+FP8_PROMOTE = "fp8-promote"
 
 
 @triton.jit
@@ -64,6 +71,8 @@ def mma(a, b, acc, INPUT_PRECISION: tl.constexpr):
     """``acc + a @ b`` in fp32: tl.dot, or the interpreter's bf16 workaround (UPCAST_BF16)."""
     if INPUT_PRECISION == "fp32-upcast":
         out = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+    elif INPUT_PRECISION == "fp8-promote":
+        out = acc + tl.dot(a, b, out_dtype=tl.float32)
     else:
         out = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
     return out
@@ -71,7 +80,7 @@ def mma(a, b, acc, INPUT_PRECISION: tl.constexpr):
 
 @triton.jit
 def _tiled_mm_kernel(
-    a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, bias_ptr, res_ptr,
+    a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr,
     M, N, K, K_PER_SPLIT,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cz, stride_cm, stride_cn,
     stride_bias, stride_rm, stride_rn,
@@ -84,6 +93,7 @@ def _tiled_mm_kernel(
     M_DIV: tl.constexpr, N_DIV: tl.constexpr,
     GPU_FENCE: tl.constexpr, MASK_M: tl.constexpr, MASK_N: tl.constexpr, KS_DIV: tl.constexpr,
     HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, RN_UNIT: tl.constexpr,
+    SCALE: tl.constexpr,
 ):
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -239,7 +249,8 @@ def _tiled_mm_kernel(
         rn_o = rn
     split_epilogue(acc, c_ptr + pid_k * stride_cz, ws_ptr, lock_ptr, rm_o, rn_o, mask, stride_cm, scn,
                    M, N, pid, pid_k, 1, num_splits, SPLIT_MODE, GPU_FENCE, BLOCK_M, BLOCK_N,
-                   bias_ptr, res_ptr, stride_bias, stride_rm, srn, HAS_BIAS, ACT, HAS_RES)
+                   bias_ptr, res_ptr, stride_bias, stride_rm, srn, HAS_BIAS, ACT, HAS_RES,
+                   sa_ptr, sb_ptr, SCALE)
 
 
 @triton.jit
@@ -263,10 +274,17 @@ def activation(x, ACT: tl.constexpr):
 
 @triton.jit
 def fused_epilogue(x, rm, rn, mask, N, bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn,
-                   HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr):
-    """``act(x + bias[rn]) + residual[rm, rn]`` in fp32 (gemmtune.epilogue). ``rm``, ``rn`` broadcast
-    to ``x`` (a tile: rm[:, None], rn[None, :]; the flat sum kernel: one index each). With every
-    constexpr off this is ``x`` itself: a plain mm compiles to the code it had before epilogues."""
+                   HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr,
+                   M, sa_ptr, sb_ptr, SCALE: tl.constexpr):
+    """``act(x * sa * sb + bias[rn]) + residual[rm, rn]`` in fp32 (gemmtune.epilogue). ``rm``, ``rn``
+    broadcast to ``x`` (a tile: rm[:, None], rn[None, :]; the flat sum kernel: one index each).
+    SCALE (scaled_mm): 1 multiplies by the scalars sa_ptr[0] * sb_ptr[0], 2 by sa_ptr[rm] * sb_ptr[rn]
+    (contiguous fp32 vectors). With every constexpr off this is ``x`` itself: a plain mm compiles
+    to the code it had before epilogues."""
+    if SCALE == 1:
+        x = x * (tl.load(sa_ptr) * tl.load(sb_ptr))
+    elif SCALE == 2:
+        x = x * tl.load(sa_ptr + rm, mask=rm < M, other=0.0) * tl.load(sb_ptr + rn, mask=rn < N, other=0.0)
     if HAS_BIAS:
         x = x + tl.load(bias_ptr + rn * stride_bias, mask=rn < N, other=0.0).to(tl.float32)
     x = activation(x, ACT)
@@ -280,7 +298,8 @@ def split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm, rn, mask, stride_cm, stride
                    tile, pid_k, share, num_splits, SPLIT_MODE: tl.constexpr, GPU_FENCE: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn,
-                   HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr):
+                   HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr,
+                   sa_ptr, sb_ptr, SCALE: tl.constexpr):
     """Store a program's fp32 tile ``acc`` (rows ``rm``, cols ``rn``), shared by every kernel
     that splits K across programs. SPLIT_MODE 0: cast and store (one slice, or a slice of
     DecomposeK's batched partials). 1/2: the fused split-K reduction (module docstring);
@@ -293,7 +312,7 @@ def split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm, rn, mask, stride_cm, stride
     c_ptrs = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn
     if SPLIT_MODE == 0:
         acc = fused_epilogue(acc, rm[:, None], rn[None, :], mask, N, bias_ptr, res_ptr, stride_bias,
-                             stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES)
+                             stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES, M, sa_ptr, sb_ptr, SCALE)
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
     else:
         # Workspace is contiguous fp32: [S, M, N] for mode 1, [M, N] for mode 2.
@@ -329,15 +348,16 @@ def split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm, rn, mask, stride_cm, stride
                 # Leave the workspace zeroed for the next launch.
                 tl.store(ws_ptr + w_off, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), mask=mask)
             total = fused_epilogue(total, rm[:, None], rn[None, :], mask, N, bias_ptr, res_ptr, stride_bias,
-                                   stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES)
+                                   stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES, M, sa_ptr, sb_ptr, SCALE)
             tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask)
             tl.atomic_xchg(lock_ptr + tile, 0)
 
 
 @triton.jit
-def _sum_splits_kernel(ws_ptr, out_ptr, bias_ptr, res_ptr, MN, N, S, stride_om, stride_on,
+def _sum_splits_kernel(ws_ptr, out_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr, MN, N, S, stride_om, stride_on,
                        stride_bias, stride_rm, stride_rn, BLOCK: tl.constexpr, INDEX_64: tl.constexpr,
-                       HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr):
+                       HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr,
+                       SCALE: tl.constexpr):
     """out[m, n] = epilogue(sum_s ws[s, m, n]), summed in fp32 in slice order, cast on store."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < MN
@@ -350,7 +370,7 @@ def _sum_splits_kernel(ws_ptr, out_ptr, bias_ptr, res_ptr, MN, N, S, stride_om, 
         m = m.to(tl.int64)
         n = n.to(tl.int64)
     acc = fused_epilogue(acc, m, n, mask, N, bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn,
-                         HAS_BIAS, ACT, HAS_RES)
+                         HAS_BIAS, ACT, HAS_RES, MN // N, sa_ptr, sb_ptr, SCALE)
     tl.store(out_ptr + m * stride_om + n * stride_on, acc.to(out_ptr.dtype.element_ty), mask=mask)
 
 
@@ -418,6 +438,8 @@ def input_precision(dtype: torch.dtype, allow_tf32: bool) -> str:
         return "ieee"
     if dtype == torch.bfloat16 and _INTERPRETED:
         return UPCAST_BF16
+    if dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        return FP8_PROMOTE
     return "tf32"
 
 
@@ -449,15 +471,16 @@ def edge_masks(M: int, N: int, block_m: int, block_n: int, edge: str = "auto", *
 
 # The pointer arguments every kernel with a fused epilogue takes first, in this order, so
 # that a prepared launch (Direct) can pass fresh pointers and keep the rest frozen.
-N_POINTERS = 7  # a, b, c, ws, locks, bias, residual
+N_POINTERS = 9  # a, b, c, ws, locks, bias, residual, scale_a, scale_b
 
 
 def epilogue_pointers(epi: EpilogueArgs | None, c: torch.Tensor) -> tuple:
-    """(bias, residual) for the kernel's pointer slots; ``c`` stands in for an absent one (its
-    alignment is already part of the specialisation, so a plain mm compiles no new variant)."""
+    """(bias, residual, scale_a, scale_b) for the kernel's pointer slots; ``c`` stands in for an
+    absent one (its alignment is already part of the specialisation, so a plain mm compiles no
+    new variant)."""
     if epi is None:
-        return c, c
-    return (c if epi.bias is None else epi.bias), (c if epi.residual is None else epi.residual)
+        return c, c, c, c
+    return tuple(c if t is None else t for t in (epi.bias, epi.residual, epi.scale_a, epi.scale_b))
 
 
 def epilogue_strides(epi: EpilogueArgs | None) -> tuple[int, int, int]:
@@ -487,7 +510,7 @@ def epilogue_key(epi: EpilogueArgs | None):
     if epi is None:
         return None
     return (epi.spec,) + tuple(None if t is None else (t.stride(), t.data_ptr() % 16)
-                               for t in (epi.bias, epi.residual))
+                               for t in (epi.bias, epi.residual, epi.scale_a, epi.scale_b))
 
 
 def _tiled_args(a, b, c, *, block_m, block_n, block_k, group_m, k_per_split, split_mode=0, stride_cz=0,
@@ -620,7 +643,7 @@ class Direct:
     def __call__(self, a, b, c, ws=None, locks=None, epilogue=None) -> None:
         # Written out for the plain mm (no helper call on the hot path); c fills absent slots.
         if epilogue is None:
-            self.runner(a, b, c, c if ws is None else ws, c if locks is None else locks, c, c, *self.fixed)
+            self.runner(a, b, c, c if ws is None else ws, c if locks is None else locks, c, c, c, c, *self.fixed)
         else:
             self.runner(a, b, c, c if ws is None else ws, c if locks is None else locks,
                         *epilogue_pointers(epilogue, c), *self.fixed)

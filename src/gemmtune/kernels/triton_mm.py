@@ -7,7 +7,7 @@ import torch
 
 from ..device import DeviceInfo
 from ..problem import Problem
-from ..configs import (TileConfig, check_block_sizes, default_tiles, exhaustive_tiles, prune,
+from ..configs import (TileConfig, check_block_sizes, default_tiles, exhaustive_tiles, fp8_tile, prune,
                      scale_tile, tile_constraint)
 from ..epilogue import EpilogueArgs
 from .base import tile_row
@@ -19,8 +19,9 @@ INDUCTOR_TEMPLATE = "triton::mm"  # Inductor's own mm template, which takes our 
 
 
 def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
-    """(kept, rejected) configs for ``problem``: scaled to its sizes, pruned by ``device``."""
-    base = default_tiles() if kind == "default" else exhaustive_tiles()
+    """(kept, rejected) configs for ``problem``: scaled to its sizes, pruned by ``device``. fp8
+    (scaled_mm): the default tiles with BLOCK_K doubled (configs.fp8_tile)."""
+    base = [fp8_tile(c, problem) for c in default_tiles()] if kind == "default" else exhaustive_tiles()
     return prune([scale_tile(c, problem) for c in base], problem, device)
 
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..device import DeviceInfo
-from ..problem import Problem, element_size
+from ..problem import FP8_DTYPES, Problem, element_size
 from .choices import ATEN, DECOMPOSE_K, PERSISTENT, SKINNY, SPLITK, ChoiceBatch, batch
 
 # --- time constants (H200 measurements, benchmarks/results/2026-11-21-h200-public-full)
@@ -225,12 +225,15 @@ class AnalyticModel:
 
         # --- one K-step: math, operand traffic, narrow loads, latency
         fp32 = problem.dtype == "float32"
+        # fp8 (scaled_mm): Hopper's fp8 tensor cores run at twice the 16-bit rate (H100 SXM:
+        # 1979 against 989 dense TFLOPS); the bytes are already per element (es = 1).
+        rate16 = 2.0 if problem.dtype in FP8_DTYPES else 1.0
         wgmma = self.async_mma & (bm >= 64) & (b.warps % 4 == 0)
         if fp32 and not problem.allow_tf32:
             rate_sm = self.peak32 * EFF_FMA / sm * np.minimum(1.0, acc / FMA_ACC_KNEE) ** 0.25
             rate_sm = np.where(acc > FMA_SPILL_ACC, rate_sm / FMA_SPILL_FACTOR, rate_sm)
         else:
-            peak = self.peak16 * (0.5 if fp32 else 1.0)
+            peak = self.peak16 * (0.5 if fp32 else rate16)
             rate_sm = peak / sm * np.where(wgmma, EFF_WGMMA, EFF_MMA)
         t_math = 2 * bm * bn * bk / rate_sm
         t_l2 = bytes_step / L2_SM_BW
@@ -287,7 +290,7 @@ class AnalyticModel:
         if fp32 and not problem.allow_tf32:
             rate = self.peak32 * ATEN_EFF_FP32
         else:
-            rate = self.peak16 * (0.5 if fp32 else 1.0) * ATEN_EFF
+            rate = self.peak16 * (0.5 if fp32 else rate16) * ATEN_EFF
         min_bytes = a_bytes + b_bytes + out_bytes
         aligned = ~(ua | ub)
         small_mn = (M <= 256) & (N <= 256) & (K >= 4096)

@@ -1,0 +1,213 @@
+"""scaled_mm: fp8 GEMMs with fp32 scales, ``out = (a @ b) * scale_a * scale_b (+ bias)``.
+
+The problem op ``scaled_mm`` (gemmtune.problem) multiplies an fp8 A (float8_e4m3fn, or
+float8_e5m2 where a gradient sits on A's side) by an e4m3 B, accumulates in fp32 and applies
+the scales to the fp32 accumulator before the bias and the cast to a bf16 or fp32 output,
+as torch._scaled_mm does:
+
+* ``tensor``: ``scale_a`` and ``scale_b`` are one fp32 each (shape (), (1,) or (1, 1));
+* ``row``: per-token ``scale_a`` (M, 1) and per-channel ``scale_b`` (1, N), fp32 ((M,) and
+  (N,) are taken too).
+
+Every family runs it: ``aten`` calls torch._scaled_mm (cuBLASLt; CUTLASS for row-wise on
+sm90), the Triton families apply the scales in their fused epilogue (gemmtune.epilogue,
+SCALE constexpr). This module checks scales (``bind_scales``: a wrong shape, dtype, device
+or a non-finite value is a clear error), makes the benchmark's scales (``make_scales``), the
+fp64 reference on the dequantized operands (``reference``) and the public entry ``scaled_mm``.
+
+Example (CUDA tensors: skipped where doctests run, on a CPU)::
+
+    >>> import torch, gemmtune
+    >>> x = torch.randn(16, 4096, device="cuda").to(torch.float8_e4m3fn)          # doctest: +SKIP
+    >>> w = torch.randn(4096, 4096, device="cuda").to(torch.float8_e4m3fn)        # doctest: +SKIP
+    >>> sx = torch.rand(16, 1, device="cuda") + 0.5                               # doctest: +SKIP
+    >>> sw = torch.rand(1, 4096, device="cuda") + 0.5                             # doctest: +SKIP
+    >>> y = gemmtune.scaled_mm(x, w.t(), sx, sw, out_dtype=torch.bfloat16)        # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .epilogue import Epilogue, EpilogueArgs
+from .problem import SCALED_OUT_DTYPES, SCALES, Problem, dtype_name
+
+FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+def scale_mode(m: int, n: int, scale_a: torch.Tensor, scale_b: torch.Tensor) -> str:
+    """'tensor' when both scales hold one element, else 'row' (their shapes are checked by
+    ``bind_scales``). M = 1 or N = 1 with one-element scales counts as tensor-wise: the
+    product is the same either way."""
+    for name, t in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor (fp32), not {type(t).__name__}")
+    return "tensor" if scale_a.numel() == 1 and scale_b.numel() == 1 else "row"
+
+
+def _flat(t: torch.Tensor, shapes: tuple, name: str, what: str) -> torch.Tensor:
+    if tuple(t.shape) not in shapes:
+        want = " or ".join(str(s) for s in shapes)
+        raise ValueError(f"{name} must have shape {want} ({what}), got {tuple(t.shape)}")
+    return t.reshape(-1).contiguous()
+
+
+def bind_scales(m: int, n: int, scale_a: torch.Tensor, scale_b: torch.Tensor, *, device: torch.device,
+                out_dtype: torch.dtype, bias: torch.Tensor | None = None, mode: str | None = None,
+                check_finite: bool = True) -> EpilogueArgs:
+    """Check scaled_mm's scales (and bias) for an (m, n) output; the EpilogueArgs every family takes.
+
+    ``mode``: 'tensor' or 'row' (None: from the scales' sizes, ``scale_mode``). Raises TypeError
+    (not a tensor, not float32, a bias not of the output's dtype) or ValueError (a wrong shape,
+    another device, a NaN or infinite scale) naming what is wrong. ``check_finite`` reads the
+    scales back to the host: a device sync, which a hot loop that trusts its scales may skip.
+    """
+    mode = mode or scale_mode(m, n, scale_a, scale_b)
+    if mode not in SCALES:
+        raise ValueError(f"scale mode must be one of {SCALES}, got {mode!r}")
+    for name, t in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor (fp32), not {type(t).__name__}")
+        if t.dtype != torch.float32:
+            raise TypeError(f"{name} must be float32 (torch._scaled_mm's scales are fp32), got {t.dtype}")
+        if t.device != device:
+            raise ValueError(f"{name} must be on the operands' device {device}, got {t.device}")
+    if mode == "tensor":
+        one = ((), (1,), (1, 1))
+        sa = _flat(scale_a, one, "scale_a", "tensor-wise: one fp32 scale")
+        sb = _flat(scale_b, one, "scale_b", "tensor-wise: one fp32 scale")
+    else:
+        sa = _flat(scale_a, ((m, 1), (m,)), "scale_a", f"row-wise: one scale per row of A, M = {m}")
+        sb = _flat(scale_b, ((1, n), (n,)), "scale_b", f"row-wise: one scale per column of B, N = {n}")
+    if check_finite:
+        for name, t in (("scale_a", sa), ("scale_b", sb)):
+            bad = ~torch.isfinite(t)
+            if bool(bad.any()):
+                raise ValueError(f"{name} holds {int(bad.sum())} NaN or infinite value(s) of {t.numel()}; "
+                                 "scales must be finite")
+    if bias is not None:
+        if not isinstance(bias, torch.Tensor):
+            raise TypeError(f"bias must be a torch.Tensor or None, not {type(bias).__name__}")
+        if tuple(bias.shape) != (n,):
+            raise ValueError(f"bias must have shape (N,) = {(n,)}, got {tuple(bias.shape)}")
+        if bias.dtype != out_dtype:
+            raise TypeError(f"bias must have the output's dtype {out_dtype}, got {bias.dtype}")
+        if bias.device != device:
+            raise ValueError(f"bias must be on the operands' device {device}, got {bias.device}")
+    return EpilogueArgs(Epilogue(bias=bias is not None, scale=mode), bias, None, sa, sb)
+
+
+def make_scales(problem: Problem, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The benchmark's scales for a scaled_mm problem, flattened as the kernels take them:
+    (1,) each for 'tensor', (M,) and (N,) for 'row'. Log-normal around 1 (exp(N(0, 0.5^2))):
+    never 1 and never equal across rows, so a kernel that drops a scale, or swaps rows and
+    columns, is visibly wrong."""
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed + 104729)  # not the operands' or the bias's stream
+    ma, nb = (1, 1) if problem.scale == "tensor" else (problem.m, problem.n)
+    sa = torch.exp(0.5 * torch.randn(ma, generator=gen, dtype=torch.float32, device=device))
+    sb = torch.exp(0.5 * torch.randn(nb, generator=gen, dtype=torch.float32, device=device))
+    return sa, sb
+
+
+def epilogue(problem: Problem, scales: tuple[torch.Tensor, torch.Tensor],
+             bias: torch.Tensor | None) -> EpilogueArgs:
+    """The EpilogueArgs of a scaled_mm problem's benchmark inputs (scales already flat)."""
+    return EpilogueArgs(Epilogue(bias=bias is not None, scale=problem.scale), bias, None, *scales)
+
+
+def reference(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+              bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``(a * scale_a) @ (b * scale_b) + bias`` in float64 on the dequantized operands: every fp8
+    value and fp32 scale is exact in fp64, so the reference carries no quantization error of its
+    own and the check measures the kernel's rounding alone. Scales as ``bind_scales`` flattens
+    them or as the caller passes them: one element each, or (M[, 1]) and ([1, ]N)."""
+    sa, sb = scale_a.double().reshape(-1), scale_b.double().reshape(-1)
+    a64 = a.double() * (sa[:, None] if sa.numel() != 1 else sa)
+    b64 = b.double() * (sb[None, :] if sb.numel() != 1 else sb)
+    out = torch.mm(a64, b64)
+    return out if bias is None else out + bias.double()
+
+
+def problem_for(a: torch.Tensor, b: torch.Tensor, scale_a, scale_b, out_dtype, bias) -> Problem:
+    return Problem.from_tensors(a, b, out_dtype, op="scaled_mm", scale=scale_mode(a.shape[0], b.shape[1],
+                                                                                   scale_a, scale_b),
+                                bias=bias is not None)
+
+
+def default_choice(problem: Problem):
+    """The untuned choice: cuBLASLt (torch._scaled_mm) where it takes the problem, else the
+    tiled Triton kernel (one 64 x 64 x 64 tile config, BLOCK_K >= 32 as fp8 needs)."""
+    from . import kernels
+    from .configs import Choice, TileConfig
+
+    if kernels.aten.scaled_reason(problem) is None:
+        return Choice("aten", kernels.aten.CONFIG())
+    return Choice("triton_mm", TileConfig(64, 64, 64, 3, 4, 8))
+
+
+def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
+              bias: torch.Tensor | None = None, out_dtype: torch.dtype | str = torch.bfloat16, *,
+              choice=None, table=None, check_finite: bool = True) -> torch.Tensor:
+    """``(a @ b) * scale_a * scale_b + bias`` for fp8 ``a`` (M, K) and ``b`` (K, N), as
+    torch._scaled_mm computes it, with one chosen kernel.
+
+    ``a``: float8_e4m3fn or float8_e5m2; ``b``: float8_e4m3fn (``W.t()`` of a row-major
+    weight is the layout cuBLASLt wants; any layout runs). Scales: fp32, one element each
+    (tensor-wise) or ``scale_a`` (M, 1) and ``scale_b`` (1, N) (row-wise). ``bias``: (N,) of
+    ``out_dtype`` (bf16 or fp32). ``choice``: a Choice or its id (``"aten"``,
+    ``"triton_mm:BM64-BN64-BK64-S3-W4-G8"``, ``"persistent_tma:..."``, ``"pad+aten"``...);
+    None: the first choice of ``table`` (a gemmtune.table.LookupTable) for this problem when
+    it has one, else ``default_choice``. Triton choices need CUDA tensors or the Triton
+    interpreter (TRITON_INTERPRET=1). ``check_finite=False`` skips the scales' NaN/inf check
+    (a device sync).
+    """
+    from . import kernels
+    from .api import interpreter_enabled
+    from .configs import Choice
+
+    out_dt = torch.bfloat16 if out_dtype is None else out_dtype
+    if isinstance(out_dt, str):
+        out_dt = getattr(torch, dtype_name(out_dt))
+    if dtype_name(out_dt) not in SCALED_OUT_DTYPES:
+        raise TypeError(f"out_dtype must be one of {SCALED_OUT_DTYPES}, got {out_dt}")
+    problem = problem_for(a, b, scale_a, scale_b, out_dt, bias)
+    epi = bind_scales(problem.m, problem.n, scale_a, scale_b, device=a.device, out_dtype=out_dt, bias=bias,
+                      mode=problem.scale, check_finite=check_finite)
+    if choice is None and table is not None:
+        entries = table.choices(problem)
+        choice = entries[0].choice if entries else None
+    if choice is None:
+        choice = default_choice(problem)
+    elif isinstance(choice, str):
+        choice = Choice.parse(choice)
+    elif not isinstance(choice, Choice):
+        raise TypeError(f"choice must be a Choice, a choice id string or None, not {type(choice).__name__}")
+    kernels.get(choice.family).validate(problem.padded() if choice.pad else problem, choice.config)
+    if choice.family in kernels.TRITON_FAMILIES and a.device.type == "cpu" and not interpreter_enabled():
+        raise ValueError(f"{choice.family} needs CUDA tensors; these are on the CPU. Set TRITON_INTERPRET=1 "
+                         "before importing gemmtune to run Triton on the CPU (slow), or use choice='aten'")
+    out = torch.empty((problem.m, problem.n), dtype=out_dt, device=a.device)
+    if problem.m == 0 or problem.n == 0:
+        return out
+    if problem.k == 0:
+        out.zero_()
+        return out if bias is None else out.add_(bias)
+    kernels.run_choice(choice, a, b, out, workspace=None, epilogue=epi)
+    return out
+
+
+# The tolerance of a scaled_mm check (gemmtune.verify.TOLERANCE holds these). The reference
+# is fp64 on the dequantized operands, so the fp8 quantization of the inputs is no error here:
+# what remains is the kernel's own rounding. fp8 products are exact in fp32 (4- and 3-bit
+# significands), every family sums in fp32 with at most BLOCK_K products summed at the tensor
+# cores' reduced precision (~14 bits on Hopper; FP8_PROMOTE in kernels.tiled), and the scales
+# are applied in fp32: a relative error of ~1e-4 before the output cast. The cast dominates:
+# bf16 rounds each output by up to 2^-9 (rms ~1.1e-3 relative), as a bf16 GEMM's does, so the
+# bf16 GEMM's budgets are kept (bf16 out 1e-2, fp32 out 5e-3; the latter also admits a library
+# that accumulates whole K at reduced precision up to K ~ 10^5). A wrong scale (1.28x off at
+# exp(0.5 N(0,1)) scales' typical spread), a dropped bias or a swapped operand is off by > 10%.
+TOLERANCES = {(dt, out): (1e-2 if out == "bfloat16" else 5e-3)
+              for dt in ("float8_e4m3fn", "float8_e5m2") for out in SCALED_OUT_DTYPES}
+
+__all__ = ["scaled_mm", "bind_scales", "make_scales", "reference", "scale_mode", "TOLERANCES"]
