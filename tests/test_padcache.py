@@ -9,13 +9,15 @@ from gemmtune import kernels
 from gemmtune.configs import Choice
 from gemmtune.kernels import padcache
 
-pytestmark = pytest.mark.usefixtures("interpret")
+pytestmark = pytest.mark.usefixtures("fresh_cache")
+# A GPU where there is one (real kernels), else the Triton interpreter on the CPU.
+DEV = "cuda" if torch.cuda.is_available() and not kernels.tiled._INTERPRETED else "cpu"
 
 
 @pytest.fixture
-def interpret(monkeypatch):
-    if not kernels.tiled._INTERPRETED:
-        pytest.skip("the Triton kernels need TRITON_INTERPRET=1 on a CPU")
+def fresh_cache():
+    if DEV == "cpu" and not kernels.tiled._INTERPRETED:
+        pytest.skip("the Triton kernels need a GPU or TRITON_INTERPRET=1")
     padcache.WEIGHTS.clear()
     yield
     padcache.WEIGHTS.clear()
@@ -25,7 +27,7 @@ PAD_MM = Choice.parse("pad+triton_mm:BM16-BN16-BK16-S1-W2-G1")
 
 
 def _run(x, b):
-    out = torch.empty(x.shape[0], b.shape[1], dtype=x.dtype)
+    out = torch.empty(x.shape[0], b.shape[1], dtype=x.dtype, device=x.device)
     kernels.run_choice(PAD_MM, x, b, out)
     return out
 
@@ -38,8 +40,8 @@ def _check(out, x, b):
 @pytest.mark.parametrize("n,k", [(13, 37), (17, 16), (16, 9)])  # odd N, odd K, both
 def test_parameter_view_is_padded_once_and_follows_updates(n, k):
     torch.manual_seed(n * k)
-    w = torch.nn.Parameter(torch.randn(n, k, dtype=torch.float16))  # Linear weight (out, in)
-    x = torch.randn(7, k, dtype=torch.float16)
+    w = torch.nn.Parameter(torch.randn(n, k, dtype=torch.float16, device=DEV))  # Linear weight (out, in)
+    x = torch.randn(7, k, dtype=torch.float16, device=DEV)
     with torch.no_grad():
         _check(_run(x, w.t()), x, w.t())
         assert len(padcache.WEIGHTS) == 1
@@ -53,14 +55,14 @@ def test_parameter_view_is_padded_once_and_follows_updates(n, k):
 
 def test_plain_tensor_is_not_cached():
     torch.manual_seed(1)
-    b = torch.randn(37, 13, dtype=torch.float16)
-    x = torch.randn(5, 37, dtype=torch.float16)
+    b = torch.randn(37, 13, dtype=torch.float16, device=DEV)
+    x = torch.randn(5, 37, dtype=torch.float16, device=DEV)
     _check(_run(x, b), x, b)
     assert len(padcache.WEIGHTS) == 0
 
 
 def test_autograd_is_not_cached_and_freed_parameters_leave():
-    w = torch.nn.Parameter(torch.randn(13, 37, dtype=torch.float16))
+    w = torch.nn.Parameter(torch.randn(13, 37, dtype=torch.float16, device=DEV))
     assert padcache.WEIGHTS.get(w.t(), 16, 40) is None  # grad enabled, requires grad
     with torch.no_grad():
         assert padcache.WEIGHTS.get(w.t(), 16, 40) is not None
@@ -71,7 +73,7 @@ def test_autograd_is_not_cached_and_freed_parameters_leave():
 
 
 def test_padded_copy_is_zero_outside_the_weight():
-    w = torch.nn.Parameter(torch.randn(13, 37))
+    w = torch.nn.Parameter(torch.randn(13, 37, device=DEV))
     with torch.no_grad():
         p = padcache.WEIGHTS.get(w.t(), 16, 40)
     assert p.shape == (40, 16) and p.is_contiguous()
