@@ -348,29 +348,24 @@ def test_bench_without_gpu_in_a_real_process(tmp_path):
 
 
 # ------------------------------------------------------------------ bench pieces that run on a CPU
-def test_supported_modes_follow_the_tune_signature():
-    def old(problems, *, space="default", store="x"): ...
-
-    def new(problems, *, space="default", fast=False, benchmark_space=None): ...
-
-    modes, skipped = benchmark.supported_modes(old)
+def test_supported_modes_follow_the_tune_options():
+    old = {"space", "store"}  # a tuner without the model's top-k options
+    modes, skipped = benchmark.supported_modes(fields=old)
     assert list(modes) == ["gemmtune"] and sorted(skipped) == ["gemmtune_fast", "gemmtune_top5"]
     assert "'fast'" in skipped["gemmtune_fast"] and "'benchmark_space'" in skipped["gemmtune_top5"]
-    modes, skipped = benchmark.supported_modes(new)
+    modes, skipped = benchmark.supported_modes()  # this version's TuneOptions
     assert modes == benchmark.TUNE_MODES and skipped == {}
 
 
 def test_extra_modes_are_opt_in_and_checked():
-    def new(problems, *, space="default", fast=False, benchmark_space=None): ...
-
     assert benchmark.extra_modes(None) == [] and benchmark.extra_modes("") == []
     assert benchmark.extra_modes("top20, exhaustive,top20") == ["gemmtune_top20", "gemmtune_exhaustive"]
     with pytest.raises(ValueError, match="unknown extra mode 'top50'.*top20, exhaustive"):
         benchmark.extra_modes("top20,top50")
-    modes, skipped = benchmark.supported_modes(new, benchmark.extra_modes("exhaustive"))
+    modes, skipped = benchmark.supported_modes(benchmark.extra_modes("exhaustive"))
     assert list(modes) == [*benchmark.TUNE_MODES, "gemmtune_exhaustive"] and skipped == {}
     assert modes["gemmtune_exhaustive"] == {"space": "exhaustive", "benchmark_space": "SAME"}
-    assert benchmark.supported_modes(new)[0] == benchmark.TUNE_MODES  # not asked: not run
+    assert benchmark.supported_modes()[0] == benchmark.TUNE_MODES  # not asked: not run
 
 
 def test_report_shows_extra_modes_and_names_the_exhaustive_reference():

@@ -59,7 +59,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 import torch
 
@@ -82,7 +82,7 @@ CUDA_ERROR = "bench needs a CUDA GPU; use `gemmtune report` to render recorded r
 # gemmtune's modes: report method name -> tune() keyword arguments (space='default' unless
 # given). --fast is tune(fast=True): the exhaustive space, the model's top 1 benchmarked (plus
 # cuBLAS); the model's top-5 is the same search with its 5 best benchmarked. A mode runs only
-# when tune() takes every one of its keywords (inspect.signature); otherwise the run records
+# when tune() takes every one of its keywords (TuneOptions' fields); otherwise the run records
 # a note and the mode's records say "skipped".
 TUNE_MODES: dict[str, dict] = {
     "gemmtune": {},
@@ -131,22 +131,26 @@ def _fail(e: BaseException) -> dict:
 
 
 # ------------------------------------------------------------------ gemmtune modes
-def supported_modes(tune_fn: Callable, extra: Sequence[str] = ()) -> tuple[dict[str, dict], dict[str, str]]:
-    """The modes ``tune_fn`` can run (name -> keywords), and why each other mode cannot: the
+def supported_modes(extra: Sequence[str] = (), fields: Collection[str] | None = None
+                    ) -> tuple[dict[str, dict], dict[str, str]]:
+    """The modes the tuner can run (name -> keywords), and why each other mode cannot: the
     standard ones (TUNE_MODES) plus the opt-in ones named in ``extra`` (OPTIONAL_MODES keys).
+    A mode runs when every keyword it sets is a field of ``TuneOptions`` (``fields``: those
+    names, default ``tuning.options.option_names()``).
 
-    >>> def tune(problems, *, space="default", fast=False): ...
-    >>> modes, skipped = supported_modes(tune)
+    >>> modes, skipped = supported_modes(fields={"space", "fast"})
     >>> sorted(modes), skipped
-    (['gemmtune', 'gemmtune_fast'], {'gemmtune_top5': "gemmtune.tune() has no 'benchmark_space' parameter in this version"})
+    (['gemmtune', 'gemmtune_fast'], {'gemmtune_top5': "gemmtune.tune() has no 'benchmark_space' option in this version"})
     """
-    params = inspect.signature(tune_fn).parameters
+    if fields is None:
+        from .tuning.options import option_names
+        fields = option_names()
     modes, skipped = {}, {}
     for name, kwargs in [*TUNE_MODES.items(), *((m, OPTIONAL_MODES[m]) for m in extra)]:
-        missing = [k for k in kwargs if k not in params]
+        missing = [k for k in kwargs if k not in fields]
         if missing:
             skipped[name] = (f"gemmtune.tune() has no {', '.join(repr(m) for m in missing)} "
-                             "parameter in this version")
+                             "option in this version")
         else:
             modes[name] = kwargs
     return modes, skipped
@@ -683,7 +687,7 @@ def tune_phase(shapes: Sequence[Shape], *, tune_fn: Callable, scratch: Path, see
     """
     from .table import LookupTable, TableChoice
 
-    modes, skipped = supported_modes(tune_fn, extra)
+    modes, skipped = supported_modes(extra)
     notes = [f"{report.LABELS[m]}: skipped: {why}" for m, why in skipped.items()]
     jobs = [(mode, {"space": "default", **kw}, dict(kw), list(shapes)) for mode, kw in modes.items()]
     extra_s: dict[str, dict] = {}
