@@ -7,7 +7,11 @@ operands (gemmtune.scaled.reference). Two measures must both pass, each scaled b
 * the relative Frobenius error ||out - ref|| / ||ref|| <= tol, which bounds the
   overall rounding, and
 * the largest element error <= 10 * tol * rms(ref), which catches a few wrong or
-  unwritten elements that a norm over millions of elements would average away.
+  unwritten elements that a norm over millions of elements would average away. Each
+  element is first allowed one unit in the last place of the output dtype at its own
+  magnitude (``ulp_slack``): the correctly rounded product of a large element can miss
+  by that much, and heavy-tailed outputs (scaled_mm's per-row x per-column scales put
+  elements at 50-100x rms) would otherwise fail a kernel that is exact up to the cast.
 
 NaN or inf anywhere in the output fails.
 """
@@ -55,8 +59,19 @@ def reference(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None
 class Check:
     ok: bool
     rel_err: float
-    max_err: float  # largest element error over rms(ref)
+    max_err: float  # largest element error beyond one output ulp (ulp_slack), over rms(ref)
     reason: str = ""
+
+
+def ulp_slack(dtype: torch.dtype) -> float:
+    """One unit in the last place, relative, of ``dtype`` (bf16 2^-7, fp16 2^-10, fp32 2^-23):
+    a correctly rounded result is within half of it, and the fp32 accumulator's own rounding
+    before the cast takes less than the other half.
+
+    >>> ulp_slack(torch.bfloat16)
+    0.0078125
+    """
+    return float(torch.finfo(dtype).eps) if dtype.is_floating_point else 0.0
 
 
 def compare(out: torch.Tensor, ref: torch.Tensor, tol: float) -> Check:
@@ -69,14 +84,18 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: float) -> Check:
         bad = int((~torch.isfinite(o)).sum())
         return Check(False, math.inf, math.inf, f"{bad} of {o.numel()} outputs are NaN or inf")
     diff = o - ref
+    # One output ulp at the element's own magnitude is rounding, not a wrong element: measured
+    # on the H200, every kernel, cuBLASLt's included, missed the max-element check at
+    # 0.10-0.14 x rms on 2048x28672x4096 and 8192^3 fp8 -> bf16 with row-wise scales.
+    slack = (diff.abs() - ulp_slack(out.dtype) * ref.abs()).clamp_min(0.0)
     ref_norm = float(torch.linalg.vector_norm(ref))
     rms = ref_norm / math.sqrt(ref.numel())
     if ref_norm == 0.0:
         rel = float(torch.linalg.vector_norm(diff))
-        mx = float(diff.abs().max())
+        mx = float(slack.max())
     else:
         rel = float(torch.linalg.vector_norm(diff)) / ref_norm
-        mx = float(diff.abs().max()) / rms
+        mx = float(slack.max()) / rms
     if rel > tol:
         return Check(False, rel, mx, f"relative error {rel:.3g} > tolerance {tol:.3g}")
     if mx > MAX_ELEMENT_FACTOR * tol:
