@@ -132,8 +132,8 @@ for ph in $phases; do
         if (( left < 60 )); then echo "topk: ${left} s left, not started: $row"; rc=1; break; fi
         i=$((i + 1)); mkdir -p /tmp/topk/$i; { head -1 "$suite"; echo "$row"; } > /tmp/topk/$i/suite.csv
         echo "--- topk $row (deadline ${left} s)"
-        GEMMTUNE_BENCH_DEADLINE=$(( $(date +%s) + left - 5 )) timeout -s INT -k 20 "$left" \
-          python3 -m gemmtune.cli bench --suite /tmp/topk/$i/suite.csv --extra-modes top20,exhaustive \
+        timeout -s INT -k 20 "$left" python3 -m gemmtune.cli bench --deadline $(( $(date +%s) + left - 5 )) \
+          --suite /tmp/topk/$i/suite.csv --extra-modes top20,exhaustive \
           --out /tmp/topk/$i 2>&1 | grep --line-buffered -v "^W1\|^I1\|AUTOTUNE\|^  triton_\|^  mm \|SingleProcess\|benchmarking" \
           | tail -15; (( PIPESTATUS[0] == 0 )) || rc=1
       done < <(tail -n +2 "$suite")

@@ -22,6 +22,8 @@ import pytest
 import torch
 
 from gemmtune import benchmark, cli, report
+from gemmtune.bench import modes as bench_modes
+from gemmtune.bench import suite as bench_suite
 from gemmtune.configs import Choice
 from gemmtune.problem import Problem
 
@@ -277,7 +279,7 @@ def test_bench_without_gpu_is_a_clear_error(monkeypatch, capsys):
 
 @pytest.mark.parametrize("fail", [False, True], ids=["returns", "raises"])
 def test_bench_run_restores_process_settings(tmp_path, monkeypatch, fail):
-    """benchmark.run sets the compile caches' environment, tf32, Inductor's config, its
+    """bench.suite.run sets the compile caches' environment, tf32, Inductor's config, its
     autotuning hook and TunableOp for its own run, and puts each back when it returns or raises.
     Everything that needs a GPU is faked: the run goes through the part that sets them."""
     import torch._inductor.config as icfg
@@ -292,12 +294,12 @@ def test_bench_run_restores_process_settings(tmp_path, monkeypatch, fail):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(DeviceInfo, "from_torch", classmethod(lambda cls, *a, **k: DeviceInfo.lookup("H100")))
     ceilings = {"copy": {"gbps": 1.0}, "read": None, "mm": {}}
-    monkeypatch.setattr(benchmark, "measure_ceilings", lambda timer: ceilings)
-    monkeypatch.setattr(benchmark, "tune_phase", lambda *a, **k: {"notes": [], "modes": {}, "tuned": {}, "skipped": {},
+    monkeypatch.setattr(bench_suite, "measure_ceilings", lambda timer: ceilings)
+    monkeypatch.setattr(bench_suite, "tune_phase", lambda *a, **k: {"notes": [], "modes": {}, "tuned": {}, "skipped": {},
                                                                   "extra_s": {}, "errors": {}})
     seen, installed = {}, []
-    monkeypatch.setattr(benchmark, "_install_autotune_log", lambda log: installed.append(log) or True)
-    monkeypatch.setattr(benchmark, "_remove_autotune_log", lambda log: installed.remove(log))
+    monkeypatch.setattr(bench_suite, "_install_autotune_log", lambda log: installed.append(log) or True)
+    monkeypatch.setattr(bench_suite, "_remove_autotune_log", lambda log: installed.remove(log))
 
     class FakeTunableOp:
         closed = 0
@@ -308,7 +310,7 @@ def test_bench_run_restores_process_settings(tmp_path, monkeypatch, fail):
         def close(self):
             FakeTunableOp.closed += 1
 
-    monkeypatch.setattr(benchmark, "TunableOp", FakeTunableOp)
+    monkeypatch.setattr(bench_suite, "TunableOp", FakeTunableOp)
 
     def measure_shape(*a, **k):
         seen.update(triton=os.environ.get("TRITON_CACHE_DIR"), inductor=os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
@@ -318,7 +320,7 @@ def test_bench_run_restores_process_settings(tmp_path, monkeypatch, fail):
             raise RuntimeError("a GPU fault")
         return {"cublas": None, "methods": {}}
 
-    monkeypatch.setattr(benchmark, "measure_shape", measure_shape)
+    monkeypatch.setattr(bench_suite, "measure_shape", measure_shape)
     shapes = _shapes()[:1]
     try:
         if fail:
@@ -486,7 +488,7 @@ def test_tune_phase_runs_every_mode_fresh(tmp_path, monkeypatch):
     assert all(top5.entries[k][0] == v[0] for k, v in top1.entries.items())  # top-1 is top-5's first
     assert set(phase["extra_s"]["nvmmh_top1"]) == set(top1.entries)  # the query time is added per shape
     # without the library, nvMMH is skipped with the reason, and gemmtune still runs
-    monkeypatch.setattr(benchmark, "_version", lambda dist: None)
+    monkeypatch.setattr(bench_modes, "dist_version", lambda dist: None)
     calls.clear()
     phase = benchmark.tune_phase(_shapes(), tune_fn=_fake_tuner(calls), scratch=tmp_path, seed=0, provenance=prov)
     assert len(calls) == 3 and phase["skipped"]["nvmmh_top5"] == "nvidia-matmul-heuristics is not installed"
@@ -633,7 +635,7 @@ def test_measure_shape_times_every_verified_method_in_the_same_rounds(monkeypatc
         r = real_compare(out, ref, tol)
         return r if len(checks) != 4 else type(r)(False, 1.0, 1.0, "made wrong by the test")
     monkeypatch.setattr(measure, "compare", compare)
-    monkeypatch.setattr(benchmark, "compile_inductor", lambda p, st, log: (
+    monkeypatch.setattr(bench_suite, "compile_inductor", lambda p, st, log: (
         {"status": "ok", "tune_s": 2.5, "choice": "aten", "autotune": [], "rel_err": 0.0},
         lambda i: torch.mm(*st.inputs[i])))
     seen = {}
@@ -648,7 +650,7 @@ def test_measure_shape_times_every_verified_method_in_the_same_rounds(monkeypatc
     def spy(entries, repeats, rounds):
         seen.update(names=list(entries), repeats=repeats, rounds=rounds, calls=[])
         return real_rr({n: logged(n, e) for n, e in entries.items()}, repeats, rounds)
-    monkeypatch.setattr(benchmark, "round_robin", spy)
+    monkeypatch.setattr(bench_suite, "round_robin", spy)
 
     rec = benchmark.measure_shape(shape, state, {"copy": {"gbps": 4000.0}, "mm": {"float16": {"tflops": 800.0}}},
                                   tuned, skipped, seed=0, inductor_log=benchmark.AutotuneLog(), errors=errors)

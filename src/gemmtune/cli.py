@@ -547,15 +547,15 @@ def _add_lut_parser(sub) -> None:
 
 # ------------------------------------------------------------------ bench / report
 def cmd_bench(args) -> int:
-    """The side-by-side benchmark on this GPU (gemmtune.benchmark); exit 2 without one."""
+    """The side-by-side benchmark on this GPU (gemmtune.bench.suite); exit 2 without one."""
     import torch
 
-    from . import benchmark
+    from .bench import modes, suite
     from .shapes import load_csv, preset
 
-    extra = benchmark.extra_modes(args.extra_modes)  # a typo fails before anything runs
+    extra = modes.extra_modes(args.extra_modes)  # a typo fails before anything runs
     if not torch.cuda.is_available():
-        raise ValueError(benchmark.CUDA_ERROR)
+        raise ValueError(suite.CUDA_ERROR)
     shapes = load_csv(args.suite) if args.suite else preset("public")
     groups = args.groups.split(",") if args.groups else None
     if groups:
@@ -574,10 +574,10 @@ def cmd_bench(args) -> int:
         print(f"note: bench compares plain products: {addmm} addmm row(s) are benchmarked as mm (without the bias)",
               file=sys.stderr)
         shapes = [dataclasses.replace(s, problem=dataclasses.replace(s.problem, op="mm")) for s in shapes]
-    print(benchmark.run(shapes, out_dir=args.out, suite=args.suite or "public", groups=groups,
-                        limit=args.limit, repeats=args.repeats, skip_inductor=args.skip_inductor,
-                        skip_tunableop=args.skip_tunableop,
-                        seed=args.seed, extra=extra))
+    print(suite.run(shapes, out_dir=args.out, suite=args.suite or "public", groups=groups,
+                    limit=args.limit, repeats=args.repeats, skip_inductor=args.skip_inductor,
+                    skip_tunableop=args.skip_tunableop, seed=args.seed, extra=extra,
+                    deadline=args.deadline, ceilings_file=args.ceilings_file))
     return 0
 
 
@@ -654,6 +654,12 @@ def _add_bench_report_parsers(sub) -> None:
                    help="opt-in gemmtune modes: the model's adaptive top-k, its top-20, and the whole "
                         "exhaustive space benchmarked (hundreds to thousands of candidates per shape: "
                         "pick few shapes)")
+    p.add_argument("--deadline", type=float, metavar="UNIX_TIME",
+                   help="start no shape that would likely end past this time (the longest shape so far is the "
+                        "guess); the JSON notes the shapes left out (scripts/bench_gpu.sh)")
+    p.add_argument("--ceilings-file", metavar="FILE",
+                   help="read the ceilings from FILE when it holds ones measured on this GPU, else measure them "
+                        "and write FILE (several runs in one device call measure them once)")
     p.set_defaults(fn=cmd_bench)
 
     from .benchmodel import MODELS, MODES, PHASES

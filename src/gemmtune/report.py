@@ -14,7 +14,7 @@ A method record may carry ``baseline``, the cuBLAS time measured in the same pro
 that method when it differs from the shape's cuBLAS (recorded runs assembled from two
 calls); speedups use it.
 
-Since the interleaved timing (gemmtune.benchmark.round_robin), a kernel entry also holds
+Since the interleaved timing (gemmtune.bench.rounds.round_robin), a kernel entry also holds
 ``rounds``, ``round_ms`` and ``round_spread`` (per round), ``within_spread`` and
 ``across_spread`` (``spread`` is the larger), and the ceilings hold ``read`` (a read
 bandwidth, beside ``copy``) and ``memory_gbps``; older JSONs, without them, still read
