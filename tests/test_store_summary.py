@@ -10,7 +10,8 @@ import pytest
 import gemmtune
 from gemmtune import cli
 from gemmtune.problem import Problem
-from gemmtune.store_summary import markdown, summarize
+from gemmtune.report.store import markdown, summarize
+from mdtables import md_tables
 
 
 @pytest.fixture(scope="module")
@@ -28,13 +29,14 @@ def test_summary_of_a_tuned_store(store):
     assert set(row["families"]) == {"aten", "triton_mm"} and row["failed"] == 0
     assert row["measured"] == sum(row["statuses"].values())
     md = markdown([row])
-    assert md.startswith("| problem |") and "geomean speedup" in md
+    [table] = [t for t in md_tables(md) if t and "problem" in t[0]]
+    assert [r["problem"] for r in table][:1] and "geomean speedup" in md
 
 
 def test_cli_report_store(store, tmp_path, capsys):
     out = tmp_path / "summary.json"
     assert cli.main(["report", "--store", str(store), "--json", str(out)]) == 0
-    assert "| problem |" in capsys.readouterr().out
+    assert any(t and "problem" in t[0] for t in md_tables(capsys.readouterr().out))
     assert json.loads(out.read_text())["problems"][0]["best"]
     assert cli.main(["report", "--store", str(tmp_path / "none.sqlite")]) == 2
     assert "no results store" in capsys.readouterr().err

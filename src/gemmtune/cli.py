@@ -595,7 +595,7 @@ def cmd_report(args) -> int:
                 raise ValueError(f"no results store at {args.store}")
             import json
 
-            from .store_summary import markdown, summarize
+            from .report.store import markdown, summarize
             rows = summarize(args.store)
             sys.stdout.write(markdown(rows))
             if args.json:

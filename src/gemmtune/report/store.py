@@ -7,7 +7,7 @@ how many candidates were measured and how many failed, by status. This is what
 
 Example::
 
-    >>> from gemmtune.store_summary import summarize, markdown
+    >>> from gemmtune.report.store import summarize, markdown
     >>> rows = summarize("gemmtune.sqlite")                  # doctest: +SKIP
     >>> print(markdown(rows))                                # doctest: +SKIP
 """
@@ -18,7 +18,7 @@ import math
 import os
 from collections import Counter, defaultdict
 
-from .store import ResultStore
+from ..store import ResultStore
 
 
 def summarize(store: str | os.PathLike | ResultStore) -> list[dict]:
