@@ -14,7 +14,7 @@
 #           TOPK_SUITE, default benchmarks/suites/topk-exhaustive.csv; topk-tiny-mn-32.csv: the shape left
 #           unfinished on 2026-11-23). On the H200, tiny_mn_32
 #           needs about 300 s alone (its exhaustive mode took 146 s), llama3_8b_gateup_m16 ~150 s.
-# collect:  #5's bulk timings (scripts/collect.py) for the rest of the call (CALL_S, default 585 s
+# collect:  #5's bulk timings (gemmtune collect) for the rest of the call (CALL_S, default 585 s
 #           from the script's start), into out/collect-work/collect.sqlite, which stays on a warm
 #           machine from call to call (out/ is git-ignored); a fresh machine starts it from
 #           data/collect/collect.sqlite.gz. Skipped when this call's GPU tests failed: a timer
@@ -23,7 +23,7 @@
 # Several GPUs: the phases above run on GPU ${FG_GPU:-0}, pinned to that GPU's share of the CPU
 # cores. COLLECT_BG_GPUS (e.g. "1") starts collectors on those other GPUs, each on its own share
 # of the cores, at the start of the call and for all of it, beside the phases; the collect phase
-# adds one on GPU FG_GPU (so it must be the last phase named). They share one store and claim shapes (collect.py --claims), so no
+# adds one on GPU FG_GPU (so it must be the last phase named). They share one store and claim shapes (gemmtune collect --claims), so no
 # shape is measured twice; the store is exported once, when all have ended.
 # Results go to $OUT (or ./out when run by hand). Wheels in .whl/ (pytest, rich, ...)
 # are installed to /tmp/site first when present: the GPU machine has no registry.
@@ -68,7 +68,7 @@ collect_start() {  # collect_start GPU: one collector on that GPU until the call
   # 16 shapes a batch: every batch is one tune() call that starts its workers anew (about
   # 7.8 s of fixed cost per tune() on the H200, benchmarks/results/2026-11-23-h200-topk/),
   # and calls 6-8's 8-shape batches took 20-80 s each.
-  ( CUDA_VISIBLE_DEVICES=$g pin "$(cores "$g")" python3 scripts/collect.py --store "$STORE" \
+  ( CUDA_VISIBLE_DEVICES=$g pin "$(cores "$g")" python3 -m gemmtune.cli collect --store "$STORE" \
     --claims "$WORK/claims" --no-export --progress-name "collect-progress-gpu$g.json" --batch 16 \
     --compile-workers $(( per > 4 ? per - 2 : 2 )) \
     --max-minutes "$(awk "BEGIN{print ($left - 70) / 60}")" \
@@ -79,8 +79,8 @@ collect_start() {  # collect_start GPU: one collector on that GPU until the call
 collect_finish() {  # wait for every collector, then export the store once
   local p; for p in "${collectors[@]}"; do wait "$p" || rc=1; done
   collectors=()
-  python3 scripts/collect.py --store "$STORE" --export-only >/dev/null || rc=1
-  # The CSV is made again from the store on any machine (collect.py --export-only).
+  python3 -m gemmtune.cli collect --store "$STORE" --export-only >/dev/null || rc=1
+  # The CSV is made again from the store on any machine (gemmtune collect --export-only).
   rm -f "$OUT"/collect-*.csv.gz
 }
 if [[ -n ${COLLECT_BG_GPUS:-} ]]; then

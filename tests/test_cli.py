@@ -291,7 +291,8 @@ def test_bench_model_command_passes_its_options(monkeypatch, tmp_path, capsys):
 def test_doctests_of_the_cli_and_tune_modules():
     import doctest
     import importlib
-    for name in ("gemmtune.cli", "gemmtune.cli.model", "gemmtune.cli.common", "gemmtune.tune", "gemmtune.shapes", "gemmtune.tuning.plan", "gemmtune.tuning.options",
+    for name in ("gemmtune.cli", "gemmtune.cli.model", "gemmtune.cli.common", "gemmtune.tune", "gemmtune.shapes",
+                 "gemmtune.tuning.plan", "gemmtune.tuning.options",
                  "gemmtune.tuning.executor", "gemmtune.tuning.recorder", "gemmtune.tuning.results"):
         mod = importlib.import_module(name)
         assert doctest.testmod(mod).failed == 0, name

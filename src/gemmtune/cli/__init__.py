@@ -31,12 +31,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import bench, capture, kernels, lut, model, report, tune
+from . import bench, capture, collect, kernels, lut, model, report, tune
 from .common import Deprecated, Parser, check_allocatable, innermost, join_values, missing_command
 
 # The sub-command groups, one module each, in the order of the help: each adds its parsers.
 GROUPS = (tune.add_parsers, kernels.add_parsers, capture.add_parsers, lut.add_parsers, bench.add_parsers,
-          report.add_parsers, model.add_parsers, tune.add_worker_parser)
+          report.add_parsers, model.add_parsers, collect.add_parsers, tune.add_worker_parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
