@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import sys
 
-from .common import alias, fraction, positive_int
+from .common import alias, fraction, int_at_least, positive_int
 
 
 def _model_for(args, dev, triton_version: str | None = None):
@@ -111,10 +111,14 @@ def cmd_train(args) -> int:
 
     suites = args.exclude_suite or ["public"]
     suites = [] if [x.lower() for x in suites] == ["none"] else suites
+    if args.compare and (args.cv or args.ship):
+        raise ValueError("--compare writes a report of its own; give it without --cv / --ship")
+    if args.cv or args.ship:
+        return _train_cv(args, suites)
     if args.compare:
         from ..model.compare import compare, write_report
 
-        kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+        kinds = [k.strip() for k in (args.kinds or "gbt,lgbm_rank").split(",") if k.strip()]
         res = compare(args.store, kinds=kinds, seed=args.seed, test_fraction=args.test_fraction,
                       exclude_suites=suites)
         path = write_report(res, args.compare)
@@ -146,6 +150,57 @@ def cmd_train(args) -> int:
     model.save(args.out)
     console.print(f"{args.out}: {rep['family']} model, trained in {rep['fit_s']:.1f} s"
                   + (f" (written with --force although {worse})" if worse else ""))
+    return 0
+
+
+def _train_cv(args, suites: list[str]) -> int:
+    """``train --cv K``: cross-validate the kinds by shape and print the summaries; with
+    ``--ship PATH``, train the better kind (or ``--kind``) on every shape and write it there."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..model import cv as cvmod
+    from ..model.data import exclude, load_dataset, suite_shapes
+
+    data = load_dataset(args.store)
+    excluded: set = set()
+    for s in suites:
+        excluded |= suite_shapes(s)
+    data, n_excl = exclude(data, excluded)
+    kinds = [args.kind] if args.kind != "auto" else \
+        [k.strip() for k in (args.kinds or ",".join(cvmod.DEFAULT_KINDS)).split(",") if k.strip()]
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    def say(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    res = cvmod.cross_validate(data, kinds=kinds, folds=args.cv or 5, seed=args.seed, groups=cvmod.shape_groups(),
+                               device=args.device, say=say)
+    sums = res["summaries"]
+    t = Table(title=f"{res['folds']}-fold cross-validation by shape: {res['shapes']} shapes, {res['scored']} problems "
+                    f"scored ({n_excl} excluded: {', '.join(suites) or 'none'})")
+    for col in ("model", "Spearman mean", "top-1 regret geomean", "top-1 within 10%", "best found",
+                "top-5 regret geomean", "train s"):
+        t.add_column(col, justify="left" if col == "model" else "right")
+    for name in (*kinds, "analytic"):
+        s = sums[name]
+        t.add_row(name, f"{s['spearman_mean']:.3f}", _pct(s["top1_regret_geomean"]), _pct(s["top1_within_10pct"]),
+                  _pct(s["top1_found"]), _pct(s["top5_regret_geomean"]),
+                  f"{res['fit_s'][name]:.1f}" if name in res["fit_s"] else "-")
+    console.print(t)
+    kind = cvmod.choose_kind(res)
+    console.print(f"chosen: {kind} (lower geomean top-1 regret over the folds)")
+    if not args.ship:
+        return 0
+    worse = learned_is_worse({"held_out": sums[kind], "held_out_analytic": sums["analytic"]})
+    if worse and not args.force:
+        console.print(f"not shipped: cross-validated, {kind} ranks worse than the analytic model ({worse}); "
+                      "--force ships it anyway.")
+        return 1
+    _, info = cvmod.ship(data, kind, args.ship, cv=res, seed=args.seed, device=args.device,
+                         description={"excluded_suites": suites, "excluded_problems": n_excl})
+    console.print(f"{info['path']}: {kind} model trained on all {res['shapes']} shapes in {info['fit_s']:.1f} s "
+                  f"({info['bytes'] / 1024:.0f} KiB), its {res['folds']}-fold cross-validation in its provenance"
+                  + (f" (shipped with --force although {worse})" if worse else ""))
     return 0
 
 
@@ -194,7 +249,14 @@ def add_parsers(sub) -> None:
     p.add_argument("--compare", metavar="DIR", help="instead: train each of --kinds on one split by shape, "
                    "score them and the analytic model on the held-out shapes (ranking, training time, fixed "
                    "and adaptive top-k), write DIR/README.md and DIR/results.json")
-    p.add_argument("--kinds", default="gbt,lgbm_rank", metavar="K1,K2", help="model kinds --compare trains")
+    p.add_argument("--kinds", metavar="K1,K2", help="model kinds --compare trains (default gbt,lgbm_rank) or --cv "
+                   "cross-validates (default gbt,mlp; --kind other than auto: that one)")
+    p.add_argument("--cv", type=int_at_least(2), nargs="?", const=5, metavar="K",
+                   help="instead: K-fold cross-validation by shape (folds dealt per collection-plan shape group; "
+                   "K default 5) of --kinds and the analytic model; prints the summaries and the better kind")
+    p.add_argument("--ship", metavar="PATH", help="with --cv (5 folds unless given): train the better kind (or "
+                   "--kind) on every shape and write it to PATH, its cross-validation in the provenance; refused "
+                   "when it ranks worse than the analytic model (--force)")
     p.add_argument("--test-fraction", type=fraction, default=0.2, metavar="F",
                    help="share of shapes held out, between 0 and 1; the learned model is compared with the "
                    "analytic one on them")
