@@ -105,7 +105,8 @@ for ph in $phases; do
     tune)
       python3 -m gemmtune.cli tune --preset public --space default --store "$OUT/public.sqlite" \
         --out "$OUT/public-table.json" --summary "$OUT/tune-run.json" -q ${TUNE_ARGS:-} 2>&1 | tee "$OUT/tune.txt" || rc=1
-      python3 scripts/summarize_store.py "$OUT/public.sqlite" "$OUT/tune-summary.json" "$OUT/tune-run.json" | tail -45 || rc=1 ;;
+      python3 -m gemmtune.cli report --store "$OUT/public.sqlite" --run-summary "$OUT/tune-summary.json" \
+        --tune-json "$OUT/tune-run.json" | tail -45 || rc=1 ;;
     inductor)
       python3 scripts/inductor_compare.py --preset public --out "$OUT/inductor.json" ${INDUCTOR_ARGS:-} 2>&1 \
         | grep -v "^W1\|^I1\|AUTOTUNE\|^  triton_\|^  mm \|^  bmm\|^  decompose\|SingleProcess\|benchmarking" | tail -50 || rc=1 ;;

@@ -20,7 +20,12 @@ def cmd_report(args) -> int:
                 raise ValueError(f"no results store at {args.store}")
             import json
 
-            from ..report.store import markdown, summarize
+            from ..report.store import markdown, run_summary, run_summary_text, summarize
+            if args.run_summary:
+                doc = run_summary(args.store, args.tune_json, args.suite)
+                Path(args.run_summary).write_text(json.dumps(doc, indent=1))
+                sys.stdout.write(run_summary_text(doc))
+                return 0
             rows = summarize(args.store)
             sys.stdout.write(markdown(rows))
             if args.json:
@@ -66,4 +71,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--store", metavar="SQLITE", help="print a per-problem summary of a results store instead "
                    "(best choice, cuBLAS, speedup, failures)")
     p.add_argument("--json", metavar="FILE", help="with --store: also write the summary as JSON")
+    p.add_argument("--run-summary", metavar="FILE", help="with --store: instead write a tuning run's "
+                   "tune-summary.json (what --tune-run renders: each problem named by --suite, its family bests, "
+                   "spreads, eager times, --tune-json's tuning time) and print it as a table")
+    p.add_argument("--tune-json", metavar="FILE", help="with --run-summary: the tune run's --summary JSON "
+                   "(per-shape tuning wall time)")
+    p.add_argument("--suite", default="public", help="with --run-summary: the preset or suite CSV that names "
+                   "the problems")
     p.set_defaults(fn=cmd_report)

@@ -2,8 +2,12 @@
 
 For every problem the store holds (per run context: GPU, versions): the fastest verified
 choice and its time, cuBLAS's time and the speedup over it, the best choice of every family,
-how many candidates were measured and how many failed, by status. This is what
-``scripts/summarize_store.py`` computed for the committed H200 runs, now in the package.
+how many candidates were measured and how many failed, by status.
+
+``run_summary`` is a tuning run's summary file (``tune-summary.json``, which ``gemmtune report
+--tune-run DIR`` renders): per problem of the store, its suite group and name, the best choice,
+cuBLAS, spreads, eager times, each family's best and the run's tuning time per shape
+(``gemmtune report --store STORE --run-summary OUT.json --tune-json RUN.json``).
 
 Example::
 
@@ -77,4 +81,71 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["summarize", "markdown"]
+def run_summary(store: str | os.PathLike, tune_json: str | os.PathLike | None = None,
+                suite: str = "public") -> dict:
+    """{"context", "rows"}: one row per problem key of ``store`` (every context), named by
+    ``suite`` (a preset or a suite CSV; '?' and the key where it has no such shape), in the
+    suite's order; ``tune_s`` from the tune run's ``--summary`` JSON ``tune_json``."""
+    import json
+
+    from ..shapes import load_csv, preset
+
+    tune_s = {}
+    if tune_json is not None:
+        with open(tune_json) as f:
+            tune_s = {r["key"]: r["tune_s"] for r in json.load(f)["shapes"]}
+    shapes = load_csv(suite) if str(suite).endswith(".csv") else preset(suite)
+    names = {s.problem.key: (s.group, s.name) for s in shapes}
+    by: dict[str, list] = defaultdict(list)
+    ctx0 = None
+    with ResultStore(store) as st:
+        for ctx, r in st.rows():
+            by[r.problem_key].append(r)
+            ctx0 = ctx
+    rows = []
+    for key, rs in by.items():
+        ok = [r for r in rs if r.status == "ok" and r.device_ms and math.isfinite(r.device_ms)]
+        best = min(ok, key=lambda r: r.device_ms) if ok else None
+        aten = next((r for r in rs if r.choice_id == "aten" and r.status == "ok"), None)
+        fam_best: dict = {}
+        for r in ok:
+            if r.family not in fam_best or r.device_ms < fam_best[r.family].device_ms:
+                fam_best[r.family] = r
+        g, n = names.get(key, ("?", key))
+        rows.append({"group": g, "name": n, "key": key, "candidates": len(rs),
+                     "statuses": dict(Counter(r.status for r in rs)),
+                     "best": best.choice_id if best else None, "best_ms": best.device_ms if best else None,
+                     "best_spread": best.spread if best else None,
+                     "aten_ms": aten.device_ms if aten else None, "aten_spread": aten.spread if aten else None,
+                     "aten_eager_ms": aten.eager_ms if aten else None,
+                     "best_eager_ms": best.eager_ms if best else None,
+                     "tune_s": tune_s.get(key),
+                     "family_best_ms": {f: r.device_ms for f, r in fam_best.items()}})
+    order = {k: i for i, k in enumerate(names)}
+    rows.sort(key=lambda r: order.get(r["key"], 1e9))
+    return {"context": ctx0.__dict__ if ctx0 else None, "rows": rows}
+
+
+def run_summary_text(doc: dict) -> str:
+    """``run_summary``'s rows as a fixed-width table, with the geomean speedup per group."""
+    nan = float("nan")
+    lines = [f"{'group':8} {'name':24} {'best choice':52} {'best us':>8} {'aten us':>8} {'x':>6} {'n':>4} "
+             f"{'fail':>4} {'tune s':>6}"]
+    geo = defaultdict(list)
+    for r in doc["rows"]:
+        sp = r["aten_ms"] / r["best_ms"] if r["best_ms"] and r["aten_ms"] else nan
+        geo[r["group"]].append(sp)
+        fail = sum(v for k, v in r["statuses"].items() if k != "ok")
+        lines.append(f"{r['group']:8} {r['name']:24} {str(r['best']):52} "
+                     f"{r['best_ms'] * 1e3 if r['best_ms'] else nan:8.2f} "
+                     f"{r['aten_ms'] * 1e3 if r['aten_ms'] else nan:8.2f} {sp:6.2f} {r['candidates']:4} {fail:4} "
+                     f"{r['tune_s'] if r['tune_s'] is not None else nan:6.1f}")
+    for g, v in geo.items():
+        v = [x for x in v if x == x]
+        if v:
+            lines.append(f"geomean speedup over aten, {g}: {math.exp(sum(map(math.log, v)) / len(v)):.3f} "
+                         f"({len(v)} shapes)")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["summarize", "markdown", "run_summary", "run_summary_text"]
