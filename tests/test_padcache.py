@@ -78,3 +78,18 @@ def test_padded_copy_is_zero_outside_the_weight():
         p = padcache.WEIGHTS.get(w.t(), 16, 40)
     assert p.shape == (40, 16) and p.is_contiguous()
     assert torch.equal(p[:37, :13], w.t()) and not p[37:].any() and not p[:, 13:].any()
+
+
+@pytest.mark.parametrize("split_bytes", [0, 1 << 40])  # margins-only path, and F.pad
+@pytest.mark.parametrize("transposed", [False, True])
+def test_zero_pad_matches_f_pad(monkeypatch, split_bytes, transposed):
+    from gemmtune.kernels import pad
+
+    monkeypatch.setattr(pad, "PAD_SPLIT_BYTES", split_bytes)
+    t = torch.randn(13, 7) if not transposed else torch.randn(7, 13).t()
+    got = pad.zero_pad(t, 16, 8)
+    assert got.is_contiguous() and got.shape == (16, 8)
+    assert torch.equal(got, torch.nn.functional.pad(t, (0, 1, 0, 3)))
+    assert torch.equal(pad.zero_pad(t, 13, 7), t)  # nothing to pad: a plain copy
+    # margins are zero even where new_empty handed back garbage
+    assert not got[13:].any() and not got[:, 7:].any()

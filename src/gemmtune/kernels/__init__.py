@@ -17,6 +17,7 @@ import torch
 from ..epilogue import EpilogueArgs
 from . import aten, decompose_k, padcache, persistent, skinny, splitk, triton_mm
 from .base import KernelFamily, missing
+from .pad import zero_pad
 
 FAMILIES: dict[str, KernelFamily] = {}
 
@@ -75,15 +76,15 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
     M, K = a.shape
     N = b.shape[1]
     _, Np, Kp = padded_sizes(M, N, K, a.element_size())
-    ap = torch.nn.functional.pad(a, (0, Kp - K))
+    ap = zero_pad(a, M, Kp)
     if epilogue is not None and epilogue.spec.scale != "none":
         # fp8 (scaled_mm): B padded into a K-major (column-major) copy, the layout cuBLASLt's fp8
         # GEMM and wgmma's fp8 operands need (Problem.padded says the same).
-        bp = torch.nn.functional.pad(b.t(), (0, Kp - K, 0, Np - N)).t()
+        bp = zero_pad(b.t(), Np, Kp).t()
     else:  # a weight is padded once per version (padcache)
         bp = padcache.WEIGHTS.get(b, Np, Kp)
     if bp is None:
-        bp = torch.nn.functional.pad(b, (0, Np - N, 0, Kp - K))
+        bp = zero_pad(b, Kp, Np)
     if Np == N or getattr(fam, "TMA_EDGES", False):
         fam.run(ap, bp[:, :N], out, choice.config, allow_tf32=allow_tf32, workspace=workspace,
                 epilogue=epilogue)

@@ -17,6 +17,8 @@ Tuning does not see this (it times pad+ with both copies), so a pad+ pick for a 
 at least as fast as measured.
 
     >>> import torch
+
+from .pad import zero_pad
     >>> cache = PaddedWeights()
     >>> w = torch.nn.Parameter(torch.randn(5, 3))
     >>> with torch.no_grad():
@@ -31,6 +33,8 @@ from __future__ import annotations
 import weakref
 
 import torch
+
+from .pad import zero_pad
 
 
 class PaddedWeights:
@@ -69,7 +73,7 @@ class PaddedWeights:
             return hit[2]
         k, n = b.shape
         with torch.no_grad():
-            padded = torch.nn.functional.pad(b, (0, n_pad - n, 0, k_pad - k)).contiguous()
+            padded = zero_pad(b, k_pad, n_pad)
         pid = id(param)
         entries = self._entries
 
