@@ -25,7 +25,8 @@ import numpy as np
 from .analytic import AnalyticModel
 from .data import Dataset
 from .errors import ModelError
-from .learned import MIN_RANKED_CHOICES, LearnedModel, _device_for, fit
+from .learned import MIN_RANKED_CHOICES, LearnedModel
+from .training import _device_for, fit
 from .metrics import _predict_ms, shape_metrics, summarize
 
 DEFAULT_KINDS = ("gbt", "mlp")
