@@ -198,9 +198,6 @@ class Problem:
             if self.op == "bmm" and self.batch == 1 and lay.startswith(BCAST):
                 # One matrix: nothing is broadcast; one key for one problem.
                 object.__setattr__(self, name, slice_layout(lay))
-        if self.op == "bmm" and self.dtype in FP8_DTYPES:
-            raise TypeError(f"bmm multiplies {', '.join(n for n in DTYPES if n not in FP8_DTYPES)}, "
-                            f"not {self.dtype}")
         if not scaled and (self.scale or self.bias):
             raise ValueError(f"Problem.scale and Problem.bias are scaled_mm's; op {self.op!r} takes neither "
                              f"(got scale={self.scale!r}, bias={self.bias!r})")
