@@ -322,6 +322,82 @@ def test_route_bmm_takes_3d_products_only():
         gemmtune.nn.route_bmm(None)
 
 
+# ------------------------------------------------------------------ capture, suites, CLI
+class Attention(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(32, 96, bias=False)
+        self.gate = torch.nn.Parameter(torch.randn(1, 16, 8))
+
+    def forward(self, x):  # x: (batch, seq, 32); 2 heads of 16
+        b, s, _ = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, 2, 16).permute(2, 0, 3, 1, 4).reshape(3, b * 2, s, 16)
+        p = torch.softmax(q @ k.transpose(1, 2), -1)    # bmm: B col-major
+        o = torch.bmm(p, v)                             # bmm: row-major
+        return o @ self.gate.expand(b * 2, 16, 8)       # bmm: one matrix broadcast over the batch
+
+
+def test_capture_records_bmm_and_the_suite_reads_it_back(tmp_path):
+    from gemmtune.shapes import load_csv
+
+    cap = gemmtune.capture(Attention(), inputs=[(torch.randn(3, 5, 32),), (torch.randn(3, 9, 32),)])
+    bmm = [r for r in cap.records if r.op == "bmm"]
+    assert {(r.batch, r.m, r.n, r.k, r.layout_b) for r in bmm} >= {
+        (6, 5, 5, 16, "col"), (6, 5, 16, 5, "row"), (6, 5, 8, 16, "bcast_row"), (6, 9, 9, 16, "col")}
+    assert all(r.tunable for r in bmm)
+    assert set(cap.hints()) == {(96, 32, "float32", "col")}  # hints stay the layers' (mm/addmm)
+    path = cap.write_suite(tmp_path / "suite.csv")
+    text = path.read_text().splitlines()
+    assert text[0].split(",")[:10] == ["group", "name", "M", "N", "K", "dtype", "layout_a", "layout_b", "op", "batch"]
+    assert any(line.startswith("captured,model_bmm_b6_m5_3,5,8,16,float32,row,bcast_row,bmm,6,1,5,9,") for line in text)
+    assert [s.problem for s in load_csv(path)] == cap.problems()
+    assert "bmm:B6-M5-N8-K16:fp32->fp32:row.a/bcast_row.a" in {p.key for p in cap.problems()}
+
+
+def test_suite_rows_and_shape_strings(tmp_path):
+    from gemmtune.shapes import load_csv, load_suite, parse_shape, preset, with_preset_groups
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text("group,name,M,N,K,dtype,op\ng,x,4,4,4,fp16,bmm\n")
+    with pytest.raises(ValueError, match="bad.csv:2: .*needs its batch column"):
+        load_csv(bad)
+    bad.write_text("group,name,M,N,K,dtype,op,batch\ng,x,4,4,4,fp16,mm,2\n")
+    with pytest.raises(ValueError, match="batch 2 is bmm's"):
+        load_csv(bad)
+    assert parse_shape("32x128x128x64:fp16", op="bmm").problem.key == "bmm:B32-M128-N128-K64:fp16->fp16:row.a/row.a"
+    with pytest.raises(ValueError, match="BxMxNxK"):
+        parse_shape("128x128x64", op="bmm")
+    shapes = preset("bmm")
+    assert 12 <= len(shapes) <= 16 and {s.group for s in shapes} == {"bmm"}
+    ps = [s.problem for s in shapes]
+    assert all(p.op == "bmm" and p.dtype == "bfloat16" for p in ps)
+    assert any(p.layout_b == "col" and p.m == p.n for p in ps)   # attention QK^T
+    assert any(s.name.startswith("moe") for s in shapes) and any(s.name.startswith("attn") for s in shapes)
+    assert {p.batch for p in ps} >= {8, 32, 256} and max(p.m for p in ps) == 2048
+    assert load_suite("bmm") == shapes
+    public = preset("public")
+    assert [s for s in with_preset_groups(public, ["bmm"]) if s.group == "bmm"] == shapes
+    assert with_preset_groups(public, ["decode"]) == public
+
+
+def test_tune_cli_op_bmm_store_and_table(tmp_path):
+    from gemmtune.cli import main
+    from gemmtune.store import ResultStore
+    from gemmtune.table import load as load_table
+
+    fams = "triton_mm,aten,splitk" if DEVICE == "cuda" or gemmtune.interpreter_enabled() else "aten"
+    store, out = tmp_path / "s.sqlite", tmp_path / "t.json"
+    assert main(["tune", "--op", "bmm", "--shape", "2x9x24x32:fp16", "--families", fams, "--store", str(store),
+                 "--out", str(out), "--quiet"]) == 0
+    key = "bmm:B2-M9-N24-K32:fp16->fp16:row.a/row.a"
+    with ResultStore(store) as db:
+        rows = [row for _, row in db.rows()]
+    assert {r.problem_key for r in rows} == {key} and all(r.status == "ok" for r in rows)
+    assert {r.family for r in rows} == set(fams.split(",")) - {"splitk"}  # split-K refuses: no candidates
+    assert load_table(out).choices(Problem.from_key(key))
+    assert main(["tune", "--op", "bmm", "--quiet"]) == 2  # no bmm shapes given: says so
+
+
 # ------------------------------------------------------------------ model, export
 def test_analytic_model_and_features_scale_with_the_batch():
     import numpy as np
