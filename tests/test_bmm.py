@@ -464,3 +464,63 @@ def test_gpu_bf16_matches_torch_bmm(variant):
         ref = torch.bmm(a, b)
         assert check(out, a, b, Problem.from_tensors(a, b)).ok
         assert float((out.float() - ref.float()).norm() / ref.float().norm()) < 1e-2
+
+
+def test_inductor_export_of_bmm():
+    import gemmtune.inductor_export as ie
+    from gemmtune.table import LookupTable, TableChoice, provenance
+
+    p = Problem.from_sizes(64, 96, 128, "bf16", layout_b="col", op="bmm", batch=4)
+    assert ie.inductor_key(p) == ("((torch.bfloat16, [4, 64, 128], [8192, 128, 1]), "
+                                  "(torch.bfloat16, [4, 128, 96], [12288, 1, 128]))+bmm")
+    bc = Problem.from_sizes(64, 96, 128, "bf16", layout_b="bcast_row", op="bmm", batch=4)
+    t = LookupTable(provenance("test", "interp", "x", "x", "x", "by-hand"), {
+        p.key: [TableChoice(Choice.parse("triton_mm:BM32-BN32-BK64-S2-W4-G4")), TableChoice(Choice.parse("pad+aten")),
+                TableChoice(Choice.parse("aten"))],
+        bc.key: [TableChoice(Choice.parse("aten"))]})
+    r = ie.convert(t)
+    (configs,) = r.table.values()
+    assert [c["template_id"] for c in configs] == ["triton::bmm", "aten::bmm"]
+    assert configs[0]["BLOCK_K"] == 64 and configs[0]["ALLOW_TF32"] is False and configs[0]["EVEN_K"] is True
+    assert any("broadcast over the batch" in s.reason for s in r.skipped)
+    assert any(s.choice == "pad+aten" for s in r.skipped)
+
+
+@pytest.mark.slow  # a max-autotune compile on the CPU
+def test_inductor_asks_for_our_bmm_key_on_cpu(tmp_path):
+    """torch.compile(max-autotune) of torch.bmm on the CPU: Inductor's tuned_bmm asks for exactly
+    our key, and its own parser returns our triton::bmm config."""
+    import gemmtune.inductor_export as ie
+    from conftest import cpu_lookup_choices
+    from gemmtune.table import LookupTable, TableChoice, provenance
+
+    if ie.unavailable_reason() is not None:
+        pytest.skip(ie.unavailable_reason())
+    from torch._inductor import config as icfg
+    from torch._inductor.choices import InductorChoices
+    from torch._inductor.virtualized import V
+
+    p = Problem.from_sizes(64, 96, 128, "bf16", layout_b="col", op="bmm", batch=4)
+    t = LookupTable(provenance("test", "interp", "x", "x", "x", "by-hand"),
+                    {p.key: [TableChoice(Choice.parse("triton_mm:BM32-BN32-BK64-S2-W4-G4"))]})
+    exported = ie.export(t.save(tmp_path / "t.json"), tmp_path / "inductor.json")
+    seen = {"keys": [], "lookups": []}
+    lookup = cpu_lookup_choices(seen, [ie.TRITON_BMM])
+    a = torch.randn(4, 64, 128, dtype=torch.bfloat16)
+    b = torch.randn(4, 96, 128, dtype=torch.bfloat16).transpose(1, 2)
+    old = icfg.force_disable_caches, icfg.max_autotune
+    try:
+        ie.install(tmp_path / "inductor.json", choices=lookup)
+        icfg.force_disable_caches, icfg.max_autotune = True, True
+        torch._dynamo.reset()
+        y = torch.compile(torch.bmm)(a, b)
+    finally:
+        icfg.lookup_table.table = None
+        icfg.force_disable_caches, icfg.max_autotune = old
+        V.set_choices_handler(InductorChoices())
+        torch._dynamo.reset()
+    key = ie.inductor_key(p)
+    assert key in seen["keys"] and list(exported.table) == [key]
+    want = {k: v for k, v in exported.table[key][0].items() if k != "template_id"}
+    assert {ie.TRITON_BMM: [want]} in seen["lookups"]
+    torch.testing.assert_close(y, torch.bmm(a, b))

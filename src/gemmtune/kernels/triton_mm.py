@@ -80,4 +80,6 @@ def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> di
             # torch 2.11 renders the template with this config alone and failed on
             # the H200 with "'USE_FAST_ACCUM' is undefined": give the whole option
             # set Inductor's mm heuristics build (fp32 accumulation, no fast accum).
-            "USE_FAST_ACCUM": False, "ACC_TYPE": "tl.float32"}
+            "USE_FAST_ACCUM": False, "ACC_TYPE": "tl.float32",
+            # Inductor's bmm template reads ALLOW_TF32 in its tl.dot; exported problems are never tf32.
+            **({"ALLOW_TF32": False} if problem.op == "bmm" else {})}
