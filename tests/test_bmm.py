@@ -216,8 +216,14 @@ def test_batched_launch_args():
     grid2, args2, consts2 = tiled._tiled_args(a[0], b[0], c[0], block_m=16, block_n=32, block_k=32, group_m=8,
                                               k_per_split=96)
     assert grid2 == (3, 1) and not consts2["BATCHED"]
-    # everything about one matrix is the same as the plain mm's
-    assert {k: v for k, v in consts.items() if k != "BATCHED"} == {k: v for k, v in consts2.items() if k != "BATCHED"}
+    # everything about one matrix is the same as the plain mm's; the batch strides' divisors are stated
+    batch_only = ("BATCHED", "AB_DIV", "BB_DIV", "CB_DIV")
+    assert {k: v for k, v in consts.items() if k not in batch_only} == \
+        {k: v for k, v in consts2.items() if k not in batch_only}
+    assert (consts["AB_DIV"], consts["BB_DIV"], consts["CB_DIV"]) == (16, 16, 16)  # 3840, 0 (broadcast), 960
+    odd = torch.empty(5 * 3848, dtype=a.dtype, device=DEVICE).as_strided((5, 40, 96), (3848, 96, 1))  # 8 x 481
+    assert tiled._tiled_args(odd, b, c, block_m=16, block_n=32, block_k=32, group_m=8, k_per_split=96)[2]["AB_DIV"] == 8
+    assert (consts2["AB_DIV"], consts2["BB_DIV"], consts2["CB_DIV"]) == (1, 1, 1)
     with pytest.raises(ValueError, match="one K-slice and no epilogue"):
         tiled._tiled_args(a, b, c, block_m=16, block_n=32, block_k=32, group_m=8, k_per_split=32, split_mode=1)
 
@@ -524,3 +530,66 @@ def test_inductor_asks_for_our_bmm_key_on_cpu(tmp_path):
     want = {k: v for k, v in exported.table[key][0].items() if k != "template_id"}
     assert {ie.TRITON_BMM: [want]} in seen["lookups"]
     torch.testing.assert_close(y, torch.bmm(a, b))
+
+
+_IR_SCRIPT = r'''
+import json, re, sys, torch, triton
+from triton.compiler import ASTSource
+from triton.backends.compiler import GPUTarget
+from gemmtune.kernels import tiled
+
+def build(a, b, c):
+    grid, args, consts = tiled._tiled_args(a, b, c, block_m=128, block_n=128, block_k=64, group_m=8,
+                                           k_per_split=a.shape[-1])
+    names = tiled._tiled_mm_kernel.arg_names
+    sig, attrs = {}, {}
+    for i, (nm, v) in enumerate(zip(names, args)):
+        if isinstance(v, torch.Tensor):  # every pointer 16-byte aligned, as Triton would see them
+            sig[nm], attrs[(i,)] = "*bf16", [["tt.divisibility", 16]]
+        elif v == 1:
+            sig[nm], consts[nm] = "constexpr", 1
+        else:  # Triton's integer specialisation: multiples of 16 only
+            sig[nm] = "i32"
+            if v % 16 == 0:
+                attrs[(i,)] = [["tt.divisibility", 16]]
+    sig.update((nm, "constexpr") for nm in names[len(args):])
+    src = ASTSource(tiled._tiled_mm_kernel, sig, {(names.index(k),): v for k, v in consts.items()}, attrs)
+    ck = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": 3})
+    return {"async": len(re.findall("async_copy_global_to_local", ck.asm["ttgir"])),
+            "scalar_loads": len(re.findall(r"ld\.global", ck.asm["ptx"])),
+            "wgmma": len(re.findall(r"wgmma\.mma_async", ck.asm["ptx"]))}
+
+m, n, k, bt = 512, 512, 64, 4
+bf = torch.bfloat16
+out = {"mm": build(torch.empty(m, k, dtype=bf), torch.empty(n, k, dtype=bf).t(), torch.empty(m, n, dtype=bf))}
+# A's batch stride 8 x odd elements (16-byte steps, not 16 elements), B broadcast (stride 0)
+a = torch.empty(bt * (m * k + 8), dtype=bf).as_strided((bt, m, k), (m * k + 8, k, 1))
+b = torch.empty(1, n, k, dtype=bf).transpose(1, 2).expand(bt, k, n)
+out["bmm"] = build(a, b, torch.empty(bt, m, n, dtype=bf))
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.slow  # an offline sm_90 compile (~7 s; no GPU needed)
+def test_batched_kernel_pipelines_like_mm_on_sm90(tmp_path):
+    """Compiled for sm_90 without a GPU (Triton's bundled ptxas): the batched kernel keeps mm's
+    cp.async pipeline and wgmma when a batch stride is a multiple of 8 elements but not of 16 (the
+    batch_divisor hint; without it every load of A went scalar) and when B is broadcast."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
+    env["PYTHONPATH"] = os.pathsep.join([str(__import__("pathlib").Path(gemmtune.__file__).parents[1]),
+                                         env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, "-c", _IR_SCRIPT], capture_output=True, text=True, env=env, timeout=600)
+    if r.returncode != 0:
+        if "ptxas" in r.stderr or "backend" in r.stderr.lower() or "GPUTarget" in r.stderr:
+            pytest.skip(f"this triton cannot compile for sm_90 offline: {r.stderr.strip().splitlines()[-1]}")
+        raise AssertionError(r.stderr[-3000:])
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["mm"]["async"] > 0 and got["mm"]["wgmma"] > 0
+    assert got["bmm"]["async"] == got["mm"]["async"] and got["bmm"]["wgmma"] == got["mm"]["wgmma"]
+    assert got["bmm"]["scalar_loads"] == 0, got

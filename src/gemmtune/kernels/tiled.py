@@ -95,6 +95,7 @@ def _tiled_mm_kernel(
     GPU_FENCE: tl.constexpr, MASK_M: tl.constexpr, MASK_N: tl.constexpr, KS_DIV: tl.constexpr,
     HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, RN_UNIT: tl.constexpr,
     SCALE: tl.constexpr, BATCHED: tl.constexpr,
+    AB_DIV: tl.constexpr, BB_DIV: tl.constexpr, CB_DIV: tl.constexpr,
 ):
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -103,9 +104,22 @@ def _tiled_mm_kernel(
         # (0 for one matrix broadcast over the batch). In int64: batch x stride overflows int32
         # long before one matrix's offsets do (64 heads x 4096^2 bf16).
         pid_b = tl.program_id(2).to(tl.int64)
-        a_ptr += pid_b * stride_ab
-        b_ptr += pid_b * stride_bb
-        c_ptr += pid_b * stride_cb
+        off_a = pid_b * stride_ab
+        off_b = pid_b * stride_bb
+        off_c = pid_b * stride_cb
+        # What each batch stride is a multiple of (batch_divisor): Triton's own specialisation
+        # knows only multiples of 16 elements, and a batch stride of 8 x odd bf16 elements
+        # (16-byte steps) left every matrix's alignment unknown: no cp.async pipeline at all
+        # (offline sm_90 compile of a 128x128x64 tile, scripts-free check in tests/test_bmm.py).
+        if AB_DIV > 1:
+            off_a = tl.multiple_of(off_a, AB_DIV)
+        if BB_DIV > 1:
+            off_b = tl.multiple_of(off_b, BB_DIV)
+        if CB_DIV > 1:
+            off_c = tl.multiple_of(off_c, CB_DIV)
+        a_ptr += off_a
+        b_ptr += off_b
+        c_ptr += off_c
     num_splits = tl.num_programs(1)
     grid_m = tl.cdiv(M, BLOCK_M)
     grid_n = tl.cdiv(N, BLOCK_N)
@@ -420,6 +434,12 @@ def _pow2_divisor(x: int, cap: int = 16) -> int:
     return d
 
 
+def batch_divisor(stride: int) -> int:
+    """What a batch stride is a multiple of (a power of two up to 16; 0, a broadcast operand's,
+    counts as 16): the kernel states it on each matrix's offset (BATCHED)."""
+    return _pow2_divisor(stride)
+
+
 def lead_divisor(t: torch.Tensor) -> int:
     """What the leading (non-unit) stride of a 2-D operand is known to be a multiple of.
 
@@ -565,6 +585,9 @@ def _tiled_args(a, b, c, *, block_m, block_n, block_k, group_m, k_per_split, spl
         GPU_FENCE=split_mode != 0 and not _INTERPRETED, MASK_M=mask_m, MASK_N=mask_n,
         KS_DIV=16 if splits == 1 else _pow2_divisor(k_per_split),
         **epilogue_consts(epilogue), BATCHED=batched,
+        AB_DIV=batch_divisor(batch_strides[0]) if batched else 1,
+        BB_DIV=batch_divisor(batch_strides[1]) if batched else 1,
+        CB_DIV=batch_divisor(batch_strides[2]) if batched else 1,
     )
     return grid, args, consts
 
