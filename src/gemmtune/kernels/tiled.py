@@ -10,6 +10,10 @@ One program computes a BLOCK_M x BLOCK_N tile over one K-slice (program axis 1):
   the partials (mode 1: in slice order 0..S-1, so results are bitwise reproducible;
   mode 2: partials were atomically added, order varies) and writes the output, then
   resets the counter. One launch, no spinning, so no deadlock whatever the schedule.
+* BATCHED (bmm, mode 0 only, no epilogue): program axis 2 is the batch; each operand's
+  pointer steps by its own batch stride (int64; 0 for an operand broadcast over the batch),
+  with that stride's power-of-two divisor stated (AB_DIV/BB_DIV/CB_DIV) so that every
+  matrix keeps the 16-byte vector loads and the cp.async pipeline of the first.
 * Both final stores (mode 0's, and the last arriver's in modes 1/2) apply the fused
   epilogue, ``act(acc + bias) + residual`` in fp32 (gemmtune.epilogue; ``fused_epilogue``),
   selected by constexprs that a plain mm leaves off (DecomposeK's partials too: its sum
@@ -110,7 +114,7 @@ def _tiled_mm_kernel(
         # What each batch stride is a multiple of (batch_divisor): Triton's own specialisation
         # knows only multiples of 16 elements, and a batch stride of 8 x odd bf16 elements
         # (16-byte steps) left every matrix's alignment unknown: no cp.async pipeline at all
-        # (offline sm_90 compile of a 128x128x64 tile, scripts-free check in tests/test_bmm.py).
+        # (an offline sm_90 compile of a 128x128x64 tile: tests/test_bmm.py).
         if AB_DIV > 1:
             off_a = tl.multiple_of(off_a, AB_DIV)
         if BB_DIV > 1:
