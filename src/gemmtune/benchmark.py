@@ -266,7 +266,8 @@ def _restore_env(name: str, old: str | None) -> None:
 
 
 def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return torch.mm(a, b)
+    """The peers' product: torch.mm, or torch.bmm for a bmm problem's 3-D operands."""
+    return torch.bmm(a, b) if a.dim() == 3 else torch.mm(a, b)
 
 
 def _scaled_mm_fn(problem: Problem, epi):
@@ -346,7 +347,7 @@ class TunableOp:
                 self.tun.tuning_enable(True)
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
-                out = torch.mm(a, b)
+                out = _mm(a, b)
                 torch.cuda.synchronize()
                 rec = {"tune_s": time.perf_counter() - t0, "choice": "tunableop"}
                 self.tun.tuning_enable(False)
@@ -359,7 +360,7 @@ class TunableOp:
 
         def launch(i):
             with self:
-                return torch.mm(*state.inputs[i])
+                return _mm(*state.inputs[i])
         return {"status": "ok", **rec}, launch
 
     def close(self) -> None:
@@ -420,7 +421,8 @@ def nvmmh_choices(problem: Problem, device_name: str, count: int) -> list[Choice
         backend=nv.NvMatmulHeuristicsTarget.TRITON, flags=nv.NvMatmulHeuristicsFlags.PERF_MODEL_BASED_AUTO_TUNING,
         load_discovery_implicitly=True, gpu=_nvmmh_gpu(nv, device_name))
     # A column-major operand is a transposed row-major one in BLAS terms.
-    layout = nv.boolsToNvMatmulHeuristicsLayout(problem.layout_a == "col", problem.layout_b == "col")
+    # (a bmm: one matrix's problem; its tiles are per matrix too)
+    layout = nv.boolsToNvMatmulHeuristicsLayout(problem.slice_layout_a == "col", problem.slice_layout_b == "col")
     precision = _NVMMH_TYPE[problem.dtype] + "S" + _NVMMH_TYPE[problem.out_dtype]  # fp32 accumulation
     configs = lh.get(lh.makeNvMatmulHeuristicsProblem(problem.m, problem.n, problem.k, layout), count,
                      precision=precision)
@@ -763,7 +765,7 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
         peak = 2 * bf16 if bf16 else None
     floor = report.roofline_ms(p.flops, p.min_bytes, peak, report.memory_gbps(ceilings))
     compute = p.flops / (peak * 1e9) if peak else 0.0
-    rec = {"group": shape.group, "name": shape.name, "key": p.key, "m": p.m, "n": p.n, "k": p.k,
+    rec = {"group": shape.group, "name": shape.name, "key": p.key, "m": p.m, "n": p.n, "k": p.k, "batch": p.batch,
            "dtype": p.dtype, "flops": p.flops, "min_bytes": p.min_bytes, "floor_ms": floor,
            "bound": "compute" if floor and compute >= floor else "memory", "methods": {}}
     methods = rec["methods"]

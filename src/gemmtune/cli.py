@@ -8,6 +8,7 @@ Without a GPU, the Triton kernels run in Triton's CPU interpreter (timings not r
 examples (any machine, each under a minute on 2 CPU cores):
     gemmtune tune --preset smoke                     # the whole pipeline on 2 tiny shapes
     gemmtune tune --shape 64x48x96:fp16 --families triton_mm,aten --out table.json
+    gemmtune tune --op bmm --shape 4x32x48x64:fp16 --families triton_mm,aten   # batched: BxMxNxK
     gemmtune demo                                    # each family on one shape, errors vs fp64
     gemmtune space --shape 4096x4096x4096:bf16 --families triton_mm --device h100
     gemmtune capture --model tiny-llama --out shapes.csv   # a model's GEMMs, for tune --suite
@@ -19,6 +20,7 @@ examples that need a GPU (the interpreter would take hours):
     gemmtune tune --shape 32x32x28672:bf16 --families splitk,decompose_k
     gemmtune tune --preset public --fast             # exhaustive space, the model's top 1 (+ cuBLAS)
     gemmtune bench --groups splitk,odd               # side by side with cuBLAS, Inductor
+    gemmtune bench --groups bmm                      # the bmm preset (attention, MoE) vs torch.bmm
     gemmtune bench-model --models gpt2,llama-1b      # real models end to end
 
 on collected data (any machine):
@@ -151,6 +153,8 @@ def check_allocatable(shapes, device: str | None = None) -> None:
     for s in shapes:
         p = s.problem
         need = (p.m * p.k + p.k * p.n) * element_size(p.dtype) + p.m * p.n * element_size(p.out_dtype)
+        if p.op == "bmm":
+            need = p.min_bytes  # every matrix of the batch (a broadcast operand once)
         if need > limit:
             sizes = f"{p.m}x{p.n}x{p.k}"
             name = sizes if s.name == sizes else f"{s.name} ({sizes})"
@@ -172,6 +176,8 @@ def _shapes(args) -> list:
         shapes += load_csv(args.suite, op=op)  # a row's own op column wins
     if args.preset:
         shapes += preset(args.preset, op=op)
+    if not shapes and op == "bmm":
+        raise ValueError("--op bmm needs bmm shapes: --shape BxMxNxK[:dtype] or --preset bmm")
     if not shapes and op == "scaled_mm":
         raise ValueError("--op scaled_mm needs fp8 shapes: --shape MxNxK[:e4m3|e5m2] or --preset public --groups fp8 "
                          "(the default smoke preset is bf16)")
@@ -189,18 +195,19 @@ def _shapes(args) -> list:
 
 def _add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shape", action="append", metavar="MxNxK[:dtype]",
-                   help="a shape, e.g. 32x32x28672:bf16 (repeatable; dtype default bf16)")
-    p.add_argument("--suite", metavar="CSV", help="a shape suite CSV (group,name,M,N,K,dtype[,layout_a,layout_b,op]), "
+                   help="a shape, e.g. 32x32x28672:bf16 (repeatable; dtype default bf16); with --op bmm "
+                   "BxMxNxK[:dtype], the batch first")
+    p.add_argument("--suite", metavar="CSV", help="a shape suite CSV (group,name,M,N,K,dtype[,layout_a,layout_b,op,batch]), "
                    "e.g. one gemmtune capture wrote")
-    p.add_argument("--preset", help="a bundled suite: public (the benchmark suite) or smoke (2 tiny shapes); "
-                   "without --shape/--suite/--preset: smoke")
+    p.add_argument("--preset", help="a bundled suite: public (the benchmark suite), smoke (2 tiny shapes) or bmm "
+                   "(attention and MoE batched products); without --shape/--suite/--preset: smoke")
     p.add_argument("--groups", metavar="G1,G2", help="keep only these comma-separated groups")
     _alias(p, "--group", "--groups")
     p.add_argument("--limit", type=_positive_int, metavar="N", help="keep only the first N shapes (N >= 1)")
-    p.add_argument("--op", choices=("mm", "addmm", "scaled_mm"), default="mm",
+    p.add_argument("--op", choices=("mm", "addmm", "scaled_mm", "bmm"), default="mm",
                    help="what the shapes compute: mm (a @ b), addmm (a @ b + bias, the bias fused in each "
-                   "kernel) or scaled_mm (fp8 (a @ b) * scale_a * scale_b, B column-major; --shape's dtype "
-                   "defaults to e4m3); a suite row's own op column wins")
+                   "kernel), scaled_mm (fp8 (a @ b) * scale_a * scale_b, B column-major; --shape's dtype "
+                   "defaults to e4m3) or bmm (torch.bmm: --shape BxMxNxK); a suite row's own op column wins")
     p.add_argument("--scale", choices=("tensor", "row"), default=None,
                    help="scaled_mm: tensor-wise scales or row-wise (per-token x per-channel); default tensor")
     p.add_argument("--out-dtype", dest="out_dtype", choices=("bf16", "fp32"), default=None,
@@ -396,7 +403,7 @@ def cmd_capture(args) -> int:
     print(f"{args.out}: {len(cap.problems())} problems (gemmtune tune --suite {args.out})")
     if args.json:
         cap.write_json(args.json)
-        print(f"{args.json}: every record, untunable ones (bmm, other dtypes) included")
+        print(f"{args.json}: every record, untunable ones (baddbmm, other dtypes) included")
     return 0
 
 
@@ -551,14 +558,15 @@ def cmd_bench(args) -> int:
     import torch
 
     from . import benchmark
-    from .shapes import load_csv, preset
+    from .shapes import load_suite, preset, with_preset_groups
 
     extra = benchmark.extra_modes(args.extra_modes)  # a typo fails before anything runs
     if not torch.cuda.is_available():
         raise ValueError(benchmark.CUDA_ERROR)
-    shapes = load_csv(args.suite) if args.suite else preset("public")
+    shapes = load_suite(args.suite) if args.suite else preset("public")
     groups = args.groups.split(",") if args.groups else None
     if groups:
+        shapes = with_preset_groups(shapes, groups)  # --groups bmm: the bmm preset's shapes
         unknown = sorted(set(groups) - {s.group for s in shapes})
         if unknown:
             raise ValueError(f"no group {', '.join(unknown)} in the suite; it has "
@@ -642,7 +650,8 @@ def cmd_bench_model(args) -> int:
 
 def _add_bench_report_parsers(sub) -> None:
     p = sub.add_parser("bench", help="side-by-side benchmark on this GPU: cuBLAS, gemmtune, Inductor, nvMMH")
-    p.add_argument("--suite", metavar="CSV", help="a shape suite CSV (default: the bundled public suite)")
+    p.add_argument("--suite", metavar="CSV", help="a shape suite CSV or a bundled preset name, e.g. bmm "
+                   "(default: the public suite; --groups bmm adds the bmm preset's shapes)")
     p.add_argument("--groups", help="keep only these comma-separated groups (a partial run; merge later)")
     p.add_argument("--limit", type=_positive_int, help="keep only the first N shapes")
     p.add_argument("--out", default="benchmarks/results", metavar="DIR", help="where the JSON and report go")
