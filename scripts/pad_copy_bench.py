@@ -1,5 +1,6 @@
 """F.pad against kernels.zero_pad on the operands pad+ copies (GPU only): device time of each
-copy, CUDA events over 50 back-to-back calls, interleaved 3 rounds. Prints one JSON line a case.
+copy, CUDA events over 50 back-to-back calls, interleaved 3 rounds, best round. Prints one JSON
+line a case; 'slice_copy' is the earlier zero_pad (copy into a strided slice of an empty copy).
 
     python3 scripts/pad_copy_bench.py
 """
@@ -21,14 +22,27 @@ def timed(fn, reps=50):
     return start.elapsed_time(end) / reps * 1e3  # us
 
 
+def slice_copy(t, rows, cols):
+    r, c = t.shape
+    out = t.new_empty((rows, cols))
+    out[:r, :c].copy_(t)
+    out[:r, c:].zero_()
+    out[r:].zero_()
+    return out
+
+
 CASES = [(4095, 4095, 4095, 4096), (333, 1025, 333, 1032), (1025, 4097, 1032, 4104),
-         (768, 50257, 768, 50264), (2049, 1531, 2056, 1536)]
+         (768, 50257, 768, 50264), (2049, 1531, 2056, 1536),
+         (4095, 4095, 4096, 4096), (4096, 4095, 4096, 4096)]
 for r, c, rp, cp in CASES:
-    t = torch.randn(r, c, device="cuda", dtype=torch.bfloat16)
-    fp, zp = [], []
-    for _ in range(3):
-        fp.append(timed(lambda: torch.nn.functional.pad(t, (0, cp - c, 0, rp - r))))
-        zp.append(timed(lambda: zero_pad(t, rp, cp)))
-    assert torch.equal(zero_pad(t, rp, cp), torch.nn.functional.pad(t, (0, cp - c, 0, rp - r)))
-    print(json.dumps({"shape": f"{r}x{c}->{rp}x{cp}", "bytes_out": rp * cp * 2, "f_pad_us": min(fp),
-                      "zero_pad_us": min(zp)}), flush=True)
+    for trans in (False, True):
+        t = torch.randn(r, c, device="cuda", dtype=torch.bfloat16) if not trans else \
+            torch.randn(c, r, device="cuda", dtype=torch.bfloat16).t()
+        fp, zp, sp = [], [], []
+        for _ in range(3):
+            fp.append(timed(lambda: torch.nn.functional.pad(t, (0, cp - c, 0, rp - r))))
+            zp.append(timed(lambda: zero_pad(t, rp, cp)))
+            sp.append(timed(lambda: slice_copy(t, rp, cp)))
+        assert torch.equal(zero_pad(t, rp, cp), torch.nn.functional.pad(t, (0, cp - c, 0, rp - r)))
+        print(json.dumps({"shape": f"{r}x{c}->{rp}x{cp}", "transposed": trans, "bytes_out": rp * cp * 2,
+                          "f_pad_us": min(fp), "zero_pad_us": min(zp), "slice_copy_us": min(sp)}), flush=True)

@@ -48,8 +48,9 @@ def test_records_ops_layouts_modules_and_counts():
     conv = by[("addmm", 80, 48)]
     assert conv.layout_b == "row" and conv.modules == ["conv"]  # W [in, out]: a row-major B
     bmm = by[("bmm", 5, 48)]
-    assert (bmm.batch, bmm.m, bmm.tunable) == (2, 5, False)
-    assert "not tuned yet: 1 (bmm/float32)" in cap.summary()
+    assert (bmm.batch, bmm.m, bmm.layout_b, bmm.tunable) == (2, 5, "col", True)  # h @ h.transpose(-1, -2)
+    assert bmm.problem().key == "bmm:B2-M5-N5-K48:fp32->fp32:row.a/col.a"
+    assert "not tuned yet" not in cap.summary() and bmm.problem() in cap.problems()
 
 
 def test_several_inputs_give_m_ranges_and_hints(tmp_path):
@@ -65,9 +66,11 @@ def test_several_inputs_give_m_ranges_and_hints(tmp_path):
     assert [s.problem for s in shapes] == cap.problems()
     assert {s.problem.layout_b for s in shapes} == {"row", "col"}
     text = path.read_text().splitlines()
-    assert text[0].startswith("group,name,M,N,K,dtype,layout_a,layout_b,op,count,m_min,m_max,modules")
+    assert text[0].startswith("group,name,M,N,K,dtype,layout_a,layout_b,op,batch,count,m_min,m_max,modules")
     row = next(line for line in text if line.startswith("captured,up_addmm_m7,"))
-    assert row.endswith(",addmm,2,1,28,up")
+    assert row.endswith(",addmm,1,2,1,28,up")
+    bmm = next(line for line in text if line.startswith("captured,model_bmm_b4_m7,"))
+    assert bmm.startswith("captured,model_bmm_b4_m7,7,7,48,float32,row,col,bmm,4,")
     js = cap.write_json(tmp_path / "cap.json").read_text()
     assert '"op": "bmm"' in js
 
@@ -116,7 +119,7 @@ def test_cli_capture_tiny_hf_model_end_to_end(tmp_path, capsys):
     assert {s.problem.m for s in shapes} == {10, 2}
     assert all(s.problem.dtype == "float16" for s in shapes)
     rows = csv_path.read_text().splitlines()
-    assert all(line.split(",")[10:12] == ["2", "10"] for line in rows[1:])  # m_min, m_max per layer
+    assert all(line.split(",")[11:13] == ["2", "10"] for line in rows[1:])  # m_min, m_max per layer
     assert '"op": "addmm"' in js.read_text()
 
 

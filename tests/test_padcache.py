@@ -93,3 +93,12 @@ def test_zero_pad_matches_f_pad(monkeypatch, split_bytes, transposed):
     assert torch.equal(pad.zero_pad(t, 13, 7), t)  # nothing to pad: a plain copy
     # margins are zero even where new_empty handed back garbage
     assert not got[13:].any() and not got[:, 7:].any()
+
+
+def test_zero_pad_keeps_autograd(monkeypatch):
+    from gemmtune.kernels import pad
+
+    monkeypatch.setattr(pad, "PAD_SPLIT_BYTES", 0)
+    t = torch.randn(5, 3, requires_grad=True)
+    pad.zero_pad(t, 6, 4).sum().backward()
+    assert torch.equal(t.grad, torch.ones(5, 3))

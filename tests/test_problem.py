@@ -193,7 +193,7 @@ def test_out_dtype_rules():
 
 
 @pytest.mark.parametrize("field,value", [("m", -1), ("n", 1.5), ("k", True), ("layout_a", "diag"),
-                                         ("op", "bmm")])
+                                         ("op", "baddbmm"), ("batch", 0)])
 def test_invalid_fields(field, value):
     kw = dict(m=4, n=4, k=4)
     kw[field] = value

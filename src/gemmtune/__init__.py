@@ -21,13 +21,13 @@ from .epilogue import Epilogue
 from .scaled import scaled_mm
 from .tune import TuneResult, tune
 from . import nn
-from .dispatch import Dispatcher, compile_mm, load
+from .dispatch import Dispatcher, compile_bmm, compile_mm, load
 from .nn import patch
 from .capture import Capture, capture
 from .modeltune import load_patched, save_patched, tune_model
 
 __all__ = [
-    "__version__", "capture", "Capture", "tune_model", "save_patched", "load_patched", "matmul", "compile_mm",
+    "__version__", "capture", "Capture", "tune_model", "save_patched", "load_patched", "matmul", "compile_mm", "compile_bmm",
     "load", "Dispatcher", "patch", "nn", "families", "space", "default_choice", "interpreter_enabled",
     "tune", "TuneResult", "DeviceInfo", "Problem", "Choice", "TileConfig", "SplitKConfig", "SkinnyConfig",
     "DecomposeKConfig", "AtenConfig", "Epilogue", "scaled_mm",

@@ -68,6 +68,8 @@ def default_choice(problem: Problem, device: DeviceInfo | None = None) -> Choice
     (one tile per SM otherwise idles most of the GPU), cuBLAS everywhere else."""
     dev = device or current_or()
     m, n, k = problem.m, problem.n, problem.k
+    if problem.op == "bmm":
+        return Choice("aten", kernels.aten.CONFIG())  # torch.bmm; split-K serves no bmm
     if m * n <= 256 * 256 and k >= 2048 and k >= 8 * max(m, n):
         bm = max(16, min(64, next_pow2(m)))
         bn = max(16, min(64, next_pow2(n)))
@@ -104,6 +106,13 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
     'gelu_erf', 'silu' or 'relu'; ``residual``: shape (M, N), any strides. Both tensors
     have the output's dtype and device.
 
+    3-D operands (batch, M, K) @ (batch, K, N) make a bmm (``torch.bmm``'s product, one output
+    (batch, M, N)): triton_mm choices run the batched tiled kernel, ``aten`` runs torch.bmm, and
+    ``pad+`` either on padded copies; the other families refuse it, saying why. Each operand
+    may be any strided view (a transposed ``k.transpose(1, 2)``, an offset slice) or one matrix
+    broadcast over the batch (``w.expand(B, K, N)``: batch stride 0, read once). A bmm takes
+    no fused epilogue. The default choice for a bmm is ``aten``.
+
     Example (CUDA tensors: skipped where doctests run, on a CPU)::
 
         >>> import torch, gemmtune
@@ -115,8 +124,14 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
     """
     check_operands(a, b)
     problem = Problem.from_tensors(a, b, out_dtype, allow_tf32=allow_tf32)
-    epilogue = epi_mod.bind(problem.m, problem.n, problem.torch_out_dtype, a.device, bias=bias,
-                            activation=activation, residual=residual)
+    if problem.op == "bmm":
+        if bias is not None or residual is not None or activation != "none":
+            raise ValueError("a bmm (3-D operands) takes no fused epilogue (bias, activation, residual): "
+                             "apply it to the output, or multiply 2-D operands")
+        epilogue = None
+    else:
+        epilogue = epi_mod.bind(problem.m, problem.n, problem.torch_out_dtype, a.device, bias=bias,
+                                activation=activation, residual=residual)
     if choice is None:
         choice = default_choice(problem)
         if choice.family in kernels.TRITON_FAMILIES and a.device.type == "cpu" and not interpreter_enabled():
@@ -136,7 +151,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
                 "(slow, for testing), or use choice='aten'")
         if a.device.type not in ("cpu", "cuda"):
             raise ValueError(f"{choice.family} runs on CUDA devices, not {a.device.type}")
-    out = torch.empty((problem.m, problem.n), dtype=problem.torch_out_dtype, device=a.device)
+    out = torch.empty(problem.out_shape, dtype=problem.torch_out_dtype, device=a.device)
     if problem.m == 0 or problem.n == 0:
         return out
     if problem.k == 0:

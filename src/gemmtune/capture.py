@@ -6,10 +6,13 @@ A ``TorchDispatchMode`` sees the aten ops under autograd, so it catches the GEMM
 (``addmm``) really run, with their real strides (``x @ W.T`` with a row-major weight is a
 column-major B). Module forward hooks name the innermost module that was running.
 
-One record per distinct problem (op, M, N, K, dtype, layouts): how often it ran and which
-modules ran it. Run the model on several example inputs (``inputs=[(x1,), (x2,)]``, e.g.
-prefill and decode lengths) and the records of one layer differ only in M; each such family
-carries ``m_min``/``m_max``, which ``hints()`` turns into the dispatcher's size hints.
+One record per distinct problem (op, batch, M, N, K, dtype, layouts): how often it ran and which
+modules ran it. A ``bmm`` (attention's ``q @ k.transpose``, ``p @ v``) is recorded with its
+batch and each matrix's layout (``bcast_...`` for an operand expanded over the batch) and is
+tuned like the 2-D GEMMs; the suite CSV carries it as op ``bmm`` with a ``batch`` column.
+Run the model on several example inputs (``inputs=[(x1,), (x2,)]``, e.g. prefill and decode
+lengths) and the records of one layer differ only in M; each such family carries
+``m_min``/``m_max``, which ``hints()`` turns into the dispatcher's size hints.
 
 Example::
 
@@ -35,7 +38,7 @@ from typing import Iterable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .problem import LAYOUTS, Problem, dtype_name, operand_layout
+from .problem import BCAST, LAYOUTS, Problem, dtype_name, operand_layout
 
 aten = torch.ops.aten
 # op -> (index of A, index of B) in the aten call's positional arguments
@@ -45,8 +48,9 @@ _GEMM_ARGS = {
     aten.bmm.default: ("bmm", 0, 1),
     aten.baddbmm.default: ("baddbmm", 1, 2),
 }
-SUITE_COLUMNS = ("group", "name", "M", "N", "K", "dtype", "layout_a", "layout_b", "op", "count",
+SUITE_COLUMNS = ("group", "name", "M", "N", "K", "dtype", "layout_a", "layout_b", "op", "batch", "count",
                  "m_min", "m_max", "modules")
+TUNED_OPS = ("mm", "addmm", "bmm")
 
 
 @dataclass
@@ -71,19 +75,26 @@ class Record:
 
     @property
     def tunable(self) -> bool:
-        """Whether gemmtune tunes it today: 2-D GEMMs (mm, addmm) in its dtypes."""
-        return self.op in ("mm", "addmm") and self.dtype in ("bfloat16", "float16", "float32")
+        """Whether gemmtune tunes it today: mm, addmm and bmm in its dtypes (not baddbmm, not fp8)."""
+        return self.op in TUNED_OPS and self.dtype in ("bfloat16", "float16", "float32")
 
     def problem(self) -> Problem:
-        """The problem to tune: op addmm (the bias fused) for an addmm, else mm."""
+        """The problem to tune: op addmm (the bias fused) for an addmm, bmm (with its batch) for a
+        bmm, else mm."""
         return Problem.from_sizes(self.m, self.n, self.k, self.dtype, layout_a=self.layout_a,
-                                  layout_b=self.layout_b, op=self.op)
+                                  layout_b=self.layout_b, op=self.op,
+                                  **({"batch": self.batch} if self.op == "bmm" else {}))
 
 
 def _layout(t: torch.Tensor) -> str:
+    """A matrix's layout; a 3-D operand's with 'bcast_' when it is one matrix expanded over a
+    batch (batch stride 0), as Problem.from_tensors says it."""
     rows, cols = t.shape[-2], t.shape[-1]
     lay = operand_layout(rows, cols, tuple(t.stride()[-2:]))
-    return lay if lay in LAYOUTS else "strided"
+    lay = lay if lay in LAYOUTS else "strided"
+    if t.dim() == 3 and t.shape[0] > 1 and t.stride(0) == 0:
+        return BCAST + lay
+    return lay
 
 
 class _Mode(TorchDispatchMode):
@@ -157,17 +168,18 @@ class Capture:
         return list(self._records.values())
 
     def hints(self) -> dict[tuple, list[int]]:
-        """``{(N, K, dtype, layout_b): sorted distinct M}`` over the tunable records: the size
-        hints of one dispatcher per layer shape (``compile_mm(n=, k=, hints={"m": ...})``)."""
+        """``{(N, K, dtype, layout_b): sorted distinct M}`` over the tunable 2-D records (mm, addmm:
+        a layer's GEMM): the size hints of one dispatcher per layer shape
+        (``compile_mm(n=, k=, hints={"m": ...})``)."""
         out: dict[tuple, set] = defaultdict(set)
         for r in self.records:
-            if r.tunable:
+            if r.tunable and r.op != "bmm":
                 out[(r.n, r.k, r.dtype, r.layout_b)].add(r.m)
         return {k: sorted(v) for k, v in out.items()}
 
     def problems(self) -> list[Problem]:
-        """The distinct tunable problems: ``mm`` and ``addmm`` (a Linear with a bias), each
-        tuned with what it runs (addmm with its bias fused into the kernel's epilogue)."""
+        """The distinct tunable problems: ``mm``, ``addmm`` (a Linear with a bias) and ``bmm``,
+        each tuned with what it runs (addmm with its bias fused into the kernel's epilogue)."""
         seen, out = set(), []
         for r in self.records:
             if r.tunable:
@@ -189,9 +201,10 @@ class Capture:
         return text if tun or not other else text + "; nothing tunable"
 
     def write_suite(self, path: str | Path, group: str = "captured") -> Path:
-        """A suite CSV (``gemmtune tune --suite``): one row per distinct tunable problem, plus
-        the count, the layer's M range and the modules. Other GEMMs (bmm, fp8) are listed in
-        the JSON beside it (``write_json``), not here, until gemmtune tunes them."""
+        """A suite CSV (``gemmtune tune --suite``): one row per distinct tunable problem (op mm,
+        addmm or bmm, a bmm's ``batch``; 1 for the others), plus the count, the layer's M range
+        and the modules. Other GEMMs (baddbmm, fp8) are listed in the JSON beside it
+        (``write_json``), not here, until gemmtune tunes them."""
         path = Path(path)
         ranges: dict[tuple, list[int]] = defaultdict(list)
         for r in self.records:
@@ -201,15 +214,17 @@ class Capture:
             if not r.tunable:
                 continue
             base = re.sub(r"[^A-Za-z0-9_.]+", "_", (r.modules[0] or "model")).strip("_") or "model"
-            name = f"{base}_{r.op}_m{r.m}"
+            stem = f"{base}_{r.op}" + (f"_b{r.batch}" if r.op == "bmm" else "") + f"_m{r.m}"
+            name = stem
             i = 1
             while name in used:
                 i += 1
-                name = f"{base}_{r.op}_m{r.m}_{i}"
+                name = f"{stem}_{i}"
             used.add(name)
             ms = ranges[r.family_key]
             rows.append({"group": group, "name": name, "M": r.m, "N": r.n, "K": r.k, "dtype": r.dtype,
-                         "layout_a": r.layout_a, "layout_b": r.layout_b, "op": r.op, "count": r.count,
+                         "layout_a": r.layout_a, "layout_b": r.layout_b, "op": r.op, "batch": r.batch,
+                         "count": r.count,
                          "m_min": min(ms), "m_max": max(ms), "modules": ";".join(r.modules)})
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("w", newline="") as f:

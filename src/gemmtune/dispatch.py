@@ -38,6 +38,13 @@ bias (``gemmtune.nn.Linear``'s) run the table's ``addmm:`` winner for the shape 
 the dispatcher has a table with one (its first choice that runs and verifies with a bias;
 ``addmm_decisions``), and the shape's own kernel with the bias fused otherwise.
 
+Batched products: a call with two 3-D operands (batch, M, K) @ (batch, K, N) is a bmm
+(``Problem`` op 'bmm'): decided like an mm on a cache miss, by (batch, M, N, K) and the
+per-matrix static dims: the table's exact ``bmm:`` entry (mode 'table'), then the hint
+kernels that can run it (triton_mm's tiles; split-K and the others refuse a bmm), each
+verified, cuBLAS (torch.bmm) last. ``compile_bmm`` tunes the hint kernels as bmm problems;
+``Dispatcher.lookup`` builds one from a table alone, with no tuning. A bmm takes no epilogue.
+
 Threads: decisions are cached per shape; a cached call reads a dict without a lock;
 deciding a new shape takes the dispatcher's lock, so each shape is decided once.
 The Triton CPU interpreter is not thread-safe (concurrent launches returned wrong
@@ -309,13 +316,14 @@ class Dispatcher:
         return self._first_sight(a, b, key, fused=True, bias=bias, activation=activation, residual=residual)
 
     # ------------------------------------------------------------------ first sight
-    def check(self, a, b) -> tuple[int, int, int]:
-        """Validate operands, raising TypeError/ValueError naming what is wrong; return (M, N, K)."""
+    def check(self, a, b) -> tuple[int, ...]:
+        """Validate operands, raising TypeError/ValueError naming what is wrong; return (M, N, K),
+        or (batch, M, N, K) for 3-D operands (a bmm; the static dims are each matrix's)."""
         check_operands(a, b)
         if a.dtype != self.torch_dtype:
             raise TypeError(f"dtype: this dispatcher multiplies {self.torch_dtype}, got {a.dtype}")
-        m, k = a.shape
-        n = b.shape[1]
+        m, k = a.shape[-2:]
+        n = b.shape[-1]
         for name, got in (("m", m), ("n", n), ("k", k)):
             want = self.dims[name]
             if want is not None and got != want:
@@ -324,11 +332,16 @@ class Dispatcher:
         dev = a.device.type
         if dev not in ("cuda", "cpu"):
             raise ValueError(f"device: gemmtune runs on CUDA (or the CPU), not {a.device}")
-        return m, n, k
+        return (a.shape[0], m, n, k) if a.dim() == 3 else (m, n, k)
 
     def _first_sight(self, a, b, key, *, fused: bool = False, bias=None, activation: str = "none",
                      residual=None) -> torch.Tensor:
-        m, n, k = self.check(a, b)
+        sizes = self.check(a, b)
+        if len(sizes) == 4:
+            if fused:
+                raise ValueError("a bmm (3-D operands) takes no fused epilogue (bias, activation, residual)")
+            return self._first_sight_bmm(a, b, key, sizes)
+        m, n, k = sizes
         epilogue = (bind(m, n, self.torch_dtype, a.device, bias=bias, activation=activation, residual=residual)
                     if fused else None)
         if capturing(a):
@@ -349,6 +362,31 @@ class Dispatcher:
                 run = self._make_run(choice, m, n, k, a.device, a, b, epilogue)
                 cache[key] = run
         return run(a, b, bias, residual) if fused else run(a, b)
+
+    def _first_sight_bmm(self, a, b, key, sizes: tuple[int, int, int, int]) -> torch.Tensor:
+        """A bmm shape's first call: decided (and verified) once per (batch, M, N, K), as mm's."""
+        batch, m, n, k = sizes
+        if capturing(a):
+            self._warn_capture(f"bmm batch={batch}, M={m}, N={n}, K={k}", "torch.bmm")
+            return torch.bmm(a, b)
+        with self._lock:
+            run = self._fast.get(key)
+            if run is None:
+                decision = self._decisions.get(sizes)
+                if decision is None or (self.verify and not decision.verified and decision.source != "empty"):
+                    decision = self._decide(a, b, m, n, k, previous=decision, batch=batch)
+                    self._decisions[sizes] = decision
+                    self.n_decisions += 1
+                run = self._make_run(decision.choice, m, n, k, a.device, a, b, batch=batch)
+                self._fast[key] = run
+        return run(a, b)
+
+    def _warn_capture(self, what: str, runs: str) -> None:
+        if not getattr(self, "_warned_capture", False):
+            self._warned_capture = True
+            warnings.warn(f"gemmtune: shape {what} first seen inside a CUDA-graph capture: this call runs "
+                          f"{runs} (cuBLAS) and is captured as such; decide shapes before capturing "
+                          "(Dispatcher.warmup, or one eager call)", RuntimeWarning, stacklevel=5)
 
     def _in_capture(self, a, b, m, n, k, epilogue) -> torch.Tensor:
         """A first sight inside a CUDA-graph capture: nothing may be verified, timed or
@@ -385,7 +423,7 @@ class Dispatcher:
         try:
             ((a, b),) = make_inputs(problem, str(device), 1, seed=0)
             bias = make_bias(problem, str(device), seed=0)
-            out = torch.full((problem.m, problem.n), math.nan, dtype=problem.torch_out_dtype, device=device)
+            out = torch.full(problem.out_shape, math.nan, dtype=problem.torch_out_dtype, device=device)
             kernels.run_choice(choice, a, b, out, allow_tf32=problem.allow_tf32, workspace=self._workspace,
                                epilogue=epilogue_for(bias))
             if device.type == "cuda":
@@ -437,17 +475,17 @@ class Dispatcher:
     def _ranked(self, m: int, n: int, k: int) -> list[HintChoice]:
         return [self.hint_choices[i] for i in rank_hints((m, n, k), self._hint_sizes)]
 
-    def _decide(self, a, b, m, n, k, previous: Decision | None = None) -> Decision:
+    def _decide(self, a, b, m, n, k, previous: Decision | None = None, batch: int | None = None) -> Decision:
         device = a.device
-        if m == 0 or n == 0 or k == 0:
+        if m == 0 or n == 0 or k == 0 or batch == 0:
             return Decision(ATEN, "empty", verified=True, reason="empty product: no kernel runs")
-        problem = Problem.from_tensors(a, b)  # the layouts and alignment actually seen
+        problem = Problem.from_tensors(a, b)  # the layouts and alignment actually seen (3-D: a bmm)
         # Candidates, best first: (choice, source, hint).
         cands: list[tuple[Choice, str, tuple | None]] = []
         if previous is not None:
             cands.append((previous.choice, previous.source, previous.hint))
         if self.mode == "table" and self.table is not None:
-            exact = self.table.entries.get(self._declared(m, n, k).key, [])
+            exact = self.table.entries.get(self._declared(m, n, k, batch).key, [])
             cands += [(tc.choice, "table", None) for tc in exact]
         cands += [(h.choice, "similarity", h.sizes) for h in self._ranked(m, n, k)]
         rejected: list[str] = []
@@ -501,12 +539,16 @@ class Dispatcher:
         return Decision(best[0], "benchmark", best[1], verified=True, times_ms=times,
                         reason="; ".join(rejected))
 
-    def _declared(self, m: int, n: int, k: int) -> Problem:
+    def _declared(self, m: int, n: int, k: int, batch: int | None = None) -> Problem:
+        """The problem with the declared layouts (a bmm's: each matrix's, none broadcast)."""
+        if batch is not None:
+            return Problem.from_sizes(m, n, k, self.dtype, layout_a=self.layout_a, layout_b=self.layout_b,
+                                      op="bmm", batch=batch)
         return Problem.from_sizes(m, n, k, self.dtype, layout_a=self.layout_a, layout_b=self.layout_b)
 
     def _make_run(self, choice: Choice, m: int, n: int, k: int, device: torch.device,
                   a: torch.Tensor | None = None, b: torch.Tensor | None = None,
-                  epilogue: EpilogueArgs | None = None) -> Callable:
+                  epilogue: EpilogueArgs | None = None, batch: int | None = None) -> Callable:
         """The prebuilt closure a cached call runs: allocate the output, launch.
 
         On a GPU, triton_mm and split-K launch through a prepared launcher
@@ -516,13 +558,13 @@ class Dispatcher:
         (the first call's) the closure is ``run(a, b, bias, residual)``."""
         if epilogue is not None:
             return self._make_fused_run(choice, m, n, k, device, a, b, epilogue)
-        shape, dt, empty = (m, n), self.torch_dtype, torch.empty
-        if m == 0 or n == 0:
+        shape, dt, empty = (m, n) if batch is None else (batch, m, n), self.torch_dtype, torch.empty
+        if m == 0 or n == 0 or batch == 0:
             return lambda a, b: empty(shape, dtype=dt, device=device)
         if k == 0:
             return lambda a, b: torch.zeros(shape, dtype=dt, device=device)
         if choice == ATEN:
-            return torch.mm  # allocates its own output; nothing else
+            return torch.mm if batch is None else torch.bmm  # allocates its own output; nothing else
         if choice.pad:
             launch = functools.partial(kernels.run_choice, choice, allow_tf32=False,
                                        workspace=self._workspace)
@@ -627,13 +669,16 @@ class Dispatcher:
         return all(h.choice == ATEN for h in self.hint_choices)
 
     @property
-    def decisions(self) -> dict[tuple[int, int, int], Decision]:
-        """A copy of the decisions so far, by (M, N, K)."""
+    def decisions(self) -> dict[tuple[int, ...], Decision]:
+        """A copy of the decisions so far, by (M, N, K); a bmm's by (batch, M, N, K)."""
         return dict(self._decisions)
 
-    def decision(self, m: int | None = None, n: int | None = None, k: int | None = None) -> Decision | None:
-        """The decision for a size (static dims may be left out), or None if not decided yet."""
-        return self._decisions.get(self._sizes(m, n, k))
+    def decision(self, m: int | None = None, n: int | None = None, k: int | None = None, *,
+                 batch: int | None = None) -> Decision | None:
+        """The decision for a size (static dims may be left out), or None if not decided yet;
+        with ``batch``: that of a bmm call (3-D operands)."""
+        sizes = self._sizes(m, n, k)
+        return self._decisions.get(sizes if batch is None else (int(batch), *sizes))
 
     def _sizes(self, m, n, k) -> tuple[int, int, int]:
         given = {"m": m, "n": n, "k": k}
@@ -688,10 +733,12 @@ class Dispatcher:
     # ------------------------------------------------------------------ save / load
     def to_json(self) -> dict:
         def sizes(s):
-            return dict(zip(DIMS, s)) if s is not None else None
+            if s is None:
+                return None
+            return dict(zip(DIMS, s)) if len(s) == 3 else {"batch": s[0], **dict(zip(DIMS, s[1:]))}
 
         with self._lock:
-            decisions = sorted(self._decisions.items())
+            decisions = sorted(self._decisions.items(), key=lambda kv: (len(kv[0]), kv[0]))
         return {
             "format": FORMAT,
             "schema_version": SCHEMA_VERSION,
@@ -761,7 +808,10 @@ def load(path: str | os.PathLike, *, timer=None, strict: bool = False) -> Dispat
         warnings.warn(msg, ProvenanceWarning, stacklevel=2)
 
     def sizes(d):
-        return tuple(int(d[x]) for x in DIMS) if d is not None else None
+        if d is None:
+            return None
+        mnk = tuple(int(d[x]) for x in DIMS)
+        return (int(d["batch"]), *mnk) if "batch" in d else mnk
 
     try:
         hint_choices = [HintChoice(sizes(h["sizes"]), Choice.parse(h["choice"]), h.get("device_ms"))
@@ -846,8 +896,12 @@ def compile_mm(*, n: int | None = None, k: int | None = None, m: int | None = No
                families: Sequence[str] | None = None, space: str = "default", store=None,
                device: str | None = None, tune_fn: Callable | None = None, timer=None,
                verify: bool = True, layout_a: str = "row", layout_b: str = "row",
-               progress: bool | None = None, tune_kwargs: Mapping | None = None) -> Dispatcher:
+               progress: bool | None = None, tune_kwargs: Mapping | None = None,
+               batch: int | None = None) -> Dispatcher:
     """Tune one kernel per size hint and return ``mm(a, b)`` for any size of the dynamic dims.
+
+    ``batch``: tune the hints as bmm problems of this batch size (``compile_bmm``); the
+    dispatcher then serves 3-D calls of any batch (and 2-D ones) with those kernels.
 
     ``m``, ``n``, ``k``: static sizes; a dim left as None is dynamic and takes its
     hints from ``hints`` (default: 64, 256, 4096 for every dynamic dim; given hints
@@ -908,8 +962,11 @@ def compile_mm(*, n: int | None = None, k: int | None = None, m: int | None = No
 
     if progress is None:
         progress = interactive()
+    if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool) or batch < 1):
+        raise ValueError(f"batch must be an int >= 1 (the bmm batch the hints are tuned at), got {batch!r}")
     combos = list(itertools.product(*[clean[d] if d in clean else (dims[d],) for d in DIMS]))
-    problems = [Problem.from_sizes(cm, cn, ck, dtype, layout_a=layout_a, layout_b=layout_b)
+    bmm = {} if batch is None else {"op": "bmm", "batch": batch}
+    problems = [Problem.from_sizes(cm, cn, ck, dtype, layout_a=layout_a, layout_b=layout_b, **bmm)
                 for cm, cn, ck in combos]
     if tune_fn is None:
         from .tune import tune as tune_fn
@@ -935,5 +992,43 @@ def compile_mm(*, n: int | None = None, k: int | None = None, m: int | None = No
                       provenance=prov or _current_provenance("by-hand"))
 
 
-__all__ = ["compile_mm", "load", "Dispatcher", "Decision", "HintChoice", "rank_hints",
+def compile_bmm(*, batch: int, n: int | None = None, k: int | None = None, m: int | None = None, dtype,
+                **kwargs) -> Dispatcher:
+    """``compile_mm`` for batched products: the hint problems are bmm problems of ``batch``
+    matrices (static ``m``/``n``/``k`` and ``hints`` as in compile_mm, per matrix), and the
+    dispatcher returned serves ``d(a, b)`` for 3-D operands of any batch.
+
+    Example (skipped in doctests: it tunes on a GPU)::
+
+        >>> bmm = gemmtune.compile_bmm(batch=32, k=64, dtype="bf16", layout_b="col",
+        ...                            hints={"m": [128, 1024], "n": [128, 1024]})   # doctest: +SKIP
+        >>> s = bmm(q, k.transpose(1, 2))                                          # doctest: +SKIP
+    """
+    return compile_mm(m=m, n=n, k=k, dtype=dtype, batch=batch, **kwargs)
+
+
+def lookup(table: LookupTable | str | os.PathLike | None, *, dtype, layout_a: str = "row", layout_b: str = "row",
+           verify: bool = True) -> Dispatcher:
+    """A dispatcher that tunes nothing: each shape (mm, or bmm for 3-D calls) runs the table's
+    exact entry for it (its first choice that runs and verifies here) and cuBLAS otherwise.
+    ``table``: a LookupTable, its JSON path (a bad file warns once and serves cuBLAS), or None.
+
+    Example::
+
+        >>> import torch, gemmtune
+        >>> d = gemmtune.dispatch.lookup(None, dtype="fp32")
+        >>> d(torch.randn(2, 3, 4), torch.randn(2, 4, 5)).shape
+        torch.Size([2, 3, 5])
+    """
+    if isinstance(table, (str, os.PathLike)):
+        from .table import load_or_none
+        table = load_or_none(table)
+    if table is None:
+        table = LookupTable(_current_provenance("by-hand"))
+    return Dispatcher(dims={}, dtype=dtype, hints={d: (1,) for d in DIMS},
+                      hint_choices=[HintChoice((1, 1, 1), ATEN)], mode="table", table=table, verify=verify,
+                      layout_a=layout_a, layout_b=layout_b)
+
+
+__all__ = ["compile_mm", "compile_bmm", "lookup", "load", "Dispatcher", "Decision", "HintChoice", "rank_hints",
            "ProvenanceWarning", "provenance_mismatches", "MODES", "DEFAULT_HINTS"]

@@ -37,6 +37,14 @@ What gemmtune exports (``convert``; everything else is skipped with a reason):
   tuned_addmm looks its cuBLAS choices up separately, under the unexpanded bias's key, and
   a miss there keeps them, so cuBLAS stays among Inductor's candidates without an entry;
 * ``pad+...`` skipped: Inductor pads on its own (``config.shape_padding``).
+* for bmm (``tuned_bmm``, torch/_inductor/kernel/bmm.py): key ``"((dtype, [B, M, K], strides),
+  (dtype, [B, K, N], strides))+bmm"`` (the 3-D strides of contiguous / batch-of-transposed
+  operands); ``triton_mm`` -> ``{"template_id": "triton::bmm", ...}``: Inductor's bmm template
+  (configs from the same mm heuristics, so the same kwargs, plus ``ALLOW_TF32``, which that
+  template reads); ``aten`` -> ``{"template_id": "aten::bmm"}``. An operand broadcast over the
+  batch (stride 0) is skipped: whether Inductor's bmm sees an expanded view or a copy depends on
+  the graph. On the CPU, torch 2.13 under max-autotune asks for exactly this key (tests); a GPU
+  compile with it has not been run yet.
 
 Entries are exported with the choices Inductor can express, in the table's order;
 an entry with none is left out (Inductor then tunes that shape itself). Problems are
@@ -90,6 +98,8 @@ TMA_DESCRIPTOR_SIZE = persistent.TMA_DESCRIPTOR_SIZE
 DECOMPOSE_K = decompose_k.INDUCTOR_TEMPLATE
 ATEN_MM = aten.INDUCTOR_TEMPLATE
 OP_NAME = "mm"
+TRITON_BMM = triton_mm.INDUCTOR_BMM_TEMPLATE
+ATEN_BMM = aten.INDUCTOR_BMM_TEMPLATE
 ADDMM_SCALARS = "alpha=1&beta=1"  # tuned_addmm's MMKernelInputs scalars, sorted and joined as its key does
 _TORCH_DTYPES = {"float16": "torch.float16", "bfloat16": "torch.bfloat16", "float32": "torch.float32"}
 DEFAULT_DECOMPOSE_K_THRESHOLD = 32  # torch._inductor.config.triton.decompose_k_threshold's default
@@ -129,8 +139,10 @@ class InductorExport:
 
 def _strides(problem: Problem) -> tuple[list[int], list[int]]:
     m, n, k = problem.m, problem.n, problem.k
-    sa = [k, 1] if problem.layout_a == "row" else [1, m]
-    sb = [n, 1] if problem.layout_b == "row" else [1, k]
+    sa = [k, 1] if problem.slice_layout_a == "row" else [1, m]
+    sb = [n, 1] if problem.slice_layout_b == "row" else [1, k]
+    if problem.op == "bmm":  # a batch of contiguous (or contiguous-then-transposed) matrices
+        sa, sb = [m * k, *sa], [k * n, *sb]
     return sa, sb
 
 
@@ -146,6 +158,11 @@ def inductor_key(problem: Problem, device_key: str | None = None) -> str:
     check_problem(problem)
     dt = _TORCH_DTYPES[problem.dtype]
     sa, sb = _strides(problem)
+    if problem.op == "bmm":
+        bt = problem.batch
+        mats = (f"({dt}, [{bt}, {problem.m}, {problem.k}], {sa}), "
+                f"({dt}, [{bt}, {problem.k}, {problem.n}], {sb})")
+        return "+".join(([device_key] if device_key else []) + [f"({mats})", "bmm"])
     mats = (f"({dt}, [{problem.m}, {problem.k}], [{sa[0]}, {sa[1]}]), "
             f"({dt}, [{problem.k}, {problem.n}], [{sb[0]}, {sb[1]}])")
     if problem.op == "addmm":
@@ -159,20 +176,24 @@ def check_problem(problem: Problem) -> None:
     """Raise Unsupported when Inductor's key cannot name ``problem`` exactly."""
     if problem.op == "scaled_mm":
         raise Unsupported(SCALED_MM_UNSUPPORTED)
-    if problem.op not in ("mm", "addmm"):
-        raise Unsupported(f"op {problem.op!r}: only mm and addmm are exported")
+    if problem.op not in ("mm", "addmm", "bmm"):
+        raise Unsupported(f"op {problem.op!r}: only mm, addmm and bmm are exported")
+    if problem.broadcast_a or problem.broadcast_b:
+        raise Unsupported("bmm with an operand broadcast over the batch (stride 0): whether Inductor's "
+                          "tuned_bmm sees the expanded view or a copy depends on the graph; not exported")
     if problem.out_dtype != problem.dtype:
         raise Unsupported(f"out_dtype {problem.out_dtype} differs from the inputs' {problem.dtype}: "
                           "Inductor sends mm with out_dtype to aten, not to its templates")
     if problem.allow_tf32:
         raise Unsupported("tf32: Inductor's key has no tf32 flag (it follows "
                           "torch.backends.cuda.matmul.fp32_precision)")
-    if "strided" in (problem.layout_a, problem.layout_b):
+    if "strided" in (problem.slice_layout_a, problem.slice_layout_b):
         raise Unsupported("a strided operand: the gemmtune key does not record its strides")
     if min(problem.m, problem.n, problem.k) == 0:
         raise Unsupported("an empty matrix: Inductor runs no template for it")
     contiguous = Problem.from_sizes(problem.m, problem.n, problem.k, problem.dtype, problem.out_dtype,
-                                    layout_a=problem.layout_a, layout_b=problem.layout_b, op=problem.op)
+                                    layout_a=problem.layout_a, layout_b=problem.layout_b, op=problem.op,
+                                    batch=problem.batch)
     if (contiguous.aligned_a, contiguous.aligned_b) != (problem.aligned_a, problem.aligned_b):
         raise Unsupported("operand alignment differs from a contiguous tensor's (an offset data "
                           "pointer): Inductor's key cannot tell the two apart")
@@ -214,8 +235,8 @@ def _decompose_k_threshold() -> int:
 def _offered_notes(problem: Problem, configs: list[dict], key: str) -> list[str]:
     """Why Inductor may ignore some exported configs for this shape (it only uses a
     template it would offer anyway; see torch/_inductor/kernel/mm.py tuned_mm)."""
-    if problem.op == "addmm":
-        return []  # tuned_addmm offers triton::mm whenever Triton templates are on, at any K
+    if problem.op in ("addmm", "bmm"):
+        return []  # tuned_addmm / tuned_bmm offer their Triton template whenever Triton templates are on
     t = _decompose_k_threshold()
     m, n, k = problem.m, problem.n, problem.k
     ids = {c["template_id"] for c in configs}

@@ -41,6 +41,7 @@ import torch.nn.functional as F
 from . import dispatch
 from .dispatch import Dispatcher, compile_mm
 from .problem import dtype_name
+from . import torch_ops
 from .torch_ops import REGISTRY, linear, mm_bias
 
 EAGER_POLICIES = ("measure", "tuned")
@@ -395,4 +396,80 @@ def dispatchers(model: torch.nn.Module, *, with_layout: bool = False) -> dict[tu
     return out
 
 
-__all__ = ["Linear", "patch", "patch_conv1d", "dispatchers"]
+# ---------------------------------------------------------------------------- bmm
+class BMM(torch.nn.Module):
+    """``torch.bmm(a, b)`` on a gemmtune dispatcher, as a module: ``forward(a, b)`` takes 3-D
+    operands (batch, M, K) @ (batch, K, N) and runs the ``gemmtune::bmm`` op (eager, autograd
+    through torch.bmm, and torch.compile, where it is one opaque node). ``dispatcher``: a
+    Dispatcher (``gemmtune.dispatch.compile_bmm``, ``lookup(table)``), or a table (a path or
+    LookupTable) with ``dtype``, served by ``gemmtune.dispatch.lookup``.
+
+    Example::
+
+        >>> import torch, gemmtune
+        >>> bmm = gemmtune.nn.BMM(None, dtype="fp32")      # no table: cuBLAS (torch.bmm) for every shape
+        >>> bmm(torch.randn(2, 3, 4), torch.randn(2, 4, 5)).shape
+        torch.Size([2, 3, 5])
+    """
+
+    def __init__(self, dispatcher=None, *, dtype=None):
+        super().__init__()
+        self.dispatcher = _bmm_dispatcher(dispatcher, dtype)
+        self.handle = REGISTRY.register(self.dispatcher)
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch_ops.bmm(a, b, self.handle)
+
+
+def _bmm_dispatcher(target, dtype) -> Dispatcher:
+    if isinstance(target, Dispatcher):
+        return target
+    if dtype is None:
+        raise ValueError("a bmm route from a table (or none) needs dtype=, e.g. dtype='bf16'")
+    return dispatch.lookup(target, dtype=dtype)
+
+
+class _RouteBmm(torch.overrides.TorchFunctionMode):
+    FUNCS = frozenset((torch.bmm, torch.matmul, torch.Tensor.bmm, torch.Tensor.matmul, torch.Tensor.__matmul__))
+
+    def __init__(self, dispatcher: Dispatcher):
+        super().__init__()
+        self.dispatcher = dispatcher
+        self.handle = REGISTRY.register(dispatcher)
+        self.routed = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in self.FUNCS and not kwargs and len(args) == 2 and self._takes(*args):
+            self.routed += 1
+            return torch_ops.bmm(args[0], args[1], self.handle)
+        return func(*args, **(kwargs or {}))
+
+    def _takes(self, a, b) -> bool:
+        return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == 3 and b.dim() == 3
+                and a.shape[0] == b.shape[0] and a.shape[2] == b.shape[1]
+                and a.dtype == b.dtype == self.dispatcher.torch_dtype and a.device == b.device
+                and a.device.type in ("cpu", "cuda"))
+
+
+def route_bmm(target=None, *, dtype=None) -> _RouteBmm:
+    """Opt-in routing of batched products, as a context manager: inside ``with route_bmm(...)``,
+    ``torch.bmm``, ``torch.matmul``, ``Tensor.bmm`` and ``@`` on two 3-D operands of one batch
+    size and the dispatcher's dtype run on gemmtune's dispatcher (the ``gemmtune::bmm`` op); every
+    other call (2-D, broadcasting batch sizes, other dtypes, keyword arguments) runs as usual.
+    ``target``: a Dispatcher, or a lookup table (path or LookupTable; None: none) with ``dtype``,
+    served by ``gemmtune.dispatch.lookup`` (the table's bmm winner per shape, cuBLAS otherwise).
+    The mode counts the calls it took (``.routed``). Eager use: under torch.compile call a
+    ``BMM`` module (or ``torch.ops.gemmtune.bmm``) instead.
+
+    Example::
+
+        >>> import torch, gemmtune
+        >>> with gemmtune.nn.route_bmm(None, dtype="fp32") as r:
+        ...     y = torch.randn(2, 3, 4) @ torch.randn(2, 4, 5)
+        >>> r.routed, y.shape
+        (1, torch.Size([2, 3, 5]))
+    """
+    return _RouteBmm(_bmm_dispatcher(target, dtype))
+
+
+__all__ = ["Linear", "patch", "patch_conv1d", "dispatchers", "BMM", "route_bmm"]

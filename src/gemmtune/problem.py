@@ -16,6 +16,8 @@ Example::
     'addmm:M32-N32-K28672:bf16->bf16:row.a/row.a'
     >>> Problem.from_sizes(16, 4096, 4096, "e4m3", "bf16", layout_b="col", op="scaled_mm", scale="row").key
     'scaled_mm:M16-N4096-K4096:e4m3->bf16:row.a/col.a:row'
+    >>> Problem.from_sizes(128, 128, 64, "fp16", layout_b="col", op="bmm", batch=32).key   # q @ k.transpose(1, 2)
+    'bmm:B32-M128-N128-K64:fp16->fp16:row.a/col.a'
 """
 
 from __future__ import annotations
@@ -54,11 +56,20 @@ SCALED_OUT_DTYPES = ("bfloat16", "float32")
 # and per-channel scale_b (1, N), fp32); out = (a @ b) * scale_a * scale_b (+ bias).
 SCALES = ("tensor", "row")
 LAYOUTS = ("row", "col", "strided")
+# bmm only: an operand whose batch stride is 0 (one matrix broadcast over the batch, e.g.
+# ``w.expand(B, K, N)``) has its slice layout prefixed with this, e.g. 'bcast_row'. It reads
+# one matrix from memory instead of B of them, so it is a problem of its own.
+BCAST = "bcast_"
+BMM_LAYOUTS = LAYOUTS + tuple(BCAST + lay for lay in LAYOUTS)
+# The largest batch one launch of the batched tiled kernel covers (CUDA's grid axis 2 limit).
+MAX_GRID_Z = 65535
 # mm: out = a @ b. addmm: out = a @ b + bias, with bias (N,) of the output's dtype broadcast
 # over the rows (nn.Linear's and Conv1D's GEMM), tuned with the bias fused in the epilogue.
 # scaled_mm: out = (a @ b) * scale_a * scale_b (+ bias (N,) of the output's dtype when ``bias``), fp8
 # operands, the scales applied to the fp32 accumulator (gemmtune.scaled).
-OPS = ("mm", "addmm", "scaled_mm")
+# bmm: out[b] = a[b] @ b[b] for b < batch (torch.bmm), A (batch, M, K), B (batch, K, N), each
+# operand with a batch stride of its own (0: one matrix broadcast over the batch, BCAST).
+OPS = ("mm", "addmm", "scaled_mm", "bmm")
 ALIGN_BYTES = 16
 
 
@@ -104,12 +115,22 @@ def operand_layout(rows: int, cols: int, stride: tuple[int, int]) -> str:
     return "strided"
 
 
-def operand_aligned(ptr: int, rows: int, cols: int, stride: tuple[int, int], elsize: int) -> bool:
-    """True when the data pointer and the leading stride are both multiples of 16 bytes.
+def slice_layout(layout: str) -> str:
+    """The layout of one matrix of an operand: 'bcast_col' -> 'col', 'row' -> 'row'."""
+    return layout.removeprefix(BCAST)
+
+
+def operand_aligned(ptr: int, rows: int, cols: int, stride: tuple[int, ...], elsize: int) -> bool:
+    """True when the data pointer and the leading stride are both multiples of 16 bytes
+    (a 3-D operand's ``stride`` (batch, row, col): its batch stride too, unless it is 0).
 
     16 bytes is the width of one vectorised global load (and a TMA requirement);
     Triton's JIT specialises on exactly this divisibility.
     """
+    if len(stride) == 3:
+        if (stride[0] * elsize) % ALIGN_BYTES:
+            return False
+        stride = stride[1:]
     layout = operand_layout(rows, cols, stride)
     if layout == "row":
         lead = stride[0] if rows > 1 else 0
@@ -143,12 +164,18 @@ class Problem:
     op: str = field(default="mm")
     scale: str = ""     # scaled_mm only: 'tensor' or 'row' (SCALES); '' for mm and addmm
     bias: bool = False  # scaled_mm only: a bias (N,) is added (addmm's bias is implied by its op)
+    batch: int = 1      # bmm only: the number of products (op='bmm'); 1 for the other ops
 
     def __post_init__(self) -> None:
         for name in ("m", "n", "k"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"Problem.{name} must be a non-negative int, got {v!r}")
+        if not isinstance(self.batch, int) or isinstance(self.batch, bool) or self.batch < 1:
+            raise ValueError(f"Problem.batch must be an int >= 1, got {self.batch!r}")
+        if self.batch != 1 and self.op != "bmm":
+            raise ValueError(f"Problem.batch is bmm's: op {self.op!r} multiplies one matrix pair "
+                             f"(got batch={self.batch}); use op='bmm'")
         object.__setattr__(self, "dtype", dtype_name(self.dtype))
         scaled = self.op == "scaled_mm"
         object.__setattr__(self, "out_dtype", ("bfloat16" if scaled else self.dtype) if self.out_dtype is None
@@ -160,11 +187,17 @@ class Problem:
                 f"out_dtype {self.out_dtype} is not supported for {self.dtype} inputs; "
                 f"use {self.dtype} or float32"
             )
-        for name in ("layout_a", "layout_b"):
-            if getattr(self, name) not in LAYOUTS:
-                raise ValueError(f"Problem.{name} must be one of {LAYOUTS}, got {getattr(self, name)!r}")
         if self.op not in OPS:
             raise ValueError(f"Problem.op must be one of {OPS}, got {self.op!r}")
+        allowed = BMM_LAYOUTS if self.op == "bmm" else LAYOUTS
+        for name in ("layout_a", "layout_b"):
+            lay = getattr(self, name)
+            if lay not in allowed:
+                extra = (f" ({lay!r}: a broadcast operand is bmm's)" if lay in BMM_LAYOUTS else "")
+                raise ValueError(f"Problem.{name} must be one of {allowed}, got {lay!r}{extra}")
+            if self.op == "bmm" and self.batch == 1 and lay.startswith(BCAST):
+                # One matrix: nothing is broadcast; one key for one problem.
+                object.__setattr__(self, name, slice_layout(lay))
         if not scaled and (self.scale or self.bias):
             raise ValueError(f"Problem.scale and Problem.bias are scaled_mm's; op {self.op!r} takes neither "
                              f"(got scale={self.scale!r}, bias={self.bias!r})")
@@ -203,19 +236,25 @@ class Problem:
         op: str = "mm",
         scale: str = "",
         bias: bool = False,
+        batch: int = 1,
     ) -> "Problem":
         """A problem from numbers. Alignment defaults to what contiguous tensors would have.
         scaled_mm: ``dtype`` is A's fp8 dtype (B is e4m3), ``out_dtype`` defaults to bf16,
-        ``scale`` is 'tensor' or 'row', ``bias`` whether a bias (N,) is added."""
+        ``scale`` is 'tensor' or 'row', ``bias`` whether a bias (N,) is added.
+        bmm (``op='bmm'``): ``batch`` products of (M, K) @ (K, N); layouts are those of one
+        matrix, 'bcast_' + layout for an operand broadcast over the batch (batch stride 0)."""
         dt = dtype_name(dtype)
         es = element_size(dt)
+        sa, sb = slice_layout(layout_a), slice_layout(layout_b)
+        # A contiguous batch of matrices has a batch stride of rows x cols, a multiple of the
+        # leading stride: the leading stride decides alignment in both cases.
         if aligned_a is None:
-            aligned_a = layout_a != "strided" and ((k if layout_a == "row" else m) * es) % ALIGN_BYTES == 0
+            aligned_a = sa != "strided" and ((k if sa == "row" else m) * es) % ALIGN_BYTES == 0
         if aligned_b is None:
-            aligned_b = layout_b != "strided" and ((n if layout_b == "row" else k) * es) % ALIGN_BYTES == 0
+            aligned_b = sb != "strided" and ((n if sb == "row" else k) * es) % ALIGN_BYTES == 0
         return cls(
             m, n, k, dt, dtype_name(out_dtype) if out_dtype is not None else None,
-            layout_a, layout_b, bool(aligned_a), bool(aligned_b), allow_tf32, op, scale, bias,
+            layout_a, layout_b, bool(aligned_a), bool(aligned_b), allow_tf32, op, scale, bias, batch,
         )
 
     @classmethod
@@ -231,21 +270,26 @@ class Problem:
         bias: bool = False,
     ) -> "Problem":
         """The problem that ``a @ b`` poses (``op='addmm'``: ``a @ b + bias``), with the
-        operands' real layouts and alignment.
+        operands' real layouts and alignment. 3-D operands (batch, M, K) and (batch, K, N) pose
+        a ``bmm`` (``op`` left as 'mm' or given as 'bmm'): each matrix's layout, and an operand
+        with batch stride 0 (``expand``) as broadcast ('bcast_row', ...).
 
         Raises ValueError/TypeError for inputs gemmtune cannot multiply (see check_operands).
         """
+        if op == "mm" and isinstance(a, torch.Tensor) and a.dim() == 3:
+            op = "bmm"
         check_operands(a, b, op=op)
-        m, k = a.shape
-        n = b.shape[1]
+        m, k = a.shape[-2:]
+        n = b.shape[-1]
         dt = dtype_name(a.dtype)
         es = a.element_size()
+        batch = a.shape[0] if op == "bmm" else 1
         return cls(
             m, n, k, dt, dtype_name(out_dtype) if out_dtype is not None else None,
-            operand_layout(m, k, a.stride()), operand_layout(k, n, b.stride()),
-            operand_aligned(a.data_ptr(), m, k, a.stride(), es),
-            operand_aligned(b.data_ptr(), k, n, b.stride(), es),
-            allow_tf32, op, scale, bias,
+            _layout_of(a), _layout_of(b),
+            operand_aligned(a.data_ptr(), m, k, _align_strides(a), es),
+            operand_aligned(b.data_ptr(), k, n, _align_strides(b), es),
+            allow_tf32, op, scale, bias, batch,
         )
 
     # ------------------------------------------------------------------ derived
@@ -263,7 +307,32 @@ class Problem:
         )
         if self.op == "scaled_mm":
             key += f":{self.scale}{'+bias' if self.bias else ''}"
+        if self.op == "bmm":
+            key = key.replace(":M", f":B{self.batch}-M", 1)
         return key
+
+    @property
+    def slice_layout_a(self) -> str:
+        """A's layout as one matrix ('row', 'col' or 'strided'), broadcast or not."""
+        return slice_layout(self.layout_a)
+
+    @property
+    def slice_layout_b(self) -> str:
+        return slice_layout(self.layout_b)
+
+    @property
+    def broadcast_a(self) -> bool:
+        """bmm: A is one matrix broadcast over the batch (batch stride 0)."""
+        return self.layout_a.startswith(BCAST)
+
+    @property
+    def broadcast_b(self) -> bool:
+        return self.layout_b.startswith(BCAST)
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        """The output's shape: (M, N), or (batch, M, N) for bmm."""
+        return (self.batch, self.m, self.n) if self.op == "bmm" else (self.m, self.n)
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -284,27 +353,34 @@ class Problem:
 
     @property
     def flops(self) -> int:
-        return 2 * self.m * self.n * self.k
+        return 2 * self.batch * self.m * self.n * self.k
 
     @property
     def min_bytes(self) -> int:
-        """Bytes moved if each input (the bias too) is read once and the output written once."""
+        """Bytes moved if each input (the bias too) is read once and the output written once
+        (bmm: every matrix of the batch, a broadcast operand's one matrix once)."""
         es = element_size(self.dtype)
         rows = self.m + (self.op == "addmm" or self.bias)  # the bias is one more row of the output's size
         scales = 0 if self.op != "scaled_mm" else 8 if self.scale == "tensor" else 4 * (self.m + self.n)
-        return es * (self.m * self.k + self.k * self.n) + element_size(self.out_dtype) * rows * self.n + scales
+        na = 1 if self.broadcast_a else self.batch
+        nb = 1 if self.broadcast_b else self.batch
+        return (es * (na * self.m * self.k + nb * self.k * self.n)
+                + element_size(self.out_dtype) * self.batch * rows * self.n + scales)
 
-    def with_sizes(self, m: int | None = None, n: int | None = None, k: int | None = None) -> "Problem":
+    def with_sizes(self, m: int | None = None, n: int | None = None, k: int | None = None,
+                   batch: int | None = None) -> "Problem":
         return replace(self, m=self.m if m is None else m, n=self.n if n is None else n,
-                       k=self.k if k is None else k)
+                       k=self.k if k is None else k, batch=self.batch if batch is None else batch)
 
     def padded(self) -> "Problem":
         """The problem ``pad+`` choices actually run: row-major, aligned, N and K rounded
         up to whole 16-byte vectors (see kernels.run_choice). scaled_mm's padded B is
         column-major (K-major), the layout fp8 GEMMs read (torch._scaled_mm requires it)."""
         per = max(1, ALIGN_BYTES // element_size(self.dtype))
+        # bmm: a broadcast operand is padded once and stays broadcast (kernels.run_choice).
         return replace(self, n=-(-self.n // per) * per, k=-(-self.k // per) * per,
-                       layout_a="row", layout_b="col" if self.op == "scaled_mm" else "row",
+                       layout_a=BCAST + "row" if self.broadcast_a else "row",
+                       layout_b="col" if self.op == "scaled_mm" else BCAST + "row" if self.broadcast_b else "row",
                        aligned_a=True, aligned_b=True)
 
     def log2_shape(self) -> tuple[float, float, float]:
@@ -325,6 +401,12 @@ class Problem:
             scale, plus = (scaled[0].partition("+")[::2]) if scaled else ("", "")
             if plus not in ("", "bias"):
                 raise ValueError(f"scale part {scaled[0]!r} must read <mode> or <mode>+bias")
+            batch = 1
+            if op == "bmm":
+                bs, _, sizes = sizes.partition("-")
+                if bs[:1] != "B":
+                    raise ValueError("bmm sizes must read B<int>-M<int>-N<int>-K<int>")
+                batch = int(bs[1:])
             ms, ns, ks = sizes.split("-")
             if not (ms[0] == "M" and ns[0] == "N" and ks[0] == "K"):
                 raise ValueError("sizes must read M<int>-N<int>-K<int>")
@@ -335,7 +417,7 @@ class Problem:
             if al_a not in "au" or al_b not in "au" or len(al_a) != 1 or len(al_b) != 1:
                 raise ValueError("alignment flag must be 'a' or 'u'")
             p = cls(int(ms[1:]), int(ns[1:]), int(ks[1:]), src.removesuffix("+tf32"), dst,
-                    lay_a, lay_b, al_a == "a", al_b == "a", tf32, op, scale, plus == "bias")
+                    lay_a, lay_b, al_a == "a", al_b == "a", tf32, op, scale, plus == "bias", batch)
         except (ValueError, TypeError, IndexError) as e:
             raise ValueError(f"malformed problem key {key!r}: {e}") from None
         # One problem, one key: anything that does not read back identically
@@ -345,17 +427,49 @@ class Problem:
         return p
 
 
+def _layout_of(t: torch.Tensor) -> str:
+    """An operand's Problem layout: its matrices' layout, 'bcast_' + it for a 3-D operand
+    broadcast over a batch of more than one (batch stride 0)."""
+    lay = operand_layout(t.shape[-2], t.shape[-1], tuple(t.stride()[-2:]))
+    if t.dim() == 3 and t.shape[0] > 1 and t.stride(0) == 0:
+        return BCAST + lay
+    return lay
+
+
+def _align_strides(t: torch.Tensor) -> tuple[int, ...]:
+    """The strides whose alignment matters: a batch of one has no batch stride to speak of."""
+    if t.dim() == 3 and t.shape[0] == 1:
+        return tuple(t.stride()[1:])
+    return tuple(t.stride())
+
+
 def check_operands(a: torch.Tensor, b: torch.Tensor, op: str = "mm") -> None:
     """Raise a clear TypeError/ValueError when a @ b is not a GEMM gemmtune can run
-    (``op='scaled_mm'``: an fp8 A, e4m3 or e5m2, and an e4m3 B)."""
+    (``op='scaled_mm'``: an fp8 A, e4m3 or e5m2, and an e4m3 B; ``op='bmm'``: two 3-D operands
+    (batch, M, K) and (batch, K, N) of one batch size)."""
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, not {type(t).__name__}")
-        if t.dim() != 2:
-            raise ValueError(
-                f"{name} must be 2-D (got {t.dim()}-D with shape {tuple(t.shape)}); "
-                "batched matmul is not supported yet: reshape to 2-D or loop"
-            )
+    if op == "bmm" or (a.dim() == 3 and b.dim() == 3):
+        for name, t in (("a", a), ("b", b)):
+            if t.dim() != 3:
+                raise ValueError(f"bmm: {name} must be 3-D (batch, rows, cols), got {t.dim()}-D with shape "
+                                 f"{tuple(t.shape)}")
+        if op not in ("mm", "bmm"):
+            raise ValueError(f"op {op!r} takes 2-D operands; 3-D ones make a bmm (op='bmm')")
+        if a.shape[0] != b.shape[0]:
+            raise ValueError(f"bmm: batch sizes differ: a is {tuple(a.shape)} and b is {tuple(b.shape)} "
+                             f"({a.shape[0]} != {b.shape[0]}); to broadcast one matrix, expand it "
+                             f"(e.g. b.expand({a.shape[0]}, -1, -1): batch stride 0, read once)")
+        if a.shape[0] > MAX_GRID_Z:
+            raise ValueError(f"bmm: batch {a.shape[0]} is over {MAX_GRID_Z} (one launch's grid): split it")
+    else:
+        for name, t, other in (("a", a, b), ("b", b, a)):
+            if t.dim() != 2:
+                hint = (f"; {'b' if name == 'a' else 'a'} is 2-D: a bmm takes two 3-D operands "
+                        "(batch, M, K) @ (batch, K, N)" if t.dim() == 3 else "")
+                raise ValueError(f"{name} must be 2-D, or both operands 3-D for a bmm (got {t.dim()}-D with "
+                                 f"shape {tuple(t.shape)}){hint}")
     if op == "scaled_mm":
         if a.dtype not in (torch.float8_e4m3fn, torch.float8_e5m2) or b.dtype != torch.float8_e4m3fn:
             raise TypeError(f"scaled_mm takes a float8_e4m3fn or float8_e5m2 A and a float8_e4m3fn B, got "
@@ -367,8 +481,9 @@ def check_operands(a: torch.Tensor, b: torch.Tensor, op: str = "mm") -> None:
     dtype_name(a.dtype)  # raises TypeError for unsupported dtypes
     if a.device != b.device:
         raise ValueError(f"a and b must be on the same device, got {a.device} and {b.device}")
-    if a.shape[1] != b.shape[0]:
+    if a.shape[-1] != b.shape[-2]:
+        ia, ib = a.dim() - 1, b.dim() - 2
         raise ValueError(
             f"inner dimensions differ: a is {tuple(a.shape)} and b is {tuple(b.shape)} "
-            f"(a.shape[1]={a.shape[1]} != b.shape[0]={b.shape[0]})"
+            f"(a.shape[{ia}]={a.shape[-1]} != b.shape[{ib}]={b.shape[-2]})"
         )

@@ -6,6 +6,9 @@ operands' layouts, as ``gemmtune capture`` writes them (``x @ W.T`` has a col-ma
 scaled_mm rows (fp8: dtype e4m3 or e5m2) also read ``scale`` (tensor or row; default tensor),
 ``out_dtype`` (bf16 or fp32; default bf16) and ``bias`` (1/true: a bias of N added; default
 none); their B defaults to col (``x @ W.T``, the layout fp8 GEMMs read).
+bmm rows (op ``bmm``) read ``batch`` (the number of products, >= 1; required), and their
+layouts may be broadcast ones (``bcast_row``: one matrix for the whole batch). A ``--shape``
+of a bmm reads ``BxMxNxK[:dtype]``.
 Other extra columns (count, m_min, m_max, modules, ...) are carried for people, not read.
 
 Example::
@@ -28,10 +31,13 @@ from .problem import Problem
 PRESETS = {
     "public": "public.csv",  # the benchmark suite (evaluation only: never train on it)
     "smoke": "smoke.csv",    # two tiny shapes: the whole pipeline in seconds, interpreter included
+    "bmm": "bmm.csv",        # batched products: attention QK^T / PV and MoE experts (op bmm)
 }
 COLUMNS = ("group", "name", "M", "N", "K", "dtype")
 # A sign is matched so that "-1x4x4" gets the "M must be >= 1" message, not "expected MxNxK".
 _SHAPE_RE = re.compile(r"^\s*([-+]?\d+)\s*[xX]\s*([-+]?\d+)\s*[xX]\s*([-+]?\d+)\s*(?::\s*([A-Za-z0-9_.]+))?\s*$")
+_BMM_SHAPE_RE = re.compile(
+    r"^\s*([-+]?\d+)\s*[xX]\s*([-+]?\d+)\s*[xX]\s*([-+]?\d+)\s*[xX]\s*([-+]?\d+)\s*(?::\s*([A-Za-z0-9_.]+))?\s*$")
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,17 @@ def parse_shape(text: str, default_dtype: str = "bfloat16", op: str = "mm", *, s
                 out_dtype: str | None = None, bias: bool = False) -> Shape:
     """``MxNxK[:dtype]``, e.g. ``32x32x28672:bf16``; ``op``: mm, addmm (a @ b + bias) or scaled_mm
     (fp8, default dtype e4m3, B column-major; ``scale``, ``out_dtype`` and ``bias`` as in
-    ``scaled_kwargs``)."""
+    ``scaled_kwargs``); bmm: ``BxMxNxK[:dtype]``, the batch first (row-major operands)."""
+    if op == "bmm":
+        b = _BMM_SHAPE_RE.match(text)
+        if not b:
+            raise ValueError(f"bad bmm shape {text!r}: expected BxMxNxK[:dtype] (batch first), e.g. 32x128x128x64:bf16")
+        B, M, N, K = (int(g) for g in b.groups()[:4])
+        _check_sizes(text, M, N, K)
+        if B < 1:
+            raise ValueError(f"bad shape {text!r}: the batch must be >= 1")
+        return Shape("cli", f"{B}x{M}x{N}x{K}", Problem.from_sizes(M, N, K, b.group(5) or default_dtype,
+                                                                   op="bmm", batch=B))
     m = _SHAPE_RE.match(text)
     if not m:
         raise ValueError(f"bad shape {text!r}: expected MxNxK[:dtype], e.g. 32x32x28672:bf16")
@@ -106,11 +122,33 @@ def load_csv(path: str | Path, op: str = "mm") -> list[Shape]:
                                        layout_a=(row.get("layout_a") or "row").strip(), op=row_op, **kw)
             else:
                 layouts = {f"layout_{x}": (row.get(f"layout_{x}") or "row").strip() for x in "ab"}
+                batch = (row.get("batch") or "").strip()
+                if row_op == "bmm":
+                    if not batch:
+                        raise ValueError("a bmm row needs its batch column (the number of products)")
+                    layouts["batch"] = int(batch)
+                elif batch not in ("", "1"):
+                    raise ValueError(f"batch {batch} is bmm's (op {row_op!r} multiplies one matrix pair)")
                 p = Problem.from_sizes(M, N, K, row["dtype"].strip(), **layouts, op=row_op)
         except (ValueError, TypeError) as e:
             raise ValueError(f"{path}:{line}: bad row {dict(row)}: {e}") from None
         shapes.append(Shape(row["group"].strip(), row["name"].strip(), p))
     return shapes
+
+
+def load_suite(spec: str | Path, op: str = "mm") -> list[Shape]:
+    """A suite CSV by path, or a bundled preset by name (``bmm``) when no such file exists."""
+    if str(spec) in PRESETS and not Path(spec).exists():
+        return preset(str(spec), op=op)
+    return load_csv(spec, op=op)
+
+
+def with_preset_groups(shapes: list[Shape], groups) -> list[Shape]:
+    """``shapes`` plus, for each requested group they lack that names a bundled preset (``bmm``),
+    that preset's rows of the group: ``gemmtune bench --groups bmm`` on the public suite."""
+    have = {s.group for s in shapes}
+    extra = [s for g in (groups or ()) if g not in have and g in PRESETS for s in preset(g) if s.group == g]
+    return list(shapes) + extra
 
 
 def preset(name: str, op: str = "mm") -> list[Shape]:

@@ -49,7 +49,12 @@ def tolerance(problem: Problem) -> float:
 
 
 def reference(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """a @ b (+ bias, broadcast over the rows) in float64 on the inputs' device."""
+    """a @ b (+ bias, broadcast over the rows) in float64 on the inputs' device; 3-D operands:
+    torch.bmm's product, matrix by matrix."""
+    if a.dim() == 3:
+        if bias is not None:
+            raise ValueError("bmm takes no bias")
+        return torch.bmm(a.double(), b.double())
     if bias is None:
         return torch.mm(a.double(), b.double())
     return torch.addmm(bias.double(), a.double(), b.double())

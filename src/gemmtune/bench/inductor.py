@@ -97,7 +97,8 @@ def _remove_autotune_log(log: AutotuneLog) -> None:
 
 
 def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return torch.mm(a, b)
+    """The peers' product: torch.mm, or torch.bmm for a bmm problem's 3-D operands."""
+    return torch.bmm(a, b) if a.dim() == 3 else torch.mm(a, b)
 
 
 def _scaled_mm_fn(problem: Problem, epi):

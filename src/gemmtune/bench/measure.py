@@ -8,7 +8,9 @@ way (``gemmtune bench`` times every method together in interleaved rounds).
 
 Inputs honour the problem's layouts and alignment: a column-major operand is a
 transposed view, an unaligned one is a view at a 2-byte storage offset, a strided
-one takes every second column. Inputs are fresh random normals, never zeros
+one takes every second column. A bmm problem's operands are 3-D: a batch of such
+matrices, or one of them expanded over the batch (stride 0) where the layout says
+it is broadcast. Inputs are fresh random normals, never zeros
 (zeros can run faster than real data and hide unwritten outputs).
 
 Failures are data: every exception becomes a ``Measurement`` whose ``status`` says what
@@ -35,7 +37,7 @@ from .. import kernels
 from ..configs import Choice
 from ..device import DeviceInfo
 from ..kernels.splitk import SplitKWorkspace
-from ..problem import Problem
+from ..problem import BCAST, Problem, slice_layout
 from ..epilogue import Epilogue, EpilogueArgs
 from .. import scaled
 from ..verify import compare, reference, tolerance
@@ -115,10 +117,36 @@ def make_operand(rows: int, cols: int, layout: str, aligned: bool, dtype: torch.
     return randn(rows * cols * 2 + off)[off:].view(rows, cols * 2)[:, ::2]
 
 
+def make_batch(batch: int, rows: int, cols: int, layout: str, aligned: bool, dtype: torch.dtype,
+               device: str, gen: torch.Generator | None = None) -> torch.Tensor:
+    """A random (batch, rows, cols) bmm operand: ``batch`` matrices of the slice layout
+    (``make_operand``'s: row, col, strided), or one of them expanded over the batch (stride 0)
+    when ``layout`` is broadcast ('bcast_row', ...). Unaligned: the storage is shifted by one
+    element and, for more than one matrix, the batch stride is odd too."""
+    lay = slice_layout(layout)
+    if layout.startswith(BCAST):
+        return make_operand(rows, cols, lay, aligned, dtype, device, gen).unsqueeze(0).expand(batch, rows, cols)
+    # One tensor of matrices whose batch stride is the matrix's storage (+1 element when
+    # unaligned, so that every matrix but the first starts unaligned as well).
+    per = rows * cols * (2 if lay == "strided" else 1) + (0 if aligned else 1)
+    off = 0 if aligned else 1
+    flat = torch.randn(batch * per + off, generator=gen, dtype=torch.float32, device=device).to(dtype)
+    flat = flat[off:]
+    if lay == "row":
+        return flat.as_strided((batch, rows, cols), (per, cols, 1))
+    if lay == "col":
+        return flat.as_strided((batch, rows, cols), (per, 1, rows))
+    return flat.as_strided((batch, rows, cols), (per, 2 * cols, 2))
+
+
 def make_inputs(problem: Problem, device: str, n_sets: int, seed: int):
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
     dt, dt_b = problem.torch_dtype, problem.torch_dtype_b  # scaled_mm: B is e4m3 whatever A is
+    if problem.op == "bmm":
+        return [(make_batch(problem.batch, problem.m, problem.k, problem.layout_a, problem.aligned_a, dt, device, gen),
+                 make_batch(problem.batch, problem.k, problem.n, problem.layout_b, problem.aligned_b, dt, device, gen))
+                for _ in range(n_sets)]
     return [(make_operand(problem.m, problem.k, problem.layout_a, problem.aligned_a, dt, device, gen),
              make_operand(problem.k, problem.n, problem.layout_b, problem.aligned_b, dt_b, device, gen))
             for _ in range(n_sets)]
@@ -187,7 +215,7 @@ class WorkerState:
         n = sets_for(bytes_per_set, self.l2) if self.device == "cuda" and timing else 1
         n = max(1, min(n, MAX_INPUT_BYTES // max(bytes_per_set, 1)))
         self.inputs = make_inputs(problem, self.device, n, seed)
-        self.outs = [torch.empty(problem.m, problem.n, dtype=problem.torch_out_dtype, device=self.device)
+        self.outs = [torch.empty(problem.out_shape, dtype=problem.torch_out_dtype, device=self.device)
                      for _ in range(n)]
         # One bias for every input set: it is N elements, so the sets' L2-cold rotation is
         # the operands' business.

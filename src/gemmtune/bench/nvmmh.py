@@ -62,7 +62,8 @@ def nvmmh_choices(problem: Problem, device_name: str, count: int) -> list[Choice
         backend=nv.NvMatmulHeuristicsTarget.TRITON, flags=nv.NvMatmulHeuristicsFlags.PERF_MODEL_BASED_AUTO_TUNING,
         load_discovery_implicitly=True, gpu=_nvmmh_gpu(nv, device_name))
     # A column-major operand is a transposed row-major one in BLAS terms.
-    layout = nv.boolsToNvMatmulHeuristicsLayout(problem.layout_a == "col", problem.layout_b == "col")
+    # (a bmm: one matrix's problem; its tiles are per matrix too)
+    layout = nv.boolsToNvMatmulHeuristicsLayout(problem.slice_layout_a == "col", problem.slice_layout_b == "col")
     precision = _NVMMH_TYPE[problem.dtype] + "S" + _NVMMH_TYPE[problem.out_dtype]  # fp32 accumulation
     configs = lh.get(lh.makeNvMatmulHeuristicsProblem(problem.m, problem.n, problem.k, layout), count,
                      precision=precision)

@@ -97,7 +97,7 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
         peak = 2 * bf16 if bf16 else None
     floor = report.roofline_ms(p.flops, p.min_bytes, peak, report.memory_gbps(ceilings))
     compute = p.flops / (peak * 1e9) if peak else 0.0
-    rec = {"group": shape.group, "name": shape.name, "key": p.key, "m": p.m, "n": p.n, "k": p.k,
+    rec = {"group": shape.group, "name": shape.name, "key": p.key, "m": p.m, "n": p.n, "k": p.k, "batch": p.batch,
            "dtype": p.dtype, "flops": p.flops, "min_bytes": p.min_bytes, "floor_ms": floor,
            "bound": "compute" if floor and compute >= floor else "memory", "methods": {}}
     methods = rec["methods"]

@@ -8,6 +8,7 @@ Without a GPU, the Triton kernels run in Triton's CPU interpreter (timings not r
 examples (any machine, each under a minute on 2 CPU cores):
     gemmtune tune --preset smoke                     # the whole pipeline on 2 tiny shapes
     gemmtune tune --shape 64x48x96:fp16 --families triton_mm,aten --out table.json
+    gemmtune tune --op bmm --shape 4x32x48x64:fp16 --families triton_mm,aten   # batched: BxMxNxK
     gemmtune demo                                    # each family on one shape, errors vs fp64
     gemmtune space --shape 4096x4096x4096:bf16 --families triton_mm --device h100
     gemmtune capture --model tiny-llama --out shapes.csv   # a model's GEMMs, for tune --suite
@@ -19,6 +20,7 @@ examples that need a GPU (the interpreter would take hours):
     gemmtune tune --shape 32x32x28672:bf16 --families splitk,decompose_k
     gemmtune tune --preset public --fast             # exhaustive space, the model's top 1 (+ cuBLAS)
     gemmtune bench --groups splitk,odd               # side by side with cuBLAS, Inductor
+    gemmtune bench --groups bmm                      # the bmm preset (attention, MoE) vs torch.bmm
     gemmtune bench-model --models gpt2,llama-1b      # real models end to end
 
 on collected data (any machine):

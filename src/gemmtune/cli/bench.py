@@ -13,14 +13,15 @@ def cmd_bench(args) -> int:
     import torch
 
     from ..bench import modes, suite
-    from ..shapes import load_csv, preset
+    from ..shapes import load_suite, preset, with_preset_groups
 
     extra = modes.extra_modes(args.extra_modes)  # a typo fails before anything runs
     if not torch.cuda.is_available():
         raise ValueError(suite.CUDA_ERROR)
-    shapes = load_csv(args.suite) if args.suite else preset("public")
+    shapes = load_suite(args.suite) if args.suite else preset("public")
     groups = args.groups.split(",") if args.groups else None
     if groups:
+        shapes = with_preset_groups(shapes, groups)  # --groups bmm: the bmm preset's shapes
         unknown = sorted(set(groups) - {s.group for s in shapes})
         if unknown:
             raise ValueError(f"no group {', '.join(unknown)} in the suite; it has "
@@ -56,7 +57,8 @@ def cmd_bench_model(args) -> int:
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("bench", help="side-by-side benchmark on this GPU: cuBLAS, gemmtune, Inductor, nvMMH")
-    p.add_argument("--suite", metavar="CSV", help="a shape suite CSV (default: the bundled public suite)")
+    p.add_argument("--suite", metavar="CSV", help="a shape suite CSV or a bundled preset name, e.g. bmm "
+                   "(default: the public suite; --groups bmm adds the bmm preset's shapes)")
     p.add_argument("--groups", help="keep only these comma-separated groups (a partial run; merge later)")
     p.add_argument("--limit", type=positive_int, help="keep only the first N shapes")
     p.add_argument("--out", default="benchmarks/results", metavar="DIR", help="where the JSON and report go")

@@ -96,7 +96,7 @@ def cmd_capture(args) -> int:
     print(f"{args.out}: {len(cap.problems())} problems (gemmtune tune --suite {args.out})")
     if args.json:
         cap.write_json(args.json)
-        print(f"{args.json}: every record, untunable ones (bmm, other dtypes) included")
+        print(f"{args.json}: every record, untunable ones (baddbmm, other dtypes) included")
     return 0
 
 

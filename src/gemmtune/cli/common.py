@@ -129,6 +129,8 @@ def check_allocatable(shapes, device: str | None = None) -> None:
     for s in shapes:
         p = s.problem
         need = (p.m * p.k + p.k * p.n) * element_size(p.dtype) + p.m * p.n * element_size(p.out_dtype)
+        if p.op == "bmm":
+            need = p.min_bytes  # every matrix of the batch (a broadcast operand once)
         if need > limit:
             sizes = f"{p.m}x{p.n}x{p.k}"
             name = sizes if s.name == sizes else f"{s.name} ({sizes})"
@@ -150,6 +152,8 @@ def shapes_of(args) -> list:
         shapes += load_csv(args.suite, op=op)  # a row's own op column wins
     if args.preset:
         shapes += preset(args.preset, op=op)
+    if not shapes and op == "bmm":
+        raise ValueError("--op bmm needs bmm shapes: --shape BxMxNxK[:dtype] or --preset bmm")
     if not shapes and op == "scaled_mm":
         raise ValueError("--op scaled_mm needs fp8 shapes: --shape MxNxK[:e4m3|e5m2] or --preset public --groups fp8 "
                          "(the default smoke preset is bf16)")
@@ -167,18 +171,19 @@ def shapes_of(args) -> list:
 
 def add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shape", action="append", metavar="MxNxK[:dtype]",
-                   help="a shape, e.g. 32x32x28672:bf16 (repeatable; dtype default bf16)")
-    p.add_argument("--suite", metavar="CSV", help="a shape suite CSV (group,name,M,N,K,dtype[,layout_a,layout_b,op]), "
+                   help="a shape, e.g. 32x32x28672:bf16 (repeatable; dtype default bf16); with --op bmm "
+                   "BxMxNxK[:dtype], the batch first")
+    p.add_argument("--suite", metavar="CSV", help="a shape suite CSV (group,name,M,N,K,dtype[,layout_a,layout_b,op,batch]), "
                    "e.g. one gemmtune capture wrote")
-    p.add_argument("--preset", help="a bundled suite: public (the benchmark suite) or smoke (2 tiny shapes); "
-                   "without --shape/--suite/--preset: smoke")
+    p.add_argument("--preset", help="a bundled suite: public (the benchmark suite), smoke (2 tiny shapes) or bmm "
+                   "(attention and MoE batched products); without --shape/--suite/--preset: smoke")
     p.add_argument("--groups", metavar="G1,G2", help="keep only these comma-separated groups")
     alias(p, "--group", "--groups")
     p.add_argument("--limit", type=positive_int, metavar="N", help="keep only the first N shapes (N >= 1)")
-    p.add_argument("--op", choices=("mm", "addmm", "scaled_mm"), default="mm",
+    p.add_argument("--op", choices=("mm", "addmm", "scaled_mm", "bmm"), default="mm",
                    help="what the shapes compute: mm (a @ b), addmm (a @ b + bias, the bias fused in each "
-                   "kernel) or scaled_mm (fp8 (a @ b) * scale_a * scale_b, B column-major; --shape's dtype "
-                   "defaults to e4m3); a suite row's own op column wins")
+                   "kernel), scaled_mm (fp8 (a @ b) * scale_a * scale_b, B column-major; --shape's dtype "
+                   "defaults to e4m3) or bmm (torch.bmm: --shape BxMxNxK); a suite row's own op column wins")
     p.add_argument("--scale", choices=("tensor", "row"), default=None,
                    help="scaled_mm: tensor-wise scales or row-wise (per-token x per-channel); default tensor")
     p.add_argument("--out-dtype", dest="out_dtype", choices=("bf16", "fp32"), default=None,

@@ -1,5 +1,6 @@
 """aten: torch.mm (cuBLAS on a GPU), the baseline every result is compared with; for scaled_mm
-problems torch._scaled_mm (cuBLASLt; row-wise scaling runs CUTLASS's f8f8bf16_rowwise on sm90)."""
+problems torch._scaled_mm (cuBLASLt; row-wise scaling runs CUTLASS's f8f8bf16_rowwise on sm90);
+for bmm problems torch.bmm (cuBLAS's strided-batched GEMM)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from .base import Unsupported
 NAME = "aten"
 CONFIG = AtenConfig
 INDUCTOR_TEMPLATE = "aten::mm"  # cuBLAS among Inductor's candidates
+INDUCTOR_BMM_TEMPLATE = "aten::bmm"  # (tuned_bmm's extern choice; checked in inductor_export)
 
 
 def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
@@ -69,6 +71,10 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: AtenConfig, *,
     if epilogue is not None and epilogue.spec.scale != "none":
         _scaled_mm(a, b, out, epilogue)
         return
+    if a.dim() == 3:
+        _bmm(a, b, out)
+        apply_(out, epilogue)
+        return
     if out.dtype == a.dtype:
         if epilogue is not None and epilogue.bias is not None:
             torch.addmm(epilogue.bias, a, b, out=out)
@@ -95,6 +101,20 @@ def _scaled_mm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, epilogue: Ep
                                    activation=epilogue.spec.activation, residual=epilogue.residual is not None)
     if not rest.is_none:
         apply_(out, EpilogueArgs(rest, epilogue.bias, epilogue.residual))
+
+
+def _bmm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+    """torch.bmm into ``out`` (3-D); a 16-bit bmm with an fp32 output as _mm_out_dtype does it."""
+    if out.dtype == a.dtype:
+        torch.bmm(a, b, out=out)
+        return
+    if a.is_cuda:
+        try:
+            out.copy_(torch.bmm(a, b, out_dtype=out.dtype))
+            return
+        except (TypeError, RuntimeError, NotImplementedError):
+            pass
+    torch.bmm(a.to(out.dtype), b.to(out.dtype), out=out)
 
 
 def _mm_out_dtype(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
@@ -127,4 +147,4 @@ def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> di
     if problem.op == "addmm":
         raise Unsupported("aten for addmm: Inductor looks cuBLAS (aten::addmm) up under another key and "
                           "keeps it on a miss, so it stays among Inductor's candidates without an entry")
-    return {"template_id": INDUCTOR_TEMPLATE}
+    return {"template_id": INDUCTOR_BMM_TEMPLATE if problem.op == "bmm" else INDUCTOR_TEMPLATE}

@@ -79,6 +79,16 @@ MEMBERS = ("NAME", "CONFIG", "space", "constraint", "validate", "plan", "run", "
            "inductor_export")
 
 
+def bmm_reason(name: str, problem, why: str) -> str | None:
+    """Why family ``name`` refuses ``problem`` when it is a bmm (``why``: what is in the way);
+    None for other ops. The families that cannot serve bmm call this from ``constraint`` (so
+    their whole space is rejected with the reason) and ``validate`` (so an explicit choice is
+    refused, as UNSUPPORTED in a measurement)."""
+    if getattr(problem, "op", "mm") != "bmm":
+        return None
+    return f"{name} does not serve bmm: {why}; triton_mm, aten and their pad+ variants do"
+
+
 def missing(family) -> list[str]:
     """The KernelFamily members ``family`` lacks (empty: it satisfies the protocol)."""
     return [m for m in MEMBERS if not hasattr(family, m)]

@@ -17,7 +17,7 @@ from ..problem import Problem
 from ..configs import DecomposeKConfig, SplitKConfig, next_pow2, tile_constraint
 from .splitk import MAX_WORKSPACE_BYTES
 from ..epilogue import EpilogueArgs
-from .base import Unsupported, tile_row
+from .base import Unsupported, bmm_reason, tile_row
 from .tiled import launch_sum_splits, launch_tiled
 
 NAME = "decompose_k"
@@ -44,7 +44,13 @@ def tile_for(m: int, n: int, k: int, split: int) -> SplitKConfig:
     return SplitKConfig(bm, bn, bk, 3, warps, 8, split, True)
 
 
+BMM_WHY = "its program axis 1 and partials buffer are the K-splits' (a bmm of bmms is not built)"
+
+
 def constraint(cfg: DecomposeKConfig, problem: Problem, device: DeviceInfo) -> str | None:
+    reason = bmm_reason(NAME, problem, BMM_WHY)
+    if reason:
+        return reason
     if cfg.split < 2:
         return f"split={cfg.split} must be >= 2"
     if problem.k % cfg.split:
@@ -70,6 +76,9 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
 
 
 def validate(problem: Problem, cfg: DecomposeKConfig) -> None:
+    reason = bmm_reason(NAME, problem, BMM_WHY)
+    if reason:
+        raise ValueError(reason)
     if cfg.split < 1:
         raise ValueError(f"decompose_k split={cfg.split} must be >= 1")
     if problem.k % cfg.split:

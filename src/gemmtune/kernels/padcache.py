@@ -17,8 +17,6 @@ Tuning does not see this (it times pad+ with both copies), so a pad+ pick for a 
 at least as fast as measured.
 
     >>> import torch
-
-from .pad import zero_pad
     >>> cache = PaddedWeights()
     >>> w = torch.nn.Parameter(torch.randn(5, 3))
     >>> with torch.no_grad():

@@ -47,7 +47,7 @@ from ..configs import PersistentConfig, cdiv, check_block_sizes, fp8_tile, prune
 from ..device import DeviceInfo
 from ..epilogue import EpilogueArgs
 from ..problem import Problem, element_size
-from .base import Unsupported, tile_row
+from .base import Unsupported, bmm_reason, tile_row
 from .tiled import (_launch, epilogue_consts, epilogue_pointers, epilogue_strides,
                     epilogue_tensors, fused_epilogue, input_precision, mma, needs_int64)
 
@@ -170,6 +170,9 @@ def _layout_ok(problem_layout: str, aligned: bool, lead: int, es: int) -> bool:
 
 def problem_reason(problem: Problem, device: DeviceInfo | None) -> str | None:
     """Why this family cannot serve ``problem`` on ``device`` at all (None when it can)."""
+    reason = bmm_reason(NAME, problem, "its 2-D TMA descriptors and tile walk have no batch axis")
+    if reason:
+        return reason
     if TensorDescriptor is None:
         return f"triton {triton.__version__} has no host tensor descriptors (triton.tools.tensor_descriptor)"
     if device is not None and device.capability[0] < 9 and device.name not in ("cpu", "interpreter"):
@@ -252,6 +255,9 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
 
 
 def validate(problem: Problem, cfg: PersistentConfig) -> None:
+    reason = bmm_reason(NAME, problem, "its 2-D TMA descriptors and tile walk have no batch axis")
+    if reason:
+        raise ValueError(reason)
     check_block_sizes(cfg)
     if max(cfg.block_m, cfg.block_n, cfg.block_k) > MAX_BOX:
         raise ValueError(f"block sizes must be <= {MAX_BOX} (a TMA box dimension)")

@@ -35,7 +35,7 @@ import triton.language as tl
 from ..configs import SkinnyConfig, cdiv, min_block_k, prune
 from ..device import DeviceInfo
 from ..problem import Problem, element_size
-from .base import Unsupported, tile_row
+from .base import Unsupported, bmm_reason, tile_row
 from .splitk import SplitKWorkspace
 from ..epilogue import EpilogueArgs
 from .tiled import (_INTERPRETED, _launch, _pow2_divisor, direct, epilogue_consts, epilogue_pointers,
@@ -319,7 +319,13 @@ def core_regs(cfg: SkinnyConfig) -> int:
     return 0 if cfg.dot else cfg.block_m * cfg.block_n * cfg.block_k // (32 * cfg.num_warps)
 
 
+BMM_WHY = "its column-strip kernel has no batch axis"
+
+
 def constraint(cfg: SkinnyConfig, problem: Problem, device: DeviceInfo) -> str | None:
+    reason = bmm_reason(NAME, problem, BMM_WHY)
+    if reason:
+        return reason
     m, n, k = problem.m, problem.n, problem.k
     if m > MAX_M:
         return f"M={m} is over {MAX_M}: not a skinny problem (the tiled families serve it)"
@@ -426,6 +432,9 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
 
 
 def validate(problem: Problem, cfg: SkinnyConfig) -> None:
+    reason = bmm_reason(NAME, problem, BMM_WHY)
+    if reason:
+        raise ValueError(reason)
     for name in ("block_m", "block_n", "block_k"):
         v = getattr(cfg, name)
         if v < 1 or v & (v - 1):

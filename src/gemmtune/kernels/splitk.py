@@ -20,7 +20,7 @@ from ..device import DeviceInfo
 from ..problem import Problem
 from ..configs import SplitKConfig, cdiv, check_block_sizes, fp8_tile, prune, scale_tile, tile_constraint
 from ..epilogue import EpilogueArgs
-from .base import Unsupported, tile_row
+from .base import Unsupported, bmm_reason, tile_row
 from .tiled import launch_tiled, prepare_direct, tile_kwargs
 
 NAME = "splitk"
@@ -39,7 +39,13 @@ def k_per_split(k: int, cfg: SplitKConfig) -> int:
     return cdiv(per, cfg.block_k) * cfg.block_k
 
 
+BMM_WHY = "its per-tile workspace and arrival counters have no batch axis"
+
+
 def constraint(cfg: SplitKConfig, problem: Problem, device: DeviceInfo) -> str | None:
+    reason = bmm_reason(NAME, problem, BMM_WHY)
+    if reason:
+        return reason
     if cfg.split_k < 2:
         return "split_k must be >= 2 (split_k=1 is triton_mm)"
     if problem.k < 2 * MIN_SLICE or cdiv(problem.k, cfg.split_k) < MIN_SLICE:
@@ -78,6 +84,9 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
 
 
 def validate(problem: Problem, cfg: SplitKConfig) -> None:
+    reason = bmm_reason(NAME, problem, BMM_WHY)
+    if reason:
+        raise ValueError(reason)
     check_block_sizes(cfg)
     if cfg.split_k < 1:
         raise ValueError(f"split_k={cfg.split_k} must be >= 1")

@@ -10,6 +10,10 @@ One program computes a BLOCK_M x BLOCK_N tile over one K-slice (program axis 1):
   the partials (mode 1: in slice order 0..S-1, so results are bitwise reproducible;
   mode 2: partials were atomically added, order varies) and writes the output, then
   resets the counter. One launch, no spinning, so no deadlock whatever the schedule.
+* BATCHED (bmm, mode 0 only, no epilogue): program axis 2 is the batch; each operand's
+  pointer steps by its own batch stride (int64; 0 for an operand broadcast over the batch),
+  with that stride's power-of-two divisor stated (AB_DIV/BB_DIV/CB_DIV) so that every
+  matrix keeps the 16-byte vector loads and the cp.async pipeline of the first.
 * Both final stores (mode 0's, and the last arriver's in modes 1/2) apply the fused
   epilogue, ``act(acc + bias) + residual`` in fp32 (gemmtune.epilogue; ``fused_epilogue``),
   selected by constexprs that a plain mm leaves off (DecomposeK's partials too: its sum
@@ -83,6 +87,7 @@ def _tiled_mm_kernel(
     a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr,
     M, N, K, K_PER_SPLIT,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cz, stride_cm, stride_cn,
+    stride_ab, stride_bb, stride_cb,
     stride_bias, stride_rm, stride_rn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, SPLIT_MODE: tl.constexpr,
@@ -93,10 +98,32 @@ def _tiled_mm_kernel(
     M_DIV: tl.constexpr, N_DIV: tl.constexpr,
     GPU_FENCE: tl.constexpr, MASK_M: tl.constexpr, MASK_N: tl.constexpr, KS_DIV: tl.constexpr,
     HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, RN_UNIT: tl.constexpr,
-    SCALE: tl.constexpr,
+    SCALE: tl.constexpr, BATCHED: tl.constexpr,
+    AB_DIV: tl.constexpr, BB_DIV: tl.constexpr, CB_DIV: tl.constexpr,
 ):
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
+    if BATCHED:
+        # bmm: one matrix product per program_id(2); each operand steps by its own batch stride
+        # (0 for one matrix broadcast over the batch). In int64: batch x stride overflows int32
+        # long before one matrix's offsets do (64 heads x 4096^2 bf16).
+        pid_b = tl.program_id(2).to(tl.int64)
+        off_a = pid_b * stride_ab
+        off_b = pid_b * stride_bb
+        off_c = pid_b * stride_cb
+        # What each batch stride is a multiple of (batch_divisor): Triton's own specialisation
+        # knows only multiples of 16 elements, and a batch stride of 8 x odd bf16 elements
+        # (16-byte steps) left every matrix's alignment unknown: no cp.async pipeline at all
+        # (an offline sm_90 compile of a 128x128x64 tile: tests/test_bmm.py).
+        if AB_DIV > 1:
+            off_a = tl.multiple_of(off_a, AB_DIV)
+        if BB_DIV > 1:
+            off_b = tl.multiple_of(off_b, BB_DIV)
+        if CB_DIV > 1:
+            off_c = tl.multiple_of(off_c, CB_DIV)
+        a_ptr += off_a
+        b_ptr += off_b
+        c_ptr += off_c
     num_splits = tl.num_programs(1)
     grid_m = tl.cdiv(M, BLOCK_M)
     grid_n = tl.cdiv(N, BLOCK_N)
@@ -411,6 +438,12 @@ def _pow2_divisor(x: int, cap: int = 16) -> int:
     return d
 
 
+def batch_divisor(stride: int) -> int:
+    """What a batch stride is a multiple of (a power of two up to 16; 0, a broadcast operand's,
+    counts as 16): the kernel states it on each matrix's offset (BATCHED)."""
+    return _pow2_divisor(stride)
+
+
 def lead_divisor(t: torch.Tensor) -> int:
     """What the leading (non-unit) stride of a 2-D operand is known to be a multiple of.
 
@@ -515,18 +548,29 @@ def epilogue_key(epi: EpilogueArgs | None):
 
 def _tiled_args(a, b, c, *, block_m, block_n, block_k, group_m, k_per_split, split_mode=0, stride_cz=0,
                 ws=None, locks=None, allow_tf32=False, edge="auto", epilogue=None):
-    """(grid, runtime args, constexprs) of one launch of the tiled kernel."""
+    """(grid, runtime args, constexprs) of one launch of the tiled kernel. 3-D ``a``, ``b``, ``c``
+    (batch, rows, cols): a bmm, one product per program_id(2) (BATCHED); everything about one
+    matrix (strides, alignment hints, int64 offsets) is read from the first one."""
+    batched = a.dim() == 3
+    if batched:
+        if epilogue is not None or split_mode != 0 or stride_cz:
+            raise ValueError("the batched tiled kernel (bmm) runs one K-slice and no epilogue")
+        batch_strides = (a.stride(0), b.stride(0), c.stride(0))
+        batch = c.shape[0]
+        a, b, c = a[0], b[0], c[0]
+    else:
+        batch_strides, batch = (0, 0, 0), 1
     M, K = a.shape
     N = b.shape[1]
     splits = cdiv(K, k_per_split)
-    grid = (cdiv(M, block_m) * cdiv(N, block_n), splits)
+    grid = (cdiv(M, block_m) * cdiv(N, block_n), splits) + ((batch,) if batched else ())
     am_unit = a.stride(1) != 1 and a.stride(0) == 1
     bn_unit = b.stride(1) == 1
     mask_m, mask_n = edge_masks(M, N, block_m, block_n, edge, m_contiguous=am_unit, n_contiguous=bn_unit)
     args = (a, b, c, c if ws is None else ws, c if locks is None else locks, *epilogue_pointers(epilogue, c),
             M, N, K, k_per_split,
             a.stride(0), a.stride(1), b.stride(0), b.stride(1), stride_cz, c.stride(-2), c.stride(-1),
-            *epilogue_strides(epilogue))
+            *batch_strides, *epilogue_strides(epilogue))
     consts = dict(
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m,
         EVEN_K=K % block_k == 0 and k_per_split % block_k == 0, SPLIT_MODE=split_mode,
@@ -544,7 +588,10 @@ def _tiled_args(a, b, c, *, block_m, block_n, block_k, group_m, k_per_split, spl
         N_DIV=min(_pow2_divisor(N), block_n) if bn_unit and not mask_n else 1,
         GPU_FENCE=split_mode != 0 and not _INTERPRETED, MASK_M=mask_m, MASK_N=mask_n,
         KS_DIV=16 if splits == 1 else _pow2_divisor(k_per_split),
-        **epilogue_consts(epilogue),
+        **epilogue_consts(epilogue), BATCHED=batched,
+        AB_DIV=batch_divisor(batch_strides[0]) if batched else 1,
+        BB_DIV=batch_divisor(batch_strides[1]) if batched else 1,
+        CB_DIV=batch_divisor(batch_strides[2]) if batched else 1,
     )
     return grid, args, consts
 
@@ -617,7 +664,7 @@ def direct(fn, kernel, grid, args, consts, a, b, ws, epilogue) -> "Direct | None
         return None
     fixed = tuple(args[N_POINTERS:]) + tuple(consts[n] for n in names[len(args):])
     # A 3-D grid: some triton versions' compiled-kernel runner indexes grid[2].
-    return Direct(kernel[(grid[0], grid[1], 1)], fixed, a, b, ws, epilogue)
+    return Direct(kernel[(grid[0], grid[1], grid[2] if len(grid) > 2 else 1)], fixed, a, b, ws, epilogue)
 
 
 class Direct:

@@ -1,5 +1,10 @@
 """triton_mm: the tiled Triton matmul (grouped tile order, ragged-edge masks, an
-EVEN_K fast path, fp32 accumulation) and its config space."""
+EVEN_K fast path, fp32 accumulation) and its config space.
+
+It serves bmm too: 3-D operands launch the same kernel with the batch on program axis 2
+(kernels.tiled, BATCHED), each operand at its own batch stride (0: broadcast). A bmm's space
+is mm's for one of its matrices (the grid has ``batch`` times the tiles; the tuner measures
+whether smaller tiles pay there); ``plan`` is per matrix, ``grid`` gains the batch axis."""
 
 from __future__ import annotations
 
@@ -48,8 +53,9 @@ def plan(m: int, n: int, k: int, cfg: TileConfig, sms: int | None = None) -> dic
 
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: TileConfig, *,
         allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None):
-    """Launch into ``out``; returns what Triton's launch returns (the compiled kernel on a GPU)."""
-    return launch_tiled(a, b, out, k_per_split=a.shape[1], epilogue=epilogue, **tile_kwargs(cfg, allow_tf32))
+    """Launch into ``out`` (3-D operands and ``out``: a bmm); returns what Triton's launch returns
+    (the compiled kernel on a GPU)."""
+    return launch_tiled(a, b, out, k_per_split=a.shape[-1], epilogue=epilogue, **tile_kwargs(cfg, allow_tf32))
 
 
 def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: TileConfig, *,
@@ -58,7 +64,7 @@ def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: TileConfig
     repeated launches at this problem (kernels.tiled.prepare_direct), or None. With an
     ``epilogue`` both take it as a keyword: ``matches(a, b, epilogue=e)``, ``launch(a, b, out,
     epilogue=e)``."""
-    d = prepare_direct(a, b, out, k_per_split=a.shape[1], epilogue=epilogue, **tile_kwargs(cfg, allow_tf32))
+    d = prepare_direct(a, b, out, k_per_split=a.shape[-1], epilogue=epilogue, **tile_kwargs(cfg, allow_tf32))
     return None if d is None else (d.matches, d)
 
 
@@ -70,9 +76,13 @@ def features_row(facts: tuple, choice) -> tuple:
     return tile_row(facts, choice, choice.config)
 
 
+INDUCTOR_BMM_TEMPLATE = "triton::bmm"  # Inductor's bmm template (kernel/bmm.py), same tile options
+
+
 def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> dict:
     cfg = choice.config
-    return {"template_id": INDUCTOR_TEMPLATE, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
+    template = INDUCTOR_BMM_TEMPLATE if problem.op == "bmm" else INDUCTOR_TEMPLATE
+    return {"template_id": template, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
             "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m, "num_stages": cfg.num_stages,
             "num_warps": cfg.num_warps,
             # torch 2.13 merges this over the kwargs of its own first config, whose
@@ -81,4 +91,6 @@ def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> di
             # torch 2.11 renders the template with this config alone and failed on
             # the H200 with "'USE_FAST_ACCUM' is undefined": give the whole option
             # set Inductor's mm heuristics build (fp32 accumulation, no fast accum).
-            "USE_FAST_ACCUM": False, "ACC_TYPE": "tl.float32"}
+            "USE_FAST_ACCUM": False, "ACC_TYPE": "tl.float32",
+            # Inductor's bmm template reads ALLOW_TF32 in its tl.dot; exported problems are never tf32.
+            **({"ALLOW_TF32": False} if problem.op == "bmm" else {})}

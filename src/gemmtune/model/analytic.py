@@ -21,7 +21,9 @@ One Triton program computes a BLOCK_M x BLOCK_N tile over ``k_len`` of K in
 
 plus what a family adds: split-K partials (fp32 workspace traffic, atomics, and
 the last-arriving program's serial read of all partials in deterministic mode),
-DecomposeK's second launch that sums the partials, and the ``pad+`` copies. aten
+DecomposeK's second launch that sums the partials, and the ``pad+`` copies. A bmm
+(``problem.batch`` products) multiplies the tiles and programs by the batch, and the
+operand and output bytes by it (a broadcast operand's once). aten
 (cuBLAS) is modelled as a well-tuned library: roofline at 80% of peak math and
 85% of bandwidth, and about 5x slower math when an operand is not 16-byte
 aligned (cuBLAS then runs narrow-load kernels).
@@ -202,10 +204,14 @@ class AnalyticModel:
         k_len = np.maximum(b.k_len, 1).astype(f)
         ua = ~b.aligned_a.astype(bool)
         ub = ~b.aligned_b.astype(bool)
+        # bmm: ``nb`` products; a broadcast operand is one matrix, read once.
+        nb = float(problem.batch)
+        na_mat = 1.0 if problem.broadcast_a else nb
+        nb_mat = 1.0 if problem.broadcast_b else nb
 
         # --- grid, occupancy, waves
         grid_m, grid_n = _cdiv(M, bm), _cdiv(N, bn)
-        tiles = grid_m * grid_n
+        tiles = grid_m * grid_n * nb
         programs = tiles * split
         k_iters = _cdiv(k_len, bk)
         bytes_step = (bm * bk + bk * bn) * es
@@ -251,15 +257,22 @@ class AnalyticModel:
 
         # --- DRAM: operands per concurrent window of tiles, an operand in L2 read once
         a_bytes, b_bytes = M * K * es, K * N * es
-        window = np.minimum(tiles, np.maximum(1.0, np.floor(sm * conc / split)))
+        # (per matrix: a window of tiles never spans two matrices of a bmm)
+        mat_tiles = grid_m * grid_n
+        window = np.minimum(mat_tiles, np.maximum(1.0, np.floor(sm * conc / split)))
         g = np.maximum(b.group_m, 1).astype(f)
         wm0 = np.where(g > 1, np.minimum(grid_m, g), 1.0)
         wn = np.minimum(grid_n, _cdiv(window, wm0))
         wm = np.clip(np.floor(window / wn), wm0, grid_m)
-        n_win = tiles / (wm * wn)
+        n_win = mat_tiles / (wm * wn)
         a_dram = np.where(a_bytes <= L2_FIT * self.l2, a_bytes, np.maximum(a_bytes, n_win * wm * bm * K * es))
         b_dram = np.where(b_bytes <= L2_FIT * self.l2, b_bytes, np.maximum(b_bytes, n_win * wn * bn * K * es))
-        out_bytes = M * N * oes
+        # bmm: each matrix's traffic, times the matrices; a broadcast operand stays in L2 when it fits.
+        a_dram = np.where(na_mat < nb, a_dram + (nb - 1) * np.where(a_bytes <= L2_FIT * self.l2, 0.0, a_dram),
+                          nb * a_dram)
+        b_dram = np.where(nb_mat < nb, b_dram + (nb - 1) * np.where(b_bytes <= L2_FIT * self.l2, 0.0, b_dram),
+                          nb * b_dram)
+        out_bytes = M * N * oes * nb
         dk = b.fam == DECOMPOSE_K
         # DecomposeK's first kernel writes fp32 partials [split, M, N] instead of the output.
         c_dram = np.where(dk, split * M * N * 4.0, out_bytes)
@@ -278,7 +291,7 @@ class AnalyticModel:
         extra += np.where(det, _cdiv(tiles, sm) * split * (DET_SLICE_S + tile_f32 / REDUCE_BW), 0.0)
         atomic = splitk & (b.det == 0)
         extra += np.where(atomic, programs * tile_f32 / (ATOMIC_SM_BW * sm) + tile_f32 / REDUCE_BW, 0.0)
-        part_bytes = split * M * N * 4.0
+        part_bytes = split * M * N * 4.0 * nb
         t_sum = np.maximum(part_bytes / (self.mem_bw * DRAM_EFF), split * SUM_SLICE_S) \
             + out_bytes / (self.mem_bw * DRAM_EFF)
         extra += np.where(dk, LAUNCH_S + t_sum, 0.0)
@@ -286,16 +299,16 @@ class AnalyticModel:
         tri_total = LAUNCH_S + _softmax(t_sm, t_dram) + extra
 
         # --- aten: a well-tuned library at the roofline
-        flops = 2.0 * M * N * K
+        flops = 2.0 * M * N * K * nb
         if fp32 and not problem.allow_tf32:
             rate = self.peak32 * ATEN_EFF_FP32
         else:
             rate = self.peak16 * (0.5 if fp32 else rate16) * ATEN_EFF
-        min_bytes = a_bytes + b_bytes + out_bytes
+        min_bytes = a_bytes * na_mat + b_bytes * nb_mat + out_bytes
         aligned = ~(ua | ub)
         small_mn = (M <= 256) & (N <= 256) & (K >= 4096)
         t_aligned = _softmax(flops / rate, min_bytes / (self.mem_bw * DRAM_EFF)) + ATEN_SPLITK_S * small_mn
-        t128 = _cdiv(M, 128) * _cdiv(N, 128)
+        t128 = _cdiv(M, 128) * _cdiv(N, 128) * nb
         splits = np.maximum(1, np.minimum(K // ATEN_UNALIGNED_SPLIT_K, np.ceil(sm / t128)))
         tiles = t128 * splits
         fill = tiles / (np.ceil(tiles / sm) * sm)
@@ -307,8 +320,8 @@ class AnalyticModel:
         # --- pad+: copy both operands (K and N rounded up), and the output back when N grew
         if b.pad.any():
             m0, n0, k0 = problem.m, problem.n, problem.k
-            copy_in = (m0 * k0 + k0 * n0) * es + (M * K + K * N) * es
-            copy_out = np.where(N != n0, 2.0 * M * N * oes, 0.0)
+            copy_in = ((m0 * k0 + M * K) * na_mat + (k0 * n0 + K * N) * nb_mat) * es
+            copy_out = np.where(N != n0, 2.0 * M * N * oes * nb, 0.0)
             t_pad = 2 * LAUNCH_S + copy_in / (self.mem_bw * PAD_BW_EFF) \
                 + np.where(N != n0, LAUNCH_S, 0.0) + copy_out / (self.mem_bw * PAD_BW_EFF)
             pad_cost = np.where(b.pad == 1, t_pad, 0.0)
@@ -330,6 +343,6 @@ class AnalyticModel:
             "tile_intensity": np.where(aten, zero, 2 * bm * bn * bk / bytes_step),
             "smem": np.where(aten, zero, smem),
             "acc_regs": np.where(aten, zero, acc),
-            "edge_efficiency": np.where(aten, 1.0, M * N / (tiles * bm * bn)),
+            "edge_efficiency": np.where(aten, 1.0, M * N * nb / (tiles * bm * bn)),
             "wgmma": np.where(aten, zero, wgmma.astype(f)),
         }

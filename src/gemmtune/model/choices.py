@@ -74,7 +74,8 @@ _FIELDS = tuple(f.name for f in fields(ChoiceBatch))
 
 
 def _facts(p: Problem) -> tuple:
-    return (p.m, p.n, p.k, p.aligned_a and p.layout_a != "strided", p.aligned_b and p.layout_b != "strided")
+    # (per matrix for a bmm: the analytic model multiplies by problem.batch)
+    return (p.m, p.n, p.k, p.aligned_a and p.slice_layout_a != "strided", p.aligned_b and p.slice_layout_b != "strided")
 
 
 def _raw(facts: tuple, choice: Choice) -> tuple:

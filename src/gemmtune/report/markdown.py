@@ -21,7 +21,8 @@ def _x(x: float | None, tie: bool = False, same: bool = False) -> str:
 
 def _dims(s: dict) -> str:
     short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-    return f"{s['m']}×{s['n']}×{s['k']} {short.get(s['dtype'], s['dtype'])}"
+    batch = f"{s['batch']}×" if s.get("batch", 1) != 1 else ""  # a bmm's batch first
+    return f"{batch}{s['m']}×{s['n']}×{s['k']} {short.get(s['dtype'], s['dtype'])}"
 
 
 def _why(rec: dict | None) -> str:

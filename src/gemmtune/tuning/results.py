@@ -142,7 +142,8 @@ def render(result: TuneResult, console=None) -> None:
                      overflow="fold", no_wrap=col != "best choice")
     for s in result.shapes:
         bias = " +bias" if s.problem.op == "addmm" else ""
-        t.add_row(s.name, f"{s.problem.m}x{s.problem.n}x{s.problem.k} {s.problem.dtype}{bias}",
+        batch = f"{s.problem.batch}x" if s.problem.op == "bmm" else ""  # bmm: batch x M x N x K
+        t.add_row(s.name, f"{batch}{s.problem.m}x{s.problem.n}x{s.problem.k} {s.problem.dtype}{bias}",
                   s.best or "-", f"{s.best_ms * 1e3:.2f}" if s.best_ms else "-",
                   f"{s.aten_ms * 1e3:.2f}" if s.aten_ms else "-",
                   f"{s.speedup:.2f}x" if s.speedup else "-", str(s.tried), str(s.failed),
