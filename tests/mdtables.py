@@ -19,6 +19,7 @@ def md_tables(md: str) -> list[list[dict[str, str]]]:
 
 
 def md_rows(md: str, **cells: str) -> list[dict[str, str]]:
-    """Every table row whose named cells hold these values (``_`` in a name stands for a space)."""
+    """Every table row whose named cells hold these values (``_`` in a keyword's name stands for a
+    space; pass headers with other characters as ``**{"M×N×K": ...}``)."""
     want = {k.replace("_", " "): v for k, v in cells.items()}
     return [r for t in md_tables(md) for r in t if all(r.get(k) == v for k, v in want.items())]
