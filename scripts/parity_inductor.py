@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """On a GPU: our triton_mm against Inductor's mm template running the SAME config, one process.
 
-    python3 scripts/parity_inductor.py --out $OUT/parity.json [--code-dir $OUT/code]
+    python3 scripts/parity_inductor.py --out $OUT/parity.json [--code-dir $OUT/code] [--small] [--static]
 
 For each shape x config, Inductor is forced onto the config through gemmtune's lookup-table
 export (``inductor_export.install``: one candidate, so it does not autotune), compiled with
@@ -9,7 +9,9 @@ export (``inductor_export.install``: one candidate, so it does not autotune), co
 kernel and ours are timed together (CUDA graphs, L2-cold, rounds interleaved with cuBLAS)
 after both outputs passed the fp64 check. The table: ratio =
 ours / Inductor's time (target <= 1.02). ``--code-dir`` keeps Inductor's generated source and
-our kernel's TTGIR / PTX of the worst rows, for reading side by side.
+our kernel's TTGIR / PTX of the worst rows, for reading side by side. ``--small`` keeps the
+small and unaligned rows; ``--static`` also times our kernel with every size and stride compiled
+in as a constant (kernels.tiled._tiled_mm_static, launch_tiled(static=True)): ratio_static.
 """
 
 from __future__ import annotations
@@ -45,7 +47,10 @@ CASES = [
     (96, 50257, 768, "bfloat16", "BM64-BN128-BK64-S4-W4-G8"),
     (333, 4097, 1025, "bfloat16", "BM64-BN128-BK64-S4-W4-G8"),
     (4096, 4096, 4096, "float32", "BM128-BN128-BK32-S3-W8-G8"),
+    (777, 1531, 2049, "float16", "BM64-BN128-BK64-S3-W4-G8"),
 ]
+SMALL = {(512, 4096, 4096), (1024, 1024, 1024), (1000, 1000, 1000), (4095, 4095, 4095), (300, 20001, 512),
+         (96, 50257, 768), (333, 4097, 1025), (777, 1531, 2049)}
 
 
 def main() -> int:
@@ -53,6 +58,8 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--code-dir")
     ap.add_argument("--limit", type=int)
+    ap.add_argument("--small", action="store_true")
+    ap.add_argument("--static", action="store_true")
     args = ap.parse_args()
 
     from torch._inductor.utils import run_and_get_code
@@ -62,6 +69,7 @@ def main() -> int:
     from gemmtune.bench.timing import CudaGraphTimer, sets_for
     from gemmtune.benchmark import aggregate, make_entry, round_robin
     from gemmtune.configs import Choice
+    from gemmtune.kernels.tiled import launch_tiled, tile_kwargs
     from gemmtune.device import DeviceInfo
     from gemmtune.problem import DTYPES, Problem
     from gemmtune.table import LookupTable, TableChoice
@@ -74,7 +82,8 @@ def main() -> int:
     code_dir = Path(args.code_dir) if args.code_dir else None
     if code_dir:
         code_dir.mkdir(parents=True, exist_ok=True)
-    for i, (m, n, k, dt, cfg) in enumerate(CASES[: args.limit]):
+    cases = [c for c in CASES if not args.small or c[:3] in SMALL]
+    for i, (m, n, k, dt, cfg) in enumerate(cases[: args.limit]):
         p = Problem.from_sizes(m, n, k, dt)
         choice = Choice.parse(f"triton_mm:{cfg}")
         tdt = DTYPES[p.dtype]
@@ -102,6 +111,11 @@ def main() -> int:
                 "inductor": lambda j: f(*ins[j]),
                 "ours": lambda j: fam.run(*ins[j], outs[j], choice.config),
             }
+            if args.static:
+                skw = {**tile_kwargs(choice.config, False), "k_per_split": k, "static": True}
+                launch_tiled(*ins[0], outs[0], **skw)
+                row["static_ok"] = compare(outs[0], ref, tolerance(p)).ok
+                launches["static"] = lambda j: launch_tiled(*ins[j], outs[j], **skw)
             entries = {name: make_entry(timer, fn, nsets) for name, fn in launches.items()}
             try:
                 times = round_robin(entries, 30, 3)
@@ -111,6 +125,8 @@ def main() -> int:
             for name, t in times.items():
                 row[name] = aggregate(t) if not isinstance(t, BaseException) else {"error": str(t)[:200]}
             row["ratio"] = row["ours"]["ms"] / row["inductor"]["ms"]
+            if "static" in row and "ms" in row["static"]:
+                row["ratio_static"] = row["static"]["ms"] / row["inductor"]["ms"]
             ck = fam.run(*ins[0], outs[0], choice.config)
             ttgir = ck.asm.get("ttgir", "") if ck is not None else ""
             row["ours_ir"] = {w: ttgir.count(w) for w in ("warp_group_dot", "async_copy_global_to_local",
@@ -137,7 +153,8 @@ def main() -> int:
         if "ratio" in row:
             print(f"{m}x{n}x{k} {dt:9s} {cfg:28s} ours {row['ours']['ms'] * 1e3:8.1f} us  inductor "
                   f"{row['inductor']['ms'] * 1e3:8.1f} us  cuBLAS {row['cublas']['ms'] * 1e3:8.1f} us  "
-                  f"ratio {row['ratio']:.3f}  used-config {row['inductor_used_config']}  "
+                  f"ratio {row['ratio']:.3f}  static {row.get('ratio_static', float('nan')):.3f} "
+                  f"({row.get('static_ok')})  used-config {row['inductor_used_config']}  "
                   f"ok {row['ours_ok']}/{row['inductor_ok']} | ours {row['ours_ir']} regs {row['ours_regs']}",
                   flush=True)
         else:

@@ -280,6 +280,43 @@ def _tiled_mm_kernel(
                    sa_ptr, sb_ptr, SCALE)
 
 
+# The same kernel with every size and stride a compile-time constant, as Inductor's template
+# bakes them in: one compile per problem instead of per alignment class. An experiment on why
+# Inductor's template runs faster than ours on small and unaligned shapes with the same config
+# (benchmarks/results/2026-11-23-h200-parity: 1.2-1.3x on 333x4097x1025, 300x20001x512,
+# 96x50257x768); launch_tiled(static=True) runs it.
+@triton.jit
+def _tiled_mm_static(
+    a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr,
+    M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, K_PER_SPLIT: tl.constexpr,
+    stride_am: tl.constexpr, stride_ak: tl.constexpr, stride_bk: tl.constexpr, stride_bn: tl.constexpr,
+    stride_cz: tl.constexpr, stride_cm: tl.constexpr, stride_cn: tl.constexpr,
+    stride_ab: tl.constexpr, stride_bb: tl.constexpr, stride_cb: tl.constexpr,
+    stride_bias: tl.constexpr, stride_rm: tl.constexpr, stride_rn: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, SPLIT_MODE: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, INDEX_64: tl.constexpr,
+    AK_UNIT: tl.constexpr, AM_UNIT: tl.constexpr,
+    BK_UNIT: tl.constexpr, BN_UNIT: tl.constexpr, CN_UNIT: tl.constexpr,
+    A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr, K_DIV: tl.constexpr,
+    M_DIV: tl.constexpr, N_DIV: tl.constexpr,
+    GPU_FENCE: tl.constexpr, MASK_M: tl.constexpr, MASK_N: tl.constexpr, KS_DIV: tl.constexpr,
+    HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, RN_UNIT: tl.constexpr,
+    SCALE: tl.constexpr, BATCHED: tl.constexpr,
+    AB_DIV: tl.constexpr, BB_DIV: tl.constexpr, CB_DIV: tl.constexpr,
+):
+    _tiled_mm_kernel(
+        a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr,
+        M, N, K, K_PER_SPLIT,
+        stride_am, stride_ak, stride_bk, stride_bn, stride_cz, stride_cm, stride_cn,
+        stride_ab, stride_bb, stride_cb, stride_bias, stride_rm, stride_rn,
+        BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, SPLIT_MODE, INPUT_PRECISION, INDEX_64,
+        AK_UNIT, AM_UNIT, BK_UNIT, BN_UNIT, CN_UNIT, A_LEAD_DIV, B_LEAD_DIV, K_DIV, M_DIV, N_DIV,
+        GPU_FENCE, MASK_M, MASK_N, KS_DIV, HAS_BIAS, ACT, HAS_RES, RN_UNIT, SCALE, BATCHED,
+        AB_DIV, BB_DIV, CB_DIV,
+    )
+
+
 @triton.jit
 def activation(x, ACT: tl.constexpr):
     """The activation numbered ``ACT`` (gemmtune.epilogue.ACTIVATIONS) on fp32 ``x``."""
@@ -615,14 +652,20 @@ def launch_tiled(
     allow_tf32: bool = False,
     edge: str = "auto",
     epilogue: EpilogueArgs | None = None,
+    static: bool = False,
 ):
     """Launch the tiled kernel; the caller has validated shapes and sizes (M, N, K > 0) and the
     epilogue (gemmtune.epilogue.bind). Returns what Triton's launch returns (the compiled
-    kernel on a GPU)."""
+    kernel on a GPU). ``static``: sizes and strides compiled in as constants (_tiled_mm_static)."""
     grid, args, consts = _tiled_args(a, b, c, block_m=block_m, block_n=block_n, block_k=block_k,
                                      group_m=group_m, k_per_split=k_per_split, split_mode=split_mode,
                                      stride_cz=stride_cz, ws=ws, locks=locks, allow_tf32=allow_tf32,
                                      edge=edge, epilogue=epilogue)
+    if static:
+        names = _tiled_mm_static.arg_names[N_POINTERS:len(args)]
+        consts = {**dict(zip(names, args[N_POINTERS:])), **consts}
+        return _launch(_tiled_mm_static, grid, args[:N_POINTERS], {**consts, "num_warps": num_warps,
+                                                                    "num_stages": num_stages})
     return _launch(_tiled_mm_kernel, grid, args, {**consts, "num_warps": num_warps, "num_stages": num_stages})
 
 
