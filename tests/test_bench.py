@@ -59,7 +59,8 @@ def test_process_settings_undo_in_reverse_order():
 
 
 def test_bench_command_passes_deadline_and_ceilings_file(monkeypatch, tmp_path, capsys):
-    """The environment variables GEMMTUNE_BENCH_DEADLINE / _CEILINGS are now options."""
+    """The environment variables GEMMTUNE_BENCH_DEADLINE / _CEILINGS are now options; for this
+    release the command still honours them when the option is not given, with a warning."""
     from gemmtune import cli
     from gemmtune.bench import suite
 
@@ -69,6 +70,14 @@ def test_bench_command_passes_deadline_and_ceilings_file(monkeypatch, tmp_path, 
     rc = cli.main(["bench", "--groups", "odd", "--deadline", "1700000000", "--ceilings-file", str(tmp_path / "c.json"),
                    "--out", str(tmp_path)])
     assert rc == 0 and seen["deadline"] == 1700000000.0 and seen["ceilings_file"] == str(tmp_path / "c.json")
-    monkeypatch.setenv("GEMMTUNE_BENCH_DEADLINE", "1")  # no longer read
     cli.main(["bench", "--groups", "odd", "--out", str(tmp_path)])
     assert seen["deadline"] is None and seen["ceilings_file"] is None
+    capsys.readouterr()
+    monkeypatch.setenv("GEMMTUNE_BENCH_DEADLINE", "12.5")
+    cli.main(["bench", "--groups", "odd", "--out", str(tmp_path)])
+    assert seen["deadline"] == 12.5 and "GEMMTUNE_BENCH_DEADLINE is deprecated" in capsys.readouterr().err
+    cli.main(["bench", "--groups", "odd", "--out", str(tmp_path), "--deadline", "7"])
+    assert seen["deadline"] == 7.0  # the option wins
+    from gemmtune.bench.suite import run
+    import inspect
+    assert "GEMMTUNE_BENCH" not in inspect.getsource(run)  # the library reads no environment

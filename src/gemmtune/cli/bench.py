@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from .common import positive_int
@@ -37,10 +38,21 @@ def cmd_bench(args) -> int:
         print(f"note: bench compares plain products: {addmm} addmm row(s) are benchmarked as mm (without the bias)",
               file=sys.stderr)
         shapes = [dataclasses.replace(s, problem=dataclasses.replace(s.problem, op="mm")) for s in shapes]
+    deadline, ceilings_file = args.deadline, args.ceilings_file
+    for name, flag in (("GEMMTUNE_BENCH_DEADLINE", "--deadline"), ("GEMMTUNE_BENCH_CEILINGS", "--ceilings-file")):
+        # The old environment variables, for this release: honoured when the option is not given.
+        value = os.environ.get(name)
+        if value and (deadline if flag == "--deadline" else ceilings_file) is None:
+            print(f"gemmtune bench: warning: {name} is deprecated and goes in the next release; use {flag}",
+                  file=sys.stderr)
+            if flag == "--deadline":
+                deadline = float(value)
+            else:
+                ceilings_file = value
     print(suite.run(shapes, out_dir=args.out, suite=args.suite or "public", groups=groups,
                     limit=args.limit, repeats=args.repeats, skip_inductor=args.skip_inductor,
                     skip_tunableop=args.skip_tunableop, seed=args.seed, extra=extra,
-                    deadline=args.deadline, ceilings_file=args.ceilings_file))
+                    deadline=deadline, ceilings_file=ceilings_file))
     return 0
 
 
