@@ -213,3 +213,32 @@ def test_lookahead_plans_ahead_and_raises_a_shapes_error_on_its_turn():
     with pytest.raises(ValueError, match="bad shape"):
         ahead.plan(1)
     assert ahead.plan(2) == 192 and planned == [64, 128, 192, 256]
+
+
+# ----------------------------------------------------------------------------- the sweep, with a fake pool
+class TimedPool(FakePool):
+    """Answers every candidate ok, cuBLAS slowest, so the first Triton candidate wins."""
+
+    def map(self, tasks, **kw):
+        self.tasks += tasks
+        for i, t in enumerate(tasks):
+            yield t, {"status": "ok", "device_ms": 1.0 if t["choice"] == "aten" else 0.5 + 0.01 * i, "repeats": 20}
+
+
+def test_tuner_sweep_records_summarizes_and_reuses(store):
+    shapes = as_shapes([P, P.with_sizes(k=2048)])
+    plan = CandidatePlan(("decompose_k",), "default", H100)
+    tuner = Tuner(progress=False)
+    pool = TimedPool()
+    rec = Recorder(store, CTX)
+    results, wait = tuner._sweep(shapes, plan, Executor(pool), rec)
+    n = sum(len(plan(s.problem).choices) for s in shapes)
+    assert rec.recorded == n == len(pool.tasks) and tuner._reused == 0 and wait == 0.0
+    assert [r.best for r in results] == ["decompose_k:s2", "decompose_k:s2"]
+    assert all(r.aten_ms == 1.0 and r.speedup == pytest.approx(1.0 / r.best_ms) and r.failed == 0 and r.k is None
+               for r in results)
+    # The same sweep again: everything comes from the store, nothing is measured.
+    again = Recorder(store, CTX)
+    results2, _ = tuner._sweep(shapes, plan, Executor(pool), again)
+    assert again.recorded == 0 and tuner._reused == n and len(pool.tasks) == n
+    assert [r.best for r in results2] == [r.best for r in results]
