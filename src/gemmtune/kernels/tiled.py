@@ -661,12 +661,15 @@ def launch_tiled(
                                      group_m=group_m, k_per_split=k_per_split, split_mode=split_mode,
                                      stride_cz=stride_cz, ws=ws, locks=locks, allow_tf32=allow_tf32,
                                      edge=edge, epilogue=epilogue)
-    if static:
-        names = _tiled_mm_static.arg_names[N_POINTERS:len(args)]
-        consts = {**dict(zip(names, args[N_POINTERS:])), **consts}
-        return _launch(_tiled_mm_static, grid, args[:N_POINTERS], {**consts, "num_warps": num_warps,
-                                                                    "num_stages": num_stages})
-    return _launch(_tiled_mm_kernel, grid, args, {**consts, "num_warps": num_warps, "num_stages": num_stages})
+    fn, args, consts = _static(args, consts) if static else (_tiled_mm_kernel, args, consts)
+    return _launch(fn, grid, args, {**consts, "num_warps": num_warps, "num_stages": num_stages})
+
+
+def _static(args: tuple, consts: dict) -> tuple:
+    """(_tiled_mm_static, its runtime args: the pointers, its constexprs: the sizes and strides
+    of ``args`` too) for one launch of the tiled kernel's ``args`` and ``consts``."""
+    names = _tiled_mm_static.arg_names[N_POINTERS:len(args)]
+    return _tiled_mm_static, args[:N_POINTERS], {**dict(zip(names, args[N_POINTERS:])), **consts}
 
 
 def tile_kwargs(cfg, allow_tf32: bool) -> dict:
@@ -675,7 +678,7 @@ def tile_kwargs(cfg, allow_tf32: bool) -> dict:
             "num_stages": cfg.num_stages, "num_warps": cfg.num_warps, "allow_tf32": allow_tf32}
 
 
-def prepare_direct(a, b, c, *, num_stages, num_warps, ws=None, locks=None, epilogue=None, **kw):
+def prepare_direct(a, b, c, *, num_stages, num_warps, ws=None, locks=None, epilogue=None, static=False, **kw):
     """A launcher for repeated launches at this exact problem: ``fn(a, b, c, ws, locks, epilogue)``.
 
     Triton's own launch path binds and specialises every argument on every call (tens
@@ -692,8 +695,12 @@ def prepare_direct(a, b, c, *, num_stages, num_warps, ws=None, locks=None, epilo
     if _INTERPRETED:
         return None
     grid, args, consts = _tiled_args(a, b, c, ws=ws, locks=locks, epilogue=epilogue, **kw)
-    kernel = _tiled_mm_kernel[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
-    return direct(_tiled_mm_kernel, kernel, grid, args, consts, a, b, ws, epilogue)
+    fn, args, consts = _static(args, consts) if static else (_tiled_mm_kernel, args, consts)
+    kernel = fn[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
+    d = direct(fn, kernel, grid, args, consts, a, b, ws, epilogue)
+    if d is not None and static:
+        d.shapes = (a.shape, b.shape)  # sizes are compiled in too
+    return d
 
 
 def direct(fn, kernel, grid, args, consts, a, b, ws, epilogue) -> "Direct | None":
@@ -713,7 +720,7 @@ def direct(fn, kernel, grid, args, consts, a, b, ws, epilogue) -> "Direct | None
 class Direct:
     """A prepared launch (see ``prepare_direct``)."""
 
-    __slots__ = ("runner", "fixed", "strides", "align", "ws_max", "epi")
+    __slots__ = ("runner", "fixed", "strides", "align", "ws_max", "epi", "shapes")
 
     def __init__(self, runner, fixed, a, b, ws, epilogue=None):
         self.runner, self.fixed = runner, fixed
@@ -722,11 +729,13 @@ class Direct:
         # A workspace only grows; past int32 offsets the kernel needs INDEX_64 recompiled.
         self.ws_max = _INT32_LIMIT if ws is not None and not needs_int64(ws) else math.inf
         self.epi = epilogue_key(epilogue)
+        self.shapes = None  # set for a static kernel, whose sizes are compiled in
 
     def matches(self, a, b, ws=None, epilogue=None) -> bool:
         """Whether ``a``, ``b`` (``ws`` and ``epilogue``) fit what this launch was specialised on."""
         return ((a.stride(), b.stride()) == self.strides
                 and (a.data_ptr() % 16, b.data_ptr() % 16) == self.align
+                and (self.shapes is None or (a.shape, b.shape) == self.shapes)
                 and (ws is None or ws.numel() <= self.ws_max)
                 and (self.epi is None if epilogue is None else epilogue_key(epilogue) == self.epi))
 
