@@ -592,3 +592,20 @@ def test_batched_kernel_pipelines_like_mm_on_sm90(tmp_path):
     assert got["mm"]["async"] > 0 and got["mm"]["wgmma"] > 0
     assert got["bmm"]["async"] == got["mm"]["async"] and got["bmm"]["wgmma"] == got["mm"]["wgmma"]
     assert got["bmm"]["scalar_loads"] == 0, got
+
+
+def test_a_batch_over_one_grid_runs_in_several_launches(monkeypatch):
+    """CUDA's grid axis 2 holds 65,535 programs: a larger batch runs in chunks (here the limit is
+    set to 2, so that 5 matrices take 3 launches in the interpreter)."""
+    triton_ok()
+    from gemmtune.kernels import tiled
+
+    launches = []
+    real = tiled._launch
+    monkeypatch.setattr(tiled, "MAX_GRID_Z", 2)
+    monkeypatch.setattr(tiled, "_launch", lambda fn, grid, args, kw: (launches.append(grid), real(fn, grid, args, kw))[1])
+    a, b = randn(5, 17, 40), randn(1, 40, 24).expand(5, 40, 24)
+    for choice in (TILE, "pad+" + TILE):
+        launches.clear()
+        assert_matches(gemmtune.matmul(a, b, choice=choice), a, b, torch.float16)
+        assert [g[2] for g in launches] == [2, 2, 1]
