@@ -609,3 +609,15 @@ def test_a_batch_over_one_grid_runs_in_several_launches(monkeypatch):
         launches.clear()
         assert_matches(gemmtune.matmul(a, b, choice=choice), a, b, torch.float16)
         assert [g[2] for g in launches] == [2, 2, 1]
+
+
+def test_dispatcher_benchmark_mode_times_the_hint_kernels_on_a_bmm():
+    triton_ok()
+    from gemmtune.dispatch import compile_bmm
+
+    d = compile_bmm(batch=4, n=24, k=32, dtype="fp16", hints={"m": [8, 32]}, mode="benchmark", timer=FakeTimer(),
+                    tune_fn=lambda ps, **kw: {ps[0].key: TILE, ps[1].key: "aten"})
+    a, b = randn(3, 20, 32), randn(3, 32, 24).transpose(1, 2).contiguous().transpose(1, 2)
+    assert_matches(d(a, b), a, b, torch.float16)
+    dec = d.decision(m=20, batch=3)
+    assert dec.source == "benchmark" and set(dec.times_ms) == {TILE, "aten"} and dec.verified
