@@ -402,8 +402,16 @@ def _sum_splits_kernel(ws_ptr, out_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr, MN, N
 
 
 _INT32_LIMIT = 2**31 - 1
-# CUDA's grid axis 2 (a bmm's batch axis) holds at most this many programs; launch_tiled splits.
+# CUDA's grid axis 2 (a bmm's batch axis) holds at most this many programs (batch_chunks).
 MAX_GRID_Z = 65535
+
+
+def batch_chunks(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):
+    """A bmm's operands in batch slices of at most MAX_GRID_Z matrices, one launch each (views)."""
+    for s in range(0, c.shape[0], MAX_GRID_Z):
+        yield a[s:s + MAX_GRID_Z], b[s:s + MAX_GRID_Z], c[s:s + MAX_GRID_Z]
+
+
 _INTERPRETED = type(_tiled_mm_kernel).__name__ == "InterpretedFunction"
 
 # Compile-only mode (the tuner's parallel compile workers): launches compile the kernel
@@ -620,16 +628,7 @@ def launch_tiled(
 ):
     """Launch the tiled kernel; the caller has validated shapes and sizes (M, N, K > 0) and the
     epilogue (gemmtune.epilogue.bind). Returns what Triton's launch returns (the compiled
-    kernel on a GPU). A bmm whose batch is over MAX_GRID_Z runs in launches of that many matrices."""
-    if a.dim() == 3 and c.shape[0] > MAX_GRID_Z:
-        kernel = None
-        for s in range(0, c.shape[0], MAX_GRID_Z):
-            kernel = launch_tiled(a[s:s + MAX_GRID_Z], b[s:s + MAX_GRID_Z], c[s:s + MAX_GRID_Z], block_m=block_m,
-                                  block_n=block_n, block_k=block_k, group_m=group_m, num_stages=num_stages,
-                                  num_warps=num_warps, k_per_split=k_per_split, split_mode=split_mode,
-                                  stride_cz=stride_cz, ws=ws, locks=locks, allow_tf32=allow_tf32, edge=edge,
-                                  epilogue=epilogue)
-        return kernel
+    kernel on a GPU)."""
     grid, args, consts = _tiled_args(a, b, c, block_m=block_m, block_n=block_n, block_k=block_k,
                                      group_m=group_m, k_per_split=k_per_split, split_mode=split_mode,
                                      stride_cz=stride_cz, ws=ws, locks=locks, allow_tf32=allow_tf32,
