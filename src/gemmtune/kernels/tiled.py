@@ -439,6 +439,16 @@ def _sum_splits_kernel(ws_ptr, out_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr, MN, N
 
 
 _INT32_LIMIT = 2**31 - 1
+# CUDA's grid axis 2 (a bmm's batch axis) holds at most this many programs (batch_chunks).
+MAX_GRID_Z = 65535
+
+
+def batch_chunks(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):
+    """A bmm's operands in batch slices of at most MAX_GRID_Z matrices, one launch each (views)."""
+    for s in range(0, c.shape[0], MAX_GRID_Z):
+        yield a[s:s + MAX_GRID_Z], b[s:s + MAX_GRID_Z], c[s:s + MAX_GRID_Z]
+
+
 _INTERPRETED = type(_tiled_mm_kernel).__name__ == "InterpretedFunction"
 
 # Compile-only mode (the tuner's parallel compile workers): launches compile the kernel
@@ -692,7 +702,7 @@ def prepare_direct(a, b, c, *, num_stages, num_warps, ws=None, locks=None, epilo
     uses ``launch_tiled`` otherwise.
     Returns None in the interpreter (no compiled kernel) or when Triton returned none.
     """
-    if _INTERPRETED:
+    if _INTERPRETED or (a.dim() == 3 and c.shape[0] > MAX_GRID_Z):  # (a batch over one grid: several launches)
         return None
     grid, args, consts = _tiled_args(a, b, c, ws=ws, locks=locks, epilogue=epilogue, **kw)
     fn, args, consts = _static(args, consts) if static else (_tiled_mm_kernel, args, consts)
