@@ -3,7 +3,7 @@ Triton family (scales in the epilogue; split-K's atomics and workspace, persiste
 and bmm through the batched tiled kernel. Odd sizes, row-wise scales with a bias, a row-major
 fp8 B (pad+ makes it K-major), and for bmm a transposed and a broadcast (stride-0) operand.
 
-    compute-sanitizer --tool memcheck python scripts/sanitize_fp8_bmm.py [fp8|bmm]
+    compute-sanitizer --tool memcheck python scripts/sanitize_fp8_bmm.py [fp8] [bmm] [static]
 Each output is checked against fp64; prints one line per launch, then 'sanitize: all ok'.
 """
 import sys
@@ -71,6 +71,25 @@ for choice, bt, m, n, k, var in BMM_CASES if "bmm" in WHAT else []:
         ok, line = err < 1e-2, f"bmm {choice} {bt}x{m}x{n}x{k} {var}: rel err {err:.1e}"
     except Exception as e:  # noqa: BLE001
         ok, line = False, f"bmm {choice} {var}: {type(e).__name__}: {str(e)[:200]}"
+    bad += not ok
+    print(line if ok else line + "  WRONG", flush=True)
+STATIC_CASES = [  # (config, M, N, K, B layout, dtype): triton_static on unaligned operands
+    ("BM64-BN128-BK64-S4-W4-G8", 333, 4097, 1025, "row", torch.bfloat16),
+    ("BM128-BN128-BK64-S3-W4-G8", 300, 20001, 512, "row", torch.float16),
+    ("BM32-BN64-BK32-S2-W4-G8", 7, 1531, 2049, "col", torch.float16),
+    ("BM64-BN64-BK64-S3-W4-G8", 1, 97, 131, "row", torch.float16),
+]
+for cfg, m, n, k, lay, dt in STATIC_CASES if "static" in WHAT else []:
+    a = torch.randn(m, k, device="cuda", dtype=dt)
+    b = torch.randn(k, n, device="cuda", dtype=dt) if lay == "row" else torch.randn(n, k, device="cuda", dtype=dt).t()
+    try:
+        out = gemmtune.matmul(a, b, choice=f"triton_static:{cfg}")
+        torch.cuda.synchronize()
+        ref = a.double() @ b.double()
+        err = float((out.double() - ref).abs().max() / ref.abs().max())
+        ok, line = err < 1e-2, f"static {cfg} {m}x{n}x{k} B={lay} {dt}: rel err {err:.1e}"
+    except Exception as e:  # noqa: BLE001
+        ok, line = False, f"static {cfg} {m}x{n}x{k}: {type(e).__name__}: {str(e)[:200]}"
     bad += not ok
     print(line if ok else line + "  WRONG", flush=True)
 print("sanitize: all ok" if not bad else f"sanitize: {bad} WRONG")

@@ -592,3 +592,32 @@ def test_batched_kernel_pipelines_like_mm_on_sm90(tmp_path):
     assert got["mm"]["async"] > 0 and got["mm"]["wgmma"] > 0
     assert got["bmm"]["async"] == got["mm"]["async"] and got["bmm"]["wgmma"] == got["mm"]["wgmma"]
     assert got["bmm"]["scalar_loads"] == 0, got
+
+
+def test_a_batch_over_one_grid_runs_in_several_launches(monkeypatch):
+    """CUDA's grid axis 2 holds 65,535 programs: a larger batch runs in chunks (here the limit is
+    set to 2, so that 5 matrices take 3 launches in the interpreter)."""
+    triton_ok()
+    from gemmtune.kernels import tiled
+
+    launches = []
+    real = tiled._launch
+    monkeypatch.setattr(tiled, "MAX_GRID_Z", 2)
+    monkeypatch.setattr(tiled, "_launch", lambda fn, grid, args, kw: (launches.append(grid), real(fn, grid, args, kw))[1])
+    a, b = randn(5, 17, 40), randn(1, 40, 24).expand(5, 40, 24)
+    for choice in (TILE, "pad+" + TILE):
+        launches.clear()
+        assert_matches(gemmtune.matmul(a, b, choice=choice), a, b, torch.float16)
+        assert [g[2] for g in launches] == [2, 2, 1]
+
+
+def test_dispatcher_benchmark_mode_times_the_hint_kernels_on_a_bmm():
+    triton_ok()
+    from gemmtune.dispatch import compile_bmm
+
+    d = compile_bmm(batch=4, n=24, k=32, dtype="fp16", hints={"m": [8, 32]}, mode="benchmark", timer=FakeTimer(),
+                    tune_fn=lambda ps, **kw: {ps[0].key: TILE, ps[1].key: "aten"})
+    a, b = randn(3, 20, 32), randn(3, 32, 24).transpose(1, 2).contiguous().transpose(1, 2)
+    assert_matches(d(a, b), a, b, torch.float16)
+    dec = d.decision(m=20, batch=3)
+    assert dec.source == "benchmark" and set(dec.times_ms) == {TILE, "aten"} and dec.verified

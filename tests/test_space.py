@@ -284,7 +284,8 @@ def test_space_bad_kind_or_family():
 
 
 def test_families():
-    assert gemmtune.families() == ["triton_mm", "splitk", "skinny", "persistent_tma", "decompose_k", "aten"]
+    assert gemmtune.families() == ["triton_mm", "triton_static", "splitk", "skinny", "persistent_tma", "decompose_k",
+                                   "aten"]
 
 
 @pytest.mark.parametrize("name,want", [

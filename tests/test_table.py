@@ -241,7 +241,7 @@ def _entry_err(choices, key=KEY, device=H100) -> str:
 def test_message_unknown_family():
     assert _entry_err([{"id": "foo:bar"}]) == (
         f"t.json: entries[0] ({KEY}).choices[0].id: choice 'foo:bar': unknown kernel family 'foo'; "
-        "known: triton_mm, splitk, skinny, persistent_tma, decompose_k, aten")
+        "known: triton_mm, triton_static, splitk, skinny, persistent_tma, decompose_k, aten")
 
 
 def test_message_decompose_k_split_not_dividing_k():

@@ -177,7 +177,7 @@ class AtenConfig:
 
 
 Config = Union[TileConfig, SplitKConfig, SkinnyConfig, PersistentConfig, DecomposeKConfig, AtenConfig]
-CONFIG_TYPES = {"triton_mm": TileConfig, "splitk": SplitKConfig, "skinny": SkinnyConfig,
+CONFIG_TYPES = {"triton_mm": TileConfig, "triton_static": TileConfig, "splitk": SplitKConfig, "skinny": SkinnyConfig,
                 "persistent_tma": PersistentConfig, "decompose_k": DecomposeKConfig, "aten": AtenConfig}
 
 _TILE_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)$")
@@ -250,11 +250,11 @@ class Choice:
             if rest:
                 raise ValueError(f"choice {text!r}: aten takes no parameters (write just 'aten')")
             return cls("aten", AtenConfig())
-        if family == "triton_mm":
+        if family in ("triton_mm", "triton_static"):
             m = _TILE_RE.match(rest)
             if m:
                 return cls(family, TileConfig(*map(int, m.groups())))
-            form = "triton_mm:BM<int>-BN<int>-BK<int>-S<int>-W<int>-G<int>"
+            form = f"{family}:BM<int>-BN<int>-BK<int>-S<int>-W<int>-G<int>"
         elif family == "splitk":
             m = _SPLITK_RE.match(rest)
             if m:

@@ -61,8 +61,6 @@ LAYOUTS = ("row", "col", "strided")
 # one matrix from memory instead of B of them, so it is a problem of its own.
 BCAST = "bcast_"
 BMM_LAYOUTS = LAYOUTS + tuple(BCAST + lay for lay in LAYOUTS)
-# The largest batch one launch of the batched tiled kernel covers (CUDA's grid axis 2 limit).
-MAX_GRID_Z = 65535
 # mm: out = a @ b. addmm: out = a @ b + bias, with bias (N,) of the output's dtype broadcast
 # over the rows (nn.Linear's and Conv1D's GEMM), tuned with the bias fused in the epilogue.
 # scaled_mm: out = (a @ b) * scale_a * scale_b (+ bias (N,) of the output's dtype when ``bias``), fp8
@@ -461,8 +459,6 @@ def check_operands(a: torch.Tensor, b: torch.Tensor, op: str = "mm") -> None:
             raise ValueError(f"bmm: batch sizes differ: a is {tuple(a.shape)} and b is {tuple(b.shape)} "
                              f"({a.shape[0]} != {b.shape[0]}); to broadcast one matrix, expand it "
                              f"(e.g. b.expand({a.shape[0]}, -1, -1): batch stride 0, read once)")
-        if a.shape[0] > MAX_GRID_Z:
-            raise ValueError(f"bmm: batch {a.shape[0]} is over {MAX_GRID_Z} (one launch's grid): split it")
     else:
         for name, t, other in (("a", a, b), ("b", b, a)):
             if t.dim() != 2:

@@ -43,7 +43,7 @@ Batched products: a call with two 3-D operands (batch, M, K) @ (batch, K, N) is 
 per-matrix static dims: the table's exact ``bmm:`` entry (mode 'table'), then the hint
 kernels that can run it (triton_mm's tiles; split-K and the others refuse a bmm), each
 verified, cuBLAS (torch.bmm) last. ``compile_bmm`` tunes the hint kernels as bmm problems;
-``Dispatcher.lookup`` builds one from a table alone, with no tuning. A bmm takes no epilogue.
+``lookup(table, dtype=...)`` builds one from a table alone, with no tuning. A bmm takes no epilogue.
 
 Threads: decisions are cached per shape; a cached call reads a dict without a lock;
 deciding a new shape takes the dispatcher's lock, so each shape is decided once.

@@ -93,7 +93,12 @@ class Deciding:
         return {s: d for s, d in self._addmm.items() if d is not None}
 
     def _ranked(self, m: int, n: int, k: int) -> list[HintChoice]:
-        return [self.hint_choices[i] for i in rank_hints((m, n, k), self._hint_sizes)]
+        """The hints' choices, nearest hint first. A choice compiled for its exact sizes
+        (a family with ``PER_SHAPE``: triton_static) serves only its own hint's shape: on any
+        other it would compile again at the first call."""
+        return [self.hint_choices[i] for i in rank_hints((m, n, k), self._hint_sizes)
+                if self._hint_sizes[i] == (m, n, k)
+                or not getattr(kernels.get(self.hint_choices[i].choice.family), "PER_SHAPE", False)]
 
     def _decide(self, a, b, m, n, k, previous: Decision | None = None, batch: int | None = None) -> Decision:
         device = a.device

@@ -15,7 +15,7 @@ ChoiceBatch row) and ``inductor_export`` (Inductor's lookup-table config, or
 import torch
 
 from ..epilogue import EpilogueArgs
-from . import aten, decompose_k, padcache, persistent, skinny, splitk, triton_mm
+from . import aten, decompose_k, padcache, persistent, skinny, splitk, triton_mm, triton_static
 from .base import KernelFamily, missing
 from .pad import zero_pad
 
@@ -33,9 +33,9 @@ def register(family: KernelFamily) -> KernelFamily:
     return family
 
 
-for _family in (triton_mm, splitk, skinny, persistent, decompose_k, aten):
+for _family in (triton_mm, triton_static, splitk, skinny, persistent, decompose_k, aten):
     register(_family)
-TRITON_FAMILIES = ("triton_mm", "splitk", "skinny", "persistent_tma", "decompose_k")
+TRITON_FAMILIES = ("triton_mm", "triton_static", "splitk", "skinny", "persistent_tma", "decompose_k")
 
 
 def get(name: str) -> KernelFamily:

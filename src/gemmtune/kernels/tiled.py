@@ -439,6 +439,16 @@ def _sum_splits_kernel(ws_ptr, out_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr, MN, N
 
 
 _INT32_LIMIT = 2**31 - 1
+# CUDA's grid axis 2 (a bmm's batch axis) holds at most this many programs (batch_chunks).
+MAX_GRID_Z = 65535
+
+
+def batch_chunks(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):
+    """A bmm's operands in batch slices of at most MAX_GRID_Z matrices, one launch each (views)."""
+    for s in range(0, c.shape[0], MAX_GRID_Z):
+        yield a[s:s + MAX_GRID_Z], b[s:s + MAX_GRID_Z], c[s:s + MAX_GRID_Z]
+
+
 _INTERPRETED = type(_tiled_mm_kernel).__name__ == "InterpretedFunction"
 
 # Compile-only mode (the tuner's parallel compile workers): launches compile the kernel
@@ -661,12 +671,15 @@ def launch_tiled(
                                      group_m=group_m, k_per_split=k_per_split, split_mode=split_mode,
                                      stride_cz=stride_cz, ws=ws, locks=locks, allow_tf32=allow_tf32,
                                      edge=edge, epilogue=epilogue)
-    if static:
-        names = _tiled_mm_static.arg_names[N_POINTERS:len(args)]
-        consts = {**dict(zip(names, args[N_POINTERS:])), **consts}
-        return _launch(_tiled_mm_static, grid, args[:N_POINTERS], {**consts, "num_warps": num_warps,
-                                                                    "num_stages": num_stages})
-    return _launch(_tiled_mm_kernel, grid, args, {**consts, "num_warps": num_warps, "num_stages": num_stages})
+    fn, args, consts = _static(args, consts) if static else (_tiled_mm_kernel, args, consts)
+    return _launch(fn, grid, args, {**consts, "num_warps": num_warps, "num_stages": num_stages})
+
+
+def _static(args: tuple, consts: dict) -> tuple:
+    """(_tiled_mm_static, its runtime args: the pointers, its constexprs: the sizes and strides
+    of ``args`` too) for one launch of the tiled kernel's ``args`` and ``consts``."""
+    names = _tiled_mm_static.arg_names[N_POINTERS:len(args)]
+    return _tiled_mm_static, args[:N_POINTERS], {**dict(zip(names, args[N_POINTERS:])), **consts}
 
 
 def tile_kwargs(cfg, allow_tf32: bool) -> dict:
@@ -675,7 +688,7 @@ def tile_kwargs(cfg, allow_tf32: bool) -> dict:
             "num_stages": cfg.num_stages, "num_warps": cfg.num_warps, "allow_tf32": allow_tf32}
 
 
-def prepare_direct(a, b, c, *, num_stages, num_warps, ws=None, locks=None, epilogue=None, **kw):
+def prepare_direct(a, b, c, *, num_stages, num_warps, ws=None, locks=None, epilogue=None, static=False, **kw):
     """A launcher for repeated launches at this exact problem: ``fn(a, b, c, ws, locks, epilogue)``.
 
     Triton's own launch path binds and specialises every argument on every call (tens
@@ -689,11 +702,15 @@ def prepare_direct(a, b, c, *, num_stages, num_warps, ws=None, locks=None, epilo
     uses ``launch_tiled`` otherwise.
     Returns None in the interpreter (no compiled kernel) or when Triton returned none.
     """
-    if _INTERPRETED:
+    if _INTERPRETED or (a.dim() == 3 and c.shape[0] > MAX_GRID_Z):  # (a batch over one grid: several launches)
         return None
     grid, args, consts = _tiled_args(a, b, c, ws=ws, locks=locks, epilogue=epilogue, **kw)
-    kernel = _tiled_mm_kernel[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
-    return direct(_tiled_mm_kernel, kernel, grid, args, consts, a, b, ws, epilogue)
+    fn, args, consts = _static(args, consts) if static else (_tiled_mm_kernel, args, consts)
+    kernel = fn[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
+    d = direct(fn, kernel, grid, args, consts, a, b, ws, epilogue)
+    if d is not None and static:
+        d.shapes = (a.shape, b.shape)  # sizes are compiled in too
+    return d
 
 
 def direct(fn, kernel, grid, args, consts, a, b, ws, epilogue) -> "Direct | None":
@@ -713,7 +730,7 @@ def direct(fn, kernel, grid, args, consts, a, b, ws, epilogue) -> "Direct | None
 class Direct:
     """A prepared launch (see ``prepare_direct``)."""
 
-    __slots__ = ("runner", "fixed", "strides", "align", "ws_max", "epi")
+    __slots__ = ("runner", "fixed", "strides", "align", "ws_max", "epi", "shapes")
 
     def __init__(self, runner, fixed, a, b, ws, epilogue=None):
         self.runner, self.fixed = runner, fixed
@@ -722,11 +739,13 @@ class Direct:
         # A workspace only grows; past int32 offsets the kernel needs INDEX_64 recompiled.
         self.ws_max = _INT32_LIMIT if ws is not None and not needs_int64(ws) else math.inf
         self.epi = epilogue_key(epilogue)
+        self.shapes = None  # set for a static kernel, whose sizes are compiled in
 
     def matches(self, a, b, ws=None, epilogue=None) -> bool:
         """Whether ``a``, ``b`` (``ws`` and ``epilogue``) fit what this launch was specialised on."""
         return ((a.stride(), b.stride()) == self.strides
                 and (a.data_ptr() % 16, b.data_ptr() % 16) == self.align
+                and (self.shapes is None or (a.shape, b.shape) == self.shapes)
                 and (ws is None or ws.numel() <= self.ws_max)
                 and (self.epi is None if epilogue is None else epilogue_key(epilogue) == self.epi))
 

@@ -16,6 +16,7 @@ from ..configs import (TileConfig, check_block_sizes, default_tiles, exhaustive_
                      scale_tile, tile_constraint)
 from ..epilogue import EpilogueArgs
 from .base import tile_row
+from . import tiled
 from .tiled import launch_tiled, prepare_direct, tile_kwargs
 
 NAME = "triton_mm"
@@ -53,9 +54,15 @@ def plan(m: int, n: int, k: int, cfg: TileConfig, sms: int | None = None) -> dic
 
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: TileConfig, *,
         allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None):
-    """Launch into ``out`` (3-D operands and ``out``: a bmm); returns what Triton's launch returns
-    (the compiled kernel on a GPU)."""
-    return launch_tiled(a, b, out, k_per_split=a.shape[-1], epilogue=epilogue, **tile_kwargs(cfg, allow_tf32))
+    """Launch into ``out`` (3-D operands and ``out``: a bmm, in launches of at most
+    tiled.MAX_GRID_Z matrices); returns what Triton's launch returns (the compiled kernel on a GPU)."""
+    kw = tile_kwargs(cfg, allow_tf32)
+    if a.dim() == 3 and out.shape[0] > tiled.MAX_GRID_Z:
+        kernel = None
+        for a_, b_, c_ in tiled.batch_chunks(a, b, out):
+            kernel = launch_tiled(a_, b_, c_, k_per_split=a.shape[-1], epilogue=epilogue, **kw)
+        return kernel
+    return launch_tiled(a, b, out, k_per_split=a.shape[-1], epilogue=epilogue, **kw)
 
 
 def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: TileConfig, *,

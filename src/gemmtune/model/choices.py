@@ -37,7 +37,10 @@ PERSISTENT = SKINNY + 1
 # Codes of the families a version-1 model was never trained on (LearnedModel leaves them to
 # the analytic estimate).
 POST_V1 = (SKINNY, PERSISTENT)
-_CODES = {**FAMILY_CODES, "skinny": SKINNY, "persistent_tma": PERSISTENT}  # every family's code
+# triton_static runs triton_mm's kernel with its sizes compiled in: the models see it as triton_mm
+# (same tile, same estimate); only the measurement tells the two apart.
+_CODES = {**FAMILY_CODES, "skinny": SKINNY, "persistent_tma": PERSISTENT,
+          "triton_static": FAMILY_CODES["triton_mm"]}  # every family's code
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,118 @@
+"""triton_static: triton_mm's kernel with its sizes and strides compiled in (kernels.triton_static).
+
+Against fp64 on fresh random operands in the interpreter (fp16/fp32) or on a GPU: odd and
+prime sizes, M = 1, ragged K, transposed and offset operands; the space serves only unaligned
+problems and says why otherwise; ids, export and features as triton_mm's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gemmtune
+from gemmtune import kernels
+from gemmtune.configs import Choice, TileConfig
+from gemmtune.device import DeviceInfo
+from gemmtune.kernels import triton_static
+from gemmtune.problem import Problem
+from gemmtune.verify import compare
+
+H100 = DeviceInfo.lookup("h100")
+CFGS = [TileConfig(16, 16, 16, 1, 2, 1), TileConfig(32, 64, 32, 2, 4, 8)]
+TOL = {torch.float16: 1e-3, torch.float32: 1e-5}
+
+
+def _check(a, b, cfg):
+    out = torch.full((a.shape[0], b.shape[1]), float("nan"), dtype=a.dtype, device=a.device)
+    kernels.get("triton_static").run(a, b, out, cfg)
+    res = compare(out, torch.mm(a.double(), b.double()), TOL[a.dtype])
+    assert res.ok, res.reason
+
+
+@pytest.mark.parametrize("cfg", CFGS, ids=lambda c: c.id)
+@pytest.mark.parametrize("shape", [(1, 1, 1), (17, 31, 257), (1, 127, 509), (45, 19, 40)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("layouts", [("row", "row"), ("col", "col"), ("offset", "offset"), ("row", "col")],
+                         ids=lambda ls: "-".join(ls))
+def test_matches_fp64(cfg, shape, layouts, operand):
+    m, n, k = shape
+    dtype = torch.float16 if (m + n + k) % 2 else torch.float32
+    _check(operand(m, k, layouts[0], dtype), operand(k, n, layouts[1], dtype), cfg)
+
+
+def test_same_bits_as_triton_mm(operand):
+    """One kernel body: with its sizes compiled in it sums in the same order as triton_mm."""
+    a, b = operand(33, 70, "row", torch.float32), operand(70, 29, "col", torch.float32)
+    cfg = CFGS[1]
+    outs = []
+    for fam in ("triton_mm", "triton_static"):
+        out = torch.empty(33, 29, device=a.device)
+        kernels.get(fam).run(a, b, out, cfg)
+        outs.append(out)
+    assert torch.equal(*outs)
+
+
+def test_space_only_for_unaligned_problems():
+    aligned = Problem.from_sizes(64, 64, 64, "fp16")
+    kept, rejected = triton_static.space(aligned, H100)
+    assert kept == [] and rejected and all(r == triton_static.ALIGNED_REASON for _, r in rejected[-3:])
+    odd = Problem.from_sizes(333, 4097, 1025, "bf16")
+    kept, _ = triton_static.space(odd, H100)
+    mm_kept, _ = kernels.get("triton_mm").space(odd, H100)
+    assert kept == mm_kept and kept
+    assert [c.id for c in gemmtune.space(odd, "triton_static", device="h100")][:1] == \
+        [f"triton_static:{mm_kept[0].id}"]
+    # a padded problem is aligned: no pad+triton_static choices
+    assert not any(c.pad for c in gemmtune.space(odd, "triton_static", device="h100"))
+
+
+@pytest.mark.parametrize("op,kw", [("bmm", {"batch": 4}), ("scaled_mm", {"scale": "tensor"})])
+def test_refuses_other_ops_with_the_reason(op, kw):
+    if op == "scaled_mm":
+        p = Problem.from_sizes(17, 4096, 4096, "e4m3", "bf16", layout_b="col", op=op, **kw)
+    else:
+        p = Problem.from_sizes(17, 33, 65, "fp16", op=op, **kw)
+    kept, rejected = triton_static.space(p, H100)
+    assert kept == [] and op in rejected[-1][1]
+    with pytest.raises(ValueError, match=op):
+        triton_static.validate(p, CFGS[0])
+
+
+def test_choice_id_round_trip_and_export():
+    c = Choice.parse("triton_static:BM64-BN128-BK64-S4-W4-G8")
+    assert c.family == "triton_static" and c.config == TileConfig(64, 128, 64, 4, 4, 8)
+    assert Choice.parse(c.id) == c
+    p = Problem.from_sizes(300, 20001, 512, "fp16")
+    mm = Choice("triton_mm", c.config)
+    assert triton_static.inductor_export(c, p) == kernels.get("triton_mm").inductor_export(mm, p)
+    with pytest.raises(ValueError, match="triton_static:BM"):
+        Choice.parse("triton_static:BM64")
+
+
+def test_features_are_triton_mms():
+    from gemmtune.model.choices import batch
+
+    p = Problem.from_sizes(300, 20001, 512, "fp16")
+    cfg = TileConfig(64, 128, 64, 4, 4, 8)
+    cb = batch(p, [Choice("triton_static", cfg), Choice("triton_mm", cfg)])
+    cols = {f: getattr(cb, f) for f in cb.__dataclass_fields__}
+    assert len(cb) == 2 and all((v[0] == v[1]).all() for v in cols.values())
+
+
+def test_matmul_with_a_static_choice(operand):
+    a, b = operand(19, 41, "offset", torch.float16), operand(41, 23, "row", torch.float16)
+    out = gemmtune.matmul(a, b, choice="triton_static:BM16-BN16-BK16-S1-W2-G1")
+    assert compare(out, a.double() @ b.double(), TOL[torch.float16]).ok
+
+
+def test_dispatcher_serves_a_static_hint_only_at_its_own_shape():
+    """On another M a triton_static hint would compile a new kernel at the first call: the
+    dispatcher passes over it there (the triton_mm hint still serves)."""
+    from gemmtune.dispatch import Dispatcher, HintChoice
+
+    st = Choice.parse("triton_static:BM16-BN16-BK16-S1-W2-G1")
+    mm = Choice.parse("triton_mm:BM32-BN64-BK32-S2-W4-G8")
+    d = Dispatcher(dims={"m": None, "n": 21, "k": 37}, dtype="fp16", hints={"m": [8, 64]},
+                   hint_choices=[HintChoice((8, 21, 37), st), HintChoice((64, 21, 37), mm)])
+    assert [h.choice for h in d._ranked(8, 21, 37)] == [st, mm]
+    assert [h.choice for h in d._ranked(9, 21, 37)] == [mm]
