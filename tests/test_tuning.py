@@ -231,14 +231,16 @@ def test_tuner_sweep_records_summarizes_and_reuses(store):
     tuner = Tuner(progress=False)
     pool = TimedPool()
     rec = Recorder(store, CTX)
-    results, wait = tuner._sweep(shapes, plan, Executor(pool), rec)
+    swept = tuner.sweep(shapes, plan, Executor(pool), rec)
+    results = swept.shapes
     n = sum(len(plan(s.problem).choices) for s in shapes)
-    assert rec.recorded == n == len(pool.tasks) and tuner._reused == 0 and wait == 0.0
+    assert rec.recorded == n == len(pool.tasks) and swept.reused == 0 and swept.compile_wait_s == 0.0
     assert [r.best for r in results] == ["decompose_k:s2", "decompose_k:s2"]
     assert all(r.aten_ms == 1.0 and r.speedup == pytest.approx(1.0 / r.best_ms) and r.failed == 0 and r.k is None
                for r in results)
     # The same sweep again: everything comes from the store, nothing is measured.
     again = Recorder(store, CTX)
-    results2, _ = tuner._sweep(shapes, plan, Executor(pool), again)
-    assert again.recorded == 0 and tuner._reused == n and len(pool.tasks) == n
+    swept2 = tuner.sweep(shapes, plan, Executor(pool), again)
+    results2 = swept2.shapes
+    assert again.recorded == 0 and swept2.reused == n and len(pool.tasks) == n
     assert [r.best for r in results2] == [r.best for r in results]

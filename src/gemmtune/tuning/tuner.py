@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -98,6 +99,15 @@ class Lookahead:
         return self._jobs.pop(i, None)
 
 
+@dataclass(frozen=True)
+class Swept:
+    """What a sweep gives back: each shape's result, the seconds the benchmark worker waited for
+    compiles, and how many candidates came from the store (or from other tuners sharing it)."""
+    shapes: list[ShapeResult]
+    compile_wait_s: float
+    reused: int
+
+
 class Tuner:
     """One tuning run with ``options`` (TuneOptions). ``run(problems) -> TuneResult``."""
 
@@ -139,12 +149,12 @@ class Tuner:
                 rec = Recorder(db, ctx, retry_failed=o.retry_failed, timeout=o.timeout)
                 plan = make_plan(o, info, ctx, lut, earlier)
                 try:
-                    result_shapes, compile_wait = self._sweep(shapes, plan, executor, rec)
+                    swept = self.sweep(shapes, plan, executor, rec)
                 finally:
                     executor.close()
-            table, table_path = write_table(result_shapes, ctx, o.out, o.overwrite)
-            return TuneResult(result_shapes, ctx, bool(info.get("representative", False)), time.monotonic() - t0,
-                              rec.recorded, self._reused, table, table_path, Path(db.path), compile_wait, startup,
+            table, table_path = write_table(swept.shapes, ctx, o.out, o.overwrite)
+            return TuneResult(swept.shapes, ctx, bool(info.get("representative", False)), time.monotonic() - t0,
+                              rec.recorded, swept.reused, table, table_path, Path(db.path), swept.compile_wait_s, startup,
                               executor.n_compile)
         finally:
             if executor is not None:
@@ -159,11 +169,11 @@ class Tuner:
             return RemotePool(o.server, timeout=o.timeout)
         return WorkerPool(o.workers, timeout=o.timeout, runner=o.runner, env=env, gpus=gpus)
 
-    def _sweep(self, shapes: list[Shape], plan: CandidatePlan, executor: Executor,
-               rec: Recorder) -> tuple[list[ShapeResult], float]:
-        """Every shape in turn, compilation running ahead; returns (results, compile wait)."""
+    def sweep(self, shapes: list[Shape], plan: CandidatePlan, executor: Executor, rec: Recorder) -> "Swept":
+        """Every shape in turn, compilation running ahead: planned by ``plan``, measured by
+        ``executor``, recorded and summarized by ``rec`` (testable with a fake executor)."""
         o = self.options
-        self._reused = 0
+        reused = 0
         compile_wait = 0.0
 
         def submit(j: int, planned: Planned):
@@ -187,7 +197,7 @@ class Tuner:
                 planned = ahead.plan(i)
                 cands = planned.choices
                 done, todo = rec.pending(s.problem, cands)
-                self._reused += sum(c.id in done for c in cands)
+                reused += sum(c.id in done for c in cands)
                 # Tuners sharing the store split the work: measure what this one claims;
                 # what another holds is waited for below (ResultStore.claim).
                 todo, others = rec.claim(s.problem, todo)
@@ -205,7 +215,7 @@ class Tuner:
                     todo = rec.record_compile_failures(todo, compiled)
                     bar.advance(task, by=n_todo - len(todo))  # failed to compile: recorded
                 measure(todo, task)
-                self._reused += rec.await_others(s.problem, others, lambda pcs: measure(pcs, task))
+                reused += rec.await_others(s.problem, others, lambda pcs: measure(pcs, task))
                 rec.release(s.problem)
                 bar.remove(task)
                 r = rec.summarize(s, cands)
@@ -213,4 +223,4 @@ class Tuner:
                 r.k, r.k_reason = planned.k, planned.why
                 out.append(r)
                 bar.advance(overall)
-        return out, compile_wait
+        return Swept(out, compile_wait, reused)
