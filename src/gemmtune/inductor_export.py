@@ -392,13 +392,20 @@ def convert(table: LookupTable | str | os.PathLike, *, device_key: str | None = 
         except Unsupported as e:
             out.skipped.append(Skipped(key, None, str(e)))
             continue
+        # scaled_mm keys can be another problem's: without a bias the key holds no out_dtype
+        # (e4m3->bf16 and e4m3->fp32 of one shape share all their keys), and M = N = 1 row-wise
+        # scales are (1, 1) ones, as tensor-wise (1, 1) are. The first in key order (bf16 before
+        # fp32) keeps a shared key; a problem left with none is skipped.
         taken = [k for k in ikeys if k in owner]
-        if taken:
-            # scaled_mm without a bias: the key holds no out_dtype, so e4m3->bf16 and e4m3->fp32
-            # of one shape share it. The first in key order (bf16 before fp32) keeps it.
-            out.skipped.append(Skipped(key, None, f"Inductor's key for it is {owner[taken[0]]}'s too "
-                                                  "(it holds no out_dtype without a bias): that entry is kept"))
+        ikeys = [k for k in ikeys if k not in owner]
+        if not ikeys:
+            out.skipped.append(Skipped(key, None, f"Inductor's keys for it are {owner[taken[0]]}'s too (a "
+                                                  "scaled_mm key holds no out_dtype without a bias, and (1, 1) "
+                                                  "scales read alike tensor- or row-wise): that entry is kept"))
             continue
+        if taken:
+            out.notes.append(f"{key}: {len(taken)} of its Inductor keys are {owner[taken[0]]}'s too; "
+                             "that entry is kept there")
         configs = []
         for tc in tcs:
             if tc.choice.family == "aten" and not include_aten and not tc.choice.pad:
