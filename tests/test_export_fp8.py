@@ -109,6 +109,44 @@ def test_each_family_maps_to_tuned_scaled_mm_templates():
     assert persistent.scale_recipe(_p("row", m=1, n=1)) == 0 and persistent.scale_recipe(_p("row", m=1)) == 1
 
 
+def _inductor_or_skip():
+    if ie.unavailable_reason() is not None:
+        pytest.skip(ie.unavailable_reason())
+
+
+@pytest.mark.parametrize("choice, template, source", [
+    ("triton_mm:BM64-BN128-BK128-S3-W4-G8", "triton::mm", "triton_mm"),
+    ("persistent_tma:BM128-BN128-BK64-S3-W8-G4", "triton::scaled_mm_device_tma_epilogue_scaling",
+     "triton_epilogue_scaled_mm"),
+])
+def test_scaled_configs_carry_every_kwarg_the_template_reads(choice, template, source):
+    """torch 2.11's lookup renders a template with the table's config alone (2.13 merges it over its
+    heuristic's first config): ours must hold every option the template source reads (ALLOW_TF32
+    and the epilogue come with Inductor's extra kwargs, INDEX_DTYPE from Inductor itself) and every
+    one Inductor's scaled heuristic converts a config into."""
+    _inductor_or_skip()
+    import sympy
+    from pathlib import Path
+
+    import torch._inductor as ti
+    from torch._inductor.graph import GraphLowering
+    from torch._inductor.runtime.triton_compat import Config
+    from torch._inductor.template_heuristics.registry import get_template_heuristic
+    from torch._inductor.virtualized import V
+
+    (cfg,) = ie.convert(_table({_p("row"): [choice]})).table[ie.inductor_keys(_p("row"))[0]]
+    assert cfg["template_id"] == template
+    src = (Path(ti.__file__).parent / "kernel" / "templates" / f"{source}.py.jinja").read_text()
+    reads = set(re.findall(r"\b[A-Z][A-Z_0-9]{2,}\b", src)) - {"INDEX_DTYPE", "SCALE_RECIPE", "ALLOW_TF32"}
+    assert reads and reads <= set(cfg), reads - set(cfg)
+    with V.set_graph_handler(GraphLowering(torch.fx.symbolic_trace(lambda x: x + 1))):
+        h = get_template_heuristic(template, "cuda", "scaled_mm")
+        kw = h._convert_config_to_template_kwargs(Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64}, num_stages=3,
+                                                         num_warps=4), sympy.Integer(64), sympy.Integer(96),
+                                                  sympy.Integer(128), torch.bfloat16)
+    assert set(kw) <= set(cfg), set(kw) - set(cfg)
+
+
 @pytest.mark.parametrize("problem, choice, why", [
     (_p(bias=True), "persistent_tma:BM128-BN128-BK64-S3-W8-G4", "only without a bias"),
     (_p(), "persistent_tma:BM128-BN128-BK32-S3-W2-G4", "num_warps != 2"),
@@ -194,8 +232,7 @@ def test_inductor_asks_for_our_scaled_mm_key_on_cpu(tmp_path, variant, with_bias
     from conftest import cpu_lookup_choices
     from torch._inductor.utils import run_and_get_code
 
-    if ie.unavailable_reason() is not None:
-        pytest.skip(ie.unavailable_reason())
+    _inductor_or_skip()
     from torch._inductor import config as icfg
     from torch._inductor.choices import InductorChoices
     from torch._inductor.virtualized import V

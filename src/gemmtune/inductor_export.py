@@ -66,7 +66,10 @@ What gemmtune exports (``convert``; everything else is skipped with a reason):
   in key order (bf16) keeps it. Nor does it hold use_fast_accum: the entries serve either
   (exported with ``USE_FAST_ACCUM: False``, what gemmtune measured). On the CPU, torch 2.13
   under max-autotune asks for exactly these keys and runs an exported aten entry (tests);
-  ``scripts/check_inductor_fp8_lut.py`` checks the Triton entries on a GPU.
+  ``scripts/check_inductor_fp8_lut.py`` checks the Triton entries on a GPU. torch 2.11.0's
+  Inductor (read from its wheel) has the same tuned_scaled_mm, key function, template ids and
+  heuristics; its lookup renders a template with the table's config alone (2.13 merges it over
+  its heuristic's first config), so every config carries the full option set its template reads.
 
 Entries are exported with the choices Inductor can express, in the table's order;
 an entry with none is left out (Inductor then tunes that shape itself). Problems are
