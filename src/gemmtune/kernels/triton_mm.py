@@ -15,7 +15,7 @@ from ..problem import Problem
 from ..configs import (TileConfig, check_block_sizes, default_tiles, exhaustive_tiles, fp8_tile, prune,
                      scale_tile, tile_constraint)
 from ..epilogue import EpilogueArgs
-from .base import Unsupported, tile_row
+from .base import tile_row
 from .tiled import launch_tiled, prepare_direct, tile_kwargs
 
 NAME = "triton_mm"
@@ -76,6 +76,8 @@ SCALED_MAX_SMALL_K = 16
 
 
 def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> dict:
+    from .base import Unsupported
+
     cfg = choice.config
     if problem.op == "scaled_mm":
         # tuned_scaled_mm offers Inductor's own mm template (triton::mm) with a scaling epilogue
