@@ -9,7 +9,7 @@
 # By default everything runs as one batch: one bench process, one measurement of the ceilings,
 # one start-up of the tuner's worker pools per mode (5, not 5 per batch), one report. BENCH_BUDGET_S
 # (default 590 s of the call's 600) bounds the script; the bench gets a hard deadline (SIGINT,
-# then SIGKILL 20 s later) and, 5 s before it, a soft one (GEMMTUNE_BENCH_DEADLINE: it starts
+# then SIGKILL 20 s later) and, 5 s before it, a soft one (--deadline: it starts
 # no shape that the longest shape so far says would end past it, notes the shapes left out and
 # still writes its JSON and report). The JSON is rewritten after every shape, so after a hard
 # stop what finished stays and is rendered here; should even that be cut off at 600 s, the JSON
@@ -17,7 +17,7 @@
 # them in another call with named batches, then
 #   gemmtune report --merge A-bench.json B-bench.json --out benchmarks/results/<date>-<gpu>-bench
 # With several batches, the first measures the ceilings and writes $OUT/parts/ceilings.json;
-# the later ones read them (GEMMTUNE_BENCH_CEILINGS) instead of measuring again.
+# the later ones read them (--ceilings-file) instead of measuring again.
 #
 # Measured (2026-11-22, H200, benchmarks/results/2026-11-22-h200-bench-onecall): the whole
 # suite as one batch took 530 s of the call (ceilings 2 s, tuning 231 s, measuring 273 s),
@@ -58,8 +58,8 @@ status=0
 left_out=()
 if (( ! single )); then
   mkdir -p "$OUT/parts"
-  export GEMMTUNE_BENCH_CEILINGS=$(cd "$OUT/parts" && pwd)/ceilings.json
 fi
+ceilings=(); (( single )) || ceilings=(--ceilings-file "$(cd "$OUT/parts" && pwd)/ceilings.json")
 for batch in "${batches[@]:-all}"; do
   left=$(( budget - (SECONDS - start) - reserve ))
   if (( left < min_batch )); then
@@ -71,8 +71,8 @@ for batch in "${batches[@]:-all}"; do
   echo "=== $batch (deadline ${left} s) ==="
   # Soft deadline 5 s before the hard one: no new shape that would likely not finish.
   # SIGINT first at the hard one: the bench's finally blocks close the tuner's worker processes.
-  GEMMTUNE_BENCH_DEADLINE=$(( $(date +%s) + left - 5 )) \
-    timeout -s INT -k 20 "$left" python3 -m gemmtune.cli bench "${groups[@]}" --out "$dest" ${BENCH_ARGS:-} 2>&1 \
+  timeout -s INT -k 20 "$left" python3 -m gemmtune.cli bench "${groups[@]}" --out "$dest" \
+    --deadline $(( $(date +%s) + left - 5 )) "${ceilings[@]}" ${BENCH_ARGS:-} 2>&1 \
     | grep --line-buffered -v "^W1\|^I1\|AUTOTUNE\|^  triton_\|^  mm \|^  bmm\|^  decompose\|SingleProcess\|benchmarking" \
     | tee -a "$OUT/bench.log"
   rc=${PIPESTATUS[0]}

@@ -10,7 +10,7 @@ What it does:
 
 1. Loads the collected store (default ``data/collect/collect.sqlite.gz``), leaves out
    public-suite shapes (evaluation only), and labels every shape with its group from
-   ``scripts/collect.py``'s plan (llm, decode, ...).
+   the collection plan (gemmtune.collect.shapes: llm, decode, ...).
 2. Splits BY SHAPE, stratified by group, seed 0: 20% of each group's shapes held out.
 3. Trains the two learned families of ``gemmtune.model.learned`` (GBT, MLP) on the
    training shapes, with the default near-best weighting and without it (ablation),
@@ -25,6 +25,9 @@ What it does:
 6. With ``--ship PATH``: trains the chosen family (lower 5-fold geomean top-1 regret) on
    all collected shapes and writes it, with provenance and these results, to PATH.
 
+The cross-validation and the shipping alone are a command: ``gemmtune train --store DATA --cv 5
+--ship PATH`` (gemmtune.model.cv); this script adds the full evaluation report around them.
+
 Regret is always against the best MEASURED choice of the shape's sample (a seeded
 random sample of the search space, not an exhaustive search).
 """
@@ -32,7 +35,6 @@ random sample of the search space, not an exhaustive search).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
@@ -51,6 +53,7 @@ if str(ROOT / "src") not in sys.path:
 import gemmtune  # noqa: E402
 from gemmtune.device import DeviceInfo  # noqa: E402
 from gemmtune.model import AnalyticModel, LearnedModel, fit  # noqa: E402
+from gemmtune.model.cv import folds_by_group as cv_folds, shape_groups  # noqa: E402
 from gemmtune.model.learned import (MIN_RANKED_CHOICES, Dataset, _predict_ms, exclude, load_dataset,  # noqa: E402
                                     public_shapes, shape_metrics, split_by_shape, summarize)
 from gemmtune.problem import Problem  # noqa: E402
@@ -74,13 +77,6 @@ def _rel(path: Path) -> str:
     """``path`` relative to the repository when inside it (reports and provenance stay portable)."""
     p = path.resolve()
     return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(path)
-
-
-def shape_groups() -> dict[tuple[int, int, int], str]:
-    spec = importlib.util.spec_from_file_location("collect", ROOT / "scripts" / "collect.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return {(m, n, k): g for g, _, m, n, k, _ in mod.plan()}
 
 
 def coverage_note(d: dict) -> str:
@@ -170,18 +166,7 @@ def fit_timed(data: Dataset, kind: str, weighting: str, seed: int = 0):
 
 
 def folds_by_group(data: Dataset, groups, k: int, seed: int) -> list[set]:
-    rng = np.random.default_rng(seed)
-    by = defaultdict(list)
-    for s in sorted(data.shapes):
-        by[groups.get(s, "?")].append(s)
-    folds: list[set] = [set() for _ in range(k)]
-    off = 0
-    for name in sorted(by):
-        ss = by[name]
-        for i, j in enumerate(rng.permutation(len(ss))):
-            folds[(i + off) % k].add(ss[j])
-        off += len(ss)
-    return folds
+    return cv_folds(data.shapes, groups, k, seed)
 
 
 def predict_timing(models: dict, reps: int = 30) -> dict:
@@ -424,7 +409,7 @@ def main(argv=None) -> int:
     result = {
         "name": args.name,
         "data": {"source": _rel(args.data), "context": data.context, "public_problems_excluded": n_public, **counts},
-        "split": {"how": "by (M, N, K), stratified by shape group (scripts/collect.py plan), seed "
+        "split": {"how": "by (M, N, K), stratified by shape group (the collection plan), seed "
                   f"{args.seed}", "test_fraction": args.test_fraction,
                   "train_shapes": len(tr.shapes), "test_shapes": len(te.shapes),
                   "held_out_shapes_all": len(te_all.shapes), "min_choices": args.min_choices,

@@ -14,7 +14,7 @@
 #           TOPK_SUITE, default benchmarks/suites/topk-exhaustive.csv; topk-tiny-mn-32.csv: the shape left
 #           unfinished on 2026-11-23). On the H200, tiny_mn_32
 #           needs about 300 s alone (its exhaustive mode took 146 s), llama3_8b_gateup_m16 ~150 s.
-# collect:  #5's bulk timings (scripts/collect.py) for the rest of the call (CALL_S, default 585 s
+# collect:  #5's bulk timings (gemmtune collect) for the rest of the call (CALL_S, default 585 s
 #           from the script's start), into out/collect-work/collect.sqlite, which stays on a warm
 #           machine from call to call (out/ is git-ignored); a fresh machine starts it from
 #           data/collect/collect.sqlite.gz. Skipped when this call's GPU tests failed: a timer
@@ -23,7 +23,7 @@
 # Several GPUs: the phases above run on GPU ${FG_GPU:-0}, pinned to that GPU's share of the CPU
 # cores. COLLECT_BG_GPUS (e.g. "1") starts collectors on those other GPUs, each on its own share
 # of the cores, at the start of the call and for all of it, beside the phases; the collect phase
-# adds one on GPU FG_GPU (so it must be the last phase named). They share one store and claim shapes (collect.py --claims), so no
+# adds one on GPU FG_GPU (so it must be the last phase named). They share one store and claim shapes (gemmtune collect --claims), so no
 # shape is measured twice; the store is exported once, when all have ended.
 # Results go to $OUT (or ./out when run by hand). Wheels in .whl/ (pytest, rich, ...)
 # are installed to /tmp/site first when present: the GPU machine has no registry.
@@ -68,7 +68,7 @@ collect_start() {  # collect_start GPU: one collector on that GPU until the call
   # 16 shapes a batch: every batch is one tune() call that starts its workers anew (about
   # 7.8 s of fixed cost per tune() on the H200, benchmarks/results/2026-11-23-h200-topk/),
   # and calls 6-8's 8-shape batches took 20-80 s each.
-  ( CUDA_VISIBLE_DEVICES=$g pin "$(cores "$g")" python3 scripts/collect.py --store "$STORE" \
+  ( CUDA_VISIBLE_DEVICES=$g pin "$(cores "$g")" python3 -m gemmtune.cli collect --store "$STORE" \
     --claims "$WORK/claims" --no-export --progress-name "collect-progress-gpu$g.json" --batch 16 \
     --compile-workers $(( per > 4 ? per - 2 : 2 )) \
     --max-minutes "$(awk "BEGIN{print ($left - 70) / 60}")" \
@@ -79,8 +79,8 @@ collect_start() {  # collect_start GPU: one collector on that GPU until the call
 collect_finish() {  # wait for every collector, then export the store once
   local p; for p in "${collectors[@]}"; do wait "$p" || rc=1; done
   collectors=()
-  python3 scripts/collect.py --store "$STORE" --export-only >/dev/null || rc=1
-  # The CSV is made again from the store on any machine (collect.py --export-only).
+  python3 -m gemmtune.cli collect --store "$STORE" --export-only >/dev/null || rc=1
+  # The CSV is made again from the store on any machine (gemmtune collect --export-only).
   rm -f "$OUT"/collect-*.csv.gz
 }
 if [[ -n ${COLLECT_BG_GPUS:-} ]]; then
@@ -105,7 +105,8 @@ for ph in $phases; do
     tune)
       python3 -m gemmtune.cli tune --preset public --space default --store "$OUT/public.sqlite" \
         --out "$OUT/public-table.json" --summary "$OUT/tune-run.json" -q ${TUNE_ARGS:-} 2>&1 | tee "$OUT/tune.txt" || rc=1
-      python3 scripts/summarize_store.py "$OUT/public.sqlite" "$OUT/tune-summary.json" "$OUT/tune-run.json" | tail -45 || rc=1 ;;
+      python3 -m gemmtune.cli report --store "$OUT/public.sqlite" --run-summary "$OUT/tune-summary.json" \
+        --tune-json "$OUT/tune-run.json" | tail -45 || rc=1 ;;
     inductor)
       python3 scripts/inductor_compare.py --preset public --out "$OUT/inductor.json" ${INDUCTOR_ARGS:-} 2>&1 \
         | grep -v "^W1\|^I1\|AUTOTUNE\|^  triton_\|^  mm \|^  bmm\|^  decompose\|SingleProcess\|benchmarking" | tail -50 || rc=1 ;;
@@ -132,8 +133,8 @@ for ph in $phases; do
         if (( left < 60 )); then echo "topk: ${left} s left, not started: $row"; rc=1; break; fi
         i=$((i + 1)); mkdir -p /tmp/topk/$i; { head -1 "$suite"; echo "$row"; } > /tmp/topk/$i/suite.csv
         echo "--- topk $row (deadline ${left} s)"
-        GEMMTUNE_BENCH_DEADLINE=$(( $(date +%s) + left - 5 )) timeout -s INT -k 20 "$left" \
-          python3 -m gemmtune.cli bench --suite /tmp/topk/$i/suite.csv --extra-modes top20,exhaustive \
+        timeout -s INT -k 20 "$left" python3 -m gemmtune.cli bench --deadline $(( $(date +%s) + left - 5 )) \
+          --suite /tmp/topk/$i/suite.csv --extra-modes top20,exhaustive \
           --out /tmp/topk/$i 2>&1 | grep --line-buffered -v "^W1\|^I1\|AUTOTUNE\|^  triton_\|^  mm \|SingleProcess\|benchmarking" \
           | tail -15; (( PIPESTATUS[0] == 0 )) || rc=1
       done < <(tail -n +2 "$suite")

@@ -6,7 +6,7 @@ set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"; } > $OUT/env.txt 2>&1
-GEMMTUNE_BENCH_DEADLINE=$(( $(date +%s) + ${DEADLINE_S:-480} )) timeout ${BENCH_S:-560} python3 -m gemmtune.cli bench --groups ${BENCH_GROUPS} \
+timeout ${BENCH_S:-560} python3 -m gemmtune.cli bench --groups ${BENCH_GROUPS} --deadline $(( $(date +%s) + ${DEADLINE_S:-480} )) \
   --skip-tunableop --extra-modes auto --out $OUT/bench > $OUT/bench.log 2>&1
 echo "bench rc=$?"; grep -E "candidates in|^\| (all|decode|splitk|odd|prefill|square) " $OUT/bench/*.md | cut -c1-250
 grep -A9 "Tuning wall" $OUT/bench/*.md

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from gemmtune import cli
+from gemmtune.cli import common as cli_common
 
 
 def run(argv, capsys):
@@ -97,7 +98,7 @@ def test_every_argument_has_help_and_every_default_is_shown():
             if isinstance(a, (argparse._HelpAction, argparse._VersionAction)):
                 continue
             if a.help == argparse.SUPPRESS:
-                assert isinstance(a, cli._Deprecated), (p.prog, a.option_strings)
+                assert isinstance(a, cli.Deprecated), (p.prog, a.option_strings)
                 continue
             n += 1
             assert a.help and a.help.strip(), f"{p.prog} {a.option_strings or a.dest}: no help"
@@ -155,12 +156,12 @@ def test_operands_are_checked_against_this_machines_memory(monkeypatch):
         pytest.skip("a GPU's own memory is the limit")
     big = [parse_shape("16384x16384x16384:fp32")]  # 3 GiB of operands
     cli.check_allocatable(big)
-    monkeypatch.setattr(cli, "_host_memory_bytes", lambda: 2**30)
+    monkeypatch.setattr(cli_common, "host_memory_bytes", lambda: 2**30)
     with pytest.raises(ValueError, match=r"cannot be allocated: its operands take 3.0 GiB, more than the 1 GiB "
                                          r"of this machine"):
         cli.check_allocatable(big)
     with pytest.raises(ValueError, match=r"141 GiB|131 GiB"):
-        monkeypatch.setattr(cli, "_host_memory_bytes", lambda: 2**50)
+        monkeypatch.setattr(cli_common, "host_memory_bytes", lambda: 2**50)
         cli.check_allocatable([parse_shape("200000x200000x4:fp32")], device="h200")
 
 
@@ -290,6 +291,8 @@ def test_bench_model_command_passes_its_options(monkeypatch, tmp_path, capsys):
 def test_doctests_of_the_cli_and_tune_modules():
     import doctest
     import importlib
-    for name in ("gemmtune.cli", "gemmtune.tune", "gemmtune.shapes"):
+    for name in ("gemmtune.cli", "gemmtune.cli.model", "gemmtune.cli.common", "gemmtune.tune", "gemmtune.shapes",
+                 "gemmtune.tuning.plan", "gemmtune.tuning.options",
+                 "gemmtune.tuning.executor", "gemmtune.tuning.recorder", "gemmtune.tuning.results"):
         mod = importlib.import_module(name)
         assert doctest.testmod(mod).failed == 0, name

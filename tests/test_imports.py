@@ -101,3 +101,27 @@ def test_no_import_cycle():
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_every_module_imports(name):
     importlib.import_module(name)
+
+
+def _deferred_imports(tree: ast.Module):
+    """Import statements inside functions and classes: run only when called, so an import that
+    names a module or name that is not there fails late (after a file was moved into a package)."""
+    top = set(map(id, _module_level(tree)))
+    return [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level and id(n) not in top]
+
+
+def test_every_deferred_relative_import_resolves():
+    bad = []
+    for name, path in MODULES.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in _deferred_imports(ast.parse(path.read_text())):
+            parts = package.split(".")
+            base = ".".join(parts[:len(parts) - node.level + 1])
+            mod = f"{base}.{node.module}" if node.module else base
+            if mod not in MODULES:
+                bad.append(f"{name}:{node.lineno}: no module {mod}")
+                continue
+            m = importlib.import_module(mod)
+            bad += [f"{name}:{node.lineno}: {mod} has no {a.name}" for a in node.names
+                    if not hasattr(m, a.name) and f"{mod}.{a.name}" not in MODULES]
+    assert not bad, "\n".join(bad)

@@ -22,33 +22,17 @@ import pytest
 import torch
 
 from gemmtune import benchmark, cli, report
+from gemmtune.bench import modes as bench_modes
+from gemmtune.bench import suite as bench_suite
 from gemmtune.configs import Choice
 from gemmtune.problem import Problem
+from mdtables import md_rows, md_tables  # noqa: F401 -- tests/mdtables.py
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "data" / "bench_fixture.json"
 RUN = ROOT / "benchmarks" / "results" / "2026-11-21-h200-public-full"
 
 
-def md_tables(md: str) -> list[list[dict[str, str]]]:
-    """The Markdown tables of ``md``: each a list of rows, a row a dict from its column's
-    header to the stripped cell (so tests assert on cells, not on whole rendered lines)."""
-    tables, block = [], []
-    for line in [*md.splitlines(), ""]:
-        if line.startswith("|"):
-            block.append([c.strip() for c in line.strip().strip("|").split("|")])
-            continue
-        if len(block) >= 2:
-            header, rows = block[0], [r for r in block[1:] if not all(set(c) <= set("-: ") for c in r)]
-            tables.append([dict(zip(header, r)) for r in rows])
-        block = []
-    return tables
-
-
-def md_rows(md: str, **cells: str) -> list[dict[str, str]]:
-    """Every table row whose named cells hold these values (``_`` in a name stands for a space)."""
-    want = {k.replace("_", " "): v for k, v in cells.items()}
-    return [r for t in md_tables(md) for r in t if all(r.get(k) == v for k, v in want.items())]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -134,8 +118,8 @@ def test_group_geomeans_and_targets_on_the_recorded_run(doc):
         report.geomean(s["floor_ms"] / s["cublas"]["kernel"]["ms"] for s in split))
     assert gs["splitk"]["floor"] > cb["floor"]  # it won on both shapes, against the same floors
     sec = report.render_markdown(doc).split("## Geomean % of the physical floor", 1)[1].split("\n## ", 1)[0]
-    row = next(r for r in sec.splitlines() if r.startswith("| splitk |"))
-    assert f"{cb['floor'] * 100:.0f}%" in row and f"{gs['splitk']['floor'] * 100:.0f}%" in row
+    [row] = md_rows(sec, group="splitk")
+    assert row["cuBLAS"] == f"{cb['floor'] * 100:.0f}%" and row["gemmtune default"] == f"{gs['splitk']['floor'] * 100:.0f}%"
     tune = t["gemmtune"]["tuning"]
     assert tune["verdict"] == "MISSED" and tune["ratio"] == pytest.approx(79.4908 / 92.8866, abs=1e-3)
     assert all(r["verdict"] == "NOT RUN" for m in ("gemmtune_fast", "gemmtune_top5") for r in t[m].values())
@@ -277,7 +261,7 @@ def test_bench_without_gpu_is_a_clear_error(monkeypatch, capsys):
 
 @pytest.mark.parametrize("fail", [False, True], ids=["returns", "raises"])
 def test_bench_run_restores_process_settings(tmp_path, monkeypatch, fail):
-    """benchmark.run sets the compile caches' environment, tf32, Inductor's config, its
+    """bench.suite.run sets the compile caches' environment, tf32, Inductor's config, its
     autotuning hook and TunableOp for its own run, and puts each back when it returns or raises.
     Everything that needs a GPU is faked: the run goes through the part that sets them."""
     import torch._inductor.config as icfg
@@ -292,12 +276,12 @@ def test_bench_run_restores_process_settings(tmp_path, monkeypatch, fail):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(DeviceInfo, "from_torch", classmethod(lambda cls, *a, **k: DeviceInfo.lookup("H100")))
     ceilings = {"copy": {"gbps": 1.0}, "read": None, "mm": {}}
-    monkeypatch.setattr(benchmark, "measure_ceilings", lambda timer: ceilings)
-    monkeypatch.setattr(benchmark, "tune_phase", lambda *a, **k: {"notes": [], "modes": {}, "tuned": {}, "skipped": {},
+    monkeypatch.setattr(bench_suite, "measure_ceilings", lambda timer: ceilings)
+    monkeypatch.setattr(bench_suite, "tune_phase", lambda *a, **k: {"notes": [], "modes": {}, "tuned": {}, "skipped": {},
                                                                   "extra_s": {}, "errors": {}})
     seen, installed = {}, []
-    monkeypatch.setattr(benchmark, "_install_autotune_log", lambda log: installed.append(log) or True)
-    monkeypatch.setattr(benchmark, "_remove_autotune_log", lambda log: installed.remove(log))
+    monkeypatch.setattr(bench_suite, "_install_autotune_log", lambda log: installed.append(log) or True)
+    monkeypatch.setattr(bench_suite, "_remove_autotune_log", lambda log: installed.remove(log))
 
     class FakeTunableOp:
         closed = 0
@@ -308,7 +292,7 @@ def test_bench_run_restores_process_settings(tmp_path, monkeypatch, fail):
         def close(self):
             FakeTunableOp.closed += 1
 
-    monkeypatch.setattr(benchmark, "TunableOp", FakeTunableOp)
+    monkeypatch.setattr(bench_suite, "TunableOp", FakeTunableOp)
 
     def measure_shape(*a, **k):
         seen.update(triton=os.environ.get("TRITON_CACHE_DIR"), inductor=os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
@@ -318,7 +302,7 @@ def test_bench_run_restores_process_settings(tmp_path, monkeypatch, fail):
             raise RuntimeError("a GPU fault")
         return {"cublas": None, "methods": {}}
 
-    monkeypatch.setattr(benchmark, "measure_shape", measure_shape)
+    monkeypatch.setattr(bench_suite, "measure_shape", measure_shape)
     shapes = _shapes()[:1]
     try:
         if fail:
@@ -348,29 +332,24 @@ def test_bench_without_gpu_in_a_real_process(tmp_path):
 
 
 # ------------------------------------------------------------------ bench pieces that run on a CPU
-def test_supported_modes_follow_the_tune_signature():
-    def old(problems, *, space="default", store="x"): ...
-
-    def new(problems, *, space="default", fast=False, benchmark_space=None): ...
-
-    modes, skipped = benchmark.supported_modes(old)
+def test_supported_modes_follow_the_tune_options():
+    old = {"space", "store"}  # a tuner without the model's top-k options
+    modes, skipped = benchmark.supported_modes(fields=old)
     assert list(modes) == ["gemmtune"] and sorted(skipped) == ["gemmtune_fast", "gemmtune_top5"]
     assert "'fast'" in skipped["gemmtune_fast"] and "'benchmark_space'" in skipped["gemmtune_top5"]
-    modes, skipped = benchmark.supported_modes(new)
+    modes, skipped = benchmark.supported_modes()  # this version's TuneOptions
     assert modes == benchmark.TUNE_MODES and skipped == {}
 
 
 def test_extra_modes_are_opt_in_and_checked():
-    def new(problems, *, space="default", fast=False, benchmark_space=None): ...
-
     assert benchmark.extra_modes(None) == [] and benchmark.extra_modes("") == []
     assert benchmark.extra_modes("top20, exhaustive,top20") == ["gemmtune_top20", "gemmtune_exhaustive"]
     with pytest.raises(ValueError, match="unknown extra mode 'top50'.*top20, exhaustive"):
         benchmark.extra_modes("top20,top50")
-    modes, skipped = benchmark.supported_modes(new, benchmark.extra_modes("exhaustive"))
+    modes, skipped = benchmark.supported_modes(benchmark.extra_modes("exhaustive"))
     assert list(modes) == [*benchmark.TUNE_MODES, "gemmtune_exhaustive"] and skipped == {}
     assert modes["gemmtune_exhaustive"] == {"space": "exhaustive", "benchmark_space": "SAME"}
-    assert benchmark.supported_modes(new)[0] == benchmark.TUNE_MODES  # not asked: not run
+    assert benchmark.supported_modes()[0] == benchmark.TUNE_MODES  # not asked: not run
 
 
 def test_report_shows_extra_modes_and_names_the_exhaustive_reference():
@@ -379,7 +358,8 @@ def test_report_shows_extra_modes_and_names_the_exhaustive_reference():
            "ceilings": None, "notes": [], "shapes": [s]}
     assert report.methods_present(doc) == ["gemmtune", "gemmtune_top20", "gemmtune_exhaustive"]
     md = report.render_markdown(doc)
-    assert "gemmtune model top-20" in md and "| gemmtune exhaustive |" in md
+    assert "gemmtune model top-20" in md
+    assert any("gemmtune exhaustive" in row.values() or "gemmtune exhaustive" in row for t in md_tables(md) for row in t)
     assert "benchmarked the whole exhaustive space" in md
     del s["methods"]["gemmtune_exhaustive"]
     assert "no exhaustive search is part of it" in report.render_markdown(doc)
@@ -491,7 +471,7 @@ def test_tune_phase_runs_every_mode_fresh(tmp_path, monkeypatch):
     assert all(top5.entries[k][0] == v[0] for k, v in top1.entries.items())  # top-1 is top-5's first
     assert set(phase["extra_s"]["nvmmh_top1"]) == set(top1.entries)  # the query time is added per shape
     # without the library, nvMMH is skipped with the reason, and gemmtune still runs
-    monkeypatch.setattr(benchmark, "_version", lambda dist: None)
+    monkeypatch.setattr(bench_modes, "dist_version", lambda dist: None)
     calls.clear()
     phase = benchmark.tune_phase(_shapes(), tune_fn=_fake_tuner(calls), scratch=tmp_path, seed=0, provenance=prov)
     assert len(calls) == 3 and phase["skipped"]["nvmmh_top5"] == "nvidia-matmul-heuristics is not installed"
@@ -638,7 +618,7 @@ def test_measure_shape_times_every_verified_method_in_the_same_rounds(monkeypatc
         r = real_compare(out, ref, tol)
         return r if len(checks) != 4 else type(r)(False, 1.0, 1.0, "made wrong by the test")
     monkeypatch.setattr(measure, "compare", compare)
-    monkeypatch.setattr(benchmark, "compile_inductor", lambda p, st, log: (
+    monkeypatch.setattr(bench_suite, "compile_inductor", lambda p, st, log: (
         {"status": "ok", "tune_s": 2.5, "choice": "aten", "autotune": [], "rel_err": 0.0},
         lambda i: torch.mm(*st.inputs[i])))
     seen = {}
@@ -653,7 +633,7 @@ def test_measure_shape_times_every_verified_method_in_the_same_rounds(monkeypatc
     def spy(entries, repeats, rounds):
         seen.update(names=list(entries), repeats=repeats, rounds=rounds, calls=[])
         return real_rr({n: logged(n, e) for n, e in entries.items()}, repeats, rounds)
-    monkeypatch.setattr(benchmark, "round_robin", spy)
+    monkeypatch.setattr(bench_suite, "round_robin", spy)
 
     rec = benchmark.measure_shape(shape, state, {"copy": {"gbps": 4000.0}, "mm": {"float16": {"tflops": 800.0}}},
                                   tuned, skipped, seed=0, inductor_log=benchmark.AutotuneLog(), errors=errors)

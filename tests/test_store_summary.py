@@ -4,13 +4,15 @@ speedup, failures), on a store written by a real (interpreter) tune run."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 import gemmtune
 from gemmtune import cli
 from gemmtune.problem import Problem
-from gemmtune.store_summary import markdown, summarize
+from gemmtune.report.store import markdown, summarize
+from mdtables import md_tables
 
 
 @pytest.fixture(scope="module")
@@ -28,13 +30,31 @@ def test_summary_of_a_tuned_store(store):
     assert set(row["families"]) == {"aten", "triton_mm"} and row["failed"] == 0
     assert row["measured"] == sum(row["statuses"].values())
     md = markdown([row])
-    assert md.startswith("| problem |") and "geomean speedup" in md
+    [table] = [t for t in md_tables(md) if t and "problem" in t[0]]
+    assert [r["problem"] for r in table][:1] and "geomean speedup" in md
 
 
 def test_cli_report_store(store, tmp_path, capsys):
     out = tmp_path / "summary.json"
     assert cli.main(["report", "--store", str(store), "--json", str(out)]) == 0
-    assert "| problem |" in capsys.readouterr().out
+    assert any(t and "problem" in t[0] for t in md_tables(capsys.readouterr().out))
     assert json.loads(out.read_text())["problems"][0]["best"]
     assert cli.main(["report", "--store", str(tmp_path / "none.sqlite")]) == 2
     assert "no results store" in capsys.readouterr().err
+
+
+def test_run_summary_of_the_committed_h200_run_is_the_committed_file(tmp_path, capsys):
+    """report --store --run-summary (what scripts/summarize_store.py wrote): the committed
+    H200 run's store gives back its committed tune-summary.json, which --tune-run renders."""
+    import gzip
+
+    run = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "2026-11-21-h200-public-full"
+    store = tmp_path / "s.sqlite"
+    store.write_bytes(gzip.decompress((run / "store.sqlite.gz").read_bytes()))
+    out = tmp_path / "tune-summary.json"
+    assert cli.main(["report", "--store", str(store), "--run-summary", str(out),
+                     "--tune-json", str(run / "tune-run.json")]) == 0
+    assert json.loads(out.read_text()) == json.loads((run / "tune-summary.json").read_text())
+    text = capsys.readouterr().out
+    assert text.splitlines()[0].split()[:3] == ["group", "name", "best"]
+    assert any(line.startswith("geomean speedup over aten, splitk:") for line in text.splitlines())

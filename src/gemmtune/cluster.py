@@ -53,6 +53,12 @@ from .problem import Problem
 from .shapes import Shape
 from .store import ResultStore, RunContext
 from .table import as_table
+from .tuning import plan as P
+from .tuning.executor import COMPILE_NICE, usable_cpus
+from .tuning.progress import Progress
+from .tuning.recorder import Recorder, result_row, write_table
+from .tuning.results import FAILED, TuneResult
+from .tuning.tuner import context_of, run_device
 
 try:  # the plugin must be a WorkerPlugin to be registered; without Dask this module still imports
     from distributed import WorkerPlugin as _WorkerPlugin
@@ -163,11 +169,9 @@ class PoolPlugin(_WorkerPlugin):
                                      gpus=gpus[:1]).start()
             n = s["compile_workers"]
             if n is None:
-                from .tune import usable_cpus
                 # The host's cores shared by its workers (one per GPU), at most 16 each as in tune.
                 n = min(16, usable_cpus() // max(1, s["per_host"].get(_host(self._address), 1))) if gpus else 0
             if n > 1:
-                from .tune import COMPILE_NICE
                 self._compile = WorkerPool(n, timeout=s["timeout"], runner=s["runner"], env=s["env"],
                                            gpus=gpus[:1], nice=COMPILE_NICE).start()
         return self._bench
@@ -207,7 +211,6 @@ def run_task(task: dict) -> dict:
     report, the seconds taken and [problem key, choice id, result dict] per candidate."""
     from distributed import get_worker
 
-    from .tune import FAILED
 
     t0 = time.monotonic()
     plugin = _plugin(task["plugin"])
@@ -225,11 +228,6 @@ def run_task(task: dict) -> dict:
         out[(t["problem"], t["choice"])] = res
     return {"worker": get_worker().address, "pid": os.getpid(), "info": info, "seconds": time.monotonic() - t0,
             "results": [[p, c, out[(p, c)]] for p, c in items if (p, c) in out]}
-
-
-def context_of(info: dict) -> RunContext:
-    """The run context a worker's device report (bench.runner.info) stands for."""
-    return RunContext(info["device_name"], info["capability"], info["torch"], info["triton"], info["gemmtune"])
 
 
 def accept(ctx: RunContext, reply: dict) -> str | None:
@@ -287,14 +285,11 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
         >>> r = tune_cluster(shapes, cluster="local:2", store="results.sqlite")  # doctest: +SKIP
         >>> r.measured, r.reused                                               # doctest: +SKIP
     """
-    import importlib
-
     from .model import AnalyticModel
-    T = importlib.import_module(f"{__package__}.tune")  # the module: gemmtune.tune is also the function
 
     t0 = time.monotonic()
     distributed = _distributed()
-    bspace = T._benchmark_space(benchmark_space, fast)
+    bspace = P.parse_benchmark_space(benchmark_space, fast)
     if timing not in TIMINGS:
         raise ValueError(f"timing must be one of {', '.join(map(repr, TIMINGS))}, got {timing!r}")
     if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
@@ -305,7 +300,7 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
         space = "exhaustive"
     if isinstance(model, (str, os.PathLike)) and not Path(model).is_file():
         raise ValueError(f"model file {model} does not exist")
-    shapes = T._as_shapes(problems)
+    shapes = P.as_shapes(problems)
     lut = as_table(table)
     if out is not None and not Path(out).resolve().parent.is_dir():
         raise ValueError(f"cannot write the table to {out}: directory {Path(out).resolve().parent} does not exist")
@@ -350,8 +345,10 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
         info = next(r["info"] for r in infos if r["worker"] == good[0])
         startup = time.monotonic() - t0
         representative = bool(info.get("representative", False))
-        dev = T.run_device(info, device, ctx, earlier, out, lut)
-        ranker = T._ranker(model, dev, ctx) if bspace != "SAME" else None
+        dev = run_device(info, device, ctx, earlier, out, lut)
+        ranker = P.load_ranker(model, dev, ctx.triton_version) if bspace != "SAME" else None
+        plan = P.CandidatePlan(tuple(families), space, dev, lut, bspace, ranker)
+        rec = Recorder(db, ctx, retry_failed=retry_failed, timeout=timeout)
         coster = AnalyticModel(dev)
 
         # Plan: each distinct problem once; what the store holds for this context is reused.
@@ -363,10 +360,10 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
             key = s.problem.key
             if key in plans:
                 continue
-            plans[key], kw = T.plan_candidates(s.problem, families, space, dev, lut, bspace, ranker)
-            if kw is not None:
-                picked[key] = kw
-            done, todo = T._pending(s.problem, plans[key], db, ctx, retry_failed)
+            planned = plan(s.problem)
+            plans[key] = planned.choices
+            picked[key] = (planned.k, planned.why)
+            done, todo = rec.pending(s.problem, plans[key])
             reused += sum(c.id in done for c in plans[key])
             for part in _batches([c.id for _, c in todo], batch) if todo else []:
                 work.append((shape_cost(s.problem, len(part), coster), len(work), s.problem, part))
@@ -391,7 +388,7 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
             return f
 
         left: Counter = Counter(p.key for _, _, p, _ in work)
-        with T._Progress(progress) as bar:
+        with Progress(progress) as bar:
             task = bar.task("candidates", sum(len(w[3]) for w in work))
             pending = distributed.as_completed([submit(i) for i in range(len(work))])
             for f in pending:
@@ -414,7 +411,7 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
                     if (pk, cid) in written or pk not in problems_by_key:
                         continue  # a duplicate answer (a re-run task): the first one stays
                     written.add((pk, cid))
-                    rows.append(T._row(problems_by_key[pk], Choice.parse(cid), res))
+                    rows.append(result_row(problems_by_key[pk], Choice.parse(cid), res))
                 db.record_many(ctx, rows)
                 measured += len(rows)
                 seconds[p.key] += reply.get("seconds", 0.0)
@@ -425,12 +422,12 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
             warnings.warn(f"not recorded (rerun to measure it): {line}", RuntimeWarning, stacklevel=2)
         result_shapes = []
         for s in shapes:
-            r = T._summarize(s, plans[s.problem.key], db, ctx)
+            r = rec.summarize(s, plans[s.problem.key])
             r.tune_s = seconds.get(s.problem.key, 0.0)
             r.k, r.k_reason = picked.get(s.problem.key, (None, None))
             result_shapes.append(r)
-        tbl, table_path = T.write_table(result_shapes, db, ctx, out, overwrite)
-        result = T.TuneResult(result_shapes, ctx, representative, time.monotonic() - t0, measured, reused,
+        tbl, table_path = write_table(result_shapes, ctx, out, overwrite)
+        result = TuneResult(result_shapes, ctx, representative, time.monotonic() - t0, measured, reused,
                               tbl, table_path, Path(db.path), 0.0, startup, 0, rejected)
         return result
     finally:

@@ -1,6 +1,12 @@
 """Benchmarking: one measurement (measure.py: verify, then time -> Measurement), timers
 (timing.py), the worker's JSON adapter over measure (runner.py), the worker entry point
-(worker.py) and the subprocess pool (workers.py)."""
+(worker.py), the subprocess pool (workers.py), the warm pool server (server.py) and fault
+injection (faults.py).
+
+``gemmtune bench``, the side-by-side comparison, in parts: suite.py (the run and each shape's
+record), modes.py (gemmtune's modes, the tuning phase), ceilings.py, rounds.py (interleaved
+timing), inductor.py, tunableop.py and nvmmh.py (the peers), records.py (the JSON's entries)
+and settings.py (process-wide settings, put back afterwards)."""
 
 # The task handler a worker uses unless told otherwise (module:function).
 DEFAULT_RUNNER = "gemmtune.bench.runner:handle"

@@ -61,18 +61,26 @@ def constraint(cfg: SplitKConfig, problem: Problem, device: DeviceInfo) -> str |
     return tile_constraint(cfg, problem, device)
 
 
-def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
+def raw_configs(kind: str = "default") -> list[SplitKConfig]:
+    """The space's configs before they are scaled to a problem: the one list ``space`` and data
+    collection (gemmtune.collect's samplers) draw from."""
     if kind == "default":
-        raw = [SplitKConfig(*t, group_m=8, split_k=s, deterministic=d)
-               for t, s, d in itertools.product(DEFAULT_TILES, SPLITS, (True, False))]
-    else:
-        raw = [SplitKConfig(bm, bn, bk, st, w, 8, s, d) for bm, bn, bk, st, w, s, d in itertools.product(
-            (16, 32, 64, 128), (16, 32, 64, 128), (32, 64, 128, 256), (2, 3, 4, 5), (2, 4, 8),
-            SPLITS, (True, False))]
+        return [SplitKConfig(*t, group_m=8, split_k=s, deterministic=d)
+                for t, s, d in itertools.product(DEFAULT_TILES, SPLITS, (True, False))]
+    return [SplitKConfig(bm, bn, bk, st, w, 8, s, d) for bm, bn, bk, st, w, s, d in itertools.product(
+        (16, 32, 64, 128), (16, 32, 64, 128), (32, 64, 128, 256), (2, 3, 4, 5), (2, 4, 8), SPLITS, (True, False))]
+
+
+def scaled(cfg: SplitKConfig, problem: Problem) -> SplitKConfig:
+    """``cfg`` scaled to ``problem`` (configs.scale_tile), its K extent being one split's."""
+    return scale_tile(cfg, problem, k_len=cdiv(problem.k, cfg.split_k))
+
+
+def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
+    raw = raw_configs(kind)
     if kind == "default":
         raw = [fp8_tile(c, problem) for c in raw]  # fp8: BLOCK_K doubled (configs.fp8_tile)
-    scaled = [scale_tile(c, problem, k_len=cdiv(problem.k, c.split_k)) for c in raw]
-    return prune(scaled, problem, device, constraint)
+    return prune([scaled(c, problem) for c in raw], problem, device, constraint)
 
 
 def validate(problem: Problem, cfg: SplitKConfig) -> None:

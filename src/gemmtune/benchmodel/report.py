@@ -1,0 +1,98 @@
+"""bench-model's JSON as Markdown and a PNG plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .phases import GREEDY_STEPS
+
+def markdown(doc: dict) -> str:
+    """The report: per model, a table of ms per call and x eager per phase and mode, the tuning
+    and compile times, and the checks."""
+    h = doc["header"]
+    L = [f"# gemmtune bench-model: {h['device']}", "",
+         f"torch {h['torch']}, triton {h['triton']}, transformers {h.get('transformers', '?')}, "
+         f"gemmtune {h['gemmtune']}, {h['date']}; dtype {h['dtype']}; tuning: {h['tune']}.", "",
+         "Each cell: ms per call (median of 5 rounds of CUDA-event-timed back-to-back calls, after "
+         "warm-up; Python launch overhead included) and × eager. `max_autotune` is torch.compile "
+         "mode `max-autotune-no-cudagraphs`.", ""]
+    for m in doc["models"]:
+        if "error" in m:
+            L += [f"## {m['model']}", "", f"Not run: {m['error']}", ""]
+            continue
+        modes = list(m["modes"])
+        phases = list(next(iter(m["modes"].values()))["phases"])
+        L += [f"## {m['model']} ({m['params'] / 1e6:.1f}M parameters)", ""]
+        if "tune_s" in m:
+            L.append(f"gemmtune tuning: {m['tune_s']:.1f} s for {m.get('tuned_problems', '?')} problems over "
+                     f"{m.get('tuned_layer_shapes', '?')} layer shapes (one tune call); winners: "
+                     + ", ".join(f"`{w}`" for w in m.get("winners", [])[:12]) + ".\n")
+        L.append("| phase | " + " | ".join(modes) + " |")
+        L.append("|---|" + "---|" * len(modes))
+        for p in phases:
+            cells = []
+            for mode in modes:
+                r = m["modes"][mode]["phases"].get(p)
+                cells.append(f"{r['ms']:.3f} ({r.get('x_eager', 1):.2f}×)" if r else "-")
+            L.append(f"| {p} | " + " | ".join(cells) + " |")
+        inter = [(p, m["modes"]["eager_patch"]["phases"][p]["interleaved"]) for p in phases
+                 if "eager_patch" in m["modes"] and "interleaved" in m["modes"]["eager_patch"]["phases"].get(p, {})]
+        if inter:
+            L.append("| eager vs eager_patch, interleaved | " + "; ".join(
+                f"{p}: {i['eager_ms']:.3f} / {i['eager_patch_ms']:.3f} ms ({i['x_eager']:.2f}×)" for p, i in inter)
+                + " |" + " |" * (len(modes) - 1))
+        L.append("| first calls (compile) s | " + " | ".join(
+            f"{m['modes'][mode].get('first_calls_s', 0):.1f}" for mode in modes) + " |")
+        L.append("")
+        checks = []
+        for mode in modes:
+            rec = m["modes"][mode]
+            for p, r in rec["phases"].items():
+                if "logits_ok" in r:
+                    checks.append(f"{mode}/{p}: logits err {r['logits_rel_err']:.2e} "
+                                  f"{'ok' if r['logits_ok'] else 'FAIL'}")
+                if "cosine_ok" in r:
+                    checks.append(f"{mode}: min cosine {r['min_cosine']:.5f} {'ok' if r['cosine_ok'] else 'FAIL'}")
+            if "greedy_match" in rec:
+                d = rec.get("greedy_divergence")
+                checks.append(f"{mode}: greedy {GREEDY_STEPS} tokens " + (
+                    "identical to eager" if rec["greedy_match"] else
+                    f"diverge at step {d['step']} (eager's top-1/top-2 gap there {d['eager_gap']:.3f})"))
+        L += ["Checks: " + "; ".join(checks) + ".", ""]
+    return "\n".join(L) + "\n"
+
+
+def plot(doc: dict, path: str | Path) -> Path | None:
+    """A bar chart per model: × eager of every mode in every phase (the interleaved eager-vs-patch
+    ratio where there is one). None when matplotlib is missing (the ``report`` extra)."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        return None
+    models = [m for m in doc["models"] if "error" not in m and m.get("modes")]
+    if not models:
+        return None
+    fig = Figure(figsize=(7, 2.6 * len(models)), layout="constrained")
+    for i, m in enumerate(models):
+        ax = fig.add_subplot(len(models), 1, i + 1)
+        modes = list(m["modes"])
+        phases = list(next(iter(m["modes"].values()))["phases"])
+        width = 0.8 / max(1, len(modes))
+        for j, mode in enumerate(modes):
+            xs, ys = [], []
+            for k, p in enumerate(phases):
+                r = m["modes"][mode]["phases"].get(p)
+                if r is None:
+                    continue
+                xs.append(k + (j - (len(modes) - 1) / 2) * width)
+                ys.append(r.get("interleaved", {}).get("x_eager", r.get("x_eager", 1.0)))
+            ax.bar(xs, ys, width, label=mode)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks(range(len(phases)), phases, fontsize=8)
+        ax.set_ylabel("× eager (higher is faster)", fontsize=8)
+        ax.set_title(f"{m['model']}", fontsize=9)
+        ax.legend(fontsize=7, ncols=len(modes))
+    path = Path(path)
+    FigureCanvasAgg(fig).print_png(str(path))
+    return path

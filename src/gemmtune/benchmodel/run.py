@@ -1,0 +1,256 @@
+"""Running bench-model: every mode of every model (patched, compiled, ...) with its timings and checks."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from .models import CAUSAL, MODELS, MODES, PHASES, build_causal, build_minilm, minilm_dir
+from .phases import COSINE_MIN, _ids, causal_phase, greedy, rel_err
+from .report import markdown, plot
+from .timing import interleave_eager, time_call
+
+def _fresh_dynamo() -> None:
+    """Each compiled mode starts from an empty dynamo cache, with room for the recompiles a KV
+    cache causes (prompt pass, then decode steps: each phase is a new guard set). Without this,
+    modes compiled one after another share the HF forward's code object and its default limit
+    of 8 entries: on an H200 the patched model then hit the limit and ran its decode step
+    uncompiled (7.6 ms against 2.8 for plain torch.compile on GPT-2)."""
+    torch._dynamo.reset()
+    cfg = torch._dynamo.config
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(cfg, name):
+            setattr(cfg, name, max(getattr(cfg, name), 64))
+
+
+def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, out: dict,
+                  tune_kwargs: dict) -> dict:
+    """Each mode's callable model. The patched one is a deep copy of ``model``, tuned once from
+    ``example(copy)`` (its GEMMs captured, one tune call) and shared by eager_patch and
+    patch_compile; its tuning time and winners go into ``out``, each mode's setup time into
+    ``out['modes'][mode]``."""
+    variants: dict[str, Callable] = {}
+    for mode in modes:
+        t0 = time.perf_counter()
+        if mode == "eager":
+            variants[mode] = model
+        elif mode in ("eager_patch", "patch_compile"):
+            if "patched" not in variants:
+                import gemmtune
+                patched = copy.deepcopy(model)
+                t1 = time.perf_counter()
+                with torch.no_grad():
+                    ds = gemmtune.tune_model(patched, fn=lambda: example(patched), **tune_kwargs)
+                    gemmtune.patch(patched, dispatchers=ds)
+                out["tune_s"] = time.perf_counter() - t1
+                out["tuned_layer_shapes"] = len(ds)
+                out["tuned_problems"] = sum(len(d.hint_choices) for d in ds.values())
+                out["winners"] = sorted({h.choice.id for d in ds.values() for h in d.hint_choices})
+                variants["patched"] = patched
+            variants[mode] = variants["patched"] if mode == "eager_patch" else torch.compile(variants["patched"])
+        elif mode == "compile":
+            variants[mode] = torch.compile(model)
+        elif mode == "max_autotune":
+            variants[mode] = torch.compile(model, mode="max-autotune-no-cudagraphs")
+        else:
+            raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
+        out["modes"][mode] = {"setup_s": time.perf_counter() - t0}
+    return variants
+
+
+def eager_path_summary(model: torch.nn.Module) -> dict:
+    """Which eager path each patched layer took per input shape (gemmtune.nn: the tuned kernel or
+    cuBLAS), with the back-to-back timings that chose it: what explains eager + patch's time."""
+    counts: dict[str, int] = {}
+    timed = []
+    for name, mod in model.named_modules():
+        paths = getattr(mod, "eager_paths", None)
+        if not isinstance(paths, dict):
+            continue
+        log = getattr(mod, "eager_choices", {})
+        for key, path in paths.items():
+            counts[path] = counts.get(path, 0) + 1
+            if key in log:
+                choice, t_tuned, t_aten = log[key]
+                timed.append({"layer": name, "shape": list(key[0]), "path": path, "choice": choice,
+                              "tuned_us": t_tuned * 1e6, "aten_us": t_aten * 1e6})
+    return {"counts": counts, "timed": timed}
+
+
+def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str, dtype: torch.dtype,
+                 tune_kwargs: dict, log: Callable[[str], None] = print,
+                 checkpoint: Callable[[dict], None] | None = None) -> dict:
+    """Every mode of every phase of one causal model: times, tuning/compile times, checks.
+    ``checkpoint(partial)`` is called after each mode with what is measured so far (so a run
+    stopped by a time limit keeps its finished modes)."""
+    torch._dynamo.reset()
+    ref_model = build_causal(name, torch.float32, device)
+    model = build_causal(name, dtype, device)
+    vocab = model.config.vocab_size
+    ps = [causal_phase(p, vocab, device) for p in phases if PHASES[p][0] != "embed"]
+    out = {"model": name, "params": sum(p.numel() for p in model.parameters()), "phases": {}, "modes": {}}
+    prompt = _ids(1, 16, vocab, device, 7)
+    with torch.no_grad():
+        refs = {p.name: p.run(ref_model).float() for p in ps if p.name.startswith("prefill")}
+        eager_tokens, eager_gaps = greedy(model, prompt)
+    del ref_model
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+    variants = make_variants(model, modes, lambda m: [p.example(m) for p in ps], out,
+                             dict(tune_kwargs, extra_m=(1,)))
+
+    for mode in modes:
+        fn_model = variants[mode]
+        rec = out["modes"][mode]
+        rec["phases"] = {}
+        first_calls = 0.0
+        _fresh_dynamo()
+        for p in ps:
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                y = p.run(fn_model)  # first call: compiles under torch.compile
+                if device == "cuda":
+                    torch.cuda.synchronize()
+            first_calls += time.perf_counter() - t0
+            with torch.no_grad():
+                t = time_call(lambda: p.run(fn_model))
+            r = {**t}
+            if p.name in refs:
+                r["logits_rel_err"] = rel_err(y.float(), refs[p.name])
+            rec["phases"][p.name] = r
+            log(f"{name} {mode:13s} {p.name:16s} {t['ms']:9.3f} ms" +
+                (f"  logits err {r['logits_rel_err']:.2e}" if "logits_rel_err" in r else ""))
+        rec["first_calls_s"] = first_calls
+        log(f"{name} {mode:13s} first calls (compile, autotune) {first_calls:.1f} s")
+        if checkpoint is not None:  # before the greedy check, whose recompiles can be long
+            checkpoint(out)
+        if mode == "eager_patch":
+            rec["eager_paths"] = eager_path_summary(fn_model)
+            log(f"{name} eager paths: {rec['eager_paths']['counts']}")
+        if mode != "eager":
+            with torch.no_grad():
+                toks, _ = greedy(fn_model, prompt)
+            div = next((i for i, (a, b) in enumerate(zip(eager_tokens, toks)) if a != b), None)
+            rec["greedy_match"] = div is None
+            if div is not None:
+                rec["greedy_divergence"] = {"step": div, "eager_gap": eager_gaps[div]}
+        if checkpoint is not None:
+            checkpoint(out)
+    interleave_eager(out, variants, {p.name: p.run for p in ps}, name, log)
+    # verdicts against eager
+    eager = out["modes"].get("eager")
+    for mode, rec in out["modes"].items():
+        for pname, r in rec["phases"].items():
+            if eager and pname in eager["phases"]:
+                r["x_eager"] = eager["phases"][pname]["ms"] / r["ms"]
+                if "logits_rel_err" in r:
+                    r["logits_ok"] = r["logits_rel_err"] <= max(1.5 * eager["phases"][pname]["logits_rel_err"], 1e-3)
+    return out
+
+
+def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwargs: dict, folder: str | None,
+                 log: Callable[[str], None] = print) -> dict:
+    torch._dynamo.reset()
+    try:
+        st32 = build_minilm(torch.float32, device, folder)
+        st = build_minilm(dtype, device, folder)
+    except (OSError, ValueError) as e:  # a folder without the model: say which
+        raise RuntimeError(f"cannot load MiniLM from {minilm_dir(folder)}: {e}") from None
+    sentences = [f"Sentence number {i} talks about {w} and matrix multiplication on GPUs."
+                 for i, w in enumerate(["cats", "dogs", "rain", "code", "music", "tea", "trains", "stars"] * 8)]
+    feats = st.tokenize(sentences)
+    feats = {k: v.to(device) for k, v in feats.items() if torch.is_tensor(v)}
+
+    def emb(m):
+        return m(dict(feats))["sentence_embedding"]
+    with torch.no_grad():
+        ref = emb(st32).float()
+    del st32
+    out = {"model": "minilm", "params": sum(p.numel() for p in st.parameters()), "modes": {}}
+    variants = make_variants(st, modes, emb, out, tune_kwargs)
+    for mode in modes:
+        m = variants[mode]
+        _fresh_dynamo()
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            e = emb(m).float()
+        first = time.perf_counter() - t0
+        with torch.no_grad():
+            t = time_call(lambda: emb(m))
+        cos = float(torch.nn.functional.cosine_similarity(e, ref, dim=-1).min())
+        out["modes"][mode].update({"first_calls_s": first, "phases": {"embed_64": {
+            **t, "min_cosine": cos, "cosine_ok": cos >= COSINE_MIN}}})
+        log(f"minilm {mode:13s} embed_64         {t['ms']:9.3f} ms  min cosine {cos:.5f}")
+    interleave_eager(out, variants, {"embed_64": emb}, "minilm", log)
+    eager = out["modes"].get("eager")
+    for rec in out["modes"].values():
+        r = rec["phases"]["embed_64"]
+        if eager:
+            r["x_eager"] = eager["phases"]["embed_64"]["ms"] / r["ms"]
+    return out
+
+
+def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] | None = None,
+        out_dir: str | Path = "benchmarks/results", dtype: str = "bfloat16", tune_kwargs: dict | None = None,
+        minilm_folder: str | None = None, device: str | None = None, log: Callable[[str], None] = print) -> dict:
+    """Bench every model; write ``bench-model.json``, ``bench-model.md`` and ``bench-model.png``
+    (with matplotlib) under ``out_dir``."""
+    import datetime
+
+    import triton
+
+    import gemmtune
+    from ..problem import DTYPES, dtype_name
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    dt = DTYPES[dtype_name(dtype)]
+    modes = list(modes or MODES)
+    phases = list(phases or PHASES)
+    for m in modes:
+        if m not in MODES:
+            raise ValueError(f"unknown mode {m!r}; known: {', '.join(MODES)}")
+    for p in phases:
+        if p not in PHASES:
+            raise ValueError(f"unknown phase {p!r}; known: {', '.join(PHASES)}")
+    tune_kwargs = dict(tune_kwargs or {"fast": True})
+    try:
+        import transformers
+        tf_version = transformers.__version__
+    except ImportError:
+        raise RuntimeError("bench-model needs transformers: pip install 'gemmtune[models]'") from None
+    doc = {"header": {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+                      "torch": torch.__version__, "triton": triton.__version__, "transformers": tf_version,
+                      "gemmtune": gemmtune.__version__, "date": datetime.date.today().isoformat(),
+                      "dtype": dtype_name(dtype),
+                      "tune": ", ".join(f"{k}={v}" for k, v in tune_kwargs.items() if not callable(v)) or "custom"},
+           "models": []}
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in models:
+        try:
+            if name == "minilm":
+                res = bench_minilm(modes, device=device, dtype=dt, tune_kwargs=tune_kwargs, folder=minilm_folder,
+                                   log=log)
+            elif name in CAUSAL:
+                def checkpoint(partial, name=name):
+                    part = dict(doc, models=doc["models"] + [{**partial, "partial": True}])
+                    (out_dir / "bench-model.json").write_text(json.dumps(part, indent=1, default=float) + "\n")
+                res = bench_causal(name, phases, modes, device=device, dtype=dt, tune_kwargs=tune_kwargs, log=log,
+                                   checkpoint=checkpoint)
+            else:
+                raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
+        except (RuntimeError, ImportError) as e:  # a missing optional piece: say so, go on
+            res = {"model": name, "error": f"{type(e).__name__}: {e}"}
+            log(f"{name}: not run: {res['error']}")
+        doc["models"].append(res)
+        (out_dir / "bench-model.json").write_text(json.dumps(doc, indent=1, default=float) + "\n")
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    (out_dir / "bench-model.md").write_text(markdown(doc))
+    plot(doc, out_dir / "bench-model.png")
+    return doc

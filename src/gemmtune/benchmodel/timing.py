@@ -1,0 +1,91 @@
+"""Timing a model call: rounds of back-to-back calls (CUDA events on a GPU), alone or interleaved
+with the other modes so that drift does not favour one."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+def _calls_per_round(fn: Callable[[], object], warmup: int, min_round_ms: float, sync: Callable[[], None]) -> int:
+    """Calls per timed round: ``warmup`` untimed calls, then one timed call sizes a round to about
+    ``min_round_ms`` (1 to 200 calls)."""
+    for _ in range(warmup):
+        fn()
+    sync()
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    return max(1, min(200, int(min_round_ms / max((time.perf_counter() - t0) * 1e3, 1e-3))))
+
+
+def _stats(samples: list[float], calls: int) -> dict:
+    """Median ms per call over the rounds, their relative range, and the calls made."""
+    med = statistics.median(samples)
+    return {"ms": med, "spread": (max(samples) - min(samples)) / med if med else 0.0, "calls": calls}
+
+
+def time_call(fn: Callable[[], object], *, rounds: int = 5, min_round_ms: float = 20.0,
+              warmup: int = 3) -> dict:
+    """Median ms per call over ``rounds`` rounds (CUDA events on a GPU, wall clock otherwise)."""
+    cuda = torch.cuda.is_available()
+    n = _calls_per_round(fn, warmup, min_round_ms, torch.cuda.synchronize if cuda else (lambda: None))
+    samples = []
+    for _ in range(rounds):
+        if cuda:
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            for _ in range(n):
+                fn()
+            e.record()
+            e.synchronize()
+            samples.append(s.elapsed_time(e) / n)
+        else:
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            samples.append((time.perf_counter() - t0) * 1e3 / n)
+    return _stats(samples, n * rounds)
+
+
+def time_interleaved(fns: dict[str, Callable[[], object]], *, rounds: int = 7, min_round_ms: float = 20.0,
+                     warmup: int = 2) -> dict[str, dict]:
+    """``time_call`` for several callables at once, their rounds interleaved (the order rotates per
+    round), so that a drift of the host's speed, which decides a host-bound step's time, falls on
+    all of them alike. Per name: median ms per call, spread, calls."""
+    cuda = torch.cuda.is_available()
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    names = list(fns)
+    per = {name: _calls_per_round(fns[name], warmup, min_round_ms, sync) for name in names}
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn, n = fns[name], per[name]
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            sync()
+            samples[name].append((time.perf_counter() - t0) * 1e3 / n)
+    return {name: _stats(samples[name], per[name] * rounds) for name in names}
+
+
+def interleave_eager(out: dict, variants: dict, phases: dict[str, Callable], model_name: str,
+                     log: Callable[[str], None]) -> None:
+    """eager against eager + patch, interleaved per phase (the verdict for 'never slower than
+    eager': the separate per-mode timings are minutes apart, and a host-bound step's time drifts
+    with the host's speed by up to 2x between device calls on the H200 machine)."""
+    if "eager" not in variants or "eager_patch" not in variants:
+        return
+    for pname, run in phases.items():
+        with torch.no_grad():
+            t = time_interleaved({"eager": lambda: run(variants["eager"]),
+                                  "eager_patch": lambda: run(variants["eager_patch"])})
+        rec = out["modes"]["eager_patch"]["phases"][pname]
+        rec["interleaved"] = {"eager_ms": t["eager"]["ms"], "eager_patch_ms": t["eager_patch"]["ms"],
+                              "spread": max(t["eager"]["spread"], t["eager_patch"]["spread"]),
+                              "x_eager": t["eager"]["ms"] / t["eager_patch"]["ms"]}
+        log(f"{model_name} interleaved   {pname:16s} eager {t['eager']['ms']:.3f} ms, eager_patch "
+            f"{t['eager_patch']['ms']:.3f} ms ({rec['interleaved']['x_eager']:.2f}x eager)")

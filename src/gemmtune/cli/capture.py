@@ -1,0 +1,122 @@
+"""``gemmtune capture``: record the GEMMs a model runs and write them as a suite CSV."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .common import nonneg_int, positive_int
+
+
+def _load_factory(spec: str):
+    """``package.module:function`` -> the function (a one-line ValueError when it is not there)."""
+    import importlib
+
+    mod_name, _, fn_name = spec.partition(":")
+    if not mod_name or not fn_name:
+        raise ValueError(f"--model {spec!r}: give a preset or module:function")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # a module of the working directory, as python -m finds it
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise ValueError(f"--model {spec!r}: cannot import {mod_name}: {e}") from None
+    fn = getattr(mod, fn_name, None)
+    if not callable(fn):
+        raise ValueError(f"--model {spec!r}: {mod_name} has no function {fn_name}")
+    return fn
+
+
+def _example_passes(spec: str, got) -> tuple:
+    """(model, [inputs, ...]) from what a --model module:function returned."""
+    import torch
+
+    if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], torch.nn.Module)):
+        raise ValueError(f"--model {spec}: must return (model, example_inputs), got {type(got).__name__}")
+    model, ex = got
+    if isinstance(ex, torch.Tensor):
+        return model, [(ex,)]
+    if isinstance(ex, tuple):
+        return model, [ex]
+    if isinstance(ex, list) and ex and all(isinstance(x, tuple) for x in ex):
+        return model, ex  # several passes (e.g. prefill and decode sizes)
+    raise ValueError(f"--model {spec}: example_inputs must be a tensor, a tuple of arguments or a list of "
+                     f"such tuples (one per pass), got {type(ex).__name__}")
+
+
+def cmd_capture(args) -> int:
+    """Run a model under gemmtune.capture and write its GEMMs as a suite CSV (+ JSON)."""
+    import time
+
+    import torch
+
+    from ..capture import capture, capture_causal_lm
+    from ..problem import DTYPES, dtype_name
+
+    def say(line: str) -> None:
+        if not args.quiet:
+            print(line, file=sys.stderr, flush=True)
+
+    preset = ":" not in args.model
+    if not preset and any(v is not None for v in (args.batch, args.seq, args.decode_steps, args.dtype)):
+        raise ValueError("--batch, --seq, --decode-steps and --dtype apply to the preset models; "
+                         "a module:function builds its own model and inputs")
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: no CUDA GPU is visible (use --device cpu)")
+    for path in (args.out, args.json):
+        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise ValueError(f"cannot write {path}: directory {os.path.dirname(os.path.abspath(path))} does not exist")
+    t0 = time.monotonic()
+    if preset:
+        from ..benchmodel import CAUSAL, build_causal
+
+        if args.model not in CAUSAL:
+            raise ValueError(f"unknown model {args.model!r}; presets: {', '.join(CAUSAL)} (or module:function)")
+        try:
+            import transformers  # noqa: F401
+        except ImportError:
+            raise ValueError("the preset models need HF transformers: pip install transformers") from None
+        dtype = DTYPES[dtype_name(args.dtype or "bfloat16")]
+        say(f"building {args.model} ({dtype_name(dtype)}, {device}, random weights from its config)")
+        model = build_causal(args.model, dtype, device, seed=args.seed)
+        batch, seq = args.batch or 1, args.seq or 32
+        cap = capture_causal_lm(model, batch=batch, seq=seq, decode_steps=1 if args.decode_steps is None
+                                else args.decode_steps, seed=args.seed, progress=say)
+    else:
+        model, passes = _example_passes(args.model, _load_factory(args.model)())
+        model = model.to(device)
+        passes = [tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in p) for p in passes]
+        say(f"running {args.model}: {len(passes)} pass(es) on {device}")
+        cap = capture(model, inputs=passes)
+    say(f"captured in {time.monotonic() - t0:.1f} s: {cap.summary()}")
+    if not any(r.tunable for r in cap.records):
+        raise ValueError(f"{args.model} ran no GEMM gemmtune tunes ({cap.summary()}); nothing written")
+    cap.write_suite(args.out, group=args.group or (args.model if preset else "captured"))
+    print(f"{args.out}: {len(cap.problems())} problems (gemmtune tune --suite {args.out})")
+    if args.json:
+        cap.write_json(args.json)
+        print(f"{args.json}: every record, untunable ones (baddbmm, other dtypes) included")
+    return 0
+
+
+def add_parsers(sub) -> None:
+    from ..benchmodel import CAUSAL
+
+    p = sub.add_parser("capture", help="record the GEMMs a model runs and write them as a suite CSV for tune --suite")
+    p.add_argument("--model", required=True, metavar="NAME|MODULE:FUNCTION",
+                   help=f"a preset HF causal LM built from its config with random weights, no download "
+                   f"({', '.join(CAUSAL)}), or module:function returning (model, example_inputs): a tuple "
+                   "of arguments, or a list of them for several passes")
+    p.add_argument("--batch", type=positive_int, metavar="B", help="sequences per pass (presets; default: 1)")
+    p.add_argument("--seq", type=positive_int, metavar="S", help="prompt tokens of the prefill (presets; default: 32)")
+    p.add_argument("--decode-steps", type=nonneg_int, metavar="N",
+                   help="one-token steps after the prefill, so each layer's M range reaches B (presets; default: 1)")
+    p.add_argument("--dtype", help="model dtype (presets; default: bfloat16)")
+    p.add_argument("--device", help="where the model runs (default: cuda when a GPU is visible, else cpu)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the weights and tokens")
+    p.add_argument("--out", default="gemmtune-shapes.csv", help="suite CSV to write (replaced if it exists)")
+    p.add_argument("--json", metavar="PATH", help="also write every record (counts, modules, untunable GEMMs) as JSON")
+    p.add_argument("--group", help="the suite's group column (default: the preset's name, else 'captured')")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(fn=cmd_capture)

@@ -1,0 +1,75 @@
+"""``gemmtune collect``: bulk timings for the learned performance model (gemmtune.collect)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .common import positive_int
+
+
+def cmd_collect(args) -> int:
+    from ..collect import run
+
+    return run(args)
+
+
+def add_parsers(sub) -> None:
+    from .. import collect
+
+    p = sub.add_parser("collect", help="bulk timings of sampled candidates on ~420 shapes, for the learned model "
+                       "(GPU, resumable, sized to a time budget; --gpus: one collector per GPU)",
+                       description=collect.__doc__)
+    p.add_argument("--gpus", metavar="0,1,...", help="one collector process per listed GPU of this host, all "
+                   "filling one store (claims give each shape to one of them), then one export")
+    p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")), metavar="DIR",
+                   help="where collect.sqlite, its compressed copy, the CSV and the progress JSON go "
+                   "(default: $OUT, else ./out)")
+    p.add_argument("--store", type=Path, help="results store to fill (default: DIR/collect.sqlite)")
+    p.add_argument("--resume-from", type=Path, metavar="STORE[.gz]",
+                   help="start from this earlier store (copied/decompressed to --store when that is missing)")
+    p.add_argument("--max-minutes", type=float, default=8.0,
+                   help="size batches to end within this many minutes of the start (default 8: one 10-minute call)")
+    p.add_argument("--hard-stop-minutes", type=float,
+                   help="if a batch is still running after this many minutes, export what the store holds "
+                    "and exit (default: --max-minutes + 1; 0: never)")
+    p.add_argument("--dtypes", default="bf16,fp16,fp32", help="phases, in order (default bf16,fp16,fp32)")
+    p.add_argument("--groups", help="only these comma-separated shape groups")
+    p.add_argument("--batch", type=positive_int, default=24,
+                   help="most shapes per tune() call (default 24; fewer when the time left is short)")
+    p.add_argument("--limit-shapes", type=int, help="only the first N shapes of the plan (after --groups)")
+    p.add_argument("--mm-sample", type=int, default=80, help="triton_mm configs per shape (default 80)")
+    p.add_argument("--splitk-sample", type=int, default=40, help="split-K configs per shape (default 40)")
+    p.add_argument("--pad-sample", type=int, default=16, help="pad+ configs per unaligned shape (default 16)")
+    p.add_argument("--sampler", choices=collect.SAMPLERS, default="pool",
+                   help="how new shapes draw their configs: 'pool' (default: from a fixed subset of each "
+                    "exhaustive space, so that shapes share compiled kernels) or 'random' (the whole space); "
+                    "shapes the store already holds keep the sampler they were started with")
+    p.add_argument("--claims", type=Path, metavar="DIR",
+                   help="several collectors (one per GPU) share --store: each shape is measured by "
+                    "the process that claims it first in DIR (empty it before a new set of processes starts)")
+    p.add_argument("--no-export", action="store_true",
+                   help="write only the progress file at the end, not the compressed store and CSV "
+                    "(processes sharing a store: export once, with --export-only, after all have ended)")
+    p.add_argument("--progress-name", default="collect-progress.json",
+                   help="file name of the progress record in --out (default collect-progress.json)")
+    p.add_argument("--compile-workers", type=int, help="parallel compile processes (default: tune's)")
+    p.add_argument("--compile-ahead", type=int, default=2,
+                   help="shapes compiled ahead of the one being timed (default 2; 0: separate phases)")
+    p.add_argument("--timing", choices=("quick", "standard"), default="quick",
+                   help="timer profile (default quick: 5 CUDA-graph replays; standard: 20)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per candidate before it is killed")
+    p.add_argument("--drop-stale-edges", action="store_true",
+                   help="first delete the rows timed before the kernel masked small-M / odd-N edges, "
+                        "for the configs it now masks, so the plan measures them again")
+    p.add_argument("--drop-launch-bound", action="store_true",
+                   help="first delete the rows the early cut stored before it checked for launch-bound passes, "
+                        f"with times under {collect.LAUNCH_BOUND_MS} ms (they may be Python's launch time); they are "
+                        "written to DIR/dropped-launch-bound.csv.gz, and the plan measures them again")
+    p.add_argument("--list-shapes", action="store_true", help="print the shape plan as CSV and exit")
+    p.add_argument("--dry-run", action="store_true", help="count candidates per phase and exit (no GPU)")
+    p.add_argument("--export-only", action="store_true", help="only write the compressed store and CSV")
+    p.add_argument("--cpu-interpreter", action="store_true",
+                   help="measure in the Triton CPU interpreter (tests only: needs TRITON_INTERPRET=1; "
+                    "timings mean nothing)")
+    p.set_defaults(fn=cmd_collect)

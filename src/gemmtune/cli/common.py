@@ -1,0 +1,225 @@
+"""What every sub-command shares: the help formatter and parser (one-line usage errors, every
+default shown), deprecated option spellings, argument types, the shape options and the check
+that a shape's operands can be allocated."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+# Option values that may begin with '-' (a negative size, so that the shape parser, not
+# argparse, says what is wrong with it).
+# Option values that may begin with '-' (a negative size, so that the shape parser, not
+# argparse, says what is wrong with it).
+_VALUE_OPTIONS = ("--shape", "--size")
+
+
+class Help(argparse.RawDescriptionHelpFormatter):
+    """Raw descriptions (the examples keep their lines) and every default shown in the help."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "%(default)" in text or "(default" in text or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        if action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
+            return text + " (default: %(default)s)"
+        return text
+
+
+class Deprecated(argparse.Action):
+    """An old option spelling, kept for one release: hidden from the help, it still sets its
+    new option's value and says on stderr what to write instead."""
+
+    def __init__(self, option_strings, dest, new: str, **kw):
+        self.new = new
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog}: warning: {option_string} is deprecated and goes in the next release; "
+              f"use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def alias(p: argparse.ArgumentParser, old: str, new: str, **kw) -> None:
+    """``old`` as a deprecated spelling of the option ``new`` (same value, same checks)."""
+    dest = next(a.dest for a in p._actions if new in a.option_strings)  # noqa: SLF001
+    p.add_argument(old, dest=dest, new=new, action=Deprecated, default=argparse.SUPPRESS, **kw)
+
+
+def int_at_least(lo: int):
+    """An argparse type: an int >= ``lo``, else a one-line error that says so."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"must be >= {lo}, got {v}")
+        return v
+    parse.__name__ = f"int >= {lo}"
+    return parse
+
+
+positive_int = int_at_least(1)
+nonneg_int = int_at_least(0)
+
+
+def fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (exclusive), got {v}")
+    return v
+
+
+def positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0 (seconds), got {v}")
+    return v
+
+
+def join_values(argv: list[str]) -> list[str]:
+    """``--shape -1x4x4`` -> ``--shape=-1x4x4``: argparse reads a leading '-' as an option."""
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a in _VALUE_OPTIONS and i + 1 < len(argv) and argv[i + 1].startswith("-") and argv[i + 1][1:2].isdigit():
+            out.append(f"{a}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
+def host_memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_allocatable(shapes, device: str | None = None) -> None:
+    """Raise ValueError naming the first shape whose operands (A, B and C) cannot be allocated:
+    more bytes than the GPU's memory, or, on a CPU machine, than the memory of the built-in GPU
+    named by ``device`` or of this machine (the Triton interpreter runs on the CPU), whichever
+    is smaller."""
+    import torch
+
+    from ..problem import element_size
+    if torch.cuda.is_available():
+        limit = torch.cuda.mem_get_info()[1]
+        where = torch.cuda.get_device_name()
+    else:
+        from ..device import BUILTIN_MEMORY_BYTES, current_or
+        dev = current_or(device)
+        limit = BUILTIN_MEMORY_BYTES.get(dev.name, 80 * 2**30)
+        where = f"{dev.name} (built-in facts)"
+        host = host_memory_bytes()
+        if host and host < limit:
+            limit, where = host, "this machine (the Triton interpreter runs on the CPU)"
+    for s in shapes:
+        p = s.problem
+        need = (p.m * p.k + p.k * p.n) * element_size(p.dtype) + p.m * p.n * element_size(p.out_dtype)
+        if p.op == "bmm":
+            need = p.min_bytes  # every matrix of the batch (a broadcast operand once)
+        if need > limit:
+            sizes = f"{p.m}x{p.n}x{p.k}"
+            name = sizes if s.name == sizes else f"{s.name} ({sizes})"
+            raise ValueError(f"shape {name} {p.dtype} cannot be allocated: its operands take "
+                             f"{need / 2**30:.1f} GiB, more than the {limit / 2**30:.0f} GiB of {where}")
+
+
+def shapes_of(args) -> list:
+    from ..shapes import load_csv, parse_shape, preset
+
+    op = getattr(args, "op", "mm")
+    scaled = {k: getattr(args, k, None) for k in ("scale", "out_dtype", "bias")}
+    if op != "scaled_mm" and any(scaled.values()):
+        raise ValueError("--scale, --out-dtype and --bias are scaled_mm's (--op scaled_mm)")
+    shapes = []
+    for s in args.shape or []:
+        shapes.append(parse_shape(s, op=op, **scaled) if op == "scaled_mm" else parse_shape(s, op=op))
+    if args.suite:
+        shapes += load_csv(args.suite, op=op)  # a row's own op column wins
+    if args.preset:
+        shapes += preset(args.preset, op=op)
+    if not shapes and op == "bmm":
+        raise ValueError("--op bmm needs bmm shapes: --shape BxMxNxK[:dtype] or --preset bmm")
+    if not shapes and op == "scaled_mm":
+        raise ValueError("--op scaled_mm needs fp8 shapes: --shape MxNxK[:e4m3|e5m2] or --preset public --groups fp8 "
+                         "(the default smoke preset is bf16)")
+    if not shapes:
+        shapes = preset("smoke", op=op)
+    if args.groups:
+        groups = set(args.groups.split(","))
+        shapes = [s for s in shapes if s.group in groups]
+    if args.limit:
+        shapes = shapes[: args.limit]
+    if not shapes:
+        raise ValueError("no shapes selected (check --groups / --limit)")
+    return shapes
+
+
+def add_shape_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shape", action="append", metavar="MxNxK[:dtype]",
+                   help="a shape, e.g. 32x32x28672:bf16 (repeatable; dtype default bf16); with --op bmm "
+                   "BxMxNxK[:dtype], the batch first")
+    p.add_argument("--suite", metavar="CSV", help="a shape suite CSV (group,name,M,N,K,dtype[,layout_a,layout_b,op,batch]), "
+                   "e.g. one gemmtune capture wrote")
+    p.add_argument("--preset", help="a bundled suite: public (the benchmark suite), smoke (2 tiny shapes) or bmm "
+                   "(attention and MoE batched products); without --shape/--suite/--preset: smoke")
+    p.add_argument("--groups", metavar="G1,G2", help="keep only these comma-separated groups")
+    alias(p, "--group", "--groups")
+    p.add_argument("--limit", type=positive_int, metavar="N", help="keep only the first N shapes (N >= 1)")
+    p.add_argument("--op", choices=("mm", "addmm", "scaled_mm", "bmm"), default="mm",
+                   help="what the shapes compute: mm (a @ b), addmm (a @ b + bias, the bias fused in each "
+                   "kernel), scaled_mm (fp8 (a @ b) * scale_a * scale_b, B column-major; --shape's dtype "
+                   "defaults to e4m3) or bmm (torch.bmm: --shape BxMxNxK); a suite row's own op column wins")
+    p.add_argument("--scale", choices=("tensor", "row"), default=None,
+                   help="scaled_mm: tensor-wise scales or row-wise (per-token x per-channel); default tensor")
+    p.add_argument("--out-dtype", dest="out_dtype", choices=("bf16", "fp32"), default=None,
+                   help="scaled_mm: the output dtype (default bf16)")
+    p.add_argument("--bias", action="store_true", default=None,
+                   help="scaled_mm: a bias (N,) added to the scaled product (fused)")
+
+
+class Parser(argparse.ArgumentParser):
+    """Every parser: defaults shown in every help, and a usage error is one line (what is wrong,
+    and where the help is) instead of the whole usage block."""
+
+    def __init__(self, *a, **kw):
+        kw.setdefault("formatter_class", Help)
+        super().__init__(*a, **kw)
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def missing_command(parser: argparse.ArgumentParser) -> int:
+    """No sub-command given: list the ones there are (argparse would say 'required: cmd')."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    what = "command" if parser.prog == "gemmtune" else "action"
+    print(f"{parser.prog}: give a{'n' if what == 'action' else ''} {what}: {', '.join(sub.choices)}\n"
+          f"({parser.prog} {what.upper()} --help for its options; {parser.prog} --help for more)",
+          file=sys.stderr)
+    return 2
+
+
+def innermost(parser: argparse.ArgumentParser, args) -> argparse.ArgumentParser:
+    """The parser of the (sub-)sub-command that ``args`` ran: gemmtune, gemmtune tune, gemmtune lut show."""
+    for dest in ("cmd", "lut_cmd"):
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)  # noqa: SLF001
+        name = getattr(args, dest, None)
+        if sub is None or name not in sub.choices:
+            break
+        parser = sub.choices[name]
+    return parser

@@ -1,0 +1,267 @@
+"""``gemmtune predict`` (rank candidates with a performance model, no GPU) and ``gemmtune train``
+(fit a learned model on a results store)."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+from .common import alias, fraction, int_at_least, positive_int
+
+
+def _model_for(args, dev, triton_version: str | None = None):
+    """--model PATH, else the shipped model for ``dev`` (both checked against
+    ``triton_version``, default the installed triton), else the analytic model."""
+    from ..model import default_model, load_model
+
+    if args.model:
+        return load_model(args.model, dev, triton_version=triton_version)
+    return default_model(dev, triton_version=triton_version)
+
+
+def _model_name(model) -> str:
+    prov = getattr(model, "provenance", None)
+    if not isinstance(prov, dict):
+        return type(model).__name__
+    return (f"{type(model).__name__} ({getattr(model, 'family', '?')}; {prov.get('device_name')}, triton "
+            f"{prov.get('triton')}; trained on {prov.get('training_set', {}).get('source', '?')})")
+
+
+def _pct(x: float) -> str:
+    return "-" if x != x else f"{x * 100:.1f}%"
+
+
+def cmd_predict(args) -> int:
+    """Rank candidates with a performance model: no GPU needed, nothing is run."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from .. import kernels
+    from ..device import current_or
+    from ..shapes import parse_shape
+    from ..tune import candidates
+
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    if args.eval:
+        return _predict_eval(args, console)
+    if not args.shape:
+        raise ValueError("give --shape MxNxK[:dtype] (repeatable), or --eval STORE to score a model")
+    problems = [parse_shape(text).problem for text in args.shape]  # bad shapes fail before the model loads
+    dev = current_or(args.device)
+    model = _model_for(args, dev, triton_version=args.triton)
+    families = args.families.split(",") if args.families else list(kernels.FAMILIES)
+    for f in families:
+        kernels.get(f)
+    for p in problems:
+        cands = candidates(p, families, args.space, dev)
+        est = model.predict(p, cands)
+        ranked = sorted(zip(est, range(len(cands)), cands))
+        aten = next((e for e, _, c in ranked if c.id == "aten"), None)
+        t = Table(title=escape(f"{p.key} on {dev.name}: {type(model).__name__} estimates "
+                               f"(not measurements), top {min(args.top, len(ranked))} of {len(cands)}"))
+        if hasattr(model, "trust"):
+            w, why = model.trust(p)
+            t.caption = escape(f"{_model_name(model)}; learned correction weight {w:.2f}: {why}")
+        # A ranker (outputs 'score') orders choices without timing them: no µs to show.
+        timed = getattr(model, "outputs", "ms") == "ms"
+        for col in ("rank", "choice") + (("est. µs", "vs aten") if timed else ("rank key (not a time)",)):
+            t.add_column(col, justify="left" if col == "choice" else "right")
+        for i, (e, _, c) in enumerate(ranked[: args.top], start=1):
+            t.add_row(str(i), c.id, *((f"{e * 1e3:.2f}", f"{aten / e:.2f}x" if aten else "-") if timed
+                                      else (f"{math.log(e):.3f}",)))
+        console.print(t)
+    return 0
+
+
+def _predict_eval(args, console) -> int:
+    """Score a model's ranking against the measured times of a results store."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..device import DeviceInfo
+    from ..model import evaluate, load_dataset
+
+    data = load_dataset(args.eval)
+    dev = DeviceInfo.lookup(args.device or data.context["device_name"])
+    # Judge the model where the store was measured: its GPU and its triton version.
+    model = _model_for(args, dev, triton_version=data.context.get("triton_version"))
+    res = evaluate(model, data)
+    t = Table(title=escape(f"{type(model).__name__} ranking vs measurements in {args.eval} "
+                           f"({data.context['device_name']})"))
+    for col in ("problem", "choices", "spearman", "top-1 regret", "top-5 regret"):
+        t.add_column(col, justify="left" if col == "problem" else "right")
+    for m in res["shapes"]:
+        t.add_row(m["key"], str(m["n"]), f"{m['spearman']:.2f}", _pct(m["top1_regret"]), _pct(m["top5_regret"]))
+    console.print(t)
+    s = res["summary"]
+    console.print(f"{s['shapes']} problems, {s['choices']} choices: Spearman mean {s['spearman_mean']:.3f} "
+                  f"median {s['spearman_median']:.3f}; top-1 regret mean {_pct(s['top1_regret_mean'])} "
+                  f"(best found in {_pct(s['top1_found'])}); top-5 regret mean {_pct(s['top5_regret_mean'])} "
+                  f"max {_pct(s['top5_regret_max'])}")
+    return 0
+
+
+def cmd_train(args) -> int:
+    """Fit a learned model on a results store; report its ranking on held-out shapes."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..model import train
+
+    suites = args.exclude_suite or ["public"]
+    suites = [] if [x.lower() for x in suites] == ["none"] else suites
+    if args.compare and (args.cv or args.ship):
+        raise ValueError("--compare writes a report of its own; give it without --cv / --ship")
+    if args.cv or args.ship:
+        return _train_cv(args, suites)
+    if args.compare:
+        from ..model.compare import compare, write_report
+
+        kinds = [k.strip() for k in (args.kinds or "gbt,lgbm_rank").split(",") if k.strip()]
+        res = compare(args.store, kinds=kinds, seed=args.seed, test_fraction=args.test_fraction,
+                      exclude_suites=suites)
+        path = write_report(res, args.compare)
+        print(path.read_text())
+        return 0
+    model, rep = train(args.store, exclude_suites=suites, test_fraction=args.test_fraction, kind=args.kind,
+                       seed=args.seed, device=args.device)
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    worse = learned_is_worse(rep)
+    for note in rep.get("notes", []):
+        console.print(f"note: {note}")
+    sel = rep.get("selection")
+    if sel:
+        sc = sel["mean_spearman"]
+        console.print(f"model family by validation Spearman ({sel['validation_shapes']} shapes): "
+                      + ", ".join(f"{k} {v:.3f}" for k, v in sc.items()) + f" -> {sel['chosen']}")
+    t = Table(title=f"held-out shapes: {rep['test_problems']} problems (trained on {rep['train_problems']}, "
+                    f"{rep['excluded_problems']} excluded: {', '.join(suites) or 'none'})")
+    for col in ("model", "Spearman mean", "median", "top-1 regret mean", "best found", "top-5 regret mean", "max"):
+        t.add_column(col, justify="left" if col == "model" else "right")
+    for name, s in ((f"learned ({rep['family']})", rep["held_out"]), ("analytic", rep["held_out_analytic"])):
+        t.add_row(name, f"{s['spearman_mean']:.3f}", f"{s['spearman_median']:.3f}", _pct(s["top1_regret_mean"]),
+                  _pct(s["top1_found"]), _pct(s["top5_regret_mean"]), _pct(s["top5_regret_max"]))
+    console.print(t)
+    if worse and not args.force:
+        console.print(f"not written: on its own held-out shapes the learned model is worse than the analytic one "
+                      f"({worse}); the analytic model stays the default. --force writes it anyway.")
+        return 1
+    model.save(args.out)
+    console.print(f"{args.out}: {rep['family']} model, trained in {rep['fit_s']:.1f} s"
+                  + (f" (written with --force although {worse})" if worse else ""))
+    return 0
+
+
+def _train_cv(args, suites: list[str]) -> int:
+    """``train --cv K``: cross-validate the kinds by shape and print the summaries; with
+    ``--ship PATH``, train the better kind (or ``--kind``) on every shape and write it there."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..model import cv as cvmod
+    from ..model.data import exclude, load_dataset, suite_shapes
+
+    data = load_dataset(args.store)
+    excluded: set = set()
+    for s in suites:
+        excluded |= suite_shapes(s)
+    data, n_excl = exclude(data, excluded)
+    kinds = [args.kind] if args.kind != "auto" else \
+        [k.strip() for k in (args.kinds or ",".join(cvmod.DEFAULT_KINDS)).split(",") if k.strip()]
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    def say(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    res = cvmod.cross_validate(data, kinds=kinds, folds=args.cv or 5, seed=args.seed, groups=cvmod.shape_groups(),
+                               device=args.device, say=say)
+    sums = res["summaries"]
+    t = Table(title=f"{res['folds']}-fold cross-validation by shape: {res['shapes']} shapes, {res['scored']} problems "
+                    f"scored ({n_excl} excluded: {', '.join(suites) or 'none'})")
+    for col in ("model", "Spearman mean", "top-1 regret geomean", "top-1 within 10%", "best found",
+                "top-5 regret geomean", "train s"):
+        t.add_column(col, justify="left" if col == "model" else "right")
+    for name in (*kinds, "analytic"):
+        s = sums[name]
+        t.add_row(name, f"{s['spearman_mean']:.3f}", _pct(s["top1_regret_geomean"]), _pct(s["top1_within_10pct"]),
+                  _pct(s["top1_found"]), _pct(s["top5_regret_geomean"]),
+                  f"{res['fit_s'][name]:.1f}" if name in res["fit_s"] else "-")
+    console.print(t)
+    kind = cvmod.choose_kind(res)
+    console.print(f"chosen: {kind} (lower geomean top-1 regret over the folds)")
+    if not args.ship:
+        return 0
+    worse = learned_is_worse({"held_out": sums[kind], "held_out_analytic": sums["analytic"]})
+    if worse and not args.force:
+        console.print(f"not shipped: cross-validated, {kind} ranks worse than the analytic model ({worse}); "
+                      "--force ships it anyway.")
+        return 1
+    _, info = cvmod.ship(data, kind, args.ship, cv=res, seed=args.seed, device=args.device,
+                         description={"excluded_suites": suites, "excluded_problems": n_excl})
+    console.print(f"{info['path']}: {kind} model trained on all {res['shapes']} shapes in {info['fit_s']:.1f} s "
+                  f"({info['bytes'] / 1024:.0f} KiB), its {res['folds']}-fold cross-validation in its provenance"
+                  + (f" (shipped with --force although {worse})" if worse else ""))
+    return 0
+
+
+def learned_is_worse(rep: dict) -> str:
+    """Why the learned model of a ``train`` report ranks worse than the analytic model on the
+    held-out shapes ('' when it does not): by how often its top-1 is the best choice, then by
+    its mean top-1 regret.
+
+    >>> learned_is_worse({"held_out": {"top1_found": 0.532, "top1_regret_mean": 0.2},
+    ...                   "held_out_analytic": {"top1_found": 0.601, "top1_regret_mean": 0.1}})
+    'best found 53.2% < analytic 60.1%'
+    """
+    ls, an = rep["held_out"], rep["held_out_analytic"]
+    if ls["top1_found"] < an["top1_found"]:
+        return f"best found {_pct(ls['top1_found'])} < analytic {_pct(an['top1_found'])}"
+    if ls["top1_found"] == an["top1_found"] and ls["top1_regret_mean"] > an["top1_regret_mean"]:
+        return f"top-1 regret {_pct(ls['top1_regret_mean'])} > analytic {_pct(an['top1_regret_mean'])}"
+    return ""
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("predict", help="rank a shape's candidates with a performance model (no GPU needed)")
+    p.add_argument("--shape", action="append", metavar="MxNxK[:dtype]", help="a shape (repeatable)")
+    p.add_argument("--device", help="h100, h200, a100 (default: the visible GPU, else h100)")
+    p.add_argument("--families", metavar="F1,F2", help="comma-separated families (default: all)")
+    alias(p, "--family", "--families")
+    p.add_argument("--space", choices=("default", "exhaustive"), default="default", help="the search space")
+    p.add_argument("--top", type=positive_int, default=10, metavar="N", help="rows to show (N >= 1)")
+    p.add_argument("--model", metavar="PATH", help="a learned model (default: the one shipped for this GPU "
+                   "and triton MAJOR.MINOR, else the analytic model)")
+    p.add_argument("--triton", metavar="VERSION", help="triton version of the machine the ranking is for "
+                   "(default: the installed one); e.g. --device h200 --triton 3.6 ranks with the model "
+                   "shipped for H200 + triton 3.6 from any machine")
+    p.add_argument("--eval", metavar="STORE", help="instead: score the model's ranking against the measured "
+                   "times of a results store (.sqlite, .sqlite.gz, .csv, .csv.gz)")
+    p.set_defaults(fn=cmd_predict)
+
+    p = sub.add_parser("train", help="fit a learned performance model on a results store")
+    p.add_argument("--store", required=True, help="results store or its CSV export (.sqlite[.gz], .csv[.gz])")
+    p.add_argument("--out", default="gemmtune-model.json", help="model file to write (JSON; replaced if it exists)")
+    p.add_argument("--exclude-suite", action="append", metavar="NAME|CSV",
+                   help="leave these shapes out of training (repeatable; default: public; 'none' for nothing)")
+    p.add_argument("--kind", choices=("auto", "gbt", "mlp", "lgbm_rank"), default="auto",
+                   help="gradient-boosted trees, a small MLP, auto (the better of those two on validation "
+                   "shapes), or lgbm_rank: a LightGBM lambdarank ranker (pip install 'gemmtune[learn]')")
+    p.add_argument("--compare", metavar="DIR", help="instead: train each of --kinds on one split by shape, "
+                   "score them and the analytic model on the held-out shapes (ranking, training time, fixed "
+                   "and adaptive top-k), write DIR/README.md and DIR/results.json")
+    p.add_argument("--kinds", metavar="K1,K2", help="model kinds --compare trains (default gbt,lgbm_rank) or --cv "
+                   "cross-validates (default gbt,mlp; --kind other than auto: that one)")
+    p.add_argument("--cv", type=int_at_least(2), nargs="?", const=5, metavar="K",
+                   help="instead: K-fold cross-validation by shape (folds dealt per collection-plan shape group; "
+                   "K default 5) of --kinds and the analytic model; prints the summaries and the better kind")
+    p.add_argument("--ship", metavar="PATH", help="with --cv (5 folds unless given): train the better kind (or "
+                   "--kind) on every shape and write it to PATH, its cross-validation in the provenance; refused "
+                   "when it ranks worse than the analytic model (--force)")
+    p.add_argument("--test-fraction", type=fraction, default=0.2, metavar="F",
+                   help="share of shapes held out, between 0 and 1; the learned model is compared with the "
+                   "analytic one on them")
+    p.add_argument("--force", action="store_true",
+                   help="write the model even when it ranks worse than the analytic model on the held-out shapes")
+    p.add_argument("--device", help="built-in GPU whose facts the features use (default: from the store)")
+    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.set_defaults(fn=cmd_train)

@@ -1,0 +1,81 @@
+"""``gemmtune report``: a bench JSON's Markdown and plots (``--merge`` partial runs), a tuning-run
+directory (``--tune-run``) or a results store's per-problem summary (``--store``)."""
+
+from __future__ import annotations
+
+import sys
+
+
+def cmd_report(args) -> int:
+    """Render a bench JSON (or merge several), or a tuning-run directory's Markdown."""
+    from pathlib import Path
+
+    from .. import report
+
+    try:
+        if args.store:
+            if args.inputs or args.tune_run:
+                raise ValueError("--store summarizes a results store; give no bench JSON or --tune-run with it")
+            if not Path(args.store).is_file():
+                raise ValueError(f"no results store at {args.store}")
+            import json
+
+            from ..report.store import markdown, run_summary, run_summary_text, summarize
+            if args.run_summary:
+                doc = run_summary(args.store, args.tune_json, args.suite)
+                Path(args.run_summary).write_text(json.dumps(doc, indent=1))
+                sys.stdout.write(run_summary_text(doc))
+                return 0
+            rows = summarize(args.store)
+            sys.stdout.write(markdown(rows))
+            if args.json:
+                Path(args.json).write_text(json.dumps({"store": str(args.store), "problems": rows}, indent=1) + "\n")
+            return 0
+        if args.tune_run:
+            if args.inputs:
+                raise ValueError("--tune-run renders a run directory; give no bench JSON with it")
+            sys.stdout.write(report.render_tune_run(args.tune_run, args.title))
+            return 0
+        if not args.inputs:
+            raise ValueError("give a bench JSON to render (several with --merge), or --tune-run DIR")
+        if len(args.inputs) > 1 and not args.merge:
+            raise ValueError("several bench JSONs: add --merge to combine them")
+        if args.merge:
+            doc = report.merge_bench([report.load_bench(f) for f in args.inputs])
+            out = Path(args.out or Path(args.inputs[0]).parent)
+            out.mkdir(parents=True, exist_ok=True)
+            path = out / report.bench_filename(doc["header"])
+            if path.resolve() in {Path(f).resolve() for f in args.inputs}:
+                path = out / report.bench_filename(doc["header"], "merged")
+            report.save_bench(doc, path)
+            print(path)
+            written = report.render(doc, out, path.name.removesuffix(".json"), plots=not args.no_plots)
+        else:
+            written = report.render_file(args.inputs[0], args.out, plots=not args.no_plots)
+    except OSError as e:
+        raise ValueError(f"{e.filename or ''}: {e.strerror or e}") from None
+    for p in written.values():
+        print(p)
+    return 0
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("report", help="Markdown + PNG report of a bench JSON; --merge partial runs")
+    p.add_argument("inputs", nargs="*", metavar="BENCH_JSON", help="bench JSON file(s) to render or merge")
+    p.add_argument("--merge", action="store_true", help="combine several partial bench JSONs into one")
+    p.add_argument("--out", metavar="DIR", help="where the report (and a merged JSON) go (default: beside the input)")
+    p.add_argument("--no-plots", action="store_true", help="Markdown only")
+    p.add_argument("--tune-run", metavar="DIR", help="print the Markdown of a `gemmtune tune` run directory "
+                   "(tune-summary.json, tune-run.json, inductor.json) instead")
+    p.add_argument("--title", default="gemmtune tune, default space", help="title for --tune-run")
+    p.add_argument("--store", metavar="SQLITE", help="print a per-problem summary of a results store instead "
+                   "(best choice, cuBLAS, speedup, failures)")
+    p.add_argument("--json", metavar="FILE", help="with --store: also write the summary as JSON")
+    p.add_argument("--run-summary", metavar="FILE", help="with --store: instead write a tuning run's "
+                   "tune-summary.json (what --tune-run renders: each problem named by --suite, its family bests, "
+                   "spreads, eager times, --tune-json's tuning time) and print it as a table")
+    p.add_argument("--tune-json", metavar="FILE", help="with --run-summary: the tune run's --summary JSON "
+                   "(per-shape tuning wall time)")
+    p.add_argument("--suite", default="public", help="with --run-summary: the preset or suite CSV that names "
+                   "the problems")
+    p.set_defaults(fn=cmd_report)

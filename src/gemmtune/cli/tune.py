@@ -1,0 +1,101 @@
+"""``gemmtune tune`` (and ``gemmtune worker --serve``, the warm pool it can use)."""
+
+from __future__ import annotations
+
+import sys
+
+from .common import Help, add_shape_args, check_allocatable, int_at_least, nonneg_int, positive_float, positive_int, shapes_of
+
+
+def cmd_tune(args) -> int:
+    from ..tune import render, tune
+
+    shapes = shapes_of(args)
+    check_allocatable(shapes, args.device)
+    families = args.families.split(",") if args.families else None
+    if args.model and not args.fast and str(args.benchmark_space).upper() == "SAME":
+        raise ValueError("--model ranks candidates only when filtering: add --benchmark-space DEFAULT|K or --fast")
+    result = tune(shapes, families=families, space=args.space, store=args.store, out=args.out,
+                  workers=args.workers, timeout=args.timeout, compile_workers=args.compile_workers,
+                  retry_failed=args.retry_failed, timing=args.timing, compile_ahead=args.compile_ahead,
+                  progress=not args.quiet, device=args.device, seed=args.seed, table=args.table,
+                  benchmark_space=args.benchmark_space, fast=args.fast, model=args.model,
+                  overwrite=args.overwrite, cluster=args.cluster, server=args.server)
+    render(result)
+    for line in result.rejected:
+        print(f"not recorded (rerun to measure it): {line}", file=sys.stderr)
+    if args.summary:
+        import json
+
+        from ..tune import summary
+        with open(args.summary, "w") as f:
+            json.dump(summary(result), f, indent=1)
+    return 0
+
+
+def cmd_worker(args) -> int:
+    from ..bench.server import serve
+
+    def ready(info: dict) -> None:
+        print(f"gemmtune worker: serving {info.get('device_name', '?')} on {args.serve} "
+              f"(tune --server {args.serve}); Ctrl-C stops", file=sys.stderr, flush=True)
+    serve(args.serve, workers=args.workers, timeout=args.timeout, ready=ready)
+    return 0
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("tune", help="benchmark candidates per shape, store every result, write a table",
+                       formatter_class=Help)
+    add_shape_args(p)
+    p.add_argument("--space", choices=("default", "exhaustive"), default="default", help="the search space")
+    p.add_argument("--families", help="comma-separated: triton_mm,splitk,skinny,persistent_tma,decompose_k,aten (default all)")
+    p.add_argument("--store", default="gemmtune.sqlite",
+                   help="SQLite results file, in the working directory unless a path is given (resumable: "
+                   "a rerun reuses what it holds)")
+    p.add_argument("--out", default="gemmtune-table.json",
+                   help="lookup table to write, in the working directory unless a path is given; an existing "
+                   "one is merged into (per problem the faster measured choice first), not replaced, "
+                   "unless --overwrite")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out table instead of merging")
+    p.add_argument("--workers", type=positive_int, metavar="N", help="benchmark workers (default: one per GPU)")
+    p.add_argument("--compile-workers", type=nonneg_int, metavar="N",
+                   help="parallel compile processes (GPU only; 0: the benchmark worker compiles; default: as many "
+                   "as can be busy, at most min(cores, 16))")
+    p.add_argument("--timeout", type=positive_float, default=120.0, help="seconds per candidate before it is killed")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="measure again candidates stored as crashed, timed out or errored")
+    p.add_argument("--timing", choices=("standard", "quick"), default="standard",
+                   help="timer profile: standard (20 CUDA-graph replays) or quick (5 shorter replays; bulk collection)")
+    p.add_argument("--compile-ahead", type=nonneg_int, default=2, metavar="N",
+                   help="shapes the compile workers may compile ahead of the one being timed (0: none)")
+    p.add_argument("--device", help="built-in GPU for the config spaces when no GPU is present (h100/h200/a100)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--summary", metavar="JSON", help="also write the per-shape results as JSON")
+    p.add_argument("--table", metavar="JSON", help="lookup table: shapes with an entry benchmark only its choices")
+    p.add_argument("--benchmark-space", default="SAME", metavar="SAME|DEFAULT|AUTO|K",
+                   help="benchmark every candidate (SAME), as many as the default space has (DEFAULT), "
+                   "the performance model's top K, or AUTO: its top 1 to 8, more where it is unsure "
+                   "(recorded per shape in --summary); cuBLAS and table choices always")
+    p.add_argument("--fast", action="store_true", help="exhaustive search space, benchmark the model's top 1")
+    p.add_argument("--model", metavar="PATH", help="learned model that ranks candidates (default: the one shipped "
+                   "for this GPU and triton MAJOR.MINOR, else analytic)")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="run on a Dask cluster, one worker per GPU: its scheduler address (tcp://host:8786), or "
+                   "local:N to start N worker processes here, worker i on GPU i; only this process writes "
+                   "--store (needs pip install 'gemmtune[cluster]'; --workers and --compile-ahead do not apply)")
+    p.add_argument("--server", metavar="SOCKET",
+                   help="run the candidates on the warm worker pool of 'gemmtune worker --serve SOCKET' "
+                   "(no worker start-up in this call; --workers and the compile workers are the server's)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(fn=cmd_tune)
+
+
+def add_worker_parser(sub) -> None:
+    p = sub.add_parser("worker", help="keep a benchmark worker pool warm for later tune calls (--serve)",
+                       formatter_class=Help)
+    p.add_argument("--serve", required=True, metavar="SOCKET",
+                   help="the Unix socket to serve on (a key file SOCKET.key, mode 0600, is written beside it)")
+    p.add_argument("--workers", type=int_at_least(1), metavar="N", help="benchmark workers (default one per GPU)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds a candidate may take (tune's --timeout wins "
+                   "per call)")
+    p.set_defaults(fn=cmd_worker)

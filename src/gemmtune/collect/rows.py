@@ -1,0 +1,121 @@
+"""What a collection store holds and what it should time again, and its export.
+
+Rows timed before a kernel or timer change that altered what they measure are dropped (kept in
+a CSV) and measured again: ``stale_edge_rows`` (the tiled kernel now masks small-M / odd-N edges
+it wrapped before) and ``launch_bound_rows`` (the quick timer's early cut stored launch time).
+The store's own queries (``ResultStore.timed_before``, ``cut_rows``, ``drop``, ``save_rows``)
+do the SQL; the rules of which rows are affected are here.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable, TypeVar
+
+from ..configs import Choice
+from ..problem import Problem
+from ..store import ResultStore
+
+T = TypeVar("T")
+
+# When the tiled kernel began masking small-M / odd-N edges instead of wrapping them
+# (unix time, 2026-11-22 05:00 UTC, after the last rows of the first four device calls).
+EDGE_MASKS_SINCE = 1795323600.0
+# When the quick timer's early cut began to check that its one-pass estimate was GPU-bound
+# (bench.timing.should_cut's issue_ms; unix time, 2026-11-23 02:30 UTC, after the eighth
+# device call). Before, on small problems every Triton candidate was cut and stored with
+# its launch time instead of its kernel time (eager calls of fully timed Triton rows on
+# small problems took 68 us at the 5th percentile, 134 us at the median, kernel included).
+LAUNCH_BOUND_SINCE = 1795401000.0
+# Cut rows of the old timer below this many ms may be launch time rather than kernel time
+# (the eager times above, pad+ choices more); above it the launches queue behind the
+# kernel, so the pass timed the device.
+LAUNCH_BOUND_MS = 0.5
+EDGE_FAMILIES = ("triton_mm", "splitk", "decompose_k")
+
+
+def gzip_file(src: Path, dst: Path) -> None:
+    with open(src, "rb") as f, gzip.open(dst, "wb", compresslevel=9) as g:
+        shutil.copyfileobj(f, g)
+
+
+def unpack(src: Path, dst: Path) -> None:
+    """Copy a store to ``dst``, decompressing it when it is a .gz."""
+    if Path(src).suffix != ".gz":
+        shutil.copyfile(src, dst)
+        return
+    with gzip.open(src, "rb") as f, open(dst, "wb") as g:
+        shutil.copyfileobj(f, g)
+
+
+def with_store(path: Path, fn: Callable[[ResultStore], T]) -> T:
+    """fn(store) on a store given as .sqlite or .sqlite.gz (unpacked to a temporary file)."""
+    path = Path(path)
+    if path.suffix != ".gz":
+        with ResultStore(path) as st:
+            return fn(st)
+    tmp = Path(tempfile.mkdtemp()) / "store.sqlite"
+    try:
+        unpack(path, tmp)
+        with ResultStore(tmp) as st:
+            return fn(st)
+    finally:
+        shutil.rmtree(tmp.parent, ignore_errors=True)
+
+
+def measured_keys(path: Path) -> set[tuple[str, str]]:
+    """(problem key, choice id) of every row a store (.sqlite or .sqlite.gz) holds."""
+    return with_store(path, ResultStore.keys)
+
+
+def stale_edge_rows(store: ResultStore) -> list[tuple[str, str]]:
+    """(problem key, choice id) of the Triton rows whose edges the tiled kernel now masks
+    (``kernels.tiled.edge_masks``, 2026-11-22) but which were timed while it still wrapped
+    them: their times are the old kernel's. cuBLAS rows are never stale."""
+    from ..kernels.decompose_k import tile_for
+    from ..kernels.tiled import edge_masks
+
+    out = []
+    for key, cid in store.timed_before(EDGE_FAMILIES, EDGE_MASKS_SINCE):
+        p, ch = Problem.from_key(key), Choice.parse(cid)
+        q = p.padded() if ch.pad else p  # what the kernel ran on
+        if ch.family == "decompose_k":
+            t = tile_for(q.m, q.n, q.k, ch.config.split)
+            bm, bn = t.block_m, t.block_n
+        else:
+            bm, bn = ch.config.block_m, ch.config.block_n
+        if edge_masks(q.m, q.n, bm, bn, m_contiguous=q.layout_a == "col",
+                      n_contiguous=q.layout_b == "row") != (False, False):
+            out.append((key, cid))
+    return out
+
+
+def launch_bound_rows(store: ResultStore) -> list[tuple[str, str]]:
+    """(problem key, choice id) of the rows the early cut stored before it checked that its
+    pass was GPU-bound (``LAUNCH_BOUND_SINCE``) with a time short enough to be the launch's
+    (< ``LAUNCH_BOUND_MS``): their time may be Python's, not the kernel's. Measured on the
+    59 small shapes held in both dtypes: bf16, timed before the cut existed, had 54% of its
+    Triton rows above 3x the best; fp16, timed with it, had 100% cut."""
+    return store.cut_rows(LAUNCH_BOUND_MS, LAUNCH_BOUND_SINCE)
+
+
+def export(store: Path, out_dir: Path) -> list[Path]:
+    """collect.sqlite.gz (to resume from) and collect-<gpu>.csv.gz (for data/)."""
+    written = []
+    with ResultStore(store) as st:
+        st.checkpoint()
+        gz = Path(out_dir) / "collect.sqlite.gz"
+        gzip_file(Path(store), gz)
+        written.append(gz)
+        names = sorted({c.device_name for c, _ in st.rows()}) or ["empty"]
+        tag = re.sub(r"[^a-z0-9]+", "-", "-".join(names).lower()).strip("-")
+        csv_path = Path(out_dir) / f"collect-{tag}.csv"
+        st.export(csv_path)
+    gzip_file(csv_path, csv_path.with_suffix(".csv.gz"))
+    csv_path.unlink()
+    written.append(csv_path.with_suffix(".csv.gz"))
+    return written

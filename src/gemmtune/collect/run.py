@@ -1,0 +1,391 @@
+"""One collection run: the shapes of the plan in batches, each batch one ``gemmtune.tune`` call with
+a lookup table that fixes its candidates, sized so that the run ends within its budget; a
+watchdog exports what the store holds should a batch overrun. ``run_on_gpus`` runs one such
+process per GPU of this host, all filling one store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from .claims import claim
+from ..store import ResultStore
+from .rows import export, launch_bound_rows, stale_edge_rows, unpack, with_store
+from .sampling import shape_choices
+from .shapes import problems_for, shape_plan
+
+FIRST_BATCH = 4  # shapes in the first batch of each dtype, which measures seconds per shape
+FIRST_EST_S = 30.0  # assumed seconds per shape before anything was measured
+MARGIN = 1.3  # a batch starts only when MARGIN x its estimated time fits in what is left
+
+
+
+def batch_size(left_s: float, est_s_per_shape: float, max_batch: int, calibrated: bool) -> int:
+    """Shapes in the next tune() call: up to ``max_batch`` (``FIRST_BATCH`` until this dtype
+    has been measured), and no more than fit in ``left_s`` with the margin; 0: stop."""
+    n = max_batch if calibrated else min(max_batch, FIRST_BATCH)
+    fit = int(left_s // (MARGIN * max(est_s_per_shape, 1e-3)))
+    return max(0, min(n, fit))
+
+
+def process_age_s() -> float:
+    """Seconds since this process started (Linux /proc; 0 elsewhere): the budgets count from the
+    start of the process, imports included."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return 0.0
+
+
+def selected_shapes(args) -> list[tuple]:
+    """The plan, narrowed by ``--groups`` and ``--limit-shapes``."""
+    shapes = shape_plan()
+    if args.groups:
+        keep = set(args.groups.split(","))
+        shapes = [s for s in shapes if s[0] in keep]
+    if args.limit_shapes is not None:
+        shapes = shapes[:args.limit_shapes]
+    return shapes
+
+
+def run(args) -> int:
+    """``gemmtune collect`` with its parsed options (cli/collect.py)."""
+    t0 = time.monotonic() - process_age_s()
+    # How every shape's candidates are drawn (shape_choices), in the dry run and the real one.
+    sampling = {"mm": args.mm_sample, "splitk": args.splitk_sample, "pad": args.pad_sample, "sampler": args.sampler}
+
+    shapes = selected_shapes(args)
+    if args.gpus:
+        return run_on_gpus(args, [g.strip() for g in args.gpus.split(",") if g.strip()])
+    if args.list_shapes:
+        print("# group,name,M,N,K,layout_b")
+        for s in shapes:
+            print(",".join(map(str, s)))
+        print(f"# {len(shapes)} shapes", file=sys.stderr)
+        return 0
+    from ..problem import dtype_name
+
+    dtypes = [dtype_name(d) for d in args.dtypes.split(",")]
+    if args.dry_run:
+        from ..device import current_or
+
+        dev = current_or()
+        done = None
+        if args.resume_from:  # one unpacking for both reads
+            done, stale, bound = with_store(args.resume_from, lambda st: (
+                st.keys(), stale_edge_rows(st) if args.drop_stale_edges else [],
+                launch_bound_rows(st) if args.drop_launch_bound else []))
+            if args.drop_stale_edges:
+                print(f"--drop-stale-edges: {len(stale)} rows of {args.resume_from.name} would be measured again")
+                done -= set(stale)
+            if args.drop_launch_bound:
+                print(f"--drop-launch-bound: {len(bound)} rows of {args.resume_from.name} would be measured again")
+                done -= set(bound)
+        have_of: dict[str, set[str]] = {}  # problem key -> measured choice ids
+        for k, c in (done or ()):
+            have_of.setdefault(k, set()).add(c)
+        for dt in dtypes:
+            probs = problems_for(dt, shapes)
+            per = [[c.id for c in shape_choices(p, dev, have_of.get(p.key), **sampling)] for _, _, p in probs]
+            line = f"{dt}: {len(probs)} shapes, {sum(map(len, per))} candidates"
+            if done is not None:  # what a resumed run still has to measure
+                left = [[c for c in ids if (p.key, c) not in done] for (_, _, p), ids in zip(probs, per)]
+                line += (f"; left after {args.resume_from.name}: {sum(map(len, left))} candidates "
+                         f"on {sum(1 for x in left if x)} shapes")
+            print(line)
+        return 0
+
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    store = args.store or out_dir / "collect.sqlite"
+    if args.claims is not None:
+        args.claims.mkdir(parents=True, exist_ok=True)
+    if not store.exists() and args.resume_from:
+        unpack(args.resume_from, store)
+        print(f"resumed from {args.resume_from}")
+    if (args.drop_stale_edges or args.drop_launch_bound) and store.exists():
+        with ResultStore(store) as st:
+            if args.drop_stale_edges:
+                print(f"--drop-stale-edges: {st.drop(stale_edge_rows(st))} rows dropped, to be measured again")
+            if args.drop_launch_bound:
+                bound = launch_bound_rows(st)
+                kept = out_dir / "dropped-launch-bound.csv.gz"
+                st.save_rows(bound, kept)
+                print(f"--drop-launch-bound: {st.drop(bound)} rows dropped (kept in {kept}), to be measured again")
+    if args.export_only:
+        for p in export(store, out_dir):
+            print(p)
+        return 0
+
+    import torch
+
+    from .. import __version__
+    from ..device import DeviceInfo
+    from ..shapes import Shape
+    from ..store import RunContext
+    from ..table import LookupTable, TableChoice, provenance
+    from ..tune import tune
+
+    if args.cpu_interpreter:
+        from ..api import interpreter_enabled
+        from ..bench.runner import WorkerState, info
+
+        if not interpreter_enabled():
+            print("--cpu-interpreter needs TRITON_INTERPRET=1 in the environment", file=sys.stderr)
+            return 2
+        facts = info(WorkerState(device="cpu"))  # the context the tuner's workers report
+        ctx = RunContext(facts["device_name"], facts["capability"], facts["torch"], facts["triton"],
+                         facts["gemmtune"])
+        dev = DeviceInfo.lookup("h100")  # the spaces tune() uses in the interpreter
+    elif not torch.cuda.is_available():
+        print("gemmtune collect measures on a GPU; this machine has none (use --list-shapes / --dry-run here)",
+              file=sys.stderr)
+        return 2
+    else:
+        dev = DeviceInfo.from_torch()
+        ctx = RunContext.current(dev.name, dev.capability_str)
+    budget = args.max_minutes * 60.0
+    hard_stop = args.hard_stop_minutes if args.hard_stop_minutes is not None else args.max_minutes + 1.0
+    spent: dict[str, list[float]] = {}  # dtype -> [tune() seconds, shapes]
+    st = {"tune_s": 0.0, "compile_wait_s": 0.0, "done_shapes": 0, "measured": 0, "batches": 0,
+          "per_shape_s": [], "stopped": False, "batch_t0": None}
+    def counts(path: Path) -> dict[str, int]:
+        with ResultStore(path) as st:
+            return st.status_counts()
+
+    before = counts(store) if store.exists() else {}
+
+    def progress(db_path: Path, hard: bool = False) -> dict:
+        after = counts(db_path)
+        added = {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
+        rows_added = sum(added.values())
+        wall = time.monotonic() - t0
+        tuning = st["tune_s"] + (time.monotonic() - st["batch_t0"] if st["batch_t0"] is not None else 0.0)
+        return {"device": ctx.device_name, "context": ctx.__dict__, "shapes_planned": len(shapes),
+                "dtypes": dtypes, "shapes_done": st["done_shapes"], "finished": not (st["stopped"] or hard),
+                "hard_stop": hard, "timing": args.timing, "compile_ahead": args.compile_ahead,
+                "sampler": args.sampler, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                # With --claims, other processes write the same store at the same time: rows_added
+                # and rows_in_store count all of them, measured_this_call this process alone.
+                "shared_store": args.claims is not None,
+                "batches": st["batches"], "rows_in_store": sum(after.values()),
+                "measured_this_call": st["measured"], "rows_added": rows_added, "rows_added_by_status": added,
+                "wall_s": wall, "tune_s": tuning,
+                # candidates this process recorded (every status) per second of this call, and
+                # per second inside tune(); ok rows per second only where no other process
+                # writes the store (rows_added_by_status counts them all)
+                "candidates_per_s": st["measured"] / wall if wall > 0 else None,
+                "candidates_per_tune_s": st["measured"] / tuning if tuning > 0 else None,
+                "ok_per_s": added.get("ok", 0) / wall if wall > 0 and args.claims is None else None,
+                "compile_wait_s": st["compile_wait_s"],
+                "median_s_per_shape": float(np.median(st["per_shape_s"])) if st["per_shape_s"] else None,
+                "s_per_shape_by_dtype": {d: sec / n for d, (sec, n) in spent.items()}}
+
+    finishing = threading.Lock()
+
+    def stop_hard() -> None:
+        """The call is about to run out of time (a batch took longer than estimated): export
+        a consistent snapshot of the store and exit. Rows already recorded are kept, and the
+        next call resumes from them."""
+        if not finishing.acquire(blocking=False):
+            return  # the normal end is already exporting
+        code = 1
+        try:
+            snap = db.backup(out_dir / "collect.snapshot.sqlite")
+            doc = progress(snap, hard=True)
+            (out_dir / args.progress_name).write_text(json.dumps(doc, indent=1) + "\n")
+            if not args.no_export:
+                for path in export(snap, out_dir):
+                    print(path, flush=True)
+            snap.unlink()
+            print(f"hard stop: still running after {hard_stop:g} minutes; exported what the store holds",
+                  file=sys.stderr, flush=True)
+            print(json.dumps(doc), flush=True)
+            code = 0
+        except BaseException:  # noqa: BLE001 -- whatever it was, say so and exit
+            traceback.print_exc()
+        finally:
+            os._exit(code)  # workers notice their parent is gone and exit
+
+    watchdog = None
+    with ResultStore(store) as db:
+        if hard_stop > 0:  # started once the store exists
+            watchdog = threading.Timer(max(0.0, hard_stop * 60.0 - (time.monotonic() - t0)), stop_hard)
+            watchdog.daemon = True
+            watchdog.start()
+        for dt in dtypes:
+            pending = []  # (shape, its candidates or None: computed when its batch comes)
+            for group, name, p in problems_for(dt, shapes):
+                have = db.done(ctx, p.key)
+                if not have:
+                    pending.append((Shape(group, name, p), None))
+                    continue
+                cands = shape_choices(p, dev, have, **sampling)
+                if all(c.id in have for c in cands):
+                    st["done_shapes"] += 1
+                else:
+                    pending.append((Shape(group, name, p), cands))
+            i = 0
+            while i < len(pending):
+                mine = spent.get(dt)
+                if mine:
+                    est = mine[0] / mine[1]
+                else:  # a new dtype: the slowest seen so far, or the first guess
+                    est = max([FIRST_EST_S] + [sec / n for sec, n in spent.values()])
+                n = batch_size(budget - (time.monotonic() - t0), est, args.batch, bool(mine))
+                if n == 0:
+                    st["stopped"] = True
+                    break
+                chunk = []
+                while len(chunk) < n and i < len(pending):
+                    s, c = pending[i]
+                    i += 1
+                    if args.claims is not None and not claim(args.claims, s.problem.key):
+                        continue  # another process measures it
+                    chunk.append((s, c if c is not None else shape_choices(s.problem, dev, None, **sampling)))
+                if not chunk:
+                    break
+                lut = LookupTable(provenance(ctx.device_name, ctx.capability, ctx.torch_version,
+                                             ctx.triton_version, __version__, "by-hand"),
+                                  {s.problem.key: [TableChoice(c) for c in cands] for s, cands in chunk})
+                tb = st["batch_t0"] = time.monotonic()
+                r = tune([s for s, _ in chunk], store=db, table=lut, progress=False, timeout=args.timeout,
+                     compile_workers=args.compile_workers, compile_ahead=args.compile_ahead,
+                     timing=args.timing)
+                took = time.monotonic() - tb
+                st["tune_s"] += took
+                st["batch_t0"] = None
+                st["compile_wait_s"] += r.compile_wait_s
+                st["batches"] += 1
+                acc = spent.setdefault(dt, [0.0, 0])
+                acc[0] += took
+                acc[1] += len(chunk)
+                st["per_shape_s"].append(took / len(chunk))
+                st["measured"] += r.measured
+                st["done_shapes"] += len(chunk)
+                print(f"[{time.monotonic() - t0:6.0f} s] {dt}: {st['done_shapes']} shapes done, +{r.measured} rows "
+                      f"in {took:.0f} s ({r.measured / took:.1f}/s, waited {r.compile_wait_s:.0f} s for compiles; "
+                      f"{', '.join(s.name for s, _ in chunk)})", flush=True)
+            if st["stopped"]:
+                break
+    if not finishing.acquire(blocking=False):  # the hard stop is exporting: it exits the process
+        time.sleep(3600)
+    if watchdog is not None:
+        watchdog.cancel()
+    doc = progress(store)
+    (out_dir / args.progress_name).write_text(json.dumps(doc, indent=1) + "\n")
+    if not args.no_export:
+        for p in export(store, out_dir):
+            print(p)
+    print(json.dumps(doc))
+    return 0
+
+
+# Options a per-GPU collector takes over from the command that started it (run_on_gpus); the
+# store, its claims folder, --resume-from and the drops are the parent's, done once.
+PASSED_ON = ("dtypes", "groups", "batch", "limit_shapes", "mm_sample", "splitk_sample", "pad_sample", "sampler",
+             "compile_workers", "compile_ahead", "timing", "timeout")
+
+
+def core_shares(cores: list[int], n: int) -> list[list[int]]:
+    """``cores`` split into ``n`` contiguous, near-equal shares (each at least one core).
+
+    >>> core_shares(list(range(8)), 3)
+    [[0, 1, 2], [3, 4, 5], [6, 7]]
+    >>> core_shares([0], 2)
+    [[0], [0]]
+    """
+    if len(cores) < n:
+        return [[cores[i % len(cores)]] for i in range(n)]
+    per, extra = divmod(len(cores), n)
+    out, i = [], 0
+    for j in range(n):
+        take = per + (j < extra)
+        out.append(cores[i:i + take])
+        i += take
+    return out
+
+
+def child_argv(args, gpu: str, store: Path, claims: Path, minutes_left: float) -> list[str]:
+    """The command line of the collector on ``gpu``: one process of ``gemmtune collect`` with the
+    parent's options, the shared store and claims folder, no export of its own."""
+    argv = [sys.executable, "-m", "gemmtune.cli", "collect", "--store", str(store), "--claims", str(claims),
+            "--no-export", "--progress-name", f"{Path(args.progress_name).stem}-gpu{gpu}.json",
+            "--out", str(args.out), "--max-minutes", f"{max(minutes_left, 0.0):.4f}"]
+    if args.hard_stop_minutes is not None:
+        argv += ["--hard-stop-minutes", f"{args.hard_stop_minutes:.4f}"]
+    for name in PASSED_ON:
+        v = getattr(args, name)
+        if v is not None:
+            argv += [f"--{name.replace('_', '-')}", str(v)]
+    if args.cpu_interpreter:
+        argv.append("--cpu-interpreter")
+    return argv
+
+
+def run_on_gpus(args, gpus: list[str]) -> int:
+    """One collector process per GPU of this host (``CUDA_VISIBLE_DEVICES``, an equal share of
+    the cores each), all filling one store, shapes given out by claims; then one export."""
+    t0 = time.monotonic() - process_age_s()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    store = Path(args.store or out_dir / "collect.sqlite")
+    claims = Path(args.claims or store.with_name(store.name + ".claims"))
+    claims.mkdir(parents=True, exist_ok=True)
+    for f in claims.iterdir():  # a new set of processes: every shape is free again
+        f.unlink()
+    if not store.exists() and args.resume_from:
+        unpack(args.resume_from, store)
+        print(f"resumed from {args.resume_from}")
+    if (args.drop_stale_edges or args.drop_launch_bound) and store.exists():
+        with ResultStore(store) as st:
+            if args.drop_stale_edges:
+                print(f"--drop-stale-edges: {st.drop(stale_edge_rows(st))} rows dropped, to be measured again")
+            if args.drop_launch_bound:
+                bound = launch_bound_rows(st)
+                st.save_rows(bound, out_dir / "dropped-launch-bound.csv.gz")
+                print(f"--drop-launch-bound: {st.drop(bound)} rows dropped, to be measured again")
+    ResultStore(store).close()  # created (schema and all) before the collectors share it
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity API on this OS: no pinning
+        cores = []
+    shares = core_shares(cores, len(gpus)) if cores else [None] * len(gpus)
+    procs = []
+    left = args.max_minutes - (time.monotonic() - t0) / 60.0
+    for gpu, share in zip(gpus, shares):
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpu)
+        pre = (lambda share=share: os.sched_setaffinity(0, share)) if share else None
+        procs.append((gpu, subprocess.Popen(child_argv(args, gpu, store, claims, left), env=env, preexec_fn=pre,
+                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                            bufsize=1)))
+
+    def relay(gpu, proc):
+        for line in proc.stdout:
+            print(f"[gpu{gpu}] {line}", end="", flush=True)
+
+    relays = [threading.Thread(target=relay, args=pg, daemon=True) for pg in procs]
+    for t in relays:
+        t.start()
+    rc = 0
+    for gpu, proc in procs:
+        if proc.wait() != 0:
+            print(f"collector on GPU {gpu} exited {proc.returncode}", file=sys.stderr)
+            rc = 1
+    for t in relays:
+        t.join(timeout=5)
+    if not args.no_export:
+        for path in export(store, out_dir):
+            print(path)
+    return rc
+

@@ -1,0 +1,103 @@
+"""Each shape's candidates: a seeded sample of the exhaustive triton_mm and split-K spaces (or of
+a fixed pool of them, so that shapes share compiled kernels), every DecomposeK split, cuBLAS,
+and pad+ variants for unaligned shapes. The configs come from the families' own lists
+(``raw_configs``) and scaling (``scaled``): nothing of their spaces is copied here."""
+
+from __future__ import annotations
+
+import functools
+import zlib
+
+import numpy as np
+
+from .. import kernels
+from ..configs import AtenConfig, Choice
+from ..problem import Problem
+
+# The pool sampler's fixed subsets of the exhaustive spaces (raw configs, before scaling).
+POOL_SIZES = {"triton_mm": 256, "splitk": 128}
+POOL_SEED = 20261123
+SAMPLERS = ("random", "pool")
+
+
+@functools.lru_cache(maxsize=None)
+def exhaustive_raw(family: str) -> tuple:
+    """The unscaled configs of a family's exhaustive space (its ``raw_configs('exhaustive')``)."""
+    return tuple(kernels.get(family).raw_configs("exhaustive"))
+
+
+@functools.lru_cache(maxsize=None)
+def pool_raw(family: str) -> tuple:
+    """A fixed, seeded subset of the family's unscaled exhaustive configs (``POOL_SIZES``).
+
+    Why: the compiled kernel depends on the config, not on the shape, so shapes that draw
+    from one pool share most compiles (Triton's cache), while per-shape draws from the
+    whole space compile almost every candidate anew. Counted on the plan's remaining bf16
+    shapes: 16,629 candidates needed 9,754 distinct compiles when drawn from the whole
+    space, and 8,785 compiles for 40,610 candidates drawn from a 160/80 pool; compiling,
+    not timing, was the bottleneck of the fifth collection call (155 s of its 299 s)."""
+    raw = exhaustive_raw(family)
+    rng = np.random.default_rng(POOL_SEED)
+    return tuple(raw[i] for i in sorted(rng.choice(len(raw), size=min(POOL_SIZES[family], len(raw)),
+                                                   replace=False)))
+
+
+def sample_space(problem: Problem, family: str, device, n: int, rng, sampler: str = "random") -> list:
+    """n distinct valid configs of the family's exhaustive space (``sampler='random'``) or
+    of its fixed pool (``'pool'``, see ``pool_raw``), drawn at random: raw configs in
+    random order, scaled to the problem and pruned as the space does, until n are kept
+    (much cheaper than building the whole space for every shape)."""
+    if n <= 0:
+        return []
+    fam = kernels.get(family)
+    raw = exhaustive_raw(family) if sampler == "random" else pool_raw(family)
+    kept, seen = [], set()
+    for i in rng.permutation(len(raw)):
+        c = raw[i]
+        c = fam.scaled(c, problem)
+        if c in seen:
+            continue
+        seen.add(c)
+        if fam.constraint(c, problem, device) is None:
+            kept.append(Choice(family, c))
+            if len(kept) == n:
+                break
+    return kept
+
+
+def sample_choices(problem: Problem, device, *, mm: int, splitk: int, pad: int, sampler: str = "random") -> list:
+    """A seeded (by problem key) random sample of the exhaustive spaces (or of their fixed
+    pools: ``sampler='pool'``), cuBLAS first."""
+    from ..api import space
+
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, not {sampler!r}")
+    rng = np.random.default_rng(zlib.crc32(problem.key.encode()))
+    out = [Choice("aten", AtenConfig())]
+    out += sample_space(problem, "triton_mm", device, mm, rng, sampler)
+    out += sample_space(problem, "splitk", device, splitk, rng, sampler)
+    out += space(problem, "decompose_k", "exhaustive", device)[:12]
+    if not (problem.aligned_a and problem.aligned_b):
+        padded = problem.padded()
+        out.append(Choice("aten", AtenConfig(), True))
+        pool = [c.padded() for fam in ("triton_mm", "splitk", "decompose_k")
+                for c in space(padded, fam, "default", device)]
+        out += [pool[i] for i in sorted(rng.choice(len(pool), size=min(pad, len(pool)), replace=False))]
+    return out
+
+
+def shape_choices(problem: Problem, device, have, *, mm: int, splitk: int, pad: int, sampler: str) -> list:
+    """The candidates a shape is measured with: a shape the store already holds rows of
+    keeps the sampler it was started with (the one whose sample holds more of them; the
+    first 35,892 rows were all drawn by 'random'), so that finished shapes stay finished
+    and a half-measured one is completed, not re-sampled; a new shape gets ``sampler``."""
+    kw = {"mm": mm, "splitk": splitk, "pad": pad}
+    if not have:
+        return sample_choices(problem, device, sampler=sampler, **kw)
+    best, hits = None, -1
+    for name in SAMPLERS:
+        cands = sample_choices(problem, device, sampler=name, **kw)
+        n = sum(c.id in have for c in cands)
+        if n > hits:
+            best, hits = cands, n
+    return best

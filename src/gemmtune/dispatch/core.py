@@ -1,0 +1,315 @@
+"""``Dispatcher``: ``mm(a, b)`` for any size of the dynamic dims; the first call of a shape decides
+(decide.py) and builds its launch (launch.py), later calls only look it up and launch."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import threading
+import warnings
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import torch
+
+from ..epilogue import Epilogue, bind, apply_
+from ..kernels.splitk import SplitKWorkspace
+from ..problem import DTYPES, LAYOUTS, check_operands, dtype_name
+from ..table import LookupTable
+from .common import (ATEN, DIMS, FORMAT, MODES, SCHEMA_VERSION, Decision, HintChoice, _current_provenance, _pkg,
+                     _random_operand)
+from .decide import Deciding
+from .launch import Launching
+
+
+class Dispatcher(Deciding, Launching):
+    """``mm(a, b)`` for any size of the dynamic dims; build one with ``compile_mm`` or ``load``.
+
+    ``dims`` maps 'm', 'n', 'k' to a static size or None (dynamic). ``hint_choices``
+    holds one tuned winner per hint combination. Decisions made so far are in
+    ``decisions``; ``n_decisions`` counts the shapes decided in this process.
+
+    Example::
+
+        >>> import torch, gemmtune
+        >>> mm = gemmtune.compile_mm(n=24, k=64, dtype="fp16", hints={"m": [8, 128]},
+        ...                          tune_fn=lambda ps, **kw: {p.key: "aten" for p in ps})
+        >>> _ = mm(torch.randn(20, 64, dtype=torch.float16), torch.randn(64, 24, dtype=torch.float16))
+        >>> mm.decision(m=20).source, mm.decision(m=20).hint
+        ('similarity', (8, 24, 64))
+    """
+
+    def __init__(self, *, dims: Mapping[str, int | None], dtype, hints: Mapping[str, Sequence[int]],
+                 hint_choices: Sequence[HintChoice], mode: str = "similarity",
+                 table: LookupTable | None = None, timer=None, verify: bool = True,
+                 layout_a: str = "row", layout_b: str = "row", provenance: dict | None = None,
+                 decisions: Mapping[tuple[int, int, int], Decision] | None = None):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        for name, lay in (("layout_a", layout_a), ("layout_b", layout_b)):
+            if lay not in LAYOUTS:
+                raise ValueError(f"{name} must be one of {LAYOUTS}, got {lay!r}")
+        if not hint_choices:
+            raise ValueError("a dispatcher needs at least one hint choice")
+        self.dims = {d: dims.get(d) for d in DIMS}
+        self.dynamic = tuple(d for d in DIMS if self.dims[d] is None)
+        self.dtype = dtype_name(dtype)
+        self.torch_dtype = DTYPES[self.dtype]
+        self.hints = {d: tuple(hints[d]) for d in self.dynamic}
+        self.hint_choices = tuple(hint_choices)
+        self.mode = mode
+        self.table = table
+        self.timer = timer
+        self.verify = verify
+        self.layout_a, self.layout_b = layout_a, layout_b
+        self.provenance = dict(provenance) if provenance else _current_provenance("by-hand")
+        self.n_decisions = 0
+        self._decisions: dict[tuple[int, int, int], Decision] = dict(decisions or {})
+        # Hot-path cache: (a.shape, b.shape, a.dtype, b.dtype, a.get_device(), b.get_device())
+        # -> run(a, b). Only keys that passed validation get in, so a hit needs no checks.
+        self._fast: dict[tuple, Callable] = {}
+        # The same for calls with a fused epilogue: that key plus the activation and the bias's
+        # and residual's (shape, dtype, device) -> run(a, b, bias, residual).
+        self._fast_fused: dict[tuple, Callable] = {}
+        self._lock = threading.Lock()
+        self._workspace = SplitKWorkspace()
+        self._hint_sizes = [h.sizes for h in self.hint_choices]
+        # (M, N, K) -> the table's addmm winner for calls with a bias (None: the table has none
+        # that runs here), decided once per shape at its first call with a bias.
+        self._addmm: dict[tuple[int, int, int], Decision | None] = {}
+        self.binaries_note = ""  # what load() did with saved kernel binaries
+
+    def __call__(self, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
+                 activation: str = "none", residual: torch.Tensor | None = None) -> torch.Tensor:
+        """``a @ b``; the first call of a shape decides (and verifies), later ones only launch.
+
+        With ``bias`` (N,), ``activation`` or ``residual`` (M, N): ``act(a @ b + bias) + residual``
+        in one launch of the decided kernel, the epilogue fused into its store
+        (gemmtune.epilogue). The decision is the shape's, whatever the epilogue: verification
+        checks the plain product."""
+        if bias is not None or residual is not None or activation != "none":
+            return self._call_fused(a, b, bias, activation, residual)
+        try:
+            key = (a.shape, b.shape, a.dtype, b.dtype, a.get_device(), b.get_device())
+        except AttributeError:  # not tensors: the slow path says which
+            key = None
+        run = self._fast.get(key)
+        if run is not None:
+            return run(a, b)
+        return self._first_sight(a, b, key)
+
+    def _call_fused(self, a, b, bias, activation, residual) -> torch.Tensor:
+        try:
+            key = (a.shape, b.shape, a.dtype, b.dtype, a.get_device(), b.get_device(), activation,
+                   None if bias is None else (bias.shape, bias.dtype, bias.get_device()),
+                   None if residual is None else (residual.shape, residual.dtype, residual.get_device()))
+            run = self._fast_fused.get(key)
+        except (AttributeError, TypeError):  # not tensors, an unhashable activation: the slow path says
+            key, run = None, None
+        if run is not None:
+            return run(a, b, bias, residual)
+        return self._first_sight(a, b, key, fused=True, bias=bias, activation=activation, residual=residual)
+
+    def check(self, a, b) -> tuple[int, ...]:
+        """Validate operands, raising TypeError/ValueError naming what is wrong; return (M, N, K),
+        or (batch, M, N, K) for 3-D operands (a bmm; the static dims are each matrix's)."""
+        check_operands(a, b)
+        if a.dtype != self.torch_dtype:
+            raise TypeError(f"dtype: this dispatcher multiplies {self.torch_dtype}, got {a.dtype}")
+        m, k = a.shape[-2:]
+        n = b.shape[-1]
+        for name, got in (("m", m), ("n", n), ("k", k)):
+            want = self.dims[name]
+            if want is not None and got != want:
+                raise ValueError(f"{name}: this dispatcher has static {name.upper()}={want}, got "
+                                 f"{name.upper()}={got} (a is {tuple(a.shape)}, b is {tuple(b.shape)})")
+        dev = a.device.type
+        if dev not in ("cuda", "cpu"):
+            raise ValueError(f"device: gemmtune runs on CUDA (or the CPU), not {a.device}")
+        return (a.shape[0], m, n, k) if a.dim() == 3 else (m, n, k)
+
+    def _first_sight(self, a, b, key, *, fused: bool = False, bias=None, activation: str = "none",
+                     residual=None) -> torch.Tensor:
+        sizes = self.check(a, b)
+        if len(sizes) == 4:
+            if fused:
+                raise ValueError("a bmm (3-D operands) takes no fused epilogue (bias, activation, residual)")
+            return self._first_sight_bmm(a, b, key, sizes)
+        m, n, k = sizes
+        epilogue = (bind(m, n, self.torch_dtype, a.device, bias=bias, activation=activation, residual=residual)
+                    if fused else None)
+        if _pkg().capturing(a):
+            return self._in_capture(a, b, m, n, k, epilogue)
+        cache = self._fast_fused if fused else self._fast
+        with self._lock:
+            run = cache.get(key)
+            if run is None:
+                decision = self._decisions.get((m, n, k))
+                if decision is None or (self.verify and not decision.verified
+                                        and decision.source != "empty"):
+                    decision = self._decide(a, b, m, n, k, previous=decision)
+                    self._decisions[(m, n, k)] = decision
+                    self.n_decisions += 1
+                choice = decision.choice
+                if epilogue is not None and epilogue.bias is not None and self.table is not None:
+                    choice = self._addmm_choice(m, n, k, a, b, choice)
+                run = self._make_run(choice, m, n, k, a.device, a, b, epilogue)
+                cache[key] = run
+        return run(a, b, bias, residual) if fused else run(a, b)
+
+    def _first_sight_bmm(self, a, b, key, sizes: tuple[int, int, int, int]) -> torch.Tensor:
+        """A bmm shape's first call: decided (and verified) once per (batch, M, N, K), as mm's."""
+        batch, m, n, k = sizes
+        if _pkg().capturing(a):
+            self._warn_capture(f"bmm batch={batch}, M={m}, N={n}, K={k}", "torch.bmm")
+            return torch.bmm(a, b)
+        with self._lock:
+            run = self._fast.get(key)
+            if run is None:
+                decision = self._decisions.get(sizes)
+                if decision is None or (self.verify and not decision.verified and decision.source != "empty"):
+                    decision = self._decide(a, b, m, n, k, previous=decision, batch=batch)
+                    self._decisions[sizes] = decision
+                    self.n_decisions += 1
+                run = self._make_run(decision.choice, m, n, k, a.device, a, b, batch=batch)
+                self._fast[key] = run
+        return run(a, b)
+
+    def _warn_capture(self, what: str, runs: str) -> None:
+        if not getattr(self, "_warned_capture", False):
+            self._warned_capture = True
+            warnings.warn(f"gemmtune: shape {what} first seen inside a CUDA-graph capture: this call runs "
+                          f"{runs} (cuBLAS) and is captured as such; decide shapes before capturing "
+                          "(Dispatcher.warmup, or one eager call)", RuntimeWarning, stacklevel=5)
+
+    def _in_capture(self, a, b, m, n, k, epilogue) -> torch.Tensor:
+        """A first sight inside a CUDA-graph capture: nothing may be verified, timed or
+        synchronised there, so this call runs cuBLAS (the reference itself) and nothing is
+        cached; the shape is decided at its next call outside a capture."""
+        if not getattr(self, "_warned_capture", False):
+            self._warned_capture = True
+            warnings.warn(f"gemmtune: shape M={m}, N={n}, K={k} first seen inside a CUDA-graph capture: "
+                          "this call runs torch.mm (cuBLAS) and is captured as such; decide shapes "
+                          "before capturing (Dispatcher.warmup, or one eager call)", RuntimeWarning, stacklevel=4)
+        out = torch.mm(a, b)
+        return out if epilogue is None else apply_(out, epilogue)
+
+    @property
+    def all_aten(self) -> bool:
+        """Whether every tuned hint chose cuBLAS (unpadded): the patched layers then hand the
+        GEMM to torch itself under torch.compile (Inductor sees an ordinary mm it can fuse
+        into) instead of the opaque gemmtune::mm op, whose per-call Python would only add
+        host time around the same cuBLAS call."""
+        return all(h.choice == ATEN for h in self.hint_choices)
+
+    @property
+    def decisions(self) -> dict[tuple[int, ...], Decision]:
+        """A copy of the decisions so far, by (M, N, K); a bmm's by (batch, M, N, K)."""
+        return dict(self._decisions)
+
+    def decision(self, m: int | None = None, n: int | None = None, k: int | None = None, *,
+                 batch: int | None = None) -> Decision | None:
+        """The decision for a size (static dims may be left out), or None if not decided yet;
+        with ``batch``: that of a bmm call (3-D operands)."""
+        sizes = self._sizes(m, n, k)
+        return self._decisions.get(sizes if batch is None else (int(batch), *sizes))
+
+    def _sizes(self, m, n, k) -> tuple[int, int, int]:
+        given = {"m": m, "n": n, "k": k}
+        out = []
+        for d in DIMS:
+            v = given[d] if given[d] is not None else self.dims[d]
+            if v is None:
+                raise ValueError(f"{d} is dynamic: give its size")
+            out.append(int(v))
+        return tuple(out)  # type: ignore[return-value]
+
+    def warmup(self, device: str | torch.device | None = None, *, epilogues: Sequence[Epilogue | str] = (),
+               **sizes: Sequence[int]) -> None:
+        """Decide shapes ahead of time (e.g. before CUDA-graph capture) on random inputs.
+
+        ``epilogues``: also build the cached closures of calls with these epilogues (e.g.
+        ``["bias"]`` for a Linear with a bias): a closure's first call prepares its launch,
+        which synchronizes and so cannot happen inside a capture. The prepared launch fits
+        a contiguous bias and residual; others take Triton's ordinary launch.
+
+        Example: ``mm.warmup(m=[1, 2, 4, 8, 16], epilogues=["bias"])`` (static dims are filled in).
+        """
+        unknown = set(sizes) - set(self.dynamic)
+        if unknown:
+            raise ValueError(f"warmup takes the dynamic dims {self.dynamic}, not {sorted(unknown)}")
+        specs = [Epilogue.parse(e) if isinstance(e, str) else e for e in epilogues]
+        dev = torch.device(device) if device is not None else torch.device(
+            "cuda" if torch.cuda.is_available() else "cpu")
+        lists = [list(sizes.get(d, self.hints[d])) if d in self.dynamic else [self.dims[d]] for d in DIMS]
+        for m, n, k in itertools.product(*lists):
+            a = _random_operand(m, k, self.layout_a, self.torch_dtype, dev)
+            b = _random_operand(k, n, self.layout_b, self.torch_dtype, dev)
+            self(a, b)
+            for e in specs:
+                self(a, b, bias=torch.randn(n, dtype=self.torch_dtype, device=dev) if e.bias else None,
+                     activation=e.activation,
+                     residual=torch.randn(m, n, dtype=self.torch_dtype, device=dev) if e.residual else None)
+
+    def __repr__(self) -> str:
+        dims = ", ".join(f"{d}={self.dims[d]}" if self.dims[d] is not None else f"{d}=dyn{list(self.hints[d])}"
+                         for d in DIMS)
+        return (f"Dispatcher({dims}, dtype={self.dtype}, mode={self.mode}, "
+                f"{len(self.hint_choices)} hint kernels, {len(self._decisions)} decisions)")
+
+    def __deepcopy__(self, memo):
+        return self  # shared, like a compiled kernel: deepcopy(model) keeps its dispatchers
+
+    def __reduce__(self):
+        raise TypeError("a Dispatcher cannot be pickled (it holds a lock and launch closures); "
+                        "use dispatcher.save(path) and gemmtune.load(path)")
+
+    def to_json(self) -> dict:
+        def sizes(s):
+            if s is None:
+                return None
+            return dict(zip(DIMS, s)) if len(s) == 3 else {"batch": s[0], **dict(zip(DIMS, s[1:]))}
+
+        with self._lock:
+            decisions = sorted(self._decisions.items(), key=lambda kv: (len(kv[0]), kv[0]))
+        return {
+            "format": FORMAT,
+            "schema_version": SCHEMA_VERSION,
+            "provenance": dict(sorted(self.provenance.items())),
+            "dims": self.dims,
+            "dtype": self.dtype,
+            "layout_a": self.layout_a,
+            "layout_b": self.layout_b,
+            "mode": self.mode,
+            "verify": self.verify,
+            "hints": {d: list(v) for d, v in self.hints.items()},
+            "hint_choices": [{"sizes": sizes(h.sizes), "choice": h.choice.id,
+                              **({"device_ms": h.device_ms} if h.device_ms is not None else {})}
+                             for h in self.hint_choices],
+            "decisions": [{"sizes": sizes(s), "choice": d.choice.id, "source": d.source,
+                           "hint": sizes(d.hint), "verified": d.verified,
+                           "times_ms": dict(d.times_ms) if d.times_ms else None, "reason": d.reason}
+                          for s, d in decisions],
+            "table": self.table.to_json() if self.table is not None else None,
+        }
+
+    def save(self, path: str | os.PathLike, *, binaries: bool = True) -> Path:
+        """Write the dispatcher as JSON (atomically) and, on a GPU with ``binaries``, its compiled
+        kernels in ``<path>.kernels/``. Saving the binaries first launches the hint shapes
+        once (``warmup()``), so their kernels are among them; the decisions that adds are
+        ordinary, verified ones."""
+        path = Path(path)
+        doc = self.to_json()
+        if binaries and torch.cuda.is_available() and not _pkg().interpreter_enabled():
+            from .. import binaries as bins
+
+            self.warmup()
+            doc = self.to_json()  # with the hint decisions warmup made
+            kdir = path.with_name(path.name + ".kernels")
+            names = bins.bundle(kdir)
+            doc["binaries"] = {"dir": kdir.name, "kernels": names}
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+        return path

@@ -1,0 +1,133 @@
+"""The closures a dispatcher's cached calls run: allocate the output and launch, through a prepared
+launcher on a GPU when one checks out against Triton's ordinary launch (a mixin of Dispatcher)."""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from typing import Callable
+
+import torch
+
+from .. import kernels
+from ..configs import Choice
+from ..epilogue import EpilogueArgs, apply_
+from .common import ATEN, _locked
+
+
+class Launching:
+    """Dispatcher's launch closures (``self._workspace``, ``self.torch_dtype``, ``self._interp``)."""
+
+    def _make_run(self, choice: Choice, m: int, n: int, k: int, device: torch.device,
+                  a: torch.Tensor | None = None, b: torch.Tensor | None = None,
+                  epilogue: EpilogueArgs | None = None, batch: int | None = None) -> Callable:
+        """The prebuilt closure a cached call runs: allocate the output, launch.
+
+        On a GPU, triton_mm and split-K launch through a prepared launcher
+        (``kernels.tiled.prepare_direct``) that skips Triton's per-call argument
+        binding, while the operands keep the strides and alignment of the first call
+        (``a``, ``b``); anything else takes the ordinary launch. With an ``epilogue``
+        (the first call's) the closure is ``run(a, b, bias, residual)``."""
+        if epilogue is not None:
+            return self._make_fused_run(choice, m, n, k, device, a, b, epilogue)
+        shape, dt, empty = (m, n) if batch is None else (batch, m, n), self.torch_dtype, torch.empty
+        if m == 0 or n == 0 or batch == 0:
+            return lambda a, b: empty(shape, dtype=dt, device=device)
+        if k == 0:
+            return lambda a, b: torch.zeros(shape, dtype=dt, device=device)
+        if choice == ATEN:
+            return torch.mm if batch is None else torch.bmm  # allocates its own output; nothing else
+        if choice.pad:
+            launch = functools.partial(kernels.run_choice, choice, allow_tf32=False,
+                                       workspace=self._workspace)
+        else:
+            launch = functools.partial(kernels.get(choice.family).run, cfg=choice.config,
+                                       allow_tf32=False, workspace=self._workspace)
+        if self._interp(device) and choice.family in kernels.TRITON_FAMILIES:
+            launch = _locked(launch)
+        prepared = self._prepare(choice, a, b, shape) if a is not None and device.type == "cuda" else None
+        if prepared is not None:
+            matches, fast = prepared
+
+            def run(a, b):
+                out = empty(shape, dtype=dt, device=device)
+                if matches(a, b):
+                    fast(a, b, out)
+                else:
+                    launch(a, b, out)
+                return out
+            return run
+
+        def run(a, b):
+            out = empty(shape, dtype=dt, device=device)
+            launch(a, b, out)
+            return out
+        return run
+
+    def _make_fused_run(self, choice: Choice, m: int, n: int, k: int, device: torch.device,
+                        a: torch.Tensor | None, b: torch.Tensor | None, epilogue: EpilogueArgs) -> Callable:
+        """``_make_run`` for calls with an epilogue: ``run(a, b, bias, residual)``, whose parts
+        (``epilogue.spec``) are fixed by the cache key; every family, aten included, fuses it."""
+        shape, dt, empty, spec = (m, n), self.torch_dtype, torch.empty, epilogue.spec
+        if m == 0 or n == 0:
+            return lambda a, b, bias, residual: empty(shape, dtype=dt, device=device)
+        if k == 0:  # act(0 + bias) + residual: no product to fuse into
+            return lambda a, b, bias, residual: apply_(torch.zeros(shape, dtype=dt, device=device),
+                                                       EpilogueArgs(spec, bias, residual))
+        if choice.pad:
+            launch = functools.partial(kernels.run_choice, choice, allow_tf32=False, workspace=self._workspace)
+        else:
+            launch = functools.partial(kernels.get(choice.family).run, cfg=choice.config,
+                                       allow_tf32=False, workspace=self._workspace)
+        if self._interp(device) and choice.family in kernels.TRITON_FAMILIES:
+            launch = _locked(launch)
+        prepared = self._prepare(choice, a, b, shape, epilogue) if a is not None and device.type == "cuda" else None
+        if prepared is not None:
+            matches, fast = prepared
+
+            def run(a, b, bias, residual):
+                out = empty(shape, dtype=dt, device=device)
+                e = EpilogueArgs(spec, bias, residual)
+                if matches(a, b, epilogue=e):
+                    fast(a, b, out, epilogue=e)
+                else:
+                    launch(a, b, out, epilogue=e)
+                return out
+            return run
+
+        def run(a, b, bias, residual):
+            out = empty(shape, dtype=dt, device=device)
+            launch(a, b, out, epilogue=EpilogueArgs(spec, bias, residual))
+            return out
+        return run
+
+    def _prepare(self, choice: Choice, a, b, shape, epilogue: EpilogueArgs | None = None):
+        """(matches, launch) of a prepared launcher for ``choice`` at this problem, checked
+        once against Triton's ordinary launch on these very operands; None when the family
+        has none, or when the check fails (then the ordinary launch serves, and we say so).
+        Both take the ``epilogue`` as a keyword."""
+        if choice.pad:
+            return None
+        prep = kernels.get(choice.family).prepare  # every registered family has one (kernels.base)
+        try:
+            want = torch.empty(shape, dtype=self.torch_dtype, device=a.device)
+            got = prep(a, b, want, choice.config, allow_tf32=False, workspace=self._workspace, epilogue=epilogue)
+            if got is None:
+                return None
+            matches, fast = got
+            out = torch.full(shape, math.nan, dtype=self.torch_dtype, device=a.device)
+            fast(a, b, out, epilogue=epilogue)
+            torch.cuda.synchronize(a.device)
+            # Atomic reductions (splitk's and skinny's) add in a varying order.
+            det = getattr(choice.config, "deterministic", True)
+            same = torch.equal(out, want) if det else bool(torch.allclose(out.float(), want.float(),
+                                                                             rtol=2e-2, atol=2e-2))
+            if same and matches(a, b, epilogue=epilogue):
+                return matches, fast
+            reason = "its output differed from Triton's ordinary launch"
+        except Exception as e:  # a launcher this triton does not support: the ordinary path serves
+            reason = f"{type(e).__name__}: {e}"[:300]
+        warnings.warn(f"gemmtune: prepared launch of {choice.id} not used ({reason}); "
+                      "launching through Triton's ordinary path", RuntimeWarning, stacklevel=4)
+        return None

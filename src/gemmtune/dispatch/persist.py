@@ -1,0 +1,84 @@
+"""Loading a saved dispatcher (``Dispatcher.save`` writes it): provenance checked, decisions kept
+(re-verified on another GPU or software), the kernel binaries put back into Triton's cache."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import os
+
+from ..configs import Choice
+from ..jsonio import read_json
+from ..table import from_json as table_from_json
+from .common import DIMS, FORMAT, SCHEMA_VERSION, Decision, HintChoice, ProvenanceWarning, provenance_mismatches
+from .core import Dispatcher
+
+
+def load(path: str | os.PathLike, *, timer=None, strict: bool = False) -> Dispatcher:
+    """Restore a saved dispatcher: hints, hint choices, decisions, table; no tuning.
+
+    Provenance is checked: another GPU (name or capability) or another triton or
+    torch major.minor gives a ``ProvenanceWarning`` (``strict=True``: ValueError), and
+    the saved decisions are then re-verified on their first call.
+
+    Example::
+
+        >>> mm = gemmtune.load("mm.json")    # doctest: +SKIP
+    """
+    path = Path(path)
+    doc = read_json(path)
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a saved gemmtune dispatcher (format != {FORMAT!r})")
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(f"{path}: schema_version {doc.get('schema_version')!r}, expected {SCHEMA_VERSION}")
+    prov = doc["provenance"]
+    problems = provenance_mismatches(prov)
+    if problems:
+        msg = f"{path}: " + "; ".join(problems) + (
+            ": the saved choices may be slower here; decisions will be re-verified on first use")
+        if strict:
+            raise ValueError(msg)
+        warnings.warn(msg, ProvenanceWarning, stacklevel=2)
+
+    def sizes(d):
+        if d is None:
+            return None
+        mnk = tuple(int(d[x]) for x in DIMS)
+        return (int(d["batch"]), *mnk) if "batch" in d else mnk
+
+    try:
+        hint_choices = [HintChoice(sizes(h["sizes"]), Choice.parse(h["choice"]), h.get("device_ms"))
+                        for h in doc["hint_choices"]]
+        decisions = {sizes(d["sizes"]): Decision(Choice.parse(d["choice"]), d["source"], sizes(d["hint"]),
+                                                 bool(d["verified"]) and not problems,
+                                                 d.get("times_ms"), d.get("reason", ""))
+                     for d in doc["decisions"]}
+        table = table_from_json(doc["table"], str(path)) if doc.get("table") is not None else None
+        note = _restore_binaries(path, doc.get("binaries"), skip=bool(problems))
+        d = Dispatcher(dims=doc["dims"], dtype=doc["dtype"], hints=doc["hints"],
+                          hint_choices=hint_choices, mode=doc["mode"], table=table, timer=timer,
+                          verify=bool(doc.get("verify", True)), layout_a=doc["layout_a"],
+                          layout_b=doc["layout_b"], provenance=prov, decisions=decisions)
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"{path}: malformed dispatcher file: {type(e).__name__}: {e}") from None
+    d.binaries_note = note
+    return d
+
+
+def _restore_binaries(path: Path, spec, *, skip: bool) -> str:
+    """Put the saved kernel binaries into Triton's cache; a one-line note of what happened."""
+    if spec is None:
+        return "no kernel binaries saved: kernels compile on first launch"
+    if not isinstance(spec, dict) or not isinstance(spec.get("dir"), str) or not isinstance(
+            spec.get("kernels"), list) or not all(isinstance(n, str) for n in spec["kernels"]):
+        raise ValueError(f"{path}: malformed 'binaries' field: expected {{'dir': str, 'kernels': [str]}}")
+    if skip:
+        return "kernel binaries not restored: saved on another GPU or software version"
+    for name in (spec["dir"], *spec["kernels"]):
+        if not name or "/" in name or "\\" in name or name in (".", ".."):
+            raise ValueError(f"{path}: 'binaries' names must be plain folder names, got {name!r}")
+    from .. import binaries as bins
+
+    _n, note = bins.restore(path.with_name(spec["dir"]), spec["kernels"])
+    return note

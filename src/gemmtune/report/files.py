@@ -1,0 +1,84 @@
+"""Bench JSON files: load (schema checked), save, their names, and merging partial runs."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from ..jsonio import read_json
+from .records import GROUPS
+
+SCHEMA = "gemmtune-bench/1"
+_SAME = ("device_name", "torch", "triton", "gemmtune")
+
+
+def load_bench(path: str | os.PathLike) -> dict:
+    """Read a bench JSON; ValueError names the file when it is not one."""
+    path = Path(path)
+    doc = read_json(path)
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise ValueError(f"{path} is not a gemmtune bench JSON (schema {SCHEMA!r}); "
+                         "for a `gemmtune tune` run directory use --tune-run")
+    return doc
+
+
+def slug(text: str) -> str:
+    """File-name-safe lower-case text: 'NVIDIA H200' -> 'h200', '2.11.0+cu130' -> '2.11.0-cu130'."""
+    t = text.lower().replace("nvidia", " ")
+    out = "".join(c if c.isalnum() or c == "." else "-" for c in t)
+    return "-".join(p for p in out.split("-") if p)
+
+
+def bench_filename(header: dict, suffix: str = "") -> str:
+    """``<date>-<gpu>-torch<v>-triton<v>[-suffix]-bench.json`` from a bench header."""
+    parts = [header["date"][:10], slug(header["device_name"]), "torch" + slug(header["torch"]),
+             "triton" + slug(header["triton"])]
+    if suffix:
+        parts.append(slug(suffix))
+    return "-".join(parts) + "-bench.json"
+
+
+def save_bench(doc: dict, path: str | os.PathLike) -> Path:
+    """Write atomically (a killed run never leaves half a file)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, allow_nan=False))
+    os.replace(tmp, path)
+    return path
+
+
+def merge_bench(docs: list[dict]) -> dict:
+    """One bench document from partial runs (``--groups`` / ``--limit``) on the same GPU and
+    software. A shape measured in several parts keeps the last part's record. Ceilings
+    are the first part's (each part's own stay under ``parts``; its shapes' floors were
+    computed from them)."""
+    if not docs:
+        raise ValueError("nothing to merge")
+    h0 = docs[0]["header"]
+    for d in docs[1:]:
+        diff = [k for k in _SAME if d["header"].get(k) != h0.get(k)]
+        if diff:
+            raise ValueError("cannot merge runs that differ in " + ", ".join(
+                f"{k} ({h0.get(k)} vs {d['header'].get(k)})" for k in diff)
+                + ": their times do not compare")
+    shapes: dict[str, dict] = {}
+    notes: list[str] = []
+    for d in docs:
+        for s in d["shapes"]:
+            shapes.pop(s["key"] + "|" + s["name"], None)
+            shapes[s["key"] + "|" + s["name"]] = s
+        notes += [n for n in d.get("notes", []) if n not in notes]
+    order = {g: i for i, g in enumerate(GROUPS)}
+    merged = sorted(shapes.values(), key=lambda s: order.get(s["group"], len(order)))
+    groups = [g for g in GROUPS if any(s["group"] == g for s in merged)]
+    groups += sorted({s["group"] for s in merged} - set(groups))
+    header = {**h0, "date": max(d["header"]["date"] for d in docs), "groups": groups, "limit": None,
+              "merged_from": len(docs)}
+    parts = []
+    for d in docs:
+        for p in d.get("parts") or [{"date": d["header"]["date"], "groups": d["header"].get("groups"),
+                                     "limit": d["header"].get("limit"), "ceilings": d.get("ceilings")}]:
+            parts.append(p)
+    return {"schema": SCHEMA, "source": docs[0].get("source", ""), "header": header,
+            "ceilings": docs[0].get("ceilings"), "notes": notes, "parts": parts, "shapes": merged}

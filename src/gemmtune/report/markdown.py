@@ -1,0 +1,235 @@
+"""A bench JSON as Markdown: header, ceilings, the per-group table against the targets, the
+per-shape tables and the notes."""
+
+from __future__ import annotations
+
+from .records import (GEMMTUNE_METHODS, GROUPS, LABELS, METHODS, SAME_MARK, SAME_NOTE, SPEEDUP_TARGETS,
+                      TUNE_QUALITY, TUNE_TIME_RATIO, best_ms, group_speedups, kernel, method_speedup,
+                      methods_present, same_kernel_as_cublas, targets, tuning_summary)
+from .stats import memory_gbps
+
+
+def _us(ms: float | None) -> str:
+    return f"{ms * 1e3:.2f}" if ms else "-"
+
+
+def _x(x: float | None, tie: bool = False, same: bool = False) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.2f}×" + (" tie" if tie else "") + (f" {SAME_MARK}" if same else "")
+
+
+def _dims(s: dict) -> str:
+    short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+    batch = f"{s['batch']}×" if s.get("batch", 1) != 1 else ""  # a bmm's batch first
+    return f"{batch}{s['m']}×{s['n']}×{s['k']} {short.get(s['dtype'], s['dtype'])}"
+
+
+def _why(rec: dict | None) -> str:
+    if not rec:
+        return "not run"
+    r = str(rec.get("reason", "")).replace("|", "/").replace("\n", " ")
+    return f"{rec.get('status', '?')}: {r[:140]}" if r else str(rec.get("status", "?"))
+
+
+def _choice(rec: dict) -> str:
+    """The method's choice; for Inductor, where its generated code named no kernel we
+    recognise (e.g. its DecomposeK subgraph), the winner its autotuner logged."""
+    c = rec.get("choice")
+    if c:
+        return f"`{c}`"
+    picks = [str(a["pick"]).replace("|", "/") for a in rec.get("autotune") or ()
+             if isinstance(a, dict) and a.get("pick")]
+    return f"autotune pick: `{' + '.join(picks)}`" if picks else "(not recorded)"
+
+
+def _ceilings_line(doc: dict) -> str:
+    c = doc.get("ceilings") or {}
+    cp = c.get("copy") or {}
+    rd = c.get("read") or {}
+    mm = c.get("mm") or {}
+    bits = []
+    if cp.get("gbps"):
+        bits.append(f"copy bandwidth {cp['gbps']:.0f} GB/s")
+    if rd.get("gbps"):
+        each = ", ".join(f"{k} {v['gbps']:.0f}" for k, v in (rd.get("kernels") or {}).items() if v.get("gbps"))
+        bits.append(f"read bandwidth {rd['gbps']:.0f} GB/s" + (f" (best of {each})" if each else ""))
+    elif rd.get("status"):
+        bits.append(f"read bandwidth not measured ({rd['status']})")
+    for dt in ("bfloat16", "float16", "float32"):
+        if (mm.get(dt) or {}).get("tflops"):
+            bits.append(f"{dt} mm {mm[dt]['tflops']:.1f} TFLOP/s")
+    how = c.get("how", "")
+    return ("Ceilings: " + ", ".join(bits) + (f" ({how})" if how else "") + ".") if bits else "Ceilings: none recorded."
+
+
+def _floor_line(doc: dict) -> str:
+    """How the floors of this document were computed (older JSONs: the copy bandwidth only)."""
+    c = doc.get("ceilings") or {}
+    if (c.get("read") or {}).get("gbps"):
+        mem = (f"minimum bytes / memory bandwidth, the higher of the copy and the read bandwidth "
+               f"({memory_gbps(c):.0f} GB/s)")
+    else:
+        mem = "minimum bytes / copy bandwidth"
+    return (f"A shape's floor is max(flops / mm peak of its dtype, {mem}); minimum bytes = A and B read once, "
+            "C written once. Efficiency = floor / time; above 100% the kernel beat the floor (measurement "
+            "noise, or a ceiling measured below what the GPU can do) and is shown as measured, never capped.")
+
+
+def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
+    """The whole report as Markdown. ``plots``: PNG file names (relative to the Markdown)."""
+    h = doc["header"]
+    present = methods_present(doc)
+    L: list[str] = []
+    L.append(f"# gemmtune bench: {h['device_name']}, {h['date'][:10]}\n")
+    if doc.get("source"):
+        L.append(f"> {doc['source']}\n")
+    vers = ", ".join(f"{k} {h[k]}" for k in ("torch", "triton", "gemmtune", "nvmmh", "python") if h.get(k))
+    L.append(f"{h['device_name']} (sm {h.get('capability', '?')}), {vers}. Suite `{h.get('suite', '?')}`, "
+             f"groups {', '.join(h.get('groups') or ['all'])}"
+             + (f", first {h['limit']} shapes" if h.get("limit") else "") + f"; {len(doc['shapes'])} shapes.\n")
+    L.append(_ceilings_line(doc) + " " + _floor_line(doc) + "\n")
+    L.append(f"Kernel time: {h.get('timer', 'device time')}. Every output was checked against an fp64 "
+             "reference before its time was kept. `×` = cuBLAS time / method time (cuBLAS measured in the "
+             "same process); `tie` = the difference is smaller than the larger of the two spreads (relative IQR; "
+             "with interleaved rounds, at least the across-round range). "
+             "Geomeans count ties at their measured ratio.\n")
+    if h.get("modes"):
+        L.append("What each tuned method ran: " + "; ".join(
+            f"{LABELS.get(m, m)}: {', '.join(f'{k}={v!r}' for k, v in r.get('kwargs', {}).items()) or 'defaults'} "
+            f"({r.get('measured', '?')} candidates, {r.get('wall_s', 0):.0f} s)" for m, r in h["modes"].items()) + ".\n")
+    if doc.get("notes"):
+        L.append("Notes:\n")
+        L += [f"- {n}" for n in doc["notes"]]
+        L.append("")
+
+    # Targets
+    any_same = any(same_kernel_as_cublas(x, m) for x in doc["shapes"] for m in present)
+    tg = targets(doc)
+    L.append("## Targets\n")
+    L.append("| target | threshold | " + " | ".join(LABELS[m] for m in GEMMTUNE_METHODS) + " |")
+    L.append("|---|---|" + "---|" * len(GEMMTUNE_METHODS))
+    for g, thr in SPEEDUP_TARGETS:
+        cells = []
+        for m in GEMMTUNE_METHODS:
+            r = tg[m][g]
+            part = f" ({r['n']} of {r['of']} shapes)" if r["value"] is not None and r["n"] < r["of"] else ""
+            cells.append(f"{_x(r['value'])} **{r['verdict']}**{part}" if r["value"] is not None
+                         else f"**{r['verdict']}**")
+        L.append(f"| {g}: geomean speedup over cuBLAS | ≥ {thr:.2f}× | " + " | ".join(cells) + " |")
+    cells = []
+    for m in GEMMTUNE_METHODS:
+        r = tg[m]["tuning"]
+        if r["verdict"] == "NOT RUN":
+            cells.append("**NOT RUN**")
+        else:
+            cells.append(f"{r['ratio']:.2f}× the time at {r['fraction_of_best'] * 100:.1f}% of best "
+                         f"**{r['verdict']}**")
+    L.append(f"| tuning wall time vs max-autotune, at % of the best kernel | ≤ {TUNE_TIME_RATIO:.2f}× at "
+             f"≥ {TUNE_QUALITY * 100:.0f}% | " + " | ".join(cells) + " |")
+    L.append("")
+    for m in GEMMTUNE_METHODS:
+        met = [k for k, r in tg[m].items() if r["verdict"] == "MET"]
+        missed = [k for k, r in tg[m].items() if r["verdict"] == "MISSED"]
+        if not met and not missed:
+            L.append(f"- {LABELS[m]}: not run.")
+        else:
+            L.append(f"- {LABELS[m]}: {len(met)} of {len(met) + len(missed)} targets MET"
+                     + (f" ({', '.join(met)})" if met else "")
+                     + (f"; MISSED: {', '.join(missed)}" if missed else "") + ".")
+    exhaustive = ("`gemmtune exhaustive` benchmarked the whole exhaustive space of the shapes it ran on"
+                  if "gemmtune_exhaustive" in present else "no exhaustive search is part of it")
+    L.append("\nThe best kernel is the fastest verified time any method reached on the shape in this "
+             f"run (cuBLAS included); {exhaustive}.\n")
+
+    # Geomeans per group
+    L.append("## Geomean speedup over cuBLAS\n")
+    L.append("Per cell: geomean (shapes; wins / ties / losses)."
+             + (f" Shapes where a method ran cuBLAS's own kernel ({SAME_MARK} in the tables below) count "
+                "at their measured ratio." if any_same else "") + "\n")
+    L.append("| group | " + " | ".join(LABELS[m] for m in present) + " |")
+    L.append("|---|" + "---|" * len(present))
+    per = {m: group_speedups(doc, m) for m in present}
+    groups = [*(g for g in GROUPS if any(s["group"] == g for s in doc["shapes"])), "all"]
+    for g in groups:
+        cells = []
+        for m in present:
+            r = per[m].get(g)
+            cells.append(f"{_x(r['geomean'])} ({r['n']}; {r['wins']}/{r['ties']}/{r['losses']})" if r else "-")
+        L.append(f"| {g} | " + " | ".join(cells) + " |")
+    L.append("")
+    # The distance still to go: how close each method came to the physical floor.
+    L.append("## Geomean % of the physical floor\n")
+    L.append("Per cell: geomean over the group's shapes of floor / kernel time (100% = at the floor).\n")
+    per["cublas"] = group_speedups(doc, "cublas")
+    cols = ["cublas", *present]
+    L.append("| group | " + " | ".join("cuBLAS" if m == "cublas" else LABELS[m] for m in cols) + " |")
+    L.append("|---|" + "---|" * len(cols))
+    for g in groups:
+        cells = [f"{per[m][g]['floor'] * 100:.0f}%" if per[m].get(g) and per[m][g]["floor"] else "-"
+                 for m in cols]
+        L.append(f"| {g} | " + " | ".join(cells) + " |")
+    L.append("")
+
+    # Tuning time
+    L.append("## Tuning wall time\n")
+    L.append("| method | total s | vs max-autotune (same shapes) | geomean % of best kernel |")
+    L.append("|---|---|---|---|")
+    for m in present:
+        t = tuning_summary(doc, m)
+        L.append(f"| {LABELS[m]} | {t['tune_s']:.1f} | "
+                 + (f"{t['ratio']:.2f}× ({t['shapes']} shapes)" if t["ratio"] is not None else "-") + " | "
+                 + (f"{t['fraction_of_best'] * 100:.1f}%" if t["fraction_of_best"] else "-") + " |")
+    L.append("")
+
+    # Overview
+    L.append("## Per shape: speedup over cuBLAS\n")
+    L.append("| group | shape | M×N×K dtype | floor µs | cuBLAS µs | " + " | ".join(LABELS[m] for m in present) + " |")
+    L.append("|---|---|---|---|---|" + "---|" * len(present))
+    for s in doc["shapes"]:
+        cb = kernel(s.get("cublas"))
+        L.append(f"| {s['group']} | {s['name']} | {_dims(s)} | {_us(s.get('floor_ms'))} | "
+                 f"{_us(cb['ms'] if cb else None)} | "
+                 + " | ".join(_x(*method_speedup(s, m), same_kernel_as_cublas(s, m)) for m in present) + " |")
+    L.append("")
+    if any_same:
+        L.append(SAME_NOTE + "\n")
+
+    # Detail per shape
+    L.append("## Per shape: every method\n")
+    for s in doc["shapes"]:
+        floor = s.get("floor_ms")
+        L.append(f"### {s['group']} / {s['name']}: {_dims(s)}\n")
+        L.append(f"Floor {_us(floor)} µs ({s.get('bound', '?')}-bound); best kernel {_us(best_ms(s))} µs.\n")
+        L.append("| method | choice | kernel µs | spread | × cuBLAS | % of floor | eager µs | tune s | rel. err |")
+        L.append("|---|---|---|---|---|---|---|---|---|")
+        rows = [("cuBLAS", s.get("cublas"), None)] + [(LABELS[m], s.get("methods", {}).get(m), m)
+                                                     for m, _ in METHODS]
+        shape_same = False
+        for label, rec, m in rows:
+            k = kernel(rec)
+            if k is None:
+                if m is None or rec:
+                    L.append(f"| {label} | {_why(rec)} | | | | | | | |")
+                continue
+            x, tie = method_speedup(s, m) if m else (1.0, False)
+            same = bool(m) and same_kernel_as_cublas(s, m)
+            shape_same = shape_same or same
+            spread = f"{k['spread'] * 100:.1f}%" if k.get("spread") is not None else "-"
+            eff = f"{floor / k['ms'] * 100:.0f}%" if floor else "-"
+            eager = (rec.get("eager") or {}).get("ms")
+            tune = f"{rec['tune_s']:.1f}" if rec.get("tune_s") is not None else "-"
+            rel = f"{rec['rel_err']:.1e}" if rec.get("rel_err") is not None else "-"
+            L.append(f"| {label} | {_choice(rec)} | {_us(k['ms'])} | {spread} | {_x(x, tie, same)} | "
+                     f"{eff} | {_us(eager)} | {tune} | {rel} |")
+        L.append("")
+        if shape_same:
+            L.append(f"{SAME_MARK} same kernel as cuBLAS: the difference is noise.\n")
+
+    if plots:
+        L.append("## Plots\n")
+        titles = {"speedup": "Speedup over cuBLAS per shape", "roofline": "Efficiency against the roofline floor",
+                  "tuning": "Tuning wall time against kernel performance"}
+        for k, name in plots.items():
+            L.append(f"![{titles.get(k, k)}]({name})\n")
+    return "\n".join(L).rstrip() + "\n"

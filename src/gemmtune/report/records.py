@@ -1,0 +1,149 @@
+"""Reading a bench JSON's records: the methods and their labels, a record's kernel time, its
+speedup over cuBLAS, the physical floor reached, and each group's and mode's summary against the
+issue's targets."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .stats import geomean, is_tie, speedup, verdict
+
+GROUPS = ("decode", "prefill", "splitk", "odd", "square")
+# (key in a shape's "methods", label). The first three are gemmtune's own modes.
+METHODS = (
+    ("gemmtune", "gemmtune default"),
+    ("gemmtune_fast", "gemmtune --fast"),
+    ("gemmtune_top5", "gemmtune model top-5"),
+    ("gemmtune_auto", "gemmtune model adaptive top-k"),
+    ("gemmtune_top20", "gemmtune model top-20"),
+    ("gemmtune_exhaustive", "gemmtune exhaustive"),
+    ("inductor", "Inductor max-autotune"),
+    ("tunableop", "PyTorch TunableOp"),
+    ("nvmmh_top1", "nvMMH top-1"),
+    ("nvmmh_top5", "nvMMH top-5"),
+)
+GEMMTUNE_METHODS = ("gemmtune", "gemmtune_fast", "gemmtune_top5")
+LABELS = dict(METHODS)
+# Geomean speedup over cuBLAS a gemmtune mode must reach per group (the issue's targets).
+SPEEDUP_TARGETS = (("splitk", 2.0), ("odd", 1.5), ("decode", 1.15), ("prefill", 0.98), ("square", 0.98))
+# Tuning: at most this fraction of max-autotune's tuning wall time ...
+TUNE_TIME_RATIO = 0.10
+# ... while reaching at least this fraction of the best kernel time measured (geomean).
+TUNE_QUALITY = 0.97
+# The kernel cuBLAS's row runs: torch.mm. A method whose choice is exactly this ran the same
+# kernel ('pad+aten' runs it on padded copies: not the same; Inductor's 'aten' is its
+# extern_kernels.mm, torch.mm again).
+CUBLAS_CHOICE = "aten"
+SAME_MARK = "†"
+SAME_NOTE = (f"{SAME_MARK} same kernel as cuBLAS (choice `{CUBLAS_CHOICE}`: the very torch.mm call of the cuBLAS "
+             "row), so any difference from 1.00× there is measurement noise, not a faster or slower kernel; "
+             "the times are shown as measured.")
+
+
+def kernel(rec: dict | None) -> dict | None:
+    """The kernel time entry {ms, spread, repeats} of an ok record, else None."""
+    if not rec or rec.get("status") != "ok":
+        return None
+    k = rec.get("kernel")
+    return k if k and k.get("ms") else None
+
+
+def method_speedup(shape: dict, method: str) -> tuple[float | None, bool]:
+    """(speedup over cuBLAS, tie) of one method on one shape; (None, False) without data."""
+    rec = shape.get("methods", {}).get(method)
+    k = kernel(rec)
+    base = (rec or {}).get("baseline") or kernel(shape.get("cublas"))
+    if k is None or base is None:
+        return None, False
+    return speedup(base["ms"], k["ms"]), is_tie(base["ms"], base.get("spread"), k["ms"], k.get("spread"))
+
+
+def same_kernel_as_cublas(shape: dict, method: str) -> bool:
+    """True when ``method`` ran cuBLAS's own kernel on the shape (choice ``aten``, not ``pad+aten``)."""
+    rec = shape.get("methods", {}).get(method) or {}
+    base = (shape.get("cublas") or {}).get("choice", CUBLAS_CHOICE)
+    return kernel(rec) is not None and rec.get("choice") == CUBLAS_CHOICE and base == CUBLAS_CHOICE
+
+
+def best_ms(shape: dict) -> float | None:
+    """The fastest verified kernel time any method (cuBLAS included) reached on the shape."""
+    times = [k["ms"] for k in [kernel(shape.get("cublas"))] +
+             [kernel(r) for r in shape.get("methods", {}).values()] if k]
+    return min(times) if times else None
+
+
+def methods_present(doc: dict) -> list[str]:
+    """Methods with at least one ok record, in METHODS order."""
+    return [m for m, _ in METHODS if any(kernel(s.get("methods", {}).get(m)) for s in doc["shapes"])]
+
+
+def floor_fraction(shape: dict, rec: dict | None) -> float | None:
+    """floor / kernel time of one record on one shape (1.0 = at the physical floor)."""
+    k = kernel(rec)
+    return shape["floor_ms"] / k["ms"] if k and shape.get("floor_ms") else None
+
+
+def group_speedups(doc: dict, method: str) -> dict[str, dict]:
+    """Per group (and 'all'): geomean speedup over cuBLAS, shape count, wins / ties / losses, and
+    the geomean fraction of the physical floor reached (``floor``; None where no shape has one).
+    ``method`` 'cublas' gives cuBLAS's own floor fraction (speedup 1 by definition)."""
+    acc: dict[str, list] = defaultdict(list)
+    for s in doc["shapes"]:
+        if method == "cublas":
+            x, tie, rec = (1.0, True, s.get("cublas")) if kernel(s.get("cublas")) else (None, False, None)
+        else:
+            (x, tie), rec = method_speedup(s, method), s.get("methods", {}).get(method)
+        if x is not None:
+            f = floor_fraction(s, rec)
+            acc[s["group"]].append((x, tie, f))
+            acc["all"].append((x, tie, f))
+    out = {}
+    for g, xs in acc.items():
+        fl = [f for _, _, f in xs if f is not None]
+        out[g] = {"geomean": geomean(x for x, _, _ in xs), "n": len(xs),
+                  "wins": sum(x > 1 and not t for x, t, _ in xs), "ties": sum(t for _, t, _ in xs),
+                  "losses": sum(x < 1 and not t for x, t, _ in xs),
+                  "floor": geomean(fl) if fl else None}
+    return out
+
+
+def tuning_summary(doc: dict, method: str) -> dict:
+    """Tuning wall time of ``method`` against max-autotune's on the shapes both tuned, and the
+    geomean fraction of the best measured kernel time it reached there."""
+    mine = theirs = 0.0
+    fractions, n = [], 0
+    for s in doc["shapes"]:
+        rec = s.get("methods", {}).get(method)
+        ind = s.get("methods", {}).get("inductor")
+        if kernel(rec) is None or rec.get("tune_s") is None:
+            continue
+        fractions.append(speedup(best_ms(s), kernel(rec)["ms"]))
+        if kernel(ind) is not None and ind.get("tune_s") is not None:
+            mine += rec["tune_s"]
+            theirs += ind["tune_s"]
+            n += 1
+    total = sum(s.get("methods", {}).get(method, {}).get("tune_s") or 0.0 for s in doc["shapes"])
+    return {"tune_s": total, "shapes": n, "ratio": mine / theirs if theirs else None,
+            "fraction_of_best": geomean(fractions)}
+
+
+def targets(doc: dict) -> dict[str, dict]:
+    """For each gemmtune mode: each target's value and verdict (MET / MISSED / NOT RUN)."""
+    out = {}
+    for m in GEMMTUNE_METHODS:
+        gs = group_speedups(doc, m)
+        rows = {}
+        for g, thr in SPEEDUP_TARGETS:
+            v = gs.get(g, {}).get("geomean")
+            rows[g] = {"value": v, "threshold": thr, "verdict": verdict(v, thr),
+                       "n": gs.get(g, {}).get("n", 0),
+                       "of": sum(s["group"] == g for s in doc["shapes"])}
+        t = tuning_summary(doc, m)
+        if t["ratio"] is None or t["fraction_of_best"] is None:
+            tv = "NOT RUN"
+        else:
+            tv = "MET" if (verdict(t["ratio"], TUNE_TIME_RATIO, at_most=True) == "MET"
+                           and verdict(t["fraction_of_best"], TUNE_QUALITY) == "MET") else "MISSED"
+        rows["tuning"] = {**t, "verdict": tv}
+        out[m] = rows
+    return out

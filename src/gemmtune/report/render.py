@@ -1,0 +1,38 @@
+"""Writing a bench JSON's report: the Markdown and, with matplotlib, its plots."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+from .files import load_bench
+from .markdown import render_markdown
+from .plots import _PLOTTERS, PLOTS
+
+def render(doc: dict, out_dir: str | os.PathLike, stem: str, *, plots: bool = True) -> dict[str, Path]:
+    """Write ``<stem>.md`` and, with matplotlib, ``<stem>-{speedup,roofline,tuning}.png`` under
+    ``out_dir``. Returns {'markdown': path, 'speedup': path, ...}."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    names: dict[str, str] = {}
+    if plots and importlib.util.find_spec("matplotlib") is None:
+        doc = {**doc, "notes": [*doc.get("notes", []),
+                                "plots not drawn: matplotlib is not installed (pip install 'gemmtune[report]')"]}
+    elif plots:
+        for k in PLOTS:
+            written[k] = _PLOTTERS[k](doc, out / f"{stem}-{k}.png")
+            names[k] = written[k].name
+    md = out / f"{stem}.md"
+    md.write_text(render_markdown(doc, names))
+    written["markdown"] = md
+    return written
+
+
+def render_file(path: str | os.PathLike, out_dir: str | os.PathLike | None = None, *,
+                plots: bool = True) -> dict[str, Path]:
+    """Render a bench JSON beside itself (or into ``out_dir``)."""
+    path = Path(path)
+    doc = load_bench(path)
+    return render(doc, out_dir or path.parent, path.name.removesuffix(".json"), plots=plots)

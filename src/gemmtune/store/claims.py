@@ -1,0 +1,98 @@
+"""Claims: tuners sharing one store split the work instead of measuring everything twice."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Iterable
+
+from .rows import RunContext
+
+
+def claim_owner() -> str:
+    """A tuner's name in the claims table: host, process id and a random part."""
+    import socket
+    import uuid
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def owner_alive(owner: str) -> bool:
+    """False when ``owner`` (a ``claim_owner`` name) is a process of this host that has exited:
+    its claims are void at once (a tuner killed with -9 and run again must not wait for its own
+    dead claims to expire). Owners on other hosts, or of an unknown form, count as alive."""
+    import socket
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return True
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def context_text(ctx: RunContext) -> str:
+    return "|".join(str(getattr(ctx, f.name)) for f in dataclasses.fields(ctx))
+
+
+class Claims:
+    """ResultStore's claims: which tuner is measuring what right now, so that tuners sharing a
+    store split the work (a mixin: ``self._db`` is the store's connection)."""
+
+    def claim(self, ctx: RunContext, problem_key: str, choice_ids: Iterable[str], owner: str,
+              ttl_s: float, redo_statuses: Iterable[str] = ()) -> list[str]:
+        """Claim for ``owner`` the choices of ``choice_ids`` that no result in this context
+        finished (a status in ``redo_statuses`` does not count as finished) and that no other
+        owner holds; return every one of them that ``owner`` now holds, in the given order.
+
+        One transaction with the write lock, so two tuners never both get one choice. A claim
+        lasts ``ttl_s`` seconds (the longest its owner can take to measure what it claimed);
+        an expired one, left by a tuner that died, can be claimed again.
+
+        Example::
+
+            >>> mine = store.claim(ctx, p.key, [c.id for c in todo], owner, ttl_s=600)  # doctest: +SKIP
+        """
+        ids = list(choice_ids)
+        if not ids:
+            return []
+        ck = context_text(ctx)
+        now = time.time()
+        redo = set(redo_statuses)
+        conn = self._db
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("DELETE FROM claims WHERE expires_at < ?", (now,))
+            for (o,) in conn.execute("SELECT DISTINCT owner FROM claims WHERE context = ? AND problem_key = ?",
+                                     (ck, problem_key)).fetchall():
+                if o != owner and not owner_alive(o):
+                    conn.execute("DELETE FROM claims WHERE owner = ?", (o,))
+            done = {r.choice_id for r in self.done(ctx, problem_key).values() if r.status not in redo}
+            held = dict(conn.execute("SELECT choice_id, owner FROM claims WHERE context = ? AND problem_key = ?",
+                                     (ck, problem_key)).fetchall())
+            mine = []
+            for cid in ids:
+                if cid in done:
+                    continue
+                o = held.get(cid)
+                if o is None:
+                    conn.execute("INSERT INTO claims VALUES (?, ?, ?, ?, ?)", (ck, problem_key, cid, owner, now + ttl_s))
+                elif o != owner:
+                    continue
+                mine.append(cid)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return mine
+
+    def release(self, ctx: RunContext, problem_key: str, owner: str) -> None:
+        """Drop ``owner``'s claims on one problem (its results are in, or it gave up)."""
+        conn = self._db
+        conn.execute("DELETE FROM claims WHERE context = ? AND problem_key = ? AND owner = ?",
+                     (context_text(ctx), problem_key, owner))

@@ -1,0 +1,98 @@
+"""ResultStore's whole-store reads and deletions, for data collection (gemmtune.collect): every
+key, the counts per status, the rows timed before a change, saving and dropping rows, a
+checkpoint and a consistent backup."""
+
+from __future__ import annotations
+
+import csv
+import os
+import sqlite3
+from pathlib import Path
+from typing import Iterable
+
+from .schema import LOCK_TIMEOUT_S, StoreError
+
+
+class Maintenance:
+    """A mixin of ResultStore (``self._db``, ``self.path``)."""
+
+    def _query(self, sql: str, params: tuple = ()) -> list[tuple]:
+        try:
+            return self._db.execute(sql, params).fetchall()
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot read results store {self.path}: {e}") from e
+
+    def keys(self) -> set[tuple[str, str]]:
+        """(problem key, choice id) of every row, over all contexts."""
+        return {(k, c) for k, c in self._query("SELECT problem_key, choice_id FROM results")}
+
+    def status_counts(self) -> dict[str, int]:
+        """Rows per status, over all contexts."""
+        return {st: int(n) for st, n in self._query("SELECT status, COUNT(*) FROM results GROUP BY status")}
+
+    def timed_before(self, families: Iterable[str], before: float) -> list[tuple[str, str]]:
+        """(problem key, choice id) of the rows of ``families`` recorded before unix time ``before``."""
+        fams = list(families)
+        if not fams:
+            return []
+        return self._query(f"SELECT problem_key, choice_id FROM results WHERE created_at < ? AND family IN "
+                           f"({', '.join('?' * len(fams))}) ORDER BY problem_key, choice_id", (before, *fams))
+
+    def cut_rows(self, below_ms: float, before: float) -> list[tuple[str, str]]:
+        """(problem key, choice id) of the ok rows timed from one pass (``repeats`` 1: the quick
+        timer's early cut) in under ``below_ms``, recorded before unix time ``before``."""
+        return self._query("SELECT problem_key, choice_id FROM results WHERE status = 'ok' AND repeats = 1 "
+                           "AND device_ms < ? AND created_at < ? ORDER BY problem_key, choice_id",
+                           (below_ms, before))
+
+    def _keyed(self, keys: Iterable[tuple[str, str]]) -> str:
+        """Fill a temporary table with ``keys`` and return the condition that selects their rows:
+        the primary key starts with the run context, so per-key lookups would scan the table."""
+        conn = self._db
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS keys (problem_key TEXT, choice_id TEXT, "
+                     "PRIMARY KEY (problem_key, choice_id))")
+        conn.execute("DELETE FROM temp.keys")
+        conn.executemany("INSERT OR IGNORE INTO temp.keys VALUES (?, ?)", list(keys))
+        return "(problem_key, choice_id) IN (SELECT problem_key, choice_id FROM temp.keys)"
+
+    def save_rows(self, keys: Iterable[tuple[str, str]], path: str | os.PathLike[str]) -> int:
+        """Write the rows named by (problem key, choice id), every column, to a gzipped CSV
+        (what a ``drop`` removes can be kept); returns how many."""
+        import gzip
+
+        cur = self._db.execute(f"SELECT * FROM results WHERE {self._keyed(keys)}")
+        cols, rows = [d[0] for d in cur.description], cur.fetchall()
+        with gzip.open(path, "wt", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(cols)
+            w.writerows(rows)
+        return len(rows)
+
+    def drop(self, keys: Iterable[tuple[str, str]]) -> int:
+        """Delete the rows named by (problem key, choice id), in every context (a later run
+        measures them again), and give their space back; returns how many."""
+        conn = self._db
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            n = conn.execute(f"DELETE FROM results WHERE {self._keyed(keys)}").rowcount
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("VACUUM")  # an exported store should not carry the freed pages
+        return n
+
+    def checkpoint(self) -> None:
+        """Move the write-ahead log into the file, so the file alone holds every row."""
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def backup(self, path: str | os.PathLike[str]) -> Path:
+        """A consistent copy of the store at ``path``, while others may write it. Its own
+        connection: callable from any thread (a watchdog's)."""
+        src, dst = sqlite3.connect(str(self.path), timeout=LOCK_TIMEOUT_S), sqlite3.connect(str(path))
+        try:
+            src.backup(dst)
+        finally:
+            src.close()
+            dst.close()
+        return Path(path)

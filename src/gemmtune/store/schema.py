@@ -1,0 +1,132 @@
+"""The store's file: its tables, schema version and checks, WAL mode and the lock timeout."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+from .rows import COLUMNS, KEY_COLUMNS
+
+
+SCHEMA_VERSION = 1
+
+# Waiting beats failing: a second tuner process appending to the same file
+# should block for a moment, not lose its measurement.
+LOCK_TIMEOUT_S = 30.0
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class StoreError(ValueError):
+    """The results file cannot be used (missing directory, not SQLite, wrong schema, ...)."""
+
+
+SQL_TYPES = {
+    "device_ms": "REAL", "eager_ms": "REAL", "rel_err": "REAL", "spread": "REAL",
+    "created_at": "REAL NOT NULL",
+    "m": "INTEGER NOT NULL", "n": "INTEGER NOT NULL", "k": "INTEGER NOT NULL",
+    "aligned": "INTEGER NOT NULL", "repeats": "INTEGER",
+}
+
+CREATE_RESULTS = (
+    "CREATE TABLE IF NOT EXISTS results (\n    "
+    + ",\n    ".join(f"{c} {SQL_TYPES.get(c, 'TEXT NOT NULL')}" for c in COLUMNS)
+    + f",\n    PRIMARY KEY ({', '.join(KEY_COLUMNS)})\n)"
+)
+
+CREATE_META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+
+# Which tuner is measuring what right now, so that tuners sharing a store split the work
+# instead of measuring everything twice (see ResultStore.claim). Not part of the results: an
+# older store gets the table when first opened, and a store without it is still valid.
+CREATE_CLAIMS = ("CREATE TABLE IF NOT EXISTS claims (context TEXT NOT NULL, problem_key TEXT NOT NULL, "
+                  "choice_id TEXT NOT NULL, owner TEXT NOT NULL, expires_at REAL NOT NULL, "
+                  "PRIMARY KEY (context, problem_key, choice_id))")
+
+# INSERT OR REPLACE gives the upsert: same context + problem + choice => one row.
+INSERT = (
+    f"INSERT OR REPLACE INTO results ({', '.join(COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in COLUMNS)})"
+)
+
+
+def enable_wal(conn: sqlite3.Connection) -> None:
+    """Switch the file to WAL, waiting for other connections as every other statement does.
+
+    SQLite answers a journal-mode change that races another connection opening the same
+    new file with an immediate "database is locked": its busy handler is not consulted
+    there. Seen with two collectors (or threads) creating one store at once: 4 of 100
+    three-thread opens failed. So retry until the store's usual lock timeout."""
+    deadline = time.monotonic() + LOCK_TIMEOUT_S
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def check_magic(path: Path) -> None:
+    # sqlite3 only notices a foreign file on first use, and for short files
+    # not at all; checking the header gives one clear message for all cases.
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_MAGIC))
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise StoreError(f"cannot open results store {path}: {e}") from None
+    if head and head != SQLITE_MAGIC:
+        raise StoreError(f"cannot open results store {path}: not a SQLite database")
+
+
+def init_schema(conn: sqlite3.Connection, path: Path) -> None:
+    # IMMEDIATE takes the write lock up front, so two processes creating the
+    # same new file cannot both decide it is empty and race on CREATE.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not tables:
+            conn.execute(CREATE_RESULTS)
+            conn.execute(CREATE_META)
+            conn.execute(CREATE_CLAIMS)
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+            conn.execute("COMMIT")
+            return
+        validate_schema(conn, tables, path)
+        if "claims" not in tables:
+            conn.execute(CREATE_CLAIMS)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def validate_schema(conn: sqlite3.Connection, tables: set[str], path: Path) -> None:
+    where = f"results store {path}"
+    if "meta" not in tables:
+        raise StoreError(f"{where} is a SQLite database but not a gemmtune store: no 'meta' table")
+    got = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    if got is None:
+        raise StoreError(f"{where} has no schema_version in its 'meta' table")
+    try:
+        version = int(got[0])
+    except (TypeError, ValueError):
+        raise StoreError(f"{where} has an unreadable schema_version {got[0]!r}") from None
+    if version != SCHEMA_VERSION:
+        raise StoreError(
+            f"{where} has schema version {version}, this gemmtune reads version "
+            f"{SCHEMA_VERSION}; export it with the gemmtune that wrote it or start a new file"
+        )
+    if "results" not in tables:
+        raise StoreError(f"{where} lacks the 'results' table")
+    have = {r[1] for r in conn.execute("PRAGMA table_info(results)")}
+    missing = [c for c in COLUMNS if c not in have]
+    if missing:
+        raise StoreError(f"{where}: table 'results' lacks columns {', '.join(missing)}")

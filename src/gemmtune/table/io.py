@@ -1,0 +1,207 @@
+"""Reading a lookup table: ``from_json`` / ``loads`` / ``load`` validate every field and raise
+``TableError`` naming the file, entry and field; ``load_or_none`` never raises (dispatch)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import reprlib
+import warnings
+from pathlib import Path
+
+from ..configs import Choice
+from ..device import DeviceInfo
+from ..problem import Problem
+from .types import (CHOICE_FIELDS, DOC_FIELDS, ENTRY_FIELDS, PRODUCERS, PROVENANCE_FIELDS, SCHEMA_VERSION,
+                    MIXED_SEP, LookupTable, TableChoice, TableError, TableWarning)
+
+_WARNED_PATHS: set[str] = set()  # load_or_none warns once per path
+
+def _err(path, where: str, msg: str) -> TableError:
+    return TableError(f"{path}: {where}: {msg}")
+
+
+_REPR = reprlib.Repr()
+
+def _show(value) -> str:
+    """A short repr for messages: a 1 MB string or a list nested 10^4 deep stays one line."""
+    return _REPR.repr(value)
+
+
+def _unknown(obj: dict, known: tuple[str, ...]) -> list[str]:
+    return sorted(str(k) for k in obj if k not in known)
+
+
+def _device_for(prov: dict) -> DeviceInfo | None:
+    """The built-in GPU the provenance names, or None (unknown GPU, interpreter, mixed)."""
+    name = prov["device_name"]
+    if MIXED_SEP in name:
+        return None
+    try:
+        return DeviceInfo.lookup(name)
+    except ValueError:
+        return None
+
+
+def from_json(doc, path: str = "<table>") -> LookupTable:
+    """Validate a parsed document; every problem raises TableError naming file, entry, field."""
+    if not isinstance(doc, dict):
+        raise _err(path, "document", f"must be a JSON object, not {type(doc).__name__}")
+    unknown = _unknown(doc, DOC_FIELDS)
+    if unknown:
+        raise _err(path, "document", f"unknown field(s) {unknown}; expected {list(DOC_FIELDS)}")
+    sv = doc.get("schema_version")
+    # bool is an int and 1.0 == 1: both are refused, the field is an integer.
+    if type(sv) is not int or sv != SCHEMA_VERSION:
+        raise _err(path, "schema_version", f"expected {SCHEMA_VERSION}, got {_show(sv)}")
+    prov = doc.get("provenance")
+    if not isinstance(prov, dict):
+        raise _err(path, "provenance", "missing or not an object")
+    for f in PROVENANCE_FIELDS:
+        if not isinstance(prov.get(f), str):
+            raise _err(path, f"provenance.{f}", f"missing or not a string (got {_show(prov.get(f))})")
+    extra = _unknown(prov, PROVENANCE_FIELDS)
+    if extra:
+        raise _err(path, "provenance", f"unknown field(s) {extra}")
+    if prov["produced_by"] not in PRODUCERS:
+        raise _err(path, "provenance.produced_by", f"must be one of {PRODUCERS}, got {_show(prov['produced_by'])}")
+    device = _device_for(prov)
+    entries = doc.get("entries")
+    if not isinstance(entries, list):
+        raise _err(path, "entries", "missing or not a list")
+    from .. import kernels
+
+    table = LookupTable(dict(prov), source=path)
+    for i, e in enumerate(entries):
+        where = f"entries[{i}]"
+        if not isinstance(e, dict):
+            raise _err(path, where, f"must be an object, not {type(e).__name__}")
+        extra = _unknown(e, ENTRY_FIELDS)
+        if extra:
+            raise _err(path, where, f"unknown field(s) {extra}")
+        key = e.get("key")
+        if not isinstance(key, str):
+            raise _err(path, f"{where}.key", f"missing or not a string (got {_show(key)})")
+        where = f"entries[{i}] ({key if len(key) <= 200 else key[:200] + '...'})"
+        try:
+            problem = Problem.from_key(key)  # refuses non-canonical keys, naming the canonical one
+        except (ValueError, TypeError) as ex:
+            raise _err(path, f"{where}.key", str(ex)) from None
+        if key in table.entries:
+            raise _err(path, f"{where}.key", "duplicate entry")
+        choices = e.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise _err(path, f"{where}.choices", "must be a non-empty list")
+        parsed: list[TableChoice] = []
+        seen: set[str] = set()
+        for j, c in enumerate(choices):
+            cw = f"{where}.choices[{j}]"
+            if not isinstance(c, dict):
+                raise _err(path, cw, f"must be an object, not {type(c).__name__}")
+            extra = _unknown(c, CHOICE_FIELDS)
+            if extra:
+                raise _err(path, cw, f"unknown field(s) {extra}")
+            cid = c.get("id")
+            if not isinstance(cid, str):
+                raise _err(path, f"{cw}.id", f"missing or not a string (got {_show(cid)})")
+            try:
+                choice = Choice.parse(cid)
+            except (ValueError, TypeError) as ex:
+                raise _err(path, f"{cw}.id", str(ex)) from None
+            if choice.id != cid:
+                raise _err(path, f"{cw}.id", f"{cid!r} is not canonical; did you mean {choice.id!r}?")
+            if cid in seen:
+                raise _err(path, f"{cw}.id", f"{cid!r} is listed twice")
+            seen.add(cid)
+            runs_on = problem.padded() if choice.pad else problem
+            fam = kernels.get(choice.family)
+            try:
+                fam.validate(runs_on, choice.config)
+            except (ValueError, TypeError) as ex:
+                raise _err(path, f"{cw}.id", f"{cid}: {ex}") from None
+            if device is not None:
+                reason = fam.constraint(choice.config, runs_on, device)
+                if reason is not None:
+                    raise _err(path, f"{cw}.id", f"{cid} cannot run on {device.name} "
+                                                 f"(provenance.device_name): {reason}")
+            ms = c.get("device_ms")
+            if ms is not None and (isinstance(ms, bool) or not isinstance(ms, (int, float))
+                                   or not math.isfinite(ms) or ms <= 0):
+                raise _err(path, f"{cw}.device_ms", f"must be a positive finite number, got {_show(ms)}")
+            parsed.append(TableChoice(choice, float(ms) if ms is not None else None))
+        table.entries[key] = parsed
+    return table
+
+
+def _no_duplicate_fields(pairs):
+    d = {}
+    for k, v in pairs:
+        if k in d:
+            raise _DuplicateField(k)
+        d[k] = v
+    return d
+
+
+class _DuplicateField(Exception):
+    pass
+
+
+def loads(text: str | bytes, path: str = "<table>") -> LookupTable:
+    """Parse and validate table text (or UTF-8 bytes)."""
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TableError(f"{path}: not UTF-8 text: byte {e.start}: {e.reason}") from None
+    try:
+        doc = json.loads(text, object_pairs_hook=_no_duplicate_fields)
+    except json.JSONDecodeError as e:
+        raise TableError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except _DuplicateField as e:
+        raise TableError(f"{path}: not a valid table: field {e.args[0]!r} appears twice in one object") from None
+    except (ValueError, RecursionError) as e:  # e.g. an integer of 5,000 digits, or nesting 10^5 deep
+        raise TableError(f"{path}: not valid JSON: {type(e).__name__}: {str(e)[:200]}") from None
+    return from_json(doc, path)
+
+
+def load(path: str | os.PathLike) -> LookupTable:
+    """Read and validate a table file; raises TableError with the file, entry and field."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise TableError(f"{path}: cannot read: {e.strerror or e}") from None
+    return loads(data, str(path))
+
+
+def load_or_none(path: str | os.PathLike, *, on_error: str = "warn", device_name: str | None = None,
+                 triton_version: str | None = None) -> LookupTable | None:
+    """Load a table for the dispatch path: never raises on a bad table.
+
+    On any TableError it emits ONE ``TableWarning`` per path (``on_error="warn"``,
+    later failures of the same path are silent) saying that the default heuristic is
+    used instead, and returns None; ``on_error="ignore"`` returns None silently. With
+    ``device_name`` and ``triton_version`` the provenance is checked too
+    (``check_provenance``: warns, and marks the table untrusted).
+
+    Example::
+
+        >>> t = load_or_none("missing.json")   # doctest: +SKIP
+        TableWarning: missing.json: cannot read: No such file or directory; ...
+    """
+    if on_error not in ("warn", "ignore"):
+        raise ValueError(f"on_error must be 'warn' or 'ignore', got {on_error!r}")
+    try:
+        table = load(path)
+    except TableError as e:
+        key = str(Path(path).resolve()) if str(path) else str(path)
+        if on_error == "warn" and key not in _WARNED_PATHS:
+            _WARNED_PATHS.add(key)
+            warnings.warn(f"{e}; ignoring this lookup table and using the default heuristic instead",
+                          TableWarning, stacklevel=2)
+        return None
+    if device_name is not None and triton_version is not None:
+        from .trust import check_provenance
+        check_provenance(table, device_name, triton_version)
+    return table

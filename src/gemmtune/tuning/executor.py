@@ -1,0 +1,173 @@
+"""Where candidates run: the benchmark worker pool (this host's, or a warm server's) and the
+compile workers that compile the next shapes while the current one is timed.
+
+``Executor`` owns both for one run: ``measure(todo)`` yields each candidate's result as its
+worker answers; ``compile_ahead(todo)`` queues a shape's compilation and returns a Future of
+its compile results. ``compile_pool_size`` (pure) says how many compile workers to start.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from concurrent.futures import Future
+from typing import Iterator, Sequence
+
+from ..bench.workers import WorkerPool
+
+COMPILE_NICE = 10  # CPU niceness of the compile workers (they run beside the benchmark worker)
+
+
+def compile_pool_size(requested: int | None, *, cpus: int, on_gpu: bool, per_shape: Sequence[int | None],
+                      compile_ahead: int) -> int:
+    """How many compile workers ``tune`` starts; 0 or 1 starts none (the benchmark worker
+    compiles each candidate itself, just before timing it).
+
+    ``requested`` (the caller's ``compile_workers``) is taken as given. By default: none in
+    the CPU interpreter (nothing is compiled there); on a GPU min(cpus, 16), and no more
+    than can be compiling at once when every shape's number of compiles is known
+    (``per_shape``: at most that many per shape, None where it is the whole search space):
+    the sum of the largest ``compile_ahead + 1`` of them, the shape being timed and those
+    compiled ahead. Each worker is a process with its own torch import and CUDA context,
+    so idle ones cost start-up time and memory: ``--fast`` on one shape starts none.
+
+    >>> compile_pool_size(None, cpus=32, on_gpu=True, per_shape=[1], compile_ahead=2)
+    1
+    >>> compile_pool_size(None, cpus=32, on_gpu=True, per_shape=[5] * 29, compile_ahead=2)
+    15
+    >>> compile_pool_size(None, cpus=32, on_gpu=True, per_shape=[5, None], compile_ahead=2)
+    16
+    """
+    if requested is not None:
+        return requested
+    if not on_gpu:
+        return 0
+    n = min(cpus, 16)
+    if per_shape and all(b is not None for b in per_shape):
+        n = min(n, sum(sorted(per_shape, reverse=True)[:compile_ahead + 1]))
+    return n
+
+
+def usable_cpus() -> int:
+    """CPU cores this process may run on: its affinity set where the OS has one (a process
+    pinned with taskset, e.g. one collector per GPU), else the machine's count."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity API on this OS
+        return os.cpu_count() or 1
+
+
+class Compiler:
+    """The parallel compile workers, driven from one background thread.
+
+    ``submit(todo, seed)`` queues one shape's candidates and returns a Future of their
+    compile results by (problem key, choice id). The thread takes every job queued at
+    that moment into one pool.map (no workers idle between shapes) and completes each
+    job's Future as soon as its last result is in. Triton's on-disk cache is shared, so
+    the benchmark worker then loads binaries instead of compiling. The thread never
+    touches the results store: the caller records what failed. ``close()`` stops a
+    running map within about a second and shuts the workers down.
+    """
+
+    def __init__(self, cpool: WorkerPool):
+        self.pool = cpool
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="gemmtune-compile", daemon=True)
+        self._thread.start()
+
+    def submit(self, todo, seed: int) -> Future:
+        fut: Future = Future()
+        self._jobs.put(([{"problem": p.key, "choice": c.id, "seed": seed} for p, c in todo], fut))
+        return fut
+
+    def _loop(self) -> None:
+        while True:
+            batch = [self._jobs.get()]
+            while True:
+                try:
+                    batch.append(self._jobs.get_nowait())
+                except queue.Empty:
+                    break
+            closing = any(job is None for job in batch)
+            jobs = [job for job in batch if job is not None and job[1].set_running_or_notify_cancel()]
+            if closing or self._stop.is_set():
+                for _, fut in jobs:
+                    fut.set_exception(RuntimeError("compilation stopped: the tuner is shutting down"))
+                return
+            self._run(jobs)
+
+    def _run(self, jobs: list) -> None:
+        owner, results, left, tasks = {}, [], [], []
+        for j, (ts, fut) in enumerate(jobs):
+            results.append({})
+            left.append(len(ts))
+            for t in ts:
+                owner[id(t)] = j
+                tasks.append(t)
+            if not ts:
+                fut.set_result({})
+        try:
+            for t, res in self.pool.map(tasks, op="compile", stop=self._stop):
+                j = owner[id(t)]
+                results[j][(t["problem"], t["choice"])] = res
+                left[j] -= 1
+                if left[j] == 0:
+                    jobs[j][1].set_result(results[j])
+        except BaseException as e:  # noqa: BLE001 -- never leave the caller waiting on a Future
+            for _, fut in jobs:
+                if not fut.done():
+                    fut.set_exception(e)
+            return
+        for j, (_, fut) in enumerate(jobs):
+            if not fut.done():  # stopped part-way: what finished
+                fut.set_result(results[j])
+
+    def close(self) -> None:
+        """Stop and shut down; a second call does nothing."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._jobs.put(None)
+        self._thread.join()
+        self.pool.close()  # the thread has ended: no other user of the pool is left
+
+
+class Executor:
+    """The benchmark pool and, with ``n_compile`` > 1, the compile workers of one run.
+
+    ``pool``: a started benchmark pool (WorkerPool or bench.server.RemotePool, entered by
+    the caller); the compile workers start here, at once, so their torch imports run while
+    the benchmark worker starts. ``close()`` stops them (the caller closes ``pool``)."""
+
+    def __init__(self, pool, *, seed: int = 0, timing: str = "standard", n_compile: int = 0,
+                 compile_pool: WorkerPool | None = None):
+        self.pool, self.seed, self.timing = pool, seed, timing
+        self.compiler = Compiler(compile_pool.start()) if compile_pool is not None and n_compile > 1 else None
+        self.n_compile = n_compile if self.compiler is not None else 0
+
+    def info(self) -> dict:
+        """The benchmark worker's device and software (bench.runner.info)."""
+        return self.pool.info()
+
+    def measure(self, todo) -> Iterator[tuple]:
+        """Verify and time ``todo`` ([(problem, choice)]): (problem, choice, result dict) as
+        each result arrives."""
+        index = {(p.key, c.id): (p, c) for p, c in todo}
+        tasks = [{"problem": p.key, "choice": c.id, "seed": self.seed, "timer": self.timing} for p, c in todo]
+        for t, res in self.pool.map(tasks):
+            p, c = index[(t["problem"], t["choice"])]
+            yield p, c, res
+
+    def compile_ahead(self, todo) -> Future | None:
+        """Queue the compilation of ``todo``'s candidates that need it; None when there is
+        nothing to compile or no compile workers."""
+        todo = [pc for pc in todo if pc[1].needs_compile]
+        if self.compiler is None or not todo:
+            return None
+        return self.compiler.submit(todo, self.seed)
+
+    def close(self) -> None:
+        if self.compiler is not None:
+            self.compiler.close()

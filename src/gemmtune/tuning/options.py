@@ -1,0 +1,108 @@
+"""``TuneOptions``: every setting of one tuning run, frozen and checked when made.
+
+``gemmtune.tune(problems, **keywords)`` is ``Tuner(TuneOptions(**keywords)).run(problems)``;
+the fields are its keywords (see ``gemmtune.tune`` for each one's meaning), so code that
+needs to know what a run can be asked (``gemmtune bench``'s modes) reads ``TuneOptions``'s
+fields instead of a function signature.
+
+>>> TuneOptions(fast=True).search_space, TuneOptions(fast=True).bspace
+('exhaustive', 1)
+>>> TuneOptions(benchmark_space="auto").bspace
+'AUTO'
+>>> "benchmark_space" in option_names()
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import kernels
+from ..bench import DEFAULT_RUNNER
+from ..bench.timing import TIMINGS
+from .plan import parse_benchmark_space
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    families: tuple[str, ...] | None = None   # None: every registered family
+    space: str = "default"
+    store: Any = "gemmtune.sqlite"            # a path or an open ResultStore
+    out: str | os.PathLike | None = None
+    workers: int | None = None
+    timeout: float = 120.0
+    compile_workers: int | None = None
+    progress: bool = True
+    runner: str = DEFAULT_RUNNER
+    device: str | None = None
+    seed: int = 0
+    env: dict | None = None
+    table: Any = None                         # a LookupTable or its path
+    benchmark_space: str | int = "SAME"
+    fast: bool = False
+    model: Any = None                         # an object with predict(), or a model file
+    retry_failed: bool = False
+    timing: str = "standard"
+    compile_ahead: int = 2
+    overwrite: bool = False
+    cluster: Any = None                       # 'local:N', a scheduler address or a distributed.Client
+    server: str | os.PathLike | None = None
+
+    def __post_init__(self):
+        if self.families is not None:
+            object.__setattr__(self, "families", tuple(self.families) or None)
+        parse_benchmark_space(self.benchmark_space, self.fast)  # raises on a bad value
+        if self.timing not in TIMINGS:
+            raise ValueError(f"timing must be one of {', '.join(map(repr, TIMINGS))}, got {self.timing!r}")
+        ca = self.compile_ahead
+        if not isinstance(ca, int) or isinstance(ca, bool) or ca < 0:
+            raise ValueError(f"compile_ahead must be an int >= 0 (shapes compiled ahead), got {ca!r}")
+        m = self.model
+        if m is not None and not isinstance(m, (str, os.PathLike)) and not callable(getattr(m, "predict", None)):
+            raise TypeError(f"model must have a predict(problem, choices) method or be a model file path, "
+                            f"not {type(m).__name__}")
+
+    @property
+    def bspace(self) -> str | int:
+        """benchmark_space parsed: 'SAME', 'DEFAULT', 'AUTO' or k (``fast``: 1)."""
+        return parse_benchmark_space(self.benchmark_space, self.fast)
+
+    @property
+    def search_space(self) -> str:
+        """The space candidates come from: ``space``, or 'exhaustive' with ``fast``."""
+        return "exhaustive" if self.fast else self.space
+
+    @property
+    def family_names(self) -> tuple[str, ...]:
+        """The families searched, each checked to exist (ValueError naming an unknown one)."""
+        names = self.families or tuple(kernels.FAMILIES)
+        for f in names:
+            kernels.get(f)
+        return names
+
+    def check(self) -> None:
+        """What must hold before anything is measured: every family exists, the model file
+        exists, ``out``'s directory exists."""
+        for f in self.families or ():
+            kernels.get(f)  # ValueError naming an unknown family
+        if isinstance(self.model, (str, os.PathLike)) and not Path(self.model).is_file():
+            raise ValueError(f"model file {self.model} does not exist")
+        if self.out is not None and not Path(self.out).resolve().parent.is_dir():
+            raise ValueError(f"cannot write the table to {self.out}: directory "
+                             f"{Path(self.out).resolve().parent} does not exist")
+
+    def replace(self, **changes) -> "TuneOptions":
+        return dataclasses.replace(self, **changes)
+
+    def keywords(self) -> dict:
+        """The fields as ``tune``'s keywords."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def option_names() -> frozenset[str]:
+    """The keywords ``gemmtune.tune`` takes: TuneOptions's fields."""
+    return frozenset(f.name for f in dataclasses.fields(TuneOptions))

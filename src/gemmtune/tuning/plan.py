@@ -1,0 +1,215 @@
+"""What the tuner benchmarks for each problem: pure planning, no worker and no store.
+
+``candidates`` lists a problem's choices (cuBLAS first, ``pad+`` variants for unaligned
+operands); ``CandidatePlan`` turns them into what is benchmarked: a lookup-table entry's
+choices, or the candidates of the chosen families, filtered by a ranking model to its top k
+(``benchmark_space``) when asked. The one plan both ``tune`` and the cluster driver use.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from ..api import space as family_space
+from ..configs import AtenConfig, Choice
+from ..device import DeviceInfo
+from ..problem import Problem
+from ..shapes import Shape
+from ..table import LookupTable, required_choices
+
+BENCHMARK_SPACES = ("SAME", "DEFAULT", "AUTO")
+
+
+def candidates(problem: Problem, families: Sequence[str], kind: str, device: DeviceInfo) -> list[Choice]:
+    """Every choice of ``families`` for ``problem``, cuBLAS first (always, as the baseline).
+
+    For unaligned problems each candidate also comes as its ``pad+`` variant.
+
+    >>> p = Problem.from_sizes(64, 64, 4096, "bf16")
+    >>> [c.id for c in candidates(p, ["decompose_k"], "default", DeviceInfo.lookup("h100"))][:3]
+    ['aten', 'decompose_k:s2', 'decompose_k:s4']
+    """
+    out = [Choice("aten", AtenConfig())]
+    for fam in families:
+        if fam != "aten":
+            out += family_space(problem, fam, kind, device)
+    if not (problem.aligned_a and problem.aligned_b) or (problem.op == "scaled_mm" and problem.padded() != problem):
+        # Unaligned operands: also try each family on zero-padded aligned copies; their
+        # configs come from the padded problem they actually run (Problem.padded). scaled_mm
+        # also where its K or N is not a multiple of 16 or its operands are not K-major: there
+        # cuBLASLt (torch._scaled_mm) and TMA run only on the padded, K-major copies.
+        padded = problem.padded()
+        out.append(Choice("aten", AtenConfig(), True))
+        for fam in families:
+            if fam != "aten":
+                out += [c.padded() for c in family_space(padded, fam, kind, device)]
+    seen, unique = set(), []
+    for c in out:
+        if c.id not in seen:
+            seen.add(c.id)
+            unique.append(c)
+    return unique
+
+
+def parse_benchmark_space(value, fast: bool = False) -> str | int:
+    """'SAME', 'DEFAULT', 'AUTO' or a positive int k; ValueError for anything else.
+    ``fast`` is the model's top 1 (and refuses any other benchmark_space).
+
+    >>> parse_benchmark_space("auto"), parse_benchmark_space("5"), parse_benchmark_space("SAME", fast=True)
+    ('AUTO', 5, 1)
+    """
+    parsed = None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        parsed = value
+    elif isinstance(value, str):
+        v = value.strip().upper()
+        parsed = v if v in BENCHMARK_SPACES else int(v) if v.isdigit() and int(v) >= 1 else None
+    if parsed is None:
+        raise ValueError(f"benchmark_space must be 'SAME', 'DEFAULT', 'AUTO' or a positive int k (the model's top k), "
+                         f"got {value!r}")
+    if fast:
+        if parsed != "SAME":
+            raise ValueError(f"fast=True benchmarks the model's top 1; do not also pass benchmark_space={value!r}")
+        return 1
+    return parsed
+
+
+def as_shapes(problems: Iterable) -> list[Shape]:
+    """``problems`` (Problems or Shapes) as Shapes; TypeError naming the first that is neither."""
+    out = []
+    for i, p in enumerate(problems):
+        if isinstance(p, Shape):
+            out.append(p)
+        elif isinstance(p, Problem):
+            out.append(Shape("api", f"{p.m}x{p.n}x{p.k}", p))
+        else:
+            raise TypeError(f"problems[{i}] must be a Problem or a Shape, not {type(p).__name__}")
+    return out
+
+
+def _split_baseline(cands: list[Choice]) -> tuple[list[Choice], list[Choice]]:
+    base = [c for c in cands if c.family == "aten" and not c.pad]
+    rest = [c for c in cands if not (c.family == "aten" and not c.pad)]
+    return base, rest
+
+
+def select_by_model(problem: Problem, cands: list[Choice], k: int, model) -> list[Choice]:
+    """cuBLAS (the baseline, when among ``cands``) plus the ``k`` other candidates the model
+    ranks fastest; all of ``cands`` when they are no more than that. Ties and non-finite
+    estimates keep the candidates' order (non-finite ones rank last).
+
+    Example::
+
+        >>> class ByIndex:
+        ...     def predict(self, problem, choices): return list(range(len(choices)))
+        >>> p = Problem.from_sizes(64, 64, 4096, "bf16")
+        >>> [c.id for c in select_by_model(p, candidates(p, ["decompose_k"], "default",
+        ...      DeviceInfo.lookup("h100")), 2, ByIndex())]
+        ['aten', 'decompose_k:s2', 'decompose_k:s4']
+    """
+    base, rest = _split_baseline(cands)
+    if len(rest) <= k:
+        return cands
+    est = [float(x) for x in model.predict(problem, rest)]
+    if len(est) != len(rest):
+        raise ValueError(f"{type(model).__name__}.predict returned {len(est)} estimates for {len(rest)} choices")
+    order = sorted(range(len(rest)), key=lambda i: (est[i] if math.isfinite(est[i]) else math.inf, i))
+    return base + [rest[i] for i in order[:k]]
+
+
+def select_adaptive(problem: Problem, cands: list[Choice], model) -> tuple[list[Choice], int, str]:
+    """cuBLAS plus the model's k best others, k chosen by gemmtune.model.topk.choose_k from
+    the model's ranking keys, its trust in ``problem`` and its families' training support.
+    Returns (candidates, k, why)."""
+    from ..model.topk import model_k  # pure numpy; the model object is still the one passed in
+
+    base, rest = _split_baseline(cands)
+    if not rest:
+        return cands, 0, "no candidate besides cuBLAS"
+    keys, k, why = model_k(model, problem, rest)
+    if len(keys) != len(rest):
+        raise ValueError(f"{type(model).__name__} returned {len(keys)} ranking keys for {len(rest)} choices")
+    order = sorted(range(len(rest)), key=lambda i: (keys[i] if math.isfinite(keys[i]) else math.inf, i))
+    return base + [rest[i] for i in order[:k]], min(k, len(rest)), why
+
+
+def load_ranker(model, dev: DeviceInfo, triton_version: str | None):
+    """The model object that ranks candidates: ``model`` itself when it has ``predict``, the
+    saved model at a path, or the default one for ``dev`` and this triton."""
+    from .. import model as models  # only the factory and the loader: no concrete model here
+
+    if model is None:
+        return models.default_model(dev, triton_version=triton_version)
+    if isinstance(model, (str, os.PathLike)):
+        return models.load_model(model, dev, triton_version=triton_version)
+    return model
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What is benchmarked for one problem, and how many of the model's best (``k``, ``why``;
+    None when no model filtered: every candidate, or a table entry's choices)."""
+    choices: list[Choice]
+    k: int | None = None
+    why: str | None = None
+
+
+@dataclass(frozen=True)
+class CandidatePlan:
+    """The per-problem plan of one run: ``plan(problem)`` -> ``Planned``.
+
+    ``bspace``: a parsed benchmark_space (parse_benchmark_space); ``ranker`` an object with
+    ``predict(problem, choices)`` (None: nothing is filtered); ``table`` a lookup
+    table whose entries fix a problem's choices.
+
+    >>> plan = CandidatePlan(("decompose_k",), "default", DeviceInfo.lookup("h100"))
+    >>> [c.id for c in plan(Problem.from_sizes(64, 64, 4096, "bf16")).choices][:2]
+    ['aten', 'decompose_k:s2']
+    """
+    families: tuple[str, ...]
+    space: str
+    device: DeviceInfo
+    table: LookupTable | None = None
+    bspace: str | int = "SAME"
+    ranker: object = None
+
+    def __call__(self, problem: Problem) -> Planned:
+        listed = required_choices(self.table, problem)
+        if listed:
+            return Planned(listed)
+        cands = candidates(problem, self.families, self.space, self.device)
+        if self.bspace == "SAME" or self.ranker is None:
+            return Planned(cands)
+        if self.bspace == "AUTO":
+            cands, k, why = select_adaptive(problem, cands, self.ranker)
+            return Planned(cands, k, why)
+        k = self.bspace if isinstance(self.bspace, int) else \
+            len(candidates(problem, self.families, "default", self.device)) - 1
+        return Planned(select_by_model(problem, cands, k, self.ranker), k, "fixed")
+
+    def compiles_at_most(self, problem: Problem) -> int | None:
+        """How many candidates of ``problem`` may need compiling, before they are listed."""
+        return compiles_at_most(self.table, problem, self.bspace)
+
+
+def compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | int) -> int | None:
+    """How many candidates of ``problem`` tune may compile, before its candidates are listed:
+    a table entry's Triton choices, else k when only the model's k best are benchmarked,
+    else None (its whole search space)."""
+    listed = required_choices(lut, problem)
+    if listed:
+        return sum(c.needs_compile for c in listed)
+    if bspace == "AUTO":
+        from ..model.topk import K_MAX
+        return K_MAX
+    return bspace if isinstance(bspace, int) else None
+
+
+def plan_candidates(problem: Problem, families: Sequence[str], space: str, dev: DeviceInfo,
+                    lut: LookupTable | None, bspace: str | int, ranker) -> tuple[list[Choice], tuple | None]:
+    """``CandidatePlan(...)(problem)`` as (candidates, (k, why) or None): the older spelling."""
+    p = CandidatePlan(tuple(families), space, dev, lut, bspace, ranker)(problem)
+    return p.choices, (None if p.k is None and p.why is None else (p.k, p.why))

@@ -1,0 +1,185 @@
+"""The results-store side of a tuning run: what a problem still needs, the claims that let
+several tuners share one store, recording each result the moment it arrives, each shape's
+summary and the table of winners. Only the tuner's main thread uses it.
+
+>>> import tempfile, os
+>>> from gemmtune.configs import AtenConfig, Choice
+>>> d = tempfile.mkdtemp()
+>>> db = ResultStore(os.path.join(d, "s.sqlite"))
+>>> rec = Recorder(db, RunContext("cpu", "0.0", "2.6", "3.2", "0.1"))
+>>> p, aten = Problem.from_sizes(8, 8, 8, "fp16"), Choice("aten", AtenConfig())
+>>> rec.pending(p, [aten])[1] == [(p, aten)]
+True
+>>> rec.record(p, aten, {"status": "ok", "device_ms": 0.01})
+>>> rec.pending(p, [aten])[1], rec.summarize(Shape("g", "x", p), [aten]).best
+([], 'aten')
+>>> db.close()
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Callable
+
+from ..bench import measure as _measure
+from ..bench.measure import Status
+from ..configs import Choice
+from ..problem import Problem
+from ..shapes import Shape
+from ..store import STATUSES, ResultRow, ResultStore, RunContext, claim_owner
+from ..table import LookupTable, TableChoice, as_table, provenance
+from .results import FAILED, ShapeResult, reason_line
+
+RETRYABLE = tuple(s.value for s in _measure.RETRYABLE)
+# How often a tuner looks at the store for the results another tuner is measuring.
+POLL_S = 0.5
+
+
+def result_row(problem: Problem, choice: Choice, res: dict) -> ResultRow:
+    """A worker's result dict as the store's row (an unknown status is an error)."""
+    def num(key):
+        v = res.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    return ResultRow(
+        problem_key=problem.key, choice_id=choice.id, family=choice.family,
+        status=res.get("status") if res.get("status") in STATUSES else Status.ERROR.value,
+        device_ms=num("device_ms"), eager_ms=num("eager_ms"), rel_err=num("rel_err"),
+        reason=str(res.get("reason", ""))[:2000], m=problem.m, n=problem.n, k=problem.k,
+        dtype=problem.dtype, out_dtype=problem.out_dtype,
+        layout=f"{problem.layout_a}/{problem.layout_b}", aligned=problem.aligned_a and problem.aligned_b,
+        params_json=json.dumps(choice.config.params(), sort_keys=True),
+        repeats=int(res["repeats"]) if isinstance(res.get("repeats"), int) else None,
+        spread=num("spread"),
+    )
+
+
+def claim_ttl(timeout: float, n: int) -> float:
+    """How long a tuner holds its claim on ``n`` candidates: each is killed after ``timeout``
+    seconds at worst, plus a minute of slack for compiling and recording."""
+    return 60.0 + timeout * max(n, 1)
+
+
+def summarize(s: Shape, cands: list[Choice], db: ResultStore, ctx: RunContext) -> ShapeResult:
+    """``s``'s result from what the store holds for its candidates: the best verified time,
+    cuBLAS's, the statuses and each failure status's first reason."""
+    rows = db.done(ctx, s.problem.key)
+    ids = {c.id for c in cands}
+    rel = [r for cid, r in rows.items() if cid in ids]
+    statuses = Counter(r.status for r in rel)
+    ok = [r for r in rel if r.status == Status.OK and r.device_ms is not None and math.isfinite(r.device_ms)]
+    best = min(ok, key=lambda r: (r.device_ms, r.choice_id)) if ok else None
+    aten = rows.get("aten")
+    reasons: dict[str, str] = {}
+    for r in sorted(rel, key=lambda r: r.choice_id):
+        if r.status != Status.OK and r.status not in reasons:
+            reasons[r.status] = reason_line(r.reason or "")
+    return ShapeResult(s.name, s.group, s.problem, best.choice_id if best else None,
+                       best.device_ms if best else None,
+                       aten.device_ms if aten is not None and aten.status == Status.OK else None,
+                       len(rel), sum(statuses[f] for f in FAILED), dict(statuses), reasons)
+
+
+def table_of(shapes: list[ShapeResult], ctx: RunContext) -> LookupTable:
+    """The winners of ``shapes`` as a lookup table made under ``ctx``."""
+    from .. import __version__
+    table = LookupTable(provenance(ctx.device_name, ctx.capability, ctx.torch_version,
+                                   ctx.triton_version, __version__, "tuned"))
+    for s in shapes:
+        if s.best is not None:
+            table.entries[s.problem.key] = [TableChoice(Choice.parse(s.best), s.best_ms)]
+    return table
+
+
+def write_table(shapes: list[ShapeResult], ctx: RunContext, out, overwrite: bool):
+    """The winners as a lookup table, written to ``out`` when given (merged into an existing
+    one unless ``overwrite``). Returns (table, path or None)."""
+    table = table_of(shapes, ctx)
+    table_path = None
+    if out:
+        if not overwrite and Path(out).exists():
+            from ..table import merge
+            # Never destroy an earlier table: merge into it (read again: a run sharing it may
+            # have written it since; one from another GPU was refused before the sweep).
+            table = merge([as_table(out), table])
+        table_path = table.save(out)
+    return table, table_path
+
+
+class Recorder:
+    """One run's view of the results store ``db`` under the run context ``ctx``.
+
+    ``retry_failed``: crashed, timed-out and errored results count as not done (measured
+    again); ``timeout``: a candidate's limit, which sets how long a claim is held."""
+
+    def __init__(self, db: ResultStore, ctx: RunContext, *, retry_failed: bool = False, timeout: float = 120.0,
+                 owner: str | None = None, sleep: Callable[[float], None] = time.sleep):
+        self.db, self.ctx = db, ctx
+        self.retry_failed, self.timeout = retry_failed, timeout
+        self.owner = owner or claim_owner()  # this tuner, in the store's claims
+        self.redo = RETRYABLE if retry_failed else ()
+        self.sleep = sleep
+        self.recorded = 0
+
+    def pending(self, problem: Problem, cands: list[Choice]):
+        """(results to reuse by choice id, [(problem, choice)] still to measure)."""
+        done = self.db.done(self.ctx, problem.key)
+        if self.retry_failed:
+            # Crashes, hangs and errors can be transient (a busy GPU, a killed worker):
+            # measure those again; wrong results stay.
+            done = {k: r for k, r in done.items() if r.status not in RETRYABLE}
+        return done, [(problem, c) for c in cands if c.id not in done]
+
+    def record(self, problem: Problem, choice: Choice, res: dict) -> None:
+        self.db.record(self.ctx, result_row(problem, choice, res))
+        self.recorded += 1
+
+    def record_compile_failures(self, todo, compiled: dict):
+        """Record the candidates of ``todo`` that failed to compile (``compiled``: compile
+        results by (problem key, choice id)); return the rest, to benchmark. A candidate
+        without a compile result is benchmarked (its worker compiles it)."""
+        keep = []
+        for p, c in todo:
+            res = compiled.get((p.key, c.id))
+            if res is not None and res.get("status") in FAILED:
+                self.db.record(self.ctx, result_row(p, c, res))
+            else:
+                keep.append((p, c))
+        return keep
+
+    def claim(self, problem: Problem, todo) -> tuple[list, list]:
+        """Split ``todo`` into (what this tuner claimed and measures, what other tuners sharing
+        the store hold and ``await_others`` waits for)."""
+        mine = set(self.db.claim(self.ctx, problem.key, [c.id for _, c in todo], self.owner,
+                                 claim_ttl(self.timeout, len(todo)), self.redo))
+        return [pc for pc in todo if pc[1].id in mine], [pc for pc in todo if pc[1].id not in mine]
+
+    def await_others(self, problem: Problem, others: list, measure) -> int:
+        """Wait until the candidates other tuners claimed have results; any whose claim expired
+        (its tuner died) is claimed and measured here (``measure(todo)``). Returns how many
+        came from the others."""
+        db, ctx, got = self.db, self.ctx, 0
+        while others:
+            done = {cid for cid, r in db.done(ctx, problem.key).items() if r.status not in self.redo}
+            got += sum(pc[1].id in done for pc in others)
+            others = [pc for pc in others if pc[1].id not in done]
+            if not others:
+                break
+            take = set(db.claim(ctx, problem.key, [c.id for _, c in others], self.owner,
+                                claim_ttl(self.timeout, len(others)), self.redo))
+            if take:
+                measure([pc for pc in others if pc[1].id in take])
+                others = [pc for pc in others if pc[1].id not in take]
+            else:
+                self.sleep(POLL_S)
+        return got
+
+    def release(self, problem: Problem) -> None:
+        self.db.release(self.ctx, problem.key, self.owner)
+
+    def summarize(self, s: Shape, cands: list[Choice]) -> ShapeResult:
+        return summarize(s, cands, self.db, self.ctx)

@@ -1,0 +1,216 @@
+"""``Tuner``: one tuning run, put together from its parts.
+
+``Tuner(options).run(problems)`` opens the results store and the worker pools, asks the
+benchmark worker for its device, builds the run's ``CandidatePlan``, then takes one shape at a
+time: plan it (and, with compile workers, the next ``compile_ahead`` shapes, whose compilation
+is queued at once), skip what the store holds, claim the rest, time what needs no compiling
+while the rest compiles, measure, wait for what other tuners sharing the store claimed, and
+summarize. The winners go to a lookup table at the end. Only this thread touches the store.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Callable, Iterable
+
+from ..bench.workers import WorkerPool, visible_gpus
+from ..device import DeviceInfo
+from ..shapes import Shape
+from ..store import ResultStore, RunContext
+from ..table import LookupTable, as_table, check_provenance
+from .executor import COMPILE_NICE, Executor, compile_pool_size, usable_cpus
+from .options import TuneOptions
+from .plan import CandidatePlan, Planned, as_shapes, compiles_at_most, load_ranker
+from .progress import Progress
+from .recorder import Recorder, write_table
+from .results import ShapeResult, TuneResult
+
+
+def run_device(info: dict, device: str | None, ctx: RunContext, earlier: LookupTable | None, out,
+               lut: LookupTable | None) -> DeviceInfo:
+    """The DeviceInfo candidates are planned for (the worker's GPU, else the built-in ``device``),
+    after refusing to merge into a table ``earlier`` (the one ``out`` holds) made on another GPU
+    and warning about a ``lut`` from another GPU / triton. Shared by ``Tuner`` and the cluster
+    driver."""
+    if info.get("device"):
+        d = dict(info["device"])
+        d["capability"] = tuple(d["capability"])
+        dev = DeviceInfo(**d)
+    else:
+        dev = DeviceInfo.lookup(device or "h100")
+    if earlier is not None and (earlier.provenance["device_name"], earlier.provenance["capability"]) != (
+            ctx.device_name, ctx.capability):
+        raise ValueError(f"{out} holds a table made on {earlier.provenance['device_name']!r}, this run is on "
+                         f"{ctx.device_name!r}: their times do not compare; pass overwrite=True "
+                         "(--overwrite) to replace it, or write to another file")
+    if lut is not None:
+        check_provenance(lut, ctx.device_name, ctx.triton_version)
+    return dev
+
+
+def context_of(info: dict) -> RunContext:
+    """The run context a worker's device report (bench.runner.info) stands for."""
+    return RunContext(info["device_name"], info["capability"], info["torch"], info["triton"], info["gemmtune"])
+
+
+def make_plan(options: TuneOptions, info: dict, ctx: RunContext, lut: LookupTable | None,
+              earlier: LookupTable | None) -> CandidatePlan:
+    """The run's CandidatePlan once the worker said which device it has."""
+    dev = run_device(info, options.device, ctx, earlier, options.out, lut)
+    bspace = options.bspace
+    ranker = load_ranker(options.model, dev, ctx.triton_version) if bspace != "SAME" else None
+    return CandidatePlan(options.family_names, options.search_space, dev, lut, bspace, ranker)
+
+
+class Lookahead:
+    """The plans of shapes[0 .. i + ahead] and their queued compilation, made in order.
+
+    ``plan(i)`` plans shape ``i`` now (raising its error) and, ahead of it, the shapes up to
+    ``i + ahead``, whose errors are kept until their turn; ``submit(i, planned)`` queues a
+    planned shape's compilation (None: nothing to compile) and its Future is ``job(i)``."""
+
+    def __init__(self, shapes: list[Shape], plan: Callable, ahead: int = 0,
+                 submit: Callable[[int, Planned], Future | None] | None = None):
+        self.shapes, self._plan, self.ahead, self._submit = shapes, plan, ahead, submit
+        self.plans: list = []  # Planned, or the exception planning raised
+        self._jobs: dict[int, Future | None] = {}
+
+    def plan(self, i: int) -> Planned:
+        while len(self.plans) <= min(i + self.ahead, len(self.shapes) - 1):
+            j = len(self.plans)
+            try:
+                self.plans.append(self._plan(self.shapes[j].problem))
+            except Exception as e:  # raised when the shape's turn comes
+                if j == i:
+                    raise
+                self.plans.append(e)
+                continue
+            if self._submit is not None:
+                self._jobs[j] = self._submit(j, self.plans[j])
+        got = self.plans[i]
+        if isinstance(got, Exception):  # as if planned now: the shapes before are done
+            raise got
+        return got
+
+    def job(self, i: int) -> Future | None:
+        return self._jobs.pop(i, None)
+
+
+class Tuner:
+    """One tuning run with ``options`` (TuneOptions). ``run(problems) -> TuneResult``."""
+
+    def __init__(self, options: TuneOptions | None = None, **keywords):
+        self.options = options.replace(**keywords) if options is not None else TuneOptions(**keywords)
+
+    def run(self, problems: Iterable) -> TuneResult:
+        o = self.options
+        if o.cluster is not None:
+            from ..cluster import tune_cluster
+            kw = o.keywords()
+            for k in ("workers", "compile_ahead", "server"):
+                kw.pop(k)
+            return tune_cluster(problems, **kw)
+        t0 = time.monotonic()
+        o.check()  # an unknown family, a missing model file or out directory fail here
+        shapes = as_shapes(problems)
+        lut = as_table(o.table)  # a bad table fails here, before anything is written
+        # The table --out merges into, read now: a bad one fails before the sweep, not after it.
+        earlier = as_table(o.out) if o.out is not None and not o.overwrite and Path(o.out).exists() else None
+        gpus = visible_gpus()
+        env = dict(o.env or {})
+        if not gpus:
+            env.setdefault("TRITON_INTERPRET", "1")
+        n_compile = 0 if o.server is not None else compile_pool_size(
+            o.compile_workers, cpus=usable_cpus(), on_gpu=bool(gpus),
+            per_shape=[compiles_at_most(lut, s.problem, o.bspace) for s in shapes], compile_ahead=o.compile_ahead)
+        own_store = not isinstance(o.store, ResultStore)
+        db = ResultStore(o.store) if own_store else o.store
+        executor = None
+        try:
+            with self._pool(env, gpus) as pool:
+                executor = Executor(pool, seed=o.seed, timing=o.timing, n_compile=n_compile,
+                                    compile_pool=WorkerPool(n_compile, timeout=o.timeout, runner=o.runner, env=env,
+                                                            gpus=gpus, nice=COMPILE_NICE) if n_compile > 1 else None)
+                info = executor.info()
+                startup = time.monotonic() - t0
+                ctx = context_of(info)
+                rec = Recorder(db, ctx, retry_failed=o.retry_failed, timeout=o.timeout)
+                plan = make_plan(o, info, ctx, lut, earlier)
+                try:
+                    result_shapes, compile_wait = self._sweep(shapes, plan, executor, rec)
+                finally:
+                    executor.close()
+            table, table_path = write_table(result_shapes, ctx, o.out, o.overwrite)
+            return TuneResult(result_shapes, ctx, bool(info.get("representative", False)), time.monotonic() - t0,
+                              rec.recorded, self._reused, table, table_path, Path(db.path), compile_wait, startup,
+                              executor.n_compile)
+        finally:
+            if executor is not None:
+                executor.close()  # a no-op if closed above
+            if own_store:
+                db.close()
+
+    def _pool(self, env: dict, gpus):
+        o = self.options
+        if o.server is not None:
+            from ..bench.server import RemotePool
+            return RemotePool(o.server, timeout=o.timeout)
+        return WorkerPool(o.workers, timeout=o.timeout, runner=o.runner, env=env, gpus=gpus)
+
+    def _sweep(self, shapes: list[Shape], plan: CandidatePlan, executor: Executor,
+               rec: Recorder) -> tuple[list[ShapeResult], float]:
+        """Every shape in turn, compilation running ahead; returns (results, compile wait)."""
+        o = self.options
+        self._reused = 0
+        compile_wait = 0.0
+
+        def submit(j: int, planned: Planned):
+            # What is not in the store now; re-checked when the shape's turn comes (the store
+            # only grows, so nothing needed is skipped here).
+            return executor.compile_ahead(rec.pending(shapes[j].problem, planned.choices)[1])
+
+        ahead = Lookahead(shapes, plan, o.compile_ahead if executor.compiler is not None else 0,
+                          submit if executor.compiler is not None else None)
+        out = []
+        with Progress(o.progress) as bar:
+            overall = bar.task("shapes", len(shapes))
+
+            def measure(todo, task) -> None:
+                for p, c, res in executor.measure(todo):
+                    rec.record(p, c, res)
+                    bar.advance(task)
+
+            for i, s in enumerate(shapes):
+                ts = time.monotonic()
+                planned = ahead.plan(i)
+                cands = planned.choices
+                done, todo = rec.pending(s.problem, cands)
+                self._reused += sum(c.id in done for c in cands)
+                # Tuners sharing the store split the work: measure what this one claims;
+                # what another holds is waited for below (ResultStore.claim).
+                todo, others = rec.claim(s.problem, todo)
+                task = bar.task(f"  {s.name}", len(todo))
+                job = ahead.job(i)
+                if job is not None and todo:
+                    if not job.done():
+                        # Time what needs no compiling (cuBLAS) while the rest compiles.
+                        measure([pc for pc in todo if not pc[1].needs_compile], task)
+                        todo = [pc for pc in todo if pc[1].needs_compile]
+                    tw = time.monotonic()
+                    compiled = job.result()
+                    compile_wait += time.monotonic() - tw
+                    n_todo = len(todo)
+                    todo = rec.record_compile_failures(todo, compiled)
+                    bar.advance(task, by=n_todo - len(todo))  # failed to compile: recorded
+                measure(todo, task)
+                self._reused += rec.await_others(s.problem, others, lambda pcs: measure(pcs, task))
+                rec.release(s.problem)
+                bar.remove(task)
+                r = rec.summarize(s, cands)
+                r.tune_s = time.monotonic() - ts
+                r.k, r.k_reason = planned.k, planned.why
+                out.append(r)
+                bar.advance(overall)
+        return out, compile_wait

@@ -1,0 +1,65 @@
+"""gemmtune train --cv K --ship PATH (gemmtune.model.cv): cross-validation by shape, the choice
+of kind, and the shipped file with its cross-validation in the provenance."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gemmtune import cli
+from gemmtune.model import cv as cvmod
+from gemmtune.model import load_model
+from gemmtune.model.data import load_dataset
+
+SLICE = Path(__file__).parent / "data" / "h200_collect_slice.csv.gz"  # 40 collected H200 shapes
+
+
+def test_folds_hold_every_shape_once_and_spread_each_group():
+    shapes = {(i, i, i) for i in range(1, 31)}
+    groups = {s: ("a" if s[0] <= 20 else "b") for s in shapes}
+    folds = cvmod.folds_by_group(shapes, groups, 5, seed=3)
+    assert sorted(s for f in folds for s in f) == sorted(shapes)
+    assert all(sum(groups[s] == "a" for s in f) == 4 and sum(groups[s] == "b" for s in f) == 2 for f in folds)
+    assert folds == cvmod.folds_by_group(shapes, groups, 5, seed=3)  # seeded
+    with pytest.raises(ValueError, match="at least 2 folds"):
+        cvmod.folds_by_group(shapes, groups, 1)
+
+
+def test_shape_groups_are_the_collection_plans():
+    groups = cvmod.shape_groups()
+    assert len(groups) >= 400 and set(groups.values()) == {"llm", "decode", "splitk", "odd", "square", "random"}
+
+
+@pytest.mark.slow  # three gbt fits and one on everything (~8 s)
+def test_train_cv_ships_the_chosen_kind_with_its_evaluation(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    rc = cli.main(["train", "--store", str(SLICE), "--cv", "3", "--kinds", "gbt", "--ship", str(out), "--force"])
+    text = capsys.readouterr().out
+    assert rc == 0 and out.is_file(), text
+    assert "3-fold cross-validation by shape: 40 shapes" in text and "chosen: gbt" in text
+    prov = json.loads(out.read_text())["provenance"]
+    ev = prov["evaluation"]
+    assert ev["kinds_compared"] == ["gbt"] and ev["cv"]["shapes"] == 40 and ev["cv_analytic"]["shapes"] == 40
+    assert prov["training_set"]["shapes"] == 40 and "all 40 shapes" in prov["training_set"]["which"]
+    data = load_dataset(SLICE)
+    model = load_model(out, data.context["device_name"], triton_version=data.context["triton_version"])
+    g = data.groups[0]
+    assert len(model.predict(g.problem, g.choices)) == len(g.choices)
+
+
+def test_ship_is_refused_when_the_kind_ranks_worse_than_analytic(tmp_path, capsys, monkeypatch):
+    def fake_cv(data, *, kinds, folds, **kw):
+        worse = {"shapes": 40, "spearman_mean": 0.5, "top1_regret_geomean": 0.2, "top1_within_10pct": 0.5,
+                 "top1_found": 0.3, "top1_regret_mean": 0.3, "top5_regret_geomean": 0.1}
+        better = dict(worse, top1_found=0.6, top1_regret_mean=0.1)
+        return {"folds": folds, "seed": 0, "kinds": list(kinds), "shapes": 40, "scored": 40,
+                "summaries": {**{k: worse for k in kinds}, "analytic": better}, "fit_s": {k: 0.1 for k in kinds}}
+
+    monkeypatch.setattr(cvmod, "cross_validate", fake_cv)
+    out = tmp_path / "m.json"
+    rc = cli.main(["train", "--store", str(SLICE), "--cv", "--kind", "mlp", "--ship", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 1 and not out.exists() and "not shipped" in text and "5-fold" in text and "chosen: mlp" in text
+    assert cli.main(["train", "--store", str(SLICE), "--cv", "--compare", str(tmp_path / "c")]) == 2

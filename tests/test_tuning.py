@@ -1,0 +1,244 @@
+"""The tuner's parts alone (gemmtune.tuning): options, plan, recorder, executor, look-ahead.
+
+None of these starts a worker: the plan runs on a built-in device, the recorder on a
+temporary store, the executor on a fake pool. The whole tuner runs in test_tune.py.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+import pytest
+
+import gemmtune
+from gemmtune.configs import AtenConfig, Choice
+from gemmtune.device import DeviceInfo
+from gemmtune.problem import Problem
+from gemmtune.shapes import Shape
+from gemmtune.store import ResultStore, RunContext
+from gemmtune.table import LookupTable, TableChoice
+from gemmtune.tuning.executor import Executor
+from gemmtune.tuning.options import TuneOptions, option_names
+from gemmtune.tuning.plan import CandidatePlan, as_shapes, candidates
+from gemmtune.tuning.recorder import Recorder, write_table
+from gemmtune.tuning.tuner import Lookahead, Tuner
+
+H100 = DeviceInfo.lookup("h100")
+CTX = RunContext("cpu", "0.0", "2.6", "3.2", "0.1")
+P = Problem.from_sizes(64, 64, 4096, "bf16")
+ATEN = Choice("aten", AtenConfig())
+
+
+class ByIndex:
+    """A ranking model that ranks the candidates in the order given."""
+
+    def predict(self, problem, choices):
+        return list(range(len(choices)))
+
+
+# ----------------------------------------------------------------------------- options
+def test_options_are_the_keywords_of_tune():
+    import inspect
+    params = set(inspect.signature(gemmtune.tune).parameters) - {"problems"}
+    assert params == option_names()
+
+
+@pytest.mark.parametrize("kw, err", [
+    ({"benchmark_space": "lots"}, ValueError), ({"fast": True, "benchmark_space": 5}, ValueError),
+    ({"timing": "slow"}, ValueError), ({"compile_ahead": -1}, ValueError), ({"compile_ahead": True}, ValueError),
+    ({"model": 3}, TypeError)])
+def test_options_refuse_bad_values_when_made(kw, err):
+    with pytest.raises(err):
+        TuneOptions(**kw)
+
+
+def test_options_derived_fields():
+    o = TuneOptions(families=["splitk", "aten"], fast=True)
+    assert o.families == ("splitk", "aten") and o.bspace == 1 and o.search_space == "exhaustive"
+    assert TuneOptions().bspace == "SAME" and TuneOptions(benchmark_space="3").bspace == 3
+    assert o.replace(fast=False).bspace == "SAME"
+    with pytest.raises(ValueError, match="nosuch"):
+        TuneOptions(families=["nosuch"]).check()
+    with pytest.raises(AttributeError):
+        o.space = "exhaustive"  # frozen
+
+
+def test_tuner_takes_options_or_keywords():
+    assert Tuner(seed=3).options == TuneOptions(seed=3)
+    assert Tuner(TuneOptions(seed=3), fast=True).options == TuneOptions(seed=3, fast=True)
+
+
+# ----------------------------------------------------------------------------- plan
+def test_plan_every_candidate_without_a_model():
+    plan = CandidatePlan(("decompose_k",), "default", H100)
+    got = plan(P)
+    assert [c.id for c in got.choices] == [c.id for c in candidates(P, ["decompose_k"], "default", H100)]
+    assert got.k is None and got.why is None and plan.compiles_at_most(P) is None
+
+
+def test_plan_top_k_keeps_cublas_and_says_so():
+    plan = CandidatePlan(("decompose_k",), "default", H100, bspace=2, ranker=ByIndex())
+    got = plan(P)
+    assert [c.id for c in got.choices] == ["aten", "decompose_k:s2", "decompose_k:s4"]
+    assert (got.k, got.why) == (2, "fixed") and plan.compiles_at_most(P) == 2
+
+
+def test_plan_a_table_entry_fixes_the_choices():
+    lut = LookupTable({}, {P.key: [TableChoice(Choice.parse("decompose_k:s8"), 0.01)]})
+    plan = CandidatePlan(("triton_mm",), "default", H100, lut, bspace=1, ranker=ByIndex())
+    assert [c.id for c in plan(P).choices] == ["decompose_k:s8"] and plan(P).k is None
+    assert plan.compiles_at_most(P) == 1
+    other = P.with_sizes(k=2048)
+    assert len(plan(other).choices) == 2  # no entry: cuBLAS + the model's top 1
+
+
+def test_as_shapes_names_what_is_not_a_problem():
+    s = as_shapes([P, Shape("g", "n", P)])
+    assert [x.name for x in s] == ["64x64x4096", "n"]
+    with pytest.raises(TypeError, match=r"problems\[1\]"):
+        as_shapes([P, "64x64x64"])
+
+
+# ----------------------------------------------------------------------------- recorder
+@pytest.fixture
+def store(tmp_path):
+    db = ResultStore(tmp_path / "s.sqlite")
+    yield db
+    db.close()
+
+
+def test_recorder_pending_record_and_summary(store):
+    rec = Recorder(store, CTX)
+    dk = Choice.parse("decompose_k:s2")
+    assert rec.pending(P, [ATEN, dk])[1] == [(P, ATEN), (P, dk)]
+    rec.record(P, ATEN, {"status": "ok", "device_ms": 0.02})
+    rec.record(P, dk, {"status": "crashed", "reason": "worker died\nmore"})
+    assert rec.pending(P, [ATEN, dk])[1] == [] and rec.recorded == 2
+    assert Recorder(store, CTX, retry_failed=True).pending(P, [ATEN, dk])[1] == [(P, dk)]
+    s = rec.summarize(Shape("g", "x", P), [ATEN, dk])
+    assert (s.best, s.aten_ms, s.tried, s.failed) == ("aten", 0.02, 2, 1)
+    assert s.reasons == {"crashed": "worker died"}
+
+
+def test_recorder_records_compile_failures_and_keeps_the_rest(store):
+    rec = Recorder(store, CTX)
+    a, b = Choice.parse("decompose_k:s2"), Choice.parse("decompose_k:s4")
+    keep = rec.record_compile_failures([(P, a), (P, b)], {(P.key, a.id): {"status": "compile_error"},
+                                                          (P.key, b.id): {"status": "ok"}})
+    assert keep == [(P, b)] and set(store.done(CTX, P.key)) == {a.id}
+    assert rec.recorded == 0  # compile failures are not measurements
+
+
+def test_two_recorders_split_the_claims_and_wait_for_each_other(store):
+    one, two = Recorder(store, CTX, owner="one"), Recorder(store, CTX, owner="two")
+    todo = [(P, ATEN), (P, Choice.parse("decompose_k:s2"))]
+    mine, others = one.claim(P, todo)
+    assert mine == todo and others == []
+    mine2, others2 = two.claim(P, todo)
+    assert mine2 == [] and others2 == todo
+    for p, c in mine:
+        one.record(p, c, {"status": "ok", "device_ms": 1.0})
+    one.release(P)
+    assert two.await_others(P, others2, measure=lambda pcs: pytest.fail("nothing to measure")) == 2
+
+
+def test_await_others_takes_over_an_expired_claim(store):
+    sleeps, measured = [], []
+    two = Recorder(store, CTX, owner="two", sleep=sleeps.append)
+    store.claim(CTX, P.key, [ATEN.id], "dead", ttl_s=-1)  # a tuner that died: its claim expired
+    got = two.await_others(P, [(P, ATEN)], measure=lambda pcs: measured.extend(pcs))
+    assert measured == [(P, ATEN)] and got == 0 and sleeps == []
+
+
+def test_write_table_merges_unless_overwrite(store, tmp_path):
+    rec = Recorder(store, CTX)
+    rec.record(P, ATEN, {"status": "ok", "device_ms": 0.5})
+    s = rec.summarize(Shape("g", "x", P), [ATEN])
+    out = tmp_path / "t.json"
+    table, path = write_table([s], CTX, out, overwrite=False)
+    assert path == out and list(table.entries) == [P.key]
+    q = P.with_sizes(k=2048)
+    rec.record(q, ATEN, {"status": "ok", "device_ms": 0.1})
+    table2, _ = write_table([rec.summarize(Shape("g", "y", q), [ATEN])], CTX, out, overwrite=False)
+    assert set(table2.entries) == {P.key, q.key}
+    table3, _ = write_table([rec.summarize(Shape("g", "y", q), [ATEN])], CTX, out, overwrite=True)
+    assert set(table3.entries) == {q.key}
+
+
+# ----------------------------------------------------------------------------- executor
+class FakePool:
+    def __init__(self):
+        self.tasks = []
+
+    def info(self):
+        return {"device_name": "cpu"}
+
+    def map(self, tasks, **kw):
+        self.tasks += tasks
+        for t in reversed(tasks):  # answers in any order
+            yield t, {"status": "ok", "device_ms": 1.0}
+
+
+def test_executor_pairs_each_result_with_its_candidate():
+    pool = FakePool()
+    ex = Executor(pool, seed=7, timing="quick")
+    dk = Choice.parse("decompose_k:s2")
+    got = list(ex.measure([(P, ATEN), (P, dk)]))
+    assert [(p, c) for p, c, _ in got] == [(P, dk), (P, ATEN)]
+    assert all(t["seed"] == 7 and t["timer"] == "quick" for t in pool.tasks)
+    assert ex.compiler is None and ex.n_compile == 0 and ex.compile_ahead([(P, dk)]) is None
+    ex.close()
+
+
+# ----------------------------------------------------------------------------- look-ahead
+def test_lookahead_plans_ahead_and_raises_a_shapes_error_on_its_turn():
+    shapes = [Shape("g", str(i), P.with_sizes(k=64 * (i + 1))) for i in range(4)]
+    planned, submitted = [], []
+
+    def plan(problem):
+        planned.append(problem.k)
+        if problem.k == 128:
+            raise ValueError("bad shape")
+        return problem.k
+
+    def submit(j, got):
+        submitted.append(j)
+        f = Future()
+        f.set_result(j)
+        return f
+
+    ahead = Lookahead(shapes, plan, ahead=2, submit=submit)
+    assert ahead.plan(0) == 64 and planned == [64, 128, 192] and submitted == [0, 2]
+    assert ahead.job(0).result() == 0 and ahead.job(1) is None
+    with pytest.raises(ValueError, match="bad shape"):
+        ahead.plan(1)
+    assert ahead.plan(2) == 192 and planned == [64, 128, 192, 256]
+
+
+# ----------------------------------------------------------------------------- the sweep, with a fake pool
+class TimedPool(FakePool):
+    """Answers every candidate ok, cuBLAS slowest, so the first Triton candidate wins."""
+
+    def map(self, tasks, **kw):
+        self.tasks += tasks
+        for i, t in enumerate(tasks):
+            yield t, {"status": "ok", "device_ms": 1.0 if t["choice"] == "aten" else 0.5 + 0.01 * i, "repeats": 20}
+
+
+def test_tuner_sweep_records_summarizes_and_reuses(store):
+    shapes = as_shapes([P, P.with_sizes(k=2048)])
+    plan = CandidatePlan(("decompose_k",), "default", H100)
+    tuner = Tuner(progress=False)
+    pool = TimedPool()
+    rec = Recorder(store, CTX)
+    results, wait = tuner._sweep(shapes, plan, Executor(pool), rec)
+    n = sum(len(plan(s.problem).choices) for s in shapes)
+    assert rec.recorded == n == len(pool.tasks) and tuner._reused == 0 and wait == 0.0
+    assert [r.best for r in results] == ["decompose_k:s2", "decompose_k:s2"]
+    assert all(r.aten_ms == 1.0 and r.speedup == pytest.approx(1.0 / r.best_ms) and r.failed == 0 and r.k is None
+               for r in results)
+    # The same sweep again: everything comes from the store, nothing is measured.
+    again = Recorder(store, CTX)
+    results2, _ = tuner._sweep(shapes, plan, Executor(pool), again)
+    assert again.recorded == 0 and tuner._reused == n and len(pool.tasks) == n
+    assert [r.best for r in results2] == [r.best for r in results]
