@@ -316,14 +316,19 @@ def test_analytic_model_gives_fp8_twice_the_math_rate():
     assert 0.4 < t8 / t16 < 0.6
 
 
-def test_inductor_export_skips_scaled_mm_with_the_reason():
+def test_inductor_export_of_scaled_mm():
+    """Exported under tuned_scaled_mm's keys (tests/test_export_fp8.py has the details); a layout
+    torch._scaled_mm does not take is skipped with the reason."""
     p = Problem.from_sizes(64, 64, 64, "e4m3", layout_b="col", op="scaled_mm", scale="row")
-    with pytest.raises(Unsupported, match="scale tensors"):
-        check_problem(p)
+    check_problem(p)
     t = LookupTable(provenance("test", "interp", "x", "x", "x", "by-hand"),
                     {p.key: [TableChoice(Choice.parse("triton_mm:BM64-BN64-BK64-S3-W4-G8"), 0.01)]})
     r = convert(t)
-    assert r.table == {} and any("scale tensors" in s.reason for s in r.skipped)
+    assert len(r.table) == 4 and not r.skipped
+    assert all(v[0]["template_id"] == "triton::mm" for v in r.table.values())
+    q = Problem.from_sizes(64, 64, 64, "e4m3", layout_b="row", op="scaled_mm", scale="row")
+    with pytest.raises(Unsupported, match="B column-major only"):
+        check_problem(q)
 
 
 # ------------------------------------------------------------------ aten: torch._scaled_mm

@@ -119,3 +119,13 @@ def test_report_dispatch_rejects_other_json(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "report_dispatch.py"), str(bad), "--out",
                         str(tmp_path / "o")], capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 2 and "not a bench_dispatch.py result" in r.stderr
+
+
+def test_check_inductor_fp8_lut_dry_run():
+    """The fp8 Inductor check's table and export (its GPU part runs on the device only)."""
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_inductor_fp8_lut.py"), "--dry-run"],
+                       env=_env(), capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "exported: 14 keys for 4 problems; skipped: []" in r.stdout and "dry run: ok" in r.stdout
+    for template in ("triton::mm", "aten::_scaled_mm", "triton::scaled_mm_device_tma_epilogue_scaling"):
+        assert f"'template_id': '{template}'" in r.stdout

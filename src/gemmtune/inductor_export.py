@@ -45,11 +45,36 @@ What gemmtune exports (``convert``; everything else is skipped with a reason):
   batch (stride 0) is skipped: whether Inductor's bmm sees an expanded view or a copy depends on
   the graph. On the CPU, torch 2.13 under max-autotune asks for exactly this key (tests); a GPU
   compile with it has not been run yet.
+* for scaled_mm (``tuned_scaled_mm``, torch/_inductor/kernel/mm.py): key ``"((fp8, [M, K], [K, 1]),
+  (torch.float8_e4m3fn, [K, N], [1, K]), (torch.float32, <scale_a shape>, <strides>), (torch.float32,
+  <scale_b shape>, <strides>)[, (out dtype, [N], [1])])+scaled_mm"``: the scales and the bias as
+  the caller passes them (Inductor unsqueezes them only after the lookup), so one problem has
+  several keys, all exported with the same configs (``scale_variants``): tensor-wise () / (1,) /
+  (1, 1) scales, row-wise (M, 1) and (1, N) with either contiguous stride of their size-1 dim
+  (``w_scale.t()`` gives (1, N) the strides (1, 1)). ``triton_mm`` -> ``triton::mm`` (Inductor's
+  mm template, which tuned_scaled_mm offers with a scaling epilogue, bias included; same kwargs
+  as mm; BLOCK_K >= 32 and K > 16 as its scaled heuristic requires, else skipped); ``aten`` ->
+  ``{"template_id": "aten::_scaled_mm"}`` (cuBLASLt: Inductor then calls ``_scaled_mm(...,
+  out=buf)`` without out_dtype, the output's dtype being ``buf``'s, and use_fast_accum False);
+  ``persistent_tma`` (no bias: tuned_scaled_mm offers no TMA template with one) ->
+  ``triton::scaled_mm_device_tma_epilogue_scaling`` with its heuristic's kwargs plus
+  ``SCALE_RECIPE_A/B`` (0 tensor-wise, 1 row-wise), which tuned_scaled_mm passes as overrides that
+  a lookup hit does not apply (needs ``enable_persistent_tma_matmul``, as for mm); decompose_k,
+  splitk, skinny and pad+ are skipped (no such template for scaled_mm). Only A row-major and B
+  column-major problems are exported (torch._scaled_mm's and tuned_scaled_mm's rule). Without a
+  bias the key holds no out_dtype: e4m3->bf16 and ->fp32 of one shape share it, and the first
+  in key order (bf16) keeps it. Nor does it hold use_fast_accum: the entries serve either
+  (exported with ``USE_FAST_ACCUM: False``, what gemmtune measured). On the CPU, torch 2.13
+  under max-autotune asks for exactly these keys and runs an exported aten entry (tests);
+  ``scripts/check_inductor_fp8_lut.py`` checks the Triton entries on a GPU. torch 2.11.0's
+  Inductor (read from its wheel) has the same tuned_scaled_mm, key function, template ids and
+  heuristics; its lookup renders a template with the table's config alone (2.13 merges it over
+  its heuristic's first config), so every config carries the full option set its template reads.
 
 Entries are exported with the choices Inductor can express, in the table's order;
 an entry with none is left out (Inductor then tunes that shape itself). Problems are
 skipped when Inductor's key cannot express them: out_dtype other than the input
-dtype, tf32 (Inductor follows torch.backends.cuda.matmul), strided operands, or an
+dtype (scaled_mm aside), tf32 (Inductor follows torch.backends.cuda.matmul), strided operands, or an
 operand whose alignment differs from a contiguous tensor's (an offset pointer). The
 key assumes row = contiguous and col = a transposed contiguous tensor (``w.t()``).
 ``device_ms`` is not exported: the tile is ours, the kernel is Inductor's template.
@@ -101,20 +126,12 @@ OP_NAME = "mm"
 TRITON_BMM = triton_mm.INDUCTOR_BMM_TEMPLATE
 ATEN_BMM = aten.INDUCTOR_BMM_TEMPLATE
 ADDMM_SCALARS = "alpha=1&beta=1"  # tuned_addmm's MMKernelInputs scalars, sorted and joined as its key does
-_TORCH_DTYPES = {"float16": "torch.float16", "bfloat16": "torch.bfloat16", "float32": "torch.float32"}
+SCALED_MM_OP = "scaled_mm"  # tuned_scaled_mm's op name (its key's last part)
+ATEN_SCALED_MM = aten.INDUCTOR_SCALED_MM_TEMPLATE
+SCALED_TMA = persistent.INDUCTOR_SCALED_TEMPLATE
+_TORCH_DTYPES = {"float16": "torch.float16", "bfloat16": "torch.bfloat16", "float32": "torch.float32",
+                 "float8_e4m3fn": "torch.float8_e4m3fn", "float8_e5m2": "torch.float8_e5m2"}
 DEFAULT_DECOMPOSE_K_THRESHOLD = 32  # torch._inductor.config.triton.decompose_k_threshold's default
-# scaled_mm (torch 2.13's torch/_inductor/kernel/mm.py tuned_scaled_mm): Inductor does look its
-# templates up in the table (triton::mm with a scaling epilogue for tensor-/row-wise scales, and a
-# device-TMA scaled template without a bias), but its key holds the scale tensors exactly as the
-# caller passes them (a tensor-wise scale of shape (), (1,) or (1, 1) makes three keys; row-wise
-# (M, 1) and (1, N)) and the bias, none of which a gemmtune key pins, and the template's own
-# kwargs (SCALE_RECIPE_A/B, TILE_SIZE_A/B, USE_FAST_ACCUM) come from Inductor's scaled-mm config
-# heuristics, which torch 2.11 (whose template renders the config alone) may spell differently.
-# Not exported until a GPU compile has checked one entry.
-SCALED_MM_UNSUPPORTED = (
-    "scaled_mm: Inductor's tuned_scaled_mm keys its lookup by the scale tensors' exact shapes as passed "
-    "((), (1,) or (1, 1) tensor-wise; (M, 1)/(1, N) row-wise) and the bias, and its scaled triton::mm "
-    "template needs scale-recipe kwargs unverified on a GPU: not exported")
 
 
 @dataclass(frozen=True)
@@ -146,8 +163,66 @@ def _strides(problem: Problem) -> tuple[list[int], list[int]]:
     return sa, sb
 
 
+def _mat_key(dt_a: str, dt_b: str, problem: Problem) -> str:
+    sa, sb = _strides(problem)
+    return (f"({dt_a}, [{problem.m}, {problem.k}], [{sa[0]}, {sa[1]}]), "
+            f"({dt_b}, [{problem.k}, {problem.n}], [{sb[0]}, {sb[1]}])")
+
+
+def scale_variants(problem: Problem) -> list[tuple[tuple, tuple]]:
+    """The (shape, strides) pairs of scale_a and scale_b that a torch._scaled_mm call posing this
+    scaled_mm problem may pass, each pair one key of Inductor's tuned_scaled_mm.
+
+    Its key holds the scale tensors as passed. Tensor-wise: (), (1,) or (1, 1), the same shape for
+    both (Inductor's scaled templates assert it: BaseScaledMMConfigMixin). Row-wise: scale_a (M, 1)
+    and scale_b (1, N), each with either stride that torch calls contiguous: (M, 1) has (1, 1) as
+    made (``x.amax(-1, keepdim=True)``) or (1, M) as a transposed (1, M); (1, N) has (N, 1) as made
+    or (1, 1) as the transpose of a weight's (N, 1) (``w_scale.t()``). The first pair is the common
+    one (``inductor_key``)."""
+    if problem.scale == "tensor":
+        return [(((), ()), ((), ())), (((1,), (1,)), ((1,), (1,))), (((1, 1), (1, 1)), ((1, 1), (1, 1)))]
+    m, n = problem.m, problem.n
+    out = []
+    for sa in ((1, 1), (1, m)):
+        for sb in ((n, 1), (1, 1)):
+            v = (((m, 1), sa), ((1, n), sb))
+            if v not in out:  # M = 1 or N = 1: the two strides are one
+                out.append(v)
+    return out
+
+
+def inductor_keys(problem: Problem, device_key: str | None = None) -> list[str]:
+    """Every key under which Inductor may look ``problem`` up: one for mm, addmm and bmm; for
+    scaled_mm one per ``scale_variants`` pair (with the bias when the problem has one). The
+    first is ``inductor_key``'s.
+
+    Example::
+
+        >>> from gemmtune.problem import Problem
+        >>> p = Problem.from_sizes(64, 96, 128, "e4m3", layout_b="col", op="scaled_mm", scale="tensor")
+        >>> inductor_keys(p)[0]
+        '((torch.float8_e4m3fn, [64, 128], [128, 1]), (torch.float8_e4m3fn, [128, 96], [1, 128]), (torch.float32, [], []), (torch.float32, [], []))+scaled_mm'
+    """
+    check_problem(problem)
+    pre = [device_key] if device_key else []
+    if problem.op != "scaled_mm":
+        return ["+".join(pre + [_inductor_key(problem)])]
+    # tuned_scaled_mm (torch 2.13 torch/_inductor/kernel/mm.py): MMKernelInputs([mat_a, mat_b,
+    # scale_a, scale_b] + [bias] if a bias), no scalars, op "scaled_mm"; the bias (N,) of the
+    # output's dtype as passed (its Triton heuristics unsqueeze it and () scales after the lookup).
+    mats = _mat_key(_TORCH_DTYPES[problem.dtype], _TORCH_DTYPES[problem.dtype_b], problem)
+    bias = f", ({_TORCH_DTYPES[problem.out_dtype]}, [{problem.n}], [1])" if problem.bias else ""
+    keys = []
+    for (sh_a, st_a), (sh_b, st_b) in scale_variants(problem):
+        scales = f"(torch.float32, {list(sh_a)}, {list(st_a)}), (torch.float32, {list(sh_b)}, {list(st_b)})"
+        keys.append("+".join(pre + [f"({mats}, {scales}{bias})", SCALED_MM_OP]))
+    return keys
+
+
 def inductor_key(problem: Problem, device_key: str | None = None) -> str:
-    """Inductor's lookup key for ``problem`` (contiguous / transposed-contiguous inputs).
+    """Inductor's lookup key for ``problem`` (contiguous / transposed-contiguous inputs; for
+    scaled_mm the first of ``inductor_keys``: () scales tensor-wise, contiguous (M, 1)/(1, N)
+    row-wise).
 
     Example::
 
@@ -155,33 +230,37 @@ def inductor_key(problem: Problem, device_key: str | None = None) -> str:
         >>> inductor_key(Problem.from_sizes(64, 96, 128, "bf16", layout_b="col"))
         '((torch.bfloat16, [64, 128], [128, 1]), (torch.bfloat16, [128, 96], [1, 128]))+mm'
     """
-    check_problem(problem)
+    return inductor_keys(problem, device_key)[0]
+
+
+def _inductor_key(problem: Problem) -> str:
     dt = _TORCH_DTYPES[problem.dtype]
     sa, sb = _strides(problem)
     if problem.op == "bmm":
         bt = problem.batch
         mats = (f"({dt}, [{bt}, {problem.m}, {problem.k}], {sa}), "
                 f"({dt}, [{bt}, {problem.k}, {problem.n}], {sb})")
-        return "+".join(([device_key] if device_key else []) + [f"({mats})", "bmm"])
-    mats = (f"({dt}, [{problem.m}, {problem.k}], [{sa[0]}, {sa[1]}]), "
-            f"({dt}, [{problem.k}, {problem.n}], [{sb[0]}, {sb[1]}])")
+        return "+".join([f"({mats})", "bmm"])
+    mats = _mat_key(dt, dt, problem)
     if problem.op == "addmm":
         # The bias as tuned_addmm's Triton templates see it: expanded to the output's shape.
         inputs = f"(({dt}, [{problem.m}, {problem.n}], [0, 1]), {mats})"
-        return "+".join(([device_key] if device_key else []) + [inputs, ADDMM_SCALARS, "addmm"])
-    return "+".join(([device_key] if device_key else []) + [f"({mats})", OP_NAME])
+        return "+".join([inputs, ADDMM_SCALARS, "addmm"])
+    return "+".join([f"({mats})", OP_NAME])
 
 
 def check_problem(problem: Problem) -> None:
     """Raise Unsupported when Inductor's key cannot name ``problem`` exactly."""
-    if problem.op == "scaled_mm":
-        raise Unsupported(SCALED_MM_UNSUPPORTED)
-    if problem.op not in ("mm", "addmm", "bmm"):
-        raise Unsupported(f"op {problem.op!r}: only mm, addmm and bmm are exported")
+    if problem.op not in ("mm", "addmm", "bmm", "scaled_mm"):
+        raise Unsupported(f"op {problem.op!r}: only mm, addmm, bmm and scaled_mm are exported")
+    if problem.op == "scaled_mm" and (problem.slice_layout_a, problem.slice_layout_b) != ("row", "col"):
+        raise Unsupported(f"scaled_mm with A {problem.layout_a} and B {problem.layout_b}: torch._scaled_mm "
+                          "takes A row-major and B column-major only (Inductor's tuned_scaled_mm checks "
+                          "it, check_supported_striding), so no compiled call poses this problem")
     if problem.broadcast_a or problem.broadcast_b:
         raise Unsupported("bmm with an operand broadcast over the batch (stride 0): whether Inductor's "
                           "tuned_bmm sees the expanded view or a copy depends on the graph; not exported")
-    if problem.out_dtype != problem.dtype:
+    if problem.out_dtype != problem.dtype and problem.op != "scaled_mm":
         raise Unsupported(f"out_dtype {problem.out_dtype} differs from the inputs' {problem.dtype}: "
                           "Inductor sends mm with out_dtype to aten, not to its templates")
     if problem.allow_tf32:
@@ -193,7 +272,7 @@ def check_problem(problem: Problem) -> None:
         raise Unsupported("an empty matrix: Inductor runs no template for it")
     contiguous = Problem.from_sizes(problem.m, problem.n, problem.k, problem.dtype, problem.out_dtype,
                                     layout_a=problem.layout_a, layout_b=problem.layout_b, op=problem.op,
-                                    batch=problem.batch)
+                                    batch=problem.batch, scale=problem.scale, bias=problem.bias)
     if (contiguous.aligned_a, contiguous.aligned_b) != (problem.aligned_a, problem.aligned_b):
         raise Unsupported("operand alignment differs from a contiguous tensor's (an offset data "
                           "pointer): Inductor's key cannot tell the two apart")
@@ -204,6 +283,9 @@ def choice_config(choice, problem: Problem, sm_count: int | None = None) -> dict
 
     ``sm_count``: the SMs of the table's GPU, for the persistent template's grid (NUM_SMS).
     The family's own ``inductor_export`` builds it (kernels/<family>.py)."""
+    if choice.pad and problem.op == "scaled_mm":
+        raise Unsupported("pad+ choices: Inductor's scaled_mm templates have no pad variant, and its shape "
+                          "padding (fx_passes/pad_mm.py) does not pad _scaled_mm")
     if choice.pad:
         raise Unsupported("pad+ choices: Inductor pads operands on its own "
                           "(torch._inductor.config.shape_padding); its templates have no pad variant")
@@ -235,6 +317,8 @@ def _decompose_k_threshold() -> int:
 def _offered_notes(problem: Problem, configs: list[dict], key: str) -> list[str]:
     """Why Inductor may ignore some exported configs for this shape (it only uses a
     template it would offer anyway; see torch/_inductor/kernel/mm.py tuned_mm)."""
+    if problem.op == "scaled_mm":
+        return _scaled_notes(problem, configs, key)
     if problem.op in ("addmm", "bmm"):
         return []  # tuned_addmm / tuned_bmm offer their Triton template whenever Triton templates are on
     t = _decompose_k_threshold()
@@ -253,6 +337,23 @@ def _offered_notes(problem: Problem, configs: list[dict], key: str) -> list[str]
         notes.append(f"{key}: triton::mm_persistent_tma is offered only with "
                      "torch._inductor.config.triton.enable_persistent_tma_matmul = True; Inductor will "
                      "ignore it until that is set")
+    return notes
+
+
+def _scaled_notes(problem: Problem, configs: list[dict], key: str) -> list[str]:
+    """tuned_scaled_mm offers its Triton templates for fp8 on sm 8.9+ even without max-autotune
+    (use_triton_template(..., check_max_autotune=False)); the device-TMA one only where
+    use_triton_tma_template holds."""
+    ids = {c["template_id"] for c in configs}
+    notes = []
+    if SCALED_TMA in ids:
+        if not _persistent_enabled():
+            notes.append(f"{key}: {SCALED_TMA} is offered only with "
+                         "torch._inductor.config.triton.enable_persistent_tma_matmul = True; Inductor will "
+                         "ignore it until that is set")
+        if problem.k % 16 or problem.k < 32:
+            notes.append(f"{key}: {SCALED_TMA} needs K a multiple of 16 and >= 32 for fp8 TMA "
+                         "(torch._inductor.utils.can_use_tma); Inductor will ignore it here")
     return notes
 
 
@@ -286,13 +387,28 @@ def convert(table: LookupTable | str | os.PathLike, *, device_key: str | None = 
     table = as_table(table)
     out = InductorExport({}, provenance=dict(table.provenance))
     sm_count = _sm_count(table.provenance)
+    owner: dict[str, str] = {}  # Inductor key -> the gemmtune key whose entry it holds
     for key, tcs in sorted(table.entries.items()):
         problem = Problem.from_key(key)
         try:
-            ikey = inductor_key(problem, device_key)
+            ikeys = inductor_keys(problem, device_key)
         except Unsupported as e:
             out.skipped.append(Skipped(key, None, str(e)))
             continue
+        # scaled_mm keys can be another problem's: without a bias the key holds no out_dtype
+        # (e4m3->bf16 and e4m3->fp32 of one shape share all their keys), and M = N = 1 row-wise
+        # scales are (1, 1) ones, as tensor-wise (1, 1) are. The first in key order (bf16 before
+        # fp32) keeps a shared key; a problem left with none is skipped.
+        taken = [k for k in ikeys if k in owner]
+        ikeys = [k for k in ikeys if k not in owner]
+        if not ikeys:
+            out.skipped.append(Skipped(key, None, f"Inductor's keys for it are {owner[taken[0]]}'s too (a "
+                                                  "scaled_mm key holds no out_dtype without a bias, and (1, 1) "
+                                                  "scales read alike tensor- or row-wise): that entry is kept"))
+            continue
+        if taken:
+            out.notes.append(f"{key}: {len(taken)} of its Inductor keys are {owner[taken[0]]}'s too; "
+                             "that entry is kept there")
         configs = []
         for tc in tcs:
             if tc.choice.family == "aten" and not include_aten and not tc.choice.pad:
@@ -306,7 +422,9 @@ def convert(table: LookupTable | str | os.PathLike, *, device_key: str | None = 
             out.skipped.append(Skipped(key, None, "no choice Inductor can express: entry left out, "
                                                   "Inductor tunes this shape itself"))
             continue
-        out.table[ikey] = configs
+        for ikey in ikeys:
+            out.table[ikey] = [dict(c) for c in configs]
+            owner[ikey] = key
         out.notes += _offered_notes(problem, configs, key)
     return out
 

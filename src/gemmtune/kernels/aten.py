@@ -16,6 +16,9 @@ NAME = "aten"
 CONFIG = AtenConfig
 INDUCTOR_TEMPLATE = "aten::mm"  # cuBLAS among Inductor's candidates
 INDUCTOR_BMM_TEMPLATE = "aten::bmm"  # (tuned_bmm's extern choice; checked in inductor_export)
+# tuned_scaled_mm's extern choice (torch/_inductor/kernel/mm.py: aten__fp8_mm, ExternKernelChoice(
+# torch._scaled_mm, "at::_scaled_mm_out"), whose uid is "aten::" + "_scaled_mm").
+INDUCTOR_SCALED_MM_TEMPLATE = "aten::_scaled_mm"
 
 
 def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
@@ -142,8 +145,12 @@ def features_row(facts: tuple, choice) -> tuple:
 
 def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> dict:
     if problem.op == "scaled_mm":
-        raise Unsupported("aten for scaled_mm: tuned_scaled_mm offers cuBLASLt (aten__fp8_mm) whenever aten "
-                          "GEMMs are on; gemmtune exports no scaled_mm entries (inductor_export.check_problem)")
+        # tuned_scaled_mm hands this choice out_dtype and use_fast_accum as kwarg_overrides, which
+        # a lookup hit does not apply (torch 2.13 LookupTableChoices._create_lookup_choices): Inductor
+        # calls _scaled_mm(a, b, scale_a, scale_b[, bias], out=buf), which takes the output's dtype
+        # from ``out`` (ATen checks out_dtype only when it is given) and use_fast_accum=False, what
+        # gemmtune's aten measured. A torch.dtype has no JSON form, so none is written.
+        return {"template_id": INDUCTOR_SCALED_MM_TEMPLATE}
     if problem.op == "addmm":
         raise Unsupported("aten for addmm: Inductor looks cuBLAS (aten::addmm) up under another key and "
                           "keeps it on a miss, so it stays among Inductor's candidates without an entry")

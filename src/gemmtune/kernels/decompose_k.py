@@ -124,4 +124,6 @@ def features_row(facts: tuple, choice) -> tuple:
 def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> dict:
     if problem.op == "addmm":
         raise Unsupported("decompose_k for addmm: Inductor's tuned_addmm offers no decompose_k template")
+    if problem.op == "scaled_mm":
+        raise Unsupported("decompose_k for scaled_mm: Inductor's tuned_scaled_mm offers no decompose_k template")
     return {"template_id": INDUCTOR_TEMPLATE, "k_split": choice.config.split}

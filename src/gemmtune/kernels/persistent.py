@@ -63,6 +63,9 @@ CONFIG = PersistentConfig
 # output in place (kernels.run_choice).
 TMA_EDGES = True
 INDUCTOR_TEMPLATE = "triton::mm_persistent_tma"  # Inductor's Hopper persistent TMA template
+# tuned_scaled_mm's persistent device-TMA template for tensor- and row-wise scales (torch
+# 2.13 kernel/mm.py scaled_mm_device_tma_epilogue_scaling_template), offered without a bias only.
+INDUCTOR_SCALED_TEMPLATE = "triton::scaled_mm_device_tma_epilogue_scaling"
 TMA_DESCRIPTOR_SIZE = 128  # bytes of a CUtensorMap (Inductor's TMA_SIZE option)
 
 TMA_ALIGN = 16        # bytes: base address and every leading stride (cuTensorMapEncodeTiled)
@@ -346,6 +349,8 @@ def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> di
     if sm_count is None:
         raise Unsupported("persistent_tma: the table names no known GPU, so its SM count "
                           "(the template's NUM_SMS) is unknown")
+    if problem.op == "scaled_mm":
+        return _inductor_scaled(cfg, problem, sm_count)
     # Inductor's persistent TMA template (mm_persistent_tma) with our tile, and the TMA
     # options its heuristic adds (A/B_ROW_MAJOR from the key's layouts, the stable
     # tensor-descriptor API that triton 3.6+ has).
@@ -355,6 +360,33 @@ def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> di
             "USE_FAST_ACCUM": False, "ACC_TYPE": "tl.float32",
             "A_ROW_MAJOR": problem.layout_a == "row", "B_ROW_MAJOR": problem.layout_b == "row",
             "NUM_SMS": sm_count, "TMA_SIZE": TMA_DESCRIPTOR_SIZE, "TMA_EXPERIMENTAL_API": False}
+
+
+def scale_recipe(problem: Problem) -> int:
+    """The ScalingType value (0 TensorWise, 1 RowWise) Inductor's get_scaling_options gives this
+    problem's scales: tensor-wise, and row-wise with M = N = 1 ((1, 1) scales both), are 0."""
+    return 0 if problem.scale == "tensor" or (problem.m == 1 and problem.n == 1) else 1
+
+
+def _inductor_scaled(cfg: PersistentConfig, problem: Problem, sm_count: int) -> dict:
+    if problem.bias:
+        raise Unsupported("persistent_tma for scaled_mm with a bias: Inductor's tuned_scaled_mm offers its "
+                          "device-TMA template only without a bias")
+    if cfg.num_warps == 2 or cfg.block_k < 32:
+        raise Unsupported(f"persistent_tma for scaled_mm with num_warps={cfg.num_warps}, BLOCK_K={cfg.block_k}: "
+                          "Inductor's scaled TMA heuristic keeps only num_warps != 2 and BLOCK_K >= 32 "
+                          "(ScaledTMAConfigMixin._filter_configs)")
+    # The kwargs its heuristic (ScaledTMAConfigMixin) yields, plus SCALE_RECIPE_A/B, which
+    # tuned_scaled_mm passes as kwarg_overrides and a lookup hit does not apply: the template reads
+    # them (load_scales, apply_scaling), so they are stated. No A/B_ROW_MAJOR: this template takes
+    # A row-major and B column-major only and does not read them.
+    recipe = scale_recipe(problem)
+    return {"template_id": INDUCTOR_SCALED_TEMPLATE, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
+            "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m, "num_stages": cfg.num_stages,
+            "num_warps": cfg.num_warps, "EVEN_K": problem.k % cfg.block_k == 0,
+            "USE_FAST_ACCUM": False, "ACC_TYPE": "tl.float32",
+            "NUM_SMS": sm_count, "TMA_SIZE": TMA_DESCRIPTOR_SIZE, "TMA_EXPERIMENTAL_API": False,
+            "SCALE_RECIPE_A": recipe, "SCALE_RECIPE_B": recipe}
 
 
 __all__ = ["NAME", "CONFIG", "space", "validate", "constraint", "run", "prepare", "plan", "features_row",

@@ -86,8 +86,28 @@ def features_row(facts: tuple, choice) -> tuple:
 INDUCTOR_BMM_TEMPLATE = "triton::bmm"  # Inductor's bmm template (kernel/bmm.py), same tile options
 
 
+# Inductor's scaled-mm heuristic for triton::mm (torch 2.13 template_heuristics/triton.py,
+# CUDAScaledMMTemplateConfigHeuristic / ScaledMMConfigMixin) keeps BLOCK_K >= 32 only and
+# yields no config at all for K <= 16, where a lookup hit then drops the template.
+SCALED_MIN_BLOCK_K = 32
+SCALED_MAX_SMALL_K = 16
+
+
 def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> dict:
+    from .base import Unsupported
+
     cfg = choice.config
+    if problem.op == "scaled_mm":
+        # tuned_scaled_mm offers Inductor's own mm template (triton::mm) with a scaling epilogue
+        # (scale_mm_epilogue, the bias added there too) for tensor- and row-wise scales: the
+        # same template and kwargs as mm; the epilogue comes with Inductor's extra kwargs.
+        if problem.k <= SCALED_MAX_SMALL_K:
+            raise Unsupported(f"triton_mm for scaled_mm with K = {problem.k} <= {SCALED_MAX_SMALL_K}: "
+                              "Inductor's scaled triton::mm heuristic gives no config there "
+                              "(ScaledMMConfigMixin._valid), and a lookup hit then drops the template")
+        if cfg.block_k < SCALED_MIN_BLOCK_K:
+            raise Unsupported(f"triton_mm for scaled_mm with BLOCK_K = {cfg.block_k} < {SCALED_MIN_BLOCK_K}: "
+                              "Inductor's scaled triton::mm configs all have BLOCK_K >= 32 (fp8 tl.dot)")
     template = INDUCTOR_BMM_TEMPLATE if problem.op == "bmm" else INDUCTOR_TEMPLATE
     return {"template_id": template, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
             "BLOCK_K": cfg.block_k, "GROUP_M": cfg.group_m, "num_stages": cfg.num_stages,

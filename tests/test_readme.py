@@ -1,0 +1,44 @@
+"""The README's complete CPU examples run as written.
+
+A ```python block that starts with ``import torch`` and names no CUDA device is a whole program a
+new user can paste on a CPU machine: each one runs here, in a scratch directory, and what it
+prints matches the values its comments promise (`# <value>` after a print)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def cpu_examples() -> list[tuple[int, str]]:
+    text = README.read_text()
+    blocks = [(text[:m.start()].count("\n") + 2, m.group(1))
+              for m in re.finditer(r"```python\n(.*?)```", text, re.S)]
+    return [(line, code) for line, code in blocks if code.startswith("import torch") and "cuda" not in code]
+
+
+def test_there_are_cpu_examples():
+    assert len(cpu_examples()) >= 2
+
+
+@pytest.mark.parametrize("line,code", cpu_examples(), ids=lambda v: f"line{v}" if isinstance(v, int) else "")
+def test_cpu_example_runs(line, code, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, f"README.md:{line}", "exec"), {"__name__": "__readme__"})
+    printed = out.getvalue().splitlines()
+    prints = [ln for ln in code.splitlines() if ln.startswith("print(")]
+    assert len(printed) == len(prints), f"README.md:{line}: one line per print() expected"
+    for stmt, got in zip(prints, printed):
+        m = re.search(r"\)\s*#\s*(.+?)\s*$", stmt)
+        if m is None:
+            continue
+        want = m.group(1)  # the value, or the value then ': why'
+        assert got == want or want.startswith(got + ":"), f"README.md:{line}: printed {got!r}, promised {want!r}"
