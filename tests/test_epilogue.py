@@ -25,7 +25,7 @@ from gemmtune import kernels
 from gemmtune.configs import AtenConfig, Choice, DecomposeKConfig, SkinnyConfig, SplitKConfig, TileConfig
 from gemmtune.dispatch import compile_mm
 from gemmtune.epilogue import ACTIVATIONS, Epilogue, bind, reference
-from gemmtune.kernels import skinny, tiled
+from gemmtune.kernels import skinny, tile_epilogue, tiled
 from gemmtune.kernels.splitk import SplitKWorkspace
 from gemmtune.verify import compare
 
@@ -349,7 +349,7 @@ def test_prepared_launch_passes_the_epilogue(case, operand, device, monkeypatch)
     match (they take the ordinary launch)."""
     family, cfg = case
     monkeypatch.setattr(tiled, "_INTERPRETED", False)
-    monkeypatch.setattr(tiled, "_gpu_fence", _no_fence)  # inline PTX: the interpreter cannot run it
+    monkeypatch.setattr(tile_epilogue, "_gpu_fence", _no_fence)  # inline PTX: the interpreter cannot run it
     monkeypatch.setattr(tiled, "_tiled_mm_kernel", _FakeJit(tiled._tiled_mm_kernel))
     monkeypatch.setattr(skinny, "_INTERPRETED", False)
     monkeypatch.setattr(skinny, "_skinny_kernel", _FakeJit(skinny._skinny_kernel))

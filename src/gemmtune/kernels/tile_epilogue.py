@@ -1,0 +1,166 @@
+"""Device functions the Triton families share: the dot (``mma``, with the interpreter's bf16
+and fp8's promotion modes), the fused epilogue (scale, bias, activation, residual) and the
+store of a tile in every split mode (``split_epilogue``: plain, or the last arriver's sum of the
+fp32 partials), plus the kernel that sums DecomposeK's partials. kernels.tiled, skinny and
+persistent call these from their own kernels; kernels.tiled re-exports them."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _gpu_fence(x):
+    # fence.acq_rel.gpu: orders this thread's prior memory operations (stores,
+    # reductions) before its later ones, for every observer on the GPU.
+    tl.inline_asm_elementwise("fence.acq_rel.gpu; mov.u32 $0, $1;", "=r,r", [x],
+                              dtype=tl.int32, is_pure=False, pack=1)
+
+
+# The Triton CPU interpreter multiplies bf16 tl.dot operands wrongly (triton 3.9: a 16x16x16
+# bf16 dot gave 1e10 where fp32 gives ~1; loads, stores and casts of bf16 are right), so in
+# the interpreter bf16 operands are upcast to fp32 before the dot: every bf16 product is exact
+# in fp32 and the accumulator is fp32 on a GPU too, so the result is the GPU's up to the order
+# of the fp32 sums. ``input_precision`` names this mode.
+UPCAST_BF16 = "fp32-upcast"
+# fp8 operands (scaled_mm): Hopper's fp8 tensor cores keep the running sum of one dot at reduced
+# precision (about 14 mantissa bits, DeepSeek-V3 report sec. 3.3.2), so each K-block's product
+# is summed into the fp32 accumulator by an fp32 add ("promotion" every BLOCK_K), as
+# torch._scaled_mm does without use_fast_accum and Inductor's scaled mm template with
+# USE_FAST_ACCUM=False. Triton 3.9's interpreter runs fp8 tl.dot (exact: fp8 products fit
+# fp32), so CPU tests run this path too.
+FP8_PROMOTE = "fp8-promote"
+
+
+@triton.jit
+def mma(a, b, acc, INPUT_PRECISION: tl.constexpr):
+    """``acc + a @ b`` in fp32: tl.dot, or the interpreter's bf16 workaround (UPCAST_BF16)."""
+    if INPUT_PRECISION == "fp32-upcast":
+        out = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+    elif INPUT_PRECISION == "fp8-promote":
+        out = acc + tl.dot(a, b, out_dtype=tl.float32)
+    else:
+        out = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+    return out
+
+
+@triton.jit
+def activation(x, ACT: tl.constexpr):
+    """The activation numbered ``ACT`` (gemmtune.epilogue.ACTIVATIONS) on fp32 ``x``."""
+    if ACT == 1:
+        # gelu_tanh: 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
+        # The sigmoid form needs only exp: triton.language has no tanh in every version we
+        # support. Far out on the negative side exp overflows to inf and x / inf = -0, as it should.
+        u = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+        x = x / (1.0 + tl.exp(-2.0 * u))
+    elif ACT == 2:
+        # gelu_erf (torch's default GELU): 0.5 x (1 + erf(x / sqrt(2))).
+        x = 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476))
+    elif ACT == 3:
+        x = x / (1.0 + tl.exp(-x))  # silu: x * sigmoid(x)
+    elif ACT == 4:
+        x = tl.maximum(x, 0.0)
+    return x
+
+
+@triton.jit
+def fused_epilogue(x, rm, rn, mask, N, bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn,
+                   HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr,
+                   M, sa_ptr, sb_ptr, SCALE: tl.constexpr):
+    """``act(x * sa * sb + bias[rn]) + residual[rm, rn]`` in fp32 (gemmtune.epilogue). ``rm``, ``rn``
+    broadcast to ``x`` (a tile: rm[:, None], rn[None, :]; the flat sum kernel: one index each).
+    SCALE (scaled_mm): 1 multiplies by the scalars sa_ptr[0] * sb_ptr[0], 2 by sa_ptr[rm] * sb_ptr[rn]
+    (contiguous fp32 vectors). With every constexpr off this is ``x`` itself: a plain mm compiles
+    to the code it had before epilogues."""
+    if SCALE == 1:
+        x = x * (tl.load(sa_ptr) * tl.load(sb_ptr))
+    elif SCALE == 2:
+        x = x * tl.load(sa_ptr + rm, mask=rm < M, other=0.0) * tl.load(sb_ptr + rn, mask=rn < N, other=0.0)
+    if HAS_BIAS:
+        x = x + tl.load(bias_ptr + rn * stride_bias, mask=rn < N, other=0.0).to(tl.float32)
+    x = activation(x, ACT)
+    if HAS_RES:
+        x = x + tl.load(res_ptr + rm * stride_rm + rn * stride_rn, mask=mask, other=0.0).to(tl.float32)
+    return x
+
+
+@triton.jit
+def split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm, rn, mask, stride_cm, stride_cn, M, N,
+                   tile, pid_k, share, num_splits, SPLIT_MODE: tl.constexpr, GPU_FENCE: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn,
+                   HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr,
+                   sa_ptr, sb_ptr, SCALE: tl.constexpr):
+    """Store a program's fp32 tile ``acc`` (rows ``rm``, cols ``rn``), shared by every kernel
+    that splits K across programs. SPLIT_MODE 0: cast and store (one slice, or a slice of
+    DecomposeK's batched partials). 1/2: the fused split-K reduction (module docstring);
+    ``tile`` indexes the arrival counter of this output tile, to which this program adds its
+    ``share`` of the ``num_splits`` it needs in all (1 of S slices; a stream-K program adds the
+    K-blocks it reduced, in mode 2 only): the program that completes the count writes the tile.
+    The fused epilogue (``fused_epilogue``) runs on the complete fp32 sum just before the final
+    cast: in mode 0 on ``acc``, in modes 1/2 only in the last arriver, never on a partial.
+    DecomposeK's partials pass it switched off; its sum kernel applies it."""
+    c_ptrs = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn
+    if SPLIT_MODE == 0:
+        acc = fused_epilogue(acc, rm[:, None], rn[None, :], mask, N, bias_ptr, res_ptr, stride_bias,
+                             stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES, M, sa_ptr, sb_ptr, SCALE)
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+    else:
+        # Workspace is contiguous fp32: [S, M, N] for mode 1, [M, N] for mode 2.
+        w_off = rm[:, None] * N + rn[None, :]
+        if SPLIT_MODE == 1:
+            tl.store(ws_ptr + pid_k * M * N + w_off, acc, mask=mask)
+        else:
+            tl.atomic_add(ws_ptr + w_off, acc, mask=mask, sem="relaxed")
+        # Every thread's partial must be visible GPU-wide before the arrival is
+        # counted: a fence in each thread (red/store are otherwise unordered with
+        # thread 0's counter atomic; without it the atomic mode lost partials on
+        # an H200), then a barrier.
+        if GPU_FENCE:
+            _gpu_fence(tile)
+        tl.debug_barrier()
+        arrived = tl.atomic_add(lock_ptr + tile, share, sem="acq_rel")
+        if arrived + share == num_splits:
+            if GPU_FENCE:
+                _gpu_fence(tile)
+            # Last arriver: partials of other SMs are read from L2 (.cg skips the
+            # non-coherent L1).
+            if SPLIT_MODE == 1:
+                total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                for s in range(0, num_splits):
+                    total += tl.load(ws_ptr + s * M * N + w_off, mask=mask, other=0.0,
+                                     cache_modifier=".cg")
+            else:
+                total = tl.load(ws_ptr + w_off, mask=mask, other=0.0, cache_modifier=".cg")
+                # Small tiles over many warps give layouts where two threads hold the
+                # same element: without this barrier one thread's zeroing store beat
+                # the other's load, and outputs came back short on an H200.
+                tl.debug_barrier()
+                # Leave the workspace zeroed for the next launch.
+                tl.store(ws_ptr + w_off, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), mask=mask)
+            total = fused_epilogue(total, rm[:, None], rn[None, :], mask, N, bias_ptr, res_ptr, stride_bias,
+                                   stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES, M, sa_ptr, sb_ptr, SCALE)
+            tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask)
+            tl.atomic_xchg(lock_ptr + tile, 0)
+
+
+@triton.jit
+def _sum_splits_kernel(ws_ptr, out_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr, MN, N, S, stride_om, stride_on,
+                       stride_bias, stride_rm, stride_rn, BLOCK: tl.constexpr, INDEX_64: tl.constexpr,
+                       HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr,
+                       SCALE: tl.constexpr):
+    """out[m, n] = epilogue(sum_s ws[s, m, n]), summed in fp32 in slice order, cast on store."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < MN
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for s in range(0, S):
+        acc += tl.load(ws_ptr + s * MN + offs, mask=mask, other=0.0)
+    m = offs // N
+    n = offs % N
+    if INDEX_64:
+        m = m.to(tl.int64)
+        n = n.to(tl.int64)
+    acc = fused_epilogue(acc, m, n, mask, N, bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn,
+                         HAS_BIAS, ACT, HAS_RES, MN // N, sa_ptr, sb_ptr, SCALE)
+    tl.store(out_ptr + m * stride_om + n * stride_on, acc.to(out_ptr.dtype.element_ty), mask=mask)
