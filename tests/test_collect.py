@@ -191,9 +191,49 @@ def test_dry_run_counts_what_a_store_leaves(tmp_path, capsys):
     assert f"left after s.sqlite.gz: {total - 1} candidates on 2 shapes" in capsys.readouterr().out
 
 
+# ----------------------------------------------------------------------------- new families, fp8
+def test_new_families_are_sampled_after_the_rest():
+    """The families the shipped model has no timings of come last, from their own seeded stream:
+    the rest of a shape's sample is the one it had before (so finished shapes stay finished for
+    it), and each new family's configs are valid members of its own space for the problem."""
+    decode_odd = Problem.from_sizes(8, 4097, 1025, "bf16", layout_b="col")  # skinny and triton_static serve it
+    old = collect.sample_choices(decode_odd, H100, mm=6, splitk=3, pad=2)
+    new = collect.sample_choices(decode_odd, H100, mm=6, splitk=3, pad=2, new=3)
+    assert new[:len(old)] == old
+    added = new[len(old):]
+    fams = {c.family for c in added}
+    assert {"skinny", "triton_static"} <= fams and len(added) <= 3 * len(collect.NEW_FAMILIES)
+    for c in added:
+        assert c.id in {x.id for x in gemmtune.space(decode_odd, c.family, "exhaustive", device=H100)}
+    assert new == collect.sample_choices(decode_odd, H100, mm=6, splitk=3, pad=2, new=3)  # seeded
+    aligned = Problem.from_sizes(2048, 2048, 2048, "bf16")
+    assert not any(c.family == "triton_static"
+                   for c in collect.sample_choices(aligned, H100, mm=2, splitk=1, pad=1, new=3))
+
+
+def test_fp8_phase_is_scaled_mm_on_a_third_of_the_plan():
+    from gemmtune import kernels
+
+    plan = collect.shape_plan()
+    probs = collect.problems_for("float8_e4m3fn", plan)
+    assert len(probs) == len(plan[::3])
+    ps = [p for _, _, p in probs]
+    assert all(p.op == "scaled_mm" and p.out_dtype == "bfloat16" and p.layout_b == "col" for p in ps)
+    assert {p.scale for p in ps} == {"row", "tensor"}
+    p = next(p for p in ps if p.m <= 64)
+    cands = collect.sample_choices(p, H100, mm=4, splitk=2, pad=2, new=2)
+    assert cands[0].id == "aten" and len({c.id for c in cands}) == len(cands)
+    for c in cands:  # every unpadded candidate is one its family serves for this fp8 problem
+        if not c.pad:
+            fam = kernels.get(c.family)
+            fam.validate(p, c.config)
+            assert fam.constraint(c.config, p, H100) is None, c.id
+
+
 # ----------------------------------------------------------------------------- whole runs (interpreter)
 SMALL = ["--cpu-interpreter", "--groups", "square", "--limit-shapes", "2", "--dtypes", "fp16",
-         "--mm-sample", "2", "--splitk-sample", "1", "--pad-sample", "1", "--compile-workers", "2"]
+         "--mm-sample", "2", "--splitk-sample", "1", "--pad-sample", "1", "--new-sample", "1",
+         "--compile-workers", "2"]
 interpreter_only = pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter run is for machines "
                                       "without a GPU")
 

@@ -33,7 +33,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--hard-stop-minutes", type=float,
                    help="if a batch is still running after this many minutes, export what the store holds "
                     "and exit (default: --max-minutes + 1; 0: never)")
-    p.add_argument("--dtypes", default="bf16,fp16,fp32", help="phases, in order (default bf16,fp16,fp32)")
+    p.add_argument("--dtypes", default="bf16,fp16,fp32",
+                   help="phases, in order (default bf16,fp16,fp32; e4m3 / e5m2: fp8 scaled_mm on a third of the "
+                    "shapes, bf16 out, B column-major, row-wise and tensor-wise scales)")
     p.add_argument("--groups", help="only these comma-separated shape groups")
     p.add_argument("--batch", type=positive_int, default=24,
                    help="most shapes per tune() call (default 24; fewer when the time left is short)")
@@ -41,6 +43,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--mm-sample", type=int, default=80, help="triton_mm configs per shape (default 80)")
     p.add_argument("--splitk-sample", type=int, default=40, help="split-K configs per shape (default 40)")
     p.add_argument("--pad-sample", type=int, default=16, help="pad+ configs per unaligned shape (default 16)")
+    p.add_argument("--new-sample", type=int, default=8,
+                   help="configs per shape of each family the shipped model has no timings of (skinny, "
+                    "persistent_tma, triton_static; default 8, 0: none). Shapes finished before these "
+                    "families existed are measured again for them only")
     p.add_argument("--sampler", choices=collect.SAMPLERS, default="pool",
                    help="how new shapes draw their configs: 'pool' (default: from a fixed subset of each "
                     "exhaustive space, so that shapes share compiled kernels) or 'random' (the whole space); "

@@ -80,9 +80,11 @@ from __future__ import annotations
 from .claims import claim
 from .rows import EDGE_MASKS_SINCE, LAUNCH_BOUND_MS, LAUNCH_BOUND_SINCE, export, launch_bound_rows, stale_edge_rows
 from .run import batch_size, run, run_on_gpus
-from .sampling import POOL_SIZES, SAMPLERS, exhaustive_raw, pool_raw, sample_choices, sample_space, shape_choices
+from .sampling import (NEW_FAMILIES, POOL_SIZES, SAMPLERS, exhaustive_raw, pool_raw, sample_choices, sample_new,
+                       sample_space, shape_choices)
 from .shapes import MODELS, problems_for, shape_plan
 
 __all__ = ["claim", "EDGE_MASKS_SINCE", "LAUNCH_BOUND_MS", "LAUNCH_BOUND_SINCE", "export", "launch_bound_rows",
            "stale_edge_rows", "batch_size", "run", "run_on_gpus", "POOL_SIZES", "SAMPLERS", "exhaustive_raw",
-           "pool_raw", "sample_choices", "sample_space", "shape_choices", "MODELS", "problems_for", "shape_plan"]
+           "pool_raw", "sample_choices", "sample_space", "shape_choices", "MODELS", "problems_for", "shape_plan",
+           "NEW_FAMILIES", "sample_new"]

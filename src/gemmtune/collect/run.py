@@ -62,7 +62,8 @@ def run(args) -> int:
     """``gemmtune collect`` with its parsed options (cli/collect.py)."""
     t0 = time.monotonic() - process_age_s()
     # How every shape's candidates are drawn (shape_choices), in the dry run and the real one.
-    sampling = {"mm": args.mm_sample, "splitk": args.splitk_sample, "pad": args.pad_sample, "sampler": args.sampler}
+    sampling = {"mm": args.mm_sample, "splitk": args.splitk_sample, "pad": args.pad_sample, "sampler": args.sampler,
+                "new": getattr(args, "new_sample", 0)}
 
     shapes = selected_shapes(args)
     if args.gpus:
@@ -293,7 +294,8 @@ def run(args) -> int:
 
 # Options a per-GPU collector takes over from the command that started it (run_on_gpus); the
 # store, its claims folder, --resume-from and the drops are the parent's, done once.
-PASSED_ON = ("dtypes", "groups", "batch", "limit_shapes", "mm_sample", "splitk_sample", "pad_sample", "sampler",
+PASSED_ON = ("dtypes", "groups", "batch", "limit_shapes", "mm_sample", "splitk_sample", "pad_sample", "new_sample",
+             "sampler",
              "compile_workers", "compile_ahead", "timing", "timeout")
 
 

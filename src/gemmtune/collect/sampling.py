@@ -1,6 +1,8 @@
 """Each shape's candidates: a seeded sample of the exhaustive triton_mm and split-K spaces (or of
 a fixed pool of them, so that shapes share compiled kernels), every DecomposeK split, cuBLAS,
-and pad+ variants for unaligned shapes. The configs come from the families' own lists
+pad+ variants for unaligned shapes, and a few configs of each family the shipped model was
+trained without (``NEW_FAMILIES``: their candidates are ranked by the analytic estimate alone
+until their timings are collected). The configs come from the families' own lists
 (``raw_configs``) and scaling (``scaled``): nothing of their spaces is copied here."""
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ from ..problem import Problem
 POOL_SIZES = {"triton_mm": 256, "splitk": 128}
 POOL_SEED = 20261123
 SAMPLERS = ("random", "pool")
+# Families that came after the collected data (2026-11-23): skinny (decode), persistent_tma
+# (Hopper TMA) and triton_static (sizes compiled in; unaligned problems only). Sampled from the
+# problem's own exhaustive space (empty where the family does not serve the problem).
+NEW_FAMILIES = ("skinny", "persistent_tma", "triton_static")
 
 
 @functools.lru_cache(maxsize=None)
@@ -65,9 +71,25 @@ def sample_space(problem: Problem, family: str, device, n: int, rng, sampler: st
     return kept
 
 
-def sample_choices(problem: Problem, device, *, mm: int, splitk: int, pad: int, sampler: str = "random") -> list:
+def sample_new(problem: Problem, family: str, device, n: int, rng) -> list:
+    """n configs drawn at random from ``family``'s exhaustive space for ``problem`` (all of it
+    when smaller; none where the family does not serve the problem)."""
+    from ..api import space
+
+    if n <= 0:
+        return []
+    cands = space(problem, family, "exhaustive", device)
+    if len(cands) <= n:
+        return cands
+    return [cands[i] for i in sorted(rng.choice(len(cands), size=n, replace=False))]
+
+
+def sample_choices(problem: Problem, device, *, mm: int, splitk: int, pad: int, sampler: str = "random",
+                   new: int = 0) -> list:
     """A seeded (by problem key) random sample of the exhaustive spaces (or of their fixed
-    pools: ``sampler='pool'``), cuBLAS first."""
+    pools: ``sampler='pool'``), cuBLAS first; ``new`` configs of each of ``NEW_FAMILIES`` last
+    (drawn from their own seeded stream, so the rest of the sample is the same with or
+    without them)."""
     from ..api import space
 
     if sampler not in SAMPLERS:
@@ -83,15 +105,20 @@ def sample_choices(problem: Problem, device, *, mm: int, splitk: int, pad: int, 
         pool = [c.padded() for fam in ("triton_mm", "splitk", "decompose_k")
                 for c in space(padded, fam, "default", device)]
         out += [pool[i] for i in sorted(rng.choice(len(pool), size=min(pad, len(pool)), replace=False))]
+    if new > 0:
+        rng_new = np.random.default_rng(zlib.crc32(("new:" + problem.key).encode()))
+        for fam in NEW_FAMILIES:
+            out += sample_new(problem, fam, device, new, rng_new)
     return out
 
 
-def shape_choices(problem: Problem, device, have, *, mm: int, splitk: int, pad: int, sampler: str) -> list:
+def shape_choices(problem: Problem, device, have, *, mm: int, splitk: int, pad: int, sampler: str,
+                  new: int = 0) -> list:
     """The candidates a shape is measured with: a shape the store already holds rows of
     keeps the sampler it was started with (the one whose sample holds more of them; the
     first 35,892 rows were all drawn by 'random'), so that finished shapes stay finished
     and a half-measured one is completed, not re-sampled; a new shape gets ``sampler``."""
-    kw = {"mm": mm, "splitk": splitk, "pad": pad}
+    kw = {"mm": mm, "splitk": splitk, "pad": pad, "new": new}
     if not have:
         return sample_choices(problem, device, sampler=sampler, **kw)
     best, hits = None, -1
