@@ -116,3 +116,25 @@ def test_dispatcher_serves_a_static_hint_only_at_its_own_shape():
                    hint_choices=[HintChoice((8, 21, 37), st), HintChoice((64, 21, 37), mm)])
     assert [h.choice for h in d._ranked(8, 21, 37)] == [st, mm]
     assert [h.choice for h in d._ranked(9, 21, 37)] == [mm]
+
+
+def test_model_selection_times_a_picked_tile_with_its_static_twin():
+    """The models see triton_static as triton_mm (one estimate for both): the k picks are made
+    among the others, and each picked triton_mm config brings its triton_static twin."""
+    from gemmtune.tuning.plan import candidates, select_by_model
+
+    class ByIndex:
+        def predict(self, problem, choices):
+            assert not any(c.family == "triton_static" for c in choices)  # twins are not ranked
+            return list(range(len(choices)))
+
+    p = Problem.from_sizes(33, 97, 41, "fp16")  # unaligned: triton_static serves it
+    cands = candidates(p, ["triton_mm", "triton_static"], "default", H100)
+    assert any(c.family == "triton_static" for c in cands)
+    picked = select_by_model(p, cands, 1, ByIndex())
+    first = next(c for c in cands if c.family == "triton_mm")
+    assert [c.id for c in picked] == ["aten", first.id, f"triton_static:{first.config.id}"]
+    aligned = Problem.from_sizes(64, 64, 64, "fp16")
+    picked = select_by_model(aligned, candidates(aligned, ["triton_mm", "triton_static"], "default", H100),
+                             1, ByIndex())
+    assert [c.family for c in picked] == ["aten", "triton_mm"]

@@ -96,10 +96,30 @@ def _split_baseline(cands: list[Choice]) -> tuple[list[Choice], list[Choice]]:
     return base, rest
 
 
+def _split_twins(rest: list[Choice]) -> tuple[list[Choice], dict]:
+    """(the candidates the model ranks, {config: triton_static twin}). A triton_static choice runs
+    triton_mm's kernel with the same config, its sizes compiled in; the models cannot tell the two
+    apart (same features, same estimate), so ranking both would spend two of the k slots on one
+    prediction. The twin is ranked as its triton_mm config and timed beside it (``_with_twins``):
+    on unaligned problems, the only ones it serves, the H200 parity runs put it 10-20% ahead of
+    triton_mm on 5 of 6 configs and 3.8x behind on one (benchmarks/results/2026-11-24-h200-parity-static),
+    so it is measured, never substituted."""
+    twins = {c.config: c for c in rest if c.family == "triton_static" and not c.pad}
+    if not twins:
+        return rest, twins
+    return [c for c in rest if not (c.family == "triton_static" and not c.pad)], twins
+
+
+def _with_twins(picked: list[Choice], twins: dict) -> list[Choice]:
+    return picked + [twins[c.config] for c in picked
+                     if c.family == "triton_mm" and not c.pad and c.config in twins]
+
+
 def select_by_model(problem: Problem, cands: list[Choice], k: int, model) -> list[Choice]:
     """cuBLAS (the baseline, when among ``cands``) plus the ``k`` other candidates the model
     ranks fastest; all of ``cands`` when they are no more than that. Ties and non-finite
-    estimates keep the candidates' order (non-finite ones rank last).
+    estimates keep the candidates' order (non-finite ones rank last). A picked triton_mm config
+    brings its triton_static twin along when there is one (``_split_twins``).
 
     Example::
 
@@ -111,13 +131,14 @@ def select_by_model(problem: Problem, cands: list[Choice], k: int, model) -> lis
         ['aten', 'decompose_k:s2', 'decompose_k:s4']
     """
     base, rest = _split_baseline(cands)
+    rest, twins = _split_twins(rest)
     if len(rest) <= k:
         return cands
     est = [float(x) for x in model.predict(problem, rest)]
     if len(est) != len(rest):
         raise ValueError(f"{type(model).__name__}.predict returned {len(est)} estimates for {len(rest)} choices")
     order = sorted(range(len(rest)), key=lambda i: (est[i] if math.isfinite(est[i]) else math.inf, i))
-    return base + [rest[i] for i in order[:k]]
+    return base + _with_twins([rest[i] for i in order[:k]], twins)
 
 
 def select_adaptive(problem: Problem, cands: list[Choice], model) -> tuple[list[Choice], int, str]:
@@ -127,13 +148,14 @@ def select_adaptive(problem: Problem, cands: list[Choice], model) -> tuple[list[
     from ..model.topk import model_k  # pure numpy; the model object is still the one passed in
 
     base, rest = _split_baseline(cands)
+    rest, twins = _split_twins(rest)
     if not rest:
         return cands, 0, "no candidate besides cuBLAS"
     keys, k, why = model_k(model, problem, rest)
     if len(keys) != len(rest):
         raise ValueError(f"{type(model).__name__} returned {len(keys)} ranking keys for {len(rest)} choices")
     order = sorted(range(len(rest)), key=lambda i: (keys[i] if math.isfinite(keys[i]) else math.inf, i))
-    return base + [rest[i] for i in order[:k]], min(k, len(rest)), why
+    return base + _with_twins([rest[i] for i in order[:k]], twins), min(k, len(rest)), why
 
 
 def load_ranker(model, dev: DeviceInfo, triton_version: str | None):
