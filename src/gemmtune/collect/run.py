@@ -58,6 +58,24 @@ def selected_shapes(args) -> list[tuple]:
     return shapes
 
 
+def prepare_store(args, store: Path, out_dir: Path) -> None:
+    """The store a run starts from: ``--resume-from`` unpacked where the store is missing, then
+    the rows ``--drop-stale-edges`` / ``--drop-launch-bound`` name taken out to be measured
+    again (the launch-bound ones kept in ``out_dir``). Once per run, before any collector."""
+    if not store.exists() and args.resume_from:
+        unpack(args.resume_from, store)
+        print(f"resumed from {args.resume_from}")
+    if (args.drop_stale_edges or args.drop_launch_bound) and store.exists():
+        with ResultStore(store) as st:
+            if args.drop_stale_edges:
+                print(f"--drop-stale-edges: {st.drop(stale_edge_rows(st))} rows dropped, to be measured again")
+            if args.drop_launch_bound:
+                bound = launch_bound_rows(st)
+                kept = out_dir / "dropped-launch-bound.csv.gz"
+                st.save_rows(bound, kept)
+                print(f"--drop-launch-bound: {st.drop(bound)} rows dropped (kept in {kept}), to be measured again")
+
+
 def run(args) -> int:
     """``gemmtune collect`` with its parsed options (cli/collect.py)."""
     t0 = time.monotonic() - process_age_s()
@@ -111,18 +129,7 @@ def run(args) -> int:
     store = args.store or out_dir / "collect.sqlite"
     if args.claims is not None:
         args.claims.mkdir(parents=True, exist_ok=True)
-    if not store.exists() and args.resume_from:
-        unpack(args.resume_from, store)
-        print(f"resumed from {args.resume_from}")
-    if (args.drop_stale_edges or args.drop_launch_bound) and store.exists():
-        with ResultStore(store) as st:
-            if args.drop_stale_edges:
-                print(f"--drop-stale-edges: {st.drop(stale_edge_rows(st))} rows dropped, to be measured again")
-            if args.drop_launch_bound:
-                bound = launch_bound_rows(st)
-                kept = out_dir / "dropped-launch-bound.csv.gz"
-                st.save_rows(bound, kept)
-                print(f"--drop-launch-bound: {st.drop(bound)} rows dropped (kept in {kept}), to be measured again")
+    prepare_store(args, store, out_dir)
     if args.export_only:
         for p in export(store, out_dir):
             print(p)
@@ -346,17 +353,7 @@ def run_on_gpus(args, gpus: list[str]) -> int:
     claims.mkdir(parents=True, exist_ok=True)
     for f in claims.iterdir():  # a new set of processes: every shape is free again
         f.unlink()
-    if not store.exists() and args.resume_from:
-        unpack(args.resume_from, store)
-        print(f"resumed from {args.resume_from}")
-    if (args.drop_stale_edges or args.drop_launch_bound) and store.exists():
-        with ResultStore(store) as st:
-            if args.drop_stale_edges:
-                print(f"--drop-stale-edges: {st.drop(stale_edge_rows(st))} rows dropped, to be measured again")
-            if args.drop_launch_bound:
-                bound = launch_bound_rows(st)
-                st.save_rows(bound, out_dir / "dropped-launch-bound.csv.gz")
-                print(f"--drop-launch-bound: {st.drop(bound)} rows dropped, to be measured again")
+    prepare_store(args, store, out_dir)
     ResultStore(store).close()  # created (schema and all) before the collectors share it
     try:
         cores = sorted(os.sched_getaffinity(0))
