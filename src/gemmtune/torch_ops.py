@@ -122,6 +122,23 @@ for _key in ("CPU", "CUDA"):
     _LIB.impl("mm", _mm_op, _key)
 
 
+def _check_dispatcher(op: str, handle, dtype, m, n, k) -> None:
+    """At trace time: the operands' dtype and every static dim agree with the dispatcher behind
+    ``handle``. A handle captured from a closure under dynamic=True arrives as a SymInt
+    (unhashable): then there is no dispatcher to check against here, and the run-time call still
+    gets the int."""
+    d = REGISTRY._by_handle.get(handle) if isinstance(handle, int) else None
+    if d is None:
+        return
+    torch._check(dtype == d.torch_dtype,
+                 lambda: f"gemmtune::{op}: dtype: dispatcher multiplies {d.torch_dtype}, got {dtype}")
+    for name, size in (("m", m), ("n", n), ("k", k)):
+        want = d.dims[name]
+        if want is not None:
+            torch._check(size == want, lambda name=name, want=want, size=size:
+                         f"gemmtune::{op}: {name}: static {name.upper()}={want}, got {size}")
+
+
 @torch.library.register_fake("gemmtune::mm", lib=_LIB)
 def _mm_fake(a: torch.Tensor, b: torch.Tensor, handle: int, bias: Optional[torch.Tensor] = None,
              activation: str = "none", residual: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -131,17 +148,7 @@ def _mm_fake(a: torch.Tensor, b: torch.Tensor, handle: int, bias: Optional[torch
     torch._check(a.dtype == b.dtype, lambda: f"gemmtune::mm: dtypes differ: {a.dtype} and {b.dtype}")
     torch._check(a.shape[1] == b.shape[0],
                  lambda: f"gemmtune::mm: inner dimensions differ: {a.shape[1]} and {b.shape[0]}")
-    # A handle captured from a closure under dynamic=True arrives as a SymInt (unhashable): then
-    # there is no dispatcher to check against here, and the run-time call still gets the int.
-    d = REGISTRY._by_handle.get(handle) if isinstance(handle, int) else None
-    if d is not None:
-        torch._check(a.dtype == d.torch_dtype,
-                     lambda: f"gemmtune::mm: dtype: dispatcher multiplies {d.torch_dtype}, got {a.dtype}")
-        for name, size in (("m", a.shape[0]), ("n", b.shape[1]), ("k", a.shape[1])):
-            want = d.dims[name]
-            if want is not None:
-                torch._check(size == want, lambda name=name, want=want, size=size:
-                             f"gemmtune::mm: {name}: static {name.upper()}={want}, got {size}")
+    _check_dispatcher("mm", handle, a.dtype, a.shape[0], b.shape[1], a.shape[1])
     if bias is not None:
         torch._check(bias.dim() == 1 and bias.shape[0] == b.shape[1],
                      lambda: f"gemmtune::mm: bias must have shape (N,) = ({b.shape[1]},), got {tuple(bias.shape)}")
@@ -206,15 +213,7 @@ def _bmm_fake(a: torch.Tensor, b: torch.Tensor, handle: int) -> torch.Tensor:
                  lambda: f"gemmtune::bmm: batch sizes differ: {a.shape[0]} and {b.shape[0]}")
     torch._check(a.shape[2] == b.shape[1],
                  lambda: f"gemmtune::bmm: inner dimensions differ: {a.shape[2]} and {b.shape[1]}")
-    d = REGISTRY._by_handle.get(handle) if isinstance(handle, int) else None
-    if d is not None:
-        torch._check(a.dtype == d.torch_dtype,
-                     lambda: f"gemmtune::bmm: dtype: dispatcher multiplies {d.torch_dtype}, got {a.dtype}")
-        for name, size in (("m", a.shape[1]), ("n", b.shape[2]), ("k", a.shape[2])):
-            want = d.dims[name]
-            if want is not None:
-                torch._check(size == want, lambda name=name, want=want, size=size:
-                             f"gemmtune::bmm: {name}: static {name.upper()}={want}, got {size}")
+    _check_dispatcher("bmm", handle, a.dtype, a.shape[1], b.shape[2], a.shape[2])
     return a.new_empty((a.shape[0], a.shape[1], b.shape[2]))
 
 
