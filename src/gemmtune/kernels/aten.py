@@ -86,7 +86,7 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: AtenConfig, *,
             torch.mm(a, b, out=out)
             apply_(out, epilogue)
         return
-    _mm_out_dtype(a, b, out)
+    _out_dtype(torch.mm, a, b, out)
     apply_(out, epilogue)
 
 
@@ -107,29 +107,23 @@ def _scaled_mm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, epilogue: Ep
 
 
 def _bmm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
-    """torch.bmm into ``out`` (3-D); a 16-bit bmm with an fp32 output as _mm_out_dtype does it."""
+    """torch.bmm into ``out`` (3-D)."""
     if out.dtype == a.dtype:
         torch.bmm(a, b, out=out)
-        return
+    else:
+        _out_dtype(torch.bmm, a, b, out)
+
+
+def _out_dtype(op, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+    # 16-bit inputs with an fp32 output (op: torch.mm or torch.bmm): cuBLAS does it natively where
+    # torch exposes it (mm.dtype / bmm.dtype, CUDA only); elsewhere upcast, exact but slower.
     if a.is_cuda:
         try:
-            out.copy_(torch.bmm(a, b, out_dtype=out.dtype))
+            out.copy_(op(a, b, out_dtype=out.dtype))
             return
         except (TypeError, RuntimeError, NotImplementedError):
             pass
-    torch.bmm(a.to(out.dtype), b.to(out.dtype), out=out)
-
-
-def _mm_out_dtype(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
-    # 16-bit inputs with an fp32 output: cuBLAS does it natively where torch exposes it
-    # (mm.dtype, CUDA only); elsewhere upcast, which is exact but slower.
-    if a.is_cuda:
-        try:
-            out.copy_(torch.mm(a, b, out_dtype=out.dtype))
-            return
-        except (TypeError, RuntimeError, NotImplementedError):
-            pass
-    torch.mm(a.to(out.dtype), b.to(out.dtype), out=out)
+    op(a.to(out.dtype), b.to(out.dtype), out=out)
 
 
 def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: AtenConfig, *,
