@@ -39,6 +39,21 @@ def fp8_case(choice, m, n, k, lay, mode):
     return err < 2e-2, f"fp8 {choice} {m}x{n}x{k} B={lay} scale={mode}: rel err {err:.1e}"
 
 
+def matmul_case(label, a, b, choice) -> bool:
+    """gemmtune.matmul(a, b, choice) against fp64 (largest error over the largest output < 1e-2);
+    prints one line, 'WRONG' at its end when it fails or raises."""
+    try:
+        out = gemmtune.matmul(a, b, choice=choice)
+        torch.cuda.synchronize()
+        ref = a.double() @ b.double()
+        err = float((out.double() - ref).abs().max() / ref.abs().max())
+        ok, line = err < 1e-2, f"{label}: rel err {err:.1e}"
+    except Exception as e:  # noqa: BLE001
+        ok, line = False, f"{label}: {type(e).__name__}: {str(e)[:200]}"
+    print(line if ok else line + "  WRONG", flush=True)
+    return ok
+
+
 WHAT = sys.argv[1:] or ["fp8", "bmm"]
 bad = 0
 for case in FP8_CASES if "fp8" in WHAT else []:
@@ -63,16 +78,7 @@ for choice, bt, m, n, k, var in BMM_CASES if "bmm" in WHAT else []:
         b = torch.randn(1, k, n, device="cuda", dtype=torch.bfloat16).expand(bt, k, n)
     else:
         b = torch.randn(bt, k, n, device="cuda", dtype=torch.bfloat16)
-    try:
-        out = gemmtune.matmul(a, b, choice=choice)
-        torch.cuda.synchronize()
-        ref = a.double() @ b.double()
-        err = float((out.double() - ref).abs().max() / ref.abs().max())
-        ok, line = err < 1e-2, f"bmm {choice} {bt}x{m}x{n}x{k} {var}: rel err {err:.1e}"
-    except Exception as e:  # noqa: BLE001
-        ok, line = False, f"bmm {choice} {var}: {type(e).__name__}: {str(e)[:200]}"
-    bad += not ok
-    print(line if ok else line + "  WRONG", flush=True)
+    bad += not matmul_case(f"bmm {choice} {bt}x{m}x{n}x{k} {var}", a, b, choice)
 STATIC_CASES = [  # (config, M, N, K, B layout, dtype): triton_static on unaligned operands
     ("BM64-BN128-BK64-S4-W4-G8", 333, 4097, 1025, "row", torch.bfloat16),
     ("BM128-BN128-BK64-S3-W4-G8", 300, 20001, 512, "row", torch.float16),
@@ -82,15 +88,6 @@ STATIC_CASES = [  # (config, M, N, K, B layout, dtype): triton_static on unalign
 for cfg, m, n, k, lay, dt in STATIC_CASES if "static" in WHAT else []:
     a = torch.randn(m, k, device="cuda", dtype=dt)
     b = torch.randn(k, n, device="cuda", dtype=dt) if lay == "row" else torch.randn(n, k, device="cuda", dtype=dt).t()
-    try:
-        out = gemmtune.matmul(a, b, choice=f"triton_static:{cfg}")
-        torch.cuda.synchronize()
-        ref = a.double() @ b.double()
-        err = float((out.double() - ref).abs().max() / ref.abs().max())
-        ok, line = err < 1e-2, f"static {cfg} {m}x{n}x{k} B={lay} {dt}: rel err {err:.1e}"
-    except Exception as e:  # noqa: BLE001
-        ok, line = False, f"static {cfg} {m}x{n}x{k}: {type(e).__name__}: {str(e)[:200]}"
-    bad += not ok
-    print(line if ok else line + "  WRONG", flush=True)
+    bad += not matmul_case(f"static {cfg} {m}x{n}x{k} B={lay} {dt}", a, b, f"triton_static:{cfg}")
 print("sanitize: all ok" if not bad else f"sanitize: {bad} WRONG")
 sys.exit(1 if bad else 0)
