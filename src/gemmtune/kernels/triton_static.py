@@ -37,10 +37,13 @@ ALIGNED_REASON = ("triton_static serves only problems with an operand that is no
                   "(elsewhere it measured within 3% of triton_mm and compiles once per shape)")
 
 
+BMM_REASON = "triton_static does not serve bmm: triton_mm's batched kernel does"
+
+
 def applies(problem: Problem) -> str | None:
     """Why this family does not serve ``problem`` (None: it does)."""
     if problem.op == "bmm":
-        return "triton_static does not serve bmm: triton_mm's batched kernel does"
+        return BMM_REASON
     if problem.op == "scaled_mm":
         return "triton_static does not serve scaled_mm: fp8 operands must be aligned and K-major"
     if problem.aligned_a and problem.aligned_b:
@@ -71,7 +74,7 @@ def plan(m: int, n: int, k: int, cfg: TileConfig, sms: int | None = None) -> dic
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: TileConfig, *,
         allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None):
     if a.dim() != 2:
-        raise ValueError("triton_static does not serve bmm: triton_mm's batched kernel does")
+        raise ValueError(BMM_REASON)
     return launch_tiled(a, b, out, k_per_split=a.shape[1], epilogue=epilogue, static=True,
                         **tile_kwargs(cfg, allow_tf32))
 
