@@ -157,6 +157,52 @@ def test_analytic_interface():
         AnalyticModel("h100")
 
 
+@pytest.mark.parametrize("shape,batch_", [((4096, 4096, 4096, "bf16"), 1), ((333, 4097, 1025, "fp16"), 1),
+                                          ((100, 100, 100, "bf16"), 3)])
+def test_breakdown_tiles_are_the_choices_own_tiles(shape, batch_):
+    """breakdown's "tiles" is each choice's own output-tile grid (its family's plan, times the
+    batch), and "edge_efficiency" the useful fraction of those tiles, in (0, 1]. They used to
+    read cuBLAS's 128x128 tile count: 1024 on 4096^3 whatever the blocks, efficiencies up to 16."""
+    p = Problem.from_sizes(*shape, **({"op": "bmm", "batch": batch_} if batch_ > 1 else {}))
+    ids = ["triton_mm:BM64-BN64-BK64-S3-W4-G8", "triton_mm:BM128-BN256-BK64-S3-W8-G8",
+           "triton_mm:BM32-BN16-BK32-S2-W4-G8", "aten"]
+    if batch_ == 1:
+        ids += ["splitk:BM32-BN32-BK128-S4-W4-G8-SK2-det", "decompose_k:s4" if p.k % 4 == 0 else "decompose_k:s5"]
+    b = batch(p, ids)
+    parts = AnalyticModel(H200).breakdown(p, b)
+    for i, cid in enumerate(ids):
+        c = _choice(cid)
+        if c.family == "aten":
+            assert parts["tiles"][i] == 1.0 and parts["edge_efficiency"][i] == 1.0
+            continue
+        plan = gemmtune.kernels.get(c.family).plan(p.m, p.n, p.k, c.config)
+        assert parts["tiles"][i] == plan["tiles"] * batch_, cid
+        bm, bn = b.block_m[i], b.block_n[i]
+        assert -(-p.m // bm) * -(-p.n // bn) == plan["tiles"], cid  # the batch's block sizes are the plan's
+        eff = parts["edge_efficiency"][i]
+        assert 0.0 < eff <= 1.0 and eff == pytest.approx(p.m * p.n / (plan["tiles"] * bm * bn)), cid
+        assert parts["programs"][i] == parts["tiles"][i] * max(1, b.split[i]), cid
+
+
+def test_v1_features_keep_what_the_shipped_models_were_trained_on():
+    """FEATURE_VERSION 1's "log2_tiles" and "edge_efficiency" hold the quantities the shipped H200
+    models were trained on (cuBLAS's 128x128 tile count on every Triton row: the old breakdown's
+    bug), not breakdown's corrected "tiles": changing them takes a retrain and FEATURE_VERSION 2."""
+    assert FEATURE_VERSION == 1, "version 2: feed breakdown's 'tiles' / 'edge_efficiency' and drop this test"
+    p = Problem.from_sizes(4096, 4096, 4096, "bf16")
+    cands = candidates(p, list(gemmtune.families()), "default", H200)
+    X = featurize(p, cands, H200)
+    tiles, edge = X[:, FEATURE_NAMES.index("log2_tiles")], X[:, FEATURE_NAMES.index("edge_efficiency")]
+    from gemmtune.model.choices import ATEN, FAMILY_CODES
+
+    b = batch(p, cands)
+    tri = np.isin(b.fam, [FAMILY_CODES[f] for f in ("triton_mm", "splitk", "decompose_k")])
+    assert tri.sum() > 10 and len(set(zip(b.block_m[tri], b.block_n[tri]))) > 3
+    assert (tiles[tri] == 10.0).all()  # log2(32 x 32 cuBLAS tiles), whatever the blocks
+    assert np.array_equal(edge[tri], p.m * p.n / (1024.0 * b.block_m[tri] * b.block_n[tri]))
+    assert (tiles[b.fam == ATEN] == 0.0).all() and (edge[b.fam == ATEN] == 1.0).all()
+
+
 # ------------------------------------------------------------------ learned model
 @pytest.fixture(scope="module")
 def sample():

@@ -102,3 +102,153 @@ def test_zero_pad_keeps_autograd(monkeypatch):
     t = torch.randn(5, 3, requires_grad=True)
     pad.zero_pad(t, 6, 4).sum().backward()
     assert torch.equal(t.grad, torch.ones(5, 3))
+
+
+# ------------------------------------------------------------------ bmm: 3-D operands
+@pytest.fixture
+def garbage_new_empty(monkeypatch):
+    """new_empty hands back NaN-filled tensors (as uninitialised memory may hold anything), so
+    that any margin zero_pad forgets to write shows; the calls are counted."""
+    calls = []
+    real = torch.Tensor.new_empty
+
+    def new_empty(self, *size, **kw):
+        calls.append(size)
+        return real(self, *size, **kw).fill_(float("nan"))
+    monkeypatch.setattr(torch.Tensor, "new_empty", new_empty)
+    return calls
+
+
+def _operand(variant, bt, r, c, dtype):
+    """A (bt, r, c) operand: contiguous, transposed matrices, an offset (sliced) view, or one
+    matrix broadcast over the batch (batch stride 0)."""
+    if variant == "plain":
+        return torch.randn(bt, r, c, dtype=dtype, device=DEV)
+    if variant == "transposed":
+        return torch.randn(bt, c, r, dtype=dtype, device=DEV).transpose(1, 2)
+    if variant == "offset":
+        return torch.randn(bt + 1, r + 2, c + 5, dtype=dtype, device=DEV)[1:, 2:, 5:]
+    assert variant == "broadcast"
+    return torch.randn(1, r, c, dtype=dtype, device=DEV).expand(bt, r, c)
+
+
+@pytest.mark.parametrize("split_bytes", [0, 1 << 40])  # margins-only path, and F.pad
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
+@pytest.mark.parametrize("bt", [1, 3])
+@pytest.mark.parametrize("variant", ["plain", "transposed", "offset", "broadcast"])
+def test_zero_pad_batched_matches_f_pad(monkeypatch, garbage_new_empty, split_bytes, dtype, bt, variant):
+    from gemmtune.kernels import pad
+
+    monkeypatch.setattr(pad, "PAD_SPLIT_BYTES", split_bytes)
+    torch.manual_seed(bt)
+    t = _operand(variant, bt, 13, 7, dtype)
+    for rows, cols in ((16, 8), (13, 11), (17, 7), (13, 7)):  # both, columns only, rows only, none
+        calls = len(garbage_new_empty)
+        got = pad.zero_pad(t, rows, cols)
+        assert got.shape == (bt, rows, cols) and got.dtype == dtype
+        assert torch.equal(got, torch.nn.functional.pad(t, (0, cols - 7, 0, rows - 13)))
+        assert torch.equal(got[:, :13, :7].double(), t.double())  # the values, exactly
+        assert not got[:, 13:].any() and not got[:, :, 7:].any()  # zero margins (NaN would be truthy)
+        if variant == "broadcast" and bt > 1:  # padded once, broadcast again
+            assert got.stride(0) == 0 and got[0].is_contiguous()
+        else:
+            assert got.is_contiguous()
+        assert (len(garbage_new_empty) > calls) == (split_bytes == 0)  # which path ran
+
+
+def test_zero_pad_refuses_other_ranks():
+    from gemmtune.kernels import pad
+
+    with pytest.raises(ValueError, match="2-D or 3-D"):
+        pad.zero_pad(torch.ones(2, 2, 2, 2), 2, 2)
+
+
+BMM_TILE = "triton_mm:BM16-BN32-BK16-S2-W4-G8"
+
+
+@pytest.mark.parametrize("choice", ["pad+" + BMM_TILE, "pad+aten"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
+@pytest.mark.parametrize("variant", ["plain", "transposed_b", "broadcast_b", "broadcast_a_col", "offset_a", "batch1"])
+def test_bmm_pad_plus_on_the_margins_only_path_against_fp64(monkeypatch, garbage_new_empty, choice, dtype, variant):
+    """pad+ bmm with zero_pad's margins-only copies (PAD_SPLIT_BYTES 0: the path of large
+    operands) into garbage-filled buffers: ragged M, N, K (primes), against fp64."""
+    from gemmtune.kernels import pad
+    from gemmtune.verify import check
+    from gemmtune.problem import Problem
+
+    monkeypatch.setattr(pad, "PAD_SPLIT_BYTES", 0)
+    torch.manual_seed(7)
+    bt, m, n, k = 3, 19, 23, 37
+    a = _operand("plain", bt, m, k, dtype)
+    b = _operand("plain", bt, k, n, dtype)
+    if variant == "transposed_b":
+        b = _operand("transposed", bt, k, n, dtype)
+    elif variant == "broadcast_b":
+        b = _operand("broadcast", bt, k, n, dtype)
+    elif variant == "broadcast_a_col":
+        a = torch.randn(1, k, m, dtype=dtype, device=DEV).transpose(1, 2).expand(bt, m, k)
+    elif variant == "offset_a":
+        a = _operand("offset", bt, m, k, dtype)
+    elif variant == "batch1":
+        a, b = a[:1], b[:1]
+    out = torch.full((a.shape[0], m, n), float("nan"), dtype=dtype, device=DEV)
+    kernels.run_choice(Choice.parse(choice), a, b, out)
+    assert garbage_new_empty  # the copies took the margins-only path
+    p = Problem.from_tensors(a, b)
+    res = check(out, a, b, p)
+    assert res.ok, (p.key, res.reason)
+    ref = torch.bmm(a.double(), b.double())
+    assert torch.allclose(out.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+
+
+def _run_bmm(x, b, choice=PAD_MM):
+    out = torch.empty(x.shape[0], x.shape[1], b.shape[2], dtype=x.dtype, device=x.device)
+    kernels.run_choice(choice, x, b, out)
+    return out
+
+
+def _check_bmm(out, x, b):
+    ref = torch.bmm(x.double(), b.double())
+    assert torch.allclose(out.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+
+
+def test_batched_parameter_is_padded_once_and_follows_updates():
+    torch.manual_seed(3)
+    w = torch.nn.Parameter(torch.randn(3, 37, 13, dtype=torch.float16, device=DEV))  # (batch, K, N): both odd
+    x = torch.randn(3, 7, 37, dtype=torch.float16, device=DEV)
+    n_pad, k_pad = kernels.padded_sizes(7, 13, 37, 2)[1:]
+    with torch.no_grad():
+        _check_bmm(_run_bmm(x, w), x, w)
+        assert len(padcache.WEIGHTS) == 1
+        cached = padcache.WEIGHTS.get(w, n_pad, k_pad)
+        assert cached.shape == (3, k_pad, n_pad) and cached.is_contiguous()
+        assert torch.equal(cached[:, :37, :13], w) and not cached[:, 37:].any() and not cached[:, :, 13:].any()
+        _check_bmm(_run_bmm(x, w), x, w)
+        assert padcache.WEIGHTS.get(w, n_pad, k_pad) is cached  # reused
+        w.mul_(-0.5)
+        _check_bmm(_run_bmm(x, w), x, w)
+        assert padcache.WEIGHTS.get(w, n_pad, k_pad) is not cached
+    assert padcache.WEIGHTS.get(w, n_pad, k_pad) is None  # autograd records: never cached
+
+
+def test_broadcast_weight_is_cached_as_one_matrix_for_every_batch_size():
+    torch.manual_seed(4)
+    w = torch.nn.Parameter(torch.randn(13, 37, dtype=torch.float16, device=DEV))  # Linear weight (out, in)
+    n_pad, k_pad = kernels.padded_sizes(7, 13, 37, 2)[1:]
+    with torch.no_grad():
+        copies = set()
+        for bt in (3, 5, 1):
+            x = torch.randn(bt, 7, 37, dtype=torch.float16, device=DEV)
+            b = w.t().expand(bt, 37, 13)
+            _check_bmm(_run_bmm(x, b), x, b)
+            got = padcache.WEIGHTS.get(b, n_pad, k_pad)
+            assert got.shape == (bt, k_pad, n_pad) and (bt == 1 or got.stride(0) == 0)
+            copies.add(got.data_ptr())
+        _check_bmm(_run_bmm(x, w.t()[None]), x, w.t()[None])  # a batch of one, as a plain view
+        copies.add(padcache.WEIGHTS.get(w.t()[None], n_pad, k_pad).data_ptr())
+        assert len(padcache.WEIGHTS) == 1 and len(copies) == 1  # one copy for every batch size
+        one = padcache.WEIGHTS.get(w.t(), n_pad, k_pad)  # the mm path's copy of W.t(), shared
+        assert one.shape == (k_pad, n_pad) and one.data_ptr() in copies
+        assert torch.equal(one[:37, :13], w.t()) and not one[37:].any() and not one[:, 13:].any()
+        plain = torch.randn(37, 13, dtype=torch.float16, device=DEV).expand(3, 37, 13)
+        assert padcache.WEIGHTS.get(plain, n_pad, k_pad) is None  # not a parameter

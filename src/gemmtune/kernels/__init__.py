@@ -51,21 +51,15 @@ def padded_sizes(m: int, n: int, k: int, elsize: int) -> tuple[int, int, int]:
     return m, -(-n // per) * per, -(-k // per) * per
 
 
-def _pad3(t: torch.Tensor, last: int, mid: int) -> torch.Tensor:
-    """A 3-D operand zero-padded by ``last`` columns and ``mid`` rows per matrix (contiguous);
-    one broadcast over the batch (batch stride 0) is padded once and expanded again."""
-    if t.shape[0] > 1 and t.stride(0) == 0:
-        p = torch.nn.functional.pad(t[:1], (0, last, 0, mid))
-        return p.expand(t.shape[0], -1, -1)
-    return torch.nn.functional.pad(t, (0, last, 0, mid))
-
-
 def _run_padded_bmm(fam, choice, a, b, out, *, allow_tf32, workspace) -> None:
     """``pad+`` for bmm: the same padding as mm's, matrix by matrix (Problem.padded)."""
     Bt, M, K = a.shape
     N = b.shape[-1]
     _, Np, Kp = padded_sizes(M, N, K, a.element_size())
-    ap, bp = _pad3(a, Kp - K, 0), _pad3(b, Np - N, Kp - K)
+    ap = zero_pad(a, M, Kp)
+    bp = padcache.WEIGHTS.get(b, Np, Kp)  # a (batched or broadcast) weight: once per version
+    if bp is None:
+        bp = zero_pad(b, Kp, Np)
     if Np == N:
         fam.run(ap, bp, out, choice.config, allow_tf32=allow_tf32, workspace=workspace)
         return
@@ -83,7 +77,7 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
     ragged edge (as Inductor's pad_mm does). Zero columns of A meet zero rows of
     B, so the product is unchanged. A B that is an ``nn.Parameter`` (or a view of one, as
     ``W.t()`` in a Linear layer) is padded once per parameter version (``padcache``).
-    3-D operands (bmm) are padded matrix by matrix, a broadcast one once (``_pad3``).
+    3-D operands (bmm) are padded matrix by matrix, a broadcast one once (``zero_pad``).
 
     Where N was padded, pointer-based kernels compute the padded N into a temporary (the bias
     and residual padded with it) that is cut off when copying out: computing the real, odd N

@@ -1,7 +1,9 @@
-"""Zero-padded row-major copies, the operands of ``pad+`` choices (kernels.run_choice) and of the
-per-parameter cache (kernels.padcache)."""
+"""Zero-padded row-major copies, the operands of ``pad+`` choices (kernels.run_choice; 2-D for mm,
+3-D for bmm) and of the per-parameter cache (kernels.padcache)."""
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -17,28 +19,44 @@ import torch
 PAD_SPLIT_BYTES = 16 << 20
 
 
+def broadcast_matrix(t: torch.Tensor) -> bool:
+    """A 3-D ``t`` that is one matrix broadcast over a batch of more than one (batch stride 0)."""
+    return t.dim() == 3 and t.shape[0] > 1 and t.stride(0) == 0
+
+
 def zero_pad(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
-    """A row-major (rows x cols) copy of the 2-D ``t`` with zeros past its edges.
+    """A row-major (rows x cols) copy of the 2-D ``t`` with zeros past its edges; of a 3-D ``t``
+    (a bmm operand), the same for every matrix: a contiguous (batch, rows, cols) copy, except that
+    one matrix broadcast over the batch (batch stride 0) is padded once and expanded again.
 
     >>> zero_pad(torch.ones(2, 3), 3, 4)
     tensor([[1., 1., 1., 0.],
             [1., 1., 1., 0.],
             [0., 0., 0., 0.]])
+    >>> zero_pad(torch.ones(1, 2, 1).expand(3, 2, 1), 2, 2).stride()
+    (0, 2, 1)
     """
-    r, c = t.shape
-    if rows * cols * t.element_size() < PAD_SPLIT_BYTES or (t.requires_grad and torch.is_grad_enabled()):
+    if t.dim() not in (2, 3):
+        raise ValueError(f"zero_pad pads 2-D or 3-D tensors, not {t.dim()}-D")
+    if broadcast_matrix(t):
+        return zero_pad(t[0], rows, cols).expand(t.shape[0], rows, cols)
+    *batch, r, c = t.shape
+    if math.prod(batch) * rows * cols * t.element_size() < PAD_SPLIT_BYTES or (
+            t.requires_grad and torch.is_grad_enabled()):
         # (out= writes are not differentiable: a recorded pad stays F.pad)
         return torch.nn.functional.pad(t, (0, cols - c, 0, rows - r)).contiguous()
-    out = t.new_empty((rows, cols))
-    top = out[:r]  # whole rows: contiguous
+    out = t.new_empty((*batch, rows, cols))
+    # Whole rows: contiguous for one matrix or where no rows are added; a batch that gains rows
+    # (bmm's B when K is padded) takes the cat into strided top rows (not timed on a GPU yet).
+    top = out[..., :r, :]
     if t.stride(-1) != 1:  # a transposed operand: one strided copy, then the zero margin
-        top[:, :c].copy_(t)
+        top[..., :c].copy_(t)
         if cols > c:
-            top[:, c:].zero_()
+            top[..., c:].zero_()
     elif cols > c:
-        torch.cat([t, t.new_zeros((r, cols - c))], dim=1, out=top)
+        torch.cat([t, t.new_zeros((*batch, r, cols - c))], dim=-1, out=top)
     else:
         top.copy_(t)
     if rows > r:
-        out[r:].zero_()
+        out[..., r:, :].zero_()
     return out

@@ -6,7 +6,9 @@ different: ``x @ W.t()`` with an odd ``out_features`` (GPT-2's LM head: 50257 x 
 bf16) would otherwise be transposed and padded again on every forward. So when B is an
 ``nn.Parameter`` or a view of one, its padded copy is kept and reused until the parameter
 changes: the key holds the parameter's version counter (bumped by every in-place update,
-optimizer steps included), its data pointer, and the view's shape and strides.
+optimizer steps included), its data pointer, and the view's shape and strides. A bmm's B is
+cached the same way: a batched weight (batch x K x N) as a whole, one weight broadcast over the
+batch (``W.expand(batch, K, N)``, batch stride 0) as its one matrix, shared by every batch size.
 
 Never reused where that would be unsafe:
 * inside a CUDA-graph capture (a replay would keep reading the copy made at capture time after
@@ -32,12 +34,12 @@ import weakref
 
 import torch
 
-from .pad import zero_pad
+from .pad import broadcast_matrix, zero_pad
 
 
 class PaddedWeights:
-    """Per-parameter cache of ``pad(B)`` (row-major, K' x N'). ``get`` returns None for an
-    operand it must not cache; the caller then pads as usual."""
+    """Per-parameter cache of ``pad(B)`` (row-major, K' x N'; batch x K' x N' for a bmm). ``get``
+    returns None for an operand it must not cache; the caller then pads as usual."""
 
     def __init__(self) -> None:
         self._entries: dict[int, tuple] = {}  # id(parameter) -> (weakref, key, padded copy)
@@ -57,7 +59,12 @@ class PaddedWeights:
 
     def get(self, b: torch.Tensor, n_pad: int, k_pad: int) -> torch.Tensor | None:
         """B (K x N) zero-padded to (k_pad x n_pad), row-major: cached when B is a parameter
-        (or a view of one) and caching is safe, else None."""
+        (or a view of one) and caching is safe, else None. A bmm's B (batch x K x N) is padded
+        matrix by matrix (``zero_pad``); one matrix (broadcast over the batch, batch stride 0, or
+        a batch of one) is cached as that matrix, whatever the batch size, and returned expanded."""
+        if b.dim() == 3 and (b.shape[0] == 1 or broadcast_matrix(b)):
+            one = self.get(b[0], n_pad, k_pad)
+            return None if one is None else one.expand(b.shape[0], k_pad, n_pad)
         param = self._parameter(b)
         if param is None:
             return None
@@ -69,7 +76,6 @@ class PaddedWeights:
         hit = self._entries.get(id(param))
         if hit is not None and hit[0]() is param and hit[1] == key:
             return hit[2]
-        k, n = b.shape
         with torch.no_grad():
             padded = zero_pad(b, k_pad, n_pad)
         pid = id(param)

@@ -102,13 +102,18 @@ def featurize(problem: Problem, choices, device: DeviceInfo, *, analytic=None,
     tri = b.fam != ATEN
     fam_onehot = (b.fam[:, None] == np.arange(len(FAMILIES))[None, :]).astype(np.float64)
     us = 1e6
+    # Version 1's "log2_tiles" and "edge_efficiency" are what the shipped models were trained on:
+    # the cuBLAS 128x128 tile count (times its K splits) on every Triton row, not the choice's own
+    # tiles (AnalyticModel.breakdown's "v1_tiles" says how that came about). Feeding the correct
+    # "tiles" / "edge_efficiency" would change what those models mean: that takes a retrain and
+    # FEATURE_VERSION 2.
     cols = [
         fam_onehot[:, 0], fam_onehot[:, 1], fam_onehot[:, 2], fam_onehot[:, 3], b.pad,
         _log2(b.block_m), _log2(b.block_n), _log2(b.block_k), b.stages, b.warps, _log2(b.group_m),
         _log2(b.split), b.det,
-        _log2(parts["tiles"]), _log2(parts["programs"]), parts["waves"], parts["wave_efficiency"],
+        _log2(parts["v1_tiles"]), _log2(parts["programs"]), parts["waves"], parts["wave_efficiency"],
         parts["occupancy"], _log2(parts["k_iters"]), parts["tile_intensity"], parts["smem"] / 1024.0,
-        parts["acc_regs"], parts["edge_efficiency"], parts["wgmma"] * tri,
+        parts["acc_regs"], parts["v1_edge_efficiency"], parts["wgmma"] * tri,
         np.log2(parts["total"] * us), np.log2(np.maximum(parts["sm"] * us, 1e-3)),
         np.log2(np.maximum(parts["dram"] * us, 1e-3)), np.log2(np.maximum(parts["extra"] * us, 1e-3)),
     ]
