@@ -1,9 +1,9 @@
 """compute-sanitizer memcheck of the wave-2 op paths (GPU only): fp8 scaled_mm through every
 Triton family (scales in the epilogue; split-K's atomics and workspace, persistent_tma's TMA),
-and bmm through the batched tiled kernel. Odd sizes, row-wise scales with a bias, a row-major
+and bmm through the batched tiled kernel (padbmm: its pad+ variant, zero_pad's 3-D path). Odd sizes, row-wise scales with a bias, a row-major
 fp8 B (pad+ makes it K-major), and for bmm a transposed and a broadcast (stride-0) operand.
 
-    compute-sanitizer --tool memcheck python scripts/sanitize_fp8_bmm.py [fp8] [bmm] [static]
+    compute-sanitizer --tool memcheck python scripts/sanitize_fp8_bmm.py [fp8] [bmm] [padbmm] [static]
 Each output is checked against fp64; prints one line per launch, then 'sanitize: all ok'.
 """
 import sys
@@ -65,20 +65,32 @@ for case in FP8_CASES if "fp8" in WHAT else []:
         bad += not ok
         print(line if ok else line + "  WRONG", flush=True)
 
+def bmm_operands(bt, m, n, k, var):
+    """bf16 A [bt, m, k] and B [bt, k, n]: contiguous, transposed (K-major) or broadcast (stride 0)."""
+    a = torch.randn(bt, m, k, device="cuda", dtype=torch.bfloat16)
+    if var == "transposed":
+        return a, torch.randn(bt, n, k, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+    if var == "broadcast":
+        return a, torch.randn(1, k, n, device="cuda", dtype=torch.bfloat16).expand(bt, k, n)
+    return a, torch.randn(bt, k, n, device="cuda", dtype=torch.bfloat16)
+
+
 BMM_CASES = [  # (choice, batch, M, N, K, variant)
     ("triton_mm:BM64-BN64-BK32-S3-W4-G8", 5, 77, 130, 72, "plain"),
     ("triton_mm:BM32-BN64-BK32-S2-W4-G8", 3, 129, 64, 257, "transposed"),
     ("triton_mm:BM64-BN32-BK64-S3-W4-G1", 7, 33, 96, 128, "broadcast"),
 ]
 for choice, bt, m, n, k, var in BMM_CASES if "bmm" in WHAT else []:
-    a = torch.randn(bt, m, k, device="cuda", dtype=torch.bfloat16)
-    if var == "transposed":
-        b = torch.randn(bt, n, k, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
-    elif var == "broadcast":
-        b = torch.randn(1, k, n, device="cuda", dtype=torch.bfloat16).expand(bt, k, n)
-    else:
-        b = torch.randn(bt, k, n, device="cuda", dtype=torch.bfloat16)
+    a, b = bmm_operands(bt, m, n, k, var)
     bad += not matmul_case(f"bmm {choice} {bt}x{m}x{n}x{k} {var}", a, b, choice)
+PADBMM_CASES = [  # (choice, batch, M, N, K, variant): pad+ bmm; operands past 16 MiB take zero_pad's margin path
+    ("pad+triton_mm:BM128-BN128-BK64-S3-W4-G8", 4, 1001, 1003, 2049, "plain"),
+    ("pad+triton_mm:BM64-BN128-BK64-S3-W4-G8", 3, 777, 4095, 2047, "transposed"),
+    ("pad+triton_mm:BM64-BN64-BK64-S3-W4-G8", 6, 515, 4097, 2051, "broadcast"),
+]
+for choice, bt, m, n, k, var in PADBMM_CASES if "padbmm" in WHAT else []:
+    a, b = bmm_operands(bt, m, n, k, var)
+    bad += not matmul_case(f"padbmm {choice} {bt}x{m}x{n}x{k} {var}", a, b, choice)
 STATIC_CASES = [  # (config, M, N, K, B layout, dtype): triton_static on unaligned operands
     ("BM64-BN128-BK64-S4-W4-G8", 333, 4097, 1025, "row", torch.bfloat16),
     ("BM128-BN128-BK64-S3-W4-G8", 300, 20001, 512, "row", torch.float16),
