@@ -1,6 +1,7 @@
 """compute-sanitizer memcheck of the wave-2 op paths (GPU only): fp8 scaled_mm through every
 Triton family (scales in the epilogue; split-K's atomics and workspace, persistent_tma's TMA),
-and bmm through the batched tiled kernel (padbmm: its pad+ variant, zero_pad's 3-D path). Odd sizes, row-wise scales with a bias, a row-major
+and bmm through the batched tiled kernel (padbmm: its pad+ variant, zero_pad's 3-D path).
+Odd sizes, row-wise scales with a bias, a row-major
 fp8 B (pad+ makes it K-major), and for bmm a transposed and a broadcast (stride-0) operand.
 
     compute-sanitizer --tool memcheck python scripts/sanitize_fp8_bmm.py [fp8] [bmm] [padbmm] [static]
