@@ -2,10 +2,14 @@
 # Device call 1 of session 6 (2026-11-25): issue 17 after patch leaves all-cuBLAS layers as torch's.
 # GPU tests of the eager/patch path; eager vs eager + patch (interleaved) on GPT-2 and MiniLM, every
 # phase; Llama-3.2-1B decode b1 in every mode, max-autotune included, in one run. Carry .whl
-# (lightgbm, so the shipped ranker ranks) and .minilm (all-MiniLM-L6-v2, weights as fp16).
+# (lightgbm, so the shipped ranker ranks) and .minilm (all-MiniLM-L6-v2, weights as fp16, xz-compressed).
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
+# .minilm carries the weights xz-compressed (the working tree's 64 MiB limit): unpacked here.
+if [ -f .minilm/model.safetensors.xz ]; then
+  rm -rf /tmp/minilm && cp -r .minilm /tmp/minilm && unxz /tmp/minilm/model.safetensors.xz && export MINILM=/tmp/minilm
+fi
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c "import torch, triton, transformers, lightgbm; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__, 'lightgbm', lightgbm.__version__)"; } > $OUT/env.txt 2>&1
 cat $OUT/env.txt
