@@ -73,3 +73,69 @@ def test_unknown_names_and_missing_minilm_are_clear(tmp_path):
                          log=lambda s: None)
     assert "error" in doc["models"][0]  # reported, the run goes on
     assert "Not run:" in (tmp_path / "bench-model.md").read_text()
+
+
+# ------------------------------------------------------------------ CUDA-graph modes
+def test_graph_mode_names_and_defaults():
+    assert benchmodel.DEFAULT_MODES == ("eager", "eager_patch", "compile", "max_autotune", "patch_compile")
+    graphs = [m for m in benchmodel.MODES if benchmodel.is_graph(m)]
+    assert [benchmodel.base_mode(m) for m in graphs] == list(benchmodel.DEFAULT_MODES)
+    assert benchmodel.base_mode("eager") == "eager" and not benchmodel.is_graph("patch_compile")
+
+
+def test_tensors_of_finds_a_caches_tensors():
+    """What a decode step's capture keeps alive: every tensor reachable from the cache object,
+    whatever its classes call their fields."""
+    from transformers import DynamicCache
+
+    model = benchmodel.build_causal("tiny-llama", torch.float32, "cpu")
+    ph = benchmodel.causal_phase("decode_b1", model.config.vocab_size, "cpu")
+    with torch.no_grad():
+        ph.run(model)
+    cache = ph.state(model)
+    assert isinstance(cache, DynamicCache)
+    found = benchmodel.tensors_of(cache)
+    # two layers, a key and a value tensor each, of the prompt's 128 tokens
+    kv = [t for t in found if t.dim() == 4 and t.shape[-2] == 128]
+    assert len(kv) >= 2 * model.config.num_hidden_layers
+    assert benchmodel.tensors_of({"a": [torch.ones(1), (torch.zeros(2), "x")], "b": 3}) and \
+        len(benchmodel.tensors_of({"a": [torch.ones(1), (torch.zeros(2), "x")]})) == 2
+
+
+def test_graph_variants_share_their_base_models_object():
+    calls = []
+    model = benchmodel.build_causal("tiny-gpt2", torch.float32, "cpu")
+    out = {"modes": {}}
+    v = benchmodel.make_variants(model, ["eager_graph", "eager_patch", "eager_patch_graph"],
+                                 lambda m: m(torch.ones(1, 4, dtype=torch.long)), out,
+                                 {"tune_fn": fake_tuner(calls), "progress": False})
+    assert v["eager_graph"] is model and v["eager_patch_graph"] is v["eager_patch"] and len(calls) == 1
+    assert set(out["modes"]) == {"eager_graph", "eager_patch", "eager_patch_graph"}
+    with pytest.raises(ValueError, match="unknown mode"):
+        benchmodel.make_variants(model, ["fastest_graph"], lambda m: None, {"modes": {}}, {})
+
+
+def test_graph_modes_are_skipped_with_a_reason_on_the_cpu(tmp_path):
+    doc = benchmodel.run(["tiny-llama"], phases=["decode_b1"], modes=["eager", "eager_graph"], out_dir=tmp_path,
+                         dtype="float32", log=lambda s: None)
+    rec = doc["models"][0]["modes"]["eager_graph"]
+    assert rec["skipped"] == "CUDA graphs need a CUDA device" and rec["phases"] == {}
+    assert "| decode_b1 |" in (tmp_path / "bench-model.md").read_text()
+    with pytest.raises(RuntimeError, match="CUDA graphs need a CUDA device"):
+        if not torch.cuda.is_available():
+            benchmodel.capture(lambda: torch.ones(1))
+        else:
+            raise RuntimeError("CUDA graphs need a CUDA device")  # the GPU test below covers capture
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_graph_capture_of_a_decode_step_matches_the_plain_call():
+    model = benchmodel.build_causal("tiny-llama", torch.float16, "cuda")
+    ph = benchmodel.causal_phase("decode_b1", model.config.vocab_size, "cuda")
+    with torch.no_grad():
+        replay, info = benchmodel.capture(lambda: ph.run(model), keep=lambda: ph.state(model))
+        plain = ph.run(model)
+        for _ in range(3):
+            out = replay()
+    assert info["replay_ok"], info
+    torch.testing.assert_close(out, plain, rtol=1e-3, atol=1e-3)

@@ -15,9 +15,12 @@ Modes, each timed (median over rounds of CUDA-event-timed calls, after warm-up):
 ``eager``; ``eager_patch`` (``gemmtune.patch(model, example_inputs=...)``: every phase's
 GEMMs captured and tuned in one call); ``compile`` (torch.compile, default mode);
 ``max_autotune`` (torch.compile mode ``max-autotune-no-cudagraphs``: the same kernel
-autotuning as ``max-autotune``, without CUDA graphs, which the cache-cropping decode step
-cannot keep; its compile time is recorded); ``patch_compile`` (the patched model under
-torch.compile).
+autotuning as ``max-autotune``, without torch.compile's own CUDA graphs, which the
+cache-cropping decode step cannot keep; its compile time is recorded); ``patch_compile`` (the
+patched model under torch.compile). These five are the default. Each has a ``_graph`` twin
+(``eager_graph`` ... ``patch_compile_graph``, GPU only): the same model object, each phase's call
+captured into a CUDA graph by hand and timed by replaying it, so the time is the GPU's (the
+plain modes of a small model's decode step measure Python); graphs.py says how.
 
 Correctness, per mode: prefill logits against an fp32 copy of the model (relative Frobenius
 error; passes within ``max(1.5 x eager's own error, 1e-3)``: a mode may not lose more accuracy
@@ -32,12 +35,14 @@ mode of every model) and ``report`` (Markdown, PNG).
 
 from __future__ import annotations
 
-from .models import CAUSAL, MODELS, MODES, PHASES, build_causal, build_minilm, minilm_dir
+from .graphs import base_mode, capture, is_graph, tensors_of
+from .models import CAUSAL, DEFAULT_MODES, MODELS, MODES, PHASES, build_causal, build_minilm, minilm_dir
 from .phases import COSINE_MIN, GREEDY_STEPS, Phase, causal_phase, greedy, rel_err
 from .report import markdown, plot
 from .run import bench_causal, bench_minilm, eager_path_summary, make_variants, run
-from .timing import interleave_eager, time_call, time_interleaved
+from .timing import interleave_eager, interleave_graphs, time_call, time_interleaved
 
-__all__ = ["run", "MODELS", "PHASES", "MODES", "CAUSAL", "time_call", "time_interleaved", "greedy", "build_causal",
+__all__ = ["run", "MODELS", "PHASES", "MODES", "DEFAULT_MODES", "capture", "is_graph", "base_mode", "tensors_of",
+           "interleave_graphs", "CAUSAL", "time_call", "time_interleaved", "greedy", "build_causal",
            "markdown", "build_minilm", "minilm_dir", "COSINE_MIN", "GREEDY_STEPS", "Phase", "causal_phase", "rel_err",
            "plot", "bench_causal", "bench_minilm", "eager_path_summary", "make_variants", "interleave_eager"]

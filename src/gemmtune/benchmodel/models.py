@@ -15,7 +15,12 @@ PHASES = {
     "embed_64": ("embed", 64, 0),
 }
 
-MODES = ("eager", "eager_patch", "compile", "max_autotune", "patch_compile")
+# The modes run when none are named: each call made from Python, as a user's eager or compiled
+# model runs.
+DEFAULT_MODES = ("eager", "eager_patch", "compile", "max_autotune", "patch_compile")
+# Every mode: the defaults plus each one's step replayed from a CUDA graph (graphs.py: the GPU's
+# time of the step, where the defaults measure a host-bound step's Python).
+MODES = DEFAULT_MODES + tuple(m + "_graph" for m in DEFAULT_MODES)
 
 CAUSAL = ("llama-1b", "qwen2-0.5b", "gpt2", "tiny-llama", "tiny-qwen2", "tiny-gpt2")
 

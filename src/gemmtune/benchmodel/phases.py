@@ -16,10 +16,13 @@ COSINE_MIN = 0.999
 
 @dataclass
 class Phase:
-    """The callable a phase times, its example inputs (for capture) and a result to check."""
+    """The callable a phase times, its example inputs (for capture) and a result to check;
+    ``state(model)``: what a call reads besides its closure (a decode step's KV cache), which a
+    CUDA-graph mode keeps alive with its graph (graphs.capture)."""
     name: str
     run: Callable[[torch.nn.Module], torch.Tensor]
     example: Callable[[torch.nn.Module], None]
+    state: Callable[[torch.nn.Module], object] | None = None
 
 
 def _ids(batch: int, seq: int, vocab: int, device: str, seed: int) -> torch.Tensor:
@@ -48,7 +51,7 @@ def causal_phase(name: str, vocab: int, device: str, seed: int = 1) -> Phase:
         out = model(input_ids=step, past_key_values=cache, use_cache=True).logits
         cache.crop(-1)  # drop the new token: every timed step is the same step (negative: works in transformers 4.x and 5.x)
         return out
-    return Phase(name, run, run)
+    return Phase(name, run, run, state=lambda model: caches.get(id(model)))
 
 
 def greedy(model, prompt: torch.Tensor, steps: int = GREEDY_STEPS) -> tuple[list[int], list[float]]:

@@ -15,7 +15,8 @@ def markdown(doc: dict) -> str:
          f"gemmtune {h['gemmtune']}, {h['date']}; dtype {h['dtype']}; tuning: {h['tune']}.", "",
          "Each cell: ms per call (median of 5 rounds of CUDA-event-timed back-to-back calls, after "
          "warm-up; Python launch overhead included) and × eager. `max_autotune` is torch.compile "
-         "mode `max-autotune-no-cudagraphs`.", ""]
+         "mode `max-autotune-no-cudagraphs`. A `_graph` mode replays its base mode's call from a CUDA "
+         "graph (the GPU's time of the step); its × is against `eager_graph`.", ""]
     for m in doc["models"]:
         if "error" in m:
             L += [f"## {m['model']}", "", f"Not run: {m['error']}", ""]
@@ -41,6 +42,11 @@ def markdown(doc: dict) -> str:
             L.append("| eager vs eager_patch, interleaved | " + "; ".join(
                 f"{p}: {i['eager_ms']:.3f} / {i['eager_patch_ms']:.3f} ms ({i['x_eager']:.2f}×)" for p, i in inter)
                 + " |" + " |" * (len(modes) - 1))
+        gi = m.get("graph_interleaved", {})
+        if gi:
+            L.append("| CUDA graphs, interleaved | " + "; ".join(
+                f"{p}: " + ", ".join(f"{k.replace('_x_', ' × ')} {v:.3f}" for k, v in r.items() if "_x_" in k)
+                for p, r in gi.items()) + " |" + " |" * (len(modes) - 1))
         L.append("| first calls (compile) s | " + " | ".join(
             f"{m['modes'][mode].get('first_calls_s', 0):.1f}" for mode in modes) + " |")
         L.append("")

@@ -10,10 +10,11 @@ from typing import Callable
 
 import torch
 
-from .models import CAUSAL, MODELS, MODES, PHASES, build_causal, build_minilm, minilm_dir
-from .phases import COSINE_MIN, _ids, causal_phase, greedy, rel_err
+from .graphs import base_mode, capture, is_graph
+from .models import CAUSAL, DEFAULT_MODES, MODELS, MODES, PHASES, build_causal, build_minilm, minilm_dir
+from .phases import COSINE_MIN, Phase, _ids, causal_phase, greedy, rel_err
 from .report import markdown, plot
-from .timing import interleave_eager, time_call
+from .timing import interleave_eager, interleave_graphs, time_call
 
 def _fresh_dynamo() -> None:
     """Each compiled mode starts from an empty dynamo cache, with room for the recompiles a KV
@@ -32,13 +33,16 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
                   tune_kwargs: dict) -> dict:
     """Each mode's callable model. The patched one is a deep copy of ``model``, tuned once from
     ``example(copy)`` (its GEMMs captured, one tune call) and shared by eager_patch and
-    patch_compile; its tuning time and winners go into ``out``, each mode's setup time into
+    patch_compile; a ``_graph`` mode shares the object of its base mode (graphs.base_mode), built
+    once. Tuning time and winners go into ``out``, each mode's setup time into
     ``out['modes'][mode]``."""
     variants: dict[str, Callable] = {}
-    for mode in modes:
-        t0 = time.perf_counter()
+
+    def build(mode: str):
+        if mode in variants:
+            return variants[mode]
         if mode == "eager":
-            variants[mode] = model
+            v = model
         elif mode in ("eager_patch", "patch_compile"):
             if "patched" not in variants:
                 import gemmtune
@@ -52,15 +56,36 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
                 out["tuned_problems"] = sum(len(d.hint_choices) for d in ds.values())
                 out["winners"] = sorted({h.choice.id for d in ds.values() for h in d.hint_choices})
                 variants["patched"] = patched
-            variants[mode] = variants["patched"] if mode == "eager_patch" else torch.compile(variants["patched"])
+            v = variants["patched"] if mode == "eager_patch" else torch.compile(variants["patched"])
         elif mode == "compile":
-            variants[mode] = torch.compile(model)
+            v = torch.compile(model)
         elif mode == "max_autotune":
-            variants[mode] = torch.compile(model, mode="max-autotune-no-cudagraphs")
+            v = torch.compile(model, mode="max-autotune-no-cudagraphs")
+        elif is_graph(mode) and base_mode(mode) in DEFAULT_MODES:
+            v = build(base_mode(mode))
         else:
             raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
+        variants[mode] = v
+        return v
+
+    for mode in modes:
+        t0 = time.perf_counter()
+        build(mode)
         out["modes"][mode] = {"setup_s": time.perf_counter() - t0}
     return variants
+
+
+def graph_phase(fn_model, p, name: str, mode: str, log: Callable[[str], None], replays: dict) -> dict:
+    """One phase of a CUDA-graph mode: captured (graphs.capture), then its replays timed. The
+    replay is kept in ``replays[(mode, phase)]`` for the interleaved graph timing."""
+    with torch.no_grad():
+        replay, info = capture(lambda: p.run(fn_model),
+                               keep=(lambda: p.state(fn_model)) if p.state else None)
+        t = time_call(replay)
+    replays[(mode, p.name)] = replay
+    log(f"{name} {mode:19s} {p.name:16s} {t['ms']:9.3f} ms  (CUDA graph; replay vs un-graphed call "
+        f"{info['replay_rel_err']:.1e}{'' if info['replay_ok'] else ' MISMATCH'})")
+    return {**t, **info}
 
 
 def eager_path_summary(model: torch.nn.Module) -> dict:
@@ -108,11 +133,26 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
     variants = make_variants(model, modes, lambda m: [p.example(m) for p in ps], out,
                              dict(tune_kwargs, extra_m=(1,)))
 
+    replays: dict = {}
     for mode in modes:
         fn_model = variants[mode]
         rec = out["modes"][mode]
         rec["phases"] = {}
         first_calls = 0.0
+        if is_graph(mode):
+            if device != "cuda":
+                rec["skipped"] = "CUDA graphs need a CUDA device"
+                log(f"{name} {mode}: skipped ({rec['skipped']})")
+                continue
+            for p in ps:
+                r = rec["phases"][p.name] = graph_phase(fn_model, p, name, mode, log, replays)
+                first_calls += r["capture_s"]
+                if p.name in refs:
+                    r["logits_rel_err"] = rel_err(replays[(mode, p.name)]().float(), refs[p.name])
+            rec["first_calls_s"] = first_calls
+            if checkpoint is not None:
+                checkpoint(out)
+            continue  # the model is its base mode's: greedy decoding is that mode's check
         _fresh_dynamo()
         for p in ps:
             t0 = time.perf_counter()
@@ -147,14 +187,18 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
         if checkpoint is not None:
             checkpoint(out)
     interleave_eager(out, variants, {p.name: p.run for p in ps}, name, log)
+    interleave_graphs(out, replays, [p.name for p in ps], name, log)
     # verdicts against eager
     eager = out["modes"].get("eager")
     for mode, rec in out["modes"].items():
+        # A graph mode's "x eager" is against eager's own graph (both GPU time); its logits are
+        # held to eager's error like any mode's.
+        base = out["modes"].get("eager_graph") if is_graph(mode) else eager
         for pname, r in rec["phases"].items():
-            if eager and pname in eager["phases"]:
-                r["x_eager"] = eager["phases"][pname]["ms"] / r["ms"]
-                if "logits_rel_err" in r:
-                    r["logits_ok"] = r["logits_rel_err"] <= max(1.5 * eager["phases"][pname]["logits_rel_err"], 1e-3)
+            if base and pname in base["phases"]:
+                r["x_eager"] = base["phases"][pname]["ms"] / r["ms"]
+            if eager and pname in eager["phases"] and "logits_rel_err" in r:
+                r["logits_ok"] = r["logits_rel_err"] <= max(1.5 * eager["phases"][pname]["logits_rel_err"], 1e-3)
     return out
 
 
@@ -178,8 +222,22 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
     del st32
     out = {"model": "minilm", "params": sum(p.numel() for p in st.parameters()), "modes": {}}
     variants = make_variants(st, modes, emb, out, tune_kwargs)
+    replays: dict = {}
+    emb_phase = Phase("embed_64", emb, emb)
     for mode in modes:
         m = variants[mode]
+        if is_graph(mode):
+            rec = out["modes"][mode]
+            if device != "cuda":
+                rec.update(phases={}, skipped="CUDA graphs need a CUDA device")
+                log(f"minilm {mode}: skipped ({rec['skipped']})")
+                continue
+            r = graph_phase(m, emb_phase, "minilm", mode, log, replays)
+            e = replays[(mode, "embed_64")]().float()
+            cos = float(torch.nn.functional.cosine_similarity(e, ref, dim=-1).min())
+            rec.update(first_calls_s=r["capture_s"], phases={"embed_64": {**r, "min_cosine": cos,
+                                                                          "cosine_ok": cos >= COSINE_MIN}})
+            continue
         _fresh_dynamo()
         t0 = time.perf_counter()
         with torch.no_grad():
@@ -192,11 +250,12 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
             **t, "min_cosine": cos, "cosine_ok": cos >= COSINE_MIN}}})
         log(f"minilm {mode:13s} embed_64         {t['ms']:9.3f} ms  min cosine {cos:.5f}")
     interleave_eager(out, variants, {"embed_64": emb}, "minilm", log)
-    eager = out["modes"].get("eager")
-    for rec in out["modes"].values():
-        r = rec["phases"]["embed_64"]
-        if eager:
-            r["x_eager"] = eager["phases"]["embed_64"]["ms"] / r["ms"]
+    interleave_graphs(out, replays, ["embed_64"], "minilm", log)
+    for mode, rec in out["modes"].items():
+        base = out["modes"].get("eager_graph" if is_graph(mode) else "eager")
+        r = rec["phases"].get("embed_64")
+        if r is not None and base and "embed_64" in base["phases"]:
+            r["x_eager"] = base["phases"]["embed_64"]["ms"] / r["ms"]
     return out
 
 
@@ -213,7 +272,7 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
     from ..problem import DTYPES, dtype_name
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     dt = DTYPES[dtype_name(dtype)]
-    modes = list(modes or MODES)
+    modes = list(modes or DEFAULT_MODES)
     phases = list(phases or PHASES)
     for m in modes:
         if m not in MODES:

@@ -89,3 +89,28 @@ def interleave_eager(out: dict, variants: dict, phases: dict[str, Callable], mod
                               "x_eager": t["eager"]["ms"] / t["eager_patch"]["ms"]}
         log(f"{model_name} interleaved   {pname:16s} eager {t['eager']['ms']:.3f} ms, eager_patch "
             f"{t['eager_patch']['ms']:.3f} ms ({rec['interleaved']['x_eager']:.2f}x eager)")
+
+
+def interleave_graphs(out: dict, replays: dict, phases: list[str], model_name: str,
+                      log: Callable[[str], None]) -> None:
+    """eager_graph against eager_patch_graph (and compile_graph against patch_compile_graph, and both
+    against max_autotune_graph when there), their CUDA-graph replays interleaved per phase: the
+    GPU-time verdict on what patching gives, free of the drift between separate timings.
+    Recorded as ``out['graph_interleaved'][phase]``: ms per mode and × of each patched mode
+    over its unpatched twin."""
+    names = [m for m in ("eager_graph", "eager_patch_graph", "compile_graph", "max_autotune_graph",
+                         "patch_compile_graph") if all((m, p) in replays for p in phases)]
+    if len(names) < 2:
+        return
+    res = out.setdefault("graph_interleaved", {})
+    for p in phases:
+        t = time_interleaved({m: replays[(m, p)] for m in names})
+        rec = {m: t[m]["ms"] for m in names}
+        rec["spread"] = max(t[m]["spread"] for m in names)
+        for patched, plain in (("eager_patch_graph", "eager_graph"), ("patch_compile_graph", "compile_graph"),
+                               ("patch_compile_graph", "max_autotune_graph")):
+            if patched in rec and plain in rec:
+                rec[f"{patched}_x_{plain}"] = rec[plain] / rec[patched]
+        res[p] = rec
+        log(f"{model_name} graphs interleaved {p:16s} " + ", ".join(f"{m} {rec[m]:.3f} ms" for m in names)
+            + "".join(f"; {k} {v:.3f}" for k, v in rec.items() if "_x_" in k))

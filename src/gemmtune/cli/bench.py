@@ -90,11 +90,13 @@ def add_parsers(sub) -> None:
                         "and write FILE (several runs in one device call measure them once)")
     p.set_defaults(fn=cmd_bench)
 
-    from ..benchmodel import MODELS, MODES, PHASES
+    from ..benchmodel import DEFAULT_MODES, MODELS, MODES, PHASES
     p = sub.add_parser("bench-model", help="HF models end to end: eager / patched / compiled times and checks (GPU)")
     p.add_argument("--models", default="gpt2,minilm,llama-1b,qwen2-0.5b", help=f"comma-separated: {', '.join(MODELS)}")
     p.add_argument("--phases", help=f"comma-separated (default all): {', '.join(PHASES)}")
-    p.add_argument("--modes", help=f"comma-separated (default all): {', '.join(MODES)}")
+    p.add_argument("--modes", help=f"comma-separated (default: {', '.join(DEFAULT_MODES)}); the CUDA-graph twins "
+                   f"(GPU: each step replayed from a graph, the GPU's time): "
+                   f"{', '.join(m for m in MODES if m not in DEFAULT_MODES)}")
     p.add_argument("--out", default="benchmarks/results/bench-model", metavar="DIR", help="where JSON + Markdown go")
     p.add_argument("--dtype", default="bfloat16", help="model dtype")
     p.add_argument("--tune", choices=("fast", "default"), default="fast", help="how the patched model is tuned")

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Device call 2 of session 6 (2026-11-25): bench-model's CUDA-graph modes (each step replayed
+# from a graph: the GPU's time) on Llama-3.2-1B decode b1, max-autotune last (its compile is the
+# long part); first the GPU tests of the graph capture and of the patched layers' eager path.
+# MODELS / PHASES / MODES / LLAMA_S override. Carry .whl (lightgbm).
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
+{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  python3 -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"; } > $OUT/env.txt 2>&1
+cat $OUT/env.txt
+timeout ${TEST_S:-120} python3 -m pytest -q tests/test_benchmodel.py tests/test_eager.py -k "gpu or graph" > $OUT/tests.log 2>&1
+echo "tests rc=$?"; tail -3 $OUT/tests.log
+mkdir -p $OUT/bm
+OUT=$OUT/bm MODELS=${MODELS:-llama-1b} PHASES=${PHASES:-decode_b1} \
+  MODES=${MODES:-eager_graph,eager_patch_graph,compile_graph,patch_compile_graph,max_autotune_graph} \
+  timeout ${LLAMA_S:-420} bash scripts/gpu_bench_model.sh > /dev/null 2>&1
+echo "bench-model rc=$?"; grep -E "^(llama|qwen|gpt2|minilm)|rror|Traceback" $OUT/bm/bench-model.log | grep -v "^E1125\|select_algorithm" | tail -30
+rm -f $OUT/bm/bench-model.md
