@@ -9,8 +9,18 @@ export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"; } > $OUT/env.txt 2>&1
 cat $OUT/env.txt
-timeout ${TEST_S:-120} python3 -m pytest -q tests/test_benchmodel.py tests/test_eager.py -k "gpu or graph" > $OUT/tests.log 2>&1
-echo "tests rc=$?"; tail -3 $OUT/tests.log
+[ -n "${TEST_S:-}" ] && timeout ${TEST_S} python3 -m pytest -q tests/test_benchmodel.py tests/test_eager.py -k "gpu or graph" > $OUT/tests.log 2>&1
+[ -n "${TEST_S:-}" ] && { echo "tests rc=$?"; tail -3 $OUT/tests.log; }
+if [ -n "${SMALL_S:-}" ]; then  # GPT-2 and MiniLM, no max-autotune (its compile is the long part)
+  if [ -f .minilm/model.safetensors.xz ]; then
+    rm -rf /tmp/minilm && cp -r .minilm /tmp/minilm && unxz /tmp/minilm/model.safetensors.xz && export MINILM=/tmp/minilm
+  fi
+  mkdir -p $OUT/small
+  OUT=$OUT/small MODELS=gpt2,minilm PHASES=decode_b1,prefill_b1_s512,embed_64 \
+    MODES=eager_graph,eager_patch_graph,compile_graph,patch_compile_graph timeout $SMALL_S bash scripts/gpu_bench_model.sh > /dev/null 2>&1
+  echo "small rc=$?"; grep -E "^(gpt2|minilm)|rror|Traceback" $OUT/small/bench-model.log | tail -20
+  rm -f $OUT/small/bench-model.md $OUT/small/bench-model.png
+fi
 mkdir -p $OUT/bm
 OUT=$OUT/bm MODELS=${MODELS:-llama-1b} PHASES=${PHASES:-decode_b1} \
   MODES=${MODES:-eager_graph,eager_patch_graph,compile_graph,patch_compile_graph,max_autotune_graph} \

@@ -10,6 +10,7 @@ import torch
 
 pytest.importorskip("transformers")
 
+import gemmtune  # noqa: E402
 from gemmtune import benchmodel  # noqa: E402
 
 
@@ -109,7 +110,10 @@ def test_graph_variants_share_their_base_models_object():
     v = benchmodel.make_variants(model, ["eager_graph", "eager_patch", "eager_patch_graph"],
                                  lambda m: m(torch.ones(1, 4, dtype=torch.long)), out,
                                  {"tune_fn": fake_tuner(calls), "progress": False})
-    assert v["eager_graph"] is model and v["eager_patch_graph"] is v["eager_patch"] and len(calls) == 1
+    # eager_patch_graph: its own copy on the same dispatchers (one tuning), always the tuned path
+    assert v["eager_graph"] is model and len(calls) == 1
+    assert v["eager_patch_graph"] is not v["eager_patch"] and v["eager_patch_graph"] is not model
+    assert gemmtune.nn.dispatchers(v["eager_patch_graph"]).keys() == gemmtune.nn.dispatchers(v["eager_patch"]).keys()
     assert set(out["modes"]) == {"eager_graph", "eager_patch", "eager_patch_graph"}
     with pytest.raises(ValueError, match="unknown mode"):
         benchmodel.make_variants(model, ["fastest_graph"], lambda m: None, {"modes": {}}, {})
@@ -117,7 +121,7 @@ def test_graph_variants_share_their_base_models_object():
 
 def test_graph_modes_are_skipped_with_a_reason_on_the_cpu(tmp_path):
     doc = benchmodel.run(["tiny-llama"], phases=["decode_b1"], modes=["eager", "eager_graph"], out_dir=tmp_path,
-                         dtype="float32", log=lambda s: None)
+                         dtype="float32", log=lambda s: None, device="cpu")
     rec = doc["models"][0]["modes"]["eager_graph"]
     assert rec["skipped"] == "CUDA graphs need a CUDA device" and rec["phases"] == {}
     assert "| decode_b1 |" in (tmp_path / "bench-model.md").read_text()

@@ -34,8 +34,9 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
     """Each mode's callable model. The patched one is a deep copy of ``model``, tuned once from
     ``example(copy)`` (its GEMMs captured, one tune call) and shared by eager_patch and
     patch_compile; a ``_graph`` mode shares the object of its base mode (graphs.base_mode), built
-    once. Tuning time and winners go into ``out``, each mode's setup time into
-    ``out['modes'][mode]``."""
+    once, except eager_patch_graph: a copy patched with the same dispatchers and
+    ``eager_policy="tuned"`` (host time, which the eager rule weighs, is not paid in a graph).
+    Tuning time and winners go into ``out``, each mode's setup time into ``out['modes'][mode]``."""
     variants: dict[str, Callable] = {}
 
     def build(mode: str):
@@ -56,7 +57,16 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
                 out["tuned_problems"] = sum(len(d.hint_choices) for d in ds.values())
                 out["winners"] = sorted({h.choice.id for d in ds.values() for h in d.hint_choices})
                 variants["patched"] = patched
+                variants["dispatchers"] = ds
             v = variants["patched"] if mode == "eager_patch" else torch.compile(variants["patched"])
+        elif mode == "eager_patch_graph":
+            # Its own copy, patched with the same dispatchers (no second tuning) and
+            # eager_policy="tuned": the eager path rule weighs host time, which a replayed graph
+            # does not pay, so a user capturing graphs runs the tuned kernels (gemmtune.nn).
+            build("eager_patch")
+            import gemmtune
+            v = copy.deepcopy(model)
+            gemmtune.patch(v, dispatchers=variants["dispatchers"], eager_policy="tuned")
         elif mode == "compile":
             v = torch.compile(model)
         elif mode == "max_autotune":
