@@ -76,10 +76,12 @@ def capture(fn: Callable[[], torch.Tensor], *, keep=None, warmup: int = 3) -> tu
     """(``replay``, info): ``fn()`` captured into a CUDA graph after ``warmup`` calls on a side
     stream; ``replay()`` replays it and returns the captured output tensor. ``keep``: what the
     call reads besides its closure (a decode step's cache), or a callable returning it after the
-    warm-up, kept alive with the graph. info:
-    capture seconds, ``replay_rel_err`` against the un-graphed output, ``replay_ok``."""
+    warm-up, kept alive with the graph. info: warm-up seconds (a compiled model's first call
+    compiles there), capture seconds, ``replay_rel_err`` against the un-graphed output,
+    ``replay_ok``."""
     if not torch.cuda.is_available():
         raise RuntimeError("CUDA graphs need a CUDA device")
+    t_warm = time.perf_counter()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -87,6 +89,7 @@ def capture(fn: Callable[[], torch.Tensor], *, keep=None, warmup: int = 3) -> tu
             ref = fn()
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
+    warmup_s = time.perf_counter() - t_warm  # torch.compile's compile and autotuning happen here
     ref = ref.detach().clone()
     if callable(keep):  # read after the warm-up: a decode step's cache exists from its first call
         keep = keep()
@@ -105,7 +108,8 @@ def capture(fn: Callable[[], torch.Tensor], *, keep=None, warmup: int = 3) -> tu
         graph.replay()
         return out
     replay.keep_alive = (graph, alive, out)  # type: ignore[attr-defined]
-    return replay, {"capture_s": capture_s, "replay_rel_err": err, "replay_ok": err <= REPLAY_TOL}
+    return replay, {"warmup_s": warmup_s, "capture_s": capture_s, "replay_rel_err": err,
+                    "replay_ok": err <= REPLAY_TOL}
 
 
 __all__ = ["GRAPH_SUFFIX", "REPLAY_TOL", "is_graph", "base_mode", "tensors_of", "capture"]
