@@ -14,7 +14,8 @@ step of one token with a KV cache of 128 tokens, cropped back after each step), 
 Modes, each timed (median over rounds of CUDA-event-timed calls, after warm-up):
 ``eager``; ``eager_patch`` (``gemmtune.patch(model, example_inputs=...)``: every phase's
 GEMMs captured and tuned in one call); ``compile`` (torch.compile, default mode);
-``max_autotune`` (torch.compile mode ``max-autotune-no-cudagraphs``: the same kernel
+``max_autotune`` (every compiled mode with ``dynamic=False``: each phase its own static graph;
+torch.compile mode ``max-autotune-no-cudagraphs``: the same kernel
 autotuning as ``max-autotune``, without torch.compile's own CUDA graphs, which the
 cache-cropping decode step cannot keep; its compile time is recorded); ``patch_compile`` (the
 patched model under torch.compile). These five are the default. Each has a ``_graph`` twin
