@@ -10,5 +10,5 @@ doc = bm.run(os.environ.get("MODELS", "gpt2,minilm,llama-1b,qwen2-0.5b").split("
              phases=os.environ.get("PHASES", ",".join(bm.PHASES)).split(","),
              modes=os.environ.get("MODES", ",".join(bm.MODES)).split(","),
              out_dir=os.environ["OUT"], tune_kwargs=ast.literal_eval(os.environ.get("TUNE", "{'fast': True}")),
-             minilm_folder=".minilm" if os.path.isdir(".minilm") else None)
+             minilm_folder=os.environ.get("MINILM") or (".minilm" if os.path.isdir(".minilm") else None))
 PY

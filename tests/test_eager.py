@@ -64,7 +64,7 @@ def test_choose_eager_keeps_the_faster_path_and_gives_ties_to_aten(monkeypatch):
 
 
 def test_aten_decisions_call_f_linear_directly(monkeypatch):
-    model, _ = _model("aten")
+    model, _ = _model("aten", convert_aten_layers=True)  # converted: its cached aten path
     x = torch.randn(5, 32, dtype=torch.float16)
     torch.set_grad_enabled(False)  # restored after the test by pytest's fixture below
     y = model(x)
@@ -77,6 +77,8 @@ def test_aten_decisions_call_f_linear_directly(monkeypatch):
     assert len(calls) == 2  # both layers, straight to F.linear: the dispatcher is not called
 
 
+@pytest.mark.skipif(ON_GPU, reason="CPU tensors run the Triton interpreter only on a machine without a GPU "
+                    "(conftest); on a GPU machine a CPU call falls back to F.linear")
 def test_tuned_kernels_run_on_the_cpu_interpreter_without_timing():
     model, ref = _model(TRITON)
     x = torch.randn(3, 7, 32, dtype=torch.float16)  # leading batch dims flatten to M = 21
@@ -89,7 +91,7 @@ def test_tuned_kernels_run_on_the_cpu_interpreter_without_timing():
 
 
 def test_grad_and_policy(monkeypatch):
-    model, _ = _model("aten", dtype=torch.float32)
+    model, _ = _model("aten", dtype=torch.float32, convert_aten_layers=True)
     x = torch.randn(4, 32, requires_grad=True)
     model(x).sum().backward()  # autograd: the op path, not the eager cache
     assert not model[0].eager_paths and x.grad is not None
@@ -198,10 +200,12 @@ def test_eager_gpu_reduce_overhead_compile_and_eager_choices(gpu_model):
 def test_all_aten_layers_compile_to_torchs_own_linear():
     """A layer whose every tuned hint chose cuBLAS is traced as F.linear (Inductor fuses around it),
     not as the opaque gemmtune::mm op; a layer with a Triton winner keeps the op."""
-    aten_model, _ = _model("aten", dtype=torch.float32)
+    aten_model, _ = _model("aten", dtype=torch.float32, convert_aten_layers=True)
+    left_model, _ = _model("aten", dtype=torch.float32)  # left as torch's: nothing of gemmtune's to trace
     triton_model, _ = _model(TRITON, dtype=torch.float32)
     assert aten_model[0].dispatcher.all_aten and not triton_model[0].dispatcher.all_aten
-    for model, want_op in ((aten_model, False), (triton_model, True)):
+    assert type(left_model[0]) is torch.nn.Linear
+    for model, want_op in ((aten_model, False), (left_model, False), (triton_model, True)):
         ops = []
 
         def backend(gm, example_inputs, ops=ops):
@@ -217,8 +221,122 @@ def test_all_aten_layers_compile_to_torchs_own_linear():
 def test_bench_model_reports_the_eager_paths():
     from gemmtune.benchmodel import eager_path_summary
 
-    model, _ = _model("aten")
+    model, _ = _model("aten", convert_aten_layers=True)
     with torch.no_grad():
         model(torch.randn(3, 32, dtype=torch.float16))
     summary = eager_path_summary(model)
-    assert summary == {"counts": {"aten": 2}, "timed": []}
+    assert summary == {"counts": {"aten": 2}, "timed": [], "left_as_torch": 0}
+    left, _ = _model("aten")
+    with torch.no_grad():
+        left(torch.randn(3, 32, dtype=torch.float16))
+    assert eager_path_summary(left) == {"counts": {}, "timed": [], "left_as_torch": 2}
+
+
+# ------------------------------------------------------------------ all-aten layers stay torch's
+def _by_n(winners: dict[int, str]):
+    """A fake tuner whose winner depends on the layer's N (out_features)."""
+    return lambda problems, **kw: {p.key: winners[p.n] for p in problems}
+
+
+def test_all_aten_layers_are_left_as_torchs_own(capsys):
+    """Issue 17: a layer whose every hint chose cuBLAS keeps its class and forward (no per-call
+    Python of ours), and its dispatcher stays recorded for dispatchers() / save_patched."""
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16))
+    patch(model, hints={"m": [8]}, tune_fn=_tune("aten"), progress=True)
+    assert "gemmtune.patch: left 2 layer(s) as torch's own" in capsys.readouterr().err
+    for lin in (model[0], model[2]):
+        assert type(lin) is torch.nn.Linear and "forward" not in vars(lin)
+        assert not hasattr(lin, "_gemmtune_handle") and not hasattr(lin, "_gemmtune_eager")
+        assert isinstance(lin._gemmtune_dispatcher, dispatch.Dispatcher) and lin._gemmtune_dispatcher.all_aten
+    ds = gemmtune.nn.dispatchers(model)
+    assert set(ds) == {(48, 32, "float32"), (16, 48, "float32")}
+    assert ds[(48, 32, "float32")] is model[0]._gemmtune_dispatcher
+    lin = model[0]
+    for x in (torch.randn(32), torch.randn(5, 32), torch.randn(2, 3, 32)):
+        with torch.no_grad():
+            y = lin(x)
+        assert torch.equal(y, torch.nn.functional.linear(x, lin.weight, lin.bias))
+    y = lin(torch.randn(4, 32, requires_grad=True))  # autograd: torch's own, too
+    assert y.grad_fn is not None
+    # The dispatcher was never consulted: nothing decided, nothing cached.
+    assert lin._gemmtune_dispatcher.n_decisions == 0 and not lin._gemmtune_dispatcher._fast
+    # Patching again reuses the recorded dispatcher (no tuning) and still leaves the layers.
+    patch(model, tune_fn=lambda *a, **k: pytest.fail("tuned again"), progress=False)
+    assert type(model[0]) is torch.nn.Linear and gemmtune.nn.dispatchers(model) == ds
+
+
+def test_mixed_model_converts_only_the_tuned_layer_and_the_opt_out_converts_both():
+    def build():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16)).half()
+
+    ref = build()
+    x = torch.randn(6, 32, dtype=torch.float16)
+    with torch.no_grad():
+        want = ref[2](torch.relu(ref[0](x))).double()
+    tune = _by_n({48: TRITON, 16: "aten"})
+    for convert in (False, True):
+        model = build()
+        patch(model, hints={"m": [8]}, tune_fn=tune, progress=False, convert_aten_layers=convert)
+        assert type(model[0]) is gemmtune.nn.Linear and not model[0].dispatcher.all_aten
+        assert type(model[2]) is (gemmtune.nn.Linear if convert else torch.nn.Linear)
+        assert model[2].__dict__.get("_gemmtune_dispatcher") is (None if convert else model[2]._gemmtune_dispatcher)
+        assert set(gemmtune.nn.dispatchers(model)) == {(48, 32, "float16"), (16, 48, "float16")}
+        with torch.no_grad():
+            y = model(x)
+        assert compare(y, want, 2e-3).ok
+        assert set(model[0].eager_paths.values()) == {"tuned"}
+    # Left as torch's, then converted by a second patch with the opt-out: the same dispatcher,
+    # and the record moves to the converted layer's own attribute.
+    model = build()
+    patch(model, hints={"m": [8]}, tune_fn=tune, progress=False)
+    d = model[2]._gemmtune_dispatcher
+    patch(model, tune_fn=lambda *a, **k: pytest.fail("tuned again"), progress=False, convert_aten_layers=True)
+    assert type(model[2]) is gemmtune.nn.Linear and model[2].dispatcher is d
+    assert "_gemmtune_dispatcher" not in vars(model[2])
+
+
+def test_conv1d_all_aten_stays_conv1d():
+    transformers = pytest.importorskip("transformers")
+    from transformers.pytorch_utils import Conv1D
+
+    for convert in (False, True):
+        torch.manual_seed(0)
+        conv = Conv1D(48, 32)
+        patch(torch.nn.Sequential(conv), hints={"m": [8]}, tune_fn=_tune("aten"), progress=False,
+              convert_aten_layers=convert)
+        assert (type(conv) is Conv1D) is not convert and isinstance(conv, Conv1D)
+        x = torch.randn(2, 5, 32)
+        with torch.no_grad():
+            torch.testing.assert_close(conv(x), x @ conv.weight + conv.bias)
+        d = conv.dispatcher if convert else conv._gemmtune_dispatcher
+        assert gemmtune.nn.dispatchers(torch.nn.Sequential(conv)) == {(48, 32, "float32", "row"): d}
+    assert transformers is not None
+
+
+def test_a_table_entry_naming_another_kernel_keeps_the_layer_converted():
+    """mode='table' runs a table's exact entry (or its addmm winner) before the hints': an all-aten
+    hint set does not make such a layer cuBLAS-only, so it is converted as before."""
+    from gemmtune.configs import Choice
+    from gemmtune.nn import runs_as_torch
+    from gemmtune.problem import Problem
+    from gemmtune.table import LookupTable, TableChoice, provenance
+
+    def table(op, choice, n=48, k=32):
+        key = Problem.from_sizes(3, n, k, "float32", layout_b="col", op=op).key
+        return LookupTable(provenance("t", "interp", "x", "x", "x", "by-hand"),
+                           {key: [TableChoice(Choice.parse(choice), 0.01)]})
+
+    for tbl, left in ((table("mm", TRITON), False), (table("addmm", TRITON), False),
+                      (table("mm", "aten"), True), (table("mm", TRITON, n=16, k=32), True)):
+        lin = torch.nn.Linear(32, 48)
+        patch(torch.nn.Sequential(lin), table=tbl, hints={"m": [8]}, tune_fn=_tune("aten"), progress=False)
+        assert lin.dispatcher.all_aten if not left else lin._gemmtune_dispatcher.all_aten
+        assert (type(lin) is torch.nn.Linear) is left, tbl.entries
+        assert runs_as_torch(lin._gemmtune_dispatcher if left else lin.dispatcher) is left
+    # A decision (made, or loaded with the dispatcher) naming another kernel counts too.
+    d = compile_mm(n=48, k=32, dtype="fp32", hints={"m": [8]}, layout_b="col", tune_fn=_tune("aten"),
+                   progress=False)
+    assert runs_as_torch(d)
+    d._decisions[(3, 48, 32)] = dispatch.common.Decision(Choice.parse(TRITON), "table")
+    assert not runs_as_torch(d)

@@ -3,7 +3,12 @@ save, load into a fresh model, same outputs."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -37,11 +42,15 @@ class Tiny(torch.nn.Module):
         return self.down(torch.relu(self.up(self.c_attn(x))))
 
 
-def fake_tuner(calls):
+def fake_tuner(calls, winners=None):
+    """Picks cuBLAS, or ``winners[n]`` for a layer of that N."""
     def tune(problems, **kw):
         calls.append([p.key for p in problems])
-        return {p.key: "aten" for p in problems}
+        return {p.key: (winners or {}).get(p.n, "aten") for p in problems}
     return tune
+
+
+TRITON = "triton_mm:BM16-BN16-BK16-S1-W2-G8"
 
 
 def test_layer_keys_and_conv1d_detection():
@@ -68,21 +77,88 @@ def test_patch_with_example_inputs_then_save_and_load(tmp_path):
     fresh.load_state_dict(model.state_dict())
     x = torch.randn(3, 5, 32)
     want = model(x)
+    converted = Tiny()
+    converted.load_state_dict(model.state_dict())
     calls = []
     gemmtune.patch(model, example_inputs=[(x,)], tune_fn=fake_tuner(calls))
     assert len(calls) == 1
-    assert type(model.up).__name__ == "Linear" and type(model.c_attn).__name__ == "GemmtuneConv1D"
-    assert isinstance(model.c_attn, Conv1D)  # still the class it was, for isinstance checks
+    # Every hint chose cuBLAS: every layer is left as torch's own, its dispatcher recorded on it.
+    assert type(model.up) is torch.nn.Linear and type(model.c_attn) is Conv1D
+    assert all(m._gemmtune_dispatcher.all_aten for m in (model.c_attn, model.up, model.down))
     torch.testing.assert_close(model(x), want, rtol=1e-5, atol=1e-5)
+    gemmtune.patch(converted, example_inputs=[(x,)], tune_fn=fake_tuner([]), convert_aten_layers=True)
+    assert type(converted.up).__name__ == "Linear" and type(converted.c_attn).__name__ == "GemmtuneConv1D"
+    assert isinstance(converted.c_attn, Conv1D)  # still the class it was, for isinstance checks
+    torch.testing.assert_close(converted(x), want, rtol=1e-5, atol=1e-5)
 
-    path = gemmtune.save_patched(tmp_path / "tiny.json", gemmtune.nn.dispatchers(model, with_layout=True))
+    saved = gemmtune.nn.dispatchers(model, with_layout=True)
+    assert set(saved) == set(gemmtune.nn.dispatchers(converted, with_layout=True)) == layer_keys(Tiny())
+    path = gemmtune.save_patched(tmp_path / "tiny.json", saved)
     assert sorted(p.name for p in (tmp_path / "tiny.d").glob("*.json")) == [
         "mm_n32_k64_float32_col.json", "mm_n64_k96_float32_col.json", "mm_n96_k32_float32_row.json"]
     gemmtune.load_patched(fresh, path)
-    assert type(fresh.c_attn).__name__ == "GemmtuneConv1D" and type(fresh.down).__name__ == "Linear"
+    assert type(fresh.c_attn) is Conv1D and type(fresh.down) is torch.nn.Linear  # loaded: still torch's
+    loaded = gemmtune.nn.dispatchers(fresh, with_layout=True)
+    assert set(loaded) == set(saved) and all(d.all_aten for d in loaded.values())
+    assert fresh.up._gemmtune_dispatcher is loaded[(64, 96, "float32", "col")]
     torch.testing.assert_close(fresh(x), want, rtol=1e-5, atol=1e-5)
     # decisions came with the artifact: the loaded dispatchers tuned nothing
-    assert all(d.n_decisions <= 1 for d in gemmtune.nn.dispatchers(fresh).values())
+    assert all(d.n_decisions <= 1 for d in loaded.values())
+    # The opt-out on load converts them.
+    again = Tiny()
+    again.load_state_dict(fresh.state_dict())
+    gemmtune.load_patched(again, path, convert_aten_layers=True)
+    assert type(again.c_attn).__name__ == "GemmtuneConv1D" and type(again.down) is gemmtune.nn.Linear
+    torch.testing.assert_close(again(x), want, rtol=1e-5, atol=1e-5)
+
+
+def test_save_and_load_a_mixed_model(tmp_path):
+    """One layer shape tuned to a Triton kernel, the others to cuBLAS: only that layer is converted,
+    and every dispatcher is saved and re-applied the same way."""
+    torch.manual_seed(0)
+    model = Tiny()
+    fresh = Tiny()
+    fresh.load_state_dict(model.state_dict())
+    x = torch.randn(4, 32)
+    want = model(x)
+    gemmtune.patch(model, example_inputs=[(x,)], tune_fn=fake_tuner([], {64: TRITON}))
+    assert type(model.up) is gemmtune.nn.Linear and not model.up.dispatcher.all_aten
+    assert type(model.down) is torch.nn.Linear and type(model.c_attn) is Conv1D
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), want, rtol=1e-4, atol=1e-4)
+    path = gemmtune.save_patched(tmp_path / "mixed.json", gemmtune.nn.dispatchers(model, with_layout=True))
+    gemmtune.load_patched(fresh, path)
+    assert type(fresh.up) is gemmtune.nn.Linear and fresh.up.dispatcher.hint_choices[0].choice.id == TRITON
+    assert type(fresh.down) is torch.nn.Linear and type(fresh.c_attn) is Conv1D
+    assert set(gemmtune.nn.dispatchers(fresh, with_layout=True)) == layer_keys(Tiny())
+    with torch.no_grad():
+        torch.testing.assert_close(fresh(x), want, rtol=1e-4, atol=1e-4)
+
+
+_CHILD = """
+import sys, torch, gemmtune
+model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16))
+gemmtune.load_patched(model, sys.argv[1])
+ds = gemmtune.nn.dispatchers(model)
+name = lambda m: type(m).__module__ + "." + type(m).__qualname__
+print(name(model[0]), name(model[2]), sorted(ds), type(model[2]).forward is torch.nn.Linear.forward)
+"""
+
+
+@pytest.mark.slow  # a fresh Python importing torch (~3-5 s)
+def test_load_patched_in_a_new_process_leaves_all_aten_layers(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16))
+    gemmtune.patch(model, example_inputs=[(torch.randn(4, 32),)], tune_fn=fake_tuner([], {48: TRITON}))
+    path = gemmtune.save_patched(tmp_path / "m.json", gemmtune.nn.dispatchers(model, with_layout=True))
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(_CHILD), str(path)], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().splitlines()[-1] == (
+        "gemmtune.nn.Linear torch.nn.modules.linear.Linear [(16, 48, 'float32'), (48, 32, 'float32')] True")
+    assert type(model[0]) is gemmtune.nn.Linear and type(model[2]) is torch.nn.Linear
 
 
 def test_load_patched_leaves_unknown_layers_and_says_so(tmp_path):

@@ -153,7 +153,9 @@ def test_zero_pad_batched_matches_f_pad(monkeypatch, garbage_new_empty, split_by
             assert got.stride(0) == 0 and got[0].is_contiguous()
         else:
             assert got.is_contiguous()
-        assert (len(garbage_new_empty) > calls) == (split_bytes == 0)  # which path ran
+        # which path ran: a row-major batch gaining rows stays F.pad (measured faster, pad.py)
+        strided_cat = bt > 1 and rows > 13 and t.stride(-1) == 1 and variant != "broadcast"
+        assert (len(garbage_new_empty) > calls) == (split_bytes == 0 and not strided_cat)
 
 
 def test_zero_pad_refuses_other_ranks():

@@ -16,9 +16,9 @@ Example::
     >>> ds = gemmtune.tune_model(model, [(torch.randn(4, 64),)], tune_fn=fake)
     >>> sorted(ds)
     [(32, 64, 'float32', 'col'), (64, 32, 'float32', 'col')]
-    >>> _ = gemmtune.patch(model, dispatchers=ds)
-    >>> type(model[0]).__name__
-    'Linear'
+    >>> _ = gemmtune.patch(model, dispatchers=ds)   # every hint chose cuBLAS: left as torch's
+    >>> type(model[0]), sorted(gemmtune.nn.dispatchers(model, with_layout=True)) == sorted(ds)
+    (<class 'torch.nn.modules.linear.Linear'>, True)
 """
 
 from __future__ import annotations
@@ -108,10 +108,13 @@ def save_patched(path: str | os.PathLike, dispatchers: Mapping[tuple, Dispatcher
     return path
 
 
-def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: bool = False) -> torch.nn.Module:
+def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: bool = False,
+                 convert_aten_layers: bool = False) -> torch.nn.Module:
     """Re-apply a saved ``save_patched`` artifact to ``model`` (same architecture): no tuning, and
     on the same GPU and software no compiles either. Layers with no saved dispatcher are left
-    as they are (a warning names them)."""
+    as they are (a warning names them). As in ``patch``, a layer whose dispatcher runs cuBLAS
+    for every shape stays torch's own, its dispatcher recorded on it
+    (``convert_aten_layers=True`` converts it)."""
     from .jsonio import read_json
     from .nn import patch
 
@@ -128,7 +131,7 @@ def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: boo
             raise ValueError(f"{path}: layer file {f!r} must be a relative path inside the artifact")
         ds[(int(layer["n"]), int(layer["k"]), str(layer["dtype"]), str(layer["layout_b"]))] = load(
             path.parent / f, strict=strict)
-    return patch(model, dispatchers=ds, tune_missing=False)
+    return patch(model, dispatchers=ds, tune_missing=False, convert_aten_layers=convert_aten_layers)
 
 
 __all__ = ["tune_model", "save_patched", "load_patched", "layer_keys", "is_conv1d"]

@@ -20,6 +20,12 @@ and its host cost hides behind the GPU's work (``choose_eager``; ``eager_policy=
 ``"tuned"`` always runs the tuned kernel). The choices made are in ``eager_choices``.
 Under torch.compile or CUDA graphs host time is not paid per call and the tuned kernel runs.
 
+A layer whose every tuned hint chose cuBLAS gains nothing from any of this: ``patch`` leaves it
+as torch's own ``nn.Linear`` / ``Conv1D`` (class and forward untouched, so eager and compiled
+calls cost exactly what torch's do) and only records its dispatcher on it, as
+``_gemmtune_dispatcher``, for ``dispatchers(model)`` and ``save_patched``
+(``convert_aten_layers=True`` converts it anyway).
+
 Example::
 
     >>> import torch, gemmtune
@@ -40,6 +46,7 @@ import torch.nn.functional as F
 
 from . import dispatch
 from .dispatch import Dispatcher, compile_mm
+from .dispatch.common import ATEN
 from .problem import dtype_name
 from . import torch_ops
 from .torch_ops import REGISTRY, linear, mm_bias
@@ -47,11 +54,14 @@ from .torch_ops import REGISTRY, linear, mm_bias
 EAGER_POLICIES = ("measure", "tuned")
 _ATEN, _TUNED = "aten", "tuned"
 EAGER_TRIALS = 10   # calls per timed batch when choosing the eager path of a shape
+# Bound once: the patched forwards call it first on every call (dynamo knows the function
+# itself, whatever name it is reached by).
+_is_compiling = torch.compiler.is_compiling
 
 
 def _eager_ok(x: torch.Tensor, w: torch.Tensor, bias) -> bool:
     """True for a plain eager call: not traced by torch.compile, no autograd graph to build."""
-    if torch.compiler.is_compiling():
+    if _is_compiling():
         return False
     if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad
                                     or (bias is not None and bias.requires_grad)):
@@ -106,6 +116,12 @@ class _EagerPaths:
         self.policy = policy
         self.paths: dict[tuple, str] = {}
         self.log: dict[tuple, tuple[str, float, float]] = {}
+
+    def attach(self, module) -> None:
+        """Make this the path table of ``module``; the forwards read ``paths`` through
+        ``module._gemmtune_paths`` (the same dict, one attribute lookup fewer per call)."""
+        module._gemmtune_eager = self
+        module._gemmtune_paths = self.paths
 
     def first(self, module, x: torch.Tensor, tuned, aten):
         """First eager call of ``x``'s shape: run it, choosing (and remembering, in ``paths``,
@@ -177,8 +193,9 @@ class Linear(torch.nn.Linear):
         self.dispatcher = dispatcher
         self._gemmtune_handle = REGISTRY.register(dispatcher)
         self._gemmtune_warned = False
+        self.__dict__.pop("_gemmtune_dispatcher", None)  # was left as torch's (patch): converted now
         if not hasattr(self, "_gemmtune_eager"):
-            self._gemmtune_eager = _EagerPaths()
+            _EagerPaths().attach(self)
 
     @classmethod
     def from_linear(cls, module: torch.nn.Linear, dispatcher: Dispatcher) -> "Linear":
@@ -191,8 +208,8 @@ class Linear(torch.nn.Linear):
         return module  # type: ignore[return-value]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not torch.compiler.is_compiling():
-            p = self._gemmtune_eager.paths.get((x.shape, x.dtype))
+        if not _is_compiling():
+            p = self._gemmtune_paths.get((x.shape, x.dtype))
             if p is _ATEN:
                 return F.linear(x, self.weight, self.bias)
             if p is _TUNED:
@@ -223,13 +240,13 @@ class Linear(torch.nn.Linear):
         return F.linear(x, self.weight, self.bias)
 
     def _tuned(self, x: torch.Tensor) -> torch.Tensor:
-        w = self.weight
-        if x.dim() == 1:
-            return linear(x.unsqueeze(0), w, self.bias, self._gemmtune_handle).squeeze(0)
-        if x.dim() == 2:
-            return linear(x, w, self.bias, self._gemmtune_handle)
-        y = linear(x.flatten(0, -2), w, self.bias, self._gemmtune_handle)
-        return y.unflatten(0, x.shape[:-1])
+        w, b, h = self.weight, self.bias, self._gemmtune_handle
+        nd = x.dim()
+        if nd == 2:
+            return linear(x, w, b, h)
+        if nd == 1:
+            return linear(x.unsqueeze(0), w, b, h).squeeze(0)
+        return linear(x.flatten(0, -2), w, b, h).unflatten(0, x.shape[:-1])
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", dispatcher={self.dispatcher!r}"
@@ -239,8 +256,8 @@ _CONV1D_CLASSES: dict[type, type] = {}
 
 
 def _conv1d_forward(self, x: torch.Tensor) -> torch.Tensor:
-    if not torch.compiler.is_compiling():
-        p = self._gemmtune_eager.paths.get((x.shape, x.dtype))
+    if not _is_compiling():
+        p = self._gemmtune_paths.get((x.shape, x.dtype))
         if p is _ATEN:
             return self._gemmtune_base_forward(x)
         if p is _TUNED:
@@ -285,14 +302,46 @@ def patch_conv1d(module: torch.nn.Module, dispatcher: Dispatcher) -> torch.nn.Mo
     module.dispatcher = dispatcher
     module._gemmtune_handle = REGISTRY.register(dispatcher)
     module._gemmtune_warned = False
+    module.__dict__.pop("_gemmtune_dispatcher", None)  # was left as torch's (patch): converted now
     if not hasattr(module, "_gemmtune_eager"):
-        module._gemmtune_eager = _EagerPaths()
+        _EagerPaths().attach(module)
     return module
+
+
+def runs_as_torch(d: Dispatcher) -> bool:
+    """Whether a layer on ``d`` would run cuBLAS for every call, exactly what torch's own forward
+    runs: every tuned hint chose unpadded cuBLAS (``Dispatcher.all_aten``), no decision made or
+    loaded so far names another kernel, and ``d`` has no table entry (mm or addmm) of its N and K
+    naming one (a table's exact entry for a shape is tried before the hints, and its addmm
+    winner serves calls with a bias). ``patch`` leaves such layers as torch's."""
+    if not d.all_aten or any(dec.choice != ATEN for dec in d.decisions.values()):
+        return False
+    if d.table is None:
+        return True
+    tag = f"-N{d.dims['n']}-K{d.dims['k']}:"  # Problem.key: "mm:M8-N24-K64:f16->f16:row.a/col.a"
+    return not any((key.startswith("mm:") or key.startswith("addmm:")) and tag in key
+                   and any(tc.choice != ATEN for tc in tcs)
+                   for key, tcs in d.table.entries.items())
+
+
+def _leave_as_torch(module: torch.nn.Module, dispatcher: Dispatcher, conv: bool) -> None:
+    """Record ``dispatcher`` on ``module`` (checked as a conversion would check it) and change
+    nothing else: its class, forward and eager cost stay torch's."""
+    w = module.weight
+    if conv:
+        _check_fits(dispatcher, w.shape[0], w.shape[1], w.dtype)
+        if dispatcher.layout_b != "row":
+            raise ValueError("a Conv1D reads its weight [in, out] as a row-major B: the dispatcher needs "
+                             "layout_b='row'")
+    else:
+        _check_fits(dispatcher, module.in_features, module.out_features, w.dtype)
+    module._gemmtune_dispatcher = dispatcher
 
 
 def patch(model: torch.nn.Module, table=None, *,
           dispatchers: MutableMapping[tuple, Dispatcher] | None = None, example_inputs=None,
-          tune_missing: bool = True, eager_policy: str = "measure", **compile_kwargs) -> torch.nn.Module:
+          tune_missing: bool = True, eager_policy: str = "measure", convert_aten_layers: bool = False,
+          **compile_kwargs) -> torch.nn.Module:
     """Convert every ``torch.nn.Linear`` of ``model`` (the model itself included) in place,
     and every HF transformers ``Conv1D`` (GPT-2's ``x @ W + b``).
 
@@ -316,6 +365,14 @@ def patch(model: torch.nn.Module, table=None, *,
     ``F.linear`` on the first eager call of a shape and keep the faster (module docstring);
     ``"tuned"`` always runs the tuned kernel.
 
+    Layers whose dispatcher runs cuBLAS for every shape (every tuned hint chose ``aten``:
+    ``runs_as_torch``) are left as they are, torch's own ``nn.Linear`` / ``Conv1D``: a converted
+    layer would run the same cuBLAS call behind a few µs of Python per eager call (issue 17),
+    and under torch.compile it traces as ``F.linear`` anyway. Their dispatcher is recorded on
+    them (``_gemmtune_dispatcher``), so ``dispatchers(model)``, ``save_patched`` and
+    ``load_patched`` keep it, and a later ``patch`` reuses it; with ``progress`` the count is
+    printed. ``convert_aten_layers=True`` converts them too.
+
     Example::
 
         >>> dispatchers = {}
@@ -331,13 +388,15 @@ def patch(model: torch.nn.Module, table=None, *,
         tuned = tune_model(model, example_inputs, **compile_kwargs)
         if dispatchers is not None:
             dispatchers.update(tuned)
-        return patch(model, table, dispatchers=tuned, tune_missing=tune_missing, eager_policy=eager_policy)
+        return patch(model, table, dispatchers=tuned, tune_missing=tune_missing, eager_policy=eager_policy,
+                     convert_aten_layers=convert_aten_layers, progress=compile_kwargs.get("progress"))
     if table is not None:
         compile_kwargs.setdefault("mode", "table")
         compile_kwargs["table"] = table
     compile_kwargs.setdefault("layout_b", "col")
     cache = dispatchers if dispatchers is not None else {}
-    skipped, untuned = [], []
+    skipped, untuned, as_torch = [], [], []
+    torch_only: dict[int, bool] = {}  # id(dispatcher) -> runs_as_torch, once per shared dispatcher
     from .dispatch import interactive
     from .modeltune import is_conv1d
     say = compile_kwargs.get("progress")
@@ -357,7 +416,11 @@ def patch(model: torch.nn.Module, table=None, *,
         else:
             n, k = mod.out_features, mod.in_features
             keys = [(n, k, dt), (n, k, dt, "col")]  # 3-tuples: the keys before Conv1D existed
-        d = next((cache[key] for key in keys if key in cache), None)
+        d = getattr(mod, "_gemmtune_dispatcher", None)  # left as torch's by an earlier patch
+        if d is not None and (d.dims["n"], d.dims["k"], d.dtype) != (n, k, dt):
+            d = None  # recorded before the layer's dtype changed: looked up or tuned anew
+        if d is None:
+            d = next((cache[key] for key in keys if key in cache), None)
         if d is None:
             if not tune_missing:
                 untuned.append(name or "<model>")
@@ -369,11 +432,22 @@ def patch(model: torch.nn.Module, table=None, *,
                       file=sys.stderr, flush=True)
             d = compile_mm(n=n, k=k, dtype=dt, **kw)
             cache[keys[0]] = d
+        if not convert_aten_layers:
+            if id(d) not in torch_only:
+                torch_only[id(d)] = isinstance(d, Dispatcher) and runs_as_torch(d)
+            if torch_only[id(d)]:
+                _leave_as_torch(mod, d, conv)
+                as_torch.append(name or "<model>")
+                continue
         if conv:
             patch_conv1d(mod, d)
         else:
             Linear.from_linear(mod, d)
-        mod._gemmtune_eager = _EagerPaths(eager_policy)
+        _EagerPaths(eager_policy).attach(mod)
+    if say and as_torch:
+        print(f"gemmtune.patch: left {len(as_torch)} layer(s) as torch's own (every tuned hint chose cuBLAS; "
+              "convert_aten_layers=True converts them): " + ", ".join(as_torch[:8])
+              + (" ..." if len(as_torch) > 8 else ""), file=sys.stderr, flush=True)
     if skipped:
         warnings.warn(f"gemmtune.patch left {len(skipped)} Linear layer(s) as they were: "
                       + ", ".join(skipped), RuntimeWarning, stacklevel=2)
@@ -386,13 +460,17 @@ def patch(model: torch.nn.Module, table=None, *,
 def dispatchers(model: torch.nn.Module, *, with_layout: bool = False) -> dict[tuple, Dispatcher]:
     """The dispatchers a patched model uses, keyed (n, k, dtype_name) for Linear layers, and
     (n, k, dtype_name, 'row') for Conv1D; ``with_layout=True`` keys every one with its
-    layout of B (what ``save_patched`` takes)."""
+    layout of B (what ``save_patched`` takes). Layers ``patch`` left as torch's (every hint
+    chose cuBLAS) are included: their dispatcher is recorded on them."""
     out = {}
     for mod in model.modules():
         d = getattr(mod, "dispatcher", None)
-        if isinstance(mod, Linear) or (d is not None and hasattr(mod, "_gemmtune_handle")):
-            key = (d.dims["n"], d.dims["k"], d.dtype)
-            out[key + (d.layout_b,) if with_layout or d.layout_b != "col" else key] = d
+        if not (isinstance(mod, Linear) or (d is not None and hasattr(mod, "_gemmtune_handle"))):
+            d = getattr(mod, "_gemmtune_dispatcher", None)  # a layer patch left as torch's
+            if d is None:
+                continue
+        key = (d.dims["n"], d.dims["k"], d.dtype)
+        out[key + (d.layout_b,) if with_layout or d.layout_b != "col" else key] = d
     return out
 
 
@@ -472,4 +550,4 @@ def route_bmm(target=None, *, dtype=None) -> _RouteBmm:
     return _RouteBmm(_bmm_dispatcher(target, dtype))
 
 
-__all__ = ["Linear", "patch", "patch_conv1d", "dispatchers", "BMM", "route_bmm"]
+__all__ = ["Linear", "patch", "patch_conv1d", "dispatchers", "runs_as_torch", "BMM", "route_bmm"]

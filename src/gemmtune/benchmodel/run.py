@@ -65,12 +65,15 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
 
 def eager_path_summary(model: torch.nn.Module) -> dict:
     """Which eager path each patched layer took per input shape (gemmtune.nn: the tuned kernel or
-    cuBLAS), with the back-to-back timings that chose it: what explains eager + patch's time."""
+    cuBLAS), with the back-to-back timings that chose it: what explains eager + patch's time.
+    ``left_as_torch``: the layers patch left unconverted (every hint chose cuBLAS)."""
     counts: dict[str, int] = {}
     timed = []
+    left = 0
     for name, mod in model.named_modules():
         paths = getattr(mod, "eager_paths", None)
         if not isinstance(paths, dict):
+            left += getattr(mod, "_gemmtune_dispatcher", None) is not None
             continue
         log = getattr(mod, "eager_choices", {})
         for key, path in paths.items():
@@ -79,7 +82,7 @@ def eager_path_summary(model: torch.nn.Module) -> dict:
                 choice, t_tuned, t_aten = log[key]
                 timed.append({"layer": name, "shape": list(key[0]), "path": path, "choice": choice,
                               "tuned_us": t_tuned * 1e6, "aten_us": t_aten * 1e6})
-    return {"counts": counts, "timed": timed}
+    return {"counts": counts, "timed": timed, "left_as_torch": left}
 
 
 def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str, dtype: torch.dtype,
@@ -132,7 +135,8 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
             checkpoint(out)
         if mode == "eager_patch":
             rec["eager_paths"] = eager_path_summary(fn_model)
-            log(f"{name} eager paths: {rec['eager_paths']['counts']}")
+            log(f"{name} eager paths: {rec['eager_paths']['counts']}, "
+                f"{rec['eager_paths']['left_as_torch']} layer(s) left as torch's")
         if mode != "eager":
             with torch.no_grad():
                 toks, _ = greedy(fn_model, prompt)

@@ -200,7 +200,8 @@ class Dispatcher(Deciding, Launching):
         """Whether every tuned hint chose cuBLAS (unpadded): the patched layers then hand the
         GEMM to torch itself under torch.compile (Inductor sees an ordinary mm it can fuse
         into) instead of the opaque gemmtune::mm op, whose per-call Python would only add
-        host time around the same cuBLAS call."""
+        host time around the same cuBLAS call; ``patch`` leaves such layers unconverted altogether
+        (``gemmtune.nn.runs_as_torch`` also checks the decisions and the table)."""
         return all(h.choice == ATEN for h in self.hint_choices)
 
     @property

@@ -41,13 +41,16 @@ def zero_pad(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
     if broadcast_matrix(t):
         return zero_pad(t[0], rows, cols).expand(t.shape[0], rows, cols)
     *batch, r, c = t.shape
-    if math.prod(batch) * rows * cols * t.element_size() < PAD_SPLIT_BYTES or (
+    # A row-major batch that gains rows (bmm's B when K is padded) would take the cat into
+    # strided top rows: slower than F.pad on the H200 (16x2047x2047 -> 16x2048x2048 bf16: 320 vs
+    # 207 us; 64x1023x127 -> 64x1024x128: 42 vs 26 us; benchmarks/results/2026-11-25-h200-pad-bmm).
+    strided_cat = math.prod(batch) > 1 and rows > r and t.stride(-1) == 1
+    if strided_cat or math.prod(batch) * rows * cols * t.element_size() < PAD_SPLIT_BYTES or (
             t.requires_grad and torch.is_grad_enabled()):
         # (out= writes are not differentiable: a recorded pad stays F.pad)
         return torch.nn.functional.pad(t, (0, cols - c, 0, rows - r)).contiguous()
     out = t.new_empty((*batch, rows, cols))
-    # Whole rows: contiguous for one matrix or where no rows are added; a batch that gains rows
-    # (bmm's B when K is padded) takes the cat into strided top rows (not timed on a GPU yet).
+    # Whole rows: contiguous for one matrix or where no rows are added.
     top = out[..., :r, :]
     if t.stride(-1) != 1:  # a transposed operand: one strided copy, then the zero margin
         top[..., :c].copy_(t)
