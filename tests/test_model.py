@@ -44,7 +44,7 @@ SAMPLE = Path(__file__).parent / "data" / "model_sample.csv.gz"
 H100 = DeviceInfo.lookup("h100")
 # Names of each feature version: changing the features without bumping FEATURE_VERSION
 # would silently change what saved models mean.
-PINNED_FEATURES = {1: "9b86e4b370e372ea"}
+PINNED_FEATURES = {1: "9b86e4b370e372ea", 2: "ca042b45378153ec"}
 
 
 def _ms(model, problem, choices) -> np.ndarray:
@@ -184,23 +184,50 @@ def test_breakdown_tiles_are_the_choices_own_tiles(shape, batch_):
         assert parts["programs"][i] == parts["tiles"][i] * max(1, b.split[i]), cid
 
 
-def test_v1_features_keep_what_the_shipped_models_were_trained_on():
-    """FEATURE_VERSION 1's "log2_tiles" and "edge_efficiency" hold the quantities the shipped H200
-    models were trained on (cuBLAS's 128x128 tile count on every Triton row: the old breakdown's
-    bug), not breakdown's corrected "tiles": changing them takes a retrain and FEATURE_VERSION 2."""
-    assert FEATURE_VERSION == 1, "version 2: feed breakdown's 'tiles' / 'edge_efficiency' and drop this test"
+def test_features_use_each_choices_own_tiles():
+    """"log2_tiles" and "edge_efficiency" are the choice's own output tiles (its family's plan) and
+    the useful fraction of them. FEATURE_VERSION 1 fed cuBLAS's 128x128 tile count on every Triton
+    row instead (1024 on 4096^3 whatever the blocks, "edge efficiency" up to 16)."""
+    assert FEATURE_VERSION >= 2
+    for shape in ((4096, 4096, 4096, "bf16"), (333, 4097, 1025, "fp16"), (7, 5000, 3000, "bf16")):
+        p = Problem.from_sizes(*shape)
+        cands = [c for c in candidates(p, list(gemmtune.families()), "default", H200) if not c.pad]
+        X = featurize(p, cands, H200)
+        tiles, edge = X[:, FEATURE_NAMES.index("log2_tiles")], X[:, FEATURE_NAMES.index("edge_efficiency")]
+        b = batch(p, cands)
+        seen = set()
+        for i, c in enumerate(cands):
+            if c.family == "aten":
+                assert tiles[i] == 0.0 and edge[i] == 1.0
+                continue
+            plan = gemmtune.kernels.get(c.family).plan(p.m, p.n, p.k, c.config)
+            assert tiles[i] == pytest.approx(np.log2(plan["tiles"]), abs=1e-12), c.id
+            assert 0.0 < edge[i] <= 1.0
+            assert edge[i] == pytest.approx(p.m * p.n / (plan["tiles"] * b.block_m[i] * b.block_n[i])), c.id
+            seen.add(c.family)
+        assert {"triton_mm", "splitk"} <= seen
+    # 4096^3: 64x64 and 128x256 blocks have 4096 and 512 tiles, not 1024 each
     p = Problem.from_sizes(4096, 4096, 4096, "bf16")
+    X = featurize(p, ["triton_mm:BM64-BN64-BK64-S3-W4-G8", "triton_mm:BM128-BN256-BK64-S3-W8-G8"], H200)
+    assert X[:, FEATURE_NAMES.index("log2_tiles")].tolist() == [12.0, 9.0]
+
+
+def test_family_columns_one_hot_every_family():
+    """Every family has a one-hot column of its own (version 1 had four: skinny and
+    persistent_tma read all zeros, triton_static read as triton_mm)."""
+    from gemmtune.model.choices import FAMILIES
+
+    cols = [FEATURE_NAMES.index(f"fam_{f}") for f in FAMILIES]
+    assert cols == list(range(cols[0], cols[0] + len(FAMILIES)))  # in code order
+    assert set(FAMILIES) == set(gemmtune.families())
+    p = Problem.from_sizes(8, 4097, 1025, "bf16")  # every family serves it (skinny, static: unaligned)
     cands = candidates(p, list(gemmtune.families()), "default", H200)
     X = featurize(p, cands, H200)
-    tiles, edge = X[:, FEATURE_NAMES.index("log2_tiles")], X[:, FEATURE_NAMES.index("edge_efficiency")]
-    from gemmtune.model.choices import ATEN, FAMILY_CODES
-
-    b = batch(p, cands)
-    tri = np.isin(b.fam, [FAMILY_CODES[f] for f in ("triton_mm", "splitk", "decompose_k")])
-    assert tri.sum() > 10 and len(set(zip(b.block_m[tri], b.block_n[tri]))) > 3
-    assert (tiles[tri] == 10.0).all()  # log2(32 x 32 cuBLAS tiles), whatever the blocks
-    assert np.array_equal(edge[tri], p.m * p.n / (1024.0 * b.block_m[tri] * b.block_n[tri]))
-    assert (tiles[b.fam == ATEN] == 0.0).all() and (edge[b.fam == ATEN] == 1.0).all()
+    onehot = X[:, cols]
+    assert (onehot.sum(axis=1) == 1).all()
+    for i, c in enumerate(cands):
+        assert FAMILIES[int(np.argmax(onehot[i]))] == c.family, c.id
+    assert {c.family for c in cands} == set(FAMILIES)
 
 
 # ------------------------------------------------------------------ learned model
@@ -317,6 +344,9 @@ def test_stale_model_warns_and_falls_back(trained, tmp_path):
     (tmp_path / "old.json").write_text(json.dumps(doc))
     with pytest.warns(ModelWarning, match="feature version"):
         assert isinstance(load_model(tmp_path / "old.json", triton_version="3.9.0"), AnalyticModel)
+    # ... and loaded without the check it refuses to predict (its trees read other columns).
+    with pytest.raises(ModelError, match="feature version"):
+        LearnedModel.load(tmp_path / "old.json").predict(g.problem, g.choices)
 
 
 @pytest.mark.parametrize("text, match", [("{", "not valid JSON"), ('{"format": "x"}', "not a gemmtune"),

@@ -35,9 +35,13 @@ def test_shape_groups_are_the_collection_plans():
 @pytest.mark.slow  # three gbt fits and one on everything (~8 s)
 def test_train_cv_ships_the_chosen_kind_with_its_evaluation(tmp_path, capsys):
     out = tmp_path / "m.json"
-    rc = cli.main(["train", "--store", str(SLICE), "--cv", "3", "--kinds", "gbt", "--ship", str(out), "--force"])
+    rc = cli.main(["train", "--store", str(SLICE), "--cv", "3", "--kinds", "gbt", "--ship", str(out), "--force",
+                   "--report", str(tmp_path / "cv")])
     text = capsys.readouterr().out
     assert rc == 0 and out.is_file(), text
+    readme = (tmp_path / "cv" / "README.md").read_text()
+    assert "| gbt | triton_mm |" in readme and "Shipped: `" in readme
+    assert json.loads((tmp_path / "cv" / "cv.json").read_text())["shipped"]["path"] == str(out)
     assert "3-fold cross-validation by shape: 40 shapes" in text and "chosen: gbt" in text
     prov = json.loads(out.read_text())["provenance"]
     ev = prov["evaluation"]
@@ -63,3 +67,25 @@ def test_ship_is_refused_when_the_kind_ranks_worse_than_analytic(tmp_path, capsy
     text = capsys.readouterr().out
     assert rc == 1 and not out.exists() and "not shipped" in text and "5-fold" in text and "chosen: mlp" in text
     assert cli.main(["train", "--store", str(SLICE), "--cv", "--compare", str(tmp_path / "c")]) == 2
+
+
+def test_per_family_scores_and_the_report(tmp_path):
+    """score() ranks within each family too; family_summaries counts where each family holds the
+    best measured choice and the model's first; write_report puts both in README.md and cv.json."""
+    from gemmtune.device import DeviceInfo
+    from gemmtune.model import AnalyticModel
+
+    data = load_dataset(SLICE).ranked()
+    per = cvmod.score(AnalyticModel(DeviceInfo.lookup("h200")), data)
+    fams = cvmod.family_summaries(per)
+    assert {"triton_mm", "splitk"} <= set(fams)
+    assert sum(f["best_is"] for f in fams.values()) == len(per) == sum(f["top1_is"] for f in fams.values())
+    assert fams["triton_mm"]["shapes"] == sum("triton_mm" in m["families"] for m in per) > 0
+    summ = {"shapes": len(per), "spearman_mean": 0.5, "top1_within_10pct": 0.5, "top1_regret_geomean": 0.1}
+    res = {"folds": 2, "seed": 0, "kinds": ["gbt"], "shapes": 40, "scored": len(per), "min_choices": 20,
+           "summaries": {"gbt": summ, "analytic": summ}, "families": {"gbt": fams, "analytic": fams},
+           "fit_s": {"gbt": 1.0}}
+    readme = cvmod.write_report(res, tmp_path / "r", command="gemmtune train ...", data=data).read_text()
+    assert "| analytic | splitk |" in readme and "Reproduce: `gemmtune train ...`" in readme
+    assert json.loads((tmp_path / "r" / "cv.json").read_text())["families"]["gbt"]["triton_mm"]["best_is"] >= 0
+    assert cli.main(["train", "--store", str(SLICE), "--report", str(tmp_path / "x")]) == 2  # needs --cv

@@ -104,6 +104,31 @@ def test_stale_or_missing_booster_is_a_one_line_error(ranked, tmp_path):
         LearnedModel.load(path)
 
 
+def test_a_ranker_of_another_feature_version_falls_back_and_never_ranks(ranked, tmp_path):
+    """A stale ranker (its booster reads another feature set) is not read: load_model warns and
+    ranks with the analytic model, and a LearnedModel loaded without that check refuses to rank
+    instead of feeding the booster columns that mean something else now."""
+    from gemmtune.model import AnalyticModel, ModelWarning
+    from gemmtune.model.features import FEATURE_NAMES, FEATURE_VERSION
+
+    model, _, te = ranked
+    path = model.save(tmp_path / "r.json")
+    doc = json.loads(path.read_text())
+    doc["feature_version"] = FEATURE_VERSION - 1
+    doc["features"] = list(FEATURE_NAMES[:-3])
+    doc["params"]["num_feature"] = len(FEATURE_NAMES) - 3
+    path.write_text(json.dumps(doc))
+    with pytest.warns(ModelWarning, match="feature version"):
+        m = load_model(path, triton_version=doc["provenance"]["triton"])
+    assert isinstance(m, AnalyticModel)
+    stale = LearnedModel.load(path)
+    g = te.groups[0]
+    with pytest.raises(ModelError, match="feature version"):
+        stale.rank_keys(g.problem, g.choices)
+    with pytest.raises(ModelError, match="feature version"):
+        stale.predict(g.problem, g.choices)
+
+
 def test_without_lightgbm_a_ranker_predicts_the_same_from_its_trees(ranked, tmp_path, monkeypatch):
     model, _, te = ranked
     path = model.save(tmp_path / "r.json")
@@ -123,14 +148,17 @@ def test_numpy_trees_match_lightgbm_on_the_shipped_ranker():
     import lightgbm
 
     from gemmtune.model.lgbm_text import TextBooster
+    from gemmtune.model.features import FEATURE_NAMES
+
     text = (Path(gemmtune.__file__).parent / "data" / "models" / "nvidia-h200-rank.lgbm.txt").read_text()
+    nf = len(FEATURE_NAMES)
     rng = np.random.default_rng(0)
-    X = rng.uniform(-2, 20, size=(500, 46))
+    X = rng.uniform(-2, 20, size=(500, nf))
     X[::7, 3] = 0.0
     X[::11, 4] = np.nan  # missing values take LightGBM's rule
     np.testing.assert_allclose(TextBooster(text).predict(X), lightgbm.Booster(model_str=text).predict(X),
                                rtol=1e-12, atol=1e-12)
-    with pytest.raises(ModelError, match="46 features"):
+    with pytest.raises(ModelError, match=f"{nf} features"):
         TextBooster(text).predict(X[:, :5])
     with pytest.raises(ModelError, match="not a LightGBM text model"):
         TextBooster("hello")

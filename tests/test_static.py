@@ -2,7 +2,8 @@
 
 Against fp64 on fresh random operands in the interpreter (fp16/fp32) or on a GPU: odd and
 prime sizes, M = 1, ragged K, transposed and offset operands; the space serves only unaligned
-problems and says why otherwise; ids, export and features as triton_mm's."""
+problems and says why otherwise; ids and export as triton_mm's; features triton_mm's but for
+its family column; the tuner's model selection with and without a model that knows it."""
 
 from __future__ import annotations
 
@@ -89,14 +90,19 @@ def test_choice_id_round_trip_and_export():
         Choice.parse("triton_static:BM64")
 
 
-def test_features_are_triton_mms():
-    from gemmtune.model.choices import batch
+def test_features_are_triton_mms_but_for_the_family():
+    from gemmtune.model.choices import FAMILY_CODES, batch
+    from gemmtune.model.features import FEATURE_NAMES, featurize
 
     p = Problem.from_sizes(300, 20001, 512, "fp16")
     cfg = TileConfig(64, 128, 64, 4, 4, 8)
     cb = batch(p, [Choice("triton_static", cfg), Choice("triton_mm", cfg)])
-    cols = {f: getattr(cb, f) for f in cb.__dataclass_fields__}
+    cols = {f: getattr(cb, f) for f in cb.__dataclass_fields__ if f != "fam"}
     assert len(cb) == 2 and all((v[0] == v[1]).all() for v in cols.values())
+    assert cb.fam.tolist() == [FAMILY_CODES["triton_static"], FAMILY_CODES["triton_mm"]]
+    X = featurize(p, [Choice("triton_static", cfg), Choice("triton_mm", cfg)], H100)
+    differ = [FEATURE_NAMES[i] for i in range(X.shape[1]) if X[0, i] != X[1, i]]
+    assert differ == ["fam_triton_mm", "fam_triton_static"]  # same tile, same analytic estimate
 
 
 def test_matmul_with_a_static_choice(operand):
@@ -137,4 +143,65 @@ def test_model_selection_times_a_picked_tile_with_its_static_twin():
     aligned = Problem.from_sizes(64, 64, 64, "fp16")
     picked = select_by_model(aligned, candidates(aligned, ["triton_mm", "triton_static"], "default", H100),
                              1, ByIndex())
+    assert [c.family for c in picked] == ["aten", "triton_mm"]
+
+
+class _Prefers:
+    """A regressor stand-in: ln-ms correction -1 for one family column, 0 elsewhere."""
+    outputs = "ms"
+
+    def __init__(self, column):
+        from gemmtune.model.features import FEATURE_NAMES
+
+        self.col = FEATURE_NAMES.index(column)
+
+    def predict(self, X):
+        return -1.0 * X[:, self.col]
+
+
+def _learned(family_rows, prefer="fam_triton_static"):
+    """A LearnedModel trusted on 33x97x41 fp16 (its whole training domain) with these family rows."""
+    from gemmtune.model import LearnedModel
+    from gemmtune.model.data import ShapeData, Dataset, domain_of
+
+    dom = domain_of(Dataset([ShapeData(Problem.from_sizes(33, 97, 41, "fp16"), [], None)]))
+    dom["family_rows"] = family_rows
+    return LearnedModel(H100, "gbt", _Prefers(prefer), {"domain": dom})
+
+
+def test_a_model_without_static_rows_scores_static_as_triton_mm_and_keeps_the_twins():
+    from gemmtune.tuning.plan import candidates, select_adaptive, select_by_model
+
+    model = _learned({"aten": 10, "triton_mm": 100, "splitk": 10})  # e.g. trained before triton_static
+    assert not model.knows("triton_static") and model.knows("triton_mm")
+    p = Problem.from_sizes(33, 97, 41, "fp16")
+    cfg = TileConfig(32, 32, 32, 2, 4, 8)
+    ms = model.predict(p, [Choice("triton_static", cfg), Choice("triton_mm", cfg)])
+    assert ms[0] == ms[1]  # its fam_triton_static column is never read as such: scored as triton_mm
+    cands = candidates(p, ["triton_mm", "triton_static"], "default", H100)
+    picked = select_by_model(p, cands, 2, model)
+    mm = [c for c in picked if c.family == "triton_mm"]
+    assert len(mm) == 2 and [c.id for c in picked if c.family == "triton_static"] == \
+        [f"triton_static:{c.config.id}" for c in mm]
+    picked, k, _ = select_adaptive(p, cands, model)
+    assert sum(c.family == "triton_static" for c in picked) == sum(c.family == "triton_mm" and not c.pad
+                                                                   for c in picked)
+
+
+def test_a_model_trained_on_static_rows_ranks_them_on_their_own():
+    """Once the model has triton_static timings it tells the two kernels apart: static candidates
+    compete for the k slots like any other (no twin rides along)."""
+    from gemmtune.tuning.plan import candidates, select_by_model
+
+    model = _learned({"aten": 10, "triton_mm": 100, "triton_static": 20})
+    assert model.knows("triton_static")
+    p = Problem.from_sizes(33, 97, 41, "fp16")
+    cfg = TileConfig(32, 32, 32, 2, 4, 8)
+    ms = model.predict(p, [Choice("triton_static", cfg), Choice("triton_mm", cfg)])
+    assert ms[0] < ms[1]
+    cands = candidates(p, ["triton_mm", "triton_static"], "default", H100)
+    picked = select_by_model(p, cands, 1, model)
+    assert [c.family for c in picked] == ["aten", "triton_static"]  # k = 1: the static pick alone
+    # a model that prefers triton_mm picks it alone, without its twin
+    picked = select_by_model(p, cands, 1, _learned({"triton_mm": 100, "triton_static": 20}, "fam_triton_mm"))
     assert [c.family for c in picked] == ["aten", "triton_mm"]

@@ -113,6 +113,8 @@ def cmd_train(args) -> int:
     suites = [] if [x.lower() for x in suites] == ["none"] else suites
     if args.compare and (args.cv or args.ship):
         raise ValueError("--compare writes a report of its own; give it without --cv / --ship")
+    if args.report and not (args.cv or args.ship):
+        raise ValueError("--report writes a cross-validation: give it with --cv (or --ship)")
     if args.cv or args.ship:
         return _train_cv(args, suites)
     if args.compare:
@@ -189,15 +191,22 @@ def _train_cv(args, suites: list[str]) -> int:
     console.print(t)
     kind = cvmod.choose_kind(res)
     console.print(f"chosen: {kind} (lower geomean top-1 regret over the folds)")
+    command = "gemmtune " + " ".join(getattr(args, "argv", None) or [])
     if not args.ship:
+        if args.report:
+            console.print(f"report: {cvmod.write_report(res, args.report, command=command, data=data)}")
         return 0
     worse = learned_is_worse({"held_out": sums[kind], "held_out_analytic": sums["analytic"]})
     if worse and not args.force:
         console.print(f"not shipped: cross-validated, {kind} ranks worse than the analytic model ({worse}); "
                       "--force ships it anyway.")
+        if args.report:
+            console.print(f"report: {cvmod.write_report(res, args.report, command=command, data=data)}")
         return 1
     _, info = cvmod.ship(data, kind, args.ship, cv=res, seed=args.seed, device=args.device,
                          description={"excluded_suites": suites, "excluded_problems": n_excl})
+    if args.report:
+        console.print(f"report: {cvmod.write_report(res, args.report, command=command, data=data, shipped=info)}")
     console.print(f"{info['path']}: {kind} model trained on all {res['shapes']} shapes in {info['fit_s']:.1f} s "
                   f"({info['bytes'] / 1024:.0f} KiB), its {res['folds']}-fold cross-validation in its provenance"
                   + (f" (shipped with --force although {worse})" if worse else ""))
@@ -257,6 +266,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--ship", metavar="PATH", help="with --cv (5 folds unless given): train the better kind (or "
                    "--kind) on every shape and write it to PATH, its cross-validation in the provenance; refused "
                    "when it ranks worse than the analytic model (--force)")
+    p.add_argument("--report", metavar="DIR", help="with --cv: write the cross-validation (overall and per "
+                   "kernel family) to DIR/README.md and DIR/cv.json")
     p.add_argument("--test-fraction", type=fraction, default=0.2, metavar="F",
                    help="share of shapes held out, between 0 and 1; the learned model is compared with the "
                    "analytic one on them")

@@ -345,13 +345,4 @@ class AnalyticModel:
             "acc_regs": np.where(aten, zero, acc),
             "edge_efficiency": np.where(aten, 1.0, M * N * nb / (tiles * bm * bn)),
             "wgmma": np.where(aten, zero, wgmma.astype(f)),
-            # What FEATURE_VERSION 1's "log2_tiles" and "edge_efficiency" columns hold, i.e. what the
-            # shipped models were trained on: from f0cdd0d (ATEN_UNALIGNED_SPLIT_K) until it was fixed,
-            # the aten estimate above overwrote ``tiles`` with cuBLAS's 128x128 tiles times its K
-            # splits before "tiles" and "edge_efficiency" were read, so every Triton row got the aten
-            # tile count whatever its blocks (4096^3: 1024 for 64x64 and for 128x256 blocks, "edge
-            # efficiency" 4.0 and 0.5). features.py keeps feeding these to v1 models; a retrained
-            # FEATURE_VERSION 2 should read "tiles" and "edge_efficiency" and drop these two.
-            "v1_tiles": np.where(aten, 1.0, aten_tiles),
-            "v1_edge_efficiency": np.where(aten, 1.0, M * N * nb / (aten_tiles * bm * bn)),
         }

@@ -22,25 +22,26 @@ from .. import kernels
 from ..configs import Choice
 from ..problem import Problem
 
-# The family codes of ChoiceBatch.fam; features.py one-hot encodes the first four.
-FAMILIES = ("triton_mm", "splitk", "decompose_k", "aten")
+# The family codes of ChoiceBatch.fam, in the order of features.py's family one-hot. The first
+# four are FEATURE_VERSION 1's; the families that came later have codes after them (the same
+# codes as before) and, from FEATURE_VERSION 2, one-hot columns of their own.
+FAMILIES = ("triton_mm", "splitk", "decompose_k", "aten", "skinny", "persistent_tma", "triton_static")
 FAMILY_CODES = {f: i for i, f in enumerate(FAMILIES)}
+TRITON_MM = FAMILY_CODES["triton_mm"]
 ATEN = FAMILY_CODES["aten"]
 SPLITK = FAMILY_CODES["splitk"]
 DECOMPOSE_K = FAMILY_CODES["decompose_k"]
-# The skinny (decode) family came after FEATURE_VERSION 1: its code is outside the v1
-# one-hot (all four family columns read 0 for it), and a learned model trained without its
-# rows leaves them to the analytic estimate (LearnedModel.predict_ms) instead of guessing.
-SKINNY = len(FAMILIES)
-# The persistent TMA family came later still: a code of its own, outside the v1 one-hot too.
-PERSISTENT = SKINNY + 1
-# Codes of the families a version-1 model was never trained on (LearnedModel leaves them to
-# the analytic estimate).
+# The skinny (decode) family came after FEATURE_VERSION 1 (all four v1 family columns read 0
+# for it), the persistent TMA family later still.
+SKINNY = FAMILY_CODES["skinny"]
+PERSISTENT = FAMILY_CODES["persistent_tma"]
+# triton_static runs triton_mm's kernel with its sizes compiled in: the same tile, so the same
+# analytic estimate; a code of its own so that a learned model can tell the two apart (a model
+# trained without triton_static rows scores it as triton_mm: LearnedModel).
+STATIC = FAMILY_CODES["triton_static"]
+# Codes of the families a model that records no per-family training rows (files older than
+# domain["family_rows"]) was never trained on: LearnedModel leaves them to the analytic estimate.
 POST_V1 = (SKINNY, PERSISTENT)
-# triton_static runs triton_mm's kernel with its sizes compiled in: the models see it as triton_mm
-# (same tile, same estimate); only the measurement tells the two apart.
-_CODES = {**FAMILY_CODES, "skinny": SKINNY, "persistent_tma": PERSISTENT,
-          "triton_static": FAMILY_CODES["triton_mm"]}  # every family's code
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def _facts(p: Problem) -> tuple:
 def _raw(facts: tuple, choice: Choice) -> tuple:
     """One row of ChoiceBatch for ``choice`` on the problem whose ``_facts`` are given: the
     family's code, then the family's own row (its ``features_row``, which reads its ``plan``)."""
-    return (_CODES[choice.family], *kernels.get(choice.family).features_row(facts, choice))
+    return (FAMILY_CODES[choice.family], *kernels.get(choice.family).features_row(facts, choice))
 
 
 def batch(problem: Problem, choices) -> ChoiceBatch:

@@ -1,4 +1,4 @@
-"""Cross-validation by shape and shipping a model (``gemmtune train --cv K --ship PATH``).
+"""Cross-validation by shape and shipping a model (``gemmtune train --cv K --ship PATH [--report DIR]``).
 
 ``cross_validate`` holds every shape out once: the shapes are dealt into ``k`` folds, group by
 group (the collection plan's shape groups: llm, decode, splitk, odd, square, random), and each
@@ -6,7 +6,10 @@ learned kind is trained on the other folds and scored on the held-out one, besid
 model. Less noisy than one 20% split. ``choose_kind`` takes the kind with the lower geomean
 top-1 regret (then the higher Spearman); ``ship`` trains it on every shape and writes it with
 its cross-validation in the provenance (so none of its own shapes is held out from the shipped
-model, and the file says so).
+model, and the file says so). Besides the summaries over every scored problem, ``families`` holds
+one per kernel family: the ranking within that family's choices of each problem, and how often
+the family holds the problem's best measured choice (``best_is``) and the model's first
+(``top1_is``). ``write_report`` writes them as README.md and cv.json.
 
 >>> folds = folds_by_group({(1, 1, 1), (2, 2, 2), (3, 3, 3), (4, 4, 4)}, {}, 2, seed=0)
 >>> sorted(len(f) for f in folds), set().union(*folds) == {(1, 1, 1), (2, 2, 2), (3, 3, 3), (4, 4, 4)}
@@ -15,6 +18,7 @@ model, and the file says so).
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections import defaultdict
@@ -63,12 +67,34 @@ def _baseline(g) -> np.ndarray:
 
 
 def score(model, data: Dataset) -> list[dict]:
-    """Per-problem ranking metrics of ``model`` on ``data`` (model.metrics.shape_metrics)."""
+    """Per-problem ranking metrics of ``model`` on ``data`` (model.metrics.shape_metrics), with the
+    family of the best measured choice and of the model's first, and ``families``: the metrics of
+    the model's ranking within each family that has at least two choices in the problem."""
     out = []
     for g in data.groups:
-        m = shape_metrics(_predict_ms(model, g.problem, g.choices), g.times_ms, baseline=_baseline(g))
+        pred = np.asarray(_predict_ms(model, g.problem, g.choices), dtype=np.float64)
+        m = shape_metrics(pred, g.times_ms, baseline=_baseline(g))
         m["key"] = g.problem.key
+        fams = np.array([c.family for c in g.choices])
+        m["best_family"] = str(fams[int(np.argmin(g.times_ms))])
+        m["top1_family"] = str(fams[int(np.argsort(np.where(np.isfinite(pred), pred, np.inf), kind="stable")[0])])
+        m["families"] = {str(f): shape_metrics(pred[fams == f], g.times_ms[fams == f])
+                         for f in np.unique(fams) if (fams == f).sum() >= 2}
         out.append(m)
+    return out
+
+
+def family_summaries(per: list[dict]) -> dict:
+    """family -> ``summarize`` of the within-family metrics of ``score``'s problems, plus
+    ``best_is`` / ``top1_is``: on how many problems the best measured choice / the model's first
+    is of that family."""
+    fams = sorted({f for m in per for f in m.get("families", {})} | {m["best_family"] for m in per if "best_family" in m})
+    out = {}
+    for f in fams:
+        s = summarize([m["families"][f] for m in per if f in m.get("families", {})])
+        s["best_is"] = sum(m.get("best_family") == f for m in per)
+        s["top1_is"] = sum(m.get("top1_family") == f for m in per)
+        out[f] = s
     return out
 
 
@@ -76,7 +102,8 @@ def cross_validate(data: Dataset, *, kinds=DEFAULT_KINDS, folds: int = 5, seed: 
                    min_choices: int = MIN_RANKED_CHOICES, weighting: str = "near_best", device=None,
                    say=lambda msg: None) -> dict:
     """k-fold cross-validation by shape: {"folds", "kinds", "summaries": kind -> summary (and
-    'analytic'), "fit_s": kind -> seconds of training over the folds, "shapes", "scored"}.
+    'analytic'), "families": kind -> family -> summary (``family_summaries``), "fit_s": kind ->
+    seconds of training over the folds, "shapes", "problems", "rows", "scored"}.
     Rankings are scored on problems with at least ``min_choices`` measured choices (every
     problem is trained on)."""
     if len(data.shapes) < folds:
@@ -96,8 +123,10 @@ def cross_validate(data: Dataset, *, kinds=DEFAULT_KINDS, folds: int = 5, seed: 
         per["analytic"] += score(analytic, test_d)
         say(f"cross-validation fold {i + 1}/{folds} done")
     return {"folds": folds, "seed": seed, "kinds": list(kinds), "shapes": len(data.shapes),
+            "problems": len(data.groups), "rows": data.rows,
             "scored": len(per["analytic"]), "min_choices": min_choices, "weighting": weighting,
-            "summaries": {name: summarize(p) for name, p in per.items()}, "fit_s": dict(fit_s)}
+            "summaries": {name: summarize(p) for name, p in per.items()},
+            "families": {name: family_summaries(p) for name, p in per.items()}, "fit_s": dict(fit_s)}
 
 
 def choose_kind(cv: dict) -> str:
@@ -132,3 +161,60 @@ def ship(data: Dataset, kind: str, path: str | os.PathLike, *, cv: dict | None =
     path.parent.mkdir(parents=True, exist_ok=True)
     model.save(path)
     return model, {"path": str(path), "bytes": path.stat().st_size, "fit_s": fit_s, "kind": kind}
+
+
+def _pct(x) -> str:
+    return "-" if x is None or x != x else f"{100 * x:.1f}%"
+
+
+def write_report(res: dict, folder: str | os.PathLike, *, command: str = "", data: Dataset | None = None,
+                 shipped: dict | None = None) -> Path:
+    """README.md (tables) and cv.json (everything) of ``cross_validate``'s ``res`` in ``folder``;
+    returns the README. ``shipped``: ``ship``'s info when a model was written."""
+    import platform
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = dict(res, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), command=command,
+               machine={"cores": os.cpu_count(), "python": platform.python_version()},
+               data={"source": data.source, "context": data.context} if data is not None else None,
+               shipped=shipped)
+    (folder / "cv.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    names = [*res["kinds"], "analytic"]
+    lines = [f"# {res['folds']}-fold cross-validation by shape ({doc['date']})", ""]
+    if command:
+        lines += [f"Reproduce: `{command}`", ""]
+    src = f"`{data.source}` ({data.context.get('device_name')}, triton {data.context.get('triton_version')}): " \
+        if data is not None else ""
+    lines += [f"Data: {src}{res.get('rows', '?')} rows, {res.get('problems', '?')} problems, {res['shapes']} shapes; "
+              f"every shape held out once (folds dealt per collection-plan shape group, seed {res['seed']}); "
+              f"{res['scored']} problems with >= {res.get('min_choices', '?')} measured choices scored. "
+              f"Machine: {doc['machine']['cores']} cores.", "",
+              "| model | top-1 within 10% | top-1 regret (geomean) | top-5 regret (geomean) | top-5 within 10% | "
+              "tuner top-1 within 10% (+cuBLAS) | Triton-only top-1 within 10% | Spearman (mean) | train s (all folds) |",
+              "|---|" + "---:|" * 8]
+    for name in names:
+        h = res["summaries"][name]
+        fit = res["fit_s"].get(name)
+        lines.append(f"| {name} | {_pct(h.get('top1_within_10pct'))} | {_pct(h.get('top1_regret_geomean'))} | "
+                     f"{_pct(h.get('top5_regret_geomean'))} | {_pct(h.get('top5_within_10pct'))} | "
+                     f"{_pct(h.get('tuner_top1_within_10pct'))} | {_pct(h.get('rest_top1_within_10pct'))} | "
+                     f"{h.get('spearman_mean', float('nan')):.3f} | {'-' if fit is None else f'{fit:.1f}'} |")
+    lines += ["", "## Per family", "",
+              "Within each family: the model's ranking of that family's choices of a problem (problems with two "
+              "or more of them). best is / top-1 is: on how many scored problems the best measured choice / "
+              "the model's first choice is of that family.", "",
+              "| model | family | problems | top-1 within 10% | top-1 regret (geomean) | top-5 regret (geomean) | "
+              "Spearman (mean) | best is | top-1 is |", "|---|---|" + "---:|" * 7]
+    for name in names:
+        for fam, h in res.get("families", {}).get(name, {}).items():
+            sp = h.get("spearman_mean", float("nan"))
+            lines.append(f"| {name} | {fam} | {h.get('shapes', 0)} | {_pct(h.get('top1_within_10pct'))} | "
+                         f"{_pct(h.get('top1_regret_geomean'))} | {_pct(h.get('top5_regret_geomean'))} | "
+                         f"{'-' if sp != sp else f'{sp:.3f}'} | {h['best_is']} | {h['top1_is']} |")
+    if shipped:
+        lines += ["", f"Shipped: `{shipped['path']}` ({shipped['kind']}, trained on all {res['shapes']} shapes in "
+                  f"{shipped['fit_s']:.1f} s, {shipped['bytes'] / 1024:.0f} KiB)."]
+    path = folder / "README.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path

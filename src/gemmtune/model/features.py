@@ -41,11 +41,16 @@ from .choices import (  # noqa: F401  (re-exported: they lived here before choic
     POST_V1,
     SKINNY,
     SPLITK,
+    STATIC,
+    TRITON_MM,
     ChoiceBatch,
     batch,
 )
 
-FEATURE_VERSION = 1
+# Version 2 (2026-11-25): "log2_tiles" and "edge_efficiency" are each choice's own tiles (version 1
+# fed cuBLAS's 128x128 tile count on every Triton row, a bug of AnalyticModel.breakdown), and
+# skinny, persistent_tma and triton_static have one-hot columns of their own.
+FEATURE_VERSION = 2
 
 FEATURE_NAMES: tuple[str, ...] = (
     # problem
@@ -53,7 +58,8 @@ FEATURE_NAMES: tuple[str, ...] = (
     "a_row", "a_col", "b_row", "b_col", "aligned_a", "aligned_b",
     "log2_m_div", "log2_n_div", "log2_k_div", "log2_flops", "log2_problem_intensity",
     # choice
-    "fam_triton_mm", "fam_splitk", "fam_decompose_k", "fam_aten", "pad",
+    "fam_triton_mm", "fam_splitk", "fam_decompose_k", "fam_aten", "fam_skinny", "fam_persistent_tma",
+    "fam_triton_static", "pad",
     "log2_block_m", "log2_block_n", "log2_block_k", "num_stages", "num_warps", "log2_group_m",
     "log2_split", "deterministic",
     # derived
@@ -102,18 +108,13 @@ def featurize(problem: Problem, choices, device: DeviceInfo, *, analytic=None,
     tri = b.fam != ATEN
     fam_onehot = (b.fam[:, None] == np.arange(len(FAMILIES))[None, :]).astype(np.float64)
     us = 1e6
-    # Version 1's "log2_tiles" and "edge_efficiency" are what the shipped models were trained on:
-    # the cuBLAS 128x128 tile count (times its K splits) on every Triton row, not the choice's own
-    # tiles (AnalyticModel.breakdown's "v1_tiles" says how that came about). Feeding the correct
-    # "tiles" / "edge_efficiency" would change what those models mean: that takes a retrain and
-    # FEATURE_VERSION 2.
     cols = [
-        fam_onehot[:, 0], fam_onehot[:, 1], fam_onehot[:, 2], fam_onehot[:, 3], b.pad,
+        *fam_onehot.T, b.pad,
         _log2(b.block_m), _log2(b.block_n), _log2(b.block_k), b.stages, b.warps, _log2(b.group_m),
         _log2(b.split), b.det,
-        _log2(parts["v1_tiles"]), _log2(parts["programs"]), parts["waves"], parts["wave_efficiency"],
+        _log2(parts["tiles"]), _log2(parts["programs"]), parts["waves"], parts["wave_efficiency"],
         parts["occupancy"], _log2(parts["k_iters"]), parts["tile_intensity"], parts["smem"] / 1024.0,
-        parts["acc_regs"], parts["v1_edge_efficiency"], parts["wgmma"] * tri,
+        parts["acc_regs"], parts["edge_efficiency"], parts["wgmma"] * tri,
         np.log2(parts["total"] * us), np.log2(np.maximum(parts["sm"] * us, 1e-3)),
         np.log2(np.maximum(parts["dram"] * us, 1e-3)), np.log2(np.maximum(parts["extra"] * us, 1e-3)),
     ]

@@ -40,7 +40,15 @@ JSON with its sha256): GPU name, capability and facts, torch / triton /
 gemmtune versions, feature version, the training set and the held-out metrics.
 ``load_model`` refuses to trust a model from another GPU, another triton
 MAJOR.MINOR or another feature version: it warns (``ModelWarning``) and returns
-an ``AnalyticModel`` instead.
+an ``AnalyticModel`` instead. A model of another feature version loaded without that check
+(``LearnedModel.load``) raises ``ModelError`` when asked to rank: its trees or weights read
+columns that mean something else now.
+
+Families: a model ranks the families it was trained on (``knows``: its provenance's
+``domain["family_rows"]``). A family it has no rows of gets the analytic estimate, except
+triton_static, which a model without triton_static rows scores as the triton_mm config it
+compiles (the same kernel; the tuner then times it beside its triton_mm twin instead of
+ranking it: ``tuning.plan._split_twins``).
 
 Example::
 
@@ -55,6 +63,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -73,7 +82,8 @@ from .data import (MIN_RANKED_CHOICES, TRUST_RADIUS, ZERO_RADIUS, Dataset, Shape
                    _layout_tag, _unaligned, domain_of, exclude, load_dataset, public_shapes, split_by_shape,
                    suite_shapes)
 from .errors import ModelDependencyError, ModelError, ModelWarning  # noqa: F401
-from .features import FEATURE_NAMES, FEATURE_VERSION, POST_V1, batch, featurize
+from .features import (FAMILIES, FAMILY_CODES, FEATURE_NAMES, FEATURE_VERSION, POST_V1, STATIC, TRITON_MM, batch,
+                       featurize)
 from .metrics import _predict_ms, _ranks, evaluate, rank_keys, shape_metrics, spearman, summarize  # noqa: F401
 from .regressors import _GBT, _MLP, _REGRESSORS, RANKERS, _LGBMRanker, import_lightgbm  # noqa: F401
 
@@ -123,6 +133,7 @@ class LearnedModel:
         self.outputs = getattr(regressor, "outputs", "ms")
         self.provenance = provenance
         self.feature_version = FEATURE_VERSION
+        self.source = "<model>"
         self.analytic = AnalyticModel(device)
         dom = provenance.get("domain") if isinstance(provenance, dict) else None
         self.domain = dom if isinstance(dom, dict) else None
@@ -132,6 +143,10 @@ class LearnedModel:
             m, n, k, tag, un = row
             by[(tag, bool(un))].append((m, n, k))
         self._near = {c: np.log2(np.maximum(np.asarray(v, dtype=np.float64), 1.0)) for c, v in by.items()}
+        # triton_static without rows of its own: scored as its triton_mm config (same kernel).
+        self._static_as_mm = not self.knows("triton_static") and self.knows("triton_mm")
+        self._unseen = [FAMILY_CODES[f] for f in FAMILIES
+                        if not self.knows(f) and not (f == "triton_static" and self._static_as_mm)]
 
     def __repr__(self) -> str:
         return f"LearnedModel({self.family!r}, {self.device.name!r})"
@@ -161,6 +176,28 @@ class LearnedModel:
         return w, (f"nearest {kind} {tag} training problem {dist:.2f} log2 units of (M, N, K) away "
                    f"(full trust within {lo:g}, none beyond {hi:g})")
 
+    def knows(self, family: str) -> bool:
+        """Whether the model was trained on measurements of ``family`` (its provenance's
+        ``domain["family_rows"]``; a file that records none: feature version 1's four families)."""
+        rows = (self.domain or {}).get("family_rows")
+        if isinstance(rows, dict):
+            return rows.get(family, 0) > 0
+        return family in FAMILY_CODES and FAMILY_CODES[family] not in POST_V1 and family != "triton_static"
+
+    def _batch(self, problem: Problem, choices):
+        """The ChoiceBatch this model reads: triton_static rows as triton_mm when it never saw them."""
+        b = batch(problem, choices)
+        if self._static_as_mm and (b.fam == STATIC).any():
+            b = dataclasses.replace(b, fam=np.where(b.fam == STATIC, TRITON_MM, b.fam))
+        return b
+
+    def _check_features(self) -> None:
+        if self.feature_version != FEATURE_VERSION:
+            raise ModelError(f"{self.source}: made for feature version "
+                             f"{self.feature_version!r}, this gemmtune computes version {FEATURE_VERSION}'s "
+                             "features; retrain it (gemmtune train) or load it with load_model, which falls "
+                             "back to the analytic model")
+
     def support(self, families) -> tuple[float, str]:
         """(how well the training data covers ``families``, 0..1; why): the smallest
         rows / FAMILY_ROWS_FULL among them (1.0 when the model records no family rows,
@@ -188,19 +225,20 @@ class LearnedModel:
         if self.outputs == "ms":
             with np.errstate(divide="ignore"):
                 return np.log(self.predict_ms(problem, choices))
-        b = batch(problem, choices)
+        self._check_features()
+        b = self._batch(problem, choices)
         if len(b) == 0:
             return np.zeros(0)
         base = np.log(self.analytic.predict_ms(problem, None, choice_batch=b))
         w, _ = self.trust(problem)
-        seen = ~np.isin(b.fam, POST_V1)
+        seen = ~np.isin(b.fam, self._unseen)
         if w <= 0.0 or not seen.any():
             return base
         X = featurize(problem, None, self.device, analytic=self.analytic, choice_batch=b)
         key = -self.regressor.scale * self.regressor.predict(X)
         # Blend with the analytic ln ms by trust (a constant shift of either changes no order
         # within the problem), then anchor the seen families' first choice at its analytic
-        # ln ms: families the ranker never saw (skinny, persistent_tma) keep their analytic ln ms.
+        # ln ms: families the ranker never saw (no training rows) keep their analytic ln ms.
         key = w * key + (1.0 - w) * base
         top = np.flatnonzero(seen)[int(np.argmin(key[seen]))]
         out = base.copy()
@@ -212,7 +250,8 @@ class LearnedModel:
         if self.outputs != "ms":
             raise ModelError(f"a {self.family} model scores choices and predicts no times: use rank_keys "
                              "(or predict, which orders the same way)")
-        b = batch(problem, choices)
+        self._check_features()
+        b = self._batch(problem, choices)
         if len(b) == 0:
             return np.zeros(0)
         w, _ = self.trust(problem)
@@ -221,9 +260,9 @@ class LearnedModel:
         X = featurize(problem, None, self.device, analytic=self.analytic, choice_batch=b)
         corr = self.regressor.predict(X)
         est = np.exp(_base_log_ms(X) + (corr if w >= 1.0 else w * corr))
-        # Families this model never saw measured (feature version 1 predates the skinny and
-        # persistent TMA families) get the analytic estimate, not a correction learned on others.
-        unseen = np.isin(b.fam, POST_V1)
+        # Families this model never saw measured get the analytic estimate, not a correction
+        # learned on others.
+        unseen = np.isin(b.fam, self._unseen)
         if unseen.any():
             est[unseen] = self.analytic.predict_ms(problem, None, choice_batch=b)[unseen]
         return est
@@ -280,7 +319,11 @@ class LearnedModel:
             d = dict(prov["device"])
             d["capability"] = tuple(d["capability"])
             device = DeviceInfo(**d)
-            if fam in RANKERS:
+            if doc.get("feature_version") != FEATURE_VERSION:
+                # Its trees or weights read another feature set: not loaded, so that it cannot rank
+                # (load_model warns and falls back on the version; LearnedModel refuses to predict).
+                reg = _Stale("score" if fam in RANKERS else "ms", source)
+            elif fam in RANKERS:
                 reg = RANKERS[fam].from_text(_booster_text(doc["params"], source, folder), doc["params"],
                                              len(FEATURE_NAMES), source)
             else:
@@ -290,6 +333,7 @@ class LearnedModel:
                 raise
             raise ModelError(f"{source}: malformed model file: {type(e).__name__}: {e}") from None
         m = cls(device, fam, reg, prov)
+        m.source = source
         m.feature_version = doc.get("feature_version")
         if doc.get("features") != list(FEATURE_NAMES) and m.feature_version == FEATURE_VERSION:
             raise ModelError(f"{source}: its feature names differ from feature version {FEATURE_VERSION}'s")
@@ -299,6 +343,24 @@ class LearnedModel:
     def load(cls, path: str | os.PathLike) -> "LearnedModel":
         path = Path(path)
         return cls.from_json(read_json(path, ModelError), str(path), path.parent)
+
+
+class _Stale:
+    """The regressor of a model file of another feature version: not read, never predicts."""
+
+    scale = 1.0
+
+    def __init__(self, outputs: str, source: str):
+        self.outputs, self.source = outputs, source
+
+    def _refuse(self, *_a, **_k):
+        raise ModelError(f"{self.source}: a model of another feature version than {FEATURE_VERSION} "
+                         "neither predicts nor saves here; retrain it (gemmtune train)")
+
+    predict = to_json = to_text = _refuse
+
+    def hyperparameters(self) -> dict:
+        return {}
 
 
 def _booster_text(params: dict, source: str, folder) -> str:

@@ -96,14 +96,20 @@ def _split_baseline(cands: list[Choice]) -> tuple[list[Choice], list[Choice]]:
     return base, rest
 
 
-def _split_twins(rest: list[Choice]) -> tuple[list[Choice], dict]:
+def _split_twins(rest: list[Choice], model=None) -> tuple[list[Choice], dict]:
     """(the candidates the model ranks, {config: triton_static twin}). A triton_static choice runs
-    triton_mm's kernel with the same config, its sizes compiled in; the models cannot tell the two
-    apart (same features, same estimate), so ranking both would spend two of the k slots on one
-    prediction. The twin is ranked as its triton_mm config and timed beside it (``_with_twins``):
-    on unaligned problems, the only ones it serves, the H200 parity runs put it 10-20% ahead of
+    triton_mm's kernel with the same config, its sizes compiled in. A model that was trained on
+    triton_static timings (``model.knows("triton_static")``: a LearnedModel whose training rows
+    include them) ranks those candidates like any other: no twins. Any other model cannot tell the
+    two apart (same estimate: the analytic model, a learned model without triton_static rows, any
+    object with only ``predict``), so ranking both would spend two of the k slots on one
+    prediction: the twin is ranked as its triton_mm config and timed beside it (``_with_twins``).
+    On unaligned problems, the only ones it serves, the H200 parity runs put it 10-20% ahead of
     triton_mm on 5 of 6 configs and 3.8x behind on one (benchmarks/results/2026-11-24-h200-parity-static),
     so it is measured, never substituted."""
+    knows = getattr(model, "knows", None)
+    if callable(knows) and knows("triton_static"):
+        return rest, {}
     twins = {c.config: c for c in rest if c.family == "triton_static" and not c.pad}
     if not twins:
         return rest, twins
@@ -118,8 +124,9 @@ def _with_twins(picked: list[Choice], twins: dict) -> list[Choice]:
 def select_by_model(problem: Problem, cands: list[Choice], k: int, model) -> list[Choice]:
     """cuBLAS (the baseline, when among ``cands``) plus the ``k`` other candidates the model
     ranks fastest; all of ``cands`` when they are no more than that. Ties and non-finite
-    estimates keep the candidates' order (non-finite ones rank last). A picked triton_mm config
-    brings its triton_static twin along when there is one (``_split_twins``).
+    estimates keep the candidates' order (non-finite ones rank last). Unless the model was trained
+    on triton_static timings, a picked triton_mm config brings its triton_static twin along when
+    there is one (``_split_twins``).
 
     Example::
 
@@ -131,7 +138,7 @@ def select_by_model(problem: Problem, cands: list[Choice], k: int, model) -> lis
         ['aten', 'decompose_k:s2', 'decompose_k:s4']
     """
     base, rest = _split_baseline(cands)
-    rest, twins = _split_twins(rest)
+    rest, twins = _split_twins(rest, model)
     if len(rest) <= k:
         return cands
     est = [float(x) for x in model.predict(problem, rest)]
@@ -148,7 +155,7 @@ def select_adaptive(problem: Problem, cands: list[Choice], model) -> tuple[list[
     from ..model.topk import model_k  # pure numpy; the model object is still the one passed in
 
     base, rest = _split_baseline(cands)
-    rest, twins = _split_twins(rest)
+    rest, twins = _split_twins(rest, model)
     if not rest:
         return cands, 0, "no candidate besides cuBLAS"
     keys, k, why = model_k(model, problem, rest)
