@@ -11,10 +11,10 @@ export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
 cat $OUT/env.txt
 [ -n "${TEST_S:-}" ] && timeout ${TEST_S} python3 -m pytest -q tests/test_benchmodel.py tests/test_eager.py -k "gpu or graph" > $OUT/tests.log 2>&1
 [ -n "${TEST_S:-}" ] && { echo "tests rc=$?"; tail -3 $OUT/tests.log; }
+if [ -f .minilm/model.safetensors.xz ]; then  # MiniLM's weights, carried xz-compressed
+  rm -rf /tmp/minilm && cp -r .minilm /tmp/minilm && unxz /tmp/minilm/model.safetensors.xz && export MINILM=/tmp/minilm
+fi
 if [ -n "${SMALL_S:-}" ]; then  # GPT-2 and MiniLM, no max-autotune (its compile is the long part)
-  if [ -f .minilm/model.safetensors.xz ]; then
-    rm -rf /tmp/minilm && cp -r .minilm /tmp/minilm && unxz /tmp/minilm/model.safetensors.xz && export MINILM=/tmp/minilm
-  fi
   mkdir -p $OUT/small
   OUT=$OUT/small MODELS=gpt2,minilm PHASES=decode_b1,prefill_b1_s512,embed_64 \
     MODES=eager_graph,eager_patch_graph,compile_graph,patch_compile_graph timeout $SMALL_S bash scripts/gpu_bench_model.sh > /dev/null 2>&1
