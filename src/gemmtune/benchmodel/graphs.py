@@ -28,7 +28,12 @@ from typing import Callable
 import torch
 
 GRAPH_SUFFIX = "_graph"
-REPLAY_TOL = 1e-3  # relative Frobenius error between a replay and the same call un-graphed
+# Relative Frobenius error allowed between a replay and the same call un-graphed, by output dtype.
+# The kernels are the same, but a reduction whose order changes from call to call (an atomic
+# split-K, some library kernels) can flip an output's last rounding, and a model carries that
+# through its layers: one bf16 rounding step is 3.9e-3 relative (MiniLM's plain eager graph
+# differed from its un-graphed call by exactly that on the H200), so a few steps are allowed.
+REPLAY_TOL = {torch.bfloat16: 2e-2, torch.float16: 4e-3, torch.float32: 1e-4}
 
 
 def is_graph(mode: str) -> bool:
@@ -108,8 +113,9 @@ def capture(fn: Callable[[], torch.Tensor], *, keep=None, warmup: int = 3) -> tu
         graph.replay()
         return out
     replay.keep_alive = (graph, alive, out)  # type: ignore[attr-defined]
+    tol = REPLAY_TOL.get(out.dtype, 1e-4)
     return replay, {"warmup_s": warmup_s, "capture_s": capture_s, "replay_rel_err": err,
-                    "replay_ok": err <= REPLAY_TOL}
+                    "replay_tol": tol, "replay_ok": err <= tol}
 
 
 __all__ = ["GRAPH_SUFFIX", "REPLAY_TOL", "is_graph", "base_mode", "tensors_of", "capture"]
