@@ -124,7 +124,12 @@ def test_graph_modes_are_skipped_with_a_reason_on_the_cpu(tmp_path):
                          dtype="float32", log=lambda s: None, device="cpu")
     rec = doc["models"][0]["modes"]["eager_graph"]
     assert rec["skipped"] == "CUDA graphs need a CUDA device" and rec["phases"] == {}
-    assert "| decode_b1 |" in (tmp_path / "bench-model.md").read_text()
+    md = (tmp_path / "bench-model.md").read_text()
+    assert "| decode_b1 |" in md and "Skipped: eager_graph (CUDA graphs need a CUDA device)" in md
+    only = benchmodel.run(["tiny-llama"], phases=["decode_b1"], modes=["eager_graph"], out_dir=tmp_path / "only",
+                          dtype="float32", log=lambda s: None, device="cpu")
+    assert only["models"][0]["modes"]["eager_graph"]["skipped"]
+    assert "Skipped: eager_graph" in (tmp_path / "only" / "bench-model.md").read_text()
     with pytest.raises(RuntimeError, match="CUDA graphs need a CUDA device"):
         if not torch.cuda.is_available():
             benchmodel.capture(lambda: torch.ones(1))

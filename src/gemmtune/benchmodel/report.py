@@ -6,6 +6,12 @@ from pathlib import Path
 
 from .phases import GREEDY_STEPS
 
+def _phases(m: dict) -> list[str]:
+    """Every phase any mode of model ``m`` timed, in first-seen order (a skipped mode, e.g. a
+    graph mode on a CPU, has none)."""
+    return list(dict.fromkeys(p for rec in m["modes"].values() for p in rec.get("phases", {})))
+
+
 def markdown(doc: dict) -> str:
     """The report: per model, a table of ms per call and x eager per phase and mode, the tuning
     and compile times, and the checks."""
@@ -22,7 +28,7 @@ def markdown(doc: dict) -> str:
             L += [f"## {m['model']}", "", f"Not run: {m['error']}", ""]
             continue
         modes = list(m["modes"])
-        phases = list(next(iter(m["modes"].values()))["phases"])
+        phases = _phases(m)
         L += [f"## {m['model']} ({m['params'] / 1e6:.1f}M parameters)", ""]
         if "tune_s" in m:
             L.append(f"gemmtune tuning: {m['tune_s']:.1f} s for {m.get('tuned_problems', '?')} problems over "
@@ -64,6 +70,9 @@ def markdown(doc: dict) -> str:
                 checks.append(f"{mode}: greedy {GREEDY_STEPS} tokens " + (
                     "identical to eager" if rec["greedy_match"] else
                     f"diverge at step {d['step']} (eager's top-1/top-2 gap there {d['eager_gap']:.3f})"))
+        skipped = [f"{mode} ({rec['skipped']})" for mode, rec in m["modes"].items() if "skipped" in rec]
+        if skipped:
+            L += ["Skipped: " + "; ".join(skipped) + ".", ""]
         L += ["Checks: " + "; ".join(checks) + ".", ""]
     return "\n".join(L) + "\n"
 
@@ -83,7 +92,7 @@ def plot(doc: dict, path: str | Path) -> Path | None:
     for i, m in enumerate(models):
         ax = fig.add_subplot(len(models), 1, i + 1)
         modes = list(m["modes"])
-        phases = list(next(iter(m["modes"].values()))["phases"])
+        phases = _phases(m)
         width = 0.8 / max(1, len(modes))
         for j, mode in enumerate(modes):
             xs, ys = [], []
