@@ -244,3 +244,65 @@ def test_tuner_sweep_records_summarizes_and_reuses(store):
     results2 = swept2.shapes
     assert again.recorded == 0 and swept2.reused == n and len(pool.tasks) == n
     assert [r.best for r in results2] == [r.best for r in results]
+
+
+# ------------------------------------------------------------------ deterministic choices only
+def test_is_deterministic_marks_the_atomic_reductions():
+    from gemmtune.configs import Choice
+    from gemmtune.tuning.plan import is_deterministic
+
+    def det(cid):
+        return is_deterministic(Choice.parse(cid))
+    assert not det("splitk:BM64-BN64-BK64-S4-W4-G8-SK32-atomic")
+    assert det("splitk:BM64-BN64-BK64-S4-W4-G8-SK32-det")
+    assert not det("skinny:BM16-BN16-BK256-SK8-S6-W2-dot-atomic")
+    assert det("skinny:BM16-BN16-BK256-SK8-S6-W2-dot-det") and det("skinny:BM16-BN64-BK128-SK1-S5-W2-dot-atomic")
+    assert not det("skinny:BM16-BN64-BK128-SK1-S4-W4-dot-atomic-P132")   # stream-K adds strips atomically
+    for cid in ("aten", "triton_mm:BM64-BN64-BK32-S3-W4-G8", "decompose_k:s4", "pad+aten"):
+        assert det(cid), cid
+
+
+def test_deterministic_plan_drops_atomic_candidates_only():
+    from gemmtune.device import DeviceInfo
+    from gemmtune.problem import Problem
+    from gemmtune.tuning.plan import CandidatePlan, is_deterministic
+
+    dev = DeviceInfo.lookup("h200")
+    p = Problem.from_sizes(16, 64, 16384, "bf16")
+    every = CandidatePlan(("splitk", "skinny", "aten"), "default", dev)(p).choices
+    det = CandidatePlan(("splitk", "skinny", "aten"), "default", dev, deterministic=True)(p).choices
+    assert any(not is_deterministic(c) for c in every)      # the space has atomic configs
+    assert det and all(is_deterministic(c) for c in det)
+    assert [c for c in every if is_deterministic(c)] == det  # nothing else is dropped, order kept
+    assert "aten" in {c.id for c in det}
+
+
+def test_deterministic_reaches_the_plan_from_tune_and_the_cli(monkeypatch):
+    import gemmtune
+    from gemmtune.cli import build_parser
+    from gemmtune.tuning.options import TuneOptions, option_names
+    from gemmtune.tuning.tuner import make_plan
+
+    assert "deterministic" in option_names()
+    ctx = gemmtune.tuning.tuner.context_of({"device_name": "NVIDIA H200", "capability": "9.0", "torch": "x",
+                                            "triton": "3.6.0", "gemmtune": "0"})
+    plan = make_plan(TuneOptions(deterministic=True, device="h200"), {}, ctx, None, None)
+    assert plan.deterministic
+    args = build_parser().parse_args(["tune", "--shape", "16x64x16384:bf16", "--deterministic"])
+    assert args.deterministic is True
+
+
+def test_deterministic_reaches_tune_from_compile_mm_and_patch():
+    import torch
+
+    import gemmtune
+    seen = []
+
+    def fake(problems, **kw):
+        seen.append(kw.get("deterministic", False))
+        return {p.key: "aten" for p in problems}
+    gemmtune.compile_mm(n=8, k=16, dtype="fp32", hints={"m": [4]}, tune_fn=fake, deterministic=True, progress=False)
+    gemmtune.patch(torch.nn.Linear(16, 8), hints={"m": [4]}, tune_fn=fake, deterministic=True, progress=False)
+    gemmtune.tune_model(torch.nn.Sequential(torch.nn.Linear(16, 8)), [(torch.randn(4, 16),)], tune_fn=fake,
+                        deterministic=True, progress=False)
+    assert seen == [True, True, True]

@@ -270,7 +270,7 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
                  progress: bool = True, runner: str = DEFAULT_RUNNER, device: str | None = None, seed: int = 0,
                  env: dict | None = None, table=None, benchmark_space: str | int = "SAME", fast: bool = False,
                  model=None, retry_failed: bool = False, timing: str = "standard", overwrite: bool = False,
-                 retries: int = DEFAULT_RETRIES, batch: int | None = None,
+                 deterministic: bool = False, retries: int = DEFAULT_RETRIES, batch: int | None = None,
                  task_fn: Callable[[dict], dict] = run_task):
     """``tune`` across the GPUs of a Dask cluster; returns the same ``TuneResult``.
 
@@ -347,7 +347,7 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
         representative = bool(info.get("representative", False))
         dev = run_device(info, device, ctx, earlier, out, lut)
         ranker = P.load_ranker(model, dev, ctx.triton_version) if bspace != "SAME" else None
-        plan = P.CandidatePlan(tuple(families), space, dev, lut, bspace, ranker)
+        plan = P.CandidatePlan(tuple(families), space, dev, lut, bspace, ranker, deterministic=deterministic)
         rec = Recorder(db, ctx, retry_failed=retry_failed, timeout=timeout)
         coster = AnalyticModel(dev)
 

@@ -63,7 +63,8 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
          table: LookupTable | str | os.PathLike | None = None,
          benchmark_space: str | int = "SAME", fast: bool = False, model=None,
          retry_failed: bool = False, timing: str = "standard", compile_ahead: int = 2,
-         overwrite: bool = False, cluster=None, server: str | os.PathLike | None = None) -> TuneResult:
+         overwrite: bool = False, cluster=None, server: str | os.PathLike | None = None,
+         deterministic: bool = False) -> TuneResult:
     """Tune ``problems``: benchmark every candidate once, keep every result, return the winners.
 
     ``families``: kernel families to search (default: all). ``space``: 'default' or
@@ -119,12 +120,19 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     (gemmtune.bench.server): its workers run the candidates, so no worker starts on this
     call's critical path; still crash-proof (the server's workers are subprocesses).
     ``workers``, ``runner`` and the compile workers are then the server's.
+
+    ``deterministic``: benchmark only choices that give the same bits on every call
+    (``tuning.plan.is_deterministic``: no fp32-atomic split-K reduction), for models whose
+    outputs must reproduce exactly (greedy decoding compared run to run, a CUDA-graph replay
+    checked against the plain call). The winners, and the dispatchers built from them, are
+    then deterministic too; a lookup table's entries are filtered the same way.
     """
     return Tuner(TuneOptions(
         families=families, space=space, store=store, out=out, workers=workers, timeout=timeout,
         compile_workers=compile_workers, progress=progress, runner=runner, device=device, seed=seed, env=env,
         table=table, benchmark_space=benchmark_space, fast=fast, model=model, retry_failed=retry_failed,
-        timing=timing, compile_ahead=compile_ahead, overwrite=overwrite, cluster=cluster, server=server)).run(problems)
+        timing=timing, compile_ahead=compile_ahead, overwrite=overwrite, cluster=cluster, server=server,
+        deterministic=deterministic)).run(problems)
 
 
 __all__ = ["tune", "Tuner", "TuneOptions", "option_names", "TuneResult", "ShapeResult", "CandidatePlan", "Planned",

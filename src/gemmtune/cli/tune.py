@@ -20,6 +20,7 @@ def cmd_tune(args) -> int:
                   retry_failed=args.retry_failed, timing=args.timing, compile_ahead=args.compile_ahead,
                   progress=not args.quiet, device=args.device, seed=args.seed, table=args.table,
                   benchmark_space=args.benchmark_space, fast=args.fast, model=args.model,
+                  deterministic=args.deterministic,
                   overwrite=args.overwrite, cluster=args.cluster, server=args.server)
     render(result)
     for line in result.rejected:
@@ -77,6 +78,8 @@ def add_parsers(sub) -> None:
                    "the performance model's top K, or AUTO: its top 1 to 8, more where it is unsure "
                    "(recorded per shape in --summary); cuBLAS and table choices always")
     p.add_argument("--fast", action="store_true", help="exhaustive search space, benchmark the model's top 1")
+    p.add_argument("--deterministic", action="store_true",
+                   help="only kernels that give the same bits on every call (no fp32-atomic split-K reduction)")
     p.add_argument("--model", metavar="PATH", help="learned model that ranks candidates (default: the one shipped "
                    "for this GPU and triton MAJOR.MINOR, else analytic)")
     p.add_argument("--cluster", metavar="ADDRESS",

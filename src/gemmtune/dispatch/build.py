@@ -55,7 +55,7 @@ def compile_mm(*, n: int | None = None, k: int | None = None, m: int | None = No
                device: str | None = None, tune_fn: Callable | None = None, timer=None,
                verify: bool = True, layout_a: str = "row", layout_b: str = "row",
                progress: bool | None = None, tune_kwargs: Mapping | None = None,
-               batch: int | None = None) -> Dispatcher:
+               batch: int | None = None, deterministic: bool = False) -> Dispatcher:
     """Tune one kernel per size hint and return ``mm(a, b)`` for any size of the dynamic dims.
 
     ``batch``: tune the hints as bmm problems of this batch size (``compile_bmm``); the
@@ -67,7 +67,8 @@ def compile_mm(*, n: int | None = None, k: int | None = None, m: int | None = No
     ``mode``: 'similarity', 'benchmark' or 'table' (see the module doc). ``table``: a
     LookupTable or its JSON path, for mode='table' (the tuned hint winners are added
     to it). ``families``, ``space``, ``store``, ``device``, ``progress`` and
-    ``tune_kwargs`` go to the tuner. ``tune_fn``: the tuner, default ``gemmtune.tune``;
+    ``deterministic``: tune only choices that give the same bits on every call (no fp32-atomic
+    split-K reduction; ``gemmtune.tune``). ``tune_kwargs`` go to the tuner. ``tune_fn``: the tuner, default ``gemmtune.tune``;
     it is called once as ``tune_fn(problems, families=..., space=..., [store=...,
     device=...,] progress=..., **tune_kwargs)`` and returns a TuneResult or a mapping
     problem (or its key) -> choice (or its id). ``timer``: used by mode='benchmark'.
@@ -129,6 +130,8 @@ def compile_mm(*, n: int | None = None, k: int | None = None, m: int | None = No
     if tune_fn is None:
         from ..tune import tune as tune_fn
     kw = {"families": families, "space": space, "progress": progress, **(tune_kwargs or {})}
+    if deterministic:  # only choices that give the same bits every call (gemmtune.tune)
+        kw["deterministic"] = True
     if store is not None:
         kw["store"] = store
     if device is not None:

@@ -51,6 +51,7 @@ class TuneOptions:
     overwrite: bool = False
     cluster: Any = None                       # 'local:N', a scheduler address or a distributed.Client
     server: str | os.PathLike | None = None
+    deterministic: bool = False               # only choices that give the same bits every call
 
     def __post_init__(self):
         if self.families is not None:

@@ -186,13 +186,28 @@ class Planned:
     why: str | None = None
 
 
+def is_deterministic(choice: Choice) -> bool:
+    """Whether ``choice`` gives the same bits on every call: not when partial sums meet through
+    fp32 atomics, whose order changes from call to call (split-K and skinny ``-atomic`` with
+    more than one split, and skinny's stream-K). Measured on the H200: a split-K ``-atomic``
+    config gave other bits on 13 of 19 calls (scripts/determinism_check.py), its ``-det`` twin
+    on none. cuBLAS, decompose_k (a bmm, then a sum) and the single-pass tiled kernels are."""
+    cfg = choice.config
+    if getattr(cfg, "stream_k", 0):
+        return False
+    if getattr(cfg, "split_k", 1) > 1 and getattr(cfg, "deterministic", True) is False:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class CandidatePlan:
     """The per-problem plan of one run: ``plan(problem)`` -> ``Planned``.
 
     ``bspace``: a parsed benchmark_space (parse_benchmark_space); ``ranker`` an object with
     ``predict(problem, choices)`` (None: nothing is filtered); ``table`` a lookup
-    table whose entries fix a problem's choices.
+    table whose entries fix a problem's choices; ``deterministic``: only choices that give the
+    same bits on every call (``is_deterministic``), table entries' included.
 
     >>> plan = CandidatePlan(("decompose_k",), "default", DeviceInfo.lookup("h100"))
     >>> [c.id for c in plan(Problem.from_sizes(64, 64, 4096, "bf16")).choices][:2]
@@ -204,19 +219,21 @@ class CandidatePlan:
     table: LookupTable | None = None
     bspace: str | int = "SAME"
     ranker: object = None
+    deterministic: bool = False
 
     def __call__(self, problem: Problem) -> Planned:
-        listed = required_choices(self.table, problem)
+        keep = is_deterministic if self.deterministic else (lambda c: True)
+        listed = [c for c in required_choices(self.table, problem) if keep(c)]
         if listed:
             return Planned(listed)
-        cands = candidates(problem, self.families, self.space, self.device)
+        cands = [c for c in candidates(problem, self.families, self.space, self.device) if keep(c)]
         if self.bspace == "SAME" or self.ranker is None:
             return Planned(cands)
         if self.bspace == "AUTO":
             cands, k, why = select_adaptive(problem, cands, self.ranker)
             return Planned(cands, k, why)
         k = self.bspace if isinstance(self.bspace, int) else \
-            len(candidates(problem, self.families, "default", self.device)) - 1
+            len([c for c in candidates(problem, self.families, "default", self.device) if keep(c)]) - 1
         return Planned(select_by_model(problem, cands, k, self.ranker), k, "fixed")
 
     def compiles_at_most(self, problem: Problem) -> int | None:

@@ -62,7 +62,8 @@ def make_plan(options: TuneOptions, info: dict, ctx: RunContext, lut: LookupTabl
     dev = run_device(info, options.device, ctx, earlier, options.out, lut)
     bspace = options.bspace
     ranker = load_ranker(options.model, dev, ctx.triton_version) if bspace != "SAME" else None
-    return CandidatePlan(options.family_names, options.search_space, dev, lut, bspace, ranker)
+    return CandidatePlan(options.family_names, options.search_space, dev, lut, bspace, ranker,
+                         deterministic=options.deterministic)
 
 
 class Lookahead:
