@@ -81,17 +81,15 @@ BMM_CASES = [  # (choice, batch, M, N, K, variant)
     ("triton_mm:BM32-BN64-BK32-S2-W4-G8", 3, 129, 64, 257, "transposed"),
     ("triton_mm:BM64-BN32-BK64-S3-W4-G1", 7, 33, 96, 128, "broadcast"),
 ]
-for choice, bt, m, n, k, var in BMM_CASES if "bmm" in WHAT else []:
-    a, b = bmm_operands(bt, m, n, k, var)
-    bad += not matmul_case(f"bmm {choice} {bt}x{m}x{n}x{k} {var}", a, b, choice)
 PADBMM_CASES = [  # (choice, batch, M, N, K, variant): pad+ bmm; operands past 16 MiB take zero_pad's margin path
     ("pad+triton_mm:BM128-BN128-BK64-S3-W4-G8", 4, 1001, 1003, 2049, "plain"),
     ("pad+triton_mm:BM64-BN128-BK64-S3-W4-G8", 3, 777, 4095, 2047, "transposed"),
     ("pad+triton_mm:BM64-BN64-BK64-S3-W4-G8", 6, 515, 4097, 2051, "broadcast"),
 ]
-for choice, bt, m, n, k, var in PADBMM_CASES if "padbmm" in WHAT else []:
-    a, b = bmm_operands(bt, m, n, k, var)
-    bad += not matmul_case(f"padbmm {choice} {bt}x{m}x{n}x{k} {var}", a, b, choice)
+for what, cases in (("bmm", BMM_CASES), ("padbmm", PADBMM_CASES)):
+    for choice, bt, m, n, k, var in cases if what in WHAT else []:
+        a, b = bmm_operands(bt, m, n, k, var)
+        bad += not matmul_case(f"{what} {choice} {bt}x{m}x{n}x{k} {var}", a, b, choice)
 STATIC_CASES = [  # (config, M, N, K, B layout, dtype): triton_static on unaligned operands
     ("BM64-BN128-BK64-S4-W4-G8", 333, 4097, 1025, "row", torch.bfloat16),
     ("BM128-BN128-BK64-S3-W4-G8", 300, 20001, 512, "row", torch.float16),

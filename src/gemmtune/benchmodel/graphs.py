@@ -27,6 +27,8 @@ from typing import Callable
 
 import torch
 
+from .phases import rel_err
+
 GRAPH_SUFFIX = "_graph"
 # Relative Frobenius error allowed between a replay and the same call un-graphed, by output dtype.
 # The kernels are the same, but a reduction whose order changes from call to call (an atomic
@@ -72,11 +74,6 @@ def tensors_of(obj, depth: int = 6) -> list[torch.Tensor]:
     return out
 
 
-def _rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
-    x, ref = x.double(), ref.double()
-    return float((x - ref).norm() / ref.norm().clamp_min(1e-30))
-
-
 def capture(fn: Callable[[], torch.Tensor], *, keep=None, warmup: int = 3) -> tuple[Callable[[], torch.Tensor], dict]:
     """(``replay``, info): ``fn()`` captured into a CUDA graph after ``warmup`` calls on a side
     stream; ``replay()`` replays it and returns the captured output tensor. ``keep``: what the
@@ -107,7 +104,7 @@ def capture(fn: Callable[[], torch.Tensor], *, keep=None, warmup: int = 3) -> tu
     capture_s = time.perf_counter() - t0
     graph.replay()
     torch.cuda.synchronize()
-    err = _rel_err(out.float(), ref.float())
+    err = rel_err(out.float(), ref.float())
 
     def replay() -> torch.Tensor:
         graph.replay()

@@ -73,10 +73,10 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
             # dynamic=False (all three compiled modes): the decode phase runs the prompt through
             # the same compiled model first, and with automatic dynamic shapes the step would
             # then run the prompt's dynamic-shape recompile, whose mm kernels max-autotune tuned
-            # for the prompt's M (with that, on the H200, Llama-1B's decode step took 2.36 ms
-            # replayed against 1.46 for torch.compile's default, and the only mm autotuning logged
-            # was at the prompt's M=128). Static, each phase gets its own graph, its kernels
-            # autotuned for its own shapes, as a serving engine compiles a decode step.
+            # at the prompt's M=128. Static, each phase gets its own graph, its kernels autotuned
+            # for its own shapes, as a serving engine compiles a decode step. (It did not change
+            # max-autotune's time on the H200: Llama-1B's decode step replayed in 2.36 ms with
+            # automatic dynamic shapes and 2.33 ms static, against 1.44-1.47 ms for the default.)
             v = torch.compile(model, mode="max-autotune-no-cudagraphs", dynamic=False)
         elif is_graph(mode) and base_mode(mode) in DEFAULT_MODES:
             v = build(base_mode(mode))
@@ -90,6 +90,28 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
         build(mode)
         out["modes"][mode] = {"setup_s": time.perf_counter() - t0}
     return variants
+
+
+def _skip_graph(rec: dict, name: str, mode: str, device: str, log: Callable[[str], None]) -> bool:
+    """Whether graph mode ``mode`` cannot run here (no CUDA device): then recorded as skipped."""
+    if device == "cuda":
+        return False
+    rec.update(phases={}, skipped="CUDA graphs need a CUDA device")
+    log(f"{name} {mode}: skipped ({rec['skipped']})")
+    return True
+
+
+def _verdicts(out: dict) -> None:
+    """Each timed phase's × eager (a graph mode's against eager_graph: both GPU time) and, where
+    its logits were checked against fp32, whether it lost no more accuracy than eager did."""
+    eager = out["modes"].get("eager")
+    for mode, rec in out["modes"].items():
+        base = out["modes"].get("eager_graph") if is_graph(mode) else eager
+        for pname, r in rec["phases"].items():
+            if base and pname in base["phases"]:
+                r["x_eager"] = base["phases"][pname]["ms"] / r["ms"]
+            if eager and pname in eager["phases"] and "logits_rel_err" in r:
+                r["logits_ok"] = r["logits_rel_err"] <= max(1.5 * eager["phases"][pname]["logits_rel_err"], 1e-3)
 
 
 def graph_phase(fn_model, p, name: str, mode: str, log: Callable[[str], None], replays: dict) -> dict:
@@ -157,9 +179,7 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
         rec["phases"] = {}
         first_calls = 0.0
         if is_graph(mode):
-            if device != "cuda":
-                rec["skipped"] = "CUDA graphs need a CUDA device"
-                log(f"{name} {mode}: skipped ({rec['skipped']})")
+            if _skip_graph(rec, name, mode, device, log):
                 continue
             for p in ps:
                 r = rec["phases"][p.name] = graph_phase(fn_model, p, name, mode, log, replays)
@@ -205,17 +225,7 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
             checkpoint(out)
     interleave_eager(out, variants, {p.name: p.run for p in ps}, name, log)
     interleave_graphs(out, replays, [p.name for p in ps], name, log)
-    # verdicts against eager
-    eager = out["modes"].get("eager")
-    for mode, rec in out["modes"].items():
-        # A graph mode's "x eager" is against eager's own graph (both GPU time); its logits are
-        # held to eager's error like any mode's.
-        base = out["modes"].get("eager_graph") if is_graph(mode) else eager
-        for pname, r in rec["phases"].items():
-            if base and pname in base["phases"]:
-                r["x_eager"] = base["phases"][pname]["ms"] / r["ms"]
-            if eager and pname in eager["phases"] and "logits_rel_err" in r:
-                r["logits_ok"] = r["logits_rel_err"] <= max(1.5 * eager["phases"][pname]["logits_rel_err"], 1e-3)
+    _verdicts(out)
     return out
 
 
@@ -245,9 +255,7 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
         m = variants[mode]
         if is_graph(mode):
             rec = out["modes"][mode]
-            if device != "cuda":
-                rec.update(phases={}, skipped="CUDA graphs need a CUDA device")
-                log(f"minilm {mode}: skipped ({rec['skipped']})")
+            if _skip_graph(rec, "minilm", mode, device, log):
                 continue
             r = graph_phase(m, emb_phase, "minilm", mode, log, replays)
             e = replays[(mode, "embed_64")]().float()
@@ -268,11 +276,7 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
         log(f"minilm {mode:13s} embed_64         {t['ms']:9.3f} ms  min cosine {cos:.5f}")
     interleave_eager(out, variants, {"embed_64": emb}, "minilm", log)
     interleave_graphs(out, replays, ["embed_64"], "minilm", log)
-    for mode, rec in out["modes"].items():
-        base = out["modes"].get("eager_graph" if is_graph(mode) else "eager")
-        r = rec["phases"].get("embed_64")
-        if r is not None and base and "embed_64" in base["phases"]:
-            r["x_eager"] = base["phases"]["embed_64"]["ms"] / r["ms"]
+    _verdicts(out)
     return out
 
 

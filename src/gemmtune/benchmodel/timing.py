@@ -9,6 +9,9 @@ from typing import Callable
 
 import torch
 
+from .graphs import is_graph
+from .models import MODES
+
 def _calls_per_round(fn: Callable[[], object], warmup: int, min_round_ms: float, sync: Callable[[], None]) -> int:
     """Calls per timed round: ``warmup`` untimed calls, then one timed call sizes a round to about
     ``min_round_ms`` (1 to 200 calls)."""
@@ -98,8 +101,7 @@ def interleave_graphs(out: dict, replays: dict, phases: list[str], model_name: s
     GPU-time verdict on what patching gives, free of the drift between separate timings.
     Recorded as ``out['graph_interleaved'][phase]``: ms per mode and × of each patched mode
     over its unpatched twin."""
-    names = [m for m in ("eager_graph", "eager_patch_graph", "compile_graph", "max_autotune_graph",
-                         "patch_compile_graph") if all((m, p) in replays for p in phases)]
+    names = [m for m in MODES if is_graph(m) and all((m, p) in replays for p in phases)]
     if len(names) < 2:
         return
     res = out.setdefault("graph_interleaved", {})
