@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from . import dispatch
 from .dispatch import Dispatcher, compile_mm
 from .dispatch.common import ATEN
-from .problem import dtype_name
+from .problem import Problem, dtype_name
 from . import torch_ops
 from .torch_ops import REGISTRY, linear, mm_bias
 
@@ -282,13 +282,18 @@ def _conv1d_tuned(self, x: torch.Tensor) -> torch.Tensor:
     return y.view(*x.shape[:-1], w.shape[1])
 
 
+def _check_conv1d_fits(d: Dispatcher, w: torch.Tensor) -> None:
+    """``_check_fits`` for a Conv1D's weight W [in, out], which it reads as a row-major B."""
+    _check_fits(d, w.shape[0], w.shape[1], w.dtype)
+    if d.layout_b != "row":
+        raise ValueError("a Conv1D reads its weight [in, out] as a row-major B: the dispatcher needs layout_b='row'")
+
+
 def patch_conv1d(module: torch.nn.Module, dispatcher: Dispatcher) -> torch.nn.Module:
     """Convert one HF transformers ``Conv1D`` (``x @ W + b``, W [in, out]) in place: its class
     becomes a subclass whose forward runs the GEMM on ``dispatcher`` (dynamic m, n=out, k=in,
     layout_b='row', since W is read as it is stored)."""
-    _check_fits(dispatcher, module.weight.shape[0], module.weight.shape[1], module.weight.dtype)
-    if dispatcher.layout_b != "row":
-        raise ValueError("a Conv1D reads its weight [in, out] as a row-major B: the dispatcher needs layout_b='row'")
+    _check_conv1d_fits(dispatcher, module.weight)
     base = type(module)
     if base not in _CONV1D_CLASSES.values():
         cls = _CONV1D_CLASSES.get(base)
@@ -318,23 +323,21 @@ def runs_as_torch(d: Dispatcher) -> bool:
         return False
     if d.table is None:
         return True
-    tag = f"-N{d.dims['n']}-K{d.dims['k']}:"  # Problem.key: "mm:M8-N24-K64:f16->f16:row.a/col.a"
-    return not any((key.startswith("mm:") or key.startswith("addmm:")) and tag in key
-                   and any(tc.choice != ATEN for tc in tcs)
-                   for key, tcs in d.table.entries.items())
+    nk = (d.dims["n"], d.dims["k"])
+
+    def names_another(key: str, tcs) -> bool:
+        p = Problem.from_key(key)
+        return p.op in ("mm", "addmm") and (p.n, p.k) == nk and any(tc.choice != ATEN for tc in tcs)
+    return not any(names_another(key, tcs) for key, tcs in d.table.entries.items())
 
 
 def _leave_as_torch(module: torch.nn.Module, dispatcher: Dispatcher, conv: bool) -> None:
     """Record ``dispatcher`` on ``module`` (checked as a conversion would check it) and change
     nothing else: its class, forward and eager cost stay torch's."""
-    w = module.weight
     if conv:
-        _check_fits(dispatcher, w.shape[0], w.shape[1], w.dtype)
-        if dispatcher.layout_b != "row":
-            raise ValueError("a Conv1D reads its weight [in, out] as a row-major B: the dispatcher needs "
-                             "layout_b='row'")
+        _check_conv1d_fits(dispatcher, module.weight)
     else:
-        _check_fits(dispatcher, module.in_features, module.out_features, w.dtype)
+        _check_fits(dispatcher, module.in_features, module.out_features, module.weight.dtype)
     module._gemmtune_dispatcher = dispatcher
 
 
