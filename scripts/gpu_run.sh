@@ -17,7 +17,7 @@
 # collect:  #5's bulk timings (gemmtune collect) for the rest of the call (CALL_S, default 585 s
 #           from the script's start), into out/collect-work/collect.sqlite, which stays on a warm
 #           machine from call to call (out/ is git-ignored); a fresh machine starts it from
-#           data/collect/collect.sqlite.gz. Skipped when this call's GPU tests failed: a timer
+#           COLLECT_SEED (default data/collect/collect.sqlite.gz; none: an empty store). Skipped when this call's GPU tests failed: a timer
 #           bug would spoil the data. COLLECT_ARGS adds flags.
 #
 # Several GPUs: the phases above run on GPU ${FG_GPU:-0}, pinned to that GPU's share of the CPU
@@ -54,7 +54,10 @@ FG_GPU=${FG_GPU:-0}
 WORK=out/collect-work; STORE=$WORK/collect.sqlite
 collect_prepare() {  # once per call, before any collector: the store and an empty claims folder
   mkdir -p "$WORK"; rm -rf "$WORK/claims"; mkdir -p "$WORK/claims"
-  if [[ ! -f $STORE ]]; then gunzip -c data/collect/collect.sqlite.gz > "$STORE.tmp" && mv "$STORE.tmp" "$STORE"; fi
+  # COLLECT_SEED: the store a fresh machine starts from (default: the H200 store; "none": empty,
+  # e.g. the first call on another kind of GPU).
+  local seed=${COLLECT_SEED:-data/collect/collect.sqlite.gz}
+  if [[ ! -f $STORE && $seed != none ]]; then gunzip -c "$seed" > "$STORE.tmp" && mv "$STORE.tmp" "$STORE"; fi
 }
 pin() {  # pin CORES CMD...: run CMD on those cores (taskset), or unpinned where taskset is missing
   if command -v taskset >/dev/null; then taskset -c "$@"; else shift; "$@"; fi

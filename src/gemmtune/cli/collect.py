@@ -39,7 +39,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--groups", help="only these comma-separated shape groups")
     p.add_argument("--batch", type=positive_int, default=24,
                    help="most shapes per tune() call (default 24; fewer when the time left is short)")
-    p.add_argument("--limit-shapes", type=int, help="only the first N shapes of the plan (after --groups)")
+    p.add_argument("--order", choices=("plan", "spread"), default="plan",
+                   help="the order shapes are measured in: 'plan' (default: group after group) or 'spread' "
+                    "(round-robin over the groups, so that a collection cut short, a new GPU's first calls, "
+                    "covers every group; resume with the same order)")
+    p.add_argument("--limit-shapes", type=int, help="only the first N shapes of the plan (after --groups, --order)")
     p.add_argument("--mm-sample", type=int, default=80, help="triton_mm configs per shape (default 80)")
     p.add_argument("--splitk-sample", type=int, default=40, help="split-K configs per shape (default 40)")
     p.add_argument("--pad-sample", type=int, default=16, help="pad+ configs per unaligned shape (default 16)")

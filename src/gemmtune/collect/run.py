@@ -47,12 +47,33 @@ def process_age_s() -> float:
         return 0.0
 
 
+def spread(shapes: list[tuple]) -> list[tuple]:
+    """``shapes`` (group first in each tuple) dealt round-robin over their groups, each group in
+    its plan order: every prefix of the result samples every group in proportion, so a call that
+    ends early (a new GPU's first 10 minutes) has timed every class of problem, not only the
+    first group's.
+
+    >>> [s[1] for s in spread([("a", 1), ("a", 2), ("a", 3), ("b", 4), ("c", 5), ("c", 6)])]
+    [1, 4, 5, 2, 6, 3]
+    """
+    groups: dict[str, list[tuple]] = {}
+    for s in shapes:
+        groups.setdefault(s[0], []).append(s)
+    queues = list(groups.values())
+    out: list[tuple] = []
+    for i in range(max(map(len, queues), default=0)):
+        out += [q[i] for q in queues if i < len(q)]
+    return out
+
+
 def selected_shapes(args) -> list[tuple]:
-    """The plan, narrowed by ``--groups`` and ``--limit-shapes``."""
+    """The plan, narrowed by ``--groups``, ordered by ``--order``, cut by ``--limit-shapes``."""
     shapes = shape_plan()
     if args.groups:
         keep = set(args.groups.split(","))
         shapes = [s for s in shapes if s[0] in keep]
+    if getattr(args, "order", "plan") == "spread":
+        shapes = spread(shapes)
     if args.limit_shapes is not None:
         shapes = shapes[:args.limit_shapes]
     return shapes
@@ -301,7 +322,7 @@ def run(args) -> int:
 
 # Options a per-GPU collector takes over from the command that started it (run_on_gpus); the
 # store, its claims folder, --resume-from and the drops are the parent's, done once.
-PASSED_ON = ("dtypes", "groups", "batch", "limit_shapes", "mm_sample", "splitk_sample", "pad_sample", "new_sample",
+PASSED_ON = ("dtypes", "groups", "order", "batch", "limit_shapes", "mm_sample", "splitk_sample", "pad_sample", "new_sample",
              "sampler",
              "compile_workers", "compile_ahead", "timing", "timeout")
 
