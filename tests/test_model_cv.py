@@ -89,3 +89,17 @@ def test_per_family_scores_and_the_report(tmp_path):
     assert "| analytic | splitk |" in readme and "Reproduce: `gemmtune train ...`" in readme
     assert json.loads((tmp_path / "r" / "cv.json").read_text())["families"]["gbt"]["triton_mm"]["best_is"] >= 0
     assert cli.main(["train", "--store", str(SLICE), "--report", str(tmp_path / "x")]) == 2  # needs --cv
+
+
+@pytest.mark.slow  # three lgbm_rank fits on 40 shapes (~5 s)
+def test_train_policies_replays_the_selection_policies_per_fold(tmp_path, capsys):
+    pytest.importorskip("lightgbm")
+    rc = cli.main(["train", "--store", str(SLICE), "--cv", "3", "--kind", "lgbm_rank", "--policies",
+                   str(tmp_path / "p")])
+    assert rc == 0
+    doc = json.loads((tmp_path / "p" / "policies.json").read_text())
+    assert doc["kind"] == "lgbm_rank" and doc["folds"] == 3 and "all" in doc["summaries"]
+    assert {"k=1", "k=2", "diverse=2", "oracle-family"} <= set(doc["summaries"]["all"])
+    assert len({r["key"] for r in doc["rows"]}) == len(doc["rows"])  # each problem scored once
+    assert "| diverse=2 |" in (tmp_path / "p" / "README.md").read_text()
+    assert cli.main(["train", "--store", str(SLICE), "--policies", str(tmp_path / "q"), "--ship", "x"]) == 2

@@ -21,7 +21,7 @@ import pytest
 from gemmtune.model import LearnedModel, ModelError, evaluate, fit, load_model
 from gemmtune.model.learned import load_dataset, split_by_shape
 from gemmtune.model.regressors import relevance
-from gemmtune.model.topk import K_MAX, choose_k, study
+from gemmtune.model.topk import K_MAX, choose_k, diverse_pick, family_of, study
 from gemmtune.problem import Problem
 from gemmtune.tune import candidates, select_adaptive
 from gemmtune.device import DeviceInfo
@@ -199,6 +199,37 @@ def test_tuner_adaptive_selection_keeps_cublas_and_records_why(ranked):
     assert out["k=3"]["best_fraction_mean"] >= out["k=1"]["best_fraction_mean"]
     assert out["adaptive"]["candidates"] >= out["k=1"]["candidates"]
     assert 0.0 < out["adaptive"]["best_fraction_min"] <= 1.0
+
+
+def test_diverse_pick_takes_each_familys_first_then_the_best_of_those():
+    # Two triton_mm configs ranked first and a skinny one third: top-2 takes both triton_mm
+    # configs, the family-diverse pick the first triton_mm and the skinny one.
+    fams = ["triton_mm", "triton_mm", "skinny", "splitk", "pad+aten"]
+    keys = [0.0, 0.01, 0.02, 0.5, 0.1]
+    assert diverse_pick(fams, keys, 2) == [0, 2]
+    assert diverse_pick(fams, keys, 3) == [0, 2, 4]
+    assert diverse_pick(fams, keys, 9) == [0, 2, 4, 3]  # at most one per family
+    assert diverse_pick(fams, [math.nan, 0.01, 0.02, 0.5, 0.1], 1) == [1]  # non-finite ranks last
+    p = Problem.from_sizes(64, 64, 4095, "bf16")  # unaligned: pad+ variants
+    cands = candidates(p, ["triton_mm"], "default", DeviceInfo.lookup("h100"))
+    assert {family_of(c) for c in cands} == {"aten", "triton_mm", "pad+aten", "pad+triton_mm"}
+    assert {family_of(c, pad_family=False) for c in cands} == {"aten", "triton_mm"}
+    with pytest.raises(ValueError, match="k_fam"):
+        diverse_pick(fams, keys, 0)
+    with pytest.raises(ValueError, match="4 keys for 5"):
+        diverse_pick(fams, keys[:4], 1)
+
+
+def test_study_replays_the_diverse_policy_and_the_family_bound(ranked):
+    model, _, te = ranked
+    out = study(model, te, ks=(1, 2), diverse=(2,))
+    assert set(out) == {"k=1", "k=2", "adaptive", "diverse=2", "diverse=2,nopad", "oracle-family"}
+    d = out["diverse=2"]
+    assert out["k=1"]["candidates_mean"] <= d["candidates_mean"] <= out["k=2"]["candidates_mean"]
+    # diverse=2 holds the model's first choice, as k=1 does: never worse on any problem
+    assert d["best_fraction_min"] >= out["k=1"]["best_fraction_min"] - 1e-12
+    assert d["best_fraction_geomean"] >= out["k=1"]["best_fraction_geomean"] - 1e-12
+    assert out["oracle-family"]["candidates_mean"] <= 2.0
 
 
 def test_ranker_trusts_nothing_far_from_its_training_data(ranked):

@@ -115,6 +115,10 @@ def cmd_train(args) -> int:
         raise ValueError("--compare writes a report of its own; give it without --cv / --ship")
     if args.report and not (args.cv or args.ship):
         raise ValueError("--report writes a cross-validation: give it with --cv (or --ship)")
+    if args.policies:
+        if args.compare or args.ship or args.report:
+            raise ValueError("--policies writes a report of its own; give it without --compare / --ship / --report")
+        return _train_policies(args, suites)
     if args.cv or args.ship:
         return _train_cv(args, suites)
     if args.compare:
@@ -213,6 +217,28 @@ def _train_cv(args, suites: list[str]) -> int:
     return 0
 
 
+def _train_policies(args, suites: list[str]) -> int:
+    """``train --policies DIR``: the tuner's selection policies (fixed top k, adaptive,
+    family-diverse) replayed on each shape held out once (--cv K folds, default 5)."""
+    from ..model import cv as cvmod
+    from ..model.data import exclude, load_dataset, suite_shapes
+
+    data = load_dataset(args.store)
+    excluded: set = set()
+    for s in suites:
+        excluded |= suite_shapes(s)
+    data, _ = exclude(data, excluded)
+    kind = "lgbm_rank" if args.kind == "auto" else args.kind
+    others = {path: load_dataset(path) for path in args.policy_store or []}
+    res = cvmod.policy_study(data, kind=kind, folds=args.cv or 5, seed=args.seed, groups=cvmod.shape_groups(),
+                             device=args.device, others=others,
+                             say=lambda msg: print(msg, file=sys.stderr, flush=True))
+    command = "gemmtune " + " ".join(getattr(args, "argv", None) or [])
+    path = cvmod.write_policy_report(res, args.policies, command=command, data=data)
+    print(path.read_text())
+    return 0
+
+
 def learned_is_worse(rep: dict) -> str:
     """Why the learned model of a ``train`` report ranks worse than the analytic model on the
     held-out shapes ('' when it does not): by how often its top-1 is the best choice, then by
@@ -266,6 +292,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--ship", metavar="PATH", help="with --cv (5 folds unless given): train the better kind (or "
                    "--kind) on every shape and write it to PATH, its cross-validation in the provenance; refused "
                    "when it ranks worse than the analytic model (--force)")
+    p.add_argument("--policies", metavar="DIR", help="instead: replay the tuner's selection policies (cuBLAS "
+                   "plus the model's top k for k in 1,2,3,5, the adaptive k, and the family-diverse selection: each "
+                   "family's first choice, the best 2 or 3 of those) on every shape held out once (--cv K folds, "
+                   "default 5; --kind, default lgbm_rank); write DIR/README.md and DIR/policies.json")
+    p.add_argument("--policy-store", action="append", metavar="STORE", help="with --policies: also replay them on "
+                   "this store's problems (repeatable), with the model trained on every other shape")
     p.add_argument("--report", metavar="DIR", help="with --cv: write the cross-validation (overall and per "
                    "kernel family) to DIR/README.md and DIR/cv.json")
     p.add_argument("--test-fraction", type=fraction, default=0.2, metavar="F",

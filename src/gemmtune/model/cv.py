@@ -218,3 +218,89 @@ def write_report(res: dict, folder: str | os.PathLike, *, command: str = "", dat
     path = folder / "README.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+# Families a problem may measure that only some problems have: the study also reports the
+# problems that hold each (the families the tuner's --fast misses most on the public suite).
+RARE_FAMILIES = ("skinny", "persistent_tma", "triton_static")
+
+
+def policy_study(data: Dataset, *, kind: str = "lgbm_rank", folds: int = 5, seed: int = 0, groups: dict | None = None,
+                 ks=(1, 2, 3, 5), diverse=(2, 3), min_choices: int = MIN_RANKED_CHOICES, device=None,
+                 others: dict | None = None, say=lambda msg: None) -> dict:
+    """The tuner's selection policies (``topk.study_rows``: fixed top k, adaptive, family-diverse)
+    replayed on every shape held out once: per fold, ``kind`` is trained on the other folds and
+    each held-out problem with at least ``min_choices`` measured choices is scored with it.
+    ``others``: name -> Dataset measured elsewhere (a public-suite store), each replayed with
+    ``kind`` trained on every shape of ``data`` but its own (summary "store:NAME").
+    Returns {"rows": per-problem rows (with their ``group``), "summaries": {"all", "group:NAME",
+    "has:FAMILY", "store:NAME"} -> ``topk.summarize_policies``, and the settings}."""
+    from .topk import study_rows, summarize_policies
+
+    if len(data.shapes) < folds:
+        raise ModelError(f"{len(data.shapes)} shapes cannot fill {folds} folds")
+    dev = _device_for(data, device)
+    groups = groups or {}
+    rows: list[dict] = []
+    fit_s = 0.0
+    for i, fold in enumerate(folds_by_group(data.shapes, groups, folds, seed)):
+        t0 = time.perf_counter()
+        model, _ = fit(data.subset(data.shapes - fold), kind=kind, seed=seed, device=dev)
+        fit_s += time.perf_counter() - t0
+        for r in study_rows(model, data.subset(fold).ranked(min_choices), ks, diverse=diverse):
+            r["group"] = groups.get(r["shape"], "?")
+            r["fold"] = i
+            rows.append(r)
+        say(f"policy study fold {i + 1}/{folds} done")
+    subsets = {"all": rows}
+    for name in sorted({r["group"] for r in rows}):
+        subsets[f"group:{name}"] = [r for r in rows if r["group"] == name]
+    for fam in RARE_FAMILIES:
+        subsets[f"has:{fam}"] = [r for r in rows if fam in r["families"]]
+    for name, other in (others or {}).items():
+        model, _ = fit(data.subset(data.shapes - other.shapes), kind=kind, seed=seed, device=dev)
+        subsets[f"store:{name}"] = study_rows(model, other.ranked(min_choices), ks, diverse=diverse)
+        say(f"policy study on {name} done")
+    return {"kind": kind, "folds": folds, "seed": seed, "ks": list(ks), "diverse": list(diverse),
+            "min_choices": min_choices, "shapes": len(data.shapes), "problems": len(data.groups), "rows": rows,
+            "fit_s": fit_s, "summaries": {k: summarize_policies(v) for k, v in subsets.items() if v}}
+
+
+def write_policy_report(res: dict, folder: str | os.PathLike, *, command: str = "", data: Dataset | None = None) -> Path:
+    """README.md (one table per subset of problems) and policies.json (everything) of
+    ``policy_study``'s ``res`` in ``folder``; returns the README."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = dict(res, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), command=command,
+               machine={"cores": os.cpu_count()},
+               data={"source": data.source, "context": data.context} if data is not None else None)
+    (folder / "policies.json").write_text(json.dumps(doc, indent=1, sort_keys=True, default=list) + "\n")
+    src = f"`{data.source}` ({data.context.get('device_name')}, triton {data.context.get('triton_version')}), " \
+        if data is not None else ""
+    lines = [f"# Selection policies replayed, {res['folds']}-fold cross-validation by shape ({doc['date']})", ""]
+    if command:
+        lines += [f"Reproduce: `{command}`", ""]
+    lines += [f"Data: {src}{res['problems']} problems, {res['shapes']} shapes; model {res['kind']} trained on the "
+              f"other folds (seed {res['seed']}, {res['fit_s']:.0f} s of training in all); "
+              f"{len(res['rows'])} held-out problems with >= {res['min_choices']} measured choices scored.", "",
+              "best fraction = best measured time of the problem / best measured time among what the policy "
+              "benchmarks (cuBLAS always, plus its picks). candidates: benchmarked per problem, cuBLAS included. "
+              "k=K: the model's K best; adaptive: choose_k; diverse=K: each family's first by the model, the K best "
+              "of those (pad+ a family of its own; ',nopad': not).", ""]
+    losses = [r for r in res["rows"] if r["policies"]["k=1"][0] < 0.97 - 1e-12]
+    same = sum(r["top1_family"] == r["best_family"] for r in losses)
+    lines += [f"Of the {len(losses)} problems where k=1 reaches less than 97% of the best, the model's first "
+              f"choice is of the best measured choice's family (pad+ a family of its own) on {same}: there a "
+              "wrong config, not a wrong family, loses.", ""]
+    for sub, summ in res["summaries"].items():
+        lines += [f"## {sub} ({next(iter(summ.values()))['problems']} problems)", "",
+                  "| policy | best fraction geomean | mean | p10 | min | >= 97% | >= 90% | candidates / problem |",
+                  "|---|" + "---:|" * 7]
+        for name, t in summ.items():
+            lines.append(f"| {name} | {_pct(t['best_fraction_geomean'])} | {_pct(t['best_fraction_mean'])} | "
+                         f"{_pct(t['best_fraction_p10'])} | {_pct(t['best_fraction_min'])} | "
+                         f"{_pct(t['at_least_97pct'])} | {_pct(t['at_least_90pct'])} | {t['candidates_mean']:.2f} |")
+        lines.append("")
+    path = folder / "README.md"
+    path.write_text("\n".join(lines))
+    return path

@@ -10,7 +10,8 @@ the training support of the families near the top (``LearnedModel.support``). k 
 * as trust or support fall (a reason starting 'unsure:'; 'spread:' for the first rule,
   'confident:' when neither widens k): ``k_min + ceil((1 - min(trust, support)) * (k_max - k_min))``,
 
-bounded by ``[k_min, k_max]``. ``study`` replays fixed and adaptive k on measured data.
+bounded by ``[k_min, k_max]``. ``study`` replays fixed and adaptive k on measured data, and the
+family-diverse selection (``diverse_pick``: each family's first choice, the best k of those).
 
 Example::
 
@@ -69,46 +70,130 @@ def model_k(model, problem, choices, k_min: int = K_MIN, k_max: int = K_MAX, *, 
     return keys, k, why
 
 
-def study(model, data, ks=(1, 3, 5), k_min: int = K_MIN, k_max: int = K_MAX, tie: float = TIE) -> dict:
-    """Replay the tuner's model top-k on measured problems (``data``: a Dataset): cuBLAS
-    plus the model's k best other choices, fixed k in ``ks`` and adaptive (choose_k).
+def family_of(choice, pad_family: bool = True) -> str:
+    """``choice``'s kernel family for ``diverse_pick``; ``pad_family``: a ``pad+`` choice is a
+    family of its own ('pad+triton_mm'), else it counts as its kernel's family.
 
-    Per policy: ``best_fraction`` (time of the best measured choice / time of the best
-    benchmarked one; 1.0 = found it) mean, geometric mean, 10th percentile and minimum,
-    ``at_least_97pct`` (share of problems at >= 97%), ``candidates`` (total benchmarked,
-    cuBLAS included) and their mean; adaptive also its k histogram and reasons.
+    >>> from gemmtune.configs import AtenConfig, Choice
+    >>> family_of(Choice("aten", AtenConfig(), True)), family_of(Choice("aten", AtenConfig(), True), False)
+    ('pad+aten', 'aten')
     """
-    pols = {f"k={k}": [] for k in ks}
-    pols["adaptive"] = []
-    ks_chosen, reasons = [], {}
+    return ("pad+" if pad_family and choice.pad else "") + choice.family
+
+
+def diverse_pick(families, keys, k_fam: int) -> list[int]:
+    """Indices of the family-diverse selection: each family's first choice by ``keys`` (lower =
+    faster; non-finite last, ties in the given order), the ``k_fam`` best of those leaders,
+    best first. ``families[i]`` names choice i's family (``family_of``).
+
+    >>> diverse_pick(["triton_mm", "triton_mm", "skinny", "splitk"], [0.0, 0.1, 0.2, 0.3], 2)
+    [0, 2]
+    """
+    if not (isinstance(k_fam, int) and k_fam >= 1):
+        raise ValueError(f"k_fam must be a positive int, got {k_fam!r}")
+    k_arr = np.asarray(keys, dtype=np.float64)
+    if len(k_arr) != len(families):
+        raise ValueError(f"{len(k_arr)} keys for {len(families)} families")
+    k_arr = np.where(np.isfinite(k_arr), k_arr, np.inf)
+    seen, out = set(), []
+    for i in np.argsort(k_arr, kind="stable"):
+        if families[i] not in seen:
+            seen.add(families[i])
+            out.append(int(i))
+            if len(out) == k_fam:
+                break
+    return out
+
+
+def policy_names(ks=(1, 3, 5), diverse=()) -> list[str]:
+    """The policy names ``study`` replays: 'k=K' (fixed top k), 'adaptive', and per ``diverse``
+    entry k_fam 'diverse=K' (pad+ a family of its own) and 'diverse=K,nopad' (pad+ counted as
+    its kernel's family); with ``diverse`` also 'oracle-family', no policy but a bound: the
+    model's first choice of the family that holds the problem's best measured choice.
+
+    >>> policy_names((1,), (2,))
+    ['k=1', 'adaptive', 'diverse=2', 'diverse=2,nopad', 'oracle-family']
+    """
+    return [f"k={k}" for k in ks] + ["adaptive"] + [f"diverse={k}{s}" for k in diverse for s in ("", ",nopad")] \
+        + (["oracle-family"] if diverse else [])
+
+
+def study_rows(model, data, ks=(1, 3, 5), k_min: int = K_MIN, k_max: int = K_MAX, tie: float = TIE,
+               diverse=()) -> list[dict]:
+    """Per measured problem of ``data`` (a Dataset) with a choice besides cuBLAS: its ``key``,
+    ``shape``, the families it has measured (``families``), ``best_family`` / ``top1_family``
+    (``family_of`` the best measured choice / the model's first besides cuBLAS), the adaptive
+    ``k`` and ``why``, and ``policies``: name (``policy_names``) -> (best fraction, candidates benchmarked, cuBLAS
+    included). best fraction = time of the best measured choice / time of the best one the
+    policy benchmarks (always cuBLAS plus its picks); 1.0 = it found the best."""
+    out = []
     for g in data.groups:
         base = np.array([c.family == "aten" and not c.pad for c in g.choices])
         rest = np.flatnonzero(~base)
         if not len(rest):
             continue
-        keys, k_ad, why = model_k(model, g.problem, [g.choices[i] for i in rest], k_min, k_max, tie=tie)
-        order = rest[np.argsort(keys, kind="stable")]
+        others = [g.choices[i] for i in rest]
+        keys, k_ad, why = model_k(model, g.problem, others, k_min, k_max, tie=tie)
+        ranked = np.argsort(keys, kind="stable")
+        order = rest[ranked]
         best = g.times_ms.min()
         floor = g.times_ms[base].min() if base.any() else np.inf
-        for name, k in [(f"k={k}", k) for k in ks] + [("adaptive", k_ad)]:
-            got = min(floor, g.times_ms[order[:k]].min())
-            pols[name].append((best / got, int(base.sum()) + min(k, len(rest))))
-        ks_chosen.append(k_ad)
-        reasons[why.split(":")[0]] = reasons.get(why.split(":")[0], 0) + 1
+        picks = {f"k={k}": order[:k] for k in ks}
+        picks["adaptive"] = order[:k_ad]
+        fams = [family_of(c) for c in others]
+        for k in diverse:
+            for suffix, pad in (("", True), (",nopad", False)):
+                picks[f"diverse={k}{suffix}"] = rest[diverse_pick([family_of(c, pad) for c in others], keys, k)]
+        best_fam = family_of(g.choices[int(np.argmin(g.times_ms))])
+        if diverse:  # not a policy: the bound of any that picks one family's first choice
+            picks["oracle-family"] = order[np.array([fams[j] == best_fam for j in ranked])][:1]
+        pol = {name: (float(best / min(floor, g.times_ms[idx].min() if len(idx) else np.inf)),
+                      int(base.sum()) + len(idx)) for name, idx in picks.items()}
+        out.append({"key": g.problem.key, "shape": g.shape, "families": sorted({c.family for c in g.choices}),
+                    "best_family": best_fam, "top1_family": fams[int(ranked[0])],
+                    "k": int(k_ad), "why": why, "policies": pol})
+    return out
+
+
+def summarize_policies(rows: list[dict]) -> dict:
+    """Per policy of ``study_rows``' rows: ``best_fraction`` mean, geometric mean, 10th
+    percentile and minimum, ``at_least_97pct`` / ``at_least_90pct`` (share of problems at or
+    above), ``candidates`` (total benchmarked, cuBLAS included) and their mean; 'adaptive' also
+    its k histogram and reasons."""
     out = {}
-    for name, rows in pols.items():
-        if not rows:
-            continue
-        f = np.array([r[0] for r in rows])
-        n = np.array([r[1] for r in rows])
+    names = list(rows[0]["policies"]) if rows else []
+    for name in names:
+        f = np.array([r["policies"][name][0] for r in rows])
+        n = np.array([r["policies"][name][1] for r in rows])
         out[name] = {"problems": len(rows), "best_fraction_mean": float(f.mean()),
                      "best_fraction_geomean": float(np.exp(np.log(f).mean())),
                      "best_fraction_p10": float(np.percentile(f, 10)), "best_fraction_min": float(f.min()),
                      "at_least_97pct": float((f >= 0.97 - 1e-12).mean()),
+                     "at_least_90pct": float((f >= 0.90 - 1e-12).mean()),
                      "candidates": int(n.sum()), "candidates_mean": float(n.mean())}
-    if ks_chosen:
-        hist = np.bincount(ks_chosen)
+    if rows and "adaptive" in out:
+        hist = np.bincount([r["k"] for r in rows])
+        reasons: dict = {}
+        for r in rows:
+            w = r["why"].split(":")[0]
+            reasons[w] = reasons.get(w, 0) + 1
         out["adaptive"]["k_histogram"] = {str(i): int(c) for i, c in enumerate(hist) if c}
         out["adaptive"]["reasons"] = reasons
+    return out
+
+
+def study(model, data, ks=(1, 3, 5), k_min: int = K_MIN, k_max: int = K_MAX, tie: float = TIE,
+          diverse=()) -> dict:
+    """Replay the tuner's model top-k on measured problems (``data``: a Dataset): cuBLAS
+    plus the model's k best other choices, fixed k in ``ks`` and adaptive (choose_k), and
+    with ``diverse`` the family-diverse selections (``diverse_pick``; see ``study_rows``).
+
+    Per policy (``summarize_policies``): ``best_fraction`` (time of the best measured choice /
+    time of the best benchmarked one; 1.0 = found it) mean, geometric mean, 10th percentile and
+    minimum, ``at_least_97pct`` (share of problems at >= 97%), ``candidates`` (total
+    benchmarked, cuBLAS included) and their mean; adaptive also its k histogram and reasons.
+    """
+    out = summarize_policies(study_rows(model, data, ks, k_min, k_max, tie, diverse))
+    if "adaptive" in out:
         out["adaptive"]["settings"] = {"k_min": k_min, "k_max": k_max, "tie": tie}
     return out
