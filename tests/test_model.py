@@ -468,9 +468,14 @@ def test_default_model_uses_the_shipped_model_only_on_its_gpu_and_triton():
     assert isinstance(m, LearnedModel) and m.provenance["device_name"] == "NVIDIA H200"
     with pytest.warns(ModelWarning, match="triton"):
         assert isinstance(default_model("h200", triton_version="3.9.0"), AnalyticModel)
-    with pytest.warns(ModelWarning, match="no learned performance model ships for NVIDIA H100"):
-        m = default_model("h100", triton_version="3.6.0")
-    assert isinstance(m, AnalyticModel) and m.device.name == H100.name
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = default_model("h100", triton_version="3.6.0")  # its own model since 2026-11-25, not the H200's
+    assert isinstance(m, LearnedModel) and m.provenance["device_name"] == "NVIDIA H100 80GB HBM3"
+    a100 = DeviceInfo.lookup("a100")
+    with pytest.warns(ModelWarning, match=f"no learned performance model ships for {a100.name}"):
+        m = default_model(a100, triton_version="3.6.0")
+    assert isinstance(m, AnalyticModel) and m.device.name == a100.name
     # tune(model=None) ranks with default_model for the run's GPU and triton.
     ctx = RunContext("NVIDIA H200", "9.0", "2.11.0", "3.6.0", gemmtune.__version__)
     assert isinstance(_ranker(None, H200, ctx), LearnedModel)

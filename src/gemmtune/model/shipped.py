@@ -11,7 +11,7 @@ Example::
 
     >>> from gemmtune.model.shipped import shipped_models
     >>> [p.name for p in shipped_models()]
-    ['nvidia-h200-rank.json', 'nvidia-h200.json']
+    ['nvidia-h100-rank.json', 'nvidia-h100.json', 'nvidia-h200-rank.json', 'nvidia-h200.json']
 """
 
 from __future__ import annotations
