@@ -3,6 +3,7 @@ call, the checks (logits vs fp32, greedy tokens vs eager) and the report."""
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import pytest
@@ -148,3 +149,49 @@ def test_gpu_graph_capture_of_a_decode_step_matches_the_plain_call():
             out = replay()
     assert info["replay_ok"], info
     torch.testing.assert_close(out, plain, rtol=1e-3, atol=1e-3)
+
+
+def test_a_compiled_mode_that_hits_the_recompile_limit_fails_instead_of_timing_eager():
+    # Until 2026-11-25 max_autotune_graph hit dynamo's limit after two other compiled graph modes
+    # and replayed the eager model under max-autotune's name. Now the limit hit is an error that
+    # the mode records, with its reason, and nothing is timed.
+    bm_run = importlib.import_module("gemmtune.benchmodel.run")  # the package exports a run() function
+
+    if not bm_run._LIMIT_HIT:
+        pytest.skip("this torch has no FailOnRecompileLimitHit")
+    cfg = torch._dynamo.config
+    saved = {n: getattr(cfg, n) for n in ("recompile_limit", "fail_on_recompile_limit_hit")}
+    torch._dynamo.reset()
+    try:
+        bm_run._roomy_dynamo()
+        assert cfg.recompile_limit >= 64 and cfg.fail_on_recompile_limit_hit
+        cfg.recompile_limit = 1  # a limit that the second shape exceeds
+        f = torch.compile(lambda x: x * 2 + 1, backend="eager", dynamic=False)
+        timed = []
+
+        def one_mode(mode):
+            for n in (3, 5, 7):
+                timed.append(f(torch.randn(n)).shape[0])
+
+        rec, lines = {"phases": {"decode_b1": {"ms": 1.0}}}, []
+        bm_run._guarded(one_mode, "max_autotune_graph", rec, lines.append)
+        assert timed == [3], timed  # stopped at the first recompile past the limit
+        assert "recompile limit" in rec["failed"] and "not timed" in rec["failed"] and rec["phases"] == {}
+        assert lines and "FAILED" in lines[0]
+    finally:
+        for n, v in saved.items():
+            setattr(cfg, n, v)
+        torch._dynamo.reset()
+
+
+def test_graph_modes_of_compiled_models_get_dynamo_room_but_no_reset(monkeypatch):
+    bm_run = importlib.import_module("gemmtune.benchmodel.run")  # the package exports a run() function
+
+    calls = []
+    monkeypatch.setattr(bm_run, "_fresh_dynamo", lambda: calls.append("reset"))
+    monkeypatch.setattr(bm_run, "_roomy_dynamo", lambda: calls.append("room"))
+    for mode, replays in (("compile", {}), ("eager_graph", {}), ("max_autotune_graph", {}),
+                          ("compile", {("compile_graph", "decode_b1"): object()}), ("eager", {1: 2})):
+        bm_run._dynamo_for(mode, replays)
+    # A reset after a capture would unload kernels the captured graph still replays.
+    assert calls == ["reset", "room", "room"], calls

@@ -73,6 +73,9 @@ def markdown(doc: dict) -> str:
         skipped = [f"{mode} ({rec['skipped']})" for mode, rec in m["modes"].items() if "skipped" in rec]
         if skipped:
             L += ["Skipped: " + "; ".join(skipped) + ".", ""]
+        failed = [f"{mode} ({rec['failed']})" for mode, rec in m["modes"].items() if "failed" in rec]
+        if failed:
+            L += ["**Failed:** " + "; ".join(failed) + ".", ""]
         L += ["Checks: " + "; ".join(checks) + ".", ""]
     return "\n".join(L) + "\n"
 

@@ -16,17 +16,71 @@ from .phases import COSINE_MIN, Phase, _ids, causal_phase, greedy, rel_err
 from .report import markdown, plot
 from .timing import interleave_eager, interleave_graphs, time_call
 
-def _fresh_dynamo() -> None:
-    """Each compiled mode starts from an empty dynamo cache, with room for the recompiles a KV
-    cache causes (prompt pass, then decode steps: each phase is a new guard set). Without this,
-    modes compiled one after another share the HF forward's code object and its default limit
-    of 8 entries: on an H200 the patched model then hit the limit and ran its decode step
-    uncompiled (7.6 ms against 2.8 for plain torch.compile on GPT-2)."""
-    torch._dynamo.reset()
+COMPILED_MODES = ("compile", "max_autotune", "patch_compile")
+
+
+def needs_dynamo_room(mode: str) -> bool:
+    """Whether ``mode`` runs a torch.compile'd model, its ``_graph`` twin included (a graph mode
+    compiles in its warm-up, before capture).
+
+    >>> [m for m in ("eager", "eager_graph", "compile", "max_autotune_graph", "patch_compile_graph")
+    ...  if needs_dynamo_room(m)]
+    ['compile', 'max_autotune_graph', 'patch_compile_graph']
+    """
+    return base_mode(mode) in COMPILED_MODES
+
+
+# Raised instead of a silent fall-back to eager once _fresh_dynamo set fail_on_recompile_limit_hit
+# (torch versions without the exception have no such flag either).
+_LIMIT_HIT = tuple(x for x in [getattr(torch._dynamo.exc, "FailOnRecompileLimitHit", None)] if x)
+
+
+def _guarded(run_mode: Callable[[str], None], mode: str, rec: dict, log: Callable[[str], None]) -> None:
+    """``run_mode(mode)``; a mode whose compiled model hit dynamo's recompile limit is recorded
+    as failed, with the reason, instead of being timed as the eager model it would have run."""
+    try:
+        run_mode(mode)
+    except _LIMIT_HIT as e:
+        rec["phases"] = {}  # a phase timed before the limit hit is dropped too: the mode did not run as named
+        rec["failed"] = f"torch._dynamo hit its recompile limit ({str(e).splitlines()[0]}); not timed"
+        log(f"{mode}: FAILED: {rec['failed']}")
+
+
+def _roomy_dynamo() -> None:
+    """Room in dynamo's cache for the recompiles a KV cache causes (prompt pass, then decode
+    steps: each phase is a new guard set), and hitting the limit anyway is an error
+    (``_guarded``), never a silent fall-back to eager. Without the room, modes compiled one after
+    another share the HF forward's code object and its default limit of 8 entries:
+    - on an H200 the patched model hit the limit and ran its decode step uncompiled (7.6 ms
+      against 2.8 for plain torch.compile on GPT-2);
+    - until 2026-11-25 the graph modes ran with the default limit, and max_autotune_graph,
+      compiled after compile_graph and patch_compile_graph, hit it and replayed the eager model
+      (Llama-1B decode 2.365 ms against eager_graph's 2.327 on the H200; GPT-2 0.787 against
+      0.791 on the H100)."""
     cfg = torch._dynamo.config
     for name in ("recompile_limit", "cache_size_limit"):
         if hasattr(cfg, name):
             setattr(cfg, name, max(getattr(cfg, name), 64))
+    for name in ("fail_on_recompile_limit_hit", "fail_on_cache_limit_hit"):
+        if hasattr(cfg, name):
+            setattr(cfg, name, True)
+
+
+def _fresh_dynamo() -> None:
+    """An empty dynamo cache, then ``_roomy_dynamo``: before each un-graphed mode, unless a graph
+    was captured already. Graph modes only get the room: a reset would drop the compiled kernels
+    that an earlier mode's captured graph still replays (triton unloads a kernel's module when
+    its object is collected)."""
+    torch._dynamo.reset()
+    _roomy_dynamo()
+
+
+def _dynamo_for(mode: str, replays: dict) -> None:
+    """What dynamo needs before ``mode`` runs (see _fresh_dynamo and _roomy_dynamo)."""
+    if not replays and not is_graph(mode):
+        _fresh_dynamo()
+    elif needs_dynamo_room(mode):
+        _roomy_dynamo()
 
 
 def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, out: dict,
@@ -173,14 +227,16 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
                              dict(tune_kwargs, extra_m=(1,)))
 
     replays: dict = {}
-    for mode in modes:
+
+    def one_mode(mode: str) -> None:
         fn_model = variants[mode]
         rec = out["modes"][mode]
         rec["phases"] = {}
         first_calls = 0.0
         if is_graph(mode):
             if _skip_graph(rec, name, mode, device, log):
-                continue
+                return
+            _dynamo_for(mode, replays)
             for p in ps:
                 r = rec["phases"][p.name] = graph_phase(fn_model, p, name, mode, log, replays)
                 first_calls += r["warmup_s"] + r["capture_s"]
@@ -189,8 +245,8 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
             rec["first_calls_s"] = first_calls
             if checkpoint is not None:
                 checkpoint(out)
-            continue  # the model is its base mode's: greedy decoding is that mode's check
-        _fresh_dynamo()
+            return  # the model is its base mode's: greedy decoding is that mode's check
+        _dynamo_for(mode, replays)
         for p in ps:
             t0 = time.perf_counter()
             with torch.no_grad():
@@ -223,6 +279,9 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
                 rec["greedy_divergence"] = {"step": div, "eager_gap": eager_gaps[div]}
         if checkpoint is not None:
             checkpoint(out)
+
+    for mode in modes:
+        _guarded(one_mode, mode, out["modes"][mode], log)
     interleave_eager(out, variants, {p.name: p.run for p in ps}, name, log)
     interleave_graphs(out, replays, [p.name for p in ps], name, log)
     _verdicts(out)
@@ -251,19 +310,21 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
     variants = make_variants(st, modes, emb, out, tune_kwargs)
     replays: dict = {}
     emb_phase = Phase("embed_64", emb, emb)
-    for mode in modes:
+
+    def one_mode(mode: str) -> None:
         m = variants[mode]
         if is_graph(mode):
             rec = out["modes"][mode]
             if _skip_graph(rec, "minilm", mode, device, log):
-                continue
+                return
+            _dynamo_for(mode, replays)
             r = graph_phase(m, emb_phase, "minilm", mode, log, replays)
             e = replays[(mode, "embed_64")]().float()
             cos = float(torch.nn.functional.cosine_similarity(e, ref, dim=-1).min())
             rec.update(first_calls_s=r["warmup_s"] + r["capture_s"], phases={"embed_64": {**r, "min_cosine": cos,
                                                                           "cosine_ok": cos >= COSINE_MIN}})
-            continue
-        _fresh_dynamo()
+            return
+        _dynamo_for(mode, replays)
         t0 = time.perf_counter()
         with torch.no_grad():
             e = emb(m).float()
@@ -274,6 +335,9 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
         out["modes"][mode].update({"first_calls_s": first, "phases": {"embed_64": {
             **t, "min_cosine": cos, "cosine_ok": cos >= COSINE_MIN}}})
         log(f"minilm {mode:13s} embed_64         {t['ms']:9.3f} ms  min cosine {cos:.5f}")
+
+    for mode in modes:
+        _guarded(one_mode, mode, out["modes"][mode], log)
     interleave_eager(out, variants, {"embed_64": emb}, "minilm", log)
     interleave_graphs(out, replays, ["embed_64"], "minilm", log)
     _verdicts(out)
