@@ -195,3 +195,52 @@ def test_graph_modes_of_compiled_models_get_dynamo_room_but_no_reset(monkeypatch
         bm_run._dynamo_for(mode, replays)
     # A reset after a capture would unload kernels the captured graph still replays.
     assert calls == ["reset", "room", "room"], calls
+
+
+def test_lut_compile_without_a_table_fails_with_the_reason():
+    bm_run = importlib.import_module("gemmtune.benchmodel.run")
+    rec, lines = {"phases": {}}, []
+    bm_run._guarded(lambda mode: bm_run._dynamo_for(mode, {"x": 1}, {"table": None}, rec),
+                    "lut_compile_graph", rec, lines.append)
+    assert "table of gemmtune's tuning call" in rec["failed"] and "FAILED" in lines[0]
+
+
+@pytest.mark.slow
+def test_lut_compile_steers_max_autotune_with_the_tuning_calls_table(tmp_path, monkeypatch):
+    # lut_compile: torch.compile max-autotune with gemmtune's table of the same (one) tuning call
+    # installed as Inductor's lookup table while it compiles, and removed for every other mode.
+    from torch._inductor import config as icfg
+
+    import gemmtune.inductor_export as ie
+    from gemmtune.configs import Choice
+    from gemmtune.table import LookupTable, TableChoice, provenance
+
+    if ie.unavailable_reason():
+        pytest.skip(ie.unavailable_reason())
+    calls = []
+
+    def tuner(problems, **kw):
+        calls.append(len(problems))
+        table = LookupTable(provenance("test", "interp", "x", "x", "x", "by-hand"),
+                            {p.key: [TableChoice(Choice.parse("aten"))] for p in problems})
+        class Result(dict):  # problem key -> choice, with the run's table as a TuneResult has
+            pass
+        res = Result({p.key: "aten" for p in problems})
+        res.table = table
+        return res
+
+    bm_run = importlib.import_module("gemmtune.benchmodel.run")
+    full = bm_run.greedy
+    # 4 greedy steps, not 32: with dynamic=False each step is a max-autotune recompile (minutes on 2 cores).
+    monkeypatch.setattr(bm_run, "greedy", lambda model, prompt: full(model, prompt, steps=4))
+    doc = benchmodel.run(["tiny-llama"], phases=["prefill_b8_s128"], modes=["eager", "lut_compile"],
+                         out_dir=tmp_path, dtype="float32", tune_kwargs={"tune_fn": tuner}, log=lambda s: None)
+    m = doc["models"][0]
+    assert len(calls) == 1 and "error" not in m
+    rec = m["modes"]["lut_compile"]
+    assert "failed" not in rec, rec.get("failed")
+    assert rec["lut_entries"] >= 3  # one key per tuned (M, N, K) problem at least
+    pre = rec["phases"]["prefill_b8_s128"]
+    assert pre["logits_ok"] and rec["greedy_match"] is True
+    assert icfg.lookup_table.table is None  # uninstalled after the modes
+    assert "lut_compile" in (tmp_path / "bench-model.md").read_text()

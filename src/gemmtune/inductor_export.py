@@ -104,6 +104,8 @@ logging at INFO for ``torch._inductor.lookup_table``) shows "lookup hit for mm".
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 import os
 from dataclasses import dataclass, field
@@ -413,3 +415,33 @@ def install(source, *, device_key: str | None = None, choices=None) -> dict:
     icfg.lookup_table.table = itable
     V.set_choices_handler(choices if choices is not None else LookupTableChoices())
     return itable
+
+
+def uninstall() -> None:
+    """Undo ``install``: no lookup table, and Inductor's default choices handler for this thread
+    (its ``inductor_choices_class`` when configured). A no-op where Inductor has no lookup table."""
+    if unavailable_reason() is not None:
+        return
+    from torch._inductor import config as icfg
+    from torch._inductor.choices import InductorChoices
+    from torch._inductor.virtualized import V
+
+    icfg.lookup_table.table = None
+    cls = getattr(icfg, "inductor_choices_class", None)
+    V.set_choices_handler(cls() if cls is not None else InductorChoices())
+
+
+@contextlib.contextmanager
+def installed(source, **kwargs):
+    """``install(source, **kwargs)`` for the ``with`` block, then ``uninstall``: compile inside.
+
+    Example::
+
+        >>> with installed("table.json"):                                   # doctest: +SKIP
+        ...     y = torch.compile(model, mode="max-autotune")(x)
+    """
+    itable = install(source, **kwargs)
+    try:
+        yield itable
+    finally:
+        uninstall()

@@ -20,7 +20,11 @@ PHASES = {
 DEFAULT_MODES = ("eager", "eager_patch", "compile", "max_autotune", "patch_compile")
 # Every mode: the defaults plus each one's step replayed from a CUDA graph (graphs.py: the GPU's
 # time of the step, where the defaults measure a host-bound step's Python).
-MODES = DEFAULT_MODES + tuple(m + "_graph" for m in DEFAULT_MODES)
+# Opt-in: ``lut_compile`` is torch.compile max-autotune (no CUDA graphs of its own) steered by
+# gemmtune's table of the same tuning call (gemmtune.inductor_export): Inductor renders our winners
+# as its own templates and can fuse around them, and autotunes nothing the table holds.
+BASE_MODES = DEFAULT_MODES + ("lut_compile",)
+MODES = BASE_MODES + tuple(m + "_graph" for m in BASE_MODES)
 
 CAUSAL = ("llama-1b", "qwen2-0.5b", "gpt2", "tiny-llama", "tiny-qwen2", "tiny-gpt2")
 

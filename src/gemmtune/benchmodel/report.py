@@ -22,7 +22,8 @@ def markdown(doc: dict) -> str:
          "Each cell: ms per call (median of 5 rounds of CUDA-event-timed back-to-back calls, after "
          "warm-up; Python launch overhead included) and × eager. `max_autotune` is torch.compile "
          "mode `max-autotune-no-cudagraphs`. A `_graph` mode replays its base mode's call from a CUDA "
-         "graph (the GPU's time of the step); its × is against `eager_graph`.", ""]
+         "graph (the GPU's time of the step); its × is against `eager_graph`. `lut_compile` (opt-in) is the same "
+         "max-autotune compile steered by gemmtune's table of the same tuning call (Inductor's lookup table).", ""]
     for m in doc["models"]:
         if "error" in m:
             L += [f"## {m['model']}", "", f"Not run: {m['error']}", ""]

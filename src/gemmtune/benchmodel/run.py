@@ -11,12 +11,12 @@ from typing import Callable
 import torch
 
 from .graphs import base_mode, capture, is_graph
-from .models import CAUSAL, DEFAULT_MODES, MODELS, MODES, PHASES, build_causal, build_minilm, minilm_dir
+from .models import BASE_MODES, CAUSAL, DEFAULT_MODES, MODELS, MODES, PHASES, build_causal, build_minilm, minilm_dir
 from .phases import COSINE_MIN, Phase, _ids, causal_phase, greedy, rel_err
 from .report import markdown, plot
 from .timing import interleave_eager, interleave_graphs, time_call
 
-COMPILED_MODES = ("compile", "max_autotune", "patch_compile")
+COMPILED_MODES = ("compile", "max_autotune", "patch_compile", "lut_compile")
 
 
 def needs_dynamo_room(mode: str) -> bool:
@@ -30,6 +30,10 @@ def needs_dynamo_room(mode: str) -> bool:
     return base_mode(mode) in COMPILED_MODES
 
 
+class ModeUnavailable(RuntimeError):
+    """A mode that cannot run with this torch: recorded as failed, with the reason (``_guarded``)."""
+
+
 # Raised instead of a silent fall-back to eager once _fresh_dynamo set fail_on_recompile_limit_hit
 # (torch versions without the exception have no such flag either).
 _LIMIT_HIT = tuple(x for x in [getattr(torch._dynamo.exc, "FailOnRecompileLimitHit", None)] if x)
@@ -40,6 +44,10 @@ def _guarded(run_mode: Callable[[str], None], mode: str, rec: dict, log: Callabl
     as failed, with the reason, instead of being timed as the eager model it would have run."""
     try:
         run_mode(mode)
+    except ModeUnavailable as e:
+        rec["phases"] = {}
+        rec["failed"] = str(e)
+        log(f"{mode}: FAILED: {e}")
     except _LIMIT_HIT as e:
         rec["phases"] = {}  # a phase timed before the limit hit is dropped too: the mode did not run as named
         rec["failed"] = f"torch._dynamo hit its recompile limit ({str(e).splitlines()[0]}); not timed"
@@ -75,12 +83,34 @@ def _fresh_dynamo() -> None:
     _roomy_dynamo()
 
 
-def _dynamo_for(mode: str, replays: dict) -> None:
-    """What dynamo needs before ``mode`` runs (see _fresh_dynamo and _roomy_dynamo)."""
+def _dynamo_for(mode: str, replays: dict, variants: dict | None = None, rec: dict | None = None) -> None:
+    """What dynamo needs before ``mode`` runs (see _fresh_dynamo and _roomy_dynamo), and
+    Inductor's lookup table: gemmtune's (``variants['table']``) for lut_compile and its graph
+    twin, none for every other mode. The number of entries installed goes into ``rec``."""
     if not replays and not is_graph(mode):
         _fresh_dynamo()
     elif needs_dynamo_room(mode):
         _roomy_dynamo()
+    from .. import inductor_export as ie
+
+    if base_mode(mode) == "lut_compile":
+        why = ie.unavailable_reason()
+        if why is not None:
+            raise ModeUnavailable(f"Inductor's lookup table is not available here: {why}")
+        if variants is None or variants.get("table") is None:
+            raise ModeUnavailable("lut_compile needs the table of gemmtune's tuning call, and this one returned none")
+        itable = ie.install(variants["table"])
+        if rec is not None:
+            rec["lut_entries"] = len(itable)
+    else:
+        _no_lut()
+
+
+def _no_lut() -> None:
+    """No gemmtune table in Inductor (after lut_compile, and before any other mode)."""
+    from .. import inductor_export as ie
+
+    ie.uninstall()
 
 
 def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, out: dict,
@@ -103,8 +133,15 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
                 import gemmtune
                 patched = copy.deepcopy(model)
                 t1 = time.perf_counter()
+                tuned = {}
+                inner = tune_kwargs.get("tune_fn") or gemmtune.tune
+                kwargs = {k: v for k, v in tune_kwargs.items() if k != "tune_fn"}
+
+                def tune_fn(problems, **kw):  # the one tuning call; its table also steers lut_compile
+                    tuned["result"] = inner(problems, **kw)
+                    return tuned["result"]
                 with torch.no_grad():
-                    ds = gemmtune.tune_model(patched, fn=lambda: example(patched), **tune_kwargs)
+                    ds = gemmtune.tune_model(patched, fn=lambda: example(patched), tune_fn=tune_fn, **kwargs)
                     gemmtune.patch(patched, dispatchers=ds)
                 out["tune_s"] = time.perf_counter() - t1
                 out["tuned_layer_shapes"] = len(ds)
@@ -112,6 +149,7 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
                 out["winners"] = sorted({h.choice.id for d in ds.values() for h in d.hint_choices})
                 variants["patched"] = patched
                 variants["dispatchers"] = ds
+                variants["table"] = getattr(tuned["result"], "table", None)  # a TuneResult's
             v = variants["patched"] if mode == "eager_patch" else torch.compile(variants["patched"], dynamic=False)
         elif mode == "eager_patch_graph":
             # Its own copy, patched with the same dispatchers (no second tuning) and
@@ -132,7 +170,12 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
             # max-autotune's time on the H200: Llama-1B's decode step replayed in 2.36 ms with
             # automatic dynamic shapes and 2.33 ms static, against 1.44-1.47 ms for the default.)
             v = torch.compile(model, mode="max-autotune-no-cudagraphs", dynamic=False)
-        elif is_graph(mode) and base_mode(mode) in DEFAULT_MODES:
+        elif mode == "lut_compile":
+            # No second tuning: the table of eager_patch's tuning call, installed only while this
+            # mode compiles (_dynamo_for), so that max_autotune stays Inductor's own search.
+            build("eager_patch")
+            v = torch.compile(model, mode="max-autotune-no-cudagraphs", dynamic=False)
+        elif is_graph(mode) and base_mode(mode) in BASE_MODES:
             v = build(base_mode(mode))
         else:
             raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
@@ -236,7 +279,7 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
         if is_graph(mode):
             if _skip_graph(rec, name, mode, device, log):
                 return
-            _dynamo_for(mode, replays)
+            _dynamo_for(mode, replays, variants, rec)
             for p in ps:
                 r = rec["phases"][p.name] = graph_phase(fn_model, p, name, mode, log, replays)
                 first_calls += r["warmup_s"] + r["capture_s"]
@@ -246,7 +289,7 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
             if checkpoint is not None:
                 checkpoint(out)
             return  # the model is its base mode's: greedy decoding is that mode's check
-        _dynamo_for(mode, replays)
+        _dynamo_for(mode, replays, variants, rec)
         for p in ps:
             t0 = time.perf_counter()
             with torch.no_grad():
@@ -282,6 +325,7 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
 
     for mode in modes:
         _guarded(one_mode, mode, out["modes"][mode], log)
+    _no_lut()
     interleave_eager(out, variants, {p.name: p.run for p in ps}, name, log)
     interleave_graphs(out, replays, [p.name for p in ps], name, log)
     _verdicts(out)
@@ -317,14 +361,14 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
             rec = out["modes"][mode]
             if _skip_graph(rec, "minilm", mode, device, log):
                 return
-            _dynamo_for(mode, replays)
+            _dynamo_for(mode, replays, variants, rec)
             r = graph_phase(m, emb_phase, "minilm", mode, log, replays)
             e = replays[(mode, "embed_64")]().float()
             cos = float(torch.nn.functional.cosine_similarity(e, ref, dim=-1).min())
             rec.update(first_calls_s=r["warmup_s"] + r["capture_s"], phases={"embed_64": {**r, "min_cosine": cos,
                                                                           "cosine_ok": cos >= COSINE_MIN}})
             return
-        _dynamo_for(mode, replays)
+        _dynamo_for(mode, replays, variants, out["modes"][mode])
         t0 = time.perf_counter()
         with torch.no_grad():
             e = emb(m).float()
@@ -338,6 +382,7 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
 
     for mode in modes:
         _guarded(one_mode, mode, out["modes"][mode], log)
+    _no_lut()
     interleave_eager(out, variants, {"embed_64": emb}, "minilm", log)
     interleave_graphs(out, replays, ["embed_64"], "minilm", log)
     _verdicts(out)
