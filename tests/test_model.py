@@ -719,3 +719,23 @@ def test_cli_train_refuses_a_model_worse_than_analytic_unless_forced(tmp_path, c
     assert "not written" in text and "53.2% < analytic 60.1%" in text
     assert cli.main(["train", "--store", str(SAMPLE), "--out", str(out), "--kind", "gbt", "--force"]) == 0
     assert out.exists() and "written with --force" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("name,kind", [("nvidia-h100-rank.json", "lgbm_rank"), ("nvidia-h100.json", "gbt")])
+def test_shipped_h100_models(name, kind):
+    # The H100's own models (2026-11-25): made from H100 timings only, at this feature version,
+    # picked by default_model for an H100 (the ranker first), never for the H200.
+    from gemmtune.model import shipped
+    from gemmtune.model.shipped import shipped_for
+
+    path = SHIPPED.parent / name
+    m = LearnedModel.load(path)
+    prov = m.provenance
+    assert prov["device_name"] == "NVIDIA H100 80GB HBM3" and prov["triton"].startswith("3.6.")
+    assert m.family == kind and m.feature_version == FEATURE_VERSION == prov["feature_version"]
+    assert prov["training_set"]["problems"] >= 200 and "evaluation" in prov
+    assert shipped_for(H100).name == "nvidia-h100-rank.json"
+    assert shipped_for(H200).name == "nvidia-h200-rank.json"
+    assert any(name in d for d in shipped.describe())
+    if kind == "lgbm_rank":
+        assert (SHIPPED.parent / "nvidia-h100-rank.lgbm.txt").stat().st_size > 0
