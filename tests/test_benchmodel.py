@@ -82,7 +82,8 @@ def test_graph_mode_names_and_defaults():
     assert benchmodel.DEFAULT_MODES == ("eager", "eager_patch", "compile", "max_autotune", "patch_compile")
     graphs = [m for m in benchmodel.MODES if benchmodel.is_graph(m)]
     # Every mode has a graph twin, the opt-in lut_compile included; the defaults stay as they were.
-    assert [benchmodel.base_mode(m) for m in graphs] == [*benchmodel.DEFAULT_MODES, "lut_compile"]
+    assert [benchmodel.base_mode(m) for m in graphs] == [*benchmodel.DEFAULT_MODES, "lut_compile", "compile_cdt",
+                                                         "patch_compile_cdt"]
     assert "lut_compile" in benchmodel.MODES and "lut_compile" not in benchmodel.DEFAULT_MODES
     assert benchmodel.base_mode("eager") == "eager" and not benchmodel.is_graph("patch_compile")
 
@@ -246,3 +247,18 @@ def test_lut_compile_steers_max_autotune_with_the_tuning_calls_table(tmp_path, m
     assert pre["logits_ok"] and rec["greedy_match"] is True
     assert icfg.lookup_table.table is None  # uninstalled after the modes
     assert "lut_compile" in (tmp_path / "bench-model.md").read_text()
+
+
+def test_cdt_modes_compile_with_coordinate_descent_only(monkeypatch):
+    # compile_cdt / patch_compile_cdt: the default compile plus coordinate-descent tuning, no GEMM
+    # search; patch_compile_cdt compiles the patched copy of the one tuning call.
+    bm_run = importlib.import_module("gemmtune.benchmodel.run")
+    seen = []
+    monkeypatch.setattr(torch, "compile", lambda m, **kw: seen.append((m, kw)) or m)
+    model = benchmodel.build_causal("tiny-llama", torch.float32, "cpu")
+    calls, out = [], {"modes": {}}
+    v = bm_run.make_variants(model, ["compile_cdt", "patch_compile_cdt", "compile_cdt_graph"],
+                             lambda m: m(torch.randint(0, 500, (1, 8))), out, {"tune_fn": fake_tuner(calls)})
+    assert [kw for _, kw in seen] == [{"dynamic": False, "options": {"coordinate_descent_tuning": True}}] * 2
+    assert seen[0][0] is model and seen[1][0] is v["patched"] is not model and len(calls) == 1
+    assert v["compile_cdt_graph"] is v["compile_cdt"]

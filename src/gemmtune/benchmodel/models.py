@@ -23,7 +23,12 @@ DEFAULT_MODES = ("eager", "eager_patch", "compile", "max_autotune", "patch_compi
 # Opt-in: ``lut_compile`` is torch.compile max-autotune (no CUDA graphs of its own) steered by
 # gemmtune's table of the same tuning call (gemmtune.inductor_export): Inductor renders our winners
 # as its own templates and can fuse around them, and autotunes nothing the table holds.
-BASE_MODES = DEFAULT_MODES + ("lut_compile",)
+# ``compile_cdt`` / ``patch_compile_cdt``: torch.compile's default mode (no GEMM search) plus
+# coordinate_descent_tuning, the one other option max-autotune-no-cudagraphs turns on: max-autotune
+# autotuned no GEMM of the Llama-1B decode step on the H100 and still beat the default compile by
+# 10% (benchmarks/results/2026-11-25-h100-bench-model), so these two tell its GEMM search from its
+# tuning of the pointwise and reduction kernels, with gemmtune's GEMMs and without.
+BASE_MODES = DEFAULT_MODES + ("lut_compile", "compile_cdt", "patch_compile_cdt")
 MODES = BASE_MODES + tuple(m + "_graph" for m in BASE_MODES)
 
 CAUSAL = ("llama-1b", "qwen2-0.5b", "gpt2", "tiny-llama", "tiny-qwen2", "tiny-gpt2")

@@ -23,7 +23,8 @@ def markdown(doc: dict) -> str:
          "warm-up; Python launch overhead included) and × eager. `max_autotune` is torch.compile "
          "mode `max-autotune-no-cudagraphs`. A `_graph` mode replays its base mode's call from a CUDA "
          "graph (the GPU's time of the step); its × is against `eager_graph`. `lut_compile` (opt-in) is the same "
-         "max-autotune compile steered by gemmtune's table of the same tuning call (Inductor's lookup table).", ""]
+         "max-autotune compile steered by gemmtune's table of the same tuning call (Inductor's lookup table); "
+         "`compile_cdt` / `patch_compile_cdt` (opt-in) are the default compile with coordinate-descent tuning.", ""]
     for m in doc["models"]:
         if "error" in m:
             L += [f"## {m['model']}", "", f"Not run: {m['error']}", ""]

@@ -16,7 +16,8 @@ from .phases import COSINE_MIN, Phase, _ids, causal_phase, greedy, rel_err
 from .report import markdown, plot
 from .timing import interleave_eager, interleave_graphs, time_call
 
-COMPILED_MODES = ("compile", "max_autotune", "patch_compile", "lut_compile")
+COMPILED_MODES = ("compile", "max_autotune", "patch_compile", "lut_compile", "compile_cdt", "patch_compile_cdt")
+CDT = {"coordinate_descent_tuning": True}  # the option max-autotune adds besides its GEMM search
 
 
 def needs_dynamo_room(mode: str) -> bool:
@@ -170,6 +171,11 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
             # max-autotune's time on the H200: Llama-1B's decode step replayed in 2.36 ms with
             # automatic dynamic shapes and 2.33 ms static, against 1.44-1.47 ms for the default.)
             v = torch.compile(model, mode="max-autotune-no-cudagraphs", dynamic=False)
+        elif mode == "compile_cdt":
+            v = torch.compile(model, dynamic=False, options=CDT)
+        elif mode == "patch_compile_cdt":
+            build("eager_patch")
+            v = torch.compile(variants["patched"], dynamic=False, options=CDT)
         elif mode == "lut_compile":
             # No second tuning: the table of eager_patch's tuning call, installed only while this
             # mode compiles (_dynamo_for), so that max_autotune stays Inductor's own search.
