@@ -217,8 +217,6 @@ def test_inductor_asks_for_our_addmm_key_on_cpu(tmp_path):
     """torch.compile(max-autotune) of F.linear on the CPU: Inductor's tuned_addmm asks for
     exactly our key for its Triton templates, and its own parser returns our triton::mm config."""
     from torch._inductor import config as icfg
-    from torch._inductor.choices import InductorChoices
-    from torch._inductor.virtualized import V
 
     p = Problem.from_sizes(64, 96, 128, "bf16", layout_b="col", op="addmm")
     cfg = "triton_mm:BM32-BN32-BK64-S2-W4-G4"
@@ -238,9 +236,8 @@ def test_inductor_asks_for_our_addmm_key_on_cpu(tmp_path):
         torch._dynamo.reset()
         y = torch.compile(torch.nn.functional.linear)(x, w, bias)
     finally:
-        icfg.lookup_table.table = None
+        ie.uninstall()
         icfg.force_disable_caches, icfg.max_autotune = old
-        V.set_choices_handler(InductorChoices())
         torch._dynamo.reset()
     key = ie.inductor_key(p)
     assert key in seen["keys"] and list(exported.table) == [key]

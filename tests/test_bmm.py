@@ -502,8 +502,6 @@ def test_inductor_asks_for_our_bmm_key_on_cpu(tmp_path):
     if ie.unavailable_reason() is not None:
         pytest.skip(ie.unavailable_reason())
     from torch._inductor import config as icfg
-    from torch._inductor.choices import InductorChoices
-    from torch._inductor.virtualized import V
 
     p = Problem.from_sizes(64, 96, 128, "bf16", layout_b="col", op="bmm", batch=4)
     t = LookupTable(provenance("test", "interp", "x", "x", "x", "by-hand"),
@@ -520,9 +518,8 @@ def test_inductor_asks_for_our_bmm_key_on_cpu(tmp_path):
         torch._dynamo.reset()
         y = torch.compile(torch.bmm)(a, b)
     finally:
-        icfg.lookup_table.table = None
+        ie.uninstall()
         icfg.force_disable_caches, icfg.max_autotune = old
-        V.set_choices_handler(InductorChoices())
         torch._dynamo.reset()
     key = ie.inductor_key(p)
     assert key in seen["keys"] and list(exported.table) == [key]

@@ -234,8 +234,6 @@ def test_inductor_asks_for_our_scaled_mm_key_on_cpu(tmp_path, variant, with_bias
 
     _inductor_or_skip()
     from torch._inductor import config as icfg
-    from torch._inductor.choices import InductorChoices
-    from torch._inductor.virtualized import V
 
     m, n, k = 64, 96, 128
     a = torch.randn(m, k).to(E4M3)
@@ -261,9 +259,8 @@ def test_inductor_asks_for_our_scaled_mm_key_on_cpu(tmp_path, variant, with_bias
             lambda a, b, sa, sb, bias: torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=out_dtype)),
             a, b, sa, sb, bias)
     finally:
-        icfg.lookup_table.table = None
+        ie.uninstall()
         icfg.force_disable_caches, icfg.max_autotune = old
-        V.set_choices_handler(InductorChoices())
         torch._dynamo.reset()
     asked = {k for k in seen["keys"] if not k.startswith("cpu-test+")}
     assert len(asked) == 1, asked

@@ -578,8 +578,6 @@ def test_export_through_inductors_own_lookup_on_cpu(tmp_path):
     exactly our keys, its own parser returns exactly our configs, and the aten::mm
     entry is a lookup hit that computes the right product."""
     from torch._inductor import config as icfg
-    from torch._inductor.choices import InductorChoices
-    from torch._inductor.virtualized import V
 
     row, col = P(64, 96, 128), P(64, 96, 128, layout_b="col")
     t = LookupTable(prov(INTERP), {row.key: [tc("triton_mm:BM32-BN32-BK64-S2-W4-G4"), tc("decompose_k:s2"),
@@ -603,9 +601,8 @@ def test_export_through_inductors_own_lookup_on_cpu(tmp_path):
         torch._dynamo.reset()
         o1, o2 = torch.compile(lambda x, y, z: (x @ y, x @ z.t()))(a, b, w)
     finally:
-        icfg.lookup_table.table = None
+        ie.uninstall()
         icfg.force_disable_caches = old_caches
-        V.set_choices_handler(InductorChoices())
         torch._dynamo.reset()
     k_row, k_col = ie.inductor_key(row), ie.inductor_key(col)
     assert k_row in seen["keys"] and k_col in seen["keys"]

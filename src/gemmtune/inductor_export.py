@@ -105,7 +105,6 @@ logging at INFO for ``torch._inductor.lookup_table``) shows "lookup hit for mm".
 from __future__ import annotations
 
 import contextlib
-
 import json
 import os
 from dataclasses import dataclass, field

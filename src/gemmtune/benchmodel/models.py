@@ -18,8 +18,6 @@ PHASES = {
 # The modes run when none are named: each call made from Python, as a user's eager or compiled
 # model runs.
 DEFAULT_MODES = ("eager", "eager_patch", "compile", "max_autotune", "patch_compile")
-# Every mode: the defaults plus each one's step replayed from a CUDA graph (graphs.py: the GPU's
-# time of the step, where the defaults measure a host-bound step's Python).
 # Opt-in: ``lut_compile`` is torch.compile max-autotune (no CUDA graphs of its own) steered by
 # gemmtune's table of the same tuning call (gemmtune.inductor_export): Inductor renders our winners
 # as its own templates and can fuse around them, and autotunes nothing the table holds.
@@ -29,6 +27,8 @@ DEFAULT_MODES = ("eager", "eager_patch", "compile", "max_autotune", "patch_compi
 # 10% (benchmarks/results/2026-11-25-h100-bench-model), so these two tell its GEMM search from its
 # tuning of the pointwise and reduction kernels, with gemmtune's GEMMs and without.
 BASE_MODES = DEFAULT_MODES + ("lut_compile", "compile_cdt", "patch_compile_cdt")
+# Every mode: those plus each one's step replayed from a CUDA graph (graphs.py: the GPU's time of
+# the step, where the plain modes measure a host-bound step's Python).
 MODES = BASE_MODES + tuple(m + "_graph" for m in BASE_MODES)
 
 CAUSAL = ("llama-1b", "qwen2-0.5b", "gpt2", "tiny-llama", "tiny-qwen2", "tiny-gpt2")

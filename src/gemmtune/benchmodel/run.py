@@ -35,23 +35,22 @@ class ModeUnavailable(RuntimeError):
     """A mode that cannot run with this torch: recorded as failed, with the reason (``_guarded``)."""
 
 
-# Raised instead of a silent fall-back to eager once _fresh_dynamo set fail_on_recompile_limit_hit
+# Raised instead of a silent fall-back to eager once _roomy_dynamo set fail_on_recompile_limit_hit
 # (torch versions without the exception have no such flag either).
 _LIMIT_HIT = tuple(x for x in [getattr(torch._dynamo.exc, "FailOnRecompileLimitHit", None)] if x)
 
 
 def _guarded(run_mode: Callable[[str], None], mode: str, rec: dict, log: Callable[[str], None]) -> None:
-    """``run_mode(mode)``; a mode whose compiled model hit dynamo's recompile limit is recorded
-    as failed, with the reason, instead of being timed as the eager model it would have run."""
+    """``run_mode(mode)``; a mode that cannot run here (``ModeUnavailable``) or whose compiled
+    model hit dynamo's recompile limit is recorded as failed, with the reason, instead of being
+    timed as the eager model it would have run."""
     try:
         run_mode(mode)
-    except ModeUnavailable as e:
+    except (ModeUnavailable, *_LIMIT_HIT) as e:
+        # A phase timed before the failure is dropped too: the mode did not run as named.
         rec["phases"] = {}
-        rec["failed"] = str(e)
-        log(f"{mode}: FAILED: {e}")
-    except _LIMIT_HIT as e:
-        rec["phases"] = {}  # a phase timed before the limit hit is dropped too: the mode did not run as named
-        rec["failed"] = f"torch._dynamo hit its recompile limit ({str(e).splitlines()[0]}); not timed"
+        rec["failed"] = (str(e) if isinstance(e, ModeUnavailable) else
+                         f"torch._dynamo hit its recompile limit ({str(e).splitlines()[0]}); not timed")
         log(f"{mode}: FAILED: {rec['failed']}")
 
 

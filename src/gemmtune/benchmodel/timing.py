@@ -96,11 +96,11 @@ def interleave_eager(out: dict, variants: dict, phases: dict[str, Callable], mod
 
 def interleave_graphs(out: dict, replays: dict, phases: list[str], model_name: str,
                       log: Callable[[str], None]) -> None:
-    """eager_graph against eager_patch_graph (and compile_graph against patch_compile_graph, and both
-    against max_autotune_graph when there), their CUDA-graph replays interleaved per phase: the
-    GPU-time verdict on what patching gives, free of the drift between separate timings.
-    Recorded as ``out['graph_interleaved'][phase]``: ms per mode and × of each patched mode
-    over its unpatched twin."""
+    """Every graph mode that captured all ``phases``, their CUDA-graph replays interleaved per
+    phase: the GPU-time verdict on what patching gives, free of the drift between separate
+    timings. Recorded as ``out['graph_interleaved'][phase]``: ms per mode and, for each pair
+    below that ran (eager_patch_graph against eager_graph, the gemmtune compiled modes against
+    their plain twin and against max_autotune_graph), the × of the first over the second."""
     names = [m for m in MODES if is_graph(m) and all((m, p) in replays for p in phases)]
     if len(names) < 2:
         return
