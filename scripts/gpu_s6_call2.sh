@@ -9,7 +9,7 @@ export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"; } > $OUT/env.txt 2>&1
 cat $OUT/env.txt
-[ -n "${TEST_S:-}" ] && timeout ${TEST_S} python3 -m pytest -q tests/test_benchmodel.py tests/test_eager.py -k "gpu or graph" > $OUT/tests.log 2>&1
+[ -n "${TEST_S:-}" ] && timeout ${TEST_S} python3 -m pytest -q tests/test_benchmodel.py tests/test_eager.py -k "gpu or graph or profile" > $OUT/tests.log 2>&1
 [ -n "${TEST_S:-}" ] && { echo "tests rc=$?"; tail -3 $OUT/tests.log; }
 if [ -f .minilm/model.safetensors.xz ]; then  # MiniLM's weights, carried xz-compressed
   rm -rf /tmp/minilm && cp -r .minilm /tmp/minilm && unxz /tmp/minilm/model.safetensors.xz && export MINILM=/tmp/minilm

