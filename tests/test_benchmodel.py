@@ -304,4 +304,4 @@ def test_gpu_profile_of_a_replayed_graph_sees_its_kernels():
                                                                                  dtype=torch.float16)
     replay, _ = benchmodel.capture(lambda: (a @ b).relu())
     r = prof.profile_replay(replay, replays=5)
-    assert r["kernels"] >= 2 and r["gemm_us"] > 0 and r["us"] >= r["gemm_us"], r
+    assert r["kernels"] >= 2 and r["gemm_us"] > 0 and r["us"] >= r["gemm_us"], [k["name"] for k in r["top"]]

@@ -18,11 +18,12 @@ import re
 from typing import Callable, Iterable
 
 # A kernel is a GEMM when its name says so. cuBLAS/cuBLASLt kernels carry gemm/gemv/xmma/
-# cutlass in their names; Inductor's mm templates are triton_tem_*; gemmtune's Triton
+# cutlass in their names, newer cuBLAS's Hopper kernels nvjet_* (on the H100 with torch 2.11 a
+# 64x256x128 fp16 mm matched none of the others, 2026-11-25); Inductor's mm templates are triton_tem_*; gemmtune's Triton
 # families are named by their jit functions (kernels/*.py). Inductor may also lower an M=1 mm
 # to a pointwise-multiply + reduction kernel (triton_red_*): that one counts as "other" here,
 # which the report says.
-_GEMM = re.compile(r"gemm|gemv|xmma|cutlass|wgmma|triton_tem_|_tiled_kernel|_skinny_kernel|_strip|_stream_k|"
+_GEMM = re.compile(r"gemm|gemv|xmma|cutlass|nvjet|wgmma|triton_tem_|_tiled_kernel|_skinny_kernel|_strip|_stream_k|"
                    r"_persistent|_static_kernel|decompose_k|splitk", re.IGNORECASE)
 
 

@@ -217,6 +217,10 @@ def _verdicts(out: dict) -> None:
                 r["logits_ok"] = r["logits_rel_err"] <= max(1.5 * eager["phases"][pname]["logits_rel_err"], 1e-3)
 
 
+def _of_mode(replays: dict, mode: str) -> dict:
+    return {key: fn for key, fn in replays.items() if key[0] == mode}
+
+
 def graph_phase(fn_model, p, name: str, mode: str, log: Callable[[str], None], replays: dict) -> dict:
     """One phase of a CUDA-graph mode: captured (graphs.capture), then its replays timed. The
     replay is kept in ``replays[(mode, phase)]`` for the interleaved graph timing."""
@@ -293,6 +297,8 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
                 if p.name in refs:
                     r["logits_rel_err"] = rel_err(replays[(mode, p.name)]().float(), refs[p.name])
             rec["first_calls_s"] = first_calls
+            if profile:  # right away: a run cut by its time limit keeps the modes profiled so far
+                profile_graphs(out, _of_mode(replays, mode), [p.name for p in ps], name, log)
             if checkpoint is not None:
                 checkpoint(out)
             return  # the model is its base mode's: greedy decoding is that mode's check
@@ -335,8 +341,6 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
     _no_lut()
     interleave_eager(out, variants, {p.name: p.run for p in ps}, name, log)
     interleave_graphs(out, replays, [p.name for p in ps], name, log)
-    if profile:
-        profile_graphs(out, replays, [p.name for p in ps], name, log)
     _verdicts(out)
     return out
 
@@ -376,6 +380,8 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
             cos = float(torch.nn.functional.cosine_similarity(e, ref, dim=-1).min())
             rec.update(first_calls_s=r["warmup_s"] + r["capture_s"], phases={"embed_64": {**r, "min_cosine": cos,
                                                                           "cosine_ok": cos >= COSINE_MIN}})
+            if profile:
+                profile_graphs(out, _of_mode(replays, mode), ["embed_64"], "minilm", log)
             return
         _dynamo_for(mode, replays, variants, out["modes"][mode])
         t0 = time.perf_counter()
@@ -394,8 +400,6 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
     _no_lut()
     interleave_eager(out, variants, {"embed_64": emb}, "minilm", log)
     interleave_graphs(out, replays, ["embed_64"], "minilm", log)
-    if profile:
-        profile_graphs(out, replays, ["embed_64"], "minilm", log)
     _verdicts(out)
     return out
 
