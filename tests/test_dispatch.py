@@ -641,3 +641,45 @@ def test_a_cpu_tuned_dispatcher_loads_on_the_cpu_without_a_provenance_warning():
     assert provenance_mismatches(interp, plain) == [] and provenance_mismatches(plain, interp) == []
     gpu = dict(base, device_name="NVIDIA H200", capability="9.0")
     assert provenance_mismatches(interp, gpu) and provenance_mismatches(gpu, plain)
+
+
+# ------------------------------------------- M=1 under coordinate-descent tuning goes to Inductor
+def _traced(fn, *args, cdt: bool, mode: str = "fake"):
+    from torch._inductor import config as iconfig
+    from torch._inductor import decomposition as idecomp
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from gemmtune import torch_ops
+    assert torch_ops.register_inductor_gemv()
+    op = torch.ops.gemmtune.mm.default
+    with iconfig.patch(coordinate_descent_tuning=cdt):
+        return make_fx(fn, decomposition_table={op: idecomp.decompositions[op]}, tracing_mode=mode)(*args).code
+
+
+@pytest.mark.parametrize("activation", ["none", "relu", "silu", "gelu_tanh", "gelu_erf"])
+def test_m1_op_is_lowered_to_torch_mm_only_under_cdt_on_a_gpu_device(monkeypatch, activation):
+    from gemmtune import torch_ops
+    monkeypatch.setattr(torch_ops, "GEMV_DEVICES", ("cuda", "cpu"))  # Inductor's rule, exercised on the CPU
+
+    def f(a, b, bias, res):
+        return torch.ops.gemmtune.mm(a, b, 987654, bias, activation, res)
+    b, bias = torch.randn(37, 29, dtype=torch.float64), torch.randn(29, dtype=torch.float64)
+    one = (torch.randn(1, 37, dtype=torch.float64), b, bias, torch.randn(1, 29, dtype=torch.float64))
+    code = _traced(f, *one, cdt=True)
+    assert "gemmtune" not in code and "aten.mm" in code, code
+    assert "gemmtune.mm" in _traced(f, *one, cdt=False)  # no cdt: Inductor would send it to cuBLAS
+    four = (torch.randn(4, 37, dtype=torch.float64), b, bias, torch.randn(4, 29, dtype=torch.float64))
+    assert "gemmtune.mm" in _traced(f, *four, cdt=True)  # not a GEMV: the tuned kernel stays
+    # A dynamic M is never statically 1: it stays the op, and nothing specialises it.
+    three = (torch.randn(3, 37, dtype=torch.float64), b, bias, torch.randn(3, 29, dtype=torch.float64))
+    assert "gemmtune.mm" in _traced(f, *three, cdt=True, mode="symbolic")
+    # The lowered graph computes the op's result (fp64 against the epilogue's reference).
+    from torch._inductor import config as iconfig
+    from gemmtune.epilogue import reference
+    with iconfig.patch(coordinate_descent_tuning=True):
+        got = torch_ops._gemv_decomposition(one[0], b, 987654, bias, activation, one[3])
+    torch.testing.assert_close(got, reference(one[0] @ b, bias, activation, one[3]), rtol=1e-12, atol=1e-12)
+
+
+def test_m1_op_stays_opaque_on_the_cpu_even_under_cdt():
+    a, b = torch.randn(1, 16), torch.randn(16, 8)
+    assert "gemmtune.mm" in _traced(lambda a, b: torch.ops.gemmtune.mm(a, b, 987654), a, b, cdt=True)

@@ -340,3 +340,23 @@ def test_a_table_entry_naming_another_kernel_keeps_the_layer_converted():
     assert runs_as_torch(d)
     d._decisions[(3, 48, 32)] = dispatch.common.Decision(Choice.parse(TRITON), "table")
     assert not runs_as_torch(d)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU")
+def test_gpu_m1_layers_go_to_inductor_under_cdt_and_stay_tuned_otherwise(gpu_model):
+    """torch_ops.gemv_to_inductor: a decode-shaped (M=1) call of a patched layer compiles to
+    Inductor's own GEMV under coordinate-descent tuning, and to the tuned op without it or at
+    M>1; all three agree with eager."""
+    from torch._inductor.utils import run_and_get_code
+    model, x = gpu_model
+    one = x[:1].clone()
+    with torch.no_grad():
+        want1, want64 = model(one).double(), model(x).double()
+        for cdt, inp, want, opaque in ((True, one, want1, False), (False, one, want1, True), (True, x, want64, True)):
+            torch._dynamo.reset()
+            fn = torch.compile(model, dynamic=False, options={"coordinate_descent_tuning": cdt})
+            y, codes = run_and_get_code(fn, inp)
+            assert compare(y, want, 2e-2).ok
+            assert ("gemmtune.mm" in "\n".join(codes)) == opaque, (cdt, inp.shape)
+    torch._dynamo.reset()
