@@ -683,3 +683,32 @@ def test_m1_op_is_lowered_to_torch_mm_only_under_cdt_on_a_gpu_device(monkeypatch
 def test_m1_op_stays_opaque_on_the_cpu_even_under_cdt():
     a, b = torch.randn(1, 16), torch.randn(16, 8)
     assert "gemmtune.mm" in _traced(lambda a, b: torch.ops.gemmtune.mm(a, b, 987654), a, b, cdt=True)
+
+
+@pytest.mark.slow
+def test_inductor_compiles_an_m1_patched_layer_to_its_own_mm_under_cdt(monkeypatch):
+    """The decomposition in Inductor's real pipeline (the CPU test above traces it with make_fx):
+    the generated code calls the op only without cdt. The CPU stands in for a GPU device."""
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+        get_cpp_compiler()
+    except Exception as e:
+        pytest.skip(f"inductor CPU codegen needs a C++ compiler: {type(e).__name__}: {e}")
+    from torch._inductor.utils import run_and_get_code
+    from gemmtune import torch_ops
+    monkeypatch.setattr(torch_ops, "GEMV_DEVICES", ("cuda", "cpu"))
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16))
+    patch(model, hints={"m": [8]}, tune_fn=lambda problems, **kw: {p.key: "triton_mm:BM16-BN16-BK16-S1-W2-G8"
+                                                                    for p in problems}, progress=False)
+    x = torch.randn(1, 32)
+    try:
+        with torch.no_grad():
+            want = model(x)
+            for cdt, calls in ((True, 0), (False, 2)):
+                torch._dynamo.reset()
+                y, codes = run_and_get_code(torch.compile(model, dynamic=False,
+                                                          options={"coordinate_descent_tuning": cdt}), x)
+                assert "\n".join(codes).count("= torch.ops.gemmtune.mm.default(") == calls, cdt
+                torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-5)
+    finally:
+        torch._dynamo.reset()

@@ -23,8 +23,8 @@ from typing import Callable, Iterable
 # families are named by their jit functions (kernels/*.py). Inductor may also lower an M=1 mm
 # to a pointwise-multiply + reduction kernel (triton_red_*): that one counts as "other" here,
 # which the report says.
-_GEMM = re.compile(r"gemm|gemv|xmma|cutlass|nvjet|wgmma|triton_tem_|_tiled_kernel|_skinny_kernel|_strip|_stream_k|"
-                   r"_persistent|_static_kernel|decompose_k|splitk", re.IGNORECASE)
+_GEMM = re.compile(r"gemm|gemv|xmma|cutlass|nvjet|wgmma|triton_tem_|_tiled_mm_kernel|_tiled_mm_static|_skinny_kernel|_strip|_stream_k|"
+                   r"_persistent_kernel|_sum_splits_kernel|decompose_k|splitk", re.IGNORECASE)
 
 
 def kernel_class(name: str) -> str:
