@@ -1,9 +1,12 @@
-"""``gemmtune demo`` (each family once, checked against fp64) and ``gemmtune space`` (a family's
-candidate configs for a shape, with the rejected ones and why)."""
+"""``gemmtune demo`` (each family once, checked against fp64), ``gemmtune space`` (a family's
+candidate configs for a shape, with the rejected ones and why) and ``gemmtune inspect`` (what a
+choice compiles to for a GPU target, on any machine)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import sys
 
 from .common import Help, alias, check_allocatable
@@ -71,6 +74,38 @@ def cmd_space(args) -> int:
     return 0
 
 
+def cmd_inspect(args) -> int:
+    import json
+
+    from ..kernelinfo import dump, inspect_choice
+    from ..shapes import parse_shape
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        raise ValueError("inspect compiles real kernels for a GPU target: unset TRITON_INTERPRET")
+    p = parse_shape(args.shape, op=args.op).problem
+    if args.layout_b:
+        p = dataclasses.replace(p, layout_b=args.layout_b)
+    rows = []
+    for cid in args.choices:
+        infos = inspect_choice(cid, p, args.arch)
+        if not infos:
+            print(f"{cid}: no Triton kernel (a library call)")
+            continue
+        if args.dump:
+            stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", cid)
+            for path in dump(infos, args.dump, stem):
+                print(f"# wrote {path}", file=sys.stderr)
+        for info in infos:
+            rows.append({"choice": cid, **info.row()})
+            if not args.json:
+                r = info.row()
+                print(f"{cid}  {r.pop('kernel')} {r.pop('arch')} grid {r.pop('grid')}: "
+                      + ", ".join(f"{k} {v}" for k, v in r.items() if v not in (None, 0) or k in ("spill B",)))
+    if args.json:
+        print(json.dumps({"shape": args.shape, "layout_b": p.layout_b, "arch": args.arch, "kernels": rows}, indent=1))
+    return 0
+
+
 def add_parsers(sub) -> None:
     p = sub.add_parser("demo", help="run every kernel family once and print its error vs fp64", formatter_class=Help)
     p.add_argument("--shape", default="37x53x300", metavar="MxNxK[:dtype]", help="the problem (dtype default bf16)")
@@ -87,3 +122,15 @@ def add_parsers(sub) -> None:
     p.add_argument("--device", default=None, help="h100, h200, a100 (default: the visible GPU, else h100)")
     p.add_argument("--show-rejected", action="store_true", help="also list the rejected configs with their reasons")
     p.set_defaults(fn=cmd_space)
+
+    p = sub.add_parser("inspect", help="what a choice compiles to for a GPU target, on any machine: registers, "
+                       "spills, shared memory, load widths, wgmma / cp.async / TMA", formatter_class=Help)
+    p.add_argument("choices", nargs="+", metavar="CHOICE", help="choice ids, e.g. triton_mm:BM128-BN128-BK64-S3-W8-G8")
+    p.add_argument("--shape", required=True, metavar="MxNxK[:dtype]", help="the problem, e.g. 1x6144x4096:bf16")
+    p.add_argument("--layout-b", choices=("row", "col"), help="B's layout (col: x @ W.T with a row-major W, the "
+                   "Linear case; default: the op's, row for mm)")
+    p.add_argument("--op", choices=("mm", "addmm", "scaled_mm"), default="mm", help="the operation")
+    p.add_argument("--arch", type=int, default=90, help="compute capability to compile for, e.g. 90 (H100/H200), 80")
+    p.add_argument("--dump", metavar="DIR", help="also write each kernel's TTIR/TTGIR/LLIR/PTX under DIR")
+    p.add_argument("--json", action="store_true", help="print JSON instead of one line per kernel")
+    p.set_defaults(fn=cmd_inspect)

@@ -316,7 +316,28 @@ def compile_only():
         _COMPILE_ONLY.reset(token)
 
 
+# Offline mode (gemmtune.kernelinfo): launches are recorded, not compiled or run, so that a
+# choice's kernels can be compiled for any GPU target on a machine without one.
+_OFFLINE: contextvars.ContextVar[list | None] = contextvars.ContextVar("gemmtune_offline", default=None)
+
+
+@contextlib.contextmanager
+def offline():
+    """Within this block gemmtune's Triton launches only append ``(fn, grid, args, kwargs)`` to
+    the yielded list (see _OFFLINE)."""
+    launches: list = []
+    token = _OFFLINE.set(launches)
+    try:
+        yield launches
+    finally:
+        _OFFLINE.reset(token)
+
+
 def _launch(fn, grid, args, kwargs):
+    recorded = _OFFLINE.get()
+    if recorded is not None:
+        recorded.append((fn, grid, args, kwargs))
+        return None
     if _COMPILE_ONLY.get() and not _INTERPRETED:
         try:
             return fn.warmup(*args, grid=grid, **kwargs)

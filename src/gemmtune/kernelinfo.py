@@ -1,0 +1,176 @@
+"""What a kernel choice compiles to, without a GPU: registers, spills, shared memory, load widths.
+
+Why: a kernel below its floor usually shows why in its compiled code (narrow global loads, no
+software pipeline, no wgmma, spills: the tiled kernel's 1000^3 case lost 4x to scalar loads;
+split-K on 200x200x20000 ran at 217 registers and 12.5% occupancy). Triton compiles for any
+NVIDIA target on a machine with no GPU (its wheel ships ptxas and cuobjdump), so these facts
+cost no device time: ``gemmtune inspect CHOICE --shape MxNxK:dtype --arch 90``.
+
+How: the choice runs as in the tuner (``kernels.run_choice``) on CPU tensors of the problem's
+shape and layout (never initialised, never read), with every Triton launch intercepted
+(``kernels.tiled.offline``). Each launch is then specialised by Triton's own binder (alignment
+and the value-1 rules of the installed triton, as if the tensors were on a GPU: CPU
+allocations of 16 bytes or more are 16-byte aligned, as CUDA's are) and compiled for
+the target. Triton's private compile internals differ between versions; where they do not
+fit, the error says so.
+
+The speed itself still needs the GPU: this says what the compiler made, not how fast it runs.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .configs import Choice
+from .problem import Problem
+
+# Counted in the PTX: (label, pattern).
+PTX_COUNTS = (
+    ("ld.global.v4", r"\bld\.global[.\w:]*\.v4\."),
+    ("ld.global.v2", r"\bld\.global[.\w:]*\.v2\."),
+    ("ld.global scalar", r"\bld\.global(?![.\w:]*\.v[24]\.)[.\w:]*\s"),
+    ("cp.async", r"\bcp\.async\.(?:ca|cg)\."),
+    ("tma loads", r"\bcp\.async\.bulk\.tensor\.\w+\.shared"),
+    ("wgmma", r"\bwgmma\.mma_async\."),
+    ("mma.sync", r"\bmma\.sync\."),
+    ("atom/red", r"\b(?:atom|red)\.global\."),
+    ("st.global", r"\bst\.global\."),
+)
+_RES = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
+
+
+@dataclass
+class KernelInfo:
+    """One compiled launch: its kernel's name, target, launch grid and what the compiler made."""
+    name: str
+    arch: int
+    grid: tuple
+    num_warps: int
+    num_stages: int | None
+    registers: int | None
+    spill_bytes: int | None   # local memory per thread (spills and stack arrays)
+    shared_bytes: int
+    counts: dict = field(default_factory=dict)
+    asm: dict = field(default_factory=dict, repr=False)
+
+    def row(self) -> dict:
+        return {"kernel": self.name, "arch": f"sm_{self.arch}", "grid": "x".join(map(str, self.grid)),
+                "warps": self.num_warps, "stages": self.num_stages, "registers": self.registers,
+                "spill B": self.spill_bytes, "shared B": self.shared_bytes, **self.counts}
+
+
+def count_ptx(ptx: str) -> dict:
+    """PTX_COUNTS over ``ptx``: instruction lines only (``//`` comments and directives skipped).
+
+    >>> count_ptx("ld.global.v4.b32 {%r1,%r2,%r3,%r4}, [%rd1];\\n ld.global.b16 %rs1, [%rd2];")["ld.global.v4"]
+    1
+    >>> count_ptx("ld.global.nc.L1::evict_last.v2.b32 {%r1,%r2}, [%rd1];")["ld.global.v2"]
+    1
+    """
+    body = "\n".join(line.split("//")[0] for line in ptx.splitlines())
+    return {label: len(re.findall(pat, body)) for label, pat in PTX_COUNTS}
+
+
+def resources(cubin: bytes, tool: str | None = None) -> tuple[int | None, int | None]:
+    """(registers, local bytes per thread) of a cubin, from ``cuobjdump --dump-resource-usage``
+    (the one Triton ships), or (None, None) when that tool is missing."""
+    import tempfile
+    if tool is None:
+        try:
+            from triton import knobs
+            tool = knobs.nvidia.cuobjdump.path
+        except Exception:  # another triton's API: no register count, the rest still stands
+            return None, None
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        try:
+            out = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True,
+                                 timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None, None
+    m = _RES.search(out)
+    return (int(m.group(1)), int(m.group(4))) if m else (None, None)
+
+
+def operands(problem: Problem) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Uninitialised CPU operands of ``problem`` in its layouts (nothing reads them)."""
+    if problem.op == "bmm":
+        raise ValueError("inspect covers mm, addmm and scaled_mm problems (bmm: not yet)")
+    m, n, k = problem.m, problem.n, problem.k
+    a = torch.empty(m, k, dtype=problem.torch_dtype)
+    if problem.layout_a == "col":
+        a = torch.empty(k, m, dtype=problem.torch_dtype).t()
+    b = torch.empty(k, n, dtype=problem.torch_dtype_b)
+    if problem.layout_b == "col":
+        b = torch.empty(n, k, dtype=problem.torch_dtype_b).t()
+    return a, b, torch.empty(m, n, dtype=problem.torch_out_dtype)
+
+
+def _compile(fn, grid, args, kwargs, arch: int) -> KernelInfo:
+    """Specialise one intercepted launch with the installed triton's binder and compile it for
+    ``sm_<arch>``."""
+    try:
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource, compile as tcompile, make_backend
+        from triton.runtime.jit import create_function_from_signature
+    except ImportError as e:
+        raise RuntimeError(f"this triton lacks the compile internals inspect uses: {e}") from None
+    target = GPUTarget("cuda", arch, 32)
+    backend = make_backend(target)
+    kwargs = dict(kwargs)
+    try:
+        binder = create_function_from_signature(fn.signature, fn.params, backend)
+        bound, spec, options = binder(*args, **kwargs)
+        options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, spec, options)
+    except (AttributeError, TypeError) as e:
+        import triton
+        raise RuntimeError(f"triton {triton.__version__}: its launch internals differ from the ones inspect "
+                           f"knows ({type(e).__name__}: {e})") from None
+    k = tcompile(ASTSource(fn, signature, constexprs, attrs), target=target, options=options.__dict__)
+    regs, local = resources(k.asm["cubin"]) if "cubin" in k.asm else (None, None)
+    md = k.metadata
+    return KernelInfo(name=getattr(md, "name", fn.__name__), arch=arch,
+                      grid=tuple(grid) if isinstance(grid, (tuple, list)) else (grid,),
+                      num_warps=md.num_warps, num_stages=getattr(md, "num_stages", None),
+                      registers=regs, spill_bytes=local, shared_bytes=md.shared,
+                      counts=count_ptx(k.asm.get("ptx", "")), asm=dict(k.asm))
+
+
+def inspect_choice(choice: Choice | str, problem: Problem, arch: int = 90) -> list[KernelInfo]:
+    """Every Triton kernel ``choice`` launches at ``problem``, compiled for ``sm_<arch>``; [] for
+    a choice that launches none (cuBLAS). Needs TRITON_INTERPRET unset."""
+    from . import kernels
+    from .kernels import tiled
+    from .kernels.splitk import SplitKWorkspace
+    if tiled._INTERPRETED:
+        raise RuntimeError("inspect compiles real kernels: run it without TRITON_INTERPRET=1")
+    if isinstance(choice, str):
+        choice = Choice.parse(choice)
+    kernels.get(choice.family).validate(problem, choice.config) if choice.config is not None else None
+    a, b, out = operands(problem)
+    with tiled.offline() as launches:
+        kernels.run_choice(choice, a, b, out, workspace=SplitKWorkspace())
+    return [_compile(fn, grid, args, kwargs, arch) for fn, grid, args, kwargs in launches]
+
+
+def dump(infos: list[KernelInfo], folder: str | Path, stem: str) -> list[Path]:
+    """Write each kernel's TTGIR, PTX and SASS-free assembly files under ``folder``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, info in enumerate(infos):
+        for kind in ("ttir", "ttgir", "llir", "ptx"):
+            if kind in info.asm:
+                p = folder / f"{stem}.{i}.{kind}"
+                p.write_text(info.asm[kind])
+                paths.append(p)
+    return paths
+
+
+__all__ = ["KernelInfo", "count_ptx", "resources", "operands", "inspect_choice", "dump", "PTX_COUNTS"]

@@ -1,0 +1,81 @@
+"""gemmtune inspect: a choice compiled for a GPU target on a machine without one (Triton ships
+ptxas and cuobjdump), and the offline launch recorder it rests on."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from gemmtune import kernels
+from gemmtune.configs import Choice
+from gemmtune.kernelinfo import count_ptx
+from gemmtune.kernels import tiled
+from gemmtune.kernels.splitk import SplitKWorkspace
+
+
+def _inspect(*argv, interpret: bool = False) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    if interpret:
+        env["TRITON_INTERPRET"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(__file__), "..", "src"),
+                                         env.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-m", "gemmtune.cli", "inspect", *argv], capture_output=True, text=True,
+                          env=env, timeout=600)
+
+
+def test_offline_mode_records_launches_and_runs_nothing():
+    a, b = torch.randn(5, 40, dtype=torch.float16), torch.randn(40, 24, dtype=torch.float16)
+    out = torch.full((5, 24), 7.0, dtype=torch.float16)
+    with tiled.offline() as launches:
+        kernels.run_choice(Choice.parse("splitk:BM16-BN16-BK16-S1-W2-G8-SK2-det"), a, b, out, workspace=SplitKWorkspace())
+    # One launch: the last program to arrive at a tile sums the slices in the same kernel.
+    assert [getattr(fn, "__name__", None) or fn.fn.__name__ for fn, *_ in launches] == ["_tiled_mm_kernel"]
+    (_, grid, args, kwargs), = launches
+    assert grid == (2, 2) and kwargs["BLOCK_K"] == 16
+    assert (out == 7).all()  # nothing ran
+    kernels.run_choice(Choice.parse("triton_mm:BM16-BN16-BK16-S1-W2-G8"), a, b, out)  # and launches run again after
+    assert not (out == 7).any()
+
+
+def test_count_ptx_tells_vector_from_scalar_loads_and_skips_comments():
+    ptx = """
+    ld.global.v4.b32 {%r1, %r2, %r3, %r4}, [%rd1];
+    ld.global.nc.L1::evict_last.v2.b32 {%r5, %r6}, [%rd2];
+    @%p1 ld.global.b16 %rs1, [%rd3];
+    // ld.global.v4.b32 in a comment
+    cp.async.cg.shared.global [%r7], [%rd4], 16;
+    wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%f1}, %rd5, %rd6;
+    red.global.add.f32 [%rd7], %f2;
+    """
+    c = count_ptx(ptx)
+    assert (c["ld.global.v4"], c["ld.global.v2"], c["ld.global scalar"]) == (1, 1, 1)
+    assert (c["cp.async"], c["wgmma"], c["atom/red"], c["mma.sync"]) == (1, 1, 1, 0)
+
+
+def test_inspect_compiles_for_sm90_on_a_cpu_machine():
+    r = _inspect("triton_mm:BM128-BN128-BK64-S3-W8-G8", "skinny:BM1-BN32-BK128-SK1-S1-W4-core-det", "aten",
+                 "--shape", "64x4096x768:bf16", "--layout-b", "col", "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout[r.stdout.index("{"):])
+    rows = {k["choice"]: k for k in doc["kernels"]}
+    assert "aten" not in rows and "no Triton kernel" in r.stdout  # cuBLAS launches none
+    tiled_row = rows["triton_mm:BM128-BN128-BK64-S3-W8-G8"]
+    assert tiled_row["arch"] == "sm_90" and tiled_row["wgmma"] > 0 and tiled_row["cp.async"] > 0
+    assert tiled_row["registers"] and tiled_row["spill B"] == 0 and tiled_row["shared B"] > 0
+    core = rows["skinny:BM1-BN32-BK128-SK1-S1-W4-core-det"]  # K-contiguous B: 16-byte vector loads
+    assert core["ld.global.v4"] > 0 and core["wgmma"] == 0 and core["grid"] == "8192x1"  # 64 row blocks x 128 strips
+
+
+@pytest.mark.slow
+def test_inspect_targets_ampere_and_refuses_the_interpreter():
+    r = _inspect("triton_mm:BM64-BN64-BK32-S3-W4-G8", "--shape", "256x256x256:fp16", "--arch", "80", "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    row = json.loads(r.stdout)["kernels"][0]
+    assert row["arch"] == "sm_80" and row["wgmma"] == 0 and row["mma.sync"] > 0
+    r = _inspect("triton_mm:BM64-BN64-BK32-S3-W4-G8", "--shape", "256x256x256:fp16", interpret=True)
+    assert r.returncode == 2 and "unset TRITON_INTERPRET" in r.stderr and "Traceback" not in r.stderr
