@@ -306,3 +306,27 @@ def test_deterministic_reaches_tune_from_compile_mm_and_patch():
     gemmtune.tune_model(torch.nn.Sequential(torch.nn.Linear(16, 8)), [(torch.randn(4, 16),)], tune_fn=fake,
                         deterministic=True, progress=False)
     assert seen == [True, True, True]
+
+
+def test_min_gain_keeps_cublas_unless_a_kernel_beats_it_by_the_margin(tmp_path):
+    from gemmtune.configs import AtenConfig, Choice
+    from gemmtune.shapes import Shape
+    from gemmtune.store import ResultStore
+    from gemmtune.problem import Problem
+    from gemmtune.tuning.recorder import Recorder, RunContext
+    db = ResultStore(tmp_path / "s.sqlite")
+    ctx = RunContext("cpu", "0.0", "2.6", "3.2", "0.1")
+    p = Problem.from_sizes(8, 8, 8, "fp16")
+    aten, tri = Choice("aten", AtenConfig()), Choice.parse("triton_mm:BM16-BN16-BK16-S1-W2-G8")
+    Recorder(db, ctx).record(p, aten, {"status": "ok", "device_ms": 1.00})
+    Recorder(db, ctx).record(p, tri, {"status": "ok", "device_ms": 0.985})  # 1.5% faster
+    s = Shape("g", "x", p)
+    assert Recorder(db, ctx).summarize(s, [aten, tri]).best == tri.id  # default: the fastest
+    r = Recorder(db, ctx, min_gain=0.02).summarize(s, [aten, tri])
+    assert r.best == "aten" and r.best_ms == 1.00
+    assert Recorder(db, ctx, min_gain=0.01).summarize(s, [aten, tri]).best == tri.id
+    assert Recorder(db, ctx, min_gain=0.02).summarize(s, [tri]).best == tri.id  # cuBLAS not a candidate
+    db.close()
+    for bad in (-0.1, 1.0, True, "2%"):
+        with pytest.raises(ValueError, match="min_gain"):
+            TuneOptions(min_gain=bad)

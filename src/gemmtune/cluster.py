@@ -270,7 +270,8 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
                  progress: bool = True, runner: str = DEFAULT_RUNNER, device: str | None = None, seed: int = 0,
                  env: dict | None = None, table=None, benchmark_space: str | int = "SAME", fast: bool = False,
                  model=None, retry_failed: bool = False, timing: str = "standard", overwrite: bool = False,
-                 deterministic: bool = False, retries: int = DEFAULT_RETRIES, batch: int | None = None,
+                 deterministic: bool = False, min_gain: float = 0.0, retries: int = DEFAULT_RETRIES,
+                 batch: int | None = None,
                  task_fn: Callable[[dict], dict] = run_task):
     """``tune`` across the GPUs of a Dask cluster; returns the same ``TuneResult``.
 
@@ -348,7 +349,7 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
         dev = run_device(info, device, ctx, earlier, out, lut)
         ranker = P.load_ranker(model, dev, ctx.triton_version) if bspace != "SAME" else None
         plan = P.CandidatePlan(tuple(families), space, dev, lut, bspace, ranker, deterministic=deterministic)
-        rec = Recorder(db, ctx, retry_failed=retry_failed, timeout=timeout)
+        rec = Recorder(db, ctx, retry_failed=retry_failed, timeout=timeout, min_gain=min_gain)
         coster = AnalyticModel(dev)
 
         # Plan: each distinct problem once; what the store holds for this context is reused.

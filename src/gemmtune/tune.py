@@ -64,7 +64,7 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
          benchmark_space: str | int = "SAME", fast: bool = False, model=None,
          retry_failed: bool = False, timing: str = "standard", compile_ahead: int = 2,
          overwrite: bool = False, cluster=None, server: str | os.PathLike | None = None,
-         deterministic: bool = False) -> TuneResult:
+         deterministic: bool = False, min_gain: float = 0.0) -> TuneResult:
     """Tune ``problems``: benchmark every candidate once, keep every result, return the winners.
 
     ``families``: kernel families to search (default: all). ``space``: 'default' or
@@ -126,13 +126,20 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     outputs must reproduce exactly (greedy decoding compared run to run, a CUDA-graph replay
     checked against the plain call). The winners, and the dispatchers built from them, are
     then deterministic too; a lookup table's entries are filtered the same way.
+
+    ``min_gain``: a winner other than cuBLAS must be at least this fraction faster than cuBLAS
+    (0.02: 2%), else cuBLAS wins the shape (``tuning.recorder.prefer_aten``). For tables that
+    serve a model: a kernel that wins alone by less than the timing's repeatability (median 1.1%,
+    90th percentile 4.0% between two H100 machines, 2026-11-25) may lose inside a model. There
+    a cuBLAS layer also stays torch's own (``patch``), which Inductor can fuse around.
+    0 (the default) keeps the fastest measured.
     """
     return Tuner(TuneOptions(
         families=families, space=space, store=store, out=out, workers=workers, timeout=timeout,
         compile_workers=compile_workers, progress=progress, runner=runner, device=device, seed=seed, env=env,
         table=table, benchmark_space=benchmark_space, fast=fast, model=model, retry_failed=retry_failed,
         timing=timing, compile_ahead=compile_ahead, overwrite=overwrite, cluster=cluster, server=server,
-        deterministic=deterministic)).run(problems)
+        deterministic=deterministic, min_gain=min_gain)).run(problems)
 
 
 __all__ = ["tune", "Tuner", "TuneOptions", "option_names", "TuneResult", "ShapeResult", "CandidatePlan", "Planned",

@@ -20,7 +20,7 @@ def cmd_tune(args) -> int:
                   retry_failed=args.retry_failed, timing=args.timing, compile_ahead=args.compile_ahead,
                   progress=not args.quiet, device=args.device, seed=args.seed, table=args.table,
                   benchmark_space=args.benchmark_space, fast=args.fast, model=args.model,
-                  deterministic=args.deterministic,
+                  deterministic=args.deterministic, min_gain=args.min_gain,
                   overwrite=args.overwrite, cluster=args.cluster, server=args.server)
     render(result)
     for line in result.rejected:
@@ -80,6 +80,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--fast", action="store_true", help="exhaustive search space, benchmark the model's top 1")
     p.add_argument("--deterministic", action="store_true",
                    help="only kernels that give the same bits on every call (no fp32-atomic split-K reduction)")
+    p.add_argument("--min-gain", type=float, default=0.0, metavar="F",
+                   help="a winner other than cuBLAS must beat it by this fraction (0.02: 2%%), else cuBLAS wins: "
+                   "for tables that serve a model, where a within-noise win can lose")
     p.add_argument("--model", metavar="PATH", help="learned model that ranks candidates (default: the one shipped "
                    "for this GPU and triton MAJOR.MINOR, else analytic)")
     p.add_argument("--cluster", metavar="ADDRESS",

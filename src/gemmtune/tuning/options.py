@@ -52,6 +52,7 @@ class TuneOptions:
     cluster: Any = None                       # 'local:N', a scheduler address or a distributed.Client
     server: str | os.PathLike | None = None
     deterministic: bool = False               # only choices that give the same bits every call
+    min_gain: float = 0.0                     # a non-cuBLAS winner must beat cuBLAS by this fraction
 
     def __post_init__(self):
         if self.families is not None:
@@ -59,6 +60,9 @@ class TuneOptions:
         parse_benchmark_space(self.benchmark_space, self.fast)  # raises on a bad value
         if self.timing not in TIMINGS:
             raise ValueError(f"timing must be one of {', '.join(map(repr, TIMINGS))}, got {self.timing!r}")
+        g = self.min_gain
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0.0 <= g < 1.0:
+            raise ValueError(f"min_gain must be a fraction in [0, 1), e.g. 0.02, got {g!r}")
         ca = self.compile_ahead
         if not isinstance(ca, int) or isinstance(ca, bool) or ca < 0:
             raise ValueError(f"compile_ahead must be an int >= 0 (shapes compiled ahead), got {ca!r}")

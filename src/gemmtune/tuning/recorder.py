@@ -64,9 +64,25 @@ def claim_ttl(timeout: float, n: int) -> float:
     return 60.0 + timeout * max(n, 1)
 
 
-def summarize(s: Shape, cands: list[Choice], db: ResultStore, ctx: RunContext) -> ShapeResult:
-    """``s``'s result from what the store holds for its candidates: the best verified time,
-    cuBLAS's, the statuses and each failure status's first reason."""
+def prefer_aten(best, aten, min_gain: float):
+    """``aten``'s row instead of ``best`` when ``best`` (another choice) is not at least
+    ``min_gain`` faster than cuBLAS, i.e. ``best_ms * (1 + min_gain) > aten_ms``; else ``best``.
+
+    >>> from types import SimpleNamespace as R
+    >>> prefer_aten(R(choice_id="t", device_ms=0.99), R(choice_id="aten", device_ms=1.0), 0.02).choice_id
+    'aten'
+    >>> prefer_aten(R(choice_id="t", device_ms=0.97), R(choice_id="aten", device_ms=1.0), 0.02).choice_id
+    't'
+    """
+    if best is None or aten is None or min_gain <= 0 or best.choice_id == aten.choice_id:
+        return best
+    return aten if best.device_ms * (1.0 + min_gain) > aten.device_ms else best
+
+
+def summarize(s: Shape, cands: list[Choice], db: ResultStore, ctx: RunContext, min_gain: float = 0.0) -> ShapeResult:
+    """``s``'s result from what the store holds for its candidates: the best verified time
+    (cuBLAS's where nothing beats it by ``min_gain``: ``prefer_aten``), cuBLAS's, the statuses
+    and each failure status's first reason."""
     rows = db.done(ctx, s.problem.key)
     ids = {c.id for c in cands}
     rel = [r for cid, r in rows.items() if cid in ids]
@@ -74,6 +90,8 @@ def summarize(s: Shape, cands: list[Choice], db: ResultStore, ctx: RunContext) -
     ok = [r for r in rel if r.status == Status.OK and r.device_ms is not None and math.isfinite(r.device_ms)]
     best = min(ok, key=lambda r: (r.device_ms, r.choice_id)) if ok else None
     aten = rows.get("aten")
+    if aten is not None and "aten" in ids and aten.status == Status.OK and aten.device_ms is not None:
+        best = prefer_aten(best, aten, min_gain)
     reasons: dict[str, str] = {}
     for r in sorted(rel, key=lambda r: r.choice_id):
         if r.status != Status.OK and r.status not in reasons:
@@ -114,11 +132,13 @@ class Recorder:
     """One run's view of the results store ``db`` under the run context ``ctx``.
 
     ``retry_failed``: crashed, timed-out and errored results count as not done (measured
-    again); ``timeout``: a candidate's limit, which sets how long a claim is held."""
+    again); ``timeout``: a candidate's limit, which sets how long a claim is held;
+    ``min_gain``: see ``prefer_aten``."""
 
     def __init__(self, db: ResultStore, ctx: RunContext, *, retry_failed: bool = False, timeout: float = 120.0,
-                 owner: str | None = None, sleep: Callable[[float], None] = time.sleep):
+                 owner: str | None = None, sleep: Callable[[float], None] = time.sleep, min_gain: float = 0.0):
         self.db, self.ctx = db, ctx
+        self.min_gain = min_gain
         self.retry_failed, self.timeout = retry_failed, timeout
         self.owner = owner or claim_owner()  # this tuner, in the store's claims
         self.redo = RETRYABLE if retry_failed else ()
@@ -182,4 +202,4 @@ class Recorder:
         self.db.release(self.ctx, problem.key, self.owner)
 
     def summarize(self, s: Shape, cands: list[Choice]) -> ShapeResult:
-        return summarize(s, cands, self.db, self.ctx)
+        return summarize(s, cands, self.db, self.ctx, self.min_gain)

@@ -147,7 +147,7 @@ class Tuner:
                 info = executor.info()
                 startup = time.monotonic() - t0
                 ctx = context_of(info)
-                rec = Recorder(db, ctx, retry_failed=o.retry_failed, timeout=o.timeout)
+                rec = Recorder(db, ctx, retry_failed=o.retry_failed, timeout=o.timeout, min_gain=o.min_gain)
                 plan = make_plan(o, info, ctx, lut, earlier)
                 try:
                     swept = self.sweep(shapes, plan, executor, rec)
