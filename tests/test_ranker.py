@@ -267,3 +267,31 @@ def test_shipped_h200_ranker_is_the_default_and_gbt_the_fallback(monkeypatch):
     assert isinstance(m2, LearnedModel) and m2.family == "lgbm_rank"
     g = load_dataset(PUBLIC_BF16).groups[0]
     np.testing.assert_allclose(m2.predict(g.problem, g.choices), m.predict(g.problem, g.choices), rtol=1e-9)
+
+
+def test_ranker_settings_default_to_the_shipped_ones_and_round_trip(tmp_path):
+    """The settings the 2026-11-25 ranker-v2 sweep tried (truncation, ratio-edge labels, L2,
+    objective, per-problem weights) are off by default: a default ranker records none of them,
+    and one trained with them records them and reads them back from its file."""
+    from gemmtune.model.regressors import RANKERS, relevance_edges
+
+    assert relevance_edges(np.log([1.0, 1.015, 1.2, 3.0]), np.zeros(4, dtype=int), (1.02, 1.1, 2.0)).tolist() \
+        == [3, 3, 1, 0]
+    hp = RANKERS["lgbm_rank"]().hyperparameters()
+    assert not {"truncation", "label_edges", "lambda_l2", "objective", "group_weight"} & set(hp)
+    data = load_dataset(SAMPLE)
+    settings = {"truncation": 10, "label_edges": [1.02, 1.05, 1.1, 1.5], "lambda_l2": 1.0, "group_weight": "hard"}
+    ranker = RANKERS["lgbm_rank"](n_trees=20, **settings)
+    model, _ = fit(data, kind="lgbm_rank", seed=0)
+    from gemmtune.model.training import _matrix
+    from gemmtune.model.analytic import AnalyticModel
+
+    X, y, gid = _matrix(data, model.device, AnalyticModel(model.device))
+    model.regressor = ranker.fit(X, y, gid)
+    model.save(tmp_path / "m.json")
+    back = LearnedModel.load(tmp_path / "m.json")
+    assert {k: back.regressor.hyperparameters()[k] for k in settings} == settings
+    g = data.groups[0]
+    assert np.allclose(back.rank_keys(g.problem, g.choices), model.rank_keys(g.problem, g.choices))
+    with pytest.raises(ModelError, match="group_weight"):
+        RANKERS["lgbm_rank"](n_trees=2, group_weight="bogus").fit(X, y, gid)

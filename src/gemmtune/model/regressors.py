@@ -230,6 +230,23 @@ def import_lightgbm():
     return lightgbm
 
 
+def relevance_edges(y: np.ndarray, gid: np.ndarray, edges) -> np.ndarray:
+    """Graded relevance from ratio edges: the number of ``edges`` (time / the problem's best)
+    a row's ratio does not exceed, so the best gets ``len(edges)`` and anything slower than the
+    last edge 0.
+
+    >>> relevance_edges(np.log([1.0, 1.04, 1.2, 9.0]), np.zeros(4, dtype=int), (1.02, 1.05, 1.1, 1.5)).tolist()
+    [4, 3, 1, 0]
+    """
+    if len(y) == 0:
+        return np.zeros(0, dtype=np.int64)
+    best = np.full(int(gid.max()) + 1, np.inf)
+    np.minimum.at(best, gid, y)
+    lr = y - best[gid]
+    e = np.log(np.asarray(edges, dtype=np.float64))
+    return (lr[:, None] <= e[None, :] + 1e-9).sum(axis=1).astype(np.int64)
+
+
 def relevance(y: np.ndarray, gid: np.ndarray, step: float = 0.05, levels: int = 15) -> np.ndarray:
     """Graded relevance of every row from ln time ``y`` and its problem ``gid``: ``levels``
     for the problem's best, one less per factor (1 + step) slower, 0 from (1 + step)**levels
@@ -263,16 +280,24 @@ class _LGBMRanker:
     outputs = "score"
 
     def __init__(self, n_trees=300, lr=0.05, num_leaves=31, min_data_in_leaf=20, bagging=0.8,
-                 feature_fraction=0.9, label_step=0.05, label_levels=15, seed=0, threads=None):
+                 feature_fraction=0.9, label_step=0.05, label_levels=15, seed=0, threads=None,
+                 truncation=None, label_edges=None, lambda_l2=0.0, objective="lambdarank", group_weight=None):
         self.n_trees, self.lr, self.num_leaves, self.min_data_in_leaf = n_trees, lr, num_leaves, min_data_in_leaf
         self.bagging, self.feature_fraction, self.seed = bagging, feature_fraction, seed
         self.label_step, self.label_levels = label_step, label_levels
+        self.truncation, self.label_edges, self.lambda_l2 = truncation, label_edges, lambda_l2
+        self.objective, self.group_weight = objective, group_weight
         self.threads = threads or min(os.cpu_count() or 1, 8)
         self.booster = None
         self.scale = 1.0
 
     def _params(self) -> dict:
-        return {"objective": "lambdarank", "learning_rate": self.lr, "num_leaves": self.num_leaves,
+        extra = {"lambdarank_truncation_level": self.truncation} if self.truncation else {}
+        if self.lambda_l2:
+            extra["lambda_l2"] = self.lambda_l2
+        if self.label_edges:
+            extra["label_gain"] = [float(2 ** i - 1) for i in range(len(self.label_edges) + 1)]
+        return {**extra, "objective": self.objective, "learning_rate": self.lr, "num_leaves": self.num_leaves,
                 "min_data_in_leaf": self.min_data_in_leaf, "bagging_fraction": self.bagging, "bagging_freq": 1,
                 "feature_fraction": self.feature_fraction, "seed": self.seed, "deterministic": True,
                 "force_row_wise": True, "num_threads": self.threads, "verbose": -1}
@@ -283,11 +308,26 @@ class _LGBMRanker:
         if len(gid) and np.any(np.diff(gid) < 0):
             raise ModelError("ranker rows must be grouped by problem (gid non-decreasing)")
         _, sizes = np.unique(gid, return_counts=True)
-        labels = relevance(y, gid, self.label_step, self.label_levels)
-        ds = lgb.Dataset(X, labels, group=sizes, params={"verbose": -1})
+        labels = relevance_edges(y, gid, self.label_edges) if self.label_edges else \
+            relevance(y, gid, self.label_step, self.label_levels)
+        ds = lgb.Dataset(X, labels, group=sizes, weight=self._group_weights(y, gid, sizes),
+                         params={"verbose": -1})
         self.booster = lgb.train(self._params(), ds, num_boost_round=self.n_trees)
         self.scale = self._calibrate(self.predict(X), y, gid)
         return self
+
+    def _group_weights(self, y, gid, sizes):
+        """Row weights (one value per problem) or None: ``group_weight`` 'hard' weighs a problem
+        by how few of its choices are within 10% of its best (1 + 1 / sqrt(that count))."""
+        if not self.group_weight:
+            return None
+        if self.group_weight != "hard":
+            raise ModelError(f"group_weight must be None or 'hard', not {self.group_weight!r}")
+        best = np.full(int(gid.max()) + 1, np.inf)
+        np.minimum.at(best, gid, y)
+        near = np.bincount(gid, weights=(y - best[gid] <= np.log(1.1)).astype(np.float64))
+        w = 1.0 + 1.0 / np.sqrt(np.maximum(near, 1.0))
+        return w[gid]
 
     @staticmethod
     def _calibrate(score, y, gid, top=20) -> float:
@@ -307,7 +347,13 @@ class _LGBMRanker:
         return {"n_trees": self.n_trees, "lr": self.lr, "num_leaves": self.num_leaves,
                 "min_data_in_leaf": self.min_data_in_leaf, "bagging": self.bagging,
                 "feature_fraction": self.feature_fraction, "label_step": self.label_step,
-                "label_levels": self.label_levels, "gain": "2**label - 1"}
+                "label_levels": self.label_levels, "gain": "2**label - 1",
+                # the later settings, recorded where they differ from what older files were trained with
+                **({"truncation": self.truncation} if self.truncation else {}),
+                **({"label_edges": list(self.label_edges)} if self.label_edges else {}),
+                **({"lambda_l2": self.lambda_l2} if self.lambda_l2 else {}),
+                **({"objective": self.objective} if self.objective != "lambdarank" else {}),
+                **({"group_weight": self.group_weight} if self.group_weight else {})}
 
     def to_text(self) -> str:
         return self.booster.model_to_string()
@@ -342,7 +388,7 @@ class _LGBMRanker:
             raise ModelError(f"{source}: its booster takes {num_feature} features, this gemmtune's "
                              f"feature set has {n_features}")
         keys = ("n_trees", "lr", "num_leaves", "min_data_in_leaf", "bagging", "feature_fraction",
-                "label_step", "label_levels")
+                "label_step", "label_levels", "truncation", "label_edges", "lambda_l2", "objective", "group_weight")
         m = cls(**{k: d[k] for k in keys if k in d})
         m.booster, m.scale = booster, float(d.get("scale", 1.0))
         return m
