@@ -29,6 +29,12 @@ if importlib.util.find_spec("gemmtune") is None:
 
 HAS_CUDA = torch.cuda.is_available()
 
+# Under pytest-xdist (`-n 2`, the README's test command) every worker is its own process, and
+# each would start torch's intra-op pool with one thread per core: split the cores instead.
+_XDIST_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _XDIST_WORKERS > 1:
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // _XDIST_WORKERS))
+
 
 def _axis(axis) -> list[tuple]:
     """(value, id) pairs of one parametrize axis: a list of values or pytest.params, or

@@ -283,8 +283,8 @@ def test_one_collector_per_gpu_measures_each_shape_once(tmp_path):
     'GPUs' are only CUDA_VISIBLE_DEVICES values): every candidate is measured once, neither
     exports, the parent exports once."""
     res = _collect(["--cpu-interpreter", "--groups", "square", "--limit-shapes", "3", "--dtypes", "fp16",
-                    "--mm-sample", "1", "--splitk-sample", "1", "--pad-sample", "1", "--compile-workers", "2",
-                    "--batch", "1", "--gpus", "0,1"], tmp_path)
+                    "--mm-sample", "1", "--splitk-sample", "1", "--pad-sample", "1", "--new-sample", "1",
+                    "--compile-workers", "2", "--batch", "1", "--gpus", "0,1"], tmp_path)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     progs = [json.loads((tmp_path / f"collect-progress-gpu{i}.json").read_text()) for i in range(2)]
     assert all(pg["shared_store"] and pg["sampler"] == "pool" for pg in progs)
