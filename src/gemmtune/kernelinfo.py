@@ -152,7 +152,8 @@ def inspect_choice(choice: Choice | str, problem: Problem, arch: int = 90) -> li
         raise RuntimeError("inspect compiles real kernels: run it without TRITON_INTERPRET=1")
     if isinstance(choice, str):
         choice = Choice.parse(choice)
-    kernels.get(choice.family).validate(problem, choice.config) if choice.config is not None else None
+    if choice.config is not None:
+        kernels.get(choice.family).validate(problem, choice.config)
     a, b, out = operands(problem)
     with tiled.offline() as launches:
         kernels.run_choice(choice, a, b, out, workspace=SplitKWorkspace())
@@ -160,7 +161,7 @@ def inspect_choice(choice: Choice | str, problem: Problem, arch: int = 90) -> li
 
 
 def dump(infos: list[KernelInfo], folder: str | Path, stem: str) -> list[Path]:
-    """Write each kernel's TTGIR, PTX and SASS-free assembly files under ``folder``."""
+    """Write each kernel's TTIR, TTGIR, LLIR and PTX under ``folder`` as ``stem.<i>.<kind>``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []

@@ -190,11 +190,10 @@ def register_inductor_gemv() -> bool:
     if _GEMV_REGISTERED:
         return True
     try:
-        from torch._inductor import decomposition as idecomp
+        from torch._inductor import decomposition as idecomp, lowering
     except ImportError:
         return False
     op = torch.ops.gemmtune.mm.default
-    from torch._inductor import lowering
     if op not in lowering.lowerings:
         # Where the decomposition declines (M > 1), the op reaches Inductor's lowering, whose
         # implicit fallback for a custom op asserts that the op has no decomposition. Register

@@ -18,11 +18,11 @@ import re
 from typing import Callable, Iterable
 
 # A kernel is a GEMM when its name says so. cuBLAS/cuBLASLt kernels carry gemm/gemv/xmma/
-# cutlass in their names, newer cuBLAS's Hopper kernels nvjet_* (on the H100 with torch 2.11 a
-# 64x256x128 fp16 mm matched none of the others, 2026-11-25); Inductor's mm templates are triton_tem_*; gemmtune's Triton
-# families are named by their jit functions (kernels/*.py). Inductor may also lower an M=1 mm
-# to a pointwise-multiply + reduction kernel (triton_red_*): that one counts as "other" here,
-# which the report says.
+# cutlass in their names, newer cuBLAS's Hopper kernels nvjet_* (the H100's with torch 2.11,
+# 2026-11-25); Inductor's mm templates are triton_tem_*; gemmtune's Triton families are named
+# by their jit functions (kernels/*.py). Inductor may also lower an M=1 mm to a
+# pointwise-multiply + reduction kernel (triton_red_*): that one counts as "other" here, which
+# the report says.
 _GEMM = re.compile(r"gemm|gemv|xmma|cutlass|nvjet|wgmma|triton_tem_|_tiled_mm_kernel|_tiled_mm_static|_skinny_kernel|_strip|_stream_k|"
                    r"_persistent_kernel|_sum_splits_kernel|decompose_k|splitk", re.IGNORECASE)
 
@@ -99,18 +99,17 @@ def profile_graphs(out: dict, replays: dict, phases: list[str], model_name: str,
     """Every graph mode's replay of each phase profiled (``profile_replay``), recorded as
     ``out['graph_profile'][phase][mode]``, with one log line per mode."""
     res = out.setdefault("graph_profile", {})
-    for p in phases:
-        for (mode, phase), fn in replays.items():
-            if phase != p:
-                continue
-            try:
-                r = profile_replay(fn, n)
-            except Exception as e:  # a profiler that cannot start must not lose the timings
-                log(f"{model_name} profile {mode} {p}: not profiled ({type(e).__name__}: {e})")
-                continue
-            res.setdefault(p, {})[mode] = r
-            log(f"{model_name} profile {mode:24s} {p:16s} {r['us']:8.1f} us/replay: gemm {r['gemm_us']:.1f}, "
-                f"other {r['other_us']:.1f}, {r['kernels']:.0f} kernels")
+    for (mode, p), fn in replays.items():
+        if p not in phases:
+            continue
+        try:
+            r = profile_replay(fn, n)
+        except Exception as e:  # a profiler that cannot start must not lose the timings
+            log(f"{model_name} profile {mode} {p}: not profiled ({type(e).__name__}: {e})")
+            continue
+        res.setdefault(p, {})[mode] = r
+        log(f"{model_name} profile {mode:24s} {p:16s} {r['us']:8.1f} us/replay: gemm {r['gemm_us']:.1f}, "
+            f"other {r['other_us']:.1f}, {r['kernels']:.0f} kernels")
 
 
 def markdown_rows(gp: dict, top: int = 6) -> list[str]:

@@ -96,9 +96,9 @@ def cmd_inspect(args) -> int:
             for path in dump(infos, args.dump, stem):
                 print(f"# wrote {path}", file=sys.stderr)
         for info in infos:
-            rows.append({"choice": cid, **info.row()})
+            r = info.row()
+            rows.append({"choice": cid, **r})
             if not args.json:
-                r = info.row()
                 print(f"{cid}  {r.pop('kernel')} {r.pop('arch')} grid {r.pop('grid')}: "
                       + ", ".join(f"{k} {v}" for k, v in r.items() if v not in (None, 0) or k in ("spill B",)))
     if args.json:

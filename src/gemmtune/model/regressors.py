@@ -230,6 +230,13 @@ def import_lightgbm():
     return lightgbm
 
 
+def ratio_to_best(y: np.ndarray, gid: np.ndarray) -> np.ndarray:
+    """ln(time / the problem's best time) of every row, from ln times ``y`` and problems ``gid``."""
+    best = np.full(int(gid.max()) + 1, np.inf)
+    np.minimum.at(best, gid, y)
+    return y - best[gid]
+
+
 def relevance_edges(y: np.ndarray, gid: np.ndarray, edges) -> np.ndarray:
     """Graded relevance from ratio edges: the number of ``edges`` (time / the problem's best)
     a row's ratio does not exceed, so the best gets ``len(edges)`` and anything slower than the
@@ -240,9 +247,7 @@ def relevance_edges(y: np.ndarray, gid: np.ndarray, edges) -> np.ndarray:
     """
     if len(y) == 0:
         return np.zeros(0, dtype=np.int64)
-    best = np.full(int(gid.max()) + 1, np.inf)
-    np.minimum.at(best, gid, y)
-    lr = y - best[gid]
+    lr = ratio_to_best(y, gid)
     e = np.log(np.asarray(edges, dtype=np.float64))
     return (lr[:, None] <= e[None, :] + 1e-9).sum(axis=1).astype(np.int64)
 
@@ -257,9 +262,7 @@ def relevance(y: np.ndarray, gid: np.ndarray, step: float = 0.05, levels: int = 
     """
     if len(y) == 0:
         return np.zeros(0, dtype=np.int64)
-    best = np.full(int(gid.max()) + 1, np.inf)
-    np.minimum.at(best, gid, y)
-    steps = np.floor((y - best[gid]) / math.log1p(step) + 1e-9)
+    steps = np.floor(ratio_to_best(y, gid) / math.log1p(step) + 1e-9)
     return np.clip(levels - steps, 0, levels).astype(np.int64)
 
 
@@ -323,9 +326,7 @@ class _LGBMRanker:
             return None
         if self.group_weight != "hard":
             raise ModelError(f"group_weight must be None or 'hard', not {self.group_weight!r}")
-        best = np.full(int(gid.max()) + 1, np.inf)
-        np.minimum.at(best, gid, y)
-        near = np.bincount(gid, weights=(y - best[gid] <= np.log(1.1)).astype(np.float64))
+        near = np.bincount(gid, weights=(ratio_to_best(y, gid) <= np.log(1.1)).astype(np.float64))
         w = 1.0 + 1.0 / np.sqrt(np.maximum(near, 1.0))
         return w[gid]
 

@@ -89,9 +89,8 @@ def summarize(s: Shape, cands: list[Choice], db: ResultStore, ctx: RunContext, m
     statuses = Counter(r.status for r in rel)
     ok = [r for r in rel if r.status == Status.OK and r.device_ms is not None and math.isfinite(r.device_ms)]
     best = min(ok, key=lambda r: (r.device_ms, r.choice_id)) if ok else None
+    best = prefer_aten(best, next((r for r in ok if r.choice_id == "aten"), None), min_gain)
     aten = rows.get("aten")
-    if aten is not None and "aten" in ids and aten.status == Status.OK and aten.device_ms is not None:
-        best = prefer_aten(best, aten, min_gain)
     reasons: dict[str, str] = {}
     for r in sorted(rel, key=lambda r: r.choice_id):
         if r.status != Status.OK and r.status not in reasons:
