@@ -12,6 +12,11 @@ ours / Inductor's time (target <= 1.02). ``--code-dir`` keeps Inductor's generat
 our kernel's TTGIR / PTX of the worst rows, for reading side by side. ``--small`` keeps the
 small and unaligned rows; ``--static`` also times our kernel with every size and stride compiled
 in as a constant (kernels.tiled._tiled_mm_static, launch_tiled(static=True)): ratio_static.
+``--same-out`` also times our kernel writing every launch into one output tensor (ratio_1out):
+Inductor's compiled function allocates its output per call, and under the timing graph's capture
+the caching allocator hands the freed block straight back, so Inductor likely writes to one
+(L2-resident) buffer while ours and cuBLAS write to a different output per input set (see
+benchmarks/results/2026-11-25-parity-ir: the compiled code alone does not explain the gap).
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ def main() -> int:
     ap.add_argument("--limit", type=int)
     ap.add_argument("--small", action="store_true")
     ap.add_argument("--static", action="store_true")
+    ap.add_argument("--same-out", action="store_true")
     args = ap.parse_args()
 
     from torch._inductor.utils import run_and_get_code
@@ -116,6 +122,8 @@ def main() -> int:
                 launch_tiled(*ins[0], outs[0], **skw)
                 row["static_ok"] = compare(outs[0], ref, tolerance(p)).ok
                 launches["static"] = lambda j: launch_tiled(*ins[j], outs[j], **skw)
+            if args.same_out:
+                launches["ours_1out"] = lambda j: fam.run(*ins[j], outs[0], choice.config)
             entries = {name: make_entry(timer, fn, nsets) for name, fn in launches.items()}
             try:
                 times = round_robin(entries, 30, 3)
@@ -127,6 +135,8 @@ def main() -> int:
             row["ratio"] = row["ours"]["ms"] / row["inductor"]["ms"]
             if "static" in row and "ms" in row["static"]:
                 row["ratio_static"] = row["static"]["ms"] / row["inductor"]["ms"]
+            if "ours_1out" in row and "ms" in row["ours_1out"]:
+                row["ratio_1out"] = row["ours_1out"]["ms"] / row["inductor"]["ms"]
             ck = fam.run(*ins[0], outs[0], choice.config)
             ttgir = ck.asm.get("ttgir", "") if ck is not None else ""
             row["ours_ir"] = {w: ttgir.count(w) for w in ("warp_group_dot", "async_copy_global_to_local",
@@ -154,7 +164,7 @@ def main() -> int:
             print(f"{m}x{n}x{k} {dt:9s} {cfg:28s} ours {row['ours']['ms'] * 1e3:8.1f} us  inductor "
                   f"{row['inductor']['ms'] * 1e3:8.1f} us  cuBLAS {row['cublas']['ms'] * 1e3:8.1f} us  "
                   f"ratio {row['ratio']:.3f}  static {row.get('ratio_static', float('nan')):.3f} "
-                  f"({row.get('static_ok')})  used-config {row['inductor_used_config']}  "
+                  f"({row.get('static_ok')})  1out {row.get('ratio_1out', float('nan')):.3f}  used-config {row['inductor_used_config']}  "
                   f"ok {row['ours_ok']}/{row['inductor_ok']} | ours {row['ours_ir']} regs {row['ours_regs']}",
                   flush=True)
         else:

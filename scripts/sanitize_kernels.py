@@ -1,6 +1,7 @@
 """A few launches of every kernel path that uses atomics, a workspace or TMA, for compute-sanitizer.
 
-    compute-sanitizer --tool memcheck python scripts/sanitize_kernels.py
+    compute-sanitizer --tool memcheck python scripts/sanitize_kernels.py [FAMILIES]
+FAMILIES: comma-separated subset (e.g. splitk,pad); all by default.
 Each output is also checked against fp64; prints one line per launch and 'sanitize: all ok'.
 Odd sizes, a transposed weight and an unaligned (offset) operand, so masked edges are exercised.
 """
@@ -23,6 +24,10 @@ CASES = [
     ("skinny", SkinnyConfig(16, 32, 128, 1, 3, 4, True, False, 264), (9, 777, 3001), "offset"),
     ("splitk", SplitKConfig(32, 32, 128, 4, 4, 8, 8, True), (33, 45, 9000), "row"),
     ("splitk", SplitKConfig(16, 16, 256, 5, 4, 8, 16, False), (17, 19, 12001), "col"),
+    # the tile-major workspace: ragged M, N and K, a K-slice count that leaves a short last slice
+    ("splitk", SplitKConfig(64, 64, 64, 4, 4, 8, 4, False), (200, 200, 20000), "row"),
+    ("splitk", SplitKConfig(64, 64, 64, 4, 4, 8, 4, True), (200, 200, 20000), "offset"),
+    ("splitk", SplitKConfig(32, 64, 128, 3, 4, 8, 7, True), (48, 97, 49153), "col"),
     # TMA: ragged M, N, K edges (zero-filled boxes, clipped TMA store), a transposed B, the
     # pointer store (N = 1004: 2008-byte output rows; B transposed, so its rows are K = 520 long), warp specialisation and a flattened loop.
     ("persistent_tma", PersistentConfig(128, 256, 64, 3, 8), (1000, 1000, 1000), "row"),
@@ -41,9 +46,25 @@ def operand(rows, cols, layout):
     return torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16)
 
 
+# pad_copy (kernels.pad): (source rows, cols, padded rows, cols, layout); the source is read
+# through masks at its own edges, so memcheck sees any read past it.
+PAD_CASES = [(4095, 4095, 4096, 4096, "row"), (4095, 4095, 4096, 4096, "col"), (333, 1025, 333, 1032, "offset"),
+             (1, 7, 1, 8, "row"), (768, 50257, 768, 50264, "col")]
+ONLY = set(sys.argv[1].split(",")) if len(sys.argv) > 1 else None  # e.g. splitk,pad
 ws = SplitKWorkspace()
 bad = 0
+if ONLY is None or "pad" in ONLY:
+    from gemmtune.kernels.pad import zero_pad
+    for r, c, rp, cp, lay in PAD_CASES:
+        src = operand(r, c, lay)
+        got = zero_pad(src, rp, cp, backend="triton")
+        torch.cuda.synchronize()
+        ok = torch.equal(got, torch.nn.functional.pad(src, (0, cp - c, 0, rp - r)))
+        bad += not ok
+        print(f"pad_copy {r}x{c} -> {rp}x{cp} {lay}: {'ok' if ok else 'WRONG'}", flush=True)
 for fam, cfg, (m, n, k), lay in CASES:
+    if ONLY is not None and fam not in ONLY:
+        continue
     a = operand(m, k, "offset" if lay == "offset" else "row")
     b = operand(k, n, lay)
     for _ in range(2):  # the second launch reuses the workspace the first left behind

@@ -129,3 +129,18 @@ def test_check_inductor_fp8_lut_dry_run():
     assert "exported: 14 keys for 4 problems; skipped: []" in r.stdout and "dry run: ok" in r.stdout
     for template in ("triton::mm", "aten::_scaled_mm", "triton::scaled_mm_device_tma_epilogue_scaling"):
         assert f"'template_id': '{template}'" in r.stdout
+
+
+def test_pad_copy_bench_smoke(tmp_path):
+    """scripts/pad_copy_bench.py --smoke on the interpreter: every method runs and matches F.pad
+    bit for bit on the toy shapes, the table prints and the JSON is written."""
+    out = tmp_path / "pad.json"
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "pad_copy_bench.py"), "--smoke", "--out", str(out)],
+                       env=_env(), capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "best torch/triton" in r.stdout
+    doc = json.loads(out.read_text())
+    assert doc["rows"] and all("error" not in row for row in doc["rows"])
+    for row in doc["rows"]:
+        assert set(row["methods"]) == {"triton", "torch", "f_pad", "cat", "slice_copy"}
+        assert all(m.get("ok") for m in row["methods"].values()), row

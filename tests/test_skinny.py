@@ -139,10 +139,11 @@ def test_plan_is_the_launch():
     p = skinny.plan(16, 6144, 4096, SkinnyConfig(16, 64, 256, 4, 4, 4, True, True))
     assert p["grid"] == (96, 4) and p["k_per_split"] == 1024 and p["workspace_numel"] == 16 * 6144 * 4
     p = skinny.plan(3, 10, 1000, SkinnyConfig(4, 16, 64, 3, 1, 4, False, False))
-    # ceil(1000/3) = 334 -> 6 blocks of 64 = 384 per slice -> 3 slices; atomic mode: one M x N buffer.
-    assert p["splits"] == 3 and p["k_per_split"] == 384 and p["workspace_numel"] == 30
+    # ceil(1000/3) = 334 -> 6 blocks of 64 = 384 per slice -> 3 slices; atomic mode: one block of
+    # BM x BN per tile (the workspace is tile-major), 1 tile of 4 x 16 here.
+    assert p["splits"] == 3 and p["k_per_split"] == 384 and p["workspace_numel"] == 64
     p = skinny.plan(1, 6144, 4096, SkinnyConfig(16, 64, 256, 1, 4, 4, True, False, 132))
-    assert p["grid"] == (132, 1) and p["units_per_program"] == 96 * 16 / 132 and p["workspace_numel"] == 6144
+    assert p["grid"] == (132, 1) and p["units_per_program"] == 96 * 16 / 132 and p["workspace_numel"] == 96 * 16 * 64
 
 
 @pytest.mark.parametrize("shape", [(1, 6144, 4096), (16, 4096, 14336), (32, 32, 28672), (64, 64, 4096)])

@@ -248,6 +248,50 @@ def accept(ctx: RunContext, reply: dict) -> str | None:
     return f"worker {reply.get('worker', '?')} runs on {say(got)}, the run's device is {say(ctx)}"
 
 
+def connect(cluster: str, env: dict):
+    """``(client, client, cluster)`` for 'local:N' or a scheduler address; the caller closes both
+    (the cluster is None for an address). ``env`` is the workers' environment; a local cluster
+    without GPUs runs the Triton interpreter, and ``env`` records that (TRITON_INTERPRET=1)."""
+    distributed = _distributed()
+    kind, where = parse_cluster(cluster)
+    own_cluster = None
+    if kind == "local":
+        gpus = visible_gpus()
+        if not gpus:
+            env.setdefault("TRITON_INTERPRET", "1")
+        own_cluster = where = local_cluster(where, gpus=gpus, env=env)
+    client = distributed.Client(where)
+    return client, client, own_cluster
+
+
+def start_workers(client, *, timeout: float = 120.0, runner: str = DEFAULT_RUNNER, env: dict | None = None,
+                  compile_workers: int | None = None) -> tuple[PoolPlugin, RunContext, list[str], dict]:
+    """Start every worker's pools (or find them running: the plugin is registered under a name
+    made of these settings, so the same settings reuse them) and ask each for its device and
+    software. Returns the plugin, the run context (the most common among the workers), the
+    workers that share it and the first one's device report. A worker with another context is
+    warned about and gets no work."""
+    if not client.scheduler_info().get("workers"):
+        client.wait_for_workers(1, timeout=300)
+    addrs = sorted(client.scheduler_info()["workers"])
+    per_host = dict(Counter(_host(a) for a in addrs))
+    plugin = PoolPlugin({"timeout": float(timeout), "runner": runner, "env": dict(env or {}),
+                         "compile_workers": compile_workers, "per_host": per_host})
+    client.register_plugin(plugin, name=plugin.name)
+    # Every worker starts its pools at once and says which device it has.
+    infos = client.gather([client.submit(worker_info, plugin.name, workers=[a], pure=False,
+                                         key=f"gemmtune-info-{a}-{time.time_ns()}") for a in addrs])
+    by_ctx = Counter(context_of(r["info"]) for r in infos)
+    ctx = by_ctx.most_common(1)[0][0]  # ties: the first worker's (most_common keeps that order)
+    good = [r["worker"] for r in infos if context_of(r["info"]) == ctx]
+    for r in infos:
+        why = accept(ctx, r)
+        if why:
+            warnings.warn(f"{why}: it gets no work and its results are rejected", RuntimeWarning, stacklevel=3)
+    info = next(r["info"] for r in infos if r["worker"] == good[0])
+    return plugin, ctx, good, info
+
+
 def shape_cost(problem: Problem, n: int, model) -> float:
     """Expected cost of measuring ``n`` candidates of ``problem``: the model's time of cuBLAS on
     it times ``n`` (each candidate is verified and timed over repeats of that order)."""
@@ -310,40 +354,16 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
     for f in families:
         kernels.get(f)
     wenv = dict(env or {})
-    own_client = own_cluster = None
     if isinstance(cluster, distributed.Client):
-        client = cluster
+        client, own_client, own_cluster = cluster, None, None
     else:
-        kind, where = parse_cluster(cluster)
-        if kind == "local":
-            gpus = visible_gpus()
-            if not gpus:
-                wenv.setdefault("TRITON_INTERPRET", "1")
-            own_cluster = local_cluster(where, gpus=gpus, env=wenv)
-            where = own_cluster
-        own_client = client = distributed.Client(where)
+        client, own_client, own_cluster = connect(cluster, wenv)
     own_store = not isinstance(store, ResultStore)
     db = ResultStore(store) if own_store else store
     futures: list = []
     try:
-        if not client.scheduler_info().get("workers"):
-            client.wait_for_workers(1, timeout=300)
-        addrs = sorted(client.scheduler_info()["workers"])
-        per_host = dict(Counter(_host(a) for a in addrs))
-        plugin = PoolPlugin({"timeout": float(timeout), "runner": runner, "env": wenv,
-                             "compile_workers": compile_workers, "per_host": per_host})
-        client.register_plugin(plugin, name=plugin.name)
-        # Every worker starts its pools at once and says which device it has.
-        infos = client.gather([client.submit(worker_info, plugin.name, workers=[a], pure=False,
-                                             key=f"gemmtune-info-{a}-{time.time_ns()}") for a in addrs])
-        by_ctx = Counter(context_of(r["info"]) for r in infos)
-        ctx = by_ctx.most_common(1)[0][0]  # ties: the first worker's (most_common keeps that order)
-        good = [r["worker"] for r in infos if context_of(r["info"]) == ctx]
-        for r in infos:
-            why = accept(ctx, r)
-            if why:
-                warnings.warn(f"{why}: it gets no work and its results are rejected", RuntimeWarning, stacklevel=2)
-        info = next(r["info"] for r in infos if r["worker"] == good[0])
+        plugin, ctx, good, info = start_workers(client, timeout=timeout, runner=runner, env=wenv,
+                                                compile_workers=compile_workers)
         startup = time.monotonic() - t0
         representative = bool(info.get("representative", False))
         dev = run_device(info, device, ctx, earlier, out, lut)

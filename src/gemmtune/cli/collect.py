@@ -22,6 +22,10 @@ def add_parsers(sub) -> None:
                        description=collect.__doc__)
     p.add_argument("--gpus", metavar="0,1,...", help="one collector process per listed GPU of this host, all "
                    "filling one store (claims give each shape to one of them), then one export")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="measure on a Dask cluster, one worker per GPU ('local:N': N workers on this host's GPUs, "
+                   "or a scheduler's tcp://host:8786); this process alone plans and writes the store "
+                   "(needs pip install 'gemmtune[cluster]'; see the README's 'Many GPUs')")
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")), metavar="DIR",
                    help="where collect.sqlite, its compressed copy, the CSV and the progress JSON go "
                    "(default: $OUT, else ./out)")

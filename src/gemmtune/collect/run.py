@@ -105,6 +105,12 @@ def run(args) -> int:
                 "new": getattr(args, "new_sample", 0)}
 
     shapes = selected_shapes(args)
+    cluster_addr = getattr(args, "cluster", None)
+    if cluster_addr and (args.gpus or args.claims is not None or args.cpu_interpreter):
+        print("--cluster runs one collector (this process, the only writer) over the cluster's workers: "
+              "it does not combine with --gpus, --claims or --cpu-interpreter (a local cluster on a machine "
+              "without GPUs runs the interpreter by itself)", file=sys.stderr)
+        return 2
     if args.gpus:
         return run_on_gpus(args, [g.strip() for g in args.gpus.split(",") if g.strip()])
     if args.list_shapes:
@@ -165,7 +171,26 @@ def run(args) -> int:
     from ..table import LookupTable, TableChoice, provenance
     from ..tune import tune
 
-    if args.cpu_interpreter:
+    client = cluster_closers = None
+    if cluster_addr:
+        # The cluster's workers measure; this process plans, sizes the batches and alone
+        # writes the store. The context is the workers' (the driver needs no GPU), and the
+        # pools they start here are the ones every batch's tune() uses (same settings).
+        from .. import cluster as C
+        from ..tuning.tuner import run_device
+
+        try:
+            client, *cluster_closers = C.connect(cluster_addr, {})
+            _, ctx, good, info = C.start_workers(client, timeout=args.timeout, compile_workers=args.compile_workers)
+        except (ImportError, ValueError, OSError, TimeoutError) as e:
+            for c in cluster_closers or ():
+                if c is not None:
+                    c.close()
+            print(f"gemmtune collect --cluster {cluster_addr}: {e}", file=sys.stderr)
+            return 2
+        dev = run_device(info, None, ctx, None, None, None)
+        print(f"cluster {cluster_addr}: {len(good)} worker(s) on {ctx.device_name}", flush=True)
+    elif args.cpu_interpreter:
         from ..api import interpreter_enabled
         from ..bench.runner import WorkerState, info
 
@@ -207,6 +232,7 @@ def run(args) -> int:
                 # With --claims, other processes write the same store at the same time: rows_added
                 # and rows_in_store count all of them, measured_this_call this process alone.
                 "shared_store": args.claims is not None,
+                "cluster": cluster_addr, "cluster_workers": len(good) if cluster_addr else None,
                 "batches": st["batches"], "rows_in_store": sum(after.values()),
                 "measured_this_call": st["measured"], "rows_added": rows_added, "rows_added_by_status": added,
                 "wall_s": wall, "tune_s": tuning,
@@ -290,7 +316,7 @@ def run(args) -> int:
                 tb = st["batch_t0"] = time.monotonic()
                 r = tune([s for s, _ in chunk], store=db, table=lut, progress=False, timeout=args.timeout,
                      compile_workers=args.compile_workers, compile_ahead=args.compile_ahead,
-                     timing=args.timing)
+                     timing=args.timing, cluster=client)
                 took = time.monotonic() - tb
                 st["tune_s"] += took
                 st["batch_t0"] = None
@@ -309,6 +335,9 @@ def run(args) -> int:
                 break
     if not finishing.acquire(blocking=False):  # the hard stop is exporting: it exits the process
         time.sleep(3600)
+    for c in cluster_closers or ():
+        if c is not None:
+            c.close()
     if watchdog is not None:
         watchdog.cancel()
     doc = progress(store)

@@ -1,15 +1,26 @@
 """Zero-padded row-major copies, the operands of ``pad+`` choices (kernels.run_choice; 2-D for mm,
-3-D for bmm) and of the per-parameter cache (kernels.padcache)."""
+3-D for bmm) and of the per-parameter cache (kernels.padcache).
+
+Two ways to make the copy (``zero_pad``'s ``backend``):
+* ``"triton"``: ``pad_copy``, one Triton launch that writes every output element once (data
+  inside the source, zero outside) and reads the source once through its strides;
+* ``"torch"``: F.pad, or aten copies into the data region plus fills of the margins (below).
+The default (``backend=None``) is the policy in ``_backend``: Triton for CUDA tensors while
+``TRITON_PAD`` is true, torch everywhere else.
+"""
 
 from __future__ import annotations
 
 import math
 
 import torch
+import triton
+import triton.language as tl
 
-# Above this many bytes of padded output, zero_pad writes each output element once instead
-# of F.pad's (aten constant_pad_nd) fill of the whole copy followed by a copy over it (1.5x the
-# bytes). H200, 2026-11-24, bf16, device time (scripts/pad_copy_bench.py):
+# The torch path: above this many bytes of padded output, zero_pad writes each output element
+# once instead of F.pad's (aten constant_pad_nd) fill of the whole copy followed by a copy over it
+# (1.5x the bytes). H200, 2026-11-24, bf16, device time (scripts/pad_copy_bench.py, then CUDA
+# events over 50 back-to-back calls):
 #   row-major 4095^2 -> 4096^2: F.pad 55 us, cat into the top rows 32, copy into a strided slice 47
 #   row-major 768x50257 -> 768x50264: F.pad 119, cat 73, slice 95
 #   transposed 4095^2: F.pad 123, cat 146, slice 116; transposed 768x50257: 297, 325, 273
@@ -18,16 +29,181 @@ import torch
 # launch below 16 MiB, where the extra launches cost more than the fill saves.
 PAD_SPLIT_BYTES = 16 << 20
 
+# Policy: zero_pad(backend=None) copies CUDA tensors with the Triton kernel (pad_copy) while this
+# is true. H100, 2026-11-25 (scripts/pad_copy_bench.py, CUDA graphs, L2-cold; bf16;
+# benchmarks/results/2026-11-25-h100-pad-copy): device time 1.06-1.9x below the best torch path
+# for row-major sources and 2.3-5.5x for transposed ones (4095^2 transposed: 27.5 vs 132 us;
+# 16x2047x2047 -> 16x2048x2048: 95 vs 180 us), at 2.2-3.0 TB/s. But its host time per eager call
+# was 50-75 us against 23-40 us for one aten op, so a row-major copy under TRITON_PAD_MIN_BYTES
+# (where the kernel saves at most ~1 us of device time: 333x1025 2.7 vs 3.7 us) stays on torch.
+TRITON_PAD = True
+TRITON_PAD_MIN_BYTES = 4 << 20
+
+# The kernel copies bits, so it runs on a same-size integer view: any of these dtypes works,
+# bf16 and fp8 included (also in the interpreter, where bf16 arithmetic is wrong but no
+# arithmetic is done). Others (complex, ...) stay on the torch path.
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+TRITON_DTYPES = frozenset(
+    [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool,
+     torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64]
+    + [getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+       if hasattr(torch, n)])
+
+# Offsets in int32 while every one fits (tests lower it to run the int64 path).
+_INDEX32_LIMIT = 2**31 - 1
+# Bytes of output per program, the aim of _tiles (8-16 KB: enough bytes in flight per SM from
+# a few resident programs, few enough registers to keep them resident; not tuned).
+TILE_BYTES = 16 << 10
+
+
+@triton.jit
+def _pad_copy_kernel(src, dst, rows_src, cols_src, rows, cols_vecs, col_tiles, tiles,
+                     s_b, s_r, s_c,
+                     BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr, VEC: tl.constexpr,
+                     SRC: tl.constexpr, INDEX_64: tl.constexpr):
+    """One (BLOCK_R x BLOCK_C) tile of the contiguous (batch, rows, cols) output per program.
+    SRC: 0 the source's columns are contiguous (s_c == 1), 1 its rows are (s_r == 1,
+    transposed), 2 neither."""
+    # One grid axis: CUDA's axes 1 and 2 stop at 65535 programs, too few for the row tiles of
+    # a tall operand or a large batch. Column tiles vary fastest.
+    pid = tl.program_id(0)
+    b = pid // tiles
+    pr = (pid % tiles) // col_tiles
+    pc = pid % col_tiles
+    if INDEX_64:
+        b = b.to(tl.int64)
+        pr = pr.to(tl.int64)
+        pc = pc.to(tl.int64)
+    # cols as a multiple of VEC (16 bytes where cols allows) that the compiler can see: it then
+    # knows each output row starts 16-byte aligned and that the mask c < cols is constant over
+    # VEC columns, and stores 16-byte vectors even where cols is not a multiple of 16 elements
+    # (sm_90 PTX of a bf16 1032x4104 copy: st.global.v4.b32).
+    cols = cols_vecs * VEC
+    r = pr * BLOCK_R + tl.arange(0, BLOCK_R)
+    c = pc * BLOCK_C + tl.arange(0, BLOCK_C)
+    src = src + b * s_b
+    if SRC == 1:
+        # A transposed source is contiguous along the output's rows: load the tile as
+        # (BLOCK_C, BLOCK_R), rows innermost, so that a warp reads consecutive addresses, then
+        # transpose it in registers (the compiler exchanges it through shared memory) so the
+        # stores below run along the output rows. Loading (BLOCK_R, BLOCK_C) directly would
+        # leave the load's layout to the compiler's coalescing heuristics.
+        x = tl.load(src + c[:, None] * s_c + r[None, :],
+                    mask=(c[:, None] < cols_src) & (r[None, :] < rows_src), other=0)
+        x = tl.trans(x)
+    else:
+        if SRC == 0:
+            off = r[:, None] * s_r + c[None, :]
+        else:  # no unit stride: uncoalesced either way, the rare case
+            off = r[:, None] * s_r + c[None, :] * s_c
+        x = tl.load(src + off, mask=(r[:, None] < rows_src) & (c[None, :] < cols_src), other=0)
+    out = b * rows * cols + r[:, None] * cols + c[None, :]
+    # Each row's run of BLOCK_C is contiguous and starts at a multiple of VEC.
+    out = tl.max_contiguous(tl.multiple_of(out, [1, VEC]), [1, BLOCK_C])
+    tl.store(dst + out, x, mask=(r[:, None] < rows) & (c[None, :] < cols))
+
+
+_INTERPRETED = type(_pad_copy_kernel).__name__ == "InterpretedFunction"
+
+
+def _tiles(rows: int, cols: int, elsize: int, transposed: bool) -> tuple[int, int, int]:
+    """(BLOCK_R, BLOCK_C, num_warps) of pad_copy: about TILE_BYTES of output per program.
+
+    Not tuned on a GPU (scripts/pad_copy_bench.py times the result). A row-major source gets
+    wide tiles (1 KB of a row: long contiguous runs on both sides); a transposed one square
+    tiles (runs of >= 128 bytes along the source's columns and the output's rows both). Both
+    shrink to a small matrix so that lanes are not spent on masked-off elements.
+
+    >>> _tiles(4095, 4096, 2, False), _tiles(4095, 4096, 2, True), _tiles(3, 8, 4, False)
+    ((16, 512, 8), (64, 64, 4), (4, 8, 4))
+    """
+    if transposed:
+        side = 128 if elsize == 1 else 64 if elsize <= 4 else 32
+        block_r, block_c = min(side, triton.next_power_of_2(rows)), min(side, triton.next_power_of_2(cols))
+    else:
+        block_c = min(triton.next_power_of_2(cols), 1024 // elsize)
+        block_r = min(triton.next_power_of_2(rows), max(1, TILE_BYTES // elsize // block_c))
+    return block_r, block_c, 8 if block_r * block_c * elsize >= TILE_BYTES else 4
+
+
+def _pow2_divisor(x: int, cap: int) -> int:
+    """Largest power of two <= cap dividing x (x > 0)."""
+    d = 1
+    while d < cap and x % (2 * d) == 0:
+        d *= 2
+    return d
+
+
+def pad_copy(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """A contiguous (rows x cols) copy of the 2-D ``t`` (a (batch, rows, cols) one of a 3-D ``t``)
+    with zeros past its edges, in one Triton launch: every output element is written once, the
+    source is read once through its strides (transposed, offset and batch-stride-0 views
+    included; a batch broadcast this way is copied to every matrix: zero_pad pads it once).
+    Needs a CUDA tensor, or TRITON_INTERPRET=1; no autograd. A ``rows`` or ``cols`` below the
+    source's crops, as F.pad's negative padding does.
+    """
+    if t.dim() not in (2, 3):
+        raise ValueError(f"pad_copy pads 2-D or 3-D tensors, not {t.dim()}-D")
+    if t.dtype not in TRITON_DTYPES:
+        raise TypeError(f"pad_copy does not copy {t.dtype}")
+    out = t.new_empty((*t.shape[:-2], rows, cols))
+    if out.numel() == 0:
+        return out
+    src = t if t.dim() == 3 else t.unsqueeze(0)
+    batch, r, c = src.shape
+    sb, sr, sc = src.stride()
+    layout = 0 if sc == 1 else 1 if sr == 1 else 2
+    elsize = t.element_size()
+    block_r, block_c, warps = _tiles(rows, cols, elsize, layout == 1)
+    row_tiles, col_tiles = triton.cdiv(rows, block_r), triton.cdiv(cols, block_c)
+    vec = _pow2_divisor(cols, max(1, 16 // elsize))
+    # Offsets the kernel forms: the source's over the whole tile grid (masked lanes included,
+    # so that no address computation wraps), and the output's.
+    reach = max((batch - 1) * sb + row_tiles * block_r * sr + col_tiles * block_c * sc,
+                batch * rows * cols + row_tiles * block_r * cols + col_tiles * block_c)
+    bits = _BITS[elsize]
+    _pad_copy_kernel[(batch * row_tiles * col_tiles,)](
+        src.view(bits), out.view(bits), r, c, rows, cols // vec, col_tiles, row_tiles * col_tiles,
+        sb, sr, sc, BLOCK_R=block_r, BLOCK_C=block_c, VEC=vec, SRC=layout,
+        INDEX_64=reach > _INDEX32_LIMIT, num_warps=warps)
+    return out
+
+
+def _backend(t: torch.Tensor, backend: str | None, out_bytes: int | None = None) -> str:
+    """Which way zero_pad copies ``t``: ``backend`` when given (``"triton"`` refused where it
+    cannot run), else Triton for a CUDA tensor while TRITON_PAD allows, torch otherwise: on the
+    CPU (no compiled Triton), where autograd records (the kernel's output has no gradient; F.pad
+    has), for a dtype not in TRITON_DTYPES, and for a row-major source whose copy (``out_bytes``)
+    is under TRITON_PAD_MIN_BYTES (host time over device time, see TRITON_PAD)."""
+    recording = t.requires_grad and torch.is_grad_enabled()
+    if backend == "torch":
+        return backend
+    if backend == "triton":
+        if recording:
+            raise ValueError("zero_pad(backend='triton') is not differentiable: pad under no_grad or use 'torch'")
+        if t.dtype not in TRITON_DTYPES:
+            raise TypeError(f"zero_pad(backend='triton') does not copy {t.dtype}")
+        if not (t.is_cuda or (_INTERPRETED and t.device.type == "cpu")):
+            raise ValueError(f"zero_pad(backend='triton') needs a CUDA tensor or TRITON_INTERPRET=1, not {t.device}")
+        return backend
+    if backend is not None:
+        raise ValueError(f"unknown zero_pad backend {backend!r}: None, 'torch' or 'triton'")
+    if not (TRITON_PAD and t.is_cuda and not recording and t.dtype in TRITON_DTYPES):
+        return "torch"
+    small = out_bytes is not None and out_bytes < TRITON_PAD_MIN_BYTES
+    return "torch" if small and t.stride(-1) == 1 else "triton"
+
 
 def broadcast_matrix(t: torch.Tensor) -> bool:
     """A 3-D ``t`` that is one matrix broadcast over a batch of more than one (batch stride 0)."""
     return t.dim() == 3 and t.shape[0] > 1 and t.stride(0) == 0
 
 
-def zero_pad(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+def zero_pad(t: torch.Tensor, rows: int, cols: int, *, backend: str | None = None) -> torch.Tensor:
     """A row-major (rows x cols) copy of the 2-D ``t`` with zeros past its edges; of a 3-D ``t``
     (a bmm operand), the same for every matrix: a contiguous (batch, rows, cols) copy, except that
     one matrix broadcast over the batch (batch stride 0) is padded once and expanded again.
+    ``backend``: None (the policy of ``_backend``), ``"torch"`` or ``"triton"`` (``pad_copy``).
 
     >>> zero_pad(torch.ones(2, 3), 3, 4)
     tensor([[1., 1., 1., 0.],
@@ -39,7 +215,9 @@ def zero_pad(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
     if t.dim() not in (2, 3):
         raise ValueError(f"zero_pad pads 2-D or 3-D tensors, not {t.dim()}-D")
     if broadcast_matrix(t):
-        return zero_pad(t[0], rows, cols).expand(t.shape[0], rows, cols)
+        return zero_pad(t[0], rows, cols, backend=backend).expand(t.shape[0], rows, cols)
+    if _backend(t, backend, math.prod(t.shape[:-2]) * rows * cols * t.element_size()) == "triton":
+        return pad_copy(t, rows, cols)
     *batch, r, c = t.shape
     # A row-major batch that gains rows (bmm's B when K is padded) would take the cat into
     # strided top rows: slower than F.pad on the H200 (16x2047x2047 -> 16x2048x2048 bf16: 320 vs

@@ -303,12 +303,14 @@ def plan(m: int, n: int, k: int, cfg: SkinnyConfig, sms: int | None = None) -> d
         # into the atomic-mode workspace. ``splits`` is the K-blocks a program reduces (about).
         units = tiles * cdiv(k, cfg.block_k)
         return {"grid": (cfg.stream_k, 1), "splits": max(1, cfg.stream_k // tiles), "k_per_split": k,
-                "tiles": tiles, "workspace_numel": m * n, "workspace_bytes": 4 * m * n + 4 * tiles,
+                "tiles": tiles, "workspace_numel": tiles * cfg.block_m * cfg.block_n,
+                "workspace_bytes": 4 * tiles * cfg.block_m * cfg.block_n + 4 * tiles,
                 "programs": cfg.stream_k,
                 "units_per_program": units / cfg.stream_k}
     per = k_per_split(k, cfg)
     splits = cdiv(k, per)
-    ws = 0 if splits == 1 else m * n * (splits if cfg.deterministic else 1)
+    # Tile-major fp32 partials (tile_epilogue.split_epilogue): one whole block per strip and slice.
+    ws = 0 if splits == 1 else tiles * cfg.block_m * cfg.block_n * (splits if cfg.deterministic else 1)
     return {"grid": (tiles, splits), "splits": splits, "k_per_split": per, "tiles": tiles,
             "workspace_numel": ws, "workspace_bytes": 4 * ws + 4 * tiles if ws else 0,
             "programs": tiles * splits, "units_per_program": None}

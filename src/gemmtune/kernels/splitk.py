@@ -51,7 +51,7 @@ def constraint(cfg: SplitKConfig, problem: Problem, device: DeviceInfo) -> str |
     if problem.k < 2 * MIN_SLICE or cdiv(problem.k, cfg.split_k) < MIN_SLICE:
         return f"K={problem.k} split {cfg.split_k} ways leaves slices shorter than {MIN_SLICE}"
     p = plan(problem.m, problem.n, problem.k, cfg)
-    ws = 4 * problem.m * problem.n * (p["splits"] if cfg.deterministic else 1)
+    ws = 4 * p["workspace_numel"]
     if ws > MAX_WORKSPACE_BYTES:
         return f"fp32 workspace of {ws} B exceeds {MAX_WORKSPACE_BYTES} B: M*N is too large for split-K"
     tiles = p["tiles"]
@@ -127,6 +127,8 @@ def plan(m: int, n: int, k: int, cfg: SplitKConfig, sms: int | None = None) -> d
     >>> p = plan(32, 32, 28672, SplitKConfig(32, 32, 128, 4, 4, 8, 16, True))
     >>> p["grid"], p["splits"], p["k_per_split"], p["workspace_numel"]
     ((1, 16), 16, 1792, 16384)
+    >>> plan(200, 200, 20000, SplitKConfig(64, 64, 64, 4, 4, 8, 16, False))["workspace_numel"]  # 16 tiles of 64x64
+    65536
     """
     per = k_per_split(k, cfg)
     splits = cdiv(k, per)
@@ -134,7 +136,9 @@ def plan(m: int, n: int, k: int, cfg: SplitKConfig, sms: int | None = None) -> d
     if splits == 1:
         return {"grid": (tiles, 1), "tiles": tiles, "splits": 1, "k_per_split": k, "workspace_bytes": 0,
                 "workspace_numel": 0}
-    numel = m * n * (splits if cfg.deterministic else 1)  # fp32 partials; plus one int32 counter per tile
+    # fp32 partials, tile-major (one whole block per tile: tile_epilogue.split_epilogue), per
+    # slice in the deterministic mode; plus one int32 counter per tile.
+    numel = tiles * cfg.block_m * cfg.block_n * (splits if cfg.deterministic else 1)
     return {"grid": (tiles, splits), "tiles": tiles, "splits": splits, "k_per_split": per,
             "workspace_bytes": 4 * numel + 4 * tiles, "workspace_numel": numel}
 

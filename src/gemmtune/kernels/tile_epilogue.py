@@ -107,12 +107,21 @@ def split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm, rn, mask, stride_cm, stride
                              stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES, M, sa_ptr, sb_ptr, SCALE)
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
     else:
-        # Workspace is contiguous fp32: [S, M, N] for mode 1, [M, N] for mode 2.
-        w_off = rm[:, None] * N + rn[None, :]
+        # The fp32 workspace is tile-major: one whole BLOCK_M x BLOCK_N block per output tile
+        # ([tiles, BM, BN] in mode 2; [S, tiles, BM, BN] in mode 1, ``tiles`` being grid axis 0),
+        # so every offset below is a compile-time multiple of the block and no mask is needed:
+        # a tile's block exists whole even where the tile hangs over M or N (those elements are
+        # zeros of the masked loads, never stored to C). Indexed as [M, N] with N's stride, a
+        # ragged N (200x200x20000 bf16) gave Triton no alignment to prove: scalar loads and
+        # stores with a 64-bit address each, 205 registers where the even 64x64x65536 took 72
+        # (BM64-BN64-BK64-S4-W4 atomic, ptxas for sm_90 via gemmtune inspect, triton 3.9).
+        w_off = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
         if SPLIT_MODE == 1:
-            tl.store(ws_ptr + pid_k * M * N + w_off, acc, mask=mask)
+            w_tile = ws_ptr + (pid_k * tl.num_programs(0) + tile) * (BLOCK_M * BLOCK_N)
+            tl.store(w_tile + w_off, acc)
         else:
-            tl.atomic_add(ws_ptr + w_off, acc, mask=mask, sem="relaxed")
+            w_tile = ws_ptr + tile * (BLOCK_M * BLOCK_N)
+            tl.atomic_add(w_tile + w_off, acc, sem="relaxed")
         # Every thread's partial must be visible GPU-wide before the arrival is
         # counted: a fence in each thread (red/store are otherwise unordered with
         # thread 0's counter atomic; without it the atomic mode lost partials on
@@ -128,17 +137,18 @@ def split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm, rn, mask, stride_cm, stride
             # non-coherent L1).
             if SPLIT_MODE == 1:
                 total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                split_stride = tl.num_programs(0) * (BLOCK_M * BLOCK_N)
+                w_first = ws_ptr + tile * (BLOCK_M * BLOCK_N)
                 for s in range(0, num_splits):
-                    total += tl.load(ws_ptr + s * M * N + w_off, mask=mask, other=0.0,
-                                     cache_modifier=".cg")
+                    total += tl.load(w_first + s * split_stride + w_off, cache_modifier=".cg")
             else:
-                total = tl.load(ws_ptr + w_off, mask=mask, other=0.0, cache_modifier=".cg")
+                total = tl.load(w_tile + w_off, cache_modifier=".cg")
                 # Small tiles over many warps give layouts where two threads hold the
                 # same element: without this barrier one thread's zeroing store beat
                 # the other's load, and outputs came back short on an H200.
                 tl.debug_barrier()
                 # Leave the workspace zeroed for the next launch.
-                tl.store(ws_ptr + w_off, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), mask=mask)
+                tl.store(w_tile + w_off, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32))
             total = fused_epilogue(total, rm[:, None], rn[None, :], mask, N, bias_ptr, res_ptr, stride_bias,
                                    stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES, M, sa_ptr, sb_ptr, SCALE)
             tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask)
