@@ -183,3 +183,60 @@ def test_cost_orders_larger_shapes_and_more_candidates_first():
     big, small = Problem.from_sizes(4096, 4096, 4096, "bf16"), Problem.from_sizes(16, 16, 256, "fp16")
     assert shape_cost(big, 4, model) > shape_cost(small, 4, model) > 0
     assert shape_cost(small, 8, model) == pytest.approx(2 * shape_cost(small, 4, model))
+
+
+def test_a_worker_dying_while_starting_is_left_out(client, tmp_path):
+    """A worker that dies before its pools answer must not stall the run (its info task is
+    pinned to it and would wait forever): it is warned about and left out."""
+    from gemmtune.cluster import start_workers, worker_info
+
+    marker = tmp_path / "died"
+
+    def dying(name):
+        if not marker.exists():
+            marker.write_text(str(os.getpid()))
+            os._exit(1)
+        return worker_info(name)
+
+    client.wait_for_workers(2, timeout=120)
+    with pytest.warns(RuntimeWarning, match="died or did not answer"):
+        _, ctx, good, info = start_workers(client, info_fn=dying, timeout=61.0)
+    assert marker.exists() and len(good) == 1
+    assert ctx.device_name == info["device_name"]
+    client.wait_for_workers(2, timeout=120)  # its nanny started a fresh worker
+
+
+def test_collect_on_the_cluster_records_each_candidate_once_and_resumes(client, tmp_path):
+    """``gemmtune collect --cluster``: this process plans and writes, the cluster's workers
+    measure; a second run over the same store finds nothing left."""
+    import json
+
+    from gemmtune import cli
+    from gemmtune.collect import run
+
+    argv = ["collect", "--groups", "square", "--limit-shapes", "2", "--dtypes", "fp16", "--mm-sample", "2",
+            "--splitk-sample", "1", "--pad-sample", "1", "--new-sample", "0", "--hard-stop-minutes", "0",
+            "--no-export"]
+    first, second = tmp_path / "one", tmp_path / "two"
+    store = tmp_path / "collect.sqlite"
+    args = cli.build_parser().parse_args(argv + ["--out", str(first), "--store", str(store)])
+    args.cluster = client  # from Python a Client is taken as it is (the CLI takes an address)
+    assert run(args) == 0
+    prog = json.loads((first / "collect-progress.json").read_text())
+    assert (prog["cluster"], prog["cluster_workers"], prog["shapes_done"]) == ("client", 2, 2)
+    rows = _rows(store)
+    assert rows and len(rows) == prog["measured_this_call"] == len({(r[2], r[3]) for r in rows})
+    assert {r[0] for r in rows} == {prog["context"]["device_name"]} and all(r[4] == "ok" for r in rows)
+
+    args = cli.build_parser().parse_args(argv + ["--out", str(second), "--store", str(store)])
+    args.cluster = client
+    assert run(args) == 0
+    again = json.loads((second / "collect-progress.json").read_text())
+    assert (again["batches"], again["measured_this_call"], again["shapes_done"]) == (0, 0, 2)
+    assert _rows(store) == rows
+
+
+def test_collect_cluster_refuses_per_gpu_collectors(tmp_path, capsys):
+    from gemmtune import cli
+    assert cli.main(["collect", "--cluster", "local:2", "--gpus", "0,1", "--out", str(tmp_path)]) == 2
+    assert "--cluster" in capsys.readouterr().err

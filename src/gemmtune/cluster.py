@@ -68,6 +68,10 @@ except ImportError:
 # A task that raises (not one whose worker dies: the scheduler counts those) is tried
 # this many more times; a result from a worker on another device is resubmitted as often.
 DEFAULT_RETRIES = 2
+# How long a worker may take to start its pools (torch import, CUDA context, compile workers)
+# before the run goes on without it; a GPU worker took 8 s on an H200 host, the interpreter's
+# ~30 s on a 2-core CPU machine.
+START_TIMEOUT_S = 300.0
 PLUGIN_PREFIX = "gemmtune-pool-"
 INSTALL_HINT = "the cluster needs Dask: pip install 'gemmtune[cluster]' (or 'dask[distributed]')"
 
@@ -248,11 +252,15 @@ def accept(ctx: RunContext, reply: dict) -> str | None:
     return f"worker {reply.get('worker', '?')} runs on {say(got)}, the run's device is {say(ctx)}"
 
 
-def connect(cluster: str, env: dict):
-    """``(client, client, cluster)`` for 'local:N' or a scheduler address; the caller closes both
-    (the cluster is None for an address). ``env`` is the workers' environment; a local cluster
-    without GPUs runs the Triton interpreter, and ``env`` records that (TRITON_INTERPRET=1)."""
+def connect(cluster, env: dict):
+    """``(client, own client, own cluster)`` for 'local:N' or a scheduler address: the caller
+    closes the last two where they are not None (the cluster is None for an address). A
+    ``distributed.Client`` is used as it is (nothing to close). ``env`` is the workers'
+    environment; a local cluster without GPUs runs the Triton interpreter, and ``env`` records
+    that (TRITON_INTERPRET=1)."""
     distributed = _distributed()
+    if isinstance(cluster, distributed.Client):
+        return cluster, None, None
     kind, where = parse_cluster(cluster)
     own_cluster = None
     if kind == "local":
@@ -265,22 +273,57 @@ def connect(cluster: str, env: dict):
 
 
 def start_workers(client, *, timeout: float = 120.0, runner: str = DEFAULT_RUNNER, env: dict | None = None,
-                  compile_workers: int | None = None) -> tuple[PoolPlugin, RunContext, list[str], dict]:
+                  compile_workers: int | None = None, start_timeout: float = START_TIMEOUT_S,
+                  info_fn: Callable[[str], dict] | None = None) -> tuple[PoolPlugin, RunContext, list[str], dict]:
     """Start every worker's pools (or find them running: the plugin is registered under a name
     made of these settings, so the same settings reuse them) and ask each for its device and
     software. Returns the plugin, the run context (the most common among the workers), the
     workers that share it and the first one's device report. A worker with another context is
-    warned about and gets no work."""
+    warned about and gets no work. A worker that dies while starting (or does not answer within
+    ``start_timeout`` s) is warned about and left out; the run goes on with the others and fails
+    only when none answered. ``info_fn``: what each worker runs (default ``worker_info``; tests
+    wrap it)."""
+    info_fn = info_fn or worker_info
     if not client.scheduler_info().get("workers"):
         client.wait_for_workers(1, timeout=300)
     addrs = sorted(client.scheduler_info()["workers"])
     per_host = dict(Counter(_host(a) for a in addrs))
     plugin = PoolPlugin({"timeout": float(timeout), "runner": runner, "env": dict(env or {}),
                          "compile_workers": compile_workers, "per_host": per_host})
-    client.register_plugin(plugin, name=plugin.name)
-    # Every worker starts its pools at once and says which device it has.
-    infos = client.gather([client.submit(worker_info, plugin.name, workers=[a], pure=False,
-                                         key=f"gemmtune-info-{a}-{time.time_ns()}") for a in addrs])
+    for attempt in range(3):
+        try:
+            client.register_plugin(plugin, name=plugin.name)
+            break
+        except OSError:  # CommClosedError: a worker died while it was being sent the plugin
+            # The scheduler keeps the plugin and gives it to the worker its nanny restarts;
+            # registering again (idempotent) reaches the rest.
+            if attempt == 2:
+                raise
+            time.sleep(1.0)
+    # Every worker starts its pools at once and says which device it has. Each task is pinned
+    # to its worker, so one whose worker died would wait forever: it is dropped instead.
+    futs = {a: client.submit(info_fn, plugin.name, workers=[a], pure=False,
+                             key=f"gemmtune-info-{a}-{time.time_ns()}") for a in addrs}
+    infos, lost = [], []
+    deadline = time.monotonic() + start_timeout
+    while futs:
+        alive = set(client.scheduler_info()["workers"])
+        for a, f in list(futs.items()):
+            if f.status == "finished":
+                infos.append(f.result())
+            elif f.status in ("error", "cancelled") or a not in alive or time.monotonic() > deadline:
+                lost.append(a)
+                f.cancel()
+            else:
+                continue
+            del futs[a]
+        if futs:
+            time.sleep(0.2)
+    for a in lost:
+        warnings.warn(f"worker {a} died or did not answer within {start_timeout:g} s while starting its GPU "
+                      "pools: it gets no work", RuntimeWarning, stacklevel=3)
+    if not infos:
+        raise RuntimeError(f"no cluster worker started its pools ({len(lost)} lost): see the workers' logs")
     by_ctx = Counter(context_of(r["info"]) for r in infos)
     ctx = by_ctx.most_common(1)[0][0]  # ties: the first worker's (most_common keeps that order)
     good = [r["worker"] for r in infos if context_of(r["info"]) == ctx]

@@ -105,8 +105,9 @@ def run(args) -> int:
                 "new": getattr(args, "new_sample", 0)}
 
     shapes = selected_shapes(args)
-    cluster_addr = getattr(args, "cluster", None)
-    if cluster_addr and (args.gpus or args.claims is not None or args.cpu_interpreter):
+    cluster_addr = getattr(args, "cluster", None)  # an address, or (from Python) a distributed.Client
+    cluster_name = cluster_addr if isinstance(cluster_addr, str) or cluster_addr is None else "client"
+    if cluster_addr is not None and (args.gpus or args.claims is not None or args.cpu_interpreter):
         print("--cluster runs one collector (this process, the only writer) over the cluster's workers: "
               "it does not combine with --gpus, --claims or --cpu-interpreter (a local cluster on a machine "
               "without GPUs runs the interpreter by itself)", file=sys.stderr)
@@ -172,7 +173,7 @@ def run(args) -> int:
     from ..tune import tune
 
     client = cluster_closers = None
-    if cluster_addr:
+    if cluster_addr is not None:
         # The cluster's workers measure; this process plans, sizes the batches and alone
         # writes the store. The context is the workers' (the driver needs no GPU), and the
         # pools they start here are the ones every batch's tune() uses (same settings).
@@ -182,14 +183,14 @@ def run(args) -> int:
         try:
             client, *cluster_closers = C.connect(cluster_addr, {})
             _, ctx, good, info = C.start_workers(client, timeout=args.timeout, compile_workers=args.compile_workers)
-        except (ImportError, ValueError, OSError, TimeoutError) as e:
+        except (ImportError, ValueError, OSError, TimeoutError, RuntimeError) as e:
             for c in cluster_closers or ():
                 if c is not None:
                     c.close()
-            print(f"gemmtune collect --cluster {cluster_addr}: {e}", file=sys.stderr)
+            print(f"gemmtune collect --cluster {cluster_name}: {e}", file=sys.stderr)
             return 2
         dev = run_device(info, None, ctx, None, None, None)
-        print(f"cluster {cluster_addr}: {len(good)} worker(s) on {ctx.device_name}", flush=True)
+        print(f"cluster {cluster_name}: {len(good)} worker(s) on {ctx.device_name}", flush=True)
     elif args.cpu_interpreter:
         from ..api import interpreter_enabled
         from ..bench.runner import WorkerState, info
@@ -232,7 +233,7 @@ def run(args) -> int:
                 # With --claims, other processes write the same store at the same time: rows_added
                 # and rows_in_store count all of them, measured_this_call this process alone.
                 "shared_store": args.claims is not None,
-                "cluster": cluster_addr, "cluster_workers": len(good) if cluster_addr else None,
+                "cluster": cluster_name, "cluster_workers": len(good) if cluster_addr is not None else None,
                 "batches": st["batches"], "rows_in_store": sum(after.values()),
                 "measured_this_call": st["measured"], "rows_added": rows_added, "rows_added_by_status": added,
                 "wall_s": wall, "tune_s": tuning,
