@@ -65,7 +65,7 @@ KILL=(--dtypes bf16 --order spread --limit-shapes "$KILL_SHAPES" --no-export --o
 TRITON_CACHE_DIR=/tmp/tc-multi python3 -m gemmtune.cli collect "${KILL[@]}" --cluster "local:$NGPU" \
   > "$OUT/kill-1.log" 2>&1 &
 driver=$!
-python3 - "$driver" "$OUT/kill/collect.sqlite" "$KILL_AFTER" <<'PY' 2>&1 | tee "$OUT/kill-victim.txt"
+python3 - "$driver" "$OUT/kill/collect.sqlite" "$KILL_AFTER" <<'PY' 2>&1 | tee "$OUT/kill-check.txt"
 import os, signal, sqlite3, sys, time
 import psutil
 driver, store, limit = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
@@ -105,5 +105,9 @@ planned, left = (int(m.group(1)), int(m.group(2))) if m else (None, None)
 ok = planned is not None and left == 0 and rows == planned
 print(f"kill store: {rows} rows, {planned} planned, {left} left: {'OK: none lost, none extra' if ok else 'MISMATCH'}")
 PY
-} 2>&1 | tee "$OUT/kill-check.txt"
+} 2>&1 | tee -a "$OUT/kill-check.txt"
 grep -h -E "shapes done|worker|Traceback|Error" "$OUT"/kill-*.log | head -30
+# The device returns at most 8 files: the three stores go back as one archive (the learned
+# model's data: every row is a verified timing), the folders are removed.
+tar czf "$OUT/stores.tgz" -C "$OUT" $(cd "$OUT" && ls -d one/collect.sqlite multi/collect.sqlite kill/collect.sqlite 2>/dev/null) \
+  && rm -rf "$OUT/one" "$OUT/multi" "$OUT/kill"

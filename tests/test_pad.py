@@ -209,3 +209,14 @@ def test_pad_plus_runs_on_triton_copies(monkeypatch, op):
     kernels.run_choice(Choice.parse("pad+triton_mm:BM16-BN16-BK16-S1-W2-G1"), a, b, out)
     ref = a.double() @ b.double()
     assert torch.allclose(out.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
+def test_a_tensor_on_another_gpu_is_copied_on_its_own_gpu():
+    # Triton launches on the current device; the copy must still read cuda:1's memory there.
+    t = torch.randn(300, 77, device="cuda:1", dtype=torch.float16)
+    assert torch.cuda.current_device() == 0
+    out = pad.pad_copy(t.t(), 80, 304)
+    assert out.device == t.device and torch.equal(out, F.pad(t.t(), (0, 4, 0, 3)))
+    assert torch.cuda.current_device() == 0

@@ -146,6 +146,11 @@ def pad_copy(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
         raise ValueError(f"pad_copy pads 2-D or 3-D tensors, not {t.dim()}-D")
     if t.dtype not in TRITON_DTYPES:
         raise TypeError(f"pad_copy does not copy {t.dtype}")
+    if t.is_cuda and t.device.index != torch.cuda.current_device():
+        # Triton launches on the current device: a tensor on another GPU would be read through
+        # the wrong context. Checked first so that the usual call pays no context switch.
+        with torch.cuda.device(t.device):
+            return pad_copy(t, rows, cols)
     out = t.new_empty((*t.shape[:-2], rows, cols))
     if out.numel() == 0:
         return out
