@@ -8,6 +8,8 @@
     gemmtune collect --max-minutes 8                  # one device call: $OUT/collect.sqlite(.gz)
     gemmtune collect --resume-from data/collect/collect.sqlite.gz --max-minutes 8   # next call
     gemmtune collect --gpus 0,1,2,3 --max-minutes 8   # one collector per GPU of this host, one store
+    gemmtune collect --cluster local:2 --max-minutes 8  # Dask: one worker per GPU, this process writes
+    gemmtune collect --cluster tcp://HOST:8786 ...      # a running Dask cluster, many hosts (README 'Many GPUs')
     gemmtune collect --export-only --resume-from ...  # just the compressed CSV for data/
     gemmtune collect --timing standard ...            # the tuner's full timer (4x the replays)
 
