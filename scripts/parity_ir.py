@@ -179,6 +179,16 @@ SASS_CLASSES = (
 )
 
 
+def store_kinds(sass: list[str]) -> str:
+    """``STG.E.128 x8, ...``: the global store instructions by opcode (width), predicates dropped."""
+    kinds: dict[str, int] = {}
+    for ins in sass:
+        m = re.match(r"(?:@!?U?P\w+\s+)?(STG\S*)", ins)
+        if m:
+            kinds[m.group(1)] = kinds.get(m.group(1), 0) + 1
+    return ", ".join(f"{k} x{v}" for k, v in sorted(kinds.items())) or "-"
+
+
 def classify(body: list[str], classes) -> dict:
     return {name: sum(1 for ln in body if re.search(pat, ln)) for name, pat in classes}
 
@@ -225,6 +235,8 @@ def analyse(tag, info, out: Path) -> dict:
         "LDGSTS": sum("LDGSTS" in x for x in allsass), "HGMMA": sum("HGMMA" in x for x in allsass),
         # A runtime integer division/modulo compiles to I2F + MUFU.RCP + a fix-up sequence.
         "MUFU.RCP (runtime int div/mod)": sum("MUFU.RCP" in x for x in allsass),
+        # The output's stores by width (STG.E.128 is 16 bytes, STG.E.U16 one bf16).
+        "stores": store_kinds(allsass),
         "K loop": ("unrolled" if not smain and sum("HGMMA" in x for x in allsass) > 4
                    else f"{len(smain[0])} SASS instr / iter" if smain else "?"),
         "K loop int ALU / iter": classify(smain[0], SASS_CLASSES)["IADD3/IMAD/LEA/LOP3/SHF (int ALU)"] if smain else None,

@@ -6,6 +6,8 @@ re-exports them."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..epilogue import NONE, EpilogueArgs
@@ -38,6 +40,30 @@ def lead_divisor(t: torch.Tensor) -> int:
     s0, s1 = t.stride()
     lead = s0 if s1 == 1 else s1 if s0 == 1 else 0
     return _pow2_divisor(lead) if lead else 1
+
+
+def store_divisor(t: torch.Tensor, cols: int) -> int:
+    """What both the row offsets of a row-contiguous 2-D tile access (``t``'s leading stride,
+    ``t.stride(-2)``) and the column edge ``cols`` (the N of the access mask) are multiples of:
+    a power of two capped at one 16-byte vector in ``t``'s elements (8 bf16/fp16, 4 fp32),
+    1 when ``t``'s rows are not unit-stride or its data pointer is not 16-byte aligned.
+
+    A 16-byte store needs its 8 bf16 elements aligned *and* all in or all out of the mask.
+    Triton's own specialisation only knows integers that are multiples of 16 elements, so a
+    1000-wide bf16 output (2000 B rows) stored 2 bytes at a time: 64 STG.E.U16 per thread at
+    1000^3, against 8 STG.E.128 for the same tile with the stride compiled in (offline sm_90a,
+    benchmarks/results/2026-11-26-tiled-prologue).
+
+    Also 1 where both are multiples of 16 elements: Triton's specialisation already sees that,
+    and stating it again cost code (the kernel rounds N down to the multiple: 1024^3 bf16 went
+    from 547 to 571 SASS instructions, first HGMMA 354 -> 366, with the same 8 STG.E.128), and a
+    compiled variant that an aligned problem did not need."""
+    if t.data_ptr() % 16 or t.stride(-1) != 1:
+        return 1
+    both = math.gcd(t.stride(-2), cols)
+    if both % 16 == 0:
+        return 1
+    return _pow2_divisor(both, max(1, 16 // t.element_size()))
 
 
 def needs_int64(*tensors: torch.Tensor) -> bool:

@@ -67,12 +67,14 @@ def activation(x, ACT: tl.constexpr):
 @triton.jit
 def fused_epilogue(x, rm, rn, mask, N, bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn,
                    HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr,
-                   M, sa_ptr, sb_ptr, SCALE: tl.constexpr):
+                   M, sa_ptr, sb_ptr, SCALE: tl.constexpr, R_LEAD_DIV: tl.constexpr = 1):
     """``act(x * sa * sb + bias[rn]) + residual[rm, rn]`` in fp32 (gemmtune.epilogue). ``rm``, ``rn``
     broadcast to ``x`` (a tile: rm[:, None], rn[None, :]; the flat sum kernel: one index each).
     SCALE (scaled_mm): 1 multiplies by the scalars sa_ptr[0] * sb_ptr[0], 2 by sa_ptr[rm] * sb_ptr[rn]
-    (contiguous fp32 vectors). With every constexpr off this is ``x`` itself: a plain mm compiles
-    to the code it had before epilogues."""
+    (contiguous fp32 vectors). R_LEAD_DIV > 1 (2-D tiles only; launch_args.store_divisor): the
+    residual's row offsets are multiples of it, and the caller's mask is constant over aligned
+    groups of it along N. With every constexpr off this is ``x`` itself: a plain mm compiles to
+    the code it had before epilogues."""
     if SCALE == 1:
         x = x * (tl.load(sa_ptr) * tl.load(sb_ptr))
     elif SCALE == 2:
@@ -81,7 +83,11 @@ def fused_epilogue(x, rm, rn, mask, N, bias_ptr, res_ptr, stride_bias, stride_rm
         x = x + tl.load(bias_ptr + rn * stride_bias, mask=rn < N, other=0.0).to(tl.float32)
     x = activation(x, ACT)
     if HAS_RES:
-        x = x + tl.load(res_ptr + rm * stride_rm + rn * stride_rn, mask=mask, other=0.0).to(tl.float32)
+        r_rows = rm * stride_rm
+        if R_LEAD_DIV > 1:
+            # The residual's rows start on 16-byte boundaries (see split_epilogue's C_LEAD_DIV).
+            r_rows = tl.multiple_of(r_rows, [R_LEAD_DIV, R_LEAD_DIV])
+        x = x + tl.load(res_ptr + r_rows + rn * stride_rn, mask=mask, other=0.0).to(tl.float32)
     return x
 
 
@@ -91,7 +97,8 @@ def split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm, rn, mask, stride_cm, stride
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn,
                    HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr,
-                   sa_ptr, sb_ptr, SCALE: tl.constexpr):
+                   sa_ptr, sb_ptr, SCALE: tl.constexpr,
+                   C_LEAD_DIV: tl.constexpr = 1, R_LEAD_DIV: tl.constexpr = 1):
     """Store a program's fp32 tile ``acc`` (rows ``rm``, cols ``rn``), shared by every kernel
     that splits K across programs. SPLIT_MODE 0: cast and store (one slice, or a slice of
     DecomposeK's batched partials). 1/2: the fused split-K reduction (module docstring);
@@ -100,11 +107,22 @@ def split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm, rn, mask, stride_cm, stride
     K-blocks it reduced, in mode 2 only): the program that completes the count writes the tile.
     The fused epilogue (``fused_epilogue``) runs on the complete fp32 sum just before the final
     cast: in mode 0 on ``acc``, in modes 1/2 only in the last arriver, never on a partial.
-    DecomposeK's partials pass it switched off; its sum kernel applies it."""
-    c_ptrs = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn
+    DecomposeK's partials pass it switched off; its sum kernel applies it.
+    C_LEAD_DIV > 1 (launch_args.store_divisor; only with ``stride_cn`` the constant 1): the row
+    offsets ``rm * stride_cm`` are multiples of it and ``mask`` is constant over aligned groups
+    of it along N, the caller's promise; R_LEAD_DIV the same for the residual's loads."""
+    c_rows = rm[:, None] * stride_cm
+    if C_LEAD_DIV > 1:
+        # Stated on the offset tensor, as the tiled kernel does for its loads: with a row stride
+        # of 8 x odd bf16 elements (1000: 2000 B, 16-byte aligned rows) Triton could not prove
+        # alignment and stored one element at a time (64 STG.E.U16 per thread at 1000^3 on
+        # sm_90a) where 8 STG.E.128 do.
+        c_rows = tl.multiple_of(c_rows, [C_LEAD_DIV, C_LEAD_DIV])
+    c_ptrs = c_ptr + c_rows + rn[None, :] * stride_cn
     if SPLIT_MODE == 0:
         acc = fused_epilogue(acc, rm[:, None], rn[None, :], mask, N, bias_ptr, res_ptr, stride_bias,
-                             stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES, M, sa_ptr, sb_ptr, SCALE)
+                             stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES, M, sa_ptr, sb_ptr, SCALE,
+                             R_LEAD_DIV)
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
     else:
         # The fp32 workspace is tile-major: one whole BLOCK_M x BLOCK_N block per output tile
@@ -150,7 +168,8 @@ def split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm, rn, mask, stride_cm, stride
                 # Leave the workspace zeroed for the next launch.
                 tl.store(w_tile + w_off, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32))
             total = fused_epilogue(total, rm[:, None], rn[None, :], mask, N, bias_ptr, res_ptr, stride_bias,
-                                   stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES, M, sa_ptr, sb_ptr, SCALE)
+                                   stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES, M, sa_ptr, sb_ptr, SCALE,
+                                   R_LEAD_DIV)
             tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask)
             tl.atomic_xchg(lock_ptr + tile, 0)
 

@@ -47,7 +47,7 @@ from ..epilogue import NONE, EpilogueArgs
 from ..configs import cdiv
 from .launch_args import (_INT32_LIMIT, N_POINTERS, _pow2_divisor, batch_divisor, edge_masks,  # noqa: F401
                           epilogue_consts, epilogue_key, epilogue_pointers, epilogue_strides, epilogue_tensors,
-                          lead_divisor, needs_int64, tile_order_args)
+                          lead_divisor, needs_int64, store_divisor, tile_order_args)
 from .tile_epilogue import (FP8_PROMOTE, UPCAST_BF16, _gpu_fence, _sum_splits_kernel, activation,  # noqa: F401
                             fused_epilogue, mma, split_epilogue)
 
@@ -129,6 +129,7 @@ def _tiled_mm_kernel(
     HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, RN_UNIT: tl.constexpr,
     SCALE: tl.constexpr, BATCHED: tl.constexpr,
     AB_DIV: tl.constexpr, BB_DIV: tl.constexpr, CB_DIV: tl.constexpr,
+    C_LEAD_DIV: tl.constexpr, R_LEAD_DIV: tl.constexpr,
 ):
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -284,7 +285,17 @@ def _tiled_mm_kernel(
         a_off += BLOCK_K * sak
         b_off += BLOCK_K * sbk
 
-    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    # The store mask (and the residual's load mask) along N must be constant over each group of
+    # C_LEAD_DIV (R_LEAD_DIV) columns for a 16-byte store (load): N is a multiple of both (the host,
+    # launch_args.store_divisor), but Triton's specialisation only sees multiples of 16, so N = 1000
+    # counted as unaligned. Rounding N down to that multiple changes nothing and lets it see so.
+    if R_LEAD_DIV > C_LEAD_DIV:
+        n_edge = (N // R_LEAD_DIV) * R_LEAD_DIV
+    elif C_LEAD_DIV > 1:
+        n_edge = (N // C_LEAD_DIV) * C_LEAD_DIV
+    else:
+        n_edge = N
+    mask = (rm[:, None] < M) & (rn[None, :] < n_edge)
     if INDEX_64:
         rm_o = rm.to(tl.int64)
         rn_o = rn.to(tl.int64)
@@ -294,7 +305,7 @@ def _tiled_mm_kernel(
     split_epilogue(acc, c_ptr + pid_k * stride_cz, ws_ptr, lock_ptr, rm_o, rn_o, mask, stride_cm, scn,
                    M, N, pid, pid_k, 1, num_splits, SPLIT_MODE, GPU_FENCE, BLOCK_M, BLOCK_N,
                    bias_ptr, res_ptr, stride_bias, stride_rm, srn, HAS_BIAS, ACT, HAS_RES,
-                   sa_ptr, sb_ptr, SCALE)
+                   sa_ptr, sb_ptr, SCALE, C_LEAD_DIV, R_LEAD_DIV)
 
 
 # The same kernel with every size and stride a compile-time constant, as Inductor's template
@@ -322,6 +333,7 @@ def _tiled_mm_static(
     HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, RN_UNIT: tl.constexpr,
     SCALE: tl.constexpr, BATCHED: tl.constexpr,
     AB_DIV: tl.constexpr, BB_DIV: tl.constexpr, CB_DIV: tl.constexpr,
+    C_LEAD_DIV: tl.constexpr, R_LEAD_DIV: tl.constexpr,
 ):
     _tiled_mm_kernel(
         a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr,
@@ -331,7 +343,7 @@ def _tiled_mm_static(
         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, SPLIT_MODE, INPUT_PRECISION, INDEX_64,
         AK_UNIT, AM_UNIT, BK_UNIT, BN_UNIT, CN_UNIT, A_LEAD_DIV, B_LEAD_DIV, K_DIV, M_DIV, N_DIV,
         GPU_FENCE, MASK_M, MASK_N, KS_DIV, HAS_BIAS, ACT, HAS_RES, RN_UNIT, SCALE, BATCHED,
-        AB_DIV, BB_DIV, CB_DIV,
+        AB_DIV, BB_DIV, CB_DIV, C_LEAD_DIV, R_LEAD_DIV,
     )
 
 
@@ -451,6 +463,11 @@ def _tiled_args(a, b, c, *, block_m, block_n, block_k, group_m, k_per_split, spl
         AB_DIV=batch_divisor(batch_strides[0]) if batched else 1,
         BB_DIV=batch_divisor(batch_strides[1]) if batched else 1,
         CB_DIV=batch_divisor(batch_strides[2]) if batched else 1,
+        # The output's (and the residual's) row offsets and N, for 16-byte stores (loads). Read only
+        # with unit-stride rows (CN_UNIT / RN_UNIT); otherwise 1. For a contiguous output both are
+        # N's divisor, so this adds no compiled variants beyond N's own power-of-two class.
+        C_LEAD_DIV=store_divisor(c, N),
+        R_LEAD_DIV=1 if epilogue is None or epilogue.residual is None else store_divisor(epilogue.residual, N),
     )
     return grid, args, consts
 
