@@ -7,6 +7,9 @@
 #    each run has its own Triton cache, so neither loads the other's compiled kernels;
 #    the speed-up is candidates recorded per second of wall time (start-up included), 2 over 1;
 # COLLECT_ARGS adds collect options to every run (e.g. smaller samples for a CPU try).
+# ONE_ARGS adds options to the 1-GPU run only: ONE_ARGS="--compile-workers $(nproc)" gives it every
+# core (by default tune caps one GPU at 16 compile workers, and on 2 x H200 that run waited for
+# compiles: part of the 2.27x of 2026-11-26 was the second worker's own compile pool).
 # 3. kill: KILL_SHAPES shapes with --cluster, one Dask worker process killed with SIGKILL once
 #    the first shape is in the store (at most KILL_AFTER s), then the same command again (resume); the store must then hold every planned
 #    candidate of those shapes once (`collect --dry-run --resume-from` says 0 left) and the
@@ -37,7 +40,7 @@ hard=$(python3 -c "print($MIN + 0.75)")
 if [[ -z "${SKIP_SPEED:-}" ]]; then
   echo "== one: gemmtune collect on GPU 0"
   CUDA_VISIBLE_DEVICES=0 TRITON_CACHE_DIR=/tmp/tc-one timeout 300 python3 -m gemmtune.cli collect "${PLAN[@]}" \
-    --max-minutes "$MIN" --hard-stop-minutes "$hard" --out "$OUT/one" 2>&1 | grep -v '^{' | tee "$OUT/one.log"
+    --max-minutes "$MIN" --hard-stop-minutes "$hard" --out "$OUT/one" ${ONE_ARGS:-} 2>&1 | grep -v '^{' | tee "$OUT/one.log"
   echo "== multi: gemmtune collect --cluster local:$NGPU"
   TRITON_CACHE_DIR=/tmp/tc-multi timeout 300 python3 -m gemmtune.cli collect "${PLAN[@]}" --cluster "local:$NGPU" \
     --max-minutes "$MIN" --hard-stop-minutes "$hard" --out "$OUT/multi" 2>&1 | grep -v '^{' | tee "$OUT/multi.log"
