@@ -10,14 +10,8 @@
 # Dask is not on the GPU image: make its wheels once with scripts/fetch_cluster_wheels.sh (they
 # land in .whl/, git-ignored) and carry .whl; they are installed to /tmp/site here.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-out}; mkdir -p "$OUT"
+source "$(dirname "$0")/device_env.sh"
 SUITE=${1:-benchmarks/suites/cluster-12.csv}
-if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 NGPU=${NGPU:-$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)}
 {
   date -u +%FT%TZ

@@ -10,18 +10,12 @@
 # ONE_ARGS adds options to the 1-GPU run only: ONE_ARGS="--compile-workers $(nproc)" gives it every
 # core (by default tune caps one GPU at 16 compile workers, and on 2 x H200 that run waited for
 # compiles: part of the 2.27x of 2026-11-26 was the second worker's own compile pool).
-# 3. kill: KILL_SHAPES shapes with --cluster, one Dask worker process killed with SIGKILL once
-#    the first shape is in the store (at most KILL_AFTER s), then the same command again (resume); the store must then hold every planned
-#    candidate of those shapes once (`collect --dry-run --resume-from` says 0 left) and the
-#    rows must equal the distinct (context, problem, choice) triples.
+# 3. kill: KILL_SHAPES shapes with --cluster; once the first shape is in the store (at most
+#    KILL_AFTER s), one Dask worker process gets SIGKILL; then the same command again (resume).
+#    The store must then hold exactly the planned candidates of those shapes, none left
+#    (`collect --dry-run --resume-from` says 0 left and the row count equals the plan).
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-out}; mkdir -p "$OUT"
-if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+source "$(dirname "$0")/device_env.sh"
 NGPU=${NGPU:-$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)}
 MIN=${MIN:-2.5}
 KILL_SHAPES=${KILL_SHAPES:-4}

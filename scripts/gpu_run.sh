@@ -33,13 +33,7 @@
 #     --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .whl \
 #     pytest pluggy iniconfig rich markdown-it-py mdurl pygments hypothesis sortedcontainers attrs
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-out}; mkdir -p "$OUT"
-if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+source "$(dirname "$0")/device_env.sh"
 phases=${*:-check faults}
 {
   date -u +%FT%TZ

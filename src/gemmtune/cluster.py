@@ -272,6 +272,13 @@ def connect(cluster, env: dict):
     return client, client, own_cluster
 
 
+def close(*owned) -> None:
+    """Close what ``connect`` opened (its last two results), in that order; None is skipped."""
+    for thing in owned:
+        if thing is not None:
+            thing.close()
+
+
 def start_workers(client, *, timeout: float = 120.0, runner: str = DEFAULT_RUNNER, env: dict | None = None,
                   compile_workers: int | None = None, start_timeout: float = START_TIMEOUT_S,
                   info_fn: Callable[[str], dict] | None = None) -> tuple[PoolPlugin, RunContext, list[str], dict]:
@@ -397,10 +404,7 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
     for f in families:
         kernels.get(f)
     wenv = dict(env or {})
-    if isinstance(cluster, distributed.Client):
-        client, own_client, own_cluster = cluster, None, None
-    else:
-        client, own_client, own_cluster = connect(cluster, wenv)
+    client, own_client, own_cluster = connect(cluster, wenv)
     own_store = not isinstance(store, ResultStore)
     db = ResultStore(store) if own_store else store
     futures: list = []
@@ -498,9 +502,6 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
         for f in futures:
             if not f.done():
                 f.cancel()
-        if own_client is not None:
-            own_client.close()
-        if own_cluster is not None:
-            own_cluster.close()
+        close(own_client, own_cluster)
         if own_store:
             db.close()

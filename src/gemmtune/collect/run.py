@@ -184,9 +184,7 @@ def run(args) -> int:
             client, *cluster_closers = C.connect(cluster_addr, {})
             _, ctx, good, info = C.start_workers(client, timeout=args.timeout, compile_workers=args.compile_workers)
         except (ImportError, ValueError, OSError, TimeoutError, RuntimeError) as e:
-            for c in cluster_closers or ():
-                if c is not None:
-                    c.close()
+            C.close(*(cluster_closers or ()))
             print(f"gemmtune collect --cluster {cluster_name}: {e}", file=sys.stderr)
             return 2
         dev = run_device(info, None, ctx, None, None, None)
@@ -336,9 +334,10 @@ def run(args) -> int:
                 break
     if not finishing.acquire(blocking=False):  # the hard stop is exporting: it exits the process
         time.sleep(3600)
-    for c in cluster_closers or ():
-        if c is not None:
-            c.close()
+    if cluster_closers:
+        from .. import cluster as C
+
+        C.close(*cluster_closers)
     if watchdog is not None:
         watchdog.cancel()
     doc = progress(store)
