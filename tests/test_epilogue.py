@@ -522,3 +522,15 @@ def test_gpu_llm_shapes(choice, dtype):
         bias, res = make_epilogue_tensors(m, n, "offset", dtype, "cuda")
         out = gemmtune.matmul(a, b, choice=choice, bias=bias, activation="gelu_tanh", residual=res)
         check(out, a, b, bias, "gelu_tanh", res)
+
+
+def test_same_device_reads_an_index_less_device_as_the_current_one():
+    from gemmtune.epilogue import _same_device
+    cpu = torch.device("cpu")
+    assert _same_device(cpu, torch.device("cpu"))
+    assert not _same_device(cpu, torch.device("meta"))
+    if torch.cuda.is_available():
+        cur = torch.cuda.current_device()
+        assert _same_device(torch.device("cuda"), torch.device(f"cuda:{cur}"))
+        assert _same_device(torch.device(f"cuda:{cur}"), torch.device("cuda"))
+        assert not _same_device(torch.device("cuda"), cpu)

@@ -137,6 +137,20 @@ class EpilogueArgs(NamedTuple):
                             self.scale_a, sb)
 
 
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    """``cuda`` and ``cuda:0`` name one GPU when 0 is the current one (torch.device compares them
+    unequal); an index-less device means the current one of its type."""
+    a, b = torch.device(a), torch.device(b)
+    if a.type != b.type:
+        return False
+    if a.index is None or b.index is None:
+        if a.type != "cuda":
+            return True
+        cur = torch.cuda.current_device()
+        return (cur if a.index is None else a.index) == (cur if b.index is None else b.index)
+    return a.index == b.index
+
+
 def bind(m: int, n: int, dtype: torch.dtype, device: torch.device, *, bias: torch.Tensor | None = None,
          activation: str = "none", residual: torch.Tensor | None = None) -> EpilogueArgs | None:
     """Check an epilogue for an (m, n) output of ``dtype`` on ``device``; None if nothing is fused.
@@ -155,7 +169,7 @@ def bind(m: int, n: int, dtype: torch.dtype, device: torch.device, *, bias: torc
             raise ValueError(f"{name} must have shape {want} = {shape}, got {tuple(t.shape)}")
         if t.dtype != dtype:
             raise TypeError(f"{name} must have the output's dtype {dtype}, got {t.dtype}")
-        if t.device != device:
+        if not _same_device(t.device, device):
             raise ValueError(f"{name} must be on the output's device {device}, got {t.device}")
     spec = Epilogue(bias is not None, activation, residual is not None)
     return None if spec.is_none else EpilogueArgs(spec, bias, residual)
