@@ -74,34 +74,6 @@ def needs_int64(*tensors: torch.Tensor) -> bool:
     return False
 
 
-def udiv_consts(d: int) -> tuple[int, int]:
-    """(mul, shr) with ``n // d == (n * mul) >> (31 + shr)`` for every 0 <= n < 2**31, for a
-    divisor 1 <= d < 2**31: the kernel divides by a runtime d with one multiply and a shift.
-
-    Why it holds: with l = ceil(log2 d) and mul = ceil(2**(31 + l) / d) = (2**(31 + l) + e) / d,
-    0 <= e < d <= 2**l, n * mul / 2**(31 + l) = n / d + e * n / (d * 2**(31 + l)), and the second
-    term is below 1 / d, too little to carry n / d (whose fraction is at most (d - 1) / d) past
-    the next integer. mul lies in [2**31, 2**32) for every d (2**31 for powers of two), so the
-    product fits 64 bits, and Triton always types the argument the same way (int64: a new
-    divisor never changes the kernel's signature).
-    """
-    if not 1 <= d < 2**31:
-        raise ValueError(f"divisor must be in [1, 2**31), not {d}")
-    shr = (d - 1).bit_length()  # ceil(log2 d)
-    return -(-(1 << (31 + shr)) // d), shr
-
-
-def tile_order_args(M: int, N: int, block_m: int, block_n: int, group_m: int) -> tuple[int, int, int, int]:
-    """The tiled kernel's grouped-order divisors, as udiv_consts pairs: (program id // the
-    programs per group of GROUP_M tile rows) and (index within the last group // that group's
-    rows, which may be fewer than GROUP_M). The kernel would otherwise divide by these
-    runtime values: two dependent 32-bit divisions of ~20 SASS instructions each (I2F, MUFU.RCP,
-    F2I and the fix-ups) before the first load address is known."""
-    grid_m, grid_n = -(-M // block_m), -(-N // block_n)
-    last_rows = (grid_m - 1) % group_m + 1
-    return (*udiv_consts(group_m * grid_n), *udiv_consts(last_rows))
-
-
 def edge_masks(M: int, N: int, block_m: int, block_n: int, edge: str = "auto", *,
                m_contiguous: bool = False, n_contiguous: bool = False) -> tuple[bool, bool]:
     """(MASK_M, MASK_N): whether the kernel masks rows / cols past the edge instead of wrapping.

@@ -47,74 +47,15 @@ from ..epilogue import NONE, EpilogueArgs
 from ..configs import cdiv
 from .launch_args import (_INT32_LIMIT, N_POINTERS, _pow2_divisor, batch_divisor, edge_masks,  # noqa: F401
                           epilogue_consts, epilogue_key, epilogue_pointers, epilogue_strides, epilogue_tensors,
-                          lead_divisor, needs_int64, store_divisor, tile_order_args)
+                          lead_divisor, needs_int64, store_divisor)
 from .tile_epilogue import (FP8_PROMOTE, UPCAST_BF16, _gpu_fence, _sum_splits_kernel, activation,  # noqa: F401
                             fused_epilogue, mma, split_epilogue)
 
 
 @triton.jit
-def _udiv(n, mul, shr):
-    """``n // d`` for 0 <= n < 2**31 and (mul, shr) = launch_args.udiv_consts(d): one 32x32->64-bit
-    multiply and one funnel shift (IMAD.WIDE.U32, SHF.R.U64 on sm_90a) where a division by a
-    runtime d is ~20 instructions (I2F, MUFU.RCP, F2I and the fix-ups). Written as a 64-bit
-    product of two zero-extended 32-bit values: umulhi followed by a shift was merged by LLVM into
-    a full 64x64-bit product (four multiplies), and ``mul`` itself arrives as an int64 argument."""
-    wide = n.to(tl.uint32).to(tl.uint64) * tl.cast(mul, tl.uint32).to(tl.uint64)
-    return (wide >> (shr + 31)).to(tl.int32)
-
-
-@triton.jit
-def _grouped_tile(pid, M, N, width_mul, width_shr, last_mul, last_shr,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
-    """(pid_m, pid_n) of program ``pid`` in the grouped order: GROUP_M consecutive programs walk
-    down a column of tiles, so the B tiles they share stay in L2.
-
-    Program ``pid`` is the ``r``-th of group ``pid // (GROUP_M * grid_n)``, whose tile rows number
-    ``group_size`` (GROUP_M except in a short last group); pid_m = the group's first row +
-    r % group_size, pid_n = r // group_size. Both divisors are runtime values, and each division
-    compiled to ~20 SASS instructions around an I2F/MUFU.RCP/F2I chain, the second waiting on
-    the first, before the first load address was known. The host passes them as multiply-shift
-    pairs instead (launch_args.tile_order_args: the programs per group, and the last group's
-    rows), and a full group divides by the constexpr GROUP_M."""
-    grid_m = tl.cdiv(M, BLOCK_M)
-    grid_n = tl.cdiv(N, BLOCK_N)
-    group_id = _udiv(pid, width_mul, width_shr)
-    first_m = group_id * GROUP_M
-    r = pid - first_m * grid_n
-    group_size = tl.minimum(grid_m - first_m, GROUP_M)
-    pid_n = tl.where(group_size == GROUP_M, (r.to(tl.uint32) // GROUP_M).to(tl.int32),
-                     _udiv(r, last_mul, last_shr))
-    pid_m = first_m + (r - pid_n * group_size)
-    return pid_m, pid_n
-
-
-@triton.jit
-def _edge_rows(r, size, DIV: tl.constexpr):
-    """Row (or column) indices ``r`` of a tile, 0 <= r < size + BLOCK, with the ones past
-    ``size`` folded back to valid ones, so that loads need no mask.
-
-    DIV > 1 (this dim is the operand's contiguous one, and ``size`` is a multiple of DIV, a
-    power of two): rows past the edge map into the last DIV-group, ``size - DIV + r % DIV``, so
-    every aligned group of DIV indices stays contiguous and DIV-aligned, and Triton is told so.
-    Without that a 1000-wide row-major B loaded one element at a time: 1000^3 bf16 ran 53 us
-    against cuBLAS's 7.7 on an H200. DIV = 1: rows past the edge all read the last row.
-    Both are one compare-and-select per index; the former ``r % size`` was a runtime division
-    (I2F/MUFU.RCP/F2I, plus ~8 integer instructions per row a thread holds)."""
-    if DIV > 1:
-        out = tl.where(r < size, r, (size - DIV) + (r & (DIV - 1)))
-        out = tl.max_contiguous(tl.multiple_of(out, DIV), DIV)
-    else:
-        out = tl.minimum(r, size - 1)
-    return out
-
-
-# The grouped-order divisors (tile_order_args) vary with N and M: left unspecialised, so that
-# problems differing only in those share one compiled kernel, as they did when the kernel
-# computed them itself (Triton would otherwise specialise on each one being a multiple of 16).
-@triton.jit(do_not_specialize=["width_mul", "width_shr", "last_mul", "last_shr"])
 def _tiled_mm_kernel(
     a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr,
-    M, N, K, K_PER_SPLIT, width_mul, width_shr, last_mul, last_shr,
+    M, N, K, K_PER_SPLIT,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cz, stride_cm, stride_cn,
     stride_ab, stride_bb, stride_cb,
     stride_bias, stride_rm, stride_rn,
@@ -155,7 +96,15 @@ def _tiled_mm_kernel(
         b_ptr += off_b
         c_ptr += off_c
     num_splits = tl.num_programs(1)
-    pid_m, pid_n = _grouped_tile(pid, M, N, width_mul, width_shr, last_mul, last_shr, BLOCK_M, BLOCK_N, GROUP_M)
+    grid_m = tl.cdiv(M, BLOCK_M)
+    grid_n = tl.cdiv(N, BLOCK_N)
+    # Grouped ordering: GROUP_M consecutive programs walk down a column of tiles,
+    # so the B tiles they share stay in L2.
+    width = GROUP_M * grid_n
+    group_id = pid // width
+    group_size = tl.minimum(grid_m - group_id * GROUP_M, GROUP_M)
+    pid_m = group_id * GROUP_M + (pid % width) % group_size
+    pid_n = (pid % width) // group_size
 
     # Unit strides as constexprs: the contiguous dim is known at compile time.
     if AK_UNIT:
@@ -190,23 +139,31 @@ def _tiled_mm_kernel(
 
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    # Rows/cols past the edge are folded back inside (``_edge_rows``), so loads need no M/N
-    # mask; stores are masked, so what those rows read never reaches the output.
+    # Rows/cols past the edge wrap around, so loads need no M/N mask; stores are masked.
     # When the whole dim is smaller than its block (MASK_M / MASK_N, see edge_masks), the
-    # fold would make every program read the same few rows BLOCK/M times over; there the
+    # wrap would make every program read the same few rows BLOCK/M times over; there the
     # loads are masked instead, so rows past the edge cost no memory traffic at all.
     if MASK_M:
         ram = rm
-    elif AM_UNIT:
-        ram = _edge_rows(rm, M, M_DIV)
     else:
-        ram = _edge_rows(rm, M, 1)
+        ram = rm % M
     if MASK_N:
         rbn = rn
-    elif BN_UNIT:
-        rbn = _edge_rows(rn, N, N_DIV)
     else:
-        rbn = _edge_rows(rn, N, 1)
+        rbn = rn % N
+    # The wrap hides contiguity from Triton unless M/N are multiples of 16; when the
+    # wrapped dim is the contiguous one, say how far it stays contiguous (groups of
+    # M_DIV/N_DIV never straddle a wrap, since wraps fall on multiples of M/N).
+    # Without it a 1000-wide row-major B loaded one element at a time: 1000^3 bf16
+    # ran 53 us against cuBLAS's 7.7 on an H200.
+    if AM_UNIT:
+        if M_DIV > 1:
+            if not MASK_M:
+                ram = tl.max_contiguous(tl.multiple_of(ram, M_DIV), M_DIV)
+    if BN_UNIT:
+        if N_DIV > 1:
+            if not MASK_N:
+                rbn = tl.max_contiguous(tl.multiple_of(rbn, N_DIV), N_DIV)
     k_start = pid_k * K_PER_SPLIT
     if KS_DIV > 1:
         # Where a K-slice starts is a multiple of this (0 with one slice): without it a K that
@@ -215,10 +172,6 @@ def _tiled_mm_kernel(
         # (1000^3 bf16 on an H200: 47 us against 11 us for Inductor's template, same config).
         k_start = tl.multiple_of(k_start, KS_DIV)
     k_end = tl.minimum(k_start + K_PER_SPLIT, K)
-    # Every slice holds at least one K-block (the host launches cdiv(K, K_PER_SPLIT) slices).
-    # Told so, the compiler drops the branch around a loop that might not run and the second
-    # zeroing of the accumulator that came with it.
-    tl.assume(k_start < k_end)
     if K_DIV > 1:
         # Lets the K mask stay constant over vector-width groups (see above).
         k_end = tl.multiple_of(k_end, K_DIV)
@@ -317,7 +270,6 @@ def _tiled_mm_kernel(
 def _tiled_mm_static(
     a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr,
     M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, K_PER_SPLIT: tl.constexpr,
-    width_mul: tl.constexpr, width_shr: tl.constexpr, last_mul: tl.constexpr, last_shr: tl.constexpr,
     stride_am: tl.constexpr, stride_ak: tl.constexpr, stride_bk: tl.constexpr, stride_bn: tl.constexpr,
     stride_cz: tl.constexpr, stride_cm: tl.constexpr, stride_cn: tl.constexpr,
     stride_ab: tl.constexpr, stride_bb: tl.constexpr, stride_cb: tl.constexpr,
@@ -337,7 +289,7 @@ def _tiled_mm_static(
 ):
     _tiled_mm_kernel(
         a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr,
-        M, N, K, K_PER_SPLIT, width_mul, width_shr, last_mul, last_shr,
+        M, N, K, K_PER_SPLIT,
         stride_am, stride_ak, stride_bk, stride_bn, stride_cz, stride_cm, stride_cn,
         stride_ab, stride_bb, stride_cb, stride_bias, stride_rm, stride_rn,
         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, SPLIT_MODE, INPUT_PRECISION, INDEX_64,
@@ -439,7 +391,7 @@ def _tiled_args(a, b, c, *, block_m, block_n, block_k, group_m, k_per_split, spl
     bn_unit = b.stride(1) == 1
     mask_m, mask_n = edge_masks(M, N, block_m, block_n, edge, m_contiguous=am_unit, n_contiguous=bn_unit)
     args = (a, b, c, c if ws is None else ws, c if locks is None else locks, *epilogue_pointers(epilogue, c),
-            M, N, K, k_per_split, *tile_order_args(M, N, block_m, block_n, group_m),
+            M, N, K, k_per_split,
             a.stride(0), a.stride(1), b.stride(0), b.stride(1), stride_cz, c.stride(-2), c.stride(-1),
             *batch_strides, *epilogue_strides(epilogue))
     consts = dict(
