@@ -64,8 +64,12 @@ def main() -> int:
     ap.add_argument("--code-dir")
     ap.add_argument("--limit", type=int)
     ap.add_argument("--small", action="store_true")
+    ap.add_argument("--large", action="store_true", help="only the rows --small leaves out")
     ap.add_argument("--static", action="store_true")
     ap.add_argument("--same-out", action="store_true")
+    ap.add_argument("--indexed-k", action="store_true",
+                    help="also time the K loop indexed from 0 (launch_tiled(indexed_k=True)): ratio_ik, "
+                         "and with --static ratio_static_ik; 'ours' and 'static' run the carried form")
     args = ap.parse_args()
 
     from torch._inductor.utils import run_and_get_code
@@ -88,7 +92,7 @@ def main() -> int:
     code_dir = Path(args.code_dir) if args.code_dir else None
     if code_dir:
         code_dir.mkdir(parents=True, exist_ok=True)
-    cases = [c for c in CASES if not args.small or c[:3] in SMALL]
+    cases = [c for c in CASES if (not args.small or c[:3] in SMALL) and (not args.large or c[:3] not in SMALL)]
     for i, (m, n, k, dt, cfg) in enumerate(cases[: args.limit]):
         p = Problem.from_sizes(m, n, k, dt)
         choice = Choice.parse(f"triton_mm:{cfg}")
@@ -122,6 +126,17 @@ def main() -> int:
                 launch_tiled(*ins[0], outs[0], **skw)
                 row["static_ok"] = compare(outs[0], ref, tolerance(p)).ok
                 launches["static"] = lambda j: launch_tiled(*ins[j], outs[j], **skw)
+            if args.indexed_k:
+                ikw = {**tile_kwargs(choice.config, False), "k_per_split": k}
+                launches["ours"] = lambda j: launch_tiled(*ins[j], outs[j], **ikw, indexed_k=False)
+                launch_tiled(*ins[0], outs[0], **ikw, indexed_k=True)
+                row["ik_ok"] = compare(outs[0], ref, tolerance(p)).ok
+                launches["ours_ik"] = lambda j: launch_tiled(*ins[j], outs[j], **ikw, indexed_k=True)
+                if args.static:
+                    launches["static"] = lambda j: launch_tiled(*ins[j], outs[j], **skw, indexed_k=False)
+                    launch_tiled(*ins[0], outs[0], **skw, indexed_k=True)
+                    row["static_ik_ok"] = compare(outs[0], ref, tolerance(p)).ok
+                    launches["static_ik"] = lambda j: launch_tiled(*ins[j], outs[j], **skw, indexed_k=True)
             if args.same_out:
                 launches["ours_1out"] = lambda j: fam.run(*ins[j], outs[0], choice.config)
             entries = {name: make_entry(timer, fn, nsets) for name, fn in launches.items()}
@@ -135,6 +150,9 @@ def main() -> int:
             row["ratio"] = row["ours"]["ms"] / row["inductor"]["ms"]
             if "static" in row and "ms" in row["static"]:
                 row["ratio_static"] = row["static"]["ms"] / row["inductor"]["ms"]
+            for name in ("ours_ik", "static_ik"):
+                if name in row and "ms" in row[name]:
+                    row[f"ratio_{name.replace('ours_', '')}"] = row[name]["ms"] / row["inductor"]["ms"]
             if "ours_1out" in row and "ms" in row["ours_1out"]:
                 row["ratio_1out"] = row["ours_1out"]["ms"] / row["inductor"]["ms"]
             ck = fam.run(*ins[0], outs[0], choice.config)
@@ -164,7 +182,9 @@ def main() -> int:
             print(f"{m}x{n}x{k} {dt:9s} {cfg:28s} ours {row['ours']['ms'] * 1e3:8.1f} us  inductor "
                   f"{row['inductor']['ms'] * 1e3:8.1f} us  cuBLAS {row['cublas']['ms'] * 1e3:8.1f} us  "
                   f"ratio {row['ratio']:.3f}  static {row.get('ratio_static', float('nan')):.3f} "
-                  f"({row.get('static_ok')})  1out {row.get('ratio_1out', float('nan')):.3f}  used-config {row['inductor_used_config']}  "
+                  f"({row.get('static_ok')})  1out {row.get('ratio_1out', float('nan')):.3f}  "
+                  f"ik {row.get('ratio_ik', float('nan')):.3f} ({row.get('ik_ok')})  static_ik "
+                  f"{row.get('ratio_static_ik', float('nan')):.3f} ({row.get('static_ik_ok')})  used-config {row['inductor_used_config']}  "
                   f"ok {row['ours_ok']}/{row['inductor_ok']} | ours {row['ours_ir']} regs {row['ours_regs']}",
                   flush=True)
         else:

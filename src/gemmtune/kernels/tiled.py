@@ -53,6 +53,57 @@ from .tile_epilogue import (FP8_PROMOTE, UPCAST_BF16, _gpu_fence, _sum_splits_ke
 
 
 @triton.jit
+def _operand_offsets(ram, rbn, rkk, sam, sak, sbk, sbn, A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr,
+                     AK_UNIT: tl.constexpr, BN_UNIT: tl.constexpr):
+    """Element offsets of A's (rows ``ram``, K indices ``rkk``) and B's (``rkk``, columns ``rbn``)
+    tiles. When an operand's leading stride is a multiple of the vector width but not of 16
+    elements (a 1000-wide bf16 row: 2000 B, 16-byte aligned), a multiple_of on the scalar stride
+    argument did not reach Triton's alignment analysis (triton 3.6 and 3.9 compiled scalar loads and
+    no cp.async pipeline for 1000^3: 47 us on an H200 against 11 us for Inductor's template, which
+    bakes the stride in as a constant); stated on the offset tensor itself, it does."""
+    a_lead = ram[:, None] * sam
+    a_cols = rkk[None, :] * sak
+    b_lead = rkk[:, None] * sbk
+    b_cols = rbn[None, :] * sbn
+    if A_LEAD_DIV > 1:
+        if AK_UNIT:
+            a_lead = tl.multiple_of(a_lead, [A_LEAD_DIV, A_LEAD_DIV])
+        else:
+            a_cols = tl.multiple_of(a_cols, [A_LEAD_DIV, A_LEAD_DIV])
+    if B_LEAD_DIV > 1:
+        if BN_UNIT:
+            b_lead = tl.multiple_of(b_lead, [B_LEAD_DIV, B_LEAD_DIV])
+        else:
+            b_cols = tl.multiple_of(b_cols, [B_LEAD_DIV, B_LEAD_DIV])
+    return a_lead + a_cols, b_lead + b_cols
+
+
+@triton.jit
+def _load_tiles(a_ptrs, b_ptrs, a_row_ok, b_col_ok, kk, k_end, EVEN_K: tl.constexpr, MASK_M: tl.constexpr,
+                MASK_N: tl.constexpr):
+    """One K-block of A and B: masked along K unless EVEN_K, along M / N where MASK_M / MASK_N."""
+    if EVEN_K:
+        if MASK_M:
+            a = tl.load(a_ptrs, mask=a_row_ok, other=0.0)
+        else:
+            a = tl.load(a_ptrs)
+        if MASK_N:
+            b = tl.load(b_ptrs, mask=b_col_ok, other=0.0)
+        else:
+            b = tl.load(b_ptrs)
+    else:
+        if MASK_M:
+            a = tl.load(a_ptrs, mask=a_row_ok & (kk[None, :] < k_end), other=0.0)
+        else:
+            a = tl.load(a_ptrs, mask=kk[None, :] < k_end, other=0.0)
+        if MASK_N:
+            b = tl.load(b_ptrs, mask=b_col_ok & (kk[:, None] < k_end), other=0.0)
+        else:
+            b = tl.load(b_ptrs, mask=kk[:, None] < k_end, other=0.0)
+    return a, b
+
+
+@triton.jit
 def _tiled_mm_kernel(
     a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr,
     M, N, K, K_PER_SPLIT,
@@ -70,7 +121,7 @@ def _tiled_mm_kernel(
     HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, RN_UNIT: tl.constexpr,
     SCALE: tl.constexpr, BATCHED: tl.constexpr,
     AB_DIV: tl.constexpr, BB_DIV: tl.constexpr, CB_DIV: tl.constexpr,
-    C_LEAD_DIV: tl.constexpr, R_LEAD_DIV: tl.constexpr,
+    C_LEAD_DIV: tl.constexpr, R_LEAD_DIV: tl.constexpr, INDEXED_K: tl.constexpr,
 ):
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -179,64 +230,34 @@ def _tiled_mm_kernel(
     if INDEX_64:
         ram = ram.to(tl.int64)
         rbn = rbn.to(tl.int64)
-        rkk = k_start + rk.to(tl.int64)
-    else:
-        rkk = k_start + rk
-    # Offsets of each operand's rows along its leading (non-unit) stride. When that stride is
-    # a multiple of the vector width but not of 16 elements (a 1000-wide bf16 row: 2000 B), a
-    # multiple_of on the scalar stride argument did not reach Triton's alignment analysis
-    # (triton 3.6 and 3.9 compiled scalar loads and no cp.async pipeline for 1000^3: 47 us on an
-    # H200 against 11 us for Inductor's template, which bakes the stride in as a constant);
-    # stated on the offset tensor itself, it does.
-    a_lead = ram[:, None] * sam
-    a_cols = rkk[None, :] * sak
-    b_lead = rkk[:, None] * sbk
-    b_cols = rbn[None, :] * sbn
-    if A_LEAD_DIV > 1:
-        if AK_UNIT:
-            a_lead = tl.multiple_of(a_lead, [A_LEAD_DIV, A_LEAD_DIV])
-        else:
-            a_cols = tl.multiple_of(a_cols, [A_LEAD_DIV, A_LEAD_DIV])
-    if B_LEAD_DIV > 1:
-        if BN_UNIT:
-            b_lead = tl.multiple_of(b_lead, [B_LEAD_DIV, B_LEAD_DIV])
-        else:
-            b_cols = tl.multiple_of(b_cols, [B_LEAD_DIV, B_LEAD_DIV])
-    # The loop carries integer offsets, not tensors of pointers: with scalar loads (an unaligned
-    # operand) a 64x64 + 64x128 tile is 96 elements a thread, and 96 carried 64-bit pointers
-    # took the kernel to 255 registers and 854 B of spills (333x4097x1025 bf16, ptxas for
-    # sm_90a); Inductor's template recomputes its offsets and ran 4x faster there on an H200.
-    a_off = a_lead + a_cols
-    b_off = b_lead + b_cols
+        rk = rk.to(tl.int64)
 
     a_row_ok = rm[:, None] < M
     b_col_ok = rn[None, :] < N
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(k_start, k_end, BLOCK_K):
-        a_ptrs = a_ptr + a_off
-        b_ptrs = b_ptr + b_off
-        if EVEN_K:
-            if MASK_M:
-                a = tl.load(a_ptrs, mask=a_row_ok, other=0.0)
-            else:
-                a = tl.load(a_ptrs)
-            if MASK_N:
-                b = tl.load(b_ptrs, mask=b_col_ok, other=0.0)
-            else:
-                b = tl.load(b_ptrs)
-        else:
-            kk = k + rk
-            if MASK_M:
-                a = tl.load(a_ptrs, mask=a_row_ok & (kk[None, :] < k_end), other=0.0)
-            else:
-                a = tl.load(a_ptrs, mask=kk[None, :] < k_end, other=0.0)
-            if MASK_N:
-                b = tl.load(b_ptrs, mask=b_col_ok & (kk[:, None] < k_end), other=0.0)
-            else:
-                b = tl.load(b_ptrs, mask=kk[:, None] < k_end, other=0.0)
-        acc = mma(a, b, acc, INPUT_PRECISION)
-        a_off += BLOCK_K * sak
-        b_off += BLOCK_K * sbk
+    if INDEXED_K:
+        # One K-slice: the loop counts blocks from 0 and recomputes each block's offsets from
+        # its index, as Inductor's template does, so that with K a constant (_tiled_mm_static)
+        # the trip count is one too and ptxas can unroll.
+        for ki in range(0, tl.cdiv(K, BLOCK_K)):
+            kk = ki * BLOCK_K + rk
+            a_off, b_off = _operand_offsets(ram, rbn, kk, sam, sak, sbk, sbn, A_LEAD_DIV, B_LEAD_DIV,
+                                            AK_UNIT, BN_UNIT)
+            a, b = _load_tiles(a_ptr + a_off, b_ptr + b_off, a_row_ok, b_col_ok, kk, K, EVEN_K, MASK_M, MASK_N)
+            acc = mma(a, b, acc, INPUT_PRECISION)
+    else:
+        # The loop carries integer offsets, not tensors of pointers: with scalar loads (an
+        # unaligned operand) a 64x64 + 64x128 tile is 96 elements a thread, and 96 carried 64-bit
+        # pointers took the kernel to 255 registers and 854 B of spills (333x4097x1025 bf16,
+        # ptxas for sm_90a); Inductor's template recomputes its offsets and ran 4x faster there.
+        a_off, b_off = _operand_offsets(ram, rbn, k_start + rk, sam, sak, sbk, sbn, A_LEAD_DIV, B_LEAD_DIV,
+                                        AK_UNIT, BN_UNIT)
+        for k in range(k_start, k_end, BLOCK_K):
+            a, b = _load_tiles(a_ptr + a_off, b_ptr + b_off, a_row_ok, b_col_ok, k + rk, k_end, EVEN_K,
+                               MASK_M, MASK_N)
+            acc = mma(a, b, acc, INPUT_PRECISION)
+            a_off += BLOCK_K * sak
+            b_off += BLOCK_K * sbk
 
     # The store mask (and the residual's load mask) along N must be constant over each group of
     # C_LEAD_DIV (R_LEAD_DIV) columns for a 16-byte store (load): N is a multiple of both (the host,
@@ -285,7 +306,7 @@ def _tiled_mm_static(
     HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, RN_UNIT: tl.constexpr,
     SCALE: tl.constexpr, BATCHED: tl.constexpr,
     AB_DIV: tl.constexpr, BB_DIV: tl.constexpr, CB_DIV: tl.constexpr,
-    C_LEAD_DIV: tl.constexpr, R_LEAD_DIV: tl.constexpr,
+    C_LEAD_DIV: tl.constexpr, R_LEAD_DIV: tl.constexpr, INDEXED_K: tl.constexpr,
 ):
     _tiled_mm_kernel(
         a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr,
@@ -295,7 +316,7 @@ def _tiled_mm_static(
         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, SPLIT_MODE, INPUT_PRECISION, INDEX_64,
         AK_UNIT, AM_UNIT, BK_UNIT, BN_UNIT, CN_UNIT, A_LEAD_DIV, B_LEAD_DIV, K_DIV, M_DIV, N_DIV,
         GPU_FENCE, MASK_M, MASK_N, KS_DIV, HAS_BIAS, ACT, HAS_RES, RN_UNIT, SCALE, BATCHED,
-        AB_DIV, BB_DIV, CB_DIV, C_LEAD_DIV, R_LEAD_DIV,
+        AB_DIV, BB_DIV, CB_DIV, C_LEAD_DIV, R_LEAD_DIV, INDEXED_K,
     )
 
 
@@ -369,8 +390,13 @@ def input_precision(dtype: torch.dtype, allow_tf32: bool) -> str:
     return "tf32"
 
 
+# The K loop's form with one K-slice (see the kernel's INDEXED_K): carried offsets (False) or
+# offsets recomputed from the block index (True).
+INDEXED_K_DEFAULT = False
+
+
 def _tiled_args(a, b, c, *, block_m, block_n, block_k, group_m, k_per_split, split_mode=0, stride_cz=0,
-                ws=None, locks=None, allow_tf32=False, edge="auto", epilogue=None):
+                ws=None, locks=None, allow_tf32=False, edge="auto", epilogue=None, indexed_k=None):
     """(grid, runtime args, constexprs) of one launch of the tiled kernel. 3-D ``a``, ``b``, ``c``
     (batch, rows, cols): a bmm, one product per program_id(2) (BATCHED); everything about one
     matrix (strides, alignment hints, int64 offsets) is read from the first one."""
@@ -420,6 +446,8 @@ def _tiled_args(a, b, c, *, block_m, block_n, block_k, group_m, k_per_split, spl
         # N's divisor, so this adds no compiled variants beyond N's own power-of-two class.
         C_LEAD_DIV=store_divisor(c, N),
         R_LEAD_DIV=1 if epilogue is None or epilogue.residual is None else store_divisor(epilogue.residual, N),
+        # Only with one K-slice (the index loop starts at 0 and runs to K).
+        INDEXED_K=splits == 1 and (INDEXED_K_DEFAULT if indexed_k is None else bool(indexed_k)),
     )
     return grid, args, consts
 
@@ -444,14 +472,17 @@ def launch_tiled(
     edge: str = "auto",
     epilogue: EpilogueArgs | None = None,
     static: bool = False,
+    indexed_k: bool | None = None,
 ):
     """Launch the tiled kernel; the caller has validated shapes and sizes (M, N, K > 0) and the
     epilogue (gemmtune.epilogue.bind). Returns what Triton's launch returns (the compiled
-    kernel on a GPU). ``static``: sizes and strides compiled in as constants (_tiled_mm_static)."""
+    kernel on a GPU). ``static``: sizes and strides compiled in as constants (_tiled_mm_static).
+    ``indexed_k``: with one K-slice, the K loop indexed from 0 (INDEXED_K) rather than carrying
+    offsets; None takes INDEXED_K_DEFAULT."""
     grid, args, consts = _tiled_args(a, b, c, block_m=block_m, block_n=block_n, block_k=block_k,
                                      group_m=group_m, k_per_split=k_per_split, split_mode=split_mode,
                                      stride_cz=stride_cz, ws=ws, locks=locks, allow_tf32=allow_tf32,
-                                     edge=edge, epilogue=epilogue)
+                                     edge=edge, epilogue=epilogue, indexed_k=indexed_k)
     fn, args, consts = _static(args, consts) if static else (_tiled_mm_kernel, args, consts)
     return _launch(fn, grid, args, {**consts, "num_warps": num_warps, "num_stages": num_stages})
 
