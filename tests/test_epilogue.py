@@ -378,10 +378,10 @@ def test_prepared_launch_passes_the_epilogue(case, operand, device, monkeypatch)
 
 
 # ------------------------------------------------------------------ nn.Linear: one launch
-def _linear(dtype=torch.float32, winner="triton_mm:BM16-BN16-BK16-S1-W2-G8"):
+def _linear(dtype=torch.float32, winner="triton_mm:BM16-BN16-BK16-S1-W2-G8", device="cpu"):
     torch.manual_seed(3)
-    ref = torch.nn.Linear(32, 24).to(dtype)
-    lin = torch.nn.Linear(32, 24).to(dtype)
+    ref = torch.nn.Linear(32, 24).to(dtype=dtype, device=device)
+    lin = torch.nn.Linear(32, 24).to(dtype=dtype, device=device)
     lin.load_state_dict(ref.state_dict())
     gemmtune.patch(lin, hints={"m": [8, 64]}, tune_fn=lambda ps, **kw: {p.key: winner for p in ps})
     return lin, ref
@@ -400,9 +400,10 @@ class _TorchCalls(TorchFunctionMode):
 
 
 @pytest.mark.parametrize("dtype", [pytest.param(torch.float16, id="fp16"), pytest.param(torch.float32, id="fp32")])
-def test_linear_with_bias_is_one_launch(dtype, monkeypatch):
-    lin, ref = _linear(dtype)
-    x = torch.randn(3, 7, 32, dtype=dtype)
+def test_linear_with_bias_is_one_launch(dtype, monkeypatch, device):
+    # On the test device: CPU tensors on a GPU machine run aten (Triton there needs the interpreter).
+    lin, ref = _linear(dtype, device=device)
+    x = torch.randn(3, 7, 32, dtype=dtype, device=device)
     lin(x)  # first sight: decides and verifies (launches of its own)
     launches = []
     real = tiled._launch

@@ -239,11 +239,15 @@ def _tiled_mm_kernel(
         # One K-slice: the loop counts blocks from 0 and recomputes each block's offsets from
         # its index, as Inductor's template does, so that with K a constant (_tiled_mm_static)
         # the trip count is one too and ptxas can unroll.
-        for ki in range(0, tl.cdiv(K, BLOCK_K)):
+        # k_end (= K here) carries K_DIV: with the raw K the K mask's constancy over vector
+        # groups was lost and A's rows of 1000^3 bf16 compiled to scalar loads outside the
+        # cp.async pipeline (sm_90a, triton 3.9).
+        for ki in range(0, tl.cdiv(k_end, BLOCK_K)):
             kk = ki * BLOCK_K + rk
             a_off, b_off = _operand_offsets(ram, rbn, kk, sam, sak, sbk, sbn, A_LEAD_DIV, B_LEAD_DIV,
                                             AK_UNIT, BN_UNIT)
-            a, b = _load_tiles(a_ptr + a_off, b_ptr + b_off, a_row_ok, b_col_ok, kk, K, EVEN_K, MASK_M, MASK_N)
+            a, b = _load_tiles(a_ptr + a_off, b_ptr + b_off, a_row_ok, b_col_ok, kk, k_end, EVEN_K, MASK_M,
+                               MASK_N)
             acc = mma(a, b, acc, INPUT_PRECISION)
     else:
         # The loop carries integer offsets, not tensors of pointers: with scalar loads (an
