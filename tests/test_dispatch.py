@@ -685,6 +685,75 @@ def test_m1_op_stays_opaque_on_the_cpu_even_under_cdt():
     assert "gemmtune.mm" in _traced(lambda a, b: torch.ops.gemmtune.mm(a, b, 987654), a, b, cdt=True)
 
 
+# ------------------------------------ a static size that expects cuBLAS goes to Inductor as torch.mm
+TRITON_SMALL = "triton_mm:BM16-BN16-BK16-S1-W2-G8"
+
+
+def _mixed_dispatcher():
+    """n=24, k=40, fp32: the tuned kernel at M=8, cuBLAS at M=64."""
+    return compile_mm(n=24, k=40, dtype="fp32",
+                      hints={"m": [8, 64]}, tune_fn=lambda ps, **kw: {p.key: (TRITON_SMALL if p.m == 8 else "aten")
+                                                                      for p in ps})
+
+
+def test_expected_choice_is_the_decision_then_the_table_then_the_nearest_hint():
+    d = _mixed_dispatcher()
+    assert d.expected_choice(8).id == TRITON_SMALL and d.expected_choice(7).id == TRITON_SMALL
+    assert d.expected_choice(64).id == "aten" and d.expected_choice(500).id == "aten"
+    d._decisions[(500, 24, 40)] = gemmtune.dispatch.common.Decision(Choice.parse(TRITON_SMALL), "table")
+    assert d.expected_choice(500).id == TRITON_SMALL  # a decision made wins over the hints
+
+
+def test_an_op_expecting_cublas_at_its_static_size_is_lowered_to_torch_mm():
+    from gemmtune import torch_ops
+    d = _mixed_dispatcher()
+    h = torch_ops.REGISTRY.register(d)
+    try:
+        def f(a, b, bias):
+            return torch.ops.gemmtune.mm(a, b, h, bias, "relu")
+        dt = d.torch_dtype
+        b, bias = torch.randn(40, 24, dtype=dt), torch.randn(24, dtype=dt)
+        a64, a8 = torch.randn(64, 40, dtype=dt), torch.randn(8, 40, dtype=dt)
+        for cdt in (False, True):
+            code = _traced(f, a64, b, bias, cdt=cdt)
+            assert "gemmtune" not in code and "aten.mm" in code, code
+            assert "gemmtune.mm" in _traced(f, a8, b, bias, cdt=cdt)  # the tuned kernel stays
+        # A dynamic M is never handed back: nothing specialises it.
+        assert "gemmtune.mm" in _traced(f, a64, b, bias, cdt=False, mode="symbolic")
+        got = torch_ops._gemv_decomposition(a64, b, h, bias, "relu")
+        torch.testing.assert_close(got, torch.relu(a64 @ b + bias))
+    finally:
+        torch_ops.REGISTRY.unregister(h)
+    # An unknown handle (a graph outliving its dispatcher) keeps the op.
+    assert not torch_ops.aten_to_inductor(torch.randn(64, 40), torch.randn(40, 24), 987654)
+
+
+@pytest.mark.slow
+def test_inductor_compiles_a_cublas_sized_patched_layer_to_its_own_mm():
+    """In Inductor's real pipeline: at the M whose hint chose cuBLAS the generated code has no
+    call of the op; at the tuned kernel's M it keeps it."""
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+        get_cpp_compiler()
+    except Exception as e:
+        pytest.skip(f"inductor CPU codegen needs a C++ compiler: {type(e).__name__}: {e}")
+    from torch._inductor.utils import run_and_get_code
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16))
+    patch(model, hints={"m": [8, 64]}, tune_fn=lambda problems, **kw: {p.key: (TRITON_SMALL if p.m == 8 else "aten")
+                                                                       for p in problems}, progress=False)
+    try:
+        with torch.no_grad():
+            for m, calls in ((64, 0), (8, 2)):
+                x = torch.randn(m, 32)
+                want = model(x)
+                torch._dynamo.reset()
+                y, codes = run_and_get_code(torch.compile(model, dynamic=False), x)
+                assert "\n".join(codes).count("= torch.ops.gemmtune.mm.default(") == calls, m
+                torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-5)
+    finally:
+        torch._dynamo.reset()
+
+
 @pytest.mark.slow
 def test_inductor_compiles_an_m1_patched_layer_to_its_own_mm_under_cdt(monkeypatch):
     """The decomposition in Inductor's real pipeline (the CPU test above traces it with make_fx):

@@ -16,6 +16,7 @@ import torch
 from ..epilogue import Epilogue, bind, apply_
 from ..kernels.splitk import SplitKWorkspace
 from ..problem import DTYPES, LAYOUTS, check_operands, dtype_name
+from ..configs import Choice
 from ..table import LookupTable
 from .common import (ATEN, DIMS, FORMAT, MODES, SCHEMA_VERSION, Decision, HintChoice, _current_provenance, _pkg,
                      _random_operand)
@@ -215,6 +216,21 @@ class Dispatcher(Deciding, Launching):
         with ``batch``: that of a bmm call (3-D operands)."""
         sizes = self._sizes(m, n, k)
         return self._decisions.get(sizes if batch is None else (int(batch), *sizes))
+
+    def expected_choice(self, m: int | None = None, n: int | None = None, k: int | None = None) -> Choice | None:
+        """The choice a call of this size will run, as far as it is known without running
+        anything: the decision if made, else the table's exact entry (table mode), else the
+        nearest hint's choice. First-call checks may still turn the last two into cuBLAS."""
+        sizes = self._sizes(m, n, k)
+        done = self._decisions.get(sizes)
+        if done is not None:
+            return done.choice
+        if self.mode == "table" and self.table is not None:
+            exact = self.table.entries.get(self._declared(*sizes).key, [])
+            if exact:
+                return exact[0].choice
+        ranked = self._ranked(*sizes)
+        return ranked[0].choice if ranked else None
 
     def _sizes(self, m, n, k) -> tuple[int, int, int]:
         given = {"m": m, "n": n, "k": k}
