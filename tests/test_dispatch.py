@@ -87,6 +87,13 @@ class CountingTimer:
         return Timing(t, t, 1, 0.0, False)
 
 
+# Tests whose operands are CPU tensors and whose assertions need the hints' Triton kernels to run
+# on them: on a GPU machine the interpreter is off (conftest), so every decision there falls back to
+# cuBLAS. The GPU runs the dispatcher in test_gpu.py, test_epilogue.py and test_eager.py.
+CPU_OPERANDS = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU operands: the hints' Triton kernels "
+                                  "run there only in the interpreter, which is off on a GPU machine")
+
+
 def _dispatcher(mode="similarity", dtype=torch.float16, tune=None, **kw) -> Dispatcher:
     return compile_mm(n=N, k=K, dtype=dtype, hints={"m": list(HINTS)}, mode=mode,
                       tune_fn=tune or FakeTune(), **kw)
@@ -130,6 +137,7 @@ def test_rank_hints_ties_and_degenerate_dims():
     assert rank_hints((96, 1, 1), [(64, 1, 1), (144, 1, 1)]) == [1, 0]
 
 
+@CPU_OPERANDS
 def test_similarity_dispatcher_follows_the_ranking():
     d = _dispatcher()
     for m, hint in [(1, 8), (5, 8), (16, 32), (17, 32), (64, 128), (63, 32), (500, 128)]:
@@ -148,6 +156,7 @@ def _table_for(m: int, choice_id: str, dtype) -> LookupTable:
 
 
 # Every mode in the fast lane in fp16; fp32 in the slow lane (the benchmark mode's is ~3 s).
+@CPU_OPERANDS
 @pytest.mark.parametrize("dtype", [DTYPES[0], pytest.param(*DTYPES[1].values, id=DTYPES[1].id, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("mode", ["similarity", "benchmark", "table"])
 def test_every_mode_matches_fp64(mode, dtype):
@@ -177,6 +186,7 @@ def test_odd_layouts_and_linear_style_operands():
             _check(d(a, w.t()), a, w.t())
 
 
+@CPU_OPERANDS
 def test_benchmark_picks_the_fastest_verified_kernel(monkeypatch):
     # Candidates are timed in similarity order: for M=30 that is hint 32, 8, 128.
     timer = CountingTimer(times=[3.0, 1.0, 2.0])
@@ -195,6 +205,7 @@ def test_benchmark_picks_the_fastest_verified_kernel(monkeypatch):
     assert dec.choice.id == WINNERS[128] and WINNERS[8] in dec.reason and timer2.calls == 2
 
 
+@CPU_OPERANDS
 def test_broken_or_invalid_hint_kernels_are_skipped(monkeypatch):
     monkeypatch.setattr(kernels.get("splitk"), "run", lambda a, b, out, cfg, **kw: out.zero_())
     d = _dispatcher()
@@ -227,6 +238,7 @@ def test_empty_dims():
 
 
 # ----------------------------------------------------------------------------- caching, threads
+@CPU_OPERANDS
 def test_decisions_are_cached():
     tune, timer = FakeTune(), CountingTimer()
     d = _dispatcher("benchmark", tune=tune, timer=timer)
@@ -240,6 +252,7 @@ def test_decisions_are_cached():
     assert d.n_decisions == 2 and timer.calls == 2 * len(WINNERS) and tune.calls == 1
 
 
+@CPU_OPERANDS
 @pytest.mark.parametrize("mode", ["similarity", pytest.param("benchmark", marks=pytest.mark.slow)])
 def test_threads_decide_each_shape_once(mode):
     timer = CountingTimer()
@@ -301,6 +314,7 @@ def _child_env() -> dict:
     return env
 
 
+@CPU_OPERANDS
 @pytest.mark.slow  # a fresh Python importing torch (~3-5 s); in-process save/load tests stay fast
 def test_save_load_round_trip_in_a_new_process(tmp_path):
     tune = FakeTune()
@@ -584,6 +598,7 @@ def test_loaded_dirs_include_the_launcher_modules(tmp_path, monkeypatch):
     assert binaries.loaded_dirs() == []
 
 
+@CPU_OPERANDS
 def test_load_restores_binaries_and_rejects_bad_fields(tmp_path, monkeypatch):
     from gemmtune import binaries
 
@@ -728,6 +743,7 @@ def test_an_op_expecting_cublas_at_its_static_size_is_lowered_to_torch_mm():
     assert not torch_ops.aten_to_inductor(torch.randn(64, 40), torch.randn(40, 24), 987654)
 
 
+@CPU_OPERANDS
 @pytest.mark.slow
 def test_inductor_compiles_a_cublas_sized_patched_layer_to_its_own_mm():
     """In Inductor's real pipeline: at the M whose hint chose cuBLAS the generated code has no
@@ -754,6 +770,7 @@ def test_inductor_compiles_a_cublas_sized_patched_layer_to_its_own_mm():
         torch._dynamo.reset()
 
 
+@CPU_OPERANDS
 @pytest.mark.slow
 def test_inductor_compiles_an_m1_patched_layer_to_its_own_mm_under_cdt(monkeypatch):
     """The decomposition in Inductor's real pipeline (the CPU test above traces it with make_fx):
