@@ -717,6 +717,8 @@ def test_expected_choice_is_the_decision_then_the_table_then_the_nearest_hint():
     assert d.expected_choice(64).id == "aten" and d.expected_choice(500).id == "aten"
     d._decisions[(500, 24, 40)] = gemmtune.dispatch.common.Decision(Choice.parse(TRITON_SMALL), "table")
     assert d.expected_choice(500).id == TRITON_SMALL  # a decision made wins over the hints
+    d.mode = "benchmark"  # the first call of a new size times the hints' choices: none is expected
+    assert d.expected_choice(64) is None and d.expected_choice(500).id == TRITON_SMALL
 
 
 def test_an_op_expecting_cublas_at_its_static_size_is_lowered_to_torch_mm():

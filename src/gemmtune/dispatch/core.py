@@ -220,11 +220,15 @@ class Dispatcher(Deciding, Launching):
     def expected_choice(self, m: int | None = None, n: int | None = None, k: int | None = None) -> Choice | None:
         """The choice a call of this size will run, as far as it is known without running
         anything: the decision if made, else the table's exact entry (table mode), else the
-        nearest hint's choice. First-call checks may still turn the last two into cuBLAS."""
+        nearest hint's choice; None in benchmark mode before the decision (the first call times
+        the hints' choices, so no one of them is expected). First-call checks may still turn a
+        table or hint choice into cuBLAS."""
         sizes = self._sizes(m, n, k)
         done = self._decisions.get(sizes)
         if done is not None:
             return done.choice
+        if self.mode == "benchmark":
+            return None
         if self.mode == "table" and self.table is not None:
             exact = self.table.entries.get(self._declared(*sizes).key, [])
             if exact:
