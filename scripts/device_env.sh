@@ -8,3 +8,29 @@ if compgen -G ".whl/*.whl" >/dev/null; then
     && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+
+# $OUT/env.txt (and stdout): date, GPU and driver, and the versions of torch, triton and the
+# modules named ("transformers lightgbm ..."; a missing one says so instead of failing).
+record_env() {
+  { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    python3 - "$@" <<'PY'
+import importlib, sys
+out = []
+for name in ["torch", "triton", *sys.argv[1:]]:
+    try:
+        out.append(f"{name} {importlib.import_module(name).__version__}")
+    except Exception as e:  # noqa: BLE001 - recorded, not fatal
+        out.append(f"{name} missing ({type(e).__name__})")
+print(", ".join(out))
+PY
+  } > "$OUT/env.txt" 2>&1
+  cat "$OUT/env.txt"
+}
+
+# all-MiniLM-L6-v2 travels in .minilm/ with its weights xz-compressed (the tree's 64 MiB limit):
+# unpacked into /tmp/minilm, and MINILM names it for bench-model.
+unpack_minilm() {
+  if [ -f .minilm/model.safetensors.xz ]; then
+    rm -rf /tmp/minilm && cp -r .minilm /tmp/minilm && unxz /tmp/minilm/model.safetensors.xz && export MINILM=/tmp/minilm
+  fi
+}
