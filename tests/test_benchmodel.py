@@ -160,7 +160,7 @@ def test_a_compiled_mode_that_hits_the_recompile_limit_fails_instead_of_timing_e
     # the mode records, with its reason, and nothing is timed.
     bm_run = importlib.import_module("gemmtune.benchmodel.run")  # the package exports a run() function
 
-    if not bm_run._LIMIT_HIT:
+    if not bm_run._limit_hit():
         pytest.skip("this torch has no FailOnRecompileLimitHit")
     cfg = torch._dynamo.config
     saved = {n: getattr(cfg, n) for n in ("recompile_limit", "fail_on_recompile_limit_hit")}

@@ -125,3 +125,30 @@ def test_every_deferred_relative_import_resolves():
             bad += [f"{name}:{node.lineno}: {mod} has no {a.name}" for a in node.names
                     if not hasattr(m, a.name) and f"{mod}.{a.name}" not in MODULES]
     assert not bad, "\n".join(bad)
+
+
+def test_the_cli_parser_does_not_import_dynamo_or_lightgbm():
+    """Building the CLI's parser imported torch._dynamo (2.4 s on the 2-core CPU machine, paid by
+    every gemmtune command) through a module-level read in benchmodel.run; lightgbm (and the
+    scikit-learn it imports) is loaded only where a ranker is. A fresh process, so that nothing
+    this test session imported counts."""
+    import subprocess
+    import sys
+    code = ("import sys, gemmtune.cli as c; c.build_parser(); "
+            "print(sorted(m for m in ('torch._dynamo', 'lightgbm', 'sklearn') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**__import__("os").environ, "PYTHONPATH": str(PKG.parent)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
+
+
+def test_prefetch_lightgbm_imports_it_on_a_thread(monkeypatch):
+    import sys
+    from gemmtune.model import regressors
+    pytest.importorskip("lightgbm")
+    assert regressors.prefetch_lightgbm() is None  # already imported here: nothing to do
+    monkeypatch.delitem(sys.modules, "lightgbm")
+    t = regressors.prefetch_lightgbm()
+    assert t is not None and t.daemon
+    t.join(120)
+    assert "lightgbm" in sys.modules and regressors.import_lightgbm() is sys.modules["lightgbm"]

@@ -36,9 +36,12 @@ class ModeUnavailable(RuntimeError):
     """A mode that cannot run with this torch: recorded as failed, with the reason (``_guarded``)."""
 
 
-# Raised instead of a silent fall-back to eager once _roomy_dynamo set fail_on_recompile_limit_hit
-# (torch versions without the exception have no such flag either).
-_LIMIT_HIT = tuple(x for x in [getattr(torch._dynamo.exc, "FailOnRecompileLimitHit", None)] if x)
+def _limit_hit() -> tuple[type, ...]:
+    """The exception raised instead of a silent fall-back to eager once _roomy_dynamo set
+    fail_on_recompile_limit_hit (torch versions without it have no such flag either); empty if
+    none. A function, not a module constant: reading torch._dynamo imports it (2.4-2.8 s on the
+    CPU), and this module is imported whenever the CLI builds its parser."""
+    return tuple(x for x in [getattr(torch._dynamo.exc, "FailOnRecompileLimitHit", None)] if x)
 
 
 def _guarded(run_mode: Callable[[str], None], mode: str, rec: dict, log: Callable[[str], None]) -> None:
@@ -47,7 +50,7 @@ def _guarded(run_mode: Callable[[str], None], mode: str, rec: dict, log: Callabl
     timed as the eager model it would have run."""
     try:
         run_mode(mode)
-    except (ModeUnavailable, *_LIMIT_HIT) as e:
+    except (ModeUnavailable, *_limit_hit()) as e:
         # A phase timed before the failure is dropped too: the mode did not run as named.
         rec["phases"] = {}
         rec["failed"] = (str(e) if isinstance(e, ModeUnavailable) else
