@@ -340,3 +340,27 @@ def test_exhaustive_is_a_product():
     axes = [sorted({getattr(t, f) for t in tiles}) for f in
             ("block_m", "block_n", "block_k", "num_stages", "num_warps", "group_m")]
     assert len(tiles) == len(list(itertools.product(*axes)))
+
+
+# The scaled configs are memoised on the powers of two that scaling reads (configs.scaled_configs):
+# the spaces must be exactly what scaling and pruning every raw config one by one gives.
+MEMO_PROBLEMS = [Problem.from_sizes(m, n, k, dt) for m, n, k, dt in [
+    (1, 4096, 4096, "bf16"), (3, 17, 130, "fp16"), (37, 4097, 1025, "bf16"), (960, 384, 1536, "bf16"),
+    (200, 200, 20000, "fp32"), (4096, 4096, 4096, "fp16"), (64, 64, 65536, "bf16"), (31, 1000, 257, "fp32")]]
+
+
+@pytest.mark.parametrize("kind", ["default", "exhaustive"])
+@pytest.mark.parametrize("family", ["triton_mm", "splitk"])
+def test_memoised_spaces_equal_scaling_each_config(family, kind):
+    from gemmtune.configs import fp8_tile
+    fam = kernels.get(family)
+    dev = DeviceInfo.lookup("h100")
+    fp8 = Problem.from_sizes(64, 256, 4096, "e4m3", op="scaled_mm", layout_b="col", scale="tensor", out_dtype="bf16")
+    for problem in MEMO_PROBLEMS + [fp8]:
+        base = fam.raw_configs(kind)
+        if kind == "default":
+            base = [fp8_tile(c, problem) for c in base]
+        want = prune([scale_tile(c, problem, k_len=-(-problem.k // getattr(c, "split_k", 1))) for c in base],
+                     problem, dev, splitk.constraint if family == "splitk" else tile_constraint)
+        got = fam.space(problem, dev, kind)
+        assert got[0] == want[0] and got[1] == want[1], (family, kind, problem.key)

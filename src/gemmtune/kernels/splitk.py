@@ -18,7 +18,7 @@ import torch
 
 from ..device import DeviceInfo
 from ..problem import Problem
-from ..configs import SplitKConfig, cdiv, check_block_sizes, fp8_tile, prune, scale_tile, tile_constraint
+from ..configs import SplitKConfig, cdiv, check_block_sizes, prune, scale_tile, scaled_configs, tile_constraint
 from ..epilogue import EpilogueArgs
 from .base import Unsupported, bmm_reason, tile_row
 from .tiled import launch_tiled, prepare_direct, tile_kwargs
@@ -77,10 +77,8 @@ def scaled(cfg: SplitKConfig, problem: Problem) -> SplitKConfig:
 
 
 def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
-    raw = raw_configs(kind)
-    if kind == "default":
-        raw = [fp8_tile(c, problem) for c in raw]  # fp8: BLOCK_K doubled (configs.fp8_tile)
-    return prune([scaled(c, problem) for c in raw], problem, device, constraint)
+    # fp8: the default configs' BLOCK_K doubled (configs.fp8_tile); each scaled over its K-slice.
+    return prune(scaled_configs(raw_configs, kind, problem), problem, device, constraint)
 
 
 def validate(problem: Problem, cfg: SplitKConfig) -> None:

@@ -12,8 +12,8 @@ import torch
 
 from ..device import DeviceInfo
 from ..problem import Problem
-from ..configs import (TileConfig, check_block_sizes, default_tiles, exhaustive_tiles, fp8_tile, prune,
-                     scale_tile, tile_constraint)
+from ..configs import (TileConfig, check_block_sizes, default_tiles, exhaustive_tiles, prune, scale_tile,
+                       scaled_configs, tile_constraint)
 from ..epilogue import EpilogueArgs
 from .base import tile_row
 from . import tiled
@@ -38,8 +38,7 @@ def scaled(cfg: TileConfig, problem: Problem) -> TileConfig:
 def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
     """(kept, rejected) configs for ``problem``: scaled to its sizes, pruned by ``device``. fp8
     (scaled_mm): the default tiles with BLOCK_K doubled (configs.fp8_tile)."""
-    base = [fp8_tile(c, problem) for c in raw_configs("default")] if kind == "default" else raw_configs(kind)
-    return prune([scaled(c, problem) for c in base], problem, device)
+    return prune(scaled_configs(raw_configs, kind, problem), problem, device)
 
 
 def validate(problem: Problem, cfg: TileConfig) -> None:
