@@ -35,8 +35,8 @@ CASES = [
     ("persistent_tma", PersistentConfig(128, 128, 128, 3, 4), (77, 1004, 520), "col"),
     ("persistent_tma", PersistentConfig(128, 256, 64, 3, 8, 8, True, False), (1000, 2056, 1000), "col"),
     ("persistent_tma", PersistentConfig(128, 128, 64, 4, 8, 8, False, True), (1000, 2056, 1000), "row"),
-    # The tiled kernel (no atomics, but rows past M/N are folded back inside the operand rather
-    # than masked, and the output's stores are widened from its stride: both must stay inside
+    # The tiled kernel (no atomics, but rows past M/N wrap around inside the operand rather
+    # than being masked, and the output's stores are widened from its stride: both must stay inside
     # the allocations). A fifth field is the output's row stride (a view into a wider buffer,
     # whose other columns must stay untouched).
     ("triton_mm", TileConfig(64, 128, 64, 4, 4), (1000, 1000, 1000), "row"),
