@@ -295,3 +295,33 @@ def test_ranker_settings_default_to_the_shipped_ones_and_round_trip(tmp_path):
     assert np.allclose(back.rank_keys(g.problem, g.choices), model.rank_keys(g.problem, g.choices))
     with pytest.raises(ModelError, match="group_weight"):
         RANKERS["lgbm_rank"](n_trees=2, group_weight="bogus").fit(X, y, gid)
+
+
+def test_a_few_problems_rank_through_numpy_with_the_same_picks(monkeypatch):
+    """tuner.numpy_ranker: up to NUMPY_RANKER_MAX_PROBLEMS problems, the shipped ranker reads its
+    trees with numpy (lightgbm's import took 1.2-3.6 s on the CPU machine) unless lightgbm is
+    imported already; it picks what lightgbm's booster picks."""
+    import sys
+
+    from gemmtune import kernels
+    from gemmtune.device import DeviceInfo
+    from gemmtune.model.lgbm_text import TextBooster
+    from gemmtune.problem import Problem
+    from gemmtune.tuning import tuner
+    from gemmtune.tuning.plan import CandidatePlan, load_ranker
+    monkeypatch.delitem(sys.modules, "lightgbm", raising=False)
+    assert tuner.numpy_ranker(1) and tuner.numpy_ranker(tuner.NUMPY_RANKER_MAX_PROBLEMS)
+    assert not tuner.numpy_ranker(tuner.NUMPY_RANKER_MAX_PROBLEMS + 1)
+    monkeypatch.setitem(sys.modules, "lightgbm", object())
+    assert not tuner.numpy_ranker(1)  # imported already: nothing to save
+    monkeypatch.delitem(sys.modules, "lightgbm")
+    dev = DeviceInfo.lookup("h200")
+    fast = load_ranker(None, dev, "3.6.0", numpy_predict=True)
+    assert isinstance(fast.regressor.booster, TextBooster) and "lightgbm" not in sys.modules
+    pytest.importorskip("lightgbm")
+    full = load_ranker(None, dev, "3.6.0")
+    assert not isinstance(full.regressor.booster, TextBooster)
+    for m, n, k in ((1, 2048, 8192), (512, 8192, 2048), (200, 200, 20000)):
+        p = Problem.from_sizes(m, n, k, "bf16", layout_b="col")
+        picks = [CandidatePlan(tuple(kernels.FAMILIES), "exhaustive", dev, None, 3, r)(p).choices for r in (fast, full)]
+        assert [c.id for c in picks[0]] == [c.id for c in picks[1]], p.key

@@ -57,7 +57,8 @@ class PerfModel(Protocol):
     def predict(self, problem, choices: Sequence) -> list[float]: ...
 
 
-def default_model(device: DeviceInfo | str | None = None, *, triton_version: str | None = None):
+def default_model(device: DeviceInfo | str | None = None, *, triton_version: str | None = None,
+                  numpy_predict: bool = False):
     """The model the tuner ranks with when none is given, for ``device`` (a DeviceInfo,
     a built-in name, or None for the visible GPU / the built-in H100).
 
@@ -79,7 +80,7 @@ def default_model(device: DeviceInfo | str | None = None, *, triton_version: str
             warnings.warn(f"no learned performance model ships for {dev.name} (shipped: {'; '.join(have)}); "
                           "ranking with the analytic model", ModelWarning, stacklevel=2)
         return AnalyticModel(dev)
-    return load_model(path, dev, triton_version=triton_version)
+    return load_model(path, dev, triton_version=triton_version, numpy_predict=numpy_predict)
 
 
 __all__ = ["PerfModel", "AnalyticModel", "LearnedModel", "ModelError", "ModelWarning", "Dataset",

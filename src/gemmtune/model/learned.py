@@ -303,9 +303,10 @@ class LearnedModel:
         return path
 
     @classmethod
-    def from_json(cls, doc: dict, source: str = "<model>", folder: str | os.PathLike | None = None
-                  ) -> "LearnedModel":
-        """The model of a file's JSON ``doc``; a ranker's booster file is read from ``folder``."""
+    def from_json(cls, doc: dict, source: str = "<model>", folder: str | os.PathLike | None = None,
+                  numpy_predict: bool = False) -> "LearnedModel":
+        """The model of a file's JSON ``doc``; a ranker's booster file is read from ``folder``
+        (``numpy_predict``: its trees read by lgbm_text, lightgbm not imported)."""
         if not isinstance(doc, dict) or doc.get("format") != MODEL_FORMAT:
             raise ModelError(f"{source}: not a gemmtune performance model (format != {MODEL_FORMAT!r})")
         if doc.get("schema_version") != MODEL_SCHEMA:
@@ -325,7 +326,7 @@ class LearnedModel:
                 reg = _Stale("score" if fam in RANKERS else "ms", source)
             elif fam in RANKERS:
                 reg = RANKERS[fam].from_text(_booster_text(doc["params"], source, folder), doc["params"],
-                                             len(FEATURE_NAMES), source)
+                                             len(FEATURE_NAMES), source, numpy_predict=numpy_predict)
             else:
                 reg = _REGRESSORS[fam].from_json(doc["params"])
         except (KeyError, TypeError, ValueError) as e:
@@ -340,9 +341,9 @@ class LearnedModel:
         return m
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "LearnedModel":
+    def load(cls, path: str | os.PathLike, numpy_predict: bool = False) -> "LearnedModel":
         path = Path(path)
-        return cls.from_json(read_json(path, ModelError), str(path), path.parent)
+        return cls.from_json(read_json(path, ModelError), str(path), path.parent, numpy_predict=numpy_predict)
 
 
 class _Stale:
@@ -389,7 +390,7 @@ def _device_info(device: DeviceInfo | str | None, fallback: DeviceInfo) -> Devic
 
 
 def load_model(path: str | os.PathLike, device: DeviceInfo | str | None = None, *,
-               triton_version: str | None = None):
+               triton_version: str | None = None, numpy_predict: bool = False):
     """A model to rank choices with: the learned model at ``path`` when it can be trusted
     here, else an ``AnalyticModel`` for ``device`` after a ``ModelWarning``.
 
@@ -397,14 +398,15 @@ def load_model(path: str | os.PathLike, device: DeviceInfo | str | None = None, 
     ``device`` is None), with the same triton MAJOR.MINOR as ``triton_version`` (default:
     the installed triton), and with this gemmtune's feature version. A file that is not
     a model at all, or a ranker whose booster file does not match it (stale), raises
-    ``ModelError``; a ranker where lightgbm does not import predicts with lgbm_text (numpy).
+    ``ModelError``; a ranker where lightgbm does not import, or with ``numpy_predict``,
+    predicts with lgbm_text (numpy).
 
     Example::
 
         >>> m = load_model("model.json", device="h100")   # doctest: +SKIP
     """
     try:
-        model = LearnedModel.load(path)
+        model = LearnedModel.load(path, numpy_predict=numpy_predict)
     except ModelDependencyError as e:
         warnings.warn(f"{e}; ranking with the analytic model instead", ModelWarning, stacklevel=2)
         return AnalyticModel(_device_info(device, _file_device(path)))

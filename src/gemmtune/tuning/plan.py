@@ -165,15 +165,16 @@ def select_adaptive(problem: Problem, cands: list[Choice], model) -> tuple[list[
     return base + _with_twins([rest[i] for i in order[:k]], twins), min(k, len(rest)), why
 
 
-def load_ranker(model, dev: DeviceInfo, triton_version: str | None):
+def load_ranker(model, dev: DeviceInfo, triton_version: str | None, numpy_predict: bool = False):
     """The model object that ranks candidates: ``model`` itself when it has ``predict``, the
-    saved model at a path, or the default one for ``dev`` and this triton."""
+    saved model at a path, or the default one for ``dev`` and this triton (``numpy_predict``:
+    a LightGBM ranker predicts through numpy, lightgbm not imported; model.lgbm_text)."""
     from .. import model as models  # only the factory and the loader: no concrete model here
 
     if model is None:
-        return models.default_model(dev, triton_version=triton_version)
+        return models.default_model(dev, triton_version=triton_version, numpy_predict=numpy_predict)
     if isinstance(model, (str, os.PathLike)):
-        return models.load_model(model, dev, triton_version=triton_version)
+        return models.load_model(model, dev, triton_version=triton_version, numpy_predict=numpy_predict)
     return model
 
 

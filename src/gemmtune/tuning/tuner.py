@@ -10,6 +10,7 @@ summarize. The winners go to a lookup table at the end. Only this thread touches
 
 from __future__ import annotations
 
+import sys
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -56,12 +57,25 @@ def context_of(info: dict) -> RunContext:
     return RunContext(info["device_name"], info["capability"], info["torch"], info["triton"], info["gemmtune"])
 
 
+# Up to this many problems, a LightGBM ranker predicts through numpy (model.lgbm_text) unless
+# lightgbm is imported by then: measured on the CPU machine, lightgbm's import (with scikit-learn)
+# cost 1.2-3.6 s and numpy's predictions 0.28 s more a problem (~5,000 candidates each).
+NUMPY_RANKER_MAX_PROBLEMS = 3
+
+
+def numpy_ranker(n_problems: int) -> bool:
+    """Whether a run of ``n_problems`` ranks through numpy: few problems, and lightgbm not
+    imported already (then nothing imports it)."""
+    return n_problems <= NUMPY_RANKER_MAX_PROBLEMS and "lightgbm" not in sys.modules
+
+
 def make_plan(options: TuneOptions, info: dict, ctx: RunContext, lut: LookupTable | None,
-              earlier: LookupTable | None) -> CandidatePlan:
-    """The run's CandidatePlan once the worker said which device it has."""
+              earlier: LookupTable | None, numpy_predict: bool = False) -> CandidatePlan:
+    """The run's CandidatePlan once the worker said which device it has (``numpy_predict``: a
+    LightGBM ranker predicts through numpy, ``numpy_ranker``)."""
     dev = run_device(info, options.device, ctx, earlier, options.out, lut)
     bspace = options.bspace
-    ranker = load_ranker(options.model, dev, ctx.triton_version) if bspace != "SAME" else None
+    ranker = load_ranker(options.model, dev, ctx.triton_version, numpy_predict) if bspace != "SAME" else None
     return CandidatePlan(options.family_names, options.search_space, dev, lut, bspace, ranker,
                          deterministic=options.deterministic)
 
@@ -125,12 +139,13 @@ class Tuner:
             return tune_cluster(problems, **kw)
         t0 = time.monotonic()
         o.check()  # an unknown family, a missing model file or out directory fail here
-        if o.bspace != "SAME" and not hasattr(o.model, "predict"):
+        shapes = as_shapes(problems)
+        numpy_predict = numpy_ranker(len(shapes))
+        if o.bspace != "SAME" and not hasattr(o.model, "predict") and not numpy_predict:
             # The shipped rankers need lightgbm, whose import (with the scikit-learn it pulls in)
-            # took 2.2-3.6 s on the 2-core CPU machine: it now overlaps with the workers' start-up.
+            # took 2.2-3.6 s on the 2-core CPU machine: it overlaps with the workers' start-up.
             from ..model.regressors import prefetch_lightgbm
             prefetch_lightgbm()
-        shapes = as_shapes(problems)
         lut = as_table(o.table)  # a bad table fails here, before anything is written
         # The table --out merges into, read now: a bad one fails before the sweep, not after it.
         earlier = as_table(o.out) if o.out is not None and not o.overwrite and Path(o.out).exists() else None
@@ -153,7 +168,7 @@ class Tuner:
                 startup = time.monotonic() - t0
                 ctx = context_of(info)
                 rec = Recorder(db, ctx, retry_failed=o.retry_failed, timeout=o.timeout, min_gain=o.min_gain)
-                plan = make_plan(o, info, ctx, lut, earlier)
+                plan = make_plan(o, info, ctx, lut, earlier, numpy_predict)
                 try:
                     swept = self.sweep(shapes, plan, executor, rec)
                 finally:
