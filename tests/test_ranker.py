@@ -298,9 +298,9 @@ def test_ranker_settings_default_to_the_shipped_ones_and_round_trip(tmp_path):
 
 
 def test_a_few_problems_rank_through_numpy_with_the_same_picks(monkeypatch):
-    """tuner.numpy_ranker: up to NUMPY_RANKER_MAX_PROBLEMS problems, the shipped ranker reads its
-    trees with numpy (lightgbm's import took 1.2-3.6 s on the CPU machine) unless lightgbm is
-    imported already; it picks what lightgbm's booster picks."""
+    """tuner.numpy_ranker: against a warm server, up to NUMPY_RANKER_MAX_PROBLEMS problems, the
+    shipped ranker reads its trees with numpy (lightgbm's import took 1.2-3.6 s on the CPU
+    machine) unless lightgbm is imported already; it picks what lightgbm's booster picks."""
     import sys
 
     from gemmtune import kernels
@@ -310,10 +310,11 @@ def test_a_few_problems_rank_through_numpy_with_the_same_picks(monkeypatch):
     from gemmtune.tuning import tuner
     from gemmtune.tuning.plan import CandidatePlan, load_ranker
     monkeypatch.delitem(sys.modules, "lightgbm", raising=False)
-    assert tuner.numpy_ranker(1) and tuner.numpy_ranker(tuner.NUMPY_RANKER_MAX_PROBLEMS)
-    assert not tuner.numpy_ranker(tuner.NUMPY_RANKER_MAX_PROBLEMS + 1)
+    assert tuner.numpy_ranker(1, True) and tuner.numpy_ranker(tuner.NUMPY_RANKER_MAX_PROBLEMS, True)
+    assert not tuner.numpy_ranker(tuner.NUMPY_RANKER_MAX_PROBLEMS + 1, True)
+    assert not tuner.numpy_ranker(1, False)  # a cold run: its workers' start-up hides the import
     monkeypatch.setitem(sys.modules, "lightgbm", object())
-    assert not tuner.numpy_ranker(1)  # imported already: nothing to save
+    assert not tuner.numpy_ranker(1, True)  # imported already: nothing to save
     monkeypatch.delitem(sys.modules, "lightgbm")
     dev = DeviceInfo.lookup("h200")
     fast = load_ranker(None, dev, "3.6.0", numpy_predict=True)
@@ -325,3 +326,28 @@ def test_a_few_problems_rank_through_numpy_with_the_same_picks(monkeypatch):
         p = Problem.from_sizes(m, n, k, "bf16", layout_b="col")
         picks = [CandidatePlan(tuple(kernels.FAMILIES), "exhaustive", dev, None, 3, r)(p).choices for r in (fast, full)]
         assert [c.id for c in picks[0]] == [c.id for c in picks[1]], p.key
+
+
+@pytest.mark.parametrize("zero_as_missing", [False, True], ids=["nan-missing", "zero-missing"])
+def test_numpy_trees_match_lightgbm_with_missing_value_splits(zero_as_missing):
+    """A model trained on data with NaNs (and zeros as missing) has splits of missing type NaN
+    or Zero: the numpy reader's general path, beside the shipped rankers' all-None one."""
+    lightgbm = pytest.importorskip("lightgbm")
+    from gemmtune.model.lgbm_text import TextBooster
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 4))
+    X[rng.random(400) < 0.3, 0] = np.nan
+    X[rng.random(400) < 0.3, 1] = 0.0
+    y = np.nan_to_num(X[:, 0], nan=3.0) + (X[:, 1] == 0) * 2.0 + X[:, 2]
+    params = {"objective": "regression", "num_leaves": 7, "min_data_in_leaf": 5, "verbose": -1,
+              "zero_as_missing": zero_as_missing, "seed": 0}
+    text = lightgbm.train(params, lightgbm.Dataset(X, y), num_boost_round=20).model_to_string()
+    booster = TextBooster(text)
+    booster._flatten()
+    assert booster._flat[3].any()  # some split has a missing type: the general path runs
+    Xt = rng.normal(size=(300, 4))
+    Xt[::5, 0] = np.nan
+    Xt[::7, 1] = 0.0
+    Xt[::9, 2] = np.nan
+    np.testing.assert_allclose(booster.predict(Xt), lightgbm.Booster(model_str=text).predict(Xt),
+                               rtol=1e-12, atol=1e-12)

@@ -394,8 +394,9 @@ class _LGBMRanker:
         """The ranker from its booster text and the JSON ``d``; ModelError (one line) when they
         do not match (a stale booster file). Without lightgbm, or with ``numpy_predict``, it
         predicts with lgbm_text's numpy reader (the same scores): on the CPU machine it loads in
-        0.05 s where importing lightgbm took 1.2-3.6 s, and predicts a problem's ~5,000
-        candidates in 0.56 s against lightgbm's 0.28, so it pays for up to ~4 problems."""
+        0.05 s where importing lightgbm took 1.2-3.6 s, and plans a problem (~3,400-5,000
+        candidates) 0.19 s slower than lightgbm, so it pays for a few problems when nothing
+        overlaps the import (tuning.tuner.numpy_ranker)."""
         want = d.get("sha256")
         got = hashlib.sha256(text.encode()).hexdigest()
         if want != got:
