@@ -2,10 +2,10 @@
 # Issue #19: single-shape tuning as a user runs it, one process per shape: `gemmtune tune --fast`
 # cold (its own worker start-up), `--fast` against a warm `gemmtune worker --serve` pool, and
 # torch.compile max-autotune (no cudagraphs) of `a @ b`. Wall time of each whole process.
-#   OUT=dir bash scripts/single_shape_fast.sh            (GPU only)
+#   OUT=dir bash scripts/single_shape_fast.sh            (GPU only; carry .whl for lightgbm)
 set -u
-export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-OUT=${OUT:-out}; mkdir -p "$OUT"
+source "$(dirname "$0")/device_env.sh"   # the carried wheels, this tree first on PYTHONPATH, $OUT
+record_env lightgbm
 SHAPES=${SHAPES:-"2048x6144x4096:bf16 512x4096x4096:bf16 16x6144x4096:bf16 1000x1000x1000:bf16 64x64x65536:bf16"}
 sock=/tmp/gemmtune-$$.sock
 # Every process compiles from an empty cache of its own (the server's is its own too), so no
