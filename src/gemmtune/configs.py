@@ -326,8 +326,10 @@ def min_block_k(problem: Problem) -> int:
 
 def fp8_tile(cfg, problem: Problem, cap: int = 256):
     """``cfg`` with BLOCK_K doubled (at most ``cap``) for an fp8 problem; unchanged otherwise."""
-    if problem.dtype not in FP8_DTYPES:
-        return cfg
+    return _doubled_k(cfg, cap) if problem.dtype in FP8_DTYPES else cfg
+
+
+def _doubled_k(cfg, cap: int = 256):
     return replace(cfg, block_k=min(cap, 2 * cfg.block_k))
 
 
@@ -356,29 +358,22 @@ def _scale_tile(cfg, m2: int, n2: int, k2: int, min_bk: int):
     return replace(cfg, block_m=bm, block_n=bn, block_k=bk, num_warps=warps)
 
 
-def scaled_configs(raw_configs, kind: str, problem: Problem, fp8_default: bool = True) -> list:
+def scaled_configs(raw_configs, kind: str, problem: Problem) -> list:
     """``raw_configs(kind)`` scaled to ``problem`` (``scale_tile``; a split-K config over its
-    own K-slice, cdiv(K, split_k)), duplicates dropped, first occurrences in order; with
-    ``fp8_default`` an fp8 problem's default configs get BLOCK_K doubled first (``fp8_tile``).
+    own K-slice, cdiv(K, split_k)), duplicates dropped, first occurrences in order; an fp8
+    problem's default configs get BLOCK_K doubled first (``fp8_tile``).
 
     The result depends on the problem only through the powers of two that ``scale_tile`` reads,
     so it is memoised on those: a model's shapes mostly share them, and building and scaling
     the exhaustive spaces (10,752 split-K configs) took 0.2 s a problem on the CPU."""
-    fp8 = fp8_default and kind == "default" and problem.dtype in FP8_DTYPES
+    fp8 = kind == "default" and problem.dtype in FP8_DTYPES
     k2 = tuple(next_pow2(cdiv(problem.k, s)) for s in _SPLIT_KEYS)
-    got = _scaled_configs(raw_configs, kind, fp8, next_pow2(problem.m), next_pow2(problem.n), k2,
-                          min_block_k(problem))
-    if got is None:  # a split_k outside _SPLIT_KEYS: scaled one by one
-        seen: dict = {}
-        for cfg in raw_configs(kind):
-            cfg = fp8_tile(cfg, problem) if fp8 else cfg
-            seen.setdefault(scale_tile(cfg, problem, k_len=cdiv(problem.k, getattr(cfg, "split_k", 1))), None)
-        return list(seen)
-    return list(got)
+    return list(_scaled_configs(raw_configs, kind, fp8, next_pow2(problem.m), next_pow2(problem.n), k2,
+                                min_block_k(problem)))
 
 
-# The split_k values whose K-slice length scaled_configs precomputes (1: no split); a config with
-# another split_k is scaled on its own.
+# The split_k values whose K-slice length scaled_configs precomputes (1: no split): every split
+# the spaces list (kernels.splitk.SPLITS).
 _SPLIT_KEYS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
@@ -388,12 +383,11 @@ def _scaled_configs(raw_configs, kind: str, fp8: bool, m2: int, n2: int, k2: tup
     out, seen = [], set()
     for cfg in raw_configs(kind):
         if fp8:
-            cfg = replace(cfg, block_k=min(256, 2 * cfg.block_k))
+            cfg = _doubled_k(cfg)
         split = getattr(cfg, "split_k", 1)
-        kk = by_split.get(split)
-        if kk is None:
-            return None  # an unlisted split: the caller scales config by config
-        cfg = _scale_tile(cfg, m2, n2, kk, min_bk)
+        if split not in by_split:
+            raise ValueError(f"split_k={split} is not one of configs._SPLIT_KEYS {_SPLIT_KEYS}: add it there")
+        cfg = _scale_tile(cfg, m2, n2, by_split[split], min_bk)
         if cfg not in seen:
             seen.add(cfg)
             out.append(cfg)

@@ -64,6 +64,7 @@ from typing import Optional
 import torch
 
 from .dispatch import Dispatcher
+from .dispatch.common import ATEN
 from .epilogue import check_activation
 
 
@@ -188,7 +189,7 @@ def aten_to_inductor(a: torch.Tensor, b: torch.Tensor, handle) -> bool:
         choice = d.expected_choice(*sizes)
     except (ValueError, KeyError):
         return False
-    return choice is not None and choice.id == "aten"
+    return choice == ATEN
 
 
 def _gemv_decomposition(a, b, handle, bias=None, activation="none", residual=None):

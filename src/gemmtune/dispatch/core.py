@@ -229,12 +229,8 @@ class Dispatcher(Deciding, Launching):
             return done.choice
         if self.mode == "benchmark":
             return None
-        if self.mode == "table" and self.table is not None:
-            exact = self.table.entries.get(self._declared(*sizes).key, [])
-            if exact:
-                return exact[0].choice
-        ranked = self._ranked(*sizes)
-        return ranked[0].choice if ranked else None
+        listed = self._listed(*sizes)
+        return listed[0][0] if listed else None
 
     def _sizes(self, m, n, k) -> tuple[int, int, int]:
         given = {"m": m, "n": n, "k": k}

@@ -100,6 +100,15 @@ class Deciding:
                 if self._hint_sizes[i] == (m, n, k)
                 or not getattr(kernels.get(self.hint_choices[i].choice.family), "PER_SHAPE", False)]
 
+    def _listed(self, m: int, n: int, k: int, batch: int | None = None) -> list[tuple[Choice, str, tuple | None]]:
+        """The candidates for a size before any is run, best first, as (choice, source, hint):
+        the table's exact entry (table mode), then the hints' choices, nearest first."""
+        cands: list[tuple[Choice, str, tuple | None]] = []
+        if self.mode == "table" and self.table is not None:
+            exact = self.table.entries.get(self._declared(m, n, k, batch).key, [])
+            cands += [(tc.choice, "table", None) for tc in exact]
+        return cands + [(h.choice, "similarity", h.sizes) for h in self._ranked(m, n, k)]
+
     def _decide(self, a, b, m, n, k, previous: Decision | None = None, batch: int | None = None) -> Decision:
         device = a.device
         if m == 0 or n == 0 or k == 0 or batch == 0:
@@ -109,10 +118,7 @@ class Deciding:
         cands: list[tuple[Choice, str, tuple | None]] = []
         if previous is not None:
             cands.append((previous.choice, previous.source, previous.hint))
-        if self.mode == "table" and self.table is not None:
-            exact = self.table.entries.get(self._declared(m, n, k, batch).key, [])
-            cands += [(tc.choice, "table", None) for tc in exact]
-        cands += [(h.choice, "similarity", h.sizes) for h in self._ranked(m, n, k)]
+        cands += self._listed(m, n, k, batch)
         rejected: list[str] = []
         seen, runnable = set(), []
         for c, src, hint in cands:
