@@ -348,7 +348,7 @@ def test_load_checks_provenance(tmp_path):
         same = load(path)  # same machine, same versions: no warning
     assert same.decision(m=5).verified
     for field, value, says in [("triton", "2.0.0", "triton 2.0.0"),
-                               ("device_name", "NVIDIA H100 80GB HBM3", "tuned on NVIDIA H100")]:
+                               ("device_name", "NVIDIA A100-SXM4-80GB", "tuned on NVIDIA A100")]:
         doc = json.loads(path.read_text())
         doc["provenance"][field] = value
         other = tmp_path / f"other_{field}.json"
