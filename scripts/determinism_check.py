@@ -21,6 +21,10 @@ CASES = [  # (M, N, K, choice): Llama-1B decode GEMMs and the winners tuned for 
     (1, 512, 2048, "skinny:BM16-BN16-BK256-SK8-S6-W2-dot-det"),
     (64, 64, 65536, "splitk:BM64-BN64-BK64-S4-W4-G8-SK32-atomic"),
     (64, 64, 65536, "splitk:BM64-BN64-BK64-S4-W4-G8-SK32-det"),
+    # the deterministic split-K's two paths (kernels.splitk.split_mode): 128 programs, one wave on an
+    # H100/H200, take the parallel fixup (SPLIT_MODE 3); 256 programs the last arriver's sum (mode 1)
+    (128, 128, 32768, "splitk:BM64-BN64-BK128-S3-W4-G8-SK32-det"),
+    (200, 200, 20000, "splitk:BM64-BN64-BK64-S4-W4-G8-SK16-det"),
 ]
 
 

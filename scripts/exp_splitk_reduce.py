@@ -9,7 +9,9 @@ CUDA-graph device time, bench.timing.CudaGraphTimer), beside cuBLAS:
   own [S, M, N] plane (SPLIT_MODE 0, DecomposeK's first launch). It streams A and B exactly as the
   fused kernels do, so ``atomic - part`` is the price of the reduction, and ``part`` against the
   floor is what the streaming itself reaches;
-* ``sum``: the separate sum kernel over those planes (DecomposeK's second launch).
+* ``sum``: the separate sum kernel over those planes (DecomposeK's second launch);
+* ``fixup``: SPLIT_MODE 3, the partials stored as in ``det`` and summed by all of the tile's programs
+  at once (tile_epilogue.parallel_fixup), on grids of at most one program per SM.
 
     python scripts/exp_splitk_reduce.py --out $OUT/splitk_reduce.json
     ncu --profile-from-start off ... python scripts/exp_splitk_reduce.py --ncu $OUT/splitk_reduce.json
@@ -69,10 +71,21 @@ def launches(a, b, out, cfg, ws, planes):
     def part(a, b, out):
         launch_tiled(a, b, planes, k_per_split=per, split_mode=0, stride_cz=planes.stride(0),
                      **tile_kwargs(cfg, False))
-    return [("atomic", lambda a, b, o: splitk.run(a, b, o, cfg, workspace=ws)),
-            ("det", lambda a, b, o: splitk.run(a, b, o, det, workspace=ws)),
-            ("part", part),
-            ("sum", lambda a, b, o: launch_sum_splits(planes, o))]
+    p = splitk.plan(a.shape[0], b.shape[1], a.shape[1], det)
+
+    def fixup(a, b, out):
+        launch_tiled(a, b, out, k_per_split=per, split_mode=3,
+                     ws=ws.partials(p["workspace_numel"], True, a.device), locks=ws.counters(p["tiles"], a.device),
+                     **tile_kwargs(cfg, False))
+    out = [("atomic", lambda a, b, o: splitk.run(a, b, o, cfg, workspace=ws)),
+           ("det", lambda a, b, o: splitk.run(a, b, o, det, workspace=ws)),
+           ("part", part),
+           ("sum", lambda a, b, o: launch_sum_splits(planes, o))]
+    # Mode 3 waits for the tile's programs: only grids that one wave holds (a cooperative launch
+    # would refuse the rest; this keeps a hang out of the experiment even if it did not).
+    if p["tiles"] * p["splits"] <= torch.cuda.get_device_properties(a.device).multi_processor_count:
+        out.append(("fixup", fixup))
+    return out
 
 
 def read_bandwidth():
@@ -146,16 +159,24 @@ def sweep(args):
             best = min(ok, key=lambda c: ok[c]["atomic"])
             r = ok[best]
             row["best_atomic"] = best
-            f = {x: r[x] * 1e3 if isinstance(r.get(x), float) else float("nan") for x in ("atomic", "det", "part", "sum")}
+            f = {x: r[x] * 1e3 if isinstance(r.get(x), float) else float("nan")
+                 for x in ("atomic", "det", "part", "sum", "fixup")}
             line += (f" | best atomic {best}: atomic {f['atomic']:.2f} det {f['det']:.2f} part {f['part']:.2f} "
-                     f"sum {f['sum']:.2f} us ({floor_ms * 1e3 / f['atomic']:.0%} of floor, {cub * 1e3 / f['atomic']:.2f}x)")
+                     f"sum {f['sum']:.2f} fixup {f['fixup']:.2f} us ({floor_ms * 1e3 / f['atomic']:.0%} of floor, "
+                     f"{cub * 1e3 / f['atomic']:.2f}x)")
+            fx = {c: ok[c]["fixup"] for c in ok if isinstance(ok[c].get("fixup"), float)}
+            if fx:
+                bf = min(fx, key=fx.get)
+                row["best_fixup"] = bf
+                line += (f" | best fixup {bf}: {fx[bf] * 1e3:.2f} us ({floor_ms / fx[bf]:.0%} of floor, "
+                         f"{cub / fx[bf]:.2f}x)")
             bp = min((c for c in ok if isinstance(ok[c].get("part"), float)), key=lambda c: ok[c]["part"], default=None)
             if bp:
                 row["best_part"] = bp
                 line += f" | fastest part {bp}: {ok[bp]['part'] * 1e3:.2f} us ({floor_ms / ok[bp]['part']:.0%} of floor)"
         print(line, flush=True)
         rows.append(row)
-        del ins, outs, ref
+        ins = outs = ref = None  # frees the operands before the next shape
         torch.cuda.empty_cache()
         Path(args.out).write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                                               "triton": __import__("triton").__version__, "read_bw": bw,
@@ -181,7 +202,7 @@ def profile(path):
             cfg = Choice.parse(f"splitk:{cid}").config
             planes = torch.empty((plan(m, n, k, cfg)["splits"], m, n), device="cuda", dtype=torch.float32)
             for name, fn in launches(a, b, out, cfg, ws, planes):
-                if name in ("atomic", "part") and (cid == row["best_atomic"] or name == "part"):
+                if name in ("atomic", "part", "fixup") and (cid == row["best_atomic"] or name == "part"):
                     fn(a, b, out)
                     runs.append((f"{m}x{n}x{k} {name} {cid}", fn))
         torch.mm(a, b, out=out)

@@ -5,13 +5,19 @@ arrive at a tile combines the partials in fp32 and writes the output (see
 tiled.py). This is the tool for shapes like 32x32x28672, where a plain tiled mm
 has one program for the whole output and leaves 131 of 132 SMs idle.
 
-``SplitKConfig.deterministic`` picks a fixed reduction order (slice 0..S-1,
-bitwise reproducible run to run) or fp32 atomics (order varies, the last program
-reads one tile instead of S).
+``SplitKConfig.deterministic`` picks a fixed reduction order (bitwise reproducible
+run to run) or fp32 atomics (order varies, the last program reads one tile instead
+of S). A deterministic grid that one wave holds (at most one program per SM) is
+summed by all of a tile's programs at once after they have all stored their partial
+(SPLIT_MODE 3, ``tile_epilogue.parallel_fixup``, a cooperative launch); a larger one by
+its last arriver, slice 0..S-1 (SPLIT_MODE 1). Measured on an H100 (2026-11-26,
+benchmarks/results/2026-11-26-h100-splitk-reduce): 128x128x32768 bf16 with 64x64 tiles
+and S=32 took 27 us the mode-1 way and 13 us the mode-3 way, the same as the atomics.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import torch
@@ -117,6 +123,41 @@ class SplitKWorkspace:
         return self._get(("locks",), numel, torch.int32, device)
 
 
+# The CPU interpreter runs SPLIT_MODE 3 without its wait (programs run one after another there) and
+# has no SMs: grids of up to this many programs take mode 3 on it, larger ones mode 1, so that the
+# CPU tests run both deterministic paths.
+INTERPRETER_WAVE = 16
+
+
+def one_wave(device: torch.device) -> int:
+    """How many programs the deterministic split-K runs as one resident wave (SPLIT_MODE 3) on
+    ``device``: its SM count on a GPU (one program per SM always fits: every config's shared memory
+    and registers are checked against one SM's), INTERPRETER_WAVE on the CPU."""
+    if device.type != "cuda":
+        return INTERPRETER_WAVE
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def split_mode(cfg: SplitKConfig, programs: int, wave: int) -> int:
+    """The tiled kernel's SPLIT_MODE for a split launch of ``programs``: 2 (atomics) unless
+    deterministic; then 3 if one wave of ``wave`` programs holds the grid, else 1.
+
+    >>> from gemmtune.configs import SplitKConfig
+    >>> [split_mode(SplitKConfig(64, 64, 64, 3, 4, 8, 32, det), 128, 132) for det in (False, True)]
+    [2, 3]
+    >>> split_mode(SplitKConfig(64, 64, 64, 3, 4, 8, 32, True), 256, 132)
+    1
+    """
+    if not cfg.deterministic:
+        return 2
+    return 3 if programs <= wave else 1
+
+
 def plan(m: int, n: int, k: int, cfg: SplitKConfig, sms: int | None = None) -> dict:
     """The launch ``cfg`` makes at (M, N, K): the one source the launcher, the model's
     features and data collection read. One split runs as triton_mm (no workspace).
@@ -158,7 +199,7 @@ def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConf
         return None  # a fresh workspace per call: nothing to gain
     det, dev = cfg.deterministic, a.device
     partials, counters = workspace.partials, workspace.counters
-    d = prepare_direct(a, b, out, k_per_split=per, split_mode=1 if det else 2,
+    d = prepare_direct(a, b, out, k_per_split=per, split_mode=split_mode(cfg, tiles * splits, one_wave(dev)),
                        ws=partials(numel, det, dev), locks=counters(tiles, dev), epilogue=epilogue, **kw)
     if d is None:
         return None
@@ -183,7 +224,7 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConfig, 
         launch_tiled(a, b, out, k_per_split=a.shape[1], epilogue=epilogue, **kw)
         return
     ws = workspace or SplitKWorkspace()  # a fresh one is correct, only slower
-    launch_tiled(a, b, out, k_per_split=per, split_mode=1 if cfg.deterministic else 2,
+    launch_tiled(a, b, out, k_per_split=per, split_mode=split_mode(cfg, tiles * splits, one_wave(a.device)),
                  ws=ws.partials(numel, cfg.deterministic, a.device), locks=ws.counters(tiles, a.device),
                  epilogue=epilogue, **kw)
 

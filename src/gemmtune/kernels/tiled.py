@@ -122,6 +122,7 @@ def _tiled_mm_kernel(
     SCALE: tl.constexpr, BATCHED: tl.constexpr,
     AB_DIV: tl.constexpr, BB_DIV: tl.constexpr, CB_DIV: tl.constexpr,
     C_LEAD_DIV: tl.constexpr, R_LEAD_DIV: tl.constexpr, INDEXED_K: tl.constexpr,
+    FIX_SPLITS: tl.constexpr, FIX_CHUNK: tl.constexpr,
 ):
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -283,7 +284,7 @@ def _tiled_mm_kernel(
     split_epilogue(acc, c_ptr + pid_k * stride_cz, ws_ptr, lock_ptr, rm_o, rn_o, mask, stride_cm, scn,
                    M, N, pid, pid_k, 1, num_splits, SPLIT_MODE, GPU_FENCE, BLOCK_M, BLOCK_N,
                    bias_ptr, res_ptr, stride_bias, stride_rm, srn, HAS_BIAS, ACT, HAS_RES,
-                   sa_ptr, sb_ptr, SCALE, C_LEAD_DIV, R_LEAD_DIV)
+                   sa_ptr, sb_ptr, SCALE, C_LEAD_DIV, R_LEAD_DIV, FIX_SPLITS, FIX_CHUNK)
 
 
 # The same kernel with every size and stride a compile-time constant, as Inductor's template
@@ -311,6 +312,7 @@ def _tiled_mm_static(
     SCALE: tl.constexpr, BATCHED: tl.constexpr,
     AB_DIV: tl.constexpr, BB_DIV: tl.constexpr, CB_DIV: tl.constexpr,
     C_LEAD_DIV: tl.constexpr, R_LEAD_DIV: tl.constexpr, INDEXED_K: tl.constexpr,
+    FIX_SPLITS: tl.constexpr, FIX_CHUNK: tl.constexpr,
 ):
     _tiled_mm_kernel(
         a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr,
@@ -320,7 +322,7 @@ def _tiled_mm_static(
         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, SPLIT_MODE, INPUT_PRECISION, INDEX_64,
         AK_UNIT, AM_UNIT, BK_UNIT, BN_UNIT, CN_UNIT, A_LEAD_DIV, B_LEAD_DIV, K_DIV, M_DIV, N_DIV,
         GPU_FENCE, MASK_M, MASK_N, KS_DIV, HAS_BIAS, ACT, HAS_RES, RN_UNIT, SCALE, BATCHED,
-        AB_DIV, BB_DIV, CB_DIV, C_LEAD_DIV, R_LEAD_DIV, INDEXED_K,
+        AB_DIV, BB_DIV, CB_DIV, C_LEAD_DIV, R_LEAD_DIV, INDEXED_K, FIX_SPLITS, FIX_CHUNK,
     )
 
 
@@ -452,8 +454,35 @@ def _tiled_args(a, b, c, *, block_m, block_n, block_k, group_m, k_per_split, spl
         R_LEAD_DIV=1 if epilogue is None or epilogue.residual is None else store_divisor(epilogue.residual, N),
         # Only with one K-slice (the index loop starts at 0 and runs to K).
         INDEXED_K=splits == 1 and (INDEXED_K_DEFAULT if indexed_k is None else bool(indexed_k)),
+        **fixup_blocks(split_mode, splits, block_m * block_n),
     )
     return grid, args, consts
+
+
+# SPLIT_MODE 3's sum (tile_epilogue.parallel_fixup) loads [FIX_SPLITS, FIX_CHUNK] partials at once:
+# about this many fp32 values per program, 32 a thread at 4 warps.
+FIXUP_ELEMENTS = 4096
+
+
+def fixup_blocks(split_mode: int, splits: int, tile_elems: int) -> dict:
+    """FIX_SPLITS (the split count rounded up to a power of two) and FIX_CHUNK (elements of the
+    tile summed per load) of a SPLIT_MODE 3 launch; both 1 otherwise, so that the other modes
+    compile as before.
+
+    >>> fixup_blocks(3, 32, 64 * 64), fixup_blocks(3, 100, 128 * 128), fixup_blocks(2, 32, 4096)
+    ({'FIX_SPLITS': 32, 'FIX_CHUNK': 128}, {'FIX_SPLITS': 128, 'FIX_CHUNK': 32}, {'FIX_SPLITS': 1, 'FIX_CHUNK': 1})
+    """
+    if split_mode != 3:
+        return {"FIX_SPLITS": 1, "FIX_CHUNK": 1}
+    fs = 1 << max(0, splits - 1).bit_length()
+    return {"FIX_SPLITS": fs, "FIX_CHUNK": max(1, min(tile_elems, FIXUP_ELEMENTS // fs))}
+
+
+def launch_options(split_mode: int) -> dict:
+    """Launch options beyond the constexprs: SPLIT_MODE 3 spins until the tile's programs have all
+    stored their partials, so its grid must be resident at once: a cooperative launch, which
+    fails with an error instead of hanging when the grid cannot be."""
+    return {"launch_cooperative_grid": True} if split_mode == 3 and not _INTERPRETED else {}
 
 
 def launch_tiled(
@@ -488,7 +517,8 @@ def launch_tiled(
                                      stride_cz=stride_cz, ws=ws, locks=locks, allow_tf32=allow_tf32,
                                      edge=edge, epilogue=epilogue, indexed_k=indexed_k)
     fn, args, consts = _static(args, consts) if static else (_tiled_mm_kernel, args, consts)
-    return _launch(fn, grid, args, {**consts, "num_warps": num_warps, "num_stages": num_stages})
+    return _launch(fn, grid, args, {**consts, "num_warps": num_warps, "num_stages": num_stages,
+                                    **launch_options(split_mode)})
 
 
 def _static(args: tuple, consts: dict) -> tuple:
@@ -522,7 +552,8 @@ def prepare_direct(a, b, c, *, num_stages, num_warps, ws=None, locks=None, epilo
         return None
     grid, args, consts = _tiled_args(a, b, c, ws=ws, locks=locks, epilogue=epilogue, **kw)
     fn, args, consts = _static(args, consts) if static else (_tiled_mm_kernel, args, consts)
-    kernel = fn[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages)
+    kernel = fn[grid](*args, **consts, num_warps=num_warps, num_stages=num_stages,
+                      **launch_options(kw.get("split_mode", 0)))
     d = direct(fn, kernel, grid, args, consts, a, b, ws, epilogue)
     if d is not None and static:
         d.shapes = (a.shape, b.shape)  # sizes are compiled in too
