@@ -17,7 +17,9 @@ printf "%-22s %10s %10s %12s\n" shape cold_s warm_s maxautotune_s | tee "$OUT/si
 for s in $SHAPES; do
   export TRITON_CACHE_DIR=/tmp/tc-cold-$$-$s TORCHINDUCTOR_CACHE_DIR=/tmp/ti-$$-$s
   t0=$(date +%s.%N); python3 -m gemmtune.cli tune --shape $s --fast --store "$OUT/cold.sqlite" -q > /dev/null 2>&1; t1=$(date +%s.%N)
-  python3 -m gemmtune.cli tune --shape $s --fast --store "$OUT/warm.sqlite" --server $sock -q > /dev/null 2>&1; t2=$(date +%s.%N)
+  # The gemmtune command's entry point, as the console script runs it: it forwards a tune --server
+  # to the server without importing torch here (gemmtune_entry).
+  python3 -m gemmtune_entry tune --shape $s --fast --store "$OUT/warm.sqlite" --server $sock -q > /dev/null 2>&1; t2=$(date +%s.%N)
   export TRITON_CACHE_DIR=/tmp/tc-mat-$$-$s
   python3 - "$s" <<'PY' > /dev/null 2>&1
 import sys, torch

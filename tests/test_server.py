@@ -108,3 +108,82 @@ def test_a_socket_in_use_is_refused(tmp_path):
     sock.write_text("")
     with pytest.raises(ServerError, match="exists"):
         serve(sock)
+
+
+# --- the gemmtune command forwarding tune --server to the server (gemmtune_entry) ---
+
+def _entry(cwd, argv, env_extra=None):
+    """``gemmtune ARGV`` through gemmtune_entry in a fresh process in ``cwd``; its stdout ends with
+    whether torch was imported there."""
+    code = ("import sys, gemmtune_entry; rc = gemmtune_entry.main(sys.argv[1:]); "
+            "print('TORCH_IMPORTED', 'torch' in sys.modules); sys.exit(rc)")
+    env = dict(os.environ, PYTHONPATH=str(SRC), **(env_extra or {}))
+    return subprocess.run([sys.executable, "-c", code, *argv], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def test_forwarded_tune_runs_in_the_server_without_importing_torch(server, tmp_path):
+    argv = ["tune", "--shape", "16x16x32:fp16", "--families", "triton_mm,aten", "--server", server,
+            "--store", "s.sqlite", "--out", "t.json"]
+    cp = _entry(tmp_path, argv)
+    assert cp.returncode == 0, cp.stderr
+    assert "TORCH_IMPORTED False" in cp.stdout  # the client never imported torch (nor gemmtune)
+    assert "best choice" in cp.stdout and "16x16x32" in cp.stdout  # the server's output, streamed back
+    # Relative paths are the client's: the store and the table are in its working directory.
+    assert (tmp_path / "s.sqlite").exists() and json.loads((tmp_path / "t.json").read_text())["entries"]
+    with ResultStore(tmp_path / "s.sqlite") as db:
+        rows = [row for _, row in db.rows(problem_key=Problem.from_sizes(16, 16, 32, "fp16").key)]
+    assert rows and all(row.status == "ok" for row in rows)
+    with RemotePool(server) as pool:
+        assert pool.stats()["workers_started"] == 1  # the server's own pool ran it: no worker started
+    # Forwarding off: the same command runs here (importing torch), against the same server.
+    cp = _entry(tmp_path, argv[:2] + ["24x16x32:fp16"] + argv[3:], {"GEMMTUNE_FORWARD": "0"})
+    assert cp.returncode == 0, cp.stderr
+    assert "TORCH_IMPORTED True" in cp.stdout
+
+
+def test_forwarded_bad_input_is_one_line_and_the_server_stays_up(server, tmp_path):
+    cp = _entry(tmp_path, ["tune", "--shape", "24x16:fp16", "--server", server])
+    assert cp.returncode == 2
+    assert "bad shape '24x16:fp16'" in cp.stderr and "Traceback" not in cp.stderr
+    cp = _entry(tmp_path, ["tune", "--shape", "8x8x16:fp16", "--families", "aten", "--server", server, "-q"])
+    assert cp.returncode == 0, cp.stderr
+
+
+def test_the_server_runs_only_tune(server, tmp_path):
+    from multiprocessing.connection import Client
+    with Client(server, family="AF_UNIX", authkey=Path(server + ".key").read_bytes()) as conn:
+        conn.send(("cli", ["demo"], str(tmp_path)))
+        got = [conn.recv(), conn.recv()]
+    assert got[0][0] == "err" and "only tune" in got[0][1] and got[1] == ("exit", 2)
+
+
+def test_forward_gives_way_to_the_full_command_where_the_server_cannot_take_it(tmp_path):
+    """No server there, or one from before forwarding (it answers 'unknown request'): forward
+    returns None, and main runs the command itself, whose error names the missing server."""
+    import gemmtune_entry
+    from multiprocessing.connection import Listener
+    assert gemmtune_entry.forward(str(tmp_path / "none.sock"), ["tune"]) is None
+    sock = os.path.join(tempfile.mkdtemp(prefix="gt-"), "old.sock")
+    key = b"k" * 32
+    Path(sock + ".key").write_bytes(key)
+    with Listener(sock, family="AF_UNIX", authkey=key) as listener:
+        def old_server():
+            with listener.accept() as conn:
+                req = conn.recv()
+                conn.send(("error", f"unknown request {req!r}"))
+        t = threading.Thread(target=old_server, daemon=True)
+        t.start()
+        assert gemmtune_entry.forward(sock, ["tune", "--server", sock]) is None
+        t.join(10)
+
+
+def test_which_commands_are_forwarded(monkeypatch):
+    from gemmtune_entry import server_of
+    assert server_of(["tune", "--shape", "8x8x8:fp16", "--server", "/tmp/s"]) == "/tmp/s"
+    assert server_of(["tune", "--server=/tmp/s"]) == "/tmp/s"
+    assert server_of(["tune", "--shape", "8x8x8:fp16"]) is None  # no server: the local path
+    assert server_of(["tune", "--server", "/tmp/s", "--help"]) is None  # help is the local parser's
+    assert server_of(["worker", "--serve", "/tmp/s"]) is None and server_of([]) is None
+    monkeypatch.setenv("GEMMTUNE_FORWARD", "0")
+    assert server_of(["tune", "--server", "/tmp/s"]) is None

@@ -114,8 +114,16 @@ def check_allocatable(shapes, device: str | None = None) -> None:
     is smaller."""
     import torch
 
+    from ..bench.server import serving_info
     from ..problem import element_size
-    if torch.cuda.is_available():
+    served = serving_info()
+    if served is not None:
+        # Run inside a worker server (a forwarded tune): its process must not open a CUDA
+        # context; the GPU is its workers', known by name.
+        from ..device import BUILTIN_MEMORY_BYTES
+        name = served.get("device_name", "?")
+        limit, where = BUILTIN_MEMORY_BYTES.get(name, 80 * 2**30), f"{name} (the server's GPU)"
+    elif torch.cuda.is_available():
         limit = torch.cuda.mem_get_info()[1]
         where = torch.cuda.get_device_name()
     else:

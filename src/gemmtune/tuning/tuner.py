@@ -188,7 +188,12 @@ class Tuner:
     def _pool(self, env: dict, gpus):
         o = self.options
         if o.server is not None:
-            from ..bench.server import RemotePool
+            from ..bench.server import RemotePool, served
+            # Run by the server itself (a forwarded ``gemmtune tune --server``): its own pool.
+            own = served(o.server)
+            if own is not None:
+                own.timeout = o.timeout
+                return own
             return RemotePool(o.server, timeout=o.timeout)
         return WorkerPool(o.workers, timeout=o.timeout, runner=o.runner, env=env, gpus=gpus)
 

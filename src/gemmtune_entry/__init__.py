@@ -1,0 +1,90 @@
+"""The ``gemmtune`` command's entry point.
+
+``gemmtune tune ... --server SOCKET`` is forwarded whole to the warm worker server on SOCKET
+(``gemmtune worker --serve``), which runs it in its own process on its warm pool and streams the
+output back. This module imports neither torch nor gemmtune for that: importing them took
+2.3-2.6 s of every call on the 2-core CPU machine, most of a warm one-shape tune. Everything
+else, and a server that cannot take the command (an older gemmtune, no server there), goes to
+``gemmtune.cli.main`` as before, which reports a missing server as one clear line.
+
+What differs when forwarded: the command runs with the server's environment (its GPU, its
+``TRITON_*`` settings) in the client's working directory, so relative paths mean what they
+would locally; interrupting the client stops its output, not the tune, whose results still
+reach the store. ``GEMMTUNE_FORWARD=0`` turns forwarding off.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def server_of(argv: list[str]) -> str | None:
+    """The socket of ``tune ... --server SOCKET`` (or ``--server=SOCKET``); None for any other
+    command, a help request, or forwarding turned off.
+
+    >>> server_of(["tune", "--shape", "8x8x8:fp16", "--server", "/tmp/s.sock"])
+    '/tmp/s.sock'
+    >>> server_of(["tune", "--server=/tmp/s.sock", "-h"]), server_of(["bench", "--server", "x"])
+    (None, None)
+    """
+    if not argv or argv[0] != "tune" or os.environ.get("GEMMTUNE_FORWARD", "1") == "0":
+        return None
+    if any(a in ("-h", "--help") for a in argv):
+        return None
+    for i, a in enumerate(argv):
+        if a == "--server" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--server="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def forward(address: str, argv: list[str]) -> int | None:
+    """Run ``argv`` in the server at ``address``, copying its output here as it arrives; its exit
+    status, or None when the server cannot take it (not there, or too old to know the request)."""
+    from multiprocessing.connection import Client
+
+    try:
+        key = open(address + ".key", "rb").read()
+        conn = Client(address, family="AF_UNIX", authkey=key)
+    except OSError:
+        return None  # gemmtune.cli says why, in its words
+    with conn:
+        try:
+            conn.send(("cli", list(argv), os.getcwd()))
+            while True:
+                kind, payload = conn.recv()
+                if kind == "out":
+                    sys.stdout.write(payload)
+                    sys.stdout.flush()
+                elif kind == "err":
+                    sys.stderr.write(payload)
+                    sys.stderr.flush()
+                elif kind == "exit":
+                    return int(payload)
+                else:  # ("error", ...): a server from before forwarding
+                    return None
+        except (EOFError, OSError):
+            print(f"gemmtune tune: error: the worker server at {address} closed the connection; results "
+                  "measured so far are in the store", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print("interrupted: the server finishes this tune on its own; its results reach the store",
+                  file=sys.stderr)
+            return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``gemmtune ARGS``: forwarded to a warm server (see the module docstring) or run here."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    address = server_of(argv)
+    if address is not None:
+        rc = forward(address, argv)
+        if rc is not None:
+            return rc
+    from gemmtune.cli import main as cli_main
+    return cli_main(argv)
+
+
+__all__ = ["main", "forward", "server_of"]
