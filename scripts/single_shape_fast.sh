@@ -34,4 +34,4 @@ PY
   python3 -c "import sys; s,a,b,c,d = sys.argv[1:]; a,b,c,d = map(float, (a,b,c,d)); print(f'{s:22s} {b-a:10.1f} {c-b:10.1f} {d-c:12.1f}')" \
     $s $t0 $t1 $t2 $t3 | tee -a "$OUT/single_shape.txt"
 done
-kill -INT $srv; wait $srv 2>/dev/null
+kill -TERM $srv; wait $srv 2>/dev/null  # (a background job ignores SIGINT)

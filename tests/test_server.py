@@ -187,3 +187,25 @@ def test_which_commands_are_forwarded(monkeypatch):
     assert server_of(["worker", "--serve", "/tmp/s"]) is None and server_of([]) is None
     monkeypatch.setenv("GEMMTUNE_FORWARD", "0")
     assert server_of(["tune", "--server", "/tmp/s"]) is None
+
+
+def test_kill_stops_the_server_and_removes_its_socket(tmp_path):
+    """SIGTERM (kill; a shell script's background job ignores SIGINT) stops `gemmtune worker --serve`
+    as Ctrl-C does: exit 0, the socket and its key file removed."""
+    import signal
+    import time
+    sock = os.path.join(tempfile.mkdtemp(prefix="gt-"), "k.sock")
+    env = dict(os.environ, PYTHONPATH=str(SRC), TRITON_INTERPRET="1")
+    proc = subprocess.Popen([sys.executable, "-m", "gemmtune.cli", "worker", "--serve", sock], env=env,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not os.path.exists(sock) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert os.path.exists(sock), proc.stderr.read() if proc.poll() is not None else "no socket"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not os.path.exists(sock) and not os.path.exists(sock + ".key")
