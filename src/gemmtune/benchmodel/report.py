@@ -34,7 +34,11 @@ def markdown(doc: dict) -> str:
         phases = _phases(m)
         L += [f"## {m['model']} ({m['params'] / 1e6:.1f}M parameters)", ""]
         if "tune_s" in m:
-            L.append(f"gemmtune tuning: {m['tune_s']:.1f} s for {m.get('tuned_problems', '?')} problems over "
+            split = ""
+            if "tune_call_s" in m:
+                split = (f" (the tune call {m['tune_call_s']:.1f} s, of it {m.get('tune_startup_s', 0.0):.1f} s "
+                         f"workers' start-up; the rest capture, dispatchers and patching)")
+            L.append(f"gemmtune tuning: {m['tune_s']:.1f} s{split} for {m.get('tuned_problems', '?')} problems over "
                      f"{m.get('tuned_layer_shapes', '?')} layer shapes (one tune call); winners: "
                      + ", ".join(f"`{w}`" for w in m.get("winners", [])[:12]) + ".\n")
         L.append("| phase | " + " | ".join(modes) + " |")
