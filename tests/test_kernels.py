@@ -445,3 +445,40 @@ def test_cpu_tensors_without_interpreter_fall_back_to_aten_once(monkeypatch, rec
     assert len(notes) == 1 and "TRITON_INTERPRET=1" in str(notes[0].message)
     with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
         api.matmul(a, b, choice="splitk:BM32-BN32-BK128-S4-W4-G8-SK4-det")
+
+
+@pytest.mark.skipif(ON_GPU, reason="the CPU's one wave (INTERPRETER_WAVE) decides the modes here; the GPU runs "
+                    "both paths in test_gpu.py and scripts/determinism_check.py")
+def test_splitk_deterministic_paths_and_the_cooperative_fallback(monkeypatch, operand):
+    """The deterministic split-K takes SPLIT_MODE 3 when one wave holds its grid, else 1 (CPU: a
+    wave of kernels.splitk.INTERPRETER_WAVE programs), both within tolerance and bitwise stable; a
+    cooperative launch the GPU refuses (fewer SMs than counted) is made the mode-1 way instead."""
+    from gemmtune.kernels import splitk, tiled
+    a, b = operand(33, 700, "row", torch.float32), operand(700, 21, "col", torch.float32)
+    small = SplitKConfig(32, 32, 32, 2, 4, 8, 4, True)  # 1 tile x 4 splits: mode 3
+    large = SplitKConfig(16, 16, 32, 2, 4, 8, 8, True)  # 6 tiles x 8 splits = 48 > 16: mode 1
+    modes = []
+    real = tiled.launch_tiled
+
+    def spy(*args, **kw):
+        modes.append(kw.get("split_mode"))
+        return real(*args, **kw)
+    monkeypatch.setattr(splitk, "launch_tiled", spy)
+    for cfg, want in ((small, 3), (large, 1)):
+        modes.clear()
+        first = run_family("splitk", cfg, a, b)
+        assert modes == [want]
+        assert_close(first, a, b)
+        assert torch.equal(first, run_family("splitk", cfg, a, b))
+
+    def refuse(*args, **kw):
+        if kw.get("split_mode") == 3:
+            raise RuntimeError("Triton Error [CUDA]: too many blocks in cooperative launch")
+        return spy(*args, **kw)
+    monkeypatch.setattr(splitk, "launch_tiled", refuse)
+    modes.clear()
+    assert_close(run_family("splitk", small, a, b), a, b)
+    assert modes == [1]
+    with pytest.raises(RuntimeError, match="out of memory"):  # any other error is not swallowed
+        monkeypatch.setattr(splitk, "launch_tiled", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("out of memory")))
+        run_family("splitk", small, a, b)

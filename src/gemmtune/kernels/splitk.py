@@ -158,6 +158,13 @@ def split_mode(cfg: SplitKConfig, programs: int, wave: int) -> int:
     return 3 if programs <= wave else 1
 
 
+def cooperative_refused(error: BaseException) -> bool:
+    """Whether a launch failed because its cooperative grid could not be resident at once (CUDA's
+    "too many blocks in cooperative launch": fewer SMs than counted, e.g. under MPS or green
+    contexts). Nothing ran then, so the same launch can be made the SPLIT_MODE 1 way instead."""
+    return isinstance(error, RuntimeError) and "cooperative" in str(error).lower()
+
+
 def plan(m: int, n: int, k: int, cfg: SplitKConfig, sms: int | None = None) -> dict:
     """The launch ``cfg`` makes at (M, N, K): the one source the launcher, the model's
     features and data collection read. One split runs as triton_mm (no workspace).
@@ -199,8 +206,16 @@ def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConf
         return None  # a fresh workspace per call: nothing to gain
     det, dev = cfg.deterministic, a.device
     partials, counters = workspace.partials, workspace.counters
-    d = prepare_direct(a, b, out, k_per_split=per, split_mode=split_mode(cfg, tiles * splits, one_wave(dev)),
-                       ws=partials(numel, det, dev), locks=counters(tiles, dev), epilogue=epilogue, **kw)
+    mode = split_mode(cfg, tiles * splits, one_wave(dev))
+    try:
+        d = prepare_direct(a, b, out, k_per_split=per, split_mode=mode, ws=partials(numel, det, dev),
+                           locks=counters(tiles, dev), epilogue=epilogue, **kw)
+    except RuntimeError as e:
+        if mode != 3 or not cooperative_refused(e):
+            raise
+        mode = 1
+        d = prepare_direct(a, b, out, k_per_split=per, split_mode=1, ws=partials(numel, det, dev),
+                           locks=counters(tiles, dev), epilogue=epilogue, **kw)
     if d is None:
         return None
 
@@ -208,7 +223,13 @@ def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConf
         return d.matches(a, b, partials(numel, det, dev), epilogue)
 
     def launch(a, b, c, epilogue=None):
-        d(a, b, c, partials(numel, det, dev), counters(tiles, dev), epilogue)
+        try:
+            d(a, b, c, partials(numel, det, dev), counters(tiles, dev), epilogue)
+        except RuntimeError as e:
+            if mode != 3 or not cooperative_refused(e):
+                raise
+            launch_tiled(a, b, c, k_per_split=per, split_mode=1, ws=partials(numel, det, dev),
+                         locks=counters(tiles, dev), epilogue=epilogue, **kw)
     return matches, launch
 
 
@@ -224,9 +245,15 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConfig, 
         launch_tiled(a, b, out, k_per_split=a.shape[1], epilogue=epilogue, **kw)
         return
     ws = workspace or SplitKWorkspace()  # a fresh one is correct, only slower
-    launch_tiled(a, b, out, k_per_split=per, split_mode=split_mode(cfg, tiles * splits, one_wave(a.device)),
-                 ws=ws.partials(numel, cfg.deterministic, a.device), locks=ws.counters(tiles, a.device),
-                 epilogue=epilogue, **kw)
+    mode = split_mode(cfg, tiles * splits, one_wave(a.device))
+    args = dict(k_per_split=per, ws=ws.partials(numel, cfg.deterministic, a.device),
+                locks=ws.counters(tiles, a.device), epilogue=epilogue, **kw)
+    try:
+        launch_tiled(a, b, out, split_mode=mode, **args)
+    except RuntimeError as e:
+        if mode != 3 or not cooperative_refused(e):
+            raise
+        launch_tiled(a, b, out, split_mode=1, **args)  # the same sum, by the last arriver
 
 
 def features_row(facts: tuple, choice) -> tuple:
