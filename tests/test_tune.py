@@ -757,3 +757,28 @@ def test_two_tuners_on_one_store_split_the_work(tmp_path):
     # Each candidate measured by exactly one of them; the other reused it.
     assert outs[0]["measured"] + outs[1]["measured"] == distinct
     assert outs[0]["best"] == outs[1]["best"]
+
+
+def test_in_process_tuning_starts_no_worker(tmp_path, monkeypatch):
+    """tune(in_process=True) measures in this process (bench.inprocess): no WorkerPool is made,
+    every candidate is verified and timed as a worker would, a runner's exception is a recorded
+    failure; it cannot be combined with a server."""
+    import gemmtune.tuning.tuner as tuner_mod
+    from gemmtune.bench import workers as workers_mod
+
+    def no_pool(*a, **k):
+        raise AssertionError("in_process must not start a worker pool")
+    monkeypatch.setattr(tuner_mod, "WorkerPool", no_pool)
+    monkeypatch.setattr(workers_mod, "WorkerPool", no_pool)
+    p = Problem.from_sizes(16, 24, 64, "fp16")
+    victim = [c.id for c in gemmtune.space(p, "triton_mm", device="h100")][0]
+    monkeypatch.setenv("GEMMTUNE_FAULTS", json.dumps({victim: "raise"}))
+    import gemmtune.bench.faults as faults
+    monkeypatch.setattr(faults, "_FAULTS", None)  # re-read from the environment
+    r = gemmtune.tune([p], families=["triton_mm", "aten"], store=tmp_path / "s.sqlite", progress=False,
+                      in_process=True, runner="gemmtune.bench.faults:handle")
+    [s] = r.shapes
+    assert s.best is not None and s.tried >= 3 and s.failed == 1
+    assert r.startup_s < 5 and r.compile_workers == 0
+    with pytest.raises(ValueError, match="in_process .* server"):
+        gemmtune.tune([p], store=tmp_path / "t.sqlite", progress=False, in_process=True, server="/tmp/none.sock")

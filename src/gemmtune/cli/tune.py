@@ -21,7 +21,8 @@ def cmd_tune(args) -> int:
                   progress=not args.quiet, device=args.device, seed=args.seed, table=args.table,
                   benchmark_space=args.benchmark_space, fast=args.fast, model=args.model,
                   deterministic=args.deterministic, min_gain=args.min_gain,
-                  overwrite=args.overwrite, cluster=args.cluster, server=args.server)
+                  overwrite=args.overwrite, cluster=args.cluster, server=args.server,
+                  in_process=args.in_process)
     render(result)
     for line in result.rejected:
         print(f"not recorded (rerun to measure it): {line}", file=sys.stderr)
@@ -102,6 +103,9 @@ def add_parsers(sub) -> None:
                    help="run on a Dask cluster, one worker per GPU: its scheduler address (tcp://host:8786), or "
                    "local:N to start N worker processes here, worker i on GPU i; only this process writes "
                    "--store (needs pip install 'gemmtune[cluster]'; --workers and --compile-ahead do not apply)")
+    p.add_argument("--in-process", action="store_true",
+                   help="measure in this process: no benchmark worker to start (3.5 s on an H100), but a "
+                   "candidate that crashes or hangs the GPU takes this command with it (default: a worker subprocess)")
     p.add_argument("--server", metavar="SOCKET",
                    help="run the candidates on the warm worker pool of 'gemmtune worker --serve SOCKET' "
                    "(no worker start-up in this call; --workers and the compile workers are the server's)")

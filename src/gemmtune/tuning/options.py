@@ -53,6 +53,7 @@ class TuneOptions:
     server: str | os.PathLike | None = None
     deterministic: bool = False               # only choices that give the same bits every call
     min_gain: float = 0.0                     # a non-cuBLAS winner must beat cuBLAS by this fraction
+    in_process: bool = False                  # measure in this process (bench.inprocess): no worker start-up
 
     def __post_init__(self):
         if self.families is not None:
@@ -63,6 +64,8 @@ class TuneOptions:
         g = self.min_gain
         if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0.0 <= g < 1.0:
             raise ValueError(f"min_gain must be a fraction in [0, 1), e.g. 0.02, got {g!r}")
+        if self.in_process and (self.server is not None or self.cluster is not None):
+            raise ValueError("in_process measures in this process: it cannot be combined with server or cluster")
         ca = self.compile_ahead
         if not isinstance(ca, int) or isinstance(ca, bool) or ca < 0:
             raise ValueError(f"compile_ahead must be an int >= 0 (shapes compiled ahead), got {ca!r}")

@@ -155,7 +155,7 @@ class Tuner:
         env = dict(o.env or {})
         if not gpus:
             env.setdefault("TRITON_INTERPRET", "1")
-        n_compile = 0 if o.server is not None else compile_pool_size(
+        n_compile = 0 if o.server is not None or o.in_process else compile_pool_size(
             o.compile_workers, cpus=usable_cpus(), on_gpu=bool(gpus),
             per_shape=[compiles_at_most(lut, s.problem, o.bspace) for s in shapes], compile_ahead=o.compile_ahead)
         own_store = not isinstance(o.store, ResultStore)
@@ -187,6 +187,15 @@ class Tuner:
 
     def _pool(self, env: dict, gpus):
         o = self.options
+        if o.in_process:
+            from ..api import interpreter_enabled
+            from ..bench.inprocess import InProcessPool
+            if not gpus and not interpreter_enabled():
+                # A worker gets TRITON_INTERPRET=1 in its environment; this process imported
+                # triton already, so it can only run kernels on the CPU if it was set before.
+                raise ValueError("in_process on a machine without a GPU runs the Triton kernels here, which "
+                                 "needs TRITON_INTERPRET=1 set before gemmtune is imported")
+            return InProcessPool(runner=o.runner, timeout=o.timeout)
         if o.server is not None:
             from ..bench.server import RemotePool, served
             # Run by the server itself (a forwarded ``gemmtune tune --server``): its own pool.
