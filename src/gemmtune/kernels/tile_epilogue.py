@@ -153,12 +153,12 @@ def split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm, rn, mask, stride_cm, stride
                    HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr,
                    sa_ptr, sb_ptr, SCALE: tl.constexpr,
                    C_LEAD_DIV: tl.constexpr = 1, R_LEAD_DIV: tl.constexpr = 1,
-                   FIX_SPLITS: tl.constexpr = 1, FIX_CHUNK: tl.constexpr = 1):
+                   FIX_SPLITS: tl.constexpr = 1, FIX_CHUNK: tl.constexpr = 1, FIX_SPIN: tl.constexpr = False):
     """Store a program's fp32 tile ``acc`` (rows ``rm``, cols ``rn``), shared by every kernel
     that splits K across programs. SPLIT_MODE 0: cast and store (one slice, or a slice of
     DecomposeK's batched partials). 1/2: the fused split-K reduction (module docstring);
     3: every slice's partial stored as in 1, then the tile's programs share its sum
-    (``parallel_fixup``; FIX_SPLITS, FIX_CHUNK are its block sizes);
+    (``parallel_fixup``; FIX_SPLITS, FIX_CHUNK are its block sizes, FIX_SPIN its wait);
     ``tile`` indexes the arrival counter of this output tile, to which this program adds its
     ``share`` of the ``num_splits`` it needs in all (1 of S slices; a stream-K program adds the
     K-blocks it reduced, in mode 2 only): the program that completes the count writes the tile.
@@ -207,7 +207,7 @@ def split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm, rn, mask, stride_cm, stride
         arrived = tl.atomic_add(lock_ptr + tile, share, sem="acq_rel")
         if SPLIT_MODE == 3:
             parallel_fixup(arrived + share, c_ptr, ws_ptr, lock_ptr, rm, rn, stride_cm, stride_cn, M, N,
-                           tile, pid_k, num_splits, GPU_FENCE, BLOCK_M, BLOCK_N, FIX_SPLITS, FIX_CHUNK,
+                           tile, pid_k, num_splits, FIX_SPIN, BLOCK_M, BLOCK_N, FIX_SPLITS, FIX_CHUNK,
                            bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES,
                            sa_ptr, sb_ptr, SCALE)
         elif arrived + share == num_splits:

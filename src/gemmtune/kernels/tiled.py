@@ -122,7 +122,7 @@ def _tiled_mm_kernel(
     SCALE: tl.constexpr, BATCHED: tl.constexpr,
     AB_DIV: tl.constexpr, BB_DIV: tl.constexpr, CB_DIV: tl.constexpr,
     C_LEAD_DIV: tl.constexpr, R_LEAD_DIV: tl.constexpr, INDEXED_K: tl.constexpr,
-    FIX_SPLITS: tl.constexpr, FIX_CHUNK: tl.constexpr,
+    FIX_SPLITS: tl.constexpr, FIX_CHUNK: tl.constexpr, FIX_SPIN: tl.constexpr,
 ):
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -284,7 +284,7 @@ def _tiled_mm_kernel(
     split_epilogue(acc, c_ptr + pid_k * stride_cz, ws_ptr, lock_ptr, rm_o, rn_o, mask, stride_cm, scn,
                    M, N, pid, pid_k, 1, num_splits, SPLIT_MODE, GPU_FENCE, BLOCK_M, BLOCK_N,
                    bias_ptr, res_ptr, stride_bias, stride_rm, srn, HAS_BIAS, ACT, HAS_RES,
-                   sa_ptr, sb_ptr, SCALE, C_LEAD_DIV, R_LEAD_DIV, FIX_SPLITS, FIX_CHUNK)
+                   sa_ptr, sb_ptr, SCALE, C_LEAD_DIV, R_LEAD_DIV, FIX_SPLITS, FIX_CHUNK, FIX_SPIN)
 
 
 # The same kernel with every size and stride a compile-time constant, as Inductor's template
@@ -312,7 +312,7 @@ def _tiled_mm_static(
     SCALE: tl.constexpr, BATCHED: tl.constexpr,
     AB_DIV: tl.constexpr, BB_DIV: tl.constexpr, CB_DIV: tl.constexpr,
     C_LEAD_DIV: tl.constexpr, R_LEAD_DIV: tl.constexpr, INDEXED_K: tl.constexpr,
-    FIX_SPLITS: tl.constexpr, FIX_CHUNK: tl.constexpr,
+    FIX_SPLITS: tl.constexpr, FIX_CHUNK: tl.constexpr, FIX_SPIN: tl.constexpr,
 ):
     _tiled_mm_kernel(
         a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr,
@@ -322,7 +322,7 @@ def _tiled_mm_static(
         BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, EVEN_K, SPLIT_MODE, INPUT_PRECISION, INDEX_64,
         AK_UNIT, AM_UNIT, BK_UNIT, BN_UNIT, CN_UNIT, A_LEAD_DIV, B_LEAD_DIV, K_DIV, M_DIV, N_DIV,
         GPU_FENCE, MASK_M, MASK_N, KS_DIV, HAS_BIAS, ACT, HAS_RES, RN_UNIT, SCALE, BATCHED,
-        AB_DIV, BB_DIV, CB_DIV, C_LEAD_DIV, R_LEAD_DIV, INDEXED_K, FIX_SPLITS, FIX_CHUNK,
+        AB_DIV, BB_DIV, CB_DIV, C_LEAD_DIV, R_LEAD_DIV, INDEXED_K, FIX_SPLITS, FIX_CHUNK, FIX_SPIN,
     )
 
 
@@ -337,6 +337,10 @@ def batch_chunks(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor):
 
 
 _INTERPRETED = type(_tiled_mm_kernel).__name__ == "InterpretedFunction"
+# Whether this process's Triton runs a grid's programs one after another (the CPU interpreter), so
+# that SPLIT_MODE 3's programs must not wait for one another (the first would wait forever). Fixed
+# at import, unlike _INTERPRETED, which tests switch off to exercise the GPU-only launch paths.
+_PROGRAMS_IN_SEQUENCE = _INTERPRETED
 
 # Compile-only mode (the tuner's parallel compile workers): launches compile the kernel
 # (Triton's JITFunction.warmup) but put nothing on the GPU, so compiling ahead does not
@@ -465,17 +469,20 @@ FIXUP_ELEMENTS = 4096
 
 
 def fixup_blocks(split_mode: int, splits: int, tile_elems: int) -> dict:
-    """FIX_SPLITS (the split count rounded up to a power of two) and FIX_CHUNK (elements of the
-    tile summed per load) of a SPLIT_MODE 3 launch; both 1 otherwise, so that the other modes
-    compile as before.
+    """FIX_SPLITS (the split count rounded up to a power of two), FIX_CHUNK (elements of the
+    tile summed per load) and FIX_SPIN (whether the programs wait for one another) of a
+    SPLIT_MODE 3 launch; 1, 1, False otherwise, so that the other modes compile as before.
 
-    >>> fixup_blocks(3, 32, 64 * 64), fixup_blocks(3, 100, 128 * 128), fixup_blocks(2, 32, 4096)
-    ({'FIX_SPLITS': 32, 'FIX_CHUNK': 128}, {'FIX_SPLITS': 128, 'FIX_CHUNK': 32}, {'FIX_SPLITS': 1, 'FIX_CHUNK': 1})
+    >>> fixup_blocks(2, 32, 4096)
+    {'FIX_SPLITS': 1, 'FIX_CHUNK': 1, 'FIX_SPIN': False}
+    >>> [{k: v for k, v in fixup_blocks(3, s, e).items() if k != "FIX_SPIN"} for s, e in ((32, 4096), (100, 16384))]
+    [{'FIX_SPLITS': 32, 'FIX_CHUNK': 128}, {'FIX_SPLITS': 128, 'FIX_CHUNK': 32}]
     """
     if split_mode != 3:
-        return {"FIX_SPLITS": 1, "FIX_CHUNK": 1}
+        return {"FIX_SPLITS": 1, "FIX_CHUNK": 1, "FIX_SPIN": False}
     fs = 1 << max(0, splits - 1).bit_length()
-    return {"FIX_SPLITS": fs, "FIX_CHUNK": max(1, min(tile_elems, FIXUP_ELEMENTS // fs))}
+    return {"FIX_SPLITS": fs, "FIX_CHUNK": max(1, min(tile_elems, FIXUP_ELEMENTS // fs)),
+            "FIX_SPIN": not _PROGRAMS_IN_SEQUENCE}
 
 
 def launch_options(split_mode: int) -> dict:
