@@ -7,6 +7,7 @@ source scripts/device_env.sh
 unpack_minilm
 record_env transformers sentence_transformers lightgbm
 mkdir -p $OUT/r $OUT/mini
+timeout 60 python3 scripts/sanitize_fixup.py > $OUT/r/fixup.log 2>&1; echo "fixup rc=$?"; tail -1 $OUT/r/fixup.log
 timeout 120 python3 -m pytest -q -x -p no:cacheprovider tests/test_tune.py -k in_process > $OUT/r/tests.log 2>&1
 echo "tests rc=$?"; tail -2 $OUT/r/tests.log
 ( cd /tmp && /usr/bin/time -f "%e s wall, in-process" python3 -m gemmtune.cli tune --shape 512x4096x4096:bf16 --fast \
