@@ -136,7 +136,7 @@ class Tuner:
         if o.cluster is not None:
             from ..cluster import tune_cluster
             kw = o.keywords()
-            for k in ("workers", "compile_ahead", "server"):
+            for k in ("workers", "compile_ahead", "server", "in_process"):
                 kw.pop(k)
             return tune_cluster(problems, **kw)
         t0 = time.monotonic()
