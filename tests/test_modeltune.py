@@ -200,3 +200,24 @@ def test_real_tuning_call_in_the_interpreter(tmp_path):
                    store=str(tmp_path / "s.sqlite"), progress=False, fast=True)
     got = model(x)
     assert (got.float() - want.float()).norm() / want.float().norm() < 2e-3
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU operands run the interpreter only on a machine without a GPU")
+def test_patch_tunes_in_process_with_the_real_tuner(tmp_path, monkeypatch):
+    """patch(model, example_inputs=..., in_process=True): the keyword reaches the one real tune call,
+    which measures in this process (no worker pool is made); the patched model matches the original."""
+    import gemmtune.tuning.tuner as tuner_mod
+
+    def no_pool(*a, **k):
+        raise AssertionError("in_process must not start a worker pool")
+    monkeypatch.setattr(tuner_mod, "WorkerPool", no_pool)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 24), torch.nn.ReLU(), torch.nn.Linear(24, 16))
+    x = torch.randn(5, 32)
+    with torch.no_grad():
+        want = model(x)
+    gemmtune.patch(model, example_inputs=[(x,)], in_process=True, families=["triton_mm", "aten"],
+                   store=tmp_path / "s.sqlite", progress=False)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), want, rtol=1e-4, atol=1e-4)
+    assert (tmp_path / "s.sqlite").exists()
