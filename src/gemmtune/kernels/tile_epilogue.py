@@ -102,8 +102,9 @@ def parallel_fixup(count, c_ptr, ws_ptr, lock_ptr, rm, rn, stride_cm, stride_cn,
     tile's programs at once, each over its own chunks of FIX_CHUNK elements, every partial of a
     chunk in one [FIX_SPLITS, FIX_CHUNK] load and one tl.sum (a fixed tree: bitwise reproducible).
     Why: mode 1's last arriver reads the S partials one after another, an L2 round trip each
-    (128x128x32768 bf16, 64x64 tiles, S=32 on an H100: 27 us against 9 us for the slices
-    alone), and mode 2's fp32 atomics cost 3.7 us there; here the sum is one round trip.
+    (128x128x32768 bf16, 64x64 tiles, S=32 on an H100: 26.9 us against 9.2 us for the slices
+    alone). Here the sum is one round trip after the wait: 13.2 us, the same as mode 2's atomics
+    (13.2 us), in a fixed order (benchmarks/results/2026-11-26-h100-splitk-reduce).
     ``count`` is this program's arrival count (1..S). SPIN (a GPU): wait until all S have arrived,
     which needs the tile's programs resident at once (the launcher makes a cooperative launch);
     the counter then climbs to 2S as programs leave, and the last one out zeroes it, so no
