@@ -33,7 +33,6 @@ class InProcessPool:
         mod, _, fn = runner.partition(":")
         self._handle = getattr(importlib.import_module(mod), fn)
         self.timeout = float(timeout)  # kept for the interface; nothing here can stop a hung kernel
-        self.n = 1
         self._state = None
 
     def _worker_state(self):
@@ -41,9 +40,6 @@ class InProcessPool:
             from .runner import WorkerState
             self._state = WorkerState()
         return self._state
-
-    def start(self) -> "InProcessPool":
-        return self
 
     def info(self) -> dict:
         from .runner import info

@@ -167,7 +167,8 @@ class _Stream(io.TextIOBase):
 
 def _run_cli(conn, argv: list, cwd: str, pool: WorkerPool, info: dict, address: str) -> None:
     """Run the forwarded ``gemmtune`` command ``argv`` in ``cwd`` with this server's pool, streaming
-    its output, then send its exit status. Only ``tune`` with this server's socket is accepted."""
+    its output, then send its exit status. Only ``tune`` is accepted; its ``--server`` naming this
+    socket borrows this pool (``served``)."""
     from ..cli import main as cli_main
 
     out, err = _Stream(conn, "out"), _Stream(conn, "err")

@@ -165,6 +165,17 @@ def cooperative_refused(error: BaseException) -> bool:
     return isinstance(error, RuntimeError) and "cooperative" in str(error).lower()
 
 
+def _in_mode(launch, mode: int):
+    """``(launch(mode), mode)``; when the GPU refuses SPLIT_MODE 3's cooperative launch,
+    ``(launch(1), 1)``: the same deterministic sum, by the last arriver. Other errors raise."""
+    try:
+        return launch(mode), mode
+    except RuntimeError as e:
+        if mode != 3 or not cooperative_refused(e):
+            raise
+        return launch(1), 1
+
+
 def plan(m: int, n: int, k: int, cfg: SplitKConfig, sms: int | None = None) -> dict:
     """The launch ``cfg`` makes at (M, N, K): the one source the launcher, the model's
     features and data collection read. One split runs as triton_mm (no workspace).
@@ -206,16 +217,10 @@ def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConf
         return None  # a fresh workspace per call: nothing to gain
     det, dev = cfg.deterministic, a.device
     partials, counters = workspace.partials, workspace.counters
-    mode = split_mode(cfg, tiles * splits, one_wave(dev))
-    try:
-        d = prepare_direct(a, b, out, k_per_split=per, split_mode=mode, ws=partials(numel, det, dev),
-                           locks=counters(tiles, dev), epilogue=epilogue, **kw)
-    except RuntimeError as e:
-        if mode != 3 or not cooperative_refused(e):
-            raise
-        mode = 1
-        d = prepare_direct(a, b, out, k_per_split=per, split_mode=1, ws=partials(numel, det, dev),
-                           locks=counters(tiles, dev), epilogue=epilogue, **kw)
+    d, mode = _in_mode(lambda m: prepare_direct(a, b, out, k_per_split=per, split_mode=m,
+                                                ws=partials(numel, det, dev), locks=counters(tiles, dev),
+                                                epilogue=epilogue, **kw),
+                       split_mode(cfg, tiles * splits, one_wave(dev)))
     if d is None:
         return None
 
@@ -223,13 +228,11 @@ def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConf
         return d.matches(a, b, partials(numel, det, dev), epilogue)
 
     def launch(a, b, c, epilogue=None):
-        try:
-            d(a, b, c, partials(numel, det, dev), counters(tiles, dev), epilogue)
-        except RuntimeError as e:
-            if mode != 3 or not cooperative_refused(e):
-                raise
-            launch_tiled(a, b, c, k_per_split=per, split_mode=1, ws=partials(numel, det, dev),
-                         locks=counters(tiles, dev), epilogue=epilogue, **kw)
+        ws, locks = partials(numel, det, dev), counters(tiles, dev)
+        # The prepared launch in its mode; a later refusal (the GPU shared since) the mode-1 way.
+        _in_mode(lambda m: d(a, b, c, ws, locks, epilogue) if m == mode else
+                 launch_tiled(a, b, c, k_per_split=per, split_mode=m, ws=ws, locks=locks, epilogue=epilogue, **kw),
+                 mode)
     return matches, launch
 
 
@@ -245,15 +248,10 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConfig, 
         launch_tiled(a, b, out, k_per_split=a.shape[1], epilogue=epilogue, **kw)
         return
     ws = workspace or SplitKWorkspace()  # a fresh one is correct, only slower
-    mode = split_mode(cfg, tiles * splits, one_wave(a.device))
-    args = dict(k_per_split=per, ws=ws.partials(numel, cfg.deterministic, a.device),
-                locks=ws.counters(tiles, a.device), epilogue=epilogue, **kw)
-    try:
-        launch_tiled(a, b, out, split_mode=mode, **args)
-    except RuntimeError as e:
-        if mode != 3 or not cooperative_refused(e):
-            raise
-        launch_tiled(a, b, out, split_mode=1, **args)  # the same sum, by the last arriver
+    _in_mode(lambda m: launch_tiled(a, b, out, k_per_split=per, split_mode=m,
+                                    ws=ws.partials(numel, cfg.deterministic, a.device),
+                                    locks=ws.counters(tiles, a.device), epilogue=epilogue, **kw),
+             split_mode(cfg, tiles * splits, one_wave(a.device)))
 
 
 def features_row(facts: tuple, choice) -> tuple:
