@@ -4,7 +4,7 @@
 # MODELS, PHASES, MODES, TUNE (python dict literal of tune kwargs) override the defaults; PROFILE=1
 # profiles each CUDA-graph mode's kernels.
 set -u
-export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1  # after device_env.sh: keep its carried wheels
 python3 - <<PY 2>&1 | tee $OUT/bench-model.log
 import ast, os, gemmtune.benchmodel as bm
 doc = bm.run(os.environ.get("MODELS", "gpt2,minilm,llama-1b,qwen2-0.5b").split(","),

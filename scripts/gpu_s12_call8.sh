@@ -1,15 +1,6 @@
 #!/usr/bin/env bash
-# Session 12, device call 8 (one GPU; carry .whl): Qwen2-0.5B decode b1: compile + coordinate descent, patch + the same, max-autotune (graph modes), which
-# #17's target compares (max-autotune turns cdt on; 2026-11-26 Qwen2 had only the default-compile modes).
-set -u
-source scripts/device_env.sh
-record_env transformers lightgbm
-mkdir -p $OUT/qwen2
-OUT=$OUT/qwen2 timeout ${BENCH_S:-570} python3 - <<'PY' > $OUT/qwen2/bench-model.log 2>&1
-import os, gemmtune.benchmodel as bm
-bm.run(["qwen2-0.5b"], phases=["decode_b1"], modes=["compile_cdt_graph", "patch_compile_cdt_graph", "max_autotune_graph"],
-       out_dir=os.environ["OUT"], tune_kwargs={"fast": True})
-PY
-echo "qwen2 rc=$?"; grep -E "^qwen2|rror|interleaved" $OUT/qwen2/bench-model.log | grep -v "^E11" | tail -12
-rm -f $OUT/qwen2/bench-model.md
-grep -v "^E11" $OUT/qwen2/bench-model.log | gzip > $OUT/qwen2/bench-model.log.gz && rm $OUT/qwen2/bench-model.log
+# Session 12, device call 8 (one GPU; carry .whl): Qwen2-0.5B decode b1: compile + coordinate descent, patch +
+# the same, max-autotune (graph modes), which #17's target compares (max-autotune turns cdt on; the
+# 2026-11-26 Qwen2 run had only the default-compile modes).
+MODELS=qwen2-0.5b PHASES=decode_b1 MODES=compile_cdt_graph,patch_compile_cdt_graph,max_autotune_graph \
+  BENCH_S=570 exec bash scripts/gpu_bench_model_one.sh qwen2
