@@ -18,11 +18,11 @@ context manager).
 
 from __future__ import annotations
 
-import importlib
 import threading
 from typing import Callable, Iterable, Iterator
 
 from . import DEFAULT_RUNNER
+from .worker import _load
 
 
 class InProcessPool:
@@ -30,8 +30,7 @@ class InProcessPool:
     one after another, on one ``WorkerState`` kept across tasks and calls of ``map``."""
 
     def __init__(self, *, runner: str = DEFAULT_RUNNER, timeout: float = 120.0):
-        mod, _, fn = runner.partition(":")
-        self._handle = getattr(importlib.import_module(mod), fn)
+        self._handle = _load(runner)  # as a worker loads it
         self.timeout = float(timeout)  # kept for the interface; nothing here can stop a hung kernel
         self._state = None
 
