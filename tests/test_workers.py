@@ -255,3 +255,85 @@ def test_nice_workers_lower_their_cpu_priority():
     with _pool(1, gpus=[], nice=5) as pool:
         pool.info()
         assert os.getpriority(os.PRIO_PROCESS, pool.workers[0].proc.pid) == min(mine + 5, 19)
+
+
+# ----------------------------------------------------------------- pre-started workers
+def _prestarted(env: dict, gpu: str | None = None, runner: str = FAULT_RUNNER, tmp_path: Path | None = None):
+    from gemmtune_entry.spawn import Prestarted, spawn_worker
+    log = tmp_path / "prestarted.log"
+    return Prestarted(gpu, runner, 0, env, spawn_worker(gpu, runner, 0, env, log), log)
+
+
+def test_pool_adopts_the_worker_it_would_have_started(tmp_path):
+    """gemmtune_entry.spawn: a worker started before the pool (same GPU, runner, niceness and
+    environment) is the pool's first worker: no second process starts, and it runs tasks."""
+    early = _prestarted(_env(), tmp_path=tmp_path)
+    with _pool(gpus=[], prestarted=[early]) as pool:
+        assert early.adopted and pool.workers[0].proc is early.proc
+        (task, res), = list(pool.map([_task(IDS[0])]))
+        assert res["status"] == "ok", res
+        assert _worker_children() == [early.proc.pid]
+    assert early.proc.poll() is not None  # the pool stopped it
+    early.close()  # a no-op for an adopted worker
+
+
+def test_pool_leaves_a_worker_started_for_another_setting(tmp_path):
+    """A pre-started worker with another environment (here: other injected faults) is not
+    adopted; the pool starts its own, and ``close`` stops the one left over."""
+    early = _prestarted(_env({"x": "crash"}), tmp_path=tmp_path)
+    with _pool(gpus=[], prestarted=[early]) as pool:
+        assert not early.adopted and pool.workers[0].proc is not early.proc
+        (task, res), = list(pool.map([_task(IDS[0])]))
+        assert res["status"] == "ok", res
+    assert early.proc.poll() is None
+    early.close()
+    assert early.proc.poll() is not None
+    assert not _worker_children()
+
+
+def test_prestart_only_for_a_tune_with_the_default_pool(monkeypatch):
+    """What the ``gemmtune`` entry point starts early: a tune's first worker, on the first
+    visible GPU, unless the run goes elsewhere or the pool is sized by hand."""
+    from gemmtune_entry.spawn import prestart, prestart_gpu
+    gpu = {"CUDA_VISIBLE_DEVICES": "2,3"}
+    assert prestart_gpu(["tune", "--shape", "8x8x8:fp16"], gpu) == "2"
+    for extra in (["--in-process"], ["--workers", "2"], ["--workers=2"], ["--cluster", "local:2"], ["--help"]):
+        assert prestart_gpu(["tune", "--shape", "8x8x8:fp16", *extra], gpu) is None, extra
+    assert prestart_gpu(["tune"], {**gpu, "TRITON_INTERPRET": "1"}) is None
+    assert prestart_gpu(["tune"], {"CUDA_VISIBLE_DEVICES": "-1"}) is None
+    monkeypatch.setenv("PATH", "")  # no nvidia-smi: no GPU to start a worker on
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert prestart_gpu(["tune"], {}) is None and prestart(["tune", "--shape", "8x8x8:fp16"]) is None
+
+
+def test_entry_point_hands_its_early_worker_to_the_tune(tmp_path, monkeypatch):
+    """``gemmtune_entry.main``: the worker started before gemmtune is imported reaches the
+    tune's pool and measures there (one worker process in all); the tune's results are right."""
+    import gemmtune_entry
+    from gemmtune_entry import spawn
+
+    seen = []
+    real = spawn.prestart
+
+    def early(argv):
+        if HAS_CUDA:
+            p = real(argv)
+        else:  # no GPU to pre-start on: start the interpreter's worker, as the pool would
+            monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+            p = spawn.Prestarted(None, spawn.DEFAULT_RUNNER, 0, {"TRITON_INTERPRET": "1"},
+                                 spawn_worker_interp(tmp_path / "w.log"), tmp_path / "w.log")
+        seen.append(p)
+        return p
+
+    def spawn_worker_interp(log):
+        return spawn.spawn_worker(None, spawn.DEFAULT_RUNNER, 0, {"TRITON_INTERPRET": "1"}, log)
+
+    monkeypatch.setattr(spawn, "prestart", early)
+    monkeypatch.chdir(tmp_path)
+    rc = gemmtune_entry.main(["tune", "--shape", "16x16x32:fp16", "--families", "triton_mm,aten", "-q",
+                              "--benchmark-space", "1", "--summary", "s.json"])
+    assert rc == 0
+    assert seen and seen[0] is not None and seen[0].adopted
+    assert seen[0].proc.poll() is not None  # stopped with the pool
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert s["measured"] == 2 and s["shapes"][0]["tried"] == 2 and s["shapes"][0]["failed"] == 0

@@ -64,7 +64,8 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
          benchmark_space: str | int = "SAME", fast: bool = False, model=None,
          retry_failed: bool = False, timing: str = "standard", compile_ahead: int = 2,
          overwrite: bool = False, cluster=None, server: str | os.PathLike | None = None,
-         deterministic: bool = False, min_gain: float = 0.0, in_process: bool = False) -> TuneResult:
+         deterministic: bool = False, min_gain: float = 0.0, in_process: bool = False,
+         prestarted: Sequence = ()) -> TuneResult:
     """Tune ``problems``: benchmark every candidate once, keep every result, return the winners.
 
     ``families``: kernel families to search (default: all). ``space``: 'default' or
@@ -125,6 +126,11 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     (gemmtune.bench.inprocess): no worker start-up (3.5 s on an H100), for a caller that already
     holds the GPU; a candidate that crashes or hangs the GPU then takes this process with it.
 
+    ``prestarted``: benchmark workers started before this call (``gemmtune_entry.spawn.prestart``:
+    the ``gemmtune`` command starts a tune's worker before it imports torch, so that the two
+    start-ups overlap). The pool adopts each one it would have started itself (same GPU,
+    runner and environment); the caller stops the rest (``Prestarted.close``).
+
     ``deterministic``: benchmark only choices that give the same bits on every call
     (``tuning.plan.is_deterministic``: no fp32-atomic split-K reduction), for models whose
     outputs must reproduce exactly (greedy decoding compared run to run, a CUDA-graph replay
@@ -143,7 +149,8 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
         compile_workers=compile_workers, progress=progress, runner=runner, device=device, seed=seed, env=env,
         table=table, benchmark_space=benchmark_space, fast=fast, model=model, retry_failed=retry_failed,
         timing=timing, compile_ahead=compile_ahead, overwrite=overwrite, cluster=cluster, server=server,
-        deterministic=deterministic, min_gain=min_gain, in_process=in_process)).run(problems)
+        deterministic=deterministic, min_gain=min_gain, in_process=in_process,
+        prestarted=tuple(prestarted))).run(problems)
 
 
 __all__ = ["tune", "Tuner", "TuneOptions", "option_names", "TuneResult", "ShapeResult", "CandidatePlan", "Planned",

@@ -11,6 +11,9 @@ What differs when forwarded: the command runs with the server's environment (its
 ``TRITON_*`` settings) in the client's working directory, so relative paths mean what they
 would locally; interrupting the client stops its output, not the tune, whose results still
 reach the store. ``GEMMTUNE_FORWARD=0`` turns forwarding off.
+
+A ``tune`` run here (no server) starts its benchmark worker before anything imports torch
+(``gemmtune_entry.spawn``); ``GEMMTUNE_PRESTART=0`` turns that off.
 """
 
 from __future__ import annotations
@@ -76,15 +79,23 @@ def forward(address: str, argv: list[str]) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``gemmtune ARGS``: forwarded to a warm server (see the module docstring) or run here."""
+    """``gemmtune ARGS``: forwarded to a warm server (see the module docstring) or run here; a
+    ``tune`` run here starts its benchmark worker first (``spawn.prestart``: its torch import
+    and CUDA start-up then overlap this process's own import)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     address = server_of(argv)
     if address is not None:
         rc = forward(address, argv)
         if rc is not None:
             return rc
-    from gemmtune.cli import main as cli_main
-    return cli_main(argv)
+    from .spawn import prestart
+    early = prestart(argv)
+    try:
+        from gemmtune.cli import main as cli_main
+        return cli_main(argv, prestarted=(early,) if early is not None else ())
+    finally:
+        if early is not None:
+            early.close()  # stopped unless the tune's pool adopted it (the pool stops those)
 
 
 __all__ = ["main", "forward", "server_of"]

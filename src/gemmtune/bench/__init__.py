@@ -8,5 +8,6 @@ record), modes.py (gemmtune's modes, the tuning phase), ceilings.py, rounds.py (
 timing), inductor.py, tunableop.py and nvmmh.py (the peers), records.py (the JSON's entries)
 and settings.py (process-wide settings, put back afterwards)."""
 
-# The task handler a worker uses unless told otherwise (module:function).
-DEFAULT_RUNNER = "gemmtune.bench.runner:handle"
+# The task handler a worker uses unless told otherwise (module:function); defined beside the
+# torch-free worker spawn that the ``gemmtune`` entry point uses too.
+from gemmtune_entry.spawn import DEFAULT_RUNNER  # noqa: E402,F401

@@ -25,31 +25,19 @@ import os
 import selectors
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
+
+from gemmtune_entry.spawn import Prestarted, spawn_worker, visible_gpus
 
 from . import DEFAULT_RUNNER
 
 STDERR_TAIL = 1500
-
-
-def visible_gpus() -> list[str]:
-    """GPU ids this process may use, without initialising CUDA in the parent."""
-    env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if env is not None:
-        return [g for g in env.split(",") if g.strip() and g.strip() != "-1"]
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
-        return [line.strip() for line in out.stdout.splitlines() if line.strip()]
-    except (OSError, subprocess.SubprocessError):
-        return []
 
 
 def _describe_exit(code: int | None) -> str:
@@ -90,11 +78,15 @@ class WorkerPool:
     ``env``: extra environment for the workers (e.g. TRITON_INTERPRET).
     ``nice``: CPU niceness the workers add to their own (e.g. compile workers that
     should not take CPU from a benchmark worker running beside them).
+    ``prestarted``: workers started before the pool (the ``gemmtune`` entry point starts a
+    tune's first worker before importing torch: gemmtune_entry.spawn); each is adopted in
+    place of the worker the pool would start with the same GPU, runner, niceness and
+    environment, and stopped by the pool from then on.
     """
 
     def __init__(self, n: int | None = None, *, timeout: float = 120.0, runner: str = DEFAULT_RUNNER,
                  gpus: list[str] | None = None, env: dict[str, str] | None = None,
-                 startup_timeout: float = 300.0, nice: int = 0):
+                 startup_timeout: float = 300.0, nice: int = 0, prestarted: Sequence[Prestarted] = ()):
         self.gpus = visible_gpus() if gpus is None else list(gpus)
         self.n = n if n is not None else max(1, len(self.gpus))
         if self.n < 1:
@@ -104,6 +96,7 @@ class WorkerPool:
         self.runner = runner
         self.env = dict(env or {})
         self.nice = int(nice)
+        self.prestarted = list(prestarted)
         self.workers: list[_Worker] = []
         self.restarts = 0
         self._logdir = tempfile.TemporaryDirectory(prefix="gemmtune-workers-")
@@ -113,34 +106,27 @@ class WorkerPool:
     # ----------------------------------------------------------------- lifecycle
     def _spawn(self, slot: int) -> _Worker:
         gpu = self.gpus[slot % len(self.gpus)] if self.gpus else None
-        env = dict(os.environ)
-        env.update(self.env)
-        if gpu is not None:
-            env["CUDA_VISIBLE_DEVICES"] = gpu
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        # The worker must import this very gemmtune, also when it runs from a source tree.
-        src = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self._spawned += 1
         log_path = Path(self._logdir.name) / f"worker{slot}-{self._spawned}.log"
-        log = open(log_path, "wb")
-        cmd = [sys.executable, "-m", "gemmtune.bench.worker", "--runner", self.runner]
-        if self.nice:
-            cmd += ["--nice", str(self.nice)]
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
-            start_new_session=True,  # a hung worker's children die with its group
-        )
-        log.close()
-        w = _Worker(gpu, proc, log_path)
-        os.set_blocking(proc.stdout.fileno(), False)
-        self._sel.register(proc.stdout, selectors.EVENT_READ, w)
+        return self._watch(_Worker(gpu, spawn_worker(gpu, self.runner, self.nice, self.env, log_path), log_path))
+
+    def _adopt(self, slot: int) -> _Worker | None:
+        """A pre-started worker that is the one ``_spawn(slot)`` would start, now this pool's."""
+        gpu = self.gpus[slot % len(self.gpus)] if self.gpus else None
+        for p in self.prestarted:
+            if p.matches(gpu, self.runner, self.nice, self.env):
+                p.adopted = True
+                return self._watch(_Worker(gpu, p.proc, p.log_path))
+        return None
+
+    def _watch(self, w: _Worker) -> _Worker:
+        os.set_blocking(w.proc.stdout.fileno(), False)
+        self._sel.register(w.proc.stdout, selectors.EVENT_READ, w)
         return w
 
     def start(self) -> "WorkerPool":
         if not self.workers:
-            self.workers = [self._spawn(i) for i in range(self.n)]
+            self.workers = [self._adopt(i) or self._spawn(i) for i in range(self.n)]
         return self
 
     def _kill(self, w: _Worker) -> None:

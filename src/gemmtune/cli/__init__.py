@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Sequence
 
 from . import bench, capture, collect, kernels, lut, model, report, tune
 from .common import Deprecated, Parser, check_allocatable, innermost, join_values, missing_command
@@ -53,14 +54,16 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``gemmtune ARGS``; returns the exit status (0 ok, 1 a check failed, 2 bad input)."""
+def main(argv: list[str] | None = None, prestarted: Sequence = ()) -> int:
+    """``gemmtune ARGS``; returns the exit status (0 ok, 1 a check failed, 2 bad input).
+    ``prestarted``: benchmark workers the entry point started for ``tune`` (gemmtune_entry.spawn)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, extra = parser.parse_known_args(join_values(argv))
     if extra:  # named by the sub-command's parser, so that its --help is the one pointed to
         innermost(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     args.argv = argv  # demo re-executes itself with them under the interpreter
+    args.prestarted = tuple(prestarted)
     if args.cmd is None:
         return missing_command(parser)
     try:

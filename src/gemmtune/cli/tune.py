@@ -22,7 +22,7 @@ def cmd_tune(args) -> int:
                   benchmark_space=args.benchmark_space, fast=args.fast, model=args.model,
                   deterministic=args.deterministic, min_gain=args.min_gain,
                   overwrite=args.overwrite, cluster=args.cluster, server=args.server,
-                  in_process=args.in_process)
+                  in_process=args.in_process, prestarted=getattr(args, "prestarted", ()))
     render(result)
     for line in result.rejected:
         print(f"not recorded (rerun to measure it): {line}", file=sys.stderr)

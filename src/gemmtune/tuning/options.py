@@ -54,6 +54,7 @@ class TuneOptions:
     deterministic: bool = False               # only choices that give the same bits every call
     min_gain: float = 0.0                     # a non-cuBLAS winner must beat cuBLAS by this fraction
     in_process: bool = False                  # measure in this process (bench.inprocess): no worker start-up
+    prestarted: tuple = ()                    # workers started before the run, adopted by its pool
 
     def __post_init__(self):
         if self.families is not None:

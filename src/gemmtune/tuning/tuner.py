@@ -57,18 +57,20 @@ def context_of(info: dict) -> RunContext:
     return RunContext(info["device_name"], info["capability"], info["torch"], info["triton"], info["gemmtune"])
 
 
-# Up to this many problems, a run against a warm server ranks through numpy (model.lgbm_text)
-# unless lightgbm is imported already: measured on the CPU machine, lightgbm's import (with
-# scikit-learn) cost 1.2-3.6 s, and numpy's predictions 0.19 s more a problem (~3,400-5,000
-# candidates each).
+# Up to this many problems, a run ranks through numpy (model.lgbm_text) unless lightgbm is
+# imported already: measured on the CPU machine, lightgbm's import (with scikit-learn) cost
+# 1.2-3.6 s, and numpy's predictions 0.19 s more a problem (~3,400-5,000 candidates each). Cold
+# runs too: on an H100 machine (2026-11-26, benchmarks/results/2026-11-26-h100-cold-start) the
+# import took 3.1-3.9 s of a cold one-shape tune, mostly compiling scikit-learn's and scipy's
+# sources, and its thread held the GIL while the tune waited on its worker; in-process, nothing
+# hid it at all.
 NUMPY_RANKER_MAX_PROBLEMS = 3
 
 
-def numpy_ranker(n_problems: int, warm_server: bool) -> bool:
-    """Whether a run of ``n_problems`` ranks through numpy: against a warm server, few problems,
-    and lightgbm not imported already (then nothing imports it). A cold run's workers starting
-    (3.5-5.7 s on the H200 machine) hide lightgbm's import, which then predicts faster."""
-    return warm_server and n_problems <= NUMPY_RANKER_MAX_PROBLEMS and "lightgbm" not in sys.modules
+def numpy_ranker(n_problems: int) -> bool:
+    """Whether a run of ``n_problems`` ranks through numpy: few problems, and lightgbm not
+    imported already (then nothing imports it)."""
+    return n_problems <= NUMPY_RANKER_MAX_PROBLEMS and "lightgbm" not in sys.modules
 
 
 def make_plan(options: TuneOptions, info: dict, ctx: RunContext, lut: LookupTable | None,
@@ -136,13 +138,13 @@ class Tuner:
         if o.cluster is not None:
             from ..cluster import tune_cluster
             kw = o.keywords()
-            for k in ("workers", "compile_ahead", "server", "in_process"):
+            for k in ("workers", "compile_ahead", "server", "in_process", "prestarted"):
                 kw.pop(k)
             return tune_cluster(problems, **kw)
         t0 = time.monotonic()
         o.check()  # an unknown family, a missing model file or out directory fail here
         shapes = as_shapes(problems)
-        numpy_predict = numpy_ranker(len(shapes), warm_server=o.server is not None)
+        numpy_predict = numpy_ranker(len(shapes))
         if o.bspace != "SAME" and not hasattr(o.model, "predict") and not numpy_predict:
             # The shipped rankers need lightgbm, whose import (with the scikit-learn it pulls in)
             # took 2.2-3.6 s on the 2-core CPU machine: it overlaps with the workers' start-up.
@@ -204,7 +206,7 @@ class Tuner:
                 own.timeout = o.timeout
                 return own
             return RemotePool(o.server, timeout=o.timeout)
-        return WorkerPool(o.workers, timeout=o.timeout, runner=o.runner, env=env, gpus=gpus)
+        return WorkerPool(o.workers, timeout=o.timeout, runner=o.runner, env=env, gpus=gpus, prestarted=o.prestarted)
 
     def sweep(self, shapes: list[Shape], plan: CandidatePlan, executor: Executor, rec: Recorder) -> "Swept":
         """Every shape in turn, compilation running ahead: planned by ``plan``, measured by
