@@ -337,3 +337,26 @@ def test_entry_point_hands_its_early_worker_to_the_tune(tmp_path, monkeypatch):
     assert seen[0].proc.poll() is not None  # stopped with the pool
     s = json.loads((tmp_path / "s.json").read_text())
     assert s["measured"] == 2 and s["shapes"][0]["tried"] == 2 and s["shapes"][0]["failed"] == 0
+
+
+def test_a_tune_that_fails_early_does_not_wait_for_its_early_worker(tmp_path, monkeypatch):
+    """Bad input ends the command at once: the worker started early (still importing torch)
+    is killed, not waited for."""
+    import gemmtune_entry
+    from gemmtune_entry import spawn
+
+    seen = []
+
+    def early(argv):
+        env = {"TRITON_INTERPRET": "1"}
+        p = spawn.Prestarted(None, spawn.DEFAULT_RUNNER, 0, env,
+                             spawn.spawn_worker(None, spawn.DEFAULT_RUNNER, 0, env, tmp_path / "w.log"),
+                             tmp_path / "w.log")
+        seen.append(p)
+        return p
+
+    monkeypatch.setattr(spawn, "prestart", early)
+    t0 = time.monotonic()
+    assert gemmtune_entry.main(["tune", "--shape", "0x8x8:fp16"]) == 2
+    assert time.monotonic() - t0 < 2.0  # a worker's torch import alone takes longer
+    assert seen[0].proc.poll() is not None and not seen[0].adopted

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -89,18 +90,21 @@ class Prestarted:
                 == (gpu, runner, nice) and dict(self.extra_env) == dict(extra_env))
 
     def close(self) -> None:
-        """Stop the worker unless a pool adopted it (the pool stops those), and remove its log."""
+        """Stop the worker unless a pool adopted it (the pool stops those), and remove its log.
+        Killed, not asked: it holds nothing yet, and it may still be importing torch (seconds)
+        when a tune ends early, e.g. on bad input."""
         if not self.adopted and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # its own session: ptxas children too
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+            self.proc.wait(timeout=10)
+        if not self.adopted:
             for f in (self.proc.stdin, self.proc.stdout):
                 try:
-                    f.close()  # the worker reads EOF and exits
+                    f.close()
                 except OSError:
                     pass
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
         if self._logdir is not None:
             self._logdir.cleanup()
 
