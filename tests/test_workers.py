@@ -360,3 +360,28 @@ def test_a_tune_that_fails_early_does_not_wait_for_its_early_worker(tmp_path, mo
     assert gemmtune_entry.main(["tune", "--shape", "0x8x8:fp16"]) == 2
     assert time.monotonic() - t0 < 2.0  # a worker's torch import alone takes longer
     assert seen[0].proc.poll() is not None and not seen[0].adopted
+
+
+def test_prewarm_is_skipped_off_the_gpu_and_never_raises(monkeypatch):
+    """runner.prewarm: a worker pays Triton's driver start and cache-key hash after its first
+    'info' (while the tuner plans). Off the GPU it does nothing; a driver that fails to start
+    is left to the first compile to report, never raised here."""
+    import sys
+
+    from gemmtune.bench import runner
+    tdriver = sys.modules["triton.runtime.driver"]  # the module (triton.runtime.driver is its object)
+
+    class State:
+        device = "cpu"
+    assert runner.prewarm(State()) == 0.0
+    State.device = "cuda"
+
+    class Broken:
+        @property
+        def active(self):
+            raise RuntimeError("0 active drivers")
+    monkeypatch.setattr(tdriver, "driver", Broken())
+    assert runner.prewarm(State()) >= 0.0
+    if HAS_CUDA:
+        monkeypatch.undo()
+        assert runner.prewarm(State()) >= 0.0
