@@ -50,6 +50,15 @@ def _rows(path) -> list[tuple]:
                           "FROM results ORDER BY problem_key, choice_id").fetchall()
 
 
+def _rows_so_far(path) -> list[tuple]:
+    """_rows while the run may still be creating the store: its file exists a moment before
+    its table does."""
+    try:
+        return _rows(path)
+    except sqlite3.OperationalError:
+        return []
+
+
 def test_parse_cluster():
     assert parse_cluster("local:4") == ("local", 4)
     assert parse_cluster("tcp://10.1.2.3:8786") == ("address", "tcp://10.1.2.3:8786")
@@ -152,7 +161,7 @@ def test_driver_killed_then_rerun_resumes(client, tmp_path):
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and proc.poll() is None:
             # The two small shapes (5 candidates) are in: kill -9 the driver mid-run.
-            if store.exists() and len(_rows(store)) >= 5:
+            if store.exists() and len(_rows_so_far(store)) >= 5:
                 break
             time.sleep(0.2)
         assert proc.poll() is None, proc.communicate()[0].decode()[-3000:]
