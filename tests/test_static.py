@@ -188,9 +188,10 @@ def test_a_model_without_static_rows_scores_static_as_triton_mm_and_keeps_the_tw
                                                                    for c in picked)
 
 
-def test_a_model_trained_on_static_rows_ranks_them_on_their_own():
-    """Once the model has triton_static timings it tells the two kernels apart: static candidates
-    compete for the k slots like any other (no twin rides along)."""
+def test_a_model_trained_on_static_rows_ranks_them_and_each_pick_brings_its_twin():
+    """Once the model has triton_static timings, static candidates compete for the k slots like
+    any other; a pick of either family still brings its twin of the other (the collected pairs
+    have no reliably faster twin: plan._split_twins)."""
     from gemmtune.tuning.plan import candidates, select_by_model
 
     model = _learned({"aten": 10, "triton_mm": 100, "triton_static": 20})
@@ -201,7 +202,21 @@ def test_a_model_trained_on_static_rows_ranks_them_on_their_own():
     assert ms[0] < ms[1]
     cands = candidates(p, ["triton_mm", "triton_static"], "default", H100)
     picked = select_by_model(p, cands, 1, model)
-    assert [c.family for c in picked] == ["aten", "triton_static"]  # k = 1: the static pick alone
-    # a model that prefers triton_mm picks it alone, without its twin
+    assert [c.family for c in picked] == ["aten", "triton_static", "triton_mm"]  # k = 1, and its twin
+    assert picked[1].config == picked[2].config
+    # a model that prefers triton_mm picks it first, its static twin beside it
     picked = select_by_model(p, cands, 1, _learned({"triton_mm": 100, "triton_static": 20}, "fam_triton_mm"))
-    assert [c.family for c in picked] == ["aten", "triton_mm"]
+    assert [c.family for c in picked] == ["aten", "triton_mm", "triton_static"]
+    assert picked[1].config == picked[2].config
+    # k = 2 where both twins rank in the top 2: each appears once
+    both = [c for c in cands if c.config == picked[1].config and c.family in ("triton_mm", "triton_static")
+            and not c.pad]
+
+    class TwinsFirst:
+        def knows(self, family):
+            return True
+
+        def predict(self, problem, choices):
+            return [0.0 if c in both else 1.0 for c in choices]
+    picked = select_by_model(p, cands, 2, TwinsFirst())
+    assert sorted(c.id for c in picked[1:]) == sorted(c.id for c in both) and len(picked) == 3

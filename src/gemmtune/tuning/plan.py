@@ -97,36 +97,54 @@ def _split_baseline(cands: list[Choice]) -> tuple[list[Choice], list[Choice]]:
 
 
 def _split_twins(rest: list[Choice], model=None) -> tuple[list[Choice], dict]:
-    """(the candidates the model ranks, {config: triton_static twin}). A triton_static choice runs
-    triton_mm's kernel with the same config, its sizes compiled in. A model that was trained on
-    triton_static timings (``model.knows("triton_static")``: a LearnedModel whose training rows
-    include them) ranks those candidates like any other: no twins. Any other model cannot tell the
-    two apart (same estimate: the analytic model, a learned model without triton_static rows, any
-    object with only ``predict``), so ranking both would spend two of the k slots on one
-    prediction: the twin is ranked as its triton_mm config and timed beside it (``_with_twins``).
-    On unaligned problems, the only ones it serves, the H200 parity runs put it 10-20% ahead of
-    triton_mm on 5 of 6 configs and 3.8x behind on one (benchmarks/results/2026-11-24-h200-parity-static),
-    so it is measured, never substituted."""
+    """(the candidates the model ranks, {(family, config): the twin timed beside that pick}).
+
+    A triton_static choice runs triton_mm's kernel with the same config, its sizes compiled in;
+    on unaligned problems, the only ones it serves, neither twin is reliably the faster one:
+    - H200 parity runs: static 10-20% ahead on 5 of 6 configs, 3.8x behind on one
+      (benchmarks/results/2026-11-24-h200-parity-static);
+    - the collected stores' 37 (H100) and 52 (H200) measured pairs: static ahead on 62% and 75%
+      of them, from 0.52x to 2.58x (10th to 90th percentile, H100);
+    - timing a picked triton_mm config's twin too would have gained 1.28x (H100) and 1.56x (H200)
+      on those pairs, geomean, and timing a picked static config's twin 1.19x and 1.12x.
+
+    So a pick of either brings the other along, measured, never substituted: one more candidate on
+    an unaligned problem. A model trained on triton_static timings (``model.knows("triton_static")``)
+    ranks both families; any other model cannot tell the two apart (same estimate: the analytic
+    model, a learned model without triton_static rows, any object with only ``predict``), so
+    ranking both would spend two of the k slots on one prediction: static is left out of the
+    ranking and comes only as a picked triton_mm's twin."""
     knows = getattr(model, "knows", None)
-    if callable(knows) and knows("triton_static"):
-        return rest, {}
-    twins = {c.config: c for c in rest if c.family == "triton_static" and not c.pad}
-    if not twins:
+    ranks_static = callable(knows) and knows("triton_static")
+    unpadded = [c for c in rest if c.family in ("triton_mm", "triton_static") and not c.pad]
+    by_config = {(c.family, c.config): c for c in unpadded}
+    twins = {}
+    for (fam, cfg) in by_config:
+        other = "triton_static" if fam == "triton_mm" else "triton_mm"
+        if (other, cfg) in by_config and (ranks_static or fam == "triton_mm"):
+            twins[(fam, cfg)] = by_config[(other, cfg)]
+    if ranks_static or not twins:
         return rest, twins
     return [c for c in rest if not (c.family == "triton_static" and not c.pad)], twins
 
 
 def _with_twins(picked: list[Choice], twins: dict) -> list[Choice]:
-    return picked + [twins[c.config] for c in picked
-                     if c.family == "triton_mm" and not c.pad and c.config in twins]
+    ids = {c.id for c in picked}
+    out = list(picked)
+    for c in picked:
+        twin = None if c.pad else twins.get((c.family, c.config))
+        if twin is not None and twin.id not in ids:
+            ids.add(twin.id)
+            out.append(twin)
+    return out
 
 
 def select_by_model(problem: Problem, cands: list[Choice], k: int, model) -> list[Choice]:
     """cuBLAS (the baseline, when among ``cands``) plus the ``k`` other candidates the model
     ranks fastest; all of ``cands`` when they are no more than that. Ties and non-finite
-    estimates keep the candidates' order (non-finite ones rank last). Unless the model was trained
-    on triton_static timings, a picked triton_mm config brings its triton_static twin along when
-    there is one (``_split_twins``).
+    estimates keep the candidates' order (non-finite ones rank last). A picked triton_mm or
+    triton_static config brings its twin of the other family along when there is one
+    (``_split_twins``).
 
     Example::
 
@@ -244,15 +262,17 @@ class CandidatePlan:
 
 def compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | int) -> int | None:
     """How many candidates of ``problem`` tune may compile, before its candidates are listed:
-    a table entry's Triton choices, else k when only the model's k best are benchmarked,
-    else None (its whole search space)."""
+    a table entry's Triton choices, else k when only the model's k best are benchmarked (2k on
+    an unaligned problem, twins included), else None (its whole search space)."""
     listed = required_choices(lut, problem)
     if listed:
         return sum(c.needs_compile for c in listed)
+    # On an unaligned problem each triton_mm / triton_static pick may bring its twin (_split_twins).
+    twins = 1 if problem.aligned_a and problem.aligned_b else 2
     if bspace == "AUTO":
         from ..model.topk import K_MAX
-        return K_MAX
-    return bspace if isinstance(bspace, int) else None
+        return K_MAX * twins
+    return bspace * twins if isinstance(bspace, int) else None
 
 
 def plan_candidates(problem: Problem, families: Sequence[str], space: str, dev: DeviceInfo,
