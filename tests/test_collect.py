@@ -202,12 +202,16 @@ def test_new_families_are_sampled_after_the_rest():
     assert new[:len(old)] == old
     added = new[len(old):]
     fams = {c.family for c in added}
-    assert {"skinny", "triton_static"} <= fams and len(added) <= 3 * len(collect.NEW_FAMILIES)
+    assert {"skinny", "triton_static"} <= fams and len(added) <= 2 * 3 * len(collect.NEW_FAMILIES)
+    padded = decode_odd.padded()
+    assert {c.family for c in added if c.pad} >= {"persistent_tma"}  # unaligned: their pad+ variants too
     for c in added:
-        assert c.id in {x.id for x in gemmtune.space(decode_odd, c.family, "exhaustive", device=H100)}
+        space = gemmtune.space(padded if c.pad else decode_odd, c.family, "exhaustive", device=H100)
+        assert c.config in {x.config for x in space}, c.id
+    assert len({c.id for c in added}) == len(added)
     assert new == collect.sample_choices(decode_odd, H100, mm=6, splitk=3, pad=2, new=3)  # seeded
     aligned = Problem.from_sizes(2048, 2048, 2048, "bf16")
-    assert not any(c.family == "triton_static"
+    assert not any(c.family == "triton_static" or c.pad
                    for c in collect.sample_choices(aligned, H100, mm=2, splitk=1, pad=1, new=3))
 
 

@@ -1,8 +1,8 @@
 """Each shape's candidates: a seeded sample of the exhaustive triton_mm and split-K spaces (or of
 a fixed pool of them, so that shapes share compiled kernels), every DecomposeK split, cuBLAS,
 pad+ variants for unaligned shapes, and a few configs of each family the shipped model was
-trained without (``NEW_FAMILIES``: their candidates are ranked by the analytic estimate alone
-until their timings are collected). The configs come from the families' own lists
+trained without (``NEW_FAMILIES``, and their pad+ variants on unaligned shapes: their candidates
+are ranked by the analytic estimate alone until their timings are collected). The configs come from the families' own lists
 (``raw_configs``) and scaling (``scaled``): nothing of their spaces is copied here."""
 
 from __future__ import annotations
@@ -109,6 +109,15 @@ def sample_choices(problem: Problem, device, *, mm: int, splitk: int, pad: int, 
         rng_new = np.random.default_rng(zlib.crc32(("new:" + problem.key).encode()))
         for fam in NEW_FAMILIES:
             out += sample_new(problem, fam, device, new, rng_new)
+        if not (problem.aligned_a and problem.aligned_b):
+            # Their pad+ variants too, from a stream of their own (the samples above stay as they
+            # were). Until 2026-11-26 the store held no pad+persistent_tma row, and the H100 ranker
+            # put pad+aten first on unaligned shapes where pad+persistent_tma won by 1.15x
+            # (benchmarks/results/2026-11-26-h100-odd-twins).
+            padded = problem.padded()
+            rng_pad = np.random.default_rng(zlib.crc32(("new-pad:" + problem.key).encode()))
+            for fam in NEW_FAMILIES:
+                out += [c.padded() for c in sample_new(padded, fam, device, new, rng_pad)]
     return out
 
 
