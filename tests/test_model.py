@@ -739,3 +739,23 @@ def test_shipped_h100_models(name, kind):
     assert any(name in d for d in shipped.describe())
     if kind == "lgbm_rank":
         assert (SHIPPED.parent / "nvidia-h100-rank.lgbm.txt").stat().st_size > 0
+
+
+def test_domain_guard_reads_fp16_and_bf16_as_one_class():
+    """A model trained on bf16 only (the H100 store) ranks fp16 problems with its full learned
+    correction: the features cannot tell the two apart, and their best configs agree (data.trust_class);
+    fp32 stays outside."""
+    from gemmtune.model import LearnedModel
+    from gemmtune.model.data import Dataset, ShapeData, domain_of
+
+    dom = domain_of(Dataset([ShapeData(Problem.from_sizes(4096, 4096, 4096, "bf16"), [], None),
+                             ShapeData(Problem.from_sizes(333, 4097, 1025, "bf16"), [], None)]))
+    m = LearnedModel(H200, "gbt", None, {"domain": dom})
+    for dt in ("bf16", "fp16"):
+        assert m.trust(Problem.from_sizes(4096, 4096, 4096, dt))[0] == 1.0, dt
+        assert m.trust(Problem.from_sizes(331, 4099, 1023, dt))[0] == 1.0, dt  # unaligned: its own class
+    w, why = m.trust(Problem.from_sizes(4096, 4096, 4096, "fp32"))
+    assert w == 0.0 and "dtype" in why
+    only_aligned = LearnedModel(H200, "gbt", None, {"domain": domain_of(Dataset(
+        [ShapeData(Problem.from_sizes(4096, 4096, 4096, "bf16"), [], None)]))})
+    assert only_aligned.trust(Problem.from_sizes(331, 4099, 1023, "fp16"))[0] == 0.0

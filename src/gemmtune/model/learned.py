@@ -78,7 +78,7 @@ from ..jsonio import read_json
 from ..problem import Problem
 from ..table import major_minor
 from .analytic import AnalyticModel
-from .data import (MIN_RANKED_CHOICES, TRUST_RADIUS, ZERO_RADIUS, Dataset, ShapeData, _dtype_tag,  # noqa: F401
+from .data import (MIN_RANKED_CHOICES, TRUST_RADIUS, ZERO_RADIUS, Dataset, ShapeData, _dtype_tag, trust_class,  # noqa: F401
                    _layout_tag, _unaligned, domain_of, exclude, load_dataset, public_shapes, split_by_shape,
                    suite_shapes)
 from .errors import ModelDependencyError, ModelError, ModelWarning  # noqa: F401
@@ -137,11 +137,11 @@ class LearnedModel:
         self.analytic = AnalyticModel(device)
         dom = provenance.get("domain") if isinstance(provenance, dict) else None
         self.domain = dom if isinstance(dom, dict) else None
-        # (dtype tag, unaligned) -> log2 (M, N, K) of the training problems of that class
+        # (dtype class, unaligned) -> log2 (M, N, K) of the training problems of that class
         by: dict[tuple, list] = defaultdict(list)
         for row in (self.domain or {}).get("problems", []):
             m, n, k, tag, un = row
-            by[(tag, bool(un))].append((m, n, k))
+            by[(trust_class(tag), bool(un))].append((m, n, k))
         self._near = {c: np.log2(np.maximum(np.asarray(v, dtype=np.float64), 1.0)) for c, v in by.items()}
         # triton_static without rows of its own: scored as its triton_mm config (same kernel).
         self._static_as_mm = not self.knows("triton_static") and self.knows("triton_mm")
@@ -158,14 +158,14 @@ class LearnedModel:
         if not dom:
             return 1.0, "the model records no training domain"
         tag = _dtype_tag(problem)
-        if tag not in dom.get("dtypes", []):
+        if trust_class(tag) not in {trust_class(t) for t in dom.get("dtypes", [])}:
             return 0.0, f"dtype {tag} is not in its training set ({', '.join(dom.get('dtypes', []))})"
         lay = _layout_tag(problem)
         if lay not in dom.get("layouts", []):
             return 0.0, f"layout {lay} is not in its training set ({', '.join(dom.get('layouts', []))})"
         un = _unaligned(problem)
         kind = "unaligned" if un else "aligned"
-        near = self._near.get((tag, un))
+        near = self._near.get((trust_class(tag), un))
         if near is None or not len(near):
             return 0.0, f"no {kind} {tag} problem in its training set"
         here = np.log2(np.maximum(np.array([problem.m, problem.n, problem.k], dtype=np.float64), 1.0))
