@@ -135,7 +135,7 @@ def test_model_selection_times_a_picked_tile_with_its_static_twin():
             return list(range(len(choices)))
 
     p = Problem.from_sizes(33, 97, 41, "fp16")  # unaligned: triton_static serves it
-    cands = candidates(p, ["triton_mm", "triton_static"], "default", H100)
+    cands = [c for c in candidates(p, ["triton_mm", "triton_static"], "default", H100) if not c.pad]
     assert any(c.family == "triton_static" for c in cands)
     picked = select_by_model(p, cands, 1, ByIndex())
     first = next(c for c in cands if c.family == "triton_mm")
@@ -200,7 +200,7 @@ def test_a_model_trained_on_static_rows_ranks_them_and_each_pick_brings_its_twin
     cfg = TileConfig(32, 32, 32, 2, 4, 8)
     ms = model.predict(p, [Choice("triton_static", cfg), Choice("triton_mm", cfg)])
     assert ms[0] < ms[1]
-    cands = candidates(p, ["triton_mm", "triton_static"], "default", H100)
+    cands = [c for c in candidates(p, ["triton_mm", "triton_static"], "default", H100) if not c.pad]
     picked = select_by_model(p, cands, 1, model)
     assert [c.family for c in picked] == ["aten", "triton_static", "triton_mm"]  # k = 1, and its twin
     assert picked[1].config == picked[2].config
@@ -220,3 +220,28 @@ def test_a_model_trained_on_static_rows_ranks_them_and_each_pick_brings_its_twin
             return [0.0 if c in both else 1.0 for c in choices]
     picked = select_by_model(p, cands, 2, TwinsFirst())
     assert sorted(c.id for c in picked[1:]) == sorted(c.id for c in both) and len(picked) == 3
+
+
+def test_picks_on_an_unaligned_problem_span_both_paths():
+    """tuning.plan._both_paths: when the model's k picks on an unaligned problem are all copy-free
+    (or all pad+), the other path's best-ranked choice is timed too; an aligned problem, or picks
+    that already span both, get nothing more."""
+    from gemmtune.tuning.plan import candidates, select_by_model
+
+    class Prefer:
+        def __init__(self, pad):
+            self.pad = pad
+
+        def predict(self, problem, choices):
+            return [0.0 if c.pad == self.pad else 1.0 for c in choices]
+
+    p = Problem.from_sizes(33, 97, 41, "fp16")
+    cands = candidates(p, ["triton_mm"], "default", H100)
+    copy_free = select_by_model(p, cands, 1, Prefer(False))
+    assert [c.pad for c in copy_free] == [False, False, True]  # aten, the pick, the pad+ path's first
+    first_pad = next(c for c in cands[1:] if c.pad)
+    assert copy_free[2] == first_pad
+    padded = select_by_model(p, cands, 1, Prefer(True))
+    assert [c.pad for c in padded] == [False, True, False] and padded[2] == next(c for c in cands[1:] if not c.pad)
+    aligned = Problem.from_sizes(64, 64, 64, "fp16")
+    assert len(select_by_model(aligned, candidates(aligned, ["triton_mm"], "default", H100), 1, Prefer(False))) == 2

@@ -139,12 +139,39 @@ def _with_twins(picked: list[Choice], twins: dict) -> list[Choice]:
     return out
 
 
+def _both_paths(ranked: list[Choice], k: int) -> list[Choice]:
+    """The first ``k`` of ``ranked`` (the model's order), plus the best-ranked choice of the other
+    path when the k are all ``pad+`` or all copy-free (an unaligned problem has both).
+
+    Whether a zero-padded copy pays is the one decision on an unaligned problem that the
+    collected data long could not teach: until 2026-11-26 the H100 store held no pad+
+    persistent_tma row. On 8 unaligned shapes on an H100 (benchmarks/results/2026-11-26-h100-odd-
+    twins) the best kernel was a pad+ choice on 4 and a copy-free one on 4, and the ranker's first
+    choice took the wrong path on 3 of them, at 58-83% of the best; the other path's first choice
+    costs one more candidate.
+
+    >>> from gemmtune.configs import AtenConfig, DecomposeKConfig
+    >>> a, p = Choice("aten", AtenConfig(), True), Choice("decompose_k", DecomposeKConfig(4))
+    >>> [c.id for c in _both_paths([a, a, p], 1)], [c.id for c in _both_paths([p, a], 2)]
+    (['pad+aten', 'decompose_k:s4'], ['decompose_k:s4', 'pad+aten'])
+    """
+    picked = ranked[:k]
+    if picked and any(c.pad for c in ranked) and not all(c.pad for c in ranked):
+        if all(c.pad for c in picked) or not any(c.pad for c in picked):
+            want = not picked[0].pad
+            other = next((c for c in ranked[k:] if c.pad == want), None)
+            if other is not None:
+                picked = picked + [other]
+    return picked
+
+
 def select_by_model(problem: Problem, cands: list[Choice], k: int, model) -> list[Choice]:
     """cuBLAS (the baseline, when among ``cands``) plus the ``k`` other candidates the model
     ranks fastest; all of ``cands`` when they are no more than that. Ties and non-finite
-    estimates keep the candidates' order (non-finite ones rank last). A picked triton_mm or
-    triton_static config brings its twin of the other family along when there is one
-    (``_split_twins``).
+    estimates keep the candidates' order (non-finite ones rank last). On an unaligned problem the
+    k picks span both paths, pad+ and copy-free (``_both_paths``: one more candidate where they do
+    not), and a picked triton_mm or triton_static config brings its twin of the other family along
+    when there is one (``_split_twins``).
 
     Example::
 
@@ -163,7 +190,7 @@ def select_by_model(problem: Problem, cands: list[Choice], k: int, model) -> lis
     if len(est) != len(rest):
         raise ValueError(f"{type(model).__name__}.predict returned {len(est)} estimates for {len(rest)} choices")
     order = sorted(range(len(rest)), key=lambda i: (est[i] if math.isfinite(est[i]) else math.inf, i))
-    return base + _with_twins([rest[i] for i in order[:k]], twins)
+    return base + _with_twins(_both_paths([rest[i] for i in order], k), twins)
 
 
 def select_adaptive(problem: Problem, cands: list[Choice], model) -> tuple[list[Choice], int, str]:
@@ -180,7 +207,7 @@ def select_adaptive(problem: Problem, cands: list[Choice], model) -> tuple[list[
     if len(keys) != len(rest):
         raise ValueError(f"{type(model).__name__} returned {len(keys)} ranking keys for {len(rest)} choices")
     order = sorted(range(len(rest)), key=lambda i: (keys[i] if math.isfinite(keys[i]) else math.inf, i))
-    return base + _with_twins([rest[i] for i in order[:k]], twins), min(k, len(rest)), why
+    return base + _with_twins(_both_paths([rest[i] for i in order], k), twins), min(k, len(rest)), why
 
 
 def load_ranker(model, dev: DeviceInfo, triton_version: str | None, numpy_predict: bool = False):
@@ -262,17 +289,20 @@ class CandidatePlan:
 
 def compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | int) -> int | None:
     """How many candidates of ``problem`` tune may compile, before its candidates are listed:
-    a table entry's Triton choices, else k when only the model's k best are benchmarked (2k on
-    an unaligned problem, twins included), else None (its whole search space)."""
+    a table entry's Triton choices, else k when only the model's k best are benchmarked (2(k + 1)
+    on an unaligned problem: the other path's first choice and twins), else None (its whole
+    search space)."""
     listed = required_choices(lut, problem)
     if listed:
         return sum(c.needs_compile for c in listed)
-    # On an unaligned problem each triton_mm / triton_static pick may bring its twin (_split_twins).
-    twins = 1 if problem.aligned_a and problem.aligned_b else 2
+    # On an unaligned problem the picks may gain the other path's first choice (_both_paths), and
+    # each triton_mm / triton_static pick its twin (_split_twins).
+    def most(k: int) -> int:
+        return k if problem.aligned_a and problem.aligned_b else 2 * (k + 1)
     if bspace == "AUTO":
         from ..model.topk import K_MAX
-        return K_MAX * twins
-    return bspace * twins if isinstance(bspace, int) else None
+        return most(K_MAX)
+    return most(bspace) if isinstance(bspace, int) else None
 
 
 def plan_candidates(problem: Problem, families: Sequence[str], space: str, dev: DeviceInfo,
