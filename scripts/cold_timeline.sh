@@ -65,14 +65,7 @@ PY
   done
   fresh "$s-mat"
   t0=$(stamp)
-  python3 - "$s" <<'PY' > /dev/null 2>&1
-import sys, torch
-dims, dt = sys.argv[1].split(":")
-m, n, k = map(int, dims.split("x"))
-dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dt]
-a = torch.randn(m, k, device="cuda", dtype=dtype); b = torch.randn(k, n, device="cuda", dtype=dtype)
-torch.compile(lambda a, b: a @ b, mode="max-autotune-no-cudagraphs")(a, b); torch.cuda.synchronize()
-PY
+  python3 scripts/maxautotune_once.py "$s" > /dev/null 2>&1
   t1=$(stamp)
   printf "%-22s %-10s %8s\n" $s max-autotune $(took $t0 $t1) | tee -a "$OUT/cold.txt"
 done

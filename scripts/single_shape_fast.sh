@@ -21,14 +21,7 @@ for s in $SHAPES; do
   # to the server without importing torch here (gemmtune_entry).
   python3 -m gemmtune_entry tune --shape $s --fast --store "$OUT/warm.sqlite" --server $sock -q > /dev/null 2>&1; t2=$(date +%s.%N)
   export TRITON_CACHE_DIR=/tmp/tc-mat-$$-$s
-  python3 - "$s" <<'PY' > /dev/null 2>&1
-import sys, torch
-dims, dt = sys.argv[1].split(":")
-m, n, k = map(int, dims.split("x"))
-dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dt]
-a = torch.randn(m, k, device="cuda", dtype=dtype); b = torch.randn(k, n, device="cuda", dtype=dtype)
-torch.compile(lambda a, b: a @ b, mode="max-autotune-no-cudagraphs")(a, b); torch.cuda.synchronize()
-PY
+  python3 scripts/maxautotune_once.py "$s" > /dev/null 2>&1
   t3=$(date +%s.%N)
   # (no bc on the GPU image: the arithmetic is Python's)
   python3 -c "import sys; s,a,b,c,d = sys.argv[1:]; a,b,c,d = map(float, (a,b,c,d)); print(f'{s:22s} {b-a:10.1f} {c-b:10.1f} {d-c:12.1f}')" \

@@ -28,11 +28,16 @@ DEFAULT_RUNNER = "gemmtune.bench.runner:handle"
 SRC = str(Path(__file__).resolve().parents[1])
 
 
+def _listed_gpus(cuda_visible_devices: str) -> list[str]:
+    """The GPU ids a CUDA_VISIBLE_DEVICES value names (none for '' or -1)."""
+    return [g for g in cuda_visible_devices.split(",") if g.strip() and g.strip() != "-1"]
+
+
 def visible_gpus() -> list[str]:
     """GPU ids this process may use, without initialising CUDA in the parent."""
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
     if env is not None:
-        return [g for g in env.split(",") if g.strip() and g.strip() != "-1"]
+        return _listed_gpus(env)
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=20)
@@ -93,13 +98,13 @@ class Prestarted:
         """Stop the worker unless a pool adopted it (the pool stops those), and remove its log.
         Killed, not asked: it holds nothing yet, and it may still be importing torch (seconds)
         when a tune ends early, e.g. on bad input."""
-        if not self.adopted and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)  # its own session: ptxas children too
-            except (ProcessLookupError, PermissionError):
-                self.proc.kill()
-            self.proc.wait(timeout=10)
         if not self.adopted:
+            if self.proc.poll() is None:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)  # its own session: ptxas children too
+                except (ProcessLookupError, PermissionError):
+                    self.proc.kill()
+                self.proc.wait(timeout=10)
             for f in (self.proc.stdin, self.proc.stdout):
                 try:
                     f.close()
@@ -136,8 +141,8 @@ def prestart_gpu(argv: list[str], environ: dict[str, str] | None = None) -> str 
     if environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         return None  # the CPU interpreter: workers run with a different environment
     cvd = environ.get("CUDA_VISIBLE_DEVICES")
-    if cvd is not None:
-        ids = [g.strip() for g in cvd.split(",") if g.strip() and g.strip() != "-1"]
+    if cvd is not None:  # the pool's first GPU, as visible_gpus lists it
+        ids = _listed_gpus(cvd)
         return ids[0] if ids else None
     return "0" if shutil.which("nvidia-smi") else None
 

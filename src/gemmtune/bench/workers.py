@@ -104,15 +104,18 @@ class WorkerPool:
         self._spawned = 0
 
     # ----------------------------------------------------------------- lifecycle
+    def _gpu(self, slot: int) -> str | None:
+        return self.gpus[slot % len(self.gpus)] if self.gpus else None
+
     def _spawn(self, slot: int) -> _Worker:
-        gpu = self.gpus[slot % len(self.gpus)] if self.gpus else None
+        gpu = self._gpu(slot)
         self._spawned += 1
         log_path = Path(self._logdir.name) / f"worker{slot}-{self._spawned}.log"
         return self._watch(_Worker(gpu, spawn_worker(gpu, self.runner, self.nice, self.env, log_path), log_path))
 
     def _adopt(self, slot: int) -> _Worker | None:
         """A pre-started worker that is the one ``_spawn(slot)`` would start, now this pool's."""
-        gpu = self.gpus[slot % len(self.gpus)] if self.gpus else None
+        gpu = self._gpu(slot)
         for p in self.prestarted:
             if p.matches(gpu, self.runner, self.nice, self.env):
                 p.adopted = True

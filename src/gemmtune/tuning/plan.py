@@ -156,12 +156,10 @@ def _both_paths(ranked: list[Choice], k: int) -> list[Choice]:
     (['pad+aten', 'decompose_k:s4'], ['decompose_k:s4', 'pad+aten'])
     """
     picked = ranked[:k]
-    if picked and any(c.pad for c in ranked) and not all(c.pad for c in ranked):
-        if all(c.pad for c in picked) or not any(c.pad for c in picked):
-            want = not picked[0].pad
-            other = next((c for c in ranked[k:] if c.pad == want), None)
-            if other is not None:
-                picked = picked + [other]
+    if len({c.pad for c in picked}) == 1:  # one path only: the other's first, if it has one
+        other = next((c for c in ranked[k:] if c.pad != picked[0].pad), None)
+        if other is not None:
+            picked.append(other)
     return picked
 
 
