@@ -195,7 +195,7 @@ def test_tuner_adaptive_selection_keeps_cublas_and_records_why(ranked):
     picked, k, why = select_adaptive(p, cands, Tied())
     assert picked[0].id == "aten" and len(picked) == 1 + k and why.startswith("spread:")
     out = study(model, te, ks=(1, 3))
-    assert set(out) == {"k=1", "k=3", "adaptive"}
+    assert set(out) == {"k=1", "k=3", "adaptive", "fast"}
     assert out["k=3"]["best_fraction_mean"] >= out["k=1"]["best_fraction_mean"]
     assert out["adaptive"]["candidates"] >= out["k=1"]["candidates"]
     assert 0.0 < out["adaptive"]["best_fraction_min"] <= 1.0
@@ -220,11 +220,55 @@ def test_diverse_pick_takes_each_familys_first_then_the_best_of_those():
         diverse_pick(fams, keys[:4], 1)
 
 
+def test_fast_pick_spreads_over_families_counts_static_as_triton_mm_and_spans_both_paths():
+    from gemmtune.configs import Choice
+    from gemmtune.model.topk import fast_pick
+
+    cs = [Choice.parse(c) for c in (
+        "triton_mm:BM64-BN64-BK32-S3-W4-G8", "triton_static:BM64-BN128-BK32-S3-W4-G8",
+        "skinny:BM16-BN64-BK128-SK1-S5-W4-dot-det", "splitk:BM64-BN64-BK32-S3-W4-G8-SK4-det")]
+    # aligned (no pad+ choice): the first triton_mm, then skinny (static is triton_mm's family)
+    assert fast_pick(cs, [0.0, 0.01, 0.02, 0.03]) == [0, 2]
+    assert fast_pick(cs, [0.5, 0.01, 0.02, 0.03]) == [1, 2]
+    # unaligned: both picks copy-free, so the best pad+ comes too; a pad+ pick needs no other
+    padded = cs + [Choice.parse("pad+aten"), Choice.parse("pad+triton_mm:BM64-BN64-BK32-S3-W4-G8")]
+    assert fast_pick(padded, [0.0, 0.01, 0.02, 0.03, 0.2, 0.1]) == [0, 2, 5]
+    assert fast_pick(padded, [0.0, 0.01, 0.02, 0.03, 0.001, 0.1]) == [0, 4]
+    assert fast_pick(cs[:1], [0.0]) == [0]
+
+
+def test_select_fast_is_what_tune_fast_benchmarks():
+    from gemmtune.tuning.plan import CandidatePlan, select_fast
+
+    class ByIndex:
+        def predict(self, problem, choices):
+            return [1.0 + i for i in range(len(choices))]
+
+    dev = DeviceInfo.lookup("h100")
+    p = Problem.from_sizes(16, 4096, 4096, "bf16")
+    cands = candidates(p, ["triton_mm", "skinny", "splitk", "aten"], "exhaustive", dev)
+    picked, k, why = select_fast(p, cands, ByIndex())
+    fams = [c.family for c in picked]
+    assert fams[0] == "aten" and k == 2 and len(picked) == 3 and len(set(fams)) == 3 and why.startswith("fast:")
+    plan = CandidatePlan(("triton_mm", "skinny", "splitk", "aten"), "exhaustive", dev, bspace="FAST", ranker=ByIndex())
+    got = plan(p)
+    assert [c.id for c in got.choices] == [c.id for c in picked] and got.k == 2
+    odd = Problem.from_sizes(16, 4096, 4095, "bf16")  # unaligned: at most 3 picks and their twins
+    assert plan.compiles_at_most(p) == 2 and plan.compiles_at_most(odd) == 6
+    got = plan(odd).choices
+    assert got[0].id == "aten" and len(got) - 1 <= 6 and {c.pad for c in got[1:]} == {True, False}
+
+
 def test_study_replays_the_diverse_policy_and_the_family_bound(ranked):
     model, _, te = ranked
     out = study(model, te, ks=(1, 2), diverse=(2,))
-    assert set(out) == {"k=1", "k=2", "adaptive", "diverse=2", "diverse=2,nopad", "oracle-family"}
+    assert set(out) == {"k=1", "k=2", "adaptive", "fast", "diverse=2", "diverse=2,nopad", "oracle-family"}
     d = out["diverse=2"]
+    # fast holds the model's first choice too, and its candidates are diverse=2's plus, on an
+    # unaligned problem, at most the other path's first
+    f = out["fast"]
+    assert f["best_fraction_min"] >= out["k=1"]["best_fraction_min"] - 1e-12
+    assert d["candidates_mean"] <= f["candidates_mean"] <= d["candidates_mean"] + 1
     assert out["k=1"]["candidates_mean"] <= d["candidates_mean"] <= out["k=2"]["candidates_mean"]
     # diverse=2 holds the model's first choice, as k=1 does: never worse on any problem
     assert d["best_fraction_min"] >= out["k=1"]["best_fraction_min"] - 1e-12
@@ -351,3 +395,22 @@ def test_numpy_trees_match_lightgbm_with_missing_value_splits(zero_as_missing):
     Xt[::9, 2] = np.nan
     np.testing.assert_allclose(booster.predict(Xt), lightgbm.Booster(model_str=text).predict(Xt),
                                rtol=1e-12, atol=1e-12)
+
+
+def test_an_untrusted_problem_breaks_the_analytic_ties_in_the_rankers_order(monkeypatch):
+    # fp32 is outside the H100 ranker's training set (bf16 only): trust 0, so the analytic ln ms
+    # ranks, and on this memory-bound problem many configs tie exactly. The ranker's order breaks
+    # those ties only: nothing else moves by more than TIE_EPS.
+    from gemmtune.model import learned
+    from gemmtune.tuning.plan import load_ranker
+
+    model = load_ranker(None, DeviceInfo.lookup("h100"), "3.6")
+    p = Problem.from_sizes(64, 64, 32768, "fp32")
+    assert model.trust(p)[0] == 0.0
+    cands = [c for c in candidates(p, ["splitk", "skinny"], "exhaustive", model.device) if c.family != "aten"]
+    with_tb = model.rank_keys(p, cands)
+    monkeypatch.setattr(learned, "TIE_BREAK", False)
+    plain = model.rank_keys(p, cands)
+    assert len(np.unique(plain)) < len(plain) / 2  # the flat analytic plateau
+    assert np.all(np.abs(with_tb - plain) <= learned.TIE_EPS + 1e-12)
+    assert len(np.unique(with_tb)) > len(np.unique(plain))

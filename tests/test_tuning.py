@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 
+import time
+
 import pytest
 
 import gemmtune
@@ -21,7 +23,7 @@ from gemmtune.tuning.executor import Executor
 from gemmtune.tuning.options import TuneOptions, option_names
 from gemmtune.tuning.plan import CandidatePlan, as_shapes, candidates
 from gemmtune.tuning.recorder import Recorder, write_table
-from gemmtune.tuning.tuner import Lookahead, Tuner
+from gemmtune.tuning.tuner import Lookahead, PlanAhead, Tuner
 
 H100 = DeviceInfo.lookup("h100")
 CTX = RunContext("cpu", "0.0", "2.6", "3.2", "0.1")
@@ -54,7 +56,7 @@ def test_options_refuse_bad_values_when_made(kw, err):
 
 def test_options_derived_fields():
     o = TuneOptions(families=["splitk", "aten"], fast=True)
-    assert o.families == ("splitk", "aten") and o.bspace == 1 and o.search_space == "exhaustive"
+    assert o.families == ("splitk", "aten") and o.bspace == "FAST" and o.search_space == "exhaustive"
     assert TuneOptions().bspace == "SAME" and TuneOptions(benchmark_space="3").bspace == 3
     assert o.replace(fast=False).bspace == "SAME"
     with pytest.raises(ValueError, match="nosuch"):
@@ -213,6 +215,47 @@ def test_lookahead_plans_ahead_and_raises_a_shapes_error_on_its_turn():
     with pytest.raises(ValueError, match="bad shape"):
         ahead.plan(1)
     assert ahead.plan(2) == 192 and planned == [64, 128, 192, 256]
+
+
+def test_plan_ahead_plans_in_order_on_its_thread_within_depth_and_raises_on_turn():
+    import threading
+    problems = [P.with_sizes(k=64 * (i + 1)) for i in range(6)]
+    threads, planned = set(), []
+    gate = threading.Event()
+
+    def plan(problem):
+        threads.add(threading.current_thread().name)
+        planned.append(problem.k)
+        if len(planned) == 2:
+            gate.set()
+        if problem.k == 128:
+            raise ValueError("bad shape")
+        return problem.k
+
+    ahead = PlanAhead(problems, plan, depth=2)
+    assert gate.wait(10)
+    time.sleep(0.2)
+    assert planned == [64, 128]  # no further than depth ahead of what was asked for
+    assert ahead(problems[0]) == 64
+    with pytest.raises(ValueError, match="bad shape"):
+        ahead(problems[1])
+    assert [ahead(p) for p in problems[2:]] == [192, 256, 320, 384]
+    assert planned == [64 * (i + 1) for i in range(6)] and threads == {"gemmtune-plan-ahead"}
+    with pytest.raises(RuntimeError, match="in their order"):
+        ahead(problems[0])
+    ahead.close()
+
+
+def test_plan_ahead_close_stops_planning():
+    problems = [P.with_sizes(k=64 * (i + 1)) for i in range(5)]
+    planned = []
+    ahead = PlanAhead(problems, lambda p: planned.append(p.k) or p.k, depth=1)
+    assert ahead(problems[0]) == 64
+    ahead.close()
+    ahead._thread.join(10)
+    assert not ahead._thread.is_alive() and len(planned) <= 2
+    with pytest.raises(ValueError, match="depth"):
+        PlanAhead(problems, lambda p: p, depth=0)
 
 
 # ----------------------------------------------------------------------------- the sweep, with a fake pool

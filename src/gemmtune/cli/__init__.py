@@ -18,7 +18,7 @@ examples (any machine, each under a minute on 2 CPU cores):
 
 examples that need a GPU (the interpreter would take hours):
     gemmtune tune --shape 32x32x28672:bf16 --families splitk,decompose_k
-    gemmtune tune --preset public --fast             # exhaustive space, the model's top 1 (+ cuBLAS)
+    gemmtune tune --preset public --fast             # exhaustive space, the model's first of its 2 best families
     gemmtune bench --groups splitk,odd               # side by side with cuBLAS, Inductor
     gemmtune bench --groups bmm                      # the bmm preset (attention, MoE) vs torch.bmm
     gemmtune bench-model --models gpt2,llama-1b      # real models end to end

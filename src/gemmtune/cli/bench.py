@@ -81,8 +81,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--skip-tunableop", action="store_true", help="leave PyTorch TunableOp out")
     p.add_argument("--repeats", type=positive_int, default=20, metavar="N", help="CUDA-graph replays per kernel time")
     p.add_argument("--seed", type=int, default=0, help="random seed")
-    p.add_argument("--extra-modes", metavar="auto,top20,exhaustive",
-                   help="opt-in gemmtune modes: the model's adaptive top-k, its top-20, and the whole "
+    p.add_argument("--extra-modes", metavar="auto,top1,top20,exhaustive",
+                   help="opt-in gemmtune modes: the model's adaptive top-k, its top-1 (--fast until session 14), "
+                        "its top-20, and the whole "
                         "exhaustive space benchmarked (hundreds to thousands of candidates per shape: "
                         "pick few shapes)")
     p.add_argument("--deadline", type=float, metavar="UNIX_TIME",

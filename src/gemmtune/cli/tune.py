@@ -87,11 +87,14 @@ def add_parsers(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("--summary", metavar="JSON", help="also write the per-shape results as JSON")
     p.add_argument("--table", metavar="JSON", help="lookup table: shapes with an entry benchmark only its choices")
-    p.add_argument("--benchmark-space", default="SAME", metavar="SAME|DEFAULT|AUTO|K",
+    p.add_argument("--benchmark-space", default="SAME", metavar="SAME|DEFAULT|AUTO|FAST|K",
                    help="benchmark every candidate (SAME), as many as the default space has (DEFAULT), "
-                   "the performance model's top K, or AUTO: its top 1 to 8, more where it is unsure "
-                   "(recorded per shape in --summary); cuBLAS and table choices always")
-    p.add_argument("--fast", action="store_true", help="exhaustive search space, benchmark the model's top 1")
+                   "the performance model's top K, AUTO: its top 1 to 8, more where it is unsure "
+                   "(recorded per shape in --summary), or FAST: its first of each of its two best families "
+                   "(what --fast benchmarks); cuBLAS and table choices always")
+    p.add_argument("--fast", action="store_true",
+                   help="exhaustive search space, benchmark the model's first choice of each of its two best "
+                   "families (and cuBLAS)")
     p.add_argument("--deterministic", action="store_true",
                    help="only kernels that give the same bits on every call (no fp32-atomic split-K reduction)")
     p.add_argument("--min-gain", type=float, default=0.0, metavar="F",

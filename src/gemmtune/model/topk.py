@@ -105,16 +105,84 @@ def diverse_pick(families, keys, k_fam: int) -> list[int]:
     return out
 
 
+# --fast benchmarks the model's first choice of each of its FAST_FAMILIES best families (cuBLAS
+# besides). Replayed on the H100 store, 294 problems, each held out once (5-fold cross-validation,
+# ``gemmtune train --policies``, 2026-11-26): the model's top 1 reached 96.6% of the best measured
+# choice (geomean), its top 2 98.2%, the first of its 2 best families 98.4% (decode: 98.5%, 98.8%,
+# 99.5%; the worst problem 53.2%, 53.2%, 70.9%), each at 3 candidates a problem against top 1's 2.
+FAST_FAMILIES = 2
+
+
+def diversity_family(choice) -> str:
+    """The family ``fast_pick`` spreads over: ``family_of`` with pad+ a family of its own, and
+    triton_static counted as triton_mm (the same kernel body with its sizes compiled in: a pick of
+    either brings the other along as its twin, tuning.plan._split_twins).
+
+    >>> from gemmtune.configs import Choice
+    >>> diversity_family(Choice.parse("triton_static:BM64-BN64-BK32-S3-W4-G8"))
+    'triton_mm'
+    """
+    fam = family_of(choice)
+    return fam.replace("triton_static", "triton_mm")
+
+
+def fast_pick(choices, keys, k_fam: int = FAST_FAMILIES) -> list[int]:
+    """Indices of what --fast benchmarks besides cuBLAS, best first: the model's first choice of
+    each of its ``k_fam`` best families (``diverse_pick`` over ``diversity_family``), and, when
+    those all take one path of an unaligned problem (all ``pad+`` or all copy-free) while the other
+    path has choices, that path's best-ranked one too (``tuning.plan._both_paths``: which path
+    wins is the one decision the collected data long could not teach).
+
+    >>> from gemmtune.configs import Choice
+    >>> cs = [Choice.parse(c) for c in ("triton_mm:BM64-BN64-BK32-S3-W4-G8", "triton_static:BM64-BN64-BK32-S3-W4-G8",
+    ...                                  "splitk:BM64-BN64-BK32-S3-W4-G8-SK4-det", "pad+aten")]
+    >>> fast_pick(cs, [0.0, 0.1, 0.2, 0.3])
+    [0, 2, 3]
+    """
+    fams = [diversity_family(c) for c in choices]
+    picked = diverse_pick(fams, keys, k_fam)
+    pads = {choices[i].pad for i in picked}
+    if len(pads) == 1:
+        k_arr = np.asarray(keys, dtype=np.float64)
+        k_arr = np.where(np.isfinite(k_arr), k_arr, np.inf)
+        other = next((int(i) for i in np.argsort(k_arr, kind="stable") if choices[i].pad not in pads), None)
+        if other is not None:
+            picked.append(other)
+    return picked
+
+
+def twin_indices(choices, picked: list[int]) -> list[int]:
+    """``picked`` plus, for each copy-free triton_mm / triton_static pick, the index of its twin
+    (the same config in the other family) among ``choices`` when there is one: the replay's
+    spelling of tuning.plan._with_twins.
+
+    >>> from gemmtune.configs import Choice
+    >>> cs = [Choice.parse("triton_mm:BM64-BN64-BK32-S3-W4-G8"), Choice.parse("triton_static:BM64-BN64-BK32-S3-W4-G8")]
+    >>> twin_indices(cs, [0]), twin_indices(cs[:1], [0])
+    ([0, 1], [0])
+    """
+    where = {(c.family, c.config): i for i, c in enumerate(choices) if not c.pad}
+    out = list(picked)
+    for i in picked:
+        c = choices[i]
+        if c.pad or c.family not in ("triton_mm", "triton_static"):
+            continue
+        twin = where.get(("triton_static" if c.family == "triton_mm" else "triton_mm", c.config))
+        if twin is not None and twin not in out:
+            out.append(twin)
+    return out
+
+
 def policy_names(ks=(1, 3, 5), diverse=()) -> list[str]:
-    """The policy names ``study`` replays: 'k=K' (fixed top k), 'adaptive', and per ``diverse``
+    """The policy names ``study`` replays: 'k=K' (fixed top k), 'adaptive', 'fast' (``fast_pick`` and twins), and per ``diverse``
     entry k_fam 'diverse=K' (pad+ a family of its own) and 'diverse=K,nopad' (pad+ counted as
     its kernel's family); with ``diverse`` also 'oracle-family', no policy but a bound: the
     model's first choice of the family that holds the problem's best measured choice.
 
     >>> policy_names((1,), (2,))
-    ['k=1', 'adaptive', 'diverse=2', 'diverse=2,nopad', 'oracle-family']
+    ['k=1', 'adaptive', 'fast', 'diverse=2', 'diverse=2,nopad', 'oracle-family']
     """
-    return [f"k={k}" for k in ks] + ["adaptive"] + [f"diverse={k}{s}" for k in diverse for s in ("", ",nopad")] \
+    return [f"k={k}" for k in ks] + ["adaptive", "fast"] + [f"diverse={k}{s}" for k in diverse for s in ("", ",nopad")] \
         + (["oracle-family"] if diverse else [])
 
 
@@ -140,6 +208,7 @@ def study_rows(model, data, ks=(1, 3, 5), k_min: int = K_MIN, k_max: int = K_MAX
         floor = g.times_ms[base].min() if base.any() else np.inf
         picks = {f"k={k}": order[:k] for k in ks}
         picks["adaptive"] = order[:k_ad]
+        picks["fast"] = rest[twin_indices(others, fast_pick(others, keys))]
         fams = [family_of(c) for c in others]
         for k in diverse:
             for suffix, pad in (("", True), (",nopad", False)):

@@ -15,6 +15,7 @@ METHODS = (
     ("gemmtune_fast", "gemmtune --fast"),
     ("gemmtune_top5", "gemmtune model top-5"),
     ("gemmtune_auto", "gemmtune model adaptive top-k"),
+    ("gemmtune_top1", "gemmtune model top-1"),
     ("gemmtune_top20", "gemmtune model top-20"),
     ("gemmtune_exhaustive", "gemmtune exhaustive"),
     ("inductor", "Inductor max-autotune"),

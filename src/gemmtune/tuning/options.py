@@ -6,7 +6,7 @@ needs to know what a run can be asked (``gemmtune bench``'s modes) reads ``TuneO
 fields instead of a function signature.
 
 >>> TuneOptions(fast=True).search_space, TuneOptions(fast=True).bspace
-('exhaustive', 1)
+('exhaustive', 'FAST')
 >>> TuneOptions(benchmark_space="auto").bspace
 'AUTO'
 >>> "benchmark_space" in option_names()
@@ -77,7 +77,7 @@ class TuneOptions:
 
     @property
     def bspace(self) -> str | int:
-        """benchmark_space parsed: 'SAME', 'DEFAULT', 'AUTO' or k (``fast``: 1)."""
+        """benchmark_space parsed: 'SAME', 'DEFAULT', 'AUTO', 'FAST' or k (``fast``: 'FAST')."""
         return parse_benchmark_space(self.benchmark_space, self.fast)
 
     @property

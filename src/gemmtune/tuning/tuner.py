@@ -11,6 +11,8 @@ summarize. The winners go to a lookup table at the end. Only this thread touches
 from __future__ import annotations
 
 import sys
+import threading
+from contextlib import closing, nullcontext
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -82,6 +84,56 @@ def make_plan(options: TuneOptions, info: dict, ctx: RunContext, lut: LookupTabl
     ranker = load_ranker(options.model, dev, ctx.triton_version, numpy_predict) if bspace != "SAME" else None
     return CandidatePlan(options.family_names, options.search_space, dev, lut, bspace, ranker,
                          deterministic=options.deterministic)
+
+
+class PlanAhead:
+    """``plan`` run on a background thread over ``problems`` in order, at most ``depth`` problems
+    ahead of the ones asked for; ``ahead(problem)`` returns the next problem's Planned (or raises
+    its error), so it must be asked for them in the same order (``Lookahead`` does).
+
+    Planning a problem is pure Python and numpy: its exhaustive space and its ranking took
+    0.2-0.9 s a problem (2-core CPU machine and an H100 host, 2026-11-26), all of it on the
+    sweep's critical path while the benchmark worker, a separate process, sat idle. On this thread
+    it overlaps with the worker's timing and the compile workers: the sweep's thread only waits
+    on sockets and pipes then, which release the GIL. Not for an in-process pool, whose timing
+    loop runs in this process: a planning thread holding the GIL would delay its launches."""
+
+    def __init__(self, problems: list, plan: Callable, depth: int = 8):
+        if not (isinstance(depth, int) and depth >= 1):
+            raise ValueError(f"depth must be an int >= 1, got {depth!r}")
+        self._problems, self._plan, self.depth = list(problems), plan, depth
+        self._futures = [Future() for _ in self._problems]
+        self._asked = 0
+        self._cv = threading.Condition()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="gemmtune-plan-ahead", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        for j, (problem, fut) in enumerate(zip(self._problems, self._futures)):
+            with self._cv:
+                self._cv.wait_for(lambda: self._stop or j < self._asked + self.depth)
+                if self._stop:
+                    return
+            try:
+                fut.set_result(self._plan(problem))
+            except BaseException as e:  # raised on the sweep's thread when the problem's turn comes
+                fut.set_exception(e)
+
+    def __call__(self, problem) -> Planned:
+        with self._cv:
+            j = self._asked
+            if j >= len(self._problems) or self._problems[j] is not problem:
+                raise RuntimeError("PlanAhead is asked for its problems in their order")
+            self._asked += 1
+            self._cv.notify_all()
+        return self._futures[j].result()
+
+    def close(self) -> None:
+        """Stop planning ahead (a sweep that ended early); idempotent."""
+        with self._cv:
+            self._stop = True
+            self._cv.notify_all()
 
 
 class Lookahead:
@@ -220,10 +272,11 @@ class Tuner:
             # only grows, so nothing needed is skipped here).
             return executor.compile_ahead(rec.pending(shapes[j].problem, planned.choices)[1])
 
-        ahead = Lookahead(shapes, plan, o.compile_ahead if executor.compiler is not None else 0,
+        background = None if o.in_process or len(shapes) < 2 else PlanAhead([s.problem for s in shapes], plan)
+        ahead = Lookahead(shapes, background or plan, o.compile_ahead if executor.compiler is not None else 0,
                           submit if executor.compiler is not None else None)
         out = []
-        with Progress(o.progress) as bar:
+        with Progress(o.progress) as bar, (nullcontext() if background is None else closing(background)):
             overall = bar.task("shapes", len(shapes))
 
             def measure(todo, task) -> None:
