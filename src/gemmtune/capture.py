@@ -4,7 +4,9 @@ A ``TorchDispatchMode`` sees the aten ops under autograd, so it catches the GEMM
 ``nn.Linear`` (``aten.addmm`` / ``aten.mm`` after ``linear`` decomposes), ``x @ w``,
 ``torch.matmul`` on 3-D operands (``aten.bmm``) and HF transformers' ``Conv1D``
 (``addmm``) really run, with their real strides (``x @ W.T`` with a row-major weight is a
-column-major B). Module forward hooks name the innermost module that was running.
+column-major B). Module forward hooks name the innermost module that was running. An MoE's
+grouped GEMM (``aten._grouped_mm``, transformers 5's experts) and ``baddbmm`` are recorded as not
+tuned yet.
 
 One record per distinct problem (op, batch, M, N, K, dtype, layouts): how often it ran and which
 modules ran it. A ``bmm`` (attention's ``q @ k.transpose``, ``p @ v``) is recorded with its
@@ -48,6 +50,11 @@ _GEMM_ARGS = {
     aten.bmm.default: ("bmm", 0, 1),
     aten.baddbmm.default: ("baddbmm", 1, 2),
 }
+# MoE experts in transformers 5 (Mixtral, Qwen-MoE...) run one grouped GEMM per layer: tokens
+# (T, K) against every expert's weight (E, K, N), split by offsets. Not tuned, but recorded (batch
+# = E, M = the routed tokens), so that a capture says they ran instead of missing them.
+if hasattr(aten, "_grouped_mm"):
+    _GEMM_ARGS[aten._grouped_mm.default] = ("grouped_mm", 0, 1)
 SUITE_COLUMNS = ("group", "name", "M", "N", "K", "dtype", "layout_a", "layout_b", "op", "batch", "count",
                  "m_min", "m_max", "modules")
 TUNED_OPS = ("mm", "addmm", "bmm")
@@ -75,7 +82,8 @@ class Record:
 
     @property
     def tunable(self) -> bool:
-        """Whether gemmtune tunes it today: mm, addmm and bmm in its dtypes (not baddbmm, not fp8)."""
+        """Whether gemmtune tunes it today: mm, addmm and bmm in its dtypes (not baddbmm, not an
+        MoE's grouped_mm, not fp8)."""
         return self.op in TUNED_OPS and self.dtype in ("bfloat16", "float16", "float32")
 
     def problem(self) -> Problem:
@@ -120,7 +128,8 @@ class Capture:
 
     # -------------------------------------------------------------- recording
     def _add(self, op: str, a: torch.Tensor, b: torch.Tensor) -> None:
-        batch = a.shape[0] if a.dim() == 3 else 1
+        # a grouped_mm's groups are its B's (the experts), its A the tokens of all of them
+        batch = a.shape[0] if a.dim() == 3 else b.shape[0] if op == "grouped_mm" and b.dim() == 3 else 1
         m, k = a.shape[-2], a.shape[-1]
         n = b.shape[-1]
         rec = Record(op, int(m), int(n), int(k), dtype_name(a.dtype), _layout(a), _layout(b), int(batch))

@@ -361,7 +361,9 @@ def patch(model: torch.nn.Module, table=None, *,
     ``(n, k, dtype_name)``) supplies ready ones, e.g. loaded with ``gemmtune.load``,
     and receives the new ones, so they can be saved. Only modules whose type is
     exactly ``nn.Linear`` are converted (subclasses may override forward; e.g.
-    MultiheadAttention's out_proj is used through its weight, not its forward).
+    MultiheadAttention's out_proj is used through its weight, not its forward); a subclass
+    with a forward of its own (Falcon's ``FalconLinear``) is left as it is, with a warning that
+    names its class, since its forward may compute something else than ``x @ W.T + b``.
     Layers of a dtype gemmtune does not multiply (float64) stay and are warned about.
     Parameters are shared, so optimizers and state_dicts are unaffected.
     ``eager_policy``: ``"measure"`` (default) lets each layer time its tuned kernel against
@@ -399,6 +401,7 @@ def patch(model: torch.nn.Module, table=None, *,
     compile_kwargs.setdefault("layout_b", "col")
     cache = dispatchers if dispatchers is not None else {}
     skipped, untuned, as_torch = [], [], []
+    own_forward: dict[str, int] = {}  # class name -> count: nn.Linear subclasses left as they are
     torch_only: dict[int, bool] = {}  # id(dispatcher) -> runs_as_torch, once per shared dispatcher
     from .dispatch import interactive
     from .modeltune import is_conv1d
@@ -407,6 +410,9 @@ def patch(model: torch.nn.Module, table=None, *,
     for name, mod in list(model.named_modules()):
         conv = is_conv1d(mod) and not hasattr(mod, "_gemmtune_handle")
         if type(mod) is not torch.nn.Linear and not conv:
+            if isinstance(mod, torch.nn.Linear) and not isinstance(mod, Linear) and \
+                    type(mod).forward is not torch.nn.Linear.forward:
+                own_forward[type(mod).__name__] = own_forward.get(type(mod).__name__, 0) + 1
             continue
         try:
             dt = dtype_name(mod.weight.dtype)
@@ -454,6 +460,12 @@ def patch(model: torch.nn.Module, table=None, *,
     if skipped:
         warnings.warn(f"gemmtune.patch left {len(skipped)} Linear layer(s) as they were: "
                       + ", ".join(skipped), RuntimeWarning, stacklevel=2)
+    if own_forward:
+        warnings.warn(f"gemmtune.patch left {sum(own_forward.values())} layer(s) of nn.Linear subclasses with a "
+                      "forward of their own as they were ("
+                      + ", ".join(f"{cls} x{n}" for cls, n in sorted(own_forward.items()))
+                      + "): patch converts exact nn.Linear only, whose forward it knows to be x @ W.T + b",
+                      RuntimeWarning, stacklevel=2)
     if untuned:
         warnings.warn(f"gemmtune.patch: no dispatcher given for {len(untuned)} layer(s), left as they were: "
                       + ", ".join(untuned[:8]) + (" ..." if len(untuned) > 8 else ""), RuntimeWarning, stacklevel=2)
