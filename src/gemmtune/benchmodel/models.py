@@ -1,8 +1,12 @@
 """The models bench-model runs: HF causal LMs built from their configs with random weights (no
-network), and MiniLM from a local folder; the phases and modes it knows."""
+network), a user's own causal LM (``config:PATH``, ``dir:PATH``, ``hf:MODEL_TYPE``), and MiniLM
+from a local folder; the phases and modes it knows."""
 
 from __future__ import annotations
 
+import difflib
+import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -34,6 +38,217 @@ MODES = BASE_MODES + tuple(m + "_graph" for m in BASE_MODES)
 CAUSAL = ("llama-1b", "qwen2-0.5b", "gpt2", "tiny-llama", "tiny-qwen2", "tiny-gpt2")
 
 MODELS = (*CAUSAL, "minilm")
+
+# A user's own causal LM, by the prefix of its --models entry: ``config:PATH`` (a config.json, or a
+# folder holding one: random weights, as the named models), ``dir:PATH`` (a local HF model folder
+# with its weights), ``hf:MODEL_TYPE`` (transformers' default config of that model_type).
+SOURCES = ("config", "dir", "hf")
+USER_FORMS = "config:PATH (a config.json or its folder), dir:PATH (a local HF model folder), hf:MODEL_TYPE"
+# What from_pretrained looks for in a folder (transformers.utils' *_WEIGHTS_*NAME), named here so
+# that an entry is checked before transformers is imported.
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+# The prompt and steps of the greedy check (phases.greedy: 16 prompt tokens, then GREEDY_STEPS
+# decode steps): a model must hold this many positions to be checked at all.
+GREEDY_POSITIONS = 16 + 32
+
+
+class ModelError(ValueError):
+    """A ``--models`` entry that names no model bench-model can build here: a ValueError, so
+    the CLI prints its one line and no traceback."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One ``--models`` entry. ``entry``: as given, the name its results carry; ``kind``: ``named``
+    (a causal model of CAUSAL), ``minilm``, or a source of SOURCES; ``path``: the config file or
+    model folder of ``config:`` / ``dir:``; ``model_type``: that of ``hf:``."""
+    entry: str
+    kind: str
+    path: Path | None = None
+    model_type: str | None = None
+
+    @property
+    def user(self) -> bool:
+        """A user's model (built from a config or a folder of theirs), not one of gemmtune's."""
+        return self.kind in SOURCES
+
+
+def parse_model(entry: str) -> ModelSpec:
+    """What a ``--models`` entry names, its files checked (nothing imported, nothing built): a
+    ModelError naming the entry and what is wrong when it names nothing.
+
+    >>> parse_model("tiny-llama").kind, parse_model("hf:mistral").model_type
+    ('named', 'mistral')
+    >>> parse_model("config:/no/such/config.json")
+    Traceback (most recent call last):
+    ...
+    gemmtune.benchmodel.models.ModelError: config:/no/such/config.json: /no/such/config.json does not exist
+    >>> parse_model("llama-7b")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    gemmtune.benchmodel.models.ModelError: unknown model 'llama-7b'; known: llama-1b, ..., minilm, or config:PATH ...
+    """
+    if entry in CAUSAL:
+        return ModelSpec(entry, "named")
+    if entry == "minilm":
+        return ModelSpec(entry, "minilm")
+    kind, sep, rest = entry.partition(":")
+    if not sep or kind not in SOURCES:
+        raise ModelError(f"unknown model {entry!r}; known: {', '.join(MODELS)}, or {USER_FORMS}")
+    if not rest:
+        raise ModelError(f"{entry}: give {'a model_type after hf:' if kind == 'hf' else f'a path after {kind}:'}")
+    if kind == "hf":
+        return ModelSpec(entry, kind, model_type=rest)
+    path = Path(rest).expanduser()
+    if not path.exists():
+        raise ModelError(f"{entry}: {path} does not exist")
+    if kind == "config":
+        if path.is_dir() and not (path / "config.json").is_file():
+            raise ModelError(f"{entry}: no config.json in the folder {path}")
+        return ModelSpec(entry, kind, path=path)
+    if not path.is_dir():
+        raise ModelError(f"{entry}: {path} is not a folder (dir: takes a HF model folder; a config.json file "
+                         f"alone is config:{rest})")
+    if not (path / "config.json").is_file():
+        raise ModelError(f"{entry}: no config.json in the folder {path}")
+    if not any((path / name).is_file() for name in WEIGHT_FILES):
+        raise ModelError(f"{entry}: no weights in {path} (none of {', '.join(WEIGHT_FILES)}); "
+                         f"config:{rest} builds the model with random weights")
+    return ModelSpec(entry, kind, path=path)
+
+
+def _transformers():
+    try:
+        import transformers
+    except ImportError:
+        raise ModelError("bench-model's HF models need transformers: pip install 'gemmtune[models]'") from None
+    return transformers
+
+
+def not_causal_reason(model_type: str, is_decoder: bool, causal_types, encoder_types) -> str | None:
+    """Why a config of ``model_type`` is no causal LM bench-model can run (None when it is one):
+    transformers has no causal-LM class for it, or it is an encoder (it has a masked-LM class,
+    as BERT) whose causal class is its decoder variant, which runs only when the config says
+    ``is_decoder``.
+
+    >>> not_causal_reason("llama", False, {"llama", "bert"}, {"bert"}) is None
+    True
+    >>> not_causal_reason("bert", False, {"llama", "bert"}, {"bert"})  # doctest: +ELLIPSIS
+    'model_type bert is an encoder (it has a masked-LM class) and its config does not set "is_decoder": ...'
+    >>> not_causal_reason("t5", False, {"llama"}, {"t5"})
+    'model_type t5 is not a causal LM: transformers has no AutoModelForCausalLM class for it'
+    """
+    if model_type not in causal_types:
+        return f"model_type {model_type} is not a causal LM: transformers has no AutoModelForCausalLM class for it"
+    if model_type in encoder_types and not is_decoder:
+        return (f"model_type {model_type} is an encoder (it has a masked-LM class) and its config does not set "
+                '"is_decoder": true; bench-model runs causal LMs')
+    return None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:300]
+
+
+def causal_config(spec: ModelSpec):
+    """The transformers config of a user's model (``spec.user``), checked to be a causal LM whose
+    config declares room for the greedy check; a ModelError naming the entry otherwise."""
+    tf = _transformers()
+    from transformers.models.auto import modeling_auto as ma
+
+    causal = ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    if spec.kind == "hf":
+        try:
+            cfg = tf.AutoConfig.for_model(spec.model_type)
+        except (ValueError, KeyError):
+            close = difflib.get_close_matches(spec.model_type, list(causal), n=3)
+            raise ModelError(f"{spec.entry}: transformers {tf.__version__} knows no model_type {spec.model_type!r}"
+                             + (f" (did you mean {', '.join(close)}?)" if close else "")) from None
+    else:
+        src = spec.path if spec.path.is_file() else spec.path / "config.json"
+        try:
+            raw = json.loads(src.read_text())
+        except (OSError, ValueError) as e:
+            raise ModelError(f"{spec.entry}: cannot read {src}: {_first_line(e)}") from None
+        if not isinstance(raw, dict) or "model_type" not in raw:
+            raise ModelError(f"{spec.entry}: {src} has no \"model_type\" (not a HF config.json)")
+        try:
+            cfg = tf.AutoConfig.from_pretrained(str(spec.path), local_files_only=True)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            # e.g. a model_type of custom code (auto_map), which bench-model does not run
+            raise ModelError(f"{spec.entry}: transformers {tf.__version__} cannot read its config: "
+                             f"{_first_line(e)}") from None
+    why = not_causal_reason(cfg.model_type, bool(getattr(cfg, "is_decoder", False)), causal,
+                            ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+    if why:
+        raise ModelError(f"{spec.entry}: {why}")
+    room = max_positions(cfg)
+    if room is not None and room < GREEDY_POSITIONS:
+        raise ModelError(f"{spec.entry}: max_position_embeddings {room} is under the {GREEDY_POSITIONS} positions "
+                         "of the greedy-decoding check")
+    return cfg
+
+
+def max_positions(cfg) -> int | None:
+    """The positions a config declares (``max_position_embeddings``, GPT-2's ``n_positions``
+    through its attribute map), None if it declares none. Learned or cached position tables
+    (GPT-2, OPT, GPT-J) index past it out of range: on a GPU a device-side assert that ends the
+    process, so a phase longer than this is not run (``phase_fit``)."""
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    n = getattr(text, "max_position_embeddings", None)
+    return n if isinstance(n, int) else None
+
+
+def phase_fit(phase: str, room: int | None) -> str | None:
+    """Why ``phase`` cannot run on a model of ``room`` positions (None when it can): a prefill
+    needs its sequence length, a decode step its cache's length plus one.
+
+    >>> phase_fit("decode_b1", 128), phase_fit("decode_b1", 129), phase_fit("prefill_b1_s512", None)
+    ('needs 129 positions, the config declares 128', None, None)
+    """
+    kind, _, seq = PHASES[phase]
+    need = seq + (kind == "decode")
+    if room is not None and kind != "embed" and need > room:
+        return f"needs {need} positions, the config declares {room}"
+    return None
+
+
+def _attn_for(cfg) -> str | None:
+    """sdpa where the model class supports it (as the named models run), else transformers'
+    default: Bloom, for one, refuses sdpa."""
+    from transformers.models.auto import modeling_auto as ma
+
+    cls = ma.MODEL_FOR_CAUSAL_LM_MAPPING[type(cfg)]
+    return "sdpa" if getattr(cls, "_supports_sdpa", False) else None
+
+
+def build_model(spec: ModelSpec, dtype: torch.dtype, device: str, seed: int = 0):
+    """The causal LM an entry names, in ``dtype`` on ``device``: a named one (``build_causal``),
+    ``config:`` / ``hf:`` from the config with seeded random weights (the same for every dtype),
+    ``dir:`` with the folder's weights (``local_files_only``: nothing is downloaded). A user's model
+    that cannot be built is a RuntimeError naming it (bench-model records it and goes on)."""
+    if spec.kind == "named":
+        return build_causal(spec.entry, dtype, device, seed)
+    if not spec.user:
+        raise ValueError(f"{spec.entry} is not a causal LM entry")
+    tf = _transformers()
+    cfg = causal_config(spec)
+    kw = {"dtype": torch.float32}
+    attn = _attn_for(cfg)
+    if attn:
+        kw["attn_implementation"] = attn
+    try:
+        if spec.kind == "dir":
+            model = tf.AutoModelForCausalLM.from_pretrained(str(spec.path), local_files_only=True, **kw).to(device)
+        else:
+            torch.manual_seed(seed)
+            with torch.device(device):
+                model = tf.AutoModelForCausalLM.from_config(cfg, **kw)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise RuntimeError(f"cannot build {spec.entry}: {type(e).__name__}: {_first_line(e)}") from None
+    return model.to(dtype).eval()
 
 def _config(name: str):
     import transformers as tf

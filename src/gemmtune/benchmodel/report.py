@@ -32,7 +32,14 @@ def markdown(doc: dict) -> str:
             continue
         modes = list(m["modes"])
         phases = _phases(m)
-        L += [f"## {m['model']} ({m['params'] / 1e6:.1f}M parameters)", ""]
+        # a user's model (config:, dir:) by its model_type too; a named model's or an hf: entry's name says it
+        mt = m.get("model_type")
+        kind = f"{mt}, " if "source" in m and mt and m["model"] != f"hf:{mt}" else ""
+        L += [f"## {m['model']} ({kind}{m['params'] / 1e6:.1f}M parameters)", ""]
+        if "source" in m:
+            L.append(f"From {m['source']}; attention: {m.get('attn_implementation') or 'transformers default'}.\n")
+        if m.get("phases_not_run"):
+            L.append("Phases not run: " + "; ".join(f"{p} ({why})" for p, why in m["phases_not_run"].items()) + ".\n")
         if "tune_s" in m:
             split = ""
             if "tune_call_s" in m:
@@ -83,7 +90,8 @@ def markdown(doc: dict) -> str:
         failed = [f"{mode} ({rec['failed']})" for mode, rec in m["modes"].items() if "failed" in rec]
         if failed:
             L += ["**Failed:** " + "; ".join(failed) + ".", ""]
-        L += ["Checks: " + "; ".join(checks) + ".", ""]
+        if checks:  # none when only eager ran: it is what the others are checked against
+            L += ["Checks: " + "; ".join(checks) + ".", ""]
         L += markdown_rows(m.get("graph_profile", {}))
     return "\n".join(L) + "\n"
 

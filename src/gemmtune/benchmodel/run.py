@@ -11,7 +11,8 @@ from typing import Callable
 import torch
 
 from .graphs import base_mode, capture, is_graph
-from .models import BASE_MODES, CAUSAL, DEFAULT_MODES, MODELS, MODES, PHASES, build_causal, build_minilm, minilm_dir
+from .models import (BASE_MODES, DEFAULT_MODES, MODES, PHASES, ModelError, build_minilm, build_model, causal_config,
+                     max_positions, minilm_dir, parse_model, phase_fit)
 from .phases import COSINE_MIN, Phase, _ids, causal_phase, greedy, rel_err
 from .report import markdown, plot
 from .profile import profile_graphs
@@ -270,15 +271,33 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
                  tune_kwargs: dict, log: Callable[[str], None] = print,
                  checkpoint: Callable[[dict], None] | None = None, profile: bool = False) -> dict:
     """Every mode of every phase of one causal model: times, tuning/compile times, checks.
+    ``name``: a --models entry (a named causal model, ``config:PATH``, ``dir:PATH`` or
+    ``hf:MODEL_TYPE``: models.parse_model), the name its results carry.
     ``checkpoint(partial)`` is called after each mode with what is measured so far (so a run
     stopped by a time limit keeps its finished modes). ``profile``: also each graph mode's kernels
     (profile.py)."""
     torch._dynamo.reset()
-    ref_model = build_causal(name, torch.float32, device)
-    model = build_causal(name, dtype, device)
-    vocab = model.config.vocab_size
-    ps = [causal_phase(p, vocab, device) for p in phases if PHASES[p][0] != "embed"]
-    out = {"model": name, "params": sum(p.numel() for p in model.parameters()), "phases": {}, "modes": {}}
+    spec = parse_model(name)
+    ref_model = build_model(spec, torch.float32, device)
+    model = build_model(spec, dtype, device)
+    # The embedding's rows, not config.vocab_size: a multimodal config keeps its text model's
+    # vocabulary in a sub-config, and the ids must index the table the model reads.
+    vocab = model.get_input_embeddings().weight.shape[0]
+    room = max_positions(model.config)
+    unfit = {p: why for p in phases if (why := phase_fit(p, room))}
+    for p, why in unfit.items():
+        log(f"{name} {p}: not run ({why})")
+    ps = [causal_phase(p, vocab, device) for p in phases if PHASES[p][0] != "embed" and p not in unfit]
+    if not ps:
+        raise RuntimeError(f"{name}: none of the phases {', '.join(phases)} runs on it"
+                           + (f" ({'; '.join(f'{p} {w}' for p, w in unfit.items())})" if unfit else ""))
+    out = {"model": name, "model_type": model.config.model_type, "params": sum(p.numel() for p in model.parameters()),
+           "phases": {}, "modes": {}}
+    if spec.user:
+        out["source"] = str(spec.path) if spec.path else f"AutoConfig.for_model({spec.model_type!r})"
+        out["attn_implementation"] = getattr(model.config, "_attn_implementation", None)
+    if unfit:
+        out["phases_not_run"] = unfit
     prompt = _ids(1, 16, vocab, device, 7)
     with torch.no_grad():
         refs = {p.name: p.run(ref_model).float() for p in ps if p.name.startswith("prefill")}
@@ -442,7 +461,13 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
         import transformers
         tf_version = transformers.__version__
     except ImportError:
-        raise RuntimeError("bench-model needs transformers: pip install 'gemmtune[models]'") from None
+        raise ModelError("bench-model needs transformers: pip install 'gemmtune[models]'") from None
+    # Every entry checked before anything runs (a typo in the last one fails now, not after the
+    # others' hours): its files, and a user's config read and checked to be a causal LM.
+    specs = [parse_model(name) for name in models]
+    for spec in specs:
+        if spec.user:
+            causal_config(spec)
     doc = {"header": {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
                       "torch": torch.__version__, "triton": triton.__version__, "transformers": tf_version,
                       "gemmtune": gemmtune.__version__, "date": datetime.date.today().isoformat(),
@@ -451,20 +476,19 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
            "models": []}
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name in models:
+    for spec in specs:
+        name = spec.entry
         try:
-            if name == "minilm":
+            if spec.kind == "minilm":
                 res = bench_minilm(modes, device=device, dtype=dt, tune_kwargs=tune_kwargs, folder=minilm_folder,
                                    log=log, profile=profile)
-            elif name in CAUSAL:
+            else:
                 def checkpoint(partial, name=name):
                     part = dict(doc, models=doc["models"] + [{**partial, "partial": True}])
                     (out_dir / "bench-model.json").write_text(json.dumps(part, indent=1, default=float) + "\n")
                 res = bench_causal(name, phases, modes, device=device, dtype=dt, tune_kwargs=tune_kwargs, log=log,
                                    checkpoint=checkpoint, profile=profile)
-            else:
-                raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
-        except (RuntimeError, ImportError) as e:  # a missing optional piece: say so, go on
+        except (RuntimeError, ImportError) as e:  # a missing optional piece, a model that cannot be built: say so, go on
             res = {"model": name, "error": f"{type(e).__name__}: {e}"}
             log(f"{name}: not run: {res['error']}")
         doc["models"].append(res)

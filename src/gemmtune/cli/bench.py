@@ -96,7 +96,10 @@ def add_parsers(sub) -> None:
 
     from ..benchmodel import DEFAULT_MODES, MODELS, MODES, PHASES
     p = sub.add_parser("bench-model", help="HF models end to end: eager / patched / compiled times and checks (GPU)")
-    p.add_argument("--models", default="gpt2,minilm,llama-1b,qwen2-0.5b", help=f"comma-separated: {', '.join(MODELS)}")
+    p.add_argument("--models", default="gpt2,minilm,llama-1b,qwen2-0.5b",
+                   help=f"comma-separated: {', '.join(MODELS)}; or your own causal LM: config:PATH (a HF config.json "
+                   "or a folder holding one: random weights), dir:PATH (a local HF model folder with its weights), "
+                   "hf:MODEL_TYPE (transformers' default config of that model_type); results name each by its entry")
     p.add_argument("--phases", help=f"comma-separated (default all): {', '.join(PHASES)}")
     p.add_argument("--modes", help=f"comma-separated (default: {', '.join(DEFAULT_MODES)}); the CUDA-graph twins "
                    f"(GPU: each step replayed from a graph, the GPU's time): "
