@@ -193,3 +193,52 @@ def test_dispatcher_prepared_launch(choice_id, recwarn):
     a, b = make(64, 4096, "row", torch.bfloat16), make(4096, 768, "row", torch.bfloat16)
     run = d._fast[(a.shape, b.shape, a.dtype, b.dtype, 0, 0)]
     assert "matches" in run.__code__.co_freevars
+
+
+# ----------------------------------------------------------------- compile workers on meta operands
+def _jit_cache_sizes() -> int:
+    """Kernels compiled so far in this process by gemmtune's Triton functions (0 where this
+    triton keeps no per-device cache we can read)."""
+    from gemmtune.kernels import persistent, skinny, tiled
+    n = 0
+    for fn in (tiled._tiled_mm_kernel, tiled._tiled_mm_static, skinny._skinny_kernel, persistent._persistent_kernel,
+               tiled._sum_splits_kernel):
+        for entry in getattr(fn, "device_caches", {}).values():
+            n += len(entry[0])
+    return n
+
+
+@pytest.mark.parametrize("shape", [(512, 4096, 4096), (333, 4097, 1025), (3, 4096, 14336)])
+def test_compile_workers_compile_on_meta_operands_into_the_benchmark_workers_cache(shape):
+    from gemmtune.api import space
+    from gemmtune.bench.measure import WorkerState, compile_choice, verify
+    from gemmtune.device import DeviceInfo
+
+    p = Problem.from_sizes(*shape, "bf16")
+    dev = DeviceInfo.from_torch()
+    choices = []
+    for fam in ("triton_mm", "triton_static", "splitk", "skinny", "persistent_tma", "decompose_k"):
+        for pad in (False, True) if not (p.aligned_a and p.aligned_b) else (False,):
+            try:
+                cfgs = space(p.padded() if pad else p, fam, "default", dev)
+            except ValueError:
+                continue
+            choices += [c.padded() if pad else c for c in cfgs[:1]]
+    assert len(choices) >= 3
+    state = WorkerState(device="cuda")
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    for c in choices:
+        m = compile_choice(p, c, state)
+        assert m.status in ("ok", "unsupported"), (c.id, m.status, m.reason)
+    torch.cuda.synchronize()
+    # Nothing of the problem's operands was allocated: the meta path served every family.
+    assert torch.cuda.memory_allocated() - before < p.min_bytes // 4
+    assert state.not_meta == set(), state.not_meta
+    compiled = _jit_cache_sizes()
+    bench = WorkerState(device="cuda")
+    for c in choices:
+        m, launch = verify(p, c, bench)
+        assert launch is not None or m.status == "unsupported", (c.id, m.status, m.reason)
+    if compiled:  # the real launches found every kernel compiled already (same specialisation)
+        assert _jit_cache_sizes() == compiled

@@ -111,3 +111,46 @@ def test_to_dict_keeps_nan_free_eager():
     d = m.to_dict()
     assert d["eager_ms"] is None and d["reason"] == "" and not any(
         isinstance(v, float) and math.isnan(v) for v in d.values())
+
+
+@pytest.mark.parametrize("op", ["mm", "bmm"])
+@pytest.mark.parametrize("layout", ["row", "col", "strided"])
+@pytest.mark.parametrize("aligned", [True, False])
+def test_meta_inputs_have_the_real_ones_sizes_strides_and_offsets(op, layout, aligned):
+    # Compile workers compile on meta operands (COMPILE_ON_META): Triton specialises on the
+    # pointers' 16-byte alignment and the strides, so these must match the real ones exactly.
+
+    from gemmtune.bench.measure import make_inputs
+
+    p = Problem.from_sizes(17, 33, 65, "fp16", layout_a=layout, layout_b="row" if layout == "strided" else layout,
+                           aligned_a=aligned, aligned_b=aligned, batch=3 if op == "bmm" else 1, op=op)
+    real, meta = make_inputs(p, "cpu", 1, 0)[0], make_inputs(p, "meta", 1, 0)[0]
+    for r, m in zip(real, meta):
+        assert m.device.type == "meta" and m.shape == r.shape and m.stride() == r.stride() and m.dtype == r.dtype
+        assert m.storage_offset() == r.storage_offset() and m.data_ptr() % 16 == r.storage_offset() * r.element_size() % 16
+
+
+def test_strict_compile_only_never_falls_back_to_a_launch():
+    from gemmtune.kernels import tiled
+
+    calls = []
+
+    class Fn:
+        def warmup(self, *a, **k):
+            raise RuntimeError("cannot just compile")
+
+        def __getitem__(self, grid):
+            return lambda *a, **k: calls.append(grid)
+
+    with tiled.compile_only(strict=True):
+        with pytest.raises(RuntimeError):
+            tiled._launch(Fn(), (1,), (), {})
+    assert calls == []
+    interpreted = tiled._INTERPRETED
+    try:  # the non-strict mode falls back to the launch (off the interpreter, where warmup exists)
+        tiled._INTERPRETED = False
+        with tiled.compile_only():
+            tiled._launch(Fn(), (2,), (), {})
+    finally:
+        tiled._INTERPRETED = interpreted
+    assert calls == [(2,)]

@@ -140,8 +140,11 @@ def make_batch(batch: int, rows: int, cols: int, layout: str, aligned: bool, dty
 
 
 def make_inputs(problem: Problem, device: str, n_sets: int, seed: int):
-    gen = torch.Generator(device=device)
-    gen.manual_seed(seed)
+    """``n_sets`` (A, B) pairs of ``problem``'s layouts and alignment, seeded; on the "meta" device
+    the same sizes, strides and storage offsets with no memory (compile workers, COMPILE_ON_META)."""
+    gen = torch.Generator(device=device) if device != "meta" else None
+    if gen is not None:
+        gen.manual_seed(seed)
     dt, dt_b = problem.torch_dtype, problem.torch_dtype_b  # scaled_mm: B is e4m3 whatever A is
     if problem.op == "bmm":
         return [(make_batch(problem.batch, problem.m, problem.k, problem.layout_a, problem.aligned_a, dt, device, gen),
@@ -161,8 +164,9 @@ def make_bias(problem: Problem, device: str, seed: int) -> torch.Tensor | None:
     misplaced the bias would pass a bf16 tolerance (1e-2) from K = 10^4 on."""
     if problem.op != "addmm" and not problem.bias:
         return None
-    gen = torch.Generator(device=device)
-    gen.manual_seed(seed + 7919)  # not the operands' stream: a bias is no copy of A's first row
+    gen = torch.Generator(device=device) if device != "meta" else None
+    if gen is not None:
+        gen.manual_seed(seed + 7919)  # not the operands' stream: a bias is no copy of A's first row
     scale = math.sqrt(max(problem.k, 1))
     return (torch.randn(problem.n, generator=gen, dtype=torch.float32, device=device) * scale).to(
         problem.torch_out_dtype)
@@ -192,6 +196,8 @@ class WorkerState:
         self.timer = self.timers["standard"]
         self.workspace = SplitKWorkspace()
         self.key: str | None = None
+        self.where: str | None = None  # the device of the prepared inputs: self.device, or "meta"
+        self.not_meta: set = set()  # (family, pad) that failed to compile on meta operands here
         self.timing = False  # whether the prepared inputs are the full timing set
         self.inputs: list = []
         self.outs: list = []
@@ -202,11 +208,13 @@ class WorkerState:
         # timer's early cut (timing.should_cut), for timers that have one.
         self.best_ms: dict[str, float] = {}
 
-    def prepare(self, problem: Problem, seed: int, timing: bool = True) -> None:
+    def prepare(self, problem: Problem, seed: int, timing: bool = True, meta: bool = False) -> None:
         """Inputs for ``problem``. For timing: enough sets to exceed L2, one output per set
         and the fp64 reference. Without (compile-only): one set and one output, so the
-        parallel compile workers neither fill GPU memory nor compute references."""
-        if self.key == problem.key and (self.timing or not timing):
+        parallel compile workers neither fill GPU memory nor compute references; ``meta``
+        (compile-only): that set on the meta device, no memory at all (COMPILE_ON_META)."""
+        where = "meta" if meta and not timing else self.device
+        if self.key == problem.key and (self.timing or not timing) and self.where == where:
             return
         self.inputs, self.outs, self.ref, self.epilogue = [], [], None, None
         if self.device == "cuda":
@@ -214,12 +222,12 @@ class WorkerState:
         bytes_per_set = problem.min_bytes
         n = sets_for(bytes_per_set, self.l2) if self.device == "cuda" and timing else 1
         n = max(1, min(n, MAX_INPUT_BYTES // max(bytes_per_set, 1)))
-        self.inputs = make_inputs(problem, self.device, n, seed)
-        self.outs = [torch.empty(problem.out_shape, dtype=problem.torch_out_dtype, device=self.device)
+        self.inputs = make_inputs(problem, where, n, seed)
+        self.outs = [torch.empty(problem.out_shape, dtype=problem.torch_out_dtype, device=where)
                      for _ in range(n)]
         # One bias for every input set: it is N elements, so the sets' L2-cold rotation is
         # the operands' business.
-        bias = make_bias(problem, self.device, seed)
+        bias = make_bias(problem, where, seed)
         self.epilogue = epilogue_for(bias)
         scales = None
         if problem.op == "scaled_mm":  # one set of scales too, as for the bias
@@ -228,11 +236,11 @@ class WorkerState:
         if timing:
             a, b = self.inputs[0]
             self.ref = reference(a, b, bias) if scales is None else scaled.reference(a, b, *scales, bias)
-        self.key, self.timing = problem.key, timing
+        self.key, self.timing, self.where = problem.key, timing, where
 
     def release(self) -> None:
         """Free the inputs, outputs and reference now (the next prepare makes new ones)."""
-        self.inputs, self.outs, self.ref, self.key = [], [], None, None
+        self.inputs, self.outs, self.ref, self.key, self.where = [], [], None, None, None
 
 
 def classify_exception(e: BaseException) -> Status:
@@ -332,6 +340,17 @@ def measure(problem: Problem, choice: Choice | str, timer, *, state: WorkerState
                        reason="" if t.representative else "CPU interpreter: timing not representative")
 
 
+# Compile workers compile on meta operands: the same sizes, strides and storage offsets (so the
+# same Triton specialisation and cache entry as the benchmark worker's real ones) with no memory
+# behind them. With real operands each of the 16 compile workers of an H100 host held one input set
+# of the problem it compiled; on lm-head shapes (256000 x 3584 bf16: 1.8 GB a weight, plus pad+
+# copies) they filled the GPU, and the benchmark worker's allocations failed: 475 candidates of the
+# H100 collection store were recorded as CUDA out-of-memory errors, 96 of them on a 3 x 3584 x 14336
+# problem timed while lm-heads compiled (2026-11-26). A choice that cannot compile this way (a
+# launch path that reads its operands) compiles again on real ones.
+COMPILE_ON_META = True
+
+
 def compile_choice(problem: Problem, choice: Choice | str, state: WorkerState, seed: int = 0) -> Measurement:
     """Compile ``choice`` for ``problem`` without running it (kernels.tiled.compile_only): a
     compile worker must not put work on the GPU while the benchmark worker times another
@@ -343,11 +362,20 @@ def compile_choice(problem: Problem, choice: Choice | str, state: WorkerState, s
             return bad
         if not choice.needs_compile:
             return Measurement(Status.OK)
-        state.prepare(problem, seed, timing=False)
         if _empty(problem):
             return Measurement(Status.SKIPPED, reason="empty problem: nothing to time")
         from ..kernels.tiled import compile_only
 
+        path = (choice.family, choice.pad)
+        if COMPILE_ON_META and state.device == "cuda" and problem.op != "scaled_mm" and path not in state.not_meta:
+            try:
+                state.prepare(problem, seed, timing=False, meta=True)
+                with compile_only(strict=True):
+                    _launcher(problem, choice, state)(0)
+                return Measurement(Status.OK)
+            except Exception:  # noqa: BLE001 - compiled again below on real operands, whose error counts
+                state.not_meta.add(path)  # this family's launch path reads its operands: real ones from now on
+        state.prepare(problem, seed, timing=False)
         with compile_only():
             _launcher(problem, choice, state)(0)
         if state.device == "cuda":

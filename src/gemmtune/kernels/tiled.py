@@ -345,14 +345,17 @@ _PROGRAMS_IN_SEQUENCE = _INTERPRETED
 # Compile-only mode (the tuner's parallel compile workers): launches compile the kernel
 # (Triton's JITFunction.warmup) but put nothing on the GPU, so compiling ahead does not
 # disturb the kernel being timed meanwhile on the same GPU. Anything warmup cannot do
-# (the interpreter, another triton's API) falls back to an ordinary launch.
-_COMPILE_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("gemmtune_compile_only", default=False)
+# (the interpreter, another triton's API) falls back to an ordinary launch, except in strict
+# mode ("strict": the operands are meta tensors with no memory behind them, which no kernel
+# may ever run on), where it raises.
+_COMPILE_ONLY: contextvars.ContextVar[bool | str] = contextvars.ContextVar("gemmtune_compile_only", default=False)
 
 
 @contextlib.contextmanager
-def compile_only():
-    """Within this block, gemmtune's Triton launches only compile (see _COMPILE_ONLY)."""
-    token = _COMPILE_ONLY.set(True)
+def compile_only(strict: bool = False):
+    """Within this block, gemmtune's Triton launches only compile (see _COMPILE_ONLY);
+    ``strict``: a launch that cannot just compile raises instead of running."""
+    token = _COMPILE_ONLY.set("strict" if strict else True)
     try:
         yield
     finally:
@@ -381,7 +384,12 @@ def _launch(fn, grid, args, kwargs):
     if recorded is not None:
         recorded.append((fn, grid, args, kwargs))
         return None
-    if _COMPILE_ONLY.get() and not _INTERPRETED:
+    mode = _COMPILE_ONLY.get()
+    if mode == "strict":
+        if _INTERPRETED:
+            raise RuntimeError("compile_only(strict=True): the CPU interpreter has nothing to compile")
+        return fn.warmup(*args, grid=grid, **kwargs)
+    if mode and not _INTERPRETED:
         try:
             return fn.warmup(*args, grid=grid, **kwargs)
         except Exception:  # noqa: BLE001 - a real compile error raises again just below
