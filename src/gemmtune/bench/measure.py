@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import enum
 import math
+import os
 import traceback
 from dataclasses import dataclass
 from typing import Callable
@@ -347,8 +348,9 @@ def measure(problem: Problem, choice: Choice | str, timer, *, state: WorkerState
 # copies) they filled the GPU, and the benchmark worker's allocations failed: 475 candidates of the
 # H100 collection store were recorded as CUDA out-of-memory errors, 96 of them on a 3 x 3584 x 14336
 # problem timed while lm-heads compiled (2026-11-26). A choice that cannot compile this way (a
-# launch path that reads its operands) compiles again on real ones.
-COMPILE_ON_META = True
+# launch path that reads its operands) compiles again on real ones. GEMMTUNE_COMPILE_ON_META=0
+# (in the tuner's environment, which its workers inherit) turns it off.
+COMPILE_ON_META = os.environ.get("GEMMTUNE_COMPILE_ON_META", "1") != "0"
 
 
 def compile_choice(problem: Problem, choice: Choice | str, state: WorkerState, seed: int = 0) -> Measurement:

@@ -272,7 +272,11 @@ def _sm_count(index: int) -> int:
 
 
 def num_programs(device: torch.device, tiles: int) -> int:
-    """One program per SM (never more than there are tiles)."""
+    """One program per SM (never more than there are tiles). Meta operands (a compile worker's,
+    bench.measure.COMPILE_ON_META) count as the current GPU's, so that they compile what the real
+    operands run."""
+    if device.type == "meta" and torch.cuda.is_available():
+        return max(1, min(_sm_count(torch.cuda.current_device()), tiles))
     if device.type != "cuda":
         return max(1, min(INTERPRETER_PROGRAMS, tiles))
     return max(1, min(_sm_count(device.index if device.index is not None else torch.cuda.current_device()),

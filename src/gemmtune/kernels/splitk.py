@@ -132,7 +132,11 @@ INTERPRETER_WAVE = 16
 def one_wave(device: torch.device) -> int:
     """How many programs the deterministic split-K runs as one resident wave (SPLIT_MODE 3) on
     ``device``: its SM count on a GPU (one program per SM always fits: every config's shared memory
-    and registers are checked against one SM's), INTERPRETER_WAVE on the CPU."""
+    and registers are checked against one SM's), INTERPRETER_WAVE on the CPU. Meta operands (a
+    compile worker's, bench.measure.COMPILE_ON_META) count as the current GPU's: the wave picks
+    SPLIT_MODE, a constexpr, so the kernel compiled must be the one the real operands run."""
+    if device.type == "meta" and torch.cuda.is_available():
+        return _sm_count(torch.cuda.current_device())
     if device.type != "cuda":
         return INTERPRETER_WAVE
     return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
