@@ -13,3 +13,5 @@ timeout ${BENCH_S:-570} python3 -m gemmtune.cli bench --groups "$G" --extra-mode
 echo "bench rc=$?"; grep -E "candidates in|tuning [0-9]+ shapes" $OUT/bench.log
 grep -A9 "Tuning wall" $OUT/bench/*.md; grep -A8 "Geomean % of the physical" $OUT/bench/*.md
 rm -f $OUT/bench/*.png
+# The device returns at most 8 files: the bench folder travels as one archive.
+tar czf $OUT/bench.tgz -C $OUT bench && rm -rf $OUT/bench
