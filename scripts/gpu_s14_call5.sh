@@ -24,4 +24,4 @@ d = json.load(open(sys.argv[1]))
 print({s["key"][:28]: dict(collections.Counter(s.get("statuses", {}))) if isinstance(s.get("statuses"), list) else s.get("statuses") for s in d["shapes"]})
 PY
 done
-BENCH_S=400 DEADLINE_S=360 BENCH_GROUPS=prefill,square bash scripts/gpu_s14_suite.sh
+BENCH_S=${BENCH_S:-400} DEADLINE_S=${DEADLINE_S:-360} BENCH_GROUPS=${BENCH_GROUPS:-prefill,square} bash scripts/gpu_s14_suite.sh

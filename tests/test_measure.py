@@ -154,3 +154,15 @@ def test_strict_compile_only_never_falls_back_to_a_launch():
     finally:
         tiled._INTERPRETED = interpreted
     assert calls == [(2,)]
+
+
+def test_only_large_problems_compile_on_meta(monkeypatch):
+    # On the CPU the worker's device is 'cpu': never meta. The size rule itself: a GPU worker takes
+    # the meta path from COMPILE_ON_META_BYTES on (tests/test_gpu.py runs both paths).
+    from gemmtune.bench import measure
+
+    assert measure.COMPILE_ON_META_BYTES >= 1 << 28
+    small = Problem.from_sizes(64, 64, 64, "fp32")
+    state = WorkerState(device="cpu")
+    assert compile_choice(small, "triton_mm:BM32-BN32-BK32-S2-W4-G8", state).status == "ok"
+    assert state.where == "cpu" and state.not_meta == set()

@@ -350,7 +350,12 @@ def measure(problem: Problem, choice: Choice | str, timer, *, state: WorkerState
 # problem timed while lm-heads compiled (2026-11-26). A choice that cannot compile this way (a
 # launch path that reads its operands) compiles again on real ones. GEMMTUNE_COMPILE_ON_META=0
 # (in the tuner's environment, which its workers inherit) turns it off.
+# Only for problems whose input set takes at least COMPILE_ON_META_BYTES: on the public suite's
+# decode, splitk and odd groups (inputs of 0.1-400 MB) --fast took 25.0 s with every problem
+# compiled on meta operands against 12.5 s without (H100, same run setup, 2026-11-26); the cause
+# is not profiled yet. 16 workers holding one set each stay under 16 GB below this size.
 COMPILE_ON_META = os.environ.get("GEMMTUNE_COMPILE_ON_META", "1") != "0"
+COMPILE_ON_META_BYTES = 1 << 30
 
 
 def compile_choice(problem: Problem, choice: Choice | str, state: WorkerState, seed: int = 0) -> Measurement:
@@ -369,7 +374,8 @@ def compile_choice(problem: Problem, choice: Choice | str, state: WorkerState, s
         from ..kernels.tiled import compile_only
 
         path = (choice.family, choice.pad)
-        if COMPILE_ON_META and state.device == "cuda" and problem.op != "scaled_mm" and path not in state.not_meta:
+        if (COMPILE_ON_META and state.device == "cuda" and problem.op != "scaled_mm" and path not in state.not_meta
+                and problem.min_bytes >= COMPILE_ON_META_BYTES):
             try:
                 state.prepare(problem, seed, timing=False, meta=True)
                 with compile_only(strict=True):
