@@ -175,6 +175,32 @@ def test_launch_bound_rows_are_the_old_cut_rows_under_the_bound(tmp_path):
         assert collect.launch_bound_rows(st) == [] and st.count() == 4
 
 
+def test_oom_rows_are_the_failures_of_a_full_gpu_and_drop_oom_retimes_them(tmp_path, capsys):
+    import dataclasses
+    from types import SimpleNamespace
+
+    from gemmtune.collect.run import prepare_store
+
+    p = Problem.from_sizes(64, 64, 64, "bf16").key
+    oom = "OutOfMemoryError: CUDA out of memory. Tried to allocate 1.05 GiB. GPU 0 has a total capacity of 79.18 GiB"
+    rows = [dataclasses.replace(_row(p, "triton_mm:BM16-BN16-BK16-S1-W2-G1", 1.0, "error", ms=None), reason=oom),
+            dataclasses.replace(_row(p, "splitk:BM16-BN16-BK16-S1-W2-G1-SK2-det", 1.0, "error", ms=None),
+                                reason="RuntimeError: CUDA error: out of memory"),  # not torch's OOM: kept
+            dataclasses.replace(_row(p, "triton_mm:BM16-BN16-BK32-S1-W2-G1", 1.0, "crashed", ms=None), reason="segfault"),
+            _row(p, "aten", 1.0)]
+    store = tmp_path / "s.sqlite"
+    with ResultStore(store) as st:
+        st.record_many(CTX, rows)
+        assert st.oom_rows() == [(p, rows[0].choice_id)]
+    args = SimpleNamespace(resume_from=None, drop_stale_edges=False, drop_launch_bound=False, drop_oom=True)
+    prepare_store(args, store, tmp_path)
+    assert "--drop-oom: 1 rows dropped" in capsys.readouterr().out
+    with ResultStore(store) as st:
+        assert st.count() == 3 and st.oom_rows() == []
+    with gzip.open(tmp_path / "dropped-oom.csv.gz", "rt") as f:
+        assert len(f.read().splitlines()) == 2
+
+
 @pytest.mark.slow  # a dry run over every phase (~6 s)
 def test_dry_run_counts_what_a_store_leaves(tmp_path, capsys):
     import re

@@ -5,6 +5,7 @@
     gemmtune collect --dry-run --resume-from data/collect/collect.sqlite.gz   # what is left
     gemmtune collect --resume-from ... --drop-stale-edges   # re-time rows of the old edge wrap
     gemmtune collect --resume-from ... --drop-launch-bound  # re-time rows the old early cut mis-timed
+    gemmtune collect --resume-from ... --drop-oom           # re-time rows that failed on a full GPU
     gemmtune collect --max-minutes 8                  # one device call: $OUT/collect.sqlite(.gz)
     gemmtune collect --resume-from data/collect/collect.sqlite.gz --max-minutes 8   # next call
     gemmtune collect --gpus 0,1,2,3 --max-minutes 8   # one collector per GPU of this host, one store

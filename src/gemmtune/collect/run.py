@@ -81,12 +81,14 @@ def selected_shapes(args) -> list[tuple]:
 
 def prepare_store(args, store: Path, out_dir: Path) -> None:
     """The store a run starts from: ``--resume-from`` unpacked where the store is missing, then
-    the rows ``--drop-stale-edges`` / ``--drop-launch-bound`` name taken out to be measured
-    again (the launch-bound ones kept in ``out_dir``). Once per run, before any collector."""
+    the rows ``--drop-stale-edges`` / ``--drop-launch-bound`` / ``--drop-oom`` name taken out to be
+    measured again (the launch-bound and out-of-memory ones kept in ``out_dir``). Once per run,
+    before any collector."""
     if not store.exists() and args.resume_from:
         unpack(args.resume_from, store)
         print(f"resumed from {args.resume_from}")
-    if (args.drop_stale_edges or args.drop_launch_bound) and store.exists():
+    drop_oom = getattr(args, "drop_oom", False)
+    if (args.drop_stale_edges or args.drop_launch_bound or drop_oom) and store.exists():
         with ResultStore(store) as st:
             if args.drop_stale_edges:
                 print(f"--drop-stale-edges: {st.drop(stale_edge_rows(st))} rows dropped, to be measured again")
@@ -95,6 +97,11 @@ def prepare_store(args, store: Path, out_dir: Path) -> None:
                 kept = out_dir / "dropped-launch-bound.csv.gz"
                 st.save_rows(bound, kept)
                 print(f"--drop-launch-bound: {st.drop(bound)} rows dropped (kept in {kept}), to be measured again")
+            if drop_oom:
+                oom = st.oom_rows()
+                kept = out_dir / "dropped-oom.csv.gz"
+                st.save_rows(oom, kept)
+                print(f"--drop-oom: {st.drop(oom)} rows dropped (kept in {kept}), to be measured again")
 
 
 def run(args) -> int:
@@ -129,15 +136,19 @@ def run(args) -> int:
         dev = current_or()
         done = None
         if args.resume_from:  # one unpacking for both reads
-            done, stale, bound = with_store(args.resume_from, lambda st: (
+            done, stale, bound, oom = with_store(args.resume_from, lambda st: (
                 st.keys(), stale_edge_rows(st) if args.drop_stale_edges else [],
-                launch_bound_rows(st) if args.drop_launch_bound else []))
+                launch_bound_rows(st) if args.drop_launch_bound else [],
+                st.oom_rows() if getattr(args, "drop_oom", False) else []))
             if args.drop_stale_edges:
                 print(f"--drop-stale-edges: {len(stale)} rows of {args.resume_from.name} would be measured again")
                 done -= set(stale)
             if args.drop_launch_bound:
                 print(f"--drop-launch-bound: {len(bound)} rows of {args.resume_from.name} would be measured again")
                 done -= set(bound)
+            if getattr(args, "drop_oom", False):
+                print(f"--drop-oom: {len(oom)} rows of {args.resume_from.name} would be measured again")
+                done -= set(oom)
         have_of: dict[str, set[str]] = {}  # problem key -> measured choice ids
         for k, c in (done or ()):
             have_of.setdefault(k, set()).add(c)

@@ -45,6 +45,14 @@ class Maintenance:
                            "AND device_ms < ? AND created_at < ? ORDER BY problem_key, choice_id",
                            (below_ms, before))
 
+    def oom_rows(self) -> list[tuple[str, str]]:
+        """(problem key, choice id) of the rows that failed with a CUDA out-of-memory error: the
+        GPU was full, which says nothing about the candidate (another process may have held the
+        memory: the compile workers, before they compiled on meta operands)."""
+        return self._query("SELECT problem_key, choice_id FROM results WHERE status != 'ok' "
+                           "AND (reason LIKE 'OutOfMemoryError%' OR reason LIKE '%CUDA out of memory%') "
+                           "ORDER BY problem_key, choice_id")
+
     def _keyed(self, keys: Iterable[tuple[str, str]]) -> str:
         """Fill a temporary table with ``keys`` and return the condition that selects their rows:
         the primary key starts with the run context, so per-key lookups would scan the table."""
