@@ -143,9 +143,7 @@ def make_batch(batch: int, rows: int, cols: int, layout: str, aligned: bool, dty
 def make_inputs(problem: Problem, device: str, n_sets: int, seed: int):
     """``n_sets`` (A, B) pairs of ``problem``'s layouts and alignment, seeded; on the "meta" device
     the same sizes, strides and storage offsets with no memory (compile workers, COMPILE_ON_META)."""
-    gen = torch.Generator(device=device) if device != "meta" else None
-    if gen is not None:
-        gen.manual_seed(seed)
+    gen = None if device == "meta" else torch.Generator(device=device).manual_seed(seed)
     dt, dt_b = problem.torch_dtype, problem.torch_dtype_b  # scaled_mm: B is e4m3 whatever A is
     if problem.op == "bmm":
         return [(make_batch(problem.batch, problem.m, problem.k, problem.layout_a, problem.aligned_a, dt, device, gen),
@@ -165,9 +163,8 @@ def make_bias(problem: Problem, device: str, seed: int) -> torch.Tensor | None:
     misplaced the bias would pass a bf16 tolerance (1e-2) from K = 10^4 on."""
     if problem.op != "addmm" and not problem.bias:
         return None
-    gen = torch.Generator(device=device) if device != "meta" else None
-    if gen is not None:
-        gen.manual_seed(seed + 7919)  # not the operands' stream: a bias is no copy of A's first row
+    # Not the operands' stream: a bias is no copy of A's first row.
+    gen = None if device == "meta" else torch.Generator(device=device).manual_seed(seed + 7919)
     scale = math.sqrt(max(problem.k, 1))
     return (torch.randn(problem.n, generator=gen, dtype=torch.float32, device=device) * scale).to(
         problem.torch_out_dtype)

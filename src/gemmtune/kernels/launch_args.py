@@ -6,6 +6,7 @@ re-exports them."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -13,6 +14,23 @@ import torch
 from ..epilogue import NONE, EpilogueArgs
 
 _INT32_LIMIT = 2**31 - 1
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def gpu_sm_count(device: torch.device) -> int | None:
+    """SMs of the GPU that runs kernels on ``device``'s tensors; None on the CPU (the interpreter).
+    Meta tensors (a compile worker's, bench.measure.COMPILE_ON_META) count as the current GPU's
+    where there is one: launch constexprs that read the SM count (split-K's one-wave mode, the
+    persistent kernel's program count) must compile the kernel the real operands run."""
+    if device.type == "meta" and torch.cuda.is_available():
+        return _sm_count(torch.cuda.current_device())
+    if device.type != "cuda":
+        return None
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
 
 
 def _pow2_divisor(x: int, cap: int = 16) -> int:

@@ -37,7 +37,6 @@ on a CPU; the number of programs is then 4, so the walk over tiles is exercised.
 
 from __future__ import annotations
 
-import functools
 
 import torch
 import triton
@@ -48,6 +47,7 @@ from ..device import DeviceInfo
 from ..epilogue import EpilogueArgs
 from ..problem import Problem, element_size
 from .base import Unsupported, bmm_reason, tile_row
+from .launch_args import gpu_sm_count
 from .tiled import (_launch, epilogue_consts, epilogue_pointers, epilogue_strides,
                     epilogue_tensors, fused_epilogue, input_precision, mma, needs_int64)
 
@@ -266,21 +266,11 @@ def validate(problem: Problem, cfg: PersistentConfig) -> None:
         raise ValueError(f"block sizes must be <= {MAX_BOX} (a TMA box dimension)")
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
 def num_programs(device: torch.device, tiles: int) -> int:
-    """One program per SM (never more than there are tiles). Meta operands (a compile worker's,
-    bench.measure.COMPILE_ON_META) count as the current GPU's, so that they compile what the real
-    operands run."""
-    if device.type == "meta" and torch.cuda.is_available():
-        return max(1, min(_sm_count(torch.cuda.current_device()), tiles))
-    if device.type != "cuda":
-        return max(1, min(INTERPRETER_PROGRAMS, tiles))
-    return max(1, min(_sm_count(device.index if device.index is not None else torch.cuda.current_device()),
-                      tiles))
+    """One program per SM (never more than there are tiles; meta operands: the current GPU's SMs,
+    launch_args.gpu_sm_count), INTERPRETER_PROGRAMS on the CPU."""
+    sms = gpu_sm_count(device)
+    return max(1, min(INTERPRETER_PROGRAMS if sms is None else sms, tiles))
 
 
 def plan(m: int, n: int, k: int, cfg: PersistentConfig, sms: int | None = None) -> dict:

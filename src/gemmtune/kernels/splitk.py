@@ -17,7 +17,6 @@ and S=32 took 27 us the mode-1 way and 13 us the mode-3 way, the same as the ato
 
 from __future__ import annotations
 
-import functools
 import itertools
 
 import torch
@@ -27,6 +26,7 @@ from ..problem import Problem
 from ..configs import SplitKConfig, cdiv, check_block_sizes, prune, scale_tile, scaled_configs, tile_constraint
 from ..epilogue import EpilogueArgs
 from .base import Unsupported, bmm_reason, tile_row
+from .launch_args import gpu_sm_count
 from .tiled import launch_tiled, prepare_direct, tile_kwargs
 
 NAME = "splitk"
@@ -132,19 +132,10 @@ INTERPRETER_WAVE = 16
 def one_wave(device: torch.device) -> int:
     """How many programs the deterministic split-K runs as one resident wave (SPLIT_MODE 3) on
     ``device``: its SM count on a GPU (one program per SM always fits: every config's shared memory
-    and registers are checked against one SM's), INTERPRETER_WAVE on the CPU. Meta operands (a
-    compile worker's, bench.measure.COMPILE_ON_META) count as the current GPU's: the wave picks
-    SPLIT_MODE, a constexpr, so the kernel compiled must be the one the real operands run."""
-    if device.type == "meta" and torch.cuda.is_available():
-        return _sm_count(torch.cuda.current_device())
-    if device.type != "cuda":
-        return INTERPRETER_WAVE
-    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
-
-
-@functools.lru_cache(maxsize=None)
-def _sm_count(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
+    and registers are checked against one SM's; meta operands: the current GPU's, launch_args.gpu_sm_count),
+    INTERPRETER_WAVE on the CPU."""
+    sms = gpu_sm_count(device)
+    return INTERPRETER_WAVE if sms is None else sms
 
 
 def split_mode(cfg: SplitKConfig, programs: int, wave: int) -> int:

@@ -139,16 +139,28 @@ def fast_pick(choices, keys, k_fam: int = FAST_FAMILIES) -> list[int]:
     >>> fast_pick(cs, [0.0, 0.1, 0.2, 0.3])
     [0, 2, 3]
     """
-    fams = [diversity_family(c) for c in choices]
-    picked = diverse_pick(fams, keys, k_fam)
-    pads = {choices[i].pad for i in picked}
+    k_arr = np.asarray(keys, dtype=np.float64)
+    order = np.argsort(np.where(np.isfinite(k_arr), k_arr, np.inf), kind="stable")
+    return with_other_path(choices, order, diverse_pick([diversity_family(c) for c in choices], keys, k_fam))
+
+
+def with_other_path(choices, order, picked: list[int]) -> list[int]:
+    """``picked`` (indices into ``choices``) plus, when they all take one path of an unaligned
+    problem (all ``pad+`` or all copy-free), the first index of ``order`` on the other path, if
+    ``choices`` has one: the rule of tuning.plan._both_paths and of ``fast_pick``.
+
+    >>> from gemmtune.configs import Choice
+    >>> cs = [Choice.parse(c) for c in ("aten", "pad+aten", "pad+decompose_k:s2")]
+    >>> with_other_path(cs, [2, 1, 0], [0]), with_other_path(cs, [2, 1, 0], [0, 1])
+    ([0, 2], [0, 1])
+    """
+    out = list(picked)
+    pads = {choices[i].pad for i in out}
     if len(pads) == 1:
-        k_arr = np.asarray(keys, dtype=np.float64)
-        k_arr = np.where(np.isfinite(k_arr), k_arr, np.inf)
-        other = next((int(i) for i in np.argsort(k_arr, kind="stable") if choices[i].pad not in pads), None)
+        other = next((int(i) for i in order if choices[i].pad not in pads), None)
         if other is not None:
-            picked.append(other)
-    return picked
+            out.append(other)
+    return out
 
 
 def twin_indices(choices, picked: list[int]) -> list[int]:

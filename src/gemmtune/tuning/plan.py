@@ -157,12 +157,9 @@ def _both_paths(ranked: list[Choice], k: int) -> list[Choice]:
     >>> [c.id for c in _both_paths([a, a, p], 1)], [c.id for c in _both_paths([p, a], 2)]
     (['pad+aten', 'decompose_k:s4'], ['decompose_k:s4', 'pad+aten'])
     """
-    picked = ranked[:k]
-    if len({c.pad for c in picked}) == 1:  # one path only: the other's first, if it has one
-        other = next((c for c in ranked[k:] if c.pad != picked[0].pad), None)
-        if other is not None:
-            picked.append(other)
-    return picked
+    from ..model.topk import with_other_path  # pure numpy, as the rest of model.topk
+
+    return [ranked[i] for i in with_other_path(ranked, range(len(ranked)), list(range(min(k, len(ranked)))))]
 
 
 def select_by_model(problem: Problem, cands: list[Choice], k: int, model) -> list[Choice]:
@@ -220,7 +217,7 @@ def select_fast(problem: Problem, cands: list[Choice], model) -> tuple[list[Choi
     on the H100 store's 294 problems, cross-validated, the top 1 reached 96.6% of the best
     measured choice and this selection 98.4%, for one more candidate a problem
     (model.topk.FAST_FAMILIES)."""
-    from ..model.topk import FAST_FAMILIES, fast_pick, rank_keys
+    from ..model.topk import FAST_FAMILIES, family_of, fast_pick, rank_keys
 
     base, rest = _split_baseline(cands)
     rest, twins = _split_twins(rest, model)
@@ -230,7 +227,7 @@ def select_fast(problem: Problem, cands: list[Choice], model) -> tuple[list[Choi
     if len(keys) != len(rest):
         raise ValueError(f"{type(model).__name__} returned {len(keys)} ranking keys for {len(rest)} choices")
     picked = [rest[i] for i in fast_pick(rest, keys, FAST_FAMILIES)]
-    fams = sorted({c.family if not c.pad else "pad+" + c.family for c in picked})
+    fams = sorted({family_of(c) for c in picked})
     return base + _with_twins(picked, twins), len(picked), f"fast: the first of {', '.join(fams)}"
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import sys
 import threading
-from contextlib import closing, nullcontext
 import time
 from concurrent.futures import Future
+from contextlib import closing, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
@@ -88,7 +88,7 @@ def make_plan(options: TuneOptions, info: dict, ctx: RunContext, lut: LookupTabl
 
 class PlanAhead:
     """``plan`` run on a background thread over ``problems`` in order, at most ``depth`` problems
-    ahead of the ones asked for; ``ahead(problem)`` returns the next problem's Planned (or raises
+    ahead of the ones asked for; calling it with a problem returns that problem's Planned (or raises
     its error), so it must be asked for them in the same order (``Lookahead`` does).
 
     Planning a problem is pure Python and numpy: its exhaustive space and its ranking took
