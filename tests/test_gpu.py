@@ -245,3 +245,20 @@ def test_compile_workers_compile_on_meta_operands_into_the_benchmark_workers_cac
         assert launch is not None or m.status == "unsupported", (c.id, m.status, m.reason)
     if compiled:  # the real launches found every kernel compiled already (same specialisation)
         assert _jit_cache_sizes() == compiled
+
+
+def test_runoff_times_a_triton_kernel_and_cublas_in_interleaved_graph_rounds():
+    """The tuner's run-off (tuning.runoff) on the GPU: both choices verified, captured once in
+    CUDA graphs, timed in 4 rotating rounds; a failing choice does not cost the other its time."""
+    from gemmtune.bench.runner import WorkerState, handle
+
+    p = Problem.from_sizes(1024, 1024, 1024, "bf16")
+    state = WorkerState()
+    tile = "triton_mm:BM128-BN128-BK64-S3-W4-G8"
+    res = handle("runoff", {"problem": p.key, "choices": [tile, "aten"], "seed": 2}, state)
+    assert res["status"] == "ok"
+    for c in (tile, "aten"):
+        got = res["choices"][c]
+        assert got["status"] == "ok" and got["rounds"] == 4 and 0.0005 < got["ms"] < 1.0, got
+    bad = handle("runoff", {"problem": p.key, "choices": ["triton_mm:BM128-BN128-BK64-S9-W4-G8", "aten"]}, state)
+    assert bad["choices"]["aten"]["status"] == "ok"

@@ -289,6 +289,99 @@ def test_tuner_sweep_records_summarizes_and_reuses(store):
     assert [r.best for r in results2] == [r.best for r in results]
 
 
+class CloseCallPool(FakePool):
+    """The sweep times cuBLAS at 1.0 and the rest at 0.97 (a close call); a run-off answers
+    ``runoff`` ({"best": ms, "aten": ms}, "best" the sweep's winner; or a whole result dict),
+    and is recorded in ``runoffs``."""
+
+    def __init__(self, runoff):
+        super().__init__()
+        self.runoff, self.runoffs = runoff, []
+
+    def map(self, tasks, op="bench", **kw):
+        for t in tasks:
+            if op == "runoff":
+                self.runoffs.append(t)
+                best = t["choices"][0]
+                res = self.runoff if "status" in self.runoff else {"status": "ok", "choices": {
+                    c: {"status": "ok", "ms": self.runoff["aten" if c == "aten" else "best"], "spread": 0.01}
+                    for c in t["choices"]}}
+                assert best != "aten"
+                yield t, res
+            else:
+                self.tasks.append(t)
+                yield t, {"status": "ok", "device_ms": 1.0 if t["choice"] == "aten" else 0.97, "repeats": 20}
+
+
+@pytest.mark.parametrize("runoff, margin, aten_wins", [
+    ({"best": 1.0, "aten": 0.9}, 0.05, True),                  # cuBLAS wins the run-off
+    ({"best": 0.8, "aten": 0.9}, 0.05, False),                 # the sweep's winner holds
+    ({"status": "error", "reason": "unknown op"}, 0.05, False),  # an older worker: the sweep's stands
+    ({"best": 1.0, "aten": 0.9}, 0.0, False),                  # runoff=0: none
+    ({"best": 1.0, "aten": 0.9}, 0.02, False),                 # 3% ahead: beyond the margin, none
+])
+def test_tuner_sweep_runs_off_a_close_winner_against_cublas(store, runoff, margin, aten_wins):
+    shapes = as_shapes([P])
+    plan = CandidatePlan(("decompose_k",), "default", H100)
+    pool = CloseCallPool(runoff)
+    r = Tuner(progress=False, runoff=margin).sweep(shapes, plan, Executor(pool, seed=3), Recorder(store, CTX)).shapes[0]
+    ran = margin > 0.03
+    assert len(pool.runoffs) == int(ran) and (r.best == "aten") == aten_wins
+    if ran:
+        t = pool.runoffs[0]
+        assert t["problem"] == P.key and t["seed"] == 3 and t["choices"][1] == "aten"
+        assert t["choices"][0].startswith("decompose_k:")
+        if "status" in runoff:
+            assert "unknown op" in r.runoff["error"]
+        else:
+            assert r.runoff["ms"] == {t["choices"][0]: runoff["best"], "aten": runoff["aten"]}
+            assert r.runoff["kept"] == r.best
+        assert r.best_ms == (1.0 if aten_wins else 0.97)  # the sweep's times: the store's rows
+    else:
+        assert r.runoff is None and r.best_ms == 0.97
+    assert summary_of(r)["runoff"] == r.runoff
+
+
+def summary_of(r):
+    from gemmtune.tuning.results import TuneResult, summary
+    return summary(TuneResult([r], CTX, True, 0.0, 0, 0))["shapes"][0]
+
+
+def test_runoff_winner_needs_both_times_and_min_gain():
+    from gemmtune.tuning.runoff import runoff_winner, wants_runoff
+
+    def res(t, a):
+        return {"status": "ok", "choices": {"t": t, "aten": a}}
+    ok = {"status": "ok", "ms": 1.0, "spread": 0.0}
+    assert runoff_winner(res(dict(ok, ms=0.99), ok), "t")[0] == "t"
+    assert runoff_winner(res(dict(ok, ms=0.99), ok), "t", min_gain=0.02)[0] == "aten"
+    assert runoff_winner(res(ok, ok), "t")[0] == "aten"  # a tie: cuBLAS, torch's own call
+    won, rec = runoff_winner(res({"status": "wrong", "reason": "mismatch"}, ok), "t")
+    assert won == "t" and "mismatch" in rec["error"]
+    assert runoff_winner(res(dict(ok, ms=float("nan")), ok), "t")[0] == "t"
+    assert not wants_runoff("t", float("inf"), 1.0, 0.05) and not wants_runoff(None, None, 1.0, 0.05)
+    with pytest.raises(ValueError, match="runoff"):
+        Tuner(runoff=1.5)
+    with pytest.raises(ValueError, match="runoff"):
+        Tuner(runoff=True)
+
+
+def test_worker_runoff_times_both_choices_in_interleaved_rounds(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    from gemmtune.bench.runner import WorkerState, handle
+    from gemmtune.bench.timing import WallTimer
+
+    q = Problem.from_sizes(17, 23, 40, "fp16")
+    state = WorkerState(timer=WallTimer(repeats=4, warmup=0), device="cpu")
+    res = handle("runoff", {"problem": q.key, "choices": ["decompose_k:s2", "aten"], "seed": 1}, state)
+    assert res["status"] == "ok" and set(res["choices"]) == {"decompose_k:s2", "aten"}
+    for c in res["choices"].values():
+        assert c["status"] == "ok" and c["ms"] > 0 and c["rounds"] == 4 and len(c["round_ms"]) == 4
+    bad = handle("runoff", {"problem": q.key, "choices": ["triton_mm:BM999-BN16-BK16-S1-W4-G1", "aten"]}, state)
+    assert bad["choices"]["aten"]["status"] == "ok" and bad["choices"]["triton_mm:BM999-BN16-BK16-S1-W4-G1"]["status"] != "ok"
+    assert handle("nope", {"problem": q.key, "choice": "aten"}, state)["status"] == "error"
+
+
 # ------------------------------------------------------------------ deterministic choices only
 def test_is_deterministic_marks_the_atomic_reductions():
     from gemmtune.configs import Choice

@@ -41,6 +41,7 @@ from .tuning.plan import (BENCHMARK_SPACES, CandidatePlan, Planned, as_shapes, c
                           load_ranker, parse_benchmark_space, plan_candidates, select_adaptive, select_by_model)
 from .tuning.progress import Progress
 from .tuning.recorder import POLL_S, RETRYABLE, Recorder, claim_ttl, result_row, write_table
+from .tuning.runoff import RUNOFF_MARGIN
 from .tuning.results import FAILED, ShapeResult, TuneResult, failure_lines, reason_line, render, summary
 from .tuning.tuner import Tuner, run_device
 
@@ -65,7 +66,7 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
          retry_failed: bool = False, timing: str = "standard", compile_ahead: int = 2,
          overwrite: bool = False, cluster=None, server: str | os.PathLike | None = None,
          deterministic: bool = False, min_gain: float = 0.0, in_process: bool = False,
-         prestarted: Sequence = ()) -> TuneResult:
+         prestarted: Sequence = (), runoff: float = RUNOFF_MARGIN) -> TuneResult:
     """Tune ``problems``: benchmark every candidate once, keep every result, return the winners.
 
     ``families``: kernel families to search (default: all). ``space``: 'default' or
@@ -144,6 +145,12 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     90th percentile 4.0% between two H100 machines, 2026-11-25) may lose inside a model. There
     a cuBLAS layer also stays torch's own (``patch``), which Inductor can fuse around.
     0 (the default) keeps the fastest measured.
+
+    ``runoff``: a winner other than cuBLAS that beats it by less than this fraction (default
+    0.05) is timed again beside cuBLAS, in interleaved rounds, and the faster median wins
+    (``tuning.runoff``; recorded as the shape's ``runoff``). The sweep times candidates one
+    after another, so a close call can turn on when each ran. 0 turns it off; a cluster run
+    (``cluster``) has none.
     """
     return Tuner(TuneOptions(
         families=families, space=space, store=store, out=out, workers=workers, timeout=timeout,
@@ -151,7 +158,7 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
         table=table, benchmark_space=benchmark_space, fast=fast, model=model, retry_failed=retry_failed,
         timing=timing, compile_ahead=compile_ahead, overwrite=overwrite, cluster=cluster, server=server,
         deterministic=deterministic, min_gain=min_gain, in_process=in_process,
-        prestarted=tuple(prestarted))).run(problems)
+        prestarted=tuple(prestarted), runoff=runoff)).run(problems)
 
 
 __all__ = ["tune", "Tuner", "TuneOptions", "option_names", "TuneResult", "ShapeResult", "CandidatePlan", "Planned",

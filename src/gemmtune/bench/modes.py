@@ -14,7 +14,8 @@ from .records import dist_version
 
 # gemmtune's modes: report method name -> tune() keyword arguments (space='default' unless
 # given). --fast is tune(fast=True): the exhaustive space, the model's first choice of each of its
-# two best families and its next best choice benchmarked (plus cuBLAS); the model's top-5 is the same search with its 5 best benchmarked. A mode runs only
+# two best families and its next best choice benchmarked (plus cuBLAS); the model's top-5 is the
+# same search with its 5 best benchmarked. A mode runs only
 # when tune() takes every one of its keywords (TuneOptions' fields); otherwise the run records
 # a note and the mode's records say "skipped".
 TUNE_MODES: dict[str, dict] = {

@@ -144,3 +144,29 @@ def verified_launch(problem: Problem, choice: str, state, seed: int) -> tuple[di
 
     m, launch = verify(problem, choice, state, seed)
     return m.to_dict(), launch
+
+
+def runoff(problem: Problem, choices: Sequence[str], timer, state, seed: int = 0, rounds: int = ROUNDS) -> dict:
+    """A worker's 'runoff' task: ``choices`` of ``problem`` verified again (``verified_launch``),
+    then timed together in ``rounds`` interleaved rounds (``round_robin``, rotating order; each
+    entry's graph captured once), as ``gemmtune bench`` times its methods.
+
+    Returns {"status": "ok", "choices": {choice: aggregate() entry, or its failure dict}}. The
+    tuner's sweep times each candidate alone, one after another, so a close call between two
+    of them can turn on when each ran (tuning.runoff)."""
+    entries, out = {}, {}
+    try:
+        for c in dict.fromkeys(choices):
+            res, launch = verified_launch(problem, c, state, seed)
+            if launch is None:
+                out[c] = res
+            else:
+                entries[c] = make_entry(timer, launch, len(state.inputs))
+        timed = round_robin(entries, timer_count(timer), rounds)
+        for c, t in timed.items():
+            out[c] = {"status": "error", "reason": f"{type(t).__name__}: {t}"[:2000]} \
+                if isinstance(t, BaseException) else {"status": "ok", **aggregate(t)}
+    finally:
+        for e in entries.values():
+            e.close()
+    return {"status": "ok", "choices": out}

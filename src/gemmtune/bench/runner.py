@@ -64,15 +64,25 @@ def prewarm(state: WorkerState) -> float:
 
 
 def handle(op: str, task: dict, state: WorkerState) -> dict:
-    """Run one task. ``op`` is 'bench' (verify, then time) or 'compile' (compile only)."""
+    """Run one task. ``op`` is 'bench' (verify, then time), 'compile' (compile only) or 'runoff'
+    (``task["choices"]`` verified and timed together in interleaved rounds: bench.rounds.runoff)."""
     problem = Problem.from_key(task["problem"])
     try:
-        seed, choice = int(task.get("seed", 0)), task["choice"]
+        seed = int(task.get("seed", 0))
+        choice = task["choices"] if op == "runoff" else task["choice"]
         timer = _timer(task, state) if op != "compile" else None
+        if op not in ("bench", "compile", "runoff"):
+            raise ValueError(f"unknown op {op!r}: this worker takes 'bench', 'compile' and 'runoff'")
     except Exception as e:  # failures are data: the worker survives and reports
         return failure(e).to_dict()
     if op == "compile":
         return compile_choice(problem, choice, state, seed).to_dict()
+    if op == "runoff":
+        from .rounds import runoff
+        try:
+            return runoff(problem, [str(c) for c in choice], timer, state, seed)
+        except Exception as e:  # failures are data
+            return failure(e).to_dict()
     return measure(problem, choice, timer, state=state, seed=seed).to_dict()
 
 

@@ -22,7 +22,7 @@ def cmd_tune(args) -> int:
                   benchmark_space=args.benchmark_space, fast=args.fast, model=args.model,
                   deterministic=args.deterministic, min_gain=args.min_gain,
                   overwrite=args.overwrite, cluster=args.cluster, server=args.server,
-                  in_process=args.in_process, prestarted=getattr(args, "prestarted", ()))
+                  in_process=args.in_process, prestarted=getattr(args, "prestarted", ()), runoff=args.runoff)
     render(result)
     for line in result.rejected:
         print(f"not recorded (rerun to measure it): {line}", file=sys.stderr)
@@ -59,6 +59,8 @@ def cmd_worker(args) -> int:
 
 
 def add_parsers(sub) -> None:
+    from ..tuning.runoff import RUNOFF_MARGIN  # math only
+
     p = sub.add_parser("tune", help="benchmark candidates per shape, store every result, write a table",
                        formatter_class=Help)
     add_shape_args(p)
@@ -100,6 +102,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--min-gain", type=float, default=0.0, metavar="F",
                    help="a winner other than cuBLAS must beat it by this fraction (0.02: 2%%), else cuBLAS wins: "
                    "for tables that serve a model, where a within-noise win can lose")
+    p.add_argument("--runoff", type=float, default=RUNOFF_MARGIN, metavar="F",
+                   help="a winner other than cuBLAS that beats it by less than this fraction is timed again "
+                   "beside cuBLAS in interleaved rounds, and the faster median wins; 0: never (default: %(default)s)")
     p.add_argument("--model", metavar="PATH", help="learned model that ranks candidates (default: the one shipped "
                    "for this GPU and triton MAJOR.MINOR, else analytic)")
     p.add_argument("--cluster", metavar="ADDRESS",

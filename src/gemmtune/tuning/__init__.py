@@ -6,5 +6,6 @@
 - ``recorder.py``: the results store side: what is pending, claims, recording, summaries;
 - ``progress.py``: the progress bar / plain progress lines;
 - ``results.py``: ``ShapeResult``, ``TuneResult`` and how they are printed;
+- ``runoff.py``: when a close winner is timed again beside cuBLAS, and who wins then, pure;
 - ``tuner.py``: ``Tuner``, which runs a plan through the executor into the recorder.
 """

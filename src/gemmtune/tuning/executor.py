@@ -160,6 +160,14 @@ class Executor:
             p, c = index[(t["problem"], t["choice"])]
             yield p, c, res
 
+    def runoff(self, problem, choices: list[str]) -> dict:
+        """``choices`` of ``problem`` verified and timed together in interleaved rounds by the
+        benchmark worker (its 'runoff' op: bench.rounds.runoff); the worker's result dict."""
+        task = {"problem": problem.key, "choices": list(choices), "seed": self.seed, "timer": self.timing}
+        for _, res in self.pool.map([task], op="runoff"):
+            return res
+        return {"status": "error", "reason": "the pool returned no result"}
+
     def compile_ahead(self, todo) -> Future | None:
         """Queue the compilation of ``todo``'s candidates that need it; None when there is
         nothing to compile or no compile workers."""

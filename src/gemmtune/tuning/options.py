@@ -25,6 +25,7 @@ from .. import kernels
 from ..bench import DEFAULT_RUNNER
 from ..bench.timing import TIMINGS
 from .plan import parse_benchmark_space
+from .runoff import RUNOFF_MARGIN
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class TuneOptions:
     server: str | os.PathLike | None = None
     deterministic: bool = False               # only choices that give the same bits every call
     min_gain: float = 0.0                     # a non-cuBLAS winner must beat cuBLAS by this fraction
+    runoff: float = RUNOFF_MARGIN             # a winner within this of cuBLAS is timed again beside it; 0: never
     in_process: bool = False                  # measure in this process (bench.inprocess): no worker start-up
     prestarted: tuple = ()                    # workers started before the run, adopted by its pool
 
@@ -65,6 +67,9 @@ class TuneOptions:
         g = self.min_gain
         if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0.0 <= g < 1.0:
             raise ValueError(f"min_gain must be a fraction in [0, 1), e.g. 0.02, got {g!r}")
+        r = self.runoff
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0.0 <= r < 1.0:
+            raise ValueError(f"runoff must be a fraction in [0, 1) (0: no run-off), e.g. 0.05, got {r!r}")
         if self.in_process and (self.server is not None or self.cluster is not None):
             raise ValueError("in_process measures in this process: it cannot be combined with server or cluster")
         ca = self.compile_ahead

@@ -41,6 +41,9 @@ class ShapeResult:
     # when every candidate was benchmarked or a table entry fixed them.
     k: int | None = None
     k_reason: str | None = None
+    # The run-off between a close winner and cuBLAS (tuning.runoff): both times and the one
+    # kept, or why it could not run; None when there was none.
+    runoff: dict | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -100,7 +103,7 @@ def summary(result: TuneResult) -> dict:
         "shapes": [{"group": s.group, "name": s.name, "key": s.problem.key, "best": s.best,
                     "best_ms": s.best_ms, "aten_ms": s.aten_ms, "speedup": s.speedup,
                     "tried": s.tried, "failed": s.failed, "statuses": s.statuses, "tune_s": s.tune_s,
-                    "k": s.k, "k_reason": s.k_reason}
+                    "k": s.k, "k_reason": s.k_reason, "runoff": s.runoff}
                    for s in result.shapes],
     }
 
@@ -121,6 +124,25 @@ def failure_lines(result: TuneResult) -> list[str]:
         parts = [f"{st} x{n}" + (f" ({s.reasons[st]})" if s.reasons.get(st) else "")
                  for st, n in sorted(s.statuses.items()) if st != Status.OK and st in FAILED]
         lines.append(f"{s.name}: failed {s.failed}: " + ", ".join(parts))
+    return lines
+
+
+def runoff_lines(result: TuneResult) -> list[str]:
+    """One line per shape whose winner was timed again beside cuBLAS (tuning.runoff).
+
+    >>> s = ShapeResult("x", "cli", Problem.from_sizes(4, 4, 4), "aten", 1e-3, 1e-3, 3, 0,
+    ...                 runoff={"ms": {"t": 1.1e-3, "aten": 1e-3}, "kept": "aten"})
+    >>> runoff_lines(TuneResult([s], None, False, 0.0, 3, 0, None, None, None))
+    ['x: run-off against cuBLAS: t 1.10 us, aten 1.00 us: kept aten']
+    """
+    lines = []
+    for s in result.shapes:
+        ro = s.runoff
+        if not ro:
+            continue
+        times = ", ".join(f"{c} {ms * 1e3:.2f} us" for c, ms in (ro.get("ms") or {}).items() if ms)
+        tail = f"kept {ro['kept']}" if "kept" in ro else f"not decided ({ro.get('error', '?')}): kept {s.best}"
+        lines.append(f"{s.name}: run-off against cuBLAS: " + (f"{times}: " if times else "") + tail)
     return lines
 
 
@@ -149,7 +171,7 @@ def render(result: TuneResult, console=None) -> None:
                   f"{s.speedup:.2f}x" if s.speedup else "-", str(s.tried), str(s.failed),
                   f"{s.tune_s:.1f}", *([f"{s.k}" if s.k is not None else "-"] if with_k else []))
     console.print(t)
-    for line in failure_lines(result):
+    for line in failure_lines(result) + runoff_lines(result):
         console.print(line, markup=False)
     console.print(f"{result.measured} measured, {result.reused} reused from {result.store_path}, "
                   f"{result.wall_s:.1f} s ({result.startup_s:.1f} s worker start-up)"

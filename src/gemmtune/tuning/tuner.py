@@ -30,6 +30,7 @@ from .plan import CandidatePlan, Planned, as_shapes, compiles_at_most, load_rank
 from .progress import Progress
 from .recorder import Recorder, write_table
 from .results import ShapeResult, TuneResult
+from .runoff import runoff_winner, wants_runoff
 
 
 def run_device(info: dict, device: str | None, ctx: RunContext, earlier: LookupTable | None, out,
@@ -190,7 +191,7 @@ class Tuner:
         if o.cluster is not None:
             from ..cluster import tune_cluster
             kw = o.keywords()
-            for k in ("workers", "compile_ahead", "server", "in_process", "prestarted"):
+            for k in ("workers", "compile_ahead", "server", "in_process", "prestarted", "runoff"):
                 kw.pop(k)
             return tune_cluster(problems, **kw)
         t0 = time.monotonic()
@@ -311,6 +312,10 @@ class Tuner:
                 rec.release(s.problem)
                 bar.remove(task)
                 r = rec.summarize(s, cands)
+                if wants_runoff(r.best, r.best_ms, r.aten_ms, o.runoff):
+                    winner, r.runoff = runoff_winner(executor.runoff(s.problem, [r.best, "aten"]), r.best, o.min_gain)
+                    if winner == "aten":
+                        r.best, r.best_ms = "aten", r.aten_ms
                 r.tune_s = time.monotonic() - ts
                 r.k, r.k_reason = planned.k, planned.why
                 out.append(r)

@@ -1,0 +1,62 @@
+"""The run-off: a close call between the sweep's winner and cuBLAS, timed again side by side.
+
+The sweep times each candidate alone, one after another: cuBLAS first, while the compile workers
+still work on the rest, then each compiled candidate. A close call can then turn on when each ran.
+On the H100 (2026-11-26, benchmarks/results/2026-11-26-h100-s14-fast), ``--fast`` on 1024^3
+bf16 kept a persistent TMA kernel that its sweep had timed at 7.08 us, ahead of cuBLAS; the
+benchmark's interleaved rounds then timed it at 6.91 us against cuBLAS's 6.36 us (0.92x), and
+the default run's sweep had timed the same cuBLAS call at 6.68 us.
+
+So when the sweep's winner is not cuBLAS and beats it by less than ``RUNOFF_MARGIN``, the
+benchmark worker times the two again in interleaved rounds whose order rotates
+(bench.rounds.runoff: what ``gemmtune bench`` does), and the faster median wins. The store keeps
+the sweep's rows: the run-off decides the winner only, and the shape's result records it.
+``TuneOptions.runoff`` sets the margin; 0 turns the run-off off.
+"""
+
+from __future__ import annotations
+
+import math
+
+RUNOFF_MARGIN = 0.05
+
+
+def wants_runoff(best: str | None, best_ms: float | None, aten_ms: float | None, margin: float) -> bool:
+    """Whether the sweep's winner ``best`` (not cuBLAS) is within ``margin`` of cuBLAS's time.
+
+    >>> wants_runoff("triton_mm:BM64", 0.98, 1.0, 0.05), wants_runoff("triton_mm:BM64", 0.90, 1.0, 0.05)
+    (True, False)
+    >>> wants_runoff("aten", 1.0, 1.0, 0.05), wants_runoff("triton_mm:BM64", 0.98, None, 0.05)
+    (False, False)
+    """
+    if margin <= 0 or best is None or best == "aten" or not best_ms or not aten_ms:
+        return False
+    if not (math.isfinite(best_ms) and math.isfinite(aten_ms)):
+        return False
+    return best_ms * (1.0 + margin) > aten_ms
+
+
+def runoff_winner(result: dict, best: str, min_gain: float = 0.0) -> tuple[str, dict]:
+    """(the winner, what to record) from a worker's run-off ``result`` between ``best`` and
+    'aten': the lower median time (``best`` must beat cuBLAS by ``min_gain`` there too, as
+    tuning.recorder.prefer_aten asks of the sweep); ``best`` whenever either failed or the
+    result is not a run-off (an older worker or another runner): the sweep's decision stands.
+
+    >>> r = {"status": "ok", "choices": {"t": {"status": "ok", "ms": 1.0, "spread": 0.01},
+    ...                                  "aten": {"status": "ok", "ms": 0.9, "spread": 0.01}}}
+    >>> runoff_winner(r, "t")[0], runoff_winner({"status": "error", "reason": "x"}, "t")[0]
+    ('aten', 't')
+    """
+    got = result.get("choices") if isinstance(result, dict) else None
+    if not isinstance(got, dict):
+        return best, {"error": str((result or {}).get("reason", "not a run-off result"))[:200]}
+    ms = {c: got.get(c, {}).get("ms") for c in (best, "aten")}
+    rec = {"ms": ms, "spread": {c: got.get(c, {}).get("spread") for c in (best, "aten")}}
+    def timed(c) -> bool:
+        v = ms[c]
+        return got.get(c, {}).get("status") == "ok" and isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+    bad = next((c for c in (best, "aten") if not timed(c)), None)
+    if bad is not None:
+        return best, dict(rec, error=f"{bad}: {got.get(bad, {}).get('reason', 'no time')}"[:200])
+    winner = best if ms[best] * (1.0 + min_gain) < ms["aten"] else "aten"
+    return winner, dict(rec, kept=winner)
