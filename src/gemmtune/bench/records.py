@@ -21,7 +21,7 @@ def failed_method(res: dict, **extra) -> dict:
 
 def mark_failed(r: dict, e: BaseException) -> None:
     """Turn a verified method's record into the record of its failed timing, in place."""
-    keep = {k: r[k] for k in ("choice", "candidates", "tuner_ms", "tune_s", "rel_err", "autotune") if k in r}
+    keep = {k: r[k] for k in ("choice", "candidates", "tuner_ms", "tune_s", "rel_err", "autotune", "runoff") if k in r}
     r.clear()
     r.update(failure_record(e), **keep)
 

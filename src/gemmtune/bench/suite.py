@@ -125,7 +125,8 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
             methods[mode] = {"status": "error", "reason": f"no candidate passed: {r.statuses}", "tune_s": r.tune_s}
         else:
             methods[mode] = check(mode, r.best, candidates=r.tried, tuner_ms=r.best_ms,
-                                  tune_s=r.tune_s + (extra_s or {}).get(mode, {}).get(p.key, 0.0))
+                                  tune_s=r.tune_s + (extra_s or {}).get(mode, {}).get(p.key, 0.0),
+                                  **({"runoff": r.runoff} if getattr(r, "runoff", None) else {}))
     compiled = False
     entries: dict = {}
     try:
