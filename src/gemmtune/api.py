@@ -7,7 +7,6 @@ import torch
 from . import epilogue as epi_mod
 from . import kernels
 from .device import DeviceInfo, current_or
-from .kernels.tiled import _tiled_mm_kernel
 from .problem import Problem, check_operands, dtype_name
 from .configs import Choice, SplitKConfig, cdiv, next_pow2
 
@@ -16,6 +15,8 @@ SPACE_KINDS = ("default", "exhaustive")
 
 def interpreter_enabled() -> bool:
     """True when Triton kernels run in the CPU interpreter (TRITON_INTERPRET=1 at import)."""
+    from .kernels.tiled import _tiled_mm_kernel  # imports Triton: not at this module's import
+
     return type(_tiled_mm_kernel).__name__ == "InterpretedFunction"
 
 
@@ -55,7 +56,7 @@ def space(problem: Problem, family: str, kind: str = "default",
     if kind not in SPACE_KINDS:
         raise ValueError(f"space kind must be one of {SPACE_KINDS}, got {kind!r}")
     dev = device if isinstance(device, DeviceInfo) else current_or(device)
-    fam = kernels.get(family)
+    fam = kernels.spec(family)  # the family's pure part: listing a space imports no Triton
     kept, rejected = fam.space(problem, dev, kind)
     choices = [Choice(family, c) for c in kept]
     if with_rejected:

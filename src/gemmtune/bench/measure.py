@@ -25,7 +25,6 @@ them from outside (workers.py) and reports ``crashed`` / ``timeout``.
 
 from __future__ import annotations
 
-import enum
 import math
 import os
 import traceback
@@ -43,28 +42,13 @@ from ..epilogue import Epilogue, EpilogueArgs
 from .. import scaled
 from ..verify import compare, reference, tolerance
 from .timing import sets_for, timer_profiles
+# Status and its groups live in status.py, free of torch's kernels: the tuner's parent process
+# records statuses without importing Triton (read here as before).
+from .status import FAILED, RETRYABLE, Status  # noqa: F401
 
 MAX_INPUT_BYTES = 4 * 2**30
 
 
-class Status(enum.StrEnum):
-    """The outcome of one measurement. The values are the words the store, the tables and
-    the JSON files hold (a StrEnum: ``Status.OK == "ok"``, f"{Status.OK}" and json.dumps write "ok")."""
-
-    OK = "ok"
-    COMPILE_ERROR = "compile_error"  # compilation or resources (registers, shared memory) failed
-    CRASHED = "crashed"              # the worker died (segfault, poisoned CUDA context): workers.py
-    TIMEOUT = "timeout"              # no answer in time; the worker was killed: workers.py
-    WRONG = "wrong"                  # ran, but its output failed the fp64 check
-    ERROR = "error"                  # any other exception
-    SKIPPED = "skipped"              # nothing to measure (an empty problem)
-    UNSUPPORTED = "unsupported"      # the config cannot run this problem (its family's validate)
-
-
-# Statuses that mean the candidate failed (it never wins), and those worth measuring again
-# (the failure may have been the machine's, not the candidate's).
-FAILED = (Status.COMPILE_ERROR, Status.CRASHED, Status.TIMEOUT, Status.WRONG, Status.ERROR, Status.UNSUPPORTED)
-RETRYABLE = (Status.CRASHED, Status.TIMEOUT, Status.ERROR)
 
 
 @dataclass(frozen=True)

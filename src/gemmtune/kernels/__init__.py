@@ -10,39 +10,98 @@ workspace, epilogue)``, where ``epilogue`` is None or a checked
 ``prepare`` (same arguments; a prepared launch or None), ``features_row`` (the model's
 ChoiceBatch row) and ``inductor_export`` (Inductor's lookup-table config, or
 ``base.Unsupported``). ``register`` checks a family against the protocol and adds it.
+
+The family modules import Triton (0.3-0.4 s with the kernels, on the 2-core CPU machine), which
+the tuner's parent process, planning and ranking candidates, never runs: ``spec(name)`` is a
+built-in family's pure part (its ``*_spec`` module: ``NAME``, ``CONFIG``, ``space``,
+``constraint``, ``validate``, ``plan``, ``features_row``, the same objects the family
+re-exports), imported without Triton. ``FAMILIES``, ``get`` and the family submodules
+(``kernels.splitk``) are imported on first use.
 """
+
+import importlib
 
 import torch
 
 from ..epilogue import EpilogueArgs
-from . import aten, decompose_k, padcache, persistent, skinny, splitk, triton_mm, triton_static
 from .base import KernelFamily, missing
-from .pad import zero_pad
 
-FAMILIES: dict[str, KernelFamily] = {}
+TRITON_FAMILIES = ("triton_mm", "triton_static", "splitk", "skinny", "persistent_tma", "decompose_k")
+# The built-in families in registration order (FAMILIES' order): each one's module, and the
+# module of its pure part.
+BUILTIN = ("triton_mm", "triton_static", "splitk", "skinny", "persistent_tma", "decompose_k", "aten")
+_MODULES = {"triton_mm": "triton_mm", "triton_static": "triton_static", "splitk": "splitk", "skinny": "skinny",
+            "persistent_tma": "persistent", "decompose_k": "decompose_k", "aten": "aten"}
+_SPECS = {"triton_mm": "triton_mm_spec", "triton_static": "triton_static_spec", "splitk": "splitk_spec",
+          "skinny": "skinny_spec", "persistent_tma": "persistent_spec", "decompose_k": "decompose_k_spec",
+          "aten": "aten"}  # aten.py imports no Triton
+# This package's modules, for ``kernels.<module>`` before anything imported it.
+_SUBMODULES = frozenset({*_MODULES.values(), *_SPECS.values(), "base", "launch_args", "pad", "padcache",
+                         "tile_epilogue", "tiled"})
+
+_FAMILIES: dict[str, KernelFamily] = {}
+_state = {"loaded": False}
+_spec_modules: dict = {}
+
+
+def _load() -> dict[str, KernelFamily]:
+    """FAMILIES, the built-in families imported and registered on the first call."""
+    if not _state["loaded"]:
+        _state["loaded"] = True
+        try:
+            for name in BUILTIN:
+                register(importlib.import_module(f"{__name__}.{_MODULES[name]}"))
+        except BaseException:
+            _state["loaded"] = False
+            _FAMILIES.clear()
+            raise
+        globals()["FAMILIES"] = _FAMILIES
+    return _FAMILIES
+
+
+def __getattr__(name: str):
+    if name == "FAMILIES":
+        return _load()
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register(family: KernelFamily) -> KernelFamily:
     """Add ``family`` to FAMILIES (a new family is its module plus one call here)."""
+    families = _load()
     if not isinstance(family, KernelFamily):
         raise TypeError(f"{getattr(family, '__name__', family)!r} is not a KernelFamily "
                         f"(missing: {', '.join(missing(family))})")
-    if family.NAME in FAMILIES and FAMILIES[family.NAME] is not family:
+    if family.NAME in families and families[family.NAME] is not family:
         raise ValueError(f"kernel family {family.NAME!r} is registered already")
-    FAMILIES[family.NAME] = family
+    families[family.NAME] = family
     return family
 
 
-for _family in (triton_mm, triton_static, splitk, skinny, persistent, decompose_k, aten):
-    register(_family)
-TRITON_FAMILIES = ("triton_mm", "triton_static", "splitk", "skinny", "persistent_tma", "decompose_k")
+def family_names() -> tuple[str, ...]:
+    """The registered families' names, in FAMILIES' order, without importing them: the built-in
+    ones until a family module is imported (``get``, ``FAMILIES``)."""
+    return tuple(_FAMILIES) if _state["loaded"] else BUILTIN
+
+
+def spec(name: str):
+    """Family ``name``'s pure part, without Triton: for a built-in family its ``*_spec`` module
+    (whose functions the family module re-exports), for one registered later the family itself.
+    ValueError for an unknown name, as ``get``."""
+    mod = _spec_modules.get(name)
+    if mod is None:
+        if name not in _SPECS:
+            return get(name)
+        mod = _spec_modules[name] = importlib.import_module(f"{__name__}.{_SPECS[name]}")
+    return mod
 
 
 def get(name: str) -> KernelFamily:
     try:
-        return FAMILIES[name]
+        return _load()[name]
     except KeyError:
-        raise ValueError(f"unknown kernel family {name!r}; known: {', '.join(FAMILIES)}") from None
+        raise ValueError(f"unknown kernel family {name!r}; known: {', '.join(_FAMILIES)}") from None
 
 
 def padded_sizes(m: int, n: int, k: int, elsize: int) -> tuple[int, int, int]:
@@ -55,6 +114,9 @@ def _run_padded_bmm(fam, choice, a, b, out, *, allow_tf32, workspace) -> None:
     """``pad+`` for bmm: the same padding as mm's, matrix by matrix (Problem.padded)."""
     Bt, M, K = a.shape
     N = b.shape[-1]
+    from . import padcache
+    from .pad import zero_pad
+
     _, Np, Kp = padded_sizes(M, N, K, a.element_size())
     ap = zero_pad(a, M, Kp)
     bp = padcache.WEIGHTS.get(b, Np, Kp)  # a (batched or broadcast) weight: once per version
@@ -94,6 +156,9 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
     if a.dim() == 3:  # bmm (no epilogue)
         _run_padded_bmm(fam, choice, a, b, out, allow_tf32=allow_tf32, workspace=workspace)
         return
+    from . import padcache
+    from .pad import zero_pad
+
     M, K = a.shape
     N = b.shape[1]
     _, Np, Kp = padded_sizes(M, N, K, a.element_size())

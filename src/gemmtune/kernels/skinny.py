@@ -25,32 +25,26 @@ at a strip sums them (in slice order when ``deterministic``), so it stays one la
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import torch
 import triton
 import triton.language as tl
 
-from ..configs import SkinnyConfig, cdiv, min_block_k, prune
-from ..device import DeviceInfo
-from ..problem import Problem, element_size
-from .base import Unsupported, bmm_reason, tile_row
+from ..configs import SkinnyConfig
+from ..problem import Problem
+from .base import Unsupported
 from .splitk import SplitKWorkspace
 from ..epilogue import EpilogueArgs
 from .tiled import (_INTERPRETED, _launch, _pow2_divisor, direct, epilogue_consts, epilogue_pointers,
                     epilogue_strides, epilogue_tensors, input_precision, lead_divisor, mma, needs_int64,
                     split_epilogue)
-
-NAME = "skinny"
-CONFIG = SkinnyConfig
-
-MAX_M = 64            # beyond this the tiled kernels' tensor-core tiles win (the tile is no longer skinny)
-MIN_SLICE = 256       # a K-slice shorter than this pays more in partial traffic than it gains
-MAX_WORKSPACE_BYTES = 256 * 2**20
-# fp32 registers per thread the CUDA-core product may hold (BLOCK_M x BLOCK_N x BLOCK_K
-# over the threads): beyond ~64 the loaded tiles and addresses no longer fit in 255.
-MAX_CORE_REGS = 64
+# The family's pure part (configs, space, constraint, launch plan, model row): kept in skinny_spec so that
+# planning imports no Triton (kernels.spec); the family's names as before.
+from .skinny_spec import (  # noqa: F401
+    BMM_WHY, CONFIG, MAX_CORE_REGS, MAX_M, MAX_WORKSPACE_BYTES, MIN_SLICE, NAME, SPLITS,
+    _DEFAULT_CORE, _DEFAULT_DOT, constraint, core_regs, features_row, k_per_split, plan, space,
+    splits_for, validate)
 
 
 @triton.jit
@@ -282,174 +276,6 @@ def _stream_k(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, sam, sak, sbk, sbn
 
 # ---------------------------------------------------------------------- plan + space
 
-def k_per_split(k: int, cfg: SkinnyConfig) -> int:
-    """K extent of one slice: ceil(K / split) rounded up to a whole number of BLOCK_K."""
-    per = cdiv(k, cfg.split_k)
-    return cdiv(per, cfg.block_k) * cfg.block_k
-
-
-def plan(m: int, n: int, k: int, cfg: SkinnyConfig, sms: int | None = None) -> dict:
-    """The launch a config makes at (M, N, K): the one source the launcher, the model's
-    features and data collection read.
-
-    >>> from gemmtune.configs import SkinnyConfig
-    >>> p = plan(1, 6144, 4096, SkinnyConfig(1, 64, 256, 4, 1, 4, False, True))
-    >>> p["grid"], p["splits"], p["k_per_split"], p["workspace_numel"]
-    ((96, 4), 4, 1024, 24576)
-    """
-    tiles = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n)
-    if cfg.stream_k:
-        # Stream-K: a fixed grid; every strip may be shared, so every strip counts K-blocks
-        # into the atomic-mode workspace. ``splits`` is the K-blocks a program reduces (about).
-        units = tiles * cdiv(k, cfg.block_k)
-        return {"grid": (cfg.stream_k, 1), "splits": max(1, cfg.stream_k // tiles), "k_per_split": k,
-                "tiles": tiles, "workspace_numel": tiles * cfg.block_m * cfg.block_n,
-                "workspace_bytes": 4 * tiles * cfg.block_m * cfg.block_n + 4 * tiles,
-                "programs": cfg.stream_k,
-                "units_per_program": units / cfg.stream_k}
-    per = k_per_split(k, cfg)
-    splits = cdiv(k, per)
-    # Tile-major fp32 partials (tile_epilogue.split_epilogue): one whole block per strip and slice.
-    ws = 0 if splits == 1 else tiles * cfg.block_m * cfg.block_n * (splits if cfg.deterministic else 1)
-    return {"grid": (tiles, splits), "splits": splits, "k_per_split": per, "tiles": tiles,
-            "workspace_numel": ws, "workspace_bytes": 4 * ws + 4 * tiles if ws else 0,
-            "programs": tiles * splits, "units_per_program": None}
-
-
-def core_regs(cfg: SkinnyConfig) -> int:
-    """fp32 registers per thread of the CUDA-core product (0 for the tl.dot path)."""
-    return 0 if cfg.dot else cfg.block_m * cfg.block_n * cfg.block_k // (32 * cfg.num_warps)
-
-
-BMM_WHY = "its column-strip kernel has no batch axis"
-
-
-def constraint(cfg: SkinnyConfig, problem: Problem, device: DeviceInfo) -> str | None:
-    reason = bmm_reason(NAME, problem, BMM_WHY)
-    if reason:
-        return reason
-    m, n, k = problem.m, problem.n, problem.k
-    if m > MAX_M:
-        return f"M={m} is over {MAX_M}: not a skinny problem (the tiled families serve it)"
-    if cfg.block_m < m and cfg.block_m < MAX_M:
-        return f"BLOCK_M={cfg.block_m} < M={m}: A would be re-read per row block"
-    if cfg.dot and cfg.block_m < 16:
-        return "tl.dot needs BLOCK_M >= 16"
-    if cfg.dot and cfg.block_k < min_block_k(problem):
-        return f"BLOCK_K={cfg.block_k} < {min_block_k(problem)}: fp8 wgmma consumes K = 32 per instruction"
-    if cfg.stream_k and (not cfg.dot or cfg.deterministic or cfg.split_k != 1):
-        return "stream-K runs the tl.dot path with the atomic reduction and no split_k"
-    if not cfg.dot and cfg.block_m > 16:
-        return f"CUDA-core product with BLOCK_M={cfg.block_m} > 16: the tl.dot path is the one for it"
-    regs = core_regs(cfg)
-    if regs > MAX_CORE_REGS:
-        return (f"{regs} fp32 product registers per thread ({cfg.block_m}x{cfg.block_n}x{cfg.block_k} over "
-                f"{cfg.num_warps} warps) exceeds {MAX_CORE_REGS}: it would spill")
-    p = plan(m, n, k, cfg)
-    if cfg.stream_k and p["units_per_program"] < 2:
-        return f"stream-K over {cfg.stream_k} programs leaves under 2 K-blocks each: too fine"
-    if cfg.split_k > 1 and cdiv(k, cfg.split_k) < MIN_SLICE:
-        return f"K={k} split {cfg.split_k} ways leaves slices shorter than {MIN_SLICE}"
-    if p["splits"] != cfg.split_k and cfg.split_k > 1:
-        return f"K={k} in slices of {p['k_per_split']} gives {p['splits']} slices, not {cfg.split_k}"
-    if 4 * p["workspace_numel"] > MAX_WORKSPACE_BYTES:
-        return f"fp32 workspace of {4 * p['workspace_numel']} B exceeds {MAX_WORKSPACE_BYTES} B"
-    if p["programs"] > 32 * device.sm_count:
-        return f"{p['programs']} programs is over 32 waves of {device.sm_count} SMs: the split is too fine"
-    es = element_size(problem.dtype)
-    if cfg.dot:
-        smem = cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * es
-        if smem > device.smem_per_block:
-            return (f"shared memory {smem} B = {cfg.num_stages} stages x ({cfg.block_m}+{cfg.block_n}) x "
-                    f"{cfg.block_k} x {es} B exceeds the {device.smem_per_block} B of {device.name}")
-    return None
-
-
-# Default tiles, from two H200 sweeps (benchmarks/results/2026-11-23-h200-skinny-exp):
-# (block_n, block_k, num_warps, num_stages). The tl.dot path with 3-6 stages of 16-64 KB B
-# tiles won 19 of 20 decode and long-K problems (a 64x256 tile, 4 warps, on 8 of them in the
-# first sweep; with 3-6 stages swept, 256x128 in 3 stages took 16x28672x4096 to 56.8 us, 98%
-# of the copy-bandwidth floor, against 59.6 us for the best 4-stage tile);
-# the CUDA-core path won only where B's rows are unaligned (1 x 50257 x 768: 32.7 us
-# against 46.7 for the best dot config), so it stays in the space at M <= 8.
-_DEFAULT_DOT = ((64, 256, 4, 4), (64, 256, 4, 5), (32, 512, 4, 4), (32, 512, 4, 3), (32, 256, 4, 5),
-                (128, 128, 4, 4), (256, 128, 4, 3), (64, 128, 4, 6), (32, 128, 8, 4))
-_DEFAULT_CORE = ((32, 128, 4, 1), (64, 128, 4, 1), (32, 256, 4, 1))
-SPLITS = (1, 2, 4, 8, 16, 32, 64, 128)
-
-
-def splits_for(problem: Problem, device: DeviceInfo, block_m: int, block_n: int) -> tuple[int, ...]:
-    """The K splits worth trying for one tile: no split, and every split that puts between a
-    quarter of a wave and four waves of programs on the SMs while keeping K-slices at least
-    MIN_SLICE long (the largest such split when even that leaves the GPU under a quarter full).
-
-    >>> from gemmtune.device import DeviceInfo
-    >>> splits_for(Problem.from_sizes(1, 6144, 4096, "bf16"), DeviceInfo.lookup("h200"), 16, 64)
-    (1, 2, 4)
-    >>> splits_for(Problem.from_sizes(32, 32, 28672, "bf16"), DeviceInfo.lookup("h200"), 32, 32)
-    (1, 64)
-    """
-    tiles = cdiv(problem.m, block_m) * cdiv(problem.n, block_n)
-    most = max(1, problem.k // MIN_SLICE)
-    ok = [s for s in SPLITS[1:] if s <= most and device.sm_count // 4 <= tiles * s <= 4 * device.sm_count]
-    if not ok and tiles < device.sm_count // 4:
-        ok = [s for s in SPLITS[1:] if s <= most][-1:]
-    return (1, *ok)
-
-
-def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
-    """(kept, rejected) configs: tl.dot at every M, the CUDA-core path at M <= 8 (default)
-    or M <= 16 (exhaustive). The default space fixes the reduction to the deterministic one;
-    the exhaustive space has both."""
-    m = problem.m
-    bm_core = max(1, min(16, 1 << max(0, (m - 1).bit_length())))
-    bm_dot = max(16, min(MAX_M, 1 << max(0, (m - 1).bit_length())))
-    raw = []
-    if kind == "default":
-        for bn, bk, w, st in _DEFAULT_DOT:
-            raw += [SkinnyConfig(bm_dot, bn, bk, s, st, w, True, True) for s in splits_for(problem, device, bm_dot, bn)]
-        if m <= 8:
-            for bn, bk, w, st in _DEFAULT_CORE:
-                raw += [SkinnyConfig(bm_core, bn, bk, s, st, w, False, True)
-                        for s in splits_for(problem, device, bm_core, bn)]
-    else:
-        for bn, bk, w, det, s in itertools.product((16, 32, 64, 128, 256), (64, 128, 256, 512), (2, 4, 8),
-                                                   (True, False), SPLITS):
-            if m <= 16:
-                raw.append(SkinnyConfig(bm_core, bn, bk, s, 1, w, False, det))
-            raw += [SkinnyConfig(bm_dot, bn, bk, s, st, w, True, det) for st in (2, 3, 4, 5, 6)]
-        # Stream-K only here: on an H200 it lost to the best strip config on all 16 decode problems
-        # of the third sweep (1.07-1.75x slower: 1 x 6144 x 4096 17.1 us against 15.0).
-        for bn, bk, w, st, per_sm in itertools.product((16, 32, 64, 128, 256), (64, 128, 256, 512), (4, 8),
-                                                      (2, 3, 4, 5, 6), (1, 2)):
-            raw.append(SkinnyConfig(bm_dot, bn, bk, 1, st, w, True, False, per_sm * device.sm_count))
-    # BLOCK_K never longer than a K-slice needs.
-    scaled = []
-    for c in raw:
-        per = cdiv(problem.k, c.split_k)
-        bk = max(min_block_k(problem), min(c.block_k, 1 << max(0, (per - 1).bit_length())))
-        scaled.append(c if bk == c.block_k else SkinnyConfig(c.block_m, c.block_n, bk, c.split_k, c.num_stages,
-                                                             c.num_warps, c.dot, c.deterministic, c.stream_k))
-    return prune(scaled, problem, device, constraint)
-
-
-def validate(problem: Problem, cfg: SkinnyConfig) -> None:
-    reason = bmm_reason(NAME, problem, BMM_WHY)
-    if reason:
-        raise ValueError(reason)
-    for name in ("block_m", "block_n", "block_k"):
-        v = getattr(cfg, name)
-        if v < 1 or v & (v - 1):
-            raise ValueError(f"{name}={v} must be a power of two")
-    if cfg.dot and min(cfg.block_m, cfg.block_n, cfg.block_k) < 16:
-        raise ValueError("the tl.dot path needs BLOCK_M, BLOCK_N and BLOCK_K >= 16")
-    if cfg.split_k < 1 or cfg.stream_k < 0:
-        raise ValueError(f"split_k={cfg.split_k} must be >= 1 and stream_k={cfg.stream_k} >= 0")
-    if cfg.stream_k and (not cfg.dot or cfg.deterministic or cfg.split_k != 1):
-        raise ValueError("stream-K (stream_k > 0) runs the tl.dot path with the atomic reduction and split_k=1")
-    if cfg.num_warps not in (1, 2, 4, 8, 16) or cfg.num_stages < 1:
-        raise ValueError(f"num_warps={cfg.num_warps} must be 1..16 (a power of two), num_stages >= 1")
-
 
 # ---------------------------------------------------------------------- launch
 
@@ -523,13 +349,6 @@ def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SkinnyConf
         d(a, b, c, workspace.partials(p["workspace_numel"], cfg.deterministic, a.device),
           workspace.counters(p["tiles"], a.device), epilogue)
     return matches, launch
-
-
-def features_row(facts: tuple, choice) -> tuple:
-    cfg = choice.config
-    p = plan(*facts[:3], cfg)  # the launcher's own arithmetic
-    return tile_row(facts, choice, cfg, splits=p["splits"], det=int(cfg.deterministic),
-                    k_len=p["k_per_split"] if p["splits"] > 1 else facts[2], group_m=1)
 
 
 def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> dict:

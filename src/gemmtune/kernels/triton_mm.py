@@ -10,45 +10,17 @@ from __future__ import annotations
 
 import torch
 
-from ..device import DeviceInfo
 from ..problem import Problem
-from ..configs import (TileConfig, check_block_sizes, default_tiles, exhaustive_tiles, prune, scale_tile,
-                       scaled_configs, tile_constraint)
+from ..configs import (TileConfig)
 from ..epilogue import EpilogueArgs
-from .base import tile_row
 from . import tiled
 from .tiled import launch_tiled, prepare_direct, tile_kwargs
+# The family's pure part (configs, space, constraint, launch plan, model row): kept in triton_mm_spec so that
+# planning imports no Triton (kernels.spec); the family's names as before.
+from .triton_mm_spec import (  # noqa: F401
+    NAME, CONFIG, constraint, features_row, plan, raw_configs, scaled, space, validate)
 
-NAME = "triton_mm"
-CONFIG = TileConfig
 INDUCTOR_TEMPLATE = "triton::mm"  # Inductor's own mm template, which takes our tile
-
-
-def raw_configs(kind: str = "default") -> list[TileConfig]:
-    """The space's configs before they are scaled to a problem: the one list ``space`` and data
-    collection (gemmtune.collect's samplers) draw from."""
-    return default_tiles() if kind == "default" else exhaustive_tiles()
-
-
-def scaled(cfg: TileConfig, problem: Problem) -> TileConfig:
-    """``cfg`` scaled to ``problem`` (configs.scale_tile)."""
-    return scale_tile(cfg, problem)
-
-
-def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
-    """(kept, rejected) configs for ``problem``: scaled to its sizes, pruned by ``device``. fp8
-    (scaled_mm): the default tiles with BLOCK_K doubled (configs.fp8_tile)."""
-    return prune(scaled_configs(raw_configs, kind, problem), problem, device)
-
-
-def validate(problem: Problem, cfg: TileConfig) -> None:
-    check_block_sizes(cfg)
-
-
-def plan(m: int, n: int, k: int, cfg: TileConfig, sms: int | None = None) -> dict:
-    """One program per output tile, the whole K in each (kernels.tiled._tiled_args' grid)."""
-    tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
-    return {"grid": (tiles, 1), "tiles": tiles, "splits": 1, "k_per_split": k, "workspace_bytes": 0}
 
 
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: TileConfig, *,
@@ -72,14 +44,6 @@ def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: TileConfig
     epilogue=e)``."""
     d = prepare_direct(a, b, out, k_per_split=a.shape[-1], epilogue=epilogue, **tile_kwargs(cfg, allow_tf32))
     return None if d is None else (d.matches, d)
-
-
-def constraint(cfg: TileConfig, problem: Problem, device: DeviceInfo) -> str | None:
-    return tile_constraint(cfg, problem, device)
-
-
-def features_row(facts: tuple, choice) -> tuple:
-    return tile_row(facts, choice, choice.config)
 
 
 INDUCTOR_BMM_TEMPLATE = "triton::bmm"  # Inductor's bmm template (kernel/bmm.py), same tile options

@@ -85,7 +85,7 @@ def _facts(p: Problem) -> tuple:
 def _raw(facts: tuple, choice: Choice) -> tuple:
     """One row of ChoiceBatch for ``choice`` on the problem whose ``_facts`` are given: the
     family's code, then the family's own row (its ``features_row``, which reads its ``plan``)."""
-    return (FAMILY_CODES[choice.family], *kernels.get(choice.family).features_row(facts, choice))
+    return (FAMILY_CODES[choice.family], *kernels.spec(choice.family).features_row(facts, choice))
 
 
 def batch(problem: Problem, choices) -> ChoiceBatch:

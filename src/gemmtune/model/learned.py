@@ -418,6 +418,21 @@ def _device_info(device: DeviceInfo | str | None, fallback: DeviceInfo) -> Devic
     return fallback
 
 
+def installed_triton() -> str:
+    """The installed triton's version: ``triton.__version__`` once imported, else its package
+    metadata (importing triton only to read it took 0.3 s on the 2-core CPU machine)."""
+    import sys
+
+    if "triton" not in sys.modules:
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            return version("triton")
+        except PackageNotFoundError:  # e.g. a pytorch-triton build: ask the module
+            pass
+    import triton
+    return triton.__version__
+
+
 def load_model(path: str | os.PathLike, device: DeviceInfo | str | None = None, *,
                triton_version: str | None = None, numpy_predict: bool = False):
     """A model to rank choices with: the learned model at ``path`` when it can be trusted
@@ -441,8 +456,7 @@ def load_model(path: str | os.PathLike, device: DeviceInfo | str | None = None, 
         return AnalyticModel(_device_info(device, _file_device(path)))
     prov = model.provenance
     if triton_version is None:
-        import triton
-        triton_version = triton.__version__
+        triton_version = installed_triton()
     why = []
     if device is not None:
         name = _device_info(device, model.device).name if not isinstance(device, str) else device

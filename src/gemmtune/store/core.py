@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Iterable
 
-from ..bench.measure import Status
+from ..bench.status import Status
 from .claims import Claims
 from .export import Export
 from .maintenance import Maintenance

@@ -6,7 +6,7 @@ from __future__ import annotations
 import operator
 from dataclasses import asdict, dataclass, fields
 
-from ..bench.measure import Status
+from ..bench.status import Status
 
 
 # The status words rows hold: bench.measure.Status's values.

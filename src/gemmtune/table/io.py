@@ -115,7 +115,7 @@ def from_json(doc, path: str = "<table>") -> LookupTable:
                 raise _err(path, f"{cw}.id", f"{cid!r} is listed twice")
             seen.add(cid)
             runs_on = problem.padded() if choice.pad else problem
-            fam = kernels.get(choice.family)
+            fam = kernels.spec(choice.family)  # validate and constraint, without Triton
             try:
                 fam.validate(runs_on, choice.config)
             except (ValueError, TypeError) as ex:

@@ -93,16 +93,16 @@ class TuneOptions:
     @property
     def family_names(self) -> tuple[str, ...]:
         """The families searched, each checked to exist (ValueError naming an unknown one)."""
-        names = self.families or tuple(kernels.FAMILIES)
+        names = self.families or kernels.family_names()
         for f in names:
-            kernels.get(f)
+            kernels.spec(f)  # ValueError naming an unknown family; imports no Triton
         return names
 
     def check(self) -> None:
         """What must hold before anything is measured: every family exists, the model file
         exists, ``out``'s directory exists."""
         for f in self.families or ():
-            kernels.get(f)  # ValueError naming an unknown family
+            kernels.spec(f)  # ValueError naming an unknown family
         if isinstance(self.model, (str, os.PathLike)) and not Path(self.model).is_file():
             raise ValueError(f"model file {self.model} does not exist")
         if self.out is not None and not Path(self.out).resolve().parent.is_dir():

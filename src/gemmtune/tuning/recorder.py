@@ -25,8 +25,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 
-from ..bench import measure as _measure
-from ..bench.measure import Status
+from ..bench import status as _status
+from ..bench.status import Status
 from ..configs import Choice
 from ..problem import Problem
 from ..shapes import Shape
@@ -34,7 +34,7 @@ from ..store import STATUSES, ResultRow, ResultStore, RunContext, claim_owner
 from ..table import LookupTable, TableChoice, as_table, provenance
 from .results import FAILED, ShapeResult, reason_line
 
-RETRYABLE = tuple(s.value for s in _measure.RETRYABLE)
+RETRYABLE = tuple(s.value for s in _status.RETRYABLE)
 # How often a tuner looks at the store for the results another tuner is measuring.
 POLL_S = 0.5
 

@@ -8,13 +8,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..bench import measure as _measure
-from ..bench.measure import Status
+from ..bench import status as _status
+from ..bench.status import Status
 from ..problem import Problem
 from ..store import RunContext
 from ..table import LookupTable
 
-FAILED = tuple(s.value for s in _measure.FAILED)
+FAILED = tuple(s.value for s in _status.FAILED)
 
 
 @dataclass

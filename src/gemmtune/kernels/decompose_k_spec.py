@@ -1,0 +1,96 @@
+"""decompose_k's pure part: its splits, space, constraint, launch plan and model row, no Triton.
+The family is kernels.decompose_k, which re-exports these (see kernels.spec).
+"""
+
+from __future__ import annotations
+
+from ..configs import DecomposeKConfig, SplitKConfig, next_pow2, tile_constraint
+from ..device import DeviceInfo
+from ..problem import Problem
+from .base import bmm_reason, tile_row
+from .splitk_spec import MAX_WORKSPACE_BYTES
+
+
+NAME = "decompose_k"
+
+
+CONFIG = DecomposeKConfig
+
+
+MIN_PART = 128  # each k-part at least 128 long
+
+
+DEFAULT_MAX_CANDIDATES = 6
+
+
+def candidate_splits(k: int) -> list[int]:
+    """Divisors s >= 2 of K with K/s >= 128: powers of two first (ascending), then the rest."""
+    divs = [s for s in range(2, k // MIN_PART + 1) if k % s == 0]
+    pow2 = [s for s in divs if s & (s - 1) == 0]
+    return pow2 + [s for s in divs if s & (s - 1)]
+
+
+def tile_for(m: int, n: int, k: int, split: int) -> SplitKConfig:
+    """The bmm tile for one k-part: blocks near the output size, BLOCK_K within the part."""
+    part = k // split
+    bm = max(16, min(128, next_pow2(m)))
+    bn = max(16, min(128, next_pow2(n)))
+    bk = max(16, min(128 if bm * bn <= 64 * 64 else 64, next_pow2(part)))
+    warps = 8 if bm * bn >= 128 * 128 else 4
+    return SplitKConfig(bm, bn, bk, 3, warps, 8, split, True)
+
+
+BMM_WHY = "its program axis 1 and partials buffer are the K-splits' (a bmm of bmms is not built)"
+
+
+def constraint(cfg: DecomposeKConfig, problem: Problem, device: DeviceInfo) -> str | None:
+    reason = bmm_reason(NAME, problem, BMM_WHY)
+    if reason:
+        return reason
+    if cfg.split < 2:
+        return f"split={cfg.split} must be >= 2"
+    if problem.k % cfg.split:
+        return f"split={cfg.split} does not divide K={problem.k}"
+    if problem.k // cfg.split < MIN_PART:
+        return f"K/split = {problem.k // cfg.split} is shorter than {MIN_PART}"
+    ws = 4 * problem.m * problem.n * cfg.split
+    if ws > MAX_WORKSPACE_BYTES:
+        return f"fp32 partials of {ws} B exceed {MAX_WORKSPACE_BYTES} B"
+    return tile_constraint(tile_for(problem.m, problem.n, problem.k, cfg.split), problem, device)
+
+
+def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
+    splits = candidate_splits(problem.k)
+    if kind == "default":
+        splits = splits[:DEFAULT_MAX_CANDIDATES]
+    kept, rejected = [], []
+    for s in splits:
+        cfg = DecomposeKConfig(s)
+        reason = constraint(cfg, problem, device)
+        (kept.append(cfg) if reason is None else rejected.append((cfg, reason)))
+    return kept, rejected
+
+
+def validate(problem: Problem, cfg: DecomposeKConfig) -> None:
+    reason = bmm_reason(NAME, problem, BMM_WHY)
+    if reason:
+        raise ValueError(reason)
+    if cfg.split < 1:
+        raise ValueError(f"decompose_k split={cfg.split} must be >= 1")
+    if problem.k % cfg.split:
+        raise ValueError(f"decompose_k split={cfg.split} does not divide K={problem.k}")
+
+
+def plan(m: int, n: int, k: int, cfg: DecomposeKConfig, sms: int | None = None) -> dict:
+    """The bmm launch: one program per (output tile, k-part), fp32 partials [split, M, N]
+    (then one sum kernel). ``tile``: the bmm's tile (``tile_for``)."""
+    tile = tile_for(m, n, k, cfg.split)
+    tiles = -(-m // tile.block_m) * -(-n // tile.block_n)
+    return {"grid": (tiles, cfg.split), "tiles": tiles, "splits": cfg.split, "k_per_split": k // cfg.split,
+            "workspace_bytes": 4 * cfg.split * m * n, "tile": tile}
+
+
+def features_row(facts: tuple, choice) -> tuple:
+    p = plan(*facts[:3], choice.config)
+    # k_len at least 1: a split larger than K (never kept by the space) still gives a row.
+    return tile_row(facts, choice, p["tile"], splits=choice.config.split, det=1, k_len=max(1, p["k_per_split"]))
