@@ -424,3 +424,49 @@ def test_an_untrusted_problem_breaks_the_analytic_ties_in_the_rankers_order(monk
     assert len(np.unique(plain)) < len(plain) / 2  # the flat analytic plateau
     assert np.all(np.abs(with_tb - plain) <= learned.TIE_EPS + 1e-12)
     assert len(np.unique(with_tb)) > len(np.unique(plain))
+
+
+def _unfolded(monkeypatch):
+    from gemmtune.model import lgbm_text
+    monkeypatch.setattr(lgbm_text, "_fold_constant", lambda X, flat, plain: (flat[4], flat[5], flat[7]))
+
+
+def test_folding_the_problems_constant_features_changes_no_prediction(monkeypatch):
+    """One problem's candidates share its features (sizes, dtype, layouts), so lgbm_text folds the
+    nodes that split on those: the same leaves, so bitwise the same sums as walking every node.
+    Also with a constant NaN column (not folded), a -0.0 / 0.0 column (folded), and one row."""
+    from gemmtune.model.features import FEATURE_NAMES
+    from gemmtune.model.lgbm_text import TextBooster
+
+    text = (Path(gemmtune.__file__).parent / "data" / "models" / "nvidia-h100-rank.lgbm.txt").read_text()
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-2, 20, size=(400, len(FEATURE_NAMES)))
+    X[:, :24] = X[0, :24]
+    X[:, 24] = np.nan
+    X[:, 25] = np.where(np.arange(400) % 2, -0.0, 0.0)
+    X[::3, 30] = X[0, 30]  # not constant: not folded
+    folded = [TextBooster(text).predict(x) for x in (X, X[:1])]
+    _unfolded(monkeypatch)
+    for got, x in zip(folded, (X, X[:1])):
+        assert np.array_equal(got, TextBooster(text).predict(x))
+
+
+def test_folding_follows_the_missing_value_rules(monkeypatch):
+    """Splits with missing type Zero and NaN decide a constant column as the walk does."""
+    from gemmtune.model.lgbm_text import TextBooster
+
+    # Tree 0: feature 0, Zero missing, default left; tree 1: feature 1, NaN missing, default right.
+    text = ("tree\nversion=v4\nnum_class=1\nmax_feature_idx=2\n\n"
+            "Tree=0\nnum_leaves=3\nsplit_feature=0 2\nthreshold=-1 0.5\ndecision_type=6 0\n"
+            "left_child=-1 -2\nright_child=1 -3\nleaf_value=1 2 4\nshrinkage=1\n\n"
+            "Tree=1\nnum_leaves=2\nsplit_feature=1\nthreshold=0.5\ndecision_type=8\n"
+            "left_child=-1\nright_child=-2\nleaf_value=10 20\nshrinkage=1\n\nend of trees\n")
+    rows = []
+    for a in (0.0, 1e-36, -3.0, 5.0, np.nan):
+        for b in (np.nan, 0.0, 1.0):
+            x = np.column_stack([np.full(6, a), np.full(6, b), np.linspace(0, 1, 6)])
+            rows.append(x)
+    folded = [TextBooster(text).predict(x) for x in rows]
+    _unfolded(monkeypatch)
+    for got, x in zip(folded, rows):
+        assert np.array_equal(got, TextBooster(text).predict(x)), x[0]
