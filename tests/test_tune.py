@@ -657,8 +657,11 @@ def test_cublas_is_timed_while_the_triton_candidates_compile(tmp_path):
 
 
 @pytest.mark.parametrize("requested, cpus, on_gpu, per_shape, ahead, want", [
-    (None, 32, True, [1], 2, 1),                # --fast, one shape: no compile pool
-    (None, 32, True, [1] * 29, 2, 3),           # --fast: one candidate per shape in flight
+    (None, 32, True, [1], 2, 0),                # one compile in all: the benchmark worker compiles
+    (None, 32, True, [3], 2, 0),                # --fast, one aligned shape (3 compiles): no compile pool
+    (None, 32, True, [2, 2], 2, 0),             # 4 compiles in all: none
+    (None, 32, True, [8], 2, 8),                # --fast, one unaligned shape (up to 8): a pool
+    (None, 32, True, [1] * 29, 2, 3),           # one candidate per shape in flight
     (None, 32, True, [5, 5], 2, 10),            # top-5 of two shapes
     (None, 32, True, [20] * 29, 2, 16),         # capped at 16
     (None, 6, True, [None] * 29, 2, 6),         # whole spaces: capped at the usable cores

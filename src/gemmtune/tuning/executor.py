@@ -17,6 +17,12 @@ from typing import Iterator, Sequence
 from ..bench.workers import WorkerPool
 
 COMPILE_NICE = 10  # CPU niceness of the compile workers (they run beside the benchmark worker)
+# A run that compiles at most this many candidates in all has the benchmark worker compile them
+# itself. Cold one-shape `tune --fast` on an H100 (4 candidates, 3 to compile; 2026-11-26,
+# benchmarks/results/2026-11-26-h100-s15-fast-next/call2-*): with 3 compile workers, whose torch
+# import and CUDA context take ~3.5 s, the tune took 5.7-8.0 s, 3.3-5.5 s of it waiting for
+# compiles; with the benchmark worker compiling (--in-process), 3.0-3.9 s.
+SEQUENTIAL_COMPILES = 4
 
 
 def compile_pool_size(requested: int | None, *, cpus: int, on_gpu: bool, per_shape: Sequence[int | None],
@@ -30,10 +36,14 @@ def compile_pool_size(requested: int | None, *, cpus: int, on_gpu: bool, per_sha
     (``per_shape``: at most that many per shape, None where it is the whole search space):
     the sum of the largest ``compile_ahead + 1`` of them, the shape being timed and those
     compiled ahead. Each worker is a process with its own torch import and CUDA context,
-    so idle ones cost start-up time and memory: ``--fast`` on one shape starts none.
+    so idle ones cost start-up time and memory; and none start when the whole run compiles
+    at most SEQUENTIAL_COMPILES candidates (every shape's count known): ``--fast`` on one
+    aligned shape (3 compiles) starts none.
 
-    >>> compile_pool_size(None, cpus=32, on_gpu=True, per_shape=[1], compile_ahead=2)
-    1
+    >>> compile_pool_size(None, cpus=32, on_gpu=True, per_shape=[3], compile_ahead=2)
+    0
+    >>> compile_pool_size(None, cpus=32, on_gpu=True, per_shape=[3, 3], compile_ahead=2)
+    6
     >>> compile_pool_size(None, cpus=32, on_gpu=True, per_shape=[5] * 29, compile_ahead=2)
     15
     >>> compile_pool_size(None, cpus=32, on_gpu=True, per_shape=[5, None], compile_ahead=2)
@@ -45,6 +55,8 @@ def compile_pool_size(requested: int | None, *, cpus: int, on_gpu: bool, per_sha
         return 0
     n = min(cpus, 16)
     if per_shape and all(b is not None for b in per_shape):
+        if sum(per_shape) <= SEQUENTIAL_COMPILES:
+            return 0
         n = min(n, sum(sorted(per_shape, reverse=True)[:compile_ahead + 1]))
     return n
 
