@@ -209,3 +209,26 @@ def test_kill_stops_the_server_and_removes_its_socket(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert not os.path.exists(sock) and not os.path.exists(sock + ".key")
+
+
+@pytest.mark.parametrize("fast_exit", ["1", "0"])
+def test_entry_run_leaves_a_tune_with_everything_written(tmp_path, fast_exit):
+    """``python -m gemmtune_entry tune ...`` (what the console script runs) exits straight after
+    a tune (GEMMTUNE_FAST_EXIT, on by default): its exit status, store, table and summary must be
+    those of the full exit; a failed tune still fails."""
+    import sqlite3
+
+    env = dict(os.environ, TRITON_INTERPRET="1", GEMMTUNE_FAST_EXIT=fast_exit, GEMMTUNE_PRESTART="0")
+    args = [sys.executable, "-m", "gemmtune_entry", "tune", "--shape", "8x8x8:float16", "--families", "aten",
+            "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "t.json"), "-q",
+            "--summary", str(tmp_path / "sum.json")]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "gemmtune tune on" in done.stdout  # the summary table, flushed before the exit
+    assert len(json.loads((tmp_path / "sum.json").read_text())["shapes"]) == 1
+    entries = json.loads((tmp_path / "t.json").read_text())["entries"]
+    assert [e["key"] for e in entries] == ["mm:M8-N8-K8:fp16->fp16:row.a/row.a"]
+    with sqlite3.connect(tmp_path / "s.sqlite") as db:
+        assert db.execute("select count(*) from results").fetchone()[0] == 1
+    bad = subprocess.run(args[:5] + ["8x8:float16"], env=env, capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "8x8" in bad.stderr

@@ -1,8 +1,6 @@
 """``python -m gemmtune_entry``: the ``gemmtune`` command (forwarding ``tune --server`` without importing torch)."""
 
-import sys
-
-from . import main
+from . import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
