@@ -11,6 +11,7 @@ from typing import Callable, Sequence
 import torch
 
 from ..problem import Problem
+from .records import failure_record
 from .timing import CudaGraphTimer, Timing, summarize
 
 ROUNDS = 4                # interleaved timing rounds per shape (each replays ceil(repeats / ROUNDS) times)
@@ -164,8 +165,7 @@ def runoff(problem: Problem, choices: Sequence[str], timer, state, seed: int = 0
                 entries[c] = make_entry(timer, launch, len(state.inputs))
         timed = round_robin(entries, timer_count(timer), rounds)
         for c, t in timed.items():
-            out[c] = {"status": "error", "reason": f"{type(t).__name__}: {t}"[:2000]} \
-                if isinstance(t, BaseException) else {"status": "ok", **aggregate(t)}
+            out[c] = failure_record(t) if isinstance(t, BaseException) else {"status": "ok", **aggregate(t)}
     finally:
         for e in entries.values():
             e.close()

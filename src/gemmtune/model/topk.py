@@ -146,13 +146,26 @@ def fast_pick(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTRA
     >>> fast_pick(cs, [0.0, 0.1, 0.2, 0.3]), fast_pick(cs, [0.0, 0.1, 0.2, 0.3], extra=0)
     ([0, 2, 3, 1], [0, 2, 3])
     """
+    picked, more = fast_parts(choices, keys, k_fam, extra)
+    return picked + more
+
+
+def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTRA) -> tuple[list[int], list[int]]:
+    """``fast_pick``'s two parts: (the families' first choices with the other path's, the model's
+    ``extra`` next best choices), so that a caller can tell them apart without ranking twice.
+
+    >>> from gemmtune.configs import Choice
+    >>> cs = [Choice.parse(c) for c in ("triton_mm:BM64-BN64-BK32-S3-W4-G8", "triton_mm:BM64-BN64-BK64-S3-W4-G8")]
+    >>> fast_parts(cs, [0.0, 0.1])
+    ([0], [1])
+    """
     if not (isinstance(extra, int) and extra >= 0):
         raise ValueError(f"extra must be an int >= 0, got {extra!r}")
     k_arr = np.asarray(keys, dtype=np.float64)
     order = np.argsort(np.where(np.isfinite(k_arr), k_arr, np.inf), kind="stable")
     picked = with_other_path(choices, order, diverse_pick([diversity_family(c) for c in choices], keys, k_fam))
     taken = set(picked)
-    return picked + [int(i) for i in order if int(i) not in taken][:extra]
+    return picked, [int(i) for i in order if int(i) not in taken][:extra]
 
 
 def with_other_path(choices, order, picked: list[int]) -> list[int]:

@@ -218,7 +218,7 @@ def select_fast(problem: Problem, cands: list[Choice], model) -> tuple[list[Choi
     on the H100 store's 405 problems, cross-validated, the first of its two best families reached
     98.4% of the best measured choice and this selection 99.2%, for one more candidate a problem
     (model.topk.FAST_FAMILIES, FAST_EXTRA)."""
-    from ..model.topk import FAST_EXTRA, FAST_FAMILIES, family_of, fast_pick, rank_keys
+    from ..model.topk import FAST_EXTRA, FAST_FAMILIES, family_of, fast_parts, rank_keys
 
     base, rest = _split_baseline(cands)
     rest, twins = _split_twins(rest, model)
@@ -227,12 +227,11 @@ def select_fast(problem: Problem, cands: list[Choice], model) -> tuple[list[Choi
     keys = rank_keys(model, problem, rest)
     if len(keys) != len(rest):
         raise ValueError(f"{type(model).__name__} returned {len(keys)} ranking keys for {len(rest)} choices")
-    idx = fast_pick(rest, keys, FAST_FAMILIES, FAST_EXTRA)
-    picked = [rest[i] for i in idx]
-    n_extra = min(FAST_EXTRA, len(idx) - len(fast_pick(rest, keys, FAST_FAMILIES, 0)))
-    fams = sorted({family_of(c) for c in picked[:len(picked) - n_extra]})
-    more = f", and the model's next {n_extra}" if n_extra else ""
-    return base + _with_twins(picked, twins), len(picked), f"fast: the first of {', '.join(fams)}{more}"
+    first, more = fast_parts(rest, keys, FAST_FAMILIES, FAST_EXTRA)
+    picked = [rest[i] for i in first + more]
+    fams = sorted({family_of(rest[i]) for i in first})
+    next_ = f", and the model's next {len(more)}" if more else ""
+    return base + _with_twins(picked, twins), len(picked), f"fast: the first of {', '.join(fams)}{next_}"
 
 
 def load_ranker(model, dev: DeviceInfo, triton_version: str | None, numpy_predict: bool = False):
