@@ -7,6 +7,7 @@
 #      GEMMTUNE_PRESTART=0, with --in-process, and once more under cProfile (the parent's view);
 #      each with --summary (start-up, the tune call's wall time);
 #   3. max-autotune of `a @ b` in its own process, the comparison.
+#   noprecompile: GEMMTUNE_PRECOMPILE=0 (each candidate compiled just before its timing).
 #   OUT=dir SHAPES="512x4096x4096:bf16 ..." bash scripts/cold_timeline.sh
 set -u
 source "$(dirname "$0")/device_env.sh"
@@ -45,6 +46,7 @@ for s in $SHAPES; do
     extra=""; envs=""; prof=""
     [ $mode = inproc ] && extra="--in-process"
     [ $mode = prestart0 ] && envs="GEMMTUNE_PRESTART=0"
+    [ $mode = noprecompile ] && envs="GEMMTUNE_PRECOMPILE=0"
     [ $mode = profiled ] && prof="-m cProfile -o $OUT/prof-${s%%:*}.prof"
     t0=$(stamp)
     env $envs python3 $prof -m gemmtune_entry tune --shape $s --fast $extra \
@@ -57,6 +59,7 @@ s, mode, wall, path = sys.argv[1:]
 try:
     d = json.load(open(path))
     tw, st = f"{d.get('wall_s', float('nan')):.2f}", f"{d.get('startup_s', float('nan')):.2f}"
+    st += f" pre={d.get('precompile_s', 0.0):.2f}/{d.get('precompiled', 0)}"
     best = d["shapes"][0]["best"]
 except (OSError, ValueError, KeyError, IndexError):
     tw = st = "failed"; best = ""

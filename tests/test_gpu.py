@@ -262,3 +262,42 @@ def test_runoff_times_a_triton_kernel_and_cublas_in_interleaved_graph_rounds():
         assert got["status"] == "ok" and got["rounds"] == 4 and 0.0005 < got["ms"] < 1.0, got
     bad = handle("runoff", {"problem": p.key, "choices": ["triton_mm:BM128-BN128-BK64-S9-W4-G8", "aten"]}, state)
     assert bad["choices"]["aten"]["status"] == "ok"
+
+
+# ----------------------------------------------------------------- precompile (a run without compile workers)
+@pytest.mark.parametrize("shape", [(16, 6144, 4096), (333, 4097, 1025)])
+def test_precompile_compiles_a_shapes_candidates_together_into_the_cache_its_timing_uses(shape):
+    """The benchmark worker's 'precompile' op (bench.measure.precompile): the candidates compile
+    together on threads, their timing then compiles nothing more, and a config that cannot compile
+    costs only itself (measured as a compile error when its turn comes)."""
+    from gemmtune.api import space
+    from gemmtune.bench.measure import async_compile_mode
+    from gemmtune.bench.runner import WorkerState, handle
+    from gemmtune.device import DeviceInfo
+
+    if async_compile_mode() is None:
+        pytest.skip("this triton has no AsyncCompileMode")
+    p = Problem.from_sizes(*shape, "bf16")
+    dev = DeviceInfo.from_torch()
+    good = []
+    for fam in ("triton_mm", "triton_static", "splitk", "skinny", "persistent_tma"):
+        pad = not (p.aligned_a and p.aligned_b)
+        try:
+            cfgs = space(p.padded() if pad else p, fam, "default", dev)
+        except ValueError:
+            continue
+        good += [(c.padded() if pad else c).id for c in cfgs[:1]]
+    assert len(good) >= 3
+    bad = "triton_mm:BM256-BN256-BK256-S8-W4-G8"  # far more shared memory than an SM has
+    state = WorkerState()
+    before = _jit_cache_sizes()
+    res = handle("precompile", {"problem": p.key, "choices": good + [bad, "aten"], "seed": 3}, state)
+    assert res["status"] == "ok" and res["compiled"] >= len(good) and res["threads"] >= 2, res
+    compiled = _jit_cache_sizes()
+    assert compiled >= before + len(good) - 1  # twins may share a kernel
+    for c in good:
+        m = handle("bench", {"problem": p.key, "choice": c, "seed": 3, "timer": "quick"}, state)
+        assert m["status"] == "ok", (c, m)
+    assert _jit_cache_sizes() == compiled  # timing found every kernel compiled already
+    m = handle("bench", {"problem": p.key, "choice": bad, "seed": 3, "timer": "quick"}, state)
+    assert m["status"] in ("compile_error", "unsupported"), m

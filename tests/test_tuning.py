@@ -192,6 +192,73 @@ def test_executor_pairs_each_result_with_its_candidate():
     ex.close()
 
 
+class OpPool(FakePool):
+    """Records (op, task); answers 'precompile' with ``precompile`` (a dict, or an exception to raise)."""
+
+    def __init__(self, precompile):
+        super().__init__()
+        self.ops, self.precompile = [], precompile
+
+    def map(self, tasks, op="bench", **kw):
+        self.ops += [(op, t) for t in tasks]
+        if op == "precompile":
+            if isinstance(self.precompile, Exception):
+                raise self.precompile
+            for t in tasks:
+                yield t, dict(self.precompile, compiled=len(t["choices"]))
+            return
+        yield from super().map(tasks)
+
+
+def test_executor_precompiles_each_chunk_of_a_problems_candidates_before_timing_them(monkeypatch):
+    from gemmtune.tuning import executor as ex_mod
+
+    monkeypatch.setattr(ex_mod, "PRECOMPILE_CHUNK", 3)
+    dks = [Choice.parse(f"decompose_k:s{s}") for s in (2, 4, 8, 16)]
+    q = P.with_sizes(k=2048)
+    todo = [(P, ATEN)] + [(P, c) for c in dks] + [(q, dks[0])]
+    pool = OpPool({"status": "ok", "s": 0.25, "threads": 2})
+    ex = Executor(pool, precompile=True)
+    got = list(ex.measure(todo))
+    assert sorted((p.key, c.id) for p, c, _ in got) == sorted((p.key, c.id) for p, c in todo)
+    ops = [(op, t.get("choices", t.get("choice"))) for op, t in pool.ops]
+    # Chunks of at most 3 of one problem: [aten, s2, s4] precompiles the 2 that compile, [s8, s16]
+    # both, and q's lone candidate nothing (one compile gains nothing on threads).
+    assert ops == [("precompile", ["decompose_k:s2", "decompose_k:s4"]), ("bench", "aten"),
+                   ("bench", "decompose_k:s2"), ("bench", "decompose_k:s4"),
+                   ("precompile", ["decompose_k:s8", "decompose_k:s16"]), ("bench", "decompose_k:s8"),
+                   ("bench", "decompose_k:s16"), ("bench", "decompose_k:s2")]
+    assert ex.precompile_s == pytest.approx(0.5) and ex.precompiled == 4
+    # Off by default (the Tuner turns it on where a GPU is), and with compile workers.
+    plain = OpPool({"status": "ok", "s": 0.25})
+    list(Executor(plain).measure(todo))
+    assert all(op == "bench" for op, _ in plain.ops)
+
+
+@pytest.mark.parametrize("answer", [RuntimeError("the worker server refused the request: unknown op"),
+                                    {"status": "skipped", "reason": "not on a GPU"}])
+def test_executor_stops_precompiling_where_the_worker_cannot_and_still_times_everything(answer):
+    dks = [Choice.parse(f"decompose_k:s{s}") for s in (2, 4, 8, 16)]
+    q = P.with_sizes(k=2048)
+    todo = [(P, c) for c in dks] + [(q, c) for c in dks]
+    pool = OpPool(answer)
+    ex = Executor(pool, precompile=True)
+    got = list(ex.measure(todo))
+    assert len(got) == 8 and all(r["status"] == "ok" for _, _, r in got)
+    assert [op for op, _ in pool.ops].count("precompile") == 1 and not ex.precompile
+    assert ex.precompile_s == 0.0 and ex.precompiled == 0
+
+
+def test_precompile_op_on_a_cpu_worker_is_skipped_with_its_reason():
+    from gemmtune.bench.runner import WorkerState, handle
+
+    res = handle("precompile", {"problem": P.key, "choices": ["decompose_k:s2", "decompose_k:s4"]},
+                 WorkerState(device="cpu"))
+    assert res == {"status": "skipped", "reason": "not on a GPU"}
+    bad = handle("precompile", {"problem": P.key}, WorkerState(device="cpu"))
+    assert bad["status"] == "error" and "choices" in bad["reason"]
+
+
 # ----------------------------------------------------------------------------- look-ahead
 def test_lookahead_plans_ahead_and_raises_a_shapes_error_on_its_turn():
     shapes = [Shape("g", str(i), P.with_sizes(k=64 * (i + 1))) for i in range(4)]

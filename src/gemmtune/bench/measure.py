@@ -339,6 +339,59 @@ COMPILE_ON_META = os.environ.get("GEMMTUNE_COMPILE_ON_META", "1") != "0"
 COMPILE_ON_META_BYTES = 1 << 30
 
 
+# A shape's candidates compiled at once on threads, in the benchmark worker, before they are timed
+# one by one (``precompile``): Triton's compiler runs its passes and ptxas without holding the GIL
+# for most of each compile, and its AsyncCompileMode (triton >= 3.4: the thread pool Inductor's
+# async compile uses) is the supported way to run several in one process. On the 2-core CPU
+# machine, four tiled configs compiled for sm90 took 1.80 s one after the other and 1.12 s on four
+# threads. It is the path of a run without compile workers (a cold one-shape ``--fast``: 3
+# compiles, where starting compile worker processes cost more than it saves; ``--in-process``;
+# a warm server), where each candidate was otherwise compiled just before its timing.
+PRECOMPILE_THREADS = 8
+
+
+def async_compile_mode():
+    """Triton's AsyncCompileMode class, or None when the installed triton has none."""
+    try:
+        from triton.runtime._async_compile import AsyncCompileMode
+    except ImportError:
+        return None
+    return AsyncCompileMode
+
+
+def precompile(problem: Problem, choices: list, state: WorkerState, seed: int = 0,
+               threads: int = PRECOMPILE_THREADS) -> dict:
+    """Compile ``choices`` of ``problem`` together, on up to ``threads`` threads, into this
+    process's Triton kernel caches, on the timing inputs that ``measure`` then uses (so the
+    same specialisations): nothing runs on the GPU. An optimisation only: a choice that fails to
+    compile here is left to ``measure``, which compiles it again and records its error.
+    Returns ``{"status": "ok", "compiled": n, "s": seconds, "threads": t}``, or status
+    "skipped" with the reason (no GPU, a triton without AsyncCompileMode, nothing to compile)."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    todo = [c for c in map(_as_choice, choices) if c.needs_compile and _unsupported(problem, c) is None]
+    mode = async_compile_mode()
+    why = ("not on a GPU" if state.device != "cuda" else "this triton has no AsyncCompileMode" if mode is None
+           else "empty problem" if _empty(problem) else "fewer than 2 candidates to compile" if len(todo) < 2
+           else None)
+    if why is not None:
+        return {"status": "skipped", "reason": why}
+    from ..kernels.tiled import compile_only
+
+    t0 = time.perf_counter()
+    n = max(1, min(threads, len(todo)))
+    state.prepare(problem, seed, timing=True)
+    with ThreadPoolExecutor(n, thread_name_prefix="gemmtune-compile") as ex, mode(ex, ignore_errors=True):
+        for c in todo:
+            try:
+                with compile_only(strict=True):  # queue the compiles; never a launch here
+                    _launcher(problem, c, state)(0)
+            except Exception:  # noqa: BLE001 - measure compiles it again and records why
+                pass
+    return {"status": "ok", "compiled": len(todo), "s": time.perf_counter() - t0, "threads": n}
+
+
 def compile_choice(problem: Problem, choice: Choice | str, state: WorkerState, seed: int = 0) -> Measurement:
     """Compile ``choice`` for ``problem`` without running it (kernels.tiled.compile_only): a
     compile worker must not put work on the GPU while the benchmark worker times another

@@ -23,6 +23,7 @@ from .measure import (  # noqa: F401  (re-exported: this module's names before m
     classify_exception,
     compile_choice,
     failure,
+    precompile,
     epilogue_for,
     make_bias,
     make_inputs,
@@ -64,17 +65,24 @@ def prewarm(state: WorkerState) -> float:
 
 
 def handle(op: str, task: dict, state: WorkerState) -> dict:
-    """Run one task. ``op`` is 'bench' (verify, then time), 'compile' (compile only) or 'runoff'
-    (``task["choices"]`` verified and timed together in interleaved rounds: bench.rounds.runoff)."""
+    """Run one task. ``op`` is 'bench' (verify, then time), 'compile' (compile only), 'runoff'
+    (``task["choices"]`` verified and timed together in interleaved rounds: bench.rounds.runoff)
+    or 'precompile' (``task["choices"]`` compiled together on threads, ahead of their 'bench'
+    tasks: measure.precompile)."""
     problem = Problem.from_key(task["problem"])
     try:
         seed = int(task.get("seed", 0))
-        choice = task["choices"] if op == "runoff" else task["choice"]
-        timer = _timer(task, state) if op != "compile" else None
-        if op not in ("bench", "compile", "runoff"):
-            raise ValueError(f"unknown op {op!r}: this worker takes 'bench', 'compile' and 'runoff'")
+        choice = task["choices"] if op in ("runoff", "precompile") else task["choice"]
+        timer = _timer(task, state) if op not in ("compile", "precompile") else None
+        if op not in ("bench", "compile", "runoff", "precompile"):
+            raise ValueError(f"unknown op {op!r}: this worker takes 'bench', 'compile', 'runoff' and 'precompile'")
     except Exception as e:  # failures are data: the worker survives and reports
         return failure(e).to_dict()
+    if op == "precompile":
+        try:
+            return precompile(problem, [str(c) for c in choice], state, seed)
+        except Exception as e:  # failures are data
+            return failure(e).to_dict()
     if op == "compile":
         return compile_choice(problem, choice, state, seed).to_dict()
     if op == "runoff":

@@ -61,6 +61,26 @@ def compile_pool_size(requested: int | None, *, cpus: int, on_gpu: bool, per_sha
     return n
 
 
+# Candidates of one problem compiled together (Executor.measure): enough for a --fast or top-k
+# shape in one go, few enough that a crash or time-out in a precompile costs little.
+PRECOMPILE_CHUNK = 16
+
+
+def precompile_chunks(todo: list, size: int = PRECOMPILE_CHUNK) -> list[list]:
+    """``todo`` ([(problem, choice)]) cut into runs of at most ``size`` of one problem, in order.
+
+    >>> precompile_chunks([("p", 1), ("p", 2), ("q", 3), ("q", 4), ("q", 5)], size=2)
+    [[('p', 1), ('p', 2)], [('q', 3), ('q', 4)], [('q', 5)]]
+    """
+    out: list[list] = []
+    for p, c in todo:
+        if out and out[-1][0][0] == p and len(out[-1]) < size:
+            out[-1].append((p, c))
+        else:
+            out.append([(p, c)])
+    return out
+
+
 def usable_cpus() -> int:
     """CPU cores this process may run on: its affinity set where the OS has one (a process
     pinned with taskset, e.g. one collector per GPU), else the machine's count."""
@@ -154,10 +174,15 @@ class Executor:
     the benchmark worker starts. ``close()`` stops them (the caller closes ``pool``)."""
 
     def __init__(self, pool, *, seed: int = 0, timing: str = "standard", n_compile: int = 0,
-                 compile_pool: WorkerPool | None = None):
+                 compile_pool: WorkerPool | None = None, precompile: bool = False):
         self.pool, self.seed, self.timing = pool, seed, timing
         self.compiler = Compiler(compile_pool.start()) if compile_pool is not None and n_compile > 1 else None
         self.n_compile = n_compile if self.compiler is not None else 0
+        # Without compile workers, the benchmark worker compiles each chunk of a problem's
+        # candidates together on threads before timing them (bench.measure.precompile).
+        self.precompile = precompile and self.compiler is None
+        self.precompile_s = 0.0  # seconds the benchmark worker spent in those compiles
+        self.precompiled = 0  # candidates it compiled that way
 
     def info(self) -> dict:
         """The benchmark worker's device and software (bench.runner.info)."""
@@ -165,12 +190,34 @@ class Executor:
 
     def measure(self, todo) -> Iterator[tuple]:
         """Verify and time ``todo`` ([(problem, choice)]): (problem, choice, result dict) as
-        each result arrives."""
-        index = {(p.key, c.id): (p, c) for p, c in todo}
-        tasks = [{"problem": p.key, "choice": c.id, "seed": self.seed, "timer": self.timing} for p, c in todo]
-        for t, res in self.pool.map(tasks):
-            p, c = index[(t["problem"], t["choice"])]
-            yield p, c, res
+        each result arrives. With ``precompile``, each chunk of PRECOMPILE_CHUNK of a problem's
+        candidates is compiled together first (``_precompile``)."""
+        todo = list(todo)
+        for part in (precompile_chunks(todo, PRECOMPILE_CHUNK) if self.precompile else [todo]):
+            self._precompile(part)
+            index = {(p.key, c.id): (p, c) for p, c in part}
+            tasks = [{"problem": p.key, "choice": c.id, "seed": self.seed, "timer": self.timing} for p, c in part]
+            for t, res in self.pool.map(tasks):
+                p, c = index[(t["problem"], t["choice"])]
+                yield p, c, res
+
+    def _precompile(self, part) -> None:
+        """Have the benchmark worker compile ``part``'s candidates (one problem) together: its
+        'precompile' op. An optimisation only: a worker or server without the op, a crash or
+        any error leaves each candidate to compile when it is timed, as before."""
+        need = [c for _, c in part if c.needs_compile]
+        if not self.precompile or len(need) < 2:
+            return
+        task = {"problem": part[0][0].key, "choices": [c.id for c in need], "seed": self.seed}
+        try:
+            for _, res in self.pool.map([task], op="precompile"):
+                if res.get("status") == "ok":
+                    self.precompile_s += float(res.get("s", 0.0))
+                    self.precompiled += int(res.get("compiled", 0))
+                elif res.get("status") == "skipped" and not str(res.get("reason", "")).startswith("fewer"):
+                    self.precompile = False  # no GPU or no AsyncCompileMode there: never will
+        except Exception:  # noqa: BLE001 - e.g. a server that refuses the op: compiled one by one instead
+            self.precompile = False
 
     def runoff(self, problem, choices: list[str]) -> dict:
         """``choices`` of ``problem`` verified and timed together in interleaved rounds by the

@@ -71,6 +71,10 @@ class TuneResult:
     # workers started (compile_pool_size; 0: the benchmark worker compiled).
     startup_s: float = 0.0
     compile_workers: int = 0
+    # Of wall_s, the seconds the benchmark worker spent compiling candidates together on threads
+    # before timing them (runs without compile workers: bench.measure.precompile), and how many.
+    precompile_s: float = 0.0
+    precompiled: int = 0
     # Work left unrecorded, one line each (a cluster run: a task that failed on every try,
     # or results from a worker on another device); a rerun measures it.
     rejected: list = field(default_factory=list)
@@ -100,6 +104,7 @@ def summary(result: TuneResult) -> dict:
         "wall_s": result.wall_s, "measured": result.measured, "reused": result.reused,
         "compile_wait_s": result.compile_wait_s, "startup_s": result.startup_s,
         "compile_workers": result.compile_workers,
+        "precompile_s": result.precompile_s, "precompiled": result.precompiled,
         "shapes": [{"group": s.group, "name": s.name, "key": s.problem.key, "best": s.best,
                     "best_ms": s.best_ms, "aten_ms": s.aten_ms, "speedup": s.speedup,
                     "tried": s.tried, "failed": s.failed, "statuses": s.statuses, "tune_s": s.tune_s,
@@ -174,5 +179,7 @@ def render(result: TuneResult, console=None) -> None:
     for line in failure_lines(result) + runoff_lines(result):
         console.print(line, markup=False)
     console.print(f"{result.measured} measured, {result.reused} reused from {result.store_path}, "
-                  f"{result.wall_s:.1f} s ({result.startup_s:.1f} s worker start-up)"
+                  f"{result.wall_s:.1f} s ({result.startup_s:.1f} s worker start-up"
+                  + (f", {result.precompile_s:.1f} s compiling {result.precompiled} together" if result.precompiled else "")
+                  + ")"
                   + (f"; table -> {result.table_path}" if result.table_path else ""))

@@ -10,6 +10,7 @@ summarize. The winners go to a lookup table at the end. Only this thread touches
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -220,7 +221,8 @@ class Tuner:
             with self._pool(env, gpus) as pool:
                 executor = Executor(pool, seed=o.seed, timing=o.timing, n_compile=n_compile,
                                     compile_pool=WorkerPool(n_compile, timeout=o.timeout, runner=o.runner, env=env,
-                                                            gpus=gpus, nice=COMPILE_NICE) if n_compile > 1 else None)
+                                                            gpus=gpus, nice=COMPILE_NICE) if n_compile > 1 else None,
+                                    precompile=bool(gpus) and os.environ.get("GEMMTUNE_PRECOMPILE", "1") != "0")
                 info = executor.info()
                 startup = time.monotonic() - t0
                 ctx = context_of(info)
@@ -233,7 +235,8 @@ class Tuner:
             table, table_path = write_table(swept.shapes, ctx, o.out, o.overwrite)
             return TuneResult(swept.shapes, ctx, bool(info.get("representative", False)), time.monotonic() - t0,
                               rec.recorded, swept.reused, table, table_path, Path(db.path), swept.compile_wait_s, startup,
-                              executor.n_compile)
+                              executor.n_compile, precompile_s=executor.precompile_s,
+                              precompiled=executor.precompiled)
         finally:
             if executor is not None:
                 executor.close()  # a no-op if closed above
