@@ -7,6 +7,7 @@
 #      GEMMTUNE_PRESTART=0, with --in-process, and once more under cProfile (the parent's view);
 #      each with --summary (start-up, the tune call's wall time);
 #   3. max-autotune of `a @ b` in its own process, the comparison.
+#   inprof: --in-process under cProfile (the whole tune in one profiled process).
 #   noprecompile: GEMMTUNE_PRECOMPILE=0 (each candidate compiled just before its timing).
 #   OUT=dir SHAPES="512x4096x4096:bf16 ..." bash scripts/cold_timeline.sh
 set -u
@@ -48,6 +49,7 @@ for s in $SHAPES; do
     [ $mode = prestart0 ] && envs="GEMMTUNE_PRESTART=0"
     [ $mode = noprecompile ] && envs="GEMMTUNE_PRECOMPILE=0"
     [ $mode = profiled ] && prof="-m cProfile -o $OUT/prof-${s%%:*}.prof"
+    [ $mode = inprof ] && extra="--in-process" && prof="-m cProfile -o $OUT/prof-inproc-${s%%:*}.prof"
     t0=$(stamp)
     env $envs python3 $prof -m gemmtune_entry tune --shape $s --fast $extra \
       --store "$OUT/$mode.sqlite" --out "$OUT/$mode-table.json" --summary "$OUT/sum-$mode-${s%%:*}.json" -q \
@@ -66,6 +68,7 @@ except (OSError, ValueError, KeyError, IndexError):
 print(f"{s:22s} {mode:10s} {float(wall):8.2f} {tw:>10s} {st:>10s}  {best}")
 PY
   done
+  [ "${NO_MAT:-0}" = 1 ] && continue  # max-autotune measured elsewhere in this call
   fresh "$s-mat"
   t0=$(stamp)
   python3 scripts/maxautotune_once.py "$s" > /dev/null 2>&1
@@ -74,7 +77,7 @@ PY
 done
 # The parent's profile, by cumulative time (the worker's wait shows as selector time).
 for f in "$OUT"/prof-*.prof; do
-  python3 -c "import pstats, sys; pstats.Stats(sys.argv[1]).sort_stats('cumulative').print_stats(45)" "$f" \
+  python3 -c "import pstats, sys; pstats.Stats(sys.argv[1]).sort_stats('cumulative').print_stats(90)" "$f" \
     > "${f%.prof}.txt" 2>&1
 done
 tar -C "$OUT" -czf "$OUT/profiles.tgz" $(cd "$OUT" && ls prof-* log-* sum-* importtime.txt) && \
