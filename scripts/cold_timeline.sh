@@ -48,8 +48,10 @@ for s in $SHAPES; do
     [ $mode = inproc ] && extra="--in-process"
     [ $mode = prestart0 ] && envs="GEMMTUNE_PRESTART=0"
     [ $mode = noprecompile ] && envs="GEMMTUNE_PRECOMPILE=0"
-    [ $mode = profiled ] && prof="-m cProfile -o $OUT/prof-${s%%:*}.prof"
-    [ $mode = inprof ] && extra="--in-process" && prof="-m cProfile -o $OUT/prof-inproc-${s%%:*}.prof"
+    # (profiled runs keep the interpreter's teardown: cProfile writes its file there)
+    [ $mode = profiled ] && prof="-m cProfile -o $OUT/prof-${s%%:*}.prof" && envs="GEMMTUNE_FAST_EXIT=0"
+    [ $mode = inprof ] && extra="--in-process" && prof="-m cProfile -o $OUT/prof-inproc-${s%%:*}.prof" \
+      && envs="GEMMTUNE_FAST_EXIT=0"
     t0=$(stamp)
     env $envs python3 $prof -m gemmtune_entry tune --shape $s --fast $extra \
       --store "$OUT/$mode.sqlite" --out "$OUT/$mode-table.json" --summary "$OUT/sum-$mode-${s%%:*}.json" -q \
@@ -77,7 +79,7 @@ PY
 done
 # The parent's profile, by cumulative time (the worker's wait shows as selector time).
 for f in "$OUT"/prof-*.prof; do
-  python3 -c "import pstats, sys; pstats.Stats(sys.argv[1]).sort_stats('cumulative').print_stats(90)" "$f" \
+  python3 -c "import pstats, sys; pstats.Stats(sys.argv[1]).sort_stats("cumulative").print_stats(110)" "$f" \
     > "${f%.prof}.txt" 2>&1
 done
 tar -C "$OUT" -czf "$OUT/profiles.tgz" $(cd "$OUT" && ls prof-* log-* sum-* importtime.txt) && \
