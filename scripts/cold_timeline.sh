@@ -79,7 +79,7 @@ PY
 done
 # The parent's profile, by cumulative time (the worker's wait shows as selector time).
 for f in "$OUT"/prof-*.prof; do
-  python3 -c "import pstats, sys; pstats.Stats(sys.argv[1]).sort_stats("cumulative").print_stats(110)" "$f" \
+  python3 -c "import pstats, sys; pstats.Stats(sys.argv[1]).sort_stats('cumulative').print_stats(110)" "$f" \
     > "${f%.prof}.txt" 2>&1
 done
 tar -C "$OUT" -czf "$OUT/profiles.tgz" $(cd "$OUT" && ls prof-* log-* sum-* importtime.txt) && \
