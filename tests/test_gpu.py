@@ -294,6 +294,7 @@ def test_precompile_compiles_a_shapes_candidates_together_into_the_cache_its_tim
     before = _jit_cache_sizes()
     res = handle("precompile", {"problem": p.key, "choices": good + [bad, "aten"], "seed": 3}, state)
     assert res["status"] == "ok" and res["compiled"] >= len(good) and res["threads"] >= 2, res
+    assert res["kernels"] >= len(good) - 1, res  # loaded too (launcher built, binary loaded)
     compiled = _jit_cache_sizes()
     assert compiled >= before + len(good) - 1  # twins may share a kernel
     for c in good:

@@ -365,7 +365,9 @@ def precompile(problem: Problem, choices: list, state: WorkerState, seed: int = 
     process's Triton kernel caches, on the timing inputs that ``measure`` then uses (so the
     same specialisations): nothing runs on the GPU. An optimisation only: a choice that fails to
     compile here is left to ``measure``, which compiles it again and records its error.
-    Returns ``{"status": "ok", "compiled": n, "s": seconds, "threads": t}``, or status
+    Each compiled kernel is then loaded on the threads as well (its launcher built, its binary
+    loaded), which its first launch would otherwise do on the timing thread.
+    Returns ``{"status": "ok", "compiled": n, "kernels": loaded, "s": seconds, "threads": t}``, or status
     "skipped" with the reason (no GPU, a triton without AsyncCompileMode, nothing to compile)."""
     import time
     from concurrent.futures import ThreadPoolExecutor
@@ -382,14 +384,34 @@ def precompile(problem: Problem, choices: list, state: WorkerState, seed: int = 
     t0 = time.perf_counter()
     n = max(1, min(threads, len(todo)))
     state.prepare(problem, seed, timing=True)
-    with ThreadPoolExecutor(n, thread_name_prefix="gemmtune-compile") as ex, mode(ex, ignore_errors=True):
-        for c in todo:
-            try:
-                with compile_only(strict=True):  # queue the compiles; never a launch here
-                    _launcher(problem, c, state)(0)
-            except Exception:  # noqa: BLE001 - measure compiles it again and records why
-                pass
-    return {"status": "ok", "compiled": len(todo), "s": time.perf_counter() - t0, "threads": n}
+    device = torch.cuda.current_device()
+
+    def load(kernel) -> None:
+        # What a kernel's first launch would do on the timing thread (CompiledKernel._init_handles):
+        # build its launcher, a C module the host compiler makes for each new signature (0.24 s each
+        # with an empty Triton cache, profiled in a cold one-shape tune on an H100, 2026-11-26), and
+        # load its binary. A kernel that cannot load keeps the error for its first launch.
+        try:
+            with torch.cuda.device(device):
+                kernel._init_handles()
+        except Exception:  # noqa: BLE001 - raised again at its launch, and recorded there
+            pass
+
+    with ThreadPoolExecutor(n, thread_name_prefix="gemmtune-compile") as ex:
+        compiling = mode(ex, ignore_errors=True)
+        with compiling:
+            for c in todo:
+                try:
+                    with compile_only(strict=True):  # queue the compiles; never a launch here
+                        _launcher(problem, c, state)(0)
+                except Exception:  # noqa: BLE001 - measure compiles it again and records why
+                    pass
+            futures = list(getattr(compiling, "future_kernels", {}).values())
+        # Leaving the mode finished every compile (``kernel`` set where it succeeded).
+        compiled = [k for k in (getattr(f, "kernel", None) for f in futures) if hasattr(k, "_init_handles")]
+        list(ex.map(load, compiled))
+    return {"status": "ok", "compiled": len(todo), "kernels": len(compiled), "s": time.perf_counter() - t0,
+            "threads": n}
 
 
 def compile_choice(problem: Problem, choice: Choice | str, state: WorkerState, seed: int = 0) -> Measurement:
