@@ -340,13 +340,15 @@ COMPILE_ON_META_BYTES = 1 << 30
 
 
 # A shape's candidates compiled at once on threads, in the benchmark worker, before they are timed
-# one by one (``precompile``): Triton's compiler runs its passes and ptxas without holding the GIL
-# for most of each compile, and its AsyncCompileMode (triton >= 3.4: the thread pool Inductor's
-# async compile uses) is the supported way to run several in one process. On the 2-core CPU
-# machine, four tiled configs compiled for sm90 took 1.80 s one after the other and 1.12 s on four
-# threads. It is the path of a run without compile workers (a cold one-shape ``--fast``: 3
-# compiles, where starting compile worker processes cost more than it saves; ``--in-process``;
-# a warm server), where each candidate was otherwise compiled just before its timing.
+# one by one (``precompile``). Part of each compile runs without the GIL (ptxas and the host
+# compiler are subprocesses), and Triton's AsyncCompileMode (the thread pool Inductor's async
+# compile uses; triton 3.6 has it) is its supported way to run several in one process. On the
+# 2-core CPU machine, four tiled configs compiled for sm90 took 1.80 s one after the other and
+# 1.12 s on four threads. On an H100 host a cold one-shape --fast took 0.28x max-autotune's time
+# with it and 0.32-0.34x without (benchmarks/results/2026-11-26-h100-s16-precompile). It is the path
+# of a run without compile workers (one-shape --fast: 3 compiles, where compile worker processes
+# cost more than they save; --in-process; a warm server), where each candidate was otherwise
+# compiled just before its timing.
 PRECOMPILE_THREADS = 8
 
 
