@@ -236,7 +236,9 @@ def test_executor_precompiles_each_chunk_of_a_problems_candidates_before_timing_
 
 
 @pytest.mark.parametrize("answer", [RuntimeError("the worker server refused the request: unknown op"),
-                                    {"status": "skipped", "reason": "not on a GPU"}])
+                                    {"status": "skipped", "reason": "not on a GPU"},
+                                    {"status": "error", "reason": "ValueError: unknown op 'precompile'"},
+                                    {"status": "crashed", "reason": "worker exited with signal 11"}])
 def test_executor_stops_precompiling_where_the_worker_cannot_and_still_times_everything(answer):
     dks = [Choice.parse(f"decompose_k:s{s}") for s in (2, 4, 8, 16)]
     q = P.with_sizes(k=2048)

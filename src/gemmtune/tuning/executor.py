@@ -214,8 +214,10 @@ class Executor:
                 if res.get("status") == "ok":
                     self.precompile_s += float(res.get("s", 0.0))
                     self.precompiled += int(res.get("compiled", 0))
-                elif res.get("status") == "skipped" and not str(res.get("reason", "")).startswith("fewer"):
-                    self.precompile = False  # no GPU or no AsyncCompileMode there: never will
+                elif not (res.get("status") == "skipped" and str(res.get("reason", "")).startswith("fewer")):
+                    # No GPU or no AsyncCompileMode there, a worker from before the op (an error
+                    # result), or a crash: compiled one by one from now on.
+                    self.precompile = False
         except Exception:  # noqa: BLE001 - e.g. a server that refuses the op: compiled one by one instead
             self.precompile = False
 
