@@ -496,7 +496,7 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
             result_shapes.append(r)
         tbl, table_path = write_table(result_shapes, ctx, out, overwrite)
         result = TuneResult(result_shapes, ctx, representative, time.monotonic() - t0, measured, reused,
-                              tbl, table_path, Path(db.path), 0.0, startup, 0, rejected)
+                              tbl, table_path, Path(db.path), 0.0, startup, 0, rejected=rejected)
         return result
     finally:
         for f in futures:

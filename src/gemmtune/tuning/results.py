@@ -71,13 +71,13 @@ class TuneResult:
     # workers started (compile_pool_size; 0: the benchmark worker compiled).
     startup_s: float = 0.0
     compile_workers: int = 0
+    # Work left unrecorded, one line each (a cluster run: a task that failed on every try,
+    # or results from a worker on another device); a rerun measures it.
+    rejected: list = field(default_factory=list)
     # Of wall_s, the seconds the benchmark worker spent compiling candidates together on threads
     # before timing them (runs without compile workers: bench.measure.precompile), and how many.
     precompile_s: float = 0.0
     precompiled: int = 0
-    # Work left unrecorded, one line each (a cluster run: a task that failed on every try,
-    # or results from a worker on another device); a rerun measures it.
-    rejected: list = field(default_factory=list)
 
 
 def reason_line(reason: str, width: int = 200) -> str:
