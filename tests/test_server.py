@@ -142,6 +142,28 @@ def test_forwarded_tune_runs_in_the_server_without_importing_torch(server, tmp_p
     assert "TORCH_IMPORTED True" in cp.stdout
 
 
+def test_gemmtune_server_in_the_environment_forwards_a_tune_that_names_no_server(server, tmp_path):
+    argv = ["tune", "--shape", "16x24x32:fp16", "--families", "aten", "--store", "s.sqlite", "-q"]
+    cp = _entry(tmp_path, argv, {"GEMMTUNE_SERVER": server})
+    assert cp.returncode == 0, cp.stderr
+    assert "TORCH_IMPORTED False" in cp.stdout and "no worker server" not in cp.stderr
+    with ResultStore(tmp_path / "s.sqlite") as db:
+        assert [row for _, row in db.rows(problem_key=Problem.from_sizes(16, 24, 32, "fp16").key)]
+    # --in-process is a local request: it runs here even with the variable set.
+    cp = _entry(tmp_path, argv + ["--in-process"], {"GEMMTUNE_SERVER": server, "TRITON_INTERPRET": "1"})
+    assert cp.returncode == 0, cp.stderr
+    assert "TORCH_IMPORTED True" in cp.stdout
+
+
+def test_gemmtune_server_that_does_not_answer_leaves_the_tune_here_with_a_note(tmp_path):
+    missing = str(tmp_path / "none.sock")
+    cp = _entry(tmp_path, ["tune", "--shape", "8x8x16:fp16", "--families", "aten", "--store", "s.sqlite", "-q"],
+                {"GEMMTUNE_SERVER": missing, "TRITON_INTERPRET": "1"})
+    assert cp.returncode == 0, cp.stderr
+    assert f"GEMMTUNE_SERVER={missing}: no worker server answers there; tuning in this process" in cp.stderr
+    assert "TORCH_IMPORTED True" in cp.stdout and (tmp_path / "s.sqlite").exists()
+
+
 def test_forwarded_bad_input_is_one_line_and_the_server_stays_up(server, tmp_path):
     cp = _entry(tmp_path, ["tune", "--shape", "24x16:fp16", "--server", server])
     assert cp.returncode == 2
@@ -187,6 +209,14 @@ def test_which_commands_are_forwarded(monkeypatch):
     assert server_of(["worker", "--serve", "/tmp/s"]) is None and server_of([]) is None
     monkeypatch.setenv("GEMMTUNE_FORWARD", "0")
     assert server_of(["tune", "--server", "/tmp/s"]) is None
+    from gemmtune_entry import env_server
+    monkeypatch.setenv("GEMMTUNE_SERVER", "/tmp/e")
+    assert env_server(["tune", "--shape", "8x8x8:fp16"]) is None  # forwarding off
+    monkeypatch.delenv("GEMMTUNE_FORWARD")
+    assert env_server(["tune", "--shape", "8x8x8:fp16"]) == "/tmp/e"
+    assert env_server(["tune", "--server", "/tmp/s"]) is None  # the command's own server wins
+    assert env_server(["tune", "--cluster=local:2"]) is None and env_server(["tune", "-h"]) is None
+    assert env_server(["bench", "--preset", "smoke"]) is None
 
 
 def test_kill_stops_the_server_and_removes_its_socket(tmp_path):

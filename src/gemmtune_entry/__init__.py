@@ -6,6 +6,8 @@ output back. This module imports neither torch nor gemmtune for that: importing 
 2.3-2.6 s of every call on the 2-core CPU machine, most of a warm one-shape tune. Everything
 else, and a server that cannot take the command (an older gemmtune, no server there), goes to
 ``gemmtune.cli.main`` as before, which reports a missing server as one clear line.
+``GEMMTUNE_SERVER=SOCKET`` does the same for every ``tune`` that names no server, in-process
+run or cluster (``env_server``); where no server answers there, the tune runs here, with a note.
 
 What differs when forwarded: the command runs with the server's environment (its GPU, its
 ``TRITON_*`` settings) in the client's working directory, so relative paths mean what they
@@ -41,6 +43,31 @@ def server_of(argv: list[str]) -> str | None:
         if a.startswith("--server="):
             return a.split("=", 1)[1]
     return None
+
+
+# Local-only options: a tune that names one is never forwarded to GEMMTUNE_SERVER's server.
+_LOCAL_ONLY = ("--server", "--in-process", "--cluster")
+
+
+def env_server(argv: list[str]) -> str | None:
+    """The socket in ``GEMMTUNE_SERVER`` for a ``tune`` that names no server itself: set it once in
+    a shell (``export GEMMTUNE_SERVER=/tmp/gemmtune.sock``) and every ``gemmtune tune`` there
+    runs on that warm server. None for any other command, a help request, a tune with
+    ``--server``, ``--in-process`` or ``--cluster``, or forwarding turned off.
+
+    >>> import os; os.environ["GEMMTUNE_SERVER"] = "/tmp/s.sock"
+    >>> env_server(["tune", "--shape", "8x8x8:fp16"]), env_server(["tune", "--in-process"]), env_server(["bench"])
+    ('/tmp/s.sock', None, None)
+    >>> del os.environ["GEMMTUNE_SERVER"]
+    """
+    address = os.environ.get("GEMMTUNE_SERVER", "")
+    if not address or server_of(argv) is not None or not argv or argv[0] != "tune":
+        return None
+    if os.environ.get("GEMMTUNE_FORWARD", "1") == "0" or any(a in ("-h", "--help") for a in argv):
+        return None
+    if any(a == opt or a.startswith(opt + "=") for a in argv for opt in _LOCAL_ONLY):
+        return None
+    return address
 
 
 def forward(address: str, argv: list[str]) -> int | None:
@@ -88,6 +115,14 @@ def main(argv: list[str] | None = None) -> int:
         rc = forward(address, argv)
         if rc is not None:
             return rc
+    address = env_server(argv)
+    if address is not None:
+        rc = forward(address, argv + ["--server", address])
+        if rc is not None:
+            return rc
+        # A shell-wide default, not this command's request: a missing server is no error.
+        print(f"gemmtune tune: GEMMTUNE_SERVER={address}: no worker server answers there; tuning in this "
+              "process", file=sys.stderr)
     from .spawn import prestart
     early = prestart(argv)
     try:
@@ -117,4 +152,4 @@ def run() -> None:
     sys.exit(rc)
 
 
-__all__ = ["main", "run", "forward", "server_of"]
+__all__ = ["main", "run", "forward", "server_of", "env_server"]
