@@ -251,12 +251,23 @@ def test_executor_stops_precompiling_where_the_worker_cannot_and_still_times_eve
     assert ex.precompile_s == 0.0 and ex.precompiled == 0
 
 
+def test_executor_keeps_precompiling_after_a_skip_that_holds_for_one_problem_only():
+    dks = [Choice.parse(f"decompose_k:s{s}") for s in (2, 4)]
+    q = P.with_sizes(k=2048)
+    pool = OpPool({"status": "skipped", "reason": "empty problem"})
+    ex = Executor(pool, precompile=True)
+    assert len(list(ex.measure([(P, c) for c in dks] + [(q, c) for c in dks]))) == 4
+    assert [op for op, _ in pool.ops].count("precompile") == 2 and ex.precompile
+
+
 def test_precompile_op_on_a_cpu_worker_is_skipped_with_its_reason():
     from gemmtune.bench.runner import WorkerState, handle
 
     res = handle("precompile", {"problem": P.key, "choices": ["decompose_k:s2", "decompose_k:s4"]},
                  WorkerState(device="cpu"))
     assert res == {"status": "skipped", "reason": "not on a GPU"}
+    from gemmtune.tuning.executor import PRECOMPILE_NEVER
+    assert res["reason"].startswith(PRECOMPILE_NEVER)  # the Executor stops asking for the rest of the run
     bad = handle("precompile", {"problem": P.key}, WorkerState(device="cpu"))
     assert bad["status"] == "error" and "choices" in bad["reason"]
 
