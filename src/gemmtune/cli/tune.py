@@ -116,7 +116,9 @@ def add_parsers(sub) -> None:
                    "candidate that crashes or hangs the GPU takes this command with it (default: a worker subprocess)")
     p.add_argument("--server", metavar="SOCKET",
                    help="run the candidates on the warm worker pool of 'gemmtune worker --serve SOCKET' "
-                   "(no worker start-up in this call; --workers and the compile workers are the server's)")
+                   "(no worker start-up in this call; --workers and the compile workers are the server's); "
+                   "GEMMTUNE_SERVER=SOCKET in the environment does the same for every 'gemmtune tune' that "
+                   "names no --server, --in-process or --cluster")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_tune)
 
