@@ -24,6 +24,13 @@ import os
 import sys
 
 
+def _forwardable(argv: list[str]) -> bool:
+    """Whether ``argv`` is a ``tune`` that may be forwarded at all: not a help request, and
+    forwarding not turned off (``GEMMTUNE_FORWARD=0``)."""
+    return (bool(argv) and argv[0] == "tune" and os.environ.get("GEMMTUNE_FORWARD", "1") != "0"
+            and not any(a in ("-h", "--help") for a in argv))
+
+
 def server_of(argv: list[str]) -> str | None:
     """The socket of ``tune ... --server SOCKET`` (or ``--server=SOCKET``); None for any other
     command, a help request, or forwarding turned off.
@@ -33,9 +40,7 @@ def server_of(argv: list[str]) -> str | None:
     >>> server_of(["tune", "--server=/tmp/s.sock", "-h"]), server_of(["bench", "--server", "x"])
     (None, None)
     """
-    if not argv or argv[0] != "tune" or os.environ.get("GEMMTUNE_FORWARD", "1") == "0":
-        return None
-    if any(a in ("-h", "--help") for a in argv):
+    if not _forwardable(argv):
         return None
     for i, a in enumerate(argv):
         if a == "--server" and i + 1 < len(argv):
@@ -61,12 +66,10 @@ def env_server(argv: list[str]) -> str | None:
     >>> del os.environ["GEMMTUNE_SERVER"]
     """
     address = os.environ.get("GEMMTUNE_SERVER", "")
-    if not address or server_of(argv) is not None or not argv or argv[0] != "tune":
-        return None
-    if os.environ.get("GEMMTUNE_FORWARD", "1") == "0" or any(a in ("-h", "--help") for a in argv):
+    if not address or not _forwardable(argv):
         return None
     if any(a == opt or a.startswith(opt + "=") for a in argv for opt in _LOCAL_ONLY):
-        return None
+        return None  # --server among them: the command's own server (server_of) wins
     return address
 
 
