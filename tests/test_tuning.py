@@ -236,7 +236,7 @@ def test_executor_precompiles_each_chunk_of_a_problems_candidates_before_timing_
 
 
 @pytest.mark.parametrize("answer", [RuntimeError("the worker server refused the request: unknown op"),
-                                    {"status": "skipped", "reason": "not on a GPU"},
+                                    {"status": "skipped", "reason": "not on a GPU", "for_run": True},
                                     {"status": "error", "reason": "ValueError: unknown op 'precompile'"},
                                     {"status": "crashed", "reason": "worker exited with signal 11"}])
 def test_executor_stops_precompiling_where_the_worker_cannot_and_still_times_everything(answer):
@@ -254,7 +254,7 @@ def test_executor_stops_precompiling_where_the_worker_cannot_and_still_times_eve
 def test_executor_keeps_precompiling_after_a_skip_that_holds_for_one_problem_only():
     dks = [Choice.parse(f"decompose_k:s{s}") for s in (2, 4)]
     q = P.with_sizes(k=2048)
-    pool = OpPool({"status": "skipped", "reason": "empty problem"})
+    pool = OpPool({"status": "skipped", "reason": "empty problem", "for_run": False})
     ex = Executor(pool, precompile=True)
     assert len(list(ex.measure([(P, c) for c in dks] + [(q, c) for c in dks]))) == 4
     assert [op for op, _ in pool.ops].count("precompile") == 2 and ex.precompile
@@ -265,9 +265,8 @@ def test_precompile_op_on_a_cpu_worker_is_skipped_with_its_reason():
 
     res = handle("precompile", {"problem": P.key, "choices": ["decompose_k:s2", "decompose_k:s4"]},
                  WorkerState(device="cpu"))
-    assert res == {"status": "skipped", "reason": "not on a GPU"}
-    from gemmtune.tuning.executor import PRECOMPILE_NEVER
-    assert res["reason"].startswith(PRECOMPILE_NEVER)  # the Executor stops asking for the rest of the run
+    # for_run: the skip holds for every problem of the run, so the Executor stops asking.
+    assert res == {"status": "skipped", "reason": "not on a GPU", "for_run": True}
     bad = handle("precompile", {"problem": P.key}, WorkerState(device="cpu"))
     assert bad["status"] == "error" and "choices" in bad["reason"]
 

@@ -370,17 +370,20 @@ def precompile(problem: Problem, choices: list, state: WorkerState, seed: int = 
     Each compiled kernel is then loaded on the threads as well (its launcher built, its binary
     loaded), which its first launch would otherwise do on the timing thread.
     Returns ``{"status": "ok", "compiled": n, "kernels": loaded, "s": seconds, "threads": t}``, or status
-    "skipped" with the reason (no GPU, a triton without AsyncCompileMode, nothing to compile)."""
+    "skipped" with the reason and ``for_run``: True where the skip holds for every problem of the
+    run (no GPU, a triton without AsyncCompileMode), False where it is this problem's (empty, or
+    fewer than 2 compiles)."""
     import time
     from concurrent.futures import ThreadPoolExecutor
 
     todo = [c for c in map(_as_choice, choices) if c.needs_compile and _unsupported(problem, c) is None]
     mode = async_compile_mode()
-    why = ("not on a GPU" if state.device != "cuda" else "this triton has no AsyncCompileMode" if mode is None
-           else "empty problem" if _empty(problem) else "fewer than 2 candidates to compile" if len(todo) < 2
-           else None)
+    never = "not on a GPU" if state.device != "cuda" else "this triton has no AsyncCompileMode" if mode is None else None
+    if never is not None:
+        return {"status": "skipped", "reason": never, "for_run": True}
+    why = "empty problem" if _empty(problem) else "fewer than 2 candidates to compile" if len(todo) < 2 else None
     if why is not None:
-        return {"status": "skipped", "reason": why}
+        return {"status": "skipped", "reason": why, "for_run": False}
     from ..kernels.tiled import compile_only
 
     t0 = time.perf_counter()

@@ -66,10 +66,6 @@ def compile_pool_size(requested: int | None, *, cpus: int, on_gpu: bool, per_sha
 PRECOMPILE_CHUNK = 16
 
 
-# The reasons of bench.measure.precompile's skips that hold for every later problem of the run.
-PRECOMPILE_NEVER = ("not on a GPU", "this triton has no AsyncCompileMode")
-
-
 def precompile_chunks(todo: list, size: int = PRECOMPILE_CHUNK) -> list[list]:
     """``todo`` ([(problem, choice)]) cut into runs of at most ``size`` of one problem, in order.
 
@@ -218,10 +214,11 @@ class Executor:
                 if res.get("status") == "ok":
                     self.precompile_s += float(res.get("s", 0.0))
                     self.precompiled += int(res.get("compiled", 0))
-                elif res.get("status") != "skipped" or str(res.get("reason", "")).startswith(PRECOMPILE_NEVER):
-                    # A worker from before the op (an error result), a crash or a time-out, or no
-                    # GPU / no AsyncCompileMode there: compiled one by one from now on. (A skip for
-                    # this problem alone, an empty one or one compile, leaves the others to try.)
+                elif res.get("status") != "skipped" or res.get("for_run", True):
+                    # A worker from before the op (an error result), a crash or a time-out, or a
+                    # skip that holds for the run (no GPU / no AsyncCompileMode there): compiled one
+                    # by one from now on. (A skip for this problem alone, an empty one or one
+                    # compile, leaves the others to try.)
                     self.precompile = False
         except Exception:  # noqa: BLE001 - e.g. a server that refuses the op: compiled one by one instead
             self.precompile = False
