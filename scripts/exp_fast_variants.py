@@ -9,61 +9,40 @@ choice (what --fast benchmarks since session 15); fast+next2: two more; fam2x2: 
 of each of the 2 best families; fast+next10 / fast+next3: the next one only when the model puts
 it within 10% / 3% of its first. Output: benchmarks/results/2026-11-26-h100-s15-fast-next/variants.txt."""
 import sys
-import time
 import json
 import math
 import numpy as np
-from gemmtune.model.data import load_dataset
-from gemmtune.model import cv as cvmod
-from gemmtune.model.topk import rank_keys, fast_pick, twin_indices, diversity_family, with_other_path
+from gemmtune.model.topk import fast_pick, diversity_family, with_other_path
+from fast_replay import replay
 
-store = sys.argv[1]
-data = load_dataset(store)
-groups = cvmod.shape_groups()
-dev = cvmod._device_for(data, "h100")
-rows = []
-t0 = time.time()
-for i, fold in enumerate(cvmod.folds_by_group(data.shapes, groups, 5, 0)):
-    model, _ = cvmod.fit(data.subset(data.shapes - fold), kind="lgbm_rank", seed=0, device=dev)
-    for g in data.subset(fold).ranked(cvmod.MIN_RANKED_CHOICES).groups:
-        base = np.array([c.family == "aten" and not c.pad for c in g.choices])
-        rest = np.flatnonzero(~base)
-        if not len(rest):
-            continue
-        others = [g.choices[j] for j in rest]
-        keys = rank_keys(model, g.problem, others)
-        trust = model.trust(g.problem)[0]
-        best = g.times_ms.min()
-        floor = g.times_ms[base].min() if base.any() else np.inf
-        fams = [diversity_family(c) for c in others]
-        def frac(idx):
-            idx = rest[np.asarray(idx, dtype=int)] if len(idx) else np.array([], dtype=int)
-            return float(best / min(floor, g.times_ms[idx].min() if len(idx) else np.inf)), int(base.sum()) + len(idx)
-        order = np.argsort(np.where(np.isfinite(keys), keys, np.inf), kind="stable")
-        pol = {}
-        pol["fast"] = frac(twin_indices(others, fast_pick(others, keys, extra=0)))
-        pol["fast3"] = frac(twin_indices(others, fast_pick(others, keys, 3, extra=0)))
-        pol["fast_u3"] = frac(twin_indices(others, fast_pick(others, keys, 3 if trust < 0.5 else 2, extra=0)))
-        pol["fast_u3b"] = frac(twin_indices(others, fast_pick(others, keys, 3 if trust < 0.99 else 2, extra=0)))
-        # fast + model's 2nd choice overall
-        p = fast_pick(others, keys, extra=0)
-        extra = next((int(j) for j in order if int(j) not in p), None)
-        pol["fast+next"] = frac(twin_indices(others, p + ([extra] if extra is not None else [])))
-        p2 = p + ([extra] if extra is not None else [])
-        extra2 = next((int(j) for j in order if int(j) not in p2), None)
-        pol["fast+next2"] = frac(twin_indices(others, p2 + ([extra2] if extra2 is not None else [])))
-        top2f = []
-        for fam in [fams[j] for j in p[:2]]:
-            top2f += [int(j) for j in order if fams[j] == fam][:2]
-        pol["fam2x2"] = frac(twin_indices(others, with_other_path(others, order, top2f)))
-        k0 = keys[order[0]]
-        close = extra is not None and keys[extra] <= k0 + math.log(1.10)
-        pol["fast+next10"] = frac(twin_indices(others, p + ([extra] if close else [])))
-        close = extra is not None and keys[extra] <= k0 + math.log(1.03)
-        pol["fast+next3"] = frac(twin_indices(others, p + ([extra] if close else [])))
-        rows.append({"key": g.problem.key, "shape": g.shape, "group": groups.get(g.shape, "?"), "trust": trust,
-                     "m": g.problem.m, "pol": pol})
-    print("fold", i, time.time() - t0, flush=True)
+
+def policies(others, keys, order, trust, problem):
+    fams = [diversity_family(c) for c in others]
+    pol = {}
+    pol["fast"] = fast_pick(others, keys, extra=0)
+    pol["fast3"] = fast_pick(others, keys, 3, extra=0)
+    pol["fast_u3"] = fast_pick(others, keys, 3 if trust < 0.5 else 2, extra=0)
+    pol["fast_u3b"] = fast_pick(others, keys, 3 if trust < 0.99 else 2, extra=0)
+    # fast + model's 2nd choice overall
+    p = fast_pick(others, keys, extra=0)
+    extra = next((int(j) for j in order if int(j) not in p), None)
+    pol["fast+next"] = p + ([extra] if extra is not None else [])
+    p2 = p + ([extra] if extra is not None else [])
+    extra2 = next((int(j) for j in order if int(j) not in p2), None)
+    pol["fast+next2"] = p2 + ([extra2] if extra2 is not None else [])
+    top2f = []
+    for fam in [fams[j] for j in p[:2]]:
+        top2f += [int(j) for j in order if fams[j] == fam][:2]
+    pol["fam2x2"] = with_other_path(others, order, top2f)
+    k0 = keys[order[0]]
+    close = extra is not None and keys[extra] <= k0 + math.log(1.10)
+    pol["fast+next10"] = p + ([extra] if close else [])
+    close = extra is not None and keys[extra] <= k0 + math.log(1.03)
+    pol["fast+next3"] = p + ([extra] if close else [])
+    return pol
+
+
+rows = replay(sys.argv[1], policies)
 json.dump(rows, open(sys.argv[2], "w"))
 def summ(rs, name):
     f = np.array([r["pol"][name][0] for r in rs])
