@@ -4,6 +4,8 @@
 # on threads (bench.measure.precompile, the default) and one with GEMMTUNE_PRECOMPILE=0; then
 # max-autotune of `a @ b` in its own process. Wall time of each whole client process.
 # Each server and each max-autotune has an empty Triton cache of its own at the start.
+# OFF_ENV: what the second server runs without (default GEMMTUNE_PRECOMPILE=0; session 17 used
+# GEMMTUNE_SERVER_WARMUP=0: a server whose workers skip their warm-up).
 #   OUT=dir bash scripts/warm_precompile.sh            (GPU only; carry .whl for lightgbm)
 set -u
 source "$(dirname "$0")/device_env.sh"
@@ -11,10 +13,12 @@ SHAPES=${SHAPES:-"2048x6144x4096:bf16 512x4096x4096:bf16 16x6144x4096:bf16 1000x
 on=/tmp/gt-on-$$.sock; off=/tmp/gt-off-$$.sock
 TRITON_CACHE_DIR=/tmp/tc-on-$$ python3 -m gemmtune_entry worker --serve $on 2> "$OUT/server-on.log" &
 s1=$!
-GEMMTUNE_PRECOMPILE=0 TRITON_CACHE_DIR=/tmp/tc-off-$$ python3 -m gemmtune_entry worker --serve $off 2> "$OUT/server-off.log" &
+env ${OFF_ENV:-GEMMTUNE_PRECOMPILE=0} TRITON_CACHE_DIR=/tmp/tc-off-$$ python3 -m gemmtune_entry worker --serve $off 2> "$OUT/server-off.log" &
 s2=$!
-for _ in $(seq 120); do [ -S $on ] && [ -S $off ] && break; sleep 1; done
-sleep 3  # both servers' pre-warm imports
+# Both servers ready: their "serving" line comes after every warm-up they do.
+for _ in $(seq 240); do grep -q serving "$OUT/server-on.log" 2>/dev/null && grep -q serving "$OUT/server-off.log" 2>/dev/null && break; sleep 0.5; done
+sleep 1
+grep -h serving "$OUT/server-on.log" "$OUT/server-off.log"
 stamp() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
 printf "%-22s %10s %10s %12s\n" shape warm_s warm_off_s maxautotune_s | tee "$OUT/warm.txt"
 for s in $SHAPES; do

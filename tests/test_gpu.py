@@ -264,6 +264,21 @@ def test_runoff_times_a_triton_kernel_and_cublas_in_interleaved_graph_rounds():
     assert bad["choices"]["aten"]["status"] == "ok"
 
 
+# ----------------------------------------------------------------- a warm server's worker warm-up
+def test_warm_pays_first_use_costs_without_compiling_a_candidate():
+    """A warm server's worker op 'warm' (bench.measure.warm): Triton's compile path (pad_copy) and
+    cuBLAS's timing path run once, and no candidate family's kernel is compiled by it."""
+    from gemmtune.bench.runner import WorkerState, handle
+    from gemmtune.bench.server import WARM_SIZES
+
+    state = WorkerState()
+    before = _jit_cache_sizes()
+    res = handle("warm", {"problem": Problem.from_sizes(*WARM_SIZES).key, "seed": 1}, state)
+    assert res["status"] == "ok", res
+    assert set(res["steps"]) == {"triton_compile", "aten_measure"} and res["s"] > 0
+    assert _jit_cache_sizes() == before  # a later client's candidates still pay their own compiles
+
+
 # ----------------------------------------------------------------- precompile (a run without compile workers)
 @pytest.mark.parametrize("shape", [(16, 6144, 4096), (333, 4097, 1025)])
 def test_precompile_compiles_a_shapes_candidates_together_into_the_cache_its_timing_uses(shape):

@@ -262,3 +262,48 @@ def test_entry_run_leaves_a_tune_with_everything_written(tmp_path, fast_exit):
         assert db.execute("select count(*) from results").fetchone()[0] == 1
     bad = subprocess.run(args[:5] + ["8x8:float16"], env=env, capture_output=True, text=True, timeout=300)
     assert bad.returncode != 0 and "8x8" in bad.stderr
+
+
+def test_the_server_warms_its_workers_before_the_first_client(tmp_path, monkeypatch):
+    """Before its first client, a server has each worker pay its first-use costs (op 'warm':
+    measure.warm, skipped off the GPU with its reason) and reports it in ``info``; the planning is
+    warmed by ``tuner.warm_plan``. GEMMTUNE_SERVER_WARMUP=0 sends no warm task."""
+    from gemmtune.bench import server as srv
+    from gemmtune.tuning.tuner import warm_plan
+
+    d = tempfile.mkdtemp(prefix="gt-")
+    sock = os.path.join(d, "s.sock")
+    stop, up, infos = threading.Event(), threading.Event(), []
+    t = threading.Thread(target=serve, args=(sock,), daemon=True,
+                         kwargs=dict(stop=stop, timeout=30, ready=lambda info: (infos.append(info), up.set())))
+    t.start()
+    assert up.wait(120), "the server's worker did not start"
+    stop.set()
+    t.join(10)
+    [info] = infos
+    assert info["warm"] == [{"status": "skipped", "reason": "not on a GPU"}]  # one worker, CPU
+    assert warm_plan(info) > 0
+
+    class Pool:
+        n, ops = 2, []
+
+        def map(self, tasks, op):
+            self.ops.append((op, list(tasks)))
+            return [(task, {"status": "ok", "s": 0.1}) for task in self.ops[-1][1]]
+
+    pool = Pool()
+    assert srv.warm_workers(pool) == [{"status": "ok", "s": 0.1}] * 2
+    [(op, tasks)] = pool.ops
+    assert op == "warm" and [t["problem"] for t in tasks] == [Problem.from_sizes(*srv.WARM_SIZES).key] * 2
+    monkeypatch.setenv("GEMMTUNE_SERVER_WARMUP", "0")
+    assert srv.warm_workers(pool) == [] and len(pool.ops) == 1
+
+
+def test_a_worker_rejects_an_unknown_op_and_warms_only_on_a_gpu():
+    from gemmtune.bench.runner import WorkerState, handle
+
+    state = WorkerState()
+    key = Problem.from_sizes(64, 64, 64, "fp16").key
+    assert handle("warm", {"problem": key}, state) == {"status": "skipped", "reason": "not on a GPU"}
+    res = handle("nonsense", {"problem": key}, state)
+    assert res["status"] == "error" and "unknown op 'nonsense'" in res["reason"] and "'warm'" in res["reason"]

@@ -161,10 +161,11 @@ GEMV_DEVICES = ("cuda",)
 _GEMV_REGISTERED = False
 
 
-def gemv_to_inductor(a: torch.Tensor) -> bool:
-    """True when a traced ``gemmtune::mm`` with first operand ``a`` should be lowered back to
-    ``torch.mm`` for Inductor (the module doc says why): coordinate-descent tuning is on, ``a``
-    is on a GPU and its M is statically 1 (a dynamic M never is, so nothing is specialised)."""
+def gemv_to_inductor(a: torch.Tensor, b: Optional[torch.Tensor] = None) -> bool:
+    """True when a traced ``gemmtune::mm`` with operands ``a`` and ``b`` should be lowered back
+    to ``torch.mm`` for Inductor (the module doc says why): coordinate-descent tuning is on, ``a``
+    is on a GPU and its M is statically 1 (a dynamic M never is, so nothing is specialised).
+    ``b`` is unused by this rule; it is passed so that a rule may weigh N and K."""
     from torch._inductor import config
     from torch.fx.experimental.symbolic_shapes import statically_known_true
     return (bool(config.coordinate_descent_tuning) and a.device.type in GEMV_DEVICES
@@ -193,7 +194,7 @@ def aten_to_inductor(a: torch.Tensor, b: torch.Tensor, handle) -> bool:
 
 
 def _gemv_decomposition(a, b, handle, bias=None, activation="none", residual=None):
-    if not (gemv_to_inductor(a) or aten_to_inductor(a, b, handle)):
+    if not (gemv_to_inductor(a, b) or aten_to_inductor(a, b, handle)):
         return NotImplemented  # the op stays one opaque node: the tuned kernel runs
     x = torch.mm(a, b)
     if bias is not None:

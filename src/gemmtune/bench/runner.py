@@ -24,6 +24,7 @@ from .measure import (  # noqa: F401  (re-exported: this module's names before m
     compile_choice,
     failure,
     precompile,
+    warm,
     epilogue_for,
     make_bias,
     make_inputs,
@@ -68,16 +69,20 @@ def handle(op: str, task: dict, state: WorkerState) -> dict:
     """Run one task. ``op`` is 'bench' (verify, then time), 'compile' (compile only), 'runoff'
     (``task["choices"]`` verified and timed together in interleaved rounds: bench.rounds.runoff)
     or 'precompile' (``task["choices"]`` compiled together on threads, ahead of their 'bench'
-    tasks: measure.precompile)."""
+    tasks: measure.precompile), or 'warm' (a worker's first-use costs paid on ``task["problem"]``
+    before a warm server's first client: measure.warm)."""
     problem = Problem.from_key(task["problem"])
     try:
         seed = int(task.get("seed", 0))
-        choice = task["choices"] if op in ("runoff", "precompile") else task["choice"]
-        timer = _timer(task, state) if op not in ("compile", "precompile") else None
-        if op not in ("bench", "compile", "runoff", "precompile"):
-            raise ValueError(f"unknown op {op!r}: this worker takes 'bench', 'compile', 'runoff' and 'precompile'")
+        if op not in ("bench", "compile", "runoff", "precompile", "warm"):
+            raise ValueError(f"unknown op {op!r}: this worker takes 'bench', 'compile', 'runoff', "
+                             "'precompile' and 'warm'")
+        choice = task["choices"] if op in ("runoff", "precompile") else None if op == "warm" else task["choice"]
+        timer = _timer(task, state) if op not in ("compile", "precompile", "warm") else None
     except Exception as e:  # failures are data: the worker survives and reports
         return failure(e).to_dict()
+    if op == "warm":
+        return warm(problem, state, seed)
     if op == "precompile":
         try:
             return precompile(problem, [str(c) for c in choice], state, seed)

@@ -52,6 +52,21 @@ class ServerError(ValueError):
     user's to fix), not as a traceback."""
 
 
+# The problem a warm server's workers pay their first-use costs on (measure.warm) and its own
+# process plans once (tuning.tuner.warm_plan) before the first client: small, aligned, bf16.
+WARM_SIZES = (256, 256, 256, "bf16")
+
+
+def warm_workers(pool: WorkerPool) -> list[dict]:
+    """Each worker's first-use costs paid now (op 'warm': measure.warm), one task per worker;
+    their results. GEMMTUNE_SERVER_WARMUP=0 skips it (returns [])."""
+    if os.environ.get("GEMMTUNE_SERVER_WARMUP", "1") == "0":
+        return []
+    from ..problem import Problem
+    key = Problem.from_sizes(*WARM_SIZES).key
+    return [res for _, res in pool.map([{"problem": key, "seed": 0}] * pool.n, op="warm")]
+
+
 def _key_path(address: str | os.PathLike) -> Path:
     return Path(str(address) + ".key")
 
@@ -77,6 +92,9 @@ def serve(address: str | os.PathLike, *, workers: int | None = None, timeout: fl
     try:
         with WorkerPool(workers, timeout=timeout, runner=runner, env=wenv, gpus=gpus) as pool:
             info = pool.info()  # the workers are up before any client is accepted
+            warmed = warm_workers(pool)
+            if warmed:
+                info = dict(info, warm=warmed)
             with Listener(address, family="AF_UNIX", authkey=key) as listener:
                 if ready is not None:
                     ready(info)

@@ -46,10 +46,18 @@ def cmd_worker(args) -> int:
         # before the first client, not on its clock (the first forwarded one-shape tune took 3.3 s
         # on an H100 against 1.0-1.6 s for the next ones).
         from .. import tune as _tune  # noqa: F401
+        from ..bench.server import WARM_SIZES
         from ..model import lgbm_text  # noqa: F401
-        from ..tuning import tuner  # noqa: F401
+        from ..tuning import tuner
+        # Likewise the first plan (the ranker's files read, the planning code run once) and each
+        # worker's first compile and first timing (bench.server.warm_workers, done by now).
+        plan_s = tuner.warm_plan(info, WARM_SIZES)
+        warm = info.get("warm") or []
+        done = [w for w in warm if w.get("status") == "ok"]
+        note = (f"; warmed up: planning {plan_s:.1f} s, workers {max(w['s'] for w in done):.1f} s" if done else
+                f"; planning warmed up in {plan_s:.1f} s" + (f", workers not: {warm[0].get('reason')}" if warm else ""))
         print(f"gemmtune worker: serving {info.get('device_name', '?')} on {args.serve} "
-              f"(tune --server {args.serve}); Ctrl-C or kill stops it", file=sys.stderr, flush=True)
+              f"(tune --server {args.serve}){note}; Ctrl-C or kill stops it", file=sys.stderr, flush=True)
     # SIGTERM (kill) stops it as Ctrl-C does, removing the socket and its key: a shell script's
     # background job ignores SIGINT, and the default SIGTERM would leave both behind.
     stop = threading.Event()

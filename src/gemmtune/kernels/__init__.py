@@ -147,7 +147,10 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
     with that change ``--fast``'s pad+triton_mm pick on 4095^3 lost to cuBLAS's 918 us, where
     it had run at 2.89x). A family that reads through TMA descriptors (``TMA_EDGES``: boxes
     past the edge arrive zero-filled, no mask) runs on the view ``B[:, :N]`` of the padded
-    copy and writes straight into ``out``, saving the temporary and the copy.
+    copy and writes straight into ``out``, saving the temporary and the copy. cuBLAS (``aten``)
+    keeps the temporary: into an output whose leading dimension is not 16-byte aligned it runs
+    its slow kernels (H100, 2026-11-27, benchmarks/results/2026-11-27-h100-s17: 4095^3 bf16
+    1090 us written directly, 268 us through the temporary and the copy).
     """
     fam = get(choice.family)
     if not choice.pad:

@@ -88,6 +88,25 @@ def make_plan(options: TuneOptions, info: dict, ctx: RunContext, lut: LookupTabl
                          deterministic=options.deterministic)
 
 
+def warm_plan(info: dict, sizes: tuple = (256, 256, 256, "bf16")) -> float:
+    """Plan one problem as a forwarded ``tune --fast`` of one shape would, on the device of the
+    workers' ``info``, and throw the plan away: a warm server (``gemmtune worker --serve``) calls
+    this before its first client, which then finds the ranker's files read and the planning code
+    run once. Seconds spent. Warnings (no model for this GPU, say) are left to the client's tune,
+    which gives them again."""
+    import warnings
+
+    from ..problem import Problem
+
+    t0 = time.perf_counter()
+    options = TuneOptions(fast=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plan = make_plan(options, info, context_of(info), None, None, numpy_predict=numpy_ranker(1))
+        plan(Problem.from_sizes(*sizes))
+    return time.perf_counter() - t0
+
+
 class PlanAhead:
     """``plan`` run on a background thread over ``problems`` in order, at most ``depth`` problems
     ahead of the ones asked for; calling it with a problem returns that problem's Planned (or raises
