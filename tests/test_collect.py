@@ -50,6 +50,31 @@ def test_plan_has_400_shapes_none_public(capsys):
     assert not [ln for ln in lines if tuple(int(x) for x in ln.split(",")[2:5]) in pub]
 
 
+def test_shapes_csv_replaces_the_plan_without_public_or_repeated_shapes(tmp_path, capsys):
+    """``--shapes CSV``: the CSV's mm rows in the plan's form (layout_b kept, dtype column unused),
+    public-suite and repeated shapes left out with a note; a bmm row is refused, naming it."""
+    csv_file = tmp_path / "heads.csv"
+    csv_file.write_text("group,name,M,N,K,dtype,layout_b\n"
+                        "head,h1,4,50257,768,bfloat16,row\n"
+                        "head,h2,96,50257,768,bfloat16,row\n"      # gpt2_lmhead_m96: public
+                        "head,h3,4,50257,768,float16,col\n"        # the same sizes again
+                        "head,h4,16,30522,1024,bfloat16,col\n")
+    assert collect.csv_plan(csv_file) == ([("head", "h1", 4, 50257, 768, "row"),
+                                          ("head", "h4", 16, 30522, 1024, "col")], ["h2", "h3"])
+    assert cli.main(["collect", "--shapes", str(csv_file), "--list-shapes"]) == 0
+    out, err = capsys.readouterr()
+    assert [ln for ln in out.splitlines() if not ln.startswith("#")] == ["head,h1,4,50257,768,row",
+                                                                         "head,h4,16,30522,1024,col"]
+    assert "left out 2 row(s)" in err and "h2, h3" in err
+    args = cli.build_parser().parse_args(["collect", "--gpus", "0,1", "--shapes", str(csv_file), "--out", str(tmp_path)])
+    argv = child_argv(args, "0", tmp_path / "s.sqlite", tmp_path / "claims", 5.0)
+    assert argv[argv.index("--shapes") + 1] == str(csv_file)  # each GPU's collector gets the same shapes
+    bad = tmp_path / "bmm.csv"
+    bad.write_text("group,name,M,N,K,dtype,op,batch\nb,b1,4,8,16,bfloat16,bmm,2\n")
+    with pytest.raises(ValueError, match="b1: gemmtune collect --shapes takes mm rows"):
+        collect.csv_plan(bad)
+
+
 def test_collect_help_names_its_options(capsys):
     with pytest.raises(SystemExit):
         cli.main(["collect", "--help"])

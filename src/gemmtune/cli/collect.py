@@ -40,6 +40,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--dtypes", default="bf16,fp16,fp32",
                    help="phases, in order (default bf16,fp16,fp32; e4m3 / e5m2: fp8 scaled_mm on a third of the "
                     "shapes, bf16 out, B column-major, row-wise and tensor-wise scales)")
+    p.add_argument("--shapes", type=Path, metavar="CSV",
+                   help="collect these shapes instead of the built-in plan: a suite CSV "
+                        "(group,name,M,N,K,dtype[,layout_b]) of mm rows; every --dtypes phase collects "
+                        "every row (the dtype column is not used); public-suite shapes are left out")
     p.add_argument("--groups", help="only these comma-separated shape groups")
     p.add_argument("--batch", type=positive_int, default=24,
                    help="most shapes per tune() call (default 24; fewer when the time left is short)")

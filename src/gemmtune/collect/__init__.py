@@ -13,6 +13,7 @@
     gemmtune collect --cluster tcp://HOST:8786 ...      # a running Dask cluster, many hosts (README 'Many GPUs')
     gemmtune collect --export-only --resume-from ...  # just the compressed CSV for data/
     gemmtune collect --timing standard ...            # the tuner's full timer (4x the replays)
+    gemmtune collect --shapes my.csv --max-minutes 8  # your own shapes (a suite CSV) instead of the plan
 
 (``python scripts/collect.py ARGS`` is the same command.)
 
@@ -85,9 +86,9 @@ from .rows import EDGE_MASKS_SINCE, LAUNCH_BOUND_MS, LAUNCH_BOUND_SINCE, export,
 from .run import batch_size, run, run_on_gpus
 from .sampling import (NEW_FAMILIES, POOL_SIZES, SAMPLERS, exhaustive_raw, pool_raw, sample_choices, sample_new,
                        sample_space, shape_choices)
-from .shapes import MODELS, problems_for, shape_plan
+from .shapes import MODELS, csv_plan, problems_for, shape_plan
 
 __all__ = ["claim", "EDGE_MASKS_SINCE", "LAUNCH_BOUND_MS", "LAUNCH_BOUND_SINCE", "export", "launch_bound_rows",
            "stale_edge_rows", "batch_size", "run", "run_on_gpus", "POOL_SIZES", "SAMPLERS", "exhaustive_raw",
-           "pool_raw", "sample_choices", "sample_space", "shape_choices", "MODELS", "problems_for", "shape_plan",
+           "pool_raw", "sample_choices", "sample_space", "shape_choices", "MODELS", "csv_plan", "problems_for", "shape_plan",
            "NEW_FAMILIES", "sample_new"]

@@ -20,7 +20,7 @@ from .claims import claim
 from ..store import ResultStore
 from .rows import export, launch_bound_rows, stale_edge_rows, unpack, with_store
 from .sampling import shape_choices
-from .shapes import problems_for, shape_plan
+from .shapes import csv_plan, problems_for, shape_plan
 
 FIRST_BATCH = 4  # shapes in the first batch of each dtype, which measures seconds per shape
 FIRST_EST_S = 30.0  # assumed seconds per shape before anything was measured
@@ -67,8 +67,15 @@ def spread(shapes: list[tuple]) -> list[tuple]:
 
 
 def selected_shapes(args) -> list[tuple]:
-    """The plan, narrowed by ``--groups``, ordered by ``--order``, cut by ``--limit-shapes``."""
-    shapes = shape_plan()
+    """The plan (or ``--shapes``'s CSV: collect.shapes.csv_plan), narrowed by ``--groups``, ordered
+    by ``--order``, cut by ``--limit-shapes``."""
+    if getattr(args, "shapes", None):
+        shapes, left = csv_plan(args.shapes)
+        if left:
+            print(f"--shapes: left out {len(left)} row(s) of the public suite or repeating a shape: "
+                  f"{', '.join(left[:8])}{' ...' if len(left) > 8 else ''}", file=sys.stderr)
+    else:
+        shapes = shape_plan()
     if args.groups:
         keep = set(args.groups.split(","))
         shapes = [s for s in shapes if s[0] in keep]
@@ -362,7 +369,7 @@ def run(args) -> int:
 
 # Options a per-GPU collector takes over from the command that started it (run_on_gpus); the
 # store, its claims folder, --resume-from and the drops are the parent's, done once.
-PASSED_ON = ("dtypes", "groups", "order", "batch", "limit_shapes", "mm_sample", "splitk_sample", "pad_sample", "new_sample",
+PASSED_ON = ("dtypes", "shapes", "groups", "order", "batch", "limit_shapes", "mm_sample", "splitk_sample", "pad_sample", "new_sample",
              "sampler",
              "compile_workers", "compile_ahead", "timing", "timeout")
 

@@ -84,6 +84,30 @@ def shape_plan() -> list[tuple[str, str, int, int, int, str]]:
     return out
 
 
+def csv_plan(path) -> tuple[list[tuple[str, str, int, int, int, str]], list[str]]:
+    """(shapes, names left out) of a suite CSV (``gemmtune collect --shapes``), in the plan's form
+    (group, name, M, N, K, layout_b). Each ``--dtypes`` phase collects every row: the CSV's dtype
+    column is not used. Rows of the public suite are left out (it is for evaluation only), and so
+    are later rows repeating a shape; ``bmm`` and ``scaled_mm`` rows and column-major A, which the
+    collection's phases do not build, are a ValueError naming the row."""
+    from ..model.learned import public_shapes
+    from ..shapes import load_csv
+
+    public = public_shapes()
+    out, left, seen = [], [], set()
+    for sh in load_csv(path):
+        p = sh.problem
+        if p.op != "mm" or p.layout_a != "row":
+            raise ValueError(f"{path}: {sh.name}: gemmtune collect --shapes takes mm rows with a row-major A "
+                             f"(op {p.op!r}, layout_a {p.layout_a!r})")
+        if (p.m, p.n, p.k) in public or (p.m, p.n, p.k) in seen:
+            left.append(sh.name)
+            continue
+        seen.add((p.m, p.n, p.k))
+        out.append((sh.group, sh.name, p.m, p.n, p.k, p.layout_b))
+    return out, left
+
+
 FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
 
 
