@@ -35,6 +35,28 @@ def cmd_tune(args) -> int:
     return 0
 
 
+def warm_note(info: dict, warm_plan) -> str:
+    """The "serving" line's account of the server's warm-up: ``warm_plan()`` run now (seconds),
+    and the workers' results in ``info["warm"]`` (bench.server.warm_workers). A warm-up that fails
+    is named, never raised: it is an optimisation, and what failed fails again, with its message,
+    in a client's tune.
+
+    >>> warm_note({"warm": [{"status": "ok", "s": 1.3}]}, lambda: 0.7)
+    '; warmed up: planning 0.7 s, workers 1.3 s'
+    >>> warm_note({"warm": [{"status": "skipped", "reason": "not on a GPU"}]}, lambda: 1 / 0)
+    '; warmed up: planning not (ZeroDivisionError: division by zero), workers not (not on a GPU)'
+    """
+    try:
+        plan = f"planning {warm_plan():.1f} s"
+    except Exception as e:  # noqa: BLE001 - see the docstring
+        plan = f"planning not ({type(e).__name__}: {e})"
+    warm = info.get("warm") or []
+    done = [w for w in warm if w.get("status") == "ok"]
+    if done:
+        return f"; warmed up: {plan}, workers {max(w['s'] for w in done):.1f} s"
+    return f"; warmed up: {plan}" + (f", workers not ({warm[0].get('reason')})" if warm else "")
+
+
 def cmd_worker(args) -> int:
     import signal
     import threading
@@ -51,11 +73,7 @@ def cmd_worker(args) -> int:
         from ..tuning import tuner
         # Likewise the first plan (the ranker's files read, the planning code run once) and each
         # worker's first compile and first timing (bench.server.warm_workers, done by now).
-        plan_s = tuner.warm_plan(info, WARM_SIZES)
-        warm = info.get("warm") or []
-        done = [w for w in warm if w.get("status") == "ok"]
-        note = (f"; warmed up: planning {plan_s:.1f} s, workers {max(w['s'] for w in done):.1f} s" if done else
-                f"; planning warmed up in {plan_s:.1f} s" + (f", workers not: {warm[0].get('reason')}" if warm else ""))
+        note = warm_note(info, lambda: tuner.warm_plan(info, WARM_SIZES))
         print(f"gemmtune worker: serving {info.get('device_name', '?')} on {args.serve} "
               f"(tune --server {args.serve}){note}; Ctrl-C or kill stops it", file=sys.stderr, flush=True)
     # SIGTERM (kill) stops it as Ctrl-C does, removing the socket and its key: a shell script's
