@@ -307,3 +307,36 @@ def test_a_worker_rejects_an_unknown_op_and_warms_only_on_a_gpu():
     assert handle("warm", {"problem": key}, state) == {"status": "skipped", "reason": "not on a GPU"}
     res = handle("nonsense", {"problem": key}, state)
     assert res["status"] == "error" and "unknown op 'nonsense'" in res["reason"] and "'warm'" in res["reason"]
+
+
+def test_a_client_that_comes_during_the_warm_up_waits_for_it(monkeypatch):
+    """The socket opens before the warm-up: a client connecting meanwhile is answered once the
+    server is warm, instead of finding no server there."""
+    import time
+
+    from gemmtune.bench import server as srv
+
+    warming = threading.Event()
+
+    def slow_warm(pool):
+        warming.set()
+        time.sleep(1.5)
+        return []
+
+    monkeypatch.setattr(srv, "warm_workers", slow_warm)
+    d = tempfile.mkdtemp(prefix="gt-")
+    sock = os.path.join(d, "s.sock")
+    stop, readied = threading.Event(), []
+    t = threading.Thread(target=serve, args=(sock,), daemon=True,
+                         kwargs=dict(stop=stop, timeout=30, ready=lambda info: readied.append(time.monotonic())))
+    t.start()
+    try:
+        assert warming.wait(120), "the server's worker did not start"
+        assert os.path.exists(sock)  # open while it warms up
+        with RemotePool(sock) as pool:
+            info = pool.info()
+        answered = time.monotonic()
+        assert info["device_name"] and readied and readied[0] <= answered
+    finally:
+        stop.set()
+        t.join(10)

@@ -92,10 +92,12 @@ def serve(address: str | os.PathLike, *, workers: int | None = None, timeout: fl
     try:
         with WorkerPool(workers, timeout=timeout, runner=runner, env=wenv, gpus=gpus) as pool:
             info = pool.info()  # the workers are up before any client is accepted
-            warmed = warm_workers(pool)
-            if warmed:
-                info = dict(info, warm=warmed)
             with Listener(address, family="AF_UNIX", authkey=key) as listener:
+                # Warmed up with the socket open: a client that connects meanwhile waits in the
+                # listen queue until the first accept, instead of finding no server there.
+                warmed = warm_workers(pool)
+                if warmed:
+                    info = dict(info, warm=warmed)
                 if ready is not None:
                     ready(info)
                 listener._listener._socket.settimeout(1.0)  # so that ``stop`` is noticed
