@@ -88,9 +88,10 @@ def make_plan(options: TuneOptions, info: dict, ctx: RunContext, lut: LookupTabl
                          deterministic=options.deterministic)
 
 
-def warm_plan(info: dict, sizes: tuple = (256, 256, 256, "bf16")) -> float:
-    """Plan one problem as a forwarded ``tune --fast`` of one shape would, on the device of the
-    workers' ``info``, and throw the plan away: a warm server (``gemmtune worker --serve``) calls
+def warm_plan(info: dict, sizes: tuple) -> float:
+    """Plan one problem of ``sizes`` (``Problem.from_sizes`` arguments; the server passes its
+    ``bench.server.WARM_SIZES``) as a forwarded ``tune --fast`` of one shape would, on the device of
+    the workers' ``info``, and throw the plan away: a warm server (``gemmtune worker --serve``) calls
     this before its first client, which then finds the ranker's files read and the planning code
     run once. Seconds spent. Warnings (no model for this GPU, say) are left to the client's tune,
     which gives them again."""
