@@ -35,6 +35,10 @@ CASES = [
     ("persistent_tma", PersistentConfig(128, 128, 128, 3, 4), (77, 1004, 520), "col"),
     ("persistent_tma", PersistentConfig(128, 256, 64, 3, 8, 8, True, False), (1000, 2056, 1000), "col"),
     ("persistent_tma", PersistentConfig(128, 128, 64, 4, 8, 8, False, True), (1000, 2056, 1000), "row"),
+    # A split epilogue (column slices of the tile, TMA-stored or pointer-stored; N = 1004 takes the
+    # pointer store), with the 4-stage ring the halved output box makes room for.
+    ("persistent_tma", PersistentConfig(128, 256, 64, 4, 8, 8, False, True, 2), (1000, 2056, 1000), "row"),
+    ("persistent_tma", PersistentConfig(128, 256, 64, 4, 8, 8, False, False, 4), (333, 1004, 520), "col"),
     # The tiled kernel (no atomics, but rows past M/N wrap around inside the operand rather
     # than being masked, and the output's stores are widened from its stride: both must stay inside
     # the allocations). A fifth field is the output's row stride (a view into a wider buffer,

@@ -19,6 +19,7 @@ from gemmtune.configs import Choice, PersistentConfig
 from gemmtune.device import DeviceInfo
 from gemmtune.epilogue import bind, reference
 from gemmtune.kernels import persistent
+from gemmtune.kernels.base import Unsupported
 from gemmtune.problem import Problem
 from gemmtune.verify import compare
 
@@ -114,6 +115,57 @@ def test_fused_epilogue_matches_fp64(epi, device):
     assert r.ok, r.reason
 
 
+@pytest.mark.parametrize("split", [2, 4])
+@pytest.mark.parametrize("n", [40, 36, 64], ids=["tma-store-ragged", "pointer-store", "tma-store-even"])
+def test_split_epilogue_stores_every_slice_and_nothing_else(split, n, device):
+    """epi_split stores the tile as 2 or 4 column slices, through the TMA store (N = 40 and 64)
+    or the pointer store (N = 36); the slices past N are clipped, the window's guard band stays
+    NaN, and the fused epilogue is applied to every slice."""
+    m, k = 37, 48
+    cfg = PersistentConfig(16, 64, 16, 2, 4, epi_split=split)
+    a = operand(m, k, "row", torch.float16, device)
+    b = torch.randn(k, 72, dtype=torch.float16, device=device)[:, :n]
+    bias = torch.randn(n, dtype=torch.float16, device=device)
+    big = torch.full((m + 2, n + 8), float("nan"), dtype=torch.float16, device=device)
+    out = big[1:m + 1, :n]
+    persistent.run(a, b, out, cfg, epilogue=bind(m, n, out.dtype, a.device, bias=bias, activation="relu"))
+    ref = reference(torch.mm(a.double(), b.double()), bias.double(), "relu", None)
+    r = compare(out, ref, TOL[torch.float16])
+    assert r.ok, r.reason
+    assert torch.isnan(big[0]).all() and torch.isnan(big[m + 1]).all() and torch.isnan(big[:, n:]).all()
+
+
+def test_split_epilogue_space_rules():
+    p = Problem.from_sizes(4096, 4096, 4096, "bf16")
+    h100 = DeviceInfo.lookup("h100")
+    # 4 stages of 128x256x64 bf16 boxes (192 KiB) fit beside half the output box, not the whole.
+    assert "output box" in persistent.constraint(PersistentConfig(128, 256, 64, 4, 8), p, h100)
+    assert persistent.constraint(PersistentConfig(128, 256, 64, 4, 8, epi_split=2), p, h100) is None
+    assert "one of" in persistent.constraint(PersistentConfig(128, 256, 64, 3, 8, epi_split=3), p, h100)
+    assert "< 16" in persistent.constraint(PersistentConfig(128, 32, 64, 3, 8, epi_split=4), p, h100)
+    with pytest.raises(ValueError, match="epi_split"):
+        persistent.validate(p, PersistentConfig(128, 256, 64, 3, 8, epi_split=8))
+    ch = Choice.parse("persistent_tma:BM128-BN256-BK64-S4-W8-G8-F-E2")
+    assert ch.config == PersistentConfig(128, 256, 64, 4, 8, 8, False, True, 2) and ch.id.endswith("-F-E2")
+    with pytest.raises(Unsupported, match="split epilogue"):
+        persistent.inductor_export(ch, p, 132)
+
+
+def test_one_row_views_with_an_odd_stride_run(device):
+    """A 1-row operand or output never steps its row stride, so an odd one (a row of a wider
+    matrix) is no reason to refuse it: the descriptor takes the aligned row length instead."""
+    k, n = 48, 40
+    # Row 8 of a stride-51 (102-byte) matrix starts 816 bytes in: an aligned base, an odd stride.
+    a = torch.randn(9, k + 3, dtype=torch.float16, device=device)[8:9, :k]
+    b = operand(k, n, "row", torch.float16, device)
+    big = torch.full((10, n + 3), float("nan"), dtype=torch.float16, device=device)
+    out = big[8:9, :n]                                                          # stride 43, 688 bytes in
+    assert persistent._tma_layout(a) == persistent._tma_layout(out) == "row"
+    persistent.run(a, b, out, CONFIGS[0])
+    check(out, a, b)
+    assert torch.isnan(big[:8]).all() and torch.isnan(big[9]).all() and torch.isnan(big[:, n:]).all()
+
+
 def test_unaligned_operands_are_refused_with_the_reason(device):
     a = torch.randn(16, 33, dtype=torch.float16, device=device)[:, :31]   # lead 33: 66 bytes
     b = torch.randn(31, 16, dtype=torch.float16, device=device)
@@ -196,9 +248,11 @@ def test_persistent_gpu_default_space_verifies(shape, layout_b, dtype):
 @pytest.mark.gpu
 @needs_hopper
 @pytest.mark.parametrize("cfg", [PersistentConfig(128, 256, 64, 3, 8, 8, True, False),
-                                 PersistentConfig(128, 128, 64, 4, 8, 8, False, True)], ids=lambda c: c.id)
+                                 PersistentConfig(128, 128, 64, 4, 8, 8, False, True),
+                                 PersistentConfig(128, 256, 64, 4, 8, 8, False, True, 2),
+                                 PersistentConfig(128, 256, 64, 4, 8, 8, False, False, 4)], ids=lambda c: c.id)
 def test_persistent_gpu_loop_knobs_verify_or_fail_to_compile_cleanly(cfg):
-    """Warp specialisation / flattening: correct where this triton compiles them."""
+    """Warp specialisation / flattening / a split epilogue: correct where this triton compiles them."""
     a, b = operand(2048, 1024, "row", torch.bfloat16, "cuda"), operand(1024, 3072, "col", torch.bfloat16, "cuda")
     try:
         out = run(cfg, a, b)

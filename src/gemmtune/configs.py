@@ -136,7 +136,10 @@ class PersistentConfig(_OnATile):
     """The persistent TMA family (kernels.persistent): a tile, its pipeline, and two loop knobs.
 
     ``warp_spec``: Triton warp-specialises the tile loop (TMA producer / MMA consumer warps).
-    ``flatten``: the tile and K loops are fused, so the pipeline runs across tiles."""
+    ``flatten``: the tile and K loops are fused, so the pipeline runs across tiles.
+    ``epi_split``: the epilogue stores the tile in that many column slices (1, 2 or 4), so the
+    TMA store stages BLOCK_N / epi_split columns in shared memory instead of the whole tile;
+    the room it frees can hold another stage of operand boxes."""
     block_m: int
     block_n: int
     block_k: int
@@ -145,10 +148,12 @@ class PersistentConfig(_OnATile):
     group_m: int = 8
     warp_spec: bool = False
     flatten: bool = False
+    epi_split: int = 1
 
     @property
     def id(self) -> str:
-        return self.tile.id + ("-WS" if self.warp_spec else "") + ("-F" if self.flatten else "")
+        return (self.tile.id + ("-WS" if self.warp_spec else "") + ("-F" if self.flatten else "")
+                + (f"-E{self.epi_split}" if self.epi_split != 1 else ""))
 
     def params(self) -> dict:
         return asdict(self)
@@ -183,7 +188,7 @@ CONFIG_TYPES = {"triton_mm": TileConfig, "triton_static": TileConfig, "splitk": 
 _TILE_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)$")
 _SPLITK_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)-SK(\d+)-(det|atomic)$")
 _DK_RE = re.compile(r"^s(\d+)$")
-_PERSISTENT_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)(-WS)?(-F)?$")
+_PERSISTENT_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)(-WS)?(-F)?(?:-E(\d+))?$")
 _SKINNY_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-SK(\d+)-S(\d+)-W(\d+)-(dot|core)-(det|atomic)(?:-P(\d+))?$")
 
 
@@ -271,9 +276,10 @@ class Choice:
         elif family == "persistent_tma":
             m = _PERSISTENT_RE.match(rest)
             if m:
-                *nums, ws, fl = m.groups()
-                return cls(family, PersistentConfig(*map(int, nums), warp_spec=bool(ws), flatten=bool(fl)))
-            form = "persistent_tma:BM<int>-BN<int>-BK<int>-S<int>-W<int>-G<int>[-WS][-F]"
+                *nums, ws, fl, es = m.groups()
+                return cls(family, PersistentConfig(*map(int, nums), warp_spec=bool(ws), flatten=bool(fl),
+                                                    epi_split=int(es or 1)))
+            form = "persistent_tma:BM<int>-BN<int>-BK<int>-S<int>-W<int>-G<int>[-WS][-F][-E<int>]"
         elif family == "decompose_k":
             m = _DK_RE.match(rest)
             if m:

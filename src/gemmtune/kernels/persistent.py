@@ -93,7 +93,7 @@ def _persistent_kernel(
     NUM_PROGRAMS: tl.constexpr, A_COL: tl.constexpr, B_ROW: tl.constexpr, TMA_STORE: tl.constexpr,
     INPUT_PRECISION: tl.constexpr, INDEX_64: tl.constexpr, FLATTEN: tl.constexpr, WARP_SPEC: tl.constexpr,
     HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, RN_UNIT: tl.constexpr,
-    SCALE: tl.constexpr,
+    SCALE: tl.constexpr, EPI_SPLIT: tl.constexpr,
 ):
     pid = tl.program_id(0)
     grid_m = tl.cdiv(M, BLOCK_M)
@@ -123,21 +123,54 @@ def _persistent_kernel(
         tile_c += NUM_PROGRAMS
         pid_m, pid_n = _tile_coords(tile_c, grid_m, grid_n, GROUP_M)
         if INDEX_64:
-            rm = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
-            rn = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+            om = pid_m.to(tl.int64) * BLOCK_M
+            on = pid_n.to(tl.int64) * BLOCK_N
         else:
-            rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-            rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            om = pid_m * BLOCK_M
+            on = pid_n * BLOCK_N
+        rm = om + tl.arange(0, BLOCK_M)
+        rn = on + tl.arange(0, BLOCK_N)
         mask = (rm[:, None] < M) & (rn[None, :] < N)
         srn = 1 if RN_UNIT else stride_rn
         acc = fused_epilogue(acc, rm[:, None], rn[None, :], mask, N, bias_ptr, res_ptr, stride_bias,
                              stride_rm, srn, HAS_BIAS, ACT, HAS_RES, M, sa_ptr, sb_ptr, SCALE)
         out = acc.to(c_ptr.dtype.element_ty)
-        if TMA_STORE:
-            # The TMA store clips the box at the matrix edge.
-            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], out)
+        if EPI_SPLIT == 1:
+            _store_slice(c_desc, c_ptr, out, om, on, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N, TMA_STORE)
         else:
-            tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, out, mask=mask)
+            # Column slices, stored one after another: the TMA store's staging buffer holds one.
+            left, right = _halves(out, BLOCK_M, BLOCK_N)
+            if EPI_SPLIT == 2:
+                _store_slice(c_desc, c_ptr, left, om, on, M, N, stride_cm, stride_cn,
+                             BLOCK_M, BLOCK_N // 2, TMA_STORE)
+                _store_slice(c_desc, c_ptr, right, om, on + BLOCK_N // 2, M, N, stride_cm, stride_cn,
+                             BLOCK_M, BLOCK_N // 2, TMA_STORE)
+            else:
+                q0, q1 = _halves(left, BLOCK_M, BLOCK_N // 2)
+                q2, q3 = _halves(right, BLOCK_M, BLOCK_N // 2)
+                _store_slice(c_desc, c_ptr, q0, om, on, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N // 4, TMA_STORE)
+                _store_slice(c_desc, c_ptr, q1, om, on + BLOCK_N // 4, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N // 4, TMA_STORE)
+                _store_slice(c_desc, c_ptr, q2, om, on + BLOCK_N // 2, M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N // 4, TMA_STORE)
+                _store_slice(c_desc, c_ptr, q3, om, on + 3 * (BLOCK_N // 4), M, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N // 4, TMA_STORE)
+
+
+@triton.jit
+def _halves(x, ROWS: tl.constexpr, COLS: tl.constexpr):
+    # [ROWS, COLS] -> its left and right [ROWS, COLS // 2] halves (tl.split takes a last dim of 2).
+    return tl.split(tl.permute(tl.reshape(x, (ROWS, 2, COLS // 2)), (0, 2, 1)))
+
+
+@triton.jit
+def _store_slice(c_desc, c_ptr, val, om, on, M, N, stride_cm, stride_cn,
+                 ROWS: tl.constexpr, COLS: tl.constexpr, TMA_STORE: tl.constexpr):
+    if TMA_STORE:
+        # The TMA store clips the box at the matrix edge.
+        c_desc.store([om, on], val)
+    else:
+        rm = om + tl.arange(0, ROWS)
+        rn = on + tl.arange(0, COLS)
+        tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, val,
+                 mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
 # ------------------------------------------------------------------ host side
@@ -168,10 +201,12 @@ def num_programs(device: torch.device, tiles: int) -> int:
 def _descriptor(t: torch.Tensor, layout: str, box_rows: int, box_cols: int):
     """A descriptor over the stored matrix of ``t``: [rows, cols] when row-major, the
     transposed [cols, rows] storage when column-major (the kernel transposes the box)."""
-    if layout == "row":
-        return TensorDescriptor(t, list(t.shape), [t.stride(0), 1], [box_rows, box_cols])
     rows, cols = t.shape
-    return TensorDescriptor(t, [cols, rows], [t.stride(1), 1], [box_cols, box_rows])
+    # One row (column) never steps its stride: the descriptor takes the aligned extent instead, as
+    # _tma_layout checked it (a 1-row view of a wider matrix has an odd stride TMA would refuse).
+    if layout == "row":
+        return TensorDescriptor(t, [rows, cols], [t.stride(0) if rows > 1 else cols, 1], [box_rows, box_cols])
+    return TensorDescriptor(t, [cols, rows], [t.stride(1) if cols > 1 else rows, 1], [box_cols, box_rows])
 
 
 def _args(a, b, c, cfg: PersistentConfig, allow_tf32: bool, epilogue: EpilogueArgs | None):
@@ -184,7 +219,7 @@ def _args(a, b, c, cfg: PersistentConfig, allow_tf32: bool, epilogue: EpilogueAr
     a_desc = _descriptor(a, la, cfg.block_m, cfg.block_k)
     b_desc = _descriptor(b, lb, cfg.block_k, cfg.block_n)
     tma_store = _tma_layout(c) == "row" and c.stride(-1) == 1
-    c_desc = TensorDescriptor(c, [M, N], [c.stride(0), 1], [cfg.block_m, cfg.block_n]) if tma_store else None
+    c_desc = _descriptor(c, "row", cfg.block_m, cfg.block_n // cfg.epi_split) if tma_store else None
     p = plan(M, N, K, cfg, num_programs(a.device, 1 << 30))
     args = (a_desc, b_desc, c_desc, c, *epilogue_pointers(epilogue, c), M, N, K, c.stride(0), c.stride(1),
             *epilogue_strides(epilogue))
@@ -193,7 +228,7 @@ def _args(a, b, c, cfg: PersistentConfig, allow_tf32: bool, epilogue: EpilogueAr
         NUM_PROGRAMS=p["programs"], A_COL=la == "col", B_ROW=lb == "row", TMA_STORE=tma_store,
         INPUT_PRECISION=input_precision(a.dtype, allow_tf32),
         INDEX_64=needs_int64(c, *epilogue_tensors(epilogue)),
-        FLATTEN=cfg.flatten, WARP_SPEC=cfg.warp_spec,
+        FLATTEN=cfg.flatten, WARP_SPEC=cfg.warp_spec, EPI_SPLIT=cfg.epi_split,
         **epilogue_consts(epilogue),
     )
     return (p["programs"],), args, consts
@@ -216,9 +251,9 @@ def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: Persistent
 
 def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> dict:
     cfg = choice.config
-    if cfg.warp_spec or cfg.flatten:
-        raise Unsupported("persistent_tma with warp specialisation or a flattened loop: Inductor's "
-                          "Hopper persistent TMA template has neither knob")
+    if cfg.warp_spec or cfg.flatten or cfg.epi_split != 1:
+        raise Unsupported("persistent_tma with warp specialisation, a flattened loop or a split epilogue: "
+                          "Inductor's Hopper persistent TMA template has none of these knobs")
     if sm_count is None:
         raise Unsupported("persistent_tma: the table names no known GPU, so its SM count "
                           "(the template's NUM_SMS) is unknown")

@@ -106,15 +106,32 @@ def constraint(cfg: PersistentConfig, problem: Problem, device: DeviceInfo) -> s
         # groups; with 4 warps triton 3.6 failed to compile it (NVGPUWarpSpecialization pass,
         # H200, 2026-11-24: every 4-warp config, 8-warp ones compiled and verified).
         return "warp specialisation needs 8 or more warps (consumer warp groups beside the producer)"
-    # The TMA store stages the output tile in shared memory beside the operand ring.
+    reason = split_reason(cfg)
+    if reason:
+        return reason
+    # The TMA store stages the output tile (or one column slice of it, epi_split) in shared
+    # memory beside the operand ring.
     reason = tile_constraint(cfg.tile, problem, device)
     if reason:
         return reason
-    out_smem = cfg.block_m * cfg.block_n * element_size(problem.out_dtype)
+    out_smem = cfg.block_m * cfg.block_n * element_size(problem.out_dtype) // cfg.epi_split
     need = cfg.num_stages * (cfg.block_m + cfg.block_n) * cfg.block_k * element_size(problem.dtype) + out_smem
     if need > device.smem_per_block:
         return (f"shared memory {need} B ({cfg.num_stages} stages of operand boxes + the {out_smem} B "
                 f"output box of the TMA store) exceeds {device.smem_per_block} B per block")
+    return None
+
+
+EPI_SPLITS = (1, 2, 4)
+
+
+def split_reason(cfg: PersistentConfig) -> str | None:
+    """Why ``cfg.epi_split`` cannot slice its tile (None when it can)."""
+    if cfg.epi_split not in EPI_SPLITS:
+        return f"epi_split={cfg.epi_split} must be one of {EPI_SPLITS}"
+    if cfg.block_n // cfg.epi_split < 16:
+        # A TMA box row must be at least 16 bytes, and tl.dot's tiles are at least 16 wide.
+        return f"epi_split={cfg.epi_split} leaves column slices of {cfg.block_n // cfg.epi_split} < 16"
     return None
 
 
@@ -155,6 +172,9 @@ def validate(problem: Problem, cfg: PersistentConfig) -> None:
     if reason:
         raise ValueError(reason)
     check_block_sizes(cfg)
+    reason = split_reason(cfg)
+    if reason:
+        raise ValueError(reason)
     if max(cfg.block_m, cfg.block_n, cfg.block_k) > MAX_BOX:
         raise ValueError(f"block sizes must be <= {MAX_BOX} (a TMA box dimension)")
 
