@@ -139,7 +139,9 @@ class PersistentConfig(_OnATile):
     ``flatten``: the tile and K loops are fused, so the pipeline runs across tiles.
     ``epi_split``: the epilogue stores the tile in that many column slices (1, 2 or 4), so the
     TMA store stages BLOCK_N / epi_split columns in shared memory instead of the whole tile;
-    the room it frees can hold another stage of operand boxes."""
+    the room it frees can hold another stage of operand boxes. On an H100 with triton 3.6 it
+    gained nothing over 1 (benchmarks/results/2026-11-27-h100-s18, section 1), so the default
+    space leaves it at 1; a choice id (``-E2``, ``-E4``) still reaches it."""
     block_m: int
     block_n: int
     block_k: int
