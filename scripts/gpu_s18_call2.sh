@@ -6,7 +6,7 @@
 set -u
 source "$(dirname "$0")/device_env.sh"
 record_env lightgbm
-timeout ${TESTS_S:-240} python3 -m pytest -q -n 4 -m gpu tests -p no:cacheprovider > $OUT/gpu_tests.txt 2>&1
+timeout ${TESTS_S:-240} python3 -m pytest -q -n ${TESTS_N:-8} -m gpu tests -p no:cacheprovider --durations=12 > $OUT/gpu_tests.txt 2>&1
 echo "tests rc=$?"; grep -E "passed|failed|FAILED|ERROR" $OUT/gpu_tests.txt | tail -8
 timeout ${BENCH_S:-330} python3 -m gemmtune.cli bench --suite benchmarks/suites/edge-s18.csv \
   --deadline $(( $(date +%s) + ${DEADLINE_S:-270} )) --skip-tunableop --skip-inductor --out $OUT/bench > $OUT/bench.log 2>&1

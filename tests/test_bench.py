@@ -603,3 +603,21 @@ def test_tunableop_peer_is_on_only_inside_and_puts_everything_back(tmp_path):
     t.close()
     assert (fake.on, fake.tuning, fake.file) == (False, True, "user.csv")
     assert "tunableop" in report.LABELS
+
+
+def test_bench_benchmarks_addmm_rows_as_mm_and_leaves_bmm_rows_whole(tmp_path):
+    """A suite with an addmm row and a bmm row: only the addmm row becomes mm (its peers are set up
+    for the plain product); the bmm row keeps its op and batch. Before, every row became mm and
+    the bmm row's batch made `gemmtune bench` stop with an error."""
+    from gemmtune.cli.bench import plain_products
+    from gemmtune.shapes import load_csv
+
+    csv = tmp_path / "s.csv"
+    csv.write_text("group,name,M,N,K,dtype,layout_a,layout_b,op,batch\n"
+                   "edge,a,300,2001,512,bfloat16,row,row,addmm,\n"
+                   "edge,b,33,65,129,bfloat16,row,row,bmm,7\n"
+                   "edge,c,8,8,8,float16,row,row,mm,\n")
+    rows, note = plain_products(load_csv(csv))
+    assert [(r.problem.op, r.problem.batch) for r in rows] == [("mm", 1), ("bmm", 7), ("mm", 1)]
+    assert "1 addmm row(s)" in note
+    assert plain_products(rows[1:]) == (rows[1:], None)

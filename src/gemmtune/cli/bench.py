@@ -9,6 +9,26 @@ import sys
 from .common import positive_int
 
 
+def plain_products(shapes: list) -> tuple[list, str | None]:
+    """``shapes`` with each addmm row benchmarked as mm, and the note that says so (None when there
+    are none): bench's peers (cuBLAS mm, Inductor, TunableOp) are set up for the plain product. Other
+    ops, bmm with its batch among them, keep theirs.
+
+    >>> from gemmtune.shapes import parse_shape
+    >>> rows, note = plain_products([parse_shape("8x16x32", op="addmm"), parse_shape("4x8x16x32", op="bmm")])
+    >>> [r.problem.op for r in rows], note
+    (['mm', 'bmm'], 'note: bench compares plain products: 1 addmm row(s) are benchmarked as mm (without the bias)')
+    """
+    import dataclasses
+
+    addmm = sum(s.problem.op == "addmm" for s in shapes)
+    if not addmm:
+        return shapes, None
+    return ([dataclasses.replace(s, problem=dataclasses.replace(s.problem, op="mm")) if s.problem.op == "addmm"
+             else s for s in shapes],
+            f"note: bench compares plain products: {addmm} addmm row(s) are benchmarked as mm (without the bias)")
+
+
 def cmd_bench(args) -> int:
     """The side-by-side benchmark on this GPU (gemmtune.bench.suite); exit 2 without one."""
     import torch
@@ -31,13 +51,9 @@ def cmd_bench(args) -> int:
     shapes = shapes[: args.limit] if args.limit else shapes
     if not shapes:
         raise ValueError("no shapes selected (check --groups / --limit)")
-    addmm = sum(s.problem.op == "addmm" for s in shapes)
-    if addmm:
-        # Its peers (cuBLAS mm, Inductor, TunableOp) are set up for the plain product.
-        import dataclasses
-        print(f"note: bench compares plain products: {addmm} addmm row(s) are benchmarked as mm (without the bias)",
-              file=sys.stderr)
-        shapes = [dataclasses.replace(s, problem=dataclasses.replace(s.problem, op="mm")) for s in shapes]
+    shapes, note = plain_products(shapes)
+    if note:
+        print(note, file=sys.stderr)
     deadline, ceilings_file = args.deadline, args.ceilings_file
     for name, flag in (("GEMMTUNE_BENCH_DEADLINE", "--deadline"), ("GEMMTUNE_BENCH_CEILINGS", "--ceilings-file")):
         # The old environment variables, for this release: honoured when the option is not given.
