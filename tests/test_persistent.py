@@ -166,6 +166,21 @@ def test_one_row_views_with_an_odd_stride_run(device):
     assert torch.isnan(big[:8]).all() and torch.isnan(big[9]).all() and torch.isnan(big[:, n:]).all()
 
 
+@pytest.mark.parametrize("mnk", [(40, 1, 48), (1, 40, 48), (1, 1, 48), (33, 1, 8)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("layouts", [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")], ids="-".join)
+def test_the_space_and_the_launcher_agree_on_one_row_or_column(mnk, layouts, device):
+    """Where the config space keeps persistent_tma for an M = 1 or N = 1 problem, the launch takes
+    the operands as given (a (K, 1) B = W.t() has strides (1, K): before, the launcher read it
+    row-major, found a 2-byte leading stride and refused what the space had kept), and is right."""
+    m, n, k = mnk
+    a, b = operand(m, k, layouts[0], torch.float16, device), operand(k, n, layouts[1], torch.float16, device)
+    p = Problem.from_sizes(m, n, k, "float16", layout_a=layouts[0], layout_b=layouts[1])  # as a suite row says
+    kept, _ = persistent.space(p, DeviceInfo.lookup("h100"))
+    if not kept:
+        pytest.skip("the space refuses this layout (an unaligned leading dim)")
+    check(run(CONFIGS[0], a, b), a, b)
+
+
 def test_unaligned_operands_are_refused_with_the_reason(device):
     a = torch.randn(16, 33, dtype=torch.float16, device=device)[:, :31]   # lead 33: 66 bytes
     b = torch.randn(31, 16, dtype=torch.float16, device=device)

@@ -161,7 +161,7 @@ def test_cuda_graph_timer_times_torch_mm():
 
 # ------------------------------------------------------------------ timing profiles
 def test_timer_profiles_name_every_timing_and_quick_is_lighter():
-    from gemmtune.bench.timing import QUICK_CUDA, QUICK_WALL, TIMINGS, timer_profiles
+    from gemmtune.bench.timing import QUICK_CUDA, QUICK_WALL, STANDARD_CUT, TIMINGS, timer_profiles
 
     assert TIMINGS == ("standard", "quick")
     gpu, cpu = timer_profiles(cuda=True), timer_profiles(cuda=False)  # building touches no GPU
@@ -170,7 +170,8 @@ def test_timer_profiles_name_every_timing_and_quick_is_lighter():
     assert all(isinstance(t, WallTimer) for t in cpu.values())
     q, s = gpu["quick"], gpu["standard"]
     assert (q.replays, q.target_ms, q.max_launches, q.eager_calls, q.warmup) == (5, 1.0, 64, 3, 1)
-    assert q.cut_factor == 3.0 and s.cut_factor is None  # only bulk collection cuts early
+    # Bulk collection cuts at 3x; tuning only what is already 10x slower than the best so far.
+    assert q.cut_factor == 3.0 and s.cut_factor == STANDARD_CUT == 10.0
     assert q.replays == QUICK_CUDA["replays"]
     assert q.replays < s.replays and q.max_launches < s.max_launches and q.eager_calls < s.eager_calls
     assert cpu["quick"].repeats == QUICK_WALL["repeats"] < cpu["standard"].repeats

@@ -23,7 +23,7 @@ are labelled not representative: they time numpy, not a GPU.
 Timing profiles (``TIMINGS``, ``timer_profiles``): named timer settings a task
 picks by name (``tune(timing=...)`` puts ``"timer": name`` in each worker task).
 ``standard`` is the timers' defaults (20 replays of ~2 ms graphs, up to 256
-launches, 20 eager calls). ``quick`` is for bulk data collection: 5 replays of
+launches, 20 eager calls), with an early cut at 10x (``STANDARD_CUT``, below). ``quick`` is for bulk data collection: 5 replays of
 ~1 ms graphs, up to 64 launches, 3 eager calls, 1 warm-up -- still L2-cold with
 rotating input sets, still median + spread, and the runner still verifies
 against fp64 before timing. Each row stores its ``repeats`` (the replay count),
@@ -245,6 +245,13 @@ TIMINGS = ("standard", "quick")
 QUICK_CUDA = {"replays": 5, "target_ms_per_replay": 1.0, "max_launches": 64, "eager_calls": 3, "warmup": 1,
               "cut_factor": 3.0}
 QUICK_WALL = {"repeats": 2, "warmup": 1}
+# The standard profile cuts too, but only kernels already 10x slower than the best so far: no
+# ranking or pick needs their exact time, and timing them in full cost minutes on shapes where most
+# of a space is hopeless. H100, 2026-11-27, the default tune of 2 x 2 x 1,000,003 bf16 (an edge shape
+# nobody tuned for): cuBLAS took 0.074 ms, the single-K-slice triton_mm/triton_static tiles 11.6-31.6 ms
+# each, and their full timing (20 replays of graphs sized to at least one pass over 13 input
+# sets) 5-15 s each: 25 candidates in 150 s (benchmarks/results/2026-11-27-h100-s18, section 2).
+STANDARD_CUT = 10.0
 
 
 def timer_profiles(cuda: bool | None = None) -> dict:
@@ -255,5 +262,5 @@ def timer_profiles(cuda: bool | None = None) -> dict:
     if cuda is None:
         cuda = torch.cuda.is_available()
     if cuda:
-        return {"standard": CudaGraphTimer(), "quick": CudaGraphTimer(**QUICK_CUDA)}
+        return {"standard": CudaGraphTimer(cut_factor=STANDARD_CUT), "quick": CudaGraphTimer(**QUICK_CUDA)}
     return {"standard": WallTimer(), "quick": WallTimer(**QUICK_WALL)}

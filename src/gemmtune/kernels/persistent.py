@@ -176,7 +176,10 @@ def _store_slice(c_desc, c_ptr, val, om, on, M, N, stride_cm, stride_cn,
 # ------------------------------------------------------------------ host side
 def _tma_layout(t: torch.Tensor) -> str | None:
     """'row' / 'col' when TMA can read the 2-D operand ``t`` (its rows, or its columns, are
-    contiguous with a 16-byte aligned base and leading stride), else None."""
+    contiguous with a 16-byte aligned base and leading stride), else None. A single column (row)
+    has no inner stride to speak of, so it may be read either way: the first way whose leading
+    stride is aligned wins (B = W.t() of a 1 x K weight is (K, 1) with strides (1, K): its
+    row-major reading would step 1 element per row, its column-major one reads K contiguous)."""
     if t.data_ptr() % TMA_ALIGN:
         return None
     es = t.element_size()
@@ -184,10 +187,12 @@ def _tma_layout(t: torch.Tensor) -> str | None:
     rows, cols = t.shape
     if s1 == 1 or cols == 1:
         lead = s0 if rows > 1 else cols
-        return "row" if (lead * es) % TMA_ALIGN == 0 else None
+        if (lead * es) % TMA_ALIGN == 0:
+            return "row"
     if s0 == 1 or rows == 1:
         lead = s1 if cols > 1 else rows
-        return "col" if (lead * es) % TMA_ALIGN == 0 else None
+        if (lead * es) % TMA_ALIGN == 0:
+            return "col"
     return None
 
 
