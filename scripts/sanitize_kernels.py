@@ -28,6 +28,9 @@ CASES = [
     ("splitk", SplitKConfig(64, 64, 64, 4, 4, 8, 4, False), (200, 200, 20000), "row"),
     ("splitk", SplitKConfig(64, 64, 64, 4, 4, 8, 4, True), (200, 200, 20000), "offset"),
     ("splitk", SplitKConfig(32, 64, 128, 3, 4, 8, 7, True), (48, 97, 49153), "col"),
+    # hundreds of K-slices on one tile (the space goes past 128 only there), a short last slice
+    ("splitk", SplitKConfig(16, 16, 128, 4, 4, 8, 1000, False), (2, 3, 1000003), "row"),
+    ("splitk", SplitKConfig(16, 16, 128, 4, 4, 8, 300, True), (5, 7, 38405), "col"),
     # TMA: ragged M, N, K edges (zero-filled boxes, clipped TMA store), a transposed B, the
     # pointer store (N = 1004: 2008-byte output rows; B transposed, so its rows are K = 520 long), warp specialisation and a flattened loop.
     ("persistent_tma", PersistentConfig(128, 256, 64, 3, 8), (1000, 1000, 1000), "row"),

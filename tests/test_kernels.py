@@ -13,6 +13,7 @@ import torch
 
 import gemmtune
 from gemmtune import kernels
+from gemmtune.device import DeviceInfo
 from gemmtune.problem import Problem
 from gemmtune.configs import AtenConfig, Choice, DecomposeKConfig, SplitKConfig, TileConfig
 from gemmtune.kernels.splitk import SplitKWorkspace
@@ -286,6 +287,31 @@ def test_splitk_split_larger_than_k_blocks(operand):
     for det in (True, False):
         cfg = SplitKConfig(16, 16, 16, 2, 2, 8, 64, det)
         assert_close(run_family("splitk", cfg, a, b), a, b)
+
+
+@pytest.mark.parametrize("det", [True, False], ids=["det", "atomic"])
+def test_splitk_hundreds_of_slices_on_one_tile(det, operand):
+    """More than 128 K-slices (the split space goes to 1024 where one or two tiles would leave the
+    SMs idle): 300 slices of a ragged K = 38,405 on one 16x16 tile, the last slice short; every
+    partial arrives, the counters and the accumulator are left at zero."""
+    a, b = operand(3, 38405, dtype=torch.float32), operand(38405, 5, dtype=torch.float32)
+    ws = SplitKWorkspace()
+    cfg = SplitKConfig(16, 16, 128, 2, 2, 8, 300, det)
+    assert_close(run_family("splitk", cfg, a, b, workspace=ws), a, b)
+    _assert_workspace_clean(ws, a.device)
+
+
+def test_splitk_space_goes_past_128_slices_only_for_a_few_tiles():
+    from gemmtune.kernels import splitk_spec
+    h100 = DeviceInfo.lookup("h100")
+    few = gemmtune.space(Problem.from_sizes(2, 2, 1000003, "bf16"), "splitk", device="h100")
+    assert {c.config.split_k for c in few} >= {256, 512, 1024}
+    many = gemmtune.space(Problem.from_sizes(200, 200, 20000, "bf16"), "splitk", device="h100")
+    assert max(c.config.split_k for c in many) <= splitk_spec.MANY_SPLITS
+    # 4 tiles of 32x32 x 256 slices is over one program per SM: refused with the reason.
+    why = splitk_spec.constraint(SplitKConfig(32, 32, 128, 4, 4, 8, 256, False),
+                                 Problem.from_sizes(64, 64, 1 << 20, "bf16"), h100)
+    assert "more than 128 K-slices" in why
 
 
 # ------------------------------------------------------------------ end to end

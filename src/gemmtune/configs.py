@@ -382,7 +382,7 @@ def scaled_configs(raw_configs, kind: str, problem: Problem) -> list:
 
 # The split_k values whose K-slice length scaled_configs precomputes (1: no split): every split
 # the spaces list (kernels.splitk.SPLITS).
-_SPLIT_KEYS = (1, 2, 4, 8, 16, 32, 64, 128)
+_SPLIT_KEYS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
 @functools.lru_cache(maxsize=1 << 12)

@@ -22,7 +22,14 @@ DEFAULT_TILES = ((32, 32, 128, 4, 4), (32, 64, 128, 4, 4), (64, 64, 64, 4, 4),
                  (64, 128, 64, 3, 4), (128, 128, 64, 3, 8))
 
 
-SPLITS = (2, 4, 8, 16, 32, 64, 128)
+SPLITS = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+# Past this many slices a split is kept only where this many put at most one program on an SM: one output
+# tiles over a K of hundreds of thousands. There, 128 programs each walk a long K-slice one
+# dependent block after another, latency-bound (H100, 2 x 2 x 1,000,003 bf16: SK128 at 42 us, 6% of
+# the 2.6 us floor; benchmarks/results/2026-11-27-h100-s18, section 2).
+MANY_SPLITS = 128
 
 
 MIN_SLICE = 128  # shorter K-slices pay more in partial traffic than they gain in parallelism
@@ -53,6 +60,9 @@ def constraint(cfg: SplitKConfig, problem: Problem, device: DeviceInfo) -> str |
     if ws > MAX_WORKSPACE_BYTES:
         return f"fp32 workspace of {ws} B exceeds {MAX_WORKSPACE_BYTES} B: M*N is too large for split-K"
     tiles = p["tiles"]
+    if cfg.split_k > MANY_SPLITS and tiles * MANY_SPLITS > device.sm_count:
+        return (f"more than {MANY_SPLITS} K-slices only where {MANY_SPLITS} put at most one program on each of "
+                f"the {device.sm_count} SMs ({tiles} tiles)")
     if tiles * p["splits"] > 16 * device.sm_count:
         return (f"{tiles} tiles x {cfg.split_k} splits is over 16 waves of {device.sm_count} SMs: "
                 "the output alone fills the GPU")
