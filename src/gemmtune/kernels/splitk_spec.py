@@ -25,11 +25,16 @@ DEFAULT_TILES = ((32, 32, 128, 4, 4), (32, 64, 128, 4, 4), (64, 64, 64, 4, 4),
 SPLITS = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
-# Past this many slices a split is kept only where this many put at most one program on an SM: one output
-# tiles over a K of hundreds of thousands. There, 128 programs each walk a long K-slice one
-# dependent block after another, latency-bound (H100, 2 x 2 x 1,000,003 bf16: SK128 at 42 us, 6% of
-# the 2.6 us floor; benchmarks/results/2026-11-27-h100-s18, section 2).
+# Past this many slices a split is kept only where this many put at most one program on an SM
+# (one output tile or two) and would still leave each one a long walk (K / 128 >= LONG_SLICE).
+# There, 128 programs each walk a long K-slice one dependent block after another, latency-bound.
+# H100, 2026-11-27 (benchmarks/results/2026-11-27-h100-s18, section 3), best split > 128 against
+# best split <= 128 in one process: 2 x 2 x 1,000,003 bf16 1.43x (42.3 -> 29.7 us; K/128 = 7813),
+# 16 x 16 x 1,048,576 1.06x, 8 x 8 x 524,288 fp16 1.00x (K/128 = 4096); shorter walks lost:
+# 64 x 64 x 262,144 0.94x (K/128 = 2048), 32 x 48 x 200,000 0.95x, 64 x 64 x 65,536 0.81x, 128 x 128 x
+# 32,768 0.54x.
 MANY_SPLITS = 128
+LONG_SLICE = 4096
 
 
 MIN_SLICE = 128  # shorter K-slices pay more in partial traffic than they gain in parallelism
@@ -63,6 +68,9 @@ def constraint(cfg: SplitKConfig, problem: Problem, device: DeviceInfo) -> str |
     if cfg.split_k > MANY_SPLITS and tiles * MANY_SPLITS > device.sm_count:
         return (f"more than {MANY_SPLITS} K-slices only where {MANY_SPLITS} put at most one program on each of "
                 f"the {device.sm_count} SMs ({tiles} tiles)")
+    if cfg.split_k > MANY_SPLITS and cdiv(problem.k, MANY_SPLITS) < LONG_SLICE:
+        return (f"more than {MANY_SPLITS} K-slices only where {MANY_SPLITS} leave slices of at least {LONG_SLICE} "
+                f"(K = {problem.k})")
     if tiles * p["splits"] > 16 * device.sm_count:
         return (f"{tiles} tiles x {cfg.split_k} splits is over 16 waves of {device.sm_count} SMs: "
                 "the output alone fills the GPU")
