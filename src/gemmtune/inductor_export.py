@@ -27,7 +27,7 @@ What gemmtune exports (``convert``; everything else is skipped with a reason):
 * ``decompose_k:sN`` -> ``{"template_id": "decompose_k", "k_split": N}``;
 * ``aten`` -> ``{"template_id": "aten::mm"}`` (cuBLAS; without it an entry led by
   aten would drop cuBLAS from Inductor's candidates);
-* ``persistent_tma:...`` (no ``-WS``/``-F``) -> ``{"template_id": "triton::mm_persistent_tma",
+* ``persistent_tma:...`` (no ``-WS``/``-F``/``-E2``/``-E4``) -> ``{"template_id": "triton::mm_persistent_tma",
   ...}``: Inductor's persistent TMA template with our tile, the layouts and the GPU's SM count
   (Inductor offers that template only with ``config.triton.enable_persistent_tma_matmul = True``:
   set it, or the entry is ignored; the export notes this);
