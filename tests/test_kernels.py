@@ -291,8 +291,8 @@ def test_splitk_split_larger_than_k_blocks(operand):
 
 @pytest.mark.parametrize("det", [True, False], ids=["det", "atomic"])
 def test_splitk_hundreds_of_slices_on_one_tile(det, operand):
-    """More than 128 K-slices (the split space goes to 1024 where one or two tiles would leave the
-    SMs idle): 300 slices of a ragged K = 38,405 on one 16x16 tile, the last slice short; every
+    """More than 128 K-slices (the split space goes to 1024 on one or two tiles over a very long K):
+    300 slices of a ragged K = 38,405 on one 16x16 tile, the last slice short; every
     partial arrives, the counters and the accumulator are left at zero."""
     a, b = operand(3, 38405, dtype=torch.float32), operand(38405, 5, dtype=torch.float32)
     ws = SplitKWorkspace()

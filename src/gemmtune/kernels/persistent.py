@@ -174,25 +174,29 @@ def _store_slice(c_desc, c_ptr, val, om, on, M, N, stride_cm, stride_cn,
 
 
 # ------------------------------------------------------------------ host side
+def _lead(t: torch.Tensor, layout: str) -> int:
+    """The leading stride TMA steps ``t`` by when reading it ``layout`` ('row' / 'col'). One row
+    (column) never steps it, so its extent stands in: a 1-row view of a wider matrix has an odd
+    stride TMA would refuse, and B = W.t() of a 1 x K weight, (K, 1) with strides (1, K), reads K
+    contiguous elements column-major."""
+    rows, cols = t.shape
+    if layout == "row":
+        return t.stride(0) if rows > 1 else cols
+    return t.stride(1) if cols > 1 else rows
+
+
 def _tma_layout(t: torch.Tensor) -> str | None:
     """'row' / 'col' when TMA can read the 2-D operand ``t`` (its rows, or its columns, are
-    contiguous with a 16-byte aligned base and leading stride), else None. A single column (row)
-    has no inner stride to speak of, so it may be read either way: the first way whose leading
-    stride is aligned wins (B = W.t() of a 1 x K weight is (K, 1) with strides (1, K): its
-    row-major reading would step 1 element per row, its column-major one reads K contiguous)."""
+    contiguous with a 16-byte aligned base and leading stride, ``_lead``), else None. A single
+    column (row) may be read either way: the first whose leading stride is aligned wins."""
     if t.data_ptr() % TMA_ALIGN:
         return None
     es = t.element_size()
     s0, s1 = t.stride()
     rows, cols = t.shape
-    if s1 == 1 or cols == 1:
-        lead = s0 if rows > 1 else cols
-        if (lead * es) % TMA_ALIGN == 0:
-            return "row"
-    if s0 == 1 or rows == 1:
-        lead = s1 if cols > 1 else rows
-        if (lead * es) % TMA_ALIGN == 0:
-            return "col"
+    for layout, contiguous in (("row", s1 == 1 or cols == 1), ("col", s0 == 1 or rows == 1)):
+        if contiguous and (_lead(t, layout) * es) % TMA_ALIGN == 0:
+            return layout
     return None
 
 
@@ -207,11 +211,9 @@ def _descriptor(t: torch.Tensor, layout: str, box_rows: int, box_cols: int):
     """A descriptor over the stored matrix of ``t``: [rows, cols] when row-major, the
     transposed [cols, rows] storage when column-major (the kernel transposes the box)."""
     rows, cols = t.shape
-    # One row (column) never steps its stride: the descriptor takes the aligned extent instead, as
-    # _tma_layout checked it (a 1-row view of a wider matrix has an odd stride TMA would refuse).
     if layout == "row":
-        return TensorDescriptor(t, [rows, cols], [t.stride(0) if rows > 1 else cols, 1], [box_rows, box_cols])
-    return TensorDescriptor(t, [cols, rows], [t.stride(1) if cols > 1 else rows, 1], [box_cols, box_rows])
+        return TensorDescriptor(t, [rows, cols], [_lead(t, "row"), 1], [box_rows, box_cols])
+    return TensorDescriptor(t, [cols, rows], [_lead(t, "col"), 1], [box_cols, box_rows])
 
 
 def _args(a, b, c, cfg: PersistentConfig, allow_tf32: bool, epilogue: EpilogueArgs | None):

@@ -179,19 +179,15 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
             raw.append(SkinnyConfig(bm_dot, bn, bk, 1, st, w, True, False, per_sm * device.sm_count))
     # BLOCK_K never longer than a K-slice needs, BLOCK_N never wider than N needs (a 256-wide strip
     # over N = 1 loads 256 columns to keep one: on 1 x 1 x 65536 one such candidate compiled for 4.5 s
-    # and ran 32 ms against cuBLAS's 3.7 us, H100 2026-11-27). Duplicates are dropped in order.
+    # and ran 32 ms against cuBLAS's 3.7 us, H100 2026-11-27). prune drops the duplicates this makes.
     bn_most = max(16, next_pow2(problem.n))
-    scaled, seen = [], set()
+    scaled = []
     for c in raw:
         per = cdiv(problem.k, c.split_k)
         bk = max(min_block_k(problem), min(c.block_k, 1 << max(0, (per - 1).bit_length())))
         bn = min(c.block_n, bn_most)
-        if (bk, bn) != (c.block_k, c.block_n):
-            c = SkinnyConfig(c.block_m, bn, bk, c.split_k, c.num_stages, c.num_warps, c.dot, c.deterministic,
-                             c.stream_k)
-        if c not in seen:
-            seen.add(c)
-            scaled.append(c)
+        scaled.append(c if (bk, bn) == (c.block_k, c.block_n) else SkinnyConfig(
+            c.block_m, bn, bk, c.split_k, c.num_stages, c.num_warps, c.dot, c.deterministic, c.stream_k))
     return prune(scaled, problem, device, constraint)
 
 
