@@ -22,6 +22,8 @@ from gemmtune.model.topk import fast_pick, rank_keys, twin_indices  # noqa: E402
 
 
 def summary(fr: np.ndarray) -> str:
+    if not len(fr):
+        return "none"
     return f"{np.exp(np.log(fr).mean()) * 100:6.2f}%  >=90%: {(fr >= 0.9).mean() * 100:5.1f}%  min {fr.min() * 100:5.1f}%"
 
 
