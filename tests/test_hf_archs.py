@@ -14,6 +14,7 @@ import torch
 tf = pytest.importorskip("transformers")
 
 import gemmtune  # noqa: E402
+from gemmtune.modeltune import is_conv1d  # noqa: E402
 
 TRITON = "triton_mm:BM16-BN64-BK64-S1-W4-G8"  # few programs per launch: the interpreter runs each one
 TINY = dict(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
@@ -58,7 +59,7 @@ def prefill_then_step(model, ids, step):
 
 
 def patchable(model) -> int:
-    return sum(type(m) is torch.nn.Linear or gemmtune.modeltune.is_conv1d(m) for m in model.modules())
+    return sum(type(m) is torch.nn.Linear or is_conv1d(m) for m in model.modules())
 
 
 @pytest.mark.parametrize("model_type", [pytest.param(a, marks=() if a in FAST else pytest.mark.slow) for a in ARCHS])
