@@ -13,7 +13,9 @@ modules ran it. A ``bmm`` (attention's ``q @ k.transpose``, ``p @ v``) is record
 batch and each matrix's layout (``bcast_...`` for an operand expanded over the batch) and is
 tuned like the 2-D GEMMs; the suite CSV carries it as op ``bmm`` with a ``batch`` column.
 Run the model on several example inputs (``inputs=[(x1,), (x2,)]``, e.g. prefill and decode
-lengths) and the records of one layer differ only in M; each such family carries
+lengths; an input is a tuple of positional arguments, a dict of keyword arguments, as an
+encoder-decoder's ``input_ids`` and ``decoder_input_ids``, or one tensor) and the records of one
+layer differ only in M; each such family carries
 ``m_min``/``m_max``, which ``hints()`` turns into the dispatcher's size hints.
 
 Example::
@@ -35,7 +37,7 @@ import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -105,6 +107,29 @@ def _layout(t: torch.Tensor) -> str:
     return lay
 
 
+def example_passes(inputs) -> list:
+    """``inputs`` as a list of example inputs, one per pass. One tensor or one dict is refused:
+    iterated as a list it would be passes of its rows (or of its key names), at the wrong M."""
+    if isinstance(inputs, (torch.Tensor, Mapping)):
+        raise TypeError(f"inputs is a list of example inputs, one per forward pass ([(x,)], [x] or "
+                        f"[dict(input_ids=...)]), not one {type(inputs).__name__}")
+    return list(inputs)
+
+
+def _call(model: torch.nn.Module, x):
+    """``model`` on one example input: a tuple or list of positional arguments, a dict of keyword
+    arguments, or one tensor (its only argument: ``model(*x)`` would have split it into as many
+    arguments as it has rows)."""
+    if isinstance(x, Mapping):
+        return model(**x)
+    if isinstance(x, torch.Tensor):
+        return model(x)
+    if isinstance(x, (tuple, list)):
+        return model(*x)
+    raise TypeError(f"an example input is a tuple of positional arguments, a dict of keyword arguments or a "
+                    f"tensor, not {type(x).__name__}")
+
+
 class _Mode(TorchDispatchMode):
     def __init__(self, capture: "Capture"):
         super().__init__()
@@ -153,16 +178,17 @@ class Capture:
         return handles
 
     def run(self, model: torch.nn.Module, fn=None, inputs: Iterable[tuple] = ()) -> "Capture":
-        """Record ``model(*x)`` for each ``x`` of ``inputs``, or ``fn()`` when given (e.g. a
-        closure that calls ``model.generate``). Gradients are off; nothing is changed."""
+        """Record ``model(*x)`` for each ``x`` of ``inputs`` (``model(**x)`` for a dict,
+        ``model(x)`` for a tensor), or ``fn()`` when given (e.g. a closure that calls
+        ``model.generate``). Gradients are off; nothing is changed."""
         handles = self._hooks(model)
         try:
             with torch.no_grad(), _Mode(self):
                 if fn is not None:
                     fn()
                     self.passes += 1
-                for x in inputs:
-                    model(*x)
+                for x in example_passes(inputs):
+                    _call(model, x)
                     self.passes += 1
         finally:
             for h in handles:
@@ -285,12 +311,12 @@ def capture_causal_lm(model: torch.nn.Module, *, batch: int = 1, seq: int = 32, 
     return cap
 
 
-def capture(model: torch.nn.Module, *example_inputs, inputs: Iterable[tuple] | None = None,
+def capture(model: torch.nn.Module, *example_inputs, inputs: Iterable | None = None,
             fn=None) -> Capture:
-    """Record the GEMMs of ``model(*example_inputs)`` (or of each tuple in ``inputs``, or of
-    ``fn()``). Returns a ``Capture``: ``records``, ``problems()``, ``hints()``,
-    ``write_suite(path)``. See the module docstring for an example."""
-    runs = list(inputs) if inputs is not None else ([tuple(example_inputs)] if example_inputs else [])
+    """Record the GEMMs of ``model(*example_inputs)`` (or of each input in ``inputs``: a tuple
+    of positional arguments, a dict of keyword arguments or one tensor; or of ``fn()``).
+    Returns a ``Capture``: ``records``, ``problems()``, ``hints()``, ``write_suite(path)``. See the module docstring for an example."""
+    runs = example_passes(inputs) if inputs is not None else ([tuple(example_inputs)] if example_inputs else [])
     if not runs and fn is None:
         raise ValueError("capture needs example inputs (capture(model, x) or inputs=[(x1,), ...]) or fn=")
     return Capture().run(model, fn=fn, inputs=runs)

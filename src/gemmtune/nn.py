@@ -348,7 +348,9 @@ def patch(model: torch.nn.Module, table=None, *,
     """Convert every ``torch.nn.Linear`` of ``model`` (the model itself included) in place,
     and every HF transformers ``Conv1D`` (GPT-2's ``x @ W + b``).
 
-    ``example_inputs``: a list of input tuples (``[(x_prefill,), (x_decode,)]``): the model is
+    ``example_inputs``: a list of example inputs, one per pass: tuples of positional arguments
+    (``[(x_prefill,), (x_decode,)]``), dicts of keyword arguments (an encoder-decoder's
+    ``[dict(input_ids=..., decoder_input_ids=...)]``) or tensors: the model is
     run on them under ``gemmtune.capture``, and every layer shape is tuned for the M values
     those passes produced, all in ONE tuning call (``gemmtune.tune_model``; ``compile_kwargs``
     then go to ``tune``, e.g. ``fast=True``). Save the result with
