@@ -73,7 +73,16 @@ def tune_model(model: torch.nn.Module, inputs: Iterable | None = None, *, fn: Ca
     ``progress``...); ``tune_fn`` replaces it (tests, or your own tuner)."""
     cap = capture(model, inputs=inputs, fn=fn)
     wanted = layer_keys(model)
-    hints = {key: sorted(set(ms) | set(extra_m)) for key, ms in cap.hints().items() if key in wanted}
+    seen: dict[tuple, set] = {}
+    for (n, k, dt, lb), ms in cap.hints().items():
+        # A B of one column (Linear(K, 1): a gate or a score head) or one row is row- and
+        # column-major at once, and capture names it 'row' (operand_layout), where the layer's
+        # key says 'col': matched on either, or the layer would miss its hints and patch would
+        # tune it anew (a second tuning call, at default M values).
+        for key in [(n, k, dt, lay) for lay in (("row", "col") if 1 in (n, k) else (lb,))]:
+            if key in wanted:
+                seen.setdefault(key, set()).update(ms)
+    hints = {key: sorted(ms | set(extra_m)) for key, ms in seen.items()}
     if not hints:
         raise ValueError(f"no patchable GEMM ran in the example passes ({cap.summary()}); patch converts "
                          "nn.Linear and transformers' Conv1D layers")
