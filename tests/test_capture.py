@@ -126,6 +126,21 @@ def test_an_example_input_may_be_a_dict_of_keyword_arguments_or_one_tensor():
         gemmtune.capture(lin, inputs=[7])
 
 
+def test_a_frozen_linear_on_a_transposed_input_gives_its_layer_hints():
+    """``F.linear`` on a 3-D input that cannot be viewed as 2-D (a transposed activation, as
+    Mamba's out_proj takes) runs a bmm against the weight broadcast over the batch when the
+    weight needs no gradient. hints() counted no bmm, so the layer had no hints: tune_model
+    left it out (or, alone, found no patchable GEMM) and patch tuned it anew at default M values."""
+    lin = torch.nn.Linear(32, 48).requires_grad_(False)
+    x = torch.randn(5, 3, 32).transpose(0, 1)  # (3, 5, 32), batch-major view of a time-major tensor
+    cap = gemmtune.capture(lin, x)
+    (rec,) = cap.records
+    assert (rec.op, rec.batch, rec.m, rec.layout_b) == ("bmm", 3, 5, "bcast_col")  # what torch ran
+    assert cap.hints() == {(48, 32, "float32", "col"): [15]}  # the M a patched layer runs: 3 x 5
+    # attention's bmm (both operands batched) is no layer's GEMM: no hints of its own
+    assert set(gemmtune.capture(Block(), torch.randn(4, 7, 48)).hints()) == {
+        (96, 48, "float32", "col"), (48, 96, "float32", "col"), (80, 48, "float32", "row")}
+
 
 # ------------------------------------------------------------------ gemmtune capture (the CLI)
 def test_cli_capture_tiny_hf_model_end_to_end(tmp_path, capsys):

@@ -42,7 +42,7 @@ from typing import Iterable, Mapping
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .problem import BCAST, LAYOUTS, Problem, dtype_name, operand_layout
+from .problem import BCAST, LAYOUTS, Problem, dtype_name, operand_layout, slice_layout
 
 aten = torch.ops.aten
 # op -> (index of A, index of B) in the aten call's positional arguments
@@ -205,11 +205,21 @@ class Capture:
     def hints(self) -> dict[tuple, list[int]]:
         """``{(N, K, dtype, layout_b): sorted distinct M}`` over the tunable 2-D records (mm, addmm:
         a layer's GEMM): the size hints of one dispatcher per layer shape
-        (``compile_mm(n=, k=, hints={"m": ...})``)."""
+        (``compile_mm(n=, k=, hints={"m": ...})``).
+
+        A bmm whose B is one matrix broadcast over the batch counts as the 2-D GEMM of its
+        stacked rows (M = batch x M): that is how ``F.linear`` runs a 3-D input that cannot be
+        viewed as 2-D (a transposed activation, as Mamba's ``out_proj`` takes) when the weight
+        needs no gradient (``requires_grad_(False)``, a frozen model), and it is the M a patched
+        layer, which flattens its input, runs."""
         out: dict[tuple, set] = defaultdict(set)
         for r in self.records:
-            if r.tunable and r.op != "bmm":
+            if not r.tunable:
+                continue
+            if r.op != "bmm":
                 out[(r.n, r.k, r.dtype, r.layout_b)].add(r.m)
+            elif r.layout_b.startswith(BCAST) and not r.layout_a.startswith(BCAST):
+                out[(r.n, r.k, r.dtype, slice_layout(r.layout_b))].add(r.batch * r.m)
         return {k: sorted(v) for k, v in out.items()}
 
     def problems(self) -> list[Problem]:
