@@ -149,6 +149,7 @@ class Capture:
     def __init__(self) -> None:
         self._records: dict[tuple, Record] = {}
         self._stack: list[str] = []
+        self._linears: set[str] = set()  # names of the nn.Linear modules (hints() reads their bmm)
         self.passes = 0
 
     # -------------------------------------------------------------- recording
@@ -168,6 +169,8 @@ class Capture:
     def _hooks(self, model: torch.nn.Module) -> list:
         handles = []
         for name, mod in model.named_modules():
+            if isinstance(mod, torch.nn.Linear):
+                self._linears.add(name)
             def pre(_m, _a, name=name):
                 self._stack.append(name)
 
@@ -207,18 +210,20 @@ class Capture:
         a layer's GEMM): the size hints of one dispatcher per layer shape
         (``compile_mm(n=, k=, hints={"m": ...})``).
 
-        A bmm whose B is one matrix broadcast over the batch counts as the 2-D GEMM of its
-        stacked rows (M = batch x M): that is how ``F.linear`` runs a 3-D input that cannot be
-        viewed as 2-D (a transposed activation, as Mamba's ``out_proj`` takes) when the weight
-        needs no gradient (``requires_grad_(False)``, a frozen model), and it is the M a patched
-        layer, which flattens its input, runs."""
+        A bmm that an ``nn.Linear`` ran, its B one matrix broadcast over the batch, counts as the
+        2-D GEMM of its stacked rows (M = batch x M): that is how ``F.linear`` runs a 3-D input
+        that cannot be viewed as 2-D (a transposed activation, as Mamba's ``out_proj`` takes)
+        when the weight needs no gradient (``requires_grad_(False)``, a frozen model), and it is
+        the M a patched layer, which flattens its input, runs. A model's own bmm against a
+        broadcast matrix is no layer's GEMM and gives no hint."""
         out: dict[tuple, set] = defaultdict(set)
         for r in self.records:
             if not r.tunable:
                 continue
             if r.op != "bmm":
                 out[(r.n, r.k, r.dtype, r.layout_b)].add(r.m)
-            elif r.layout_b.startswith(BCAST) and not r.layout_a.startswith(BCAST):
+            elif (r.layout_b.startswith(BCAST) and not r.layout_a.startswith(BCAST)
+                  and all(name in self._linears for name in r.modules)):
                 out[(r.n, r.k, r.dtype, slice_layout(r.layout_b))].add(r.batch * r.m)
         return {k: sorted(v) for k, v in out.items()}
 
