@@ -123,6 +123,26 @@ def test_graph_variants_share_their_base_models_object():
         benchmodel.make_variants(model, ["fastest_graph"], lambda m: None, {"modes": {}}, {})
 
 
+def test_the_patched_modes_tune_nothing_beyond_the_one_call(monkeypatch):
+    """A layer the example never ran (an unused head; Mamba's dt_proj, whose weight is multiplied
+    directly) has no dispatcher from tune_model: patch tuned it anew at default M values, a second
+    tuning run counted in tune_s as if it were the one call, and a third for eager_patch_graph's
+    copy. Both leave it as it is now, with a warning."""
+    model = torch.nn.ModuleDict({"used": torch.nn.Linear(16, 24), "unused": torch.nn.Linear(8, 8)})
+
+    def no_second_tune(**kw):
+        raise AssertionError(f"patch tuned a layer outside the one tuning call: {kw}")
+    monkeypatch.setattr(gemmtune.nn, "compile_mm", no_second_tune)
+    calls = []
+    with pytest.warns(RuntimeWarning, match="had no dispatcher given, left as they were: unused"):
+        v = benchmodel.make_variants(model, ["eager_patch", "eager_patch_graph"],
+                                     lambda m: m["used"](torch.randn(3, 16)), {"modes": {}},
+                                     {"tune_fn": fake_tuner(calls), "progress": False})
+    assert calls == [1]
+    assert all(type(m["unused"]) is torch.nn.Linear and not hasattr(m["unused"], "_gemmtune_dispatcher")
+               for m in (v["eager_patch"], v["eager_patch_graph"]))
+
+
 def test_graph_modes_are_skipped_with_a_reason_on_the_cpu(tmp_path):
     doc = benchmodel.run(["tiny-llama"], phases=["decode_b1"], modes=["eager", "eager_graph"], out_dir=tmp_path,
                          dtype="float32", log=lambda s: None, device="cpu")

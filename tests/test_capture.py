@@ -96,6 +96,52 @@ def test_capture_needs_inputs():
         gemmtune.capture(torch.nn.Linear(2, 2))
 
 
+class EncDec(torch.nn.Module):
+    """Two keyword-only inputs, like an HF encoder-decoder's input_ids and decoder_input_ids."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = torch.nn.Linear(16, 24)
+        self.dec = torch.nn.Linear(16, 40)
+
+    def forward(self, *, src, tgt):
+        return self.enc(src).sum() + self.dec(tgt).sum()
+
+
+def test_an_example_input_may_be_a_dict_of_keyword_arguments_or_one_tensor():
+    """An encoder-decoder takes its inputs by name: a dict is passed as keyword arguments (it
+    was unpacked as a tuple, passing its key names). A lone tensor is the model's one argument:
+    unpacked as a tuple it became one argument per row, a pass at the wrong M (or a confusing
+    error); a tensor or a dict given as ``inputs`` itself is refused for the same reason."""
+    model = EncDec()
+    cap = gemmtune.capture(model, inputs=[dict(src=torch.randn(2, 5, 16), tgt=torch.randn(2, 3, 16))])
+    assert sorted((r.n, r.m) for r in cap.records) == [(24, 10), (40, 6)]
+    lin = torch.nn.Linear(16, 24)
+    cap = gemmtune.capture(lin, inputs=[torch.randn(1, 7, 16), (torch.randn(3, 16),)])
+    assert sorted(r.m for r in cap.records) == [3, 7]
+    for bad in (torch.randn(4, 16), {"input": torch.randn(4, 16)}):
+        with pytest.raises(TypeError, match="list of example inputs"):
+            gemmtune.capture(lin, inputs=bad)
+    with pytest.raises(TypeError, match="tuple of positional arguments"):
+        gemmtune.capture(lin, inputs=[7])
+
+
+def test_a_frozen_linear_on_a_transposed_input_gives_its_layer_hints():
+    """``F.linear`` on a 3-D input that cannot be viewed as 2-D (a transposed activation, as
+    Mamba's out_proj takes) runs a bmm against the weight broadcast over the batch when the
+    weight needs no gradient. hints() counted no bmm, so the layer had no hints: tune_model
+    left it out (or, alone, found no patchable GEMM) and patch tuned it anew at default M values."""
+    lin = torch.nn.Linear(32, 48).requires_grad_(False)
+    x = torch.randn(5, 3, 32).transpose(0, 1)  # (3, 5, 32), batch-major view of a time-major tensor
+    cap = gemmtune.capture(lin, x)
+    (rec,) = cap.records
+    assert (rec.op, rec.batch, rec.m, rec.layout_b) == ("bmm", 3, 5, "bcast_col")  # what torch ran
+    assert cap.hints() == {(48, 32, "float32", "col"): [15]}  # the M a patched layer runs: 3 x 5
+    # attention's bmm (both operands batched) is no layer's GEMM: no hints of its own
+    assert set(gemmtune.capture(Block(), torch.randn(4, 7, 48)).hints()) == {
+        (96, 48, "float32", "col"), (48, 96, "float32", "col"), (80, 48, "float32", "row")}
+
+
 # ------------------------------------------------------------------ gemmtune capture (the CLI)
 def test_cli_capture_tiny_hf_model_end_to_end(tmp_path, capsys):
     """A tiny GPT-2 (random weights, no download) on the CPU: one prefill and two decode steps,

@@ -1,7 +1,9 @@
-"""capture and patch on tiny random-weight HF causal LMs of several architectures (CPU, fp32, the
+"""capture and patch on tiny random-weight HF models of several architectures (CPU, fp32, the
 Triton interpreter): capture finds each one's GEMMs, patch converts its nn.Linear / Conv1D layers
-onto Triton kernels, and the patched model's logits (a prefill and a decode step on the KV cache)
-match eager's. Layers patch cannot convert are left as they were, with the reason."""
+onto Triton kernels, and the patched model's outputs match eager's: a causal LM's logits on a
+prefill and a decode step on the KV cache; an encoder's, an encoder-decoder's or a vision model's
+outputs on two example inputs given by keyword. Layers patch cannot convert are left as they were,
+with the reason; a saved patched model loads into a fresh instance."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import torch
 tf = pytest.importorskip("transformers")
 
 import gemmtune  # noqa: E402
+from gemmtune.modeltune import is_conv1d  # noqa: E402
 
 TRITON = "triton_mm:BM16-BN64-BK64-S1-W4-G8"  # few programs per launch: the interpreter runs each one
 TINY = dict(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
@@ -33,17 +36,52 @@ ARCHS = {
     "bloom": (dict(n_layer=2, n_head=4), None),
     # experts as one grouped GEMM per layer (not tuned): recorded by capture, left alone by patch
     "mixtral": (dict(num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2), None),
+    "gemma": (dict(num_key_value_heads=2, head_dim=16), None),
+    # no sdpa in transformers' Gemma2 (its soft-capped attention): eager, whose q @ k.T capture sees as bmm
+    "gemma2": (dict(num_key_value_heads=2, head_dim=16), None),
+    "gemma3_text": (dict(num_key_value_heads=2, head_dim=16), None),
+    "qwen3": (dict(num_key_value_heads=2, head_dim=16), None),
+    # beside the experts, a shared expert and its gate, Linear(64, 1): a B of one column, which
+    # capture names 'row' and the layer key 'col' (tune_model matches either)
+    "qwen2_moe": (dict(num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                       shared_expert_intermediate_size=64), None),
+    "qwen3_moe": (dict(num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                       head_dim=16), None),
+    "olmo2": (dict(num_key_value_heads=2), None),
+    "starcoder2": (dict(num_key_value_heads=2), None),
+    "phi": ({}, None),
+    "granite": (dict(num_key_value_heads=2), None),
+    "stablelm": (dict(num_key_value_heads=2), None),
+    "cohere": (dict(num_key_value_heads=2), None),
+    "gptj": (dict(n_embd=64, n_layer=2, n_head=4, n_positions=256, rotary_dim=8), None),
+    "codegen": (dict(n_embd=64, n_layer=2, n_head=4, n_positions=256, n_ctx=256, rotary_dim=8), None),
+    # MLA (low-rank q and kv projections), a dense first layer, then routed and shared experts
+    "deepseek_v3": (dict(num_key_value_heads=4, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                         n_shared_experts=1, first_k_dense_replace=1, q_lora_rank=32, kv_lora_rank=16,
+                         qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16, n_group=1, topk_group=1), None),
+    # no attention; frozen (see FROZEN), its out_proj takes a transposed activation
+    "mamba": (dict(state_size=8, expand=2, conv_kernel=4, time_step_rank=8), None),
 }
-# The fast lane: a plain Llama-like stack, GPT-2's Conv1D, a layer class left alone, an MoE.
-FAST = ("mistral", "gpt2", "falcon", "mixtral")
+# The fast lane: a plain Llama-like stack, GPT-2's Conv1D, a layer class left alone, an MoE, an MoE
+# with a one-output gate.
+FAST = ("mistral", "gpt2", "falcon", "mixtral", "qwen2_moe")
+EAGER_ATTN = ("bloom", "gemma2", "mamba")  # no sdpa in transformers for these
+# Weights that need no gradient, as in inference code (requires_grad_(False)): F.linear then runs a
+# 3-D input that cannot be viewed as 2-D (Mamba's out_proj(scan_output.transpose(1, 2))) as a bmm
+# against the weight broadcast over the batch, which capture must still count as the layer's GEMM.
+FROZEN = ("mamba",)
+# Linear layers whose forward never runs (their weight multiplied directly): no GEMM of their own,
+# so no dispatcher; patch leaves them and names them (Mamba's mixer computes dt_proj.weight @ dt.T).
+UNRUN = {"mamba": "dt_proj"}
 
 
 def tiny(model_type: str):
     kw, _ = ARCHS[model_type]
     cfg = tf.AutoConfig.for_model(model_type, **{**TINY, **kw})
     torch.manual_seed(0)
-    attn = "sdpa" if model_type != "bloom" else "eager"
-    return tf.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32, attn_implementation=attn).eval()
+    attn = "eager" if model_type in EAGER_ATTN else "sdpa"
+    model = tf.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32, attn_implementation=attn).eval()
+    return model.requires_grad_(False) if model_type in FROZEN else model
 
 
 def all_triton(problems, **kw):
@@ -58,7 +96,7 @@ def prefill_then_step(model, ids, step):
 
 
 def patchable(model) -> int:
-    return sum(type(m) is torch.nn.Linear or gemmtune.modeltune.is_conv1d(m) for m in model.modules())
+    return sum(type(m) is torch.nn.Linear or is_conv1d(m) for m in model.modules())
 
 
 @pytest.mark.parametrize("model_type", [pytest.param(a, marks=() if a in FAST else pytest.mark.slow) for a in ARCHS])
@@ -80,9 +118,10 @@ def test_capture_and_patch_match_eager(model_type):
     with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         ds = gemmtune.tune_model(patched, fn=lambda: prefill_then_step(patched, ids, step), tune_fn=all_triton)
-        gemmtune.patch(patched, dispatchers=ds)
+        gemmtune.patch(patched, dispatchers=ds, tune_missing=False)  # nothing tuned beyond tune_model's call
     converted = [m for m in patched.modules() if hasattr(m, "_gemmtune_handle")]
-    assert len(converted) == n_layers >= 1  # every nn.Linear / Conv1D, on a Triton kernel
+    unrun = [name for name, m in patched.named_modules() if name.endswith("." + UNRUN.get(model_type, "-"))]
+    assert len(converted) == n_layers - len(unrun) >= 1  # every nn.Linear / Conv1D, on a Triton kernel
     assert all(d.hint_choices[0].choice.id == TRITON for d in ds.values())
     with torch.no_grad():
         got = prefill_then_step(patched, ids, step)
@@ -94,6 +133,9 @@ def test_capture_and_patch_match_eager(model_type):
     if left:
         assert any(left in m and "forward of their own" in m for m in messages), messages
         assert any(type(m).__name__ == left for m in patched.modules())  # still its own class
+    elif unrun:
+        assert [m for m in messages if "left" in m] == [
+            f"gemmtune.patch: {len(unrun)} layer(s) had no dispatcher given, left as they were: " + ", ".join(unrun)]
     else:
         assert not any("left" in m for m in messages), messages
     if model_type == "mixtral":  # the experts' grouped GEMMs: seen, not tuned
@@ -113,3 +155,111 @@ def test_a_linear_subclass_that_keeps_torchs_forward_is_left_silently():
         gemmtune.patch(model, example_inputs=[(torch.randn(3, 16),)], tune_fn=all_triton)
     assert type(model[0]) is gemmtune.nn.Linear
     assert type(model[1]) is torch.nn.modules.linear.NonDynamicallyQuantizableLinear
+
+
+# ---------------------------------------------------------------- encoders, encoder-decoders, vision
+def ids(*shape):
+    return torch.randint(0, 512, shape)
+
+
+ENC = dict(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+           max_position_embeddings=64)
+SEQ2SEQ = dict(vocab_size=512, d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+               decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128)
+VIT = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, image_size=32, patch_size=8)
+# model_type -> (config, two example inputs by keyword, the M of the layers' GEMMs each one runs)
+OTHERS = {
+    "bert": (ENC, lambda: [dict(input_ids=ids(2, 8)), dict(input_ids=ids(1, 5))], {16, 5}),
+    "roberta": ({**ENC, "pad_token_id": 1}, lambda: [dict(input_ids=ids(2, 8) % 500 + 2), dict(input_ids=ids(1, 5) % 500 + 2)], {16, 5}),
+    "distilbert": (dict(vocab_size=512, dim=64, n_layers=2, n_heads=4, hidden_dim=128, max_position_embeddings=64),
+                   lambda: [dict(input_ids=ids(2, 8)), dict(input_ids=ids(1, 5))], {16, 5}),
+    # encoder M = 2 x 8, decoder M = 2 x 3; then 1 x 5 and 1 x 1
+    "t5": (dict(vocab_size=512, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4),
+           lambda: [dict(input_ids=ids(2, 8), decoder_input_ids=ids(2, 3)),
+                    dict(input_ids=ids(1, 5), decoder_input_ids=ids(1, 1))], {16, 6, 5, 1}),
+    "bart": ({**SEQ2SEQ, "max_position_embeddings": 64},
+             lambda: [dict(input_ids=ids(2, 8), decoder_input_ids=ids(2, 3)),
+                      dict(input_ids=ids(1, 5), decoder_input_ids=ids(1, 1))], {16, 6, 5, 1}),
+    # 16 patches and CLS: M = 2 x 17, 1 x 17
+    "vit": (VIT, lambda: [dict(pixel_values=torch.randn(2, 3, 32, 32)), dict(pixel_values=torch.randn(1, 3, 32, 32))],
+            {34, 17}),
+    # 32 mel frames, halved by the stride-2 conv: encoder M = 2 x 16
+    "whisper": ({**SEQ2SEQ, "num_mel_bins": 16, "max_source_positions": 16, "max_target_positions": 32,
+                 "decoder_start_token_id": 1, "pad_token_id": 0},
+                lambda: [dict(input_features=torch.randn(2, 16, 32), decoder_input_ids=ids(2, 3)),
+                         dict(input_features=torch.randn(1, 16, 32), decoder_input_ids=ids(1, 1))], {32, 6, 16, 1}),
+    "clip": (dict(text_config={**ENC, "max_position_embeddings": 32}, vision_config=VIT, projection_dim=32),
+             lambda: [dict(input_ids=ids(2, 8), pixel_values=torch.randn(2, 3, 32, 32)),
+                      dict(input_ids=ids(1, 5), pixel_values=torch.randn(1, 3, 32, 32))], {16, 34, 5, 17}),
+}
+FAST_OTHERS = ("t5",)  # an encoder-decoder: two inputs by keyword, two stacks of layers
+
+
+def tiny_other(model_type: str):
+    cfg, inputs, _ = OTHERS[model_type]
+    torch.manual_seed(0)
+    model = tf.AutoModel.from_config(tf.AutoConfig.for_model(model_type, **cfg), dtype=torch.float32).eval()
+    return model, inputs()
+
+
+def outputs(model, inputs) -> list[torch.Tensor]:
+    """Every floating-point tensor ``model(**x)`` returns, for each example input."""
+    return [v for x in inputs for v in model(**x).values() if isinstance(v, torch.Tensor) and v.is_floating_point()]
+
+
+@pytest.mark.parametrize("model_type", [pytest.param(a, marks=() if a in FAST_OTHERS else pytest.mark.slow)
+                                        for a in OTHERS])
+def test_encoders_and_encoder_decoders_patch_and_match_eager(model_type):
+    """Models that are not causal LMs, their inputs given by keyword (dicts in ``example_inputs``):
+    capture finds every layer's GEMM at the M each input runs, and ``patch(example_inputs=...)``
+    converts every nn.Linear in one tuning call, with eager's outputs."""
+    model, inputs = tiny_other(model_type)
+    with torch.no_grad():
+        want = outputs(model, inputs)
+    cap = gemmtune.capture(model, inputs=inputs)
+    assert {r.m for r in cap.records} >= OTHERS[model_type][2], cap.summary()
+    assert all(r.tunable for r in cap.records), cap.summary()
+
+    patched = copy.deepcopy(model)
+    n_layers = patchable(patched)
+    calls = []
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # nothing left, nothing tuned outside the one call
+        gemmtune.patch(patched, example_inputs=inputs, tune_fn=lambda ps, **kw: calls.append(ps) or all_triton(ps))
+        got = outputs(patched, inputs)
+    assert len(calls) == 1
+    assert sum(hasattr(m, "_gemmtune_handle") for m in patched.modules()) == n_layers >= 12
+    assert len(got) == len(want) >= 2
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("model_type", ["t5", pytest.param("qwen2_moe", marks=pytest.mark.slow)])
+def test_a_saved_patched_model_loads_into_a_fresh_instance(model_type, tmp_path):
+    """save_patched, then load_patched into a new instance of the same architecture: every layer
+    converted again from the artifact (no tuning), the outputs eager's. T5 (an encoder-decoder),
+    and Qwen2-MoE, whose one-output shared-expert gate must be in the artifact too."""
+    if model_type in OTHERS:
+        model, inputs = tiny_other(model_type)
+        run = lambda m: outputs(m, inputs)  # noqa: E731
+    else:
+        model = tiny(model_type)
+        ids_, step = torch.randint(0, 512, (2, 8)), torch.randint(0, 512, (2, 1))
+        inputs = [(ids_,), (step,)]
+        run = lambda m: [m(x).logits for (x,) in inputs]  # noqa: E731
+    fresh = copy.deepcopy(model)
+    with torch.no_grad():
+        want = run(model)
+        gemmtune.patch(model, example_inputs=inputs, tune_fn=all_triton)
+    path = gemmtune.save_patched(tmp_path / "model.json", gemmtune.nn.dispatchers(model, with_layout=True))
+
+    n_layers = patchable(fresh)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # every layer found its dispatcher in the artifact
+        gemmtune.load_patched(fresh, path)
+    loaded = [m for m in fresh.modules() if hasattr(m, "_gemmtune_handle")]
+    assert len(loaded) == n_layers and all(m.dispatcher.hint_choices[0].choice.id == TRITON for m in loaded)
+    with torch.no_grad():
+        got = run(fresh)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)

@@ -70,6 +70,61 @@ def test_one_tuning_call_for_every_layer_and_m():
     assert ds[(64, 96, "float32", "col")].hints == {"m": (1, 6, 16)}
 
 
+def test_a_layer_of_one_output_or_one_input_gets_its_hints():
+    """Linear(K, 1) (a router's shared-expert gate, a score head) multiplies by a B of one
+    column, and Linear(1, N) by one of one row: both are row- and column-major at once, capture
+    names them 'row' where the layer key says 'col'. tune_model dropped their hints, and patch
+    then tuned them anew at default M values, outside the one tuning call (Qwen2-MoE's
+    shared_expert_gate was left as torch's, silently)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(1, 48), torch.nn.ReLU(), torch.nn.Linear(48, 32), torch.nn.ReLU(),
+                                torch.nn.Linear(32, 1))
+    x = torch.randn(2, 7, 1)
+    want = model(x)
+    calls = []
+    ds = gemmtune.tune_model(model, [(x,), (x[:, :1],)], tune_fn=fake_tuner(calls, {1: TRITON, 48: TRITON, 32: TRITON}))
+    assert len(calls) == 1 and set(ds) == layer_keys(model)
+    assert ds[(1, 32, "float32", "col")].hints == ds[(48, 1, "float32", "col")].hints == {"m": (2, 14)}
+    gemmtune.patch(model, dispatchers=ds, tune_missing=False)
+    assert all(type(model[i]) is gemmtune.nn.Linear for i in (0, 2, 4))
+    torch.testing.assert_close(model(x), want, rtol=1e-5, atol=1e-5)
+
+
+class WeightOnly(torch.nn.Module):
+    """A Linear whose forward never runs: its weight is multiplied directly, as Mamba's mixer
+    does with dt_proj."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(32, 64)
+        self.dt = torch.nn.Linear(8, 64)
+
+    def forward(self, x):
+        return self.up(x) + (self.dt.weight @ x[..., :8].transpose(-1, -2)).transpose(-1, -2)
+
+
+def test_patch_with_example_inputs_leaves_layers_that_did_not_run(monkeypatch):
+    """patch(example_inputs=) tunes in ONE call what the passes ran. A layer whose forward none
+    of them ran was tuned by a second compile_mm at default M values (a real tuning run: 137 s
+    for Mamba's dt_proj in the interpreter); it is left as it is now, named in a warning."""
+    torch.manual_seed(0)
+    # frozen, as Mamba for inference: W @ x.T then runs as a bmm against W broadcast (no layer's GEMM)
+    model = WeightOnly().requires_grad_(False)
+    x = torch.randn(2, 5, 32)
+    want = model(x)
+
+    def no_second_tune(**kw):
+        raise AssertionError(f"patch tuned a layer outside the one tuning call: {kw}")
+    monkeypatch.setattr(gemmtune.nn, "compile_mm", no_second_tune)
+    calls = []
+    with pytest.warns(RuntimeWarning, match=r"1 layer\(s\) did not run in the example passes .*left as they were: dt"):
+        gemmtune.patch(model, example_inputs=[(x,)], tune_fn=fake_tuner(calls, {64: TRITON}))
+    assert len(calls) == 1
+    assert type(model.up) is gemmtune.nn.Linear
+    assert type(model.dt) is torch.nn.Linear and not hasattr(model.dt, "_gemmtune_dispatcher")
+    torch.testing.assert_close(model(x), want, rtol=1e-5, atol=1e-5)
+
+
 def test_patch_with_example_inputs_then_save_and_load(tmp_path):
     torch.manual_seed(0)
     model = Tiny()

@@ -13,7 +13,9 @@ modules ran it. A ``bmm`` (attention's ``q @ k.transpose``, ``p @ v``) is record
 batch and each matrix's layout (``bcast_...`` for an operand expanded over the batch) and is
 tuned like the 2-D GEMMs; the suite CSV carries it as op ``bmm`` with a ``batch`` column.
 Run the model on several example inputs (``inputs=[(x1,), (x2,)]``, e.g. prefill and decode
-lengths) and the records of one layer differ only in M; each such family carries
+lengths; an input is a tuple of positional arguments, a dict of keyword arguments, as an
+encoder-decoder's ``input_ids`` and ``decoder_input_ids``, or one tensor) and the records of one
+layer differ only in M; each such family carries
 ``m_min``/``m_max``, which ``hints()`` turns into the dispatcher's size hints.
 
 Example::
@@ -35,12 +37,12 @@ import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .problem import BCAST, LAYOUTS, Problem, dtype_name, operand_layout
+from .problem import BCAST, LAYOUTS, Problem, dtype_name, operand_layout, slice_layout
 
 aten = torch.ops.aten
 # op -> (index of A, index of B) in the aten call's positional arguments
@@ -105,6 +107,29 @@ def _layout(t: torch.Tensor) -> str:
     return lay
 
 
+def example_passes(inputs) -> list:
+    """``inputs`` as a list of example inputs, one per pass. One tensor or one dict is refused:
+    iterated as a list it would be passes of its rows (or of its key names), at the wrong M."""
+    if isinstance(inputs, (torch.Tensor, Mapping)):
+        raise TypeError(f"inputs is a list of example inputs, one per forward pass ([(x,)], [x] or "
+                        f"[dict(input_ids=...)]), not one {type(inputs).__name__}")
+    return list(inputs)
+
+
+def _call(model: torch.nn.Module, x):
+    """``model`` on one example input: a tuple or list of positional arguments, a dict of keyword
+    arguments, or one tensor (its only argument: ``model(*x)`` would have split it into as many
+    arguments as it has rows)."""
+    if isinstance(x, Mapping):
+        return model(**x)
+    if isinstance(x, torch.Tensor):
+        return model(x)
+    if isinstance(x, (tuple, list)):
+        return model(*x)
+    raise TypeError(f"an example input is a tuple of positional arguments, a dict of keyword arguments or a "
+                    f"tensor, not {type(x).__name__}")
+
+
 class _Mode(TorchDispatchMode):
     def __init__(self, capture: "Capture"):
         super().__init__()
@@ -124,6 +149,7 @@ class Capture:
     def __init__(self) -> None:
         self._records: dict[tuple, Record] = {}
         self._stack: list[str] = []
+        self._linears: set[str] = set()  # names of the nn.Linear modules (hints() reads their bmm)
         self.passes = 0
 
     # -------------------------------------------------------------- recording
@@ -143,6 +169,8 @@ class Capture:
     def _hooks(self, model: torch.nn.Module) -> list:
         handles = []
         for name, mod in model.named_modules():
+            if isinstance(mod, torch.nn.Linear):
+                self._linears.add(name)
             def pre(_m, _a, name=name):
                 self._stack.append(name)
 
@@ -153,16 +181,17 @@ class Capture:
         return handles
 
     def run(self, model: torch.nn.Module, fn=None, inputs: Iterable[tuple] = ()) -> "Capture":
-        """Record ``model(*x)`` for each ``x`` of ``inputs``, or ``fn()`` when given (e.g. a
-        closure that calls ``model.generate``). Gradients are off; nothing is changed."""
+        """Record ``model(*x)`` for each ``x`` of ``inputs`` (``model(**x)`` for a dict,
+        ``model(x)`` for a tensor), or ``fn()`` when given (e.g. a closure that calls
+        ``model.generate``). Gradients are off; nothing is changed."""
         handles = self._hooks(model)
         try:
             with torch.no_grad(), _Mode(self):
                 if fn is not None:
                     fn()
                     self.passes += 1
-                for x in inputs:
-                    model(*x)
+                for x in example_passes(inputs):
+                    _call(model, x)
                     self.passes += 1
         finally:
             for h in handles:
@@ -179,11 +208,23 @@ class Capture:
     def hints(self) -> dict[tuple, list[int]]:
         """``{(N, K, dtype, layout_b): sorted distinct M}`` over the tunable 2-D records (mm, addmm:
         a layer's GEMM): the size hints of one dispatcher per layer shape
-        (``compile_mm(n=, k=, hints={"m": ...})``)."""
+        (``compile_mm(n=, k=, hints={"m": ...})``).
+
+        A bmm that an ``nn.Linear`` ran, its B one matrix broadcast over the batch, counts as the
+        2-D GEMM of its stacked rows (M = batch x M): that is how ``F.linear`` runs a 3-D input
+        that cannot be viewed as 2-D (a transposed activation, as Mamba's ``out_proj`` takes)
+        when the weight needs no gradient (``requires_grad_(False)``, a frozen model), and it is
+        the M a patched layer, which flattens its input, runs. A model's own bmm against a
+        broadcast matrix is no layer's GEMM and gives no hint."""
         out: dict[tuple, set] = defaultdict(set)
         for r in self.records:
-            if r.tunable and r.op != "bmm":
+            if not r.tunable:
+                continue
+            if r.op != "bmm":
                 out[(r.n, r.k, r.dtype, r.layout_b)].add(r.m)
+            elif (r.layout_b.startswith(BCAST) and not r.layout_a.startswith(BCAST)
+                  and all(name in self._linears for name in r.modules)):
+                out[(r.n, r.k, r.dtype, slice_layout(r.layout_b))].add(r.batch * r.m)
         return {k: sorted(v) for k, v in out.items()}
 
     def problems(self) -> list[Problem]:
@@ -285,12 +326,12 @@ def capture_causal_lm(model: torch.nn.Module, *, batch: int = 1, seq: int = 32, 
     return cap
 
 
-def capture(model: torch.nn.Module, *example_inputs, inputs: Iterable[tuple] | None = None,
+def capture(model: torch.nn.Module, *example_inputs, inputs: Iterable | None = None,
             fn=None) -> Capture:
-    """Record the GEMMs of ``model(*example_inputs)`` (or of each tuple in ``inputs``, or of
-    ``fn()``). Returns a ``Capture``: ``records``, ``problems()``, ``hints()``,
-    ``write_suite(path)``. See the module docstring for an example."""
-    runs = list(inputs) if inputs is not None else ([tuple(example_inputs)] if example_inputs else [])
+    """Record the GEMMs of ``model(*example_inputs)`` (or of each input in ``inputs``: a tuple
+    of positional arguments, a dict of keyword arguments or one tensor; or of ``fn()``).
+    Returns a ``Capture``: ``records``, ``problems()``, ``hints()``, ``write_suite(path)``. See the module docstring for an example."""
+    runs = example_passes(inputs) if inputs is not None else ([tuple(example_inputs)] if example_inputs else [])
     if not runs and fn is None:
         raise ValueError("capture needs example inputs (capture(model, x) or inputs=[(x1,), ...]) or fn=")
     return Capture().run(model, fn=fn, inputs=runs)

@@ -62,17 +62,27 @@ def layer_keys(model: torch.nn.Module) -> set[tuple]:
     return keys
 
 
-def tune_model(model: torch.nn.Module, inputs: Iterable[tuple] | None = None, *, fn: Callable | None = None,
+def tune_model(model: torch.nn.Module, inputs: Iterable | None = None, *, fn: Callable | None = None,
                extra_m: Sequence[int] = (), mode: str = "similarity", tune_fn: Callable | None = None,
                verify: bool = True, **tune_kwargs) -> dict[tuple, Dispatcher]:
     """Dispatchers for every patchable layer shape of ``model``, keyed (N, K, dtype, layout_b),
-    from ONE tuning call over the GEMMs ``model(*x)`` ran for each ``x`` in ``inputs`` (or
-    ``fn()``). ``extra_m``: M values to tune beyond those seen (e.g. 1 for decode).
+    from ONE tuning call over the GEMMs ``model(*x)`` ran for each ``x`` in ``inputs`` (a tuple
+    of positional arguments; a dict is passed as keyword arguments, a tensor as the one argument),
+    or ``fn()``. ``extra_m``: M values to tune beyond those seen (e.g. 1 for decode).
     ``tune_kwargs`` go to ``gemmtune.tune`` (``fast=True``, ``space``, ``families``, ``store``,
     ``progress``...); ``tune_fn`` replaces it (tests, or your own tuner)."""
-    cap = capture(model, inputs=list(inputs) if inputs is not None else None, fn=fn)
+    cap = capture(model, inputs=inputs, fn=fn)
     wanted = layer_keys(model)
-    hints = {key: sorted(set(ms) | set(extra_m)) for key, ms in cap.hints().items() if key in wanted}
+    seen: dict[tuple, set] = {}
+    for (n, k, dt, lb), ms in cap.hints().items():
+        # A B of one column (Linear(K, 1): a gate or a score head) or one row is row- and
+        # column-major at once, and capture names it 'row' (operand_layout), where the layer's
+        # key says 'col': matched on either, or the layer would miss its hints and patch would
+        # tune it anew (a second tuning call, at default M values).
+        for key in [(n, k, dt, lay) for lay in (("row", "col") if 1 in (n, k) else (lb,))]:
+            if key in wanted:
+                seen.setdefault(key, set()).update(ms)
+    hints = {key: sorted(ms | set(extra_m)) for key, ms in seen.items()}
     if not hints:
         raise ValueError(f"no patchable GEMM ran in the example passes ({cap.summary()}); patch converts "
                          "nn.Linear and transformers' Conv1D layers")

@@ -343,15 +343,20 @@ def _leave_as_torch(module: torch.nn.Module, dispatcher: Dispatcher, conv: bool)
 
 def patch(model: torch.nn.Module, table=None, *,
           dispatchers: MutableMapping[tuple, Dispatcher] | None = None, example_inputs=None,
-          tune_missing: bool = True, eager_policy: str = "measure", convert_aten_layers: bool = False,
+          tune_missing: bool | None = None, eager_policy: str = "measure", convert_aten_layers: bool = False,
           **compile_kwargs) -> torch.nn.Module:
     """Convert every ``torch.nn.Linear`` of ``model`` (the model itself included) in place,
     and every HF transformers ``Conv1D`` (GPT-2's ``x @ W + b``).
 
-    ``example_inputs``: a list of input tuples (``[(x_prefill,), (x_decode,)]``): the model is
+    ``example_inputs``: a list of example inputs, one per pass: tuples of positional arguments
+    (``[(x_prefill,), (x_decode,)]``), dicts of keyword arguments (an encoder-decoder's
+    ``[dict(input_ids=..., decoder_input_ids=...)]``) or tensors: the model is
     run on them under ``gemmtune.capture``, and every layer shape is tuned for the M values
     those passes produced, all in ONE tuning call (``gemmtune.tune_model``; ``compile_kwargs``
-    then go to ``tune``, e.g. ``fast=True``). Save the result with
+    then go to ``tune``, e.g. ``fast=True``). A layer whose forward none of the passes ran (an
+    unused head; Mamba's dt_proj, whose weight its mixer multiplies directly) is left as it is,
+    named in a warning, rather than tuned in a second call at M values nothing measured
+    (``tune_missing=True`` tunes it so). Save the result with
     ``gemmtune.save_patched(path, gemmtune.nn.dispatchers(model))`` and re-apply it in a new
     process with ``gemmtune.load_patched(model, path)``.
 
@@ -359,7 +364,8 @@ def patch(model: torch.nn.Module, table=None, *,
     tuned once by ``compile_mm(n=out, k=in, dtype=..., layout_b='col', **compile_kwargs)``;
     with a ``table`` the mode defaults to 'table'. ``dispatchers`` (keyed
     ``(n, k, dtype_name)``) supplies ready ones, e.g. loaded with ``gemmtune.load``,
-    and receives the new ones, so they can be saved. Only modules whose type is
+    and receives the new ones, so they can be saved; a layer with none is tuned here
+    (``tune_missing``, default True without ``example_inputs``) or left as it is, with a warning. Only modules whose type is
     exactly ``nn.Linear`` are converted (subclasses may override forward; e.g.
     MultiheadAttention's out_proj is used through its weight, not its forward); a subclass
     with a forward of its own (Falcon's ``FalconLinear``) is left as it is, with a warning that
@@ -393,8 +399,18 @@ def patch(model: torch.nn.Module, table=None, *,
         tuned = tune_model(model, example_inputs, **compile_kwargs)
         if dispatchers is not None:
             dispatchers.update(tuned)
-        return patch(model, table, dispatchers=tuned, tune_missing=tune_missing, eager_policy=eager_policy,
-                     convert_aten_layers=convert_aten_layers, progress=compile_kwargs.get("progress"))
+        return _patch_layers(model, table, tuned, bool(tune_missing), eager_policy, convert_aten_layers,
+                             "did not run in the example passes (no GEMM of their shape was captured)",
+                             {"progress": compile_kwargs.get("progress")})
+    return _patch_layers(model, table, dispatchers, tune_missing is None or tune_missing, eager_policy,
+                         convert_aten_layers, "had no dispatcher given", compile_kwargs)
+
+
+def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool, eager_policy: str,
+                  convert_aten_layers: bool, missing: str, compile_kwargs: dict) -> torch.nn.Module:
+    """``patch`` past its example passes: convert (or leave, or tune) every layer; ``missing``
+    says, in the warning, why the layers left untuned had no dispatcher. Its warnings name
+    the line that called ``patch`` (stacklevel 3)."""
     if table is not None:
         compile_kwargs.setdefault("mode", "table")
         compile_kwargs["table"] = table
@@ -459,16 +475,16 @@ def patch(model: torch.nn.Module, table=None, *,
               + (" ..." if len(as_torch) > 8 else ""), file=sys.stderr, flush=True)
     if skipped:
         warnings.warn(f"gemmtune.patch left {len(skipped)} Linear layer(s) as they were: "
-                      + ", ".join(skipped), RuntimeWarning, stacklevel=2)
+                      + ", ".join(skipped), RuntimeWarning, stacklevel=3)
     if own_forward:
         warnings.warn(f"gemmtune.patch left {sum(own_forward.values())} layer(s) of nn.Linear subclasses with a "
                       "forward of their own as they were ("
                       + ", ".join(f"{cls} x{n}" for cls, n in sorted(own_forward.items()))
                       + "): patch converts exact nn.Linear only, whose forward it knows to be x @ W.T + b",
-                      RuntimeWarning, stacklevel=2)
+                      RuntimeWarning, stacklevel=3)
     if untuned:
-        warnings.warn(f"gemmtune.patch: no dispatcher given for {len(untuned)} layer(s), left as they were: "
-                      + ", ".join(untuned[:8]) + (" ..." if len(untuned) > 8 else ""), RuntimeWarning, stacklevel=2)
+        warnings.warn(f"gemmtune.patch: {len(untuned)} layer(s) {missing}, left as they were: "
+                      + ", ".join(untuned[:8]) + (" ..." if len(untuned) > 8 else ""), RuntimeWarning, stacklevel=3)
     return model
 
 
