@@ -240,6 +240,39 @@ def test_bad_artifacts_are_refused(tmp_path):
         gemmtune.load_patched(Tiny(), bad)
 
 
+class Router(torch.nn.Module):
+    """An MoE router as Qwen2-MoE's TopKRouter is: its own weight, multiplied by F.linear in its
+    own forward, so patch (which converts nn.Linear and Conv1D) cannot take it over."""
+
+    def __init__(self, k: int, experts: int):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(experts, k))
+
+    def forward(self, x):
+        return torch.nn.functional.linear(x, self.weight).softmax(-1)
+
+
+class Routed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj, self.gate = torch.nn.Linear(32, 32), Router(32, 8)
+
+    def forward(self, x):
+        return self.proj(x) * self.gate(x).sum(-1, keepdim=True)
+
+
+def test_gemms_outside_the_layers_patch_converts_are_named_in_one_warning():
+    """A router's own F.linear is captured and tunable, but no layer patch converts runs it: the
+    user is told which GEMM stays torch's, where, and at which size; a model of plain layers hears
+    nothing."""
+    with pytest.warns(RuntimeWarning, match=r"1 GEMM shape\(s\) ran outside .* mm 6x8x32 float32 in gate\. "):
+        ds = gemmtune.tune_model(Routed(), [(torch.randn(2, 3, 32),)], tune_fn=fake_tuner([]))
+    assert set(ds) == {(32, 32, "float32", "col")}  # the Linear is tuned; the router is not a layer
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gemmtune.tune_model(Tiny(), [(torch.randn(2, 3, 32),)], tune_fn=fake_tuner([]))
+
+
 def test_no_patchable_gemm_is_an_error():
     with pytest.raises(ValueError, match="no patchable GEMM"):
         gemmtune.tune_model(torch.nn.ReLU(), [(torch.randn(3),)], tune_fn=fake_tuner([]))

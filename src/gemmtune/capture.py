@@ -150,6 +150,7 @@ class Capture:
         self._records: dict[tuple, Record] = {}
         self._stack: list[str] = []
         self._linears: set[str] = set()  # names of the nn.Linear modules (hints() reads their bmm)
+        self._layers: set[str] = set()  # names of the layers patch converts or names (nn.Linear, Conv1D)
         self.passes = 0
 
     # -------------------------------------------------------------- recording
@@ -171,6 +172,8 @@ class Capture:
         for name, mod in model.named_modules():
             if isinstance(mod, torch.nn.Linear):
                 self._linears.add(name)
+            if isinstance(mod, torch.nn.Linear) or type(mod).__name__ == "Conv1D":
+                self._layers.add(name)
             def pre(_m, _a, name=name):
                 self._stack.append(name)
 
@@ -226,6 +229,19 @@ class Capture:
                   and all(name in self._linears for name in r.modules)):
                 out[(r.n, r.k, r.dtype, slice_layout(r.layout_b))].add(r.batch * r.m)
         return {k: sorted(v) for k, v in out.items()}
+
+    def outside_layers(self) -> list[tuple["Record", list[str]]]:
+        """The tunable 2-D GEMMs (mm, addmm) that a module other than an ``nn.Linear`` or a
+        ``Conv1D`` ran, each with those modules' names: a module's own ``F.linear(x, self.weight)``
+        (Qwen-MoE's ``TopKRouter``) or a product of two activations. ``patch`` converts layers
+        only, so these run torch's kernel; ``tune_model`` names them in a warning."""
+        out = []
+        for r in self.records:
+            if r.tunable and r.op != "bmm":
+                names = [n for n in r.modules if n not in self._layers]
+                if names:
+                    out.append((r, names))
+        return out
 
     def problems(self) -> list[Problem]:
         """The distinct tunable problems: ``mm``, ``addmm`` (a Linear with a bias) and ``bmm``,

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -62,6 +63,24 @@ def layer_keys(model: torch.nn.Module) -> set[tuple]:
     return keys
 
 
+def _warn_outside_layers(cap, shown: int = 3) -> None:
+    """One warning naming the GEMMs of the example passes that no layer ``patch`` converts ran
+    (an MoE router's own ``F.linear``, a product of two activations): they stay torch's, and a
+    user who expected the whole model tuned should hear so."""
+    outside = cap.outside_layers()
+    if not outside:
+        return
+    def place(names: list[str]) -> str:
+        said = ", ".join(n or "the model's own forward" for n in names[:2])
+        return said + (f" (+{len(names) - 2} more)" if len(names) > 2 else "")
+
+    where = "; ".join(f"{r.op} {r.m}x{r.n}x{r.k} {r.dtype} in {place(names)}" for r, names in outside[:shown])
+    more = f"; and {len(outside) - shown} more" if len(outside) > shown else ""
+    warnings.warn(f"gemmtune: {len(outside)} GEMM shape(s) ran outside the nn.Linear / Conv1D layers patch "
+                  f"converts, so they stay torch's: {where}{more}. gemmtune.tune or compile_mm serves them "
+                  "directly", RuntimeWarning, stacklevel=3)
+
+
 def tune_model(model: torch.nn.Module, inputs: Iterable | None = None, *, fn: Callable | None = None,
                extra_m: Sequence[int] = (), mode: str = "similarity", tune_fn: Callable | None = None,
                verify: bool = True, **tune_kwargs) -> dict[tuple, Dispatcher]:
@@ -72,6 +91,7 @@ def tune_model(model: torch.nn.Module, inputs: Iterable | None = None, *, fn: Ca
     ``tune_kwargs`` go to ``gemmtune.tune`` (``fast=True``, ``space``, ``families``, ``store``,
     ``progress``...); ``tune_fn`` replaces it (tests, or your own tuner)."""
     cap = capture(model, inputs=inputs, fn=fn)
+    _warn_outside_layers(cap)
     wanted = layer_keys(model)
     seen: dict[tuple, set] = {}
     for (n, k, dt, lb), ms in cap.hints().items():
