@@ -106,7 +106,8 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     baseline) is always benchmarked on top, and so is every choice a lookup-table
     entry lists (a problem with an entry benchmarks exactly its choices, filtered or
     not). ``'FAST'`` benchmarks the model's first choice of each of its two best families
-    and its next best choice (tuning.plan.select_fast). ``fast=True`` is ``space='exhaustive', benchmark_space='FAST'``. ``model``: an
+    and its next best choice, up to 3 where it does not trust its ranking (tuning.plan.select_fast).
+    ``fast=True`` is ``space='exhaustive', benchmark_space='FAST'``. ``model``: an
     object with ``predict(problem, choices) -> est. ms`` (see gemmtune.model), or the
     path of a saved learned model (loaded with gemmtune.model.load_model: one made on
     another GPU / triton warns and the analytic model ranks instead); None ranks with

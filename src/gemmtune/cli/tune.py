@@ -119,10 +119,11 @@ def add_parsers(sub) -> None:
                    help="benchmark every candidate (SAME), as many as the default space has (DEFAULT), "
                    "the performance model's top K, AUTO: its top 1 to 8, more where it is unsure "
                    "(recorded per shape in --summary), or FAST: its first of each of its two best families and its next best "
+                   "(up to 2 more where it does not trust its ranking) "
                    "(what --fast benchmarks); cuBLAS and table choices always")
     p.add_argument("--fast", action="store_true",
                    help="exhaustive search space, benchmark the model's first choice of each of its two best "
-                   "families, its next best choice, and cuBLAS")
+                   "families, its next best choice (up to 3 where it is unsure of the shape), and cuBLAS")
     p.add_argument("--deterministic", action="store_true",
                    help="only kernels that give the same bits on every call (no fp32-atomic split-K reduction)")
     p.add_argument("--min-gain", type=float, default=0.0, metavar="F",

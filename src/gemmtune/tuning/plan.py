@@ -218,7 +218,7 @@ def select_fast(problem: Problem, cands: list[Choice], model) -> tuple[list[Choi
     on the H100 store's 405 problems, cross-validated, the first of its two best families reached
     98.4% of the best measured choice and this selection 99.2%, for one more candidate a problem
     (model.topk.FAST_FAMILIES, FAST_EXTRA)."""
-    from ..model.topk import FAST_EXTRA, FAST_FAMILIES, family_of, fast_parts, rank_keys
+    from ..model.topk import FAST_FAMILIES, family_of, fast_extra, fast_parts, rank_keys
 
     base, rest = _split_baseline(cands)
     rest, twins = _split_twins(rest, model)
@@ -227,11 +227,19 @@ def select_fast(problem: Problem, cands: list[Choice], model) -> tuple[list[Choi
     keys = rank_keys(model, problem, rest)
     if len(keys) != len(rest):
         raise ValueError(f"{type(model).__name__} returned {len(keys)} ranking keys for {len(rest)} choices")
-    first, more = fast_parts(rest, keys, FAST_FAMILIES, FAST_EXTRA)
+    trust = model_trust(model, problem)
+    first, more = fast_parts(rest, keys, FAST_FAMILIES, fast_extra(trust))
     picked = [rest[i] for i in first + more]
     fams = sorted({family_of(rest[i]) for i in first})
     next_ = f", and the model's next {len(more)}" if more else ""
-    return base + _with_twins(picked, twins), len(picked), f"fast: the first of {', '.join(fams)}{next_}"
+    unsure = f" (trust {trust:.2f})" if trust is not None and trust < 1 else ""
+    return base + _with_twins(picked, twins), len(picked), f"fast: the first of {', '.join(fams)}{next_}{unsure}"
+
+
+def model_trust(model, problem: Problem) -> float | None:
+    """The model's trust in its ranking of ``problem`` (LearnedModel.trust: 0 far from its
+    training data), or None for a model that does not say (the analytic one)."""
+    return float(model.trust(problem)[0]) if hasattr(model, "trust") else None
 
 
 def load_ranker(model, dev: DeviceInfo, triton_version: str | None, numpy_predict: bool = False):
@@ -311,10 +319,15 @@ class CandidatePlan:
 
     def compiles_at_most(self, problem: Problem) -> int | None:
         """How many candidates of ``problem`` may need compiling, before they are listed."""
-        return compiles_at_most(self.table, problem, self.bspace)
+        extra = None
+        if self.bspace == "FAST" and self.ranker is not None:
+            from ..model.topk import fast_extra
+            extra = fast_extra(model_trust(self.ranker, problem))
+        return compiles_at_most(self.table, problem, self.bspace, extra)
 
 
-def compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | int) -> int | None:
+def compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | int,
+                     fast_extra: int | None = None) -> int | None:
     """How many candidates of ``problem`` tune may compile, before its candidates are listed:
     a table entry's Triton choices, else k when only the model's k best are benchmarked (2(k + 1)
     on an unaligned problem: the other path's first choice and twins), else None (its whole
@@ -331,7 +344,11 @@ def compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | in
         return most(K_MAX)
     if bspace == "FAST":
         from ..model.topk import FAST_EXTRA, FAST_FAMILIES
-        return most(FAST_FAMILIES + FAST_EXTRA)
+        # fast_extra: how many next choices the ranker adds for this problem (topk.fast_extra: up to
+        # FAST_UNSURE_EXTRA more where it is unsure). Unknown (before the ranker is loaded: the tuner
+        # sizes its compile pool with this), the count of a problem it trusts: an unsure one's 1-2
+        # more compile on the benchmark worker's precompile threads, which a pool would not speed up.
+        return most(FAST_FAMILIES + (fast_extra if fast_extra is not None else FAST_EXTRA))
     return most(bspace) if isinstance(bspace, int) else None
 
 
