@@ -246,9 +246,12 @@ def test_fast_pick_spreads_over_families_counts_static_as_triton_mm_and_spans_bo
 def test_select_fast_is_what_tune_fast_benchmarks():
     from gemmtune.tuning.plan import CandidatePlan, select_fast
 
-    class ByIndex:
+    class ByIndex:  # a learned model that trusts its ranking of the problem fully
         def predict(self, problem, choices):
             return [1.0 + i for i in range(len(choices))]
+
+        def trust(self, problem):
+            return 1.0, "near its training data"
 
     dev = DeviceInfo.lookup("h100")
     p = Problem.from_sizes(16, 4096, 4096, "bf16")
@@ -268,26 +271,28 @@ def test_select_fast_is_what_tune_fast_benchmarks():
     assert got[0].id == "aten" and len(got) - 1 <= 8 and {c.pad for c in got[1:]} == {True, False}
 
 
-@pytest.mark.parametrize("trust,extra", [(1.0, 1), (0.5, 2), (0.0, 3)])
+@pytest.mark.parametrize("trust,extra", [(1.0, 1), (0.5, 2), (0.0, 3), (None, 3)])
 def test_select_fast_adds_next_choices_where_the_model_is_unsure(trust, extra):
     """--fast adds the model's next best choices as its trust in the problem falls (topk.fast_extra):
     far from the training data, its ranking is the analytic model's, and the replay on the H100
-    store found the winner further down; CandidatePlan counts the compiles to match."""
+    store found the winner further down. A model that states no trust (the analytic one, alone)
+    counts as trusting nothing. CandidatePlan counts the compiles to match."""
     from gemmtune.tuning.plan import CandidatePlan, select_fast
 
     class Unsure:
         def predict(self, problem, choices):
             return [1.0 + i for i in range(len(choices))]
 
-        def trust(self, problem):
-            return trust, "set by the test"
+    if trust is not None:
+        Unsure.trust = lambda self, problem: (trust, "set by the test")
 
     dev = DeviceInfo.lookup("h100")
     p = Problem.from_sizes(16, 4096, 4096, "bf16")
     cands = candidates(p, ["triton_mm", "skinny", "splitk", "aten"], "exhaustive", dev)
     picked, k, why = select_fast(p, cands, Unsure())
     assert k == 2 + extra and len(picked) == 1 + k and picked[0].id == "aten"
-    assert why.endswith(f"and the model's next {extra}" + (f" (trust {trust:.2f})" if trust < 1 else ""))
+    said = " (a model without trust: unsure)" if trust is None else f" (trust {trust:.2f})" if trust < 1 else ""
+    assert why.endswith(f"and the model's next {extra}{said}")
     # the next choices are the model's best not picked yet, in its order
     ids = [c.id for c in cands if c.id != "aten"]
     assert [c.id for c in picked[3:]] == [i for i in ids if i not in {c.id for c in picked[1:3]}][:extra]

@@ -232,13 +232,14 @@ def select_fast(problem: Problem, cands: list[Choice], model) -> tuple[list[Choi
     picked = [rest[i] for i in first + more]
     fams = sorted({family_of(rest[i]) for i in first})
     next_ = f", and the model's next {len(more)}" if more else ""
-    unsure = f" (trust {trust:.2f})" if trust is not None and trust < 1 else ""
+    unsure = " (a model without trust: unsure)" if trust is None else f" (trust {trust:.2f})" if trust < 1 else ""
     return base + _with_twins(picked, twins), len(picked), f"fast: the first of {', '.join(fams)}{next_}{unsure}"
 
 
 def model_trust(model, problem: Problem) -> float | None:
     """The model's trust in its ranking of ``problem`` (LearnedModel.trust: 0 far from its
-    training data), or None for a model that does not say (the analytic one)."""
+    training data), or None for a model that does not say (the analytic one: fast_extra reads
+    that as no trust)."""
     return float(model.trust(problem)[0]) if hasattr(model, "trust") else None
 
 
