@@ -125,6 +125,23 @@ def test_patch_with_example_inputs_leaves_layers_that_did_not_run(monkeypatch):
     torch.testing.assert_close(model(x), want, rtol=1e-5, atol=1e-5)
 
 
+def test_patch_with_example_inputs_hands_back_every_dispatcher_it_made(monkeypatch):
+    """With tune_missing=True, a layer no pass ran is tuned in a second compile_mm: its dispatcher
+    reaches the caller's ``dispatchers`` too (it went only into patch's own mapping before), so
+    saving that mapping keeps every converted layer."""
+    real = gemmtune.nn.compile_mm
+    monkeypatch.setattr(gemmtune.nn, "compile_mm",
+                        lambda **kw: real(**{k: v for k, v in kw.items() if k != "progress"},
+                                          tune_fn=fake_tuner([], {64: TRITON})))
+    model, ds = WeightOnly().requires_grad_(False), {}  # frozen: dt's product is a bmm, no layer's GEMM
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gemmtune.patch(model, example_inputs=[(torch.randn(2, 5, 32),)], dispatchers=ds, tune_missing=True,
+                       tune_fn=fake_tuner([], {64: TRITON}))
+    assert set(ds) == {(64, 32, "float32", "col"), (64, 8, "float32")}  # up (one call), dt (the second)
+    assert type(model.dt) is gemmtune.nn.Linear and model.dt.dispatcher is ds[(64, 8, "float32")]
+
+
 def test_patch_with_example_inputs_then_save_and_load(tmp_path):
     torch.manual_seed(0)
     model = Tiny()

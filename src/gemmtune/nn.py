@@ -397,11 +397,12 @@ def patch(model: torch.nn.Module, table=None, *,
     if example_inputs is not None:
         from .modeltune import tune_model
         tuned = tune_model(model, example_inputs, **compile_kwargs)
-        if dispatchers is not None:
+        out = _patch_layers(model, table, tuned, bool(tune_missing), eager_policy, convert_aten_layers,
+                            "did not run in the example passes (no GEMM of their shape was captured)",
+                            {"progress": compile_kwargs.get("progress")})
+        if dispatchers is not None:  # after: with tune_missing=True, _patch_layers adds to ``tuned``
             dispatchers.update(tuned)
-        return _patch_layers(model, table, tuned, bool(tune_missing), eager_policy, convert_aten_layers,
-                             "did not run in the example passes (no GEMM of their shape was captured)",
-                             {"progress": compile_kwargs.get("progress")})
+        return out
     return _patch_layers(model, table, dispatchers, tune_missing is None or tune_missing, eager_policy,
                          convert_aten_layers, "had no dispatcher given", compile_kwargs)
 
