@@ -168,11 +168,12 @@ class Capture:
             have.modules.append(where)
 
     def _hooks(self, model: torch.nn.Module) -> list:
+        from .modeltune import is_conv1d  # patch's own test of a Conv1D (modeltune imports this module)
         handles = []
         for name, mod in model.named_modules():
             if isinstance(mod, torch.nn.Linear):
                 self._linears.add(name)
-            if isinstance(mod, torch.nn.Linear) or type(mod).__name__ == "Conv1D":
+            if isinstance(mod, torch.nn.Linear) or is_conv1d(mod):
                 self._layers.add(name)
             def pre(_m, _a, name=name):
                 self._stack.append(name)

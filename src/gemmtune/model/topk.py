@@ -57,11 +57,18 @@ def choose_k(keys, trust: float | None = None, k_min: int = K_MIN, k_max: int = 
     return k, f"confident: {close} candidate(s) within {pct} of the first, trust {conf:.2f}"
 
 
+def model_trust(model, problem) -> float | None:
+    """The model's trust in its ranking of ``problem`` (LearnedModel.trust: 0 far from its
+    training data), or None for a model that does not say (the analytic one; ``fast_extra``
+    reads that as no trust, ``choose_k`` as no say)."""
+    return float(model.trust(problem)[0]) if hasattr(model, "trust") else None
+
+
 def model_k(model, problem, choices, k_min: int = K_MIN, k_max: int = K_MAX, *, tie: float = TIE):
     """(ranking keys, k, why) for ``choices`` of ``problem``: choose_k fed with what ``model``
     offers (trust and family support of a LearnedModel; an analytic model has neither)."""
     keys = rank_keys(model, problem, choices)
-    trust = model.trust(problem)[0] if hasattr(model, "trust") else None
+    trust = model_trust(model, problem)
     support = None
     if hasattr(model, "support") and len(choices):
         top = np.argsort(keys, kind="stable")[:max(3, k_min)]
@@ -267,8 +274,8 @@ def study_rows(model, data, ks=(1, 3, 5), k_min: int = K_MIN, k_max: int = K_MAX
         floor = g.times_ms[base].min() if base.any() else np.inf
         picks = {f"k={k}": order[:k] for k in ks}
         picks["adaptive"] = order[:k_ad]
-        trust = float(model.trust(g.problem)[0]) if hasattr(model, "trust") else None
-        picks["fast"] = rest[twin_indices(others, fast_pick(others, keys, extra=fast_extra(trust)))]  # as the tuner
+        extra = fast_extra(model_trust(model, g.problem))  # as the tuner
+        picks["fast"] = rest[twin_indices(others, fast_pick(others, keys, extra=extra))]
         fams = [family_of(c) for c in others]
         for k in diverse:
             for suffix, pad in (("", True), (",nopad", False)):

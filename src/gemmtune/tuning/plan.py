@@ -218,7 +218,7 @@ def select_fast(problem: Problem, cands: list[Choice], model) -> tuple[list[Choi
     on the H100 store's 405 problems, cross-validated, the first of its two best families reached
     98.4% of the best measured choice and this selection 99.2%, for one more candidate a problem
     (model.topk.FAST_FAMILIES, FAST_EXTRA)."""
-    from ..model.topk import FAST_FAMILIES, family_of, fast_extra, fast_parts, rank_keys
+    from ..model.topk import FAST_FAMILIES, family_of, fast_extra, fast_parts, model_trust, rank_keys
 
     base, rest = _split_baseline(cands)
     rest, twins = _split_twins(rest, model)
@@ -234,13 +234,6 @@ def select_fast(problem: Problem, cands: list[Choice], model) -> tuple[list[Choi
     next_ = f", and the model's next {len(more)}" if more else ""
     unsure = " (a model without trust: unsure)" if trust is None else f" (trust {trust:.2f})" if trust < 1 else ""
     return base + _with_twins(picked, twins), len(picked), f"fast: the first of {', '.join(fams)}{next_}{unsure}"
-
-
-def model_trust(model, problem: Problem) -> float | None:
-    """The model's trust in its ranking of ``problem`` (LearnedModel.trust: 0 far from its
-    training data), or None for a model that does not say (the analytic one: fast_extra reads
-    that as no trust)."""
-    return float(model.trust(problem)[0]) if hasattr(model, "trust") else None
 
 
 def load_ranker(model, dev: DeviceInfo, triton_version: str | None, numpy_predict: bool = False):
@@ -322,7 +315,7 @@ class CandidatePlan:
         """How many candidates of ``problem`` may need compiling, before they are listed."""
         extra = None
         if self.bspace == "FAST" and self.ranker is not None:
-            from ..model.topk import fast_extra
+            from ..model.topk import fast_extra, model_trust
             extra = fast_extra(model_trust(self.ranker, problem))
         return compiles_at_most(self.table, problem, self.bspace, extra)
 
