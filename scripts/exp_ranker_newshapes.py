@@ -15,10 +15,8 @@ sys.path.insert(0, "scripts")
 from fast_replay import replay  # noqa: E402
 
 from gemmtune.device import DeviceInfo  # noqa: E402
-from gemmtune.model import cv as cvmod  # noqa: E402
 from gemmtune.model import default_model, load_model  # noqa: E402
-from gemmtune.model.data import load_dataset  # noqa: E402
-from gemmtune.model.topk import fast_pick, rank_keys, twin_indices  # noqa: E402
+from gemmtune.model.topk import fast_pick  # noqa: E402
 
 
 def summary(fr: np.ndarray) -> str:
@@ -27,37 +25,26 @@ def summary(fr: np.ndarray) -> str:
     return f"{np.exp(np.log(fr).mean()) * 100:6.2f}%  >=90%: {(fr >= 0.9).mean() * 100:5.1f}%  min {fr.min() * 100:5.1f}%"
 
 
+def pick(others, keys, order, trust, problem) -> dict:
+    """The model's top 1, and --fast's picks as session 18 made them (one next choice)."""
+    return {"top1": [int(order[0])], "fast": fast_pick(others, keys)}
+
+
 def main(store: str, suite: str, old: str | None = None) -> None:
     sizes = {(int(r["M"]), int(r["N"]), int(r["K"])) for r in csv.DictReader(open(suite))}
-    rows = replay(store, lambda others, keys, order, trust, p: {"top1": [int(order[0])],
-                                                                 "fast": fast_pick(others, keys)})
-    new = [r for r in rows if (r["m"], *map(int, r["shape"].split("x")[1:3])) in sizes] if rows and "x" in rows[0]["shape"] else []
-    if not new:  # shape names are not MxNxK: match on the key's sizes
-        new = [r for r in rows if any(f"M{m}-N{n}-K{k}:" in r["key"] for m, n, k in sizes)]
+    rows = replay(store, pick)
+    new = [r for r in rows if any(f"M{m}-N{n}-K{k}:" in r["key"] for m, n, k in sizes)]  # any dtype
     keys = {r["key"] for r in new}
     rest = [r for r in rows if r["key"] not in keys]
     for name, rs in (("new, retrained (CV)", new), ("others, retrained (CV)", rest)):
         for pol in ("top1", "fast"):
             fr = np.array([r["pol"][pol][0] for r in rs])
             print(f"{name:24s} {pol:5s} ({len(rs)}): {summary(fr)}")
-    data = load_dataset(store)
     shipped = (load_model(old, DeviceInfo.lookup("h100"), triton_version="3.6.0", numpy_predict=True) if old
                else default_model("h100", triton_version="3.6.0", numpy_predict=True))
-    got = {"top1": [], "fast": []}
-    for g in data.ranked(cvmod.MIN_RANKED_CHOICES).groups:
-        if g.problem.key not in keys:
-            continue
-        base = np.array([c.family == "aten" and not c.pad for c in g.choices])
-        rest_i = np.flatnonzero(~base)
-        others = [g.choices[j] for j in rest_i]
-        k = rank_keys(shipped, g.problem, others)
-        order = np.argsort(np.where(np.isfinite(k), k, np.inf), kind="stable")
-        best, floor = g.times_ms.min(), (g.times_ms[base].min() if base.any() else np.inf)
-        for pol, idx in (("top1", [int(order[0])]), ("fast", fast_pick(others, k))):
-            idx = rest_i[np.asarray(twin_indices(others, idx), dtype=int)]
-            got[pol].append(best / min(floor, g.times_ms[idx].min()))
-    for pol, fr in got.items():
-        print(f"{'new, shipped model':24s} {pol:5s} ({len(fr)}): {summary(np.array(fr))}")
+    got = [r for r in replay(store, pick, model=shipped) if r["key"] in keys]
+    for pol in ("top1", "fast"):
+        print(f"{'new, shipped model':24s} {pol:5s} ({len(got)}): {summary(np.array([r['pol'][pol][0] for r in got]))}")
 
 
 if __name__ == "__main__":

@@ -7,23 +7,28 @@ picks scored against the problem's best measured choice.
 {name: indices into ``others``} (the candidates besides cuBLAS, ``keys`` the model's ranking keys,
 ``order`` their argsort); each pick list gets its twins (``topk.twin_indices``) and is scored as
 (best time / the best of cuBLAS and the picks, candidates timed with cuBLAS). Returns one row per
-problem: key, shape, group, trust, m and ``pol`` = {name: (fraction, candidates)}."""
+problem: key, shape, group, trust, m and ``pol`` = {name: (fraction, candidates)}.
+
+``model``: a fixed model that ranks every problem instead (nothing is fitted or held out: the
+analytic model, or a shipped ranker scored on problems it never saw); its trust is None when it
+states none."""
 import time
 
 import numpy as np
 
 from gemmtune.model import cv as cvmod
 from gemmtune.model.data import load_dataset
-from gemmtune.model.topk import rank_keys, twin_indices
+from gemmtune.model.topk import model_trust, rank_keys, twin_indices
 
 
-def replay(store: str, policies) -> list[dict]:
+def replay(store: str, policies, model=None) -> list[dict]:
     data = load_dataset(store)
     groups = cvmod.shape_groups()
     dev = cvmod._device_for(data, "h100")
+    fixed = model
     rows, t0 = [], time.time()
     for i, fold in enumerate(cvmod.folds_by_group(data.shapes, groups, 5, 0)):
-        model, _ = cvmod.fit(data.subset(data.shapes - fold), kind="lgbm_rank", seed=0, device=dev)
+        model = fixed or cvmod.fit(data.subset(data.shapes - fold), kind="lgbm_rank", seed=0, device=dev)[0]
         for g in data.subset(fold).ranked(cvmod.MIN_RANKED_CHOICES).groups:
             base = np.array([c.family == "aten" and not c.pad for c in g.choices])
             rest = np.flatnonzero(~base)
@@ -31,7 +36,7 @@ def replay(store: str, policies) -> list[dict]:
                 continue
             others = [g.choices[j] for j in rest]
             keys = rank_keys(model, g.problem, others)
-            trust = float(model.trust(g.problem)[0])
+            trust = model_trust(model, g.problem)
             best = g.times_ms.min()
             floor = g.times_ms[base].min() if base.any() else np.inf
 
