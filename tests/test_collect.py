@@ -75,6 +75,21 @@ def test_shapes_csv_replaces_the_plan_without_public_or_repeated_shapes(tmp_path
         collect.csv_plan(bad)
 
 
+def test_shapes_csv_collects_every_row_in_every_dtype_phase(tmp_path, capsys):
+    """The built-in plan runs fp32 and fp8 on a third of its shapes (its time budget); a user's
+    ``--shapes`` CSV is collected whole in every phase (it used to lose two rows of three there,
+    saying so nowhere). The plan itself keeps its third."""
+    csv_file = tmp_path / "f32.csv"
+    csv_file.write_text("group,name,M,N,K,dtype\n" + "".join(
+        f"g,s{i},{16 * (i + 1)},{64 * (i + 1)},{128 * (i + 1)},float32\n" for i in range(5)))
+    assert cli.main(["collect", "--shapes", str(csv_file), "--dtypes", "fp32,e4m3", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "float32: 5 shapes" in out and "float8_e4m3fn: 5 shapes" in out, out
+    shapes, _ = collect.csv_plan(csv_file)
+    assert len(collect.problems_for("float32", shapes, every=True)) == 5
+    assert len(collect.problems_for("float32", shapes)) == 2  # the plan's rule: a third
+
+
 def test_collect_help_names_its_options(capsys):
     with pytest.raises(SystemExit):
         cli.main(["collect", "--help"])

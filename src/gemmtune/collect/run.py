@@ -160,7 +160,7 @@ def run(args) -> int:
         for k, c in (done or ()):
             have_of.setdefault(k, set()).add(c)
         for dt in dtypes:
-            probs = problems_for(dt, shapes)
+            probs = problems_for(dt, shapes, every=bool(getattr(args, "shapes", None)))
             per = [[c.id for c in shape_choices(p, dev, have_of.get(p.key), **sampling)] for _, _, p in probs]
             line = f"{dt}: {len(probs)} shapes, {sum(map(len, per))} candidates"
             if done is not None:  # what a resumed run still has to measure
@@ -297,7 +297,7 @@ def run(args) -> int:
             watchdog.start()
         for dt in dtypes:
             pending = []  # (shape, its candidates or None: computed when its batch comes)
-            for group, name, p in problems_for(dt, shapes):
+            for group, name, p in problems_for(dt, shapes, every=bool(getattr(args, "shapes", None))):
                 have = db.done(ctx, p.key)
                 if not have:
                     pending.append((Shape(group, name, p), None))

@@ -111,10 +111,12 @@ def csv_plan(path) -> tuple[list[tuple[str, str, int, int, int, str]], list[str]
 FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
 
 
-def problems_for(dtype: str, shapes) -> list[tuple[str, str, Problem]]:
+def problems_for(dtype: str, shapes, every: bool = False) -> list[tuple[str, str, Problem]]:
     """The plan's problems in one dtype phase: every shape for bf16/fp16; a third for fp32; for
     fp8 (e4m3 or e5m2 A, e4m3 B) a third, as scaled_mm with a bf16 output and B column-major
     (the layout of ``x @ W.T`` that fp8 GEMMs read), row-wise and tensor-wise scales taking turns.
+    ``every``: every shape in every phase (shapes a user listed, ``--shapes``: the third is the
+    built-in plan's budget, not theirs).
 
         >>> p = problems_for("float8_e4m3fn", [("llm", "x", 16, 4096, 4096, "row")])[0][2]
         >>> p.key
@@ -123,7 +125,7 @@ def problems_for(dtype: str, shapes) -> list[tuple[str, str, Problem]]:
     if dtype in FP8_DTYPES:
         return [(g, f"{name}:{dtype}", Problem.from_sizes(m, n, k, dtype, "bfloat16", layout_b="col",
                                                           op="scaled_mm", scale=("row", "tensor")[i % 2]))
-                for i, (g, name, m, n, k, _) in enumerate(shapes[::3])]
-    picked = shapes if dtype != "float32" else shapes[::3]
+                for i, (g, name, m, n, k, _) in enumerate(shapes if every else shapes[::3])]
+    picked = shapes if every or dtype != "float32" else shapes[::3]
     return [(g, f"{name}:{dtype}", Problem.from_sizes(m, n, k, dtype, layout_b=lb))
             for g, name, m, n, k, lb in picked]
