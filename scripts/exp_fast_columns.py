@@ -1,0 +1,35 @@
+"""`gemmtune bench` with two more --fast columns beside the shipped one, in the same run: --fast
+ranked by a candidate model file (in the report's "model top-1" slot), and --fast with the
+shipped model under the rule before session 19 (no extra picks where the model is unsure,
+``model.topk.FAST_UNSURE_EXTRA = 0``; in the "model top-20" slot). So in this run's report those
+two columns are **not** the model's top-1 and top-20. GPU only.
+
+    python scripts/exp_fast_columns.py MODEL.json -- <gemmtune bench arguments>
+"""
+import importlib
+import sys
+
+from gemmtune import cli
+from gemmtune.bench import modes
+from gemmtune.model import topk
+
+model, rest = sys.argv[1], sys.argv[sys.argv.index("--") + 1:]
+modes.OPTIONAL_MODES["gemmtune_top1"] = {"fast": True, "model": model}
+modes.OPTIONAL_MODES["gemmtune_top20"] = {"fast": True}
+tune_module = importlib.import_module("gemmtune.tune")
+_tune = tune_module.tune
+
+
+def tune(*args, **kwargs):
+    """The bench names each mode's store after the mode: the top-20 slot runs the old rule."""
+    if "gemmtune_top20" not in str(kwargs.get("store", "")):
+        return _tune(*args, **kwargs)
+    old, topk.FAST_UNSURE_EXTRA = topk.FAST_UNSURE_EXTRA, 0
+    try:
+        return _tune(*args, **kwargs)
+    finally:
+        topk.FAST_UNSURE_EXTRA = old
+
+
+tune_module.tune = tune
+sys.exit(cli.main(["bench", *rest, "--extra-modes", "top1,top20"]))
