@@ -79,6 +79,16 @@ if ONLY is None or "pad" in ONLY:
         ok = torch.equal(got, torch.nn.functional.pad(src, (0, cp - c, 0, rp - r)))
         bad += not ok
         print(f"pad_copy {r}x{c} -> {rp}x{cp} {lay}: {'ok' if ok else 'WRONG'}", flush=True)
+    # pad_pair: two operands in one launch (a pad+ mm's A and B), each through its own masks.
+    from gemmtune.kernels.pad import pad_pair
+    for (r1, c1, rp1, cp1, l1), (r2, c2, rp2, cp2, l2) in zip(PAD_CASES, PAD_CASES[2:] + PAD_CASES[:2]):
+        s1, s2 = operand(r1, c1, l1), operand(r2, c2, l2)
+        g1, g2 = pad_pair(s1, rp1, cp1, s2, rp2, cp2)
+        torch.cuda.synchronize()
+        ok = all(torch.equal(g, torch.nn.functional.pad(s, (0, cp - c, 0, rp - r)))
+                 for g, s, r, c, rp, cp in ((g1, s1, r1, c1, rp1, cp1), (g2, s2, r2, c2, rp2, cp2)))
+        bad += not ok
+        print(f"pad_pair {r1}x{c1} {l1} + {r2}x{c2} {l2}: {'ok' if ok else 'WRONG'}", flush=True)
 for fam, cfg, (m, n, k), lay, *ld in CASES:
     if ONLY is not None and fam not in ONLY:
         continue

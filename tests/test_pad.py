@@ -211,6 +211,57 @@ def test_pad_plus_runs_on_triton_copies(monkeypatch, op):
     assert torch.allclose(out.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
 
 
+# ------------------------------------------------------------------ two operands, one launch
+@DTYPES
+@pytest.mark.parametrize("kinds", [("row", "row"), ("offset", "transposed"), ("transposed", "offset_t")])
+@pytest.mark.parametrize("sizes", [((1, 7), (7, 13)), ((19, 37), (37, 29)), ((5, 16), (16, 1))],
+                         ids=["one_row", "primes", "n1"])
+def test_pad_pair_copies_both_operands_bit_for_bit(dtype, kinds, sizes):
+    """pad_pair: one launch, each operand equal to F.pad's copy bit for bit, every element written
+    (garbage_new_empty), on offset and transposed views, one row, primes and N = 1."""
+    (ar, ac), (br, bc) = sizes
+    a, b = layout(ar, ac, kinds[0], dtype), layout(br, bc, kinds[1], dtype)
+    pa, pb = (ar, ac + 3), (br + 3, bc + 5)
+    ap, bp = pad.pad_pair(a, *pa, b, *pb)
+    for got, t, (r, c) in ((ap, a, pa), (bp, b, pb)):
+        ref = F.pad(t, (0, c - t.shape[1], 0, r - t.shape[0]))
+        assert got.is_contiguous() and torch.equal(bits(got), bits(ref.contiguous()))
+
+
+def test_pad_pair_refusals_name_the_problem():
+    x = torch.randn(3, 3, device=DEV)
+    with pytest.raises(ValueError, match="two 2-D operands"):
+        pad.pad_pair(x[None], 1, 4, x, 4, 4)
+    with pytest.raises(TypeError, match="does not copy"):
+        pad.pad_pair(x, 3, 4, x.to(torch.complex64), 4, 4)
+
+
+def test_pad_plus_pays_one_copy_launch_for_two_odd_operands(monkeypatch):
+    """A pad+ mm whose A and B are both copied per call makes them in one pad_pair launch; B as a
+    weight (an nn.Parameter: padcache) leaves only A's copy, on its own."""
+    from gemmtune.configs import Choice
+
+    monkeypatch.setattr(pad, "_backend", lambda t, backend, out_bytes=None: "triton")
+    calls = []
+    for name in ("pad_pair", "pad_copy"):
+        real = getattr(pad, name)
+        monkeypatch.setattr(pad, name, lambda *a, _r=real, _n=name: calls.append(_n) or _r(*a))
+    kernels.padcache.WEIGHTS.clear()
+    a = torch.randn(5, 13, dtype=torch.float16, device=DEV)
+    b = torch.randn(13, 9, dtype=torch.float16, device=DEV)
+    ch = Choice.parse("pad+triton_mm:BM16-BN16-BK16-S1-W2-G1")
+    w = torch.nn.Parameter(b, requires_grad=False)
+    # (the weight's first call pads it into the cache, apart: the second copies A alone)
+    for bb, launches in ((b, ["pad_pair"]), (w, ["pad_copy", "pad_copy"]), (w, ["pad_copy"])):
+        out = torch.full((5, 9), float("nan"), dtype=torch.float16, device=DEV)
+        calls.clear()
+        kernels.run_choice(ch, a, bb, out)
+        ref = a.double() @ b.double()
+        assert torch.allclose(out.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+        assert calls == launches, calls
+    kernels.padcache.WEIGHTS.clear()
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
 def test_a_tensor_on_another_gpu_is_copied_on_its_own_gpu():

@@ -160,20 +160,19 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
         _run_padded_bmm(fam, choice, a, b, out, allow_tf32=allow_tf32, workspace=workspace)
         return
     from . import padcache
-    from .pad import zero_pad
+    from .pad import zero_pad, zero_pad_pair
 
     M, K = a.shape
     N = b.shape[1]
     _, Np, Kp = padded_sizes(M, N, K, a.element_size())
-    ap = zero_pad(a, M, Kp)
     if epilogue is not None and epilogue.spec.scale != "none":
         # fp8 (scaled_mm): B padded into a K-major (column-major) copy, the layout cuBLASLt's fp8
         # GEMM and wgmma's fp8 operands need (Problem.padded says the same).
-        bp = zero_pad(b.t(), Np, Kp).t()
-    else:  # a weight is padded once per version (padcache)
-        bp = padcache.WEIGHTS.get(b, Np, Kp)
-    if bp is None:
-        bp = zero_pad(b, Kp, Np)
+        ap, bp = zero_pad(a, M, Kp), zero_pad(b.t(), Np, Kp).t()
+    elif (bp := padcache.WEIGHTS.get(b, Np, Kp)) is not None:  # a weight: padded once per version
+        ap = zero_pad(a, M, Kp)
+    else:  # both copied per call: in one launch where Triton copies either (zero_pad_pair)
+        ap, bp = zero_pad_pair(a, M, Kp, b, Kp, Np)
     if Np == N or getattr(fam, "TMA_EDGES", False):
         fam.run(ap, bp[:, :N], out, choice.config, allow_tf32=allow_tf32, workspace=workspace,
                 epilogue=epilogue)
