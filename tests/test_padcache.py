@@ -140,6 +140,7 @@ def test_zero_pad_batched_matches_f_pad(monkeypatch, garbage_new_empty, split_by
     from gemmtune.kernels import pad
 
     monkeypatch.setattr(pad, "PAD_SPLIT_BYTES", split_bytes)
+    monkeypatch.setattr(pad, "TRITON_PAD", False)  # the torch paths (on a GPU, too: test_pad.py has the kernel's)
     torch.manual_seed(bt)
     t = _operand(variant, bt, 13, 7, dtype)
     for rows, cols in ((16, 8), (13, 11), (17, 7), (13, 7)):  # both, columns only, rows only, none
