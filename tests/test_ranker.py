@@ -440,14 +440,16 @@ def test_numpy_trees_match_lightgbm_with_missing_value_splits(zero_as_missing):
 
 
 def test_an_untrusted_problem_breaks_the_analytic_ties_in_the_rankers_order(monkeypatch):
-    # fp32 is outside the H100 ranker's training set (bf16 only): trust 0, so the analytic ln ms
-    # ranks, and on this memory-bound problem many configs tie exactly. The ranker's order breaks
-    # those ties only: nothing else moves by more than TIE_EPS.
+    # A column-major A is outside the H100 ranker's training set (its layouts are row/row and
+    # row/col): trust 0, so the analytic ln ms ranks, and on this memory-bound problem many
+    # configs tie exactly. The ranker's order breaks those ties only: nothing else moves by more
+    # than TIE_EPS. (Until session 20 this was fp32 64x64x32768 with a row-major A; the ranker has
+    # since learned fp32 problems next to it.)
     from gemmtune.model import learned
     from gemmtune.tuning.plan import load_ranker
 
     model = load_ranker(None, DeviceInfo.lookup("h100"), "3.6")
-    p = Problem.from_sizes(64, 64, 32768, "fp32")
+    p = Problem.from_sizes(64, 64, 32768, "fp32", layout_a="col")
     assert model.trust(p)[0] == 0.0
     cands = [c for c in candidates(p, ["splitk", "skinny"], "exhaustive", model.device) if c.family != "aten"]
     with_tb = model.rank_keys(p, cands)
