@@ -395,6 +395,7 @@ class CloseCallPool(FakePool):
 @pytest.mark.parametrize("runoff, margin, aten_wins", [
     ({"best": 1.0, "aten": 0.9}, 0.05, True),                  # cuBLAS wins the run-off
     ({"best": 0.8, "aten": 0.9}, 0.05, False),                 # the sweep's winner holds
+    ({"best": 0.895, "aten": 0.9}, 0.05, True),                # ahead by 0.6% in the run-off: a tie, cuBLAS
     ({"status": "error", "reason": "unknown op"}, 0.05, False),  # an older worker: the sweep's stands
     ({"best": 1.0, "aten": 0.9}, 0.0, False),                  # runoff=0: none
     ({"best": 1.0, "aten": 0.9}, 0.02, False),                 # 3% ahead: beyond the margin, none

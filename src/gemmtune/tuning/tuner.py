@@ -31,7 +31,7 @@ from .plan import CandidatePlan, Planned, as_shapes, compiles_at_most, load_rank
 from .progress import Progress
 from .recorder import Recorder, write_table
 from .results import ShapeResult, TuneResult
-from .runoff import runoff_winner, wants_runoff
+from .runoff import RUNOFF_TIE, runoff_winner, wants_runoff
 
 
 def run_device(info: dict, device: str | None, ctx: RunContext, earlier: LookupTable | None, out,
@@ -336,7 +336,8 @@ class Tuner:
                 bar.remove(task)
                 r = rec.summarize(s, cands)
                 if wants_runoff(r.best, r.best_ms, r.aten_ms, o.runoff):
-                    winner, r.runoff = runoff_winner(executor.runoff(s.problem, [r.best, "aten"]), r.best, o.min_gain)
+                    winner, r.runoff = runoff_winner(executor.runoff(s.problem, [r.best, "aten"]), r.best,
+                                                     max(o.min_gain, RUNOFF_TIE))
                     if winner == "aten":
                         r.best, r.best_ms = "aten", r.aten_ms
                 r.tune_s = time.monotonic() - ts
