@@ -19,7 +19,7 @@ import torch
 import gemmtune
 from gemmtune import cli, collect
 from gemmtune.collect import rows as collect_rows
-from gemmtune.collect.run import child_argv, core_shares
+from gemmtune.collect.run import PASSED_ON, child_argv, core_shares
 from gemmtune.configs import scale_tile
 from gemmtune.device import DeviceInfo
 from gemmtune.problem import Problem
@@ -279,6 +279,25 @@ def test_new_families_are_sampled_after_the_rest():
     aligned = Problem.from_sizes(2048, 2048, 2048, "bf16")
     assert not any(c.family == "triton_static" or c.pad
                    for c in collect.sample_choices(aligned, H100, mm=2, splitk=1, pad=1, new=3))
+
+
+def test_core_sample_adds_skinny_cuda_core_configs_at_decode_only(capsys):
+    """--core-sample N: N more of skinny's CUDA-core configs (no tl.dot) where M <= 16, after the
+    rest of the sample, which stays as it was; none on a larger M; none drawn twice; seeded."""
+    decode = Problem.from_sizes(2, 3072, 12288, "fp32", layout_b="col")
+    old = collect.sample_choices(decode, H100, mm=6, splitk=3, pad=0, new=12)
+    new = collect.sample_choices(decode, H100, mm=6, splitk=3, pad=0, new=12, core=5)
+    assert new[:len(old)] == old and new == collect.sample_choices(decode, H100, mm=6, splitk=3, pad=0, new=12, core=5)
+    added = new[len(old):]
+    assert 0 < len(added) <= 5 and all(c.family == "skinny" and not c.config.dot for c in added)
+    assert len({c.id for c in new}) == len(new)
+    core_space = {c.config for c in gemmtune.space(decode, "skinny", "exhaustive", device=H100) if not c.config.dot}
+    assert {c.config for c in added} <= core_space
+    prefill = Problem.from_sizes(64, 3072, 12288, "fp32")
+    assert collect.sample_choices(prefill, H100, mm=6, splitk=3, pad=0, core=5) == \
+        collect.sample_choices(prefill, H100, mm=6, splitk=3, pad=0)
+    args = cli.build_parser().parse_args(["collect", "--core-sample", "5"])
+    assert args.core_sample == 5 and "core_sample" in PASSED_ON
 
 
 def test_fp8_phase_is_scaled_mm_on_a_third_of_the_plan():

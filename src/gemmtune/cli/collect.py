@@ -59,6 +59,10 @@ def add_parsers(sub) -> None:
                    help="configs per shape of each family the shipped model has no timings of (skinny, "
                     "persistent_tma, triton_static; default 8, 0: none). Shapes finished before these "
                     "families existed are measured again for them only")
+    p.add_argument("--core-sample", type=int, default=0,
+                   help="skinny CUDA-core configs per shape with M <= 16, beyond --new-sample's random draw, "
+                   "where they are a tenth of its space (default 0: none). Shapes already collected are "
+                   "measured again for them only")
     p.add_argument("--sampler", choices=collect.SAMPLERS, default="pool",
                    help="how new shapes draw their configs: 'pool' (default: from a fixed subset of each "
                     "exhaustive space, so that shapes share compiled kernels) or 'random' (the whole space); "

@@ -116,7 +116,7 @@ def run(args) -> int:
     t0 = time.monotonic() - process_age_s()
     # How every shape's candidates are drawn (shape_choices), in the dry run and the real one.
     sampling = {"mm": args.mm_sample, "splitk": args.splitk_sample, "pad": args.pad_sample, "sampler": args.sampler,
-                "new": getattr(args, "new_sample", 0)}
+                "new": getattr(args, "new_sample", 0), "core": getattr(args, "core_sample", 0)}
 
     shapes = selected_shapes(args)
     cluster_addr = getattr(args, "cluster", None)  # an address, or (from Python) a distributed.Client
@@ -370,7 +370,7 @@ def run(args) -> int:
 # Options a per-GPU collector takes over from the command that started it (run_on_gpus); the
 # store, its claims folder, --resume-from and the drops are the parent's, done once.
 PASSED_ON = ("dtypes", "shapes", "groups", "order", "batch", "limit_shapes", "mm_sample", "splitk_sample", "pad_sample", "new_sample",
-             "sampler",
+             "core_sample", "sampler",
              "compile_workers", "compile_ahead", "timing", "timeout")
 
 

@@ -84,12 +84,33 @@ def sample_new(problem: Problem, family: str, device, n: int, rng) -> list:
     return [cands[i] for i in sorted(rng.choice(len(cands), size=n, replace=False))]
 
 
+# skinny's CUDA-core variants (no tl.dot: each lane sums its own products) are a tenth of its
+# exhaustive space at M <= 16, so ``new``'s random draw of 12 measured about one per shape: the H100
+# store held 3 fp32 decode problems with a core row, and --fast ranked the dot variants first on
+# fp32 2x3072x12288, where the default space found a core kernel 1.34x cuBLAS and the dot ones lost
+# (benchmarks/results/2026-11-27-h100-s20, call 2). ``core`` draws that many more of them.
+CORE_MAX_M = 16
+
+
+def sample_core(problem: Problem, device, n: int, rng) -> list:
+    """n of skinny's CUDA-core configs for ``problem`` (M <= CORE_MAX_M; all when fewer)."""
+    from ..api import space
+
+    if n <= 0 or problem.m > CORE_MAX_M:
+        return []
+    cands = [c for c in space(problem, "skinny", "exhaustive", device) if not c.config.dot]
+    if len(cands) <= n:
+        return cands
+    return [cands[i] for i in sorted(rng.choice(len(cands), size=n, replace=False))]
+
+
 def sample_choices(problem: Problem, device, *, mm: int, splitk: int, pad: int, sampler: str = "random",
-                   new: int = 0) -> list:
+                   new: int = 0, core: int = 0) -> list:
     """A seeded (by problem key) random sample of the exhaustive spaces (or of their fixed
-    pools: ``sampler='pool'``), cuBLAS first; ``new`` configs of each of ``NEW_FAMILIES`` last
-    (drawn from their own seeded stream, so the rest of the sample is the same with or
-    without them)."""
+    pools: ``sampler='pool'``), cuBLAS first; ``new`` configs of each of ``NEW_FAMILIES``, then
+    ``core`` of skinny's CUDA-core configs where M <= CORE_MAX_M, last (each drawn from a seeded
+    stream of its own, so the rest of the sample is the same with or without them; a config
+    drawn twice is measured once)."""
     from ..api import space
 
     if sampler not in SAMPLERS:
@@ -118,16 +139,20 @@ def sample_choices(problem: Problem, device, *, mm: int, splitk: int, pad: int, 
             rng_pad = np.random.default_rng(zlib.crc32(("new-pad:" + problem.key).encode()))
             for fam in NEW_FAMILIES:
                 out += [c.padded() for c in sample_new(padded, fam, device, new, rng_pad)]
+    if core > 0:
+        seen = {c.id for c in out}
+        rng_core = np.random.default_rng(zlib.crc32(("core:" + problem.key).encode()))
+        out += [c for c in sample_core(problem, device, core, rng_core) if c.id not in seen]
     return out
 
 
 def shape_choices(problem: Problem, device, have, *, mm: int, splitk: int, pad: int, sampler: str,
-                  new: int = 0) -> list:
+                  new: int = 0, core: int = 0) -> list:
     """The candidates a shape is measured with: a shape the store already holds rows of
     keeps the sampler it was started with (the one whose sample holds more of them; the
     first 35,892 rows were all drawn by 'random'), so that finished shapes stay finished
     and a half-measured one is completed, not re-sampled; a new shape gets ``sampler``."""
-    kw = {"mm": mm, "splitk": splitk, "pad": pad, "new": new}
+    kw = {"mm": mm, "splitk": splitk, "pad": pad, "new": new, "core": core}
     if not have:
         return sample_choices(problem, device, sampler=sampler, **kw)
     best, hits = None, -1
