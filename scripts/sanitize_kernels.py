@@ -89,6 +89,15 @@ if ONLY is None or "pad" in ONLY:
                  for g, s, r, c, rp, cp in ((g1, s1, r1, c1, rp1, cp1), (g2, s2, r2, c2, rp2, cp2)))
         bad += not ok
         print(f"pad_pair {r1}x{c1} {l1} + {r2}x{c2} {l2}: {'ok' if ok else 'WRONG'}", flush=True)
+    # two batches (a pad+ bmm): a transposed batch and an offset one
+    s1 = torch.randn(7, 129, 33, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+    s2 = torch.randn(8, 130, 67, device="cuda", dtype=torch.bfloat16)[1:, 1:, 2:]
+    g1, g2 = pad_pair(s1, 33, 136, s2, 136, 72)
+    torch.cuda.synchronize()
+    ok = (torch.equal(g1, torch.nn.functional.pad(s1, (0, 7))) and
+          torch.equal(g2, torch.nn.functional.pad(s2, (0, 7, 0, 7))))
+    bad += not ok
+    print(f"pad_pair batches 7x33x129 transposed + 7x129x65 offset: {'ok' if ok else 'WRONG'}", flush=True)
 for fam, cfg, (m, n, k), lay, *ld in CASES:
     if ONLY is not None and fam not in ONLY:
         continue

@@ -228,9 +228,20 @@ def test_pad_pair_copies_both_operands_bit_for_bit(dtype, kinds, sizes):
         assert got.is_contiguous() and torch.equal(bits(got), bits(ref.contiguous()))
 
 
+@DTYPES
+def test_pad_pair_copies_two_batches(dtype):
+    """3-D (bmm) operands: every matrix of each, one launch, transposed and offset batches."""
+    a = torch.randn(3, 9, 13, dtype=dtype, device=DEV).transpose(1, 2)          # (3, 13, 9)
+    b = torch.randn(4, 10, 15, dtype=dtype, device=DEV)[1:, 1:, 2:]              # (3, 9, 13), offset
+    ap, bp = pad.pad_pair(a, 13, 16, b, 16, 16)
+    for got, t in ((ap, a), (bp, b)):
+        ref = F.pad(t, (0, 16 - t.shape[2], 0, got.shape[1] - t.shape[1]))
+        assert got.shape == ref.shape and got.is_contiguous() and torch.equal(bits(got), bits(ref.contiguous()))
+
+
 def test_pad_pair_refusals_name_the_problem():
     x = torch.randn(3, 3, device=DEV)
-    with pytest.raises(ValueError, match="two 2-D operands"):
+    with pytest.raises(ValueError, match="two 2-D or two 3-D operands"):
         pad.pad_pair(x[None], 1, 4, x, 4, 4)
     with pytest.raises(TypeError, match="does not copy"):
         pad.pad_pair(x, 3, 4, x.to(torch.complex64), 4, 4)
@@ -257,6 +268,16 @@ def test_pad_plus_pays_one_copy_launch_for_two_odd_operands(monkeypatch):
         calls.clear()
         kernels.run_choice(ch, a, bb, out)
         ref = a.double() @ b.double()
+        assert torch.allclose(out.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+        assert calls == launches, calls
+    # bmm: two batches in one launch; a B broadcast over the batch is padded once, on its own
+    a3 = torch.randn(2, 5, 13, dtype=torch.float16, device=DEV)
+    for b3, launches in ((torch.randn(2, 13, 9, dtype=torch.float16, device=DEV), ["pad_pair"]),
+                         (b[None].expand(2, 13, 9), ["pad_copy", "pad_copy"])):
+        out = torch.full((2, 5, 9), float("nan"), dtype=torch.float16, device=DEV)
+        calls.clear()
+        kernels.run_choice(ch, a3, b3, out)
+        ref = a3.double() @ b3.double()
         assert torch.allclose(out.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
         assert calls == launches, calls
     kernels.padcache.WEIGHTS.clear()

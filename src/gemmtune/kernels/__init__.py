@@ -115,13 +115,14 @@ def _run_padded_bmm(fam, choice, a, b, out, *, allow_tf32, workspace) -> None:
     Bt, M, K = a.shape
     N = b.shape[-1]
     from . import padcache
-    from .pad import zero_pad
+    from .pad import zero_pad, zero_pad_pair
 
     _, Np, Kp = padded_sizes(M, N, K, a.element_size())
-    ap = zero_pad(a, M, Kp)
     bp = padcache.WEIGHTS.get(b, Np, Kp)  # a (batched or broadcast) weight: once per version
-    if bp is None:
-        bp = zero_pad(b, Kp, Np)
+    if bp is None:  # both copied per call: in one launch where they can be (zero_pad_pair)
+        ap, bp = zero_pad_pair(a, M, Kp, b, Kp, Np)
+    else:
+        ap = zero_pad(a, M, Kp)
     if Np == N:
         fam.run(ap, bp, out, choice.config, allow_tf32=allow_tf32, workspace=workspace)
         return

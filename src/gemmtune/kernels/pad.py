@@ -211,12 +211,14 @@ def _launch(t: torch.Tensor, out: torch.Tensor) -> tuple[int, tuple, dict, int, 
 
 def pad_pair(a: torch.Tensor, a_rows: int, a_cols: int, b: torch.Tensor, b_rows: int, b_cols: int
              ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(pad_copy(a, a_rows, a_cols), pad_copy(b, b_rows, b_cols))`` of two 2-D operands on one
-    device, in one Triton launch: a pad+ choice on a problem where both operands are odd pays one
-    copy kernel instead of two (and one launch gap in a CUDA graph; H100, 333x4097x1025 bf16:
-    A's copy alone took 3.7 us beside B's 5.6 us, benchmarks/results/2026-11-27-h100-s20)."""
-    if a.dim() != 2 or b.dim() != 2:
-        raise ValueError(f"pad_pair pads two 2-D operands, not {a.dim()}-D and {b.dim()}-D")
+    """``(pad_copy(a, a_rows, a_cols), pad_copy(b, b_rows, b_cols))`` of two operands on one
+    device, both 2-D or both 3-D (bmm: every matrix of each), in one Triton launch: a pad+ choice
+    on a problem where both operands are odd pays one copy kernel instead of two (and one launch
+    gap in a CUDA graph; H100, 333x4097x1025 bf16: A's copy alone took 3.7 us beside B's 5.6 us,
+    and the whole pad+persistent_tma choice went from 28.2 to 21.7 us,
+    benchmarks/results/2026-11-27-h100-s20)."""
+    if a.dim() != b.dim() or a.dim() not in (2, 3):
+        raise ValueError(f"pad_pair pads two 2-D or two 3-D operands, not {a.dim()}-D and {b.dim()}-D")
     if a.device != b.device:
         raise ValueError(f"pad_pair: the operands are on {a.device} and {b.device}")
     for t in (a, b):
@@ -225,7 +227,7 @@ def pad_pair(a: torch.Tensor, a_rows: int, a_cols: int, b: torch.Tensor, b_rows:
     if a.is_cuda and a.device.index != torch.cuda.current_device():
         with torch.cuda.device(a.device):  # Triton launches on the current device (pad_copy)
             return pad_pair(a, a_rows, a_cols, b, b_rows, b_cols)
-    ap, bp = a.new_empty((a_rows, a_cols)), b.new_empty((b_rows, b_cols))
+    ap, bp = a.new_empty((*a.shape[:-2], a_rows, a_cols)), b.new_empty((*b.shape[:-2], b_rows, b_cols))
     if ap.numel() == 0 or bp.numel() == 0:  # nothing to fuse: each on its own
         return pad_copy(a, a_rows, a_cols), pad_copy(b, b_rows, b_cols)
     n_a, args_a, ca, warps_a, reach_a = _launch(a, ap)
@@ -265,12 +267,15 @@ def _backend(t: torch.Tensor, backend: str | None, out_bytes: int | None = None)
 def zero_pad_pair(a: torch.Tensor, a_rows: int, a_cols: int, b: torch.Tensor, b_rows: int, b_cols: int,
                   *, backend: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(zero_pad(a, a_rows, a_cols), zero_pad(b, b_rows, b_cols))``: one ``pad_pair`` launch where
-    both are 2-D, of one dtype and device, and could be copied by Triton, and at least one of them
+    both are 2-D (or both 3-D, neither one matrix broadcast over the batch: zero_pad pads that
+    once), of one dtype and device, and could be copied by Triton, and at least one of them
     would be (``_backend``: the other then rides along, so the pair costs one Triton launch's
     host time, not a Triton and a torch one); otherwise two ``zero_pad`` calls. ``backend``: as
     zero_pad's, for both."""
-    if a.dim() == 2 and b.dim() == 2 and a.dtype == b.dtype and a.device == b.device and backend != "torch":
-        ways = [_backend(t, backend, r * c * t.element_size()) for t, r, c in ((a, a_rows, a_cols), (b, b_rows, b_cols))]
+    if (a.dim() == b.dim() and a.dim() in (2, 3) and not broadcast_matrix(a) and not broadcast_matrix(b)
+            and a.dtype == b.dtype and a.device == b.device and backend != "torch"):
+        ways = [_backend(t, backend, math.prod(t.shape[:-2]) * r * c * t.element_size())
+                for t, r, c in ((a, a_rows, a_cols), (b, b_rows, b_cols))]
         able = all(_backend(t, None) == "triton" for t in (a, b)) or backend == "triton"
         if able and "triton" in ways:
             return pad_pair(a, a_rows, a_cols, b, b_rows, b_cols)
