@@ -271,6 +271,36 @@ def test_select_fast_is_what_tune_fast_benchmarks():
     assert got[0].id == "aten" and len(got) - 1 <= 8 and {c.pad for c in got[1:]} == {True, False}
 
 
+def test_select_fast_times_skinnys_first_cuda_core_choice_on_fp32_decode():
+    """fp32 without TF32 at M <= 16: --fast also times skinny's best-ranked CUDA-core choice, however
+    low the model ranks it (the rankers have almost no core timings; the default space found one at
+    1.34x cuBLAS on 2x3072x12288 where --fast kept cuBLAS). Not on bf16, nor on an fp32 prefill.
+    CandidatePlan counts the compile."""
+    from gemmtune.tuning.plan import CandidatePlan, select_fast
+
+    class CoreLast:  # ranks every CUDA-core choice below everything else
+        def predict(self, problem, choices):
+            return [100.0 + i if getattr(c.config, "dot", True) is False else 1.0 + i for i, c in enumerate(choices)]
+
+        def trust(self, problem):
+            return 1.0, "near its training data"
+
+    dev = DeviceInfo.lookup("h100")
+    fams = ("triton_mm", "skinny", "splitk", "aten")
+
+    def cores(picked):
+        return [c for c in picked if c.family == "skinny" and not c.config.dot]
+    p = Problem.from_sizes(2, 3072, 12288, "fp32", layout_b="col")
+    picked, k, _ = select_fast(p, candidates(p, fams, "exhaustive", dev), CoreLast())
+    assert len(cores(picked)) == 1 and k == 4 and len({c.id for c in picked}) == len(picked)
+    for q in (Problem.from_sizes(2, 3072, 12288, "bf16", layout_b="col"), Problem.from_sizes(64, 3072, 12288, "fp32")):
+        picked, k, _ = select_fast(q, candidates(q, fams, "exhaustive", dev), CoreLast())
+        assert not cores(picked) and k == 3
+    plan = CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=CoreLast())
+    assert plan.compiles_at_most(p) == 4 and plan(p).k == 4
+    assert plan.compiles_at_most(Problem.from_sizes(2, 3072, 12288, "bf16", layout_b="col")) == 3
+
+
 @pytest.mark.parametrize("trust,extra", [(1.0, 1), (0.5, 2), (0.0, 3), (None, 3)])
 def test_select_fast_adds_next_choices_where_the_model_is_unsure(trust, extra):
     """--fast adds the model's next best choices as its trust in the problem falls (topk.fast_extra):

@@ -180,8 +180,10 @@ def fast_pick(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTRA
     return picked + more
 
 
-def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTRA) -> tuple[list[int], list[int]]:
-    """``fast_pick``'s two parts: (the families' first choices with the other path's, the model's
+def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTRA,
+               problem=None) -> tuple[list[int], list[int]]:
+    """``fast_pick``'s two parts: (the families' first choices with the other path's, and on an
+    fp32 decode ``problem`` skinny's best-ranked CUDA-core choice (``with_core``); the model's
     ``extra`` next best choices), so that a caller can tell them apart without ranking twice.
 
     >>> from gemmtune.configs import Choice
@@ -194,8 +196,50 @@ def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTR
     k_arr = np.asarray(keys, dtype=np.float64)
     order = np.argsort(np.where(np.isfinite(k_arr), k_arr, np.inf), kind="stable")
     picked = with_other_path(choices, order, diverse_pick([diversity_family(c) for c in choices], keys, k_fam))
+    if problem is not None:
+        picked = with_core(choices, order, picked, problem)
     taken = set(picked)
     return picked, [int(i) for i in order if int(i) not in taken][:extra]
+
+
+# skinny's two ways to sum at decode: tl.dot (tensor cores, where the dtype has them) or each lane
+# on its own (CUDA cores, "-core"). An fp32 problem without TF32 has no tensor-core path, and there
+# the learned rankers have almost no core timings to go by (the collection's random draw measured
+# about one core config a shape: 3 of the H100 store's fp32 decode problems have any). On fp32
+# 2x3072x12288, H100, both rankers put dot variants first and --fast kept cuBLAS at 75-80% of the best,
+# where the default space found a core kernel at 1.26-1.34x cuBLAS (benchmarks/results/
+# 2026-11-27-h100-s20, calls 2 and 8); on the store's fp32 2x2048x2048 core ran 14.5 us, dot 42.3.
+# So --fast times the best-ranked core config there too: one more candidate.
+CORE_PICK_MAX_M = 16
+
+
+def core_pick_applies(problem) -> bool:
+    """Whether ``with_core`` may add a pick for ``problem``: fp32 without TF32, M <= CORE_PICK_MAX_M."""
+    return problem.dtype == "float32" and not problem.allow_tf32 and problem.m <= CORE_PICK_MAX_M
+
+
+def with_core(choices, order, picked: list[int], problem) -> list[int]:
+    """``picked`` plus, on an fp32 problem without TF32 and M <= CORE_PICK_MAX_M, the first index
+    of ``order`` that is a skinny CUDA-core choice, where none is picked and ``choices`` has one.
+
+    >>> from gemmtune.configs import Choice
+    >>> from gemmtune.problem import Problem
+    >>> cs = [Choice.parse(c) for c in ("skinny:BM2-BN64-BK64-SK8-S3-W2-dot-det", "skinny:BM2-BN32-BK128-SK4-S1-W4-core-det")]
+    >>> with_core(cs, [0, 1], [0], Problem.from_sizes(2, 3072, 12288, "fp32"))
+    [0, 1]
+    >>> with_core(cs, [0, 1], [0], Problem.from_sizes(2, 3072, 12288, "bf16"))
+    [0]
+    """
+    if not core_pick_applies(problem):
+        return list(picked)
+
+    def core(i) -> bool:
+        c = choices[i]
+        return c.family == "skinny" and not c.pad and getattr(c.config, "dot", True) is False
+    if any(core(i) for i in picked):
+        return list(picked)
+    first = next((int(i) for i in order if core(int(i))), None)
+    return list(picked) + ([first] if first is not None else [])
 
 
 def with_other_path(choices, order, picked: list[int]) -> list[int]:
@@ -275,7 +319,8 @@ def study_rows(model, data, ks=(1, 3, 5), k_min: int = K_MIN, k_max: int = K_MAX
         picks = {f"k={k}": order[:k] for k in ks}
         picks["adaptive"] = order[:k_ad]
         extra = fast_extra(model_trust(model, g.problem))  # as the tuner
-        picks["fast"] = rest[twin_indices(others, fast_pick(others, keys, extra=extra))]
+        first, more = fast_parts(others, keys, extra=extra, problem=g.problem)
+        picks["fast"] = rest[twin_indices(others, first + more)]
         fams = [family_of(c) for c in others]
         for k in diverse:
             for suffix, pad in (("", True), (",nopad", False)):

@@ -228,7 +228,7 @@ def select_fast(problem: Problem, cands: list[Choice], model) -> tuple[list[Choi
     if len(keys) != len(rest):
         raise ValueError(f"{type(model).__name__} returned {len(keys)} ranking keys for {len(rest)} choices")
     trust = model_trust(model, problem)
-    first, more = fast_parts(rest, keys, FAST_FAMILIES, fast_extra(trust))
+    first, more = fast_parts(rest, keys, FAST_FAMILIES, fast_extra(trust), problem=problem)
     picked = [rest[i] for i in first + more]
     fams = sorted({family_of(rest[i]) for i in first})
     next_ = f", and the model's next {len(more)}" if more else ""
@@ -337,12 +337,14 @@ def compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | in
         from ..model.topk import K_MAX
         return most(K_MAX)
     if bspace == "FAST":
-        from ..model.topk import FAST_EXTRA, FAST_FAMILIES
+        from ..model.topk import FAST_EXTRA, FAST_FAMILIES, core_pick_applies
         # fast_extra: how many next choices the ranker adds for this problem (topk.fast_extra: up to
         # FAST_UNSURE_EXTRA more where it is unsure). Unknown (before the ranker is loaded: the tuner
         # sizes its compile pool with this), the count of a problem it trusts: an unsure one's 1-2
         # more compile on the benchmark worker's precompile threads, which a pool would not speed up.
-        return most(FAST_FAMILIES + (fast_extra if fast_extra is not None else FAST_EXTRA))
+        # An fp32 decode problem may add skinny's first CUDA-core choice (topk.with_core).
+        return most(FAST_FAMILIES + (fast_extra if fast_extra is not None else FAST_EXTRA)
+                    + core_pick_applies(problem))
     return most(bspace) if isinstance(bspace, int) else None
 
 
