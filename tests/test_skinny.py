@@ -161,6 +161,23 @@ def test_space_is_pure_and_pruned_with_reasons(shape):
             assert c.dot or c.block_m <= 16
 
 
+@pytest.mark.parametrize("m", [2, 4, 8])
+def test_default_space_keeps_cuda_core_tiles_and_fp32_dot_tiles(m):
+    """The default CUDA-core tiles shrink to the register budget instead of vanishing at M = 4 and
+    8 (fp32 8x5120x5120: --fast found a core BN16-BK64 kernel at 1.15x cuBLAS, the default space
+    had none), and fp32's dot tiles halve BLOCK_K so that their stages fit: skinny's default fp32
+    space was 1-6 configs at M >= 2 on an H100, against 25-38 at bf16."""
+    dev = DeviceInfo.lookup("h100")
+    for dt in ("bf16", "fp32"):
+        p = Problem.from_sizes(m, 5120, 5120, dt, layout_b="col")
+        kept, _ = skinny.space(p, dev, "default")
+        core = [c for c in kept if not c.dot]
+        assert core and all(skinny.core_regs(c) <= 64 for c in core), (dt, m)
+        assert len([c for c in kept if c.dot]) >= 20, (dt, m)
+    kept, _ = skinny.space(Problem.from_sizes(8, 5120, 5120, "fp32", layout_b="col"), dev, "default")
+    assert any((c.block_m, c.block_n, c.block_k, c.dot) == (8, 16, 64, False) for c in kept)  # --fast's tile
+
+
 def test_space_refuses_wide_m():
     p = Problem.from_sizes(128, 4096, 4096, "bf16")
     kept, rejected = skinny.space(p, DeviceInfo.lookup("h100"), "default")

@@ -129,6 +129,24 @@ _DEFAULT_DOT = ((64, 256, 4, 4), (64, 256, 4, 5), (32, 512, 4, 4), (32, 512, 4, 
 _DEFAULT_CORE = ((32, 128, 4, 1), (64, 128, 4, 1), (32, 256, 4, 1))
 
 
+def core_fit(block_m: int, block_n: int, block_k: int, num_warps: int) -> tuple[int, int]:
+    """(BLOCK_N, BLOCK_K) of a default CUDA-core tile shrunk until its product fits MAX_CORE_REGS
+    registers per thread: BLOCK_N halved first (down to 16), then BLOCK_K. The default tiles were
+    sized for M = 1; at M = 4 and 8 every one of them was rejected, and on fp32 8x5120x5120 the
+    core kernel that --fast found at 1.15x cuBLAS (BN16-BK64, H100, benchmarks/results/
+    2026-11-27-h100-s20, call 10) was missing from the default space.
+
+    >>> core_fit(1, 64, 128, 4), core_fit(8, 32, 128, 4), core_fit(8, 64, 128, 4)
+    ((64, 128), (16, 64), (16, 64))
+    """
+    while block_m * block_n * block_k > MAX_CORE_REGS * 32 * num_warps and (block_n > 16 or block_k > 16):
+        if block_n > 16:
+            block_n //= 2
+        else:
+            block_k //= 2
+    return block_n, block_k
+
+
 SPLITS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
@@ -160,10 +178,15 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
     bm_dot = max(16, min(MAX_M, 1 << max(0, (m - 1).bit_length())))
     raw = []
     if kind == "default":
+        # 4-byte operands: BLOCK_K halved, so that the dot tiles' stages still fit in shared memory
+        # (at fp32 the 16-bit tiles left 2 of skinny's default configs on an H100).
+        wide = element_size(problem.dtype) >= 4
         for bn, bk, w, st in _DEFAULT_DOT:
+            bk = max(16, bk // 2) if wide else bk
             raw += [SkinnyConfig(bm_dot, bn, bk, s, st, w, True, True) for s in splits_for(problem, device, bm_dot, bn)]
         if m <= 8:
             for bn, bk, w, st in _DEFAULT_CORE:
+                bn, bk = core_fit(bm_core, bn, bk, w)
                 raw += [SkinnyConfig(bm_core, bn, bk, s, st, w, False, True)
                         for s in splits_for(problem, device, bm_core, bn)]
     else:
