@@ -131,8 +131,9 @@ def add_parsers(sub) -> None:
                    "for tables that serve a model, where a within-noise win can lose")
     p.add_argument("--runoff", type=float, default=RUNOFF_MARGIN, metavar="F",
                    help="a winner other than cuBLAS that beats it by less than this fraction is timed again "
-                   "beside cuBLAS in interleaved rounds, and the faster median wins (at least 0.25 where cuBLAS takes under "
-                   "20 us: one sweep's timing is noisier there); 0: never (default: %(default)s)")
+                   "beside cuBLAS in interleaved rounds, and the faster median wins by more than 1%%, else cuBLAS (the margin "
+                   "is at least 0.25 where cuBLAS takes under 20 us: one sweep's timing is noisier there); 0: never "
+                   "(default: %(default)s)")
     p.add_argument("--model", metavar="PATH", help="learned model that ranks candidates (default: the one shipped "
                    "for this GPU and triton MAJOR.MINOR, else analytic)")
     p.add_argument("--cluster", metavar="ADDRESS",
