@@ -291,8 +291,9 @@ def test_select_fast_times_skinnys_first_cuda_core_choice_on_fp32_decode():
     def cores(picked):
         return [c for c in picked if c.family == "skinny" and not c.config.dot]
     p = Problem.from_sizes(2, 3072, 12288, "fp32", layout_b="col")
-    picked, k, _ = select_fast(p, candidates(p, fams, "exhaustive", dev), CoreLast())
+    picked, k, why = select_fast(p, candidates(p, fams, "exhaustive", dev), CoreLast())
     assert len(cores(picked)) == 1 and k == 4 and len({c.id for c in picked}) == len(picked)
+    assert "skinny's first CUDA-core choice (fp32 decode)" in why, why
     for q in (Problem.from_sizes(2, 3072, 12288, "bf16", layout_b="col"), Problem.from_sizes(64, 3072, 12288, "fp32")):
         picked, k, _ = select_fast(q, candidates(q, fams, "exhaustive", dev), CoreLast())
         assert not cores(picked) and k == 3
