@@ -239,6 +239,17 @@ def test_pad_pair_copies_two_batches(dtype):
         assert got.shape == ref.shape and got.is_contiguous() and torch.equal(bits(got), bits(ref.contiguous()))
 
 
+def test_pad_pair_int64_offsets_and_empty_operands(monkeypatch):
+    """The pair's 64-bit offset path (both operands' offsets in int64 once either needs it), and an
+    empty operand, which is copied on its own (nothing to fuse)."""
+    monkeypatch.setattr(pad, "_INDEX32_LIMIT", 0)
+    a, b = layout(5, 9, "offset", torch.float16), layout(9, 3, "transposed", torch.float16)
+    ap, bp = pad.pad_pair(a, 5, 16, b, 16, 8)
+    assert torch.equal(bits(ap), bits(F.pad(a, (0, 7)))) and torch.equal(bits(bp), bits(F.pad(b, (0, 5, 0, 7))))
+    ap, bp = pad.pad_pair(torch.randn(0, 9, device=DEV), 0, 16, torch.randn(9, 3, device=DEV), 16, 8)
+    assert ap.shape == (0, 16) and bp.shape == (16, 8) and not bp[9:].any() and not bp[:, 3:].any()
+
+
 def test_pad_pair_refusals_name_the_problem():
     x = torch.randn(3, 3, device=DEV)
     with pytest.raises(ValueError, match="two 2-D or two 3-D operands"):
