@@ -63,6 +63,31 @@ def test_choose_eager_keeps_the_faster_path_and_gives_ties_to_aten(monkeypatch):
     assert 0 <= host <= wall
 
 
+def test_a_layer_times_at_most_eager_timed_max_shapes(monkeypatch):
+    """Past EAGER_TIMED_MAX timed input shapes, a layer's new eager shapes run F.linear untimed
+    (one warning), so a workload of ever-new shapes stops paying choose_eager per shape."""
+    from gemmtune import nn as gnn
+
+    model, _ = _model(TRITON)
+    timed = []
+    monkeypatch.setattr(gnn, "_timed", lambda x: True)
+    monkeypatch.setattr(gnn, "choose_eager", lambda tuned, aten, x: timed.append(x.shape) or ("tuned", 1.0, 2.0))
+    monkeypatch.setattr(gnn, "EAGER_TIMED_MAX", 3)
+    lin = model[0]
+    with torch.no_grad(), pytest.warns(RuntimeWarning, match="more than 3 input shapes"):
+        for m in range(1, 6):
+            model(torch.randn(m, 32, dtype=torch.float16))
+    assert len(lin.eager_choices) == 3 and len(timed) == 6  # 3 shapes in each of the 2 layers
+    paths = lin.eager_paths
+    assert [paths[(torch.Size([m, 32]), torch.float16)] for m in range(1, 6)] == ["tuned"] * 3 + ["aten"] * 2
+    calls = []
+    real = torch.nn.functional.linear
+    monkeypatch.setattr(torch.nn.functional, "linear", lambda *a: calls.append(1) or real(*a))
+    with torch.no_grad():
+        model(torch.randn(5, 32, dtype=torch.float16))
+    assert len(calls) == 2 and len(timed) == 6  # F.linear in both layers, nothing timed again
+
+
 def test_aten_decisions_call_f_linear_directly(monkeypatch):
     model, _ = _model("aten", convert_aten_layers=True)  # converted: its cached aten path
     x = torch.randn(5, 32, dtype=torch.float16)

@@ -54,6 +54,10 @@ from .torch_ops import REGISTRY, linear, mm_bias
 EAGER_POLICIES = ("measure", "tuned")
 _ATEN, _TUNED = "aten", "tuned"
 EAGER_TRIALS = 10   # calls per timed batch when choosing the eager path of a shape
+# At most this many input shapes per layer are timed (choose_eager: 42 calls and 4 syncs each);
+# a layer that keeps meeting new shapes in eager mode (prompts of every length, an MoE expert's
+# token counts) runs F.linear for the rest, eager's own path, instead of timing each one.
+EAGER_TIMED_MAX = 32
 # Bound once: the patched forwards call it first on every call (dynamo knows the function
 # itself, whatever name it is reached by).
 _is_compiling = torch.compiler.is_compiling
@@ -133,13 +137,24 @@ class _EagerPaths:
         d = module.dispatcher.decision(m=x.numel() // x.shape[-1])
         if d is not None and d.choice.family == "aten" and not d.choice.pad:
             self.paths[key] = _ATEN
-        elif self.policy == "tuned" or not x.is_cuda:
+        elif self.policy == "tuned" or not _timed(x):
             self.paths[key] = _TUNED
+        elif len(self.log) >= EAGER_TIMED_MAX:
+            self.paths[key] = _ATEN
+            warnings.warn(f"gemmtune: a patched layer met more than {EAGER_TIMED_MAX} input shapes in eager "
+                          "mode; shapes past those run F.linear, untimed (nn.EAGER_TIMED_MAX; under "
+                          "torch.compile or CUDA graphs the tuned kernels run)", RuntimeWarning, stacklevel=4)
         else:
             p, t_tuned, t_aten = choose_eager(tuned, aten, x)
             self.paths[key] = p
             self.log[key] = (d.choice.id if d is not None else "?", t_tuned, t_aten)
         return y
+
+
+def _timed(x: torch.Tensor) -> bool:
+    """Whether a first eager call of ``x``'s shape is timed (choose_eager): on a GPU. A CPU tensor
+    runs the tuned kernel (the Triton interpreter) untimed."""
+    return x.is_cuda
 
 
 def _forward(self, x: torch.Tensor, tuned, aten):
