@@ -281,6 +281,19 @@ def test_pad_plus_pays_one_copy_launch_for_two_odd_operands(monkeypatch):
         ref = a.double() @ b.double()
         assert torch.allclose(out.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
         assert calls == launches, calls
+    # only N odd, A already row-major and aligned: A is read as it is, B alone is copied
+    a8 = torch.randn(5, 16, dtype=torch.float16, device=DEV)
+    b8 = torch.randn(16, 9, dtype=torch.float16, device=DEV)
+    out = torch.full((5, 9), float("nan"), dtype=torch.float16, device=DEV)
+    calls.clear()
+    kernels.run_choice(ch, a8, b8, out)
+    ref = a8.double() @ b8.double()
+    assert torch.allclose(out.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+    assert calls == ["pad_copy"], calls
+    calls.clear()
+    kernels.run_choice(ch, a8.t().contiguous().t(), b8, out)  # a column-major A is copied: both, one launch
+    assert torch.allclose(out.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+    assert calls == ["pad_pair"], calls
     # bmm: two batches in one launch; a B broadcast over the batch is padded once, on its own
     a3 = torch.randn(2, 5, 13, dtype=torch.float16, device=DEV)
     for b3, launches in ((torch.randn(2, 13, 9, dtype=torch.float16, device=DEV), ["pad_pair"]),

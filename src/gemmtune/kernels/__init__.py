@@ -131,6 +131,13 @@ def _run_padded_bmm(fam, choice, a, b, out, *, allow_tf32, workspace) -> None:
     out.copy_(tmp[..., :N])
 
 
+def _unpadded_ok(a: torch.Tensor, k_pad: int) -> bool:
+    """Whether a pad+ choice can read A as it is: its K needs no padding and it already is what
+    the copy would make (row-major, contiguous, 16-byte aligned). Where only N is odd (a vocabulary
+    head: 2048 x 50257 x 4096 bf16 copied its 16 MB A for nothing) the copy is skipped."""
+    return a.shape[-1] == k_pad and a.is_contiguous() and a.data_ptr() % 16 == 0
+
+
 def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
                allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None) -> None:
     """Run one choice into ``out`` (shapes and ``epilogue`` already checked; M, N, K > 0).
@@ -170,6 +177,11 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
         # fp8 (scaled_mm): B padded into a K-major (column-major) copy, the layout cuBLASLt's fp8
         # GEMM and wgmma's fp8 operands need (Problem.padded says the same).
         ap, bp = zero_pad(a, M, Kp), zero_pad(b.t(), Np, Kp).t()
+    elif _unpadded_ok(a, Kp):  # only B is odd (N): A is used as it is, no copy
+        ap = a
+        bp = padcache.WEIGHTS.get(b, Np, Kp)
+        if bp is None:
+            bp = zero_pad(b, Kp, Np)
     elif (bp := padcache.WEIGHTS.get(b, Np, Kp)) is not None:  # a weight: padded once per version
         ap = zero_pad(a, M, Kp)
     else:  # both copied per call: in one launch where Triton copies either (zero_pad_pair)
