@@ -22,10 +22,10 @@ RUNOFF_MARGIN = 0.05
 
 # Below SHORT_MS of cuBLAS time the sweep's one timing of cuBLAS is noisier than RUNOFF_MARGIN, so
 # the margin widens to SHORT_MARGIN there (a run-off of two such kernels costs milliseconds). H100,
-# 1024^3 bf16, where the benchmark's interleaved rounds timed cuBLAS at 6.41 us: the sweeps of one
-# run timed it at 6.94, 7.41 and above 7.69 us (up to +20%), and --fast kept a persistent TMA kernel
-# at 7.32 us in its sweep, 7.71 us (0.83x cuBLAS) in the benchmark, with no run-off
-# (benchmarks/results/2026-11-27-h100-s20, call 4).
+# 1024^3 bf16, where the benchmark's interleaved rounds timed cuBLAS at 6.41 us: two sweeps of the
+# same run timed it at 6.94 and 7.41 us (+8%, +16%), and --fast kept a persistent TMA kernel its sweep
+# had timed at 7.32 us, ahead of cuBLAS there, which the benchmark then timed at 7.71 us (0.83x
+# cuBLAS) (benchmarks/results/2026-11-27-h100-s20, call 4).
 SHORT_MS = 0.02
 SHORT_MARGIN = 0.25
 
