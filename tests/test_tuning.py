@@ -441,7 +441,7 @@ def test_runoff_winner_needs_both_times_and_min_gain():
     assert runoff_winner(res(dict(ok, ms=float("nan")), ok), "t")[0] == "t"
     assert not wants_runoff("t", float("inf"), 1.0, 0.05) and not wants_runoff(None, None, 1.0, 0.05)
     # A kernel of a few microseconds: the sweep's cuBLAS time is noisier than 5%, so a winner by up
-    # to 25% is timed again beside it (H100 1024^3: 7.32 us against a sweep's 7.7+, 0.83x in the bench)
+    # to 25% is timed again beside it (H100 1024^3: a pick its sweep timed at 7.32 us ran 0.83x cuBLAS in the bench)
     assert wants_runoff("t", 0.00732, 0.0080, 0.05) and not wants_runoff("t", 0.00732, 0.0100, 0.05)
     assert wants_runoff("t", 0.9, 1.0, 0.05) is False  # long kernels keep the 5% margin
     with pytest.raises(ValueError, match="runoff"):
