@@ -117,6 +117,7 @@ def run(args) -> int:
     # How every shape's candidates are drawn (shape_choices), in the dry run and the real one.
     sampling = {"mm": args.mm_sample, "splitk": args.splitk_sample, "pad": args.pad_sample, "sampler": args.sampler,
                 "new": getattr(args, "new_sample", 0), "core": getattr(args, "core_sample", 0)}
+    every = bool(getattr(args, "shapes", None))  # a user's CSV: every row in every dtype phase (problems_for)
 
     shapes = selected_shapes(args)
     cluster_addr = getattr(args, "cluster", None)  # an address, or (from Python) a distributed.Client
@@ -160,7 +161,7 @@ def run(args) -> int:
         for k, c in (done or ()):
             have_of.setdefault(k, set()).add(c)
         for dt in dtypes:
-            probs = problems_for(dt, shapes, every=bool(getattr(args, "shapes", None)))
+            probs = problems_for(dt, shapes, every=every)
             per = [[c.id for c in shape_choices(p, dev, have_of.get(p.key), **sampling)] for _, _, p in probs]
             line = f"{dt}: {len(probs)} shapes, {sum(map(len, per))} candidates"
             if done is not None:  # what a resumed run still has to measure
@@ -297,7 +298,7 @@ def run(args) -> int:
             watchdog.start()
         for dt in dtypes:
             pending = []  # (shape, its candidates or None: computed when its batch comes)
-            for group, name, p in problems_for(dt, shapes, every=bool(getattr(args, "shapes", None))):
+            for group, name, p in problems_for(dt, shapes, every=every):
                 have = db.done(ctx, p.key)
                 if not have:
                     pending.append((Shape(group, name, p), None))

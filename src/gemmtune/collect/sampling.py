@@ -78,7 +78,11 @@ def sample_new(problem: Problem, family: str, device, n: int, rng) -> list:
 
     if n <= 0:
         return []
-    cands = space(problem, family, "exhaustive", device)
+    return _draw(space(problem, family, "exhaustive", device), n, rng)
+
+
+def _draw(cands: list, n: int, rng) -> list:
+    """n of ``cands`` drawn at random by ``rng``, in their order (all of them when fewer)."""
     if len(cands) <= n:
         return cands
     return [cands[i] for i in sorted(rng.choice(len(cands), size=n, replace=False))]
@@ -89,26 +93,22 @@ def sample_new(problem: Problem, family: str, device, n: int, rng) -> list:
 # store held 3 fp32 decode problems with a core row, and --fast ranked the dot variants first on
 # fp32 2x3072x12288, where the default space found a core kernel 1.34x cuBLAS and the dot ones lost
 # (benchmarks/results/2026-11-27-h100-s20, call 2). ``core`` draws that many more of them.
-CORE_MAX_M = 16
-
-
 def sample_core(problem: Problem, device, n: int, rng) -> list:
-    """n of skinny's CUDA-core configs for ``problem`` (M <= CORE_MAX_M; all when fewer)."""
+    """n of skinny's CUDA-core configs for ``problem`` (M <= skinny_spec.CORE_MAX_M, the only
+    M its space has them at; all when fewer)."""
     from ..api import space
+    from ..kernels.skinny_spec import CORE_MAX_M
 
     if n <= 0 or problem.m > CORE_MAX_M:
         return []
-    cands = [c for c in space(problem, "skinny", "exhaustive", device) if not c.config.dot]
-    if len(cands) <= n:
-        return cands
-    return [cands[i] for i in sorted(rng.choice(len(cands), size=n, replace=False))]
+    return _draw([c for c in space(problem, "skinny", "exhaustive", device) if not c.config.dot], n, rng)
 
 
 def sample_choices(problem: Problem, device, *, mm: int, splitk: int, pad: int, sampler: str = "random",
                    new: int = 0, core: int = 0) -> list:
     """A seeded (by problem key) random sample of the exhaustive spaces (or of their fixed
     pools: ``sampler='pool'``), cuBLAS first; ``new`` configs of each of ``NEW_FAMILIES``, then
-    ``core`` of skinny's CUDA-core configs where M <= CORE_MAX_M, last (each drawn from a seeded
+    ``core`` of skinny's CUDA-core configs where it has them (M <= 16), last (each drawn from a seeded
     stream of its own, so the rest of the sample is the same with or without them; a config
     drawn twice is measured once)."""
     from ..api import space

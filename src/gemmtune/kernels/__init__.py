@@ -114,21 +114,27 @@ def _run_padded_bmm(fam, choice, a, b, out, *, allow_tf32, workspace) -> None:
     """``pad+`` for bmm: the same padding as mm's, matrix by matrix (Problem.padded)."""
     Bt, M, K = a.shape
     N = b.shape[-1]
-    from . import padcache
-    from .pad import zero_pad, zero_pad_pair
-
     _, Np, Kp = padded_sizes(M, N, K, a.element_size())
-    bp = padcache.WEIGHTS.get(b, Np, Kp)  # a (batched or broadcast) weight: once per version
-    if bp is None:  # both copied per call: in one launch where they can be (zero_pad_pair)
-        ap, bp = zero_pad_pair(a, M, Kp, b, Kp, Np)
-    else:
-        ap = zero_pad(a, M, Kp)
+    ap, bp = _padded_operands(a, b, M, Kp, Np, False)
     if Np == N:
         fam.run(ap, bp, out, choice.config, allow_tf32=allow_tf32, workspace=workspace)
         return
     tmp = torch.empty((Bt, M, Np), dtype=out.dtype, device=out.device)
     fam.run(ap, bp, tmp, choice.config, allow_tf32=allow_tf32, workspace=workspace)
     out.copy_(tmp[..., :N])
+
+
+def _padded_operands(a: torch.Tensor, b: torch.Tensor, m: int, k_pad: int, n_pad: int, a_as_is: bool):
+    """(A, B) of a pad+ choice (2-D, or 3-D for bmm): B from ``padcache`` where it is a weight
+    (padded once per version), A as it is where ``a_as_is``, and where both are copied per call,
+    both in one launch where Triton copies either (``pad.zero_pad_pair``)."""
+    from . import padcache
+    from .pad import zero_pad, zero_pad_pair
+
+    bp = padcache.WEIGHTS.get(b, n_pad, k_pad)
+    if bp is None and not a_as_is:
+        return zero_pad_pair(a, m, k_pad, b, k_pad, n_pad)
+    return (a if a_as_is else zero_pad(a, m, k_pad)), (bp if bp is not None else zero_pad(b, k_pad, n_pad))
 
 
 def _unpadded_ok(a: torch.Tensor, k_pad: int) -> bool:
@@ -167,8 +173,7 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
     if a.dim() == 3:  # bmm (no epilogue)
         _run_padded_bmm(fam, choice, a, b, out, allow_tf32=allow_tf32, workspace=workspace)
         return
-    from . import padcache
-    from .pad import zero_pad, zero_pad_pair
+    from .pad import zero_pad
 
     M, K = a.shape
     N = b.shape[1]
@@ -177,15 +182,8 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
         # fp8 (scaled_mm): B padded into a K-major (column-major) copy, the layout cuBLASLt's fp8
         # GEMM and wgmma's fp8 operands need (Problem.padded says the same).
         ap, bp = zero_pad(a, M, Kp), zero_pad(b.t(), Np, Kp).t()
-    elif _unpadded_ok(a, Kp):  # only B is odd (N): A is used as it is, no copy
-        ap = a
-        bp = padcache.WEIGHTS.get(b, Np, Kp)
-        if bp is None:
-            bp = zero_pad(b, Kp, Np)
-    elif (bp := padcache.WEIGHTS.get(b, Np, Kp)) is not None:  # a weight: padded once per version
-        ap = zero_pad(a, M, Kp)
-    else:  # both copied per call: in one launch where Triton copies either (zero_pad_pair)
-        ap, bp = zero_pad_pair(a, M, Kp, b, Kp, Np)
+    else:  # where only N is odd, A is read as it is (_unpadded_ok)
+        ap, bp = _padded_operands(a, b, M, Kp, Np, _unpadded_ok(a, Kp))
     if Np == N or getattr(fam, "TMA_EDGES", False):
         fam.run(ap, bp[:, :N], out, choice.config, allow_tf32=allow_tf32, workspace=workspace,
                 epilogue=epilogue)

@@ -19,6 +19,7 @@ CONFIG = SkinnyConfig
 
 
 MAX_M = 64            # beyond this the tiled kernels' tensor-core tiles win (the tile is no longer skinny)
+CORE_MAX_M = 16       # the CUDA-core path's largest M (its BLOCK_M; constraint says why), in the exhaustive space
 
 
 MIN_SLICE = 256       # a K-slice shorter than this pays more in partial traffic than it gains
@@ -192,7 +193,7 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
     else:
         for bn, bk, w, det, s in itertools.product((16, 32, 64, 128, 256), (64, 128, 256, 512), (2, 4, 8),
                                                    (True, False), SPLITS):
-            if m <= 16:
+            if m <= CORE_MAX_M:
                 raw.append(SkinnyConfig(bm_core, bn, bk, s, 1, w, False, det))
             raw += [SkinnyConfig(bm_dot, bn, bk, s, st, w, True, det) for st in (2, 3, 4, 5, 6)]
         # Stream-K only here: on an H200 it lost to the best strip config on all 16 decode problems

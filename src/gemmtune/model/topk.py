@@ -210,17 +210,21 @@ def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTR
 # where the default space found a core kernel at 1.26-1.34x cuBLAS (benchmarks/results/
 # 2026-11-27-h100-s20, calls 2 and 8); on the store's fp32 2x2048x2048 core ran 14.5 us, dot 42.3.
 # So --fast times the best-ranked core config there too: one more candidate.
-CORE_PICK_MAX_M = 16
-
-
 def core_pick_applies(problem) -> bool:
-    """Whether ``with_core`` may add a pick for ``problem``: fp32 without TF32, M <= CORE_PICK_MAX_M."""
-    return problem.dtype == "float32" and not problem.allow_tf32 and problem.m <= CORE_PICK_MAX_M
+    """Whether ``with_core`` may add a pick for ``problem``: fp32 without TF32, at an M skinny has
+    CUDA-core configs for (skinny_spec.CORE_MAX_M)."""
+    from ..kernels.skinny_spec import CORE_MAX_M
+    return problem.dtype == "float32" and not problem.allow_tf32 and problem.m <= CORE_MAX_M
+
+
+def is_cuda_core(choice) -> bool:
+    """A copy-free skinny choice on its CUDA-core path (``-core``: no tl.dot)."""
+    return choice.family == "skinny" and not choice.pad and getattr(choice.config, "dot", True) is False
 
 
 def with_core(choices, order, picked: list[int], problem) -> list[int]:
-    """``picked`` plus, on an fp32 problem without TF32 and M <= CORE_PICK_MAX_M, the first index
-    of ``order`` that is a skinny CUDA-core choice, where none is picked and ``choices`` has one.
+    """``picked`` plus, where ``core_pick_applies``, the first index of ``order`` that is a skinny
+    CUDA-core choice (``is_cuda_core``), where none is picked and ``choices`` has one.
 
     >>> from gemmtune.configs import Choice
     >>> from gemmtune.problem import Problem
@@ -230,15 +234,9 @@ def with_core(choices, order, picked: list[int], problem) -> list[int]:
     >>> with_core(cs, [0, 1], [0], Problem.from_sizes(2, 3072, 12288, "bf16"))
     [0]
     """
-    if not core_pick_applies(problem):
+    if not core_pick_applies(problem) or any(is_cuda_core(choices[i]) for i in picked):
         return list(picked)
-
-    def core(i) -> bool:
-        c = choices[i]
-        return c.family == "skinny" and not c.pad and getattr(c.config, "dot", True) is False
-    if any(core(i) for i in picked):
-        return list(picked)
-    first = next((int(i) for i in order if core(int(i))), None)
+    first = next((int(i) for i in order if is_cuda_core(choices[int(i)])), None)
     return list(picked) + ([first] if first is not None else [])
 
 

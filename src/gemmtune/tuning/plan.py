@@ -230,11 +230,11 @@ def select_fast(problem: Problem, cands: list[Choice], model) -> tuple[list[Choi
     trust = model_trust(model, problem)
     first, more = fast_parts(rest, keys, FAST_FAMILIES, fast_extra(trust), problem=problem)
     picked = [rest[i] for i in first + more]
-    core = next((rest[i] for i in first if i not in fast_parts(rest, keys, FAST_FAMILIES, 0)[0]
-                 and rest[i].family == "skinny" and not rest[i].config.dot), None)
-    fams = sorted({family_of(rest[i]) for i in first if rest[i] is not core})
+    # with_core's pick, if it made one: the one index of ``first`` that the picks without it lack
+    added = set(first) - set(fast_parts(rest, keys, FAST_FAMILIES, 0)[0])
+    fams = sorted({family_of(rest[i]) for i in first if i not in added})
     next_ = f", and the model's next {len(more)}" if more else ""
-    core_ = ", skinny's first CUDA-core choice (fp32 decode)" if core is not None else ""
+    core_ = ", skinny's first CUDA-core choice (fp32 decode)" if added else ""
     unsure = " (a model without trust: unsure)" if trust is None else f" (trust {trust:.2f})" if trust < 1 else ""
     return (base + _with_twins(picked, twins), len(picked),
             f"fast: the first of {', '.join(fams)}{core_}{next_}{unsure}")
