@@ -7,14 +7,14 @@
 set -u
 source "$(dirname "$0")/device_env.sh"
 record_env lightgbm
-timeout 200 python3 -m pytest -q -n 8 -m gpu tests -p no:cacheprovider > $OUT/gpu_tests.txt 2>&1
+timeout 190 python3 -m pytest -q -n 8 -m gpu tests -p no:cacheprovider > $OUT/gpu_tests.txt 2>&1
 echo "gpu tests rc=$?"; tail -3 $OUT/gpu_tests.txt
 S="--order spread --mm-sample 40 --splitk-sample 20 --pad-sample 8 --new-sample 12 --core-sample 8"
-timeout 300 python3 -m gemmtune.cli collect --resume-from data/collect/collect.sqlite.gz --dtypes bf16 $S \
-  --shapes benchmarks/suites/collect-h200-s21.csv --max-minutes ${MIN:-4.2} --out $OUT/c1 > $OUT/collect-bf16.log 2>&1
+timeout 290 python3 -m gemmtune.cli collect --resume-from data/collect/collect.sqlite.gz --dtypes bf16 $S \
+  --shapes benchmarks/suites/collect-h200-s21.csv --max-minutes ${MIN:-4.0} --out $OUT/c1 > $OUT/collect-bf16.log 2>&1
 echo "collect bf16 rc=$?"; tail -3 $OUT/collect-bf16.log | cut -c1-300
-timeout 90 python3 -m gemmtune.cli collect --resume-from $OUT/c1/collect.sqlite.gz --dtypes fp32 $S \
-  --shapes benchmarks/suites/collect-fp32-s20.csv --max-minutes 0.9 --out $OUT/c > $OUT/collect-fp32.log 2>&1
+timeout 80 python3 -m gemmtune.cli collect --resume-from $OUT/c1/collect.sqlite.gz --dtypes fp32 $S \
+  --shapes benchmarks/suites/collect-fp32-s20.csv --max-minutes 0.8 --out $OUT/c > $OUT/collect-fp32.log 2>&1
 echo "collect fp32 rc=$?"; tail -3 $OUT/collect-fp32.log | cut -c1-300
 if [ -f $OUT/c/collect.sqlite.gz ]; then mv $OUT/c/collect.sqlite.gz $OUT/collect.sqlite.gz; else mv $OUT/c1/collect.sqlite.gz $OUT/collect.sqlite.gz; fi
 cp $OUT/c1/collect-progress.json $OUT/collect-progress-bf16.json 2>/dev/null; cp $OUT/c/collect-progress.json $OUT/collect-progress-fp32.json 2>/dev/null
