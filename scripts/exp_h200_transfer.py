@@ -1,0 +1,116 @@
+"""Does the H200 ranker rank the classes its store lacked, and what teaches it best? (session 21)
+
+The H200 store (data/collect/collect.sqlite.gz before session 21: "old") held no odd-vocabulary
+heads, few small-N and no huge-K problems; the H100 store has them (sessions 17-20). Session 21's
+call 1 measured 55 of those problems on an H200 ("new"). Every model below is scored on the new
+H200 problems only (cv.score: top-1 within 10% of the best measured, top-5 regret), by:
+
+* shipped: the H200 ranker in src/gemmtune/data/models (trained on old);
+* base: retrained on old here (the control for retraining);
+* pooled-a: old + every H100 problem, each featurized with its own GPU (the H100 store holds
+  the same shapes, measured on the other GPU: what a pooled ranker would know in practice);
+* pooled-b: old + the H100 problems whose (M, N, K) is not among the new ones (transfer only);
+* fresh: old + the new H200 problems outside the scored fold (5 folds over the new shapes);
+* fresh+pooled-b: fresh + the H100 problems whose shape is not in the scored fold.
+
+    PYTHONPATH=src python scripts/exp_h200_transfer.py NEW_STORE [--out DIR]
+"""
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+from gemmtune.device import DeviceInfo
+from gemmtune.model import cv as cvmod
+from gemmtune.model import training
+from gemmtune.model.analytic import AnalyticModel
+from gemmtune.model.data import Dataset, load_dataset
+from gemmtune.model.features import featurize
+from gemmtune.model.learned import LearnedModel
+
+ap = argparse.ArgumentParser()
+ap.add_argument("new_store")
+ap.add_argument("--old", default="data/collect/collect.sqlite.gz")
+ap.add_argument("--h100", default="data/collect/h100/collect.sqlite.gz")
+ap.add_argument("--shipped", default="src/gemmtune/data/models/nvidia-h200-rank.json")
+ap.add_argument("--folds", type=int, default=5)
+ap.add_argument("--out", default=None)
+args = ap.parse_args()
+
+old, new_all, h100 = load_dataset(args.old), load_dataset(args.new_store), load_dataset(args.h100)
+dev2, dev1 = DeviceInfo.lookup(old.context["device_name"]), DeviceInfo.lookup(h100.context["device_name"])
+old_keys = {g.problem.key for g in old.groups}
+new = Dataset([g for g in new_all.groups if g.problem.key not in old_keys], dict(new_all.context), "new", [])
+for g in old.groups + new.groups:
+    g.device = dev2
+for g in h100.groups:
+    g.device = dev1
+scored = new.ranked(cvmod.MIN_RANKED_CHOICES)
+print(f"old {len(old.groups)} problems, new {len(new.groups)} ({len(scored.groups)} scored), "
+      f"H100 {len(h100.groups)}; new shapes also in the H100 store: {len(new.shapes & h100.shapes)}", flush=True)
+_am: dict = {}
+
+
+def _matrix(data, device, analytic):
+    """training._matrix with each group featurized by the GPU that measured it."""
+    Xs, ys, gid = [], [], []
+    for i, g in enumerate(data.groups):
+        d = getattr(g, "device", None) or device
+        am = analytic if d == device else _am.setdefault(d, AnalyticModel(d))
+        Xs.append(featurize(g.problem, g.choices, d, analytic=am))
+        ys.append(np.log(g.times_ms))
+        gid.append(np.full(len(g.choices), i))
+    return np.concatenate(Xs), np.concatenate(ys), np.concatenate(gid)
+
+
+training._matrix = _matrix
+
+
+def fit(groups):
+    m, _ = training.fit(Dataset(groups, dict(old.context), "pooled", []), kind="lgbm_rank", device=dev2)
+    return m
+
+
+def row(name, per, t0):
+    s = cvmod.summarize(per)
+    fam = {}
+    for m in per:
+        fam.setdefault(m["key"].split(":")[0], []).append(m)
+    r = {"model": name, "scored": s["shapes"], "top1_within_10pct": s["top1_within_10pct"],
+         "top1_regret_geomean": s["top1_regret_geomean"], "top5_regret_geomean": s["top5_regret_geomean"],
+         "top5_within_10pct": s.get("top5_within_10pct"), "spearman_mean": s["spearman_mean"],
+         "s": round(time.perf_counter() - t0, 1)}
+    print(f"{name:16s} top1<=10% {100 * r['top1_within_10pct']:5.1f}  top1 regret {100 * r['top1_regret_geomean']:5.2f}  "
+          f"top5 regret {100 * r['top5_regret_geomean']:5.2f}  spearman {r['spearman_mean']:.3f}  ({r['s']} s)", flush=True)
+    return r, per
+
+
+results, per_problem = [], {}
+t = time.perf_counter()
+r, p = row("shipped", cvmod.score(LearnedModel.load(args.shipped), scored), t)
+results.append(r); per_problem["shipped"] = p
+t = time.perf_counter()
+r, p = row("base", cvmod.score(fit(old.groups), scored), t)
+results.append(r); per_problem["base"] = p
+t = time.perf_counter()
+r, p = row("pooled-a", cvmod.score(fit(old.groups + h100.groups), scored), t)
+results.append(r); per_problem["pooled-a"] = p
+t = time.perf_counter()
+r, p = row("pooled-b", cvmod.score(fit(old.groups + [g for g in h100.groups if g.shape not in new.shapes]), scored), t)
+results.append(r); per_problem["pooled-b"] = p
+folds = cvmod.folds_by_group(new.shapes, cvmod.shape_groups(), args.folds, 0)
+for name, pool in (("fresh", False), ("fresh+pooled-b", True)):
+    t, per = time.perf_counter(), []
+    for fold in folds:
+        extra = [g for g in h100.groups if g.shape not in fold] if pool else []
+        m = fit(old.groups + new.subset(new.shapes - fold).groups + extra)
+        per += cvmod.score(m, scored.subset(fold))
+    r, p = row(name, per, t)
+    results.append(r); per_problem[name] = p
+if args.out:
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "transfer.json"), "w") as f:
+        json.dump({"results": results, "per_problem": {k: [{x: m[x] for x in ("key", "top1_regret", "top5_regret",
+                   "best_family", "top1_family")} for m in v] for k, v in per_problem.items()}}, f, indent=1)
