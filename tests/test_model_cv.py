@@ -103,3 +103,78 @@ def test_train_policies_replays_the_selection_policies_per_fold(tmp_path, capsys
     assert len({r["key"] for r in doc["rows"]}) == len(doc["rows"])  # each problem scored once
     assert "| diverse=2 |" in (tmp_path / "p" / "README.md").read_text()
     assert cli.main(["train", "--store", str(SLICE), "--policies", str(tmp_path / "q"), "--ship", "x"]) == 2
+
+
+def _as_other_gpu(data, name="NVIDIA H100 80GB HBM3", **ctx):
+    from gemmtune.model.data import Dataset
+    return Dataset(list(data.groups), {**data.context, "device_name": name, **ctx}, "other.csv", [])
+
+
+def test_pool_marks_each_problem_with_the_gpu_that_measured_it_and_refuses_what_does_not_rank_alike():
+    from gemmtune.device import DeviceInfo
+    from gemmtune.model.data import ModelError, pool
+
+    data = load_dataset(SLICE)
+    other = _as_other_gpu(data.subset(sorted(data.shapes)[:10]))
+    p = pool(data, [other])
+    assert len(p.groups) == len(data.groups) + len(other.groups)
+    assert [g.device for g in p.groups[:len(data.groups)]] == [None] * len(data.groups)
+    assert {g.device for g in p.groups[len(data.groups):]} == {DeviceInfo.lookup("h100")}
+    assert len(p.native().groups) == len(data.groups) and p.context == data.context
+    assert "pooled 10 problems measured on NVIDIA H100 80GB HBM3" in p.notes[-1] and "(NVIDIA H100" in p.source
+    # a store of the same GPU is native: merged, scored like the rest
+    assert len(pool(data, [_as_other_gpu(other, name=data.context["device_name"])]).native().groups) == len(p.groups)
+    for bad, why in ((_as_other_gpu(other, name="Some GPU"), "not a built-in GPU"),
+                     (_as_other_gpu(other, capability="8.0"), "compute capability 8.0"),
+                     (_as_other_gpu(other, triton_version="3.2.0"), "triton 3.2.0")):
+        with pytest.raises(ModelError, match=why):
+            pool(data, [bad])
+
+
+def test_training_featurizes_a_pooled_problem_with_its_own_gpu():
+    """The analytic estimate is a feature: the same problem measured on an H100 carries the
+    H100's bandwidth in it, not the target's."""
+    from gemmtune.device import DeviceInfo
+    from gemmtune.model import training
+    from gemmtune.model.analytic import AnalyticModel
+    from gemmtune.model.data import Dataset, pool
+    from gemmtune.model.features import featurize
+
+    data = load_dataset(SLICE)
+    g = data.groups[0]
+    one = Dataset([g], dict(data.context), "t", [])
+    p = pool(one, [_as_other_gpu(one)])
+    h200, h100 = DeviceInfo.lookup("h200"), DeviceInfo.lookup("h100")
+    X, y, gid = training._matrix(p, h200, AnalyticModel(h200))
+    n = len(g.choices)
+    assert list(gid) == [0] * n + [1] * n
+    assert (X[:n] == featurize(g.problem, g.choices, h200)).all()
+    assert (X[n:] == featurize(g.problem, g.choices, h100)).all() and not (X[:n] == X[n:]).all()
+
+
+def test_cross_validation_trains_on_pooled_problems_but_scores_only_its_own(monkeypatch):
+    """Each fold trains on the pooled problems whose shape it does not hold out (no shape measured
+    on the other GPU leaks into its own evaluation) and scores only the target GPU's problems."""
+    from gemmtune.device import DeviceInfo
+    from gemmtune.model import AnalyticModel
+    from gemmtune.model.data import pool
+
+    data = load_dataset(SLICE)
+    p = pool(data, [_as_other_gpu(data)])
+    seen = []
+
+    def fake_fit(train_d, **kw):
+        seen.append(train_d)
+        return AnalyticModel(DeviceInfo.lookup("h200")), {}
+
+    monkeypatch.setattr(cvmod, "fit", fake_fit)
+    res = cvmod.cross_validate(p, kinds=["gbt"], folds=4, groups={})
+    assert res["scored"] == len(data.ranked().groups)
+    for fold_train in seen:
+        own = {g.shape for g in fold_train.groups if g.device is None}
+        other = {g.shape for g in fold_train.groups if g.device is not None}
+        assert own == other and 0 < len(own) < len(data.shapes)
+
+
+def test_train_pool_store_is_refused_without_cross_validation(tmp_path):
+    assert cli.main(["train", "--store", str(SLICE), "--pool-store", str(SLICE), "--out", str(tmp_path / "m.json")]) == 2

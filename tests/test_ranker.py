@@ -293,13 +293,42 @@ def test_select_fast_times_skinnys_first_cuda_core_choice_on_fp32_decode():
     p = Problem.from_sizes(2, 3072, 12288, "fp32", layout_b="col")
     picked, k, why = select_fast(p, candidates(p, fams, "exhaustive", dev), CoreLast())
     assert len(cores(picked)) == 1 and k == 4 and len({c.id for c in picked}) == len(picked)
-    assert "skinny's first CUDA-core choice (fp32 decode)" in why, why
+    assert "skinny's first CUDA-core choice (topk.core_pick_applies)" in why, why
     for q in (Problem.from_sizes(2, 3072, 12288, "bf16", layout_b="col"), Problem.from_sizes(64, 3072, 12288, "fp32")):
         picked, k, _ = select_fast(q, candidates(q, fams, "exhaustive", dev), CoreLast())
         assert not cores(picked) and k == 3
     plan = CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=CoreLast())
     assert plan.compiles_at_most(p) == 4 and plan(p).k == 4
     assert plan.compiles_at_most(Problem.from_sizes(2, 3072, 12288, "bf16", layout_b="col")) == 3
+
+
+def test_select_fast_times_a_cuda_core_choice_on_a_half_precision_decode_with_an_unaligned_b():
+    """bf16 at M <= 8 with a row-major B whose N is odd (GPT-2's head at decode): the dot path loads B
+    one element at a time, and the core kernel was the best of the default space on an H100 and an
+    H200 (26.2 us against --fast's 29.2 on the H200). --fast times skinny's first core choice there,
+    not with an aligned B, nor at M = 9."""
+    from gemmtune.model.topk import with_core
+    from gemmtune.tuning.plan import select_fast
+
+    class CoreLast:
+        def predict(self, problem, choices):
+            return [100.0 + i if getattr(c.config, "dot", True) is False else 1.0 + i for i, c in enumerate(choices)]
+
+        def trust(self, problem):
+            return 1.0, "near its training data"
+
+    dev = DeviceInfo.lookup("h200")
+    fams = ("triton_mm", "skinny", "splitk", "aten")
+    odd = Problem.from_sizes(1, 50257, 768, "bf16")
+    assert not odd.aligned_b
+    cands = candidates(odd, fams, "exhaustive", dev)
+    assert any(c.family == "skinny" and not c.config.dot for c in cands)
+    picked, _, why = select_fast(odd, cands, CoreLast())
+    assert sum(c.family == "skinny" and not c.config.dot for c in picked) == 1, [c.id for c in picked]
+    assert "CUDA-core" in why
+    rest = [c for c in cands if c.family != "aten"]
+    for q in (Problem.from_sizes(1, 50257, 768, "bf16", layout_b="col"), Problem.from_sizes(9, 50257, 768, "bf16")):
+        assert with_core(rest, list(range(len(rest))), [0], q) == [0]
 
 
 @pytest.mark.parametrize("trust,extra", [(1.0, 1), (0.5, 2), (0.0, 3), (None, 3)])

@@ -115,6 +115,9 @@ def cmd_train(args) -> int:
         raise ValueError("--compare writes a report of its own; give it without --cv / --ship")
     if args.report and not (args.cv or args.ship):
         raise ValueError("--report writes a cross-validation: give it with --cv (or --ship)")
+    if getattr(args, "pool_store", None) and not (args.cv or args.ship):
+        raise ValueError("--pool-store trains with another GPU's store: give it with --cv (or --ship), which "
+                         "score only --store's own problems")
     if args.policies:
         if args.compare or args.ship or args.report:
             raise ValueError("--policies writes a report of its own; give it without --compare / --ship / --report")
@@ -166,9 +169,13 @@ def _train_cv(args, suites: list[str]) -> int:
     from rich.table import Table
 
     from ..model import cv as cvmod
-    from ..model.data import exclude, load_dataset, suite_shapes
+    from ..model.data import exclude, load_dataset, pool, suite_shapes
 
     data = load_dataset(args.store)
+    if getattr(args, "pool_store", None):
+        data = pool(data, [load_dataset(p) for p in args.pool_store])
+        for note in data.notes[-len(args.pool_store):]:
+            print(note, file=sys.stderr)
     excluded: set = set()
     for s in suites:
         excluded |= suite_shapes(s)
@@ -296,6 +303,11 @@ def add_parsers(sub) -> None:
                    "plus the model's top k for k in 1,2,3,5, the adaptive k, and the family-diverse selection: each "
                    "family's first choice, the best 2 or 3 of those) on every shape held out once (--cv K folds, "
                    "default 5; --kind, default lgbm_rank); write DIR/README.md and DIR/policies.json")
+    p.add_argument("--pool-store", action="append", metavar="STORE", help="with --cv / --ship: also train on "
+                   "this store of another GPU of the same compute capability (repeatable), each problem "
+                   "featurized with the GPU that measured it; the model ranks for --store's GPU, and the "
+                   "cross-validation scores only --store's problems (a pooled problem of a held-out shape is "
+                   "left out of that fold's training)")
     p.add_argument("--policy-store", action="append", metavar="STORE", help="with --policies: also replay them on "
                    "this store's problems (repeatable), with the model trained on every other shape")
     p.add_argument("--report", metavar="DIR", help="with --cv: write the cross-validation (overall and per "

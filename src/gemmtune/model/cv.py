@@ -114,7 +114,7 @@ def cross_validate(data: Dataset, *, kinds=DEFAULT_KINDS, folds: int = 5, seed: 
     fit_s: dict[str, float] = defaultdict(float)
     for i, fold in enumerate(folds_by_group(data.shapes, groups or {}, folds, seed)):
         train_d = data.subset(data.shapes - fold)
-        test_d = data.subset(fold).ranked(min_choices)
+        test_d = data.subset(fold).native().ranked(min_choices)  # pooled problems train, never score
         for kind in kinds:
             t0 = time.perf_counter()
             model, _ = fit(train_d, kind=kind, seed=seed, weighting=weighting, device=dev)
@@ -247,7 +247,7 @@ def policy_study(data: Dataset, *, kind: str = "lgbm_rank", folds: int = 5, seed
         t0 = time.perf_counter()
         model, _ = fit(data.subset(data.shapes - fold), kind=kind, seed=seed, device=dev)
         fit_s += time.perf_counter() - t0
-        for r in study_rows(model, data.subset(fold).ranked(min_choices), ks, diverse=diverse):
+        for r in study_rows(model, data.subset(fold).native().ranked(min_choices), ks, diverse=diverse):
             r["group"] = groups.get(r["shape"], "?")
             r["fold"] = i
             rows.append(r)

@@ -45,6 +45,9 @@ class ShapeData:
     problem: Problem
     choices: list[Choice]
     times_ms: np.ndarray
+    # The GPU that measured it, where that is not the dataset's own (``pool``): its features use
+    # this GPU's facts, and cross-validation trains on it but never scores it.
+    device: object = None
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -69,6 +72,11 @@ class Dataset:
     def subset(self, shapes) -> "Dataset":
         keep = set(shapes)
         return Dataset([g for g in self.groups if g.shape in keep], dict(self.context), self.source,
+                       list(self.notes))
+
+    def native(self) -> "Dataset":
+        """The problems measured on the dataset's own GPU (not pooled from another: ``pool``)."""
+        return Dataset([g for g in self.groups if g.device is None], dict(self.context), self.source,
                        list(self.notes))
 
     def ranked(self, min_choices: int = None) -> "Dataset":
@@ -188,6 +196,44 @@ def suite_shapes(name_or_csv: str) -> set[tuple[int, int, int]]:
 
     shapes = preset(name_or_csv) if name_or_csv in PRESETS else load_csv(name_or_csv)
     return {(s.problem.m, s.problem.n, s.problem.k) for s in shapes}
+
+
+def pool(data: Dataset, others: list[Dataset]) -> Dataset:
+    """``data`` plus every problem of ``others``, each of those marked with the GPU that measured
+    it (``ShapeData.device``), so that its features carry that GPU's facts (the analytic estimate:
+    bandwidth, L2). A ranker trained on the pool ranks for ``data``'s GPU; cross-validation scores
+    only ``data``'s own problems. ``others`` must come from built-in GPUs of ``data``'s compute
+    capability, measured with the same triton MAJOR.MINOR.
+
+    Why: a store collected on one GPU lacks the classes that were collected later on another.
+    The H200 store had no odd-vocabulary heads, almost no small N and no huge K; its ranker put
+    the best of 55 such H200 problems within 10% on 32.7% of them. Pooled with the H100 store,
+    --fast on 19 H200 shapes of those classes, outside both stores, went from 91.4% to 96.9% of
+    the best (benchmarks/results/2026-11-27-h200-s21).
+    """
+    from ..device import DeviceInfo
+
+    groups = list(data.groups)
+    notes = list(data.notes)
+    cap, triton = data.context.get("capability"), major_minor(data.context.get("triton_version", ""))
+    for o in others:
+        name = o.context.get("device_name", "")
+        try:
+            dev = DeviceInfo.lookup(name)
+        except ValueError:
+            raise ModelError(f"{o.source}: measured on {name!r}, which is not a built-in GPU; its features "
+                             "need the GPU's facts") from None
+        if o.context.get("capability") != cap:
+            raise ModelError(f"{o.source}: compute capability {o.context.get('capability')} differs from "
+                             f"{data.source}'s {cap}: its kernels do not rank alike")
+        if major_minor(o.context.get("triton_version", "")) != triton:
+            raise ModelError(f"{o.source}: triton {o.context.get('triton_version')} differs from "
+                             f"{data.source}'s {data.context.get('triton_version')}")
+        same = name == data.context.get("device_name")  # the same GPU: its problems are native
+        groups += [ShapeData(g.problem, g.choices, g.times_ms, None if same else dev) for g in o.groups]
+        notes.append(f"pooled {len(o.groups)} problems measured on {name} from {o.source}")
+    source = " + ".join([data.source, *(f"{o.source} ({o.context.get('device_name')})" for o in others)])
+    return Dataset(groups, dict(data.context), source, notes)
 
 
 def exclude(data: Dataset, shapes: set[tuple[int, int, int]]) -> tuple[Dataset, int]:

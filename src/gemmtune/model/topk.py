@@ -183,7 +183,8 @@ def fast_pick(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTRA
 def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTRA,
                problem=None) -> tuple[list[int], list[int]]:
     """``fast_pick``'s two parts: (the families' first choices with the other path's, and on an
-    fp32 decode ``problem`` skinny's best-ranked CUDA-core choice (``with_core``); the model's
+    decode ``problem`` that ``core_pick_applies`` to, skinny's best-ranked CUDA-core choice
+    (``with_core``); the model's
     ``extra`` next best choices), so that a caller can tell them apart without ranking twice.
 
     >>> from gemmtune.configs import Choice
@@ -210,11 +211,30 @@ def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTR
 # where the default space found a core kernel at 1.26-1.34x cuBLAS (benchmarks/results/
 # 2026-11-27-h100-s20, calls 2 and 8); on the store's fp32 2x2048x2048 core ran 14.5 us, dot 42.3.
 # So --fast times the best-ranked core config there too: one more candidate.
+# The same holds for bf16/fp16 at M <= 8 where B's rows are unaligned (a row-major B with an odd N:
+# GPT-2's and BERT's vocabulary heads at decode), where the dot path loads B one element at a time.
+# On 1x50257x768 bf16 the core kernel was the default space's best on both GPUs, and --fast on an
+# H200 missed it with either ranker: core 26.2 us, --fast's skinny dot pick 29.2, a candidate
+# ranker's triton_static 30.2 (benchmarks/results/2026-11-27-h200-s21, call 2).
+CORE_PICK_HALF_MAX_M = 8
 def core_pick_applies(problem) -> bool:
     """Whether ``with_core`` may add a pick for ``problem``: fp32 without TF32, at an M skinny has
-    CUDA-core configs for (skinny_spec.CORE_MAX_M)."""
+    CUDA-core configs for (skinny_spec.CORE_MAX_M); bf16/fp16 with an unaligned B at M up to
+    CORE_PICK_HALF_MAX_M.
+
+    >>> from gemmtune.problem import Problem
+    >>> [core_pick_applies(Problem.from_sizes(m, 50257, 768, "bf16")) for m in (1, 8, 9)]
+    [True, True, False]
+    >>> core_pick_applies(Problem.from_sizes(1, 50257, 768, "bf16", layout_b="col"))  # aligned B
+    False
+    """
     from ..kernels.skinny_spec import CORE_MAX_M
-    return problem.dtype == "float32" and not problem.allow_tf32 and problem.m <= CORE_MAX_M
+    if problem.op not in ("mm", "addmm"):  # skinny serves no bmm or scaled_mm
+        return False
+    if problem.dtype == "float32":
+        return not problem.allow_tf32 and problem.m <= CORE_MAX_M
+    return (problem.dtype in ("bfloat16", "float16") and not problem.aligned_b
+            and problem.m <= CORE_PICK_HALF_MAX_M)
 
 
 def is_cuda_core(choice) -> bool:

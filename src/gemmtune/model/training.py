@@ -50,9 +50,14 @@ def _near_best_weights(y: np.ndarray, gid: np.ndarray, tau: float = NEAR_BEST_TA
 
 
 def _matrix(data: Dataset, device: DeviceInfo, analytic: AnalyticModel):
+    """Features, ln(ms) and group index of every row; a problem pooled from another GPU
+    (``data.pool``) is featurized with that GPU's facts."""
     Xs, ys, gid = [], [], []
+    others: dict = {}
     for i, g in enumerate(data.groups):
-        Xs.append(featurize(g.problem, g.choices, device, analytic=analytic))
+        dev = g.device or device
+        am = analytic if dev == device else others.setdefault(dev.name, AnalyticModel(dev))
+        Xs.append(featurize(g.problem, g.choices, dev, analytic=am))
         ys.append(np.log(g.times_ms))
         gid.append(np.full(len(g.choices), i))
     if not Xs:
@@ -136,7 +141,7 @@ def fit(data: Dataset, *, kind: str = "auto", device: DeviceInfo | str | None = 
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "feature_version": FEATURE_VERSION,
         "training_set": {"source": data.source, "rows": int(len(y)), "shapes": len(data.shapes),
-                         "problems": len(data.groups), **(description or {})},
+                         "problems": len(data.groups), **_pooled(data), **(description or {})},
         "training": {"kind": kind, "seed": seed,
                      **({"weighting": weighting} if kind not in RANKERS else {}),
                      **({"near_best_tau": NEAR_BEST_TAU, "near_best_floor": NEAR_BEST_FLOOR}
@@ -148,6 +153,15 @@ def fit(data: Dataset, *, kind: str = "auto", device: DeviceInfo | str | None = 
     report["fit_s"] = time.monotonic() - t0
     prov["training_report"] = dict(report)
     return LearnedModel(dev, kind, reg, prov), report
+
+
+def _pooled(data: Dataset) -> dict:
+    """{"pooled": {GPU name: problems}} for the problems ``data.pool`` took from other GPUs."""
+    counts: dict[str, int] = {}
+    for g in data.groups:
+        if g.device is not None:
+            counts[g.device.name] = counts.get(g.device.name, 0) + 1
+    return {"pooled": counts} if counts else {}
 
 
 class _Zero:

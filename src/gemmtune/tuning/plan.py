@@ -234,7 +234,7 @@ def select_fast(problem: Problem, cands: list[Choice], model) -> tuple[list[Choi
     added = set(first) - set(fast_parts(rest, keys, FAST_FAMILIES, 0)[0])
     fams = sorted({family_of(rest[i]) for i in first if i not in added})
     next_ = f", and the model's next {len(more)}" if more else ""
-    core_ = ", skinny's first CUDA-core choice (fp32 decode)" if added else ""
+    core_ = ", skinny's first CUDA-core choice (topk.core_pick_applies)" if added else ""
     unsure = " (a model without trust: unsure)" if trust is None else f" (trust {trust:.2f})" if trust < 1 else ""
     return (base + _with_twins(picked, twins), len(picked),
             f"fast: the first of {', '.join(fams)}{core_}{next_}{unsure}")
@@ -346,7 +346,7 @@ def compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | in
         # FAST_UNSURE_EXTRA more where it is unsure). Unknown (before the ranker is loaded: the tuner
         # sizes its compile pool with this), the count of a problem it trusts: an unsure one's 1-2
         # more compile on the benchmark worker's precompile threads, which a pool would not speed up.
-        # An fp32 decode problem may add skinny's first CUDA-core choice (topk.with_core).
+        # A decode problem core_pick_applies to may add skinny's first CUDA-core choice (topk.with_core).
         return most(FAST_FAMILIES + (fast_extra if fast_extra is not None else FAST_EXTRA)
                     + core_pick_applies(problem))
     return most(bspace) if isinstance(bspace, int) else None
