@@ -20,6 +20,7 @@ import pytest
 
 from gemmtune.model import LearnedModel, ModelError, evaluate, fit, load_model
 from gemmtune.model.learned import load_dataset, split_by_shape
+from gemmtune.model.data import Dataset
 from gemmtune.model.regressors import relevance
 from gemmtune.model.topk import K_MAX, choose_k, diverse_pick, family_of, study
 from gemmtune.problem import Problem
@@ -293,12 +294,18 @@ def test_select_fast_times_skinnys_first_cuda_core_choice_on_fp32_decode():
     p = Problem.from_sizes(2, 3072, 12288, "fp32", layout_b="col")
     picked, k, why = select_fast(p, candidates(p, fams, "exhaustive", dev), CoreLast())
     assert len(cores(picked)) == 1 and k == 4 and len({c.id for c in picked}) == len(picked)
-    assert "skinny's first CUDA-core choice (topk.core_pick_applies)" in why, why
+    assert "skinny's first 1 CUDA-core choice(s) (topk.core_pick_applies)" in why, why
     for q in (Problem.from_sizes(2, 3072, 12288, "bf16", layout_b="col"), Problem.from_sizes(64, 3072, 12288, "fp32")):
         picked, k, _ = select_fast(q, candidates(q, fams, "exhaustive", dev), CoreLast())
         assert not cores(picked) and k == 3
+    # With the device (the tuner's plan), up to CORE_PICKS of skinny's default core tiles instead
+    from gemmtune import space
+    from gemmtune.model.topk import CORE_PICKS
     plan = CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=CoreLast())
-    assert plan.compiles_at_most(p) == 4 and plan(p).k == 4
+    got = plan(p)
+    default_cores = {c.id for c in space(p, "skinny", "default", dev) if not c.config.dot}
+    assert 1 < len(cores(got.choices)) <= CORE_PICKS and {c.id for c in cores(got.choices)} <= default_cores
+    assert plan.compiles_at_most(p) == 3 + CORE_PICKS and got.k == 3 + len(cores(got.choices))
     assert plan.compiles_at_most(Problem.from_sizes(2, 3072, 12288, "bf16", layout_b="col")) == 3
 
 
@@ -404,8 +411,15 @@ def test_shipped_h200_ranker_is_the_default_and_gbt_the_fallback(monkeypatch):
         warnings.simplefilter("error")
         m = default_model("h200", triton_version="3.6.0")
     assert isinstance(m, LearnedModel) and m.family == "lgbm_rank"
-    s = evaluate(m, load_dataset(PUBLIC_BF16))["summary"]  # public shapes: never trained on
-    assert s["top5_regret_geomean"] < 0.05
+    public = load_dataset(PUBLIC_BF16)  # public shapes: never trained on
+    assert evaluate(m, public)["summary"]["top1_within_10pct"] >= 0.9
+    # The top-5 regret on the aligned problems only: the fixture's rows were timed on 2026-11-22,
+    # and its two odd-vocabulary heads (B row-major, N = 50257) hold triton_mm at 89-265 us, from
+    # the tiled kernel before its odd-N loads were rewritten (it runs them at ~30 us now), and no
+    # skinny or triton_static row. On the GPU, the ranker shipped on 2026-11-27 took --fast on those
+    # heads to 1.08x and 1.32x cuBLAS (benchmarks/results/2026-11-27-h200-s21, call 3).
+    aligned = Dataset([g for g in public.groups if g.problem.aligned_b], dict(public.context), "aligned")
+    assert evaluate(m, aligned)["summary"]["top5_regret_geomean"] < 0.02
     _no_lightgbm(monkeypatch)  # the ranker still serves, from its trees in numpy
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -181,7 +181,7 @@ def fast_pick(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTRA
 
 
 def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTRA,
-               problem=None) -> tuple[list[int], list[int]]:
+               problem=None, preferred=None) -> tuple[list[int], list[int]]:
     """``fast_pick``'s two parts: (the families' first choices with the other path's, and on an
     decode ``problem`` that ``core_pick_applies`` to, skinny's best-ranked CUDA-core choice
     (``with_core``); the model's
@@ -198,7 +198,7 @@ def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTR
     order = np.argsort(np.where(np.isfinite(k_arr), k_arr, np.inf), kind="stable")
     picked = with_other_path(choices, order, diverse_pick([diversity_family(c) for c in choices], keys, k_fam))
     if problem is not None:
-        picked = with_core(choices, order, picked, problem)
+        picked = with_core(choices, order, picked, problem, preferred)
     taken = set(picked)
     return picked, [int(i) for i in order if int(i) not in taken][:extra]
 
@@ -217,6 +217,11 @@ def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTR
 # H200 missed it with either ranker: core 26.2 us, --fast's skinny dot pick 29.2, a candidate
 # ranker's triton_static 30.2 (benchmarks/results/2026-11-27-h200-s21, call 2).
 CORE_PICK_HALF_MAX_M = 8
+# With skinny's default space given (``with_core``'s ``preferred``), up to this many of its core
+# tiles, in the model's order: the default space holds 1-5 of them at M <= 8, and on the H200 the
+# best of those differed by shape (BN32-BK128 at 1x50257x768 bf16, BN16-BK256 split 2 at fp32
+# 2x3072x12288), where the rankers, with few core timings, ordered them no better than by chance.
+CORE_PICKS = 3
 def core_pick_applies(problem) -> bool:
     """Whether ``with_core`` may add a pick for ``problem``: fp32 without TF32, at an M skinny has
     CUDA-core configs for (skinny_spec.CORE_MAX_M); bf16/fp16 with an unaligned B at M up to
@@ -242,9 +247,14 @@ def is_cuda_core(choice) -> bool:
     return choice.family == "skinny" and not choice.pad and getattr(choice.config, "dot", True) is False
 
 
-def with_core(choices, order, picked: list[int], problem) -> list[int]:
+def with_core(choices, order, picked: list[int], problem, preferred=None) -> list[int]:
     """``picked`` plus, where ``core_pick_applies``, the first index of ``order`` that is a skinny
-    CUDA-core choice (``is_cuda_core``), where none is picked and ``choices`` has one.
+    CUDA-core choice (``is_cuda_core``), where none is picked and ``choices`` has one. With
+    ``preferred`` (choice ids: skinny's default space, whose core tiles come from sweeps), the first
+    CORE_PICKS core choices among those instead, if any is in ``choices``: the rankers have few
+    core timings, and on an
+    H200 their first core choice of the whole space ran 50.7 us on fp32 2x3072x12288 where the
+    default space's best core tile ran 42.3 (benchmarks/results/2026-11-27-h200-s21, call 3).
 
     >>> from gemmtune.configs import Choice
     >>> from gemmtune.problem import Problem
@@ -256,8 +266,9 @@ def with_core(choices, order, picked: list[int], problem) -> list[int]:
     """
     if not core_pick_applies(problem) or any(is_cuda_core(choices[i]) for i in picked):
         return list(picked)
-    first = next((int(i) for i in order if is_cuda_core(choices[int(i)])), None)
-    return list(picked) + ([first] if first is not None else [])
+    cores = [int(i) for i in order if is_cuda_core(choices[int(i)])]
+    liked = [i for i in cores if preferred and choices[i].id in preferred][:CORE_PICKS]
+    return list(picked) + (liked or cores[:1])
 
 
 def with_other_path(choices, order, picked: list[int]) -> list[int]:

@@ -208,7 +208,8 @@ def select_adaptive(problem: Problem, cands: list[Choice], model) -> tuple[list[
     return base + _with_twins(_both_paths([rest[i] for i in order], k), twins), min(k, len(rest)), why
 
 
-def select_fast(problem: Problem, cands: list[Choice], model) -> tuple[list[Choice], int, str]:
+def select_fast(problem: Problem, cands: list[Choice], model, device: DeviceInfo | None = None,
+                ) -> tuple[list[Choice], int, str]:
     """cuBLAS plus the model's first choice of each of its two best families, the other path's
     first on an unaligned problem where those take one path only, the model's next best choice
     (``model.topk.fast_pick``), and their twins (``_split_twins``): what ``fast=True`` benchmarks.
@@ -217,8 +218,10 @@ def select_fast(problem: Problem, cands: list[Choice], model) -> tuple[list[Choi
     One model's top 1 is often the right family with a near-miss config, or a near-miss family:
     on the H100 store's 405 problems, cross-validated, the first of its two best families reached
     98.4% of the best measured choice and this selection 99.2%, for one more candidate a problem
-    (model.topk.FAST_FAMILIES, FAST_EXTRA)."""
-    from ..model.topk import FAST_FAMILIES, family_of, fast_extra, fast_parts, model_trust, rank_keys
+    (model.topk.FAST_FAMILIES, FAST_EXTRA). With ``device``, a CUDA-core pick (``topk.with_core``)
+    prefers skinny's default core tiles."""
+    from ..model.topk import (FAST_FAMILIES, core_pick_applies, family_of, fast_extra, fast_parts,
+                              model_trust, rank_keys)
 
     base, rest = _split_baseline(cands)
     rest, twins = _split_twins(rest, model)
@@ -228,13 +231,16 @@ def select_fast(problem: Problem, cands: list[Choice], model) -> tuple[list[Choi
     if len(keys) != len(rest):
         raise ValueError(f"{type(model).__name__} returned {len(keys)} ranking keys for {len(rest)} choices")
     trust = model_trust(model, problem)
-    first, more = fast_parts(rest, keys, FAST_FAMILIES, fast_extra(trust), problem=problem)
+    preferred = None
+    if device is not None and core_pick_applies(problem):
+        preferred = {c.id for c in family_space(problem, "skinny", "default", device)}
+    first, more = fast_parts(rest, keys, FAST_FAMILIES, fast_extra(trust), problem=problem, preferred=preferred)
     picked = [rest[i] for i in first + more]
-    # with_core's pick, if it made one: the one index of ``first`` that the picks without it lack
+    # with_core's picks, if it made any: the indices of ``first`` that the picks without it lack
     added = set(first) - set(fast_parts(rest, keys, FAST_FAMILIES, 0)[0])
     fams = sorted({family_of(rest[i]) for i in first if i not in added})
     next_ = f", and the model's next {len(more)}" if more else ""
-    core_ = ", skinny's first CUDA-core choice (topk.core_pick_applies)" if added else ""
+    core_ = f", skinny's first {len(added)} CUDA-core choice(s) (topk.core_pick_applies)" if added else ""
     unsure = " (a model without trust: unsure)" if trust is None else f" (trust {trust:.2f})" if trust < 1 else ""
     return (base + _with_twins(picked, twins), len(picked),
             f"fast: the first of {', '.join(fams)}{core_}{next_}{unsure}")
@@ -309,7 +315,7 @@ class CandidatePlan:
             cands, k, why = select_adaptive(problem, cands, self.ranker)
             return Planned(cands, k, why)
         if self.bspace == "FAST":
-            cands, k, why = select_fast(problem, cands, self.ranker)
+            cands, k, why = select_fast(problem, cands, self.ranker, self.device)
             return Planned(cands, k, why)
         k = self.bspace if isinstance(self.bspace, int) else \
             len([c for c in candidates(problem, self.families, "default", self.device) if keep(c)]) - 1
@@ -341,14 +347,14 @@ def compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | in
         from ..model.topk import K_MAX
         return most(K_MAX)
     if bspace == "FAST":
-        from ..model.topk import FAST_EXTRA, FAST_FAMILIES, core_pick_applies
+        from ..model.topk import CORE_PICKS, FAST_EXTRA, FAST_FAMILIES, core_pick_applies
         # fast_extra: how many next choices the ranker adds for this problem (topk.fast_extra: up to
         # FAST_UNSURE_EXTRA more where it is unsure). Unknown (before the ranker is loaded: the tuner
         # sizes its compile pool with this), the count of a problem it trusts: an unsure one's 1-2
         # more compile on the benchmark worker's precompile threads, which a pool would not speed up.
         # A decode problem core_pick_applies to may add skinny's first CUDA-core choice (topk.with_core).
         return most(FAST_FAMILIES + (fast_extra if fast_extra is not None else FAST_EXTRA)
-                    + core_pick_applies(problem))
+                    + CORE_PICKS * core_pick_applies(problem))
     return most(bspace) if isinstance(bspace, int) else None
 
 
