@@ -90,16 +90,20 @@ def row(name, per, t0):
 results, per_problem = [], {}
 t = time.perf_counter()
 r, p = row("shipped", cvmod.score(LearnedModel.load(args.shipped), scored), t)
-results.append(r); per_problem["shipped"] = p
+results.append(r)
+per_problem["shipped"] = p
 t = time.perf_counter()
 r, p = row("base", cvmod.score(fit(old.groups), scored), t)
-results.append(r); per_problem["base"] = p
+results.append(r)
+per_problem["base"] = p
 t = time.perf_counter()
 r, p = row("pooled-a", cvmod.score(fit(old.groups + h100.groups), scored), t)
-results.append(r); per_problem["pooled-a"] = p
+results.append(r)
+per_problem["pooled-a"] = p
 t = time.perf_counter()
 r, p = row("pooled-b", cvmod.score(fit(old.groups + [g for g in h100.groups if g.shape not in new.shapes]), scored), t)
-results.append(r); per_problem["pooled-b"] = p
+results.append(r)
+per_problem["pooled-b"] = p
 folds = cvmod.folds_by_group(new.shapes, cvmod.shape_groups(), args.folds, 0)
 for name, pool in (("fresh", False), ("fresh+pooled-b", True)):
     t, per = time.perf_counter(), []
@@ -108,7 +112,8 @@ for name, pool in (("fresh", False), ("fresh+pooled-b", True)):
         m = fit(old.groups + new.subset(new.shapes - fold).groups + extra)
         per += cvmod.score(m, scored.subset(fold))
     r, p = row(name, per, t)
-    results.append(r); per_problem[name] = p
+    results.append(r)
+    per_problem[name] = p
 if args.out:
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "transfer.json"), "w") as f:
