@@ -20,14 +20,10 @@ import json
 import os
 import time
 
-import numpy as np
-
 from gemmtune.device import DeviceInfo
 from gemmtune.model import cv as cvmod
 from gemmtune.model import training
-from gemmtune.model.analytic import AnalyticModel
 from gemmtune.model.data import Dataset, load_dataset
-from gemmtune.model.features import featurize
 from gemmtune.model.learned import LearnedModel
 
 ap = argparse.ArgumentParser()
@@ -43,29 +39,11 @@ old, new_all, h100 = load_dataset(args.old), load_dataset(args.new_store), load_
 dev2, dev1 = DeviceInfo.lookup(old.context["device_name"]), DeviceInfo.lookup(h100.context["device_name"])
 old_keys = {g.problem.key for g in old.groups}
 new = Dataset([g for g in new_all.groups if g.problem.key not in old_keys], dict(new_all.context), "new", [])
-for g in old.groups + new.groups:
-    g.device = dev2
-for g in h100.groups:
+for g in h100.groups:  # what gemmtune.model.data.pool marks: features with the H100's facts
     g.device = dev1
 scored = new.ranked(cvmod.MIN_RANKED_CHOICES)
 print(f"old {len(old.groups)} problems, new {len(new.groups)} ({len(scored.groups)} scored), "
       f"H100 {len(h100.groups)}; new shapes also in the H100 store: {len(new.shapes & h100.shapes)}", flush=True)
-_am: dict = {}
-
-
-def _matrix(data, device, analytic):
-    """training._matrix with each group featurized by the GPU that measured it."""
-    Xs, ys, gid = [], [], []
-    for i, g in enumerate(data.groups):
-        d = getattr(g, "device", None) or device
-        am = analytic if d == device else _am.setdefault(d, AnalyticModel(d))
-        Xs.append(featurize(g.problem, g.choices, d, analytic=am))
-        ys.append(np.log(g.times_ms))
-        gid.append(np.full(len(g.choices), i))
-    return np.concatenate(Xs), np.concatenate(ys), np.concatenate(gid)
-
-
-training._matrix = _matrix
 
 
 def fit(groups):
@@ -75,9 +53,6 @@ def fit(groups):
 
 def row(name, per, t0):
     s = cvmod.summarize(per)
-    fam = {}
-    for m in per:
-        fam.setdefault(m["key"].split(":")[0], []).append(m)
     r = {"model": name, "scored": s["shapes"], "top1_within_10pct": s["top1_within_10pct"],
          "top1_regret_geomean": s["top1_regret_geomean"], "top5_regret_geomean": s["top5_regret_geomean"],
          "top5_within_10pct": s.get("top5_within_10pct"), "spearman_mean": s["spearman_mean"],

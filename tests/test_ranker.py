@@ -272,19 +272,22 @@ def test_select_fast_is_what_tune_fast_benchmarks():
     assert got[0].id == "aten" and len(got) - 1 <= 8 and {c.pad for c in got[1:]} == {True, False}
 
 
+class CoreLast:
+    """A ranker that puts every CUDA-core choice below everything else, and trusts every problem."""
+
+    def predict(self, problem, choices):
+        return [100.0 + i if getattr(c.config, "dot", True) is False else 1.0 + i for i, c in enumerate(choices)]
+
+    def trust(self, problem):
+        return 1.0, "near its training data"
+
+
 def test_select_fast_times_skinnys_first_cuda_core_choice_on_fp32_decode():
     """fp32 without TF32 at M <= 16: --fast also times skinny's best-ranked CUDA-core choice, however
     low the model ranks it (the rankers have almost no core timings; the default space found one at
     1.34x cuBLAS on 2x3072x12288 where --fast kept cuBLAS). Not on bf16, nor on an fp32 prefill.
     CandidatePlan counts the compile."""
     from gemmtune.tuning.plan import CandidatePlan, select_fast
-
-    class CoreLast:  # ranks every CUDA-core choice below everything else
-        def predict(self, problem, choices):
-            return [100.0 + i if getattr(c.config, "dot", True) is False else 1.0 + i for i, c in enumerate(choices)]
-
-        def trust(self, problem):
-            return 1.0, "near its training data"
 
     dev = DeviceInfo.lookup("h100")
     fams = ("triton_mm", "skinny", "splitk", "aten")
@@ -316,13 +319,6 @@ def test_select_fast_times_a_cuda_core_choice_on_a_half_precision_decode_with_an
     not with an aligned B, nor at M = 9."""
     from gemmtune.model.topk import with_core
     from gemmtune.tuning.plan import select_fast
-
-    class CoreLast:
-        def predict(self, problem, choices):
-            return [100.0 + i if getattr(c.config, "dot", True) is False else 1.0 + i for i, c in enumerate(choices)]
-
-        def trust(self, problem):
-            return 1.0, "near its training data"
 
     dev = DeviceInfo.lookup("h200")
     fams = ("triton_mm", "skinny", "splitk", "aten")
