@@ -106,7 +106,8 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     baseline) is always benchmarked on top, and so is every choice a lookup-table
     entry lists (a problem with an entry benchmarks exactly its choices, filtered or
     not). ``'FAST'`` benchmarks the model's first choice of each of its two best families
-    and its next best choice, up to 3 where it does not trust its ranking (tuning.plan.select_fast).
+    and its next best choice, up to 3 where it does not trust its ranking, and at decode (fp32, or
+    16-bit with an unaligned B) up to 3 of skinny's CUDA-core tiles (tuning.plan.select_fast).
     ``fast=True`` is ``space='exhaustive', benchmark_space='FAST'``. ``model``: an
     object with ``predict(problem, choices) -> est. ms`` (see gemmtune.model), or the
     path of a saved learned model (loaded with gemmtune.model.load_model: one made on

@@ -123,7 +123,8 @@ def add_parsers(sub) -> None:
                    "(what --fast benchmarks); cuBLAS and table choices always")
     p.add_argument("--fast", action="store_true",
                    help="exhaustive search space, benchmark the model's first choice of each of its two best "
-                   "families, its next best choice (up to 3 where it is unsure of the shape), and cuBLAS")
+                   "families, its next best choice (up to 3 where it is unsure of the shape), and cuBLAS; at "
+                   "decode (fp32, or 16-bit with an unaligned B) also up to 3 of skinny's CUDA-core tiles")
     p.add_argument("--deterministic", action="store_true",
                    help="only kernels that give the same bits on every call (no fp32-atomic split-K reduction)")
     p.add_argument("--min-gain", type=float, default=0.0, metavar="F",

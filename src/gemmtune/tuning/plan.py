@@ -352,7 +352,7 @@ def compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | in
         # FAST_UNSURE_EXTRA more where it is unsure). Unknown (before the ranker is loaded: the tuner
         # sizes its compile pool with this), the count of a problem it trusts: an unsure one's 1-2
         # more compile on the benchmark worker's precompile threads, which a pool would not speed up.
-        # A decode problem core_pick_applies to may add skinny's first CUDA-core choice (topk.with_core).
+        # A decode problem core_pick_applies to may add up to CORE_PICKS of skinny's CUDA-core tiles (topk.with_core).
         return most(FAST_FAMILIES + (fast_extra if fast_extra is not None else FAST_EXTRA)
                     + CORE_PICKS * core_pick_applies(problem))
     return most(bspace) if isinstance(bspace, int) else None
