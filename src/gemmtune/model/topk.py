@@ -218,9 +218,11 @@ def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTR
 # ranker's triton_static 30.2 (benchmarks/results/2026-11-27-h200-s21, call 2).
 CORE_PICK_HALF_MAX_M = 8
 # With skinny's default space given (``with_core``'s ``preferred``), up to this many of its core
-# tiles, in the model's order: the default space holds 1-5 of them at M <= 8, and on the H200 the
+# tiles, in the model's order. The default space holds 1-5 of them at M <= 8, and on the H200 the
 # best of those differed by shape (BN32-BK128 at 1x50257x768 bf16, BN16-BK256 split 2 at fp32
-# 2x3072x12288), where the rankers, with few core timings, ordered them no better than by chance.
+# 2x3072x12288). Timing up to 3 of them took --fast from 93.8% to 99.6% of the best on 8 fp32-decode
+# and odd-head shapes, beside the ranker's first core choice of the whole space, for 1.7 s more
+# tuning in all (benchmarks/results/2026-11-27-h200-s21, call 4).
 CORE_PICKS = 3
 def core_pick_applies(problem) -> bool:
     """Whether ``with_core`` may add a pick for ``problem``: fp32 without TF32, at an M skinny has
@@ -251,10 +253,10 @@ def with_core(choices, order, picked: list[int], problem, preferred=None) -> lis
     """``picked`` plus, where ``core_pick_applies``, the first index of ``order`` that is a skinny
     CUDA-core choice (``is_cuda_core``), where none is picked and ``choices`` has one. With
     ``preferred`` (choice ids: skinny's default space, whose core tiles come from sweeps), the first
-    CORE_PICKS core choices among those instead, if any is in ``choices``: the rankers have few
-    core timings, and on an
-    H200 their first core choice of the whole space ran 50.7 us on fp32 2x3072x12288 where the
-    default space's best core tile ran 42.3 (benchmarks/results/2026-11-27-h200-s21, call 3).
+    CORE_PICKS core choices among those instead, if any is in ``choices``: the rankers have few core
+    timings, and on an H200 their first core choice of the whole space ran 50.7 us on fp32
+    2x3072x12288 where the default space's best core tile ran 42.3 (benchmarks/results/
+    2026-11-27-h200-s21, call 3).
 
     >>> from gemmtune.configs import Choice
     >>> from gemmtune.problem import Problem
