@@ -178,3 +178,27 @@ def test_cross_validation_trains_on_pooled_problems_but_scores_only_its_own(monk
 
 def test_train_pool_store_is_refused_without_cross_validation(tmp_path):
     assert cli.main(["train", "--store", str(SLICE), "--pool-store", str(SLICE), "--out", str(tmp_path / "m.json")]) == 2
+
+
+@pytest.mark.slow  # three gbt fits on 40 + 20 shapes and one on everything
+def test_train_pool_store_ships_a_model_for_the_target_gpu_with_the_pool_in_its_provenance(tmp_path, capsys):
+    import gzip
+
+    other = tmp_path / "h100.csv.gz"
+    with gzip.open(SLICE, "rt") as f, gzip.open(other, "wt") as g:
+        head = f.readline()
+        g.write(head)
+        rows = f.readlines()
+        keys = sorted({r.split(",")[5] for r in rows})[:20]  # 20 problems of the slice, as if measured on an H100
+        g.writelines(r.replace("NVIDIA H200,", "NVIDIA H100 80GB HBM3,", 1) for r in rows if r.split(",")[5] in keys)
+    out = tmp_path / "m.json"
+    rc = cli.main(["train", "--store", str(SLICE), "--pool-store", str(other), "--cv", "3", "--kinds", "gbt",
+                   "--ship", str(out), "--force"])
+    text = capsys.readouterr()
+    assert rc == 0 and out.is_file(), text.out
+    assert "pooled 20 problems measured on NVIDIA H100 80GB HBM3" in text.err
+    assert "40 problems scored" in text.out  # the slice's own problems only
+    prov = json.loads(out.read_text())["provenance"]
+    ts = prov["training_set"]
+    assert prov["device_name"] == "NVIDIA H200" and ts["pooled"] == {"NVIDIA H100 80GB HBM3": 20}
+    assert ts["problems"] == len(load_dataset(SLICE).groups) + 20 and "(NVIDIA H100 80GB HBM3)" in ts["source"]
