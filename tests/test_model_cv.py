@@ -176,21 +176,27 @@ def test_cross_validation_trains_on_pooled_problems_but_scores_only_its_own(monk
         assert own == other and 0 < len(own) < len(data.shapes)
 
 
-def test_train_pool_store_is_refused_without_cross_validation(tmp_path):
-    assert cli.main(["train", "--store", str(SLICE), "--pool-store", str(SLICE), "--out", str(tmp_path / "m.json")]) == 2
+def test_train_pool_store_is_refused_where_only_the_store_is_read(tmp_path):
+    for extra in (["--compare", str(tmp_path / "c")], ["--policies", str(tmp_path / "p")]):
+        assert cli.main(["train", "--store", str(SLICE), "--pool-store", str(SLICE), *extra]) == 2
 
 
-@pytest.mark.slow  # three gbt fits on 40 + 20 shapes and one on everything
-def test_train_pool_store_ships_a_model_for_the_target_gpu_with_the_pool_in_its_provenance(tmp_path, capsys):
+def _h100_copy(tmp_path, n=20):
+    """A store file of ``n`` of the slice's problems, as if measured on an H100."""
     import gzip
 
     other = tmp_path / "h100.csv.gz"
     with gzip.open(SLICE, "rt") as f, gzip.open(other, "wt") as g:
-        head = f.readline()
-        g.write(head)
+        g.write(f.readline())
         rows = f.readlines()
-        keys = sorted({r.split(",")[5] for r in rows})[:20]  # 20 problems of the slice, as if measured on an H100
+        keys = sorted({r.split(",")[5] for r in rows})[:n]
         g.writelines(r.replace("NVIDIA H200,", "NVIDIA H100 80GB HBM3,", 1) for r in rows if r.split(",")[5] in keys)
+    return other
+
+
+@pytest.mark.slow  # three gbt fits on 40 + 20 shapes and one on everything
+def test_train_pool_store_ships_a_model_for_the_target_gpu_with_the_pool_in_its_provenance(tmp_path, capsys):
+    other = _h100_copy(tmp_path)
     out = tmp_path / "m.json"
     rc = cli.main(["train", "--store", str(SLICE), "--pool-store", str(other), "--cv", "3", "--kinds", "gbt",
                    "--ship", str(out), "--force"])
@@ -202,3 +208,16 @@ def test_train_pool_store_ships_a_model_for_the_target_gpu_with_the_pool_in_its_
     ts = prov["training_set"]
     assert prov["device_name"] == "NVIDIA H200" and ts["pooled"] == {"NVIDIA H100 80GB HBM3": 20}
     assert ts["problems"] == len(load_dataset(SLICE).groups) + 20 and "(NVIDIA H100 80GB HBM3)" in ts["source"]
+
+
+@pytest.mark.slow  # one gbt fit
+def test_plain_train_with_a_pool_scores_only_the_stores_own_held_out_problems(tmp_path):
+    from gemmtune.model import train
+    from gemmtune.model.data import split_by_shape
+
+    other = _h100_copy(tmp_path, n=40)  # every problem of the slice twice: once per GPU
+    model, rep = train(SLICE, exclude_suites=(), kind="gbt", pool_stores=[other])
+    _, te = split_by_shape(load_dataset(SLICE), 0.2, 0)
+    assert rep["test_problems"] == len(te.ranked().groups)  # the H100 twins of those shapes: neither side
+    assert rep["train_problems"] == 2 * (len(load_dataset(SLICE).groups) - len(te.groups))
+    assert model.provenance["training_set"]["pooled"] == {"NVIDIA H100 80GB HBM3": rep["train_problems"] // 2}

@@ -115,9 +115,9 @@ def cmd_train(args) -> int:
         raise ValueError("--compare writes a report of its own; give it without --cv / --ship")
     if args.report and not (args.cv or args.ship):
         raise ValueError("--report writes a cross-validation: give it with --cv (or --ship)")
-    if getattr(args, "pool_store", None) and not (args.cv or args.ship):
-        raise ValueError("--pool-store trains with another GPU's store: give it with --cv (or --ship), which "
-                         "score only --store's own problems")
+    if getattr(args, "pool_store", None) and (args.compare or args.policies):
+        raise ValueError("--pool-store trains a model (plain, --cv or --ship); --compare and --policies "
+                         "read --store alone")
     if args.policies:
         if args.compare or args.ship or args.report:
             raise ValueError("--policies writes a report of its own; give it without --compare / --ship / --report")
@@ -134,7 +134,7 @@ def cmd_train(args) -> int:
         print(path.read_text())
         return 0
     model, rep = train(args.store, exclude_suites=suites, test_fraction=args.test_fraction, kind=args.kind,
-                       seed=args.seed, device=args.device)
+                       seed=args.seed, device=args.device, pool_stores=getattr(args, "pool_store", None) or ())
     console = Console(width=None if sys.stdout.isatty() else 160)
     worse = learned_is_worse(rep)
     for note in rep.get("notes", []):
@@ -303,11 +303,11 @@ def add_parsers(sub) -> None:
                    "plus the model's top k for k in 1,2,3,5, the adaptive k, and the family-diverse selection: each "
                    "family's first choice, the best 2 or 3 of those) on every shape held out once (--cv K folds, "
                    "default 5; --kind, default lgbm_rank); write DIR/README.md and DIR/policies.json")
-    p.add_argument("--pool-store", action="append", metavar="STORE", help="with --cv / --ship: also train on "
-                   "this store of another GPU of the same compute capability (repeatable), each problem "
-                   "featurized with the GPU that measured it; the model ranks for --store's GPU, and the "
-                   "cross-validation scores only --store's problems (a pooled problem of a held-out shape is "
-                   "left out of that fold's training)")
+    p.add_argument("--pool-store", action="append", metavar="STORE", help="also train on this store of another "
+                   "GPU of the same compute capability (repeatable), each problem featurized with the GPU that "
+                   "measured it; the model ranks for --store's GPU, and the held-out shapes (or the "
+                   "cross-validation) score only --store's problems (a pooled problem of a held-out shape is "
+                   "left out of that training)")
     p.add_argument("--policy-store", action="append", metavar="STORE", help="with --policies: also replay them on "
                    "this store's problems (repeatable), with the model trained on every other shape")
     p.add_argument("--report", metavar="DIR", help="with --cv: write the cross-validation (overall and per "

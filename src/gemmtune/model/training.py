@@ -18,7 +18,8 @@ import numpy as np
 
 from ..device import DeviceInfo
 from .analytic import AnalyticModel
-from .data import MIN_RANKED_CHOICES, Dataset, domain_of, exclude, load_dataset, split_by_shape, suite_shapes
+from .data import (MIN_RANKED_CHOICES, Dataset, domain_of, exclude, load_dataset, pool, split_by_shape,
+                   suite_shapes)
 from .errors import ModelError
 from .features import FEATURE_NAMES, FEATURE_VERSION, featurize
 from .learned import LearnedModel, _base_log_ms
@@ -116,7 +117,7 @@ def fit(data: Dataset, *, kind: str = "auto", device: DeviceInfo | str | None = 
     if kind == "auto":
         fit_d, val_d = split_by_shape(data, 0.2, seed + 1)
         Xf, yf, gf = _matrix(fit_d, dev, analytic)
-        Xv, yv, gv = _matrix(val_d, dev, analytic)
+        Xv, yv, gv = _matrix(val_d.native(), dev, analytic)  # validated on the target GPU's problems
         wf = _weights(weighting, yf, gf)
         scores = {k: _score(_fit_one(k, Xf, yf, seed, wf), Xv, yv, gv) for k in _REGRESSORS}
         scores["analytic"] = _score(_Zero(), Xv, yv, gv)
@@ -172,14 +173,18 @@ class _Zero:
 def train(path: str | os.PathLike, *, exclude_suites=("public",), test_fraction: float = 0.2,
           kind: str = "auto", seed: int = 0, device: DeviceInfo | str | None = None,
           device_name: str | None = None, strata=None,
-          weighting: str = "near_best") -> tuple[LearnedModel, dict]:
+          weighting: str = "near_best", pool_stores=()) -> tuple[LearnedModel, dict]:
     """Load a store, drop the excluded suites' shapes, split by shape, fit, and evaluate
     on the held-out shapes (the learned model and the analytic one side by side).
+    ``pool_stores``: stores of other GPUs trained on too (``data.pool``); only the store's
+    own problems are scored.
 
     Returns (model, report); ``report['held_out']`` and ``report['held_out_analytic']``
     hold the summaries. The model's provenance records the same.
     """
     data = load_dataset(path, device_name=device_name)
+    if pool_stores:
+        data = pool(data, [load_dataset(p) for p in pool_stores])
     excluded: set = set()
     for s in exclude_suites or ():
         excluded |= suite_shapes(s)
@@ -193,8 +198,9 @@ def train(path: str | os.PathLike, *, exclude_suites=("public",), test_fraction:
             "test_fraction": test_fraction, "seed": seed,
             "test_shapes": len(te.shapes), "context": data.context}
     model, report = fit(tr, kind=kind, device=device, seed=seed, description=desc, weighting=weighting)
-    # Scored only where the sample is big enough to rank (Dataset.ranked); trained on everything.
-    te_all, te = te, te.ranked()
+    # Scored only where the sample is big enough to rank (Dataset.ranked), and only on the store's own
+    # GPU (pooled problems of the held-out shapes are left out of both); trained on everything else.
+    te_all, te = te.native(), te.native().ranked()
     if not te.groups:
         raise ModelError(f"{path}: none of the {len(te_all.groups)} held-out problems has {MIN_RANKED_CHOICES} "
                          "or more measured choices; nothing to score a ranking on")
