@@ -6,8 +6,10 @@ two columns are **not** the model's top-1 and top-20. GPU only.
 
     python scripts/exp_fast_columns.py MODEL.json -- <gemmtune bench arguments>
 """
-import importlib
 import sys
+from unittest import mock
+
+from bench_slots import run_slot_under
 
 from gemmtune import cli
 from gemmtune.bench import modes
@@ -16,20 +18,5 @@ from gemmtune.model import topk
 model, rest = sys.argv[1], sys.argv[sys.argv.index("--") + 1:]
 modes.OPTIONAL_MODES["gemmtune_top1"] = {"fast": True, "model": model}
 modes.OPTIONAL_MODES["gemmtune_top20"] = {"fast": True}
-tune_module = importlib.import_module("gemmtune.tune")
-_tune = tune_module.tune
-
-
-def tune(*args, **kwargs):
-    """The bench names each mode's store after the mode: the top-20 slot runs the old rule."""
-    if "gemmtune_top20" not in str(kwargs.get("store", "")):
-        return _tune(*args, **kwargs)
-    old, topk.FAST_UNSURE_EXTRA = topk.FAST_UNSURE_EXTRA, 0
-    try:
-        return _tune(*args, **kwargs)
-    finally:
-        topk.FAST_UNSURE_EXTRA = old
-
-
-tune_module.tune = tune
+run_slot_under("gemmtune_top20", lambda: mock.patch.object(topk, "FAST_UNSURE_EXTRA", 0))  # the old rule
 sys.exit(cli.main(["bench", *rest, "--extra-modes", "top1,top20"]))

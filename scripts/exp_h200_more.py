@@ -5,7 +5,10 @@ Scores, on the 30 problems call 5 added (outside the shipped ranker's training):
 store cross-validated by shape (5 folds, the CV of ``gemmtune train --cv 5 --pool-store``), whose
 held-out scores are also summarized over every H200 problem.
 
-    PYTHONPATH=src python scripts/exp_h200_more.py CALL1_STORE CALL5_STORE [--out JSON]
+    mkdir -p /tmp/h200-call1 && for f in json lgbm.txt; do   # the ranker shipped from call 1's store
+      git show f8c9734:src/gemmtune/data/models/nvidia-h200-rank.$f > /tmp/h200-call1/nvidia-h200-rank.$f; done
+    PYTHONPATH=src python scripts/exp_h200_more.py CALL1_STORE CALL5_STORE \
+      --shipped /tmp/h200-call1/nvidia-h200-rank.json [--out JSON]
 """
 import argparse
 import json
@@ -19,7 +22,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("call1")
 ap.add_argument("call5")
 ap.add_argument("--h100", default="data/collect/h100/collect.sqlite.gz")
-ap.add_argument("--shipped", default="src/gemmtune/data/models/nvidia-h200-rank.json")
+ap.add_argument("--shipped", required=True, help="the ranker trained on call 1's store (see above)")
 ap.add_argument("--out")
 args = ap.parse_args()
 before = {g.problem.key for g in load_dataset(args.call1).groups}

@@ -13,7 +13,11 @@ H200 problems only (cv.score: top-1 within 10% of the best measured, top-5 regre
 * fresh: old + the new H200 problems outside the scored fold (5 folds over the new shapes);
 * fresh+pooled-b: fresh + the H100 problems whose shape is not in the scored fold.
 
-    PYTHONPATH=src python scripts/exp_h200_transfer.py NEW_STORE [--out DIR]
+    git show 7630742:data/collect/collect.sqlite.gz > /tmp/h200-old.sqlite.gz   # the store before session 21
+    mkdir -p /tmp/h200-old && for f in json lgbm.txt; do      # and the ranker shipped from it
+      git show 7630742:src/gemmtune/data/models/nvidia-h200-rank.$f > /tmp/h200-old/nvidia-h200-rank.$f; done
+    PYTHONPATH=src python scripts/exp_h200_transfer.py NEW_STORE --old /tmp/h200-old.sqlite.gz \
+      --shipped /tmp/h200-old/nvidia-h200-rank.json [--out DIR]
 """
 import argparse
 import json
@@ -23,24 +27,24 @@ import time
 from gemmtune.device import DeviceInfo
 from gemmtune.model import cv as cvmod
 from gemmtune.model import training
-from gemmtune.model.data import Dataset, load_dataset
+from gemmtune.model.data import Dataset, load_dataset, pool
 from gemmtune.model.learned import LearnedModel
 
 ap = argparse.ArgumentParser()
 ap.add_argument("new_store")
-ap.add_argument("--old", default="data/collect/collect.sqlite.gz")
+ap.add_argument("--old", required=True, help="the H200 store before session 21's rows (see above)")
 ap.add_argument("--h100", default="data/collect/h100/collect.sqlite.gz")
-ap.add_argument("--shipped", default="src/gemmtune/data/models/nvidia-h200-rank.json")
+ap.add_argument("--shipped", required=True, help="the H200 ranker shipped before session 21 (see above)")
 ap.add_argument("--folds", type=int, default=5)
 ap.add_argument("--out", default=None)
 args = ap.parse_args()
 
 old, new_all, h100 = load_dataset(args.old), load_dataset(args.new_store), load_dataset(args.h100)
-dev2, dev1 = DeviceInfo.lookup(old.context["device_name"]), DeviceInfo.lookup(h100.context["device_name"])
+dev2 = DeviceInfo.lookup(old.context["device_name"])
 old_keys = {g.problem.key for g in old.groups}
 new = Dataset([g for g in new_all.groups if g.problem.key not in old_keys], dict(new_all.context), "new", [])
-for g in h100.groups:  # what gemmtune.model.data.pool marks: features with the H100's facts
-    g.device = dev1
+# Each H100 problem marked with its GPU (features with the H100's facts), as `train --pool-store` does.
+h100.groups = pool(Dataset([], dict(old.context), old.source), [h100]).groups
 scored = new.ranked(cvmod.MIN_RANKED_CHOICES)
 print(f"old {len(old.groups)} problems, new {len(new.groups)} ({len(scored.groups)} scored), "
       f"H100 {len(h100.groups)}; new shapes also in the H100 store: {len(new.shapes & h100.shapes)}", flush=True)
@@ -80,10 +84,10 @@ r, p = row("pooled-b", cvmod.score(fit(old.groups + [g for g in h100.groups if g
 results.append(r)
 per_problem["pooled-b"] = p
 folds = cvmod.folds_by_group(new.shapes, cvmod.shape_groups(), args.folds, 0)
-for name, pool in (("fresh", False), ("fresh+pooled-b", True)):
+for name, pooled in (("fresh", False), ("fresh+pooled-b", True)):
     t, per = time.perf_counter(), []
     for fold in folds:
-        extra = [g for g in h100.groups if g.shape not in fold] if pool else []
+        extra = [g for g in h100.groups if g.shape not in fold] if pooled else []
         m = fit(old.groups + new.subset(new.shapes - fold).groups + extra)
         per += cvmod.score(m, scored.subset(fold))
     r, p = row(name, per, t)

@@ -57,7 +57,9 @@ def _matrix(data: Dataset, device: DeviceInfo, analytic: AnalyticModel):
     others: dict = {}
     for i, g in enumerate(data.groups):
         dev = g.device or device
-        am = analytic if dev == device else others.setdefault(dev.name, AnalyticModel(dev))
+        if dev != device and dev not in others:
+            others[dev] = AnalyticModel(dev)
+        am = analytic if dev == device else others[dev]
         Xs.append(featurize(g.problem, g.choices, dev, analytic=am))
         ys.append(np.log(g.times_ms))
         gid.append(np.full(len(g.choices), i))
