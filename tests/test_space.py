@@ -364,3 +364,59 @@ def test_memoised_spaces_equal_scaling_each_config(family, kind):
                      problem, dev, splitk.constraint if family == "splitk" else tile_constraint)
         got = fam.space(problem, dev, kind)
         assert got[0] == want[0] and got[1] == want[1], (family, kind, problem.key)
+
+
+def _grouped_order(grid_m: int, grid_n: int, group_m: int) -> list[tuple[int, int]]:
+    # The pid -> (pid_m, pid_n) map of kernels/tiled.py (and persistent.py's _tile_coords), in Python.
+    out = []
+    for pid in range(grid_m * grid_n):
+        width = group_m * grid_n
+        group_id = pid // width
+        size = min(grid_m - group_id * group_m, group_m)
+        out.append((group_id * group_m + (pid % width) % size, (pid % width) // size))
+    return out
+
+
+@pytest.mark.parametrize("grid_m,grid_n", [(1, 1), (1, 7), (1, 393), (5, 1), (64, 1), (3, 9), (17, 4)])
+def test_group_m_orders_nothing_with_one_row_or_column_of_tiles(grid_m, grid_n):
+    orders = {g: _grouped_order(grid_m, grid_n, g) for g in (1, 2, 8, 16)}
+    for o in orders.values():  # every order visits each tile once
+        assert sorted(o) == [(i, j) for i in range(grid_m) for j in range(grid_n)]
+    same = all(o == orders[1] for o in orders.values())
+    # The premise of configs.canonical_group_m: one row or one column of tiles -> one order.
+    assert same == (grid_m == 1 or grid_n == 1)
+
+
+@pytest.mark.parametrize("family", ["triton_mm", "splitk", "persistent_tma"])
+@pytest.mark.parametrize("m,n,k", [(1, 4096, 4096), (16, 50257, 768), (96, 50257, 768), (4096, 8, 1024),
+                                   (200, 200, 20000), (1000, 1000, 1000)])
+def test_spaces_list_no_group_m_twins(family, m, n, k):
+    # Two configs that differ only in GROUP_M are one kernel where the grid has one row or one
+    # column of tiles (configs.canonical_group_m): a space lists one of them, with GROUP_M 8.
+    problem = Problem.from_sizes(m, n, k, "bf16")
+    kept, rejected = kernels.get(family).space(problem, DeviceInfo.lookup("h200"), "exhaustive")
+    cfgs = kept + [c for c, _ in rejected]
+    ones = [c for c in cfgs if -(-m // c.block_m) == 1 or -(-n // c.block_n) == 1]
+    assert all(c.group_m == 8 for c in ones), [c.id for c in ones if c.group_m != 8][:3]
+    # ...and keeps both GROUP_M where there is more than one row and column of tiles.
+    many = {c.group_m for c in cfgs if -(-m // c.block_m) > 1 and -(-n // c.block_n) > 1}
+    assert many <= {1, 8}
+    if (m, n) == (1000, 1000) and family == "triton_mm":  # GROUP_M 1 and 8 both listed there
+        assert many == {1, 8}
+    if m == 1 and family != "persistent_tma":
+        assert not many and ones
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 4096, 4096), (8, 50257, 768), (16, 4096, 64), (3, 100, 100000)])
+def test_skinny_space_lists_no_reduction_twins_at_one_k_slice(m, n, k):
+    # With one K-slice a skinny config reduces nothing: '-atomic' and '-det' are one kernel
+    # (SPLIT_MODE 0, no workspace), so the space keeps the deterministic twin only.
+    from gemmtune.kernels.skinny_spec import plan
+    problem = Problem.from_sizes(m, n, k, "bf16")
+    kept, rejected = kernels.skinny.space(problem, DeviceInfo.lookup("h200"), "exhaustive")
+    cfgs = kept + [c for c, _ in rejected]
+    one = [c for c in cfgs if not c.stream_k and plan(m, n, k, c)["splits"] == 1]
+    assert one and all(c.deterministic for c in one)
+    many = [c for c in cfgs if not c.stream_k and plan(m, n, k, c)["splits"] > 1]
+    if k >= 4096:  # split configs keep both reductions
+        assert {c.deterministic for c in many} == {True, False}

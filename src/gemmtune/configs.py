@@ -346,7 +346,9 @@ def scale_tile(cfg: TileConfig | SplitKConfig, problem: Problem, k_len: int | No
 
     A 256-wide block over a 32-wide matrix wastes 7/8 of its work; the block is cut
     to the next power of two of the dimension. Warps shrink with the tile so that
-    each warp still owns at least a 16x16 piece of the accumulator.
+    each warp still owns at least a 16x16 piece of the accumulator. Where the scaled tile
+    leaves one row or one column of tiles, GROUP_M becomes CANONICAL_GROUP_M (it orders
+    nothing there: ``canonical_group_m``).
     ``k_len`` is the K extent one program reduces (K / split for split-K).
     """
     k_len = problem.k if k_len is None else k_len
@@ -361,9 +363,32 @@ def _scale_tile(cfg, m2: int, n2: int, k2: int, min_bk: int):
     bn = max(MIN_BLOCK, min(cfg.block_n, n2))
     bk = max(min_bk, min(cfg.block_k, k2))
     warps = max(2, min(cfg.num_warps, bm * bn // 256))
-    if (bm, bn, bk, warps) == (cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_warps):
+    group = canonical_group_m(cfg.group_m, bm >= m2, bn >= n2)
+    if (bm, bn, bk, warps, group) == (cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_warps, cfg.group_m):
         return cfg
-    return replace(cfg, block_m=bm, block_n=bn, block_k=bk, num_warps=warps)
+    return replace(cfg, block_m=bm, block_n=bn, block_k=bk, num_warps=warps, group_m=group)
+
+
+# GROUP_M only orders the tiles: groups of GROUP_M rows of tiles are walked column by column, so
+# that programs in flight share B's columns in L2. With one row of tiles (M <= BLOCK_M: every
+# decode problem) or one column (N <= BLOCK_N), every GROUP_M gives the same order (the pid ->
+# (pid_m, pid_n) map of tiled.py and persistent.py is then the identity; tests/test_space.py
+# checks it), so two configs that differ only in GROUP_M run the same tiles in the same order:
+# the same kernel but for a constexpr. Scaling maps them to one (GROUP_M 8, the default spaces'
+# value), so that the exhaustive spaces stop listing each such config twice (GROUP_M is 1 or 8
+# there: half of a decode problem's space was twins), and a ranker's top k or --fast's "next"
+# pick is never spent on the twin of a config already picked (on 96x50257x768 the shipped H200
+# ranker's 10 first triton_static choices were 5 such pairs).
+CANONICAL_GROUP_M = 8
+
+
+def canonical_group_m(group_m: int, one_row: bool, one_column: bool) -> int:
+    """``group_m``, or CANONICAL_GROUP_M where the grid has one row or one column of tiles.
+
+    >>> canonical_group_m(1, True, False), canonical_group_m(1, False, False)
+    (8, 1)
+    """
+    return CANONICAL_GROUP_M if one_row or one_column else group_m
 
 
 def scaled_configs(raw_configs, kind: str, problem: Problem) -> list:

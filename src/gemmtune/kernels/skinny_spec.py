@@ -5,6 +5,7 @@ The family is kernels.skinny, which re-exports these (see kernels.spec).
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 from ..configs import SkinnyConfig, cdiv, min_block_k, next_pow2, prune
 from ..device import DeviceInfo
@@ -210,8 +211,14 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
         per = cdiv(problem.k, c.split_k)
         bk = max(min_block_k(problem), min(c.block_k, 1 << max(0, (per - 1).bit_length())))
         bn = min(c.block_n, bn_most)
-        scaled.append(c if (bk, bn) == (c.block_k, c.block_n) else SkinnyConfig(
-            c.block_m, bn, bk, c.split_k, c.num_stages, c.num_warps, c.dot, c.deterministic, c.stream_k))
+        c = c if (bk, bn) == (c.block_k, c.block_n) else SkinnyConfig(
+            c.block_m, bn, bk, c.split_k, c.num_stages, c.num_warps, c.dot, c.deterministic, c.stream_k)
+        # One K-slice: nothing to reduce, so '-atomic' and '-det' launch the same kernel (SPLIT_MODE 0,
+        # no workspace: skinny._args). One of the twins is kept, the deterministic one, as the default
+        # space has it, so that a top k or --fast's next pick is not spent on the other.
+        if not c.stream_k and not c.deterministic and cdiv(problem.k, k_per_split(problem.k, c)) == 1:
+            c = replace(c, deterministic=True)
+        scaled.append(c)
     return prune(scaled, problem, device, constraint)
 
 
@@ -236,5 +243,6 @@ def validate(problem: Problem, cfg: SkinnyConfig) -> None:
 def features_row(facts: tuple, choice) -> tuple:
     cfg = choice.config
     p = plan(*facts[:3], cfg)  # the launcher's own arithmetic
-    return tile_row(facts, choice, cfg, splits=p["splits"], det=int(cfg.deterministic),
+    # det: only where there is a reduction; with one K-slice both modes are one kernel (space())
+    return tile_row(facts, choice, cfg, splits=p["splits"], det=int(cfg.deterministic and p["splits"] > 1),
                     k_len=p["k_per_split"] if p["splits"] > 1 else facts[2], group_m=1)
