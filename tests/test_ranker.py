@@ -334,6 +334,30 @@ def test_select_fast_times_a_cuda_core_choice_on_a_half_precision_decode_with_an
         assert with_core(rest, list(range(len(rest))), [0], q) == [0]
 
 
+def test_with_core_adds_the_default_core_tiles_even_when_another_core_choice_is_picked():
+    """A core choice of the whole space that the ranker put first (as skinny's family pick) does not
+    stand in for skinny's default core tiles: on 1x30522x768 bf16 (H200, s22 call 3) that pick lost to
+    cuBLAS while a default core tile ran at 1.78x. Without preferred tiles the rule is unchanged."""
+    from gemmtune import space
+    from gemmtune.model.topk import CORE_PICKS, is_cuda_core, with_core
+
+    dev = DeviceInfo.lookup("h200")
+    p = Problem.from_sizes(1, 30522, 768, "bf16")
+    cands = [c for c in candidates(p, ("skinny", "triton_mm"), "exhaustive", dev) if c.family != "aten"]
+    preferred = {c.id for c in space(p, "skinny", "default", dev) if is_cuda_core(c)}
+    other = next(i for i, c in enumerate(cands) if is_cuda_core(c) and c.id not in preferred)
+    order = [other] + [i for i in range(len(cands)) if i != other]
+    got = with_core(cands, order, [other], p, preferred)
+    added = [cands[i].id for i in got[1:]]
+    assert got[0] == other and 1 <= len(added) <= CORE_PICKS and set(added) <= preferred
+    assert len(set(got)) == len(got)
+    assert with_core(cands, order, [other], p) == [other]  # no preferred: the picked core stands
+    # a preferred tile already picked is not added twice
+    first = next(i for i in order if cands[i].id in preferred)
+    got = with_core(cands, order, [first], p, preferred)
+    assert got[0] == first and len(set(got)) == len(got) and first not in got[1:]
+
+
 @pytest.mark.parametrize("trust,extra", [(1.0, 1), (0.5, 2), (0.0, 3), (None, 3)])
 def test_select_fast_adds_next_choices_where_the_model_is_unsure(trust, extra):
     """--fast adds the model's next best choices as its trust in the problem falls (topk.fast_extra):

@@ -265,12 +265,23 @@ def with_core(choices, order, picked: list[int], problem, preferred=None) -> lis
     [0, 1]
     >>> with_core(cs, [0, 1], [0], Problem.from_sizes(2, 3072, 12288, "bf16"))
     [0]
+    >>> with_core(cs, [1, 0], [1], Problem.from_sizes(2, 3072, 12288, "fp32"), preferred={"x"})
+    [1]
+
+    A core choice already picked (the ranker's first of skinny's whole space) does not stand in for
+    the preferred ones: on 1x30522x768 bf16 (H200, benchmarks/results/2026-11-27-h200-s22, call 3)
+    --fast's one core pick, BK64, lost to cuBLAS (30.6 us) where the default space's BK128 core tile
+    ran 17.2 us, and with it picked no default tile was timed.
     """
-    if not core_pick_applies(problem) or any(is_cuda_core(choices[i]) for i in picked):
+    if not core_pick_applies(problem):
         return list(picked)
     cores = [int(i) for i in order if is_cuda_core(choices[int(i)])]
     liked = [i for i in cores if preferred and choices[i].id in preferred][:CORE_PICKS]
-    return list(picked) + (liked or cores[:1])
+    if liked:
+        return list(picked) + [i for i in liked if i not in picked]
+    if any(is_cuda_core(choices[i]) for i in picked):
+        return list(picked)
+    return list(picked) + cores[:1]
 
 
 def with_other_path(choices, order, picked: list[int]) -> list[int]:
