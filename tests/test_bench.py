@@ -328,9 +328,12 @@ def test_measure_shape_record_on_cpu():
     skipped = {"gemmtune_fast": "no 'fast'", "gemmtune_top5": "no 'benchmark_space'",
                "gemmtune_exhaustive": "the tuner failed: RuntimeError: x"}
     ceilings = {"copy": {"gbps": 4000.0}, "mm": {"float16": {"tflops": 800.0}}}
+    sweeps = {"gemmtune": {key: [{"choice": "triton_mm:BM16-BN32-BK16-S2-W2-G1", "ms": 0.01}, {"choice": "aten", "ms": 0.02}]},
+              "nvmmh_top1": {key: [{"choice": "splitk:x", "status": "wrong", "reason": "rel err 0.5"}]}}
     rec = benchmark.measure_shape(shape, WorkerState(timer=WallTimer(), device="cpu"), ceilings, tuned, skipped,
                                   seed=0, inductor_log=None, extra_s={"nvmmh_top1": {key: 0.05}},
-                                  errors={"nvmmh_top5": {key: "nvMatmulHeuristics returned no configuration"}})
+                                  errors={"nvmmh_top5": {key: "nvMatmulHeuristics returned no configuration"}},
+                                  sweeps=sweeps)
     assert rec["floor_ms"] == report.roofline_ms(2 * 17 * 33 * 65, shape.problem.min_bytes, 800.0, 4000.0)
     assert rec["bound"] == "memory" and rec["cublas"]["status"] == "ok" and rec["cublas"]["choice"] == "aten"
     g = rec["methods"]["gemmtune"]
@@ -343,6 +346,9 @@ def test_measure_shape_record_on_cpu():
     assert m["gemmtune_exhaustive"] == {"status": "skipped", "reason": "the tuner failed: RuntimeError: x"}
     assert list(m)[:5] == ["gemmtune", "gemmtune_fast", "gemmtune_top5", "gemmtune_top20", "gemmtune_exhaustive"]
     assert m["nvmmh_top1"]["status"] == "error" and "wrong" in m["nvmmh_top1"]["reason"]
+    # what each mode timed travels in its record (also where nothing passed), not where it has none
+    assert g["sweep"] == sweeps["gemmtune"][key] and m["nvmmh_top1"]["sweep"] == sweeps["nvmmh_top1"][key]
+    assert "sweep" not in m["gemmtune_top20"]
     assert m["nvmmh_top5"]["reason"] == "nvMatmulHeuristics returned no configuration"
     assert m["inductor"] == {"status": "skipped", "reason": "--skip-inductor"}
     json.dumps(rec, allow_nan=False)  # what the bench JSON holds
@@ -621,3 +627,31 @@ def test_bench_benchmarks_addmm_rows_as_mm_and_leaves_bmm_rows_whole(tmp_path):
     assert [(r.problem.op, r.problem.batch) for r in rows] == [("mm", 1), ("bmm", 7), ("mm", 1)]
     assert "1 addmm row(s)" in note
     assert plain_products(rows[1:]) == (rows[1:], None)
+
+
+def test_read_sweeps_lists_what_a_mode_timed_fastest_first(tmp_path):
+    from gemmtune.bench.modes import read_sweeps
+    from gemmtune.store import ResultRow, ResultStore, RunContext
+
+    ctx = RunContext.current("NVIDIA H200", "9.0")
+    key = Problem.from_sizes(1, 30522, 768, "bf16").key
+
+    def row(choice, ms, status="ok", reason=""):
+        return ResultRow(problem_key=key, choice_id=choice, family=choice.split(":")[0], status=status, device_ms=ms,
+                         eager_ms=None, rel_err=None, m=1, n=30522, k=768, dtype="bfloat16", out_dtype="bfloat16",
+                         layout="row/row", aligned=False, reason=reason)
+    with ResultStore(tmp_path / "gemmtune_fast.sqlite") as store:
+        store.record_many(ctx, [row("aten", 0.0306), row("skinny:BM1-BN32-BK64-SK1-S1-W4-core-det", 0.041),
+                                row("triton_static:BM16-BN64-BK64-S5-W2-G8", None, "compile_error", "out of resources")])
+    notes = []
+    got = read_sweeps(tmp_path / "gemmtune_fast.sqlite", ctx, [key], notes, "gemmtune --fast")
+    assert [r["choice"] for r in got[key]] == ["aten", "skinny:BM1-BN32-BK64-SK1-S1-W4-core-det",
+                                             "triton_static:BM16-BN64-BK64-S5-W2-G8"]
+    assert got[key][0]["ms"] == 0.0306 and got[key][2] == {"choice": "triton_static:BM16-BN64-BK64-S5-W2-G8",
+                                                           "status": "compile_error", "reason": "out of resources"}
+    assert notes == []
+    # a store that cannot be read: a note, and no sweep, never a failed bench
+    bad = tmp_path / "bad.sqlite"
+    bad.write_text("not a database")
+    assert read_sweeps(bad, ctx, [key], notes, "gemmtune --fast") == {}
+    assert len(notes) == 1 and "could not be read back" in notes[0]

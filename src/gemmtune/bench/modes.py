@@ -10,7 +10,7 @@ from typing import Callable, Collection, Sequence
 from .. import report
 from ..shapes import Shape
 from .nvmmh import nvmmh_choices
-from .records import dist_version
+from .records import dist_version, sweep_record
 
 # gemmtune's modes: report method name -> tune() keyword arguments (space='default' unless
 # given). --fast is tune(fast=True): the exhaustive space, the model's first choice of each of its
@@ -88,7 +88,7 @@ def tune_phase(shapes: Sequence[Shape], *, tune_fn: Callable, scratch: Path, see
 
     Returns {"tuned": mode -> key -> ShapeResult, "skipped": mode -> why, "extra_s": mode ->
     key -> nvMMH query seconds, "errors": mode -> key -> why, "notes": [...], "modes": mode ->
-    what ran (for the header)}.
+    what ran (for the header), "sweeps": mode -> key -> what it timed (``sweep_record``)}.
     """
     from ..table import LookupTable, TableChoice
 
@@ -119,7 +119,7 @@ def tune_phase(shapes: Sequence[Shape], *, tune_fn: Callable, scratch: Path, see
                          [sh for sh in shapes if sh.problem.key in table.entries]))
             extra_s[mode] = query_s
             errors[mode] = failed
-    tuned, ran = {}, {}
+    tuned, ran, sweeps = {}, {}, {}
     for mode, kwargs, described, subset in jobs:
         if not subset:
             continue
@@ -133,9 +133,25 @@ def tune_phase(shapes: Sequence[Shape], *, tune_fn: Callable, scratch: Path, see
                 skipped[mode] = f"the tuner failed: {type(e).__name__}: {e}"[:300]
             continue
         tuned[mode] = {sh.problem.key: sh for sh in r.shapes}
+        sweeps[mode] = read_sweeps(scratch / f"{mode}.sqlite", getattr(r, "context", None), tuned[mode], notes,
+                                   report.LABELS[mode])
         ran[mode] = {"kwargs": described, "wall_s": r.wall_s, "measured": r.measured,
                      "startup_s": r.startup_s, "compile_workers": r.compile_workers}
         say(f"  {r.measured} candidates in {r.wall_s:.1f} s ({r.startup_s:.1f} s worker start-up, "
             f"{r.compile_workers} compile workers)")
     return {"tuned": tuned, "skipped": skipped, "extra_s": extra_s, "errors": errors, "notes": notes,
-            "modes": ran}
+            "modes": ran, "sweeps": sweeps}
+
+
+def read_sweeps(store_path: Path, ctx, keys, notes: list, label: str) -> dict:
+    """problem key -> ``sweep_record`` of what one mode timed on it, read back from the mode's
+    own (fresh) store, in run context ``ctx`` (None: any); {} (and a note) when the store cannot
+    be read: the record is for diagnosis, and the bench's figures do not depend on it."""
+    from ..store import ResultStore
+
+    try:
+        with ResultStore(store_path) as store:
+            return {key: sweep_record([row for _, row in store.rows(ctx, key)]) for key in keys}
+    except Exception as e:  # noqa: BLE001 - reported in the notes, not fatal
+        notes.append(f"{label}: its timed candidates could not be read back ({type(e).__name__}: {e})"[:300])
+        return {}

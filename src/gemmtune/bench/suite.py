@@ -75,13 +75,15 @@ CUDA_ERROR = "bench needs a CUDA GPU; use `gemmtune report` to render recorded r
 
 def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dict, *, seed: int,
                   inductor_log: AutotuneLog | None, extra_s: dict | None = None,
-                  errors: dict | None = None, rounds: int = ROUNDS, tunableop: TunableOp | None = None) -> dict:
+                  errors: dict | None = None, rounds: int = ROUNDS, tunableop: TunableOp | None = None,
+                  sweeps: dict | None = None) -> dict:
     """Every method on one shape; the record that goes into the bench JSON.
 
     ``tuned``: mode -> problem key -> the tuner's ShapeResult (gemmtune's modes and
     nvMMH's top-k); ``skipped``: mode -> why it did not run; ``extra_s``: mode -> key ->
     seconds to add to the tuning time (nvMMH's query); ``errors``: mode -> key -> why
-    the mode has no result for this shape.
+    the mode has no result for this shape; ``sweeps``: mode -> key -> what the mode timed
+    (``records.sweep_record``), kept in its record as ``sweep``.
 
     First every method's kernel is checked against the fp64 reference (Inductor's after
     its compile, which is its tuning); then cuBLAS and every kernel that passed are timed
@@ -122,9 +124,12 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
         elif why or r is None:
             methods[mode] = {"status": "error", "reason": why or "the tuner gave no result for this shape (see notes)"}
         elif r.best is None:
-            methods[mode] = {"status": "error", "reason": f"no candidate passed: {r.statuses}", "tune_s": r.tune_s}
+            sweep = (sweeps or {}).get(mode, {}).get(p.key)
+            methods[mode] = {"status": "error", "reason": f"no candidate passed: {r.statuses}", "tune_s": r.tune_s,
+                             **({"sweep": sweep} if sweep else {})}
         else:
-            methods[mode] = check(mode, r.best, candidates=r.tried, tuner_ms=r.best_ms,
+            sweep = (sweeps or {}).get(mode, {}).get(p.key)
+            methods[mode] = check(mode, r.best, candidates=r.tried, tuner_ms=r.best_ms, **({"sweep": sweep} if sweep else {}),
                                   tune_s=r.tune_s + (extra_s or {}).get(mode, {}).get(p.key, 0.0),
                                   **({"runoff": r.runoff} if getattr(r, "runoff", None) else {}))
     compiled = False
@@ -300,7 +305,8 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
                 break
             t0 = time.perf_counter()
             rec = measure_shape(s, state, c, phase["tuned"], phase["skipped"], seed=seed, inductor_log=inductor_log,
-                                extra_s=phase["extra_s"], errors=phase["errors"], rounds=rounds, tunableop=tunableop)
+                                extra_s=phase["extra_s"], errors=phase["errors"], rounds=rounds, tunableop=tunableop,
+                                sweeps=phase.get("sweeps"))
             rec["measure_s"] = time.perf_counter() - t0
             longest = max(longest, rec["measure_s"])
             doc["shapes"].append(rec)
