@@ -236,7 +236,8 @@ def test_fast_pick_spreads_over_families_counts_static_as_triton_mm_and_spans_bo
     assert fast_pick(cs, [0.0, 0.01, 0.02, 0.03], extra=9) == [0, 2, 1, 3]  # no more than there are
     # unaligned: both picks copy-free, so the best pad+ comes too; a pad+ pick needs no other
     padded = cs + [Choice.parse("pad+aten"), Choice.parse("pad+triton_mm:BM64-BN64-BK32-S3-W4-G8")]
-    assert fast_pick(padded, [0.0, 0.01, 0.02, 0.03, 0.2, 0.1], extra=0) == [0, 2, 5]
+    # ...and pad+aten, the padded path's cuBLAS, always (topk.with_padded_cublas)
+    assert fast_pick(padded, [0.0, 0.01, 0.02, 0.03, 0.2, 0.1], extra=0) == [0, 2, 5, 4]
     assert fast_pick(padded, [0.0, 0.01, 0.02, 0.03, 0.001, 0.1], extra=0) == [0, 4]
     assert fast_pick(padded, [0.0, 0.01, 0.02, 0.03, 0.001, 0.1]) == [0, 4, 1]
     assert fast_pick(cs[:1], [0.0]) == [0]

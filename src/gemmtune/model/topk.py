@@ -199,6 +199,7 @@ def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTR
     picked = with_other_path(choices, order, diverse_pick([diversity_family(c) for c in choices], keys, k_fam))
     if problem is not None:
         picked = with_core(choices, order, picked, problem, preferred)
+    picked = with_padded_cublas(choices, picked)
     taken = set(picked)
     return picked, [int(i) for i in order if int(i) not in taken][:extra]
 
@@ -282,6 +283,24 @@ def with_core(choices, order, picked: list[int], problem, preferred=None) -> lis
     if any(is_cuda_core(choices[i]) for i in picked):
         return list(picked)
     return list(picked) + cores[:1]
+
+
+def with_padded_cublas(choices, picked: list[int]) -> list[int]:
+    """``picked`` plus ``pad+aten`` where ``choices`` has it (an unaligned problem) and it is not
+    picked: cuBLAS on the padded copies is to the padded path what cuBLAS is to the problem, a
+    baseline timed whatever the ranker says. It compiles nothing (the copies are torch ops), and
+    costs one timing. On 6000x100x2048 fp16 (a tall problem with an unaligned N, a class the
+    stores lacked; H200, benchmarks/results/2026-11-27-h200-s22, call 4) it was the best kernel,
+    18.2 us against --fast's pad+persistent_tma at 24.3 (cuBLAS 41.7), ranked 77th by the ranker.
+    Replayed on the stores' unaligned problems (310 H200, 164 H100) it changed no outcome.
+
+    >>> from gemmtune.configs import Choice
+    >>> cs = [Choice.parse(c) for c in ("pad+persistent_tma:BM64-BN128-BK128-S4-W4-G8", "pad+aten")]
+    >>> with_padded_cublas(cs, [0]), with_padded_cublas(cs, [1, 0]), with_padded_cublas(cs[:1], [0])
+    ([0, 1], [1, 0], [0])
+    """
+    extra = [i for i, c in enumerate(choices) if c.family == "aten" and c.pad and i not in picked]
+    return list(picked) + extra[:1]
 
 
 def with_other_path(choices, order, picked: list[int]) -> list[int]:
