@@ -238,9 +238,11 @@ def select_fast(problem: Problem, cands: list[Choice], model, device: DeviceInfo
     picked = [rest[i] for i in first + more]
     # with_core's picks, if it made any: the indices of ``first`` that the picks without it lack
     added = set(first) - set(fast_parts(rest, keys, FAST_FAMILIES, 0)[0])
-    fams = sorted({family_of(rest[i]) for i in first if i not in added})
+    padded = {i for i in first if rest[i].family == "aten" and rest[i].pad}  # topk.with_padded_cublas
+    fams = sorted({family_of(rest[i]) for i in first if i not in added | padded})
     next_ = f", and the model's next {len(more)}" if more else ""
     core_ = f", skinny's first {len(added)} CUDA-core choice(s) (topk.core_pick_applies)" if added else ""
+    core_ += ", cuBLAS on padded copies" if padded else ""
     unsure = " (a model without trust: unsure)" if trust is None else f" (trust {trust:.2f})" if trust < 1 else ""
     return (base + _with_twins(picked, twins), len(picked),
             f"fast: the first of {', '.join(fams)}{core_}{next_}{unsure}")
