@@ -351,3 +351,38 @@ def test_module_doctests():
     assert attempted > 0
 
 
+
+
+def test_report_says_whether_a_mode_never_timed_the_fastest_choice_or_timed_it_slower():
+    """A gemmtune mode more than 5% behind the fastest gemmtune choice of the shape gets a line from
+    its own sweep (bench record ``sweep``): never timed it, timed it slower, or saw it fail. A mode
+    without a sweep (JSONs before session 22), or within 5%, gets none."""
+    s = _shape(0.0306, 0.01, gemmtune=(0.0172, 0.01), gemmtune_fast=(0.0306, 0.01), gemmtune_top5=(0.0175, 0.01),
+               gemmtune_top20=(0.025, 0.01), gemmtune_exhaustive=(0.020, 0.01))
+    m = s["methods"]
+    s["cublas"]["choice"] = "aten"
+    m["gemmtune"]["choice"] = "skinny:BM1-BN32-BK128-SK1-S1-W4-core-det"
+    m["gemmtune_fast"].update(choice="aten", sweep=[{"choice": "aten", "ms": 0.0302},
+                                                    {"choice": "skinny:BM1-BN32-BK64-SK1-S1-W4-core-det", "ms": 0.041}])
+    m["gemmtune_top5"].update(choice="skinny:BM1-BN32-BK256-SK1-S1-W4-core-det",
+                              sweep=[{"choice": "skinny:BM1-BN32-BK128-SK1-S1-W4-core-det", "ms": 0.019}])
+    m["gemmtune_top20"].update(choice="triton_mm:x", sweep=[{"choice": "triton_mm:x", "ms": 0.024},
+                               {"choice": "skinny:BM1-BN32-BK128-SK1-S1-W4-core-det", "status": "timeout", "reason": "r"}])
+    m["gemmtune_exhaustive"].update(choice="triton_mm:y", sweep=[{"choice": "skinny:BM1-BN32-BK128-SK1-S1-W4-core-det",
+                                                                  "ms": 0.017}, {"choice": "triton_mm:y", "ms": 0.0169}])
+    from gemmtune.report.records import sweep_misses
+
+    lines = sweep_misses(s)
+    best = "`skinny:BM1-BN32-BK128-SK1-S1-W4-core-det`"
+    assert lines == [
+        f"gemmtune --fast: never timed {best} (17.2 µs here), the fastest gemmtune choice; it kept `aten` (30.6 µs)",
+        f"gemmtune model top-20: {best} failed in its sweep (timeout); it kept `triton_mm:x` (25.0 µs)",
+        f"gemmtune exhaustive: timed {best} at 17.0 µs in its sweep (17.2 µs here); it kept `triton_mm:y` (20.0 µs)"]
+    # top-5 is within 5% of the fastest (17.5 against 17.2 µs): no line. The Markdown carries the lines.
+    doc = {"schema": report.SCHEMA, "source": "", "header": {"device_name": "X", "date": "2026-11-27"},
+           "ceilings": None, "notes": [], "shapes": [s]}
+    md = report.render_markdown(doc)
+    assert "Why a mode missed the fastest gemmtune choice (its own sweep):" in md and all(f"- {x}" in md for x in lines)
+    for r in m.values():
+        r.pop("sweep", None)
+    assert "Why a mode missed" not in report.render_markdown(doc)

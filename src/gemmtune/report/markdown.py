@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .records import (GEMMTUNE_METHODS, GROUPS, LABELS, METHODS, SAME_MARK, SAME_NOTE, SPEEDUP_TARGETS,
                       TUNE_QUALITY, TUNE_TIME_RATIO, best_ms, group_speedups, kernel, method_speedup,
-                      methods_present, same_kernel_as_cublas, targets, tuning_summary)
+                      methods_present, same_kernel_as_cublas, sweep_misses, targets, tuning_summary)
 from .stats import memory_gbps
 
 
@@ -225,6 +225,11 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
         L.append("")
         if shape_same:
             L.append(f"{SAME_MARK} same kernel as cuBLAS: the difference is noise.\n")
+        misses = sweep_misses(s)
+        if misses:
+            L.append("Why a mode missed the fastest gemmtune choice (its own sweep):\n")
+            L.extend(f"- {line}" for line in misses)
+            L.append("")
 
     if plots:
         L.append("## Plots\n")

@@ -73,6 +73,50 @@ def best_ms(shape: dict) -> float | None:
     return min(times) if times else None
 
 
+# A gemmtune mode whose kernel is this much slower than the fastest gemmtune choice of the run
+# gets a line saying whether its own sweep timed that choice (``sweep_misses``).
+MISS_MARGIN = 1.05
+
+
+def sweep_misses(shape: dict) -> list[str]:
+    """One line per gemmtune mode that ended more than MISS_MARGIN slower than the fastest
+    choice any gemmtune mode (or cuBLAS) reached on the shape, saying whether that choice was
+    in the mode's own sweep (the bench record's ``sweep``): never timed (its ranking or space
+    left it out), or timed slower there than what it kept (sweep noise, or the run-off).
+    Records without a sweep (bench JSONs before session 22) give no line.
+
+    >>> rec = lambda ch, ms, sweep=None: {"status": "ok", "choice": ch, "kernel": {"ms": ms}, **({"sweep": sweep} if sweep else {})}
+    >>> shape = {"cublas": rec("aten", 0.0306), "methods": {
+    ...     "gemmtune": rec("skinny:a", 0.0172),
+    ...     "gemmtune_fast": rec("aten", 0.0306, [{"choice": "aten", "ms": 0.0302}, {"choice": "skinny:b", "ms": 0.041}])}}
+    >>> sweep_misses(shape)
+    ['gemmtune --fast: never timed `skinny:a` (17.2 µs here), the fastest gemmtune choice; it kept `aten` (30.6 µs)']
+    """
+    ours = [(k["ms"], rec["choice"]) for m, rec in [("cublas", shape.get("cublas"))] + list(shape.get("methods", {}).items())
+            if (m == "cublas" or m.startswith("gemmtune")) and (k := kernel(rec)) and rec.get("choice")]
+    if not ours:
+        return []
+    best_ms_, best = min(ours)
+    out = []
+    for m, label in METHODS:
+        rec = shape.get("methods", {}).get(m)
+        k = kernel(rec)
+        if not m.startswith("gemmtune") or k is None or not rec.get("sweep") or rec.get("choice") == best:
+            continue
+        if k["ms"] <= best_ms_ * MISS_MARGIN:
+            continue
+        timed = next((r for r in rec["sweep"] if r.get("choice") == best), None)
+        kept = f"it kept `{rec['choice']}` ({k['ms'] * 1e3:.1f} µs)"
+        if timed is None:
+            out.append(f"{label}: never timed `{best}` ({best_ms_ * 1e3:.1f} µs here), the fastest gemmtune choice; {kept}")
+        elif timed.get("ms") is None:
+            out.append(f"{label}: `{best}` failed in its sweep ({timed.get('status')}); {kept}")
+        else:
+            out.append(f"{label}: timed `{best}` at {timed['ms'] * 1e3:.1f} µs in its sweep "
+                       f"({best_ms_ * 1e3:.1f} µs here); {kept}")
+    return out
+
+
 def methods_present(doc: dict) -> list[str]:
     """Methods with at least one ok record, in METHODS order."""
     return [m for m, _ in METHODS if any(kernel(s.get("methods", {}).get(m)) for s in doc["shapes"])]
