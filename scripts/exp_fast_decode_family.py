@@ -9,9 +9,7 @@ choice when M <= 16 / 32 and no skinny choice is picked already."""
 import json
 import sys
 
-import numpy as np
-
-from fast_replay import replay
+from fast_replay import print_policies, replay
 from gemmtune.model.topk import family_of, fast_pick
 
 
@@ -32,16 +30,6 @@ rows = replay(sys.argv[1], policies)
 json.dump(rows, open(sys.argv[2], "w"))
 
 
-def summ(rs, name):
-    f = np.array([r["pol"][name][0] for r in rs])
-    n = np.array([r["pol"][name][1] for r in rs])
-    return f"{np.exp(np.log(f).mean()) * 100:6.2f}% min {f.min() * 100:5.1f} >=97% {(f >= 0.97).mean() * 100:5.1f}% cand {n.mean():.2f}"
-
-
-for sub, rs in [("all", rows), ("M<=16", [r for r in rows if r["m"] <= 16]),
+print_policies([("all", rows), ("M<=16", [r for r in rows if r["m"] <= 16]),
                 ("17<=M<=32", [r for r in rows if 16 < r["m"] <= 32]),
-                ("M<=16 untrusted", [r for r in rows if r["m"] <= 16 and r["trust"] < 0.5])]:
-    if rs:
-        print(f"== {sub} ({len(rs)})")
-        for name in rows[0]["pol"]:
-            print(f"  {name:10s} {summ(rs, name)}")
+                ("M<=16 untrusted", [r for r in rows if r["m"] <= 16 and r["trust"] < 0.5])], share=">=97%")

@@ -11,9 +11,8 @@ it within 10% / 3% of its first. Output: benchmarks/results/2026-11-26-h100-s15-
 import sys
 import json
 import math
-import numpy as np
 from gemmtune.model.topk import fast_pick, diversity_family, with_other_path
-from fast_replay import replay
+from fast_replay import print_policies, replay
 
 
 def policies(others, keys, order, trust, problem):
@@ -44,15 +43,7 @@ def policies(others, keys, order, trust, problem):
 
 rows = replay(sys.argv[1], policies)
 json.dump(rows, open(sys.argv[2], "w"))
-def summ(rs, name):
-    f = np.array([r["pol"][name][0] for r in rs])
-    n = np.array([r["pol"][name][1] for r in rs])
-    return f"{np.exp(np.log(f).mean())*100:6.2f}% min {f.min()*100:5.1f} >=97 {(f>=0.97).mean()*100:5.1f}% cand {n.mean():.2f}"
 subsets = [("all", rows), ("untrusted", [r for r in rows if r["trust"] < 0.5]),
            ("trusted", [r for r in rows if r["trust"] >= 0.5])]
-for sub, rs in subsets + [(f"group:{gname}", [r for r in rows if r["group"] == gname]) for gname in sorted({r["group"] for r in rows})]:
-    if not rs:
-        continue
-    print(f"== {sub} ({len(rs)})")
-    for name in rows[0]["pol"]:
-        print(f"  {name:10s} {summ(rs, name)}")
+print_policies(subsets + [(f"group:{gname}", [r for r in rows if r["group"] == gname])
+                          for gname in sorted({r["group"] for r in rows})])

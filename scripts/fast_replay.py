@@ -8,6 +8,7 @@ picks scored against the problem's best measured choice.
 ``order`` their argsort); each pick list gets its twins (``topk.twin_indices``) and is scored as
 (best time / the best of cuBLAS and the picks, candidates timed with cuBLAS). Returns one row per
 problem: key, shape, group, trust, m and ``pol`` = {name: (fraction, candidates)}.
+``policy_line`` / ``print_policies``: the experiments' one-line summary of a policy over rows.
 
 ``model``: a fixed model that ranks every problem instead (nothing is fitted or held out: the
 analytic model, or a shipped ranker scored on problems it never saw); its trust is None when it
@@ -49,3 +50,22 @@ def replay(store: str, policies, model=None) -> list[dict]:
                          "m": g.problem.m, "pol": {name: frac(twin_indices(others, p)) for name, p in picks.items()}})
         print("fold", i, round(time.time() - t0), flush=True)
     return rows
+
+
+def policy_line(rows: list[dict], name: str, share: str = ">=97") -> str:
+    """One policy over ``rows``: geomean fraction of the best, the worst, the share at or above 97%,
+    and the mean candidates timed."""
+    f = np.array([r["pol"][name][0] for r in rows])
+    n = np.array([r["pol"][name][1] for r in rows])
+    return (f"{np.exp(np.log(f).mean()) * 100:6.2f}% min {f.min() * 100:5.1f} {share} {(f >= 0.97).mean() * 100:5.1f}% "
+            f"cand {n.mean():.2f}")
+
+
+def print_policies(subsets, width: int = 10, share: str = ">=97") -> None:
+    """For each non-empty (title, rows) of ``subsets``, a header and one ``policy_line`` per policy."""
+    for title, rows in subsets:
+        if not rows:
+            continue
+        print(f"== {title} ({len(rows)})")
+        for name in rows[0]["pol"]:
+            print(f"  {name:{width}s} {policy_line(rows, name, share)}")

@@ -2,7 +2,7 @@ import sys, json, math
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[4] / "scripts"))
 import numpy as np
 from gemmtune.model.topk import fast_pick
-from fast_replay import replay
+from fast_replay import print_policies, replay
 
 def tile(c):
     cfg = c.config
@@ -19,14 +19,8 @@ def policies(others, keys, order, trust, problem):
     tiles = {tile(others[j]) for j in p}
     nd = next((int(j) for j in order if int(j) not in p and (tile(others[int(j)]) is None or tile(others[int(j)]) not in tiles)), nxt)
     pol["fast+next_tilediv"] = p + ([nd] if nd is not None else [])
-    fam = {others[j].family for j in p}
     return pol
 
 rows = replay(sys.argv[1], policies)
-def summ(rs, name):
-    f = np.array([r["pol"][name][0] for r in rs]); n = np.array([r["pol"][name][1] for r in rs])
-    return f"{np.exp(np.log(f).mean())*100:6.2f}% min {f.min()*100:5.1f} >=97 {(f>=0.97).mean()*100:5.1f}% cand {n.mean():.2f}"
-for sub, rs in [("all", rows)] + [(f"group:{g}", [r for r in rows if r["group"] == g]) for g in sorted({r["group"] for r in rows})]:
-    print(f"== {sub} ({len(rs)})")
-    for name in rows[0]["pol"]:
-        print(f"  {name:20s} {summ(rs, name)}")
+print_policies([("all", rows)] + [(f"group:{g}", [r for r in rows if r["group"] == g])
+                                 for g in sorted({r["group"] for r in rows})], width=20)

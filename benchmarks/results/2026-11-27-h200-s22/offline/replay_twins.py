@@ -2,7 +2,7 @@ import sys, json, math
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[4] / "scripts"))
 import numpy as np
 from gemmtune.model.topk import fast_pick
-from fast_replay import replay
+from fast_replay import print_policies, replay
 
 def canon(c, p):
     cfg = c.config
@@ -32,10 +32,5 @@ def policies(others, keys, order, trust, problem):
 
 rows = replay(sys.argv[1], policies)
 json.dump(rows, open(sys.argv[2], "w"))
-def summ(rs, name):
-    f = np.array([r["pol"][name][0] for r in rs]); n = np.array([r["pol"][name][1] for r in rs])
-    return f"{np.exp(np.log(f).mean())*100:6.2f}% min {f.min()*100:5.1f} >=97 {(f>=0.97).mean()*100:5.1f}% cand {n.mean():.2f}"
-for sub, rs in [("all", rows)] + [(f"group:{g}", [r for r in rows if r["group"] == g]) for g in sorted({r["group"] for r in rows})]:
-    print(f"== {sub} ({len(rs)})")
-    for name in rows[0]["pol"]:
-        print(f"  {name:16s} {summ(rs, name)}")
+print_policies([("all", rows)] + [(f"group:{g}", [r for r in rows if r["group"] == g])
+                                 for g in sorted({r["group"] for r in rows})], width=16)
