@@ -119,16 +119,15 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
     for mode in (*TUNE_MODES, *asked, *NVMMH_TOPK):
         r = tuned.get(mode, {}).get(p.key)
         why = (errors or {}).get(mode, {}).get(p.key)
+        sweep = (sweeps or {}).get(mode, {}).get(p.key)
         if mode in skipped:
             methods[mode] = {"status": "skipped", "reason": skipped[mode]}
         elif why or r is None:
             methods[mode] = {"status": "error", "reason": why or "the tuner gave no result for this shape (see notes)"}
         elif r.best is None:
-            sweep = (sweeps or {}).get(mode, {}).get(p.key)
             methods[mode] = {"status": "error", "reason": f"no candidate passed: {r.statuses}", "tune_s": r.tune_s,
                              **({"sweep": sweep} if sweep else {})}
         else:
-            sweep = (sweeps or {}).get(mode, {}).get(p.key)
             methods[mode] = check(mode, r.best, candidates=r.tried, tuner_ms=r.best_ms, **({"sweep": sweep} if sweep else {}),
                                   tune_s=r.tune_s + (extra_s or {}).get(mode, {}).get(p.key, 0.0),
                                   **({"runoff": r.runoff} if getattr(r, "runoff", None) else {}))

@@ -250,6 +250,11 @@ def is_cuda_core(choice) -> bool:
     return choice.family == "skinny" and not choice.pad and getattr(choice.config, "dot", True) is False
 
 
+def is_padded_cublas(choice) -> bool:
+    """``pad+aten``: cuBLAS on padded copies of the operands."""
+    return choice.family == "aten" and choice.pad
+
+
 def with_core(choices, order, picked: list[int], problem, preferred=None) -> list[int]:
     """``picked`` plus, where ``core_pick_applies``, the first index of ``order`` that is a skinny
     CUDA-core choice (``is_cuda_core``), where none is picked and ``choices`` has one. With
@@ -299,7 +304,7 @@ def with_padded_cublas(choices, picked: list[int]) -> list[int]:
     >>> with_padded_cublas(cs, [0]), with_padded_cublas(cs, [1, 0]), with_padded_cublas(cs[:1], [0])
     ([0, 1], [1, 0], [0])
     """
-    extra = [i for i, c in enumerate(choices) if c.family == "aten" and c.pad and i not in picked]
+    extra = [i for i, c in enumerate(choices) if is_padded_cublas(c) and i not in picked]
     return list(picked) + extra[:1]
 
 

@@ -221,7 +221,7 @@ def select_fast(problem: Problem, cands: list[Choice], model, device: DeviceInfo
     (model.topk.FAST_FAMILIES, FAST_EXTRA). With ``device``, a CUDA-core pick (``topk.with_core``)
     prefers skinny's default core tiles."""
     from ..model.topk import (FAST_FAMILIES, core_pick_applies, family_of, fast_extra, fast_parts,
-                              model_trust, rank_keys)
+                              is_padded_cublas, model_trust, rank_keys)
 
     base, rest = _split_baseline(cands)
     rest, twins = _split_twins(rest, model)
@@ -238,7 +238,7 @@ def select_fast(problem: Problem, cands: list[Choice], model, device: DeviceInfo
     picked = [rest[i] for i in first + more]
     # with_core's picks, if it made any: the indices of ``first`` that the picks without it lack
     added = set(first) - set(fast_parts(rest, keys, FAST_FAMILIES, 0)[0])
-    padded = {i for i in first if rest[i].family == "aten" and rest[i].pad}  # topk.with_padded_cublas
+    padded = {i for i in first if is_padded_cublas(rest[i])}  # topk.with_padded_cublas
     fams = sorted({family_of(rest[i]) for i in first if i not in added | padded})
     next_ = f", and the model's next {len(more)}" if more else ""
     core_ = f", skinny's first {len(added)} CUDA-core choice(s) (topk.core_pick_applies)" if added else ""
