@@ -267,40 +267,10 @@ def test_select_fast_is_what_tune_fast_benchmarks():
     plan = CandidatePlan(("triton_mm", "skinny", "splitk", "aten"), "exhaustive", dev, bspace="FAST", ranker=ByIndex())
     got = plan(p)
     assert [c.id for c in got.choices] == [c.id for c in picked] and got.k == 3
-    odd = Problem.from_sizes(16, 4096, 4095, "bf16")  # unaligned: at most 5 picks and their twins
-    # at M <= 16 the bound leaves room for skinny's decode pick (topk.with_skinny); at M = 64 none
-    assert plan.compiles_at_most(p) == 4 and plan.compiles_at_most(odd) == 10
-    assert plan.compiles_at_most(Problem.from_sizes(64, 4096, 4096, "bf16")) == 3
+    odd = Problem.from_sizes(16, 4096, 4095, "bf16")  # unaligned: at most 4 picks and their twins
+    assert plan.compiles_at_most(p) == 3 and plan.compiles_at_most(odd) == 8
     got = plan(odd).choices
-    assert got[0].id == "aten" and len(got) - 1 <= 10 and {c.pad for c in got[1:]} == {True, False}
-
-
-def test_select_fast_times_skinny_on_decode_where_the_model_ranks_it_below_two_families():
-    from gemmtune.model.topk import skinny_pick_applies
-    from gemmtune.tuning.plan import select_fast
-
-    class SkinnyLast:  # a model that ranks every skinny choice behind every other
-        def predict(self, problem, choices):
-            return [(10.0 if c.family == "skinny" else 1.0) + 1e-3 * i for i, c in enumerate(choices)]
-
-        def trust(self, problem):
-            return 1.0, "near its training data"
-
-    dev = DeviceInfo.lookup("h100")
-    for m, want in ((3, True), (64, False)):
-        p = Problem.from_sizes(m, 28672, 8192, "bf16", layout_b="col")
-        assert skinny_pick_applies(p) is want
-        cands = candidates(p, ["triton_mm", "persistent_tma", "skinny", "aten"], "exhaustive", dev)
-        picked, k, why = select_fast(p, cands, SkinnyLast(), device=dev)
-        skinny = [c for c in picked if c.family == "skinny"]
-        assert len(skinny) == int(want), (m, [c.id for c in picked])
-        if want:
-            # the default space's tile, not merely the first skinny choice of the exhaustive space
-            from gemmtune.tuning.plan import family_space
-            default_ids = {c.id for c in family_space(p, "skinny", "default", dev)}
-            assert skinny[0].id in default_ids and "skinny's first decode choice" in why
-        else:
-            assert "decode choice" not in why
+    assert got[0].id == "aten" and len(got) - 1 <= 8 and {c.pad for c in got[1:]} == {True, False}
 
 
 class CoreLast:
@@ -340,8 +310,7 @@ def test_select_fast_times_skinnys_first_cuda_core_choice_on_fp32_decode():
     default_cores = {c.id for c in space(p, "skinny", "default", dev) if not c.config.dot}
     assert 1 < len(cores(got.choices)) <= CORE_PICKS and {c.id for c in cores(got.choices)} <= default_cores
     assert plan.compiles_at_most(p) == 3 + CORE_PICKS and got.k == 3 + len(cores(got.choices))
-    # bf16 decode with an aligned B: no core pick, but room for skinny's decode pick (topk.with_skinny)
-    assert plan.compiles_at_most(Problem.from_sizes(2, 3072, 12288, "bf16", layout_b="col")) == 4
+    assert plan.compiles_at_most(Problem.from_sizes(2, 3072, 12288, "bf16", layout_b="col")) == 3
 
 
 def test_select_fast_times_a_cuda_core_choice_on_a_half_precision_decode_with_an_unaligned_b():
@@ -416,8 +385,7 @@ def test_select_fast_adds_next_choices_where_the_model_is_unsure(trust, extra):
     ids = [c.id for c in cands if c.id != "aten"]
     assert [c.id for c in picked[3:]] == [i for i in ids if i not in {c.id for c in picked[1:3]}][:extra]
     plan = CandidatePlan(("triton_mm", "skinny", "splitk", "aten"), "exhaustive", dev, bspace="FAST", ranker=Unsure())
-    # M = 16: the bound leaves room for skinny's decode pick (topk.with_skinny); none is added here
-    assert plan.compiles_at_most(p) == 3 + extra and plan(p).k == 2 + extra
+    assert plan.compiles_at_most(p) == 2 + extra and plan(p).k == 2 + extra
 
 
 def test_study_replays_the_diverse_policy_and_the_family_bound(ranked):

@@ -199,7 +199,6 @@ def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTR
     picked = with_other_path(choices, order, diverse_pick([diversity_family(c) for c in choices], keys, k_fam))
     if problem is not None:
         picked = with_core(choices, order, picked, problem, preferred)
-        picked = with_skinny(choices, order, picked, problem, preferred)
     picked = with_padded_cublas(choices, picked)
     taken = set(picked)
     return picked, [int(i) for i in order if int(i) not in taken][:extra]
@@ -244,52 +243,6 @@ def core_pick_applies(problem) -> bool:
         return not problem.allow_tf32 and problem.m <= CORE_MAX_M
     return (problem.dtype in ("bfloat16", "float16") and not problem.aligned_b
             and problem.m <= CORE_PICK_HALF_MAX_M)
-
-
-# skinny is the family built for decode (M <= 16: a weight streamed once at HBM bandwidth), yet the
-# rankers know it from about 8 random configs a decode problem in the stores, and on a decode
-# problem they often rank two tiled families first. On 3x28672x8192 bf16 with a Linear weight
-# (a shape no store holds; H100, benchmarks/results/2026-11-27-h100-s23, call 1) --fast timed
-# persistent_tma, triton_mm and cuBLAS and kept cuBLAS (170 us), where the default space's skinny
-# BN32-BK512 ran 157 us (98% of the HBM floor). So --fast times skinny's best-ranked default tile
-# there: one more candidate, where no skinny choice is picked yet.
-SKINNY_PICK_MAX_M = 16
-
-
-def skinny_pick_applies(problem) -> bool:
-    """Whether ``with_skinny`` may add a pick for ``problem``: mm or addmm (skinny serves no bmm or
-    scaled_mm) at M <= SKINNY_PICK_MAX_M.
-
-    >>> from gemmtune.problem import Problem
-    >>> [skinny_pick_applies(Problem.from_sizes(m, 4096, 4096, "bf16")) for m in (1, 16, 17)]
-    [True, True, False]
-    """
-    return problem.op in ("mm", "addmm") and problem.m <= SKINNY_PICK_MAX_M
-
-
-def with_skinny(choices, order, picked: list[int], problem, preferred=None) -> list[int]:
-    """``picked`` plus, where ``skinny_pick_applies`` and no copy-free skinny choice is picked, the
-    first index of ``order`` that is a copy-free skinny choice, among ``preferred`` (choice ids:
-    skinny's default space) if any of those is in ``choices``.
-
-    >>> from gemmtune.configs import Choice
-    >>> from gemmtune.problem import Problem
-    >>> cs = [Choice.parse(c) for c in ("persistent_tma:BM16-BN256-BK128-S3-W4-G8", "skinny:BM4-BN64-BK256-SK1-S4-W4-dot-det",
-    ...                                  "skinny:BM4-BN32-BK512-SK1-S4-W4-dot-det")]
-    >>> p = Problem.from_sizes(3, 28672, 8192, "bf16", layout_b="col")
-    >>> with_skinny(cs, [0, 1, 2], [0], p), with_skinny(cs, [0, 1, 2], [0], p, preferred={cs[2].id})
-    ([0, 1], [0, 2])
-    >>> with_skinny(cs, [0, 1, 2], [0, 1], p), with_skinny(cs, [0, 1, 2], [0], Problem.from_sizes(64, 28672, 8192, "bf16"))
-    ([0, 1], [0])
-    """
-    if not skinny_pick_applies(problem):
-        return list(picked)
-    if any(choices[i].family == "skinny" and not choices[i].pad for i in picked):
-        return list(picked)
-    skinny = [int(i) for i in order if choices[int(i)].family == "skinny" and not choices[int(i)].pad]
-    liked = [i for i in skinny if preferred and choices[i].id in preferred]
-    pick = (liked or skinny)[:1]
-    return list(picked) + pick
 
 
 def is_cuda_core(choice) -> bool:

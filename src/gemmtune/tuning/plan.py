@@ -221,7 +221,7 @@ def select_fast(problem: Problem, cands: list[Choice], model, device: DeviceInfo
     (model.topk.FAST_FAMILIES, FAST_EXTRA). With ``device``, a CUDA-core pick (``topk.with_core``)
     prefers skinny's default core tiles."""
     from ..model.topk import (FAST_FAMILIES, core_pick_applies, family_of, fast_extra, fast_parts,
-                              is_cuda_core, is_padded_cublas, model_trust, rank_keys, skinny_pick_applies)
+                              is_padded_cublas, model_trust, rank_keys)
 
     base, rest = _split_baseline(cands)
     rest, twins = _split_twins(rest, model)
@@ -232,19 +232,16 @@ def select_fast(problem: Problem, cands: list[Choice], model, device: DeviceInfo
         raise ValueError(f"{type(model).__name__} returned {len(keys)} ranking keys for {len(rest)} choices")
     trust = model_trust(model, problem)
     preferred = None
-    if device is not None and (core_pick_applies(problem) or skinny_pick_applies(problem)):
+    if device is not None and core_pick_applies(problem):
         preferred = {c.id for c in family_space(problem, "skinny", "default", device)}
     first, more = fast_parts(rest, keys, FAST_FAMILIES, fast_extra(trust), problem=problem, preferred=preferred)
     picked = [rest[i] for i in first + more]
-    # with_core's and with_skinny's picks, if any: the indices of ``first`` that the picks without them lack
+    # with_core's picks, if it made any: the indices of ``first`` that the picks without it lack
     added = set(first) - set(fast_parts(rest, keys, FAST_FAMILIES, 0)[0])
     padded = {i for i in first if is_padded_cublas(rest[i])}  # topk.with_padded_cublas
     fams = sorted({family_of(rest[i]) for i in first if i not in added | padded})
     next_ = f", and the model's next {len(more)}" if more else ""
-    # with_core adds only CUDA-core tiles; with_skinny the one skinny tile where none is picked yet
-    n_core = sum(is_cuda_core(rest[i]) for i in added) if core_pick_applies(problem) else 0
-    core_ = f", skinny's first {n_core} CUDA-core choice(s) (topk.core_pick_applies)" if n_core else ""
-    core_ += ", skinny's first decode choice (topk.skinny_pick_applies)" if len(added) > n_core else ""
+    core_ = f", skinny's first {len(added)} CUDA-core choice(s) (topk.core_pick_applies)" if added else ""
     core_ += ", cuBLAS on padded copies" if padded else ""
     unsure = " (a model without trust: unsure)" if trust is None else f" (trust {trust:.2f})" if trust < 1 else ""
     return (base + _with_twins(picked, twins), len(picked),
@@ -352,15 +349,14 @@ def compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | in
         from ..model.topk import K_MAX
         return most(K_MAX)
     if bspace == "FAST":
-        from ..model.topk import CORE_PICKS, FAST_EXTRA, FAST_FAMILIES, core_pick_applies, skinny_pick_applies
+        from ..model.topk import CORE_PICKS, FAST_EXTRA, FAST_FAMILIES, core_pick_applies
         # fast_extra: how many next choices the ranker adds for this problem (topk.fast_extra: up to
         # FAST_UNSURE_EXTRA more where it is unsure). Unknown (before the ranker is loaded: the tuner
         # sizes its compile pool with this), the count of a problem it trusts: an unsure one's 1-2
         # more compile on the benchmark worker's precompile threads, which a pool would not speed up.
-        # A decode problem core_pick_applies to may add up to CORE_PICKS of skinny's CUDA-core tiles
-        # (topk.with_core), and one skinny_pick_applies to one skinny tile (topk.with_skinny).
+        # A decode problem core_pick_applies to may add up to CORE_PICKS of skinny's CUDA-core tiles (topk.with_core).
         return most(FAST_FAMILIES + (fast_extra if fast_extra is not None else FAST_EXTRA)
-                    + (CORE_PICKS if core_pick_applies(problem) else int(skinny_pick_applies(problem))))
+                    + CORE_PICKS * core_pick_applies(problem))
     return most(bspace) if isinstance(bspace, int) else None
 
 
