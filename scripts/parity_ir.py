@@ -94,10 +94,11 @@ def inductor_launch(a, b, c, bm, bn, bk, g, stages, warps):
     return inductor_mm, grid, (a, b, c), kw
 
 
-def ours_launches(a, b, c, bm, bn, bk, g, stages, warps, static=False):
+def ours_launches(a, b, c, bm, bn, bk, g, stages, warps, static=False, indexed_k=None, edge="auto"):
+    kw = {"edge": edge} if indexed_k is None else {"indexed_k": indexed_k, "edge": edge}
     with tiled.offline() as launches:
         tiled.launch_tiled(a, b, c, block_m=bm, block_n=bn, block_k=bk, group_m=g, num_stages=stages,
-                           num_warps=warps, k_per_split=a.shape[1], static=static)
+                           num_warps=warps, k_per_split=a.shape[1], static=static, **kw)
     return launches
 
 
@@ -261,6 +262,9 @@ def main() -> int:
     ap.add_argument("--config", default="64,128,64,8,4,4", help="BM,BN,BK,GROUP_M,stages,warps")
     ap.add_argument("--arch", type=int, default=90)
     ap.add_argument("--json")
+    ap.add_argument("--indexed-k", action="store_true", help="also the indexed K loop, plain and static")
+    ap.add_argument("--wrap", action="store_true", help="also ours with edge='wrap' (rows / cols past the edge "
+                    "wrap around instead of being masked), plain and static")
     args = ap.parse_args()
     if tiled._INTERPRETED:
         raise SystemExit("compiles real kernels: run without TRITON_INTERPRET=1")
@@ -276,6 +280,14 @@ def main() -> int:
         kernels = [("inductor", [inductor_launch(a, b, c, bm, bn, bk, g, stages, warps)]),
                    ("ours", ours_launches(a, b, c, bm, bn, bk, g, stages, warps)),
                    ("ours_static", ours_launches(a, b, c, bm, bn, bk, g, stages, warps, static=True))]
+        if args.wrap:
+            kernels += [("ours_wrap", ours_launches(a, b, c, bm, bn, bk, g, stages, warps, edge="wrap")),
+                        ("ours_static_wrap", ours_launches(a, b, c, bm, bn, bk, g, stages, warps, static=True,
+                                                           edge="wrap"))]
+        if args.indexed_k:
+            kernels += [("ours_ik", ours_launches(a, b, c, bm, bn, bk, g, stages, warps, indexed_k=True)),
+                        ("ours_static_ik", ours_launches(a, b, c, bm, bn, bk, g, stages, warps, static=True,
+                                                         indexed_k=True))]
         for tag, launches in kernels:
             (fn, grid, fargs, kw), = launches
             info = compile_one(fn, grid, fargs, kw, args.arch)

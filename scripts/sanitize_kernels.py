@@ -52,6 +52,10 @@ CASES = [
     ("triton_mm", TileConfig(16, 64, 128, 3, 4, 1), (1, 1531, 2049), "col"),
     ("triton_mm", TileConfig(64, 64, 64, 3, 4, 4), (77, 1004, 520), "col", 1005),
     ("triton_static", TileConfig(64, 128, 64, 3, 4), (300, 20001, 512), "row"),
+    # odd N along a row-major B, which wraps (rn % N) where N >= BLOCK_N; M = 1 masks A's rows
+    ("triton_mm", TileConfig(16, 128, 64, 4, 4), (1, 50257, 768), "row"),
+    ("triton_static", TileConfig(64, 128, 64, 4, 4), (333, 4097, 1025), "row"),
+    ("triton_static", TileConfig(128, 64, 32, 4, 8), (1021, 2053, 509), "offset", 2058),
 ]
 
 
