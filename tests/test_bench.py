@@ -11,6 +11,7 @@ import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -373,7 +374,26 @@ def test_measure_shape_record_on_cpu():
     assert "sweep" not in m["gemmtune_top20"]
     assert m["nvmmh_top5"]["reason"] == "nvMatmulHeuristics returned no configuration"
     assert m["inductor"] == {"status": "skipped", "reason": "--skip-inductor"}
+    # each gemmtune choice's eager cost through a dispatcher serving it (bench.eager), next to the
+    # eager time of the launch that was verified; cuBLAS has its own eager time only
+    for r in (g, m["gemmtune_top20"]):
+        assert r["eager_dispatch"]["ms"] > 0 and r["eager_dispatch"]["repeats"] == 20, r["eager_dispatch"]
+        assert list(r)[:4] == ["status", "kernel", "eager", "eager_dispatch"]
+    assert "eager_dispatch" not in rec["cublas"] and "eager_dispatch" not in m["nvmmh_top1"]
+    from gemmtune.report.markdown import render_markdown
+    fixture = json.loads((Path(__file__).parent / "data" / "bench_fixture.json").read_text())
+    md = render_markdown({**fixture, "shapes": [rec]})
+    row = next(line for line in md.splitlines() if line.startswith("| gemmtune default | `triton_mm"))
+    assert "eager µs, dispatcher" in md and f"| {g['eager_dispatch']['ms'] * 1e3:.2f} |" in row, row
     json.dumps(rec, allow_nan=False)  # what the bench JSON holds
+
+
+def test_dispatch_eager_says_why_it_was_not_taken():
+    from gemmtune.bench.suite import dispatch_eager
+
+    p = Problem.from_sizes(2, 3, 4, "float32", op="bmm", batch=2)
+    got = dispatch_eager(p, "aten", SimpleNamespace(inputs=[]))
+    assert got["ms"] is None and "mm with row- or column-major operands" in got["reason"], got
 
 
 def _fake_entries(table: dict, calls: list, fail: dict | None = None):

@@ -75,4 +75,6 @@ def timer_text(repeats: int, rounds: int, eager_calls: int | None) -> str:
             f"(rotating inputs > 2x L2); time = median of the {rounds} round medians; spread = the larger of the "
             "median within-round IQR / median and the across-round range / time"
             + (f"; eager = wall time per call over {eager_calls} back-to-back calls, once per method"
-               if eager_calls else ""))
+               if eager_calls else "")
+            + "; eager, dispatcher = the same for a gemmtune mode's choice called through a compile_mm "
+              "dispatcher (the prepared launch a model's calls take; it allocates its output per call)")

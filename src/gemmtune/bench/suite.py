@@ -62,6 +62,7 @@ import torch
 from .. import report
 from ..shapes import Shape
 from .ceilings import load_ceilings, measure_ceilings, save_ceilings
+from .eager import EAGER_CALLS, dispatch_launch, eager_ms
 from .inductor import INDUCTOR_MODE, AutotuneLog, _install_autotune_log, _remove_autotune_log, compile_inductor
 from .modes import NVMMH_TOPK, OPTIONAL_MODES, TUNE_MODES, tune_phase
 from .records import dist_version, failed_method, mark_failed, time_entry, timer_text
@@ -166,6 +167,9 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
                 eager = None
             r["kernel"] = aggregate(t)
             r["eager"] = time_entry(eager, None, getattr(timer, "eager_calls", None))
+        for name in passed:
+            if name in GEMMTUNE_MODES and name in entries:
+                methods[name]["eager_dispatch"] = dispatch_eager(p, methods[name]["choice"], state)
     finally:
         for entry in entries.values():
             entry.close()
@@ -174,13 +178,28 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
     # Records in the bench JSON's usual key order: status, kernel, eager first.
     for name in passed:
         r = rec["cublas"] if name == "cublas" else methods[name]
-        ordered = {k: r[k] for k in ("status", "kernel", "eager") if k in r}
+        ordered = {k: r[k] for k in ("status", "kernel", "eager", "eager_dispatch") if k in r}
         ordered.update((k, v) for k, v in r.items() if k not in ordered)
         if name == "cublas":
             rec["cublas"] = ordered
         else:
             methods[name] = ordered
     return rec
+
+
+# gemmtune's own modes: their choices are what a dispatcher serves (nvMMH's picks are configs of
+# gemmtune's families too, so they are served the same way).
+GEMMTUNE_MODES = frozenset((*TUNE_MODES, *OPTIONAL_MODES, *NVMMH_TOPK))
+
+
+def dispatch_eager(problem, choice: str, state) -> dict:
+    """The ``eager_dispatch`` entry of a gemmtune mode's record: wall ms per call through a
+    dispatcher serving ``choice`` (bench.eager), or why it was not taken."""
+    try:
+        ms = eager_ms(dispatch_launch(problem, choice, state.inputs))
+    except Exception as e:  # noqa: BLE001 - the kernel time stands without it; the reason is kept
+        return {"ms": None, "reason": f"{type(e).__name__}: {e}"[:300]}
+    return time_entry(ms, None, EAGER_CALLS)
 
 
 def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/results", suite: str = "public",

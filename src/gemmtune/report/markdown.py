@@ -201,8 +201,9 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
         floor = s.get("floor_ms")
         L.append(f"### {s['group']} / {s['name']}: {_dims(s)}\n")
         L.append(f"Floor {_us(floor)} µs ({s.get('bound', '?')}-bound); best kernel {_us(best_ms(s))} µs.\n")
-        L.append("| method | choice | kernel µs | spread | × cuBLAS | % of floor | eager µs | tune s | rel. err |")
-        L.append("|---|---|---|---|---|---|---|---|---|")
+        L.append("| method | choice | kernel µs | spread | × cuBLAS | % of floor | eager µs | eager µs, dispatcher "
+                 "| tune s | rel. err |")
+        L.append("|---|---|---|---|---|---|---|---|---|---|")
         rows = [("cuBLAS", s.get("cublas"), None)] + [(LABELS[m], s.get("methods", {}).get(m), m)
                                                      for m, _ in METHODS]
         shape_same = False
@@ -210,7 +211,7 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
             k = kernel(rec)
             if k is None:
                 if m is None or rec:
-                    L.append(f"| {label} | {_why(rec)} | | | | | | | |")
+                    L.append(f"| {label} | {_why(rec)} | | | | | | | | |")
                 continue
             x, tie = method_speedup(s, m) if m else (1.0, False)
             same = bool(m) and same_kernel_as_cublas(s, m)
@@ -218,10 +219,11 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
             spread = f"{k['spread'] * 100:.1f}%" if k.get("spread") is not None else "-"
             eff = f"{floor / k['ms'] * 100:.0f}%" if floor else "-"
             eager = (rec.get("eager") or {}).get("ms")
+            disp = (rec.get("eager_dispatch") or {}).get("ms")
             tune = f"{rec['tune_s']:.1f}" if rec.get("tune_s") is not None else "-"
             rel = f"{rec['rel_err']:.1e}" if rec.get("rel_err") is not None else "-"
             L.append(f"| {label} | {_choice(rec)} | {_us(k['ms'])} | {spread} | {_x(x, tie, same)} | "
-                     f"{eff} | {_us(eager)} | {tune} | {rel} |")
+                     f"{eff} | {_us(eager)} | {_us(disp)} | {tune} | {rel} |")
         L.append("")
         if shape_same:
             L.append(f"{SAME_MARK} same kernel as cuBLAS: the difference is noise.\n")
