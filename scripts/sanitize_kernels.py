@@ -10,7 +10,7 @@ import sys
 import torch
 
 from gemmtune import kernels
-from gemmtune.configs import PersistentConfig, SkinnyConfig, SplitKConfig, TileConfig
+from gemmtune.configs import DecomposeKConfig, PersistentConfig, SkinnyConfig, SplitKConfig, TileConfig
 from gemmtune.kernels.splitk import SplitKWorkspace
 from gemmtune.verify import compare
 
@@ -52,6 +52,10 @@ CASES = [
     ("triton_mm", TileConfig(16, 64, 128, 3, 4, 1), (1, 1531, 2049), "col"),
     ("triton_mm", TileConfig(64, 64, 64, 3, 4, 4), (77, 1004, 520), "col", 1005),
     ("triton_static", TileConfig(64, 128, 64, 3, 4), (300, 20001, 512), "row"),
+    # DecomposeK's partials workspace and its sum spread over programs and slices (tiled.sum_blocks)
+    ("decompose_k", DecomposeKConfig(112), (32, 32, 28672), "row"),
+    ("decompose_k", DecomposeKConfig(7), (33, 65, 7007), "col"),
+    ("decompose_k", DecomposeKConfig(13), (129, 67, 1690), "offset", 70),
     # odd N along a row-major B, which wraps (rn % N) where N >= BLOCK_N; M = 1 masks A's rows
     ("triton_mm", TileConfig(16, 128, 64, 4, 4), (1, 50257, 768), "row"),
     ("triton_static", TileConfig(64, 128, 64, 4, 4), (333, 4097, 1025), "row"),

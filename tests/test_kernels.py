@@ -511,3 +511,25 @@ def test_splitk_deterministic_paths_and_the_cooperative_fallback(monkeypatch, op
     with pytest.raises(RuntimeError, match="out of memory"):  # any other error is not swallowed
         monkeypatch.setattr(splitk, "launch_tiled", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("out of memory")))
         run_family("splitk", small, a, b)
+
+
+@pytest.mark.parametrize("sms", [None, 132])
+@pytest.mark.parametrize("S,M,N", [(1, 1, 1), (5, 7, 13), (17, 32, 32), (112, 32, 32), (3, 33, 65)])
+def test_sum_splits_spreads_the_sum_and_matches_fp64(monkeypatch, sms, S, M, N):
+    """DecomposeK's second launch: outputs dealt to about one program per SM, up to 16 slices loaded
+    at once (tiled.sum_blocks); the sum matches fp64 whatever S's remainder, and gives the same bits
+    on every call (a fixed tree)."""
+    from gemmtune.kernels import tiled
+
+    monkeypatch.setattr(tiled, "gpu_sm_count", lambda device: sms)
+    g = torch.Generator().manual_seed(S * 1000 + M)
+    ws = torch.randn(S, M, N, generator=g, dtype=torch.float32)
+    out = torch.empty(M, N, dtype=torch.float16)
+    tiled.launch_sum_splits(ws, out)
+    want = ws.double().sum(0)
+    torch.testing.assert_close(out.double(), want, rtol=2e-3, atol=2e-3)
+    again = torch.empty_like(out)
+    tiled.launch_sum_splits(ws, again)
+    assert torch.equal(out, again)
+    block, block_s = tiled.sum_blocks(S, M * N, sms)
+    assert 32 <= block <= 1024 and 1 <= block_s <= 16 and block * block_s <= 4096

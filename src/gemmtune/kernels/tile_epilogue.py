@@ -241,13 +241,19 @@ def split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm, rn, mask, stride_cm, stride
 def _sum_splits_kernel(ws_ptr, out_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr, MN, N, S, stride_om, stride_on,
                        stride_bias, stride_rm, stride_rn, BLOCK: tl.constexpr, INDEX_64: tl.constexpr,
                        HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr,
-                       SCALE: tl.constexpr):
-    """out[m, n] = epilogue(sum_s ws[s, m, n]), summed in fp32 in slice order, cast on store."""
+                       SCALE: tl.constexpr, BLOCK_S: tl.constexpr = 1):
+    """out[m, n] = epilogue(sum_s ws[s, m, n]), summed in fp32 and cast on store. Each program loads
+    BLOCK_S slices of its BLOCK outputs at a time and sums them as a tree at the end: a fixed order,
+    so every call gives the same bits (BLOCK_S = 1: slice order)."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < MN
-    acc = tl.zeros((BLOCK,), dtype=tl.float32)
-    for s in range(0, S):
-        acc += tl.load(ws_ptr + s * MN + offs, mask=mask, other=0.0)
+    rs = tl.arange(0, BLOCK_S)
+    acc2 = tl.zeros((BLOCK_S, BLOCK), dtype=tl.float32)
+    for s0 in range(0, S, BLOCK_S):
+        ss = s0 + rs
+        acc2 += tl.load(ws_ptr + ss[:, None] * MN + offs[None, :], mask=(ss[:, None] < S) & mask[None, :],
+                        other=0.0)
+    acc = tl.sum(acc2, axis=0)
     m = offs // N
     n = offs % N
     if INDEX_64:
