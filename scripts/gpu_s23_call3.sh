@@ -6,18 +6,19 @@
 #   C: B, and an odd N along a row-major B wraps (rn % N) where N >= BLOCK_N instead of masking.
 # Offline (sm_90a, scripts/parity_ir.py) B and C cut the K loop's SASS on the unaligned rows to
 # Inductor's level. Then compute-sanitizer memcheck on C's triton_mm / triton_static launches.
-# The variant files are in benchmarks/results/2026-11-27-h100-s23/ab/. GPU only; carry .whl.
+# The variants are patches in benchmarks/results/2026-11-27-h100-s23/ab/. GPU only; carry .whl.
 set -u
 source "$(dirname "$0")/device_env.sh"
 record_env lightgbm
-AB=benchmarks/results/2026-11-27-h100-s23/ab
+# Tree A is the checkout's own kernels: run this from a checkout of commit 88bdae2 (the tree the call
+# ran; later commits changed kernels/tiled.py). B and C are A plus the patches in ab/.
+AB=$PWD/benchmarks/results/2026-11-27-h100-s23/ab
 ROOT=$PWD
 for t in A B C; do
   rm -rf /tmp/tree_$t && mkdir -p /tmp/tree_$t && cp -r src scripts /tmp/tree_$t/
   case $t in
-    A) cp $AB/tiled_A.py /tmp/tree_$t/src/gemmtune/kernels/tiled.py; cp $AB/launch_args_A.py /tmp/tree_$t/src/gemmtune/kernels/launch_args.py;;
-    B) cp $AB/tiled_B.py /tmp/tree_$t/src/gemmtune/kernels/tiled.py; cp $AB/launch_args_A.py /tmp/tree_$t/src/gemmtune/kernels/launch_args.py;;
-    C) cp $AB/tiled_B.py /tmp/tree_$t/src/gemmtune/kernels/tiled.py; cp $AB/launch_args_C.py /tmp/tree_$t/src/gemmtune/kernels/launch_args.py;;
+    B) patch -s -p1 -d /tmp/tree_$t < $AB/B-tiled.patch;;
+    C) patch -s -p1 -d /tmp/tree_$t < $AB/B-tiled.patch && patch -s -p1 -d /tmp/tree_$t < $AB/C-launch_args.patch;;
   esac
   (cd /tmp/tree_$t && PYTHONPATH=/tmp/tree_$t/src:/tmp/site timeout 170 python3 scripts/parity_inductor.py --small --static \
      --out $OUT/parity_$t.json > $OUT/parity_$t.log 2>&1; echo "parity $t rc=$?")
