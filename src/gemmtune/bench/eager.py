@@ -5,21 +5,21 @@ time per call of the launch that was verified, which for gemmtune's modes is the
 (``kernels.run_choice``: the family looked up and the config checked on every call). A model calls
 gemmtune through a dispatcher instead (``compile_mm``, ``gemmtune.nn.Linear``, ``patch``): one
 prepared launch per shape, which allocates its output as ``torch.mm`` does. ``dispatch_launch``
-builds that dispatcher for one choice, with nothing tuned, and ``eager_ms`` times calls to it, so
-that the report can show beside cuBLAS's eager time what a call costs on the path a model takes.
+builds that dispatcher for one choice, with nothing tuned; ``bench.suite.dispatch_eager`` times calls
+to it (``timing.wall_ms_per_call``), so that the report can show beside cuBLAS's eager time what a
+call costs on the path a model takes.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Callable, Sequence
-
-import torch
 
 from ..problem import Problem
 from .inductor import held_launch
 
 EAGER_CALLS = 20
+# Untimed calls first: the dispatcher's first call of a shape prepares its launch.
+EAGER_WARMUP = 2
 
 
 def dispatch_launch(problem: Problem, choice: str, inputs: Sequence[tuple]) -> Callable[[int], None]:
@@ -28,6 +28,7 @@ def dispatch_launch(problem: Problem, choice: str, inputs: Sequence[tuple]) -> C
     choice already). Each output is kept for one pass over the input sets, as Inductor's are
     (``held_launch``). mm with row- or column-major operands only: ValueError otherwise.
 
+    >>> import torch
     >>> p = Problem.from_sizes(3, 5, 4, "float32")
     >>> sets = [(torch.randn(3, 4), torch.randn(4, 5))]
     >>> launch = dispatch_launch(p, "aten", sets); launch(0)
@@ -45,17 +46,3 @@ def dispatch_launch(problem: Problem, choice: str, inputs: Sequence[tuple]) -> C
     disp = compile_mm(m=problem.m, n=problem.n, k=problem.k, dtype=problem.dtype, layout_a=problem.layout_a,
                       layout_b=problem.layout_b, tune_fn=tune_fn, verify=False, progress=False)
     return held_launch(disp, inputs)
-
-
-def eager_ms(launch: Callable[[int], object], calls: int = EAGER_CALLS, warmup: int = 2) -> float:
-    """Wall ms per call over ``calls`` back-to-back calls on input set 0, after ``warmup`` calls
-    (the dispatcher's first call of a shape prepares its launch), synchronized at both ends on a GPU."""
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
-    for _ in range(warmup):
-        launch(0)
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        launch(0)
-    sync()
-    return (time.perf_counter() - t0) * 1e3 / calls

@@ -62,13 +62,13 @@ import torch
 from .. import report
 from ..shapes import Shape
 from .ceilings import load_ceilings, measure_ceilings, save_ceilings
-from .eager import EAGER_CALLS, dispatch_launch, eager_ms
+from .eager import EAGER_CALLS, EAGER_WARMUP, dispatch_launch
 from .inductor import INDUCTOR_MODE, AutotuneLog, _install_autotune_log, _remove_autotune_log, compile_inductor
 from .modes import NVMMH_TOPK, OPTIONAL_MODES, TUNE_MODES, tune_phase
 from .records import dist_version, failed_method, mark_failed, time_entry, timer_text
 from .rounds import ROUNDS, aggregate, make_entry, round_robin, timer_count, verified_launch
 from .settings import bench_settings
-from .timing import CudaGraphTimer
+from .timing import CudaGraphTimer, wall_ms_per_call
 from .tunableop import TunableOp
 
 CUDA_ERROR = "bench needs a CUDA GPU; use `gemmtune report` to render recorded results"
@@ -196,7 +196,7 @@ def dispatch_eager(problem, choice: str, state) -> dict:
     """The ``eager_dispatch`` entry of a gemmtune mode's record: wall ms per call through a
     dispatcher serving ``choice`` (bench.eager), or why it was not taken."""
     try:
-        ms = eager_ms(dispatch_launch(problem, choice, state.inputs))
+        ms = wall_ms_per_call(dispatch_launch(problem, choice, state.inputs), EAGER_CALLS, EAGER_WARMUP)
     except Exception as e:  # noqa: BLE001 - the kernel time stands without it; the reason is kept
         return {"ms": None, "reason": f"{type(e).__name__}: {e}"[:300]}
     return time_entry(ms, None, EAGER_CALLS)

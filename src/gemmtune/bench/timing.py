@@ -104,6 +104,25 @@ def sets_for(bytes_per_set: int, l2_bytes: int, max_sets: int = 64) -> int:
     return int(max(1, min(max_sets, need)))
 
 
+def wall_ms_per_call(launch: Callable[[int], object], calls: int, warmup: int = 0) -> float:
+    """Wall ms per call over ``calls`` back-to-back calls of ``launch(0)`` (input set 0), after
+    ``warmup`` untimed ones, synchronized at both ends where there is a GPU: the eager time, host
+    overhead and launch included.
+
+    >>> wall_ms_per_call(lambda i: None, 3, warmup=1) >= 0
+    True
+    """
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    for _ in range(warmup):
+        launch(0)
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        launch(0)
+    sync()
+    return (time.perf_counter() - t0) * 1e3 / calls
+
+
 class CudaGraphTimer:
     """L2-cold device time from CUDA-graph replays, plus eager per-call time."""
 
@@ -204,12 +223,7 @@ class CudaGraphTimer:
 
     def eager_ms(self, launch: Callable[[int], None]) -> float:
         """Wall ms per call over ``eager_calls`` back-to-back calls on input set 0."""
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(self.eager_calls):
-            launch(0)
-        torch.cuda.synchronize()
-        return (time.perf_counter() - t0) * 1e3 / self.eager_calls
+        return wall_ms_per_call(launch, self.eager_calls)
 
 
 class WallTimer:
