@@ -1,7 +1,7 @@
 """A few launches of every kernel path that uses atomics, a workspace or TMA, for compute-sanitizer.
 
     compute-sanitizer --tool memcheck python scripts/sanitize_kernels.py [FAMILIES]
-FAMILIES: comma-separated subset (e.g. splitk,pad); all by default.
+FAMILIES: comma-separated subset (e.g. splitk,pad,prepared); all by default.
 Each output is also checked against fp64; prints one line per launch and 'sanitize: all ok'.
 Odd sizes, a transposed weight and an unaligned (offset) operand, so masked edges are exercised.
 """
@@ -127,5 +127,32 @@ for fam, cfg, (m, n, k), lay, *ld in CASES:
         bad += (not res.ok) + bool(spill)
         what = "wrote past its view" if spill else "ok" if res.ok else res.reason
         print(f"{fam}:{cfg.id} {m}x{n}x{k} B={lay}{f' ldc={ld[0]}' if ld else ''}: {what}", flush=True)
+# Prepared launches (kernels.prepare_choice, what a dispatcher's cached calls run): the compiled
+# kernels relaunched with new pointers (kernels.relaunch), the persistent kernel's descriptors
+# rebased, the pad copies relaunched; new operands of the same layout on every call.
+PREPARED = [("pad+persistent_tma:BM128-BN128-BK64-S4-W8-G8", (333, 4097, 1025), "offset"),
+            ("pad+triton_mm:BM64-BN128-BK64-S3-W4-G8", (77, 1531, 2049), "col"),
+            ("pad+aten", (777, 1531, 2049), "row"),
+            ("pad+decompose_k:s8", (33, 65, 7007), "col"),
+            ("decompose_k:s7", (33, 65, 7007), "col"),
+            ("persistent_tma:BM128-BN128-BK64-S3-W8-G8", (1000, 1000, 1000), "col")]
+if ONLY is None or "prepared" in ONLY:
+    from gemmtune.configs import Choice
+    for cid, (m, n, k), lay in PREPARED:
+        choice = Choice.parse(cid)
+        a, b = operand(m, k, "offset" if lay == "offset" else "row"), operand(k, n, lay)
+        got = kernels.prepare_choice(choice, a, b, torch.empty(m, n, device="cuda", dtype=torch.bfloat16),
+                                     workspace=ws)
+        ok = got is not None and got[0](a, b)
+        for _ in range(2):
+            a2, b2 = operand(m, k, "offset" if lay == "offset" else "row"), operand(k, n, lay)
+            out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            ok = ok and got[0](a2, b2)
+            if ok:
+                got[1](a2, b2, out)
+                torch.cuda.synchronize()
+                ok = compare(out, a2.double() @ b2.double(), 8e-3).ok
+        bad += not ok
+        print(f"prepared {cid} {m}x{n}x{k} B={lay}: {'ok' if ok else 'WRONG or not prepared'}", flush=True)
 print("sanitize: all ok" if not bad else f"sanitize: {bad} WRONG")
 sys.exit(1 if bad else 0)

@@ -195,6 +195,106 @@ def test_dispatcher_prepared_launch(choice_id, recwarn):
     assert "matches" in run.__code__.co_freevars
 
 
+PREPARED_TMA_OR_SPLIT = [
+    pytest.param("decompose_k:s4", ("row", "col", "offset"), id="decompose_k"),
+    # TMA needs 16-byte aligned operands: an offset A is pad+'s (below)
+    pytest.param("persistent_tma:BM64-BN64-BK64-S3-W4-G8", ("row", "col"), id="persistent_tma"),
+]
+
+
+def _fused_ok(out, a, b, bias, dtype) -> bool:
+    """``out`` against fp64 ``a @ b + bias`` (relative Frobenius error, verify's bf16/fp16 bound)."""
+    ref = a.double() @ b.double() + bias.double()
+    return bool(((out.double() - ref).norm() / ref.norm()) < (1e-2 if dtype == torch.bfloat16 else 2e-3))
+
+
+@pytest.mark.parametrize("choice_id,layouts", PREPARED_TMA_OR_SPLIT)
+def test_dispatcher_prepared_launch_of_decompose_k_and_persistent(choice_id, layouts, recwarn, monkeypatch):
+    """DecomposeK (its bmm and its sum relaunched, kernels.relaunch) and persistent_tma (its
+    descriptors rebased per call) launch prepared, plain and with a fused bias: correct against
+    fp64 over repeated calls and several M, one dispatcher per A layout (a dispatcher prepares the
+    layout of a shape's first call), and the family's generic ``run`` is never called."""
+    from gemmtune.dispatch import compile_mm
+
+    choice = Choice.parse(choice_id)
+    fam = kernels.get(choice.family)
+    generic = []
+    plain_run = fam.run
+    monkeypatch.setattr(fam, "run", lambda *a, **kw: generic.append(1) or plain_run(*a, **kw))
+    bias = torch.randn(768, device=DEV, dtype=torch.bfloat16)
+    for layout in layouts:
+        d = compile_mm(n=768, k=4096, dtype="bf16", hints={"m": [64]}, layout_a="col" if layout == "col" else "row",
+                       tune_fn=lambda ps, **kw: {p.key: choice for p in ps})
+        for m in (64, 1, 77):
+            a = make(m, 4096, layout, torch.bfloat16)
+            b = make(4096, 768, "row", torch.bfloat16)
+            for _ in range(3):  # first sight, then the cached closure
+                assert check(d(a, b), a, b, Problem.from_tensors(a, b)).ok, (m, layout)
+                assert _fused_ok(d(a, b, bias=bias), a, b, bias, torch.bfloat16), (m, layout)
+    assert not [w for w in recwarn.list if "prepared launch" in str(w.message)]
+    assert not generic, f"{len(generic)} calls took the generic launch"
+
+
+PREPARED_PAD = ["pad+aten", "pad+persistent_tma:BM64-BN64-BK64-S3-W4-G8", "pad+triton_mm:BM64-BN64-BK64-S3-W4-G8",
+                "pad+decompose_k:s4"]
+
+
+@pytest.mark.parametrize("choice_id", PREPARED_PAD)
+@pytest.mark.parametrize("k", [1025, 1024], ids=["odd-K", "odd-N-only"])
+def test_dispatcher_prepared_pad_launch(choice_id, k, recwarn, monkeypatch):
+    """A pad+ choice's cached call relaunches its pad copies compiled (pad.prepare_copies) and its
+    family's prepared launch on them (kernels.prepare_choice), never ``run_choice``: correct
+    against fp64 for A row-major, transposed and offset, B a plain tensor and a weight's transposed
+    view (padded once, padcache), with and without a fused bias, over repeated calls and several
+    M (one dispatcher per layout pair: a dispatcher prepares the layouts of a shape's first call).
+    K = 1024 (only N odd): A is read as it is. The weight updated in place is padded again; inside
+    a CUDA-graph capture (where padcache pads per call) the generic path serves and the replay
+    follows new data."""
+    from gemmtune.dispatch import compile_mm
+    from gemmtune.kernels import padcache
+
+    n = 4097
+    choice = Choice.parse(choice_id)
+    generic = []
+    plain = kernels.run_choice
+    monkeypatch.setattr(kernels, "run_choice", lambda *a, **kw: generic.append(1) or plain(*a, **kw))
+    bias = torch.randn(n, device=DEV, dtype=torch.bfloat16)
+    w = torch.nn.Parameter(torch.randn(n, k, device=DEV, dtype=torch.bfloat16), requires_grad=False)
+    for layout in ("row", "col", "offset"):
+        for b_kind in ("row", "weight"):
+            d = compile_mm(n=n, k=k, dtype="bf16", hints={"m": [64]}, layout_a="col" if layout == "col" else "row",
+                           layout_b="col" if b_kind == "weight" else "row",
+                           tune_fn=lambda ps, **kw: {p.key: choice for p in ps})
+            for m in (64, 1, 77):
+                a = make(m, k, layout, torch.bfloat16)
+                b = w.t() if b_kind == "weight" else make(k, n, "row", torch.bfloat16)
+                for _ in range(3):
+                    assert check(d(a, b), a, b, Problem.from_tensors(a, b)).ok, (m, layout, b_kind)
+                    assert _fused_ok(d(a, b, bias=bias), a, b, bias, torch.bfloat16), (m, layout, b_kind)
+    assert not [x for x in recwarn.list if "prepared launch" in str(x.message)]
+    assert not generic, f"{len(generic)} calls took the generic launch"
+    assert len(padcache.WEIGHTS) >= 1
+    a = make(64, k, "offset", torch.bfloat16)  # the last dispatcher's layouts: offset A, the weight
+    with torch.no_grad():
+        w.mul_(-1)
+    assert check(d(a, w.t()), a, w.t(), Problem.from_tensors(a, w.t())).ok
+    assert not generic
+    static_a = make(64, k, "offset", torch.bfloat16)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        d(static_a, w.t())
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = d(static_a, w.t())
+    static_a.copy_(make(64, k, "row", torch.bfloat16))
+    g.replay()
+    torch.cuda.synchronize()
+    assert check(out, static_a, w.t(), Problem.from_tensors(static_a, w.t())).ok
+    assert generic, "inside the capture the weight is copied per call: the generic path"
+
+
 # ----------------------------------------------------------------- compile workers on meta operands
 def _jit_cache_sizes() -> int:
     """Kernels compiled so far in this process by gemmtune's Triton functions (0 where this

@@ -24,8 +24,8 @@ class Launching:
                   epilogue: EpilogueArgs | None = None, batch: int | None = None) -> Callable:
         """The prebuilt closure a cached call runs: allocate the output, launch.
 
-        On a GPU, triton_mm and split-K launch through a prepared launcher
-        (``kernels.tiled.prepare_direct``) that skips Triton's per-call argument
+        On a GPU, Triton choices (``pad+`` ones included) launch through a prepared
+        launcher (``kernels.prepare_choice``) that skips Triton's per-call argument
         binding, while the operands keep the strides and alignment of the first call
         (``a``, ``b``); anything else takes the ordinary launch. With an ``epilogue``
         (the first call's) the closure is ``run(a, b, bias, residual)``."""
@@ -107,12 +107,10 @@ class Launching:
         once against Triton's ordinary launch on these very operands; None when the family
         has none, or when the check fails (then the ordinary launch serves, and we say so).
         Both take the ``epilogue`` as a keyword."""
-        if choice.pad:
-            return None
-        prep = kernels.get(choice.family).prepare  # every registered family has one (kernels.base)
         try:
             want = torch.empty(shape, dtype=self.torch_dtype, device=a.device)
-            got = prep(a, b, want, choice.config, allow_tf32=False, workspace=self._workspace, epilogue=epilogue)
+            got = kernels.prepare_choice(choice, a, b, want, allow_tf32=False, workspace=self._workspace,
+                                         epilogue=epilogue)
             if got is None:
                 return None
             matches, fast = got

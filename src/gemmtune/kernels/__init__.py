@@ -37,7 +37,7 @@ _SPECS = {"triton_mm": "triton_mm_spec", "triton_static": "triton_static_spec", 
           "aten": "aten"}  # aten.py imports no Triton
 # This package's modules, for ``kernels.<module>`` before anything imported it.
 _SUBMODULES = frozenset({*_MODULES.values(), *_SPECS.values(), "base", "launch_args", "pad", "padcache",
-                         "tile_epilogue", "tiled"})
+                         "relaunch", "tile_epilogue", "tiled"})
 
 _FAMILIES: dict[str, KernelFamily] = {}
 _state = {"loaded": False}
@@ -192,3 +192,91 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
     fam.run(ap, bp, tmp, choice.config, allow_tf32=allow_tf32, workspace=workspace,
             epilogue=None if epilogue is None else epilogue.padded(Np - N))
     out.copy_(tmp[:, :N])
+
+
+def prepare_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
+                   allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None):
+    """Run ``choice`` once into ``out`` and return ``(matches(a, b), launch(a, b, out))``, both
+    taking the ``epilogue`` as a keyword, a launch for repeated calls at this problem that skips
+    Triton's per-call argument binding; or None where there is none (the interpreter, aten, a
+    family without one). ``launch`` is only valid where ``matches``. A ``pad+`` choice gets its
+    copies and its family's launch prepared (``_prepare_padded``), others their family's
+    ``prepare``."""
+    fam = get(choice.family)
+    if not choice.pad:
+        return fam.prepare(a, b, out, choice.config, allow_tf32=allow_tf32, workspace=workspace, epilogue=epilogue)
+    return _prepare_padded(fam, choice, a, b, out, allow_tf32=allow_tf32, workspace=workspace, epilogue=epilogue)
+
+
+def _recording(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether autograd records a product of ``a`` and ``b`` (the generic path then pads with F.pad)."""
+    return (a.requires_grad or b.requires_grad) and torch.is_grad_enabled()
+
+
+def _prepare_padded(fam, choice, a, b, out, *, allow_tf32, workspace, epilogue):
+    """``prepare_choice`` for a 2-D ``pad+`` choice: what ``run_choice`` does, with the per-call pad
+    copies relaunched compiled (``pad.prepare_copies``, also where the generic path would copy with
+    torch: a relaunch costs less host time than one aten op) and the family's own prepared launch
+    on the padded operands where it has one. B comes from ``padcache`` on every call, as in
+    ``run_choice``; a call where it stops (or starts) coming from there, inside a CUDA-graph capture
+    for instance, takes ``run_choice``. Generic launches of these choices cost 2.1-5.4x cuBLAS's
+    eager time per call (H100, session 23, benchmarks/results/2026-11-27-h100-s23 section 5)."""
+    from . import padcache
+    from .launch_args import epilogue_key
+    from .pad import prepare_copies
+
+    if a.dim() != 2 or not a.is_cuda or _recording(a, b) or (epilogue is not None and epilogue.spec.scale != "none"):
+        return None
+    M, K = a.shape
+    N = b.shape[1]
+    _, Np, Kp = padded_sizes(M, N, K, a.element_size())
+    a_as_is = _unpadded_ok(a, Kp)
+    cached = padcache.WEIGHTS.get(b, Np, Kp)
+    specs = ([] if a_as_is else [(a, M, Kp)]) + ([] if cached is not None else [(b, Kp, Np)])
+    copies, made = (None, []) if not specs else (prepare_copies(*specs) or (None, None))
+    if made is None:
+        return None
+    ap = a if a_as_is else made[0]
+    bp = cached if cached is not None else made[-1]
+    into_out = Np == N or getattr(fam, "TMA_EDGES", False)
+    cfg, kw = choice.config, {"allow_tf32": allow_tf32, "workspace": workspace}
+    wide = (M, Np)
+
+    def padded_epilogue(e):
+        return e if into_out or e is None else e.padded(Np - N)
+    target = out if into_out else torch.empty(wide, dtype=out.dtype, device=out.device)
+    inner = fam.prepare(ap, bp[:, :N] if into_out else bp, target, cfg, epilogue=padded_epilogue(epilogue), **kw)
+    if inner is None:  # aten, or a family without a prepared launch: its ordinary run
+        fam.run(ap, bp[:, :N] if into_out else bp, target, cfg, epilogue=padded_epilogue(epilogue), **kw)
+    if not into_out:
+        out.copy_(target[:, :N])
+    key, is_cached = (a.stride(), b.stride(), a.data_ptr() % 16, b.data_ptr() % 16, epilogue_key(epilogue)), \
+        cached is not None
+    empty, dt = torch.empty, out.dtype
+
+    def matches(a, b, epilogue=None):
+        return ((a.stride(), b.stride(), a.data_ptr() % 16, b.data_ptr() % 16, epilogue_key(epilogue)) == key
+                and not _recording(a, b))
+
+    def launch(a, b, c, epilogue=None):
+        bp = padcache.WEIGHTS.get(b, Np, Kp)
+        if (bp is not None) != is_cached or c.stride() != (N, 1):
+            run_choice(choice, a, b, c, epilogue=epilogue, **kw)
+            return
+        ap = a
+        if copies is not None:
+            made = copies(*([] if a_as_is else [a]), *([] if is_cached else [b]))
+            ap = a if a_as_is else made[0]
+            bp = bp if is_cached else made[-1]
+        e = padded_epilogue(epilogue)
+        if into_out:
+            bv, dst = bp[:, :N], c
+        else:
+            bv, dst = bp, empty(wide, dtype=dt, device=c.device)
+        if inner is not None and inner[0](ap, bv, epilogue=e):
+            inner[1](ap, bv, dst, epilogue=e)
+        else:
+            fam.run(ap, bv, dst, cfg, epilogue=e, **kw)
+        if not into_out:
+            c.copy_(dst[:, :N])
+    return matches, launch

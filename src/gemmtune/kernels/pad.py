@@ -239,6 +239,65 @@ def pad_pair(a: torch.Tensor, a_rows: int, a_cols: int, b: torch.Tensor, b_rows:
     return ap, bp
 
 
+class PreparedCopies:
+    """``copies(*sources)``: padded copies (fresh, contiguous) of one or two 2-D operands, by
+    relaunching the compiled copy kernel that ``prepare_copies`` ran once. Valid while each source
+    keeps the strides and 16-byte alignment of the one it was prepared on (``matches``): sizes,
+    strides and tiles are frozen in the launch."""
+
+    __slots__ = ("launch", "shapes", "keys", "dtype", "device")
+
+    def __init__(self, launch, sources, outs):
+        self.launch, self.shapes = launch, tuple(tuple(o.shape) for o in outs)
+        self.keys = tuple((t.stride(), t.data_ptr() % 16) for t in sources)
+        self.dtype, self.device = outs[0].dtype, outs[0].device
+
+    def matches(self, *sources) -> bool:
+        return tuple((t.stride(), t.data_ptr() % 16) for t in sources) == self.keys
+
+    def __call__(self, *sources) -> list[torch.Tensor]:
+        outs = [torch.empty(s, dtype=self.dtype, device=self.device) for s in self.shapes]
+        if len(outs) == 1:
+            self.launch(sources[0], outs[0])
+        else:
+            self.launch(sources[0], outs[0], sources[1], outs[1])
+        return outs
+
+
+def prepare_copies(*specs: tuple[torch.Tensor, int, int]) -> tuple[PreparedCopies, list[torch.Tensor]] | None:
+    """Pad one or two 2-D CUDA operands, ``(t, rows, cols)`` each, in one launch (``pad_copy``,
+    ``pad_pair``) and return ``(copies, [padded ...])``, ``copies`` making the same copies again
+    for later operands at a fraction of the host time; None in the interpreter or where the
+    Triton copy cannot serve (a dtype it does not copy, operands on different devices or not on
+    the current one, an empty copy). The ordinary launch binds 20-odd arguments per call: 50-75 us
+    of host time against 23-40 for one aten op (TRITON_PAD), which is why small row-major copies
+    go to torch on the generic path."""
+    ts = [t for t, _, _ in specs]
+    if (_INTERPRETED or not 1 <= len(specs) <= 2 or any(t.dim() != 2 or not t.is_cuda for t in ts)
+            or any(t.dtype not in TRITON_DTYPES or t.dtype != ts[0].dtype or t.device != ts[0].device for t in ts)
+            or ts[0].device.index != torch.cuda.current_device()):
+        return None
+    outs = [t.new_empty((r, c)) for t, r, c in specs]
+    if any(o.numel() == 0 for o in outs):
+        return None
+    from .relaunch import relaunch
+
+    parts = [_launch(t, o) for t, o in zip(ts, outs)]
+    index_64 = max(p[4] for p in parts) > _INDEX32_LIMIT
+    if len(parts) == 1:
+        programs, args, consts, warps, _ = parts[0]
+        fn, slots, consts = _pad_copy_kernel, (0, 1), {**consts, "INDEX_64": index_64}
+    else:
+        (n_a, args_a, ca, warps_a, _), (n_b, args_b, cb, warps_b, _) = parts
+        programs, args, warps = n_a + n_b, (*args_a, n_a, *args_b), max(warps_a, warps_b)
+        consts = {**{f"{k}_A": v for k, v in ca.items()}, **{f"{k}_B": v for k, v in cb.items()},
+                  "INDEX_64": index_64}
+        fn, slots = _pad_pair_kernel, (0, 1, len(args_a) + 1, len(args_a) + 2)
+    kernel = fn[(programs,)](*args, **consts, num_warps=warps)
+    again = relaunch(fn, kernel, (programs,), args, consts, slots)
+    return None if again is None else (PreparedCopies(again, ts, outs), outs)
+
+
 def _backend(t: torch.Tensor, backend: str | None, out_bytes: int | None = None) -> str:
     """Which way zero_pad copies ``t``: ``backend`` when given (``"triton"`` refused where it
     cannot run), else Triton for a CUDA tensor while TRITON_PAD allows, torch otherwise: on the

@@ -37,6 +37,7 @@ on a CPU; the number of programs is then 4, so the walk over tiles is exercised.
 
 from __future__ import annotations
 
+import copy
 
 import torch
 import triton
@@ -46,8 +47,9 @@ from ..configs import PersistentConfig
 from ..epilogue import EpilogueArgs
 from ..problem import Problem
 from .base import Unsupported
-from .launch_args import gpu_sm_count
-from .tiled import (_launch, epilogue_consts, epilogue_pointers, epilogue_strides,
+from .launch_args import epilogue_key, gpu_sm_count
+from .relaunch import relaunch
+from .tiled import (_INTERPRETED, _launch, epilogue_consts, epilogue_pointers, epilogue_strides,
                     epilogue_tensors, fused_epilogue, input_precision, mma, needs_int64)
 
 try:  # triton >= 3.3 (3.6 on the GPU machine, the newest on CPUs)
@@ -252,8 +254,47 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: PersistentConf
 
 def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: PersistentConfig, *,
             allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None):
-    """None: the TMA descriptors are built per call, no prepared fast path yet."""
-    return None
+    """Launch once into ``out`` and return ``(matches(a, b), launch(a, b, out))``, both taking the
+    ``epilogue`` as a keyword, for repeated calls at this problem, or None in the interpreter.
+    The compiled kernel is relaunched (``relaunch``) with descriptors rebased on each call's
+    tensors: copies of the first call's, whose shapes, strides and boxes hold while the operands
+    keep their strides and alignment (``matches``), so Triton's binding of 20-odd arguments and
+    the descriptors' checks are skipped. The generic launch cost 168-207 us a call on
+    unaligned_333 and prime_1021 behind their pad copies (H100, session 23), cuBLAS 43-50."""
+    if _INTERPRETED or a.dim() != 2:
+        return None
+    grid, args, consts = _args(a, b, out, cfg, allow_tf32, epilogue)
+    kernel = _persistent_kernel[grid](*args, **consts, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    again = relaunch(_persistent_kernel, kernel, grid, args, consts, slots=range(DESC_SLOTS))
+    if again is None:
+        return None
+    a_desc, b_desc, c_desc = args[:3]
+    key = (a.stride(), b.stride(), a.data_ptr() % 16, b.data_ptr() % 16, epilogue_key(epilogue))
+    out_key = (out.stride(), out.data_ptr() % 16)
+
+    def matches(a, b, epilogue=None):
+        return (a.stride(), b.stride(), a.data_ptr() % 16, b.data_ptr() % 16, epilogue_key(epilogue)) == key
+
+    def launch(a, b, c, epilogue=None):
+        if (c.stride(), c.data_ptr() % 16) != out_key:  # another output layout: the ordinary way
+            run(a, b, c, cfg, allow_tf32=allow_tf32, epilogue=epilogue)
+            return
+        again(_rebased(a_desc, a), _rebased(b_desc, b), None if c_desc is None else _rebased(c_desc, c), c,
+              *epilogue_pointers(epilogue, c))
+    return matches, launch
+
+
+# The kernel's leading parameters that change per call: the three descriptors, C, and the
+# epilogue's bias, residual and scales.
+DESC_SLOTS = 8
+
+
+def _rebased(desc, t: torch.Tensor):
+    """A copy of the descriptor ``desc`` over ``t``, a tensor of the same shape, strides and
+    16-byte alignment as its base (so its checks hold and are not run again)."""
+    d = copy.copy(desc)
+    d.base = t
+    return d
 
 
 def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> dict:

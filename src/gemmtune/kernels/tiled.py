@@ -641,13 +641,35 @@ def sum_blocks(S: int, MN: int, sms: int | None) -> tuple[int, int]:
     return block, block_s
 
 
-def launch_sum_splits(ws: torch.Tensor, out: torch.Tensor, epilogue: EpilogueArgs | None = None) -> None:
-    """out = epilogue(sum of the fp32 partials ``ws`` [S, M, N]); blocks from ``sum_blocks``."""
+def _sum_args(ws: torch.Tensor, out: torch.Tensor, epilogue: EpilogueArgs | None) -> tuple:
+    """(grid, args, constexprs) of the sum kernel over ``ws`` into ``out``."""
     S, M, N = ws.shape
     block, block_s = sum_blocks(S, M * N, gpu_sm_count(ws.device))
-    grid = (cdiv(M * N, block),)
     args = (ws, out, *epilogue_pointers(epilogue, out), M * N, N, S, out.stride(0), out.stride(1),
             *epilogue_strides(epilogue))
     consts = {"BLOCK": block, "BLOCK_S": block_s, "INDEX_64": needs_int64(out, *epilogue_tensors(epilogue)),
-              **(epilogue.spec if epilogue is not None else NONE).constexprs(), "num_warps": 4}
-    _launch(_sum_splits_kernel, grid, args, consts)
+              **(epilogue.spec if epilogue is not None else NONE).constexprs()}
+    return (cdiv(M * N, block),), args, consts
+
+
+SUM_WARPS = 4
+SUM_POINTERS = 6  # the sum kernel's pointer parameters: ws, out, bias, residual, scale_a, scale_b
+
+
+def launch_sum_splits(ws: torch.Tensor, out: torch.Tensor, epilogue: EpilogueArgs | None = None):
+    """out = epilogue(sum of the fp32 partials ``ws`` [S, M, N]); blocks from ``sum_blocks``.
+    Returns what Triton's launch returns (the compiled kernel on a GPU)."""
+    grid, args, consts = _sum_args(ws, out, epilogue)
+    return _launch(_sum_splits_kernel, grid, args, {**consts, "num_warps": SUM_WARPS})
+
+
+def prepare_sum_splits(ws: torch.Tensor, out: torch.Tensor, epilogue: EpilogueArgs | None = None):
+    """Sum once (``launch_sum_splits``) and return the ``Relaunch`` of that compiled sum, called
+    as ``launch(ws, out, *epilogue_pointers(epilogue, out))`` with partials and an output of the
+    same shape, strides and alignment (and an epilogue of the same ``epilogue_key``); None in the
+    interpreter."""
+    from .relaunch import relaunch
+
+    grid, args, consts = _sum_args(ws, out, epilogue)
+    kernel = launch_sum_splits(ws, out, epilogue)
+    return relaunch(_sum_splits_kernel, kernel, grid, args, consts, slots=range(SUM_POINTERS))
