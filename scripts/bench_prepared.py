@@ -114,9 +114,9 @@ def run_case(case, calls: int, rounds: int) -> dict:
             eager[p].append(wall_us(lambda: f(0), calls))
     timer = CudaGraphTimer()
     device = {p: timer.measure(f, N_SETS).device_ms * 1e3 for p, f in paths.items()}
-    key = next(iter(disp._fast), None)
-    run = disp._fast.get(key) if key is not None else None
-    prepared = run is not None and "matches" in getattr(run, "__code__", type("c", (), {"co_freevars": ()})).co_freevars
+    # The cached closure (plain or fused) is the prepared one where it closes over ``matches``.
+    runs = [*disp._fast.values(), *disp._fast_fused.values()]
+    prepared = bool(runs) and all("matches" in getattr(getattr(r, "__code__", None), "co_freevars", ()) for r in runs)
     return {"label": label, "shape": f"{m}x{n}x{k}", "dtype": dtype, "choice": cid, "b": b_kind, "bias": with_bias,
             "eager_us": {p: min(v) for p, v in eager.items()}, "eager_us_all": eager,
             "device_us": device, "correct": all(errs), "prepared_closure": prepared,
