@@ -162,9 +162,14 @@ def test_policy_triton_on_cuda_only_while_allowed(monkeypatch):
     assert pad._backend(fake(), "triton") == "triton"  # an explicit backend wins over the switch
 
 
-def test_policy_small_row_major_copies_stay_on_torch():
+def test_policy_small_row_major_copies(monkeypatch):
+    """Every size goes to Triton by default (a dispatcher relaunches the copy, and the tuner times
+    what it serves); TRITON_PAD_MIN_BYTES, when set, keeps smaller row-major copies on torch."""
+    assert pad.TRITON_PAD_MIN_BYTES == 0
+    assert pad._backend(fake(), None, 64) == "triton"
+    monkeypatch.setattr(pad, "TRITON_PAD_MIN_BYTES", 4 << 20)
     small, big = pad.TRITON_PAD_MIN_BYTES - 2, pad.TRITON_PAD_MIN_BYTES
-    assert pad._backend(fake(), None, small) == "torch"  # host time would outweigh ~1 us of device time
+    assert pad._backend(fake(), None, small) == "torch"
     assert pad._backend(fake(), None, big) == "triton"
     assert pad._backend(fake(col_stride=4095), None, small) == "triton"  # transposed: 2.3-5.5x on device
     assert pad._backend(fake(), "triton", small) == "triton"

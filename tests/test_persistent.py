@@ -297,3 +297,18 @@ def test_pad_plus_keeps_16_byte_vectors_for_pointer_kernels(monkeypatch, device)
     check(out_p, a, b)
     assert seen["triton_mm"] == ((32, 48), (48, 1), (21, 48))       # padded N, a temporary output
     assert seen["persistent_tma"] == ((32, 45), (48, 1), (21, 45))  # real N over aligned rows, in place
+
+
+def test_rebased_descriptor_is_a_copy_over_the_new_tensor():
+    """The prepared launch rebases the first call's descriptors on each call's tensors
+    (persistent._rebased): same shape, strides and box, the new base, the original untouched."""
+    from gemmtune.kernels.persistent import TensorDescriptor, _rebased
+
+    if TensorDescriptor is None:
+        pytest.skip("this triton has no host TensorDescriptor")
+    first, later = torch.zeros(16, 32), torch.ones(16, 32)
+    desc = TensorDescriptor(first, [16, 32], [32, 1], [16, 16])
+    again = _rebased(desc, later)
+    assert again.base is later and desc.base is first
+    assert (again.shape, again.strides, again.block_shape, again.padding) == \
+        (desc.shape, desc.strides, desc.block_shape, desc.padding)

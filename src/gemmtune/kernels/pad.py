@@ -34,10 +34,16 @@ PAD_SPLIT_BYTES = 16 << 20
 # benchmarks/results/2026-11-25-h100-pad-copy): device time 1.06-1.9x below the best torch path
 # for row-major sources and 2.3-5.5x for transposed ones (4095^2 transposed: 27.5 vs 132 us;
 # 16x2047x2047 -> 16x2048x2048: 95 vs 180 us), at 2.2-3.0 TB/s. But its host time per eager call
-# was 50-75 us against 23-40 us for one aten op, so a row-major copy under TRITON_PAD_MIN_BYTES
-# (where the kernel saves at most ~1 us of device time: 333x1025 2.7 vs 3.7 us) stays on torch.
+# was 50-75 us against 23-40 us for one aten op, so until session 24 a row-major copy under
+# TRITON_PAD_MIN_BYTES (4 MiB then; the kernel saves ~1 us of device time on one copy: 333x1025 2.7
+# vs 3.7 us) stayed on torch. Since session 24 a dispatcher relaunches the compiled copy
+# (prepare_copies) for a few us of host time, always on Triton, and a pad+ choice whose two copies
+# were both small paid two F.pad calls (a fill and a copy each) where one pad_pair launch serves:
+# on 1021x2053x509 bf16 its pad+persistent_tma took 23.7 us through torch copies, 15.1 through
+# the prepared Triton pair (H100, benchmarks/results/2026-11-27-h100-s24, bench_prepared). The
+# tuner times the generic path, so it now copies as a dispatcher does: the threshold is 0.
 TRITON_PAD = True
-TRITON_PAD_MIN_BYTES = 4 << 20
+TRITON_PAD_MIN_BYTES = 0
 
 # The kernel copies bits, so it runs on a same-size integer view: any of these dtypes works,
 # bf16 and fp8 included (also in the interpreter, where bf16 arithmetic is wrong but no
@@ -270,8 +276,7 @@ def prepare_copies(*specs: tuple[torch.Tensor, int, int]) -> tuple[PreparedCopie
     for later operands at a fraction of the host time; None in the interpreter or where the
     Triton copy cannot serve (a dtype it does not copy, operands on different devices or not on
     the current one, an empty copy). The ordinary launch binds 20-odd arguments per call: 50-75 us
-    of host time against 23-40 for one aten op (TRITON_PAD), which is why small row-major copies
-    go to torch on the generic path."""
+    of host time against 23-40 for one aten op (TRITON_PAD)."""
     ts = [t for t, _, _ in specs]
     if (_INTERPRETED or not 1 <= len(specs) <= 2 or any(t.dim() != 2 or not t.is_cuda for t in ts)
             or any(t.dtype not in TRITON_DTYPES or t.dtype != ts[0].dtype or t.device != ts[0].device for t in ts)
