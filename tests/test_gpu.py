@@ -236,6 +236,29 @@ def test_dispatcher_prepared_launch_of_decompose_k_and_persistent(choice_id, lay
     assert not [w for w in recwarn.list if "prepared launch" in str(w.message)]
 
 
+@pytest.mark.parametrize("choice_id", ["persistent_tma:BM64-BN64-BK64-S3-W4-G8", "decompose_k:s4",
+                                       "pad+persistent_tma:BM64-BN64-BK64-S3-W4-G8"])
+def test_prepared_launch_keeps_no_operand_alive(choice_id):
+    """A dispatcher's prepared launch holds no tensor of the call it was prepared on (the
+    persistent kernel's descriptors are kept as templates with no base): once the caller drops
+    its operands and output, they are freed."""
+    import gc
+    import weakref
+
+    from gemmtune.dispatch import compile_mm
+
+    choice = Choice.parse(choice_id)
+    k = 1025 if choice.pad else 1024
+    d = compile_mm(n=768, k=k, dtype="bf16", hints={"m": [64]}, tune_fn=lambda ps, **kw: {p.key: choice for p in ps})
+    a, b = make(64, k, "row", torch.bfloat16), make(k, 768, "row", torch.bfloat16)
+    out = d(a, b)
+    assert "matches" in d._fast[(a.shape, b.shape, a.dtype, b.dtype, 0, 0)].__code__.co_freevars
+    refs = [weakref.ref(t) for t in (a, b, out)]
+    del a, b, out
+    gc.collect()
+    assert all(r() is None for r in refs), "the prepared launch keeps a tensor of its first call alive"
+
+
 PREPARED_PAD = ["pad+aten", "pad+persistent_tma:BM64-BN64-BK64-S3-W4-G8", "pad+triton_mm:BM64-BN64-BK64-S3-W4-G8",
                 "pad+decompose_k:s4"]
 

@@ -268,7 +268,8 @@ def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: Persistent
     again = relaunch(_persistent_kernel, kernel, grid, args, consts, slots=range(DESC_SLOTS))
     if again is None:
         return None
-    a_desc, b_desc, c_desc = args[:3]
+    # Templates with no base: the closures must not keep the first call's tensors alive.
+    a_desc, b_desc, c_desc = (None if d is None else _rebased(d, None) for d in args[:3])
     key = (a.stride(), b.stride(), a.data_ptr() % 16, b.data_ptr() % 16, epilogue_key(epilogue))
     out_key = (out.stride(), out.data_ptr() % 16)
 
