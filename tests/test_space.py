@@ -6,6 +6,7 @@ All pure functions of (problem, device): nothing here touches a GPU.
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 import triton
@@ -204,10 +205,28 @@ def test_decompose_k_candidate_splits(k, want):
     assert got == pow2 + sorted(set(divs) - set(pow2))
 
 
+def test_decompose_k_default_splits_fill_one_wave():
+    """default_splits: the candidate splits nearest (in log2) tiles x split = SMs, at most 6,
+    ascending, for any device's SM count; no candidates, none."""
+    for (m, n, k), sms in [((32, 32, 28672), 132), ((64, 128, 49152), 132), ((200, 200, 20000), 78),
+                           ((1, 4096, 14336), 132), ((4096, 4096, 8192), 132)]:
+        got = decompose_k.default_splits(m, n, k, sms)
+        cands = decompose_k.candidate_splits(k)
+        assert got == sorted(got) and set(got) <= set(cands) and len(got) == min(6, len(cands))
+        tile = decompose_k.tile_for(m, n, k, cands[0])
+        target = max(2.0, sms / (-(-m // tile.block_m) * -(-n // tile.block_n)))
+        dist = lambda s: abs(math.log2(s / target))  # noqa: E731
+        assert max(map(dist, got)) <= min([dist(s) for s in cands if s not in got], default=math.inf)
+    assert decompose_k.default_splits(32, 32, 100, 132) == []
+
+
 def test_decompose_k_space():
     p = Problem.from_sizes(32, 32, 28672, "bf16")
     ids = [c.id for c in gemmtune.space(p, "decompose_k", device="h100")]
-    assert ids == [f"decompose_k:s{s}" for s in (2, 4, 8, 16, 32, 64)]  # default: first 6
+    # default: the 6 splits nearest one wave (one 32x32 tile: 132 programs on an H100's 132 SMs)
+    assert ids == [f"decompose_k:s{s}" for s in (32, 56, 64, 112, 128, 224)]
+    # many tiles (a 4096^2 output): the smallest splits, as the old first-six rule gave
+    assert decompose_k.default_splits(4096, 4096, 8192, 132) == [2, 4, 8, 16, 32, 64]
     ex = gemmtune.space(p, "decompose_k", "exhaustive", device="h100")
     assert [c.config.split for c in ex] == decompose_k.candidate_splits(28672)
     assert gemmtune.space(Problem.from_sizes(32, 32, 100, "bf16"), "decompose_k", device="h100") == []

@@ -22,7 +22,7 @@ from .tiled import launch_sum_splits, launch_tiled, prepare_direct, prepare_sum_
 # planning imports no Triton (kernels.spec); the family's names as before.
 from .decompose_k_spec import (  # noqa: F401
     BMM_WHY, CONFIG, DEFAULT_MAX_CANDIDATES, MIN_PART, NAME, candidate_splits, constraint,
-    features_row, plan, space, tile_for, validate)
+    default_splits, features_row, plan, space, tile_for, validate)
 
 INDUCTOR_TEMPLATE = "decompose_k"  # Inductor's decompose_k: the same bmm + sum, k_split ways
 

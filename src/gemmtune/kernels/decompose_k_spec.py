@@ -4,7 +4,9 @@ The family is kernels.decompose_k, which re-exports these (see kernels.spec).
 
 from __future__ import annotations
 
-from ..configs import DecomposeKConfig, SplitKConfig, next_pow2, tile_constraint
+import math
+
+from ..configs import DecomposeKConfig, SplitKConfig, cdiv, next_pow2, tile_constraint
 from ..device import DeviceInfo
 from ..problem import Problem
 from .base import bmm_reason, tile_row
@@ -28,6 +30,30 @@ def candidate_splits(k: int) -> list[int]:
     divs = [s for s in range(2, k // MIN_PART + 1) if k % s == 0]
     pow2 = [s for s in divs if s & (s - 1) == 0]
     return pow2 + [s for s in divs if s & (s - 1)]
+
+
+def default_splits(m: int, n: int, k: int, sms: int) -> list[int]:
+    """The default space's splits: the DEFAULT_MAX_CANDIDATES of ``candidate_splits(k)`` nearest,
+    in log2, to the split that gives the bmm one program per SM (output tiles x split = ``sms``;
+    at least 2), ascending.
+
+    The first six powers of two (2 to 64), the rule until session 24, leave out the split that
+    fills the GPU wherever the output has few tiles. Over the H100 store with DecomposeK's
+    small-M x N rows measured again (414 problems with DecomposeK rows), the old six reached 92.4%
+    of the family's best measured split (geomean) and these 99.3%, never 3% slower on a problem;
+    on the 34 problems where DecomposeK is the best of all choices, 80.9% and 93.5%. Over the H200
+    store (797 problems, timed before DecomposeK's sum was spread): 96.6% and 98.8%, 9 problems
+    more than 3% slower (benchmarks/results/2026-11-27-h100-s24/README.md, section 5).
+
+    >>> default_splits(32, 32, 28672, 132), default_splits(4096, 4096, 8192, 132)
+    ([32, 56, 64, 112, 128, 224], [2, 4, 8, 16, 32, 64])
+    """
+    splits = candidate_splits(k)
+    if not splits:
+        return []
+    tile = tile_for(m, n, k, splits[0])  # its blocks depend on M and N only
+    target = max(2.0, sms / (cdiv(m, tile.block_m) * cdiv(n, tile.block_n)))
+    return sorted(sorted(splits, key=lambda s: (abs(math.log2(s / target)), s))[:DEFAULT_MAX_CANDIDATES])
 
 
 def tile_for(m: int, n: int, k: int, split: int) -> SplitKConfig:
@@ -60,9 +86,10 @@ def constraint(cfg: DecomposeKConfig, problem: Problem, device: DeviceInfo) -> s
 
 
 def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
-    splits = candidate_splits(problem.k)
     if kind == "default":
-        splits = splits[:DEFAULT_MAX_CANDIDATES]
+        splits = default_splits(problem.m, problem.n, problem.k, device.sm_count)
+    else:
+        splits = candidate_splits(problem.k)
     kept, rejected = [], []
     for s in splits:
         cfg = DecomposeKConfig(s)
