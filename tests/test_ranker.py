@@ -599,3 +599,39 @@ def test_folding_follows_the_missing_value_rules(monkeypatch):
     _unfolded(monkeypatch)
     for got, x in zip(folded, rows):
         assert np.array_equal(got, TextBooster(text).predict(x)), x[0]
+
+
+class DecomposeLast:
+    """Ranks every DecomposeK choice last (as the shipped rankers, which learned it from rows timed
+    before its sum was spread, tend to on small outputs)."""
+
+    def predict(self, problem, choices):
+        return [100.0 + i if c.family == "decompose_k" else 1.0 + i for i, c in enumerate(choices)]
+
+    def trust(self, problem):
+        return 1.0, "near its training data"
+
+
+def test_select_fast_times_decompose_ks_one_wave_split_on_a_few_tile_output():
+    """An output of at most SMs / WAVE_MIN_SPLIT tiles with DecomposeK splits: --fast also times the
+    split nearest one program per SM, however low the model ranks DecomposeK, and says so; not on
+    an output of many tiles, nor without the device (the SM count). CandidatePlan counts the compile."""
+    from gemmtune.model.topk import WAVE_MIN_SPLIT, wave_split
+    from gemmtune.tuning.plan import CandidatePlan, select_fast
+
+    dev = DeviceInfo.lookup("h100")
+    fams = ("triton_mm", "splitk", "decompose_k", "aten")
+    p = Problem.from_sizes(32, 32, 28672, "bf16")
+    picked, k, why = select_fast(p, candidates(p, fams, "exhaustive", dev), DecomposeLast(), dev)
+    dks = [c for c in picked if c.family == "decompose_k"]
+    assert [c.config.split for c in dks] == [128], dks  # 132 SMs / one 32x32 tile: s128 the nearest
+    assert "DecomposeK's one-wave split (topk.with_wave_split)" in why, why
+    assert not any(c.family == "decompose_k" for c in select_fast(p, candidates(p, fams, "exhaustive", dev),
+                                                                   DecomposeLast())[0])
+    wide = Problem.from_sizes(1024, 1024, 28672, "bf16")
+    assert wave_split(wide, dev.sm_count) < WAVE_MIN_SPLIT
+    assert not any(c.family == "decompose_k"
+                   for c in select_fast(wide, candidates(wide, fams, "exhaustive", dev), DecomposeLast(), dev)[0])
+    plan = CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=DecomposeLast())
+    assert plan.compiles_at_most(p) == plan.compiles_at_most(wide) + 1
+    assert any(c.family == "decompose_k" for c in plan(p).choices)

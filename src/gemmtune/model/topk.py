@@ -181,10 +181,11 @@ def fast_pick(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTRA
 
 
 def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTRA,
-               problem=None, preferred=None) -> tuple[list[int], list[int]]:
+               problem=None, preferred=None, sms: int | None = None) -> tuple[list[int], list[int]]:
     """``fast_pick``'s two parts: (the families' first choices with the other path's, and on an
     decode ``problem`` that ``core_pick_applies`` to, skinny's best-ranked CUDA-core choice
-    (``with_core``); the model's
+    (``with_core``), and with the GPU's ``sms`` DecomposeK's one-wave split where the output has
+    few tiles (``with_wave_split``); the model's
     ``extra`` next best choices), so that a caller can tell them apart without ranking twice.
 
     >>> from gemmtune.configs import Choice
@@ -199,6 +200,8 @@ def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTR
     picked = with_other_path(choices, order, diverse_pick([diversity_family(c) for c in choices], keys, k_fam))
     if problem is not None:
         picked = with_core(choices, order, picked, problem, preferred)
+        if sms:
+            picked = with_wave_split(choices, picked, problem, sms)
     picked = with_padded_cublas(choices, picked)
     taken = set(picked)
     return picked, [int(i) for i in order if int(i) not in taken][:extra]
@@ -288,6 +291,60 @@ def with_core(choices, order, picked: list[int], problem, preferred=None) -> lis
     if any(is_cuda_core(choices[i]) for i in picked):
         return list(picked)
     return list(picked) + cores[:1]
+
+
+# DecomposeK's one-wave pick (``with_wave_split``) where the one-wave split is at least this: an
+# output of at most SMs / 16 tiles (8 on an H100).
+WAVE_MIN_SPLIT = 16
+
+
+def with_wave_split(choices, picked: list[int], problem, sms: int) -> list[int]:
+    """``picked`` plus, where the output has so few tiles that DecomposeK's one-wave split
+    (``decompose_k_spec.default_splits``' target: SMs / output tiles) is at least WAVE_MIN_SPLIT and
+    nothing picked is a DecomposeK choice, the copy-free DecomposeK choice whose split is nearest it
+    (in log2). The rankers learned DecomposeK from rows timed before its sum was spread over the
+    GPU (session 23), and rank its long splits low where they now win: on 24x24x57344 (H100,
+    session 24) the default space's s112 ran at 1.61x cuBLAS, --fast's pick at 1.48x. Replayed on
+    the H100 store (DecomposeK's small-M x N rows measured again; 497 problems, cross-validated),
+    --fast went from 98.62% to 98.68% of the best (splitk group 96.54% to 96.73%, random 98.14% to
+    98.48%, no group lower) for 0.03 more candidates a problem
+    (benchmarks/results/2026-11-27-h100-s24/README.md, section 6).
+
+    >>> from gemmtune.configs import Choice
+    >>> from gemmtune.problem import Problem
+    >>> cs = [Choice.parse(c) for c in ("splitk:BM32-BN32-BK128-S4-W4-G8-SK64-atomic", "decompose_k:s16",
+    ...                                  "decompose_k:s128", "decompose_k:s224")]
+    >>> with_wave_split(cs, [0], Problem.from_sizes(32, 32, 28672, "bf16"), 132)
+    [0, 2]
+    >>> with_wave_split(cs, [0, 1], Problem.from_sizes(32, 32, 28672, "bf16"), 132)  # one picked already
+    [0, 1]
+    >>> with_wave_split(cs, [0], Problem.from_sizes(512, 512, 28672, "bf16"), 132)  # 16 tiles: target 8
+    [0]
+    """
+    target = wave_split(problem, sms)
+    if target < WAVE_MIN_SPLIT or any(choices[i].family == "decompose_k" for i in picked):
+        return list(picked)
+    near = [(abs(math.log2(c.config.split / target)), i) for i, c in enumerate(choices)
+            if c.family == "decompose_k" and not c.pad]
+    return list(picked) + ([min(near)[1]] if near else [])
+
+
+def wave_split(problem, sms: int) -> float:
+    """DecomposeK's one-wave split of an mm ``problem`` on a GPU of ``sms`` SMs: SMs / the bmm's output
+    tiles (0 where DecomposeK has no split for its K, or for another op).
+
+    >>> from gemmtune.problem import Problem
+    >>> wave_split(Problem.from_sizes(32, 32, 28672, "bf16"), 132), wave_split(Problem.from_sizes(8, 8, 100, "bf16"), 132)
+    (132.0, 0.0)
+    """
+    from ..configs import cdiv
+    from ..kernels.decompose_k_spec import candidate_splits, tile_for
+
+    splits = candidate_splits(problem.k) if problem.op == "mm" else []
+    if not splits:
+        return 0.0
+    tile = tile_for(problem.m, problem.n, problem.k, splits[0])
+    return sms / (cdiv(problem.m, tile.block_m) * cdiv(problem.n, tile.block_n))
 
 
 def with_padded_cublas(choices, picked: list[int]) -> list[int]:

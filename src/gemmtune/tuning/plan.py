@@ -234,14 +234,20 @@ def select_fast(problem: Problem, cands: list[Choice], model, device: DeviceInfo
     preferred = None
     if device is not None and core_pick_applies(problem):
         preferred = {c.id for c in family_space(problem, "skinny", "default", device)}
-    first, more = fast_parts(rest, keys, FAST_FAMILIES, fast_extra(trust), problem=problem, preferred=preferred)
+    sms = device.sm_count if device is not None else None
+    first, more = fast_parts(rest, keys, FAST_FAMILIES, fast_extra(trust), problem=problem, preferred=preferred,
+                             sms=sms)
     picked = [rest[i] for i in first + more]
-    # with_core's picks, if it made any: the indices of ``first`` that the picks without it lack
+    # with_core's and with_wave_split's picks, if they made any: the indices of ``first`` that the
+    # picks without them lack
     added = set(first) - set(fast_parts(rest, keys, FAST_FAMILIES, 0)[0])
+    wave = set(first) - set(fast_parts(rest, keys, FAST_FAMILIES, 0, problem=problem, preferred=preferred)[0])
+    added -= wave
     padded = {i for i in first if is_padded_cublas(rest[i])}  # topk.with_padded_cublas
-    fams = sorted({family_of(rest[i]) for i in first if i not in added | padded})
+    fams = sorted({family_of(rest[i]) for i in first if i not in added | wave | padded})
     next_ = f", and the model's next {len(more)}" if more else ""
     core_ = f", skinny's first {len(added)} CUDA-core choice(s) (topk.core_pick_applies)" if added else ""
+    core_ += ", DecomposeK's one-wave split (topk.with_wave_split)" if wave else ""
     core_ += ", cuBLAS on padded copies" if padded else ""
     unsure = " (a model without trust: unsure)" if trust is None else f" (trust {trust:.2f})" if trust < 1 else ""
     return (base + _with_twins(picked, twins), len(picked),
@@ -329,15 +335,16 @@ class CandidatePlan:
         if self.bspace == "FAST" and self.ranker is not None:
             from ..model.topk import fast_extra, model_trust
             extra = fast_extra(model_trust(self.ranker, problem))
-        return compiles_at_most(self.table, problem, self.bspace, extra)
+        return compiles_at_most(self.table, problem, self.bspace, extra, self.device.sm_count)
 
 
 def compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | int,
-                     fast_extra: int | None = None) -> int | None:
+                     fast_extra: int | None = None, sms: int | None = None) -> int | None:
     """How many candidates of ``problem`` tune may compile, before its candidates are listed:
     a table entry's Triton choices, else k when only the model's k best are benchmarked (2(k + 1)
     on an unaligned problem: the other path's first choice and twins), else None (its whole
-    search space)."""
+    search space). ``sms``: the GPU's SMs, for --fast's DecomposeK one-wave pick (not counted
+    without)."""
     listed = required_choices(lut, problem)
     if listed:
         return sum(c.needs_compile for c in listed)
@@ -349,14 +356,16 @@ def compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | in
         from ..model.topk import K_MAX
         return most(K_MAX)
     if bspace == "FAST":
-        from ..model.topk import CORE_PICKS, FAST_EXTRA, FAST_FAMILIES, core_pick_applies
+        from ..model.topk import CORE_PICKS, FAST_EXTRA, FAST_FAMILIES, WAVE_MIN_SPLIT, core_pick_applies, wave_split
         # fast_extra: how many next choices the ranker adds for this problem (topk.fast_extra: up to
         # FAST_UNSURE_EXTRA more where it is unsure). Unknown (before the ranker is loaded: the tuner
         # sizes its compile pool with this), the count of a problem it trusts: an unsure one's 1-2
         # more compile on the benchmark worker's precompile threads, which a pool would not speed up.
         # A decode problem core_pick_applies to may add up to CORE_PICKS of skinny's CUDA-core tiles (topk.with_core).
+        # A problem of few output tiles may add DecomposeK's one-wave split (topk.with_wave_split).
         return most(FAST_FAMILIES + (fast_extra if fast_extra is not None else FAST_EXTRA)
-                    + CORE_PICKS * core_pick_applies(problem))
+                    + CORE_PICKS * core_pick_applies(problem)
+                    + (sms is not None and wave_split(problem, sms) >= WAVE_MIN_SPLIT))
     return most(bspace) if isinstance(bspace, int) else None
 
 
