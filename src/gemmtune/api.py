@@ -51,7 +51,7 @@ def space(problem: Problem, family: str, kind: str = "default",
         >>> import gemmtune
         >>> p = gemmtune.Problem.from_sizes(32, 32, 28672, "bf16")
         >>> [c.id for c in gemmtune.space(p, "decompose_k", device="h100")][:2]
-        ['decompose_k:s2', 'decompose_k:s4']
+        ['decompose_k:s32', 'decompose_k:s56']
     """
     if kind not in SPACE_KINDS:
         raise ValueError(f"space kind must be one of {SPACE_KINDS}, got {kind!r}")
