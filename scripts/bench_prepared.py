@@ -45,18 +45,9 @@ CASES = [  # label, M, N, K, dtype, choice, B ("row" tensor or "weight": W.t() o
 N_SETS = 4
 
 
-def wall_us(fn, calls: int) -> float:
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) * 1e6 / calls
-
-
 def run_case(case, calls: int, rounds: int) -> dict:
     from gemmtune import kernels
-    from gemmtune.bench.timing import CudaGraphTimer
+    from gemmtune.bench.timing import CudaGraphTimer, wall_ms_per_call
     from gemmtune.configs import Choice
     from gemmtune.dispatch import compile_mm
     from gemmtune.epilogue import bind
@@ -111,7 +102,7 @@ def run_case(case, calls: int, rounds: int) -> dict:
     eager = {p: [] for p in paths}
     for _ in range(rounds):
         for p, f in paths.items():
-            eager[p].append(wall_us(lambda: f(0), calls))
+            eager[p].append(wall_ms_per_call(f, calls) * 1e3)
     timer = CudaGraphTimer()
     device = {p: timer.measure(f, N_SETS).device_ms * 1e3 for p, f in paths.items()}
     # The cached closure (plain or fused) is the prepared one where it closes over ``matches``.

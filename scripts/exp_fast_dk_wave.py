@@ -11,27 +11,17 @@ import json
 import math
 import sys
 
-from gemmtune.configs import cdiv
-from gemmtune.kernels.decompose_k_spec import candidate_splits, tile_for
-from gemmtune.model.topk import fast_extra, fast_parts
+from gemmtune.model.topk import fast_extra, fast_parts, wave_split
 from fast_replay import print_policies, replay
 
 SMS = int(sys.argv[3]) if len(sys.argv) > 3 else 132
-
-
-def wave_target(p) -> float:
-    cands = candidate_splits(p.k)
-    if not cands:
-        return 0.0
-    t = tile_for(p.m, p.n, p.k, cands[0])
-    return SMS / (cdiv(p.m, t.block_m) * cdiv(p.n, t.block_n))
 
 
 def policies(others, keys, order, trust, problem):
     first, more = fast_parts(others, keys, extra=fast_extra(trust), problem=problem)
     base = first + more
     pol = {"fast": base}
-    target = wave_target(problem)
+    target = wave_split(problem, SMS)
     dks = [(abs(math.log2(c.config.split / target)), i) for i, c in enumerate(others)
            if c.family == "decompose_k" and not c.pad] if target > 0 else []
     has_dk = any(others[i].family == "decompose_k" for i in base)

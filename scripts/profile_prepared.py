@@ -15,7 +15,6 @@ import io
 import os
 import pstats
 import sys
-import time
 
 import torch
 
@@ -33,6 +32,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("profile_prepared: needs a CUDA GPU", file=sys.stderr)
         return 2
+    from gemmtune.bench.timing import wall_ms_per_call
     from gemmtune.configs import Choice
     from gemmtune.dispatch import compile_mm
 
@@ -50,14 +50,7 @@ def main(argv=None) -> int:
 
         def call():
             return disp(a, b) if bias is None else disp(a, b, bias=bias)
-        for _ in range(5):
-            call()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(args.calls):
-            call()
-        torch.cuda.synchronize()
-        wall = (time.perf_counter() - t0) * 1e6 / args.calls
+        wall = wall_ms_per_call(lambda i: call(), args.calls, warmup=5) * 1e3
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(args.calls):

@@ -533,3 +533,41 @@ def test_sum_splits_spreads_the_sum_and_matches_fp64(monkeypatch, sms, S, M, N):
     assert torch.equal(out, again)
     block, block_s = tiled.sum_blocks(S, M * N, sms)
     assert 32 <= block <= 1024 and 1 <= block_s <= 16 and block * block_s <= 4096
+
+
+def test_direct_and_relaunch_freeze_the_same_arguments():
+    """tiled.direct and relaunch.relaunch take the compiled runner and the whole argument list from
+    one helper (relaunch.runner_and_args): positional args, then constexprs in parameter order,
+    the grid padded to 3-D; a kernel whose parameters are not those gives None."""
+    from gemmtune.kernels import tiled
+    from gemmtune.kernels.launch_args import N_POINTERS
+    from gemmtune.kernels.relaunch import relaunch, runner_and_args
+
+    names = [f"p{i}" for i in range(N_POINTERS)] + ["M", "N", "BLOCK", "SPLIT"]
+
+    class Fn:
+        arg_names = names
+
+    calls = []
+
+    class Kernel:
+        def __getitem__(self, grid):
+            return lambda *args: calls.append((grid, args))
+
+    a, b = torch.randn(4, 6), torch.randn(6, 5)
+    c = torch.empty(4, 5)
+    args = (a, b, c, *["x"] * (N_POINTERS - 3), 4, 5)
+    consts = {"SPLIT": 1, "BLOCK": 64}  # given out of parameter order
+    runner, full = runner_and_args(Fn, Kernel(), (2, 3), args, consts)
+    assert full[N_POINTERS:] == [4, 5, 64, 1]
+    d = tiled.direct(Fn, Kernel(), (2, 3), args, consts, a, b, None, None)
+    d(a, b, c)
+    assert calls[-1] == ((2, 3, 1), (a, b, c, c, c, c, c, c, c, 4, 5, 64, 1))
+    r = relaunch(Fn, Kernel(), (7,), args, consts, slots=range(3))
+    r(a, b, c)
+    assert calls[-1][0] == (7, 1, 1) and calls[-1][1][:3] == (a, b, c) and calls[-1][1][N_POINTERS:] == (4, 5, 64, 1)
+
+    class Other:
+        arg_names = names[:-1]
+    assert runner_and_args(Other, Kernel(), (1,), args, consts) is None
+    assert tiled.direct(Fn, None, (1,), args, consts, a, b, None, None) is None

@@ -137,6 +137,13 @@ def _padded_operands(a: torch.Tensor, b: torch.Tensor, m: int, k_pad: int, n_pad
     return (a if a_as_is else zero_pad(a, m, k_pad)), (bp if bp is not None else zero_pad(b, k_pad, n_pad))
 
 
+def _into_out(fam, n: int, n_pad: int) -> bool:
+    """Whether a pad+ choice of ``fam`` computes straight into the caller's output (on the view
+    ``B[:, :N]`` of the padded copy), not into an (M, N') temporary cut down after: where N needed
+    no padding, or the family reads through TMA descriptors (``TMA_EDGES``; see ``run_choice``)."""
+    return n_pad == n or getattr(fam, "TMA_EDGES", False)
+
+
 def _unpadded_ok(a: torch.Tensor, k_pad: int) -> bool:
     """Whether a pad+ choice can read A as it is: its K needs no padding and it already is what
     the copy would make (row-major, contiguous, 16-byte aligned). Where only N is odd (a vocabulary
@@ -184,7 +191,7 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
         ap, bp = zero_pad(a, M, Kp), zero_pad(b.t(), Np, Kp).t()
     else:  # where only N is odd, A is read as it is (_unpadded_ok)
         ap, bp = _padded_operands(a, b, M, Kp, Np, _unpadded_ok(a, Kp))
-    if Np == N or getattr(fam, "TMA_EDGES", False):
+    if _into_out(fam, N, Np):
         fam.run(ap, bp[:, :N], out, choice.config, allow_tf32=allow_tf32, workspace=workspace,
                 epilogue=epilogue)
         return
@@ -222,7 +229,7 @@ def _prepare_padded(fam, choice, a, b, out, *, allow_tf32, workspace, epilogue):
     for instance, takes ``run_choice``. Generic launches of these choices cost 2.1-5.4x cuBLAS's
     eager time per call (H100, session 23, benchmarks/results/2026-11-27-h100-s23 section 5)."""
     from . import padcache
-    from .launch_args import epilogue_key
+    from .launch_args import operands_key
     from .pad import prepare_copies
 
     if a.dim() != 2 or not a.is_cuda or _recording(a, b) or (epilogue is not None and epilogue.spec.scale != "none"):
@@ -238,25 +245,24 @@ def _prepare_padded(fam, choice, a, b, out, *, allow_tf32, workspace, epilogue):
         return None
     ap = a if a_as_is else made[0]
     bp = cached if cached is not None else made[-1]
-    into_out = Np == N or getattr(fam, "TMA_EDGES", False)
+    into_out = _into_out(fam, N, Np)
     cfg, kw = choice.config, {"allow_tf32": allow_tf32, "workspace": workspace}
     wide = (M, Np)
 
     def padded_epilogue(e):
         return e if into_out or e is None else e.padded(Np - N)
     target = out if into_out else torch.empty(wide, dtype=out.dtype, device=out.device)
-    inner = fam.prepare(ap, bp[:, :N] if into_out else bp, target, cfg, epilogue=padded_epilogue(epilogue), **kw)
+    bv, e = bp[:, :N] if into_out else bp, padded_epilogue(epilogue)
+    inner = fam.prepare(ap, bv, target, cfg, epilogue=e, **kw)
     if inner is None:  # aten, or a family without a prepared launch: its ordinary run
-        fam.run(ap, bp[:, :N] if into_out else bp, target, cfg, epilogue=padded_epilogue(epilogue), **kw)
+        fam.run(ap, bv, target, cfg, epilogue=e, **kw)
     if not into_out:
         out.copy_(target[:, :N])
-    key, is_cached = (a.stride(), b.stride(), a.data_ptr() % 16, b.data_ptr() % 16, epilogue_key(epilogue)), \
-        cached is not None
+    key, is_cached = operands_key(a, b, epilogue), cached is not None
     empty, dt = torch.empty, out.dtype
 
     def matches(a, b, epilogue=None):
-        return ((a.stride(), b.stride(), a.data_ptr() % 16, b.data_ptr() % 16, epilogue_key(epilogue)) == key
-                and not _recording(a, b))
+        return operands_key(a, b, epilogue) == key and not _recording(a, b)
 
     def launch(a, b, c, epilogue=None):
         bp = padcache.WEIGHTS.get(b, Np, Kp)

@@ -16,7 +16,7 @@ from ..problem import Problem
 from ..configs import DecomposeKConfig
 from ..epilogue import EpilogueArgs
 from .base import Unsupported
-from .launch_args import epilogue_key, epilogue_pointers
+from .launch_args import epilogue_key, epilogue_pointers, layout_key
 from .tiled import launch_sum_splits, launch_tiled, prepare_direct, prepare_sum_splits
 # The family's pure part (configs, space, constraint, launch plan, model row): kept in decompose_k_spec so that
 # planning imports no Triton (kernels.spec); the family's names as before.
@@ -65,14 +65,14 @@ def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: DecomposeK
     total = None if bmm is None else prepare_sum_splits(partials, out, epilogue)
     if total is None:
         return None
-    key, out_key = epilogue_key(epilogue), (out.stride(), out.data_ptr() % 16)
+    key, out_key = epilogue_key(epilogue), layout_key(out)
     empty, f32 = torch.empty, torch.float32
 
     def matches(a, b, epilogue=None):
         return bmm.matches(a, b) and epilogue_key(epilogue) == key
 
     def launch(a, b, c, epilogue=None):
-        if (c.stride(), c.data_ptr() % 16) != out_key:  # an output of another layout: the ordinary way
+        if layout_key(c) != out_key:  # an output of another layout: the ordinary way
             run(a, b, c, cfg, allow_tf32=allow_tf32, epilogue=epilogue)
             return
         p = empty(shape, dtype=f32, device=dev)

@@ -51,9 +51,22 @@ def default_splits(m: int, n: int, k: int, sms: int) -> list[int]:
     splits = candidate_splits(k)
     if not splits:
         return []
-    tile = tile_for(m, n, k, splits[0])  # its blocks depend on M and N only
-    target = max(2.0, sms / (cdiv(m, tile.block_m) * cdiv(n, tile.block_n)))
+    target = max(2.0, wave_split(m, n, k, sms))
     return sorted(sorted(splits, key=lambda s: (abs(math.log2(s / target)), s))[:DEFAULT_MAX_CANDIDATES])
+
+
+def wave_split(m: int, n: int, k: int, sms: int) -> float:
+    """The split that gives the bmm one program per SM: ``sms`` / its output tiles; 0 where K has
+    no split (``candidate_splits``).
+
+    >>> wave_split(32, 32, 28672, 132), wave_split(8, 8, 100, 132)
+    (132.0, 0.0)
+    """
+    splits = candidate_splits(k)
+    if not splits:
+        return 0.0
+    tile = tile_for(m, n, k, splits[0])  # its blocks depend on M and N only
+    return sms / (cdiv(m, tile.block_m) * cdiv(n, tile.block_n))
 
 
 def tile_for(m: int, n: int, k: int, split: int) -> SplitKConfig:

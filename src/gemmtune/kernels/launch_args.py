@@ -153,10 +153,22 @@ def epilogue_tensors(epi: EpilogueArgs | None) -> tuple:
     return () if epi is None else tuple(t for t in (epi.bias, epi.residual) if t is not None)
 
 
+def layout_key(t: torch.Tensor) -> tuple:
+    """What a compiled kernel specialised on about one tensor argument besides its sizes: its
+    strides and its 16-byte alignment (Triton specialises pointers on alignment)."""
+    return t.stride(), t.data_ptr() % 16
+
+
 def epilogue_key(epi: EpilogueArgs | None):
-    """What a compiled kernel specialised on about an epilogue: which parts, and the strides and
-    16-byte alignment of its tensors (Triton specialises pointers on alignment)."""
+    """What a compiled kernel specialised on about an epilogue: which parts, and the
+    ``layout_key`` of its tensors."""
     if epi is None:
         return None
-    return (epi.spec,) + tuple(None if t is None else (t.stride(), t.data_ptr() % 16)
+    return (epi.spec,) + tuple(None if t is None else layout_key(t)
                                for t in (epi.bias, epi.residual, epi.scale_a, epi.scale_b))
+
+
+def operands_key(a: torch.Tensor, b: torch.Tensor, epi: EpilogueArgs | None = None) -> tuple:
+    """The ``layout_key`` of both operands and the ``epilogue_key``: a prepared launch made for one
+    call serves another call of the same problem exactly where this key is the same."""
+    return layout_key(a), layout_key(b), epilogue_key(epi)

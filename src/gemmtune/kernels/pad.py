@@ -247,19 +247,15 @@ def pad_pair(a: torch.Tensor, a_rows: int, a_cols: int, b: torch.Tensor, b_rows:
 
 class PreparedCopies:
     """``copies(*sources)``: padded copies (fresh, contiguous) of one or two 2-D operands, by
-    relaunching the compiled copy kernel that ``prepare_copies`` ran once. Valid while each source
-    keeps the strides and 16-byte alignment of the one it was prepared on (``matches``): sizes,
-    strides and tiles are frozen in the launch."""
+    relaunching the compiled copy kernel that ``prepare_copies`` ran once. Valid only while each
+    source keeps the strides and 16-byte alignment of the one it was prepared on (sizes, strides
+    and tiles are frozen in the launch): the caller checks that (``launch_args.operands_key``)."""
 
-    __slots__ = ("launch", "shapes", "keys", "dtype", "device")
+    __slots__ = ("launch", "shapes", "dtype", "device")
 
-    def __init__(self, launch, sources, outs):
+    def __init__(self, launch, outs):
         self.launch, self.shapes = launch, tuple(tuple(o.shape) for o in outs)
-        self.keys = tuple((t.stride(), t.data_ptr() % 16) for t in sources)
         self.dtype, self.device = outs[0].dtype, outs[0].device
-
-    def matches(self, *sources) -> bool:
-        return tuple((t.stride(), t.data_ptr() % 16) for t in sources) == self.keys
 
     def __call__(self, *sources) -> list[torch.Tensor]:
         outs = [torch.empty(s, dtype=self.dtype, device=self.device) for s in self.shapes]
@@ -300,7 +296,7 @@ def prepare_copies(*specs: tuple[torch.Tensor, int, int]) -> tuple[PreparedCopie
         fn, slots = _pad_pair_kernel, (0, 1, len(args_a) + 1, len(args_a) + 2)
     kernel = fn[(programs,)](*args, **consts, num_warps=warps)
     again = relaunch(fn, kernel, (programs,), args, consts, slots)
-    return None if again is None else (PreparedCopies(again, ts, outs), outs)
+    return None if again is None else (PreparedCopies(again, outs), outs)
 
 
 def _backend(t: torch.Tensor, backend: str | None, out_bytes: int | None = None) -> str:

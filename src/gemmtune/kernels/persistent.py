@@ -47,7 +47,7 @@ from ..configs import PersistentConfig
 from ..epilogue import EpilogueArgs
 from ..problem import Problem
 from .base import Unsupported
-from .launch_args import epilogue_key, gpu_sm_count
+from .launch_args import gpu_sm_count, layout_key, operands_key
 from .relaunch import relaunch
 from .tiled import (_INTERPRETED, _launch, epilogue_consts, epilogue_pointers, epilogue_strides,
                     epilogue_tensors, fused_epilogue, input_precision, mma, needs_int64)
@@ -270,14 +270,13 @@ def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: Persistent
         return None
     # Templates with no base: the closures must not keep the first call's tensors alive.
     a_desc, b_desc, c_desc = (None if d is None else _rebased(d, None) for d in args[:3])
-    key = (a.stride(), b.stride(), a.data_ptr() % 16, b.data_ptr() % 16, epilogue_key(epilogue))
-    out_key = (out.stride(), out.data_ptr() % 16)
+    key, out_key = operands_key(a, b, epilogue), layout_key(out)
 
     def matches(a, b, epilogue=None):
-        return (a.stride(), b.stride(), a.data_ptr() % 16, b.data_ptr() % 16, epilogue_key(epilogue)) == key
+        return operands_key(a, b, epilogue) == key
 
     def launch(a, b, c, epilogue=None):
-        if (c.stride(), c.data_ptr() % 16) != out_key:  # another output layout: the ordinary way
+        if layout_key(c) != out_key:  # another output layout: the ordinary way
             run(a, b, c, cfg, allow_tf32=allow_tf32, epilogue=epilogue)
             return
         again(_rebased(a_desc, a), _rebased(b_desc, b), None if c_desc is None else _rebased(c_desc, c), c,

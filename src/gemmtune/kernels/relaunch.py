@@ -51,14 +51,25 @@ def relaunch(fn, kernel, grid: Sequence[int], args: Sequence, consts: dict, slot
     >>> r("x1", "o1"); calls
     [((4, 1, 1), ('x1', 'o1', 7, 128))]
     """
+    compiled = runner_and_args(fn, kernel, grid, args, consts)
+    if compiled is None:
+        return None
+    runner, full = compiled
+    for i in slots:
+        full[i] = None
+    return Relaunch(runner, full, tuple(slots))
+
+
+def runner_and_args(fn, kernel, grid: Sequence[int], args: Sequence, consts: dict) -> tuple | None:
+    """(the compiled ``kernel``'s runner for ``grid``, the whole argument list it takes: ``args``
+    then the values of ``consts`` in ``fn``'s parameter order), or None where there is no compiled
+    kernel or ``fn``'s parameters are not ``args`` followed by ``consts``. What ``relaunch`` and
+    ``tiled.direct`` freeze."""
     if kernel is None or not hasattr(kernel, "__getitem__"):
         return None
     names = list(fn.arg_names)
     if len(names) != len(args) + len(consts) or any(n not in consts for n in names[len(args):]):
         return None
-    full = list(args) + [consts[n] for n in names[len(args):]]
-    for i in slots:
-        full[i] = None
     # A 3-D grid: some triton versions' compiled-kernel runner indexes grid[2].
     g = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
-    return Relaunch(kernel[g], full, tuple(slots))
+    return kernel[g], list(args) + [consts[n] for n in names[len(args):]]

@@ -48,6 +48,7 @@ from ..configs import cdiv, next_pow2
 from .launch_args import (_INT32_LIMIT, N_POINTERS, _pow2_divisor, batch_divisor, edge_masks,  # noqa: F401
                           epilogue_consts, epilogue_key, epilogue_pointers, epilogue_strides, epilogue_tensors,
                           gpu_sm_count, lead_divisor, needs_int64, store_divisor)
+from .relaunch import relaunch, runner_and_args
 from .tile_epilogue import (FP8_PROMOTE, UPCAST_BF16, _gpu_fence, _sum_splits_kernel, activation,  # noqa: F401
                             fused_epilogue, mma, split_epilogue)
 
@@ -579,14 +580,11 @@ def direct(fn, kernel, grid, args, consts, a, b, ws, epilogue) -> "Direct | None
     """The Direct launch of ``kernel``, the compiled ``fn`` that one ordinary launch with
     ``args`` and ``consts`` returned; None when there is no compiled kernel or its
     parameters are not the args (pointers first, N_POINTERS of them) then the constexprs."""
-    if kernel is None or not hasattr(kernel, "__getitem__"):
+    compiled = runner_and_args(fn, kernel, grid, args, consts)
+    if compiled is None:
         return None
-    names = list(fn.arg_names)
-    if len(names) != len(args) + len(consts) or any(n not in consts for n in names[len(args):]):
-        return None
-    fixed = tuple(args[N_POINTERS:]) + tuple(consts[n] for n in names[len(args):])
-    # A 3-D grid: some triton versions' compiled-kernel runner indexes grid[2].
-    return Direct(kernel[(grid[0], grid[1], grid[2] if len(grid) > 2 else 1)], fixed, a, b, ws, epilogue)
+    runner, full = compiled
+    return Direct(runner, tuple(full[N_POINTERS:]), a, b, ws, epilogue)
 
 
 class Direct:
@@ -664,12 +662,10 @@ def launch_sum_splits(ws: torch.Tensor, out: torch.Tensor, epilogue: EpilogueArg
 
 
 def prepare_sum_splits(ws: torch.Tensor, out: torch.Tensor, epilogue: EpilogueArgs | None = None):
-    """Sum once (``launch_sum_splits``) and return the ``Relaunch`` of that compiled sum, called
+    """Sum once (as ``launch_sum_splits``) and return the ``Relaunch`` of that compiled sum, called
     as ``launch(ws, out, *epilogue_pointers(epilogue, out))`` with partials and an output of the
     same shape, strides and alignment (and an epilogue of the same ``epilogue_key``); None in the
     interpreter."""
-    from .relaunch import relaunch
-
     grid, args, consts = _sum_args(ws, out, epilogue)
-    kernel = launch_sum_splits(ws, out, epilogue)
+    kernel = _launch(_sum_splits_kernel, grid, args, {**consts, "num_warps": SUM_WARPS})
     return relaunch(_sum_splits_kernel, kernel, grid, args, consts, slots=range(SUM_POINTERS))

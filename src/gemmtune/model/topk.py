@@ -181,12 +181,15 @@ def fast_pick(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTRA
 
 
 def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTRA,
-               problem=None, preferred=None, sms: int | None = None) -> tuple[list[int], list[int]]:
+               problem=None, preferred=None, sms: int | None = None,
+               added: dict | None = None) -> tuple[list[int], list[int]]:
     """``fast_pick``'s two parts: (the families' first choices with the other path's, and on an
     decode ``problem`` that ``core_pick_applies`` to, skinny's best-ranked CUDA-core choice
     (``with_core``), and with the GPU's ``sms`` DecomposeK's one-wave split where the output has
     few tiles (``with_wave_split``); the model's
     ``extra`` next best choices), so that a caller can tell them apart without ranking twice.
+    ``added``, a dict when given, receives what each rule added to the first part: ``"core"``
+    (``with_core``), ``"wave"`` (``with_wave_split``), ``"padded"`` (``with_padded_cublas``).
 
     >>> from gemmtune.configs import Choice
     >>> cs = [Choice.parse(c) for c in ("triton_mm:BM64-BN64-BK32-S3-W4-G8", "triton_mm:BM64-BN64-BK64-S3-W4-G8")]
@@ -198,11 +201,17 @@ def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTR
     k_arr = np.asarray(keys, dtype=np.float64)
     order = np.argsort(np.where(np.isfinite(k_arr), k_arr, np.inf), kind="stable")
     picked = with_other_path(choices, order, diverse_pick([diversity_family(c) for c in choices], keys, k_fam))
+    rules = []
     if problem is not None:
-        picked = with_core(choices, order, picked, problem, preferred)
+        rules.append(("core", lambda p: with_core(choices, order, p, problem, preferred)))
         if sms:
-            picked = with_wave_split(choices, picked, problem, sms)
-    picked = with_padded_cublas(choices, picked)
+            rules.append(("wave", lambda p: with_wave_split(choices, p, problem, sms)))
+    rules.append(("padded", lambda p: with_padded_cublas(choices, p)))
+    for name, rule in rules:
+        grown = rule(picked)  # each rule appends to the picks it is given
+        if added is not None:
+            added[name] = grown[len(picked):]
+        picked = grown
     taken = set(picked)
     return picked, [int(i) for i in order if int(i) not in taken][:extra]
 
@@ -330,21 +339,16 @@ def with_wave_split(choices, picked: list[int], problem, sms: int) -> list[int]:
 
 
 def wave_split(problem, sms: int) -> float:
-    """DecomposeK's one-wave split of an mm ``problem`` on a GPU of ``sms`` SMs: SMs / the bmm's output
-    tiles (0 where DecomposeK has no split for its K, or for another op).
+    """DecomposeK's one-wave split of an mm ``problem`` on a GPU of ``sms`` SMs
+    (``decompose_k_spec.wave_split``); 0 for another op.
 
     >>> from gemmtune.problem import Problem
     >>> wave_split(Problem.from_sizes(32, 32, 28672, "bf16"), 132), wave_split(Problem.from_sizes(8, 8, 100, "bf16"), 132)
     (132.0, 0.0)
     """
-    from ..configs import cdiv
-    from ..kernels.decompose_k_spec import candidate_splits, tile_for
+    from ..kernels.decompose_k_spec import wave_split as split_for_one_wave
 
-    splits = candidate_splits(problem.k) if problem.op == "mm" else []
-    if not splits:
-        return 0.0
-    tile = tile_for(problem.m, problem.n, problem.k, splits[0])
-    return sms / (cdiv(problem.m, tile.block_m) * cdiv(problem.n, tile.block_n))
+    return split_for_one_wave(problem.m, problem.n, problem.k, sms) if problem.op == "mm" else 0.0
 
 
 def with_padded_cublas(choices, picked: list[int]) -> list[int]:

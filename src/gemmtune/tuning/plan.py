@@ -235,14 +235,11 @@ def select_fast(problem: Problem, cands: list[Choice], model, device: DeviceInfo
     if device is not None and core_pick_applies(problem):
         preferred = {c.id for c in family_space(problem, "skinny", "default", device)}
     sms = device.sm_count if device is not None else None
+    rules: dict = {}  # what with_core and with_wave_split added, if anything
     first, more = fast_parts(rest, keys, FAST_FAMILIES, fast_extra(trust), problem=problem, preferred=preferred,
-                             sms=sms)
+                             sms=sms, added=rules)
     picked = [rest[i] for i in first + more]
-    # with_core's and with_wave_split's picks, if they made any: the indices of ``first`` that the
-    # picks without them lack
-    added = set(first) - set(fast_parts(rest, keys, FAST_FAMILIES, 0)[0])
-    wave = set(first) - set(fast_parts(rest, keys, FAST_FAMILIES, 0, problem=problem, preferred=preferred)[0])
-    added -= wave
+    added, wave = set(rules.get("core", ())), set(rules.get("wave", ()))
     padded = {i for i in first if is_padded_cublas(rest[i])}  # topk.with_padded_cublas
     fams = sorted({family_of(rest[i]) for i in first if i not in added | wave | padded})
     next_ = f", and the model's next {len(more)}" if more else ""
