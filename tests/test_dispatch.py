@@ -800,3 +800,34 @@ def test_inductor_compiles_an_m1_patched_layer_to_its_own_mm_under_cdt(monkeypat
                 torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-5)
     finally:
         torch._dynamo.reset()
+
+
+def test_a_cached_gpu_call_runs_on_its_operands_device_whatever_device_is_current(monkeypatch):
+    """dispatch.launch.on_device: a closure built for cuda:1 switches to cuda:1 only when another
+    device is current (Triton launches on the current device's stream), and calls straight
+    through when cuda:1 already is. The GPU half is test_gpu's 2-GPU test."""
+    import contextlib
+
+    from gemmtune.dispatch import launch
+
+    switched, current = [], [0]
+
+    @contextlib.contextmanager
+    def device(idx):
+        switched.append(idx)
+        before, current[0] = current[0], idx
+        try:
+            yield
+        finally:
+            current[0] = before
+
+    monkeypatch.setattr(torch.cuda, "device", device)
+    seen = []
+    run = launch.on_device(lambda a, b: seen.append(current[0]) or (a, b), torch.device("cuda", 1),
+                           current=lambda: current[0])
+    assert run("a", "b") == ("a", "b")
+    assert (seen, switched, current[0]) == ([1], [1], 0)
+    current[0] = 1
+    assert run("a", "b") == ("a", "b")
+    assert (seen, switched) == ([1, 1], [1]), "no switch where the device is already current"
+    assert run.__wrapped__("x", "y") == ("x", "y")

@@ -508,7 +508,7 @@ def test_gpu_dispatcher_prepared_epilogue(choice_id, recwarn):
     assert not [w for w in recwarn.list if "prepared launch" in str(w.message)]
     a = torch.randn(16, 4096, device="cuda", dtype=torch.bfloat16)
     key = next(k for k in d._fast_fused if k[0] == a.shape)
-    assert "matches" in d._fast_fused[key].__code__.co_freevars
+    assert "matches" in d._fast_fused[key].__wrapped__.__code__.co_freevars  # inside its device guard
 
 
 @pytest.mark.gpu

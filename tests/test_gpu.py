@@ -191,7 +191,7 @@ def test_dispatcher_prepared_launch(choice_id, recwarn):
     assert not [w for w in recwarn.list if "prepared launch" in str(w.message)]
     # The cached closure for a row-major call is the prepared one.
     a, b = make(64, 4096, "row", torch.bfloat16), make(4096, 768, "row", torch.bfloat16)
-    run = d._fast[(a.shape, b.shape, a.dtype, b.dtype, 0, 0)]
+    run = d._fast[(a.shape, b.shape, a.dtype, b.dtype, 0, 0)].__wrapped__  # inside its device guard
     assert "matches" in run.__code__.co_freevars
 
 
@@ -252,7 +252,7 @@ def test_prepared_launch_keeps_no_operand_alive(choice_id):
     d = compile_mm(n=768, k=k, dtype="bf16", hints={"m": [64]}, tune_fn=lambda ps, **kw: {p.key: choice for p in ps})
     a, b = make(64, k, "row", torch.bfloat16), make(k, 768, "row", torch.bfloat16)
     out = d(a, b)
-    assert "matches" in d._fast[(a.shape, b.shape, a.dtype, b.dtype, 0, 0)].__code__.co_freevars
+    assert "matches" in d._fast[(a.shape, b.shape, a.dtype, b.dtype, 0, 0)].__wrapped__.__code__.co_freevars
     refs = [weakref.ref(t) for t in (a, b, out)]
     del a, b, out
     gc.collect()
@@ -319,6 +319,42 @@ def test_dispatcher_prepared_pad_launch(choice_id, k, recwarn, monkeypatch):
     torch.cuda.synchronize()
     assert check(out, static_a, w.t(), Problem.from_tensors(static_a, w.t())).ok
     assert generic, "inside the capture the weight is copied per call: the generic path"
+
+
+MULTI_GPU = ["aten", "pad+aten", "triton_mm:BM64-BN64-BK64-S3-W4-G8", "splitk:BM32-BN32-BK128-S3-W4-G8-SK8-atomic",
+             "decompose_k:s4", "persistent_tma:BM64-BN64-BK64-S3-W4-G8", "pad+persistent_tma:BM64-BN64-BK64-S3-W4-G8"]
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
+@pytest.mark.parametrize("choice_id", MULTI_GPU)
+def test_dispatcher_launches_on_the_operands_gpu(choice_id):
+    """Operands on cuda:1 while cuda:0 is current (a model spread over GPUs): first sight and
+    every cached call, plain and with a fused bias, run on cuda:1's stream, after the work queued
+    there. Before each call A is rewritten on cuda:1's stream behind a 10 ms sleep, so a launch on
+    cuda:0's stream would read the old A (or fault). The current device is left as it was."""
+    from gemmtune.dispatch import compile_mm
+
+    choice = Choice.parse(choice_id)
+    k = 1025 if choice.pad else 1024
+    d = compile_mm(n=768, k=k, dtype="bf16", hints={"m": [64]}, tune_fn=lambda ps, **kw: {p.key: choice for p in ps})
+    dev = torch.device("cuda", 1)
+    bias = torch.randn(768, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(k, 768, device=dev, dtype=torch.bfloat16)
+    assert torch.cuda.current_device() == 0
+    for m in (64, 1, 64):
+        a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+        for i in range(3):
+            fresh = torch.randn_like(a)
+            with torch.cuda.stream(torch.cuda.current_stream(dev)):  # makes cuda:1 current inside
+                torch.cuda._sleep(20_000_000)
+                a.copy_(fresh)
+            out = d(a, b)
+            fused = d(a, b, bias=bias)
+            assert torch.cuda.current_device() == 0
+            assert out.device == dev and fused.device == dev
+            assert check(out, a, b, Problem.from_tensors(a, b)).ok, (m, i)
+            assert _fused_ok(fused, a, b, bias, torch.bfloat16), (m, i)
+    assert d.decision(m=64).choice == choice
 
 
 # ----------------------------------------------------------------- compile workers on meta operands

@@ -16,13 +16,51 @@ from ..epilogue import EpilogueArgs, apply_
 from .common import ATEN, _locked
 
 
+def on_device(run: Callable, device: torch.device, current: Callable[[], int] | None = None) -> Callable:
+    """``run`` made to launch on ``device`` (a CUDA device with its index) whatever the current
+    CUDA device is.
+
+    Triton launches on the current device's stream, and a relaunch runs a kernel loaded on the
+    device it was compiled for. A model spread over GPUs (``device_map="auto"``) calls layers on
+    cuda:1 while cuda:0 is current: unguarded, the launch either fails or runs on cuda:0, reading
+    cuda:1's memory across the link with no order against cuda:1's stream, so it can read inputs
+    not yet written. The check costs one C call where the device is already current."""
+    if current is None:
+        current = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+    idx = device.index
+
+    def run_on(*args):
+        if current() == idx:
+            return run(*args)
+        with torch.cuda.device(idx):
+            return run(*args)
+    run_on.__wrapped__ = run
+    return run_on
+
+
 class Launching:
     """Dispatcher's launch closures (``self._workspace``, ``self.torch_dtype``, ``self._interp``)."""
 
     def _make_run(self, choice: Choice, m: int, n: int, k: int, device: torch.device,
                   a: torch.Tensor | None = None, b: torch.Tensor | None = None,
                   epilogue: EpilogueArgs | None = None, batch: int | None = None) -> Callable:
-        """The prebuilt closure a cached call runs: allocate the output, launch.
+        """The prebuilt closure a cached call runs, on ``device`` whatever device is current
+        (``on_device``; built there too, since preparing a launch runs the kernel).
+
+        ``_build_run`` makes it; torch's own ops (an aten choice's ``torch.mm``) follow their
+        operands' device and are returned unwrapped."""
+        if device.type != "cuda":
+            return self._build_run(choice, m, n, k, device, a, b, epilogue, batch)
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        with torch.cuda.device(device):
+            run = self._build_run(choice, m, n, k, device, a, b, epilogue, batch)
+        return run if run in (torch.mm, torch.bmm) else on_device(run, device)
+
+    def _build_run(self, choice: Choice, m: int, n: int, k: int, device: torch.device,
+                   a: torch.Tensor | None = None, b: torch.Tensor | None = None,
+                   epilogue: EpilogueArgs | None = None, batch: int | None = None) -> Callable:
+        """The closure itself: allocate the output, launch.
 
         On a GPU, Triton choices (``pad+`` ones included) launch through a prepared
         launcher (``kernels.prepare_choice``) that skips Triton's per-call argument
