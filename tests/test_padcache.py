@@ -255,3 +255,18 @@ def test_broadcast_weight_is_cached_as_one_matrix_for_every_batch_size():
         assert torch.equal(one[:37, :13], w.t()) and not one[37:].any() and not one[:, 13:].any()
         plain = torch.randn(37, 13, dtype=torch.float16, device=DEV).expand(3, 37, 13)
         assert padcache.WEIGHTS.get(plain, n_pad, k_pad) is None  # not a parameter
+
+
+def test_inference_tensor_weight_is_padded_per_call_not_cached():
+    """A weight made (or moved) inside ``torch.inference_mode`` is an inference tensor, with no
+    version counter: reading one raised from inside run_choice (a pad+ Conv1D of such a model
+    crashed). It is padded per call instead, and stays right after an in-place update."""
+    torch.manual_seed(3)
+    with torch.inference_mode():
+        w = torch.nn.Parameter(torch.randn(37, 13, dtype=torch.float16, device=DEV), requires_grad=False)
+        x = torch.randn(5, 37, dtype=torch.float16, device=DEV)
+        assert w.is_inference()
+        _check(_run(x, w), x, w)
+        assert padcache.WEIGHTS.get(w, 16, 40) is None and len(padcache.WEIGHTS) == 0
+        w.mul_(-0.5)
+        _check(_run(x, w), x, w)

@@ -13,7 +13,9 @@ batch (``W.expand(batch, K, N)``, batch stride 0) as its one matrix, shared by e
 Never reused where that would be unsafe:
 * inside a CUDA-graph capture (a replay would keep reading the copy made at capture time after
   the parameter changed): the copy is made in the graph, as for any operand;
-* when autograd records (grad enabled and B requires grad): the copy must stay in the graph.
+* when autograd records (grad enabled and B requires grad): the copy must stay in the graph;
+* for an inference tensor (a model made or moved inside ``torch.inference_mode``): it has no
+  version counter, and an in-place update inside inference mode would go unseen.
 
 Tuning does not see this (it times pad+ with both copies), so a pad+ pick for a weight runs
 at least as fast as measured.
@@ -69,6 +71,8 @@ class PaddedWeights:
         if param is None:
             return None
         if b.requires_grad and torch.is_grad_enabled():
+            return None
+        if b.is_inference():  # no version counter to tell an in-place update by
             return None
         if b.is_cuda and torch.cuda.is_current_stream_capturing():
             return None
