@@ -31,6 +31,11 @@ class Dispatcher(Deciding, Launching):
     holds one tuned winner per hint combination. Decisions made so far are in
     ``decisions``; ``n_decisions`` counts the shapes decided in this process.
 
+    A call launches on its operands' GPU (``launch.on_device``) and the current stream. The
+    split-K and skinny choices' scratch (``SplitKWorkspace``) is one per GPU. Calls that can run
+    concurrently on different streams must use different dispatchers: ``load`` the saved file once
+    for each stream.
+
     Example::
 
         >>> import torch, gemmtune
