@@ -504,6 +504,22 @@ def test_gpu_persistent_tma_and_cublaslt_agree():
         assert res.ok, (choice, res.reason)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not HOPPER or torch.cuda.device_count() < 2, reason="needs 2 sm 9.0+ GPUs")
+def test_gpu_scaled_mm_runs_on_the_operands_gpu():
+    """Operands on cuda:1 while cuda:0 is current: every family runs there (kernels.run_choice
+    switches device; Triton launches on the current one), right against fp64, and cuda:0 stays current."""
+    a, b = _operands(77, 520, 1024)
+    sa, sb = _scales(77, 520, "row")
+    p = Problem.from_tensors(a, b, "bf16", op="scaled_mm", scale="row")
+    a, b, sa, sb = (t.to("cuda:1") for t in (a, b, sa, sb))
+    for choice in ("pad+aten", "persistent_tma:BM128-BN128-BK128-S3-W8-G8", "triton_mm:BM64-BN128-BK128-S3-W4-G8"):
+        out = gemmtune.scaled_mm(a, b, sa, sb, choice=choice)
+        assert out.device == a.device and torch.cuda.current_device() == 0
+        res = check(out, a, b, p, scales=(sa, sb))
+        assert res.ok, (choice, res.reason)
+
+
 def test_max_element_check_allows_one_output_ulp_on_heavy_tailed_outputs():
     """Row x column scales put single outputs at ~100x rms: the correctly rounded bf16 output of
     such a product passes (each element may miss by one bf16 ulp at its own size), and one wrong

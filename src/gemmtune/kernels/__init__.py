@@ -172,7 +172,12 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
     keeps the temporary: into an output whose leading dimension is not 16-byte aligned it runs
     its slow kernels (H100, 2026-11-27, benchmarks/results/2026-11-27-h100-s17: 4095^3 bf16
     1090 us written directly, 268 us through the temporary and the copy).
+
+    Runs on the operands' GPU whichever device is current (Triton launches on the current one).
     """
+    if a.is_cuda and a.device.index != torch.cuda.current_device():
+        with torch.cuda.device(a.device):
+            return run_choice(choice, a, b, out, allow_tf32=allow_tf32, workspace=workspace, epilogue=epilogue)
     fam = get(choice.family)
     if not choice.pad:
         fam.run(a, b, out, choice.config, allow_tf32=allow_tf32, workspace=workspace, epilogue=epilogue)
