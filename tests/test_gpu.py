@@ -357,6 +357,31 @@ def test_dispatcher_launches_on_the_operands_gpu(choice_id):
     assert d.decision(m=64).choice == choice
 
 
+def test_cached_persistent_call_on_operands_tma_cannot_read_runs_cublas():
+    """A shape decided on persistent_tma (its first call aligned, so its prepared launch), then
+    called with an offset A and with a column-major A of 34-byte columns: those calls run torch.mm
+    (one warning) instead of raising from the descriptor check; every output right against fp64,
+    plain and with a fused bias; the aligned calls stay on the kernel."""
+    import warnings
+
+    from gemmtune.dispatch import compile_mm
+
+    choice = Choice.parse("persistent_tma:BM64-BN64-BK64-S3-W4-G8")
+    d = compile_mm(n=768, k=1024, dtype="bf16", hints={"m": [17]}, tune_fn=lambda ps, **kw: {p.key: choice for p in ps})
+    b = make(1024, 768, "row", torch.bfloat16)
+    bias = torch.randn(768, device=DEV, dtype=torch.bfloat16)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for layout in ("row", "offset", "col", "row"):
+            a = make(17, 1024, layout, torch.bfloat16)
+            for _ in range(2):
+                assert check(d(a, b), a, b, Problem.from_tensors(a, b)).ok, layout
+                assert _fused_ok(d(a, b, bias=bias), a, b, bias, torch.bfloat16), layout
+    assert len([w for w in caught if "cannot read these operands" in str(w.message)]) == 1
+    assert not [w for w in caught if "prepared launch" in str(w.message)]
+    assert d.decision(m=17).choice == choice
+
+
 # ----------------------------------------------------------------- compile workers on meta operands
 def _jit_cache_sizes() -> int:
     """Kernels compiled so far in this process by gemmtune's Triton functions (0 where this

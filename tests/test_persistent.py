@@ -312,3 +312,44 @@ def test_rebased_descriptor_is_a_copy_over_the_new_tensor():
     assert again.base is later and desc.base is first
     assert (again.shape, again.strides, again.block_shape, again.padding) == \
         (desc.shape, desc.strides, desc.block_shape, desc.padding)
+
+
+def test_operands_reason_names_what_tma_cannot_read():
+    """kernels.operands_reason: only a copy-free persistent_tma choice refuses operands, and only
+    those TMA cannot read (a base or leading stride not 16-byte aligned)."""
+    ch, pad = Choice.parse("persistent_tma:BM32-BN16-BK16-S2-W4-G8"), Choice.parse("pad+persistent_tma:BM32-BN16-BK16-S2-W4-G8")
+    b = torch.randn(64, 40, dtype=torch.float16)
+    aligned, col = torch.randn(17, 64, dtype=torch.float16), torch.randn(64, 24, dtype=torch.float16).t()
+    offset = torch.randn(17 * 64 + 1, dtype=torch.float16)[1:].view(17, 64)
+    odd_lead = torch.randn(64, 17, dtype=torch.float16).t()  # column-major, 34-byte columns
+    assert kernels.operands_reason(ch, aligned, b) is None and kernels.operands_reason(ch, col, b) is None
+    for a in (offset, odd_lead):
+        assert "16-byte aligned" in kernels.operands_reason(ch, a, b)
+        assert kernels.operands_reason(pad, a, b) is None
+        assert kernels.operands_reason(Choice.parse("triton_mm:BM16-BN16-BK16-S1-W2-G8"), a, b) is None
+
+
+@pytest.mark.skipif(ON_GPU, reason="CPU operands in the interpreter; the GPU runs test_gpu.py's twin")
+def test_a_cached_call_tma_cannot_read_runs_cublas_once_warned():
+    """A dispatcher's shape decided on persistent_tma (first call aligned), then called with an
+    offset A and a column-major A whose columns are 34 bytes: those calls run torch.mm with one
+    warning instead of raising from the kernel's descriptor check, and stay right; aligned calls
+    keep the kernel."""
+    import warnings
+
+    from gemmtune.dispatch import compile_mm
+
+    ch = Choice.parse("persistent_tma:BM32-BN16-BK16-S2-W4-G8")
+    d = compile_mm(n=40, k=64, dtype="fp16", hints={"m": [17]}, tune_fn=lambda ps, **kw: {p.key: ch for p in ps})
+    b = torch.randn(64, 40, dtype=torch.float16)
+    a = torch.randn(17, 64, dtype=torch.float16)
+    assert compare(d(a, b), a.double() @ b.double(), TOL[torch.float16]).ok
+    bias = torch.randn(40, dtype=torch.float16)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for a2 in (torch.randn(17 * 64 + 1, dtype=torch.float16)[1:].view(17, 64),
+                   torch.randn(64, 17, dtype=torch.float16).t()):
+            assert compare(d(a2, b), a2.double() @ b.double(), TOL[torch.float16]).ok
+            assert compare(d(a2, b, bias=bias), a2.double() @ b.double() + bias.double(), TOL[torch.float16]).ok
+    assert len([w for w in caught if "cannot read these operands" in str(w.message)]) == 1
+    assert d.decision(m=17).choice == ch

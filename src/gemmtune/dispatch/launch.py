@@ -84,6 +84,7 @@ class Launching:
                                        allow_tf32=False, workspace=self._workspace)
         if self._interp(device) and choice.family in kernels.TRITON_FAMILIES:
             launch = _locked(launch)
+        launch = self._or_cublas(choice, launch)
         prepared = self._prepare(choice, a, b, shape) if a is not None and device.type == "cuda" else None
         if prepared is not None:
             matches, fast = prepared
@@ -120,6 +121,7 @@ class Launching:
                                        allow_tf32=False, workspace=self._workspace)
         if self._interp(device) and choice.family in kernels.TRITON_FAMILIES:
             launch = _locked(launch)
+        launch = self._or_cublas(choice, launch)
         prepared = self._prepare(choice, a, b, shape, epilogue) if a is not None and device.type == "cuda" else None
         if prepared is not None:
             matches, fast = prepared
@@ -139,6 +141,27 @@ class Launching:
             launch(a, b, out, epilogue=EpilogueArgs(spec, bias, residual))
             return out
         return run
+
+    def _or_cublas(self, choice: Choice, launch: Callable) -> Callable:
+        """``launch``, or where ``choice`` can refuse a call's operands (``kernels.operands_reason``:
+        a copy-free persistent_tma choice, whose TMA needs 16-byte aligned bases and strides) a
+        launch that serves such a call with cuBLAS (``torch.mm`` into ``out``, the epilogue applied
+        as for an aten choice) and says so once. A cached call of a shape meets operands of other
+        strides or alignment than the shape's first call when, say, a view of an odd offset comes
+        in; before, it raised from deep in the persistent kernel's launch."""
+        if choice.pad or choice.family != "persistent_tma":
+            return launch
+
+        def launch_or_cublas(a, b, out, **kw):
+            why = kernels.operands_reason(choice, a, b)
+            if why is None:
+                return launch(a, b, out, **kw)
+            if not getattr(self, "_warned_refused", False):
+                self._warned_refused = True
+                warnings.warn(f"gemmtune: {choice.id} cannot read these operands ({why}): such calls run "
+                              "torch.mm (cuBLAS)", RuntimeWarning, stacklevel=4)
+            kernels.run_choice(ATEN, a, b, out, workspace=self._workspace, epilogue=kw.get("epilogue"))
+        return launch_or_cublas
 
     def _prepare(self, choice: Choice, a, b, shape, epilogue: EpilogueArgs | None = None):
         """(matches, launch) of a prepared launcher for ``choice`` at this problem, checked

@@ -151,6 +151,17 @@ def _unpadded_ok(a: torch.Tensor, k_pad: int) -> bool:
     return a.shape[-1] == k_pad and a.is_contiguous() and a.data_ptr() % 16 == 0
 
 
+def operands_reason(choice, a: torch.Tensor, b: torch.Tensor) -> str | None:
+    """Why ``choice`` cannot read these very operands (None when it can). Only a copy-free
+    ``persistent_tma`` choice can refuse them once its problem runs: TMA needs 16-byte aligned
+    bases and leading strides (a problem's layouts and alignment are what a decision checked, a
+    later call of the same sizes may differ). A ``pad+`` choice copies whatever it gets."""
+    if choice.pad or choice.family != "persistent_tma" or a.dim() != 2:
+        return None
+    from .persistent import operands_reason as tma_reason
+    return tma_reason(a, b)
+
+
 def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
                allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None) -> None:
     """Run one choice into ``out`` (shapes and ``epilogue`` already checked; M, N, K > 0).

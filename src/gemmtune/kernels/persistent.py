@@ -218,13 +218,22 @@ def _descriptor(t: torch.Tensor, layout: str, box_rows: int, box_cols: int):
     return TensorDescriptor(t, [cols, rows], [_lead(t, "col"), 1], [box_cols, box_rows])
 
 
+def operands_reason(a: torch.Tensor, b: torch.Tensor) -> str | None:
+    """Why TMA cannot read these operands (None when it can): each must be row- or column-major
+    with a 16-byte aligned base and leading stride (cuTensorMapEncodeTiled)."""
+    if _tma_layout(a) is None or _tma_layout(b) is None:
+        return ("persistent_tma needs A and B row- or column-major with 16-byte aligned base and "
+                f"leading strides (A strides {a.stride()}, B strides {b.stride()}); use pad+")
+    return None
+
+
 def _args(a, b, c, cfg: PersistentConfig, allow_tf32: bool, epilogue: EpilogueArgs | None):
     M, K = a.shape
     N = b.shape[1]
+    why = operands_reason(a, b)
+    if why is not None:
+        raise ValueError(why)
     la, lb = _tma_layout(a), _tma_layout(b)
-    if la is None or lb is None:
-        raise ValueError("persistent_tma needs A and B row- or column-major with 16-byte aligned base and "
-                         f"leading strides (A strides {a.stride()}, B strides {b.stride()}); use pad+")
     a_desc = _descriptor(a, la, cfg.block_m, cfg.block_k)
     b_desc = _descriptor(b, lb, cfg.block_k, cfg.block_n)
     tma_store = _tma_layout(c) == "row" and c.stride(-1) == 1
