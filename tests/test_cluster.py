@@ -22,6 +22,8 @@ import pytest
 distributed = pytest.importorskip("distributed", reason="dask[distributed] is not installed "
                                   "(pip install 'gemmtune[cluster]')")
 
+import dask  # noqa: E402
+
 import gemmtune  # noqa: E402
 from gemmtune.cluster import local_cluster, parse_cluster, run_task, tune_cluster  # noqa: E402
 from gemmtune.problem import Problem  # noqa: E402
@@ -33,6 +35,14 @@ FAMILIES = ["decompose_k"]  # 2-4 candidates per shape (cuBLAS + split counts): 
 PROBLEMS = [Problem.from_sizes(16, 16, 256, "fp16"), Problem.from_sizes(32, 16, 512, "fp32"),
             Problem.from_sizes(8, 24, 1024, "fp16")]
 N_CANDIDATES = 9
+
+
+def restart_slower_than_lost_worker_timeout():
+    """The cluster must keep a nanny that is restarting its dead worker (cluster.NannyCluster):
+    SpecCluster closed it ``lost-worker-timeout`` (15 s) after the death when no worker of its
+    name was registered then, and a restart took 16.7 s on 2 loaded cores. A 0 s timeout makes
+    every restart "slow", so the tests that kill a worker check this on any machine."""
+    return dask.config.set({"distributed.deploy.lost-worker-timeout": "0s"})
 
 
 @pytest.fixture(scope="module")
@@ -105,13 +115,14 @@ def test_worker_killed_mid_task_is_rerun_once(client, tmp_path):
         return run_task(task)
 
     store = tmp_path / "s.sqlite"
-    r = tune_cluster(PROBLEMS, cluster=client, families=FAMILIES, store=store, progress=False, task_fn=dying)
-    assert marker.exists(), "the fault never fired"
-    assert (r.measured, r.rejected) == (N_CANDIDATES, [])
-    rows = _rows(store)
-    assert len(rows) == N_CANDIDATES == len({(row[2], row[3]) for row in rows})
-    assert sum(row[2] == victim for row in rows) == 3
-    client.wait_for_workers(2, timeout=120)  # its nanny started a fresh worker
+    with restart_slower_than_lost_worker_timeout():
+        r = tune_cluster(PROBLEMS, cluster=client, families=FAMILIES, store=store, progress=False, task_fn=dying)
+        assert marker.exists(), "the fault never fired"
+        assert (r.measured, r.rejected) == (N_CANDIDATES, [])
+        rows = _rows(store)
+        assert len(rows) == N_CANDIDATES == len({(row[2], row[3]) for row in rows})
+        assert sum(row[2] == victim for row in rows) == 3
+        client.wait_for_workers(2, timeout=120)  # its nanny started a fresh worker
 
 
 def test_results_from_another_device_are_rejected(client, tmp_path):
@@ -194,7 +205,7 @@ def test_cost_orders_larger_shapes_and_more_candidates_first():
     assert shape_cost(small, 8, model) == pytest.approx(2 * shape_cost(small, 4, model))
 
 
-def test_a_worker_dying_while_starting_is_left_out(client, tmp_path):
+def test_a_worker_dying_while_starting_is_left_out(client, tmp_path, monkeypatch):
     """A worker that dies before its pools answer must not stall the run (its info task is
     pinned to it and would wait forever): it is warned about and left out."""
     from gemmtune.cluster import start_workers, worker_info
@@ -202,17 +213,28 @@ def test_a_worker_dying_while_starting_is_left_out(client, tmp_path):
     marker = tmp_path / "died"
 
     def dying(name):
-        if not marker.exists():
-            marker.write_text(str(os.getpid()))
-            os._exit(1)
-        return worker_info(name)
+        # Both workers run this at once: an exclusive create lets exactly one of them die
+        # (exists() then write_text() let both through in 3 of 12 tries on an idle machine).
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return worker_info(name)
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        os._exit(1)
 
     client.wait_for_workers(2, timeout=120)
-    with pytest.warns(RuntimeWarning, match="died or did not answer"):
-        _, ctx, good, info = start_workers(client, info_fn=dying, timeout=61.0)
-    assert marker.exists() and len(good) == 1
-    assert ctx.device_name == info["device_name"]
-    client.wait_for_workers(2, timeout=120)  # its nanny started a fresh worker
+    # The client's cached scheduler_info as its 2 s periodic refresh leaves it: totals, no
+    # workers. start_workers read it to tell the living workers and, now and then, left out
+    # a healthy one; it must ask the scheduler instead, whatever the cache holds.
+    totals_only = {**client.scheduler_info(), "workers": {}}
+    monkeypatch.setattr(client, "scheduler_info", lambda *args, **kwargs: totals_only)
+    with restart_slower_than_lost_worker_timeout():
+        with pytest.warns(RuntimeWarning, match="died or did not answer"):
+            _, ctx, good, info = start_workers(client, info_fn=dying, timeout=61.0)
+        assert marker.exists() and len(good) == 1
+        assert ctx.device_name == info["device_name"]
+        client.wait_for_workers(2, timeout=120)  # its nanny started a fresh worker
 
 
 def test_collect_on_the_cluster_records_each_candidate_once_and_resumes(client, tmp_path):

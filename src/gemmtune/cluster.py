@@ -61,9 +61,12 @@ from .tuning.results import FAILED, TuneResult
 from .tuning.tuner import context_of, run_device
 
 try:  # the plugin must be a WorkerPlugin to be registered; without Dask this module still imports
+    from distributed import SpecCluster as _SpecCluster
     from distributed import WorkerPlugin as _WorkerPlugin
+    from distributed.core import Status as _Status
 except ImportError:
-    _WorkerPlugin = object
+    _SpecCluster = _WorkerPlugin = object
+    _Status = None
 
 # A task that raises (not one whose worker dies: the scheduler counts those) is tried
 # this many more times; a result from a worker on another device is resubmitted as often.
@@ -135,7 +138,33 @@ def local_cluster(n: int, *, gpus: list[str] | None = None, env: dict | None = N
             # silence_logs: the workers' INFO lines would drown the progress and the table.
             "options": {"nthreads": 1, "env": wenv, "memory_limit": 0, "silence_logs": logging.ERROR}}
     scheduler = {"cls": distributed.Scheduler, "options": {"dashboard": False, "dashboard_address": None}}
-    return distributed.SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR)
+    return NannyCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR)
+
+
+class NannyCluster(_SpecCluster):
+    """``local_cluster``'s SpecCluster: a worker whose process dies is restarted by its nanny,
+    however long the restart takes; the cluster never closes a nanny for it.
+
+    SpecCluster, told by the scheduler that a worker left, closes that worker's nanny for good
+    ``distributed.deploy.lost-worker-timeout`` (15 s) later unless a worker of that name is
+    registered at that very moment (a timer meant to reap lost job-queue workers). A nanny's
+    restart (new process, imports, registration) took 3.5 s on 2 idle cores and up to 16.7 s
+    with 6 busy processes beside it, and a timer left from an earlier death of the same worker
+    fires whenever it falls inside a later restart, however short: either way the nanny was
+    closed mid-restart and the cluster ran one worker short from then on (tests/test_cluster.py
+    failed so on a 2-core CI runner).
+    A nanny still running is left to bring its worker back; the timer stays for one that is
+    closing or closed, as in SpecCluster. ``_update_worker_status`` is SpecCluster's private
+    hook: were it renamed, this override would go unused and SpecCluster's timer would apply."""
+
+    def _update_worker_status(self, op, msg):
+        if op == "remove":
+            name = self.scheduler_info["workers"].get(msg, {}).get("name")
+            nanny = self.workers.get(name)
+            if nanny is not None and nanny.status == _Status.running:
+                # Cluster's own bookkeeping only (forget the worker's address), not SpecCluster's timer.
+                return super(_SpecCluster, self)._update_worker_status(op, msg)
+        return super()._update_worker_status(op, msg)
 
 
 class PoolPlugin(_WorkerPlugin):
@@ -279,6 +308,17 @@ def close(*owned) -> None:
             thing.close()
 
 
+def _workers(client) -> dict:
+    """The scheduler's workers now ({address: identity}), asked of the scheduler itself.
+
+    Not ``client.scheduler_info()``: it fetches the workers into the client's cache and returns
+    that cache, which the client's periodic refresh (every 2 s) overwrites with totals only, no
+    workers. Read just after such a refresh every worker looks gone: start_workers then
+    dropped a healthy worker still starting its pools (once in 5 starts on 2 loaded cores).
+    ``identity()`` without arguments lists every worker (distributed 2024 takes none)."""
+    return client.sync(client.scheduler.identity)["workers"]
+
+
 def start_workers(client, *, timeout: float = 120.0, runner: str = DEFAULT_RUNNER, env: dict | None = None,
                   compile_workers: int | None = None, start_timeout: float = START_TIMEOUT_S,
                   info_fn: Callable[[str], dict] | None = None) -> tuple[PoolPlugin, RunContext, list[str], dict]:
@@ -291,9 +331,9 @@ def start_workers(client, *, timeout: float = 120.0, runner: str = DEFAULT_RUNNE
     only when none answered. ``info_fn``: what each worker runs (default ``worker_info``; tests
     wrap it)."""
     info_fn = info_fn or worker_info
-    if not client.scheduler_info().get("workers"):
+    if not _workers(client):
         client.wait_for_workers(1, timeout=300)
-    addrs = sorted(client.scheduler_info()["workers"])
+    addrs = sorted(_workers(client))
     per_host = dict(Counter(_host(a) for a in addrs))
     plugin = PoolPlugin({"timeout": float(timeout), "runner": runner, "env": dict(env or {}),
                          "compile_workers": compile_workers, "per_host": per_host})
@@ -314,7 +354,7 @@ def start_workers(client, *, timeout: float = 120.0, runner: str = DEFAULT_RUNNE
     infos, lost = [], []
     deadline = time.monotonic() + start_timeout
     while futs:
-        alive = set(client.scheduler_info()["workers"])
+        alive = set(_workers(client))
         for a, f in list(futs.items()):
             if f.status == "finished":
                 infos.append(f.result())
