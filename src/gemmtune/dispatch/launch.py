@@ -149,7 +149,7 @@ class Launching:
         as for an aten choice) and says so once. A cached call of a shape meets operands of other
         strides or alignment than the shape's first call when, say, a view of an odd offset comes
         in; before, it raised from deep in the persistent kernel's launch."""
-        if choice.pad or choice.family != "persistent_tma":
+        if not kernels.may_refuse_operands(choice):
             return launch
 
         def launch_or_cublas(a, b, out, **kw):

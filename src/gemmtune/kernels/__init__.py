@@ -25,6 +25,7 @@ import torch
 
 from ..epilogue import EpilogueArgs
 from .base import KernelFamily, missing
+from .launch_args import on_other_gpu
 
 TRITON_FAMILIES = ("triton_mm", "triton_static", "splitk", "skinny", "persistent_tma", "decompose_k")
 # The built-in families in registration order (FAMILIES' order): each one's module, and the
@@ -151,12 +152,17 @@ def _unpadded_ok(a: torch.Tensor, k_pad: int) -> bool:
     return a.shape[-1] == k_pad and a.is_contiguous() and a.data_ptr() % 16 == 0
 
 
+def may_refuse_operands(choice) -> bool:
+    """Whether ``choice`` can refuse a call's operands once its problem runs: only a copy-free
+    ``persistent_tma`` choice, as TMA needs 16-byte aligned bases and leading strides (a problem's
+    layouts and alignment are what a decision checked; a later call of the same sizes may differ).
+    A ``pad+`` choice copies whatever it gets."""
+    return not choice.pad and choice.family == "persistent_tma"
+
+
 def operands_reason(choice, a: torch.Tensor, b: torch.Tensor) -> str | None:
-    """Why ``choice`` cannot read these very operands (None when it can). Only a copy-free
-    ``persistent_tma`` choice can refuse them once its problem runs: TMA needs 16-byte aligned
-    bases and leading strides (a problem's layouts and alignment are what a decision checked, a
-    later call of the same sizes may differ). A ``pad+`` choice copies whatever it gets."""
-    if choice.pad or choice.family != "persistent_tma" or a.dim() != 2:
+    """Why ``choice`` cannot read these very operands (None when it can; ``may_refuse_operands``)."""
+    if not may_refuse_operands(choice) or a.dim() != 2:
         return None
     from .persistent import operands_reason as tma_reason
     return tma_reason(a, b)
@@ -186,7 +192,7 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
 
     Runs on the operands' GPU whichever device is current (Triton launches on the current one).
     """
-    if a.is_cuda and a.device.index != torch.cuda.current_device():
+    if on_other_gpu(a):
         with torch.cuda.device(a.device):
             return run_choice(choice, a, b, out, allow_tf32=allow_tf32, workspace=workspace, epilogue=epilogue)
     fam = get(choice.family)

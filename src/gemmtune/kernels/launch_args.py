@@ -21,6 +21,13 @@ def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
+def on_other_gpu(t: torch.Tensor) -> bool:
+    """Whether ``t`` lives on a GPU that is not the current one. Triton launches on the current
+    device, so a launch for such a tensor must switch first (a model spread over GPUs calls its
+    cuda:1 layers while cuda:0 is current)."""
+    return t.is_cuda and t.device.index != torch.cuda.current_device()
+
+
 def gpu_sm_count(device: torch.device) -> int | None:
     """SMs of the GPU that runs kernels on ``device``'s tensors; None on the CPU (the interpreter).
     Meta tensors (a compile worker's, bench.measure.COMPILE_ON_META) count as the current GPU's

@@ -17,6 +17,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .launch_args import on_other_gpu
+
 # The torch path: above this many bytes of padded output, zero_pad writes each output element
 # once instead of F.pad's (aten constant_pad_nd) fill of the whole copy followed by a copy over it
 # (1.5x the bytes). H200, 2026-11-24, bf16, device time (scripts/pad_copy_bench.py, then CUDA
@@ -180,9 +182,7 @@ def pad_copy(t: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
         raise ValueError(f"pad_copy pads 2-D or 3-D tensors, not {t.dim()}-D")
     if t.dtype not in TRITON_DTYPES:
         raise TypeError(f"pad_copy does not copy {t.dtype}")
-    if t.is_cuda and t.device.index != torch.cuda.current_device():
-        # Triton launches on the current device: a tensor on another GPU would be read through
-        # the wrong context. Checked first so that the usual call pays no context switch.
+    if on_other_gpu(t):  # checked first so that the usual call pays no context switch
         with torch.cuda.device(t.device):
             return pad_copy(t, rows, cols)
     out = t.new_empty((*t.shape[:-2], rows, cols))
@@ -230,8 +230,8 @@ def pad_pair(a: torch.Tensor, a_rows: int, a_cols: int, b: torch.Tensor, b_rows:
     for t in (a, b):
         if t.dtype not in TRITON_DTYPES:
             raise TypeError(f"pad_pair does not copy {t.dtype}")
-    if a.is_cuda and a.device.index != torch.cuda.current_device():
-        with torch.cuda.device(a.device):  # Triton launches on the current device (pad_copy)
+    if on_other_gpu(a):
+        with torch.cuda.device(a.device):
             return pad_pair(a, a_rows, a_cols, b, b_rows, b_cols)
     ap, bp = a.new_empty((*a.shape[:-2], a_rows, a_cols)), b.new_empty((*b.shape[:-2], b_rows, b_cols))
     if ap.numel() == 0 or bp.numel() == 0:  # nothing to fuse: each on its own
@@ -276,7 +276,7 @@ def prepare_copies(*specs: tuple[torch.Tensor, int, int]) -> tuple[PreparedCopie
     ts = [t for t, _, _ in specs]
     if (_INTERPRETED or not 1 <= len(specs) <= 2 or any(t.dim() != 2 or not t.is_cuda for t in ts)
             or any(t.dtype not in TRITON_DTYPES or t.dtype != ts[0].dtype or t.device != ts[0].device for t in ts)
-            or ts[0].device.index != torch.cuda.current_device()):
+            or on_other_gpu(ts[0])):
         return None
     outs = [t.new_empty((r, c)) for t, r, c in specs]
     if any(o.numel() == 0 for o in outs):
