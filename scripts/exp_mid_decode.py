@@ -67,6 +67,34 @@ def stream_ms(bufs, timer, sms):
     return best
 
 
+def wide_sweep(m, n, k, dev):
+    """Session 26, call 3: more programs per shape than skinny's spaces give. The CUDA-core path
+    with narrow strips (BLOCK_N 2..16: N / BLOCK_N programs with no split, where BLOCK_N >= 32 left
+    half the SMs idle), and the tl.dot path at BLOCK_N 16 with 2..8 warps; splits 1, 2, 4, both
+    reductions. Only configs that skinny's constraint accepts."""
+    import itertools
+
+    from gemmtune.kernels.skinny_spec import constraint
+    from gemmtune.configs import SkinnyConfig
+    from gemmtune.problem import Problem
+    prob = Problem.from_sizes(m, n, k, "bf16")
+    bm_core = max(1, min(16, 1 << max(0, (m - 1).bit_length())))
+    bm_dot = max(16, 1 << max(0, (m - 1).bit_length()))
+    out = []
+    if m <= 16:
+        for bn, bk, w, s, st, det in itertools.product((2, 4, 8, 16), (128, 256, 512, 1024, 2048), (2, 4, 8),
+                                                      (1, 2, 4), (1, 3), (True, False)):
+            if s == 1 and not det:
+                continue
+            out.append(SkinnyConfig(bm_core, bn, bk, s, st, w, False, det))
+    for bn, bk, w, s, st, det in itertools.product((16, 32), (128, 256, 512), (2, 4, 8), (1, 2, 4), (3, 4, 6),
+                                                  (True, False)):
+        if s == 1 and not det:
+            continue
+        out.append(SkinnyConfig(bm_dot, bn, bk, s, st, w, True, det))
+    return [c for c in out if -(-k // c.split_k) >= c.block_k and constraint(c, prob, dev) is None]
+
+
 def drive(m, n, k, lay, cid):
     a, b = _operands(m, n, k, lay)
     out = torch.empty(m, n, device="cuda", dtype=a.dtype)
@@ -85,6 +113,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
     ap.add_argument("--drive", nargs=5)
+    ap.add_argument("--wide", action="store_true", help="wide_sweep instead of exp_skinny's sweep")
     args = ap.parse_args()
     if args.drive:
         m, n, k, lay, cid = args.drive
@@ -93,7 +122,8 @@ def main():
     bw = ceilings()
     print(f"# {torch.cuda.get_device_name()} copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
     timer = CudaGraphTimer(replays=10, target_ms_per_replay=1.0, max_launches=64, eager_calls=5)
-    precompile([((m, n, k, lay), [Choice("skinny", c).id for c in skinny_sweep(m, n, k, dev)])
+    sweep = wide_sweep if args.wide else skinny_sweep
+    precompile([((m, n, k, lay), [Choice("skinny", c).id for c in sweep(m, n, k, dev)])
                 for m, n, k, lay in SHAPES])
     ws, rows = SplitKWorkspace(), []
     for m, n, k, lay in SHAPES:
@@ -105,7 +135,7 @@ def main():
         cub = timer.measure(lambda i: torch.mm(ins[i][0], ins[i][1], out=outs[i]), nsets).device_ms
         st = stream_ms([b.t().reshape(-1) if lay == "col" else b.reshape(-1) for _, b in ins], timer, dev.sm_count)
         best, t0, res = None, time.time(), {}
-        for cfg in skinny_sweep(m, n, k, dev):
+        for cfg in sweep(m, n, k, dev):
             ch = Choice("skinny", cfg)
             fam = kernels.get("skinny")
             try:
@@ -133,11 +163,11 @@ def main():
               f"({floor / st[0]:.0%}) {st[1]} | cuBLAS {cub * 1e3:.2f}/{cub2 * 1e3:.2f}us ({floor / cub:.0%}) | "
               f"skinny {best[0] * 1e3:.2f}us ({floor / best[0]:.0%}) {best[1]} [{len(res)} cfgs]", flush=True)
         ins = outs = ref = None  # free before the next shape
-    if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        (Path(args.out) / "mid_decode.json").write_text(json.dumps(
-            {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-             "copy_bw": bw, "rows": rows}, indent=1))
+        if args.out:  # after every shape: a run cut short keeps what it measured
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            (Path(args.out) / "mid_decode.json").write_text(json.dumps(
+                {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+                 "copy_bw": bw, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":
