@@ -22,6 +22,9 @@ CASES = [
     ("skinny", SkinnyConfig(32, 32, 128, 1, 4, 8, True, True), (29, 4099, 1000), "row"),
     ("skinny", SkinnyConfig(16, 64, 256, 1, 4, 4, True, False, 132), (1, 6150, 4103), "col"),
     ("skinny", SkinnyConfig(16, 32, 128, 1, 3, 4, True, False, 264), (9, 777, 3001), "offset"),
+    # GEMV strips (skinny_spec._DEFAULT_GEMV): odd N and K, a whole-K block past K, a split
+    ("skinny", SkinnyConfig(1, 2, 1024, 1, 1, 4, False, True), (1, 897, 4867), "col"),
+    ("skinny", SkinnyConfig(2, 4, 1024, 2, 1, 4, False, True), (2, 1001, 3001), "col"),
     ("splitk", SplitKConfig(32, 32, 128, 4, 4, 8, 8, True), (33, 45, 9000), "row"),
     ("splitk", SplitKConfig(16, 16, 256, 5, 4, 8, 16, False), (17, 19, 12001), "col"),
     # the tile-major workspace: ragged M, N and K, a K-slice count that leaves a short last slice

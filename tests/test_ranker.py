@@ -299,7 +299,8 @@ def test_select_fast_times_skinnys_first_cuda_core_choice_on_fp32_decode():
     picked, k, why = select_fast(p, candidates(p, fams, "exhaustive", dev), CoreLast())
     assert len(cores(picked)) == 1 and k == 4 and len({c.id for c in picked}) == len(picked)
     assert "skinny's first 1 CUDA-core choice(s) (topk.core_pick_applies)" in why, why
-    for q in (Problem.from_sizes(2, 3072, 12288, "bf16", layout_b="col"), Problem.from_sizes(64, 3072, 12288, "fp32")):
+    # (bf16 at M = 3: past topk.GEMV_MAX_M, where a K-contiguous B gets skinny's GEMV tiles)
+    for q in (Problem.from_sizes(3, 3072, 12288, "bf16", layout_b="col"), Problem.from_sizes(64, 3072, 12288, "fp32")):
         picked, k, _ = select_fast(q, candidates(q, fams, "exhaustive", dev), CoreLast())
         assert not cores(picked) and k == 3
     # With the device (the tuner's plan), up to CORE_PICKS of skinny's default core tiles instead
@@ -310,7 +311,34 @@ def test_select_fast_times_skinnys_first_cuda_core_choice_on_fp32_decode():
     default_cores = {c.id for c in space(p, "skinny", "default", dev) if not c.config.dot}
     assert 1 < len(cores(got.choices)) <= CORE_PICKS and {c.id for c in cores(got.choices)} <= default_cores
     assert plan.compiles_at_most(p) == 3 + CORE_PICKS and got.k == 3 + len(cores(got.choices))
-    assert plan.compiles_at_most(Problem.from_sizes(2, 3072, 12288, "bf16", layout_b="col")) == 3
+    assert plan.compiles_at_most(Problem.from_sizes(3, 3072, 12288, "bf16", layout_b="col")) == 3
+
+
+def test_select_fast_times_skinnys_gemv_tiles_on_a_linear_at_decode():
+    """bf16 / fp16 at M <= 2 with a K-contiguous B (a Linear's x @ W.T): --fast times every GEMV tile
+    of skinny's default space (narrow CUDA-core strips, which beat cuBLAS by up to 1.31x on an H100
+    and which no ranker has timings of), whatever the ranker's order; without the default space,
+    the first GEMV tile of the ranker's order. Not with a row-major B, nor at M = 3."""
+    from gemmtune import space
+    from gemmtune.model.topk import GEMV_PICKS, core_picks, is_gemv_tile
+    from gemmtune.tuning.plan import CandidatePlan, select_fast
+
+    dev = DeviceInfo.lookup("h100")
+    fams = ("triton_mm", "skinny", "splitk", "aten")
+    for dtype, m in (("bf16", 1), ("fp16", 2)):
+        p = Problem.from_sizes(m, 2048, 8192, dtype, layout_b="col")
+        gemv = {c.id for c in space(p, "skinny", "default", dev) if is_gemv_tile(c)}
+        assert 2 <= len(gemv) <= GEMV_PICKS == core_picks(p)
+        got = CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=CoreLast())(p)
+        assert gemv <= {c.id for c in got.choices}, sorted(gemv - {c.id for c in got.choices})
+        assert CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=CoreLast()).compiles_at_most(p) \
+            >= 3 + len(gemv)
+        picked, _, why = select_fast(p, candidates(p, fams, "exhaustive", dev), CoreLast())
+        assert sum(is_gemv_tile(c) for c in picked) == 1 and "CUDA-core" in why
+    for q in (Problem.from_sizes(1, 2048, 8192, "bf16"), Problem.from_sizes(3, 2048, 8192, "bf16", layout_b="col")):
+        assert not any(is_gemv_tile(c) for c in space(q, "skinny", "default", dev)) or q.m == 3
+        got = CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=CoreLast())(q)
+        assert not any(is_gemv_tile(c) for c in got.choices)
 
 
 def test_select_fast_times_a_cuda_core_choice_on_a_half_precision_decode_with_an_unaligned_b():
@@ -331,7 +359,10 @@ def test_select_fast_times_a_cuda_core_choice_on_a_half_precision_decode_with_an
     assert sum(c.family == "skinny" and not c.config.dot for c in picked) == 1, [c.id for c in picked]
     assert "CUDA-core" in why
     rest = [c for c in cands if c.family != "aten"]
-    for q in (Problem.from_sizes(1, 50257, 768, "bf16", layout_b="col"), Problem.from_sizes(9, 50257, 768, "bf16")):
+    # an aligned row-major B (50304 columns), M = 9; and a K-contiguous B (topk.gemv_pick_applies)
+    # whose choices hold no GEMV tile
+    for q in (Problem.from_sizes(1, 50304, 768, "bf16"), Problem.from_sizes(9, 50257, 768, "bf16"),
+              Problem.from_sizes(1, 50257, 768, "bf16", layout_b="col")):
         assert with_core(rest, list(range(len(rest))), [0], q) == [0]
 
 

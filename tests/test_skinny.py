@@ -37,6 +37,9 @@ CONFIGS = [
     SkinnyConfig(16, 32, 64, 4, 3, 4, True, False),
     # stream-K: 7 programs share strips x K-blocks unevenly (runs cross strip boundaries)
     SkinnyConfig(16, 16, 32, 1, 2, 4, True, False, 7),
+    # GEMV strips (skinny_spec._DEFAULT_GEMV): 2 and 4 columns a program, BLOCK_K past most K here
+    SkinnyConfig(1, 2, 128, 1, 1, 4, False, True),
+    SkinnyConfig(4, 4, 64, 1, 1, 2, False, True),
 ]
 # (M, N, K): M = 1, a prime M, M = BLOCK_M, odd N, K not a multiple of BLOCK_K, K < BLOCK_K.
 SHAPES = [(1, 37, 300), (3, 64, 257), (16, 33, 512), (5, 100, 1000), (2, 7, 40)]
@@ -206,10 +209,12 @@ gpu = pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU")
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("layout_b", ["row", "col"])
 @pytest.mark.parametrize("shape", [(1, 6144, 4096), (16, 4096, 14336), (7, 50257, 768), (32, 32, 28672),
-                                   (3, 1531, 2049)], ids=lambda s: "x".join(map(str, s)))
+                                   (3, 1531, 2049), (1, 2048, 2048), (2, 897, 4867)],
+                         ids=lambda s: "x".join(map(str, s)))
 def test_skinny_gpu_default_space_verifies(shape, layout_b, dtype, operand):
-    """Every config of the default space on decode-sized problems, bf16 included."""
-    p = Problem.from_sizes(*shape, "bf16" if dtype == torch.bfloat16 else "fp16")
+    """Every config of the default space on decode-sized problems, bf16 included; with B
+    K-contiguous ('col') the space holds the GEMV strips (skinny_spec._DEFAULT_GEMV)."""
+    p = Problem.from_sizes(*shape, "bf16" if dtype == torch.bfloat16 else "fp16", layout_b=layout_b)
     m, n, k = shape
     a, b = operand(m, k, "row", dtype), operand(k, n, layout_b, dtype)
     ws = SplitKWorkspace()
@@ -241,6 +246,25 @@ def test_skinny_gpu_prepared_launch_matches(operand):
 @pytest.mark.gpu
 def test_skinny_gpu_kernels_registry_has_it():
     assert "skinny" in kernels.FAMILIES and "skinny" in kernels.TRITON_FAMILIES
+
+
+def test_default_space_has_gemv_strips_only_for_a_k_contiguous_b():
+    """skinny's GEMV tiles (2-4 column strips, no split) read whole rows of a K-contiguous B; on a
+    row-major B their loads would be 4-8 bytes wide, so the space keeps them out there."""
+    from gemmtune.kernels import skinny_spec
+
+    h100 = DeviceInfo.lookup("h100")
+    for m in (1, 2, 8):
+        col = Problem.from_sizes(m, 2048, 2048, "bf16", layout_b="col")
+        kept, _ = skinny_spec.space(col, h100)
+        gemv = [c for c in kept if not c.dot and c.block_n <= 4]
+        assert gemv and all(c.split_k == 1 for c in gemv), m
+        assert all(skinny_spec.core_regs(c) <= skinny_spec.MAX_CORE_REGS for c in gemv)
+        assert {c.id for c in gemv} <= {c.id for c in skinny_spec.space(col, h100, "exhaustive")[0]}
+        row, _ = skinny_spec.space(Problem.from_sizes(m, 2048, 2048, "bf16"), h100)
+        assert not [c for c in row if not c.dot and c.block_n <= 4]
+    assert not [c for c in skinny_spec.space(Problem.from_sizes(9, 2048, 2048, "bf16", layout_b="col"), h100)[0]
+                if not c.dot]
 
 
 def test_space_strips_are_never_wider_than_n_needs():

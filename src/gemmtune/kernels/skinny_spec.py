@@ -124,11 +124,33 @@ def constraint(cfg: SkinnyConfig, problem: Problem, device: DeviceInfo) -> str |
 # of the copy-bandwidth floor, against 59.6 us for the best 4-stage tile);
 # the CUDA-core path won only where B's rows are unaligned (1 x 50257 x 768: 32.7 us
 # against 46.7 for the best dot config), so it stays in the space at M <= 8.
+# The last two, 16-wide strips on 2 warps, from an H100 sweep of B's of 5-22 MB (the layers of
+# 0.5-3B models; benchmarks/results/2026-11-27-h100-s26, call 3): twice the programs of a 32-wide
+# strip with no split to sum, so more SMs stream B. Best of 445 configs on 8x1536x4096 (8.74 us,
+# cuBLAS 8.87) and of 355 on 16x2048x2048 with a K-contiguous B (6.07 us, cuBLAS 6.44).
 _DEFAULT_DOT = ((64, 256, 4, 4), (64, 256, 4, 5), (32, 512, 4, 4), (32, 512, 4, 3), (32, 256, 4, 5),
-                (128, 128, 4, 4), (256, 128, 4, 3), (64, 128, 4, 6), (32, 128, 8, 4))
+                (128, 128, 4, 4), (256, 128, 4, 3), (64, 128, 4, 6), (32, 128, 8, 4),
+                (16, 256, 2, 6), (16, 512, 2, 4))
 
 
 _DEFAULT_CORE = ((32, 128, 4, 1), (64, 128, 4, 1), (32, 256, 4, 1))
+
+
+# GEMV tiles for a K-contiguous B (``x @ W.T`` with a row-major weight: a Linear at decode), on the
+# CUDA-core path: strips of 2-4 output columns read whole 2-8 KB rows of W with 16-byte loads, so a
+# layer of N outputs runs N / 2 or N / 4 programs with no K split. A B of 8-34 MB is only 64-256 KB
+# an SM, about what one wave of loads holds, so what counts is putting every load in flight at
+# once on every SM, with nothing to sum across programs after (a split's sum cost 1.5-2.5 us at
+# these sizes, the same sweep). H100, 1 x N x K bf16 (call 3 of benchmarks/results/
+# 2026-11-27-h100-s26), best of these / cuBLAS: 2048x2048 5.40 / 6.44 us, 2048x8192 14.21 /
+# 16.25, 896x4864 6.32 / 8.26, 4864x896 5.64 / 5.84, 8192x2048 13.91 / 13.86; skinny's 32-64-wide
+# core tiles ran 8.0-22.4 us there, its best dot tiles 6.2-15.5.
+_DEFAULT_GEMV = ((2, 1024, 4, 1), (4, 1024, 4, 1), (2, 2048, 4, 1), (4, 512, 2, 1))
+
+
+def gemv_layout(problem: Problem) -> bool:
+    """B is K-contiguous (one matrix's layout 'col'): the layout _DEFAULT_GEMV's tiles read."""
+    return problem.slice_layout_b == "col"
 
 
 def core_fit(block_m: int, block_n: int, block_k: int, num_warps: int) -> tuple[int, int]:
@@ -187,7 +209,7 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
             bk = max(16, bk // 2) if wide else bk
             raw += [SkinnyConfig(bm_dot, bn, bk, s, st, w, True, True) for s in splits_for(problem, device, bm_dot, bn)]
         if m <= 8:
-            for bn, bk, w, st in _DEFAULT_CORE:
+            for bn, bk, w, st in _DEFAULT_CORE + (_DEFAULT_GEMV if gemv_layout(problem) else ()):
                 bn, bk = core_fit(bm_core, bn, bk, w)
                 raw += [SkinnyConfig(bm_core, bn, bk, s, st, w, False, True)
                         for s in splits_for(problem, device, bm_core, bn)]
@@ -197,6 +219,11 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
             if m <= CORE_MAX_M:
                 raw.append(SkinnyConfig(bm_core, bn, bk, s, 1, w, False, det))
             raw += [SkinnyConfig(bm_dot, bn, bk, s, st, w, True, det) for st in (2, 3, 4, 5, 6)]
+        if m <= CORE_MAX_M and gemv_layout(problem):
+            # the GEMV strips (_DEFAULT_GEMV) and their neighbours, so that a ranking of this
+            # space (--fast) can reach the default space's GEMV tiles
+            raw += [SkinnyConfig(bm_core, bn, bk, 1, 1, w, False, True)
+                    for bn, bk, w in itertools.product((2, 4, 8), (128, 256, 512, 1024, 2048), (2, 4, 8))]
         # Stream-K only here: on an H200 it lost to the best strip config on all 16 decode problems
         # of the third sweep (1.07-1.75x slower: 1 x 6144 x 4096 17.1 us against 15.0).
         for bn, bk, w, st, per_sm in itertools.product((16, 32, 64, 128, 256), (64, 128, 256, 512), (4, 8),

@@ -237,16 +237,52 @@ CORE_PICK_HALF_MAX_M = 8
 # and odd-head shapes, beside the ranker's first core choice of the whole space, for 1.7 s more
 # tuning in all (benchmarks/results/2026-11-27-h200-s21, call 4).
 CORE_PICKS = 3
+# A Linear at decode (bf16/fp16, M <= GEMV_MAX_M, B K-contiguous): skinny's default GEMV tiles
+# (skinny_spec._DEFAULT_GEMV, narrow CUDA-core strips) beat cuBLAS by 1.04-1.31x on 4 of 5 such
+# layers of 0.5-3B models in an H100 sweep, where every earlier skinny tile lost
+# (benchmarks/results/2026-11-27-h100-s26, call 3). No ranker has timings of them, so --fast times
+# all of them (at most GEMV_PICKS) there: 4 more candidates of a few microseconds each.
+GEMV_MAX_M = 2
+GEMV_PICKS = 4
+
+
+def gemv_pick_applies(problem) -> bool:
+    """Whether ``with_core`` times skinny's GEMV tiles for ``problem``: a half-precision mm / addmm
+    at M <= GEMV_MAX_M with a K-contiguous B (``x @ W.T``).
+
+    >>> from gemmtune.problem import Problem
+    >>> [gemv_pick_applies(Problem.from_sizes(m, 2048, 2048, "bf16", layout_b="col")) for m in (1, 2, 3)]
+    [True, True, False]
+    >>> gemv_pick_applies(Problem.from_sizes(1, 2048, 2048, "bf16"))  # row-major B: N-contiguous
+    False
+    """
+    from ..kernels.skinny_spec import gemv_layout
+    return (problem.op in ("mm", "addmm") and problem.dtype in ("bfloat16", "float16")
+            and problem.m <= GEMV_MAX_M and gemv_layout(problem))
+
+
+def is_gemv_tile(choice) -> bool:
+    """A skinny CUDA-core choice with a strip of at most 4 columns (skinny_spec._DEFAULT_GEMV)."""
+    return is_cuda_core(choice) and choice.config.block_n <= 4
+
+
+def core_picks(problem) -> int:
+    """How many core tiles ``with_core`` may add for ``problem`` (0 where it adds none)."""
+    return GEMV_PICKS if gemv_pick_applies(problem) else CORE_PICKS if core_pick_applies(problem) else 0
+
+
 def core_pick_applies(problem) -> bool:
     """Whether ``with_core`` may add a pick for ``problem``: fp32 without TF32, at an M skinny has
     CUDA-core configs for (skinny_spec.CORE_MAX_M); bf16/fp16 with an unaligned B at M up to
-    CORE_PICK_HALF_MAX_M.
+    CORE_PICK_HALF_MAX_M; and where ``gemv_pick_applies``.
 
     >>> from gemmtune.problem import Problem
     >>> [core_pick_applies(Problem.from_sizes(m, 50257, 768, "bf16")) for m in (1, 8, 9)]
     [True, True, False]
-    >>> core_pick_applies(Problem.from_sizes(1, 50257, 768, "bf16", layout_b="col"))  # aligned B
+    >>> core_pick_applies(Problem.from_sizes(1, 50304, 768, "bf16"))  # an aligned row-major B
     False
+    >>> core_pick_applies(Problem.from_sizes(1, 50257, 768, "bf16", layout_b="col"))  # a Linear: GEMV tiles
+    True
     """
     from ..kernels.skinny_spec import CORE_MAX_M
     if problem.op not in ("mm", "addmm"):  # skinny serves no bmm or scaled_mm
@@ -254,7 +290,7 @@ def core_pick_applies(problem) -> bool:
     if problem.dtype == "float32":
         return not problem.allow_tf32 and problem.m <= CORE_MAX_M
     return (problem.dtype in ("bfloat16", "float16") and not problem.aligned_b
-            and problem.m <= CORE_PICK_HALF_MAX_M)
+            and problem.m <= CORE_PICK_HALF_MAX_M) or gemv_pick_applies(problem)
 
 
 def is_cuda_core(choice) -> bool:
@@ -294,6 +330,10 @@ def with_core(choices, order, picked: list[int], problem, preferred=None) -> lis
     if not core_pick_applies(problem):
         return list(picked)
     cores = [int(i) for i in order if is_cuda_core(choices[int(i)])]
+    if gemv_pick_applies(problem):  # the GEMV tiles, which no ranker has timings of
+        liked = [i for i in cores if is_gemv_tile(choices[i]) and (not preferred or choices[i].id in preferred)]
+        liked = liked[:GEMV_PICKS if preferred else 1]
+        return list(picked) + [i for i in liked if i not in picked]
     liked = [i for i in cores if preferred and choices[i].id in preferred][:CORE_PICKS]
     if liked:
         return list(picked) + [i for i in liked if i not in picked]

@@ -353,15 +353,15 @@ def compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | in
         from ..model.topk import K_MAX
         return most(K_MAX)
     if bspace == "FAST":
-        from ..model.topk import CORE_PICKS, FAST_EXTRA, FAST_FAMILIES, WAVE_MIN_SPLIT, core_pick_applies, wave_split
+        from ..model.topk import FAST_EXTRA, FAST_FAMILIES, WAVE_MIN_SPLIT, core_picks, wave_split
         # fast_extra: how many next choices the ranker adds for this problem (topk.fast_extra: up to
         # FAST_UNSURE_EXTRA more where it is unsure). Unknown (before the ranker is loaded: the tuner
         # sizes its compile pool with this), the count of a problem it trusts: an unsure one's 1-2
         # more compile on the benchmark worker's precompile threads, which a pool would not speed up.
-        # A decode problem core_pick_applies to may add up to CORE_PICKS of skinny's CUDA-core tiles (topk.with_core).
+        # A decode problem core_pick_applies to may add up to core_picks of skinny's CUDA-core tiles (topk.with_core).
         # A problem of few output tiles may add DecomposeK's one-wave split (topk.with_wave_split).
         return most(FAST_FAMILIES + (fast_extra if fast_extra is not None else FAST_EXTRA)
-                    + CORE_PICKS * core_pick_applies(problem)
+                    + core_picks(problem)
                     + (sms is not None and wave_split(problem, sms) >= WAVE_MIN_SPLIT))
     return most(bspace) if isinstance(bspace, int) else None
 
