@@ -299,8 +299,9 @@ def test_select_fast_times_skinnys_first_cuda_core_choice_on_fp32_decode():
     picked, k, why = select_fast(p, candidates(p, fams, "exhaustive", dev), CoreLast())
     assert len(cores(picked)) == 1 and k == 4 and len({c.id for c in picked}) == len(picked)
     assert "skinny's first 1 CUDA-core choice(s) (topk.core_pick_applies)" in why, why
-    # (bf16 at M = 3: past topk.GEMV_MAX_M, where a K-contiguous B gets skinny's GEMV tiles)
-    for q in (Problem.from_sizes(3, 3072, 12288, "bf16", layout_b="col"), Problem.from_sizes(64, 3072, 12288, "fp32")):
+    # (bf16 with a row-major B: with a K-contiguous one, topk.gemv_pick_applies and
+    # narrow_dot_pick_applies add skinny's GEMV or narrow dot tiles)
+    for q in (Problem.from_sizes(2, 3072, 12288, "bf16"), Problem.from_sizes(64, 3072, 12288, "fp32")):
         picked, k, _ = select_fast(q, candidates(q, fams, "exhaustive", dev), CoreLast())
         assert not cores(picked) and k == 3
     # With the device (the tuner's plan), up to CORE_PICKS of skinny's default core tiles instead
@@ -311,7 +312,7 @@ def test_select_fast_times_skinnys_first_cuda_core_choice_on_fp32_decode():
     default_cores = {c.id for c in space(p, "skinny", "default", dev) if not c.config.dot}
     assert 1 < len(cores(got.choices)) <= CORE_PICKS and {c.id for c in cores(got.choices)} <= default_cores
     assert plan.compiles_at_most(p) == 3 + CORE_PICKS and got.k == 3 + len(cores(got.choices))
-    assert plan.compiles_at_most(Problem.from_sizes(3, 3072, 12288, "bf16", layout_b="col")) == 3
+    assert plan.compiles_at_most(Problem.from_sizes(2, 3072, 12288, "bf16")) == 3
 
 
 def test_select_fast_times_skinnys_gemv_tiles_on_a_linear_at_decode():
@@ -339,6 +340,39 @@ def test_select_fast_times_skinnys_gemv_tiles_on_a_linear_at_decode():
         assert not any(is_gemv_tile(c) for c in space(q, "skinny", "default", dev)) or q.m == 3
         got = CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=CoreLast())(q)
         assert not any(is_gemv_tile(c) for c in got.choices)
+
+
+class NarrowLast:
+    """A ranker that puts skinny's 16-wide 2-warp dot strips below everything else."""
+
+    def predict(self, problem, choices):
+        from gemmtune.model.topk import is_narrow_dot
+        return [100.0 + i if is_narrow_dot(c) else 1.0 + i for i, c in enumerate(choices)]
+
+    def trust(self, problem):
+        return 1.0, "near its training data"
+
+
+def test_select_fast_times_skinnys_narrow_dot_strips_on_a_linear_at_small_batch():
+    """bf16 / fp16 at 2 < M <= 16 with a K-contiguous B: --fast times the default space's 16-wide dot
+    strips on 2 warps (the default mode's pick at 1.05-1.11x cuBLAS on an H100 where --fast kept
+    cuBLAS), however low the ranker puts them; not with a row-major B, nor at M = 17."""
+    from gemmtune import space
+    from gemmtune.model.topk import NARROW_DOT_PICKS, core_picks, is_narrow_dot
+    from gemmtune.tuning.plan import CandidatePlan
+
+    dev = DeviceInfo.lookup("h100")
+    fams = ("triton_mm", "skinny", "splitk", "aten")
+    for m in (3, 8, 16):
+        p = Problem.from_sizes(m, 2048, 8192, "bf16", layout_b="col")
+        narrow = {c.id for c in space(p, "skinny", "default", dev) if is_narrow_dot(c)}
+        assert narrow and core_picks(p) == NARROW_DOT_PICKS
+        got = CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=NarrowLast())(p)
+        timed = {c.id for c in got.choices if is_narrow_dot(c)}
+        assert timed and timed <= narrow and len(timed) == min(NARROW_DOT_PICKS, len(narrow)), (m, timed, narrow)
+    for q in (Problem.from_sizes(8, 2048, 8192, "bf16"), Problem.from_sizes(17, 2048, 8192, "bf16", layout_b="col")):
+        got = CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=NarrowLast())(q)
+        assert not any(is_narrow_dot(c) for c in got.choices) and core_picks(q) == 0
 
 
 def test_select_fast_times_a_cuda_core_choice_on_a_half_precision_decode_with_an_unaligned_b():

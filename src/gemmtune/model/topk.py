@@ -261,6 +261,34 @@ def gemv_pick_applies(problem) -> bool:
             and problem.m <= GEMV_MAX_M and gemv_layout(problem))
 
 
+# Past GEMV_MAX_M, up to NARROW_DOT_MAX_M rows, the same layers' best skinny tile was a 16-wide dot
+# strip on 2 warps (skinny_spec._DEFAULT_DOT's last two), which no ranker has timings of either:
+# best of 355 configs on 16x2048x2048 (6.07 us, cuBLAS 6.44; call 3), and the default space's pick
+# at 1.05x cuBLAS on 8x2048x2048 and 1.11x on 16x2048x8192, where --fast kept cuBLAS or a 4-warp
+# strip (call 4, benchmarks/results/2026-11-27-h100-s26). --fast times them there: 2 candidates.
+NARROW_DOT_MAX_M = 16
+NARROW_DOT_PICKS = 2
+
+
+def narrow_dot_pick_applies(problem) -> bool:
+    """Whether ``with_core`` times skinny's 16-wide dot strips for ``problem``: as
+    ``gemv_pick_applies``, at GEMV_MAX_M < M <= NARROW_DOT_MAX_M.
+
+    >>> from gemmtune.problem import Problem
+    >>> [narrow_dot_pick_applies(Problem.from_sizes(m, 2048, 2048, "bf16", layout_b="col")) for m in (2, 3, 16, 17)]
+    [False, True, True, False]
+    """
+    from ..kernels.skinny_spec import gemv_layout
+    return (problem.op in ("mm", "addmm") and problem.dtype in ("bfloat16", "float16")
+            and GEMV_MAX_M < problem.m <= NARROW_DOT_MAX_M and gemv_layout(problem))
+
+
+def is_narrow_dot(choice) -> bool:
+    """A copy-free skinny tl.dot choice with a 16-wide strip on 2 warps."""
+    return (choice.family == "skinny" and not choice.pad and getattr(choice.config, "dot", False) is True
+            and choice.config.block_n == 16 and choice.config.num_warps == 2)
+
+
 def is_gemv_tile(choice) -> bool:
     """A skinny CUDA-core choice with a strip of at most 4 columns (skinny_spec._DEFAULT_GEMV)."""
     return is_cuda_core(choice) and choice.config.block_n <= 4
@@ -268,7 +296,11 @@ def is_gemv_tile(choice) -> bool:
 
 def core_picks(problem) -> int:
     """How many core tiles ``with_core`` may add for ``problem`` (0 where it adds none)."""
-    return GEMV_PICKS if gemv_pick_applies(problem) else CORE_PICKS if core_pick_applies(problem) else 0
+    if gemv_pick_applies(problem):
+        return GEMV_PICKS
+    if narrow_dot_pick_applies(problem):
+        return NARROW_DOT_PICKS
+    return CORE_PICKS if core_pick_applies(problem) else 0
 
 
 def core_pick_applies(problem) -> bool:
@@ -290,7 +322,7 @@ def core_pick_applies(problem) -> bool:
     if problem.dtype == "float32":
         return not problem.allow_tf32 and problem.m <= CORE_MAX_M
     return (problem.dtype in ("bfloat16", "float16") and not problem.aligned_b
-            and problem.m <= CORE_PICK_HALF_MAX_M) or gemv_pick_applies(problem)
+            and problem.m <= CORE_PICK_HALF_MAX_M) or gemv_pick_applies(problem) or narrow_dot_pick_applies(problem)
 
 
 def is_cuda_core(choice) -> bool:
@@ -330,9 +362,11 @@ def with_core(choices, order, picked: list[int], problem, preferred=None) -> lis
     if not core_pick_applies(problem):
         return list(picked)
     cores = [int(i) for i in order if is_cuda_core(choices[int(i)])]
-    if gemv_pick_applies(problem):  # the GEMV tiles, which no ranker has timings of
-        liked = [i for i in cores if is_gemv_tile(choices[i]) and (not preferred or choices[i].id in preferred)]
-        liked = liked[:GEMV_PICKS if preferred else 1]
+    gemv, narrow = gemv_pick_applies(problem), narrow_dot_pick_applies(problem)
+    if gemv or narrow:  # the GEMV tiles or the narrow dot strips, which no ranker has timings of
+        want, pool = (is_gemv_tile, cores) if gemv else (is_narrow_dot, [int(i) for i in order])
+        liked = [i for i in pool if want(choices[i]) and (not preferred or choices[i].id in preferred)]
+        liked = liked[:core_picks(problem) if preferred else 1]
         return list(picked) + [i for i in liked if i not in picked]
     liked = [i for i in cores if preferred and choices[i].id in preferred][:CORE_PICKS]
     if liked:
