@@ -18,6 +18,12 @@ Two inner products, a config switch (``SkinnyConfig.dot``):
   only loads and FMAs (a reduction per iteration would add shuffles on the critical
   path). For M = 1..8, where an MMA would multiply mostly masked rows.
 
+With a K-contiguous B (a Linear's weight) and M <= 8, the default space also holds GEMV strips
+(``skinny_spec._DEFAULT_GEMV``): the CUDA-core path with BLOCK_N = 2 or 4 and BLOCK_K up to 2048,
+no split. A program then reads whole rows of W, and a layer of N outputs runs N / 2 or N / 4
+programs. Below about 30 MB of weight every load has to be in flight at once on every SM, and a
+split's sum costs more than it gains (skinny_spec says what was measured).
+
 The K-slices are reduced by the fused split-K epilogue that the tiled kernel uses
 (``tiled.split_epilogue``): partials in an fp32 workspace, the last program to arrive
 at a strip sums them (in slice order when ``deterministic``), so it stays one launch.
