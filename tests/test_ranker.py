@@ -316,28 +316,28 @@ def test_select_fast_times_skinnys_first_cuda_core_choice_on_fp32_decode():
 
 
 def test_select_fast_times_skinnys_gemv_tiles_on_a_linear_at_decode():
-    """bf16 / fp16 at M <= 2 with a K-contiguous B (a Linear's x @ W.T): --fast times every GEMV tile
+    """bf16 / fp16 at M <= 4 with a K-contiguous B (a Linear's x @ W.T): --fast times every GEMV tile
     of skinny's default space (narrow CUDA-core strips, which beat cuBLAS by up to 1.31x on an H100
     and which no ranker has timings of), whatever the ranker's order; without the default space,
-    the first GEMV tile of the ranker's order. Not with a row-major B, nor at M = 3."""
+    the first GEMV tile of the ranker's order. Not with a row-major B, nor at M = 5."""
     from gemmtune import space
     from gemmtune.model.topk import GEMV_PICKS, core_picks, is_gemv_tile
     from gemmtune.tuning.plan import CandidatePlan, select_fast
 
     dev = DeviceInfo.lookup("h100")
     fams = ("triton_mm", "skinny", "splitk", "aten")
-    for dtype, m in (("bf16", 1), ("fp16", 2)):
+    for dtype, m in (("bf16", 1), ("fp16", 2), ("bf16", 4)):
         p = Problem.from_sizes(m, 2048, 8192, dtype, layout_b="col")
         gemv = {c.id for c in space(p, "skinny", "default", dev) if is_gemv_tile(c)}
-        assert 2 <= len(gemv) <= GEMV_PICKS == core_picks(p)
+        assert 2 <= len(gemv) <= GEMV_PICKS <= core_picks(p)
         got = CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=CoreLast())(p)
         assert gemv <= {c.id for c in got.choices}, sorted(gemv - {c.id for c in got.choices})
         assert CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=CoreLast()).compiles_at_most(p) \
             >= 3 + len(gemv)
         picked, _, why = select_fast(p, candidates(p, fams, "exhaustive", dev), CoreLast())
         assert sum(is_gemv_tile(c) for c in picked) == 1 and "CUDA-core" in why
-    for q in (Problem.from_sizes(1, 2048, 8192, "bf16"), Problem.from_sizes(3, 2048, 8192, "bf16", layout_b="col")):
-        assert not any(is_gemv_tile(c) for c in space(q, "skinny", "default", dev)) or q.m == 3
+    for q in (Problem.from_sizes(1, 2048, 8192, "bf16"), Problem.from_sizes(5, 2048, 8192, "bf16", layout_b="col")):
+        assert not any(is_gemv_tile(c) for c in space(q, "skinny", "default", dev)) or q.m == 5
         got = CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=CoreLast())(q)
         assert not any(is_gemv_tile(c) for c in got.choices)
 
@@ -356,9 +356,10 @@ class NarrowLast:
 def test_select_fast_times_skinnys_narrow_dot_strips_on_a_linear_at_small_batch():
     """bf16 / fp16 at 2 < M <= 16 with a K-contiguous B: --fast times the default space's 16-wide dot
     strips on 2 warps (the default mode's pick at 1.05-1.11x cuBLAS on an H100 where --fast kept
-    cuBLAS), however low the ranker puts them; not with a row-major B, nor at M = 17."""
+    cuBLAS), however low the ranker puts them, at M = 3 and 4 beside the GEMV tiles; not with a
+    row-major B, nor at M = 2 or 17."""
     from gemmtune import space
-    from gemmtune.model.topk import NARROW_DOT_PICKS, core_picks, is_narrow_dot
+    from gemmtune.model.topk import GEMV_PICKS, NARROW_DOT_PICKS, core_picks, is_narrow_dot
     from gemmtune.tuning.plan import CandidatePlan
 
     dev = DeviceInfo.lookup("h100")
@@ -366,13 +367,15 @@ def test_select_fast_times_skinnys_narrow_dot_strips_on_a_linear_at_small_batch(
     for m in (3, 8, 16):
         p = Problem.from_sizes(m, 2048, 8192, "bf16", layout_b="col")
         narrow = {c.id for c in space(p, "skinny", "default", dev) if is_narrow_dot(c)}
-        assert narrow and core_picks(p) == NARROW_DOT_PICKS
+        assert narrow and core_picks(p) == NARROW_DOT_PICKS + (GEMV_PICKS if m <= 4 else 0)
         got = CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=NarrowLast())(p)
         timed = {c.id for c in got.choices if is_narrow_dot(c)}
         assert timed and timed <= narrow and len(timed) == min(NARROW_DOT_PICKS, len(narrow)), (m, timed, narrow)
-    for q in (Problem.from_sizes(8, 2048, 8192, "bf16"), Problem.from_sizes(17, 2048, 8192, "bf16", layout_b="col")):
+    for q in (Problem.from_sizes(8, 2048, 8192, "bf16"), Problem.from_sizes(17, 2048, 8192, "bf16", layout_b="col"),
+              Problem.from_sizes(2, 2048, 8192, "bf16", layout_b="col")):
         got = CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=NarrowLast())(q)
-        assert not any(is_narrow_dot(c) for c in got.choices) and core_picks(q) == 0
+        assert not any(is_narrow_dot(c) for c in got.choices)
+        assert core_picks(q) == (GEMV_PICKS if q.m == 2 else 0)
 
 
 def test_select_fast_times_a_cuda_core_choice_on_a_half_precision_decode_with_an_unaligned_b():

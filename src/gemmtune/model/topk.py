@@ -241,8 +241,10 @@ CORE_PICKS = 3
 # (skinny_spec._DEFAULT_GEMV, narrow CUDA-core strips) beat cuBLAS by 1.04-1.31x on 4 of 5 such
 # layers of 0.5-3B models in an H100 sweep, where every earlier skinny tile lost
 # (benchmarks/results/2026-11-27-h100-s26, call 3). No ranker has timings of them, so --fast times
-# all of them (at most GEMV_PICKS) there: 4 more candidates of a few microseconds each.
-GEMV_MAX_M = 2
+# all of them (at most GEMV_PICKS) there: 4 more candidates of a few microseconds each. Up to M = 4:
+# on 4x1024x3072 the default space's GEMV tile ran 1.28x cuBLAS, --fast's narrow dot strip 1.16x
+# (call 6); at M = 8 and 16 the default space picked a dot strip.
+GEMV_MAX_M = 4
 GEMV_PICKS = 4
 
 
@@ -251,7 +253,7 @@ def gemv_pick_applies(problem) -> bool:
     at M <= GEMV_MAX_M with a K-contiguous B (``x @ W.T``).
 
     >>> from gemmtune.problem import Problem
-    >>> [gemv_pick_applies(Problem.from_sizes(m, 2048, 2048, "bf16", layout_b="col")) for m in (1, 2, 3)]
+    >>> [gemv_pick_applies(Problem.from_sizes(m, 2048, 2048, "bf16", layout_b="col")) for m in (1, 4, 5)]
     [True, True, False]
     >>> gemv_pick_applies(Problem.from_sizes(1, 2048, 2048, "bf16"))  # row-major B: N-contiguous
     False
@@ -261,18 +263,20 @@ def gemv_pick_applies(problem) -> bool:
             and problem.m <= GEMV_MAX_M and gemv_layout(problem))
 
 
-# Past GEMV_MAX_M, up to NARROW_DOT_MAX_M rows, the same layers' best skinny tile was a 16-wide dot
+# From M = 3 up to NARROW_DOT_MAX_M rows, the same layers' best skinny tile was a 16-wide dot
 # strip on 2 warps (skinny_spec._DEFAULT_DOT's last two), which no ranker has timings of either:
 # best of 355 configs on 16x2048x2048 (6.07 us, cuBLAS 6.44; call 3), and the default space's pick
 # at 1.05x cuBLAS on 8x2048x2048 and 1.11x on 16x2048x8192, where --fast kept cuBLAS or a 4-warp
 # strip (call 4, benchmarks/results/2026-11-27-h100-s26). --fast times them there: 2 candidates.
+NARROW_DOT_MIN_M = 3
 NARROW_DOT_MAX_M = 16
 NARROW_DOT_PICKS = 2
 
 
 def narrow_dot_pick_applies(problem) -> bool:
     """Whether ``with_core`` times skinny's 16-wide dot strips for ``problem``: as
-    ``gemv_pick_applies``, at GEMV_MAX_M < M <= NARROW_DOT_MAX_M.
+    ``gemv_pick_applies``, at NARROW_DOT_MIN_M <= M <= NARROW_DOT_MAX_M (at M = 3 and 4 beside the
+    GEMV tiles).
 
     >>> from gemmtune.problem import Problem
     >>> [narrow_dot_pick_applies(Problem.from_sizes(m, 2048, 2048, "bf16", layout_b="col")) for m in (2, 3, 16, 17)]
@@ -280,7 +284,7 @@ def narrow_dot_pick_applies(problem) -> bool:
     """
     from ..kernels.skinny_spec import gemv_layout
     return (problem.op in ("mm", "addmm") and problem.dtype in ("bfloat16", "float16")
-            and GEMV_MAX_M < problem.m <= NARROW_DOT_MAX_M and gemv_layout(problem))
+            and NARROW_DOT_MIN_M <= problem.m <= NARROW_DOT_MAX_M and gemv_layout(problem))
 
 
 def is_narrow_dot(choice) -> bool:
@@ -295,12 +299,9 @@ def is_gemv_tile(choice) -> bool:
 
 
 def core_picks(problem) -> int:
-    """How many core tiles ``with_core`` may add for ``problem`` (0 where it adds none)."""
-    if gemv_pick_applies(problem):
-        return GEMV_PICKS
-    if narrow_dot_pick_applies(problem):
-        return NARROW_DOT_PICKS
-    return CORE_PICKS if core_pick_applies(problem) else 0
+    """How many core or strip tiles ``with_core`` may add for ``problem`` (0 where it adds none)."""
+    strips = GEMV_PICKS * gemv_pick_applies(problem) + NARROW_DOT_PICKS * narrow_dot_pick_applies(problem)
+    return strips or (CORE_PICKS if core_pick_applies(problem) else 0)
 
 
 def core_pick_applies(problem) -> bool:
@@ -363,11 +364,14 @@ def with_core(choices, order, picked: list[int], problem, preferred=None) -> lis
         return list(picked)
     cores = [int(i) for i in order if is_cuda_core(choices[int(i)])]
     gemv, narrow = gemv_pick_applies(problem), narrow_dot_pick_applies(problem)
-    if gemv or narrow:  # the GEMV tiles or the narrow dot strips, which no ranker has timings of
-        want, pool = (is_gemv_tile, cores) if gemv else (is_narrow_dot, [int(i) for i in order])
-        liked = [i for i in pool if want(choices[i]) and (not preferred or choices[i].id in preferred)]
-        liked = liked[:core_picks(problem) if preferred else 1]
-        return list(picked) + [i for i in liked if i not in picked]
+    if gemv or narrow:  # the GEMV tiles and / or the narrow dot strips, which no ranker has timings of
+        liked = []
+        for applies, want, most in ((gemv, is_gemv_tile, GEMV_PICKS), (narrow, is_narrow_dot, NARROW_DOT_PICKS)):
+            if applies:
+                tiles = [int(i) for i in order if want(choices[int(i)])
+                         and (not preferred or choices[int(i)].id in preferred)]
+                liked += tiles[:most if preferred else 1]
+        return list(picked) + [i for i in dict.fromkeys(liked) if i not in picked]
     liked = [i for i in cores if preferred and choices[i].id in preferred][:CORE_PICKS]
     if liked:
         return list(picked) + [i for i in liked if i not in picked]
