@@ -386,13 +386,26 @@ def test_cached_persistent_call_on_operands_tma_cannot_read_runs_cublas():
 def _jit_cache_sizes() -> int:
     """Kernels compiled so far in this process by gemmtune's Triton functions (0 where this
     triton keeps no per-device cache we can read)."""
-    from gemmtune.kernels import persistent, skinny, tiled
     n = 0
-    for fn in (tiled._tiled_mm_kernel, tiled._tiled_mm_static, skinny._skinny_kernel, persistent._persistent_kernel,
-               tiled._sum_splits_kernel):
+    for fn in _gemmtune_jit_functions():
         for entry in getattr(fn, "device_caches", {}).values():
             n += len(entry[0])
     return n
+
+
+def _gemmtune_jit_functions() -> tuple:
+    from gemmtune.kernels import persistent, skinny, tiled
+    return (tiled._tiled_mm_kernel, tiled._tiled_mm_static, skinny._skinny_kernel, persistent._persistent_kernel,
+            tiled._sum_splits_kernel)
+
+
+def _clear_jit_caches() -> None:
+    """Forget the kernels gemmtune's Triton functions compiled in this process (their per-device
+    in-memory caches), so that the next launch of a config compiles again, from the disk cache
+    when that holds it."""
+    for fn in _gemmtune_jit_functions():
+        for entry in getattr(fn, "device_caches", {}).values():
+            entry[0].clear()
 
 
 @pytest.mark.parametrize("shape", [(512, 4096, 4096), (333, 4097, 1025), (3, 4096, 14336)])
@@ -476,8 +489,11 @@ def test_precompile_compiles_a_shapes_candidates_together_into_the_cache_its_tim
 
     Its own Triton cache: under xdist another worker may have compiled the same kernels into the
     shared one first (test_compile_workers_... on 333x4097x1025), and a kernel found there is no
-    compile future to load (H100, session 23: 'kernels': 1 against 3 candidates)."""
+    compile future to load (H100, session 23: 'kernels': 1 against 3 candidates). The same holds for
+    the kernels an earlier test compiled in this very process (in memory: session 26 saw 'kernels': 1
+    again on 333x4097x1025 with its own disk cache), so those are forgotten first."""
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    _clear_jit_caches()
     from gemmtune.api import space
     from gemmtune.bench.measure import async_compile_mode
     from gemmtune.bench.runner import WorkerState, handle
