@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 26, call 1: gemmtune bench on a random suite nobody chose (scripts/random_suite.py,
+# Session 26, call 1 (and call 8 with SEED=27, on the final tree): gemmtune bench on a random suite nobody chose (scripts/random_suite.py,
 # env SEED, default 26): cuBLAS, the default mode, --fast and model top-5, no Inductor or
 # TunableOp (time). Where does --fast fall short of the best on shapes outside the public suite?
 # GPU only; carry .whl (lightgbm).
