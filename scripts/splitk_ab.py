@@ -1,4 +1,4 @@
-"""A/B of two tuning stores made on one GPU in one device call (scripts/gpu_s9_call3.sh): per
+"""A/B of two tuning stores made on one GPU in one device call (scripts/sessions/gpu_s9_call3.sh): per
 problem, the best split-K and skinny times and cuBLAS's (aten), each store's families against its
 own cuBLAS row, so the two runs compare as ratios, not as absolute times.
 
