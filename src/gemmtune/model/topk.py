@@ -258,9 +258,15 @@ def gemv_pick_applies(problem) -> bool:
     >>> gemv_pick_applies(Problem.from_sizes(1, 2048, 2048, "bf16"))  # row-major B: N-contiguous
     False
     """
+    return _half_linear(problem, 1, GEMV_MAX_M)
+
+
+def _half_linear(problem, lo: int, hi: int) -> bool:
+    """A bf16/fp16 mm / addmm with lo <= M <= hi and a K-contiguous B: the Linear at decode that
+    skinny's GEMV and narrow dot strips serve."""
     from ..kernels.skinny_spec import gemv_layout
     return (problem.op in ("mm", "addmm") and problem.dtype in ("bfloat16", "float16")
-            and problem.m <= GEMV_MAX_M and gemv_layout(problem))
+            and lo <= problem.m <= hi and gemv_layout(problem))
 
 
 # From M = 3 up to NARROW_DOT_MAX_M rows, the same layers' best skinny tile was a 16-wide dot
@@ -282,9 +288,7 @@ def narrow_dot_pick_applies(problem) -> bool:
     >>> [narrow_dot_pick_applies(Problem.from_sizes(m, 2048, 2048, "bf16", layout_b="col")) for m in (2, 3, 16, 17)]
     [False, True, True, False]
     """
-    from ..kernels.skinny_spec import gemv_layout
-    return (problem.op in ("mm", "addmm") and problem.dtype in ("bfloat16", "float16")
-            and NARROW_DOT_MIN_M <= problem.m <= NARROW_DOT_MAX_M and gemv_layout(problem))
+    return _half_linear(problem, NARROW_DOT_MIN_M, NARROW_DOT_MAX_M)
 
 
 def is_narrow_dot(choice) -> bool:
@@ -362,7 +366,6 @@ def with_core(choices, order, picked: list[int], problem, preferred=None) -> lis
     """
     if not core_pick_applies(problem):
         return list(picked)
-    cores = [int(i) for i in order if is_cuda_core(choices[int(i)])]
     gemv, narrow = gemv_pick_applies(problem), narrow_dot_pick_applies(problem)
     if gemv or narrow:  # the GEMV tiles and / or the narrow dot strips, which no ranker has timings of
         liked = []
@@ -372,6 +375,7 @@ def with_core(choices, order, picked: list[int], problem, preferred=None) -> lis
                          and (not preferred or choices[int(i)].id in preferred)]
                 liked += tiles[:most if preferred else 1]
         return list(picked) + [i for i in dict.fromkeys(liked) if i not in picked]
+    cores = [int(i) for i in order if is_cuda_core(choices[int(i)])]
     liked = [i for i in cores if preferred and choices[i].id in preferred][:CORE_PICKS]
     if liked:
         return list(picked) + [i for i in liked if i not in picked]
