@@ -136,6 +136,70 @@ def test_splitk_workspace_reuse_on_gpu():
     assert int(ws.partials(1, False, torch.device(DEV)).count_nonzero()) == 0
 
 
+@pytest.mark.parametrize("det", [True, False], ids=["det", "atomic"])
+def test_splitk_graph_replays_correctly_after_its_workspace_grew(det):
+    """A CUDA graph captured with the workspace's buffers, then an eager launch that needs larger
+    ones: the graph keeps writing where it was captured, so the replaced buffers must stay
+    allocated. Freed, the next allocation (``sentinel``) would take their memory and the replay
+    would overwrite it."""
+    ws = SplitKWorkspace()
+    cfg = SplitKConfig(32, 32, 128, 4, 4, 8, 16, det)
+    a, b = make(32, 28672, "row", torch.bfloat16), make(28672, 32, "col", torch.bfloat16)
+    out = torch.full((32, 32), float("nan"), dtype=torch.bfloat16, device=DEV)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        kernels.get("splitk").run(a, b, out, cfg, workspace=ws)  # warm-up: compile, allocate
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        kernels.get("splitk").run(a, b, out, cfg, workspace=ws)
+    # Far more tiles: every buffer of this stream grows (to at least twice its size).
+    big_a, big_b = make(1024, 8192, "row", torch.bfloat16), make(8192, 1024, "row", torch.bfloat16)
+    with torch.cuda.stream(side):
+        big = run_poisoned("splitk", cfg, big_a, big_b, torch.bfloat16, False, ws)
+    torch.cuda.synchronize()
+    assert ws.retired_bytes > 0
+    assert check(big, big_a, big_b, Problem.from_tensors(big_a, big_b)).ok
+    sentinel = torch.full((1 << 22,), 7.0, device=DEV)
+    out.fill_(float("nan"))
+    for _ in range(3):
+        graph.replay()
+    torch.cuda.synchronize()
+    res = check(out, a, b, Problem.from_tensors(a, b))
+    assert res.ok, res.reason
+    assert bool((sentinel == 7.0).all()), "a graph replay wrote into memory the workspace had freed"
+
+
+@pytest.mark.parametrize("family", ["splitk", "skinny"])
+def test_one_workspace_on_two_concurrent_streams(family):
+    """Two streams launch split kernels through one workspace at the same time; each stream has
+    its own scratch, so neither sum is mixed into the other's."""
+    ws = SplitKWorkspace()
+    if family == "splitk":
+        cfg, m, n, k = SplitKConfig(32, 32, 128, 4, 4, 8, 16, False), 32, 32, 28672
+    else:
+        from gemmtune.configs import SkinnyConfig
+        cfg, m, n, k = SkinnyConfig(16, 64, 256, 8, 3, 4, True, False), 8, 1536, 8192
+    ops = [(make(m, k, "row", torch.bfloat16), make(k, n, "col", torch.bfloat16)) for _ in range(2)]
+    outs = [torch.empty(m, n, dtype=torch.bfloat16, device=DEV) for _ in range(2)]
+    streams = [torch.cuda.Stream() for _ in range(2)]
+    torch.cuda.synchronize()
+    for _ in range(40):
+        for (a, b), out, s in zip(ops, outs, streams):
+            with torch.cuda.stream(s):
+                kernels.get(family).run(a, b, out, cfg, workspace=ws)
+    torch.cuda.synchronize()
+    for (a, b), out in zip(ops, outs):
+        res = check(out, a, b, Problem.from_tensors(a, b))
+        assert res.ok, f"{family}: {res.reason}"
+    ptrs = []
+    for s in streams:
+        with torch.cuda.stream(s):
+            ptrs.append(ws.partials(1, cfg.deterministic, torch.device(DEV)).data_ptr())
+    assert ptrs[0] != ptrs[1]
+
+
 def test_matmul_default_choice_on_gpu():
     for m, n, k in [(32, 32, 28672), (1000, 1000, 1000)]:
         a, b = make(m, k, "row", torch.bfloat16), make(k, n, "row", torch.bfloat16)

@@ -270,6 +270,24 @@ def test_splitk_workspace_reused_across_calls_and_shapes(operand):
             _assert_workspace_clean(ws, a.device)
 
 
+def test_splitk_workspace_keeps_what_it_replaces_and_grows_by_doubling():
+    """A buffer replaced by a larger one stays allocated (a captured CUDA graph may still write
+    there), and growth at least doubles, so what is kept never exceeds the live buffer."""
+    ws, cpu = SplitKWorkspace(), torch.device("cpu")
+    first = ws.partials(100, True, cpu)
+    assert ws.partials(80, True, cpu) is first and ws.retired_bytes == 0
+    second = ws.partials(120, True, cpu)
+    assert second.numel() == 200 and ws.retired_bytes == 400
+    assert any(t is first for t in ws._retired)
+    assert ws.partials(150, True, cpu) is second  # room left from doubling: no new buffer
+    for numel in range(201, 5000, 37):
+        ws.partials(numel, True, cpu)
+    live = ws.partials(1, True, cpu)
+    assert ws.retired_bytes <= live.numel() * live.element_size()
+    # The modes keep separate buffers (mode 1 leaves partials, mode 2 needs zeros); counters too.
+    assert ws.partials(1, False, cpu) is not live and ws.counters(1, cpu).dtype == torch.int32
+
+
 def test_splitk_workspace_through_matmul(operand):
     ws = SplitKWorkspace()
     for m, n, k in [(33, 17, 512), (8, 64, 384), (33, 17, 512)]:

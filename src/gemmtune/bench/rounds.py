@@ -8,14 +8,12 @@ import math
 import statistics
 from typing import Callable, Sequence
 
-import torch
 
 from ..problem import Problem
 from .records import failure_record
-from .timing import CudaGraphTimer, Timing, summarize
+from .timing import CudaGraphTimer, Timing, side_stream, summarize
 
 ROUNDS = 4                # interleaved timing rounds per shape (each replays ceil(repeats / ROUNDS) times)
-_SIDE_STREAM: list = []
 
 
 def timer_count(timer) -> int:
@@ -93,9 +91,7 @@ class _GraphEntry:
 
     def __init__(self, timer: CudaGraphTimer, launch: Callable[[int], object], n_sets: int):
         self.timer, self.launch = timer, launch
-        if not _SIDE_STREAM:
-            _SIDE_STREAM.append(torch.cuda.Stream())
-        self.graph, self.launches = timer.capture(launch, n_sets, stream=_SIDE_STREAM[0])
+        self.graph, self.launches = timer.capture(launch, n_sets, stream=side_stream())
 
     def __call__(self, samples: int) -> Timing:
         self.graph.replay()

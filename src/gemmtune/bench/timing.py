@@ -96,6 +96,19 @@ def should_cut(est_ms: float, best_ms: float | None, factor: float | None, issue
                 and est_ms >= GPU_BOUND * issue_ms)
 
 
+_SIDE_STREAMS: dict[int, "torch.cuda.Stream"] = {}
+
+
+def side_stream() -> "torch.cuda.Stream":
+    """One side stream per GPU for every capture of this process. A kernel's scratch is kept
+    per stream (kernels.splitk.SplitKWorkspace), so a new stream per capture would give each
+    capture its own workspace, up to 256 MB each."""
+    index = torch.cuda.current_device()
+    if index not in _SIDE_STREAMS:
+        _SIDE_STREAMS[index] = torch.cuda.Stream()
+    return _SIDE_STREAMS[index]
+
+
 def sets_for(bytes_per_set: int, l2_bytes: int, max_sets: int = 64) -> int:
     """Input sets needed so that cycling through them exceeds twice the L2 size."""
     if bytes_per_set <= 0:
@@ -185,7 +198,7 @@ class CudaGraphTimer:
                 stream: torch.cuda.Stream | None = None, est: float | None = None
                 ) -> tuple[torch.cuda.CUDAGraph, int]:
         """(graph, launches per replay): warm-up, then one CUDA graph of a few ms of launches
-        cycling through the input sets, captured on ``stream`` (default: a new side stream)
+        cycling through the input sets, captured on ``stream`` (default: ``side_stream()``)
         and replayed once. ``est``: the per-launch ms ``estimate`` already measured."""
         # Size the graph from the per-launch time: a few ms per replay, at least one pass
         # over every input set.
@@ -194,7 +207,7 @@ class CudaGraphTimer:
         launches = int(min(self.max_launches, max(n_sets, self.target_ms / est)))
         launches = max(n_sets, launches - launches % n_sets) if launches >= n_sets else n_sets
 
-        stream = stream if stream is not None else torch.cuda.Stream()
+        stream = stream if stream is not None else side_stream()
         stream.wait_stream(torch.cuda.current_stream())
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.stream(stream):

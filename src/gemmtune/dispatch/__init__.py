@@ -50,8 +50,8 @@ deciding a new shape takes the dispatcher's lock, so each shape is decided once.
 The Triton CPU interpreter is not thread-safe (concurrent launches returned wrong
 results and crashed with triton 3.9), so in interpreter mode every launch from a
 dispatcher is serialized by one process-wide lock; on a GPU there is no lock.
-Split-K kernels share one workspace per dispatcher: do not launch them
-concurrently on different CUDA streams (see ``SplitKWorkspace``).
+Split-K and skinny kernels keep their scratch per dispatcher, GPU and stream
+(``SplitKWorkspace``), so one dispatcher may launch on concurrent streams.
 
 CUDA graphs: a first sight verifies (and in ``benchmark`` mode times), which cannot
 run inside a graph capture; decide shapes before capturing with ``warmup`` (or one eager

@@ -32,9 +32,8 @@ class Dispatcher(Deciding, Launching):
     ``decisions``; ``n_decisions`` counts the shapes decided in this process.
 
     A call launches on its operands' GPU (``launch.on_device``) and the current stream. The
-    split-K and skinny choices' scratch (``SplitKWorkspace``) is one per GPU. Calls that can run
-    concurrently on different streams must use different dispatchers: ``load`` the saved file once
-    for each stream.
+    split-K and skinny choices' scratch (``SplitKWorkspace``) is one per GPU and stream, so calls
+    on concurrent streams do not share it.
 
     Example::
 

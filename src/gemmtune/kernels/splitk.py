@@ -33,24 +33,63 @@ from .splitk_spec import (  # noqa: F401
     features_row, k_per_split, plan, raw_configs, scaled, space, validate)
 
 
+def _stream_key(device: torch.device) -> int:
+    """The stream a launch on ``device`` goes to now, as an int (0 off the GPU): the raw
+    ``cudaStream_t`` that Triton's launcher reads too, which costs no Stream object per call."""
+    if device.type != "cuda":
+        return 0
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return int(torch._C._cuda_getCurrentRawStream(index))
+
+
+def _capturing(device: torch.device) -> bool:
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
 class SplitKWorkspace:
     """Scratch for the fused split-K kernel: fp32 partials and per-tile arrival counters.
 
     The kernel returns counters (and the atomic-mode accumulator) to zero itself, so
     one workspace serves any number of launches on one stream, CUDA-graph replays
-    included. Do not share one between launches that can run concurrently on
-    different streams. Buffers only grow.
+    included. Buffers are kept per (device, current stream): launches on two streams never
+    share scratch, so a dispatcher may run on concurrent streams. (Two CUDA graphs that
+    were captured on one stream and are then replayed on two concurrent streams still share.)
+
+    Buffers only grow, by at least doubling, and a buffer that a larger one replaces is kept
+    (``retired_bytes``), never freed: a CUDA graph captured with it writes there on every replay,
+    and freed memory would be handed to another tensor that the replay then overwrites. Doubling
+    bounds what is kept to the size of the live buffer.
     """
 
     def __init__(self) -> None:
         self._bufs: dict[tuple, torch.Tensor] = {}
+        self._retired: list[torch.Tensor] = []
+        # Slots whose buffer was allocated inside a CUDA-graph capture: its zero fill is a node
+        # of that graph and has not run, so an eager launch must zero it first.
+        self._unzeroed: set[tuple] = set()
 
     def _get(self, key: tuple, numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        buf = self._bufs.get((key, device))
+        slot = (key, device, _stream_key(device))
+        buf = self._bufs.get(slot)
         if buf is None or buf.numel() < numel:
+            if buf is not None:
+                self._retired.append(buf)
+                numel = max(numel, 2 * buf.numel())
             buf = torch.zeros(max(numel, 1), dtype=dtype, device=device)
-            self._bufs[(key, device)] = buf
+            self._bufs[slot] = buf
+            if _capturing(device):
+                self._unzeroed.add(slot)
+            else:
+                self._unzeroed.discard(slot)
+        elif slot in self._unzeroed and not _capturing(device):
+            buf.zero_()
+            self._unzeroed.discard(slot)
         return buf
+
+    @property
+    def retired_bytes(self) -> int:
+        """Bytes held by buffers that larger ones replaced (kept for captured CUDA graphs)."""
+        return sum(t.numel() * t.element_size() for t in self._retired)
 
     def partials(self, numel: int, deterministic: bool, device: torch.device) -> torch.Tensor:
         # Separate buffers: mode 1 leaves partials behind, mode 2 needs zeros.
