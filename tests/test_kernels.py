@@ -288,6 +288,31 @@ def test_splitk_workspace_keeps_what_it_replaces_and_grows_by_doubling():
     assert ws.partials(1, False, cpu) is not live and ws.counters(1, cpu).dtype == torch.int32
 
 
+def test_splitk_workspace_under_capture_borrows_an_eagerly_zeroed_buffer(monkeypatch):
+    """Inside a capture a launch takes a buffer some eager launch has zeroed (its own stream's,
+    else the default stream's, else any); only where none is large enough does it allocate one,
+    zeroed later by the first eager launch on that stream. (Streams and captures stubbed: CPU.)"""
+    from gemmtune.kernels import splitk
+    state = {"stream": 7, "capturing": False}
+    monkeypatch.setattr(splitk, "_stream_key", lambda device: state["stream"])
+    monkeypatch.setattr(splitk, "_capturing", lambda device: state["capturing"])
+    monkeypatch.setattr(splitk, "_default_stream_key", lambda device: 0)
+    ws, cpu = SplitKWorkspace(), torch.device("cpu")
+    side = ws.partials(100, True, cpu)           # warm-up on side stream 7
+    state["stream"] = 0
+    default = ws.partials(100, True, cpu)        # an eager call on the default stream
+    assert default is not side                   # streams never share eagerly
+    state.update(stream=9, capturing=True)       # capture on stream 9
+    assert ws.partials(80, True, cpu) is default  # borrowed: the default stream's first
+    big = ws.partials(500, True, cpu)            # nothing large enough: allocated in the capture
+    assert big.numel() == 500 and ws.partials(500, True, cpu) is big
+    big.fill_(3.0)                               # stands for memory its fill node has not zeroed yet
+    state["capturing"] = False
+    assert ws.partials(500, True, cpu) is big and int(big.count_nonzero()) == 0  # zeroed eagerly
+    state["stream"] = 7
+    assert ws.partials(100, True, cpu) is side and ws.retired_bytes == 0
+
+
 def test_splitk_workspace_through_matmul(operand):
     ws = SplitKWorkspace()
     for m, n, k in [(33, 17, 512), (8, 64, 384), (33, 17, 512)]:

@@ -270,3 +270,49 @@ def test_inference_tensor_weight_is_padded_per_call_not_cached():
         assert padcache.WEIGHTS.get(w, 16, 40) is None and len(padcache.WEIGHTS) == 0
         w.mul_(-0.5)
         _check(_run(x, w), x, w)
+
+
+def test_writes_that_bump_no_version_are_seen_after_refresh_weights():
+    """``param.data`` writes (a LoRA merge, a collective into the parameter) bump no version
+    counter: the cached copy stays until ``gemmtune.refresh_weights()``, which the module doc
+    tells users to call after such a write."""
+    import gemmtune
+    torch.manual_seed(3)
+    w = torch.nn.Parameter(torch.randn(13, 37, dtype=torch.float16, device=DEV))
+    x = torch.randn(5, 37, dtype=torch.float16, device=DEV)
+    with torch.no_grad():
+        _check(_run(x, w.t()), x, w.t())
+        w.data.mul_(-2.0)  # unseen by the version counter
+        stale = _run(x, w.t())
+        assert not torch.allclose(stale.double(), x.double() @ w.t().double(), atol=1e-1)
+        assert gemmtune.refresh_weights() == 1 and len(padcache.WEIGHTS) == 0
+        _check(_run(x, w.t()), x, w.t())
+
+
+def test_the_cache_can_be_turned_off(monkeypatch):
+    w = torch.nn.Parameter(torch.randn(13, 37, dtype=torch.float16, device=DEV))
+    assert padcache.PaddedWeights(enabled=False).get(w.t(), 16, 40) is None
+    monkeypatch.setenv("GEMMTUNE_WEIGHT_CACHE", "0")
+    off = padcache.PaddedWeights()
+    assert not off.enabled and off.get(w.t(), 16, 40) is None
+    monkeypatch.setenv("GEMMTUNE_WEIGHT_CACHE", "1")
+    with torch.no_grad():
+        assert padcache.PaddedWeights().get(w.t(), 16, 40) is not None
+
+
+def test_copies_are_kept_per_stream(monkeypatch):
+    """A copy made on one stream is not handed to a launch on another (it could read the copy
+    before its copy kernel ran); streams stubbed, as the CPU has none."""
+    stream = {"now": 1}
+    monkeypatch.setattr(padcache, "_stream", lambda t: stream["now"])
+    cache = padcache.PaddedWeights(enabled=True)
+    w = torch.nn.Parameter(torch.randn(13, 37, dtype=torch.float16, device=DEV))
+    with torch.no_grad():
+        first = cache.get(w.t(), 16, 40)
+        assert cache.get(w.t(), 16, 40) is first
+        stream["now"] = 2
+        other = cache.get(w.t(), 16, 40)
+        assert other is not first and torch.equal(other, first) and len(cache) == 2
+    del w, first, other
+    gc.collect()
+    assert len(cache) == 0  # both copies leave with the parameter

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from . import epilogue as epi_mod
+from .autograd import differentiable, needs_grad
 from . import kernels
 from .device import DeviceInfo, current_or
 from .problem import Problem, check_operands, dtype_name
@@ -114,6 +115,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
     broadcast over the batch (``w.expand(B, K, N)``: batch stride 0, read once). A bmm takes
     no fused epilogue. The default choice for a bmm is ``aten``.
 
+    Differentiable: with grad mode on and an operand that requires grad, the result has a
+    ``grad_fn`` whatever the kernel; the backward runs torch's products (gemmtune.autograd).
+
     Example (CUDA tensors: skipped where doctests run, on a CPU)::
 
         >>> import torch, gemmtune
@@ -152,14 +156,19 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
                 "(slow, for testing), or use choice='aten'")
         if a.device.type not in ("cpu", "cuda"):
             raise ValueError(f"{choice.family} runs on CUDA devices, not {a.device.type}")
-    out = torch.empty(problem.out_shape, dtype=problem.torch_out_dtype, device=a.device)
-    if problem.m == 0 or problem.n == 0:
+    def run() -> torch.Tensor:
+        out = torch.empty(problem.out_shape, dtype=problem.torch_out_dtype, device=a.device)
+        if problem.m == 0 or problem.n == 0:
+            return out
+        if problem.k == 0:
+            return epi_mod.apply_(out.zero_(), epilogue)
+        kernels.run_choice(choice, a, b, out, allow_tf32=problem.allow_tf32, workspace=workspace,
+                           epilogue=epilogue)
         return out
-    if problem.k == 0:
-        return epi_mod.apply_(out.zero_(), epilogue)
-    kernels.run_choice(choice, a, b, out, allow_tf32=problem.allow_tf32, workspace=workspace,
-                       epilogue=epilogue)
-    return out
+
+    if needs_grad(a, b, bias, residual):  # whichever kernel runs, the result has a grad_fn
+        return differentiable(run, a, b, bias, activation, residual)
+    return run()
 
 
 __all__ = ["matmul", "families", "space", "default_choice", "interpreter_enabled", "dtype_name"]

@@ -115,6 +115,7 @@ from .kernels import aten, decompose_k, persistent, triton_mm
 from .inductor_keys import (ADDMM_SCALARS, OP_NAME, SCALED_MM_OP, _TORCH_DTYPES, _inductor_key,  # noqa: F401
                             _mat_key, _strides, check_problem, inductor_key, inductor_keys, scale_variants)
 from .kernels.base import Unsupported
+from .jsonio import write_atomic
 from .problem import Problem
 from .table import LookupTable, TableError, as_table, check_provenance
 
@@ -344,15 +345,13 @@ def export(table: LookupTable | str | os.PathLike, path: str | os.PathLike, *,
                            "Use force=True (--force) to write the file for another machine's torch.")
     result = convert(table, device_key=device_key, include_aten=include_aten)
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
     # One key per line, sorted: exported tables diff as well as gemmtune's own.
     lines = ["{"]
     items = sorted(result.table.items())
     for i, (k, v) in enumerate(items):
         lines.append(f"  {json.dumps(k)}: {json.dumps(v, sort_keys=True)}" + ("," if i < len(items) - 1 else ""))
     lines.append("}")
-    tmp.write_text("\n".join(lines) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, "\n".join(lines) + "\n")
     return result
 
 

@@ -1,10 +1,29 @@
 """Reading the JSON files gemmtune saves (dispatchers, models, bench results), with
-errors that name the file instead of a traceback from deep inside json."""
+errors that name the file instead of a traceback from deep inside json, and writing them safely:
+
+- ``write_atomic``: a temp file of its own (unique per writer), flushed to disk, then renamed
+  over the target. A reader sees the old file or the new one, never half of one, and two
+  writers never move each other's half-written temp file into place (a shared ``NAME.tmp`` did:
+  measured, 6 writers and 2 readers on one table, a third of the reads failed).
+- ``locked``: an advisory lock (``NAME.lock`` beside the file) around a read-merge-write, so
+  that two runs merging into one table do not drop each other's entries.
+
+Example::
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "t.json"
+    >>> with locked(p):
+    ...     _ = write_atomic(p, '{"a": 1}\n')
+    >>> read_json(p)
+    {'a': 1}
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 from pathlib import Path
 
 
@@ -19,3 +38,52 @@ def read_json(path: str | os.PathLike, error: type[Exception] = ValueError):
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise error(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+
+
+def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (see the module doc); return the path."""
+    path = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:  # name the file asked for, not the temp file
+        raise type(e)(e.errno, e.strerror, str(path)) from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's 0600 -> what open() would have made
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def _read_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()  # once, at import: os.umask can only be read by setting it
+
+
+@contextlib.contextmanager
+def locked(path: str | os.PathLike):
+    """Hold an exclusive advisory lock for ``path`` (on ``NAME.lock`` beside it) while the block
+    runs: other gemmtune processes that lock the same path wait. Where the platform has no
+    ``fcntl`` (Windows) the block runs unlocked."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    lock = Path(path).with_name(Path(path).name + ".lock")
+    with open(lock, "a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)

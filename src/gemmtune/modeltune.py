@@ -35,6 +35,7 @@ import torch
 from .capture import capture
 from .dispatch import Dispatcher, compile_mm, load
 from .problem import Problem
+from .jsonio import write_atomic
 
 FORMAT = "gemmtune-patched-model"
 SCHEMA_VERSION = 1
@@ -131,11 +132,8 @@ def save_patched(path: str | os.PathLike, dispatchers: Mapping[tuple, Dispatcher
         name = f"mm_n{n}_k{k}_{dt}_{lb}.json"
         d.save(folder / name, binaries=binaries)
         layers.append({"n": n, "k": k, "dtype": dt, "layout_b": lb, "file": f"{folder.name}/{name}"})
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"format": FORMAT, "schema_version": SCHEMA_VERSION, "layers": layers},
-                              indent=1) + "\n")
-    os.replace(tmp, path)
-    return path
+    return write_atomic(path, json.dumps({"format": FORMAT, "schema_version": SCHEMA_VERSION, "layers": layers},
+                                         indent=1) + "\n")
 
 
 def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: bool = False,

@@ -63,6 +63,7 @@ from typing import Optional
 
 import torch
 
+from .autograd import grads, needs_grad
 from .dispatch import Dispatcher
 from .dispatch.common import ATEN
 from .epilogue import check_activation
@@ -131,7 +132,7 @@ _LIB.define("mm(Tensor a, Tensor b, int handle, Tensor? bias=None, str activatio
 
 def _mm_op(a: torch.Tensor, b: torch.Tensor, handle: int, bias: Optional[torch.Tensor] = None,
            activation: str = "none", residual: Optional[torch.Tensor] = None) -> torch.Tensor:
-    return REGISTRY.get(handle)(a, b, bias=bias, activation=activation, residual=residual)
+    return REGISTRY.get(handle)._run(a, b, bias, activation, residual)
 
 
 for _key in ("CPU", "CUDA"):
@@ -268,28 +269,12 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.save_for_backward(a, b, bias)
 
 
-def _activation_backward(grad: torch.Tensor, z: torch.Tensor, activation: str) -> torch.Tensor:
-    """d act(z) / dz times grad, with aten's own backward kernels."""
-    if activation == "relu":
-        return torch.ops.aten.threshold_backward(grad, z, 0)
-    if activation == "silu":
-        return torch.ops.aten.silu_backward(grad, z)
-    return torch.ops.aten.gelu_backward(grad, z, approximate="tanh" if activation == "gelu_tanh" else "none")
-
-
 def _backward(ctx, grad):
-    # torch ops on purpose: see the module doc.
+    # torch ops on purpose: see the module doc (gemmtune.autograd.grads).
     a, b, bias = ctx.saved_tensors
     # (a, b, handle, bias, activation, residual); it lists only the arguments the call passed.
     needs = tuple(ctx.needs_input_grad) + (False,) * 6
-    g = grad  # the gradient at the pre-activation a @ b + bias
-    if ctx.activation != "none" and (needs[0] or needs[1] or needs[3]):
-        z = torch.mm(a, b) if bias is None else torch.addmm(bias, a, b)
-        g = _activation_backward(grad, z, ctx.activation)
-    ga = g.mm(b.t()) if needs[0] else None
-    gb = a.t().mm(g) if needs[1] else None
-    gbias = g.sum(0) if bias is not None and needs[3] else None
-    gres = grad if needs[5] else None
+    ga, gb, gbias, gres = grads(grad, a, b, bias, ctx.activation, needs[0], needs[1], needs[3], needs[5])
     return ga, gb, None, gbias, None, gres
 
 
@@ -300,7 +285,7 @@ _LIB.define("bmm(Tensor a, Tensor b, int handle) -> Tensor")
 
 
 def _bmm_op(a: torch.Tensor, b: torch.Tensor, handle: int) -> torch.Tensor:
-    return REGISTRY.get(handle)(a, b)
+    return REGISTRY.get(handle)._run(a, b)
 
 
 for _key in ("CPU", "CUDA"):
@@ -326,12 +311,10 @@ def _bmm_setup_context(ctx, inputs, output) -> None:
 
 
 def _bmm_backward(ctx, grad):
-    # torch.bmm, as mm's backward runs torch.mm (module doc). A broadcast (expanded) operand's
-    # gradient is summed over the batch by expand's own backward.
+    # torch.bmm, as mm's backward runs torch.mm (module doc; gemmtune.autograd.grads).
     a, b = ctx.saved_tensors
     needs = tuple(ctx.needs_input_grad) + (False,) * 3
-    ga = torch.bmm(grad, b.transpose(1, 2)) if needs[0] else None
-    gb = torch.bmm(a.transpose(1, 2), grad) if needs[1] else None
+    ga, gb, _, _ = grads(grad, a, b, None, "none", needs[0], needs[1], False, False)
     return ga, gb, None
 
 
@@ -339,20 +322,14 @@ torch.library.register_autograd("gemmtune::bmm", _bmm_backward, setup_context=_b
 
 
 def _use_op(*tensors) -> bool:
-    if torch.compiler.is_compiling():
-        return True
-    if torch.is_grad_enabled():
-        for t in tensors:
-            if t is not None and t.requires_grad:
-                return True
-    return False
+    return torch.compiler.is_compiling() or needs_grad(*tensors)
 
 
 def mm(a: torch.Tensor, b: torch.Tensor, handle: int) -> torch.Tensor:
     """``a @ b`` through the dispatcher registered under ``handle``; differentiable, compilable."""
     if _use_op(a, b):
         return torch.ops.gemmtune.mm(a, b, handle)
-    return REGISTRY.get(handle)(a, b)
+    return REGISTRY.get(handle)._run(a, b)
 
 
 def bmm(a: torch.Tensor, b: torch.Tensor, handle: int) -> torch.Tensor:
@@ -360,7 +337,7 @@ def bmm(a: torch.Tensor, b: torch.Tensor, handle: int) -> torch.Tensor:
     compilable (the ``gemmtune::bmm`` op)."""
     if _use_op(a, b):
         return torch.ops.gemmtune.bmm(a, b, handle)
-    return REGISTRY.get(handle)(a, b)
+    return REGISTRY.get(handle)._run(a, b)
 
 
 def linear(x2d: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, handle: int,
@@ -369,14 +346,14 @@ def linear(x2d: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, h
     (the epilogue fused into its kernel)."""
     if _use_op(x2d, weight, bias, residual):
         return torch.ops.gemmtune.mm(x2d, weight.t(), handle, bias, activation, residual)
-    return REGISTRY.get(handle)(x2d, weight.t(), bias=bias, activation=activation, residual=residual)
+    return REGISTRY.get(handle)._run(x2d, weight.t(), bias, activation, residual)
 
 
 def mm_bias(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, handle: int) -> torch.Tensor:
     """``a @ b + bias`` in one launch (HF Conv1D: ``x @ W + b``, W read as stored)."""
     if _use_op(a, b, bias):
         return torch.ops.gemmtune.mm(a, b, handle, bias)
-    return REGISTRY.get(handle)(a, b, bias=bias)
+    return REGISTRY.get(handle)._run(a, b, bias)
 
 
 __all__ = ["DispatcherRegistry", "REGISTRY", "mm", "bmm", "mm_bias", "linear", "gemv_to_inductor",

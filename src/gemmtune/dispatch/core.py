@@ -13,6 +13,7 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
+from ..autograd import differentiable, needs_grad
 from ..epilogue import Epilogue, bind, apply_
 from ..kernels.splitk import SplitKWorkspace
 from ..problem import DTYPES, LAYOUTS, check_operands, dtype_name
@@ -22,6 +23,7 @@ from .common import (ATEN, DIMS, FORMAT, MODES, SCHEMA_VERSION, Decision, HintCh
                      _random_operand)
 from .decide import Deciding
 from .launch import Launching
+from ..jsonio import write_atomic
 
 
 class Dispatcher(Deciding, Launching):
@@ -92,7 +94,18 @@ class Dispatcher(Deciding, Launching):
         With ``bias`` (N,), ``activation`` or ``residual`` (M, N): ``act(a @ b + bias) + residual``
         in one launch of the decided kernel, the epilogue fused into its store
         (gemmtune.epilogue). The decision is the shape's, whatever the epilogue: verification
-        checks the plain product."""
+        checks the plain product.
+
+        Differentiable: where autograd records (grad mode on, an operand requires grad) the
+        result has a ``grad_fn`` whichever kernel runs, with the backward on torch's products
+        (gemmtune.autograd)."""
+        if needs_grad(a, b, bias, residual):
+            return differentiable(lambda: self._run(a, b, bias, activation, residual),
+                                  a, b, bias, activation, residual)
+        return self._run(a, b, bias, activation, residual)
+
+    def _run(self, a, b, bias=None, activation: str = "none", residual=None) -> torch.Tensor:
+        """``__call__`` without autograd: the ops' kernels (torch_ops) call this."""
         if bias is not None or residual is not None or activation != "none":
             return self._call_fused(a, b, bias, activation, residual)
         try:
@@ -330,7 +343,4 @@ class Dispatcher(Deciding, Launching):
             kdir = path.with_name(path.name + ".kernels")
             names = bins.bundle(kdir)
             doc["binaries"] = {"dir": kdir.name, "kernels": names}
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, path)
-        return path
+        return write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")

@@ -10,6 +10,17 @@ optimizer steps included), its data pointer, and the view's shape and strides. A
 cached the same way: a batched weight (batch x K x N) as a whole, one weight broadcast over the
 batch (``W.expand(batch, K, N)``, batch stride 0) as its one matrix, shared by every batch size.
 
+Writes that bump no version counter go unseen, and the old copy would keep being read:
+``param.data.add_(...)`` (PEFT's LoRA merge), ``dist.broadcast`` / ``all_reduce`` into a parameter,
+a custom kernel or a replayed CUDA graph that writes the weight. After such a write call
+``gemmtune.refresh_weights()`` (every copy is made again at its next use), or turn the cache off
+for the process with ``GEMMTUNE_WEIGHT_CACHE=0`` (pad+ then copies the weight on every call,
+as the tuner timed it). ``load_state_dict`` and optimizer steps bump the version: no call needed.
+
+Copies are kept per CUDA stream: a copy made on one stream is only read by launches on that
+stream, so a call on another never reads it before its copy kernel has run, and a replaced copy
+is freed in the order of the stream that read it.
+
 Never reused where that would be unsafe:
 * inside a CUDA-graph capture (a replay would keep reading the copy made at capture time after
   the parameter changed): the copy is made in the graph, as for any operand;
@@ -32,6 +43,7 @@ at least as fast as measured.
 
 from __future__ import annotations
 
+import os
 import weakref
 
 import torch
@@ -43,8 +55,10 @@ class PaddedWeights:
     """Per-parameter cache of ``pad(B)`` (row-major, K' x N'; batch x K' x N' for a bmm). ``get``
     returns None for an operand it must not cache; the caller then pads as usual."""
 
-    def __init__(self) -> None:
-        self._entries: dict[int, tuple] = {}  # id(parameter) -> (weakref, key, padded copy)
+    def __init__(self, enabled: bool | None = None) -> None:
+        # (id(parameter), stream) -> (weakref, key, padded copy)
+        self._entries: dict[tuple[int, int], tuple] = {}
+        self.enabled = os.environ.get("GEMMTUNE_WEIGHT_CACHE", "1") != "0" if enabled is None else enabled
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -67,6 +81,8 @@ class PaddedWeights:
         if b.dim() == 3 and (b.shape[0] == 1 or broadcast_matrix(b)):
             one = self.get(b[0], n_pad, k_pad)
             return None if one is None else one.expand(b.shape[0], k_pad, n_pad)
+        if not self.enabled:
+            return None
         param = self._parameter(b)
         if param is None:
             return None
@@ -77,19 +93,38 @@ class PaddedWeights:
         if b.is_cuda and torch.cuda.is_current_stream_capturing():
             return None
         key = (b.data_ptr(), tuple(b.shape), b.stride(), b._version, b.dtype, b.device, n_pad, k_pad)
-        hit = self._entries.get(id(param))
+        slot = (id(param), _stream(b))
+        hit = self._entries.get(slot)
         if hit is not None and hit[0]() is param and hit[1] == key:
             return hit[2]
         with torch.no_grad():
             padded = zero_pad(b, k_pad, n_pad)
-        pid = id(param)
         entries = self._entries
 
-        def forget(_ref, pid=pid):  # the parameter is gone: drop its copy with it
-            entries.pop(pid, None)
-        self._entries[pid] = (weakref.ref(param, forget), key, padded)
+        def forget(_ref, slot=slot):  # the parameter is gone: drop its copy with it
+            entries.pop(slot, None)
+        self._entries[slot] = (weakref.ref(param, forget), key, padded)
         return padded
+
+
+def _stream(t: torch.Tensor) -> int:
+    """The stream a launch on ``t``'s GPU goes to now (raw handle; 0 on the CPU)."""
+    if not t.is_cuda:
+        return 0
+    return int(torch._C._cuda_getCurrentRawStream(t.device.index))
 
 
 # The process's cache, used by kernels.run_choice.
 WEIGHTS = PaddedWeights()
+
+
+def refresh_weights() -> int:
+    """Forget every padded weight copy (the module doc says when to call this); each is made
+    again at its next use. Returns how many copies were dropped.
+
+    >>> refresh_weights() >= 0
+    True
+    """
+    n = len(WEIGHTS)
+    WEIGHTS.clear()
+    return n

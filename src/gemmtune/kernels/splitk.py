@@ -17,6 +17,7 @@ and S=32 took 27 us the mode-1 way and 13 us the mode-3 way, the same as the ato
 
 from __future__ import annotations
 
+import threading
 
 import torch
 
@@ -42,6 +43,11 @@ def _stream_key(device: torch.device) -> int:
     return int(torch._C._cuda_getCurrentRawStream(index))
 
 
+def _default_stream_key(device: torch.device) -> int:
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return int(torch.cuda.default_stream(index).cuda_stream)
+
+
 def _capturing(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
@@ -51,9 +57,16 @@ class SplitKWorkspace:
 
     The kernel returns counters (and the atomic-mode accumulator) to zero itself, so
     one workspace serves any number of launches on one stream, CUDA-graph replays
-    included. Buffers are kept per (device, current stream): launches on two streams never
-    share scratch, so a dispatcher may run on concurrent streams. (Two CUDA graphs that
-    were captured on one stream and are then replayed on two concurrent streams still share.)
+    included. Eager launches keep buffers per (device, current stream): launches on two
+    streams never share scratch, so a dispatcher may run on concurrent streams.
+
+    Inside a CUDA-graph capture a launch takes a buffer that eager launches have already
+    zeroed (this stream's, else the default stream's, else another's: the usual warm-up runs
+    on a side stream), so that the graph needs no fill node. Only where none is large enough
+    is one allocated in the capture; its fill is then a node of that graph, and it is zeroed
+    on its first eager use. A graph shares its buffer with the stream it came from: replay it
+    where that stream's eager launches cannot run at the same time (replays of two graphs
+    on two concurrent streams share too).
 
     Buffers only grow, by at least doubling, and a buffer that a larger one replaces is kept
     (``retired_bytes``), never freed: a CUDA graph captured with it writes there on every replay,
@@ -65,25 +78,54 @@ class SplitKWorkspace:
         self._bufs: dict[tuple, torch.Tensor] = {}
         self._retired: list[torch.Tensor] = []
         # Slots whose buffer was allocated inside a CUDA-graph capture: its zero fill is a node
-        # of that graph and has not run, so an eager launch must zero it first.
+        # of that graph and has not run, so an eager launch zeroes it first, and no other
+        # capture borrows it.
         self._unzeroed: set[tuple] = set()
+        # Two threads growing one slot at once would both retire the old buffer and drop one
+        # new buffer unretired (perhaps already captured in a graph).
+        self._lock = threading.Lock()
 
     def _get(self, key: tuple, numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         slot = (key, device, _stream_key(device))
         buf = self._bufs.get(slot)
-        if buf is None or buf.numel() < numel:
-            if buf is not None:
-                self._retired.append(buf)
-                numel = max(numel, 2 * buf.numel())
-            buf = torch.zeros(max(numel, 1), dtype=dtype, device=device)
-            self._bufs[slot] = buf
+        if buf is not None and buf.numel() >= numel and slot not in self._unzeroed:
+            return buf  # the common case: no lock
+        with self._lock:
             if _capturing(device):
-                self._unzeroed.add(slot)
-            else:
-                self._unzeroed.discard(slot)
-        elif slot in self._unzeroed and not _capturing(device):
-            buf.zero_()
+                return self._for_capture(slot, numel, dtype)
+            buf = self._bufs.get(slot)
+            if buf is None or buf.numel() < numel:
+                buf = self._allocate(slot, numel, dtype)
+            elif slot in self._unzeroed:
+                buf.zero_()
             self._unzeroed.discard(slot)
+            return buf
+
+    def _allocate(self, slot: tuple, numel: int, dtype: torch.dtype) -> torch.Tensor:
+        old = self._bufs.get(slot)
+        if old is not None:
+            self._retired.append(old)
+            numel = max(numel, 2 * old.numel())
+        buf = torch.zeros(max(numel, 1), dtype=dtype, device=slot[1])
+        self._bufs[slot] = buf
+        return buf
+
+    def _for_capture(self, slot: tuple, numel: int, dtype: torch.dtype) -> torch.Tensor:
+        key, device, _ = slot
+        own = self._bufs.get(slot)
+        if own is not None and own.numel() >= numel:
+            # Zeroed eagerly, or allocated in a capture: this one, or an earlier one that no
+            # eager launch on this stream followed (two captures before any warm-up at that
+            # size; torch asks for a warm-up before capturing).
+            return own
+        default = _default_stream_key(device)
+        lenders = sorted((s for s, b in self._bufs.items()
+                          if s[:2] == (key, device) and s not in self._unzeroed and b.numel() >= numel),
+                         key=lambda s: s[2] != default)
+        if lenders:
+            return self._bufs[lenders[0]]
+        buf = self._allocate(slot, numel, dtype)
+        self._unzeroed.add(slot)
         return buf
 
     @property

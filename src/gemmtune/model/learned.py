@@ -74,7 +74,7 @@ from pathlib import Path
 import numpy as np
 
 from ..device import DeviceInfo
-from ..jsonio import read_json
+from ..jsonio import read_json, write_atomic
 from ..problem import Problem
 from ..table import major_minor
 from .analytic import AnalyticModel
@@ -322,14 +322,9 @@ class LearnedModel:
         doc_name = None
         if self.outputs == "score":
             bpath = self.booster_path(path)
-            btmp = bpath.with_name(bpath.name + ".tmp")
-            btmp.write_text(self.regressor.to_text())
-            os.replace(btmp, bpath)
+            write_atomic(bpath, self.regressor.to_text())
             doc_name = bpath.name
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_json(doc_name), sort_keys=True) + "\n")
-        os.replace(tmp, path)
-        return path
+        return write_atomic(path, json.dumps(self.to_json(doc_name), sort_keys=True) + "\n")
 
     @classmethod
     def from_json(cls, doc: dict, source: str = "<model>", folder: str | os.PathLike | None = None,

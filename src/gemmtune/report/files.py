@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from ..jsonio import read_json
+from ..jsonio import read_json, write_atomic
 from .records import GROUPS
 
 SCHEMA = "gemmtune-bench/1"
@@ -41,11 +41,7 @@ def bench_filename(header: dict, suffix: str = "") -> str:
 
 def save_bench(doc: dict, path: str | os.PathLike) -> Path:
     """Write atomically (a killed run never leaves half a file)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1, allow_nan=False))
-    os.replace(tmp, path)
-    return path
+    return write_atomic(path, json.dumps(doc, indent=1, allow_nan=False))
 
 
 def merge_bench(docs: list[dict]) -> dict:

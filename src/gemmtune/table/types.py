@@ -12,6 +12,7 @@ from pathlib import Path
 from ..configs import Choice
 from ..problem import Problem
 from ..provenance import Provenance, now_iso
+from ..jsonio import write_atomic
 
 SCHEMA_VERSION = 1
 
@@ -102,10 +103,7 @@ class LookupTable:
         text = self.dumps()
         from .io import loads
         loads(text, str(path))  # raises TableError naming the entry
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
-        return path
+        return write_atomic(path, text)
 
 
 def provenance(device_name: str, capability: str, torch_v: str, triton_v: str, gemmtune_v: str,

@@ -33,6 +33,7 @@ from ..shapes import Shape
 from ..store import STATUSES, ResultRow, ResultStore, RunContext, claim_owner
 from ..table import LookupTable, TableChoice, as_table, provenance
 from .results import FAILED, ShapeResult, reason_line
+from ..jsonio import locked
 
 RETRYABLE = tuple(s.value for s in _status.RETRYABLE)
 # How often a tuner looks at the store for the results another tuner is measuring.
@@ -118,12 +119,13 @@ def write_table(shapes: list[ShapeResult], ctx: RunContext, out, overwrite: bool
     table = table_of(shapes, ctx)
     table_path = None
     if out:
-        if not overwrite and Path(out).exists():
-            from ..table import merge
-            # Never destroy an earlier table: merge into it (read again: a run sharing it may
-            # have written it since; one from another GPU was refused before the sweep).
-            table = merge([as_table(out), table])
-        table_path = table.save(out)
+        with locked(out):  # a run sharing the table waits: neither drops the other's entries
+            if not overwrite and Path(out).exists():
+                from ..table import merge
+                # Never destroy an earlier table: merge into it (read again: a run sharing it may
+                # have written it since; one from another GPU was refused before the sweep).
+                table = merge([as_table(out), table])
+            table_path = table.save(out)
     return table, table_path
 
 

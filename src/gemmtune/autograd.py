@@ -1,0 +1,92 @@
+"""Gradients for gemmtune's products: one backward for the ``gemmtune::mm`` / ``gemmtune::bmm``
+ops (gemmtune.torch_ops) and for the direct calls, ``gemmtune.matmul(...)`` and a dispatcher
+called as ``mm(a, b)``.
+
+A Triton kernel writes into a fresh output, which autograd knows nothing of: called directly
+with an operand that requires grad, the result used to come back with no ``grad_fn`` (the
+gradients silently dropped), or, for ``aten``, torch.mm refused its ``out=``. ``differentiable``
+runs the same forward with autograd off and records this backward, so whichever kernel the
+tuner picked, a direct call is differentiable.
+
+The backward runs torch's products (cuBLAS), not the forward's tuned kernel: grad_a = grad @ b.T
+and grad_b = a.T @ grad are different problems that the forward was not tuned for. Through an
+activation the pre-activation ``a @ b + bias`` is recomputed with torch.addmm rather than kept
+from the forward (an M x N tensor held per call).
+
+Example (CPU, aten)::
+
+    >>> import torch
+    >>> from gemmtune.autograd import differentiable
+    >>> a, b = torch.randn(3, 4, requires_grad=True), torch.randn(4, 2)
+    >>> y = differentiable(lambda: a.detach() @ b, a, b)
+    >>> y.sum().backward()
+    >>> torch.allclose(a.grad, torch.ones(3, 2) @ b.T)
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import torch
+
+
+def needs_grad(*tensors: Optional[torch.Tensor]) -> bool:
+    """Whether autograd records a product of ``tensors`` here: grad mode on and one requires grad."""
+    if not torch.is_grad_enabled():
+        return False
+    return any(t is not None and getattr(t, "requires_grad", False) for t in tensors)
+
+
+def _activation_backward(grad: torch.Tensor, z: torch.Tensor, activation: str) -> torch.Tensor:
+    """d act(z) / dz times grad, with aten's own backward kernels."""
+    if activation == "relu":
+        return torch.ops.aten.threshold_backward(grad, z, 0)
+    if activation == "silu":
+        return torch.ops.aten.silu_backward(grad, z)
+    return torch.ops.aten.gelu_backward(grad, z, approximate="tanh" if activation == "gelu_tanh" else "none")
+
+
+def grads(grad: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor], activation: str,
+          need_a: bool, need_b: bool, need_bias: bool, need_residual: bool) -> tuple:
+    """(grad_a, grad_b, grad_bias, grad_residual) of ``act(a @ b + bias) + residual``, None where
+    not needed. 3-D operands (a bmm) take no epilogue; a broadcast (expanded) operand's gradient
+    is summed over the batch by expand's own backward."""
+    if a.dim() == 3:
+        ga = torch.bmm(grad, b.transpose(1, 2)) if need_a else None
+        gb = torch.bmm(a.transpose(1, 2), grad) if need_b else None
+        return ga, gb, None, None
+    g = grad  # the gradient at the pre-activation a @ b + bias
+    if activation != "none" and (need_a or need_b or need_bias):
+        z = torch.mm(a, b) if bias is None else torch.addmm(bias, a, b)
+        g = _activation_backward(grad, z, activation)
+    ga = g.mm(b.t()) if need_a else None
+    gb = a.t().mm(g) if need_b else None
+    gbias = g.sum(0) if bias is not None and need_bias else None
+    return ga, gb, gbias, (grad if need_residual else None)
+
+
+class _Product(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, run, activation, a, b, bias, residual):
+        ctx.activation = activation
+        ctx.save_for_backward(a, b, bias)
+        return run()
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b, bias = ctx.saved_tensors
+        _, _, na, nb, nbias, nres = ctx.needs_input_grad
+        ga, gb, gbias, gres = grads(grad, a, b, bias, ctx.activation, na, nb, nbias, nres)
+        return None, None, ga, gb, gbias, gres
+
+
+def differentiable(run: Callable[[], torch.Tensor], a: torch.Tensor, b: torch.Tensor,
+                   bias: Optional[torch.Tensor] = None, activation: str = "none",
+                   residual: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``run()`` (the product ``act(a @ b + bias) + residual`` by any kernel) with autograd off,
+    recorded with this module's backward for ``a``, ``b``, ``bias`` and ``residual``."""
+    return _Product.apply(run, activation, a, b, bias, residual)
+
+
+__all__ = ["needs_grad", "grads", "differentiable"]
