@@ -171,6 +171,37 @@ def test_splitk_graph_replays_correctly_after_its_workspace_grew(det):
     assert bool((sentinel == 7.0).all()), "a graph replay wrote into memory the workspace had freed"
 
 
+@pytest.mark.parametrize("det", [True, False], ids=["det", "atomic"])
+def test_splitk_graphs_captured_after_a_side_stream_warmup_replay_in_any_order(det):
+    """torch's recipe: warm up on a side stream, then capture with ``torch.cuda.graph`` (its own
+    capture stream). The captures borrow the warm-up's zeroed buffers, so either graph can be
+    replayed first, any number of times."""
+    ws = SplitKWorkspace()
+    cfg = SplitKConfig(32, 32, 128, 4, 4, 8, 16, det)
+    run = kernels.get("splitk").run
+    ops = [(make(32, 28672, "row", torch.bfloat16), make(28672, 32, "col", torch.bfloat16)),
+           (make(96, 8192, "row", torch.bfloat16), make(8192, 64, "row", torch.bfloat16))]
+    outs = [torch.empty(a.shape[0], b.shape[1], dtype=torch.bfloat16, device=DEV) for a, b in ops]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for (a, b), out in zip(ops, outs):
+            run(a, b, out, cfg, workspace=ws)
+    torch.cuda.synchronize()
+    graphs = [torch.cuda.CUDAGraph() for _ in ops]
+    for g, (a, b), out in zip(graphs, ops, outs):
+        with torch.cuda.graph(g):
+            run(a, b, out, cfg, workspace=ws)
+    for out in outs:
+        out.fill_(float("nan"))
+    for i in (1, 0, 1, 1, 0):
+        graphs[i].replay()
+    torch.cuda.synchronize()
+    for (a, b), out in zip(ops, outs):
+        res = check(out, a, b, Problem.from_tensors(a, b))
+        assert res.ok, res.reason
+
+
 @pytest.mark.parametrize("family", ["splitk", "skinny"])
 def test_one_workspace_on_two_concurrent_streams(family):
     """Two streams launch split kernels through one workspace at the same time; each stream has
