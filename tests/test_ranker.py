@@ -295,7 +295,8 @@ def test_select_fast_times_skinnys_first_cuda_core_choice_on_fp32_decode():
 
     def cores(picked):
         return [c for c in picked if c.family == "skinny" and not c.config.dot]
-    p = Problem.from_sizes(2, 3072, 12288, "fp32", layout_b="col")
+    # (a row-major B: with a K-contiguous one the GEMV tiles come as well, see the next test)
+    p = Problem.from_sizes(2, 3072, 12288, "fp32")
     picked, k, why = select_fast(p, candidates(p, fams, "exhaustive", dev), CoreLast())
     assert len(cores(picked)) == 1 and k == 4 and len({c.id for c in picked}) == len(picked)
     assert "skinny's first 1 CUDA-core choice(s) (topk.core_pick_applies)" in why, why
@@ -340,6 +341,66 @@ def test_select_fast_times_skinnys_gemv_tiles_on_a_linear_at_decode():
         assert not any(is_gemv_tile(c) for c in space(q, "skinny", "default", dev)) or q.m == 5
         got = CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=CoreLast())(q)
         assert not any(is_gemv_tile(c) for c in got.choices)
+
+
+def test_select_fast_times_the_gemv_tiles_and_the_general_core_tiles_on_an_fp32_linear_at_decode():
+    """fp32 (no TF32) at M <= 4 with a K-contiguous B: the GEMV tiles of skinny's default space
+    (1.09x cuBLAS on 1x11008x6912, where --fast's general core pick ran 1.05x; H100, session 27)
+    and up to CORE_PICKS of its other core tiles; the compile plan counts both."""
+    from gemmtune import space
+    from gemmtune.model.topk import CORE_PICKS, GEMV_PICKS, core_picks, is_cuda_core, is_gemv_tile
+    from gemmtune.tuning.plan import CandidatePlan
+
+    dev = DeviceInfo.lookup("h100")
+    fams = ("triton_mm", "skinny", "splitk", "aten")
+    p = Problem.from_sizes(1, 11008, 6912, "fp32", layout_b="col")
+    default = space(p, "skinny", "default", dev)
+    gemv = {c.id for c in default if is_gemv_tile(c)}
+    other = {c.id for c in default if is_cuda_core(c) and not is_gemv_tile(c)}
+    assert gemv and other
+    plan = CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=CoreLast())
+    got = {c.id for c in plan(p).choices}
+    assert gemv <= got, sorted(gemv - got)
+    assert 1 <= len(other & got) <= CORE_PICKS
+    assert core_picks(p) == GEMV_PICKS + CORE_PICKS
+    assert plan.compiles_at_most(p) >= 3 + len(gemv) + len(other & got)
+    tf32 = Problem.from_sizes(1, 11008, 6912, "fp32", layout_b="col", allow_tf32=True)
+    assert not any(is_gemv_tile(c) for c in plan(tf32).choices)
+
+
+class PersistentLast:
+    """A ranker that puts every persistent_tma choice last."""
+
+    def predict(self, problem, choices):
+        return [100.0 + i if c.family == "persistent_tma" else 1.0 + i for i, c in enumerate(choices)]
+
+    def trust(self, problem):
+        return 1.0, "near its training data"
+
+
+def test_select_fast_times_the_padded_persistent_kernel_on_a_large_unaligned_output():
+    """An unaligned problem whose output fills a wave of 128x128 tiles: --fast times the
+    best-ranked pad+persistent_tma choice however low the ranker puts it (it beat --fast's pick by
+    3-20% on three random-suite shapes; H100, session 27). Not on a smaller output, nor on an
+    aligned problem; the compile plan counts it."""
+    from gemmtune.tuning.plan import CandidatePlan
+
+    dev = DeviceInfo.lookup("h100")
+    fams = ("triton_mm", "triton_static", "persistent_tma", "aten")
+    plan = CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=PersistentLast())
+
+    def tma(problem):
+        got = plan(problem)
+        return [c for c in got.choices if c.family == "persistent_tma" and c.pad], got.why
+
+    for p in (Problem.from_sizes(1021, 5003, 509, "bf16", layout_a="col"), Problem.from_sizes(3001, 1351, 2543, "bf16")):
+        picked, why = tma(p)
+        assert len(picked) == 1 and "padded persistent TMA" in why, why
+    assert plan.compiles_at_most(Problem.from_sizes(1021, 5003, 509, "bf16")) == \
+        plan.compiles_at_most(Problem.from_sizes(333, 4097, 1025, "bf16")) + 2  # 2(k + 1): one more pick
+    assert not tma(Problem.from_sizes(333, 4097, 1025, "bf16"))[0]  # 99 tiles on 132 SMs
+    aligned = plan(Problem.from_sizes(1024, 5120, 512, "bf16"))
+    assert not any(c.pad for c in aligned.choices)
 
 
 class NarrowLast:

@@ -189,7 +189,8 @@ def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTR
     few tiles (``with_wave_split``); the model's
     ``extra`` next best choices), so that a caller can tell them apart without ranking twice.
     ``added``, a dict when given, receives what each rule added to the first part: ``"core"``
-    (``with_core``), ``"wave"`` (``with_wave_split``), ``"padded"`` (``with_padded_cublas``).
+    (``with_core``), ``"wave"`` (``with_wave_split``), ``"padded_tma"`` (``with_padded_persistent``),
+    ``"padded"`` (``with_padded_cublas``).
 
     >>> from gemmtune.configs import Choice
     >>> cs = [Choice.parse(c) for c in ("triton_mm:BM64-BN64-BK32-S3-W4-G8", "triton_mm:BM64-BN64-BK64-S3-W4-G8")]
@@ -206,6 +207,7 @@ def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTR
         rules.append(("core", lambda p: with_core(choices, order, p, problem, preferred)))
         if sms:
             rules.append(("wave", lambda p: with_wave_split(choices, p, problem, sms)))
+            rules.append(("padded_tma", lambda p: with_padded_persistent(choices, order, p, problem, sms)))
     rules.append(("padded", lambda p: with_padded_cublas(choices, p)))
     for name, rule in rules:
         grown = rule(picked)  # each rule appends to the picks it is given
@@ -244,21 +246,29 @@ CORE_PICKS = 3
 # all of them (at most GEMV_PICKS) there: 4 more candidates of a few microseconds each. Up to M = 4:
 # on 4x1024x3072 the default space's GEMV tile ran 1.28x cuBLAS, --fast's narrow dot strip 1.16x
 # (call 6); at M = 8 and 16 the default space picked a dot strip.
+# fp32 without TF32 too (no tensor-core path there): on 1x11008x6912 fp32 (H100, session 27's random
+# suite) the default space's GEMV tile BN4-BK512 ran 1.09x cuBLAS, --fast's core pick (BN32-BK128,
+# the ranker's first of the general core tiles) 1.05x (benchmarks/results/2026-11-28-h100-s27).
 GEMV_MAX_M = 4
 GEMV_PICKS = 4
 
 
 def gemv_pick_applies(problem) -> bool:
-    """Whether ``with_core`` times skinny's GEMV tiles for ``problem``: a half-precision mm / addmm
-    at M <= GEMV_MAX_M with a K-contiguous B (``x @ W.T``).
+    """Whether ``with_core`` times skinny's GEMV tiles for ``problem``: a bf16 / fp16 / fp32 (no
+    TF32) mm / addmm at M <= GEMV_MAX_M with a K-contiguous B (``x @ W.T``).
 
     >>> from gemmtune.problem import Problem
     >>> [gemv_pick_applies(Problem.from_sizes(m, 2048, 2048, "bf16", layout_b="col")) for m in (1, 4, 5)]
     [True, True, False]
     >>> gemv_pick_applies(Problem.from_sizes(1, 2048, 2048, "bf16"))  # row-major B: N-contiguous
     False
+    >>> gemv_pick_applies(Problem.from_sizes(1, 2048, 2048, "fp32", layout_b="col"))
+    True
     """
-    return _half_linear(problem, 1, GEMV_MAX_M)
+    from ..kernels.skinny_spec import gemv_layout
+    return (_half_linear(problem, 1, GEMV_MAX_M)
+            or (problem.op in ("mm", "addmm") and problem.dtype == "float32" and not problem.allow_tf32
+                and 1 <= problem.m <= GEMV_MAX_M and gemv_layout(problem)))
 
 
 def _half_linear(problem, lo: int, hi: int) -> bool:
@@ -305,6 +315,8 @@ def is_gemv_tile(choice) -> bool:
 def core_picks(problem) -> int:
     """How many core or strip tiles ``with_core`` may add for ``problem`` (0 where it adds none)."""
     strips = GEMV_PICKS * gemv_pick_applies(problem) + NARROW_DOT_PICKS * narrow_dot_pick_applies(problem)
+    if strips and problem.dtype == "float32":
+        return strips + CORE_PICKS  # fp32's general core tiles as well (with_core)
     return strips or (CORE_PICKS if core_pick_applies(problem) else 0)
 
 
@@ -374,9 +386,11 @@ def with_core(choices, order, picked: list[int], problem, preferred=None) -> lis
                 tiles = [int(i) for i in order if want(choices[int(i)])
                          and (not preferred or choices[int(i)].id in preferred)]
                 liked += tiles[:most if preferred else 1]
-        return list(picked) + [i for i in dict.fromkeys(liked) if i not in picked]
+        if problem.dtype != "float32":  # fp32 times its general core tiles too, as below
+            return list(picked) + [i for i in dict.fromkeys(liked) if i not in picked]
+        picked = list(picked) + [i for i in dict.fromkeys(liked) if i not in picked]
     cores = [int(i) for i in order if is_cuda_core(choices[int(i)])]
-    liked = [i for i in cores if preferred and choices[i].id in preferred][:CORE_PICKS]
+    liked = [i for i in cores if preferred and choices[i].id in preferred and i not in picked][:CORE_PICKS]
     if liked:
         return list(picked) + [i for i in liked if i not in picked]
     if any(is_cuda_core(choices[i]) for i in picked):
@@ -431,6 +445,49 @@ def wave_split(problem, sms: int) -> float:
     from ..kernels.decompose_k_spec import wave_split as split_for_one_wave
 
     return split_for_one_wave(problem.m, problem.n, problem.k, sms) if problem.op == "mm" else 0.0
+
+
+# The persistent TMA kernel's tile for the padded-path rule (``with_padded_persistent``).
+PADDED_TMA_TILE = 128
+
+
+def padded_tma_applies(problem, sms: int | None) -> bool:
+    """Whether ``with_padded_persistent`` may add a pick for ``problem`` on a GPU of ``sms`` SMs:
+    an unaligned operand, and an output of at least ``sms`` PADDED_TMA_TILE-square tiles.
+
+    >>> from gemmtune.problem import Problem
+    >>> [padded_tma_applies(Problem.from_sizes(*s, "bf16"), 132) for s in ((1021, 5003, 509), (1024, 5120, 512))]
+    [True, False]
+    """
+    if not sms or (problem.aligned_a and problem.aligned_b):
+        return False
+    return -(-problem.m // PADDED_TMA_TILE) * -(-problem.n // PADDED_TMA_TILE) >= sms
+
+
+def with_padded_persistent(choices, order, picked: list[int], problem, sms: int) -> list[int]:
+    """``picked`` plus the best-ranked ``pad+persistent_tma`` choice of ``order`` where ``choices``
+    has one (an unaligned problem on a Hopper GPU), none is picked, and the output fills at least
+    one wave of PADDED_TMA_TILE-square tiles (one per SM). On three such shapes of the random
+    suites (H100, session 27) the default space's pad+persistent_tma beat --fast's pick by 3-20%:
+    3001x1351x2543 57.9 us against pad+aten's 59.7; with a column-major A, 1021x5003x509 24.0
+    against pad+aten's 28.9 and 3001x3001x89 19.6 against triton_static's 23.1
+    (benchmarks/results/2026-11-28-h100-s27). One more candidate where it applies.
+
+    >>> from gemmtune.configs import Choice
+    >>> from gemmtune.problem import Problem
+    >>> cs = [Choice.parse(c) for c in ("pad+aten", "pad+persistent_tma:BM128-BN128-BK64-S4-W4-G8-F",
+    ...                                  "pad+persistent_tma:BM128-BN256-BK64-S3-W8-G8-F")]
+    >>> odd = Problem.from_sizes(1021, 5003, 509, "bf16")
+    >>> with_padded_persistent(cs, [0, 2, 1], [0], odd, 132)
+    [0, 2]
+    >>> with_padded_persistent(cs, [0, 2, 1], [0], Problem.from_sizes(333, 4097, 1025, "bf16"), 132)  # 99 tiles
+    [0]
+    """
+    if not padded_tma_applies(problem, sms) or any(choices[i].family == "persistent_tma" and choices[i].pad
+                                                   for i in picked):
+        return list(picked)
+    first = next((int(i) for i in order if choices[int(i)].family == "persistent_tma" and choices[int(i)].pad), None)
+    return list(picked) + ([first] if first is not None else [])
 
 
 def with_padded_cublas(choices, picked: list[int]) -> list[int]:

@@ -240,11 +240,13 @@ def select_fast(problem: Problem, cands: list[Choice], model, device: DeviceInfo
                              sms=sms, added=rules)
     picked = [rest[i] for i in first + more]
     added, wave = set(rules.get("core", ())), set(rules.get("wave", ()))
+    tma = set(rules.get("padded_tma", ()))
     padded = {i for i in first if is_padded_cublas(rest[i])}  # topk.with_padded_cublas
-    fams = sorted({family_of(rest[i]) for i in first if i not in added | wave | padded})
+    fams = sorted({family_of(rest[i]) for i in first if i not in added | wave | tma | padded})
     next_ = f", and the model's next {len(more)}" if more else ""
     core_ = f", skinny's first {len(added)} CUDA-core choice(s) (topk.core_pick_applies)" if added else ""
     core_ += ", DecomposeK's one-wave split (topk.with_wave_split)" if wave else ""
+    core_ += ", the padded persistent TMA kernel (topk.with_padded_persistent)" if tma else ""
     core_ += ", cuBLAS on padded copies" if padded else ""
     unsure = " (a model without trust: unsure)" if trust is None else f" (trust {trust:.2f})" if trust < 1 else ""
     return (base + _with_twins(picked, twins), len(picked),
@@ -353,16 +355,18 @@ def compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | in
         from ..model.topk import K_MAX
         return most(K_MAX)
     if bspace == "FAST":
-        from ..model.topk import FAST_EXTRA, FAST_FAMILIES, WAVE_MIN_SPLIT, core_picks, wave_split
+        from ..model.topk import FAST_EXTRA, FAST_FAMILIES, WAVE_MIN_SPLIT, core_picks, padded_tma_applies, wave_split
         # fast_extra: how many next choices the ranker adds for this problem (topk.fast_extra: up to
         # FAST_UNSURE_EXTRA more where it is unsure). Unknown (before the ranker is loaded: the tuner
         # sizes its compile pool with this), the count of a problem it trusts: an unsure one's 1-2
         # more compile on the benchmark worker's precompile threads, which a pool would not speed up.
         # A decode problem core_pick_applies to may add up to core_picks of skinny's CUDA-core tiles (topk.with_core).
-        # A problem of few output tiles may add DecomposeK's one-wave split (topk.with_wave_split).
+        # A problem of few output tiles may add DecomposeK's one-wave split (topk.with_wave_split),
+        # an unaligned one of many the padded persistent TMA kernel (topk.with_padded_persistent).
         return most(FAST_FAMILIES + (fast_extra if fast_extra is not None else FAST_EXTRA)
                     + core_picks(problem)
-                    + (sms is not None and wave_split(problem, sms) >= WAVE_MIN_SPLIT))
+                    + (sms is not None and wave_split(problem, sms) >= WAVE_MIN_SPLIT)
+                    + padded_tma_applies(problem, sms))
     return most(bspace) if isinstance(bspace, int) else None
 
 
