@@ -8,7 +8,7 @@ fast-tma: --fast without the rule; fast: --fast as shipped (the rule included; S
 import json
 import sys
 
-from gemmtune.model.topk import fast_extra, fast_parts, padded_tma_applies
+from gemmtune.model.topk import fast_extra, fast_parts
 from fast_replay import print_policies, replay
 
 SMS = int(sys.argv[3]) if len(sys.argv) > 3 else 132

@@ -465,28 +465,36 @@ def padded_tma_applies(problem, sms: int | None) -> bool:
 
 
 def with_padded_persistent(choices, order, picked: list[int], problem, sms: int) -> list[int]:
-    """``picked`` plus the best-ranked ``pad+persistent_tma`` choice of ``order`` where ``choices``
-    has one (an unaligned problem on a Hopper GPU), none is picked, and the output fills at least
-    one wave of PADDED_TMA_TILE-square tiles (one per SM). On three such shapes of the random
-    suites (H100, session 27) the default space's pad+persistent_tma beat --fast's pick by 3-20%:
-    3001x1351x2543 57.9 us against pad+aten's 59.7; with a column-major A, 1021x5003x509 24.0
-    against pad+aten's 28.9 and 3001x3001x89 19.6 against triton_static's 23.1
-    (benchmarks/results/2026-11-28-h100-s27). One more candidate where it applies.
+    """``picked`` plus the best-ranked ``pad+persistent_tma`` choice of ``order`` with its tile and
+    K loops flattened (``-F``; any pad+persistent_tma where none is) where ``choices`` has one (an
+    unaligned problem on a Hopper GPU), none such is picked, and the output fills at least one
+    wave of PADDED_TMA_TILE-square tiles (``padded_tma_applies``). On five such shapes (H100,
+    session 27: three of the random suites, two new) the default space's best was a flattened
+    pad+persistent_tma, 1-20% faster than --fast's pick: 1021x5003x509 with a column-major A
+    23.9 us against 28.2 for the ranker's best plain (unflattened) one, 3001x3001x89 19.2 against
+    triton_static's 22.9, 1531x4097x777 36.3 against 39.9 (benchmarks/results/2026-11-28-h100-s27).
+    One more candidate where it applies.
 
     >>> from gemmtune.configs import Choice
     >>> from gemmtune.problem import Problem
-    >>> cs = [Choice.parse(c) for c in ("pad+aten", "pad+persistent_tma:BM128-BN128-BK64-S4-W4-G8-F",
-    ...                                  "pad+persistent_tma:BM128-BN256-BK64-S3-W8-G8-F")]
+    >>> cs = [Choice.parse(c) for c in ("pad+aten", "pad+persistent_tma:BM128-BN128-BK64-S4-W4-G8",
+    ...                                  "pad+persistent_tma:BM128-BN128-BK64-S4-W8-G8-F")]
     >>> odd = Problem.from_sizes(1021, 5003, 509, "bf16")
-    >>> with_padded_persistent(cs, [0, 2, 1], [0], odd, 132)
-    [0, 2]
+    >>> with_padded_persistent(cs, [0, 1, 2], [0, 1], odd, 132)  # the plain one picked: the flattened too
+    [0, 1, 2]
+    >>> with_padded_persistent(cs[:2], [0, 1], [0], odd, 132)  # no flattened one to take
+    [0, 1]
     >>> with_padded_persistent(cs, [0, 2, 1], [0], Problem.from_sizes(333, 4097, 1025, "bf16"), 132)  # 99 tiles
     [0]
     """
-    if not padded_tma_applies(problem, sms) or any(choices[i].family == "persistent_tma" and choices[i].pad
-                                                   for i in picked):
+    def padded_tma(c, flat=None):
+        return c.family == "persistent_tma" and c.pad and (flat is None or c.config.flatten is flat)
+    if not padded_tma_applies(problem, sms):
         return list(picked)
-    first = next((int(i) for i in order if choices[int(i)].family == "persistent_tma" and choices[int(i)].pad), None)
+    has_flat = any(padded_tma(c, True) for c in choices)
+    if any(padded_tma(choices[i], True if has_flat else None) for i in picked):
+        return list(picked)
+    first = next((int(i) for i in order if padded_tma(choices[int(i)], True if has_flat else None)), None)
     return list(picked) + ([first] if first is not None else [])
 
 
