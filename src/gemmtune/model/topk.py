@@ -182,7 +182,7 @@ def fast_pick(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTRA
 
 def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTRA,
                problem=None, preferred=None, sms: int | None = None,
-               added: dict | None = None) -> tuple[list[int], list[int]]:
+               added: dict | None = None, tma_preferred=None) -> tuple[list[int], list[int]]:
     """``fast_pick``'s two parts: (the families' first choices with the other path's, and on an
     decode ``problem`` that ``core_pick_applies`` to, skinny's best-ranked CUDA-core choice
     (``with_core``), and with the GPU's ``sms`` DecomposeK's one-wave split where the output has
@@ -207,7 +207,8 @@ def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTR
         rules.append(("core", lambda p: with_core(choices, order, p, problem, preferred)))
         if sms:
             rules.append(("wave", lambda p: with_wave_split(choices, p, problem, sms)))
-            rules.append(("padded_tma", lambda p: with_padded_persistent(choices, order, p, problem, sms)))
+            rules.append(("padded_tma", lambda p: with_padded_persistent(choices, order, p, problem, sms,
+                                                                         tma_preferred)))
     rules.append(("padded", lambda p: with_padded_cublas(choices, p)))
     for name, rule in rules:
         grown = rule(picked)  # each rule appends to the picks it is given
@@ -447,12 +448,14 @@ def wave_split(problem, sms: int) -> float:
     return split_for_one_wave(problem.m, problem.n, problem.k, sms) if problem.op == "mm" else 0.0
 
 
-# The persistent TMA kernel's tile for the padded-path rule (``with_padded_persistent``).
+# The persistent TMA kernel's tile for the padded-path rule (``with_padded_persistent``), and how
+# many of its flattened configs the rule times.
 PADDED_TMA_TILE = 128
+PADDED_TMA_PICKS = 2
 
 
 def padded_tma_applies(problem, sms: int | None) -> bool:
-    """Whether ``with_padded_persistent`` may add a pick for ``problem`` on a GPU of ``sms`` SMs:
+    """Whether ``with_padded_persistent`` may add picks for ``problem`` on a GPU of ``sms`` SMs:
     an unaligned operand, and an output of at least ``sms`` PADDED_TMA_TILE-square tiles.
 
     >>> from gemmtune.problem import Problem
@@ -464,24 +467,29 @@ def padded_tma_applies(problem, sms: int | None) -> bool:
     return -(-problem.m // PADDED_TMA_TILE) * -(-problem.n // PADDED_TMA_TILE) >= sms
 
 
-def with_padded_persistent(choices, order, picked: list[int], problem, sms: int) -> list[int]:
-    """``picked`` plus the best-ranked ``pad+persistent_tma`` choice of ``order`` with its tile and
-    K loops flattened (``-F``; any pad+persistent_tma where none is) where ``choices`` has one (an
-    unaligned problem on a Hopper GPU), none such is picked, and the output fills at least one
-    wave of PADDED_TMA_TILE-square tiles (``padded_tma_applies``). On five such shapes (H100,
-    session 27: three of the random suites, two new) the default space's best was a flattened
-    pad+persistent_tma, 1-20% faster than --fast's pick: 1021x5003x509 with a column-major A
+def with_padded_persistent(choices, order, picked: list[int], problem, sms: int, preferred=None) -> list[int]:
+    """``picked`` plus up to PADDED_TMA_PICKS ``pad+persistent_tma`` choices with the tile and K
+    loops flattened (``-F``), the best-ranked in ``order`` (among ``preferred`` ids, the default
+    space's, when any is there; any pad+persistent_tma where no flattened one is), where
+    ``choices`` has them (an unaligned problem on a Hopper GPU) and the output fills at least one
+    wave of PADDED_TMA_TILE-square tiles (``padded_tma_applies``). On six such shapes (H100,
+    session 27: three of its random suites, three new) the default space's best was a flattened
+    pad+persistent_tma, 2-20% faster than --fast's pick: 1021x5003x509 with a column-major A
     23.9 us against 28.2 for the ranker's best plain (unflattened) one, 3001x3001x89 19.2 against
-    triton_static's 22.9, 1531x4097x777 36.3 against 39.9 (benchmarks/results/2026-11-28-h100-s27).
-    One more candidate where it applies.
+    triton_static's 22.9, 1531x4097x777 36.3 against pad+aten's 41.3; the ranker's single best
+    flattened config fixed the first only (benchmarks/results/2026-11-28-h100-s27).
 
     >>> from gemmtune.configs import Choice
     >>> from gemmtune.problem import Problem
     >>> cs = [Choice.parse(c) for c in ("pad+aten", "pad+persistent_tma:BM128-BN128-BK64-S4-W4-G8",
-    ...                                  "pad+persistent_tma:BM128-BN128-BK64-S4-W8-G8-F")]
+    ...                                  "pad+persistent_tma:BM128-BN128-BK64-S4-W8-G8-F",
+    ...                                  "pad+persistent_tma:BM128-BN256-BK32-S5-W8-G8-F",
+    ...                                  "pad+persistent_tma:BM128-BN128-BK64-S5-W4-G8-F")]
     >>> odd = Problem.from_sizes(1021, 5003, 509, "bf16")
-    >>> with_padded_persistent(cs, [0, 1, 2], [0, 1], odd, 132)  # the plain one picked: the flattened too
-    [0, 1, 2]
+    >>> with_padded_persistent(cs, [0, 1, 3, 2, 4], [0, 1], odd, 132)  # the ranker's two best flattened
+    [0, 1, 3, 2]
+    >>> with_padded_persistent(cs, [0, 1, 3, 2, 4], [0, 1], odd, 132, preferred={cs[2].id, cs[4].id})
+    [0, 1, 2, 4]
     >>> with_padded_persistent(cs[:2], [0, 1], [0], odd, 132)  # no flattened one to take
     [0, 1]
     >>> with_padded_persistent(cs, [0, 2, 1], [0], Problem.from_sizes(333, 4097, 1025, "bf16"), 132)  # 99 tiles
@@ -491,11 +499,12 @@ def with_padded_persistent(choices, order, picked: list[int], problem, sms: int)
         return c.family == "persistent_tma" and c.pad and (flat is None or c.config.flatten is flat)
     if not padded_tma_applies(problem, sms):
         return list(picked)
-    has_flat = any(padded_tma(c, True) for c in choices)
-    if any(padded_tma(choices[i], True if has_flat else None) for i in picked):
-        return list(picked)
-    first = next((int(i) for i in order if padded_tma(choices[int(i)], True if has_flat else None)), None)
-    return list(picked) + ([first] if first is not None else [])
+    flat = True if any(padded_tma(c, True) for c in choices) else None
+    ranked = [int(i) for i in order if padded_tma(choices[int(i)], flat)]
+    liked = [i for i in ranked if preferred and choices[i].id in preferred] or ranked
+    have = sum(padded_tma(choices[i], flat) for i in picked)
+    add = [i for i in liked if i not in picked][:max(0, PADDED_TMA_PICKS - have)]
+    return list(picked) + add
 
 
 def with_padded_cublas(choices, picked: list[int]) -> list[int]:

@@ -221,7 +221,7 @@ def select_fast(problem: Problem, cands: list[Choice], model, device: DeviceInfo
     (model.topk.FAST_FAMILIES, FAST_EXTRA). With ``device``, a CUDA-core pick (``topk.with_core``)
     prefers skinny's default core tiles."""
     from ..model.topk import (FAST_FAMILIES, core_pick_applies, family_of, fast_extra, fast_parts,
-                              is_padded_cublas, model_trust, rank_keys)
+                              is_padded_cublas, model_trust, padded_tma_applies, rank_keys)
 
     base, rest = _split_baseline(cands)
     rest, twins = _split_twins(rest, model)
@@ -235,9 +235,12 @@ def select_fast(problem: Problem, cands: list[Choice], model, device: DeviceInfo
     if device is not None and core_pick_applies(problem):
         preferred = {c.id for c in family_space(problem, "skinny", "default", device)}
     sms = device.sm_count if device is not None else None
+    tma_preferred = None
+    if device is not None and padded_tma_applies(problem, sms):
+        tma_preferred = {c.padded().id for c in family_space(problem.padded(), "persistent_tma", "default", device)}
     rules: dict = {}  # what with_core and with_wave_split added, if anything
     first, more = fast_parts(rest, keys, FAST_FAMILIES, fast_extra(trust), problem=problem, preferred=preferred,
-                             sms=sms, added=rules)
+                             sms=sms, added=rules, tma_preferred=tma_preferred)
     picked = [rest[i] for i in first + more]
     added, wave = set(rules.get("core", ())), set(rules.get("wave", ()))
     tma = set(rules.get("padded_tma", ()))
@@ -246,7 +249,7 @@ def select_fast(problem: Problem, cands: list[Choice], model, device: DeviceInfo
     next_ = f", and the model's next {len(more)}" if more else ""
     core_ = f", skinny's first {len(added)} CUDA-core choice(s) (topk.core_pick_applies)" if added else ""
     core_ += ", DecomposeK's one-wave split (topk.with_wave_split)" if wave else ""
-    core_ += ", the padded persistent TMA kernel (topk.with_padded_persistent)" if tma else ""
+    core_ += f", {len(tma)} flattened padded persistent TMA config(s) (topk.with_padded_persistent)" if tma else ""
     core_ += ", cuBLAS on padded copies" if padded else ""
     unsure = " (a model without trust: unsure)" if trust is None else f" (trust {trust:.2f})" if trust < 1 else ""
     return (base + _with_twins(picked, twins), len(picked),
@@ -355,7 +358,8 @@ def compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | in
         from ..model.topk import K_MAX
         return most(K_MAX)
     if bspace == "FAST":
-        from ..model.topk import FAST_EXTRA, FAST_FAMILIES, WAVE_MIN_SPLIT, core_picks, padded_tma_applies, wave_split
+        from ..model.topk import (FAST_EXTRA, FAST_FAMILIES, PADDED_TMA_PICKS, WAVE_MIN_SPLIT, core_picks,
+                                  padded_tma_applies, wave_split)
         # fast_extra: how many next choices the ranker adds for this problem (topk.fast_extra: up to
         # FAST_UNSURE_EXTRA more where it is unsure). Unknown (before the ranker is loaded: the tuner
         # sizes its compile pool with this), the count of a problem it trusts: an unsure one's 1-2
@@ -366,7 +370,7 @@ def compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | in
         return most(FAST_FAMILIES + (fast_extra if fast_extra is not None else FAST_EXTRA)
                     + core_picks(problem)
                     + (sms is not None and wave_split(problem, sms) >= WAVE_MIN_SPLIT)
-                    + padded_tma_applies(problem, sms))
+                    + PADDED_TMA_PICKS * padded_tma_applies(problem, sms))
     return most(bspace) if isinstance(bspace, int) else None
 
 
