@@ -33,7 +33,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
+
+from .jsonio import _UMASK
 
 # Files Triton leaves in a cache directory that are not part of the kernel.
 _SKIP = ("lock",)
@@ -140,20 +143,25 @@ def bundle(dest: str | os.PathLike, dirs: list[Path] | None = None) -> list[str]
     ``dest`` is replaced as a whole, so a bundle never mixes old and new kernels."""
     dest = Path(dest)
     dirs = loaded_dirs() if dirs is None else [Path(d) for d in dirs]
-    tmp = dest.with_name(dest.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    # A temp folder of this writer's own: two processes saving one bundle never fill each other's.
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp"))
+    os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp's 0700 -> what mkdir would have made
     names = []
-    for d in dirs:
-        files = [f for f in d.iterdir() if f.is_file() and f.name not in _SKIP and not f.name.startswith("tmp.")]
-        if not files:
-            continue
-        (tmp / d.name).mkdir()
-        for f in files:
-            shutil.copy2(f, tmp / d.name / f.name)
-        names.append(d.name)
-    shutil.rmtree(dest, ignore_errors=True)
-    os.replace(tmp, dest)
+    try:
+        for d in dirs:
+            files = [f for f in d.iterdir() if f.is_file() and f.name not in _SKIP and not f.name.startswith("tmp.")]
+            if not files:
+                continue
+            (tmp / d.name).mkdir()
+            for f in files:
+                shutil.copy2(f, tmp / d.name / f.name)
+            names.append(d.name)
+        shutil.rmtree(dest, ignore_errors=True)
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return sorted(names)
 
 

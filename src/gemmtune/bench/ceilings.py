@@ -15,6 +15,7 @@ from .. import report
 from ..problem import DTYPES
 from .records import failure_record, time_entry
 from .timing import Timing
+from ..jsonio import write_atomic
 
 CEILING_N = 8192          # cuBLAS peak: one 8192^3 mm per dtype
 COPY_BYTES = 1 << 30      # bandwidth: a 1 GiB device-to-device copy, far beyond the L2
@@ -114,8 +115,5 @@ def load_ceilings(path: str | os.PathLike, device_name: str) -> dict | None:
 
 
 def save_ceilings(path: str | os.PathLike, device_name: str, ceilings: dict) -> None:
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"device_name": device_name, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                               "ceilings": ceilings}, indent=1, allow_nan=False))
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps({"device_name": device_name, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                   "ceilings": ceilings}, indent=1, allow_nan=False))
