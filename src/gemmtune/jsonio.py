@@ -13,7 +13,7 @@ Example::
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "t.json"
     >>> with locked(p):
-    ...     _ = write_atomic(p, '{"a": 1}\n')
+    ...     _ = write_atomic(p, '{"a": 1}')
     >>> read_json(p)
     {'a': 1}
 """
