@@ -14,6 +14,8 @@ import warnings
 import pytest
 import torch
 
+from gemmtune.nn import recorded_dispatcher
+
 import gemmtune
 from gemmtune import dispatch
 from gemmtune.dispatch import compile_mm
@@ -274,10 +276,10 @@ def test_all_aten_layers_are_left_as_torchs_own(capsys):
     for lin in (model[0], model[2]):
         assert type(lin) is torch.nn.Linear and "forward" not in vars(lin)
         assert not hasattr(lin, "_gemmtune_handle") and not hasattr(lin, "_gemmtune_eager")
-        assert isinstance(lin._gemmtune_dispatcher, dispatch.Dispatcher) and lin._gemmtune_dispatcher.all_aten
+        assert isinstance(recorded_dispatcher(lin), dispatch.Dispatcher) and recorded_dispatcher(lin).all_aten
     ds = gemmtune.nn.dispatchers(model)
     assert set(ds) == {(48, 32, "float32"), (16, 48, "float32")}
-    assert ds[(48, 32, "float32")] is model[0]._gemmtune_dispatcher
+    assert ds[(48, 32, "float32")] is recorded_dispatcher(model[0])
     lin = model[0]
     for x in (torch.randn(32), torch.randn(5, 32), torch.randn(2, 3, 32)):
         with torch.no_grad():
@@ -286,7 +288,7 @@ def test_all_aten_layers_are_left_as_torchs_own(capsys):
     y = lin(torch.randn(4, 32, requires_grad=True))  # autograd: torch's own, too
     assert y.grad_fn is not None
     # The dispatcher was never consulted: nothing decided, nothing cached.
-    assert lin._gemmtune_dispatcher.n_decisions == 0 and not lin._gemmtune_dispatcher._fast
+    assert recorded_dispatcher(lin).n_decisions == 0 and not recorded_dispatcher(lin)._fast
     # Patching again reuses the recorded dispatcher (no tuning) and still leaves the layers.
     patch(model, tune_fn=lambda *a, **k: pytest.fail("tuned again"), progress=False)
     assert type(model[0]) is torch.nn.Linear and gemmtune.nn.dispatchers(model) == ds
@@ -309,7 +311,7 @@ def test_mixed_model_converts_only_the_tuned_layer_and_the_opt_out_converts_both
         patch(model, hints={"m": [8]}, tune_fn=tune, progress=False, convert_aten_layers=convert)
         assert type(model[0]) is gemmtune.nn.Linear and not model[0].dispatcher.all_aten
         assert type(model[2]) is (gemmtune.nn.Linear if convert else torch.nn.Linear)
-        assert model[2].__dict__.get("_gemmtune_dispatcher") is (None if convert else model[2]._gemmtune_dispatcher)
+        assert (recorded_dispatcher(model[2]) is None) is convert
         assert set(gemmtune.nn.dispatchers(model)) == {(48, 32, "float16"), (16, 48, "float16")}
         with torch.no_grad():
             y = model(x)
@@ -319,7 +321,7 @@ def test_mixed_model_converts_only_the_tuned_layer_and_the_opt_out_converts_both
     # and the record moves to the converted layer's own attribute.
     model = build()
     patch(model, hints={"m": [8]}, tune_fn=tune, progress=False)
-    d = model[2]._gemmtune_dispatcher
+    d = recorded_dispatcher(model[2])
     patch(model, tune_fn=lambda *a, **k: pytest.fail("tuned again"), progress=False, convert_aten_layers=True)
     assert type(model[2]) is gemmtune.nn.Linear and model[2].dispatcher is d
     assert "_gemmtune_dispatcher" not in vars(model[2])
@@ -338,7 +340,7 @@ def test_conv1d_all_aten_stays_conv1d():
         x = torch.randn(2, 5, 32)
         with torch.no_grad():
             torch.testing.assert_close(conv(x), x @ conv.weight + conv.bias)
-        d = conv.dispatcher if convert else conv._gemmtune_dispatcher
+        d = conv.dispatcher if convert else recorded_dispatcher(conv)
         assert gemmtune.nn.dispatchers(torch.nn.Sequential(conv)) == {(48, 32, "float32", "row"): d}
     assert transformers is not None
 
@@ -360,9 +362,9 @@ def test_a_table_entry_naming_another_kernel_keeps_the_layer_converted():
                       (table("mm", "aten"), True), (table("mm", TRITON, n=16, k=32), True)):
         lin = torch.nn.Linear(32, 48)
         patch(torch.nn.Sequential(lin), table=tbl, hints={"m": [8]}, tune_fn=_tune("aten"), progress=False)
-        assert lin.dispatcher.all_aten if not left else lin._gemmtune_dispatcher.all_aten
+        assert lin.dispatcher.all_aten if not left else recorded_dispatcher(lin).all_aten
         assert (type(lin) is torch.nn.Linear) is left, tbl.entries
-        assert runs_as_torch(lin._gemmtune_dispatcher if left else lin.dispatcher) is left
+        assert runs_as_torch(recorded_dispatcher(lin) if left else lin.dispatcher) is left
     # A decision (made, or loaded with the dispatcher) naming another kernel counts too.
     d = compile_mm(n=48, k=32, dtype="fp32", hints={"m": [8]}, layout_b="col", tune_fn=_tune("aten"),
                    progress=False)
@@ -390,3 +392,37 @@ def test_gpu_m1_layers_go_to_inductor_under_cdt_and_stay_tuned_otherwise(gpu_mod
             # A call of the op, not the source comments that name it in any generated code.
             assert ("= torch.ops.gemmtune.mm.default(" in "\n".join(codes)) == opaque, (cdt, inp.shape)
     torch._dynamo.reset()
+
+
+def test_torch_save_of_a_patched_model_writes_plain_torch_layers(tmp_path):
+    """A Dispatcher cannot be pickled, and torch.save truncates its file before pickling, so
+    torch.save(model) of a patched model used to destroy a checkpoint already at that path. Now
+    converted layers pickle as their torch class and recorded dispatchers as None: the file
+    loads without gemmtune state and gives the same outputs. deepcopy keeps the layers converted."""
+    import copy
+
+    def build():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16)).half()
+
+    model = build()
+    path = tmp_path / "ckpt.pt"
+    torch.save(model, path)
+    size_before = path.stat().st_size
+    patch(model, hints={"m": [8]}, tune_fn=_by_n({48: TRITON, 16: "aten"}), progress=False)
+    assert type(model[0]) is gemmtune.nn.Linear and recorded_dispatcher(model[2]) is not None
+    torch.save(model, path)  # raised TypeError after truncating the file
+    assert path.stat().st_size >= size_before // 2
+    loaded = torch.load(path, weights_only=False)
+    assert [type(m) for m in loaded] == [torch.nn.Linear, torch.nn.ReLU, torch.nn.Linear]
+    # no gemmtune state: a recorded dispatcher (a layer left as torch's) comes back as None
+    assert all(v is None for m in loaded for k, v in vars(m).items() if k.startswith("_gemmtune") or k == "dispatcher")
+    assert all(recorded_dispatcher(m) is None for m in loaded)
+    x = torch.randn(6, 32, dtype=torch.float16)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x), build()(x))
+    twin = copy.deepcopy(model)  # still converted, dispatchers shared
+    assert type(twin[0]) is gemmtune.nn.Linear and twin[0].dispatcher is model[0].dispatcher
+    assert recorded_dispatcher(twin[2]) is recorded_dispatcher(model[2])
+    assert twin[0].weight is not model[0].weight and torch.equal(twin[0].weight, model[0].weight)
+    assert type(copy.copy(model[0])) is gemmtune.nn.Linear

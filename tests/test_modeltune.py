@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from gemmtune.nn import recorded_dispatcher
+
 import gemmtune
 from gemmtune.modeltune import is_conv1d, layer_keys
 
@@ -156,7 +158,7 @@ def test_patch_with_example_inputs_then_save_and_load(tmp_path):
     assert len(calls) == 1
     # Every hint chose cuBLAS: every layer is left as torch's own, its dispatcher recorded on it.
     assert type(model.up) is torch.nn.Linear and type(model.c_attn) is Conv1D
-    assert all(m._gemmtune_dispatcher.all_aten for m in (model.c_attn, model.up, model.down))
+    assert all(recorded_dispatcher(m).all_aten for m in (model.c_attn, model.up, model.down))
     torch.testing.assert_close(model(x), want, rtol=1e-5, atol=1e-5)
     gemmtune.patch(converted, example_inputs=[(x,)], tune_fn=fake_tuner([]), convert_aten_layers=True)
     assert type(converted.up).__name__ == "Linear" and type(converted.c_attn).__name__ == "GemmtuneConv1D"
@@ -172,7 +174,7 @@ def test_patch_with_example_inputs_then_save_and_load(tmp_path):
     assert type(fresh.c_attn) is Conv1D and type(fresh.down) is torch.nn.Linear  # loaded: still torch's
     loaded = gemmtune.nn.dispatchers(fresh, with_layout=True)
     assert set(loaded) == set(saved) and all(d.all_aten for d in loaded.values())
-    assert fresh.up._gemmtune_dispatcher is loaded[(64, 96, "float32", "col")]
+    assert recorded_dispatcher(fresh.up) is loaded[(64, 96, "float32", "col")]
     torch.testing.assert_close(fresh(x), want, rtol=1e-5, atol=1e-5)
     # decisions came with the artifact: the loaded dispatchers tuned nothing
     assert all(d.n_decisions <= 1 for d in loaded.values())

@@ -22,9 +22,13 @@ Under torch.compile or CUDA graphs host time is not paid per call and the tuned 
 
 A layer whose every tuned hint chose cuBLAS gains nothing from any of this: ``patch`` leaves it
 as torch's own ``nn.Linear`` / ``Conv1D`` (class and forward untouched, so eager and compiled
-calls cost exactly what torch's do) and only records its dispatcher on it, as
-``_gemmtune_dispatcher``, for ``dispatchers(model)`` and ``save_patched``
+calls cost exactly what torch's do) and only records its dispatcher on it
+(``recorded_dispatcher``), for ``dispatchers(model)`` and ``save_patched``
 (``convert_aten_layers=True`` converts it anyway).
+
+``torch.save(model)`` (pickling) of a patched model writes plain torch layers: converted ones as
+their torch class, without their dispatchers; re-apply with ``load_patched``. ``copy.deepcopy``
+keeps them converted, the dispatchers shared.
 
 Example::
 
@@ -36,6 +40,8 @@ Example::
 
 from __future__ import annotations
 
+import copy
+import copyreg
 import sys
 import time
 import warnings
@@ -157,6 +163,37 @@ def _timed(x: torch.Tensor) -> bool:
     return x.is_cuda
 
 
+def _torch_state(module: torch.nn.Module) -> dict:
+    return {k: v for k, v in module.__dict__.items() if k != "dispatcher" and not k.startswith("_gemmtune")}
+
+
+def _reduce_as_torch(self, protocol):
+    """Pickle a converted layer as its torch class (``nn.Linear``, HF ``Conv1D``) with its
+    parameters, buffers and hooks, and no gemmtune state: ``torch.save(model)`` of a patched
+    model writes a model that loads without gemmtune, unpatched (re-apply with ``load_patched``).
+    A Dispatcher cannot be pickled, and torch truncates the file before pickling starts, so
+    this used to destroy a checkpoint already at that path."""
+    # copyreg's own reconstructor (object.__new__ of the torch class), not a gemmtune function:
+    # the file loads where gemmtune is not installed.
+    return (copyreg._reconstructor, (self._gemmtune_torch_class(), object, None), _torch_state(self))
+
+
+def _deepcopy_converted(self, memo):
+    """``copy.deepcopy`` keeps a converted layer converted, its dispatcher shared (pickling, which
+    deepcopy would otherwise go through, writes the torch class: ``_reduce_as_torch``)."""
+    new = type(self).__new__(type(self))
+    memo[id(self)] = new
+    for k, v in self.__dict__.items():
+        new.__dict__[k] = copy.deepcopy(v, memo)
+    return new
+
+
+def _copy_converted(self):
+    new = type(self).__new__(type(self))
+    new.__dict__.update(self.__dict__)
+    return new
+
+
 def _forward(self, x: torch.Tensor, tuned, aten):
     """A patched layer's forward past its cached eager path (the callers look that up first,
     with no nn.Module attribute on the way: a decode step of a small model makes ~100 such
@@ -194,6 +231,13 @@ class Linear(torch.nn.Linear):
 
     dispatcher: Dispatcher
     _gemmtune_handle: int
+    __reduce_ex__ = _reduce_as_torch
+    __deepcopy__ = _deepcopy_converted
+    __copy__ = _copy_converted
+
+    @staticmethod
+    def _gemmtune_torch_class():
+        return torch.nn.Linear
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None,
                  dtype=None, *, dispatcher: Dispatcher | None = None, **compile_kwargs):
@@ -316,7 +360,10 @@ def patch_conv1d(module: torch.nn.Module, dispatcher: Dispatcher) -> torch.nn.Mo
             cls = type(f"Gemmtune{base.__name__}", (base,),
                        {"forward": _conv1d_forward, "_gemmtune_base_forward": base.forward,
                         "_gemmtune_tuned": _conv1d_tuned,
-                        "eager_choices": Linear.eager_choices, "eager_paths": Linear.eager_paths})
+                        "eager_choices": Linear.eager_choices, "eager_paths": Linear.eager_paths,
+                        "__reduce_ex__": _reduce_as_torch, "__deepcopy__": _deepcopy_converted,
+                        "__copy__": _copy_converted,
+                        "_gemmtune_torch_class": staticmethod(lambda base=base: base)})
             _CONV1D_CLASSES[base] = cls
         module.__class__ = cls
     module.dispatcher = dispatcher
@@ -346,6 +393,29 @@ def runs_as_torch(d: Dispatcher) -> bool:
     return not any(names_another(key, tcs) for key, tcs in d.table.entries.items())
 
 
+class _Recorded:
+    """The dispatcher recorded on a layer ``patch`` left as torch's. It pickles as None, so that
+    ``torch.save(model)`` of a patched model writes a plain torch model: a Dispatcher cannot be
+    pickled, and torch truncates the file before pickling starts (a checkpoint already at that
+    path was lost). Shared by ``copy.deepcopy``, as dispatchers are."""
+    __slots__ = ("dispatcher",)
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
+
+    def __reduce__(self):
+        return (type(None), ())
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+def recorded_dispatcher(module: torch.nn.Module) -> Dispatcher | None:
+    """The dispatcher ``patch`` recorded on a layer it left as torch's, or None."""
+    rec = module.__dict__.get("_gemmtune_dispatcher")
+    return rec.dispatcher if isinstance(rec, _Recorded) else None
+
+
 def _leave_as_torch(module: torch.nn.Module, dispatcher: Dispatcher, conv: bool) -> None:
     """Record ``dispatcher`` on ``module`` (checked as a conversion would check it) and change
     nothing else: its class, forward and eager cost stay torch's."""
@@ -353,7 +423,7 @@ def _leave_as_torch(module: torch.nn.Module, dispatcher: Dispatcher, conv: bool)
         _check_conv1d_fits(dispatcher, module.weight)
     else:
         _check_fits(dispatcher, module.in_features, module.out_features, module.weight.dtype)
-    module._gemmtune_dispatcher = dispatcher
+    module._gemmtune_dispatcher = _Recorded(dispatcher)
 
 
 def patch(model: torch.nn.Module, table=None, *,
@@ -457,7 +527,7 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
         else:
             n, k = mod.out_features, mod.in_features
             keys = [(n, k, dt), (n, k, dt, "col")]  # 3-tuples: the keys before Conv1D existed
-        d = getattr(mod, "_gemmtune_dispatcher", None)  # left as torch's by an earlier patch
+        d = recorded_dispatcher(mod)  # left as torch's by an earlier patch
         if d is not None and (d.dims["n"], d.dims["k"], d.dtype) != (n, k, dt):
             d = None  # recorded before the layer's dtype changed: looked up or tuned anew
         if d is None:
@@ -513,7 +583,7 @@ def dispatchers(model: torch.nn.Module, *, with_layout: bool = False) -> dict[tu
     for mod in model.modules():
         d = getattr(mod, "dispatcher", None)
         if not (isinstance(mod, Linear) or (d is not None and hasattr(mod, "_gemmtune_handle"))):
-            d = getattr(mod, "_gemmtune_dispatcher", None)  # a layer patch left as torch's
+            d = recorded_dispatcher(mod)  # a layer patch left as torch's
             if d is None:
                 continue
         key = (d.dims["n"], d.dims["k"], d.dtype)

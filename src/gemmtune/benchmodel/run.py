@@ -257,7 +257,8 @@ def eager_path_summary(model: torch.nn.Module) -> dict:
     for name, mod in model.named_modules():
         paths = getattr(mod, "eager_paths", None)
         if not isinstance(paths, dict):
-            left += getattr(mod, "_gemmtune_dispatcher", None) is not None
+            from ..nn import recorded_dispatcher
+            left += recorded_dispatcher(mod) is not None
             continue
         log = getattr(mod, "eager_choices", {})
         for key, path in paths.items():
