@@ -426,3 +426,21 @@ def test_torch_save_of_a_patched_model_writes_plain_torch_layers(tmp_path):
     assert recorded_dispatcher(twin[2]) is recorded_dispatcher(model[2])
     assert twin[0].weight is not model[0].weight and torch.equal(twin[0].weight, model[0].weight)
     assert type(copy.copy(model[0])) is gemmtune.nn.Linear
+
+
+def test_patched_layers_leave_autocast_to_torch():
+    """Under torch.autocast the input and weight are still fp32, so the dtype check never fired and
+    a patched layer ran its fp32 kernel where torch's would run bf16: it now runs F.linear, which
+    autocast casts, on every path (the eager path table included)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48))
+    patch(model, hints={"m": [8]}, tune_fn=_by_n({48: TRITON}), progress=False)
+    assert type(model[0]) is gemmtune.nn.Linear
+    x = torch.randn(6, 32)
+    with torch.no_grad():
+        model(x)  # caches this shape's eager path
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = model(x)
+            want = torch.nn.functional.linear(x, model[0].weight, model[0].bias)
+    assert y.dtype == torch.bfloat16 == want.dtype
+    torch.testing.assert_close(y, want)

@@ -209,6 +209,26 @@ def test_save_and_load_a_mixed_model(tmp_path):
         torch.testing.assert_close(fresh(x), want, rtol=1e-4, atol=1e-4)
 
 
+def test_save_patched_takes_the_keys_dispatchers_gives_and_refuses_names_load_would_refuse(tmp_path):
+    """``save_patched(path, gemmtune.nn.dispatchers(model))`` (3-tuple keys, as the patch docstring
+    shows) failed with "not enough values to unpack"; a name with a space or '+' saved, then
+    load_patched refused its own layer files."""
+    torch.manual_seed(0)
+    model, fresh = Tiny(), Tiny()
+    fresh.load_state_dict(model.state_dict())
+    x = torch.randn(4, 32)
+    gemmtune.patch(model, example_inputs=[(x,)], tune_fn=fake_tuner([], {64: TRITON}))
+    path = gemmtune.save_patched(tmp_path / "plain.json", gemmtune.nn.dispatchers(model))
+    gemmtune.load_patched(fresh, path)
+    assert set(gemmtune.nn.dispatchers(fresh, with_layout=True)) == layer_keys(Tiny())
+    for bad in ("my model.json", "llama+lora.json"):
+        with pytest.raises(ValueError, match="cannot save a patched model as"):
+            gemmtune.save_patched(tmp_path / bad, gemmtune.nn.dispatchers(model))
+        assert not (tmp_path / bad).exists()
+    with pytest.raises(ValueError, match="keyed"):
+        gemmtune.save_patched(tmp_path / "k.json", {"up": model.up.dispatcher})
+
+
 _CHILD = """
 import sys, torch, gemmtune
 model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16))

@@ -495,6 +495,20 @@ def test_cli_lut_merge(tmp_path, capsys, two_tables):
     assert rc == 0 and load(tmp_path / "m2.json").provenance["device_name"] == f"{H100} + {A100}"
 
 
+def test_cli_lut_merge_never_replaces_a_table_it_was_not_given(tmp_path, capsys, two_tables):
+    """``lut merge a.json b.json`` (read as "merge b into a") used to replace a's entries with b's:
+    OUT must be among the inputs, or --overwrite given."""
+    a, b = two_tables
+    before = a.read_text()
+    rc, _, err = _main(["lut", "merge", str(a), str(b)], capsys)
+    assert rc == 2 and "exists and is not one of the tables merged" in err and len(err.splitlines()) == 1
+    assert a.read_text() == before
+    rc, out, _ = _main(["lut", "merge", str(a), str(a), str(b)], capsys)  # merge into a
+    assert rc == 0 and "3 entries merged from 2 tables" in out and set(load(b).entries) <= set(load(a).entries)
+    rc, _, _ = _main(["lut", "merge", "--overwrite", str(a), str(b)], capsys)
+    assert rc == 0 and set(load(a).entries) == set(load(b).entries)
+
+
 def test_cli_lut_diff(capsys, two_tables):
     a, b = two_tables
     rc, out, _ = _main(["lut", "diff", str(a), str(b)], capsys)

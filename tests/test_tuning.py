@@ -550,3 +550,24 @@ def test_min_gain_keeps_cublas_unless_a_kernel_beats_it_by_the_margin(tmp_path):
     for bad in (-0.1, 1.0, True, "2%"):
         with pytest.raises(ValueError, match="min_gain"):
             TuneOptions(min_gain=bad)
+
+
+def test_check_refuses_a_table_path_that_is_the_store_or_a_directory(tmp_path):
+    """``tune --store X --out X --overwrite`` replaced every measurement with the table; ``--out DIR``
+    failed with a traceback after the whole run. Both are refused before anything is measured."""
+    store = tmp_path / "results.sqlite"
+    with pytest.raises(ValueError, match="one file"):
+        TuneOptions(store=str(store), out=str(store)).check()
+    with pytest.raises(ValueError, match="is a directory"):
+        TuneOptions(store=str(store), out=str(tmp_path)).check()
+    TuneOptions(store=str(store), out=str(tmp_path / "table.json")).check()  # fine
+
+
+def test_a_suite_row_shorter_than_its_header_is_one_clear_error(tmp_path):
+    from gemmtune.shapes import load_csv
+    path = tmp_path / "s.csv"
+    path.write_text("group,name,M,N,K,dtype\ng,n,4,4,4\n")
+    with pytest.raises(ValueError, match=r"s\.csv:2: bad row .*missing field\(s\) dtype"):
+        load_csv(path)
+    path.write_text("\ufeffgroup,name,M,N,K,dtype\ng,n,4,4,4,bf16\n")  # a spreadsheet's byte-order mark
+    assert [s.name for s in load_csv(path)] == ["n"]

@@ -123,12 +123,23 @@ def tune_model(model: torch.nn.Module, inputs: Iterable | None = None, *, fn: Ca
 def save_patched(path: str | os.PathLike, dispatchers: Mapping[tuple, Dispatcher], *,
                  binaries: bool = True) -> Path:
     """One artifact for a patched model: ``path`` (an index JSON) plus one dispatcher file per
-    layer shape beside it (``<stem>.d/``), each with its compiled kernels on a GPU."""
+    layer shape beside it (``<stem>.d/``), each with its compiled kernels on a GPU. ``dispatchers``
+    is keyed (n, k, dtype, layout_b), or (n, k, dtype) as ``gemmtune.nn.dispatchers(model)`` and
+    ``patch(dispatchers=...)`` give them (the layout is then the dispatcher's)."""
     path = Path(path)
+    if not re.fullmatch(r"[\w.\-]+", path.stem):
+        # load_patched reads the layer files only under such names (no spaces, no '+', no '@')
+        raise ValueError(f"cannot save a patched model as {path.name!r}: use letters, digits, '_', '-' and '.' "
+                         "in its name")
+    keyed = {}
+    for key, d in dispatchers.items():
+        if not (isinstance(key, tuple) and len(key) in (3, 4)):
+            raise ValueError(f"dispatchers must be keyed (n, k, dtype[, layout_b]), got {key!r}")
+        keyed[tuple(key) if len(key) == 4 else (*key, d.layout_b)] = d
     folder = path.with_name(path.stem + ".d")
     folder.mkdir(parents=True, exist_ok=True)
     layers = []
-    for (n, k, dt, lb), d in sorted(dispatchers.items()):
+    for (n, k, dt, lb), d in sorted(keyed.items()):
         name = f"mm_n{n}_k{k}_{dt}_{lb}.json"
         d.save(folder / name, binaries=binaries)
         layers.append({"n": n, "k": k, "dtype": dt, "layout_b": lb, "file": f"{folder.name}/{name}"})

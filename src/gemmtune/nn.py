@@ -8,8 +8,9 @@ N = out_features and K = in_features static, ``W.T`` a column-major view) with t
 bias added in the same kernel's epilogue: one launch for ``x @ W.T + b``, eager or under
 torch.compile (the ``gemmtune::mm`` op takes the bias). Autograd works: the backward
 GEMMs run on torch.mm (see torch_ops).
-When the input or weight dtype is not the dispatcher's (after ``model.double()``,
-under autocast) it falls back to ``F.linear`` with a one-time warning.
+When the input or weight dtype is not the dispatcher's (after ``model.double()``) it falls
+back to ``F.linear`` with a one-time warning; under ``torch.autocast`` it runs ``F.linear``
+(torch's forward for a Conv1D), which autocast casts as it would an unpatched layer.
 
 Eager calls (no torch.compile, no autograd) cost host time as well as device time: a
 Triton launch through the dispatcher takes more Python than ``F.linear``'s one cuBLAS call,
@@ -267,6 +268,8 @@ class Linear(torch.nn.Linear):
         return module  # type: ignore[return-value]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.is_autocast_enabled(x.device.type):  # autocast casts inside F.linear: leave it to torch
+            return F.linear(x, self.weight, self.bias)
         if not _is_compiling():
             p = self._gemmtune_paths.get((x.shape, x.dtype))
             if p is _ATEN:
@@ -315,6 +318,8 @@ _CONV1D_CLASSES: dict[type, type] = {}
 
 
 def _conv1d_forward(self, x: torch.Tensor) -> torch.Tensor:
+    if torch.is_autocast_enabled(x.device.type):  # autocast casts inside torch.addmm: leave it to torch
+        return self._gemmtune_base_forward(x)
     if not _is_compiling():
         p = self._gemmtune_paths.get((x.shape, x.dtype))
         if p is _ATEN:

@@ -100,8 +100,8 @@ def load_csv(path: str | Path, op: str = "mm") -> list[Shape]:
     of rows without an ``op`` column (or with it empty)."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as e:
+        text = path.read_text(encoding="utf-8-sig")  # a spreadsheet's byte-order mark is no part of "group"
+    except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"cannot read shape suite {path}: {e.strerror or e}") from None
     rows = list(csv.DictReader(text.splitlines()))
     if not rows:
@@ -111,6 +111,9 @@ def load_csv(path: str | Path, op: str = "mm") -> list[Shape]:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)}; expected {','.join(COLUMNS)}")
     shapes = []
     for line, row in enumerate(rows, start=2):
+        short = [c for c in COLUMNS if row.get(c) is None]  # a row with fewer fields than the header
+        if short:
+            raise ValueError(f"{path}:{line}: bad row {dict(row)}: missing field(s) {', '.join(short)}")
         try:
             M, N, K = (int(row[c]) for c in ("M", "N", "K"))
             _check_sizes(f"{M}x{N}x{K}", M, N, K)

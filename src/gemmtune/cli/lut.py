@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from .common import Parser, missing_command
 
@@ -66,6 +67,11 @@ def cmd_lut_show(args) -> int:
 def cmd_lut_merge(args) -> int:
     from ..table import load, merge
 
+    out = Path(args.out)
+    if out.exists() and not args.overwrite and not any(out.resolve() == Path(f).resolve() for f in args.inputs):
+        # ``lut merge a.json b.json`` read as "merge b into a" used to replace a with b's entries.
+        raise ValueError(f"{out} exists and is not one of the tables merged: list it among the inputs to merge "
+                         f"into it (gemmtune lut merge {out} {out} ...), or pass --overwrite to replace it")
     merged = merge([load(f) for f in args.inputs], allow_mixed_devices=args.allow_mixed_devices)
     merged.save(args.out)
     print(f"{args.out}: {len(merged.entries)} entries merged from {len(args.inputs)} tables "
@@ -114,6 +120,8 @@ def add_parsers(sub) -> None:
     p.add_argument("inputs", nargs="+", metavar="TABLE", help="tables to merge")
     p.add_argument("--allow-mixed-devices", action="store_true",
                    help="merge tables from different GPUs (their times do not compare)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace OUT when it exists and is not among the inputs (refused otherwise)")
     p.set_defaults(fn=_lut_errors(cmd_lut_merge))
     p = lsub.add_parser("diff", help="entries added / removed / changed from A to B; exit 1 when they differ")
     p.add_argument("a", metavar="A", help="the old table")

@@ -100,7 +100,7 @@ class TuneOptions:
 
     def check(self) -> None:
         """What must hold before anything is measured: every family exists, the model file
-        exists, ``out``'s directory exists."""
+        exists, ``out``'s directory exists, and ``out`` is a file path other than the store's."""
         for f in self.families or ():
             kernels.spec(f)  # ValueError naming an unknown family
         if isinstance(self.model, (str, os.PathLike)) and not Path(self.model).is_file():
@@ -108,6 +108,14 @@ class TuneOptions:
         if self.out is not None and not Path(self.out).resolve().parent.is_dir():
             raise ValueError(f"cannot write the table to {self.out}: directory "
                              f"{Path(self.out).resolve().parent} does not exist")
+        if self.out is not None and Path(self.out).is_dir():
+            raise ValueError(f"cannot write the table to {self.out}: it is a directory; give a file name")
+        store = getattr(self.store, "path", self.store)
+        if self.out is not None and isinstance(store, (str, os.PathLike)) \
+                and Path(self.out).resolve() == Path(store).resolve():
+            # --overwrite would have replaced every measurement with the table
+            raise ValueError(f"the table (--out) and the results store (--store) are one file, {self.out}: "
+                             "give them different paths")
 
     def replace(self, **changes) -> "TuneOptions":
         return dataclasses.replace(self, **changes)
