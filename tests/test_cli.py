@@ -296,3 +296,18 @@ def test_doctests_of_the_cli_and_tune_modules():
                  "gemmtune.tuning.executor", "gemmtune.tuning.recorder", "gemmtune.tuning.results"):
         mod = importlib.import_module(name)
         assert doctest.testmod(mod).failed == 0, name
+
+
+def test_tune_refuses_paths_it_would_fail_on_only_after_the_run(tmp_path, capsys):
+    """--summary or --out naming a directory crashed with a traceback once the whole run was done;
+    --out naming the store replaced every measurement with the table (with --overwrite). Each is
+    one line, rc 2, before anything is measured."""
+    (tmp_path / "d").mkdir()
+    store = str(tmp_path / "s.sqlite")
+    for extra, needle in ((["--summary", str(tmp_path / "d")], "is a directory"),
+                          (["--out", str(tmp_path / "d"), "--store", store], "is a directory"),
+                          (["--out", store, "--store", store, "--overwrite"], "one file")):
+        rc = cli.main(["tune", "--shape", "8x8x16:fp16", "--families", "aten", "-q", *extra])
+        err = capsys.readouterr().err
+        assert rc == 2 and needle in err and "Traceback" not in err, (extra, err)
+    assert not (tmp_path / "s.sqlite").exists()

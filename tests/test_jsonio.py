@@ -74,3 +74,11 @@ def test_write_atomic_keeps_the_default_permissions_and_names_the_target_on_erro
     with pytest.raises(FileNotFoundError) as ei:
         write_atomic(missing, "{}")
     assert ei.value.filename == str(missing)
+
+
+def test_write_atomic_onto_a_directory_names_the_directory(tmp_path):
+    (tmp_path / "d").mkdir()
+    with pytest.raises(IsADirectoryError) as ei:
+        write_atomic(tmp_path / "d", "{}")
+    assert ei.value.filename == str(tmp_path / "d")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]  # the temp file is gone

@@ -348,3 +348,24 @@ def test_patch_tunes_in_process_with_the_real_tuner(tmp_path, monkeypatch):
     with torch.no_grad():
         torch.testing.assert_close(model(x), want, rtol=1e-4, atol=1e-4)
     assert (tmp_path / "s.sqlite").exists()
+
+
+def test_load_patched_onto_a_patched_model_applies_the_loaded_dispatchers(tmp_path):
+    """A layer converted (or left as torch's) by an earlier patch kept its old dispatcher when
+    ``load_patched`` brought other ones: they were silently ignored. The loaded ones now win."""
+    torch.manual_seed(0)
+    saved_model, model = Tiny(), Tiny()
+    model.load_state_dict(saved_model.state_dict())
+    x = torch.randn(4, 32)
+    want = saved_model(x)
+    gemmtune.patch(saved_model, example_inputs=[(x,)], tune_fn=fake_tuner([], {64: TRITON}))
+    path = gemmtune.save_patched(tmp_path / "triton.json", gemmtune.nn.dispatchers(saved_model))
+    gemmtune.patch(model, example_inputs=[(x,)], tune_fn=fake_tuner([], {}))  # every layer on cuBLAS
+    assert type(model.up) is torch.nn.Linear and recorded_dispatcher(model.up).all_aten
+    gemmtune.load_patched(model, path)
+    assert type(model.up) is gemmtune.nn.Linear and model.up.dispatcher.hint_choices[0].choice.id == TRITON
+    old = model.up.dispatcher
+    gemmtune.load_patched(model, path)  # a second load: new dispatcher objects, applied again
+    assert model.up.dispatcher is not old and not model.up.eager_paths
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), want, rtol=1e-4, atol=1e-4)

@@ -32,6 +32,7 @@ Example::
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 from collections import defaultdict
@@ -43,6 +44,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .problem import BCAST, LAYOUTS, Problem, dtype_name, operand_layout, slice_layout
+from .jsonio import write_atomic
 
 aten = torch.ops.aten
 # op -> (index of A, index of B) in the aten call's positional arguments
@@ -294,10 +296,11 @@ class Capture:
                          "count": r.count,
                          "m_min": min(ms), "m_max": max(ms), "modules": ";".join(r.modules)})
         path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=SUITE_COLUMNS)
-            w.writeheader()
-            w.writerows(rows)
+        buf = io.StringIO(newline="")
+        w = csv.DictWriter(buf, fieldnames=SUITE_COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+        write_atomic(path, buf.getvalue())
         return path
 
     def write_json(self, path: str | Path) -> Path:

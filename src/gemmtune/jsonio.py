@@ -54,9 +54,11 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's 0600 -> what open() would have made
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.errno is not None:  # name the file asked for, not the temp file
+            raise type(e)(e.errno, e.strerror, str(path)) from None
         raise
     return path
 

@@ -515,7 +515,10 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
     say = compile_kwargs.get("progress")
     say = interactive() if say is None else bool(say)
     for name, mod in list(model.named_modules()):
-        conv = is_conv1d(mod) and not hasattr(mod, "_gemmtune_handle")
+        if isinstance(mod, Linear) or hasattr(mod, "_gemmtune_handle"):  # converted by an earlier patch
+            _reattach(mod, cache, eager_policy)
+            continue
+        conv = is_conv1d(mod)
         if type(mod) is not torch.nn.Linear and not conv:
             if isinstance(mod, torch.nn.Linear) and not isinstance(mod, Linear) and \
                     type(mod).forward is not torch.nn.Linear.forward:
@@ -532,11 +535,13 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
         else:
             n, k = mod.out_features, mod.in_features
             keys = [(n, k, dt), (n, k, dt, "col")]  # 3-tuples: the keys before Conv1D existed
-        d = recorded_dispatcher(mod)  # left as torch's by an earlier patch
-        if d is not None and (d.dims["n"], d.dims["k"], d.dtype) != (n, k, dt):
-            d = None  # recorded before the layer's dtype changed: looked up or tuned anew
+        # A dispatcher given for the layer's shape wins over one an earlier patch recorded on it
+        # (load_patched onto a patched model applies the loaded ones).
+        d = next((cache[key] for key in keys if key in cache), None)
         if d is None:
-            d = next((cache[key] for key in keys if key in cache), None)
+            d = recorded_dispatcher(mod)  # left as torch's by an earlier patch
+            if d is not None and (d.dims["n"], d.dims["k"], d.dtype) != (n, k, dt):
+                d = None  # recorded before the layer's dtype changed: looked up or tuned anew
         if d is None:
             if not tune_missing:
                 untuned.append(name or "<model>")
@@ -577,6 +582,30 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
         warnings.warn(f"gemmtune.patch: {len(untuned)} layer(s) {missing}, left as they were: "
                       + ", ".join(untuned[:8]) + (" ..." if len(untuned) > 8 else ""), RuntimeWarning, stacklevel=3)
     return model
+
+
+def _reattach(mod: torch.nn.Module, given: MutableMapping, eager_policy: str) -> bool:
+    """A layer an earlier ``patch`` converted: put it on the dispatcher ``given`` for its shape
+    and dtype, when that is another one, with a fresh eager-path table (the old one timed the old
+    kernels). Returns whether it changed. Before, such layers were skipped, and ``load_patched``
+    onto a patched model silently kept the old dispatchers."""
+    try:
+        dt = dtype_name(mod.weight.dtype)
+    except TypeError:
+        return False
+    if isinstance(mod, Linear):
+        keys = [(mod.out_features, mod.in_features, dt), (mod.out_features, mod.in_features, dt, "col")]
+    else:
+        keys = [(mod.weight.shape[1], mod.weight.shape[0], dt, "row")]
+    d = next((given[key] for key in keys if key in given), None)
+    if d is None or d is mod.dispatcher:
+        return False
+    if isinstance(mod, Linear):
+        Linear.from_linear(mod, d)
+    else:
+        patch_conv1d(mod, d)
+    _EagerPaths(eager_policy).attach(mod)
+    return True
 
 
 def dispatchers(model: torch.nn.Module, *, with_layout: bool = False) -> dict[tuple, Dispatcher]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from .common import Help, add_shape_args, check_allocatable, int_at_least, nonneg_int, positive_float, positive_int, shapes_of
@@ -15,6 +16,8 @@ def cmd_tune(args) -> int:
     families = args.families.split(",") if args.families else None
     if args.model and not args.fast and str(args.benchmark_space).upper() == "SAME":
         raise ValueError("--model ranks candidates only when filtering: add --benchmark-space DEFAULT|K or --fast")
+    if args.summary and os.path.isdir(args.summary):  # found before the run, not after it
+        raise ValueError(f"--summary {args.summary} is a directory; give a file name")
     result = tune(shapes, families=families, space=args.space, store=args.store, out=args.out,
                   workers=args.workers, timeout=args.timeout, compile_workers=args.compile_workers,
                   retry_failed=args.retry_failed, timing=args.timing, compile_ahead=args.compile_ahead,
@@ -29,9 +32,9 @@ def cmd_tune(args) -> int:
     if args.summary:
         import json
 
+        from ..jsonio import write_atomic
         from ..tune import summary
-        with open(args.summary, "w") as f:
-            json.dump(summary(result), f, indent=1)
+        write_atomic(args.summary, json.dumps(summary(result), indent=1))
     return 0
 
 
