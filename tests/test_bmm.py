@@ -618,3 +618,24 @@ def test_dispatcher_benchmark_mode_times_the_hint_kernels_on_a_bmm():
     assert_matches(d(a, b), a, b, torch.float16)
     dec = d.decision(m=20, batch=3)
     assert dec.source == "benchmark" and set(dec.times_ms) == {TILE, "aten"} and dec.verified
+
+
+def test_route_bmm_leaves_products_of_other_static_sizes_to_torch():
+    """A bmm whose K (or M, N) is not the dispatcher's static size is "every other call": it runs
+    as usual. It used to reach the dispatcher and raise (attention with another head size)."""
+    import gemmtune
+    from gemmtune.nn import route_bmm
+    bd = gemmtune.compile_bmm(batch=2, k=4, dtype="fp32", hints={"m": [3], "n": [5]},
+                              tune_fn=lambda ps, **kw: {p.key: "aten" for p in ps})
+    a, b = torch.randn(2, 3, 8), torch.randn(2, 8, 5)
+    with route_bmm(bd) as r:
+        y = torch.bmm(a, b)
+        torch.bmm(torch.randn(2, 3, 4), torch.randn(2, 4, 5))
+    torch.testing.assert_close(y, a @ b)
+    assert r.routed == 1
+
+
+def test_space_names_what_it_takes():
+    import gemmtune
+    with pytest.raises(TypeError, match="problem must be a gemmtune.Problem"):
+        gemmtune.space((64, 64, 64), "triton_mm")

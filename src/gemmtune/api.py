@@ -54,6 +54,9 @@ def space(problem: Problem, family: str, kind: str = "default",
         >>> [c.id for c in gemmtune.space(p, "decompose_k", device="h100")][:2]
         ['decompose_k:s32', 'decompose_k:s56']
     """
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be a gemmtune.Problem (e.g. Problem.from_sizes(m, n, k, 'bf16')), "
+                        f"not {type(problem).__name__}")
     if kind not in SPACE_KINDS:
         raise ValueError(f"space kind must be one of {SPACE_KINDS}, got {kind!r}")
     dev = device if isinstance(device, DeviceInfo) else current_or(device)

@@ -674,10 +674,14 @@ class _RouteBmm(torch.overrides.TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
     def _takes(self, a, b) -> bool:
+        # Every size the dispatcher fixes must match too: another bmm of the model (attention with
+        # another head size) used to reach the dispatcher and raise there instead of running as usual.
+        dims = self.dispatcher.dims
         return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == 3 and b.dim() == 3
                 and a.shape[0] == b.shape[0] and a.shape[2] == b.shape[1]
                 and a.dtype == b.dtype == self.dispatcher.torch_dtype and a.device == b.device
-                and a.device.type in ("cpu", "cuda"))
+                and a.device.type in ("cpu", "cuda")
+                and all(dims[d] in (None, size) for d, size in (("m", a.shape[1]), ("n", b.shape[2]), ("k", a.shape[2]))))
 
 
 def route_bmm(target=None, *, dtype=None) -> _RouteBmm:
