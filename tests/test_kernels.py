@@ -294,7 +294,7 @@ def test_splitk_workspace_under_capture_borrows_an_eagerly_zeroed_buffer(monkeyp
     zeroed later by the first eager launch on that stream. (Streams and captures stubbed: CPU.)"""
     from gemmtune.kernels import splitk
     state = {"stream": 7, "capturing": False}
-    monkeypatch.setattr(splitk, "_stream_key", lambda device: state["stream"])
+    monkeypatch.setattr(splitk, "stream_key", lambda device: state["stream"])
     monkeypatch.setattr(splitk, "_capturing", lambda device: state["capturing"])
     monkeypatch.setattr(splitk, "_default_stream_key", lambda device: 0)
     ws, cpu = SplitKWorkspace(), torch.device("cpu")

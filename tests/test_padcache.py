@@ -304,7 +304,7 @@ def test_copies_are_kept_per_stream(monkeypatch):
     """A copy made on one stream is not handed to a launch on another (it could read the copy
     before its copy kernel ran); streams stubbed, as the CPU has none."""
     stream = {"now": 1}
-    monkeypatch.setattr(padcache, "_stream", lambda t: stream["now"])
+    monkeypatch.setattr(padcache, "stream_key", lambda device: stream["now"])
     cache = padcache.PaddedWeights(enabled=True)
     w = torch.nn.Parameter(torch.randn(13, 37, dtype=torch.float16, device=DEV))
     with torch.no_grad():

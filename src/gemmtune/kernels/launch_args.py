@@ -28,6 +28,16 @@ def on_other_gpu(t: torch.Tensor) -> bool:
     return t.is_cuda and t.device.index != torch.cuda.current_device()
 
 
+def stream_key(device: torch.device) -> int:
+    """The stream a launch on ``device`` goes to now, as an int (0 off the GPU): the raw
+    ``cudaStream_t`` that Triton's launcher reads too, which costs no Stream object per call.
+    Scratch and cached copies are kept per stream with it (splitk.SplitKWorkspace, padcache)."""
+    if device.type != "cuda":
+        return 0
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return int(torch._C._cuda_getCurrentRawStream(index))
+
+
 def gpu_sm_count(device: torch.device) -> int | None:
     """SMs of the GPU that runs kernels on ``device``'s tensors; None on the CPU (the interpreter).
     Meta tensors (a compile worker's, bench.measure.COMPILE_ON_META) count as the current GPU's

@@ -48,6 +48,7 @@ import weakref
 
 import torch
 
+from .launch_args import stream_key
 from .pad import broadcast_matrix, zero_pad
 
 
@@ -93,7 +94,7 @@ class PaddedWeights:
         if b.is_cuda and torch.cuda.is_current_stream_capturing():
             return None
         key = (b.data_ptr(), tuple(b.shape), b.stride(), b._version, b.dtype, b.device, n_pad, k_pad)
-        slot = (id(param), _stream(b))
+        slot = (id(param), stream_key(b.device))
         hit = self._entries.get(slot)
         if hit is not None and hit[0]() is param and hit[1] == key:
             return hit[2]
@@ -105,13 +106,6 @@ class PaddedWeights:
             entries.pop(slot, None)
         self._entries[slot] = (weakref.ref(param, forget), key, padded)
         return padded
-
-
-def _stream(t: torch.Tensor) -> int:
-    """The stream a launch on ``t``'s GPU goes to now (raw handle; 0 on the CPU)."""
-    if not t.is_cuda:
-        return 0
-    return int(torch._C._cuda_getCurrentRawStream(t.device.index))
 
 
 # The process's cache, used by kernels.run_choice.

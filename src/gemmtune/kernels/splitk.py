@@ -25,22 +25,13 @@ from ..problem import Problem
 from ..configs import SplitKConfig
 from ..epilogue import EpilogueArgs
 from .base import Unsupported
-from .launch_args import gpu_sm_count
+from .launch_args import gpu_sm_count, stream_key
 from .tiled import launch_tiled, prepare_direct, tile_kwargs
 # The family's pure part (configs, space, constraint, launch plan, model row): kept in splitk_spec so that
 # planning imports no Triton (kernels.spec); the family's names as before.
 from .splitk_spec import (  # noqa: F401
     BMM_WHY, CONFIG, DEFAULT_TILES, MAX_WORKSPACE_BYTES, MIN_SLICE, NAME, SPLITS, constraint,
     features_row, k_per_split, plan, raw_configs, scaled, space, validate)
-
-
-def _stream_key(device: torch.device) -> int:
-    """The stream a launch on ``device`` goes to now, as an int (0 off the GPU): the raw
-    ``cudaStream_t`` that Triton's launcher reads too, which costs no Stream object per call."""
-    if device.type != "cuda":
-        return 0
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return int(torch._C._cuda_getCurrentRawStream(index))
 
 
 def _default_stream_key(device: torch.device) -> int:
@@ -86,7 +77,7 @@ class SplitKWorkspace:
         self._lock = threading.Lock()
 
     def _get(self, key: tuple, numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        slot = (key, device, _stream_key(device))
+        slot = (key, device, stream_key(device))
         buf = self._bufs.get(slot)
         if buf is not None and buf.numel() >= numel and slot not in self._unzeroed:
             return buf  # the common case: no lock
