@@ -266,17 +266,16 @@ def gemv_pick_applies(problem) -> bool:
     >>> gemv_pick_applies(Problem.from_sizes(1, 2048, 2048, "fp32", layout_b="col"))
     True
     """
-    from ..kernels.skinny_spec import gemv_layout
-    return (_half_linear(problem, 1, GEMV_MAX_M)
-            or (problem.op in ("mm", "addmm") and problem.dtype == "float32" and not problem.allow_tf32
-                and 1 <= problem.m <= GEMV_MAX_M and gemv_layout(problem)))
+    return _linear_at_decode(problem, 1, GEMV_MAX_M, fp32=True)
 
 
-def _half_linear(problem, lo: int, hi: int) -> bool:
-    """A bf16/fp16 mm / addmm with lo <= M <= hi and a K-contiguous B: the Linear at decode that
-    skinny's GEMV and narrow dot strips serve."""
+def _linear_at_decode(problem, lo: int, hi: int, fp32: bool = False) -> bool:
+    """A bf16/fp16 (with ``fp32``, also fp32 without TF32) mm / addmm with lo <= M <= hi and a
+    K-contiguous B: the Linear at decode that skinny's GEMV and narrow dot strips serve."""
     from ..kernels.skinny_spec import gemv_layout
-    return (problem.op in ("mm", "addmm") and problem.dtype in ("bfloat16", "float16")
+    dtypes = ("bfloat16", "float16", "float32") if fp32 else ("bfloat16", "float16")
+    return (problem.op in ("mm", "addmm") and problem.dtype in dtypes
+            and not (problem.dtype == "float32" and problem.allow_tf32)
             and lo <= problem.m <= hi and gemv_layout(problem))
 
 
@@ -299,7 +298,7 @@ def narrow_dot_pick_applies(problem) -> bool:
     >>> [narrow_dot_pick_applies(Problem.from_sizes(m, 2048, 2048, "bf16", layout_b="col")) for m in (2, 3, 16, 17)]
     [False, True, True, False]
     """
-    return _half_linear(problem, NARROW_DOT_MIN_M, NARROW_DOT_MAX_M)
+    return _linear_at_decode(problem, NARROW_DOT_MIN_M, NARROW_DOT_MAX_M)
 
 
 def is_narrow_dot(choice) -> bool:
