@@ -268,9 +268,9 @@ def test_kill_9_and_resume(tmp_path):
 # ------------------------------------------------------------------ the CLI end to end
 @pytest.mark.slow
 def test_cli_end_to_end_smoke(tmp_path):
-    store, out = tmp_path / "s.sqlite", tmp_path / "t.json"
+    store, out, summ = tmp_path / "s.sqlite", tmp_path / "t.json", tmp_path / "summary.json"
     res = _cli(["tune", "--preset", "smoke", "--families", "splitk,decompose_k",
-                "--store", str(store), "--out", str(out), "-q"], tmp_path)
+                "--store", str(store), "--out", str(out), "--summary", str(summ), "-q"], tmp_path)
     assert res.returncode == 0, res.stderr
     assert "Traceback" not in res.stderr, res.stderr
     flat = _flat(res.stdout)
@@ -283,6 +283,7 @@ def test_cli_end_to_end_smoke(tmp_path):
     table = load_table(out)
     doc = json.loads(out.read_text())
     assert doc["schema_version"] == 1
+    runoffs = {r["key"]: r["runoff"] for r in json.loads(summ.read_text())["shapes"]}
     prov = table.provenance
     assert prov["produced_by"] == "tuned"
     assert prov["gemmtune"] == gemmtune.__version__
@@ -307,8 +308,16 @@ def test_cli_end_to_end_smoke(tmp_path):
             [tc] = table.entries[s.problem.key]
             assert Choice.parse(tc.choice.id) == tc.choice
             best = db.best(ctx, s.problem.key)
-            assert tc.choice.id == best.choice_id
-            assert tc.device_ms == pytest.approx(best.device_ms)
+            # The table holds the store's fastest row, unless that row beat cuBLAS by less than the
+            # run-off margin and cuBLAS then won the interleaved run-off (tuning.runoff): on the CPU
+            # interpreter aten and pad+aten differ by a few percent, either way from run to run.
+            ro = runoffs[s.problem.key]
+            if ro and "kept" in ro:
+                assert set(ro["ms"]) == {best.choice_id, "aten"}, ro
+                assert tc.choice.id == ro["kept"]
+            else:
+                assert tc.choice.id == best.choice_id
+                assert tc.device_ms == pytest.approx(best.device_ms)
             assert s.name in flat  # the summary names each shape
         n = db.count()
         assert _counts(res.stdout) == (n, 0)
