@@ -295,6 +295,21 @@ def test_dispatcher_routes_3d_calls_to_bmm(tmp_path):
     assert load(path).decisions[(3, 20, 17, 33)].choice.id == TILE
 
 
+@pytest.mark.parametrize("choice", [None, "aten", TILE])
+def test_an_empty_batch_gives_an_empty_output_as_torch_bmm_does(choice):
+    a, b = randn(0, 5, 7, dtype=torch.float16), randn(0, 7, 3, dtype=torch.float16)
+    out = gemmtune.matmul(a, b, choice=choice)
+    assert (out.shape, out.dtype) == (torch.bmm(a, b).shape, torch.float16)
+    assert gemmtune.matmul(a, b, out_dtype=torch.float32).dtype == torch.float32
+    a.requires_grad_()
+    gemmtune.matmul(a, b).sum().backward()  # a grad_fn as torch.bmm's
+    assert a.grad.shape == a.shape
+    with pytest.raises(ValueError, match="takes no fused epilogue"):
+        gemmtune.matmul(a.detach(), b, activation="relu")
+    with pytest.raises(TypeError, match="out_dtype"):
+        gemmtune.matmul(a.detach(), b, out_dtype=torch.bfloat16)
+
+
 def test_custom_op_autograd_and_compile():
     from gemmtune.nn import BMM
 

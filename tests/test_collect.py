@@ -187,7 +187,7 @@ def test_stale_edge_rows_are_the_triton_rows_timed_before_the_masks(tmp_path):
     with ResultStore(tmp_path / "s.sqlite") as st:
         st.record_many(CTX, [_row(k, c, t) for k, c, t in rows])
         stale = collect.stale_edge_rows(st)
-        assert sorted(stale) == sorted([rows[i][:2] for i in (0, 1, 2, 6)]), stale
+        assert sorted(r[-2:] for r in stale) == sorted([rows[i][:2] for i in (0, 1, 2, 6)]), stale
         assert st.drop(stale) == 4
         assert collect.stale_edge_rows(st) == [] and len(st.keys()) == 4
     assert len(collect_rows.measured_keys(tmp_path / "s.sqlite")) == 4
@@ -205,7 +205,7 @@ def test_launch_bound_rows_are_the_old_cut_rows_under_the_bound(tmp_path):
     with ResultStore(tmp_path / "s.sqlite") as st:
         st.record_many(CTX, rows)
         bad = collect.launch_bound_rows(st)
-        assert sorted(c for _, c in bad) == [rows[0].choice_id, rows[1].choice_id]
+        assert sorted(r[-1] for r in bad) == [rows[0].choice_id, rows[1].choice_id]
         kept = tmp_path / "dropped.csv.gz"
         assert st.save_rows(bad, kept) == 2
         with gzip.open(kept, "rt") as f:
@@ -213,6 +213,25 @@ def test_launch_bound_rows_are_the_old_cut_rows_under_the_bound(tmp_path):
         assert "problem_key" in lines[0].split(",") and len(lines) == 3
         assert st.drop(bad) == 2
         assert collect.launch_bound_rows(st) == [] and st.count() == 4
+
+
+def test_a_drop_takes_the_rows_of_their_own_run_context_only(tmp_path):
+    """The same (problem, choice) measured under two run contexts (two GPUs, or one before a torch
+    upgrade): a row that ran out of memory under one is dropped there; the other's good row stays."""
+    import dataclasses
+
+    other = dataclasses.replace(CTX, device_name="NVIDIA H100 80GB HBM3")
+    p, cid = Problem.from_sizes(64, 64, 64, "bf16").key, "triton_mm:BM16-BN16-BK16-S1-W2-G1"
+    oom = dataclasses.replace(_row(p, cid, 1.0, "error", ms=None), reason="OutOfMemoryError: CUDA out of memory.")
+    with ResultStore(tmp_path / "s.sqlite") as st:
+        st.record_many(CTX, [oom])
+        st.record_many(other, [_row(p, cid, 1.0)])
+        assert st.save_rows(st.oom_rows(), tmp_path / "kept.csv.gz") == 1
+        assert st.drop(st.oom_rows()) == 1
+        assert [c for c, _ in st.rows()] == [other] and st.best(other, p).device_ms == 1.0
+        assert st.drop([(p, cid)]) == 1  # a (problem, choice) pair still names every context's row
+        with pytest.raises(ValueError, match="row keys are"):
+            st.drop([(p,)])
 
 
 def test_oom_rows_are_the_failures_of_a_full_gpu_and_drop_oom_retimes_them(tmp_path, capsys):
@@ -231,7 +250,7 @@ def test_oom_rows_are_the_failures_of_a_full_gpu_and_drop_oom_retimes_them(tmp_p
     store = tmp_path / "s.sqlite"
     with ResultStore(store) as st:
         st.record_many(CTX, rows)
-        assert st.oom_rows() == [(p, rows[0].choice_id)]
+        assert [r[-2:] for r in st.oom_rows()] == [(p, rows[0].choice_id)]
     args = SimpleNamespace(resume_from=None, drop_stale_edges=False, drop_launch_bound=False, drop_oom=True)
     prepare_store(args, store, tmp_path)
     assert "--drop-oom: 1 rows dropped" in capsys.readouterr().out

@@ -62,6 +62,24 @@ def test_not_a_tensor():
         gemmtune.matmul([[1.0]], torch.randn(1, 1))  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("which", ["a", "b"])
+def test_scaled_mm_not_a_tensor(which):
+    a = torch.randn(8, 16).to(torch.float8_e4m3fn)
+    b = torch.randn(8, 16).to(torch.float8_e4m3fn).t()
+    args = {"a": a, "b": b, which: [[1.0]]}
+    one = torch.ones(1)
+    with pytest.raises(TypeError, match=f"{which} must be a torch.Tensor, not list"):
+        gemmtune.scaled_mm(args["a"], args["b"], one, one)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("field,value", [("aligned_a", "false"), ("aligned_b", 0), ("allow_tf32", 1),
+                                         ("allow_tf32", None)])
+def test_problem_flags_must_be_bools(field, value):
+    # bool("false") is True: a truthy stand-in would key (and run) another problem silently.
+    with pytest.raises(TypeError, match=f"Problem.{field} must be True or False, got {value!r}"):
+        Problem.from_sizes(8, 8, 16, "fp32", **{field: value})
+
+
 def test_different_devices():
     a = torch.randn(8, 16, dtype=torch.float16, device="meta")
     b = torch.randn(16, 8, dtype=torch.float16)

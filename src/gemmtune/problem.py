@@ -169,6 +169,12 @@ class Problem:
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"Problem.{name} must be a non-negative int, got {v!r}")
+        for name in ("aligned_a", "aligned_b", "allow_tf32"):
+            # Strict: bool("false") is True, so a string or a count here would key (and run) the
+            # wrong problem silently.
+            v = getattr(self, name)
+            if not isinstance(v, bool):
+                raise TypeError(f"Problem.{name} must be True or False, got {v!r}")
         if not isinstance(self.batch, int) or isinstance(self.batch, bool) or self.batch < 1:
             raise ValueError(f"Problem.batch must be an int >= 1, got {self.batch!r}")
         if self.batch != 1 and self.op != "bmm":
@@ -252,7 +258,7 @@ class Problem:
             aligned_b = sb != "strided" and ((n if sb == "row" else k) * es) % ALIGN_BYTES == 0
         return cls(
             m, n, k, dt, dtype_name(out_dtype) if out_dtype is not None else None,
-            layout_a, layout_b, bool(aligned_a), bool(aligned_b), allow_tf32, op, scale, bias, batch,
+            layout_a, layout_b, aligned_a, aligned_b, allow_tf32, op, scale, bias, batch,
         )
 
     @classmethod

@@ -30,7 +30,7 @@ from __future__ import annotations
 import torch
 
 from .epilogue import Epilogue, EpilogueArgs
-from .problem import SCALED_OUT_DTYPES, SCALES, Problem, dtype_name
+from .problem import SCALED_OUT_DTYPES, SCALES, Problem, check_operands, dtype_name
 
 FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 
@@ -130,6 +130,7 @@ def reference(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
 
 
 def problem_for(a: torch.Tensor, b: torch.Tensor, scale_a, scale_b, out_dtype, bias) -> Problem:
+    check_operands(a, b, op="scaled_mm")  # before scale_mode reads their shapes
     return Problem.from_tensors(a, b, out_dtype, op="scaled_mm", scale=scale_mode(a.shape[0], b.shape[1],
                                                                                    scale_a, scale_b),
                                 bias=bias is not None)

@@ -72,15 +72,17 @@ def measured_keys(path: Path) -> set[tuple[str, str]]:
     return with_store(path, ResultStore.keys)
 
 
-def stale_edge_rows(store: ResultStore) -> list[tuple[str, str]]:
-    """(problem key, choice id) of the Triton rows whose edges the tiled kernel now masks
-    (``kernels.tiled.edge_masks``, 2026-11-22) but which were timed while it still wrapped
-    them: their times are the old kernel's. cuBLAS rows are never stale."""
+def stale_edge_rows(store: ResultStore) -> list[tuple]:
+    """The row keys (``store.rows.KEY_COLUMNS``: run context, problem key, choice id) of the
+    Triton rows whose edges the tiled kernel now masks (``kernels.tiled.edge_masks``, 2026-11-22)
+    but which were timed while it still wrapped them: their times are the old kernel's. cuBLAS
+    rows are never stale."""
     from ..kernels.decompose_k import tile_for
     from ..kernels.tiled import edge_masks
 
     out = []
-    for key, cid in store.timed_before(EDGE_FAMILIES, EDGE_MASKS_SINCE):
+    for row_key in store.timed_before(EDGE_FAMILIES, EDGE_MASKS_SINCE):
+        key, cid = row_key[-2:]
         p, ch = Problem.from_key(key), Choice.parse(cid)
         q = p.padded() if ch.pad else p  # what the kernel ran on
         if ch.family == "decompose_k":
@@ -90,12 +92,12 @@ def stale_edge_rows(store: ResultStore) -> list[tuple[str, str]]:
             bm, bn = ch.config.block_m, ch.config.block_n
         if edge_masks(q.m, q.n, bm, bn, m_contiguous=q.layout_a == "col",
                       n_contiguous=q.layout_b == "row") != (False, False):
-            out.append((key, cid))
+            out.append(row_key)
     return out
 
 
-def launch_bound_rows(store: ResultStore) -> list[tuple[str, str]]:
-    """(problem key, choice id) of the rows the early cut stored before it checked that its
+def launch_bound_rows(store: ResultStore) -> list[tuple]:
+    """The row keys (run context, problem key, choice id) of the rows the early cut stored before it checked that its
     pass was GPU-bound (``LAUNCH_BOUND_SINCE``) with a time short enough to be the launch's
     (< ``LAUNCH_BOUND_MS``): their time may be Python's, not the kernel's. Measured on the
     59 small shapes held in both dtypes: bf16, timed before the cut existed, had 54% of its

@@ -150,13 +150,13 @@ def run(args) -> int:
                 st.oom_rows() if getattr(args, "drop_oom", False) else []))
             if args.drop_stale_edges:
                 print(f"--drop-stale-edges: {len(stale)} rows of {args.resume_from.name} would be measured again")
-                done -= set(stale)
+                done -= {r[-2:] for r in stale}
             if args.drop_launch_bound:
                 print(f"--drop-launch-bound: {len(bound)} rows of {args.resume_from.name} would be measured again")
-                done -= set(bound)
+                done -= {r[-2:] for r in bound}
             if getattr(args, "drop_oom", False):
                 print(f"--drop-oom: {len(oom)} rows of {args.resume_from.name} would be measured again")
-                done -= set(oom)
+                done -= {r[-2:] for r in oom}
         have_of: dict[str, set[str]] = {}  # problem key -> measured choice ids
         for k, c in (done or ()):
             have_of.setdefault(k, set()).add(c)

@@ -55,7 +55,8 @@ class SplitKWorkspace:
     zeroed (this stream's, else the default stream's, else another's: the usual warm-up runs
     on a side stream), so that the graph needs no fill node. Only where none is large enough
     is one allocated in the capture; its fill is then a node of that graph, and it is zeroed
-    on its first eager use. A graph shares its buffer with the stream it came from: replay it
+    on its first eager use, and a later capture that takes it before then zeroes it in its own
+    graph too. A graph shares its buffer with the stream it came from: replay it
     where that stream's eager launches cannot run at the same time (replays of two graphs
     on two concurrent streams share too).
 
@@ -105,9 +106,13 @@ class SplitKWorkspace:
         key, device, _ = slot
         own = self._bufs.get(slot)
         if own is not None and own.numel() >= numel:
-            # Zeroed eagerly, or allocated in a capture: this one, or an earlier one that no
-            # eager launch on this stream followed (two captures before any warm-up at that
-            # size; torch asks for a warm-up before capturing).
+            if slot in self._unzeroed:
+                # Allocated in a capture, this one or an earlier one that no eager launch on this
+                # stream followed (two captures before any warm-up at that size). Only the graph
+                # that allocated it holds its fill node, and another graph may replay first: this
+                # graph zeroes it too (one memset node; the kernels leave it zeroed anyway, so a
+                # second fill in one graph is only redundant).
+                own.zero_()
             return own
         default = _default_stream_key(device)
         lenders = sorted((s for s, b in self._bufs.items()

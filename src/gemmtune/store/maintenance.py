@@ -10,7 +10,10 @@ import sqlite3
 from pathlib import Path
 from typing import Iterable
 
+from .rows import KEY_COLUMNS
 from .schema import LOCK_TIMEOUT_S, StoreError
+
+_KEYS = ", ".join(KEY_COLUMNS)
 
 
 class Maintenance:
@@ -30,42 +33,56 @@ class Maintenance:
         """Rows per status, over all contexts."""
         return {st: int(n) for st, n in self._query("SELECT status, COUNT(*) FROM results GROUP BY status")}
 
-    def timed_before(self, families: Iterable[str], before: float) -> list[tuple[str, str]]:
-        """(problem key, choice id) of the rows of ``families`` recorded before unix time ``before``."""
+    def timed_before(self, families: Iterable[str], before: float) -> list[tuple]:
+        """The row keys (``KEY_COLUMNS``: the run context's columns, then problem key and choice
+        id) of the rows of ``families`` recorded before unix time ``before``."""
         fams = list(families)
         if not fams:
             return []
-        return self._query(f"SELECT problem_key, choice_id FROM results WHERE created_at < ? AND family IN "
+        return self._query(f"SELECT {_KEYS} FROM results WHERE created_at < ? AND family IN "
                            f"({', '.join('?' * len(fams))}) ORDER BY problem_key, choice_id", (before, *fams))
 
-    def cut_rows(self, below_ms: float, before: float) -> list[tuple[str, str]]:
-        """(problem key, choice id) of the ok rows timed from one pass (``repeats`` 1: the quick
-        timer's early cut) in under ``below_ms``, recorded before unix time ``before``."""
-        return self._query("SELECT problem_key, choice_id FROM results WHERE status = 'ok' AND repeats = 1 "
+    def cut_rows(self, below_ms: float, before: float) -> list[tuple]:
+        """The row keys (``KEY_COLUMNS``) of the ok rows timed from one pass (``repeats`` 1: the
+        quick timer's early cut) in under ``below_ms``, recorded before unix time ``before``."""
+        return self._query(f"SELECT {_KEYS} FROM results WHERE status = 'ok' AND repeats = 1 "
                            "AND device_ms < ? AND created_at < ? ORDER BY problem_key, choice_id",
                            (below_ms, before))
 
-    def oom_rows(self) -> list[tuple[str, str]]:
-        """(problem key, choice id) of the rows that failed with a CUDA out-of-memory error: the
-        GPU was full, which says nothing about the candidate (another process may have held the
+    def oom_rows(self) -> list[tuple]:
+        """The row keys (``KEY_COLUMNS``) of the rows that failed with a CUDA out-of-memory error:
+        the GPU was full, which says nothing about the candidate (another process may have held the
         memory: the compile workers, before they compiled on meta operands)."""
-        return self._query("SELECT problem_key, choice_id FROM results WHERE status != 'ok' "
+        return self._query(f"SELECT {_KEYS} FROM results WHERE status != 'ok' "
                            "AND (reason LIKE 'OutOfMemoryError%' OR reason LIKE '%CUDA out of memory%') "
                            "ORDER BY problem_key, choice_id")
 
-    def _keyed(self, keys: Iterable[tuple[str, str]]) -> str:
-        """Fill a temporary table with ``keys`` and return the condition that selects their rows:
-        the primary key starts with the run context, so per-key lookups would scan the table."""
+    def _keyed(self, keys: Iterable[tuple]) -> str:
+        """Fill a temporary table with row ``keys`` and return the condition that selects their
+        rows. A key is a whole row key (``KEY_COLUMNS``, as the queries above return them: that
+        run context's row only) or a (problem key, choice id) pair (that pair in every context).
+        A temporary table because the primary key starts with the run context, so per-key lookups
+        would scan the table."""
+        keys = list(keys)
+        pairs = [k for k in keys if len(k) == 2]
+        full = [tuple(k) for k in keys if len(k) == len(KEY_COLUMNS)]
+        if len(pairs) + len(full) != len(keys):
+            raise ValueError(f"row keys are (problem key, choice id) pairs or {len(KEY_COLUMNS)}-tuples of "
+                             f"{KEY_COLUMNS}; got {next(k for k in keys if len(k) not in (2, len(KEY_COLUMNS)))!r}")
         conn = self._db
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS keys (problem_key TEXT, choice_id TEXT, "
                      "PRIMARY KEY (problem_key, choice_id))")
         conn.execute("DELETE FROM temp.keys")
-        conn.executemany("INSERT OR IGNORE INTO temp.keys VALUES (?, ?)", list(keys))
-        return "(problem_key, choice_id) IN (SELECT problem_key, choice_id FROM temp.keys)"
+        conn.executemany("INSERT OR IGNORE INTO temp.keys VALUES (?, ?)", pairs)
+        conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS row_keys ({_KEYS}, PRIMARY KEY ({_KEYS}))")
+        conn.execute("DELETE FROM temp.row_keys")
+        conn.executemany(f"INSERT OR IGNORE INTO temp.row_keys VALUES ({', '.join('?' * len(KEY_COLUMNS))})", full)
+        return (f"((problem_key, choice_id) IN (SELECT problem_key, choice_id FROM temp.keys) "
+                f"OR ({_KEYS}) IN (SELECT {_KEYS} FROM temp.row_keys))")
 
-    def save_rows(self, keys: Iterable[tuple[str, str]], path: str | os.PathLike[str]) -> int:
-        """Write the rows named by (problem key, choice id), every column, to a gzipped CSV
-        (what a ``drop`` removes can be kept); returns how many."""
+    def save_rows(self, keys: Iterable[tuple], path: str | os.PathLike[str]) -> int:
+        """Write the rows named by ``keys`` (as ``drop`` takes them), every column, to a gzipped
+        CSV (what a ``drop`` removes can be kept); returns how many."""
         import gzip
 
         cur = self._db.execute(f"SELECT * FROM results WHERE {self._keyed(keys)}")
@@ -76,9 +93,11 @@ class Maintenance:
             w.writerows(rows)
         return len(rows)
 
-    def drop(self, keys: Iterable[tuple[str, str]]) -> int:
-        """Delete the rows named by (problem key, choice id), in every context (a later run
-        measures them again), and give their space back; returns how many."""
+    def drop(self, keys: Iterable[tuple]) -> int:
+        """Delete the rows named by ``keys`` (a later run measures them again) and give their
+        space back; returns how many. A whole row key (``KEY_COLUMNS``, as ``timed_before``,
+        ``cut_rows`` and ``oom_rows`` return them) names that run context's row alone; a
+        (problem key, choice id) pair names the pair in every context."""
         conn = self._db
         conn.execute("BEGIN IMMEDIATE")
         try:
