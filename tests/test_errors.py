@@ -180,6 +180,16 @@ def test_choice_of_wrong_type_to_matmul():
         gemmtune.matmul(*pair(), choice=7)  # type: ignore[arg-type]
 
 
+
+@pytest.mark.parametrize("choice", [None, "aten", "splitk:BM16-BN16-BK32-S1-W2-G8-SK2-det"])
+def test_workspace_of_wrong_type_to_matmul(choice):
+    """A split-K choice raised AttributeError ('str' object has no attribute 'partials') or torch's
+    'Boolean value of Tensor ... is ambiguous' from deep in its launcher; others ignored it."""
+    for ws in ("scratch", torch.empty(64)):
+        with pytest.raises(TypeError, match=f"workspace must be a .*SplitKWorkspace or None, not {type(ws).__name__}"):
+            gemmtune.matmul(*pair(), choice=choice, workspace=ws)  # type: ignore[arg-type]
+
+
 # ------------------------------------------------------------------ out_dtype
 @pytest.mark.parametrize("choice", [None, "aten", TILE])
 def test_out_dtype_fp16_for_bf16_inputs(choice):
