@@ -76,6 +76,37 @@ def test_bmm_gradients_through_matmul():
 
 
 @pytest.mark.parametrize("choice", ["aten", "triton_mm:BM16-BN16-BK16-S1-W2-G1"])
+@pytest.mark.parametrize("act", ["none", "gelu_tanh"])
+def test_gradients_of_an_fp32_output_of_fp16_operands(choice, act):
+    """``out_dtype=torch.float32`` of fp16 operands: the gradient arrives in fp32 and the operands
+    are fp16. The backward's torch.mm refused the mixed dtypes (RuntimeError) for every choice."""
+    if choice != "aten" and not interpreter_enabled():
+        pytest.skip("needs TRITON_INTERPRET=1")
+    torch.manual_seed(1)
+    m, n, k = 11, 13, 24
+
+    def leaf(*shape, dt=torch.float16):
+        return torch.randn(*shape, dtype=torch.float64).to(dt).requires_grad_()
+    a, b, bias, res = leaf(m, k), leaf(k, n), leaf(n, dt=torch.float32), leaf(m, n, dt=torch.float32)
+    w = torch.randn(m, n, dtype=torch.float64)
+    got = _grads(lambda: gemmtune.matmul(a, b, choice=choice, out_dtype=torch.float32, bias=bias,
+                                         activation=act, residual=res), a, b, bias, res, weight=w.float())
+    assert [g.dtype for g in got] == [torch.float16, torch.float16, torch.float32, torch.float32]
+    ref = [t.detach().double().requires_grad_() for t in (a, b, bias, res)]
+    want = _grads(lambda: ACTS[act](ref[0] @ ref[1] + ref[2]) + ref[3], *ref, weight=w)
+    for name, g, r in zip(("a", "b", "bias", "residual"), got, want):
+        torch.testing.assert_close(g.double(), r, rtol=2e-3, atol=2e-3, msg=f"grad of {name}")
+    a3, b3 = leaf(2, m, k), leaf(2, k, n)  # a bmm's backward too
+    w3 = torch.randn(2, m, n, dtype=torch.float64)
+    got = _grads(lambda: gemmtune.matmul(a3, b3, choice=choice, out_dtype=torch.float32), a3, b3, weight=w3.float())
+    ref = [t.detach().double().requires_grad_() for t in (a3, b3)]
+    want = _grads(lambda: torch.bmm(*ref), *ref, weight=w3)
+    for g, r in zip(got, want):
+        assert g.dtype == torch.float16
+        torch.testing.assert_close(g.double(), r, rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("choice", ["aten", "triton_mm:BM16-BN16-BK16-S1-W2-G1"])
 def test_dispatcher_direct_call_is_differentiable(choice):
     if choice != "aten" and not interpreter_enabled():
         pytest.skip("needs TRITON_INTERPRET=1")

@@ -494,6 +494,30 @@ def test_bad_inputs_give_clear_errors():
     assert d.n_decisions == 1  # errors decide nothing
 
 
+def test_meta_operands_of_a_shape_seen_on_the_cpu_are_refused_by_name():
+    """The cached-call key held ``get_device()``, -1 for the CPU and the meta device alike: meta
+    operands (or a meta bias) of a shape first run on the CPU took its closure and failed deep in
+    the Triton interpreter ("Cannot copy out of meta tensor"), or ran cuBLAS on meta."""
+    torch.manual_seed(0)
+    d = _dispatcher(dtype=torch.float32)
+    a, b = _ab(5, dtype=torch.float32)
+    bias = torch.randn(N)
+    _check(d(a, b), a, b)
+    d(a, b, bias=bias)
+    am, bm, biasm = (t.to("meta") for t in (a, b, bias))
+    with pytest.raises(ValueError, match="not meta"):
+        d(am, bm)
+    with pytest.raises(ValueError, match="same device, got meta and cpu"):
+        d(am, b)
+    with pytest.raises(ValueError, match="same device, got cpu and meta"):
+        d(a, bm)
+    with pytest.raises(ValueError, match="bias must be on the output's device cpu, got meta"):
+        d(a, b, bias=biasm)
+    with pytest.raises(ValueError, match="residual must be on the output's device cpu, got meta"):
+        d(a, b, residual=torch.randn(5, N, device="meta"))
+    _check(d(a, b), a, b)  # the CPU's closure still serves the CPU
+
+
 def test_bad_compile_arguments():
     tune = FakeTune()
     with pytest.raises(ValueError, match=r"hints given for \['n'\]"):

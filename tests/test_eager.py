@@ -444,3 +444,41 @@ def test_patched_layers_leave_autocast_to_torch():
             want = torch.nn.functional.linear(x, model[0].weight, model[0].bias)
     assert y.dtype == torch.bfloat16 == want.dtype
     torch.testing.assert_close(y, want)
+
+
+def test_patched_layers_on_the_meta_device_run_torchs_forward_and_0d_input_gets_torchs_error():
+    """A patched model moved to (or built on) the meta device: every patched layer raised
+    "unknown device type for autocast" (torch.is_autocast_enabled('meta')); torch's own layers
+    give the output's shape there, and now the patched ones do too. A 0-D input raised an
+    IndexError from flatten; it gets F.linear's own error now."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16)).half()
+    patch(model, hints={"m": [8]}, tune_fn=_tune(TRITON), progress=False)
+    assert type(model[0]) is gemmtune.nn.Linear
+    x = torch.randn(2, 3, 32, dtype=torch.float16)
+    with torch.no_grad():
+        y = model(x)  # caches this shape's eager path on the CPU
+        h = torch.relu(torch.nn.functional.linear(x.double(), model[0].weight.double(), model[0].bias.double()))
+        ref = torch.nn.functional.linear(h.half().double(), model[2].weight.double(), model[2].bias.double())
+    assert compare(y, ref, 2e-3).ok
+    with pytest.raises(RuntimeError, match="at least 1D"):
+        model[0](torch.tensor(1.0, dtype=torch.float16))
+    model.to("meta")
+    for xm in (x.to("meta"), torch.empty(7, 32, dtype=torch.float16, device="meta")):
+        ym = model(xm)
+        assert ym.device.type == "meta" and ym.shape == (*xm.shape[:-1], 16) and ym.dtype == torch.float16
+
+
+def test_patched_conv1d_on_the_meta_device_runs_torchs_forward():
+    pytest.importorskip("transformers")
+    from transformers.pytorch_utils import Conv1D
+
+    conv = Conv1D(48, 32).half()
+    model = torch.nn.Sequential(conv)
+    patch(model, hints={"m": [8]}, tune_fn=_tune(TRITON), progress=False)
+    x = torch.randn(2, 5, 32, dtype=torch.float16)
+    with torch.no_grad():
+        model(x)
+    model.to("meta")
+    ym = model(x.to("meta"))
+    assert ym.device.type == "meta" and ym.shape == (2, 5, 48)

@@ -198,6 +198,59 @@ def test_choice_of_wrong_type_to_matmul():
         gemmtune.matmul(*pair(), choice=7)  # type: ignore[arg-type]
 
 
+
+@pytest.mark.parametrize("choice", [None, "aten", "splitk:BM16-BN16-BK32-S1-W2-G8-SK2-det"])
+def test_workspace_of_wrong_type_to_matmul(choice):
+    """A split-K choice raised AttributeError ('str' object has no attribute 'partials') or torch's
+    'Boolean value of Tensor ... is ambiguous' from deep in its launcher; others ignored it."""
+    for ws in ("scratch", torch.empty(64)):
+        with pytest.raises(TypeError, match=f"workspace must be a .*SplitKWorkspace or None, not {type(ws).__name__}"):
+            gemmtune.matmul(*pair(), choice=choice, workspace=ws)  # type: ignore[arg-type]
+
+
+
+def _negated(*shape):
+    """A negated view (Tensor.is_neg()): the .imag of a conjugated complex tensor."""
+    t = torch.randn(*shape, dtype=torch.complex64).conj().imag
+    assert t.is_neg() and t.dtype == torch.float32
+    return t
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU operands: Triton runs them only in the interpreter")
+def test_negated_views_are_refused_not_read_without_their_sign():
+    """A negated view's memory holds its values without the sign. torch's ops apply it; the Triton
+    kernels read the memory, so a Triton choice returned -(a @ b) (a dispatcher too, for a shape
+    it had run before) with no error, and a negated bias or residual was added with the wrong sign."""
+    from gemmtune.api import interpreter_enabled
+    if not interpreter_enabled():
+        pytest.skip("needs TRITON_INTERPRET=1")
+    torch.manual_seed(0)
+    a, b = _negated(8, 16), torch.randn(16, 8)
+    msg = r"a is a negated view .*pass a.resolve_neg\(\)"
+    for choice in (TILE, "aten", None):
+        with pytest.raises(ValueError, match=msg):
+            gemmtune.matmul(a, b, choice=choice)
+    with pytest.raises(ValueError, match=r"b is a negated view"):
+        gemmtune.matmul(b.t().contiguous(), _negated(8, 16).t())
+    with pytest.raises(ValueError, match=r"bias is a negated view"):
+        gemmtune.matmul(a.resolve_neg(), b, choice=TILE, bias=_negated(8))
+    with pytest.raises(ValueError, match=r"residual is a negated view"):
+        gemmtune.matmul(a.resolve_neg(), b, choice=TILE, residual=_negated(8, 8))
+    mm = gemmtune.compile_mm(n=8, k=16, dtype="fp32", hints={"m": [8]},
+                             tune_fn=lambda ps, **kw: {p.key: TILE for p in ps})
+    plain, bias = a.resolve_neg(), torch.randn(8)
+    torch.testing.assert_close(mm(plain, b), (plain.double() @ b.double()).float(), rtol=1e-5, atol=1e-5)
+    mm(plain, b, bias=bias)
+    with pytest.raises(ValueError, match=msg):  # a shape whose kernel is cached already
+        mm(a, b)
+    with pytest.raises(ValueError, match=r"bias is a negated view"):
+        mm(plain, b, bias=_negated(8))
+    assert mm.decision(m=8).choice.id == TILE
+    fp8 = torch.randn(8, 32).to(torch.float8_e4m3fn), torch.randn(8, 32).to(torch.float8_e4m3fn).t()
+    with pytest.raises(ValueError, match=r"scale_a is a negated view"):
+        gemmtune.scaled_mm(*fp8, _negated(8, 1), torch.ones(1, 8), out_dtype=torch.float32, choice=TILE)
+
+
 # ------------------------------------------------------------------ out_dtype
 @pytest.mark.parametrize("choice", [None, "aten", TILE])
 def test_out_dtype_fp16_for_bf16_inputs(choice):

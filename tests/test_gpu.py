@@ -286,7 +286,7 @@ def test_dispatcher_prepared_launch(choice_id, recwarn):
     assert not [w for w in recwarn.list if "prepared launch" in str(w.message)]
     # The cached closure for a row-major call is the prepared one.
     a, b = make(64, 4096, "row", torch.bfloat16), make(4096, 768, "row", torch.bfloat16)
-    run = d._fast[(a.shape, b.shape, a.dtype, b.dtype, 0, 0)].__wrapped__  # inside its device guard
+    run = d._fast[(a.shape, b.shape, a.dtype, b.dtype, a.device, b.device, False, False)].__wrapped__  # inside its device guard
     assert "matches" in run.__code__.co_freevars
 
 
@@ -347,7 +347,7 @@ def test_prepared_launch_keeps_no_operand_alive(choice_id):
     d = compile_mm(n=768, k=k, dtype="bf16", hints={"m": [64]}, tune_fn=lambda ps, **kw: {p.key: choice for p in ps})
     a, b = make(64, k, "row", torch.bfloat16), make(k, 768, "row", torch.bfloat16)
     out = d(a, b)
-    assert "matches" in d._fast[(a.shape, b.shape, a.dtype, b.dtype, 0, 0)].__wrapped__.__code__.co_freevars
+    assert "matches" in d._fast[(a.shape, b.shape, a.dtype, b.dtype, a.device, b.device, False, False)].__wrapped__.__code__.co_freevars
     refs = [weakref.ref(t) for t in (a, b, out)]
     del a, b, out
     gc.collect()

@@ -110,7 +110,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
     ``"splitk:BM32-BN32-BK128-S4-W4-G8-SK16-det"``, ``"decompose_k:s8"`` or ``"aten"``;
     a ``pad+`` prefix (``"pad+aten"``) copies unaligned operands to aligned buffers first.
     ``out_dtype`` is the inputs' dtype (default) or float32. For float32 inputs,
-    ``allow_tf32=True`` lets the Triton kernels use tf32 tensor-core math.
+    ``allow_tf32=True`` lets the Triton kernels use tf32 tensor-core math. ``workspace``: a
+    ``gemmtune.kernels.splitk.SplitKWorkspace`` the split-K and skinny kernels reuse across
+    calls (None: a fresh one per call).
 
     CPU tensors: Triton kernels run there only in its interpreter (``TRITON_INTERPRET=1``
     set before importing gemmtune; slow, for testing). Without it, the default heuristic
@@ -145,6 +147,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
     check_operands(a, b)
     if a.dim() == 3 and a.shape[0] == 0:
         return _empty_batch(a, b, out_dtype, bias, activation, residual)
+    if workspace is not None:
+        from .kernels.splitk import SplitKWorkspace
+        if not isinstance(workspace, SplitKWorkspace):  # split-K raised AttributeError on .partials
+            raise TypeError(f"workspace must be a gemmtune.kernels.splitk.SplitKWorkspace or None, "
+                            f"not {type(workspace).__name__}")
     problem = Problem.from_tensors(a, b, out_dtype, allow_tf32=allow_tf32)
     if problem.op == "bmm":
         if bias is not None or residual is not None or activation != "none":

@@ -51,17 +51,25 @@ def grads(grad: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias: Optional[t
           need_a: bool, need_b: bool, need_bias: bool, need_residual: bool) -> tuple:
     """(grad_a, grad_b, grad_bias, grad_residual) of ``act(a @ b + bias) + residual``, None where
     not needed. 3-D operands (a bmm) take no epilogue; a broadcast (expanded) operand's gradient
-    is summed over the batch by expand's own backward."""
+    is summed over the batch by expand's own backward.
+
+    An output wider than the operands (``gemmtune.matmul(..., out_dtype=torch.float32)`` of fp16
+    or bf16 operands) has a gradient of the output's dtype: the products run in that dtype on
+    the operands upcast (exact), and each gradient comes back in its input's dtype. torch.mm
+    refused the mixed dtypes, so such a backward raised."""
+    da, db = a.dtype, b.dtype
+    if grad.dtype != da or grad.dtype != db:
+        a, b = a.to(grad.dtype), b.to(grad.dtype)
     if a.dim() == 3:
-        ga = torch.bmm(grad, b.transpose(1, 2)) if need_a else None
-        gb = torch.bmm(a.transpose(1, 2), grad) if need_b else None
+        ga = torch.bmm(grad, b.transpose(1, 2)).to(da) if need_a else None
+        gb = torch.bmm(a.transpose(1, 2), grad).to(db) if need_b else None
         return ga, gb, None, None
     g = grad  # the gradient at the pre-activation a @ b + bias
     if activation != "none" and (need_a or need_b or need_bias):
         z = torch.mm(a, b) if bias is None else torch.addmm(bias, a, b)
         g = _activation_backward(grad, z, activation)
-    ga = g.mm(b.t()) if need_a else None
-    gb = a.t().mm(g) if need_b else None
+    ga = g.mm(b.t()).to(da) if need_a else None
+    gb = a.t().mm(g).to(db) if need_b else None
     gbias = g.sum(0) if bias is not None and need_bias else None
     return ga, gb, gbias, (grad if need_residual else None)
 

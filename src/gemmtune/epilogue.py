@@ -39,6 +39,8 @@ from typing import NamedTuple
 
 import torch
 
+from .problem import check_not_negated
+
 # Activation names -> the kernels' ACT constexpr. The Triton code (kernels.tiled.activation)
 # branches on these numbers; the names are what users and ids see.
 ACTIVATIONS = {"none": 0, "gelu_tanh": 1, "gelu_erf": 2, "silu": 3, "relu": 4}
@@ -171,6 +173,7 @@ def bind(m: int, n: int, dtype: torch.dtype, device: torch.device, *, bias: torc
             raise TypeError(f"{name} must have the output's dtype {dtype}, got {t.dtype}")
         if not _same_device(t.device, device):
             raise ValueError(f"{name} must be on the output's device {device}, got {t.device}")
+        check_not_negated(name, t)
     spec = Epilogue(bias is not None, activation, residual is not None)
     return None if spec.is_none else EpilogueArgs(spec, bias, residual)
 

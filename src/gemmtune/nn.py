@@ -10,7 +10,8 @@ torch.compile (the ``gemmtune::mm`` op takes the bias). Autograd works: the back
 GEMMs run on torch.mm (see torch_ops).
 When the input or weight dtype is not the dispatcher's (after ``model.double()``) it falls
 back to ``F.linear`` with a one-time warning; under ``torch.autocast`` it runs ``F.linear``
-(torch's forward for a Conv1D), which autocast casts as it would an unpatched layer.
+(torch's forward for a Conv1D), which autocast casts as it would an unpatched layer, and so it
+does for an input on a device gemmtune does not run on (``meta``: a model built or traced there).
 
 Eager calls (no torch.compile, no autograd) cost host time as well as device time: a
 Triton launch through the dispatcher takes more Python than ``F.linear``'s one cuBLAS call,
@@ -72,11 +73,6 @@ _is_compiling = torch.compiler.is_compiling
 # where torch.is_autocast_enabled(x.device.type) first builds x.device (~0.5 us on a CPU core of
 # this machine, 2026-11-28; ~100 patched layers per decode step of a small model pay it each).
 _any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
-
-
-def _autocast(x: torch.Tensor) -> bool:
-    """Whether autocast is on for ``x``'s device (F.linear / torch.addmm then cast: leave it to torch)."""
-    return _any_autocast() and torch.is_autocast_enabled(x.device.type)
 
 
 def _eager_ok(x: torch.Tensor, w: torch.Tensor, bias) -> bool:
@@ -214,6 +210,17 @@ def _forward(self, x: torch.Tensor, tuned, aten):
     return tuned(x)
 
 
+def _torchs_own(x: torch.Tensor) -> bool:
+    """Whether a patched layer leaves this call to torch's own forward: under ``torch.autocast``
+    (autocast casts inside F.linear / torch.addmm, as for an unpatched layer), and for an input on
+    a device gemmtune does not run on, such as ``meta`` (a model built or traced there: torch's
+    forward gives the output's shape). ``torch.is_autocast_enabled('meta')`` itself raised
+    ("unknown device type for autocast") from every patched layer of a meta model."""
+    if x.is_cuda or x.is_cpu:  # properties, no x.device built (~0.3 us) on the usual path
+        return _any_autocast() and torch.is_autocast_enabled(x.device.type)
+    return True
+
+
 def _check_fits(d: Dispatcher, in_features: int, out_features: int, dtype: torch.dtype) -> None:
     if not isinstance(d, Dispatcher):
         raise TypeError(f"dispatcher must be a gemmtune Dispatcher, not {type(d).__name__}")
@@ -277,7 +284,7 @@ class Linear(torch.nn.Linear):
         return module  # type: ignore[return-value]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if _autocast(x):  # autocast casts inside F.linear: leave it to torch
+        if _torchs_own(x):
             return F.linear(x, self.weight, self.bias)
         if not _is_compiling():
             p = self._gemmtune_paths.get((x.shape, x.dtype))
@@ -317,6 +324,8 @@ class Linear(torch.nn.Linear):
             return linear(x, w, b, h)
         if nd == 1:
             return linear(x.unsqueeze(0), w, b, h).squeeze(0)
+        if nd == 0:  # torch's own error ("need to be at least 1D"); flatten raised an IndexError
+            return F.linear(x, w, b)
         return linear(x.flatten(0, -2), w, b, h).unflatten(0, x.shape[:-1])
 
     def extra_repr(self) -> str:
@@ -327,7 +336,7 @@ _CONV1D_CLASSES: dict[type, type] = {}
 
 
 def _conv1d_forward(self, x: torch.Tensor) -> torch.Tensor:
-    if _autocast(x):  # autocast casts inside torch.addmm: leave it to torch
+    if _torchs_own(x):
         return self._gemmtune_base_forward(x)
     if not _is_compiling():
         p = self._gemmtune_paths.get((x.shape, x.dtype))

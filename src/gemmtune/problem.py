@@ -447,6 +447,16 @@ def _align_strides(t: torch.Tensor) -> tuple[int, ...]:
     return tuple(t.stride())
 
 
+def check_not_negated(name: str, t: torch.Tensor) -> None:
+    """Raise ValueError when ``t`` is a negated view (``Tensor.is_neg()``: the ``.imag`` of a
+    conjugated complex tensor, ``torch._neg_view``): its memory holds the values without their sign,
+    which torch's ops apply and a Triton kernel, reading the memory, does not."""
+    if t.is_neg():
+        raise ValueError(f"{name} is a negated view (Tensor.is_neg(), e.g. the .imag of a conjugated complex "
+                         f"tensor): gemmtune's kernels read its memory, which lacks the sign; pass "
+                         f"{name}.resolve_neg()")
+
+
 def check_operands(a: torch.Tensor, b: torch.Tensor, op: str = "mm") -> None:
     """Raise a clear TypeError/ValueError when a @ b is not a GEMM gemmtune can run
     (``op='scaled_mm'``: an fp8 A, e4m3 or e5m2, and an e4m3 B; ``op='bmm'``: two 3-D operands
@@ -481,6 +491,8 @@ def check_operands(a: torch.Tensor, b: torch.Tensor, op: str = "mm") -> None:
     elif a.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
         raise TypeError(f"{a.dtype} inputs need scales: use gemmtune.scaled_mm (op='scaled_mm')")
     dtype_name(a.dtype)  # raises TypeError for unsupported dtypes
+    check_not_negated("a", a)
+    check_not_negated("b", b)
     if a.device != b.device:
         raise ValueError(f"a and b must be on the same device, got {a.device} and {b.device}")
     if a.shape[-1] != b.shape[-2]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import torch
 
 from .epilogue import Epilogue, EpilogueArgs
-from .problem import SCALED_OUT_DTYPES, SCALES, Problem, check_operands, dtype_name
+from .problem import SCALED_OUT_DTYPES, SCALES, Problem, check_not_negated, check_operands, dtype_name
 
 FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 
@@ -72,6 +72,7 @@ def bind_scales(m: int, n: int, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
             raise TypeError(f"{name} must be float32 (torch._scaled_mm's scales are fp32), got {t.dtype}")
         if t.device != device:
             raise ValueError(f"{name} must be on the operands' device {device}, got {t.device}")
+        check_not_negated(name, t)
     if mode == "tensor":
         one = ((), (1,), (1, 1))
         sa = _flat(scale_a, one, "scale_a", "tensor-wise: one fp32 scale")
@@ -94,6 +95,7 @@ def bind_scales(m: int, n: int, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
             raise TypeError(f"bias must have the output's dtype {out_dtype}, got {bias.dtype}")
         if bias.device != device:
             raise ValueError(f"bias must be on the operands' device {device}, got {bias.device}")
+        check_not_negated("bias", bias)
     return EpilogueArgs(Epilogue(bias=bias is not None, scale=mode), bias, None, sa, sb)
 
 

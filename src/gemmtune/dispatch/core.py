@@ -73,8 +73,15 @@ class Dispatcher(Deciding, Launching):
         self.provenance = dict(provenance) if provenance else _current_provenance("by-hand")
         self.n_decisions = 0
         self._decisions: dict[tuple[int, int, int], Decision] = dict(decisions or {})
-        # Hot-path cache: (a.shape, b.shape, a.dtype, b.dtype, a.get_device(), b.get_device())
-        # -> run(a, b). Only keys that passed validation get in, so a hit needs no checks.
+        # Hot-path cache: (a.shape, b.shape, a.dtype, b.dtype, a.device, b.device, a.is_neg(),
+        # b.is_neg()) -> run(a, b).
+        # Only keys that passed validation get in, so a hit needs no checks. The devices, not
+        # get_device(): that is -1 for the CPU and the meta device alike, so meta operands of a
+        # shape first run on the CPU hit its closure and failed deep in the Triton interpreter
+        # ("Cannot copy out of meta tensor") instead of being refused by name. ``is_neg()``: a
+        # negated view (the .imag of a conjugated complex tensor) holds its values without the
+        # sign, which the Triton kernels do not apply; it misses here and is refused at first sight
+        # (problem.check_not_negated) instead of running a shape's cached kernel.
         self._fast: dict[tuple, Callable] = {}
         # The same for calls with a fused epilogue: that key plus the activation and the bias's
         # and residual's (shape, dtype, device) -> run(a, b, bias, residual).
@@ -109,7 +116,7 @@ class Dispatcher(Deciding, Launching):
         if bias is not None or residual is not None or activation != "none":
             return self._call_fused(a, b, bias, activation, residual)
         try:
-            key = (a.shape, b.shape, a.dtype, b.dtype, a.get_device(), b.get_device())
+            key = (a.shape, b.shape, a.dtype, b.dtype, a.device, b.device, a.is_neg(), b.is_neg())
         except AttributeError:  # not tensors: the slow path says which
             key = None
         run = self._fast.get(key)
@@ -119,9 +126,9 @@ class Dispatcher(Deciding, Launching):
 
     def _call_fused(self, a, b, bias, activation, residual) -> torch.Tensor:
         try:
-            key = (a.shape, b.shape, a.dtype, b.dtype, a.get_device(), b.get_device(), activation,
-                   None if bias is None else (bias.shape, bias.dtype, bias.get_device()),
-                   None if residual is None else (residual.shape, residual.dtype, residual.get_device()))
+            key = (a.shape, b.shape, a.dtype, b.dtype, a.device, b.device, a.is_neg(), b.is_neg(), activation,
+                   None if bias is None else (bias.shape, bias.dtype, bias.device, bias.is_neg()),
+                   None if residual is None else (residual.shape, residual.dtype, residual.device, residual.is_neg()))
             run = self._fast_fused.get(key)
         except (AttributeError, TypeError):  # not tensors, an unhashable activation: the slow path says
             key, run = None, None
