@@ -385,3 +385,16 @@ def test_prewarm_is_skipped_off_the_gpu_and_never_raises(monkeypatch):
     if HAS_CUDA:
         monkeypatch.undo()
         assert runner.prewarm(State()) >= 0.0
+
+
+def test_the_callers_current_gpu_comes_first(monkeypatch):
+    """A one-worker pool runs on gpus[0]: where the caller works on cuda:1, that is GPU 1's id (a
+    model there is tuned there); where CUDA is not initialised in the caller, the order stays."""
+    from gemmtune.bench.workers import current_first
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    assert current_first(["2", "3"]) == ["2", "3"]
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    assert current_first(["2", "3"]) == ["3", "2"]     # CUDA_VISIBLE_DEVICES=2,3: device 1 is GPU 3
+    assert current_first([]) == [] and current_first(["5"]) == ["5"]

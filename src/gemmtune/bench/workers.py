@@ -69,6 +69,28 @@ class _Worker:
             return ""
 
 
+def current_first(gpus: list[str], current: int | None = None) -> list[str]:
+    """``gpus`` (as ``visible_gpus`` lists them: position i is this process's CUDA device i) with
+    the caller's current CUDA device first, so that a one-worker pool tunes on the GPU the caller
+    works on (a model on cuda:1 is tuned on GPU 1, not on GPU 0, which another job may be using).
+    ``current``: that device index; None reads it from torch where CUDA is initialised in this
+    process, and leaves ``gpus`` as they are where it is not (nothing to follow; initialising CUDA
+    here would cost a context on every GPU).
+
+    >>> current_first(["0", "1", "2"], 1), current_first(["4", "5"], 0), current_first(["0"], 3)
+    (['1', '2', '0'], ['4', '5'], ['0'])
+    """
+    if current is None:
+        import torch
+
+        if not torch.cuda.is_initialized():
+            return list(gpus)
+        current = torch.cuda.current_device()
+    if not 0 <= current < len(gpus):
+        return list(gpus)
+    return list(gpus[current:]) + list(gpus[:current])
+
+
 class WorkerPool:
     """A pool of worker subprocesses; see the module docstring.
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ..bench.workers import WorkerPool, visible_gpus
+from ..bench.workers import WorkerPool, current_first, visible_gpus
 from ..device import DeviceInfo
 from ..shapes import Shape
 from ..store import ResultStore, RunContext
@@ -227,7 +227,7 @@ class Tuner:
         lut = as_table(o.table)  # a bad table fails here, before anything is written
         # The table --out merges into, read now: a bad one fails before the sweep, not after it.
         earlier = as_table(o.out) if o.out is not None and not o.overwrite and Path(o.out).exists() else None
-        gpus = visible_gpus()
+        gpus = current_first(visible_gpus())  # the caller's GPU first: a one-worker pool runs there
         env = dict(o.env or {})
         if not gpus:
             env.setdefault("TRITON_INTERPRET", "1")
