@@ -855,3 +855,22 @@ def test_a_cached_gpu_call_runs_on_its_operands_device_whatever_device_is_curren
     assert run("a", "b") == ("a", "b")
     assert (seen, switched) == ([1, 1], [1]), "no switch where the device is already current"
     assert run.__wrapped__("x", "y") == ("x", "y")
+
+
+def test_a_table_from_another_gpu_or_triton_warns_on_the_dispatch_path_and_is_untrusted(tmp_path):
+    """lookup / compile_mm(mode='table') / patch(table=...) read tables as the tuner does: one made
+    on another GPU or Triton MAJOR.MINOR warns and is marked untrusted (README: 'loads with a
+    warning'); they read it silently before. Its choices are still used."""
+    import gemmtune.dispatch as gd
+    from gemmtune.table import LookupTable, TableChoice, TableWarning, provenance
+    p = Problem.from_sizes(8, 8, 8, "fp32")
+    t = LookupTable(provenance("NVIDIA H100 80GB HBM3", "9.0", "2.11.0", "0.1.0", "0.1"),
+                    {p.key: [TableChoice(Choice.parse("aten"), 0.01)]})
+    path = tmp_path / "t.json"
+    t.save(path)
+    with pytest.warns(TableWarning, match="NVIDIA H100 80GB HBM3"):
+        d = gd.lookup(path, dtype="fp32")
+    assert d.table.trusted is False and d.table.best(p) == Choice.parse("aten")
+    with pytest.warns(TableWarning, match="triton '0.1.0'"):
+        d = gemmtune.compile_mm(n=8, k=8, dtype="fp32", hints={"m": [8]}, mode="table", table=path,
+                                tune_fn=lambda ps, **kw: {q.key: "aten" for q in ps})

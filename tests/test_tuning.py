@@ -571,3 +571,42 @@ def test_a_suite_row_shorter_than_its_header_is_one_clear_error(tmp_path):
         load_csv(path)
     path.write_text("\ufeffgroup,name,M,N,K,dtype\ng,n,4,4,4,bf16\n")  # a spreadsheet's byte-order mark
     assert [s.name for s in load_csv(path)] == ["n"]
+
+
+def test_write_table_onto_an_earlier_table_takes_this_runs_verdict_on_the_choices_it_measured(tmp_path):
+    """An earlier table's faster time of a choice this run measured and did not keep (here: wrong
+    under a newer Triton; or lost to --min-gain) no longer puts that choice first; choices the run
+    did not measure keep their times."""
+    db = ResultStore(tmp_path / "s.sqlite")
+    out = tmp_path / "t.json"
+    p = Problem.from_sizes(8, 8, 8, "fp16")
+    s = Shape("g", "x", p)
+    tri, dk = Choice.parse("triton_mm:BM16-BN16-BK16-S1-W2-G8"), Choice.parse("decompose_k:s2")
+    old = RunContext("cpu", "0.0", "2.6", "3.5.0", "0.1")
+    r = Recorder(db, old)
+    r.record(p, ATEN, {"status": "ok", "device_ms": 1.0})
+    r.record(p, tri, {"status": "ok", "device_ms": 0.9})
+    assert write_table([r.summarize(s, [ATEN, tri])], old, out, False)[0].best(p) == tri
+    # Same context, --min-gain 0.2: cuBLAS unless a kernel wins by 20%.
+    r2 = Recorder(db, old, min_gain=0.2)
+    assert write_table([r2.summarize(s, [ATEN, tri])], old, out, False)[0].entries[p.key] == [
+        TableChoice(ATEN, 1.0)]
+    # Another table run that tuned only decompose_k on this shape: its choice joins, by time.
+    r.record(p, dk, {"status": "ok", "device_ms": 1.2})
+    t = write_table([r.summarize(s, [dk])], old, out, False)[0]
+    assert [tc.choice for tc in t.entries[p.key]] == [ATEN, dk]
+    # A newer Triton: the tile is now wrong, cuBLAS wins; the tile's 0.9 ms must not come back.
+    new = RunContext("cpu", "0.0", "2.6", "3.6.0", "0.1")
+    r3 = Recorder(db, new)
+    r3.record(p, ATEN, {"status": "ok", "device_ms": 1.0})
+    r3.record(p, tri, {"status": "wrong", "rel_err": 0.5})
+    with pytest.warns(UserWarning, match="different triton versions"):
+        t = write_table([r3.summarize(s, [ATEN, tri])], new, out, False)[0]
+    assert tri not in [tc.choice for tc in t.entries[p.key]] and t.best(p) == ATEN
+    # Every candidate failed this time: the earlier entry's re-measured choices go with it.
+    r3.record(p, ATEN, {"status": "crashed", "reason": "x"})
+    r3.record(p, dk, {"status": "wrong", "rel_err": 0.5})
+    with pytest.warns(UserWarning, match="different triton versions"):
+        t = write_table([r3.summarize(s, [ATEN, tri, dk])], new, out, False)[0]
+    assert p.key not in t.entries
+    db.close()

@@ -48,6 +48,20 @@ def _winners(result, problems: list[Problem]) -> tuple[list[tuple[Choice, float 
     return out, prov, table
 
 
+def _table_here(table: LookupTable | str | os.PathLike | None) -> LookupTable | None:
+    """A table for the dispatch path: a path is read with ``load_or_none`` (a bad file warns once
+    and gives None), and the table's provenance is checked against this machine's GPU and Triton
+    (``check_provenance``: another one warns and marks the table untrusted; its choices are still
+    used, each verified at its first call), as the tuner checks a ``table=``."""
+    from ..table import check_provenance, load_or_none
+    if isinstance(table, (str, os.PathLike)):
+        table = load_or_none(table)
+    if isinstance(table, LookupTable):
+        here = _current_provenance("tuned")
+        check_provenance(table, here["device_name"], here["triton"])
+    return table
+
+
 def compile_mm(*, n: int | None = None, k: int | None = None, m: int | None = None, dtype,
                hints: Mapping[str, Sequence[int]] | None = None, mode: str = "similarity",
                table: LookupTable | str | os.PathLike | None = None,
@@ -113,11 +127,9 @@ def compile_mm(*, n: int | None = None, k: int | None = None, m: int | None = No
             raise ValueError(f"hints[{d!r}] must be a non-empty list of positive ints, got {vals!r}")
         clean[d] = tuple(sorted(set(vals)))
     dtype = dtype_name(dtype)
-    if isinstance(table, (str, os.PathLike)):
-        # The dispatch path never fails on a bad table: it warns once and goes on with
-        # the tuned hint kernels (exact entries for the hints, similarity elsewhere).
-        from ..table import load_or_none
-        table = load_or_none(table)
+    # The dispatch path never fails on a bad table: it warns once and goes on with
+    # the tuned hint kernels (exact entries for the hints, similarity elsewhere).
+    table = _table_here(table)
 
     if progress is None:
         progress = _pkg().interactive()
@@ -172,7 +184,8 @@ def lookup(table: LookupTable | str | os.PathLike | None, *, dtype, layout_a: st
            verify: bool = True) -> Dispatcher:
     """A dispatcher that tunes nothing: each shape (mm, or bmm for 3-D calls) runs the table's
     exact entry for it (its first choice that runs and verifies here) and cuBLAS otherwise.
-    ``table``: a LookupTable, its JSON path (a bad file warns once and serves cuBLAS), or None.
+    ``table``: a LookupTable, its JSON path (a bad file warns once and serves cuBLAS), or None; one
+    made on another GPU or Triton MAJOR.MINOR warns (``TableWarning``) and is used, untrusted.
 
     Example::
 
@@ -181,9 +194,7 @@ def lookup(table: LookupTable | str | os.PathLike | None, *, dtype, layout_a: st
         >>> d(torch.randn(2, 3, 4), torch.randn(2, 4, 5)).shape
         torch.Size([2, 3, 5])
     """
-    if isinstance(table, (str, os.PathLike)):
-        from ..table import load_or_none
-        table = load_or_none(table)
+    table = _table_here(table)
     if table is None:
         table = LookupTable(_current_provenance("by-hand"))
     return Dispatcher(dims={}, dtype=dtype, hints={d: (1,) for d in DIMS},

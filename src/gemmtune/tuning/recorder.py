@@ -99,7 +99,8 @@ def summarize(s: Shape, cands: list[Choice], db: ResultStore, ctx: RunContext, m
     return ShapeResult(s.name, s.group, s.problem, best.choice_id if best else None,
                        best.device_ms if best else None,
                        aten.device_ms if aten is not None and aten.status == Status.OK else None,
-                       len(rel), sum(statuses[f] for f in FAILED), dict(statuses), reasons)
+                       len(rel), sum(statuses[f] for f in FAILED), dict(statuses), reasons,
+                       measured_ids=frozenset(r.choice_id for r in rel))
 
 
 def table_of(shapes: list[ShapeResult], ctx: RunContext) -> LookupTable:
@@ -113,9 +114,32 @@ def table_of(shapes: list[ShapeResult], ctx: RunContext) -> LookupTable:
     return table
 
 
+def superseded(earlier: LookupTable, shapes: list[ShapeResult]) -> LookupTable:
+    """``earlier`` without the choices each of ``shapes`` has a result for in this run
+    (``ShapeResult.measured_ids``): the run's verdict on them replaces the older times. An
+    entry left with no choice is dropped. Choices the run did not measure stay as they were.
+
+    Without this, merging kept an older, faster time of a choice that this run measured and
+    did not keep (measured slower, failed or wrong under a newer Triton, lost the run-off or
+    ``min_gain``), and put that choice first again."""
+    out = LookupTable(dict(earlier.provenance), {k: list(v) for k, v in earlier.entries.items()},
+                      source=earlier.source)
+    for s in shapes:
+        tcs = out.entries.get(s.problem.key)
+        if tcs is None or not s.measured_ids:
+            continue
+        kept = [tc for tc in tcs if tc.choice.id not in s.measured_ids]
+        if kept:
+            out.entries[s.problem.key] = kept
+        else:
+            del out.entries[s.problem.key]
+    return out
+
+
 def write_table(shapes: list[ShapeResult], ctx: RunContext, out, overwrite: bool):
     """The winners as a lookup table, written to ``out`` when given (merged into an existing
-    one unless ``overwrite``). Returns (table, path or None)."""
+    one unless ``overwrite``; for the shapes of this run, the existing table's choices that this
+    run measured give way to this run's results: ``superseded``). Returns (table, path or None)."""
     table = table_of(shapes, ctx)
     table_path = None
     if out:
@@ -124,7 +148,7 @@ def write_table(shapes: list[ShapeResult], ctx: RunContext, out, overwrite: bool
                 from ..table import merge
                 # Never destroy an earlier table: merge into it (read again: a run sharing it may
                 # have written it since; one from another GPU was refused before the sweep).
-                table = merge([as_table(out), table])
+                table = merge([superseded(as_table(out), shapes), table])
             table_path = table.save(out)
     return table, table_path
 

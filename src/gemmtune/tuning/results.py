@@ -44,6 +44,11 @@ class ShapeResult:
     # The run-off between a close winner and cuBLAS (tuning.runoff): both times and the one
     # kept, or why it could not run; None when there was none.
     runoff: dict | None = None
+    # The candidates of this shape that have a result (any status) in the run's context: the run's
+    # verdict on each. ``tune --out`` merging into an earlier table drops that table's times for
+    # these (tuning.recorder.write_table): a choice this run measured and did not keep (slower,
+    # failed, wrong, lost the run-off or --min-gain) must not stay first on an older time.
+    measured_ids: frozenset = frozenset()
 
     @property
     def speedup(self) -> float | None:
