@@ -603,9 +603,15 @@ def test_write_table_onto_an_earlier_table_takes_this_runs_verdict_on_the_choice
     with pytest.warns(UserWarning, match="different triton versions"):
         t = write_table([r3.summarize(s, [ATEN, tri])], new, out, False)[0]
     assert tri not in [tc.choice for tc in t.entries[p.key]] and t.best(p) == ATEN
-    # Every candidate failed this time: the earlier entry's re-measured choices go with it.
+    # Every candidate failed this time. A wrong result is a verdict: decompose_k goes. A crash may
+    # have been the machine's (another process's OOM): cuBLAS keeps its earlier time.
     r3.record(p, ATEN, {"status": "crashed", "reason": "x"})
     r3.record(p, dk, {"status": "wrong", "rel_err": 0.5})
+    with pytest.warns(UserWarning, match="different triton versions"):
+        t = write_table([r3.summarize(s, [ATEN, tri, dk])], new, out, False)[0]
+    assert t.entries[p.key] == [TableChoice(ATEN, 1.0)]
+    # Wrong or refused everywhere: the entry goes.
+    r3.record(p, ATEN, {"status": "unsupported", "reason": "x"})
     with pytest.warns(UserWarning, match="different triton versions"):
         t = write_table([r3.summarize(s, [ATEN, tri, dk])], new, out, False)[0]
     assert p.key not in t.entries

@@ -86,9 +86,10 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     spread, and verify against fp64 first; each row stores its ``repeats``.
     ``out`` onto an existing table merges (``table.merge``: per problem, the faster measured
     choice first), so a run never loses what an earlier one wrote (a table from another GPU is
-    refused before anything is measured); a choice this run measured counts with this run's
-    result only (an older, faster time of a choice now slower, failing or beaten by the run-off
-    or ``min_gain`` is dropped); ``overwrite=True`` replaces it instead.
+    refused before anything is measured); a choice this run timed, found wrong or saw refused
+    counts with this run's verdict only (an older, faster time of a choice now slower, wrong or
+    beaten by the run-off or ``min_gain`` is dropped; a crash, timeout or error, perhaps the
+    machine's, leaves it); ``overwrite=True`` replaces it instead.
     ``compile_ahead``: how many shapes beyond the one being benchmarked the compile
     workers may compile ahead (default 2; 0 compiles each shape only when its turn
     comes, as in strictly separate phases). Only with compile workers.

@@ -100,7 +100,9 @@ def summarize(s: Shape, cands: list[Choice], db: ResultStore, ctx: RunContext, m
                        best.device_ms if best else None,
                        aten.device_ms if aten is not None and aten.status == Status.OK else None,
                        len(rel), sum(statuses[f] for f in FAILED), dict(statuses), reasons,
-                       measured_ids=frozenset(r.choice_id for r in rel))
+                       # A crash, timeout or other error may have been the machine's (another
+                       # process's OOM), not a verdict on the candidate: its earlier table time stays.
+                       measured_ids=frozenset(r.choice_id for r in rel if r.status not in RETRYABLE))
 
 
 def table_of(shapes: list[ShapeResult], ctx: RunContext) -> LookupTable:
@@ -115,8 +117,10 @@ def table_of(shapes: list[ShapeResult], ctx: RunContext) -> LookupTable:
 
 
 def superseded(earlier: LookupTable, shapes: list[ShapeResult]) -> LookupTable:
-    """``earlier`` without the choices each of ``shapes`` has a result for in this run
-    (``ShapeResult.measured_ids``): the run's verdict on them replaces the older times. An
+    """``earlier`` without the choices each of ``shapes`` has a verdict on in this run
+    (``ShapeResult.measured_ids``: timed, wrong, refused by the compiler or the family; not a
+    crash, timeout or error, which may have been the machine's): the run's verdict on them
+    replaces the older times. An
     entry left with no choice is dropped. Choices the run did not measure stay as they were.
 
     Without this, merging kept an older, faster time of a choice that this run measured and

@@ -47,7 +47,8 @@ class ShapeResult:
     # The candidates of this shape that have a result (any status) in the run's context: the run's
     # verdict on each. ``tune --out`` merging into an earlier table drops that table's times for
     # these (tuning.recorder.write_table): a choice this run measured and did not keep (slower,
-    # failed, wrong, lost the run-off or --min-gain) must not stay first on an older time.
+    # wrong, failed to compile, lost the run-off or --min-gain) must not stay first on an older
+    # time. Crashes, timeouts and errors (RETRYABLE: perhaps the machine's) are left out.
     measured_ids: frozenset = frozenset()
 
     @property
