@@ -311,3 +311,39 @@ def test_tune_refuses_paths_it_would_fail_on_only_after_the_run(tmp_path, capsys
         err = capsys.readouterr().err
         assert rc == 2 and needle in err and "Traceback" not in err, (extra, err)
     assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_file_errors_are_one_line_and_found_before_the_work(tmp_path, capsys):
+    """A file that cannot be written was a traceback: --summary in a missing folder (after the
+    whole run), capture --out naming a directory (after the capture), worker --serve in a missing
+    folder. Each is one line naming the file, rc 2; tune's and capture's before any work."""
+    (tmp_path / "d").mkdir()
+    cases = [
+        (["tune", "--shape", "8x8x16:fp16", "--families", "aten", "-q", "--store", str(tmp_path / "s.sqlite"),
+          "--summary", str(tmp_path / "nowhere" / "s.json")], "does not exist"),
+        (["capture", "--model", "tiny-llama", "--out", str(tmp_path / "d")], "is a directory"),
+        (["worker", "--serve", str(tmp_path / "nowhere" / "w.sock")], str(tmp_path / "nowhere" / "w.sock.key")),
+    ]
+    for argv, needle in cases:
+        rc, out, err = run(argv, capsys)
+        assert rc == 2 and needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, (argv, err)
+    assert not (tmp_path / "s.sqlite").exists()  # refused before the store was opened
+
+
+def test_interrupt_message_promises_a_resume_only_where_there_is_one(monkeypatch, capsys):
+    """Ctrl-C said 'every finished measurement is in the store, rerun to resume' for every
+    command, a capture or a lut show included."""
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    parser_fn = cli.build_parser
+    monkeypatch.setattr(cli, "build_parser", lambda: _with_fn(parser_fn(), "space", interrupted))
+    rc, out, err = run(["space", "--shape", "8x8x8", "--families", "aten"], capsys)
+    assert rc == 130 and "store" not in err and "interrupted" in err
+
+
+def _with_fn(parser, cmd, fn):
+    import argparse
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    sub.choices[cmd].set_defaults(fn=fn)
+    return parser

@@ -72,9 +72,35 @@ def main(argv: list[str] | None = None, prestarted: Sequence = ()) -> int:
         # Bad input is the user's to fix: one clear line, no traceback.
         print(f"gemmtune {args.cmd}: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        # A file that cannot be read or written (a read-only or missing folder, a directory given
+        # for a file): the file and why, not a traceback.
+        print(f"gemmtune {args.cmd}: error: {os_error_line(e)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
-        print("interrupted; every finished measurement is in the store, rerun to resume", file=sys.stderr)
+        if args.cmd in RESUMABLE:
+            print("interrupted; every finished measurement is in the store, rerun to resume", file=sys.stderr)
+        else:
+            print(f"gemmtune {args.cmd}: interrupted", file=sys.stderr)
         return 130
+
+
+# The commands whose measurements go into a store as they finish (a rerun resumes them).
+RESUMABLE = ("tune", "collect")
+
+
+def os_error_line(e: OSError) -> str:
+    """One line for a file error: its file first, then why.
+
+    >>> os_error_line(FileNotFoundError(2, "No such file or directory", "/nowhere/t.json"))
+    '/nowhere/t.json: No such file or directory'
+    >>> os_error_line(OSError("something else"))
+    'something else'
+    """
+    if e.filename is None:
+        return str(e)
+    other = f" (and {e.filename2})" if e.filename2 else ""
+    return f"{e.filename}{other}: {e.strerror}"
 
 
 __all__ = ["main", "build_parser", "check_allocatable", "Deprecated", "GROUPS"]

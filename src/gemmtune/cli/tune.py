@@ -18,6 +18,9 @@ def cmd_tune(args) -> int:
         raise ValueError("--model ranks candidates only when filtering: add --benchmark-space DEFAULT|K or --fast")
     if args.summary and os.path.isdir(args.summary):  # found before the run, not after it
         raise ValueError(f"--summary {args.summary} is a directory; give a file name")
+    if args.summary and not os.path.isdir(os.path.dirname(os.path.abspath(args.summary))):
+        raise ValueError(f"cannot write --summary {args.summary}: directory "
+                         f"{os.path.dirname(os.path.abspath(args.summary))} does not exist")
     result = tune(shapes, families=families, space=args.space, store=args.store, out=args.out,
                   workers=args.workers, timeout=args.timeout, compile_workers=args.compile_workers,
                   retry_failed=args.retry_failed, timing=args.timing, compile_ahead=args.compile_ahead,
