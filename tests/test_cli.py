@@ -46,6 +46,16 @@ def test_impossible_shapes_are_one_line_errors(argv, msg, capsys):
     (["tune", "--compile-ahead", "-1"], "must be >= 0"),
     (["bench", "--repeats", "0"], "must be >= 1"),
     (["train", "--store", "x", "--test-fraction", "1"], "between 0 and 1"),
+    # collect's numbers took any int or float: --limit-shapes -1 silently dropped the last shape
+    # of the plan, a negative sample size dropped configs, a negative --timeout killed everything.
+    (["collect", "--dry-run", "--limit-shapes", "-1"], "must be >= 1"),
+    (["collect", "--dry-run", "--limit-shapes", "0"], "must be >= 1"),
+    (["collect", "--dry-run", "--mm-sample", "-5"], "must be >= 0"),
+    (["collect", "--dry-run", "--timeout", "0"], "must be > 0 (seconds)"),
+    (["collect", "--dry-run", "--max-minutes", "-3"], "must be >= 0 (minutes)"),
+    (["collect", "--dry-run", "--hard-stop-minutes", "-1"], "must be >= 0 (minutes)"),
+    (["collect", "--dry-run", "--compile-ahead", "-1"], "must be >= 0"),
+    (["worker", "--serve", "x.sock", "--timeout", "0"], "must be > 0"),
     (["tune", "--shape"], "expected one argument"),
     (["tune", "--nosuch"], "unrecognized arguments: --nosuch (see gemmtune tune --help)"),
 ])

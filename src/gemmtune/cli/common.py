@@ -76,14 +76,23 @@ def fraction(text: str) -> float:
     return v
 
 
-def positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0 (seconds), got {v}")
-    return v
+def float_above(lo: float, unit: str, or_equal: bool = False):
+    """An argparse type: a float > ``lo`` (>= with ``or_equal``), else a one-line error naming
+    the ``unit``."""
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not (v >= lo if or_equal else v > lo) or v != v:
+            raise argparse.ArgumentTypeError(f"must be {'>=' if or_equal else '>'} {lo:g} ({unit}), got {v}")
+        return v
+    parse.__name__ = f"{unit} {'>=' if or_equal else '>'} {lo:g}"
+    return parse
+
+
+positive_float = float_above(0, "seconds")
+nonneg_minutes = float_above(0, "minutes", or_equal=True)
 
 
 def join_values(argv: list[str]) -> list[str]:

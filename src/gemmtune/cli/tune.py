@@ -165,6 +165,6 @@ def add_worker_parser(sub) -> None:
     p.add_argument("--serve", required=True, metavar="SOCKET",
                    help="the Unix socket to serve on (a key file SOCKET.key, mode 0600, is written beside it)")
     p.add_argument("--workers", type=int_at_least(1), metavar="N", help="benchmark workers (default one per GPU)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds a candidate may take (tune's --timeout wins "
+    p.add_argument("--timeout", type=positive_float, default=120.0, help="seconds a candidate may take (tune's --timeout wins "
                    "per call)")
     p.set_defaults(fn=cmd_worker)
