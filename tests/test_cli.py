@@ -357,3 +357,36 @@ def _with_fn(parser, cmd, fn):
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     sub.choices[cmd].set_defaults(fn=fn)
     return parser
+
+
+@pytest.mark.parametrize("cmd", [["space"], ["predict", "--top", "1"], ["tune", "-q"]])
+def test_families_is_one_list_format_in_every_command(cmd, tmp_path, capsys, monkeypatch):
+    """`--families "triton_mm, aten"` worked in space but was 'unknown kernel family ' aten'' in
+    tune; a trailing comma made space list triton_mm's configs and then fail; `--families ""`
+    tuned every family. Now: spaces and a trailing comma are fine everywhere, an empty list is an
+    error, and every name is checked before anything is printed or measured."""
+    monkeypatch.chdir(tmp_path)
+    base = cmd + ["--shape", "8x8x16:fp16"]
+    for bad, needle in (("triton_mm,nosuch", "unknown kernel family 'nosuch'"), (",", "names no family"),
+                        ("", "names no family")):
+        rc, out, err = run(base + ["--families", bad], capsys)
+        assert rc == 2 and needle in err and out == "" and "Traceback" not in err, (bad, out, err)
+    assert not (tmp_path / "gemmtune.sqlite").exists()
+    if cmd[0] != "tune":  # tune's parse is the same helper; space and predict run in no time
+        rc, out, err = run(base + ["--families", " aten , "], capsys)
+        assert rc == 0 and "aten" in out, err
+
+
+def test_family_help_names_every_family(capsys):
+    from gemmtune import kernels
+    with pytest.raises(SystemExit):
+        cli.main(["tune", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert all(f in out for f in kernels.family_names()), out
+
+
+def test_tune_takes_the_old_family_spelling_as_space_and_predict_do(capsys):
+    """The README lists --family as an old spelling that still works; tune refused it
+    ('unrecognized arguments') while space and predict took it."""
+    rc, out, err = run(["tune", "--shape", "8x8x16:fp16", "--family", "nosuch"], capsys)
+    assert rc == 2 and "--family is deprecated" in err and "unknown kernel family 'nosuch'" in err

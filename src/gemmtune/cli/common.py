@@ -95,6 +95,37 @@ positive_float = float_above(0, "seconds")
 nonneg_minutes = float_above(0, "minutes", or_equal=True)
 
 
+def family_list(text: str | None) -> list[str] | None:
+    """``--families``' comma list, the same in every command: names stripped, empty items (a
+    trailing comma) dropped, every name checked before anything runs or prints (ValueError naming
+    an unknown one); None when the option was not given.
+
+    >>> family_list("triton_mm, aten,")
+    ['triton_mm', 'aten']
+    >>> family_list(",")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --families ',' names no family; give a comma-separated list of triton_mm, triton_static, ...
+    """
+    from .. import kernels
+
+    if text is None:
+        return None
+    names = [f.strip() for f in text.split(",") if f.strip()]
+    if not names:
+        raise ValueError(f"--families {text!r} names no family; give a comma-separated list of "
+                         f"{', '.join(kernels.family_names())}")
+    for name in names:
+        kernels.spec(name)  # ValueError naming an unknown family and the known ones; imports no Triton
+    return names
+
+
+def families_help() -> str:
+    """The family names for an option's help."""
+    from .. import kernels
+    return ", ".join(kernels.family_names())
+
+
 def join_values(argv: list[str]) -> list[str]:
     """``--shape -1x4x4`` -> ``--shape=-1x4x4``: argparse reads a leading '-' as an option."""
     out, i = [], 0

@@ -9,7 +9,7 @@ import os
 import re
 import sys
 
-from .common import Help, alias, check_allocatable
+from .common import Help, alias, check_allocatable, families_help, family_list
 
 
 def cmd_demo(args) -> int:
@@ -60,11 +60,12 @@ def cmd_space(args) -> int:
     import gemmtune
     from ..shapes import parse_shape
 
-    if not args.families:
-        raise ValueError("give --families F1,F2 (e.g. triton_mm,skinny; all: triton_mm,splitk,skinny,persistent_tma,decompose_k,aten)")
+    if args.families is None:
+        raise ValueError(f"give --families F1,F2 (e.g. triton_mm,skinny; all: {families_help()})")
+    families = family_list(args.families)  # every name checked before any is listed
     p = parse_shape(args.shape).problem
-    for fam in args.families.split(","):
-        kept, rejected = gemmtune.space(p, fam.strip(), args.space, args.device, with_rejected=True)
+    for fam in families:
+        kept, rejected = gemmtune.space(p, fam, args.space, args.device, with_rejected=True)
         for c in kept:
             print(c.id)
         print(f"# {fam}: {len(kept)} kept, {len(rejected)} rejected", file=sys.stderr)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
-from .common import Help, add_shape_args, check_allocatable, int_at_least, nonneg_int, positive_float, positive_int, shapes_of
+from .common import (Help, add_shape_args, alias, check_allocatable, families_help, family_list, int_at_least, nonneg_int,
+                     positive_float, positive_int, shapes_of)
 
 
 def cmd_tune(args) -> int:
@@ -13,7 +14,7 @@ def cmd_tune(args) -> int:
 
     shapes = shapes_of(args)
     check_allocatable(shapes, args.device)
-    families = args.families.split(",") if args.families else None
+    families = family_list(args.families)
     if args.model and not args.fast and str(args.benchmark_space).upper() == "SAME":
         raise ValueError("--model ranks candidates only when filtering: add --benchmark-space DEFAULT|K or --fast")
     if args.summary and os.path.isdir(args.summary):  # found before the run, not after it
@@ -97,7 +98,8 @@ def add_parsers(sub) -> None:
                        formatter_class=Help)
     add_shape_args(p)
     p.add_argument("--space", choices=("default", "exhaustive"), default="default", help="the search space")
-    p.add_argument("--families", help="comma-separated: triton_mm,splitk,skinny,persistent_tma,decompose_k,aten (default all)")
+    p.add_argument("--families", metavar="F1,F2", help=f"comma-separated: {families_help()} (default all)")
+    alias(p, "--family", "--families")  # the old spelling, as space and predict take it
     p.add_argument("--store", default="gemmtune.sqlite",
                    help="SQLite results file, in the working directory unless a path is given (resumable: "
                    "a rerun reuses what it holds)")
