@@ -156,6 +156,32 @@ def test_demo_takes_shape_and_the_old_size(capsys):
         assert ("deprecated" in err) == (opt == "--size")
 
 
+
+def test_demo_prints_whole_choice_ids(capsys, monkeypatch):
+    """demo cut its choice ids to 'triton_mm:BM32-BN32-BK16-S1…' in an 80-column terminal: the
+    id a user copies into matmul(choice=...) was unreadable. Now a long id folds onto the next
+    line of its cell."""
+    import sys
+
+    import gemmtune
+    from gemmtune.shapes import parse_shape
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TERM", "dumb")  # a terminal of 80 columns, without colour codes
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    rc, out, err = run(["demo", "--shape", "9x7x30:fp16"], capsys)
+    assert rc == 0, err
+    assert "…" not in out, out
+    choices, family = {}, None
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if len(cells) == 5:
+            family = cells[0] or family
+            choices[family] = choices.get(family, "") + cells[1]
+    p = parse_shape("9x7x30:fp16").problem
+    for fam in ("triton_mm", "triton_static", "skinny"):
+        assert choices[fam] == gemmtune.space(p, fam)[0].id, (fam, out)
+
+
 def test_operands_are_checked_against_this_machines_memory(monkeypatch):
     """On a CPU the interpreter allocates on the host: the smaller of the built-in GPU's memory
     and this machine's is the limit."""

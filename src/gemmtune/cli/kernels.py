@@ -41,7 +41,8 @@ def cmd_demo(args) -> int:
     t = Table(title=f"gemmtune demo: {m}x{n}x{k} {p.dtype} on {dev}"
               + ("" if cuda else " (Triton interpreter)"))
     for col in ("family", "choice", "rel. error", "tolerance", "ok"):
-        t.add_column(col)
+        # A choice id is what a user copies into matmul(choice=...): folded, never cut to "…".
+        t.add_column(col, overflow="fold" if col == "choice" else "ellipsis")
     fails = 0
     for fam in gemmtune.families():
         choices = gemmtune.space(p, fam, "default")
@@ -52,7 +53,7 @@ def cmd_demo(args) -> int:
         r = compare(gemmtune.matmul(a, b, choice=ch), ref, tolerance(p))
         fails += not r.ok
         t.add_row(fam, ch.id, f"{r.rel_err:.2e}", f"{tolerance(p):.0e}", "yes" if r.ok else f"NO: {r.reason}")
-    Console().print(t)
+    Console(width=None if sys.stdout.isatty() else 160).print(t)
     return 1 if fails else 0
 
 
