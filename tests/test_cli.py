@@ -416,3 +416,17 @@ def test_tune_takes_the_old_family_spelling_as_space_and_predict_do(capsys):
     ('unrecognized arguments') while space and predict took it."""
     rc, out, err = run(["tune", "--shape", "8x8x16:fp16", "--family", "nosuch"], capsys)
     assert rc == 2 and "--family is deprecated" in err and "unknown kernel family 'nosuch'" in err
+
+
+def test_a_bad_out_table_says_it_is_the_one_merged_into_and_how_to_replace_it(tmp_path, capsys):
+    """A corrupt --out file failed with 'bad.json: not valid JSON' only: nothing said that it is
+    the table the run merges into, nor that --overwrite replaces it. An fp8 --shape said
+    "use op='scaled_mm'", the Python spelling."""
+    bad = tmp_path / "bad.json"
+    bad.write_text("not json{")
+    rc, out, err = run(["tune", "--shape", "8x8x16:fp16", "--families", "aten", "-q", "--out", str(bad),
+                        "--store", str(tmp_path / "s.sqlite")], capsys)
+    assert rc == 2 and "not valid JSON" in err and "--overwrite" in err, err
+    assert not (tmp_path / "s.sqlite").exists()  # before anything was measured
+    rc, out, err = run(["tune", "--shape", "8x8x16:e4m3"], capsys)
+    assert rc == 2 and "--op scaled_mm" in err, err

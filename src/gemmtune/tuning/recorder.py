@@ -113,6 +113,20 @@ def table_of(shapes: list[ShapeResult], ctx: RunContext) -> LookupTable:
     return table
 
 
+def table_to_merge(out, overwrite: bool) -> LookupTable | None:
+    """The table at ``out`` that a run merges its winners into (None: no ``out``, none there yet,
+    or ``overwrite``), read before the sweep so that a bad one fails before anything is measured.
+    A file that is not a valid table is a ValueError that says it is the ``out`` table, and how to
+    replace it."""
+    if out is None or overwrite or not Path(out).exists():
+        return None
+    try:
+        return as_table(out)
+    except ValueError as e:
+        raise ValueError(f"{e}; this is the table the run would merge its winners into (--out): fix or move it, "
+                         "or pass --overwrite (overwrite=True) to replace it") from None
+
+
 def write_table(shapes: list[ShapeResult], ctx: RunContext, out, overwrite: bool):
     """The winners as a lookup table, written to ``out`` when given (merged into an existing
     one unless ``overwrite``). Returns (table, path or None)."""
