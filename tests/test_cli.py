@@ -430,3 +430,31 @@ def test_a_bad_out_table_says_it_is_the_one_merged_into_and_how_to_replace_it(tm
     assert not (tmp_path / "s.sqlite").exists()  # before anything was measured
     rc, out, err = run(["tune", "--shape", "8x8x16:e4m3"], capsys)
     assert rc == 2 and "--op scaled_mm" in err, err
+
+
+def test_gemmtunes_own_warnings_are_one_line(capsys, monkeypatch):
+    """predict --device h100 on another triton printed the ModelWarning with its file, line and
+    the source line 'return load_model(path, dev, ...)' under it. gemmtune's warnings are one
+    line now; the formatter is put back after the command."""
+    import warnings
+
+    before = warnings.formatwarning
+
+    def warn_and_list(args):
+        from gemmtune.model.errors import ModelWarning
+        warnings.warn("no learned model for this GPU", ModelWarning, stacklevel=1)
+        print(warnings.formatwarning("x", UserWarning, "lib.py", 1, "src line"), end="")
+        return 0
+
+    parser_fn = cli.build_parser
+    monkeypatch.setattr(cli, "build_parser", lambda: _with_fn(parser_fn(), "space", warn_and_list))
+    import sys
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        # What Python shows a warning with outside pytest (which records them instead).
+        warnings.showwarning = lambda m, c, f, n, file=None, line=None: sys.stderr.write(
+            warnings.formatwarning(m, c, f, n, line))
+        rc, out, err = run(["space", "--shape", "8x8x8", "--families", "aten"], capsys)
+    assert rc == 0 and err == "gemmtune: warning: no learned model for this GPU\n", err
+    assert "lib.py:1: UserWarning: x" in out  # another library's warning keeps its usual form
+    assert warnings.formatwarning is before

@@ -66,6 +66,9 @@ def main(argv: list[str] | None = None, prestarted: Sequence = ()) -> int:
     args.prestarted = tuple(prestarted)
     if args.cmd is None:
         return missing_command(parser)
+    import warnings
+    shown = warnings.formatwarning
+    warnings.formatwarning = one_line_warning(shown)
     try:
         return args.fn(args)
     except (ValueError, TypeError) as e:
@@ -83,6 +86,24 @@ def main(argv: list[str] | None = None, prestarted: Sequence = ()) -> int:
         else:
             print(f"gemmtune {args.cmd}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        warnings.formatwarning = shown
+
+
+def one_line_warning(other):
+    """``warnings.formatwarning`` for the command line: gemmtune's own warnings (a model that does
+    not apply, a table from another GPU) as one line, 'gemmtune: warning: ...', instead of the file,
+    line number and source line they were raised from; any other library's as ``other`` shows it.
+
+    >>> from gemmtune.model.errors import ModelWarning
+    >>> one_line_warning(None)(ModelWarning("no learned model"), ModelWarning, "x.py", 3)
+    'gemmtune: warning: no learned model\\n'
+    """
+    def fmt(message, category, filename, lineno, line=None):
+        if getattr(category, "__module__", "").startswith("gemmtune"):
+            return f"gemmtune: warning: {message}\n"
+        return other(message, category, filename, lineno, line)
+    return fmt
 
 
 # The commands whose measurements go into a store as they finish (a rerun resumes them).
