@@ -46,6 +46,16 @@ def test_impossible_shapes_are_one_line_errors(argv, msg, capsys):
     (["tune", "--compile-ahead", "-1"], "must be >= 0"),
     (["bench", "--repeats", "0"], "must be >= 1"),
     (["train", "--store", "x", "--test-fraction", "1"], "between 0 and 1"),
+    # collect's numbers took any int or float: --limit-shapes -1 silently dropped the last shape
+    # of the plan, a negative sample size dropped configs, a negative --timeout killed everything.
+    (["collect", "--dry-run", "--limit-shapes", "-1"], "must be >= 1"),
+    (["collect", "--dry-run", "--limit-shapes", "0"], "must be >= 1"),
+    (["collect", "--dry-run", "--mm-sample", "-5"], "must be >= 0"),
+    (["collect", "--dry-run", "--timeout", "0"], "must be > 0 (seconds)"),
+    (["collect", "--dry-run", "--max-minutes", "-3"], "must be >= 0 (minutes)"),
+    (["collect", "--dry-run", "--hard-stop-minutes", "-1"], "must be >= 0 (minutes)"),
+    (["collect", "--dry-run", "--compile-ahead", "-1"], "must be >= 0"),
+    (["worker", "--serve", "x.sock", "--timeout", "0"], "must be > 0"),
     (["tune", "--shape"], "expected one argument"),
     (["tune", "--nosuch"], "unrecognized arguments: --nosuch (see gemmtune tune --help)"),
 ])
@@ -144,6 +154,32 @@ def test_demo_takes_shape_and_the_old_size(capsys):
         assert rc == 0, err
         assert "64x48x96 bfloat16" in text and "aten" in text and "NO:" not in text
         assert ("deprecated" in err) == (opt == "--size")
+
+
+
+def test_demo_prints_whole_choice_ids(capsys, monkeypatch):
+    """demo cut its choice ids to 'triton_mm:BM32-BN32-BK16-S1…' in an 80-column terminal: the
+    id a user copies into matmul(choice=...) was unreadable. Now a long id folds onto the next
+    line of its cell."""
+    import sys
+
+    import gemmtune
+    from gemmtune.shapes import parse_shape
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TERM", "dumb")  # a terminal of 80 columns, without colour codes
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    rc, out, err = run(["demo", "--shape", "9x7x30:fp16"], capsys)
+    assert rc == 0, err
+    assert "…" not in out, out
+    choices, family = {}, None
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if len(cells) == 5:
+            family = cells[0] or family
+            choices[family] = choices.get(family, "") + cells[1]
+    p = parse_shape("9x7x30:fp16").problem
+    for fam in ("triton_mm", "triton_static", "skinny"):
+        assert choices[fam] == gemmtune.space(p, fam)[0].id, (fam, out)
 
 
 def test_operands_are_checked_against_this_machines_memory(monkeypatch):
@@ -311,3 +347,114 @@ def test_tune_refuses_paths_it_would_fail_on_only_after_the_run(tmp_path, capsys
         err = capsys.readouterr().err
         assert rc == 2 and needle in err and "Traceback" not in err, (extra, err)
     assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_file_errors_are_one_line_and_found_before_the_work(tmp_path, capsys):
+    """A file that cannot be written was a traceback: --summary in a missing folder (after the
+    whole run), capture --out naming a directory (after the capture), worker --serve in a missing
+    folder. Each is one line naming the file, rc 2; tune's and capture's before any work."""
+    (tmp_path / "d").mkdir()
+    cases = [
+        (["tune", "--shape", "8x8x16:fp16", "--families", "aten", "-q", "--store", str(tmp_path / "s.sqlite"),
+          "--summary", str(tmp_path / "nowhere" / "s.json")], "does not exist"),
+        (["capture", "--model", "tiny-llama", "--out", str(tmp_path / "d")], "is a directory"),
+        (["worker", "--serve", str(tmp_path / "nowhere" / "w.sock")], str(tmp_path / "nowhere" / "w.sock.key")),
+    ]
+    for argv, needle in cases:
+        rc, out, err = run(argv, capsys)
+        assert rc == 2 and needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, (argv, err)
+    assert not (tmp_path / "s.sqlite").exists()  # refused before the store was opened
+
+
+def test_interrupt_message_promises_a_resume_only_where_there_is_one(monkeypatch, capsys):
+    """Ctrl-C said 'every finished measurement is in the store, rerun to resume' for every
+    command, a capture or a lut show included."""
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    parser_fn = cli.build_parser
+    monkeypatch.setattr(cli, "build_parser", lambda: _with_fn(parser_fn(), "space", interrupted))
+    rc, out, err = run(["space", "--shape", "8x8x8", "--families", "aten"], capsys)
+    assert rc == 130 and "store" not in err and "interrupted" in err
+
+
+def _with_fn(parser, cmd, fn):
+    import argparse
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    sub.choices[cmd].set_defaults(fn=fn)
+    return parser
+
+
+@pytest.mark.parametrize("cmd", [["space"], ["predict", "--top", "1"], ["tune", "-q"]])
+def test_families_is_one_list_format_in_every_command(cmd, tmp_path, capsys, monkeypatch):
+    """`--families "triton_mm, aten"` worked in space but was 'unknown kernel family ' aten'' in
+    tune; a trailing comma made space list triton_mm's configs and then fail; `--families ""`
+    tuned every family. Now: spaces and a trailing comma are fine everywhere, an empty list is an
+    error, and every name is checked before anything is printed or measured."""
+    monkeypatch.chdir(tmp_path)
+    base = cmd + ["--shape", "8x8x16:fp16"]
+    for bad, needle in (("triton_mm,nosuch", "unknown kernel family 'nosuch'"), (",", "names no family"),
+                        ("", "names no family")):
+        rc, out, err = run(base + ["--families", bad], capsys)
+        assert rc == 2 and needle in err and out == "" and "Traceback" not in err, (bad, out, err)
+    assert not (tmp_path / "gemmtune.sqlite").exists()
+    if cmd[0] != "tune":  # tune's parse is the same helper; space and predict run in no time
+        rc, out, err = run(base + ["--families", " aten , "], capsys)
+        assert rc == 0 and "aten" in out, err
+
+
+def test_family_help_names_every_family(capsys):
+    from gemmtune import kernels
+    with pytest.raises(SystemExit):
+        cli.main(["tune", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert all(f in out for f in kernels.family_names()), out
+
+
+def test_tune_takes_the_old_family_spelling_as_space_and_predict_do(capsys):
+    """The README lists --family as an old spelling that still works; tune refused it
+    ('unrecognized arguments') while space and predict took it."""
+    rc, out, err = run(["tune", "--shape", "8x8x16:fp16", "--family", "nosuch"], capsys)
+    assert rc == 2 and "--family is deprecated" in err and "unknown kernel family 'nosuch'" in err
+
+
+def test_a_bad_out_table_says_it_is_the_one_merged_into_and_how_to_replace_it(tmp_path, capsys):
+    """A corrupt --out file failed with 'bad.json: not valid JSON' only: nothing said that it is
+    the table the run merges into, nor that --overwrite replaces it. An fp8 --shape said
+    "use op='scaled_mm'", the Python spelling."""
+    bad = tmp_path / "bad.json"
+    bad.write_text("not json{")
+    rc, out, err = run(["tune", "--shape", "8x8x16:fp16", "--families", "aten", "-q", "--out", str(bad),
+                        "--store", str(tmp_path / "s.sqlite")], capsys)
+    assert rc == 2 and "not valid JSON" in err and "--overwrite" in err, err
+    assert not (tmp_path / "s.sqlite").exists()  # before anything was measured
+    rc, out, err = run(["tune", "--shape", "8x8x16:e4m3"], capsys)
+    assert rc == 2 and "--op scaled_mm" in err, err
+
+
+def test_gemmtunes_own_warnings_are_one_line(capsys, monkeypatch):
+    """predict --device h100 on another triton printed the ModelWarning with its file, line and
+    the source line 'return load_model(path, dev, ...)' under it. gemmtune's warnings are one
+    line now; the formatter is put back after the command."""
+    import warnings
+
+    before = warnings.formatwarning
+
+    def warn_and_list(args):
+        from gemmtune.model.errors import ModelWarning
+        warnings.warn("no learned model for this GPU", ModelWarning, stacklevel=1)
+        print(warnings.formatwarning("x", UserWarning, "lib.py", 1, "src line"), end="")
+        return 0
+
+    parser_fn = cli.build_parser
+    monkeypatch.setattr(cli, "build_parser", lambda: _with_fn(parser_fn(), "space", warn_and_list))
+    import sys
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        # What Python shows a warning with outside pytest (which records them instead).
+        warnings.showwarning = lambda m, c, f, n, file=None, line=None: sys.stderr.write(
+            warnings.formatwarning(m, c, f, n, line))
+        rc, out, err = run(["space", "--shape", "8x8x8", "--families", "aten"], capsys)
+    assert rc == 0 and err == "gemmtune: warning: no learned model for this GPU\n", err
+    assert "lib.py:1: UserWarning: x" in out  # another library's warning keeps its usual form
+    assert warnings.formatwarning is before

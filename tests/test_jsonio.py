@@ -82,3 +82,40 @@ def test_write_atomic_onto_a_directory_names_the_directory(tmp_path):
         write_atomic(tmp_path / "d", "{}")
     assert ei.value.filename == str(tmp_path / "d")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]  # the temp file is gone
+
+
+def _bump_in_process(path: str, n: int) -> None:
+    for _ in range(n):
+        with locked(path):
+            v = read_json(path)["n"]
+            write_atomic(path, json.dumps({"n": v + 1}))
+
+
+def test_locked_leaves_no_lock_file_and_still_excludes_other_processes(tmp_path):
+    """A table's NAME.lock was left beside it after every run (gemmtune-table.json.lock in the
+    working directory, untracked in git). It is removed now; processes that waited on the removed
+    file still take turns (they lock the new one)."""
+    import multiprocessing
+
+    path = tmp_path / "counts.json"
+    write_atomic(path, json.dumps({"n": 0}))
+    with locked(path):
+        assert (tmp_path / "counts.json.lock").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["counts.json"]
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_bump_in_process, args=(str(path), 40)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0] * 4
+    assert read_json(path)["n"] == 160
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["counts.json"]
+
+
+def test_locked_names_the_file_when_its_lock_cannot_be_made(tmp_path):
+    target = tmp_path / "nowhere" / "t.json"
+    with pytest.raises(FileNotFoundError) as ei:
+        with locked(target):
+            pass
+    assert ei.value.filename == str(target) and "lock file" in ei.value.strerror

@@ -42,3 +42,21 @@ def test_cpu_example_runs(line, code, tmp_path, monkeypatch):
             continue
         want = m.group(1)  # the value, or the value then ': why'
         assert got == want or want.startswith(got + ":"), f"README.md:{line}: printed {got!r}, promised {want!r}"
+
+
+def test_bash_examples_that_take_hours_on_a_cpu_say_gpu():
+    """A README command that tunes a whole bundled suite (public, bmm) takes hours in the CPU
+    interpreter: `gemmtune tune --preset bmm` was listed with no GPU mark between two marked lines,
+    and printed its first progress line after 44 s on 2 cores. Each such line says GPU, in its own
+    comment or in a '# GPU only' heading above it in its block."""
+    text = README.read_text()
+    for m in re.finditer(r"```bash\n(.*?)```", text, re.S):
+        gpu_heading = False
+        for line in m.group(1).splitlines():
+            if line.startswith("#"):
+                gpu_heading = gpu_heading or "GPU only" in line
+                if "any machine" in line:
+                    gpu_heading = False
+                continue
+            if re.search(r"gemmtune (tune|bench)\b.*--preset (public|bmm)\b", line):
+                assert gpu_heading or "GPU" in line, line

@@ -311,6 +311,29 @@ class Capture:
         return path
 
 
+def cache_kwarg(model) -> str:
+    """The keyword a HF causal LM's forward takes its KV cache by: ``cache`` from transformers
+    5.2x on (``past_key_values`` still works there, with a FutureWarning on every run that says it
+    goes in 5.40), ``past_key_values`` before. Read from the forward's signature of the model, or
+    of the module a torch.compile wrapper holds.
+
+    >>> class New(torch.nn.Module):
+    ...     def forward(self, input_ids=None, cache=None, use_cache=None): ...
+    >>> class Old(torch.nn.Module):
+    ...     def forward(self, input_ids=None, past_key_values=None, use_cache=None): ...
+    >>> cache_kwarg(New()), cache_kwarg(Old()), cache_kwarg(torch.nn.Identity())
+    ('cache', 'past_key_values', 'past_key_values')
+    """
+    import inspect
+
+    mod = getattr(model, "_orig_mod", model)
+    try:
+        params = inspect.signature(mod.forward).parameters
+    except (TypeError, ValueError, AttributeError):
+        return "past_key_values"
+    return "cache" if "cache" in params and "past_key_values" not in params else "past_key_values"
+
+
 def capture_causal_lm(model: torch.nn.Module, *, batch: int = 1, seq: int = 32, decode_steps: int = 2,
                       seed: int = 0, progress=None) -> Capture:
     """Record an HF causal LM's GEMMs over one prefill of ``batch`` x ``seq`` random tokens and
@@ -329,11 +352,12 @@ def capture_causal_lm(model: torch.nn.Module, *, batch: int = 1, seq: int = 32, 
     g = torch.Generator(device="cpu").manual_seed(seed)
     ids = torch.randint(0, vocab, (batch, seq), generator=g).to(device)
     cache, cap = DynamicCache(), Capture()
+    kw = cache_kwarg(model)
     state = {}
 
     def step(x):
         def run():
-            state["next"] = model(input_ids=x, past_key_values=cache, use_cache=True).logits[:, -1:].argmax(-1)
+            state["next"] = model(input_ids=x, use_cache=True, **{kw: cache}).logits[:, -1:].argmax(-1)
         return run
     for i in range(decode_steps + 1):
         before = sum(r.count for r in cap.records)

@@ -56,7 +56,7 @@ from .table import as_table
 from .tuning import plan as P
 from .tuning.executor import COMPILE_NICE, usable_cpus
 from .tuning.progress import Progress
-from .tuning.recorder import Recorder, result_row, write_table
+from .tuning.recorder import Recorder, result_row, table_to_merge, write_table
 from .tuning.results import FAILED, TuneResult
 from .tuning.tuner import context_of, run_device
 
@@ -439,7 +439,7 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
     lut = as_table(table)
     if out is not None and not Path(out).resolve().parent.is_dir():
         raise ValueError(f"cannot write the table to {out}: directory {Path(out).resolve().parent} does not exist")
-    earlier = as_table(out) if out is not None and not overwrite and Path(out).exists() else None
+    earlier = table_to_merge(out, overwrite)
     families = list(families) if families else list(kernels.FAMILIES)
     for f in families:
         kernels.get(f)

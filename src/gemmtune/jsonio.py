@@ -75,17 +75,32 @@ _UMASK = _read_umask()  # once, at import: os.umask can only be read by setting 
 @contextlib.contextmanager
 def locked(path: str | os.PathLike):
     """Hold an exclusive advisory lock for ``path`` (on ``NAME.lock`` beside it) while the block
-    runs: other gemmtune processes that lock the same path wait. Where the platform has no
-    ``fcntl`` (Windows) the block runs unlocked."""
+    runs: other gemmtune processes that lock the same path wait. The lock file is removed when the
+    block ends (a waiter that opened the removed file sees that and locks the new one), so that no
+    ``NAME.lock`` is left beside a table. Where the platform has no ``fcntl`` (Windows) the block
+    runs unlocked."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX
         yield
         return
     lock = Path(path).with_name(Path(path).name + ".lock")
-    with open(lock, "a") as f:
+    while True:
+        try:
+            f = open(lock, "a")
+        except OSError as e:  # name the file asked for: the lock file is ours, not the caller's
+            raise type(e)(e.errno, f"{e.strerror} (its lock file {lock.name} cannot be created)",
+                          str(path)) from None
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+            if os.path.samestat(os.fstat(f.fileno()), os.stat(lock)):
+                break  # the lock file is still the one at the path: ours
+        except FileNotFoundError:
+            pass  # its holder removed it after we opened it: lock the new one
+        f.close()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(lock)  # before the lock is released: a waiter then retries on a new file
+        f.close()  # releases the lock

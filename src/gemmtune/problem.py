@@ -211,7 +211,8 @@ class Problem:
 
     def _check_scaled(self) -> None:
         if self.op != "scaled_mm":
-            raise TypeError(f"{self.dtype} inputs need scales: use op='scaled_mm' (got op {self.op!r})")
+            raise TypeError(f"{self.dtype} inputs need scales: use op='scaled_mm' (gemmtune tune --op scaled_mm; "
+                            f"got op {self.op!r})")
         if self.dtype not in FP8_DTYPES:
             raise TypeError(f"scaled_mm multiplies fp8 ({', '.join(FP8_DTYPES)}), not {self.dtype}")
         if self.out_dtype not in SCALED_OUT_DTYPES:

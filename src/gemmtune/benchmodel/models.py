@@ -273,7 +273,9 @@ def _config(name: str):
     if name in ("gpt2", "tiny-gpt2"):
         kw = dict(n_positions=1024)
         if tiny:
-            kw.update(vocab_size=512, n_embd=64, n_layer=2, n_head=4)
+            # GPT-2's bos/eos (50256) lie outside a 512-word vocabulary, and transformers warned of
+            # it on every build: the last word instead (the tokens are random; no shape changes).
+            kw.update(vocab_size=512, n_embd=64, n_layer=2, n_head=4, bos_token_id=511, eos_token_id=511)
         return tf.GPT2Config(**kw)
     raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
 

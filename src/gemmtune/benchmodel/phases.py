@@ -8,6 +8,7 @@ from typing import Callable
 
 import torch
 
+from ..capture import cache_kwarg
 from .models import PHASES
 
 GREEDY_STEPS = 32
@@ -46,9 +47,9 @@ def causal_phase(name: str, vocab: int, device: str, seed: int = 1) -> Phase:
         cache = caches.get(id(model))
         if cache is None:  # the prompt, once per model object
             cache = DynamicCache()
-            model(input_ids=ids, past_key_values=cache, use_cache=True)
+            model(input_ids=ids, use_cache=True, **{cache_kwarg(model): cache})
             caches[id(model)] = cache
-        out = model(input_ids=step, past_key_values=cache, use_cache=True).logits
+        out = model(input_ids=step, use_cache=True, **{cache_kwarg(model): cache}).logits
         cache.crop(-1)  # drop the new token: every timed step is the same step (negative: works in transformers 4.x and 5.x)
         return out
     return Phase(name, run, run, state=lambda model: caches.get(id(model)))
@@ -60,9 +61,10 @@ def greedy(model, prompt: torch.Tensor, steps: int = GREEDY_STEPS) -> tuple[list
     cache = DynamicCache()
     tokens, gaps = [], []
     x = prompt
+    kw = cache_kwarg(model)
     with torch.no_grad():
         for _ in range(steps):
-            logits = model(input_ids=x, past_key_values=cache, use_cache=True).logits[0, -1].float()
+            logits = model(input_ids=x, use_cache=True, **{kw: cache}).logits[0, -1].float()
             top = torch.topk(logits, 2)
             tokens.append(int(top.indices[0]))
             gaps.append(float(top.values[0] - top.values[1]))

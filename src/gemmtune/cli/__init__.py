@@ -66,15 +66,62 @@ def main(argv: list[str] | None = None, prestarted: Sequence = ()) -> int:
     args.prestarted = tuple(prestarted)
     if args.cmd is None:
         return missing_command(parser)
+    import warnings
+    shown = warnings.formatwarning
+    warnings.formatwarning = one_line_warning(shown)
     try:
         return args.fn(args)
     except (ValueError, TypeError) as e:
         # Bad input is the user's to fix: one clear line, no traceback.
         print(f"gemmtune {args.cmd}: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        # A file that cannot be read or written (a read-only or missing folder, a directory given
+        # for a file): the file and why, not a traceback.
+        print(f"gemmtune {args.cmd}: error: {os_error_line(e)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
-        print("interrupted; every finished measurement is in the store, rerun to resume", file=sys.stderr)
+        if args.cmd in RESUMABLE:
+            print("interrupted; every finished measurement is in the store, rerun to resume", file=sys.stderr)
+        else:
+            print(f"gemmtune {args.cmd}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        warnings.formatwarning = shown
+
+
+def one_line_warning(other):
+    """``warnings.formatwarning`` for the command line: gemmtune's own warnings (a model that does
+    not apply, a table from another GPU) as one line, 'gemmtune: warning: ...', instead of the file,
+    line number and source line they were raised from; any other library's as ``other`` shows it.
+
+    >>> from gemmtune.model.errors import ModelWarning
+    >>> one_line_warning(None)(ModelWarning("no learned model"), ModelWarning, "x.py", 3)
+    'gemmtune: warning: no learned model\\n'
+    """
+    def fmt(message, category, filename, lineno, line=None):
+        if getattr(category, "__module__", "").startswith("gemmtune"):
+            return f"gemmtune: warning: {message}\n"
+        return other(message, category, filename, lineno, line)
+    return fmt
+
+
+# The commands whose measurements go into a store as they finish (a rerun resumes them).
+RESUMABLE = ("tune", "collect")
+
+
+def os_error_line(e: OSError) -> str:
+    """One line for a file error: its file first, then why.
+
+    >>> os_error_line(FileNotFoundError(2, "No such file or directory", "/nowhere/t.json"))
+    '/nowhere/t.json: No such file or directory'
+    >>> os_error_line(OSError("something else"))
+    'something else'
+    """
+    if e.filename is None:
+        return str(e)
+    other = f" (and {e.filename2})" if e.filename2 else ""
+    return f"{e.filename}{other}: {e.strerror}"
 
 
 __all__ = ["main", "build_parser", "check_allocatable", "Deprecated", "GROUPS"]

@@ -67,6 +67,8 @@ def cmd_capture(args) -> int:
     for path in (args.out, args.json):
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise ValueError(f"cannot write {path}: directory {os.path.dirname(os.path.abspath(path))} does not exist")
+        if path and os.path.isdir(path):  # found before the capture, not after it
+            raise ValueError(f"cannot write {path}: it is a directory; give a file name")
     t0 = time.monotonic()
     if preset:
         from ..benchmodel import CAUSAL, build_causal

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .common import positive_int
+from .common import nonneg_int, nonneg_minutes, positive_float, positive_int
 
 
 def cmd_collect(args) -> int:
@@ -32,9 +32,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--store", type=Path, help="results store to fill (default: DIR/collect.sqlite)")
     p.add_argument("--resume-from", type=Path, metavar="STORE[.gz]",
                    help="start from this earlier store (copied/decompressed to --store when that is missing)")
-    p.add_argument("--max-minutes", type=float, default=8.0,
+    p.add_argument("--max-minutes", type=nonneg_minutes, default=8.0,
                    help="size batches to end within this many minutes of the start (default 8: one 10-minute call)")
-    p.add_argument("--hard-stop-minutes", type=float,
+    p.add_argument("--hard-stop-minutes", type=nonneg_minutes,
                    help="if a batch is still running after this many minutes, export what the store holds "
                     "and exit (default: --max-minutes + 1; 0: never)")
     p.add_argument("--dtypes", default="bf16,fp16,fp32",
@@ -51,15 +51,15 @@ def add_parsers(sub) -> None:
                    help="the order shapes are measured in: 'plan' (default: group after group) or 'spread' "
                     "(round-robin over the groups, so that a collection cut short, a new GPU's first calls, "
                     "covers every group; resume with the same order)")
-    p.add_argument("--limit-shapes", type=int, help="only the first N shapes of the plan (after --groups, --order)")
-    p.add_argument("--mm-sample", type=int, default=80, help="triton_mm configs per shape (default 80)")
-    p.add_argument("--splitk-sample", type=int, default=40, help="split-K configs per shape (default 40)")
-    p.add_argument("--pad-sample", type=int, default=16, help="pad+ configs per unaligned shape (default 16)")
-    p.add_argument("--new-sample", type=int, default=8,
+    p.add_argument("--limit-shapes", type=positive_int, metavar="N", help="only the first N shapes of the plan (after --groups, --order)")
+    p.add_argument("--mm-sample", type=nonneg_int, metavar="N", default=80, help="triton_mm configs per shape (default 80)")
+    p.add_argument("--splitk-sample", type=nonneg_int, metavar="N", default=40, help="split-K configs per shape (default 40)")
+    p.add_argument("--pad-sample", type=nonneg_int, metavar="N", default=16, help="pad+ configs per unaligned shape (default 16)")
+    p.add_argument("--new-sample", type=nonneg_int, metavar="N", default=8,
                    help="configs per shape of each family the shipped model has no timings of (skinny, "
                     "persistent_tma, triton_static; default 8, 0: none). Shapes finished before these "
                     "families existed are measured again for them only")
-    p.add_argument("--core-sample", type=int, default=0,
+    p.add_argument("--core-sample", type=nonneg_int, metavar="N", default=0,
                    help="skinny CUDA-core configs per shape with M <= 16, beyond --new-sample's random draw, "
                    "where they are a tenth of its space (default 0: none). Shapes already collected are "
                    "measured again for them only")
@@ -75,12 +75,12 @@ def add_parsers(sub) -> None:
                     "(processes sharing a store: export once, with --export-only, after all have ended)")
     p.add_argument("--progress-name", default="collect-progress.json",
                    help="file name of the progress record in --out (default collect-progress.json)")
-    p.add_argument("--compile-workers", type=int, help="parallel compile processes (default: tune's)")
-    p.add_argument("--compile-ahead", type=int, default=2,
+    p.add_argument("--compile-workers", type=nonneg_int, metavar="N", help="parallel compile processes (default: tune's)")
+    p.add_argument("--compile-ahead", type=nonneg_int, metavar="N", default=2,
                    help="shapes compiled ahead of the one being timed (default 2; 0: separate phases)")
     p.add_argument("--timing", choices=("quick", "standard"), default="quick",
                    help="timer profile (default quick: 5 CUDA-graph replays; standard: 20)")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per candidate before it is killed")
+    p.add_argument("--timeout", type=positive_float, default=60.0, help="seconds per candidate before it is killed")
     p.add_argument("--drop-stale-edges", action="store_true",
                    help="first delete the rows timed before the kernel masked small-M / odd-N edges, "
                         "for the configs it now masks, so the plan measures them again")

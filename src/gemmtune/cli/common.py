@@ -76,14 +76,54 @@ def fraction(text: str) -> float:
     return v
 
 
-def positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0 (seconds), got {v}")
-    return v
+def float_above(lo: float, unit: str, or_equal: bool = False):
+    """An argparse type: a float > ``lo`` (>= with ``or_equal``), else a one-line error naming
+    the ``unit``."""
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not (v >= lo if or_equal else v > lo) or v != v:
+            raise argparse.ArgumentTypeError(f"must be {'>=' if or_equal else '>'} {lo:g} ({unit}), got {v}")
+        return v
+    parse.__name__ = f"{unit} {'>=' if or_equal else '>'} {lo:g}"
+    return parse
+
+
+positive_float = float_above(0, "seconds")
+nonneg_minutes = float_above(0, "minutes", or_equal=True)
+
+
+def family_list(text: str | None) -> list[str] | None:
+    """``--families``' comma list, the same in every command: names stripped, empty items (a
+    trailing comma) dropped, every name checked before anything runs or prints (ValueError naming
+    an unknown one); None when the option was not given.
+
+    >>> family_list("triton_mm, aten,")
+    ['triton_mm', 'aten']
+    >>> family_list(",")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --families ',' names no family; give a comma-separated list of triton_mm, triton_static, ...
+    """
+    from .. import kernels
+
+    if text is None:
+        return None
+    names = [f.strip() for f in text.split(",") if f.strip()]
+    if not names:
+        raise ValueError(f"--families {text!r} names no family; give a comma-separated list of "
+                         f"{', '.join(kernels.family_names())}")
+    for name in names:
+        kernels.spec(name)  # ValueError naming an unknown family and the known ones; imports no Triton
+    return names
+
+
+def families_help() -> str:
+    """The family names for an option's help."""
+    from .. import kernels
+    return ", ".join(kernels.family_names())
 
 
 def join_values(argv: list[str]) -> list[str]:

@@ -9,7 +9,7 @@ import os
 import re
 import sys
 
-from .common import Help, alias, check_allocatable
+from .common import Help, alias, check_allocatable, families_help, family_list
 
 
 def cmd_demo(args) -> int:
@@ -41,7 +41,8 @@ def cmd_demo(args) -> int:
     t = Table(title=f"gemmtune demo: {m}x{n}x{k} {p.dtype} on {dev}"
               + ("" if cuda else " (Triton interpreter)"))
     for col in ("family", "choice", "rel. error", "tolerance", "ok"):
-        t.add_column(col)
+        # A choice id is what a user copies into matmul(choice=...): folded, never cut to "…".
+        t.add_column(col, overflow="fold" if col == "choice" else "ellipsis")
     fails = 0
     for fam in gemmtune.families():
         choices = gemmtune.space(p, fam, "default")
@@ -52,7 +53,7 @@ def cmd_demo(args) -> int:
         r = compare(gemmtune.matmul(a, b, choice=ch), ref, tolerance(p))
         fails += not r.ok
         t.add_row(fam, ch.id, f"{r.rel_err:.2e}", f"{tolerance(p):.0e}", "yes" if r.ok else f"NO: {r.reason}")
-    Console().print(t)
+    Console(width=None if sys.stdout.isatty() else 160).print(t)
     return 1 if fails else 0
 
 
@@ -60,11 +61,12 @@ def cmd_space(args) -> int:
     import gemmtune
     from ..shapes import parse_shape
 
-    if not args.families:
-        raise ValueError("give --families F1,F2 (e.g. triton_mm,skinny; all: triton_mm,splitk,skinny,persistent_tma,decompose_k,aten)")
+    if args.families is None:
+        raise ValueError(f"give --families F1,F2 (e.g. triton_mm,skinny; all: {families_help()})")
+    families = family_list(args.families)  # every name checked before any is listed
     p = parse_shape(args.shape).problem
-    for fam in args.families.split(","):
-        kept, rejected = gemmtune.space(p, fam.strip(), args.space, args.device, with_rejected=True)
+    for fam in families:
+        kept, rejected = gemmtune.space(p, fam, args.space, args.device, with_rejected=True)
         for c in kept:
             print(c.id)
         print(f"# {fam}: {len(kept)} kept, {len(rejected)} rejected", file=sys.stderr)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import sys
 
-from .common import alias, fraction, int_at_least, positive_int
+from .common import alias, family_list, fraction, int_at_least, positive_int
 
 
 def _model_for(args, dev, triton_version: str | None = None):
@@ -48,11 +48,9 @@ def cmd_predict(args) -> int:
     if not args.shape:
         raise ValueError("give --shape MxNxK[:dtype] (repeatable), or --eval STORE to score a model")
     problems = [parse_shape(text).problem for text in args.shape]  # bad shapes fail before the model loads
+    families = family_list(args.families) or list(kernels.FAMILIES)  # before the model loads, as the shapes
     dev = current_or(args.device)
     model = _model_for(args, dev, triton_version=args.triton)
-    families = args.families.split(",") if args.families else list(kernels.FAMILIES)
-    for f in families:
-        kernels.get(f)
     for p in problems:
         cands = candidates(p, families, args.space, dev)
         est = model.predict(p, cands)

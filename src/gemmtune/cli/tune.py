@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
-from .common import Help, add_shape_args, check_allocatable, int_at_least, nonneg_int, positive_float, positive_int, shapes_of
+from .common import (Help, add_shape_args, alias, check_allocatable, families_help, family_list, int_at_least, nonneg_int,
+                     positive_float, positive_int, shapes_of)
 
 
 def cmd_tune(args) -> int:
@@ -13,11 +14,14 @@ def cmd_tune(args) -> int:
 
     shapes = shapes_of(args)
     check_allocatable(shapes, args.device)
-    families = args.families.split(",") if args.families else None
+    families = family_list(args.families)
     if args.model and not args.fast and str(args.benchmark_space).upper() == "SAME":
         raise ValueError("--model ranks candidates only when filtering: add --benchmark-space DEFAULT|K or --fast")
     if args.summary and os.path.isdir(args.summary):  # found before the run, not after it
         raise ValueError(f"--summary {args.summary} is a directory; give a file name")
+    if args.summary and not os.path.isdir(os.path.dirname(os.path.abspath(args.summary))):
+        raise ValueError(f"cannot write --summary {args.summary}: directory "
+                         f"{os.path.dirname(os.path.abspath(args.summary))} does not exist")
     result = tune(shapes, families=families, space=args.space, store=args.store, out=args.out,
                   workers=args.workers, timeout=args.timeout, compile_workers=args.compile_workers,
                   retry_failed=args.retry_failed, timing=args.timing, compile_ahead=args.compile_ahead,
@@ -94,7 +98,8 @@ def add_parsers(sub) -> None:
                        formatter_class=Help)
     add_shape_args(p)
     p.add_argument("--space", choices=("default", "exhaustive"), default="default", help="the search space")
-    p.add_argument("--families", help="comma-separated: triton_mm,splitk,skinny,persistent_tma,decompose_k,aten (default all)")
+    p.add_argument("--families", metavar="F1,F2", help=f"comma-separated: {families_help()} (default all)")
+    alias(p, "--family", "--families")  # the old spelling, as space and predict take it
     p.add_argument("--store", default="gemmtune.sqlite",
                    help="SQLite results file, in the working directory unless a path is given (resumable: "
                    "a rerun reuses what it holds)")
@@ -162,6 +167,6 @@ def add_worker_parser(sub) -> None:
     p.add_argument("--serve", required=True, metavar="SOCKET",
                    help="the Unix socket to serve on (a key file SOCKET.key, mode 0600, is written beside it)")
     p.add_argument("--workers", type=int_at_least(1), metavar="N", help="benchmark workers (default one per GPU)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds a candidate may take (tune's --timeout wins "
+    p.add_argument("--timeout", type=positive_float, default=120.0, help="seconds a candidate may take (tune's --timeout wins "
                    "per call)")
     p.set_defaults(fn=cmd_worker)

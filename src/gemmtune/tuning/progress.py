@@ -8,8 +8,9 @@ import time
 
 class Progress:
     """Progress of a tuning run: a rich bar on a terminal; plain lines otherwise (a log file, CI,
-    a pipe), at most one every ``every_s`` seconds plus one per finished shape, each with the
-    candidates done, the total and an ETA, so a long run is never silent; nothing when disabled."""
+    a pipe): one when a task (the run, a shape) starts, at most one every ``every_s`` seconds, and
+    one when it finishes, each with the candidates done, the total and an ETA, so a long run is
+    never silent; nothing when disabled."""
 
     def __init__(self, enabled: bool, stream=None, every_s: float = 10.0, tty: bool | None = None):
         self.enabled = enabled
@@ -40,7 +41,12 @@ class Progress:
         if self._p is not None:
             return self._p.add_task(description, total=total)
         self._next_id += 1
-        self._tasks[self._next_id] = [description, 0, total]
+        self._tasks[self._next_id] = t = [description, 0, total]
+        if total > 0:
+            # Its start: the first candidate of a shape can take a minute (a compile, the
+            # interpreter), and a log should say which shape that is, not stay silent.
+            self._last = now = time.monotonic()
+            self._line(t, now)
         return self._next_id
 
     def advance(self, task, description: str | None = None, by: int = 1) -> None:

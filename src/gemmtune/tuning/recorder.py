@@ -120,8 +120,8 @@ def superseded(earlier: LookupTable, shapes: list[ShapeResult]) -> LookupTable:
     """``earlier`` without the choices each of ``shapes`` has a verdict on in this run
     (``ShapeResult.measured_ids``: timed, wrong, refused by the compiler or the family; not a
     crash, timeout or error, which may have been the machine's): the run's verdict on them
-    replaces the older times. An
-    entry left with no choice is dropped. Choices the run did not measure stay as they were.
+    replaces the older times. An entry left with no choice is dropped. Choices the run did not
+    measure stay as they were.
 
     Without this, merging kept an older, faster time of a choice that this run measured and
     did not keep (measured slower, failed or wrong under a newer Triton, lost the run-off or
@@ -138,6 +138,20 @@ def superseded(earlier: LookupTable, shapes: list[ShapeResult]) -> LookupTable:
         else:
             del out.entries[s.problem.key]
     return out
+
+
+def table_to_merge(out, overwrite: bool) -> LookupTable | None:
+    """The table at ``out`` that a run merges its winners into (None: no ``out``, none there yet,
+    or ``overwrite``), read before the sweep so that a bad one fails before anything is measured.
+    A file that is not a valid table is a ValueError that says it is the ``out`` table, and how to
+    replace it."""
+    if out is None or overwrite or not Path(out).exists():
+        return None
+    try:
+        return as_table(out)
+    except ValueError as e:
+        raise ValueError(f"{e}; this is the table the run would merge its winners into (--out): fix or move it, "
+                         "or pass --overwrite (overwrite=True) to replace it") from None
 
 
 def write_table(shapes: list[ShapeResult], ctx: RunContext, out, overwrite: bool):

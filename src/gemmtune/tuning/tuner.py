@@ -29,7 +29,7 @@ from .executor import COMPILE_NICE, Executor, compile_pool_size, usable_cpus
 from .options import TuneOptions
 from .plan import CandidatePlan, Planned, as_shapes, compiles_at_most, load_ranker
 from .progress import Progress
-from .recorder import Recorder, write_table
+from .recorder import Recorder, table_to_merge, write_table
 from .results import ShapeResult, TuneResult
 from .runoff import RUNOFF_TIE, runoff_winner, wants_runoff
 
@@ -226,7 +226,7 @@ class Tuner:
             prefetch_lightgbm()
         lut = as_table(o.table)  # a bad table fails here, before anything is written
         # The table --out merges into, read now: a bad one fails before the sweep, not after it.
-        earlier = as_table(o.out) if o.out is not None and not o.overwrite and Path(o.out).exists() else None
+        earlier = table_to_merge(o.out, o.overwrite)
         gpus = current_first(visible_gpus())  # the caller's GPU first: a one-worker pool runs there
         env = dict(o.env or {})
         if not gpus:
