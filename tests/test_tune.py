@@ -83,10 +83,16 @@ def test_faults_through_the_tuner(tmp_path):
     faulted = {space_ids[0]: "abort", space_ids[2]: "hang", space_ids[3]: "raise", space_ids[5]: "wrong"}
     expected_status = {"abort": "crashed", "hang": "timeout", "raise": "error", "wrong": "wrong"}
     store, out = tmp_path / "s.sqlite", tmp_path / "t.json"
+    # runoff=0: the faults are the subject; the winner asserted below is the store's fastest row, and
+    # the second run's is the first's. A run-off (tuning.runoff) times a non-cuBLAS winner within its
+    # margin of cuBLAS again, beside cuBLAS, and may keep either, run to run. Never on the CPU (the
+    # interpreted candidates take ~20 ms here, cuBLAS ~0.01 ms), but on a GPU cuBLAS takes a few us on
+    # this shape, under runoff.SHORT_MS, where the margin is 25%; a run-off that kept cuBLAS failed the
+    # best_ms assert below (forced on the CPU by making a tile's stored time the fastest).
 
     t0 = time.monotonic()
     r = gemmtune.tune([problem], families=["triton_mm"], store=store, out=out, runner=FAULT_RUNNER,
-                      env={"GEMMTUNE_FAULTS": json.dumps(faulted)}, timeout=4, progress=False)
+                      env={"GEMMTUNE_FAULTS": json.dumps(faulted)}, timeout=4, progress=False, runoff=0)
     elapsed = time.monotonic() - t0
 
     want_ids = {"aten", *space_ids}
@@ -125,7 +131,7 @@ def test_faults_through_the_tuner(tmp_path):
 
     # A second run reuses everything, failures included: nothing is re-measured.
     r2 = gemmtune.tune([problem], families=["triton_mm"], store=store, out=out, runner=FAULT_RUNNER,
-                       env={"GEMMTUNE_FAULTS": json.dumps(faulted)}, timeout=4, progress=False)
+                       env={"GEMMTUNE_FAULTS": json.dumps(faulted)}, timeout=4, progress=False, runoff=0)
     assert (r2.measured, r2.reused) == (0, len(want_ids))
     assert r2.shapes[0].best == s.best and r2.shapes[0].failed == 4
 
@@ -133,7 +139,7 @@ def test_faults_through_the_tuner(tmp_path):
     # (and now pass); the wrong result stays recorded as wrong, nothing else re-runs.
     r3 = gemmtune.tune([problem], families=["triton_mm"], store=store, out=out, runner=FAULT_RUNNER,
                        env={"GEMMTUNE_FAULTS": json.dumps({space_ids[5]: "wrong"})}, timeout=4,
-                       progress=False, retry_failed=True)
+                       progress=False, retry_failed=True, runoff=0)
     assert (r3.measured, r3.reused) == (3, len(want_ids) - 3)
     assert r3.shapes[0].statuses == {"ok": len(want_ids) - 1, "wrong": 1}
     with ResultStore(store) as db:
