@@ -458,3 +458,24 @@ def test_gemmtunes_own_warnings_are_one_line(capsys, monkeypatch):
     assert rc == 0 and err == "gemmtune: warning: no learned model for this GPU\n", err
     assert "lib.py:1: UserWarning: x" in out  # another library's warning keeps its usual form
     assert warnings.formatwarning is before
+
+
+def test_space_and_predict_take_the_op_and_bs_layout(capsys):
+    """space and predict look at bmm, addmm and scaled_mm problems and at a column-major B (the
+    Linear case), as tune does; they took only a row-major mm before."""
+    from gemmtune import space
+    from gemmtune.problem import Problem
+
+    rc, out, err = run(["space", "--shape", "4x64x96x128:fp16", "--op", "bmm", "--families", "triton_mm"], capsys)
+    bmm = Problem.from_sizes(64, 96, 128, "fp16", op="bmm", batch=4)
+    assert rc == 0 and out.split() == [c.id for c in space(bmm, "triton_mm")], err
+    # B column-major with an odd N: aligned there (its leading dim is K), unaligned row-major.
+    rc, out, err = run(["space", "--shape", "8x4095x4096:fp16", "--layout-b", "col", "--families", "persistent_tma"],
+                       capsys)
+    col = Problem.from_sizes(8, 4095, 4096, "fp16", layout_b="col")
+    assert col.aligned_b and rc == 0 and out.split() == [c.id for c in space(col, "persistent_tma")], err
+    assert out.split() and not space(Problem.from_sizes(8, 4095, 4096, "fp16"), "persistent_tma")  # TMA: aligned only
+    rc, out, err = run(["predict", "--shape", "64x256x512", "--op", "scaled_mm", "--top", "3"], capsys)
+    assert rc == 0 and "e4m3" in out + err, out + err
+    rc, out, err = run(["space", "--shape", "64x256x512:bf16", "--op", "bmm", "--families", "aten"], capsys)
+    assert rc == 2 and "bad bmm shape" in err

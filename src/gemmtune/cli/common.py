@@ -217,6 +217,35 @@ def shapes_of(args) -> list:
     return shapes
 
 
+def add_problem_args(p: argparse.ArgumentParser) -> None:
+    """``--op`` and ``--layout-b`` for the commands that look at one problem without running it
+    (space, predict): what ``problem_of`` reads."""
+    p.add_argument("--op", choices=("mm", "addmm", "scaled_mm", "bmm"), default="mm",
+                   help="the operation: mm, addmm (bias fused), scaled_mm (fp8, --shape's dtype default "
+                   "e4m3, B column-major) or bmm (--shape BxMxNxK, the batch first)")
+    p.add_argument("--layout-b", choices=("row", "col"), default=None,
+                   help="B's layout (col: x @ W.T with a row-major W, the Linear case; default: the op's, "
+                   "row for mm, col for scaled_mm)")
+
+
+def problem_of(text: str, args):
+    """The Problem ``--shape text`` names with ``--op`` and ``--layout-b`` (B's alignment follows
+    its layout: a column-major B's leading dim is K)."""
+    import dataclasses
+
+    from ..problem import Problem
+    from ..shapes import parse_shape
+
+    p = parse_shape(text, op=getattr(args, "op", "mm")).problem
+    lay = getattr(args, "layout_b", None)
+    if lay is None or lay == p.layout_b:
+        return p
+    if p.op == "bmm":
+        return Problem.from_sizes(p.m, p.n, p.k, p.dtype, op="bmm", batch=p.batch, layout_b=lay)
+    return dataclasses.replace(p, layout_b=lay,
+                               aligned_b=Problem.from_sizes(p.m, p.n, p.k, p.dtype, layout_b=lay).aligned_b)
+
+
 def add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shape", action="append", metavar="MxNxK[:dtype]",
                    help="a shape, e.g. 32x32x28672:bf16 (repeatable; dtype default bf16); with --op bmm "

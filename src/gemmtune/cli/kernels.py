@@ -9,7 +9,7 @@ import os
 import re
 import sys
 
-from .common import Help, alias, check_allocatable, families_help, family_list
+from .common import Help, add_problem_args, alias, check_allocatable, families_help, family_list, problem_of
 
 
 def cmd_demo(args) -> int:
@@ -59,12 +59,11 @@ def cmd_demo(args) -> int:
 
 def cmd_space(args) -> int:
     import gemmtune
-    from ..shapes import parse_shape
 
     if args.families is None:
         raise ValueError(f"give --families F1,F2 (e.g. triton_mm,skinny; all: {families_help()})")
     families = family_list(args.families)  # every name checked before any is listed
-    p = parse_shape(args.shape).problem
+    p = problem_of(args.shape, args)
     for fam in families:
         kept, rejected = gemmtune.space(p, fam, args.space, args.device, with_rejected=True)
         for c in kept:
@@ -123,6 +122,7 @@ def add_parsers(sub) -> None:
     alias(p, "--kind", "--space", choices=("default", "exhaustive"))
     p.add_argument("--device", default=None, help="h100, h200, a100 (default: the visible GPU, else h100)")
     p.add_argument("--show-rejected", action="store_true", help="also list the rejected configs with their reasons")
+    add_problem_args(p)
     p.set_defaults(fn=cmd_space)
 
     p = sub.add_parser("inspect", help="what a choice compiles to for a GPU target, on any machine: registers, "

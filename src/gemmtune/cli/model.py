@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import sys
 
-from .common import alias, family_list, fraction, int_at_least, positive_int
+from .common import add_problem_args, alias, family_list, fraction, int_at_least, positive_int, problem_of
 
 
 def _model_for(args, dev, triton_version: str | None = None):
@@ -39,7 +39,6 @@ def cmd_predict(args) -> int:
 
     from .. import kernels
     from ..device import current_or
-    from ..shapes import parse_shape
     from ..tune import candidates
 
     console = Console(width=None if sys.stdout.isatty() else 160)
@@ -47,7 +46,7 @@ def cmd_predict(args) -> int:
         return _predict_eval(args, console)
     if not args.shape:
         raise ValueError("give --shape MxNxK[:dtype] (repeatable), or --eval STORE to score a model")
-    problems = [parse_shape(text).problem for text in args.shape]  # bad shapes fail before the model loads
+    problems = [problem_of(text, args) for text in args.shape]  # bad shapes fail before the model loads
     families = family_list(args.families) or list(kernels.FAMILIES)  # before the model loads, as the shapes
     dev = current_or(args.device)
     model = _model_for(args, dev, triton_version=args.triton)
@@ -269,6 +268,7 @@ def add_parsers(sub) -> None:
     alias(p, "--family", "--families")
     p.add_argument("--space", choices=("default", "exhaustive"), default="default", help="the search space")
     p.add_argument("--top", type=positive_int, default=10, metavar="N", help="rows to show (N >= 1)")
+    add_problem_args(p)
     p.add_argument("--model", metavar="PATH", help="a learned model (default: the one shipped for this GPU "
                    "and triton MAJOR.MINOR, else the analytic model)")
     p.add_argument("--triton", metavar="VERSION", help="triton version of the machine the ranking is for "
