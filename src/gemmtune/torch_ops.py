@@ -321,6 +321,29 @@ def _bmm_backward(ctx, grad):
 torch.library.register_autograd("gemmtune::bmm", _bmm_backward, setup_context=_bmm_setup_context, lib=_LIB)
 
 
+def handle_of(dispatcher: Dispatcher) -> int:
+    """``REGISTRY.register(dispatcher)``, which torch.compile runs rather than traces (its lock is a
+    context manager dynamo cannot enter: a graph break) and whose int it bakes into the graph,
+    guarded on the dispatcher's identity."""
+    return REGISTRY.register(dispatcher)
+
+
+# What torch._dynamo.assume_constant_result sets (importing torch._dynamo here would cost every
+# process that imports gemmtune.nn ~2 s).
+handle_of._dynamo_marked_constant = True  # type: ignore[attr-defined]
+
+
+def traced_call(dispatcher: Dispatcher, a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor] = None,
+                activation: str = "none", residual: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``dispatcher(a, b, ...)`` under torch.compile (Dispatcher.__call__ sends it here): the
+    ``gemmtune::bmm`` op for 3-D operands without an epilogue, else the ``gemmtune::mm`` op, whose
+    fake kernel checks the operands as the dispatcher would (2-D, dtype, static dims)."""
+    h = handle_of(dispatcher)
+    if a.dim() == 3 and bias is None and residual is None and activation == "none":
+        return torch.ops.gemmtune.bmm(a, b, h)
+    return torch.ops.gemmtune.mm(a, b, h, bias, activation, residual)
+
+
 def _use_op(*tensors) -> bool:
     return torch.compiler.is_compiling() or needs_grad(*tensors)
 
@@ -356,5 +379,5 @@ def mm_bias(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, handle:
     return REGISTRY.get(handle)._run(a, b, bias)
 
 
-__all__ = ["DispatcherRegistry", "REGISTRY", "mm", "bmm", "mm_bias", "linear", "gemv_to_inductor",
-           "register_inductor_gemv", "GEMV_DEVICES"]
+__all__ = ["DispatcherRegistry", "REGISTRY", "mm", "bmm", "mm_bias", "linear", "gemv_to_inductor", "handle_of",
+           "traced_call", "register_inductor_gemv", "GEMV_DEVICES"]
