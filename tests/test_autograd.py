@@ -122,3 +122,47 @@ def test_dispatcher_direct_call_is_differentiable(choice):
     assert mm.decision(m=8).choice.id == choice
     with torch.no_grad():
         assert mm(a, b).grad_fn is None
+
+
+def test_matmul_under_torch_compile_is_one_op_node_with_its_gradients():
+    """``gemmtune.matmul`` inside a compiled function traces as the gemmtune::matmul op: no graph
+    break, one graph for every M, the values and gradients of the eager call (a Choice object, an
+    out_dtype name, a fused epilogue, a bmm with a broadcast operand). Traced through, a Triton
+    choice failed in the interpreter (a TorchRuntimeError on a uint64 fake tensor) and the
+    default choice broke the graph."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+    from torch._dynamo.utils import counters
+
+    if not interpreter_enabled():
+        pytest.skip("Triton choices on the CPU need TRITON_INTERPRET=1")
+    torch.manual_seed(0)
+    choice = gemmtune.Choice.parse(CHOICES[1])
+    b, bias = _leaf(37, 13), _leaf(13)
+
+    def fn(a, b, bias, res):
+        return gemmtune.matmul(a, b, choice=choice, bias=bias, activation="silu", residual=res) * 2
+
+    torch._dynamo.reset()
+    counters.clear()
+    cnt = CompileCounterWithBackend("aot_eager")
+    cf = torch.compile(fn, backend=cnt, dynamic=True, fullgraph=True)
+    for m in (5, 19, 40):
+        a, res, w = _leaf(m, 37), _leaf(m, 13), torch.randn(m, 13)
+        got = _grads(lambda: cf(a, b, bias, res), a, b, bias, res, weight=w)
+        want = _grads(lambda: fn(a, b, bias, res), a, b, bias, res, weight=w)
+        torch.testing.assert_close(cf(a, b, bias, res), fn(a, b, bias, res))
+        for g, e in zip(got, want):
+            torch.testing.assert_close(g, e)
+    assert cnt.frame_count == 1 and not counters["graph_break"], dict(counters["graph_break"])
+    assert "torch.ops.gemmtune.matmul" in cnt.graphs[0].code
+    # The default choice, an fp32 output of fp16 operands, and a bmm with a broadcast operand.
+    torch._dynamo.reset()
+    a16, b16 = torch.randn(6, 37, dtype=torch.float16), torch.randn(37, 13, dtype=torch.float16)
+    y = torch.compile(lambda a, b: gemmtune.matmul(a, b, out_dtype="fp32"), backend="aot_eager", fullgraph=True)(a16, b16)
+    assert y.dtype == torch.float32
+    torch.testing.assert_close(y, a16.float() @ b16.float(), rtol=1e-3, atol=1e-3)
+    torch._dynamo.reset()
+    a3, b3 = torch.randn(3, 6, 37), torch.randn(1, 37, 13).expand(3, 37, 13)
+    y = torch.compile(lambda a, b: gemmtune.matmul(a, b, choice=CHOICES[1]), backend="aot_eager", fullgraph=True)(a3, b3)
+    torch.testing.assert_close(y, torch.bmm(a3, b3), rtol=1e-4, atol=1e-4)
+    torch._dynamo.reset()

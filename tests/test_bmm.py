@@ -654,3 +654,38 @@ def test_space_names_what_it_takes():
     import gemmtune
     with pytest.raises(TypeError, match="problem must be a gemmtune.Problem"):
         gemmtune.space((64, 64, 64), "triton_mm")
+
+
+def test_route_bmm_routes_under_torch_compile_dynamic():
+    """A compiled function called inside ``route_bmm`` (or entering it) traces the mode: the bmm
+    it takes is the gemmtune::bmm op, with dynamic=True as with static shapes, and a bmm of
+    another K runs as usual. Under dynamic=True the sizes are symbols, and ``_takes``'s
+    ``static in (None, size)`` compared them by identity in the trace: nothing was routed."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    from gemmtune.dispatch import compile_bmm
+    torch.manual_seed(0)
+    d = compile_bmm(batch=3, n=12, k=20, dtype="fp32", hints={"m": [8]},
+                    tune_fn=lambda ps, **kw: {p.key: "triton_mm:BM16-BN16-BK16-S1-W2-G8" for p in ps})
+    x, y = torch.randn(3, 9, 20), torch.randn(3, 20, 12)
+    other = (torch.randn(3, 9, 21), torch.randn(3, 21, 12))  # K=21: not the dispatcher's
+    for dynamic in (True, False):
+        torch._dynamo.reset()
+        cnt = CompileCounterWithBackend("aot_eager")
+        f = torch.compile(lambda x, y, u, v: (x @ y) * 2 + torch.bmm(u, v), backend=cnt, dynamic=dynamic)
+        with gemmtune.nn.route_bmm(d) as r:
+            out = f(x, y, *other)
+        torch.testing.assert_close(out, 2 * torch.bmm(x, y) + torch.bmm(*other), rtol=1e-4, atol=1e-4)
+        code = cnt.graphs[0].code
+        assert code.count("torch.ops.gemmtune.bmm") == 1 and "torch.bmm" in code, (dynamic, code)
+        assert r.routed >= 1
+
+        def inside(x, y):
+            with gemmtune.nn.route_bmm(d):
+                return torch.bmm(x, y) + 1
+        torch._dynamo.reset()
+        cnt = CompileCounterWithBackend("aot_eager")
+        torch.testing.assert_close(torch.compile(inside, backend=cnt, dynamic=dynamic)(x, y), torch.bmm(x, y) + 1,
+                                   rtol=1e-4, atol=1e-4)
+        assert "torch.ops.gemmtune.bmm" in cnt.graphs[0].code, (dynamic, cnt.graphs[0].code)
+    torch._dynamo.reset()

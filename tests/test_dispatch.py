@@ -460,6 +460,46 @@ def test_torch_compile_dynamic_no_graph_breaks():
     assert x.grad is not None and x.grad.shape == x.shape
 
 
+def test_a_dispatcher_called_under_torch_compile_is_one_op_node():
+    """A Dispatcher called directly inside a compiled function (mm, fused epilogue, bmm, autograd)
+    traces as the gemmtune::mm / gemmtune::bmm op: no graph break, one graph for every M, and the
+    shape decided at run time, not in the trace. Traced through, its cached-call key broke the
+    graph (``Tensor.is_neg``) two to five times per call and its first sight ran under dynamo."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    d = _dispatcher(dtype=torch.float32)
+    bias = torch.randn(N)
+    b = torch.randn(K, N)
+    for fn, ref in ((lambda a, b: d(a, b) * 2, lambda a, b: 2 * (a.double() @ b.double())),
+                    (lambda a, b: d(a, b, bias=bias, activation="relu"),
+                     lambda a, b: torch.relu(a.double() @ b.double() + bias.double()))):
+        torch._dynamo.reset()
+        counters.clear()
+        cnt = CompileCounterWithBackend("aot_eager")
+        cf = torch.compile(fn, backend=cnt, dynamic=True, fullgraph=True)
+        for m in (5, 9, 40):
+            a = torch.randn(m, K)
+            torch.testing.assert_close(cf(a, b).double(), ref(a, b), rtol=1e-4, atol=1e-4)
+        assert cnt.frame_count == 1 and not counters["graph_break"], dict(counters["graph_break"])
+        assert "torch.ops.gemmtune.mm" in cnt.graphs[0].code
+    assert {(5, N, K), (9, N, K), (40, N, K)} <= set(d.decisions)  # decided at run time
+    # Autograd through the op.
+    torch._dynamo.reset()
+    a = torch.randn(7, K, requires_grad=True)
+    torch.compile(lambda a, b: d(a, b), backend="aot_eager", dynamic=True, fullgraph=True)(a, b).sum().backward()
+    torch.testing.assert_close(a.grad, torch.ones(7, N) @ b.t())
+    # 3-D operands: gemmtune::bmm.
+    torch._dynamo.reset()
+    cnt = CompileCounterWithBackend("aot_eager")
+    x, y = torch.randn(3, 6, K), torch.randn(3, K, N)
+    out = torch.compile(lambda x, y: d(x, y), backend=cnt, dynamic=True, fullgraph=True)(x, y)
+    torch.testing.assert_close(out, torch.bmm(x, y), rtol=1e-4, atol=1e-4)
+    assert "torch.ops.gemmtune.bmm" in cnt.graphs[0].code
+    torch._dynamo.reset()
+
+
 @pytest.mark.slow
 def test_torch_compile_inductor():
     """The default backend. Inductor's CPU codegen needs a C++ compiler."""

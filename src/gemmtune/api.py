@@ -143,7 +143,14 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
         >>> c = gemmtune.matmul(a, b, choice="decompose_k:s8")              # needs a GPU  # doctest: +SKIP
         >>> bias = torch.randn(32, device="cuda", dtype=torch.bfloat16)     # needs a GPU  # doctest: +SKIP
         >>> h = gemmtune.matmul(a, b, bias=bias, activation="gelu_tanh", residual=c)  # needs a GPU  # doctest: +SKIP
+
+    Under torch.compile the call traces as the ``gemmtune::matmul`` op (gemmtune.torch_ops): one
+    opaque node, the kernel launched at run time (``workspace`` is not passed: each call gets a
+    fresh one). Traced through, the Triton launch failed in the CPU interpreter and broke the graph.
     """
+    if torch.compiler.is_compiling():
+        from .torch_ops import traced_matmul
+        return traced_matmul(a, b, choice, out_dtype, allow_tf32, bias, activation, residual)
     check_operands(a, b)
     if a.dim() == 3 and a.shape[0] == 0:
         return _empty_batch(a, b, out_dtype, bias, activation, residual)

@@ -694,12 +694,15 @@ class _RouteBmm(torch.overrides.TorchFunctionMode):
     def _takes(self, a, b) -> bool:
         # Every size the dispatcher fixes must match too: another bmm of the model (attention with
         # another head size) used to reach the dispatcher and raise there instead of running as usual.
+        # ``== size``, not ``in (None, size)``: traced by torch.compile(dynamic=True), where a size is
+        # a symbol, ``in`` compared by identity, and no call was routed.
         dims = self.dispatcher.dims
         return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == 3 and b.dim() == 3
                 and a.shape[0] == b.shape[0] and a.shape[2] == b.shape[1]
                 and a.dtype == b.dtype == self.dispatcher.torch_dtype and a.device == b.device
                 and a.device.type in ("cpu", "cuda")
-                and all(dims[d] in (None, size) for d, size in (("m", a.shape[1]), ("n", b.shape[2]), ("k", a.shape[2]))))
+                and all(dims[d] is None or dims[d] == size
+                        for d, size in (("m", a.shape[1]), ("n", b.shape[2]), ("k", a.shape[2]))))
 
 
 def route_bmm(target=None, *, dtype=None) -> _RouteBmm:
@@ -709,8 +712,10 @@ def route_bmm(target=None, *, dtype=None) -> _RouteBmm:
     other call (2-D, broadcasting batch sizes, other dtypes, keyword arguments) runs as usual.
     ``target``: a Dispatcher, or a lookup table (path or LookupTable; None: none) with ``dtype``,
     served by ``gemmtune.dispatch.lookup`` (the table's bmm winner per shape, cuBLAS otherwise).
-    The mode counts the calls it took (``.routed``). Eager use: under torch.compile call a
-    ``BMM`` module (or ``torch.ops.gemmtune.bmm``) instead.
+    The mode counts the calls it took (``.routed``, compiled calls included). A
+    compiled function called inside the mode (or entering it) traces it: the calls it takes become
+    the ``gemmtune::bmm`` op, with dynamic=True too, and leaving the mode recompiles. A ``BMM``
+    module (or ``torch.ops.gemmtune.bmm``) is the explicit route.
 
     Example::
 

@@ -321,6 +321,99 @@ def _bmm_backward(ctx, grad):
 torch.library.register_autograd("gemmtune::bmm", _bmm_backward, setup_context=_bmm_setup_context, lib=_LIB)
 
 
+_LIB.define("matmul(Tensor a, Tensor b, str? choice=None, ScalarType? out_dtype=None, bool allow_tf32=False, "
+            "Tensor? bias=None, str activation='none', Tensor? residual=None) -> Tensor")
+
+
+def _matmul_op(a, b, choice=None, out_dtype=None, allow_tf32=False, bias=None, activation="none", residual=None):
+    from .api import matmul
+    with torch.no_grad():  # the op's autograd is registered below; none is recorded in its kernel
+        return matmul(a, b, choice=choice, out_dtype=out_dtype, allow_tf32=allow_tf32, bias=bias,
+                      activation=activation, residual=residual)
+
+
+for _key in ("CPU", "CUDA"):
+    _LIB.impl("matmul", _matmul_op, _key)
+
+
+@torch.library.register_fake("gemmtune::matmul", lib=_LIB)
+def _matmul_fake(a, b, choice=None, out_dtype=None, allow_tf32=False, bias=None, activation="none",
+                 residual=None):
+    check_activation(activation)
+    torch._check(a.dim() in (2, 3) and b.dim() == a.dim(),
+                 lambda: f"gemmtune::matmul takes 2-D or 3-D operands of one rank, got {a.dim()}-D and {b.dim()}-D")
+    torch._check(a.dtype == b.dtype, lambda: f"gemmtune::matmul: dtypes differ: {a.dtype} and {b.dtype}")
+    torch._check(a.shape[-1] == b.shape[-2],
+                 lambda: f"gemmtune::matmul: inner dimensions differ: {a.shape[-1]} and {b.shape[-2]}")
+    torch._check(out_dtype is None or out_dtype in (a.dtype, torch.float32),
+                 lambda: f"gemmtune::matmul: out_dtype {out_dtype} is not supported for {a.dtype} inputs")
+    if a.dim() == 3:
+        torch._check(a.shape[0] == b.shape[0],
+                     lambda: f"gemmtune::matmul: batch sizes differ: {a.shape[0]} and {b.shape[0]}")
+    return a.new_empty((*a.shape[:-1], b.shape[-1]), dtype=out_dtype or a.dtype)
+
+
+def _matmul_setup_context(ctx, inputs, output) -> None:
+    a, b, _choice, _out_dtype, _tf32, bias, activation, _residual = inputs
+    ctx.activation = activation
+    ctx.save_for_backward(a, b, bias)
+
+
+def _matmul_backward(ctx, grad):
+    a, b, bias = ctx.saved_tensors
+    needs = tuple(ctx.needs_input_grad) + (False,) * 8
+    ga, gb, gbias, gres = grads(grad, a, b, bias, ctx.activation, needs[0], needs[1], needs[5], needs[7])
+    return ga, gb, None, None, None, gbias, None, gres
+
+
+torch.library.register_autograd("gemmtune::matmul", _matmul_backward, setup_context=_matmul_setup_context,
+                                lib=_LIB)
+
+
+def _choice_id(choice) -> str:
+    """``choice.id``, which torch.compile runs rather than traces: under dynamic=True the ints of a
+    Choice's config are traced as symbols, and its id (an f-string of them) raised."""
+    return choice.id
+
+
+_choice_id._dynamo_marked_constant = True  # type: ignore[attr-defined]  # handle_of says why
+
+
+def traced_matmul(a, b, choice=None, out_dtype=None, allow_tf32: bool = False, bias=None,
+                  activation: str = "none", residual=None) -> torch.Tensor:
+    """``gemmtune.matmul(...)`` under torch.compile (matmul sends it here): the ``gemmtune::matmul``
+    op, with ``choice`` as its id and ``out_dtype`` as a torch dtype."""
+    if choice is not None and not isinstance(choice, str):
+        choice = _choice_id(choice)
+    if isinstance(out_dtype, str):
+        from .problem import DTYPES, dtype_name
+        out_dtype = DTYPES[dtype_name(out_dtype)]
+    return torch.ops.gemmtune.matmul(a, b, choice, out_dtype, allow_tf32, bias, activation, residual)
+
+
+def handle_of(dispatcher: Dispatcher) -> int:
+    """``REGISTRY.register(dispatcher)``, which torch.compile runs rather than traces (its lock is a
+    context manager dynamo cannot enter: a graph break) and whose int it bakes into the graph,
+    guarded on the dispatcher's identity."""
+    return REGISTRY.register(dispatcher)
+
+
+# What torch._dynamo.assume_constant_result sets (importing torch._dynamo here would cost every
+# process that imports gemmtune.nn ~2 s).
+handle_of._dynamo_marked_constant = True  # type: ignore[attr-defined]
+
+
+def traced_call(dispatcher: Dispatcher, a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor] = None,
+                activation: str = "none", residual: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``dispatcher(a, b, ...)`` under torch.compile (Dispatcher.__call__ sends it here): the
+    ``gemmtune::bmm`` op for 3-D operands without an epilogue, else the ``gemmtune::mm`` op, whose
+    fake kernel checks the operands as the dispatcher would (2-D, dtype, static dims)."""
+    h = handle_of(dispatcher)
+    if a.dim() == 3 and bias is None and residual is None and activation == "none":
+        return torch.ops.gemmtune.bmm(a, b, h)
+    return torch.ops.gemmtune.mm(a, b, h, bias, activation, residual)
+
+
 def _use_op(*tensors) -> bool:
     return torch.compiler.is_compiling() or needs_grad(*tensors)
 
@@ -356,5 +449,5 @@ def mm_bias(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, handle:
     return REGISTRY.get(handle)._run(a, b, bias)
 
 
-__all__ = ["DispatcherRegistry", "REGISTRY", "mm", "bmm", "mm_bias", "linear", "gemv_to_inductor",
-           "register_inductor_gemv", "GEMV_DEVICES"]
+__all__ = ["DispatcherRegistry", "REGISTRY", "mm", "bmm", "mm_bias", "linear", "gemv_to_inductor", "handle_of",
+           "traced_call", "traced_matmul", "register_inductor_gemv", "GEMV_DEVICES"]

@@ -105,7 +105,15 @@ class Dispatcher(Deciding, Launching):
 
         Differentiable: where autograd records (grad mode on, an operand requires grad) the
         result has a ``grad_fn`` whichever kernel runs, with the backward on torch's products
-        (gemmtune.autograd)."""
+        (gemmtune.autograd).
+
+        Under torch.compile the call is traced as the ``gemmtune::mm`` op (``gemmtune::bmm`` for
+        3-D operands; ``gemmtune.torch_ops.traced_call``): one opaque node, no graph break, this
+        dispatcher run at run time. Traced through, its cache lookup broke the graph on every call
+        and its first sight (deciding, verifying) ran inside the trace."""
+        if torch.compiler.is_compiling():
+            from ..torch_ops import traced_call
+            return traced_call(self, a, b, bias, activation, residual)
         if needs_grad(a, b, bias, residual):
             return differentiable(lambda: self._run(a, b, bias, activation, residual),
                                   a, b, bias, activation, residual)
