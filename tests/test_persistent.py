@@ -191,6 +191,16 @@ def test_unaligned_operands_are_refused_with_the_reason(device):
     assert not kept and rejected and all("pad+ variant" in why for _, why in rejected)
 
 
+def test_a_stride_0_operand_is_refused_and_pad_serves_it(device):
+    """An expanded operand (leading stride 0: every row the same row) passes the 16-byte test with
+    a stride of 0, which no tensor map is documented to take: refused by name; pad+ copies it."""
+    a = torch.randn(1, 32, dtype=torch.float16, device=device).expand(24, 32)
+    b = torch.randn(32, 16, dtype=torch.float16, device=device)
+    with pytest.raises(ValueError, match="16-byte aligned.*pad\\+"):
+        run(CONFIGS[0], a, b)
+    check(gemmtune.matmul(a, b, choice="pad+persistent_tma:BM16-BN16-BK16-S2-W4-G8"), a, b)
+
+
 def test_pad_variant_runs_unaligned_problems(device):
     """The pad+ variant copies unaligned operands to aligned ones, where TMA can read them."""
     a = torch.randn(21, 31, dtype=torch.float16, device=device)

@@ -197,7 +197,11 @@ def _tma_layout(t: torch.Tensor) -> str | None:
     s0, s1 = t.stride()
     rows, cols = t.shape
     for layout, contiguous in (("row", s1 == 1 or cols == 1), ("col", s0 == 1 or rows == 1)):
-        if contiguous and (_lead(t, layout) * es) % TMA_ALIGN == 0:
+        lead = _lead(t, layout)
+        # A leading stride of 0 (an expanded operand: every row one row) is a multiple of 16 too,
+        # but a tensor map steps rows by its stride and CUDA documents no stride-0 map: refused,
+        # so pad+ (a contiguous copy) or another family serves it. Not tried on a GPU.
+        if contiguous and lead > 0 and (lead * es) % TMA_ALIGN == 0:
             return layout
     return None
 
