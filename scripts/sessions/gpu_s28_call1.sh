@@ -12,6 +12,12 @@ source "$(dirname "$0")/../device_env.sh"
 record_env transformers lightgbm
 timeout 250 python3 -m pytest -q -n 8 -m gpu tests -p no:cacheprovider > $OUT/gpu_tests.txt 2>&1
 echo "gpu tests rc=$?"; grep -E "FAILED|passed|failed|Error" $OUT/gpu_tests.txt | tail -8
+# Session 28's new CPU tests, on the GPU (they take CUDA tensors there): torch.compile of a dispatcher,
+# of gemmtune.matmul and of route_bmm; stride-0 operands refused by persistent_tma; negated views.
+timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_dispatch.py tests/test_autograd.py tests/test_bmm.py \
+  tests/test_persistent.py tests/test_errors.py -k "compile or stride_0 or negated or empty_batch or fp32_output" \
+  > $OUT/s28_tests.txt 2>&1
+echo "s28 tests rc=$?"; grep -E "FAILED|passed|failed" $OUT/s28_tests.txt | tail -6
 timeout 120 compute-sanitizer --tool memcheck python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py \
   -k "workspace or concurrent_streams" > $OUT/memcheck.txt 2>&1
 echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|passed|failed" $OUT/memcheck.txt | tail -4
