@@ -425,3 +425,25 @@ def test_report_says_whether_a_mode_never_timed_the_fastest_choice_or_timed_it_s
     for r in m.values():
         r.pop("sweep", None)
     assert "Why a mode missed" not in report.render_markdown(doc)
+
+
+def test_tuning_plot_star_is_the_mean_of_its_points(tmp_path, monkeypatch):
+    # The star of plot_tuning: mean tuning time and geomean fraction of the best over the points
+    # drawn. It divided the summary's total time (which holds the 10 s of a shape where the mode
+    # found no kernel, so has no point) by the points: (2 + 10) / 1 = 12 s instead of 2 s.
+    pytest.importorskip("matplotlib")
+    from matplotlib.axes import Axes
+    calls = []
+    real = Axes.scatter
+    monkeypatch.setattr(Axes, "scatter", lambda self, x, y, *a, **k: (calls.append((list(x), list(y))),
+                                                                       real(self, x, y, *a, **k))[1])
+    ok = _shape(10.0, 0.0, gemmtune=(5.0, 0.0))
+    ok["methods"]["gemmtune"]["tune_s"] = 2.0
+    failed = _shape(10.0, 0.0)
+    failed["methods"]["gemmtune"] = {"status": "error", "reason": "no candidate passed", "tune_s": 10.0}
+    doc = {"schema": report.SCHEMA, "source": "", "header": {"device_name": "X", "date": "2026-11-28"},
+           "ceilings": None, "notes": [], "shapes": [ok, failed]}
+    report.plot_tuning(doc, tmp_path / "t.png")
+    points, star = calls
+    assert points == ([2.0], [1.0])   # one point: 2 s, best 5.0 / its 5.0
+    assert star == ([2.0], [1.0])
