@@ -115,6 +115,40 @@ def test_group_geomeans_and_targets_on_the_recorded_run(doc):
     assert all(r["verdict"] == "NOT RUN" for m in ("gemmtune_fast", "gemmtune_top5") for r in t[m].values())
 
 
+def _grouped(group, name, cublas_ms, floor_ms, **methods) -> dict:
+    s = _shape(cublas_ms, 0.0, **{m: (ms, 0.0) for m, ms in methods.items()})
+    s.update(group=group, name=name, key=name, floor_ms=floor_ms)
+    return s
+
+
+def test_every_group_the_all_row_counts_has_a_row_of_its_own():
+    # The public suite's fp8 group (and bmm, a user's groups) is not one of report.GROUPS: its
+    # shapes went into 'all' with no row of their own, so a 0.5x fp8 loss was visible only as an
+    # 'all' of 1.00x beside a decode row of 2.00x.
+    doc = {"schema": report.SCHEMA, "source": "", "header": {"device_name": "X", "date": "2026-11-28"},
+           "ceilings": None, "notes": [],
+           "shapes": [_grouped("fp8", "f", 4.0, 2.0, gemmtune=8.0), _grouped("decode", "d", 4.0, 1.0, gemmtune=2.0),
+                      _grouped("fp8", "g", 4.0, 2.0, gemmtune_fast=2.0)]}
+    md = report.render_markdown(doc)
+    speed = md.split("## Geomean speedup over cuBLAS", 1)[1].split("\n## ", 1)[0]
+    floor = md.split("## Geomean % of the physical floor", 1)[1].split("\n## ", 1)[0]
+    # public groups first, then the others in order of appearance
+    assert [r["group"] for r in md_tables(speed)[0]] == ["decode", "fp8", "all"]
+    # fp8, gemmtune: one shape, 4 / 8 = 0.50x; decode 4 / 2 = 2.00x; all sqrt(2 x 0.5) = 1.00x
+    [fp8] = md_rows(speed, group="fp8")
+    assert fp8["gemmtune default"] == "0.50× (1; 0/0/1)" and fp8["gemmtune --fast"] == "2.00× (1; 1/0/0)"
+    assert md_rows(speed, group="all")[0]["gemmtune default"] == "1.00× (2; 1/0/1)"
+    # % of the floor, floor / time: fp8 cuBLAS sqrt(2/4 x 2/4) = 50%; gemmtune 2 / 8 = 25% on 1 of
+    # the 2 fp8 shapes (it has no time on 'g'); --fast 2 / 2 = 100%, 1 of 2; all: gemmtune
+    # sqrt(25% x 50%) = 35.4%, 2 of 3 shapes; cuBLAS (25% x 50% x 50%)^(1/3) = 39.7%.
+    [fp8] = md_rows(floor, group="fp8")
+    assert (fp8["cuBLAS"], fp8["gemmtune default"], fp8["gemmtune --fast"]) == ("50%", "25% (1 of 2)", "100% (1 of 2)")
+    [dec] = md_rows(floor, group="decode")
+    assert (dec["cuBLAS"], dec["gemmtune default"], dec["gemmtune --fast"]) == ("25%", "50%", "-")
+    [all_] = md_rows(floor, group="all")
+    assert (all_["cuBLAS"], all_["gemmtune default"], all_["gemmtune --fast"]) == ("40%", "35% (2 of 3)", "100% (1 of 3)")
+
+
 # ------------------------------------------------------------------ the fixture and its source
 def test_fixture_matches_recorded_run(doc):
     rebuilt = report.bench_from_tune_run(RUN, [s["name"] for s in doc["shapes"]])
@@ -287,6 +321,11 @@ def test_report_says_how_the_floor_is_computed(doc):
     assert "read bandwidth 4500 GB/s (best of sum_fp32 4200, gemv_bf16 4500)" in md
     assert "the higher of the copy and the read bandwidth (4500 GB/s)" in md
     assert "shown as measured, never capped" in md
+    # fp8 floors use twice the measured bf16 peak (bench.suite.measure_shape): the line says so
+    assert "fp8: twice the bf16 peak" not in md
+    new["shapes"][0]["dtype"] = "float8_e4m3fn"
+    assert "max(flops / mm peak of its dtype (fp8: twice the bf16 peak, no fp8 peak is measured)" in \
+        report.render_markdown(new)
 
 
 # ------------------------------------------------------------------ "same kernel as cuBLAS"
@@ -386,3 +425,25 @@ def test_report_says_whether_a_mode_never_timed_the_fastest_choice_or_timed_it_s
     for r in m.values():
         r.pop("sweep", None)
     assert "Why a mode missed" not in report.render_markdown(doc)
+
+
+def test_tuning_plot_star_is_the_mean_of_its_points(tmp_path, monkeypatch):
+    # The star of plot_tuning: mean tuning time and geomean fraction of the best over the points
+    # drawn. It divided the summary's total time (which holds the 10 s of a shape where the mode
+    # found no kernel, so has no point) by the points: (2 + 10) / 1 = 12 s instead of 2 s.
+    pytest.importorskip("matplotlib")
+    from matplotlib.axes import Axes
+    calls = []
+    real = Axes.scatter
+    monkeypatch.setattr(Axes, "scatter", lambda self, x, y, *a, **k: (calls.append((list(x), list(y))),
+                                                                       real(self, x, y, *a, **k))[1])
+    ok = _shape(10.0, 0.0, gemmtune=(5.0, 0.0))
+    ok["methods"]["gemmtune"]["tune_s"] = 2.0
+    failed = _shape(10.0, 0.0)
+    failed["methods"]["gemmtune"] = {"status": "error", "reason": "no candidate passed", "tune_s": 10.0}
+    doc = {"schema": report.SCHEMA, "source": "", "header": {"device_name": "X", "date": "2026-11-28"},
+           "ceilings": None, "notes": [], "shapes": [ok, failed]}
+    report.plot_tuning(doc, tmp_path / "t.png")
+    points, star = calls
+    assert points == ([2.0], [1.0])   # one point: 2 s, best 5.0 / its 5.0
+    assert star == ([2.0], [1.0])

@@ -144,3 +144,26 @@ def test_pad_copy_bench_smoke(tmp_path):
     for row in doc["rows"]:
         assert set(row["methods"]) == {"triton", "torch", "f_pad", "cat", "slice_copy"}
         assert all(m.get("ok") for m in row["methods"].values()), row
+
+
+def test_pct_of_best_counts_every_method_in_the_best():
+    """scripts/pct_of_best.py: "% of the best" = best / time, geomean over shapes, the best of any
+    method (as the report's column); --gemmtune-only the best of cuBLAS and the gemmtune modes."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("pct_of_best", ROOT / "scripts" / "pct_of_best.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def rec(ms):
+        return {"status": "ok", "choice": "c", "kernel": {"ms": ms}}
+    doc = {"shapes": [
+        {"group": "odd", "name": "a", "cublas": rec(10.0),
+         "methods": {"gemmtune": rec(5.0), "gemmtune_fast": rec(8.0), "inductor": rec(4.0)}},
+        {"group": "decode", "name": "b", "cublas": rec(2.0),
+         "methods": {"gemmtune": rec(2.0), "gemmtune_fast": {"status": "error"}, "nvmmh_top1": rec(1.0)}}]}
+    agg, _ = mod.fractions(doc)
+    # a: best 4.0 (Inductor): gemmtune 4/5 = 0.8, --fast 4/8 = 0.5; b: best 1.0 (nvMMH): gemmtune 1/2
+    assert agg["all"]["gemmtune"] == [0.8, 0.5] and agg["all"]["gemmtune_fast"] == [0.5]
+    # before: the best of cuBLAS and gemmtune only: a 5.0, b 2.0 -> gemmtune at 100% on both
+    old, _ = mod.fractions(doc, gemmtune_only=True)
+    assert old["all"]["gemmtune"] == [1.0, 1.0] and old["all"]["gemmtune_fast"] == [0.625]

@@ -71,9 +71,29 @@ def _floor_line(doc: dict) -> str:
                f"({memory_gbps(c):.0f} GB/s)")
     else:
         mem = "minimum bytes / copy bandwidth"
-    return (f"A shape's floor is max(flops / mm peak of its dtype, {mem}); minimum bytes = A and B read once, "
-            "C written once. Efficiency = floor / time; above 100% the kernel beat the floor (measurement "
-            "noise, or a ceiling measured below what the GPU can do) and is shown as measured, never capped.")
+    fp8 = any(str(s.get("dtype", "")).startswith("float8") for s in doc.get("shapes", ()))
+    peak = "mm peak of its dtype" + (" (fp8: twice the bf16 peak, no fp8 peak is measured)" if fp8 else "")
+    return (f"A shape's floor is max(flops / {peak}, {mem}); minimum bytes = A and B read once (a bmm operand "
+            "broadcast over the batch once), a bias and scales read once, C written once. Efficiency = floor / time; "
+            "above 100% the kernel beat the floor (measurement noise, or a ceiling measured below what the GPU can "
+            "do) and is shown as measured, never capped.")
+
+
+def _groups(doc: dict) -> list[str]:
+    """The groups of the document's shapes: the public suite's (GROUPS) in their order, then any
+    other (fp8, bmm, a user's suite's) in order of first appearance. Every group the 'all' row
+    counts has a row of its own."""
+    seen = list(dict.fromkeys(s["group"] for s in doc["shapes"]))
+    return [g for g in GROUPS if g in seen] + [g for g in seen if g not in GROUPS]
+
+
+def _floor_cell(r: dict | None, of: int) -> str:
+    """A '% of the floor' cell: the geomean, and '(n of N)' when it is over fewer shapes than the
+    group has (the method failed or was not run on the others; their floors are not in it)."""
+    if not r or not r.get("floor"):
+        return "-"
+    n = r.get("floor_n", r["n"])
+    return f"{r['floor'] * 100:.0f}%" + (f" ({n} of {of})" if n < of else "")
 
 
 def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
@@ -150,7 +170,7 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
     L.append("| group | " + " | ".join(LABELS[m] for m in present) + " |")
     L.append("|---|" + "---|" * len(present))
     per = {m: group_speedups(doc, m) for m in present}
-    groups = [*(g for g in GROUPS if any(s["group"] == g for s in doc["shapes"])), "all"]
+    groups = [*_groups(doc), "all"]
     for g in groups:
         cells = []
         for m in present:
@@ -160,14 +180,16 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
     L.append("")
     # The distance still to go: how close each method came to the physical floor.
     L.append("## Geomean % of the physical floor\n")
-    L.append("Per cell: geomean over the group's shapes of floor / kernel time (100% = at the floor).\n")
+    L.append("Per cell: geomean over the group's shapes of floor / kernel time (100% = at the floor); "
+             "'(n of N)' where the method has a kernel time on only n of the group's N shapes.\n")
+    count = {g: sum(s["group"] == g for s in doc["shapes"]) for g in groups[:-1]}
+    count["all"] = len(doc["shapes"])
     per["cublas"] = group_speedups(doc, "cublas")
     cols = ["cublas", *present]
     L.append("| group | " + " | ".join("cuBLAS" if m == "cublas" else LABELS[m] for m in cols) + " |")
     L.append("|---|" + "---|" * len(cols))
     for g in groups:
-        cells = [f"{per[m][g]['floor'] * 100:.0f}%" if per[m].get(g) and per[m][g]["floor"] else "-"
-                 for m in cols]
+        cells = [_floor_cell(per[m].get(g), count.get(g, 0)) for m in cols]
         L.append(f"| {g} | " + " | ".join(cells) + " |")
     L.append("")
 

@@ -148,7 +148,7 @@ def group_speedups(doc: dict, method: str) -> dict[str, dict]:
         out[g] = {"geomean": geomean(x for x, _, _ in xs), "n": len(xs),
                   "wins": sum(x > 1 and not t for x, t, _ in xs), "ties": sum(t for _, t, _ in xs),
                   "losses": sum(x < 1 and not t for x, t, _ in xs),
-                  "floor": geomean(fl) if fl else None}
+                  "floor": geomean(fl) if fl else None, "floor_n": len(fl)}
     return out
 
 
