@@ -58,3 +58,25 @@ def test_run_summary_of_the_committed_h200_run_is_the_committed_file(tmp_path, c
     text = capsys.readouterr().out
     assert text.splitlines()[0].split()[:3] == ["group", "name", "best"]
     assert any(line.startswith("geomean speedup over aten, splitk:") for line in text.splitlines())
+
+
+def test_run_summary_refuses_a_store_of_two_run_contexts(tmp_path, capsys):
+    """A run summary pairs each problem's best with its cuBLAS time: rows of two GPUs would pair
+    one GPU's best with the other's cuBLAS (an H200 kernel over an H100 cuBLAS: a made-up speedup)."""
+    from gemmtune.store import ResultRow, ResultStore, RunContext
+
+    key = Problem.from_sizes(64, 64, 64, "bf16").key
+
+    def row(cid, ms):
+        return ResultRow(problem_key=key, choice_id=cid, family=cid.split(":")[0], status="ok", device_ms=ms,
+                         eager_ms=None, rel_err=None, m=64, n=64, k=64, dtype="bfloat16", out_dtype="bfloat16",
+                         layout="row/row", aligned=True)
+    path = tmp_path / "two.sqlite"
+    with ResultStore(path) as st:
+        st.record_many(RunContext("NVIDIA H100 80GB HBM3", "9.0", "2.11", "3.6.0", "0.1"), [row("aten", 0.010)])
+        st.record_many(RunContext("NVIDIA H200", "9.0", "2.11", "3.6.0", "0.1"),
+                       [row("aten", 0.008), row("triton_mm:BM16-BN16-BK16-S1-W2-G1", 0.005)])
+    assert cli.main(["report", "--store", str(path), "--run-summary", str(tmp_path / "s.json")]) == 2
+    err = capsys.readouterr().err
+    assert "2 run contexts" in err and "NVIDIA H100" in err and "NVIDIA H200" in err
+    assert {r["device"] for r in summarize(path)} == {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}  # apart: fine

@@ -83,7 +83,8 @@ def markdown(rows: list[dict]) -> str:
 
 def run_summary(store: str | os.PathLike, tune_json: str | os.PathLike | None = None,
                 suite: str = "public") -> dict:
-    """{"context", "rows"}: one row per problem key of ``store`` (every context), named by
+    """{"context", "rows"}: one row per problem key of ``store`` (a store of one run context; more
+    are refused, as their times do not pair), named by
     ``suite`` (a preset or a suite CSV; '?' and the key where it has no such shape), in the
     suite's order; ``tune_s`` from the tune run's ``--summary`` JSON ``tune_json``."""
     import json
@@ -97,11 +98,19 @@ def run_summary(store: str | os.PathLike, tune_json: str | os.PathLike | None = 
     shapes = load_csv(suite) if str(suite).endswith(".csv") else preset(suite)
     names = {s.problem.key: (s.group, s.name) for s in shapes}
     by: dict[str, list] = defaultdict(list)
-    ctx0 = None
+    contexts = []
     with ResultStore(store) as st:
         for ctx, r in st.rows():
             by[r.problem_key].append(r)
-            ctx0 = ctx
+            if ctx not in contexts:
+                contexts.append(ctx)
+    if len(contexts) > 1:
+        # One run's summary: rows of two GPUs or versions would pair one's best with the other's cuBLAS.
+        names = "; ".join(f"{c.device_name}, torch {c.torch_version}, triton {c.triton_version}" for c in contexts)
+        raise ValueError(f"{store} holds {len(contexts)} run contexts ({names}); a run summary is one run's: "
+                         "give a store of one run (gemmtune report --store without --run-summary summarizes "
+                         "each context apart)")
+    ctx0 = contexts[0] if contexts else None
     rows = []
     for key, rs in by.items():
         ok = [r for r in rs if r.status == "ok" and r.device_ms and math.isfinite(r.device_ms)]
