@@ -8,7 +8,9 @@ Each group draws from the class the public suite samples, not from its rows:
 - decode: M in 1..32, N and K from the widths transformer layers use (hidden, MLP, fused QKV and
   vocabulary sizes, some odd), B column-major half the time (``x @ W.T``, the Linear case);
 - splitk: M and N in 8..512, K in 8K..128K;
-- odd: M, N and K odd (primes, ragged sizes, odd vocabularies), any layout;
+- odd: M, N and K odd (primes, ragged sizes) in 70% of rows; in the other 30%, an odd M against
+  a vocabulary head (N from every other vocabulary size, mostly even, or 50257 / 32001; K a layer
+  width, always even); any layout;
 - prefill: M in 128..4096 (multiples of 16, some odd), N and K layer widths;
 - square: cubes of 512..6144, a third of them off the 64-grid.
 A tenth of the rows outside splitk are fp16, a tenth fp32, the rest bf16. Names carry the sizes,
