@@ -112,6 +112,12 @@ def test_group_geomeans_and_targets_on_the_recorded_run(doc):
     assert row["cuBLAS"] == f"{cb['floor'] * 100:.0f}%" and row["gemmtune default"] == f"{gs['splitk']['floor'] * 100:.0f}%"
     tune = t["gemmtune"]["tuning"]
     assert tune["verdict"] == "MISSED" and tune["ratio"] == pytest.approx(79.4908 / 92.8866, abs=1e-3)
+    # The time ratio is on the shapes both tuned, the % of best on every shape gemmtune tuned: the
+    # report says how many each (they may differ where max-autotune did not run on a shape).
+    tuned = [s for s in doc["shapes"] if report.kernel(s["methods"].get("gemmtune")) is not None
+             and s["methods"]["gemmtune"].get("tune_s") is not None]
+    assert tune["fraction_shapes"] == len(tuned) and tune["shapes"] <= len(tuned)
+    assert f"({tune['shapes']} shapes) at" in report.render_markdown(doc)
     assert all(r["verdict"] == "NOT RUN" for m in ("gemmtune_fast", "gemmtune_top5") for r in t[m].values())
 
 

@@ -143,8 +143,8 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
         if r["verdict"] == "NOT RUN":
             cells.append("**NOT RUN**")
         else:
-            cells.append(f"{r['ratio']:.2f}× the time at {r['fraction_of_best'] * 100:.1f}% of best "
-                         f"**{r['verdict']}**")
+            cells.append(f"{r['ratio']:.2f}× the time ({r['shapes']} shapes) at {r['fraction_of_best'] * 100:.1f}% "
+                         f"of best ({r['fraction_shapes']} shapes) **{r['verdict']}**")
     L.append(f"| tuning wall time vs max-autotune, at % of the best kernel | ≤ {TUNE_TIME_RATIO:.2f}× at "
              f"≥ {TUNE_QUALITY * 100:.0f}% | " + " | ".join(cells) + " |")
     L.append("")
@@ -201,7 +201,8 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
         t = tuning_summary(doc, m)
         L.append(f"| {LABELS[m]} | {t['tune_s']:.1f} | "
                  + (f"{t['ratio']:.2f}× ({t['shapes']} shapes)" if t["ratio"] is not None else "-") + " | "
-                 + (f"{t['fraction_of_best'] * 100:.1f}%" if t["fraction_of_best"] else "-") + " |")
+                 + (f"{t['fraction_of_best'] * 100:.1f}% ({t['fraction_shapes']} shapes)" if t["fraction_of_best"]
+                    else "-") + " |")
     L.append("")
 
     # Overview
