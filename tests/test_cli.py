@@ -479,3 +479,8 @@ def test_space_and_predict_take_the_op_and_bs_layout(capsys):
     assert rc == 0 and "e4m3" in out + err, out + err
     rc, out, err = run(["space", "--shape", "64x256x512:bf16", "--op", "bmm", "--families", "aten"], capsys)
     assert rc == 2 and "bad bmm shape" in err
+
+
+def test_an_unknown_device_names_the_short_names_help_gives(capsys):
+    rc, _, err = run(["space", "--shape", "8x8x8", "--families", "aten", "--device", "h300"], capsys)
+    assert rc == 2 and "built-in devices: h100, h200, a100 (NVIDIA H100" in err

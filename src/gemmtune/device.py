@@ -81,8 +81,9 @@ class DeviceInfo:
         known = _match(name)
         if known is None:
             raise ValueError(
-                f"unknown GPU {name!r}; built-in devices: {', '.join(d.name for d in BUILTIN)} "
-                "(pass one of these, or run on the GPU so its facts are read from torch)"
+                f"unknown GPU {name!r}; built-in devices: h100, h200, a100 "
+                f"({', '.join(d.name for d in BUILTIN)}; pass one of these, or run on the GPU so its "
+                "facts are read from torch)"
             )
         return known
 

@@ -8,6 +8,10 @@ from pathlib import Path
 from .common import Parser, missing_command
 
 
+
+def _entries(n: int) -> str:
+    return f"{n} entry" if n == 1 else f"{n} entries"
+
 def _lut_errors(fn):
     """Bad tables (TableError), outputs that cannot be written (OSError) and a torch
     without Inductor's lookup table (RuntimeError): one line naming the command, exit 2."""
@@ -38,7 +42,7 @@ def cmd_lut_validate(args) -> int:
             print(f"FAIL {e}")
             continue
         p = t.provenance
-        print(f"OK   {f}: {len(t.entries)} entries, {p['produced_by']} on {p['device_name']} "
+        print(f"OK   {f}: {_entries(len(t.entries))}, {p['produced_by']} on {p['device_name']} "
               f"(capability {p['capability']}, triton {p['triton']})")
     return 1 if bad else 0
 
@@ -53,7 +57,7 @@ def cmd_lut_show(args) -> int:
     t = load(args.file)
     console = Console(width=None if sys.stdout.isatty() else 200)
     prov = "  ".join(f"{k}={v}" for k, v in sorted(t.provenance.items()))
-    rt = Table(title=escape(f"{args.file}: {len(t.entries)} entries"), caption=escape(prov))
+    rt = Table(title=escape(f"{args.file}: {_entries(len(t.entries))}"), caption=escape(prov))
     rt.add_column("key", no_wrap=True)
     rt.add_column("choices", no_wrap=True)
     rt.add_column("ms", justify="right")
@@ -74,7 +78,7 @@ def cmd_lut_merge(args) -> int:
                          f"into it (gemmtune lut merge {out} {out} ...), or pass --overwrite to replace it")
     merged = merge([load(f) for f in args.inputs], allow_mixed_devices=args.allow_mixed_devices)
     merged.save(args.out)
-    print(f"{args.out}: {len(merged.entries)} entries merged from {len(args.inputs)} tables "
+    print(f"{args.out}: {_entries(len(merged.entries))} merged from {len(args.inputs)} tables "
           f"({merged.provenance['device_name']})")
     return 0
 
