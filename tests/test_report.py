@@ -219,6 +219,13 @@ def test_merge_two_partial_runs(doc, tmp_path):
     assert merged["notes"][-1] == "second part" and len(merged["notes"]) == len(doc["notes"]) + 1
     assert len(merged["parts"]) == 2
     assert report.targets(merged) == report.targets(doc)
+    # Parts measured under other ceilings: the header names each part's (the floors use their own).
+    assert "Merged from" not in report.render_markdown(merged)  # same ceilings: one line says it all
+    a3, b3 = report.load_bench(pa), report.load_bench(pb)
+    b3["ceilings"] = copy.deepcopy(b3["ceilings"]) or {}
+    b3["ceilings"]["copy"] = {"gbps": 1234.0}
+    text = report.render_markdown(report.merge_bench([b3, a3]))
+    assert "Merged from 2 runs" in text and "copy bandwidth 1234 GB/s" in text
     # a shape measured in both parts keeps the later part's record
     b2 = report.load_bench(pb)
     again = copy.deepcopy(b2["shapes"][0])

@@ -109,6 +109,12 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
              f"groups {', '.join(h.get('groups') or ['all'])}"
              + (f", first {h['limit']} shapes" if h.get("limit") else "") + f"; {len(doc['shapes'])} shapes.\n")
     L.append(_ceilings_line(doc) + " " + _floor_line(doc) + "\n")
+    parts = [p for p in doc.get("parts") or () if p.get("ceilings")]
+    if len(parts) > 1 and any(p["ceilings"] != parts[0]["ceilings"] for p in parts):
+        # A merged report: the line above is the first run's; each shape's floor is its own run's.
+        L.append(f"Merged from {len(parts)} runs, each shape's floor from its own run's ceilings: "
+                 + "; ".join(f"{p.get('date', '?')}: " + _ceilings_line({"ceilings": {**p["ceilings"], "how": ""}})
+                             .removeprefix("Ceilings: ").rstrip(".") for p in parts) + ".\n")
     L.append(f"Kernel time: {h.get('timer', 'device time')}. Every output was checked against an fp64 "
              "reference before its time was kept. `×` = cuBLAS time / method time (cuBLAS measured in the "
              "same process); `tie` = the difference is smaller than the larger of the two spreads (relative IQR; "
