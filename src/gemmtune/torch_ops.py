@@ -263,22 +263,30 @@ def _mm_fake(a: torch.Tensor, b: torch.Tensor, handle: int, bias: Optional[torch
     return a.new_empty((a.shape[0], b.shape[1]))
 
 
-def _setup_context(ctx, inputs, output) -> None:
-    a, b, _handle, bias, activation, _residual = inputs
-    ctx.activation = activation
-    ctx.save_for_backward(a, b, bias)
+def _register_epilogue_autograd(op: str, n_args: int, bias_at: int, activation_at: int, residual_at: int) -> None:
+    """The autograd of an op taking (a, b, ..., bias, ..., activation, ..., residual, ...), the
+    epilogue arguments at those positions of its ``n_args``: ``act(a @ b + bias) + residual``'s
+    gradients (gemmtune.autograd.grads), None for every other argument."""
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.activation = inputs[activation_at]
+        ctx.save_for_backward(inputs[0], inputs[1], inputs[bias_at])
+
+    def backward(ctx, grad):
+        # torch ops on purpose: see the module doc (gemmtune.autograd.grads).
+        a, b, bias = ctx.saved_tensors
+        # needs_input_grad lists only the arguments the call passed.
+        needs = tuple(ctx.needs_input_grad) + (False,) * n_args
+        ga, gb, gbias, gres = grads(grad, a, b, bias, ctx.activation, needs[0], needs[1], needs[bias_at],
+                                    needs[residual_at])
+        out = [None] * n_args
+        out[0], out[1], out[bias_at], out[residual_at] = ga, gb, gbias, gres
+        return tuple(out)
+
+    torch.library.register_autograd(op, backward, setup_context=setup_context, lib=_LIB)
 
 
-def _backward(ctx, grad):
-    # torch ops on purpose: see the module doc (gemmtune.autograd.grads).
-    a, b, bias = ctx.saved_tensors
-    # (a, b, handle, bias, activation, residual); it lists only the arguments the call passed.
-    needs = tuple(ctx.needs_input_grad) + (False,) * 6
-    ga, gb, gbias, gres = grads(grad, a, b, bias, ctx.activation, needs[0], needs[1], needs[3], needs[5])
-    return ga, gb, None, gbias, None, gres
-
-
-torch.library.register_autograd("gemmtune::mm", _backward, setup_context=_setup_context, lib=_LIB)
+# (a, b, handle, bias, activation, residual)
+_register_epilogue_autograd("gemmtune::mm", 6, bias_at=3, activation_at=4, residual_at=5)
 
 
 _LIB.define("bmm(Tensor a, Tensor b, int handle) -> Tensor")
@@ -353,21 +361,8 @@ def _matmul_fake(a, b, choice=None, out_dtype=None, allow_tf32=False, bias=None,
     return a.new_empty((*a.shape[:-1], b.shape[-1]), dtype=out_dtype or a.dtype)
 
 
-def _matmul_setup_context(ctx, inputs, output) -> None:
-    a, b, _choice, _out_dtype, _tf32, bias, activation, _residual = inputs
-    ctx.activation = activation
-    ctx.save_for_backward(a, b, bias)
-
-
-def _matmul_backward(ctx, grad):
-    a, b, bias = ctx.saved_tensors
-    needs = tuple(ctx.needs_input_grad) + (False,) * 8
-    ga, gb, gbias, gres = grads(grad, a, b, bias, ctx.activation, needs[0], needs[1], needs[5], needs[7])
-    return ga, gb, None, None, None, gbias, None, gres
-
-
-torch.library.register_autograd("gemmtune::matmul", _matmul_backward, setup_context=_matmul_setup_context,
-                                lib=_LIB)
+# (a, b, choice, out_dtype, allow_tf32, bias, activation, residual)
+_register_epilogue_autograd("gemmtune::matmul", 8, bias_at=5, activation_at=6, residual_at=7)
 
 
 def _choice_id(choice) -> str:
