@@ -88,12 +88,9 @@ def default_choice(problem: Problem, device: DeviceInfo | None = None) -> Choice
     return Choice("aten", kernels.aten.CONFIG())
 
 
-def _empty_batch(a: torch.Tensor, b: torch.Tensor, out_dtype, bias, activation, residual) -> torch.Tensor:
+def _empty_batch(a: torch.Tensor, b: torch.Tensor, out_dtype) -> torch.Tensor:
     """A bmm of batch 0: torch.bmm's answer, an empty (0, M, N) output; there is no kernel to
     pick, and no Problem (whose batch is at least 1). The checks are those of a batch of one."""
-    if bias is not None or residual is not None or activation != "none":
-        raise ValueError("a bmm (3-D operands) takes no fused epilogue (bias, activation, residual): "
-                         "apply it to the output, or multiply 2-D operands")
     one = Problem.from_sizes(a.shape[1], b.shape[2], a.shape[2], a.dtype, out_dtype, op="bmm")
     if needs_grad(a, b):  # an empty product that still has a grad_fn, as torch.bmm's has
         return torch.bmm(a, b).to(one.torch_out_dtype)
@@ -152,8 +149,12 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
         from .torch_ops import traced_matmul
         return traced_matmul(a, b, choice, out_dtype, allow_tf32, bias, activation, residual)
     check_operands(a, b)
-    if a.dim() == 3 and a.shape[0] == 0:
-        return _empty_batch(a, b, out_dtype, bias, activation, residual)
+    if a.dim() == 3:  # a bmm
+        if bias is not None or residual is not None or activation != "none":
+            raise ValueError("a bmm (3-D operands) takes no fused epilogue (bias, activation, residual): "
+                             "apply it to the output, or multiply 2-D operands")
+        if a.shape[0] == 0:
+            return _empty_batch(a, b, out_dtype)
     if workspace is not None:
         from .kernels.splitk import SplitKWorkspace
         if not isinstance(workspace, SplitKWorkspace):  # split-K raised AttributeError on .partials
@@ -161,9 +162,6 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
                             f"not {type(workspace).__name__}")
     problem = Problem.from_tensors(a, b, out_dtype, allow_tf32=allow_tf32)
     if problem.op == "bmm":
-        if bias is not None or residual is not None or activation != "none":
-            raise ValueError("a bmm (3-D operands) takes no fused epilogue (bias, activation, residual): "
-                             "apply it to the output, or multiply 2-D operands")
         epilogue = None
     else:
         epilogue = epi_mod.bind(problem.m, problem.n, problem.torch_out_dtype, a.device, bias=bias,
