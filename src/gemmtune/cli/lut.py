@@ -8,9 +8,9 @@ from pathlib import Path
 from .common import Parser, missing_command
 
 
-
 def _entries(n: int) -> str:
     return f"{n} entry" if n == 1 else f"{n} entries"
+
 
 def _lut_errors(fn):
     """Bad tables (TableError), outputs that cannot be written (OSError) and a torch
