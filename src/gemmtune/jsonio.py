@@ -63,6 +63,23 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
     return path
 
 
+def check_file_target(path: str | os.PathLike, what: str) -> None:
+    """Raise ValueError when ``path`` cannot be written as a file: its directory is missing, or it
+    is a directory itself. Called before long work (a tune, a capture), so that the error comes
+    first, not after the work. ``what`` names the file in the message (e.g. 'the table').
+
+    >>> check_file_target("/nowhere/t.json", "the table")
+    Traceback (most recent call last):
+    ...
+    ValueError: cannot write the table to /nowhere/t.json: directory /nowhere does not exist
+    """
+    parent = Path(path).resolve().parent
+    if not parent.is_dir():
+        raise ValueError(f"cannot write {what} to {path}: directory {parent} does not exist")
+    if Path(path).is_dir():
+        raise ValueError(f"cannot write {what} to {path}: it is a directory; give a file name")
+
+
 def _read_umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)

@@ -6,6 +6,7 @@ import os
 import sys
 
 from .common import nonneg_int, positive_int
+from ..jsonio import check_file_target
 
 
 def _load_factory(spec: str):
@@ -64,11 +65,9 @@ def cmd_capture(args) -> int:
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"--device {device}: no CUDA GPU is visible (use --device cpu)")
-    for path in (args.out, args.json):
-        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            raise ValueError(f"cannot write {path}: directory {os.path.dirname(os.path.abspath(path))} does not exist")
-        if path and os.path.isdir(path):  # found before the capture, not after it
-            raise ValueError(f"cannot write {path}: it is a directory; give a file name")
+    for opt, path in (("--out", args.out), ("--json", args.json)):
+        if path:  # found before the capture, not after it
+            check_file_target(path, opt)
     t0 = time.monotonic()
     if preset:
         from ..benchmodel import CAUSAL, build_causal

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
+from ..jsonio import check_file_target
 from .common import (Help, add_shape_args, alias, check_allocatable, families_help, family_list, int_at_least, nonneg_int,
                      positive_float, positive_int, shapes_of)
 
@@ -17,11 +17,8 @@ def cmd_tune(args) -> int:
     families = family_list(args.families)
     if args.model and not args.fast and str(args.benchmark_space).upper() == "SAME":
         raise ValueError("--model ranks candidates only when filtering: add --benchmark-space DEFAULT|K or --fast")
-    if args.summary and os.path.isdir(args.summary):  # found before the run, not after it
-        raise ValueError(f"--summary {args.summary} is a directory; give a file name")
-    if args.summary and not os.path.isdir(os.path.dirname(os.path.abspath(args.summary))):
-        raise ValueError(f"cannot write --summary {args.summary}: directory "
-                         f"{os.path.dirname(os.path.abspath(args.summary))} does not exist")
+    if args.summary:  # found before the run, not after it
+        check_file_target(args.summary, "--summary")
     result = tune(shapes, families=families, space=args.space, store=args.store, out=args.out,
                   workers=args.workers, timeout=args.timeout, compile_workers=args.compile_workers,
                   retry_failed=args.retry_failed, timing=args.timing, compile_ahead=args.compile_ahead,

@@ -24,6 +24,7 @@ from typing import Any
 from .. import kernels
 from ..bench import DEFAULT_RUNNER
 from ..bench.timing import TIMINGS
+from ..jsonio import check_file_target
 from .plan import parse_benchmark_space
 from .runoff import RUNOFF_MARGIN
 
@@ -105,11 +106,8 @@ class TuneOptions:
             kernels.spec(f)  # ValueError naming an unknown family
         if isinstance(self.model, (str, os.PathLike)) and not Path(self.model).is_file():
             raise ValueError(f"model file {self.model} does not exist")
-        if self.out is not None and not Path(self.out).resolve().parent.is_dir():
-            raise ValueError(f"cannot write the table to {self.out}: directory "
-                             f"{Path(self.out).resolve().parent} does not exist")
-        if self.out is not None and Path(self.out).is_dir():
-            raise ValueError(f"cannot write the table to {self.out}: it is a directory; give a file name")
+        if self.out is not None:
+            check_file_target(self.out, "the table")
         store = getattr(self.store, "path", self.store)
         if self.out is not None and isinstance(store, (str, os.PathLike)) \
                 and Path(self.out).resolve() == Path(store).resolve():
