@@ -14,10 +14,9 @@ which sessions 19 and 20 quote. Each group line gives, per mode, the % and the s
 """
 import collections
 import glob
-import math
 import sys
 
-from gemmtune.report import best_ms, kernel
+from gemmtune.report import best_ms, geomean, kernel
 
 MODES = ("gemmtune", "gemmtune_fast", "gemmtune_top5", "gemmtune_top1")
 
@@ -55,7 +54,7 @@ def main(pattern: str, gemmtune_only: bool = False) -> None:
     for name, fr, picks in rows:
         print(f"{name[:28]:28s}", " ".join(f"{f * 100:6.1f}" for f in fr.values()), " | ".join(picks))
     for group, v in agg.items():
-        print(group, {m: (round(100 * math.exp(sum(map(math.log, x)) / len(x)), 2), len(x)) for m, x in v.items()})
+        print(group, {m: (round(100 * geomean(x), 2), len(x)) for m, x in v.items()})
 
 
 if __name__ == "__main__":
