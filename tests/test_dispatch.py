@@ -809,6 +809,46 @@ def test_an_op_expecting_cublas_at_its_static_size_is_lowered_to_torch_mm():
     assert not torch_ops.aten_to_inductor(torch.randn(64, 40), torch.randn(40, 24), 987654)
 
 
+_CACHED_COMPILE = textwrap.dedent("""
+    import sys, torch
+    from gemmtune import patch
+    from torch._inductor.utils import run_and_get_code
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48))
+    # At M=8 the choice named first; the other at M=64 (so that neither dispatcher is all cuBLAS).
+    at8, at64 = sys.argv[1], sys.argv[2]
+    patch(model, hints={"m": [8, 64]}, tune_fn=lambda problems, **kw: {p.key: at8 if p.m == 8 else at64
+                                                                       for p in problems}, progress=False)
+    with torch.no_grad():
+        _, codes = run_and_get_code(torch.compile(model, dynamic=False), torch.randn(8, 32))
+    print("OPS", "\\n".join(codes).count("= torch.ops.gemmtune.mm.default("))
+""")
+
+
+@CPU_OPERANDS
+@pytest.mark.slow
+def test_inductors_disk_caches_never_give_a_graph_another_processs_hand_back(tmp_path):
+    """Two processes compile the same patched layer, whose dispatcher expects cuBLAS in the first
+    (handed back to Inductor as torch.mm) and a Triton kernel in the second (the op kept), sharing
+    Inductor's on-disk caches. With handles counted from 0 in each process the graphs were the same
+    text, and the second loaded the first's compiled graph from the cache: cuBLAS, not its kernel."""
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+        get_cpp_compiler()
+    except Exception as e:
+        pytest.skip(f"inductor CPU codegen needs a C++ compiler: {type(e).__name__}: {e}")
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"), TRITON_INTERPRET="1",
+               TORCHINDUCTOR_FX_GRAPH_CACHE="1", TORCHINDUCTOR_AUTOGRAD_CACHE="1")
+
+    def ops(at8: str, at64: str) -> int:
+        r = subprocess.run([sys.executable, "-c", _CACHED_COMPILE, at8, at64], env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return int(r.stdout.split("OPS")[-1])
+    assert ops("aten", TRITON_SMALL) == 0  # handed back
+    assert ops(TRITON_SMALL, "aten") == 1  # the op kept, whatever the cache holds
+
+
 @CPU_OPERANDS
 @pytest.mark.slow
 def test_inductor_compiles_a_cublas_sized_patched_layer_to_its_own_mm():

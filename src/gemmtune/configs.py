@@ -220,12 +220,23 @@ class Choice:
         if not isinstance(self.config, want):
             raise TypeError(f"family {self.family} takes a {want.__name__}, "
                             f"not a {type(self.config).__name__}")
+        # The id, made once: a plain str attribute (not a dataclass field, so not compared, hashed
+        # or listed), which torch.compile reads as a constant. Traced as the f-string of the
+        # config's ints, under dynamic=True those were symbols and the f-string raised; and torch
+        # 2.11's dynamo cannot pass a Choice to a function run at trace time.
+        object.__setattr__(self, "_id", self._make_id())
 
-    @property
-    def id(self) -> str:
+    def _make_id(self) -> str:
         cid = self.config.id
         base = f"{self.family}:{cid}" if cid else self.family
         return PAD_PREFIX + base if self.pad else base
+
+    @property
+    def id(self) -> str:
+        try:
+            return self._id
+        except AttributeError:  # unpickled from a gemmtune before _id (pickle skips __post_init__)
+            return self._make_id()
 
     def __str__(self) -> str:
         return self.id

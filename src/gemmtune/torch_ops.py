@@ -58,6 +58,7 @@ Example (skipped in doctests: ``dispatcher``, ``a`` and ``b`` stand for your own
 
 from __future__ import annotations
 
+import secrets
 import threading
 from typing import Optional
 
@@ -75,12 +76,24 @@ class DispatcherRegistry:
     ``register`` is idempotent per dispatcher object. The registry holds strong
     references: a compiled graph may keep a handle after its module is gone, and a
     handle that vanished would fail at run time; ``unregister`` releases one.
+
+    Handles start at a random number per process (``first``: a fixed start, for tests). A
+    handle is baked into the graphs torch.compile traces, and Inductor's on-disk caches
+    (AOTAutograd's and the FX graph cache) key a graph by its text. What Inductor makes of a
+    ``gemmtune::mm`` node depends on the dispatcher behind the handle in *this* process: the op
+    is handed back as ``torch.mm`` where that dispatcher expects cuBLAS (``aten_to_inductor``).
+    With handles counted from 0 in every process, a graph compiled by an earlier process, whose
+    handle 0 was another dispatcher (another table, before a re-tune), was loaded from the cache
+    with that process's decision: found on torch 2.11, where a layer tuned to a Triton kernel
+    ran cuBLAS from a cached graph. Random handles never match another process's graph, so
+    patched graphs are compiled in each process, and reused within it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, first: int | None = None) -> None:
         self._by_handle: dict[int, Dispatcher] = {}
         self._by_id: dict[int, int] = {}
-        self._next = 0
+        # 2**40 + 40 random bits: an int64 (the op schema's int), never a small literal.
+        self._next = (1 << 40) + secrets.randbits(40) if first is None else first
         self._lock = threading.Lock()
 
     def register(self, dispatcher: Dispatcher) -> int:
@@ -365,21 +378,12 @@ def _matmul_fake(a, b, choice=None, out_dtype=None, allow_tf32=False, bias=None,
 _register_epilogue_autograd("gemmtune::matmul", 8, bias_at=5, activation_at=6, residual_at=7)
 
 
-def _choice_id(choice) -> str:
-    """``choice.id``, which torch.compile runs rather than traces: under dynamic=True the ints of a
-    Choice's config are traced as symbols, and its id (an f-string of them) raised."""
-    return choice.id
-
-
-_choice_id._dynamo_marked_constant = True  # type: ignore[attr-defined]  # handle_of says why
-
-
 def traced_matmul(a, b, choice=None, out_dtype=None, allow_tf32: bool = False, bias=None,
                   activation: str = "none", residual=None) -> torch.Tensor:
     """``gemmtune.matmul(...)`` under torch.compile (matmul sends it here): the ``gemmtune::matmul``
     op, with ``choice`` as its id and ``out_dtype`` as a torch dtype."""
     if choice is not None and not isinstance(choice, str):
-        choice = _choice_id(choice)
+        choice = choice.id  # a str made with the Choice (configs.Choice), a constant to dynamo
     if isinstance(out_dtype, str):
         from .problem import DTYPES, dtype_name
         out_dtype = DTYPES[dtype_name(out_dtype)]
@@ -387,15 +391,27 @@ def traced_matmul(a, b, choice=None, out_dtype=None, allow_tf32: bool = False, b
 
 
 def handle_of(dispatcher: Dispatcher) -> int:
-    """``REGISTRY.register(dispatcher)``, which torch.compile runs rather than traces (its lock is a
-    context manager dynamo cannot enter: a graph break) and whose int it bakes into the graph,
-    guarded on the dispatcher's identity."""
-    return REGISTRY.register(dispatcher)
+    """``REGISTRY.register(dispatcher)`` for torch.compile, which must not trace the registry (its
+    lock is a context manager dynamo cannot enter: a graph break) but run it once and bake its
+    int into the graph. dynamo traces ``id(dispatcher)`` as a constant, guarded on the
+    dispatcher's identity, and runs ``_handle_by_id`` on that int. The dispatcher itself cannot be
+    the argument of such a function: torch 2.11's dynamo converts the arguments of one to Python
+    constants, and a Dispatcher is none (InternalTorchDynamoError; torch 2.13 passes objects)."""
+    return _handle_by_id(id(dispatcher))
+
+
+def _handle_by_id(ident: int) -> int:
+    from .dispatch.core import LIVE
+    d = LIVE.get(ident)
+    if d is None:  # made by object.__new__, bypassing Dispatcher.__new__
+        raise RuntimeError("gemmtune: this Dispatcher was not made by its class (Dispatcher.__new__), so "
+                           "torch.compile cannot reach it; build it with compile_mm or Dispatcher.load")
+    return REGISTRY.register(d)
 
 
 # What torch._dynamo.assume_constant_result sets (importing torch._dynamo here would cost every
 # process that imports gemmtune.nn ~2 s).
-handle_of._dynamo_marked_constant = True  # type: ignore[attr-defined]
+_handle_by_id._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
 def traced_call(dispatcher: Dispatcher, a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor] = None,

@@ -8,6 +8,7 @@ import json
 import os
 import threading
 import warnings
+import weakref
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -24,6 +25,11 @@ from .common import (ATEN, DIMS, FORMAT, MODES, SCHEMA_VERSION, Decision, HintCh
 from .decide import Deciding
 from .launch import Launching
 from ..jsonio import write_atomic
+
+
+# Every Dispatcher alive, by id(): how torch.compile reaches the object behind an id it traced
+# (torch_ops.handle_of). Weak: a dispatcher nobody holds is freed as before.
+LIVE: "weakref.WeakValueDictionary[int, Dispatcher]" = weakref.WeakValueDictionary()
 
 
 class Dispatcher(Deciding, Launching):
@@ -46,6 +52,12 @@ class Dispatcher(Deciding, Launching):
         >>> mm.decision(m=20).source, mm.decision(m=20).hint
         ('similarity', (8, 24, 64))
     """
+
+    def __new__(cls, *args, **kwargs):
+        # In __new__, not __init__: copy.copy and pickle make instances without __init__.
+        obj = super().__new__(cls)
+        LIVE[id(obj)] = obj
+        return obj
 
     def __init__(self, *, dims: Mapping[str, int | None], dtype, hints: Mapping[str, Sequence[int]],
                  hint_choices: Sequence[HintChoice], mode: str = "similarity",
