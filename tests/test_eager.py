@@ -104,6 +104,33 @@ def test_aten_decisions_call_f_linear_directly(monkeypatch):
     assert len(calls) == 2  # both layers, straight to F.linear: the dispatcher is not called
 
 
+def test_a_remembered_path_is_looked_up_by_shape_and_still_honours_autocast_and_dtype():
+    """The forwards look a shape's eager path up before any other check (host time). An F.linear
+    path is torch's own forward, right under autocast; a tuned path is taken only in the
+    dispatcher's dtype: the same shape in another dtype (the model converted after patching) gets
+    the dtype warning and F.linear, not the fp16 kernel."""
+    torch.manual_seed(0)
+    model, _ = _model("aten", convert_aten_layers=True)
+    x = torch.randn(5, 32, dtype=torch.float16)
+    with torch.no_grad():
+        model(x)
+        assert model[0]._gemmtune_paths[x.shape] == "aten"
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = model[0](x)
+            want = torch.nn.functional.linear(x, model[0].weight, model[0].bias)
+        assert y.dtype == torch.bfloat16
+        torch.testing.assert_close(y, want)
+    tuned, _ = _model(TRITON)
+    lin = tuned[0]
+    lin._gemmtune_paths[x.shape] = "tuned"  # as a first eager call in fp16 leaves it
+    lin.float()
+    x32 = x.float()
+    with torch.no_grad(), pytest.warns(RuntimeWarning, match="differ from the dispatcher"):
+        y = lin(x32)
+    assert y.dtype == torch.float32
+    torch.testing.assert_close(y, torch.nn.functional.linear(x32, lin.weight, lin.bias))
+
+
 @pytest.mark.skipif(ON_GPU, reason="CPU tensors run the Triton interpreter only on a machine without a GPU "
                     "(conftest); on a GPU machine a CPU call falls back to F.linear")
 def test_tuned_kernels_run_on_the_cpu_interpreter_without_timing():
