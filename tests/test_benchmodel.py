@@ -41,6 +41,7 @@ def test_tiny_model_all_checks_and_report(model, tmp_path):
     assert {"ms", "spread", "calls", "x_eager"} <= set(patched["phases"]["decode_b1"])
     inter = patched["phases"]["decode_b1"]["interleaved"]  # the eager-vs-patch verdict, interleaved
     assert inter["eager_ms"] > 0 and inter["x_eager"] == pytest.approx(inter["eager_ms"] / inter["eager_patch_ms"])
+    assert inter["rounds"] == 7 and inter["x_eager_q1"] <= inter["x_eager_paired"] <= inter["x_eager_q3"]
     # Every hint chose cuBLAS: patch left every layer as torch's own, none has an eager path table.
     assert patched["eager_paths"]["counts"] == {} and patched["eager_paths"]["left_as_torch"] >= 3
     md = (tmp_path / "bench-model.md").read_text()
@@ -56,6 +57,18 @@ def test_time_interleaved_rotates_and_times_each():
                                     rounds=4, min_round_ms=0.001, warmup=0)
     assert set(t) == {"a", "b"} and all(v["ms"] >= 0 and v["calls"] >= 4 for v in t.values())
     assert order.count("a") == order.count("b")
+    assert len(t["a"]["rounds"]) == 4
+
+
+def test_paired_ratio_reads_adjacent_rounds():
+    """A drift of the host's speed that moves both modes alike leaves the paired ratio alone, where
+    each mode's own median and spread move with it."""
+    from gemmtune.benchmodel.timing import paired_ratio
+    base = [10.0, 20.0, 10.0, 30.0, 10.0]
+    r = paired_ratio(base, [b / 1.05 for b in base])
+    assert r["median"] == pytest.approx(1.05) and r["q1"] == pytest.approx(1.05) and r["pairs"] == 5
+    r = paired_ratio([10.0, 12.0, 14.0], [10.0, 10.0, 10.0])
+    assert r["median"] == pytest.approx(1.2) and r["q1"] == pytest.approx(1.1) and r["q3"] == pytest.approx(1.3)
 
 
 def test_decode_phase_times_the_same_step_every_call():

@@ -60,7 +60,10 @@ def markdown(doc: dict) -> str:
                  if "eager_patch" in m["modes"] and "interleaved" in m["modes"]["eager_patch"]["phases"].get(p, {})]
         if inter:
             L.append("| eager vs eager_patch, interleaved | " + "; ".join(
-                f"{p}: {i['eager_ms']:.3f} / {i['eager_patch_ms']:.3f} ms ({i['x_eager']:.2f}×)" for p, i in inter)
+                f"{p}: {i['eager_ms']:.3f} / {i['eager_patch_ms']:.3f} ms ({i['x_eager']:.2f}×"
+                + (f"; paired rounds {i['x_eager_paired']:.3f}×, quartiles {i['x_eager_q1']:.3f}–"
+                   f"{i['x_eager_q3']:.3f}, {i['rounds']} rounds" if "x_eager_paired" in i else "") + ")"
+                for p, i in inter)
                 + " |" + " |" * (len(modes) - 1))
         gi = m.get("graph_interleaved", {})
         if gi:

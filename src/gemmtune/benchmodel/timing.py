@@ -12,6 +12,10 @@ import torch
 from .graphs import is_graph
 from .models import MODES
 
+EAGER_ROUNDS = 21       # interleaved rounds of eager against eager + patch, on a GPU
+EAGER_ROUND_MS = 100.0  # ms per round, about
+
+
 def _calls_per_round(fn: Callable[[], object], warmup: int, min_round_ms: float, sync: Callable[[], None]) -> int:
     """Calls per timed round: ``warmup`` untimed calls, then one timed call sizes a round to about
     ``min_round_ms`` (1 to 200 calls)."""
@@ -25,9 +29,23 @@ def _calls_per_round(fn: Callable[[], object], warmup: int, min_round_ms: float,
 
 
 def _stats(samples: list[float], calls: int) -> dict:
-    """Median ms per call over the rounds, their relative range, and the calls made."""
+    """Median ms per call over the rounds, their relative range, the calls made, and the rounds'
+    ms per call in order (``rounds``: what a paired comparison of interleaved rounds reads)."""
     med = statistics.median(samples)
-    return {"ms": med, "spread": (max(samples) - min(samples)) / med if med else 0.0, "calls": calls}
+    return {"ms": med, "spread": (max(samples) - min(samples)) / med if med else 0.0, "calls": calls,
+            "rounds": list(samples)}
+
+
+def paired_ratio(base: list[float], other: list[float]) -> dict:
+    """Per interleaved round, ``base`` ms over ``other`` ms (> 1: ``other`` is faster), summarised:
+    the median ratio and its quartiles. Adjacent rounds share the host's speed of the moment, so
+    the ratio of a pair cancels the drift that widens each mode's own spread (un-graphed steps
+    bound by Python on the H100 machine spread 12-59% within one mode in session 27)."""
+    ratios = sorted(b / o for b, o in zip(base, other) if o > 0)
+    if not ratios:
+        return {"median": float("nan"), "q1": float("nan"), "q3": float("nan"), "pairs": 0}
+    q = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else [ratios[0]] * 3
+    return {"median": statistics.median(ratios), "q1": q[0], "q3": q[2], "pairs": len(ratios)}
 
 
 def time_call(fn: Callable[[], object], *, rounds: int = 5, min_round_ms: float = 20.0,
@@ -82,16 +100,25 @@ def interleave_eager(out: dict, variants: dict, phases: dict[str, Callable], mod
     with the host's speed by up to 2x between device calls on the H200 machine)."""
     if "eager" not in out["modes"] or "eager_patch" not in out["modes"]:
         return  # (variants may hold them as the base objects of graph modes, untimed)
+    # On a GPU, EAGER_ROUNDS rounds of about EAGER_ROUND_MS each: a decode step of 15-30 ms made
+    # rounds of one call each at 7 x 20 ms. On a CPU (tests) the short default.
+    rounds, round_ms = (EAGER_ROUNDS, EAGER_ROUND_MS) if torch.cuda.is_available() else (7, 20.0)
     for pname, run in phases.items():
         with torch.no_grad():
             t = time_interleaved({"eager": lambda: run(variants["eager"]),
-                                  "eager_patch": lambda: run(variants["eager_patch"])})
+                                  "eager_patch": lambda: run(variants["eager_patch"])},
+                                 rounds=rounds, min_round_ms=round_ms)
         rec = out["modes"]["eager_patch"]["phases"][pname]
+        pair = paired_ratio(t["eager"]["rounds"], t["eager_patch"]["rounds"])
         rec["interleaved"] = {"eager_ms": t["eager"]["ms"], "eager_patch_ms": t["eager_patch"]["ms"],
                               "spread": max(t["eager"]["spread"], t["eager_patch"]["spread"]),
-                              "x_eager": t["eager"]["ms"] / t["eager_patch"]["ms"]}
+                              "x_eager": t["eager"]["ms"] / t["eager_patch"]["ms"],
+                              "x_eager_paired": pair["median"], "x_eager_q1": pair["q1"],
+                              "x_eager_q3": pair["q3"], "rounds": pair["pairs"],
+                              "calls_per_round": t["eager"]["calls"] // max(1, len(t["eager"]["rounds"]))}
         log(f"{model_name} interleaved   {pname:16s} eager {t['eager']['ms']:.3f} ms, eager_patch "
-            f"{t['eager_patch']['ms']:.3f} ms ({rec['interleaved']['x_eager']:.2f}x eager)")
+            f"{t['eager_patch']['ms']:.3f} ms ({rec['interleaved']['x_eager']:.2f}x eager; paired rounds "
+            f"{pair['median']:.3f}x, quartiles {pair['q1']:.3f}-{pair['q3']:.3f}, {pair['pairs']} rounds)")
 
 
 def interleave_graphs(out: dict, replays: dict, phases: list[str], model_name: str,
