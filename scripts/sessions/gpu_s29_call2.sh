@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 29, call 2: gemmtune on what nobody chose. A fourth random suite (scripts/random_suite.py
-# --seed 29; seeds 26-28 ran in sessions 26-27), --fast and the default space against cuBLAS, then
+# Session 29, call 2: gemmtune on what nobody chose. A random suite (scripts/random_suite.py
+# --seed 29, which session 27 also ran: a re-run on session 28's tree), --fast and the default space against cuBLAS, then
 # an architecture no call has run, StarCoder2's default config (hf:starcoder2: biased Linears,
 # GELU-tanh MLP, random weights, bf16), eager against eager + patch, un-graphed and from CUDA
 # graphs. GPU only; carry .whl.

@@ -1,0 +1,90 @@
+"""Where an un-graphed, host-bound decode step of a patched model spends its extra host time.
+
+    python scripts/diag_eager_host.py [--model llama-1b] [--out DIR]     # GPU
+
+Times, interleaved in paired rounds (benchmodel.timing), the model as built ("eager"), a deep copy
+of it left unpatched ("copy": bench-model's patched model is a deep copy, so this separates the
+copy from the patch) and the deep copy tuned with --fast and patched ("patch"), on one decode
+step at batch 1. Then profiles 30 steps of each of eager and patch with cProfile and writes both
+profiles' heaviest functions and the functions whose call counts differ.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import copy
+import io
+import json
+import pstats
+from pathlib import Path
+
+import torch
+
+from gemmtune.benchmodel.models import build_causal
+from gemmtune.benchmodel.phases import causal_phase
+from gemmtune.benchmodel.run import make_variants
+from gemmtune.benchmodel.timing import paired_ratio, time_interleaved
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="llama-1b")
+    ap.add_argument("--out", default="diag-eager")
+    ap.add_argument("--device", default="cuda", help="cpu: a smoke run (every layer tuned to cuBLAS, untimed worker-free)")
+    args = ap.parse_args()
+    cuda = args.device == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model = build_causal(args.model, torch.bfloat16 if cuda else torch.float32, args.device)
+    ph = causal_phase("decode_b1", model.config.vocab_size, args.device)
+    plain_copy = copy.deepcopy(model)
+    rec: dict = {"modes": {}}
+    variants = make_variants(model, ["eager", "eager_patch"], lambda m: [ph.example(m)], rec,
+                             {"fast": True, "extra_m": (1,)} if cuda else
+                             {"tune_fn": lambda ps, **kw: {p.key: "aten" for p in ps}, "extra_m": (1,)})
+    fns = {"eager": model, "copy": plain_copy, "patch": variants["eager_patch"]}
+    res: dict = {"tune_s": rec.get("tune_s"), "winners": rec.get("winners")}
+    with torch.no_grad():
+        for m in fns.values():
+            for _ in range(5):
+                ph.run(m)
+        for rep in range(2):
+            t = time_interleaved({k: (lambda m=m: ph.run(m)) for k, m in fns.items()}, rounds=21, min_round_ms=100.0)
+            res[f"run{rep}"] = {k: {"ms": v["ms"], "spread": v["spread"]} for k, v in t.items()}
+            for k in ("copy", "patch"):
+                res[f"run{rep}"][f"eager_over_{k}"] = paired_ratio(t["eager"]["rounds"], t[k]["rounds"])
+            res[f"run{rep}"]["copy_over_patch"] = paired_ratio(t["copy"]["rounds"], t["patch"]["rounds"])
+            print(json.dumps(res[f"run{rep}"], indent=1), flush=True)
+        stats = {}
+        for k in ("eager", "patch"):
+            m = fns[k]
+            sync()
+            pr = cProfile.Profile()
+            pr.enable()
+            for _ in range(30):
+                ph.run(m)
+            sync()
+            pr.disable()
+            s = io.StringIO()
+            st = pstats.Stats(pr, stream=s)
+            st.sort_stats("tottime").print_stats(30)
+            (out_dir / f"profile_{k}.txt").write_text(s.getvalue())
+            stats[k] = {f"{fn[0].split('/')[-1]}:{fn[1]}:{fn[2]}": (v[1], v[2]) for fn, v in st.stats.items()}
+            print(k, "profiled total s", round(st.total_tt, 4), flush=True)
+    diff = []
+    for f in set(stats["eager"]) | set(stats["patch"]):
+        ce, te = stats["eager"].get(f, (0, 0.0))
+        cp, tp = stats["patch"].get(f, (0, 0.0))
+        if ce != cp or abs(tp - te) > 2e-3:
+            diff.append((tp - te, f, ce, cp, te, tp))
+    diff.sort(reverse=True)
+    lines = ["d_tottime_s  function  calls_eager calls_patch tottime_eager tottime_patch"]
+    lines += [f"{d:+.4f} {f} {ce} {cp} {te:.4f} {tp:.4f}" for d, f, ce, cp, te, tp in diff[:60]]
+    (out_dir / "profile_diff.txt").write_text("\n".join(lines))
+    print("\n".join(lines[:30]))
+    (out_dir / "diag.json").write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
