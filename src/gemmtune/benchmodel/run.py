@@ -281,7 +281,6 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
     (profile.py)."""
     torch._dynamo.reset()
     spec = parse_model(name)
-    ref_model = build_model(spec, torch.float32, device)
     model = build_model(spec, dtype, device)
     # The embedding's rows, not config.vocab_size: a multimodal config keeps its text model's
     # vocabulary in a sub-config, and the ids must index the table the model reads.
@@ -303,9 +302,16 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
         out["phases_not_run"] = unfit
     prompt = _ids(1, 16, vocab, device, 7)
     with torch.no_grad():
-        refs = {p.name: p.run(ref_model).float() for p in ps if p.name.startswith("prefill")}
+        # The fp32 reference, built only where a prefill phase's logits are checked against it,
+        # and after the model, each built and dropped in turn: an 8B config (hf:qwen3) holds 33 GB
+        # in fp32, and with the reference built first the model's own fp32 build beside it ran an
+        # 80 GB H100 out of memory before any phase (2026-11-28, decode only).
+        refs = {}
+        if any(p.name.startswith("prefill") for p in ps):
+            ref_model = build_model(spec, torch.float32, device)
+            refs = {p.name: p.run(ref_model).float() for p in ps if p.name.startswith("prefill")}
+            del ref_model
         eager_tokens, eager_gaps = greedy(model, prompt)
-    del ref_model
     if device == "cuda":
         torch.cuda.empty_cache()
 
