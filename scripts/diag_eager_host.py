@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from gemmtune.benchmodel.models import build_causal
+from gemmtune.benchmodel.models import build_model, parse_model
 from gemmtune.benchmodel.phases import causal_phase
 from gemmtune.benchmodel.run import make_variants
 from gemmtune.benchmodel.timing import paired_ratio, time_interleaved
@@ -36,7 +36,7 @@ def main() -> None:
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    model = build_causal(args.model, torch.bfloat16 if cuda else torch.float32, args.device)
+    model = build_model(parse_model(args.model), torch.bfloat16 if cuda else torch.float32, args.device)
     ph = causal_phase("decode_b1", model.config.vocab_size, args.device)
     plain_copy = copy.deepcopy(model)
     rec: dict = {"modes": {}}
