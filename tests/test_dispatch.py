@@ -809,6 +809,29 @@ def test_an_op_expecting_cublas_at_its_static_size_is_lowered_to_torch_mm():
     assert not torch_ops.aten_to_inductor(torch.randn(64, 40), torch.randn(40, 24), 987654)
 
 
+def test_handles_are_digests_of_what_the_hand_back_reads():
+    """The same dispatcher content gives the same handle in every process (Inductor's caches are
+    reused across runs); another choice another handle; two dispatchers of one content in one
+    process distinct handles."""
+    from gemmtune import torch_ops
+
+    def make(winner):
+        return compile_mm(n=24, k=16, dtype="fp32", hints={"m": [8]},
+                          tune_fn=lambda ps, **kw: {p.key: winner for p in ps})
+    a, b, c = make("aten"), make("aten"), make(TRITON_SMALL)
+    assert torch_ops.content_key(a) == torch_ops.content_key(b) != torch_ops.content_key(c)
+    reg = torch_ops.DispatcherRegistry()
+    ha, hb, hc = reg.register(a), reg.register(b), reg.register(c)
+    assert ha == torch_ops.content_key(a) and hb == ha + 1 and hc == torch_ops.content_key(c)
+    assert reg.register(a) == ha and reg.get(hb) is b
+    code = ("import gemmtune\nfrom gemmtune import torch_ops\n"
+            "d = gemmtune.compile_mm(n=24, k=16, dtype='fp32', hints={'m': [8]}, "
+            "tune_fn=lambda ps, **kw: {p.key: 'aten' for p in ps})\nprint(torch_ops.REGISTRY.register(d))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert int(r.stdout.split()[-1]) == torch_ops.content_key(a)
+
+
 _CACHED_COMPILE = textwrap.dedent("""
     import sys, torch
     from gemmtune import patch

@@ -58,7 +58,7 @@ Example (skipped in doctests: ``dispatcher``, ``a`` and ``b`` stand for your own
 
 from __future__ import annotations
 
-import secrets
+import hashlib
 import threading
 from typing import Optional
 
@@ -70,6 +70,20 @@ from .dispatch.common import ATEN
 from .epilogue import check_activation
 
 
+def content_key(d: Dispatcher) -> int:
+    """An int64 digest of what Inductor's hand-back of a ``gemmtune::mm`` node reads from ``d``
+    (``Dispatcher.expected_choice``): its sizes, dtype, layouts and mode, its hint choices, its
+    table's entries and the decisions made so far (DispatcherRegistry says why)."""
+    parts = [repr(sorted(d.dims.items())), d.dtype, d.layout_a, d.layout_b, d.mode,
+             repr([(h.sizes, h.choice.id) for h in d.hint_choices]),
+             repr(sorted((k, dec.choice.id) for k, dec in d.decisions.items()))]
+    if d.table is not None:
+        parts.append(repr(sorted((key, [tc.choice.id for tc in tcs]) for key, tcs in d.table.entries.items())))
+    digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).digest()
+    # 2**40 and up (never a small literal a test or a user might pass), below 2**62: an int64.
+    return (1 << 40) + int.from_bytes(digest, "little") % (1 << 61)
+
+
 class DispatcherRegistry:
     """Int handles for dispatchers, so a custom op (which takes plain values) can reach them.
 
@@ -77,23 +91,24 @@ class DispatcherRegistry:
     references: a compiled graph may keep a handle after its module is gone, and a
     handle that vanished would fail at run time; ``unregister`` releases one.
 
-    Handles start at a random number per process (``first``: a fixed start, for tests). A
-    handle is baked into the graphs torch.compile traces, and Inductor's on-disk caches
+    A handle is baked into the graphs torch.compile traces, and Inductor's on-disk caches
     (AOTAutograd's and the FX graph cache) key a graph by its text. What Inductor makes of a
-    ``gemmtune::mm`` node depends on the dispatcher behind the handle in *this* process: the op
-    is handed back as ``torch.mm`` where that dispatcher expects cuBLAS (``aten_to_inductor``).
-    With handles counted from 0 in every process, a graph compiled by an earlier process, whose
-    handle 0 was another dispatcher (another table, before a re-tune), was loaded from the cache
-    with that process's decision: found on torch 2.11, where a layer tuned to a Triton kernel
-    ran cuBLAS from a cached graph. Random handles never match another process's graph, so
-    patched graphs are compiled in each process, and reused within it.
+    ``gemmtune::mm`` node depends on the dispatcher behind the handle: it is handed back as
+    ``torch.mm`` where that dispatcher expects cuBLAS (``aten_to_inductor``). With handles counted
+    from 0 in every process, a graph compiled by an earlier process whose handle 0 was another
+    dispatcher (another table, before a re-tune) was loaded from the cache with that process's
+    decision: a layer tuned to a Triton kernel ran cuBLAS. So a handle is a digest of what the
+    decision reads (``content_key``: sizes, dtype, layouts, mode, hint choices, the table's
+    entries and the decisions made so far), taken when the dispatcher is first registered: a
+    later process with the same tables gets the same handles and reuses the cache; another table
+    gets other handles. (Random handles, tried first, gave up the caches across processes: the
+    clean-clone CI's test run took 12:13 against 6:45 the day before, 2026-11-28.) Two dispatchers of the same content in one process
+    take the digest and the next free ints.
     """
 
-    def __init__(self, first: int | None = None) -> None:
+    def __init__(self) -> None:
         self._by_handle: dict[int, Dispatcher] = {}
         self._by_id: dict[int, int] = {}
-        # 2**40 + 40 random bits: an int64 (the op schema's int), never a small literal.
-        self._next = (1 << 40) + secrets.randbits(40) if first is None else first
         self._lock = threading.Lock()
 
     def register(self, dispatcher: Dispatcher) -> int:
@@ -103,8 +118,9 @@ class DispatcherRegistry:
             h = self._by_id.get(id(dispatcher))
             if h is not None and self._by_handle.get(h) is dispatcher:
                 return h
-            h = self._next
-            self._next += 1
+            h = content_key(dispatcher)
+            while h in self._by_handle:
+                h += 1
             self._by_handle[h] = dispatcher
             self._by_id[id(dispatcher)] = h
             return h
