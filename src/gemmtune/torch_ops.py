@@ -101,8 +101,8 @@ class DispatcherRegistry:
     decision reads (``content_key``: sizes, dtype, layouts, mode, hint choices, the table's
     entries and the decisions made so far), taken when the dispatcher is first registered: a
     later process with the same tables gets the same handles and reuses the cache; another table
-    gets other handles. (Random handles, tried first, gave up the caches across processes: the
-    clean-clone CI's test run took 12:13 against 6:45 the day before, 2026-11-28.) Two dispatchers of the same content in one process
+    gets other handles. (Random handles, tried first, closed the hazard too, but a later run of the
+    same script could then never reuse a compiled graph.) Two dispatchers of the same content in one process
     take the digest and the next free ints.
     """
 
