@@ -233,10 +233,7 @@ class Choice:
 
     @property
     def id(self) -> str:
-        try:
-            return self._id
-        except AttributeError:  # unpickled from a gemmtune before _id (pickle skips __post_init__)
-            return self._make_id()
+        return self._id  # made once in __post_init__; pickling and copying keep it in __dict__
 
     def __str__(self) -> str:
         return self.id

@@ -73,11 +73,12 @@ from .epilogue import check_activation
 def content_key(d: Dispatcher) -> int:
     """An int64 digest of what Inductor's hand-back of a ``gemmtune::mm`` node reads from ``d``
     (``Dispatcher.expected_choice``): its sizes, dtype, layouts and mode, its hint choices, its
-    table's entries and the decisions made so far (DispatcherRegistry says why)."""
+    table's entries in table mode (the only mode whose choice reads them, ``Deciding._listed``) and
+    the decisions made so far (DispatcherRegistry says why)."""
     parts = [repr(sorted(d.dims.items())), d.dtype, d.layout_a, d.layout_b, d.mode,
              repr([(h.sizes, h.choice.id) for h in d.hint_choices]),
              repr(sorted((k, dec.choice.id) for k, dec in d.decisions.items()))]
-    if d.table is not None:
+    if d.mode == "table" and d.table is not None:
         parts.append(repr(sorted((key, [tc.choice.id for tc in tcs]) for key, tcs in d.table.entries.items())))
     digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).digest()
     # 2**40 and up (never a small literal a test or a user might pass), below 2**62: an int64.
@@ -419,8 +420,8 @@ def handle_of(dispatcher: Dispatcher) -> int:
 def _handle_by_id(ident: int) -> int:
     from .dispatch.core import LIVE
     d = LIVE.get(ident)
-    if d is None:  # made by object.__new__, bypassing Dispatcher.__new__
-        raise RuntimeError("gemmtune: this Dispatcher was not made by its class (Dispatcher.__new__), so "
+    if d is None:  # made without Dispatcher.__init__
+        raise RuntimeError("gemmtune: this Dispatcher was not made by Dispatcher.__init__, so "
                            "torch.compile cannot reach it; build it with compile_mm or Dispatcher.load")
     return REGISTRY.register(d)
 

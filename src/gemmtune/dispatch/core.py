@@ -53,17 +53,12 @@ class Dispatcher(Deciding, Launching):
         ('similarity', (8, 24, 64))
     """
 
-    def __new__(cls, *args, **kwargs):
-        # In __new__, not __init__: copy.copy and pickle make instances without __init__.
-        obj = super().__new__(cls)
-        LIVE[id(obj)] = obj
-        return obj
-
     def __init__(self, *, dims: Mapping[str, int | None], dtype, hints: Mapping[str, Sequence[int]],
                  hint_choices: Sequence[HintChoice], mode: str = "similarity",
                  table: LookupTable | None = None, timer=None, verify: bool = True,
                  layout_a: str = "row", layout_b: str = "row", provenance: dict | None = None,
                  decisions: Mapping[tuple[int, int, int], Decision] | None = None):
+        LIVE[id(self)] = self  # a Dispatcher is never copied or unpickled (__deepcopy__, __reduce__)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         for name, lay in (("layout_a", layout_a), ("layout_b", layout_b)):
