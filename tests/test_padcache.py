@@ -289,6 +289,28 @@ def test_writes_that_bump_no_version_are_seen_after_refresh_weights():
         _check(_run(x, w.t()), x, w.t())
 
 
+def test_rebinding_data_onto_a_new_storage_at_the_old_address_is_not_served_the_old_copy():
+    """``param.data = t`` keeps the parameter's version counter, and a freed storage's address is
+    handed to the next allocation of its size (the CUDA caching allocator does it every time).
+    Pointer and version then match a copy of weights that are gone. Two storages over one numpy
+    buffer make the same address deterministic here; the cache's weak reference to the storage
+    it copied from tells them apart."""
+    import numpy as np
+    buf = np.random.default_rng(4).standard_normal((13, 37)).astype(np.float32)
+    w = torch.nn.Parameter(torch.from_numpy(buf))
+    with torch.no_grad():
+        first = padcache.WEIGHTS.get(w.t(), 16, 40)
+        assert padcache.WEIGHTS.get(w.t(), 16, 40) is first
+        addr, version = w.data_ptr(), w._version
+        w.data = torch.empty(0)  # the first storage is freed here
+        gc.collect()
+        buf *= -3.0  # new weights, written where the old ones were
+        w.data = torch.from_numpy(buf)  # a new storage over the same memory
+        assert (w.data_ptr(), w._version) == (addr, version)  # what the key sees did not change
+        again = padcache.WEIGHTS.get(w.t(), 16, 40)
+    assert again is not first and torch.equal(again[:37, :13], w.t())
+
+
 def test_the_cache_can_be_turned_off(monkeypatch):
     w = torch.nn.Parameter(torch.randn(13, 37, dtype=torch.float16, device=DEV))
     assert padcache.PaddedWeights(enabled=False).get(w.t(), 16, 40) is None

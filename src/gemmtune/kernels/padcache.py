@@ -6,7 +6,11 @@ different: ``x @ W.t()`` with an odd ``out_features`` (GPT-2's LM head: 50257 x 
 bf16) would otherwise be transposed and padded again on every forward. So when B is an
 ``nn.Parameter`` or a view of one, its padded copy is kept and reused until the parameter
 changes: the key holds the parameter's version counter (bumped by every in-place update,
-optimizer steps included), its data pointer, and the view's shape and strides. A bmm's B is
+optimizer steps included), its data pointer, and the view's shape and strides, and a weak
+reference to the storage it was copied from. The last is for ``param.data = t``: rebinding keeps
+the parameter's version counter as it was, and once the old storage is freed a new one can get its
+address (the CUDA caching allocator hands a freed block of the same size straight back), so
+pointer and version alone would match a copy of weights that no longer exist. A bmm's B is
 cached the same way: a batched weight (batch x K x N) as a whole, one weight broadcast over the
 batch (``W.expand(batch, K, N)``, batch stride 0) as its one matrix, shared by every batch size.
 
@@ -47,6 +51,7 @@ import os
 import weakref
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from .launch_args import stream_key
 from .pad import broadcast_matrix, zero_pad
@@ -57,7 +62,7 @@ class PaddedWeights:
     returns None for an operand it must not cache; the caller then pads as usual."""
 
     def __init__(self, enabled: bool | None = None) -> None:
-        # (id(parameter), stream) -> (weakref, key, padded copy)
+        # (id(parameter), stream) -> (weakref, key, padded copy, weak ref to B's storage)
         self._entries: dict[tuple[int, int], tuple] = {}
         self.enabled = os.environ.get("GEMMTUNE_WEIGHT_CACHE", "1") != "0" if enabled is None else enabled
 
@@ -96,7 +101,7 @@ class PaddedWeights:
         key = (b.data_ptr(), tuple(b.shape), b.stride(), b._version, b.dtype, b.device, n_pad, k_pad)
         slot = (id(param), stream_key(b.device))
         hit = self._entries.get(slot)
-        if hit is not None and hit[0]() is param and hit[1] == key:
+        if hit is not None and hit[0]() is param and hit[1] == key and not hit[3].expired():
             return hit[2]
         with torch.no_grad():
             padded = zero_pad(b, k_pad, n_pad)
@@ -104,7 +109,7 @@ class PaddedWeights:
 
         def forget(_ref, slot=slot):  # the parameter is gone: drop its copy with it
             entries.pop(slot, None)
-        self._entries[slot] = (weakref.ref(param, forget), key, padded)
+        self._entries[slot] = (weakref.ref(param, forget), key, padded, StorageWeakRef(b.untyped_storage()))
         return padded
 
 
