@@ -202,6 +202,34 @@ def test_conv1d_fuses_its_bias():
     assert compare(y, want, 2e-3).ok and transformers is not None
 
 
+def test_patched_layers_take_a_negated_view_as_torch_does():
+    """``nn.Linear`` and ``Conv1D`` take a negated view (the ``.imag`` of a conjugated complex
+    tensor) as its value; the dispatcher refuses one by name, and a patched layer raised that
+    ValueError where torch's layer computes. The layers resolve it, on first sight of the shape
+    and on its remembered tuned path, and stay on the tuned kernel for plain inputs."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.pytorch_utils import Conv1D
+
+    torch.manual_seed(5)
+    conv = Conv1D(24, 32)
+    torch.nn.init.normal_(conv.bias)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32), conv)
+    patch(model, hints={"m": [8]}, tune_fn=_tune(TRITON), progress=False)
+    lin = model[0]
+    x = torch.randn(3, 5, 32, dtype=torch.complex64).conj().imag
+    assert x.is_neg() and transformers is not None
+    plain = x.resolve_neg()
+    want_lin = plain.double() @ lin.weight.detach().double().t() + lin.bias.detach().double()
+    want_conv = plain.double() @ conv.weight.detach().double() + conv.bias.detach().double()
+    with torch.no_grad():
+        for _ in range(2):  # the first call decides the path, the second takes it
+            assert compare(lin(x), want_lin, 1e-4).ok
+            assert compare(conv(x), want_conv, 1e-4).ok
+    assert set(lin.eager_paths.values()) == {"tuned"}
+    with pytest.raises(ValueError, match="a is a negated view"):  # the dispatcher itself still refuses
+        lin.dispatcher(x.reshape(15, 32), lin.weight.t())
+
+
 # ------------------------------------------------------------------ GPU
 @pytest.fixture
 def gpu_model():

@@ -275,3 +275,13 @@ def test_errors_leave_no_partial_output_behind(device):
     out = gemmtune.matmul(a, b, choice=TILE)
     ref = a.double() @ b.double()
     assert (out.double() - ref).abs().max() <= 1e-2 * ref.abs().max()
+
+
+@pytest.mark.parametrize("kw", [{"dtype": "bf16"}, {"n": 8}, {"layout_b": "row"}])
+def test_patch_names_a_setting_that_comes_from_each_weight(kw):
+    """``patch(model, dtype=...)`` came out of compile_mm as "got multiple values for keyword
+    argument 'dtype'", after the model had been walked."""
+    model = torch.nn.Sequential(torch.nn.Linear(16, 8))
+    with pytest.raises(TypeError, match=f"patch takes no {next(iter(kw))}=: each layer's"):
+        gemmtune.patch(model, hints={"m": [8]}, **kw)
+    assert type(model[0]) is torch.nn.Linear
