@@ -79,3 +79,15 @@ def test_inspect_targets_ampere_and_refuses_the_interpreter():
     assert row["arch"] == "sm_80" and row["wgmma"] == 0 and row["mma.sync"] > 0
     r = _inspect("triton_mm:BM64-BN64-BK32-S3-W4-G8", "--shape", "256x256x256:fp16", interpret=True)
     assert r.returncode == 2 and "unset TRITON_INTERPRET" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_inspect_takes_a_bmm_with_a_broadcast_weight():
+    """bmm was refused ("bmm: not yet"); its operands are 3-D, a bcast_ one expanded (stride 0)."""
+    r = _inspect("triton_mm:BM64-BN64-BK32-S3-W4-G8", "--shape", "8x128x128x64:bf16", "--op", "bmm",
+                 "--layout-b", "bcast_col", "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = json.loads(r.stdout[r.stdout.index("{"):])
+    (row,) = doc["kernels"]
+    assert doc["layout_b"] == "bcast_col" and row["grid"].endswith("x8") and row["wgmma"] > 0
+    r = _inspect("aten", "--shape", "128x128x64:bf16", "--layout-b", "bcast_col")
+    assert r.returncode == 2 and "a broadcast operand is bmm's" in r.stderr and "Traceback" not in r.stderr

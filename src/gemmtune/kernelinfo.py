@@ -99,17 +99,29 @@ def resources(cubin: bytes, tool: str | None = None) -> tuple[int | None, int | 
 
 
 def operands(problem: Problem) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Uninitialised CPU operands of ``problem`` in its layouts (nothing reads them)."""
-    if problem.op == "bmm":
-        raise ValueError("inspect covers mm, addmm and scaled_mm problems (bmm: not yet)")
+    """Uninitialised CPU operands of ``problem`` in its layouts (nothing reads them); a bmm's are
+    3-D, an operand laid out ``bcast_*`` one matrix expanded over the batch (batch stride 0).
+
+    >>> from gemmtune.problem import Problem
+    >>> a, b, out = operands(Problem.from_sizes(8, 16, 32, "fp16", layout_b="bcast_col", op="bmm", batch=4))
+    >>> tuple(a.shape), tuple(b.shape), b.stride(), tuple(out.shape)
+    ((4, 8, 32), (4, 32, 16), (0, 1, 32), (4, 8, 16))
+    """
     m, n, k = problem.m, problem.n, problem.k
-    a = torch.empty(m, k, dtype=problem.torch_dtype)
-    if problem.layout_a == "col":
-        a = torch.empty(k, m, dtype=problem.torch_dtype).t()
-    b = torch.empty(k, n, dtype=problem.torch_dtype_b)
-    if problem.layout_b == "col":
-        b = torch.empty(n, k, dtype=problem.torch_dtype_b).t()
-    return a, b, torch.empty(m, n, dtype=problem.torch_out_dtype)
+    batch = problem.batch if problem.op == "bmm" else None
+    a = _matrix(m, k, problem.layout_a, problem.torch_dtype, batch)
+    b = _matrix(k, n, problem.layout_b, problem.torch_dtype_b, batch)
+    return a, b, torch.empty(*(() if batch is None else (batch,)), m, n, dtype=problem.torch_out_dtype)
+
+
+def _matrix(rows: int, cols: int, layout: str, dtype: torch.dtype, batch: int | None) -> torch.Tensor:
+    """A (rows x cols) operand laid out as ``layout`` ('row', 'col', or a bmm's 'bcast_' + one),
+    with a leading batch dim when ``batch`` is given."""
+    one = layout.startswith("bcast_")
+    col = layout.removeprefix("bcast_") == "col"
+    lead = () if batch is None else (1 if one else batch,)
+    t = torch.empty(*lead, cols, rows, dtype=dtype).transpose(-1, -2) if col else torch.empty(*lead, rows, cols, dtype=dtype)
+    return t.expand(batch, rows, cols) if one else t
 
 
 def _compile(fn, grid, args, kwargs, arch: int) -> KernelInfo:

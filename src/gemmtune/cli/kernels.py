@@ -129,9 +129,11 @@ def add_parsers(sub) -> None:
                        "spills, shared memory, load widths, wgmma / cp.async / TMA", formatter_class=Help)
     p.add_argument("choices", nargs="+", metavar="CHOICE", help="choice ids, e.g. triton_mm:BM128-BN128-BK64-S3-W8-G8")
     p.add_argument("--shape", required=True, metavar="MxNxK[:dtype]", help="the problem, e.g. 1x6144x4096:bf16")
-    p.add_argument("--layout-b", choices=("row", "col"), help="B's layout (col: x @ W.T with a row-major W, the "
-                   "Linear case; default: the op's, row for mm)")
-    p.add_argument("--op", choices=("mm", "addmm", "scaled_mm"), default="mm", help="the operation")
+    p.add_argument("--layout-b", choices=("row", "col", "bcast_row", "bcast_col"),
+                   help="B's layout (col: x @ W.T with a row-major W, the Linear case; bcast_*: a bmm's B "
+                   "broadcast over the batch; default: the op's, row for mm)")
+    p.add_argument("--op", choices=("mm", "addmm", "scaled_mm", "bmm"), default="mm",
+                   help="the operation (bmm: --shape BxMxNxK[:dtype], the batch first)")
     p.add_argument("--arch", type=int, default=90, help="compute capability to compile for, e.g. 90 (H100/H200), 80")
     p.add_argument("--dump", metavar="DIR", help="also write each kernel's TTIR/TTGIR/LLIR/PTX under DIR")
     p.add_argument("--json", action="store_true", help="print JSON instead of one line per kernel")
