@@ -366,6 +366,21 @@ def test_file_errors_are_one_line_and_found_before_the_work(tmp_path, capsys):
     assert not (tmp_path / "s.sqlite").exists()  # refused before the store was opened
 
 
+def test_capture_device_is_checked_before_the_model_is_built(tmp_path, capsys, monkeypatch):
+    """``capture --device foo`` was torch's traceback listing every device type, after the
+    argument parsing; ``--device h100`` (what tune and space take) the same. One line, rc 2."""
+    monkeypatch.chdir(tmp_path)
+    for dev, needle in (("foo", "not a torch device"), ("h100", "names a GPU model, which tune and space take"),
+                        ("mps", "not mps")):
+        rc, out, err = run(["capture", "--model", "tiny-llama", "--device", dev], capsys)
+        assert rc == 2 and needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, (dev, err)
+    import torch
+    if not torch.cuda.is_available():
+        rc, out, err = run(["capture", "--model", "tiny-llama", "--device", "cuda:1"], capsys)
+        assert rc == 2 and "no CUDA GPU is visible" in err
+    assert not list(tmp_path.iterdir())
+
+
 def test_interrupt_message_promises_a_resume_only_where_there_is_one(monkeypatch, capsys):
     """Ctrl-C said 'every finished measurement is in the store, rerun to resume' for every
     command, a capture or a lut show included."""

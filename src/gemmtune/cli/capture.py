@@ -45,6 +45,34 @@ def _example_passes(spec: str, got) -> tuple:
                      f"such tuples (one per pass), got {type(ex).__name__}")
 
 
+def _torch_device(text: str | None) -> str:
+    """--device: where the model runs, a torch device ('cpu', 'cuda', 'cuda:1', 'meta'), checked
+    before the model is built. The other commands' --device names a GPU model (h100) for the
+    config spaces; given here, that gets a line saying so rather than torch's list of types."""
+    import torch
+
+    from ..device import _match
+
+    if text is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if _match(text) is not None:
+        raise ValueError(f"--device {text}: capture's --device is where the model runs (cpu, cuda, cuda:N); "
+                         f"{text} names a GPU model, which tune and space take for their config spaces")
+    try:
+        dev = torch.device(text)
+    except RuntimeError:
+        raise ValueError(f"--device {text!r}: not a torch device (cpu, cuda, cuda:N, meta)") from None
+    if dev.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(f"--device {text}: no CUDA GPU is visible (use --device cpu)")
+        if dev.index is not None and dev.index >= count:
+            raise ValueError(f"--device {text}: {count} CUDA GPU(s) visible (cuda:0 to cuda:{count - 1})")
+    elif dev.type not in ("cpu", "meta"):
+        raise ValueError(f"--device {text}: capture runs models on cpu, cuda or meta, not {dev.type}")
+    return text
+
+
 def cmd_capture(args) -> int:
     """Run a model under gemmtune.capture and write its GEMMs as a suite CSV (+ JSON)."""
     import time
@@ -62,9 +90,7 @@ def cmd_capture(args) -> int:
     if not preset and any(v is not None for v in (args.batch, args.seq, args.decode_steps, args.dtype)):
         raise ValueError("--batch, --seq, --decode-steps and --dtype apply to the preset models; "
                          "a module:function builds its own model and inputs")
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"--device {device}: no CUDA GPU is visible (use --device cpu)")
+    device = _torch_device(args.device)
     for opt, path in (("--out", args.out), ("--json", args.json)):
         if path:  # found before the capture, not after it
             check_file_target(path, opt)
@@ -114,7 +140,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--decode-steps", type=nonneg_int, metavar="N",
                    help="one-token steps after the prefill, so each layer's M range reaches B (presets; default: 1)")
     p.add_argument("--dtype", help="model dtype (presets; default: bfloat16)")
-    p.add_argument("--device", help="where the model runs (default: cuda when a GPU is visible, else cpu)")
+    p.add_argument("--device", help="where the model runs, a torch device: cpu, cuda, cuda:N or meta (shapes only, "
+                   "no arithmetic; default: cuda when a GPU is visible, else cpu)")
     p.add_argument("--seed", type=int, default=0, help="seed of the weights and tokens")
     p.add_argument("--out", default="gemmtune-shapes.csv", help="suite CSV to write (replaced if it exists)")
     p.add_argument("--json", metavar="PATH", help="also write every record (counts, modules, untunable GEMMs) as JSON")
