@@ -160,7 +160,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
         if not isinstance(workspace, SplitKWorkspace):  # split-K raised AttributeError on .partials
             raise TypeError(f"workspace must be a gemmtune.kernels.splitk.SplitKWorkspace or None, "
                             f"not {type(workspace).__name__}")
-    problem = Problem.from_tensors(a, b, out_dtype, allow_tf32=allow_tf32)
+    problem = Problem._from_checked(a, b, out_dtype, allow_tf32=allow_tf32, op="bmm" if a.dim() == 3 else "mm")
     if problem.op == "bmm":
         epilogue = None
     else:

@@ -336,25 +336,23 @@ class Linear(torch.nn.Linear):
         negated view (``Tensor.is_neg()``, e.g. the ``.imag`` of a conjugated complex tensor) as
         its value; the dispatcher refuses one by name (its kernels read the memory, which lacks
         the sign), so the layer resolves it (a copy, as torch's kernels make) after that refusal.
-        Only then: a try costs nothing in CPython 3.11+, an ``is_neg()`` first ~0.08 us a call.
+        Only then: a try costs nothing in CPython 3.11+, an ``is_neg()`` first ~0.08 us a call,
+        a helper's frame as much.
         ``_conv1d_tuned`` does the same."""
+        w, b, h = self.weight, self.bias, self._gemmtune_handle
         try:
-            return self._tuned_call(x)
+            nd = x.dim()
+            if nd == 2:
+                return linear(x, w, b, h)
+            if nd == 1:
+                return linear(x.unsqueeze(0), w, b, h).squeeze(0)
+            if nd == 0:  # torch's own error ("need to be at least 1D"); flatten raised an IndexError
+                return F.linear(x, w, b)
+            return linear(x.flatten(0, -2), w, b, h).unflatten(0, x.shape[:-1])
         except ValueError:
             if not x.is_neg():
                 raise
-        return self._tuned_call(x.resolve_neg())
-
-    def _tuned_call(self, x: torch.Tensor) -> torch.Tensor:
-        w, b, h = self.weight, self.bias, self._gemmtune_handle
-        nd = x.dim()
-        if nd == 2:
-            return linear(x, w, b, h)
-        if nd == 1:
-            return linear(x.unsqueeze(0), w, b, h).squeeze(0)
-        if nd == 0:  # torch's own error ("need to be at least 1D"); flatten raised an IndexError
-            return F.linear(x, w, b)
-        return linear(x.flatten(0, -2), w, b, h).unflatten(0, x.shape[:-1])
+        return self._tuned(x.resolve_neg())
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", dispatcher={self.dispatcher!r}"

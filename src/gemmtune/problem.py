@@ -284,6 +284,13 @@ class Problem:
         if op == "mm" and isinstance(a, torch.Tensor) and a.dim() == 3:
             op = "bmm"
         check_operands(a, b, op=op)
+        return cls._from_checked(a, b, out_dtype, allow_tf32=allow_tf32, op=op, scale=scale, bias=bias)
+
+    @classmethod
+    def _from_checked(cls, a: torch.Tensor, b: torch.Tensor, out_dtype=None, *, allow_tf32: bool = False,
+                      op: str = "mm", scale: str = "", bias: bool = False) -> "Problem":
+        """``from_tensors`` for operands ``check_operands(a, b, op)`` has passed (``op`` 'bmm' for
+        3-D ones): ``gemmtune.matmul`` checks first, and a second check cost ~2 us a call."""
         m, k = a.shape[-2:]
         n = b.shape[-1]
         dt = dtype_name(a.dtype)
