@@ -338,3 +338,23 @@ def test_copies_are_kept_per_stream(monkeypatch):
     del w, first, other
     gc.collect()
     assert len(cache) == 0  # both copies leave with the parameter
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(DEV != "cuda", reason="needs a CUDA GPU (its caching allocator)")
+def test_rebinding_data_on_a_gpu_is_not_served_the_old_copy():
+    """The case the storage weak reference is for, as it happens on a GPU: ``param.data`` moved
+    off and new weights loaded (an offload, a checkpoint swap). The caching allocator hands the
+    freed block to the next tensor of its size, so the new weights sit at the old address under
+    the old version counter, and a pad+ call must still multiply them."""
+    torch.manual_seed(6)
+    w = torch.nn.Parameter(torch.randn(13, 37, dtype=torch.float16, device=DEV))
+    x = torch.randn(5, 37, dtype=torch.float16, device=DEV)
+    with torch.no_grad():
+        _check(_run(x, w.t()), x, w.t())
+        addr = w.data_ptr()
+        w.data = w.data.cpu()  # offloaded: the GPU block is freed
+        w.data = (-3 * w.data).to(DEV)  # new weights, loaded into a fresh allocation
+        if w.data_ptr() != addr:
+            pytest.skip("the allocator gave the new weights another block; the CPU test covers the rule")
+        _check(_run(x, w.t()), x, w.t())
