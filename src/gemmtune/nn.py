@@ -130,11 +130,12 @@ class _EagerPaths:
         if policy not in EAGER_POLICIES:
             raise ValueError(f"eager_policy must be one of {EAGER_POLICIES}, got {policy!r}")
         self.policy = policy
-        self.paths: dict[tuple, str] = {}  # (shape, dtype) -> path: what eager_paths shows
         # shape -> path, what the forwards read: a torch.Size is the cheapest key to build and hash
         # (no tuple made per call). Only the dispatcher's dtype ever gets here (other dtypes run
-        # F.linear before a path is chosen), and the forwards check the dtype before the tuned path.
+        # F.linear before a path is chosen), and the forwards check the dtype before the tuned path;
+        # ``paths`` adds that dtype back for eager_paths.
         self.by_shape: dict[torch.Size, str] = {}
+        self.dtype: torch.dtype | None = None
         self.log: dict[tuple, tuple[str, float, float]] = {}
 
     def attach(self, module) -> None:
@@ -143,13 +144,18 @@ class _EagerPaths:
         module._gemmtune_eager = self
         module._gemmtune_paths = self.by_shape
 
+    @property
+    def paths(self) -> dict[tuple, str]:
+        """(shape, dtype) -> path: what ``eager_paths`` shows."""
+        return {(shape, self.dtype): p for shape, p in self.by_shape.items()}
+
     def _set(self, x: torch.Tensor, path: str) -> None:
-        self.paths[(x.shape, x.dtype)] = path
+        self.dtype = x.dtype
         self.by_shape[x.shape] = path
 
     def first(self, module, x: torch.Tensor, tuned, aten):
-        """First eager call of ``x``'s shape: run it, choosing (and remembering, in ``paths``,
-        keyed (shape, dtype)) the path later calls of that shape take."""
+        """First eager call of ``x``'s shape: run it, choosing (and remembering, in ``by_shape``)
+        the path later calls of that shape take."""
         y = tuned(x)  # the dispatcher decides and verifies this shape
         if dispatch.capturing(x):
             return y  # nothing is timed inside a CUDA-graph capture; decided on a later eager call
@@ -326,7 +332,7 @@ class Linear(torch.nn.Linear):
 
     @property
     def eager_paths(self) -> dict[tuple, str]:
-        return dict(self._gemmtune_eager.paths)
+        return self._gemmtune_eager.paths
 
     def _aten(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.weight, self.bias)
