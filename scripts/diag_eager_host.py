@@ -4,8 +4,9 @@
 
 Times, interleaved in paired rounds (benchmodel.timing), the model as built ("eager"), a deep copy
 of it left unpatched ("copy": bench-model's patched model is a deep copy, so this separates the
-copy from the patch) and the deep copy tuned with --fast and patched ("patch"), on one decode
-step at batch 1. Then profiles 30 steps of each of eager and patch with cProfile and writes both
+copy from the patch), the deep copy tuned with --fast and patched ("patch"), and a copy of that
+with every layer's remembered path set to F.linear ("patch_aten": the forwards' Python without
+the tuned kernels), on one decode step at batch 1. Then profiles 30 steps of each of eager and patch with cProfile and writes both
 profiles' heaviest functions and the functions whose call counts differ.
 """
 from __future__ import annotations
@@ -43,18 +44,32 @@ def main() -> None:
     variants = make_variants(model, ["eager", "eager_patch"], lambda m: [ph.example(m)], rec,
                              {"fast": True, "extra_m": (1,)} if cuda else
                              {"tune_fn": lambda ps, **kw: {p.key: "aten" for p in ps}, "extra_m": (1,)})
-    fns = {"eager": model, "copy": plain_copy, "patch": variants["eager_patch"]}
+    # "patch_aten": the patched model with every remembered path set to F.linear after the warm-up,
+    # so patch against patch_aten is what the tuned layers cost or save, and patch_aten against
+    # copy what the patched forwards' own Python costs.
+    fns = {"eager": model, "copy": plain_copy, "patch": variants["eager_patch"],
+           "patch_aten": copy.deepcopy(variants["eager_patch"])}
     res: dict = {"tune_s": rec.get("tune_s"), "winners": rec.get("winners")}
     with torch.no_grad():
         for m in fns.values():
             for _ in range(5):
                 ph.run(m)
+        res["tuned_paths"] = _count_paths(fns["patch"])
+        for mod in fns["patch_aten"].modules():
+            paths = mod.__dict__.get("_gemmtune_paths")
+            if paths is not None:
+                for shape in paths:
+                    paths[shape] = "aten"
+        res["patch_aten_paths"] = _count_paths(fns["patch_aten"])
+        print("remembered paths:", res["tuned_paths"], "| patch_aten:", res["patch_aten_paths"], flush=True)
         for rep in range(2):
             t = time_interleaved({k: (lambda m=m: ph.run(m)) for k, m in fns.items()}, rounds=21, min_round_ms=100.0)
             res[f"run{rep}"] = {k: {"ms": v["ms"], "spread": v["spread"]} for k, v in t.items()}
-            for k in ("copy", "patch"):
+            for k in ("copy", "patch", "patch_aten"):
                 res[f"run{rep}"][f"eager_over_{k}"] = paired_ratio(t["eager"]["rounds"], t[k]["rounds"])
             res[f"run{rep}"]["copy_over_patch"] = paired_ratio(t["copy"]["rounds"], t["patch"]["rounds"])
+            res[f"run{rep}"]["copy_over_patch_aten"] = paired_ratio(t["copy"]["rounds"], t["patch_aten"]["rounds"])
+            res[f"run{rep}"]["patch_aten_over_patch"] = paired_ratio(t["patch_aten"]["rounds"], t["patch"]["rounds"])
             print(json.dumps(res[f"run{rep}"], indent=1), flush=True)
         stats = {}
         for k in ("eager", "patch"):
@@ -84,6 +99,15 @@ def main() -> None:
     (out_dir / "profile_diff.txt").write_text("\n".join(lines))
     print("\n".join(lines[:30]))
     (out_dir / "diag.json").write_text(json.dumps(res, indent=1))
+
+
+def _count_paths(model) -> dict:
+    """{path: number of (layer, shape) entries} over the model's patched layers."""
+    out: dict = {}
+    for mod in model.modules():
+        for p in (mod.__dict__.get("_gemmtune_paths") or {}).values():
+            out[p] = out.get(p, 0) + 1
+    return out
 
 
 if __name__ == "__main__":
