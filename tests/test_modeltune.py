@@ -265,7 +265,9 @@ def test_load_patched_leaves_unknown_layers_and_says_so(tmp_path):
         warnings.simplefilter("always")
         gemmtune.load_patched(fresh, path)
     assert type(fresh.down) is torch.nn.Linear
-    assert any("left as they were: down" in str(x.message) for x in w)
+    assert any("load_patched: 1 layer(s) have no dispatcher of their shape in" in str(x.message)
+               and "left as they were: down (N=32, K=64, float32)" in str(x.message) for x in w)
+    assert {x.filename for x in w if "load_patched" in str(x.message)} == {__file__}  # the caller's line
 
 
 def test_bad_artifacts_are_refused(tmp_path):

@@ -155,7 +155,7 @@ def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: boo
     for every shape stays torch's own, its dispatcher recorded on it
     (``convert_aten_layers=True`` converts it)."""
     from .jsonio import read_json
-    from .nn import patch
+    from .nn import _patch_layers
 
     path = Path(path)
     doc = read_json(path)
@@ -170,7 +170,12 @@ def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: boo
             raise ValueError(f"{path}: layer file {f!r} must be a relative path inside the artifact")
         ds[(int(layer["n"]), int(layer["k"]), str(layer["dtype"]), str(layer["layout_b"]))] = load(
             path.parent / f, strict=strict)
-    return patch(model, dispatchers=ds, tune_missing=False, convert_aten_layers=convert_aten_layers)
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
+    # Straight to patch's layer pass, so that its warnings say load_patched and the artifact, and
+    # point at the caller's line.
+    return _patch_layers(model, None, ds, False, "measure", convert_aten_layers,
+                         f"have no dispatcher of their shape in {path}", {}, who="gemmtune.load_patched")
 
 
 __all__ = ["tune_model", "save_patched", "load_patched", "layer_keys", "is_conv1d"]

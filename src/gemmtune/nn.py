@@ -559,10 +559,12 @@ def patch(model: torch.nn.Module, table=None, *,
 
 
 def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool, eager_policy: str,
-                  convert_aten_layers: bool, missing: str, compile_kwargs: dict) -> torch.nn.Module:
+                  convert_aten_layers: bool, missing: str, compile_kwargs: dict, *,
+                  who: str = "gemmtune.patch") -> torch.nn.Module:
     """``patch`` past its example passes: convert (or leave, or tune) every layer; ``missing``
-    says, in the warning, why the layers left untuned had no dispatcher. Its warnings name
-    the line that called ``patch`` (stacklevel 3)."""
+    says, in the warning, why the layers left untuned had no dispatcher, each named with its
+    shape (the key a dispatcher is looked up by). ``who`` is the public function the warnings
+    name (``load_patched`` calls this too); they point at the line that called it (stacklevel 3)."""
     if table is not None:
         compile_kwargs.setdefault("mode", "table")
         compile_kwargs["table"] = table
@@ -605,7 +607,7 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
                 d = None  # recorded before the layer's dtype changed: looked up or tuned anew
         if d is None:
             if not tune_missing:
-                untuned.append(name or "<model>")
+                untuned.append(f"{name or '<model>'} (N={n}, K={k}, {dt})")
                 continue
             kw = dict(compile_kwargs, layout_b="row") if conv else compile_kwargs
             if say:
@@ -640,7 +642,7 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
                       + "): patch converts exact nn.Linear only, whose forward it knows to be x @ W.T + b",
                       RuntimeWarning, stacklevel=3)
     if untuned:
-        warnings.warn(f"gemmtune.patch: {len(untuned)} layer(s) {missing}, left as they were: "
+        warnings.warn(f"{who}: {len(untuned)} layer(s) {missing}, left as they were: "
                       + ", ".join(untuned[:8]) + (" ..." if len(untuned) > 8 else ""), RuntimeWarning, stacklevel=3)
     return model
 
