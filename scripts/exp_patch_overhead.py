@@ -1,11 +1,13 @@
 """Host cost of a patched layer on its cuBLAS path against torch's nn.Linear, CPU: a stack of 20
 Linear(64, 64) layers called on one token, torch's against gemmtune.patch's with every layer's eager
 path set to cuBLAS (what the first-sight timing chooses where a Triton launch costs more host time
-than it saves). Prints microseconds per layer call, twice each, interleaved.
+than it saves). Prints microseconds per layer call over interleaved rounds, and the paired
+difference.
 
     TRITON_INTERPRET=1 python scripts/exp_patch_overhead.py
 """
 import copy
+import statistics
 import time
 import warnings
 
@@ -13,7 +15,7 @@ import torch
 
 import gemmtune
 
-LAYERS, CALLS = 20, 2000
+LAYERS, CALLS, ROUNDS = 20, 2000, 11
 
 
 def main() -> None:
@@ -26,14 +28,24 @@ def main() -> None:
         gemmtune.patch(patched, example_inputs=[(x,)],
                        tune_fn=lambda problems, **kw: {p.key: "triton_mm:BM16-BN64-BK64-S1-W4-G8" for p in problems})
         for layer in patched:
-            layer._gemmtune_paths[(x.shape, x.dtype)] = "aten"
-        for m, name in ((model, "torch"), (patched, "patched")) * 2:
-            for _ in range(50):
-                m(x)
-            t = time.perf_counter()
-            for _ in range(CALLS):
-                m(x)
-            print(f"{name:8s} {(time.perf_counter() - t) / CALLS / LAYERS * 1e6:.2f} us per layer call")
+            # The forwards look the remembered path up by the input's shape (session 29; keyed
+            # (shape, dtype) before, which this script still wrote: it timed the tuned path since).
+            layer._gemmtune_paths[x.shape] = "aten"
+        assert all(set(layer.eager_paths.values()) == {"aten"} for layer in patched)
+        per = {"torch": [], "patched": []}
+        for _ in range(ROUNDS):
+            for m, name in ((model, "torch"), (patched, "patched")):
+                for _ in range(50):
+                    m(x)
+                t = time.perf_counter()
+                for _ in range(CALLS):
+                    m(x)
+                per[name].append((time.perf_counter() - t) / CALLS / LAYERS * 1e6)
+        diffs = sorted(p - t for p, t in zip(per["patched"], per["torch"]))
+        for name, v in per.items():
+            print(f"{name:8s} median {statistics.median(v):.2f} us per layer call (min {min(v):.2f}, max {max(v):.2f})")
+        print(f"patched - torch, paired by round: median {statistics.median(diffs):+.2f} us "
+              f"(quartiles {diffs[len(diffs) // 4]:+.2f} to {diffs[3 * len(diffs) // 4]:+.2f}), {ROUNDS} rounds")
 
 
 if __name__ == "__main__":
