@@ -10,7 +10,8 @@ other row) and the epilogue, and runs three calls on one dispatcher: the first d
 the later ones take the cached launch with operands laid out differently. A session's differential
 fuzz of 366 such calls found nothing; this keeps the property under test.
 
-Triton's CPU interpreter (conftest sets TRITON_INTERPRET=1); fp16 and fp32 (bf16 is wrong there).
+On the CPU in Triton's interpreter (conftest sets TRITON_INTERPRET=1), fp16 and fp32 (bf16 is wrong
+there); on a GPU (``-m gpu``) with the real kernels and their prepared launches, bf16 too.
 """
 
 from __future__ import annotations
@@ -26,38 +27,42 @@ import gemmtune
 from gemmtune.api import interpreter_enabled
 from gemmtune.epilogue import reference as epilogue_reference
 from gemmtune.problem import Problem
-from gemmtune.verify import compare
+from gemmtune.verify import TOLERANCE, compare
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available() and not interpreter_enabled(),
-                                reason="CPU operands: the Triton families run only in the interpreter")
-
+ON_GPU = torch.cuda.is_available()
 FAMILIES = ("triton_mm", "triton_static", "splitk", "skinny", "decompose_k", "aten")
+CPU = pytest.mark.skipif(ON_GPU or not interpreter_enabled(), reason="the CPU case runs the Triton interpreter")
+GPU = [pytest.mark.gpu, pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU")]
+# persistent_tma only on the GPU: TMA descriptors need an sm 9.0+ device (the interpreter has none).
+CASES = ([pytest.param(f, "cpu", marks=CPU, id=f"{f}-cpu") for f in FAMILIES]
+         + [pytest.param(f, "cuda", marks=GPU, id=f"{f}-cuda") for f in (*FAMILIES, "persistent_tma")])
+
 A_VIEWS = ("contiguous", "transposed", "offset", "column_slice", "every_other_row")
 B_VIEWS = ("weight_t", "contiguous", "weight_t_offset", "column_slice")
-TOL = {torch.float32: 1e-4, torch.float16: 2e-2}
+DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
 
-def _a(m: int, k: int, dt, view: str) -> torch.Tensor:
+def _a(m: int, k: int, view: str, **kw) -> torch.Tensor:
     if view == "contiguous":
-        return torch.randn(m, k, dtype=dt)
+        return torch.randn(m, k, **kw)
     if view == "transposed":
-        return torch.randn(k, m, dtype=dt).t()
+        return torch.randn(k, m, **kw).t()
     if view == "offset":  # a data pointer 1 element past an allocation's start
-        return torch.randn(m * k + 1, dtype=dt)[1:].view(m, k)
+        return torch.randn(m * k + 1, **kw)[1:].view(m, k)
     if view == "column_slice":  # the middle columns of a wider matrix: an odd leading stride
-        return torch.randn(m, k + 3, dtype=dt)[:, 2:k + 2]
-    return torch.randn(2 * m, k, dtype=dt)[::2]  # every other row
+        return torch.randn(m, k + 3, **kw)[:, 2:k + 2]
+    return torch.randn(2 * m, k, **kw)[::2]  # every other row
 
 
-def _b(n: int, k: int, dt, view: str) -> torch.Tensor:
+def _b(n: int, k: int, view: str, **kw) -> torch.Tensor:
     """B (K x N)."""
     if view == "weight_t":  # x @ W.t(), W (N x K) row-major: the Linear case
-        return torch.randn(n, k, dtype=dt).t()
+        return torch.randn(n, k, **kw).t()
     if view == "contiguous":
-        return torch.randn(k, n, dtype=dt)
+        return torch.randn(k, n, **kw)
     if view == "weight_t_offset":
-        return torch.randn(n * k + 3, dtype=dt)[3:].view(n, k).t()
-    return torch.randn(k, n + 5, dtype=dt)[:, :n]
+        return torch.randn(n * k + 3, **kw)[3:].view(n, k).t()
+    return torch.randn(k, n + 5, **kw)[:, :n]
 
 
 def _choice(family: str, m: int, n: int, k: int, dtype: str, layout_b: str) -> str | None:
@@ -76,18 +81,20 @@ calls = st.fixed_dictionaries({
 })
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family,device", CASES)
 # No shrinking: each example runs kernels in the interpreter, and shrinking a failure re-ran them
 # for many minutes. The failing example is printed as drawn; the assertion names its call.
 @settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck),
           phases=(Phase.explicit, Phase.reuse, Phase.generate))
-@given(pad=st.booleans(), fp16=st.booleans(),
+@given(pad=st.booleans(), dt_pick=st.integers(0, 2),
        n=st.sampled_from([1, 3, 17, 32, 37]), k=st.sampled_from([1, 5, 16, 31, 97, 256]),
        layout_b=st.sampled_from(["col", "row"]), hint=st.sampled_from([1, 4, 16]),
        seq=st.lists(calls, min_size=3, max_size=3), seed=st.integers(0, 2**16))
-def test_cached_calls_on_other_views_match_fp64(family, pad, fp16, n, k, layout_b, hint, seq, seed):
-    dt = torch.float16 if fp16 else torch.float32
-    dtype = "fp16" if fp16 else "fp32"
+def test_cached_calls_on_other_views_match_fp64(family, device, pad, dt_pick, n, k, layout_b, hint, seq, seed):
+    dts = (torch.float32, torch.float16, torch.bfloat16 if device == "cuda" else torch.float16)
+    dt = dts[dt_pick]
+    dtype = DTYPES[dt]
+    kw = {"dtype": dt, "device": device}
     cid = _choice(family, hint, n, k, dtype, layout_b)
     assume(cid is not None)
     if pad and family != "aten":
@@ -96,19 +103,19 @@ def test_cached_calls_on_other_views_match_fp64(family, pad, fp16, n, k, layout_
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a choice that cannot run a shape falls back, saying so
         d = gemmtune.compile_mm(n=n, k=k, dtype=dtype, layout_b=layout_b, hints={"m": [hint]},
-                                tune_fn=lambda problems, **kw: {p.key: cid for p in problems}, progress=False)
+                                tune_fn=lambda problems, **_: {p.key: cid for p in problems}, progress=False)
         for i, call in enumerate([dict(seq[0], m=hint)] + seq[1:]):  # the first at the hint's M
-            a, b = _a(call["m"], k, dt, call["a"]), _b(n, k, dt, call["b"])
+            a, b = _a(call["m"], k, call["a"], **kw), _b(n, k, call["b"], **kw)
             epi = {}
             if call["bias"]:
-                epi["bias"] = torch.randn(n, dtype=dt)
+                epi["bias"] = torch.randn(n, **kw)
             if call["activation"] != "none":
                 epi["activation"] = call["activation"]
             if call["residual"]:
-                epi["residual"] = torch.randn(call["m"], n, dtype=dt)
+                epi["residual"] = torch.randn(call["m"], n, **kw)
             out = d(a, b, **epi)
             want = epilogue_reference(a.double() @ b.double(), epi.get("bias"), epi.get("activation", "none"),
                                       epi.get("residual"))
-            res = compare(out, want, TOL[dt])
+            res = compare(out, want, TOLERANCE[(dtype, dtype)])  # the tuner's own per-dtype bound
             assert res.ok, (f"call {i} of {cid}: m={call['m']} n={n} k={k} {dt} a {call['a']} "
                             f"{tuple(a.stride())} b {call['b']} {tuple(b.stride())} {sorted(epi)}: {res.reason}")
