@@ -119,3 +119,50 @@ def test_cached_calls_on_other_views_match_fp64(family, device, pad, dt_pick, n,
             res = compare(out, want, TOLERANCE[(dtype, dtype)])  # the tuner's own per-dtype bound
             assert res.ok, (f"call {i} of {cid}: m={call['m']} n={n} k={k} {dt} a {call['a']} "
                             f"{tuple(a.stride())} b {call['b']} {tuple(b.stride())} {sorted(epi)}: {res.reason}")
+
+
+def _batched(b: int, rows: int, cols: int, view: str, **kw) -> torch.Tensor:
+    """A (b x rows x cols) operand laid out as ``view``."""
+    if view == "contiguous":
+        return torch.randn(b, rows, cols, **kw)
+    if view == "transposed":  # each matrix column-major
+        return torch.randn(b, cols, rows, **kw).transpose(1, 2)
+    if view == "heads_first":  # (rows, b, cols) permuted: attention's heads after a reshape
+        return torch.randn(rows, b, cols, **kw).permute(1, 0, 2)
+    if view == "offset":
+        return torch.randn(b * rows * cols + 1, **kw)[1:].view(b, rows, cols)
+    return torch.randn(1, rows, cols, **kw).expand(b, rows, cols)  # one matrix broadcast (stride 0)
+
+
+BMM_VIEWS = ("contiguous", "transposed", "heads_first", "offset", "broadcast")
+BMM_CASES = ([pytest.param(f, "cpu", marks=CPU, id=f"{f}-cpu") for f in ("triton_mm", "aten")]
+             + [pytest.param(f, "cuda", marks=GPU, id=f"{f}-cuda") for f in ("triton_mm", "aten")])
+
+
+@pytest.mark.parametrize("family,device", BMM_CASES)
+@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck),
+          phases=(Phase.explicit, Phase.reuse, Phase.generate))
+@given(pad=st.booleans(), fp16=st.booleans(), batch=st.sampled_from([1, 2, 3]),
+       n=st.sampled_from([1, 8, 17]), k=st.sampled_from([1, 16, 33]), hint=st.sampled_from([1, 4, 16]),
+       seq=st.lists(st.tuples(st.sampled_from([1, 4, 7, 16]), st.sampled_from(BMM_VIEWS),
+                              st.sampled_from(BMM_VIEWS)), min_size=3, max_size=3),
+       seed=st.integers(0, 2**16))
+def test_cached_bmm_calls_on_other_views_match_fp64(family, device, pad, fp16, batch, n, k, hint, seq, seed):
+    """The same property for a bmm dispatcher (``compile_bmm``): its cache key holds the batch and
+    shapes, and each call's operands come with other batch and matrix strides."""
+    dt = torch.float16 if fp16 else torch.float32
+    dtype = DTYPES[dt]
+    kw = {"dtype": dt, "device": device}
+    got = gemmtune.space(Problem.from_sizes(hint, n, k, dtype, op="bmm", batch=batch), family, device="h100")
+    assume(bool(got))
+    cid = ("pad+" if pad and family != "aten" else "") + got[0].id
+    torch.manual_seed(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        d = gemmtune.compile_bmm(batch=batch, n=n, k=k, dtype=dtype, hints={"m": [hint]},
+                                 tune_fn=lambda problems, **_: {p.key: cid for p in problems}, progress=False)
+        for i, (m, va, vb) in enumerate([(hint, *seq[0][1:])] + seq[1:]):
+            a, b = _batched(batch, m, k, va, **kw), _batched(batch, k, n, vb, **kw)
+            res = compare(d(a, b), torch.bmm(a.double(), b.double()), TOLERANCE[(dtype, dtype)])
+            assert res.ok, (f"call {i} of {cid}: batch={batch} m={m} n={n} k={k} {dt} a {va} {tuple(a.stride())} "
+                            f"b {vb} {tuple(b.stride())}: {res.reason}")
