@@ -143,6 +143,35 @@ def test_a_frozen_linear_on_a_transposed_input_gives_its_layer_hints():
 
 
 # ------------------------------------------------------------------ gemmtune capture (the CLI)
+class _Attention(torch.nn.Module):
+    """A projection, then SDPA over 2 heads: one Linear GEMM, and attention's own products."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(16, 48)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(x.shape[0], x.shape[1], 3, 2, 8).permute(2, 0, 3, 1, 4)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def test_attention_products_on_meta_are_left_out_and_counted():
+    """On meta, SDPA takes torch's math path (no fused kernel there) and its bmm products were
+    recorded as problems to tune (GPT-2: 14 problems on meta, 10 on the CPU). They are left out
+    on meta, and counted; where the math path really runs (the CPU told to use it) they stay."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    x = torch.randn(2, 5, 16)
+    with torch.device("meta"):
+        meta = gemmtune.capture(_Attention(), torch.empty(2, 5, 16))
+    assert [r.op for r in meta.records] == ["addmm"] and meta.meta_attention_calls > 0
+    assert "calls inside attention on meta left out" in meta.summary()
+    with sdpa_kernel(SDPBackend.MATH):
+        real = gemmtune.capture(_Attention(), x)
+    assert {r.op for r in real.records} >= {"addmm", "bmm"} and real.meta_attention_calls == 0
+    assert real.records[0].m == meta.records[0].m == 10  # the same projection, read the same way
+
+
 def test_cli_capture_tiny_hf_model_end_to_end(tmp_path, capsys):
     """A tiny GPT-2 (random weights, no download) on the CPU: one prefill and two decode steps,
     written as a suite the suite loader (and so gemmtune tune --suite) reads back."""

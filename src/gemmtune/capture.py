@@ -4,7 +4,10 @@ A ``TorchDispatchMode`` sees the aten ops under autograd, so it catches the GEMM
 ``nn.Linear`` (``aten.addmm`` / ``aten.mm`` after ``linear`` decomposes), ``x @ w``,
 ``torch.matmul`` on 3-D operands (``aten.bmm``) and HF transformers' ``Conv1D``
 (``addmm``) really run, with their real strides (``x @ W.T`` with a row-major weight is a
-column-major B). Module forward hooks name the innermost module that was running. An MoE's
+column-major B). Module forward hooks name the innermost module that was running. On the meta
+device the products inside ``F.scaled_dot_product_attention`` are left out and counted
+(``meta_attention_calls``): there it takes torch's math path, which a GPU's fused attention
+does not (``_MetaAttention``). An MoE's
 grouped GEMM (``aten._grouped_mm``, transformers 5's experts) and ``baddbmm`` are recorded as not
 tuned yet.
 
@@ -41,6 +44,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .problem import BCAST, LAYOUTS, Problem, dtype_name, operand_layout, slice_layout
@@ -141,8 +145,35 @@ class _Mode(TorchDispatchMode):
         spec = _GEMM_ARGS.get(func)
         if spec is not None:
             op, ia, ib = spec
-            self.capture._add(op, args[ia], args[ib])
+            if self.capture._meta_attention:
+                self.capture.meta_attention_calls += 1
+            else:
+                self.capture._add(op, args[ia], args[ib])
         return func(*args, **(kwargs or {}))
+
+
+class _MetaAttention(TorchFunctionMode):
+    """Marks the GEMMs that ``F.scaled_dot_product_attention`` runs on meta tensors. The meta
+    device has no fused attention kernel, so SDPA takes torch's math path there and runs bmm
+    products (in fp32: GPT-2 on meta gave 4 such problems of its 14) that the flash or
+    memory-efficient kernel of a GPU (or the CPU's flash kernel) never runs. A model captured on
+    meta, to record a large model's shapes without its memory, should list what it would run."""
+
+    def __init__(self, capture: "Capture"):
+        super().__init__()
+        self.capture = capture
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is not _SDPA or not (args and isinstance(args[0], torch.Tensor) and args[0].is_meta):
+            return func(*args, **(kwargs or {}))
+        self.capture._meta_attention += 1
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            self.capture._meta_attention -= 1
+
+
+_SDPA = torch.nn.functional.scaled_dot_product_attention
 
 
 class Capture:
@@ -154,6 +185,8 @@ class Capture:
         self._linears: set[str] = set()  # names of the nn.Linear modules (hints() reads their bmm)
         self._layers: set[str] = set()  # names of the layers patch converts or names (nn.Linear, Conv1D)
         self.passes = 0
+        self._meta_attention = 0  # > 0 inside F.scaled_dot_product_attention on meta tensors
+        self.meta_attention_calls = 0  # GEMM calls left out there (_MetaAttention)
 
     # -------------------------------------------------------------- recording
     def _add(self, op: str, a: torch.Tensor, b: torch.Tensor) -> None:
@@ -192,7 +225,7 @@ class Capture:
         ``model.generate``). Gradients are off; nothing is changed."""
         handles = self._hooks(model)
         try:
-            with torch.no_grad(), _Mode(self):
+            with torch.no_grad(), _MetaAttention(self), _Mode(self):
                 if fn is not None:
                     fn()
                     self.passes += 1
@@ -267,6 +300,9 @@ class Capture:
         if other:
             kinds = sorted({f"{r.op}/{r.dtype}" for r in other})
             text += f"; not tuned yet: {len(other)} ({', '.join(kinds)})"
+        if self.meta_attention_calls:
+            text += (f"; {self.meta_attention_calls} calls inside attention on meta left out (a GPU's "
+                     "fused attention runs none)")
         return text if tun or not other else text + "; nothing tunable"
 
     def write_suite(self, path: str | Path, group: str = "captured") -> Path:
@@ -307,6 +343,7 @@ class Capture:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"passes": self.passes, "summary": self.summary(),
+                                    "meta_attention_calls": self.meta_attention_calls,
                                     "records": [asdict(r) for r in self.records]}, indent=1) + "\n")
         return path
 

@@ -141,8 +141,8 @@ def add_parsers(sub) -> None:
                    help="one-token steps after the prefill, so each layer's M range reaches B (presets; default: 1)")
     p.add_argument("--dtype", help="model dtype (presets; default: bfloat16)")
     p.add_argument("--device", help="where the model runs, a torch device: cpu, cuda, cuda:N or meta (shapes only, "
-                   "no arithmetic; attention takes torch's math path there, so its bmm GEMMs are recorded, "
-                   "which a GPU's fused attention never runs; default: cuda when a GPU is visible, else cpu)")
+                   "no arithmetic or memory; the products of attention's math path there, which a GPU's fused "
+                   "attention never runs, are left out and counted; default: cuda when a GPU is visible, else cpu)")
     p.add_argument("--seed", type=int, default=0, help="seed of the weights and tokens")
     p.add_argument("--out", default="gemmtune-shapes.csv", help="suite CSV to write (replaced if it exists)")
     p.add_argument("--json", metavar="PATH", help="also write every record (counts, modules, untunable GEMMs) as JSON")
