@@ -198,6 +198,33 @@ def test_cli_capture_tiny_hf_model_end_to_end(tmp_path, capsys):
     assert '"op": "addmm"' in js.read_text()
 
 
+def test_cli_capture_takes_bench_models_entries_and_meta_gives_the_cpus_suite(tmp_path, capsys):
+    """``--model`` took presets and module:function only; ``config:PATH``, ``dir:PATH`` and
+    ``hf:MODEL_TYPE`` (what bench-model takes) were read as module:function ("cannot import
+    config"). A config on meta (no memory, no arithmetic) writes the suite the CPU writes."""
+    pytest.importorskip("transformers")
+    import json
+
+    from gemmtune.benchmodel.models import _config
+    from gemmtune.cli import main
+
+    cfg = _config("tiny-llama").to_dict()
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    out = {}
+    for dev in ("meta", "cpu"):
+        path = tmp_path / f"{dev}.csv"
+        rc = main(["capture", "--model", f"config:{tmp_path}", "--device", dev, "--seq", "8", "--out", str(path), "-q"])
+        assert rc == 0, capsys.readouterr().err
+        out[dev] = path.read_text()
+    assert out["meta"] == out["cpu"] and len(load_csv(tmp_path / "meta.csv")) >= 5
+    for argv, msg in [(["--model", "hf:nosuch_model_type"], "knows no model_type 'nosuch_model_type'"),
+                      (["--model", "config:" + str(tmp_path / "none.json")], "does not exist"),
+                      (["--model", "minilm"], "capture runs causal LMs")]:
+        rc = main(["capture", *argv, "--device", "meta", "--out", str(tmp_path / "x.csv")])
+        err = capsys.readouterr().err
+        assert rc == 2 and err.count("\n") == 1 and msg in err, (argv, err)
+
+
 def test_cli_capture_of_a_preset_prints_no_library_noise(tmp_path, capsys):
     """Every preset capture (and bench-model decode step) printed transformers' FutureWarning that
     `past_key_values` goes in 5.40 (with the source line), and tiny-gpt2 two config warnings (its

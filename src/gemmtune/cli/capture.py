@@ -86,7 +86,11 @@ def cmd_capture(args) -> int:
         if not args.quiet:
             print(line, file=sys.stderr, flush=True)
 
-    preset = ":" not in args.model
+    from ..benchmodel.models import SOURCES
+
+    # A preset, or bench-model's config:PATH / dir:PATH / hf:MODEL_TYPE; anything else with a
+    # colon is module:function.
+    preset = ":" not in args.model or args.model.partition(":")[0] in SOURCES
     if not preset and any(v is not None for v in (args.batch, args.seq, args.decode_steps, args.dtype)):
         raise ValueError("--batch, --seq, --decode-steps and --dtype apply to the preset models; "
                          "a module:function builds its own model and inputs")
@@ -96,17 +100,31 @@ def cmd_capture(args) -> int:
             check_file_target(path, opt)
     t0 = time.monotonic()
     if preset:
-        from ..benchmodel import CAUSAL, build_causal
+        from ..benchmodel.models import CAUSAL, USER_FORMS, ModelError, build_model, causal_config, parse_model
 
-        if args.model not in CAUSAL:
-            raise ValueError(f"unknown model {args.model!r}; presets: {', '.join(CAUSAL)} (or module:function)")
+        try:
+            spec = parse_model(args.model)  # config:/dir:/hf: entries: its message names what is wrong
+        except ModelError:
+            if ":" in args.model:
+                raise
+            raise ValueError(f"unknown model {args.model!r}; presets: {', '.join(CAUSAL)}, or {USER_FORMS}, "
+                             "or module:function") from None
+        if spec.kind not in ("named", *SOURCES):
+            raise ValueError(f"{args.model}: capture runs causal LMs ({', '.join(CAUSAL)}, or {USER_FORMS}); "
+                             "for another model give a module:function that returns it and its inputs")
         try:
             import transformers  # noqa: F401
         except ImportError:
             raise ValueError("the preset models need HF transformers: pip install transformers") from None
         dtype = DTYPES[dtype_name(args.dtype or "bfloat16")]
-        say(f"building {args.model} ({dtype_name(dtype)}, {device}, random weights from its config)")
-        model = build_causal(args.model, dtype, device, seed=args.seed)
+        if spec.user:
+            causal_config(spec)  # a model_type or config that names no causal LM: said before "building"
+        weights = "its folder's weights" if spec.kind == "dir" else "random weights from its config"
+        say(f"building {args.model} ({dtype_name(dtype)}, {device}, {weights})")
+        try:
+            model = build_model(spec, dtype, device, seed=args.seed)
+        except RuntimeError as e:  # a user's model that cannot be built: one line, no traceback
+            raise ValueError(str(e)) from None
         batch, seq = args.batch or 1, args.seq or 32
         cap = capture_causal_lm(model, batch=batch, seq=seq, decode_steps=1 if args.decode_steps is None
                                 else args.decode_steps, seed=args.seed, progress=say)
@@ -128,13 +146,14 @@ def cmd_capture(args) -> int:
 
 
 def add_parsers(sub) -> None:
-    from ..benchmodel import CAUSAL
+    from ..benchmodel.models import CAUSAL, USER_FORMS
 
     p = sub.add_parser("capture", help="record the GEMMs a model runs and write them as a suite CSV for tune --suite")
     p.add_argument("--model", required=True, metavar="NAME|MODULE:FUNCTION",
                    help=f"a preset HF causal LM built from its config with random weights, no download "
-                   f"({', '.join(CAUSAL)}), or module:function returning (model, example_inputs): a tuple "
-                   "of arguments, or a list of them for several passes")
+                   f"({', '.join(CAUSAL)}); a causal LM as bench-model takes one ({USER_FORMS}); or "
+                   "module:function returning (model, example_inputs): a tuple of arguments, or a list "
+                   "of them for several passes. With --device meta, a large model's shapes need no memory")
     p.add_argument("--batch", type=positive_int, metavar="B", help="sequences per pass (presets; default: 1)")
     p.add_argument("--seq", type=positive_int, metavar="S", help="prompt tokens of the prefill (presets; default: 32)")
     p.add_argument("--decode-steps", type=nonneg_int, metavar="N",
