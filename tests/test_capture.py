@@ -217,6 +217,16 @@ def test_cli_capture_takes_bench_models_entries_and_meta_gives_the_cpus_suite(tm
         assert rc == 0, capsys.readouterr().err
         out[dev] = path.read_text()
     assert out["meta"] == out["cpu"] and len(load_csv(tmp_path / "meta.csv")) >= 5
+    # dir: on meta reads the folder's config, not its weights (here not weights at all); on the
+    # CPU the broken file is one line naming it (SafetensorError was a traceback).
+    (tmp_path / "model.safetensors").write_bytes(b"not weights")
+    rc = main(["capture", "--model", f"dir:{tmp_path}", "--device", "meta", "--seq", "8", "--out", str(tmp_path / "d.csv"),
+               "-q"])
+    assert rc == 0 and (tmp_path / "d.csv").read_text() == out["meta"].replace(f"config:{tmp_path}", f"dir:{tmp_path}")
+    capsys.readouterr()
+    rc = main(["capture", "--model", f"dir:{tmp_path}", "--device", "cpu", "--out", str(tmp_path / "d.csv"), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and f"cannot build dir:{tmp_path}: SafetensorError" in err and err.count("\n") == 1, err
     for argv, msg in [(["--model", "hf:nosuch_model_type"], "knows no model_type 'nosuch_model_type'"),
                       (["--model", "config:" + str(tmp_path / "none.json")], "does not exist"),
                       (["--model", "minilm"], "capture runs causal LMs")]:

@@ -246,7 +246,7 @@ def build_model(spec: ModelSpec, dtype: torch.dtype, device: str, seed: int = 0)
             torch.manual_seed(seed)
             with torch.device(device):
                 model = tf.AutoModelForCausalLM.from_config(cfg, **kw)
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except Exception as e:  # noqa: BLE001 -- a user's files: a corrupt safetensors raised SafetensorError
         raise RuntimeError(f"cannot build {spec.entry}: {type(e).__name__}: {_first_line(e)}") from None
     return model.to(dtype).eval()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
@@ -119,6 +120,8 @@ def cmd_capture(args) -> int:
         dtype = DTYPES[dtype_name(args.dtype or "bfloat16")]
         if spec.user:
             causal_config(spec)  # a model_type or config that names no causal LM: said before "building"
+        if spec.kind == "dir" and device == "meta":  # shapes only: its config, not its weights read into memory
+            spec = dataclasses.replace(spec, kind="config")
         weights = "its folder's weights" if spec.kind == "dir" else "random weights from its config"
         say(f"building {args.model} ({dtype_name(dtype)}, {device}, {weights})")
         try:
