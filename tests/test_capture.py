@@ -235,6 +235,25 @@ def test_cli_capture_takes_bench_models_entries_and_meta_gives_the_cpus_suite(tm
         assert rc == 2 and err.count("\n") == 1 and msg in err, (argv, err)
 
 
+def test_cli_capture_refuses_a_model_that_does_not_fit_before_building_it(tmp_path, capsys, monkeypatch):
+    """A model whose fp32 weights exceed the device's free memory was built anyway and killed by the
+    OOM killer with no message (Qwen3's default config on the 24 GiB CPU machine: 44.9 GiB); now
+    one line says so and points at --device meta, which gives the same suite with no memory."""
+    pytest.importorskip("transformers")
+    import importlib
+
+    from gemmtune.cli import main
+
+    capture_cli = importlib.import_module("gemmtune.cli.capture")
+    monkeypatch.setattr(capture_cli, "_available_bytes", lambda device: 1 << 10)  # 1 KiB free
+    rc = main(["capture", "--model", "tiny-llama", "--device", "cpu", "--out", str(tmp_path / "s.csv")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "GiB in fp32 while it is built" in err and "--device meta" in err, err
+    assert not (tmp_path / "s.csv").exists()
+    rc = main(["capture", "--model", "tiny-llama", "--device", "meta", "--out", str(tmp_path / "s.csv"), "-q"])
+    assert rc == 0 and (tmp_path / "s.csv").exists()  # meta needs none
+
+
 def test_cli_capture_of_a_preset_prints_no_library_noise(tmp_path, capsys):
     """Every preset capture (and bench-model decode step) printed transformers' FutureWarning that
     `past_key_values` goes in 5.40 (with the source line), and tiny-gpt2 two config warnings (its

@@ -74,6 +74,43 @@ def _torch_device(text: str | None) -> str:
     return text
 
 
+def _available_bytes(device: str) -> int | None:
+    """Memory free for a model on ``device``: the GPU's free memory, or the host's MemAvailable
+    (Linux); None where it cannot be read."""
+    import torch
+
+    if device.startswith("cuda"):
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _check_memory(entry: str, build_model, spec, device: str) -> None:
+    """Refuse, before building it, a model whose weights do not fit on ``device``: the models are
+    built in fp32 and then cast, so a model of P parameters needs 4P bytes at its peak. A larger
+    one is killed by the kernel's OOM killer with no message of ours: ``hf:qwen3`` (transformers
+    5.24's default config) needs 44.9 GiB, against 22.9 GiB free on the 24 GiB CPU machine. The
+    size is read off a build on meta (no memory; part of that capture's 4 s)."""
+    import torch
+
+    free = _available_bytes(device)
+    if free is None:
+        return
+    meta = build_model(dataclasses.replace(spec, kind="config") if spec.kind == "dir" else spec,
+                       torch.float32, "meta")
+    need = 4 * sum(p.numel() for p in meta.parameters())
+    if need > free:
+        raise ValueError(f"{entry}: its weights take {need / 2**30:.1f} GiB in fp32 while it is built, and "
+                         f"{device} has {free / 2**30:.1f} GiB free; capture it with --device meta (shapes only: "
+                         "the suite is the same)")
+
+
 def cmd_capture(args) -> int:
     """Run a model under gemmtune.capture and write its GEMMs as a suite CSV (+ JSON)."""
     import time
@@ -122,6 +159,8 @@ def cmd_capture(args) -> int:
             causal_config(spec)  # a model_type or config that names no causal LM: said before "building"
         if spec.kind == "dir" and device == "meta":  # shapes only: its config, not its weights read into memory
             spec = dataclasses.replace(spec, kind="config")
+        if device != "meta":
+            _check_memory(args.model, build_model, spec, device)
         weights = "its folder's weights" if spec.kind == "dir" else "random weights from its config"
         say(f"building {args.model} ({dtype_name(dtype)}, {device}, {weights})")
         try:
