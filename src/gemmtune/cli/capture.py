@@ -99,16 +99,19 @@ def _check_memory(entry: str, build_model, spec, device: str) -> None:
     size is read off a build on meta (no memory; part of that capture's 4 s)."""
     import torch
 
-    free = _available_bytes(device)
-    if free is None:
+    # A dir: model is read into host memory first (from_pretrained), then moved to the device.
+    where = [device] + (["cpu"] if spec.kind == "dir" and device != "cpu" else [])
+    free = {d: _available_bytes(d) for d in where}
+    if all(v is None for v in free.values()):
         return
     meta = build_model(dataclasses.replace(spec, kind="config") if spec.kind == "dir" else spec,
                        torch.float32, "meta")
     need = 4 * sum(p.numel() for p in meta.parameters())
-    if need > free:
-        raise ValueError(f"{entry}: its weights take {need / 2**30:.1f} GiB in fp32 while it is built, and "
-                         f"{device} has {free / 2**30:.1f} GiB free; capture it with --device meta (shapes only: "
-                         "the suite is the same)")
+    for d, avail in free.items():
+        if avail is not None and need > avail:
+            raise ValueError(f"{entry}: its weights take {need / 2**30:.1f} GiB in fp32 while it is built, and "
+                             f"{d} has {avail / 2**30:.1f} GiB free; capture it with --device meta (shapes only: "
+                             "the suite is the same)")
 
 
 def cmd_capture(args) -> int:
