@@ -308,3 +308,9 @@ def test_cli_capture_module_function(tmp_path, capsys, monkeypatch):
         err = capsys.readouterr().err
         assert rc == 2 and err.count("\n") == 1 and err.startswith("gemmtune capture: error: "), (argv, err)
         assert msg in err, (argv, err)
+
+
+def test_inputs_may_be_a_generator():
+    """``inputs`` is iterated once: a generator of passes gives every pass."""
+    cap = gemmtune.capture(torch.nn.Linear(8, 4), inputs=((torch.randn(n, 8),) for n in (2, 3)))
+    assert cap.passes == 2 and [r.m for r in cap.records] == [2, 3]

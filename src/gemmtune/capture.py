@@ -34,6 +34,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -120,6 +121,13 @@ def example_passes(inputs) -> list:
         raise TypeError(f"inputs is a list of example inputs, one per forward pass ([(x,)], [x] or "
                         f"[dict(input_ids=...)]), not one {type(inputs).__name__}")
     return list(inputs)
+
+
+def _tensors(x) -> list:
+    """The tensors of one example input (a tuple/list of arguments, a dict of them, or a tensor)."""
+    if isinstance(x, Mapping):
+        return list(x.values())
+    return list(x) if isinstance(x, (tuple, list)) else [x]
 
 
 def _call(model: torch.nn.Module, x):
@@ -223,13 +231,18 @@ class Capture:
         """Record ``model(*x)`` for each ``x`` of ``inputs`` (``model(**x)`` for a dict,
         ``model(x)`` for a tensor), or ``fn()`` when given (e.g. a closure that calls
         ``model.generate``). Gradients are off; nothing is changed."""
+        passes = example_passes(inputs)  # once: ``inputs`` may be a generator
         handles = self._hooks(model)
+        # The attention mark only where meta is involved: elsewhere no torch function needs it,
+        # and a model captured on a real device runs under the dispatch mode alone, as before.
+        meta = any(t.is_meta for t in model.parameters()) or any(
+            isinstance(t, torch.Tensor) and t.is_meta for x in passes for t in _tensors(x))
         try:
-            with torch.no_grad(), _MetaAttention(self), _Mode(self):
+            with torch.no_grad(), (_MetaAttention(self) if meta else contextlib.nullcontext()), _Mode(self):
                 if fn is not None:
                     fn()
                     self.passes += 1
-                for x in example_passes(inputs):
+                for x in passes:
                     _call(model, x)
                     self.passes += 1
         finally:
