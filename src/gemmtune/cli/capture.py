@@ -91,7 +91,13 @@ def _available_bytes(device: str) -> int | None:
     return None
 
 
-def _check_memory(entry: str, build_model, spec, device: str) -> None:
+def _shapes_only(spec):
+    """``spec`` built for its shapes alone: a ``dir:`` model from its folder's config, with no
+    weights read (a build on meta needs nothing more)."""
+    return dataclasses.replace(spec, kind="config") if spec.kind == "dir" else spec
+
+
+def _check_memory(entry: str, spec, device: str) -> None:
     """Refuse, before building it, a model whose weights do not fit on ``device``: the models are
     built in fp32 and then cast, so a model of P parameters needs 4P bytes at its peak. A larger
     one is killed by the kernel's OOM killer with no message of ours: ``hf:qwen3`` (transformers
@@ -99,13 +105,14 @@ def _check_memory(entry: str, build_model, spec, device: str) -> None:
     size is read off a build on meta (no memory; part of that capture's 4 s)."""
     import torch
 
+    from ..benchmodel.models import build_model
+
     # A dir: model is read into host memory first (from_pretrained), then moved to the device.
     where = [device] + (["cpu"] if spec.kind == "dir" and device != "cpu" else [])
     free = {d: _available_bytes(d) for d in where}
     if all(v is None for v in free.values()):
         return
-    meta = build_model(dataclasses.replace(spec, kind="config") if spec.kind == "dir" else spec,
-                       torch.float32, "meta")
+    meta = build_model(_shapes_only(spec), torch.float32, "meta")
     need = 4 * sum(p.numel() for p in meta.parameters())
     for d, avail in free.items():
         if avail is not None and need > avail:
@@ -160,10 +167,10 @@ def cmd_capture(args) -> int:
         dtype = DTYPES[dtype_name(args.dtype or "bfloat16")]
         if spec.user:
             causal_config(spec)  # a model_type or config that names no causal LM: said before "building"
-        if spec.kind == "dir" and device == "meta":  # shapes only: its config, not its weights read into memory
-            spec = dataclasses.replace(spec, kind="config")
-        if device != "meta":
-            _check_memory(args.model, build_model, spec, device)
+        if device == "meta":
+            spec = _shapes_only(spec)
+        else:
+            _check_memory(args.model, spec, device)
         weights = "its folder's weights" if spec.kind == "dir" else "random weights from its config"
         say(f"building {args.model} ({dtype_name(dtype)}, {device}, {weights})")
         try:
