@@ -478,3 +478,29 @@ def test_a_model_without_sdpa_builds_with_its_default_attention(tmp_path):
     assert model.config.model_type == "bloom" and model.config._attn_implementation != "sdpa"
     with torch.no_grad():
         assert model(input_ids=torch.randint(0, 512, (1, 5))).logits.shape == (1, 5, 512)
+
+
+def test_fuse_modes_fuse_a_copy_and_tune_it_once(tmp_path):
+    """eager_fuse and eager_fuse_patch: fused deep copies (the model itself untouched), the fused
+    shapes tuned in one call of their own shared with the graph twin; checks and report lines."""
+    calls = []
+    out = {"modes": {}}
+    model = benchmodel.build_model(benchmodel.parse_model("tiny-llama"), torch.float32, "cpu")
+    ids = torch.randint(0, 500, (1, 8))
+    v = benchmodel.make_variants(model, ["eager", "eager_fuse", "eager_fuse_patch", "eager_fuse_patch_graph"],
+                                 lambda m: m(ids), out, {"tune_fn": fake_tuner(calls), "progress": False})
+    assert calls and len(calls) == 1  # one tuning call, for both patched fused copies
+    assert not any("gemmtune_fused" in n for n, _ in model.named_modules())
+    layers = model.config.num_hidden_layers
+    assert len(out["fused_groups"]) == 2 * layers and out["fuse_tune_s"] >= 0
+    with torch.no_grad():
+        want = model(ids).logits
+        for mode in ("eager_fuse", "eager_fuse_patch", "eager_fuse_patch_graph"):
+            assert any("gemmtune_fused" in n for n, _ in v[mode].named_modules())
+            torch.testing.assert_close(v[mode](ids).logits, want, rtol=1e-5, atol=1e-5)
+    doc = benchmodel.run(["tiny-llama"], phases=["decode_b1"], modes=["eager", "eager_fuse"], out_dir=tmp_path,
+                         dtype="float32", tune_kwargs={"tune_fn": fake_tuner([])}, log=lambda s: None)
+    rec = doc["models"][0]["modes"]["eager_fuse"]
+    assert rec["greedy_match"] is True and rec["phases"]["decode_b1"]["interleaved"]["rounds"] == 7
+    md = (tmp_path / "bench-model.md").read_text()
+    assert "Fused sibling layers" in md and "q_proj + k_proj + v_proj ×2" in md and "eager vs eager_fuse" in md

@@ -26,6 +26,7 @@ _LAZY = {
     "Epilogue": "epilogue", "scaled_mm": "scaled",
     "Dispatcher": "dispatch", "compile_bmm": "dispatch", "compile_mm": "dispatch", "load": "dispatch",
     "patch": "nn", "refresh_weights": "kernels.padcache",
+    "fuse_linears": "fuse", "unfuse": "fuse",
     "load_patched": "modeltune", "save_patched": "modeltune", "tune_model": "modeltune",
 }
 
@@ -58,5 +59,5 @@ __all__ = [
     "__version__", "capture", "Capture", "tune_model", "save_patched", "load_patched", "matmul", "compile_mm", "compile_bmm",
     "load", "Dispatcher", "patch", "nn", "families", "space", "default_choice", "interpreter_enabled",
     "tune", "TuneResult", "DeviceInfo", "Problem", "Choice", "TileConfig", "SplitKConfig", "SkinnyConfig",
-    "DecomposeKConfig", "AtenConfig", "Epilogue", "scaled_mm", "refresh_weights",
+    "DecomposeKConfig", "AtenConfig", "Epilogue", "scaled_mm", "refresh_weights", "fuse_linears", "unfuse",
 ]

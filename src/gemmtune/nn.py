@@ -583,8 +583,10 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
             continue
         conv = is_conv1d(mod)
         if type(mod) is not torch.nn.Linear and not conv:
+            # (a member of a fuse_linears group computes nothing of its own: its group's fused
+            # layer, a plain nn.Linear, is converted instead)
             if isinstance(mod, torch.nn.Linear) and not isinstance(mod, Linear) and \
-                    type(mod).forward is not torch.nn.Linear.forward:
+                    type(mod).forward is not torch.nn.Linear.forward and "_gemmtune_group" not in mod.__dict__:
                 own_forward[type(mod).__name__] = own_forward.get(type(mod).__name__, 0) + 1
             continue
         try:

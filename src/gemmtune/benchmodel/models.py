@@ -30,7 +30,11 @@ DEFAULT_MODES = ("eager", "eager_patch", "compile", "max_autotune", "patch_compi
 # autotuned no GEMM of the Llama-1B decode step on the H100 and still beat the default compile by
 # 10% (benchmarks/results/2026-11-25-h100-bench-model), so these two tell its GEMM search from its
 # tuning of the pointwise and reduction kernels, with gemmtune's GEMMs and without.
-BASE_MODES = DEFAULT_MODES + ("lut_compile", "compile_cdt", "patch_compile_cdt")
+# ``eager_fuse`` / ``eager_fuse_patch``: the sibling Linears (q/k/v, gate/up) fused into one GEMM
+# each (gemmtune.fuse_linears), unpatched, and then patched with a tuning call of their own (the
+# fused shapes are other problems); their ``_graph`` twins tell the fusion's gain on the GPU's time
+# from the tuned kernels'.
+BASE_MODES = DEFAULT_MODES + ("lut_compile", "compile_cdt", "patch_compile_cdt", "eager_fuse", "eager_fuse_patch")
 # Every mode: those plus each one's step replayed from a CUDA graph (graphs.py: the GPU's time of
 # the step, where the plain modes measure a host-bound step's Python).
 MODES = BASE_MODES + tuple(m + "_graph" for m in BASE_MODES)

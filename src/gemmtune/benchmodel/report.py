@@ -48,6 +48,15 @@ def markdown(doc: dict) -> str:
             L.append(f"gemmtune tuning: {m['tune_s']:.1f} s{split} for {m.get('tuned_problems', '?')} problems over "
                      f"{m.get('tuned_layer_shapes', '?')} layer shapes (one tune call); winners: "
                      + ", ".join(f"`{w}`" for w in m.get("winners", [])[:12]) + ".\n")
+        if m.get("fused_groups"):
+            kinds: dict[str, int] = {}
+            for g in m["fused_groups"]:
+                key = " + ".join(n.rpartition(".")[2] for n in g)
+                kinds[key] = kinds.get(key, 0) + 1
+            L.append(f"Fused sibling layers (eager_fuse*, `gemmtune.fuse_linears`): {len(m['fused_groups'])} groups ("
+                     + ", ".join(f"{k} ×{c}" for k, c in kinds.items()) + ")"
+                     + (f"; the fused copy's own tuning {m['fuse_tune_s']:.1f} s" if "fuse_tune_s" in m else "")
+                     + ".\n")
         L.append("| phase | " + " | ".join(modes) + " |")
         L.append("|---|" + "---|" * len(modes))
         for p in phases:
@@ -56,15 +65,16 @@ def markdown(doc: dict) -> str:
                 r = m["modes"][mode]["phases"].get(p)
                 cells.append(f"{r['ms']:.3f} ({r.get('x_eager', 1):.2f}×)" if r else "-")
             L.append(f"| {p} | " + " | ".join(cells) + " |")
-        inter = [(p, m["modes"]["eager_patch"]["phases"][p]["interleaved"]) for p in phases
-                 if "eager_patch" in m["modes"] and "interleaved" in m["modes"]["eager_patch"]["phases"].get(p, {})]
-        if inter:
-            L.append("| eager vs eager_patch, interleaved | " + "; ".join(
-                f"{p}: {i['eager_ms']:.3f} / {i['eager_patch_ms']:.3f} ms ({i['x_eager']:.2f}×"
-                + (f"; paired rounds {i['x_eager_paired']:.3f}×, quartiles {i['x_eager_q1']:.3f}–"
-                   f"{i['x_eager_q3']:.3f}, {i['rounds']} rounds" if "x_eager_paired" in i else "") + ")"
-                for p, i in inter)
-                + " |" + " |" * (len(modes) - 1))
+        for other in ("eager_patch", "eager_fuse", "eager_fuse_patch"):
+            inter = [(p, m["modes"][other]["phases"][p]["interleaved"]) for p in phases
+                     if other in m["modes"] and "interleaved" in m["modes"][other]["phases"].get(p, {})]
+            if inter:
+                L.append(f"| eager vs {other}, interleaved | " + "; ".join(
+                    f"{p}: {i['eager_ms']:.3f} / {i[other + '_ms']:.3f} ms ({i['x_eager']:.2f}×"
+                    + (f"; paired rounds {i['x_eager_paired']:.3f}×, quartiles {i['x_eager_q1']:.3f}–"
+                       f"{i['x_eager_q3']:.3f}, {i['rounds']} rounds" if "x_eager_paired" in i else "") + ")"
+                    for p, i in inter)
+                    + " |" + " |" * (len(modes) - 1))
         gi = m.get("graph_interleaved", {})
         if gi:
             L.append("| CUDA graphs, interleaved | " + "; ".join(

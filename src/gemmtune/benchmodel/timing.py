@@ -98,27 +98,30 @@ def interleave_eager(out: dict, variants: dict, phases: dict[str, Callable], mod
     """eager against eager + patch, interleaved per phase (the verdict for 'never slower than
     eager': the separate per-mode timings are minutes apart, and a host-bound step's time drifts
     with the host's speed by up to 2x between device calls on the H200 machine)."""
-    if "eager" not in out["modes"] or "eager_patch" not in out["modes"]:
+    others = [m for m in ("eager_patch", "eager_fuse", "eager_fuse_patch") if m in out["modes"] and m in variants]
+    if "eager" not in out["modes"] or not others:
         return  # (variants may hold them as the base objects of graph modes, untimed)
     # On a GPU, EAGER_ROUNDS rounds of about EAGER_ROUND_MS each: a decode step of 15-30 ms made
     # rounds of one call each at 7 x 20 ms. On a CPU (tests) the short default.
     rounds, round_ms = (EAGER_ROUNDS, EAGER_ROUND_MS) if torch.cuda.is_available() else (7, 20.0)
     for pname, run in phases.items():
         with torch.no_grad():
-            t = time_interleaved({"eager": lambda: run(variants["eager"]),
-                                  "eager_patch": lambda: run(variants["eager_patch"])},
+            t = time_interleaved({m: (lambda m=m: run(variants[m])) for m in ["eager", *others]},
                                  rounds=rounds, min_round_ms=round_ms)
-        rec = out["modes"]["eager_patch"]["phases"][pname]
-        pair = paired_ratio(t["eager"]["rounds"], t["eager_patch"]["rounds"])
-        rec["interleaved"] = {"eager_ms": t["eager"]["ms"], "eager_patch_ms": t["eager_patch"]["ms"],
-                              "spread": max(t["eager"]["spread"], t["eager_patch"]["spread"]),
-                              "x_eager": t["eager"]["ms"] / t["eager_patch"]["ms"],
-                              "x_eager_paired": pair["median"], "x_eager_q1": pair["q1"],
-                              "x_eager_q3": pair["q3"], "rounds": pair["pairs"],
-                              "calls_per_round": t["eager"]["calls"] // max(1, len(t["eager"]["rounds"]))}
-        log(f"{model_name} interleaved   {pname:16s} eager {t['eager']['ms']:.3f} ms, eager_patch "
-            f"{t['eager_patch']['ms']:.3f} ms ({rec['interleaved']['x_eager']:.2f}x eager; paired rounds "
-            f"{pair['median']:.3f}x, quartiles {pair['q1']:.3f}-{pair['q3']:.3f}, {pair['pairs']} rounds)")
+        for mode in others:
+            if pname not in out["modes"][mode].get("phases", {}):
+                continue  # the mode failed or skipped this phase
+            rec = out["modes"][mode]["phases"][pname]
+            pair = paired_ratio(t["eager"]["rounds"], t[mode]["rounds"])
+            rec["interleaved"] = {"eager_ms": t["eager"]["ms"], f"{mode}_ms": t[mode]["ms"],
+                                  "spread": max(t["eager"]["spread"], t[mode]["spread"]),
+                                  "x_eager": t["eager"]["ms"] / t[mode]["ms"],
+                                  "x_eager_paired": pair["median"], "x_eager_q1": pair["q1"],
+                                  "x_eager_q3": pair["q3"], "rounds": pair["pairs"],
+                                  "calls_per_round": t["eager"]["calls"] // max(1, len(t["eager"]["rounds"]))}
+            log(f"{model_name} interleaved   {pname:16s} eager {t['eager']['ms']:.3f} ms, {mode} "
+                f"{t[mode]['ms']:.3f} ms ({rec['interleaved']['x_eager']:.2f}x eager; paired rounds "
+                f"{pair['median']:.3f}x, quartiles {pair['q1']:.3f}-{pair['q3']:.3f}, {pair['pairs']} rounds)")
 
 
 def interleave_graphs(out: dict, replays: dict, phases: list[str], model_name: str,
@@ -136,7 +139,10 @@ def interleave_graphs(out: dict, replays: dict, phases: list[str], model_name: s
         t = time_interleaved({m: replays[(m, p)] for m in names})
         rec = {m: t[m]["ms"] for m in names}
         rec["spread"] = max(t[m]["spread"] for m in names)
-        for patched, plain in (("eager_patch_graph", "eager_graph"), ("patch_compile_graph", "compile_graph"),
+        for patched, plain in (("eager_patch_graph", "eager_graph"), ("eager_fuse_graph", "eager_graph"),
+                               ("eager_fuse_patch_graph", "eager_graph"),
+                               ("eager_fuse_patch_graph", "eager_patch_graph"),
+                               ("patch_compile_graph", "compile_graph"),
                                ("patch_compile_graph", "max_autotune_graph"),
                                ("lut_compile_graph", "compile_graph"), ("lut_compile_graph", "max_autotune_graph"),
                                ("patch_compile_cdt_graph", "compile_cdt_graph"),

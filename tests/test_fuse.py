@@ -1,0 +1,313 @@
+"""gemmtune.fuse_linears: sibling nn.Linear layers (one input, several projections) as one GEMM.
+
+Every test compares the fused model with the same model unfused (or with fp64), on fresh random
+inputs, and checks the cases where the fused output must not be served: another input, the input
+modified in place, a layer called twice, gradients, torch.compile, weights moved or rebound."""
+
+from __future__ import annotations
+
+import copy
+import io
+import pickle
+
+import pytest
+import torch
+
+import gemmtune
+from gemmtune.fuse import FusedLinear
+
+TRITON = "triton_mm:BM16-BN16-BK16-S1-W2-G8"
+
+
+class Attn(torch.nn.Module):
+    """q/k/v on one input, then an output projection on another; optional in-place or repeated calls."""
+
+    def __init__(self, k=32, ns=(32, 16, 16), bias=True, dtype=torch.float32):
+        super().__init__()
+        self.q, self.k, self.v = (torch.nn.Linear(k, n, bias=bias, dtype=dtype) for n in ns)
+        self.o = torch.nn.Linear(ns[2], k, bias=bias, dtype=dtype)
+        self.touch_between = False  # x.add_ between q and k (the fused output is stale then)
+        self.k_on_other = False  # k on x * 2 (another tensor)
+
+    def forward(self, x):
+        q = self.q(x)
+        if self.touch_between:
+            x.add_(1.0)
+        k = self.k(x * 2 if self.k_on_other else x)
+        v = self.v(x)
+        return self.o(torch.softmax(q[..., :16] * k, -1) * v)
+
+
+def _pair(**kw):
+    torch.manual_seed(0)
+    m = Attn(**kw)
+    f = copy.deepcopy(m)
+    groups = gemmtune.fuse_linears(f, torch.randn(2, 5, m.q.in_features, dtype=m.q.weight.dtype))
+    return m, f, groups
+
+
+def _close(a, b):
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_siblings_fused_outputs_match_fp64():
+    m, f, groups = _pair()
+    assert [g.members for g in groups] == [("q", "k", "v")] and groups[0].n == (32, 16, 16)
+    assert all(type(x) is FusedLinear for x in (f.q, f.k, f.v)) and type(f.o) is torch.nn.Linear
+    # the members' parameters are views into one tensor; nothing is added to parameters/state_dict
+    fused = f.gemmtune_fused_q_k_v
+    assert f.k.weight.data_ptr() == fused.weight.data_ptr() + 32 * 32 * 4
+    assert sorted(f.state_dict()) == sorted(m.state_dict())
+    assert sum(p.numel() for p in f.parameters()) == sum(p.numel() for p in m.parameters())
+    for shape in [(1, 32), (7, 32), (3, 1, 32), (2, 13, 32)]:
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            want = m.double()(x.double()).float()
+            m.float()
+            _close(f(x), want)
+
+
+def test_fused_path_runs_one_gemm_for_the_group():
+    _, f, _ = _pair()
+    calls = []
+    f.gemmtune_fused_q_k_v.register_forward_pre_hook(lambda *_: calls.append(1))  # forward is called directly
+    seen = []
+    orig = f.gemmtune_fused_q_k_v.forward
+    f.gemmtune_fused_q_k_v.forward = lambda x: seen.append(x.shape) or orig(x)
+    with torch.no_grad():
+        f(torch.randn(3, 32))
+        f(torch.randn(4, 32))
+    assert seen == [torch.Size([3, 32]), torch.Size([4, 32])]
+    assert f.q._gemmtune_group.x is None  # each round let go of its input and outputs
+
+
+@pytest.mark.parametrize("case", ["touch_between", "k_on_other"])
+def test_a_changed_or_other_input_is_not_served_the_fused_output(case):
+    m, f, _ = _pair()
+    setattr(m, case, True)
+    setattr(f, case, True)
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        _close(f(x.clone()), m(x.clone()))
+
+
+def test_a_layer_called_twice_on_one_input_is_not_grouped_and_runs_right():
+    class Twice(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(8, 4), torch.nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.a(x) + self.a(x) * self.b(x)
+    m = Twice()
+    assert gemmtune.fuse_linears(m, torch.randn(2, 8)) == []
+    assert type(m.a) is torch.nn.Linear and not any("gemmtune_fused" in n for n, _ in m.named_modules())
+
+    # grouped from a pass that called each once; a later forward calling one twice recomputes
+    class Later(Twice):
+        twice = False
+
+        def forward(self, x):
+            y = self.a(x) * self.b(x)
+            return y + self.a(x) if self.twice else y
+    m = Later()
+    f = copy.deepcopy(m)
+    assert len(gemmtune.fuse_linears(f, torch.randn(2, 8))) == 1
+    m.twice = f.twice = True
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        _close(f(x), m(x))
+
+
+def test_unfusable_siblings_are_left_alone():
+    class Mixed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(8, 4)
+            self.b = torch.nn.Linear(8, 4, bias=False)  # bias on one only
+            self.c = torch.nn.Linear(8, 4, dtype=torch.float64)  # another dtype
+            self.d = torch.nn.Linear(8, 4)
+            self.e = torch.nn.Linear(8, 4)
+            self.e.weight = self.d.weight  # tied: one parameter, two layers
+
+        def forward(self, x):
+            return self.a(x) + self.b(x) + self.c(x.double()).float() + self.d(x) + self.e(x)
+    m = Mixed()
+    assert gemmtune.fuse_linears(m, torch.randn(2, 8)) == []
+
+
+def test_gradients_reach_the_members_weights():
+    m, f, _ = _pair()
+    x = torch.randn(3, 32)
+    m(x).square().sum().backward()
+    f(x).square().sum().backward()  # weights need gradients: each member runs its own F.linear
+    for a, b in zip(m.parameters(), f.parameters()):
+        _close(b.grad, a.grad)
+    # frozen weights with gradients on: the fused path, and the input still gets its gradient
+    for mod in (m, f):
+        mod.requires_grad_(False)
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    m(xa).sum().backward()
+    f(xb).sum().backward()
+    _close(xb.grad, xa.grad)
+
+
+def test_weights_moved_rebound_or_loaded_are_followed():
+    m, f, _ = _pair()
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        f.double()  # every parameter and buffer replaced: re-fused on the next call
+        m.double()
+        _close(f(x.double()), m(x.double()))
+        assert f.k.weight.data_ptr() == f.gemmtune_fused_q_k_v.weight.data_ptr() + 32 * 32 * 8
+        new = torch.randn(16, 32, dtype=torch.float64)
+        f.v.weight.data = new.clone()
+        m.v.weight.data = new.clone()
+        _close(f(x.double()), m(x.double()))
+        sd = {k: torch.randn_like(v) for k, v in m.state_dict().items()}
+        m.load_state_dict(sd)
+        f.load_state_dict(sd)  # copied into the views: the fused tensor holds the new values
+        _close(f(x.double()), m(x.double()))
+        f.q.weight.mul_(0.5)  # an in-place update (an optimizer step) is seen too
+        m.q.weight.mul_(0.5)
+        _close(f(x.double()), m(x.double()))
+
+
+def test_copies_pickles_and_unfuse():
+    m, f, _ = _pair()
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        want = m(x)
+        for g in (copy.deepcopy(f), pickle.loads(pickle.dumps(f))):
+            # (deepcopy clones each Parameter on its own: the copy is re-fused on its first call)
+            _close(g(x), want)
+            assert g.k.weight.data_ptr() == g.gemmtune_fused_q_k_v.weight.data_ptr() + 32 * 32 * 4
+        buf = io.BytesIO()
+        torch.save(f.state_dict(), buf)
+        m2 = Attn()
+        m2.load_state_dict(torch.load(io.BytesIO(buf.getvalue())))
+        _close(m2(x), want)
+        assert gemmtune.unfuse(f) == 1
+        assert type(f.q) is torch.nn.Linear and not hasattr(f, "gemmtune_fused_q_k_v")
+        f.q.weight.zero_()  # its own memory again
+        assert f.k.weight.abs().sum() > 0
+        assert gemmtune.unfuse(f) == 0
+
+
+def test_under_torch_compile_and_inference_mode():
+    m, f, _ = _pair()
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        want = m(x)
+        _close(torch.compile(f, backend="eager")(x), want)  # unfused while traced
+    with torch.inference_mode():
+        _close(f(x), want)
+        xi = torch.randn(3, 32)
+        _close(f(xi), m(xi))
+
+
+def test_views_and_odd_inputs():
+    m, f, _ = _pair()
+    with torch.no_grad():
+        base = torch.randn(40, 70)
+        for x in (base[3:10, 5:37], base.t()[:32].t()[:9], torch.randn(32, 1).t(), torch.randn(1, 1, 32)):
+            _close(f(x), m(x))
+
+
+def test_fusing_needs_inputs_and_a_module():
+    with pytest.raises(ValueError, match="example inputs"):
+        gemmtune.fuse_linears(Attn())
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        gemmtune.fuse_linears(lambda x: x, torch.randn(2, 32))
+
+
+def test_tune_and_patch_see_the_fused_layer():
+    from test_modeltune import fake_tuner
+
+    m, f, _ = _pair(bias=False)
+    calls = []
+    x = torch.randn(2, 5, 32)
+    with torch.no_grad():
+        ds = gemmtune.tune_model(f, [(x,)], tune_fn=fake_tuner(calls, {64: TRITON}))
+        assert (64, 32, "float32", "col") in ds  # the fused shape: 32 + 16 + 16 outputs
+        assert not any(k[0] == 16 and k[1] == 32 for k in ds)  # k/v are not layers of their own now
+        gemmtune.patch(f, dispatchers=ds, tune_missing=False)
+        assert hasattr(f.gemmtune_fused_q_k_v, "_gemmtune_handle")  # on the Triton kernel
+        y = torch.randn(2, 5, 32)
+        _close(f(y), m(y))
+
+
+# HF architectures: q/k/v and gate/up found and fused (Phi's parallel block: q/k/v and fc1 read one
+# input), prefill and decode logits as unfused; one of them then tuned and patched on Triton.
+FUSED = {"mistral": {"q_proj+k_proj+v_proj", "gate_proj+up_proj"}, "qwen3": {"q_proj+k_proj+v_proj", "gate_proj+up_proj"},
+         "phi": {"q_proj+k_proj+v_proj+fc1"}, "gemma": {"q_proj+k_proj+v_proj", "gate_proj+up_proj"},
+         "gpt_neox": set(), "gpt2": set()}
+
+
+@pytest.mark.parametrize("model_type", sorted(FUSED))
+def test_hf_models_fused_match_unfused(model_type):
+    pytest.importorskip("transformers")
+    from test_hf_archs import prefill_then_step, tiny
+
+    model = tiny(model_type)
+    ids, step = torch.randint(0, 512, (2, 8)), torch.randint(0, 512, (2, 1))
+    f = copy.deepcopy(model)
+    with torch.no_grad():
+        want = prefill_then_step(model, ids, step)
+        groups = gemmtune.fuse_linears(f, fn=lambda: prefill_then_step(f, ids, step))
+        got = prefill_then_step(f, ids, step)
+    kinds = {"+".join(n.rpartition(".")[2] for n in g.members) for g in groups}
+    assert kinds == FUSED[model_type]
+    assert len(groups) == len(FUSED[model_type]) * model.config.num_hidden_layers
+    assert sorted(f.state_dict()) == sorted(model.state_dict())
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+    if model_type == "mistral":
+        from test_hf_archs import all_triton
+        with torch.no_grad():
+            ds = gemmtune.tune_model(f, fn=lambda: prefill_then_step(f, ids, step), tune_fn=all_triton)
+            gemmtune.patch(f, dispatchers=ds, tune_missing=False)
+            got = prefill_then_step(f, ids, step)
+        assert sum(hasattr(m, "_gemmtune_handle") for m in f.modules()) == 4 * 2 + 1  # per layer: 2 fused, o, down; the head
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+
+
+ON_GPU = torch.cuda.is_available()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU")
+def test_gpu_fused_model_in_a_cuda_graph_and_moved_weights_inside_one():
+    torch.manual_seed(0)
+    m = Attn(k=256, ns=(256, 64, 64), dtype=torch.bfloat16).cuda()
+    f = copy.deepcopy(m)
+    x = torch.randn(4, 256, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        assert len(gemmtune.fuse_linears(f, x)) == 1
+        want64 = m.double()(x.double())
+        m.bfloat16()
+        static_x = x.clone()
+        f(static_x)  # warm-up outside the capture
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            static_y = f(static_x)
+        g.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(static_y.double(), want64, rtol=2e-2, atol=2e-2)
+        x2 = torch.randn_like(x)
+        static_x.copy_(x2)
+        g.replay()
+        torch.testing.assert_close(static_y, m(x2), rtol=1e-2, atol=1e-2)
+        # weights rebound: inside a capture the layers run unfused (no allocation there), and after
+        # it the group is re-fused
+        new = torch.randn_like(f.v.weight)
+        f.v.weight.data = new.clone()
+        m.v.weight.data = new.clone()
+        g2 = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g2):
+            y2 = f(static_x)
+        g2.replay()
+        torch.testing.assert_close(y2, m(x2), rtol=1e-2, atol=1e-2)
+        torch.testing.assert_close(f(x2), m(x2), rtol=1e-2, atol=1e-2)
+        assert f.v.weight.data_ptr() == f.gemmtune_fused_q_k_v.weight.data_ptr() + 320 * 256 * 2
