@@ -35,7 +35,7 @@ class Attn(torch.nn.Module):
             x.add_(1.0)
         k = self.k(x * 2 if self.k_on_other else x)
         v = self.v(x)
-        return self.o(torch.softmax(q[..., :16] * k, -1) * v)
+        return self.o(torch.softmax(q[..., :k.shape[-1]] * k, -1) * v)
 
 
 def _pair(**kw):
