@@ -314,3 +314,20 @@ def test_inputs_may_be_a_generator():
     """``inputs`` is iterated once: a generator of passes gives every pass."""
     cap = gemmtune.capture(torch.nn.Linear(8, 4), inputs=((torch.randn(n, 8),) for n in (2, 3)))
     assert cap.passes == 2 and [r.m for r in cap.records] == [2, 3]
+
+
+@pytest.mark.parametrize("device", ["meta", "cpu"])
+def test_cli_capture_fuse_records_the_fused_shapes(tmp_path, capsys, device):
+    """--fuse: q/k/v and gate/up captured as one GEMM each (tiny-llama: 64 + 32 + 32 and 128 + 128
+    outputs), named after the fused layer; the same suite on meta as on the CPU."""
+    pytest.importorskip("transformers")
+    from gemmtune.cli import main
+
+    path = tmp_path / "f.csv"
+    rc = main(["capture", "--model", "tiny-llama", "--device", device, "--fuse", "--out", str(path)])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "fused 4 group(s) of sibling layers: q_proj+k_proj+v_proj x2, gate_proj+up_proj x2" in err
+    shapes = load_csv(path)
+    assert {(s.problem.n, s.problem.k) for s in shapes} == {(128, 64), (64, 64), (256, 64), (64, 128), (512, 64)}
+    assert any("gemmtune_fused_q_proj_k_proj_v_proj" in s.name for s in shapes)

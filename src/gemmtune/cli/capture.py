@@ -178,6 +178,11 @@ def cmd_capture(args) -> int:
         except RuntimeError as e:  # a user's model that cannot be built: one line, no traceback
             raise ValueError(str(e)) from None
         batch, seq = args.batch or 1, args.seq or 32
+        if args.fuse:
+            from ..fuse import fuse_linears
+
+            ids = torch.zeros(batch, min(seq, 4), dtype=torch.long, device=device)
+            _said_fused(say, fuse_linears(model, fn=lambda: model(input_ids=ids)))
         cap = capture_causal_lm(model, batch=batch, seq=seq, decode_steps=1 if args.decode_steps is None
                                 else args.decode_steps, seed=args.seed, progress=say)
     else:
@@ -185,6 +190,10 @@ def cmd_capture(args) -> int:
         model = model.to(device)
         passes = [tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in p) for p in passes]
         say(f"running {args.model}: {len(passes)} pass(es) on {device}")
+        if args.fuse:
+            from ..fuse import fuse_linears
+
+            _said_fused(say, fuse_linears(model, inputs=passes))
         cap = capture(model, inputs=passes)
     say(f"captured in {time.monotonic() - t0:.1f} s: {cap.summary()}")
     if not any(r.tunable for r in cap.records):
@@ -195,6 +204,15 @@ def cmd_capture(args) -> int:
         cap.write_json(args.json)
         print(f"{args.json}: every record, untunable ones (baddbmm, other dtypes) included")
     return 0
+
+
+def _said_fused(say, groups) -> None:
+    kinds: dict[str, int] = {}
+    for g in groups:
+        key = "+".join(n.rpartition(".")[2] for n in g.members)
+        kinds[key] = kinds.get(key, 0) + 1
+    say(f"fused {len(groups)} group(s) of sibling layers" + (": " + ", ".join(f"{k} x{c}" for k, c in kinds.items())
+                                                            if kinds else " (none found)"))
 
 
 def add_parsers(sub) -> None:
@@ -218,5 +236,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--out", default="gemmtune-shapes.csv", help="suite CSV to write (replaced if it exists)")
     p.add_argument("--json", metavar="PATH", help="also write every record (counts, modules, untunable GEMMs) as JSON")
     p.add_argument("--group", help="the suite's group column (default: the preset's name, else 'captured')")
+    p.add_argument("--fuse", action="store_true",
+                   help="fuse sibling Linears first (gemmtune.fuse_linears: q/k/v, gate/up as one GEMM each), so the "
+                        "suite holds the fused shapes; serve with fuse_linears run on the model before load_patched")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(fn=cmd_capture)
