@@ -311,3 +311,22 @@ def test_gpu_fused_model_in_a_cuda_graph_and_moved_weights_inside_one():
         torch.testing.assert_close(y2, m(x2), rtol=1e-2, atol=1e-2)
         torch.testing.assert_close(f(x2), m(x2), rtol=1e-2, atol=1e-2)
         assert f.v.weight.data_ptr() == f.gemmtune_fused_q_k_v.weight.data_ptr() + 320 * 256 * 2
+
+
+def test_a_saved_patched_fused_model_loads_onto_a_fresh_fused_one(tmp_path):
+    """save_patched keeps the fused layer's dispatcher; a new instance fused the same way takes it
+    with load_patched (no tuning) and computes what the unfused model does."""
+    from test_modeltune import fake_tuner
+
+    m, f, _ = _pair(bias=False)
+    x = torch.randn(2, 5, 32)
+    with torch.no_grad():
+        ds = gemmtune.tune_model(f, [(x,)], tune_fn=fake_tuner([], {64: TRITON}))
+        gemmtune.patch(f, dispatchers=ds, tune_missing=False)
+        gemmtune.save_patched(tmp_path / "fused.json", gemmtune.nn.dispatchers(f, with_layout=True))
+        fresh = copy.deepcopy(m)
+        gemmtune.fuse_linears(fresh, x)
+        gemmtune.load_patched(fresh, tmp_path / "fused.json")
+        assert hasattr(fresh.gemmtune_fused_q_k_v, "_gemmtune_handle")
+        y = torch.randn(3, 32)
+        _close(fresh(y), m(y))
