@@ -329,5 +329,8 @@ def test_cli_capture_fuse_records_the_fused_shapes(tmp_path, capsys, device):
     assert rc == 0, err
     assert "fused 4 group(s) of sibling layers: q_proj+k_proj+v_proj x2, gate_proj+up_proj x2" in err
     shapes = load_csv(path)
-    assert {(s.problem.n, s.problem.k) for s in shapes} == {(128, 64), (64, 64), (256, 64), (64, 128), (512, 64)}
+    # (the Linear layers' products: transformers 5.17 also runs the rotary embedding's K = 1
+    # product as a GEMM, which capture records under the rotary module's name)
+    linears = {(s.problem.n, s.problem.k) for s in shapes if "rotary" not in s.name}
+    assert linears == {(128, 64), (64, 64), (256, 64), (64, 128), (512, 64)}
     assert any("gemmtune_fused_q_proj_k_proj_v_proj" in s.name for s in shapes)
