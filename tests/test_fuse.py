@@ -78,7 +78,7 @@ def test_fused_path_runs_one_gemm_for_the_group():
         f(torch.randn(3, 32))
         f(torch.randn(4, 32))
     assert seen == [torch.Size([3, 32]), torch.Size([4, 32])]
-    assert f.q._gemmtune_group.x is None  # each round let go of its input and outputs
+    assert f.q._gemmtune_group.round is None  # each round let go of its input and outputs
 
 
 @pytest.mark.parametrize("case", ["touch_between", "k_on_other"])
@@ -330,3 +330,25 @@ def test_a_saved_patched_fused_model_loads_onto_a_fresh_fused_one(tmp_path):
         assert hasattr(fresh.gemmtune_fused_q_k_v, "_gemmtune_handle")
         y = torch.randn(3, 32)
         _close(fresh(y), m(y))
+
+
+def test_refused_under_inference_mode_keeps_normal_parameters_and_subclasses_run_unfused():
+    m, f, _ = _pair()
+    f.double()
+    m.double()
+    x = torch.randn(3, 32, dtype=torch.float64)
+    with torch.inference_mode():
+        _close(f(x), m(x))  # re-fused here, after .double()
+    assert not f.q.weight.is_inference() and not f.gemmtune_fused_q_k_v.weight.is_inference()
+    f(x).sum().backward()  # the parameters still take part in autograd
+
+    class Marked(torch.Tensor):
+        pass
+    xs = x.as_subclass(Marked)
+    seen = []
+    f.gemmtune_fused_q_k_v.register_forward_pre_hook(lambda *_: seen.append(1))
+    with torch.no_grad():
+        _close(torch.Tensor(f(xs)), m(x))  # each member's own F.linear
+        assert not seen
+        f(x)
+        assert seen  # a plain tensor takes the fused path

@@ -18,7 +18,7 @@ same bytes in one kernel. ``fuse_linears`` finds such siblings by running the mo
 
 A member falls back to its own ``F.linear``, and stays correct, whenever the fused output does
 not apply: another input tensor, the input modified in place since, a member called twice on one
-input, gradients needed for the weights, a forward traced by ``torch.compile`` (dynamo would
+input, an input of a tensor subclass (FakeTensor, DTensor, ...), gradients needed for the weights, a forward traced by ``torch.compile`` (dynamo would
 have to trace the shared state; the layers run unfused there), or weights no longer views of the
 fused tensor (``model.to(...)``, ``param.data = ...``: the group is re-fused on its next call,
 or runs unfused inside a CUDA-graph capture).
@@ -90,26 +90,23 @@ class _Group:
         self.members = members
         self.sizes = sizes
         self.offsets = [sum(sizes[:i]) for i in range(len(sizes))]
-        self._clear()
-
-    def _clear(self) -> None:
-        self.x = None
-        self.xv = None
-        self.outs = None
-        self.taken: list[bool] = []
-        self.left = 0
+        self.round: _Round | None = None
 
     def take(self, i: int, x: torch.Tensor) -> torch.Tensor:
-        if x is self.x and not self.taken[i] and (self.xv is None or x._version == self.xv):
-            self.taken[i] = True
-            out = self.outs[i]
-            self.left -= 1
-            if not self.left:
-                self._clear()  # nothing of the round kept alive past its last member
-            return out
+        # The round is read once into a local: a thread that starts another round meanwhile
+        # replaces self.round, not the object this call checks and reads.
+        r = self.round
+        if r is not None and x is r.x and not r.taken[i] and (r.xv is None or x._version == r.xv):
+            r.taken[i] = True
+            r.left -= 1
+            if not r.left and self.round is r:
+                self.round = None  # nothing of the round kept alive past its last member
+            return r.outs[i]
         m = self.members[i]
-        if not self._fusable():
-            self._clear()
+        # A tensor subclass (a FakeTensor under export, a DTensor, a quantised tensor) runs the
+        # member's own F.linear: the fused path reads data pointers and version counters.
+        if type(x) is not torch.Tensor or not self._fusable():
+            self.round = None
             return F.linear(x, m.weight, m.bias)
         # forward, not __call__, unless the fused layer has hooks (capture names the GEMM after
         # it through them), and split_with_sizes, not split: 1.5 us and 1.2 us of host time a
@@ -117,11 +114,7 @@ class _Group:
         f = self.fused
         y = f(x) if f._forward_pre_hooks or f._forward_hooks else f.forward(x)
         outs = y.split_with_sizes(self.sizes, -1)
-        self.x, self.outs = x, outs
-        self.xv = None if x.is_inference() else x._version
-        self.taken = [False] * len(outs)
-        self.taken[i] = True
-        self.left = len(outs) - 1
+        self.round = _Round(x, None if x.is_inference() else x._version, outs, i)
         return outs[i]
 
     def _fusable(self) -> bool:
@@ -156,8 +149,9 @@ class _Group:
         return True
 
     def refuse(self) -> None:
-        """Concatenate the members' current weights again and make them views into it."""
-        with torch.no_grad():
+        """Concatenate the members' current weights again and make them views into it (normal
+        tensors even under inference_mode: the parameters stay usable with autograd after it)."""
+        with torch.inference_mode(False), torch.no_grad():
             w = torch.cat([m.weight.detach() for m in self.members])
             self.fused.weight = w
             for m, off, n in zip(self.members, self.offsets, self.sizes):
@@ -170,7 +164,19 @@ class _Group:
         self.w, self.b = self.fused._buffers["weight"], self.fused._buffers.get("bias")
         self.wparams = [(m, m.weight, m.weight.data_ptr()) for m in self.members]
         self.bparams = [(m, m.bias, m.bias.data_ptr()) for m in self.members] if self.b is not None else []
-        self._clear()
+        self.round = None
+
+
+class _Round:
+    """One input's fused output, its members' slices and which of them were taken."""
+
+    __slots__ = ("x", "xv", "outs", "taken", "left")
+
+    def __init__(self, x: torch.Tensor, xv: int | None, outs: tuple, first: int):
+        self.x, self.xv, self.outs = x, xv, outs
+        self.taken = [False] * len(outs)
+        self.taken[first] = True
+        self.left = len(outs) - 1
 
 
 def _params(m: torch.nn.Linear) -> list[torch.Tensor]:
@@ -280,7 +286,7 @@ def _fuse(model: torch.nn.Module, names: list[str], members: list[torch.nn.Linea
     fused = torch.nn.Linear(k, sum(sizes), bias=members[0].bias is not None, device="meta", dtype=w0.dtype)
     # The fused tensors are buffers, not parameters, and not saved: the members' parameters (views
     # into them) stay the model's parameters and its state_dict, under their own names.
-    with torch.no_grad():
+    with torch.inference_mode(False), torch.no_grad():
         del fused.weight
         fused.register_buffer("weight", torch.cat([m.weight.detach() for m in members]), persistent=False)
         if members[0].bias is not None:
@@ -323,7 +329,7 @@ def unfuse(model: torch.nn.Module) -> int:
             for name, child in list(mod.named_children()):
                 if child is g.fused:
                     delattr(mod, name)
-        g._clear()
+        g.round = None
     return len(groups)
 
 
