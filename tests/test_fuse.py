@@ -352,3 +352,22 @@ def test_refused_under_inference_mode_keeps_normal_parameters_and_subclasses_run
         assert not seen
         f(x)
         assert seen  # a plain tensor takes the fused path
+
+
+def test_patch_with_fuse_fuses_then_tunes_the_fused_shapes():
+    from test_modeltune import fake_tuner
+
+    torch.manual_seed(0)
+    m = Attn(bias=False)
+    f = copy.deepcopy(m)
+    calls = []
+    x = torch.randn(2, 5, 32)
+    with torch.no_grad():
+        # a generator of passes: read once, for the fusion and the tuning both
+        gemmtune.patch(f, example_inputs=(p for p in [(x,)]), fuse=True, tune_fn=fake_tuner(calls, {64: TRITON}))
+        assert len(calls) == 1 and (64, 32, "float32") in gemmtune.nn.dispatchers(f)
+        assert hasattr(f.gemmtune_fused_q_k_v, "_gemmtune_handle") and type(f.q) is FusedLinear
+        y = torch.randn(3, 32)
+        _close(f(y), m(y))
+    with pytest.raises(ValueError, match="needs example_inputs"):
+        gemmtune.patch(Attn(), fuse=True)

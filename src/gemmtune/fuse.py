@@ -18,10 +18,11 @@ same bytes in one kernel. ``fuse_linears`` finds such siblings by running the mo
 
 A member falls back to its own ``F.linear``, and stays correct, whenever the fused output does
 not apply: another input tensor, the input modified in place since, a member called twice on one
-input, an input of a tensor subclass (FakeTensor, DTensor, ...), gradients needed for the weights, a forward traced by ``torch.compile`` (dynamo would
-have to trace the shared state; the layers run unfused there), or weights no longer views of the
-fused tensor (``model.to(...)``, ``param.data = ...``: the group is re-fused on its next call,
-or runs unfused inside a CUDA-graph capture).
+input, an input of a tensor subclass (FakeTensor, DTensor, ...), gradients needed for the
+weights, a forward traced by ``torch.compile`` (dynamo would have to trace the shared state,
+and a compiled graph could not see weights rebound after it was made: the layers run unfused
+there), or weights no longer views of the fused tensor (``model.to(...)``, ``param.data = ...``:
+the group is re-fused on its next call, or runs unfused inside a CUDA-graph capture).
 
 Each member's output is a column slice of the fused output: a view whose rows are strided by the
 group's total width. Splitting its last dimension (``.view(B, S, heads, head_dim)``) and merging

@@ -491,7 +491,7 @@ def _leave_as_torch(module: torch.nn.Module, dispatcher: Dispatcher, conv: bool)
 def patch(model: torch.nn.Module, table=None, *,
           dispatchers: MutableMapping[tuple, Dispatcher] | None = None, example_inputs=None,
           tune_missing: bool | None = None, eager_policy: str = "measure", convert_aten_layers: bool = False,
-          **compile_kwargs) -> torch.nn.Module:
+          fuse: bool = False, **compile_kwargs) -> torch.nn.Module:
     """Convert every ``torch.nn.Linear`` of ``model`` (the model itself included) in place,
     and every HF transformers ``Conv1D`` (GPT-2's ``x @ W + b``).
 
@@ -522,6 +522,9 @@ def patch(model: torch.nn.Module, table=None, *,
     ``eager_policy``: ``"measure"`` (default) lets each layer time its tuned kernel against
     ``F.linear`` on the first eager call of a shape and keep the faster (module docstring);
     ``"tuned"`` always runs the tuned kernel.
+    ``fuse=True`` (with ``example_inputs``) first runs ``gemmtune.fuse_linears`` on them: sibling
+    layers that read one input (q/k/v, gate/up) become one GEMM each, and the fused shapes are
+    what is tuned (``gemmtune.fuse``; in a new process, ``fuse_linears`` before ``load_patched``).
 
     Layers whose dispatcher runs cuBLAS for every shape (every tuned hint chose ``aten``:
     ``runs_as_torch``) are left as they are, torch's own ``nn.Linear`` / ``Conv1D``: a converted
@@ -545,8 +548,15 @@ def patch(model: torch.nn.Module, table=None, *,
         if fixed in compile_kwargs:
             raise TypeError(f"patch takes no {fixed}=: each layer's N, K, dtype and B layout come from its "
                             "weight (convert the model's dtype first, e.g. model.to(torch.bfloat16))")
+    if fuse and example_inputs is None:
+        raise ValueError("patch(fuse=True) needs example_inputs: the sibling layers are found by running the model")
     if example_inputs is not None:
         from .modeltune import tune_model
+        if fuse:
+            from .capture import example_passes
+            from .fuse import fuse_linears
+            example_inputs = example_passes(example_inputs)  # (a generator is read once, for both)
+            fuse_linears(model, inputs=example_inputs)
         tuned = tune_model(model, example_inputs, **compile_kwargs)
         out = _patch_layers(model, table, tuned, bool(tune_missing), eager_policy, convert_aten_layers,
                             "did not run in the example passes (no GEMM of their shape was captured)",
