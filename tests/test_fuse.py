@@ -241,7 +241,9 @@ def test_tune_and_patch_see_the_fused_layer():
 # input), prefill and decode logits as unfused; one of them then tuned and patched on Triton.
 FUSED = {"mistral": {"q_proj+k_proj+v_proj", "gate_proj+up_proj"}, "qwen3": {"q_proj+k_proj+v_proj", "gate_proj+up_proj"},
          "phi": {"q_proj+k_proj+v_proj+fc1"}, "gemma": {"q_proj+k_proj+v_proj", "gate_proj+up_proj"},
-         "gpt_neox": set(), "gpt2": set()}
+         "gpt_neox": set(), "gpt2": set(),
+         # q/k/v without a bias and the parallel MLP's fc_in with one: q/k/v fused, fc_in alone
+         "gptj": {"q_proj+k_proj+v_proj"}}
 
 
 @pytest.mark.parametrize("model_type", sorted(FUSED))

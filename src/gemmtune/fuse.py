@@ -235,22 +235,21 @@ def _siblings(model: torch.nn.Module, passes: list, fn=None) -> list[list[str]]:
     return out
 
 
-def _compatible(mods: list[torch.nn.Linear], shared: set[int]) -> str | None:
-    """Why these layers cannot share one GEMM, or None."""
-    w0 = mods[0].weight
-    for m in mods:
-        w = m.weight
-        if w.dim() != 2 or w.shape[1] != w0.shape[1]:
-            return "different in_features"
-        if w.dtype != w0.dtype or w.device != w0.device:
-            return "different dtype or device"
-        if (m.bias is None) != (mods[0].bias is None):
-            return "some with a bias, some without"
-        if m.bias is not None and (m.bias.dtype != w.dtype or m.bias.device != w.device):
-            return "a bias of another dtype or device"
-        if any(id(p) in shared for p in _params(m)):
-            return "a parameter shared with another layer"
-    return None
+def _partition(names: list[str], mods: dict, shared: set[int]) -> list[list[str]]:
+    """The sets of ``names`` (siblings, in call order) that can share one GEMM: same in_features,
+    dtype and device, all with a bias or none (GPT-J's q/k/v have none and its fc_in one: the
+    three are fused, fc_in runs alone), and no parameter shared with another layer (tied weights
+    stay where they are)."""
+    parts: dict[tuple, list[str]] = {}
+    for n in names:
+        m = mods[n]
+        w, b = m.weight, m.bias
+        if w.dim() != 2 or any(id(p) in shared for p in _params(m)):
+            continue
+        if b is not None and (b.dtype != w.dtype or b.device != w.device):
+            continue
+        parts.setdefault((w.shape[1], w.dtype, w.device, b is None), []).append(n)
+    return [p for p in parts.values() if len(p) >= 2]
 
 
 def fuse_linears(model: torch.nn.Module, *example_inputs, inputs: Iterable | None = None,
@@ -272,11 +271,9 @@ def fuse_linears(model: torch.nn.Module, *example_inputs, inputs: Iterable | Non
     shared = {i for i, c in counts.items() if c > 1}
     mods = dict(model.named_modules())
     made = []
-    for names in _siblings(model, passes, fn):
-        members = [mods[n] for n in names]
-        if _compatible(members, shared) is not None:
-            continue
-        made.append(_fuse(model, names, members))
+    for siblings in _siblings(model, passes, fn):
+        for names in _partition(siblings, mods, shared):
+            made.append(_fuse(model, names, [mods[n] for n in names]))
     return made
 
 
