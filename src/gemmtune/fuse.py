@@ -29,7 +29,8 @@ group's total width. Splitting its last dimension (``.view(B, S, heads, head_dim
 its leading ones work as on a contiguous output; a ``.view`` that merges the last dimension with
 another fails, and ``unfuse`` undoes the fusion. Save with ``torch.save`` (shared storage is
 kept); ``safetensors`` refuses tensors that share memory, so ``unfuse`` before
-``save_pretrained``. Fuse before ``patch`` (patch converts the fused layer like any other);
+``save_pretrained``. ``copy.deepcopy`` clones each parameter on its own, so a copy holds its
+fused layers' weights twice until its first call re-fuses them. Fuse before ``patch`` (patch converts the fused layer like any other);
 ``load_patched`` in a new process needs ``fuse_linears`` run there first, with the same inputs.
 
 Under ``torch.inference_mode`` torch keeps no version counter on the input, so an in-place change
