@@ -25,7 +25,9 @@ def markdown(doc: dict) -> str:
          "mode `max-autotune-no-cudagraphs`. A `_graph` mode replays its base mode's call from a CUDA "
          "graph (the GPU's time of the step); its × is against `eager_graph`. `lut_compile` (opt-in) is the same "
          "max-autotune compile steered by gemmtune's table of the same tuning call (Inductor's lookup table); "
-         "`compile_cdt` / `patch_compile_cdt` (opt-in) are the default compile with coordinate-descent tuning.", ""]
+         "`compile_cdt` / `patch_compile_cdt` (opt-in) are the default compile with coordinate-descent tuning; "
+         "`eager_fuse` / `eager_fuse_patch` (opt-in) run the sibling layers fused (`gemmtune.fuse_linears`), "
+         "unpatched and tuned + patched.", ""]
     for m in doc["models"]:
         if "error" in m:
             L += [f"## {m['model']}", "", f"Not run: {m['error']}", ""]
