@@ -373,3 +373,14 @@ def test_patch_with_fuse_fuses_then_tunes_the_fused_shapes():
         _close(f(y), m(y))
     with pytest.raises(ValueError, match="needs example_inputs"):
         gemmtune.patch(Attn(), fuse=True)
+
+
+def test_fusing_a_patched_model_says_to_fuse_first():
+    from test_modeltune import fake_tuner
+
+    m = Attn(bias=False)
+    x = torch.randn(2, 32)
+    with torch.no_grad():
+        gemmtune.patch(m, example_inputs=[(x,)], tune_fn=fake_tuner([], {32: TRITON, 16: TRITON}))
+        with pytest.warns(RuntimeWarning, match="fuse first, then patch"):
+            assert gemmtune.fuse_linears(m, x) == []

@@ -62,6 +62,7 @@ Example::
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -275,6 +276,11 @@ def fuse_linears(model: torch.nn.Module, *example_inputs, inputs: Iterable | Non
     for siblings in _siblings(model, passes, fn):
         for names in _partition(siblings, mods, shared):
             made.append(_fuse(model, names, [mods[n] for n in names]))
+    patched = sum(hasattr(m, "_gemmtune_handle") for m in mods.values())
+    if patched:
+        warnings.warn(f"gemmtune.fuse_linears: {patched} layer(s) of this model were already converted by "
+                      "gemmtune.patch and are not fused; fuse first, then patch (patch(..., fuse=True) does both)",
+                      RuntimeWarning, stacklevel=2)
     return made
 
 
