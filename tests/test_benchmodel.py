@@ -504,3 +504,7 @@ def test_fuse_modes_fuse_a_copy_and_tune_it_once(tmp_path):
     assert rec["greedy_match"] is True and rec["phases"]["decode_b1"]["interleaved"]["rounds"] == 7
     md = (tmp_path / "bench-model.md").read_text()
     assert "Fused sibling layers" in md and "q_proj + k_proj + v_proj ×2" in md and "eager vs eager_fuse" in md
+    # the A/A control: eager timed twice in the same rounds, its paired ratio the method's resolution
+    aa = doc["models"][0]["modes"]["eager"]["phases"]["decode_b1"]["interleaved_aa"]
+    assert aa["rounds"] == 7 and aa["q1"] <= aa["x_paired"] <= aa["q3"]
+    assert "eager against itself, interleaved (the resolution)" in md

@@ -67,6 +67,12 @@ def markdown(doc: dict) -> str:
                 r = m["modes"][mode]["phases"].get(p)
                 cells.append(f"{r['ms']:.3f} ({r.get('x_eager', 1):.2f}×)" if r else "-")
             L.append(f"| {p} | " + " | ".join(cells) + " |")
+        aa = [(p, m["modes"]["eager"]["phases"][p]["interleaved_aa"]) for p in phases
+              if "eager" in m["modes"] and "interleaved_aa" in m["modes"]["eager"]["phases"].get(p, {})]
+        if aa:
+            L.append("| eager against itself, interleaved (the resolution) | " + "; ".join(
+                f"{p}: paired rounds {i['x_paired']:.3f}×, quartiles {i['q1']:.3f}–{i['q3']:.3f}" for p, i in aa)
+                + " |" + " |" * (len(modes) - 1))
         for other in ("eager_patch", "eager_fuse", "eager_fuse_patch"):
             inter = [(p, m["modes"][other]["phases"][p]["interleaved"]) for p in phases
                      if other in m["modes"] and "interleaved" in m["modes"][other]["phases"].get(p, {})]
