@@ -5,8 +5,8 @@ For an activation that copy is paid on every call, and the tuner measures it so.
 different: ``x @ W.t()`` with an odd ``out_features`` (GPT-2's LM head: 50257 x 768, 77 MB in
 bf16) would otherwise be transposed and padded again on every forward. So when B is an
 ``nn.Parameter`` or a view of one, its padded copy is kept and reused until the parameter
-changes: the key holds the parameter's version counter (bumped by every in-place update,
-optimizer steps included), its data pointer, and the view's shape and strides, and a weak
+changes: the key holds the parameter's version counter (bumped by every in-place torch op;
+fused optimizer steps are not, see below), its data pointer, and the view's shape and strides, and a weak
 reference to the storage it was copied from. The last is for ``param.data = t``: rebinding keeps
 the parameter's version counter as it was, and once the old storage is freed a new one can get its
 address (the CUDA caching allocator hands a freed block of the same size straight back), so
@@ -19,7 +19,14 @@ Writes that bump no version counter go unseen, and the old copy would keep being
 a custom kernel or a replayed CUDA graph that writes the weight. After such a write call
 ``gemmtune.refresh_weights()`` (every copy is made again at its next use), or turn the cache off
 for the process with ``GEMMTUNE_WEIGHT_CACHE=0`` (pad+ then copies the weight on every call,
-as the tuner timed it). ``load_state_dict`` and optimizer steps bump the version: no call needed.
+as the tuner timed it). ``load_state_dict`` and in-place updates bump the version: no call needed.
+
+An optimizer step need not: the fused ones (``torch.optim.AdamW(fused=True)``, ``SGD(fused=True)``:
+``torch._fused_adamw_`` and its kin) write the parameters and leave their version counters as they
+were, and so may optimizers whose kernels write through raw pointers. So every ``torch.optim``
+optimizer's step (a global step post-hook, registered with the first copy kept) drops the copies of
+the parameters it holds: an eval under ``no_grad`` after a training step reads the new weights.
+Copies of parameters outside the optimizer (frozen weights) are kept.
 
 Copies are kept per CUDA stream: a copy made on one stream is only read by launches on that
 stream, so a call on another never reads it before its copy kernel has run, and a replaced copy
@@ -57,6 +64,26 @@ from .launch_args import stream_key
 from .pad import broadcast_matrix, zero_pad
 
 
+# Every PaddedWeights that has kept a copy: the optimizer step hook drops copies from each.
+_CACHES: "weakref.WeakSet[PaddedWeights]" = weakref.WeakSet()
+_HOOK: dict = {}
+
+
+def _after_optimizer_step(optimizer, args, kwargs) -> None:
+    """A global optimizer step post-hook: the stepped parameters' copies are gone (the module doc
+    says why)."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    for cache in list(_CACHES):
+        cache.forget(params)
+
+
+def _watch_optimizers(cache: "PaddedWeights") -> None:
+    _CACHES.add(cache)
+    if "handle" not in _HOOK:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+        _HOOK["handle"] = register_optimizer_step_post_hook(_after_optimizer_step)
+
+
 class PaddedWeights:
     """Per-parameter cache of ``pad(B)`` (row-major, K' x N'; batch x K' x N' for a bmm). ``get``
     returns None for an operand it must not cache; the caller then pads as usual."""
@@ -71,6 +98,17 @@ class PaddedWeights:
 
     def clear(self) -> None:
         self._entries.clear()
+
+    def forget(self, params) -> int:
+        """Drop the copies of ``params`` (on every stream); returns how many were dropped."""
+        if not self._entries:
+            return 0
+        by_id = {id(p): p for p in params}
+        drop = [slot for slot, hit in list(self._entries.items())
+                if slot[0] in by_id and hit[0]() is by_id[slot[0]]]
+        for slot in drop:
+            self._entries.pop(slot, None)
+        return len(drop)
 
     @staticmethod
     def _parameter(b: torch.Tensor) -> torch.nn.Parameter | None:
@@ -110,6 +148,7 @@ class PaddedWeights:
         def forget(_ref, slot=slot):  # the parameter is gone: drop its copy with it
             entries.pop(slot, None)
         self._entries[slot] = (weakref.ref(param, forget), key, padded, StorageWeakRef(b.untyped_storage()))
+        _watch_optimizers(self)
         return padded
 
 
