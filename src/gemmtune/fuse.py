@@ -33,9 +33,13 @@ kept); ``safetensors`` refuses tensors that share memory, so ``unfuse`` before
 fused layers' weights twice until its first call re-fuses them. Fuse before ``patch`` (patch converts the fused layer like any other);
 ``load_patched`` in a new process needs ``fuse_linears`` run there first, with the same inputs.
 
-Under ``torch.inference_mode`` torch keeps no version counter on the input, so an in-place change
-of the input between two siblings' calls is not seen there; models do not do that (each sibling
-reads the input as it is), but it is the one thing this relies on.
+A member is served the round's slice only if nothing it depends on changed since the round
+began: its own weight and bias (the same parameters, at the same place, at the same version
+counters), the input's storage and requires_grad, and the grad, inference and autocast modes.
+Two changes leave no trace to check: an in-place change of the input under
+``torch.inference_mode`` (torch keeps no version counter there), and one made through
+``x.data`` (its alias has a counter of its own). Models do neither between sibling projections
+(each reads the input as it is), but those are the things this relies on.
 
 Example::
 
@@ -72,6 +76,7 @@ import torch.nn.functional as F
 from .capture import _call, example_passes
 
 _is_compiling = torch.compiler.is_compiling
+_autocast = getattr(torch._C, "_is_any_autocast_enabled", None) or (lambda: torch.is_autocast_enabled())
 
 
 @dataclass(frozen=True)
@@ -99,7 +104,8 @@ class _Group:
         # The round is read once into a local: a thread that starts another round meanwhile
         # replaces self.round, not the object this call checks and reads.
         r = self.round
-        if r is not None and x is r.x and not r.taken[i] and (r.xv is None or x._version == r.xv):
+        if (r is not None and x is r.x and not r.taken[i] and (r.xv is None or x._version == r.xv)
+                and r.state == self._state(x) and self._served(i, r)):
             r.taken[i] = True
             r.left -= 1
             if not r.left and self.round is r:
@@ -116,9 +122,40 @@ class _Group:
         # round less on the CPU machine (an un-graphed decode step is host time).
         f = self.fused
         y = f(x) if f._forward_pre_hooks or f._forward_hooks else f.forward(x)
-        outs = y.split_with_sizes(self.sizes, -1)
-        self.round = _Round(x, None if x.is_inference() else x._version, outs, i)
+        if y.requires_grad:  # single-output views: a caller may modify its slice in place, as on F.linear's
+            outs = tuple(y.narrow(-1, o, n) for o, n in zip(self.offsets, self.sizes))
+        else:
+            outs = y.split_with_sizes(self.sizes, -1)
+        self.round = _Round(x, None if x.is_inference() else x._version, outs, i, self._state(x), self._versions())
         return outs[i]
+
+    @staticmethod
+    def _state(x: torch.Tensor) -> tuple:
+        """What a round's output depends on beside the input's identity and version and the
+        members' parameters (``_served``): the input's storage (``x.data = t`` bumps no version)
+        and requires_grad, and the grad, inference and autocast modes it was computed under. Five
+        C calls: this is read at the start of a round and at each member it serves."""
+        return (x.data_ptr(), x.requires_grad, torch.is_grad_enabled(), torch.is_inference_mode_enabled(),
+                _autocast())
+
+    def _versions(self) -> tuple:
+        """The members' parameters' version counters: ``param.data = view`` gives a parameter its
+        own, so an in-place update through it (an optimizer step, load_state_dict) is not counted
+        on the fused tensor's."""
+        return tuple(p._version for _, p, _ in self.wparams) + tuple(p._version for _, p, _ in self.bparams)
+
+    def _served(self, i: int, r: _Round) -> bool:
+        """Member ``i``'s weight (and bias) still the view the round's output was computed with,
+        not updated in place since, and needing no gradient where autograd records."""
+        m, p, ptr = self.wparams[i]
+        if m._parameters.get("weight") is not p or p.data_ptr() != ptr or p._version != r.pv[i]:
+            return False
+        bp = None
+        if self.bparams:
+            m, bp, ptr = self.bparams[i]
+            if m._parameters.get("bias") is not bp or bp.data_ptr() != ptr or bp._version != r.pv[len(self.wparams) + i]:
+                return False
+        return not torch.is_grad_enabled() or not (p.requires_grad or (bp is not None and bp.requires_grad))
 
     def _fusable(self) -> bool:
         """Whether the fused layer computes what the members would, now: no weight gradient to
@@ -130,7 +167,28 @@ class _Group:
             return True
         if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
             return False  # no allocation and rebinding inside a capture: unfused, still correct
+        if not self._refusable():
+            return False  # a member's weight of another shape, dtype or device, replaced or parametrized
         self.refuse()
+        return True
+
+    def _refusable(self) -> bool:
+        """Every member's weight (and bias) a Parameter of its own (not parametrized, pruned or
+        swapped for a plain or batched tensor by ``torch.func``), of the shape, dtype and device the
+        group was made for: else ``refuse`` would cut, cast or rebind the caller's tensors."""
+        w0 = self.members[0]._parameters.get("weight")
+        if not isinstance(w0, torch.nn.Parameter):
+            return False
+        k, dt, dev = self.fused.in_features, w0.dtype, w0.device
+        for m, n in zip(self.members, self.sizes):
+            w, b = m._parameters.get("weight"), m._parameters.get("bias")
+            if type(w) is not torch.nn.Parameter or w.shape != (n, k) or w.dtype != dt or w.device != dev:
+                return False
+            if (self.b is not None) != ("bias" in m._parameters and b is not None):
+                return False
+            if b is not None and (type(b) is not torch.nn.Parameter or b.shape != (n,) or b.dtype != dt
+                                  or b.device != dev):
+                return False
         return True
 
     def _intact(self) -> bool:
@@ -141,15 +199,24 @@ class _Group:
         3.8 us a round of three on the 2-core CPU machine. The fused tensor is alive, so a
         parameter whose data starts where a view of it would is that view."""
         fb = self.fused._buffers
-        if fb["weight"] is not self.w or (self.b is not None and fb["bias"] is not self.b):
+        if self.w is None or fb.get("weight") is not self.w or (self.b is not None and fb.get("bias") is not self.b):
             return False
         for m, p, ptr in self.wparams:
-            if m._parameters["weight"] is not p or p.data_ptr() != ptr:
+            if m._parameters.get("weight") is not p or p.data_ptr() != ptr:
                 return False
         for m, p, ptr in self.bparams:
-            if m._parameters["bias"] is not p or p.data_ptr() != ptr:
+            if m._parameters.get("bias") is not p or p.data_ptr() != ptr:
                 return False
-        return True
+        # (a member whose bias was removed keeps a bparams entry: None is not p above)
+        return self.b is not None or all(m._parameters.get("bias") is None for m in self.members)
+
+    def __getstate__(self) -> dict:
+        # A copy (deepcopy, pickle) drops the pending round (it may hold non-leaf tensors, and an
+        # input no caller of the copy has) and the data pointers, which name the original's memory:
+        # the copy is re-fused on its first call.
+        state = self.__dict__.copy()
+        state["round"], state["w"] = None, None
+        return state
 
     def refuse(self) -> None:
         """Concatenate the members' current weights again and make them views into it (normal
@@ -173,10 +240,10 @@ class _Group:
 class _Round:
     """One input's fused output, its members' slices and which of them were taken."""
 
-    __slots__ = ("x", "xv", "outs", "taken", "left")
+    __slots__ = ("x", "xv", "outs", "taken", "left", "state", "pv")
 
-    def __init__(self, x: torch.Tensor, xv: int | None, outs: tuple, first: int):
-        self.x, self.xv, self.outs = x, xv, outs
+    def __init__(self, x: torch.Tensor, xv: int | None, outs: tuple, first: int, state: tuple, pv: tuple):
+        self.x, self.xv, self.outs, self.state, self.pv = x, xv, outs, state, pv
         self.taken = [False] * len(outs)
         self.taken[first] = True
         self.left = len(outs) - 1
@@ -193,10 +260,10 @@ class FusedLinear(torch.nn.Linear):
     _gemmtune_group: _Group
     _gemmtune_index: int
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, input: torch.Tensor) -> torch.Tensor:  # nn.Linear's name: callers may pass input=
         if _is_compiling():
-            return F.linear(x, self.weight, self.bias)
-        return self._gemmtune_group.take(self._gemmtune_index, x)
+            return F.linear(input, self.weight, self.bias)
+        return self._gemmtune_group.take(self._gemmtune_index, input)
 
 
 def _siblings(model: torch.nn.Module, passes: list, fn=None) -> list[list[str]]:
@@ -248,7 +315,7 @@ def _partition(names: list[str], mods: dict, shared: set[int]) -> list[list[str]
         w, b = m.weight, m.bias
         if w.dim() != 2 or any(id(p) in shared for p in _params(m)):
             continue
-        if b is not None and (b.dtype != w.dtype or b.device != w.device):
+        if b is not None and (b.dtype != w.dtype or b.device != w.device or b.shape != w.shape[:1]):
             continue
         parts.setdefault((w.shape[1], w.dtype, w.device, b is None), []).append(n)
     return [p for p in parts.values() if len(p) >= 2]
@@ -285,8 +352,8 @@ def fuse_linears(model: torch.nn.Module, *example_inputs, inputs: Iterable | Non
 
 
 def _fuse(model: torch.nn.Module, names: list[str], members: list[torch.nn.Linear]) -> FusedGroup:
-    sizes = [m.out_features for m in members]
-    k = members[0].in_features
+    sizes = [m.weight.shape[0] for m in members]  # not out_features: a replaced weight may not match it
+    k = members[0].weight.shape[1]
     w0 = members[0].weight
     fused = torch.nn.Linear(k, sum(sizes), bias=members[0].bias is not None, device="meta", dtype=w0.dtype)
     # The fused tensors are buffers, not parameters, and not saved: the members' parameters (views

@@ -1,0 +1,214 @@
+"""gemmtune.fuse beyond a plain forward: usage sequences where the fused model must compute (or fail) as the
+unfused one does. Each test compares a fused model with an unfused copy."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import gemmtune
+
+
+class QKV(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v = (torch.nn.Linear(32, n) for n in (32, 16, 16))
+
+    def forward(self, x):
+        return torch.cat([self.q(x), self.k(x), self.v(x)], -1)
+
+
+def _pair(setup=None):
+    torch.manual_seed(0)
+    m = QKV()
+    if setup is not None:
+        setup(m)
+    f = copy.deepcopy(m)
+    with torch.no_grad():
+        assert len(gemmtune.fuse_linears(f, torch.randn(3, 32))) == 1
+    return m, f
+
+
+def _close(a, b):
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_weight_updated_in_place_between_siblings_is_seen():
+    # a round begun by q is not served to k once k's weight changed (optimizer step, zero_, copy_)
+    m, f = _pair()
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        f.q(x)
+        f.k.weight.zero_()
+        m.k.weight.zero_()
+        _close(f.k(x), m.k(x))
+
+
+def test_weight_rebound_between_siblings_is_seen():
+    m, f = _pair()
+    x = torch.randn(3, 32)
+    new = torch.randn(16, 32)
+    with torch.no_grad():
+        f.q(x)
+        f.k.weight.data = new.clone()
+        m.k.weight.data = new.clone()
+        _close(f.k(x), m.k(x))
+
+
+def test_input_data_rebound_between_siblings_is_seen():
+    m, f = _pair()
+    x, x2 = torch.randn(3, 32), torch.randn(3, 32)
+    with torch.no_grad():
+        f.q(x)
+        x.data = x2  # no version bump on x
+        _close(f.k(x), m.k(x2))
+
+
+def test_a_round_begun_under_no_grad_is_not_served_with_grad():
+    m, f = _pair()
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        f.q(x)
+    y = f.k(x)  # weights require grad: the unfused k's output has a grad_fn
+    assert y.requires_grad
+    y.sum().backward()
+    assert f.k.weight.grad is not None
+
+
+def test_input_requires_grad_set_between_siblings():
+    m, f = _pair()
+    f.requires_grad_(False)
+    x = torch.randn(3, 32)
+    f.q(x)
+    x.requires_grad_()
+    f.k(x).sum().backward()
+    assert x.grad is not None
+
+
+def test_a_round_begun_in_inference_mode_is_not_served_outside():
+    m, f = _pair()
+    x = torch.randn(3, 32)
+    with torch.inference_mode():
+        f.q(x)
+    with torch.no_grad():
+        y = f.k(x)
+    assert not y.is_inference()
+    y.add_(1)  # an inference tensor would refuse this outside inference mode
+
+
+def test_a_round_begun_under_autocast_is_not_served_outside():
+    m, f = _pair()
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            f.q(x)
+        assert f.k(x).dtype == m.k(x).dtype == torch.float32
+
+
+def test_outputs_modified_in_place_with_autograd_through_the_input():
+    # frozen weights, gradients w.r.t. the input (attribution, adversarial inputs): the fused path
+    # runs with autograd; an in-place op on a member's output must work as on nn.Linear's
+    m, f = _pair()
+    for mod in (m, f):
+        mod.requires_grad_(False)
+    xa, xb = torch.randn(3, 32, requires_grad=True), torch.randn(3, 32)
+    xb = xa.detach().clone().requires_grad_()
+    outs = []
+    for mod, x in ((m, xa), (f, xb)):
+        q = mod.q(x)
+        q.mul_(0.5)
+        outs.append((q * mod.k(x).repeat(1, 2)).sum() + mod.v(x).sum())
+    outs[0].backward()
+    outs[1].backward()
+    _close(outs[1], outs[0])
+    _close(xb.grad, xa.grad)
+
+
+def test_deepcopy_with_a_round_pending_under_autograd():
+    m, f = _pair()
+    f.requires_grad_(False)
+    x = torch.randn(3, 32, requires_grad=True) * 1
+    f.q(x)  # k and v not called (yet): the round holds non-leaf tensors
+    g = copy.deepcopy(f)
+    with torch.no_grad():
+        y = torch.randn(3, 32)
+        _close(g(y), m(y))
+
+
+def test_member_called_with_the_keyword_input():
+    m, f = _pair()
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        _close(f.q(input=x), m.q(input=x))
+
+
+def test_one_member_converted_to_another_dtype_leaves_the_others_alone():
+    m, f = _pair()
+    f.v.double()
+    m.v.double()
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        _close(f.q(x), m.q(x))
+        _close(f.k(x), m.k(x))
+        _close(f.v(x.double()), m.v(x.double()))
+    assert f.q.weight.dtype == f.k.weight.dtype == torch.float32
+
+
+def test_parameter_replaced_by_one_of_another_shape():
+    m, f = _pair()
+    w, b = torch.randn(48, 32), torch.randn(48)
+    for mod in (m, f):
+        mod.q.weight = torch.nn.Parameter(w.clone())
+        mod.q.bias = torch.nn.Parameter(b.clone())
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        _close(f(x), m(x))
+    assert f.q.weight.shape == (48, 32)  # the user's parameter is not cut to the old size
+
+
+def test_bias_removed_from_one_member():
+    m, f = _pair()
+    m.q.bias = None
+    f.q.bias = None
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        _close(f(x), m(x))
+
+
+def test_weight_shape_not_matching_out_features_at_fusion():
+    def setup(mod):  # weight replaced without updating out_features (model surgery)
+        mod.q.weight = torch.nn.Parameter(torch.randn(40, 32))
+        mod.q.bias = torch.nn.Parameter(torch.randn(40))
+    m, f = _pair(setup)
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        _close(f(x), m(x))
+    assert f.q.weight.shape == (40, 32)
+
+
+@pytest.mark.parametrize("how", ["prune", "weight_norm"])
+def test_pruned_or_parametrized_member(how):
+    m, f = _pair()
+    for mod in (m, f):
+        if how == "prune":
+            import torch.nn.utils.prune as prune
+            prune.l1_unstructured(mod.q, "weight", 0.5)
+        else:
+            torch.nn.utils.parametrizations.weight_norm(mod.q)
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        _close(f(x), m(x))
+
+
+def test_vmap_over_stacked_parameters():
+    from torch.func import functional_call, stack_module_state, vmap
+    m, f = _pair()
+    x = torch.randn(3, 32)
+    outs = []
+    for mod in (m, f):
+        params, bufs = stack_module_state([mod, copy.deepcopy(mod)])
+        with torch.no_grad():
+            outs.append(vmap(lambda p, b, x: functional_call(mod, (p, b), (x,)), in_dims=(0, 0, None))(params, bufs, x))
+    _close(outs[1], outs[0])
