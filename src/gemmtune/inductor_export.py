@@ -343,8 +343,9 @@ def export(table: LookupTable | str | os.PathLike, path: str | os.PathLike, *,
     if reason is not None and not force:
         raise RuntimeError(f"cannot export for torch.compile: {reason}. "
                            "Use force=True (--force) to write the file for another machine's torch.")
-    result = convert(table, device_key=device_key, include_aten=include_aten)
     path = Path(path)
+    _refuse_gemmtune_table(path)
+    result = convert(table, device_key=device_key, include_aten=include_aten)
     # One key per line, sorted: exported tables diff as well as gemmtune's own.
     lines = ["{"]
     items = sorted(result.table.items())
@@ -353,6 +354,18 @@ def export(table: LookupTable | str | os.PathLike, path: str | os.PathLike, *,
     lines.append("}")
     write_atomic(path, "\n".join(lines) + "\n")
     return result
+
+
+def _refuse_gemmtune_table(path: Path) -> None:
+    """Raise ValueError when ``path`` holds a gemmtune lookup table: ``export(t, t)`` (or an OUT
+    naming another tuned table) replaced it with Inductor's format, and the table was lost."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):  # no file, or not a JSON one: nothing of ours to lose
+        return
+    if isinstance(doc, dict) and "schema_version" in doc and "entries" in doc:
+        raise ValueError(f"{path} is a gemmtune lookup table: writing the Inductor table there would replace it; "
+                         "give another output file")
 
 
 def read_inductor_table(path: str | os.PathLike) -> dict[str, list[dict]]:

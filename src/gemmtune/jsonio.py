@@ -43,8 +43,11 @@ def read_json(path: str | os.PathLike, error: type[Exception] = ValueError):
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
     """Write ``data`` to ``path`` atomically (see the module doc); return the path."""
     path = Path(path)
+    # Through a symlink: replace its target, as open(path, "w") would (renaming onto the link
+    # replaced the link with a plain file, and the shared file it named never got the update).
+    real = Path(os.path.realpath(path)) if path.is_symlink() else path
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
     except OSError as e:  # name the file asked for, not the temp file
         raise type(e)(e.errno, e.strerror, str(path)) from None
     try:
@@ -53,7 +56,7 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's 0600 -> what open() would have made
-        os.replace(tmp, path)
+        os.replace(tmp, real)
     except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -101,7 +104,10 @@ def locked(path: str | os.PathLike):
     except ImportError:  # pragma: no cover - not POSIX
         yield
         return
-    lock = Path(path).with_name(Path(path).name + ".lock")
+    # Named after the real file: a run given a symlink to the table and one given the table itself
+    # must take the same lock.
+    real = Path(os.path.realpath(path))
+    lock = real.with_name(real.name + ".lock")
     while True:
         try:
             f = open(lock, "a")

@@ -26,6 +26,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
@@ -35,7 +37,7 @@ import torch
 from .capture import capture
 from .dispatch import Dispatcher, compile_mm, load
 from .problem import Problem
-from .jsonio import write_atomic
+from .jsonio import _UMASK, locked, write_atomic
 
 FORMAT = "gemmtune-patched-model"
 SCHEMA_VERSION = 1
@@ -137,14 +139,39 @@ def save_patched(path: str | os.PathLike, dispatchers: Mapping[tuple, Dispatcher
             raise ValueError(f"dispatchers must be keyed (n, k, dtype[, layout_b]), got {key!r}")
         keyed[tuple(key) if len(key) == 4 else (*key, d.layout_b)] = d
     folder = path.with_name(path.stem + ".d")
-    folder.mkdir(parents=True, exist_ok=True)
-    layers = []
-    for (n, k, dt, lb), d in sorted(keyed.items()):
-        name = f"mm_n{n}_k{k}_{dt}_{lb}.json"
-        d.save(folder / name, binaries=binaries)
-        layers.append({"n": n, "k": k, "dtype": dt, "layout_b": lb, "file": f"{folder.name}/{name}"})
-    return write_atomic(path, json.dumps({"format": FORMAT, "schema_version": SCHEMA_VERSION, "layers": layers},
-                                         indent=1) + "\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Every layer is written into a folder of this save's own, which replaces ``<stem>.d`` only
+    # once all are written (then the index): a save that fails half-way leaves the earlier
+    # artifact whole, not its index naming layer files of two runs.
+    stage = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{folder.name}.", suffix=".tmp"))
+    old = None
+    try:
+        os.chmod(stage, 0o777 & ~_UMASK)  # mkdtemp's 0700 -> what mkdir would have made
+        layers = []
+        for (n, k, dt, lb), d in sorted(keyed.items()):
+            name = f"mm_n{n}_k{k}_{dt}_{lb}.json"
+            d.save(stage / name, binaries=binaries)
+            layers.append({"n": n, "k": k, "dtype": dt, "layout_b": lb, "file": f"{folder.name}/{name}"})
+        index = json.dumps({"format": FORMAT, "schema_version": SCHEMA_VERSION, "layers": layers}, indent=1) + "\n"
+        with locked(path):  # two saves to one path swap their folders one after the other
+            if folder.exists():
+                old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{folder.name}.", suffix=".old"))
+                os.replace(folder, old / folder.name)
+            moved = False
+            try:
+                os.replace(stage, folder)
+                moved = True
+                return write_atomic(path, index)
+            except BaseException:  # the earlier folder back beside the earlier index
+                if moved:
+                    os.replace(folder, stage)
+                if old is not None:
+                    os.replace(old / folder.name, folder)
+                raise
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: bool = False,

@@ -69,9 +69,15 @@ def cmd_lut_show(args) -> int:
 
 
 def cmd_lut_merge(args) -> int:
+    from ..jsonio import locked
     from ..table import load, merge
 
     out = Path(args.out)
+    with locked(out):  # a tune --out run sharing the table waits: neither drops the other's entries
+        return _lut_merge(args, out, load, merge)
+
+
+def _lut_merge(args, out: Path, load, merge) -> int:
     if out.exists() and not args.overwrite and not any(out.resolve() == Path(f).resolve() for f in args.inputs):
         # ``lut merge a.json b.json`` read as "merge b into a" used to replace a with b's entries.
         raise ValueError(f"{out} exists and is not one of the tables merged: list it among the inputs to merge "

@@ -21,7 +21,7 @@ from ..problem import DTYPES, LAYOUTS, check_operands, dtype_name
 from ..configs import Choice
 from ..table import LookupTable
 from .common import (ATEN, DIMS, FORMAT, MODES, SCHEMA_VERSION, Decision, HintChoice, _current_provenance, _pkg,
-                     _random_operand)
+                     _random_operand, provenance_mismatches)
 from .decide import Deciding
 from .launch import Launching
 from ..jsonio import write_atomic
@@ -329,6 +329,10 @@ class Dispatcher(Deciding, Launching):
 
         with self._lock:
             decisions = sorted(self._decisions.items(), key=lambda kv: (len(kv[0]), kv[0]))
+        # Verified here, on another GPU or software than the provenance names (a dispatcher loaded
+        # from one): the file would claim them verified on the provenance's machine. Written as
+        # unverified, they are verified again where the file is next loaded.
+        here = not provenance_mismatches(self.provenance)
         return {
             "format": FORMAT,
             "schema_version": SCHEMA_VERSION,
@@ -344,7 +348,7 @@ class Dispatcher(Deciding, Launching):
                               **({"device_ms": h.device_ms} if h.device_ms is not None else {})}
                              for h in self.hint_choices],
             "decisions": [{"sizes": sizes(s), "choice": d.choice.id, "source": d.source,
-                           "hint": sizes(d.hint), "verified": d.verified,
+                           "hint": sizes(d.hint), "verified": d.verified and here,
                            "times_ms": dict(d.times_ms) if d.times_ms else None, "reason": d.reason}
                           for s, d in decisions],
             "table": self.table.to_json() if self.table is not None else None,

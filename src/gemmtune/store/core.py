@@ -14,7 +14,7 @@ from .claims import Claims
 from .export import Export
 from .maintenance import Maintenance
 from .rows import COLUMNS, CONTEXT_COLUMNS, ORDER_BY, STATUSES, ResultRow, RunContext, from_db, row_values
-from .schema import INSERT, LOCK_TIMEOUT_S, StoreError, check_magic, enable_wal, init_schema
+from .schema import INSERT, LOCK_TIMEOUT_S, StoreError, check_magic, enable_wal, init_schema, sqlite_filename
 
 
 class ResultStore(Claims, Maintenance, Export):
@@ -47,7 +47,7 @@ class ResultStore(Claims, Maintenance, Export):
             # isolation_level=None: transactions are begun and committed
             # explicitly below, so "committed before record() returns" is
             # visible in the code rather than implied by the driver.
-            conn = sqlite3.connect(str(self.path), timeout=LOCK_TIMEOUT_S, isolation_level=None)
+            conn = sqlite3.connect(sqlite_filename(self.path), timeout=LOCK_TIMEOUT_S, isolation_level=None)
         except sqlite3.Error as e:
             raise StoreError(f"cannot open results store {self.path}: {e}") from None
         try:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .rows import KEY_COLUMNS
-from .schema import LOCK_TIMEOUT_S, StoreError
+from .schema import LOCK_TIMEOUT_S, StoreError, sqlite_filename
 
 _KEYS = ", ".join(KEY_COLUMNS)
 
@@ -116,7 +116,8 @@ class Maintenance:
     def backup(self, path: str | os.PathLike[str]) -> Path:
         """A consistent copy of the store at ``path``, while others may write it. Its own
         connection: callable from any thread (a watchdog's)."""
-        src, dst = sqlite3.connect(str(self.path), timeout=LOCK_TIMEOUT_S), sqlite3.connect(str(path))
+        src, dst = (sqlite3.connect(sqlite_filename(self.path), timeout=LOCK_TIMEOUT_S),
+                    sqlite3.connect(sqlite_filename(path)))
         try:
             src.backup(dst)
         finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -49,6 +50,14 @@ INSERT = (
     f"INSERT OR REPLACE INTO results ({', '.join(COLUMNS)}) "
     f"VALUES ({', '.join('?' for _ in COLUMNS)})"
 )
+
+
+def sqlite_filename(path: str | os.PathLike[str]) -> str:
+    """``path`` as sqlite3.connect must be given it to open that very file: absolute. This
+    SQLite may read a name that starts with ``file:`` as a URI (SQLITE_USE_URI): the store
+    ``file:r.sqlite`` opened ``r.sqlite``, and ``file:r.sqlite?mode=memory`` a database in memory
+    that lost every result when closed."""
+    return os.path.abspath(os.fspath(path))
 
 
 def enable_wal(conn: sqlite3.Connection) -> None:

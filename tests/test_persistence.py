@@ -1,0 +1,208 @@
+"""Persistence: ways a table, store or artifact lost or misrepresented a user's results.
+CPU only; each test failed before its fix."""
+
+from __future__ import annotations
+
+import json
+import threading
+import warnings
+
+import pytest
+import torch
+
+import gemmtune
+from gemmtune import cli
+from gemmtune.configs import Choice
+from gemmtune.jsonio import locked
+from gemmtune.problem import Problem
+from gemmtune.store import ResultRow, ResultStore, RunContext
+from gemmtune.table import LookupTable, TableChoice, load, provenance
+
+H100 = "NVIDIA H100 80GB HBM3"
+P1 = Problem.from_sizes(32, 32, 64, "bf16")
+P2 = Problem.from_sizes(64, 32, 64, "bf16")
+P3 = Problem.from_sizes(128, 32, 64, "bf16")
+
+
+def _table(entries: dict) -> LookupTable:
+    return LookupTable(provenance(H100, "9.0", "2.11.0", "3.6.0", "0.1.0"),
+                       {p.key: [TableChoice(Choice.parse("aten"), ms)] for p, ms in entries.items()})
+
+
+# ------------------------------------------------------------------ lut merge and the table lock
+def test_lut_merge_into_a_table_waits_for_a_run_writing_it(tmp_path):
+    """``gemmtune lut merge T T other.json`` read T, merged and wrote it without the lock that
+    ``tune --out T`` holds around its own read-merge-write: a tune finishing meanwhile lost its
+    entries (or the merge lost other.json's), with no error."""
+    out, other = tmp_path / "t.json", tmp_path / "other.json"
+    _table({P1: 0.01}).save(out)
+    _table({P2: 0.02}).save(other)
+    errors: list[BaseException] = []
+
+    def merge_cli():
+        try:
+            assert cli.main(["lut", "merge", str(out), str(out), str(other)]) == 0
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    t = threading.Thread(target=merge_cli)
+    with locked(out):  # a tune run writing its winners into the same table (recorder.write_table)
+        mine = load(out)
+        t.start()
+        t.join(timeout=3)  # the merge must wait for the lock, not write between our read and write
+        mine.entries[P3.key] = [TableChoice(Choice.parse("aten"), 0.03)]
+        mine.save(out)
+    t.join()
+    assert not errors, errors
+    assert set(load(out).entries) == {P1.key, P2.key, P3.key}
+
+
+# ------------------------------------------------------------------ symlinks
+def test_locked_through_a_symlink_excludes_a_writer_of_its_target(tmp_path):
+    """Two runs merging into one table, one through a symlink to it: the lock file was named after
+    the path given, so the two took different locks and dropped each other's entries."""
+    target = tmp_path / "real.json"
+    target.write_text("{}")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    entered = threading.Event()
+
+    def other():
+        with locked(link):
+            entered.set()
+
+    with locked(target):
+        t = threading.Thread(target=other)
+        t.start()
+        got_in = entered.wait(timeout=1.0)
+    t.join()
+    assert not got_in, "locked(link) was taken while locked(target) was held"
+
+
+def test_write_atomic_through_a_symlink_writes_its_target(tmp_path):
+    """A table saved through a symlink (table.json -> shared/h100.json) replaced the link with a
+    plain file: the shared table never got the new entries, and the link was gone."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    target = shared / "h100.json"
+    _table({P1: 0.01}).save(target)
+    link = tmp_path / "table.json"
+    link.symlink_to(target)
+    _table({P1: 0.01, P2: 0.02}).save(link)
+    assert link.is_symlink()
+    assert set(load(target).entries) == {P1.key, P2.key}
+
+
+# ------------------------------------------------------------------ store paths
+def _row(i: int) -> ResultRow:
+    return ResultRow(problem_key=P1.key, choice_id=f"c{i}", family="aten", status="ok", device_ms=0.1,
+                     eager_ms=0.1, rel_err=0.0, m=32, n=32, k=64, dtype="bfloat16", out_dtype="bfloat16",
+                     layout="row/row", aligned=True)
+
+
+CTX = RunContext("cpu", "cpu", "2.11.0", "3.6.0", "0.1.0")
+
+
+@pytest.mark.parametrize("name", ["file:r.sqlite", "file:r.sqlite?mode=memory"])
+def test_store_name_that_reads_as_an_sqlite_uri_is_a_file_name(tmp_path, monkeypatch, name):
+    """SQLite here is built to read ``file:`` names as URIs: ``ResultStore("file:r.sqlite")``
+    opened ``r.sqlite`` (another file than the one checked), and ``file:r.sqlite?mode=memory``
+    kept every result in memory: gone when the store closed, without an error."""
+    monkeypatch.chdir(tmp_path)
+    with ResultStore(name) as s:
+        s.record(CTX, _row(0))
+    assert (tmp_path / name).is_file()
+    with ResultStore(name) as s:
+        assert s.count() == 1
+
+
+# ------------------------------------------------------------------ dispatcher provenance
+def test_dispatcher_resaved_on_another_machine_does_not_claim_its_decisions_verified(tmp_path, monkeypatch):
+    """A dispatcher tuned on an A100, loaded here (decisions re-verified here) and saved again kept
+    its A100 provenance and wrote those decisions as verified: loaded back on the A100 they ran
+    there without a check, as if verified on that GPU."""
+    from gemmtune.dispatch import ProvenanceWarning, common, load as dload
+
+    tune = lambda problems, **kw: {p.key: "aten" for p in problems}  # noqa: E731
+    d = gemmtune.compile_mm(n=16, k=32, dtype="fp32", hints={"m": [8]}, tune_fn=tune)
+    d(torch.randn(5, 32), torch.randn(32, 16))
+    path = d.save(tmp_path / "mm.json", binaries=False)
+    doc = json.loads(path.read_text())
+    a100 = dict(doc["provenance"], device_name="NVIDIA A100-SXM4-80GB", capability="8.0")
+    doc["provenance"] = a100
+    (tmp_path / "a100.json").write_text(json.dumps(doc))
+    with pytest.warns(ProvenanceWarning):
+        here = dload(tmp_path / "a100.json")
+    a, b = torch.randn(5, 32), torch.randn(32, 16)
+    here(a, b)
+    assert here.decision(m=5).verified  # verified on this machine
+    here.save(tmp_path / "resaved.json", binaries=False)
+    # Back on the A100:
+    monkeypatch.setattr(common, "_current_provenance", lambda produced_by: dict(a100))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        back = dload(tmp_path / "resaved.json")
+    assert not back.decision(m=5).verified
+
+
+# ------------------------------------------------------------------ inductor export
+def test_export_inductor_refuses_to_overwrite_a_gemmtune_table(tmp_path):
+    """``gemmtune lut export-inductor t.json t.json`` (or OUT naming another gemmtune table)
+    replaced the tuned table with Inductor's format: the table was gone."""
+    from gemmtune import inductor_export as ie
+
+    t = _table({P1: 0.01}).save(tmp_path / "t.json")
+    before = t.read_text()
+    with pytest.raises(ValueError, match="gemmtune lookup table"):
+        ie.export(t, t, force=True)
+    assert t.read_text() == before
+    other = _table({P2: 0.02}).save(tmp_path / "other.json")
+    with pytest.raises(ValueError, match="gemmtune lookup table"):
+        ie.export(t, other, force=True)
+    ie.export(t, tmp_path / "inductor.json", force=True)  # a new file, or an Inductor table, is fine
+    ie.export(t, tmp_path / "inductor.json", force=True)
+
+
+# ------------------------------------------------------------------ save_patched
+def test_a_failed_save_patched_leaves_the_existing_artifact_as_it_was(tmp_path, monkeypatch):
+    """save_patched wrote each layer's dispatcher into ``<stem>.d/`` in place, then the index: a
+    save that failed after the first layer (a full disk, an interrupt, a GPU error in warm-up)
+    left the old index naming layer files of two different runs (or GPUs)."""
+    from gemmtune.dispatch import Dispatcher
+
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.Linear(48, 16))
+    tune = lambda problems, **kw: {p.key: "aten" for p in problems}  # noqa: E731
+    first = gemmtune.tune_model(model, [(torch.randn(4, 32),)], tune_fn=tune)
+    path = gemmtune.save_patched(tmp_path / "m.json", first, binaries=False)
+    before = {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+
+    second = gemmtune.tune_model(model, [(torch.randn(4, 32),), (torch.randn(9, 32),)], tune_fn=tune)
+    real_save, calls = Dispatcher.save, []
+
+    def failing_save(self, p, **kw):
+        calls.append(p)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real_save(self, p, **kw)
+
+    monkeypatch.setattr(Dispatcher, "save", failing_save)
+    with pytest.raises(OSError):
+        gemmtune.save_patched(path, second, binaries=False)
+    after = {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    assert after == before
+    monkeypatch.setattr(Dispatcher, "save", real_save)
+
+    def failing_index(p, data):  # every layer written, the index write fails
+        raise OSError(28, "No space left on device", str(p))
+
+    from gemmtune import modeltune
+    monkeypatch.setattr(modeltune, "write_atomic", failing_index)
+    with pytest.raises(OSError):
+        gemmtune.save_patched(path, second, binaries=False)
+    after = {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    assert after == before
+    monkeypatch.undo()
+    gemmtune.save_patched(path, second, binaries=False)  # and a save that succeeds replaces it whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.d", "m.json"]
+    fresh = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.Linear(48, 16))
+    gemmtune.load_patched(fresh, path)
