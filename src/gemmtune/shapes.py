@@ -47,11 +47,19 @@ class Shape:
     problem: Problem
 
 
+# The largest size a tensor dimension (an int64) can hold.
+MAX_SIZE = 2**63 - 1
+
+
 def _check_sizes(where: str, M: int, N: int, K: int) -> None:
     zero = [d for d, v in (("M", M), ("N", N), ("K", K)) if v < 1]
     if zero:
         raise ValueError(f"bad shape {where!r}: {', '.join(zero)} must be >= 1 (a GEMM with an empty "
                          "dimension has nothing to tune)")
+    huge = [d for d, v in (("M", M), ("N", N), ("K", K)) if v > MAX_SIZE]
+    if huge:
+        raise ValueError(f"bad shape {where!r}: {', '.join(huge)} must be at most 2**63 - 1 (a tensor's "
+                         "sizes are int64)")
 
 
 def scaled_kwargs(op: str, scale: str | None = None, out_dtype: str | None = None, bias=None,
@@ -80,6 +88,8 @@ def parse_shape(text: str, default_dtype: str = "bfloat16", op: str = "mm", *, s
         _check_sizes(text, M, N, K)
         if B < 1:
             raise ValueError(f"bad shape {text!r}: the batch must be >= 1")
+        if B > MAX_SIZE:
+            raise ValueError(f"bad shape {text!r}: the batch must be at most 2**63 - 1 (a tensor's sizes are int64)")
         return Shape("cli", f"{B}x{M}x{N}x{K}", Problem.from_sizes(M, N, K, b.group(5) or default_dtype,
                                                                    op="bmm", batch=B))
     m = _SHAPE_RE.match(text)
@@ -102,7 +112,8 @@ def load_csv(path: str | Path, op: str = "mm") -> list[Shape]:
     try:
         text = path.read_text(encoding="utf-8-sig")  # a spreadsheet's byte-order mark is no part of "group"
     except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"cannot read shape suite {path}: {e.strerror or e}") from None
+        # A binary file (a results store given for a suite) raises UnicodeDecodeError, which has no strerror.
+        raise ValueError(f"cannot read shape suite {path}: {getattr(e, 'strerror', None) or e}") from None
     rows = list(csv.DictReader(text.splitlines()))
     if not rows:
         raise ValueError(f"{path}: no shapes (expected a header {','.join(COLUMNS)} and rows)")

@@ -9,7 +9,7 @@ import os
 import re
 import sys
 
-from .common import Help, add_problem_args, alias, check_allocatable, families_help, family_list, problem_of
+from .common import Help, add_problem_args, alias, check_allocatable, families_help, family_list, int_at_least, problem_of
 
 
 def cmd_demo(args) -> int:
@@ -88,7 +88,13 @@ def cmd_inspect(args) -> int:
         p = dataclasses.replace(p, layout_b=args.layout_b)
     rows = []
     for cid in args.choices:
-        infos = inspect_choice(cid, p, args.arch)
+        try:
+            infos = inspect_choice(cid, p, args.arch)
+        except Exception as e:  # triton's compile errors (an arch ptxas or its passes do not know: --arch 0, 999)
+            if isinstance(e, (ValueError, TypeError)):
+                raise
+            why = (str(e).strip().splitlines() or [""])[0]
+            raise ValueError(f"cannot compile {cid} for sm_{args.arch} ({type(e).__name__}: {why})") from None
         if not infos:
             print(f"{cid}: no Triton kernel (a library call)")
             continue
@@ -134,7 +140,7 @@ def add_parsers(sub) -> None:
                    "broadcast over the batch; default: the op's, row for mm)")
     p.add_argument("--op", choices=("mm", "addmm", "scaled_mm", "bmm"), default="mm",
                    help="the operation (bmm: --shape BxMxNxK[:dtype], the batch first)")
-    p.add_argument("--arch", type=int, default=90, help="compute capability to compile for, e.g. 90 (H100/H200), 80")
+    p.add_argument("--arch", type=int_at_least(50), default=90, help="compute capability to compile for, e.g. 90 (H100/H200), 80")
     p.add_argument("--dump", metavar="DIR", help="also write each kernel's TTIR/TTGIR/LLIR/PTX under DIR")
     p.add_argument("--json", action="store_true", help="print JSON instead of one line per kernel")
     p.set_defaults(fn=cmd_inspect)

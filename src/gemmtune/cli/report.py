@@ -18,6 +18,9 @@ def cmd_report(args) -> int:
                 raise ValueError("--store summarizes a results store; give no bench JSON or --tune-run with it")
             if not Path(args.store).is_file():
                 raise ValueError(f"no results store at {args.store}")
+            if Path(args.store).stat().st_size == 0:
+                # Opening it would write a new store's tables into the file: a summary must not.
+                raise ValueError(f"{args.store} is empty, not a results store")
             import json
 
             from ..report.store import markdown, run_summary, run_summary_text, summarize

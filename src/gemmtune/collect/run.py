@@ -77,7 +77,11 @@ def selected_shapes(args) -> list[tuple]:
     else:
         shapes = shape_plan()
     if args.groups:
-        keep = set(args.groups.split(","))
+        keep = {g.strip() for g in args.groups.split(",") if g.strip()}
+        unknown = sorted(keep - {s[0] for s in shapes})
+        if unknown:
+            raise ValueError(f"--groups: no shapes in group(s) {', '.join(unknown)}; the groups are "
+                             f"{', '.join(dict.fromkeys(s[0] for s in shapes))}")
         shapes = [s for s in shapes if s[0] in keep]
     if getattr(args, "order", "plan") == "spread":
         shapes = spread(shapes)
@@ -127,8 +131,12 @@ def run(args) -> int:
               "it does not combine with --gpus, --claims or --cpu-interpreter (a local cluster on a machine "
               "without GPUs runs the interpreter by itself)", file=sys.stderr)
         return 2
-    if args.gpus:
-        return run_on_gpus(args, [g.strip() for g in args.gpus.split(",") if g.strip()])
+    if args.gpus is not None:
+        gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]
+        if not gpus or not all(g.isdigit() for g in gpus):
+            raise ValueError(f"--gpus {args.gpus!r}: give this host's GPU indices, comma-separated, e.g. 0,1")
+        if not (args.list_shapes or args.dry_run):  # those two plan only: one process, no GPU
+            return run_on_gpus(args, gpus)
     if args.list_shapes:
         print("# group,name,M,N,K,layout_b")
         for s in shapes:
@@ -178,6 +186,8 @@ def run(args) -> int:
         args.claims.mkdir(parents=True, exist_ok=True)
     prepare_store(args, store, out_dir)
     if args.export_only:
+        if not store.exists():  # opening it would export a new, empty store
+            raise ValueError(f"--export-only: no results store at {store} (give --store or --resume-from)")
         for p in export(store, out_dir):
             print(p)
         return 0

@@ -25,9 +25,19 @@ MIN_PART = 128  # each k-part at least 128 long
 DEFAULT_MAX_CANDIDATES = 6
 
 
+# The largest split considered: a bmm of more batches than this is no GEMM anyone runs, and the
+# divisor search walked every s up to K/128 (`gemmtune predict --shape 1x1x2**40` hung there).
+MAX_SPLIT = 1 << 16
+
+
 def candidate_splits(k: int) -> list[int]:
-    """Divisors s >= 2 of K with K/s >= 128: powers of two first (ascending), then the rest."""
-    divs = [s for s in range(2, k // MIN_PART + 1) if k % s == 0]
+    """Divisors s >= 2 of K with K/s >= 128 and s <= MAX_SPLIT: powers of two first (ascending),
+    then the rest.
+
+    >>> candidate_splits(1024), len(candidate_splits(2**40)), candidate_splits(1000003)
+    ([2, 4, 8], 16, [])
+    """
+    divs = [s for s in range(2, min(k // MIN_PART, MAX_SPLIT) + 1) if k % s == 0]
     pow2 = [s for s in divs if s & (s - 1) == 0]
     return pow2 + [s for s in divs if s & (s - 1)]
 

@@ -75,6 +75,8 @@ def _device_for(data: Dataset, device: DeviceInfo | str | None) -> DeviceInfo:
     try:
         return DeviceInfo.lookup(name)
     except ValueError:
+        if device:  # the name given (--device) is the unknown one: say so
+            raise
         raise ModelError(f"the training rows come from {data.context.get('device_name')!r}, which is not a "
                          "built-in GPU: pass device= (a DeviceInfo or h100/h200/a100) for its facts") from None
 

@@ -1,0 +1,115 @@
+"""Bad CLI input on a machine without a GPU: each is a one-line error (exit 2)
+that names the problem, and no input or output file is touched."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gemmtune import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLE = ROOT / "benchmarks/results/2026-11-22-h200-lut-odd/public-table.json"
+SAMPLE = ROOT / "tests/data/model_sample.csv.gz"
+
+
+def run(argv, capsys):
+    try:
+        rc = cli.main(argv)
+    except SystemExit as e:  # a usage error, from the parser
+        rc = e.code
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def one_line_error(rc, err, msg):
+    assert rc == 2, err
+    assert msg in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("argv,msg", [
+    # OverflowError traceback from numpy (a size beyond int64) in predict's analytic model.
+    (["predict", "--shape", "99999999999999999999x8x8"], "M must be at most 2**63 - 1"),
+    (["space", "--shape", "8x99999999999999999999x8", "--families", "aten"], "N must be at most 2**63 - 1"),
+    (["predict", "--op", "bmm", "--shape", "99999999999999999999x8x8x8"], "the batch must be at most 2**63 - 1"),
+])
+def test_sizes_beyond_int64_are_one_line_errors(argv, msg, capsys):
+    one_line_error(*run(argv, capsys)[::2], msg)
+
+
+def test_binary_suite_is_a_one_line_error(tmp_path, capsys):
+    # UnicodeDecodeError has no strerror: AttributeError traceback in load_csv.
+    bad = tmp_path / "store.csv"
+    bad.write_bytes(b"\x00\xff\xfe binary")
+    for argv in (["tune", "--suite", str(bad)], ["collect", "--dry-run", "--shapes", str(bad)]):
+        one_line_error(*run(argv, capsys)[::2], "cannot read shape suite")
+
+
+def test_export_inductor_refuses_to_replace_its_own_table(tmp_path, capsys):
+    t = tmp_path / "table.json"
+    shutil.copy(TABLE, t)
+    before = t.read_bytes()
+    for out in (str(t), str(tmp_path / "." / "table.json")):
+        rc, _, err = run(["lut", "export-inductor", str(t), out, "--force"], capsys)
+        one_line_error(rc, err, "is the gemmtune table being exported")
+    assert t.read_bytes() == before
+
+
+def test_train_names_the_unknown_device_given(capsys):
+    # Said "the training rows come from ... pass device=", as if --device had not been given.
+    rc, _, err = run(["train", "--store", str(SAMPLE), "--device", "nosuch"], capsys)
+    one_line_error(rc, err, "unknown GPU 'nosuch'")
+
+
+def test_report_does_not_turn_an_empty_file_into_a_store(tmp_path, capsys):
+    f = tmp_path / "results.sqlite"
+    f.touch()
+    rc, out, err = run(["report", "--store", str(f)], capsys)
+    one_line_error(rc, err, "is empty, not a results store")
+    assert f.stat().st_size == 0 and out == ""
+
+
+@pytest.mark.parametrize("gpus", ["abc", "", "0,x"])
+def test_collect_gpus_are_checked(gpus, tmp_path, capsys):
+    rc, _, err = run(["collect", "--dry-run", "--gpus", gpus, "--out", str(tmp_path / "out")], capsys)
+    one_line_error(rc, err, "--gpus")
+    assert not (tmp_path / "out").exists()
+
+
+def test_collect_dry_run_with_gpus_plans_only(tmp_path, capsys):
+    # --gpus won over --dry-run / --list-shapes: collectors were started and an empty store exported.
+    out = tmp_path / "out"
+    rc, text, err = run(["collect", "--dry-run", "--gpus", "0", "--limit-shapes", "1", "--out", str(out)], capsys)
+    assert rc == 0 and "bfloat16: 1 shapes" in text, err
+    rc, text, err = run(["collect", "--list-shapes", "--gpus", "0", "--limit-shapes", "1", "--out", str(out)], capsys)
+    assert rc == 0 and "# 1 shapes" in err
+    assert not out.exists()
+
+
+def test_collect_unknown_group_is_an_error(capsys):
+    rc, _, err = run(["collect", "--dry-run", "--groups", "nosuch"], capsys)  # was: 0 shapes, exit 0
+    one_line_error(rc, err, "no shapes in group(s) nosuch; the groups are llm")
+
+
+def test_collect_export_only_needs_a_store(tmp_path, capsys):
+    store = tmp_path / "none.sqlite"
+    rc, _, err = run(["collect", "--export-only", "--store", str(store), "--out", str(tmp_path / "o")], capsys)
+    one_line_error(rc, err, "no results store at")
+    assert not store.exists() and not list((tmp_path / "o").glob("*"))
+
+
+def test_inspect_arch_is_checked(monkeypatch, capsys):
+    rc, _, err = run(["inspect", "triton_mm:BM64-BN64-BK32-S3-W4-G8", "--shape", "8x8x8", "--arch", "0"], capsys)
+    one_line_error(rc, err, "argument --arch: must be >= 50")
+    # An arch triton's passes reject (--arch 999: RuntimeError 'PassManager::run failed'), without compiling.
+    from gemmtune import kernelinfo
+
+    def fail(*a, **k):
+        raise RuntimeError("PassManager::run failed")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(kernelinfo, "inspect_choice", fail)
+    rc, _, err = run(["inspect", "triton_mm:BM64-BN64-BK32-S3-W4-G8", "--shape", "8x8x8", "--arch", "999"], capsys)
+    one_line_error(rc, err, "cannot compile triton_mm:BM64-BN64-BK32-S3-W4-G8 for sm_999")
