@@ -64,18 +64,19 @@ def markdown(doc: dict) -> str:
         for p in phases:
             cells = []
             for mode in modes:
-                r = m["modes"][mode]["phases"].get(p)
-                cells.append(f"{r['ms']:.3f} ({r.get('x_eager', 1):.2f}×)" if r else "-")
+                r = m["modes"][mode].get("phases", {}).get(p)
+                # no x_eager: its base (eager, or eager_graph for a graph mode) did not time the phase
+                cells.append((f"{r['ms']:.3f}" + (f" ({r['x_eager']:.2f}×)" if "x_eager" in r else "")) if r else "-")
             L.append(f"| {p} | " + " | ".join(cells) + " |")
         aa = [(p, m["modes"]["eager"]["phases"][p]["interleaved_aa"]) for p in phases
-              if "eager" in m["modes"] and "interleaved_aa" in m["modes"]["eager"]["phases"].get(p, {})]
+              if "eager" in m["modes"] and "interleaved_aa" in m["modes"]["eager"].get("phases", {}).get(p, {})]
         if aa:
             L.append("| eager against itself, interleaved (the resolution) | " + "; ".join(
                 f"{p}: paired rounds {i['x_paired']:.3f}×, quartiles {i['q1']:.3f}–{i['q3']:.3f}" for p, i in aa)
                 + " |" + " |" * (len(modes) - 1))
         for other in ("eager_patch", "eager_fuse", "eager_fuse_patch"):
             inter = [(p, m["modes"][other]["phases"][p]["interleaved"]) for p in phases
-                     if other in m["modes"] and "interleaved" in m["modes"][other]["phases"].get(p, {})]
+                     if other in m["modes"] and "interleaved" in m["modes"][other].get("phases", {}).get(p, {})]
             if inter:
                 L.append(f"| eager vs {other}, interleaved | " + "; ".join(
                     f"{p}: {i['eager_ms']:.3f} / {i[other + '_ms']:.3f} ms ({i['x_eager']:.2f}×"
@@ -94,7 +95,7 @@ def markdown(doc: dict) -> str:
         checks = []
         for mode in modes:
             rec = m["modes"][mode]
-            for p, r in rec["phases"].items():
+            for p, r in rec.get("phases", {}).items():
                 if "logits_ok" in r:
                     checks.append(f"{mode}/{p}: logits err {r['logits_rel_err']:.2e} "
                                   f"{'ok' if r['logits_ok'] else 'FAIL'}")
@@ -137,8 +138,8 @@ def plot(doc: dict, path: str | Path) -> Path | None:
         for j, mode in enumerate(modes):
             xs, ys = [], []
             for k, p in enumerate(phases):
-                r = m["modes"][mode]["phases"].get(p)
-                if r is None:
+                r = m["modes"][mode].get("phases", {}).get(p)
+                if r is None or ("interleaved" not in r and "x_eager" not in r):
                     continue
                 xs.append(k + (j - (len(modes) - 1) / 2) * width)
                 ys.append(r.get("interleaved", {}).get("x_eager", r.get("x_eager", 1.0)))

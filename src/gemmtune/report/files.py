@@ -14,9 +14,19 @@ _SAME = ("device_name", "torch", "triton", "gemmtune")
 
 
 def load_bench(path: str | os.PathLike) -> dict:
-    """Read a bench JSON; ValueError names the file when it is not one."""
+    """Read a bench JSON (or the ``.json.gz`` the benchmarks keep); ValueError names the file when
+    it is not one."""
     path = Path(path)
-    doc = read_json(path)
+    if path.suffix == ".gz":
+        import gzip
+        import json
+
+        try:
+            doc = json.loads(gzip.decompress(path.read_bytes()))
+        except (OSError, EOFError, ValueError) as e:
+            raise ValueError(f"cannot read {path}: {e}") from None
+    else:
+        doc = read_json(path)
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise ValueError(f"{path} is not a gemmtune bench JSON (schema {SCHEMA!r}); "
                          "for a `gemmtune tune` run directory use --tune-run")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from .records import (GEMMTUNE_METHODS, GROUPS, LABELS, METHODS, SAME_MARK, SAME_NOTE, SPEEDUP_TARGETS,
                       TUNE_QUALITY, TUNE_TIME_RATIO, best_ms, group_speedups, kernel, method_speedup,
                       methods_present, same_kernel_as_cublas, sweep_misses, targets, tuning_summary)
-from .stats import memory_gbps
+from .stats import memory_gbps, verdict
 
 
 def _us(ms: float | None) -> str:
@@ -17,6 +17,17 @@ def _x(x: float | None, tie: bool = False, same: bool = False) -> str:
     if x is None:
         return "-"
     return f"{x:.2f}×" + (" tie" if tie else "") + (f" {SAME_MARK}" if same else "")
+
+
+def _against(value: float, threshold: float, digits: int, *, at_most: bool = False, scale: float = 1.0) -> str:
+    """``value * scale`` with ``digits`` decimals, or more where fewer would round it onto the
+    other side of ``threshold`` (0.9796 against >= 0.98 reads '0.980', not '0.98' beside a MISSED)."""
+    want = verdict(value, threshold, at_most=at_most)
+    for d in range(digits, digits + 6):
+        text = f"{value * scale:.{d}f}"
+        if verdict(float(text) / scale, threshold, at_most=at_most) == want:
+            return text
+    return text
 
 
 def _dims(s: dict) -> str:
@@ -140,7 +151,7 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
         for m in GEMMTUNE_METHODS:
             r = tg[m][g]
             part = f" ({r['n']} of {r['of']} shapes)" if r["value"] is not None and r["n"] < r["of"] else ""
-            cells.append(f"{_x(r['value'])} **{r['verdict']}**{part}" if r["value"] is not None
+            cells.append(f"{_against(r['value'], thr, 2)}× **{r['verdict']}**{part}" if r["value"] is not None
                          else f"**{r['verdict']}**")
         L.append(f"| {g}: geomean speedup over cuBLAS | ≥ {thr:.2f}× | " + " | ".join(cells) + " |")
     cells = []
@@ -149,7 +160,8 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
         if r["verdict"] == "NOT RUN":
             cells.append("**NOT RUN**")
         else:
-            cells.append(f"{r['ratio']:.2f}× the time ({r['shapes']} shapes) at {r['fraction_of_best'] * 100:.1f}% "
+            cells.append(f"{_against(r['ratio'], TUNE_TIME_RATIO, 2, at_most=True)}× the time ({r['shapes']} shapes) "
+                         f"at {_against(r['fraction_of_best'], TUNE_QUALITY, 1, scale=100)}% "
                          f"of best ({r['fraction_shapes']} shapes) **{r['verdict']}**")
     L.append(f"| tuning wall time vs max-autotune, at % of the best kernel | ≤ {TUNE_TIME_RATIO:.2f}× at "
              f"≥ {TUNE_QUALITY * 100:.0f}% | " + " | ".join(cells) + " |")
@@ -181,7 +193,7 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
         cells = []
         for m in present:
             r = per[m].get(g)
-            cells.append(f"{_x(r['geomean'])} ({r['n']}; {r['wins']}/{r['ties']}/{r['losses']})" if r else "-")
+            cells.append(f"{_x(r['geomean'])} ({r['n']}; {r['wins']}/{r['ties']}/{r['losses']})" if r and r["n"] else "-")
         L.append(f"| {g} | " + " | ".join(cells) + " |")
     L.append("")
     # The distance still to go: how close each method came to the physical floor.

@@ -138,16 +138,19 @@ def group_speedups(doc: dict, method: str) -> dict[str, dict]:
             x, tie, rec = (1.0, True, s.get("cublas")) if kernel(s.get("cublas")) else (None, False, None)
         else:
             (x, tie), rec = method_speedup(s, method), s.get("methods", {}).get(method)
-        if x is not None:
-            f = floor_fraction(s, rec)
+        # The floor fraction needs the method's kernel time only, not cuBLAS's: a shape where
+        # cuBLAS failed still counts in the method's '% of the floor'.
+        f = floor_fraction(s, rec)
+        if x is not None or f is not None:
             acc[s["group"]].append((x, tie, f))
             acc["all"].append((x, tie, f))
     out = {}
-    for g, xs in acc.items():
-        fl = [f for _, _, f in xs if f is not None]
-        out[g] = {"geomean": geomean(x for x, _, _ in xs), "n": len(xs),
-                  "wins": sum(x > 1 and not t for x, t, _ in xs), "ties": sum(t for _, t, _ in xs),
-                  "losses": sum(x < 1 and not t for x, t, _ in xs),
+    for g, ys in acc.items():
+        xs = [(x, t) for x, t, _ in ys if x is not None]
+        fl = [f for _, _, f in ys if f is not None]
+        out[g] = {"geomean": geomean(x for x, _ in xs), "n": len(xs),
+                  "wins": sum(x > 1 and not t for x, t in xs), "ties": sum(t for _, t in xs),
+                  "losses": sum(x < 1 and not t for x, t in xs),
                   "floor": geomean(fl) if fl else None, "floor_n": len(fl)}
     return out
 
