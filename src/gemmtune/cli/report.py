@@ -52,7 +52,7 @@ def cmd_report(args) -> int:
                 path = out / report.bench_filename(doc["header"], "merged")
             report.save_bench(doc, path)
             print(path)
-            written = report.render(doc, out, path.name.removesuffix(".gz").removesuffix(".json"), plots=not args.no_plots)
+            written = report.render(doc, out, path.name.removesuffix(".json"), plots=not args.no_plots)
         else:
             written = report.render_file(args.inputs[0], args.out, plots=not args.no_plots)
     except OSError as e:

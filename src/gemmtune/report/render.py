@@ -35,4 +35,4 @@ def render_file(path: str | os.PathLike, out_dir: str | os.PathLike | None = Non
     """Render a bench JSON beside itself (or into ``out_dir``)."""
     path = Path(path)
     doc = load_bench(path)
-    return render(doc, out_dir or path.parent, path.name.removesuffix(".json"), plots=plots)
+    return render(doc, out_dir or path.parent, path.name.removesuffix(".gz").removesuffix(".json"), plots=plots)
