@@ -212,3 +212,17 @@ def test_vmap_over_stacked_parameters():
         with torch.no_grad():
             outs.append(vmap(lambda p, b, x: functional_call(mod, (p, b), (x,)), in_dims=(0, 0, None))(params, bufs, x))
     _close(outs[1], outs[0])
+
+
+def test_torch_func_transforms_run_the_members_unfused():
+    """vmap's inputs have no storage (the fused path read its data pointer and raised) and jvp's
+    tangent must reach every member's output."""
+    from torch.func import jvp, vmap
+
+    m, f = _pair()
+    xb, x, t = torch.randn(4, 3, 32), torch.randn(3, 32), torch.randn(3, 32)
+    with torch.no_grad():
+        _close(vmap(f)(xb), vmap(m)(xb))
+        got, want = jvp(f, (x,), (t,)), jvp(m, (x,), (t,))
+    _close(got[0], want[0])
+    _close(got[1], want[1])

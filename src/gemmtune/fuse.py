@@ -74,6 +74,7 @@ import torch
 import torch.nn.functional as F
 
 from .capture import _call, example_passes
+from .nn import _transformed
 
 _is_compiling = torch.compiler.is_compiling
 _autocast = getattr(torch._C, "_is_any_autocast_enabled", None) or (lambda: torch.is_autocast_enabled())
@@ -112,9 +113,10 @@ class _Group:
                 self.round = None  # nothing of the round kept alive past its last member
             return r.outs[i]
         m = self.members[i]
-        # A tensor subclass (a FakeTensor under export, a DTensor, a quantised tensor) runs the
-        # member's own F.linear: the fused path reads data pointers and version counters.
-        if type(x) is not torch.Tensor or not self._fusable():
+        # A tensor subclass (a FakeTensor under export, a DTensor, a quantised tensor), or a
+        # torch.func transform / forward-mode AD (vmap's inputs have no storage to point at), runs
+        # the member's own F.linear: the fused path reads data pointers and version counters.
+        if type(x) is not torch.Tensor or _transformed() or not self._fusable():
             self.round = None
             return F.linear(x, m.weight, m.bias)
         # forward, not __call__, unless the fused layer has hooks (capture names the GEMM after

@@ -50,6 +50,7 @@ import warnings
 from typing import MutableMapping
 
 import torch
+import torch.autograd.forward_ad as _fwAD
 import torch.nn.functional as F
 
 from . import dispatch
@@ -73,6 +74,8 @@ _is_compiling = torch.compiler.is_compiling
 # where torch.is_autocast_enabled(x.device.type) first builds x.device (~0.5 us on a CPU core of
 # this machine, 2026-11-28; ~100 patched layers per decode step of a small model pay it each).
 _any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
+# Whether a torch.func transform (vmap, grad, jvp, jacrev...) is running, in one C call (~0.03 us).
+_functorch_level = getattr(getattr(torch._C, "_functorch", None), "maybe_current_level", lambda: None)
 
 
 def _eager_ok(x: torch.Tensor, w: torch.Tensor, bias) -> bool:
@@ -159,7 +162,7 @@ class _EagerPaths:
         y = tuned(x)  # the dispatcher decides and verifies this shape
         if dispatch.capturing(x):
             return y  # nothing is timed inside a CUDA-graph capture; decided on a later eager call
-        d = module.dispatcher.decision(m=x.numel() // x.shape[-1])
+        d = module.dispatcher.decision(m=x.shape[:-1].numel())
         if d is not None and d.choice.family == "aten" and not d.choice.pad:
             self._set(x, _ATEN)
         elif self.policy == "tuned" or not _timed(x):
@@ -234,6 +237,17 @@ def _torchs_own(x: torch.Tensor) -> bool:
     return True
 
 
+def _transformed() -> bool:
+    """Whether an eager call of a patched layer runs under forward-mode AD (a
+    ``torch.autograd.forward_ad.dual_level``, which ``torch.func.jvp`` enters too) or another
+    ``torch.func`` transform (``vmap``, ``grad``, ``jacrev``): it is left to torch's own forward,
+    which knows them. The tuned kernels read the operands' memory: a dual input's tangent was
+    dropped (no error; ``torch.func.jvp`` of a patched model gave a zero tangent, and so did a dual
+    input under ``no_grad`` or into frozen weights), a vmapped input has no storage to read, and
+    the ``gemmtune::mm`` op has no forward-AD or functorch rule."""
+    return _fwAD._current_level >= 0 or _functorch_level() is not None
+
+
 def _check_fits(d: Dispatcher, in_features: int, out_features: int, dtype: torch.dtype) -> None:
     if not isinstance(d, Dispatcher):
         raise TypeError(f"dispatcher must be a gemmtune Dispatcher, not {type(d).__name__}")
@@ -306,7 +320,7 @@ class Linear(torch.nn.Linear):
             p = self._gemmtune_paths.get(x.shape)
             if p is _ATEN:
                 return F.linear(x, self.weight, self.bias)
-            if _torchs_own(x):
+            if _torchs_own(x) or _transformed():
                 return F.linear(x, self.weight, self.bias)
             if p is _TUNED and x.dtype == self.dispatcher.torch_dtype:
                 return self._tuned(x)
@@ -372,7 +386,7 @@ def _conv1d_forward(self, x: torch.Tensor) -> torch.Tensor:
         p = self._gemmtune_paths.get(x.shape)
         if p is _ATEN:
             return self._gemmtune_base_forward(x)
-        if _torchs_own(x):
+        if _torchs_own(x) or _transformed():
             return self._gemmtune_base_forward(x)
         if p is _TUNED and x.dtype == self.dispatcher.torch_dtype:
             return self._gemmtune_tuned(x)

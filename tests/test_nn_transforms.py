@@ -1,0 +1,95 @@
+"""Patched layers against torch's own under forward-mode AD and torch.func transforms, and with
+in_features = 0 (each test failed before its fix)."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.autograd.forward_ad as fwAD
+from torch.func import functional_call, grad, jvp, vmap
+
+import gemmtune
+from gemmtune.kernels import tiled
+
+TRITON = "triton_mm:BM16-BN16-BK16-S1-W2-G8"
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available() and not tiled._INTERPRETED,
+                                reason="the Triton kernels need a GPU or TRITON_INTERPRET=1")
+
+
+def _tune(problems, **kw):
+    return {p.key: TRITON for p in problems}
+
+
+def _mlp(k=32, n=48):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(k, n), torch.nn.ReLU(), torch.nn.Linear(n, 16))
+    ref = copy.deepcopy(model)
+    gemmtune.patch(model, hints={"m": [8]}, tune_fn=_tune, eager_policy="tuned", progress=False)
+    assert type(model[0]) is gemmtune.nn.Linear and model[0].dispatcher.hint_choices[0].choice.id == TRITON
+    return model, ref
+
+
+def _conv1d_model():
+    Conv1D = pytest.importorskip("transformers.pytorch_utils").Conv1D
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(Conv1D(48, 32), torch.nn.ReLU(), Conv1D(16, 48))
+    ref = copy.deepcopy(model)
+    gemmtune.patch(model, hints={"m": [8]}, tune_fn=_tune, eager_policy="tuned", progress=False)
+    assert type(model[0]).__name__ == "GemmtuneConv1D"
+    return model, ref
+
+
+@pytest.mark.parametrize("make", [_mlp, _conv1d_model], ids=["linear", "conv1d"])
+@pytest.mark.parametrize("frozen", [False, True])
+def test_forward_ad_tangent_is_kept(make, frozen):
+    """A dual input under no_grad (or into frozen weights) ran the tuned kernel on its primal and
+    dropped the tangent (unpack_dual gave None, no error); torch.func.jvp of the patched model gave
+    a zero tangent."""
+    model, ref = make()
+    if frozen:
+        model.requires_grad_(False)
+        ref.requires_grad_(False)
+    x, t = torch.randn(8, 32), torch.randn(8, 32)
+    for _ in range(2):  # the second call takes the eager path cached for the shape
+        with torch.no_grad(), fwAD.dual_level():
+            y, ty = fwAD.unpack_dual(model(fwAD.make_dual(x, t)))
+            y0, ty0 = fwAD.unpack_dual(ref(fwAD.make_dual(x, t)))
+        torch.testing.assert_close(y, y0, rtol=1e-4, atol=1e-4)
+        assert ty is not None
+        torch.testing.assert_close(ty, ty0, rtol=1e-4, atol=1e-4)
+        got, want = jvp(model, (x,), (t,)), jvp(ref, (x,), (t,))
+        torch.testing.assert_close(got[0], want[0], rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(got[1], want[1], rtol=1e-4, atol=1e-4)
+    # outside the transforms the tuned kernel still runs
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ref(x), rtol=1e-4, atol=1e-4)
+    assert model[0].eager_paths == {(torch.Size([8, 32]), torch.float32): "tuned"}
+
+
+def test_vmap_and_per_sample_grads():
+    """vmap under no_grad raised (a BatchedTensor has no storage to read) and torch.func.grad
+    raised from the custom op's autograd; torch's Linear runs both."""
+    model, ref = _mlp()
+    xb = torch.randn(5, 8, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(vmap(model)(xb), vmap(ref)(xb), rtol=1e-4, atol=1e-4)
+    params = {k: v.detach() for k, v in ref.named_parameters()}
+
+    def per_sample(mod):
+        loss = lambda p, x: functional_call(mod, p, (x,)).square().sum()  # noqa: E731
+        return vmap(grad(loss), in_dims=(None, 0))(params, xb)
+    got, want = per_sample(model), per_sample(ref)
+    for k in params:
+        torch.testing.assert_close(got[k], want[k], rtol=1e-4, atol=1e-4)
+
+
+def test_zero_in_features():
+    """Linear(0, n) gives its bias broadcast; the patched layer's first eager call raised
+    ZeroDivisionError (M computed as numel // in_features)."""
+    model, ref = _mlp(k=0, n=8)
+    for m in (8, 0):
+        x = torch.randn(m, 0)
+        with torch.no_grad():
+            torch.testing.assert_close(model(x), ref(x))
