@@ -93,3 +93,23 @@ def test_zero_in_features():
         x = torch.randn(m, 0)
         with torch.no_grad():
             torch.testing.assert_close(model(x), ref(x))
+
+
+def test_bmm_module_and_route_keep_forward_ad_tangents():
+    """nn.BMM and route_bmm dropped a dual input's tangent the same way (tuned kernel on the primal)."""
+    d = gemmtune.compile_bmm(batch=2, n=12, k=16, dtype="fp32", hints={"m": [8]},
+                             tune_fn=lambda ps, **kw: {p.key: TRITON for p in ps})
+    a, b, ta = torch.randn(2, 8, 16), torch.randn(2, 16, 12), torch.randn(2, 8, 16)
+    want = jvp(lambda x: torch.bmm(x, b), (a,), (ta,))
+    got = jvp(lambda x: gemmtune.nn.BMM(d)(x, b), (a,), (ta,))
+    torch.testing.assert_close(got[1], want[1], rtol=1e-4, atol=1e-4)
+    with gemmtune.nn.route_bmm(d) as route:
+        got = jvp(lambda x: torch.bmm(x, b), (a,), (ta,))
+        with torch.no_grad(), fwAD.dual_level():
+            y, t = fwAD.unpack_dual(torch.bmm(fwAD.make_dual(a, ta), b))
+        plain = torch.bmm(a, b)
+    torch.testing.assert_close(got[1], want[1], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(t, want[1], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(y, want[0], rtol=1e-4, atol=1e-4)
+    assert route.routed == 1  # the plain call outside the transforms still took the tuned route
+    torch.testing.assert_close(plain, torch.bmm(a, b), rtol=1e-4, atol=1e-4)

@@ -736,6 +736,8 @@ class BMM(torch.nn.Module):
         self.handle = REGISTRY.register(self.dispatcher)
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        if not _is_compiling() and _transformed():
+            return torch.bmm(a, b)  # forward-mode AD or a torch.func transform: torch's (_transformed says why)
         return torch_ops.bmm(a, b, self.handle)
 
 
@@ -769,6 +771,7 @@ class _RouteBmm(torch.overrides.TorchFunctionMode):
         # a symbol, ``in`` compared by identity, and no call was routed.
         dims = self.dispatcher.dims
         return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == 3 and b.dim() == 3
+                and (_is_compiling() or not _transformed())  # torch's bmm under forward AD / torch.func
                 and a.shape[0] == b.shape[0] and a.shape[2] == b.shape[1]
                 and a.dtype == b.dtype == self.dispatcher.torch_dtype and a.device == b.device
                 and a.device.type in ("cpu", "cuda")
