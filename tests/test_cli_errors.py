@@ -113,3 +113,9 @@ def test_inspect_arch_is_checked(monkeypatch, capsys):
     monkeypatch.setattr(kernelinfo, "inspect_choice", fail)
     rc, _, err = run(["inspect", "triton_mm:BM64-BN64-BK32-S3-W4-G8", "--shape", "8x8x8", "--arch", "999"], capsys)
     one_line_error(rc, err, "cannot compile triton_mm:BM64-BN64-BK32-S3-W4-G8 for sm_999")
+
+
+def test_train_out_is_checked_before_training(tmp_path, capsys):
+    # It trained fully, then failed on the write.
+    rc, _, err = run(["train", "--store", str(SAMPLE), "--out", str(tmp_path / "missing" / "m.json")], capsys)
+    one_line_error(rc, err, "cannot write the model to")

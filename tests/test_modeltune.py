@@ -371,3 +371,11 @@ def test_load_patched_onto_a_patched_model_applies_the_loaded_dispatchers(tmp_pa
     assert model.up.dispatcher is not old and not model.up.eager_paths
     with torch.no_grad():
         torch.testing.assert_close(model(x), want, rtol=1e-4, atol=1e-4)
+
+
+def test_tuning_an_already_patched_model_says_so():
+    model = torch.nn.Sequential(torch.nn.Linear(32, 16))
+    x = torch.randn(4, 32)
+    gemmtune.patch(model, example_inputs=[(x,)], tune_fn=fake_tuner([], {16: TRITON}))
+    with pytest.raises(ValueError, match="1 layer\\(s\\) of this model are already patched"):
+        gemmtune.patch(model, example_inputs=[(x,)], tune_fn=fake_tuner([]))

@@ -107,8 +107,11 @@ def tune_model(model: torch.nn.Module, inputs: Iterable | None = None, *, fn: Ca
                 seen.setdefault(key, set()).update(ms)
     hints = {key: sorted(ms | set(extra_m)) for key, ms in seen.items()}
     if not hints:
+        converted = sum(hasattr(m, "_gemmtune_handle") for m in model.modules())
+        already = (f"; {converted} layer(s) of this model are already patched (to tune again, patch an unpatched "
+                   "copy, or pass patch(dispatchers=...) to put these on other dispatchers)") if converted else ""
         raise ValueError(f"no patchable GEMM ran in the example passes ({cap.summary()}); patch converts "
-                         "nn.Linear and transformers' Conv1D layers")
+                         f"nn.Linear and transformers' Conv1D layers{already}")
     problems = [Problem.from_sizes(m, n, k, dt, layout_b=lb) for (n, k, dt, lb), ms in hints.items() for m in ms]
     if tune_fn is None:
         from .tune import tune as tune_fn

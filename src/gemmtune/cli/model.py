@@ -130,6 +130,9 @@ def cmd_train(args) -> int:
         path = write_report(res, args.compare)
         print(path.read_text())
         return 0
+    from ..jsonio import check_file_target
+
+    check_file_target(args.out, "the model")  # before the training, not after it
     model, rep = train(args.store, exclude_suites=suites, test_fraction=args.test_fraction, kind=args.kind,
                        seed=args.seed, device=args.device, pool_stores=getattr(args, "pool_store", None) or ())
     console = Console(width=None if sys.stdout.isatty() else 160)
