@@ -206,3 +206,19 @@ def test_a_failed_save_patched_leaves_the_existing_artifact_as_it_was(tmp_path, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.d", "m.json"]
     fresh = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.Linear(48, 16))
     gemmtune.load_patched(fresh, path)
+
+
+def test_export_with_nothing_exportable_leaves_an_existing_file(tmp_path):
+    """``export-inductor T OUT --no-aten`` on a table of cuBLAS entries only wrote '{}' over OUT
+    (an earlier export there was lost) and exited 1."""
+    from gemmtune import inductor_export as ie
+
+    t = _table({P1: 0.01}).save(tmp_path / "t.json")
+    out = tmp_path / "inductor.json"
+    ie.export(t, out, force=True)  # with aten: one entry
+    before = out.read_text()
+    with pytest.raises(ValueError, match="nothing to export"):
+        ie.export(t, out, include_aten=False, force=True)
+    assert out.read_text() == before
+    new = tmp_path / "new.json"
+    assert ie.export(t, new, include_aten=False, force=True).table == {} and json.loads(new.read_text()) == {}

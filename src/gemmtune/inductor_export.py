@@ -346,6 +346,9 @@ def export(table: LookupTable | str | os.PathLike, path: str | os.PathLike, *,
     path = Path(path)
     _refuse_gemmtune_table(path)
     result = convert(table, device_key=device_key, include_aten=include_aten)
+    if not result.table and path.exists():
+        # Nothing exportable (every entry skipped): writing '{}' replaced an existing table there.
+        raise ValueError(f"nothing to export ({len(result.skipped)} entries skipped); {path} left as it was")
     # One key per line, sorted: exported tables diff as well as gemmtune's own.
     lines = ["{"]
     items = sorted(result.table.items())
