@@ -74,9 +74,8 @@ import torch
 import torch.nn.functional as F
 
 from .capture import _call, example_passes
-from .nn import _transformed
+from .nn import _is_compiling, _transformed
 
-_is_compiling = torch.compiler.is_compiling
 _autocast = getattr(torch._C, "_is_any_autocast_enabled", None) or (lambda: torch.is_autocast_enabled())
 
 
@@ -228,7 +227,7 @@ class _Group:
             self.fused.weight = w
             for m, off, n in zip(self.members, self.offsets, self.sizes):
                 m.weight.data = w[off:off + n]
-            if self.fused.bias is not None:
+            if "bias" in self.fused._buffers:  # (a group without biases keeps nn.Linear's bias=None parameter)
                 b = torch.cat([m.bias.detach() for m in self.members])
                 self.fused.bias = b
                 for m, off, n in zip(self.members, self.offsets, self.sizes):
@@ -359,13 +358,13 @@ def _fuse(model: torch.nn.Module, names: list[str], members: list[torch.nn.Linea
     w0 = members[0].weight
     fused = torch.nn.Linear(k, sum(sizes), bias=members[0].bias is not None, device="meta", dtype=w0.dtype)
     # The fused tensors are buffers, not parameters, and not saved: the members' parameters (views
-    # into them) stay the model's parameters and its state_dict, under their own names.
-    with torch.inference_mode(False), torch.no_grad():
-        del fused.weight
-        fused.register_buffer("weight", torch.cat([m.weight.detach() for m in members]), persistent=False)
-        if members[0].bias is not None:
-            del fused.bias
-            fused.register_buffer("bias", torch.cat([m.bias.detach() for m in members]), persistent=False)
+    # into them) stay the model's parameters and its state_dict, under their own names. Registered
+    # empty here: ``refuse`` concatenates the members' weights into them, once.
+    del fused.weight
+    fused.register_buffer("weight", None, persistent=False)
+    if members[0].bias is not None:
+        del fused.bias
+        fused.register_buffer("bias", None, persistent=False)
     group = _Group(fused, members, sizes)
     group.refuse()  # members' parameters become views into the fused tensors (the originals freed)
     parent_name, _, _ = names[0].rpartition(".")
