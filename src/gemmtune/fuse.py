@@ -250,6 +250,20 @@ class _Round:
         self.left = len(outs) - 1
 
 
+def kinds(members: Iterable[Iterable[str]], sep: str = "+") -> dict[str, int]:
+    """How many groups of each kind, a kind being its members' last name parts joined by ``sep``,
+    in first-seen order: ``FusedGroup.members`` or the lists bench-model's JSON keeps of them.
+
+    >>> kinds([("l0.attn.q", "l0.attn.k"), ("l1.attn.q", "l1.attn.k"), ("l0.mlp.up", "l0.mlp.gate")])
+    {'q+k': 2, 'up+gate': 1}
+    """
+    out: dict[str, int] = {}
+    for names in members:
+        key = sep.join(n.rpartition(".")[2] for n in names)
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
 def _params(m: torch.nn.Linear) -> list[torch.Tensor]:
     return [m.weight] if m.bias is None else [m.weight, m.bias]
 

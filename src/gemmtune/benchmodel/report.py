@@ -51,12 +51,10 @@ def markdown(doc: dict) -> str:
                      f"{m.get('tuned_layer_shapes', '?')} layer shapes (one tune call); winners: "
                      + ", ".join(f"`{w}`" for w in m.get("winners", [])[:12]) + ".\n")
         if m.get("fused_groups"):
-            kinds: dict[str, int] = {}
-            for g in m["fused_groups"]:
-                key = " + ".join(n.rpartition(".")[2] for n in g)
-                kinds[key] = kinds.get(key, 0) + 1
+            from ..fuse import kinds
+
             L.append(f"Fused sibling layers (eager_fuse*, `gemmtune.fuse_linears`): {len(m['fused_groups'])} groups ("
-                     + ", ".join(f"{k} ×{c}" for k, c in kinds.items()) + ")"
+                     + ", ".join(f"{k} ×{c}" for k, c in kinds(m["fused_groups"], " + ").items()) + ")"
                      + (f"; the fused copy's own tuning {m['fuse_tune_s']:.1f} s" if "fuse_tune_s" in m else "")
                      + ".\n")
         L.append("| phase | " + " | ".join(modes) + " |")

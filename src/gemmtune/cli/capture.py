@@ -207,12 +207,11 @@ def cmd_capture(args) -> int:
 
 
 def _said_fused(say, groups) -> None:
-    kinds: dict[str, int] = {}
-    for g in groups:
-        key = "+".join(n.rpartition(".")[2] for n in g.members)
-        kinds[key] = kinds.get(key, 0) + 1
-    say(f"fused {len(groups)} group(s) of sibling layers" + (": " + ", ".join(f"{k} x{c}" for k, c in kinds.items())
-                                                            if kinds else " (none found)"))
+    from ..fuse import kinds
+
+    found = kinds(g.members for g in groups)
+    say(f"fused {len(groups)} group(s) of sibling layers" + (": " + ", ".join(f"{k} x{c}" for k, c in found.items())
+                                                            if found else " (none found)"))
 
 
 def add_parsers(sub) -> None:
