@@ -128,6 +128,11 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
     Tuning time and winners go into ``out``, each mode's setup time into ``out['modes'][mode]``."""
     variants: dict[str, Callable] = {}
 
+    def tuner() -> tuple[Callable, dict]:
+        """The tune function (tune_kwargs' ``tune_fn``, else gemmtune.tune) and the other tune_kwargs."""
+        import gemmtune
+        return tune_kwargs.get("tune_fn") or gemmtune.tune, {k: x for k, x in tune_kwargs.items() if k != "tune_fn"}
+
     def build(mode: str):
         if mode in variants:
             return variants[mode]
@@ -139,8 +144,7 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
                 patched = copy.deepcopy(model)
                 t1 = time.perf_counter()
                 tuned = {}
-                inner = tune_kwargs.get("tune_fn") or gemmtune.tune
-                kwargs = {k: v for k, v in tune_kwargs.items() if k != "tune_fn"}
+                inner, kwargs = tuner()
 
                 def tune_fn(problems, **kw):  # the one tuning call; its table also steers lut_compile
                     tuned["result"] = inner(problems, **kw)
@@ -173,28 +177,24 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
             import gemmtune
             v = copy.deepcopy(model)
             gemmtune.patch(v, dispatchers=variants["dispatchers"], eager_policy="tuned", tune_missing=False)
-        elif mode == "eager_fuse":
+        elif mode in ("eager_fuse", "eager_fuse_patch", "eager_fuse_patch_graph"):
+            # A fused copy; the patched ones tuned in a call of their own (the fused shapes are not
+            # the layers'), shared with the graph twin, whose own copy is patched with the same
+            # dispatchers and eager_policy="tuned", as eager_patch_graph is.
             import gemmtune
             v = copy.deepcopy(model)
             out["fused_groups"] = [g.members for g in gemmtune.fuse_linears(v, fn=lambda: example(v))]
-        elif mode in ("eager_fuse_patch", "eager_fuse_patch_graph"):
-            # A fused copy tuned in a call of its own (the fused shapes are not the layers'), and
-            # for the graph twin a second copy patched with the same dispatchers and
-            # eager_policy="tuned", as eager_patch_graph is.
-            import gemmtune
-            v = copy.deepcopy(model)
-            out["fused_groups"] = [g.members for g in gemmtune.fuse_linears(v, fn=lambda: example(v))]
-            if "fuse_dispatchers" not in variants:
-                t1 = time.perf_counter()
-                inner = tune_kwargs.get("tune_fn") or gemmtune.tune
-                kwargs = {k: x for k, x in tune_kwargs.items() if k != "tune_fn"}
+            if mode != "eager_fuse":
+                if "fuse_dispatchers" not in variants:
+                    t1 = time.perf_counter()
+                    inner, kwargs = tuner()
+                    with torch.no_grad():
+                        variants["fuse_dispatchers"] = gemmtune.tune_model(v, fn=lambda: example(v), tune_fn=inner,
+                                                                           **kwargs)
+                    out["fuse_tune_s"] = time.perf_counter() - t1
                 with torch.no_grad():
-                    variants["fuse_dispatchers"] = gemmtune.tune_model(v, fn=lambda: example(v), tune_fn=inner,
-                                                                       **kwargs)
-                out["fuse_tune_s"] = time.perf_counter() - t1
-            with torch.no_grad():
-                gemmtune.patch(v, dispatchers=variants["fuse_dispatchers"], tune_missing=False,
-                               **({"eager_policy": "tuned"} if mode.endswith("_graph") else {}))
+                    gemmtune.patch(v, dispatchers=variants["fuse_dispatchers"], tune_missing=False,
+                                   **({"eager_policy": "tuned"} if mode.endswith("_graph") else {}))
         elif mode == "compile":
             v = torch.compile(model, dynamic=False)
         elif mode == "max_autotune":
