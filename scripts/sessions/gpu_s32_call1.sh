@@ -14,7 +14,7 @@ record_env transformers
 timeout 300 python3 -m pytest -q -n 8 -m gpu tests -p no:cacheprovider > $OUT/gpu_tests.txt 2>&1
 echo "gpu tests rc=$?"; grep -E "FAILED|passed|failed|Error" $OUT/gpu_tests.txt | tail -8
 TRITON_INTERPRET=1 timeout 150 python3 -m pytest -q -n 4 -p no:cacheprovider tests/test_fuse.py tests/test_fuse_rounds.py \
-  tests/test_nn_transforms.py tests/test_padcache_optimizers.py > $OUT/cpu_lane.txt 2>&1
+  tests/test_nn_transforms.py tests/test_padcache.py > $OUT/cpu_lane.txt 2>&1
 echo "cpu-lane tests rc=$?"; grep -E "FAILED|passed|failed" $OUT/cpu_lane.txt | tail -6
 timeout 240 python3 -m gemmtune.cli bench-model --models llama-1b --phases decode_b1,decode_b16 \
   --modes eager,eager_patch,eager_fuse_patch,eager_graph,eager_patch_graph,eager_fuse_patch_graph --out $OUT/bm > $OUT/bm.log 2>&1
