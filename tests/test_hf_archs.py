@@ -80,7 +80,12 @@ def tiny(model_type: str):
     cfg = tf.AutoConfig.for_model(model_type, **{**TINY, **kw})
     torch.manual_seed(0)
     attn = "eager" if model_type in EAGER_ATTN else "sdpa"
-    model = tf.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32, attn_implementation=attn).eval()
+    try:
+        model = tf.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32, attn_implementation=attn).eval()
+    except ValueError as e:  # GPT-J got sdpa after transformers 5.17 (the GPU machine's version)
+        if "scaled_dot_product_attention" not in str(e):
+            raise
+        model = tf.AutoModelForCausalLM.from_config(cfg, dtype=torch.float32, attn_implementation="eager").eval()
     return model.requires_grad_(False) if model_type in FROZEN else model
 
 
