@@ -73,6 +73,7 @@ from typing import Callable, Iterable
 import torch
 import torch.nn.functional as F
 
+from . import fuse_compile
 from .capture import _call, example_passes
 from .nn import _is_compiling, _transformed
 
@@ -99,6 +100,7 @@ class _Group:
         self.sizes = sizes
         self.offsets = [sum(sizes[:i]) for i in range(len(sizes))]
         self.round: _Round | None = None
+        self.gid = fuse_compile.register(self)  # how a traced member names its group
 
     def take(self, i: int, x: torch.Tensor) -> torch.Tensor:
         # The round is read once into a local: a thread that starts another round meanwhile
@@ -219,6 +221,10 @@ class _Group:
         state["round"], state["w"] = None, None
         return state
 
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.gid = fuse_compile.register(self)  # a copy is a group of its own to a traced graph
+
     def refuse(self) -> None:
         """Concatenate the members' current weights again and make them views into it (normal
         tensors even under inference_mode: the parameters stay usable with autograd after it)."""
@@ -277,7 +283,7 @@ class FusedLinear(torch.nn.Linear):
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:  # nn.Linear's name: callers may pass input=
         if _is_compiling():
-            return F.linear(input, self.weight, self.bias)
+            return fuse_compile.member_forward(self, input)
         return self._gemmtune_group.take(self._gemmtune_index, input)
 
 

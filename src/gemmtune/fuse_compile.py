@@ -1,0 +1,266 @@
+"""Fused sibling Linears (``gemmtune.fuse_linears``) under ``torch.compile``: one GEMM in the graph.
+
+In eager mode a fused group's members share one GEMM through a round protocol (``fuse.py``) that
+checks, per call, the input's identity and version counter. dynamo cannot trace that check (a
+version counter is an unbacked symbol to it), so until now a compiled model ran its members
+unfused. This module fuses them in the compiled graph instead, where the check is a property of
+the graph:
+
+1. Traced, a member emits ``gemmtune::fused_member(x, w, b, fw, fb, start, handle)``: its own
+   ``F.linear(x, w, b)`` (what the member computes, whatever happens next), tagged with the
+   group's fused weight and bias, its row offset in them and the fused layer's dispatcher handle
+   (-1: a plain ``nn.Linear``, cuBLAS or Inductor's own GEMM).
+2. Inductor's pre-grad custom pass (``torch._inductor.config.pre_grad_custom_pass``, installed
+   the first time a member is traced; a pass already there is kept and runs first) replaces the
+   members that read one input node with one GEMM over the fused weight and a column slice each:
+   ``F.linear(x, fw, fb)`` for a plain fused layer (Inductor lowers and, under max-autotune,
+   tunes the fused shape), ``gemmtune::mm`` on the fused layer's dispatcher for a patched one
+   (whose M=1 / cuBLAS hand-back to Inductor, ``torch_ops.gemv_to_inductor``, then applies to
+   the fused shape).
+3. The pre-grad graph is not functional, so a group is merged only if no node between its
+   first and last member may write memory (an in-place op, ``out=``, a ``setitem``, a
+   submodule call, a callable from outside torch): the input and the weights then hold the same
+   values at every member, and the one GEMM at the first member computes what each would have.
+
+Where the pass does not run (another backend than Inductor, ``backend="eager"`` or
+``"aot_eager"``), each member op is its own ``F.linear``: the same work as unfused.
+
+Limits: the trace-time check that the members' parameters are views of the fused weight
+(``_Group._fusable``, which re-fuses them if they were moved) is not a guard of the compiled
+graph. A member parameter rebound after compiling with a tensor of the same shape, dtype and
+device (``layer.weight.data = t``) is not seen by the fused GEMM until the model runs once
+eagerly (which re-fuses) or ``torch.compiler.reset()``; in-place updates (``load_state_dict``,
+optimizer steps, ``weight.mul_``) write into the fused tensor and are seen. A member whose output
+feeds a ``.view`` alone gets a ``.reshape`` there (the slice is strided; ``reshape`` is the
+same view when one exists); with more users, a contiguous copy of its slice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import operator
+import weakref
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from .torch_ops import _LIB
+
+_LIB.define("fused_member(Tensor x, Tensor w, Tensor? b, Tensor fw, Tensor? fb, int start, int handle) -> Tensor")
+
+
+def _member_op(x, w, b, fw, fb, start, handle):
+    return F.linear(x, w, b)
+
+
+for _key in ("CPU", "CUDA"):
+    _LIB.impl("fused_member", _member_op, _key)
+
+
+@torch.library.register_fake("gemmtune::fused_member", lib=_LIB)
+def _member_fake(x, w, b, fw, fb, start, handle):
+    return x.new_empty((*x.shape[:-1], w.shape[0]))
+
+
+# Groups by an id a traced graph can carry as a constant (dynamo cannot hand a _Group to a
+# function it runs at trace time: torch 2.11 converts such arguments to Python constants).
+_GROUPS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_IDS = itertools.count()
+# How many groups the pass merged, and how many it left unmerged because something between their
+# members may write memory: read by tests and by whoever wants to know the pass ran.
+STATS = {"merged": 0, "kept": 0}
+
+
+def register(group) -> int:
+    gid = next(_IDS)
+    _GROUPS[gid] = group
+    return gid
+
+
+def _trace_ok(gid: int) -> bool:
+    """At trace time: whether group ``gid`` can be computed as one GEMM now (its members'
+    parameters views of the fused tensor, re-fused if they were moved; no weight gradient),
+    with the pass that merges its members installed."""
+    g = _GROUPS.get(gid)
+    if g is None or not g._fusable():
+        return False
+    return install()
+
+
+# Run once by dynamo at trace time and baked into the graph (torch._dynamo.assume_constant_result
+# sets this flag; importing torch._dynamo here would cost every import of gemmtune ~2 s).
+_trace_ok._dynamo_marked_constant = True  # type: ignore[attr-defined]
+
+
+def _handle(fused: torch.nn.Module, x: torch.Tensor) -> int:
+    """The fused layer's dispatcher handle where its compiled forward would run the tuned op, else
+    -1 (plain F.linear), by gemmtune.nn.Linear.forward's own rules under torch.compile."""
+    from .nn import Linear, _torchs_own
+    if not isinstance(fused, Linear) or _torchs_own(x) or fused.dispatcher.all_aten:
+        return -1
+    if x.dtype != fused.dispatcher.torch_dtype or fused.weight.dtype != x.dtype:
+        return -1
+    return fused._gemmtune_handle
+
+
+def member_forward(m: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """A fused group's member ``m`` traced by torch.compile (see the module docstring)."""
+    g = m._gemmtune_group
+    w, b = m.weight, m.bias
+    if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or (b is not None and b.requires_grad)):
+        return F.linear(x, w, b)  # the op has no autograd formula; training runs unfused
+    if x.dim() == 0 or torch.is_autocast_enabled() or not _trace_ok(g.gid):
+        return F.linear(x, w, b)
+    fused = g.fused
+    return torch.ops.gemmtune.fused_member(x, w, b, fused.weight, fused.bias, g.offsets[m._gemmtune_index],
+                                           _handle(fused, x))
+
+
+def _fused_rows(x: torch.Tensor, fw: torch.Tensor, fb: torch.Tensor | None, handle: int) -> torch.Tensor:
+    """The group's one GEMM, as the pass puts it in the graph (traced by AOTAutograd from there)."""
+    if handle < 0:
+        return F.linear(x, fw, fb)
+    y = torch.ops.gemmtune.mm(x.reshape(-1, x.shape[-1]), fw.t(), handle, fb)
+    return y.view(*x.shape[:-1], fw.shape[0])
+
+
+_INPLACE_OPERATORS = {getattr(operator, n) for n in (
+    "iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imod", "imul", "imatmul", "ior", "ipow", "irshift",
+    "isub", "itruediv", "ixor", "setitem", "delitem")}
+_SAFE_MODULES = ("torch", "_operator", "operator", "builtins", "math")
+
+
+def _writes(node: torch.fx.Node) -> bool:
+    """Whether ``node`` may write memory (conservatively: True for anything not known to be pure)."""
+    if node.op in ("placeholder", "get_attr", "output"):
+        return False
+    if node.op == "call_module" or "out" in node.kwargs or node.kwargs.get("inplace") is True:
+        return True
+    t = node.target
+    if node.op == "call_method":
+        return t.endswith("_") and not t.endswith("__") or t in ("__setitem__", "__delitem__")
+    if t in _INPLACE_OPERATORS:
+        return True
+    name = getattr(t, "__name__", "")
+    if name.endswith("_") and not name.endswith("__"):
+        return True
+    if isinstance(t, torch._ops.OpOverloadPacket):
+        # the out= overloads are taken only with an out= argument, checked above
+        schemas = [getattr(t, o)._schema for o in t.overloads() if "out" not in o]
+    elif isinstance(t, torch._ops.OpOverload):
+        schemas = [t._schema]
+    else:
+        mod = getattr(t, "__module__", None) or ""
+        return not (mod.split(".")[0] in _SAFE_MODULES)
+    return any(a.alias_info is not None and a.alias_info.is_write for s in schemas for a in s.arguments)
+
+
+def _member_args(node: torch.fx.Node):
+    names = ("x", "w", "b", "fw", "fb", "start", "handle")
+    vals = dict(zip(names, node.args))
+    vals.update(node.kwargs)
+    return [vals.get(n) for n in names]
+
+
+def _is_member(node: torch.fx.Node) -> bool:
+    op = torch.ops.gemmtune.fused_member
+    return node.op == "call_function" and node.target in (op, op.default)
+
+
+def _is_view(node: torch.fx.Node) -> bool:
+    if node.op == "call_method":
+        return node.target == "view"
+    return node.op == "call_function" and node.target in (torch.Tensor.view,)
+
+
+def merge(graph: torch.fx.Graph) -> int:
+    """Replace each set of ``gemmtune::fused_member`` nodes that read one input with one GEMM and
+    their slices (the module docstring says when). Returns the number of sets merged."""
+    nodes = list(graph.nodes)
+    pos = {n: i for i, n in enumerate(nodes)}
+    sets: dict[tuple, list] = {}
+    for n in nodes:
+        if _is_member(n):
+            x, _, _, fw, fb, _, h = _member_args(n)
+            sets.setdefault((x, fw, fb, h), []).append(n)
+    merged = 0
+    for (x, fw, fb, h), members in sets.items():
+        if len(members) < 2:
+            continue
+        if any(_writes(n) for n in nodes[pos[members[0]] + 1:pos[members[-1]]]):
+            STATS["kept"] += 1
+            continue
+        with graph.inserting_before(members[0]):
+            rows = graph.call_function(_fused_rows, (x, fw, fb, h))
+        for m in members:
+            start = _member_args(m)[5]
+            n_out = m.meta["example_value"].shape[-1]  # the member's out_features
+            with graph.inserting_before(m):
+                out = graph.call_function(torch.narrow, (rows, -1, start, n_out))
+                users = list(m.users)
+                if len(users) > 1 and any(_is_view(u) for u in users):
+                    out = graph.call_method("contiguous", (out,))
+            m.replace_all_uses_with(out)
+            if len(users) == 1 and _is_view(users[0]):
+                # the slice is strided by the group's width: .view fails where it would merge the
+                # last dim; reshape is that same view wherever one exists
+                users[0].target = "reshape" if users[0].op == "call_method" else torch.Tensor.reshape
+            graph.erase_node(m)
+        merged += 1
+    STATS["merged"] += merged
+    return merged
+
+
+def _uuid() -> str:
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+
+
+def _make_pass(prior):
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    class MergeFusedMembers(CustomGraphPass):
+        """gemmtune's pre-grad pass (``merge``), after the pass(es) that were configured before."""
+
+        gemmtune = True
+
+        def __init__(self, prior):
+            self.prior = prior
+
+        def _priors(self):
+            p = self.prior
+            return [] if p is None else list(p) if isinstance(p, (list, tuple)) else [p]
+
+        def __call__(self, graph: torch.fx.Graph) -> None:
+            for p in self._priors():
+                p(graph)
+            merge(graph)
+
+        def uuid(self):
+            parts = [_uuid()]
+            for p in self._priors():
+                u = p.uuid() if hasattr(p, "uuid") else None
+                if u is None:
+                    return None  # an unhashable prior: Inductor then runs the passes before its cache
+                parts.append(repr(u))
+            return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+    return MergeFusedMembers(prior)
+
+
+def install() -> bool:
+    """Put the merging pass in Inductor's ``pre_grad_custom_pass`` (once; a pass set before is
+    kept and runs first). False where this torch has no Inductor."""
+    try:
+        from torch._inductor import config
+    except ImportError:
+        return False
+    current = config.pre_grad_custom_pass
+    if getattr(current, "gemmtune", False):
+        return True
+    config.pre_grad_custom_pass = _make_pass(current)
+    return True
+
+
+__all__ = ["member_forward", "merge", "install", "STATS"]

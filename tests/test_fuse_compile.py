@@ -1,0 +1,195 @@
+"""Fused sibling Linears under torch.compile (gemmtune.fuse_compile): the members merged into one
+GEMM by Inductor's pre-grad pass, outputs as unfused; left unmerged, and still right, where
+something between the members may write memory, under other backends and under autograd."""
+
+from __future__ import annotations
+
+import copy
+import operator
+
+import pytest
+import torch
+
+import gemmtune
+from gemmtune import fuse_compile
+from gemmtune.kernels import tiled
+
+TRITON = "triton_mm:BM16-BN16-BK16-S1-W2-G8"
+
+
+class Block(torch.nn.Module):
+    """q/k/v on one normalised input, q reshaped by .view as attention code does; ``write`` puts an
+    in-place op on that input between q and k, ``q_twice`` gives q's output a second user."""
+
+    def __init__(self, k=32, ns=(32, 16, 16), bias=True):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(k)
+        self.q, self.k, self.v = (torch.nn.Linear(k, n, bias=bias) for n in ns)
+        self.o = torch.nn.Linear(ns[0], k, bias=bias)
+        self.write = False
+        self.q_twice = False
+
+    def forward(self, x):
+        h = self.norm(x)
+        q_out = self.q(h)
+        q = q_out.view(*x.shape[:-1], 4, -1).flatten(-2)
+        if self.q_twice:
+            q = q + q_out.sum(-1, keepdim=True)
+        if self.write:
+            h.mul_(2.0)
+        kv = torch.cat([self.k(h), self.v(h)], -1)
+        return self.o(q * torch.sigmoid(kv))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_inductor():
+    """Each test compiles anew (no FX graph cache: a hit skips the pass, which ran when the entry
+    was made), with an empty pre-grad pass slot (restored after it)."""
+    from torch._inductor import config
+    with config.patch(pre_grad_custom_pass=None, fx_graph_cache=False):
+        torch._dynamo.reset()
+        yield
+        torch._dynamo.reset()
+
+
+def _pair(**kw):
+    torch.manual_seed(0)
+    m = Block(**kw)
+    f = copy.deepcopy(m)
+    with torch.no_grad():
+        assert len(gemmtune.fuse_linears(f, torch.randn(2, 3, 32))) == 1
+    return m, f
+
+
+def _merged(fn):
+    before = dict(fuse_compile.STATS)
+    out = fn()
+    return out, {k: fuse_compile.STATS[k] - before[k] for k in before}
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_members_merge_into_one_gemm_under_inductor(dynamic):
+    m, f = _pair()
+    x = torch.randn(3, 7, 32)
+    with torch.no_grad():
+        got, d = _merged(lambda: torch.compile(f, dynamic=dynamic)(x))
+        torch.testing.assert_close(got, m(x), rtol=1e-5, atol=1e-5)
+        assert d["merged"] >= 1 and d["kept"] == 0  # (dynamic=True on torch 2.13 compiles the frame twice)
+        x2 = torch.randn(5, 2, 32)  # another M (a recompile where static)
+        torch.testing.assert_close(torch.compile(f, dynamic=dynamic)(x2), m(x2), rtol=1e-5, atol=1e-5)
+
+
+def test_patched_fused_layer_runs_its_dispatcher_in_the_graph():
+    if not tiled._INTERPRETED and not torch.cuda.is_available():
+        pytest.skip("the Triton kernels need a GPU or TRITON_INTERPRET=1")
+    from test_modeltune import fake_tuner
+
+    m, f = _pair(bias=False)
+    x = torch.randn(2, 5, 32)
+    with torch.no_grad():
+        ds = gemmtune.tune_model(f, [(x,)], tune_fn=fake_tuner([], {64: TRITON}))
+        gemmtune.patch(f, dispatchers=ds, tune_missing=False)
+        fused = f.gemmtune_fused_q_k_v
+        assert fuse_compile._handle(fused, x) == fused._gemmtune_handle >= 0
+        got, d = _merged(lambda: torch.compile(f)(x))
+        torch.testing.assert_close(got, m(x), rtol=1e-4, atol=1e-4)
+    assert d["merged"] == 1
+
+
+def test_a_write_between_members_keeps_them_apart():
+    m, f = _pair()
+    m.write = f.write = True
+    x = torch.randn(4, 32)
+    with torch.no_grad():
+        got, d = _merged(lambda: torch.compile(f)(x))
+        torch.testing.assert_close(got, m(x), rtol=1e-5, atol=1e-5)
+    assert d == {"merged": 0, "kept": 1}
+
+
+def test_a_member_output_with_a_view_and_another_user():
+    m, f = _pair()
+    m.q_twice = f.q_twice = True
+    x = torch.randn(4, 32)
+    with torch.no_grad():
+        got, d = _merged(lambda: torch.compile(f)(x))
+        torch.testing.assert_close(got, m(x), rtol=1e-5, atol=1e-5)
+    assert d["merged"] == 1
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_other_backends_run_each_member_on_its_own(backend):
+    m, f = _pair()
+    x = torch.randn(4, 32)
+    with torch.no_grad():
+        got, d = _merged(lambda: torch.compile(f, backend=backend)(x))
+        torch.testing.assert_close(got, m(x), rtol=1e-5, atol=1e-5)
+    assert d == {"merged": 0, "kept": 0}
+
+
+def test_training_under_compile_is_unfused_and_gets_gradients():
+    m, f = _pair()
+    x = torch.randn(4, 32)
+    loss_m = m(x).square().sum()
+    loss_m.backward()
+    loss_f, d = _merged(lambda: torch.compile(f)(x).square().sum())
+    loss_f.backward()
+    torch.testing.assert_close(loss_f, loss_m, rtol=1e-5, atol=1e-5)
+    for name in ("q", "k", "v"):
+        torch.testing.assert_close(getattr(f, name).weight.grad, getattr(m, name).weight.grad, rtol=1e-4, atol=1e-5)
+    assert d["merged"] == 0
+
+
+def test_a_pass_configured_before_is_kept_and_runs_first():
+    from torch._inductor import config
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    seen = []
+
+    class Theirs(CustomGraphPass):
+        def __call__(self, graph):
+            seen.append(sum(fuse_compile._is_member(n) for n in graph.nodes))  # before ours merged them
+
+        def uuid(self):
+            return "theirs-1"
+
+    config.pre_grad_custom_pass = Theirs()
+    m, f = _pair()
+    x = torch.randn(4, 32)
+    with torch.no_grad():
+        got, d = _merged(lambda: torch.compile(f)(x))
+    torch.testing.assert_close(got, m(x), rtol=1e-5, atol=1e-5)
+    assert seen == [3] and d["merged"] == 1
+    ours = config.pre_grad_custom_pass
+    assert ours.prior is not None and ours.uuid() != Theirs().uuid()
+    assert fuse_compile.install() and config.pre_grad_custom_pass is ours  # installed once
+
+
+def test_rebound_weights_are_refused_at_trace_time_and_copies_are_groups_of_their_own():
+    m, f = _pair()
+    x = torch.randn(4, 32)
+    with torch.no_grad():
+        for name in ("q", "k", "v"):  # not views of the fused tensor any more
+            getattr(f, name).weight.data = getattr(f, name).weight.detach().clone() * 0.5
+            getattr(m, name).weight.data = getattr(m, name).weight.detach().clone() * 0.5
+        got, d = _merged(lambda: torch.compile(f)(x))
+        torch.testing.assert_close(got, m(x), rtol=1e-5, atol=1e-5)  # re-fused while traced
+        assert d["merged"] == 1
+        g = f.q._gemmtune_group
+        c = copy.deepcopy(f)
+        assert c.q._gemmtune_group.gid != g.gid and fuse_compile._GROUPS[c.q._gemmtune_group.gid] is c.q._gemmtune_group
+        torch._dynamo.reset()
+        torch.testing.assert_close(torch.compile(c)(x), m(x), rtol=1e-5, atol=1e-5)
+
+
+def test_which_nodes_may_write():
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    mk = g.call_function
+    pure = [mk(torch.add, (x, x)), mk(operator.getitem, (x, 0)), g.call_method("view", (x, -1)),
+            mk(torch.ops.aten.mm.default, (x, x)), mk(torch.ops.aten.add, (x, x))]
+    writing = [mk(torch.add, (x, x), {"out": x}), g.call_method("add_", (x, 1)), mk(operator.iadd, (x, 1)),
+               mk(operator.setitem, (x, 0, 1)), mk(torch.ops.aten.add_.Tensor, (x, x)),
+               mk(torch.ops.aten.copy_, (x, x)), mk(torch.relu_, (x,)), g.call_module("sub", (x,)),
+               mk(lambda t: t, (x,)), mk(torch.nn.functional.relu, (x,), {"inplace": True})]
+    assert [fuse_compile._writes(n) for n in pure] == [False] * len(pure)
+    assert [fuse_compile._writes(n) for n in writing] == [True] * len(writing)
