@@ -96,7 +96,8 @@ def test_graph_mode_names_and_defaults():
     graphs = [m for m in benchmodel.MODES if benchmodel.is_graph(m)]
     # Every mode has a graph twin, the opt-in lut_compile included; the defaults stay as they were.
     assert [benchmodel.base_mode(m) for m in graphs] == [*benchmodel.DEFAULT_MODES, "lut_compile", "compile_cdt",
-                                                         "patch_compile_cdt", "eager_fuse", "eager_fuse_patch"]
+                                                         "patch_compile_cdt", "eager_fuse", "eager_fuse_patch",
+                                                         "fuse_patch_compile", "fuse_patch_compile_cdt"]
     assert "lut_compile" in benchmodel.MODES and "lut_compile" not in benchmodel.DEFAULT_MODES
     assert benchmodel.base_mode("eager") == "eager" and not benchmodel.is_graph("patch_compile")
 
@@ -508,3 +509,25 @@ def test_fuse_modes_fuse_a_copy_and_tune_it_once(tmp_path):
     aa = doc["models"][0]["modes"]["eager"]["phases"]["decode_b1"]["interleaved_aa"]
     assert aa["rounds"] == 7 and aa["q1"] <= aa["x_paired"] <= aa["q3"]
     assert "eager against itself, interleaved (the resolution)" in md
+
+
+def test_fuse_patch_compile_merges_each_group_in_the_compiled_graph():
+    """fuse_patch_compile(_cdt): eager_fuse_patch's model compiled; each fused group one GEMM in the
+    graph (gemmtune.fuse_compile's pass), the logits as the unfused eager model's."""
+    from torch._inductor import config
+
+    from gemmtune import fuse_compile
+
+    out = {"modes": {}}
+    model = benchmodel.build_model(benchmodel.parse_model("tiny-llama"), torch.float32, "cpu")
+    ids = torch.randint(0, 500, (1, 8))
+    v = benchmodel.make_variants(model, ["eager", "fuse_patch_compile_cdt"], lambda m: m(ids), out,
+                                 {"tune_fn": fake_tuner([]), "progress": False})
+    assert v["fuse_patch_compile_cdt"]._orig_mod is v["eager_fuse_patch"]
+    before = fuse_compile.STATS["merged"]
+    with torch.no_grad(), config.patch(fx_graph_cache=False):
+        torch._dynamo.reset()
+        got = v["fuse_patch_compile_cdt"](ids).logits
+        torch.testing.assert_close(got, model(ids).logits, rtol=1e-4, atol=1e-4)
+    torch._dynamo.reset()
+    assert fuse_compile.STATS["merged"] - before == 2 * model.config.num_hidden_layers  # q/k/v and gate/up

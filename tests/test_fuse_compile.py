@@ -193,3 +193,28 @@ def test_which_nodes_may_write():
                mk(lambda t: t, (x,)), mk(torch.nn.functional.relu, (x,), {"inplace": True})]
     assert [fuse_compile._writes(n) for n in pure] == [False] * len(pure)
     assert [fuse_compile._writes(n) for n in writing] == [True] * len(writing)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("cdt", [False, True])
+def test_gpu_patched_fused_group_compiled_against_fp64(cdt):
+    """bf16 on the GPU, the fused layer on a Triton kernel: compiled (default, and with coordinate
+    descent, where an M=1 gemmtune::mm goes back to Inductor), M = 1 and 5, against fp64."""
+    from test_modeltune import fake_tuner
+
+    torch.manual_seed(0)
+    m = Block(k=256, ns=(256, 64, 64), bias=False).cuda().bfloat16()
+    f = copy.deepcopy(m)
+    with torch.no_grad():
+        gemmtune.fuse_linears(f, torch.randn(3, 256, device="cuda", dtype=torch.bfloat16))
+        ds = gemmtune.tune_model(f, [(torch.randn(5, 256, device="cuda", dtype=torch.bfloat16),)],
+                                 tune_fn=fake_tuner([], {384: "triton_mm:BM32-BN64-BK64-S3-W4-G8"}))
+        gemmtune.patch(f, dispatchers=ds, tune_missing=False)
+        cf = torch.compile(f, dynamic=False, options={"coordinate_descent_tuning": cdt})
+        for rows in (1, 5):
+            x = torch.randn(rows, 256, device="cuda", dtype=torch.bfloat16)
+            got, d = _merged(lambda: cf(x))
+            want = copy.deepcopy(m).double()(x.double())
+            torch.testing.assert_close(got.double(), want, rtol=3e-2, atol=3e-2)
+            assert d["merged"] >= 1

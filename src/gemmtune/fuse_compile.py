@@ -153,7 +153,7 @@ def _writes(node: torch.fx.Node) -> bool:
         schemas = [t._schema]
     else:
         mod = getattr(t, "__module__", None) or ""
-        return not (mod.split(".")[0] in _SAFE_MODULES)
+        return mod.split(".")[0] not in _SAFE_MODULES
     return any(a.alias_info is not None and a.alias_info.is_write for s in schemas for a in s.arguments)
 
 
@@ -256,6 +256,13 @@ def install() -> bool:
         from torch._inductor import config
     except ImportError:
         return False
+    from .torch_ops import register_inductor_gemv
+
+    # gemmtune::mm's hand-back to Inductor (M=1 under coordinate descent, cuBLAS at static sizes)
+    # is registered by that op's fake kernel, which dynamo runs while tracing a patched layer; here
+    # the op appears only in the pass's output, traced by AOTAutograd after its decomposition
+    # table was read: so register it now.
+    register_inductor_gemv()
     current = config.pre_grad_custom_pass
     if getattr(current, "gemmtune", False):
         return True

@@ -18,7 +18,8 @@ from .report import markdown, plot
 from .profile import profile_graphs
 from .timing import interleave_eager, interleave_graphs, time_call
 
-COMPILED_MODES = ("compile", "max_autotune", "patch_compile", "lut_compile", "compile_cdt", "patch_compile_cdt")
+COMPILED_MODES = ("compile", "max_autotune", "patch_compile", "lut_compile", "compile_cdt", "patch_compile_cdt",
+                  "fuse_patch_compile", "fuse_patch_compile_cdt")
 CDT = {"coordinate_descent_tuning": True}  # the option max-autotune adds besides its GEMM search
 
 
@@ -211,6 +212,9 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
         elif mode == "patch_compile_cdt":
             build("eager_patch")
             v = torch.compile(variants["patched"], dynamic=False, options=CDT)
+        elif mode in ("fuse_patch_compile", "fuse_patch_compile_cdt"):
+            v = torch.compile(build("eager_fuse_patch"), dynamic=False,
+                              **({"options": CDT} if mode.endswith("_cdt") else {}))
         elif mode == "lut_compile":
             # No second tuning: the table of eager_patch's tuning call, installed only while this
             # mode compiles (_dynamo_for), so that max_autotune stays Inductor's own search.
@@ -343,6 +347,16 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
     replays: dict = {}
 
     def one_mode(mode: str) -> None:
+        from .. import fuse_compile
+
+        merged = fuse_compile.STATS["merged"]
+        try:
+            _one_mode(mode)
+        finally:  # how many fused groups the compiled graphs of this mode run as one GEMM each
+            if fuse_compile.STATS["merged"] > merged:
+                out["modes"][mode]["fused_merged"] = fuse_compile.STATS["merged"] - merged
+
+    def _one_mode(mode: str) -> None:
         fn_model = variants[mode]
         rec = out["modes"][mode]
         rec["phases"] = {}

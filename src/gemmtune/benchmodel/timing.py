@@ -158,7 +158,12 @@ def interleave_graphs(out: dict, replays: dict, phases: list[str], model_name: s
                                ("lut_compile_graph", "compile_graph"), ("lut_compile_graph", "max_autotune_graph"),
                                ("patch_compile_cdt_graph", "compile_cdt_graph"),
                                ("patch_compile_cdt_graph", "max_autotune_graph"),
-                               ("compile_cdt_graph", "max_autotune_graph")):
+                               ("compile_cdt_graph", "max_autotune_graph"),
+                               ("fuse_patch_compile_graph", "compile_graph"),
+                               ("fuse_patch_compile_graph", "max_autotune_graph"),
+                               ("fuse_patch_compile_cdt_graph", "compile_cdt_graph"),
+                               ("fuse_patch_compile_cdt_graph", "patch_compile_cdt_graph"),
+                               ("fuse_patch_compile_cdt_graph", "max_autotune_graph")):
             if patched in rec and plain in rec:
                 rec[f"{patched}_x_{plain}"] = rec[plain] / rec[patched]
         res[p] = rec
