@@ -204,12 +204,12 @@ def test_gpu_patched_fused_group_compiled_against_fp64(cdt):
     from test_modeltune import fake_tuner
 
     torch.manual_seed(0)
-    m = Block(k=256, ns=(256, 64, 64), bias=False).cuda().bfloat16()
+    m = Block(k=256, ns=(256, 128, 128), bias=False).cuda().bfloat16()
     f = copy.deepcopy(m)
     with torch.no_grad():
         gemmtune.fuse_linears(f, torch.randn(3, 256, device="cuda", dtype=torch.bfloat16))
         ds = gemmtune.tune_model(f, [(torch.randn(5, 256, device="cuda", dtype=torch.bfloat16),)],
-                                 tune_fn=fake_tuner([], {384: "triton_mm:BM32-BN64-BK64-S3-W4-G8"}))
+                                 tune_fn=fake_tuner([], {512: "triton_mm:BM32-BN64-BK64-S3-W4-G8"}))
         gemmtune.patch(f, dispatchers=ds, tune_missing=False)
         cf = torch.compile(f, dynamic=False, options={"coordinate_descent_tuning": cdt})
         for rows in (1, 5):
