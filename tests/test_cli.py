@@ -5,6 +5,7 @@ every help, and tables that a second run merges into instead of destroying."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -364,6 +365,19 @@ def test_file_errors_are_one_line_and_found_before_the_work(tmp_path, capsys):
         rc, out, err = run(argv, capsys)
         assert rc == 2 and needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, (argv, err)
     assert not (tmp_path / "s.sqlite").exists()  # refused before the store was opened
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"),
+                    reason="needs Linux's /proc, a directory no process can create files in")
+def test_tune_into_a_directory_it_cannot_write_stops_before_the_sweep(tmp_path, capsys):
+    """``tune --out`` into a directory this process cannot create files in ran the whole sweep and
+    then failed writing the table (session 31's audit). /proc refuses new files even to root, whom a
+    chmod would not stop. One line, rc 2, nothing measured."""
+    store = tmp_path / "s.sqlite"
+    rc, out, err = run(["tune", "--shape", "8x8x16:fp16", "--families", "aten", "-q", "--store", str(store),
+                        "--out", "/proc/gemmtune-table.json"], capsys)
+    assert rc == 2 and "/proc is not writable" in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and not store.exists()
 
 
 def test_capture_device_is_checked_before_the_model_is_built(tmp_path, capsys, monkeypatch):

@@ -81,6 +81,17 @@ def check_file_target(path: str | os.PathLike, what: str) -> None:
         raise ValueError(f"cannot write {what} to {path}: directory {parent} does not exist")
     if Path(path).is_dir():
         raise ValueError(f"cannot write {what} to {path}: it is a directory; give a file name")
+    # Written by a temporary file in the same directory, renamed over it (write_atomic): that needs
+    # the directory writable. A probe file says so for this process as it is (root ignores mode
+    # bits, a read-only mount does not), before the work rather than after it: a read-only
+    # directory had failed a whole tuning sweep at its last step (session 31's audit).
+    try:
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".gemmtune-probe-")
+    except OSError as e:
+        raise ValueError(f"cannot write {what} to {path}: directory {parent} is not writable "
+                         f"({e.strerror or e})") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def _read_umask() -> int:
