@@ -29,6 +29,43 @@ if importlib.util.find_spec("gemmtune") is None:
 
 HAS_CUDA = torch.cuda.is_available()
 
+
+def _interpreter_index_shim() -> None:
+    """Triton before 3.9 (3.6 on the GPU machine) has its interpreter turn a scalar into a Python
+    int with ``int(array)`` on a one-element array, which numpy 2.4 refuses ("only 0-dimensional
+    arrays can be converted"; numpy 1.26 warned): every ``range()`` over a program-id-derived bound
+    failed, 26 CPU-lane tests on the H200 machine (2026-11-29). The conversion, made on the one
+    element. Tests only: gemmtune itself leaves triton as it is."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return
+    try:
+        import numpy as np
+        import triton
+        from triton.runtime import interpreter
+    except ImportError:
+        return
+    if tuple(int(p) for p in triton.__version__.split(".")[:2] if p.isdigit()) >= (3, 9):
+        return
+    original = getattr(interpreter, "_patch_lang_tensor", None)
+    if original is None or getattr(original, "_gemmtune_shim", False):
+        return
+
+    def index(self):
+        data = np.asarray(self.handle.data)
+        if data.size != 1:
+            raise TypeError(f"only single-element tensors can be converted to an index, got shape {data.shape}")
+        return int(data.reshape(-1)[0])
+
+    def patched(tensor, scope):
+        original(tensor, scope)  # the scope has recorded the attribute to restore afterwards
+        tensor.__index__ = index
+
+    patched._gemmtune_shim = True
+    interpreter._patch_lang_tensor = patched
+
+
+_interpreter_index_shim()
+
 # Under pytest-xdist (`-n 2`, the README's test command) every worker is its own process, and
 # each would start torch's intra-op pool with one thread per core: split the cores instead.
 _XDIST_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
