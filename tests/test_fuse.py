@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 import pickle
 
 import pytest
@@ -384,3 +385,45 @@ def test_fusing_a_patched_model_says_to_fuse_first():
         gemmtune.patch(m, example_inputs=[(x,)], tune_fn=fake_tuner([], {32: TRITON, 16: TRITON}))
         with pytest.warns(RuntimeWarning, match="fuse first, then patch"):
             assert gemmtune.fuse_linears(m, x) == []
+
+
+def test_groups_by_name_without_a_forward_pass():
+    m, f, groups = _pair()
+    fresh = copy.deepcopy(m)
+    made = gemmtune.fuse_linears(fresh, groups=[g.members for g in groups])
+    assert made == groups and gemmtune.fuse.fused_names(fresh) == [("q", "k", "v")]
+    assert gemmtune.fuse_linears(fresh, groups=[("q", "k", "v")]) == []  # fused already, as named
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        _close(fresh(x), m(x))
+    bad = [([("q", "nope")], "no layer 'nope'"), ([("q",)], "two or more"), ([("q", "q")], "two or more"),
+           ([("q", "o")], "cannot share one GEMM"), (["qk"], "sequence of layer names")]
+    for spec, needle in bad:
+        with pytest.raises((ValueError, TypeError), match=needle):
+            gemmtune.fuse_linears(copy.deepcopy(m), groups=spec)
+    with pytest.raises(ValueError, match="a FusedLinear, not a plain"):
+        gemmtune.fuse_linears(fresh, groups=[("k", "v")])  # members of another group
+    with pytest.raises(ValueError, match="not both"):
+        gemmtune.fuse_linears(copy.deepcopy(m), x, groups=[("q", "k")])
+
+
+def test_save_patched_records_the_groups_and_load_patched_refuses_them(tmp_path):
+    from test_modeltune import fake_tuner
+
+    m, f, _ = _pair(bias=False)
+    x = torch.randn(2, 5, 32)
+    with torch.no_grad():
+        gemmtune.patch(f, dispatchers=gemmtune.tune_model(f, [(x,)], tune_fn=fake_tuner([], {64: TRITON})),
+                       tune_missing=False)
+        path = gemmtune.save_patched(tmp_path / "p.json", f)
+        assert json.loads(path.read_text())["fused"] == [["q", "k", "v"]]
+        fresh = copy.deepcopy(m)
+        gemmtune.load_patched(fresh, path)
+        assert gemmtune.fuse.fused_names(fresh) == [("q", "k", "v")]
+        assert fresh.gemmtune_fused_q_k_v.dispatcher.hint_choices[0].choice.id == TRITON
+        _close(fresh(x), m(x))
+        other = torch.nn.ModuleDict({"q": torch.nn.Linear(32, 32), "k": torch.nn.Linear(16, 16)})
+        with pytest.raises(ValueError, match="cannot re-fuse this model as saved"):
+            gemmtune.load_patched(other, path)
+    with pytest.raises(ValueError, match="no patched layer"):
+        gemmtune.save_patched(tmp_path / "q.json", copy.deepcopy(m))

@@ -31,7 +31,8 @@ another fails, and ``unfuse`` undoes the fusion. Save with ``torch.save`` (share
 kept); ``safetensors`` refuses tensors that share memory, so ``unfuse`` before
 ``save_pretrained``. ``copy.deepcopy`` clones each parameter on its own, so a copy holds its
 fused layers' weights twice until its first call re-fuses them. Fuse before ``patch`` (patch converts the fused layer like any other);
-``load_patched`` in a new process needs ``fuse_linears`` run there first, with the same inputs.
+``save_patched(path, model)`` records the groups by name, and ``load_patched`` re-fuses them in a
+new process (``fuse_linears(model, groups=...)``).
 
 A member is served the round's slice only if nothing it depends on changed since the round
 began: its own weight and bias (the same parameters, at the same place, at the same version
@@ -68,7 +69,7 @@ from __future__ import annotations
 import re
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -343,24 +344,33 @@ def _partition(names: list[str], mods: dict, shared: set[int]) -> list[list[str]
 
 
 def fuse_linears(model: torch.nn.Module, *example_inputs, inputs: Iterable | None = None,
-                 fn: Callable[[], object] | None = None) -> list[FusedGroup]:
+                 fn: Callable[[], object] | None = None,
+                 groups: Iterable[Sequence[str]] | None = None) -> list[FusedGroup]:
     """Fuse the sibling ``nn.Linear`` layers of ``model`` (see the module docstring): those that
     ``model(*example_inputs)`` (or each input of ``inputs``, as ``gemmtune.capture`` takes them,
     or ``fn()``, e.g. a closure that runs a prefill and a decode step) called on one input tensor
-    together, every time. Returns the groups made (empty when there
-    are none). Run it before ``patch`` / ``tune_model``; ``unfuse`` undoes it."""
+    together, every time. Or, with ``groups``, the layers named there (each a sequence of member
+    names in call order, as ``fused_names`` and ``FusedGroup.members`` give them), without running
+    the model: how ``load_patched`` re-fuses a saved model. Returns the groups made (empty when
+    there are none). Run it before ``patch`` / ``tune_model``; ``unfuse`` undoes it."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
     passes = example_passes(inputs) if inputs is not None else ([tuple(example_inputs)] if example_inputs else [])
-    if not passes and fn is None:
-        raise ValueError("fuse_linears needs example inputs (fuse_linears(model, x), inputs=[(x1,), ...] or fn=): "
-                         "the siblings are the layers a forward pass calls on one tensor")
+    if groups is not None and (passes or fn is not None):
+        raise ValueError("fuse_linears takes example inputs (or fn=) or groups=, not both")
+    if not passes and fn is None and groups is None:
+        raise ValueError("fuse_linears needs example inputs (fuse_linears(model, x), inputs=[(x1,), ...] or fn=), "
+                         "or groups= of layer names: the siblings are the layers a forward pass calls on one tensor")
     counts: dict[int, int] = {}
     for _, p in model.named_parameters(remove_duplicate=False):
         counts[id(p)] = counts.get(id(p), 0) + 1
     shared = {i for i, c in counts.items() if c > 1}
     mods = dict(model.named_modules())
     made = []
+    if groups is not None:
+        for names in _named_groups(groups, mods, shared):
+            made.append(_fuse(model, names, [mods[n] for n in names]))
+        return made
     for siblings in _siblings(model, passes, fn):
         for names in _partition(siblings, mods, shared):
             made.append(_fuse(model, names, [mods[n] for n in names]))
@@ -370,6 +380,55 @@ def fuse_linears(model: torch.nn.Module, *example_inputs, inputs: Iterable | Non
                       "gemmtune.patch and are not fused; fuse first, then patch (patch(..., fuse=True) does both)",
                       RuntimeWarning, stacklevel=2)
     return made
+
+
+def _named_groups(groups: Iterable[Sequence[str]], mods: dict, shared: set[int]) -> list[list[str]]:
+    """``groups`` checked against the model: each names two or more distinct plain ``nn.Linear``
+    layers that ``_partition`` keeps together (same in_features, dtype, device, bias or none, no
+    shared parameter). A group whose members are already fused together is skipped. Errors name
+    the group and the layer."""
+    out = []
+    for g in groups:
+        if isinstance(g, str) or not all(isinstance(n, str) for n in g):
+            raise TypeError(f"each fused group is a sequence of layer names, got {g!r}")
+        names = list(g)
+        if len(names) < 2 or len(set(names)) != len(names):
+            raise ValueError(f"fused group {names}: needs two or more distinct layers")
+        missing = [n for n in names if n not in mods]
+        if missing:
+            raise ValueError(f"fused group {names}: this model has no layer {missing[0]!r}")
+        g0 = mods[names[0]].__dict__.get("_gemmtune_group")
+        if g0 is not None and len(g0.members) == len(names) and all(m is mods[n] for m, n in zip(g0.members, names)):
+            continue  # fused already, as named
+        other = [n for n in names if type(mods[n]) is not torch.nn.Linear]
+        if other:
+            raise ValueError(f"fused group {names}: {other[0]!r} is a {type(mods[other[0]]).__name__}, not a plain "
+                             "torch.nn.Linear (fused or patched already? fuse before patch)")
+        if _partition(names, mods, shared) != [names]:
+            raise ValueError(f"fused group {names}: its layers cannot share one GEMM (in_features, dtype, device or "
+                             "bias differ, or a parameter is shared with another layer)")
+        out.append(names)
+    return out
+
+
+def fused_names(model: torch.nn.Module) -> list[tuple[str, ...]]:
+    """The member names of each fused group of ``model``, in call order: what ``save_patched``
+    records and ``fuse_linears(model, groups=...)`` takes.
+
+    >>> m = torch.nn.ModuleDict({"q": torch.nn.Linear(4, 4), "k": torch.nn.Linear(4, 2)})
+    >>> _ = fuse_linears(m, groups=[["q", "k"]])
+    >>> fused_names(m)
+    [('q', 'k')]
+    """
+    names = {id(m): n for n, m in model.named_modules()}
+    out, seen = [], set()
+    for mod in model.modules():
+        g = mod.__dict__.get("_gemmtune_group")
+        if isinstance(mod, FusedLinear) and g is not None and id(g) not in seen:
+            seen.add(id(g))
+            if all(id(m) in names for m in g.members):
+                out.append(tuple(names[id(m)] for m in g.members))
+    return out
 
 
 def _fuse(model: torch.nn.Module, names: list[str], members: list[torch.nn.Linear]) -> FusedGroup:
@@ -426,4 +485,4 @@ def unfuse(model: torch.nn.Module) -> int:
     return len(groups)
 
 
-__all__ = ["fuse_linears", "unfuse", "FusedGroup", "FusedLinear"]
+__all__ = ["fuse_linears", "unfuse", "fused_names", "FusedGroup", "FusedLinear"]

@@ -125,13 +125,23 @@ def tune_model(model: torch.nn.Module, inputs: Iterable | None = None, *, fn: Ca
             for key, ms in hints.items()}
 
 
-def save_patched(path: str | os.PathLike, dispatchers: Mapping[tuple, Dispatcher], *,
+def save_patched(path: str | os.PathLike, dispatchers: Mapping[tuple, Dispatcher] | torch.nn.Module, *,
                  binaries: bool = True) -> Path:
     """One artifact for a patched model: ``path`` (an index JSON) plus one dispatcher file per
     layer shape beside it (``<stem>.d/``), each with its compiled kernels on a GPU. ``dispatchers``
-    is keyed (n, k, dtype, layout_b), or (n, k, dtype) as ``gemmtune.nn.dispatchers(model)`` and
-    ``patch(dispatchers=...)`` give them (the layout is then the dispatcher's)."""
+    is the patched model itself, or its dispatchers keyed (n, k, dtype, layout_b), or (n, k, dtype)
+    as ``gemmtune.nn.dispatchers(model)`` and ``patch(dispatchers=...)`` give them (the layout is
+    then the dispatcher's). Given the model, the artifact also records its fused groups
+    (``gemmtune.fuse_linears``), which ``load_patched`` then re-fuses in the model it patches."""
     path = Path(path)
+    fused: list = []
+    if isinstance(dispatchers, torch.nn.Module):
+        from .fuse import fused_names
+        from .nn import dispatchers as of_model
+        fused = [list(g) for g in fused_names(dispatchers)]
+        dispatchers = of_model(dispatchers, with_layout=True)
+        if not dispatchers:
+            raise ValueError("save_patched: this model has no patched layer (run gemmtune.patch first)")
     if not re.fullmatch(r"[\w.\-]+", path.stem):
         # load_patched reads the layer files only under such names (no spaces, no '+', no '@')
         raise ValueError(f"cannot save a patched model as {path.name!r}: use letters, digits, '_', '-' and '.' "
@@ -155,7 +165,10 @@ def save_patched(path: str | os.PathLike, dispatchers: Mapping[tuple, Dispatcher
             name = f"mm_n{n}_k{k}_{dt}_{lb}.json"
             d.save(stage / name, binaries=binaries)
             layers.append({"n": n, "k": k, "dtype": dt, "layout_b": lb, "file": f"{folder.name}/{name}"})
-        index = json.dumps({"format": FORMAT, "schema_version": SCHEMA_VERSION, "layers": layers}, indent=1) + "\n"
+        doc = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "layers": layers}
+        if fused:  # optional: an artifact without it loads as before
+            doc["fused"] = fused
+        index = json.dumps(doc, indent=1) + "\n"
         with locked(path):  # two saves to one path swap their folders one after the other
             if folder.exists():
                 old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{folder.name}.", suffix=".old"))
@@ -180,7 +193,7 @@ def save_patched(path: str | os.PathLike, dispatchers: Mapping[tuple, Dispatcher
 def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: bool = False,
                  convert_aten_layers: bool = False) -> torch.nn.Module:
     """Re-apply a saved ``save_patched`` artifact to ``model`` (same architecture): no tuning, and
-    on the same GPU and software no compiles either. Layers with no saved dispatcher are left
+    on the same GPU and software no compiles either. Sibling layers saved fused are fused first. Layers with no saved dispatcher are left
     as they are (a warning names them). As in ``patch``, a layer whose dispatcher runs cuBLAS
     for every shape stays torch's own, its dispatcher recorded on it
     (``convert_aten_layers=True`` converts it)."""
@@ -202,6 +215,17 @@ def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: boo
             path.parent / f, strict=strict)
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
+    fused = doc.get("fused", [])
+    if fused:
+        # The fused layers' dispatchers are saved under the fused shapes: the model is fused as
+        # it was when saved (by name: no forward pass), then patched.
+        from .fuse import fuse_linears
+        if not isinstance(fused, list):
+            raise ValueError(f"{path}: 'fused' must be a list of layer-name lists")
+        try:
+            fuse_linears(model, groups=fused)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{path}: cannot re-fuse this model as saved: {e}") from None
     # Straight to patch's layer pass, so that its warnings say load_patched and the artifact, and
     # point at the caller's line.
     return _patch_layers(model, None, ds, False, "measure", convert_aten_layers,

@@ -538,7 +538,8 @@ def patch(model: torch.nn.Module, table=None, *,
     ``"tuned"`` always runs the tuned kernel.
     ``fuse=True`` (with ``example_inputs``) first runs ``gemmtune.fuse_linears`` on them: sibling
     layers that read one input (q/k/v, gate/up) become one GEMM each, and the fused shapes are
-    what is tuned (``gemmtune.fuse``; in a new process, ``fuse_linears`` before ``load_patched``).
+    what is tuned (``gemmtune.fuse``; ``save_patched(path, model)`` records the groups, which
+    ``load_patched`` re-fuses in a new process).
 
     Layers whose dispatcher runs cuBLAS for every shape (every tuned hint chose ``aten``:
     ``runs_as_torch``) are left as they are, torch's own ``nn.Linear`` / ``Conv1D``: a converted
