@@ -126,6 +126,19 @@ def test_other_backends_run_each_member_on_its_own(backend):
     assert d == {"merged": 0, "kept": 0}
 
 
+@pytest.mark.parametrize("strict", [False, True])
+def test_export_gets_torchs_own_linear(strict):
+    """torch.export (strict: through dynamo) had put gemmtune::fused_member in the exported program,
+    which then needed gemmtune wherever it was loaded."""
+    m, f = _pair()
+    x = torch.randn(4, 32)
+    with torch.no_grad():
+        ep = torch.export.export(f, (x,), strict=strict)
+    targets = [str(n.target) for n in ep.graph.nodes if n.op == "call_function"]
+    assert not any("gemmtune" in t for t in targets) and sum("linear" in t for t in targets) == 4
+    torch.testing.assert_close(ep.module()(x), m(x), rtol=1e-5, atol=1e-5)
+
+
 def test_training_under_compile_is_unfused_and_gets_gradients():
     m, f = _pair()
     x = torch.randn(4, 32)

@@ -23,7 +23,8 @@ the graph:
    values at every member, and the one GEMM at the first member computes what each would have.
 
 Where the pass does not run (another backend than Inductor, ``backend="eager"`` or
-``"aot_eager"``), each member op is its own ``F.linear``: the same work as unfused.
+``"aot_eager"``), each member op is its own ``F.linear``: the same work as unfused. Under
+``torch.export`` the members are plain ``F.linear`` calls (an exported program needs no gemmtune).
 
 Limits: the trace-time check that the members' parameters are views of the fused weight
 (``_Group._fusable``, which re-fuses them if they were moved) is not a guard of the compiled
@@ -105,13 +106,20 @@ def _handle(fused: torch.nn.Module, x: torch.Tensor) -> int:
     return fused._gemmtune_handle
 
 
+def _exporting() -> bool:
+    """torch.export (strict) traces through dynamo too: an exported program gets torch's own
+    F.linear, not an op that needs gemmtune where it is loaded, and no Inductor pass merges it."""
+    f = getattr(torch.compiler, "is_exporting", None)
+    return bool(f and f())
+
+
 def member_forward(m: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     """A fused group's member ``m`` traced by torch.compile (see the module docstring)."""
     g = m._gemmtune_group
     w, b = m.weight, m.bias
     if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or (b is not None and b.requires_grad)):
         return F.linear(x, w, b)  # the op has no autograd formula; training runs unfused
-    if x.dim() == 0 or torch.is_autocast_enabled() or not _trace_ok(g.gid):
+    if x.dim() == 0 or torch.is_autocast_enabled() or _exporting() or not _trace_ok(g.gid):
         return F.linear(x, w, b)
     fused = g.fused
     return torch.ops.gemmtune.fused_member(x, w, b, fused.weight, fused.bias, g.offsets[m._gemmtune_index],
