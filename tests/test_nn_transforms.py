@@ -113,3 +113,21 @@ def test_bmm_module_and_route_keep_forward_ad_tangents():
     torch.testing.assert_close(y, want[0], rtol=1e-4, atol=1e-4)
     assert route.routed == 1  # the plain call outside the transforms still took the tuned route
     torch.testing.assert_close(plain, torch.bmm(a, b), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("make", [_mlp, _conv1d_model], ids=["linear", "conv1d"])
+@pytest.mark.parametrize("bias_shape", [(1,), ()])
+def test_a_broadcasting_bias_runs_as_torchs(make, bias_shape):
+    """A bias replaced by one that broadcasts over the outputs (shape (1,) or ()), which F.linear and
+    Conv1D take: the patched layer raised the dispatcher's "bias must have shape (N,)"; now it runs
+    torch's forward for it, eager and compiled."""
+    model, ref = make()
+    with torch.no_grad():
+        b = torch.randn(bias_shape)
+        model[0].bias = torch.nn.Parameter(b.clone())
+        ref[0].bias = torch.nn.Parameter(b.clone())
+        x = torch.randn(8, 32)
+        for _ in range(2):  # the first call measures the paths, the second takes the cached one
+            torch.testing.assert_close(model(x), ref(x), rtol=1e-4, atol=1e-4)
+        torch._dynamo.reset()
+        torch.testing.assert_close(torch.compile(model, backend="aot_eager")(x), ref(x), rtol=1e-4, atol=1e-4)

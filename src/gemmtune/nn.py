@@ -226,6 +226,13 @@ def _forward(self, x: torch.Tensor, tuned, aten):
     return tuned(x)
 
 
+def _odd_bias(b: torch.Tensor | None, n: int) -> bool:
+    """A bias the tuned epilogue does not take but torch's forward does: one that broadcasts over
+    the N outputs (shape (1,) or ()). Checked only after the dispatcher refused it (a ValueError),
+    so the usual call pays nothing; under torch.compile, at trace time."""
+    return b is not None and (b.dim() != 1 or b.shape[0] != n)
+
+
 def _torchs_own(x: torch.Tensor) -> bool:
     """Whether a patched layer leaves this call to torch's own forward: under ``torch.autocast``
     (autocast casts inside F.linear / torch.addmm, as for an unpatched layer), and for an input on
@@ -324,7 +331,7 @@ class Linear(torch.nn.Linear):
                 return F.linear(x, self.weight, self.bias)
             if p is _TUNED and x.dtype == self.dispatcher.torch_dtype:
                 return self._tuned(x)
-        elif _torchs_own(x):
+        elif _torchs_own(x) or _odd_bias(self.bias, self.weight.shape[0]):
             return F.linear(x, self.weight, self.bias)
         elif self.dispatcher.all_aten:
             return F.linear(x, self.weight, self.bias)  # Dispatcher.all_aten says why
@@ -370,6 +377,8 @@ class Linear(torch.nn.Linear):
                 return F.linear(x, w, b)
             return linear(x.flatten(0, -2), w, b, h).unflatten(0, x.shape[:-1])
         except ValueError:
+            if _odd_bias(b, w.shape[0]):
+                return F.linear(x, w, b)  # a bias that broadcasts (shape (1,) or ()): torch's, as F.linear takes it
             if not x.is_neg():
                 raise
         return self._tuned(x.resolve_neg())
@@ -390,7 +399,7 @@ def _conv1d_forward(self, x: torch.Tensor) -> torch.Tensor:
             return self._gemmtune_base_forward(x)
         if p is _TUNED and x.dtype == self.dispatcher.torch_dtype:
             return self._gemmtune_tuned(x)
-    elif _torchs_own(x):
+    elif _torchs_own(x) or _odd_bias(self.bias, self.weight.shape[1]):
         return self._gemmtune_base_forward(x)
     elif self.dispatcher.all_aten:
         return self._gemmtune_base_forward(x)
@@ -411,6 +420,8 @@ def _conv1d_tuned(self, x: torch.Tensor) -> torch.Tensor:
     try:
         y = mm_bias(x.reshape(-1, x.shape[-1]), w, self.bias, self._gemmtune_handle)
     except ValueError:
+        if _odd_bias(self.bias, w.shape[1]):
+            return self._gemmtune_base_forward(x)  # a broadcasting bias: the layer's own forward
         if not x.is_neg():
             raise
         y = mm_bias(x.resolve_neg().reshape(-1, x.shape[-1]), w, self.bias, self._gemmtune_handle)
