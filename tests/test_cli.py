@@ -513,3 +513,21 @@ def test_space_and_predict_take_the_op_and_bs_layout(capsys):
 def test_an_unknown_device_names_the_short_names_help_gives(capsys):
     rc, _, err = run(["space", "--shape", "8x8x8", "--families", "aten", "--device", "h300"], capsys)
     assert rc == 2 and "built-in devices: h100, h200, a100 (NVIDIA H100" in err
+
+
+def test_single_value_options_and_free_text_are_checked(capsys):
+    """Audit finds: ``space --shape`` given twice listed the last shape's space silently, ``predict
+    --triton abc`` looked for a model of triton 'abc', ``capture --group ""`` (or one with a comma)
+    wrote a suite whose group column was empty or split. Each is one line, rc 2."""
+    cases = [(["space", "--families", "aten", "--shape", "8x8x16:fp16", "--shape", "16x16x16:fp16"], "given twice"),
+             (["inspect", "aten", "--shape", "8x8x16:fp16", "--shape", "9x9x9"], "given twice"),
+             (["predict", "--shape", "8x8x16:fp16", "--triton", "abc"], "not a version"),
+             (["capture", "--model", "tiny-llama", "--group", ""], "non-empty name"),
+             (["capture", "--model", "tiny-llama", "--group", "a,b"], "without commas")]
+    for argv, needle in cases:
+        with pytest.raises(SystemExit) as e:
+            cli.main(argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and needle in err and len(err.strip().splitlines()) == 1, (argv, err)
+    rc, out, err = run(["space", "--families", "aten", "--shape", "8x8x16:fp16"], capsys)
+    assert rc == 0 and out.strip() == "aten"

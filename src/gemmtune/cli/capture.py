@@ -6,7 +6,7 @@ import dataclasses
 import os
 import sys
 
-from .common import nonneg_int, positive_int
+from .common import column_text, nonneg_int, positive_int
 from ..jsonio import check_file_target
 
 
@@ -234,9 +234,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the weights and tokens")
     p.add_argument("--out", default="gemmtune-shapes.csv", help="suite CSV to write (replaced if it exists)")
     p.add_argument("--json", metavar="PATH", help="also write every record (counts, modules, untunable GEMMs) as JSON")
-    p.add_argument("--group", help="the suite's group column (default: the preset's name, else 'captured')")
+    p.add_argument("--group", type=column_text, help="the suite's group column (default: the preset's name, else 'captured')")
     p.add_argument("--fuse", action="store_true",
                    help="fuse sibling Linears first (gemmtune.fuse_linears: q/k/v, gate/up as one GEMM each), so the "
-                        "suite holds the fused shapes; serve with fuse_linears run on the model before load_patched")
+                        "suite holds the fused shapes; serve with patch(..., fuse=True) (save_patched(path, model) records the "
+                        "groups for load_patched)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.set_defaults(fn=cmd_capture)

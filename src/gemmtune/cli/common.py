@@ -5,6 +5,7 @@ that a shape's operands can be allocated."""
 from __future__ import annotations
 
 import argparse
+import re
 import os
 import sys
 
@@ -63,6 +64,37 @@ def int_at_least(lo: int):
 
 
 positive_int = int_at_least(1)
+
+
+def version_text(text: str) -> str:
+    """An argparse type: a MAJOR.MINOR[.PATCH...] version such as triton's ('3.6', '3.6.0')."""
+    if not re.fullmatch(r"\d+\.\d+(\.\w+)*", text.strip()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a version such as 3.6 or 3.6.0")
+    return text.strip()
+
+
+version_text.__name__ = "version"
+
+
+def column_text(text: str) -> str:
+    """An argparse type: a non-empty value for one CSV column (no comma, quote or line break)."""
+    if not text.strip() or re.search(r"[,\"\r\n]", text):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a non-empty name without commas, quotes or line breaks")
+    return text.strip()
+
+
+column_text.__name__ = "name"
+
+
+class Once(argparse.Action):
+    """A single-valued option that refuses to be given twice (argparse keeps the last silently)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        seen = namespace.__dict__.setdefault("_given_once", set())
+        if self.dest in seen:
+            parser.error(f"{option_string} given twice: this command takes one")
+        seen.add(self.dest)
+        setattr(namespace, self.dest, values)
 nonneg_int = int_at_least(0)
 
 

@@ -9,7 +9,8 @@ import os
 import re
 import sys
 
-from .common import Help, add_problem_args, alias, check_allocatable, families_help, family_list, int_at_least, problem_of
+from .common import (Help, Once, add_problem_args, alias, check_allocatable, families_help, family_list, int_at_least,
+                     problem_of)
 
 
 def cmd_demo(args) -> int:
@@ -120,7 +121,8 @@ def add_parsers(sub) -> None:
     p.set_defaults(fn=cmd_demo)
 
     p = sub.add_parser("space", help="list the candidate configs of families for a shape", formatter_class=Help)
-    p.add_argument("--shape", required=True, metavar="MxNxK[:dtype]", help="the problem, e.g. 4096x4096x4096:bf16")
+    p.add_argument("--shape", required=True, action=Once, metavar="MxNxK[:dtype]",
+                   help="the problem, e.g. 4096x4096x4096:bf16")
     # Required, checked in cmd_space: argparse would not count the old spelling as given.
     p.add_argument("--families", metavar="F1,F2", help="comma-separated families, e.g. triton_mm,skinny (required)")
     alias(p, "--family", "--families")
@@ -134,7 +136,8 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("inspect", help="what a choice compiles to for a GPU target, on any machine: registers, "
                        "spills, shared memory, load widths, wgmma / cp.async / TMA", formatter_class=Help)
     p.add_argument("choices", nargs="+", metavar="CHOICE", help="choice ids, e.g. triton_mm:BM128-BN128-BK64-S3-W8-G8")
-    p.add_argument("--shape", required=True, metavar="MxNxK[:dtype]", help="the problem, e.g. 1x6144x4096:bf16")
+    p.add_argument("--shape", required=True, action=Once, metavar="MxNxK[:dtype]",
+                   help="the problem, e.g. 1x6144x4096:bf16")
     p.add_argument("--layout-b", choices=("row", "col", "bcast_row", "bcast_col"),
                    help="B's layout (col: x @ W.T with a row-major W, the Linear case; bcast_*: a bmm's B "
                    "broadcast over the batch; default: the op's, row for mm)")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 import sys
 
-from .common import add_problem_args, alias, family_list, fraction, int_at_least, positive_int, problem_of
+from .common import (add_problem_args, alias, family_list, fraction, int_at_least, positive_int, problem_of,
+                     version_text)
 
 
 def _model_for(args, dev, triton_version: str | None = None):
@@ -274,7 +275,7 @@ def add_parsers(sub) -> None:
     add_problem_args(p)
     p.add_argument("--model", metavar="PATH", help="a learned model (default: the one shipped for this GPU "
                    "and triton MAJOR.MINOR, else the analytic model)")
-    p.add_argument("--triton", metavar="VERSION", help="triton version of the machine the ranking is for "
+    p.add_argument("--triton", metavar="VERSION", type=version_text, help="triton version of the machine the ranking is for "
                    "(default: the installed one); e.g. --device h200 --triton 3.6 ranks with the model "
                    "shipped for H200 + triton 3.6 from any machine")
     p.add_argument("--eval", metavar="STORE", help="instead: score the model's ranking against the measured "
