@@ -379,3 +379,19 @@ def test_tuning_an_already_patched_model_says_so():
     gemmtune.patch(model, example_inputs=[(x,)], tune_fn=fake_tuner([], {16: TRITON}))
     with pytest.raises(ValueError, match="1 layer\\(s\\) of this model are already patched"):
         gemmtune.patch(model, example_inputs=[(x,)], tune_fn=fake_tuner([]))
+
+
+def test_layers_of_a_size_zero_are_left_to_torch():
+    """Linear(0, n) (and an empty batch) made tune_model say "no patchable GEMM ran ... 1 tunable
+    problems, 1 layer shapes", a message that contradicted itself: such a GEMM has nothing to tune.
+    Alone, a one-line error that says so; beside other layers, those are tuned and it stays torch's."""
+    calls = []
+    with pytest.raises(ValueError, match=r"only GEMMs with a size 0 ran .*N=8 K=0"):
+        gemmtune.tune_model(torch.nn.Sequential(torch.nn.Linear(0, 8)), [(torch.randn(4, 0),)],
+                            tune_fn=fake_tuner(calls))
+    with pytest.raises(ValueError, match=r"M=0 N=8 K=4"):
+        gemmtune.tune_model(torch.nn.Sequential(torch.nn.Linear(4, 8)), [(torch.randn(0, 4),)],
+                            tune_fn=fake_tuner(calls))
+    model = torch.nn.Sequential(torch.nn.Linear(0, 8), torch.nn.Linear(8, 16))
+    ds = gemmtune.tune_model(model, [(torch.randn(4, 0),)], tune_fn=fake_tuner(calls))
+    assert list(ds) == [(16, 8, "float32", "col")] and calls[-1]  # one tuning call, the 8->16 layer in it

@@ -97,7 +97,15 @@ def tune_model(model: torch.nn.Module, inputs: Iterable | None = None, *, fn: Ca
     _warn_outside_layers(cap)
     wanted = layer_keys(model)
     seen: dict[tuple, set] = {}
+    empty = []
     for (n, k, dt, lb), ms in cap.hints().items():
+        if 0 in (n, k):  # Linear(0, n) / Linear(k, 0): no product to tune, torch's output is the bias
+            empty.append(f"N={n} K={k}")
+            continue
+        ms = {m for m in ms if m > 0}  # an empty batch has nothing to tune either
+        if not ms:
+            empty.append(f"M=0 N={n} K={k}")
+            continue
         # A B of one column (Linear(K, 1): a gate or a score head) or one row is row- and
         # column-major at once, and capture names it 'row' (operand_layout), where the layer's
         # key says 'col': matched on either, or the layer would miss its hints and patch would
@@ -106,6 +114,9 @@ def tune_model(model: torch.nn.Module, inputs: Iterable | None = None, *, fn: Ca
             if key in wanted:
                 seen.setdefault(key, set()).update(ms)
     hints = {key: sorted(ms | set(extra_m)) for key, ms in seen.items()}
+    if not hints and empty:
+        raise ValueError(f"only GEMMs with a size 0 ran in the example passes ({', '.join(empty)}): nothing to "
+                         "tune; such layers stay torch's")
     if not hints:
         converted = sum(hasattr(m, "_gemmtune_handle") for m in model.modules())
         already = (f"; {converted} layer(s) of this model are already patched (to tune again, patch an unpatched "
