@@ -420,3 +420,45 @@ def test_round_trip_property(store, status, device_ms, rel_err, reason, m, align
     store.record(CTX, row)
     assert store.count() == 1
     assert store.done(CTX, KEY) == {"x:1": row}
+
+
+def test_export_from_threads_to_one_file(store, tmp_path, monkeypatch):
+    """Two exports of one process to one file shared a temporary name (per process id): one
+    thread's rename could take the other's half-written file, or fail on the vanished name. Each
+    export now writes a file of its own; the second thread starts while the first is writing."""
+    import csv as _csv
+    import threading
+
+    store.record_many(CTX, [make_row(f"c:{i}") for i in range(50)])
+    out = tmp_path / "out.csv"
+    entered, release = threading.Event(), threading.Event()
+    cls, path = type(store), tmp_path / "results.sqlite"
+    orig = cls._write_csv
+
+    def slow(tmp, records):
+        orig(tmp, records)
+        if not entered.is_set():
+            entered.set()
+            release.wait(5)  # the first writer holds its file while the second one writes
+
+    monkeypatch.setattr(cls, "_write_csv", staticmethod(slow))
+    errors, counts = [], []
+
+    def run():
+        try:
+            counts.append(cls(path).export(out))  # a store object per thread (sqlite's rule), one file
+        except Exception as e:  # noqa: BLE001 - collected for the assert
+            errors.append(e)
+
+    t1 = threading.Thread(target=run)
+    t1.start()
+    entered.wait(5)
+    t2 = threading.Thread(target=run)
+    t2.start()
+    t2.join(5)
+    release.set()
+    t1.join(5)
+    assert not errors and counts == [50, 50], (errors, counts)
+    with open(out, newline="", encoding="utf-8") as f:
+        assert len(list(_csv.reader(f))) == 51
+    assert not list(tmp_path.glob(".out.csv.tmp-*"))

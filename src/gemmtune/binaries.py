@@ -185,12 +185,14 @@ def restore(src: str | os.PathLike, names: list[str] | None = None) -> tuple[int
         out = target / d.name
         if out.exists():
             continue
-        tmp = target / f"{d.name}.tmp.{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(d, tmp)
+        stage = Path(tempfile.mkdtemp(dir=target, prefix=f"{d.name}.tmp."))  # one per call, threads too
+        tmp = stage / d.name
         try:
+            shutil.copytree(d, tmp)
             os.replace(tmp, out)  # atomic: a concurrent reader sees all files or none
             copied += 1
         except OSError:  # another process restored it first
-            shutil.rmtree(tmp, ignore_errors=True)
+            pass
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
     return copied, f"{copied} kernel binaries restored into {target}"

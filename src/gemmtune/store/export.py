@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
@@ -33,7 +34,10 @@ class Export:
         if not out.parent.is_dir():
             raise StoreError(f"cannot export to {out}: directory {out.parent} does not exist")
         records = [tuple(asdict(c).values()) + tuple(asdict(r).values()) for c, r in self.rows()]
-        tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+        # A name of its own (not per process): two threads exporting to one file had shared one.
+        fd, name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.tmp-")
+        os.close(fd)
+        tmp = Path(name)
         try:
             if suffix == ".csv":
                 self._write_csv(tmp, records)
