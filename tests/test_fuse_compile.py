@@ -194,6 +194,21 @@ def test_rebound_weights_are_refused_at_trace_time_and_copies_are_groups_of_thei
         torch.testing.assert_close(torch.compile(c)(x), m(x), rtol=1e-5, atol=1e-5)
 
 
+def test_a_pass_that_fails_leaves_the_graph_unmerged_and_right(monkeypatch):
+    """The pass runs inside the user's compile: a surprise in it (here, the write check raising)
+    is a warning, the members stay their own F.linear, the output is right."""
+    def boom(node):
+        raise KeyError("example_value")
+
+    monkeypatch.setattr(fuse_compile, "_writes", boom)
+    m, f = _pair()
+    x = torch.randn(4, 32)
+    with torch.no_grad(), pytest.warns(RuntimeWarning, match="left unmerged"):
+        got, d = _merged(lambda: torch.compile(f)(x))
+    torch.testing.assert_close(got, m(x), rtol=1e-5, atol=1e-5)
+    assert d == {"merged": 0, "kept": 0}
+
+
 def test_which_nodes_may_write():
     g = torch.fx.Graph()
     x = g.placeholder("x")

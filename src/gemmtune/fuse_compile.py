@@ -6,9 +6,9 @@ version counter is an unbacked symbol to it), so until now a compiled model ran 
 unfused. This module fuses them in the compiled graph instead, where the check is a property of
 the graph:
 
-1. Traced, a member emits ``gemmtune::fused_member(x, w, b, fw, fb, start, handle)``: its own
+1. Traced, a member emits ``gemmtune::fused_member(x, w, b, fw, fb, start, size, handle)``: its own
    ``F.linear(x, w, b)`` (what the member computes, whatever happens next), tagged with the
-   group's fused weight and bias, its row offset in them and the fused layer's dispatcher handle
+   group's fused weight and bias, its rows in them (start, size) and the fused layer's dispatcher handle
    (-1: a plain ``nn.Linear``, cuBLAS or Inductor's own GEMM).
 2. Inductor's pre-grad custom pass (``torch._inductor.config.pre_grad_custom_pass``, installed
    the first time a member is traced; a pass already there is kept and runs first) replaces the
@@ -41,6 +41,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import operator
+import warnings
 import weakref
 from pathlib import Path
 
@@ -49,10 +50,11 @@ import torch.nn.functional as F
 
 from .torch_ops import _LIB
 
-_LIB.define("fused_member(Tensor x, Tensor w, Tensor? b, Tensor fw, Tensor? fb, int start, int handle) -> Tensor")
+_LIB.define("fused_member(Tensor x, Tensor w, Tensor? b, Tensor fw, Tensor? fb, int start, int size, int handle) "
+            "-> Tensor")
 
 
-def _member_op(x, w, b, fw, fb, start, handle):
+def _member_op(x, w, b, fw, fb, start, size, handle):
     return F.linear(x, w, b)
 
 
@@ -61,7 +63,7 @@ for _key in ("CPU", "CUDA"):
 
 
 @torch.library.register_fake("gemmtune::fused_member", lib=_LIB)
-def _member_fake(x, w, b, fw, fb, start, handle):
+def _member_fake(x, w, b, fw, fb, start, size, handle):
     return x.new_empty((*x.shape[:-1], w.shape[0]))
 
 
@@ -122,7 +124,8 @@ def member_forward(m: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     if x.dim() == 0 or torch.is_autocast_enabled() or _exporting() or not _trace_ok(g.gid):
         return F.linear(x, w, b)
     fused = g.fused
-    return torch.ops.gemmtune.fused_member(x, w, b, fused.weight, fused.bias, g.offsets[m._gemmtune_index],
+    i = m._gemmtune_index
+    return torch.ops.gemmtune.fused_member(x, w, b, fused.weight, fused.bias, g.offsets[i], g.sizes[i],
                                            _handle(fused, x))
 
 
@@ -166,7 +169,7 @@ def _writes(node: torch.fx.Node) -> bool:
 
 
 def _member_args(node: torch.fx.Node):
-    names = ("x", "w", "b", "fw", "fb", "start", "handle")
+    names = ("x", "w", "b", "fw", "fb", "start", "size", "handle")
     vals = dict(zip(names, node.args))
     vals.update(node.kwargs)
     return [vals.get(n) for n in names]
@@ -183,30 +186,45 @@ def _is_view(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and node.target in (torch.Tensor.view,)
 
 
-def merge(graph: torch.fx.Graph) -> int:
-    """Replace each set of ``gemmtune::fused_member`` nodes that read one input with one GEMM and
-    their slices (the module docstring says when). Returns the number of sets merged."""
+def _plan(graph: torch.fx.Graph) -> tuple[list, int]:
+    """The sets of member nodes to merge, each (x, fw, fb, handle, [(node, start, size)]), and how
+    many sets were kept apart: read only, so that a surprise leaves the graph as it was."""
     nodes = list(graph.nodes)
     pos = {n: i for i, n in enumerate(nodes)}
     sets: dict[tuple, list] = {}
     for n in nodes:
         if _is_member(n):
-            x, _, _, fw, fb, _, h = _member_args(n)
-            sets.setdefault((x, fw, fb, h), []).append(n)
-    merged = 0
+            x, _, _, fw, fb, start, size, h = _member_args(n)
+            if not (isinstance(start, int) and isinstance(size, int) and isinstance(h, int)):
+                continue  # (dynamo passes them as constants; anything else is left alone)
+            sets.setdefault((x, fw, fb, h), []).append((n, start, size))
+    plan, kept = [], 0
     for (x, fw, fb, h), members in sets.items():
         if len(members) < 2:
             continue
-        if any(_writes(n) for n in nodes[pos[members[0]] + 1:pos[members[-1]]]):
-            STATS["kept"] += 1
+        if any(_writes(n) for n in nodes[pos[members[0][0]] + 1:pos[members[-1][0]]]):
+            kept += 1
             continue
-        with graph.inserting_before(members[0]):
+        plan.append((x, fw, fb, h, members))
+    return plan, kept
+
+
+def merge(graph: torch.fx.Graph) -> int:
+    """Replace each set of ``gemmtune::fused_member`` nodes that read one input with one GEMM and
+    their slices (the module docstring says when). Returns the number of sets merged."""
+    try:
+        plan, kept = _plan(graph)
+    except Exception as e:  # noqa: BLE001 - a pass must not fail the user's compile: unmerged is correct
+        warnings.warn(f"gemmtune.fuse_compile: fused groups left unmerged in this graph ({type(e).__name__}: {e})",
+                      RuntimeWarning, stacklevel=2)
+        return 0
+    STATS["kept"] += kept
+    for x, fw, fb, h, members in plan:
+        with graph.inserting_before(members[0][0]):
             rows = graph.call_function(_fused_rows, (x, fw, fb, h))
-        for m in members:
-            start = _member_args(m)[5]
-            n_out = m.meta["example_value"].shape[-1]  # the member's out_features
+        for m, start, size in members:
             with graph.inserting_before(m):
-                out = graph.call_function(torch.narrow, (rows, -1, start, n_out))
+                out = graph.call_function(torch.narrow, (rows, -1, start, size))
                 users = list(m.users)
                 if len(users) > 1 and any(_is_view(u) for u in users):
                     out = graph.call_method("contiguous", (out,))
@@ -216,9 +234,8 @@ def merge(graph: torch.fx.Graph) -> int:
                 # last dim; reshape is that same view wherever one exists
                 users[0].target = "reshape" if users[0].op == "call_method" else torch.Tensor.reshape
             graph.erase_node(m)
-        merged += 1
-    STATS["merged"] += merged
-    return merged
+    STATS["merged"] += len(plan)
+    return len(plan)
 
 
 def _uuid() -> str:
