@@ -97,7 +97,8 @@ def test_graph_mode_names_and_defaults():
     # Every mode has a graph twin, the opt-in lut_compile included; the defaults stay as they were.
     assert [benchmodel.base_mode(m) for m in graphs] == [*benchmodel.DEFAULT_MODES, "lut_compile", "compile_cdt",
                                                          "patch_compile_cdt", "eager_fuse", "eager_fuse_patch",
-                                                         "fuse_patch_compile", "fuse_patch_compile_cdt"]
+                                                         "fuse_patch_compile", "fuse_patch_compile_cdt",
+                                                         "fuse_patch_max_autotune"]
     assert "lut_compile" in benchmodel.MODES and "lut_compile" not in benchmodel.DEFAULT_MODES
     assert benchmodel.base_mode("eager") == "eager" and not benchmodel.is_graph("patch_compile")
 

@@ -34,11 +34,12 @@ DEFAULT_MODES = ("eager", "eager_patch", "compile", "max_autotune", "patch_compi
 # each (gemmtune.fuse_linears), unpatched, and then patched with a tuning call of their own (the
 # fused shapes are other problems); their ``_graph`` twins tell the fusion's gain on the GPU's time
 # from the tuned kernels'.
-# ``fuse_patch_compile`` / ``fuse_patch_compile_cdt``: eager_fuse_patch's model compiled (default,
-# and with coordinate-descent tuning): each fused group one GEMM in the graph (gemmtune.fuse_compile),
-# which under coordinate descent Inductor gets back at M=1 as one fused reduction per group.
+# ``fuse_patch_compile`` / ``fuse_patch_compile_cdt`` / ``fuse_patch_max_autotune``: eager_fuse_patch's
+# model compiled (default, with coordinate-descent tuning, and max-autotune-no-cudagraphs): each fused
+# group one GEMM in the graph (gemmtune.fuse_compile), which under coordinate descent (max-autotune
+# turns it on too) Inductor gets back at M=1 as one fused reduction per group.
 BASE_MODES = DEFAULT_MODES + ("lut_compile", "compile_cdt", "patch_compile_cdt", "eager_fuse", "eager_fuse_patch",
-                              "fuse_patch_compile", "fuse_patch_compile_cdt")
+                              "fuse_patch_compile", "fuse_patch_compile_cdt", "fuse_patch_max_autotune")
 # Every mode: those plus each one's step replayed from a CUDA graph (graphs.py: the GPU's time of
 # the step, where the plain modes measure a host-bound step's Python).
 MODES = BASE_MODES + tuple(m + "_graph" for m in BASE_MODES)

@@ -27,8 +27,9 @@ def markdown(doc: dict) -> str:
          "max-autotune compile steered by gemmtune's table of the same tuning call (Inductor's lookup table); "
          "`compile_cdt` / `patch_compile_cdt` (opt-in) are the default compile with coordinate-descent tuning; "
          "`eager_fuse` / `eager_fuse_patch` (opt-in) run the sibling layers fused (`gemmtune.fuse_linears`), "
-         "unpatched and tuned + patched; `fuse_patch_compile` / `fuse_patch_compile_cdt` (opt-in) compile the "
-         "latter, each fused group one GEMM in the compiled graph (`gemmtune.fuse_compile`).", ""]
+         "unpatched and tuned + patched; `fuse_patch_compile` / `fuse_patch_compile_cdt` / "
+         "`fuse_patch_max_autotune` (opt-in) compile the latter (default, coordinate descent, max-autotune), "
+         "each fused group one GEMM in the compiled graph (`gemmtune.fuse_compile`).", ""]
     for m in doc["models"]:
         if "error" in m:
             L += [f"## {m['model']}", "", f"Not run: {m['error']}", ""]

@@ -19,7 +19,7 @@ from .profile import profile_graphs
 from .timing import interleave_eager, interleave_graphs, time_call
 
 COMPILED_MODES = ("compile", "max_autotune", "patch_compile", "lut_compile", "compile_cdt", "patch_compile_cdt",
-                  "fuse_patch_compile", "fuse_patch_compile_cdt")
+                  "fuse_patch_compile", "fuse_patch_compile_cdt", "fuse_patch_max_autotune")
 CDT = {"coordinate_descent_tuning": True}  # the option max-autotune adds besides its GEMM search
 
 
@@ -212,9 +212,10 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
         elif mode == "patch_compile_cdt":
             build("eager_patch")
             v = torch.compile(variants["patched"], dynamic=False, options=CDT)
-        elif mode in ("fuse_patch_compile", "fuse_patch_compile_cdt"):
-            v = torch.compile(build("eager_fuse_patch"), dynamic=False,
-                              **({"options": CDT} if mode.endswith("_cdt") else {}))
+        elif mode in ("fuse_patch_compile", "fuse_patch_compile_cdt", "fuse_patch_max_autotune"):
+            kw = ({"options": CDT} if mode.endswith("_cdt") else
+                  {"mode": "max-autotune-no-cudagraphs"} if mode.endswith("max_autotune") else {})
+            v = torch.compile(build("eager_fuse_patch"), dynamic=False, **kw)
         elif mode == "lut_compile":
             # No second tuning: the table of eager_patch's tuning call, installed only while this
             # mode compiles (_dynamo_for), so that max_autotune stays Inductor's own search.
