@@ -87,7 +87,7 @@ def _trace_ok(gid: int) -> bool:
     parameters views of the fused tensor, re-fused if they were moved; no weight gradient),
     with the pass that merges its members installed."""
     g = _GROUPS.get(gid)
-    if g is None or not g._fusable():
+    if g is None or _exporting() or not g._fusable():
         return False
     return install()
 
@@ -110,9 +110,11 @@ def _handle(fused: torch.nn.Module, x: torch.Tensor) -> int:
 
 def _exporting() -> bool:
     """torch.export (strict) traces through dynamo too: an exported program gets torch's own
-    F.linear, not an op that needs gemmtune where it is loaded, and no Inductor pass merges it."""
-    f = getattr(torch.compiler, "is_exporting", None)
-    return bool(f and f())
+    F.linear, not an op that needs gemmtune where it is loaded, and no Inductor pass merges it.
+    Read as the flag itself, from ``_trace_ok`` (run for real at trace time): torch 2.11's dynamo
+    folds a traced ``torch.compiler.is_exporting()`` to True under every torch.compile (2.13 reads
+    the flag), which had left every fused group unmerged on the GPU machine."""
+    return bool(getattr(torch.compiler, "_is_exporting_flag", False))
 
 
 def member_forward(m: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
@@ -121,7 +123,7 @@ def member_forward(m: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     w, b = m.weight, m.bias
     if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or (b is not None and b.requires_grad)):
         return F.linear(x, w, b)  # the op has no autograd formula; training runs unfused
-    if x.dim() == 0 or torch.is_autocast_enabled() or _exporting() or not _trace_ok(g.gid):
+    if x.dim() == 0 or torch.is_autocast_enabled() or not _trace_ok(g.gid):
         return F.linear(x, w, b)
     fused = g.fused
     i = m._gemmtune_index
