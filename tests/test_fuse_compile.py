@@ -19,7 +19,8 @@ TRITON = "triton_mm:BM16-BN16-BK16-S1-W2-G8"
 
 class Block(torch.nn.Module):
     """q/k/v on one normalised input, q reshaped by .view as attention code does; ``write`` puts an
-    in-place op on that input between q and k, ``q_twice`` gives q's output a second user."""
+    in-place op on that input between q and k, ``q_twice`` gives q's output a second user,
+    ``brk`` a graph break between q and k, ``k_again`` a second call of k on the same input."""
 
     def __init__(self, k=32, ns=(32, 16, 16), bias=True):
         super().__init__()
@@ -28,6 +29,8 @@ class Block(torch.nn.Module):
         self.o = torch.nn.Linear(ns[0], k, bias=bias)
         self.write = False
         self.q_twice = False
+        self.brk = False
+        self.k_again = False
 
     def forward(self, x):
         h = self.norm(x)
@@ -37,7 +40,11 @@ class Block(torch.nn.Module):
             q = q + q_out.sum(-1, keepdim=True)
         if self.write:
             h.mul_(2.0)
+        if self.brk:
+            torch._dynamo.graph_break()
         kv = torch.cat([self.k(h), self.v(h)], -1)
+        if self.k_again:
+            kv = kv + self.k(h).sum(-1, keepdim=True)
         return self.o(q * torch.sigmoid(kv))
 
 
@@ -114,6 +121,21 @@ def test_a_member_output_with_a_view_and_another_user():
         got, d = _merged(lambda: torch.compile(f)(x))
         torch.testing.assert_close(got, m(x), rtol=1e-5, atol=1e-5)
     assert d["merged"] == 1
+
+
+def test_a_graph_break_between_members_and_a_member_called_twice():
+    """Members split by a graph break are in two graphs: k and v merge in the second, q runs alone.
+    A member called twice on one input is two slices of the one GEMM."""
+    for attr, merged in (("brk", 1), ("k_again", 1)):
+        m, f = _pair()
+        setattr(m, attr, True)
+        setattr(f, attr, True)
+        x = torch.randn(4, 32)
+        torch._dynamo.reset()
+        with torch.no_grad():
+            got, d = _merged(lambda: torch.compile(f)(x))
+            torch.testing.assert_close(got, m(x), rtol=1e-5, atol=1e-5)
+        assert d == {"merged": merged, "kept": 0}, attr
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
