@@ -207,6 +207,25 @@ def test_rebound_weights_are_refused_at_trace_time_and_copies_are_groups_of_thei
         torch.testing.assert_close(torch.compile(c)(x), m(x), rtol=1e-5, atol=1e-5)
 
 
+def test_weights_rebound_after_compiling_are_seen_after_one_eager_call():
+    """The documented limit's way out: a member parameter rebound after compiling (``.data = t``)
+    is re-fused by the next eager call, and the compiled graph, which reads the fused tensor,
+    computes with it from then on. In-place updates need nothing (they write into the fused tensor)."""
+    m, f = _pair()
+    x = torch.randn(4, 32)
+    cf = torch.compile(f)
+    with torch.no_grad():
+        torch.testing.assert_close(cf(x), m(x), rtol=1e-5, atol=1e-5)
+        for layer in (f.k, m.k):
+            layer.weight.mul_(0.5)  # in place: into the fused tensor
+        torch.testing.assert_close(cf(x), m(x), rtol=1e-5, atol=1e-5)
+        new = torch.randn_like(m.v.weight)
+        m.v.weight.data = new.clone()
+        f.v.weight.data = new.clone()
+        torch.testing.assert_close(f(x), m(x), rtol=1e-5, atol=1e-5)  # eager: re-fused
+        torch.testing.assert_close(cf(x), m(x), rtol=1e-5, atol=1e-5)
+
+
 def test_a_pass_that_fails_leaves_the_graph_unmerged_and_right(monkeypatch):
     """The pass runs inside the user's compile: a surprise in it (here, the write check raising)
     is a warning, the members stay their own F.linear, the output is right."""
