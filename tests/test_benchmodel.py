@@ -532,3 +532,7 @@ def test_fuse_patch_compile_merges_each_group_in_the_compiled_graph():
         torch.testing.assert_close(got, model(ids).logits, rtol=1e-4, atol=1e-4)
     torch._dynamo.reset()
     assert fuse_compile.STATS["merged"] - before == 2 * model.config.num_hidden_layers  # q/k/v and gate/up
+    doc = {"header": {k: "?" for k in ("device", "torch", "triton", "gemmtune", "date", "dtype", "tune")},
+           "models": [{"model": "tiny-llama", "params": 1e6, "modes": {"fuse_patch_compile_cdt": {"fused_merged": 4, "phases": {}}},
+                       "fused_groups": out["fused_groups"]}]}
+    assert "`fuse_patch_compile_cdt`: 4 groups one GEMM in its compiled graphs" in benchmodel.report.markdown(doc)
