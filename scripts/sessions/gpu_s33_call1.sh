@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Prepared at the end of session 32 for the next session: #17's "patch + compile >= 1.0x
-# max-autotune in every other phase" with the fused groups compiled (gemmtune.fuse_compile), which
-# session 32 measured at decode only (b1 1.046x, b16 1.397x). Llama-1B prefill 1x512 from CUDA
-# graphs, fused + patched + compile with coordinate descent against max-autotune, interleaved.
-# ~480 s (max-autotune's compile ~280 s, the other ~140 s). GPU only; no carry.
+# Prepared at the end of session 32 for session 33's first device call (~5 min): what session 32
+# mended on the CPU after its last GPU call. The fuse_compile GPU tests (torch 2.11's dynamo folded
+# a traced is_exporting() to True, which left every fused group unmerged; the check now reads the
+# flag), then the README's decode recipe as written (gpu_s33_recipe.py: coordinate descent, no
+# triton.cudagraphs), its logits against the unfused eager model. GPU only; no carry.
 set -u
 source "$(dirname "$0")/../device_env.sh"
 record_env transformers
-timeout 560 python3 -m gemmtune.cli bench-model --models llama-1b --phases prefill_b1_s512 \
-  --modes fuse_patch_compile_cdt_graph,max_autotune_graph --out $OUT/bm > $OUT/bm.log 2>&1
-echo "bench-model rc=$?"; grep -v "^E11\|^W11" $OUT/bm.log | grep -E "interleaved|rror|FAIL|first calls" | tail -8
-tar czf $OUT/bm.tgz -C $OUT bm && rm -rf $OUT/bm
+timeout 120 python3 -m pytest -q -n 4 -p no:cacheprovider -m gpu tests/test_fuse_compile.py tests/test_fuse.py \
+  tests/test_nn_transforms.py > $OUT/gpu_tests.txt 2>&1
+echo "gpu tests rc=$?"; grep -E "FAILED|passed|failed|Error" $OUT/gpu_tests.txt | tail -6
+timeout 300 python3 scripts/sessions/gpu_s33_recipe.py > $OUT/recipe.log 2>&1
+echo "recipe rc=$?"; grep -v "^W11\|^E11\|Warning\|warn" $OUT/recipe.log | tail -6

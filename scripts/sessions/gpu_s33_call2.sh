@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Prepared at the end of session 32: the Llama decode target (#17, >= 1.05x max-autotune; session 32
-# measured 1.046x with coordinate descent) with the fused + patched model under max-autotune itself
-# (bench-model's fuse_patch_max_autotune, new in session 32, never run). Two max-autotune compiles:
-# ~560 s, so nothing else in this call. GPU only; no carry.
+# Prepared at the end of session 32 for session 33 (call 2): #17's "patch + compile >= 1.0x
+# max-autotune in every other phase" with the fused groups compiled (gemmtune.fuse_compile), which
+# session 32 measured at decode only (b1 1.046x, b16 1.397x). Llama-1B prefill 1x512 from CUDA
+# graphs, fused + patched + compile with coordinate descent against max-autotune, interleaved.
+# ~480 s (max-autotune's compile ~280 s, the other ~140 s). GPU only; no carry.
 set -u
 source "$(dirname "$0")/../device_env.sh"
 record_env transformers
-timeout 590 python3 -m gemmtune.cli bench-model --models llama-1b --phases decode_b1 \
-  --modes fuse_patch_max_autotune_graph,max_autotune_graph --out $OUT/bm > $OUT/bm.log 2>&1
+timeout 560 python3 -m gemmtune.cli bench-model --models llama-1b --phases prefill_b1_s512 \
+  --modes fuse_patch_compile_cdt_graph,max_autotune_graph --out $OUT/bm > $OUT/bm.log 2>&1
 echo "bench-model rc=$?"; grep -v "^E11\|^W11" $OUT/bm.log | grep -E "interleaved|rror|FAIL|first calls" | tail -8
 tar czf $OUT/bm.tgz -C $OUT bm && rm -rf $OUT/bm
