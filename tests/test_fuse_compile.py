@@ -152,6 +152,22 @@ def test_export_gets_torchs_own_linear(strict):
     torch.testing.assert_close(ep.module()(x), m(x), rtol=1e-5, atol=1e-5)
 
 
+def test_autocast_and_other_devices_run_each_member_on_its_own():
+    """Under autocast (here the CPU's, bf16) the members stay torch's F.linear, which casts where
+    an unfused layer would; a meta input too (the op has CPU and CUDA kernels only)."""
+    m, f = _pair()
+    x = torch.randn(4, 32)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        got, d = _merged(lambda: torch.compile(f)(x))
+        want = m(x)
+    assert got.dtype == want.dtype == torch.bfloat16 and d == {"merged": 0, "kept": 0}
+    torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=2e-2)
+    fm = copy.deepcopy(f).to("meta")
+    torch._dynamo.reset()
+    with torch.no_grad():
+        assert torch.compile(fm, backend="aot_eager")(x.to("meta")).shape == (4, 32)
+
+
 def test_training_under_compile_is_unfused_and_gets_gradients():
     m, f = _pair()
     x = torch.randn(4, 32)

@@ -123,7 +123,9 @@ def member_forward(m: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     w, b = m.weight, m.bias
     if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or (b is not None and b.requires_grad)):
         return F.linear(x, w, b)  # the op has no autograd formula; training runs unfused
-    if x.dim() == 0 or torch.is_autocast_enabled() or not _trace_ok(g.gid):
+    if (x.dim() == 0 or not (x.is_cuda or x.is_cpu) or torch.is_autocast_enabled(x.device.type)
+            or not _trace_ok(g.gid)):
+        # (the op has kernels for CPU and CUDA only; autocast would move where the cast happens)
         return F.linear(x, w, b)
     fused = g.fused
     i = m._gemmtune_index
