@@ -294,3 +294,26 @@ def test_gpu_patched_fused_group_compiled_against_fp64(cdt):
             want = copy.deepcopy(m).double()(x.double())
             torch.testing.assert_close(got.double(), want, rtol=3e-2, atol=3e-2)
             assert d["merged"] >= 1
+
+
+def test_bert_query_key_value_fuse_and_compile():
+    """An encoder (BERT, MiniLM's architecture): query/key/value read one input and fuse, eagerly
+    and in the compiled graph; outputs as unfused."""
+    pytest.importorskip("transformers")
+    from test_hf_archs import outputs, tiny_other
+
+    model, inputs = tiny_other("bert")
+    f = copy.deepcopy(model)
+    with torch.no_grad():
+        want = outputs(model, inputs)
+        groups = gemmtune.fuse_linears(f, inputs=inputs)
+        assert {g.members[0].rpartition(".")[2] for g in groups} == {"query"}
+        assert len(groups) == model.config.num_hidden_layers
+        for g, w in zip(outputs(f, inputs), want):
+            torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+        compiled = torch.compile(f)
+        got, d = _merged(lambda: [v for x in inputs for v in compiled(**x).values()
+                                  if isinstance(v, torch.Tensor) and v.is_floating_point()])
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+    assert d["merged"] >= model.config.num_hidden_layers
