@@ -397,7 +397,8 @@ def test_groups_by_name_without_a_forward_pass():
     with torch.no_grad():
         _close(fresh(x), m(x))
     bad = [([("q", "nope")], "no layer 'nope'"), ([("q",)], "two or more"), ([("q", "q")], "two or more"),
-           ([("q", "o")], "cannot share one GEMM"), (["qk"], "sequence of layer names")]
+           ([("q", "o")], "cannot share one GEMM"), (["qk"], "sequence of layer names"),
+           ([("q", "k"), ("k", "v")], "in another group of the list"), ([("q", "k"), ("q", "k")], "another group")]
     for spec, needle in bad:
         with pytest.raises((ValueError, TypeError), match=needle):
             gemmtune.fuse_linears(copy.deepcopy(m), groups=spec)

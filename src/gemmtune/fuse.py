@@ -387,13 +387,17 @@ def _named_groups(groups: Iterable[Sequence[str]], mods: dict, shared: set[int])
     layers that ``_partition`` keeps together (same in_features, dtype, device, bias or none, no
     shared parameter). A group whose members are already fused together is skipped. Errors name
     the group and the layer."""
-    out = []
+    out, used = [], set()
     for g in groups:
         if isinstance(g, str) or not all(isinstance(n, str) for n in g):
             raise TypeError(f"each fused group is a sequence of layer names, got {g!r}")
         names = list(g)
         if len(names) < 2 or len(set(names)) != len(names):
             raise ValueError(f"fused group {names}: needs two or more distinct layers")
+        again = used.intersection(names)
+        if again:
+            raise ValueError(f"fused group {names}: {sorted(again)[0]!r} is in another group of the list too")
+        used.update(names)
         missing = [n for n in names if n not in mods]
         if missing:
             raise ValueError(f"fused group {names}: this model has no layer {missing[0]!r}")
