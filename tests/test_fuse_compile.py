@@ -258,6 +258,7 @@ def test_a_pass_that_fails_leaves_the_graph_unmerged_and_right(monkeypatch):
 
 
 def test_which_nodes_may_write():
+    from torch._higher_order_ops.triton_kernel_wrap import triton_kernel_wrapper_mutation
     g = torch.fx.Graph()
     x = g.placeholder("x")
     mk = g.call_function
@@ -266,7 +267,9 @@ def test_which_nodes_may_write():
     writing = [mk(torch.add, (x, x), {"out": x}), g.call_method("add_", (x, 1)), mk(operator.iadd, (x, 1)),
                mk(operator.setitem, (x, 0, 1)), mk(torch.ops.aten.add_.Tensor, (x, x)),
                mk(torch.ops.aten.copy_, (x, x)), mk(torch.relu_, (x,)), g.call_module("sub", (x,)),
-               mk(lambda t: t, (x,)), mk(torch.nn.functional.relu, (x,), {"inplace": True})]
+               mk(lambda t: t, (x,)), mk(torch.nn.functional.relu, (x,), {"inplace": True}),
+               mk(triton_kernel_wrapper_mutation, (), {"kernel_idx": 0, "constant_args_idx": 0, "grid": [],
+                                                       "tma_descriptor_metadata": {}, "kwargs": {"x": x}})]
     assert [fuse_compile._writes(n) for n in pure] == [False] * len(pure)
     assert [fuse_compile._writes(n) for n in writing] == [True] * len(writing)
 

@@ -19,7 +19,7 @@ the graph:
    the fused shape).
 3. The pre-grad graph is not functional, so a group is merged only if no node between its
    first and last member may write memory (an in-place op, ``out=``, a ``setitem``, a
-   submodule call, a callable from outside torch): the input and the weights then hold the same
+   submodule call, a higher-order op, a callable from outside torch): the input and the weights then hold the same
    values at every member, and the one GEMM at the first member computes what each would have.
 
 Where the pass does not run (another backend than Inductor, ``backend="eager"`` or
@@ -156,8 +156,8 @@ def _writes(node: torch.fx.Node) -> bool:
     t = node.target
     if node.op == "call_method":
         return t.endswith("_") and not t.endswith("__") or t in ("__setitem__", "__delitem__")
-    if t in _INPLACE_OPERATORS:
-        return True
+    if t in _INPLACE_OPERATORS or isinstance(t, torch._ops.HigherOrderOperator):
+        return True  # (a higher-order op runs a subgraph or a user's Triton kernel, which may write)
     name = getattr(t, "__name__", "")
     if name.endswith("_") and not name.endswith("__"):
         return True
