@@ -110,6 +110,34 @@ def test_patched_fused_layer_runs_its_dispatcher_in_the_graph(dynamic):
     assert d["merged"] >= 1
 
 
+@pytest.mark.parametrize("cdt", [False, True])
+def test_the_merged_gemv_goes_back_to_inductor_under_coordinate_descent(monkeypatch, cdt):
+    """At M=1 under coordinate descent a patched layer's gemmtune::mm is handed back to Inductor
+    (torch_ops.gemv_to_inductor: its GEMV fused with the RMSNorm before it). The merged group's
+    GEMM is emitted after dynamo's trace, by the pass: handed back the same way (the fused
+    dispatcher never runs), and kept as the tuned op without coordinate descent. The rule is
+    Inductor's for GPUs; exercised on the CPU, as test_dispatch does."""
+    if not tiled._INTERPRETED and not torch.cuda.is_available():
+        pytest.skip("the Triton kernels need a GPU or TRITON_INTERPRET=1")
+    from test_modeltune import fake_tuner
+
+    from gemmtune import torch_ops
+
+    monkeypatch.setattr(torch_ops, "GEMV_DEVICES", ("cuda", "cpu"))
+    m, f = _pair(bias=False)
+    with torch.no_grad():
+        ds = gemmtune.tune_model(f, [(torch.randn(1, 32),)], tune_fn=fake_tuner([], {64: TRITON}))
+        gemmtune.patch(f, dispatchers=ds, tune_missing=False)
+        d = f.gemmtune_fused_q_k_v.dispatcher
+        runs = []
+        real = d._run
+        monkeypatch.setattr(d, "_run", lambda *a, **k: runs.append(1) or real(*a, **k))
+        x = torch.randn(1, 32)
+        got, st = _merged(lambda: torch.compile(f, dynamic=False, options={"coordinate_descent_tuning": cdt})(x))
+    torch.testing.assert_close(got, m(x), rtol=1e-4, atol=1e-4)
+    assert st["merged"] == 1 and (not runs if cdt else runs), (cdt, runs)
+
+
 # What the Block does between and around its members, and what the pass must then do: a write to
 # the input between q and k keeps the group apart; q's output with a dim-merging .view gets a
 # reshape, and with a second user too a contiguous copy; a graph break leaves q alone in the first graph and merges k and v in the
