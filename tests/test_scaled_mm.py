@@ -77,6 +77,14 @@ def needs_aten():
         pytest.skip(reason)
 
 
+def needs_rowwise_aten(scale: str):
+    """Row-wise scales through torch._scaled_mm on the CPU need torch 2.13's CPU kernel (2.11, the
+    GPU machine's torch, has per-tensor only; kernels.aten then says so by name)."""
+    from gemmtune.kernels.aten import cpu_rowwise_scaled_mm
+    if scale == "row" and DEVICE == "cpu" and not cpu_rowwise_scaled_mm():
+        pytest.skip(f"torch {torch.__version__}'s CPU _scaled_mm has per-tensor scales only")
+
+
 def needs_triton_fp8():
     reason = _interpreter_fp8_reason()
     if reason:
@@ -347,6 +355,10 @@ def test_aten_runs_torch_scaled_mm(mode, out_dtype, with_bias):
         with pytest.raises(ValueError, match="bf16 only"):
             gemmtune.scaled_mm(a, b, sa, sb, bias, out_dtype, choice="aten")
         return
+    if mode == "row" and DEVICE == "cpu" and not kernels.aten.cpu_rowwise_scaled_mm():
+        with pytest.raises(ValueError, match="CPU _scaled_mm takes per-tensor scales only"):
+            gemmtune.scaled_mm(a, b, sa, sb, bias, out_dtype, choice="aten")  # (torch 2.11 asserted inside)
+        return
     out = gemmtune.scaled_mm(a, b, sa, sb, bias, out_dtype, choice="aten")
     assert out.dtype == out_dtype
     res = check(out, a, b, p, bias, scales=(sa, sb))
@@ -355,6 +367,7 @@ def test_aten_runs_torch_scaled_mm(mode, out_dtype, with_bias):
 
 def test_default_choice_and_table_lookup():
     needs_aten()
+    needs_rowwise_aten("row")
     a, b = _operands(4, 32, 64)
     sa, sb = _scales(4, 32, "row")
     p = Problem.from_tensors(a, b, "bf16", op="scaled_mm", scale="row")
@@ -390,6 +403,7 @@ def test_worker_verifies_each_family_against_fp64(key, choice):
     c = Choice.parse(choice)
     if c.family == "aten":
         needs_aten()
+        needs_rowwise_aten(p.scale)
     if c.family == "persistent_tma" and DEVICE == "cuda" and not HOPPER:
         pytest.skip("TMA needs an sm 9.0+ GPU")
     fam = kernels.get(c.family)
@@ -435,6 +449,7 @@ def test_public_entry_runs_triton_with_bias_and_odd_shapes(mode):
 # ------------------------------------------------------------------ tune -> store -> table
 def test_tune_cli_op_scaled_mm_store_and_table(tmp_path):
     needs_aten()
+    needs_rowwise_aten("row")
     from gemmtune.cli import main
     from gemmtune.store import ResultStore
     from gemmtune.table import load as load_table

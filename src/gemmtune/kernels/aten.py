@@ -4,6 +4,8 @@ for bmm problems torch.bmm (cuBLAS's strided-batched GEMM)."""
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ..device import DeviceInfo
@@ -97,6 +99,9 @@ def _scaled_mm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, epilogue: Ep
     bias for an fp32 output, which would round an fp32 bias)."""
     sa, sb = epilogue.scale_a, epilogue.scale_b
     if epilogue.spec.scale == "row":
+        if a.device.type == "cpu" and not cpu_rowwise_scaled_mm():
+            raise ValueError(f"torch {torch.__version__}'s CPU _scaled_mm takes per-tensor scales only: row-wise "
+                             "scales need a GPU, a newer torch (2.13 has them), or a Triton family")
         sa, sb = sa.view(-1, 1), sb.view(1, -1)
     fused_bias = epilogue.bias if out.dtype == torch.bfloat16 else None
     torch._scaled_mm(a, b, sa, sb, bias=fused_bias, out_dtype=out.dtype, out=out)
@@ -104,6 +109,18 @@ def _scaled_mm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, epilogue: Ep
                                    activation=epilogue.spec.activation, residual=epilogue.residual is not None)
     if not rest.is_none:
         apply_(out, EpilogueArgs(rest, epilogue.bias, epilogue.residual))
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_rowwise_scaled_mm() -> bool:
+    """Whether this torch's CPU ``_scaled_mm`` takes row-wise scales (2.13 does; 2.11 stops at an
+    internal assert, "only supports per-tensor scaling for CPU backend"). Asked once, on 16x16."""
+    a = torch.ones(16, 16).to(torch.float8_e4m3fn)
+    try:
+        torch._scaled_mm(a, a.t(), torch.ones(16, 1), torch.ones(1, 16), out_dtype=torch.bfloat16)
+    except RuntimeError:
+        return False
+    return True
 
 
 def _bmm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
