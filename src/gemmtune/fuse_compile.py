@@ -100,8 +100,8 @@ _trace_ok._dynamo_marked_constant = True  # type: ignore[attr-defined]
 def _handle(fused: torch.nn.Module, x: torch.Tensor) -> int:
     """The fused layer's dispatcher handle where its compiled forward would run the tuned op, else
     -1 (plain F.linear), by gemmtune.nn.Linear.forward's own rules under torch.compile."""
-    from .nn import Linear, _torchs_own
-    if not isinstance(fused, Linear) or _torchs_own(x) or fused.dispatcher.all_aten:
+    from .nn import Linear
+    if not isinstance(fused, Linear) or fused._traced_to_torch(x):
         return -1
     if x.dtype != fused.dispatcher.torch_dtype or fused.weight.dtype != x.dtype:
         return -1

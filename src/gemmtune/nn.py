@@ -331,10 +331,8 @@ class Linear(torch.nn.Linear):
                 return F.linear(x, self.weight, self.bias)
             if p is _TUNED and x.dtype == self.dispatcher.torch_dtype:
                 return self._tuned(x)
-        elif _torchs_own(x) or _odd_bias(self.bias, self.weight.shape[0]):
+        elif self._traced_to_torch(x):
             return F.linear(x, self.weight, self.bias)
-        elif self.dispatcher.all_aten:
-            return F.linear(x, self.weight, self.bias)  # Dispatcher.all_aten says why
         w = self.weight
         dt = self.dispatcher.torch_dtype
         if x.dtype != dt or w.dtype != dt:
@@ -344,6 +342,14 @@ class Linear(torch.nn.Linear):
                               f"dispatcher's {dt}: using F.linear", RuntimeWarning, stacklevel=2)
             return F.linear(x, w, self.bias)
         return _forward(self, x, self._tuned, self._aten)
+
+    def _traced_to_torch(self, x: torch.Tensor) -> bool:
+        """Under torch.compile, whether this call is torch's own F.linear rather than the
+        ``gemmtune::mm`` op (besides a dtype other than the dispatcher's, which forward warns
+        about): autocast or another device, a broadcasting bias, or a dispatcher that runs cuBLAS
+        everywhere (Dispatcher.all_aten says why). A fused group's traced members ask it of the
+        group's fused layer (fuse_compile)."""
+        return _torchs_own(x) or _odd_bias(self.bias, self.weight.shape[0]) or self.dispatcher.all_aten
 
     @property
     def eager_choices(self) -> dict[tuple, tuple[str, float, float]]:
