@@ -536,3 +536,18 @@ def test_fuse_patch_compile_merges_each_group_in_the_compiled_graph():
            "models": [{"model": "tiny-llama", "params": 1e6, "modes": {"fuse_patch_compile_cdt": {"fused_merged": 4, "phases": {}}},
                        "fused_groups": out["fused_groups"]}]}
     assert "`fuse_patch_compile_cdt`: 4 groups one GEMM in its compiled graphs" in benchmodel.report.markdown(doc)
+
+
+def test_every_mode_records_the_fused_groups_its_graphs_merged(monkeypatch):
+    """_guarded, which both runners (causal LMs and MiniLM) run each mode through, records how many
+    fused groups the mode's compiled graphs merged; a mode that merged none gets no count."""
+    import sys
+
+    from gemmtune import fuse_compile
+
+    guarded = sys.modules["gemmtune.benchmodel.run"]._guarded
+    monkeypatch.setitem(fuse_compile.STATS, "merged", 10)
+    rec, none = {}, {}
+    guarded(lambda mode: fuse_compile.STATS.__setitem__("merged", 13), "fuse_patch_compile", rec, lambda s: None)
+    guarded(lambda mode: None, "compile", none, lambda s: None)
+    assert rec == {"fused_merged": 3} and none == {}

@@ -49,7 +49,12 @@ def _limit_hit() -> tuple[type, ...]:
 def _guarded(run_mode: Callable[[str], None], mode: str, rec: dict, log: Callable[[str], None]) -> None:
     """``run_mode(mode)``; a mode that cannot run here (``ModeUnavailable``) or whose compiled
     model hit dynamo's recompile limit is recorded as failed, with the reason, instead of being
-    timed as the eager model it would have run."""
+    timed as the eager model it would have run. How many fused groups the mode's compiled graphs
+    run as one GEMM each (gemmtune.fuse_compile's pass, counted as it runs) goes into ``rec`` as
+    ``fused_merged``."""
+    from .. import fuse_compile
+
+    merged = fuse_compile.STATS["merged"]
     try:
         run_mode(mode)
     except (ModeUnavailable, *_limit_hit()) as e:
@@ -58,6 +63,9 @@ def _guarded(run_mode: Callable[[str], None], mode: str, rec: dict, log: Callabl
         rec["failed"] = (str(e) if isinstance(e, ModeUnavailable) else
                          f"torch._dynamo hit its recompile limit ({str(e).splitlines()[0]}); not timed")
         log(f"{mode}: FAILED: {rec['failed']}")
+    finally:
+        if fuse_compile.STATS["merged"] > merged:
+            rec["fused_merged"] = fuse_compile.STATS["merged"] - merged
 
 
 def _roomy_dynamo() -> None:
@@ -348,16 +356,6 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
     replays: dict = {}
 
     def one_mode(mode: str) -> None:
-        from .. import fuse_compile
-
-        merged = fuse_compile.STATS["merged"]
-        try:
-            _one_mode(mode)
-        finally:  # how many fused groups the compiled graphs of this mode run as one GEMM each
-            if fuse_compile.STATS["merged"] > merged:
-                out["modes"][mode]["fused_merged"] = fuse_compile.STATS["merged"] - merged
-
-    def _one_mode(mode: str) -> None:
         fn_model = variants[mode]
         rec = out["modes"][mode]
         rec["phases"] = {}
