@@ -308,6 +308,13 @@ def test_kernel_profile_aggregates_per_replay_and_splits_gemm_from_the_rest():
     # gemmtune's own kernels by their jit names (the H100 profile of 2026-11-25 showed _tiled_mm_kernel)
     assert all(prof.kernel_class(n) == "gemm" for n in ("_tiled_mm_kernel", "_tiled_mm_static", "_persistent_kernel",
                                                         "_sum_splits_kernel", "nvjet_sm90_tst_64x8_64x16_2x1_v_bz_TNT"))
+    # Inductor's M=1 mm lowered to a reduction (names from the H200's Llama decode profile,
+    # 2026-11-29), and the pointwise kernels that merely carry mm among their origins
+    assert all(prof.kernel_class(n) == "gemm" for n in ("triton_red_fused__unsafe_view_mm_mul_silu_slice_t_view_11",
+                                                        "triton_red_fused_mm_t_transpose_view_8"))
+    assert all(prof.kernel_class(n) == "other" for n in (
+        "triton_poi_fused__to_copy_add_arange_bmm_cat_cos_expand_mm_mul_neg_sin_slice_transpose_0",
+        "triton_red_fused__to_copy_mean_pow_15", "triton_poi_fused_cat_mm_slice_transpose_view_5"))
     r = prof.aggregate(events, replays=10, top=3)
     assert r["us"] == pytest.approx(65.0) and r["gemm_us"] == pytest.approx(55.0)
     assert r["other_us"] == pytest.approx(10.0) and r["kernels"] == pytest.approx(9.0)

@@ -20,9 +20,12 @@ from typing import Callable, Iterable
 # A kernel is a GEMM when its name says so. cuBLAS/cuBLASLt kernels carry gemm/gemv/xmma/
 # cutlass in their names, newer cuBLAS's Hopper kernels nvjet_* (the H100's with torch 2.11,
 # 2026-11-25); Inductor's mm templates are triton_tem_*; gemmtune's Triton families are named
-# by their jit functions (kernels/*.py). Inductor may also lower an M=1 mm to a
-# pointwise-multiply + reduction kernel (triton_red_*): that one counts as "other" here, which
-# the report says.
+# by their jit functions (kernels/*.py). Inductor lowers an M=1 mm to a multiply + reduction
+# kernel and names it after its origin ops: triton_red_fused_..._mm_... (often with the RMSNorm
+# before it fused in). Such a kernel reads the whole weight, so it counts as a GEMM: in the H200's
+# Llama-3.2-1B decode step under torch.compile (2026-11-29) every M=1 GEMM was one, 830 of
+# 1111 us, and by the jit-name rule alone the profile showed 0 us of GEMM. A pointwise kernel
+# with mm among its origins (rotary's outer product of positions and frequencies, K = 1) is not.
 _GEMM = re.compile(r"gemm|gemv|xmma|cutlass|nvjet|wgmma|triton_tem_|_tiled_mm_kernel|_tiled_mm_static|_skinny_kernel|_strip|_stream_k|"
                    r"_persistent_kernel|_sum_splits_kernel|decompose_k|splitk", re.IGNORECASE)
 
@@ -34,8 +37,16 @@ def kernel_class(name: str) -> str:
     'gemm'
     >>> kernel_class("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0")
     'other'
+    >>> kernel_class("triton_red_fused__to_copy_add_mean_mm_mul_pow_rsqrt_t_view_16")
+    'gemm'
+    >>> kernel_class("triton_poi_fused__to_copy_add_arange_bmm_cat_cos_expand_mm_mul_neg_sin_slice_0")
+    'other'
     """
-    return "gemm" if _GEMM.search(name) else "other"
+    if _GEMM.search(name):
+        return "gemm"
+    if name.startswith("triton_red_") and {"mm", "bmm", "addmm"} & set(name.split("_")):
+        return "gemm"
+    return "other"
 
 
 def aggregate(events: Iterable[tuple[str, float, int]], replays: int, top: int = 12) -> dict:
@@ -118,7 +129,7 @@ def markdown_rows(gp: dict, top: int = 6) -> list[str]:
     L: list[str] = []
     for p, modes in gp.items():
         L += [f"Kernel profile, {p} (device µs per replay, torch.profiler over the graph; "
-              "'gemm' by kernel name: an M=1 mm that Inductor lowers to a reduction counts as other):", "",
+              "'gemm' by kernel name, an M=1 mm that Inductor lowers to a reduction included):", "",
               "| mode | total µs | gemm µs | other µs | kernels | heaviest |", "|---|---|---|---|---|---|"]
         for mode, r in modes.items():
             heavy = "; ".join(f"`{k['name'][:48]}` {k['us']:.1f} ({k['per_replay']:.0f}×)" for k in r["top"][:top])
