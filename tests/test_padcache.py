@@ -440,3 +440,67 @@ def test_the_step_hook_drops_only_the_stepped_optimizers_parameters():
         assert padcache.WEIGHTS.get(frozen.t(), 32, 32) is keep
     del opt, trained
     gc.collect()
+
+
+@pytest.fixture
+def swap_on_conversion():
+    before = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    yield
+    torch.__future__.set_swap_module_params_on_conversion(before)
+
+
+def test_a_cached_parameter_can_still_be_swapped(swap_on_conversion):
+    """``model.to()`` and ``load_state_dict`` swap parameters (``torch.utils.swap_tensors``) under
+    the future flag, as ``nn.Module._apply`` does for tensor subclasses. A swap refuses a tensor
+    with a weak reference, which the cache once held on every parameter it had padded: both raised
+    'Cannot swap' after one pad+ call. The swapped parameter keeps its identity (the cache's slot)
+    and gets new contents, which are padded again, not served the old copy."""
+    torch.manual_seed(5)
+    lin = torch.nn.Linear(37, 13, dtype=torch.float16, device=DEV)
+    x = torch.randn(7, 37, dtype=torch.float16, device=DEV)
+    w = lin.weight
+    with torch.no_grad():
+        _check(_run(x, lin.weight.t()), x, lin.weight.t())
+        first = padcache.WEIGHTS.get(lin.weight.t(), 16, 40)
+    assert first is not None and len(padcache.WEIGHTS) == 1
+    new = {"weight": torch.randn(13, 37, dtype=torch.float16) * 3, "bias": torch.randn(13, dtype=torch.float16)}
+    lin.load_state_dict(new)  # swaps: raised before
+    assert lin.weight is w and torch.equal(lin.weight.detach().cpu(), new["weight"])
+    with torch.no_grad():
+        _check(_run(x, lin.weight.t()), x, lin.weight.t())
+        again = padcache.WEIGHTS.get(lin.weight.t(), 16, 40)
+    assert again is not first and torch.equal(again[:37, :13], lin.weight.t())
+    lin.to(torch.float32)  # swaps too
+    assert lin.weight is w and lin.weight.dtype == torch.float32
+    gc.collect()
+    assert len(padcache.WEIGHTS) <= 1  # the fp16 storages' copies went with them
+
+
+def test_a_new_parameter_over_the_same_storage_is_not_served_the_old_copy():
+    """``Parameter(w.data)`` shares w's storage, and ``.data`` has a version counter of its own:
+    after a write through another ``.data`` alias, pointer, shape, storage and version can all
+    match the old key. The token on the Python object tells the new parameter apart, and the
+    swap (same identity, same storage) is the way to put it in the old parameter's place."""
+    torch.manual_seed(6)
+    w = torch.nn.Parameter(torch.randn(13, 37, device=DEV))
+    with torch.no_grad():
+        first = padcache.WEIGHTS.get(w.t(), 16, 40)
+        other = torch.nn.Parameter(w.data)
+        other.data.mul_(-2.0)  # through an alias whose counter neither parameter shares
+        torch.utils.swap_tensors(w, other)  # w keeps its id; other holds w's old dict (the token)
+        assert w._version == 0 and w.untyped_storage().data_ptr() == other.untyped_storage().data_ptr()
+        again = padcache.WEIGHTS.get(w.t(), 16, 40)
+    assert again is not first and torch.equal(again[:37, :13], w.t())
+
+
+def test_the_token_is_a_plain_int_that_survives_a_weights_only_load(tmp_path):
+    """The token is pickled with a parameter's state (``state_dict(keep_vars=True)``, a whole
+    model); an int loads under ``weights_only=True`` and names nothing in another process."""
+    lin = torch.nn.Linear(37, 13)
+    with torch.no_grad():
+        padcache.WEIGHTS.get(lin.weight.t(), 16, 40)
+    assert type(lin.weight.__dict__[padcache.TOKEN]) is int
+    torch.save(lin.state_dict(keep_vars=True), tmp_path / "sd.pt")
+    sd = torch.load(tmp_path / "sd.pt", weights_only=True)
+    assert torch.equal(sd["weight"], lin.weight)

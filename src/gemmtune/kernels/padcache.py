@@ -10,7 +10,16 @@ fused optimizer steps are not, see below), its data pointer, and the view's shap
 reference to the storage it was copied from. The last is for ``param.data = t``: rebinding keeps
 the parameter's version counter as it was, and once the old storage is freed a new one can get its
 address (the CUDA caching allocator hands a freed block of the same size straight back), so
-pointer and version alone would match a copy of weights that no longer exist. A bmm's B is
+pointer and version alone would match a copy of weights that no longer exist. (torch keeps one
+Python object per storage while the storage lives, so the weak reference names that storage, and
+its callback drops the copy when the storage is freed.)
+
+The parameter itself is named by a token in its ``__dict__`` (an int; a new Parameter over the
+same storage, ``Parameter(w.data)``, has none and a version counter of its own), not by a weak
+reference: ``torch.utils.swap_tensors`` refuses to swap a tensor that has one, and ``model.to()``
+and ``load_state_dict`` swap under ``torch.__future__.set_swap_module_params_on_conversion(True)``
+(and ``nn.Module._apply`` does for tensor subclasses such as DTensor). The swap moves the token
+with the old contents, so the swapped parameter is padded again at its next use. A bmm's B is
 cached the same way: a batched weight (batch x K x N) as a whole, one weight broadcast over the
 batch (``W.expand(batch, K, N)``, batch stride 0) as its one matrix, shared by every batch size.
 
@@ -55,13 +64,26 @@ at least as fast as measured.
 from __future__ import annotations
 
 import os
+import secrets
 import weakref
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
 
 from .launch_args import stream_key
 from .pad import broadcast_matrix, zero_pad
+
+
+# The attribute a cached parameter carries: a random int naming that Python object to the caches
+# (the module doc says why not a weak reference). Random, not counted: a parameter pickled by
+# another process brings its token along.
+TOKEN = "_gemmtune_padcache"
+
+
+def _token(param: torch.nn.Parameter) -> int:
+    tok = param.__dict__.get(TOKEN)
+    if type(tok) is not int:
+        tok = param.__dict__[TOKEN] = secrets.randbits(63)
+    return tok
 
 
 # Every PaddedWeights that has kept a copy: the optimizer step hook drops copies from each.
@@ -89,7 +111,7 @@ class PaddedWeights:
     returns None for an operand it must not cache; the caller then pads as usual."""
 
     def __init__(self, enabled: bool | None = None) -> None:
-        # (id(parameter), stream) -> (weakref, key, padded copy, weak ref to B's storage)
+        # (id(parameter), stream) -> (parameter's token, key, padded copy, weak ref to B's storage)
         self._entries: dict[tuple[int, int], tuple] = {}
         self.enabled = os.environ.get("GEMMTUNE_WEIGHT_CACHE", "1") != "0" if enabled is None else enabled
 
@@ -105,7 +127,7 @@ class PaddedWeights:
             return 0
         by_id = {id(p): p for p in params}
         drop = [slot for slot, hit in list(self._entries.items())
-                if slot[0] in by_id and hit[0]() is by_id[slot[0]]]
+                if slot[0] in by_id and by_id[slot[0]].__dict__.get(TOKEN) == hit[0]]
         for slot in drop:
             self._entries.pop(slot, None)
         return len(drop)
@@ -138,16 +160,19 @@ class PaddedWeights:
             return None
         key = (b.data_ptr(), tuple(b.shape), b.stride(), b._version, b.dtype, b.device, n_pad, k_pad)
         slot = (id(param), stream_key(b.device))
+        storage = b.untyped_storage()
         hit = self._entries.get(slot)
-        if hit is not None and hit[0]() is param and hit[1] == key and not hit[3].expired():
+        if (hit is not None and hit[3]() is storage and hit[1] == key
+                and param.__dict__.get(TOKEN) == hit[0]):
             return hit[2]
         with torch.no_grad():
             padded = zero_pad(b, k_pad, n_pad)
         entries = self._entries
 
-        def forget(_ref, slot=slot):  # the parameter is gone: drop its copy with it
-            entries.pop(slot, None)
-        self._entries[slot] = (weakref.ref(param, forget), key, padded, StorageWeakRef(b.untyped_storage()))
+        def forget(ref, slot=slot):  # the storage is freed: drop its copy with it (if still this entry's)
+            if entries.get(slot, (None,) * 4)[3] is ref:
+                entries.pop(slot, None)
+        self._entries[slot] = (_token(param), key, padded, weakref.ref(storage, forget))
         _watch_optimizers(self)
         return padded
 
