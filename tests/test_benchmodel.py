@@ -69,6 +69,26 @@ def test_paired_ratio_reads_adjacent_rounds():
     assert r["median"] == pytest.approx(1.05) and r["q1"] == pytest.approx(1.05) and r["pairs"] == 5
     r = paired_ratio([10.0, 12.0, 14.0], [10.0, 10.0, 10.0])
     assert r["median"] == pytest.approx(1.2) and r["q1"] == pytest.approx(1.1) and r["q3"] == pytest.approx(1.3)
+    assert (r["lo"], r["hi"]) == (pytest.approx(1.0), pytest.approx(1.4))  # 3 rounds: the whole range
+
+
+def test_median_ci_is_the_binomial_order_statistics_interval():
+    """The interval's ends are the order statistics whose binomial tail is <= 2.5% each side, and
+    it narrows with more rounds: what tells a 1% difference from the method's noise."""
+    from gemmtune.benchmodel.timing import median_ci
+    # n = 21: P(B <= 5) = 0.0133 <= 0.025 < P(B <= 6) = 0.0392, so x(6)..x(16)
+    assert median_ci([float(i) for i in range(21, 0, -1)]) == (6.0, 16.0)
+    # n = 100: the textbook interval x(40)..x(61)
+    assert median_ci(list(range(1, 101))) == (40, 61)
+    # n < 6: no 95% interval, the whole range
+    assert median_ci([2.0, 1.0, 5.0, 4.0, 3.0]) == (1.0, 5.0)
+    assert all(v != v for v in median_ci([]))  # nan
+    import random
+    rng = random.Random(3)
+    noisy = [1.0 + rng.gauss(0, 0.04) for _ in range(201)]
+    lo21, hi21 = median_ci(noisy[:21])
+    lo201, hi201 = median_ci(noisy)
+    assert hi201 - lo201 < 0.6 * (hi21 - lo21) and lo201 <= 1.0 + 0.01 and hi201 >= 1.0 - 0.01
 
 
 def test_decode_phase_times_the_same_step_every_call():
@@ -516,7 +536,17 @@ def test_fuse_modes_fuse_a_copy_and_tune_it_once(tmp_path):
     # the A/A control: eager timed twice in the same rounds, its paired ratio the method's resolution
     aa = doc["models"][0]["modes"]["eager"]["phases"]["decode_b1"]["interleaved_aa"]
     assert aa["rounds"] == 7 and aa["q1"] <= aa["x_paired"] <= aa["q3"]
-    assert "eager against itself, interleaved (the resolution)" in md
+    assert aa["lo"] <= aa["x_paired"] <= aa["hi"]
+    assert "eager against itself, interleaved (the resolution)" in md and "95% CI" in md
+    inter = rec["phases"]["decode_b1"]["interleaved"]
+    assert inter["x_eager_lo"] <= inter["x_eager_paired"] <= inter["x_eager_hi"]
+    # more rounds on request (bench-model --eager-rounds)
+    doc = benchmodel.run(["tiny-llama"], phases=["decode_b1"], modes=["eager", "eager_fuse"], out_dir=tmp_path,
+                         dtype="float32", tune_kwargs={"tune_fn": fake_tuner([])}, log=lambda s: None,
+                         eager_rounds=9)
+    assert doc["models"][0]["modes"]["eager_fuse"]["phases"]["decode_b1"]["interleaved"]["rounds"] == 9
+    with pytest.raises(ValueError, match="eager_rounds"):
+        benchmodel.run(["tiny-llama"], phases=["decode_b1"], modes=["eager"], out_dir=tmp_path, eager_rounds=0)
 
 
 def test_fuse_patch_compile_merges_each_group_in_the_compiled_graph():

@@ -323,6 +323,12 @@ def test_bench_model_command_passes_its_options(monkeypatch, tmp_path, capsys):
     assert rc == 0
     assert seen["models"] == ["gpt2", "minilm"] and seen["phases"] == ["decode_b1"]
     assert seen["modes"] == ["eager", "eager_patch"] and seen["tune_kwargs"] == {"space": "default"}
+    assert seen["eager_rounds"] is None
+    assert cli.main(["bench-model", "--models", "gpt2", "--out", str(tmp_path), "--eager-rounds", "101"]) == 0
+    assert seen["eager_rounds"] == 101
+    with pytest.raises(SystemExit):
+        cli.main(["bench-model", "--models", "gpt2", "--out", str(tmp_path), "--eager-rounds", "0"])
+    assert "--eager-rounds" in capsys.readouterr().err
 
 
 def test_doctests_of_the_cli_and_tune_modules():

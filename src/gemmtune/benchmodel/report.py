@@ -74,7 +74,8 @@ def markdown(doc: dict) -> str:
               if "eager" in m["modes"] and "interleaved_aa" in m["modes"]["eager"].get("phases", {}).get(p, {})]
         if aa:
             L.append("| eager against itself, interleaved (the resolution) | " + "; ".join(
-                f"{p}: paired rounds {i['x_paired']:.3f}×, quartiles {i['q1']:.3f}–{i['q3']:.3f}" for p, i in aa)
+                f"{p}: paired rounds {i['x_paired']:.3f}×" + (f" (95% CI {i['lo']:.3f}–{i['hi']:.3f})" if "lo" in i else "")
+                + f", quartiles {i['q1']:.3f}–{i['q3']:.3f}" for p, i in aa)
                 + " |" + " |" * (len(modes) - 1))
         for other in ("eager_patch", "eager_fuse", "eager_fuse_patch"):
             inter = [(p, m["modes"][other]["phases"][p]["interleaved"]) for p in phases
@@ -82,8 +83,10 @@ def markdown(doc: dict) -> str:
             if inter:
                 L.append(f"| eager vs {other}, interleaved | " + "; ".join(
                     f"{p}: {i['eager_ms']:.3f} / {i[other + '_ms']:.3f} ms ({i['x_eager']:.2f}×"
-                    + (f"; paired rounds {i['x_eager_paired']:.3f}×, quartiles {i['x_eager_q1']:.3f}–"
-                       f"{i['x_eager_q3']:.3f}, {i['rounds']} rounds" if "x_eager_paired" in i else "") + ")"
+                    + (f"; paired rounds {i['x_eager_paired']:.3f}×"
+                       + (f" (95% CI {i['x_eager_lo']:.3f}–{i['x_eager_hi']:.3f})" if "x_eager_lo" in i else "")
+                       + f", quartiles {i['x_eager_q1']:.3f}–{i['x_eager_q3']:.3f}, {i['rounds']} rounds"
+                       if "x_eager_paired" in i else "") + ")"
                     for p, i in inter)
                     + " |" + " |" * (len(modes) - 1))
         gi = m.get("graph_interleaved", {})

@@ -307,13 +307,15 @@ def eager_path_summary(model: torch.nn.Module) -> dict:
 
 def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str, dtype: torch.dtype,
                  tune_kwargs: dict, log: Callable[[str], None] = print,
-                 checkpoint: Callable[[dict], None] | None = None, profile: bool = False) -> dict:
+                 checkpoint: Callable[[dict], None] | None = None, profile: bool = False,
+                 eager_rounds: int | None = None) -> dict:
     """Every mode of every phase of one causal model: times, tuning/compile times, checks.
     ``name``: a --models entry (a named causal model, ``config:PATH``, ``dir:PATH`` or
     ``hf:MODEL_TYPE``: models.parse_model), the name its results carry.
     ``checkpoint(partial)`` is called after each mode with what is measured so far (so a run
     stopped by a time limit keeps its finished modes). ``profile``: also each graph mode's kernels
-    (profile.py)."""
+    (profile.py). ``eager_rounds``: interleaved rounds of the un-graphed eager modes
+    (timing.interleave_eager)."""
     torch._dynamo.reset()
     spec = parse_model(name)
     model = build_model(spec, dtype, device)
@@ -412,14 +414,15 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
     for mode in modes:
         _guarded(one_mode, mode, out["modes"][mode], log)
     _no_lut()
-    interleave_eager(out, variants, {p.name: p.run for p in ps}, name, log)
+    interleave_eager(out, variants, {p.name: p.run for p in ps}, name, log, eager_rounds)
     interleave_graphs(out, replays, [p.name for p in ps], name, log)
     _verdicts(out)
     return out
 
 
 def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwargs: dict, folder: str | None,
-                 log: Callable[[str], None] = print, profile: bool = False) -> dict:
+                 log: Callable[[str], None] = print, profile: bool = False,
+                 eager_rounds: int | None = None) -> dict:
     torch._dynamo.reset()
     try:
         st32 = build_minilm(torch.float32, device, folder)
@@ -471,7 +474,7 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
     for mode in modes:
         _guarded(one_mode, mode, out["modes"][mode], log)
     _no_lut()
-    interleave_eager(out, variants, {"embed_64": emb}, "minilm", log)
+    interleave_eager(out, variants, {"embed_64": emb}, "minilm", log, eager_rounds)
     interleave_graphs(out, replays, ["embed_64"], "minilm", log)
     _verdicts(out)
     return out
@@ -480,10 +483,11 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
 def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] | None = None,
         out_dir: str | Path = "benchmarks/results", dtype: str = "bfloat16", tune_kwargs: dict | None = None,
         minilm_folder: str | None = None, device: str | None = None, log: Callable[[str], None] = print,
-        profile: bool = False) -> dict:
+        profile: bool = False, eager_rounds: int | None = None) -> dict:
     """Bench every model; write ``bench-model.json``, ``bench-model.md`` and ``bench-model.png``
     (with matplotlib) under ``out_dir``. ``profile``: each CUDA-graph mode's kernels too
-    (profile.py: device time per replay, GEMM against the rest, the heaviest kernels)."""
+    (profile.py: device time per replay, GEMM against the rest, the heaviest kernels).
+    ``eager_rounds``: interleaved rounds of eager against eager + patch (default 21 on a GPU)."""
     import datetime
 
     import triton
@@ -500,6 +504,8 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
     for p in phases:
         if p not in PHASES:
             raise ValueError(f"unknown phase {p!r}; known: {', '.join(PHASES)}")
+    if eager_rounds is not None and (not isinstance(eager_rounds, int) or eager_rounds < 1):
+        raise ValueError(f"eager_rounds must be a positive int, got {eager_rounds!r}")
     tune_kwargs = dict(tune_kwargs or {"fast": True})
     try:
         import transformers
@@ -525,13 +531,13 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
         try:
             if spec.kind == "minilm":
                 res = bench_minilm(modes, device=device, dtype=dt, tune_kwargs=tune_kwargs, folder=minilm_folder,
-                                   log=log, profile=profile)
+                                   log=log, profile=profile, eager_rounds=eager_rounds)
             else:
                 def checkpoint(partial, name=name):
                     part = dict(doc, models=doc["models"] + [{**partial, "partial": True}])
                     (out_dir / "bench-model.json").write_text(json.dumps(part, indent=1, default=float) + "\n")
                 res = bench_causal(name, phases, modes, device=device, dtype=dt, tune_kwargs=tune_kwargs, log=log,
-                                   checkpoint=checkpoint, profile=profile)
+                                   checkpoint=checkpoint, profile=profile, eager_rounds=eager_rounds)
         except (RuntimeError, ImportError) as e:  # a missing optional piece, a model that cannot be built: say so, go on
             res = {"model": name, "error": f"{type(e).__name__}: {e}"}
             log(f"{name}: not run: {res['error']}")

@@ -3,6 +3,7 @@ with the other modes so that drift does not favour one."""
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from typing import Callable
@@ -36,16 +37,45 @@ def _stats(samples: list[float], calls: int) -> dict:
             "rounds": list(samples)}
 
 
+def median_ci(values: list[float], level: float = 0.95) -> tuple[float, float]:
+    """A distribution-free confidence interval for the median of ``values``: the order statistics
+    ``x(j)`` and ``x(n+1-j)`` for the largest ``j`` with P(Binomial(n, 1/2) < j) <= (1 - level) / 2.
+    Nothing is assumed of the rounds' distribution (a host-bound step's is skewed by stalls). Below
+    6 values no 95% interval exists; the full range is returned then (its coverage 1 - 2^(1-n)).
+
+    >>> median_ci(list(range(1, 22)))   # 21 rounds: x(6)..x(16), 97.3% coverage
+    (6, 16)
+    >>> median_ci([3.0, 1.0, 2.0])
+    (1.0, 3.0)
+    """
+    xs = sorted(values)
+    n = len(xs)
+    if not n:
+        return float("nan"), float("nan")
+    tail, cdf, j = (1.0 - level) / 2.0, 0.0, 0
+    while j < n // 2:
+        cdf += math.comb(n, j) / 2.0 ** n  # P(B = j), added: now P(B <= j) = P(B < j + 1)
+        if cdf > tail:
+            break
+        j += 1
+    return (xs[j - 1], xs[n - j]) if j else (xs[0], xs[-1])
+
+
 def paired_ratio(base: list[float], other: list[float]) -> dict:
     """Per interleaved round, ``base`` ms over ``other`` ms (> 1: ``other`` is faster), summarised:
-    the median ratio and its quartiles. Adjacent rounds share the host's speed of the moment, so
-    the ratio of a pair cancels the drift that widens each mode's own spread (un-graphed steps
-    bound by Python on the H100 machine spread 12-59% within one mode in session 27)."""
+    the median ratio, its quartiles, and a 95% confidence interval of the median (``lo``, ``hi``:
+    ``median_ci``). Adjacent rounds share the host's speed of the moment, so the ratio of a pair
+    cancels the drift that widens each mode's own spread (un-graphed steps bound by Python on the
+    H100 machine spread 12-59% within one mode in session 27). The interval is what says "slower":
+    on the H200's Llama-1B decode b16 (session 32, 21 rounds) the quartiles of eager against
+    itself were 0.937-1.026, so a 3% difference of medians was inside the method's noise."""
     ratios = sorted(b / o for b, o in zip(base, other) if o > 0)
     if not ratios:
-        return {"median": float("nan"), "q1": float("nan"), "q3": float("nan"), "pairs": 0}
+        return {"median": float("nan"), "q1": float("nan"), "q3": float("nan"), "lo": float("nan"),
+                "hi": float("nan"), "pairs": 0}
     q = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else [ratios[0]] * 3
-    return {"median": statistics.median(ratios), "q1": q[0], "q3": q[2], "pairs": len(ratios)}
+    lo, hi = median_ci(ratios)
+    return {"median": statistics.median(ratios), "q1": q[0], "q3": q[2], "lo": lo, "hi": hi, "pairs": len(ratios)}
 
 
 def time_call(fn: Callable[[], object], *, rounds: int = 5, min_round_ms: float = 20.0,
@@ -94,16 +124,19 @@ def time_interleaved(fns: dict[str, Callable[[], object]], *, rounds: int = 7, m
 
 
 def interleave_eager(out: dict, variants: dict, phases: dict[str, Callable], model_name: str,
-                     log: Callable[[str], None]) -> None:
+                     log: Callable[[str], None], rounds: int | None = None) -> None:
     """eager against eager + patch, interleaved per phase (the verdict for 'never slower than
     eager': the separate per-mode timings are minutes apart, and a host-bound step's time drifts
-    with the host's speed by up to 2x between device calls on the H200 machine)."""
+    with the host's speed by up to 2x between device calls on the H200 machine). ``rounds``:
+    interleaved rounds (default EAGER_ROUNDS on a GPU, 7 on a CPU); the median's confidence
+    interval narrows as 1/sqrt(rounds)."""
     others = [m for m in ("eager_patch", "eager_fuse", "eager_fuse_patch") if m in out["modes"] and m in variants]
     if "eager" not in out["modes"] or not others:
         return  # (variants may hold them as the base objects of graph modes, untimed)
     # On a GPU, EAGER_ROUNDS rounds of about EAGER_ROUND_MS each: a decode step of 15-30 ms made
     # rounds of one call each at 7 x 20 ms. On a CPU (tests) the short default.
-    rounds, round_ms = (EAGER_ROUNDS, EAGER_ROUND_MS) if torch.cuda.is_available() else (7, 20.0)
+    default_rounds, round_ms = (EAGER_ROUNDS, EAGER_ROUND_MS) if torch.cuda.is_available() else (7, 20.0)
+    rounds = rounds or default_rounds
     for pname, run in phases.items():
         # "eager_again": the same model timed a second time in the same rounds, an A/A control. Its
         # paired ratio against eager is what the method cannot resolve (the host's drift within a
@@ -116,9 +149,10 @@ def interleave_eager(out: dict, variants: dict, phases: dict[str, Callable], mod
         if pname in out["modes"]["eager"].get("phases", {}):
             aa = paired_ratio(t["eager"]["rounds"], t["eager_again"]["rounds"])
             out["modes"]["eager"]["phases"][pname]["interleaved_aa"] = {
-                "x_paired": aa["median"], "q1": aa["q1"], "q3": aa["q3"], "rounds": aa["pairs"]}
+                "x_paired": aa["median"], "q1": aa["q1"], "q3": aa["q3"], "lo": aa["lo"], "hi": aa["hi"],
+                "rounds": aa["pairs"]}
             log(f"{model_name} interleaved   {pname:16s} eager against itself (the resolution): paired rounds "
-                f"{aa['median']:.3f}x, quartiles {aa['q1']:.3f}-{aa['q3']:.3f}")
+                f"{aa['median']:.3f}x (95% CI {aa['lo']:.3f}-{aa['hi']:.3f}), quartiles {aa['q1']:.3f}-{aa['q3']:.3f}")
         for mode in others:
             if pname not in out["modes"][mode].get("phases", {}):
                 continue  # the mode failed or skipped this phase
@@ -128,11 +162,13 @@ def interleave_eager(out: dict, variants: dict, phases: dict[str, Callable], mod
                                   "spread": max(t["eager"]["spread"], t[mode]["spread"]),
                                   "x_eager": t["eager"]["ms"] / t[mode]["ms"],
                                   "x_eager_paired": pair["median"], "x_eager_q1": pair["q1"],
-                                  "x_eager_q3": pair["q3"], "rounds": pair["pairs"],
+                                  "x_eager_q3": pair["q3"], "x_eager_lo": pair["lo"], "x_eager_hi": pair["hi"],
+                                  "rounds": pair["pairs"],
                                   "calls_per_round": t["eager"]["calls"] // max(1, len(t["eager"]["rounds"]))}
             log(f"{model_name} interleaved   {pname:16s} eager {t['eager']['ms']:.3f} ms, {mode} "
                 f"{t[mode]['ms']:.3f} ms ({rec['interleaved']['x_eager']:.2f}x eager; paired rounds "
-                f"{pair['median']:.3f}x, quartiles {pair['q1']:.3f}-{pair['q3']:.3f}, {pair['pairs']} rounds)")
+                f"{pair['median']:.3f}x (95% CI {pair['lo']:.3f}-{pair['hi']:.3f}), quartiles {pair['q1']:.3f}-"
+                f"{pair['q3']:.3f}, {pair['pairs']} rounds)")
 
 
 def interleave_graphs(out: dict, replays: dict, phases: list[str], model_name: str,
