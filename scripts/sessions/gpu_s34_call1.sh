@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Prepared at the end of session 33 for session 34's first device call (~7 min; GPU only; no carry).
+# 1. Every GPU-marked test: session 33 changed the padded-weight cache (a token on the parameter
+#    and a weak reference to the storage instead of one to the parameter: swap_tensors works) and
+#    more (see git log after 560b821).
+# 2. #17's "eager + patch never slower than eager", un-graphed, with 201 interleaved rounds
+#    (--eager-rounds, new) instead of 21: the paired median's 95% CI (new) at 21 rounds spans about
+#    +-2%, wider than the differences in question (session 32: fused + patched 0.963x at b16,
+#    eager against itself 0.990x). ~80 s of rounds per phase.
+set -u
+source "$(dirname "$0")/../device_env.sh"
+record_env transformers
+timeout 300 python3 -m pytest -q -n 8 -m gpu tests -p no:cacheprovider > $OUT/gpu_tests.txt 2>&1
+echo "gpu tests rc=$?"; grep -E "FAILED|passed|failed|Error" $OUT/gpu_tests.txt | tail -8
+timeout 280 python3 -m gemmtune.cli bench-model --models llama-1b --phases decode_b1,decode_b16 --eager-rounds 201 \
+  --modes eager,eager_patch,eager_fuse_patch --out $OUT/bm > $OUT/bm.log 2>&1
+echo "bench-model rc=$?"; grep -v "^E11\|^W11" $OUT/bm.log | grep -E "interleaved|rror|FAIL" | tail -12
+tar czf $OUT/bm.tgz -C $OUT bm && rm -rf $OUT/bm
