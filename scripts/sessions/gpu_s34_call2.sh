@@ -3,7 +3,7 @@
 # torch.compile on a second architecture. Qwen2-0.5B config (24 layers, q/k/v with biases: the
 # fused group carries one concatenated bias) at decode b1, fused + patched + compile with
 # coordinate descent against max-autotune, from CUDA graphs, interleaved, both profiled. On the
-# H100 (session 17-era, unfused) patch + compile with coordinate descent measured 1.167x there.
+# H100 (2026-11-26, unfused) patch + compile with coordinate descent measured 1.167x there.
 set -u
 source "$(dirname "$0")/../device_env.sh"
 record_env transformers
