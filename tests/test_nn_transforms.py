@@ -2,7 +2,9 @@
 in_features = 0 (each test failed before its fix)."""
 from __future__ import annotations
 
+import contextlib
 import copy
+import warnings
 
 import pytest
 import torch
@@ -131,3 +133,27 @@ def test_a_broadcasting_bias_runs_as_torchs(make, bias_shape):
             torch.testing.assert_close(model(x), ref(x), rtol=1e-4, atol=1e-4)
         torch._dynamo.reset()
         torch.testing.assert_close(torch.compile(model, backend="aot_eager")(x), ref(x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("make", [_mlp, _conv1d_model], ids=["linear", "conv1d"])
+@pytest.mark.parametrize("no_grad", [True, False], ids=["no_grad", "grad"])
+def test_jit_trace_records_torchs_own_forward(make, no_grad):
+    """torch.jit.trace of a patched model under no_grad raised "Problem.m must be a non-negative
+    int, got tensor(8)" from deep in the dispatcher (a traced size is a tensor); with grad it
+    recorded the gemmtune::mm op, which a saved TorchScript cannot run without this process's
+    dispatchers. Traced, a patched layer records torch's own forward."""
+    model, ref = make()
+    x = torch.randn(8, 32)
+    with torch.no_grad():
+        model(x)  # an eager call first: the shape's path is cached
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.jit.trace is deprecated in torch 2.13
+        with torch.no_grad() if no_grad else contextlib.nullcontext():
+            traced = torch.jit.trace(model, x, check_trace=False)
+    assert "gemmtune::" not in str(traced.inlined_graph)
+    with torch.no_grad():
+        for m in (8, 3):
+            xm = torch.randn(m, 32)
+            torch.testing.assert_close(traced(xm), ref(xm), rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(model(x), ref(x), rtol=1e-4, atol=1e-4)
+    assert model[0].eager_paths == {(torch.Size([8, 32]), torch.float32): "tuned"}  # outside a trace

@@ -76,6 +76,8 @@ _is_compiling = torch.compiler.is_compiling
 _any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
 # Whether a torch.func transform (vmap, grad, jvp, jacrev...) is running, in one C call (~0.03 us).
 _functorch_level = getattr(getattr(torch._C, "_functorch", None), "maybe_current_level", lambda: None)
+# Whether torch.jit.trace is recording, in one C call (~0.03 us; torch.jit.is_tracing's own test).
+_jit_tracing = getattr(torch._C, "_is_tracing", lambda: False)
 
 
 def _eager_ok(x: torch.Tensor, w: torch.Tensor, bias) -> bool:
@@ -251,8 +253,12 @@ def _transformed() -> bool:
     which knows them. The tuned kernels read the operands' memory: a dual input's tangent was
     dropped (no error; ``torch.func.jvp`` of a patched model gave a zero tangent, and so did a dual
     input under ``no_grad`` or into frozen weights), a vmapped input has no storage to read, and
-    the ``gemmtune::mm`` op has no forward-AD or functorch rule."""
-    return _fwAD._current_level >= 0 or _functorch_level() is not None
+    the ``gemmtune::mm`` op has no forward-AD or functorch rule.
+    Also under ``torch.jit.trace``: a traced size is a tensor, so the dispatcher raised "Problem.m
+    must be a non-negative int, got tensor(8)" (under no_grad), and a trace with grad recorded the
+    ``gemmtune::mm`` op, whose handle names a dispatcher of this process only (a saved TorchScript
+    could not run elsewhere); torch's forward traces as the portable ``aten::linear``."""
+    return _fwAD._current_level >= 0 or _functorch_level() is not None or _jit_tracing()
 
 
 def _check_fits(d: Dispatcher, in_features: int, out_features: int, dtype: torch.dtype) -> None:
