@@ -270,6 +270,21 @@ def test_load_patched_leaves_unknown_layers_and_says_so(tmp_path):
     assert {x.filename for x in w if "load_patched" in str(x.message)} == {__file__}  # the caller's line
 
 
+def test_load_patched_into_a_float64_model_names_itself_in_its_warning(tmp_path):
+    """load_patched into a fresh model of a dtype gemmtune does not multiply (float64) warned
+    "gemmtune.patch left 3 Linear layer(s) as they were", naming a function the user never called."""
+    ds = gemmtune.tune_model(Tiny(), [(torch.randn(2, 32),)], tune_fn=fake_tuner([]))
+    path = gemmtune.save_patched(tmp_path / "p.json", ds)
+    fresh = Tiny().double()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        gemmtune.load_patched(fresh, path)
+    assert type(fresh.down) is torch.nn.Linear
+    msgs = [str(x.message) for x in w]
+    assert any(m.startswith("gemmtune.load_patched left 3 Linear layer(s) as they were") and "torch.float64" in m
+               for m in msgs), msgs
+    assert not any("gemmtune.patch" in m for m in msgs), msgs
+
 def test_bad_artifacts_are_refused(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "something else"}')

@@ -682,11 +682,12 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
         print(f"gemmtune.patch: left {len(as_torch)} layer(s) as torch's own (every tuned hint chose cuBLAS; "
               "convert_aten_layers=True converts them): " + ", ".join(as_torch[:8])
               + (" ..." if len(as_torch) > 8 else ""), file=sys.stderr, flush=True)
+    # ``who``, not "gemmtune.patch": load_patched into a float64 model named patch, which its caller never called.
     if skipped:
-        warnings.warn(f"gemmtune.patch left {len(skipped)} Linear layer(s) as they were: "
+        warnings.warn(f"{who} left {len(skipped)} Linear layer(s) as they were: "
                       + ", ".join(skipped), RuntimeWarning, stacklevel=3)
     if own_forward:
-        warnings.warn(f"gemmtune.patch left {sum(own_forward.values())} layer(s) of nn.Linear subclasses with a "
+        warnings.warn(f"{who} left {sum(own_forward.values())} layer(s) of nn.Linear subclasses with a "
                       "forward of their own as they were ("
                       + ", ".join(f"{cls} x{n}" for cls, n in sorted(own_forward.items()))
                       + "): patch converts exact nn.Linear only, whose forward it knows to be x @ W.T + b",
