@@ -157,3 +157,26 @@ def test_jit_trace_records_torchs_own_forward(make, no_grad):
             torch.testing.assert_close(traced(xm), ref(xm), rtol=1e-4, atol=1e-4)
         torch.testing.assert_close(model(x), ref(x), rtol=1e-4, atol=1e-4)
     assert model[0].eager_paths == {(torch.Size([8, 32]), torch.float32): "tuned"}  # outside a trace
+
+
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr], ids=["coo", "csr"])
+def test_a_sparse_input_runs_torchs_own_forward_and_a_dispatcher_names_it(layout):
+    """torch's nn.Linear takes a sparse input; a patched layer raised from Triton's launcher
+    ("Cannot access data pointer of Tensor that doesn't have storage", "Sparse CSR tensors do not
+    have strides"), and so did a dispatcher called directly, at first sight and after a dense call
+    of the same shape (its fast path's key has no layout)."""
+    model, ref = _mlp()
+    x = torch.randn(8, 32)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # CSR support is in beta
+        model(x)  # the shape's tuned path is cached first
+        xs = x.to_sparse(layout=layout)
+        torch.testing.assert_close(model[0](xs), ref[0](x), rtol=1e-4, atol=1e-4)
+        assert model[0].eager_paths == {(torch.Size([8, 32]), torch.float32): "tuned"}  # dense calls still tuned
+        d = model[0].dispatcher
+        w = model[0].weight.t()
+        d(x, w)  # dense first: the fast path has the shape
+        with pytest.raises(TypeError, match=f"a is a {layout} tensor"):
+            d(xs, w)
+        with pytest.raises(TypeError, match=f"a is a {layout} tensor"):
+            gemmtune.matmul(xs, w, choice=TRITON)

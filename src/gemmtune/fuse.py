@@ -115,10 +115,10 @@ class _Group:
                 self.round = None  # nothing of the round kept alive past its last member
             return r.outs[i]
         m = self.members[i]
-        # A tensor subclass (a FakeTensor under export, a DTensor, a quantised tensor), or a
-        # torch.func transform / forward-mode AD (vmap's inputs have no storage to point at), runs
-        # the member's own F.linear: the fused path reads data pointers and version counters.
-        if type(x) is not torch.Tensor or _transformed() or not self._fusable():
+        # A tensor subclass (a FakeTensor under export, a DTensor, a quantised tensor), a sparse
+        # input, or a torch.func transform / forward-mode AD (vmap's inputs have no storage to point
+        # at), runs the member's own F.linear: the fused path reads data pointers and version counters.
+        if type(x) is not torch.Tensor or x.layout is not torch.strided or _transformed() or not self._fusable():
             self.round = None
             return F.linear(x, m.weight, m.bias)
         # forward, not __call__, unless the fused layer has hooks (capture names the GEMM after

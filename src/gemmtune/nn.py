@@ -240,8 +240,10 @@ def _torchs_own(x: torch.Tensor) -> bool:
     (autocast casts inside F.linear / torch.addmm, as for an unpatched layer), and for an input on
     a device gemmtune does not run on, such as ``meta`` (a model built or traced there: torch's
     forward gives the output's shape). ``torch.is_autocast_enabled('meta')`` itself raised
-    ("unknown device type for autocast") from every patched layer of a meta model."""
-    if x.is_cuda or x.is_cpu:  # properties, no x.device built (~0.3 us) on the usual path
+    ("unknown device type for autocast") from every patched layer of a meta model. And for a
+    sparse input (COO, CSR, ...), which torch's F.linear takes and the tuned kernels, reading
+    strided memory, cannot ("Cannot access data pointer of Tensor that doesn't have storage")."""
+    if (x.is_cuda or x.is_cpu) and x.layout is torch.strided:  # properties, no x.device built (~0.3 us)
         return _any_autocast() and torch.is_autocast_enabled(x.device.type)
     return True
 

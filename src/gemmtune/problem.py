@@ -472,6 +472,9 @@ def check_operands(a: torch.Tensor, b: torch.Tensor, op: str = "mm") -> None:
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, not {type(t).__name__}")
+        if t.layout is not torch.strided:  # the kernels read strided memory; torch.mm takes sparse
+            raise TypeError(f"{name} is a {t.layout} tensor: gemmtune multiplies dense (strided) tensors; "
+                            f"use torch.mm, or {name}.to_dense()")
     if op == "bmm" or (a.dim() == 3 and b.dim() == 3):
         for name, t in (("a", a), ("b", b)):
             if t.dim() != 3:

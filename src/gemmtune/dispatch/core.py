@@ -136,7 +136,14 @@ class Dispatcher(Deciding, Launching):
             key = None
         run = self._fast.get(key)
         if run is not None:
-            return run(a, b)
+            try:  # (free unless it raises: the hot path pays no check)
+                return run(a, b)
+            except RuntimeError:
+                # The key has no layout: a sparse operand of a shape first seen dense arrives here,
+                # and raised from the launcher ("Cannot access data pointer of Tensor that doesn't
+                # have storage"). check_operands names it.
+                check_operands(a, b)
+                raise
         return self._first_sight(a, b, key)
 
     def _call_fused(self, a, b, bias, activation, residual) -> torch.Tensor:
@@ -148,7 +155,11 @@ class Dispatcher(Deciding, Launching):
         except (AttributeError, TypeError):  # not tensors, an unhashable activation: the slow path says
             key, run = None, None
         if run is not None:
-            return run(a, b, bias, residual)
+            try:
+                return run(a, b, bias, residual)
+            except RuntimeError:  # a sparse operand (see _run)
+                check_operands(a, b)
+                raise
         return self._first_sight(a, b, key, fused=True, bias=bias, activation=activation, residual=residual)
 
     def check(self, a, b) -> tuple[int, ...]:
