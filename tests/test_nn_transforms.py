@@ -180,3 +180,18 @@ def test_a_sparse_input_runs_torchs_own_forward_and_a_dispatcher_names_it(layout
             d(xs, w)
         with pytest.raises(TypeError, match=f"a is a {layout} tensor"):
             gemmtune.matmul(xs, w, choice=TRITON)
+
+
+@pytest.mark.parametrize("make", [_mlp, _conv1d_model], ids=["linear", "conv1d"])
+def test_fx_symbolic_trace_records_torchs_own_forward(make):
+    """torch.fx treats nn.Linear as a leaf and traces through a patched layer, whose checks on
+    the input raised "symbolically traced variables cannot be used as inputs to control flow".
+    It now records torch's own forward, and the traced module computes the layer's product."""
+    model, ref = make()
+    gm = torch.fx.symbolic_trace(model)
+    assert "gemmtune" not in gm.code
+    x = torch.randn(8, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(gm(x), ref(x), rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(model(x), ref(x), rtol=1e-4, atol=1e-4)
+    assert model[0].eager_paths == {(torch.Size([8, 32]), torch.float32): "tuned"}  # the model itself still tuned

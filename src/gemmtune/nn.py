@@ -243,6 +243,11 @@ def _torchs_own(x: torch.Tensor) -> bool:
     ("unknown device type for autocast") from every patched layer of a meta model. And for a
     sparse input (COO, CSR, ...), which torch's F.linear takes and the tuned kernels, reading
     strided memory, cannot ("Cannot access data pointer of Tensor that doesn't have storage")."""
+    if type(x) is not torch.Tensor and not isinstance(x, torch.Tensor):
+        # torch.fx.symbolic_trace's Proxy: F.linear records as one call (nn.Linear is a leaf to
+        # fx; a patched layer is not, and its checks raised "symbolically traced variables cannot
+        # be used as inputs to control flow")
+        return True
     if (x.is_cuda or x.is_cpu) and x.layout is torch.strided:  # properties, no x.device built (~0.3 us)
         return _any_autocast() and torch.is_autocast_enabled(x.device.type)
     return True
