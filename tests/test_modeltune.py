@@ -265,7 +265,7 @@ def test_load_patched_leaves_unknown_layers_and_says_so(tmp_path):
         warnings.simplefilter("always")
         gemmtune.load_patched(fresh, path)
     assert type(fresh.down) is torch.nn.Linear
-    assert any("load_patched: 1 layer(s) have no dispatcher of their shape in" in str(x.message)
+    assert any("load_patched: 1 layer(s) have no dispatcher of their shape and dtype in" in str(x.message)
                and "left as they were: down (N=32, K=64, float32)" in str(x.message) for x in w)
     assert {x.filename for x in w if "load_patched" in str(x.message)} == {__file__}  # the caller's line
 
@@ -284,6 +284,15 @@ def test_load_patched_into_a_float64_model_names_itself_in_its_warning(tmp_path)
     assert any(m.startswith("gemmtune.load_patched left 3 Linear layer(s) as they were") and "torch.float64" in m
                for m in msgs), msgs
     assert not any("gemmtune.patch" in m for m in msgs), msgs
+
+
+def test_load_patched_into_another_dtype_names_the_artifacts_dtype(tmp_path):
+    """An fp32 artifact loaded into an fp16 model matches no layer; the warning said "no dispatcher
+    of their shape", pointing at the shapes, which do match."""
+    ds = gemmtune.tune_model(Tiny(), [(torch.randn(2, 32),)], tune_fn=fake_tuner([]))
+    path = gemmtune.save_patched(tmp_path / "p.json", ds)
+    with pytest.warns(RuntimeWarning, match=r"shape and dtype in .*its dispatchers: float32\)"):
+        gemmtune.load_patched(Tiny().half(), path)
 
 def test_bad_artifacts_are_refused(tmp_path):
     bad = tmp_path / "bad.json"

@@ -239,8 +239,12 @@ def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: boo
             raise ValueError(f"{path}: cannot re-fuse this model as saved: {e}") from None
     # Straight to patch's layer pass, so that its warnings say load_patched and the artifact, and
     # point at the caller's line.
+    # The artifact's dtypes named: a model loaded in another dtype than it was saved from matches
+    # no layer, and "no dispatcher of their shape" alone pointed at the shapes.
+    dtypes = ", ".join(sorted({key[2] for key in ds})) or "none"
     return _patch_layers(model, None, ds, False, "measure", convert_aten_layers,
-                         f"have no dispatcher of their shape in {path}", {}, who="gemmtune.load_patched")
+                         f"have no dispatcher of their shape and dtype in {path} (its dispatchers: {dtypes})",
+                         {}, who="gemmtune.load_patched")
 
 
 __all__ = ["tune_model", "save_patched", "load_patched", "layer_keys", "is_conv1d"]
