@@ -270,6 +270,32 @@ def test_weights_rebound_after_compiling_are_seen_after_one_eager_call():
         torch.testing.assert_close(cf(x), m(x), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("how", ["assign", "assign_swap", "to_empty"])
+def test_weights_loaded_after_compiling_by_rebinding_are_seen(how):
+    """load_state_dict(assign=True) (with the swap_tensors flag or not), and to_empty then a load,
+    put new tensors under the members' parameters, not values into their views: the group is
+    re-fused at load time, so the graph compiled before (which reads the fused tensor) computes
+    with the loaded weights, with no eager call in between."""
+    m, f = _pair()
+    x = torch.randn(4, 32)
+    cf = torch.compile(f)
+    with torch.no_grad():
+        torch.testing.assert_close(cf(x), m(x), rtol=1e-5, atol=1e-5)
+    sd = {k: torch.randn_like(v) for k, v in m.state_dict().items()}
+    m.load_state_dict(sd)
+    swap = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(how == "assign_swap")
+    try:
+        if how == "to_empty":
+            f.to_empty(device="cpu")
+        f.load_state_dict(sd, assign=how != "to_empty")
+    finally:
+        torch.__future__.set_swap_module_params_on_conversion(swap)
+    with torch.no_grad():
+        torch.testing.assert_close(cf(x), m(x), rtol=1e-5, atol=1e-5)
+    assert f.k.weight.data_ptr() == f.gemmtune_fused_q_k_v.weight.data_ptr() + 32 * 32 * 4
+
+
 def test_a_pass_that_fails_leaves_the_graph_unmerged_and_right(monkeypatch):
     """The pass runs inside the user's compile: a surprise in it (here, the write check raising)
     is a warning, the members stay their own F.linear, the output is right."""

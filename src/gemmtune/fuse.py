@@ -287,6 +287,17 @@ class FusedLinear(torch.nn.Linear):
             return fuse_compile.member_forward(self, input)
         return self._gemmtune_group.take(self._gemmtune_index, input)
 
+    def _load_from_state_dict(self, *args, **kwargs) -> None:
+        super()._load_from_state_dict(*args, **kwargs)
+        # load_state_dict(assign=True), and any load under torch.__future__'s
+        # set_swap_module_params_on_conversion(True), rebinds the member's parameters instead of
+        # copying into their views of the fused tensor. The eager path would re-fuse at its next
+        # call, but a graph compiled before reads the fused tensor and sees no change: so re-fuse
+        # here, once every member's parameters are of one dtype and device again.
+        g = self._gemmtune_group
+        if not g._intact() and g._refusable():
+            g.refuse()
+
 
 def _siblings(model: torch.nn.Module, passes: list, fn=None) -> list[list[str]]:
     """Groups of plain nn.Linear names that, in every call of every example pass, were called on

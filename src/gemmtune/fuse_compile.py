@@ -31,7 +31,9 @@ Limits: the trace-time check that the members' parameters are views of the fused
 graph. A member parameter rebound after compiling with a tensor of the same shape, dtype and
 device (``layer.weight.data = t``) is not seen by the fused GEMM until the model runs once
 eagerly (which re-fuses) or ``torch.compiler.reset()``; in-place updates (``load_state_dict``,
-optimizer steps, ``weight.mul_``) write into the fused tensor and are seen. A member whose output
+optimizer steps, ``weight.mul_``) write into the fused tensor and are seen, and a
+``load_state_dict`` that rebinds the parameters (``assign=True``, the swap_tensors flag) re-fuses
+the group as it loads. A member whose output
 feeds a ``.view`` alone gets a ``.reshape`` there (the slice is strided; ``reshape`` is the
 same view when one exists); with more users, a contiguous copy of its slice.
 """
