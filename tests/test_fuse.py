@@ -195,6 +195,32 @@ def test_copies_pickles_and_unfuse():
         assert gemmtune.unfuse(f) == 0
 
 
+def test_a_member_parametrized_after_fusing_runs_and_unfuses_keeping_its_parametrization():
+    from torch.nn.utils import parametrize
+
+    class Twice(torch.nn.Module):
+        def forward(self, w):
+            return w * 2
+    m, f, _ = _pair()
+    for mod in (m, f):
+        parametrize.register_parametrization(mod.k, "weight", Twice())
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        _close(f(x), m(x))  # k's weight is computed: the group runs unfused
+        assert gemmtune.unfuse(f) == 1
+        assert not isinstance(f.k, FusedLinear) and isinstance(f.k, torch.nn.Linear)
+        assert parametrize.is_parametrized(f.k, "weight")
+        _close(f(x), m(x))
+        # its original is a tensor of its own again, not a view into the fused weight
+        f.q.weight.zero_()
+        assert f.k.parametrizations.weight.original.untyped_storage().data_ptr() != \
+            f.q.weight.untyped_storage().data_ptr()
+        _close(f.k.weight, m.k.weight)
+    assert sorted(f.state_dict()) == sorted(m.state_dict())
+    parametrize.remove_parametrizations(f.k, "weight")
+    assert type(f.k) is torch.nn.Linear
+
+
 def test_under_torch_compile_and_inference_mode():
     m, f, _ = _pair()
     x = torch.randn(3, 32)

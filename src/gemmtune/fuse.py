@@ -73,6 +73,7 @@ from typing import Callable, Iterable, Sequence
 
 import torch
 import torch.nn.functional as F
+from torch.nn.utils import parametrize
 
 from . import fuse_compile
 from .capture import _call, example_passes
@@ -478,7 +479,8 @@ def _fuse(model: torch.nn.Module, names: list[str], members: list[torch.nn.Linea
 
 def unfuse(model: torch.nn.Module) -> int:
     """Undo ``fuse_linears``: each member an ``nn.Linear`` with weights of its own again (copied
-    out of the fused tensor), the fused layers removed. Returns the number of groups undone."""
+    out of the fused tensor; one parametrized since it was fused keeps its parametrizations), the
+    fused layers removed. Returns the number of groups undone."""
     groups = []
     for mod in model.modules():
         g = mod.__dict__.get("_gemmtune_group")
@@ -487,10 +489,21 @@ def unfuse(model: torch.nn.Module) -> int:
     for g in groups:
         with torch.no_grad():
             for m in g.members:
-                m.weight.data = m.weight.detach().clone()
-                if m.bias is not None:
-                    m.bias.data = m.bias.detach().clone()
-                m.__class__ = torch.nn.Linear
+                # Its parameters, not m.weight: a member parametrized since it was fused
+                # (torch.nn.utils.parametrize) keeps its view in parametrizations.weight.original,
+                # and its m.weight is a tensor computed anew at each access.
+                for p in m.parameters():
+                    p.data = p.detach().clone()
+                cls = type(m)
+                if cls is not FusedLinear and cls.__bases__ == (FusedLinear,) and parametrize.is_parametrized(m):
+                    # parametrize made this class over FusedLinear for this module alone (and
+                    # remove_parametrizations goes back to its base): it keeps its parametrized
+                    # tensors' properties over nn.Linear. Setting __class__ to nn.Linear dropped
+                    # them (m.weight then raised AttributeError).
+                    cls.__bases__ = (torch.nn.Linear,)
+                    cls.__name__ = cls.__qualname__ = "ParametrizedLinear"
+                else:
+                    m.__class__ = torch.nn.Linear
                 del m._gemmtune_group, m._gemmtune_index
         for mod in model.modules():
             for name, child in list(mod.named_children()):
