@@ -413,6 +413,36 @@ def test_fusing_a_patched_model_says_to_fuse_first():
             assert gemmtune.fuse_linears(m, x) == []
 
 
+def test_fusing_again_leaves_a_fused_layer_alone():
+    """A second fuse_linears whose pass calls a layer the first did not, on a fused group's input:
+    the fused layer (a plain nn.Linear, its weight a buffer) is not a member of a new group. It
+    had been: the new group's re-fuse rebound the buffer's data, the old members' weights no
+    longer views of what the fused layer reads, and an in-place update of them was not seen."""
+    class Extra(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.extra = (torch.nn.Linear(32, n) for n in (32, 16, 8))
+            self.use_extra = False
+
+        def forward(self, x):
+            y = self.q(x).sum(-1) + self.k(x).sum(-1)
+            return y + self.extra(x).sum(-1) if self.use_extra else y
+    torch.manual_seed(0)
+    m = Extra()
+    f = copy.deepcopy(m)
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        assert [g.members for g in gemmtune.fuse_linears(f, x)] == [("q", "k")]
+        m.use_extra = f.use_extra = True
+        assert gemmtune.fuse_linears(f, x) == []
+        assert type(f.gemmtune_fused_q_k) is torch.nn.Linear
+        for mod in (m, f):
+            mod.q.weight.mul_(2)  # in place (an optimizer step, load_state_dict)
+        _close(f(x), m(x))
+        with pytest.raises(ValueError, match="fused layer"):
+            gemmtune.fuse_linears(f, groups=[("gemmtune_fused_q_k", "extra")])
+
+
 def test_groups_by_name_without_a_forward_pass():
     m, f, groups = _pair()
     fresh = copy.deepcopy(m)

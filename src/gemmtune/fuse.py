@@ -338,6 +338,14 @@ def _siblings(model: torch.nn.Module, passes: list, fn=None) -> list[list[str]]:
     return out
 
 
+def _is_fused_layer(m: torch.nn.Module) -> bool:
+    """Whether ``m`` is a group's fused layer (``_fuse`` makes its weight a buffer): a plain
+    ``nn.Linear`` that a later pass sees called on its group's input, but never a member of a
+    group itself. Its re-fuse would rebind the buffer's data, and the first group, which reads
+    that buffer, would no longer see its members' weights (their views stay in the old tensor)."""
+    return "weight" in m._buffers
+
+
 def _partition(names: list[str], mods: dict, shared: set[int]) -> list[list[str]]:
     """The sets of ``names`` (siblings, in call order) that can share one GEMM: same in_features,
     dtype and device, all with a bias or none (GPT-J's q/k/v have none and its fc_in one: the
@@ -347,7 +355,7 @@ def _partition(names: list[str], mods: dict, shared: set[int]) -> list[list[str]
     for n in names:
         m = mods[n]
         w, b = m.weight, m.bias
-        if w.dim() != 2 or any(id(p) in shared for p in _params(m)):
+        if w.dim() != 2 or any(id(p) in shared for p in _params(m)) or _is_fused_layer(m):
             continue
         if b is not None and (b.dtype != w.dtype or b.device != w.device or b.shape != w.shape[:1]):
             continue
@@ -416,6 +424,9 @@ def _named_groups(groups: Iterable[Sequence[str]], mods: dict, shared: set[int])
         g0 = mods[names[0]].__dict__.get("_gemmtune_group")
         if g0 is not None and len(g0.members) == len(names) and all(m is mods[n] for m, n in zip(g0.members, names)):
             continue  # fused already, as named
+        fused = [n for n in names if _is_fused_layer(mods[n])]
+        if fused:
+            raise ValueError(f"fused group {names}: {fused[0]!r} is a fused layer, not a member of one")
         other = [n for n in names if type(mods[n]) is not torch.nn.Linear]
         if other:
             raise ValueError(f"fused group {names}: {other[0]!r} is a {type(mods[other[0]]).__name__}, not a plain "
