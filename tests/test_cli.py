@@ -356,6 +356,25 @@ def test_tune_refuses_paths_it_would_fail_on_only_after_the_run(tmp_path, capsys
     assert not (tmp_path / "s.sqlite").exists()
 
 
+def test_tune_summary_never_replaces_the_store_or_a_table(tmp_path, capsys):
+    """``--summary`` naming the results store replaced the SQLite file, every measurement in it,
+    with the summary JSON after the run; naming --out replaced the table just merged (entries of
+    earlier runs included), naming --table the user's input table. Each is refused, one line, rc 2,
+    before anything is measured, and the files are as they were."""
+    store, out, table = tmp_path / "s.sqlite", tmp_path / "t.json", tmp_path / "in.json"
+    base = ["tune", "--shape", "8x8x16:fp16", "--families", "aten", "-q", "--in-process", "--store", str(store),
+            "--out", str(out)]
+    assert cli.main(base) == 0
+    capsys.readouterr()
+    table.write_text(out.read_text())
+    before = {p: p.read_bytes() for p in (store, out, table)}
+    for target in (store, out, table):
+        rc, _, err = run([*base, "--table", str(table), "--summary", str(target)], capsys)
+        assert rc == 2 and "--summary" in err and "Traceback" not in err, (target, err)
+        assert len(err.strip().splitlines()) == 1, err
+    assert {p: p.read_bytes() for p in (store, out, table)} == before
+
+
 def test_file_errors_are_one_line_and_found_before_the_work(tmp_path, capsys):
     """A file that cannot be written was a traceback: --summary in a missing folder (after the
     whole run), capture --out naming a directory (after the capture), worker --serve in a missing

@@ -19,6 +19,12 @@ def cmd_tune(args) -> int:
         raise ValueError("--model ranks candidates only when filtering: add --benchmark-space DEFAULT|K or --fast")
     if args.summary:  # found before the run, not after it
         check_file_target(args.summary, "--summary")
+        # The summary is written last, over whatever is at its path: naming the store there
+        # replaced every measurement with the summary JSON, naming --out or --table the table.
+        from pathlib import Path
+        for flag, other in (("--store", args.store), ("--out", args.out), ("--table", args.table)):
+            if other and Path(args.summary).resolve() == Path(other).resolve():
+                raise ValueError(f"--summary and {flag} are one file, {args.summary}: give them different paths")
     result = tune(shapes, families=families, space=args.space, store=args.store, out=args.out,
                   workers=args.workers, timeout=args.timeout, compile_workers=args.compile_workers,
                   retry_failed=args.retry_failed, timing=args.timing, compile_ahead=args.compile_ahead,
