@@ -119,3 +119,17 @@ def test_train_out_is_checked_before_training(tmp_path, capsys):
     # It trained fully, then failed on the write.
     rc, _, err = run(["train", "--store", str(SAMPLE), "--out", str(tmp_path / "missing" / "m.json")], capsys)
     one_line_error(rc, err, "cannot write the model to")
+
+
+def test_train_out_or_ship_naming_a_store_is_refused(tmp_path, capsys):
+    """``train --out`` (or ``--cv --ship``) naming the --store or a --pool-store replaced the timings
+    it trained on with the model JSON. One line, rc 2, before training; the data as it was."""
+    data = tmp_path / "d.csv.gz"
+    shutil.copy(SAMPLE, data)
+    before = data.read_bytes()
+    for argv in (["--out", str(data)], ["--pool-store", str(data), "--out", str(data)],
+                 ["--cv", "2", "--ship", str(data)]):
+        store = str(SAMPLE) if "--pool-store" in argv else str(data)
+        rc, _, err = run(["train", "--store", store, "--kind", "gbt", "--force", *argv], capsys)
+        one_line_error(rc, err, "are one file")
+        assert data.read_bytes() == before, argv

@@ -121,6 +121,8 @@ def cmd_train(args) -> int:
             raise ValueError("--policies writes a report of its own; give it without --compare / --ship / --report")
         return _train_policies(args, suites)
     if args.cv or args.ship:
+        if args.ship:
+            _not_a_store(args, args.ship, "--ship")
         return _train_cv(args, suites)
     if args.compare:
         from ..model.compare import compare, write_report
@@ -134,6 +136,7 @@ def cmd_train(args) -> int:
     from ..jsonio import check_file_target
 
     check_file_target(args.out, "the model")  # before the training, not after it
+    _not_a_store(args, args.out, "--out")
     model, rep = train(args.store, exclude_suites=suites, test_fraction=args.test_fraction, kind=args.kind,
                        seed=args.seed, device=args.device, pool_stores=getattr(args, "pool_store", None) or ())
     console = Console(width=None if sys.stdout.isatty() else 160)
@@ -161,6 +164,16 @@ def cmd_train(args) -> int:
     console.print(f"{args.out}: {rep['family']} model, trained in {rep['fit_s']:.1f} s"
                   + (f" (written with --force although {worse})" if worse else ""))
     return 0
+
+
+def _not_a_store(args, path, flag: str) -> None:
+    """The model is written over ``path``: naming the --store (or a --pool-store) there replaced
+    the timings it was trained on with the model JSON. Refused before the training."""
+    from pathlib import Path
+    for sflag, store in [("--store", args.store)] + [("--pool-store", s) for s in getattr(args, "pool_store", None) or ()]:
+        if Path(path).resolve() == Path(store).resolve():
+            raise ValueError(f"{flag} and {sflag} are one file, {path}: the model would replace the data it is "
+                             "trained on; give another path")
 
 
 def _train_cv(args, suites: list[str]) -> int:
