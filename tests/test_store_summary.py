@@ -43,6 +43,24 @@ def test_cli_report_store(store, tmp_path, capsys):
     assert "no results store" in capsys.readouterr().err
 
 
+def test_report_store_never_writes_over_its_inputs(store, tmp_path, capsys):
+    """``report --store S --json S`` (or ``--run-summary S``) replaced the results store, every
+    measurement, with the summary JSON; ``--run-summary`` naming ``--tune-json`` replaced that
+    run's JSON. Each is one line, rc 2, and the files are as they were."""
+    import shutil
+    s = tmp_path / "s.sqlite"
+    shutil.copy(store, s)
+    tj = tmp_path / "tune.json"
+    tj.write_text("{}")
+    before = s.read_bytes(), tj.read_bytes()
+    for extra in (["--json", str(s)], ["--run-summary", str(s)],
+                  ["--run-summary", str(tj), "--tune-json", str(tj), "--suite", "smoke"]):
+        assert cli.main(["report", "--store", str(s), *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert "one file" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert (s.read_bytes(), tj.read_bytes()) == before, extra
+
+
 def test_run_summary_of_the_committed_h200_run_is_the_committed_file(tmp_path, capsys):
     """report --store --run-summary (what scripts/summarize_store.py wrote): the committed
     H200 run's store gives back its committed tune-summary.json, which --tune-run renders."""

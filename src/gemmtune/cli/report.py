@@ -21,6 +21,13 @@ def cmd_report(args) -> int:
             if Path(args.store).stat().st_size == 0:
                 # Opening it would write a new store's tables into the file: a summary must not.
                 raise ValueError(f"{args.store} is empty, not a results store")
+            # The summary is written over its path: naming the store there replaced every
+            # measurement with it, naming --tune-json that run's JSON.
+            inputs = (("--store", args.store), ("--tune-json", args.tune_json))
+            for flag, dest in (("--json", args.json), ("--run-summary", args.run_summary)):
+                for iflag, src in inputs:
+                    if dest and src and Path(dest).resolve() == Path(src).resolve():
+                        raise ValueError(f"{flag} and {iflag} are one file, {dest}: give another path")
             import json
 
             from ..report.store import markdown, run_summary, run_summary_text, summarize
