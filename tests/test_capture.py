@@ -254,6 +254,18 @@ def test_cli_capture_refuses_a_model_that_does_not_fit_before_building_it(tmp_pa
     assert rc == 0 and (tmp_path / "s.csv").exists()  # meta needs none
 
 
+def test_cli_capture_out_and_json_naming_one_file_is_refused(tmp_path, capsys):
+    """``capture --out X --json X`` wrote the suite CSV, then the JSON over it, and said that X held
+    the suite for ``tune --suite X`` (which then failed on the JSON). One line, rc 2, before the capture."""
+    from gemmtune.cli import main
+
+    path = tmp_path / "s.csv"
+    rc = main(["capture", "--model", "tiny-llama", "--device", "meta", "--out", str(path), "--json", str(path), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "one file" in err and err.count("\n") == 1, err
+    assert not path.exists()
+
+
 def test_cli_capture_of_a_preset_prints_no_library_noise(tmp_path, capsys):
     """Every preset capture (and bench-model decode step) printed transformers' FutureWarning that
     `past_key_values` goes in 5.40 (with the source line), and tiny-gpt2 two config warnings (its
