@@ -462,3 +462,25 @@ def test_export_from_threads_to_one_file(store, tmp_path, monkeypatch):
     with open(out, newline="", encoding="utf-8") as f:
         assert len(list(_csv.reader(f))) == 51
     assert not list(tmp_path.glob(".out.csv.tmp-*"))
+
+
+def test_claims_on_a_read_only_store_raise_store_error(tmp_path):
+    """A store file the user cannot write (mode 0444, another user's) opens for reading, and
+    ``tune`` on it died in claim() with sqlite3's own traceback ('attempt to write a readonly
+    database'), even with every result already stored. claim() and release() raise StoreError
+    naming the file, which the CLI prints as one line. The read-only file is emulated by a
+    mode=ro connection: chmod does not stop root, who runs these tests in CI."""
+    path = tmp_path / "r.sqlite"
+    with ResultStore(path) as s:
+        s.record(CTX, make_row())
+    s = ResultStore(path)
+    s._conn.close()
+    s._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+    try:
+        assert [r.choice_id for _, r in s.rows()] == ["triton:a"]  # reading still works
+        with pytest.raises(StoreError, match=f"cannot write to results store {path}: .*readonly"):
+            s.claim(CTX, KEY, ["triton:b"], "me", ttl_s=60)
+        with pytest.raises(StoreError, match=f"cannot write to results store {path}"):
+            s.release(CTX, KEY, "me")
+    finally:
+        s.close()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sqlite3
 import time
 from typing import Iterable
 
 from .rows import RunContext
+from .schema import StoreError
 
 
 def claim_owner() -> str:
@@ -64,6 +66,14 @@ class Claims:
         now = time.time()
         redo = set(redo_statuses)
         conn = self._db
+        try:
+            return self._claim(conn, ctx, problem_key, ids, owner, ttl_s, ck, now, redo)
+        except sqlite3.Error as e:
+            # e.g. a store file this user cannot write (it opens read-only): a tune's first
+            # write is a claim, and sqlite3's traceback was all it printed.
+            raise StoreError(f"cannot write to results store {self.path}: {e}") from None
+
+    def _claim(self, conn, ctx, problem_key, ids, owner, ttl_s, ck, now, redo) -> list[str]:
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute("DELETE FROM claims WHERE expires_at < ?", (now,))
@@ -94,5 +104,8 @@ class Claims:
     def release(self, ctx: RunContext, problem_key: str, owner: str) -> None:
         """Drop ``owner``'s claims on one problem (its results are in, or it gave up)."""
         conn = self._db
-        conn.execute("DELETE FROM claims WHERE context = ? AND problem_key = ? AND owner = ?",
-                     (context_text(ctx), problem_key, owner))
+        try:
+            conn.execute("DELETE FROM claims WHERE context = ? AND problem_key = ? AND owner = ?",
+                         (context_text(ctx), problem_key, owner))
+        except sqlite3.Error as e:  # as in claim()
+            raise StoreError(f"cannot write to results store {self.path}: {e}") from None
