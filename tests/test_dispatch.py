@@ -685,6 +685,20 @@ def test_load_restores_binaries_and_rejects_bad_fields(tmp_path, monkeypatch):
         path.write_text(json.dumps(doc))
         with pytest.raises(ValueError, match=says):
             load(path)
+    # Other malformed fields were a KeyError / AttributeError / bare int() or parse error that did
+    # not name the file.
+    doc.pop("binaries")
+    good = json.loads(json.dumps(doc))
+    for field, value in [("provenance", None), ("provenance", "DELETE"), ("hint_choices", [{"sizes": {"m": "x"}}]),
+                         ("hint_choices", [{"sizes": None, "choice": "nope:x"}]), ("mode", "nope")]:
+        bad = json.loads(json.dumps(good))
+        if value == "DELETE":
+            del bad[field]
+        else:
+            bad[field] = value
+        path.write_text(json.dumps(bad))
+        with pytest.raises(ValueError, match=f"{path}: malformed dispatcher file"):
+            load(path)
 
 
 def test_patch_says_which_layer_it_tunes_when_progress_is_on(capsys):

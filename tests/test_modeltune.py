@@ -303,6 +303,13 @@ def test_bad_artifacts_are_refused(tmp_path):
                    '"layers": [{"n": 1, "k": 1, "dtype": "float32", "layout_b": "col", "file": "../x.json"}]}')
     with pytest.raises(ValueError, match="relative path inside"):
         gemmtune.load_patched(Tiny(), bad)
+    # A malformed index was a KeyError / TypeError / int() error that named neither file nor field.
+    head = '{"format": "gemmtune-patched-model", "schema_version": 1, "layers": '
+    for layers in ('{"a": 1}', '3', '[[1]]', '[{"n": 1, "k": 1, "dtype": "float32", "layout_b": "col"}]',
+                   '[{"n": "x", "k": 1, "dtype": "float32", "layout_b": "col", "file": "x.json"}]'):
+        bad.write_text(head + layers + "}")
+        with pytest.raises(ValueError, match=f"{bad}: malformed 'layers'"):
+            gemmtune.load_patched(Tiny(), bad)
 
 
 class Router(torch.nn.Module):

@@ -218,12 +218,20 @@ def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: boo
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise ValueError(f"{path}: schema_version {doc.get('schema_version')!r}, expected {SCHEMA_VERSION}")
     ds = {}
-    for layer in doc.get("layers", []):
-        f = str(layer["file"])
+    layers = doc.get("layers", [])
+    if not isinstance(layers, list):
+        raise ValueError(f"{path}: malformed 'layers' (a list of objects with n, k, dtype, layout_b, file): "
+                         f"got {type(layers).__name__}")
+    for i, layer in enumerate(layers):
+        try:  # a KeyError / TypeError / int() error named neither the file nor the field
+            f = str(layer["file"])
+            key = (int(layer["n"]), int(layer["k"]), str(layer["dtype"]), str(layer["layout_b"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"{path}: malformed 'layers' (a list of objects with n, k, dtype, layout_b, file): "
+                             f"layers[{i}]: {type(e).__name__}: {e}") from None
         if ".." in Path(f).parts or Path(f).is_absolute() or not re.fullmatch(r"[\w.\-/]+", f):
             raise ValueError(f"{path}: layer file {f!r} must be a relative path inside the artifact")
-        ds[(int(layer["n"]), int(layer["k"]), str(layer["dtype"]), str(layer["layout_b"]))] = load(
-            path.parent / f, strict=strict)
+        ds[key] = load(path.parent / f, strict=strict)
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
     fused = doc.get("fused", [])

@@ -32,7 +32,9 @@ def load(path: str | os.PathLike, *, timer=None, strict: bool = False) -> Dispat
         raise ValueError(f"{path}: not a saved gemmtune dispatcher (format != {FORMAT!r})")
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise ValueError(f"{path}: schema_version {doc.get('schema_version')!r}, expected {SCHEMA_VERSION}")
-    prov = doc["provenance"]
+    prov = doc.get("provenance")
+    if not isinstance(prov, dict):  # provenance_mismatches's AttributeError / a KeyError named neither file nor field
+        raise ValueError(f"{path}: malformed dispatcher file: 'provenance' is missing or not an object")
     problems = provenance_mismatches(prov)
     if problems:
         msg = f"{path}: " + "; ".join(problems) + (
@@ -60,7 +62,10 @@ def load(path: str | os.PathLike, *, timer=None, strict: bool = False) -> Dispat
                           hint_choices=hint_choices, mode=doc["mode"], table=table, timer=timer,
                           verify=bool(doc.get("verify", True)), layout_a=doc["layout_a"],
                           layout_b=doc["layout_b"], provenance=prov, decisions=decisions)
-    except (KeyError, TypeError) as e:
+    except (KeyError, TypeError, ValueError) as e:
+        if isinstance(e, ValueError) and str(e).startswith(f"{path}:"):
+            raise  # names the file already (the binaries field, a table)
+        # A bad value (an int() of 'x', an unknown family or mode) said neither which file nor that it was one.
         raise ValueError(f"{path}: malformed dispatcher file: {type(e).__name__}: {e}") from None
     d.binaries_note = note
     return d
