@@ -161,6 +161,13 @@ def test_export_inductor_refuses_to_overwrite_a_gemmtune_table(tmp_path):
         ie.export(t, other, force=True)
     ie.export(t, tmp_path / "inductor.json", force=True)  # a new file, or an Inductor table, is fine
     ie.export(t, tmp_path / "inductor.json", force=True)
+    # A results store there (``export-inductor t.json gemmtune.sqlite``) was replaced too: every measurement lost.
+    with ResultStore(tmp_path / "s.sqlite"):
+        pass
+    store_bytes = (tmp_path / "s.sqlite").read_bytes()
+    with pytest.raises(ValueError, match="results store"):
+        ie.export(t, tmp_path / "s.sqlite", force=True)
+    assert (tmp_path / "s.sqlite").read_bytes() == store_bytes
 
 
 # ------------------------------------------------------------------ save_patched

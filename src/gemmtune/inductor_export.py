@@ -361,7 +361,17 @@ def export(table: LookupTable | str | os.PathLike, path: str | os.PathLike, *,
 
 def _refuse_gemmtune_table(path: Path) -> None:
     """Raise ValueError when ``path`` holds a gemmtune lookup table: ``export(t, t)`` (or an OUT
-    naming another tuned table) replaced it with Inductor's format, and the table was lost."""
+    naming another tuned table) replaced it with Inductor's format, and the table was lost. Likewise
+    a SQLite file (a results store: every measurement), which is no JSON."""
+    from .store.schema import SQLITE_MAGIC
+    try:
+        with open(path, "rb") as f:
+            is_sqlite = f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        is_sqlite = False
+    if is_sqlite:
+        raise ValueError(f"{path} is a SQLite file (a gemmtune results store?): writing the Inductor table there "
+                         "would replace it; give another output file")
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):  # no file, or not a JSON one: nothing of ours to lose
