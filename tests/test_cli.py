@@ -432,6 +432,33 @@ def test_interrupt_message_promises_a_resume_only_where_there_is_one(monkeypatch
     assert rc == 130 and "store" not in err and "interrupted" in err
 
 
+def test_sigterm_in_a_resumable_command_says_what_was_kept(monkeypatch, capsys):
+    """A batch scheduler's time limit sends SIGTERM, whose default action ended `tune` with no word
+    of what was kept. It now takes Ctrl-C's path: the same clean-up and message, exit 143; the
+    handler is put back after, and other commands keep the default action."""
+    import os
+    import signal
+    seen = {}
+
+    def terminated(args):
+        seen["handler"] = signal.getsignal(signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("SIGTERM did not interrupt")  # (delivered before the next bytecode)
+
+    def plain(args):
+        seen["other"] = signal.getsignal(signal.SIGTERM)
+        return 0
+
+    parser_fn = cli.build_parser
+    monkeypatch.setattr(cli, "build_parser", lambda: _with_fn(_with_fn(parser_fn(), "tune", terminated),
+                                                               "space", plain))
+    rc, out, err = run(["tune", "--shape", "8x8x8", "--families", "aten"], capsys)
+    assert rc == 143 and "interrupted (SIGTERM); every finished measurement is in the store" in err, err
+    assert seen["handler"] is cli._raise_terminated and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    assert run(["space", "--shape", "8x8x8", "--families", "aten"], capsys)[0] == 0
+    assert seen["other"] == signal.SIG_DFL
+
+
 def _with_fn(parser, cmd, fn):
     import argparse
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -31,7 +31,9 @@ on collected data (any machine):
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from typing import Sequence
 
 from . import bench, capture, collect, kernels, lut, model, report, tune
@@ -69,6 +71,7 @@ def main(argv: list[str] | None = None, prestarted: Sequence = ()) -> int:
     import warnings
     shown = warnings.formatwarning
     warnings.formatwarning = one_line_warning(shown)
+    term = _on_sigterm() if args.cmd in RESUMABLE else None
     try:
         return args.fn(args)
     except (ValueError, TypeError) as e:
@@ -80,14 +83,36 @@ def main(argv: list[str] | None = None, prestarted: Sequence = ()) -> int:
         # for a file): the file and why, not a traceback.
         print(f"gemmtune {args.cmd}: error: {os_error_line(e)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        by = " (SIGTERM)" if isinstance(e, Terminated) else ""
         if args.cmd in RESUMABLE:
-            print("interrupted; every finished measurement is in the store, rerun to resume", file=sys.stderr)
+            print(f"interrupted{by}; every finished measurement is in the store, rerun to resume", file=sys.stderr)
         else:
-            print(f"gemmtune {args.cmd}: interrupted", file=sys.stderr)
-        return 130
+            print(f"gemmtune {args.cmd}: interrupted{by}", file=sys.stderr)
+        return 128 + signal.SIGTERM if by else 130
     finally:
         warnings.formatwarning = shown
+        if term is not None:
+            signal.signal(signal.SIGTERM, term)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during a resumable command, raised where Ctrl-C's KeyboardInterrupt would be, so the
+    same clean-up runs (workers stopped, the store's last transaction finished or rolled back) and
+    the same line is printed. A batch scheduler's time limit (SLURM, Kubernetes) sends SIGTERM:
+    its default action ended the process with no word of what was kept."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+def _on_sigterm():
+    """Install ``_raise_terminated`` for SIGTERM where nothing else handles it (the main thread,
+    the default action); returns the handler to restore, or None where none was installed."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return None
+    return signal.signal(signal.SIGTERM, _raise_terminated)
 
 
 def one_line_warning(other):
