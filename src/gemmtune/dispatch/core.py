@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import numbers
 import os
 import threading
 import warnings
@@ -30,6 +31,31 @@ from ..jsonio import write_atomic
 # Every Dispatcher alive, by id(): how torch.compile reaches the object behind an id it traced
 # (torch_ops.handle_of). Weak: a dispatcher nobody holds is freed as before.
 LIVE: "weakref.WeakValueDictionary[int, Dispatcher]" = weakref.WeakValueDictionary()
+
+
+def _size_ok(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1  # (numpy ints too)
+
+
+def _check_sizes(dims: dict, hints: dict, hint_choices: tuple) -> None:
+    """A static dim a size, each dynamic dim's hints sizes, each hint choice's sizes and time
+    plausible: a saved dispatcher edited by hand (or written by a bug) with ``"k": "x"`` or a
+    negative hint loaded without complaint and failed only at its first call, deep inside."""
+    for d, v in dims.items():
+        if v is not None and not _size_ok(v):
+            raise ValueError(f"dims: {d} must be a positive int or None (dynamic), got {v!r}")
+    for d, hs in hints.items():
+        if not hs or not all(_size_ok(h) for h in hs):
+            raise ValueError(f"hints: {d} must list positive int sizes, got {list(hs)!r}")
+    for h in hint_choices:
+        if not isinstance(h, HintChoice):
+            raise TypeError(f"hint_choices holds HintChoice entries, not {type(h).__name__}")
+        if not isinstance(h.sizes, tuple) or len(h.sizes) not in (3, 4) or not all(_size_ok(v) for v in h.sizes):
+            raise ValueError(f"hint choice {h.choice}: sizes must be (M, N, K) or (batch, M, N, K) positive ints, "
+                             f"got {h.sizes!r}")
+        ms = h.device_ms
+        if ms is not None and (isinstance(ms, bool) or not isinstance(ms, (int, float)) or not ms >= 0):
+            raise ValueError(f"hint choice {h.choice}: device_ms must be a non-negative number or None, got {ms!r}")
 
 
 class Dispatcher(Deciding, Launching):
@@ -72,6 +98,7 @@ class Dispatcher(Deciding, Launching):
         self.torch_dtype = DTYPES[self.dtype]
         self.hints = {d: tuple(hints[d]) for d in self.dynamic}
         self.hint_choices = tuple(hint_choices)
+        _check_sizes(self.dims, self.hints, self.hint_choices)
         self.mode = mode
         self.table = table
         self.timer = timer
