@@ -703,10 +703,10 @@ def test_load_restores_binaries_and_rejects_bad_fields(tmp_path, monkeypatch):
     dyn = next(d for d in ("m", "n", "k") if good["dims"][d] is None)
     static = next(d for d in ("m", "n", "k") if good["dims"][d] is not None)
     h0 = good["hint_choices"][0]
-    for edit, says in [(lambda b: b["dims"].__setitem__(static, "x"), f"dims: {static} must be a positive int"),
-                       (lambda b: b["dims"].__setitem__(static, -4), f"dims: {static} must be a positive int"),
-                       (lambda b: b["hints"].__setitem__(dyn, ["a"]), f"hints: {dyn} must list positive int"),
-                       (lambda b: b["hints"].__setitem__(dyn, []), f"hints: {dyn} must list positive int"),
+    for edit, says in [(lambda b: b["dims"].__setitem__(static, "x"), f"dims: {static} must be an int >= 0"),
+                       (lambda b: b["dims"].__setitem__(static, -4), f"dims: {static} must be an int >= 0"),
+                       (lambda b: b["hints"].__setitem__(dyn, ["a"]), f"hints: {dyn} must list int sizes"),
+                       (lambda b: b["hints"].__setitem__(dyn, []), f"hints: {dyn} must list int sizes"),
                        (lambda b: b["hint_choices"].__setitem__(0, {**h0, "device_ms": "fast"}), "device_ms"),
                        (lambda b: b["hint_choices"].__setitem__(0, {**h0, "device_ms": -1.0}), "device_ms")]:
         bad = json.loads(json.dumps(good))

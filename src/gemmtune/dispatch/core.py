@@ -34,7 +34,8 @@ LIVE: "weakref.WeakValueDictionary[int, Dispatcher]" = weakref.WeakValueDictiona
 
 
 def _size_ok(v) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1  # (numpy ints too)
+    # (numpy ints too; 0 is a size: nn.Linear(0, n) is a layer, its product the broadcast bias)
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0
 
 
 def _check_sizes(dims: dict, hints: dict, hint_choices: tuple) -> None:
@@ -43,15 +44,15 @@ def _check_sizes(dims: dict, hints: dict, hint_choices: tuple) -> None:
     negative hint loaded without complaint and failed only at its first call, deep inside."""
     for d, v in dims.items():
         if v is not None and not _size_ok(v):
-            raise ValueError(f"dims: {d} must be a positive int or None (dynamic), got {v!r}")
+            raise ValueError(f"dims: {d} must be an int >= 0 or None (dynamic), got {v!r}")
     for d, hs in hints.items():
         if not hs or not all(_size_ok(h) for h in hs):
-            raise ValueError(f"hints: {d} must list positive int sizes, got {list(hs)!r}")
+            raise ValueError(f"hints: {d} must list int sizes >= 0, got {list(hs)!r}")
     for h in hint_choices:
         if not isinstance(h, HintChoice):
             raise TypeError(f"hint_choices holds HintChoice entries, not {type(h).__name__}")
         if not isinstance(h.sizes, tuple) or len(h.sizes) not in (3, 4) or not all(_size_ok(v) for v in h.sizes):
-            raise ValueError(f"hint choice {h.choice}: sizes must be (M, N, K) or (batch, M, N, K) positive ints, "
+            raise ValueError(f"hint choice {h.choice}: sizes must be (M, N, K) or (batch, M, N, K) ints >= 0, "
                              f"got {h.sizes!r}")
         ms = h.device_ms
         if ms is not None and (isinstance(ms, bool) or not isinstance(ms, (int, float)) or not ms >= 0):
