@@ -4,9 +4,10 @@
 #    and a weak reference to the storage instead of one to the parameter: swap_tensors works) and
 #    more (see git log after 560b821).
 # 2. #17's "eager + patch never slower than eager", un-graphed, with 201 interleaved rounds
-#    (--eager-rounds, new) instead of 21: the paired median's 95% CI (new) at 21 rounds spans about
-#    +-2%, wider than the differences in question (session 32: fused + patched 0.963x at b16,
-#    eager against itself 0.990x). ~80 s of rounds per phase.
+#    (--eager-rounds, new) instead of 21: the paired median's 95% CI (new) at 21 rounds is the
+#    quartile range (the 6th to 16th ratio), 0.937-1.026 for eager against itself at b16 in
+#    session 32, wider than the differences in question (fused + patched 0.963x there). ~80 s of
+#    rounds per phase.
 set -u
 source "$(dirname "$0")/../device_env.sh"
 record_env transformers
