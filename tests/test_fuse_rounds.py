@@ -4,6 +4,7 @@ unfused one does. Each test compares a fused model with an unfused copy."""
 from __future__ import annotations
 
 import copy
+import threading
 
 import pytest
 import torch
@@ -239,3 +240,50 @@ def test_a_sparse_input_runs_each_members_own_linear(layout):
         warnings.simplefilter("ignore")  # CSR support is in beta
         _close(f(x.to_sparse(layout=layout)), m(x))
         _close(f(x), m(x))  # the dense input after it: fused again
+
+
+def test_two_threads_refusing_one_group_leave_it_consistent():
+    """The first calls of a copied (or moved, or reloaded) model from two threads both re-fuse its
+    groups. Forced interleaving: the first thread stops after binding the fused weight, before the
+    members', while the second re-fuses the whole group. The first then bound the members to its
+    tensor and recorded the second's as the fused one; ``_intact`` accepted that, and every later
+    in-place update of a member's weight went unseen by the fused GEMM (wrong outputs, every call)."""
+    m, f0 = _pair()
+    f = copy.deepcopy(f0)  # a copy re-fuses at its first call
+    g = f.q._gemmtune_group
+    stopped, other_done = threading.Event(), threading.Event()
+
+    class Pausing(torch.nn.Linear):
+        def __setattr__(self, name, value):
+            super().__setattr__(name, value)
+            if name == "weight" and threading.current_thread().name == "first-refuse":
+                stopped.set()
+                # Fixed, the other thread waits for this re-fuse to end (the lock): time out then.
+                other_done.wait(2)
+
+    g.fused.__class__ = Pausing
+    errors = []
+
+    def first():
+        try:
+            with torch.no_grad():
+                f(torch.randn(3, 32))
+        except Exception as e:  # (an assert in a thread would be lost)
+            errors.append(repr(e))
+
+    t = threading.Thread(target=first, name="first-refuse", daemon=True)
+    t.start()
+    assert stopped.wait(30)
+    with torch.no_grad():
+        f(torch.randn(3, 32))  # this thread's first call re-fuses too
+    other_done.set()
+    t.join(30)
+    assert not t.is_alive() and not errors
+    g.fused.__class__ = torch.nn.Linear
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        f.k.weight.mul_(2.0)
+        m.k.weight.mul_(2.0)
+        _close(f(x), m(x))
+    assert all(p.untyped_storage().data_ptr() == g.fused.weight.untyped_storage().data_ptr()
+               for p in (f.q.weight, f.k.weight, f.v.weight))

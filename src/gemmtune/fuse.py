@@ -67,6 +67,7 @@ Example::
 from __future__ import annotations
 
 import re
+import threading
 import warnings
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
@@ -80,6 +81,14 @@ from .capture import _call, example_passes
 from .nn import _is_compiling, _transformed
 
 _autocast = getattr(torch._C, "_is_any_autocast_enabled", None) or (lambda: torch.is_autocast_enabled())
+# Held while a group is re-fused (``_Group.refuse``, and ``_fusable``'s check before it). A re-fuse
+# rebinds the fused weight, then each member's, then records them: two threads re-fusing one group
+# at once (the first calls of a model copied, moved or reloaded, made from a server's threads)
+# interleaved those steps and could leave the fused layer reading one new tensor and the members
+# viewing another, a state ``_intact`` accepts, so the fused GEMM then kept missing every later
+# in-place update of the members' weights (load_state_dict, w.mul_). One lock for all groups: a
+# re-fuse is rare, and the lock is not taken where the group is intact (every other call).
+_REFUSE_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -172,9 +181,12 @@ class _Group:
             return True
         if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
             return False  # no allocation and rebinding inside a capture: unfused, still correct
-        if not self._refusable():
-            return False  # a member's weight of another shape, dtype or device, replaced or parametrized
-        self.refuse()
+        with _REFUSE_LOCK:
+            if self._intact():
+                return True  # another thread re-fused it while this one waited
+            if not self._refusable():
+                return False  # a member's weight of another shape, dtype or device, replaced or parametrized
+            self.refuse()
         return True
 
     def _refusable(self) -> bool:
@@ -229,21 +241,23 @@ class _Group:
 
     def refuse(self) -> None:
         """Concatenate the members' current weights again and make them views into it (normal
-        tensors even under inference_mode: the parameters stay usable with autograd after it)."""
-        with torch.inference_mode(False), torch.no_grad():
-            w = torch.cat([m.weight.detach() for m in self.members])
-            self.fused.weight = w
-            for m, off, n in zip(self.members, self.offsets, self.sizes):
-                m.weight.data = w[off:off + n]
-            if "bias" in self.fused._buffers:  # (a group without biases keeps nn.Linear's bias=None parameter)
-                b = torch.cat([m.bias.detach() for m in self.members])
-                self.fused.bias = b
+        tensors even under inference_mode: the parameters stay usable with autograd after it).
+        Under ``_REFUSE_LOCK``: one re-fuse of a group at a time (its comment says why)."""
+        with _REFUSE_LOCK:  # (the records below too: they must name what this re-fuse bound)
+            with torch.inference_mode(False), torch.no_grad():
+                w = torch.cat([m.weight.detach() for m in self.members])
+                self.fused.weight = w
                 for m, off, n in zip(self.members, self.offsets, self.sizes):
-                    m.bias.data = b[off:off + n]
-        self.w, self.b = self.fused._buffers["weight"], self.fused._buffers.get("bias")
-        self.wparams = [(m, m.weight, m.weight.data_ptr()) for m in self.members]
-        self.bparams = [(m, m.bias, m.bias.data_ptr()) for m in self.members] if self.b is not None else []
-        self.round = None
+                    m.weight.data = w[off:off + n]
+                if "bias" in self.fused._buffers:  # (a group without biases keeps nn.Linear's bias=None parameter)
+                    b = torch.cat([m.bias.detach() for m in self.members])
+                    self.fused.bias = b
+                    for m, off, n in zip(self.members, self.offsets, self.sizes):
+                        m.bias.data = b[off:off + n]
+            self.w, self.b = self.fused._buffers["weight"], self.fused._buffers.get("bias")
+            self.wparams = [(m, m.weight, m.weight.data_ptr()) for m in self.members]
+            self.bparams = [(m, m.bias, m.bias.data_ptr()) for m in self.members] if self.b is not None else []
+            self.round = None
 
 
 class _Round:
