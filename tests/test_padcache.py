@@ -1,6 +1,7 @@
 """pad+ choices pad a weight once per parameter version (kernels.padcache), and never serve a
 stale copy: after an in-place update, inside autograd, or for a plain tensor."""
 import gc
+import threading
 
 import pytest
 import torch
@@ -440,6 +441,52 @@ def test_the_step_hook_drops_only_the_stepped_optimizers_parameters():
         assert padcache.WEIGHTS.get(frozen.t(), 32, 32) is keep
     del opt, trained
     gc.collect()
+
+
+
+@pytest.mark.parametrize("writer", ["refresh_weights", "fused_step"])
+def test_a_copy_made_while_an_unseen_write_and_its_refresh_land_is_not_kept(monkeypatch, writer):
+    """A server thread pads W (its first pad+ call) while another writes W unseen by its version
+    counter and then drops the copies: ``w.data`` written and ``refresh_weights()``, or a fused
+    optimizer step (its hook forgets W). Forced interleaving: the write and the drop land after the
+    reader has copied W and before it stores the copy. That racing call may use either W; but
+    the old copy was stored after the drop and served, stale, to every later call."""
+    torch.manual_seed(7)
+    w = torch.nn.Parameter(torch.randn(17, 31, device=DEV))  # odd N and K: pad+ pads both
+    x = torch.randn(4, 31, device=DEV)
+    opt = _fused(torch.optim.SGD, [w], lr=0.5) if writer == "fused_step" else None
+    copied, written, errors = threading.Event(), threading.Event(), []
+    zero_pad = padcache.zero_pad
+
+    def pad_then_wait(*args, **kwargs):
+        out = zero_pad(*args, **kwargs)  # the reader has read W...
+        if threading.current_thread().name == "reader":
+            copied.set()
+            written.wait(30)  # ...when the writer's update and drop land
+        return out
+    monkeypatch.setattr(padcache, "zero_pad", pad_then_wait)
+
+    def reader():
+        try:
+            with torch.no_grad():
+                _run(x, w.t())
+        except Exception as e:  # (an assert in a thread would be lost)
+            errors.append(repr(e))
+
+    t = threading.Thread(target=reader, name="reader", daemon=True)
+    t.start()
+    assert copied.wait(30)
+    if writer == "fused_step":
+        w.grad = torch.randn_like(w)
+        opt.step()  # writes W, leaves W._version as it was; its hook forgets W's copies
+    else:
+        w.data.mul_(-2.0)  # unseen by the version counter
+        gemmtune.refresh_weights()
+    written.set()
+    t.join(30)
+    assert not t.is_alive() and not errors
+    with torch.no_grad():
+        _check(_run(x, w.t()), x, w.t())
 
 
 @pytest.fixture

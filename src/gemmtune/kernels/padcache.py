@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import threading
 import weakref
 
 import torch
@@ -114,22 +115,33 @@ class PaddedWeights:
         # (id(parameter), stream) -> (parameter's token, key, padded copy, weak ref to B's storage)
         self._entries: dict[tuple[int, int], tuple] = {}
         self.enabled = os.environ.get("GEMMTUNE_WEIGHT_CACHE", "1") != "0" if enabled is None else enabled
+        # Bumped by every clear() and forget(), under the lock, and a copy is stored (under the lock)
+        # only if no bump came since before it was read. A copy read by one thread while another
+        # wrote the weight unseen (``param.data.add_``, a fused optimizer step) and then called
+        # refresh_weights() was stored after that refresh and served, stale, to every later call:
+        # the refresh is there to make such writes seen. (The hit path takes no lock.)
+        self._generation = 0
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def clear(self) -> None:
-        self._entries.clear()
+        with self._lock:
+            self._generation += 1
+            self._entries.clear()
 
     def forget(self, params) -> int:
         """Drop the copies of ``params`` (on every stream); returns how many were dropped."""
-        if not self._entries:
-            return 0
-        by_id = {id(p): p for p in params}
-        drop = [slot for slot, hit in list(self._entries.items())
-                if slot[0] in by_id and by_id[slot[0]].__dict__.get(TOKEN) == hit[0]]
-        for slot in drop:
-            self._entries.pop(slot, None)
+        with self._lock:
+            self._generation += 1  # (even with nothing kept: a copy being made now may be of the old weights)
+            if not self._entries:
+                return 0
+            by_id = {id(p): p for p in params}
+            drop = [slot for slot, hit in list(self._entries.items())
+                    if slot[0] in by_id and by_id[slot[0]].__dict__.get(TOKEN) == hit[0]]
+            for slot in drop:
+                self._entries.pop(slot, None)
         return len(drop)
 
     @staticmethod
@@ -165,6 +177,7 @@ class PaddedWeights:
         if (hit is not None and hit[3]() is storage and hit[1] == key
                 and param.__dict__.get(TOKEN) == hit[0]):
             return hit[2]
+        generation = self._generation  # read before the weight is (see __init__)
         with torch.no_grad():
             padded = zero_pad(b, k_pad, n_pad)
         entries = self._entries
@@ -172,7 +185,9 @@ class PaddedWeights:
         def forget(ref, slot=slot):  # the storage is freed: drop its copy with it (if still this entry's)
             if entries.get(slot, (None,) * 4)[3] is ref:
                 entries.pop(slot, None)
-        self._entries[slot] = (_token(param), key, padded, weakref.ref(storage, forget))
+        with self._lock:
+            if self._generation == generation:  # else refreshed meanwhile: this copy may be stale, not kept
+                self._entries[slot] = (_token(param), key, padded, weakref.ref(storage, forget))
         _watch_optimizers(self)
         return padded
 
