@@ -287,3 +287,48 @@ def test_two_threads_refusing_one_group_leave_it_consistent():
         _close(f(x), m(x))
     assert all(p.untyped_storage().data_ptr() == g.fused.weight.untyped_storage().data_ptr()
                for p in (f.q.weight, f.k.weight, f.v.weight))
+
+
+def test_two_threads_calling_one_member_on_one_input_get_outputs_of_their_own(monkeypatch):
+    """Two threads calling a member on the very same input tensor, its round pending. Forced
+    interleaving: both pass the round's checks before either takes the slice. Both were served the
+    round's slice, one tensor object: an in-place op by one caller on its output (as on any
+    F.linear output) changed the other's."""
+    from gemmtune import fuse
+
+    m, f = _pair()
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        f.q(x)  # a round on x begins: k's slice is pending
+    checked_a, checked_b = threading.Event(), threading.Event()
+    served = fuse._Group._served
+
+    def checked_by_both(self, i, r):
+        ok = served(self, i, r)
+        if threading.current_thread().name == "first-take":
+            checked_a.set()
+            assert checked_b.wait(30)
+        else:
+            checked_b.set()
+        return ok
+    monkeypatch.setattr(fuse._Group, "_served", checked_by_both)
+    outs, errors = {}, []
+
+    def call(name):
+        try:
+            with torch.no_grad():
+                outs[name] = f.k(x)
+        except Exception as e:  # (an assert in a thread would be lost)
+            errors.append(repr(e))
+
+    t = threading.Thread(target=call, args=("a",), name="first-take", daemon=True)
+    t.start()
+    assert checked_a.wait(30)
+    call("b")
+    t.join(30)
+    assert not t.is_alive() and not errors
+    with torch.no_grad():
+        want = m.k(x)
+    assert outs["a"] is not outs["b"]
+    outs["b"].mul_(0)  # a caller scales its own output in place
+    _close(outs["a"], want)

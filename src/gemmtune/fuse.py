@@ -117,13 +117,19 @@ class _Group:
         # The round is read once into a local: a thread that starts another round meanwhile
         # replaces self.round, not the object this call checks and reads.
         r = self.round
-        if (r is not None and x is r.x and not r.taken[i] and (r.xv is None or x._version == r.xv)
+        if (r is not None and x is r.x and i in r.pending and (r.xv is None or x._version == r.xv)
                 and r.state == self._state(x) and self._served(i, r)):
-            r.taken[i] = True
-            r.left -= 1
-            if not r.left and self.round is r:
-                self.round = None  # nothing of the round kept alive past its last member
-            return r.outs[i]
+            # The claim is one set operation, not a check and then a write: two threads calling one
+            # member on one input tensor both passed the check and both got the same tensor object,
+            # so an in-place op by one caller on its output (q.mul_(scale)) changed the other's.
+            try:
+                r.pending.remove(i)
+            except KeyError:
+                pass  # another thread took this slice since the check: this call computes its own below
+            else:
+                if not r.pending and self.round is r:
+                    self.round = None  # nothing of the round kept alive past its last member
+                return r.outs[i]
         m = self.members[i]
         # A tensor subclass (a FakeTensor under export, a DTensor, a quantised tensor), a sparse
         # input, or a torch.func transform / forward-mode AD (vmap's inputs have no storage to point
@@ -261,15 +267,15 @@ class _Group:
 
 
 class _Round:
-    """One input's fused output, its members' slices and which of them were taken."""
+    """One input's fused output, its members' slices and which of them are still to be taken
+    (``pending``: a set, whose ``remove`` claims a slice for one caller only, ``_Group.take``)."""
 
-    __slots__ = ("x", "xv", "outs", "taken", "left", "state", "pv")
+    __slots__ = ("x", "xv", "outs", "pending", "state", "pv")
 
     def __init__(self, x: torch.Tensor, xv: int | None, outs: tuple, first: int, state: tuple, pv: tuple):
         self.x, self.xv, self.outs, self.state, self.pv = x, xv, outs, state, pv
-        self.taken = [False] * len(outs)
-        self.taken[first] = True
-        self.left = len(outs) - 1
+        self.pending = set(range(len(outs)))
+        self.pending.discard(first)
 
 
 def kinds(members: Iterable[Iterable[str]], sep: str = "+") -> dict[str, int]:
