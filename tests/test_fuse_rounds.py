@@ -332,3 +332,44 @@ def test_two_threads_calling_one_member_on_one_input_get_outputs_of_their_own(mo
     assert outs["a"] is not outs["b"]
     outs["b"].mul_(0)  # a caller scales its own output in place
     _close(outs["a"], want)
+
+
+def test_a_model_fused_while_another_thread_calls_it(monkeypatch):
+    """``fuse_linears`` (``load_patched`` of a fused artifact) onto a model other threads are
+    serving. Forced interleaving: the fusing thread stops as it gives a member its group while the
+    model is called. The member's class was switched first, so the call ran FusedLinear.forward
+    with no group: AttributeError '_gemmtune_group'."""
+    torch.manual_seed(0)
+    m = QKV()
+    f = copy.deepcopy(m)
+    x = torch.randn(3, 32)
+    paused, go, errors = threading.Event(), threading.Event(), []
+    setattr_ = torch.nn.Module.__setattr__
+
+    def setattr_slowly(self, name, value):
+        if name == "_gemmtune_group" and threading.current_thread().name == "fuser" and not paused.is_set():
+            paused.set()
+            assert go.wait(30)
+        setattr_(self, name, value)
+    monkeypatch.setattr(torch.nn.Module, "__setattr__", setattr_slowly)
+
+    def fuser():
+        try:
+            gemmtune.fuse_linears(f, groups=[["q", "k", "v"]])
+        except Exception as e:  # (an assert in a thread would be lost)
+            errors.append(repr(e))
+
+    t = threading.Thread(target=fuser, name="fuser", daemon=True)
+    t.start()
+    try:
+        assert paused.wait(30)
+        with torch.no_grad():
+            _close(f(x), m(x))
+    finally:
+        go.set()
+        t.join(30)
+    assert not t.is_alive() and not errors
+    monkeypatch.undo()
+    assert type(f.q) is gemmtune.fuse.FusedLinear
+    with torch.no_grad():
+        _close(f(x), m(x))

@@ -195,3 +195,56 @@ def test_fx_symbolic_trace_records_torchs_own_forward(make):
         torch.testing.assert_close(gm(x), ref(x), rtol=1e-4, atol=1e-4)
         torch.testing.assert_close(model(x), ref(x), rtol=1e-4, atol=1e-4)
     assert model[0].eager_paths == {(torch.Size([8, 32]), torch.float32): "tuned"}  # the model itself still tuned
+
+
+def _plain_conv1d():
+    Conv1D = pytest.importorskip("transformers.pytorch_utils").Conv1D
+    torch.manual_seed(0)
+    return torch.nn.Sequential(Conv1D(48, 32), torch.nn.ReLU(), Conv1D(16, 48))
+
+
+def _plain_mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16))
+
+
+@pytest.mark.parametrize("make", [_plain_mlp, _plain_conv1d], ids=["linear", "conv1d"])
+def test_a_model_patched_while_another_thread_calls_it(monkeypatch, make):
+    """``patch`` (or ``load_patched``) onto a model other threads are serving. Forced interleaving:
+    the patching thread stops inside a layer's conversion (at its dispatcher's registration) while
+    the model is called. The layer's class was switched first, so the call ran the patched forward
+    on a layer with no path table yet: AttributeError '_gemmtune_paths'."""
+    import threading
+    from gemmtune import torch_ops
+
+    model = make()
+    ref = copy.deepcopy(model)
+    x = torch.randn(5, 32)
+    paused, go, errors = threading.Event(), threading.Event(), []
+    register = torch_ops.REGISTRY.register
+
+    def register_slowly(dispatcher):
+        if threading.current_thread().name == "patcher" and not paused.is_set():
+            paused.set()
+            assert go.wait(30)
+        return register(dispatcher)
+    monkeypatch.setattr(torch_ops.REGISTRY, "register", register_slowly)
+
+    def patcher():
+        try:
+            gemmtune.patch(model, hints={"m": [8]}, tune_fn=_tune, eager_policy="tuned", progress=False)
+        except Exception as e:  # (an assert in a thread would be lost)
+            errors.append(repr(e))
+
+    t = threading.Thread(target=patcher, name="patcher", daemon=True)
+    t.start()
+    try:
+        assert paused.wait(30)
+        with torch.no_grad():
+            torch.testing.assert_close(model(x), ref(x))  # the layer as torch's, or patched: not half of each
+    finally:
+        go.set()
+        t.join(30)
+    assert not t.is_alive() and not errors
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ref(x))

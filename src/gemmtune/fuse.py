@@ -502,9 +502,11 @@ def _fuse(model: torch.nn.Module, names: list[str], members: list[torch.nn.Linea
         attr, i = f"{base}_{i}", i + 1
     parent.add_module(attr, fused)
     for i, m in enumerate(members):
-        m.__class__ = FusedLinear
+        # The class last: a model fused while other threads call it (load_patched of a fused
+        # artifact onto a live model) ran FusedLinear.forward before _gemmtune_group was set.
         m._gemmtune_group = group
         m._gemmtune_index = i
+        m.__class__ = FusedLinear
     return FusedGroup(f"{parent_name}.{attr}" if parent_name else attr, tuple(names), tuple(sizes), k)
 
 

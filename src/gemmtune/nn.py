@@ -326,8 +326,11 @@ class Linear(torch.nn.Linear):
         if type(module) is not torch.nn.Linear and not isinstance(module, Linear):
             raise TypeError(f"expected a torch.nn.Linear, got {type(module).__name__}")
         _check_fits(dispatcher, module.in_features, module.out_features, module.weight.dtype)
+        # Attributes first, the class last: a model patched while other threads serve it (patch,
+        # load_patched onto a live model) ran this class's forward on a module not yet given its
+        # path table and raised AttributeError ('_gemmtune_paths') from those threads' calls.
+        cls._attach(module, dispatcher)  # type: ignore[arg-type]
         module.__class__ = cls
-        module._attach(dispatcher)  # type: ignore[attr-defined]
         return module  # type: ignore[return-value]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -459,7 +462,7 @@ def patch_conv1d(module: torch.nn.Module, dispatcher: Dispatcher) -> torch.nn.Mo
     becomes a subclass whose forward runs the GEMM on ``dispatcher`` (dynamic m, n=out, k=in,
     layout_b='row', since W is read as it is stored)."""
     _check_conv1d_fits(dispatcher, module.weight)
-    base = type(module)
+    base, cls = type(module), None
     if base not in _CONV1D_CLASSES.values():
         cls = _CONV1D_CLASSES.get(base)
         if cls is None:
@@ -471,13 +474,14 @@ def patch_conv1d(module: torch.nn.Module, dispatcher: Dispatcher) -> torch.nn.Mo
                         "__copy__": _copy_converted,
                         "_gemmtune_torch_class": staticmethod(lambda base=base: base)})
             _CONV1D_CLASSES[base] = cls
-        module.__class__ = cls
     module.dispatcher = dispatcher
     module._gemmtune_handle = REGISTRY.register(dispatcher)
     module._gemmtune_warned = False
     module.__dict__.pop("_gemmtune_dispatcher", None)  # was left as torch's (patch): converted now
     if not hasattr(module, "_gemmtune_eager"):
         _EagerPaths().attach(module)
+    if cls is not None:  # the class last, as in Linear.from_linear (it says why)
+        module.__class__ = cls
     return module
 
 
