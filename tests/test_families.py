@@ -3,6 +3,7 @@ one source of its launch arithmetic: the launcher and the model's features both 
 
 from __future__ import annotations
 
+import threading
 import types
 
 import numpy as np
@@ -82,6 +83,44 @@ def test_register_checks_the_protocol():
                                                NAME="splitk"))
     assert kernels.register(kernels.splitk) is kernels.splitk  # the same module again: a no-op
     assert list(kernels.FAMILIES) == gemmtune.families()
+
+
+
+def test_first_use_from_two_threads_waits_for_the_families_to_load(monkeypatch):
+    """A process's first use of the registry imports the family modules. Forced interleaving: the
+    loading thread stops before registering the first family while another thread asks for one
+    (a loaded model's first requests, deciding two layer shapes at once). That thread saw the
+    registry marked loaded and still empty: "unknown kernel family 'triton_mm'; known: "."""
+    monkeypatch.setattr(kernels, "FAMILIES", kernels.FAMILIES)  # restored after: _load rebinds it
+    monkeypatch.setattr(kernels, "_FAMILIES", {})  # a fresh process's registry (the modules stay imported)
+    monkeypatch.setattr(kernels, "_state", {"loaded": False, "ready": False})
+    paused, asked, got = threading.Event(), threading.Event(), {}
+    register = kernels.register
+
+    def register_slowly(family):
+        if threading.current_thread().name == "loader" and not paused.is_set():
+            paused.set()
+            asked.wait(2)  # fixed, the other thread waits for this load (a lock): time out then
+        return register(family)
+    monkeypatch.setattr(kernels, "register", register_slowly)
+
+    def use(name):
+        try:
+            got[name] = kernels.get("triton_mm").NAME
+        except Exception as e:  # (an assert in a thread would be lost)
+            got[name] = repr(e)
+
+    loader = threading.Thread(target=use, args=("loader",), name="loader", daemon=True)
+    loader.start()
+    assert paused.wait(30)
+    other = threading.Thread(target=use, args=("other",), daemon=True)
+    other.start()
+    other.join(0.5)
+    asked.set()
+    loader.join(30)
+    other.join(30)
+    assert got == {"loader": "triton_mm", "other": "triton_mm"}
+    assert list(kernels._FAMILIES) == list(kernels.BUILTIN)
 
 
 def test_unknown_family_export_message():

@@ -20,6 +20,7 @@ re-exports), imported without Triton. ``FAMILIES``, ``get`` and the family submo
 """
 
 import importlib
+import threading
 
 import torch
 
@@ -41,22 +42,34 @@ _SUBMODULES = frozenset({*_MODULES.values(), *_SPECS.values(), "base", "launch_a
                          "relaunch", "tile_epilogue", "tiled"})
 
 _FAMILIES: dict[str, KernelFamily] = {}
-_state = {"loaded": False}
+# "loaded": the built-in families are being or have been registered (register's own _load() call,
+# made while loading, returns at once); "ready": they all have been.
+_state = {"loaded": False, "ready": False}
 _spec_modules: dict = {}
+# The first _load() of a process imports the family modules (seconds, the GIL released in
+# between). Without the lock, other threads' first calls (a loaded model's first requests, served
+# from several threads, deciding two layer shapes at once) saw "loaded" already set and the
+# registry still empty: "unknown kernel family 'triton_mm'; known: " from the first call. They
+# now wait for the loading thread. Reentrant: register() calls _load() inside the loading thread.
+_LOAD_LOCK = threading.RLock()
 
 
 def _load() -> dict[str, KernelFamily]:
     """FAMILIES, the built-in families imported and registered on the first call."""
-    if not _state["loaded"]:
-        _state["loaded"] = True
-        try:
-            for name in BUILTIN:
-                register(importlib.import_module(f"{__name__}.{_MODULES[name]}"))
-        except BaseException:
-            _state["loaded"] = False
-            _FAMILIES.clear()
-            raise
-        globals()["FAMILIES"] = _FAMILIES
+    if _state["ready"]:
+        return _FAMILIES
+    with _LOAD_LOCK:
+        if not _state["loaded"]:
+            _state["loaded"] = True
+            try:
+                for name in BUILTIN:
+                    register(importlib.import_module(f"{__name__}.{_MODULES[name]}"))
+            except BaseException:
+                _state["loaded"] = False
+                _FAMILIES.clear()
+                raise
+            globals()["FAMILIES"] = _FAMILIES
+            _state["ready"] = True
     return _FAMILIES
 
 
@@ -83,7 +96,7 @@ def register(family: KernelFamily) -> KernelFamily:
 def family_names() -> tuple[str, ...]:
     """The registered families' names, in FAMILIES' order, without importing them: the built-in
     ones until a family module is imported (``get``, ``FAMILIES``)."""
-    return tuple(_FAMILIES) if _state["loaded"] else BUILTIN
+    return tuple(_FAMILIES) if _state["ready"] else BUILTIN
 
 
 def spec(name: str):
