@@ -235,6 +235,37 @@ def test_cli_capture_takes_bench_models_entries_and_meta_gives_the_cpus_suite(tm
         assert rc == 2 and err.count("\n") == 1 and msg in err, (argv, err)
 
 
+def test_cli_capture_checks_the_positions_it_runs_not_bench_models(tmp_path, capsys):
+    """A config of 32 positions was refused for ``--seq 8`` by bench-model's greedy check ("under the
+    48 positions of the greedy-decoding check"), which capture does not run; and a prefill past a
+    learned position table (GPT-2's n_positions) was an IndexError traceback on the CPU and, on
+    meta, a suite of a model that cannot run it. Capture needs --seq + --decode-steps positions."""
+    pytest.importorskip("transformers")
+    import transformers as tf
+
+    from gemmtune.cli import main
+
+    tf.GPT2Config(vocab_size=512, n_embd=32, n_layer=1, n_head=2, n_positions=32, bos_token_id=0,
+                  eos_token_id=0).save_pretrained(tmp_path / "gpt2")
+    out = tmp_path / "s.csv"
+    rc = main(["capture", "--model", f"config:{tmp_path / 'gpt2'}", "--device", "cpu", "--seq", "8", "--out", str(out),
+               "-q"])
+    assert rc == 0 and out.exists(), capsys.readouterr().err
+    out.unlink()
+    for dev, argv in [("cpu", ["--seq", "40"]), ("meta", ["--seq", "32"])]:  # 32 + 1 decode step: 33
+        rc = main(["capture", "--model", f"config:{tmp_path / 'gpt2'}", "--device", dev, *argv, "--out", str(out)])
+        err = capsys.readouterr().err
+        assert rc == 2 and err.count("\n") == 1 and "positions, the config declares 32" in err, (dev, err)
+        assert not out.exists()
+    # bench-model keeps its own check; a BERT config still says what it is, for capture too
+    (tmp_path / "bert").mkdir()
+    tf.BertConfig(vocab_size=512, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                  intermediate_size=64).save_pretrained(tmp_path / "bert")
+    rc = main(["capture", "--model", f"config:{tmp_path / 'bert'}", "--device", "meta", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "is an encoder" in err and "capture" in err, err
+
+
 def test_cli_capture_refuses_a_model_that_does_not_fit_before_building_it(tmp_path, capsys, monkeypatch):
     """A model whose fp32 weights exceed the device's free memory was built anyway and killed by the
     OOM killer with no message (Qwen3's default config on the 24 GiB CPU machine: 44.9 GiB); now

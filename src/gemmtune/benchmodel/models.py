@@ -152,7 +152,7 @@ def not_causal_reason(model_type: str, is_decoder: bool, causal_types, encoder_t
         return f"model_type {model_type} is not a causal LM: transformers has no AutoModelForCausalLM class for it"
     if model_type in encoder_types and not is_decoder:
         return (f"model_type {model_type} is an encoder (it has a masked-LM class) and its config does not set "
-                '"is_decoder": true; bench-model runs causal LMs')
+                '"is_decoder": true; bench-model and capture run causal LMs')
     return None
 
 
@@ -161,9 +161,11 @@ def _first_line(e: BaseException) -> str:
     return (text[0] if text else type(e).__name__)[:300]
 
 
-def causal_config(spec: ModelSpec):
+def causal_config(spec: ModelSpec, positions: int | None = GREEDY_POSITIONS):
     """The transformers config of a user's model (``spec.user``), checked to be a causal LM whose
-    config declares room for the greedy check; a ModelError naming the entry otherwise."""
+    config declares room for the greedy check; a ModelError naming the entry otherwise.
+    ``positions=None`` leaves the room to the caller: ``gemmtune capture`` runs no greedy check,
+    and checks the positions of its own passes (its --seq and --decode-steps)."""
     tf = _transformers()
     from transformers.models.auto import modeling_auto as ma
 
@@ -194,8 +196,8 @@ def causal_config(spec: ModelSpec):
     if why:
         raise ModelError(f"{spec.entry}: {why}")
     room = max_positions(cfg)
-    if room is not None and room < GREEDY_POSITIONS:
-        raise ModelError(f"{spec.entry}: max_position_embeddings {room} is under the {GREEDY_POSITIONS} positions "
+    if positions is not None and room is not None and room < positions:
+        raise ModelError(f"{spec.entry}: max_position_embeddings {room} is under the {positions} positions "
                          "of the greedy-decoding check")
     return cfg
 
@@ -233,17 +235,19 @@ def _attn_for(cfg) -> str | None:
     return "sdpa" if getattr(cls, "_supports_sdpa", False) else None
 
 
-def build_model(spec: ModelSpec, dtype: torch.dtype, device: str, seed: int = 0):
+def build_model(spec: ModelSpec, dtype: torch.dtype, device: str, seed: int = 0,
+                positions: int | None = GREEDY_POSITIONS):
     """The causal LM an entry names, in ``dtype`` on ``device``: a named one (``build_causal``),
     ``config:`` / ``hf:`` from the config with seeded random weights (the same for every dtype),
     ``dir:`` with the folder's weights (``local_files_only``: nothing is downloaded). A user's model
-    that cannot be built is a RuntimeError naming it (bench-model records it and goes on)."""
+    that cannot be built is a RuntimeError naming it (bench-model records it and goes on).
+    ``positions``: as ``causal_config``'s."""
     if spec.kind == "named":
         return build_causal(spec.entry, dtype, device, seed)
     if not spec.user:
         raise ValueError(f"{spec.entry} is not a causal LM entry")
     tf = _transformers()
-    cfg = causal_config(spec)
+    cfg = causal_config(spec, positions)
     kw = {"dtype": torch.float32}
     attn = _attn_for(cfg)
     if attn:

@@ -113,7 +113,7 @@ def _check_memory(entry: str, spec, device: str) -> None:
     free = {d: _available_bytes(d) for d in where}
     if all(v is None for v in free.values()):
         return
-    meta = build_model(_shapes_only(spec), torch.float32, "meta")
+    meta = build_model(_shapes_only(spec), torch.float32, "meta", positions=None)
     need = 4 * sum(p.numel() for p in meta.parameters())
     for d, avail in free.items():
         if avail is not None and need > avail:
@@ -152,7 +152,8 @@ def cmd_capture(args) -> int:
         raise ValueError(f"--out and --json are one file, {args.out}: give them different paths")
     t0 = time.monotonic()
     if preset:
-        from ..benchmodel.models import CAUSAL, USER_FORMS, ModelError, build_model, causal_config, parse_model
+        from ..benchmodel.models import (CAUSAL, USER_FORMS, ModelError, _config, build_model, causal_config,
+                                         max_positions, parse_model)
 
         try:
             spec = parse_model(args.model)  # config:/dir:/hf: entries: its message names what is wrong
@@ -169,8 +170,18 @@ def cmd_capture(args) -> int:
         except ImportError:
             raise ValueError("the preset models need HF transformers: pip install transformers") from None
         dtype = DTYPES[dtype_name(args.dtype or "bfloat16")]
-        if spec.user:
-            causal_config(spec)  # a model_type or config that names no causal LM: said before "building"
+        batch, seq = args.batch or 1, args.seq or 32
+        steps = 1 if args.decode_steps is None else args.decode_steps
+        # A model_type or config that names no causal LM: said before "building". positions=None:
+        # bench-model's greedy check needs 48 positions, which refused a config of 32 for --seq 8;
+        # capture needs those of its own passes, checked here: a prefill past a learned position
+        # table (GPT-2's n_positions) was an IndexError traceback, and on meta a suite of shapes
+        # the model cannot run.
+        cfg = causal_config(spec, positions=None) if spec.user else _config(spec.entry)
+        room = max_positions(cfg)
+        if room is not None and seq + steps > room:
+            raise ValueError(f"{args.model}: --seq {seq} and --decode-steps {steps} need {seq + steps} positions, "
+                             f"the config declares {room}")
         if device == "meta":
             spec = _shapes_only(spec)
         else:
@@ -178,17 +189,15 @@ def cmd_capture(args) -> int:
         weights = "its folder's weights" if spec.kind == "dir" else "random weights from its config"
         say(f"building {args.model} ({dtype_name(dtype)}, {device}, {weights})")
         try:
-            model = build_model(spec, dtype, device, seed=args.seed)
+            model = build_model(spec, dtype, device, seed=args.seed, positions=None)
         except RuntimeError as e:  # a user's model that cannot be built: one line, no traceback
             raise ValueError(str(e)) from None
-        batch, seq = args.batch or 1, args.seq or 32
         if args.fuse:
             from ..fuse import fuse_linears
 
             ids = torch.zeros(batch, min(seq, 4), dtype=torch.long, device=device)
             _said_fused(say, fuse_linears(model, fn=lambda: model(input_ids=ids)))
-        cap = capture_causal_lm(model, batch=batch, seq=seq, decode_steps=1 if args.decode_steps is None
-                                else args.decode_steps, seed=args.seed, progress=say)
+        cap = capture_causal_lm(model, batch=batch, seq=seq, decode_steps=steps, seed=args.seed, progress=say)
     else:
         model, passes = _example_passes(args.model, _load_factory(args.model)())
         model = model.to(device)
