@@ -484,3 +484,27 @@ def test_save_patched_records_the_groups_and_load_patched_refuses_them(tmp_path)
             gemmtune.load_patched(other, path)
     with pytest.raises(ValueError, match="no patched layer"):
         gemmtune.save_patched(tmp_path / "q.json", copy.deepcopy(m))
+
+
+def test_save_and_load_patched_see_through_a_torch_compile_wrapper(tmp_path):
+    """``model = torch.compile(model)`` wraps it in an OptimizedModule whose layers are named
+    ``_orig_mod.q``...: save_patched of the wrapper recorded the groups under those names, which a
+    fresh model has not ("cannot re-fuse this model as saved: ... no layer '_orig_mod.q'"), and
+    load_patched into a compiled fresh model could not find the saved ``q``. Both unwrap it."""
+    from test_modeltune import fake_tuner
+
+    m, f, _ = _pair(bias=False)
+    x = torch.randn(2, 5, 32)
+    with torch.no_grad():
+        gemmtune.patch(f, dispatchers=gemmtune.tune_model(f, [(x,)], tune_fn=fake_tuner([], {64: TRITON})),
+                       tune_missing=False)
+        path = gemmtune.save_patched(tmp_path / "p.json", torch.compile(f, backend="eager"))
+        assert json.loads(path.read_text())["fused"] == [["q", "k", "v"]]
+        fresh = copy.deepcopy(m)
+        gemmtune.load_patched(fresh, path)
+        assert gemmtune.fuse.fused_names(fresh) == [("q", "k", "v")]
+        compiled = torch.compile(copy.deepcopy(m), backend="eager")
+        assert gemmtune.load_patched(compiled, path) is compiled
+        assert gemmtune.fuse.fused_names(compiled._orig_mod) == [("q", "k", "v")]
+        assert isinstance(compiled._orig_mod.gemmtune_fused_q_k_v, gemmtune.nn.Linear)
+        _close(compiled(x), m(x))
