@@ -90,6 +90,22 @@ def test_members_merge_into_one_gemm_under_inductor(dynamic):
         torch.testing.assert_close(torch.compile(f, dynamic=dynamic)(x2), m(x2), rtol=1e-5, atol=1e-5)
 
 
+def test_stats_cleared_by_a_caller_still_count():
+    """STATS.clear() (a natural way to reset the counters) made the next compile fail inside the
+    pass: KeyError 'kept' (BackendCompilerFailed)."""
+    m, f = _pair()
+    x = torch.randn(3, 7, 32)
+    saved = dict(fuse_compile.STATS)
+    fuse_compile.STATS.clear()
+    try:
+        with torch.no_grad():
+            torch.testing.assert_close(torch.compile(f)(x), m(x), rtol=1e-5, atol=1e-5)
+        assert fuse_compile.STATS.get("merged", 0) >= 1
+    finally:
+        fuse_compile.STATS.clear()
+        fuse_compile.STATS.update(saved)
+
+
 @pytest.mark.parametrize("dynamic", [None, True])
 def test_patched_fused_layer_runs_its_dispatcher_in_the_graph(dynamic):
     if not tiled._INTERPRETED and not torch.cuda.is_available():

@@ -224,7 +224,7 @@ def merge(graph: torch.fx.Graph) -> int:
         warnings.warn(f"gemmtune.fuse_compile: fused groups left unmerged in this graph ({type(e).__name__}: {e})",
                       RuntimeWarning, stacklevel=2)
         return 0
-    STATS["kept"] += kept
+    STATS["kept"] = STATS.get("kept", 0) + kept  # (.get: a caller may reset it with STATS.clear())
     for x, fw, fb, h, members in plan:
         with graph.inserting_before(members[0][0]):
             rows = graph.call_function(_fused_rows, (x, fw, fb, h))
@@ -240,7 +240,7 @@ def merge(graph: torch.fx.Graph) -> int:
                 # last dim; reshape is that same view wherever one exists
                 users[0].target = "reshape" if users[0].op == "call_method" else torch.Tensor.reshape
             graph.erase_node(m)
-    STATS["merged"] += len(plan)
+    STATS["merged"] = STATS.get("merged", 0) + len(plan)
     return len(plan)
 
 
