@@ -449,6 +449,33 @@ def test_gpu_m1_layers_go_to_inductor_under_cdt_and_stay_tuned_otherwise(gpu_mod
     torch._dynamo.reset()
 
 
+def test_gemv_handback_min_bytes_keeps_small_m1_ops_tuned(monkeypatch):
+    """GEMMTUNE_GEMV_HANDBACK_MIN_BYTES (an experiment's knob): an M=1 op under coordinate
+    descent goes back to Inductor only where B holds at least that many bytes; unset, every one
+    (the measured rule); a bad value warns and counts as unset."""
+    from torch._inductor import config
+
+    from gemmtune import torch_ops
+    monkeypatch.setattr(torch_ops, "GEMV_DEVICES", ("meta",))
+    a = torch.empty(1, 2048, device="meta", dtype=torch.float16)
+    small = torch.empty(2048, 2048, device="meta", dtype=torch.float16)  # 8 MiB
+    big = torch.empty(2048, 32768, device="meta", dtype=torch.float16)  # 128 MiB
+    with config.patch(coordinate_descent_tuning=True):
+        monkeypatch.delenv(torch_ops.GEMV_HANDBACK_ENV, raising=False)
+        assert torch_ops.gemv_to_inductor(a, small) and torch_ops.gemv_to_inductor(a, big)
+        monkeypatch.setenv(torch_ops.GEMV_HANDBACK_ENV, str(64 << 20))
+        assert not torch_ops.gemv_to_inductor(a, small) and torch_ops.gemv_to_inductor(a, big)
+        monkeypatch.setenv(torch_ops.GEMV_HANDBACK_ENV, "inf")
+        assert not torch_ops.gemv_to_inductor(a, big)
+        assert not torch_ops.gemv_to_inductor(torch.empty(2, 2048, device="meta", dtype=torch.float16), small)
+        monkeypatch.setenv(torch_ops.GEMV_HANDBACK_ENV, "lots")
+        with pytest.warns(RuntimeWarning, match="not a byte count"):
+            assert torch_ops.gemv_to_inductor(a, small)
+    with config.patch(coordinate_descent_tuning=False):
+        monkeypatch.delenv(torch_ops.GEMV_HANDBACK_ENV, raising=False)
+        assert not torch_ops.gemv_to_inductor(a, big)
+
+
 def test_torch_save_of_a_patched_model_writes_plain_torch_layers(tmp_path):
     """A Dispatcher cannot be pickled, and torch.save truncates its file before pickling, so
     torch.save(model) of a patched model used to destroy a checkpoint already at that path. Now

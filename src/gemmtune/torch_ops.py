@@ -192,15 +192,53 @@ GEMV_DEVICES = ("cuda",)
 _GEMV_REGISTERED = False
 
 
+# An experiment's knob, read at trace time: the M=1 op is handed back only where B holds at least
+# this many bytes (default 0: every one, the measured rule above). Session 33's kernel profile of
+# the H200's Llama-1B decode step under coordinate descent put Inductor's reductions of the
+# 525 MB head at 95% of the HBM floor and those of the 8-13 MB q+k+v and o weights at 30-45%;
+# whether the tuned kernels beat them in the model (where the hand-back also lets Inductor fuse
+# the RMSNorm) is what scripts/exp_gemv_handback.py measures. Not a tuned default until it has.
+GEMV_HANDBACK_ENV = "GEMMTUNE_GEMV_HANDBACK_MIN_BYTES"
+
+
+def gemv_handback_min_bytes() -> int:
+    """``GEMMTUNE_GEMV_HANDBACK_MIN_BYTES`` as an int >= 0 (unset: 0; ``inf``: never hand back);
+    a bad value warns and counts as unset."""
+    import os
+    raw = os.environ.get(GEMV_HANDBACK_ENV, "").strip()
+    if not raw:
+        return 0
+    if raw.lower() in ("inf", "never", "none"):
+        return 1 << 62
+    try:
+        v = int(raw)
+        if v < 0:
+            raise ValueError
+        return v
+    except ValueError:
+        import warnings
+        warnings.warn(f"{GEMV_HANDBACK_ENV}={raw!r} is not a byte count (an int >= 0, or inf): ignored",
+                      RuntimeWarning, stacklevel=2)
+        return 0
+
+
 def gemv_to_inductor(a: torch.Tensor, b: Optional[torch.Tensor] = None) -> bool:
     """True when a traced ``gemmtune::mm`` with operands ``a`` and ``b`` should be lowered back
     to ``torch.mm`` for Inductor (the module doc says why): coordinate-descent tuning is on, ``a``
-    is on a GPU and its M is statically 1 (a dynamic M never is, so nothing is specialised).
-    ``b`` is unused by this rule; it is passed so that a rule may weigh N and K."""
+    is on a GPU and its M is statically 1 (a dynamic M never is, so nothing is specialised), and
+    ``b`` holds at least ``gemv_handback_min_bytes()`` bytes (0 unless set: every one)."""
     from torch._inductor import config
     from torch.fx.experimental.symbolic_shapes import statically_known_true
-    return (bool(config.coordinate_descent_tuning) and a.device.type in GEMV_DEVICES
-            and statically_known_true(a.shape[0] == 1))
+    if not (bool(config.coordinate_descent_tuning) and a.device.type in GEMV_DEVICES
+            and statically_known_true(a.shape[0] == 1)):
+        return False
+    least = gemv_handback_min_bytes()
+    if not least or b is None:
+        return True
+    sizes = (b.shape[-2], b.shape[-1])
+    if not all(isinstance(x, int) for x in sizes):
+        return True  # a dynamic N or K: the default rule
+    return sizes[0] * sizes[1] * b.element_size() >= least
 
 
 def aten_to_inductor(a: torch.Tensor, b: torch.Tensor, handle) -> bool:
@@ -478,4 +516,5 @@ def mm_bias(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, handle:
 
 
 __all__ = ["DispatcherRegistry", "REGISTRY", "mm", "bmm", "mm_bias", "linear", "gemv_to_inductor", "handle_of",
-           "traced_call", "traced_matmul", "register_inductor_gemv", "GEMV_DEVICES"]
+           "traced_call", "traced_matmul", "register_inductor_gemv", "GEMV_DEVICES", "GEMV_HANDBACK_ENV",
+           "gemv_handback_min_bytes"]

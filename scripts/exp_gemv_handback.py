@@ -1,0 +1,133 @@
+"""Does keeping the small M=1 GEMMs on gemmtune's tuned kernels beat handing every one back to
+Inductor, inside a compiled decode step? (#17; session 33's kernel profile of the H200's
+Llama-1B decode step put Inductor's reductions of the 525 MB head at 95% of the HBM floor and
+those of the 8-13 MB q+k+v and o weights at 30-45%.)
+
+The model is fused and patched once (the README's decode recipe), then compiled with
+coordinate-descent tuning once per threshold of ``GEMMTUNE_GEMV_HANDBACK_MIN_BYTES`` (0: every
+M=1 op handed back, today's rule; 16 MiB: the small ones kept on the tuned kernels; inf: none
+handed back). Each compiled decode step is captured in a CUDA graph, checked against the unfused
+eager model (logits, argmax), profiled (gemmtune's kernels against Inductor's), and the replays are
+interleaved (benchmodel.time_interleaved). Writes one JSON.
+
+    python scripts/exp_gemv_handback.py --out gemv_handback.json          # GPU
+    TRITON_INTERPRET=1 python scripts/exp_gemv_handback.py --dry-run --out /tmp/x.json
+        # tiny-llama in fp32 on the CPU, no graphs: the flow only (GEMV_DEVICES is CUDA's, so the
+        # thresholds change nothing there)
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import time
+
+import torch
+
+import gemmtune
+from gemmtune import benchmodel, torch_ops
+from gemmtune.benchmodel.phases import causal_phase, rel_err
+from gemmtune.benchmodel.timing import time_interleaved
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--model", default="llama-1b")
+    ap.add_argument("--phase", default="decode_b1")
+    ap.add_argument("--thresholds", default="0,16777216,inf",
+                    help="GEMMTUNE_GEMV_HANDBACK_MIN_BYTES values, comma-separated (0: today's rule)")
+    ap.add_argument("--dry-run", action="store_true", help="tiny-llama, fp32, CPU, no graphs: the flow only")
+    args = ap.parse_args()
+    dry = args.dry_run
+    device = "cpu" if dry else "cuda"
+    dtype = torch.float32 if dry else torch.bfloat16
+    name = "tiny-llama" if dry else args.model
+
+    # Each threshold must compile afresh: no graph from Inductor's or AOTAutograd's caches, whose
+    # keys do not hold the environment variable.
+    from torch._inductor import config as iconfig
+    iconfig.fx_graph_cache = False
+    try:
+        from torch._functorch import config as fconfig
+        fconfig.enable_autograd_cache = False
+    except (ImportError, AttributeError):
+        pass
+
+    model = benchmodel.build_model(benchmodel.parse_model(name), dtype, device)
+    ref = copy.deepcopy(model)
+    vocab = model.get_input_embeddings().num_embeddings
+    phase = causal_phase(args.phase, vocab, device)
+    tune_kw = {"tune_fn": lambda ps, **kw: {p.key: "triton_mm:BM16-BN16-BK16-S1-W2-G8" for p in ps}} if dry \
+        else {"fast": True}
+    doc = {"model": name, "phase": args.phase, "dtype": str(dtype), "device": device,
+           "torch": torch.__version__, "gemmtune": gemmtune.__version__, "variants": {}}
+    if not dry:
+        import triton
+        doc.update(gpu=torch.cuda.get_device_name(), triton=triton.__version__)
+    with torch.no_grad():
+        want = phase.run(ref).float()
+        t0 = time.perf_counter()
+        tuner_model = model  # fused, tuned and patched in place (the README's recipe)
+        gemmtune.fuse_linears(tuner_model, fn=lambda: phase.example(tuner_model))
+        gemmtune.patch(tuner_model, dispatchers=gemmtune.tune_model(tuner_model, fn=lambda: phase.example(tuner_model),
+                                                                  progress=False, **tune_kw),
+                       tune_missing=False, progress=False)
+        doc["fuse_tune_patch_s"] = time.perf_counter() - t0
+        from gemmtune.fuse import fused_names
+        doc["fused_groups"] = len(fused_names(model))
+        doc["patched_layers"] = sum(isinstance(m, gemmtune.nn.Linear) for m in model.modules())
+        print(f"fuse + tune + patch {doc['fuse_tune_patch_s']:.1f} s: {doc['fused_groups']} groups fused, "
+              f"{doc['patched_layers']} layers patched", flush=True)
+        replays = {}
+        for thr in args.thresholds.split(","):
+            os.environ[torch_ops.GEMV_HANDBACK_ENV] = thr
+            torch._dynamo.reset()
+            v = torch.compile(model, dynamic=False, options={"coordinate_descent_tuning": True})
+            rec = doc["variants"].setdefault(thr, {})
+            t0 = time.perf_counter()
+            try:
+                if dry:
+                    got = phase.run(v).float()
+                    replay = None
+                else:
+                    replay, info = benchmodel.capture(lambda v=v: phase.run(v), keep=lambda v=v: phase.state(v))
+                    rec["replay_ok"] = bool(info["replay_ok"])
+                    got = replay().float()
+            except Exception as e:  # one threshold failing must not lose the others
+                rec["error"] = f"{type(e).__name__}: {e}"[:400]
+                print(f"threshold {thr}: {rec['error']}", flush=True)
+                continue
+            rec["first_calls_s"] = time.perf_counter() - t0
+            rec["logits_rel_err"] = rel_err(got, want)
+            rec["argmax_agree"] = float((got.argmax(-1) == want.argmax(-1)).float().mean())
+            if replay is not None:
+                from gemmtune.benchmodel.profile import profile_replay
+                prof = profile_replay(replay, 20)
+                ours = [k for k in prof["top"] if not k["name"].startswith("triton_")
+                        and k["class"] == "gemm"]
+                rec["profile"] = {"us": prof["us"], "gemm_us": prof["gemm_us"], "kernels": prof["kernels"],
+                                  "gemmtune_or_cublas_gemm_us": sum(k["us"] for k in ours), "top": prof["top"][:30]}
+                replays[thr] = replay
+            print(f"threshold {thr}: first calls {rec['first_calls_s']:.1f} s, logits rel err "
+                  f"{rec['logits_rel_err']:.2e}, argmax {rec['argmax_agree']:.3f}"
+                  + (f", step {rec['profile']['us']:.1f} us profiled" if "profile" in rec else ""), flush=True)
+        os.environ.pop(torch_ops.GEMV_HANDBACK_ENV, None)
+        if len(replays) >= 2:
+            t = time_interleaved(replays, rounds=9)
+            doc["interleaved_ms"] = {k: r["ms"] for k, r in t.items()}
+            doc["interleaved_spread"] = max(r["spread"] for r in t.values())
+            base = t.get("0")
+            if base is not None:
+                doc["x_today"] = {k: base["ms"] / r["ms"] for k, r in t.items()}
+            print("interleaved ms: " + ", ".join(f"{k} {r['ms']:.4f}" for k, r in t.items())
+                  + (", x today's rule: " + ", ".join(f"{k} {x:.3f}" for k, x in doc["x_today"].items())
+                     if "x_today" in doc else ""), flush=True)
+    with open(args.out, "w") as f:
+        json.dump(doc, f, indent=1, default=float)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
