@@ -405,6 +405,22 @@ def test_tune_into_a_directory_it_cannot_write_stops_before_the_sweep(tmp_path, 
     assert len(err.strip().splitlines()) == 1 and not store.exists()
 
 
+def test_tune_over_a_read_only_table_is_refused_before_the_sweep(tmp_path, capsys):
+    """A table made read-only (chmod 444) was replaced all the same by the atomic rename (it needs
+    only the directory writable), its entries gone with --overwrite. Refused by its mode bits
+    (root, who runs this, may write anything), before anything is measured; the table unchanged."""
+    table = tmp_path / "t.json"
+    assert run(["tune", "--shape", "8x8x16:fp16", "--families", "aten", "-q", "--store",
+                str(tmp_path / "a.sqlite"), "--out", str(table)], capsys)[0] == 0
+    before = table.read_bytes()
+    table.chmod(0o444)
+    store = tmp_path / "s.sqlite"
+    rc, out, err = run(["tune", "--shape", "8x8x24:fp16", "--families", "aten", "-q", "--store", str(store),
+                        "--out", str(table), "--overwrite"], capsys)
+    assert rc == 2 and "read-only (mode 444)" in err and "Traceback" not in err, err
+    assert table.read_bytes() == before and not store.exists()
+
+
 def test_capture_device_is_checked_before_the_model_is_built(tmp_path, capsys, monkeypatch):
     """``capture --device foo`` was torch's traceback listing every device type, after the
     argument parsing; ``--device h100`` (what tune and space take) the same. One line, rc 2."""

@@ -81,6 +81,16 @@ def check_file_target(path: str | os.PathLike, what: str) -> None:
         raise ValueError(f"cannot write {what} to {path}: directory {parent} does not exist")
     if Path(path).is_dir():
         raise ValueError(f"cannot write {what} to {path}: it is a directory; give a file name")
+    # A file with every write bit off was made read-only on purpose; the atomic rename would
+    # replace it all the same (it needs only the directory writable), and with --overwrite lose
+    # its entries. By the mode bits, not os.access: root, who may write anything, is refused too.
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not mode & 0o222:
+        raise ValueError(f"cannot write {what} to {path}: the file is read-only (mode {mode & 0o777:o}); "
+                         "make it writable (chmod u+w) or give another path")
     # Written by a temporary file in the same directory, renamed over it (write_atomic): that needs
     # the directory writable. A probe file says so for this process as it is (root ignores mode
     # bits, a read-only mount does not), before the work rather than after it: a read-only
