@@ -48,6 +48,26 @@ def test_binary_suite_is_a_one_line_error(tmp_path, capsys):
         one_line_error(*run(argv, capsys)[::2], "cannot read shape suite")
 
 
+def test_suite_rows_past_the_header_are_refused_and_unknown_columns_said(tmp_path, capsys):
+    """A row with more fields than the header (csv.DictReader keeps them under None) and a column
+    no reader knows (a misspelt "layout_B") were ignored without a word: every row then tuned
+    row-major. The first is a one-line error naming the line, the second a warning."""
+    import importlib
+
+    from gemmtune.shapes import KNOWN_COLUMNS, load_csv
+    capture = importlib.import_module("gemmtune.capture")  # (gemmtune.capture is also the function)
+
+    long_row = tmp_path / "long.csv"
+    long_row.write_text("group,name,M,N,K,dtype\ng,a,64,48,96,fp16,col\n")
+    one_line_error(*run(["tune", "--suite", str(long_row)], capsys)[::2], f"{long_row}:2: bad row: 1 field(s) more")
+    typo = tmp_path / "typo.csv"
+    typo.write_text("group,name,M,N,K,dtype,layout_B\ng,a,64,48,96,fp16,col\n")
+    with pytest.warns(RuntimeWarning, match="'layout_B' not read"):
+        shapes = load_csv(typo)
+    assert shapes[0].problem.layout_b == "row"  # (ignored, as the warning says)
+    assert set(capture.SUITE_COLUMNS) <= set(KNOWN_COLUMNS)  # capture's own columns warn about nothing
+
+
 def test_export_inductor_refuses_to_replace_its_own_table(tmp_path, capsys):
     t = tmp_path / "table.json"
     shutil.copy(TABLE, t)

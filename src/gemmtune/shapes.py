@@ -21,6 +21,7 @@ Example::
 from __future__ import annotations
 
 import csv
+import warnings
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -34,6 +35,10 @@ PRESETS = {
     "bmm": "bmm.csv",        # batched products: attention QK^T / PV and MoE experts (op bmm)
 }
 COLUMNS = ("group", "name", "M", "N", "K", "dtype")
+# Every column a suite may have: the required ones, the optional ones load_csv reads, and those
+# gemmtune capture writes for people (count, m_min, m_max, modules).
+KNOWN_COLUMNS = COLUMNS + ("layout_a", "layout_b", "op", "batch", "scale", "out_dtype", "bias",
+                           "count", "m_min", "m_max", "modules")
 # A sign is matched so that "-1x4x4" gets the "M must be >= 1" message, not "expected MxNxK".
 _SHAPE_RE = re.compile(r"^\s*([-+]?\d+)\s*[xX]\s*([-+]?\d+)\s*[xX]\s*([-+]?\d+)\s*(?::\s*([A-Za-z0-9_.]+))?\s*$")
 _BMM_SHAPE_RE = re.compile(
@@ -120,11 +125,20 @@ def load_csv(path: str | Path, op: str = "mm") -> list[Shape]:
     missing = [c for c in COLUMNS if c not in rows[0]]
     if missing:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)}; expected {','.join(COLUMNS)}")
+    # A column no reader here knows is ignored, but said: a misspelt "layout_B" or "layoutb" had
+    # every row tuned row-major without a word.
+    unknown = [c for c in rows[0] if c is not None and c.strip() not in KNOWN_COLUMNS]
+    if unknown:
+        warnings.warn(f"{path}: column(s) {', '.join(repr(c) for c in unknown)} not read (known: "
+                      f"{', '.join(KNOWN_COLUMNS)}): ignored", RuntimeWarning, stacklevel=2)
     shapes = []
     for line, row in enumerate(rows, start=2):
         short = [c for c in COLUMNS if row.get(c) is None]  # a row with fewer fields than the header
         if short:
             raise ValueError(f"{path}:{line}: bad row {dict(row)}: missing field(s) {', '.join(short)}")
+        if row.get(None):  # csv.DictReader's place for fields past the header's
+            raise ValueError(f"{path}:{line}: bad row: {len(row[None])} field(s) more than the header has "
+                             f"({', '.join(map(repr, row[None]))}); add their column(s) to the header")
         try:
             M, N, K = (int(row[c]) for c in ("M", "N", "K"))
             _check_sizes(f"{M}x{N}x{K}", M, N, K)
