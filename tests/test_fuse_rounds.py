@@ -373,3 +373,46 @@ def test_a_model_fused_while_another_thread_calls_it(monkeypatch):
     assert type(f.q) is gemmtune.fuse.FusedLinear
     with torch.no_grad():
         _close(f(x), m(x))
+
+
+def test_unfuse_of_a_module_holding_part_of_a_group_leaves_it_fused_and_says_so():
+    # Phi's q/k/v (attention) and fc1 (MLP) read one input and fuse into one group, its fused layer
+    # under the attention. unfuse(model.mlp) unfused q/k/v too and left that fused layer behind,
+    # holding a copy of every member's weights.
+    import warnings
+
+    class Attn(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k = torch.nn.Linear(32, 16), torch.nn.Linear(32, 16)
+
+    class Mlp(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = torch.nn.Linear(32, 64)
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn, self.mlp = Attn(), Mlp()
+
+        def forward(self, x):
+            return torch.cat([self.attn.q(x), self.attn.k(x), self.mlp.fc1(x)], -1)
+
+    torch.manual_seed(0)
+    m = Block()
+    f = copy.deepcopy(m)
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        groups = gemmtune.fuse_linears(f, x)
+        assert len(groups) == 1 and len(groups[0].members) == 3
+        with pytest.warns(RuntimeWarning, match="left 1 fused group"):
+            assert gemmtune.unfuse(f.mlp) == 0
+        assert type(f.attn.q) is not torch.nn.Linear and type(f.mlp.fc1) is not torch.nn.Linear
+        _close(f(x), m(x))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert gemmtune.unfuse(f) == 1
+        assert not any("gemmtune_fused" in n for n, _ in f.named_modules())
+        assert {type(f.attn.q), type(f.attn.k), type(f.mlp.fc1)} == {torch.nn.Linear}
+        _close(f(x), m(x))

@@ -513,12 +513,23 @@ def _fuse(model: torch.nn.Module, names: list[str], members: list[torch.nn.Linea
 def unfuse(model: torch.nn.Module) -> int:
     """Undo ``fuse_linears``: each member an ``nn.Linear`` with weights of its own again (copied
     out of the fused tensor; one parametrized since it was fused keeps its parametrizations), the
-    fused layers removed. Returns the number of groups undone."""
-    groups = []
+    fused layers removed. Returns the number of groups undone. A group only part of which lies
+    inside ``model`` (Phi's q/k/v in the attention and fc1 in the MLP, unfused from one of them) is
+    left fused, with a warning: undoing it from here unfused the members outside too and left its
+    fused layer, outside, holding a copy of every member's weights."""
+    inside = {id(m) for m in model.modules()}
+    groups, partial = [], []
     for mod in model.modules():
         g = mod.__dict__.get("_gemmtune_group")
-        if isinstance(mod, FusedLinear) and g is not None and all(g is not x for x in groups):
-            groups.append(g)
+        if isinstance(mod, FusedLinear) and g is not None and all(g is not x for x in groups + partial):
+            whole = id(g.fused) in inside and all(id(m) in inside for m in g.members)
+            (groups if whole else partial).append(g)
+    if partial:
+        warnings.warn(f"gemmtune.unfuse left {len(partial)} fused group(s) as they were: part of each lies "
+                      "outside this module (call unfuse on a module that holds all of the group, e.g. the "
+                      f"model); {len(partial[0].members)} members, the fused layer a "
+                      f"{partial[0].fused.out_features}x{partial[0].fused.in_features} Linear",
+                      RuntimeWarning, stacklevel=2)
     for g in groups:
         with torch.no_grad():
             for m in g.members:
