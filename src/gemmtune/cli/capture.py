@@ -5,9 +5,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from pathlib import Path
 
-from .common import column_text, nonneg_int, positive_int
+from .common import column_text, nonneg_int, positive_int, refuse_same_file
 from ..jsonio import check_file_target
 
 
@@ -147,9 +146,8 @@ def cmd_capture(args) -> int:
     for opt, path in (("--out", args.out), ("--json", args.json)):
         if path:  # found before the capture, not after it
             check_file_target(path, opt)
-    if args.json and Path(args.json).resolve() == Path(args.out).resolve():
-        # the JSON is written second, over the suite CSV that the run says is there
-        raise ValueError(f"--out and --json are one file, {args.out}: give them different paths")
+    # the JSON is written second, over the suite CSV that the run says is there
+    refuse_same_file("--out", args.out, [("--json", args.json)], "give them different paths")
     t0 = time.monotonic()
     if preset:
         from ..benchmodel.models import (CAUSAL, USER_FORMS, ModelError, _config, build_model, causal_config,

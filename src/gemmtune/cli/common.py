@@ -172,6 +172,25 @@ def join_values(argv: list[str]) -> list[str]:
     return out
 
 
+def refuse_same_file(out_flag: str, out, inputs, why: str = "give another path") -> None:
+    """Raise ValueError when ``out``, a file this command writes, is the same file as one of
+    ``inputs`` ((flag, path) pairs; a None path is skipped): written over, it replaced what the
+    run read (a results store, a table, a suite). Checked before the work.
+
+    >>> refuse_same_file("--json", "a/../s.sqlite", [("--store", "s.sqlite"), ("--table", None)])
+    Traceback (most recent call last):
+    ...
+    ValueError: --json and --store are one file, a/../s.sqlite: give another path
+    """
+    if not out:
+        return
+    from pathlib import Path
+    target = Path(out).resolve()
+    for flag, path in inputs:
+        if path and Path(path).resolve() == target:
+            raise ValueError(f"{out_flag} and {flag} are one file, {out}: {why}")
+
+
 def host_memory_bytes() -> int | None:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -7,7 +7,7 @@ import math
 import sys
 
 from .common import (add_problem_args, alias, family_list, fraction, int_at_least, positive_int, problem_of,
-                     version_text)
+                     refuse_same_file, version_text)
 
 
 def _model_for(args, dev, triton_version: str | None = None):
@@ -169,11 +169,8 @@ def cmd_train(args) -> int:
 def _not_a_store(args, path, flag: str) -> None:
     """The model is written over ``path``: naming the --store (or a --pool-store) there replaced
     the timings it was trained on with the model JSON. Refused before the training."""
-    from pathlib import Path
-    for sflag, store in [("--store", args.store)] + [("--pool-store", s) for s in getattr(args, "pool_store", None) or ()]:
-        if Path(path).resolve() == Path(store).resolve():
-            raise ValueError(f"{flag} and {sflag} are one file, {path}: the model would replace the data it is "
-                             "trained on; give another path")
+    stores = [("--store", args.store)] + [("--pool-store", s) for s in getattr(args, "pool_store", None) or ()]
+    refuse_same_file(flag, path, stores, "the model would replace the data it is trained on; give another path")
 
 
 def _train_cv(args, suites: list[str]) -> int:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sys
 
+from .common import refuse_same_file
+
 
 def cmd_report(args) -> int:
     """Render a bench JSON (or merge several), or a tuning-run directory's Markdown."""
@@ -25,9 +27,7 @@ def cmd_report(args) -> int:
             # measurement with it, naming --tune-json that run's JSON.
             inputs = (("--store", args.store), ("--tune-json", args.tune_json))
             for flag, dest in (("--json", args.json), ("--run-summary", args.run_summary)):
-                for iflag, src in inputs:
-                    if dest and src and Path(dest).resolve() == Path(src).resolve():
-                        raise ValueError(f"{flag} and {iflag} are one file, {dest}: give another path")
+                refuse_same_file(flag, dest, inputs)
             import json
 
             from ..report.store import markdown, run_summary, run_summary_text, summarize

@@ -6,7 +6,7 @@ import sys
 
 from ..jsonio import check_file_target
 from .common import (Help, add_shape_args, alias, check_allocatable, families_help, family_list, int_at_least, nonneg_int,
-                     positive_float, positive_int, shapes_of)
+                     positive_float, positive_int, refuse_same_file, shapes_of)
 
 
 def cmd_tune(args) -> int:
@@ -21,10 +21,8 @@ def cmd_tune(args) -> int:
         check_file_target(args.summary, "--summary")
         # The summary is written last, over whatever is at its path: naming the store there
         # replaced every measurement with the summary JSON, naming --out or --table the table.
-        from pathlib import Path
-        for flag, other in (("--store", args.store), ("--out", args.out), ("--table", args.table)):
-            if other and Path(args.summary).resolve() == Path(other).resolve():
-                raise ValueError(f"--summary and {flag} are one file, {args.summary}: give them different paths")
+        refuse_same_file("--summary", args.summary, [("--store", args.store), ("--out", args.out),
+                                                     ("--table", args.table)], "give them different paths")
     result = tune(shapes, families=families, space=args.space, store=args.store, out=args.out,
                   workers=args.workers, timeout=args.timeout, compile_workers=args.compile_workers,
                   retry_failed=args.retry_failed, timing=args.timing, compile_ahead=args.compile_ahead,
