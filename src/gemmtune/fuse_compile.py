@@ -40,6 +40,7 @@ same view when one exists); with more users, a contiguous copy of its slice.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import itertools
 import operator
@@ -74,8 +75,10 @@ def _member_fake(x, w, b, fw, fb, start, size, handle):
 _GROUPS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _IDS = itertools.count()
 # How many groups the pass merged, and how many it left unmerged because something between their
-# members may write memory: read by tests and by whoever wants to know the pass ran.
-STATS = {"merged": 0, "kept": 0}
+# members may write memory: read by tests and by whoever wants to know the pass ran. A Counter: a
+# key a caller's STATS.clear() removed reads 0 (as a dict it made the next compile fail inside
+# the pass, KeyError 'kept').
+STATS = collections.Counter(merged=0, kept=0)
 
 
 def register(group) -> int:
@@ -224,7 +227,7 @@ def merge(graph: torch.fx.Graph) -> int:
         warnings.warn(f"gemmtune.fuse_compile: fused groups left unmerged in this graph ({type(e).__name__}: {e})",
                       RuntimeWarning, stacklevel=2)
         return 0
-    STATS["kept"] = STATS.get("kept", 0) + kept  # (.get: a caller may reset it with STATS.clear())
+    STATS["kept"] += kept
     for x, fw, fb, h, members in plan:
         with graph.inserting_before(members[0][0]):
             rows = graph.call_function(_fused_rows, (x, fw, fb, h))
@@ -240,7 +243,7 @@ def merge(graph: torch.fx.Graph) -> int:
                 # last dim; reshape is that same view wherever one exists
                 users[0].target = "reshape" if users[0].op == "call_method" else torch.Tensor.reshape
             graph.erase_node(m)
-    STATS["merged"] = STATS.get("merged", 0) + len(plan)
+    STATS["merged"] += len(plan)
     return len(plan)
 
 

@@ -54,7 +54,7 @@ def _guarded(run_mode: Callable[[str], None], mode: str, rec: dict, log: Callabl
     ``fused_merged``."""
     from .. import fuse_compile
 
-    merged = fuse_compile.STATS.get("merged", 0)
+    merged = fuse_compile.STATS["merged"]
     try:
         run_mode(mode)
     except (ModeUnavailable, *_limit_hit()) as e:
@@ -64,8 +64,8 @@ def _guarded(run_mode: Callable[[str], None], mode: str, rec: dict, log: Callabl
                          f"torch._dynamo hit its recompile limit ({str(e).splitlines()[0]}); not timed")
         log(f"{mode}: FAILED: {rec['failed']}")
     finally:
-        if fuse_compile.STATS.get("merged", 0) > merged:
-            rec["fused_merged"] = fuse_compile.STATS.get("merged", 0) - merged
+        if fuse_compile.STATS["merged"] > merged:
+            rec["fused_merged"] = fuse_compile.STATS["merged"] - merged
 
 
 def _roomy_dynamo() -> None:
