@@ -59,7 +59,9 @@ Example (skipped in doctests: ``dispatcher``, ``a`` and ``b`` stand for your own
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
+import warnings
 from typing import Optional
 
 import torch
@@ -204,7 +206,6 @@ GEMV_HANDBACK_ENV = "GEMMTUNE_GEMV_HANDBACK_MIN_BYTES"
 def gemv_handback_min_bytes() -> int:
     """``GEMMTUNE_GEMV_HANDBACK_MIN_BYTES`` as an int >= 0 (unset: 0; ``inf``: never hand back);
     a bad value warns and counts as unset."""
-    import os
     raw = os.environ.get(GEMV_HANDBACK_ENV, "").strip()
     if not raw:
         return 0
@@ -216,7 +217,6 @@ def gemv_handback_min_bytes() -> int:
             raise ValueError
         return v
     except ValueError:
-        import warnings
         warnings.warn(f"{GEMV_HANDBACK_ENV}={raw!r} is not a byte count (an int >= 0, or inf): ignored",
                       RuntimeWarning, stacklevel=2)
         return 0
