@@ -187,9 +187,17 @@ class _Group:
             return True
         if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
             return False  # no allocation and rebinding inside a capture: unfused, still correct
+        return self._mend()
+
+    def _mend(self) -> bool:
+        """Re-fuse the group unless it is intact: True where it is intact after, False where the
+        members cannot be re-fused (``_refusable``). The check is made again under
+        ``_REFUSE_LOCK``: another thread may have re-fused it while this one waited."""
+        if self._intact():
+            return True
         with _REFUSE_LOCK:
             if self._intact():
-                return True  # another thread re-fused it while this one waited
+                return True
             if not self._refusable():
                 return False  # a member's weight of another shape, dtype or device, replaced or parametrized
             self.refuse()
@@ -315,9 +323,7 @@ class FusedLinear(torch.nn.Linear):
         # copying into their views of the fused tensor. The eager path would re-fuse at its next
         # call, but a graph compiled before reads the fused tensor and sees no change: so re-fuse
         # here, once every member's parameters are of one dtype and device again.
-        g = self._gemmtune_group
-        if not g._intact() and g._refusable():
-            g.refuse()
+        self._gemmtune_group._mend()
 
 
 def _siblings(model: torch.nn.Module, passes: list, fn=None) -> list[list[str]]:
