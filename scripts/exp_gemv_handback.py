@@ -69,10 +69,10 @@ def main() -> int:
     with torch.no_grad():
         want = phase.run(ref).float()
         t0 = time.perf_counter()
-        tuner_model = model  # fused, tuned and patched in place (the README's recipe)
-        gemmtune.fuse_linears(tuner_model, fn=lambda: phase.example(tuner_model))
-        gemmtune.patch(tuner_model, dispatchers=gemmtune.tune_model(tuner_model, fn=lambda: phase.example(tuner_model),
-                                                                  progress=False, **tune_kw),
+        # fused, tuned and patched in place (the README's recipe)
+        gemmtune.fuse_linears(model, fn=lambda: phase.example(model))
+        gemmtune.patch(model, dispatchers=gemmtune.tune_model(model, fn=lambda: phase.example(model),
+                                                            progress=False, **tune_kw),
                        tune_missing=False, progress=False)
         doc["fuse_tune_patch_s"] = time.perf_counter() - t0
         from gemmtune.fuse import fused_names
