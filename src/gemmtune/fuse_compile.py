@@ -51,6 +51,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from .autograd import needs_grad
 from .torch_ops import _LIB
 
 _LIB.define("fused_member(Tensor x, Tensor w, Tensor? b, Tensor fw, Tensor? fb, int start, int size, int handle) "
@@ -126,7 +127,7 @@ def member_forward(m: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     """A fused group's member ``m`` traced by torch.compile (see the module docstring)."""
     g = m._gemmtune_group
     w, b = m.weight, m.bias
-    if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or (b is not None and b.requires_grad)):
+    if needs_grad(x, w, b):
         return F.linear(x, w, b)  # the op has no autograd formula; training runs unfused
     if (x.dim() == 0 or not (x.is_cuda or x.is_cpu) or torch.is_autocast_enabled(x.device.type)
             or not _trace_ok(g.gid)):
