@@ -64,6 +64,7 @@ def int_at_least(lo: int):
 
 
 positive_int = int_at_least(1)
+nonneg_int = int_at_least(0)
 
 
 def version_text(text: str) -> str:
@@ -95,7 +96,6 @@ class Once(argparse.Action):
             parser.error(f"{option_string} given twice: this command takes one")
         seen.add(self.dest)
         setattr(namespace, self.dest, values)
-nonneg_int = int_at_least(0)
 
 
 def fraction(text: str) -> float:
