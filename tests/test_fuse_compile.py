@@ -346,6 +346,10 @@ def test_which_nodes_may_write():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+# Inductor's own bf16 kernels do not run in Triton's interpreter (on the H200 with
+# TRITON_INTERPRET=1, 2026-11-29: AttributeError inside triton's semantic.binary_op_type_checking_impl
+# from its generated triton_per_fused_mm_native_layer_norm kernel); the -m gpu lane runs this.
+@pytest.mark.skipif(gemmtune.interpreter_enabled(), reason="Inductor's bf16 kernels under Triton's interpreter")
 @pytest.mark.parametrize("cdt", [False, True])
 def test_gpu_patched_fused_group_compiled_against_fp64(cdt):
     """bf16 on the GPU, the fused layer on a Triton kernel: compiled (default, and with coordinate
