@@ -38,6 +38,9 @@ def main() -> int:
     ap.add_argument("--phase", default="decode_b1")
     ap.add_argument("--thresholds", default="0,16777216,inf",
                     help="GEMMTUNE_GEMV_HANDBACK_MIN_BYTES values, comma-separated (0: today's rule)")
+    ap.add_argument("--no-fuse", action="store_true",
+                    help="patch the model unfused (the H100's 0.921x of 2026-11-25, which made the hand-back "
+                         "the default, was an unfused patched model)")
     ap.add_argument("--dry-run", action="store_true", help="tiny-llama, fp32, CPU, no graphs: the flow only")
     args = ap.parse_args()
     dry = args.dry_run
@@ -61,7 +64,7 @@ def main() -> int:
     phase = causal_phase(args.phase, vocab, device)
     tune_kw = {"tune_fn": lambda ps, **kw: {p.key: "triton_mm:BM16-BN16-BK16-S1-W2-G8" for p in ps}} if dry \
         else {"fast": True}
-    doc = {"model": name, "phase": args.phase, "dtype": str(dtype), "device": device,
+    doc = {"model": name, "phase": args.phase, "fused": not args.no_fuse, "dtype": str(dtype), "device": device,
            "torch": torch.__version__, "gemmtune": gemmtune.__version__, "variants": {}}
     if not dry:
         import triton
@@ -69,8 +72,9 @@ def main() -> int:
     with torch.no_grad():
         want = phase.run(ref).float()
         t0 = time.perf_counter()
-        # fused, tuned and patched in place (the README's recipe)
-        gemmtune.fuse_linears(model, fn=lambda: phase.example(model))
+        # fused (unless --no-fuse), tuned and patched in place (the README's recipe)
+        if not args.no_fuse:
+            gemmtune.fuse_linears(model, fn=lambda: phase.example(model))
         gemmtune.patch(model, dispatchers=gemmtune.tune_model(model, fn=lambda: phase.example(model),
                                                             progress=False, **tune_kw),
                        tune_missing=False, progress=False)
@@ -78,7 +82,7 @@ def main() -> int:
         from gemmtune.fuse import fused_names
         doc["fused_groups"] = len(fused_names(model))
         doc["patched_layers"] = sum(isinstance(m, gemmtune.nn.Linear) for m in model.modules())
-        print(f"fuse + tune + patch {doc['fuse_tune_patch_s']:.1f} s: {doc['fused_groups']} groups fused, "
+        print(f"{'tune' if args.no_fuse else 'fuse + tune'} + patch {doc['fuse_tune_patch_s']:.1f} s: {doc['fused_groups']} groups fused, "
               f"{doc['patched_layers']} layers patched", flush=True)
         replays = {}
         for thr in args.thresholds.split(","):

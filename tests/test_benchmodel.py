@@ -115,7 +115,7 @@ def test_graph_mode_names_and_defaults():
     assert benchmodel.DEFAULT_MODES == ("eager", "eager_patch", "compile", "max_autotune", "patch_compile")
     graphs = [m for m in benchmodel.MODES if benchmodel.is_graph(m)]
     # Every mode has a graph twin, the opt-in lut_compile included; the defaults stay as they were.
-    assert [benchmodel.base_mode(m) for m in graphs] == [*benchmodel.DEFAULT_MODES, "lut_compile", "compile_cdt",
+    assert [benchmodel.base_mode(m) for m in graphs] == [*benchmodel.DEFAULT_MODES, "eager_copy", "lut_compile", "compile_cdt",
                                                          "patch_compile_cdt", "eager_fuse", "eager_fuse_patch",
                                                          "fuse_patch_compile", "fuse_patch_compile_cdt",
                                                          "fuse_patch_max_autotune"]
@@ -527,12 +527,19 @@ def test_fuse_modes_fuse_a_copy_and_tune_it_once(tmp_path):
         for mode in ("eager_fuse", "eager_fuse_patch", "eager_fuse_patch_graph"):
             assert any("gemmtune_fused" in n for n, _ in v[mode].named_modules())
             torch.testing.assert_close(v[mode](ids).logits, want, rtol=1e-5, atol=1e-5)
-    doc = benchmodel.run(["tiny-llama"], phases=["decode_b1"], modes=["eager", "eager_fuse"], out_dir=tmp_path,
-                         dtype="float32", tune_kwargs={"tune_fn": fake_tuner([])}, log=lambda s: None)
+    doc = benchmodel.run(["tiny-llama"], phases=["decode_b1"], modes=["eager", "eager_copy", "eager_fuse"],
+                         out_dir=tmp_path, dtype="float32", tune_kwargs={"tune_fn": fake_tuner([])}, log=lambda s: None)
     rec = doc["models"][0]["modes"]["eager_fuse"]
+    # the deep-copy control: timed in the same rounds, and each deep-copied mode's ratio against it
+    cp = doc["models"][0]["modes"]["eager_copy"]
+    assert cp["greedy_match"] is True and cp["phases"]["decode_b1"]["interleaved"]["rounds"] == 7
+    fi = rec["phases"]["decode_b1"]["interleaved"]
+    assert fi["x_copy_lo"] <= fi["x_copy_paired"] <= fi["x_copy_hi"]
+    assert "x_copy_paired" not in cp["phases"]["decode_b1"]["interleaved"]  # not against itself
     assert rec["greedy_match"] is True and rec["phases"]["decode_b1"]["interleaved"]["rounds"] == 7
     md = (tmp_path / "bench-model.md").read_text()
     assert "Fused sibling layers" in md and "q_proj + k_proj + v_proj ×2" in md and "eager vs eager_fuse" in md
+    assert "eager vs eager_copy" in md and "against eager_copy" in md
     # the A/A control: eager timed twice in the same rounds, its paired ratio the method's resolution
     aa = doc["models"][0]["modes"]["eager"]["phases"]["decode_b1"]["interleaved_aa"]
     assert aa["rounds"] == 7 and aa["q1"] <= aa["x_paired"] <= aa["q3"]

@@ -25,7 +25,9 @@ cache-cropping decode step cannot keep; its compile time is recorded); ``patch_c
 patched model under torch.compile). These five are the default. Each has a ``_graph`` twin
 (``eager_graph`` ... ``patch_compile_graph``, GPU only): the same model object, each phase's call
 captured into a CUDA graph by hand and timed by replaying it, so the time is the GPU's (the
-plain modes of a small model's decode step measure Python); graphs.py says how.
+plain modes of a small model's decode step measure Python); graphs.py says how. Opt-in modes
+(models.BASE_MODES says what each is) include ``eager_copy``, a deep copy run as it is: the
+control for the deep-copied patched and fused modes in the interleaved eager comparison.
 
 Correctness, per mode: prefill logits against an fp32 copy of the model (relative Frobenius
 error; passes within ``max(1.5 x eager's own error, 1e-3)``: a mode may not lose more accuracy

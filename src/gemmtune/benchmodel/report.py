@@ -77,7 +77,7 @@ def markdown(doc: dict) -> str:
                 f"{p}: paired rounds {i['x_paired']:.3f}×" + (f" (95% CI {i['lo']:.3f}–{i['hi']:.3f})" if "lo" in i else "")
                 + f", quartiles {i['q1']:.3f}–{i['q3']:.3f}" for p, i in aa)
                 + " |" + " |" * (len(modes) - 1))
-        for other in ("eager_patch", "eager_fuse", "eager_fuse_patch"):
+        for other in ("eager_copy", "eager_patch", "eager_fuse", "eager_fuse_patch"):
             inter = [(p, m["modes"][other]["phases"][p]["interleaved"]) for p in phases
                      if other in m["modes"] and "interleaved" in m["modes"][other].get("phases", {}).get(p, {})]
             if inter:
@@ -86,7 +86,9 @@ def markdown(doc: dict) -> str:
                     + (f"; paired rounds {i['x_eager_paired']:.3f}×"
                        + (f" (95% CI {i['x_eager_lo']:.3f}–{i['x_eager_hi']:.3f})" if "x_eager_lo" in i else "")
                        + f", quartiles {i['x_eager_q1']:.3f}–{i['x_eager_q3']:.3f}, {i['rounds']} rounds"
-                       if "x_eager_paired" in i else "") + ")"
+                       if "x_eager_paired" in i else "")
+                    + (f"; against eager_copy {i['x_copy_paired']:.3f}× (95% CI {i['x_copy_lo']:.3f}–"
+                       f"{i['x_copy_hi']:.3f})" if "x_copy_paired" in i else "") + ")"
                     for p, i in inter)
                     + " |" + " |" * (len(modes) - 1))
         gi = m.get("graph_interleaved", {})

@@ -147,6 +147,8 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
             return variants[mode]
         if mode == "eager":
             v = model
+        elif mode == "eager_copy":
+            v = copy.deepcopy(model)  # the control of the deep-copied modes (models.BASE_MODES says why)
         elif mode in ("eager_patch", "patch_compile"):
             if "patched" not in variants:
                 import gemmtune

@@ -130,7 +130,8 @@ def interleave_eager(out: dict, variants: dict, phases: dict[str, Callable], mod
     with the host's speed by up to 2x between device calls on the H200 machine). ``rounds``:
     interleaved rounds (default EAGER_ROUNDS on a GPU, 7 on a CPU); the median's confidence
     interval narrows as 1/sqrt(rounds)."""
-    others = [m for m in ("eager_patch", "eager_fuse", "eager_fuse_patch") if m in out["modes"] and m in variants]
+    others = [m for m in ("eager_copy", "eager_patch", "eager_fuse", "eager_fuse_patch")
+              if m in out["modes"] and m in variants]
     if "eager" not in out["modes"] or not others:
         return  # (variants may hold them as the base objects of graph modes, untimed)
     # On a GPU, EAGER_ROUNDS rounds of about EAGER_ROUND_MS each: a decode step of 15-30 ms made
@@ -165,10 +166,16 @@ def interleave_eager(out: dict, variants: dict, phases: dict[str, Callable], mod
                                   "x_eager_q3": pair["q3"], "x_eager_lo": pair["lo"], "x_eager_hi": pair["hi"],
                                   "rounds": pair["pairs"],
                                   "calls_per_round": t["eager"]["calls"] // max(1, len(t["eager"]["rounds"]))}
+            against_copy = ""
+            if mode != "eager_copy" and "eager_copy" in t:
+                # the same ratio against the deep-copy control: the patch (or fusion) alone
+                cp = paired_ratio(t["eager_copy"]["rounds"], t[mode]["rounds"])
+                rec["interleaved"].update(x_copy_paired=cp["median"], x_copy_lo=cp["lo"], x_copy_hi=cp["hi"])
+                against_copy = f"; against eager_copy {cp['median']:.3f}x (95% CI {cp['lo']:.3f}-{cp['hi']:.3f})"
             log(f"{model_name} interleaved   {pname:16s} eager {t['eager']['ms']:.3f} ms, {mode} "
                 f"{t[mode]['ms']:.3f} ms ({rec['interleaved']['x_eager']:.2f}x eager; paired rounds "
                 f"{pair['median']:.3f}x (95% CI {pair['lo']:.3f}-{pair['hi']:.3f}), quartiles {pair['q1']:.3f}-"
-                f"{pair['q3']:.3f}, {pair['pairs']} rounds)")
+                f"{pair['q3']:.3f}, {pair['pairs']} rounds{against_copy})")
 
 
 def interleave_graphs(out: dict, replays: dict, phases: list[str], model_name: str,
