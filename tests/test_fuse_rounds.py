@@ -416,3 +416,67 @@ def test_unfuse_of_a_module_holding_part_of_a_group_leaves_it_fused_and_says_so(
         assert not any("gemmtune_fused" in n for n, _ in f.named_modules())
         assert {type(f.attn.q), type(f.attn.k), type(f.mlp.fc1)} == {torch.nn.Linear}
         _close(f(x), m(x))
+
+
+def _fp64(x, params):
+    """QKV's output, in fp64, with the weights and biases named in ``params``."""
+    return torch.cat([torch.nn.functional.linear(x.double(), params[f"{n}.weight"].double(), params[f"{n}.bias"].double())
+                      for n in "qkv"], -1)
+
+
+def test_functional_call_with_other_weights_leaves_the_model_as_it_was():
+    """torch.func.functional_call puts other tensors in the members' parameter slots for one call
+    (writing ``_parameters`` directly) and puts the model's own back after it. The group took them
+    for weights moved and re-fused onto them: it copied them into a new fused tensor, rebound the
+    caller's parameters into it (their memory no longer their own), and the fused layer kept
+    computing with them after the call (a compiled graph reads it; the next eager call re-fused
+    again, one more copy)."""
+    from torch.func import functional_call
+
+    m, f = _pair()
+    other = QKV()  # other values (drawn after _pair's seed)
+    g = f.q._gemmtune_group
+    fused_w = g.fused.weight
+    own = {k: v.detach().clone() for k, v in f.state_dict().items()}
+    x = torch.randn(3, 32)
+    for params in (dict(other.named_parameters()),
+                   {k: torch.nn.Parameter(torch.randn_like(v)) for k, v in m.named_parameters()},
+                   {k: torch.randn_like(v) for k, v in m.named_parameters()}):  # plain tensors
+        values = {k: v.detach().clone() for k, v in params.items()}
+        ptrs = {k: v.data_ptr() for k, v in params.items()}
+        with torch.no_grad():
+            got = functional_call(f, params, (x,))
+        torch.testing.assert_close(got.double(), _fp64(x, values), rtol=1e-5, atol=1e-5)
+        # the caller's tensors untouched, in values and in memory
+        assert {k: v.data_ptr() for k, v in params.items()} == ptrs
+        assert all(torch.equal(params[k], values[k]) for k in params)
+        # the model as it was: its parameters, still views of the one fused tensor, which holds them
+        assert g.fused.weight is fused_w and g._intact()
+        assert all(torch.equal(v, own[k]) for k, v in f.state_dict().items())
+        with torch.no_grad():
+            _close(g.fused(x), m(x))  # what a compiled graph of the model computes
+            _close(f(x), m(x))
+        assert g.fused.weight is fused_w  # and no re-fuse (copy) at the next call either
+
+
+def test_parameters_rebound_through_the_module_are_refused():
+    """A parameter the member registers itself (``layer.weight = Parameter(t)``) or gets from
+    ``model.to()`` as a new object (here to the meta device and back with to_empty) is the model's
+    own: the group is re-fused onto it, as after ``weight.data = t``."""
+    m, f = _pair()
+    g = f.q._gemmtune_group
+    x = torch.randn(3, 32)
+    new = torch.randn(16, 32)
+    for mod in (m, f):
+        mod.k.weight = torch.nn.Parameter(new.clone())
+    with torch.no_grad():
+        _close(f(x), m(x))
+    assert f.k.weight.data_ptr() == g.fused.weight.data_ptr() + 32 * 32 * 4
+    q_weight = f.q.weight
+    f.to("meta")  # meta and CPU tensors cannot share a TensorImpl: new Parameter objects
+    f.to_empty(device="cpu")
+    assert f.q.weight is not q_weight
+    f.load_state_dict(m.state_dict())
+    with torch.no_grad():
+        _close(f(x), m(x))
+    assert f.k.weight.data_ptr() == g.fused.weight.data_ptr() + 32 * 32 * 4

@@ -21,8 +21,11 @@ not apply: another input tensor, the input modified in place since, a member cal
 input, an input of a tensor subclass (FakeTensor, DTensor, ...), gradients needed for the
 weights, a forward traced by ``torch.compile`` (dynamo would have to trace the shared state,
 and a compiled graph could not see weights rebound after it was made: the layers run unfused
-there), or weights no longer views of the fused tensor (``model.to(...)``, ``param.data = ...``:
-the group is re-fused on its next call, or runs unfused inside a CUDA-graph capture).
+there), weights no longer views of the fused tensor (``model.to(...)``, ``param.data = ...``,
+``layer.weight = Parameter(t)``: the group is re-fused on its next call, or runs unfused inside a
+CUDA-graph capture), or other tensors in the members' places for a call
+(``torch.func.functional_call``: the members run unfused with them, and the group is not
+re-fused onto tensors it does not own).
 
 Each member's output is a column slice of the fused output: a view whose rows are strided by the
 group's total width. Splitting its last dimension (``.view(B, S, heads, head_dim)``) and merging
@@ -206,15 +209,24 @@ class _Group:
     def _refusable(self) -> bool:
         """Every member's weight (and bias) a Parameter of its own (not parametrized, pruned or
         swapped for a plain or batched tensor by ``torch.func``), of the shape, dtype and device the
-        group was made for: else ``refuse`` would cut, cast or rebind the caller's tensors."""
+        group was made for: else ``refuse`` would cut, cast or rebind the caller's tensors.
+
+        Of its own: the very parameter recorded at the last re-fuse, or one the member registered
+        since (``adopt``). ``torch.func.functional_call`` writes other Parameters into the members'
+        ``_parameters`` for one call and puts the model's back after it: re-fused onto them, the
+        group copied them into a new fused tensor, rebound the caller's tensors into it, and the
+        fused layer (what a compiled graph reads) kept computing with them after the call. The
+        members run unfused with them instead, and the model is as it was after the call."""
         w0 = self.members[0]._parameters.get("weight")
         if not isinstance(w0, torch.nn.Parameter):
             return False
         k, dt, dev = self.fused.in_features, w0.dtype, w0.device
-        for m, n in zip(self.members, self.sizes):
+        for i, (m, n) in enumerate(zip(self.members, self.sizes)):
             w, b = m._parameters.get("weight"), m._parameters.get("bias")
             if type(w) is not torch.nn.Parameter or w.shape != (n, k) or w.dtype != dt or w.device != dev:
                 return False
+            if w is not self.wparams[i][1] or (self.bparams and b is not self.bparams[i][1]):
+                return False  # put there for a call (functional_call), not by the member
             if (self.b is not None) != ("bias" in m._parameters and b is not None):
                 return False
             if b is not None and (type(b) is not torch.nn.Parameter or b.shape != (n,) or b.dtype != dt
@@ -252,6 +264,27 @@ class _Group:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.gid = fuse_compile.register(self)  # a copy is a group of its own to a traced graph
+
+    def adopt(self, i: int) -> None:
+        """Record member ``i``'s current weight and bias as its own, where the member put them
+        there itself (``FusedLinear.register_parameter``, ``_apply``): the next call re-fuses the
+        group onto them (``_refusable``), unless they already lie where the fused tensor's views
+        did (``_intact``). The pending round is dropped: it was computed with the parameters
+        replaced, whose version counters were another tensor's."""
+        with _REFUSE_LOCK:
+            m = self.members[i]
+            w, b = m._parameters.get("weight"), m._parameters.get("bias")
+            # A parameter removed (``layer.bias = None``) keeps its record: the member no longer
+            # matches it, and the group runs unfused (``_intact``, ``_refusable``).
+            if w is not None:
+                wparams = list(self.wparams)  # a new list: a call reading the old one meanwhile sees it whole
+                wparams[i] = (m, w, wparams[i][2])
+                self.wparams = wparams
+            if self.bparams and b is not None:
+                bparams = list(self.bparams)
+                bparams[i] = (m, b, bparams[i][2])
+                self.bparams = bparams
+            self.round = None
 
     def refuse(self) -> None:
         """Concatenate the members' current weights again and make them views into it (normal
@@ -324,6 +357,24 @@ class FusedLinear(torch.nn.Linear):
         # call, but a graph compiled before reads the fused tensor and sees no change: so re-fuse
         # here, once every member's parameters are of one dtype and device again.
         self._gemmtune_group._mend()
+
+    def register_parameter(self, name: str, param: torch.nn.Parameter | None) -> None:
+        # ``layer.weight = Parameter(t)`` and load_state_dict(assign=True) come through here: the
+        # member's own new parameter, which the group re-fuses onto (functional_call's, written
+        # into _parameters directly, it does not: _Group._refusable).
+        super().register_parameter(name, param)
+        g = self.__dict__.get("_gemmtune_group")
+        if g is not None and name in ("weight", "bias"):
+            g.adopt(self._gemmtune_index)
+
+    def _apply(self, fn, recurse: bool = True):
+        # model.to() makes new Parameter objects where it cannot rebind .data (to or from the meta
+        # device, set_overwrite_module_params_on_conversion): the member's own, as above.
+        out = super()._apply(fn, recurse)
+        g = self.__dict__.get("_gemmtune_group")
+        if g is not None:
+            g.adopt(self._gemmtune_index)
+        return out
 
 
 def _siblings(model: torch.nn.Module, passes: list, fn=None) -> list[list[str]]:
