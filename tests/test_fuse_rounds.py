@@ -480,3 +480,35 @@ def test_parameters_rebound_through_the_module_are_refused():
     with torch.no_grad():
         _close(f(x), m(x))
     assert f.k.weight.data_ptr() == g.fused.weight.data_ptr() + 32 * 32 * 4
+
+
+@pytest.mark.parametrize("swap", [False, True], ids=["assign", "assign_swap"])
+def test_load_state_dict_assign_refuses_once(monkeypatch, swap):
+    """load_state_dict(assign=True) rebinds each member's parameters; the group was re-fused at
+    each member's load, a full copy of the group's weights per member. Once now, after the last
+    member the load reaches, with the members a load with strict=False leaves out as they were."""
+    from gemmtune.fuse import _Group
+
+    m, f = _pair()
+    refuses = []
+    refuse = _Group.refuse
+    monkeypatch.setattr(_Group, "refuse", lambda self: refuses.append(self) or refuse(self))
+    monkeypatch.setattr(torch.__future__, "_swap_module_params_on_conversion", swap)  # set_..._conversion's flag
+    g = f.q._gemmtune_group
+    x = torch.randn(3, 32)
+    sd = {k: torch.randn_like(v) for k, v in m.state_dict().items()}
+    f.load_state_dict({k: v.clone() for k, v in sd.items()}, assign=True)
+    assert refuses == [g]
+    with torch.no_grad():
+        torch.testing.assert_close(f(x).double(), _fp64(x, sd), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(g.fused(x).double(), _fp64(x, sd), rtol=1e-5, atol=1e-5)
+    assert refuses == [g]
+    # k left out of the load: q and v loaded, k as it was, one re-fuse
+    refuses.clear()
+    part = {k: torch.randn_like(v) for k, v in sd.items() if not k.startswith("k.")}
+    missing = f.load_state_dict({k: v.clone() for k, v in part.items()}, assign=True, strict=False).missing_keys
+    assert sorted(missing) == ["k.bias", "k.weight"] and refuses == [g]
+    with torch.no_grad():
+        torch.testing.assert_close(f(x).double(), _fp64(x, {**sd, **part}), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(g.fused(x).double(), _fp64(x, {**sd, **part}), rtol=1e-5, atol=1e-5)
+    assert refuses == [g]

@@ -114,6 +114,9 @@ class _Group:
         self.sizes = sizes
         self.offsets = [sum(sizes[:i]) for i in range(len(sizes))]
         self.round: _Round | None = None
+        # The load_state_dict under way (its error list, one object for the whole load) and the
+        # members it has loaded: ``loaded`` re-fuses once it has loaded them all.
+        self.loading: tuple[list, set[int]] | None = None
         self.gid = fuse_compile.register(self)  # how a traced member names its group
 
     def take(self, i: int, x: torch.Tensor) -> torch.Tensor:
@@ -258,7 +261,7 @@ class _Group:
         # input no caller of the copy has) and the data pointers, which name the original's memory:
         # the copy is re-fused on its first call.
         state = self.__dict__.copy()
-        state["round"], state["w"] = None, None
+        state["round"], state["w"], state["loading"] = None, None, None
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -285,6 +288,23 @@ class _Group:
                 bparams[i] = (m, b, bparams[i][2])
                 self.bparams = bparams
             self.round = None
+
+    def loaded(self, i: int, load: list) -> None:
+        """Member ``i`` loaded by the ``load_state_dict`` whose error list is ``load`` (one list
+        for a whole load, and a new one for each): re-fused once that load has loaded every member.
+        It had re-fused at each member's load: under ``assign=True`` (which rebinds the members'
+        parameters), a full copy of the group's weights per member. A member whose keys the load
+        lacks (``strict=False``) is loaded all the same (with nothing), so it still counts; a load
+        of a module holding only part of the group does not re-fuse (the next call does)."""
+        with _REFUSE_LOCK:
+            if self.loading is None or self.loading[0] is not load:
+                self.loading = (load, set())
+            done = self.loading[1]
+            done.add(i)
+            if len(done) < len(self.members):
+                return
+            self.loading = None
+            self._mend()
 
     def refuse(self) -> None:
         """Concatenate the members' current weights again and make them views into it (normal
@@ -349,14 +369,16 @@ class FusedLinear(torch.nn.Linear):
             return fuse_compile.member_forward(self, input)
         return self._gemmtune_group.take(self._gemmtune_index, input)
 
-    def _load_from_state_dict(self, *args, **kwargs) -> None:
-        super()._load_from_state_dict(*args, **kwargs)
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs) -> None:
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
         # load_state_dict(assign=True), and any load under torch.__future__'s
         # set_swap_module_params_on_conversion(True), rebinds the member's parameters instead of
         # copying into their views of the fused tensor. The eager path would re-fuse at its next
         # call, but a graph compiled before reads the fused tensor and sees no change: so re-fuse
-        # here, once every member's parameters are of one dtype and device again.
-        self._gemmtune_group._mend()
+        # at load time, once, when this load has loaded every member (``_Group.loaded``).
+        self._gemmtune_group.loaded(self._gemmtune_index, error_msgs)
 
     def register_parameter(self, name: str, param: torch.nn.Parameter | None) -> None:
         # ``layer.weight = Parameter(t)`` and load_state_dict(assign=True) come through here: the
