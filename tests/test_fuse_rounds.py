@@ -375,32 +375,37 @@ def test_a_model_fused_while_another_thread_calls_it(monkeypatch):
         _close(f(x), m(x))
 
 
+class _PhiAttn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q, self.k = torch.nn.Linear(32, 16), torch.nn.Linear(32, 16)
+
+
+class _PhiMlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(32, 64)
+
+
+class _PhiBlock(torch.nn.Module):
+    """Phi's parallel block in small: q/k (attention) and fc1 (MLP) read one input, one group."""
+
+    def __init__(self):
+        super().__init__()
+        self.attn, self.mlp = _PhiAttn(), _PhiMlp()
+
+    def forward(self, x):
+        return torch.cat([self.attn.q(x), self.attn.k(x), self.mlp.fc1(x)], -1)
+
+
 def test_unfuse_of_a_module_holding_part_of_a_group_leaves_it_fused_and_says_so():
     # Phi's q/k/v (attention) and fc1 (MLP) read one input and fuse into one group, its fused layer
     # under the attention. unfuse(model.mlp) unfused q/k/v too and left that fused layer behind,
     # holding a copy of every member's weights.
     import warnings
 
-    class Attn(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.q, self.k = torch.nn.Linear(32, 16), torch.nn.Linear(32, 16)
-
-    class Mlp(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc1 = torch.nn.Linear(32, 64)
-
-    class Block(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.attn, self.mlp = Attn(), Mlp()
-
-        def forward(self, x):
-            return torch.cat([self.attn.q(x), self.attn.k(x), self.mlp.fc1(x)], -1)
-
     torch.manual_seed(0)
-    m = Block()
+    m = _PhiBlock()
     f = copy.deepcopy(m)
     x = torch.randn(3, 32)
     with torch.no_grad():
@@ -512,3 +517,39 @@ def test_load_state_dict_assign_refuses_once(monkeypatch, swap):
         torch.testing.assert_close(f(x).double(), _fp64(x, {**sd, **part}), rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(g.fused(x).double(), _fp64(x, {**sd, **part}), rtol=1e-5, atol=1e-5)
     assert refuses == [g]
+
+
+@pytest.mark.parametrize("root", ["block", "wrapper", "attn", "member"])
+def test_load_of_a_module_holding_part_of_a_group_refuses_once_it_is_loaded(monkeypatch, root):
+    """A load_state_dict(assign=True) into a module that holds only some members (Phi's attention
+    block: q and k, not the MLP's fc1) re-fuses once those are loaded: the fused tensor, which a
+    compiled graph reads, holds the new weights when the load returns. Loads from the block, from a
+    module above the fused model, and into one member too; each re-fuses once."""
+    from gemmtune.fuse import _Group
+
+    torch.manual_seed(0)
+    m = _PhiBlock()
+    f = copy.deepcopy(m)
+    x = torch.randn(3, 32)
+    with torch.no_grad():
+        (group,) = gemmtune.fuse_linears(f, x)
+    g = f.attn.q._gemmtune_group
+    refuses = []
+    refuse = _Group.refuse
+    monkeypatch.setattr(_Group, "refuse", lambda self: refuses.append(self) or refuse(self))
+    wrapper = torch.nn.ModuleDict({"inner": f})
+    target = {"block": f, "wrapper": wrapper, "attn": f.attn, "member": f.attn.k}[root]
+    keep = {"block": ("attn.", "mlp."), "wrapper": ("inner.attn.", "inner.mlp."), "attn": ("q.", "k."),
+            "member": ("weight", "bias")}[root]
+    sd = {k: torch.randn_like(v) for k, v in target.state_dict().items() if k.startswith(keep)}
+    target.load_state_dict({k: v.clone() for k, v in sd.items()}, assign=True)
+    assert refuses == [g]
+    with torch.no_grad():
+        # the fused layer (a compiled graph's operand) computes with what was loaded
+        want = torch.cat([torch.nn.functional.linear(x.double(), mod.weight.double(), mod.bias.double())
+                          for mod in (f.attn.q, f.attn.k, f.mlp.fc1)], -1)
+        torch.testing.assert_close(g.fused(x).double(), want, rtol=1e-5, atol=1e-5)
+        for name, t in sd.items():  # the members hold the loaded values
+            torch.testing.assert_close(target.get_parameter(name), t)
+        _close(f(x).double(), want)
+    assert refuses == [g] and list(group.members) == ["attn.q", "attn.k", "mlp.fc1"]

@@ -289,22 +289,43 @@ class _Group:
                 self.bparams = bparams
             self.round = None
 
-    def loaded(self, i: int, load: list) -> None:
+    def loaded(self, i: int, load: list, prefix: str = "") -> None:
         """Member ``i`` loaded by the ``load_state_dict`` whose error list is ``load`` (one list
-        for a whole load, and a new one for each): re-fused once that load has loaded every member.
-        It had re-fused at each member's load: under ``assign=True`` (which rebinds the members'
-        parameters), a full copy of the group's weights per member. A member whose keys the load
-        lacks (``strict=False``) is loaded all the same (with nothing), so it still counts; a load
-        of a module holding only part of the group does not re-fuse (the next call does)."""
+        for a whole load, and a new one for each) under key ``prefix``: re-fused once that load
+        has loaded every member it reaches (``reached``). It had re-fused at each member's load:
+        under ``assign=True`` (which rebinds the members' parameters), a full copy of the group's
+        weights per member. A member whose keys the load lacks (``strict=False``) is loaded all
+        the same (with nothing), so it still counts."""
         with _REFUSE_LOCK:
             if self.loading is None or self.loading[0] is not load:
                 self.loading = (load, set())
             done = self.loading[1]
             done.add(i)
-            if len(done) < len(self.members):
+            if not self.reached(i, prefix) <= done:
                 return
             self.loading = None
             self._mend()
+
+    def reached(self, i: int, prefix: str) -> set[int]:
+        """The members a ``load_state_dict`` that loads member ``i`` under key ``prefix`` visits:
+        those under the module it was called on. ``prefix`` is member ``i``'s path from that
+        module, so with the members' names in the model they were fused in (``names``) it tells
+        which module that was: the model or one above it (every member), a module inside it (the
+        members under it: a layer's attention block holds q/k/v but not an MLP member fused with
+        them), or the member itself. A prefix that fits no such place (the model restructured since
+        fusing) gives ``{i}``: re-fused at this member, as many times as members load, never
+        fewer, so a compiled graph never reads a fused tensor the load left stale."""
+        names = self.__dict__.get("names")
+        path = prefix[:-1] if prefix.endswith(".") else prefix
+        if not names or not path:
+            return {i}
+        full = names[i]
+        if path == full or path.endswith("." + full):
+            return set(range(len(self.members)))
+        if not full.endswith("." + path):
+            return {i}
+        root = full[:len(full) - len(path)]  # "model.layers.0." for path "self_attn.q_proj"
+        return {j for j, n in enumerate(names) if n.startswith(root)}
 
     def refuse(self) -> None:
         """Concatenate the members' current weights again and make them views into it (normal
@@ -378,7 +399,7 @@ class FusedLinear(torch.nn.Linear):
         # copying into their views of the fused tensor. The eager path would re-fuse at its next
         # call, but a graph compiled before reads the fused tensor and sees no change: so re-fuse
         # at load time, once, when this load has loaded every member (``_Group.loaded``).
-        self._gemmtune_group.loaded(self._gemmtune_index, error_msgs)
+        self._gemmtune_group.loaded(self._gemmtune_index, error_msgs, prefix)
 
     def register_parameter(self, name: str, param: torch.nn.Parameter | None) -> None:
         # ``layer.weight = Parameter(t)`` and load_state_dict(assign=True) come through here: the
@@ -571,6 +592,7 @@ def _fuse(model: torch.nn.Module, names: list[str], members: list[torch.nn.Linea
         del fused.bias
         fused.register_buffer("bias", None, persistent=False)
     group = _Group(fused, members, sizes)
+    group.names = list(names)  # the members' paths in ``model``: which a load reaches (_Group.reached)
     group.refuse()  # members' parameters become views into the fused tensors (the originals freed)
     parent_name, _, _ = names[0].rpartition(".")
     parent = model.get_submodule(parent_name)

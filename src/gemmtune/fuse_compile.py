@@ -33,8 +33,8 @@ device (``layer.weight.data = t``) is not seen by the fused GEMM until the model
 eagerly (which re-fuses) or ``torch.compiler.reset()``; in-place updates (``load_state_dict``,
 optimizer steps, ``weight.mul_``) write into the fused tensor and are seen, and a
 ``load_state_dict`` that rebinds the parameters (``assign=True``, the swap_tensors flag) re-fuses
-the group as it loads (once it has loaded every member: a load of a module holding only part of
-a group leaves that to the next eager call). A member whose output
+the group as it loads (once, when it has loaded every member it reaches: a load of a module
+holding only part of a group re-fuses when that part is loaded). A member whose output
 feeds a ``.view`` alone gets a ``.reshape`` there (the slice is strided; ``reshape`` is the
 same view when one exists); with more users, a contiguous copy of its slice.
 """
