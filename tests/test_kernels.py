@@ -404,6 +404,62 @@ def test_matmul_fp32(allow_tf32, operand):
     assert res.ok, res.reason
 
 
+INTERPRETED = pytest.mark.skipif(ON_GPU, reason="the Triton interpreter runs CPU tensors only where there is no GPU")
+
+
+@INTERPRETED
+def test_matmul_from_threads_in_the_interpreter_matches_fp64():
+    """Kernels interpreted in two threads at once corrupt each other (the interpreter patches
+    triton.language while one runs). gemmtune.matmul took no lock: 4-8 threads of it raised
+    InterpreterError ("x >= grid_dim[0]", "Did you forget to add @triton.jit ?") on most calls
+    and returned wrong products on some, every run."""
+    import threading
+
+    start, results, errors = threading.Barrier(6), [], []
+
+    def worker(i):
+        g = torch.Generator().manual_seed(i)
+        start.wait()
+        for j in range(2):
+            m = 17 + 7 * i + j  # other grids in each thread
+            a, b = torch.randn(m, 48, generator=g), torch.randn(48, 40, generator=g)
+            try:
+                results.append((a, b, gemmtune.matmul(a, b, choice="triton_mm:BM16-BN16-BK16-S1-W2-G8")))
+            except Exception as e:  # collected: an exception in a thread would be lost
+                errors.append(f"{type(e).__name__}: {e}"[:200])
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(results) == 12
+    for a, b, out in results:
+        assert_close(out, a, b)
+
+
+@INTERPRETED
+@pytest.mark.parametrize("choice", ["triton_mm:BM16-BN16-BK16-S1-W2-G8", "pad+triton_mm:BM16-BN16-BK16-S1-W2-G8",
+                                    "splitk:BM16-BN16-BK16-S1-W2-G8-SK2-det", "decompose_k:s2"])
+def test_every_interpreted_launch_outside_a_dispatcher_holds_the_interpreter_lock(monkeypatch, choice):
+    """The threaded race above shows only some of the time in a given run; this says it always:
+    each family's launch from gemmtune.matmul runs with the dispatcher's interpreter lock held."""
+    from gemmtune.dispatch.common import _INTERP_LOCK
+
+    fam = kernels.get(Choice.parse(choice).family)
+    real, held = fam.run, []
+
+    def run(*args, **kwargs):
+        held.append(_INTERP_LOCK._is_owned())
+        return real(*args, **kwargs)
+    monkeypatch.setattr(fam, "run", run)
+    a, b = torch.randn(20, 32), torch.randn(32, 24)
+    assert_close(gemmtune.matmul(a, b, choice=choice), a, b)
+    assert held == [True]
+    assert not _INTERP_LOCK._is_owned()  # and let go after
+
+
 def test_matmul_default_choice_picks_splitk_for_long_k(operand):
     """32x32x4096-like shapes (small output, long K) go to split-K by default: check that
     this path runs and is right, not only that it is picked."""

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import math
-import threading
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 import torch
 
+from .. import kernels
 from ..configs import AtenConfig, Choice
 from ..provenance import DISPATCH, Provenance
 
@@ -24,9 +24,10 @@ ATEN = Choice("aten", AtenConfig())
 # Distances are rounded to this many decimals so that float noise never breaks a tie.
 _TIE_DECIMALS = 9
 
-# The Triton interpreter patches triton.language while a kernel runs: two threads
-# interpreting at once corrupt each other (wrong results, "y >= grid_dim[1]").
-_INTERP_LOCK = threading.RLock()
+# The Triton interpreter's one lock (kernels._INTERP_LOCK, which says why): kernels.run_choice
+# takes it for its own launches; the dispatcher holds it around its cached launches in the
+# interpreter and around a first sight's checks there.
+_INTERP_LOCK = kernels._INTERP_LOCK
 
 
 class ProvenanceWarning(UserWarning):

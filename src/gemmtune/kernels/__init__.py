@@ -52,6 +52,12 @@ _spec_modules: dict = {}
 # registry still empty: "unknown kernel family 'triton_mm'; known: " from the first call. They
 # now wait for the loading thread. Reentrant: register() calls _load() inside the loading thread.
 _LOAD_LOCK = threading.RLock()
+# The Triton interpreter patches triton.language while a kernel runs: two threads
+# interpreting at once corrupt each other (wrong results, "y >= grid_dim[1]"). Every interpreted
+# launch holds this one lock: run_choice's (gemmtune.matmul, scaled_mm, measurements) and the
+# dispatcher's (dispatch.common, around its cached launches and its first-sight checks).
+# Reentrant, since those nest. A GPU launch never takes it.
+_INTERP_LOCK = threading.RLock()
 
 
 def _load() -> dict[str, KernelFamily]:
@@ -204,10 +210,22 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
     1090 us written directly, 268 us through the temporary and the copy).
 
     Runs on the operands' GPU whichever device is current (Triton launches on the current one).
+    A Triton family's kernel on tensors off the GPU runs in the CPU interpreter (or fails to
+    launch), one at a time in the process (``_INTERP_LOCK``): gemmtune.matmul called from several
+    threads returned wrong results and raised "x >= grid_dim[0]" without it.
     """
+    if not a.is_cuda and choice.family in TRITON_FAMILIES:
+        with _INTERP_LOCK:
+            return _run_choice(choice, a, b, out, allow_tf32=allow_tf32, workspace=workspace, epilogue=epilogue)
     if on_other_gpu(a):
         with torch.cuda.device(a.device):
             return run_choice(choice, a, b, out, allow_tf32=allow_tf32, workspace=workspace, epilogue=epilogue)
+    _run_choice(choice, a, b, out, allow_tf32=allow_tf32, workspace=workspace, epilogue=epilogue)
+
+
+def _run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
+                allow_tf32: bool, workspace, epilogue: EpilogueArgs | None) -> None:
+    """``run_choice`` on the current device, any lock it needs held."""
     fam = get(choice.family)
     if not choice.pad:
         fam.run(a, b, out, choice.config, allow_tf32=allow_tf32, workspace=workspace, epilogue=epilogue)
