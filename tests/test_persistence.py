@@ -145,6 +145,81 @@ def test_dispatcher_resaved_on_another_machine_does_not_claim_its_decisions_veri
     assert not back.decision(m=5).verified
 
 
+# ------------------------------------------------------------------ hand-edited choices
+def _saved_dispatcher(tmp_path):
+    """A saved dispatcher whose hint M=32 runs a Triton tile and whose one decision (M=5, nearest
+    hint 8) is cuBLAS: saved and loaded without running any Triton kernel."""
+    winners = {8: "aten", 32: "triton_mm:BM16-BN16-BK16-S1-W2-G8"}
+    tune = lambda problems, **kw: {p.key: winners[p.m] for p in problems}  # noqa: E731
+    d = gemmtune.compile_mm(n=16, k=32, dtype="fp32", hints={"m": [8, 32]}, tune_fn=tune)
+    d(torch.randn(5, 32), torch.randn(32, 16))
+    return d.save(tmp_path / "mm.json", binaries=False)
+
+
+@pytest.mark.parametrize("bad, why", [
+    ("nosuch:BM16-BN16", "unknown kernel family 'nosuch'"),
+    ("triton_mm:BM16-BN16", "malformed parameters 'BM16-BN16'"),
+    ("triton_mm:BM12-BN16-BK16-S1-W2-G8", "block_m=12 must be a power of two"),  # check_block_sizes
+    ("decompose_k:s5", "split=5 does not divide K=32"),                          # the shape's own rule
+])
+def test_a_hand_edited_choice_that_cannot_run_is_refused_at_load(tmp_path, bad, why):
+    """A saved hint (or decision) edited to a choice its family rejects at that shape loaded without
+    complaint: as a hint it was skipped at every first sight, silently; as a verified decision it
+    raised at the shape's first call from inside the launch ("arange's range must be a power of 2")."""
+    import re
+
+    from gemmtune.dispatch import load as dload
+
+    path = _saved_dispatcher(tmp_path)
+    assert dload(path).hint_choices[1].choice.id == "triton_mm:BM16-BN16-BK16-S1-W2-G8"  # as saved: loads
+    for field, where in (("hint_choices", "hint_choices[1] (M=32, N=16, K=32)"),
+                         ("decisions", "M=5, N=16, K=32")):
+        doc = json.loads(path.read_text())
+        entry = doc[field][1 if field == "hint_choices" else 0]
+        entry["choice"] = bad
+        edited = tmp_path / f"edited_{field}.json"
+        edited.write_text(json.dumps(doc))
+        with pytest.raises(ValueError) as e:
+            dload(edited)
+        msg = str(e.value)
+        assert msg.startswith(str(edited)), msg
+        for part in (where, bad, why):
+            assert re.search(re.escape(part), msg), (part, msg)
+
+
+def test_a_dispatcher_built_by_hand_refuses_a_choice_its_family_rejects():
+    from gemmtune.configs import DecomposeKConfig, TileConfig
+    from gemmtune.dispatch import Decision, Dispatcher, HintChoice
+
+    ok = HintChoice((8, 16, 32), Choice.parse("aten"))
+    kw = dict(dims={"n": 16, "k": 32}, dtype="fp32", hints={"m": [8]})
+    Dispatcher(hint_choices=[ok], **kw)
+    with pytest.raises(ValueError, match=r"hint_choices\[0\] \(M=8, N=16, K=32\): choice triton_mm:BM64-BN16-BK8"):
+        Dispatcher(hint_choices=[HintChoice((8, 16, 32), Choice("triton_mm", TileConfig(64, 16, 8, 1, 2, 8)))], **kw)
+    with pytest.raises(ValueError, match=r"the decision for M=3, N=16, K=30: choice decompose_k:s4 .*does not divide"):
+        Dispatcher(hint_choices=[ok], decisions={(3, 16, 30): Decision(Choice("decompose_k", DecomposeKConfig(4)),
+                                                                     "similarity", verified=True)}, **kw)
+    # A bmm decision (batch, M, N, K) is checked as a bmm: split-K refuses one.
+    with pytest.raises(ValueError, match="splitk does not serve bmm"):
+        Dispatcher(hint_choices=[ok], decisions={(2, 8, 16, 32): Decision(
+            Choice.parse("splitk:BM16-BN16-BK16-S1-W2-G8-SK2-det"), "similarity", verified=True)}, **kw)
+
+
+def test_load_patched_refuses_a_layer_file_with_a_choice_that_cannot_run(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.Linear(48, 16))
+    tune = lambda problems, **kw: {p.key: "aten" for p in problems}  # noqa: E731
+    path = gemmtune.save_patched(tmp_path / "m.json", gemmtune.tune_model(model, [(torch.randn(4, 32),)],
+                                                                         tune_fn=tune), binaries=False)
+    gemmtune.load_patched(torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.Linear(48, 16)), path)
+    layer = tmp_path / json.loads(path.read_text())["layers"][0]["file"]
+    doc = json.loads(layer.read_text())
+    doc["hint_choices"][0]["choice"] = "splitk:BM16-BN16-BK24-S1-W2-G8-SK2-det"
+    layer.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=r"m\.d/mm_n\d+_k\d+_float32_\w+\.json: .*hint_choices\[0\].*"
+                                         r"splitk:BM16-BN16-BK24-S1-W2-G8-SK2-det cannot run there: block_k=24"):
+        gemmtune.load_patched(torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.Linear(48, 16)), path)
+
+
 # ------------------------------------------------------------------ inductor export
 def test_export_inductor_refuses_to_overwrite_a_gemmtune_table(tmp_path):
     """``gemmtune lut export-inductor t.json t.json`` (or OUT naming another gemmtune table)

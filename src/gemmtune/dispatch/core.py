@@ -18,7 +18,8 @@ import torch
 from ..autograd import differentiable, needs_grad
 from ..epilogue import Epilogue, bind, apply_
 from ..kernels.splitk import SplitKWorkspace
-from ..problem import DTYPES, LAYOUTS, check_operands, dtype_name
+from .. import kernels
+from ..problem import DTYPES, LAYOUTS, Problem, check_operands, dtype_name
 from ..configs import Choice
 from ..table import LookupTable
 from .common import (ATEN, DIMS, FORMAT, MODES, SCHEMA_VERSION, Decision, HintChoice, _current_provenance, _pkg,
@@ -57,6 +58,43 @@ def _check_sizes(dims: dict, hints: dict, hint_choices: tuple) -> None:
         ms = h.device_ms
         if ms is not None and (isinstance(ms, bool) or not isinstance(ms, (int, float)) or not ms >= 0):
             raise ValueError(f"hint choice {h.choice}: device_ms must be a non-negative number or None, got {ms!r}")
+
+
+def _named(sizes: tuple) -> str:
+    return ", ".join(f"{d}={v}" for d, v in zip(("batch", "M", "N", "K")[-len(sizes):], sizes))
+
+
+def _check_choices(dtype: str, layout_a: str, layout_b: str, hint_choices: tuple,
+                   decisions: Mapping[tuple, Decision]) -> None:
+    """Each hint's choice one its family can run at that hint's sizes, and each decision's at its
+    shape's: the family's own ``validate``, the pure check a launch makes (``Deciding._runnable``).
+    A saved dispatcher edited by hand to ``triton_mm:BM12-...`` loaded without complaint; as a hint
+    it was then skipped at every first sight (the nearest hint silently never ran), and as a
+    verified decision it failed at the shape's first call, deep inside the kernel launch
+    (interpreter: "arange's range must be a power of 2"). 3-D sizes (a bmm's) are checked as a
+    bmm of that batch, whose refusals (split-K's, ...) the families state."""
+    def problem(sizes: tuple) -> Problem:
+        # (a batch of 0 is a decision too, "empty": no kernel runs, and a Problem's batch is >= 1)
+        bmm = {"op": "bmm", "batch": max(1, sizes[0])} if len(sizes) == 4 else {}
+        return Problem.from_sizes(*sizes[-3:], dtype, layout_a=layout_a, layout_b=layout_b, **bmm)
+
+    def check(what: str, choice, sizes: tuple) -> None:
+        if not isinstance(choice, Choice):
+            raise TypeError(f"{what}: choice must be a gemmtune Choice, not {type(choice).__name__}")
+        p = problem(sizes)
+        try:
+            kernels.spec(choice.family).validate(p.padded() if choice.pad else p, choice.config)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{what}: choice {choice.id} cannot run there: {e}") from None
+
+    for i, h in enumerate(hint_choices):
+        check(f"hint_choices[{i}] ({_named(h.sizes)})", h.choice, h.sizes)
+    for sizes, d in decisions.items():
+        if not isinstance(sizes, tuple) or len(sizes) not in (3, 4) or not all(_size_ok(v) for v in sizes):
+            raise ValueError(f"decisions are keyed (M, N, K) or (batch, M, N, K) ints >= 0, got {sizes!r}")
+        if not isinstance(d, Decision):
+            raise TypeError(f"decisions holds Decision entries, not {type(d).__name__}")
+        check(f"the decision for {_named(sizes)}", d.choice, sizes)
 
 
 class Dispatcher(Deciding, Launching):
@@ -100,14 +138,15 @@ class Dispatcher(Deciding, Launching):
         self.hints = {d: tuple(hints[d]) for d in self.dynamic}
         self.hint_choices = tuple(hint_choices)
         _check_sizes(self.dims, self.hints, self.hint_choices)
+        self.layout_a, self.layout_b = layout_a, layout_b
+        self._decisions: dict[tuple[int, int, int], Decision] = dict(decisions or {})
+        _check_choices(self.dtype, layout_a, layout_b, self.hint_choices, self._decisions)
         self.mode = mode
         self.table = table
         self.timer = timer
         self.verify = verify
-        self.layout_a, self.layout_b = layout_a, layout_b
         self.provenance = dict(provenance) if provenance else _current_provenance("by-hand")
         self.n_decisions = 0
-        self._decisions: dict[tuple[int, int, int], Decision] = dict(decisions or {})
         # Hot-path cache: (a.shape, b.shape, a.dtype, b.dtype, a.device, b.device, a.is_neg(),
         # b.is_neg()) -> run(a, b).
         # Only keys that passed validation get in, so a hit needs no checks. The devices, not

@@ -12,7 +12,7 @@ from ..configs import Choice
 from ..jsonio import read_json
 from ..table import from_json as table_from_json
 from .common import DIMS, FORMAT, SCHEMA_VERSION, Decision, HintChoice, ProvenanceWarning, provenance_mismatches
-from .core import Dispatcher
+from .core import Dispatcher, _named
 
 
 def load(path: str | os.PathLike, *, timer=None, strict: bool = False) -> Dispatcher:
@@ -49,13 +49,21 @@ def load(path: str | os.PathLike, *, timer=None, strict: bool = False) -> Dispat
         mnk = tuple(int(d[x]) for x in DIMS)
         return (int(d["batch"]), *mnk) if "batch" in d else mnk
 
+    def choice(entry, where: str) -> Choice:
+        # Choice.parse names the id and what is wrong with it; this adds which entry holds it,
+        # as Dispatcher's own check of the choices does (core._check_choices).
+        try:
+            return Choice.parse(entry["choice"])
+        except ValueError as e:
+            raise ValueError(f"{where} ({_named(sizes(entry['sizes']))}): {e}") from None
+
     try:
-        hint_choices = [HintChoice(sizes(h["sizes"]), Choice.parse(h["choice"]), h.get("device_ms"))
-                        for h in doc["hint_choices"]]
-        decisions = {sizes(d["sizes"]): Decision(Choice.parse(d["choice"]), d["source"], sizes(d["hint"]),
+        hint_choices = [HintChoice(sizes(h["sizes"]), choice(h, f"hint_choices[{i}]"), h.get("device_ms"))
+                        for i, h in enumerate(doc["hint_choices"])]
+        decisions = {sizes(d["sizes"]): Decision(choice(d, f"decisions[{i}]"), d["source"], sizes(d["hint"]),
                                                  bool(d["verified"]) and not problems,
                                                  d.get("times_ms"), d.get("reason", ""))
-                     for d in doc["decisions"]}
+                     for i, d in enumerate(doc["decisions"])}
         table = table_from_json(doc["table"], str(path)) if doc.get("table") is not None else None
         note = _restore_binaries(path, doc.get("binaries"), skip=bool(problems))
         d = Dispatcher(dims=doc["dims"], dtype=doc["dtype"], hints=doc["hints"],
