@@ -49,7 +49,8 @@ Threads: decisions are cached per shape; a cached call reads a dict without a lo
 deciding a new shape takes the dispatcher's lock, so each shape is decided once.
 The Triton CPU interpreter is not thread-safe (concurrent launches returned wrong
 results and crashed with triton 3.9), so in interpreter mode every launch from a
-dispatcher is serialized by one process-wide lock; on a GPU there is no lock.
+dispatcher, or from gemmtune.matmul (``kernels.run_choice``), is serialized by one
+process-wide lock; on a GPU there is no lock.
 Split-K and skinny kernels keep their scratch per dispatcher, GPU and stream
 (``SplitKWorkspace``), so one dispatcher may launch on concurrent streams.
 
