@@ -147,7 +147,16 @@ class _Group:
         # it through them), and split_with_sizes, not split: 1.5 us and 1.2 us of host time a
         # round less on the CPU machine (an un-graphed decode step is host time).
         f = self.fused
-        y = f(x) if f._forward_pre_hooks or f._forward_hooks else f.forward(x)
+        if f._forward_pre_hooks or f._forward_hooks:
+            y = f(x)
+        elif type(f) is torch.nn.Linear:
+            # Unpatched: its tensors are self.w and self.b (_fusable checked them just now), so
+            # F.linear on them, not nn.Linear.forward, whose self.weight / self.bias are buffers
+            # here, each found by nn.Module.__getattr__ after a miss in _parameters: 2.6 us a
+            # round less on the 2-core CPU machine (5.6 against 3.0 us, 2026-11-29).
+            y = F.linear(x, self.w, self.b)
+        else:
+            y = f.forward(x)  # patched: its own eager path (the tuned kernel or F.linear)
         if y.requires_grad:  # single-output views: a caller may modify its slice in place, as on F.linear's
             outs = tuple(y.narrow(-1, o, n) for o, n in zip(self.offsets, self.sizes))
         else:
