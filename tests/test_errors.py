@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -249,6 +250,47 @@ def test_negated_views_are_refused_not_read_without_their_sign():
     fp8 = torch.randn(8, 32).to(torch.float8_e4m3fn), torch.randn(8, 32).to(torch.float8_e4m3fn).t()
     with pytest.raises(ValueError, match=r"scale_a is a negated view"):
         gemmtune.scaled_mm(*fp8, _negated(8, 1), torch.ones(1, 8), out_dtype=torch.float32, choice=TILE)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU operands: Triton runs them only in the interpreter")
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr], ids=["coo", "csr"])
+@pytest.mark.parametrize("choice", ["aten", TILE])
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+def test_a_sparse_bias_or_residual_is_refused_by_name(layout, choice):
+    """The operands' check refuses a sparse A or B by name; a sparse bias or residual went on to the
+    kernels and raised from deep inside ("Cannot access storage of SparseTensorImpl", "Sparse CSR
+    tensors do not have strides", aten's "expand is unsupported for Sparse tensors"), from
+    gemmtune.matmul and from a dispatcher, at first sight and on a shape cached with dense ones;
+    and so did a sparse scale or bias of gemmtune.scaled_mm ("reshape is not implemented for
+    sparse tensors")."""
+    from gemmtune.api import interpreter_enabled
+    if choice != "aten" and not interpreter_enabled():
+        pytest.skip("needs TRITON_INTERPRET=1")
+    torch.manual_seed(0)
+    a, b, bias, res = torch.randn(8, 16), torch.randn(16, 8), torch.randn(8), torch.randn(8, 8)
+    sparse = {"bias": bias.to_sparse(), "residual": res.to_sparse(layout=layout)}  # (CSR needs 2-D)
+    mm = gemmtune.compile_mm(n=8, k=16, dtype="fp32", hints={"m": [8]},
+                             tune_fn=lambda ps, **kw: {p.key: choice for p in ps})
+    for name, t in sparse.items():
+        msg = f"{name} is a {t.layout} tensor.*{name}.to_dense"
+        with pytest.raises(TypeError, match=msg):
+            gemmtune.matmul(a, b, choice=choice, **{name: t})
+        with pytest.raises(TypeError, match=msg):  # first sight
+            mm(a, b, **{name: t})
+        dense = {"bias": bias, "residual": res}[name]
+        want = mm(a, b, **{name: dense})  # the shape's closure is cached
+        try:  # its key has no layout: a kernel that takes the sparse tensor (aten's add_) may run it
+            got = mm(a, b, **{name: t})
+        except TypeError as e:
+            assert re.search(msg, str(e)), e
+        else:
+            torch.testing.assert_close(got, want)
+    fp8 = torch.randn(8, 32).to(torch.float8_e4m3fn), torch.randn(16, 32).to(torch.float8_e4m3fn).t()
+    sa, sb = torch.rand(8, 1) + 0.5, torch.rand(1, 16) + 0.5
+    for name, args in (("scale_a", (sa.to_sparse(), sb)), ("scale_b", (sa, sb.to_sparse(layout=layout))),
+                       ("bias", (sa, sb, torch.randn(16).to_sparse()))):
+        with pytest.raises(TypeError, match=f"{name} is a .*{name}.to_dense"):
+            gemmtune.scaled_mm(*fp8, *args, out_dtype=torch.float32, choice=choice)
 
 
 # ------------------------------------------------------------------ out_dtype

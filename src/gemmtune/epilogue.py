@@ -166,6 +166,9 @@ def bind(m: int, n: int, dtype: torch.dtype, device: torch.device, *, bias: torc
             continue
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor or None, not {type(t).__name__}")
+        if t.layout is not torch.strided:  # the kernels read strided memory (as check_operands says of A, B)
+            raise TypeError(f"{name} is a {t.layout} tensor: gemmtune's fused epilogue reads dense (strided) "
+                            f"tensors; pass {name}.to_dense()")
         if tuple(t.shape) != shape:
             want = "(N,)" if name == "bias" else "(M, N)"
             raise ValueError(f"{name} must have shape {want} = {shape}, got {tuple(t.shape)}")

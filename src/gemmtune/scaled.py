@@ -45,6 +45,14 @@ def scale_mode(m: int, n: int, scale_a: torch.Tensor, scale_b: torch.Tensor) -> 
     return "tensor" if scale_a.numel() == 1 and scale_b.numel() == 1 else "row"
 
 
+def _check_dense(name: str, t: torch.Tensor) -> None:
+    # A sparse scale or bias raised from deep inside ("reshape is not implemented for sparse
+    # tensors", "Cannot access storage of SparseTensorImpl"); the kernels read strided memory.
+    if t.layout is not torch.strided:
+        raise TypeError(f"{name} is a {t.layout} tensor: scaled_mm reads dense (strided) tensors; "
+                        f"pass {name}.to_dense()")
+
+
 def _flat(t: torch.Tensor, shapes: tuple, name: str, what: str) -> torch.Tensor:
     if tuple(t.shape) not in shapes:
         want = " or ".join(str(s) for s in shapes)
@@ -70,6 +78,7 @@ def bind_scales(m: int, n: int, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
             raise TypeError(f"{name} must be a torch.Tensor (fp32), not {type(t).__name__}")
         if t.dtype != torch.float32:
             raise TypeError(f"{name} must be float32 (torch._scaled_mm's scales are fp32), got {t.dtype}")
+        _check_dense(name, t)
         if t.device != device:
             raise ValueError(f"{name} must be on the operands' device {device}, got {t.device}")
         check_not_negated(name, t)
@@ -93,6 +102,7 @@ def bind_scales(m: int, n: int, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
             raise ValueError(f"bias must have shape (N,) = {(n,)}, got {tuple(bias.shape)}")
         if bias.dtype != out_dtype:
             raise TypeError(f"bias must have the output's dtype {out_dtype}, got {bias.dtype}")
+        _check_dense("bias", bias)
         if bias.device != device:
             raise ValueError(f"bias must be on the operands' device {device}, got {bias.device}")
         check_not_negated("bias", bias)

@@ -224,8 +224,10 @@ class Dispatcher(Deciding, Launching):
         if run is not None:
             try:
                 return run(a, b, bias, residual)
-            except RuntimeError:  # a sparse operand (see _run)
+            except RuntimeError:  # a sparse operand (see _run), bias or residual: the checks name it
                 check_operands(a, b)
+                bind(a.shape[0], b.shape[1], self.torch_dtype, a.device, bias=bias, activation=activation,
+                     residual=residual)
                 raise
         return self._first_sight(a, b, key, fused=True, bias=bias, activation=activation, residual=residual)
 
