@@ -650,6 +650,26 @@ def test_route_bmm_leaves_products_of_other_static_sizes_to_torch():
     assert r.routed == 1
 
 
+def test_route_bmm_leaves_sparse_and_negated_operands_to_torch():
+    """torch.bmm takes a sparse A and a negated view (the .imag of a conjugated complex tensor);
+    inside ``route_bmm`` such a call reached the dispatcher, which refuses both by name, so a bmm
+    that ran outside the mode raised inside it ("a is a torch.sparse_coo tensor", "a is a
+    negated view"). They are "every other call": torch's, as usual."""
+    from gemmtune.nn import route_bmm
+    torch.manual_seed(0)
+    a, b = torch.randn(2, 3, 4), torch.randn(2, 4, 5)
+    neg = torch.randn(2, 3, 4, dtype=torch.complex64).conj().imag
+    assert neg.is_neg()
+    with route_bmm(None, dtype="fp32") as r:
+        ys = torch.bmm(a.to_sparse(), b)
+        yn = torch.bmm(neg, b)
+        yb = neg.resolve_neg() @ neg.transpose(1, 2)
+    torch.testing.assert_close(ys, torch.bmm(a, b))
+    torch.testing.assert_close(yn, torch.bmm(neg.resolve_neg(), b))
+    torch.testing.assert_close(yb, torch.bmm(neg.resolve_neg(), neg.resolve_neg().transpose(1, 2)))
+    assert r.routed == 0
+
+
 def test_space_names_what_it_takes():
     import gemmtune
     with pytest.raises(TypeError, match="problem must be a gemmtune.Problem"):

@@ -805,9 +805,14 @@ class _RouteBmm(torch.overrides.TorchFunctionMode):
         # another head size) used to reach the dispatcher and raise there instead of running as usual.
         # ``== size``, not ``in (None, size)``: traced by torch.compile(dynamic=True), where a size is
         # a symbol, ``in`` compared by identity, and no call was routed.
+        # Eager, a sparse or negated operand (``Tensor.is_neg()``, the .imag of a conjugated complex
+        # tensor) is torch's too: torch.bmm takes them, and the dispatcher refused them by name, so a
+        # bmm that ran outside the mode raised inside it. (Not asked in a trace: is_neg broke the graph.)
         dims = self.dispatcher.dims
         return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == 3 and b.dim() == 3
-                and (_is_compiling() or not _transformed())  # torch's bmm under forward AD / torch.func
+                and (_is_compiling() or not (_transformed()  # torch's bmm under forward AD / torch.func
+                                             or a.layout is not torch.strided or b.layout is not torch.strided
+                                             or a.is_neg() or b.is_neg()))
                 and a.shape[0] == b.shape[0] and a.shape[2] == b.shape[1]
                 and a.dtype == b.dtype == self.dispatcher.torch_dtype and a.device == b.device
                 and a.device.type in ("cpu", "cuda")
