@@ -1006,3 +1006,24 @@ def test_a_table_from_another_gpu_or_triton_warns_on_the_dispatch_path_and_is_un
     with pytest.warns(TableWarning, match="triton '0.1.0'"):
         d = gemmtune.compile_mm(n=8, k=8, dtype="fp32", hints={"m": [8]}, mode="table", table=path,
                                 tune_fn=lambda ps, **kw: {q.key: "aten" for q in ps})
+
+
+def test_warmup_and_lookups_name_sizes_the_dispatcher_cannot_take():
+    """``warmup`` with a negative, fractional or bare (not listed) size raised from torch.randn
+    ("Trying to create tensor with negative dimension", "received an invalid combination of
+    arguments"); ``expected_choice`` of a static dim's other size named a kernel for a call that
+    raises."""
+    d = _dispatcher(tune=lambda ps, **kw: {p.key: "aten" for p in ps})
+    for bad in ([-3], [2.5], [True], 5, "8"):
+        with pytest.raises(ValueError, match=r"warmup: m must be a list of int sizes >= 0"):
+            d.warmup(m=bad)
+    assert not d.decisions
+    d.warmup(m=[0, 3])
+    assert set(d.decisions) == {(0, N, K), (3, N, K)}
+    for kw in ({"n": N + 1}, {"k": K - 1}):
+        dim = next(iter(kw))
+        with pytest.raises(ValueError, match=f"static {dim.upper()}={N if dim == 'n' else K}"):
+            d.expected_choice(m=3, **kw)
+        with pytest.raises(ValueError, match=f"static {dim.upper()}="):
+            d.decision(m=3, **kw)
+    assert d.expected_choice(m=3, n=N, k=K) == d.decision(m=3).choice

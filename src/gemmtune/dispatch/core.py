@@ -358,6 +358,9 @@ class Dispatcher(Deciding, Launching):
             v = given[d] if given[d] is not None else self.dims[d]
             if v is None:
                 raise ValueError(f"{d} is dynamic: give its size")
+            if self.dims[d] is not None and v != self.dims[d]:
+                # a call of that size raises (check): expected_choice named a kernel for it
+                raise ValueError(f"{d}: this dispatcher has static {d.upper()}={self.dims[d]}, got {v!r}")
             out.append(int(v))
         return tuple(out)  # type: ignore[return-value]
 
@@ -378,6 +381,14 @@ class Dispatcher(Deciding, Launching):
         specs = [Epilogue.parse(e) if isinstance(e, str) else e for e in epilogues]
         dev = torch.device(device) if device is not None else torch.device(
             "cuda" if torch.cuda.is_available() else "cpu")
+        for d, given in sizes.items():  # else torch.randn raised ("negative dimension", "invalid combination")
+            try:
+                vs = None if isinstance(given, (str, bytes)) else list(given)
+            except TypeError:  # not iterable: a bare int
+                vs = None
+            if vs is None or not all(_size_ok(v) for v in vs):
+                raise ValueError(f"warmup: {d} must be a list of int sizes >= 0, got {given!r}")
+            sizes[d] = vs  # (an iterator is read once)
         lists = [list(sizes.get(d, self.hints[d])) if d in self.dynamic else [self.dims[d]] for d in DIMS]
         for m, n, k in itertools.product(*lists):
             a = _random_operand(m, k, self.layout_a, self.torch_dtype, dev)
