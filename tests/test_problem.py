@@ -209,3 +209,9 @@ def test_derived_quantities():
     assert p.with_sizes(m=1).m == 1 and p.with_sizes(m=1).k == 128
     assert p.log2_shape() == (5.0, 6.0, 7.0)
     assert Problem.from_sizes(0, 1, 2, "fp16").log2_shape() == (0.0, 0.0, 1.0)
+
+
+def test_out_dtype_error_for_fp32_inputs_names_one_choice():
+    # it read "use float32 or float32"
+    with pytest.raises(TypeError, match=r"not supported for float32 inputs; use float32$"):
+        Problem.from_sizes(4, 4, 4, "float32", out_dtype="float16")

@@ -189,7 +189,7 @@ class Problem:
         elif self.out_dtype not in (self.dtype, "float32"):
             raise TypeError(
                 f"out_dtype {self.out_dtype} is not supported for {self.dtype} inputs; "
-                f"use {self.dtype} or float32"
+                + (f"use {self.dtype} or float32" if self.dtype != "float32" else "use float32")
             )
         if self.op not in OPS:
             raise ValueError(f"Problem.op must be one of {OPS}, got {self.op!r}")
