@@ -194,12 +194,14 @@ GEMV_DEVICES = ("cuda",)
 _GEMV_REGISTERED = False
 
 
-# An experiment's knob, read at trace time: the M=1 op is handed back only where B holds at least
-# this many bytes (default 0: every one, the measured rule above). Session 33's kernel profile of
-# the H200's Llama-1B decode step under coordinate descent put Inductor's reductions of the
-# 525 MB head at 95% of the HBM floor and those of the 8-13 MB q+k+v and o weights at 30-45%;
-# whether the tuned kernels beat them in the model (where the hand-back also lets Inductor fuse
-# the RMSNorm) is what scripts/exp_gemv_handback.py measures. Not a tuned default until it has.
+# The hand-back's knob, read at trace time: the M=1 op is handed back only where B holds at least
+# this many bytes (default 0: every one, the rule measured on the H100's unfused patched model
+# above). Session 33's kernel profile of the H200's Llama-1B decode step under coordinate descent
+# put Inductor's reductions of the 525 MB head at 95% of the HBM floor and those of the 8-13 MB
+# q+k+v and o weights at 30-45%. scripts/exp_gemv_handback.py then measured the fused + patched
+# model (session 34, one process, CUDA graphs, interleaved): inf (no hand-back) 1.183x the
+# default, 16 MiB 1.033x, and 72.5 s of compiling against 123.6 s. The default changes once the
+# unfused model has been measured the same way (--no-fuse).
 GEMV_HANDBACK_ENV = "GEMMTUNE_GEMV_HANDBACK_MIN_BYTES"
 
 
