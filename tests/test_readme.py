@@ -48,7 +48,9 @@ def test_bash_examples_that_take_hours_on_a_cpu_say_gpu():
     """A README command that tunes a whole bundled suite (public, bmm) takes hours in the CPU
     interpreter: `gemmtune tune --preset bmm` was listed with no GPU mark between two marked lines,
     and printed its first progress line after 44 s on 2 cores. Each such line says GPU, in its own
-    comment or in a '# GPU only' heading above it in its block."""
+    comment or in a '# GPU only' heading above it in its block. The mark is `# GPU`, or GPU before
+    ':', ';', ')' or the line's end: `tune --preset public --cluster local:2` passed only through
+    its comment's "worker i on GPU i"."""
     text = README.read_text()
     for m in re.finditer(r"```bash\n(.*?)```", text, re.S):
         gpu_heading = False
@@ -59,4 +61,5 @@ def test_bash_examples_that_take_hours_on_a_cpu_say_gpu():
                     gpu_heading = False
                 continue
             if re.search(r"gemmtune (tune|bench)\b.*--preset (public|bmm)\b", line):
-                assert gpu_heading or "GPU" in line, line
+                assert gpu_heading or re.search(r"#\s*GPU\b|\bGPU(?=[:;)]|\s*$)", line), line
+
