@@ -63,3 +63,37 @@ def test_bash_examples_that_take_hours_on_a_cpu_say_gpu():
             if re.search(r"gemmtune (tune|bench)\b.*--preset (public|bmm)\b", line):
                 assert gpu_heading or re.search(r"#\s*GPU\b|\bGPU(?=[:;)]|\s*$)", line), line
 
+
+def readme_commands() -> list[str]:
+    """Every `gemmtune ...` command in the README's ```bash blocks, GPU ones included: a line
+    continued with a backslash joined, each `&&` / `;` part on its own, comments cut off."""
+    text = README.read_text()
+    cmds = []
+    for m in re.finditer(r"```bash\n(.*?)```", text, re.S):
+        for line in m.group(1).replace("\\\n", " ").splitlines():
+            if line.lstrip().startswith("#"):
+                continue
+            for part in re.split(r"&&|;", line.split(" #")[0]):
+                hit = re.search(r"(?:^|\s|bin/)gemmtune\s+(.*)$", part.strip().rstrip("&").strip())
+                if hit:
+                    cmds.append(hit.group(1))
+    return cmds
+
+
+def test_every_readme_command_parses():
+    """A README command with a flag its subcommand does not take (renamed, or a typo) fails on
+    every machine with 'unrecognized arguments', GPU or not, and no run of the CPU examples
+    catches the GPU-only ones. Parsing needs no GPU: each command line goes through the CLI's
+    own parser."""
+    import shlex
+
+    from gemmtune import cli
+
+    cmds = readme_commands()
+    assert len(cmds) > 50
+    for cmd in cmds:
+        argv = shlex.split(cmd)
+        try:
+            cli.build_parser().parse_args(argv)
+        except SystemExit as e:
+            assert e.code == 0 and argv == ["--version"], f"README: `gemmtune {cmd}` does not parse"
