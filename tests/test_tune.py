@@ -807,3 +807,29 @@ def test_in_process_tuning_starts_no_worker(tmp_path, monkeypatch):
     assert r.startup_s < 5 and r.compile_workers == 0
     with pytest.raises(ValueError, match="in_process .* server"):
         gemmtune.tune([p], store=tmp_path / "t.sqlite", progress=False, in_process=True, server="/tmp/none.sock")
+
+
+def test_a_table_with_no_entry_for_any_shape_warns(tmp_path):
+    """--table whose keys are all other problems (another dtype, layout, suite) tuned every shape
+    with the usual candidates and said nothing; a table that covers a shape does not warn."""
+    import warnings
+
+    import triton
+    from gemmtune.table import LookupTable, TableChoice, provenance
+
+    p = Problem.from_sizes(16, 16, 64, "fp32")
+    prov = provenance("cpu (Triton interpreter)", "interp", torch.__version__, triton.__version__,
+                      gemmtune.__version__, "by-hand")
+    other = LookupTable(prov, {Problem.from_sizes(16, 16, 64, "fp16").key: [TableChoice(Choice.parse("aten"))]})
+    # families as one string: a name (it was iterated: "unknown kernel family 'a'")
+    with pytest.warns(RuntimeWarning, match=r"has no entry for any of the 1 shape\(s\)"):
+        r = gemmtune.tune([p], store=tmp_path / "a.sqlite", table=other, families="aten", in_process=True,
+                          progress=False)
+    assert r.shapes[0].statuses == {"ok": 1}
+    covering = LookupTable(prov, {p.key: [TableChoice(Choice.parse("aten"))]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        gemmtune.tune([p], store=tmp_path / "b.sqlite", table=covering, families=["aten"], in_process=True,
+                      progress=False)
+    from gemmtune.tuning.options import TuneOptions
+    assert TuneOptions(families="aten, triton_mm").families == ("aten", "triton_mm")

@@ -61,7 +61,11 @@ class TuneOptions:
 
     def __post_init__(self):
         if self.families is not None:
-            object.__setattr__(self, "families", tuple(self.families) or None)
+            # One string is a family name (or a comma-separated list, as the CLI takes): tuple("aten")
+            # made ('a', 't', 'e', 'n'), refused as "unknown kernel family 'a'".
+            fams = ([f.strip() for f in self.families.split(",")] if isinstance(self.families, str)
+                    else list(self.families))
+            object.__setattr__(self, "families", tuple(f for f in fams if f != "") or None)
         parse_benchmark_space(self.benchmark_space, self.fast)  # raises on a bad value
         if self.timing not in TIMINGS:
             raise ValueError(f"timing must be one of {', '.join(map(repr, TIMINGS))}, got {self.timing!r}")

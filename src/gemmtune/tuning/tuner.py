@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from concurrent.futures import Future
 from contextlib import closing, nullcontext
 from dataclasses import dataclass
@@ -225,6 +226,13 @@ class Tuner:
             from ..model.regressors import prefetch_lightgbm
             prefetch_lightgbm()
         lut = as_table(o.table)  # a bad table fails here, before anything is written
+        if lut is not None and shapes and not any(lut.choices(s.problem) for s in shapes):
+            # --table with entries for none of these shapes (another dtype, layout or suite) tuned
+            # every shape in full, silently: the user asked for the table's choices only.
+            where = f" {o.table}" if isinstance(o.table, (str, os.PathLike)) else ""
+            warnings.warn(f"the lookup table{where} has no entry for any of the {len(shapes)} shape(s) to tune "
+                          "(dtype, layout and op are part of a key): each is tuned with the usual candidates",
+                          RuntimeWarning, stacklevel=2)
         # The table --out merges into, read now: a bad one fails before the sweep, not after it.
         earlier = table_to_merge(o.out, o.overwrite)
         gpus = current_first(visible_gpus())  # the caller's GPU first: a one-worker pool runs there
