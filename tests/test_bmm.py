@@ -709,3 +709,19 @@ def test_route_bmm_routes_under_torch_compile_dynamic():
                                    rtol=1e-4, atol=1e-4)
         assert "torch.ops.gemmtune.bmm" in cnt.graphs[0].code, (dynamic, cnt.graphs[0].code)
     torch._dynamo.reset()
+
+
+def test_bmm_module_refuses_what_torch_bmm_refuses():
+    """nn.BMM ran 2-D operands as an mm (the dispatcher takes both), where torch.bmm raises:
+    a drop-in accepted calls torch refuses."""
+    from gemmtune.nn import BMM
+
+    m = BMM(None, dtype="fp32")
+    a, b = randn(3, 4, dtype=torch.float32), randn(4, 5, dtype=torch.float32)
+    with pytest.raises(RuntimeError, match="3D"):
+        torch.bmm(a, b)
+    with pytest.raises(RuntimeError, match="3-D operands as torch.bmm does, got 2-D and 2-D"):
+        m(a, b)
+    with pytest.raises(RuntimeError, match="got 3-D and 2-D"):
+        m(a.unsqueeze(0), b)
+    torch.testing.assert_close(m(a.unsqueeze(0), b.unsqueeze(0)), torch.bmm(a.unsqueeze(0), b.unsqueeze(0)))

@@ -774,6 +774,11 @@ class BMM(torch.nn.Module):
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         if not _is_compiling() and _transformed():
             return torch.bmm(a, b)  # forward-mode AD or a torch.func transform: torch's (_transformed says why)
+        if a.dim() != 3 or b.dim() != 3:
+            # torch.bmm's own rule: the dispatcher would run 2-D operands as an mm, so a call that
+            # torch refuses returned a result here (a drop-in must not accept more than torch.bmm)
+            raise RuntimeError(f"gemmtune.nn.BMM takes 3-D operands as torch.bmm does, got {a.dim()}-D and "
+                               f"{b.dim()}-D (use gemmtune.matmul or a patched Linear for a 2-D product)")
         return torch_ops.bmm(a, b, self.handle)
 
 
