@@ -248,3 +248,49 @@ def test_a_model_patched_while_another_thread_calls_it(monkeypatch, make):
     assert not t.is_alive() and not errors
     with torch.no_grad():
         torch.testing.assert_close(model(x), ref(x))
+
+
+class _Counted(torch.nn.Module):
+    """A parametrization that counts its evaluations (and doubles the weight)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, w):
+        self.calls += 1
+        return w * 2
+
+
+@pytest.mark.parametrize("make", [_mlp, _conv1d_model], ids=["linear", "conv1d"])
+def test_a_layer_parametrized_after_patch_computes_its_weight_once_a_call(make):
+    """``torch.nn.utils.parametrize`` on a patched layer: its weight is computed at each read, and
+    the patched forward read it three times a call (torch's reads it once). spectral_norm in train
+    mode then ran three power iterations a call: other outputs than torch's (6e-3 off on the
+    first call), and other ``_u`` / ``_v`` buffers after it."""
+    from torch.nn.utils import parametrize
+    from torch.nn.utils.parametrizations import spectral_norm
+
+    model, ref = make()
+    for m in (model, ref):
+        torch.manual_seed(1)
+        spectral_norm(m[0])
+        parametrize.register_parametrization(m[2], "weight", _Counted())
+    x = torch.randn(8, 32)
+    counts = [m[2].parametrizations.weight[0] for m in (model, ref)]
+    before = [c.calls for c in counts]  # (register_parametrization evaluates it once)
+    for _ in range(2):
+        y, y0 = model(x), ref(x)
+        torch.testing.assert_close(y, y0, rtol=1e-5, atol=1e-5)
+        y.square().sum().backward()
+        y0.square().sum().backward()
+    assert [c.calls - b for c, b in zip(counts, before)] == [2, 2]  # once a call, as torch's
+    for (name, b), b0 in zip(model[0].named_buffers(), ref[0].buffers()):
+        torch.testing.assert_close(b, b0, rtol=1e-5, atol=1e-5, msg=name)
+    for (name, p), p0 in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, p0.grad, rtol=1e-4, atol=1e-4, msg=name)
+    with torch.no_grad():  # eval, no grad: the cached eager path
+        model.eval(), ref.eval()
+        torch.testing.assert_close(model(x), ref(x), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(model(x), ref(x), rtol=1e-5, atol=1e-5)
+

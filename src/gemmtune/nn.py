@@ -52,6 +52,7 @@ from typing import MutableMapping
 import torch
 import torch.autograd.forward_ad as _fwAD
 import torch.nn.functional as F
+from torch.nn.utils import parametrize
 
 from . import dispatch
 from .dispatch import Dispatcher, compile_mm
@@ -78,6 +79,17 @@ _any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
 _functorch_level = getattr(getattr(torch._C, "_functorch", None), "maybe_current_level", lambda: None)
 # Whether torch.jit.trace is recording, in one C call (~0.03 us; torch.jit.is_tracing's own test).
 _jit_tracing = getattr(torch._C, "_is_tracing", lambda: False)
+
+
+def _parametrized(module: torch.nn.Module) -> bool:
+    """Whether ``module`` has ``torch.nn.utils.parametrize`` parametrizations and no
+    ``parametrize.cached()`` is on. Its parametrized weight is then computed anew at each read, and
+    a patched forward reads it up to three times a call (its checks, the kernel): the forwards run
+    themselves once more inside ``cached()``, so that it is computed once, as in torch's forward.
+    spectral_norm in train mode ran three power iterations a call, and its outputs and ``_u`` /
+    ``_v`` buffers left torch's. Only asked of a class parametrize made over the patched one,
+    so the patched class itself pays nothing."""
+    return not getattr(parametrize, "_cache_enabled", 1) and parametrize.is_parametrized(module)
 
 
 def _eager_ok(x: torch.Tensor, w: torch.Tensor, bias) -> bool:
@@ -334,6 +346,9 @@ class Linear(torch.nn.Linear):
         return module  # type: ignore[return-value]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if type(self) is not Linear and _parametrized(self):  # (parametrize's subclass)
+            with parametrize.cached():
+                return self.forward(x)
         if not _is_compiling():
             # The eager path of a shape seen before, looked up first: F.linear is this layer's
             # own forward under any autocast, device or dtype, so nothing else is checked before
@@ -410,9 +425,13 @@ class Linear(torch.nn.Linear):
 
 
 _CONV1D_CLASSES: dict[type, type] = {}
+_CONV1D_PATCHED: set[type] = set()  # its values, for _conv1d_forward's one membership test
 
 
 def _conv1d_forward(self, x: torch.Tensor) -> torch.Tensor:
+    if type(self) not in _CONV1D_PATCHED and _parametrized(self):  # as Linear.forward
+        with parametrize.cached():
+            return self.forward(x)
     if not _is_compiling():  # as Linear.forward
         p = self._gemmtune_paths.get(x.shape)
         if p is _ATEN:
@@ -474,6 +493,7 @@ def patch_conv1d(module: torch.nn.Module, dispatcher: Dispatcher) -> torch.nn.Mo
                         "__copy__": _copy_converted,
                         "_gemmtune_torch_class": staticmethod(lambda base=base: base)})
             _CONV1D_CLASSES[base] = cls
+            _CONV1D_PATCHED.add(cls)
     module.dispatcher = dispatcher
     module._gemmtune_handle = REGISTRY.register(dispatcher)
     module._gemmtune_warned = False
