@@ -294,3 +294,25 @@ def test_a_layer_parametrized_after_patch_computes_its_weight_once_a_call(make):
         torch.testing.assert_close(model(x), ref(x), rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(model(x), ref(x), rtol=1e-5, atol=1e-5)
 
+
+def test_torch_save_of_a_layer_parametrized_after_patch_is_refused():
+    """A patched layer pickles as torch's own class from its ``__dict__``; parametrized after
+    ``patch``, that wrote an ``nn.Linear`` with no ``weight`` (parametrize moves it into
+    ``parametrizations``): the file loaded, and the model raised AttributeError 'weight' when
+    called. torch refuses to pickle a parametrized module (use state_dict); so does gemmtune."""
+    import io
+    from torch.nn.utils import parametrize
+
+    model, ref = _mlp()
+    parametrize.register_parametrization(model[0], "weight", _Counted())
+    buf = io.BytesIO()
+    with pytest.raises(RuntimeError, match="parametrized .*state_dict"):
+        torch.save(model, buf)
+    parametrize.remove_parametrizations(model[0], "weight")
+    buf = io.BytesIO()
+    torch.save(model, buf)  # without its parametrization it saves as before
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=False)
+    x = torch.randn(4, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x), model(x), rtol=1e-4, atol=1e-4)

@@ -209,6 +209,13 @@ def _reduce_as_torch(self, protocol):
     model writes a model that loads without gemmtune, unpatched (re-apply with ``load_patched``).
     A Dispatcher cannot be pickled, and torch truncates the file before pickling starts, so
     this used to destroy a checkpoint already at that path."""
+    if parametrize.is_parametrized(self):
+        # Parametrized after patch: its weight lives in ``parametrizations``, which only
+        # parametrize's own class (not pickled) reads, so this wrote a torch layer with no weight
+        # (it loaded, and raised AttributeError 'weight' when called). torch refuses these too.
+        raise RuntimeError("Serialization of parametrized modules is only supported through state_dict() "
+                           f"(a gemmtune-patched {type(self).__name__}, as torch's): save the model's "
+                           "state_dict, or remove_parametrizations first")
     # copyreg's own reconstructor (object.__new__ of the torch class), not a gemmtune function:
     # the file loads where gemmtune is not installed.
     return (copyreg._reconstructor, (self._gemmtune_torch_class(), object, None), _torch_state(self))
