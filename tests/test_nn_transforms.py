@@ -316,3 +316,28 @@ def test_torch_save_of_a_layer_parametrized_after_patch_is_refused():
     x = torch.randn(4, 32)
     with torch.no_grad():
         torch.testing.assert_close(loaded(x), model(x), rtol=1e-4, atol=1e-4)
+
+
+def test_patch_names_the_lazy_and_parametrized_linears_it_leaves():
+    """A LazyLinear before its first call (no in_features yet) and a Linear parametrized before
+    ``patch`` (parametrize's own class) are not converted: patch left them with no warning, and
+    the LazyLinear became a plain, unpatched nn.Linear at its first call. Patched after the first
+    call (or before parametrizing) they convert."""
+    from torch.nn.utils.parametrizations import weight_norm
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.LazyLinear(32), torch.nn.ReLU(), weight_norm(torch.nn.Linear(32, 48)),
+                                torch.nn.ReLU(), torch.nn.Linear(48, 16))
+    with pytest.warns(RuntimeWarning, match=r"left 2 nn.Linear layer\(s\) as they were: 0 \(a LazyLinear not yet "
+                      r"called: call the model once before patch\), 2 \(parametrized: patch before parametrizing\)"):
+        gemmtune.patch(model, hints={"m": [8]}, tune_fn=_tune, eager_policy="tuned", progress=False)
+    assert type(model[4]) is gemmtune.nn.Linear
+    x = torch.randn(8, 20)
+    want = model(x)
+    assert type(model[0]) is torch.nn.Linear
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the MHA's out_proj (used by weight, never called) is no news
+        gemmtune.patch(torch.nn.MultiheadAttention(32, 4), hints={"m": [8]}, tune_fn=_tune, progress=False)
+        gemmtune.patch(model[:2], hints={"m": [8]}, tune_fn=_tune, eager_policy="tuned", progress=False)
+    assert type(model[0]) is gemmtune.nn.Linear
+    torch.testing.assert_close(model(x), want, rtol=1e-4, atol=1e-4)

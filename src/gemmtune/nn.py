@@ -656,7 +656,7 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
         compile_kwargs["table"] = table
     compile_kwargs.setdefault("layout_b", "col")
     cache = dispatchers if dispatchers is not None else {}
-    skipped, untuned, as_torch = [], [], []
+    skipped, untuned, as_torch, unconvertible = [], [], [], []
     own_forward: dict[str, int] = {}  # class name -> count: nn.Linear subclasses left as they are
     torch_only: dict[int, bool] = {}  # id(dispatcher) -> runs_as_torch, once per shared dispatcher
     from .dispatch import interactive
@@ -671,9 +671,19 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
         if type(mod) is not torch.nn.Linear and not conv:
             # (a member of a fuse_linears group computes nothing of its own: its group's fused
             # layer, a plain nn.Linear, is converted instead)
-            if isinstance(mod, torch.nn.Linear) and not isinstance(mod, Linear) and \
-                    type(mod).forward is not torch.nn.Linear.forward and "_gemmtune_group" not in mod.__dict__:
-                own_forward[type(mod).__name__] = own_forward.get(type(mod).__name__, 0) + 1
+            if isinstance(mod, torch.nn.Linear) and not isinstance(mod, Linear) and "_gemmtune_group" not in mod.__dict__:
+                if type(mod).forward is not torch.nn.Linear.forward:
+                    own_forward[type(mod).__name__] = own_forward.get(type(mod).__name__, 0) + 1
+                elif isinstance(mod, torch.nn.modules.lazy.LazyModuleMixin) and mod.has_uninitialized_params():
+                    # A LazyLinear before its first call: no in_features, nothing to tune yet. It
+                    # becomes a plain nn.Linear at that call, unpatched: it was left with no word.
+                    unconvertible.append(f"{name or '<model>'} (a LazyLinear not yet called: call the model once "
+                                         "before patch)")
+                elif parametrize.is_parametrized(mod):
+                    # weight_norm, spectral_norm, orthogonal... made before patch: parametrize's own
+                    # class over nn.Linear (a parametrization added after patch is kept, nn.Linear's
+                    # forward is not changed by it). Was left with no word too.
+                    unconvertible.append(f"{name or '<model>'} (parametrized: patch before parametrizing)")
             continue
         try:
             dt = dtype_name(mod.weight.dtype)
@@ -729,6 +739,10 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
                       "forward of their own as they were ("
                       + ", ".join(f"{cls} x{n}" for cls, n in sorted(own_forward.items()))
                       + "): patch converts exact nn.Linear only, whose forward it knows to be x @ W.T + b",
+                      RuntimeWarning, stacklevel=3)
+    if unconvertible:
+        warnings.warn(f"{who} left {len(unconvertible)} nn.Linear layer(s) as they were: "
+                      + ", ".join(unconvertible[:8]) + (" ..." if len(unconvertible) > 8 else ""),
                       RuntimeWarning, stacklevel=3)
     if untuned:
         warnings.warn(f"{who}: {len(untuned)} layer(s) {missing}, left as they were: "
