@@ -167,3 +167,35 @@ def test_pct_of_best_counts_every_method_in_the_best():
     # before: the best of cuBLAS and gemmtune only: a 5.0, b 2.0 -> gemmtune at 100% on both
     old, _ = mod.fractions(doc, gemmtune_only=True)
     assert old["all"]["gemmtune"] == [1.0, 1.0] and old["all"]["gemmtune_fast"] == [0.625]
+
+
+@pytest.mark.slow
+def test_exp_eager_overhead_dry_run(tmp_path):
+    """scripts/exp_eager_overhead.py --dry-run (tiny-llama, fp32, CPU): the device call's flow,
+    the three variants timed and profiled, the one-layer comparison, one JSON."""
+    pytest.importorskip("transformers")
+    out = tmp_path / "o.json"
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_eager_overhead.py"), "--dry-run", "--rounds", "3",
+                        "--out", str(out)], env=_env(), capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert set(doc["step_ms_median"]) == {"eager", "copy", "patched"} and doc["x_eager"]["eager"] == 1.0
+    assert set(doc["cprofile"]) == {"eager", "copy", "patched"} and all(doc["cprofile"].values())
+    assert set(doc["layer_host_us"]) == {"nn.Linear", "patched"} and doc["eager_paths"] == {"aten": 2 * 7 + 1}
+
+
+@pytest.mark.slow
+def test_exp_gemv_handback_unfused_dry_run(tmp_path):
+    """scripts/exp_gemv_handback.py --dry-run --no-fuse (session 35's first call on the GPU): the
+    unfused model patched, compiled once per threshold, checked against eager."""
+    pytest.importorskip("transformers")
+    out = tmp_path / "h.json"
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_gemv_handback.py"), "--dry-run", "--no-fuse",
+                        "--thresholds", "0,inf", "--out", str(out)], env=_env(), capture_output=True, text=True,
+                       timeout=600, check=False)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert doc["fused"] is False and doc["fused_groups"] == 0 and doc["patched_layers"] > 0
+    for thr in ("0", "inf"):
+        rec = doc["variants"][thr]
+        assert "error" not in rec and rec["argmax_agree"] == 1.0 and rec["logits_rel_err"] < 1e-4
