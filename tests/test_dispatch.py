@@ -838,6 +838,40 @@ def test_an_op_expecting_cublas_at_its_static_size_is_lowered_to_torch_mm():
     assert not torch_ops.aten_to_inductor(torch.randn(64, 40), torch.randn(40, 24), 987654)
 
 
+def test_an_op_with_an_argument_on_another_device_raises_instead_of_returning_garbage():
+    """A call's backend kernel is picked from all its tensor arguments, Meta before CPU: CPU operands
+    with a B, bias or residual left on ``meta`` ran the ops' fake kernels as their kernels and returned
+    uninitialised memory, with no error: directly, and from a dispatcher called under
+    torch.compile(dynamic=True) with a meta bias. Eager, the dispatcher refuses it by name."""
+    from gemmtune import torch_ops
+    torch.manual_seed(0)
+    d = _mixed_dispatcher()
+    h = torch_ops.REGISTRY.register(d)
+    a, b, bias, res = torch.randn(5, 40), torch.randn(40, 24), torch.randn(24), torch.randn(5, 24)
+    meta = {"b": b.to("meta"), "bias": bias.to("meta"), "residual": res.to("meta")}
+    try:
+        calls = {
+            "mm b": lambda: torch.ops.gemmtune.mm(a, meta["b"], h),
+            "mm bias": lambda: torch.ops.gemmtune.mm(a, b, h, meta["bias"]),
+            "mm residual": lambda: torch.ops.gemmtune.mm(a, b, h, bias, "none", meta["residual"]),
+            "bmm b": lambda: torch.ops.gemmtune.bmm(a[None], meta["b"][None], h),
+            "matmul b": lambda: torch.ops.gemmtune.matmul(a, meta["b"]),
+            "matmul bias": lambda: torch.ops.gemmtune.matmul(a, b, None, None, False, meta["bias"]),
+            "compiled bias": lambda: torch.compile(lambda a, b, c: d(a, b, bias=c), backend="aot_eager",
+                                                   dynamic=True)(a, b, meta["bias"]),
+        }
+        for what, call in calls.items():
+            torch._dynamo.reset()
+            with pytest.raises(RuntimeError, match=r"must be on a's device cpu, got meta"):
+                call()
+        # All on meta is a meta call: its shape, as before.
+        assert torch.ops.gemmtune.mm(a.to("meta"), meta["b"], h, meta["bias"]).shape == (5, 24)
+        torch.testing.assert_close(torch.ops.gemmtune.mm(a, b, h, bias), a @ b + bias, rtol=1e-5, atol=1e-5)
+    finally:
+        torch_ops.REGISTRY.unregister(h)
+        torch._dynamo.reset()
+
+
 def test_handles_are_digests_of_what_the_hand_back_reads():
     """The same dispatcher content gives the same handle in every process (Inductor's caches are
     reused across runs); another choice another handle; two dispatchers of one content in one

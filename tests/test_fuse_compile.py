@@ -327,6 +327,19 @@ def test_a_pass_that_fails_leaves_the_graph_unmerged_and_right(monkeypatch):
     assert d == {"merged": 0, "kept": 0}
 
 
+def test_a_member_op_with_a_weight_on_another_device_raises_instead_of_returning_garbage():
+    """The op's fake kernel is its Meta kernel, picked before the CPU one when any argument is on
+    ``meta``: a CPU input with a member's (or the fused) weight left there returned uninitialised
+    memory, with no error (torch's own F.linear raises)."""
+    x, w, b = torch.randn(3, 8), torch.randn(4, 8), torch.randn(4)
+    fw, fb = torch.cat([w, w]), torch.cat([b, b])
+    op = torch.ops.gemmtune.fused_member
+    torch.testing.assert_close(op(x, w, b, fw, fb, 0, 4, -1), torch.nn.functional.linear(x, w, b))
+    for args in ((x, w.to("meta"), b, fw, fb), (x, w, b, fw.to("meta"), fb), (x, w, b.to("meta"), fw, fb)):
+        with pytest.raises(RuntimeError, match=r"must be on a's device cpu, got meta"):
+            op(*args, 0, 4, -1)
+
+
 def test_which_nodes_may_write():
     from torch._higher_order_ops.triton_kernel_wrap import triton_kernel_wrapper_mutation
     g = torch.fx.Graph()

@@ -53,7 +53,7 @@ import torch
 import torch.nn.functional as F
 
 from .autograd import needs_grad
-from .torch_ops import _LIB
+from .torch_ops import _LIB, check_devices
 
 _LIB.define("fused_member(Tensor x, Tensor w, Tensor? b, Tensor fw, Tensor? fb, int start, int size, int handle) "
             "-> Tensor")
@@ -69,6 +69,7 @@ for _key in ("CPU", "CUDA"):
 
 @torch.library.register_fake("gemmtune::fused_member", lib=_LIB)
 def _member_fake(x, w, b, fw, fb, start, size, handle):
+    check_devices("fused_member", x, w=w, b=b, fw=fw, fb=fb)  # (it says why: this is the Meta kernel too)
     return x.new_empty((*x.shape[:-1], w.shape[0]))
 
 

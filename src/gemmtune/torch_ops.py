@@ -312,6 +312,19 @@ def register_inductor_gemv() -> bool:
     return True
 
 
+def check_devices(op: str, a: torch.Tensor, **others: Optional[torch.Tensor]) -> None:
+    """Every tensor argument of a ``gemmtune::*`` op on ``a``'s device. Called by the ops' fake
+    kernels, which are also their Meta kernels: the backend kernel of a call is picked from all its
+    tensor arguments, Meta before CPU and CUDA, so CPU operands with a B, bias or residual left on
+    ``meta`` (a model built there and not fully materialised) ran the fake kernel as the op and
+    returned ``new_empty``'s uninitialised memory as the product, with no error (the op is what
+    ``torch.compile(dynamic=True)`` and autograd call; eager, the dispatcher refuses it by name)."""
+    for name, t in others.items():
+        if t is not None:
+            torch._check(t.device == a.device, lambda name=name, t=t:
+                         f"gemmtune::{op}: {name} must be on a's device {a.device}, got {t.device}")
+
+
 @torch.library.register_fake("gemmtune::mm", lib=_LIB)
 def _mm_fake(a: torch.Tensor, b: torch.Tensor, handle: int, bias: Optional[torch.Tensor] = None,
              activation: str = "none", residual: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -320,6 +333,7 @@ def _mm_fake(a: torch.Tensor, b: torch.Tensor, handle: int, bias: Optional[torch
     torch._check(a.dim() == 2 and b.dim() == 2,
                  lambda: f"gemmtune::mm takes 2-D operands, got {a.dim()}-D and {b.dim()}-D")
     torch._check(a.dtype == b.dtype, lambda: f"gemmtune::mm: dtypes differ: {a.dtype} and {b.dtype}")
+    check_devices("mm", a, b=b, bias=bias, residual=residual)
     torch._check(a.shape[1] == b.shape[0],
                  lambda: f"gemmtune::mm: inner dimensions differ: {a.shape[1]} and {b.shape[0]}")
     _check_dispatcher("mm", handle, a.dtype, a.shape[0], b.shape[1], a.shape[1])
@@ -375,6 +389,7 @@ def _bmm_fake(a: torch.Tensor, b: torch.Tensor, handle: int) -> torch.Tensor:
     torch._check(a.dim() == 3 and b.dim() == 3,
                  lambda: f"gemmtune::bmm takes 3-D operands, got {a.dim()}-D and {b.dim()}-D")
     torch._check(a.dtype == b.dtype, lambda: f"gemmtune::bmm: dtypes differ: {a.dtype} and {b.dtype}")
+    check_devices("bmm", a, b=b)
     torch._check(a.shape[0] == b.shape[0],
                  lambda: f"gemmtune::bmm: batch sizes differ: {a.shape[0]} and {b.shape[0]}")
     torch._check(a.shape[2] == b.shape[1],
@@ -421,6 +436,7 @@ def _matmul_fake(a, b, choice=None, out_dtype=None, allow_tf32=False, bias=None,
     torch._check(a.dim() in (2, 3) and b.dim() == a.dim(),
                  lambda: f"gemmtune::matmul takes 2-D or 3-D operands of one rank, got {a.dim()}-D and {b.dim()}-D")
     torch._check(a.dtype == b.dtype, lambda: f"gemmtune::matmul: dtypes differ: {a.dtype} and {b.dtype}")
+    check_devices("matmul", a, b=b, bias=bias, residual=residual)
     torch._check(a.shape[-1] == b.shape[-2],
                  lambda: f"gemmtune::matmul: inner dimensions differ: {a.shape[-1]} and {b.shape[-2]}")
     torch._check(out_dtype is None or out_dtype in (a.dtype, torch.float32),
