@@ -872,6 +872,35 @@ def test_an_op_with_an_argument_on_another_device_raises_instead_of_returning_ga
         torch._dynamo.reset()
 
 
+def test_an_epilogue_of_another_dtype_is_refused_where_the_op_goes_to_inductor_too():
+    """Eager (and compiled with a dynamic M) an fp64 bias or an fp16 residual of an fp32 dispatcher
+    raises TypeError; compiled at a static size expecting cuBLAS the op went to Inductor as torch.mm
+    + bias, which promoted: an fp64 output from an fp32 product, or the fp16 residual taken, no
+    error. The op's fake kernel checks the epilogue's dtype as the dispatcher does."""
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+        get_cpp_compiler()
+    except Exception as e:
+        pytest.skip(f"inductor CPU codegen needs a C++ compiler: {type(e).__name__}: {e}")
+    d = _mixed_dispatcher()
+    a64, b = torch.randn(64, 40), torch.randn(40, 24)
+    for bias, res in ((torch.randn(24, dtype=torch.float64), None),
+                      (None, torch.randn(64, 24, dtype=torch.float16))):
+        with pytest.raises(TypeError, match="must have the output's dtype"):
+            d(a64, b, bias=bias, residual=res)
+        for dynamic in (False, True):
+            torch._dynamo.reset()
+            f = torch.compile(lambda a, b, c, r: d(a, b, bias=c, residual=r), dynamic=dynamic)
+            with pytest.raises(RuntimeError, match=r"gemmtune::mm: \w+ must have the output's dtype torch.float32"):
+                f(a64, b, bias, res)
+    torch._dynamo.reset()
+    bias = torch.randn(24)  # the output's dtype: handed back, as before
+    got = torch.compile(lambda a, b, c: d(a, b, bias=c), dynamic=False)(a64, b, bias)
+    torch.testing.assert_close(got, a64 @ b + bias, rtol=1e-5, atol=1e-5)
+    assert (64, 24, 40) not in d.decisions  # (Inductor's own GEMM ran it, not the dispatcher)
+    torch._dynamo.reset()
+
+
 def test_handles_are_digests_of_what_the_hand_back_reads():
     """The same dispatcher content gives the same handle in every process (Inductor's caches are
     reused across runs); another choice another handle; two dispatchers of one content in one

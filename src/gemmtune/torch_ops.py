@@ -334,6 +334,13 @@ def _mm_fake(a: torch.Tensor, b: torch.Tensor, handle: int, bias: Optional[torch
                  lambda: f"gemmtune::mm takes 2-D operands, got {a.dim()}-D and {b.dim()}-D")
     torch._check(a.dtype == b.dtype, lambda: f"gemmtune::mm: dtypes differ: {a.dtype} and {b.dtype}")
     check_devices("mm", a, b=b, bias=bias, residual=residual)
+    # The epilogue's dtype as the dispatcher checks it (epilogue.bind): a static size expecting
+    # cuBLAS is handed back to Inductor as torch.mm + bias (aten_to_inductor), which promoted an
+    # fp64 bias of an fp32 product to an fp64 output where eager and dynamic=True raised.
+    for name, t in (("bias", bias), ("residual", residual)):
+        if t is not None:
+            torch._check(t.dtype == a.dtype, lambda name=name, t=t:
+                         f"gemmtune::mm: {name} must have the output's dtype {a.dtype}, got {t.dtype}")
     torch._check(a.shape[1] == b.shape[0],
                  lambda: f"gemmtune::mm: inner dimensions differ: {a.shape[1]} and {b.shape[0]}")
     _check_dispatcher("mm", handle, a.dtype, a.shape[0], b.shape[1], a.shape[1])
