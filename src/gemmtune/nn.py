@@ -87,8 +87,8 @@ def _parametrized(module: torch.nn.Module) -> bool:
     a patched forward reads it up to three times a call (its checks, the kernel): the forwards run
     themselves once more inside ``cached()``, so that it is computed once, as in torch's forward.
     spectral_norm in train mode ran three power iterations a call, and its outputs and ``_u`` /
-    ``_v`` buffers left torch's. Asked after the cached F.linear path (which reads the weight
-    once) and only of a class parametrize made over the patched one: the hot path pays nothing."""
+    ``_v`` buffers left torch's. Asked past the cached eager paths (each reads the weight once)
+    and only of a class parametrize made over the patched one: those paths pay nothing."""
     return not getattr(parametrize, "_cache_enabled", 1) and parametrize.is_parametrized(module)
 
 
@@ -361,18 +361,17 @@ class Linear(torch.nn.Linear):
             # call more than nn.Linear with the checks first, 0.1-0.9 us this way (2026-11-28).
             p = self._gemmtune_paths.get(x.shape)
             if p is _ATEN:
-                return F.linear(x, self.weight, self.bias)  # (one read of a parametrized weight)
-            if type(self) is not Linear and _parametrized(self):  # (parametrize's subclass)
-                with parametrize.cached():
-                    return self.forward(x)
+                return F.linear(x, self.weight, self.bias)
             if _torchs_own(x) or _transformed():
                 return F.linear(x, self.weight, self.bias)
             if p is _TUNED and x.dtype == self.dispatcher.torch_dtype:
                 return self._tuned(x)
-        elif type(self) is not Linear and _parametrized(self):
+        # Past the paths above, each of which reads the weight once: a layer parametrized after
+        # patch (parametrize's subclass) runs the rest inside cached() (_parametrized says why).
+        if type(self) is not Linear and _parametrized(self):
             with parametrize.cached():
                 return self.forward(x)
-        elif self._traced_to_torch(x):
+        if _is_compiling() and self._traced_to_torch(x):
             return F.linear(x, self.weight, self.bias)
         w = self.weight
         dt = self.dispatcher.torch_dtype
@@ -443,19 +442,15 @@ def _conv1d_forward(self, x: torch.Tensor) -> torch.Tensor:
         p = self._gemmtune_paths.get(x.shape)
         if p is _ATEN:
             return self._gemmtune_base_forward(x)
-        if type(self) not in _CONV1D_PATCHED and _parametrized(self):  # as Linear.forward
-            with parametrize.cached():
-                return self.forward(x)
         if _torchs_own(x) or _transformed():
             return self._gemmtune_base_forward(x)
         if p is _TUNED and x.dtype == self.dispatcher.torch_dtype:
             return self._gemmtune_tuned(x)
-    elif type(self) not in _CONV1D_PATCHED and _parametrized(self):
+    if type(self) not in _CONV1D_PATCHED and _parametrized(self):  # as Linear.forward
         with parametrize.cached():
             return self.forward(x)
-    elif _torchs_own(x) or _odd_bias(self.bias, self.weight.shape[1]):
-        return self._gemmtune_base_forward(x)
-    elif self.dispatcher.all_aten:
+    if _is_compiling() and (_torchs_own(x) or _odd_bias(self.bias, self.weight.shape[1])
+                            or self.dispatcher.all_aten):
         return self._gemmtune_base_forward(x)
     w = self.weight
     dt = self.dispatcher.torch_dtype
