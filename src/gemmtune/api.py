@@ -175,8 +175,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
         choice = Choice.parse(choice)
     elif not isinstance(choice, Choice):
         raise TypeError(f"choice must be a Choice, a choice id string or None, not {type(choice).__name__}")
-    fam = kernels.get(choice.family)
-    fam.validate(problem.padded() if choice.pad else problem, choice.config)
+    kernels.validate_choice(choice, problem)
     if choice.family in kernels.TRITON_FAMILIES:
         if a.device.type == "cpu" and not interpreter_enabled():
             raise ValueError(

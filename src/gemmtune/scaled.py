@@ -196,7 +196,7 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
         choice = Choice.parse(choice)
     elif not isinstance(choice, Choice):
         raise TypeError(f"choice must be a Choice, a choice id string or None, not {type(choice).__name__}")
-    kernels.get(choice.family).validate(problem.padded() if choice.pad else problem, choice.config)
+    kernels.validate_choice(choice, problem)
     if choice.family in kernels.TRITON_FAMILIES and a.device.type == "cpu" and not interpreter_enabled():
         raise ValueError(f"{choice.family} needs CUDA tensors; these are on the CPU. Set TRITON_INTERPRET=1 "
                          "before importing gemmtune to run Triton on the CPU (slow), or use choice='aten'")

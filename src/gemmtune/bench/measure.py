@@ -248,7 +248,7 @@ def _as_choice(choice: Choice | str) -> Choice:
 def _unsupported(problem: Problem, choice: Choice) -> Measurement | None:
     """UNSUPPORTED when the choice's family rejects this problem, else None."""
     try:
-        kernels.get(choice.family).validate(problem.padded() if choice.pad else problem, choice.config)
+        kernels.validate_choice(choice, problem)
     except ValueError as e:
         return Measurement(Status.UNSUPPORTED, reason=f"{type(e).__name__}: {e}"[:2000])
     return None

@@ -39,6 +39,11 @@ def _size_ok(v) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0
 
 
+def _sizes_ok(sizes) -> bool:
+    """A hint's or a decision's key: (M, N, K) or (batch, M, N, K) sizes."""
+    return isinstance(sizes, tuple) and len(sizes) in (3, 4) and all(_size_ok(v) for v in sizes)
+
+
 def _check_sizes(dims: dict, hints: dict, hint_choices: tuple) -> None:
     """A static dim a size, each dynamic dim's hints sizes, each hint choice's sizes and time
     plausible: a saved dispatcher edited by hand (or written by a bug) with ``"k": "x"`` or a
@@ -52,7 +57,7 @@ def _check_sizes(dims: dict, hints: dict, hint_choices: tuple) -> None:
     for h in hint_choices:
         if not isinstance(h, HintChoice):
             raise TypeError(f"hint_choices holds HintChoice entries, not {type(h).__name__}")
-        if not isinstance(h.sizes, tuple) or len(h.sizes) not in (3, 4) or not all(_size_ok(v) for v in h.sizes):
+        if not _sizes_ok(h.sizes):
             raise ValueError(f"hint choice {h.choice}: sizes must be (M, N, K) or (batch, M, N, K) ints >= 0, "
                              f"got {h.sizes!r}")
         ms = h.device_ms
@@ -81,16 +86,15 @@ def _check_choices(dtype: str, layout_a: str, layout_b: str, hint_choices: tuple
     def check(what: str, choice, sizes: tuple) -> None:
         if not isinstance(choice, Choice):
             raise TypeError(f"{what}: choice must be a gemmtune Choice, not {type(choice).__name__}")
-        p = problem(sizes)
         try:
-            kernels.spec(choice.family).validate(p.padded() if choice.pad else p, choice.config)
+            kernels.validate_choice(choice, problem(sizes))
         except (ValueError, TypeError) as e:
             raise ValueError(f"{what}: choice {choice.id} cannot run there: {e}") from None
 
     for i, h in enumerate(hint_choices):
         check(f"hint_choices[{i}] ({_named(h.sizes)})", h.choice, h.sizes)
     for sizes, d in decisions.items():
-        if not isinstance(sizes, tuple) or len(sizes) not in (3, 4) or not all(_size_ok(v) for v in sizes):
+        if not _sizes_ok(sizes):
             raise ValueError(f"decisions are keyed (M, N, K) or (batch, M, N, K) ints >= 0, got {sizes!r}")
         if not isinstance(d, Decision):
             raise TypeError(f"decisions holds Decision entries, not {type(d).__name__}")

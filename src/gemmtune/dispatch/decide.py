@@ -28,7 +28,7 @@ class Deciding:
         if choice.family in kernels.TRITON_FAMILIES and device.type == "cpu" and not _pkg().interpreter_enabled():
             return "Triton kernels need CUDA (or TRITON_INTERPRET=1) and these tensors are on the CPU"
         try:
-            kernels.get(choice.family).validate(problem.padded() if choice.pad else problem, choice.config)
+            kernels.validate_choice(choice, problem)
         except (ValueError, TypeError) as e:
             return str(e)
         return None

@@ -117,6 +117,13 @@ def spec(name: str):
     return mod
 
 
+def validate_choice(choice, problem) -> None:
+    """Raise (ValueError, TypeError) when ``choice`` cannot run ``problem``: its family's pure
+    ``validate``, on the padded problem for a ``pad+`` choice (what the kernel then runs). Through
+    ``spec``, so a check that fails imports no Triton."""
+    spec(choice.family).validate(problem.padded() if choice.pad else problem, choice.config)
+
+
 def get(name: str) -> KernelFamily:
     try:
         return _load()[name]
