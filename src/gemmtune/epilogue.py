@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 import torch
 
-from .problem import check_not_negated
+from .problem import check_dense, check_not_negated
 
 # Activation names -> the kernels' ACT constexpr. The Triton code (kernels.tiled.activation)
 # branches on these numbers; the names are what users and ids see.
@@ -166,9 +166,7 @@ def bind(m: int, n: int, dtype: torch.dtype, device: torch.device, *, bias: torc
             continue
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor or None, not {type(t).__name__}")
-        if t.layout is not torch.strided:  # the kernels read strided memory (as check_operands says of A, B)
-            raise TypeError(f"{name} is a {t.layout} tensor: gemmtune's fused epilogue reads dense (strided) "
-                            f"tensors; pass {name}.to_dense()")
+        check_dense(name, t, "gemmtune's fused epilogue reads")
         if tuple(t.shape) != shape:
             want = "(N,)" if name == "bias" else "(M, N)"
             raise ValueError(f"{name} must have shape {want} = {shape}, got {tuple(t.shape)}")

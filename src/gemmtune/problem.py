@@ -465,6 +465,14 @@ def check_not_negated(name: str, t: torch.Tensor) -> None:
                          f"{name}.resolve_neg()")
 
 
+def check_dense(name: str, t: torch.Tensor, reader: str, remedy: str = "pass ") -> None:
+    """Raise TypeError when ``t`` is not strided (sparse COO, CSR, ...): gemmtune's kernels read
+    strided memory, and a sparse operand, bias, residual or scale failed deep inside them ("Cannot
+    access data pointer of Tensor that doesn't have storage"). ``reader`` says what reads it."""
+    if t.layout is not torch.strided:
+        raise TypeError(f"{name} is a {t.layout} tensor: {reader} dense (strided) tensors; {remedy}{name}.to_dense()")
+
+
 def check_operands(a: torch.Tensor, b: torch.Tensor, op: str = "mm") -> None:
     """Raise a clear TypeError/ValueError when a @ b is not a GEMM gemmtune can run
     (``op='scaled_mm'``: an fp8 A, e4m3 or e5m2, and an e4m3 B; ``op='bmm'``: two 3-D operands
@@ -472,9 +480,7 @@ def check_operands(a: torch.Tensor, b: torch.Tensor, op: str = "mm") -> None:
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, not {type(t).__name__}")
-        if t.layout is not torch.strided:  # the kernels read strided memory; torch.mm takes sparse
-            raise TypeError(f"{name} is a {t.layout} tensor: gemmtune multiplies dense (strided) tensors; "
-                            f"use torch.mm, or {name}.to_dense()")
+        check_dense(name, t, "gemmtune multiplies", "use torch.mm, or ")  # (torch.mm takes sparse)
     if op == "bmm" or (a.dim() == 3 and b.dim() == 3):
         for name, t in (("a", a), ("b", b)):
             if t.dim() != 3:

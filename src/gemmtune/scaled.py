@@ -30,7 +30,8 @@ from __future__ import annotations
 import torch
 
 from .epilogue import Epilogue, EpilogueArgs
-from .problem import SCALED_OUT_DTYPES, SCALES, Problem, check_not_negated, check_operands, dtype_name
+from .problem import (SCALED_OUT_DTYPES, SCALES, Problem, check_dense, check_not_negated, check_operands,
+                      dtype_name)
 
 FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 
@@ -43,14 +44,6 @@ def scale_mode(m: int, n: int, scale_a: torch.Tensor, scale_b: torch.Tensor) -> 
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor (fp32), not {type(t).__name__}")
     return "tensor" if scale_a.numel() == 1 and scale_b.numel() == 1 else "row"
-
-
-def _check_dense(name: str, t: torch.Tensor) -> None:
-    # A sparse scale or bias raised from deep inside ("reshape is not implemented for sparse
-    # tensors", "Cannot access storage of SparseTensorImpl"); the kernels read strided memory.
-    if t.layout is not torch.strided:
-        raise TypeError(f"{name} is a {t.layout} tensor: scaled_mm reads dense (strided) tensors; "
-                        f"pass {name}.to_dense()")
 
 
 def _flat(t: torch.Tensor, shapes: tuple, name: str, what: str) -> torch.Tensor:
@@ -78,7 +71,8 @@ def bind_scales(m: int, n: int, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
             raise TypeError(f"{name} must be a torch.Tensor (fp32), not {type(t).__name__}")
         if t.dtype != torch.float32:
             raise TypeError(f"{name} must be float32 (torch._scaled_mm's scales are fp32), got {t.dtype}")
-        _check_dense(name, t)
+        # (a sparse scale raised from deep inside: "reshape is not implemented for sparse tensors")
+        check_dense(name, t, "scaled_mm reads")
         if t.device != device:
             raise ValueError(f"{name} must be on the operands' device {device}, got {t.device}")
         check_not_negated(name, t)
@@ -102,7 +96,7 @@ def bind_scales(m: int, n: int, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
             raise ValueError(f"bias must have shape (N,) = {(n,)}, got {tuple(bias.shape)}")
         if bias.dtype != out_dtype:
             raise TypeError(f"bias must have the output's dtype {out_dtype}, got {bias.dtype}")
-        _check_dense("bias", bias)
+        check_dense("bias", bias, "scaled_mm reads")
         if bias.device != device:
             raise ValueError(f"bias must be on the operands' device {device}, got {bias.device}")
         check_not_negated("bias", bias)
