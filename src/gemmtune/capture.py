@@ -39,6 +39,7 @@ import csv
 import io
 import json
 import re
+import sys
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -361,6 +362,18 @@ class Capture:
         return path
 
 
+def unwrapped(model):
+    """``model`` without the wrapper ``torch.compile(model)`` returns (an OptimizedModule, possibly
+    nested), whose layers are all named ``_orig_mod.<name>`` and whose forward takes ``*args``:
+    save_patched / load_patched name the model's own layers (an artifact loads into the model
+    compiled or not), and ``cache_kwarg`` reads its own forward's signature. (torch._dynamo is
+    not imported for this: a model it never wrapped is no OptimizedModule.)"""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    while eval_frame is not None and isinstance(model, eval_frame.OptimizedModule):
+        model = model._orig_mod
+    return model
+
+
 def cache_kwarg(model) -> str:
     """The keyword a HF causal LM's forward takes its KV cache by: ``cache`` from transformers
     5.2x on (``past_key_values`` still works there, with a FutureWarning on every run that says it
@@ -376,7 +389,7 @@ def cache_kwarg(model) -> str:
     """
     import inspect
 
-    mod = getattr(model, "_orig_mod", model)
+    mod = unwrapped(model)
     try:
         params = inspect.signature(mod.forward).parameters
     except (TypeError, ValueError, AttributeError):

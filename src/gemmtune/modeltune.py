@@ -27,7 +27,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -35,7 +34,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import torch
 
-from .capture import capture
+from .capture import capture, unwrapped
 from .dispatch import Dispatcher, compile_mm, load
 from .problem import Problem
 from .jsonio import _UMASK, locked, write_atomic
@@ -137,17 +136,6 @@ def tune_model(model: torch.nn.Module, inputs: Iterable | None = None, *, fn: Ca
             for key, ms in hints.items()}
 
 
-def _unwrapped(model):
-    """``model`` without the wrapper ``torch.compile(model)`` returns (an OptimizedModule, possibly
-    nested), whose layers are all named ``_orig_mod.<name>``: a saved artifact names the model's
-    own layers, so that it loads into the model compiled or not. (torch._dynamo is not imported
-    for this: a model it never wrapped is no OptimizedModule.)"""
-    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
-    while eval_frame is not None and isinstance(model, eval_frame.OptimizedModule):
-        model = model._orig_mod
-    return model
-
-
 def save_patched(path: str | os.PathLike, dispatchers: Mapping[tuple, Dispatcher] | torch.nn.Module, *,
                  binaries: bool = True) -> Path:
     """One artifact for a patched model: ``path`` (an index JSON) plus one dispatcher file per
@@ -163,7 +151,7 @@ def save_patched(path: str | os.PathLike, dispatchers: Mapping[tuple, Dispatcher
         from .nn import dispatchers as of_model
         # The groups under the model's own names: of a torch.compile wrapper they were
         # '_orig_mod.<name>', which no fresh model has (load_patched raised "cannot re-fuse").
-        fused = [list(g) for g in fused_names(_unwrapped(dispatchers))]
+        fused = [list(g) for g in fused_names(unwrapped(dispatchers))]
         dispatchers = of_model(dispatchers, with_layout=True)
         if not dispatchers:
             raise ValueError("save_patched: this model has no patched layer (run gemmtune.patch first)")
@@ -258,7 +246,7 @@ def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: boo
         try:
             # By the names saved, which are the model's own: into a torch.compile wrapper, those
             # of the module it wraps (its own are '_orig_mod.<name>').
-            fuse_linears(_unwrapped(model), groups=fused)
+            fuse_linears(unwrapped(model), groups=fused)
         except (TypeError, ValueError) as e:
             raise ValueError(f"{path}: cannot re-fuse this model as saved: {e}") from None
     # Straight to patch's layer pass, so that its warnings say load_patched and the artifact, and
