@@ -364,7 +364,7 @@ class Capture:
 
 def unwrapped(model):
     """``model`` without the wrapper ``torch.compile(model)`` returns (an OptimizedModule, possibly
-    nested), whose layers are all named ``_orig_mod.<name>`` and whose forward takes ``*args``:
+    nested), whose layers are all named ``_orig_mod.<name>`` and whose forward is not the model's:
     save_patched / load_patched name the model's own layers (an artifact loads into the model
     compiled or not), and ``cache_kwarg`` reads its own forward's signature. (torch._dynamo is
     not imported for this: a model it never wrapped is no OptimizedModule.)"""
