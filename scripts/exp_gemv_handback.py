@@ -5,8 +5,9 @@ those of the 8-13 MB q+k+v and o weights at 30-45%.)
 
 The model is fused and patched once (the README's decode recipe), then compiled with
 coordinate-descent tuning once per threshold of ``GEMMTUNE_GEMV_HANDBACK_MIN_BYTES`` (0: every
-M=1 op handed back, today's rule; 16 MiB: the small ones kept on the tuned kernels; inf: none
-handed back). Each compiled decode step is captured in a CUDA graph, checked against the unfused
+M=1 op handed back, the rule until session 35; 16 MiB: the small ones kept on the tuned kernels;
+inf: none handed back; ``default``: the variable unset, gemmtune's default rule, which since
+session 35 hands back none in a graph with merged fused groups and all in one without). Each compiled decode step is captured in a CUDA graph, checked against the unfused
 eager model (logits, argmax), profiled (gemmtune's kernels against Inductor's), and the replays are
 interleaved (benchmodel.time_interleaved). Writes one JSON.
 
@@ -37,7 +38,8 @@ def main() -> int:
     ap.add_argument("--model", default="llama-1b")
     ap.add_argument("--phase", default="decode_b1")
     ap.add_argument("--thresholds", default="0,16777216,inf",
-                    help="GEMMTUNE_GEMV_HANDBACK_MIN_BYTES values, comma-separated (0: today's rule)")
+                    help="GEMMTUNE_GEMV_HANDBACK_MIN_BYTES values, comma-separated (0: hand back all; "
+                         "default: the variable unset, gemmtune's own rule)")
     ap.add_argument("--no-fuse", action="store_true",
                     help="patch the model unfused (the H100's 0.921x of 2026-11-25, which made the hand-back "
                          "the default, was an unfused patched model)")
@@ -86,7 +88,10 @@ def main() -> int:
               f"{doc['patched_layers']} layers patched", flush=True)
         replays = {}
         for thr in args.thresholds.split(","):
-            os.environ[torch_ops.GEMV_HANDBACK_ENV] = thr
+            if thr == "default":
+                os.environ.pop(torch_ops.GEMV_HANDBACK_ENV, None)
+            else:
+                os.environ[torch_ops.GEMV_HANDBACK_ENV] = thr
             torch._dynamo.reset()
             v = torch.compile(model, dynamic=False, options={"coordinate_descent_tuning": True})
             rec = doc["variants"].setdefault(thr, {})
@@ -126,7 +131,7 @@ def main() -> int:
             if base is not None:
                 doc["x_today"] = {k: base["ms"] / r["ms"] for k, r in t.items()}
             print("interleaved ms: " + ", ".join(f"{k} {r['ms']:.4f}" for k, r in t.items())
-                  + (", x today's rule: " + ", ".join(f"{k} {x:.3f}" for k, x in doc["x_today"].items())
+                  + (", x hand back all: " + ", ".join(f"{k} {x:.3f}" for k, x in doc["x_today"].items())
                      if "x_today" in doc else ""), flush=True)
     with open(args.out, "w") as f:
         json.dump(doc, f, indent=1, default=float)

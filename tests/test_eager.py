@@ -450,9 +450,10 @@ def test_gpu_m1_layers_go_to_inductor_under_cdt_and_stay_tuned_otherwise(gpu_mod
 
 
 def test_gemv_handback_min_bytes_keeps_small_m1_ops_tuned(monkeypatch):
-    """GEMMTUNE_GEMV_HANDBACK_MIN_BYTES (an experiment's knob): an M=1 op under coordinate
-    descent goes back to Inductor only where B holds at least that many bytes; unset, every one
-    (the measured rule); a bad value warns and counts as unset."""
+    """GEMMTUNE_GEMV_HANDBACK_MIN_BYTES: an M=1 op under coordinate descent goes back to
+    Inductor only where B holds at least that many bytes; unset, every one unless the graph holds
+    a merged fused group (note_graph_fused, the measured rule); a bad value warns and counts as
+    unset."""
     from torch._inductor import config
 
     from gemmtune import torch_ops
@@ -462,7 +463,13 @@ def test_gemv_handback_min_bytes_keeps_small_m1_ops_tuned(monkeypatch):
     big = torch.empty(2048, 32768, device="meta", dtype=torch.float16)  # 128 MiB
     with config.patch(coordinate_descent_tuning=True):
         monkeypatch.delenv(torch_ops.GEMV_HANDBACK_ENV, raising=False)
+        torch_ops.note_graph_fused(False)
         assert torch_ops.gemv_to_inductor(a, small) and torch_ops.gemv_to_inductor(a, big)
+        torch_ops.note_graph_fused(True)
+        assert not torch_ops.gemv_to_inductor(a, small) and not torch_ops.gemv_to_inductor(a, big)
+        monkeypatch.setenv(torch_ops.GEMV_HANDBACK_ENV, "0")  # the variable wins over the graph
+        assert torch_ops.gemv_to_inductor(a, small)
+        torch_ops.note_graph_fused(False)
         monkeypatch.setenv(torch_ops.GEMV_HANDBACK_ENV, str(64 << 20))
         assert not torch_ops.gemv_to_inductor(a, small) and torch_ops.gemv_to_inductor(a, big)
         monkeypatch.setenv(torch_ops.GEMV_HANDBACK_ENV, "inf")

@@ -185,17 +185,19 @@ def test_exp_eager_overhead_dry_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_exp_gemv_handback_unfused_dry_run(tmp_path):
-    """scripts/exp_gemv_handback.py --dry-run --no-fuse (session 35's first call on the GPU): the
-    unfused model patched, compiled once per threshold, checked against eager."""
+@pytest.mark.parametrize("fused", [False, True])
+def test_exp_gemv_handback_dry_run(tmp_path, fused):
+    """scripts/exp_gemv_handback.py --dry-run (session 35's GPU calls): the model patched, fused or
+    not, compiled once per threshold ("default": the variable unset), checked against eager."""
     pytest.importorskip("transformers")
     out = tmp_path / "h.json"
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_gemv_handback.py"), "--dry-run", "--no-fuse",
-                        "--thresholds", "0,inf", "--out", str(out)], env=_env(), capture_output=True, text=True,
-                       timeout=600, check=False)
+    thresholds = ("default", "0") if fused else ("0", "inf")
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_gemv_handback.py"), "--dry-run",
+                        *([] if fused else ["--no-fuse"]), "--thresholds", ",".join(thresholds), "--out", str(out)],
+                       env=_env(), capture_output=True, text=True, timeout=600, check=False)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     doc = json.loads(out.read_text())
-    assert doc["fused"] is False and doc["fused_groups"] == 0 and doc["patched_layers"] > 0
-    for thr in ("0", "inf"):
+    assert doc["fused"] is fused and (doc["fused_groups"] > 0) is fused and doc["patched_layers"] > 0
+    for thr in thresholds:
         rec = doc["variants"][thr]
         assert "error" not in rec and rec["argmax_agree"] == 1.0 and rec["logits_rel_err"] < 1e-4

@@ -15,8 +15,9 @@ the graph:
    members that read one input node with one GEMM over the fused weight and a column slice each:
    ``F.linear(x, fw, fb)`` for a plain fused layer (Inductor lowers and, under max-autotune,
    tunes the fused shape), ``gemmtune::mm`` on the fused layer's dispatcher for a patched one
-   (whose M=1 / cuBLAS hand-back to Inductor, ``torch_ops.gemv_to_inductor``, then applies to
-   the fused shape).
+   (whose cuBLAS hand-back to Inductor, ``torch_ops.aten_to_inductor``, then applies to the
+   fused shape; the M=1 hand-back, ``torch_ops.gemv_to_inductor``, by default does not apply in
+   a graph that holds a merged group: the tuned GEMVs won there).
 3. The pre-grad graph is not functional, so a group is merged only if no node between its
    first and last member may write memory (an in-place op, ``out=``, a ``setitem``, a
    submodule call, a higher-order op, a callable from outside torch): the input and the weights then hold the same
@@ -223,13 +224,18 @@ def _plan(graph: torch.fx.Graph) -> tuple[list, int]:
 
 def merge(graph: torch.fx.Graph) -> int:
     """Replace each set of ``gemmtune::fused_member`` nodes that read one input with one GEMM and
-    their slices (the module docstring says when). Returns the number of sets merged."""
+    their slices (the module docstring says when). Returns the number of sets merged. Tells
+    ``torch_ops.note_graph_fused`` whether it merged any: the M=1 hand-back's default differs
+    in such a graph."""
+    from .torch_ops import note_graph_fused
+    note_graph_fused(False)
     try:
         plan, kept = _plan(graph)
     except Exception as e:  # noqa: BLE001 - a pass must not fail the user's compile: unmerged is correct
         warnings.warn(f"gemmtune.fuse_compile: fused groups left unmerged in this graph ({type(e).__name__}: {e})",
                       RuntimeWarning, stacklevel=2)
         return 0
+    note_graph_fused(bool(plan))
     STATS["kept"] += kept
     for x, fw, fb, h, members in plan:
         with graph.inserting_before(members[0][0]):

@@ -33,12 +33,14 @@ Under Inductor with coordinate-descent tuning on (``mode="max-autotune"``, or
 ``options={"coordinate_descent_tuning": True}``), a ``gemmtune::mm`` whose M is statically 1 on
 a GPU is handed back to Inductor as ``torch.mm`` plus its epilogue in torch ops
 (``gemv_to_inductor``): Inductor lowers that GEMV to a reduction which it fuses with its
-neighbours (an RMSNorm before it, SiLU-times-up before a down projection) and tunes. Measured
-on an H100 (2026-11-25, Llama-3.2-1B decode at batch 1, CUDA graphs, interleaved): with the op
-opaque there, the patched model took 1.670 ms against 1.538 ms for the same compile unpatched
-(0.921x), its 33 M=1 tuned kernels unable to fuse. Without coordinate-descent tuning Inductor
-sends an M=1 mm to cuBLAS, so the tuned kernel (which beat cuBLAS when the tuner picked it)
-stays.
+neighbours (an RMSNorm before it, SiLU-times-up before a down projection, the sibling GEMVs
+that read the same input) and tunes. Measured on an H100 (2026-11-25, Llama-3.2-1B decode at
+batch 1, CUDA graphs, interleaved): with the op opaque there, the patched model took 1.670 ms
+against 1.538 ms for the same compile unpatched (0.921x), its 33 M=1 tuned kernels unable to
+fuse. In a graph whose sibling layers gemmtune fused (``gemmtune.fuse_linears``, merged by
+``fuse_compile``) the op stays: there the tuned GEMVs won (1.183x on the H200, the comment at
+``GEMV_HANDBACK_ENV``). Without coordinate-descent tuning Inductor sends an M=1 mm to cuBLAS,
+so the tuned kernel (which beat cuBLAS when the tuner picked it) stays.
 
 Under any Inductor compile, a ``gemmtune::mm`` whose sizes are all static and whose dispatcher
 expects cuBLAS there (``aten_to_inductor``) is handed back the same way: the op would only
@@ -62,6 +64,7 @@ import hashlib
 import os
 import threading
 import warnings
+import weakref
 from typing import Optional
 
 import torch
@@ -194,23 +197,61 @@ GEMV_DEVICES = ("cuda",)
 _GEMV_REGISTERED = False
 
 
-# The hand-back's knob, read at trace time: the M=1 op is handed back only where B holds at least
-# this many bytes (default 0: every one, the rule measured on the H100's unfused patched model
-# above). Session 33's kernel profile of the H200's Llama-1B decode step under coordinate descent
-# put Inductor's reductions of the 525 MB head at 95% of the HBM floor and those of the 8-13 MB
-# q+k+v and o weights at 30-45%. scripts/exp_gemv_handback.py then measured the fused + patched
-# model (session 34, one process, CUDA graphs, interleaved): inf (no hand-back) 1.183x the
-# default, 16 MiB 1.033x, and 72.5 s of compiling against 123.6 s. The default changes once the
-# unfused model has been measured the same way (--no-fuse).
+# The hand-back's default, measured on the H200 (Llama-3.2-1B decode b1, coordinate descent, one
+# process per model, CUDA graphs, interleaved; scripts/exp_gemv_handback.py):
+# - a fused + patched model (q/k/v and gate/up already one GEMM each; session 34): no hand-back
+#   1.183x handing every M=1 op back (16 MiB and up handed back: 1.033x), and 72.5 s of compiling
+#   against 123.6 s. Session 33's kernel profile put Inductor's reductions of the 8-13 MB q+k+v and
+#   o weights at 30-45% of the HBM floor, the tuned GEMVs higher;
+# - an unfused patched model (session 35): handing every one back 1.044x none (1.189 against
+#   1.241 ms). There Inductor reduces the siblings that read one input (q, k, v; gate, up) in one
+#   kernel, which is what fusing them does for the tuned kernels.
+# So by default an M=1 op is handed back unless its graph holds a fused group that gemmtune's
+# pre-grad pass merged (fuse_compile.merge says so per graph, ``note_graph_fused``).
+# ``GEMMTUNE_GEMV_HANDBACK_MIN_BYTES`` overrides that for every graph: the op is handed back only
+# where B holds at least that many bytes (0: every one; inf: none), read at trace time.
 GEMV_HANDBACK_ENV = "GEMMTUNE_GEMV_HANDBACK_MIN_BYTES"
 
+# Whether the graph being compiled in this thread had fused groups merged: None, or a weak
+# reference to the dynamo tracing context of the graph merge saw merged groups in. A thread-local,
+# not an argument: Inductor calls a decomposition with the op's own arguments only. merge runs
+# under that graph's tracing context right before AOTAutograd applies the decomposition to the
+# same graph in the same thread (checked: one context object for both); matching the context,
+# not a bare flag, means a later graph that the pass did not see (its slot emptied by
+# ``config.patch``, another backend) never reads an earlier graph's answer. Caching stays
+# consistent: the graph AOTAutograd's cache keys on is the one the pass produced, which holds the
+# merged GEMMs exactly when this was set.
+_GRAPH = threading.local()
 
-def gemv_handback_min_bytes() -> int:
-    """``GEMMTUNE_GEMV_HANDBACK_MIN_BYTES`` as an int >= 0 (unset: 0; ``inf``: never hand back);
-    a bad value warns and counts as unset."""
+
+def _no_context():  # the reference of "no tracing context" (merge called outside dynamo)
+    return None
+
+
+def _tracing_context():
+    from torch._guards import TracingContext
+    return TracingContext.try_get()
+
+
+def note_graph_fused(fused: bool) -> None:
+    """Record whether the graph being lowered now (this thread, this tracing context) holds
+    merged fused groups (``fuse_compile.merge`` calls it for every graph; ``gemv_to_inductor``
+    reads it)."""
+    ctx = _tracing_context() if fused else None
+    _GRAPH.fused_in = None if not fused else _no_context if ctx is None else weakref.ref(ctx)
+
+
+def _graph_fused() -> bool:
+    ref = getattr(_GRAPH, "fused_in", None)
+    return ref is not None and ref() is _tracing_context()
+
+
+def gemv_handback_min_bytes() -> Optional[int]:
+    """``GEMMTUNE_GEMV_HANDBACK_MIN_BYTES`` as an int >= 0 (``inf``: never hand back), or None
+    when unset (the default rule above); a bad value warns and counts as unset."""
     raw = os.environ.get(GEMV_HANDBACK_ENV, "").strip()
     if not raw:
-        return 0
+        return None
     if raw.lower() in ("inf", "never", "none"):
         return 1 << 62
     try:
@@ -221,25 +262,28 @@ def gemv_handback_min_bytes() -> int:
     except ValueError:
         warnings.warn(f"{GEMV_HANDBACK_ENV}={raw!r} is not a byte count (an int >= 0, or inf): ignored",
                       RuntimeWarning, stacklevel=2)
-        return 0
+        return None
 
 
 def gemv_to_inductor(a: torch.Tensor, b: Optional[torch.Tensor] = None) -> bool:
     """True when a traced ``gemmtune::mm`` with operands ``a`` and ``b`` should be lowered back
     to ``torch.mm`` for Inductor (the module doc says why): coordinate-descent tuning is on, ``a``
     is on a GPU and its M is statically 1 (a dynamic M never is, so nothing is specialised), and
-    ``b`` holds at least ``gemv_handback_min_bytes()`` bytes (0 unless set: every one)."""
+    either ``b`` holds at least ``gemv_handback_min_bytes()`` bytes or, with that unset, the graph
+    holds no fused group merged by gemmtune (``note_graph_fused``)."""
     from torch._inductor import config
     from torch.fx.experimental.symbolic_shapes import statically_known_true
     if not (bool(config.coordinate_descent_tuning) and a.device.type in GEMV_DEVICES
             and statically_known_true(a.shape[0] == 1)):
         return False
     least = gemv_handback_min_bytes()
+    if least is None:
+        return not _graph_fused()
     if not least or b is None:
         return True
     sizes = (b.shape[-2], b.shape[-1])
     if not all(isinstance(x, int) for x in sizes):
-        return True  # a dynamic N or K: the default rule
+        return True  # a dynamic N or K: as 0
     return sizes[0] * sizes[1] * b.element_size() >= least
 
 
@@ -542,4 +586,4 @@ def mm_bias(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, handle:
 
 __all__ = ["DispatcherRegistry", "REGISTRY", "mm", "bmm", "mm_bias", "linear", "gemv_to_inductor", "handle_of",
            "traced_call", "traced_matmul", "register_inductor_gemv", "GEMV_DEVICES", "GEMV_HANDBACK_ENV",
-           "gemv_handback_min_bytes"]
+           "gemv_handback_min_bytes", "note_graph_fused"]
