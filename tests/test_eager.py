@@ -104,6 +104,55 @@ def test_aten_decisions_call_f_linear_directly(monkeypatch):
     assert len(calls) == 2  # both layers, straight to F.linear: the dispatcher is not called
 
 
+def test_the_f_linear_path_reads_the_weight_and_bias_the_module_holds_now():
+    """The cached F.linear path reads the weight and bias from the module's _parameters /
+    _buffers (nn.Linear's own ``self.weight`` is a slower __getattr__ miss): whatever the layer
+    holds at the call is used: a parameter replaced or updated in place, one lent by
+    torch.func.functional_call, tensors held as buffers, a bias deleted and set as a plain
+    attribute, a weight swapped into _parameters as a plain tensor, no bias at all."""
+    torch.manual_seed(0)
+    model, _ = _model("aten", convert_aten_layers=True)
+    lin = model[0]
+    x = torch.randn(5, 32, dtype=torch.float16)
+
+    def check(layer):
+        want = torch.nn.functional.linear(x.double(), layer.weight.double(),
+                                          None if layer.bias is None else layer.bias.double())
+        torch.testing.assert_close(layer(x).double(), want, rtol=2e-3, atol=2e-3)
+
+    with torch.no_grad():
+        lin(x)
+        assert lin._gemmtune_paths[x.shape] == "aten"
+        check(lin)
+        lin.weight.mul_(-1.5)
+        check(lin)
+        lin.weight = torch.nn.Parameter(torch.randn(48, 32, dtype=torch.float16))
+        check(lin)
+        lent = {"weight": torch.randn(48, 32, dtype=torch.float16), "bias": torch.randn(48, dtype=torch.float16)}
+        got = torch.func.functional_call(lin, lent, (x,))
+        torch.testing.assert_close(got, torch.nn.functional.linear(x, lent["weight"], lent["bias"]))
+        check(lin)  # its own again after the call
+        w, b = lin.weight.detach().clone(), lin.bias.detach().clone()
+        del lin.weight, lin.bias
+        lin.register_buffer("weight", w)
+        lin.register_buffer("bias", b + 1)
+        check(lin)
+        del lin.bias
+        lin.bias = b - 1  # a plain attribute: neither _parameters nor _buffers
+        assert "bias" in lin.__dict__
+        check(lin)
+        lin._parameters["weight"] = w * 2  # a plain tensor swapped in, as accelerate's offload hooks do
+        del lin._buffers["weight"]
+        check(lin)
+    nobias, _ = _model("aten", convert_aten_layers=True)
+    for m in nobias:
+        if isinstance(m, torch.nn.Linear):
+            m.bias = None
+    with torch.no_grad():
+        nobias[0](x)
+        check(nobias[0])
+
+
 def test_a_remembered_path_is_looked_up_by_shape_and_still_honours_autocast_and_dtype():
     """The forwards look a shape's eager path up before any other check (host time). An F.linear
     path is torch's own forward, right under autocast; a tuned path is taken only in the
