@@ -7,9 +7,9 @@ The model is fused and patched once (the README's decode recipe), then compiled 
 coordinate-descent tuning once per threshold of ``GEMMTUNE_GEMV_HANDBACK_MIN_BYTES`` (0: every
 M=1 op handed back, the rule until session 35; 16 MiB: the small ones kept on the tuned kernels;
 inf: none handed back; ``default``: the variable unset, gemmtune's default rule, which since
-session 35 hands back none in a graph with merged fused groups and all in one without). Each compiled decode step is captured in a CUDA graph, checked against the unfused
-eager model (logits, argmax), profiled (gemmtune's kernels against Inductor's), and the replays are
-interleaved (benchmodel.time_interleaved). Writes one JSON.
+session 35 hands back none in a graph with merged fused groups and all in one without). Each
+compiled decode step is captured in a CUDA graph, checked against the unfused eager model (logits,
+argmax), profiled (gemmtune's kernels against Inductor's), and the replays are interleaved (benchmodel.time_interleaved). Writes one JSON.
 
     python scripts/exp_gemv_handback.py --out gemv_handback.json          # GPU
     TRITON_INTERPRET=1 python scripts/exp_gemv_handback.py --dry-run --out /tmp/x.json
