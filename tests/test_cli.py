@@ -224,6 +224,21 @@ def _cpu_table(entries: dict):
                         for mnk, chs in entries.items()})
 
 
+
+def test_tune_names_the_shapes_a_partial_table_does_not_cover(tmp_path, capsys):
+    """`tune --table` covering 1 of 2 shapes timed the covered one and tuned the other in full
+    without a word; by default a line names the uncovered shape, and the summary gives the counts."""
+    from gemmtune.problem import Problem
+    _cpu_table({(8, 8, 16): [("aten", 0.5)]}).save(tmp_path / "in.json")
+    rc = cli.main(["tune", "--shape", "8x8x16:fp16", "--shape", "8x8x32:fp16", "--families", "aten", "--in-process",
+                   "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "t.json"),
+                   "--table", str(tmp_path / "in.json")])
+    out, err = capsys.readouterr()
+    assert rc == 0
+    assert (f"[gemmtune] the lookup table {tmp_path / 'in.json'} covers 1 of the 2 shapes; the other has no entry "
+            f"and is tuned in full: {Problem.from_sizes(8, 8, 32, 'fp16').key}") in err
+    assert "lookup table covered 1 of 2 shapes" in " ".join(out.split())
+
 @pytest.mark.slow
 def test_out_merges_into_an_existing_table_and_overwrite_replaces(tmp_path, capsys):
     """The issue's lost table: `tune --out t.json` replaced a 3-entry table with its 1 entry."""

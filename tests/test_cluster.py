@@ -104,6 +104,23 @@ def test_cluster_matches_plain_tune_and_resumes(client, tmp_path):
     assert _rows(a) == got
 
 
+
+def test_cluster_reports_what_a_partial_table_covers(client, tmp_path, capsys):
+    """As a plain tune does (tuning.tuner.report_coverage): the line naming the shapes the table
+    does not cover, and the counts in the result."""
+    import triton
+    import torch
+    from gemmtune.configs import Choice
+    from gemmtune.table import LookupTable, TableChoice, provenance
+
+    prov = provenance("cpu (Triton interpreter)", "interp", torch.__version__, triton.__version__,
+                      gemmtune.__version__, "by-hand")
+    lut = LookupTable(prov, {PROBLEMS[0].key: [TableChoice(Choice.parse("aten"))]})
+    r = gemmtune.tune(PROBLEMS, families=FAMILIES, store=tmp_path / "s.sqlite", table=lut, cluster=client)
+    assert (f"[gemmtune] the lookup table covers 1 of the 3 shapes; the other 2 have no entry and are tuned in "
+            f"full: {PROBLEMS[1].key}, {PROBLEMS[2].key}") in capsys.readouterr().err
+    assert (r.table_coverage.covered, r.table_coverage.total) == (1, 3)
+
 def test_worker_killed_mid_task_is_rerun_once(client, tmp_path):
     marker = tmp_path / "killed"
     victim = PROBLEMS[1].key

@@ -833,3 +833,68 @@ def test_a_table_with_no_entry_for_any_shape_warns(tmp_path):
                       progress=False)
     from gemmtune.tuning.options import TuneOptions
     assert TuneOptions(families="aten, triton_mm").families == ("aten", "triton_mm")
+
+
+def _interp_table(problems):
+    """A by-hand table for ``problems`` (aten each), made on this machine."""
+    import triton
+    from gemmtune.table import LookupTable, TableChoice, provenance
+
+    prov = provenance("cpu (Triton interpreter)", "interp", torch.__version__, triton.__version__,
+                      gemmtune.__version__, "by-hand")
+    return LookupTable(prov, {p.key: [TableChoice(Choice.parse("aten"))] for p in problems})
+
+
+def test_a_table_covering_some_shapes_says_which_are_tuned_in_full(tmp_path, capsys):
+    """--table covering only some of the shapes tuned the rest in full with no word: which ones,
+    and why the run took far longer than the table promised, was left to guess. Once a run, a
+    progress line gives the counts and the first five uncovered keys; the result and its printed
+    summary carry the counts. Not a warning: a partial table is a normal thing to tune with."""
+    import warnings
+
+    from gemmtune.tune import render, summary
+    from rich.console import Console
+
+    ps = [Problem.from_sizes(16, 16, 16 * (i + 1), "fp32") for i in range(7)]
+    lut = _interp_table(ps[:1])
+    path = lut.save(tmp_path / "t.json")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        r = gemmtune.tune(ps + ps[1:2], store=tmp_path / "a.sqlite", table=path, families="aten", in_process=True)
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if "lookup table" in ln]
+    assert lines == [f"[gemmtune] the lookup table {path} covers 1 of the 7 shapes; the other 6 have no entry and "
+                     "are tuned in full: " + ", ".join(p.key for p in ps[1:6]) + " and 1 more"], err
+    cov = r.table_coverage
+    assert (cov.covered, cov.total, cov.uncovered, cov.source) == (1, 7, tuple(p.key for p in ps[1:]), str(path))
+    assert summary(r)["table_coverage"] == {"covered": 1, "total": 7, "uncovered": [p.key for p in ps[1:]]}
+    console = Console(file=__import__("io").StringIO(), width=400)
+    render(r, console)
+    assert "; lookup table covered 1 of 7 shapes" in console.file.getvalue()
+    # Without progress (tune(progress=False), the CLI's -q) no line; the result still says it.
+    r = gemmtune.tune(ps[:2], store=tmp_path / "a.sqlite", table=lut, families="aten", in_process=True,
+                      progress=False)
+    assert capsys.readouterr().err == "" and (r.table_coverage.covered, r.table_coverage.total) == (1, 2)
+    assert r.table_coverage.line() == ("the lookup table covers 1 of the 2 shapes; the other has no entry and is "
+                                       f"tuned in full: {ps[1].key}")
+
+
+def test_a_table_covering_every_shape_or_none_reports_as_before(tmp_path, capsys):
+    """A table that covers every shape adds no line and no warning (its coverage is in the result);
+    one that covers none still warns, and prints no partial-coverage line beside the warning."""
+    import warnings
+
+    ps = [Problem.from_sizes(16, 16, 32, "fp32"), Problem.from_sizes(16, 16, 64, "fp32")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        r = gemmtune.tune(ps, store=tmp_path / "a.sqlite", table=_interp_table(ps), families="aten",
+                          in_process=True)
+    assert "lookup table" not in capsys.readouterr().err
+    assert (r.table_coverage.covered, r.table_coverage.total, r.table_coverage.uncovered) == (2, 2, ())
+    other = _interp_table([Problem.from_sizes(16, 16, 64, "fp16")])
+    with pytest.warns(RuntimeWarning, match=r"has no entry for any of the 2 shape\(s\)"):
+        r = gemmtune.tune(ps, store=tmp_path / "a.sqlite", table=other, families="aten", in_process=True)
+    assert "[gemmtune] the lookup table" not in capsys.readouterr().err
+    assert (r.table_coverage.covered, r.table_coverage.total) == (0, 2)
+    r = gemmtune.tune(ps, store=tmp_path / "a.sqlite", families="aten", in_process=True, progress=False)
+    assert r.table_coverage is None

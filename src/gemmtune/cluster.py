@@ -58,7 +58,7 @@ from .tuning.executor import COMPILE_NICE, usable_cpus
 from .tuning.progress import Progress
 from .tuning.recorder import Recorder, result_row, table_to_merge, write_table
 from .tuning.results import FAILED, TuneResult
-from .tuning.tuner import context_of, run_device
+from .tuning.tuner import context_of, report_coverage, run_device
 
 try:  # the plugin must be a WorkerPlugin to be registered; without Dask this module still imports
     from distributed import SpecCluster as _SpecCluster
@@ -437,6 +437,7 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
         raise ValueError(f"model file {model} does not exist")
     shapes = P.as_shapes(problems)
     lut = as_table(table)
+    coverage = report_coverage(lut, table, shapes, progress, bspace)
     if out is not None and not Path(out).resolve().parent.is_dir():
         raise ValueError(f"cannot write the table to {out}: directory {Path(out).resolve().parent} does not exist")
     earlier = table_to_merge(out, overwrite)
@@ -536,7 +537,8 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
             result_shapes.append(r)
         tbl, table_path = write_table(result_shapes, ctx, out, overwrite)
         result = TuneResult(result_shapes, ctx, representative, time.monotonic() - t0, measured, reused,
-                              tbl, table_path, Path(db.path), 0.0, startup, 0, rejected=rejected)
+                              tbl, table_path, Path(db.path), 0.0, startup, 0, rejected=rejected,
+                              table_coverage=coverage)
         return result
     finally:
         for f in futures:

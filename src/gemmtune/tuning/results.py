@@ -58,6 +58,39 @@ class ShapeResult:
         return None
 
 
+@dataclass(frozen=True)
+class TableCoverage:
+    """How many of a run's problems (distinct keys) a lookup table given to ``tune`` (``--table``)
+    has an entry for, and the keys of those it has none for: an exact key match, dtype, layout
+    and op included. Those are tuned with the usual candidates, as without a table. ``source``:
+    the table's path, where it was given as one.
+
+    >>> TableCoverage(1, 3, ("mm:M1-N2-K3:...", "mm:M4-N5-K6:...")).line(limit=1)
+    'the lookup table covers 1 of the 3 shapes; the other 2 have no entry and are tuned in full: mm:M1-N2-K3:... and 1 more'
+    >>> TableCoverage(2, 2, (), "t.json").line(), TableCoverage(2, 2).brief
+    ('the lookup table t.json covers all 2 shapes', 'lookup table covered 2 of 2 shapes')
+    """
+    covered: int
+    total: int
+    uncovered: tuple = ()
+    source: str | None = None
+
+    @property
+    def brief(self) -> str:
+        return f"lookup table covered {self.covered} of {self.total} shape{'s' if self.total != 1 else ''}"
+
+    def line(self, limit: int = 5, how: str = "tuned in full") -> str:
+        """One line for the user: the counts, and the first ``limit`` uncovered keys."""
+        where = f" {self.source}" if self.source else ""
+        if not self.uncovered:
+            return f"the lookup table{where} covers all {self.total} shape{'s' if self.total != 1 else ''}"
+        left = len(self.uncovered)
+        names = ", ".join(self.uncovered[:limit]) + (f" and {left - limit} more" if left > limit else "")
+        other = f"the other {left} have" if left > 1 else "the other has"
+        return (f"the lookup table{where} covers {self.covered} of the {self.total} shapes; {other} no entry "
+                f"and {'are' if left > 1 else 'is'} {how}: {names}")
+
+
 @dataclass
 class TuneResult:
     shapes: list[ShapeResult]
@@ -84,6 +117,9 @@ class TuneResult:
     # before timing them (runs without compile workers: bench.measure.precompile), and how many.
     precompile_s: float = 0.0
     precompiled: int = 0
+    # What of the run's shapes the lookup table given to it (``table=``, ``--table``) covered;
+    # None without one.
+    table_coverage: TableCoverage | None = None
 
 
 def reason_line(reason: str, width: int = 200) -> str:
@@ -111,6 +147,9 @@ def summary(result: TuneResult) -> dict:
         "compile_wait_s": result.compile_wait_s, "startup_s": result.startup_s,
         "compile_workers": result.compile_workers,
         "precompile_s": result.precompile_s, "precompiled": result.precompiled,
+        "table_coverage": None if result.table_coverage is None else {
+            "covered": result.table_coverage.covered, "total": result.table_coverage.total,
+            "uncovered": list(result.table_coverage.uncovered)},
         "shapes": [{"group": s.group, "name": s.name, "key": s.problem.key, "best": s.best,
                     "best_ms": s.best_ms, "aten_ms": s.aten_ms, "speedup": s.speedup,
                     "tried": s.tried, "failed": s.failed, "statuses": s.statuses, "tune_s": s.tune_s,
@@ -188,4 +227,5 @@ def render(result: TuneResult, console=None) -> None:
                   f"{result.wall_s:.1f} s ({result.startup_s:.1f} s worker start-up"
                   + (f", {result.precompile_s:.1f} s compiling {result.precompiled} together" if result.precompiled else "")
                   + ")"
+                  + (f"; {result.table_coverage.brief}" if result.table_coverage is not None else "")
                   + (f"; table -> {result.table_path}" if result.table_path else ""))

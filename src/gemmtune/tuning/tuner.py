@@ -31,7 +31,7 @@ from .options import TuneOptions
 from .plan import CandidatePlan, Planned, as_shapes, compiles_at_most, load_ranker
 from .progress import Progress
 from .recorder import Recorder, table_to_merge, write_table
-from .results import ShapeResult, TuneResult
+from .results import ShapeResult, TableCoverage, TuneResult
 from .runoff import RUNOFF_TIE, runoff_winner, wants_runoff
 
 
@@ -55,6 +55,40 @@ def run_device(info: dict, device: str | None, ctx: RunContext, earlier: LookupT
     if lut is not None:
         check_provenance(lut, ctx.device_name, ctx.triton_version)
     return dev
+
+
+def table_coverage(lut: LookupTable | None, table, shapes: list[Shape]) -> TableCoverage | None:
+    """What of ``shapes`` (their distinct problem keys) ``lut`` has an entry for (None: no table);
+    ``table`` is what the caller passed (a path names the table in the messages)."""
+    if lut is None:
+        return None
+    keys = list(dict.fromkeys(s.problem.key for s in shapes))
+    uncovered = tuple(k for k in keys if not lut.entries.get(k))
+    return TableCoverage(len(keys) - len(uncovered), len(keys), uncovered,
+                         os.fspath(table) if isinstance(table, (str, os.PathLike)) else None)
+
+
+def report_coverage(lut: LookupTable | None, table, shapes: list[Shape], progress: bool, bspace="SAME",
+                    stacklevel: int = 2, stream=None) -> TableCoverage | None:
+    """Say, once a run, what of ``shapes`` the lookup table ``lut`` covers; returns its
+    TableCoverage (None: no table). A table with no entry for any of them warns (RuntimeWarning):
+    the user asked for the table's choices and gets none. One that covers some is a progress line
+    (when ``progress``: the CLI's default) naming the first shapes it does not cover, which are
+    tuned with the usual candidates and can take far longer than the covered ones."""
+    coverage = table_coverage(lut, table, shapes)
+    if coverage is None or not shapes:
+        return coverage
+    if coverage.covered == 0:
+        # --table with entries for none of these shapes (another dtype, layout or suite) tuned
+        # every shape in full, silently: the user asked for the table's choices only.
+        where = f" {coverage.source}" if coverage.source else ""
+        warnings.warn(f"the lookup table{where} has no entry for any of the {len(shapes)} shape(s) to tune "
+                      "(dtype, layout and op are part of a key): each is tuned with the usual candidates",
+                      RuntimeWarning, stacklevel=stacklevel + 1)
+    elif coverage.uncovered and progress:
+        how = "tuned in full" if bspace == "SAME" else "tuned with the usual candidates"
+        print(f"[gemmtune] {coverage.line(how=how)}", file=stream if stream is not None else sys.stderr, flush=True)
+    return coverage
 
 
 def context_of(info: dict) -> RunContext:
@@ -226,13 +260,7 @@ class Tuner:
             from ..model.regressors import prefetch_lightgbm
             prefetch_lightgbm()
         lut = as_table(o.table)  # a bad table fails here, before anything is written
-        if lut is not None and shapes and not any(lut.choices(s.problem) for s in shapes):
-            # --table with entries for none of these shapes (another dtype, layout or suite) tuned
-            # every shape in full, silently: the user asked for the table's choices only.
-            where = f" {o.table}" if isinstance(o.table, (str, os.PathLike)) else ""
-            warnings.warn(f"the lookup table{where} has no entry for any of the {len(shapes)} shape(s) to tune "
-                          "(dtype, layout and op are part of a key): each is tuned with the usual candidates",
-                          RuntimeWarning, stacklevel=2)
+        coverage = report_coverage(lut, o.table, shapes, o.progress, o.bspace)
         # The table --out merges into, read now: a bad one fails before the sweep, not after it.
         earlier = table_to_merge(o.out, o.overwrite)
         gpus = current_first(visible_gpus())  # the caller's GPU first: a one-worker pool runs there
@@ -264,7 +292,7 @@ class Tuner:
             return TuneResult(swept.shapes, ctx, bool(info.get("representative", False)), time.monotonic() - t0,
                               rec.recorded, swept.reused, table, table_path, Path(db.path), swept.compile_wait_s, startup,
                               executor.n_compile, precompile_s=executor.precompile_s,
-                              precompiled=executor.precompiled)
+                              precompiled=executor.precompiled, table_coverage=coverage)
         finally:
             if executor is not None:
                 executor.close()  # a no-op if closed above
