@@ -12,6 +12,9 @@ When the input or weight dtype is not the dispatcher's (after ``model.double()``
 back to ``F.linear`` with a one-time warning; under ``torch.autocast`` it runs ``F.linear``
 (torch's forward for a Conv1D), which autocast casts as it would an unpatched layer, and so it
 does for an input on a device gemmtune does not run on (``meta``: a model built or traced there).
+A weight replaced by one of another shape after patching (``resize_token_embeddings``, a pruned
+head) runs torch's forward too, eager and compiled, with a one-time warning; re-running ``patch``
+tunes the new shape.
 
 Eager calls (no torch.compile, no autograd) cost host time as well as device time: a
 Triton launch through the dispatcher takes more Python than ``F.linear``'s one cuBLAS call,
@@ -272,6 +275,36 @@ def _odd_bias(b: torch.Tensor | None, n: int) -> bool:
     return b is not None and (b.dim() != 1 or b.shape[0] != n)
 
 
+def _reshaped(d: Dispatcher, w: torch.Tensor, conv: bool) -> bool:
+    """Whether weight ``w`` is no longer of the (N, K) its dispatcher was tuned for: replaced since
+    ``patch`` (``layer.weight = nn.Parameter(...)``, HF ``resize_token_embeddings`` tying a larger
+    vocabulary to an lm_head, a pruned head). The dispatcher's N and K are static, and such a call
+    raised its "static N" / "static K" ValueError from deep inside it. ``conv``: a Conv1D's
+    weight [in, out]. Asked past the cached eager paths, and under torch.compile at trace time."""
+    if w.dim() != 2:
+        return True
+    n, k = (w.shape[1], w.shape[0]) if conv else (w.shape[0], w.shape[1])
+    dims = d.dims
+    return n != dims["n"] or k != dims["k"]
+
+
+def _warn_reshaped(module: torch.nn.Module, w: torch.Tensor, conv: bool, stacklevel: int) -> None:
+    """The one warning per layer that its weight no longer fits its dispatcher (``_reshaped``)."""
+    if module.__dict__.get("_gemmtune_shape_warned"):
+        return
+    module._gemmtune_shape_warned = True
+    d = module.dispatcher
+    name = "gemmtune.nn.Linear" if isinstance(module, Linear) else \
+        f"gemmtune-patched {module._gemmtune_torch_class().__name__}"
+    nk = ""
+    if w.dim() == 2:
+        nk = " (N={}, K={})".format(*((w.shape[1], w.shape[0]) if conv else w.shape))
+    own = "its own forward" if conv else "F.linear"
+    warnings.warn(f"{name}: its weight is now {tuple(w.shape)}{nk}, but its dispatcher was tuned for "
+                  f"N={d.dims['n']}, K={d.dims['k']}: using {own}; re-run gemmtune.patch on the model "
+                  "to tune the new shape", RuntimeWarning, stacklevel=stacklevel + 1)
+
+
 def _torchs_own(x: torch.Tensor) -> bool:
     """Whether a patched layer leaves this call to torch's own forward: under ``torch.autocast``
     (autocast casts inside F.linear / torch.addmm, as for an unpatched layer), and for an input on
@@ -306,6 +339,10 @@ def _transformed() -> bool:
 
 
 def _check_fits(d: Dispatcher, in_features: int, out_features: int, dtype: torch.dtype) -> None:
+    """Whether ``d`` can serve a layer whose weight is ``out_features`` x ``in_features`` of
+    ``dtype``: the callers pass the weight's own shape (``_check_linear_fits``), not the layer's
+    ``in_features`` / ``out_features`` attributes, which a weight assigned later does not update
+    (the dispatcher multiplies the weight)."""
     if not isinstance(d, Dispatcher):
         raise TypeError(f"dispatcher must be a gemmtune Dispatcher, not {type(d).__name__}")
     if d.dims["m"] is not None:
@@ -315,6 +352,14 @@ def _check_fits(d: Dispatcher, in_features: int, out_features: int, dtype: torch
                          f"N=out_features={out_features}, K=in_features={in_features}")
     if d.torch_dtype != dtype:
         raise TypeError(f"dtype: dispatcher multiplies {d.torch_dtype}, the weight is {dtype}")
+
+
+def _check_linear_fits(d: Dispatcher, module: torch.nn.Linear) -> None:
+    """``_check_fits`` for a Linear's weight W [out, in] (``x @ W.T``)."""
+    w = module.weight
+    if w.dim() != 2:
+        raise ValueError(f"a Linear's weight must be 2-D [out_features, in_features], got shape {tuple(w.shape)}")
+    _check_fits(d, w.shape[1], w.shape[0], w.dtype)
 
 
 class Linear(torch.nn.Linear):
@@ -349,10 +394,11 @@ class Linear(torch.nn.Linear):
         self._attach(dispatcher)
 
     def _attach(self, dispatcher: Dispatcher) -> None:
-        _check_fits(dispatcher, self.in_features, self.out_features, self.weight.dtype)
+        _check_linear_fits(dispatcher, self)
         self.dispatcher = dispatcher
         self._gemmtune_handle = REGISTRY.register(dispatcher)
         self._gemmtune_warned = False
+        self._gemmtune_shape_warned = False  # a new dispatcher: _warn_reshaped warns anew
         self.__dict__.pop("_gemmtune_dispatcher", None)  # was left as torch's (patch): converted now
         if not hasattr(self, "_gemmtune_eager"):
             _EagerPaths().attach(self)
@@ -362,7 +408,7 @@ class Linear(torch.nn.Linear):
         """Convert ``module`` in place (its class changes; parameters, hooks and identity stay)."""
         if type(module) is not torch.nn.Linear and not isinstance(module, Linear):
             raise TypeError(f"expected a torch.nn.Linear, got {type(module).__name__}")
-        _check_fits(dispatcher, module.in_features, module.out_features, module.weight.dtype)
+        _check_linear_fits(dispatcher, module)
         # Attributes first, the class last: a model patched while other threads serve it (patch,
         # load_patched onto a live model) ran this class's forward on a module not yet given its
         # path table and raised AttributeError ('_gemmtune_paths') from those threads' calls.
@@ -396,9 +442,12 @@ class Linear(torch.nn.Linear):
         if type(self) is not Linear and _parametrized(self):
             with parametrize.cached():
                 return self.forward(x)
-        if _is_compiling() and self._traced_to_torch(x):
-            return F.linear(x, self.weight, self.bias)
         w = self.weight
+        if _reshaped(self.dispatcher, w, False):  # eager, or at trace time: torch's F.linear is traced
+            _warn_reshaped(self, w, False, stacklevel=2)
+            return F.linear(x, w, self.bias)
+        if _is_compiling() and self._traced_to_torch(x):
+            return F.linear(x, w, self.bias)
         dt = self.dispatcher.torch_dtype
         if x.dtype != dt or w.dtype != dt:
             if not self._gemmtune_warned:
@@ -411,10 +460,13 @@ class Linear(torch.nn.Linear):
     def _traced_to_torch(self, x: torch.Tensor) -> bool:
         """Under torch.compile, whether this call is torch's own F.linear rather than the
         ``gemmtune::mm`` op (besides a dtype other than the dispatcher's, which forward warns
-        about): autocast or another device, a broadcasting bias, or a dispatcher that runs cuBLAS
+        about): autocast or another device, a broadcasting bias, a weight no longer of the
+        dispatcher's shape (``_reshaped``; forward warns about it), or a dispatcher that runs cuBLAS
         everywhere (Dispatcher.all_aten says why). A fused group's traced members ask it of the
         group's fused layer (fuse_compile)."""
-        return _torchs_own(x) or _odd_bias(self.bias, self.weight.shape[0]) or self.dispatcher.all_aten
+        w = self.weight
+        return (_torchs_own(x) or _odd_bias(self.bias, w.shape[0]) or _reshaped(self.dispatcher, w, False)
+                or self.dispatcher.all_aten)
 
     @property
     def eager_choices(self) -> dict[tuple, tuple[str, float, float]]:
@@ -448,6 +500,15 @@ class Linear(torch.nn.Linear):
                 return F.linear(x, w, b)
             return linear(x.flatten(0, -2), w, b, h).unflatten(0, x.shape[:-1])
         except ValueError:
+            if _reshaped(self.dispatcher, w, False):
+                # A weight replaced since this input shape's tuned path was cached (the path's key is
+                # the input's shape, which a new out_features keeps): the dispatcher refused it (its
+                # cache is keyed by the weight's shape too, and a new shape is checked against its
+                # static N and K before any kernel runs), checked here so the hot path pays nothing.
+                # The shape is decided again at its next call, past forward's check.
+                self._gemmtune_paths.pop(x.shape, None)
+                _warn_reshaped(self, w, False, stacklevel=3)
+                return F.linear(x, w, b)
             if _odd_bias(b, w.shape[0]):
                 return F.linear(x, w, b)  # a bias that broadcasts (shape (1,) or ()): torch's, as F.linear takes it
             if not x.is_neg():
@@ -474,10 +535,12 @@ def _conv1d_forward(self, x: torch.Tensor) -> torch.Tensor:
     if type(self) not in _CONV1D_PATCHED and _parametrized(self):  # as Linear.forward
         with parametrize.cached():
             return self.forward(x)
-    if _is_compiling() and (_torchs_own(x) or _odd_bias(self.bias, self.weight.shape[1])
-                            or self.dispatcher.all_aten):
-        return self._gemmtune_base_forward(x)
     w = self.weight
+    if _reshaped(self.dispatcher, w, True):  # as Linear.forward
+        _warn_reshaped(self, w, True, stacklevel=2)
+        return self._gemmtune_base_forward(x)
+    if _is_compiling() and (_torchs_own(x) or _odd_bias(self.bias, w.shape[1]) or self.dispatcher.all_aten):
+        return self._gemmtune_base_forward(x)
     dt = self.dispatcher.torch_dtype
     if x.dtype != dt or w.dtype != dt:
         if not self._gemmtune_warned:
@@ -494,6 +557,10 @@ def _conv1d_tuned(self, x: torch.Tensor) -> torch.Tensor:
     try:
         y = mm_bias(x.reshape(-1, x.shape[-1]), w, self.bias, self._gemmtune_handle)
     except ValueError:
+        if _reshaped(self.dispatcher, w, True):  # a weight replaced past a cached tuned path: Linear._tuned says
+            self._gemmtune_paths.pop(x.shape, None)
+            _warn_reshaped(self, w, True, stacklevel=3)
+            return self._gemmtune_base_forward(x)
         if _odd_bias(self.bias, w.shape[1]):
             return self._gemmtune_base_forward(x)  # a broadcasting bias: the layer's own forward
         if not x.is_neg():
@@ -530,6 +597,7 @@ def patch_conv1d(module: torch.nn.Module, dispatcher: Dispatcher) -> torch.nn.Mo
     module.dispatcher = dispatcher
     module._gemmtune_handle = REGISTRY.register(dispatcher)
     module._gemmtune_warned = False
+    module._gemmtune_shape_warned = False
     module.__dict__.pop("_gemmtune_dispatcher", None)  # was left as torch's (patch): converted now
     if not hasattr(module, "_gemmtune_eager"):
         _EagerPaths().attach(module)
@@ -585,7 +653,7 @@ def _leave_as_torch(module: torch.nn.Module, dispatcher: Dispatcher, conv: bool)
     if conv:
         _check_conv1d_fits(dispatcher, module.weight)
     else:
-        _check_fits(dispatcher, module.in_features, module.out_features, module.weight.dtype)
+        _check_linear_fits(dispatcher, module)
     module._gemmtune_dispatcher = _Recorded(dispatcher)
 
 
@@ -690,11 +758,19 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
     say = compile_kwargs.get("progress")
     say = interactive() if say is None else bool(say)
     for name, mod in list(model.named_modules()):
-        if isinstance(mod, Linear) or hasattr(mod, "_gemmtune_handle"):  # converted by an earlier patch
-            _reattach(mod, cache, eager_policy)
-            continue
-        conv = is_conv1d(mod)
-        if type(mod) is not torch.nn.Linear and not conv:
+        converted = isinstance(mod, Linear) or hasattr(mod, "_gemmtune_handle")  # by an earlier patch
+        if converted:
+            conv = not isinstance(mod, Linear)
+            w = mod.weight
+            if w.dim() != 2 or not _reshaped(mod.dispatcher, w, conv):
+                _reattach(mod, cache, eager_policy)
+                continue
+            # Its weight was replaced by one of another shape since (resize_token_embeddings, a
+            # pruned head): looked up or tuned below as a new layer, as its warning advises
+            # (_reattach looked up no dispatcher for it, and it kept the one it no longer fits).
+        else:
+            conv = is_conv1d(mod)
+        if type(mod) is not torch.nn.Linear and not conv and not converted:
             # (a member of a fuse_linears group computes nothing of its own: its group's fused
             # layer, a plain nn.Linear, is converted instead)
             if isinstance(mod, torch.nn.Linear) and not isinstance(mod, Linear) and "_gemmtune_group" not in mod.__dict__:
@@ -720,7 +796,8 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
             n, k = mod.weight.shape[1], mod.weight.shape[0]
             keys = [(n, k, dt, "row")]
         else:
-            n, k = mod.out_features, mod.in_features
+            # The weight's shape, not out_features / in_features: a weight assigned later does not update them
+            n, k = mod.weight.shape
             keys = [(n, k, dt), (n, k, dt, "col")]  # 3-tuples: the keys before Conv1D existed
         # A dispatcher given for the layer's shape wins over one an earlier patch recorded on it
         # (load_patched onto a patched model applies the loaded ones).
@@ -740,7 +817,8 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
                       file=sys.stderr, flush=True)
             d = compile_mm(n=n, k=k, dtype=dt, **kw)
             cache[keys[0]] = d
-        if not convert_aten_layers:
+        # (a converted layer stays converted, whatever its new dispatcher runs: its class is not undone)
+        if not convert_aten_layers and not converted:
             if id(d) not in torch_only:
                 torch_only[id(d)] = isinstance(d, Dispatcher) and runs_as_torch(d)
             if torch_only[id(d)]:
@@ -785,8 +863,11 @@ def _reattach(mod: torch.nn.Module, given: MutableMapping, eager_policy: str) ->
         dt = dtype_name(mod.weight.dtype)
     except TypeError:
         return False
+    if mod.weight.dim() != 2:  # not a product this layer can run on any dispatcher: its forward warns
+        return False
     if isinstance(mod, Linear):
-        keys = [(mod.out_features, mod.in_features, dt), (mod.out_features, mod.in_features, dt, "col")]
+        n, k = mod.weight.shape  # not out_features / in_features (_patch_layers says why)
+        keys = [(n, k, dt), (n, k, dt, "col")]
     else:
         keys = [(mod.weight.shape[1], mod.weight.shape[0], dt, "row")]
     d = next((given[key] for key in keys if key in given), None)
