@@ -514,11 +514,20 @@ def test_gemv_handback_min_bytes_keeps_small_m1_ops_tuned(monkeypatch):
         monkeypatch.delenv(torch_ops.GEMV_HANDBACK_ENV, raising=False)
         torch_ops.note_graph_fused(False)
         assert torch_ops.gemv_to_inductor(a, small) and torch_ops.gemv_to_inductor(a, big)
-        torch_ops.note_graph_fused(True)
-        assert not torch_ops.gemv_to_inductor(a, small) and not torch_ops.gemv_to_inductor(a, big)
-        monkeypatch.setenv(torch_ops.GEMV_HANDBACK_ENV, "0")  # the variable wins over the graph
+        # Merged groups in the graph of one tracing context: its M=1 ops stay; another graph's
+        # (another context, or none: a graph pass run by hand) are handed back.
+        from torch._guards import TracingContext, tracing
+        with tracing(TracingContext(None)):
+            torch_ops.note_graph_fused(True)
+            assert not torch_ops.gemv_to_inductor(a, small) and not torch_ops.gemv_to_inductor(a, big)
+            monkeypatch.setenv(torch_ops.GEMV_HANDBACK_ENV, "0")  # the variable wins over the graph
+            assert torch_ops.gemv_to_inductor(a, small)
+            monkeypatch.delenv(torch_ops.GEMV_HANDBACK_ENV)
+        with tracing(TracingContext(None)):
+            assert torch_ops.gemv_to_inductor(a, small)
         assert torch_ops.gemv_to_inductor(a, small)
-        torch_ops.note_graph_fused(False)
+        torch_ops.note_graph_fused(True)  # outside any context: recorded for no graph
+        assert torch_ops.gemv_to_inductor(a, small)
         monkeypatch.setenv(torch_ops.GEMV_HANDBACK_ENV, str(64 << 20))
         assert not torch_ops.gemv_to_inductor(a, small) and torch_ops.gemv_to_inductor(a, big)
         monkeypatch.setenv(torch_ops.GEMV_HANDBACK_ENV, "inf")

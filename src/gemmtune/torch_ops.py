@@ -218,14 +218,12 @@ GEMV_HANDBACK_ENV = "GEMMTUNE_GEMV_HANDBACK_MIN_BYTES"
 # under that graph's tracing context right before AOTAutograd applies the decomposition to the
 # same graph in the same thread (checked: one context object for both); matching the context,
 # not a bare flag, means a later graph that the pass did not see (its slot emptied by
-# ``config.patch``, another backend) never reads an earlier graph's answer. Caching stays
+# ``config.patch``, another backend, a graph traced by make_fx with no context at all) never reads
+# an earlier graph's answer: the first version, which let "no context" match "no context", kept
+# such a graph's M=1 ops after a fused graph had been compiled in the same thread. Caching stays
 # consistent: the graph AOTAutograd's cache keys on is the one the pass produced, which holds the
 # merged GEMMs exactly when this was set.
 _GRAPH = threading.local()
-
-
-def _no_context():  # the reference of "no tracing context" (merge called outside dynamo)
-    return None
 
 
 def _tracing_context():
@@ -236,14 +234,18 @@ def _tracing_context():
 def note_graph_fused(fused: bool) -> None:
     """Record whether the graph being lowered now (this thread, this tracing context) holds
     merged fused groups (``fuse_compile.merge`` calls it for every graph; ``gemv_to_inductor``
-    reads it)."""
+    reads it). Outside a tracing context (a graph pass run by hand) nothing is recorded: no later
+    graph could be told from it."""
     ctx = _tracing_context() if fused else None
-    _GRAPH.fused_in = None if not fused else _no_context if ctx is None else weakref.ref(ctx)
+    _GRAPH.fused_in = None if ctx is None else weakref.ref(ctx)
 
 
 def _graph_fused() -> bool:
     ref = getattr(_GRAPH, "fused_in", None)
-    return ref is not None and ref() is _tracing_context()
+    if ref is None:
+        return False
+    ctx = ref()
+    return ctx is not None and ctx is _tracing_context()  # (a dead context is no graph's)
 
 
 def gemv_handback_min_bytes() -> Optional[int]:
