@@ -251,6 +251,52 @@ def test_conv1d_fuses_its_bias():
     assert compare(y, want, 2e-3).ok and transformers is not None
 
 
+def test_conv1d_f_linear_path_reads_what_the_module_holds_now():
+    """A patched Conv1D on its cuBLAS path runs transformers' Conv1D.forward with its tensors read
+    from _parameters (its class runs exactly that forward): the current weight and bias are used
+    (updated in place, replaced, parametrized after patch), and a Conv1D subclass with a forward
+    of its own keeps running it."""
+    pytest.importorskip("transformers")
+    from torch.nn.utils import parametrize
+    from transformers.pytorch_utils import Conv1D
+
+    def scaled_forward(self, x):
+        return Conv1D.forward(self, x) * 2
+
+    # A Conv1D subclass (named so: patch recognises Conv1D by name) with a forward of its own:
+    # never replaced by the inline one.
+    Scaled = type("Conv1D", (Conv1D,), {"forward": scaled_forward})
+
+    x = torch.randn(2, 5, 32)
+
+    def want(conv, scale=1.0):
+        return (x.double() @ conv.weight.detach().double() + conv.bias.detach().double()) * scale
+
+    for cls, scale in ((Conv1D, 1.0), (Scaled, 2.0)):
+        torch.manual_seed(0)
+        conv = cls(48, 32)
+        torch.nn.init.normal_(conv.bias)
+        patch(torch.nn.Sequential(conv), hints={"m": [10]}, tune_fn=_tune("aten"), progress=False,
+              convert_aten_layers=True)
+        assert type(conv)._gemmtune_hf_forward is (cls is Conv1D)
+        with torch.no_grad():
+            conv(x)
+            assert conv._gemmtune_paths[x.shape] == "aten"
+            torch.testing.assert_close(conv(x).double(), want(conv, scale), rtol=1e-5, atol=1e-5)
+            conv.weight.mul_(-2.0)
+            torch.testing.assert_close(conv(x).double(), want(conv, scale), rtol=1e-5, atol=1e-5)
+            conv.bias = torch.nn.Parameter(torch.randn(48))
+            torch.testing.assert_close(conv(x).double(), want(conv, scale), rtol=1e-5, atol=1e-5)
+    parametrize.register_parametrization(conv, "weight", _Double())
+    with torch.no_grad():
+        torch.testing.assert_close(conv(x).double(), want(conv, 2.0), rtol=1e-5, atol=1e-5)  # conv.weight: the doubled one
+
+
+class _Double(torch.nn.Module):
+    def forward(self, w):
+        return w * 2
+
+
 def test_patched_layers_take_a_negated_view_as_torch_does():
     """``nn.Linear`` and ``Conv1D`` take a negated view (the ``.imag`` of a conjugated complex
     tensor) as its value; the dispatcher refuses one by name, and a patched layer raised that

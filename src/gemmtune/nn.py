@@ -24,6 +24,10 @@ each, twice, interleaved) and keeps the tuned kernel for that shape only where i
 and its host cost hides behind the GPU's work (``choose_eager``; ``eager_policy="measure"``, the default;
 ``"tuned"`` always runs the tuned kernel). The choices made are in ``eager_choices``.
 Under torch.compile or CUDA graphs host time is not paid per call and the tuned kernel runs.
+A shape on the cuBLAS path costs less host time than torch's own layer: it reads the weight and
+bias from the module's ``_parameters`` where torch's forward goes through
+``nn.Module.__getattr__`` (2-core CPU machine, 2026-11-29: 0.52 us a Linear call less, 0.66 us
+a Conv1D call; ``scripts/exp_patch_overhead.py``).
 
 A layer whose every tuned hint chose cuBLAS gains nothing from any of this: ``patch`` leaves it
 as torch's own ``nn.Linear`` / ``Conv1D`` (class and forward untouched, so eager and compiled
@@ -523,10 +527,28 @@ _CONV1D_CLASSES: dict[type, type] = {}
 _CONV1D_PATCHED: set[type] = set()  # its values, for _conv1d_forward's one membership test
 
 
+def _hf_conv1d_forward(base: type):
+    """transformers' own ``Conv1D.forward`` where ``base`` runs exactly it (not a subclass's
+    forward), else None. Imported from the module that defines ``base``: gemmtune needs no
+    transformers import of its own."""
+    import sys
+    mod = sys.modules.get("transformers.pytorch_utils")
+    hf = getattr(getattr(mod, "Conv1D", None), "forward", None)
+    return hf if hf is not None and base.forward is hf else None
+
+
 def _conv1d_forward(self, x: torch.Tensor) -> torch.Tensor:
     if not _is_compiling():  # as Linear.forward
         p = self._gemmtune_paths.get(x.shape)
         if p is _ATEN:
+            if self._gemmtune_hf_forward:
+                # transformers' Conv1D.forward (its class runs exactly it, checked at patch) with the
+                # weight and bias read from _parameters, not through nn.Module.__getattr__ (~0.43
+                # us a read on the 2-core CPU machine: _weight_and_bias): GPT-2 makes 4 such calls
+                # a block. A parametrized layer's weight is not in _parameters: its forward runs.
+                ps = self._parameters
+                if "weight" in ps and "bias" in ps:
+                    return torch.addmm(ps["bias"], x.view(-1, x.size(-1)), ps["weight"]).view(x.shape[:-1] + (self.nf,))
             return self._gemmtune_base_forward(x)
         if _torchs_own(x) or _transformed():
             return self._gemmtune_base_forward(x)
@@ -588,6 +610,7 @@ def patch_conv1d(module: torch.nn.Module, dispatcher: Dispatcher) -> torch.nn.Mo
             cls = type(f"Gemmtune{base.__name__}", (base,),
                        {"forward": _conv1d_forward, "_gemmtune_base_forward": base.forward,
                         "_gemmtune_tuned": _conv1d_tuned,
+                        "_gemmtune_hf_forward": _hf_conv1d_forward(base) is not None,
                         "eager_choices": Linear.eager_choices, "eager_paths": Linear.eager_paths,
                         "__reduce_ex__": _reduce_as_torch, "__deepcopy__": _deepcopy_converted,
                         "__copy__": _copy_converted,
