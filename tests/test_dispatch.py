@@ -838,6 +838,48 @@ def test_an_op_expecting_cublas_at_its_static_size_is_lowered_to_torch_mm():
     assert not torch_ops.aten_to_inductor(torch.randn(64, 40), torch.randn(40, 24), 987654)
 
 
+def test_a_call_with_a_bias_is_handed_back_by_the_tables_addmm_winner():
+    """A call with a bias runs the table's addmm winner for its size where the table has one
+    (Dispatcher._addmm_choice), whatever the size's mm choice: expected_choice(bias=True) says so,
+    and the cuBLAS hand-back under torch.compile follows it. Before, it read the mm choice only:
+    a size whose mm choice is cuBLAS but whose addmm winner is a Triton kernel was handed back to
+    Inductor (the winner lost), and the reverse kept a cuBLAS addmm behind the op's Python."""
+    from gemmtune import torch_ops
+
+    def table(n, k, winners):
+        ents = {Problem.from_sizes(m, n, k, "float32", op=op).key: [TableChoice(Choice.parse(c), 0.01)]
+                for (m, op), c in winners.items()}
+        return LookupTable(provenance("t", "interp", "x", "x", "x", "by-hand"), ents)
+
+    tbl = table(24, 40, {(64, "mm"): "aten", (64, "addmm"): TRITON_SMALL,
+                         (8, "mm"): TRITON_SMALL, (8, "addmm"): "aten"})
+    d = compile_mm(n=24, k=40, dtype="fp32", mode="table", table=tbl, hints={"m": [8, 64]},
+                   tune_fn=lambda ps, **kw: {p.key: "aten" for p in ps})
+    assert d.expected_choice(64).id == "aten" and d.expected_choice(64, bias=True).id == TRITON_SMALL
+    assert d.expected_choice(8).id == TRITON_SMALL and d.expected_choice(8, bias=True).id == "aten"
+    assert d.expected_choice(9, bias=True).id == d.expected_choice(9).id  # no addmm entry: the mm rules
+    h = torch_ops.REGISTRY.register(d)
+    try:
+        def f(a, b, bias):
+            return torch.ops.gemmtune.mm(a, b, h, bias)
+
+        def g(a, b):
+            return torch.ops.gemmtune.mm(a, b, h)
+        b, bias = torch.randn(40, 24), torch.randn(24)
+        a64, a8 = torch.randn(64, 40), torch.randn(8, 40)
+        assert "gemmtune.mm" in _traced(f, a64, b, bias, cdt=False)  # the Triton addmm winner stays
+        assert "gemmtune" not in _traced(g, a64, b, cdt=False)       # no bias: the mm choice, cuBLAS
+        assert "gemmtune" not in _traced(f, a8, b, bias, cdt=False)  # the addmm winner is cuBLAS
+        assert "gemmtune.mm" in _traced(g, a8, b, cdt=False)
+        # Decided at a first call with a bias, the decision is what is expected.
+        with torch.no_grad():
+            torch.testing.assert_close(d(a64, b, bias=bias), a64 @ b + bias, rtol=1e-4, atol=1e-4)
+        assert d.addmm_decisions[(64, 24, 40)].choice.id == TRITON_SMALL
+        assert d.expected_choice(64, bias=True).id == TRITON_SMALL
+    finally:
+        torch_ops.REGISTRY.unregister(h)
+
+
 def test_an_op_with_an_argument_on_another_device_raises_instead_of_returning_garbage():
     """A call's backend kernel is picked from all its tensor arguments, Meta before CPU: CPU operands
     with a B, bias or residual left on ``meta`` ran the ops' fake kernels as their kernels and returned

@@ -289,14 +289,17 @@ def gemv_to_inductor(a: torch.Tensor, b: Optional[torch.Tensor] = None) -> bool:
     return sizes[0] * sizes[1] * b.element_size() >= least
 
 
-def aten_to_inductor(a: torch.Tensor, b: torch.Tensor, handle) -> bool:
+def aten_to_inductor(a: torch.Tensor, b: torch.Tensor, handle, bias: bool = False) -> bool:
     """True when a traced ``gemmtune::mm`` of static sizes would run cuBLAS anyway: the
     dispatcher under ``handle`` expects ``aten`` (unpadded) at those sizes
     (Dispatcher.expected_choice). Handed back as ``torch.mm`` plus its epilogue, Inductor fuses
     the bias and activation and launches from its own wrapper; kept as the op, each call paid the
     custom op's Python around the same cuBLAS call. Measured on an H200 (2026-11-26,
     all-MiniLM-L6-v2, 64 sentences, 24 patched layers expecting cuBLAS): patch + compile
-    3.575 ms against 1.329 ms for the same compile unpatched. A dynamic size never qualifies."""
+    3.575 ms against 1.329 ms for the same compile unpatched. A dynamic size never qualifies.
+    ``bias``: the call has a bias, so it runs the table's ``addmm`` winner where the table has
+    one (``Dispatcher.expected_choice(bias=True)``): a Triton addmm winner keeps the op even
+    where the size's mm choice is cuBLAS, and an ``aten`` one hands it back."""
     d = REGISTRY._by_handle.get(handle) if isinstance(handle, int) else None
     if d is None:
         return False
@@ -304,14 +307,14 @@ def aten_to_inductor(a: torch.Tensor, b: torch.Tensor, handle) -> bool:
     if not all(isinstance(s, int) for s in sizes):
         return False
     try:
-        choice = d.expected_choice(*sizes)
+        choice = d.expected_choice(*sizes, bias=bias)
     except (ValueError, KeyError):
         return False
     return choice == ATEN
 
 
 def _gemv_decomposition(a, b, handle, bias=None, activation="none", residual=None):
-    if not (gemv_to_inductor(a, b) or aten_to_inductor(a, b, handle)):
+    if not (gemv_to_inductor(a, b) or aten_to_inductor(a, b, handle, bias is not None)):
         return NotImplemented  # the op stays one opaque node: the tuned kernel runs
     x = torch.mm(a, b)
     if bias is not None:

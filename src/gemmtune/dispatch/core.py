@@ -340,13 +340,27 @@ class Dispatcher(Deciding, Launching):
         sizes = self._sizes(m, n, k)
         return self._decisions.get(sizes if batch is None else (int(batch), *sizes))
 
-    def expected_choice(self, m: int | None = None, n: int | None = None, k: int | None = None) -> Choice | None:
+    def expected_choice(self, m: int | None = None, n: int | None = None, k: int | None = None, *,
+                        bias: bool = False) -> Choice | None:
         """The choice a call of this size will run, as far as it is known without running
         anything: the decision if made, else the table's exact entry (table mode), else the
         nearest hint's choice; None in benchmark mode before the decision (the first call times
         the hints' choices, so no one of them is expected). First-call checks may still turn a
-        table or hint choice into cuBLAS."""
+        table or hint choice into cuBLAS. ``bias``: for a call with a bias, which runs the
+        table's ``addmm`` winner for the size where the table has one (``_addmm_choice``): that
+        winner (as decided, else the entry's first choice) before the mm rules above."""
         sizes = self._sizes(m, n, k)
+        if bias and self.table is not None:
+            if sizes in self._addmm:
+                hit = self._addmm[sizes]
+                if hit is not None:
+                    return hit.choice
+            elif 0 not in sizes:
+                declared = Problem.from_sizes(*sizes, self.dtype, layout_a=self.layout_a, layout_b=self.layout_b,
+                                              op="addmm")
+                entry = self.table.entries.get(declared.key)
+                if entry:
+                    return entry[0].choice
         done = self._decisions.get(sizes)
         if done is not None:
             return done.choice
