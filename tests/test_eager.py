@@ -9,6 +9,8 @@ the eager timing. GPU: a real ``torch.cuda.graph`` capture of a patched model an
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -295,6 +297,43 @@ def test_conv1d_f_linear_path_reads_what_the_module_holds_now():
 class _Double(torch.nn.Module):
     def forward(self, w):
         return w * 2
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_export_of_a_patched_model_is_torchs_own_and_loads_anywhere(tmp_path, strict):
+    """torch.export of a patched model (Linear on a tuned kernel, and a Conv1D) records torch's own
+    linear / addmm, not the gemmtune::mm op: that program could not be loaded by torch.export.load
+    ("failed to resolve torch.ops.gemmtune.mm.default") in a process without gemmtune's op, held
+    this process's dispatcher handle, and no AOTInductor / ExecuTorch runtime runs a Python op.
+    Saved and loaded in a fresh interpreter with no gemmtune import, it computes the same."""
+    layers = [torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16)]
+    transformers = None
+    try:
+        import transformers
+        from transformers.pytorch_utils import Conv1D
+        layers.append(Conv1D(24, 16))
+    except ImportError:
+        pass
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*layers)
+    patch(model, hints={"m": [8]}, tune_fn=_tune(TRITON), progress=False)
+    assert isinstance(model[0], gemmtune.nn.Linear)
+    x = torch.randn(8, 32)
+    with torch.no_grad():
+        want = model(x)
+        ep = torch.export.export(model, (x,), strict=strict)
+    targets = [str(n.target) for n in ep.graph.nodes if n.op == "call_function"]
+    assert not any("gemmtune" in t for t in targets), targets
+    torch.testing.assert_close(ep.module()(x), want, rtol=1e-4, atol=1e-4)
+    path = tmp_path / "ep.pt2"
+    torch.export.save(ep, path)
+    torch.save({"x": x, "want": want}, tmp_path / "io.pt")
+    code = (f"import torch, sys; ep = torch.export.load({str(path)!r}); io = torch.load({str(tmp_path / 'io.pt')!r}); "
+            "torch.testing.assert_close(ep.module()(io['x']), io['want'], rtol=1e-4, atol=1e-4); "
+            "assert 'gemmtune' not in sys.modules; print('ok')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
+    assert transformers is None or len(layers) == 4
 
 
 def test_patched_layers_take_a_negated_view_as_torch_does():

@@ -279,6 +279,21 @@ def _odd_bias(b: torch.Tensor | None, n: int) -> bool:
     return b is not None and (b.dim() != 1 or b.shape[0] != n)
 
 
+def _exporting() -> bool:
+    """Whether torch.export is tracing (strict or not): a patched layer then traces torch's own
+    forward, as a fused group's members do (``fuse_compile._exporting``, whose flag this reads). An
+    exported program with the ``gemmtune::mm`` op in it could not even be loaded
+    (``torch.export.load``: "failed to resolve torch.ops.gemmtune.mm.default") without gemmtune's
+    op registered first, would run only where a dispatcher of the same content had the baked-in
+    handle, and no AOTInductor or ExecuTorch runtime can run a Python op. Run for real at trace
+    time (marked constant for dynamo, as ``fuse_compile._trace_ok``)."""
+    from .fuse_compile import _exporting as flag
+    return flag()
+
+
+_exporting._dynamo_marked_constant = True  # type: ignore[attr-defined]
+
+
 def _reshaped(d: Dispatcher, w: torch.Tensor, conv: bool) -> bool:
     """Whether weight ``w`` is no longer of the (N, K) its dispatcher was tuned for: replaced since
     ``patch`` (``layer.weight = nn.Parameter(...)``, HF ``resize_token_embeddings`` tying a larger
@@ -465,12 +480,12 @@ class Linear(torch.nn.Linear):
         """Under torch.compile, whether this call is torch's own F.linear rather than the
         ``gemmtune::mm`` op (besides a dtype other than the dispatcher's, which forward warns
         about): autocast or another device, a broadcasting bias, a weight no longer of the
-        dispatcher's shape (``_reshaped``; forward warns about it), or a dispatcher that runs cuBLAS
-        everywhere (Dispatcher.all_aten says why). A fused group's traced members ask it of the
-        group's fused layer (fuse_compile)."""
+        dispatcher's shape (``_reshaped``; forward warns about it), a dispatcher that runs cuBLAS
+        everywhere (Dispatcher.all_aten says why), or torch.export tracing (``_exporting``). A
+        fused group's traced members ask it of the group's fused layer (fuse_compile)."""
         w = self.weight
         return (_torchs_own(x) or _odd_bias(self.bias, w.shape[0]) or _reshaped(self.dispatcher, w, False)
-                or self.dispatcher.all_aten)
+                or self.dispatcher.all_aten or _exporting())
 
     @property
     def eager_choices(self) -> dict[tuple, tuple[str, float, float]]:
@@ -561,7 +576,8 @@ def _conv1d_forward(self, x: torch.Tensor) -> torch.Tensor:
     if _reshaped(self.dispatcher, w, True):  # as Linear.forward
         _warn_reshaped(self, w, True, stacklevel=2)
         return self._gemmtune_base_forward(x)
-    if _is_compiling() and (_torchs_own(x) or _odd_bias(self.bias, w.shape[1]) or self.dispatcher.all_aten):
+    if _is_compiling() and (_torchs_own(x) or _odd_bias(self.bias, w.shape[1]) or self.dispatcher.all_aten
+                            or _exporting()):
         return self._gemmtune_base_forward(x)
     dt = self.dispatcher.torch_dtype
     if x.dtype != dt or w.dtype != dt:
