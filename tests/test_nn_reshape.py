@@ -18,18 +18,7 @@ import torch
 from gemmtune.nn import patch
 from gemmtune.verify import compare
 
-TRITON = "triton_mm:BM16-BN16-BK16-S1-W2-G8"
-
-
-@pytest.fixture(autouse=True)
-def _grad_mode():
-    was = torch.is_grad_enabled()
-    yield
-    torch.set_grad_enabled(was)
-
-
-def _tune(winner):
-    return lambda problems, **kw: {p.key: winner for p in problems}
+from test_eager import TRITON, _grad_mode, _tune  # noqa: F401 - _grad_mode: its autouse fixture applies here too
 
 
 def _patched(winner=TRITON, bias=True, dtype=torch.float16):
