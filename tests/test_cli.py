@@ -627,3 +627,59 @@ def test_single_value_options_and_free_text_are_checked(capsys):
         assert e.value.code == 2 and needle in err and len(err.strip().splitlines()) == 1, (argv, err)
     rc, out, err = run(["space", "--families", "aten", "--shape", "8x8x16:fp16"], capsys)
     assert rc == 0 and out.strip() == "aten"
+
+
+def test_inputs_are_checked_before_they_are_opened_and_errors_have_one_form(tmp_path, capsys, monkeypatch):
+    """Audit finds (session 36): ``collect --dry-run --resume-from MISSING.sqlite`` opened the
+    missing file as a store, which created an empty one there, and reported every candidate left,
+    exit 0. A folder given for a file: ``predict --eval``/``train --store`` said 'no such file',
+    ``worker --serve`` 'another server may be running there'. ``bench-model --minilm-dir`` was
+    checked only when minilm's turn came, after the models before it. collect's own usage errors
+    were bare lines without 'gemmtune collect: error:'. Each is now that one line, rc 2."""
+    missing, folder = tmp_path / "missing.sqlite", tmp_path / "d"
+    folder.mkdir()
+
+    def ran(*a, **kw):
+        raise AssertionError("bench-model ran minilm with a --minilm-dir that does not exist")
+
+    import importlib
+    # (the module, not gemmtune.benchmodel.run, the function the package exports under its name)
+    monkeypatch.setattr(importlib.import_module("gemmtune.benchmodel.run"), "bench_minilm", ran)
+    cases = [
+        (["collect", "--dry-run", "--limit-shapes", "1", "--dtypes", "bf16", "--resume-from", str(missing)],
+         f"gemmtune collect: error: --resume-from {missing}: no such file"),
+        (["collect", "--dry-run", "--resume-from", str(folder)], "it is a directory"),
+        (["collect", "--dry-run", "--gpus", "0", "--cluster", "local:1"],
+         "gemmtune collect: error: --cluster runs one collector"),
+        (["predict", "--eval", str(folder)], f"cannot read {folder}: it is a directory"),
+        (["train", "--store", str(folder)], f"cannot read {folder}: it is a directory"),
+        (["worker", "--serve", str(folder)], f"{folder} is a directory; give a socket path"),
+        (["bench-model", "--models", "minilm", "--minilm-dir", str(tmp_path / "nowhere"), "--out", str(tmp_path / "bm")],
+         "--minilm-dir"),
+    ]
+    for argv, needle in cases:
+        rc, out, err = run(argv, capsys)
+        assert rc == 2 and needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, (argv, err)
+    assert not missing.exists() and not list(folder.iterdir())
+
+
+def test_progress_lines_reach_a_pipe_as_they_are_printed(monkeypatch):
+    """Piped or redirected, stdout was block-buffered: bench-model's per-mode lines and collect
+    --dry-run's per-phase counts came out only at exit (or never, when a time limit killed the
+    run). main() line-buffers stdout for the command and puts the setting back after it."""
+    import io
+    import sys
+
+    seen = {}
+
+    def progress(args):
+        print("shape 1 of 9 done")
+        seen["written"] = sys.stdout.buffer.getvalue()  # what a `| tee log` has read so far
+        return 0
+
+    pipe = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", line_buffering=False)
+    monkeypatch.setattr(sys, "stdout", pipe)
+    parser_fn = cli.build_parser
+    monkeypatch.setattr(cli, "build_parser", lambda: _with_fn(parser_fn(), "space", progress))
+    assert cli.main(["space", "--shape", "8x8x8", "--families", "aten"]) == 0
+    assert seen["written"] == b"shape 1 of 9 done\n" and pipe.line_buffering is False

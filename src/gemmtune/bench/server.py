@@ -77,6 +77,8 @@ def serve(address: str | os.PathLike, *, workers: int | None = None, timeout: fl
     """Serve a warm WorkerPool on the Unix socket ``address`` until ``stop`` is set (or the
     process is interrupted). ``ready(info)`` is called once the pool's workers answered."""
     address = str(address)
+    if os.path.isdir(address):  # "another server may be running there" misled for a folder
+        raise ServerError(f"{address} is a directory; give a socket path (a file name, e.g. {address}/gemmtune.sock)")
     if os.path.exists(address):
         raise ServerError(f"{address} exists: another server may be running there (remove it if not)")
     gpus = visible_gpus()

@@ -520,6 +520,11 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
     for spec in specs:
         if spec.user:
             causal_config(spec)
+    if minilm_folder is not None and any(s.kind == "minilm" for s in specs) and not Path(minilm_folder).is_dir():
+        # A mistyped --minilm-dir was found only when minilm's turn came, after the models before it
+        # had run (hours on a CPU), and then recorded as 'not run'.
+        raise ValueError(f"--minilm-dir {minilm_folder}: no such folder (give a sentence-transformers folder of "
+                         "all-MiniLM-L6-v2)")
     doc = {"header": {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
                       "torch": torch.__version__, "triton": triton.__version__, "transformers": tf_version,
                       "gemmtune": gemmtune.__version__, "date": datetime.date.today().isoformat(),

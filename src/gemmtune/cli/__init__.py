@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None, prestarted: Sequence = ()) -> int:
     shown = warnings.formatwarning
     warnings.formatwarning = one_line_warning(shown)
     term = _on_sigterm() if args.cmd in RESUMABLE else None
+    buffered = _line_buffered_stdout()
     try:
         return args.fn(args)
     except (ValueError, TypeError) as e:
@@ -92,8 +93,26 @@ def main(argv: list[str] | None = None, prestarted: Sequence = ()) -> int:
         return 128 + signal.SIGTERM if by else 130
     finally:
         warnings.formatwarning = shown
+        if buffered is not None:
+            buffered.reconfigure(line_buffering=False)
         if term is not None:
             signal.signal(signal.SIGTERM, term)
+
+
+def _line_buffered_stdout():
+    """Make stdout flush at each line for the command's run; returns the stream to set back to
+    block buffering after it (None where nothing was changed). Piped or redirected (``| tee log``,
+    a batch job's log file), Python buffers stdout in blocks: the progress lines of long work
+    (bench-model's per-mode lines, collect --dry-run's per-phase counts) showed up only at exit,
+    or never when a time limit killed the process."""
+    out = sys.stdout
+    if not hasattr(out, "reconfigure") or getattr(out, "line_buffering", True):
+        return None
+    try:
+        out.reconfigure(line_buffering=True)
+    except (ValueError, OSError):
+        return None
+    return out
 
 
 class Terminated(KeyboardInterrupt):

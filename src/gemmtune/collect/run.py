@@ -127,10 +127,17 @@ def run(args) -> int:
     cluster_addr = getattr(args, "cluster", None)  # an address, or (from Python) a distributed.Client
     cluster_name = cluster_addr if isinstance(cluster_addr, str) or cluster_addr is None else "client"
     if cluster_addr is not None and (args.gpus or args.claims is not None or args.cpu_interpreter):
-        print("--cluster runs one collector (this process, the only writer) over the cluster's workers: "
-              "it does not combine with --gpus, --claims or --cpu-interpreter (a local cluster on a machine "
-              "without GPUs runs the interpreter by itself)", file=sys.stderr)
-        return 2
+        # A ValueError, so that the command line prints it as every other usage error
+        # ('gemmtune collect: error: ...', exit 2); it was a bare line.
+        raise ValueError("--cluster runs one collector (this process, the only writer) over the cluster's workers: "
+                         "it does not combine with --gpus, --claims or --cpu-interpreter (a local cluster on a "
+                         "machine without GPUs runs the interpreter by itself)")
+    resume = getattr(args, "resume_from", None)
+    if resume is not None and not Path(resume).is_file():
+        # Checked before anything reads it: the dry run opened a missing .sqlite as a store, which
+        # created an empty one at that path and reported every candidate left, exit 0.
+        why = "it is a directory" if Path(resume).is_dir() else "no such file"
+        raise ValueError(f"--resume-from {resume}: {why} (give an earlier collect.sqlite or collect.sqlite.gz)")
     if args.gpus is not None:
         gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]
         if not gpus or not all(g.isdigit() for g in gpus):
@@ -214,7 +221,7 @@ def run(args) -> int:
             _, ctx, good, info = C.start_workers(client, timeout=args.timeout, compile_workers=args.compile_workers)
         except (ImportError, ValueError, OSError, TimeoutError, RuntimeError) as e:
             C.close(*(cluster_closers or ()))
-            print(f"gemmtune collect --cluster {cluster_name}: {e}", file=sys.stderr)
+            print(f"gemmtune collect: error: --cluster {cluster_name}: {e}", file=sys.stderr)
             return 2
         dev = run_device(info, None, ctx, None, None, None)
         print(f"cluster {cluster_name}: {len(good)} worker(s) on {ctx.device_name}", flush=True)
@@ -223,16 +230,13 @@ def run(args) -> int:
         from ..bench.runner import WorkerState, info
 
         if not interpreter_enabled():
-            print("--cpu-interpreter needs TRITON_INTERPRET=1 in the environment", file=sys.stderr)
-            return 2
+            raise ValueError("--cpu-interpreter needs TRITON_INTERPRET=1 in the environment")
         facts = info(WorkerState(device="cpu"))  # the context the tuner's workers report
         ctx = RunContext(facts["device_name"], facts["capability"], facts["torch"], facts["triton"],
                          facts["gemmtune"])
         dev = DeviceInfo.lookup("h100")  # the spaces tune() uses in the interpreter
     elif not torch.cuda.is_available():
-        print("gemmtune collect measures on a GPU; this machine has none (use --list-shapes / --dry-run here)",
-              file=sys.stderr)
-        return 2
+        raise ValueError("collect measures on a GPU; this machine has none (use --list-shapes / --dry-run here)")
     else:
         dev = DeviceInfo.from_torch()
         ctx = RunContext.current(dev.name, dev.capability_str)

@@ -136,7 +136,9 @@ def load_dataset(path: str | os.PathLike, *, device_name: str | None = None) -> 
     """
     path = Path(path)
     if not path.is_file():
-        raise ModelError(f"cannot read {path}: no such file")
+        # A folder given for the store said "no such file", sending the user to look for a typo.
+        why = "it is a directory; give the store file in it" if path.is_dir() else "no such file"
+        raise ModelError(f"cannot read {path}: {why}")
     recs = _read_records(path)
     by_ctx: dict[tuple, list[dict]] = defaultdict(list)
     for r in recs:
