@@ -99,12 +99,24 @@ def test_decode_phase_times_the_same_step_every_call():
     torch.testing.assert_close(a, b)  # the cache is cropped back after each step
 
 
-def test_unknown_names_and_missing_minilm_are_clear(tmp_path):
+def test_unknown_names_and_missing_minilm_are_clear(tmp_path, monkeypatch):
+    import importlib
+
     with pytest.raises(ValueError, match="unknown mode"):
         benchmodel.run(["tiny-gpt2"], modes=["fastest"], out_dir=tmp_path)
     with pytest.raises(ValueError, match="unknown phase"):
         benchmodel.run(["tiny-gpt2"], phases=["prefill_b99"], out_dir=tmp_path)
-    doc = benchmodel.run(["minilm"], modes=["eager"], out_dir=tmp_path, minilm_folder=str(tmp_path / "nowhere"),
+    # A folder given that does not exist is a typo: refused before any model runs (it was found
+    # at minilm's turn, after the models before it).
+    with pytest.raises(ValueError, match="--minilm-dir .*nowhere: no such folder"):
+        benchmodel.run(["tiny-gpt2", "minilm"], modes=["eager"], out_dir=tmp_path,
+                       minilm_folder=str(tmp_path / "nowhere"))
+    # Weights that cannot be loaded (no package, a folder without the model): reported, the run goes on.
+    def unloadable(dtype, device, folder=None):
+        raise OSError(f"no sentence-transformers model in {folder}")
+
+    monkeypatch.setattr(importlib.import_module("gemmtune.benchmodel.run"), "build_minilm", unloadable)
+    doc = benchmodel.run(["minilm"], modes=["eager"], out_dir=tmp_path, minilm_folder=str(tmp_path),
                          log=lambda s: None)
     assert "error" in doc["models"][0]  # reported, the run goes on
     assert "Not run:" in (tmp_path / "bench-model.md").read_text()
