@@ -304,3 +304,128 @@ def test_export_with_nothing_exportable_leaves_an_existing_file(tmp_path):
     assert out.read_text() == before
     new = tmp_path / "new.json"
     assert ie.export(t, new, include_aten=False, force=True).table == {} and json.loads(new.read_text()) == {}
+
+
+# ------------------------------------------------------------------ malformed files, every loader
+def _dispatcher_file(tmp_path):
+    tune = lambda problems, **kw: {p.key: "aten" for p in problems}  # noqa: E731
+    d = gemmtune.compile_mm(n=16, k=32, dtype="fp32", hints={"m": [8]}, tune_fn=tune)
+    return d.save(tmp_path / "mm.json", binaries=False)
+
+
+def _patched_file(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.Linear(48, 16))
+    tune = lambda problems, **kw: {p.key: "aten" for p in problems}  # noqa: E731
+    ds = gemmtune.tune_model(model, [(torch.randn(4, 32),)], tune_fn=tune)
+    return gemmtune.save_patched(tmp_path / "m.json", ds, binaries=False)
+
+
+def _fresh_model():
+    return torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.Linear(48, 16))
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000, "1" * 5000], ids=["nested-deep", "5000-digit-int"])
+@pytest.mark.parametrize("loader", ["dispatcher", "patched", "model"])
+def test_json_the_parser_rejects_outside_json_errors_is_named_as_such(tmp_path, loader, text):
+    """read_json caught only JSONDecodeError: arrays nested 10^5 deep raised a RecursionError
+    traceback from inside json, and a 5,000-digit integer int's bare ValueError ('Exceeds the
+    limit (4300 digits) for integer string conversion'), naming no file."""
+    from gemmtune.model import LearnedModel, ModelError
+
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    load = {"dispatcher": gemmtune.load, "patched": lambda p: gemmtune.load_patched(_fresh_model(), p),
+            "model": LearnedModel.load}[loader]
+    with pytest.raises(ModelError if loader == "model" else ValueError, match=f"{path}: not valid JSON"):
+        load(path)
+
+
+@pytest.mark.parametrize("dims", [16, "n=16", None, [16, 32]])
+def test_a_dispatcher_file_whose_dims_is_not_an_object_is_named(tmp_path, dims):
+    """"dims": 16 (hand-edited) raised AttributeError: 'int' object has no attribute 'get' from
+    Dispatcher's constructor, naming neither the file nor the field."""
+    path = _dispatcher_file(tmp_path)
+    doc = json.loads(path.read_text())
+    doc["dims"] = dims
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=f"{path}: malformed dispatcher file: 'dims' is missing or not an object"):
+        gemmtune.load(path)
+
+
+@pytest.mark.parametrize("edit, value", [("dtype", "bfloat16"), ("dims", {"m": None, "n": 48, "k": 32})])
+def test_load_patched_names_a_layer_file_that_is_not_the_one_its_index_lists(tmp_path, edit, value):
+    """A layer file edited (or copied from another artifact) to another dtype or shape loaded, and the
+    layer then refused it: 'dtype: dispatcher multiplies torch.bfloat16, the weight is torch.float32'
+    (a TypeError) or 'dispatcher has N=48, K=32; this Linear needs ...', naming neither file."""
+    path = _patched_file(tmp_path)
+    layer = tmp_path / json.loads(path.read_text())["layers"][0]["file"]
+    doc = json.loads(layer.read_text())
+    doc[edit] = value
+    if edit == "dims":
+        for h in doc["hint_choices"]:
+            h["sizes"].update(n=48, k=32)
+    layer.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=f"{path}: layer file .*{layer.name} holds a dispatcher for .*"
+                                         "the index lists it for n=16, k=48, float32"):
+        gemmtune.load_patched(_fresh_model(), path)
+
+
+@pytest.fixture(scope="module")
+def _training_set():
+    from gemmtune.model.data import load_dataset, split_by_shape
+    from test_model import SAMPLE
+
+    return split_by_shape(load_dataset(SAMPLE), 0.2, 0)[0]
+
+
+@pytest.mark.parametrize("where, value", [(("provenance", "device", "sm_count"), "132"),
+                                          (("provenance", "device", "capability"), []),
+                                          (("provenance", "domain", "problems"), 7),
+                                          (("params", "features", 0, 0), 10**30),
+                                          (("family",), ["gbt"])])
+def test_a_hand_edited_model_file_is_refused_naming_the_file(tmp_path, _training_set, where, value):
+    """LearnedModel.load checked the params but not what its constructor computes with: a provenance
+    device field of the wrong type raised TypeError / IndexError from analytic.py, a 10^30 feature
+    index OverflowError from numpy, a list family 'unhashable type: list': none named the file."""
+    from gemmtune.model import LearnedModel, ModelError
+    from gemmtune.model.learned import fit
+
+    path = fit(_training_set, kind="gbt", seed=0)[0].save(tmp_path / "m.json")
+    doc = json.loads(path.read_text())
+    obj = doc
+    for k in where[:-1]:
+        obj = obj[k]
+    obj[where[-1]] = value
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ModelError, match=f"{path}: "):
+        LearnedModel.load(path)
+
+
+def test_a_ranker_save_that_fails_leaves_the_earlier_model_loadable(tmp_path, _training_set, monkeypatch):
+    """A ranker saves its booster, then the JSON that records the booster's sha256. A save failing
+    at the JSON (a full disk) left the earlier JSON beside the new booster, and the earlier model no
+    longer loaded: "its booster file 'r.lgbm.txt' does not match the model JSON ...: stale or edited"."""
+    pytest.importorskip("lightgbm")
+    from gemmtune.model import LearnedModel
+    from gemmtune.model import learned
+    from gemmtune.model.learned import fit
+
+    first, second = (fit(_training_set, kind="lgbm_rank", seed=s)[0] for s in (0, 1))
+    assert first.regressor.to_text() != second.regressor.to_text()
+    path = first.save(tmp_path / "r.json")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    real = learned.write_atomic
+
+    def full_disk_at_the_json(p, data):
+        if p == path:
+            raise OSError(28, "No space left on device", str(p))
+        return real(p, data)
+
+    monkeypatch.setattr(learned, "write_atomic", full_disk_at_the_json)
+    with pytest.raises(OSError):
+        second.save(path)
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    assert LearnedModel.load(path).regressor.to_text() == first.regressor.to_text()
+    second.save(path)  # and a save that succeeds replaces both
+    assert LearnedModel.load(path).regressor.to_text() == second.regressor.to_text()

@@ -38,6 +38,11 @@ def read_json(path: str | os.PathLike, error: type[Exception] = ValueError):
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise error(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except (ValueError, RecursionError) as e:
+        # Not JSONDecodeError, so not caught above: an integer of 5,000 digits (int's digit limit,
+        # a ValueError that named no file) or arrays nested 10^5 deep (a RecursionError traceback
+        # from inside json). table.io.loads refuses both the same way.
+        raise error(f"{path}: not valid JSON: {type(e).__name__}: {str(e)[:200]}") from None
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:

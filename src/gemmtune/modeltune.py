@@ -212,6 +212,7 @@ def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: boo
     (``convert_aten_layers=True`` converts it)."""
     from .jsonio import read_json
     from .nn import _patch_layers
+    from .problem import dtype_name
 
     path = Path(path)
     doc = read_json(path)
@@ -233,7 +234,20 @@ def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: boo
                              f"layers[{i}]: {type(e).__name__}: {e}") from None
         if ".." in Path(f).parts or Path(f).is_absolute() or not re.fullmatch(r"[\w.\-/]+", f):
             raise ValueError(f"{path}: layer file {f!r} must be a relative path inside the artifact")
-        ds[key] = load(path.parent / f, strict=strict)
+        d = load(path.parent / f, strict=strict)
+        # The layer file must hold the dispatcher the index lists it for: one edited by hand (or
+        # copied from another artifact) to another N, K or dtype was refused only later, by the
+        # layer ("dispatcher has N=48, K=32; this Linear needs ..."), naming neither file.
+        got = (d.dims["n"], d.dims["k"], d.dtype)
+        try:
+            want = (key[0], key[1], dtype_name(key[2]))  # an alias ('bf16') names the same dtype
+        except TypeError:
+            want = key[:3]
+        if got != want or d.dims["m"] is not None:
+            raise ValueError(f"{path}: layer file {f} holds a dispatcher for n={got[0]}, k={got[1]}, {got[2]}"
+                             + (f", static m={d.dims['m']}" if d.dims["m"] is not None else "")
+                             + f"; the index lists it for n={key[0]}, k={key[1]}, {key[2]} with a dynamic m")
+        ds[key] = d
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
     fused = doc.get("fused", [])

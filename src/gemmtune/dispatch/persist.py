@@ -35,6 +35,12 @@ def load(path: str | os.PathLike, *, timer=None, strict: bool = False) -> Dispat
     prov = doc.get("provenance")
     if not isinstance(prov, dict):  # provenance_mismatches's AttributeError / a KeyError named neither file nor field
         raise ValueError(f"{path}: malformed dispatcher file: 'provenance' is missing or not an object")
+    for field in ("dims", "hints"):
+        # Dispatcher reads them with .get / [d]: a hand-edited "dims": 16 raised AttributeError
+        # from inside its constructor, naming neither the file nor the field.
+        if not isinstance(doc.get(field), dict):
+            raise ValueError(f"{path}: malformed dispatcher file: {field!r} is missing or not an object "
+                             f"(got {type(doc.get(field)).__name__})")
     problems = provenance_mismatches(prov)
     if problems:
         msg = f"{path}: " + "; ".join(problems) + (

@@ -74,7 +74,7 @@ from pathlib import Path
 import numpy as np
 
 from ..device import DeviceInfo
-from ..jsonio import read_json, write_atomic
+from ..jsonio import locked, read_json, write_atomic
 from ..problem import Problem
 from ..table import major_minor
 from .analytic import AnalyticModel
@@ -319,12 +319,32 @@ class LearnedModel:
         path = Path(path)
         if not path.resolve().parent.is_dir():
             raise ModelError(f"cannot write {path}: directory {path.resolve().parent} does not exist")
-        doc_name = None
-        if self.outputs == "score":
-            bpath = self.booster_path(path)
-            write_atomic(bpath, self.regressor.to_text())
-            doc_name = bpath.name
-        return write_atomic(path, json.dumps(self.to_json(doc_name), sort_keys=True) + "\n")
+        if self.outputs != "score":
+            return write_atomic(path, json.dumps(self.to_json(), sort_keys=True) + "\n")
+        # A ranker is two files, the JSON recording the booster's sha256. Written one after the
+        # other, a save that failed between them (a full disk, an interrupt) left the earlier
+        # model's JSON beside the new booster: that model then refused to load ("does not match
+        # the model JSON ... stale or edited"), lost. So the earlier booster is put back when the
+        # JSON cannot be written, and two saves to one path (the lock) do not interleave their
+        # files. (A process killed between the two renames still leaves a mismatch, which load
+        # names; it never loads a booster with the wrong JSON.)
+        bpath = self.booster_path(path)
+        text = self.regressor.to_text()
+        doc = json.dumps(self.to_json(bpath.name), sort_keys=True) + "\n"  # before either write
+        with locked(path):
+            try:
+                before = bpath.read_bytes()
+            except FileNotFoundError:
+                before = None
+            write_atomic(bpath, text)
+            try:
+                return write_atomic(path, doc)
+            except BaseException:
+                if before is not None:
+                    write_atomic(bpath, before)
+                else:
+                    bpath.unlink(missing_ok=True)
+                raise
 
     @classmethod
     def from_json(cls, doc: dict, source: str = "<model>", folder: str | os.PathLike | None = None,
@@ -337,7 +357,7 @@ class LearnedModel:
             raise ModelError(f"{source}: model schema {doc.get('schema_version')!r}, this gemmtune reads "
                              f"{MODEL_SCHEMA}")
         fam = doc.get("family")
-        if fam not in _REGRESSORS and fam not in RANKERS:
+        if not isinstance(fam, str) or (fam not in _REGRESSORS and fam not in RANKERS):
             raise ModelError(f"{source}: unknown model family {fam!r}; known: {', '.join([*_REGRESSORS, *RANKERS])}")
         try:
             prov = doc["provenance"]
@@ -353,11 +373,15 @@ class LearnedModel:
                                              len(FEATURE_NAMES), source, numpy_predict=numpy_predict)
             else:
                 reg = _REGRESSORS[fam].from_json(doc["params"])
-        except (KeyError, TypeError, ValueError) as e:
+            # Inside the try: the constructor computes with the provenance's device and domain
+            # (AnalyticModel, the training-problem index), so a hand-edited "sm_count": "x" or
+            # "capability": [] raised TypeError / IndexError from analytic.py, naming no file.
+            m = cls(device, fam, reg, prov)
+        except (KeyError, TypeError, ValueError, IndexError, OverflowError) as e:
+            # OverflowError: a weight or feature index of 10^30 given to numpy.
             if isinstance(e, ModelError):
                 raise
             raise ModelError(f"{source}: malformed model file: {type(e).__name__}: {e}") from None
-        m = cls(device, fam, reg, prov)
         m.source = source
         m.feature_version = doc.get("feature_version")
         if doc.get("features") != list(FEATURE_NAMES) and m.feature_version == FEATURE_VERSION:
