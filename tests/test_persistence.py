@@ -429,3 +429,18 @@ def test_a_ranker_save_that_fails_leaves_the_earlier_model_loadable(tmp_path, _t
     assert LearnedModel.load(path).regressor.to_text() == first.regressor.to_text()
     second.save(path)  # and a save that succeeds replaces both
     assert LearnedModel.load(path).regressor.to_text() == second.regressor.to_text()
+
+
+def test_inductor_export_and_reader_name_a_file_nested_too_deep_for_json(tmp_path):
+    """json.loads raises RecursionError, not a ValueError, for arrays nested 10^5 deep: exporting
+    over such a file, or reading it as an Inductor table, ended in a RecursionError traceback."""
+    from gemmtune import inductor_export as ie
+    from gemmtune.table import TableError
+
+    t = _table({P1: 0.01}).save(tmp_path / "t.json")
+    deep = tmp_path / "inductor.json"
+    deep.write_text("[" * 100_000)
+    with pytest.raises(TableError, match=f"{deep}: cannot read an Inductor lookup table: RecursionError"):
+        ie.read_inductor_table(deep)
+    ie.export(t, deep, force=True)  # not JSON: nothing of ours there, written over
+    assert ie.read_inductor_table(deep)

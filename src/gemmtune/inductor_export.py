@@ -374,8 +374,8 @@ def _refuse_gemmtune_table(path: Path) -> None:
                          "would replace it; give another output file")
     try:
         doc = json.loads(path.read_text())
-    except (OSError, ValueError):  # no file, or not a JSON one: nothing of ours to lose
-        return
+    except (OSError, ValueError, RecursionError):  # no file, or not a JSON one: nothing of ours to lose
+        return  # (RecursionError: arrays nested 10^5 deep, which json.loads does not turn into a ValueError)
     if isinstance(doc, dict) and "schema_version" in doc and "entries" in doc:
         raise ValueError(f"{path} is a gemmtune lookup table: writing the Inductor table there would replace it; "
                          "give another output file")
@@ -386,8 +386,8 @@ def read_inductor_table(path: str | os.PathLike) -> dict[str, list[dict]]:
     path = Path(path)
     try:
         doc = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise TableError(f"{path}: cannot read an Inductor lookup table: {e}") from None
+    except (OSError, ValueError, RecursionError) as e:  # RecursionError: nested 10^5 deep, a traceback
+        raise TableError(f"{path}: cannot read an Inductor lookup table: {type(e).__name__}: {str(e)[:200]}") from None
     if not isinstance(doc, dict):
         raise TableError(f"{path}: an Inductor lookup table is a JSON object, not {type(doc).__name__}")
     for k, v in doc.items():
@@ -426,8 +426,8 @@ def install(source, *, device_key: str | None = None, choices=None) -> dict:
         if not isinstance(source, LookupTable):
             try:
                 head = json.loads(Path(source).read_text())
-            except (OSError, ValueError) as e:
-                raise TableError(f"{source}: cannot read: {e}") from None
+            except (OSError, ValueError, RecursionError) as e:  # RecursionError: nested 10^5 deep
+                raise TableError(f"{source}: cannot read: {type(e).__name__}: {str(e)[:200]}") from None
             if not (isinstance(head, dict) and "schema_version" in head):
                 itable = read_inductor_table(source)
         if itable is None:
