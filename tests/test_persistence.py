@@ -352,6 +352,22 @@ def test_a_dispatcher_file_whose_dims_is_not_an_object_is_named(tmp_path, dims):
         gemmtune.load(path)
 
 
+@pytest.mark.parametrize("field, value, why", [("m", 1.5, "a size must be an int, got 1.5"),
+                                                ("m", True, "a size must be an int, got True"),
+                                                ("k", 0, "k=0 where this dispatcher has static K=32"),
+                                                ("n", 17, "n=17 where this dispatcher has static N=16")])
+def test_a_hand_edited_hint_size_is_refused_naming_the_file(tmp_path, field, value, why):
+    """A hint's size edited to 1.5 or true loaded as 1 (an int() of it); one contradicting a
+    static dim (K=0 in a K=32 dispatcher) loaded and that hint, measured at another shape, ranked
+    among the real ones. Both are refused, naming the file."""
+    path = _dispatcher_file(tmp_path)
+    doc = json.loads(path.read_text())
+    doc["hint_choices"][0]["sizes"][field] = value
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=f"{path}: malformed dispatcher file: .*{why}"):
+        gemmtune.load(path)
+
+
 @pytest.mark.parametrize("edit, value", [("dtype", "bfloat16"), ("dims", {"m": None, "n": 48, "k": 32})])
 def test_load_patched_names_a_layer_file_that_is_not_the_one_its_index_lists(tmp_path, edit, value):
     """A layer file edited (or copied from another artifact) to another dtype or shape loaded, and the

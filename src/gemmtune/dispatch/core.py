@@ -101,6 +101,21 @@ def _check_choices(dtype: str, layout_a: str, layout_b: str, hint_choices: tuple
         check(f"the decision for {_named(sizes)}", d.choice, sizes)
 
 
+def _check_static(dims: dict, hint_choices: tuple, decisions: Mapping[tuple, Decision]) -> None:
+    """Each hint's and decision's sizes agree with the static dims: a saved dispatcher edited by
+    hand to a hint at K=0 in a K=32 dispatcher loaded, and that hint (measured at another shape)
+    then ranked among the real ones; a decision of another N was never looked up."""
+    def check(what: str, sizes: tuple) -> None:
+        for d, v in zip(DIMS, sizes[-3:]):
+            if dims.get(d) is not None and v != dims[d]:
+                raise ValueError(f"{what}: {d}={v} where this dispatcher has static {d.upper()}={dims[d]}")
+
+    for i, h in enumerate(hint_choices):
+        check(f"hint_choices[{i}] ({_named(h.sizes)})", h.sizes)
+    for sizes in decisions:
+        check(f"the decision for {_named(sizes)}", sizes)
+
+
 class Dispatcher(Deciding, Launching):
     """``mm(a, b)`` for any size of the dynamic dims; build one with ``compile_mm`` or ``load``.
 
@@ -145,6 +160,7 @@ class Dispatcher(Deciding, Launching):
         self.layout_a, self.layout_b = layout_a, layout_b
         self._decisions: dict[tuple[int, int, int], Decision] = dict(decisions or {})
         _check_choices(self.dtype, layout_a, layout_b, self.hint_choices, self._decisions)
+        _check_static(self.dims, self.hint_choices, self._decisions)
         self.mode = mode
         self.table = table
         self.timer = timer

@@ -49,11 +49,17 @@ def load(path: str | os.PathLike, *, timer=None, strict: bool = False) -> Dispat
             raise ValueError(msg)
         warnings.warn(msg, ProvenanceWarning, stacklevel=2)
 
+    def size(v):
+        # JSON gives ints as ints: int() of a hand-edited 1.5 or true made 1 without a word
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"a size must be an int, got {v!r}")
+        return v
+
     def sizes(d):
         if d is None:
             return None
-        mnk = tuple(int(d[x]) for x in DIMS)
-        return (int(d["batch"]), *mnk) if "batch" in d else mnk
+        mnk = tuple(size(d[x]) for x in DIMS)
+        return (size(d["batch"]), *mnk) if "batch" in d else mnk
 
     def choice(entry, where: str) -> Choice:
         # Choice.parse names the id and what is wrong with it; this adds which entry holds it,
