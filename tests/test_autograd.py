@@ -107,6 +107,33 @@ def test_gradients_of_an_fp32_output_of_fp16_operands(choice, act):
 
 
 @pytest.mark.parametrize("choice", ["aten", "triton_mm:BM16-BN16-BK16-S1-W2-G1"])
+@pytest.mark.parametrize("act", list(ACTS))
+def test_double_backward_through_the_epilogue_matches_torch(choice, act):
+    """``create_graph=True`` (a gradient penalty, a Hessian-vector product) through an epilogue's
+    activation: the backward's own ops are differentiated. For silu it ran aten.silu_backward,
+    which has no derivative: RuntimeError "derivative for aten::silu_backward is not implemented",
+    where torch's F.silu differentiates twice."""
+    if choice != "aten" and not interpreter_enabled():
+        pytest.skip("Triton choices on the CPU need TRITON_INTERPRET=1")
+    torch.manual_seed(2)
+    m, n, k = 7, 5, 13
+    leaves = [_leaf(m, k), _leaf(k, n), _leaf(n), _leaf(m, n)]
+    ref = [t.detach().double().requires_grad_() for t in leaves]
+
+    def second(fn, ts):
+        gs = torch.autograd.grad(fn(*ts).square().sum(), ts, create_graph=True)
+        return torch.autograd.grad(sum(g.sin().sum() for g in gs), ts, allow_unused=True)
+
+    got = second(lambda a, b, bias, res: gemmtune.matmul(a, b, choice=choice, bias=bias, activation=act,
+                                                         residual=res), leaves)
+    want = second(lambda a, b, bias, res: ACTS[act](a @ b + bias) + res, ref)
+    for name, g, r in zip(("a", "b", "bias", "residual"), got, want):
+        assert (g is None) == (r is None), name
+        if g is not None:
+            torch.testing.assert_close(g.double(), r, rtol=2e-3, atol=2e-3, msg=f"grad of grad of {name}")
+
+
+@pytest.mark.parametrize("choice", ["aten", "triton_mm:BM16-BN16-BK16-S1-W2-G1"])
 def test_dispatcher_direct_call_is_differentiable(choice):
     if choice != "aten" and not interpreter_enabled():
         pytest.skip("needs TRITON_INTERPRET=1")

@@ -43,6 +43,13 @@ def _activation_backward(grad: torch.Tensor, z: torch.Tensor, activation: str) -
     if activation == "relu":
         return torch.ops.aten.threshold_backward(grad, z, 0)
     if activation == "silu":
+        if torch.is_grad_enabled() and (grad.requires_grad or z.requires_grad):
+            # A backward with create_graph=True (double backward, torch.autograd.functional.hessian):
+            # aten.silu_backward has no derivative of its own ("derivative for aten::silu_backward
+            # is not implemented"), so write it in differentiable ops, the formula torch's own
+            # silu uses there (infinitely_differentiable_silu_backward).
+            s = torch.sigmoid(z)
+            return grad * s * (1 + z * (1 - s))
         return torch.ops.aten.silu_backward(grad, z)
     return torch.ops.aten.gelu_backward(grad, z, approximate="tanh" if activation == "gelu_tanh" else "none")
 
