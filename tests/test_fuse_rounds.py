@@ -553,3 +553,25 @@ def test_load_of_a_module_holding_part_of_a_group_refuses_once_it_is_loaded(monk
             torch.testing.assert_close(target.get_parameter(name), t)
         _close(f(x).double(), want)
     assert refuses == [g] and list(group.members) == ["attn.q", "attn.k", "mlp.fc1"]
+
+
+@pytest.mark.parametrize("how", ["backward", "grad", "retain_graph"])
+def test_a_backward_through_one_member_before_its_siblings_are_called(how):
+    # Frozen weights, gradients w.r.t. the input: the round's slices share the fused GEMM's
+    # autograd node. A backward through q's output alone freed that node's saved tensors, and k,
+    # served the round's slice after it, raised "Trying to backward through the graph a second
+    # time" at its own first backward, which unfused runs (each call its own graph).
+    m, f = _pair()
+    for mod in (m, f):
+        mod.requires_grad_(False)
+    xa = torch.randn(3, 32, requires_grad=True)
+    xb = xa.detach().clone().requires_grad_()
+    for mod, x in ((m, xa), (f, xb)):
+        for name in ("q", "k", "v"):
+            y = getattr(mod, name)(x)
+            if how == "grad":
+                (g,) = torch.autograd.grad(y.square().sum(), x)
+                x.grad = g if x.grad is None else x.grad + g
+            else:
+                y.square().sum().backward(retain_graph=how == "retain_graph")
+    _close(xb.grad, xa.grad)

@@ -124,7 +124,7 @@ class _Group:
         # replaces self.round, not the object this call checks and reads.
         r = self.round
         if (r is not None and x is r.x and i in r.pending and (r.xv is None or x._version == r.xv)
-                and r.state == self._state(x) and self._served(i, r)):
+                and r.state == self._state(x) and self._served(i, r) and not (r.spent and r.spent[0])):
             # The claim is one set operation, not a check and then a write: two threads calling one
             # member on one input tensor both passed the check and both got the same tensor object,
             # so an in-place op by one caller on its output (q.mul_(scale)) changed the other's.
@@ -157,11 +157,23 @@ class _Group:
             y = F.linear(x, self.w, self.b)
         else:
             y = f.forward(x)  # patched: its own eager path (the tuned kernel or F.linear)
+        spent = None
         if y.requires_grad:  # single-output views: a caller may modify its slice in place, as on F.linear's
             outs = tuple(y.narrow(-1, o, n) for o, n in zip(self.offsets, self.sizes))
+            if y.grad_fn is not None:
+                # The members' slices share the one GEMM's autograd node, where unfused each call
+                # has a graph of its own. A backward through one member's output (q(x).sum()
+                # .backward()) frees that node's saved tensors, and a sibling served the round's
+                # slice after it raised "Trying to backward through the graph a second time" from
+                # its own first backward. So a backward reaching the node marks the round spent
+                # (a flag in a list: the hook must not hold the round, whose outputs hold the
+                # node), and later members compute their own output.
+                spent = [False]
+                y.grad_fn.register_prehook(lambda grads, spent=spent: spent.__setitem__(0, True))
         else:
             outs = y.split_with_sizes(self.sizes, -1)
-        self.round = _Round(x, None if x.is_inference() else x._version, outs, i, self._state(x), self._versions())
+        self.round = _Round(x, None if x.is_inference() else x._version, outs, i, self._state(x), self._versions(),
+                            spent)
         return outs[i]
 
     @staticmethod
@@ -361,10 +373,12 @@ class _Round:
     """One input's fused output, its members' slices and which of them are still to be taken
     (``pending``: a set, whose ``remove`` claims a slice for one caller only, ``_Group.take``)."""
 
-    __slots__ = ("x", "xv", "outs", "pending", "state", "pv")
+    __slots__ = ("x", "xv", "outs", "pending", "state", "pv", "spent")
 
-    def __init__(self, x: torch.Tensor, xv: int | None, outs: tuple, first: int, state: tuple, pv: tuple):
-        self.x, self.xv, self.outs, self.state, self.pv = x, xv, outs, state, pv
+    def __init__(self, x: torch.Tensor, xv: int | None, outs: tuple, first: int, state: tuple, pv: tuple,
+                 spent: list | None = None):
+        # spent: None, or [True] once a backward has run through the outputs' autograd node (take)
+        self.x, self.xv, self.outs, self.state, self.pv, self.spent = x, xv, outs, state, pv, spent
         self.pending = set(range(len(outs)))
         self.pending.discard(first)
 
