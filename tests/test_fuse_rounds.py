@@ -575,3 +575,30 @@ def test_a_backward_through_one_member_before_its_siblings_are_called(how):
             else:
                 y.square().sum().backward(retain_graph=how == "retain_graph")
     _close(xb.grad, xa.grad)
+
+
+def test_a_weight_modified_in_place_between_forward_and_backward_raises_as_unfused():
+    # Frozen weights, gradients w.r.t. the input: the fused GEMM saved the fused weight, whose
+    # version counter an in-place update of a member's parameter does not bump (each parameter
+    # has its own). The input's gradient was computed with the new weights, silently, where
+    # nn.Linear raises torch's "modified by an inplace operation".
+    m, f = _pair()
+    for mod in (m, f):
+        mod.requires_grad_(False)
+        x = torch.randn(3, 32, requires_grad=True)
+        y = mod(x)
+        with torch.no_grad():
+            mod.k.weight.mul_(2)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.square().sum().backward()
+    # A member not served from the round (its slice in no graph) may change: unfused, its weight
+    # was never saved, and the gradient is right.
+    xa = torch.randn(3, 32, requires_grad=True)
+    xb = xa.detach().clone().requires_grad_()
+    ya, yb = m.q(xa), f.q(xb)
+    with torch.no_grad():
+        m.k.weight.add_(1)
+        f.k.weight.add_(1)
+    ya.square().sum().backward()
+    yb.square().sum().backward()
+    _close(xb.grad, xa.grad)

@@ -160,20 +160,13 @@ class _Group:
         spent = None
         if y.requires_grad:  # single-output views: a caller may modify its slice in place, as on F.linear's
             outs = tuple(y.narrow(-1, o, n) for o, n in zip(self.offsets, self.sizes))
-            if y.grad_fn is not None:
-                # The members' slices share the one GEMM's autograd node, where unfused each call
-                # has a graph of its own. A backward through one member's output (q(x).sum()
-                # .backward()) frees that node's saved tensors, and a sibling served the round's
-                # slice after it raised "Trying to backward through the graph a second time" from
-                # its own first backward. So a backward reaching the node marks the round spent
-                # (a flag in a list: the hook must not hold the round, whose outputs hold the
-                # node), and later members compute their own output.
-                spent = [False]
-                y.grad_fn.register_prehook(lambda grads, spent=spent: spent.__setitem__(0, True))
+            spent = [False] if y.grad_fn is not None else None
         else:
             outs = y.split_with_sizes(self.sizes, -1)
-        self.round = _Round(x, None if x.is_inference() else x._version, outs, i, self._state(x), self._versions(),
-                            spent)
+        r = _Round(x, None if x.is_inference() else x._version, outs, i, self._state(x), self._versions(), spent)
+        if spent is not None:
+            y.grad_fn.register_prehook(_backward_check(spent, [p for _, p, _ in self.wparams], r.pending))
+        self.round = r
         return outs[i]
 
     @staticmethod
@@ -367,6 +360,43 @@ class _Group:
             self.wparams = [(m, m.weight, m.weight.data_ptr()) for m in self.members]
             self.bparams = [(m, m.bias, m.bias.data_ptr()) for m in self.members] if self.b is not None else []
             self.round = None
+
+
+def _backward_check(spent: list, weights: list, pending: set):
+    """The pre-hook of a fused round's autograd node (the output of its one GEMM, recorded where
+    the weights are frozen and the input needs a gradient), run when a backward reaches it:
+
+    - it marks the round spent (``spent[0]``). The members' slices share that node, where unfused
+      each call has a graph of its own: a backward through one member's output (``q(x).sum()
+      .backward()``) frees the node's saved tensors, and a sibling served the round's slice after
+      it raised "Trying to backward through the graph a second time" from its own first backward.
+      Later members of a spent round compute their own output (``_Group.take``);
+    - it raises torch's error where a member's weight was modified in place since the forward
+      (``with torch.no_grad(): layer.weight.mul_(2)``, an EMA or optimizer step on frozen
+      weights). The GEMM saved the fused weight, whose version counter such an update of a
+      member's parameter (its own counter: ``refuse`` binds it with ``.data``) does not bump: the
+      input's gradient was computed with the new weights, silently, where nn.Linear's
+      F.linear, which saves the weight itself, raises. Only the members served from the round
+      (not in its ``pending`` set) are checked: the others' slices are in no caller's graph, their
+      gradient is zero, and unfused their weights were never saved.
+
+    It holds the flag, the weights and the round's pending set only: the round holds the node, so
+    a hook holding the round (or a module, which holds the group and its round) would make a
+    reference cycle."""
+    versions = [w._version for w in weights]
+
+    def hook(grads):
+        spent[0] = True
+        for i, (w, v) in enumerate(zip(weights, versions)):
+            if w._version != v and i not in pending:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an inplace "
+                    f"operation: a weight of a member of a gemmtune fused group (shape {tuple(w.shape)}) is at "
+                    f"version {w._version}; expected version {v} instead (the forward computed the group's fused "
+                    "GEMM with it; nn.Linear raises this too)")
+        return None
+
+    return hook
 
 
 class _Round:
