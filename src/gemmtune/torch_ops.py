@@ -199,10 +199,10 @@ _GEMV_REGISTERED = False
 
 # The hand-back's default, measured on the H200 (Llama-3.2-1B decode b1, coordinate descent, one
 # process per model, CUDA graphs, interleaved; scripts/exp_gemv_handback.py):
-# - a fused + patched model (q/k/v and gate/up already one GEMM each; session 34): no hand-back
-#   1.183x handing every M=1 op back (16 MiB and up handed back: 1.033x), and 72.5 s of compiling
-#   against 123.6 s. Session 33's kernel profile put Inductor's reductions of the 8-13 MB q+k+v and
-#   o weights at 30-45% of the HBM floor, the tuned GEMVs higher;
+# - a fused + patched model (q/k/v and gate/up already one GEMM each): no hand-back 1.183x
+#   handing every M=1 op back in session 34 (16 MiB and up handed back: 1.033x), 1.057x in
+#   session 35 (the step's GEMMs at 65% of the HBM floor against 53%). Session 33's kernel
+#   profile put Inductor's reductions of the 8-13 MB q+k+v and o weights at 30-45% of the floor;
 # - an unfused patched model (session 35): handing every one back 1.044x none (1.189 against
 #   1.241 ms). There Inductor reduces the siblings that read one input (q, k, v; gate, up) in one
 #   kernel, which is what fusing them does for the tuned kernels.
