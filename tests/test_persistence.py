@@ -368,7 +368,8 @@ def test_a_hand_edited_hint_size_is_refused_naming_the_file(tmp_path, field, val
         gemmtune.load(path)
 
 
-@pytest.mark.parametrize("edit, value", [("dtype", "bfloat16"), ("dims", {"m": None, "n": 48, "k": 32})])
+@pytest.mark.parametrize("edit, value", [("dtype", "bfloat16"), ("dims", {"m": None, "n": 48, "k": 32}),
+                                         ("layout_b", "row")])
 def test_load_patched_names_a_layer_file_that_is_not_the_one_its_index_lists(tmp_path, edit, value):
     """A layer file edited (or copied from another artifact) to another dtype or shape loaded, and the
     layer then refused it: 'dtype: dispatcher multiplies torch.bfloat16, the weight is torch.float32'
@@ -382,7 +383,7 @@ def test_load_patched_names_a_layer_file_that_is_not_the_one_its_index_lists(tmp
             h["sizes"].update(n=48, k=32)
     layer.write_text(json.dumps(doc))
     with pytest.raises(ValueError, match=f"{path}: layer file .*{layer.name} holds a dispatcher for .*"
-                                         "the index lists it for n=16, k=48, float32"):
+                                         "the index lists it for n=16, k=48, float32, layout_b=col"):
         gemmtune.load_patched(_fresh_model(), path)
 
 

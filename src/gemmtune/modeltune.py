@@ -237,16 +237,19 @@ def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: boo
         d = load(path.parent / f, strict=strict)
         # The layer file must hold the dispatcher the index lists it for: one edited by hand (or
         # copied from another artifact) to another N, K or dtype was refused only later, by the
-        # layer ("dispatcher has N=48, K=32; this Linear needs ..."), naming neither file.
-        got = (d.dims["n"], d.dims["k"], d.dtype)
+        # layer ("dispatcher has N=48, K=32; this Linear needs ..."), naming neither file; one of
+        # another B layout (a Linear's W is read as 'col', a Conv1D's as 'row') loaded and served
+        # the layer with choices tuned for the other layout.
+        got = (d.dims["n"], d.dims["k"], d.dtype, d.layout_b)
         try:
-            want = (key[0], key[1], dtype_name(key[2]))  # an alias ('bf16') names the same dtype
+            want = (key[0], key[1], dtype_name(key[2]), key[3])  # an alias ('bf16') names the same dtype
         except TypeError:
-            want = key[:3]
+            want = key
         if got != want or d.dims["m"] is not None:
-            raise ValueError(f"{path}: layer file {f} holds a dispatcher for n={got[0]}, k={got[1]}, {got[2]}"
-                             + (f", static m={d.dims['m']}" if d.dims["m"] is not None else "")
-                             + f"; the index lists it for n={key[0]}, k={key[1]}, {key[2]} with a dynamic m")
+            raise ValueError(f"{path}: layer file {f} holds a dispatcher for n={got[0]}, k={got[1]}, {got[2]}, "
+                             f"layout_b={got[3]}" + (f", static m={d.dims['m']}" if d.dims["m"] is not None else "")
+                             + f"; the index lists it for n={key[0]}, k={key[1]}, {key[2]}, layout_b={key[3]} "
+                             "with a dynamic m")
         ds[key] = d
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
