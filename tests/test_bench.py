@@ -556,7 +556,7 @@ def test_read_ceiling_counts_bytes_and_keeps_the_best_kernel():
             launch(0)
             return Timing(self.ms.pop(0), 0.0, 20, 0.01)
 
-    r = benchmark._read_ceiling(Fake(), nbytes=1 << 20, device="cpu")
+    r = benchmark.read_ceiling(Fake(), nbytes=1 << 20, device="cpu")
     rows = (1 << 20) // 2 // benchmark.GEMV_K
     assert r["kernels"]["sum_fp32"]["bytes"] == (1 << 20) + 4
     assert r["kernels"]["gemv_bf16"]["bytes"] == (rows * benchmark.GEMV_K + benchmark.GEMV_K + rows) * 2

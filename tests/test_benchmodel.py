@@ -208,6 +208,7 @@ def test_graph_modes_are_skipped_with_a_reason_on_the_cpu(tmp_path):
             raise RuntimeError("CUDA graphs need a CUDA device")  # the GPU test below covers capture
 
 
+@pytest.mark.gpu  # (the GPU lane selects -m gpu: without the mark this never ran there)
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_gpu_graph_capture_of_a_decode_step_matches_the_plain_call():
     model = benchmodel.build_causal("tiny-llama", torch.float16, "cuda")
@@ -355,7 +356,7 @@ def test_kernel_profile_aggregates_per_replay_and_splits_gemm_from_the_rest():
     with pytest.raises(ValueError, match="replays"):
         prof.aggregate(events, replays=0)
     rows = prof.markdown_rows({"decode_b1": {"compile_graph": r}})
-    assert any("| compile_graph | 65.0 | 55.0 | 10.0 | 9 |" in line for line in rows)
+    assert any("| compile_graph | 65.0 | 55.0 | — | 10.0 | 9 |" in line for line in rows)  # no floor given
 
 
 def test_profile_graphs_records_each_mode_and_survives_a_profiler_failure(monkeypatch):
@@ -374,6 +375,60 @@ def test_profile_graphs_records_each_mode_and_survives_a_profiler_failure(monkey
     assert any("not profiled" in s and "CUPTI busy" in s for s in lines)
 
 
+def test_a_decode_profile_reports_its_gemms_against_the_weights_read_floor(monkeypatch):
+    """A decode phase's profile gives its GEMM time as a % of the floor: the weights read once at
+    the measured read bandwidth (profile.decode_floor), in the log line, the JSON and the report's
+    table. The weights are counted once: a fused group's members (views of the fused layer's
+    weight) and a tied layer add no bytes."""
+    import copy
+
+    import gemmtune
+    from gemmtune.benchmodel import profile as prof
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.o = torch.nn.Linear(32, 32), torch.nn.Linear(32, 16), torch.nn.Linear(32, 32)
+
+        def forward(self, x):
+            return self.o(self.q(x) * self.k(x).sum(-1, keepdim=True))
+
+    m = Block()
+    want = (32 * 32 + 16 * 32 + 32 * 32) * 4
+    assert prof.weight_bytes(m) == want
+    f = copy.deepcopy(m)
+    with torch.no_grad():
+        assert gemmtune.fuse_linears(f, torch.randn(3, 32))
+    assert prof.weight_bytes(f) == want  # the fused layer and its members: one range of one storage
+    fake = {"us": 100.0, "gemm_us": 80.0, "other_us": 20.0, "kernels": 9.0, "top": []}
+    monkeypatch.setattr(prof, "profile_replay", lambda fn, n: dict(fake))
+    floor = prof.decode_floor(want, 1.0)  # 1 GB/s: 10.24 us for these 10,240 bytes
+    assert floor["us"] == pytest.approx(10.24)
+    out, lines = {}, []
+    prof.profile_graphs(out, {("compile_graph", "decode_b1"): "ok", ("compile_graph", "prefill_b1_s512"): "ok"},
+                        ["decode_b1", "prefill_b1_s512"], "m", lines.append, floors={"decode_b1": floor})
+    r = out["graph_profile"]["decode_b1"]["compile_graph"]
+    assert r["gemm_pct_floor"] == pytest.approx(12.8) and r["floor"] == floor
+    assert "gemm_pct_floor" not in out["graph_profile"]["prefill_b1_s512"]["compile_graph"]
+    assert any("GEMMs at 13% of the HBM floor (10.2 us" in s for s in lines)
+    rows = prof.markdown_rows(out["graph_profile"])
+    assert any("| compile_graph | 100.0 | 80.0 | 13% | 20.0 | 9 |" in line for line in rows)
+    assert any("the GEMMs' HBM floor 10.2 µs" in line for line in rows)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_read_bandwidth_for_the_decode_floor_is_measured():
+    """bench-model --profile measures the read bandwidth once (bench.ceilings.read_ceiling) for
+    the decode profiles' GEMM floor: a plausible HBM rate, and one log line."""
+    from gemmtune.benchmodel.run import _read_bandwidth
+    lines = []
+    gbps = _read_bandwidth(lines.append)
+    assert gbps is not None and 300 < gbps < 20000, lines
+    assert len(lines) == 1 and "GB/s" in lines[0]
+
+
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_gpu_profile_of_a_replayed_graph_sees_its_kernels():
     from gemmtune.benchmodel import profile as prof

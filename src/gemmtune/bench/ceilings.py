@@ -34,7 +34,7 @@ def _copy_ceiling(timer) -> dict:
     return _bandwidth("copy_fp32", 2 * COPY_BYTES, t)  # read once, written once
 
 
-def _read_ceiling(timer, nbytes: int = READ_BYTES, device: str = "cuda") -> dict:
+def read_ceiling(timer, nbytes: int = READ_BYTES, device: str = "cuda") -> dict:
     """Read bandwidth: the best of two kernels that read ``nbytes`` and write next to nothing.
 
     A copy moves as many bytes into memory as out of it, but a GEMV-like GEMM (decode:
@@ -84,7 +84,7 @@ def measure_ceilings(timer) -> dict:
         copy_ = _copy_ceiling(timer)
         torch.cuda.empty_cache()
         try:
-            read = _read_ceiling(timer)
+            read = read_ceiling(timer)
         except Exception as e:  # the copy alone still gives a floor
             read = {"gbps": None, **failure_record(e)}
         torch.cuda.empty_cache()

@@ -105,10 +105,51 @@ def profile_replay(replay: Callable[[], object], replays: int = 20, top: int = 2
     return aggregate(events, replays, top)
 
 
+def weight_bytes(model) -> int:
+    """Bytes of the weights a forward's GEMMs must read at least once: every ``nn.Linear``'s and
+    HF ``Conv1D``'s weight, each byte counted once: a weight shared by two layers, and a fused
+    group's members (row blocks of the fused layer's weight, ``gemmtune.fuse``) beside that fused
+    layer, are one range of one storage.
+
+    >>> import torch
+    >>> m = torch.nn.Sequential(torch.nn.Linear(8, 4, bias=False), torch.nn.Linear(8, 4, bias=False))
+    >>> m[1].weight = m[0].weight
+    >>> weight_bytes(m)  # one 4 x 8 fp32 weight
+    128
+    """
+    import torch
+
+    from ..modeltune import is_conv1d
+    ranges: dict[int, list[tuple[int, int]]] = {}
+    for m in model.modules():
+        w = getattr(m, "weight", None)
+        if isinstance(w, torch.Tensor) and w.numel() and (isinstance(m, torch.nn.Linear) or is_conv1d(m)):
+            start = w.storage_offset() * w.element_size()
+            ranges.setdefault(w.untyped_storage().data_ptr(), []).append((start, start + w.numel() * w.element_size()))
+    total = 0
+    for spans in ranges.values():  # the union of each storage's ranges
+        end = -1
+        for a, b in sorted(spans):
+            total += max(0, b - max(a, end))
+            end = max(end, b)
+    return total
+
+
+def decode_floor(nbytes: int, read_gbps: float) -> dict:
+    """The GEMM floor of a decode step (a few tokens: reading the weights bounds its GEMMs, their
+    FLOPs do not): ``nbytes`` of weights at the measured read bandwidth, in µs.
+
+    >>> decode_floor(2_470_000_000, 4000.0)["us"]
+    617.5
+    """
+    return {"us": nbytes / (read_gbps * 1e3), "bytes": nbytes, "read_gbps": read_gbps}
+
+
 def profile_graphs(out: dict, replays: dict, phases: list[str], model_name: str,
-                   log: Callable[[str], None], n: int = 20) -> None:
+                   log: Callable[[str], None], n: int = 20, floors: dict | None = None) -> None:
     """Every graph mode's replay of each phase profiled (``profile_replay``), recorded as
-    ``out['graph_profile'][phase][mode]``, with one log line per mode."""
+    ``out['graph_profile'][phase][mode]``, with one log line per mode. ``floors``: per phase, a
+    ``decode_floor`` the step's GEMM time is reported against (``gemm_pct_floor``)."""
     res = out.setdefault("graph_profile", {})
     for (mode, p), fn in replays.items():
         if p not in phases:
@@ -118,9 +159,16 @@ def profile_graphs(out: dict, replays: dict, phases: list[str], model_name: str,
         except Exception as e:  # a profiler that cannot start must not lose the timings
             log(f"{model_name} profile {mode} {p}: not profiled ({type(e).__name__}: {e})")
             continue
+        floor = (floors or {}).get(p)
+        if floor is not None and r["gemm_us"] > 0:
+            r["floor"] = floor
+            r["gemm_pct_floor"] = 100.0 * floor["us"] / r["gemm_us"]
         res.setdefault(p, {})[mode] = r
         log(f"{model_name} profile {mode:24s} {p:16s} {r['us']:8.1f} us/replay: gemm {r['gemm_us']:.1f}, "
-            f"other {r['other_us']:.1f}, {r['kernels']:.0f} kernels")
+            f"other {r['other_us']:.1f}, {r['kernels']:.0f} kernels"
+            + (f"; GEMMs at {r['gemm_pct_floor']:.0f}% of the HBM floor ({floor['us']:.1f} us: "
+               f"{floor['bytes'] / 1e9:.2f} GB of weights at {floor['read_gbps']:.0f} GB/s read, measured)"
+               if "gemm_pct_floor" in r else ""))
 
 
 def markdown_rows(gp: dict, top: int = 6) -> list[str]:
@@ -128,15 +176,22 @@ def markdown_rows(gp: dict, top: int = 6) -> list[str]:
     per-replay GEMM/other device time and heaviest kernels."""
     L: list[str] = []
     for p, modes in gp.items():
+        floor = next((r["floor"] for r in modes.values() if "floor" in r), None)
         L += [f"Kernel profile, {p} (device µs per replay, torch.profiler over the graph; "
-              "'gemm' by kernel name, an M=1 mm that Inductor lowers to a reduction included):", "",
-              "| mode | total µs | gemm µs | other µs | kernels | heaviest |", "|---|---|---|---|---|---|"]
+              "'gemm' by kernel name, an M=1 mm that Inductor lowers to a reduction included"
+              + (f"; the GEMMs' HBM floor {floor['us']:.1f} µs: {floor['bytes'] / 1e9:.2f} GB of weights read "
+                 f"once at {floor['read_gbps']:.0f} GB/s, the read bandwidth measured in this run" if floor else "")
+              + "):", "",
+              "| mode | total µs | gemm µs | gemm % of floor | other µs | kernels | heaviest |",
+              "|---|---|---|---|---|---|---|"]
         for mode, r in modes.items():
             heavy = "; ".join(f"`{k['name'][:48]}` {k['us']:.1f} ({k['per_replay']:.0f}×)" for k in r["top"][:top])
-            L.append(f"| {mode} | {r['us']:.1f} | {r['gemm_us']:.1f} | {r['other_us']:.1f} | {r['kernels']:.0f} "
+            pct = f"{r['gemm_pct_floor']:.0f}%" if "gemm_pct_floor" in r else "—"
+            L.append(f"| {mode} | {r['us']:.1f} | {r['gemm_us']:.1f} | {pct} | {r['other_us']:.1f} | {r['kernels']:.0f} "
                      f"| {heavy} |")
         L.append("")
     return L
 
 
-__all__ = ["kernel_class", "aggregate", "profile_replay", "profile_graphs", "markdown_rows"]
+__all__ = ["kernel_class", "aggregate", "profile_replay", "profile_graphs", "markdown_rows", "weight_bytes",
+           "decode_floor"]

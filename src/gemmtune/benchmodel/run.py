@@ -15,7 +15,7 @@ from .models import (BASE_MODES, DEFAULT_MODES, MODES, PHASES, ModelError, build
                      max_positions, minilm_dir, parse_model, phase_fit)
 from .phases import COSINE_MIN, Phase, _ids, causal_phase, greedy, rel_err
 from .report import markdown, plot
-from .profile import profile_graphs
+from .profile import decode_floor, profile_graphs, weight_bytes
 from .timing import interleave_eager, interleave_graphs, time_call
 
 COMPILED_MODES = ("compile", "max_autotune", "patch_compile", "lut_compile", "compile_cdt", "patch_compile_cdt",
@@ -307,17 +307,35 @@ def eager_path_summary(model: torch.nn.Module) -> dict:
     return {"counts": counts, "timed": timed, "left_as_torch": left}
 
 
+def _read_bandwidth(log: Callable[[str], None]) -> float | None:
+    """The GPU's read bandwidth in GB/s, measured once per run for the decode profiles' GEMM floor
+    (the bench's read ceiling: the best of a 1 GiB fp32 sum and a bf16 GEMV over a 1 GiB matrix);
+    None, said in the log, where it cannot be measured (the profiles then have no floor)."""
+    from ..bench.ceilings import read_ceiling
+    from ..bench.timing import CudaGraphTimer
+    try:
+        r = read_ceiling(CudaGraphTimer())
+    except Exception as e:  # noqa: BLE001 - a floor is a report's extra, never worth the run
+        log(f"read bandwidth not measured ({type(e).__name__}: {e}): the profiles give no GEMM floor")
+        return None
+    finally:
+        torch.cuda.empty_cache()
+    log(f"read bandwidth {r['gbps']:.0f} GB/s ({r['kernel']}, measured): the decode profiles' GEMM floor")
+    return float(r["gbps"])
+
+
 def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str, dtype: torch.dtype,
                  tune_kwargs: dict, log: Callable[[str], None] = print,
                  checkpoint: Callable[[dict], None] | None = None, profile: bool = False,
-                 eager_rounds: int | None = None) -> dict:
+                 eager_rounds: int | None = None, read_gbps: float | None = None) -> dict:
     """Every mode of every phase of one causal model: times, tuning/compile times, checks.
     ``name``: a --models entry (a named causal model, ``config:PATH``, ``dir:PATH`` or
     ``hf:MODEL_TYPE``: models.parse_model), the name its results carry.
     ``checkpoint(partial)`` is called after each mode with what is measured so far (so a run
     stopped by a time limit keeps its finished modes). ``profile``: also each graph mode's kernels
     (profile.py). ``eager_rounds``: interleaved rounds of the un-graphed eager modes
-    (timing.interleave_eager)."""
+    (timing.interleave_eager). ``read_gbps``: the GPU's measured read bandwidth, against which a
+    decode phase's profiled GEMM time is reported (profile.decode_floor)."""
     torch._dynamo.reset()
     spec = parse_model(name)
     model = build_model(spec, dtype, device)
@@ -354,6 +372,10 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
     if device == "cuda":
         torch.cuda.empty_cache()
 
+    # A decode step's GEMMs read every weight once: that read at the measured bandwidth is their
+    # floor (the base model's weights: the variants are copies of it, fused or not).
+    floors = {p.name: decode_floor(weight_bytes(model), read_gbps) for p in ps
+              if PHASES[p.name][0] == "decode"} if read_gbps else {}
     variants = make_variants(model, modes, lambda m: [p.example(m) for p in ps], out,
                              dict(tune_kwargs, extra_m=(1,)))
 
@@ -375,7 +397,7 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
                     r["logits_rel_err"] = rel_err(replays[(mode, p.name)]().float(), refs[p.name])
             rec["first_calls_s"] = first_calls
             if profile:  # right away: a run cut by its time limit keeps the modes profiled so far
-                profile_graphs(out, _of_mode(replays, mode), [p.name for p in ps], name, log)
+                profile_graphs(out, _of_mode(replays, mode), [p.name for p in ps], name, log, floors=floors)
             if checkpoint is not None:
                 checkpoint(out)
             return  # the model is its base mode's: greedy decoding is that mode's check
@@ -533,6 +555,9 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
            "models": []}
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    read_gbps = _read_bandwidth(log) if profile and device == "cuda" else None
+    if read_gbps:
+        doc["header"]["read_gbps"] = read_gbps
     for spec in specs:
         name = spec.entry
         try:
@@ -544,7 +569,8 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
                     part = dict(doc, models=doc["models"] + [{**partial, "partial": True}])
                     (out_dir / "bench-model.json").write_text(json.dumps(part, indent=1, default=float) + "\n")
                 res = bench_causal(name, phases, modes, device=device, dtype=dt, tune_kwargs=tune_kwargs, log=log,
-                                   checkpoint=checkpoint, profile=profile, eager_rounds=eager_rounds)
+                                   checkpoint=checkpoint, profile=profile, eager_rounds=eager_rounds,
+                                   read_gbps=read_gbps)
         except (RuntimeError, ImportError) as e:  # a missing optional piece, a model that cannot be built: say so, go on
             res = {"model": name, "error": f"{type(e).__name__}: {e}"}
             log(f"{name}: not run: {res['error']}")
