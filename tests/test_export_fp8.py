@@ -240,10 +240,15 @@ def test_inductor_asks_for_our_scaled_mm_key_on_cpu(tmp_path, variant, with_bias
     b = torch.randn(n, k).to(E4M3).t()
     sa, sb = _scales(variant, m, n)
     bias = torch.randn(n, dtype=out_dtype) if with_bias else None
+    from gemmtune.kernels.aten import cpu_rowwise_scaled_mm
+    if variant.startswith("row") and not cpu_rowwise_scaled_mm():
+        # torch 2.11's CPU _scaled_mm stops at an internal assert on row-wise scales (per-tensor
+        # only); 2.13's takes them, and there all six cases run.
+        pytest.skip(f"torch {torch.__version__}'s CPU _scaled_mm has per-tensor scales only (2.13 adds row-wise)")
     try:
         ref = torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=out_dtype)
     except Exception as e:  # noqa: BLE001 - this CPU build's _scaled_mm: nothing to compile
-        pytest.skip(f"torch._scaled_mm on this CPU: {type(e).__name__}: {e}"[:200])
+        pytest.skip(f"torch {torch.__version__}'s _scaled_mm on this CPU: {type(e).__name__}: {e}"[:200])
     p = _p("row" if variant.startswith("row") else "tensor", bias=with_bias,
            out="bf16" if out_dtype == torch.bfloat16 else "fp32")
     t = _table({p: ["triton_mm:BM64-BN64-BK64-S3-W4-G8", "aten"]})
