@@ -302,9 +302,14 @@ def _reshaped(d: Dispatcher, w: torch.Tensor, conv: bool) -> bool:
     weight [in, out]. Asked past the cached eager paths, and under torch.compile at trace time."""
     if w.dim() != 2:
         return True
-    n, k = (w.shape[1], w.shape[0]) if conv else (w.shape[0], w.shape[1])
+    n, k = _weight_nk(w, conv)
     dims = d.dims
     return n != dims["n"] or k != dims["k"]
+
+
+def _weight_nk(w: torch.Tensor, conv: bool) -> tuple[int, int]:
+    """(N, K) of a 2-D weight: a Linear's is [N, K] (``x @ W.T``), a Conv1D's [K, N]."""
+    return (w.shape[1], w.shape[0]) if conv else (w.shape[0], w.shape[1])
 
 
 def _warn_reshaped(module: torch.nn.Module, w: torch.Tensor, conv: bool, stacklevel: int) -> None:
@@ -315,9 +320,7 @@ def _warn_reshaped(module: torch.nn.Module, w: torch.Tensor, conv: bool, stackle
     d = module.dispatcher
     name = "gemmtune.nn.Linear" if isinstance(module, Linear) else \
         f"gemmtune-patched {module._gemmtune_torch_class().__name__}"
-    nk = ""
-    if w.dim() == 2:
-        nk = " (N={}, K={})".format(*((w.shape[1], w.shape[0]) if conv else w.shape))
+    nk = " (N={}, K={})".format(*_weight_nk(w, conv)) if w.dim() == 2 else ""
     own = "its own forward" if conv else "F.linear"
     warnings.warn(f"{name}: its weight is now {tuple(w.shape)}{nk}, but its dispatcher was tuned for "
                   f"N={d.dims['n']}, K={d.dims['k']}: using {own}; re-run gemmtune.patch on the model "

@@ -423,13 +423,8 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
             # An un-graphed mode's kernels too, per call: which kernels a mode launches beside the
             # GEMMs (a fused group's strided slices may cost copies further on) is what its
             # host-bound step pays for, one launch each.
-            def call(p):
-                def run():
-                    with torch.no_grad():
-                        return p.run(fn_model)
-                return run
-            profile_graphs(out, {(mode, p.name): call(p) for p in ps}, [p.name for p in ps], name, log,
-                           floors=floors)
+            calls = {(mode, p.name): torch.no_grad()(lambda p=p: p.run(fn_model)) for p in ps}
+            profile_graphs(out, calls, [p.name for p in ps], name, log, floors=floors)
         if checkpoint is not None:  # before the greedy check, whose recompiles can be long
             checkpoint(out)
         if mode == "eager_patch":

@@ -371,10 +371,8 @@ class Dispatcher(Deciding, Launching):
                 hit = self._addmm[sizes]
                 if hit is not None:
                     return hit.choice
-            elif 0 not in sizes:
-                declared = Problem.from_sizes(*sizes, self.dtype, layout_a=self.layout_a, layout_b=self.layout_b,
-                                              op="addmm")
-                entry = self.table.entries.get(declared.key)
+            else:
+                entry = self._addmm_entry(*sizes)
                 if entry:
                     return entry[0].choice
         done = self._decisions.get(sizes)

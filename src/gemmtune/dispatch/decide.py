@@ -63,12 +63,21 @@ class Deciding:
         hit = self._addmm[(m, n, k)]
         return mm_choice if hit is None else hit.choice
 
+    def _addmm_key(self, m: int, n: int, k: int) -> str:
+        """The table key of this dispatcher's ``addmm`` problem at the size (as declared)."""
+        return Problem.from_sizes(m, n, k, self.dtype, layout_a=self.layout_a, layout_b=self.layout_b,
+                                  op="addmm").key
+
+    def _addmm_entry(self, m: int, n: int, k: int) -> list:
+        """The table's ``addmm`` entry for the size (its choices, best first), or [] (no table, an
+        empty product, no entry): what a call with a bias runs before the size's mm choice
+        (``_decide_addmm``; ``expected_choice(bias=True)`` reads it too)."""
+        if self.table is None or 0 in (m, n, k):
+            return []
+        return self.table.entries.get(self._addmm_key(m, n, k), [])
+
     def _decide_addmm(self, m: int, n: int, k: int, a, b) -> Decision | None:
-        if 0 in (m, n, k):
-            return None
-        declared = Problem.from_sizes(m, n, k, self.dtype, layout_a=self.layout_a, layout_b=self.layout_b,
-                                      op="addmm")
-        entry = self.table.entries.get(declared.key, []) if self.table is not None else []
+        entry = self._addmm_entry(m, n, k)
         if not entry:
             return None
         problem = Problem.from_tensors(a, b, op="addmm")  # the layouts and alignment actually seen
@@ -82,7 +91,7 @@ class Deciding:
                 if why is None:
                     return Decision(tc.choice, "table", verified=self.verify, reason="; ".join(rejected))
                 rejected.append(f"{tc.choice.id}: {why}")
-        warnings.warn(f"gemmtune: no choice of the table's {declared.key} entry ran correctly here "
+        warnings.warn(f"gemmtune: no choice of the table's {self._addmm_key(m, n, k)} entry ran correctly here "
                       f"({'; '.join(rejected)[:500]}); calls with a bias use the shape's mm kernel",
                       RuntimeWarning, stacklevel=5)
         return None
