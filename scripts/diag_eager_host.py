@@ -32,6 +32,8 @@ def main() -> None:
     ap.add_argument("--model", default="llama-1b")
     ap.add_argument("--out", default="diag-eager")
     ap.add_argument("--device", default="cuda", help="cpu: a smoke run (every layer tuned to cuBLAS, untimed worker-free)")
+    ap.add_argument("--rounds", type=int, default=21, help="interleaved rounds per run (two runs)")
+    ap.add_argument("--no-profile", action="store_true", help="skip the cProfile pass")
     args = ap.parse_args()
     cuda = args.device == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -47,8 +49,16 @@ def main() -> None:
     # "patch_aten": the patched model with every remembered path set to F.linear after the warm-up,
     # so patch against patch_aten is what the tuned layers cost or save, and patch_aten against
     # copy what the patched forwards' own Python costs.
+    # "patch_torch": a copy of the patched model with every patched layer's class set back to
+    # torch's (its forward is torch's again; everything else the patch left stays): patch_torch
+    # against patch isolates the patched forwards' own Python from any other state of the model.
+    # "copy_late": a plain copy made after the tuning, as the patched copy's tensors were placed.
     fns = {"eager": model, "copy": plain_copy, "patch": variants["eager_patch"],
-           "patch_aten": copy.deepcopy(variants["eager_patch"])}
+           "patch_aten": copy.deepcopy(variants["eager_patch"]),
+           "patch_torch": copy.deepcopy(variants["eager_patch"]), "copy_late": copy.deepcopy(model)}
+    for mod in fns["patch_torch"].modules():
+        if hasattr(type(mod), "_gemmtune_torch_class"):
+            mod.__class__ = type(mod)._gemmtune_torch_class()
     res: dict = {"tune_s": rec.get("tune_s"), "winners": rec.get("winners")}
     with torch.no_grad():
         for m in fns.values():
@@ -63,16 +73,21 @@ def main() -> None:
         res["patch_aten_paths"] = _count_paths(fns["patch_aten"])
         print("remembered paths:", res["tuned_paths"], "| patch_aten:", res["patch_aten_paths"], flush=True)
         for rep in range(2):
-            t = time_interleaved({k: (lambda m=m: ph.run(m)) for k, m in fns.items()}, rounds=21, min_round_ms=100.0)
+            t = time_interleaved({k: (lambda m=m: ph.run(m)) for k, m in fns.items()}, rounds=args.rounds,
+                                 min_round_ms=100.0)
             res[f"run{rep}"] = {k: {"ms": v["ms"], "spread": v["spread"]} for k, v in t.items()}
             for k in ("copy", "patch", "patch_aten"):
                 res[f"run{rep}"][f"eager_over_{k}"] = paired_ratio(t["eager"]["rounds"], t[k]["rounds"])
             res[f"run{rep}"]["copy_over_patch"] = paired_ratio(t["copy"]["rounds"], t["patch"]["rounds"])
             res[f"run{rep}"]["copy_over_patch_aten"] = paired_ratio(t["copy"]["rounds"], t["patch_aten"]["rounds"])
             res[f"run{rep}"]["patch_aten_over_patch"] = paired_ratio(t["patch_aten"]["rounds"], t["patch"]["rounds"])
+            res[f"run{rep}"]["patch_torch_over_patch_aten"] = paired_ratio(t["patch_torch"]["rounds"],
+                                                                          t["patch_aten"]["rounds"])
+            res[f"run{rep}"]["copy_over_patch_torch"] = paired_ratio(t["copy"]["rounds"], t["patch_torch"]["rounds"])
+            res[f"run{rep}"]["copy_late_over_copy"] = paired_ratio(t["copy_late"]["rounds"], t["copy"]["rounds"])
             print(json.dumps(res[f"run{rep}"], indent=1), flush=True)
         stats = {}
-        for k in ("eager", "patch"):
+        for k in (() if args.no_profile else ("eager", "patch")):
             m = fns[k]
             sync()
             pr = cProfile.Profile()
@@ -87,6 +102,9 @@ def main() -> None:
             (out_dir / f"profile_{k}.txt").write_text(s.getvalue())
             stats[k] = {f"{fn[0].split('/')[-1]}:{fn[1]}:{fn[2]}": (v[1], v[2]) for fn, v in st.stats.items()}
             print(k, "profiled total s", round(st.total_tt, 4), flush=True)
+    (out_dir / "diag.json").write_text(json.dumps(res, indent=1))
+    if args.no_profile:
+        return
     diff = []
     for f in set(stats["eager"]) | set(stats["patch"]):
         ce, te = stats["eager"].get(f, (0, 0.0))

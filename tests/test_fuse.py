@@ -195,6 +195,27 @@ def test_copies_pickles_and_unfuse():
         assert gemmtune.unfuse(f) == 0
 
 
+def test_a_group_pickled_before_its_rest_list_existed_loads_and_serves():
+    """A fused model saved (torch.save / pickle) by a gemmtune whose groups had no ``rest`` list
+    (the members a round still serves, added 2026-11-29) loads, and its rounds serve members."""
+    m, f, _ = _pair()
+    x = torch.randn(3, 32)
+    g = f.q._gemmtune_group
+    state = g.__getstate__()
+    del state["rest"]
+    old = type(g).__new__(type(g))
+    old.__setstate__(state)
+    assert old.rest == [frozenset({1, 2}), frozenset({0, 2}), frozenset({0, 1})]
+    f.q._gemmtune_group = f.k._gemmtune_group = f.v._gemmtune_group = old
+    with torch.no_grad():
+        _close(f(x), m(x))
+        q = f.q(x)
+        assert old.round is not None and old.round.pending == {1, 2}
+        k = f.k(x)
+        assert k.data_ptr() == q.data_ptr() + 32 * 4  # k's slice of the round's one output
+        assert old.round.pending == {2}
+
+
 def test_a_member_parametrized_after_fusing_runs_and_unfuses_keeping_its_parametrization():
     from torch.nn.utils import parametrize
 

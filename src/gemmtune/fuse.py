@@ -113,6 +113,9 @@ class _Group:
         self.members = members
         self.sizes = sizes
         self.offsets = [sum(sizes[:i]) for i in range(len(sizes))]
+        # The members a round started by member i still has to serve (a copy of this a round:
+        # faster than building the set from a range, on a path that is host time)
+        self.rest = [frozenset(j for j in range(len(sizes)) if j != i) for i in range(len(sizes))]
         self.round: _Round | None = None
         # The load_state_dict under way (its error list, one object for the whole load) and the
         # members it has loaded: ``loaded`` re-fuses once it has loaded them all.
@@ -140,7 +143,10 @@ class _Group:
         # A tensor subclass (a FakeTensor under export, a DTensor, a quantised tensor), a sparse
         # input, or a torch.func transform / forward-mode AD (vmap's inputs have no storage to point
         # at), runs the member's own F.linear: the fused path reads data pointers and version counters.
-        if type(x) is not torch.Tensor or x.layout is not torch.strided or _transformed() or not self._fusable():
+        pv = None
+        if type(x) is torch.Tensor and x.layout is torch.strided and not _transformed():
+            pv = self._fusable_versions()
+        if pv is None:
             self.round = None
             return F.linear(x, m.weight, m.bias)
         # forward, not __call__, unless the fused layer has hooks (capture names the GEMM after
@@ -163,7 +169,7 @@ class _Group:
             spent = [False] if y.grad_fn is not None else None
         else:
             outs = y.split_with_sizes(self.sizes, -1)
-        r = _Round(x, None if x.is_inference() else x._version, outs, i, self._state(x), self._versions(), spent)
+        r = _Round(x, None if x.is_inference() else x._version, outs, set(self.rest[i]), self._state(x), pv, spent)
         if spent is not None:
             y.grad_fn.register_prehook(_backward_check(spent, [p for _, p, _ in self.wparams], r.pending))
         self.round = r
@@ -201,13 +207,20 @@ class _Group:
         """Whether the fused layer computes what the members would, now: no weight gradient to
         route (the fused weight is a buffer), and every member's weight (and bias) still the view
         into the fused tensor it was made (else re-fused here, outside a CUDA-graph capture)."""
+        return self._fusable_versions() is not None
+
+    def _fusable_versions(self) -> tuple | None:
+        """The members' parameters' version counters (``_versions``) where the group is fusable
+        now (``_fusable``), else None. A round's start needs both: one pass over the parameters
+        reads them (``_intact_versions``), 0.5 us a round less on the 2-core CPU machine."""
         if torch.is_grad_enabled() and any(p.requires_grad for m in self.members for p in _params(m)):
-            return False  # (not read with gradients off: inference's usual state)
-        if self._intact():
-            return True
+            return None  # (not read with gradients off: inference's usual state)
+        pv = self._intact_versions()
+        if pv is not None:
+            return pv
         if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
-            return False  # no allocation and rebinding inside a capture: unfused, still correct
-        return self._mend()
+            return None  # no allocation and rebinding inside a capture: unfused, still correct
+        return self._versions() if self._mend() else None
 
     def _mend(self) -> bool:
         """Re-fuse the group unless it is intact: True where it is intact after, False where the
@@ -253,22 +266,32 @@ class _Group:
 
     def _intact(self) -> bool:
         """Every member's weight (and bias) still the parameter ``refuse`` made a view into the
-        fused tensor, at its place there. This runs once per round (~100 rounds a decode step
+        fused tensor, at its place there (``_intact_versions``)."""
+        return self._intact_versions() is not None
+
+    def _intact_versions(self) -> tuple | None:
+        """The members' parameters' version counters, in ``_versions``' order, where the group
+        is intact (``_intact``), else None. This runs once per round (~100 rounds a decode step
         of a small model, whose un-graphed step is host time), so it reads the module
         dictionaries and data pointers directly: through ``m.weight`` and ``.shape`` it took
         3.8 us a round of three on the 2-core CPU machine. The fused tensor is alive, so a
         parameter whose data starts where a view of it would is that view."""
         fb = self.fused._buffers
         if self.w is None or fb.get("weight") is not self.w or (self.b is not None and fb.get("bias") is not self.b):
-            return False
+            return None
+        pv = []
         for m, p, ptr in self.wparams:
             if m._parameters.get("weight") is not p or p.data_ptr() != ptr:
-                return False
+                return None
+            pv.append(p._version)
         for m, p, ptr in self.bparams:
             if m._parameters.get("bias") is not p or p.data_ptr() != ptr:
-                return False
+                return None
+            pv.append(p._version)
         # (a member whose bias was removed keeps a bparams entry: None is not p above)
-        return self.b is not None or all(m._parameters.get("bias") is None for m in self.members)
+        if self.b is None and any(m._parameters.get("bias") is not None for m in self.members):
+            return None
+        return tuple(pv)
 
     def __getstate__(self) -> dict:
         # A copy (deepcopy, pickle) drops the pending round (it may hold non-leaf tensors, and an
@@ -280,6 +303,9 @@ class _Group:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        if "rest" not in state:  # saved by a gemmtune before 2026-11-29, which had no such list
+            n = len(self.sizes)
+            self.rest = [frozenset(j for j in range(n) if j != i) for i in range(n)]
         self.gid = fuse_compile.register(self)  # a copy is a group of its own to a traced graph
 
     def adopt(self, i: int) -> None:
@@ -405,12 +431,12 @@ class _Round:
 
     __slots__ = ("x", "xv", "outs", "pending", "state", "pv", "spent")
 
-    def __init__(self, x: torch.Tensor, xv: int | None, outs: tuple, first: int, state: tuple, pv: tuple,
+    def __init__(self, x: torch.Tensor, xv: int | None, outs: tuple, pending: set, state: tuple, pv: tuple,
                  spent: list | None = None):
-        # spent: None, or [True] once a backward has run through the outputs' autograd node (take)
-        self.x, self.xv, self.outs, self.state, self.pv, self.spent = x, xv, outs, state, pv, spent
-        self.pending = set(range(len(outs)))
-        self.pending.discard(first)
+        # pending: the members still to be served (every one but the round's first; a set of
+        # the round's own). spent: None, or [True] once a backward has run through the outputs'
+        # autograd node (take)
+        self.x, self.xv, self.outs, self.pending, self.state, self.pv, self.spent = x, xv, outs, pending, state, pv, spent
 
 
 def kinds(members: Iterable[Iterable[str]], sep: str = "+") -> dict[str, int]:
