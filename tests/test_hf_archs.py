@@ -279,3 +279,76 @@ def test_a_saved_patched_model_loads_into_a_fresh_instance(model_type, tmp_path)
         got = run(fresh)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+
+
+# What fuse_linears finds in each architecture (kinds: the members' last name parts, per group
+# kind, the number of groups): siblings that read one input, of one in_features, all with a bias
+# or none. Phi's fc1 reads the attention's input (a parallel block); Cohere's MLP too; Whisper's
+# k_proj has no bias (q and v fuse without it); cross-attention k / v of every decoder layer read
+# the encoder's output, one group across the layers.
+FUSED = {
+    "llama": {"q_proj+k_proj+v_proj": 2, "gate_proj+up_proj": 2},
+    "gpt2": {},  # Conv1D, c_attn already one GEMM
+    "falcon": {},  # query_key_value already one GEMM
+    "mixtral": {"q_proj+k_proj+v_proj": 2},  # the experts are a grouped GEMM
+    "qwen2_moe": {"q_proj+k_proj+v_proj": 2, "gate_proj+up_proj+shared_expert_gate": 2},
+    "phi": {"q_proj+k_proj+v_proj+fc1": 2},
+    "cohere": {"q_proj+k_proj+v_proj+gate_proj+up_proj": 2},
+    "deepseek_v3": {"q_a_proj+kv_a_proj_with_mqa": 2, "gate_proj+up_proj": 2},
+    "t5": {"q+k+v": 4, "k+v+k+v": 1},
+    "whisper": {"q_proj+v_proj": 4, "k_proj+k_proj": 1, "v_proj+v_proj": 1},
+}
+FAST_FUSED = ("llama", "gpt2", "phi", "cohere", "deepseek_v3", "t5")
+
+
+@pytest.mark.parametrize("model_type", [pytest.param(a, marks=() if a in FAST_FUSED else pytest.mark.slow)
+                                        for a in FUSED])
+def test_fused_then_patched_models_match_eager(model_type):
+    """fuse_linears then patch, on each architecture: the groups found are the expected ones, the
+    fused model's outputs are eager's (a prefill and a decode step on the KV cache for a causal LM;
+    keyword inputs for the others), every group runs its one GEMM once per pass (its members
+    served from it, not falling back to their own), and so does the patched fused model."""
+    if model_type in OTHERS:
+        model, inputs = tiny_other(model_type)
+        passes = [lambda m, x=x: [v for v in m(**x).values() if isinstance(v, torch.Tensor) and v.is_floating_point()]
+                  for x in inputs]
+        fuse_kw = dict(inputs=inputs)
+    else:
+        model = tiny(model_type)
+        ids, step = torch.randint(0, 512, (2, 8)), torch.randint(0, 512, (2, 1))
+        cache = {}
+
+        def prefill(m):
+            cache[id(m)] = tf.DynamicCache()
+            return [m(input_ids=ids, past_key_values=cache[id(m)], use_cache=True).logits]
+
+        def decode(m):
+            return [m(input_ids=step, past_key_values=cache[id(m)], use_cache=True).logits]
+        passes = [prefill, decode]
+        fuse_kw = dict(fn=lambda: [p(fused) for p in passes])
+    with torch.no_grad():
+        want = [p(model) for p in passes]
+        fused = copy.deepcopy(model)
+        groups = gemmtune.fuse_linears(fused, **fuse_kw)
+        assert gemmtune.fuse.kinds(g.members for g in groups) == FUSED[model_type]
+        mods = dict(fused.named_modules())
+        for stage in ("fused", "patched"):
+            if stage == "patched":
+                if model_type in OTHERS:
+                    gemmtune.patch(fused, example_inputs=inputs, tune_fn=all_triton)
+                else:
+                    ds = gemmtune.tune_model(fused, fn=lambda: [p(fused) for p in passes], tune_fn=all_triton)
+                    gemmtune.patch(fused, dispatchers=ds, tune_missing=False)
+                assert all(hasattr(mods[g.fused], "_gemmtune_handle") for g in groups)
+            seen = []
+            handles = [mods[g.fused].register_forward_hook(lambda m, a, o: seen.append(m)) for g in groups]
+            for p, w in zip(passes, want):
+                seen.clear()
+                got = p(fused)
+                assert len(got) == len(w) >= 1
+                for g_, w_ in zip(got, w):
+                    torch.testing.assert_close(g_, w_, rtol=1e-4, atol=1e-4)
+                if model_type not in OTHERS:  # every group's one GEMM ran once, its members served from it
+                    assert len(seen) == len(groups), (stage, len(seen), len(groups))
+            for h in handles:
+                h.remove()
