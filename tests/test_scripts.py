@@ -201,3 +201,19 @@ def test_exp_gemv_handback_dry_run(tmp_path, fused):
     for thr in thresholds:
         rec = doc["variants"][thr]
         assert "error" not in rec and rec["argmax_agree"] == 1.0 and rec["logits_rel_err"] < 1e-4
+
+
+@pytest.mark.parametrize("bk", [16, 128])
+def test_exp_pdl_dry_run(tmp_path, bk):
+    """scripts/exp_pdl.py --dry-run (the Triton interpreter, fp32, no PDL): the norm -> GEMV
+    chain's kernels against fp64, and the weight-prefetching GEMV against the plain one, with a
+    K step that divides both K (16 of 64 and 256) and one past the first GEMV's K (128 of 64: its
+    one step, the prefetched tile, is masked)."""
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_pdl.py"), str(tmp_path), "--dry-run",
+                        "--bk", str(bk), "--bn", "8"], env=_env(), capture_output=True, text=True, timeout=300,
+                       check=False)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    doc = json.loads((tmp_path / "pdl.json").read_text())
+    assert doc["gemv0_rel_err_vs_fp64"] < 1e-5
+    assert set(doc["rel_err_vs_plain"]) == {"plain", "pdl_prefetch"}
+    assert max(doc["rel_err_vs_plain"].values()) < 1e-5

@@ -1,0 +1,207 @@
+"""Does programmatic dependent launch (PDL) shorten a decode step's chain of GEMVs? (#15, #17)
+
+A decode step, captured in a CUDA graph, is a chain of small kernels: a norm (or another
+pointwise kernel) that writes the activation, then a GEMV that reads it with a weight of
+4-32 MB, and so on. Each GEMV streams its weight at the HBM floor only once it runs. Until then,
+the GPU pays the launch, the ramp-up and the predecessor's tail. On Hopper, a kernel launched
+with PDL can start while its predecessor is still running. It waits (``gdc_wait``) only before
+it reads what the predecessor wrote. A GEMV's weight is not written by the norm before it, so
+the weight's first tiles can be loaded before that wait.
+
+This script times one chain of ``LAYERS`` (norm -> GEMV) pairs on Llama-3.2-1B's MLP shapes:
+2048 -> 8192, then 8192 -> 2048, alternating. The weights total well over L2, so every GEMV
+reads from HBM. Each variant is captured in a CUDA graph and replayed interleaved with the
+others. Variants:
+
+- ``cublas``: the norm kernel, then ``F.linear`` (cuBLAS), no PDL;
+- ``plain``: the norm kernel, then this script's Triton GEMV, no PDL;
+- ``pdl_wait``: both kernels launched with PDL. Each waits before any load, and then lets its
+  successor launch;
+- ``pdl_prefetch``: as ``pdl_wait``, but the GEMV loads its first weight tile before the wait.
+  That load is the overlap.
+
+Every variant's final output is checked against ``plain``'s, and one GEMV against fp64. The
+report gives µs per replay, the speed-up over ``plain`` and ``cublas``, and the GEMVs' weight
+bytes as a % of the nominal 4.8 TB/s floor.
+
+    python scripts/exp_pdl.py OUT_DIR                                  # GPU (Hopper)
+    TRITON_INTERPRET=1 python scripts/exp_pdl.py OUT_DIR --dry-run     # CPU: the kernels' arithmetic, no PDL, no timing
+
+Env: LAYERS (default 32), REPLAYS (default 30, per round), ROUNDS (default 7).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+NOMINAL_HBM = 4.8e12  # B/s, H200 (the README's floor convention)
+
+
+@triton.jit
+def _norm(y_ptr, x_ptr, n, eps, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    """x = y / rms(y): one program over the whole vector (as a decode step's RMSNorm of one token)."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()  # y is the predecessor's output
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for start in range(0, n, BLOCK):
+        v = tl.load(y_ptr + start + offs, mask=start + offs < n, other=0.0).to(tl.float32)
+        acc += v * v
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()  # the GEMV may launch and start on its weight
+    inv = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / n + eps)
+    for start in range(0, n, BLOCK):
+        m = start + offs < n
+        v = tl.load(y_ptr + start + offs, mask=m, other=0.0).to(tl.float32)
+        tl.store(x_ptr + start + offs, (v * inv).to(x_ptr.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def _gemv(w_ptr, x_ptr, y_ptr, N, K, stride_wn, BN: tl.constexpr, BK: tl.constexpr, PDL: tl.constexpr,
+          PREFETCH: tl.constexpr):
+    """y[N] = W[N, K] @ x[K], W row-major (a Linear's weight): BN rows a program, K in BK steps."""
+    pid = tl.program_id(0)
+    rows = pid * BN + tl.arange(0, BN)
+    cols = tl.arange(0, BK)
+    rmask = rows < N
+    wp = w_ptr + rows[:, None] * stride_wn + cols[None, :]
+    acc = tl.zeros([BN], dtype=tl.float32)
+    if PREFETCH:
+        # The weight is no predecessor's output: its first tile is read before the wait.
+        w0 = tl.load(wp, mask=rmask[:, None] & (cols[None, :] < K), other=0.0)
+    if PDL:
+        tl.extra.cuda.gdc_wait()  # x is the norm's output
+        tl.extra.cuda.gdc_launch_dependents()
+    start = 0
+    if PREFETCH:
+        x0 = tl.load(x_ptr + cols, mask=cols < K, other=0.0)
+        acc += tl.sum(w0.to(tl.float32) * x0.to(tl.float32)[None, :], axis=1)
+        start = BK
+    for k in range(start, K, BK):
+        km = k + cols < K
+        w = tl.load(wp + k, mask=rmask[:, None] & km[None, :], other=0.0)
+        xv = tl.load(x_ptr + k + cols, mask=km, other=0.0)
+        acc += tl.sum(w.to(tl.float32) * xv.to(tl.float32)[None, :], axis=1)
+    tl.store(y_ptr + rows, acc.to(y_ptr.dtype.element_ty), mask=rmask)
+
+
+VARIANTS = ("cublas", "plain", "pdl_wait", "pdl_prefetch")
+
+
+def chain(weights, x0, variant: str, bufs, bn: int, bk: int, use_pdl: bool = True):
+    """One pass of the chain, writing into ``bufs`` (preallocated: a graph replays these).
+    ``use_pdl=False`` runs a pdl variant's kernels without PDL (the interpreter has none)."""
+    pdl = variant.startswith("pdl") and use_pdl
+    kw = {"launch_pdl": True} if pdl else {}
+    y = x0
+    for w, (xb, yb) in zip(weights, bufs):
+        n, k = w.shape
+        _norm[(1,)](y, xb, k, 1e-6, BLOCK=1024, PDL=pdl, num_warps=8, **kw)
+        if variant == "cublas":
+            torch.mm(xb.view(1, -1), w.t(), out=yb.view(1, -1))  # F.linear's cuBLAS call, into the graph's buffer
+        else:
+            _gemv[(triton.cdiv(n, bn),)](w, xb, yb, n, k, w.stride(0), BN=bn, BK=bk, PDL=pdl,
+                                        PREFETCH=variant == "pdl_prefetch", num_warps=4, **kw)
+        y = yb
+    return y
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--dry-run", action="store_true", help="CPU, under TRITON_INTERPRET=1: arithmetic only")
+    ap.add_argument("--bn", type=int, default=8)
+    ap.add_argument("--bk", type=int, default=512)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    layers = int(os.environ.get("LAYERS", "2" if args.dry_run else "32"))
+    replays, rounds = int(os.environ.get("REPLAYS", "30")), int(os.environ.get("ROUNDS", "7"))
+    dev, dt = ("cpu", torch.float32) if args.dry_run else ("cuda", torch.bfloat16)
+    hidden, inter = (64, 256) if args.dry_run else (2048, 8192)
+    g = torch.Generator(device="cpu").manual_seed(0)
+    shapes = [(inter, hidden) if i % 2 == 0 else (hidden, inter) for i in range(layers)]
+    weights = [(torch.randn(n, k, generator=g) / k ** 0.5).to(dev, dt) for n, k in shapes]
+    x0 = torch.randn(hidden, generator=g).to(dev, dt)
+    res: dict = {"layers": layers, "shapes": shapes, "dtype": str(dt), "bn": args.bn, "bk": args.bk,
+                 "weight_bytes": sum(w.numel() * w.element_size() for w in weights)}
+    variants = ("plain", "pdl_prefetch") if args.dry_run else VARIANTS
+    bufs = {v: [(torch.empty(k, device=dev, dtype=dt), torch.empty(n, device=dev, dtype=dt)) for n, k in shapes]
+            for v in variants}
+
+    # Correctness: one GEMV against fp64, then every variant's chain against plain's.
+    xb, yb = bufs["plain"][0]
+    y_end = chain(weights, x0, "plain", bufs["plain"], args.bn, args.bk)
+    want = (weights[0].double() @ xb.double())
+    err = ((yb.double() - want).abs().max() / want.abs().max()).item()
+    res["gemv0_rel_err_vs_fp64"] = err
+    assert err < (1e-2 if dt == torch.bfloat16 else 1e-5), err
+    ref = y_end.clone()
+    for v in variants:
+        got = chain(weights, x0, v, bufs[v], args.bn, args.bk, use_pdl=not args.dry_run)
+        rel = ((got.double() - ref.double()).abs().max() / ref.double().abs().max()).item()
+        res.setdefault("rel_err_vs_plain", {})[v] = rel
+        assert rel < 5e-2, (v, rel)
+    print("correctness:", res["gemv0_rel_err_vs_fp64"], res["rel_err_vs_plain"], flush=True)
+    if args.dry_run:
+        (out / "pdl.json").write_text(json.dumps(res, indent=1))
+        return
+
+    res["device"] = torch.cuda.get_device_name()
+    res["versions"] = {"torch": torch.__version__, "triton": triton.__version__}
+    graphs = {}
+    for v in variants:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                chain(weights, x0, v, bufs[v], args.bn, args.bk)
+        torch.cuda.current_stream().wait_stream(s)
+        gr = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(gr):
+            chain(weights, x0, v, bufs[v], args.bn, args.bk)
+        graphs[v] = gr
+    torch.cuda.synchronize()
+    # The graphs' outputs again after replay (PDL edges inside a graph must keep the order).
+    for v, gr in graphs.items():
+        gr.replay()
+    torch.cuda.synchronize()
+    for v in variants:
+        got = bufs[v][-1][1]
+        rel = ((got.double() - ref.double()).abs().max() / ref.double().abs().max()).item()
+        res.setdefault("graph_rel_err_vs_plain", {})[v] = rel
+        assert rel < 5e-2, (v, rel)
+    times = {v: [] for v in variants}
+    for _ in range(rounds):
+        for v, gr in graphs.items():
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            for _ in range(replays):
+                gr.replay()
+            e1.record()
+            torch.cuda.synchronize()
+            times[v].append(e0.elapsed_time(e1) * 1e3 / replays)
+    floor_us = res["weight_bytes"] / NOMINAL_HBM * 1e6
+    res["floor_us"] = floor_us
+    res["us_per_replay"] = {v: statistics.median(t) for v, t in times.items()}
+    res["rounds_us"] = times
+    for v in variants:
+        us = res["us_per_replay"][v]
+        print(f"{v:13s} {us:9.1f} us/replay  x plain {res['us_per_replay']['plain'] / us:.3f}  "
+              f"x cublas {res['us_per_replay']['cublas'] / us:.3f}  weights at {floor_us / us:.0%} of the HBM floor",
+              flush=True)
+    res["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    (out / "pdl.json").write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
