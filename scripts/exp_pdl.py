@@ -19,6 +19,8 @@ others. Variants:
   successor launch;
 - ``pdl_prefetch``: as ``pdl_wait``, but the GEMV loads its first weight tile before the wait.
   That load is the overlap.
+- ``gemv_only``: the norm as in ``plain`` (a predecessor that knows nothing of PDL, as ATen's
+  kernels and Inductor's without ``TORCHINDUCTOR_ENABLE_PDL=1``), the GEMV as in ``pdl_prefetch``.
 
 Every variant's final output is checked against ``plain``'s, and one GEMV against fp64. The
 report gives µs per replay, the speed-up over ``plain`` and ``cublas``, and the GEMVs' weight
@@ -94,14 +96,16 @@ def _gemv(w_ptr, x_ptr, y_ptr, N, K, stride_wn, BN: tl.constexpr, BK: tl.constex
     tl.store(y_ptr + rows, acc.to(y_ptr.dtype.element_ty), mask=rmask)
 
 
-VARIANTS = ("cublas", "plain", "pdl_wait", "pdl_prefetch")
+VARIANTS = ("cublas", "plain", "pdl_wait", "pdl_prefetch", "gemv_only")
 
 
 def chain(weights, x0, variant: str, bufs, bn: int, bk: int, use_pdl: bool = True):
     """One pass of the chain, writing into ``bufs`` (preallocated: a graph replays these).
     ``use_pdl=False`` runs a pdl variant's kernels without PDL (the interpreter has none)."""
     pdl = variant.startswith("pdl") and use_pdl
+    gemv_pdl = (pdl or variant == "gemv_only") and use_pdl
     kw = {"launch_pdl": True} if pdl else {}
+    gkw = {"launch_pdl": True} if gemv_pdl else {}
     y = x0
     for w, (xb, yb) in zip(weights, bufs):
         n, k = w.shape
@@ -109,8 +113,8 @@ def chain(weights, x0, variant: str, bufs, bn: int, bk: int, use_pdl: bool = Tru
         if variant == "cublas":
             torch.mm(xb.view(1, -1), w.t(), out=yb.view(1, -1))  # F.linear's cuBLAS call, into the graph's buffer
         else:
-            _gemv[(triton.cdiv(n, bn),)](w, xb, yb, n, k, w.stride(0), BN=bn, BK=bk, PDL=pdl,
-                                        PREFETCH=variant == "pdl_prefetch", num_warps=4, **kw)
+            _gemv[(triton.cdiv(n, bn),)](w, xb, yb, n, k, w.stride(0), BN=bn, BK=bk, PDL=gemv_pdl,
+                                        PREFETCH=variant in ("pdl_prefetch", "gemv_only"), num_warps=4, **gkw)
         y = yb
     return y
 
