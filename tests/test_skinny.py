@@ -40,6 +40,10 @@ CONFIGS = [
     # GEMV strips (skinny_spec._DEFAULT_GEMV): 2 and 4 columns a program, BLOCK_K past most K here
     SkinnyConfig(1, 2, 128, 1, 1, 4, False, True),
     SkinnyConfig(4, 4, 64, 1, 1, 2, False, True),
+    # the PDL path: its first K step peeled (the B tile loaded before the wait); the interpreter
+    # runs that arithmetic without the wait. BLOCK_K past some K below: the peeled tile is masked.
+    SkinnyConfig(1, 2, 128, 1, 1, 4, False, True, pdl=True),
+    SkinnyConfig(8, 4, 64, 1, 1, 2, False, True, pdl=True),
 ]
 # (M, N, K): M = 1, a prime M, M = BLOCK_M, odd N, K not a multiple of BLOCK_K, K < BLOCK_K.
 SHAPES = [(1, 37, 300), (3, 64, 257), (16, 33, 512), (5, 100, 1000), (2, 7, 40)]
@@ -78,7 +82,7 @@ def test_matches_fp64(cfg, shape, layout_b, dtype, operand):
 
 
 @pytest.mark.parametrize("layouts", [("offset", "offset"), ("col", "strided"), ("strided", "col")])
-@pytest.mark.parametrize("cfg", [CONFIGS[1], CONFIGS[5]], ids=lambda c: c.id)
+@pytest.mark.parametrize("cfg", [CONFIGS[1], CONFIGS[5], CONFIGS[-1]], ids=lambda c: c.id)
 def test_odd_views(cfg, layouts, operand):
     """Unaligned data pointers, transposed A, no unit stride at all."""
     m, n, k = 3, 45, 333
@@ -198,6 +202,48 @@ def test_validate_rejects_impossible_configs():
     assert Choice.parse("skinny:BM16-BN64-BK256-SK1-S4-W4-dot-atomic-P132").config.stream_k == 132
     with pytest.raises(ValueError, match="malformed"):
         Choice.parse("skinny:BM4-BN32")
+    # -pdl: the CUDA-core path with one K-slice only
+    for bad in (SkinnyConfig(16, 16, 64, 1, 1, 4, True, True, pdl=True), SkinnyConfig(1, 4, 64, 2, pdl=True),
+                SkinnyConfig(16, 64, 64, 1, 2, 4, True, False, 132, pdl=True)):
+        with pytest.raises(ValueError, match="PDL path"):
+            skinny.validate(p, bad)
+
+
+@pytest.mark.parametrize("shape", [(1, 37, 300), (3, 7, 1), (8, 64, 64), (5, 29, 1000), (1, 3, 17)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_pdl_path_is_the_plain_strip_with_its_first_step_peeled(shape, operand):
+    """A ``-pdl`` GEMV strip (first B tile loaded before the wait) against fp64, and bitwise equal
+    to the same strip without it: the peeled step adds the same products in the same order. K of
+    1, shorter than BLOCK_K, a multiple of it, and ragged; a K-contiguous B (the layout it reads)."""
+    m, n, k = shape
+    a, b = operand(m, k, "row", torch.float32), operand(k, n, "col", torch.float32)
+    for bn, bk in ((2, 128), (4, 64), (4, 16)):
+        plain = SkinnyConfig(8, bn, bk, 1, 1, 2, False, True)
+        pdl = SkinnyConfig(8, bn, bk, 1, 1, 2, False, True, pdl=True)
+        got, want = run(pdl, a, b), run(plain, a, b)
+        check(got, a, b)
+        assert torch.equal(got, want), (bn, bk)
+
+
+def test_pdl_choice_ids_and_constraint():
+    """``-pdl`` round-trips through choice ids (after ``-P``, which it never joins), and the
+    constraint keeps it to Hopper or later and a K-contiguous B (what its prefetch reads)."""
+    ch = Choice.parse("skinny:BM1-BN4-BK1024-SK1-S1-W4-core-det-pdl")
+    assert ch.config == SkinnyConfig(1, 4, 1024, 1, 1, 4, False, True, pdl=True)
+    assert Choice.parse(ch.id) == ch and ch.id.endswith("-core-det-pdl")
+    assert not Choice.parse("skinny:BM1-BN4-BK1024-SK1-S1-W4-core-det").config.pdl
+    with pytest.raises(ValueError, match=r"\[-pdl\]"):
+        Choice.parse("skinny:BM1-BN4-BK1024-SK1-S1-W4-core-det-PDL")
+    col = Problem.from_sizes(1, 2048, 2048, "bf16", layout_b="col")
+    row = Problem.from_sizes(1, 2048, 2048, "bf16", layout_b="row")
+    cfg = ch.config
+    assert skinny.constraint(cfg, col, DeviceInfo.lookup("h200")) is None
+    assert "9.0" in skinny.constraint(cfg, col, DeviceInfo.lookup("a100"))
+    assert "K-contiguous" in skinny.constraint(cfg, row, DeviceInfo.lookup("h100"))
+    # no space offers it yet (opt-in by choice id until measured in a model; kernels.skinny)
+    for kind in ("default", "exhaustive"):
+        kept, _ = skinny.space(col, DeviceInfo.lookup("h200"), kind)
+        assert kept and not any(c.pdl for c in kept)
 
 
 # ------------------------------------------------------------------ GPU only
@@ -278,3 +324,76 @@ def test_space_strips_are_never_wider_than_n_needs():
         kept, _ = skinny_spec.space(Problem.from_sizes(m, n, k, "bf16"), h100)
         assert kept and max(c.block_n for c in kept) == most, (m, n, k)
         assert len(set(kept)) == len(kept)  # shrunk duplicates dropped
+
+
+PDL_GEMV = (SkinnyConfig(1, 4, 1024, 1, 1, 4, False, True, pdl=True), SkinnyConfig(1, 2, 2048, 1, 1, 4, False, True, pdl=True))
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.skipif(not ON_GPU or torch.cuda.get_device_capability()[0] < 9, reason="PDL needs Hopper or later")
+@pytest.mark.parametrize("cfg", PDL_GEMV, ids=lambda c: c.id)
+def test_skinny_gpu_pdl_chain_in_a_graph_reads_what_the_kernel_before_wrote(cfg):
+    """A ``-pdl`` GEMV starts before the kernel ahead of it ends; it must still read that
+    kernel's output. A chain captured in a CUDA graph, as a decode step is: a pointwise kernel
+    writes x, GEMV 1 reads it (y1 = W1 x), GEMV 2 reads GEMV 1's output (y2 = W2 y1), and a
+    pointwise kernel reads y2. Replayed with a new x each time, against fp64: a GEMV that read
+    its A before the wait would see the previous replay's values. Also eagerly, outside a graph."""
+    dev, dt = "cuda", torch.bfloat16
+    k, n1, n2 = 2048, 4096, 2048
+    w1 = torch.randn(n1, k, device=dev, dtype=dt) / k ** 0.5
+    w2 = torch.randn(n2, n1, device=dev, dtype=dt) / n1 ** 0.5
+    src = torch.randn(1, k, device=dev, dtype=dt)
+    x, y1, y2 = (torch.empty(1, s, device=dev, dtype=dt) for s in (k, n1, n2))
+    out = torch.empty_like(y2)
+
+    def step():
+        torch.mul(src, 2.0, out=x)
+        skinny.run(x, w1.t(), y1, cfg)
+        skinny.run(y1, w2.t(), y2, cfg)
+        torch.add(y2, 1.0, out=out)
+
+    def want():
+        h = (src.double() * 2.0) @ w1.double().t()
+        return h.to(dt).double() @ w2.double().t() + 1.0
+
+    for _ in range(2):
+        src.normal_()
+        step()
+        res = compare(out, want(), TOL[dt])
+        assert res.ok, res.reason
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        step()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        step()
+    for _ in range(5):
+        src.normal_()
+        g.replay()
+        res = compare(out, want(), TOL[dt])
+        assert res.ok, res.reason
+
+
+@gpu
+@pytest.mark.gpu
+@pytest.mark.skipif(not ON_GPU or torch.cuda.get_device_capability()[0] < 9, reason="PDL needs Hopper or later")
+def test_skinny_gpu_pdl_prepared_launch_and_dispatcher(operand):
+    """The prepared (direct) launch of a ``-pdl`` config runs the PDL-compiled kernel with new
+    operands, and a dispatcher made of that choice matches fp64 at M = 1 and at a ragged K."""
+    cfg = PDL_GEMV[0]
+    for m, n, k in ((1, 1000, 4096), (3, 897, 4867)):
+        a, b = operand(m, k, "row", torch.bfloat16), operand(k, n, "col", torch.bfloat16)
+        out = torch.full((m, n), float("nan"), dtype=a.dtype, device=a.device)
+        prep = skinny.prepare(a, b, out, cfg)
+        assert prep is not None
+        matches, launch = prep
+        check(out, a, b)
+        a2 = operand(m, k, "row", torch.bfloat16)
+        assert matches(a2, b)
+        out.fill_(float("nan"))
+        launch(a2, b, out)
+        check(out, a2, b)
+        check(gemmtune.matmul(a2, b, choice=Choice("skinny", cfg).id), a2, b)

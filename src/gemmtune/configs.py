@@ -110,7 +110,10 @@ class SkinnyConfig:
     ``dot``: tl.dot on BLOCK_M >= 16 rows (masked past M), else a CUDA-core product.
     ``deterministic`` as in SplitKConfig (only read when ``split_k`` > 1).
     ``stream_k`` > 0: instead of strips x splits, exactly that many programs share all
-    (strip, K-block) units evenly (stream-K; tl.dot, atomic reduction); ``split_k`` is then 1."""
+    (strip, K-block) units evenly (stream-K; tl.dot, atomic reduction); ``split_k`` is then 1.
+    ``pdl``: launched with programmatic dependent launch (Hopper and later; CUDA-core path, one
+    K-slice): a program loads its first B tile, then waits for the kernel before it, so the
+    weight's first bytes stream while that kernel finishes (kernels.skinny says what was measured)."""
     block_m: int
     block_n: int
     block_k: int
@@ -120,12 +123,14 @@ class SkinnyConfig:
     dot: bool = False
     deterministic: bool = True
     stream_k: int = 0
+    pdl: bool = False
 
     @property
     def id(self) -> str:
         return (f"BM{self.block_m}-BN{self.block_n}-BK{self.block_k}-SK{self.split_k}"
                 f"-S{self.num_stages}-W{self.num_warps}-{'dot' if self.dot else 'core'}"
-                f"-{'det' if self.deterministic else 'atomic'}" + (f"-P{self.stream_k}" if self.stream_k else ""))
+                f"-{'det' if self.deterministic else 'atomic'}" + (f"-P{self.stream_k}" if self.stream_k else "")
+                + ("-pdl" if self.pdl else ""))
 
     def params(self) -> dict:
         return asdict(self)
@@ -191,7 +196,7 @@ _TILE_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)$")
 _SPLITK_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)-SK(\d+)-(det|atomic)$")
 _DK_RE = re.compile(r"^s(\d+)$")
 _PERSISTENT_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)(-WS)?(-F)?(?:-E(\d+))?$")
-_SKINNY_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-SK(\d+)-S(\d+)-W(\d+)-(dot|core)-(det|atomic)(?:-P(\d+))?$")
+_SKINNY_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-SK(\d+)-S(\d+)-W(\d+)-(dot|core)-(det|atomic)(?:-P(\d+))?(-pdl)?$")
 
 
 PAD_PREFIX = "pad+"
@@ -279,10 +284,10 @@ class Choice:
         elif family == "skinny":
             m = _SKINNY_RE.match(rest)
             if m:
-                *nums, path, mode, progs = m.groups()
+                *nums, path, mode, progs, pdl = m.groups()
                 return cls(family, SkinnyConfig(*map(int, nums), dot=path == "dot", deterministic=mode == "det",
-                                                stream_k=int(progs or 0)))
-            form = "skinny:BM<int>-BN<int>-BK<int>-SK<int>-S<int>-W<int>-(dot|core)-(det|atomic)[-P<int>]"
+                                                stream_k=int(progs or 0), pdl=bool(pdl)))
+            form = "skinny:BM<int>-BN<int>-BK<int>-SK<int>-S<int>-W<int>-(dot|core)-(det|atomic)[-P<int>][-pdl]"
         elif family == "persistent_tma":
             m = _PERSISTENT_RE.match(rest)
             if m:

@@ -24,6 +24,27 @@ no split. A program then reads whole rows of W, and a layer of N outputs runs N 
 programs. Below about 30 MB of weight every load has to be in flight at once on every SM, and a
 split's sum costs more than it gains (skinny_spec says what was measured).
 
+A GEMV strip can also be launched with programmatic dependent launch (``-pdl`` configs, Hopper
+and later, one K-slice). It starts while the kernel before it is still running, loads its first
+B tile, and only then waits (``gdc_wait``) to read A. At decode, B is a weight that no kernel of
+the step writes, so its first bytes stream while the kernel before finishes.
+``scripts/exp_pdl.py`` measured this on an H200 (benchmarks/results/2026-11-29-h200-s36, calls
+6-8): a CUDA graph of 32 norm -> GEMV pairs on Llama-1B's MLP shapes.
+
+| BLOCK_N x BLOCK_K | plain, µs | with PDL + prefetch, µs | the norm knows no PDL, µs |
+|---|---:|---:|---:|
+| 4 x 2048 | 532 | 371 | 411 |
+| 2 x 2048 | 428 | 372 | 412 |
+
+cuBLAS took 460 µs on the same chain, so the prefetch variant ran at 1.24x cuBLAS. When the norm
+knows no PDL (ATen's kernels, and Inductor's without ``TORCHINDUCTOR_ENABLE_PDL=1``), it ran at
+1.12x cuBLAS.
+
+No space offers these configs yet; a choice id reaches them (``...-core-det-pdl``). The reason is
+the tuner: it times a config by replaying the same kernel back to back, so with PDL each launch
+overlaps the one before, and that tells nothing of the kernels a model puts before it. They
+enter the spaces once they are measured in a model.
+
 The K-slices are reduced by the fused split-K epilogue that the tiled kernel uses
 (``tiled.split_epilogue``): partials in an fp32 workspace, the last program to arrive
 at a strip sums them (in slice order when ``deterministic``), so it stays one launch.
@@ -66,7 +87,7 @@ def _skinny_kernel(
     A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr, K_DIV: tl.constexpr,
     GPU_FENCE: tl.constexpr, KS_DIV: tl.constexpr,
     HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, RN_UNIT: tl.constexpr,
-    SCALE: tl.constexpr,
+    SCALE: tl.constexpr, PREFETCH: tl.constexpr = False, GDC: tl.constexpr = False,
 ):
     # Unit strides as constexprs, so that the contiguous dim is known at compile time. What
     # the leading strides are multiples of (A_LEAD_DIV / B_LEAD_DIV) is stated on the offset
@@ -100,7 +121,8 @@ def _skinny_kernel(
         _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak, sbk, sbn,
                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, DOT, SPLIT_MODE, EVEN_K, INPUT_PRECISION,
                INDEX_64, BK_UNIT, K_DIV, GPU_FENCE, AK_UNIT, BN_UNIT, A_LEAD_DIV, B_LEAD_DIV, KS_DIV,
-               bias_ptr, res_ptr, stride_bias, stride_rm, srn, HAS_BIAS, ACT, HAS_RES, sa_ptr, sb_ptr, SCALE)
+               bias_ptr, res_ptr, stride_bias, stride_rm, srn, HAS_BIAS, ACT, HAS_RES, sa_ptr, sb_ptr, SCALE,
+               PREFETCH, GDC)
 
 
 @triton.jit
@@ -131,8 +153,21 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
            AK_UNIT: tl.constexpr, BN_UNIT: tl.constexpr, A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr,
            KS_DIV: tl.constexpr,
            bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn,
-           HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, sa_ptr, sb_ptr, SCALE: tl.constexpr):
-    """One program = one column strip x one K-slice (program axes 0 and 1)."""
+           HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, sa_ptr, sb_ptr, SCALE: tl.constexpr,
+           PREFETCH: tl.constexpr, GDC: tl.constexpr):
+    """One program = one column strip x one K-slice (program axes 0 and 1).
+
+    PREFETCH (a ``-pdl`` config, one K-slice): the CUDA-core path with a K-contiguous B loads its
+    first B tile, then waits for the kernel launched before it (GDC: ``gdc_wait``, on a GPU
+    launched with programmatic dependent launch; the interpreter has no such instruction, so it
+    runs the same arithmetic without it), then reads A. B is a weight, which no kernel of the
+    step writes; A, the bias and the residual may be the previous kernel's output, and the
+    output may be memory the previous kernel still reads, so all of those come after the wait.
+    Every other path waits before its first load."""
+    if GDC:
+        if DOT or not BK_UNIT:
+            tl.extra.cuda.gdc_wait()
+            tl.extra.cuda.gdc_launch_dependents()
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
     grid_n = tl.cdiv(N, BLOCK_N)
@@ -178,7 +213,21 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
         # vectors along K; the product [BM, BN, BK] is reduced over K after the loop.
         b_ptrs = b_ptr + _offsets(rn_i[:, None], rk_i[None, :], sbn, sbk, B_LEAD_DIV, BK_UNIT)  # [BN, BK]
         prod = tl.zeros((BLOCK_M, BLOCK_N, BLOCK_K), dtype=tl.float32)
-        for k in range(k_start, k_end, BLOCK_K):
+        k_loop = k_start
+        if PREFETCH and not DOT:
+            # The first K step peeled: its B tile is loaded before the wait (masked on K always:
+            # one tile, and K may be shorter than it).
+            k0_ok = (k_start + rk)[None, :] < k_end
+            b0 = tl.load(b_ptrs, mask=n_ok[:, None] & k0_ok, other=0.0)
+            if GDC:
+                tl.extra.cuda.gdc_wait()
+                tl.extra.cuda.gdc_launch_dependents()
+            a0 = tl.load(a_ptrs, mask=m_ok[:, None] & k0_ok, other=0.0)
+            prod += a0.to(tl.float32)[:, None, :] * b0.to(tl.float32)[None, :, :]
+            a_ptrs += BLOCK_K * sak
+            b_ptrs += BLOCK_K * sbk
+            k_loop = k_start + BLOCK_K
+        for k in range(k_loop, k_end, BLOCK_K):
             if EVEN_K:
                 a = tl.load(a_ptrs, mask=m_ok[:, None], other=0.0)
                 b = tl.load(b_ptrs, mask=n_ok[:, None], other=0.0)
@@ -304,9 +353,17 @@ def _args(a, b, c, cfg: SkinnyConfig, ws, locks, allow_tf32: bool, epilogue: Epi
         A_LEAD_DIV=lead_divisor(a), B_LEAD_DIV=lead_divisor(b),
         K_DIV=_pow2_divisor(math.gcd(K, per)), GPU_FENCE=split_mode != 0 and not _INTERPRETED,
         KS_DIV=16 if splits == 1 else _pow2_divisor(per),
+        PREFETCH=cfg.pdl, GDC=cfg.pdl and not _INTERPRETED,
         **epilogue_consts(epilogue),
     )
     return p, args, consts
+
+
+def _launch_options(cfg: SkinnyConfig) -> dict:
+    """Triton's launch options for ``cfg``: its warps and stages, and PDL for a ``-pdl`` config
+    on a GPU (the interpreter launches nothing)."""
+    return {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages,
+            **({"launch_pdl": True} if cfg.pdl and not _INTERPRETED else {})}
 
 
 def _buffers(a, b, cfg: SkinnyConfig, workspace: SplitKWorkspace | None):
@@ -326,8 +383,7 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SkinnyConfig, 
     in the program that writes it (tiled.split_epilogue)."""
     ws, locks = _buffers(a, b, cfg, workspace)
     p, args, consts = _args(a, b, out, cfg, ws, locks, allow_tf32, epilogue)
-    return _launch(_skinny_kernel, p["grid"], args,
-                   {**consts, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
+    return _launch(_skinny_kernel, p["grid"], args, {**consts, **_launch_options(cfg)})
 
 
 def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SkinnyConfig, *,
@@ -343,7 +399,7 @@ def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SkinnyConf
         return None
     ws, locks = _buffers(a, b, cfg, workspace)
     _, args, consts = _args(a, b, out, cfg, ws, locks, allow_tf32, epilogue)
-    kernel = _skinny_kernel[p["grid"]](*args, **consts, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    kernel = _skinny_kernel[p["grid"]](*args, **consts, **_launch_options(cfg))
     d = direct(_skinny_kernel, kernel, p["grid"], args, consts, a, b, ws, epilogue)
     if d is None or ws is None:
         return None if d is None else (d.matches, d)

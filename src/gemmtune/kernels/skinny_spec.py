@@ -93,6 +93,11 @@ def constraint(cfg: SkinnyConfig, problem: Problem, device: DeviceInfo) -> str |
         return "stream-K runs the tl.dot path with the atomic reduction and no split_k"
     if not cfg.dot and cfg.block_m > 16:
         return f"CUDA-core product with BLOCK_M={cfg.block_m} > 16: the tl.dot path is the one for it"
+    if cfg.pdl:
+        if device.capability < (9, 0):
+            return f"programmatic dependent launch needs compute capability 9.0 or later ({device.name}: {device.capability_str})"
+        if not gemv_layout(problem):
+            return "the PDL path prefetches a K-contiguous B (a Linear's weight): B is N-contiguous"
     regs = core_regs(cfg)
     if regs > MAX_CORE_REGS:
         return (f"{regs} fp32 product registers per thread ({cfg.block_m}x{cfg.block_n}x{cfg.block_k} over "
@@ -265,6 +270,11 @@ def validate(problem: Problem, cfg: SkinnyConfig) -> None:
         raise ValueError("stream-K (stream_k > 0) runs the tl.dot path with the atomic reduction and split_k=1")
     if cfg.num_warps not in (1, 2, 4, 8, 16) or cfg.num_stages < 1:
         raise ValueError(f"num_warps={cfg.num_warps} must be 1..16 (a power of two), num_stages >= 1")
+    if cfg.pdl and (cfg.dot or cfg.split_k != 1 or cfg.stream_k):
+        # One K-slice only: a split's partials and counters live in a workspace that the call
+        # before may still be using when this one starts early; only the CUDA-core path has the
+        # prefetch (kernels.skinny).
+        raise ValueError("the PDL path (-pdl) runs the CUDA-core product with one K-slice: core, SK1, no -P")
 
 
 def features_row(facts: tuple, choice) -> tuple:
