@@ -26,6 +26,12 @@ Every variant's final output is checked against ``plain``'s, and one GEMV agains
 report gives µs per replay, the speed-up over ``plain`` and ``cublas``, and the GEMVs' weight
 bytes as a % of the nominal 4.8 TB/s floor.
 
+With ``--single``, it also times every default GEMV strip of skinny (skinny_spec._DEFAULT_GEMV),
+its ``-pdl`` twin (kernels.skinny) and cuBLAS on Llama-1B's decode layers (1 x N x K, a Linear's
+weight), the tuner's way (gemmtune.bench.measure: verified, then CUDA-graph replays over rotating
+input sets). A replay of one kernel back to back lets each PDL launch overlap the one before,
+which no model step does: these times are what a tuner would see, not what a model gets.
+
     python scripts/exp_pdl.py OUT_DIR                                  # GPU (Hopper)
     TRITON_INTERPRET=1 python scripts/exp_pdl.py OUT_DIR --dry-run     # CPU: the kernels' arithmetic, no PDL, no timing
 
@@ -125,6 +131,7 @@ def main() -> None:
     ap.add_argument("--dry-run", action="store_true", help="CPU, under TRITON_INTERPRET=1: arithmetic only")
     ap.add_argument("--bn", type=int, default=8)
     ap.add_argument("--bk", type=int, default=512)
+    ap.add_argument("--single", action="store_true", help="also time skinny's GEMV strips and their -pdl twins one by one")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -157,6 +164,8 @@ def main() -> None:
         assert rel < 5e-2, (v, rel)
     print("correctness:", res["gemv0_rel_err_vs_fp64"], res["rel_err_vs_plain"], flush=True)
     if args.dry_run:
+        if args.single:
+            res["single"] = single(((8, 64), (5, 40)), "fp32")
         (out / "pdl.json").write_text(json.dumps(res, indent=1))
         return
 
@@ -203,8 +212,45 @@ def main() -> None:
         print(f"{v:13s} {us:9.1f} us/replay  x plain {res['us_per_replay']['plain'] / us:.3f}  "
               f"x cublas {res['us_per_replay']['cublas'] / us:.3f}  weights at {floor_us / us:.0%} of the HBM floor",
               flush=True)
+    if args.single:
+        res["single"] = single()
     res["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     (out / "pdl.json").write_text(json.dumps(res, indent=1))
+
+
+SINGLE_SHAPES = ((2048, 2048), (512, 2048), (8192, 2048), (2048, 8192), (3072, 2048), (16384, 2048))  # (N, K)
+
+
+def single(shapes=SINGLE_SHAPES, dtype: str = "bf16") -> dict:
+    """Per decode layer (1 x N x K, K-contiguous B): microseconds of cuBLAS and of each default
+    GEMV strip with and without -pdl, timed by gemmtune.bench.measure (the dry run: fp32, toy
+    sizes, the interpreter's wall times)."""
+    from dataclasses import replace
+
+    from gemmtune.bench.measure import WorkerState, measure
+    from gemmtune.configs import Choice, SkinnyConfig
+    from gemmtune.kernels.skinny_spec import _DEFAULT_GEMV
+    from gemmtune.problem import Problem, element_size
+
+    rows = {}
+    for n, k in shapes:
+        p = Problem.from_sizes(1, n, k, dtype, layout_b="col")
+        state = WorkerState()
+        row = {}
+        ids = ["aten"]
+        for bn, bk, w, st in _DEFAULT_GEMV:
+            c = SkinnyConfig(1, bn, min(bk, triton.next_power_of_2(k)), 1, st, w, False, True)
+            ids += [Choice("skinny", c).id, Choice("skinny", replace(c, pdl=True)).id]
+        for cid in ids:
+            r = measure(p, cid, state.timer, state=state)
+            row[cid] = r.device_ms * 1e3 if r.device_ms else f"{r.status.value}: {r.reason[:120]}"
+        floor_us = (n * k + k + n) * element_size(dtype) / NOMINAL_HBM * 1e6
+        plain = [v for i, v in row.items() if i != "aten" and not i.endswith("-pdl") and isinstance(v, float)]
+        pdl = [v for i, v in row.items() if i.endswith("-pdl") and isinstance(v, float)]
+        print(f"1x{n}x{k}: cuBLAS {row['aten']:.2f} us; best strip {min(plain):.2f}, best -pdl {min(pdl):.2f} "
+              f"({floor_us / min(pdl):.0%} of the floor)", flush=True)
+        rows[f"1x{n}x{k}"] = {"us": row, "floor_us": floor_us}
+    return rows
 
 
 if __name__ == "__main__":

@@ -209,11 +209,35 @@ def test_exp_pdl_dry_run(tmp_path, bk):
     chain's kernels against fp64, and the weight-prefetching GEMV against the plain one, with a
     K step that divides both K (16 of 64 and 256) and one past the first GEMV's K (128 of 64: its
     one step, the prefetched tile, is masked)."""
+    single = ["--single"] if bk == 16 else []  # the one-kernel timings too, once
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_pdl.py"), str(tmp_path), "--dry-run",
-                        "--bk", str(bk), "--bn", "8"], env=_env(), capture_output=True, text=True, timeout=300,
-                       check=False)
+                        "--bk", str(bk), "--bn", "8", *single], env=_env(), capture_output=True, text=True,
+                       timeout=300, check=False)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     doc = json.loads((tmp_path / "pdl.json").read_text())
     assert doc["gemv0_rel_err_vs_fp64"] < 1e-5
     assert set(doc["rel_err_vs_plain"]) == {"plain", "pdl_prefetch"}
     assert max(doc["rel_err_vs_plain"].values()) < 1e-5
+    if single:
+        for row in doc["single"].values():
+            ids = row["us"]
+            assert "aten" in ids and any(i.endswith("-pdl") for i in ids)
+            assert all(isinstance(v, float) for v in ids.values()), ids  # every one verified and timed
+
+
+@pytest.mark.slow
+def test_exp_pdl_model_dry_run(tmp_path):
+    """scripts/exp_pdl_model.py --dry-run (tiny-llama, fp32, CPU, eager): the fused model tuned
+    once, its M=1 skinny winner swapped for the -pdl twin in the second copy, every variant
+    (Inductor's PDL on and off) checked against eager."""
+    pytest.importorskip("transformers")
+    out = tmp_path / "p.json"
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_pdl_model.py"), "--dry-run", "--inductor-pdl",
+                        "--out", str(out)], env=_env(), capture_output=True, text=True, timeout=600, check=False)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert doc["swapped"] >= 1 and any(i.endswith("-pdl") for i in doc["pdl_winners"])
+    assert not any(i.endswith("-pdl") for i in doc["winners"])
+    assert set(doc["variants"]) == {"tuned", "tuned+inductor_pdl", "pdl", "pdl+inductor_pdl"}
+    for rec in doc["variants"].values():
+        assert "error" not in rec and rec["argmax_agree"] == 1.0 and rec["logits_rel_err"] < 1e-4

@@ -1,0 +1,174 @@
+"""Do ``-pdl`` GEMV strips speed up a compiled decode step? (#15, #17; scripts/exp_pdl.py measured
+1.24x cuBLAS on a norm -> GEMV chain, 1.12x when the norm knows no PDL.)
+
+The model is fused and tuned once (``--fast``), the README's decode recipe. Then two copies are
+patched:
+- ``tuned``: with the tuner's winners as they are;
+- ``pdl``: with every one-slice CUDA-core skinny winner on a K-contiguous weight swapped for its
+  ``-pdl`` twin (the same strip, launched with programmatic dependent launch, its first weight
+  tile loaded before the wait; kernels.skinny).
+
+Each copy is compiled (dynamic=False; ``--cdt``: with coordinate-descent tuning). The M=1
+hand-back is left at gemmtune's default: none in a fused graph. Each is compiled with Inductor's
+own PDL off, and with ``--inductor-pdl``, also with it on (``torch._inductor.config.triton.enable_pdl``,
+``TORCHINDUCTOR_ENABLE_PDL=1``). With it on, the Inductor kernels before each GEMV let it launch
+early.
+
+Every variant's step is:
+- captured in a CUDA graph;
+- checked against the eager model (logits, argmax);
+- profiled;
+- replayed interleaved with the others.
+
+The script writes one JSON.
+
+    python scripts/exp_pdl_model.py --out pdl_model.json --inductor-pdl            # GPU (Hopper)
+    TRITON_INTERPRET=1 python scripts/exp_pdl_model.py --dry-run --out /tmp/x.json
+        # tiny-llama in fp32 on the CPU, eager, no graphs: the flow, and the twins' arithmetic
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+from dataclasses import replace
+
+import torch
+
+import gemmtune
+from gemmtune import benchmodel
+from gemmtune.benchmodel.phases import causal_phase, rel_err
+from gemmtune.benchmodel.timing import time_interleaved
+from gemmtune.configs import Choice
+
+DRY_GEMV = "skinny:BM1-BN2-BK128-SK1-S1-W4-core-det"  # the dry run's winner at M=1 on a Linear's weight
+
+
+def pdl_twin(choice_id: str | None, layout_b: str) -> str | None:
+    """The ``-pdl`` twin of a one-slice CUDA-core skinny choice on a K-contiguous B, else the id.
+
+    >>> pdl_twin("skinny:BM1-BN4-BK1024-SK1-S1-W4-core-det", "col")
+    'skinny:BM1-BN4-BK1024-SK1-S1-W4-core-det-pdl'
+    >>> pdl_twin("skinny:BM1-BN4-BK1024-SK2-S1-W4-core-det", "col"), pdl_twin("aten", "col")
+    ('skinny:BM1-BN4-BK1024-SK2-S1-W4-core-det', 'aten')
+    """
+    if not choice_id or choice_id.startswith("pad+") or layout_b != "col":
+        return choice_id
+    ch = Choice.parse(choice_id)
+    c = ch.config
+    if ch.family != "skinny" or c.dot or c.split_k != 1 or c.stream_k or c.pdl:
+        return choice_id
+    return Choice("skinny", replace(c, pdl=True)).id
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--model", default="llama-1b")
+    ap.add_argument("--phase", default="decode_b1")
+    ap.add_argument("--cdt", action="store_true", help="compile with coordinate-descent tuning")
+    ap.add_argument("--inductor-pdl", action="store_true", help="also compile each copy with Inductor's PDL on")
+    ap.add_argument("--dry-run", action="store_true", help="tiny-llama, fp32, CPU, no graphs: the flow only")
+    args = ap.parse_args()
+    dry = args.dry_run
+    device, dtype = ("cpu", torch.float32) if dry else ("cuda", torch.bfloat16)
+    name = "tiny-llama" if dry else args.model
+
+    from torch._inductor import config as iconfig
+    iconfig.fx_graph_cache = False  # each variant compiles afresh (the cache keys hold no PDL flag of ours)
+    model = benchmodel.build_model(benchmodel.parse_model(name), dtype, device)
+    ref = copy.deepcopy(model)
+    phase = causal_phase(args.phase, model.get_input_embeddings().num_embeddings, device)
+    doc: dict = {"model": name, "phase": args.phase, "dtype": str(dtype), "device": device, "cdt": args.cdt,
+                 "torch": torch.__version__, "gemmtune": gemmtune.__version__, "variants": {}}
+    if not dry:
+        import triton
+        doc.update(gpu=torch.cuda.get_device_name(), triton=triton.__version__)
+    with torch.no_grad():
+        want = phase.run(ref).float()
+        gemmtune.fuse_linears(model, fn=lambda: phase.example(model))
+        result: dict = {}
+
+        def tune_once(problems, **kw):
+            if dry:
+                return {p.key: DRY_GEMV if p.m == 1 and p.layout_b == "col" else "aten" for p in problems}
+            result["r"] = gemmtune.tune(problems, **kw)
+            return result["r"]
+
+        t0 = time.perf_counter()
+        ds_tuned = gemmtune.tune_model(model, fn=lambda: phase.example(model), tune_fn=tune_once,
+                                       progress=False, **({} if dry else {"fast": True}))
+        doc["tune_s"] = time.perf_counter() - t0
+        r = result.get("r")
+        winners = {s.problem.key: (s.best, s.problem.layout_b) for s in r.shapes} if r is not None else {}
+        copies = {"tuned": model, "pdl": copy.deepcopy(model)}
+        gemmtune.patch(copies["tuned"], dispatchers=ds_tuned, tune_missing=False, progress=False)
+        if dry:
+            def twins(problems, **kw):
+                return {p.key: pdl_twin(DRY_GEMV if p.m == 1 and p.layout_b == "col" else "aten", p.layout_b)
+                        for p in problems}
+        else:
+            def twins(problems, **kw):
+                return {p.key: pdl_twin(*winners.get(p.key, ("aten", p.layout_b))) for p in problems}
+        ds_pdl = gemmtune.tune_model(copies["pdl"], fn=lambda: phase.example(copies["pdl"]), tune_fn=twins,
+                                     progress=False)
+        gemmtune.patch(copies["pdl"], dispatchers=ds_pdl, tune_missing=False, progress=False)
+        doc["winners"] = sorted({h.choice.id for d in ds_tuned.values() for h in d.hint_choices})
+        doc["pdl_winners"] = sorted({h.choice.id for d in ds_pdl.values() for h in d.hint_choices})
+        doc["swapped"] = sum(i.endswith("-pdl") for i in doc["pdl_winners"])
+        print(f"fuse + tune {doc['tune_s']:.1f} s; winners {doc['winners']}; -pdl twins: {doc['swapped']}",
+              flush=True)
+
+        replays = {}
+        flags = (False, True) if args.inductor_pdl else (False,)
+        for key, m in copies.items():
+            for ipdl in flags:
+                vname = key + ("+inductor_pdl" if ipdl else "")
+                rec = doc["variants"].setdefault(vname, {})
+                torch._dynamo.reset()
+                iconfig.triton.enable_pdl = ipdl
+                # (the dry run runs each copy eagerly: Inductor's CPU build of the model takes minutes on 2 cores)
+                v = m if dry else torch.compile(m, dynamic=False,
+                                                options={"coordinate_descent_tuning": True} if args.cdt else None)
+                t0 = time.perf_counter()
+                try:
+                    if dry:
+                        got, replay = phase.run(v).float(), None
+                    else:
+                        replay, info = benchmodel.capture(lambda v=v: phase.run(v), keep=lambda v=v: phase.state(v))
+                        rec["replay_ok"] = bool(info["replay_ok"])
+                        got = replay().float()
+                except Exception as e:  # one variant failing must not lose the others
+                    rec["error"] = f"{type(e).__name__}: {e}"[:400]
+                    print(f"{vname}: {rec['error']}", flush=True)
+                    continue
+                rec["first_calls_s"] = time.perf_counter() - t0
+                rec["logits_rel_err"] = rel_err(got, want)
+                rec["argmax_agree"] = float((got.argmax(-1) == want.argmax(-1)).float().mean())
+                if replay is not None:
+                    from gemmtune.benchmodel.profile import profile_replay
+                    prof = profile_replay(replay, 20)
+                    rec["profile"] = {"us": prof["us"], "gemm_us": prof["gemm_us"], "kernels": prof["kernels"],
+                                      "top": prof["top"][:30]}
+                    replays[vname] = replay
+                print(f"{vname}: first calls {rec['first_calls_s']:.1f} s, logits rel err {rec['logits_rel_err']:.2e}, "
+                      f"argmax {rec['argmax_agree']:.3f}"
+                      + (f", step {rec['profile']['us']:.1f} us profiled, GEMMs {rec['profile']['gemm_us']:.1f} us"
+                         if "profile" in rec else ""), flush=True)
+        iconfig.triton.enable_pdl = False
+        if len(replays) >= 2:
+            t = time_interleaved(replays, rounds=9)
+            doc["interleaved_ms"] = {k: x["ms"] for k, x in t.items()}
+            doc["interleaved_spread"] = max(x["spread"] for x in t.values())
+            base = t["tuned"]["ms"]
+            doc["x_tuned"] = {k: base / x["ms"] for k, x in t.items()}
+            print("interleaved ms: " + ", ".join(f"{k} {x['ms']:.4f}" for k, x in t.items())
+                  + "; x tuned: " + ", ".join(f"{k} {x:.3f}" for k, x in doc["x_tuned"].items()), flush=True)
+    with open(args.out, "w") as f:
+        json.dump(doc, f, indent=1, default=float)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
