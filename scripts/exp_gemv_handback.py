@@ -28,8 +28,10 @@ import torch
 
 import gemmtune
 from gemmtune import benchmodel, torch_ops
-from gemmtune.benchmodel.phases import causal_phase, rel_err
+from gemmtune.benchmodel.phases import causal_phase
 from gemmtune.benchmodel.timing import time_interleaved
+
+from compiled_variant import run_variant  # scripts/, beside this one
 
 
 def main() -> int:
@@ -95,33 +97,9 @@ def main() -> int:
             torch._dynamo.reset()
             v = torch.compile(model, dynamic=False, options={"coordinate_descent_tuning": True})
             rec = doc["variants"].setdefault(thr, {})
-            t0 = time.perf_counter()
-            try:
-                if dry:
-                    got = phase.run(v).float()
-                    replay = None
-                else:
-                    replay, info = benchmodel.capture(lambda v=v: phase.run(v), keep=lambda v=v: phase.state(v))
-                    rec["replay_ok"] = bool(info["replay_ok"])
-                    got = replay().float()
-            except Exception as e:  # one threshold failing must not lose the others
-                rec["error"] = f"{type(e).__name__}: {e}"[:400]
-                print(f"threshold {thr}: {rec['error']}", flush=True)
-                continue
-            rec["first_calls_s"] = time.perf_counter() - t0
-            rec["logits_rel_err"] = rel_err(got, want)
-            rec["argmax_agree"] = float((got.argmax(-1) == want.argmax(-1)).float().mean())
+            replay = run_variant(v, phase, want, rec, f"threshold {thr}", dry=dry)
             if replay is not None:
-                from gemmtune.benchmodel.profile import profile_replay
-                prof = profile_replay(replay, 20)
-                ours = [k for k in prof["top"] if not k["name"].startswith("triton_")
-                        and k["class"] == "gemm"]
-                rec["profile"] = {"us": prof["us"], "gemm_us": prof["gemm_us"], "kernels": prof["kernels"],
-                                  "gemmtune_or_cublas_gemm_us": sum(k["us"] for k in ours), "top": prof["top"][:30]}
                 replays[thr] = replay
-            print(f"threshold {thr}: first calls {rec['first_calls_s']:.1f} s, logits rel err "
-                  f"{rec['logits_rel_err']:.2e}, argmax {rec['argmax_agree']:.3f}"
-                  + (f", step {rec['profile']['us']:.1f} us profiled" if "profile" in rec else ""), flush=True)
         os.environ.pop(torch_ops.GEMV_HANDBACK_ENV, None)
         if len(replays) >= 2:
             t = time_interleaved(replays, rounds=9)

@@ -38,9 +38,11 @@ import torch
 
 import gemmtune
 from gemmtune import benchmodel
-from gemmtune.benchmodel.phases import causal_phase, rel_err
+from gemmtune.benchmodel.phases import causal_phase
 from gemmtune.benchmodel.timing import time_interleaved
 from gemmtune.configs import Choice
+
+from compiled_variant import run_variant  # scripts/, beside this one
 
 DRY_GEMV = "skinny:BM1-BN2-BK128-SK1-S1-W4-core-det"  # the dry run's winner at M=1 on a Linear's weight
 
@@ -131,31 +133,9 @@ def main() -> int:
                 # (the dry run runs each copy eagerly: Inductor's CPU build of the model takes minutes on 2 cores)
                 v = m if dry else torch.compile(m, dynamic=False,
                                                 options={"coordinate_descent_tuning": True} if args.cdt else None)
-                t0 = time.perf_counter()
-                try:
-                    if dry:
-                        got, replay = phase.run(v).float(), None
-                    else:
-                        replay, info = benchmodel.capture(lambda v=v: phase.run(v), keep=lambda v=v: phase.state(v))
-                        rec["replay_ok"] = bool(info["replay_ok"])
-                        got = replay().float()
-                except Exception as e:  # one variant failing must not lose the others
-                    rec["error"] = f"{type(e).__name__}: {e}"[:400]
-                    print(f"{vname}: {rec['error']}", flush=True)
-                    continue
-                rec["first_calls_s"] = time.perf_counter() - t0
-                rec["logits_rel_err"] = rel_err(got, want)
-                rec["argmax_agree"] = float((got.argmax(-1) == want.argmax(-1)).float().mean())
+                replay = run_variant(v, phase, want, rec, vname, dry=dry)
                 if replay is not None:
-                    from gemmtune.benchmodel.profile import profile_replay
-                    prof = profile_replay(replay, 20)
-                    rec["profile"] = {"us": prof["us"], "gemm_us": prof["gemm_us"], "kernels": prof["kernels"],
-                                      "top": prof["top"][:30]}
                     replays[vname] = replay
-                print(f"{vname}: first calls {rec['first_calls_s']:.1f} s, logits rel err {rec['logits_rel_err']:.2e}, "
-                      f"argmax {rec['argmax_agree']:.3f}"
-                      + (f", step {rec['profile']['us']:.1f} us profiled, GEMMs {rec['profile']['gemm_us']:.1f} us"
-                         if "profile" in rec else ""), flush=True)
         iconfig.triton.enable_pdl = False
         if len(replays) >= 2:
             t = time_interleaved(replays, rounds=9)
