@@ -224,10 +224,12 @@ SINGLE_SHAPES = ((2048, 2048), (512, 2048), (8192, 2048), (2048, 8192), (3072, 2
 def single(shapes=SINGLE_SHAPES, dtype: str = "bf16") -> dict:
     """Per decode layer (1 x N x K, K-contiguous B): microseconds of cuBLAS and of each default
     GEMV strip with and without -pdl, timed by gemmtune.bench.measure (the dry run: fp32, toy
-    sizes, the interpreter's wall times)."""
+    sizes, the interpreter's wall times). On a GPU also ``after_spacer``: each launch after a
+    one-element ATen add (a kernel that knows no PDL, so a -pdl launch cannot overlap the one
+    before it), the add's own time subtracted: a way the tuner could time -pdl configs fairly."""
     from dataclasses import replace
 
-    from gemmtune.bench.measure import WorkerState, measure
+    from gemmtune.bench.measure import WorkerState, measure, verify
     from gemmtune.configs import Choice, SkinnyConfig
     from gemmtune.kernels.skinny_spec import _DEFAULT_GEMV
     from gemmtune.problem import Problem, element_size
@@ -241,15 +243,30 @@ def single(shapes=SINGLE_SHAPES, dtype: str = "bf16") -> dict:
         for bn, bk, w, st in _DEFAULT_GEMV:
             c = SkinnyConfig(1, bn, min(bk, triton.next_power_of_2(k)), 1, st, w, False, True)
             ids += [Choice("skinny", c).id, Choice("skinny", replace(c, pdl=True)).id]
+        spaced = {}
         for cid in ids:
             r = measure(p, cid, state.timer, state=state)
             row[cid] = r.device_ms * 1e3 if r.device_ms else f"{r.status.value}: {r.reason[:120]}"
+            if torch.cuda.is_available() and r.device_ms:
+                _, launch = verify(p, cid, state)
+                if launch is not None:
+                    sp = torch.zeros(1, device="cuda")
+                    n_sets = len(state.inputs)
+                    alone = state.timer.measure(lambda i: sp.add_(1.0), n_sets).device_ms
+                    both = state.timer.measure(lambda i: (sp.add_(1.0), launch(i)), n_sets).device_ms
+                    spaced[cid] = (both - alone) * 1e3
         floor_us = (n * k + k + n) * element_size(dtype) / NOMINAL_HBM * 1e6
         plain = [v for i, v in row.items() if i != "aten" and not i.endswith("-pdl") and isinstance(v, float)]
         pdl = [v for i, v in row.items() if i.endswith("-pdl") and isinstance(v, float)]
         print(f"1x{n}x{k}: cuBLAS {row['aten']:.2f} us; best strip {min(plain):.2f}, best -pdl {min(pdl):.2f} "
               f"({floor_us / min(pdl):.0%} of the floor)", flush=True)
-        rows[f"1x{n}x{k}"] = {"us": row, "floor_us": floor_us}
+        if spaced:
+            sp_plain = [v for i, v in spaced.items() if i != "aten" and not i.endswith("-pdl")]
+            sp_pdl = [v for i, v in spaced.items() if i.endswith("-pdl")]
+            print(f"    after a spacer: cuBLAS {spaced.get('aten', float('nan')):.2f} us; best strip "
+                  f"{min(sp_plain, default=float('nan')):.2f}, best -pdl {min(sp_pdl, default=float('nan')):.2f}",
+                  flush=True)
+        rows[f"1x{n}x{k}"] = {"us": row, "after_spacer_us": spaced, "floor_us": floor_us}
     return rows
 
 

@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
-# Prepared at the end of session 36 for session 37 (~7 min; GPU only; no carry). After call 1
-# passes. Do -pdl GEMV strips speed up Llama-1B's compiled decode step? scripts/exp_pdl_model.py:
-# fused + tuned (--fast) once; one copy patched with the winners, one with each one-slice GEMV
-# strip swapped for its -pdl twin; each compiled (default Inductor) with Inductor's own PDL off
-# and on (TORCHINDUCTOR_ENABLE_PDL), captured in CUDA graphs, checked against eager, profiled,
-# replayed interleaved. Compare with call 3 of the same session for max-autotune's figure.
+# Prepared at the end of session 36 for session 37 (~4 min; GPU only; no carry). After call 1.
+# scripts/exp_pdl.py at the two best strips of session 36 (1.24x cuBLAS on the norm -> GEMV chain),
+# the first with --single: skinny's default GEMV strips and their -pdl twins timed one by one the
+# tuner's way (back to back), and after a spacer kernel that knows no PDL (what a fair tuner
+# timing of a -pdl config could be), per Llama-1B decode layer.
 set -u
 source "$(dirname "$0")/../device_env.sh"
-record_env transformers
-unset GEMMTUNE_GEMV_HANDBACK_MIN_BYTES
-timeout 560 python3 scripts/exp_pdl_model.py --out $OUT/pdl_model.json --inductor-pdl > $OUT/pdl_model.log 2>&1
-echo "exp_pdl_model rc=$?"; grep -v "^E11\|^W11" $OUT/pdl_model.log | grep -E "fuse|first calls|interleaved|rror" | tail -10
+record_env
+timeout 200 python3 scripts/exp_pdl.py $OUT/pdl_bn4_bk2048 --bn 4 --bk 2048 --single 2>&1 | tail -20
+timeout 60 python3 scripts/exp_pdl.py $OUT/pdl_bn2_bk2048 --bn 2 --bk 2048 2>&1 | tail -6
