@@ -4,7 +4,8 @@
 # fused + tuned (--fast) once; one copy patched with the winners, one with each one-slice GEMV
 # strip swapped for its -pdl twin; each compiled (default Inductor) with Inductor's own PDL off
 # and on (TORCHINDUCTOR_ENABLE_PDL), captured in CUDA graphs, checked against eager, profiled,
-# replayed interleaved. max-autotune is not in this run: session 36 call 2 has it on the same model (1.344 ms).
+# replayed interleaved. max-autotune is not in this run (its compile alone takes ~6 min): the
+# question is the -pdl twins against the same winners without PDL, side by side.
 set -u
 source "$(dirname "$0")/../device_env.sh"
 record_env transformers
