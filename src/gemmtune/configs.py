@@ -113,7 +113,9 @@ class SkinnyConfig:
     (strip, K-block) units evenly (stream-K; tl.dot, atomic reduction); ``split_k`` is then 1.
     ``pdl``: launched with programmatic dependent launch (Hopper and later; CUDA-core path, one
     K-slice): a program loads its first B tile, then waits for the kernel before it, so the
-    weight's first bytes stream while that kernel finishes (kernels.skinny says what was measured)."""
+    weight's first bytes stream while that kernel finishes (kernels.skinny says what was measured).
+    So B must not be an output of the kernel launched just before it: a weight at inference,
+    not a tensor computed in the same step (A, the bias and the residual may be)."""
     block_m: int
     block_n: int
     block_k: int
