@@ -335,6 +335,8 @@ def _stream_k(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, sam, sak, sbk, sbn
 # ---------------------------------------------------------------------- launch
 
 def _args(a, b, c, cfg: SkinnyConfig, ws, locks, allow_tf32: bool, epilogue: EpilogueArgs | None = None):
+    if cfg.pdl and a.is_cuda:
+        check_pdl_device(torch.cuda.get_device_capability(a.device), torch.cuda.get_device_name(a.device))
     M, K = a.shape
     N = b.shape[1]
     p = plan(M, N, K, cfg)
@@ -357,6 +359,21 @@ def _args(a, b, c, cfg: SkinnyConfig, ws, locks, allow_tf32: bool, epilogue: Epi
         **epilogue_consts(epilogue),
     )
     return p, args, consts
+
+
+def check_pdl_device(capability: tuple[int, int], name: str) -> None:
+    """Refuse a ``-pdl`` config on a GPU before Hopper, by name: griddepcontrol is an sm_90
+    instruction, and ptxas would otherwise fail deep inside Triton's compile.
+
+    >>> check_pdl_device((9, 0), "NVIDIA H100")
+    >>> check_pdl_device((8, 0), "NVIDIA A100")
+    Traceback (most recent call last):
+    ...
+    ValueError: skinny -pdl configs need compute capability 9.0 or later (Hopper); NVIDIA A100 is 8.0
+    """
+    if tuple(capability) < (9, 0):
+        raise ValueError(f"skinny -pdl configs need compute capability 9.0 or later (Hopper); "
+                         f"{name} is {capability[0]}.{capability[1]}")
 
 
 def _launch_options(cfg: SkinnyConfig) -> dict:
