@@ -225,6 +225,45 @@ def test_pdl_path_is_the_plain_strip_with_its_first_step_peeled(shape, operand):
         assert torch.equal(got, want), (bn, bk)
 
 
+@pytest.mark.parametrize("m", [1, 5])
+def test_pdl_path_with_an_epilogue_in_fp16_is_the_plain_strips(m, operand):
+    """The peeled step under the fused epilogue (bias, SiLU, residual: all read after the wait on a
+    GPU), fp16, and M past BLOCK_M (the program's rows loop over row blocks): bitwise the plain
+    strip's result, and the epilogue's reference within fp16 tolerance."""
+    k, n = 300, 37
+    a, b = operand(m, k, "row", torch.float16), operand(k, n, "col", torch.float16)
+    bias, res = torch.randn(n, dtype=torch.float16), torch.randn(m, n, dtype=torch.float16)
+    got = {}
+    for tail in ("", "-pdl"):
+        got[tail] = gemmtune.matmul(a, b, choice="skinny:BM1-BN4-BK128-SK1-S1-W4-core-det" + tail, bias=bias,
+                                    activation="silu", residual=res)
+    assert torch.equal(got[""], got["-pdl"])
+    ref = torch.nn.functional.silu(a.double() @ b.double() + bias.double()) + res.double()
+    res_ = compare(got["-pdl"], ref, 2e-3)
+    assert res_.ok, res_.reason
+
+
+def test_pdl_is_refused_with_pad_and_where_its_launch_would_not_wait(operand):
+    """pad+ copies B in the kernel just before the GEMM, which a -pdl strip reads before its wait:
+    refused by name, by matmul and by the tuner's check (UNSUPPORTED, not a result). And the
+    launcher itself refuses what validate does (a stream-K or split -pdl config has no prefetch
+    path), for a caller that goes around validate."""
+    from gemmtune.bench.measure import _unsupported
+    from gemmtune.bench.status import Status
+    a, b = operand(1, 64, "row", torch.float32), operand(64, 32, "col", torch.float32)
+    pdl = "skinny:BM1-BN4-BK64-SK1-S1-W4-core-det-pdl"
+    with pytest.raises(ValueError, match="pad\\+ with a -pdl config"):
+        gemmtune.matmul(a, b, choice="pad+" + pdl)
+    p = Problem.from_sizes(1, 32, 64, "fp32", layout_b="col")
+    m = _unsupported(p, Choice.parse("pad+" + pdl))
+    assert m is not None and m.status is Status.UNSUPPORTED and "pad+" in m.reason
+    assert _unsupported(p, Choice.parse(pdl)) is None
+    out = torch.empty(1, 32)
+    for bad in (SkinnyConfig(16, 16, 32, 1, 2, 4, True, False, 7, pdl=True), SkinnyConfig(1, 4, 32, 2, pdl=True)):
+        with pytest.raises(ValueError, match="PDL path"):
+            skinny.run(a, b, out, bad, workspace=SplitKWorkspace())
+
+
 def test_pdl_choice_ids_and_constraint():
     """``-pdl`` round-trips through choice ids (after ``-P``, which it never joins), and the
     constraint keeps it to Hopper or later and a K-contiguous B (what its prefetch reads)."""

@@ -114,8 +114,9 @@ class SkinnyConfig:
     ``pdl``: launched with programmatic dependent launch (Hopper and later; CUDA-core path, one
     K-slice): a program loads its first B tile, then waits for the kernel before it, so the
     weight's first bytes stream while that kernel finishes (kernels.skinny says what was measured).
-    So B must not be an output of the kernel launched just before it: a weight at inference,
-    not a tensor computed in the same step (A, the bias and the residual may be)."""
+    So B must be written by no kernel still running when it starts (the one launched just before
+    it, or an earlier one that let its successors start early): a weight at inference, not a tensor
+    computed in the same step (A, the bias and the residual may be). ``pad+`` is refused with it."""
     block_m: int
     block_n: int
     block_k: int

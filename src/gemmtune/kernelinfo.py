@@ -166,6 +166,9 @@ def inspect_choice(choice: Choice | str, problem: Problem, arch: int = 90) -> li
         choice = Choice.parse(choice)
     if choice.config is not None:
         kernels.get(choice.family).validate(problem, choice.config)
+        if getattr(choice.config, "pdl", False):  # (on a GPU, skinny checks the device itself)
+            from .kernels.skinny import check_pdl_device
+            check_pdl_device((arch // 10, arch % 10), f"sm_{arch}")
     a, b, out = operands(problem)
     with tiled.offline() as launches:
         kernels.run_choice(choice, a, b, out, workspace=SplitKWorkspace())

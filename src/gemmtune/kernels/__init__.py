@@ -121,6 +121,11 @@ def validate_choice(choice, problem) -> None:
     """Raise (ValueError, TypeError) when ``choice`` cannot run ``problem``: its family's pure
     ``validate``, on the padded problem for a ``pad+`` choice (what the kernel then runs). Through
     ``spec``, so a check that fails imports no Triton."""
+    if choice.pad and getattr(choice.config, "pdl", False):
+        # pad+ copies B on every call (fp8's scaled_mm a K-contiguous one) in the kernel just
+        # before the GEMM: a -pdl strip would load that B before the copy is done
+        raise ValueError("pad+ with a -pdl config: the padded copy of B is written by the kernel just before "
+                         "the GEMM, which a -pdl strip reads before waiting for it")
     spec(choice.family).validate(problem.padded() if choice.pad else problem, choice.config)
 
 

@@ -52,6 +52,7 @@ at a strip sums them (in slice order when ``deterministic``), so it stays one la
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -160,8 +161,9 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
     PREFETCH (a ``-pdl`` config, one K-slice): the CUDA-core path with a K-contiguous B loads its
     first B tile, then waits for the kernel launched before it (GDC: ``gdc_wait``, on a GPU
     launched with programmatic dependent launch; the interpreter has no such instruction, so it
-    runs the same arithmetic without it), then reads A. B is a weight, which no kernel of the
-    step writes; A, the bias and the residual may be the previous kernel's output, and the
+    runs the same arithmetic without it), then reads A. B must be written by no grid still
+    running (a weight at inference; ``pad+`` is refused with -pdl, its copy of B is the kernel
+    just before); A, the bias and the residual may be the previous kernel's output, and the
     output may be memory the previous kernel still reads, so all of those come after the wait.
     Every other path waits before its first load."""
     if GDC:
@@ -335,8 +337,12 @@ def _stream_k(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, sam, sak, sbk, sbn
 # ---------------------------------------------------------------------- launch
 
 def _args(a, b, c, cfg: SkinnyConfig, ws, locks, allow_tf32: bool, epilogue: EpilogueArgs | None = None):
-    if cfg.pdl and a.is_cuda:
-        check_pdl_device(torch.cuda.get_device_capability(a.device), torch.cuda.get_device_name(a.device))
+    if cfg.pdl:
+        if cfg.dot or cfg.stream_k or cfg.split_k != 1:  # (validate says so; run and prepare do not call it)
+            raise ValueError(f"{cfg.id}: the PDL path runs the CUDA-core product with one K-slice")
+        if a.is_cuda:
+            check_pdl_device(*_device_facts(a.device.index if a.device.index is not None
+                                            else torch.cuda.current_device()))
     M, K = a.shape
     N = b.shape[1]
     p = plan(M, N, K, cfg)
@@ -359,6 +365,12 @@ def _args(a, b, c, cfg: SkinnyConfig, ws, locks, allow_tf32: bool, epilogue: Epi
         **epilogue_consts(epilogue),
     )
     return p, args, consts
+
+
+@functools.lru_cache(maxsize=None)
+def _device_facts(index: int) -> tuple[tuple[int, int], str]:
+    """(capability, name) of CUDA device ``index``, read once (a -pdl launch asks on every call)."""
+    return torch.cuda.get_device_capability(index), torch.cuda.get_device_name(index)
 
 
 def check_pdl_device(capability: tuple[int, int], name: str) -> None:

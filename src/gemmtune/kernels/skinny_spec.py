@@ -243,8 +243,7 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
         per = cdiv(problem.k, c.split_k)
         bk = max(min_block_k(problem), min(c.block_k, 1 << max(0, (per - 1).bit_length())))
         bn = min(c.block_n, bn_most)
-        c = c if (bk, bn) == (c.block_k, c.block_n) else SkinnyConfig(
-            c.block_m, bn, bk, c.split_k, c.num_stages, c.num_warps, c.dot, c.deterministic, c.stream_k)
+        c = c if (bk, bn) == (c.block_k, c.block_n) else replace(c, block_k=bk, block_n=bn)
         # One K-slice: nothing to reduce, so '-atomic' and '-det' launch the same kernel (SPLIT_MODE 0,
         # no workspace: skinny._args). One of the twins is kept, the deterministic one, as the default
         # space has it, so that a top k or --fast's next pick is not spent on the other.
@@ -271,9 +270,9 @@ def validate(problem: Problem, cfg: SkinnyConfig) -> None:
     if cfg.num_warps not in (1, 2, 4, 8, 16) or cfg.num_stages < 1:
         raise ValueError(f"num_warps={cfg.num_warps} must be 1..16 (a power of two), num_stages >= 1")
     if cfg.pdl and (cfg.dot or cfg.split_k != 1 or cfg.stream_k):
-        # One K-slice only: a split's partials and counters live in a workspace that the call
-        # before may still be using when this one starts early; only the CUDA-core path has the
-        # prefetch (kernels.skinny).
+        # What was measured (scripts/exp_pdl.py): the CUDA-core strips with one K-slice. Only that
+        # path has the prefetch; stream-K has no wait at all; a split would wait before its
+        # workspace as well, but is untested.
         raise ValueError("the PDL path (-pdl) runs the CUDA-core product with one K-slice: core, SK1, no -P")
 
 
