@@ -382,6 +382,11 @@ class _Group:
                     self.fused.bias = b
                     for m, off, n in zip(self.members, self.offsets, self.sizes):
                         m.bias.data = b[off:off + n]
+            if w.is_cuda:
+                # One more kernel after the copies, writing neither tensor: the fused GEMM may be a
+                # skinny -pdl strip, which loads its weight before it waits for the kernel just
+                # before it; that kernel is then this one, and the copies are complete before it runs.
+                torch.zeros(1, device=w.device)
             self.w, self.b = self.fused._buffers["weight"], self.fused._buffers.get("bias")
             self.wparams = [(m, m.weight, m.weight.data_ptr()) for m in self.members]
             self.bparams = [(m, m.bias, m.bias.data_ptr()) for m in self.members] if self.b is not None else []
