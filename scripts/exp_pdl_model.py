@@ -14,6 +14,9 @@ own PDL off, and with ``--inductor-pdl``, also with it on (``torch._inductor.con
 ``TORCHINDUCTOR_ENABLE_PDL=1``). With it on, the Inductor kernels before each GEMV let it launch
 early.
 
+``--max-autotune`` adds the unpatched, unfused model under max-autotune, with the same Inductor
+PDL settings: the #17 comparison, side by side.
+
 Every variant's step is:
 - captured in a CUDA graph;
 - checked against the eager model (logits, argmax);
@@ -71,6 +74,9 @@ def main() -> int:
     ap.add_argument("--phase", default="decode_b1")
     ap.add_argument("--cdt", action="store_true", help="compile with coordinate-descent tuning")
     ap.add_argument("--inductor-pdl", action="store_true", help="also compile each copy with Inductor's PDL on")
+    ap.add_argument("--max-autotune", action="store_true",
+                    help="also the unpatched model under torch.compile max-autotune (with Inductor's PDL off, and on "
+                         "too with --inductor-pdl): ~6 min of compiling each on an H200")
     ap.add_argument("--dry-run", action="store_true", help="tiny-llama, fp32, CPU, no graphs: the flow only")
     args = ap.parse_args()
     dry = args.dry_run
@@ -105,6 +111,7 @@ def main() -> int:
         r = result.get("r")
         winners = {s.problem.key: (s.best, s.problem.layout_b) for s in r.shapes} if r is not None else {}
         copies = {"tuned": model, "pdl": copy.deepcopy(model)}
+        plain = copy.deepcopy(ref) if args.max_autotune else None  # max-autotune's model: unfused, unpatched
         gemmtune.patch(copies["tuned"], dispatchers=ds_tuned, tune_missing=False, progress=False)
         if dry:
             def twins(problems, **kw):
@@ -124,15 +131,20 @@ def main() -> int:
 
         replays = {}
         flags = (False, True) if args.inductor_pdl else (False,)
-        for key, m in copies.items():
+        runs = list(copies.items()) + ([("max_autotune", plain)] if plain is not None else [])
+        for key, m in runs:
             for ipdl in flags:
                 vname = key + ("+inductor_pdl" if ipdl else "")
                 rec = doc["variants"].setdefault(vname, {})
                 torch._dynamo.reset()
                 iconfig.triton.enable_pdl = ipdl
                 # (the dry run runs each copy eagerly: Inductor's CPU build of the model takes minutes on 2 cores)
-                v = m if dry else torch.compile(m, dynamic=False,
-                                                options={"coordinate_descent_tuning": True} if args.cdt else None)
+                if dry:
+                    v = m
+                elif key == "max_autotune":
+                    v = torch.compile(m, dynamic=False, mode="max-autotune-no-cudagraphs")  # graphs: benchmodel.capture
+                else:
+                    v = torch.compile(m, dynamic=False, options={"coordinate_descent_tuning": True} if args.cdt else None)
                 replay = run_variant(v, phase, want, rec, vname, dry=dry)
                 if replay is not None:
                     replays[vname] = replay

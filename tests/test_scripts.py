@@ -233,11 +233,13 @@ def test_exp_pdl_model_dry_run(tmp_path):
     pytest.importorskip("transformers")
     out = tmp_path / "p.json"
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_pdl_model.py"), "--dry-run", "--inductor-pdl",
-                        "--out", str(out)], env=_env(), capture_output=True, text=True, timeout=600, check=False)
+                        "--max-autotune", "--out", str(out)], env=_env(), capture_output=True, text=True, timeout=600,
+                       check=False)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     doc = json.loads(out.read_text())
     assert doc["swapped"] >= 1 and any(i.endswith("-pdl") for i in doc["pdl_winners"])
     assert not any(i.endswith("-pdl") for i in doc["winners"])
-    assert set(doc["variants"]) == {"tuned", "tuned+inductor_pdl", "pdl", "pdl+inductor_pdl"}
+    assert set(doc["variants"]) == {"tuned", "tuned+inductor_pdl", "pdl", "pdl+inductor_pdl", "max_autotune",
+                                    "max_autotune+inductor_pdl"}
     for rec in doc["variants"].values():
         assert "error" not in rec and rec["argmax_agree"] == 1.0 and rec["logits_rel_err"] < 1e-4
