@@ -354,7 +354,7 @@ def test_fused_then_patched_models_match_eager(model_type):
                 h.remove()
 
 
-COMPILED = ("llama", "phi", "deepseek_v3", "gpt2", "mamba", "qwen2_moe")
+COMPILED = ("llama", "phi", "deepseek_v3", "gpt2")  # (Mamba and Qwen2-MoE passed too: 25 s more of CI)
 FAST_COMPILED = ("llama", "gpt2")
 
 
