@@ -264,6 +264,23 @@ def test_pdl_is_refused_with_pad_and_where_its_launch_would_not_wait(operand):
             skinny.run(a, b, out, bad, workspace=SplitKWorkspace())
 
 
+def test_pdl_is_unsupported_for_the_tuner_on_a_gpu_before_hopper(monkeypatch):
+    """The benchmark worker records a -pdl choice on an Ampere GPU as UNSUPPORTED (naming the
+    capability), not as an error from its launch; on Hopper it passes the check."""
+    from gemmtune.bench.measure import _unsupported
+    from gemmtune.bench.status import Status
+    p = Problem.from_sizes(1, 32, 64, "fp16", layout_b="col")
+    ch = Choice.parse("skinny:BM1-BN4-BK64-SK1-S1-W4-core-det-pdl")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA A100")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 0))
+    m = _unsupported(p, ch)
+    assert m is not None and m.status is Status.UNSUPPORTED and "NVIDIA A100 is 8.0" in m.reason
+    assert _unsupported(p, Choice.parse("skinny:BM1-BN4-BK64-SK1-S1-W4-core-det")) is None
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    assert _unsupported(p, ch) is None
+
+
 def test_pdl_choice_ids_and_constraint():
     """``-pdl`` round-trips through choice ids (after ``-P``, which it never joins), and the
     constraint keeps it to Hopper or later and a K-contiguous B (what its prefetch reads)."""

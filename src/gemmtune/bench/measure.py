@@ -249,6 +249,11 @@ def _unsupported(problem: Problem, choice: Choice) -> Measurement | None:
     """UNSUPPORTED when the choice's family rejects this problem, else None."""
     try:
         kernels.validate_choice(choice, problem)
+        if getattr(choice.config, "pdl", False) and torch.cuda.is_available():  # (a worker times on its GPU)
+            # a skinny -pdl config on a GPU before Hopper: unsupported here, not an error (its
+            # launch would refuse it by the same check)
+            from ..kernels.skinny import check_pdl_device
+            check_pdl_device(torch.cuda.get_device_capability(), torch.cuda.get_device_name())
     except ValueError as e:
         return Measurement(Status.UNSUPPORTED, reason=f"{type(e).__name__}: {e}"[:2000])
     return None
