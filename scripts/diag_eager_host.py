@@ -116,7 +116,6 @@ def main() -> None:
     lines += [f"{d:+.4f} {f} {ce} {cp} {te:.4f} {tp:.4f}" for d, f, ce, cp, te, tp in diff[:60]]
     (out_dir / "profile_diff.txt").write_text("\n".join(lines))
     print("\n".join(lines[:30]))
-    (out_dir / "diag.json").write_text(json.dumps(res, indent=1))
 
 
 def _count_paths(model) -> dict:

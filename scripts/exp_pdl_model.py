@@ -50,6 +50,11 @@ from compiled_variant import run_variant  # scripts/, beside this one
 DRY_GEMV = "skinny:BM1-BN2-BK128-SK1-S1-W4-core-det"  # the dry run's winner at M=1 on a Linear's weight
 
 
+def dry_winner(p) -> str:
+    """The dry run's tuning: the GEMV strip at M=1 on a Linear's weight, cuBLAS elsewhere."""
+    return DRY_GEMV if p.m == 1 and p.layout_b == "col" else "aten"
+
+
 def pdl_twin(choice_id: str | None, layout_b: str) -> str | None:
     """The ``-pdl`` twin of a one-slice CUDA-core skinny choice on a K-contiguous B, else the id.
 
@@ -100,7 +105,7 @@ def main() -> int:
 
         def tune_once(problems, **kw):
             if dry:
-                return {p.key: DRY_GEMV if p.m == 1 and p.layout_b == "col" else "aten" for p in problems}
+                return {p.key: dry_winner(p) for p in problems}
             result["r"] = gemmtune.tune(problems, **kw)
             return result["r"]
 
@@ -115,8 +120,7 @@ def main() -> int:
         gemmtune.patch(copies["tuned"], dispatchers=ds_tuned, tune_missing=False, progress=False)
         if dry:
             def twins(problems, **kw):
-                return {p.key: pdl_twin(DRY_GEMV if p.m == 1 and p.layout_b == "col" else "aten", p.layout_b)
-                        for p in problems}
+                return {p.key: pdl_twin(dry_winner(p), p.layout_b) for p in problems}
         else:
             def twins(problems, **kw):
                 return {p.key: pdl_twin(*winners.get(p.key, ("aten", p.layout_b))) for p in problems}

@@ -252,8 +252,8 @@ def _unsupported(problem: Problem, choice: Choice) -> Measurement | None:
         if getattr(choice.config, "pdl", False) and torch.cuda.is_available():  # (a worker times on its GPU)
             # a skinny -pdl config on a GPU before Hopper: unsupported here, not an error (its
             # launch would refuse it by the same check)
-            from ..kernels.skinny import check_pdl_device
-            check_pdl_device(torch.cuda.get_device_capability(), torch.cuda.get_device_name())
+            from ..kernels.skinny import check_pdl_gpu
+            check_pdl_gpu()
     except ValueError as e:
         return Measurement(Status.UNSUPPORTED, reason=f"{type(e).__name__}: {e}"[:2000])
     return None

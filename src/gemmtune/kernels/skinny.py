@@ -52,7 +52,6 @@ at a strip sums them (in slice order when ``deterministic``), so it stays one la
 
 from __future__ import annotations
 
-import functools
 import math
 
 import torch
@@ -71,7 +70,7 @@ from .tiled import (_INTERPRETED, _launch, _pow2_divisor, direct, epilogue_const
 # planning imports no Triton (kernels.spec); the family's names as before.
 from .skinny_spec import (  # noqa: F401
     BMM_WHY, CONFIG, MAX_CORE_REGS, MAX_M, MAX_WORKSPACE_BYTES, MIN_SLICE, NAME, SPLITS,
-    _DEFAULT_CORE, _DEFAULT_DOT, constraint, core_regs, features_row, k_per_split, plan, space,
+    _DEFAULT_CORE, _DEFAULT_DOT, constraint, core_regs, features_row, k_per_split, pdl_misfit, plan, space,
     splits_for, validate)
 
 
@@ -338,11 +337,10 @@ def _stream_k(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, sam, sak, sbk, sbn
 
 def _args(a, b, c, cfg: SkinnyConfig, ws, locks, allow_tf32: bool, epilogue: EpilogueArgs | None = None):
     if cfg.pdl:
-        if cfg.dot or cfg.stream_k or cfg.split_k != 1:  # (validate says so; run and prepare do not call it)
+        if pdl_misfit(cfg):  # (validate says so; run and prepare do not call it)
             raise ValueError(f"{cfg.id}: the PDL path runs the CUDA-core product with one K-slice")
         if a.is_cuda:
-            check_pdl_device(*_device_facts(a.device.index if a.device.index is not None
-                                            else torch.cuda.current_device()))
+            check_pdl_gpu(a.device)
     M, K = a.shape
     N = b.shape[1]
     p = plan(M, N, K, cfg)
@@ -367,12 +365,6 @@ def _args(a, b, c, cfg: SkinnyConfig, ws, locks, allow_tf32: bool, epilogue: Epi
     return p, args, consts
 
 
-@functools.lru_cache(maxsize=None)
-def _device_facts(index: int) -> tuple[tuple[int, int], str]:
-    """(capability, name) of CUDA device ``index``, read once (a -pdl launch asks on every call)."""
-    return torch.cuda.get_device_capability(index), torch.cuda.get_device_name(index)
-
-
 def check_pdl_device(capability: tuple[int, int], name: str) -> None:
     """Refuse a ``-pdl`` config on a GPU before Hopper, by name: griddepcontrol is an sm_90
     instruction, and ptxas would otherwise fail deep inside Triton's compile.
@@ -386,6 +378,14 @@ def check_pdl_device(capability: tuple[int, int], name: str) -> None:
     if tuple(capability) < (9, 0):
         raise ValueError(f"skinny -pdl configs need compute capability 9.0 or later (Hopper); "
                          f"{name} is {capability[0]}.{capability[1]}")
+
+
+def check_pdl_gpu(device=None) -> None:
+    """``check_pdl_device`` for a CUDA device (default: the current one); its name is read only to
+    say why."""
+    cap = torch.cuda.get_device_capability(device)
+    if tuple(cap) < (9, 0):
+        check_pdl_device(cap, torch.cuda.get_device_name(device))
 
 
 def _launch_options(cfg: SkinnyConfig) -> dict:

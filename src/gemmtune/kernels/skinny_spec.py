@@ -269,11 +269,15 @@ def validate(problem: Problem, cfg: SkinnyConfig) -> None:
         raise ValueError("stream-K (stream_k > 0) runs the tl.dot path with the atomic reduction and split_k=1")
     if cfg.num_warps not in (1, 2, 4, 8, 16) or cfg.num_stages < 1:
         raise ValueError(f"num_warps={cfg.num_warps} must be 1..16 (a power of two), num_stages >= 1")
-    if cfg.pdl and (cfg.dot or cfg.split_k != 1 or cfg.stream_k):
-        # What was measured (scripts/exp_pdl.py): the CUDA-core strips with one K-slice. Only that
-        # path has the prefetch; stream-K has no wait at all; a split would wait before its
-        # workspace as well, but is untested.
+    if pdl_misfit(cfg):
         raise ValueError("the PDL path (-pdl) runs the CUDA-core product with one K-slice: core, SK1, no -P")
+
+
+def pdl_misfit(cfg: SkinnyConfig) -> bool:
+    """A ``-pdl`` config outside what its path runs: the CUDA-core strips with one K-slice, what was
+    measured (scripts/exp_pdl.py). Only that path has the prefetch; stream-K has no wait at all; a
+    split would wait before its workspace as well, but is untested."""
+    return cfg.pdl and (cfg.dot or cfg.split_k != 1 or bool(cfg.stream_k))
 
 
 def features_row(facts: tuple, choice) -> tuple:
