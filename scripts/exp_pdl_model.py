@@ -14,6 +14,12 @@ own PDL off, and with ``--inductor-pdl``, also with it on (``torch._inductor.con
 ``TORCHINDUCTOR_ENABLE_PDL=1``). With it on, the Inductor kernels before each GEMV let it launch
 early.
 
+``--pdl-all`` adds a third copy, ``pdl_all``: every GEMM at M <= 8 on a K-contiguous weight is
+tuned again among skinny's strips only (``--fast``) and served by the winner's ``-pdl`` twin, even
+where cuBLAS won the first tuning (session 37: a ``-pdl`` strip gains ~1 us only after a kernel
+that lets it launch early, which back-to-back tuning cannot see). ``--only`` keeps the named
+variants (e.g. ``tuned,pdl_all+inductor_pdl``) to save compile time.
+
 ``--max-autotune`` adds the unpatched, unfused model under max-autotune, with the same Inductor
 PDL settings: the #17 comparison, side by side.
 
@@ -35,7 +41,6 @@ import argparse
 import copy
 import json
 import time
-from dataclasses import replace
 
 import torch
 
@@ -43,7 +48,7 @@ import gemmtune
 from gemmtune import benchmodel
 from gemmtune.benchmodel.phases import causal_phase
 from gemmtune.benchmodel.timing import time_interleaved
-from gemmtune.configs import Choice
+from gemmtune.pdl import pdl_twin
 
 from compiled_variant import run_variant  # scripts/, beside this one
 
@@ -55,21 +60,9 @@ def dry_winner(p) -> str:
     return DRY_GEMV if p.m == 1 and p.layout_b == "col" else "aten"
 
 
-def pdl_twin(choice_id: str | None, layout_b: str) -> str | None:
-    """The ``-pdl`` twin of a one-slice CUDA-core skinny choice on a K-contiguous B, else the id.
-
-    >>> pdl_twin("skinny:BM1-BN4-BK1024-SK1-S1-W4-core-det", "col")
-    'skinny:BM1-BN4-BK1024-SK1-S1-W4-core-det-pdl'
-    >>> pdl_twin("skinny:BM1-BN4-BK1024-SK2-S1-W4-core-det", "col"), pdl_twin("aten", "col")
-    ('skinny:BM1-BN4-BK1024-SK2-S1-W4-core-det', 'aten')
-    """
-    if not choice_id or choice_id.startswith("pad+") or layout_b != "col":
-        return choice_id
-    ch = Choice.parse(choice_id)
-    c = ch.config
-    if ch.family != "skinny" or c.dot or c.split_k != 1 or c.stream_k or c.pdl:
-        return choice_id
-    return Choice("skinny", replace(c, pdl=True)).id
+def twin_id(choice_id: str | None, layout_b: str) -> str | None:
+    """gemmtune.pdl.pdl_twin's id (None stays None: no winner)."""
+    return pdl_twin(choice_id, layout_b).id if choice_id else choice_id
 
 
 def main() -> int:
@@ -82,8 +75,16 @@ def main() -> int:
     ap.add_argument("--max-autotune", action="store_true",
                     help="also the unpatched model under torch.compile max-autotune (with Inductor's PDL off, and on "
                          "too with --inductor-pdl): ~6 min of compiling each on an H200")
+    ap.add_argument("--pdl-all", action="store_true",
+                    help="also a copy with every M<=8 GEMM on a K-contiguous weight served by a -pdl skinny strip")
+    ap.add_argument("--only", default="", help="comma-separated variant names to run (default: all)")
     ap.add_argument("--dry-run", action="store_true", help="tiny-llama, fp32, CPU, no graphs: the flow only")
     args = ap.parse_args()
+
+    def save(doc: dict) -> None:
+        with open(args.out, "w") as f:
+            json.dump(doc, f, indent=1, default=float)
+
     dry = args.dry_run
     device, dtype = ("cpu", torch.float32) if dry else ("cuda", torch.bfloat16)
     name = "tiny-llama" if dry else args.model
@@ -116,17 +117,37 @@ def main() -> int:
         r = result.get("r")
         winners = {s.problem.key: (s.best, s.problem.layout_b) for s in r.shapes} if r is not None else {}
         copies = {"tuned": model, "pdl": copy.deepcopy(model)}
+        if args.pdl_all:
+            copies["pdl_all"] = copy.deepcopy(model)
         plain = copy.deepcopy(ref) if args.max_autotune else None  # max-autotune's model: unfused, unpatched
         gemmtune.patch(copies["tuned"], dispatchers=ds_tuned, tune_missing=False, progress=False)
         if dry:
             def twins(problems, **kw):
-                return {p.key: pdl_twin(dry_winner(p), p.layout_b) for p in problems}
+                return {p.key: twin_id(dry_winner(p), p.layout_b) for p in problems}
         else:
             def twins(problems, **kw):
-                return {p.key: pdl_twin(*winners.get(p.key, ("aten", p.layout_b))) for p in problems}
+                return {p.key: twin_id(*winners.get(p.key, ("aten", p.layout_b))) for p in problems}
         ds_pdl = gemmtune.tune_model(copies["pdl"], fn=lambda: phase.example(copies["pdl"]), tune_fn=twins,
                                      progress=False)
         gemmtune.patch(copies["pdl"], dispatchers=ds_pdl, tune_missing=False, progress=False)
+        if args.pdl_all:
+            def strips(problems, **kw):
+                rows = [p for p in problems if p.m <= 8 and p.layout_b == "col"]
+                if dry:
+                    best = {p.key: DRY_GEMV for p in rows}
+                elif rows:
+                    best = {s.problem.key: s.best for s in gemmtune.tune(rows, families=["skinny"], **kw).shapes}
+                else:
+                    best = {}
+                return {p.key: twin_id(best[p.key], p.layout_b) if p.key in best
+                        else winners.get(p.key, ("aten",))[0] if not dry else dry_winner(p) for p in problems}
+            t0 = time.perf_counter()
+            ds_all = gemmtune.tune_model(copies["pdl_all"], fn=lambda: phase.example(copies["pdl_all"]),
+                                         tune_fn=strips, progress=False, **({} if dry else {"fast": True}))
+            doc["pdl_all_tune_s"] = time.perf_counter() - t0
+            gemmtune.patch(copies["pdl_all"], dispatchers=ds_all, tune_missing=False, progress=False)
+            doc["pdl_all_winners"] = sorted({h.choice.id for d in ds_all.values() for h in d.hint_choices})
+            print(f"pdl_all: {doc['pdl_all_winners']}", flush=True)
         doc["winners"] = sorted({h.choice.id for d in ds_tuned.values() for h in d.hint_choices})
         doc["pdl_winners"] = sorted({h.choice.id for d in ds_pdl.values() for h in d.hint_choices})
         doc["swapped"] = sum(i.endswith("-pdl") for i in doc["pdl_winners"])
@@ -135,10 +156,14 @@ def main() -> int:
 
         replays = {}
         flags = (False, True) if args.inductor_pdl else (False,)
-        runs = list(copies.items()) + ([("max_autotune", plain)] if plain is not None else [])
+        only = {x for x in args.only.split(",") if x}
+        # max-autotune first: its ~6 min compile is the part a timeout would otherwise lose
+        runs = ([("max_autotune", plain)] if plain is not None else []) + list(copies.items())
         for key, m in runs:
             for ipdl in flags:
                 vname = key + ("+inductor_pdl" if ipdl else "")
+                if only and vname not in only:
+                    continue
                 rec = doc["variants"].setdefault(vname, {})
                 torch._dynamo.reset()
                 iconfig.triton.enable_pdl = ipdl
@@ -152,17 +177,17 @@ def main() -> int:
                 replay = run_variant(v, phase, want, rec, vname, dry=dry)
                 if replay is not None:
                     replays[vname] = replay
+                save(doc)  # each variant's record as it comes: a run cut short keeps what it measured
         iconfig.triton.enable_pdl = False
         if len(replays) >= 2:
             t = time_interleaved(replays, rounds=9)
             doc["interleaved_ms"] = {k: x["ms"] for k, x in t.items()}
             doc["interleaved_spread"] = max(x["spread"] for x in t.values())
-            base = t["tuned"]["ms"]
+            base = t["tuned"]["ms"] if "tuned" in t else next(iter(t.values()))["ms"]
             doc["x_tuned"] = {k: base / x["ms"] for k, x in t.items()}
             print("interleaved ms: " + ", ".join(f"{k} {x['ms']:.4f}" for k, x in t.items())
                   + "; x tuned: " + ", ".join(f"{k} {x:.3f}" for k, x in doc["x_tuned"].items()), flush=True)
-    with open(args.out, "w") as f:
-        json.dump(doc, f, indent=1, default=float)
+    save(doc)
     return 0
 
 

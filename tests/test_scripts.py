@@ -243,3 +243,20 @@ def test_exp_pdl_model_dry_run(tmp_path):
                                     "max_autotune+inductor_pdl"}
     for rec in doc["variants"].values():
         assert "error" not in rec and rec["argmax_agree"] == 1.0 and rec["logits_rel_err"] < 1e-4
+
+
+@pytest.mark.slow
+def test_exp_pdl_model_dry_run_pdl_all_only(tmp_path):
+    """--pdl-all: a copy whose M=1 GEMMs on a Linear's weight are tuned among skinny's strips and
+    served by the winner's -pdl twin; --only runs just the named variants."""
+    pytest.importorskip("transformers")
+    out = tmp_path / "p.json"
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_pdl_model.py"), "--dry-run", "--inductor-pdl",
+                        "--pdl-all", "--only", "tuned,pdl_all+inductor_pdl", "--out", str(out)], env=_env(),
+                       capture_output=True, text=True, timeout=600, check=False)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert set(doc["variants"]) == {"tuned", "pdl_all+inductor_pdl"}
+    assert any(i.endswith("-pdl") for i in doc["pdl_all_winners"])
+    for rec in doc["variants"].values():
+        assert "error" not in rec and rec["argmax_agree"] == 1.0 and rec["logits_rel_err"] < 1e-4

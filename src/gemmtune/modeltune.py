@@ -86,13 +86,14 @@ def _warn_outside_layers(cap, shown: int = 3) -> None:
 
 def tune_model(model: torch.nn.Module, inputs: Iterable | None = None, *, fn: Callable | None = None,
                extra_m: Sequence[int] = (), mode: str = "similarity", tune_fn: Callable | None = None,
-               verify: bool = True, **tune_kwargs) -> dict[tuple, Dispatcher]:
+               verify: bool = True, pdl: bool = False, **tune_kwargs) -> dict[tuple, Dispatcher]:
     """Dispatchers for every patchable layer shape of ``model``, keyed (N, K, dtype, layout_b),
     from ONE tuning call over the GEMMs ``model(*x)`` ran for each ``x`` in ``inputs`` (a tuple
     of positional arguments; a dict is passed as keyword arguments, a tensor as the one argument),
     or ``fn()``. ``extra_m``: M values to tune beyond those seen (e.g. 1 for decode).
     ``tune_kwargs`` go to ``gemmtune.tune`` (``fast=True``, ``space``, ``families``, ``store``,
-    ``progress``...); ``tune_fn`` replaces it (tests, or your own tuner)."""
+    ``progress``...); ``tune_fn`` replaces it (tests, or your own tuner). ``pdl=True``: serve the
+    winning GEMV strips by their ``-pdl`` twins (``gemmtune.pdl``, ``patch``'s ``pdl``)."""
     cap = capture(model, inputs=inputs, fn=fn)
     _warn_outside_layers(cap)
     wanted = layer_keys(model)
@@ -126,6 +127,9 @@ def tune_model(model: torch.nn.Module, inputs: Iterable | None = None, *, fn: Ca
     problems = [Problem.from_sizes(m, n, k, dt, layout_b=lb) for (n, k, dt, lb), ms in hints.items() for m in ms]
     if tune_fn is None:
         from .tune import tune as tune_fn
+    if pdl:
+        from .pdl import with_pdl
+        tune_fn = with_pdl(tune_fn)
     result = tune_fn(problems, **tune_kwargs)  # the one tuning call
 
     def reuse(_problems, **_kw):

@@ -702,7 +702,7 @@ def _leave_as_torch(module: torch.nn.Module, dispatcher: Dispatcher, conv: bool)
 def patch(model: torch.nn.Module, table=None, *,
           dispatchers: MutableMapping[tuple, Dispatcher] | None = None, example_inputs=None,
           tune_missing: bool | None = None, eager_policy: str = "measure", convert_aten_layers: bool = False,
-          fuse: bool = False, **compile_kwargs) -> torch.nn.Module:
+          fuse: bool = False, pdl: bool = False, **compile_kwargs) -> torch.nn.Module:
     """Convert every ``torch.nn.Linear`` of ``model`` (the model itself included) in place,
     and every HF transformers ``Conv1D`` (GPT-2's ``x @ W + b``).
 
@@ -746,6 +746,10 @@ def patch(model: torch.nn.Module, table=None, *,
     ``load_patched`` keep it, and a later ``patch`` reuses it; with ``progress`` the count is
     printed. ``convert_aten_layers=True`` converts them too.
 
+    ``pdl=True`` (Hopper+, inference) serves each layer tuned here whose winner is a one-slice GEMV
+    strip by its ``-pdl`` twin (``gemmtune.pdl``): it pays under torch.compile with Inductor's PDL
+    on too (``torch._inductor.config.triton.enable_pdl = True``), and costs ~1 us per GEMM without.
+
     Example::
 
         >>> dispatchers = {}
@@ -760,6 +764,9 @@ def patch(model: torch.nn.Module, table=None, *,
         if fixed in compile_kwargs:
             raise TypeError(f"patch takes no {fixed}=: each layer's N, K, dtype and B layout come from its "
                             "weight (convert the model's dtype first, e.g. model.to(torch.bfloat16))")
+    if pdl:  # both tuning paths below (tune_model, compile_mm) take a tune_fn
+        from .pdl import with_pdl
+        compile_kwargs["tune_fn"] = with_pdl(compile_kwargs.get("tune_fn"))
     if fuse and example_inputs is None:
         raise ValueError("patch(fuse=True) needs example_inputs: the sibling layers are found by running the model")
     if example_inputs is not None:

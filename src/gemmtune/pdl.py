@@ -1,0 +1,100 @@
+"""Serve the tuner's GEMV strips with programmatic dependent launch (``pdl=True``; Hopper+).
+
+A skinny ``-pdl`` strip (kernels.skinny) is launched with PDL: it may start while the kernel
+before it is still running, loads its first weight tile, and only then waits (``gdc_wait``) for
+that kernel's output. What it gains depends on the kernel before it, which back-to-back tuning
+cannot see, so the tuner never ranks ``-pdl`` configs; ``pdl=True`` serves each winning
+one-slice CUDA-core strip on a K-contiguous weight by its ``-pdl`` twin after tuning.
+
+Measured on an H200 (torch 2.11, triton 3.6; benchmarks/results/2026-11-29-h200-s37), Llama-1B
+decode at batch 1, fused + tuned, torch.compile, CUDA graphs, interleaved:
+
+- with Inductor's own PDL on (``torch._inductor.config.triton.enable_pdl = True``), whose
+  kernels let the next one launch early: 1.025-1.061x the same winners without PDL (three runs),
+  and 1.051x max-autotune compiled with Inductor's PDL on as well;
+- with it off: 0.969-0.979x. Each strip then follows a kernel that knows no PDL and runs 0.3-1.1
+  us slower than its plain twin (call 2 there: timed after a spacer kernel);
+- Inductor's PDL alone: 0.985-0.992x.
+
+So turn both on together, for inference: a weight updated in place right before a ``-pdl`` GEMM
+would be read before the update finishes.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+from typing import Callable
+
+from .configs import Choice
+
+
+def pdl_twin(choice: Choice | str, layout_b: str) -> Choice:
+    """The ``-pdl`` twin of a one-slice CUDA-core skinny strip on a K-contiguous B (``layout_b``
+    'col', a Linear's weight), else ``choice`` itself (as a Choice). Pure.
+
+    >>> pdl_twin("skinny:BM1-BN4-BK1024-SK1-S1-W4-core-det", "col").id
+    'skinny:BM1-BN4-BK1024-SK1-S1-W4-core-det-pdl'
+    >>> [pdl_twin(c, lb).id for c, lb in [("skinny:BM1-BN4-BK1024-SK2-S1-W4-core-det", "col"),
+    ...                                    ("skinny:BM1-BN4-BK1024-SK1-S1-W4-core-det", "row"), ("aten", "col")]]
+    ['skinny:BM1-BN4-BK1024-SK2-S1-W4-core-det', 'skinny:BM1-BN4-BK1024-SK1-S1-W4-core-det', 'aten']
+    """
+    ch = choice if isinstance(choice, Choice) else Choice.parse(str(choice))
+    c = ch.config
+    # pad+ copies first (validate refuses it with -pdl); dot, split and stream-K have no prefetch
+    # path (skinny_spec.pdl_misfit); a row-major B waits before its first load, so gains nothing.
+    if ch.family != "skinny" or ch.pad or layout_b != "col" or c.dot or c.split_k != 1 or c.stream_k or c.pdl:
+        return ch
+    return Choice("skinny", replace(c, pdl=True))
+
+
+def _capability(result) -> tuple[int, int] | None:
+    """The tuned GPU's compute capability: the TuneResult's context, else the current CUDA device;
+    None off a GPU (the interpreter runs ``-pdl`` strips without PDL)."""
+    ctx = getattr(result, "context", None)
+    cap = getattr(ctx, "capability", None)
+    if cap:
+        try:
+            return tuple(int(x) for x in str(cap).split(".")[:2])
+        except ValueError:
+            pass
+    import torch
+    return tuple(torch.cuda.get_device_capability()) if torch.cuda.is_available() else None
+
+
+def twin_result(result, problems):
+    """``result`` (a TuneResult, or a mapping problem/key -> choice, as a ``tune_fn`` returns) with
+    each winner replaced by ``pdl_twin``; its table's entries too. On a GPU before Hopper it is
+    returned as it is, with a warning (griddepcontrol is an sm_90 instruction)."""
+    cap = _capability(result)
+    if cap is not None and cap < (9, 0):
+        warnings.warn(f"gemmtune: pdl=True needs compute capability 9.0 or later (Hopper); this GPU is "
+                      f"{cap[0]}.{cap[1]}, so the tuned kernels are served without PDL", RuntimeWarning, stacklevel=3)
+        return result
+    if hasattr(result, "shapes"):
+        shapes = [replace(s, best=pdl_twin(s.best, s.problem.layout_b).id) if s.best else s for s in result.shapes]
+        table = result.table
+        if table is not None:
+            layout = {s.problem.key: s.problem.layout_b for s in result.shapes}
+            entries = {key: [replace(tc, choice=pdl_twin(tc.choice, layout[key])) for tc in tcs]
+                       if key in layout else tcs for key, tcs in table.entries.items()}
+            table = replace(table, entries=entries)
+        return replace(result, shapes=shapes, table=table)
+    layout = {p.key: p.layout_b for p in problems}
+    out = {}
+    for p, c in result.items():
+        key = getattr(p, "key", str(p))
+        out[p] = pdl_twin(c, layout[key]).id if c is not None and key in layout else c
+    return out
+
+
+def with_pdl(tune_fn: Callable | None = None) -> Callable:
+    """A ``tune_fn`` (for ``compile_mm``, ``tune_model`` or ``patch``) that tunes with ``tune_fn``
+    (default ``gemmtune.tune``) and serves its winners' ``-pdl`` twins (``twin_result``)."""
+    if tune_fn is None:
+        from .tune import tune as tune_fn
+
+    def tune_then_twin(problems, **kw):
+        problems = list(problems)
+        return twin_result(tune_fn(problems, **kw), problems)
+
+    return tune_then_twin
