@@ -130,7 +130,8 @@ def test_graph_mode_names_and_defaults():
     assert [benchmodel.base_mode(m) for m in graphs] == [*benchmodel.DEFAULT_MODES, "eager_copy", "lut_compile", "compile_cdt",
                                                          "patch_compile_cdt", "eager_fuse", "eager_fuse_patch",
                                                          "fuse_patch_compile", "fuse_patch_compile_cdt",
-                                                         "fuse_patch_max_autotune"]
+                                                         "fuse_patch_max_autotune", "fuse_patch_compile_pdl",
+                                                         "max_autotune_pdl"]
     assert "lut_compile" in benchmodel.MODES and "lut_compile" not in benchmodel.DEFAULT_MODES
     assert benchmodel.base_mode("eager") == "eager" and not benchmodel.is_graph("patch_compile")
 
@@ -282,6 +283,52 @@ def test_graph_modes_of_compiled_models_get_dynamo_room_but_no_reset(monkeypatch
         bm_run._dynamo_for(mode, replays)
     # A reset after a capture would unload kernels the captured graph still replays.
     assert calls == ["reset", "room", "room"], calls
+
+
+def test_pdl_modes_compile_with_inductors_pdl_and_no_other_mode_does():
+    """Inductor's PDL flag is read when a graph's kernels are generated: _dynamo_for sets it for
+    each mode before its first call, on for the _pdl modes (and their graph twins) only, and the
+    runners' end (_no_lut) turns it off."""
+    from torch._inductor import config as iconfig
+
+    bm_run = importlib.import_module("gemmtune.benchmodel.run")
+    seen = []
+    try:
+        for mode in ("max_autotune_pdl", "compile", "fuse_patch_compile_pdl_graph", "max_autotune_graph",
+                     "max_autotune_pdl_graph"):
+            bm_run._dynamo_for(mode, {"x": 1})
+            seen.append(iconfig.triton.enable_pdl)
+        bm_run._no_lut()
+        assert seen == [True, False, True, False, True] and iconfig.triton.enable_pdl is False
+    finally:
+        iconfig.triton.enable_pdl = False
+
+
+def test_fuse_patch_compile_pdl_serves_twins_of_the_fused_tuning_without_a_second_call():
+    """fuse_patch_compile_pdl: a fused copy of its own, patched with eager_fuse_patch's winners whose
+    GEMV strips are -pdl twins (no second tuning call), compiled; its logits as eager's."""
+    from torch._inductor import config
+
+    strip = "skinny:BM1-BN2-BK128-SK1-S1-W4-core-det"
+    calls = []
+
+    def tune(problems, **kw):
+        calls.append(len(problems))
+        return {p.key: strip if p.m == 1 and p.layout_b == "col" else "aten" for p in problems}
+
+    out = {"modes": {}}
+    model = benchmodel.build_model(benchmodel.parse_model("tiny-llama"), torch.float32, "cpu")
+    ids = torch.randint(0, 500, (1, 1))
+    v = benchmodel.make_variants(model, ["eager", "fuse_patch_compile_pdl"], lambda m: m(ids), out,
+                                 {"tune_fn": tune, "progress": False})
+    assert len(calls) == 1
+    assert strip + "-pdl" in out["pdl_winners"] and strip not in out["pdl_winners"]
+    assert v["fuse_patch_compile_pdl"]._orig_mod is not v["eager_fuse_patch"]
+    with torch.no_grad(), config.patch(fx_graph_cache=False):
+        torch._dynamo.reset()
+        got = v["fuse_patch_compile_pdl"](ids).logits
+        torch.testing.assert_close(got, model(ids).logits, rtol=1e-4, atol=1e-4)
+    torch._dynamo.reset()
 
 
 def test_lut_compile_without_a_table_fails_with_the_reason():

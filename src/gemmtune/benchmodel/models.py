@@ -38,13 +38,18 @@ DEFAULT_MODES = ("eager", "eager_patch", "compile", "max_autotune", "patch_compi
 # model compiled (default, with coordinate-descent tuning, and max-autotune-no-cudagraphs): each fused
 # group one GEMM in the graph (gemmtune.fuse_compile), which under coordinate descent (max-autotune
 # turns it on too) Inductor gets back at M=1 as one fused reduction per group.
+# ``fuse_patch_compile_pdl`` / ``max_autotune_pdl``: fuse_patch_compile with eager_fuse_patch's GEMV
+# strip winners served as ``-pdl`` twins (gemmtune.pdl, no second tuning), and max_autotune, both
+# compiled with Inductor's PDL on: the two sides of #17's comparison with programmatic dependent
+# launch (H200, session 37: 1.051x on Llama-1B decode b1).
 # ``eager_copy``: a deep copy of the model, run as it is: the control for eager_patch and the fused
 # modes, which are deep copies. A host-bound eager step moved by a few percent between instances of
 # one model (Llama-1B decode b1 on the H200, session 34: a deep copy 1.009x the model itself; the
 # CPU machine's dry run 0.964x), so 'patched vs eager' mixes the patch with the copy; 'patched vs
 # eager_copy' does not.
 BASE_MODES = DEFAULT_MODES + ("eager_copy", "lut_compile", "compile_cdt", "patch_compile_cdt", "eager_fuse", "eager_fuse_patch",
-                              "fuse_patch_compile", "fuse_patch_compile_cdt", "fuse_patch_max_autotune")
+                              "fuse_patch_compile", "fuse_patch_compile_cdt", "fuse_patch_max_autotune",
+                              "fuse_patch_compile_pdl", "max_autotune_pdl")
 # Every mode: those plus each one's step replayed from a CUDA graph (graphs.py: the GPU's time of
 # the step, where the plain modes measure a host-bound step's Python).
 MODES = BASE_MODES + tuple(m + "_graph" for m in BASE_MODES)

@@ -29,7 +29,9 @@ def markdown(doc: dict) -> str:
          "`eager_fuse` / `eager_fuse_patch` (opt-in) run the sibling layers fused (`gemmtune.fuse_linears`), "
          "unpatched and tuned + patched; `fuse_patch_compile` / `fuse_patch_compile_cdt` / "
          "`fuse_patch_max_autotune` (opt-in) compile the latter (default, coordinate descent, max-autotune), "
-         "each fused group one GEMM in the compiled graph (`gemmtune.fuse_compile`).", ""]
+         "each fused group one GEMM in the compiled graph (`gemmtune.fuse_compile`); `fuse_patch_compile_pdl` / "
+         "`max_autotune_pdl` (opt-in, Hopper+) are `fuse_patch_compile` with the GEMV strips served as `-pdl` "
+         "twins (`gemmtune.pdl`) and `max_autotune`, both compiled with Inductor's PDL on.", ""]
     for m in doc["models"]:
         if "error" in m:
             L += [f"## {m['model']}", "", f"Not run: {m['error']}", ""]

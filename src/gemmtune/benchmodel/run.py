@@ -19,7 +19,11 @@ from .profile import decode_floor, profile_graphs, weight_bytes
 from .timing import interleave_eager, interleave_graphs, time_call
 
 COMPILED_MODES = ("compile", "max_autotune", "patch_compile", "lut_compile", "compile_cdt", "patch_compile_cdt",
-                  "fuse_patch_compile", "fuse_patch_compile_cdt", "fuse_patch_max_autotune")
+                  "fuse_patch_compile", "fuse_patch_compile_cdt", "fuse_patch_max_autotune",
+                  "fuse_patch_compile_pdl", "max_autotune_pdl")
+# Compiled with Inductor's PDL on (torch._inductor.config.triton.enable_pdl, read when a graph's
+# kernels are generated: set by _dynamo_for before each mode's first call, off for every other).
+PDL_MODES = ("fuse_patch_compile_pdl", "max_autotune_pdl")
 CDT = {"coordinate_descent_tuning": True}  # the option max-autotune adds besides its GEMM search
 
 
@@ -100,7 +104,8 @@ def _fresh_dynamo() -> None:
 def _dynamo_for(mode: str, replays: dict, variants: dict | None = None, rec: dict | None = None) -> None:
     """What dynamo needs before ``mode`` runs (see _fresh_dynamo and _roomy_dynamo), and
     Inductor's lookup table: gemmtune's (``variants['table']``) for lut_compile and its graph
-    twin, none for every other mode. The number of entries installed goes into ``rec``."""
+    twin, none for every other mode. The number of entries installed goes into ``rec``. Inductor's
+    PDL on for the PDL_MODES, off for the others."""
     if not replays and not is_graph(mode):
         _fresh_dynamo()
     elif needs_dynamo_room(mode):
@@ -118,13 +123,23 @@ def _dynamo_for(mode: str, replays: dict, variants: dict | None = None, rec: dic
             rec["lut_entries"] = len(itable)
     else:
         _no_lut()
+    _inductor_pdl(base_mode(mode) in PDL_MODES)
 
 
 def _no_lut() -> None:
-    """No gemmtune table in Inductor (after lut_compile, and before any other mode)."""
+    """No gemmtune table in Inductor (after lut_compile, and before any other mode), and Inductor's
+    PDL back off (after a _pdl mode)."""
     from .. import inductor_export as ie
 
     ie.uninstall()
+    _inductor_pdl(False)
+
+
+def _inductor_pdl(on: bool) -> None:
+    """Inductor's programmatic dependent launch on or off for the graphs compiled from now on."""
+    from torch._inductor import config as iconfig
+
+    iconfig.triton.enable_pdl = on
 
 
 def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, out: dict,
@@ -199,13 +214,32 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
                 if "fuse_dispatchers" not in variants:
                     t1 = time.perf_counter()
                     inner, kwargs = tuner()
+
+                    def keep(problems, **kw):  # the result, which fuse_patch_compile_pdl twins
+                        variants["fuse_result"] = inner(problems, **kw)
+                        return variants["fuse_result"]
                     with torch.no_grad():
-                        variants["fuse_dispatchers"] = gemmtune.tune_model(v, fn=lambda: example(v), tune_fn=inner,
+                        variants["fuse_dispatchers"] = gemmtune.tune_model(v, fn=lambda: example(v), tune_fn=keep,
                                                                            **kwargs)
                     out["fuse_tune_s"] = time.perf_counter() - t1
                 with torch.no_grad():
                     gemmtune.patch(v, dispatchers=variants["fuse_dispatchers"], tune_missing=False,
                                    **({"eager_policy": "tuned"} if mode.endswith("_graph") else {}))
+        elif mode == "fuse_patch_compile_pdl":
+            # eager_fuse_patch's tuning (no second call), its GEMV strip winners served as -pdl
+            # twins (gemmtune.pdl) in a fused copy of their own, compiled with Inductor's PDL on
+            # (_dynamo_for): the two together are what gains (README, pdl=True).
+            import gemmtune
+            from ..pdl import twin_result
+            build("eager_fuse_patch")
+            v = copy.deepcopy(model)
+            gemmtune.fuse_linears(v, fn=lambda: example(v))
+            with torch.no_grad():
+                ds = gemmtune.tune_model(v, fn=lambda: example(v), tune_fn=lambda problems, **kw: twin_result(
+                    variants["fuse_result"], list(problems)))
+                gemmtune.patch(v, dispatchers=ds, tune_missing=False)
+            out["pdl_winners"] = sorted({h.choice.id for d in ds.values() for h in d.hint_choices})
+            v = torch.compile(v, dynamic=False)
         elif mode == "compile":
             v = torch.compile(model, dynamic=False)
         elif mode == "max_autotune":
@@ -216,6 +250,8 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
             # for its own shapes, as a serving engine compiles a decode step. (It did not change
             # max-autotune's time on the H200: Llama-1B's decode step replayed in 2.36 ms with
             # automatic dynamic shapes and 2.33 ms static, against 1.44-1.47 ms for the default.)
+            v = torch.compile(model, mode="max-autotune-no-cudagraphs", dynamic=False)
+        elif mode == "max_autotune_pdl":  # the same, compiled with Inductor's PDL on (_dynamo_for)
             v = torch.compile(model, mode="max-autotune-no-cudagraphs", dynamic=False)
         elif mode == "compile_cdt":
             v = torch.compile(model, dynamic=False, options=CDT)

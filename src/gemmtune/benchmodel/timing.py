@@ -207,7 +207,10 @@ def interleave_graphs(out: dict, replays: dict, phases: list[str], model_name: s
                                ("fuse_patch_compile_cdt_graph", "compile_cdt_graph"),
                                ("fuse_patch_compile_cdt_graph", "patch_compile_cdt_graph"),
                                ("fuse_patch_compile_cdt_graph", "max_autotune_graph"),
-                               ("fuse_patch_max_autotune_graph", "max_autotune_graph")):
+                               ("fuse_patch_max_autotune_graph", "max_autotune_graph"),
+                               ("fuse_patch_compile_pdl_graph", "fuse_patch_compile_graph"),
+                               ("fuse_patch_compile_pdl_graph", "max_autotune_pdl_graph"),
+                               ("max_autotune_pdl_graph", "max_autotune_graph")):
             if patched in rec and plain in rec:
                 rec[f"{patched}_x_{plain}"] = rec[plain] / rec[patched]
         res[p] = rec
