@@ -10,7 +10,7 @@ Measured on an H200 (torch 2.11, triton 3.6; benchmarks/results/2026-11-29-h200-
 decode at batch 1, fused + tuned, torch.compile, CUDA graphs, interleaved:
 
 - with Inductor's own PDL on (``torch._inductor.config.triton.enable_pdl = True``), whose
-  kernels let the next one launch early: 1.025-1.061x the same winners without PDL (three runs),
+  kernels let the next one launch early: 1.025-1.061x the same winners without PDL (four runs),
   and 1.051x max-autotune compiled with Inductor's PDL on as well;
 - with it off: 0.969-0.979x. Each strip then follows a kernel that knows no PDL and runs 0.3-1.1
   us slower than its plain twin (call 2 there: timed after a spacer kernel);
