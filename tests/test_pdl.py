@@ -116,6 +116,10 @@ def test_patch_pdl_wraps_the_tuner_of_both_paths():
         torch.testing.assert_close(model(x), ref(x), rtol=1e-4, atol=1e-4)
 
 
+def test_gemmtune_pdl_is_the_module():
+    assert gemmtune.pdl.with_pdl is with_pdl and "pdl" in dir(gemmtune)
+
+
 def test_with_pdl_passes_the_tuners_keywords_through():
     seen = {}
 

@@ -43,8 +43,8 @@ def __getattr__(name: str):
 
     if name in _LAZY:
         value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-    elif name == "nn":
-        value = importlib.import_module(".nn", __name__)
+    elif name in ("nn", "pdl"):
+        value = importlib.import_module(f".{name}", __name__)
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value
@@ -59,5 +59,5 @@ __all__ = [
     "__version__", "capture", "Capture", "tune_model", "save_patched", "load_patched", "matmul", "compile_mm", "compile_bmm",
     "load", "Dispatcher", "patch", "nn", "families", "space", "default_choice", "interpreter_enabled",
     "tune", "TuneResult", "DeviceInfo", "Problem", "Choice", "TileConfig", "SplitKConfig", "SkinnyConfig",
-    "DecomposeKConfig", "AtenConfig", "Epilogue", "scaled_mm", "refresh_weights", "fuse_linears", "unfuse",
+    "DecomposeKConfig", "AtenConfig", "Epilogue", "scaled_mm", "refresh_weights", "fuse_linears", "unfuse", "pdl",
 ]

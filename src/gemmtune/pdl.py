@@ -18,6 +18,14 @@ decode at batch 1, fused + tuned, torch.compile, CUDA graphs, interleaved:
 
 So turn both on together, for inference: a weight updated in place right before a ``-pdl`` GEMM
 would be read before the update finishes.
+
+Why the inputs are safe: a kernel launched with PDL starts early only where the kernel before it
+triggers that (``griddepcontrol.launch_dependents``); one that never does (cuBLAS, cuDNN, ATen,
+Inductor's kernels with its PDL off) triggers at its exit, so the strip starts after it as without
+PDL. Every kernel that does trigger early (Inductor's with its PDL on, these strips) waits for the
+kernel before it before it reads any activation, so a kernel's completion implies its
+predecessors', and the strip's ``gdc_wait`` covers the whole chain. Only the weight tile loaded
+before that wait is read early.
 """
 from __future__ import annotations
 
