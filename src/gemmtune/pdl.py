@@ -25,7 +25,10 @@ Inductor's kernels with its PDL off) triggers at its exit, so the strip starts a
 PDL. Every kernel that does trigger early (Inductor's with its PDL on, these strips) waits for the
 kernel before it before it reads any activation, so a kernel's completion implies its
 predecessors', and the strip's ``gdc_wait`` covers the whole chain. Only the weight tile loaded
-before that wait is read early.
+before that wait is read early. The other way round, an Inductor kernel after the strip waits
+before its first load too: Inductor skips the wait only where its scheduler's previous node wrote
+nothing the kernel reads, and after an extern kernel (the ``gemmtune::mm`` op) it has no previous
+node (torch 2.11, ``Scheduler.previous_node``), so it waits.
 """
 from __future__ import annotations
 
