@@ -283,6 +283,9 @@ def pdl_misfit(cfg: SkinnyConfig) -> bool:
 def features_row(facts: tuple, choice) -> tuple:
     cfg = choice.config
     p = plan(*facts[:3], cfg)  # the launcher's own arithmetic
+    # No pdl feature: the ranker never ranks a -pdl config (no space offers one; pdl=True serves
+    # the twins of the tuned winners, gemmtune.pdl), and what PDL gains depends on the kernel
+    # before it, which no row of a lone shape knows.
     # det: only where there is a reduction; with one K-slice both modes are one kernel (space())
     return tile_row(facts, choice, cfg, splits=p["splits"], det=int(cfg.deterministic and p["splits"] > 1),
                     k_len=p["k_per_split"] if p["splits"] > 1 else facts[2], group_m=1)
