@@ -78,7 +78,8 @@ def test_twin_result_of_a_mapping_keyed_by_problem_or_key():
 
 def _decoder(seed: int = 0) -> torch.nn.Module:
     torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Linear(131, 96), torch.nn.GELU(), torch.nn.Linear(96, 37, bias=False))
+    return torch.nn.Sequential(torch.nn.Linear(131, 96), torch.nn.GELU(),
+                               torch.nn.Linear(96, 37, bias=False)).requires_grad_(False)  # inference
 
 
 def _strips_at_m1(calls):
@@ -116,6 +117,19 @@ def test_patch_pdl_wraps_the_tuner_of_both_paths():
         torch.testing.assert_close(model(x), ref(x), rtol=1e-4, atol=1e-4)
 
 
+def test_patch_pdl_warns_where_weights_require_grad():
+    """-pdl strips read a weight tile before the kernel ahead of them ends: for inference only."""
+    model = torch.nn.Sequential(torch.nn.Linear(131, 96))
+    with pytest.warns(RuntimeWarning, match=r"patch\(pdl=True\): 2 parameter\(s\) of this model require grad"):
+        gemmtune.patch(model, tune_fn=_strips_at_m1([]), pdl=True, progress=False, hints={"m": [1]})
+    with pytest.warns(RuntimeWarning, match=r"tune_model\(pdl=True\): 2 parameter"):
+        gemmtune.tune_model(torch.nn.Sequential(torch.nn.Linear(131, 96)), [(torch.randn(1, 131),)],
+                            tune_fn=_strips_at_m1([]), pdl=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gemmtune.patch(_decoder(), tune_fn=_strips_at_m1([]), pdl=True, progress=False, hints={"m": [1]})
+
+
 def test_gemmtune_pdl_is_the_module():
     assert gemmtune.pdl.with_pdl is with_pdl and "pdl" in dir(gemmtune)
 
@@ -151,7 +165,8 @@ def test_gpu_patch_pdl_saved_loaded_and_compiled_with_inductors_pdl_in_a_graph(t
     def build():
         torch.manual_seed(3)
         return torch.nn.Sequential(torch.nn.Linear(2048, 4096), torch.nn.SiLU(), torch.nn.Linear(4096, 1000),
-                                   torch.nn.LayerNorm(1000), torch.nn.Linear(1000, 2053)).cuda().to(torch.bfloat16)
+                                   torch.nn.LayerNorm(1000), torch.nn.Linear(1000, 2053)
+                                   ).cuda().to(torch.bfloat16).requires_grad_(False)
 
     model, ref = build(), build().double()
     x = torch.randn(1, 2048, device="cuda", dtype=torch.bfloat16)

@@ -128,7 +128,8 @@ def tune_model(model: torch.nn.Module, inputs: Iterable | None = None, *, fn: Ca
     if tune_fn is None:
         from .tune import tune as tune_fn
     if pdl:
-        from .pdl import with_pdl
+        from .pdl import warn_if_training, with_pdl
+        warn_if_training(model, "tune_model")
         tune_fn = with_pdl(tune_fn)
     result = tune_fn(problems, **tune_kwargs)  # the one tuning call
 

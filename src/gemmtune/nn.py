@@ -765,8 +765,9 @@ def patch(model: torch.nn.Module, table=None, *,
             raise TypeError(f"patch takes no {fixed}=: each layer's N, K, dtype and B layout come from its "
                             "weight (convert the model's dtype first, e.g. model.to(torch.bfloat16))")
     if pdl:  # both tuning paths below (tune_model, compile_mm) take a tune_fn
-        from .pdl import with_pdl
+        from .pdl import warn_if_training, with_pdl
         compile_kwargs["tune_fn"] = with_pdl(compile_kwargs.get("tune_fn"))
+        warn_if_training(model, "patch")
     if fuse and example_inputs is None:
         raise ValueError("patch(fuse=True) needs example_inputs: the sibling layers are found by running the model")
     if example_inputs is not None:

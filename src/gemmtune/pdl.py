@@ -98,6 +98,17 @@ def twin_result(result, problems):
     return out
 
 
+def warn_if_training(model, where: str) -> None:
+    """Warn where ``model`` has parameters that require grad: ``-pdl`` strips read their first
+    weight tile before the kernel ahead of them ends, so they are for inference."""
+    training = sum(p.requires_grad for p in model.parameters())
+    if training:
+        warnings.warn(f"gemmtune.{where}(pdl=True): {training} parameter(s) of this model require grad. -pdl GEMMs "
+                      "read their first weight tile before the kernel ahead of them ends, so they are for inference: "
+                      "an in-place weight update compiled with Inductor's PDL on, right before one, could be read "
+                      "half done (model.requires_grad_(False) for inference)", RuntimeWarning, stacklevel=3)
+
+
 def with_pdl(tune_fn: Callable | None = None) -> Callable:
     """A ``tune_fn`` (for ``compile_mm``, ``tune_model`` or ``patch``) that tunes with ``tune_fn``
     (default ``gemmtune.tune``) and serves its winners' ``-pdl`` twins (``twin_result``)."""
