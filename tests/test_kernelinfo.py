@@ -98,12 +98,13 @@ import json, re
 from gemmtune.kernelinfo import inspect_choice
 from gemmtune.problem import Problem
 out = {}
-for layout in ("col", "row"):
-    (info,) = inspect_choice("skinny:BM1-BN4-BK1024-SK1-S1-W4-core-det-pdl",
-                             Problem.from_sizes(1, 2048, 2048, "bf16", layout_b=layout), arch=90)
+for name, cid, m, layout in (("col", "skinny:BM1-BN4-BK1024-SK1-S1-W4-core-det-pdl", 1, "col"),
+                             ("row", "skinny:BM1-BN4-BK1024-SK1-S1-W4-core-det-pdl", 1, "row"),
+                             ("dot", "skinny:BM16-BN64-BK64-SK1-S1-W4-dot-det-pdl", 16, "col")):
+    (info,) = inspect_choice(cid, Problem.from_sizes(m, 2048, 2048, "bf16", layout_b=layout), arch=90)
     ptx = "\n".join(l.split("//")[0] for l in info.asm["ptx"].splitlines())
     head, _, tail = ptx.partition("griddepcontrol.wait")
-    out[layout] = {"waits": ptx.count("griddepcontrol.wait"), "launch": "griddepcontrol.launch_dependents" in tail,
+    out[name] = {"waits": ptx.count("griddepcontrol.wait"), "launch": "griddepcontrol.launch_dependents" in tail,
                    "loads_before": len(re.findall(r"ld\.global", head)),
                    "stores_or_atomics_before": len(re.findall(r"st\.global|atom\.|red\.global", head))}
 print(json.dumps(out))
@@ -114,17 +115,20 @@ def test_pdl_strip_ptx_loads_only_b_before_its_wait():
     """A -pdl GEMV strip compiled for sm_90 on the CPU machine: one griddepcontrol.wait, with no
     store or atomic before it. With a K-contiguous B, the B tile's loads come before the wait (the
     prefetch): BLOCK_N x BLOCK_K = 4 x 1024 bf16 over 128 threads is 64 bytes each, four 16-byte
-    loads. With an N-contiguous B nothing is loaded before it."""
+    loads. The N-contiguous CUDA-core path and the tl.dot path (batched decode) load their first B
+    tile before it too (each peels its first K step), and nothing else."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(__file__), "..", "src"), env.get("PYTHONPATH", "")])
     r = subprocess.run([sys.executable, "-c", _PDL_PTX], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads(r.stdout.strip().splitlines()[-1])
-    for layout in ("col", "row"):
-        assert doc[layout]["waits"] == 1 and doc[layout]["launch"], doc
-        assert doc[layout]["stores_or_atomics_before"] == 0, doc
+    for path in ("col", "row", "dot"):
+        assert doc[path]["waits"] == 1 and doc[path]["launch"], doc
+        assert doc[path]["stores_or_atomics_before"] == 0, doc
     assert doc["col"]["loads_before"] == 4, doc
-    assert doc["row"]["loads_before"] == 0, doc
+    # N-contiguous B, 1024 x 4 bf16 over 128 threads: 64 bytes each in 8-byte vectors (4 columns), 8
+    # loads; tl.dot's 64 x 64 bf16 B tile: 64 bytes each, four 16-byte loads. A's tile would add one.
+    assert doc["row"]["loads_before"] == 8 and doc["dot"]["loads_before"] == 4, doc
 
 
 def test_inspect_refuses_a_pdl_choice_before_hopper():

@@ -7,6 +7,8 @@ bf16 and decode-sized problems (test_skinny_gpu_*; skipped without CUDA).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -44,6 +46,7 @@ CONFIGS = [
     # runs that arithmetic without the wait. BLOCK_K past some K below: the peeled tile is masked.
     SkinnyConfig(1, 2, 128, 1, 1, 4, False, True, pdl=True),
     SkinnyConfig(8, 4, 64, 1, 1, 2, False, True, pdl=True),
+    SkinnyConfig(16, 16, 32, 1, 1, 4, True, True, pdl=True),  # tl.dot's peel (batched decode)
 ]
 # (M, N, K): M = 1, a prime M, M = BLOCK_M, odd N, K not a multiple of BLOCK_K, K < BLOCK_K.
 SHAPES = [(1, 37, 300), (3, 64, 257), (16, 33, 512), (5, 100, 1000), (2, 7, 40)]
@@ -82,7 +85,7 @@ def test_matches_fp64(cfg, shape, layout_b, dtype, operand):
 
 
 @pytest.mark.parametrize("layouts", [("offset", "offset"), ("col", "strided"), ("strided", "col")])
-@pytest.mark.parametrize("cfg", [CONFIGS[1], CONFIGS[5], CONFIGS[-1]], ids=lambda c: c.id)
+@pytest.mark.parametrize("cfg", [CONFIGS[1], CONFIGS[5], CONFIGS[-2], CONFIGS[-1]], ids=lambda c: c.id)
 def test_odd_views(cfg, layouts, operand):
     """Unaligned data pointers, transposed A, no unit stride at all."""
     m, n, k = 3, 45, 333
@@ -202,11 +205,11 @@ def test_validate_rejects_impossible_configs():
     assert Choice.parse("skinny:BM16-BN64-BK256-SK1-S4-W4-dot-atomic-P132").config.stream_k == 132
     with pytest.raises(ValueError, match="malformed"):
         Choice.parse("skinny:BM4-BN32")
-    # -pdl: the CUDA-core path with one K-slice only
-    for bad in (SkinnyConfig(16, 16, 64, 1, 1, 4, True, True, pdl=True), SkinnyConfig(1, 4, 64, 2, pdl=True),
-                SkinnyConfig(16, 64, 64, 1, 2, 4, True, False, 132, pdl=True)):
+    # -pdl: one K-slice only (every path peels its first step; no split, no stream-K)
+    for bad in (SkinnyConfig(1, 4, 64, 2, pdl=True), SkinnyConfig(16, 64, 64, 1, 2, 4, True, False, 132, pdl=True)):
         with pytest.raises(ValueError, match="PDL path"):
             skinny.validate(p, bad)
+    skinny.validate(p, SkinnyConfig(16, 16, 64, 1, 1, 4, True, True, pdl=True))
 
 
 @pytest.mark.parametrize("shape", [(1, 37, 300), (3, 7, 1), (8, 64, 64), (5, 29, 1000), (1, 3, 17)],
@@ -216,13 +219,30 @@ def test_pdl_path_is_the_plain_strip_with_its_first_step_peeled(shape, operand):
     to the same strip without it: the peeled step adds the same products in the same order. K of
     1, shorter than BLOCK_K, a multiple of it, and ragged; a K-contiguous B (the layout it reads)."""
     m, n, k = shape
-    a, b = operand(m, k, "row", torch.float32), operand(k, n, "col", torch.float32)
-    for bn, bk in ((2, 128), (4, 64), (4, 16)):
-        plain = SkinnyConfig(8, bn, bk, 1, 1, 2, False, True)
-        pdl = SkinnyConfig(8, bn, bk, 1, 1, 2, False, True, pdl=True)
-        got, want = run(pdl, a, b), run(plain, a, b)
-        check(got, a, b)
-        assert torch.equal(got, want), (bn, bk)
+    a = operand(m, k, "row", torch.float32)
+    for layout in ("col", "row"):  # K-contiguous (a Linear's weight) and N-contiguous B
+        b = operand(k, n, layout, torch.float32)
+        for bn, bk in ((2, 128), (4, 64), (4, 16)):
+            plain = SkinnyConfig(8, bn, bk, 1, 1, 2, False, True)
+            got, want = run(replace(plain, pdl=True), a, b), run(plain, a, b)
+            check(got, a, b)
+            assert torch.equal(got, want), (layout, bn, bk)
+
+
+@pytest.mark.parametrize("shape", [(16, 37, 300), (3, 64, 1), (20, 29, 1000)], ids=lambda s: "x".join(map(str, s)))
+def test_pdl_dot_path_is_the_plain_dot_strip_with_its_first_step_peeled(shape, operand):
+    """The tl.dot path's -pdl twin (M up to 64: batched decode): its first B tile before the wait,
+    against fp64 and bitwise the plain dot strip, for both B layouts, fp16 (the interpreter's
+    tl.dot is exact enough to compare bitwise; bf16 is wrong there)."""
+    m, n, k = shape
+    a = operand(m, k, "row", torch.float16)
+    for layout in ("col", "row"):
+        b = operand(k, n, layout, torch.float16)
+        for bn, bk in ((16, 32), (32, 64)):
+            plain = SkinnyConfig(16, bn, bk, 1, 1, 4, True, True)
+            got, want = run(replace(plain, pdl=True), a, b), run(plain, a, b)
+            check(got, a, b)
+            assert torch.equal(got, want), (layout, bn, bk)
 
 
 @pytest.mark.parametrize("m", [1, 5])
@@ -295,7 +315,7 @@ def test_pdl_choice_ids_and_constraint():
     cfg = ch.config
     assert skinny.constraint(cfg, col, DeviceInfo.lookup("h200")) is None
     assert "9.0" in skinny.constraint(cfg, col, DeviceInfo.lookup("a100"))
-    assert "K-contiguous" in skinny.constraint(cfg, row, DeviceInfo.lookup("h100"))
+    assert skinny.constraint(cfg, row, DeviceInfo.lookup("h100")) is None  # every layout peels its first step
     # no space offers it yet (opt-in by choice id until measured in a model; kernels.skinny)
     for kind in ("default", "exhaustive"):
         kept, _ = skinny.space(col, DeviceInfo.lookup("h200"), kind)
@@ -383,13 +403,18 @@ def test_space_strips_are_never_wider_than_n_needs():
 
 
 PDL_GEMV = (SkinnyConfig(1, 4, 1024, 1, 1, 4, False, True, pdl=True), SkinnyConfig(1, 2, 2048, 1, 1, 4, False, True, pdl=True))
+# (config, M, B layout): the GEMV strips measured in a model, and the peeled paths not yet measured
+# (the N-contiguous CUDA-core strip, tl.dot at a batched-decode M)
+PDL_CHAINS = ([(c, 1, "col") for c in PDL_GEMV]
+              + [(PDL_GEMV[0], 1, "row"), (SkinnyConfig(16, 64, 64, 1, 1, 4, True, True, pdl=True), 16, "col"),
+                 (SkinnyConfig(16, 64, 64, 1, 1, 4, True, True, pdl=True), 16, "row")])
 
 
 @gpu
 @pytest.mark.gpu
 @pytest.mark.skipif(not ON_GPU or torch.cuda.get_device_capability()[0] < 9, reason="PDL needs Hopper or later")
-@pytest.mark.parametrize("cfg", PDL_GEMV, ids=lambda c: c.id)
-def test_skinny_gpu_pdl_chain_in_a_graph_reads_what_the_kernel_before_wrote(cfg):
+@pytest.mark.parametrize("cfg,m,layout", PDL_CHAINS, ids=lambda v: v.id if isinstance(v, SkinnyConfig) else str(v))
+def test_skinny_gpu_pdl_chain_in_a_graph_reads_what_the_kernel_before_wrote(cfg, m, layout):
     """A ``-pdl`` GEMV starts before the kernel ahead of it ends; it must still read that
     kernel's output. A chain captured in a CUDA graph, as a decode step is: a pointwise kernel
     writes x, GEMV 1 reads it (y1 = W1 x), GEMV 2 reads GEMV 1's output (y2 = W2 y1), and a
@@ -399,14 +424,16 @@ def test_skinny_gpu_pdl_chain_in_a_graph_reads_what_the_kernel_before_wrote(cfg)
     k, n1, n2 = 2048, 4096, 2048
     w1 = torch.randn(n1, k, device=dev, dtype=dt) / k ** 0.5
     w2 = torch.randn(n2, n1, device=dev, dtype=dt) / n1 ** 0.5
-    src = torch.randn(1, k, device=dev, dtype=dt)
-    x, y1, y2 = (torch.empty(1, s, device=dev, dtype=dt) for s in (k, n1, n2))
+    # B as the GEMM reads it: a Linear's weight transposed (K-contiguous), or a [K, N] row-major copy
+    b1, b2 = (w.t() if layout == "col" else w.t().contiguous() for w in (w1, w2))
+    src = torch.randn(m, k, device=dev, dtype=dt)
+    x, y1, y2 = (torch.empty(m, s, device=dev, dtype=dt) for s in (k, n1, n2))
     out = torch.empty_like(y2)
 
     def step():
         torch.mul(src, 2.0, out=x)
-        skinny.run(x, w1.t(), y1, cfg)
-        skinny.run(y1, w2.t(), y2, cfg)
+        skinny.run(x, b1, y1, cfg)
+        skinny.run(y1, b2, y2, cfg)
         torch.add(y2, 1.0, out=out)
 
     def want():

@@ -51,8 +51,9 @@ def pdl_twin(choice: Choice | str, layout_b: str) -> Choice:
     """
     ch = choice if isinstance(choice, Choice) else Choice.parse(str(choice))
     c = ch.config
-    # pad+ copies first (validate refuses it with -pdl); dot, split and stream-K have no prefetch
-    # path (skinny_spec.pdl_misfit); a row-major B waits before its first load, so gains nothing.
+    # pad+ copies first (validate refuses it with -pdl); split and stream-K have no prefetch path
+    # (skinny_spec.pdl_misfit). The tl.dot and N-contiguous paths peel their first step too, but
+    # only the CUDA-core strip on a K-contiguous B was measured in a model (session 37).
     if ch.family != "skinny" or ch.pad or layout_b != "col" or c.dot or c.split_k != 1 or c.stream_k or c.pdl:
         return ch
     return Choice("skinny", replace(c, pdl=True))

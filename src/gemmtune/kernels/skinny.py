@@ -24,9 +24,9 @@ no split. A program then reads whole rows of W, and a layer of N outputs runs N 
 programs. Below about 30 MB of weight every load has to be in flight at once on every SM, and a
 split's sum costs more than it gains (skinny_spec says what was measured).
 
-A GEMV strip can also be launched with programmatic dependent launch (``-pdl`` configs, Hopper
-and later, one K-slice). It starts while the kernel before it is still running, loads its first
-B tile, and only then waits (``gdc_wait``) to read A. At decode, B is a weight that no kernel of
+A strip can also be launched with programmatic dependent launch (``-pdl`` configs, Hopper and
+later, one K-slice; every path: tl.dot and both CUDA-core layouts). It starts while the kernel
+before it is still running, loads its first B tile, and only then waits (``gdc_wait``) to read A. At decode, B is a weight that no kernel of
 the step writes, so its first bytes stream while the kernel before finishes.
 ``scripts/exp_pdl.py`` measured this on an H200 (benchmarks/results/2026-11-29-h200-s36, calls
 6-8): a CUDA graph of 32 norm -> GEMV pairs on Llama-1B's MLP shapes.
@@ -40,10 +40,13 @@ cuBLAS took 460 µs on the same chain, so the prefetch variant ran at 1.24x cuBL
 knows no PDL (ATen's kernels, and Inductor's without ``TORCHINDUCTOR_ENABLE_PDL=1``), it ran at
 1.12x cuBLAS.
 
-No space offers these configs yet; a choice id reaches them (``...-core-det-pdl``). The reason is
-the tuner: it times a config by replaying the same kernel back to back, so with PDL each launch
-overlaps the one before, and that tells nothing of the kernels a model puts before it. They
-enter the spaces once they are measured in a model.
+No space offers these configs: a choice id reaches them (``...-core-det-pdl``), and ``pdl=True``
+(gemmtune.pdl) serves the twins of tuned GEMV strips on a K-contiguous B, the path measured in a
+model (session 37: 1.025-1.061x a compiled Llama-1B decode step, with Inductor's PDL on). The
+tuner cannot rank them: it times a config by replaying the same kernel back to back, so with PDL
+each launch overlaps the one before, and that tells nothing of the kernels a model puts before
+it. The tl.dot and N-contiguous paths peel their first step the same way (session 37, CPU
+only); their gain is not measured yet, so ``pdl=True`` does not twin them.
 
 The K-slices are reduced by the fused split-K epilogue that the tiled kernel uses
 (``tiled.split_epilogue``): partials in an fp32 workspace, the last program to arrive
@@ -157,18 +160,14 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
            PREFETCH: tl.constexpr, GDC: tl.constexpr):
     """One program = one column strip x one K-slice (program axes 0 and 1).
 
-    PREFETCH (a ``-pdl`` config, one K-slice): the CUDA-core path with a K-contiguous B loads its
-    first B tile, then waits for the kernel launched before it (GDC: ``gdc_wait``, on a GPU
-    launched with programmatic dependent launch; the interpreter has no such instruction, so it
-    runs the same arithmetic without it), then reads A. B must be written by no grid still
-    running (a weight at inference; ``pad+`` is refused with -pdl, its copy of B is the kernel
-    just before); A, the bias and the residual may be the previous kernel's output, and the
-    output may be memory the previous kernel still reads, so all of those come after the wait.
-    Every other path waits before its first load."""
-    if GDC:
-        if DOT or not BK_UNIT:
-            tl.extra.cuda.gdc_wait()
-            tl.extra.cuda.gdc_launch_dependents()
+    PREFETCH (a ``-pdl`` config, one K-slice): each path (tl.dot, CUDA cores on a K-contiguous
+    or an N-contiguous B) peels its first K step: it loads that B tile, then waits for the kernel
+    launched before it (GDC: ``gdc_wait``, on a GPU launched with programmatic dependent launch;
+    the interpreter has no such instruction, so it runs the same arithmetic without it), then
+    reads A. B must be written by no grid still running (a weight at inference; ``pad+`` is
+    refused with -pdl, its copy of B is the kernel just before); A, the bias and the residual may
+    be the previous kernel's output, and the output may be memory the previous kernel still
+    reads, so all of those come after the wait."""
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
     grid_n = tl.cdiv(N, BLOCK_N)
@@ -198,7 +197,19 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
     if DOT:
         b_ptrs = b_ptr + _offsets(rk_i[:, None], rn_i[None, :], sbk, sbn, B_LEAD_DIV, BN_UNIT)  # [BK, BN]
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k in range(k_start, k_end, BLOCK_K):
+        k_loop = k_start
+        if PREFETCH:  # the first K step peeled, its B tile before the wait (see the docstring)
+            k0 = k_start + rk
+            b0 = tl.load(b_ptrs, mask=n_ok[None, :] & (k0[:, None] < k_end), other=0.0)
+            if GDC:
+                tl.extra.cuda.gdc_wait()
+                tl.extra.cuda.gdc_launch_dependents()
+            a0 = tl.load(a_ptrs, mask=m_ok[:, None] & (k0[None, :] < k_end), other=0.0)
+            acc = mma(a0, b0, acc, INPUT_PRECISION)
+            a_ptrs += BLOCK_K * sak
+            b_ptrs += BLOCK_K * sbk
+            k_loop = k_start + BLOCK_K
+        for k in range(k_loop, k_end, BLOCK_K):
             if EVEN_K:
                 a = tl.load(a_ptrs, mask=m_ok[:, None], other=0.0)
                 b = tl.load(b_ptrs, mask=n_ok[None, :], other=0.0)
@@ -215,7 +226,7 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
         b_ptrs = b_ptr + _offsets(rn_i[:, None], rk_i[None, :], sbn, sbk, B_LEAD_DIV, BK_UNIT)  # [BN, BK]
         prod = tl.zeros((BLOCK_M, BLOCK_N, BLOCK_K), dtype=tl.float32)
         k_loop = k_start
-        if PREFETCH and not DOT:
+        if PREFETCH:
             # The first K step peeled: its B tile is loaded before the wait (masked on K always:
             # one tile, and K may be shorter than it).
             k0_ok = (k_start + rk)[None, :] < k_end
@@ -244,7 +255,19 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
         # B is N-contiguous (a @ W with W [K, N] row-major): tiles [BK, BN], vectors along N.
         b_ptrs = b_ptr + _offsets(rk_i[:, None], rn_i[None, :], sbk, sbn, B_LEAD_DIV, BN_UNIT)  # [BK, BN]
         prod = tl.zeros((BLOCK_M, BLOCK_K, BLOCK_N), dtype=tl.float32)
-        for k in range(k_start, k_end, BLOCK_K):
+        k_loop = k_start
+        if PREFETCH:  # the first K step peeled, as above
+            k0_ok = (k_start + rk)[:, None] < k_end
+            b0 = tl.load(b_ptrs, mask=n_ok[None, :] & k0_ok, other=0.0)
+            if GDC:
+                tl.extra.cuda.gdc_wait()
+                tl.extra.cuda.gdc_launch_dependents()
+            a0 = tl.load(a_ptrs, mask=m_ok[:, None] & ((k_start + rk)[None, :] < k_end), other=0.0)
+            prod += a0.to(tl.float32)[:, :, None] * b0.to(tl.float32)[None, :, :]
+            a_ptrs += BLOCK_K * sak
+            b_ptrs += BLOCK_K * sbk
+            k_loop = k_start + BLOCK_K
+        for k in range(k_loop, k_end, BLOCK_K):
             if EVEN_K:
                 a = tl.load(a_ptrs, mask=m_ok[:, None], other=0.0)
                 b = tl.load(b_ptrs, mask=n_ok[None, :], other=0.0)

@@ -96,8 +96,6 @@ def constraint(cfg: SkinnyConfig, problem: Problem, device: DeviceInfo) -> str |
     if cfg.pdl:
         if device.capability < (9, 0):
             return f"programmatic dependent launch needs compute capability 9.0 or later ({device.name}: {device.capability_str})"
-        if not gemv_layout(problem):
-            return "the PDL path prefetches a K-contiguous B (a Linear's weight): B is N-contiguous"
     regs = core_regs(cfg)
     if regs > MAX_CORE_REGS:
         return (f"{regs} fp32 product registers per thread ({cfg.block_m}x{cfg.block_n}x{cfg.block_k} over "
@@ -270,14 +268,14 @@ def validate(problem: Problem, cfg: SkinnyConfig) -> None:
     if cfg.num_warps not in (1, 2, 4, 8, 16) or cfg.num_stages < 1:
         raise ValueError(f"num_warps={cfg.num_warps} must be 1..16 (a power of two), num_stages >= 1")
     if pdl_misfit(cfg):
-        raise ValueError("the PDL path (-pdl) runs the CUDA-core product with one K-slice: core, SK1, no -P")
+        raise ValueError("the PDL path (-pdl) runs one K-slice: SK1, no -P")
 
 
 def pdl_misfit(cfg: SkinnyConfig) -> bool:
-    """A ``-pdl`` config outside what its path runs: the CUDA-core strips with one K-slice, what was
-    measured (scripts/exp_pdl.py). Only that path has the prefetch; stream-K has no wait at all; a
-    split would wait before its workspace as well, but is untested."""
-    return cfg.pdl and (cfg.dot or cfg.split_k != 1 or bool(cfg.stream_k))
+    """A ``-pdl`` config outside what its path runs: one K-slice (each path, tl.dot and both
+    CUDA-core layouts, peels its first K step for the prefetch). Stream-K has no wait at all; a
+    split would need its workspace and counters after the wait too, and is untested."""
+    return cfg.pdl and (cfg.split_k != 1 or bool(cfg.stream_k))
 
 
 def features_row(facts: tuple, choice) -> tuple:
