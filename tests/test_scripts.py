@@ -225,6 +225,29 @@ def test_exp_pdl_dry_run(tmp_path, bk):
             assert all(isinstance(v, float) for v in ids.values()), ids  # every one verified and timed
 
 
+@pytest.mark.parametrize("m,layout,config", [(16, "col", "skinny:BM16-BN64-BK64-SK1-S3-W4-dot-det"),
+                                               (16, "row", "skinny:BM16-BN32-BK32-SK1-S1-W4-dot-det"),
+                                               (1, "row", "skinny:BM1-BN16-BK64-SK1-S1-W4-core-det")])
+def test_exp_pdl_skinny_dry_run(tmp_path, m, layout, config):
+    """scripts/exp_pdl_skinny.py --dry-run (the interpreter, fp16, no PDL launches): the chain of
+    pointwise -> skinny GEMM kernels against fp64, and each -pdl twin's chain (the peeled first K
+    step of the tl.dot path and of the N-contiguous strip) bitwise the plain config's."""
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_pdl_skinny.py"), str(tmp_path), "--dry-run",
+                        "--m", str(m), "--layout", layout, "--config", config], env=_env(), capture_output=True,
+                       text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    doc = json.loads((tmp_path / "pdl_skinny.json").read_text())
+    assert doc["gemm0_rel_err_vs_fp64"] < 2e-3 and doc["m"] == m and doc["layout"] == layout
+    assert doc["rel_err_vs_plain"] == {"plain": 0.0, "pdl": 0.0, "pdl_unaware": 0.0}
+
+
+def test_exp_pdl_skinny_refuses_a_split_or_a_pdl_config(tmp_path):
+    for bad in ("skinny:BM1-BN4-BK64-SK2-S1-W4-core-det", "skinny:BM1-BN4-BK64-SK1-S1-W4-core-det-pdl"):
+        r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_pdl_skinny.py"), str(tmp_path), "--dry-run",
+                            "--config", bad], env=_env(), capture_output=True, text=True, timeout=300, check=False)
+        assert r.returncode != 0 and "one-slice skinny choice without -pdl" in r.stderr
+
+
 @pytest.mark.slow
 def test_exp_pdl_model_dry_run(tmp_path):
     """scripts/exp_pdl_model.py --dry-run (tiny-llama, fp32, CPU, eager): the fused model tuned

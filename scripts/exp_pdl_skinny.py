@@ -1,0 +1,174 @@
+"""Do skinny's other -pdl paths pay in a chain? (#15, #17; session 37 peeled the first K step of the
+tl.dot path and of the N-contiguous CUDA-core strip, as the GEMV strip on a K-contiguous B had
+been. Only that one was measured in a model: 1.025-1.061x a compiled Llama-1B decode step.)
+
+A chain of ``LAYERS`` (pointwise -> GEMM) pairs on Llama-3.2-1B's MLP shapes (M x 2048 -> 8192,
+then M x 8192 -> 2048), with gemmtune's own skinny kernel (``kernels.skinny.run``) at the config
+given, captured in a CUDA graph and replayed interleaved with the others. The pointwise kernel
+(x = 0.5 * y, the stand-in for a norm) knows PDL or not. Variants:
+
+- ``cublas``: the pointwise kernel, then ``torch.mm`` (cuBLAS);
+- ``plain``: the pointwise kernel, then the skinny config;
+- ``pdl``: both launched with PDL: the pointwise kernel waits, then lets the GEMM launch; the
+  GEMM is the config's ``-pdl`` twin (its first B tile before its wait);
+- ``pdl_unaware``: the pointwise kernel without PDL (as ATen's, or Inductor's with its PDL off),
+  the GEMM's ``-pdl`` twin after it.
+
+Every variant's final output is checked against ``plain``'s, one GEMM against fp64. µs per replay,
+× plain and × cuBLAS, and the weights' bytes as a % of the nominal 4.8 TB/s floor.
+
+    python scripts/exp_pdl_skinny.py OUT_DIR --m 16 --config skinny:BM16-BN64-BK64-SK1-S3-W4-dot-det
+    python scripts/exp_pdl_skinny.py OUT_DIR --m 1 --layout row --config skinny:BM1-BN16-BK256-SK1-S1-W4-core-det
+    TRITON_INTERPRET=1 python scripts/exp_pdl_skinny.py OUT_DIR --dry-run --m 16 --config ...   # CPU: arithmetic only
+
+Env: LAYERS (default 32), REPLAYS (default 30, per round), ROUNDS (default 7).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+
+from gemmtune.configs import Choice
+from gemmtune.kernels import skinny
+
+NOMINAL_HBM = 4.8e12  # B/s, H200 (the README's floor convention)
+VARIANTS = ("cublas", "plain", "pdl", "pdl_unaware")
+
+
+@triton.jit
+def _scale(y_ptr, x_ptr, numel, BLOCK: tl.constexpr, PDL: tl.constexpr):
+    """x = 0.5 * y over ``numel`` elements (a decode step's pointwise kernel before a GEMM)."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()  # y is the predecessor's output
+        tl.extra.cuda.gdc_launch_dependents()
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < numel
+    v = tl.load(y_ptr + offs, mask=m, other=0.0).to(tl.float32)
+    tl.store(x_ptr + offs, (v * 0.5).to(x_ptr.dtype.element_ty), mask=m)
+
+
+def chain(bs, x0, variant: str, bufs, cfg, use_pdl: bool = True):
+    """One pass of the chain into ``bufs`` (preallocated: a graph replays these). ``use_pdl=False``
+    runs the kernels without PDL launches (the interpreter has none; the -pdl twin still runs its
+    peeled arithmetic)."""
+    pw_pdl = variant == "pdl" and use_pdl
+    kw = {"launch_pdl": True} if pw_pdl else {}
+    gcfg = replace(cfg, pdl=True) if variant.startswith("pdl") else cfg
+    y = x0
+    for b, (xb, yb) in zip(bs, bufs):
+        n = xb.numel()
+        _scale[(triton.cdiv(n, 1024),)](y, xb, n, BLOCK=1024, PDL=pw_pdl, num_warps=4, **kw)
+        if variant == "cublas":
+            torch.mm(xb, b, out=yb)
+        else:
+            skinny.run(xb, b, yb, gcfg)
+        y = yb
+    return y
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("--config", required=True, help="a skinny choice id with one K-slice, without -pdl")
+    ap.add_argument("--m", type=int, default=1, help="rows (the decode batch)")
+    ap.add_argument("--layout", choices=("col", "row"), default="col",
+                    help="B K-contiguous (a Linear's weight, x @ W.T) or N-contiguous (x @ W, GPT-2's Conv1D)")
+    ap.add_argument("--dry-run", action="store_true", help="CPU, under TRITON_INTERPRET=1: arithmetic only")
+    args = ap.parse_args()
+    ch = Choice.parse(args.config)
+    if ch.family != "skinny" or ch.config.pdl or ch.config.split_k != 1 or ch.config.stream_k:
+        raise SystemExit(f"--config: a one-slice skinny choice without -pdl, not {args.config!r}")
+    cfg = ch.config
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    layers = int(os.environ.get("LAYERS", "2" if args.dry_run else "32"))
+    replays, rounds = int(os.environ.get("REPLAYS", "30")), int(os.environ.get("ROUNDS", "7"))
+    dev, dt = ("cpu", torch.float16) if args.dry_run else ("cuda", torch.bfloat16)
+    hidden, inter = (64, 256) if args.dry_run else (2048, 8192)
+    m = args.m
+    g = torch.Generator(device="cpu").manual_seed(0)
+    shapes = [(inter, hidden) if i % 2 == 0 else (hidden, inter) for i in range(layers)]  # (N, K)
+    ws = [(torch.randn(n, k, generator=g) / k ** 0.5).to(dev, dt) for n, k in shapes]
+    # B as the GEMM reads it: the weight transposed (K-contiguous), or a [K, N] row-major copy
+    bs = [w.t() if args.layout == "col" else w.t().contiguous() for w in ws]
+    x0 = torch.randn(m, hidden, generator=g).to(dev, dt)
+    res: dict = {"config": args.config, "m": m, "layout": args.layout, "layers": layers, "shapes": shapes,
+                 "dtype": str(dt), "weight_bytes": sum(w.numel() * w.element_size() for w in ws)}
+    variants = ("plain", "pdl", "pdl_unaware") if args.dry_run else VARIANTS
+    bufs = {v: [(torch.empty(m, k, device=dev, dtype=dt), torch.empty(m, n, device=dev, dtype=dt)) for n, k in shapes]
+            for v in variants}
+
+    xb, yb = bufs["plain"][0]
+    y_end = chain(bs, x0, "plain", bufs["plain"], cfg)
+    want = xb.double() @ bs[0].double()
+    err = ((yb.double() - want).abs().max() / want.abs().max()).item()
+    res["gemm0_rel_err_vs_fp64"] = err
+    assert err < 1e-2, err
+    ref = y_end.clone()
+    for v in variants:
+        got = chain(bs, x0, v, bufs[v], cfg, use_pdl=not args.dry_run)
+        rel = ((got.double() - ref.double()).abs().max() / ref.double().abs().max()).item()
+        res.setdefault("rel_err_vs_plain", {})[v] = rel
+        assert rel < 5e-2, (v, rel)
+    print("correctness:", res["gemm0_rel_err_vs_fp64"], res["rel_err_vs_plain"], flush=True)
+    if args.dry_run:
+        (out / "pdl_skinny.json").write_text(json.dumps(res, indent=1))
+        return
+
+    res["device"] = torch.cuda.get_device_name()
+    res["versions"] = {"torch": torch.__version__, "triton": triton.__version__}
+    graphs = {}
+    for v in variants:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                chain(bs, x0, v, bufs[v], cfg)
+        torch.cuda.current_stream().wait_stream(s)
+        gr = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(gr):
+            chain(bs, x0, v, bufs[v], cfg)
+        graphs[v] = gr
+    for gr in graphs.values():
+        gr.replay()
+    torch.cuda.synchronize()
+    for v in variants:  # the graphs' outputs after replay (PDL edges inside a graph keep the order)
+        got = bufs[v][-1][1]
+        rel = ((got.double() - ref.double()).abs().max() / ref.double().abs().max()).item()
+        res.setdefault("graph_rel_err_vs_plain", {})[v] = rel
+        assert rel < 5e-2, (v, rel)
+    times = {v: [] for v in variants}
+    for _ in range(rounds):
+        for v, gr in graphs.items():
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            for _ in range(replays):
+                gr.replay()
+            e1.record()
+            torch.cuda.synchronize()
+            times[v].append(e0.elapsed_time(e1) * 1e3 / replays)
+    floor_us = res["weight_bytes"] / NOMINAL_HBM * 1e6
+    res["floor_us"] = floor_us
+    res["us_per_replay"] = {v: statistics.median(t) for v, t in times.items()}
+    res["spread"] = max((max(t) - min(t)) / statistics.median(t) for t in times.values())
+    res["rounds_us"] = times
+    for v in variants:
+        us = res["us_per_replay"][v]
+        print(f"{v:12s} {us:9.1f} us/replay  x plain {res['us_per_replay']['plain'] / us:.3f}  "
+              f"x cublas {res['us_per_replay']['cublas'] / us:.3f}  weights at {floor_us / us:.0%} of the HBM floor",
+              flush=True)
+    res["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    (out / "pdl_skinny.json").write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
