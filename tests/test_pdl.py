@@ -130,6 +130,50 @@ def test_patch_pdl_warns_where_weights_require_grad():
         gemmtune.patch(_decoder(), tune_fn=_strips_at_m1([]), pdl=True, progress=False, hints={"m": [1]})
 
 
+def test_twin_dispatcher_is_a_new_dispatcher_of_twins_that_matches_fp64():
+    from gemmtune.pdl import twin_dispatcher
+
+    d = gemmtune.compile_mm(n=96, k=131, dtype="fp32", layout_b="col", hints={"m": [1, 8]},
+                            tune_fn=_strips_at_m1([]))
+    t = twin_dispatcher(d)
+    assert t is not d
+    assert [h.choice.id for h in t.hint_choices] == [TWIN, "aten"]
+    assert [h.choice.id for h in d.hint_choices] == [STRIP, "aten"]  # untouched
+    a, b = torch.randn(1, 131), torch.randn(96, 131).t()
+    torch.testing.assert_close(t(a, b), (a.double() @ b.double()).float(), rtol=1e-4, atol=1e-4)
+    cublas = gemmtune.compile_mm(n=96, k=131, dtype="fp32", layout_b="col", hints={"m": [1]},
+                                 tune_fn=lambda ps, **kw: {p.key: "aten" for p in ps})
+    assert twin_dispatcher(cublas) is cublas  # nothing to twin
+
+
+def test_load_patched_pdl_serves_the_saved_strips_as_twins(tmp_path):
+    """Tune once and save without PDL; choose it where the model is served."""
+    model, x = _decoder(), torch.randn(1, 131)
+    gemmtune.patch(model, example_inputs=[(x,)], tune_fn=_strips_at_m1([]), progress=False)
+    path = gemmtune.save_patched(tmp_path / "m.json", model)
+
+    def served(m):
+        return {h.choice.id for d in gemmtune.nn.dispatchers(m).values() for h in d.hint_choices}
+
+    assert served(model) == {STRIP}
+    plain, twins = gemmtune.load_patched(_decoder(), path), gemmtune.load_patched(_decoder(), path, pdl=True)
+    assert served(plain) == {STRIP} and served(twins) == {TWIN}
+    torch.testing.assert_close(twins(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_patch_pdl_twins_given_dispatchers_and_leaves_them_as_they_were():
+    model, calls = _decoder(), []
+    ds = gemmtune.tune_model(_decoder(), [(torch.randn(1, 131),)], tune_fn=_strips_at_m1(calls))
+    given = {key[:3]: d for key, d in ds.items()}
+    mine = dict(given)
+    gemmtune.patch(model, dispatchers=mine, pdl=True, progress=False, eager_policy="tuned")
+    assert len(calls) == 1  # nothing tuned again
+    assert mine == given and {h.choice.id for d in mine.values() for h in d.hint_choices} == {STRIP}
+    assert {h.choice.id for d in gemmtune.nn.dispatchers(model).values() for h in d.hint_choices} == {TWIN}
+    x = torch.randn(1, 131)
+    torch.testing.assert_close(model(x), _decoder()(x), rtol=1e-4, atol=1e-4)
+
+
 def test_gemmtune_pdl_is_the_module():
     assert gemmtune.pdl.with_pdl is with_pdl and "pdl" in dir(gemmtune)
 

@@ -209,12 +209,13 @@ def save_patched(path: str | os.PathLike, dispatchers: Mapping[tuple, Dispatcher
 
 
 def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: bool = False,
-                 convert_aten_layers: bool = False) -> torch.nn.Module:
+                 convert_aten_layers: bool = False, pdl: bool = False) -> torch.nn.Module:
     """Re-apply a saved ``save_patched`` artifact to ``model`` (same architecture): no tuning, and
     on the same GPU and software no compiles either. Sibling layers saved fused are fused first. Layers with no saved dispatcher are left
     as they are (a warning names them). As in ``patch``, a layer whose dispatcher runs cuBLAS
     for every shape stays torch's own, its dispatcher recorded on it
-    (``convert_aten_layers=True`` converts it)."""
+    (``convert_aten_layers=True`` converts it). ``pdl=True``: serve the saved GEMV strip winners
+    as their ``-pdl`` twins (``gemmtune.pdl``; tune once, save, and choose PDL where you serve)."""
     from .jsonio import read_json
     from .nn import _patch_layers
     from .problem import dtype_name
@@ -276,6 +277,10 @@ def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: boo
     # The artifact's dtypes named: a model loaded in another dtype than it was saved from matches
     # no layer, and "no dispatcher of their shape" alone pointed at the shapes.
     dtypes = ", ".join(sorted({key[2] for key in ds})) or "none"
+    if pdl:
+        from .pdl import twin_dispatchers, warn_if_training
+        warn_if_training(model, "load_patched")
+        ds = twin_dispatchers(ds)
     return _patch_layers(model, None, ds, False, "measure", convert_aten_layers,
                          f"have no dispatcher of their shape and dtype in {path} (its dispatchers: {dtypes})",
                          {}, who="gemmtune.load_patched")

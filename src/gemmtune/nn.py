@@ -746,9 +746,10 @@ def patch(model: torch.nn.Module, table=None, *,
     ``load_patched`` keep it, and a later ``patch`` reuses it; with ``progress`` the count is
     printed. ``convert_aten_layers=True`` converts them too.
 
-    ``pdl=True`` (Hopper+, inference) serves each layer tuned here whose winner is a one-slice GEMV
-    strip by its ``-pdl`` twin (``gemmtune.pdl``): it pays under torch.compile with Inductor's PDL
-    on too (``torch._inductor.config.triton.enable_pdl = True``), and costs ~1 us per GEMM without.
+    ``pdl=True`` (Hopper+, inference) serves each layer whose winner is a one-slice GEMV strip (tuned
+    here, or in a ``dispatchers`` given, which stay as they are) by its ``-pdl`` twin
+    (``gemmtune.pdl``): it pays under torch.compile with Inductor's PDL on too
+    (``torch._inductor.config.triton.enable_pdl = True``), and costs ~1 us per GEMM without.
 
     Example::
 
@@ -783,6 +784,15 @@ def patch(model: torch.nn.Module, table=None, *,
                             {"progress": compile_kwargs.get("progress")})
         if dispatchers is not None:  # after: with tune_missing=True, _patch_layers adds to ``tuned``
             dispatchers.update(tuned)
+        return out
+    if pdl and dispatchers:
+        # The given dispatchers served as -pdl twins (new objects: the caller's stay as they were);
+        # the caller's mapping still receives the layers tuned here (twins already, with_pdl).
+        from .pdl import twin_dispatchers
+        work = twin_dispatchers(dispatchers)
+        out = _patch_layers(model, table, work, tune_missing is None or tune_missing, eager_policy,
+                            convert_aten_layers, "had no dispatcher given", compile_kwargs)
+        dispatchers.update({key: d for key, d in work.items() if key not in dispatchers})
         return out
     return _patch_layers(model, table, dispatchers, tune_missing is None or tune_missing, eager_policy,
                          convert_aten_layers, "had no dispatcher given", compile_kwargs)

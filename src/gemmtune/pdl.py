@@ -77,10 +77,7 @@ def twin_result(result, problems):
     """``result`` (a TuneResult, or a mapping problem/key -> choice, as a ``tune_fn`` returns) with
     each winner replaced by ``pdl_twin``; its table's entries too. On a GPU before Hopper it is
     returned as it is, with a warning (griddepcontrol is an sm_90 instruction)."""
-    cap = _capability(result)
-    if cap is not None and cap < (9, 0):
-        warnings.warn(f"gemmtune: pdl=True needs compute capability 9.0 or later (Hopper); this GPU is "
-                      f"{cap[0]}.{cap[1]}, so the tuned kernels are served without PDL", RuntimeWarning, stacklevel=3)
+    if _too_old(_capability(result)):
         return result
     if hasattr(result, "shapes"):
         shapes = [replace(s, best=pdl_twin(s.best, s.problem.layout_b).id) if s.best else s for s in result.shapes]
@@ -97,6 +94,38 @@ def twin_result(result, problems):
         key = getattr(p, "key", str(p))
         out[p] = pdl_twin(c, layout[key]).id if c is not None and key in layout else c
     return out
+
+
+def _too_old(cap: tuple[int, int] | None) -> bool:
+    """Whether ``cap`` is a GPU before Hopper (warned: the plain strips are served)."""
+    if cap is not None and cap < (9, 0):
+        warnings.warn(f"gemmtune: pdl=True needs compute capability 9.0 or later (Hopper); this GPU is "
+                      f"{cap[0]}.{cap[1]}, so the tuned kernels are served without PDL", RuntimeWarning, stacklevel=4)
+        return True
+    return False
+
+
+def twin_dispatcher(d):
+    """A new Dispatcher serving ``d``'s hint winners (and its table's entries) as their ``-pdl``
+    twins, ``d`` itself untouched; ``d`` where nothing changes, or before Hopper (warned). For
+    dispatchers tuned or loaded without ``pdl=True``, e.g. ``load_patched(model, path, pdl=True)``."""
+    from .dispatch import Dispatcher
+
+    hcs = [replace(h, choice=pdl_twin(h.choice, d.layout_b)) for h in d.hint_choices]
+    if hcs == list(d.hint_choices) or _too_old(_capability(None)):
+        return d
+    table = d.table
+    if table is not None:
+        table = replace(table, entries={key: [replace(tc, choice=pdl_twin(tc.choice, d.layout_b)) for tc in tcs]
+                                        for key, tcs in table.entries.items()})
+    return Dispatcher(dims=d.dims, dtype=d.dtype, hints=d.hints, hint_choices=hcs, mode=d.mode, table=table,
+                      timer=d.timer, verify=d.verify, layout_a=d.layout_a, layout_b=d.layout_b,
+                      provenance=d.provenance)
+
+
+def twin_dispatchers(ds: dict) -> dict:
+    """``twin_dispatcher`` of each value, under the same keys (a new dict)."""
+    return {key: twin_dispatcher(d) for key, d in ds.items()}
 
 
 def warn_if_training(model, where: str) -> None:
