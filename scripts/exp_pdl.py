@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import time
 from pathlib import Path
 
@@ -51,8 +50,7 @@ import torch
 import triton
 import triton.language as tl
 
-NOMINAL_HBM = 4.8e12  # B/s, H200 (the README's floor convention)
-
+from graph_chain import NOMINAL_HBM, measure, rel_err  # scripts/, beside this one
 
 @triton.jit
 def _norm(y_ptr, x_ptr, n, eps, BLOCK: tl.constexpr, PDL: tl.constexpr):
@@ -159,7 +157,7 @@ def main() -> None:
     ref = y_end.clone()
     for v in variants:
         got = chain(weights, x0, v, bufs[v], args.bn, args.bk, use_pdl=not args.dry_run)
-        rel = ((got.double() - ref.double()).abs().max() / ref.double().abs().max()).item()
+        rel = rel_err(got, ref)
         res.setdefault("rel_err_vs_plain", {})[v] = rel
         assert rel < 5e-2, (v, rel)
     print("correctness:", res["gemv0_rel_err_vs_fp64"], res["rel_err_vs_plain"], flush=True)
@@ -171,47 +169,8 @@ def main() -> None:
 
     res["device"] = torch.cuda.get_device_name()
     res["versions"] = {"torch": torch.__version__, "triton": triton.__version__}
-    graphs = {}
-    for v in variants:
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                chain(weights, x0, v, bufs[v], args.bn, args.bk)
-        torch.cuda.current_stream().wait_stream(s)
-        gr = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(gr):
-            chain(weights, x0, v, bufs[v], args.bn, args.bk)
-        graphs[v] = gr
-    torch.cuda.synchronize()
-    # The graphs' outputs again after replay (PDL edges inside a graph must keep the order).
-    for v, gr in graphs.items():
-        gr.replay()
-    torch.cuda.synchronize()
-    for v in variants:
-        got = bufs[v][-1][1]
-        rel = ((got.double() - ref.double()).abs().max() / ref.double().abs().max()).item()
-        res.setdefault("graph_rel_err_vs_plain", {})[v] = rel
-        assert rel < 5e-2, (v, rel)
-    times = {v: [] for v in variants}
-    for _ in range(rounds):
-        for v, gr in graphs.items():
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            for _ in range(replays):
-                gr.replay()
-            e1.record()
-            torch.cuda.synchronize()
-            times[v].append(e0.elapsed_time(e1) * 1e3 / replays)
-    floor_us = res["weight_bytes"] / NOMINAL_HBM * 1e6
-    res["floor_us"] = floor_us
-    res["us_per_replay"] = {v: statistics.median(t) for v, t in times.items()}
-    res["rounds_us"] = times
-    for v in variants:
-        us = res["us_per_replay"][v]
-        print(f"{v:13s} {us:9.1f} us/replay  x plain {res['us_per_replay']['plain'] / us:.3f}  "
-              f"x cublas {res['us_per_replay']['cublas'] / us:.3f}  weights at {floor_us / us:.0%} of the HBM floor",
-              flush=True)
+    measure(res, variants, lambda v: chain(weights, x0, v, bufs[v], args.bn, args.bk), lambda v: bufs[v][-1][1],
+            ref, rounds, replays)
     if args.single:
         res["single"] = single()
     res["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

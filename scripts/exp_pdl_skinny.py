@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -40,7 +39,8 @@ import triton.language as tl
 from gemmtune.configs import Choice
 from gemmtune.kernels import skinny
 
-NOMINAL_HBM = 4.8e12  # B/s, H200 (the README's floor convention)
+from graph_chain import measure, rel_err  # scripts/, beside this one
+
 VARIANTS = ("cublas", "plain", "pdl", "pdl_unaware")
 
 
@@ -116,7 +116,7 @@ def main() -> None:
     ref = y_end.clone()
     for v in variants:
         got = chain(bs, x0, v, bufs[v], cfg, use_pdl=not args.dry_run)
-        rel = ((got.double() - ref.double()).abs().max() / ref.double().abs().max()).item()
+        rel = rel_err(got, ref)
         res.setdefault("rel_err_vs_plain", {})[v] = rel
         assert rel < 5e-2, (v, rel)
     print("correctness:", res["gemm0_rel_err_vs_fp64"], res["rel_err_vs_plain"], flush=True)
@@ -126,46 +126,7 @@ def main() -> None:
 
     res["device"] = torch.cuda.get_device_name()
     res["versions"] = {"torch": torch.__version__, "triton": triton.__version__}
-    graphs = {}
-    for v in variants:
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                chain(bs, x0, v, bufs[v], cfg)
-        torch.cuda.current_stream().wait_stream(s)
-        gr = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(gr):
-            chain(bs, x0, v, bufs[v], cfg)
-        graphs[v] = gr
-    for gr in graphs.values():
-        gr.replay()
-    torch.cuda.synchronize()
-    for v in variants:  # the graphs' outputs after replay (PDL edges inside a graph keep the order)
-        got = bufs[v][-1][1]
-        rel = ((got.double() - ref.double()).abs().max() / ref.double().abs().max()).item()
-        res.setdefault("graph_rel_err_vs_plain", {})[v] = rel
-        assert rel < 5e-2, (v, rel)
-    times = {v: [] for v in variants}
-    for _ in range(rounds):
-        for v, gr in graphs.items():
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            for _ in range(replays):
-                gr.replay()
-            e1.record()
-            torch.cuda.synchronize()
-            times[v].append(e0.elapsed_time(e1) * 1e3 / replays)
-    floor_us = res["weight_bytes"] / NOMINAL_HBM * 1e6
-    res["floor_us"] = floor_us
-    res["us_per_replay"] = {v: statistics.median(t) for v, t in times.items()}
-    res["spread"] = max((max(t) - min(t)) / statistics.median(t) for t in times.values())
-    res["rounds_us"] = times
-    for v in variants:
-        us = res["us_per_replay"][v]
-        print(f"{v:12s} {us:9.1f} us/replay  x plain {res['us_per_replay']['plain'] / us:.3f}  "
-              f"x cublas {res['us_per_replay']['cublas'] / us:.3f}  weights at {floor_us / us:.0%} of the HBM floor",
-              flush=True)
+    measure(res, variants, lambda v: chain(bs, x0, v, bufs[v], cfg), lambda v: bufs[v][-1][1], ref, rounds, replays)
     res["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     (out / "pdl_skinny.json").write_text(json.dumps(res, indent=1))
 
