@@ -174,6 +174,23 @@ def test_patch_pdl_twins_given_dispatchers_and_leaves_them_as_they_were():
     torch.testing.assert_close(model(x), _decoder()(x), rtol=1e-4, atol=1e-4)
 
 
+def test_patch_pdl_twins_a_given_tables_own_entries():
+    """In table mode a shape no hint covers is served from the table's own entry: a GEMV strip
+    there is twinned as well; the caller's table is left as it was."""
+    from gemmtune.dispatch.common import _current_provenance
+
+    p3 = Problem.from_sizes(3, 96, 131, "fp32", layout_b="col")
+    table = LookupTable(_current_provenance("by-hand"), {p3.key: [TableChoice(Choice.parse(STRIP))]})
+    model = _decoder()
+    gemmtune.patch(model, table, tune_fn=_strips_at_m1([]), pdl=True, progress=False, hints={"m": [1]},
+                   eager_policy="tuned")
+    d = next(d for (n, k, _), d in gemmtune.nn.dispatchers(model).items() if (n, k) == (96, 131))
+    assert d.expected_choice(m=3).id == TWIN and d.expected_choice(m=1).id == TWIN
+    assert table.entries[p3.key][0].choice.id == STRIP
+    x = torch.randn(3, 131)
+    torch.testing.assert_close(model(x), _decoder()(x), rtol=1e-4, atol=1e-4)
+
+
 def test_gemmtune_pdl_is_the_module():
     assert gemmtune.pdl.with_pdl is with_pdl and "pdl" in dir(gemmtune)
 

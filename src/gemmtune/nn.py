@@ -747,7 +747,7 @@ def patch(model: torch.nn.Module, table=None, *,
     printed. ``convert_aten_layers=True`` converts them too.
 
     ``pdl=True`` (Hopper+, inference) serves each layer whose winner is a one-slice GEMV strip (tuned
-    here, or in a ``dispatchers`` given, which stay as they are) by its ``-pdl`` twin
+    here, in a ``table``, or in ``dispatchers`` given, which stay as they are) by its ``-pdl`` twin
     (``gemmtune.pdl``): it pays under torch.compile with Inductor's PDL on too
     (``torch._inductor.config.triton.enable_pdl = True``), and costs ~1 us per GEMM without.
 
@@ -766,9 +766,13 @@ def patch(model: torch.nn.Module, table=None, *,
             raise TypeError(f"patch takes no {fixed}=: each layer's N, K, dtype and B layout come from its "
                             "weight (convert the model's dtype first, e.g. model.to(torch.bfloat16))")
     if pdl:  # both tuning paths below (tune_model, compile_mm) take a tune_fn
-        from .pdl import warn_if_training, with_pdl
+        from .pdl import twin_table, warn_if_training, with_pdl
         compile_kwargs["tune_fn"] = with_pdl(compile_kwargs.get("tune_fn"))
         warn_if_training(model, "patch")
+        if table is not None:  # its own entries serve the shapes no hint covers: twins too
+            from .dispatch.build import _table_here
+            table = _table_here(table)
+            table = None if table is None else twin_table(table)
     if fuse and example_inputs is None:
         raise ValueError("patch(fuse=True) needs example_inputs: the sibling layers are found by running the model")
     if example_inputs is not None:

@@ -59,6 +59,22 @@ def pdl_twin(choice: Choice | str, layout_b: str) -> Choice:
     return Choice("skinny", replace(c, pdl=True))
 
 
+def twin_table(table):
+    """``table`` (a LookupTable) with every entry's choices replaced by ``pdl_twin`` at the B
+    layout its key names (an entry whose key does not parse is left as it is); a new table."""
+    from .problem import Problem
+
+    entries = {}
+    for key, tcs in table.entries.items():
+        try:
+            layout_b = Problem.from_key(key).layout_b
+        except ValueError:
+            entries[key] = tcs
+            continue
+        entries[key] = [replace(tc, choice=pdl_twin(tc.choice, layout_b)) for tc in tcs]
+    return replace(table, entries=entries)
+
+
 def _capability(result) -> tuple[int, int] | None:
     """The tuned GPU's compute capability: the TuneResult's context, else the current CUDA device;
     None off a GPU (the interpreter runs ``-pdl`` strips without PDL)."""
@@ -75,19 +91,13 @@ def _capability(result) -> tuple[int, int] | None:
 
 def twin_result(result, problems):
     """``result`` (a TuneResult, or a mapping problem/key -> choice, as a ``tune_fn`` returns) with
-    each winner replaced by ``pdl_twin``; its table's entries too. On a GPU before Hopper it is
+    each winner replaced by ``pdl_twin``; its table's entries too (``twin_table``). On a GPU before Hopper it is
     returned as it is, with a warning (griddepcontrol is an sm_90 instruction)."""
     if _too_old(_capability(result)):
         return result
     if hasattr(result, "shapes"):
         shapes = [replace(s, best=pdl_twin(s.best, s.problem.layout_b).id) if s.best else s for s in result.shapes]
-        table = result.table
-        if table is not None:
-            layout = {s.problem.key: s.problem.layout_b for s in result.shapes}
-            entries = {key: [replace(tc, choice=pdl_twin(tc.choice, layout[key])) for tc in tcs]
-                       if key in layout else tcs for key, tcs in table.entries.items()}
-            table = replace(table, entries=entries)
-        return replace(result, shapes=shapes, table=table)
+        return replace(result, shapes=shapes, table=None if result.table is None else twin_table(result.table))
     layout = {p.key: p.layout_b for p in problems}
     out = {}
     for p, c in result.items():
@@ -114,10 +124,7 @@ def twin_dispatcher(d):
     hcs = [replace(h, choice=pdl_twin(h.choice, d.layout_b)) for h in d.hint_choices]
     if hcs == list(d.hint_choices) or _too_old(_capability(None)):
         return d
-    table = d.table
-    if table is not None:
-        table = replace(table, entries={key: [replace(tc, choice=pdl_twin(tc.choice, d.layout_b)) for tc in tcs]
-                                        for key, tcs in table.entries.items()})
+    table = None if d.table is None else twin_table(d.table)
     return Dispatcher(dims=d.dims, dtype=d.dtype, hints=d.hints, hint_choices=hcs, mode=d.mode, table=table,
                       timer=d.timer, verify=d.verify, layout_a=d.layout_a, layout_b=d.layout_b,
                       provenance=d.provenance)
