@@ -12,7 +12,11 @@ given, captured in a CUDA graph and replayed interleaved with the others. The po
 - ``pdl``: both launched with PDL: the pointwise kernel waits, then lets the GEMM launch; the
   GEMM is the config's ``-pdl`` twin (its first B tile before its wait);
 - ``pdl_unaware``: the pointwise kernel without PDL (as ATen's, or Inductor's with its PDL off),
-  the GEMM's ``-pdl`` twin after it.
+  the GEMM's ``-pdl`` twin after it;
+- ``pdl_nolaunch``: as ``pdl_unaware``, but the twin launched without the PDL attribute (its
+  peeled step and ``griddepcontrol`` instructions, no early launch). Against ``plain`` and
+  ``pdl_unaware`` it tells the kernel's cost from the launch's: session 37 measured a -pdl strip
+  0.3-1.1 us slower than its plain twin after a kernel that knows no PDL.
 
 Every variant's final output is checked against ``plain``'s, one GEMM against fp64. µs per replay,
 × plain and × cuBLAS, and the weights' bytes as a % of the nominal 4.8 TB/s floor.
@@ -26,11 +30,13 @@ Env: LAYERS (default 32), REPLAYS (default 30, per round), ROUNDS (default 7).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import time
 from dataclasses import replace
 from pathlib import Path
+from unittest import mock
 
 import torch
 import triton
@@ -41,7 +47,12 @@ from gemmtune.kernels import skinny
 
 from graph_chain import measure, rel_err  # scripts/, beside this one
 
-VARIANTS = ("cublas", "plain", "pdl", "pdl_unaware")
+VARIANTS = ("cublas", "plain", "pdl", "pdl_unaware", "pdl_nolaunch")
+_LAUNCH_OPTIONS = skinny._launch_options  # noqa: SLF001 - pdl_nolaunch drops one of its options
+
+
+def _without_pdl_launch(cfg):
+    return {k: v for k, v in _LAUNCH_OPTIONS(cfg).items() if k != "launch_pdl"}
 
 
 @triton.jit
@@ -64,14 +75,16 @@ def chain(bs, x0, variant: str, bufs, cfg, use_pdl: bool = True):
     kw = {"launch_pdl": True} if pw_pdl else {}
     gcfg = replace(cfg, pdl=True) if variant.startswith("pdl") else cfg
     y = x0
-    for b, (xb, yb) in zip(bs, bufs):
-        n = xb.numel()
-        _scale[(triton.cdiv(n, 1024),)](y, xb, n, BLOCK=1024, PDL=pw_pdl, num_warps=4, **kw)
-        if variant == "cublas":
-            torch.mm(xb, b, out=yb)
-        else:
-            skinny.run(xb, b, yb, gcfg)
-        y = yb
+    with (mock.patch.object(skinny, "_launch_options", _without_pdl_launch) if variant == "pdl_nolaunch"
+          else contextlib.nullcontext()):
+        for b, (xb, yb) in zip(bs, bufs):
+            n = xb.numel()
+            _scale[(triton.cdiv(n, 1024),)](y, xb, n, BLOCK=1024, PDL=pw_pdl, num_warps=4, **kw)
+            if variant == "cublas":
+                torch.mm(xb, b, out=yb)
+            else:
+                skinny.run(xb, b, yb, gcfg)
+            y = yb
     return y
 
 
@@ -103,7 +116,7 @@ def main() -> None:
     x0 = torch.randn(m, hidden, generator=g).to(dev, dt)
     res: dict = {"config": args.config, "m": m, "layout": args.layout, "layers": layers, "shapes": shapes,
                  "dtype": str(dt), "weight_bytes": sum(w.numel() * w.element_size() for w in ws)}
-    variants = ("plain", "pdl", "pdl_unaware") if args.dry_run else VARIANTS
+    variants = ("plain", "pdl", "pdl_unaware", "pdl_nolaunch") if args.dry_run else VARIANTS
     bufs = {v: [(torch.empty(m, k, device=dev, dtype=dt), torch.empty(m, n, device=dev, dtype=dt)) for n, k in shapes]
             for v in variants}
 

@@ -5,7 +5,9 @@
 # cuBLAS)? scripts/exp_pdl_skinny.py: batched decode (M = 16, tl.dot), B K-contiguous and
 # N-contiguous; M = 1 on an N-contiguous B (GPT-2's Conv1D layout); M = 4 GEMV strip. If a path
 # gains with a PDL-aware predecessor (variant pdl) and loses little without (pdl_unaware), widen
-# gemmtune.pdl.pdl_twin to it and measure it in a model (bench-model --phases decode_b16).
+# gemmtune.pdl.pdl_twin to it and measure it in a model (bench-model --phases decode_b16). pdl_nolaunch
+# against pdl_unaware and plain tells why a -pdl strip is ~1 us slower after a PDL-unaware kernel
+# (its code, or the PDL launch itself); ncu on the two if it is unclear.
 set -u
 source "$(dirname "$0")/../device_env.sh"
 record_env
