@@ -13,7 +13,7 @@ source "$(dirname "$0")/../device_env.sh"
 record_env
 for spec in "16 col skinny:BM16-BN64-BK256-SK1-S4-W4-dot-det" "16 col skinny:BM16-BN32-BK512-SK1-S4-W4-dot-det" \
             "16 row skinny:BM16-BN64-BK256-SK1-S4-W4-dot-det" "1 row skinny:BM1-BN64-BK128-SK1-S1-W4-core-det" \
-            "4 col skinny:BM4-BN4-BK256-SK1-S1-W4-core-det"; do
+            "4 col skinny:BM4-BN4-BK256-SK1-S1-W4-core-det" "1 col skinny:BM1-BN4-BK1024-SK1-S1-W4-core-det"; do
   set -- $spec
   d=$OUT/m$1_$2_$(echo $3 | tr ':' '_')
   timeout 60 python3 scripts/exp_pdl_skinny.py $d --m $1 --layout $2 --config $3 2>&1 | tail -5
