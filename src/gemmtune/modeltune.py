@@ -92,8 +92,9 @@ def tune_model(model: torch.nn.Module, inputs: Iterable | None = None, *, fn: Ca
     of positional arguments; a dict is passed as keyword arguments, a tensor as the one argument),
     or ``fn()``. ``extra_m``: M values to tune beyond those seen (e.g. 1 for decode).
     ``tune_kwargs`` go to ``gemmtune.tune`` (``fast=True``, ``space``, ``families``, ``store``,
-    ``progress``...); ``tune_fn`` replaces it (tests, or your own tuner). ``pdl=True``: serve the
-    winning GEMV strips by their ``-pdl`` twins (``gemmtune.pdl``, ``patch``'s ``pdl``)."""
+    ``progress``...); ``tune_fn`` replaces it (tests, or your own tuner). ``pdl=True``: graphs
+    compiled with Inductor's PDL on serve the winning GEMV strips as their ``-pdl`` twins
+    (``gemmtune.pdl``; ``patch``'s ``pdl``)."""
     cap = capture(model, inputs=inputs, fn=fn)
     _warn_outside_layers(cap)
     wanted = layer_keys(model)
@@ -127,18 +128,19 @@ def tune_model(model: torch.nn.Module, inputs: Iterable | None = None, *, fn: Ca
     problems = [Problem.from_sizes(m, n, k, dt, layout_b=lb) for (n, k, dt, lb), ms in hints.items() for m in ms]
     if tune_fn is None:
         from .tune import tune as tune_fn
-    if pdl:
-        from .pdl import warn_if_training, with_pdl
-        warn_if_training(model, "tune_model")
-        tune_fn = with_pdl(tune_fn)
     result = tune_fn(problems, **tune_kwargs)  # the one tuning call
 
     def reuse(_problems, **_kw):
         return result
 
-    return {key: compile_mm(n=key[0], k=key[1], dtype=key[2], hints={"m": ms}, layout_b=key[3], mode=mode,
-                            tune_fn=reuse, verify=verify)
-            for key, ms in hints.items()}
+    ds = {key: compile_mm(n=key[0], k=key[1], dtype=key[2], hints={"m": ms}, layout_b=key[3], mode=mode,
+                          tune_fn=reuse, verify=verify)
+          for key, ms in hints.items()}
+    if pdl:
+        from .pdl import attach_twins, warn_if_training
+        warn_if_training(model, "tune_model")
+        attach_twins(ds)
+    return ds
 
 
 def save_patched(path: str | os.PathLike, dispatchers: Mapping[tuple, Dispatcher] | torch.nn.Module, *,
@@ -214,8 +216,9 @@ def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: boo
     on the same GPU and software no compiles either. Sibling layers saved fused are fused first. Layers with no saved dispatcher are left
     as they are (a warning names them). As in ``patch``, a layer whose dispatcher runs cuBLAS
     for every shape stays torch's own, its dispatcher recorded on it
-    (``convert_aten_layers=True`` converts it). ``pdl=True``: serve the saved GEMV strip winners
-    as their ``-pdl`` twins (``gemmtune.pdl``; tune once, save, and choose PDL where you serve)."""
+    (``convert_aten_layers=True`` converts it). ``pdl=True``: graphs compiled with Inductor's PDL
+    on serve the saved GEMV strip winners as their ``-pdl`` twins (``gemmtune.pdl``; tune once,
+    save, and choose PDL where you serve)."""
     from .jsonio import read_json
     from .nn import _patch_layers
     from .problem import dtype_name
@@ -278,9 +281,9 @@ def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: boo
     # no layer, and "no dispatcher of their shape" alone pointed at the shapes.
     dtypes = ", ".join(sorted({key[2] for key in ds})) or "none"
     if pdl:
-        from .pdl import twin_dispatchers, warn_if_training
+        from .pdl import attach_twins, warn_if_training
         warn_if_training(model, "load_patched")
-        ds = twin_dispatchers(ds)
+        attach_twins(ds)
     return _patch_layers(model, None, ds, False, "measure", convert_aten_layers,
                          f"have no dispatcher of their shape and dtype in {path} (its dispatchers: {dtypes})",
                          {}, who="gemmtune.load_patched")

@@ -746,10 +746,11 @@ def patch(model: torch.nn.Module, table=None, *,
     ``load_patched`` keep it, and a later ``patch`` reuses it; with ``progress`` the count is
     printed. ``convert_aten_layers=True`` converts them too.
 
-    ``pdl=True`` (Hopper+, inference) serves each layer whose winner is a one-slice GEMV strip (tuned
-    here, in a ``table``, or in ``dispatchers`` given, which stay as they are) by its ``-pdl`` twin
-    (``gemmtune.pdl``): it pays under torch.compile with Inductor's PDL on too
-    (``torch._inductor.config.triton.enable_pdl = True``), and costs ~1 us per GEMM without.
+    ``pdl=True`` (Hopper+, inference): in graphs that torch.compile builds with Inductor's PDL on
+    (``torch._inductor.config.triton.enable_pdl = True``), each layer whose winners include a
+    one-slice GEMV strip (tuned here, or in ``dispatchers`` given) serves it as its ``-pdl`` twin
+    (``gemmtune.pdl``); eager calls and other compiles serve the plain strips, where the twins
+    were measured to cost ~1 us a GEMM.
 
     Example::
 
@@ -765,14 +766,9 @@ def patch(model: torch.nn.Module, table=None, *,
         if fixed in compile_kwargs:
             raise TypeError(f"patch takes no {fixed}=: each layer's N, K, dtype and B layout come from its "
                             "weight (convert the model's dtype first, e.g. model.to(torch.bfloat16))")
-    if pdl:  # both tuning paths below (tune_model, compile_mm) take a tune_fn
-        from .pdl import twin_table, warn_if_training, with_pdl
-        compile_kwargs["tune_fn"] = with_pdl(compile_kwargs.get("tune_fn"))
+    if pdl:
+        from .pdl import warn_if_training
         warn_if_training(model, "patch")
-        if table is not None:  # its own entries serve the shapes no hint covers: twins too
-            from .dispatch.build import _table_here
-            table = _table_here(table)
-            table = None if table is None else twin_table(table)
     if fuse and example_inputs is None:
         raise ValueError("patch(fuse=True) needs example_inputs: the sibling layers are found by running the model")
     if example_inputs is not None:
@@ -788,18 +784,13 @@ def patch(model: torch.nn.Module, table=None, *,
                             {"progress": compile_kwargs.get("progress")})
         if dispatchers is not None:  # after: with tune_missing=True, _patch_layers adds to ``tuned``
             dispatchers.update(tuned)
-        return out
-    if pdl and dispatchers:
-        # The given dispatchers served as -pdl twins (new objects: the caller's stay as they were);
-        # the caller's mapping still receives the layers tuned here (twins already, with_pdl).
-        from .pdl import twin_dispatchers
-        work = twin_dispatchers(dispatchers)
-        out = _patch_layers(model, table, work, tune_missing is None or tune_missing, eager_policy,
+    else:
+        out = _patch_layers(model, table, dispatchers, tune_missing is None or tune_missing, eager_policy,
                             convert_aten_layers, "had no dispatcher given", compile_kwargs)
-        dispatchers.update({key: d for key, d in work.items() if key not in dispatchers})
-        return out
-    return _patch_layers(model, table, dispatchers, tune_missing is None or tune_missing, eager_policy,
-                         convert_aten_layers, "had no dispatcher given", compile_kwargs)
+    if pdl:  # every patched layer's dispatcher, tuned here or given (gemmtune.pdl)
+        from .pdl import attach_twins
+        attach_twins(_dispatchers_of(model).values())
+    return out
 
 
 def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool, eager_policy: str,
@@ -960,6 +951,9 @@ def dispatchers(model: torch.nn.Module, *, with_layout: bool = False) -> dict[tu
         key = (d.dims["n"], d.dims["k"], d.dtype)
         out[key + (d.layout_b,) if with_layout or d.layout_b != "col" else key] = d
     return out
+
+
+_dispatchers_of = dispatchers  # for patch, whose argument of that name hides this function
 
 
 # ---------------------------------------------------------------------------- bmm

@@ -3,8 +3,13 @@
 A skinny ``-pdl`` strip (kernels.skinny) is launched with PDL: it may start while the kernel
 before it is still running, loads its first weight tile, and only then waits (``gdc_wait``) for
 that kernel's output. What it gains depends on the kernel before it, which back-to-back tuning
-cannot see, so the tuner never ranks ``-pdl`` configs; ``pdl=True`` serves each winning
-one-slice CUDA-core strip on a K-contiguous weight by its ``-pdl`` twin after tuning.
+cannot see, so the tuner never ranks ``-pdl`` configs. ``pdl=True`` (``patch``, ``tune_model``,
+``load_patched``) gives each dispatcher whose winners include a one-slice CUDA-core strip on a
+K-contiguous weight a twin (``attach_twins``: ``d.pdl_twin``) that serves those strips as their
+``-pdl`` configs, and a graph that Inductor compiles with its own PDL on calls the twin instead
+(torch_ops.pdl_twin_handle, at the op's decomposition). Everywhere else (eager calls, a compile
+with Inductor's PDL off) the dispatcher serves its plain strips: the one setting where the twins
+were measured to gain is the one where they run.
 
 Measured on an H200 (torch 2.11, triton 3.6; benchmarks/results/2026-11-29-h200-s37), Llama-1B
 decode at batch 1, fused + tuned, torch.compile, CUDA graphs, interleaved:
@@ -13,11 +18,11 @@ decode at batch 1, fused + tuned, torch.compile, CUDA graphs, interleaved:
   kernels let the next one launch early: 1.025-1.061x the same winners without PDL (four runs),
   and 1.051x max-autotune compiled with Inductor's PDL on as well;
 - with it off: 0.969-0.979x. Each strip then follows a kernel that knows no PDL and runs 0.3-1.1
-  us slower than its plain twin (call 2 there: timed after a spacer kernel);
+  us slower than its plain twin (call 2 there: timed after a spacer kernel); hence no twin there;
 - Inductor's PDL alone: 0.985-0.992x.
 
-So turn both on together, for inference: a weight updated in place right before a ``-pdl`` GEMM
-would be read before the update finishes.
+For inference: a weight updated in place right before a ``-pdl`` GEMM would be read before the
+update finishes.
 
 Why the inputs are safe: a kernel launched with PDL starts early only where the kernel before it
 triggers that (``griddepcontrol.launch_dependents``); one that never does (cuBLAS, cuDNN, ATen,
@@ -34,7 +39,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import replace
-from typing import Callable
+from typing import Iterable, Mapping
 
 from .configs import Choice
 
@@ -75,35 +80,11 @@ def twin_table(table):
     return replace(table, entries=entries)
 
 
-def _capability(result) -> tuple[int, int] | None:
-    """The tuned GPU's compute capability: the TuneResult's context, else the current CUDA device;
-    None off a GPU (the interpreter runs ``-pdl`` strips without PDL)."""
-    ctx = getattr(result, "context", None)
-    cap = getattr(ctx, "capability", None)
-    if cap:
-        try:
-            return tuple(int(x) for x in str(cap).split(".")[:2])
-        except ValueError:
-            pass
+def _capability() -> tuple[int, int] | None:
+    """The current CUDA device's compute capability; None off a GPU (the interpreter runs
+    ``-pdl`` strips without PDL)."""
     import torch
     return tuple(torch.cuda.get_device_capability()) if torch.cuda.is_available() else None
-
-
-def twin_result(result, problems):
-    """``result`` (a TuneResult, or a mapping problem/key -> choice, as a ``tune_fn`` returns) with
-    each winner replaced by ``pdl_twin``; its table's entries too (``twin_table``). On a GPU before Hopper it is
-    returned as it is, with a warning (griddepcontrol is an sm_90 instruction)."""
-    if _too_old(_capability(result)):
-        return result
-    if hasattr(result, "shapes"):
-        shapes = [replace(s, best=pdl_twin(s.best, s.problem.layout_b).id) if s.best else s for s in result.shapes]
-        return replace(result, shapes=shapes, table=None if result.table is None else twin_table(result.table))
-    layout = {p.key: p.layout_b for p in problems}
-    out = {}
-    for p, c in result.items():
-        key = getattr(p, "key", str(p))
-        out[p] = pdl_twin(c, layout[key]).id if c is not None and key in layout else c
-    return out
 
 
 def _too_old(cap: tuple[int, int] | None) -> bool:
@@ -117,12 +98,11 @@ def _too_old(cap: tuple[int, int] | None) -> bool:
 
 def twin_dispatcher(d):
     """A new Dispatcher serving ``d``'s hint winners (and its table's entries) as their ``-pdl``
-    twins, ``d`` itself untouched; ``d`` where nothing changes, or before Hopper (warned). For
-    dispatchers tuned or loaded without ``pdl=True``, e.g. ``load_patched(model, path, pdl=True)``."""
+    twins, ``d`` itself untouched; ``d`` where nothing changes, or before Hopper (warned)."""
     from .dispatch import Dispatcher
 
     hcs = [replace(h, choice=pdl_twin(h.choice, d.layout_b)) for h in d.hint_choices]
-    if hcs == list(d.hint_choices) or _too_old(_capability(None)):
+    if hcs == list(d.hint_choices) or _too_old(_capability()):
         return d
     table = None if d.table is None else twin_table(d.table)
     return Dispatcher(dims=d.dims, dtype=d.dtype, hints=d.hints, hint_choices=hcs, mode=d.mode, table=table,
@@ -130,9 +110,24 @@ def twin_dispatcher(d):
                       provenance=d.provenance)
 
 
-def twin_dispatchers(ds: dict) -> dict:
-    """``twin_dispatcher`` of each value, under the same keys (a new dict)."""
-    return {key: twin_dispatcher(d) for key, d in ds.items()}
+def attach_twins(dispatchers: Mapping | Iterable) -> int:
+    """Give each dispatcher (a mapping's values, or an iterable) whose winners have ``-pdl`` twins
+    its twin (``twin_dispatcher``) as ``d.pdl_twin``: what a graph compiled with Inductor's PDL on
+    calls in its place (torch_ops.pdl_twin_handle). Returns how many got one."""
+    from .torch_ops import REGISTRY
+
+    n = 0
+    for d in (dispatchers.values() if isinstance(dispatchers, Mapping) else dispatchers):
+        if getattr(d, "pdl_twin", None) is None:
+            t = twin_dispatcher(d)
+            if t is not d:
+                d.pdl_twin = t
+                # Registered now, not when a graph is first lowered: a graph that Inductor's
+                # on-disk caches give back to a later process names the twin's handle without
+                # lowering anything, and the handle is the twin's content digest (torch_ops).
+                REGISTRY.register(t)
+        n += getattr(d, "pdl_twin", None) is not None
+    return n
 
 
 def warn_if_training(model, where: str) -> None:
@@ -144,16 +139,3 @@ def warn_if_training(model, where: str) -> None:
                       "read their first weight tile before the kernel ahead of them ends, so they are for inference: "
                       "an in-place weight update compiled with Inductor's PDL on, right before one, could be read "
                       "half done (model.requires_grad_(False) for inference)", RuntimeWarning, stacklevel=3)
-
-
-def with_pdl(tune_fn: Callable | None = None) -> Callable:
-    """A ``tune_fn`` (for ``compile_mm``, ``tune_model`` or ``patch``) that tunes with ``tune_fn``
-    (default ``gemmtune.tune``) and serves its winners' ``-pdl`` twins (``twin_result``)."""
-    if tune_fn is None:
-        from .tune import tune as tune_fn
-
-    def tune_then_twin(problems, **kw):
-        problems = list(problems)
-        return twin_result(tune_fn(problems, **kw), problems)
-
-    return tune_then_twin

@@ -313,8 +313,27 @@ def aten_to_inductor(a: torch.Tensor, b: torch.Tensor, handle, bias: bool = Fals
     return choice == ATEN
 
 
+def pdl_twin_handle(handle) -> Optional[int]:
+    """The registry handle of the ``-pdl`` twin of the dispatcher under ``handle``
+    (``Dispatcher.pdl_twin``, gemmtune.pdl.attach_twins) where the graph being compiled has
+    Inductor's PDL on (``torch._inductor.config.triton.enable_pdl``, read as the graph is
+    lowered), else None. With Inductor's PDL on, its kernels let the next kernel launch early,
+    which is what a -pdl strip gains from (1.025-1.061x a compiled Llama-1B decode step on an
+    H200); after kernels that do not, it is ~1 us slower than the plain strip, so eager calls
+    and graphs compiled with Inductor's PDL off keep the plain dispatcher."""
+    from torch._inductor import config
+    if not config.triton.enable_pdl:
+        return None
+    d = REGISTRY._by_handle.get(handle) if isinstance(handle, int) else None
+    twin = getattr(d, "pdl_twin", None)
+    return None if twin is None else REGISTRY.register(twin)
+
+
 def _gemv_decomposition(a, b, handle, bias=None, activation="none", residual=None):
     if not (gemv_to_inductor(a, b) or aten_to_inductor(a, b, handle, bias is not None)):
+        twin = pdl_twin_handle(handle)
+        if twin is not None:  # the same op on the twin (which has no twin: no further rewrite)
+            return torch.ops.gemmtune.mm(a, b, twin, bias, activation, residual)
         return NotImplemented  # the op stays one opaque node: the tuned kernel runs
     x = torch.mm(a, b)
     if bias is not None:

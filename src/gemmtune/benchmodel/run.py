@@ -226,19 +226,19 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
                     gemmtune.patch(v, dispatchers=variants["fuse_dispatchers"], tune_missing=False,
                                    **({"eager_policy": "tuned"} if mode.endswith("_graph") else {}))
         elif mode == "fuse_patch_compile_pdl":
-            # eager_fuse_patch's tuning (no second call), its GEMV strip winners served as -pdl
-            # twins (gemmtune.pdl) in a fused copy of their own, compiled with Inductor's PDL on
-            # (_dynamo_for): the two together are what gains (README, pdl=True).
+            # A fused copy of its own, patched with eager_fuse_patch's tuning (no second call) and
+            # pdl=True (gemmtune.pdl), compiled with Inductor's PDL on (_dynamo_for), so its graphs
+            # serve the GEMV strips as -pdl twins: the two together are what gains (README).
             import gemmtune
-            from ..pdl import twin_result
             build("eager_fuse_patch")
-            v = copy.deepcopy(model)
+            v = copy.deepcopy(model).requires_grad_(False)  # inference (pdl=True warns otherwise)
             gemmtune.fuse_linears(v, fn=lambda: example(v))
             with torch.no_grad():
-                ds = gemmtune.tune_model(v, fn=lambda: example(v), tune_fn=lambda problems, **kw: twin_result(
-                    variants["fuse_result"], list(problems)))
+                ds = gemmtune.tune_model(v, fn=lambda: example(v), tune_fn=lambda problems, **kw: variants["fuse_result"],
+                                         pdl=True)
                 gemmtune.patch(v, dispatchers=ds, tune_missing=False)
-            out["pdl_winners"] = sorted({h.choice.id for d in ds.values() for h in d.hint_choices})
+            out["pdl_winners"] = sorted({h.choice.id for d in ds.values() if d.pdl_twin is not None
+                                         for h in d.pdl_twin.hint_choices})
             v = torch.compile(v, dynamic=False)
         elif mode == "compile":
             v = torch.compile(model, dynamic=False)

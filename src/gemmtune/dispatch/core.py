@@ -187,6 +187,9 @@ class Dispatcher(Deciding, Launching):
         # that runs here), decided once per shape at its first call with a bias.
         self._addmm: dict[tuple[int, int, int], Decision | None] = {}
         self.binaries_note = ""  # what load() did with saved kernel binaries
+        # gemmtune.pdl.attach_twins: the dispatcher a graph compiled with Inductor's PDL on calls
+        # in this one's place (its GEMV strips as -pdl configs); None: this one everywhere.
+        self.pdl_twin: Dispatcher | None = None
 
     def __call__(self, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None,
                  activation: str = "none", residual: torch.Tensor | None = None) -> torch.Tensor:
