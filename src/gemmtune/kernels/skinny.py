@@ -41,8 +41,8 @@ knows no PDL (ATen's kernels, and Inductor's without ``TORCHINDUCTOR_ENABLE_PDL=
 1.12x cuBLAS.
 
 No space offers these configs: a choice id reaches them (``...-core-det-pdl``), and ``pdl=True``
-(gemmtune.pdl) serves the twins of tuned GEMV strips on a K-contiguous B, the path measured in a
-model (session 37: 1.025-1.061x a compiled Llama-1B decode step, with Inductor's PDL on). The
+(gemmtune.pdl) serves the twins of tuned GEMV strips on a K-contiguous B in graphs compiled with
+Inductor's PDL on, the path measured in a model (session 37: 1.025-1.061x a compiled Llama-1B decode step, with Inductor's PDL on). The
 tuner cannot rank them: it times a config by replaying the same kernel back to back, so with PDL
 each launch overlaps the one before, and that tells nothing of the kernels a model puts before
 it. The tl.dot and N-contiguous paths peel their first step the same way (session 37, CPU
