@@ -175,6 +175,28 @@ def test_compiled_graph_calls_the_twin_only_with_inductors_pdl_on(inductor_pdl):
     assert [d.pdl_twin.n_decisions for d in ds] == before  # eager: the plain dispatchers
 
 
+def test_a_cached_graphs_twin_handle_finds_its_twin_in_a_process_without_pdl():
+    """Inductor's AOTAutograd cache keys a graph before the op's decomposition (and by the config,
+    enable_pdl included): a process with the same dispatchers, Inductor's PDL on and no pdl=True
+    can be handed a graph compiled by a pdl=True process, which names the twin's handle. The
+    registry derives that twin from the registered dispatcher rather than fail on the handle."""
+    from gemmtune.torch_ops import REGISTRY, content_key
+
+    # sizes of this test's own: a handle is a content digest, shared by equal dispatchers
+    model, x = torch.nn.Sequential(torch.nn.Linear(133, 91)).requires_grad_(False), torch.randn(1, 133)
+    gemmtune.patch(model, example_inputs=[(x,)], tune_fn=_strips_at_m1([]), progress=False, eager_policy="tuned")
+    (d,) = gemmtune.nn.dispatchers(model).values()
+    assert d.pdl_twin is None
+    h = content_key(twin_dispatcher(d))
+    assert h not in REGISTRY
+    a, b = torch.randn(1, 133), torch.randn(91, 133).t()
+    got = torch.ops.gemmtune.mm(a, b, h)
+    assert d.pdl_twin is not None and REGISTRY.get(h) is d.pdl_twin and _ids([d.pdl_twin]) == {TWIN}
+    torch.testing.assert_close(got, (a.double() @ b.double()).float(), rtol=1e-4, atol=1e-4)
+    with pytest.raises(KeyError, match="no gemmtune dispatcher is registered under handle 12345"):
+        REGISTRY.get(12345)
+
+
 def test_gemmtune_pdl_is_the_module():
     assert gemmtune.pdl.attach_twins is attach_twins and "pdl" in dir(gemmtune)
 

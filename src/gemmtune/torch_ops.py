@@ -135,8 +135,34 @@ class DispatcherRegistry:
         try:
             return self._by_handle[handle]
         except KeyError:
-            raise KeyError(f"no gemmtune dispatcher is registered under handle {handle!r} "
-                           f"({len(self._by_handle)} registered)") from None
+            pass
+        twin = self._pdl_twin_under(handle)
+        if twin is not None:
+            return twin
+        raise KeyError(f"no gemmtune dispatcher is registered under handle {handle!r} "
+                       f"({len(self._by_handle)} registered)")
+
+    def _pdl_twin_under(self, handle) -> Dispatcher | None:
+        """The ``-pdl`` twin (gemmtune.pdl) of a registered dispatcher that has none yet, whose
+        content digest is ``handle``, attached and registered; else None. A graph compiled with
+        Inductor's PDL on names a twin's handle (pdl_twin_handle), and Inductor's on-disk caches
+        (AOTAutograd's keys the graph before that rewrite, and the config, enable_pdl included)
+        can give it to a later process with the same dispatchers and Inductor's PDL on, but no
+        ``pdl=True``: that process runs the twin too, rather than fail on an unknown handle."""
+        if not isinstance(handle, int):
+            return None
+        from .pdl import twin_dispatcher
+        for d in list(self._by_handle.values()):
+            if getattr(d, "pdl_twin", None) is not None:
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # (before Hopper: no twin, and no warning per miss)
+                t = twin_dispatcher(d)
+            if t is not d and content_key(t) == handle:
+                d.pdl_twin = t
+                if self.register(t) == handle:
+                    return t
+        return None
 
     def unregister(self, handle: int) -> None:
         with self._lock:
