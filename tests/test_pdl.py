@@ -197,6 +197,31 @@ def test_a_cached_graphs_twin_handle_finds_its_twin_in_a_process_without_pdl():
         REGISTRY.get(12345)
 
 
+def test_a_dispatchers_handle_says_whether_it_has_a_twin():
+    """A graph lowered with Inductor's PDL on names the twin (the decomposition's swap). Inductor's
+    caches key a graph by its text, handles included: so the handle of a dispatcher with a twin is
+    not that of the same dispatcher without one, and a process without pdl=True is not handed the
+    other's graph (nor one with pdl=True a graph that never swapped). Each patch path attaches the
+    twins before its layers register the dispatchers."""
+    from gemmtune.torch_ops import content_key
+
+    def patched(pdl, **kw):
+        model = torch.nn.Sequential(torch.nn.Linear(135, 89)).requires_grad_(False)
+        gemmtune.patch(model, tune_fn=_strips_at_m1([]), progress=False, pdl=pdl, **kw)
+        return model[0]._gemmtune_handle, next(iter(gemmtune.nn.dispatchers(model).values()))
+
+    x = torch.randn(1, 135)
+    h0, d0 = patched(False, example_inputs=[(x,)])
+    h1, d1 = patched(True, example_inputs=[(x,)])
+    assert d1.pdl_twin is not None and content_key(d0) != content_key(d1) and h0 != h1
+    assert h1 == content_key(d1)  # registered after the twin was attached
+    ds = gemmtune.tune_model(torch.nn.Sequential(torch.nn.Linear(135, 89)).requires_grad_(False), [(x,)],
+                             tune_fn=_strips_at_m1([]))
+    h2, d2 = patched(True, dispatchers={k[:3]: d for k, d in ds.items()})
+    # (d1 has the same content and took the digest: d2 takes the next free int, DispatcherRegistry)
+    assert d2.pdl_twin is not None and content_key(d2) < h2 < content_key(d2) + 8
+
+
 def test_gemmtune_pdl_is_the_module():
     assert gemmtune.pdl.attach_twins is attach_twins and "pdl" in dir(gemmtune)
 

@@ -767,8 +767,10 @@ def patch(model: torch.nn.Module, table=None, *,
             raise TypeError(f"patch takes no {fixed}=: each layer's N, K, dtype and B layout come from its "
                             "weight (convert the model's dtype first, e.g. model.to(torch.bfloat16))")
     if pdl:
-        from .pdl import warn_if_training
+        from .pdl import attach_twins, warn_if_training
         warn_if_training(model, "patch")
+        if dispatchers:  # before the layers register them: a handle says whether it has a twin
+            attach_twins(dispatchers)
     if fuse and example_inputs is None:
         raise ValueError("patch(fuse=True) needs example_inputs: the sibling layers are found by running the model")
     if example_inputs is not None:
@@ -779,6 +781,8 @@ def patch(model: torch.nn.Module, table=None, *,
             example_inputs = example_passes(example_inputs)  # (a generator is read once, for both)
             fuse_linears(model, inputs=example_inputs)
         tuned = tune_model(model, example_inputs, **compile_kwargs)
+        if pdl:  # before the layers register them (and without tune_model's own warning again)
+            attach_twins(tuned)
         out = _patch_layers(model, table, tuned, bool(tune_missing), eager_policy, convert_aten_layers,
                             "did not run in the example passes (no GEMM of their shape was captured)",
                             {"progress": compile_kwargs.get("progress")})
@@ -787,8 +791,7 @@ def patch(model: torch.nn.Module, table=None, *,
     else:
         out = _patch_layers(model, table, dispatchers, tune_missing is None or tune_missing, eager_policy,
                             convert_aten_layers, "had no dispatcher given", compile_kwargs)
-    if pdl:  # every patched layer's dispatcher, tuned here or given (gemmtune.pdl)
-        from .pdl import attach_twins
+    if pdl:  # and those tuned layer by layer above, which registered before they could get one
         attach_twins(_dispatchers_of(model).values())
     return out
 

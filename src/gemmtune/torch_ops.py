@@ -78,13 +78,18 @@ from .epilogue import check_activation
 def content_key(d: Dispatcher) -> int:
     """An int64 digest of what Inductor's hand-back of a ``gemmtune::mm`` node reads from ``d``
     (``Dispatcher.expected_choice``): its sizes, dtype, layouts and mode, its hint choices, its
-    table's entries in table mode (the only mode whose choice reads them, ``Deciding._listed``) and
-    the decisions made so far (DispatcherRegistry says why)."""
+    table's entries in table mode (the only mode whose choice reads them, ``Deciding._listed``),
+    the decisions made so far (DispatcherRegistry says why), and whether it has a ``-pdl`` twin
+    (gemmtune.pdl)."""
     parts = [repr(sorted(d.dims.items())), d.dtype, d.layout_a, d.layout_b, d.mode,
              repr([(h.sizes, h.choice.id) for h in d.hint_choices]),
              repr(sorted((k, dec.choice.id) for k, dec in d.decisions.items()))]
     if d.mode == "table" and d.table is not None:
         parts.append(repr(sorted((key, [tc.choice.id for tc in tcs]) for key, tcs in d.table.entries.items())))
+    if getattr(d, "pdl_twin", None) is not None:
+        # A graph lowered with Inductor's PDL on names the twin instead (pdl_twin_handle): not the
+        # graph of the same dispatcher without one, which Inductor's caches must not mix up.
+        parts.append("pdl-twin")
     digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=8).digest()
     # 2**40 and up (never a small literal a test or a user might pass), below 2**62: an int64.
     return (1 << 40) + int.from_bytes(digest, "little") % (1 << 61)
@@ -145,10 +150,12 @@ class DispatcherRegistry:
     def _pdl_twin_under(self, handle) -> Dispatcher | None:
         """The ``-pdl`` twin (gemmtune.pdl) of a registered dispatcher that has none yet, whose
         content digest is ``handle``, attached and registered; else None. A graph compiled with
-        Inductor's PDL on names a twin's handle (pdl_twin_handle), and Inductor's on-disk caches
-        (AOTAutograd's keys the graph before that rewrite, and the config, enable_pdl included)
-        can give it to a later process with the same dispatchers and Inductor's PDL on, but no
-        ``pdl=True``: that process runs the twin too, rather than fail on an unknown handle."""
+        Inductor's PDL on names a twin's handle (pdl_twin_handle). Inductor's on-disk caches key a
+        graph before that rewrite (AOTAutograd's), by its handles and the config. A handle says
+        whether its dispatcher has a twin (content_key), but a twin attached after the dispatcher
+        registered (``patch(pdl=True)``'s layers tuned one by one) leaves the handle as it was, so
+        a later process without ``pdl=True`` can be handed that graph: it runs the twin too,
+        rather than fail on an unknown handle."""
         if not isinstance(handle, int):
             return None
         from .pdl import twin_dispatcher
