@@ -147,6 +147,11 @@ class DispatcherRegistry:
         raise KeyError(f"no gemmtune dispatcher is registered under handle {handle!r} "
                        f"({len(self._by_handle)} registered)")
 
+    def find(self, handle) -> Dispatcher | None:
+        """The dispatcher under ``handle``, or None (an unknown handle, or a SymInt one that a
+        closure captured under dynamic=True: nothing to read at trace time then)."""
+        return self._by_handle.get(handle) if isinstance(handle, int) else None
+
     def _pdl_twin_under(self, handle) -> Dispatcher | None:
         """The ``-pdl`` twin (gemmtune.pdl) of a registered dispatcher that has none yet, whose
         content digest is ``handle``, attached and registered; else None. A graph compiled with
@@ -212,7 +217,7 @@ def _check_dispatcher(op: str, handle, dtype, m, n, k) -> None:
     ``handle``. A handle captured from a closure under dynamic=True arrives as a SymInt
     (unhashable): then there is no dispatcher to check against here, and the run-time call still
     gets the int."""
-    d = REGISTRY._by_handle.get(handle) if isinstance(handle, int) else None
+    d = REGISTRY.find(handle)
     if d is None:
         return
     torch._check(dtype == d.torch_dtype,
@@ -333,7 +338,7 @@ def aten_to_inductor(a: torch.Tensor, b: torch.Tensor, handle, bias: bool = Fals
     ``bias``: the call has a bias, so it runs the table's ``addmm`` winner where the table has
     one (``Dispatcher.expected_choice(bias=True)``): a Triton addmm winner keeps the op even
     where the size's mm choice is cuBLAS, and an ``aten`` one hands it back."""
-    d = REGISTRY._by_handle.get(handle) if isinstance(handle, int) else None
+    d = REGISTRY.find(handle)
     if d is None:
         return False
     sizes = (a.shape[0], b.shape[1], a.shape[1])
@@ -357,7 +362,7 @@ def pdl_twin_handle(handle) -> Optional[int]:
     from torch._inductor import config
     if not config.triton.enable_pdl:
         return None
-    d = REGISTRY._by_handle.get(handle) if isinstance(handle, int) else None
+    d = REGISTRY.find(handle)
     twin = getattr(d, "pdl_twin", None)
     return None if twin is None else REGISTRY.register(twin)
 

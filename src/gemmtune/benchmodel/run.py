@@ -242,7 +242,7 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
             v = torch.compile(v, dynamic=False)
         elif mode == "compile":
             v = torch.compile(model, dynamic=False)
-        elif mode == "max_autotune":
+        elif mode in ("max_autotune", "max_autotune_pdl"):  # the latter with Inductor's PDL on (_dynamo_for)
             # dynamic=False (all three compiled modes): the decode phase runs the prompt through
             # the same compiled model first, and with automatic dynamic shapes the step would
             # then run the prompt's dynamic-shape recompile, whose mm kernels max-autotune tuned
@@ -250,8 +250,6 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
             # for its own shapes, as a serving engine compiles a decode step. (It did not change
             # max-autotune's time on the H200: Llama-1B's decode step replayed in 2.36 ms with
             # automatic dynamic shapes and 2.33 ms static, against 1.44-1.47 ms for the default.)
-            v = torch.compile(model, mode="max-autotune-no-cudagraphs", dynamic=False)
-        elif mode == "max_autotune_pdl":  # the same, compiled with Inductor's PDL on (_dynamo_for)
             v = torch.compile(model, mode="max-autotune-no-cudagraphs", dynamic=False)
         elif mode == "compile_cdt":
             v = torch.compile(model, dynamic=False, options=CDT)

@@ -72,7 +72,7 @@ from .tiled import (_INTERPRETED, _launch, _pow2_divisor, direct, epilogue_const
 # The family's pure part (configs, space, constraint, launch plan, model row): kept in skinny_spec so that
 # planning imports no Triton (kernels.spec); the family's names as before.
 from .skinny_spec import (  # noqa: F401
-    BMM_WHY, CONFIG, MAX_CORE_REGS, MAX_M, MAX_WORKSPACE_BYTES, MIN_SLICE, NAME, SPLITS,
+    BMM_WHY, CONFIG, MAX_CORE_REGS, MAX_M, MAX_WORKSPACE_BYTES, MIN_SLICE, NAME, PDL_MISFIT_WHY, SPLITS,
     _DEFAULT_CORE, _DEFAULT_DOT, constraint, core_regs, features_row, k_per_split, pdl_misfit, plan, space,
     splits_for, validate)
 
@@ -361,7 +361,7 @@ def _stream_k(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, sam, sak, sbk, sbn
 def _args(a, b, c, cfg: SkinnyConfig, ws, locks, allow_tf32: bool, epilogue: EpilogueArgs | None = None):
     if cfg.pdl:
         if pdl_misfit(cfg):  # (validate says so; run and prepare do not call it)
-            raise ValueError(f"{cfg.id}: the PDL path runs the CUDA-core product with one K-slice")
+            raise ValueError(f"{cfg.id}: {PDL_MISFIT_WHY}")
         if a.is_cuda:
             check_pdl_gpu(a.device)
     M, K = a.shape

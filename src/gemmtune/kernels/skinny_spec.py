@@ -268,7 +268,10 @@ def validate(problem: Problem, cfg: SkinnyConfig) -> None:
     if cfg.num_warps not in (1, 2, 4, 8, 16) or cfg.num_stages < 1:
         raise ValueError(f"num_warps={cfg.num_warps} must be 1..16 (a power of two), num_stages >= 1")
     if pdl_misfit(cfg):
-        raise ValueError("the PDL path (-pdl) runs one K-slice: SK1, no -P")
+        raise ValueError(PDL_MISFIT_WHY)
+
+
+PDL_MISFIT_WHY = "the PDL path (-pdl) runs one K-slice: SK1, no -P"
 
 
 def pdl_misfit(cfg: SkinnyConfig) -> bool:
