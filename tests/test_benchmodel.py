@@ -48,7 +48,41 @@ def test_tiny_model_all_checks_and_report(model, tmp_path):
     assert "interleaved" in md
     assert (tmp_path / "bench-model.png").read_bytes()[:4] == b"\x89PNG"
     assert f"## {model}" in md and "| decode_b1 |" in md and "greedy 32 tokens identical to eager" in md
+    assert m["greedy_cache"] == "static" and "on a static KV cache" in md
     assert json.loads((tmp_path / "bench-model.json").read_text())["models"][0]["model"] == model
+
+
+@pytest.mark.parametrize("model", ["tiny-llama", "tiny-qwen2", "tiny-gpt2"])
+def test_greedy_check_runs_every_step_compiled(model):
+    """The greedy check of a compiled mode is the compiled graph's at every step: on a StaticCache a
+    dynamic=False compile builds the prompt's graph and the step's, once each (on a DynamicCache
+    the KV length grows per step, and past Dynamo's recompile limit of 8 the steps ran eagerly),
+    and its tokens are the DynamicCache's (fp32)."""
+    from torch._dynamo.utils import counters
+
+    from gemmtune.benchmodel.models import build_model, parse_model
+    from gemmtune.benchmodel.phases import greedy, greedy_cache_kind
+    torch.manual_seed(0)
+    m = build_model(parse_model(model), torch.float32, "cpu")
+    vocab = m.config.vocab_size
+    prompt = torch.randint(0, vocab, (1, 6))
+    steps = 12  # past the recompile limit
+    assert greedy_cache_kind(m, prompt, steps) == "static"
+    ref, gaps = greedy(m, prompt, steps, cache="dynamic")
+    assert len(ref) == len(gaps) == steps and min(gaps) >= 0
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(m, dynamic=False, backend="eager")
+    toks, _ = greedy(compiled, prompt, steps, cache="static")
+    assert toks == ref
+    assert counters["stats"]["unique_graphs"] <= 2, dict(counters["stats"])
+    torch._dynamo.reset()
+
+
+def test_greedy_cache_falls_back_without_a_config():
+    from gemmtune.benchmodel.phases import greedy_cache_kind, static_cache
+    assert static_cache(torch.nn.Linear(2, 2), 8) is None
+    assert greedy_cache_kind(torch.nn.Linear(2, 2), torch.zeros(1, 4, dtype=torch.long)) == "dynamic"
 
 
 def test_time_interleaved_rotates_and_times_each():
@@ -365,8 +399,9 @@ def test_lut_compile_steers_max_autotune_with_the_tuning_calls_table(tmp_path, m
 
     bm_run = importlib.import_module("gemmtune.benchmodel.run")
     full = bm_run.greedy
-    # 4 greedy steps, not 32: with dynamic=False each step is a max-autotune recompile (minutes on 2 cores).
-    monkeypatch.setattr(bm_run, "greedy", lambda model, prompt: full(model, prompt, steps=4))
+    # 4 greedy steps, not 32: each is a max-autotune-sized step on 2 cores (on a StaticCache the
+    # prompt and the step compile once each).
+    monkeypatch.setattr(bm_run, "greedy", lambda model, prompt, **kw: full(model, prompt, steps=4, **kw))
     doc = benchmodel.run(["tiny-llama"], phases=["prefill_b8_s128"], modes=["eager", "lut_compile"],
                          out_dir=tmp_path, dtype="float32", tune_kwargs={"tune_fn": tuner}, log=lambda s: None)
     m = doc["models"][0]

@@ -8,7 +8,7 @@ from typing import Callable
 
 import torch
 
-from ..capture import cache_kwarg
+from ..capture import cache_kwarg, unwrapped
 from .models import PHASES
 
 GREEDY_STEPS = 32
@@ -57,21 +57,63 @@ def causal_phase(name: str, vocab: int, device: str, seed: int = 1) -> Phase:
     return Phase(name, run, run, state=lambda model: caches.get(id(model)))
 
 
-def greedy(model, prompt: torch.Tensor, steps: int = GREEDY_STEPS) -> tuple[list[int], list[float]]:
-    """Greedy tokens after ``prompt`` (batch 1), with the top-1 minus top-2 logit gap of each step."""
+def static_cache(model, max_len: int):
+    """A transformers ``StaticCache`` of ``max_len`` positions for ``model`` (batch 1), or None
+    where the model or the installed transformers has none: its tensors keep one shape for every
+    step, so a ``torch.compile(dynamic=False)`` model compiles the prompt and the step once each."""
+    import inspect
+    try:
+        from transformers import StaticCache
+    except ImportError:
+        return None
+    base = unwrapped(model)
+    config = getattr(base, "config", None)
+    if config is None:
+        return None
+    params = inspect.signature(StaticCache.__init__).parameters
+    try:
+        if "max_batch_size" in params or "batch_size" in params:  # transformers 4.x: sized and placed up front
+            w = next(base.parameters())
+            return StaticCache(config=config, max_batch_size=1, max_cache_len=max_len, device=w.device, dtype=w.dtype)
+        return StaticCache(config=config, max_cache_len=max_len)  # 5.x: placed on its first update
+    except (TypeError, ValueError, AttributeError, NotImplementedError):
+        return None
+
+
+def greedy(model, prompt: torch.Tensor, steps: int = GREEDY_STEPS,
+           cache: str = "static") -> tuple[list[int], list[float]]:
+    """Greedy tokens after ``prompt`` (batch 1), with the top-1 minus top-2 logit gap of each step.
+
+    ``cache="static"`` decodes on a StaticCache (falling back to a DynamicCache where the model has
+    none; ``greedy_cache_kind`` says which one a model gets). On a DynamicCache the KV length grows
+    every step, so a ``dynamic=False`` compile recompiles per step and, past Dynamo's recompile
+    limit (8), runs the rest of the steps eagerly: only the first 8 tokens were the compiled
+    graph's (measured on the CPU, 2026-11-29). On a StaticCache every step is the same compiled
+    graph.
+    """
     from transformers import DynamicCache
-    cache = DynamicCache()
+    kv = static_cache(model, prompt.shape[1] + steps) if cache == "static" else None
+    pos = torch.arange(prompt.shape[1], device=prompt.device) if kv is not None else None
+    kv = kv if kv is not None else DynamicCache()
     tokens, gaps = [], []
     x = prompt
     kw = cache_kwarg(model)
     with torch.no_grad():
         for _ in range(steps):
-            logits = model(input_ids=x, use_cache=True, **{kw: cache}).logits[0, -1].float()
+            extra = {"cache_position": pos} if pos is not None else {}
+            logits = model(input_ids=x, use_cache=True, **{kw: kv}, **extra).logits[0, -1].float()
             top = torch.topk(logits, 2)
             tokens.append(int(top.indices[0]))
             gaps.append(float(top.values[0] - top.values[1]))
             x = top.indices[:1].view(1, 1)
+            if pos is not None:
+                pos = pos[-1:] + 1
     return tokens, gaps
+
+
+def greedy_cache_kind(model, prompt: torch.Tensor, steps: int = GREEDY_STEPS) -> str:
+    """"static" where ``greedy(model, ...)`` decodes on a StaticCache, else "dynamic"."""
+    return "static" if static_cache(model, prompt.shape[1] + steps) is not None else "dynamic"
 
 
 def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:

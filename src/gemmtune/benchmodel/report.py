@@ -113,7 +113,8 @@ def markdown(doc: dict) -> str:
             if "greedy_match" in rec:
                 d = rec.get("greedy_divergence")
                 checks.append(f"{mode}: greedy {GREEDY_STEPS} tokens " + (
-                    "identical to eager" if rec["greedy_match"] else
+                    ("identical to eager" + (" on a static KV cache" if m.get("greedy_cache") == "static" else ""))
+                    if rec["greedy_match"] else
                     f"diverge at step {d['step']} (eager's top-1/top-2 gap there {d['eager_gap']:.3f})"))
         skipped = [f"{mode} ({rec['skipped']})" for mode, rec in m["modes"].items() if "skipped" in rec]
         if skipped:

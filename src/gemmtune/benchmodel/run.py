@@ -13,7 +13,7 @@ import torch
 from .graphs import base_mode, capture, is_graph
 from .models import (BASE_MODES, DEFAULT_MODES, MODES, PHASES, ModelError, build_minilm, build_model, causal_config,
                      max_positions, minilm_dir, parse_model, phase_fit)
-from .phases import COSINE_MIN, Phase, _ids, causal_phase, greedy, rel_err
+from .phases import COSINE_MIN, Phase, _ids, causal_phase, greedy, greedy_cache_kind, rel_err
 from .report import markdown, plot
 from .profile import decode_floor, profile_graphs, weight_bytes
 from .timing import interleave_eager, interleave_graphs, time_call
@@ -402,7 +402,20 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
             ref_model = build_model(spec, torch.float32, device)
             refs = {p.name: p.run(ref_model).float() for p in ps if p.name.startswith("prefill")}
             del ref_model
-        eager_tokens, eager_gaps = greedy(model, prompt)
+        # Every mode decodes on the cache the reference decoded on: a StaticCache where the model
+        # takes one (a compiled mode then runs every step compiled, phases.greedy), else a
+        # DynamicCache, which a model whose forward refuses a StaticCache falls back to.
+        greedy_cache = greedy_cache_kind(model, prompt)
+        try:
+            eager_tokens, eager_gaps = greedy(model, prompt, cache=greedy_cache)
+        except Exception as e:  # noqa: BLE001 - any refusal of the static cache; the dynamic one is the fallback
+            if greedy_cache == "dynamic":
+                raise
+            log(f"{name}: greedy decoding on a StaticCache failed ({type(e).__name__}: {e}); "
+                "every mode decodes on a DynamicCache (a compiled mode recompiles per step)")
+            greedy_cache = "dynamic"
+            eager_tokens, eager_gaps = greedy(model, prompt, cache=greedy_cache)
+        out["greedy_cache"] = greedy_cache
     if device == "cuda":
         torch.cuda.empty_cache()
 
@@ -467,7 +480,7 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
                 f"{rec['eager_paths']['left_as_torch']} layer(s) left as torch's")
         if mode != "eager":
             with torch.no_grad():
-                toks, _ = greedy(fn_model, prompt)
+                toks, _ = greedy(fn_model, prompt, cache=greedy_cache)
             div = next((i for i, (a, b) in enumerate(zip(eager_tokens, toks)) if a != b), None)
             rec["greedy_match"] = div is None
             if div is not None:
