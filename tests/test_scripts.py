@@ -283,3 +283,40 @@ def test_exp_pdl_model_dry_run_pdl_all_only(tmp_path):
     assert any(i.endswith("-pdl") for i in doc["pdl_all_winners"])
     for rec in doc["variants"].values():
         assert "error" not in rec and rec["argmax_agree"] == 1.0 and rec["logits_rel_err"] < 1e-4
+
+
+def _script_module(name: str):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_exp_gemv_wide_plan_is_the_spaces_own():
+    """scripts/exp_gemv_wide.py (a GPU sweep): its "default" strips are the default space's own
+    one-slice CUDA-core configs (else its "default best" would name a tile the tuner never tries),
+    and every swept strip runs: any refusal by the space's rules is the programs-per-SM cap, the
+    rule the sweep is there to question, never a register or shape rule."""
+    from gemmtune.device import DeviceInfo
+    from gemmtune.kernels import skinny_spec
+    mod = _script_module("exp_gemv_wide")
+    dev = DeviceInfo.lookup("h200")
+    for m, n, k in mod.SHAPES:
+        p = mod._problem(m, n, k)
+        kept, _ = skinny_spec.space(p, dev)
+        dflt = mod.default_strips(m, n, k, dev)
+        assert dflt and set(dflt) <= set(kept) and all(not c.dot and c.split_k == 1 for c in dflt)
+        sweep = mod.sweep_strips(k)
+        assert any(c.num_stages > 1 for c in sweep) and any(c.block_n == 16 for c in sweep)
+        for c in sweep:
+            skinny_spec.validate(p, c)
+            why = skinny_spec.constraint(c, p, dev)
+            assert why is None or "programs is over" in why, (c.id, (m, n, k), why)
+
+
+def test_exp_gemv_wide_dry_run():
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_gemv_wide.py"), "--dry-run"],
+                       env=_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "1x16384x2048: 54 strips (14 outside the default space's rules)" in r.stdout
