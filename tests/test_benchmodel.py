@@ -760,3 +760,28 @@ def test_every_mode_records_the_fused_groups_its_graphs_merged(monkeypatch):
     guarded(lambda mode: fuse_compile.STATS.__setitem__("merged", 13), "fuse_patch_compile", rec, lambda s: None)
     guarded(lambda mode: None, "compile", none, lambda s: None)
     assert rec == {"fused_merged": 3} and none == {}
+
+
+def test_interleave_graphs_pairs_and_partial_runs():
+    """The graph modes' interleaved verdict: every mode that captured all phases, timed together,
+    and the × of each listed pair that ran; called after each graph mode (run.bench_causal), so a
+    run cut later keeps it. A mode missing a phase is left out; one mode alone gives no verdict."""
+    from gemmtune.benchmodel.timing import interleave_graphs
+    import time as _time
+
+    def sleeper(ms):
+        return lambda: _time.sleep(ms / 1e3)
+    out, logs = {}, []
+    replays = {("fuse_patch_compile_graph", "decode_b1"): sleeper(2.0)}
+    interleave_graphs(out, replays, ["decode_b1"], "m", logs.append)
+    assert "graph_interleaved" not in out and not logs  # one mode: nothing to interleave
+    replays[("fuse_patch_compile_pdl_graph", "decode_b1")] = sleeper(1.0)
+    replays[("max_autotune_pdl_graph", "prefill_b1_s512")] = sleeper(1.0)  # not every phase: left out
+    interleave_graphs(out, replays, ["decode_b1"], "m", logs.append)
+    rec = out["graph_interleaved"]["decode_b1"]
+    assert set(rec) == {"fuse_patch_compile_graph", "fuse_patch_compile_pdl_graph", "spread",
+                        "fuse_patch_compile_pdl_graph_x_fuse_patch_compile_graph"}
+    assert rec["fuse_patch_compile_pdl_graph_x_fuse_patch_compile_graph"] == pytest.approx(
+        rec["fuse_patch_compile_graph"] / rec["fuse_patch_compile_pdl_graph"])
+    assert rec["fuse_patch_compile_pdl_graph_x_fuse_patch_compile_graph"] > 1.3  # 2 ms against 1 ms
+    assert len(logs) == 1 and "graphs interleaved" in logs[0]

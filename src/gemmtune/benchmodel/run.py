@@ -445,6 +445,10 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
             rec["first_calls_s"] = first_calls
             if profile:  # right away: a run cut by its time limit keeps the modes profiled so far
                 profile_graphs(out, _of_mode(replays, mode), [p.name for p in ps], name, log, floors=floors)
+            # Interleaved with the graph modes captured so far, right away too (~0.2 s a mode):
+            # session 38's call 4 was cut in max-autotune's compile, and the verdict on the two
+            # graph modes before it, due at the end of the run, was lost with it.
+            interleave_graphs(out, replays, [p.name for p in ps], name, log)
             if checkpoint is not None:
                 checkpoint(out)
             return  # the model is its base mode's: greedy decoding is that mode's check
@@ -535,6 +539,7 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
                                                                           "cosine_ok": cos >= COSINE_MIN}})
             if profile:
                 profile_graphs(out, _of_mode(replays, mode), ["embed_64"], "minilm", log)
+            interleave_graphs(out, replays, ["embed_64"], "minilm", log)  # so far (see bench_causal)
             return
         _dynamo_for(mode, replays, variants, out["modes"][mode])
         t0 = time.perf_counter()
