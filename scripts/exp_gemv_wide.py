@@ -35,6 +35,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import exp_skinny  # noqa: E402 - its precompile pool and operands
+
 from gemmtune import kernels  # noqa: E402
 from gemmtune.configs import Choice, SkinnyConfig  # noqa: E402
 from gemmtune.kernels.skinny_spec import MAX_CORE_REGS, constraint, space  # noqa: E402
@@ -79,36 +81,8 @@ def _pow2_at_least(x: int) -> int:
     return 1 << max(0, (x - 1).bit_length())
 
 
-def _operands(m, n, k, dt=torch.bfloat16):
-    a = torch.randn(m, k, device="cuda", dtype=dt)
-    w = torch.randn(n, k, device="cuda", dtype=dt)
-    return a, w.t()  # B = W.T: K-contiguous, as F.linear reads a Linear's weight
-
-
-def _compile_job(job):
-    (m, n, k), ids = job
-    from gemmtune.kernels.tiled import compile_only
-    a, b = _operands(m, n, k)
-    out = torch.empty(m, n, device="cuda", dtype=a.dtype)
-    bad = 0
-    with compile_only():
-        for cid in ids:
-            ch = Choice.parse(cid)
-            try:
-                kernels.get(ch.family).run(a, b, out, ch.config)
-            except Exception:  # noqa: BLE001 - the timing pass records the error
-                bad += 1
-    return len(ids), bad
-
-
-def precompile(plan, workers: int) -> None:
-    import concurrent.futures as cf
-    import multiprocessing as mp
-    jobs = [(shape, ids[i:i + 12]) for shape, ids in plan for i in range(0, len(ids), 12)]
-    t0 = time.time()
-    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
-        done = sum(n for n, _ in ex.map(_compile_job, jobs))
-    print(f"# precompiled {done} choices in {time.time() - t0:.0f} s", flush=True)
+def _operands(m, n, k):
+    return exp_skinny._operands(m, n, k, "col")  # B = W.T: K-contiguous, as F.linear reads a Linear's weight
 
 
 def read_bandwidth() -> float:
@@ -171,7 +145,7 @@ def main() -> int:
     t_start = time.time()
     bw = read_bandwidth()
     print(f"# {torch.cuda.get_device_name()}: read bandwidth {bw / 1e12:.2f} TB/s (fp32 sum, measured)", flush=True)
-    precompile(plan, args.workers)
+    exp_skinny.precompile([((m, n, k, "col"), ids) for (m, n, k), ids in plan], args.workers)
     timer = CudaGraphTimer(replays=10, target_ms_per_replay=1.0, max_launches=64, eager_calls=5)
     rows = []
     for (m, n, k), ids in plan:
