@@ -21,6 +21,12 @@ others. Variants:
   That load is the overlap.
 - ``gemv_only``: the norm as in ``plain`` (a predecessor that knows nothing of PDL, as ATen's
   kernels and Inductor's without ``TORCHINDUCTOR_ENABLE_PDL=1``), the GEMV as in ``pdl_prefetch``.
+- ``folded``: no norm kernel: each GEMV reads the previous one's output and folds the norm in
+  (``W @ (x / rms(x)) = (W @ x) / rms(x)``: it sums ``x * x`` beside the product), no PDL;
+- ``folded_pdl``: as ``folded``, every GEMV launched with PDL and its first weight tile loaded
+  before the wait: a chain of GEMVs alone, each one's weight starting while the one before ends.
+  (How much a decode step's pointwise kernels between GEMVs cost: sessions 36-38 could only hide
+  them, and a model's norm could be folded so, its weight g into W's columns.)
 
 Every variant's final output is checked against ``plain``'s, and one GEMV against fp64. The
 report gives µs per replay, the speed-up over ``plain`` and ``cublas``, and the GEMVs' weight
@@ -72,53 +78,67 @@ def _norm(y_ptr, x_ptr, n, eps, BLOCK: tl.constexpr, PDL: tl.constexpr):
 
 
 @triton.jit
-def _gemv(w_ptr, x_ptr, y_ptr, N, K, stride_wn, BN: tl.constexpr, BK: tl.constexpr, PDL: tl.constexpr,
-          PREFETCH: tl.constexpr):
-    """y[N] = W[N, K] @ x[K], W row-major (a Linear's weight): BN rows a program, K in BK steps."""
+def _gemv(w_ptr, x_ptr, y_ptr, N, K, stride_wn, eps, BN: tl.constexpr, BK: tl.constexpr, PDL: tl.constexpr,
+          PREFETCH: tl.constexpr, FOLD: tl.constexpr = False):
+    """y[N] = W[N, K] @ x[K], W row-major (a Linear's weight): BN rows a program, K in BK steps.
+
+    FOLD: x is the un-normalized vector and the norm is folded in. W @ (x / rms(x)) equals
+    (W @ x) / rms(x), and a one-slice program reads all of x anyway, so it sums x * x beside the
+    product and scales its outputs at the end: no norm kernel between two GEMVs."""
     pid = tl.program_id(0)
     rows = pid * BN + tl.arange(0, BN)
     cols = tl.arange(0, BK)
     rmask = rows < N
     wp = w_ptr + rows[:, None] * stride_wn + cols[None, :]
     acc = tl.zeros([BN], dtype=tl.float32)
+    ss = tl.zeros([BK], dtype=tl.float32)
     if PREFETCH:
         # The weight is no predecessor's output: its first tile is read before the wait.
         w0 = tl.load(wp, mask=rmask[:, None] & (cols[None, :] < K), other=0.0)
     if PDL:
-        tl.extra.cuda.gdc_wait()  # x is the norm's output
+        tl.extra.cuda.gdc_wait()  # x is the norm's output (the previous GEMV's, with FOLD)
         tl.extra.cuda.gdc_launch_dependents()
     start = 0
     if PREFETCH:
-        x0 = tl.load(x_ptr + cols, mask=cols < K, other=0.0)
-        acc += tl.sum(w0.to(tl.float32) * x0.to(tl.float32)[None, :], axis=1)
+        x0 = tl.load(x_ptr + cols, mask=cols < K, other=0.0).to(tl.float32)
+        acc += tl.sum(w0.to(tl.float32) * x0[None, :], axis=1)
+        if FOLD:
+            ss += x0 * x0
         start = BK
     for k in range(start, K, BK):
         km = k + cols < K
         w = tl.load(wp + k, mask=rmask[:, None] & km[None, :], other=0.0)
-        xv = tl.load(x_ptr + k + cols, mask=km, other=0.0)
-        acc += tl.sum(w.to(tl.float32) * xv.to(tl.float32)[None, :], axis=1)
+        xv = tl.load(x_ptr + k + cols, mask=km, other=0.0).to(tl.float32)
+        acc += tl.sum(w.to(tl.float32) * xv[None, :], axis=1)
+        if FOLD:
+            ss += xv * xv
+    if FOLD:
+        acc = acc / tl.sqrt(tl.sum(ss, axis=0) / K + eps)
     tl.store(y_ptr + rows, acc.to(y_ptr.dtype.element_ty), mask=rmask)
 
 
-VARIANTS = ("cublas", "plain", "pdl_wait", "pdl_prefetch", "gemv_only")
+VARIANTS = ("cublas", "plain", "pdl_wait", "pdl_prefetch", "gemv_only", "folded", "folded_pdl")
 
 
 def chain(weights, x0, variant: str, bufs, bn: int, bk: int, use_pdl: bool = True):
     """One pass of the chain, writing into ``bufs`` (preallocated: a graph replays these).
     ``use_pdl=False`` runs a pdl variant's kernels without PDL (the interpreter has none)."""
     pdl = variant.startswith("pdl") and use_pdl
-    gemv_pdl = (pdl or variant == "gemv_only") and use_pdl
+    fold = variant.startswith("folded")
+    gemv_pdl = (pdl or variant in ("gemv_only", "folded_pdl")) and use_pdl
     kw = {"launch_pdl": True} if pdl else {}
     gkw = {"launch_pdl": True} if gemv_pdl else {}
     y = x0
     for w, (xb, yb) in zip(weights, bufs):
         n, k = w.shape
-        _norm[(1,)](y, xb, k, 1e-6, BLOCK=1024, PDL=pdl, num_warps=8, **kw)
+        if not fold:
+            _norm[(1,)](y, xb, k, 1e-6, BLOCK=1024, PDL=pdl, num_warps=8, **kw)
         if variant == "cublas":
             torch.mm(xb.view(1, -1), w.t(), out=yb.view(1, -1))  # F.linear's cuBLAS call, into the graph's buffer
         else:
-            _gemv[(triton.cdiv(n, bn),)](w, xb, yb, n, k, w.stride(0), BN=bn, BK=bk, PDL=gemv_pdl,
-                                        PREFETCH=variant in ("pdl_prefetch", "gemv_only"), num_warps=4, **gkw)
+            _gemv[(triton.cdiv(n, bn),)](w, y if fold else xb, yb, n, k, w.stride(0), 1e-6, BN=bn, BK=bk,
+                                        PDL=gemv_pdl, PREFETCH=variant in ("pdl_prefetch", "gemv_only", "folded_pdl"),
+                                        FOLD=fold, num_warps=4, **gkw)
         y = yb
     return y
 
@@ -143,7 +163,7 @@ def main() -> None:
     x0 = torch.randn(hidden, generator=g).to(dev, dt)
     res: dict = {"layers": layers, "shapes": shapes, "dtype": str(dt), "bn": args.bn, "bk": args.bk,
                  "weight_bytes": sum(w.numel() * w.element_size() for w in weights)}
-    variants = ("plain", "pdl_prefetch") if args.dry_run else VARIANTS
+    variants = ("plain", "pdl_prefetch", "folded", "folded_pdl") if args.dry_run else VARIANTS
     bufs = {v: [(torch.empty(k, device=dev, dtype=dt), torch.empty(n, device=dev, dtype=dt)) for n, k in shapes]
             for v in variants}
 

@@ -206,7 +206,8 @@ def test_exp_gemv_handback_dry_run(tmp_path, fused):
 @pytest.mark.parametrize("bk", [16, 128])
 def test_exp_pdl_dry_run(tmp_path, bk):
     """scripts/exp_pdl.py --dry-run (the Triton interpreter, fp32, no PDL): the norm -> GEMV
-    chain's kernels against fp64, and the weight-prefetching GEMV against the plain one, with a
+    chain's kernels against fp64, the weight-prefetching GEMV and the norm-folding one (no norm
+    kernel) against the plain one, with a
     K step that divides both K (16 of 64 and 256) and one past the first GEMV's K (128 of 64: its
     one step, the prefetched tile, is masked)."""
     single = ["--single"] if bk == 16 else []  # the one-kernel timings too, once
@@ -216,7 +217,8 @@ def test_exp_pdl_dry_run(tmp_path, bk):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     doc = json.loads((tmp_path / "pdl.json").read_text())
     assert doc["gemv0_rel_err_vs_fp64"] < 1e-5
-    assert set(doc["rel_err_vs_plain"]) == {"plain", "pdl_prefetch"}
+    # folded: the norm computed inside each GEMV from the previous one's output, no norm kernel
+    assert set(doc["rel_err_vs_plain"]) == {"plain", "pdl_prefetch", "folded", "folded_pdl"}
     assert max(doc["rel_err_vs_plain"].values()) < 1e-5
     if single:
         for row in doc["single"].values():

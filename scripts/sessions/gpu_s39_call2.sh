@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
-# Prepared at the end of session 38 for session 39 (~7 min; GPU only; no carry).
+# Prepared at the end of session 38 for session 39 (~9 min; GPU only; no carry).
+# 0. What the pointwise kernels between a decode step's GEMVs cost: scripts/exp_pdl.py's norm -> GEMV
+#    chain (sessions 36-37: PDL strips 369 us, cuBLAS 459, floor 224) with the norm folded into the
+#    GEMV (folded, folded_pdl: no norm kernel; ~1 min). If folded_pdl beats pdl_prefetch by far,
+#    folding a model's RMSNorm into the GEMV that follows it (g into W's columns, 1/rms(x) as a
+#    one-slice strip's epilogue) is the next decode feature.
 # Why do the GEMV strips lose to cuBLAS on the widest decode GEMVs (fused gate_up, LM heads), and
 # does the default space's cap of 32 programs per SM, which refuses every strip there, cost us?
 # 1. scripts/exp_gemv_wide.py: 12 decode GEMVs of Llama-1B / Llama-8B / Qwen2-0.5B, the default
@@ -14,7 +19,9 @@
 set -u
 source "$(dirname "$0")/../device_env.sh"
 record_env
-timeout 400 python3 scripts/exp_gemv_wide.py --out $OUT/gemv_wide.json --budget-s 330 > $OUT/gemv_wide.log 2>&1
+timeout 100 python3 scripts/exp_pdl.py $OUT/pdl_fold --bn 4 --bk 2048 > $OUT/pdl_fold.log 2>&1
+echo "exp_pdl (folded norm) rc=$?"; tail -8 $OUT/pdl_fold.log
+timeout 330 python3 scripts/exp_gemv_wide.py --out $OUT/gemv_wide.json --budget-s 270 > $OUT/gemv_wide.log 2>&1
 echo "exp_gemv_wide rc=$?"; grep -v "^#.*precompiled" $OUT/gemv_wide.log | tail -14
 ids=$(python3 - <<'PY'
 import json, os
@@ -25,7 +32,7 @@ PY
 )
 echo "ncu choices: $ids"
 if [ -n "$ids" ]; then
-  timeout 150 ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
+  timeout 110 ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
     --section WarpStateStats --section MemoryWorkloadAnalysis --launch-skip 2 --launch-count 12 \
     python3 scripts/exp_gemv_wide.py --ncu-run 1x16384x2048 --choices "$ids" > $OUT/ncu_gemv.txt 2>&1
   echo "ncu rc=$?"; grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Achieved Occupancy|Waves Per SM|Registers Per" $OUT/ncu_gemv.txt | head -40
