@@ -785,3 +785,32 @@ def test_interleave_graphs_pairs_and_partial_runs():
         rec["fuse_patch_compile_graph"] / rec["fuse_patch_compile_pdl_graph"])
     assert rec["fuse_patch_compile_pdl_graph_x_fuse_patch_compile_graph"] > 1.3  # 2 ms against 1 ms
     assert len(logs) == 1 and "graphs interleaved" in logs[0]
+
+
+def test_a_user_models_own_failure_is_one_line_and_the_run_goes_on(tmp_path, monkeypatch):
+    """A config:/dir:/hf: model whose forward raises (a Mamba fed a KV cache raised IndexError in
+    transformers' code) is recorded as not run, with the exception and where it was raised, and
+    the next model runs; a named model's failure is gemmtune's bug and keeps its traceback."""
+    import transformers
+
+    bm_run = importlib.import_module("gemmtune.benchmodel.run")
+    cfg = transformers.LlamaConfig(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    cfg.save_pretrained(tmp_path / "mine")
+    real = bm_run.bench_causal
+
+    def failing(name, *a, **kw):
+        if name.startswith("config:") or name == "tiny-gpt2":
+            raise IndexError("list index out of range")
+        return real(name, *a, **kw)
+    monkeypatch.setattr(bm_run, "bench_causal", failing)
+    logs = []
+    doc = benchmodel.run([f"config:{tmp_path / 'mine'}", "tiny-llama"], phases=["decode_b1"], modes=["eager"],
+                         out_dir=tmp_path / "out", dtype="float32", log=logs.append)
+    mine, llama = doc["models"]
+    assert mine["error"].startswith("IndexError: list index out of range (raised at tests/test_benchmodel.py:")
+    assert "error" not in llama and llama["modes"]["eager"]["phases"]["decode_b1"]["ms"] > 0
+    assert any("not run: IndexError" in line for line in logs)
+    with pytest.raises(IndexError):
+        benchmodel.run(["tiny-gpt2"], phases=["decode_b1"], modes=["eager"], out_dir=tmp_path / "out2",
+                       dtype="float32", log=lambda s: None)

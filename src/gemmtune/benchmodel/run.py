@@ -50,6 +50,16 @@ def _limit_hit() -> tuple[type, ...]:
     return tuple(x for x in [getattr(torch._dynamo.exc, "FailOnRecompileLimitHit", None)] if x)
 
 
+def _raised_at(e: BaseException) -> str:
+    """Where ``e`` was raised: the innermost frame's file (its folder and name) and line."""
+    import traceback
+    frames = traceback.extract_tb(e.__traceback__)
+    if not frames:
+        return "an unknown place"
+    f = frames[-1]
+    return f"{'/'.join(Path(f.filename).parts[-2:])}:{f.lineno}"
+
+
 def _guarded(run_mode: Callable[[str], None], mode: str, rec: dict, log: Callable[[str], None]) -> None:
     """``run_mode(mode)``; a mode that cannot run here (``ModeUnavailable``) or whose compiled
     model hit dynamo's recompile limit is recorded as failed, with the reason, instead of being
@@ -631,6 +641,14 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
                                    read_gbps=read_gbps)
         except (RuntimeError, ImportError) as e:  # a missing optional piece, a model that cannot be built: say so, go on
             res = {"model": name, "error": f"{type(e).__name__}: {e}"}
+            log(f"{name}: not run: {res['error']}")
+        except Exception as e:  # noqa: BLE001 - a user's model that fails in its own forward
+            if not spec.user:
+                raise  # a named model is gemmtune's to run: its failure is a bug, with its traceback
+            # A config:/dir:/hf: model whose forward fails (a Mamba takes no KV cache of
+            # transformers' Cache kind and raised IndexError from its own code, ending the whole
+            # run with a traceback): one line naming where, the next model, exit status 1.
+            res = {"model": name, "error": f"{type(e).__name__}: {e} (raised at {_raised_at(e)})"}
             log(f"{name}: not run: {res['error']}")
         doc["models"].append(res)
         (out_dir / "bench-model.json").write_text(json.dumps(doc, indent=1, default=float) + "\n")
