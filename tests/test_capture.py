@@ -377,3 +377,30 @@ def test_cli_capture_fuse_records_the_fused_shapes(tmp_path, capsys, device):
     linears = {(s.problem.n, s.problem.k) for s in shapes if "rotary" not in s.name}
     assert linears == {(128, 64), (64, 64), (256, 64), (64, 128), (512, 64)}
     assert any("gemmtune_fused_q_proj_k_proj_v_proj" in s.name for s in shapes)
+
+
+def test_cli_capture_a_user_models_failing_forward_is_one_line(tmp_path, capsys, monkeypatch):
+    """A config:/dir:/hf: model whose forward raises during the capture (a Mamba fed transformers'
+    DynamicCache raised IndexError in cache_utils) is one line naming the exception and where it
+    was raised, exit status 2; a named preset's failure is gemmtune's bug and keeps its traceback."""
+    pytest.importorskip("transformers")
+    import importlib
+    import json
+
+    from gemmtune.benchmodel.models import _config
+    from gemmtune.cli import main
+
+    (tmp_path / "config.json").write_text(json.dumps(_config("tiny-llama").to_dict()))
+
+    def failing(*a, **kw):
+        raise IndexError("list index out of range")
+    # the module (gemmtune.capture is also the function), whose capture_causal_lm the CLI imports per call
+    monkeypatch.setattr(importlib.import_module("gemmtune.capture"), "capture_causal_lm", failing)
+    rc = main(["capture", "--model", f"config:{tmp_path}", "--device", "cpu", "--seq", "8",
+               "--out", str(tmp_path / "x.csv"), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1, err
+    assert "its forward failed during the capture (IndexError: list index out of range, raised at " in err
+    assert "tests/test_capture.py:" in err and not (tmp_path / "x.csv").exists()
+    with pytest.raises(IndexError):
+        main(["capture", "--model", "tiny-llama", "--device", "cpu", "--seq", "8", "--out", str(tmp_path / "y.csv"), "-q"])

@@ -72,6 +72,21 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
 GREEDY_POSITIONS = 16 + 32
 
 
+def raised_at(e: BaseException) -> str:
+    """Where ``e`` was raised: the innermost frame's file (its folder and name) and line, for a
+    one-line report of a user's model whose own code failed.
+
+    >>> raised_at(ValueError("never raised"))
+    'an unknown place'
+    """
+    import traceback
+    frames = traceback.extract_tb(e.__traceback__)
+    if not frames:
+        return "an unknown place"
+    f = frames[-1]
+    return f"{'/'.join(Path(f.filename).parts[-2:])}:{f.lineno}"
+
+
 class ModelError(ValueError):
     """A ``--models`` entry that names no model bench-model can build here: a ValueError, so
     the CLI prints its one line and no traceback."""

@@ -12,7 +12,7 @@ import torch
 
 from .graphs import base_mode, capture, is_graph
 from .models import (BASE_MODES, DEFAULT_MODES, MODES, PHASES, ModelError, build_minilm, build_model, causal_config,
-                     max_positions, minilm_dir, parse_model, phase_fit)
+                     max_positions, minilm_dir, parse_model, phase_fit, raised_at)
 from .phases import COSINE_MIN, Phase, _ids, causal_phase, greedy, greedy_cache_kind, rel_err
 from .report import markdown, plot
 from .profile import decode_floor, profile_graphs, weight_bytes
@@ -48,16 +48,6 @@ def _limit_hit() -> tuple[type, ...]:
     none. A function, not a module constant: reading torch._dynamo imports it (2.4-2.8 s on the
     CPU), and this module is imported whenever the CLI builds its parser."""
     return tuple(x for x in [getattr(torch._dynamo.exc, "FailOnRecompileLimitHit", None)] if x)
-
-
-def _raised_at(e: BaseException) -> str:
-    """Where ``e`` was raised: the innermost frame's file (its folder and name) and line."""
-    import traceback
-    frames = traceback.extract_tb(e.__traceback__)
-    if not frames:
-        return "an unknown place"
-    f = frames[-1]
-    return f"{'/'.join(Path(f.filename).parts[-2:])}:{f.lineno}"
 
 
 def _guarded(run_mode: Callable[[str], None], mode: str, rec: dict, log: Callable[[str], None]) -> None:
@@ -648,7 +638,7 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
             # A config:/dir:/hf: model whose forward fails (a Mamba takes no KV cache of
             # transformers' Cache kind and raised IndexError from its own code, ending the whole
             # run with a traceback): one line naming where, the next model, exit status 1.
-            res = {"model": name, "error": f"{type(e).__name__}: {e} (raised at {_raised_at(e)})"}
+            res = {"model": name, "error": f"{type(e).__name__}: {e} (raised at {raised_at(e)})"}
             log(f"{name}: not run: {res['error']}")
         doc["models"].append(res)
         (out_dir / "bench-model.json").write_text(json.dumps(doc, indent=1, default=float) + "\n")

@@ -195,7 +195,17 @@ def cmd_capture(args) -> int:
 
             ids = torch.zeros(batch, min(seq, 4), dtype=torch.long, device=device)
             _said_fused(say, fuse_linears(model, fn=lambda: model(input_ids=ids)))
-        cap = capture_causal_lm(model, batch=batch, seq=seq, decode_steps=steps, seed=args.seed, progress=say)
+        try:
+            cap = capture_causal_lm(model, batch=batch, seq=seq, decode_steps=steps, seed=args.seed, progress=say)
+        except Exception as e:  # noqa: BLE001 - a user's model that fails in its own forward: one line
+            if not spec.user:
+                raise  # a named preset is gemmtune's to run: its failure is a bug, with its traceback
+            from ..benchmodel.models import raised_at
+            # (a Mamba takes no KV cache of transformers' Cache kind: IndexError in its own code)
+            raise ValueError(f"{args.model}: its forward failed during the capture ({type(e).__name__}: {e}, "
+                             f"raised at {raised_at(e)}); capture runs causal LMs that take transformers' "
+                             "KV cache (for another model give a module:function that returns it and its inputs)"
+                             ) from None
     else:
         model, passes = _example_passes(args.model, _load_factory(args.model)())
         model = model.to(device)
