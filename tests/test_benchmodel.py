@@ -814,3 +814,25 @@ def test_a_user_models_own_failure_is_one_line_and_the_run_goes_on(tmp_path, mon
     with pytest.raises(IndexError):
         benchmodel.run(["tiny-gpt2"], phases=["decode_b1"], modes=["eager"], out_dir=tmp_path / "out2",
                        dtype="float32", log=lambda s: None)
+
+
+def test_decode_phase_compiles_the_step_only():
+    """A decode phase's prompt fills the KV cache through the model a torch.compile wrapper holds:
+    one compiled graph (the step), not a second one for the prompt, whose prefill-sized GEMMs
+    max-autotune tuned too (minutes on the H200). The step's output is the eager model's."""
+    from torch._dynamo.utils import counters
+
+    from gemmtune.benchmodel.models import build_model, parse_model
+    from gemmtune.benchmodel.phases import causal_phase
+    m = build_model(parse_model("tiny-llama"), torch.float32, "cpu")
+    p = causal_phase("decode_b1", m.config.vocab_size, "cpu")
+    with torch.no_grad():
+        want = p.run(m)
+        torch._dynamo.reset()
+        counters.clear()
+        got = p.run(torch.compile(m, dynamic=False, backend="eager"))
+        again = p.run(torch.compile(m, dynamic=False, backend="eager"))  # a new wrapper: its own cache
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(again, want, rtol=1e-5, atol=1e-5)
+    torch._dynamo.reset()
