@@ -54,10 +54,10 @@ def test_tiny_model_all_checks_and_report(model, tmp_path):
 
 @pytest.mark.parametrize("model", ["tiny-llama", "tiny-qwen2", "tiny-gpt2"])
 def test_greedy_check_runs_every_step_compiled(model):
-    """The greedy check of a compiled mode is the compiled graph's at every step: on a StaticCache a
-    dynamic=False compile builds the prompt's graph and the step's, once each (on a DynamicCache
-    the KV length grows per step, and past Dynamo's recompile limit of 8 the steps ran eagerly),
-    and its tokens are the DynamicCache's (fp32)."""
+    """The greedy check of a compiled mode is the compiled graph's at every step after the prompt:
+    on a StaticCache a dynamic=False compile builds the step's graph once (on a DynamicCache the
+    KV length grows per step, and past Dynamo's recompile limit of 8 the steps ran eagerly), and
+    its tokens are the DynamicCache's (fp32)."""
     from torch._dynamo.utils import counters
 
     from gemmtune.benchmodel.models import build_model, parse_model
@@ -75,7 +75,8 @@ def test_greedy_check_runs_every_step_compiled(model):
     compiled = torch.compile(m, dynamic=False, backend="eager")
     toks, _ = greedy(compiled, prompt, steps, cache="static")
     assert toks == ref
-    assert counters["stats"]["unique_graphs"] <= 2, dict(counters["stats"])
+    # one graph: the step's (the prompt runs through the model the wrapper holds, as a decode phase's)
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
     torch._dynamo.reset()
 
 
