@@ -404,3 +404,34 @@ def test_cli_capture_a_user_models_failing_forward_is_one_line(tmp_path, capsys,
     assert "tests/test_capture.py:" in err and not (tmp_path / "x.csv").exists()
     with pytest.raises(IndexError):
         main(["capture", "--model", "tiny-llama", "--device", "cpu", "--seq", "8", "--out", str(tmp_path / "y.csv"), "-q"])
+
+
+def test_capture_causal_lm_runs_a_state_space_model():
+    """capture's KV cache is built from the model's config where transformers' DynamicCache takes
+    one (capture.new_cache): a Mamba's forward raised IndexError on an empty DynamicCache, and now
+    its prefill and decode step are captured, the step at M = 1. An attention model's cache is
+    the same either way (its step's logits equal)."""
+    tf = pytest.importorskip("transformers")
+    import inspect
+    import sys
+    from pathlib import Path
+
+    from gemmtune.capture import capture_causal_lm, new_cache
+    if "config" not in inspect.signature(tf.DynamicCache.__init__).parameters:
+        pytest.skip("this transformers' DynamicCache takes no config")
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_hf_archs import tiny
+
+    cap = capture_causal_lm(tiny("mamba"), batch=1, seq=6, decode_steps=2)
+    ms = {r.m for r in cap.records if r.tunable}
+    assert 6 in ms and 1 in ms, cap.summary()
+    names = {n.rpartition(".")[2] for r in cap.records for n in r.modules}
+    assert {"in_proj", "out_proj", "lm_head"} <= names, names
+    llama = tiny("llama")
+    ids, step = torch.randint(0, 512, (1, 8)), torch.randint(0, 512, (1, 1))
+    got = []
+    with torch.no_grad():
+        for cache in (new_cache(llama), tf.DynamicCache()):
+            llama(input_ids=ids, past_key_values=cache, use_cache=True)
+            got.append(llama(input_ids=step, past_key_values=cache, use_cache=True).logits)
+    torch.testing.assert_close(got[0], got[1])

@@ -397,6 +397,23 @@ def cache_kwarg(model) -> str:
     return "cache" if "cache" in params and "past_key_values" not in params else "past_key_values"
 
 
+def new_cache(model):
+    """An empty transformers ``DynamicCache`` for ``model``'s forward, built from its config where
+    DynamicCache takes one (transformers 5.x: one layer kind per model layer, as ``generate``
+    makes it; a state-space layer's among them). An empty one without a config grows attention
+    layers only: Mamba's forward raised IndexError on it (2026-11-29, transformers 5.24), while
+    every attention model of tests/test_hf_archs gave the same logits with either."""
+    import inspect
+
+    from transformers import DynamicCache
+    config = getattr(unwrapped(model), "config", None)
+    try:
+        takes_config = "config" in inspect.signature(DynamicCache.__init__).parameters
+    except (TypeError, ValueError):
+        takes_config = False
+    return DynamicCache(config=config) if takes_config and config is not None else DynamicCache()
+
+
 def capture_causal_lm(model: torch.nn.Module, *, batch: int = 1, seq: int = 32, decode_steps: int = 2,
                       seed: int = 0, progress=None) -> Capture:
     """Record an HF causal LM's GEMMs over one prefill of ``batch`` x ``seq`` random tokens and
@@ -408,13 +425,11 @@ def capture_causal_lm(model: torch.nn.Module, *, batch: int = 1, seq: int = 32, 
 
         >>> cap = capture_causal_lm(model, batch=1, seq=32, decode_steps=2)   # doctest: +SKIP
     """
-    from transformers import DynamicCache
-
     device = next(model.parameters()).device
     vocab = int(model.config.vocab_size)
     g = torch.Generator(device="cpu").manual_seed(seed)
     ids = torch.randint(0, vocab, (batch, seq), generator=g).to(device)
-    cache, cap = DynamicCache(), Capture()
+    cache, cap = new_cache(model), Capture()
     kw = cache_kwarg(model)
     state = {}
 

@@ -8,7 +8,7 @@ from typing import Callable
 
 import torch
 
-from ..capture import cache_kwarg, unwrapped
+from ..capture import cache_kwarg, new_cache, unwrapped
 from .models import PHASES
 
 GREEDY_STEPS = 32
@@ -39,7 +39,6 @@ def causal_phase(name: str, vocab: int, device: str, seed: int = 1) -> Phase:
             return model(input_ids=ids, use_cache=False).logits
         return Phase(name, run, run)
 
-    from transformers import DynamicCache
     step = _ids(batch, 1, vocab, device, seed + 1)
     caches: dict[int, object] = {}
     kwargs: dict[int, str] = {}  # read once per model: a signature lookup is host time in a timed step
@@ -47,7 +46,7 @@ def causal_phase(name: str, vocab: int, device: str, seed: int = 1) -> Phase:
     def run(model):
         cache = caches.get(id(model))
         if cache is None:  # the prompt, once per model object
-            cache = DynamicCache()
+            cache = new_cache(model)
             kwargs[id(model)] = cache_kwarg(model)
             # Through the model a torch.compile wrapper holds, not the wrapper: the prompt only
             # fills the KV cache, and only the step is timed. Compiled, the prompt was a graph of
@@ -97,10 +96,9 @@ def greedy(model, prompt: torch.Tensor, steps: int = GREEDY_STEPS,
     graph. The prompt runs uncompiled (a decode phase's does too): the first token is eager's, and
     the other ``steps - 1`` are the compiled step's.
     """
-    from transformers import DynamicCache
     kv = static_cache(model, prompt.shape[1] + steps) if cache == "static" else None
     pos = torch.arange(prompt.shape[1], device=prompt.device) if kv is not None else None
-    kv = kv if kv is not None else DynamicCache()
+    kv = kv if kv is not None else new_cache(model)
     tokens, gaps = [], []
     x = prompt
     kw = cache_kwarg(model)

@@ -635,9 +635,10 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
         except Exception as e:  # noqa: BLE001 - a user's model that fails in its own forward
             if not spec.user:
                 raise  # a named model is gemmtune's to run: its failure is a bug, with its traceback
-            # A config:/dir:/hf: model whose forward fails (a Mamba takes no KV cache of
-            # transformers' Cache kind and raised IndexError from its own code, ending the whole
-            # run with a traceback): one line naming where, the next model, exit status 1.
+            # A config:/dir:/hf: model whose forward fails (a Mamba raised IndexError in
+            # transformers' cache code and ended the whole run with a traceback; with its cache
+            # built from its config, capture.new_cache, its decode phase cannot crop that cache):
+            # one line naming where, the next model, exit status 1.
             res = {"model": name, "error": f"{type(e).__name__}: {e} (raised at {raised_at(e)})"}
             log(f"{name}: not run: {res['error']}")
         doc["models"].append(res)

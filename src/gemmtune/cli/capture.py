@@ -201,7 +201,7 @@ def cmd_capture(args) -> int:
             if not spec.user:
                 raise  # a named preset is gemmtune's to run: its failure is a bug, with its traceback
             from ..benchmodel.models import raised_at
-            # (a Mamba takes no KV cache of transformers' Cache kind: IndexError in its own code)
+            # (a Mamba raised IndexError in transformers' cache code before capture.new_cache)
             raise ValueError(f"{args.model}: its forward failed during the capture ({type(e).__name__}: {e}, "
                              f"raised at {raised_at(e)}); capture runs causal LMs that take transformers' "
                              "KV cache (for another model give a module:function that returns it and its inputs)"
