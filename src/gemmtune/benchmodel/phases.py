@@ -39,6 +39,7 @@ def causal_phase(name: str, vocab: int, device: str, seed: int = 1) -> Phase:
             return model(input_ids=ids, use_cache=False).logits
         return Phase(name, run, run)
 
+    from transformers import DynamicCache
     step = _ids(batch, 1, vocab, device, seed + 1)
     caches: dict[int, object] = {}
     kwargs: dict[int, str] = {}  # read once per model: a signature lookup is host time in a timed step
@@ -46,7 +47,12 @@ def causal_phase(name: str, vocab: int, device: str, seed: int = 1) -> Phase:
     def run(model):
         cache = caches.get(id(model))
         if cache is None:  # the prompt, once per model object
-            cache = new_cache(model)
+            # A DynamicCache without the config (not capture.new_cache): its layers are all
+            # full-attention ones, which crop(-1) below always puts back. Built from the config, a
+            # sliding-window layer past its window, or a state-space layer, refuses the crop
+            # unless it records its past, which changes what a step does (and a state-space
+            # layer's conv state then loses the static address a CUDA graph needs).
+            cache = DynamicCache()
             kwargs[id(model)] = cache_kwarg(model)
             # Through the model a torch.compile wrapper holds, not the wrapper: the prompt only
             # fills the KV cache, and only the step is timed. Compiled, the prompt was a graph of

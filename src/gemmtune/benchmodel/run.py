@@ -635,9 +635,8 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
         except Exception as e:  # noqa: BLE001 - a user's model that fails in its own forward
             if not spec.user:
                 raise  # a named model is gemmtune's to run: its failure is a bug, with its traceback
-            # A config:/dir:/hf: model whose forward fails (a Mamba raised IndexError in
-            # transformers' cache code and ended the whole run with a traceback; with its cache
-            # built from its config, capture.new_cache, its decode phase cannot crop that cache):
+            # A config:/dir:/hf: model whose forward fails (a Mamba's decode phase raised
+            # IndexError in transformers' cache code and ended the whole run with a traceback):
             # one line naming where, the next model, exit status 1.
             res = {"model": name, "error": f"{type(e).__name__}: {e} (raised at {raised_at(e)})"}
             log(f"{name}: not run: {res['error']}")
