@@ -70,7 +70,7 @@ def causal_phase(name: str, vocab: int, device: str, seed: int = 1) -> Phase:
 def static_cache(model, max_len: int):
     """A transformers ``StaticCache`` of ``max_len`` positions for ``model`` (batch 1), or None
     where the model or the installed transformers has none: its tensors keep one shape for every
-    step, so a ``torch.compile(dynamic=False)`` model compiles the prompt and the step once each."""
+    step, so a ``torch.compile(dynamic=False)`` model compiles the step once."""
     import inspect
     try:
         from transformers import StaticCache
@@ -94,8 +94,9 @@ def greedy(model, prompt: torch.Tensor, steps: int = GREEDY_STEPS,
            cache: str = "static") -> tuple[list[int], list[float]]:
     """Greedy tokens after ``prompt`` (batch 1), with the top-1 minus top-2 logit gap of each step.
 
-    ``cache="static"`` decodes on a StaticCache (falling back to a DynamicCache where the model has
-    none; ``greedy_cache_kind`` says which one a model gets). On a DynamicCache the KV length grows
+    ``cache="static"`` decodes on a StaticCache (falling back to a DynamicCache built from the
+    model's config, capture.new_cache, where the model has none; ``greedy_cache_kind`` says which
+    one a model gets). On a DynamicCache the KV length grows
     every step, so a ``dynamic=False`` compile recompiles per step and, past Dynamo's recompile
     limit (8), runs the rest of the steps eagerly: only the first 8 tokens were the compiled
     graph's (measured on the CPU, 2026-11-29). On a StaticCache every step is the same compiled
