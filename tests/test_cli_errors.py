@@ -153,3 +153,21 @@ def test_train_out_or_ship_naming_a_store_is_refused(tmp_path, capsys):
         rc, _, err = run(["train", "--store", store, "--kind", "gbt", "--force", *argv], capsys)
         one_line_error(rc, err, "are one file")
         assert data.read_bytes() == before, argv
+
+
+@pytest.mark.parametrize("argv", [
+    ["bench"],
+    ["bench-model", "--models", "tiny-llama", "--phases", "decode_b1", "--modes", "eager", "--dtype", "float32"],
+    ["collect", "--shapes", "8x8x8", "--list-shapes"],
+])
+def test_a_file_given_as_an_output_folder_is_one_line(argv, tmp_path, capsys):
+    """bench, bench-model and collect write several files into their --out folder: a file there
+    (``--out results.json``) is a one-line error before any work, and the file is untouched
+    (bench-model ran its models and then said only "File exists")."""
+    f = tmp_path / "results.json"
+    f.write_text("{}")
+    rc, _, err = run([*argv, "--out", str(f)], capsys)
+    one_line_error(rc, err, f"--out {f} is a file; give a folder")
+    assert f.read_text() == "{}"
+    rc, _, err = run([*argv, "--out", str(f / "sub")], capsys)
+    one_line_error(rc, err, f"{f} is a file, not a folder")

@@ -109,6 +109,31 @@ def check_file_target(path: str | os.PathLike, what: str) -> None:
     os.unlink(probe)
 
 
+def check_dir_target(path: str | os.PathLike, what: str) -> None:
+    """Raise ValueError when ``path`` cannot be the folder a command writes its files into: it
+    is a file (``--out results.json`` for a command whose ``--out`` is a folder; bench-model said
+    only "File exists"), or under a file. A folder not there yet is made by the command.
+    ``what`` names the option in the message (e.g. '--out').
+
+    >>> import tempfile, os
+    >>> f = tempfile.NamedTemporaryFile(suffix=".json", delete=False); f.close()
+    >>> try:
+    ...     check_dir_target(f.name, "--out")
+    ... except ValueError as e:
+    ...     print(str(e).replace(f.name, "F"))
+    --out F is a file; give a folder (the files are written into it)
+    >>> os.unlink(f.name)
+    """
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ValueError(f"{what} {path} is a file; give a folder (the files are written into it)")
+    for parent in p.resolve().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ValueError(f"{what} {path}: {parent} is a file, not a folder")
+            break
+
+
 def _read_umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)

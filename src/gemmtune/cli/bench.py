@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
+from ..jsonio import check_dir_target
 from .common import positive_int
 
 
@@ -37,6 +38,7 @@ def cmd_bench(args) -> int:
     from ..shapes import load_suite, preset, with_preset_groups
 
     extra = modes.extra_modes(args.extra_modes)  # a typo fails before anything runs
+    check_dir_target(args.out, "--out")
     if not torch.cuda.is_available():
         raise ValueError(suite.CUDA_ERROR)
     shapes = load_suite(args.suite) if args.suite else preset("public")
@@ -75,6 +77,7 @@ def cmd_bench(args) -> int:
 def cmd_bench_model(args) -> int:
     """Real models end to end (GPU): eager, eager + patch, torch.compile, max-autotune, patch + compile."""
     from .. import benchmodel
+    check_dir_target(args.out, "--out")  # before the models run (a file there said "File exists")
     tune_kwargs = {"fast": True} if args.tune == "fast" else {"space": "default"}
     if args.in_process_tuning:
         tune_kwargs["in_process"] = True

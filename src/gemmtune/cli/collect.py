@@ -10,7 +10,9 @@ from .common import nonneg_int, nonneg_minutes, positive_float, positive_int
 
 def cmd_collect(args) -> int:
     from ..collect import run
+    from ..jsonio import check_dir_target
 
+    check_dir_target(args.out, "--out")
     return run(args)
 
 
