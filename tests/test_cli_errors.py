@@ -159,9 +159,10 @@ def test_train_out_or_ship_naming_a_store_is_refused(tmp_path, capsys):
     ["bench"],
     ["bench-model", "--models", "tiny-llama", "--phases", "decode_b1", "--modes", "eager", "--dtype", "float32"],
     ["collect", "--shapes", "8x8x8", "--list-shapes"],
+    ["report", str(next(ROOT.glob("benchmarks/results/2026-11-22-h200-bench-onecall/*-bench.json"))), "--no-plots"],
 ])
 def test_a_file_given_as_an_output_folder_is_one_line(argv, tmp_path, capsys):
-    """bench, bench-model and collect write several files into their --out folder: a file there
+    """bench, bench-model, collect and report write several files into their --out folder: a file there
     (``--out results.json``) is a one-line error before any work, and the file is untouched
     (bench-model ran its models and then said only "File exists")."""
     f = tmp_path / "results.json"

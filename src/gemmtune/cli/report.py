@@ -50,6 +50,9 @@ def cmd_report(args) -> int:
             raise ValueError("give a bench JSON to render (several with --merge), or --tune-run DIR")
         if len(args.inputs) > 1 and not args.merge:
             raise ValueError("several bench JSONs: add --merge to combine them")
+        if args.out:
+            from ..jsonio import check_dir_target
+            check_dir_target(args.out, "--out")
         if args.merge:
             doc = report.merge_bench([report.load_bench(f) for f in args.inputs])
             out = Path(args.out or Path(args.inputs[0]).parent)
