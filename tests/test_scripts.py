@@ -271,6 +271,23 @@ def test_exp_pdl_model_dry_run(tmp_path):
 
 
 @pytest.mark.slow
+def test_exp_pdl_model_dry_run_a_model_with_qkv_biases(tmp_path):
+    """Session 39's call 3 runs exp_pdl_model.py on Qwen2-0.5B, whose q/k/v carry biases (addmm
+    problems, fused with a bias): its flow on tiny-qwen2, the three variants that call runs."""
+    pytest.importorskip("transformers")
+    out = tmp_path / "q.json"
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_pdl_model.py"), "--dry-run", "--model", "tiny-qwen2",
+                        "--inductor-pdl", "--max-autotune", "--only", "max_autotune+inductor_pdl,tuned,pdl+inductor_pdl",
+                        "--out", str(out)], env=_env(), capture_output=True, text=True, timeout=600, check=False)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert doc["model"] == "tiny-qwen2" and doc["swapped"] >= 1
+    assert set(doc["variants"]) == {"max_autotune+inductor_pdl", "tuned", "pdl+inductor_pdl"}
+    for rec in doc["variants"].values():
+        assert "error" not in rec and rec["argmax_agree"] == 1.0 and rec["logits_rel_err"] < 1e-4
+
+
+@pytest.mark.slow
 def test_exp_pdl_model_dry_run_pdl_all_only(tmp_path):
     """--pdl-all: a copy whose M=1 GEMMs on a Linear's weight are tuned among skinny's strips and
     served by the winner's -pdl twin; --only runs just the named variants."""
