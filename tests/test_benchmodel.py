@@ -837,3 +837,38 @@ def test_decode_phase_compiles_the_step_only():
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(again, want, rtol=1e-5, atol=1e-5)
     torch._dynamo.reset()
+
+
+def test_a_decode_phase_a_user_model_refuses_is_left_out(tmp_path, monkeypatch):
+    """A user's model whose forward fails on the decode phase's KV cache (a Mamba's state in a
+    plain DynamicCache: IndexError in transformers) loses that phase only, with the reason; its
+    prefill phase still runs. A named model's failure there raises (gemmtune's bug)."""
+    import transformers
+
+    from gemmtune.benchmodel.phases import Phase
+    bm_run = importlib.import_module("gemmtune.benchmodel.run")
+    cfg = transformers.LlamaConfig(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    cfg.save_pretrained(tmp_path / "mine")
+    real = bm_run.causal_phase
+
+    def phase(name, *a, **kw):
+        p = real(name, *a, **kw)
+        if not name.startswith("decode"):
+            return p
+
+        def refuse(model):
+            raise IndexError("list index out of range")
+        return Phase(p.name, refuse, refuse, p.state)
+    monkeypatch.setattr(bm_run, "causal_phase", phase)
+    doc = benchmodel.run([f"config:{tmp_path / 'mine'}"], phases=["decode_b1", "prefill_b8_s128"], modes=["eager"],
+                         out_dir=tmp_path / "out", dtype="float32", log=lambda s: None)
+    m = doc["models"][0]
+    assert "error" not in m, m.get("error")
+    why = m["phases_not_run"]["decode_b1"]
+    assert why.startswith("the model's forward fails on the decode phase's KV cache (IndexError: list index out of range")
+    assert "tests/test_benchmodel.py:" in why
+    assert set(m["modes"]["eager"]["phases"]) == {"prefill_b8_s128"}
+    with pytest.raises(IndexError):
+        benchmodel.run(["tiny-llama"], phases=["decode_b1"], modes=["eager"], out_dir=tmp_path / "out2",
+                       dtype="float32", log=lambda s: None)

@@ -381,6 +381,21 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
     for p, why in unfit.items():
         log(f"{name} {p}: not run ({why})")
     ps = [causal_phase(p, vocab, device) for p in phases if PHASES[p][0] != "embed" and p not in unfit]
+    if spec.user:
+        # A decode phase that a user's model's own forward refuses is left out with the reason,
+        # and its prefill phases still run: a Mamba's state cannot live in the decode phase's
+        # plain DynamicCache (IndexError in transformers), which ended the whole model. (A
+        # named model's failure there is gemmtune's bug: it raises.) This eager call is the
+        # phase's first, which it would make anyway: it builds the phase's KV cache.
+        for p in [p for p in ps if PHASES[p.name][0] == "decode"]:
+            try:
+                with torch.no_grad():
+                    p.run(model)
+            except Exception as e:  # noqa: BLE001 - the model's own code; named in the reason
+                unfit[p.name] = (f"the model's forward fails on the decode phase's KV cache ({type(e).__name__}: "
+                                 f"{e}, raised at {raised_at(e)})")
+                log(f"{name} {p.name}: not run ({unfit[p.name]})")
+        ps = [p for p in ps if p.name not in unfit]
     if not ps:
         raise RuntimeError(f"{name}: none of the phases {', '.join(phases)} runs on it"
                            + (f" ({'; '.join(f'{p} {w}' for p, w in unfit.items())})" if unfit else ""))
