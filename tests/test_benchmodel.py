@@ -792,12 +792,8 @@ def test_a_user_models_own_failure_is_one_line_and_the_run_goes_on(tmp_path, mon
     """A config:/dir:/hf: model whose forward raises (a Mamba fed a KV cache raised IndexError in
     transformers' code) is recorded as not run, with the exception and where it was raised, and
     the next model runs; a named model's failure is gemmtune's bug and keeps its traceback."""
-    import transformers
-
     bm_run = importlib.import_module("gemmtune.benchmodel.run")
-    cfg = transformers.LlamaConfig(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
-    cfg.save_pretrained(tmp_path / "mine")
+    save_config(tmp_path / "mine")
     real = bm_run.bench_causal
 
     def failing(name, *a, **kw):
@@ -843,13 +839,9 @@ def test_a_decode_phase_a_user_model_refuses_is_left_out(tmp_path, monkeypatch):
     """A user's model whose forward fails on the decode phase's KV cache (a Mamba's state in a
     plain DynamicCache: IndexError in transformers) loses that phase only, with the reason; its
     prefill phase still runs. A named model's failure there raises (gemmtune's bug)."""
-    import transformers
-
     from gemmtune.benchmodel.phases import Phase
     bm_run = importlib.import_module("gemmtune.benchmodel.run")
-    cfg = transformers.LlamaConfig(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
-    cfg.save_pretrained(tmp_path / "mine")
+    save_config(tmp_path / "mine")
     real = bm_run.causal_phase
 
     def phase(name, *a, **kw):
