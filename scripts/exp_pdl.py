@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
@@ -56,7 +55,7 @@ import torch
 import triton
 import triton.language as tl
 
-from graph_chain import NOMINAL_HBM, measure, rel_err  # scripts/, beside this one
+from graph_chain import NOMINAL_HBM, check_against_plain, measure, mlp_chain  # scripts/, beside this one
 
 @triton.jit
 def _norm(y_ptr, x_ptr, n, eps, BLOCK: tl.constexpr, PDL: tl.constexpr):
@@ -153,14 +152,9 @@ def main() -> None:
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    layers = int(os.environ.get("LAYERS", "2" if args.dry_run else "32"))
-    replays, rounds = int(os.environ.get("REPLAYS", "30")), int(os.environ.get("ROUNDS", "7"))
-    dev, dt = ("cpu", torch.float32) if args.dry_run else ("cuda", torch.bfloat16)
-    hidden, inter = (64, 256) if args.dry_run else (2048, 8192)
-    g = torch.Generator(device="cpu").manual_seed(0)
-    shapes = [(inter, hidden) if i % 2 == 0 else (hidden, inter) for i in range(layers)]
-    weights = [(torch.randn(n, k, generator=g) / k ** 0.5).to(dev, dt) for n, k in shapes]
-    x0 = torch.randn(hidden, generator=g).to(dev, dt)
+    c = mlp_chain(args.dry_run, torch.float32)
+    layers, replays, rounds, dev, dt, shapes, weights = c.layers, c.replays, c.rounds, c.dev, c.dt, c.shapes, c.weights
+    x0 = torch.randn(c.hidden, generator=c.g).to(dev, dt)
     res: dict = {"layers": layers, "shapes": shapes, "dtype": str(dt), "bn": args.bn, "bk": args.bk,
                  "weight_bytes": sum(w.numel() * w.element_size() for w in weights)}
     variants = ("plain", "pdl_prefetch", "folded", "folded_pdl") if args.dry_run else VARIANTS
@@ -175,11 +169,8 @@ def main() -> None:
     res["gemv0_rel_err_vs_fp64"] = err
     assert err < (1e-2 if dt == torch.bfloat16 else 1e-5), err
     ref = y_end.clone()
-    for v in variants:
-        got = chain(weights, x0, v, bufs[v], args.bn, args.bk, use_pdl=not args.dry_run)
-        rel = rel_err(got, ref)
-        res.setdefault("rel_err_vs_plain", {})[v] = rel
-        assert rel < 5e-2, (v, rel)
+    check_against_plain(res, variants, lambda v: chain(weights, x0, v, bufs[v], args.bn, args.bk,
+                                                       use_pdl=not args.dry_run), ref)
     print("correctness:", res["gemv0_rel_err_vs_fp64"], res["rel_err_vs_plain"], flush=True)
     if args.dry_run:
         if args.single:

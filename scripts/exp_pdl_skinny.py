@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -45,7 +44,7 @@ import triton.language as tl
 from gemmtune.configs import Choice
 from gemmtune.kernels import skinny
 
-from graph_chain import measure, rel_err  # scripts/, beside this one
+from graph_chain import check_against_plain, measure, mlp_chain  # scripts/, beside this one
 
 VARIANTS = ("cublas", "plain", "pdl", "pdl_unaware", "pdl_nolaunch")
 _LAUNCH_OPTIONS = skinny._launch_options  # noqa: SLF001 - pdl_nolaunch drops one of its options
@@ -103,14 +102,9 @@ def main() -> None:
     cfg = ch.config
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    layers = int(os.environ.get("LAYERS", "2" if args.dry_run else "32"))
-    replays, rounds = int(os.environ.get("REPLAYS", "30")), int(os.environ.get("ROUNDS", "7"))
-    dev, dt = ("cpu", torch.float16) if args.dry_run else ("cuda", torch.bfloat16)
-    hidden, inter = (64, 256) if args.dry_run else (2048, 8192)
-    m = args.m
-    g = torch.Generator(device="cpu").manual_seed(0)
-    shapes = [(inter, hidden) if i % 2 == 0 else (hidden, inter) for i in range(layers)]  # (N, K)
-    ws = [(torch.randn(n, k, generator=g) / k ** 0.5).to(dev, dt) for n, k in shapes]
+    c = mlp_chain(args.dry_run, torch.float16)
+    layers, replays, rounds, dev, dt, shapes, ws = c.layers, c.replays, c.rounds, c.dev, c.dt, c.shapes, c.weights
+    m, hidden, g = args.m, c.hidden, c.g
     # B as the GEMM reads it: the weight transposed (K-contiguous), or a [K, N] row-major copy
     bs = [w.t() if args.layout == "col" else w.t().contiguous() for w in ws]
     x0 = torch.randn(m, hidden, generator=g).to(dev, dt)
@@ -127,11 +121,7 @@ def main() -> None:
     res["gemm0_rel_err_vs_fp64"] = err
     assert err < 1e-2, err
     ref = y_end.clone()
-    for v in variants:
-        got = chain(bs, x0, v, bufs[v], cfg, use_pdl=not args.dry_run)
-        rel = rel_err(got, ref)
-        res.setdefault("rel_err_vs_plain", {})[v] = rel
-        assert rel < 5e-2, (v, rel)
+    check_against_plain(res, variants, lambda v: chain(bs, x0, v, bufs[v], cfg, use_pdl=not args.dry_run), ref)
     print("correctness:", res["gemm0_rel_err_vs_fp64"], res["rel_err_vs_plain"], flush=True)
     if args.dry_run:
         (out / "pdl_skinny.json").write_text(json.dumps(res, indent=1))

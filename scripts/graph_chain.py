@@ -3,10 +3,49 @@ experiments (exp_pdl.py, exp_pdl_skinny.py) time. A graph is what a decode step 
 and PDL edges are kept inside it."""
 from __future__ import annotations
 
+import os
 import statistics
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
+
+
+@dataclass
+class MlpChain:
+    """The chain experiments' weights: ``layers`` GEMMs on Llama-3.2-1B's MLP shapes, hidden ->
+    inter, then inter -> hidden, alternating (``shapes``: (N, K); weights N x K, scaled by
+    1/sqrt(K)), drawn from ``g`` (seed 0), which the caller draws its input from next. A dry run
+    is CPU-sized (64 -> 256, 2 layers) in ``dry_dtype``. LAYERS, REPLAYS and ROUNDS (env) as in
+    the scripts' docstrings."""
+    layers: int
+    replays: int
+    rounds: int
+    dev: str
+    dt: torch.dtype
+    hidden: int
+    shapes: list
+    weights: list
+    g: torch.Generator
+
+
+def mlp_chain(dry_run: bool, dry_dtype: torch.dtype) -> MlpChain:
+    layers = int(os.environ.get("LAYERS", "2" if dry_run else "32"))
+    replays, rounds = int(os.environ.get("REPLAYS", "30")), int(os.environ.get("ROUNDS", "7"))
+    dev, dt = ("cpu", dry_dtype) if dry_run else ("cuda", torch.bfloat16)
+    hidden, inter = (64, 256) if dry_run else (2048, 8192)
+    g = torch.Generator(device="cpu").manual_seed(0)
+    shapes = [(inter, hidden) if i % 2 == 0 else (hidden, inter) for i in range(layers)]  # (N, K)
+    weights = [(torch.randn(n, k, generator=g) / k ** 0.5).to(dev, dt) for n, k in shapes]
+    return MlpChain(layers, replays, rounds, dev, dt, hidden, shapes, weights, g)
+
+
+def check_against_plain(res: dict, variants, run: Callable[[str], torch.Tensor], ref: torch.Tensor) -> None:
+    """Each variant's chain output ``run(v)`` against ``ref`` (plain's), within 5e-2 (bf16 over
+    a chain of GEMMs), recorded as ``res['rel_err_vs_plain']``."""
+    for v in variants:
+        rel = res.setdefault("rel_err_vs_plain", {})[v] = rel_err(run(v), ref)
+        assert rel < 5e-2, (v, rel)
 
 
 def capture(variants, run: Callable[[str], None], warmup: int = 3) -> dict:
