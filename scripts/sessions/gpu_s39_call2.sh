@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepared at the end of session 38 for session 39 (~9 min; GPU only; no carry).
-# 0. What the pointwise kernels between a decode step's GEMVs cost: scripts/exp_pdl.py's norm -> GEMV
+# 0. (Moved to call 1 in session 39.) What the pointwise kernels between a decode step's GEMVs cost: scripts/exp_pdl.py's norm -> GEMV
 #    chain (sessions 36-37: PDL strips 369 us, cuBLAS 459, floor 224) with the norm folded into the
 #    GEMV (folded, folded_pdl: no norm kernel; ~1 min). If folded_pdl beats pdl_prefetch by far,
 #    folding a model's RMSNorm into the GEMV that follows it (g into W's columns, 1/rms(x) as a
@@ -19,8 +19,6 @@
 set -u
 source "$(dirname "$0")/../device_env.sh"
 record_env
-timeout 100 python3 scripts/exp_pdl.py $OUT/pdl_fold --bn 4 --bk 2048 > $OUT/pdl_fold.log 2>&1
-echo "exp_pdl (folded norm) rc=$?"; tail -8 $OUT/pdl_fold.log
 timeout 330 python3 scripts/exp_gemv_wide.py --out $OUT/gemv_wide.json --budget-s 270 > $OUT/gemv_wide.log 2>&1
 echo "exp_gemv_wide rc=$?"; grep -v "^#.*precompiled" $OUT/gemv_wide.log | tail -14
 ids=$(python3 - <<'PY'
