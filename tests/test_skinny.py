@@ -389,6 +389,26 @@ def test_default_space_has_gemv_strips_only_for_a_k_contiguous_b():
                 if not c.dot]
 
 
+def test_program_cap_refuses_fine_splits_but_not_one_slice_strips_on_wide_n():
+    """The cap of 32 programs an SM is on K splits (partials to sum). One-slice GEMV strips on a
+    wide N run more programs than that and won there (1 x 28672 x 4096: 58.7 us in 7168 BN4
+    strips, the capped space's best 68.1 us; H200, session 39), so the default space keeps them."""
+    from gemmtune.kernels import skinny_spec
+
+    h200 = DeviceInfo.lookup("h200")
+    for n, k in ((28672, 4096), (128256, 2048)):
+        problem = Problem.from_sizes(1, n, k, "bf16", layout_b="col")
+        kept, rejected = skinny_spec.space(problem, h200)
+        strips = {c.id for c in kept if not c.dot and c.block_n <= 4}
+        assert {"BM1-BN2-BK1024-SK1-S1-W4-core-det", "BM1-BN4-BK1024-SK1-S1-W4-core-det"} <= strips, (n, strips)
+        assert not [r for r in rejected if "waves" in r[1]], n
+    # a split whose programs pass the cap is still refused, with the reason
+    fine = SkinnyConfig(1, 4, 512, 2, 1, 4, False, True)
+    wide = Problem.from_sizes(1, 28672, 4096, "bf16", layout_b="col")
+    assert "over 32 waves of 132 SMs" in skinny_spec.constraint(fine, wide, h200)
+    assert skinny_spec.constraint(replace(fine, split_k=1), wide, h200) is None
+
+
 def test_space_strips_are_never_wider_than_n_needs():
     """BLOCK_N shrinks to N's next power of two (at least 16): a 256-wide strip over N = 1 loads 256
     columns to keep one (on 1 x 1 x 65536 one such candidate ran 32 ms against cuBLAS's 3.7 us)."""

@@ -109,7 +109,12 @@ def constraint(cfg: SkinnyConfig, problem: Problem, device: DeviceInfo) -> str |
         return f"K={k} in slices of {p['k_per_split']} gives {p['splits']} slices, not {cfg.split_k}"
     if 4 * p["workspace_numel"] > MAX_WORKSPACE_BYTES:
         return f"fp32 workspace of {4 * p['workspace_numel']} B exceeds {MAX_WORKSPACE_BYTES} B"
-    if p["programs"] > 32 * device.sm_count:
+    # The cap is on K splits: past 32 programs an SM, a split's partial traffic and its sum cost
+    # more than the extra streams gain. One-slice strips have nothing to sum, and on wide N they
+    # won where the cap had refused them (H200, benchmarks/results/2026-11-29-h200-s39,
+    # exp_gemv_wide: 1 x 28672 x 4096 in 7168 BN4 strips 58.7 us, the space's best 68.1; the
+    # LM head 1 x 128256 x 2048 128.2 against 133.0).
+    if p["splits"] > 1 and p["programs"] > 32 * device.sm_count:
         return f"{p['programs']} programs is over 32 waves of {device.sm_count} SMs: the split is too fine"
     es = element_size(problem.dtype)
     if cfg.dot:
