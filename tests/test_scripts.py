@@ -334,6 +334,15 @@ def test_exp_gemv_wide_plan_is_the_spaces_own():
             assert why is None or "programs is over" in why, (c.id, (m, n, k), why)
 
 
+def test_exp_gemv_kernel_dry_run():
+    """Every GEMV design the script times (product kept or reduced each step, one strip a program or
+    a persistent grid) matches fp64 on odd shapes (N = 1, primes, K not a multiple of BK)."""
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_gemv_kernel.py"), "--dry-run"],
+                       env=_env(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "all variants match fp64" in r.stdout
+
+
 def test_exp_gemv_wide_dry_run():
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_gemv_wide.py"), "--dry-run"],
                        env=_env(), capture_output=True, text=True, timeout=120)
