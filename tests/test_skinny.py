@@ -229,6 +229,24 @@ def test_pdl_path_is_the_plain_strip_with_its_first_step_peeled(shape, operand):
             assert torch.equal(got, want), (layout, bn, bk)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
+@pytest.mark.parametrize("layouts", [("row", "col"), ("row", "row"), ("offset", "offset"), ("col", "strided"),
+                                     ("strided", "col")], ids=lambda s: "-".join(s))
+def test_one_row_path_against_fp64(layouts, dtype, operand):
+    """BLOCK_M = 1 runs its own 2-D path (A one [BK] vector; session 39 measured the 3-D
+    [1, BN, BK] product 10-14% slower). Both B layouts, offset and strided views, M = 1 and M past
+    BLOCK_M (a program a row), K = 1, K < BLOCK_K, a multiple of it and ragged; K split 3 ways in
+    both reductions; the -pdl twin's peeled first step bitwise the plain strip's."""
+    for m, n, k in ((1, 37, 300), (1, 3, 1), (1, 64, 256), (5, 29, 1000), (1, 1, 17)):
+        a, b = operand(m, k, layouts[0], dtype), operand(k, n, layouts[1], dtype)
+        for cfg in (SkinnyConfig(1, 2, 128, 1, 1, 4, False, True), SkinnyConfig(1, 4, 64, 1, 1, 2, False, True),
+                    SkinnyConfig(1, 16, 32, 3, 1, 4, False, True), SkinnyConfig(1, 16, 32, 3, 1, 4, False, False)):
+            got = run(cfg, a, b)
+            check(got, a, b)
+            if cfg.split_k == 1:
+                assert torch.equal(run(replace(cfg, pdl=True), a, b), got), (m, n, k, cfg.id)
+
+
 @pytest.mark.parametrize("shape", [(16, 37, 300), (3, 64, 1), (20, 29, 1000)], ids=lambda s: "x".join(map(str, s)))
 def test_pdl_dot_path_is_the_plain_dot_strip_with_its_first_step_peeled(shape, operand):
     """The tl.dot path's -pdl twin (M up to 64: batched decode): its first B tile before the wait,
