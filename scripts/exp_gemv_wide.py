@@ -62,13 +62,13 @@ def default_strips(m: int, n: int, k: int, device) -> list[SkinnyConfig]:
 
 
 def sweep_strips(k: int) -> list[SkinnyConfig]:
-    """Wider, deeper and pipelined strips: BN 2-16, BK 512-2048, 4 or 8 warps, S1-S3, within the
+    """Wider, deeper and pipelined strips: BN 2-16, BK 512-2048, 2, 4 or 8 warps, S1-S3, within the
     register bound the space applies (MAX_CORE_REGS fp32 product registers per thread). The
     space's other rules are not applied: on wide N its cap of 32 programs per SM ("the split is
     too fine") refused every strip of the default space (1 x 28672 x 4096, the LM heads) until
     session 39, whose run of this sweep settled that question (the cap is now on K splits only)."""
     out = []
-    for bn, bk, w, st in itertools.product((2, 4, 8, 16), (512, 1024, 2048), (4, 8), (1, 2, 3)):
+    for bn, bk, w, st in itertools.product((2, 4, 8, 16), (512, 1024, 2048), (2, 4, 8), (1, 2, 3)):
         bk = min(bk, _pow2_at_least(k))
         if bn * bk > MAX_CORE_REGS * 32 * w:
             continue

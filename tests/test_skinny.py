@@ -233,8 +233,7 @@ def test_pdl_path_is_the_plain_strip_with_its_first_step_peeled(shape, operand):
 @pytest.mark.parametrize("layouts", [("row", "col"), ("row", "row"), ("offset", "offset"), ("col", "strided"),
                                      ("strided", "col")], ids=lambda s: "-".join(s))
 def test_one_row_path_against_fp64(layouts, dtype, operand):
-    """BLOCK_M = 1 runs its own 2-D path (A one [BK] vector; session 39 measured the 3-D
-    [1, BN, BK] product 10-14% slower). Both B layouts, offset and strided views, M = 1 and M past
+    """BLOCK_M = 1, the decode strips: both B layouts, offset and strided views, M = 1 and M past
     BLOCK_M (a program a row), K = 1, K < BLOCK_K, a multiple of it and ragged; K split 3 ways in
     both reductions; the -pdl twin's peeled first step bitwise the plain strip's."""
     for m, n, k in ((1, 37, 300), (1, 3, 1), (1, 64, 256), (5, 29, 1000), (1, 1, 17)):
@@ -270,7 +269,8 @@ def test_pdl_path_with_an_epilogue_in_fp16_is_the_plain_strips(m, operand):
     strip's result, and the epilogue's reference within fp16 tolerance."""
     k, n = 300, 37
     a, b = operand(m, k, "row", torch.float16), operand(k, n, "col", torch.float16)
-    bias, res = torch.randn(n, dtype=torch.float16), torch.randn(m, n, dtype=torch.float16)
+    bias = torch.randn(n, dtype=torch.float16, device=a.device)
+    res = torch.randn(m, n, dtype=torch.float16, device=a.device)
     got = {}
     for tail in ("", "-pdl"):
         got[tail] = gemmtune.matmul(a, b, choice="skinny:BM1-BN4-BK128-SK1-S1-W4-core-det" + tail, bias=bias,
