@@ -133,7 +133,37 @@ def dry_run() -> int:
             if not err < 1e-5:
                 print(f"WRONG {vid(v)} on {n}x{k}: rel err {err:.2e}")
                 return 1
+    assert all(parse_vid(vid(v)) == v for v in variants(2048))
     print(f"all variants match fp64 (worst rel err {worst:.1e})")
+    return 0
+
+
+def parse_vid(s: str) -> dict:
+    """The inverse of ``vid``: 'reduce-BN2-BK2048-W2' or 'persist-BN8-BK512-W4-P8'."""
+    design, *parts = s.split("-")
+    v = {"design": design, "per_sm": 0}
+    for p in parts:
+        key = {"BN": "bn", "BK": "bk", "W": "warps", "P": "per_sm"}[p.rstrip("0123456789")]
+        v[key] = int(p[len(p.rstrip("0123456789")):])
+    return v
+
+
+def ncu_run(shape: str, ids: list[str]) -> int:
+    """Each variant or skinny choice called 3 times on one shape, for Nsight Compute."""
+    from gemmtune import kernels
+    from gemmtune.configs import Choice
+    from gemmtune.device import DeviceInfo
+    m, n, k = (int(x) for x in shape.split("x"))
+    a, b = _operands(m, n, k)
+    out = torch.empty(m, n, device="cuda", dtype=a.dtype)
+    sms = DeviceInfo.from_torch().sm_count
+    for cid in ids:
+        for _ in range(3):
+            if cid.startswith("skinny:"):
+                kernels.get("skinny").run(a, b, out, Choice.parse(cid).config)
+            else:
+                launch(parse_vid(cid), b.t(), a[0], out[0], sms)
+    torch.cuda.synchronize()
     return 0
 
 
@@ -142,7 +172,11 @@ def main() -> int:
     ap.add_argument("--out", help="JSON to write")
     ap.add_argument("--budget-s", type=float, default=240, help="stop starting new shapes after this")
     ap.add_argument("--dry-run", action="store_true", help="CPU (TRITON_INTERPRET=1): check every kernel, no timing")
+    ap.add_argument("--ncu-run", metavar="MxNxK", help="run --choices on one shape for ncu, no timing")
+    ap.add_argument("--choices", default="", help="comma-separated variant ids (vid) and skinny: choice ids")
     args = ap.parse_args()
+    if args.ncu_run:
+        return ncu_run(args.ncu_run, [c for c in args.choices.split(",") if c])
     if args.dry_run:
         return dry_run()
     if not args.out:
