@@ -14,7 +14,7 @@ timeout 100 compute-sanitizer --tool memcheck --error-exitcode 3 python3 -m pyte
   -k "one_row or pdl_path" -p no:cacheprovider > $OUT/sanitizer_one_row.txt 2>&1
 echo "memcheck (one_row, pdl_path) rc=$?"; grep -E "ERROR SUMMARY|passed|failed" $OUT/sanitizer_one_row.txt | tail -3
 timeout 100 ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
-  --section WarpStateStats --section MemoryWorkloadAnalysis --launch-skip 0 --launch-count 9 \
+  --section WarpStateStats --section MemoryWorkloadAnalysis --kernel-name regex:"_gemv|_skinny_kernel" --launch-count 9 \
   python3 scripts/exp_gemv_kernel.py --ncu-run 1x16384x2048 \
   --choices prod-BN4-BK1024-W2,skinny:BM1-BN4-BK1024-SK1-S1-W2-core-det,skinny:BM1-BN4-BK512-SK1-S1-W2-core-det \
   > $OUT/ncu_gemv_kernel.txt 2>&1
