@@ -220,64 +220,6 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
             acc = mma(a, b, acc, INPUT_PRECISION)
             a_ptrs += BLOCK_K * sak
             b_ptrs += BLOCK_K * sbk
-    elif BLOCK_M == 1:
-        # One row of A a program (decode, M = 1): A is a [BK] vector and the product a 2-D tile,
-        # [BN, BK] on a K-contiguous B (16-byte vectors along K), [BK, BN] on an N-contiguous one,
-        # reduced over K after the loop. The general path's 3-D [1, BN, BK] product of the same
-        # tiles ran 10-14% slower on an H200 (scripts/exp_gemv_kernel.py, session 39: 1 x 16384 x
-        # 2048 19.7 us against 17.7 for the 2-D tile, 1 x 4096 x 14336 31.6 against 28.9).
-        if INDEX_64:
-            a_vec = a_ptr + pid_m.to(tl.int64) * sam + rk_i * sak  # [BK]
-        else:
-            a_vec = a_ptr + pid_m * sam + rk_i * sak
-        if BK_UNIT:
-            b_ptrs = b_ptr + _offsets(rn_i[:, None], rk_i[None, :], sbn, sbk, B_LEAD_DIV, BK_UNIT)  # [BN, BK]
-            prod = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
-        else:
-            b_ptrs = b_ptr + _offsets(rk_i[:, None], rn_i[None, :], sbk, sbn, B_LEAD_DIV, BN_UNIT)  # [BK, BN]
-            prod = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.float32)
-        k_loop = k_start
-        if PREFETCH:  # the first K step peeled, its B tile before the wait (see the docstring)
-            k0_ok = (k_start + rk) < k_end
-            if BK_UNIT:
-                b0 = tl.load(b_ptrs, mask=n_ok[:, None] & k0_ok[None, :], other=0.0)
-            else:
-                b0 = tl.load(b_ptrs, mask=k0_ok[:, None] & n_ok[None, :], other=0.0)
-            if GDC:
-                tl.extra.cuda.gdc_wait()
-                tl.extra.cuda.gdc_launch_dependents()
-            a0 = tl.load(a_vec, mask=k0_ok, other=0.0).to(tl.float32)
-            if BK_UNIT:
-                prod += a0[None, :] * b0.to(tl.float32)
-            else:
-                prod += a0[:, None] * b0.to(tl.float32)
-            a_vec += BLOCK_K * sak
-            b_ptrs += BLOCK_K * sbk
-            k_loop = k_start + BLOCK_K
-        for k in range(k_loop, k_end, BLOCK_K):
-            if EVEN_K:
-                a = tl.load(a_vec).to(tl.float32)
-                if BK_UNIT:
-                    b = tl.load(b_ptrs, mask=n_ok[:, None], other=0.0)
-                else:
-                    b = tl.load(b_ptrs, mask=n_ok[None, :], other=0.0)
-            else:
-                kk = k + rk
-                a = tl.load(a_vec, mask=kk < k_end, other=0.0).to(tl.float32)
-                if BK_UNIT:
-                    b = tl.load(b_ptrs, mask=n_ok[:, None] & (kk[None, :] < k_end), other=0.0)
-                else:
-                    b = tl.load(b_ptrs, mask=(kk[:, None] < k_end) & n_ok[None, :], other=0.0)
-            if BK_UNIT:
-                prod += a[None, :] * b.to(tl.float32)
-            else:
-                prod += a[:, None] * b.to(tl.float32)
-            a_vec += BLOCK_K * sak
-            b_ptrs += BLOCK_K * sbk
-        if BK_UNIT:
-            acc = tl.sum(prod, axis=1)[None, :]
-        else:
-            acc = tl.sum(prod, axis=0)[None, :]
     elif BK_UNIT:
         # B is K-contiguous (x @ W.T with a row-major weight): tiles [BN, BK], 16-byte
         # vectors along K; the product [BM, BN, BK] is reduced over K after the loop.

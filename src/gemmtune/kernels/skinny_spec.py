@@ -153,11 +153,7 @@ _DEFAULT_CORE = ((32, 128, 4, 1), (64, 128, 4, 1), (32, 256, 4, 1))
 # 2026-11-27-h100-s26), best of these / cuBLAS: 2048x2048 5.40 / 6.44 us, 2048x8192 14.21 /
 # 16.25, 896x4864 6.32 / 8.26, 4864x896 5.64 / 5.84, 8192x2048 13.91 / 13.86; skinny's 32-64-wide
 # core tiles ran 8.0-22.4 us there, its best dot tiles 6.2-15.5.
-# Session 39 (H200, scripts/exp_gemv_kernel.py and exp_gemv_wide.py, 12 decode GEMVs of 0.5-8B
-# models) added the 2-warp BN4-BK1024 and BN2-BK2048 strips, the 4-warp BN4-BK2048 and the 8-warp
-# BN4-BK1024: a plain 2-D GEMV kernel's best tiles on 12 of 12 shapes (BN4-BK1024-W2 on 6 of them,
-# 1 x 16384 x 2048 in 17.7 us against cuBLAS's 18.3), which skinny's M = 1 path now matches.
-_DEFAULT_GEMV = ((4, 1024, 2, 1), (4, 2048, 4, 1), (2, 2048, 2, 1), (4, 1024, 8, 1), (2, 1024, 4, 1), (4, 512, 2, 1))
+_DEFAULT_GEMV = ((2, 1024, 4, 1), (4, 1024, 4, 1), (2, 2048, 4, 1), (4, 512, 2, 1))
 
 
 def gemv_layout(problem: Problem) -> bool:
