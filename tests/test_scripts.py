@@ -349,6 +349,6 @@ def test_exp_gemv_wide_dry_run():
     assert r.returncode == 0, r.stderr
     # Since session 39 the space's program cap is on K splits only: every swept strip (all one-slice)
     # is inside its rules, and the wide GEMVs' default has the BN 2-4 strips
-    assert "1x16384x2048: 69 strips (0 outside the default space's rules)" in r.stdout
+    assert "1x16384x2048: 135 strips (0 outside the default space's rules)" in r.stdout
     wide = next(line for line in r.stdout.splitlines() if line.startswith("1x28672x4096:"))
     assert "'BM1-BN4-BK1024-SK1-S1-W4-core-det'" in wide

@@ -47,6 +47,9 @@ CONFIGS = [
     SkinnyConfig(1, 2, 128, 1, 1, 4, False, True, pdl=True),
     SkinnyConfig(8, 4, 64, 1, 1, 2, False, True, pdl=True),
     SkinnyConfig(16, 16, 32, 1, 1, 4, True, True, pdl=True),  # tl.dot's peel (batched decode)
+    # the one-row 2-D path (-flat), alone and peeled
+    SkinnyConfig(1, 4, 128, 1, 1, 2, False, True, flat=True),
+    SkinnyConfig(1, 2, 64, 1, 1, 4, False, True, pdl=True, flat=True),
 ]
 # (M, N, K): M = 1, a prime M, M = BLOCK_M, odd N, K not a multiple of BLOCK_K, K < BLOCK_K.
 SHAPES = [(1, 37, 300), (3, 64, 257), (16, 33, 512), (5, 100, 1000), (2, 7, 40)]
@@ -233,17 +236,50 @@ def test_pdl_path_is_the_plain_strip_with_its_first_step_peeled(shape, operand):
 @pytest.mark.parametrize("layouts", [("row", "col"), ("row", "row"), ("offset", "offset"), ("col", "strided"),
                                      ("strided", "col")], ids=lambda s: "-".join(s))
 def test_one_row_path_against_fp64(layouts, dtype, operand):
-    """BLOCK_M = 1, the decode strips: both B layouts, offset and strided views, M = 1 and M past
-    BLOCK_M (a program a row), K = 1, K < BLOCK_K, a multiple of it and ragged; K split 3 ways in
-    both reductions; the -pdl twin's peeled first step bitwise the plain strip's."""
+    """BLOCK_M = 1, the decode strips, on both paths (the 3-D product and -flat's 2-D one): both B
+    layouts, offset and strided views, M = 1 and M past BLOCK_M (a program a row), K = 1, K <
+    BLOCK_K, a multiple of it and ragged; K split 3 ways in both reductions; the -pdl twin's peeled
+    first step bitwise the plain strip's."""
     for m, n, k in ((1, 37, 300), (1, 3, 1), (1, 64, 256), (5, 29, 1000), (1, 1, 17)):
         a, b = operand(m, k, layouts[0], dtype), operand(k, n, layouts[1], dtype)
         for cfg in (SkinnyConfig(1, 2, 128, 1, 1, 4, False, True), SkinnyConfig(1, 4, 64, 1, 1, 2, False, True),
                     SkinnyConfig(1, 16, 32, 3, 1, 4, False, True), SkinnyConfig(1, 16, 32, 3, 1, 4, False, False)):
-            got = run(cfg, a, b)
-            check(got, a, b)
-            if cfg.split_k == 1:
-                assert torch.equal(run(replace(cfg, pdl=True), a, b), got), (m, n, k, cfg.id)
+            for flat in (False, True):
+                c = replace(cfg, flat=flat)
+                got = run(c, a, b)
+                check(got, a, b)
+                if c.split_k == 1:
+                    assert torch.equal(run(replace(c, pdl=True), a, b), got), (m, n, k, c.id)
+
+
+def test_flat_ids_rules_and_space():
+    """-flat: parsed and printed (before -pdl), refused off the one-row CUDA-core path with the
+    reason, offered by the default space only at M = 1 on a K-contiguous B (beside the 3-D strips,
+    which it does not replace), and by the exhaustive space there."""
+    from gemmtune.kernels import skinny_spec
+
+    for cid in ("BM1-BN4-BK1024-SK1-S1-W2-core-det-flat", "BM1-BN4-BK1024-SK1-S1-W2-core-det-flat-pdl"):
+        assert Choice.parse("skinny:" + cid).config.id == cid
+    c = Choice.parse("skinny:BM1-BN4-BK1024-SK1-S1-W2-core-det-flat-pdl").config
+    assert c.flat and c.pdl and c.block_n == 4
+    with pytest.raises(ValueError, match="skinny:BM"):
+        Choice.parse("skinny:BM1-BN4-BK1024-SK1-S1-W2-core-det-pdl-flat")  # the order is fixed
+    h200 = DeviceInfo.lookup("h200")
+    p1 = Problem.from_sizes(1, 16384, 2048, "bf16", layout_b="col")
+    for bad in (SkinnyConfig(2, 4, 512, 1, 1, 2, False, True, flat=True),
+                SkinnyConfig(16, 16, 64, 1, 1, 4, True, True, flat=True),
+                SkinnyConfig(16, 16, 64, 1, 1, 4, True, False, 132, flat=True)):
+        assert skinny_spec.constraint(bad, p1, h200) == skinny_spec.FLAT_MISFIT_WHY, bad.id
+        with pytest.raises(ValueError, match="-flat path"):
+            skinny.validate(p1, bad)
+    kept, _ = skinny_spec.space(p1, h200)
+    flat = {c.id for c in kept if c.flat}
+    assert "BM1-BN4-BK1024-SK1-S1-W2-core-det-flat" in flat and len(flat) == len(skinny_spec._DEFAULT_FLAT)
+    assert {"BM1-BN4-BK512-SK1-S1-W2-core-det", "BM1-BN2-BK1024-SK1-S1-W4-core-det"} <= {c.id for c in kept}
+    assert flat <= {c.id for c in skinny_spec.space(p1, h200, "exhaustive")[0]}
+    for other in (Problem.from_sizes(2, 16384, 2048, "bf16", layout_b="col"), Problem.from_sizes(1, 16384, 2048, "bf16")):
+        assert not [c for c in skinny_spec.space(other, h200)[0] if c.flat]
+        assert not [c for c in skinny_spec.space(other, h200, "exhaustive")[0] if c.flat]
 
 
 @pytest.mark.parametrize("shape", [(16, 37, 300), (3, 64, 1), (20, 29, 1000)], ids=lambda s: "x".join(map(str, s)))

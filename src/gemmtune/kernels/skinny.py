@@ -24,6 +24,17 @@ no split. A program then reads whole rows of W, and a layer of N outputs runs N 
 programs. Below about 30 MB of weight every load has to be in flight at once on every SM, and a
 split's sum costs more than it gains (skinny_spec says what was measured).
 
+At M = 1 a strip runs either of two layouts of its product (``SkinnyConfig.flat``). The 3-D one,
+``[1, BN, BK]``, broadcasts the A row into it through shared memory, which puts 4-10 barriers
+inside the K loop of the BN4 strips (SASS for sm_90). ``-flat`` holds a 2-D ``[BN, BK]`` tile and A
+as one ``[BK]`` vector, with no barrier in the loop. On an H200 (session 39,
+benchmarks/results/2026-11-29-h200-s39) neither layout won on every tile:
+- at BN4-BK1024-W2, a plain 2-D GEMV ran 1 x 16384 x 2048 in 17.7 us, against 20.9 for the 3-D
+  strip, which held 152 registers to its 124 (ncu);
+- at BN4-BK512-W2, the 2-D layout was the slower one (1 x 3072 x 2048: 8.3 against 6.3 us).
+So the default space offers the 3-D GEMV strips and -flat ones (``skinny_spec._DEFAULT_FLAT``), and
+the tuner measures both.
+
 A strip can also be launched with programmatic dependent launch (``-pdl`` configs, Hopper and
 later, one K-slice; every path: tl.dot and both CUDA-core layouts). It starts while the kernel
 before it is still running, loads its first B tile, and only then waits (``gdc_wait``) to read A. At decode, B is a weight that no kernel of
@@ -90,7 +101,7 @@ def _skinny_kernel(
     A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr, K_DIV: tl.constexpr,
     GPU_FENCE: tl.constexpr, KS_DIV: tl.constexpr,
     HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, RN_UNIT: tl.constexpr,
-    SCALE: tl.constexpr, PREFETCH: tl.constexpr = False, GDC: tl.constexpr = False,
+    SCALE: tl.constexpr, PREFETCH: tl.constexpr = False, GDC: tl.constexpr = False, FLAT: tl.constexpr = False,
 ):
     # Unit strides as constexprs, so that the contiguous dim is known at compile time. What
     # the leading strides are multiples of (A_LEAD_DIV / B_LEAD_DIV) is stated on the offset
@@ -125,7 +136,7 @@ def _skinny_kernel(
                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, DOT, SPLIT_MODE, EVEN_K, INPUT_PRECISION,
                INDEX_64, BK_UNIT, K_DIV, GPU_FENCE, AK_UNIT, BN_UNIT, A_LEAD_DIV, B_LEAD_DIV, KS_DIV,
                bias_ptr, res_ptr, stride_bias, stride_rm, srn, HAS_BIAS, ACT, HAS_RES, sa_ptr, sb_ptr, SCALE,
-               PREFETCH, GDC)
+               PREFETCH, GDC, FLAT)
 
 
 @triton.jit
@@ -157,7 +168,7 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
            KS_DIV: tl.constexpr,
            bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn,
            HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, sa_ptr, sb_ptr, SCALE: tl.constexpr,
-           PREFETCH: tl.constexpr, GDC: tl.constexpr):
+           PREFETCH: tl.constexpr, GDC: tl.constexpr, FLAT: tl.constexpr):
     """One program = one column strip x one K-slice (program axes 0 and 1).
 
     PREFETCH (a ``-pdl`` config, one K-slice): each path (tl.dot, CUDA cores on a K-contiguous
@@ -220,6 +231,65 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
             acc = mma(a, b, acc, INPUT_PRECISION)
             a_ptrs += BLOCK_K * sak
             b_ptrs += BLOCK_K * sbk
+    elif FLAT:
+        # One row of A a program (-flat, BLOCK_M = 1): A is a [BK] vector and the product a 2-D
+        # tile, [BN, BK] on a K-contiguous B (16-byte vectors along K), [BK, BN] on an N-contiguous
+        # one, reduced over K after the loop. The 3-D path below broadcasts A into its [1, BN, BK]
+        # product through shared memory, with 4-10 barriers inside the K loop of the BN4 strips
+        # (SASS, sm_90); here there is none. Which one is faster depends on the tile (the module
+        # docstring), so both are configs.
+        if INDEX_64:
+            a_vec = a_ptr + pid_m.to(tl.int64) * sam + rk_i * sak  # [BK]
+        else:
+            a_vec = a_ptr + pid_m * sam + rk_i * sak
+        if BK_UNIT:
+            b_ptrs = b_ptr + _offsets(rn_i[:, None], rk_i[None, :], sbn, sbk, B_LEAD_DIV, BK_UNIT)  # [BN, BK]
+            prod = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+        else:
+            b_ptrs = b_ptr + _offsets(rk_i[:, None], rn_i[None, :], sbk, sbn, B_LEAD_DIV, BN_UNIT)  # [BK, BN]
+            prod = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.float32)
+        k_loop = k_start
+        if PREFETCH:  # the first K step peeled, its B tile before the wait (see the docstring)
+            k0_ok = (k_start + rk) < k_end
+            if BK_UNIT:
+                b0 = tl.load(b_ptrs, mask=n_ok[:, None] & k0_ok[None, :], other=0.0)
+            else:
+                b0 = tl.load(b_ptrs, mask=k0_ok[:, None] & n_ok[None, :], other=0.0)
+            if GDC:
+                tl.extra.cuda.gdc_wait()
+                tl.extra.cuda.gdc_launch_dependents()
+            a0 = tl.load(a_vec, mask=k0_ok, other=0.0).to(tl.float32)
+            if BK_UNIT:
+                prod += a0[None, :] * b0.to(tl.float32)
+            else:
+                prod += a0[:, None] * b0.to(tl.float32)
+            a_vec += BLOCK_K * sak
+            b_ptrs += BLOCK_K * sbk
+            k_loop = k_start + BLOCK_K
+        for k in range(k_loop, k_end, BLOCK_K):
+            if EVEN_K:
+                a = tl.load(a_vec).to(tl.float32)
+                if BK_UNIT:
+                    b = tl.load(b_ptrs, mask=n_ok[:, None], other=0.0)
+                else:
+                    b = tl.load(b_ptrs, mask=n_ok[None, :], other=0.0)
+            else:
+                kk = k + rk
+                a = tl.load(a_vec, mask=kk < k_end, other=0.0).to(tl.float32)
+                if BK_UNIT:
+                    b = tl.load(b_ptrs, mask=n_ok[:, None] & (kk[None, :] < k_end), other=0.0)
+                else:
+                    b = tl.load(b_ptrs, mask=(kk[:, None] < k_end) & n_ok[None, :], other=0.0)
+            if BK_UNIT:
+                prod += a[None, :] * b.to(tl.float32)
+            else:
+                prod += a[:, None] * b.to(tl.float32)
+            a_vec += BLOCK_K * sak
+            b_ptrs += BLOCK_K * sbk
+        if BK_UNIT:
+            acc = tl.sum(prod, axis=1)[None, :]
+        else:
+            acc = tl.sum(prod, axis=0)[None, :]
     elif BK_UNIT:
         # B is K-contiguous (x @ W.T with a row-major weight): tiles [BN, BK], 16-byte
         # vectors along K; the product [BM, BN, BK] is reduced over K after the loop.
@@ -382,7 +452,7 @@ def _args(a, b, c, cfg: SkinnyConfig, ws, locks, allow_tf32: bool, epilogue: Epi
         A_LEAD_DIV=lead_divisor(a), B_LEAD_DIV=lead_divisor(b),
         K_DIV=_pow2_divisor(math.gcd(K, per)), GPU_FENCE=split_mode != 0 and not _INTERPRETED,
         KS_DIV=16 if splits == 1 else _pow2_divisor(per),
-        PREFETCH=cfg.pdl, GDC=cfg.pdl and not _INTERPRETED,
+        PREFETCH=cfg.pdl, GDC=cfg.pdl and not _INTERPRETED, FLAT=cfg.flat,
         **epilogue_consts(epilogue),
     )
     return p, args, consts

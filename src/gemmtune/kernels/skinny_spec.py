@@ -93,6 +93,8 @@ def constraint(cfg: SkinnyConfig, problem: Problem, device: DeviceInfo) -> str |
         return "stream-K runs the tl.dot path with the atomic reduction and no split_k"
     if not cfg.dot and cfg.block_m > 16:
         return f"CUDA-core product with BLOCK_M={cfg.block_m} > 16: the tl.dot path is the one for it"
+    if flat_misfit(cfg):
+        return FLAT_MISFIT_WHY
     if cfg.pdl:
         if device.capability < (9, 0):
             return f"programmatic dependent launch needs compute capability 9.0 or later ({device.name}: {device.capability_str})"
@@ -154,6 +156,23 @@ _DEFAULT_CORE = ((32, 128, 4, 1), (64, 128, 4, 1), (32, 256, 4, 1))
 # 16.25, 896x4864 6.32 / 8.26, 4864x896 5.64 / 5.84, 8192x2048 13.91 / 13.86; skinny's 32-64-wide
 # core tiles ran 8.0-22.4 us there, its best dot tiles 6.2-15.5.
 _DEFAULT_GEMV = ((2, 1024, 4, 1), (4, 1024, 4, 1), (2, 2048, 4, 1), (4, 512, 2, 1))
+
+
+# The same strips' -flat twins (the 2-D one-row product, M = 1) and the tiles a plain 2-D GEMV won
+# with. H200, session 39 (benchmarks/results/2026-11-29-h200-s39, calls 6-9): a 2-D kernel's best
+# tile beat skinny's best 3-D strip on 10 of 12 decode GEMVs, BN4-BK1024-W2 on 6 of them (1 x 16384
+# x 2048 17.7 us against 19.7, cuBLAS 18.3; at that tile the 3-D path held 152 registers to the 2-D
+# kernel's 124, ncu). Yet the 3-D path won at other tiles (BN4-BK512-W2 on 1 x 3072 x 2048: 6.3 us
+# against 8.3 in 2-D), so the space offers both and the tuner picks.
+_DEFAULT_FLAT = ((4, 1024, 2, 1), (4, 2048, 4, 1), (2, 2048, 2, 1), (4, 1024, 8, 1), (2, 1024, 4, 1))
+
+
+FLAT_MISFIT_WHY = "the -flat path is the one-row CUDA-core product: BM1, core, no -P"
+
+
+def flat_misfit(cfg: SkinnyConfig) -> bool:
+    """A ``-flat`` config outside the path it names: one row of A (BLOCK_M = 1) on CUDA cores."""
+    return cfg.flat and (cfg.block_m != 1 or cfg.dot or bool(cfg.stream_k))
 
 
 def gemv_layout(problem: Problem) -> bool:
@@ -221,6 +240,8 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
                 bn, bk = core_fit(bm_core, bn, bk, w)
                 raw += [SkinnyConfig(bm_core, bn, bk, s, st, w, False, True)
                         for s in splits_for(problem, device, bm_core, bn)]
+        if m == 1 and gemv_layout(problem):
+            raw += [SkinnyConfig(1, bn, bk, 1, st, w, False, True, flat=True) for bn, bk, w, st in _DEFAULT_FLAT]
     else:
         for bn, bk, w, det, s in itertools.product((16, 32, 64, 128, 256), (64, 128, 256, 512), (2, 4, 8),
                                                    (True, False), SPLITS):
@@ -230,8 +251,9 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
         if m <= CORE_MAX_M and gemv_layout(problem):
             # the GEMV strips (_DEFAULT_GEMV) and their neighbours, so that a ranking of this
             # space (--fast) can reach the default space's GEMV tiles
-            raw += [SkinnyConfig(bm_core, bn, bk, 1, 1, w, False, True)
-                    for bn, bk, w in itertools.product((2, 4, 8), (128, 256, 512, 1024, 2048), (2, 4, 8))]
+            raw += [SkinnyConfig(bm_core, bn, bk, 1, 1, w, False, True, flat=flat)
+                    for bn, bk, w in itertools.product((2, 4, 8), (128, 256, 512, 1024, 2048), (2, 4, 8))
+                    for flat in ((False, True) if m == 1 else (False,))]
         # Stream-K only here: on an H200 it lost to the best strip config on all 16 decode problems
         # of the third sweep (1.07-1.75x slower: 1 x 6144 x 4096 17.1 us against 15.0).
         for bn, bk, w, st, per_sm in itertools.product((16, 32, 64, 128, 256), (64, 128, 256, 512), (4, 8),
@@ -274,6 +296,8 @@ def validate(problem: Problem, cfg: SkinnyConfig) -> None:
         raise ValueError(f"num_warps={cfg.num_warps} must be 1..16 (a power of two), num_stages >= 1")
     if pdl_misfit(cfg):
         raise ValueError(PDL_MISFIT_WHY)
+    if flat_misfit(cfg):
+        raise ValueError(FLAT_MISFIT_WHY)
 
 
 PDL_MISFIT_WHY = "the PDL path (-pdl) runs one K-slice: SK1, no -P"
