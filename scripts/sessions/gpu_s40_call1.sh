@@ -5,15 +5,17 @@
 # [1, BN, BK] product, whose A broadcast puts 4-10 barriers in the K loop (SASS, sm_90), and
 # -flat's 2-D [BN, BK] tile with none. Session 39 measured a plain 2-D GEMV beating skinny's best
 # 3-D strip on 10 of 12 decode GEMVs (1 x 16384 x 2048: 17.7 us against 19.7, cuBLAS 18.3), yet the
-# 3-D layout won at other tiles, so the default space at M = 1 offers both (_DEFAULT_FLAT).
-# Nothing of -flat has run on a GPU yet:
+# 3-D layout won at other tiles, so both are configs. No space offers -flat yet, and nothing of it
+# has run on a GPU:
 # 1. tests/test_skinny.py in full on the GPU (fp64 checks of both layouts, bf16 included), and
 #    compute-sanitizer memcheck over the one-row tests and the -pdl peels.
-# 2. exp_gemv_wide: the default space's best (both layouts) and the sweep's, against cuBLAS, on 12
-#    decode GEMVs; exp_gemv_kernel: the plain 2-D kernel, as the reference, in the same run.
-# If -flat wins where the script did: bench-model decode_b1 (gpu_s39_call4.sh) to see it in a
-# model, and gemmtune collect on decode GEMVs so the rankers learn the layout (they cannot tell
-# the two apart yet: features_row has no column for it).
+# 2. exp_gemv_wide: the default space's best (3-D strips) and the sweep's (both layouts of every
+#    tile), against cuBLAS, on 12 decode GEMVs; exp_gemv_kernel: the plain 2-D kernel, as the
+#    reference, in the same run.
+# If -flat wins where the script did: put its winning tiles in the M = 1 default space beside the
+# 3-D strips (--fast times every GEMV tile of that space: topk.GEMV_PICKS and its tests), give the
+# rankers a feature for the layout (features_row has none: a strip and its -flat twin would tie),
+# collect decode GEMVs, and run bench-model decode_b1 (gpu_s39_call4.sh) to see it in a model.
 set -u
 source "$(dirname "$0")/../device_env.sh"
 record_env

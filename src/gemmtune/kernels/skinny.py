@@ -32,8 +32,8 @@ benchmarks/results/2026-11-29-h200-s39) neither layout won on every tile:
 - at BN4-BK1024-W2, a plain 2-D GEMV ran 1 x 16384 x 2048 in 17.7 us, against 20.9 for the 3-D
   strip, which held 152 registers to its 124 (ncu);
 - at BN4-BK512-W2, the 2-D layout was the slower one (1 x 3072 x 2048: 8.3 against 6.3 us).
-So the default space offers the 3-D GEMV strips and -flat ones (``skinny_spec._DEFAULT_FLAT``), and
-the tuner measures both.
+So both are configs. No space offers ``-flat`` yet: it has not run on a GPU, and the rankers have
+no feature for the layout (skinny_spec says what the spaces wait for). A choice id reaches it.
 
 A strip can also be launched with programmatic dependent launch (``-pdl`` configs, Hopper and
 later, one K-slice; every path: tl.dot and both CUDA-core layouts). It starts while the kernel

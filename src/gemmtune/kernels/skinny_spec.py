@@ -158,13 +158,13 @@ _DEFAULT_CORE = ((32, 128, 4, 1), (64, 128, 4, 1), (32, 256, 4, 1))
 _DEFAULT_GEMV = ((2, 1024, 4, 1), (4, 1024, 4, 1), (2, 2048, 4, 1), (4, 512, 2, 1))
 
 
-# The same strips' -flat twins (the 2-D one-row product, M = 1) and the tiles a plain 2-D GEMV won
-# with. H200, session 39 (benchmarks/results/2026-11-29-h200-s39, calls 6-9): a 2-D kernel's best
-# tile beat skinny's best 3-D strip on 10 of 12 decode GEMVs, BN4-BK1024-W2 on 6 of them (1 x 16384
-# x 2048 17.7 us against 19.7, cuBLAS 18.3; at that tile the 3-D path held 152 registers to the 2-D
-# kernel's 124, ncu). Yet the 3-D path won at other tiles (BN4-BK512-W2 on 1 x 3072 x 2048: 6.3 us
-# against 8.3 in 2-D), so the space offers both and the tuner picks.
-_DEFAULT_FLAT = ((4, 1024, 2, 1), (4, 2048, 4, 1), (2, 2048, 2, 1), (4, 1024, 8, 1), (2, 1024, 4, 1))
+# No space offers -flat strips yet (a choice id reaches them; scripts/exp_gemv_wide.py sweeps both
+# layouts). On an H200 (session 39, benchmarks/results/2026-11-29-h200-s39, calls 6-9) a plain 2-D
+# GEMV beat skinny's best 3-D strip on 10 of 12 decode GEMVs, BN4-BK1024-W2 on 6 of them (1 x 16384
+# x 2048 17.7 us against 19.7, cuBLAS 18.3; at that tile the 3-D path held 152 registers to its
+# 124, ncu), yet the 3-D layout won at other tiles (BN4-BK512-W2 on 1 x 3072 x 2048: 6.3 us against
+# 8.3 in 2-D). -flat itself has not run on a GPU: the spaces take it once it is measured, with a
+# ranker feature for the layout (features_row has none, so a strip and its -flat twin would tie).
 
 
 FLAT_MISFIT_WHY = "the -flat path is the one-row CUDA-core product: BM1, core, no -P"
@@ -240,8 +240,6 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
                 bn, bk = core_fit(bm_core, bn, bk, w)
                 raw += [SkinnyConfig(bm_core, bn, bk, s, st, w, False, True)
                         for s in splits_for(problem, device, bm_core, bn)]
-        if m == 1 and gemv_layout(problem):
-            raw += [SkinnyConfig(1, bn, bk, 1, st, w, False, True, flat=True) for bn, bk, w, st in _DEFAULT_FLAT]
     else:
         for bn, bk, w, det, s in itertools.product((16, 32, 64, 128, 256), (64, 128, 256, 512), (2, 4, 8),
                                                    (True, False), SPLITS):
@@ -251,9 +249,8 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
         if m <= CORE_MAX_M and gemv_layout(problem):
             # the GEMV strips (_DEFAULT_GEMV) and their neighbours, so that a ranking of this
             # space (--fast) can reach the default space's GEMV tiles
-            raw += [SkinnyConfig(bm_core, bn, bk, 1, 1, w, False, True, flat=flat)
-                    for bn, bk, w in itertools.product((2, 4, 8), (128, 256, 512, 1024, 2048), (2, 4, 8))
-                    for flat in ((False, True) if m == 1 else (False,))]
+            raw += [SkinnyConfig(bm_core, bn, bk, 1, 1, w, False, True)
+                    for bn, bk, w in itertools.product((2, 4, 8), (128, 256, 512, 1024, 2048), (2, 4, 8))]
         # Stream-K only here: on an H200 it lost to the best strip config on all 16 decode problems
         # of the third sweep (1.07-1.75x slower: 1 x 6144 x 4096 17.1 us against 15.0).
         for bn, bk, w, st, per_sm in itertools.product((16, 32, 64, 128, 256), (64, 128, 256, 512), (4, 8),
