@@ -296,20 +296,22 @@ def test_pdl_dot_path_is_the_plain_dot_strip_with_its_first_step_peeled(shape, o
 @pytest.mark.parametrize("m", [1, 5])
 def test_pdl_path_with_an_epilogue_in_fp16_is_the_plain_strips(m, operand):
     """The peeled step under the fused epilogue (bias, SiLU, residual: all read after the wait on a
-    GPU), fp16, and M past BLOCK_M (the program's rows loop over row blocks): bitwise the plain
-    strip's result, and the epilogue's reference within fp16 tolerance."""
+    GPU), fp16, and M past BLOCK_M (the program's rows loop over row blocks), on both one-row
+    layouts (3-D and -flat): bitwise the plain strip's result of its layout, and the epilogue's
+    reference within fp16 tolerance."""
     k, n = 300, 37
     a, b = operand(m, k, "row", torch.float16), operand(k, n, "col", torch.float16)
     bias = torch.randn(n, dtype=torch.float16, device=a.device)
     res = torch.randn(m, n, dtype=torch.float16, device=a.device)
     got = {}
-    for tail in ("", "-pdl"):
+    for tail in ("", "-pdl", "-flat", "-flat-pdl"):  # (-flat: the one-row 2-D path, through a choice id)
         got[tail] = gemmtune.matmul(a, b, choice="skinny:BM1-BN4-BK128-SK1-S1-W4-core-det" + tail, bias=bias,
                                     activation="silu", residual=res)
-    assert torch.equal(got[""], got["-pdl"])
+    assert torch.equal(got[""], got["-pdl"]) and torch.equal(got["-flat"], got["-flat-pdl"])
     ref = torch.nn.functional.silu(a.double() @ b.double() + bias.double()) + res.double()
-    res_ = compare(got["-pdl"], ref, 2e-3)
-    assert res_.ok, res_.reason
+    for tail in ("-pdl", "-flat"):
+        res_ = compare(got[tail], ref, 2e-3)
+        assert res_.ok, (tail, res_.reason)
 
 
 def test_pdl_is_refused_with_pad_and_where_its_launch_would_not_wait(operand):
