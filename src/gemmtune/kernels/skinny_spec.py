@@ -160,7 +160,7 @@ _DEFAULT_GEMV = ((2, 1024, 4, 1), (4, 1024, 4, 1), (2, 2048, 4, 1), (4, 512, 2, 
 
 # No space offers -flat strips yet (a choice id reaches them; scripts/exp_gemv_wide.py sweeps both
 # layouts). On an H200 (session 39, benchmarks/results/2026-11-29-h200-s39, calls 6-9) a plain 2-D
-# GEMV beat skinny's best 3-D strip on 10 of 12 decode GEMVs, BN4-BK1024-W2 on 6 of them (1 x 16384
+# GEMV beat skinny's best 3-D strip on all 12 decode GEMVs, its best tile BN4-BK1024-W2 on 6 (1 x 16384
 # x 2048 17.7 us against 19.7, cuBLAS 18.3; at that tile the 3-D path held 152 registers to its
 # 124, ncu), yet the 3-D layout won at other tiles (BN4-BK512-W2 on 1 x 3072 x 2048: 6.3 us against
 # 8.3 in 2-D). -flat itself has not run on a GPU: the spaces take it once it is measured, with a
