@@ -475,10 +475,12 @@ def test_space_strips_are_never_wider_than_n_needs():
 
 PDL_GEMV = (SkinnyConfig(1, 4, 1024, 1, 1, 4, False, True, pdl=True), SkinnyConfig(1, 2, 2048, 1, 1, 4, False, True, pdl=True))
 # (config, M, B layout): the GEMV strips measured in a model, and the peeled paths not yet measured
-# (the N-contiguous CUDA-core strip, tl.dot at a batched-decode M)
+# (the N-contiguous CUDA-core strip, tl.dot at a batched-decode M, the -flat one-row strips)
 PDL_CHAINS = ([(c, 1, "col") for c in PDL_GEMV]
               + [(PDL_GEMV[0], 1, "row"), (SkinnyConfig(16, 64, 64, 1, 1, 4, True, True, pdl=True), 16, "col"),
-                 (SkinnyConfig(16, 64, 64, 1, 1, 4, True, True, pdl=True), 16, "row")])
+                 (SkinnyConfig(16, 64, 64, 1, 1, 4, True, True, pdl=True), 16, "row"),
+                 (SkinnyConfig(1, 4, 1024, 1, 1, 2, False, True, pdl=True, flat=True), 1, "col"),
+                 (SkinnyConfig(1, 4, 1024, 1, 1, 2, False, True, pdl=True, flat=True), 1, "row")])
 
 
 @gpu
