@@ -136,3 +136,19 @@ def test_inspect_refuses_a_pdl_choice_before_hopper():
                  "--arch", "80")
     assert r.returncode != 0
     assert "compute capability 9.0 or later" in (r.stdout + r.stderr) and "Traceback" not in r.stderr
+
+
+def test_flat_strip_has_no_shared_memory_broadcast_of_a():
+    """The -flat one-row strip, compiled for sm_90 on the CPU machine, against its 3-D twin: the same
+    16-byte loads of B, but no A broadcast through shared memory. The 3-D product's puts its
+    barriers in the K loop (10 in all at BN4-BK512-W2 with triton 3.9, 3 for -flat, whose are the
+    final reduction's), and needs 2 KB of shared memory for it. The counts are the compiler's, so
+    the test asks for fewer, not for a number."""
+    r = _inspect("skinny:BM1-BN4-BK512-SK1-S1-W2-core-det", "skinny:BM1-BN4-BK512-SK1-S1-W2-core-det-flat",
+                 "--shape", "1x3072x2048:bf16", "--layout-b", "col", "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = {k["choice"]: k for k in json.loads(r.stdout[r.stdout.index("{"):])["kernels"]}
+    cube, flat = rows["skinny:BM1-BN4-BK512-SK1-S1-W2-core-det"], rows["skinny:BM1-BN4-BK512-SK1-S1-W2-core-det-flat"]
+    assert flat["ld.global.v4"] == cube["ld.global.v4"] > 0
+    assert flat["bar.sync"] < cube["bar.sync"] and flat["shared B"] < cube["shared B"], (flat, cube)
+    assert flat["spill B"] == 0
