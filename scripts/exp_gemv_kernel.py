@@ -40,6 +40,7 @@ import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import exp_gemv_wide  # noqa: E402 - its ncu runner for skinny's choices
 from exp_gemv_wide import SHAPES, _operands, default_strips, read_bandwidth  # noqa: E402
 
 
@@ -149,22 +150,19 @@ def parse_vid(s: str) -> dict:
 
 
 def ncu_run(shape: str, ids: list[str]) -> int:
-    """Each variant or skinny choice called 3 times on one shape, for Nsight Compute."""
-    from gemmtune import kernels
-    from gemmtune.configs import Choice
+    """Each script variant called 3 times on one shape, then the ``skinny:`` choices (and cuBLAS)
+    through exp_gemv_wide's runner, for Nsight Compute."""
     from gemmtune.device import DeviceInfo
     m, n, k = (int(x) for x in shape.split("x"))
     a, b = _operands(m, n, k)
     out = torch.empty(m, n, device="cuda", dtype=a.dtype)
     sms = DeviceInfo.from_torch().sm_count
     for cid in ids:
-        for _ in range(3):
-            if cid.startswith("skinny:"):
-                kernels.get("skinny").run(a, b, out, Choice.parse(cid).config)
-            else:
+        if not cid.startswith("skinny:"):
+            for _ in range(3):
                 launch(parse_vid(cid), b.t(), a[0], out[0], sms)
     torch.cuda.synchronize()
-    return 0
+    return exp_gemv_wide.ncu_run(shape, [c for c in ids if c.startswith("skinny:")])
 
 
 def main() -> int:
