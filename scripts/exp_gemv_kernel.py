@@ -41,7 +41,8 @@ import triton.language as tl
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import exp_gemv_wide  # noqa: E402 - its ncu runner for skinny's choices
-from exp_gemv_wide import SHAPES, _operands, default_strips, read_bandwidth  # noqa: E402
+from exp_gemv_wide import (SHAPES, _operands, default_strips, read_bandwidth, time_verified,  # noqa: E402
+                           write_rows)
 
 
 @triton.jit
@@ -202,22 +203,13 @@ def main() -> int:
         floor_us = weight / bw * 1e6
         res = {"M": m, "N": n, "K": k, "floor_us": floor_us, "times": {}}
         res["cublas_us"] = timer.measure(lambda i: torch.mm(ins[i][0], ins[i][1], out=outs[i]), nsets).device_ms * 1e3
-
-        def timed(name, fn):
-            try:
-                outs[0].fill_(float("nan"))
-                fn(0)
-                torch.cuda.synchronize()
-                err = ((outs[0].double() - ref).norm() / ref.norm()).item()
-                res["times"][name] = (timer.measure(fn, nsets).device_ms * 1e3 if err < 1e-2
-                                      else f"wrong {err:.2e}")
-            except Exception as e:  # noqa: BLE001 - recorded per variant
-                res["times"][name] = f"error: {str(e).splitlines()[0][:120]}"
-
         for cfg in default_strips(m, n, k, dev):
-            timed("skinny:" + cfg.id, lambda i, c=cfg: skinny.run(ins[i][0], ins[i][1], outs[i], c))
+            res["times"]["skinny:" + cfg.id] = time_verified(
+                timer, lambda i, c=cfg: skinny.run(ins[i][0], ins[i][1], outs[i], c), outs[0], ref, nsets)
         for v in variants(k):
-            timed(vid(v), lambda i, v=v: launch(v, ins[i][1].t(), ins[i][0][0], outs[i][0], dev.sm_count))
+            res["times"][vid(v)] = time_verified(
+                timer, lambda i, v=v: launch(v, ins[i][1].t(), ins[i][0][0], outs[i][0], dev.sm_count),
+                outs[0], ref, nsets)
         res["cublas_us_after"] = timer.measure(lambda i: torch.mm(ins[i][0], ins[i][1], out=outs[i]), nsets).device_ms * 1e3
         ok = {c: t for c, t in res["times"].items() if isinstance(t, float)}
         best = {}
@@ -234,10 +226,7 @@ def main() -> int:
         rows.append(res)
         ins = outs = ref = None
         torch.cuda.empty_cache()
-        with open(args.out, "w") as f:  # after each shape: a run cut short keeps what finished
-            json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "triton": triton.__version__, "read_bw": bw,
-                       "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows}, f, indent=1)
+        write_rows(args.out, bw, rows)
     return 0
 
 

@@ -104,6 +104,32 @@ def read_bandwidth() -> float:
     return bw
 
 
+def time_verified(timer, fn, out0: torch.Tensor, ref: torch.Tensor, nsets: int):
+    """``fn(i)`` writes input set i's output (``out0`` is set 0's): checked against the fp64
+    ``ref`` once (``out0`` NaN-filled first), then timed over the sets. Device µs per call, or why
+    not ("wrong <rel err>", "error: <first line>")."""
+    try:
+        out0.fill_(float("nan"))
+        fn(0)
+        torch.cuda.synchronize()
+        err = ((out0.double() - ref).norm() / ref.norm()).item()
+        if not err < 1e-2:
+            return f"wrong {err:.2e}"
+        return timer.measure(fn, nsets).device_ms * 1e3
+    except Exception as e:  # noqa: BLE001 - recorded per config
+        return f"error: {str(e).splitlines()[0][:120]}"
+
+
+def write_rows(path: str, bw: float, rows: list) -> None:
+    """The run so far, with the GPU, versions, date and measured read bandwidth: written after each
+    shape, so that a run cut by its time limit keeps what finished."""
+    import triton
+    with open(path, "w") as f:
+        json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+                   "read_bw": bw, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows},
+                  f, indent=1)
+
+
 def ncu_run(shape: str, ids: list[str]) -> int:
     """Each choice (and cuBLAS) called 3 times on one shape, for Nsight Compute's kernel filter."""
     m, n, k = (int(v) for v in shape.split("x"))
@@ -165,21 +191,11 @@ def main() -> int:
                "default_space": defaults[(m, n, k)],
                "refused_by_space": {c: why for c in ids
                                     if (why := constraint(Choice.parse(c).config, _problem(m, n, k), dev))}}
+        fam = kernels.get("skinny")
         for cid in ids:
             cfg = Choice.parse(cid).config
-            fam = kernels.get("skinny")
-            try:
-                outs[0].fill_(float("nan"))
-                fam.run(ins[0][0], ins[0][1], outs[0], cfg)
-                torch.cuda.synchronize()
-                err = ((outs[0].double() - ref).norm() / ref.norm()).item()
-                if not err < 1e-2:
-                    res["strips"][cid] = f"wrong {err:.2e}"
-                    continue
-                res["strips"][cid] = timer.measure(
-                    lambda i: fam.run(ins[i][0], ins[i][1], outs[i], cfg), nsets).device_ms * 1e3
-            except Exception as e:  # noqa: BLE001 - recorded per config
-                res["strips"][cid] = f"error: {str(e).splitlines()[0][:120]}"
+            res["strips"][cid] = time_verified(timer, lambda i, c=cfg: fam.run(ins[i][0], ins[i][1], outs[i], c),
+                                               outs[0], ref, nsets)
         res["cublas_us_after"] = timer.measure(lambda i: torch.mm(ins[i][0], ins[i][1], out=outs[i]), nsets).device_ms * 1e3
         ok = {c: v for c, v in res["strips"].items() if isinstance(v, float)}
         dflt = {c: ok[c] for c in defaults[(m, n, k)] if c in ok}
@@ -200,10 +216,7 @@ def main() -> int:
         rows.append(res)
         ins = outs = ref = None  # freed before the next shape's operands
         torch.cuda.empty_cache()
-        with open(args.out, "w") as f:  # after each shape: a run cut by its time limit keeps what finished
-            json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "triton": __import__("triton").__version__, "read_bw": bw,
-                       "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows}, f, indent=1)
+        write_rows(args.out, bw, rows)
     return 0
 
 
