@@ -63,7 +63,8 @@ def default_strips(m: int, n: int, k: int, device) -> list[SkinnyConfig]:
 
 def sweep_strips(k: int) -> list[SkinnyConfig]:
     """Wider, deeper and pipelined strips: BN 2-16, BK 512-2048, 2, 4 or 8 warps, S1-S3, each in
-    both layouts of the one-row product (3-D and -flat's 2-D; kernels.skinny), within the
+    layout of the one-row product (3-D, -flat's 2-D and -flat-sum, summed each K step;
+    kernels.skinny), within the
     register bound the space applies (MAX_CORE_REGS fp32 product registers per thread). The
     space's other rules are not applied: on wide N its cap of 32 programs per SM ("the split is
     too fine") refused every strip of the default space (1 x 28672 x 4096, the LM heads) until
@@ -75,7 +76,8 @@ def sweep_strips(k: int) -> list[SkinnyConfig]:
             continue
         if st > 1 and k <= bk:  # one K step: nothing to pipeline
             continue
-        out += [SkinnyConfig(1, bn, bk, 1, st, w, False, True, flat=flat) for flat in (False, True)]
+        out += [SkinnyConfig(1, bn, bk, 1, st, w, False, True, flat=flat, sum_each=sum_each)
+                for flat, sum_each in ((False, False), (True, False), (True, True))]
     return list(dict.fromkeys(out))
 
 

@@ -348,7 +348,8 @@ def test_exp_gemv_wide_dry_run():
                        env=_env(), capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     # Since session 39 the space's program cap is on K splits only: every swept strip (all one-slice)
-    # is inside its rules, and the wide GEMVs' default has the BN 2-4 strips
-    assert "1x16384x2048: 135 strips (0 outside the default space's rules)" in r.stdout
+    # is inside its rules (67 tiles, each in three layouts), and the wide GEMVs' default has the
+    # one-row -flat strips (session 40)
+    assert "1x16384x2048: 201 strips (0 outside the default space's rules)" in r.stdout
     wide = next(line for line in r.stdout.splitlines() if line.startswith("1x28672x4096:"))
-    assert "'BM1-BN4-BK1024-SK1-S1-W4-core-det'" in wide
+    assert "'BM1-BN2-BK1024-SK1-S1-W4-core-det-flat-sum'" in wide

@@ -50,6 +50,9 @@ CONFIGS = [
     # the one-row 2-D path (-flat), alone and peeled
     SkinnyConfig(1, 4, 128, 1, 1, 2, False, True, flat=True),
     SkinnyConfig(1, 2, 64, 1, 1, 4, False, True, pdl=True, flat=True),
+    # -flat-sum: the tile summed over K at every step, alone and peeled
+    SkinnyConfig(1, 4, 128, 1, 1, 2, False, True, flat=True, sum_each=True),
+    SkinnyConfig(1, 2, 64, 1, 1, 4, False, True, pdl=True, flat=True, sum_each=True),
 ]
 # (M, N, K): M = 1, a prime M, M = BLOCK_M, odd N, K not a multiple of BLOCK_K, K < BLOCK_K.
 SHAPES = [(1, 37, 300), (3, 64, 257), (16, 33, 512), (5, 100, 1000), (2, 7, 40)]
@@ -236,7 +239,8 @@ def test_pdl_path_is_the_plain_strip_with_its_first_step_peeled(shape, operand):
 @pytest.mark.parametrize("layouts", [("row", "col"), ("row", "row"), ("offset", "offset"), ("col", "strided"),
                                      ("strided", "col")], ids=lambda s: "-".join(s))
 def test_one_row_path_against_fp64(layouts, dtype, operand):
-    """BLOCK_M = 1, the decode strips, on both paths (the 3-D product and -flat's 2-D one): both B
+    """BLOCK_M = 1, the decode strips, on every layout (the 3-D product, -flat's 2-D one and -flat-sum,
+    summed each step): both B
     layouts, offset and strided views, M = 1 and M past BLOCK_M (a program a row), K = 1, K <
     BLOCK_K, a multiple of it and ragged; K split 3 ways in both reductions; the -pdl twin's peeled
     first step bitwise the plain strip's."""
@@ -244,8 +248,8 @@ def test_one_row_path_against_fp64(layouts, dtype, operand):
         a, b = operand(m, k, layouts[0], dtype), operand(k, n, layouts[1], dtype)
         for cfg in (SkinnyConfig(1, 2, 128, 1, 1, 4, False, True), SkinnyConfig(1, 4, 64, 1, 1, 2, False, True),
                     SkinnyConfig(1, 16, 32, 3, 1, 4, False, True), SkinnyConfig(1, 16, 32, 3, 1, 4, False, False)):
-            for flat in (False, True):
-                c = replace(cfg, flat=flat)
+            for flat, sum_each in ((False, False), (True, False), (True, True)):
+                c = replace(cfg, flat=flat, sum_each=sum_each)
                 got = run(c, a, b)
                 check(got, a, b)
                 if c.split_k == 1:
@@ -253,12 +257,14 @@ def test_one_row_path_against_fp64(layouts, dtype, operand):
 
 
 def test_flat_ids_rules_and_space():
-    """-flat: parsed and printed (before -pdl), refused off the one-row CUDA-core path with the
-    reason, and in no space until it is measured on a GPU (skinny_spec says why)."""
+    """-flat and -flat-sum: parsed and printed (before -pdl), refused off the one-row CUDA-core path
+    with the reason, and offered where they were measured (skinny_spec._DEFAULT_ONE_ROW says so)."""
     from gemmtune.kernels import skinny_spec
 
-    for cid in ("BM1-BN4-BK1024-SK1-S1-W2-core-det-flat", "BM1-BN4-BK1024-SK1-S1-W2-core-det-flat-pdl"):
+    for cid in ("BM1-BN4-BK1024-SK1-S1-W2-core-det-flat", "BM1-BN4-BK1024-SK1-S1-W2-core-det-flat-pdl",
+                "BM1-BN4-BK1024-SK1-S1-W2-core-det-flat-sum", "BM1-BN4-BK1024-SK1-S1-W2-core-det-flat-sum-pdl"):
         assert Choice.parse("skinny:" + cid).config.id == cid
+    assert Choice.parse("skinny:BM1-BN4-BK1024-SK1-S1-W2-core-det-flat-sum").config.sum_each
     c = Choice.parse("skinny:BM1-BN4-BK1024-SK1-S1-W2-core-det-flat-pdl").config
     assert c.flat and c.pdl and c.block_n == 4
     with pytest.raises(ValueError, match="skinny:BM"):
@@ -267,14 +273,29 @@ def test_flat_ids_rules_and_space():
     p1 = Problem.from_sizes(1, 16384, 2048, "bf16", layout_b="col")
     for bad in (SkinnyConfig(2, 4, 512, 1, 1, 2, False, True, flat=True),
                 SkinnyConfig(16, 16, 64, 1, 1, 4, True, True, flat=True),
-                SkinnyConfig(16, 16, 64, 1, 1, 4, True, False, 132, flat=True)):
+                SkinnyConfig(16, 16, 64, 1, 1, 4, True, False, 132, flat=True),
+                SkinnyConfig(1, 4, 512, 1, 1, 2, False, True, sum_each=True)):  # -sum without -flat
         assert skinny_spec.constraint(bad, p1, h200) == skinny_spec.FLAT_MISFIT_WHY, bad.id
         with pytest.raises(ValueError, match="-flat path"):
             skinny.validate(p1, bad)
     assert skinny_spec.constraint(SkinnyConfig(1, 4, 1024, 1, 1, 2, False, True, flat=True), p1, h200) is None
-    for q in (p1, Problem.from_sizes(1, 16384, 2048, "bf16"), Problem.from_sizes(2, 4096, 4096, "bf16", layout_b="col")):
+    # The spaces: -flat GEMV strips at M = 1 with a K-contiguous B on 16-bit operands only (the
+    # layout measured there, session 40), in place of the 3-D GEMV tiles of the default space and
+    # beside them in the exhaustive one.
+    for q in (p1, Problem.from_sizes(1, 896, 4864, "fp16", layout_b="col")):
+        kept = skinny_spec.space(q, h200)[0]
+        flat = [c for c in kept if c.flat]
+        assert sorted((c.block_n, c.block_k, c.num_warps, c.sum_each) for c in flat) == sorted(
+            (bn, bk, w, se) for bn, bk, w, _, se in skinny_spec._DEFAULT_ONE_ROW), q
+        assert not [c for c in kept if not c.dot and c.block_n <= 4 and not c.flat], q  # no 3-D GEMV tile
+        every = skinny_spec.space(q, h200, "exhaustive")[0]
+        assert set(flat) <= set(every) and any(c.sum_each for c in every), q
+    for q in (Problem.from_sizes(1, 16384, 2048, "bf16"), Problem.from_sizes(2, 4096, 4096, "bf16", layout_b="col"),
+              Problem.from_sizes(1, 4096, 4096, "fp32", layout_b="col")):
         for kind in ("default", "exhaustive"):
             assert not [c for c in skinny_spec.space(q, h200, kind)[0] if c.flat], (q, kind)
+    fp32 = skinny_spec.space(Problem.from_sizes(1, 4096, 4096, "fp32", layout_b="col"), h200)[0]
+    assert [c for c in fp32 if not c.dot and c.block_n <= 4], "fp32 keeps the 3-D GEMV tiles"
 
 
 @pytest.mark.parametrize("shape", [(16, 37, 300), (3, 64, 1), (20, 29, 1000)], ids=lambda s: "x".join(map(str, s)))
@@ -304,12 +325,13 @@ def test_pdl_path_with_an_epilogue_in_fp16_is_the_plain_strips(m, operand):
     bias = torch.randn(n, dtype=torch.float16, device=a.device)
     res = torch.randn(m, n, dtype=torch.float16, device=a.device)
     got = {}
-    for tail in ("", "-pdl", "-flat", "-flat-pdl"):  # (-flat: the one-row 2-D path, through a choice id)
+    for tail in ("", "-pdl", "-flat", "-flat-pdl", "-flat-sum", "-flat-sum-pdl"):  # (-flat: 2-D, by choice id)
         got[tail] = gemmtune.matmul(a, b, choice="skinny:BM1-BN4-BK128-SK1-S1-W4-core-det" + tail, bias=bias,
                                     activation="silu", residual=res)
     assert torch.equal(got[""], got["-pdl"]) and torch.equal(got["-flat"], got["-flat-pdl"])
+    assert torch.equal(got["-flat-sum"], got["-flat-sum-pdl"])
     ref = torch.nn.functional.silu(a.double() @ b.double() + bias.double()) + res.double()
-    for tail in ("-pdl", "-flat"):
+    for tail in ("-pdl", "-flat", "-flat-sum"):
         res_ = compare(got[tail], ref, 2e-3)
         assert res_.ok, (tail, res_.reason)
 
@@ -451,8 +473,11 @@ def test_program_cap_refuses_fine_splits_but_not_one_slice_strips_on_wide_n():
         problem = Problem.from_sizes(1, n, k, "bf16", layout_b="col")
         kept, rejected = skinny_spec.space(problem, h200)
         strips = {c.id for c in kept if not c.dot and c.block_n <= 4}
-        assert {"BM1-BN2-BK1024-SK1-S1-W4-core-det", "BM1-BN4-BK1024-SK1-S1-W4-core-det"} <= strips, (n, strips)
+        assert {"BM1-BN2-BK1024-SK1-S1-W4-core-det-flat-sum", "BM1-BN2-BK2048-SK1-S1-W2-core-det-flat"} <= strips, (n, strips)
         assert not [r for r in rejected if "waves" in r[1]], n
+    # the same at M = 2, where the GEMV tiles are the 3-D ones (-flat is one row)
+    kept, _ = skinny_spec.space(Problem.from_sizes(2, 28672, 4096, "bf16", layout_b="col"), h200)
+    assert "BM2-BN4-BK1024-SK1-S1-W4-core-det" in {c.id for c in kept}
     # a split whose programs pass the cap is still refused, with the reason
     fine = SkinnyConfig(1, 4, 512, 2, 1, 4, False, True)
     wide = Problem.from_sizes(1, 28672, 4096, "bf16", layout_b="col")
@@ -480,7 +505,8 @@ PDL_CHAINS = ([(c, 1, "col") for c in PDL_GEMV]
               + [(PDL_GEMV[0], 1, "row"), (SkinnyConfig(16, 64, 64, 1, 1, 4, True, True, pdl=True), 16, "col"),
                  (SkinnyConfig(16, 64, 64, 1, 1, 4, True, True, pdl=True), 16, "row"),
                  (SkinnyConfig(1, 4, 1024, 1, 1, 2, False, True, pdl=True, flat=True), 1, "col"),
-                 (SkinnyConfig(1, 4, 1024, 1, 1, 2, False, True, pdl=True, flat=True), 1, "row")])
+                 (SkinnyConfig(1, 4, 1024, 1, 1, 2, False, True, pdl=True, flat=True), 1, "row"),
+                 (SkinnyConfig(1, 2, 2048, 1, 1, 2, False, True, pdl=True, flat=True, sum_each=True), 1, "col")])
 
 
 @gpu

@@ -118,7 +118,9 @@ class SkinnyConfig:
     it, or an earlier one that let its successors start early): a weight at inference, not a tensor
     computed in the same step (A, the bias and the residual may be). ``pad+`` is refused with it.
     ``flat``: the one-row CUDA-core path (BLOCK_M = 1) holds its product as a 2-D [BN, BK] tile
-    with A as one [BK] vector, not as [1, BN, BK]; kernels.skinny says when each layout won."""
+    with A as one [BK] vector, not as [1, BN, BK]; kernels.skinny says when each layout won.
+    ``sum_each`` (``-flat-sum``, with ``flat`` only): that tile is summed over K at every step into
+    one fp32 per column, rather than accumulated as a tile and summed once after the loop."""
     block_m: int
     block_n: int
     block_k: int
@@ -130,13 +132,15 @@ class SkinnyConfig:
     stream_k: int = 0
     pdl: bool = False
     flat: bool = False
+    sum_each: bool = False
 
     @property
     def id(self) -> str:
         return (f"BM{self.block_m}-BN{self.block_n}-BK{self.block_k}-SK{self.split_k}"
                 f"-S{self.num_stages}-W{self.num_warps}-{'dot' if self.dot else 'core'}"
                 f"-{'det' if self.deterministic else 'atomic'}" + (f"-P{self.stream_k}" if self.stream_k else "")
-                + ("-flat" if self.flat else "") + ("-pdl" if self.pdl else ""))
+                + ("-flat" if self.flat else "") + ("-sum" if self.sum_each else "")
+                + ("-pdl" if self.pdl else ""))
 
     def params(self) -> dict:
         return asdict(self)
@@ -202,7 +206,7 @@ _TILE_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)$")
 _SPLITK_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)-SK(\d+)-(det|atomic)$")
 _DK_RE = re.compile(r"^s(\d+)$")
 _PERSISTENT_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)(-WS)?(-F)?(?:-E(\d+))?$")
-_SKINNY_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-SK(\d+)-S(\d+)-W(\d+)-(dot|core)-(det|atomic)(?:-P(\d+))?(-flat)?(-pdl)?$")
+_SKINNY_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-SK(\d+)-S(\d+)-W(\d+)-(dot|core)-(det|atomic)(?:-P(\d+))?(-flat)?(-sum)?(-pdl)?$")
 
 
 PAD_PREFIX = "pad+"
@@ -290,10 +294,11 @@ class Choice:
         elif family == "skinny":
             m = _SKINNY_RE.match(rest)
             if m:
-                *nums, path, mode, progs, flat, pdl = m.groups()
+                *nums, path, mode, progs, flat, sum_each, pdl = m.groups()
                 return cls(family, SkinnyConfig(*map(int, nums), dot=path == "dot", deterministic=mode == "det",
-                                                stream_k=int(progs or 0), pdl=bool(pdl), flat=bool(flat)))
-            form = "skinny:BM<int>-BN<int>-BK<int>-SK<int>-S<int>-W<int>-(dot|core)-(det|atomic)[-P<int>][-flat][-pdl]"
+                                                stream_k=int(progs or 0), pdl=bool(pdl), flat=bool(flat),
+                                                sum_each=bool(sum_each)))
+            form = "skinny:BM<int>-BN<int>-BK<int>-SK<int>-S<int>-W<int>-(dot|core)-(det|atomic)[-P<int>][-flat[-sum]][-pdl]"
         elif family == "persistent_tma":
             m = _PERSISTENT_RE.match(rest)
             if m:

@@ -24,16 +24,18 @@ no split. A program then reads whole rows of W, and a layer of N outputs runs N 
 programs. Below about 30 MB of weight every load has to be in flight at once on every SM, and a
 split's sum costs more than it gains (skinny_spec says what was measured).
 
-At M = 1 a strip runs either of two layouts of its product (``SkinnyConfig.flat``). The 3-D one,
-``[1, BN, BK]``, broadcasts the A row into it through shared memory, which puts 4-10 barriers
-inside the K loop of the BN4 strips (SASS for sm_90). ``-flat`` holds a 2-D ``[BN, BK]`` tile and A
-as one ``[BK]`` vector, with no barrier in the loop. On an H200 (session 39,
-benchmarks/results/2026-11-29-h200-s39) neither layout won on every tile:
-- at BN4-BK1024-W2, a plain 2-D GEMV ran 1 x 16384 x 2048 in 17.7 us, against 20.9 for the 3-D
-  strip, which held 152 registers to its 124 (ncu);
-- at BN4-BK512-W2, the 2-D layout was the slower one (1 x 3072 x 2048: 8.3 against 6.3 us).
-So both are configs. No space offers ``-flat`` yet: it has not run on a GPU, and the rankers have
-no feature for the layout (skinny_spec says what the spaces wait for). A choice id reaches it.
+At M = 1 a strip runs one of three layouts of its product (``SkinnyConfig.flat`` and
+``sum_each``). The 3-D one, ``[1, BN, BK]``, broadcasts the A row into it through shared memory,
+which puts 4-10 barriers inside the K loop of the BN4 strips (SASS for sm_90). ``-flat`` holds a
+2-D ``[BN, BK]`` tile and A as one ``[BK]`` vector, with no barrier in the loop. ``-flat-sum`` sums
+that tile over K at every step, so it holds one fp32 a column: 64 registers at BN4-BK1024-W2, where
+``-flat`` holds 131 and the 3-D strip 153. On an H200 (sessions 39-40, benchmarks/results/
+2026-11-29-h200-s39 and -s40) each layout won somewhere:
+- at BN4-BK512-W2 the 3-D strip beat a plain 2-D kernel (1 x 3072 x 2048: 6.3 against 8.3 us);
+- over 12 decode GEMVs a -flat or -flat-sum strip was the best of 129-237 on 10 (1 x 16384 x 2048:
+  18.2 us with -flat-sum, against 20.1 for the default space's best 3-D strip; cuBLAS 18.5).
+At M = 1 on 16-bit operands the default space's GEMV tiles are -flat strips
+(``skinny_spec._DEFAULT_ONE_ROW``); elsewhere they are 3-D.
 
 A strip can also be launched with programmatic dependent launch (``-pdl`` configs, Hopper and
 later, one K-slice; every path: tl.dot and both CUDA-core layouts). It starts while the kernel
@@ -102,6 +104,7 @@ def _skinny_kernel(
     GPU_FENCE: tl.constexpr, KS_DIV: tl.constexpr,
     HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, RN_UNIT: tl.constexpr,
     SCALE: tl.constexpr, PREFETCH: tl.constexpr = False, GDC: tl.constexpr = False, FLAT: tl.constexpr = False,
+    SUM_EACH: tl.constexpr = False,
 ):
     # Unit strides as constexprs, so that the contiguous dim is known at compile time. What
     # the leading strides are multiples of (A_LEAD_DIV / B_LEAD_DIV) is stated on the offset
@@ -136,7 +139,7 @@ def _skinny_kernel(
                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, DOT, SPLIT_MODE, EVEN_K, INPUT_PRECISION,
                INDEX_64, BK_UNIT, K_DIV, GPU_FENCE, AK_UNIT, BN_UNIT, A_LEAD_DIV, B_LEAD_DIV, KS_DIV,
                bias_ptr, res_ptr, stride_bias, stride_rm, srn, HAS_BIAS, ACT, HAS_RES, sa_ptr, sb_ptr, SCALE,
-               PREFETCH, GDC, FLAT)
+               PREFETCH, GDC, FLAT, SUM_EACH)
 
 
 @triton.jit
@@ -160,6 +163,26 @@ def _offsets(rows, cols, s_rows, s_cols, DIV: tl.constexpr, LEAD_IS_ROWS: tl.con
 
 
 @triton.jit
+def _flat_step(prod, a, b, BK_UNIT: tl.constexpr, SUM_EACH: tl.constexpr):
+    """One K step of the -flat product: A's [BK] vector (fp32) times B's tile, added to ``prod``,
+    or with SUM_EACH summed over K first (``prod`` is then [BN]). One return, after both
+    branches: Triton's compiler goes on past a return inside a constexpr ``if``."""
+    if BK_UNIT:
+        t = a[None, :] * b.to(tl.float32)  # [BN, BK]
+        if SUM_EACH:
+            out = prod + tl.sum(t, axis=1)
+        else:
+            out = prod + t
+    else:
+        t = a[:, None] * b.to(tl.float32)  # [BK, BN]
+        if SUM_EACH:
+            out = prod + tl.sum(t, axis=0)
+        else:
+            out = prod + t
+    return out
+
+
+@triton.jit
 def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak, sbk, sbn, stride_cm, stride_cn,
            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT: tl.constexpr,
            SPLIT_MODE: tl.constexpr, EVEN_K: tl.constexpr, INPUT_PRECISION: tl.constexpr,
@@ -168,7 +191,7 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
            KS_DIV: tl.constexpr,
            bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn,
            HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, sa_ptr, sb_ptr, SCALE: tl.constexpr,
-           PREFETCH: tl.constexpr, GDC: tl.constexpr, FLAT: tl.constexpr):
+           PREFETCH: tl.constexpr, GDC: tl.constexpr, FLAT: tl.constexpr, SUM_EACH: tl.constexpr):
     """One program = one column strip x one K-slice (program axes 0 and 1).
 
     PREFETCH (a ``-pdl`` config, one K-slice): each path (tl.dot, CUDA cores on a K-contiguous
@@ -244,9 +267,15 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
             a_vec = a_ptr + pid_m * sam + rk_i * sak
         if BK_UNIT:
             b_ptrs = b_ptr + _offsets(rn_i[:, None], rk_i[None, :], sbn, sbk, B_LEAD_DIV, BK_UNIT)  # [BN, BK]
-            prod = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
         else:
             b_ptrs = b_ptr + _offsets(rk_i[:, None], rn_i[None, :], sbk, sbn, B_LEAD_DIV, BN_UNIT)  # [BK, BN]
+        # -sum (SUM_EACH) keeps one fp32 per column, summing each step's tile over K as it goes:
+        # BN registers of accumulator where the other holds BN x BK / (32 x warps) of them.
+        if SUM_EACH:
+            prod = tl.zeros((BLOCK_N,), dtype=tl.float32)
+        elif BK_UNIT:
+            prod = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+        else:
             prod = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.float32)
         k_loop = k_start
         if PREFETCH:  # the first K step peeled, its B tile before the wait (see the docstring)
@@ -259,10 +288,7 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
                 tl.extra.cuda.gdc_wait()
                 tl.extra.cuda.gdc_launch_dependents()
             a0 = tl.load(a_vec, mask=k0_ok, other=0.0).to(tl.float32)
-            if BK_UNIT:
-                prod += a0[None, :] * b0.to(tl.float32)
-            else:
-                prod += a0[:, None] * b0.to(tl.float32)
+            prod = _flat_step(prod, a0, b0, BK_UNIT, SUM_EACH)
             a_vec += BLOCK_K * sak
             b_ptrs += BLOCK_K * sbk
             k_loop = k_start + BLOCK_K
@@ -280,13 +306,12 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
                     b = tl.load(b_ptrs, mask=n_ok[:, None] & (kk[None, :] < k_end), other=0.0)
                 else:
                     b = tl.load(b_ptrs, mask=(kk[:, None] < k_end) & n_ok[None, :], other=0.0)
-            if BK_UNIT:
-                prod += a[None, :] * b.to(tl.float32)
-            else:
-                prod += a[:, None] * b.to(tl.float32)
+            prod = _flat_step(prod, a, b, BK_UNIT, SUM_EACH)
             a_vec += BLOCK_K * sak
             b_ptrs += BLOCK_K * sbk
-        if BK_UNIT:
+        if SUM_EACH:
+            acc = prod[None, :]
+        elif BK_UNIT:
             acc = tl.sum(prod, axis=1)[None, :]
         else:
             acc = tl.sum(prod, axis=0)[None, :]
@@ -452,7 +477,7 @@ def _args(a, b, c, cfg: SkinnyConfig, ws, locks, allow_tf32: bool, epilogue: Epi
         A_LEAD_DIV=lead_divisor(a), B_LEAD_DIV=lead_divisor(b),
         K_DIV=_pow2_divisor(math.gcd(K, per)), GPU_FENCE=split_mode != 0 and not _INTERPRETED,
         KS_DIV=16 if splits == 1 else _pow2_divisor(per),
-        PREFETCH=cfg.pdl, GDC=cfg.pdl and not _INTERPRETED, FLAT=cfg.flat,
+        PREFETCH=cfg.pdl, GDC=cfg.pdl and not _INTERPRETED, FLAT=cfg.flat, SUM_EACH=cfg.sum_each,
         **epilogue_consts(epilogue),
     )
     return p, args, consts

@@ -158,20 +158,33 @@ _DEFAULT_CORE = ((32, 128, 4, 1), (64, 128, 4, 1), (32, 256, 4, 1))
 _DEFAULT_GEMV = ((2, 1024, 4, 1), (4, 1024, 4, 1), (2, 2048, 4, 1), (4, 512, 2, 1))
 
 
-# No space offers -flat strips yet (a choice id reaches them; scripts/exp_gemv_wide.py sweeps both
-# layouts). On an H200 (session 39, benchmarks/results/2026-11-29-h200-s39, calls 6-9) a plain 2-D
-# GEMV beat skinny's best 3-D strip on all 12 decode GEMVs, its best tile BN4-BK1024-W2 on 6 (1 x 16384
-# x 2048 17.7 us against 19.7, cuBLAS 18.3; at that tile the 3-D path held 152 registers to its
-# 124, ncu), yet the 3-D layout won at other tiles (BN4-BK512-W2 on 1 x 3072 x 2048: 6.3 us against
-# 8.3 in 2-D). -flat itself has not run on a GPU: the spaces take it once it is measured, with a
-# ranker feature for the layout (features_row has none, so a strip and its -flat twin would tie).
+# At M = 1 on 16-bit operands the GEMV tiles are one-row -flat strips instead (kernels.skinny,
+# SkinnyConfig.flat / sum_each): (BLOCK_N, BLOCK_K, warps, stages, sum_each). On an H200 (session 40,
+# benchmarks/results/2026-11-29-h200-s40, call 3) the three layouts of 129-237 strips a shape were
+# timed on 12 decode GEMVs of 0.5-8B models; these four, picked greedily, came within 0.985 of the
+# sweep's best there (geomean; 0.949 at worst), where the 3-D _DEFAULT_GEMV tiles came within 0.932
+# (0.838 at worst). 1 x 16384 x 2048: 18.2 us against 20.1 (cuBLAS 18.5); Qwen2's LM head
+# (1 x 151936 x 896) 69.4 against 74.2. -flat-sum holds one fp32 a column (64 registers at
+# BN4-BK1024-W2, where -flat held 131 and the 3-D strip 153, sm_90), and in a decode chain of 32
+# GEMVs launched with PDL (scripts/exp_pdl_skinny.py) BN2-BK1024-W4 ran 1.197x cuBLAS where the
+# 3-D BN4-BK1024-W4 strip ran 1.132x. fp32 keeps _DEFAULT_GEMV: no -flat strip was timed there.
+_DEFAULT_ONE_ROW = ((2, 1024, 4, 1, True), (2, 2048, 4, 1, True), (2, 1024, 2, 1, True), (2, 2048, 2, 1, False))
 
 
-FLAT_MISFIT_WHY = "the -flat path is the one-row CUDA-core product: BM1, core, no -P"
+def one_row_gemv(problem: Problem) -> bool:
+    """Whether the default space's GEMV tiles are _DEFAULT_ONE_ROW's -flat strips: M = 1, a
+    K-contiguous B, 16-bit operands."""
+    return problem.m == 1 and gemv_layout(problem) and problem.dtype in ("bfloat16", "float16")
+
+
+FLAT_MISFIT_WHY = "the -flat path is the one-row CUDA-core product: BM1, core, no -P; -sum is a -flat option"
 
 
 def flat_misfit(cfg: SkinnyConfig) -> bool:
-    """A ``-flat`` config outside the path it names: one row of A (BLOCK_M = 1) on CUDA cores."""
+    """A ``-flat`` config outside the path it names: one row of A (BLOCK_M = 1) on CUDA cores; or
+    ``-sum`` without ``-flat``."""
+    if cfg.sum_each and not cfg.flat:
+        return True
     return cfg.flat and (cfg.block_m != 1 or cfg.dot or bool(cfg.stream_k))
 
 
@@ -236,10 +249,14 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
             bk = max(16, bk // 2) if wide else bk
             raw += [SkinnyConfig(bm_dot, bn, bk, s, st, w, True, True) for s in splits_for(problem, device, bm_dot, bn)]
         if m <= 8:
-            for bn, bk, w, st in _DEFAULT_CORE + (_DEFAULT_GEMV if gemv_layout(problem) else ()):
+            gemv = () if one_row_gemv(problem) else _DEFAULT_GEMV if gemv_layout(problem) else ()
+            for bn, bk, w, st in _DEFAULT_CORE + gemv:
                 bn, bk = core_fit(bm_core, bn, bk, w)
                 raw += [SkinnyConfig(bm_core, bn, bk, s, st, w, False, True)
                         for s in splits_for(problem, device, bm_core, bn)]
+            if one_row_gemv(problem):
+                raw += [SkinnyConfig(1, bn, bk, s, st, w, False, True, flat=True, sum_each=sum_each)
+                        for bn, bk, w, st, sum_each in _DEFAULT_ONE_ROW for s in splits_for(problem, device, 1, bn)]
     else:
         for bn, bk, w, det, s in itertools.product((16, 32, 64, 128, 256), (64, 128, 256, 512), (2, 4, 8),
                                                    (True, False), SPLITS):
@@ -249,8 +266,10 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
         if m <= CORE_MAX_M and gemv_layout(problem):
             # the GEMV strips (_DEFAULT_GEMV) and their neighbours, so that a ranking of this
             # space (--fast) can reach the default space's GEMV tiles
-            raw += [SkinnyConfig(bm_core, bn, bk, 1, 1, w, False, True)
-                    for bn, bk, w in itertools.product((2, 4, 8), (128, 256, 512, 1024, 2048), (2, 4, 8))]
+            layouts = ((False, False), (True, False), (True, True)) if one_row_gemv(problem) else ((False, False),)
+            raw += [SkinnyConfig(bm_core, bn, bk, 1, 1, w, False, True, flat=flat, sum_each=sum_each)
+                    for bn, bk, w in itertools.product((2, 4, 8), (128, 256, 512, 1024, 2048), (2, 4, 8))
+                    for flat, sum_each in layouts]
         # Stream-K only here: on an H200 it lost to the best strip config on all 16 decode problems
         # of the third sweep (1.07-1.75x slower: 1 x 6144 x 4096 17.1 us against 15.0).
         for bn, bk, w, st, per_sm in itertools.product((16, 32, 64, 128, 256), (64, 128, 256, 512), (4, 8),
