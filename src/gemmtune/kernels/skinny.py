@@ -293,19 +293,25 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
             b_ptrs += BLOCK_K * sbk
             k_loop = k_start + BLOCK_K
         for k in range(k_loop, k_end, BLOCK_K):
+            # B's tile is loaded before A's vector. With A first, BN2-BK2048-W2 -flat-sum ran
+            # 1 x 2048 x 8192 in 18.7 us where scripts/exp_gemv_kernel.py's "reduce" kernel ran
+            # 11.5 (ncu, H200, session 40: 38% against 61% of DRAM bandwidth, 18.7 against 9.5
+            # cycles an instruction stalled on L1TEX), with the same registers, occupancy, loads
+            # and barriers (sm_90, triton 3.6); the order of the loads was the one difference in
+            # the PTX. benchmarks/results/2026-11-29-h200-s40 says what the swap measured.
             if EVEN_K:
-                a = tl.load(a_vec).to(tl.float32)
                 if BK_UNIT:
                     b = tl.load(b_ptrs, mask=n_ok[:, None], other=0.0)
                 else:
                     b = tl.load(b_ptrs, mask=n_ok[None, :], other=0.0)
+                a = tl.load(a_vec).to(tl.float32)
             else:
                 kk = k + rk
-                a = tl.load(a_vec, mask=kk < k_end, other=0.0).to(tl.float32)
                 if BK_UNIT:
                     b = tl.load(b_ptrs, mask=n_ok[:, None] & (kk[None, :] < k_end), other=0.0)
                 else:
                     b = tl.load(b_ptrs, mask=(kk[:, None] < k_end) & n_ok[None, :], other=0.0)
+                a = tl.load(a_vec, mask=kk < k_end, other=0.0).to(tl.float32)
             prod = _flat_step(prod, a, b, BK_UNIT, SUM_EACH)
             a_vec += BLOCK_K * sak
             b_ptrs += BLOCK_K * sbk
