@@ -353,3 +353,29 @@ def test_exp_gemv_wide_dry_run():
     assert "1x16384x2048: 201 strips (0 outside the default space's rules)" in r.stdout
     wide = next(line for line in r.stdout.splitlines() if line.startswith("1x28672x4096:"))
     assert "'BM1-BN2-BK1024-SK1-S1-W4-core-det-flat-sum'" in wide
+
+
+def test_compare_gemv_sweeps_normalises_by_each_runs_cublas(tmp_path):
+    """Two sweeps on machines of different speed (cuBLAS 10 and 20 us): a strip whose time
+    doubled with cuBLAS's reads 1.00 (the control), one that halved against it reads 2.00; a
+    strip or shape in only one run is left out; the per-shape table names each run's best."""
+    def sweep(cublas, strips):
+        return {"rows": [{"M": 1, "N": 64, "K": 128, "floor_us": 1.0, "cublas_us": cublas, "strips": strips},
+                         {"M": 1, "N": 8, "K": 8, "floor_us": 1.0, "cublas_us": 1.0, "strips": {"skinny:x": 1.0}}]}
+    three_d, flat, flat_sum = ("skinny:BM1-BN2-BK128-SK1-S1-W4-core-det" + t for t in ("", "-flat", "-flat-sum"))
+    before = sweep(10.0, {three_d: 5.0, flat: 8.0, flat_sum: 6.0, "skinny:gone": 50.0})
+    after = sweep(20.0, {three_d: 10.0, flat: 8.0, flat_sum: 12.0})
+    after["rows"].pop()
+    (tmp_path / "b.json").write_text(json.dumps(before))
+    (tmp_path / "a.json").write_text(json.dumps(after))
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "compare_gemv_sweeps.py"), str(tmp_path / "b.json"),
+                        str(tmp_path / "a.json"), "--choices", flat_sum], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    rows = {line.split(" | ")[0]: line.split(" | ")[1:] for line in r.stdout.splitlines() if " | " in line}
+    assert rows["3-D"] == ["1", "1.000"] and rows["-flat"] == ["1", "2.000"] and rows["-flat-sum"] == ["1", "1.000"]
+    assert "1x8x8" not in r.stdout  # a shape in one run only
+    shape = rows["1x64x128"]
+    assert shape[1].startswith("5.0 us (20%)") and shape[2].startswith("8.0 us") and shape[3].startswith("6.0 us")
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "compare_gemv_sweeps.py"), str(tmp_path / "none.json"),
+                          str(tmp_path / "a.json")], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "cannot read a sweep" in bad.stderr

@@ -298,7 +298,12 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
             # 11.5 (ncu, H200, session 40: 38% against 61% of DRAM bandwidth, 18.7 against 9.5
             # cycles an instruction stalled on L1TEX), with the same registers, occupancy, loads
             # and barriers (sm_90, triton 3.6); the order of the loads was the one difference in
-            # the PTX. benchmarks/results/2026-11-29-h200-s40 says what the swap measured.
+            # the PTX. The swap left that strip as it was (18.4 us), but over the 780 (shape,
+            # strip) pairs of each layout that the sweep timed, -flat-sum ran 1.13x and -flat 1.10x
+            # faster, the unchanged 3-D strips 1.00x (geomean, each run against its own cuBLAS;
+            # benchmarks/results/2026-11-29-h200-s40, calls 3 and 7). The strip's own cause is in
+            # its SASS: its carried per-chunk pointers keep 2-3 of a step's 12 loads in flight
+            # (scripts/sessions/s41_flat_pointers.patch, measured by gpu_s41_call1.sh).
             if EVEN_K:
                 if BK_UNIT:
                     b = tl.load(b_ptrs, mask=n_ok[:, None], other=0.0)
