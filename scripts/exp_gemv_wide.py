@@ -40,7 +40,7 @@ import exp_skinny  # noqa: E402 - its precompile pool and operands
 
 from gemmtune import kernels  # noqa: E402
 from gemmtune.configs import Choice, SkinnyConfig  # noqa: E402
-from gemmtune.kernels.skinny_spec import MAX_CORE_REGS, constraint, space  # noqa: E402
+from gemmtune.kernels.skinny_spec import MAX_CORE_REGS, constraint, core_regs, space  # noqa: E402
 
 # (M, N, K) of the decode GEMVs on a Linear's weight (N x K, K-contiguous), fused groups included:
 # Llama-3.2-1B (qkv 3072, gate_up 16384, down, LM head 128256), Llama-3.1-8B (qkv 6144, gate_up
@@ -56,28 +56,30 @@ def _problem(m: int, n: int, k: int):
 
 
 def default_strips(m: int, n: int, k: int, device) -> list[SkinnyConfig]:
-    """The default space's one-slice CUDA-core configs on this problem: what the tuner tries."""
+    """The default space's one-slice CUDA-core configs on this problem: what the tuner tries; at
+    M > 1 its one-slice tl.dot strips as well (the 16-wide ones were --fast's picks at M = 3-16)."""
     kept, _ = space(_problem(m, n, k), device)
-    return [c for c in kept if not c.dot and c.split_k == 1 and not c.stream_k and not c.pdl]
+    return [c for c in kept if (m > 1 or not c.dot) and c.split_k == 1 and not c.stream_k and not c.pdl]
 
 
-def sweep_strips(k: int) -> list[SkinnyConfig]:
+def sweep_strips(k: int, m: int = 1) -> list[SkinnyConfig]:
     """Wider, deeper and pipelined strips: BN 2-16, BK 512-2048, 2, 4 or 8 warps, S1-S3, each in
-    layout of the one-row product (3-D, -flat's 2-D and -flat-sum, summed each K step;
-    kernels.skinny), within the
-    register bound the space applies (MAX_CORE_REGS fp32 product registers per thread). The
-    space's other rules are not applied: on wide N its cap of 32 programs per SM ("the split is
-    too fine") refused every strip of the default space (1 x 28672 x 4096, the LM heads) until
-    session 39, whose run of this sweep settled that question (the cap is now on K splits only)."""
+    every layout of the product (kernels.skinny) at BLOCK_M = m: at m = 1 the 3-D one, -flat's 2-D
+    one and -flat-sum (summed each K step); at m = 2-8 the 3-D one and -flat-sum, which takes the
+    rows one at a time. Within the register bound the space applies (core_regs <= MAX_CORE_REGS
+    fp32 product registers per thread). The space's other rules are not applied: on wide N its cap
+    of 32 programs per SM ("the split is too fine") refused every strip of the default space
+    (1 x 28672 x 4096, the LM heads) until session 39, whose run of this sweep settled that
+    question (the cap is now on K splits only)."""
+    layouts = ((False, False), (True, False), (True, True)) if m == 1 else ((False, False), (True, True))
     out = []
     for bn, bk, w, st in itertools.product((2, 4, 8, 16), (512, 1024, 2048), (2, 4, 8), (1, 2, 3)):
         bk = min(bk, _pow2_at_least(k))
-        if bn * bk > MAX_CORE_REGS * 32 * w:
-            continue
         if st > 1 and k <= bk:  # one K step: nothing to pipeline
             continue
-        out += [SkinnyConfig(1, bn, bk, 1, st, w, False, True, flat=flat, sum_each=sum_each)
-                for flat, sum_each in ((False, False), (True, False), (True, True))]
+        out += [c for flat, sum_each in layouts
+                if core_regs(c := SkinnyConfig(m, bn, bk, 1, st, w, False, True, flat=flat, sum_each=sum_each))
+                <= MAX_CORE_REGS]
     return list(dict.fromkeys(out))
 
 
@@ -155,14 +157,18 @@ def main() -> int:
     ap.add_argument("--dry-run", action="store_true", help="print the plan (configs per shape) and exit")
     ap.add_argument("--ncu-run", metavar="MxNxK", help="run --choices on one shape for ncu, no timing")
     ap.add_argument("--choices", default="", help="comma-separated choice ids for --ncu-run")
+    ap.add_argument("--m", type=int, default=1, choices=range(1, 9), metavar="1-8",
+                    help="rows (the decode batch) in place of SHAPES' M = 1; the strips take BLOCK_M = M")
     args = ap.parse_args()
     if args.ncu_run:
         return ncu_run(args.ncu_run, [c for c in args.choices.split(",") if c])
     from gemmtune.device import DeviceInfo
     dev = DeviceInfo.lookup("h200") if args.dry_run else DeviceInfo.from_torch()
-    defaults = {s: [Choice("skinny", c).id for c in default_strips(*s, dev)] for s in SHAPES}
-    plan = [((m, n, k), list(dict.fromkeys(defaults[(m, n, k)] + [Choice("skinny", c).id for c in sweep_strips(k)])))
-            for m, n, k in SHAPES]
+    shapes = [(args.m, n, k) for _, n, k in SHAPES]
+    defaults = {s: [Choice("skinny", c).id for c in default_strips(*s, dev)] for s in shapes}
+    plan = [((m, n, k), list(dict.fromkeys(defaults[(m, n, k)]
+                                           + [Choice("skinny", c).id for c in sweep_strips(k, m)])))
+            for m, n, k in shapes]
     if args.dry_run:
         for (m, n, k), ids in plan:
             refused = sum(constraint(Choice.parse(c).config, _problem(m, n, k), dev) is not None for c in ids)

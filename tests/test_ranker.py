@@ -331,6 +331,8 @@ def test_select_fast_times_skinnys_gemv_tiles_on_a_linear_at_decode():
         p = Problem.from_sizes(m, 2048, 8192, dtype, layout_b="col")
         gemv = {c.id for c in space(p, "skinny", "default", dev) if is_gemv_tile(c)}
         assert 2 <= len(gemv) <= GEMV_PICKS <= core_picks(p)
+        # at M = 1 the one-row -flat strips (skinny_spec._DEFAULT_ONE_ROW), all of them timed
+        assert (m == 1) == all("-flat" in c for c in gemv), (m, gemv)
         got = CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=CoreLast())(p)
         assert gemv <= {c.id for c in got.choices}, sorted(gemv - {c.id for c in got.choices})
         assert CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=CoreLast()).compiles_at_most(p) \

@@ -353,6 +353,21 @@ def test_exp_gemv_wide_dry_run():
     assert "1x16384x2048: 201 strips (0 outside the default space's rules)" in r.stdout
     wide = next(line for line in r.stdout.splitlines() if line.startswith("1x28672x4096:"))
     assert "'BM1-BN2-BK1024-SK1-S1-W4-core-det-flat-sum'" in wide
+    # at M = 4: the 3-D strips and -flat-sum over 4 rows (no -flat there), beside the default
+    # space's one-slice strips, tl.dot ones included
+    r4 = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_gemv_wide.py"), "--dry-run", "--m", "4"],
+                        env=_env(), capture_output=True, text=True, timeout=120)
+    assert r4.returncode == 0, r4.stderr
+    four = next(line for line in r4.stdout.splitlines() if line.startswith("4x16384x2048:"))
+    assert "(0 outside the default space's rules)" in four and "-dot-" in four, four
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import exp_gemv_wide
+        strips = exp_gemv_wide.sweep_strips(2048, 4)
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    assert {(c.flat, c.sum_each) for c in strips} == {(False, False), (True, True)}
+    assert all(c.block_m == 4 for c in strips)
 
 
 def test_compare_gemv_sweeps_normalises_by_each_runs_cublas(tmp_path):

@@ -50,9 +50,11 @@ CONFIGS = [
     # the one-row 2-D path (-flat), alone and peeled
     SkinnyConfig(1, 4, 128, 1, 1, 2, False, True, flat=True),
     SkinnyConfig(1, 2, 64, 1, 1, 4, False, True, pdl=True, flat=True),
-    # -flat-sum: the tile summed over K at every step, alone and peeled
+    # -flat-sum: the tile summed over K at every step, alone and peeled; over 4 and 8 rows a program
     SkinnyConfig(1, 4, 128, 1, 1, 2, False, True, flat=True, sum_each=True),
     SkinnyConfig(1, 2, 64, 1, 1, 4, False, True, pdl=True, flat=True, sum_each=True),
+    SkinnyConfig(4, 4, 128, 1, 1, 2, False, True, flat=True, sum_each=True),
+    SkinnyConfig(8, 2, 64, 1, 1, 4, False, True, pdl=True, flat=True, sum_each=True),
 ]
 # (M, N, K): M = 1, a prime M, M = BLOCK_M, odd N, K not a multiple of BLOCK_K, K < BLOCK_K.
 SHAPES = [(1, 37, 300), (3, 64, 257), (16, 33, 512), (5, 100, 1000), (2, 7, 40)]
@@ -274,11 +276,15 @@ def test_flat_ids_rules_and_space():
     for bad in (SkinnyConfig(2, 4, 512, 1, 1, 2, False, True, flat=True),
                 SkinnyConfig(16, 16, 64, 1, 1, 4, True, True, flat=True),
                 SkinnyConfig(16, 16, 64, 1, 1, 4, True, False, 132, flat=True),
-                SkinnyConfig(1, 4, 512, 1, 1, 2, False, True, sum_each=True)):  # -sum without -flat
+                SkinnyConfig(1, 4, 512, 1, 1, 2, False, True, sum_each=True),  # -sum without -flat
+                SkinnyConfig(16, 4, 512, 1, 1, 2, False, True, flat=True, sum_each=True)):  # past FLAT_MAX_M
         assert skinny_spec.constraint(bad, p1, h200) == skinny_spec.FLAT_MISFIT_WHY, bad.id
         with pytest.raises(ValueError, match="-flat path"):
             skinny.validate(p1, bad)
     assert skinny_spec.constraint(SkinnyConfig(1, 4, 1024, 1, 1, 2, False, True, flat=True), p1, h200) is None
+    p4 = Problem.from_sizes(4, 16384, 2048, "bf16", layout_b="col")
+    assert skinny_spec.constraint(SkinnyConfig(4, 2, 1024, 1, 1, 2, False, True, flat=True, sum_each=True), p4,
+                                  h200) is None
     # The spaces: -flat GEMV strips at M = 1 with a K-contiguous B on 16-bit operands only (the
     # layout measured there, session 40), in place of the 3-D GEMV tiles of the default space and
     # beside them in the exhaustive one.

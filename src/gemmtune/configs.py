@@ -120,7 +120,8 @@ class SkinnyConfig:
     ``flat``: the one-row CUDA-core path (BLOCK_M = 1) holds its product as a 2-D [BN, BK] tile
     with A as one [BK] vector, not as [1, BN, BK]; kernels.skinny says when each layout won.
     ``sum_each`` (``-flat-sum``, with ``flat`` only): that tile is summed over K at every step into
-    one fp32 per column, rather than accumulated as a tile and summed once after the loop."""
+    one fp32 per column, rather than accumulated as a tile and summed once after the loop. With it
+    a program may also take BLOCK_M = 2-8 rows, multiplied into B's tile one at a time."""
     block_m: int
     block_n: int
     block_k: int

@@ -35,7 +35,10 @@ that tile over K at every step, so it holds one fp32 a column: 64 registers at B
 - over 12 decode GEMVs a -flat or -flat-sum strip was the best of 129-237 on 10 (1 x 16384 x 2048:
   18.2 us with -flat-sum, against 20.1 for the default space's best 3-D strip; cuBLAS 18.5).
 At M = 1 on 16-bit operands the default space's GEMV tiles are -flat strips
-(``skinny_spec._DEFAULT_ONE_ROW``); elsewhere they are 3-D.
+(``skinny_spec._DEFAULT_ONE_ROW``); elsewhere they are 3-D. ``-flat-sum`` also runs BLOCK_M = 2-8
+rows a program (``_flat_rows``): B's tile is loaded once a step and each row of A is multiplied
+into it in turn, 54 registers at BM4-BN2-BK1024-W4 where the 3-D strip holds 128 (sm_90). No
+space offers it yet: it has not run on a GPU (scripts/sessions/gpu_s41_call2.sh measures it).
 
 A strip can also be launched with programmatic dependent launch (``-pdl`` configs, Hopper and
 later, one K-slice; every path: tl.dot and both CUDA-core layouts). It starts while the kernel
@@ -183,6 +186,81 @@ def _flat_step(prod, a, b, BK_UNIT: tl.constexpr, SUM_EACH: tl.constexpr):
 
 
 @triton.jit
+def _flat_rows_step(acc, a_base, b, offs, k_ok, row0, M, sam, sak, BLOCK_M: tl.constexpr, BK_UNIT: tl.constexpr):
+    """One K step of the multi-row -flat-sum product: each of BLOCK_M rows of A (a [BK] vector at
+    ``a_base`` + row x sam + offs x sak, masked past M and by ``k_ok``) times B's tile ``b``,
+    summed over K into that row's column of ``acc`` ([BN, BM]: a row's [BN] sum lands in the
+    layout the tile's reduction gives it)."""
+    cols = tl.arange(0, BLOCK_M)
+    bf = b.to(tl.float32)
+    for i in tl.static_range(BLOCK_M):
+        # the row's bound as a [BK] tensor: a scalar predicate and'ed into a tensor mask is refused
+        # by the interpreter ("mask has unsupported dtype", triton 3.9); compiled, it folds away
+        row_ok = (tl.zeros_like(k_ok.to(tl.int32)) + (row0 + i)) < M
+        a = tl.load(a_base + i * sam + offs * sak, mask=k_ok & row_ok, other=0.0).to(tl.float32)
+        if BK_UNIT:
+            part = tl.sum(bf * a[None, :], axis=1)  # [BN]
+        else:
+            part = tl.sum(bf * a[:, None], axis=0)
+        acc = tl.where(cols[None, :] == i, acc + part[:, None], acc)
+    return acc
+
+
+@triton.jit
+def _flat_rows(a_ptr, b_ptr, pid_m, rn_i, rk, n_ok, k_start, k_end, M, sam, sak, sbk, sbn,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
+               INDEX_64: tl.constexpr, BK_UNIT: tl.constexpr, PREFETCH: tl.constexpr, GDC: tl.constexpr):
+    """-flat-sum over BLOCK_M = 2-8 rows a program: B's tile is loaded once a step, and each row
+    of A, one [BK] vector, is multiplied into it and summed over K in turn (a static loop). There
+    is no [BM, BN, BK] product, whose broadcast of A goes through shared memory on the 3-D path.
+    Pointers are a scalar base plus a row's offset, then the K (or N) range, offset by a scalar
+    each step (see s41_flat_pointers.patch in scripts/sessions for why). Returns [BM, BN] fp32."""
+    row0 = pid_m * BLOCK_M
+    if INDEX_64:
+        ks = k_start.to(tl.int64)
+        a_base = a_ptr + row0.to(tl.int64) * sam + ks * sak
+        b_base = b_ptr + ks * sbk
+    else:
+        a_base = a_ptr + row0 * sam + k_start * sak
+        b_base = b_ptr + k_start * sbk
+    if BK_UNIT:
+        b_ptrs = (b_base + rn_i[:, None] * sbn) + rk[None, :]  # [BN, BK] (sbk is 1)
+    else:
+        b_ptrs = (b_base + rk[:, None] * sbk) + rn_i[None, :] * sbn  # [BK, BN]
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    k_loop = k_start
+    if PREFETCH:  # the first K step peeled: B's tile before the wait, A's rows after it
+        k0_ok = (k_start + rk) < k_end
+        if BK_UNIT:
+            b0 = tl.load(b_ptrs, mask=n_ok[:, None] & k0_ok[None, :], other=0.0)
+        else:
+            b0 = tl.load(b_ptrs, mask=k0_ok[:, None] & n_ok[None, :], other=0.0)
+        if GDC:
+            tl.extra.cuda.gdc_wait()
+            tl.extra.cuda.gdc_launch_dependents()
+        acc = _flat_rows_step(acc, a_base, b0, rk, k0_ok, row0, M, sam, sak, BLOCK_M, BK_UNIT)
+        k_loop = k_start + BLOCK_K
+    for k in range(k_loop, k_end, BLOCK_K):
+        if INDEX_64:
+            step = (k - k_start).to(tl.int64)
+        else:
+            step = k - k_start
+        k_ok = (k + rk) < k_end
+        if EVEN_K:
+            if BK_UNIT:
+                b = tl.load(b_ptrs + step * sbk, mask=n_ok[:, None], other=0.0)
+            else:
+                b = tl.load(b_ptrs + step * sbk, mask=n_ok[None, :], other=0.0)
+        else:
+            if BK_UNIT:
+                b = tl.load(b_ptrs + step * sbk, mask=n_ok[:, None] & k_ok[None, :], other=0.0)
+            else:
+                b = tl.load(b_ptrs + step * sbk, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+        acc = _flat_rows_step(acc, a_base, b, step + rk, k_ok, row0, M, sam, sak, BLOCK_M, BK_UNIT)
+    return tl.trans(acc)
+
+
+@triton.jit
 def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak, sbk, sbn, stride_cm, stride_cn,
            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT: tl.constexpr,
            SPLIT_MODE: tl.constexpr, EVEN_K: tl.constexpr, INPUT_PRECISION: tl.constexpr,
@@ -254,6 +332,9 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
             acc = mma(a, b, acc, INPUT_PRECISION)
             a_ptrs += BLOCK_K * sak
             b_ptrs += BLOCK_K * sbk
+    elif FLAT and BLOCK_M > 1:
+        acc = _flat_rows(a_ptr, b_ptr, pid_m, rn_i, rk, n_ok, k_start, k_end, M, sam, sak, sbk, sbn,
+                         BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, INDEX_64, BK_UNIT, PREFETCH, GDC)
     elif FLAT:
         # One row of A a program (-flat, BLOCK_M = 1): A is a [BK] vector and the product a 2-D
         # tile, [BN, BK] on a K-contiguous B (16-byte vectors along K), [BK, BN] on an N-contiguous

@@ -69,8 +69,17 @@ def plan(m: int, n: int, k: int, cfg: SkinnyConfig, sms: int | None = None) -> d
 
 
 def core_regs(cfg: SkinnyConfig) -> int:
-    """fp32 registers per thread of the CUDA-core product (0 for the tl.dot path)."""
-    return 0 if cfg.dot else cfg.block_m * cfg.block_n * cfg.block_k // (32 * cfg.num_warps)
+    """fp32 registers per thread of the CUDA-core product (0 for the tl.dot path); -flat takes its
+    rows one at a time, so its product is one row's [BN, BK].
+
+    >>> three_d = SkinnyConfig(4, 2, 1024, 1, 1, 2, False, True)
+    >>> core_regs(three_d), core_regs(SkinnyConfig(4, 2, 1024, 1, 1, 2, False, True, flat=True, sum_each=True))
+    (128, 32)
+    """
+    if cfg.dot:
+        return 0
+    rows = 1 if cfg.flat else cfg.block_m
+    return rows * cfg.block_n * cfg.block_k // (32 * cfg.num_warps)
 
 
 BMM_WHY = "its column-strip kernel has no batch axis"
@@ -100,7 +109,7 @@ def constraint(cfg: SkinnyConfig, problem: Problem, device: DeviceInfo) -> str |
             return f"programmatic dependent launch needs compute capability 9.0 or later ({device.name}: {device.capability_str})"
     regs = core_regs(cfg)
     if regs > MAX_CORE_REGS:
-        return (f"{regs} fp32 product registers per thread ({cfg.block_m}x{cfg.block_n}x{cfg.block_k} over "
+        return (f"{regs} fp32 product registers per thread ({1 if cfg.flat else cfg.block_m}x{cfg.block_n}x{cfg.block_k} over "
                 f"{cfg.num_warps} warps) exceeds {MAX_CORE_REGS}: it would spill")
     p = plan(m, n, k, cfg)
     if cfg.stream_k and p["units_per_program"] < 2:
@@ -177,15 +186,18 @@ def one_row_gemv(problem: Problem) -> bool:
     return problem.m == 1 and gemv_layout(problem) and problem.dtype in ("bfloat16", "float16")
 
 
-FLAT_MISFIT_WHY = "the -flat path is the one-row CUDA-core product: BM1, core, no -P; -sum is a -flat option"
+FLAT_MAX_M = 8  # -flat-sum's rows a program (a static loop over them in the kernel)
+FLAT_MISFIT_WHY = ("the -flat path is the CUDA-core product with A as row vectors: core, no -P, BM1 "
+                   f"(-flat) or BM1-BM{FLAT_MAX_M} (-flat-sum); -sum is a -flat option")
 
 
 def flat_misfit(cfg: SkinnyConfig) -> bool:
-    """A ``-flat`` config outside the path it names: one row of A (BLOCK_M = 1) on CUDA cores; or
-    ``-sum`` without ``-flat``."""
+    """A ``-flat`` config outside the path it names: CUDA cores with A as row vectors, one row a
+    program (BLOCK_M = 1), or up to FLAT_MAX_M with ``-sum``; or ``-sum`` without ``-flat``."""
     if cfg.sum_each and not cfg.flat:
         return True
-    return cfg.flat and (cfg.block_m != 1 or cfg.dot or bool(cfg.stream_k))
+    most = FLAT_MAX_M if cfg.sum_each else 1
+    return cfg.flat and (cfg.block_m > most or cfg.dot or bool(cfg.stream_k))
 
 
 def gemv_layout(problem: Problem) -> bool:

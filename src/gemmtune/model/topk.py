@@ -250,6 +250,10 @@ CORE_PICKS = 3
 # fp32 without TF32 too (no tensor-core path there): on 1x11008x6912 fp32 (H100, session 27's random
 # suite) the default space's GEMV tile BN4-BK512 ran 1.09x cuBLAS, --fast's core pick (BN32-BK128,
 # the ranker's first of the general core tiles) 1.05x (benchmarks/results/2026-11-28-h100-s27).
+# At M = 1 on 16-bit operands those tiles are the four one-row -flat strips
+# (skinny_spec._DEFAULT_ONE_ROW), all four timed: on 18 such layers of 0.4-8B models --fast reached
+# 99.9% of the best kernel, 1.37x cuBLAS, in 12.1 s (H200, benchmarks/results/2026-11-29-h200-s40,
+# call 4). The rankers have no feature for the layout, so a strip and its -flat twin would tie.
 GEMV_MAX_M = 4
 GEMV_PICKS = 4
 
