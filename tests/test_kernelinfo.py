@@ -152,3 +152,42 @@ def test_flat_strip_has_no_shared_memory_broadcast_of_a():
     assert flat["ld.global.v4"] == cube["ld.global.v4"] > 0
     assert flat["bar.sync"] < cube["bar.sync"] and flat["shared B"] < cube["shared B"], (flat, cube)
     assert flat["spill B"] == 0
+
+
+
+_TWO_LOADS = """
+import json, torch, triton, triton.language as tl
+from gemmtune.kernelinfo import _compile
+
+@triton.jit
+def independent(x_ptr, y_ptr, B: tl.constexpr):
+    r = tl.arange(0, B)
+    tl.store(y_ptr + r, tl.load(x_ptr + r) + tl.load(x_ptr + B + r))
+
+@triton.jit
+def chained(i_ptr, x_ptr, y_ptr, B: tl.constexpr):
+    r = tl.arange(0, B)
+    tl.store(y_ptr + r, tl.load(x_ptr + tl.load(i_ptr + r)))
+
+x, y, idx = torch.empty(256), torch.empty(128), torch.empty(128, dtype=torch.int32)
+two = _compile(independent, (1,), (x, y), {"B": 128, "num_warps": 4}, 90)
+one = _compile(chained, (1,), (idx, x, y), {"B": 128, "num_warps": 4}, 90)
+print(json.dumps([two.counts.get("LDG in flight"), one.counts.get("LDG in flight")]))
+"""
+
+
+def test_ldg_in_flight_counts_the_loads_issued_before_a_wait(tmp_path):
+    """Compiled for sm_90 on the CPU machine (no interpreter) and read back from the SASS
+    (nvdisasm, which Triton ships): two independent loads are both in flight before their add; a
+    load whose address is the previous load's value has to wait for it."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(__file__), "..", "src"),
+                                         env.get("PYTHONPATH", "")])
+    script = tmp_path / "two_loads.py"  # a file: triton.jit reads its kernels' source
+    script.write_text(_TWO_LOADS)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    two, one = json.loads(r.stdout.strip().splitlines()[-1])
+    if two is None:
+        pytest.skip("this triton ships no nvdisasm")
+    assert two >= 2 and one == 1, (two, one)

@@ -3,8 +3,10 @@
 Why: a kernel below its floor usually shows why in its compiled code (narrow global loads, no
 software pipeline, no wgmma, spills: the tiled kernel's 1000^3 case lost 4x to scalar loads;
 split-K on 200x200x20000 ran at 217 registers and 12.5% occupancy). Triton compiles for any
-NVIDIA target on a machine with no GPU (its wheel ships ptxas and cuobjdump), so these facts
-cost no device time: ``gemmtune inspect CHOICE --shape MxNxK:dtype --arch 90``.
+NVIDIA target on a machine with no GPU (its wheel ships ptxas, cuobjdump and nvdisasm), so these
+facts cost no device time: ``gemmtune inspect CHOICE --shape MxNxK:dtype --arch 90``. From the
+SASS, "LDG in flight": how many global loads a warp issues before it must wait on one, the
+memory-level parallelism a bandwidth-bound loop lives on (``ldg_in_flight``).
 
 How: the choice runs as in the tuner (``kernels.run_choice``) on CPU tensors of the problem's
 shape and layout (never initialised, never read), with every Triton launch intercepted
@@ -81,6 +83,78 @@ def count_ptx(ptx: str) -> dict:
     return {label: len(re.findall(pat, body)) for label, pat in PTX_COUNTS}
 
 
+_SASS_INSN = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
+_SASS_REG = re.compile(r"\bR(\d+)(?:\.64)?\b")
+_LDG_WIDTH = {".128": 4, ".64": 2}
+
+
+def _sass_regs(operand_text: str) -> set[int]:
+    """The general registers an instruction's operands name (a ``.64`` pair counts both)."""
+    regs = set()
+    for m in _SASS_REG.finditer(operand_text):
+        n = int(m.group(1))
+        regs.update((n, n + 1) if m.group(0).endswith(".64") else (n,))
+    return regs
+
+
+def ldg_in_flight(sass: str) -> int:
+    """The most global loads (LDG) a warp has issued before it must wait on one of them: walking
+    the SASS in order, a load is outstanding from its LDG until an instruction names one of its
+    destination registers (a use, or a write that has to wait for it); a branch, barrier or exit
+    ends every outstanding load. A bandwidth-bound loop needs many loads in flight: skinny's
+    BN2-BK2048-W2 -flat-sum strip kept 2 of a step's 12 in flight (one 64-bit pointer a chunk) and
+    ran at 38% of DRAM bandwidth, where the same tile built from a row pointer plus immediates
+    kept 6 and ran at 61% (H200, session 40).
+
+    >>> ldg_in_flight('''
+    ...   /*0010*/  LDG.E.128 R4, desc[UR6][R2.64] ;
+    ...   /*0020*/  @!P1 LDG.E.128 R8, desc[UR6][R2.64+0x400] ;
+    ...   /*0030*/  FFMA R20, R4, R5, R20 ;
+    ...   /*0040*/  LDG.E.128 R4, desc[UR6][R2.64+0x800] ;
+    ...   /*0050*/  FFMA R20, R9, R6, R20 ;
+    ...   /*0060*/  BRA `(.L_x_0) ;
+    ... ''')
+    2
+    """
+    outstanding: list[set[int]] = []
+    peak = 0
+    for m in _SASS_INSN.finditer(sass):
+        op, operands = m.group(1), m.group(2)
+        if op.startswith("LDG"):
+            addr = _sass_regs(operands.split(",", 1)[1]) if "," in operands else set()
+            outstanding = [regs for regs in outstanding if not regs & addr]
+            dest = re.match(r"\s*R(\d+)", operands)
+            if dest:
+                width = next((w for suffix, w in _LDG_WIDTH.items() if suffix in op), 1)
+                outstanding.append(set(range(int(dest.group(1)), int(dest.group(1)) + width)))
+                peak = max(peak, len(outstanding))
+        elif op.startswith(("BRA", "BAR", "EXIT", "RET", "CALL", "WARPSYNC")):
+            outstanding = []
+        elif outstanding:
+            named = _sass_regs(operands)
+            outstanding = [regs for regs in outstanding if not regs & named]
+    return peak
+
+
+def sass(cubin: bytes, tool: str | None = None) -> str | None:
+    """A cubin's SASS from ``nvdisasm`` (the one Triton ships), or None when that tool is missing."""
+    import tempfile
+    if tool is None:
+        try:
+            from triton import knobs
+            tool = knobs.nvidia.nvdisasm.path
+        except Exception:  # another triton's API: no SASS, the rest still stands
+            return None
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        try:
+            r = subprocess.run([tool, "-c", f.name], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return None
+    return r.stdout if r.returncode == 0 else None
+
+
 def resources(cubin: bytes, tool: str | None = None) -> tuple[int | None, int | None]:
     """(registers, local bytes per thread) of a cubin, from ``cuobjdump --dump-resource-usage``
     (the one Triton ships), or (None, None) when that tool is missing."""
@@ -151,12 +225,16 @@ def _compile(fn, grid, args, kwargs, arch: int) -> KernelInfo:
                            f"knows ({type(e).__name__}: {e})") from None
     k = tcompile(ASTSource(fn, signature, constexprs, attrs), target=target, options=options.__dict__)
     regs, local = resources(k.asm["cubin"]) if "cubin" in k.asm else (None, None)
+    counts = count_ptx(k.asm.get("ptx", ""))
+    code = sass(k.asm["cubin"]) if "cubin" in k.asm else None
+    if code is not None:
+        counts["LDG in flight"] = ldg_in_flight(code)
     md = k.metadata
     return KernelInfo(name=getattr(md, "name", fn.__name__), arch=arch,
                       grid=tuple(grid) if isinstance(grid, (tuple, list)) else (grid,),
                       num_warps=md.num_warps, num_stages=getattr(md, "num_stages", None),
                       registers=regs, spill_bytes=local, shared_bytes=md.shared,
-                      counts=count_ptx(k.asm.get("ptx", "")), asm=dict(k.asm))
+                      counts=counts, asm=dict(k.asm) | ({"sass": code} if code is not None else {}))
 
 
 def inspect_choice(choice: Choice | str, problem: Problem, arch: int = 90) -> list[KernelInfo]:
@@ -181,12 +259,12 @@ def inspect_choice(choice: Choice | str, problem: Problem, arch: int = 90) -> li
 
 
 def dump(infos: list[KernelInfo], folder: str | Path, stem: str) -> list[Path]:
-    """Write each kernel's TTIR, TTGIR, LLIR and PTX under ``folder`` as ``stem.<i>.<kind>``."""
+    """Write each kernel's TTIR, TTGIR, LLIR, PTX and SASS under ``folder`` as ``stem.<i>.<kind>``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for i, info in enumerate(infos):
-        for kind in ("ttir", "ttgir", "llir", "ptx"):
+        for kind in ("ttir", "ttgir", "llir", "ptx", "sass"):
             if kind in info.asm:
                 p = folder / f"{stem}.{i}.{kind}"
                 p.write_text(info.asm[kind])
@@ -194,4 +272,5 @@ def dump(infos: list[KernelInfo], folder: str | Path, stem: str) -> list[Path]:
     return paths
 
 
-__all__ = ["KernelInfo", "count_ptx", "resources", "operands", "inspect_choice", "dump", "PTX_COUNTS"]
+__all__ = ["KernelInfo", "count_ptx", "ldg_in_flight", "sass", "resources", "operands", "inspect_choice", "dump",
+           "PTX_COUNTS"]

@@ -144,6 +144,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--op", choices=("mm", "addmm", "scaled_mm", "bmm"), default="mm",
                    help="the operation (bmm: --shape BxMxNxK[:dtype], the batch first)")
     p.add_argument("--arch", type=int_at_least(50), default=90, help="compute capability to compile for, e.g. 90 (H100/H200), 80")
-    p.add_argument("--dump", metavar="DIR", help="also write each kernel's TTIR/TTGIR/LLIR/PTX under DIR")
+    p.add_argument("--dump", metavar="DIR", help="also write each kernel's TTIR/TTGIR/LLIR/PTX/SASS under DIR")
     p.add_argument("--json", action="store_true", help="print JSON instead of one line per kernel")
     p.set_defaults(fn=cmd_inspect)
