@@ -186,6 +186,20 @@ def _flat_step(prod, a, b, BK_UNIT: tl.constexpr, SUM_EACH: tl.constexpr):
 
 
 @triton.jit
+def _flat_first_b(b_ptrs, n_ok, k0_ok, BK_UNIT: tl.constexpr, GDC: tl.constexpr):
+    """A -flat strip's peeled first step (a ``-pdl`` config): B's tile, loaded before the wait for
+    the kernel launched before it; then the wait (GDC: on a GPU launched with PDL)."""
+    if BK_UNIT:
+        b0 = tl.load(b_ptrs, mask=n_ok[:, None] & k0_ok[None, :], other=0.0)
+    else:
+        b0 = tl.load(b_ptrs, mask=k0_ok[:, None] & n_ok[None, :], other=0.0)
+    if GDC:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+    return b0
+
+
+@triton.jit
 def _flat_rows_step(acc, a_base, b, offs, k_ok, row0, M, sam, sak, BLOCK_M: tl.constexpr, BK_UNIT: tl.constexpr):
     """One K step of the multi-row -flat-sum product: each of BLOCK_M rows of A (a [BK] vector at
     ``a_base`` + row x sam + offs x sak, masked past M and by ``k_ok``) times B's tile ``b``,
@@ -231,13 +245,7 @@ def _flat_rows(a_ptr, b_ptr, pid_m, rn_i, rk, n_ok, k_start, k_end, M, sam, sak,
     k_loop = k_start
     if PREFETCH:  # the first K step peeled: B's tile before the wait, A's rows after it
         k0_ok = (k_start + rk) < k_end
-        if BK_UNIT:
-            b0 = tl.load(b_ptrs, mask=n_ok[:, None] & k0_ok[None, :], other=0.0)
-        else:
-            b0 = tl.load(b_ptrs, mask=k0_ok[:, None] & n_ok[None, :], other=0.0)
-        if GDC:
-            tl.extra.cuda.gdc_wait()
-            tl.extra.cuda.gdc_launch_dependents()
+        b0 = _flat_first_b(b_ptrs, n_ok, k0_ok, BK_UNIT, GDC)
         acc = _flat_rows_step(acc, a_base, b0, rk, k0_ok, row0, M, sam, sak, BLOCK_M, BK_UNIT)
         k_loop = k_start + BLOCK_K
     for k in range(k_loop, k_end, BLOCK_K):
@@ -361,13 +369,7 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
         k_loop = k_start
         if PREFETCH:  # the first K step peeled, its B tile before the wait (see the docstring)
             k0_ok = (k_start + rk) < k_end
-            if BK_UNIT:
-                b0 = tl.load(b_ptrs, mask=n_ok[:, None] & k0_ok[None, :], other=0.0)
-            else:
-                b0 = tl.load(b_ptrs, mask=k0_ok[:, None] & n_ok[None, :], other=0.0)
-            if GDC:
-                tl.extra.cuda.gdc_wait()
-                tl.extra.cuda.gdc_launch_dependents()
+            b0 = _flat_first_b(b_ptrs, n_ok, k0_ok, BK_UNIT, GDC)
             a0 = tl.load(a_vec, mask=k0_ok, other=0.0).to(tl.float32)
             prod = _flat_step(prod, a0, b0, BK_UNIT, SUM_EACH)
             a_vec += BLOCK_K * sak
