@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 40 for session 41 (~6-7 min; GPU only; no carry). Run FIRST.
+# Prepared in session 40 for session 41 (~7-8 min; GPU only; no carry). Run FIRST.
 #
 # skinny's BN2-BK2048-W2 -flat-sum strip ran 1 x 2048 x 8192 in 18.4-18.7 us where
 # exp_gemv_kernel.py's "reduce" kernel of the same tile ran 11.2-11.5 (session 40, calls 3, 6, 7;
@@ -11,6 +11,7 @@
 # offsets them by a scalar in the loop; 8 of the 12 loads then issue together. It passes the
 # interpreter's tests (121 one-row, -flat, -pdl and view tests); nothing of it has run on a GPU.
 # This call, on one machine, before and after the patch:
+# 0. the GPU tests of the one-row, -flat and -pdl paths on the committed kernel;
 # 1. exp_gemv_wide's sweep (three layouts of every tile, 12 decode GEMVs) and exp_gemv_kernel's
 #    reference kernels, on the tree as committed;
 # 2. git apply the patch; tests/test_skinny.py in full on the GPU and memcheck over the one-row,
@@ -21,6 +22,10 @@
 set -u
 source "$(dirname "$0")/../device_env.sh"
 record_env
+# The committed kernel first: session 40 changed it after its last GPU test run (the multi-row
+# -flat-sum path, and the -flat peel moved into _flat_first_b).
+timeout 90 python3 -m pytest -q -n 8 tests/test_skinny.py -k "one_row or flat or pdl" -p no:cacheprovider > $OUT/tests_skinny_committed.txt 2>&1
+echo "test_skinny one_row/flat/pdl (GPU, committed) rc=$?"; grep -E "FAILED|passed|failed|Error" $OUT/tests_skinny_committed.txt | tail -5
 timeout 130 python3 scripts/exp_gemv_wide.py --out $OUT/gemv_wide_before.json --budget-s 110 > $OUT/gemv_wide_before.log 2>&1
 echo "sweep before rc=$?"
 timeout 60 python3 scripts/exp_gemv_kernel.py --out $OUT/gemv_kernel_before.json --budget-s 45 > $OUT/gemv_kernel_before.log 2>&1
