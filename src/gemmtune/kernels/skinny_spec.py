@@ -172,8 +172,8 @@ _DEFAULT_GEMV = ((2, 1024, 4, 1), (4, 1024, 4, 1), (2, 2048, 4, 1), (4, 512, 2, 
 # benchmarks/results/2026-11-29-h200-s40, call 3) the three layouts of 129-237 strips a shape were
 # timed on 12 decode GEMVs of 0.5-8B models; these four, picked greedily, came within 0.985 of the
 # sweep's best there (geomean; 0.949 at worst), where the 3-D _DEFAULT_GEMV tiles came within 0.932
-# (0.838 at worst). 1 x 16384 x 2048: 18.2 us against 20.1 (cuBLAS 18.5); Qwen2's LM head
-# (1 x 151936 x 896) 69.4 against 74.2. -flat-sum holds one fp32 a column (64 registers at
+# (0.838 at worst). 1 x 16384 x 2048: 18.7 us against 20.1 (cuBLAS 18.5); Qwen2's LM head
+# (1 x 151936 x 896) 69.4 against 74.2 (cuBLAS 67.3). -flat-sum holds one fp32 a column (64 registers at
 # BN4-BK1024-W2, where -flat held 131 and the 3-D strip 153, sm_90), and in a decode chain of 32
 # GEMVs launched with PDL (scripts/exp_pdl_skinny.py) BN2-BK1024-W4 ran 1.197x cuBLAS where the
 # 3-D BN4-BK1024-W4 strip ran 1.132x. fp32 keeps _DEFAULT_GEMV: no -flat strip was timed there.
