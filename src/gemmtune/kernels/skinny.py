@@ -29,10 +29,11 @@ At M = 1 a strip runs one of three layouts of its product (``SkinnyConfig.flat``
 which puts 4-10 barriers inside the K loop of the BN4 strips (SASS for sm_90). ``-flat`` holds a
 2-D ``[BN, BK]`` tile and A as one ``[BK]`` vector, with no barrier in the loop. ``-flat-sum`` sums
 that tile over K at every step, so it holds one fp32 a column: 64 registers at BN4-BK1024-W2, where
-``-flat`` holds 131 and the 3-D strip 153. On an H200 (sessions 39-40, benchmarks/results/
+``-flat`` holds 131 and the 3-D strip 153; where K spans warps, that sum goes through shared
+memory, with barriers in the loop again. On an H200 (sessions 39-40, benchmarks/results/
 2026-11-29-h200-s39 and -s40) each layout won somewhere:
 - at BN4-BK512-W2 the 3-D strip beat a plain 2-D kernel (1 x 3072 x 2048: 6.3 against 8.3 us);
-- over 12 decode GEMVs a -flat or -flat-sum strip was the best of 129-237 on 10 (1 x 16384 x 2048:
+- over 12 decode GEMVs a -flat or -flat-sum strip was the best of 129-237 on 11 (s40 call 3; 1 x 16384 x 2048:
   18.2 us with -flat-sum, against 20.1 for the default space's best 3-D strip; cuBLAS 18.5).
 At M = 1 on 16-bit operands the default space's GEMV tiles are -flat strips
 (``skinny_spec._DEFAULT_ONE_ROW``); elsewhere they are 3-D. ``-flat-sum`` also runs BLOCK_M = 2-8
