@@ -9,7 +9,7 @@
 # and ptxas keeps 2-3 of a step's 12 loads in flight. scripts/sessions/s41_flat_pointers.patch
 # builds them as the script does (a row's pointer plus the K range: immediates in the SASS) and
 # offsets them by a scalar in the loop; 8 of the 12 loads then issue together. It passes the
-# interpreter's tests (121 one-row, -flat, -pdl and view tests); nothing of it has run on a GPU.
+# interpreter's tests (348 one-row, -flat, -pdl, view and fp64 tests); nothing of it has run on a GPU.
 # This call, on one machine, before and after the patch:
 # 0. the GPU tests of the one-row, -flat and -pdl paths on the committed kernel;
 # 1. exp_gemv_wide's sweep (three layouts of every tile, 12 decode GEMVs) and exp_gemv_kernel's

@@ -187,17 +187,51 @@ def _flat_step(prod, a, b, BK_UNIT: tl.constexpr, SUM_EACH: tl.constexpr):
 
 
 @triton.jit
+def _flat_load_b(b_ptrs, n_ok, k_ok, BK_UNIT: tl.constexpr, MASK_K: tl.constexpr):
+    """A -flat strip's B tile ([BN, BK] on a K-contiguous B, else [BK, BN]), masked past N and,
+    with MASK_K, by ``k_ok`` (a ragged last K step)."""
+    if BK_UNIT:
+        if MASK_K:
+            b = tl.load(b_ptrs, mask=n_ok[:, None] & k_ok[None, :], other=0.0)
+        else:
+            b = tl.load(b_ptrs, mask=n_ok[:, None], other=0.0)
+    else:
+        if MASK_K:
+            b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+        else:
+            b = tl.load(b_ptrs, mask=n_ok[None, :], other=0.0)
+    return b
+
+
+@triton.jit
 def _flat_first_b(b_ptrs, n_ok, k0_ok, BK_UNIT: tl.constexpr, GDC: tl.constexpr):
     """A -flat strip's peeled first step (a ``-pdl`` config): B's tile, loaded before the wait for
     the kernel launched before it; then the wait (GDC: on a GPU launched with PDL)."""
-    if BK_UNIT:
-        b0 = tl.load(b_ptrs, mask=n_ok[:, None] & k0_ok[None, :], other=0.0)
-    else:
-        b0 = tl.load(b_ptrs, mask=k0_ok[:, None] & n_ok[None, :], other=0.0)
+    b0 = _flat_load_b(b_ptrs, n_ok, k0_ok, BK_UNIT, True)
     if GDC:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
     return b0
+
+
+@triton.jit
+def _flat_ptrs(a_ptr, b_ptr, row0, rn_i, rk, k_start, sam, sak, sbk, sbn, INDEX_64: tl.constexpr,
+               BK_UNIT: tl.constexpr):
+    """(A's pointer to row ``row0`` at the slice's first K, B's tile pointers there): a scalar base
+    plus a row's offset, then the K (or N) range, so each 16-byte chunk of a row is an immediate
+    off that row's pointer in the SASS (scripts/sessions/s41_flat_pointers.patch says why)."""
+    if INDEX_64:
+        ks = k_start.to(tl.int64)
+        a_base = a_ptr + row0.to(tl.int64) * sam + ks * sak
+        b_base = b_ptr + ks * sbk
+    else:
+        a_base = a_ptr + row0 * sam + k_start * sak
+        b_base = b_ptr + k_start * sbk
+    if BK_UNIT:
+        b_ptrs = (b_base + rn_i[:, None] * sbn) + rk[None, :]  # [BN, BK] (sbk is 1)
+    else:
+        b_ptrs = (b_base + rk[:, None] * sbk) + rn_i[None, :] * sbn  # [BK, BN]
+    return a_base, b_ptrs
 
 
 @triton.jit
@@ -228,20 +262,9 @@ def _flat_rows(a_ptr, b_ptr, pid_m, rn_i, rk, n_ok, k_start, k_end, M, sam, sak,
     """-flat-sum over BLOCK_M = 2-8 rows a program: B's tile is loaded once a step, and each row
     of A, one [BK] vector, is multiplied into it and summed over K in turn (a static loop). There
     is no [BM, BN, BK] product, whose broadcast of A goes through shared memory on the 3-D path.
-    Pointers are a scalar base plus a row's offset, then the K (or N) range, offset by a scalar
-    each step (see s41_flat_pointers.patch in scripts/sessions for why). Returns [BM, BN] fp32."""
+    Pointers from ``_flat_ptrs``, offset by a scalar each step. Returns [BM, BN] fp32."""
     row0 = pid_m * BLOCK_M
-    if INDEX_64:
-        ks = k_start.to(tl.int64)
-        a_base = a_ptr + row0.to(tl.int64) * sam + ks * sak
-        b_base = b_ptr + ks * sbk
-    else:
-        a_base = a_ptr + row0 * sam + k_start * sak
-        b_base = b_ptr + k_start * sbk
-    if BK_UNIT:
-        b_ptrs = (b_base + rn_i[:, None] * sbn) + rk[None, :]  # [BN, BK] (sbk is 1)
-    else:
-        b_ptrs = (b_base + rk[:, None] * sbk) + rn_i[None, :] * sbn  # [BK, BN]
+    a_base, b_ptrs = _flat_ptrs(a_ptr, b_ptr, row0, rn_i, rk, k_start, sam, sak, sbk, sbn, INDEX_64, BK_UNIT)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     k_loop = k_start
     if PREFETCH:  # the first K step peeled: B's tile before the wait, A's rows after it
@@ -255,16 +278,7 @@ def _flat_rows(a_ptr, b_ptr, pid_m, rn_i, rk, n_ok, k_start, k_end, M, sam, sak,
         else:
             step = k - k_start
         k_ok = (k + rk) < k_end
-        if EVEN_K:
-            if BK_UNIT:
-                b = tl.load(b_ptrs + step * sbk, mask=n_ok[:, None], other=0.0)
-            else:
-                b = tl.load(b_ptrs + step * sbk, mask=n_ok[None, :], other=0.0)
-        else:
-            if BK_UNIT:
-                b = tl.load(b_ptrs + step * sbk, mask=n_ok[:, None] & k_ok[None, :], other=0.0)
-            else:
-                b = tl.load(b_ptrs + step * sbk, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+        b = _flat_load_b(b_ptrs + step * sbk, n_ok, k_ok, BK_UNIT, not EVEN_K)
         acc = _flat_rows_step(acc, a_base, b, step + rk, k_ok, row0, M, sam, sak, BLOCK_M, BK_UNIT)
     return tl.trans(acc)
 
@@ -388,19 +402,12 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
             # benchmarks/results/2026-11-29-h200-s40, calls 3 and 7). The strip's own cause is in
             # its SASS: its carried per-chunk pointers keep 2-3 of a step's 12 loads in flight
             # (scripts/sessions/s41_flat_pointers.patch, measured by gpu_s41_call1.sh).
+            k_ok = (k + rk) < k_end  # (unused with EVEN_K)
+            b = _flat_load_b(b_ptrs, n_ok, k_ok, BK_UNIT, not EVEN_K)
             if EVEN_K:
-                if BK_UNIT:
-                    b = tl.load(b_ptrs, mask=n_ok[:, None], other=0.0)
-                else:
-                    b = tl.load(b_ptrs, mask=n_ok[None, :], other=0.0)
                 a = tl.load(a_vec).to(tl.float32)
             else:
-                kk = k + rk
-                if BK_UNIT:
-                    b = tl.load(b_ptrs, mask=n_ok[:, None] & (kk[None, :] < k_end), other=0.0)
-                else:
-                    b = tl.load(b_ptrs, mask=(kk[:, None] < k_end) & n_ok[None, :], other=0.0)
-                a = tl.load(a_vec, mask=kk < k_end, other=0.0).to(tl.float32)
+                a = tl.load(a_vec, mask=k_ok, other=0.0).to(tl.float32)
             prod = _flat_step(prod, a, b, BK_UNIT, SUM_EACH)
             a_vec += BLOCK_K * sak
             b_ptrs += BLOCK_K * sbk
