@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
+
+from gemmtune.report.stats import geomean
 
 LAYOUTS = ("3-D", "-flat", "-flat-sum")
 
@@ -54,10 +55,6 @@ def ratios(before: dict, after: dict) -> dict[str, list[float]]:
     return out
 
 
-def geomean(xs: list[float]) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
-
-
 def _best(row: dict, ids: list[str] | None) -> tuple[str, float] | None:
     items = [(c, t) for c, t in row["strips"].items() if ids is None or c in ids]
     return min(items, key=lambda ct: ct[1]) if items else None
@@ -66,7 +63,8 @@ def _best(row: dict, ids: list[str] | None) -> tuple[str, float] | None:
 def report(before: dict, after: dict, ids: list[str] | None = None) -> str:
     lines = ["layout | pairs | before / after (each over its cuBLAS), geomean", "---|---:|---:"]
     for name, xs in ratios(before, after).items():
-        lines.append(f"{name} | {len(xs)} | {geomean(xs):.3f}")
+        g = geomean(xs)
+        lines.append(f"{name} | {len(xs)} | {'nan' if g is None else f'{g:.3f}'}")
     after_rows = {_key(r): r for r in after["rows"]}
     lines += ["", "shape | cuBLAS before / after | best before | best after"
               + (" | choices' best before | after" if ids else ""), "---|---|---|---" + ("|---|---" if ids else "")]

@@ -136,44 +136,37 @@ def ldg_in_flight(sass: str) -> int:
     return peak
 
 
-def sass(cubin: bytes, tool: str | None = None) -> str | None:
-    """A cubin's SASS from ``nvdisasm`` (the one Triton ships), or None when that tool is missing."""
+def _run_tool(cubin: bytes, knob: str, args: list[str], tool: str | None) -> subprocess.CompletedProcess | None:
+    """Run one of the CUDA tools Triton ships (``knob``: its name under ``triton.knobs.nvidia``,
+    unless ``tool`` gives the path) on ``cubin``, written to a temporary file; None when the tool
+    is missing or does not run."""
     import tempfile
     if tool is None:
         try:
             from triton import knobs
-            tool = knobs.nvidia.nvdisasm.path
-        except Exception:  # another triton's API: no SASS, the rest still stands
+            tool = getattr(knobs.nvidia, knob).path
+        except Exception:  # another triton's API: no such fact, the rest still stands
             return None
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
         try:
-            r = subprocess.run([tool, "-c", f.name], capture_output=True, text=True, timeout=60)
+            return subprocess.run([tool, *args, f.name], capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.SubprocessError):
             return None
-    return r.stdout if r.returncode == 0 else None
+
+
+def sass(cubin: bytes, tool: str | None = None) -> str | None:
+    """A cubin's SASS from ``nvdisasm`` (the one Triton ships), or None when that tool is missing."""
+    r = _run_tool(cubin, "nvdisasm", ["-c"], tool)
+    return r.stdout if r is not None and r.returncode == 0 else None
 
 
 def resources(cubin: bytes, tool: str | None = None) -> tuple[int | None, int | None]:
     """(registers, local bytes per thread) of a cubin, from ``cuobjdump --dump-resource-usage``
     (the one Triton ships), or (None, None) when that tool is missing."""
-    import tempfile
-    if tool is None:
-        try:
-            from triton import knobs
-            tool = knobs.nvidia.cuobjdump.path
-        except Exception:  # another triton's API: no register count, the rest still stands
-            return None, None
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
-        f.flush()
-        try:
-            out = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True,
-                                 timeout=60).stdout
-        except (OSError, subprocess.SubprocessError):
-            return None, None
-    m = _RES.search(out)
+    r = _run_tool(cubin, "cuobjdump", ["--dump-resource-usage"], tool)
+    m = _RES.search(r.stdout) if r is not None else None
     return (int(m.group(1)), int(m.group(4))) if m else (None, None)
 
 

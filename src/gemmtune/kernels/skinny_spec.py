@@ -261,12 +261,13 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
             bk = max(16, bk // 2) if wide else bk
             raw += [SkinnyConfig(bm_dot, bn, bk, s, st, w, True, True) for s in splits_for(problem, device, bm_dot, bn)]
         if m <= 8:
-            gemv = () if one_row_gemv(problem) else _DEFAULT_GEMV if gemv_layout(problem) else ()
+            one_row = one_row_gemv(problem)
+            gemv = () if one_row else _DEFAULT_GEMV if gemv_layout(problem) else ()
             for bn, bk, w, st in _DEFAULT_CORE + gemv:
                 bn, bk = core_fit(bm_core, bn, bk, w)
                 raw += [SkinnyConfig(bm_core, bn, bk, s, st, w, False, True)
                         for s in splits_for(problem, device, bm_core, bn)]
-            if one_row_gemv(problem):
+            if one_row:
                 raw += [SkinnyConfig(1, bn, bk, s, st, w, False, True, flat=True, sum_each=sum_each)
                         for bn, bk, w, st, sum_each in _DEFAULT_ONE_ROW for s in splits_for(problem, device, 1, bn)]
     else:
