@@ -18,14 +18,20 @@ from gemmtune.kernels import tiled
 from gemmtune.kernels.splitk import SplitKWorkspace
 
 
-def _inspect(*argv, interpret: bool = False) -> subprocess.CompletedProcess:
+def _compile_env(interpret: bool = False) -> dict:
+    """This process's environment for a compiling subprocess: the source tree first on the path,
+    and no TRITON_INTERPRET (the tests set it) unless ``interpret``."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     if interpret:
         env["TRITON_INTERPRET"] = "1"
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(__file__), "..", "src"),
                                          env.get("PYTHONPATH", "")])
+    return env
+
+
+def _inspect(*argv, interpret: bool = False) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "gemmtune.cli", "inspect", *argv], capture_output=True, text=True,
-                          env=env, timeout=600)
+                          env=_compile_env(interpret), timeout=600)
 
 
 def test_offline_mode_records_launches_and_runs_nothing():
@@ -154,7 +160,6 @@ def test_flat_strip_has_no_shared_memory_broadcast_of_a():
     assert flat["spill B"] == 0
 
 
-
 _TWO_LOADS = """
 import json, torch, triton, triton.language as tl
 from gemmtune.kernelinfo import _compile
@@ -180,12 +185,10 @@ def test_ldg_in_flight_counts_the_loads_issued_before_a_wait(tmp_path):
     """Compiled for sm_90 on the CPU machine (no interpreter) and read back from the SASS
     (nvdisasm, which Triton ships): two independent loads are both in flight before their add; a
     load whose address is the previous load's value has to wait for it."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(__file__), "..", "src"),
-                                         env.get("PYTHONPATH", "")])
     script = tmp_path / "two_loads.py"  # a file: triton.jit reads its kernels' source
     script.write_text(_TWO_LOADS)
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=_compile_env(),
+                       timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     two, one = json.loads(r.stdout.strip().splitlines()[-1])
     if two is None:
