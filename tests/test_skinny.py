@@ -55,6 +55,7 @@ CONFIGS = [
     SkinnyConfig(1, 2, 64, 1, 1, 4, False, True, pdl=True, flat=True, sum_each=True),
     SkinnyConfig(4, 4, 128, 1, 1, 2, False, True, flat=True, sum_each=True),
     SkinnyConfig(8, 2, 64, 1, 1, 4, False, True, pdl=True, flat=True, sum_each=True),
+    SkinnyConfig(4, 4, 64, 3, 1, 2, False, False, flat=True, sum_each=True),  # over rows, K split 3 ways
 ]
 # (M, N, K): M = 1, a prime M, M = BLOCK_M, odd N, K not a multiple of BLOCK_K, K < BLOCK_K.
 SHAPES = [(1, 37, 300), (3, 64, 257), (16, 33, 512), (5, 100, 1000), (2, 7, 40)]
@@ -93,7 +94,7 @@ def test_matches_fp64(cfg, shape, layout_b, dtype, operand):
 
 
 @pytest.mark.parametrize("layouts", [("offset", "offset"), ("col", "strided"), ("strided", "col")])
-@pytest.mark.parametrize("cfg", [CONFIGS[1], CONFIGS[5], CONFIGS[-2], CONFIGS[-1]], ids=lambda c: c.id)
+@pytest.mark.parametrize("cfg", [CONFIGS[1], CONFIGS[5], CONFIGS[-3], CONFIGS[-2], CONFIGS[-1]], ids=lambda c: c.id)
 def test_odd_views(cfg, layouts, operand):
     """Unaligned data pointers, transposed A, no unit stride at all."""
     m, n, k = 3, 45, 333
@@ -241,9 +242,8 @@ def test_pdl_path_is_the_plain_strip_with_its_first_step_peeled(shape, operand):
 @pytest.mark.parametrize("layouts", [("row", "col"), ("row", "row"), ("offset", "offset"), ("col", "strided"),
                                      ("strided", "col")], ids=lambda s: "-".join(s))
 def test_one_row_path_against_fp64(layouts, dtype, operand):
-    """BLOCK_M = 1, the decode strips, on every layout (the 3-D product, -flat's 2-D one and -flat-sum,
-    summed each step): both B
-    layouts, offset and strided views, M = 1 and M past BLOCK_M (a program a row), K = 1, K <
+    """BLOCK_M = 1, the decode strips, on every layout (the 3-D product, -flat's 2-D one and
+    -flat-sum, summed each step): both B layouts, offset and strided views, M = 1 and M past BLOCK_M (a program a row), K = 1, K <
     BLOCK_K, a multiple of it and ragged; K split 3 ways in both reductions; the -pdl twin's peeled
     first step bitwise the plain strip's."""
     for m, n, k in ((1, 37, 300), (1, 3, 1), (1, 64, 256), (5, 29, 1000), (1, 1, 17)):
@@ -323,9 +323,9 @@ def test_pdl_dot_path_is_the_plain_dot_strip_with_its_first_step_peeled(shape, o
 @pytest.mark.parametrize("m", [1, 5])
 def test_pdl_path_with_an_epilogue_in_fp16_is_the_plain_strips(m, operand):
     """The peeled step under the fused epilogue (bias, SiLU, residual: all read after the wait on a
-    GPU), fp16, and M past BLOCK_M (the program's rows loop over row blocks), on both one-row
-    layouts (3-D and -flat): bitwise the plain strip's result of its layout, and the epilogue's
-    reference within fp16 tolerance."""
+    GPU), fp16, and M past BLOCK_M (the program's rows loop over row blocks), on every one-row
+    layout (3-D, -flat, -flat-sum): bitwise the plain strip's result of its layout, and the
+    epilogue's reference within fp16 tolerance."""
     k, n = 300, 37
     a, b = operand(m, k, "row", torch.float16), operand(k, n, "col", torch.float16)
     bias = torch.randn(n, dtype=torch.float16, device=a.device)
