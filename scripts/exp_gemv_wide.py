@@ -159,15 +159,24 @@ def main() -> int:
     ap.add_argument("--choices", default="", help="comma-separated choice ids for --ncu-run")
     ap.add_argument("--m", type=int, default=1, choices=range(1, 9), metavar="1-8",
                     help="rows (the decode batch) in place of SHAPES' M = 1; the strips take BLOCK_M = M")
+    ap.add_argument("--shapes", default="", metavar="NxK,...",
+                    help="these weights (N x K: N outputs, K inputs) in place of SHAPES")
+    ap.add_argument("--default-only", action="store_true",
+                    help="time the default space's strips only, not the sweep's")
     args = ap.parse_args()
     if args.ncu_run:
         return ncu_run(args.ncu_run, [c for c in args.choices.split(",") if c])
     from gemmtune.device import DeviceInfo
     dev = DeviceInfo.lookup("h200") if args.dry_run else DeviceInfo.from_torch()
-    shapes = [(args.m, n, k) for _, n, k in SHAPES]
+    try:
+        weights = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",") if s]
+        assert all(len(w) == 2 and min(w) > 0 for w in weights)
+    except (ValueError, AssertionError):
+        ap.error(f"--shapes {args.shapes!r}: expected NxK[,NxK...] of positive integers, e.g. 32000x4096")
+    shapes = [(args.m, n, k) for n, k in weights] or [(args.m, n, k) for _, n, k in SHAPES]
     defaults = {s: [Choice("skinny", c).id for c in default_strips(*s, dev)] for s in shapes}
-    plan = [((m, n, k), list(dict.fromkeys(defaults[(m, n, k)]
-                                           + [Choice("skinny", c).id for c in sweep_strips(k, m)])))
+    plan = [((m, n, k), list(dict.fromkeys(defaults[(m, n, k)] + (
+        [] if args.default_only else [Choice("skinny", c).id for c in sweep_strips(k, m)]))))
             for m, n, k in shapes]
     if args.dry_run:
         for (m, n, k), ids in plan:

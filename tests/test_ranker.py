@@ -327,10 +327,12 @@ def test_select_fast_times_skinnys_gemv_tiles_on_a_linear_at_decode():
 
     dev = DeviceInfo.lookup("h100")
     fams = ("triton_mm", "skinny", "splitk", "aten")
-    for dtype, m in (("bf16", 1), ("fp16", 2), ("bf16", 4)):
-        p = Problem.from_sizes(m, 2048, 8192, dtype, layout_b="col")
+    for dtype, m, n in (("bf16", 1, 2048), ("fp16", 2, 2048), ("bf16", 4, 2048), ("bf16", 1, 16384)):
+        p = Problem.from_sizes(m, n, 8192, dtype, layout_b="col")
         gemv = {c.id for c in space(p, "skinny", "default", dev) if is_gemv_tile(c)}
         assert 2 <= len(gemv) <= GEMV_PICKS <= core_picks(p)
+        # a wide layer (N >= 64 SMs) at M = 1: the 8- and 16-column one-row strips as well, all six timed
+        assert (n == 16384) == (len(gemv) == 6 and any("-BN16-" in c for c in gemv)), (n, gemv)
         # at M = 1 the one-row -flat strips (skinny_spec._DEFAULT_ONE_ROW), all of them timed
         assert (m == 1) == all("-flat" in c for c in gemv), (m, gemv)
         got = CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=CoreLast())(p)

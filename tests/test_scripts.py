@@ -368,6 +368,17 @@ def test_exp_gemv_wide_dry_run():
         sys.path.remove(str(ROOT / "scripts"))
     assert {(c.flat, c.sum_each) for c in strips} == {(False, False), (True, True)}
     assert all(c.block_m == 4 for c in strips)
+    # --shapes and --default-only: the weights named, only the default space's strips; on a layer of
+    # N >= 64 SMs (8448 on the H200) those include the 8- and 16-column one-row strips
+    rd = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_gemv_wide.py"), "--dry-run", "--default-only",
+                         "--shapes", "8447x2048,8448x2048"], env=_env(), capture_output=True, text=True, timeout=120)
+    assert rd.returncode == 0, rd.stderr
+    narrow, wide = rd.stdout.splitlines()
+    assert narrow.startswith("1x8447x2048: 7 strips") and "BN16" not in narrow, narrow
+    assert wide.startswith("1x8448x2048: 9 strips") and "'BM1-BN16-BK512-SK1-S1-W4-core-det-flat-sum'" in wide, wide
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_gemv_wide.py"), "--dry-run", "--shapes", "32000"],
+                         env=_env(), capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "expected NxK" in bad.stderr, bad.stderr
 
 
 def test_compare_gemv_sweeps_normalises_by_each_runs_cublas(tmp_path):

@@ -288,11 +288,18 @@ def test_flat_ids_rules_and_space():
     # The spaces: -flat GEMV strips at M = 1 with a K-contiguous B on 16-bit operands only (the
     # layout measured there, session 40), in place of the 3-D GEMV tiles of the default space and
     # beside them in the exhaustive one.
-    for q in (p1, Problem.from_sizes(1, 896, 4864, "fp16", layout_b="col")):
+    # On a layer of N >= 64 SMs (p1, 16384 wide) also the 8- and 16-column strips of _WIDE_ONE_ROW;
+    # on the H100 and H200 (132 SMs) from N = 8448.
+    for q, tiles in ((p1, skinny_spec._DEFAULT_ONE_ROW + skinny_spec._WIDE_ONE_ROW),
+                     (Problem.from_sizes(1, 8448, 2048, "bf16", layout_b="col"),
+                      skinny_spec._DEFAULT_ONE_ROW + skinny_spec._WIDE_ONE_ROW),
+                     (Problem.from_sizes(1, 8447, 2048, "bf16", layout_b="col"), skinny_spec._DEFAULT_ONE_ROW),
+                     (Problem.from_sizes(1, 896, 4864, "fp16", layout_b="col"), skinny_spec._DEFAULT_ONE_ROW)):
         kept = skinny_spec.space(q, h200)[0]
         flat = [c for c in kept if c.flat]
         assert sorted((c.block_n, c.block_k, c.num_warps, c.sum_each) for c in flat) == sorted(
-            (bn, bk, w, se) for bn, bk, w, _, se in skinny_spec._DEFAULT_ONE_ROW), q
+            (bn, bk, w, se) for bn, bk, w, _, se in tiles), q
+        assert skinny_spec.one_row_tiles(q, h200) == tiles, q
         assert not [c for c in kept if not c.dot and c.block_n <= 4 and not c.flat], q  # no 3-D GEMV tile
         every = skinny_spec.space(q, h200, "exhaustive")[0]
         assert set(flat) <= set(every) and any(c.sum_each for c in every), q

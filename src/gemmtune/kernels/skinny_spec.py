@@ -179,11 +179,37 @@ _DEFAULT_GEMV = ((2, 1024, 4, 1), (4, 1024, 4, 1), (2, 2048, 4, 1), (4, 512, 2, 
 # 3-D BN4-BK1024-W4 strip ran 1.132x. fp32 keeps _DEFAULT_GEMV: no -flat strip was timed there.
 _DEFAULT_ONE_ROW = ((2, 1024, 4, 1, True), (2, 2048, 4, 1, True), (2, 1024, 2, 1, True), (2, 2048, 2, 1, False))
 
+# ... and on a wide layer also these two 8- and 16-column -flat-sum strips. Every program reads A's
+# whole row (K elements) from L2, so a strip of BN columns reads A N / BN times: on Qwen2's LM head
+# (1 x 151936 x 896) BN2 strips read 136 MB of A from L2 beside the 272 MB weight, BN16 strips 17 MB.
+# Where N / 16 still leaves 4 waves of programs (N >= 64 SMs: 8448 on an H200), that saving wins. On
+# the two H200 sweeps of session 41 (benchmarks/results/2026-11-30-h200-s41: the committed kernel,
+# and session 40's call 7) the four strips above reached 0.960 of the best strip on the 5 layers with
+# N >= 9728 (geomean of 10; 0.913 at worst); picked greedily on 4 of them and scored on the fifth,
+# these two raised it to 0.995 (0.971 at worst): 1 x 151936 x 896 65.1 us against 69.0, 1 x 16384 x
+# 2048 17.8 against 19.1. On the 7 narrower layers they were never the best strip.
+_WIDE_ONE_ROW = ((16, 512, 4, 1, True), (8, 512, 4, 1, True))
+WIDE_ONE_ROW_WAVES = 4
+
 
 def one_row_gemv(problem: Problem) -> bool:
     """Whether the default space's GEMV tiles are _DEFAULT_ONE_ROW's -flat strips: M = 1, a
     K-contiguous B, 16-bit operands."""
     return problem.m == 1 and gemv_layout(problem) and problem.dtype in ("bfloat16", "float16")
+
+
+def one_row_tiles(problem: Problem, device: DeviceInfo) -> tuple[tuple[int, int, int, int, bool], ...]:
+    """The default space's one-row strips (BLOCK_N, BLOCK_K, warps, stages, sum_each) for a problem
+    where ``one_row_gemv``: _DEFAULT_ONE_ROW, and _WIDE_ONE_ROW where 16-column strips still fill
+    WIDE_ONE_ROW_WAVES waves of the GPU's SMs.
+
+    >>> from gemmtune.device import DeviceInfo
+    >>> h200 = DeviceInfo.lookup("h200")
+    >>> [len(one_row_tiles(Problem.from_sizes(1, n, 2048, "bf16", layout_b="col"), h200)) for n in (6144, 8448, 16384)]
+    [4, 6, 6]
+    """
+    wide = problem.n // 16 >= WIDE_ONE_ROW_WAVES * device.sm_count
+    return _DEFAULT_ONE_ROW + (_WIDE_ONE_ROW if wide else ())
 
 
 FLAT_MAX_M = 8  # -flat-sum's rows a program (a static loop over them in the kernel)
@@ -269,7 +295,8 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
                         for s in splits_for(problem, device, bm_core, bn)]
             if one_row:
                 raw += [SkinnyConfig(1, bn, bk, s, st, w, False, True, flat=True, sum_each=sum_each)
-                        for bn, bk, w, st, sum_each in _DEFAULT_ONE_ROW for s in splits_for(problem, device, 1, bn)]
+                        for bn, bk, w, st, sum_each in one_row_tiles(problem, device)
+                        for s in splits_for(problem, device, 1, bn)]
     else:
         for bn, bk, w, det, s in itertools.product((16, 32, 64, 128, 256), (64, 128, 256, 512), (2, 4, 8),
                                                    (True, False), SPLITS):
@@ -283,6 +310,9 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
             raw += [SkinnyConfig(bm_core, bn, bk, 1, 1, w, False, True, flat=flat, sum_each=sum_each)
                     for bn, bk, w in itertools.product((2, 4, 8), (128, 256, 512, 1024, 2048), (2, 4, 8))
                     for flat, sum_each in layouts]
+            if one_row_gemv(problem):  # 16-column one-row strips (_WIDE_ONE_ROW's widest)
+                raw += [SkinnyConfig(1, 16, bk, 1, 1, w, False, True, flat=True, sum_each=sum_each)
+                        for bk, w, sum_each in itertools.product((256, 512, 1024), (4, 8), (False, True))]
         # Stream-K only here: on an H200 it lost to the best strip config on all 16 decode problems
         # of the third sweep (1.07-1.75x slower: 1 x 6144 x 4096 17.1 us against 15.0).
         for bn, bk, w, st, per_sm in itertools.product((16, 32, 64, 128, 256), (64, 128, 256, 512), (4, 8),

@@ -254,8 +254,11 @@ CORE_PICKS = 3
 # (skinny_spec._DEFAULT_ONE_ROW), all four timed: on 18 such layers of 0.4-8B models --fast reached
 # 99.9% of the best kernel, 1.37x cuBLAS, in 12.1 s (H200, benchmarks/results/2026-11-29-h200-s40,
 # call 4). The rankers have no feature for the layout, so a strip and its -flat twin would tie.
+# On a layer of N >= 64 SMs the default space adds two wider one-row strips
+# (skinny_spec._WIDE_ONE_ROW: 0.995 of the best strip there, against 0.960 without; session 41), so
+# there --fast times six.
 GEMV_MAX_M = 4
-GEMV_PICKS = 4
+GEMV_PICKS = 6
 
 
 def gemv_pick_applies(problem) -> bool:
@@ -312,8 +315,9 @@ def is_narrow_dot(choice) -> bool:
 
 
 def is_gemv_tile(choice) -> bool:
-    """A skinny CUDA-core choice with a strip of at most 4 columns (skinny_spec._DEFAULT_GEMV)."""
-    return is_cuda_core(choice) and choice.config.block_n <= 4
+    """A skinny CUDA-core choice with a strip of at most 4 columns (skinny_spec._DEFAULT_GEMV), or
+    a one-row ``-flat`` strip of any width (skinny_spec.one_row_tiles)."""
+    return is_cuda_core(choice) and (choice.config.block_n <= 4 or bool(getattr(choice.config, "flat", False)))
 
 
 def core_picks(problem) -> int:
