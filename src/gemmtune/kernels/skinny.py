@@ -36,10 +36,11 @@ memory, with barriers in the loop again. On an H200 (sessions 39-40, benchmarks/
 - over 12 decode GEMVs a -flat or -flat-sum strip was the best of 129-237 on 11 (s40 call 3; 1 x 16384 x 2048:
   18.2 us with -flat-sum, against 20.1 for the default space's best 3-D strip; cuBLAS 18.5).
 At M = 1 on 16-bit operands the default space's GEMV tiles are -flat strips
-(``skinny_spec._DEFAULT_ONE_ROW``); elsewhere they are 3-D. ``-flat-sum`` also runs BLOCK_M = 2-8
+(``skinny_spec.one_row_tiles``); elsewhere they are 3-D. ``-flat-sum`` also runs BLOCK_M = 2-8
 rows a program (``_flat_rows``): B's tile is loaded once a step and each row of A is multiplied
 into it in turn, 54 registers at BM4-BN2-BK1024-W4 where the 3-D strip holds 128 (sm_90). No
-space offers it yet: it has not run on a GPU (scripts/sessions/gpu_s41_call2.sh measures it).
+space offers it: on an H200 (session 41, benchmarks/results/2026-11-30-h200-s41, call 2) it was the
+best strip on 2 of 12 decode GEMVs at M = 2 and on none at M = 4, where 16-row dot strips won.
 
 A strip can also be launched with programmatic dependent launch (``-pdl`` configs, Hopper and
 later, one K-slice; every path: tl.dot and both CUDA-core layouts). It starts while the kernel

@@ -251,12 +251,13 @@ CORE_PICKS = 3
 # suite) the default space's GEMV tile BN4-BK512 ran 1.09x cuBLAS, --fast's core pick (BN32-BK128,
 # the ranker's first of the general core tiles) 1.05x (benchmarks/results/2026-11-28-h100-s27).
 # At M = 1 on 16-bit operands those tiles are the four one-row -flat strips
-# (skinny_spec._DEFAULT_ONE_ROW), all four timed: on 18 such layers of 0.4-8B models --fast reached
+# (skinny_spec._DEFAULT_ONE_ROW), all timed: on 18 such layers of 0.4-8B models --fast reached
 # 99.9% of the best kernel, 1.37x cuBLAS, in 12.1 s (H200, benchmarks/results/2026-11-29-h200-s40,
 # call 4). The rankers have no feature for the layout, so a strip and its -flat twin would tie.
 # On a layer of N >= 64 SMs the default space adds two wider one-row strips
-# (skinny_spec._WIDE_ONE_ROW: 0.995 of the best strip there, against 0.960 without; session 41), so
-# there --fast times six.
+# (skinny_spec._WIDE_ONE_ROW: 0.995 of the best strip there, against 0.960 without), so there
+# --fast times six: on 10 such layers of 0.1-7B models 1.09x cuBLAS, 99.7% of the best kernel, in
+# 7.9 s (H200, benchmarks/results/2026-11-30-h200-s41, call 4).
 GEMV_MAX_M = 4
 GEMV_PICKS = 6
 
