@@ -95,9 +95,11 @@ def _has_gpu() -> bool:
 
 def early_worker(tune_fn: Callable | None, prestart: bool | None, tune_kwargs: Mapping):
     """The benchmark worker of tune_model's one tuning call, started before its example passes,
-    or None. The tuner waits for its worker before anything else (``TuneResult.startup_s``: 5.8 s
-    of an 11.8 s tuning of Qwen2-0.5B's decode shapes on an H200, session 41, its torch import
-    and CUDA start-up); started first, that overlaps the capture. Only for gemmtune.tune's own
+    or None. The tuner waits for its worker before anything else (``TuneResult.startup_s``: 5.6
+    and 5.8 s of 13.8 and 13.7 s tuning calls on Qwen2-0.5B's and Llama-1B's fused decode shapes,
+    H200, benchmarks/results/2026-11-30-h200-s41, call 6); started first, its start-up overlaps
+    the capture. That saves the capture's time, no more: in bench-model, whose model has run
+    before, the capture took 0.1 s, so there it saved nothing measurable. Only for gemmtune.tune's own
     default pool: ``tune_fn`` None (or ``prestart=True``: a tune_fn that passes its keywords on to
     gemmtune.tune), on a machine with a GPU (``gemmtune_entry.spawn.prestart_gpu``; not with
     TRITON_INTERPRET, and ``GEMMTUNE_PRESTART=0`` turns it off)."""
