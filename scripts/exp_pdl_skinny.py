@@ -25,7 +25,8 @@ Every variant's final output is checked against ``plain``'s, one GEMM against fp
     python scripts/exp_pdl_skinny.py OUT_DIR --m 1 --layout row --config skinny:BM1-BN16-BK256-SK1-S1-W4-core-det
     TRITON_INTERPRET=1 python scripts/exp_pdl_skinny.py OUT_DIR --dry-run --m 16 --config ...   # CPU: arithmetic only
 
-Env: LAYERS (default 32), REPLAYS (default 30, per round), ROUNDS (default 7).
+Env: LAYERS (default 32), REPLAYS (default 30, per round), ROUNDS (default 7), INTER (the MLP width,
+default 8192: M x 2048 -> INTER, then M x INTER -> 2048).
 """
 from __future__ import annotations
 

@@ -33,7 +33,8 @@ def mlp_chain(dry_run: bool, dry_dtype: torch.dtype) -> MlpChain:
     layers = int(os.environ.get("LAYERS", "2" if dry_run else "32"))
     replays, rounds = int(os.environ.get("REPLAYS", "30")), int(os.environ.get("ROUNDS", "7"))
     dev, dt = ("cpu", dry_dtype) if dry_run else ("cuda", torch.bfloat16)
-    hidden, inter = (64, 256) if dry_run else (2048, 8192)
+    # INTER: the MLP's width (Llama-3.2-1B's 8192; 16384 is its gate_up fused, a wide layer)
+    hidden, inter = (64, 256) if dry_run else (2048, int(os.environ.get("INTER", "8192")))
     g = torch.Generator(device="cpu").manual_seed(0)
     shapes = [(inter, hidden) if i % 2 == 0 else (hidden, inter) for i in range(layers)]  # (N, K)
     weights = [(torch.randn(n, k, generator=g) / k ** 0.5).to(dev, dt) for n, k in shapes]
