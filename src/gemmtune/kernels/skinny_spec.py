@@ -187,7 +187,7 @@ _DEFAULT_ONE_ROW = ((2, 1024, 4, 1, True), (2, 2048, 4, 1, True), (2, 1024, 2, 1
 # and session 40's call 7) the four strips above reached 0.960 of the best strip on the 5 layers with
 # N >= 9728 (geomean of 10; 0.913 at worst); picked greedily on 4 of them and scored on the fifth,
 # these two raised it to 0.995 (0.971 at worst): 1 x 151936 x 896 65.1 us against 69.0, 1 x 16384 x
-# 2048 17.8 against 19.1. On the 7 narrower layers they were never the best strip.
+# 2048 17.8 against 19.1. On the 7 narrower layers they beat none of the four.
 _WIDE_ONE_ROW = ((16, 512, 4, 1, True), (8, 512, 4, 1, True))
 WIDE_ONE_ROW_WAVES = 4
 
