@@ -401,8 +401,11 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
             # strip) pairs of each layout that the sweep timed, -flat-sum ran 1.13x and -flat 1.10x
             # faster, the unchanged 3-D strips 1.00x (geomean, each run against its own cuBLAS;
             # benchmarks/results/2026-11-29-h200-s40, calls 3 and 7). The strip's own cause is in
-            # its SASS: its carried per-chunk pointers keep 2-3 of a step's 12 loads in flight
-            # (scripts/sessions/s41_flat_pointers.patch, measured by gpu_s41_call1.sh).
+            # its SASS: its carried per-chunk pointers keep 2 of a step's 12 loads in flight. Built
+            # as a row pointer plus the K range (scripts/sessions/s41_flat_pointers.patch), 8 were,
+            # and that strip ran 13.1 us; but the best strip of each shape ran as fast or up to 6%
+            # slower, 0.983x (-flat) and 0.987x (-flat-sum) over 780 pairs (H200, session 41, call
+            # 1), so this loop keeps its pointers.
             k_ok = (k + rk) < k_end  # (unused with EVEN_K)
             b = _flat_load_b(b_ptrs, n_ok, k_ok, BK_UNIT, not EVEN_K)
             if EVEN_K:

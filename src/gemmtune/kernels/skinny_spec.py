@@ -306,11 +306,12 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
         if m <= CORE_MAX_M and gemv_layout(problem):
             # the GEMV strips (_DEFAULT_GEMV) and their neighbours, so that a ranking of this
             # space (--fast) can reach the default space's GEMV tiles
-            layouts = ((False, False), (True, False), (True, True)) if one_row_gemv(problem) else ((False, False),)
+            one_row = one_row_gemv(problem)
+            layouts = ((False, False), (True, False), (True, True)) if one_row else ((False, False),)
             raw += [SkinnyConfig(bm_core, bn, bk, 1, 1, w, False, True, flat=flat, sum_each=sum_each)
                     for bn, bk, w in itertools.product((2, 4, 8), (128, 256, 512, 1024, 2048), (2, 4, 8))
                     for flat, sum_each in layouts]
-            if one_row_gemv(problem):  # 16-column one-row strips (_WIDE_ONE_ROW's widest)
+            if one_row:  # 16-column one-row strips (_WIDE_ONE_ROW's widest)
                 raw += [SkinnyConfig(1, 16, bk, 1, 1, w, False, True, flat=True, sum_each=sum_each)
                         for bk, w, sum_each in itertools.product((256, 512, 1024), (4, 8), (False, True))]
         # Stream-K only here: on an H200 it lost to the best strip config on all 16 decode problems
