@@ -54,7 +54,7 @@ CONFIGS = [
     SkinnyConfig(1, 4, 128, 1, 1, 2, False, True, flat=True, sum_each=True),
     SkinnyConfig(1, 2, 64, 1, 1, 4, False, True, pdl=True, flat=True, sum_each=True),
     SkinnyConfig(4, 4, 128, 1, 1, 2, False, True, flat=True, sum_each=True),
-    SkinnyConfig(8, 4, 64, 1, 1, 4, False, True, pdl=True, flat=True, sum_each=True),
+    SkinnyConfig(8, 2, 64, 1, 1, 4, False, True, pdl=True, flat=True, sum_each=True),
     SkinnyConfig(4, 4, 64, 3, 1, 2, False, False, flat=True, sum_each=True),  # over rows, K split 3 ways
 ]
 # (M, N, K): M = 1, a prime M, M = BLOCK_M, odd N, K not a multiple of BLOCK_K, K < BLOCK_K.
