@@ -15,7 +15,9 @@ would locally; interrupting the client stops its output, not the tune, whose res
 reach the store. ``GEMMTUNE_FORWARD=0`` turns forwarding off.
 
 A ``tune`` run here (no server) starts its benchmark worker before anything imports torch
-(``gemmtune_entry.spawn``); ``GEMMTUNE_PRESTART=0`` turns that off.
+(``gemmtune_entry.spawn``); ``GEMMTUNE_PRESTART=0`` turns that off. Where Python keeps no
+bytecode for torch, this process and its workers keep it under gemmtune's cache
+(``gemmtune_entry.bytecode``; ``GEMMTUNE_PYCACHE=0`` turns that off).
 """
 
 from __future__ import annotations
@@ -126,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         # A shell-wide default, not this command's request: a missing server is no error.
         print(f"gemmtune tune: GEMMTUNE_SERVER={address}: no worker server answers there; tuning in this "
               "process", file=sys.stderr)
+    from .bytecode import apply_here, prefix_for_this_machine
+    apply_here(prefix_for_this_machine())  # before torch's import: see gemmtune_entry.bytecode
     from .spawn import prestart
     early = prestart(argv)
     try:

@@ -20,6 +20,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .bytecode import apply_to_env, cache_prefix, torch_origin
+
 # The task handler a worker uses unless told otherwise (module:function); gemmtune.bench
 # re-exports it.
 DEFAULT_RUNNER = "gemmtune.bench.runner:handle"
@@ -48,7 +50,9 @@ def visible_gpus() -> list[str]:
 
 def worker_env(gpu: str | None, extra: dict[str, str], base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of a worker pinned to ``gpu``: ``base`` (default: this process's),
-    then ``extra``, the GPU, unbuffered output and this source tree first on PYTHONPATH.
+    then ``extra``, the GPU, unbuffered output and this source tree first on PYTHONPATH; and a
+    bytecode cache prefix where Python keeps no bytecode for torch (``gemmtune_entry.bytecode``:
+    4.5 s of a worker's start-up against 2.3 s with it, on the H200 machine).
 
     >>> env = worker_env("1", {"TRITON_INTERPRET": "1"}, base={"PYTHONPATH": "/x"})
     >>> env["CUDA_VISIBLE_DEVICES"], env["TRITON_INTERPRET"], env["PYTHONPATH"] == SRC + os.pathsep + "/x"
@@ -60,7 +64,7 @@ def worker_env(gpu: str | None, extra: dict[str, str], base: dict[str, str] | No
         env["CUDA_VISIBLE_DEVICES"] = gpu
     env.setdefault("PYTHONUNBUFFERED", "1")
     env["PYTHONPATH"] = SRC + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
+    return apply_to_env(env, cache_prefix(env, torch_origin()))
 
 
 def spawn_worker(gpu: str | None, runner: str, nice: int, extra_env: dict[str, str],
