@@ -48,7 +48,8 @@ def test_options_are_the_keywords_of_tune():
 @pytest.mark.parametrize("kw, err", [
     ({"benchmark_space": "lots"}, ValueError), ({"fast": True, "benchmark_space": 5}, ValueError),
     ({"timing": "slow"}, ValueError), ({"compile_ahead": -1}, ValueError), ({"compile_ahead": True}, ValueError),
-    ({"model": 3}, TypeError)])
+    ({"model": 3}, TypeError), ({"pdl_credit": 0.5}, ValueError), ({"pdl_credit": -0.01}, ValueError),
+    ({"pdl_credit": True}, ValueError), ({"pdl_credit": 0.02, "cluster": "local:2"}, ValueError)])
 def test_options_refuse_bad_values_when_made(kw, err):
     with pytest.raises(err):
         TuneOptions(**kw)
@@ -420,6 +421,75 @@ def test_tuner_sweep_runs_off_a_close_winner_against_cublas(store, runoff, margi
     else:
         assert r.runoff is None and r.best_ms == 0.97
     assert summary_of(r)["runoff"] == r.runoff
+
+
+class PdlCallPool(FakePool):
+    """An M = 1 GEMV on a Linear's weight: the sweep times cuBLAS at 1.0 and every other
+    candidate at ``others`` (slower alone); a run-off answers ``runoff`` (best, aten)."""
+
+    def __init__(self, others, runoff):
+        super().__init__()
+        self.others, self.runoff, self.runoffs = others, runoff, []
+
+    def map(self, tasks, op="bench", **kw):
+        for t in tasks:
+            if op == "runoff":
+                self.runoffs.append(t)
+                yield t, {"status": "ok", "choices": {c: {"status": "ok", "ms": self.runoff[c == "aten"], "spread": 0.01}
+                                                      for c in t["choices"]}}
+            else:
+                self.tasks.append(t)
+                yield t, {"status": "ok", "device_ms": 1.0 if t["choice"] == "aten" else self.others, "repeats": 20}
+
+
+GEMV = Problem.from_sizes(1, 16384, 2048, "bf16", layout_b="col")
+
+
+@pytest.mark.parametrize("credit, family, runoff, winner", [
+    (0.02, "skinny", (1.005, 1.0), "strip"),     # 0.5% slower alone, credited 2%: the strip (its -pdl twin) wins
+    (0.0, "skinny", (1.005, 1.0), "aten"),       # no credit: cuBLAS, and no run-off (cuBLAS won the sweep)
+    (0.02, "skinny", (1.02, 1.0), "aten"),       # 2% slower in the run-off: beyond the credit and the 1% tie
+    (0.02, "decompose_k", (1.005, 1.0), "aten"),  # a family without a -pdl twin gets no credit
+])
+def test_pdl_credit_keeps_a_near_tie_strip_that_pdl_serves_as_its_twin(store, credit, family, runoff, winner):
+    from gemmtune.pdl import credited
+    plan = CandidatePlan((family,), "default", H100)
+    pool = PdlCallPool(1.01, runoff)
+    r = Tuner(progress=False, pdl_credit=credit).sweep(as_shapes([GEMV]), plan, Executor(pool),
+                                                        Recorder(store, CTX, pdl_credit=credit)).shapes[0]
+    if winner == "aten":
+        assert r.best == "aten" and r.best_ms == 1.0
+    else:
+        assert credited(r.best, "col") and r.best_ms == 1.01  # its own time, not the credited one
+        assert r.runoff["kept"] == r.best and r.runoff["pdl_credit"] == pytest.approx(0.02)
+    assert len(pool.runoffs) == int(credit > 0 and family == "skinny")
+
+
+def test_tune_model_credits_the_twins_on_hopper_only(monkeypatch):
+    """tune_model(pdl=True) passes pdl.PDL_CREDIT to gemmtune.tune on a Hopper, nothing before it,
+    and leaves a credit the caller chose (0 included) as it is."""
+    import sys
+
+    import torch
+
+    import gemmtune.pdl as pdl
+    seen = []
+
+    def fake_tune(problems, **kw):
+        seen.append(kw.get("pdl_credit"))
+        raise RuntimeError("stop here")  # the keywords are what this test is about
+    monkeypatch.setattr(sys.modules["gemmtune.tune"], "tune", fake_tune)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 8)).eval()
+    for cap, kw, want in [((9, 0), {}, pdl.PDL_CREDIT), ((8, 0), {}, None), (None, {}, None),
+                          ((9, 0), {"pdl_credit": 0.0}, 0.0)]:
+        monkeypatch.setattr(pdl, "_capability", lambda cap=cap: cap)
+        with pytest.raises(RuntimeError, match="stop here"):
+            gemmtune.tune_model(model, [(torch.randn(2, 16),)], pdl=True, prestart=False, **kw)
+        assert seen[-1] == want
+    with pytest.raises(RuntimeError, match="stop here"):  # pdl=False: never
+        monkeypatch.setattr(pdl, "_capability", lambda: (9, 0))
+        gemmtune.tune_model(model, [(torch.randn(2, 16),)], prestart=False)
+    assert seen[-1] is None
 
 
 def summary_of(r):

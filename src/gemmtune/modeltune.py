@@ -122,8 +122,10 @@ def tune_model(model: torch.nn.Module, inputs: Iterable | None = None, *, fn: Ca
     ``tune_kwargs`` go to ``gemmtune.tune`` (``fast=True``, ``space``, ``families``, ``store``,
     ``progress``...); ``tune_fn`` replaces it (tests, or your own tuner). ``pdl=True``: graphs
     compiled with Inductor's PDL on serve the winning GEMV strips as their ``-pdl`` twins
-    (``gemmtune.pdl``; ``patch``'s ``pdl``). ``prestart``: start the tuning call's benchmark
-    worker before the example passes (``early_worker``; by default when ``tune_fn`` is None)."""
+    (``gemmtune.pdl``; ``patch``'s ``pdl``), and on Hopper the tuning call credits those strips
+    ``gemmtune.pdl.PDL_CREDIT`` against cuBLAS (``tune``'s ``pdl_credit``; pass your own to
+    override, 0 to turn it off). ``prestart``: start the tuning call's benchmark worker before the
+    example passes (``early_worker``; by default when ``tune_fn`` is None)."""
     early = early_worker(tune_fn, prestart, tune_kwargs)
     try:
         return _tune_model(model, inputs, fn, extra_m, mode, tune_fn, verify, pdl,
@@ -167,6 +169,9 @@ def _tune_model(model, inputs, fn, extra_m, mode, tune_fn, verify, pdl, tune_kwa
     problems = [Problem.from_sizes(m, n, k, dt, layout_b=lb) for (n, k, dt, lb), ms in hints.items() for m in ms]
     if tune_fn is None:
         from .tune import tune as tune_fn
+        if pdl:
+            from .pdl import credit_kwargs
+            tune_kwargs = credit_kwargs(tune_kwargs)
     result = tune_fn(problems, **tune_kwargs)  # the one tuning call
 
     def reuse(_problems, **_kw):

@@ -780,7 +780,11 @@ def patch(model: torch.nn.Module, table=None, *,
             from .fuse import fuse_linears
             example_inputs = example_passes(example_inputs)  # (a generator is read once, for both)
             fuse_linears(model, inputs=example_inputs)
-        tuned = tune_model(model, example_inputs, **compile_kwargs)
+        if pdl and "tune_fn" not in compile_kwargs:  # gemmtune.tune's call: the twins' credit (pdl.PDL_CREDIT)
+            from .pdl import credit_kwargs
+            tuned = tune_model(model, example_inputs, **credit_kwargs(compile_kwargs))
+        else:
+            tuned = tune_model(model, example_inputs, **compile_kwargs)
         if pdl:  # before the layers register them (and without tune_model's own warning again)
             attach_twins(tuned)
         out = _patch_layers(model, table, tuned, bool(tune_missing), eager_policy, convert_aten_layers,

@@ -64,6 +64,50 @@ def pdl_twin(choice: Choice | str, layout_b: str) -> Choice:
     return Choice("skinny", replace(c, pdl=True))
 
 
+# What ``pdl=True`` credits a strip that has a ``-pdl`` twin, against cuBLAS, when its tuning call
+# picks a winner (``tune(pdl_credit=...)``; ``tune_model(pdl=True)`` passes it on Hopper): its
+# time alone is counted this fraction lower. Why: the tuner times kernels alone, without PDL, and
+# a twin served in a graph compiled with Inductor's PDL gains on its plain self where cuBLAS gains
+# nothing. Measured on an H200: a chain of 32 pointwise -> GEMV pairs (1 x 16384 x 2048 and back)
+# ran 1.028x (BN8 strip) and 1.037x (BN2) faster with the twins than with the plain strips
+# (benchmarks/results/2026-11-30-h200-s42, call 1); Llama-1B's decode step with every strip
+# twinned 1.025-1.061x (s37). There, Llama-1B's fused gate/up stayed on cuBLAS in worker-tuned
+# runs though its BN8 strip timed 17.8 against 18.4 us alone in session 41: the run-off's 1% tie
+# rule and the noise between the two timings decided a shape the twin would have won. 0.02 is
+# below the smallest gain measured.
+PDL_CREDIT = 0.02
+
+
+def credited(choice_id: str, layout_b: str) -> bool:
+    """Whether ``choice_id`` is served by a ``-pdl`` twin under ``pdl=True`` at ``layout_b`` (a
+    one-slice CUDA-core skinny strip on a K-contiguous B): the choices ``pdl_credit`` applies to.
+    Pure.
+
+    >>> credited("skinny:BM1-BN8-BK512-SK1-S1-W4-core-det-flat-sum", "col"), credited("aten", "col")
+    (True, False)
+    >>> credited("skinny:BM1-BN8-BK512-SK1-S1-W4-core-det-flat-sum", "row")
+    False
+    """
+    if choice_id == "aten" or not choice_id.startswith("skinny:"):
+        return False
+    try:
+        return pdl_twin(choice_id, layout_b).id != Choice.parse(choice_id).id
+    except ValueError:
+        return False
+
+
+def credit_kwargs(tune_kwargs: dict) -> dict:
+    """``tune_kwargs`` (for ``gemmtune.tune``) with ``pdl_credit=PDL_CREDIT`` where ``pdl=True``'s
+    twins run with PDL (this GPU is a Hopper or later) and the caller chose no credit; else as
+    they are (off a GPU, the interpreter runs the twins without PDL)."""
+    if "pdl_credit" in tune_kwargs:
+        return tune_kwargs
+    cap = _capability()
+    if cap is None or cap < (9, 0):
+        return tune_kwargs
+    return dict(tune_kwargs, pdl_credit=PDL_CREDIT)
+
+
 def twin_table(table):
     """``table`` (a LookupTable) with every entry's choices replaced by ``pdl_twin`` at the B
     layout its key names (an entry whose key does not parse is left as it is); a new table."""

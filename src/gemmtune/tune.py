@@ -66,7 +66,7 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
          retry_failed: bool = False, timing: str = "standard", compile_ahead: int = 2,
          overwrite: bool = False, cluster=None, server: str | os.PathLike | None = None,
          deterministic: bool = False, min_gain: float = 0.0, in_process: bool = False,
-         prestarted: Sequence = (), runoff: float = RUNOFF_MARGIN) -> TuneResult:
+         prestarted: Sequence = (), runoff: float = RUNOFF_MARGIN, pdl_credit: float = 0.0) -> TuneResult:
     """Tune ``problems``: benchmark every candidate once, keep every result, return the winners.
 
     ``families``: kernel families to search (default: all). ``space``: 'default' or
@@ -156,6 +156,12 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     (``tuning.runoff``; recorded as the shape's ``runoff``). The sweep times candidates one
     after another, so a close call can turn on when each ran. 0 turns it off; a cluster run
     (``cluster``) has none.
+
+    ``pdl_credit``: a one-slice CUDA-core skinny strip on a K-contiguous B, which ``pdl=True``
+    serves as its ``-pdl`` twin, is picked as if this fraction faster than its time alone (in the
+    sweep's pick and in the run-off; the recorded time is its own). ``tune_model(pdl=True)``
+    passes ``gemmtune.pdl.PDL_CREDIT`` (0.02) on Hopper, where the twins gained 2.5-6% in
+    measured chains and decode steps. 0 (the default) picks by time alone.
     """
     return Tuner(TuneOptions(
         families=families, space=space, store=store, out=out, workers=workers, timeout=timeout,
@@ -163,7 +169,7 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
         table=table, benchmark_space=benchmark_space, fast=fast, model=model, retry_failed=retry_failed,
         timing=timing, compile_ahead=compile_ahead, overwrite=overwrite, cluster=cluster, server=server,
         deterministic=deterministic, min_gain=min_gain, in_process=in_process,
-        prestarted=tuple(prestarted), runoff=runoff)).run(problems)
+        prestarted=tuple(prestarted), runoff=runoff, pdl_credit=pdl_credit)).run(problems)
 
 
 __all__ = ["tune", "Tuner", "TuneOptions", "option_names", "TuneResult", "ShapeResult", "CandidatePlan", "Planned",

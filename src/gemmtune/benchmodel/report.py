@@ -62,6 +62,8 @@ def markdown(doc: dict) -> str:
                      + (f"; the fused copy's own tuning {m['fuse_tune_s']:.1f} s" if "fuse_tune_s" in m else "")
                      + (f" (the tune call {m['fuse_tune_call_s']:.1f} s, of it {m.get('fuse_tune_startup_s', 0.0):.1f} s "
                         "workers' start-up)" if "fuse_tune_call_s" in m else "")
+                     + (f", strips with a `-pdl` twin credited {m['fuse_tune_pdl_credit']:.0%} against cuBLAS "
+                        "(`gemmtune.pdl.PDL_CREDIT`)" if m.get("fuse_tune_pdl_credit") else "")
                      + "".join(f"; `{mode}`: {r['fused_merged']} groups one GEMM in its compiled graphs"
                                for mode, r in m["modes"].items() if r.get("fused_merged"))
                      + ".\n")

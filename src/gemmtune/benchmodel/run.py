@@ -216,6 +216,13 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
                 if "fuse_dispatchers" not in variants:
                     t1 = time.perf_counter()
                     inner, kwargs = tuner()
+                    if inner is gemmtune.tune and any(base_mode(m) == "fuse_patch_compile_pdl" for m in modes):
+                        # The one fused tuning call also serves the -pdl mode: it credits the strips
+                        # that mode serves as twins (pdl.PDL_CREDIT), as tune_model(pdl=True) would.
+                        from ..pdl import credit_kwargs
+                        kwargs = credit_kwargs(kwargs)
+                        if "pdl_credit" in kwargs:
+                            out["fuse_tune_pdl_credit"] = kwargs["pdl_credit"]
 
                     def keep(problems, **kw):  # the result, which fuse_patch_compile_pdl twins
                         variants["fuse_result"] = inner(problems, **kw)

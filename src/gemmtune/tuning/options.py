@@ -58,6 +58,7 @@ class TuneOptions:
     runoff: float = RUNOFF_MARGIN             # a winner within this of cuBLAS is timed again beside it; 0: never
     in_process: bool = False                  # measure in this process (bench.inprocess): no worker start-up
     prestarted: tuple = ()                    # workers started before the run, adopted by its pool
+    pdl_credit: float = 0.0                   # a strip with a -pdl twin ranks this fraction faster (gemmtune.pdl)
 
     def __post_init__(self):
         if self.families is not None:
@@ -75,6 +76,11 @@ class TuneOptions:
         r = self.runoff
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0.0 <= r < 1.0:
             raise ValueError(f"runoff must be a fraction in [0, 1) (0: no run-off), e.g. 0.05, got {r!r}")
+        c = self.pdl_credit
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0.0 <= c < 0.1:
+            raise ValueError(f"pdl_credit must be a fraction in [0, 0.1), e.g. 0.02, got {c!r}")
+        if c and self.cluster is not None:
+            raise ValueError("pdl_credit needs the run-off, which a cluster run does not have: leave it 0 there")
         if self.in_process and (self.server is not None or self.cluster is not None):
             raise ValueError("in_process measures in this process: it cannot be combined with server or cluster")
         ca = self.compile_ahead

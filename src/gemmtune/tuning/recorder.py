@@ -65,9 +65,10 @@ def claim_ttl(timeout: float, n: int) -> float:
     return 60.0 + timeout * max(n, 1)
 
 
-def prefer_aten(best, aten, min_gain: float):
+def prefer_aten(best, aten, min_gain: float, scale: float = 1.0):
     """``aten``'s row instead of ``best`` when ``best`` (another choice) is not at least
-    ``min_gain`` faster than cuBLAS, i.e. ``best_ms * (1 + min_gain) > aten_ms``; else ``best``.
+    ``min_gain`` faster than cuBLAS, i.e. ``best_ms * scale * (1 + min_gain) > aten_ms``; else
+    ``best``. ``scale``: 1 less the PDL credit of a credited strip (``ranked_ms``), else 1.
 
     >>> from types import SimpleNamespace as R
     >>> prefer_aten(R(choice_id="t", device_ms=0.99), R(choice_id="aten", device_ms=1.0), 0.02).choice_id
@@ -77,20 +78,39 @@ def prefer_aten(best, aten, min_gain: float):
     """
     if best is None or aten is None or min_gain <= 0 or best.choice_id == aten.choice_id:
         return best
-    return aten if best.device_ms * (1.0 + min_gain) > aten.device_ms else best
+    return aten if best.device_ms * scale * (1.0 + min_gain) > aten.device_ms else best
 
 
-def summarize(s: Shape, cands: list[Choice], db: ResultStore, ctx: RunContext, min_gain: float = 0.0) -> ShapeResult:
+def ranked_ms(choice_id: str, device_ms: float, layout_b: str, pdl_credit: float) -> float:
+    """The time a winner is picked by: ``device_ms``, less ``pdl_credit`` of it for a strip that
+    ``pdl=True`` serves as its ``-pdl`` twin (``gemmtune.pdl.PDL_CREDIT`` says why).
+
+    >>> ranked_ms("skinny:BM1-BN8-BK512-SK1-S1-W4-core-det-flat-sum", 1.0, "col", 0.02)
+    0.98
+    >>> ranked_ms("aten", 1.0, "col", 0.02), ranked_ms("skinny:BM1-BN8-BK512-SK1-S1-W4-core-det-flat-sum", 1.0, "col", 0.0)
+    (1.0, 1.0)
+    """
+    if pdl_credit <= 0:
+        return device_ms
+    from ..pdl import credited
+    return device_ms * (1.0 - pdl_credit) if credited(choice_id, layout_b) else device_ms
+
+
+def summarize(s: Shape, cands: list[Choice], db: ResultStore, ctx: RunContext, min_gain: float = 0.0,
+              pdl_credit: float = 0.0) -> ShapeResult:
     """``s``'s result from what the store holds for its candidates: the best verified time
     (cuBLAS's where nothing beats it by ``min_gain``: ``prefer_aten``), cuBLAS's, the statuses
-    and each failure status's first reason."""
+    and each failure status's first reason. ``pdl_credit``: the best is picked by ``ranked_ms``
+    (a strip with a ``-pdl`` twin counted that fraction faster); its own time is reported."""
     rows = db.done(ctx, s.problem.key)
     ids = {c.id for c in cands}
     rel = [r for cid, r in rows.items() if cid in ids]
     statuses = Counter(r.status for r in rel)
     ok = [r for r in rel if r.status == Status.OK and r.device_ms is not None and math.isfinite(r.device_ms)]
-    best = min(ok, key=lambda r: (r.device_ms, r.choice_id)) if ok else None
-    best = prefer_aten(best, next((r for r in ok if r.choice_id == "aten"), None), min_gain)
+    lb = s.problem.layout_b
+    best = min(ok, key=lambda r: (ranked_ms(r.choice_id, r.device_ms, lb, pdl_credit), r.choice_id)) if ok else None
+    best = prefer_aten(best, next((r for r in ok if r.choice_id == "aten"), None), min_gain,
+                       ranked_ms(best.choice_id, 1.0, lb, pdl_credit) if best is not None else 1.0)
     aten = rows.get("aten")
     reasons: dict[str, str] = {}
     for r in sorted(rel, key=lambda r: r.choice_id):
@@ -179,9 +199,11 @@ class Recorder:
     ``min_gain``: see ``prefer_aten``."""
 
     def __init__(self, db: ResultStore, ctx: RunContext, *, retry_failed: bool = False, timeout: float = 120.0,
-                 owner: str | None = None, sleep: Callable[[float], None] = time.sleep, min_gain: float = 0.0):
+                 owner: str | None = None, sleep: Callable[[float], None] = time.sleep, min_gain: float = 0.0,
+                 pdl_credit: float = 0.0):
         self.db, self.ctx = db, ctx
         self.min_gain = min_gain
+        self.pdl_credit = pdl_credit
         self.retry_failed, self.timeout = retry_failed, timeout
         self.owner = owner or claim_owner()  # this tuner, in the store's claims
         self.redo = RETRYABLE if retry_failed else ()
@@ -245,4 +267,4 @@ class Recorder:
         self.db.release(self.ctx, problem.key, self.owner)
 
     def summarize(self, s: Shape, cands: list[Choice]) -> ShapeResult:
-        return summarize(s, cands, self.db, self.ctx, self.min_gain)
+        return summarize(s, cands, self.db, self.ctx, self.min_gain, self.pdl_credit)

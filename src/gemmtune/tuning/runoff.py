@@ -57,17 +57,20 @@ def wants_runoff(best: str | None, best_ms: float | None, aten_ms: float | None,
     return best_ms * (1.0 + margin) > aten_ms
 
 
-def runoff_winner(result: dict, best: str, min_gain: float = 0.0) -> tuple[str, dict]:
+def runoff_winner(result: dict, best: str, min_gain: float = 0.0, scale: float = 1.0) -> tuple[str, dict]:
     """(the winner, what to record) from a worker's run-off ``result`` between ``best`` and
     'aten': the lower median time, where ``best`` must beat cuBLAS by more than ``min_gain``
     (as tuning.recorder.prefer_aten asks of the sweep; the tuner passes at least RUNOFF_TIE);
     ``best`` whenever either failed or the result is not a run-off (an older worker or another
-    runner): the sweep's decision stands.
+    runner): the sweep's decision stands. ``scale``: what ``best``'s time counts for (1 less the
+    PDL credit of a strip ``pdl=True`` serves as its twin: tuning.recorder.ranked_ms), else 1.
 
     >>> r = {"status": "ok", "choices": {"t": {"status": "ok", "ms": 1.0, "spread": 0.01},
     ...                                  "aten": {"status": "ok", "ms": 0.9, "spread": 0.01}}}
     >>> runoff_winner(r, "t")[0], runoff_winner({"status": "error", "reason": "x"}, "t")[0]
     ('aten', 't')
+    >>> runoff_winner(r, "t", 0.01, scale=0.8)[0]  # a credited strip, 10% slower alone
+    't'
     """
     got = result.get("choices") if isinstance(result, dict) else None
     if not isinstance(got, dict):
@@ -80,5 +83,5 @@ def runoff_winner(result: dict, best: str, min_gain: float = 0.0) -> tuple[str, 
     bad = next((c for c in (best, "aten") if not timed(c)), None)
     if bad is not None:
         return best, dict(rec, error=f"{bad}: {got.get(bad, {}).get('reason', 'no time')}"[:200])
-    winner = best if ms[best] * (1.0 + min_gain) < ms["aten"] else "aten"
-    return winner, dict(rec, kept=winner)
+    winner = best if ms[best] * scale * (1.0 + min_gain) < ms["aten"] else "aten"
+    return winner, dict(rec, kept=winner, **({"pdl_credit": round(1.0 - scale, 6)} if scale != 1.0 else {}))

@@ -32,6 +32,7 @@ from .plan import CandidatePlan, Planned, as_shapes, compiles_at_most, load_rank
 from .progress import Progress
 from .recorder import Recorder, table_to_merge, write_table
 from .results import ShapeResult, TableCoverage, TuneResult
+from .recorder import ranked_ms
 from .runoff import RUNOFF_TIE, runoff_winner, wants_runoff
 
 
@@ -247,7 +248,7 @@ class Tuner:
         if o.cluster is not None:
             from ..cluster import tune_cluster
             kw = o.keywords()
-            for k in ("workers", "compile_ahead", "server", "in_process", "prestarted", "runoff"):
+            for k in ("workers", "compile_ahead", "server", "in_process", "prestarted", "runoff", "pdl_credit"):
                 kw.pop(k)
             return tune_cluster(problems, **kw)
         t0 = time.monotonic()
@@ -282,7 +283,8 @@ class Tuner:
                 info = executor.info()
                 startup = time.monotonic() - t0
                 ctx = context_of(info)
-                rec = Recorder(db, ctx, retry_failed=o.retry_failed, timeout=o.timeout, min_gain=o.min_gain)
+                rec = Recorder(db, ctx, retry_failed=o.retry_failed, timeout=o.timeout, min_gain=o.min_gain,
+                               pdl_credit=o.pdl_credit)
                 plan = make_plan(o, info, ctx, lut, earlier, numpy_predict)
                 try:
                     swept = self.sweep(shapes, plan, executor, rec)
@@ -373,7 +375,8 @@ class Tuner:
                 r = rec.summarize(s, cands)
                 if wants_runoff(r.best, r.best_ms, r.aten_ms, o.runoff):
                     winner, r.runoff = runoff_winner(executor.runoff(s.problem, [r.best, "aten"]), r.best,
-                                                     max(o.min_gain, RUNOFF_TIE))
+                                                     max(o.min_gain, RUNOFF_TIE),
+                                                     ranked_ms(r.best, 1.0, s.problem.layout_b, o.pdl_credit))
                     if winner == "aten":
                         r.best, r.best_ms = "aten", r.aten_ms
                 r.tune_s = time.monotonic() - ts
