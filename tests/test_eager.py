@@ -436,6 +436,39 @@ def test_all_aten_layers_compile_to_torchs_own_linear():
         assert any("gemmtune" in o for o in ops) == want_op, ops
 
 
+def test_a_table_winner_over_all_aten_hints_keeps_the_op_under_compile(monkeypatch):
+    """A layer patched with a table that names a Triton kernel for its shape, over hints that all
+    chose cuBLAS: patch converts it (runs_as_torch) and eager calls run the table's kernel, but
+    under torch.compile it traced as F.linear (the check read ``all_aten`` alone), so the table's
+    winner never ran in a compiled graph (found on tiny GPT-NeoX, tests/test_model_zoo.py)."""
+    from gemmtune import kernels
+    from gemmtune.configs import Choice
+    from gemmtune.problem import Problem
+    from gemmtune.table import LookupTable, TableChoice, provenance
+
+    key = Problem.from_sizes(4, 48, 32, "float32", layout_b="col").key
+    tbl = LookupTable(provenance("t", "interp", "x", "x", "x", "by-hand"), {key: [TableChoice(Choice.parse(TRITON))]})
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48))
+    patch(model, table=tbl, hints={"m": [8]}, tune_fn=_tune("aten"), progress=False)
+    assert type(model[0]) is gemmtune.nn.Linear and model[0].dispatcher.all_aten
+    fam = kernels.get("triton_mm")
+    run, launched, ops = fam.run, [], []
+    monkeypatch.setattr(fam, "run", lambda *a, **kw: launched.append(1) or run(*a, **kw))
+
+    def backend(gm, example_inputs):
+        ops.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm.forward
+    torch._dynamo.reset()
+    x = torch.randn(4, 32)
+    with torch.no_grad():
+        y = torch.compile(model, backend=backend)(x)
+    torch._dynamo.reset()
+    assert any("gemmtune" in o for o in ops), ops
+    torch.testing.assert_close(y, torch.nn.functional.linear(x, model[0].weight, model[0].bias))
+    if gemmtune.interpreter_enabled():  # (on a GPU machine a CPU tensor's Triton choice runs cuBLAS)
+        assert launched
+
+
 def test_bench_model_reports_the_eager_paths():
     from gemmtune.benchmodel import eager_path_summary
 

@@ -484,11 +484,14 @@ class Linear(torch.nn.Linear):
         ``gemmtune::mm`` op (besides a dtype other than the dispatcher's, which forward warns
         about): autocast or another device, a broadcasting bias, a weight no longer of the
         dispatcher's shape (``_reshaped``; forward warns about it), a dispatcher that runs cuBLAS
-        everywhere (Dispatcher.all_aten says why), or torch.export tracing (``_exporting``). A
-        fused group's traced members ask it of the group's fused layer (fuse_compile)."""
+        everywhere (``runs_as_torch``; Dispatcher.all_aten says why), or torch.export tracing
+        (``_exporting``). A fused group's traced members ask it of the group's fused layer
+        (fuse_compile). ``all_aten`` alone is not enough: a table's exact entries run before the
+        hints, and a layer patched with a table naming Triton kernels over all-cuBLAS hints traced
+        as F.linear, its table winners run eagerly and never in a compiled graph."""
         w = self.weight
         return (_torchs_own(x) or _odd_bias(self.bias, w.shape[0]) or _reshaped(self.dispatcher, w, False)
-                or self.dispatcher.all_aten or _exporting())
+                or runs_as_torch(self.dispatcher) or _exporting())
 
     @property
     def eager_choices(self) -> dict[tuple, tuple[str, float, float]]:
@@ -579,7 +582,7 @@ def _conv1d_forward(self, x: torch.Tensor) -> torch.Tensor:
     if _reshaped(self.dispatcher, w, True):  # as Linear.forward
         _warn_reshaped(self, w, True, stacklevel=2)
         return self._gemmtune_base_forward(x)
-    if _is_compiling() and (_torchs_own(x) or _odd_bias(self.bias, w.shape[1]) or self.dispatcher.all_aten
+    if _is_compiling() and (_torchs_own(x) or _odd_bias(self.bias, w.shape[1]) or runs_as_torch(self.dispatcher)
                             or _exporting()):
         return self._gemmtune_base_forward(x)
     dt = self.dispatcher.torch_dtype

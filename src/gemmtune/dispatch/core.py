@@ -340,11 +340,11 @@ class Dispatcher(Deciding, Launching):
 
     @property
     def all_aten(self) -> bool:
-        """Whether every tuned hint chose cuBLAS (unpadded): the patched layers then hand the
-        GEMM to torch itself under torch.compile (Inductor sees an ordinary mm it can fuse
-        into) instead of the opaque gemmtune::mm op, whose per-call Python would only add
-        host time around the same cuBLAS call; ``patch`` leaves such layers unconverted altogether
-        (``gemmtune.nn.runs_as_torch`` also checks the decisions and the table)."""
+        """Whether every tuned hint chose cuBLAS (unpadded). Where no decision and no table
+        entry names another kernel either (``gemmtune.nn.runs_as_torch``), the patched layers
+        hand the GEMM to torch itself under torch.compile (Inductor sees an ordinary mm it can
+        fuse into) instead of the opaque gemmtune::mm op, whose per-call Python would only add
+        host time around the same cuBLAS call, and ``patch`` leaves such layers unconverted."""
         return all(h.choice == ATEN for h in self.hint_choices)
 
     @property
