@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 42, call 6 (~2.5 min; GPU only; no carry). The PDL credit (tune(pdl_credit=), pdl.PDL_CREDIT):
+# Prepared in session 42 (its device time ran out) for session 43 (~2.5 min; GPU only; no carry). The PDL credit (tune(pdl_credit=), pdl.PDL_CREDIT):
 # Llama-1B decode b1, fused + patched + compiled with PDL, its tuning now crediting the strips it
 # serves as -pdl twins. Profiled, to compare kernel by kernel with call 5 (the same mode before the
 # credit, on another machine: cuBLAS's gate/up at 18.7 us a launch there).
