@@ -481,7 +481,7 @@ def test_tune_model_credits_the_twins_on_hopper_only(monkeypatch):
     monkeypatch.setattr(sys.modules["gemmtune.tune"], "tune", fake_tune)
     model = torch.nn.Sequential(torch.nn.Linear(16, 8)).eval()
     for cap, kw, want in [((9, 0), {}, pdl.PDL_CREDIT), ((8, 0), {}, None), (None, {}, None),
-                          ((9, 0), {"pdl_credit": 0.0}, 0.0)]:
+                          ((9, 0), {"pdl_credit": 0.0}, 0.0), ((9, 0), {"cluster": "local:2"}, None)]:
         monkeypatch.setattr(pdl, "_capability", lambda cap=cap: cap)
         with pytest.raises(RuntimeError, match="stop here"):
             gemmtune.tune_model(model, [(torch.randn(2, 16),)], pdl=True, prestart=False, **kw)

@@ -99,8 +99,9 @@ def credited(choice_id: str, layout_b: str) -> bool:
 def credit_kwargs(tune_kwargs: dict) -> dict:
     """``tune_kwargs`` (for ``gemmtune.tune``) with ``pdl_credit=PDL_CREDIT`` where ``pdl=True``'s
     twins run with PDL (this GPU is a Hopper or later) and the caller chose no credit; else as
-    they are (off a GPU, the interpreter runs the twins without PDL)."""
-    if "pdl_credit" in tune_kwargs:
+    they are (off a GPU, the interpreter runs the twins without PDL; a cluster run, which has no
+    run-off to weigh the credit in, picks by time)."""
+    if "pdl_credit" in tune_kwargs or tune_kwargs.get("cluster") is not None:
         return tune_kwargs
     cap = _capability()
     if cap is None or cap < (9, 0):
