@@ -185,10 +185,12 @@ def test_exp_eager_overhead_dry_run(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("fused", [True])
 def test_exp_gemv_handback_dry_run(tmp_path, fused):
-    """scripts/exp_gemv_handback.py --dry-run (session 35's GPU calls): the model patched, fused or
-    not, compiled once per threshold ("default": the variable unset), checked against eager."""
+    """scripts/exp_gemv_handback.py --dry-run (session 35's GPU calls): the model patched and fused,
+    compiled once per threshold ("default": the variable unset), checked against eager. (The
+    unfused run, ``--no-fuse``, took another ~57 s of CI for the same compile path; session 35's
+    question is settled, README's hand-back section.)"""
     pytest.importorskip("transformers")
     out = tmp_path / "h.json"
     thresholds = ("default", "0") if fused else ("0", "inf")
