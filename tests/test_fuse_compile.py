@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import operator
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -278,6 +280,30 @@ def test_a_pass_configured_before_is_kept_and_runs_first():
     ours = config.pre_grad_custom_pass
     assert ours.prior is not None and ours.uuid() != Theirs().uuid()
     assert fuse_compile.install() and config.pre_grad_custom_pass is ours  # installed once
+
+
+def test_the_pass_pickles_by_reference_for_inductors_cache_keys(tmp_path):
+    """Inductor's cache keys pickle the configured pass: torch 2.11 warned "Can't pickle local
+    object '_make_pass.<locals>.MergeFusedMembers'" on the GPU machine and dropped the key. The
+    class is the module's attribute now, found also by a process that has not made it yet."""
+    import pickle
+    import subprocess
+    import sys
+
+    from torch._inductor import config
+
+    with config.patch(pre_grad_custom_pass=None):
+        assert fuse_compile.install()
+        ours = config.pre_grad_custom_pass
+        data = pickle.dumps(ours)
+        back = pickle.loads(data)
+        assert type(back) is type(ours) and back.uuid() == ours.uuid()
+    (tmp_path / "pass.pkl").write_bytes(data)
+    code = ("import pickle, sys; p = pickle.load(open(sys.argv[1], 'rb')); "
+            "print(type(p).__module__, type(p).__qualname__, p.uuid() is not None)")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "pass.pkl")], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": str(Path(fuse_compile.__file__).parents[1])})
+    assert out.stdout.split() == ["gemmtune.fuse_compile", "MergeFusedMembers", "True"], out.stderr[-2000:]
 
 
 def test_rebound_weights_are_refused_at_trace_time_and_copies_are_groups_of_their_own():

@@ -260,7 +260,16 @@ def _uuid() -> str:
     return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
 
 
-def _make_pass(prior):
+def _pass_class() -> type:
+    """``MergeFusedMembers``: gemmtune's pre-grad pass class, made on first use (importing
+    Inductor's ``CustomGraphPass`` takes ~1 s, which a model that never compiles should not pay)
+    and kept as this module's attribute of that name, so that it pickles by reference. Inductor's
+    cache keys pickle the pass configured: with torch 2.11, a class local to a function failed
+    there ("Can't pickle local object"; H200, 2026-11-30, bench-model's compile of a patched,
+    fused model) and the key was dropped."""
+    cls = globals().get("MergeFusedMembers")
+    if cls is not None:
+        return cls
     from torch._inductor.custom_graph_pass import CustomGraphPass
 
     class MergeFusedMembers(CustomGraphPass):
@@ -289,7 +298,22 @@ def _make_pass(prior):
                 parts.append(repr(u))
             return hashlib.sha256("|".join(parts).encode()).hexdigest()
 
-    return MergeFusedMembers(prior)
+    MergeFusedMembers.__qualname__ = "MergeFusedMembers"
+    MergeFusedMembers.__module__ = __name__
+    globals()["MergeFusedMembers"] = MergeFusedMembers
+    return MergeFusedMembers
+
+
+def __getattr__(name: str):
+    # pickle finds the pass class as gemmtune.fuse_compile.MergeFusedMembers also in a process
+    # that has not made it yet (an unpickled cache entry, say)
+    if name == "MergeFusedMembers":
+        return _pass_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _make_pass(prior):
+    return _pass_class()(prior)
 
 
 def install() -> bool:
