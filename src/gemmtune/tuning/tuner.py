@@ -30,9 +30,8 @@ from .executor import COMPILE_NICE, Executor, compile_pool_size, usable_cpus
 from .options import TuneOptions
 from .plan import CandidatePlan, Planned, as_shapes, compiles_at_most, load_ranker
 from .progress import Progress
-from .recorder import Recorder, table_to_merge, write_table
+from .recorder import Recorder, ranked_ms, table_to_merge, write_table
 from .results import ShapeResult, TableCoverage, TuneResult
-from .recorder import ranked_ms
 from .runoff import RUNOFF_TIE, runoff_winner, wants_runoff
 
 
