@@ -366,6 +366,32 @@ def test_fuse_patch_compile_pdl_serves_twins_of_the_fused_tuning_without_a_secon
     torch._dynamo.reset()
 
 
+def test_the_fused_tuning_credits_the_twins_when_a_pdl_mode_runs_on_hopper(monkeypatch):
+    """bench-model's one fused tuning call serves fuse_patch_compile_pdl too: on a Hopper it passes
+    pdl.PDL_CREDIT to gemmtune.tune (as tune_model(pdl=True) would) and records it; without a
+    _pdl mode, or before Hopper, it passes none."""
+    import gemmtune
+    import gemmtune.pdl as pdl
+
+    strip = "skinny:BM1-BN2-BK128-SK1-S1-W4-core-det"
+    seen = []
+
+    def fake_tune(problems, **kw):
+        seen.append(kw.get("pdl_credit"))
+        return {p.key: strip if p.m == 1 and p.layout_b == "col" else "aten" for p in problems}
+
+    monkeypatch.setattr(gemmtune, "tune", fake_tune)
+    model = benchmodel.build_model(benchmodel.parse_model("tiny-llama"), torch.float32, "cpu")
+    ids = torch.randint(0, 500, (1, 1))
+    for cap, modes, want in [((9, 0), ["fuse_patch_compile_pdl"], pdl.PDL_CREDIT), ((8, 9), ["fuse_patch_compile_pdl"], None),
+                             ((9, 0), ["eager_fuse_patch"], None)]:
+        monkeypatch.setattr(pdl, "_capability", lambda cap=cap: cap)
+        out = {"modes": {}}
+        benchmodel.make_variants(model, modes, lambda m: m(ids), out, {"progress": False})
+        assert seen[-1] == want and out.get("fuse_tune_pdl_credit") == want
+    torch._dynamo.reset()
+
+
 def test_lut_compile_without_a_table_fails_with_the_reason():
     bm_run = importlib.import_module("gemmtune.benchmodel.run")
     rec, lines = {"phases": {}}, []
