@@ -17,17 +17,21 @@ echo "gemmtune's bytecode prefix: ${pyc:-none (Python keeps the bytecode itself)
 if [ -n "$pyc" ]; then mat_env=(env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX="$pyc"); else mat_env=(env); fi
 # Every process compiles from an empty cache of its own (the server's is its own too), so no
 # run profits from another's compiled kernels: the comparison is of cold tuning paths.
+# SHARED_CACHES=1: a user's second day instead. Each side keeps one Triton (and Inductor) cache
+# across the shapes, empty at the start, so a shape's process may load kernels compiled for the
+# shapes before it (same config, same specialisation), never its own shape's.
 TRITON_CACHE_DIR=/tmp/tc-warm-$$ python3 -m gemmtune.cli worker --serve $sock 2> "$OUT/server.log" &
 srv=$!
 for _ in $(seq 120); do [ -S $sock ] && break; sleep 1; done
 printf "%-22s %10s %10s %12s\n" shape cold_s warm_s maxautotune_s | tee "$OUT/single_shape.txt"
 for s in $SHAPES; do
-  export TRITON_CACHE_DIR=/tmp/tc-cold-$$-$s TORCHINDUCTOR_CACHE_DIR=/tmp/ti-$$-$s
+  tag=$s; [ "${SHARED_CACHES:-0}" = 1 ] && tag=shared
+  export TRITON_CACHE_DIR=/tmp/tc-cold-$$-$tag TORCHINDUCTOR_CACHE_DIR=/tmp/ti-$$-$tag
   t0=$(date +%s.%N); python3 -m gemmtune_entry tune --shape $s --fast --store "$OUT/cold.sqlite" -q > /dev/null 2>&1; t1=$(date +%s.%N)
   # The gemmtune command's entry point, as the console script runs it: it forwards a tune --server
   # to the server without importing torch here (gemmtune_entry).
   python3 -m gemmtune_entry tune --shape $s --fast --store "$OUT/warm.sqlite" --server $sock -q > /dev/null 2>&1; t2=$(date +%s.%N)
-  export TRITON_CACHE_DIR=/tmp/tc-mat-$$-$s
+  export TRITON_CACHE_DIR=/tmp/tc-mat-$$-$tag
   "${mat_env[@]}" python3 scripts/maxautotune_once.py "$s" > /dev/null 2>&1
   t3=$(date +%s.%N)
   # (no bc on the GPU image: the arithmetic is Python's)
