@@ -19,10 +19,12 @@ Two inner products, a config switch (``SkinnyConfig.dot``):
   path). For M = 1..8, where an MMA would multiply mostly masked rows.
 
 With a K-contiguous B (a Linear's weight) and M <= 8, the default space also holds GEMV strips
-(``skinny_spec._DEFAULT_GEMV``): the CUDA-core path with BLOCK_N = 2 or 4 and BLOCK_K up to 2048,
-no split. A program then reads whole rows of W, and a layer of N outputs runs N / 2 or N / 4
-programs. Below about 30 MB of weight every load has to be in flight at once on every SM, and a
-split's sum costs more than it gains (skinny_spec says what was measured).
+(``skinny_spec._DEFAULT_GEMV``): the CUDA-core path with BLOCK_N = 2 or 4 and BLOCK_K up to 2048.
+A program then reads whole rows of W, and a layer of N outputs runs N / 2 or N / 4 programs.
+Below about 30 MB of weight every load has to be in flight at once on every SM, and a split's sum
+costs more than it gains (skinny_spec says what was measured), so the strips run unsplit wherever
+N / BLOCK_N fills the GPU; on a narrower layer the space adds their K splits too
+(``skinny_spec.splits_for``: 1 x 512 x 2048 on an H200 gets SK2, N = 128 up to SK8).
 
 At M = 1 a strip runs one of three layouts of its product (``SkinnyConfig.flat`` and
 ``sum_each``). The 3-D one, ``[1, BN, BK]``, broadcasts the A row into it through shared memory,
