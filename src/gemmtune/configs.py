@@ -111,8 +111,9 @@ class SkinnyConfig:
     ``deterministic`` as in SplitKConfig (only read when ``split_k`` > 1).
     ``stream_k`` > 0: instead of strips x splits, exactly that many programs share all
     (strip, K-block) units evenly (stream-K; tl.dot, atomic reduction); ``split_k`` is then 1.
-    ``pdl``: launched with programmatic dependent launch (Hopper and later; CUDA-core path, one
-    K-slice): a program loads its first B tile, then waits for the kernel before it, so the
+    ``pdl``: launched with programmatic dependent launch (Hopper and later; one K-slice, on the
+    tl.dot path and both CUDA-core layouts, though only the CUDA-core strips were measured in a
+    model: gemmtune.pdl): a program loads its first B tile, then waits for the kernel before it, so the
     weight's first bytes stream while that kernel finishes (kernels.skinny says what was measured).
     So B must be written by no kernel still running when it starts (the one launched just before
     it, or an earlier one that let its successors start early): a weight at inference, not a tensor
