@@ -460,11 +460,16 @@ def test_a_table_winner_over_all_aten_hints_keeps_the_op_under_compile(monkeypat
         return gm.forward
     torch._dynamo.reset()
     x = torch.randn(4, 32)
-    with torch.no_grad():
-        y = torch.compile(model, backend=backend)(x)
+    with torch.no_grad(), torch._dynamo.config.patch(error_on_recompile=True):
+        compiled = torch.compile(model, backend=backend)
+        y = compiled(x)
+        # The check under compile must not read the decisions: dynamo guarded on their count, and
+        # the first call's decision made the second recompile (traces_as_torch).
+        again = compiled(x)
     torch._dynamo.reset()
     assert any("gemmtune" in o for o in ops), ops
     torch.testing.assert_close(y, torch.nn.functional.linear(x, model[0].weight, model[0].bias))
+    torch.testing.assert_close(again, y)
     if gemmtune.interpreter_enabled():  # (on a GPU machine a CPU tensor's Triton choice runs cuBLAS)
         assert launched
 

@@ -484,14 +484,14 @@ class Linear(torch.nn.Linear):
         ``gemmtune::mm`` op (besides a dtype other than the dispatcher's, which forward warns
         about): autocast or another device, a broadcasting bias, a weight no longer of the
         dispatcher's shape (``_reshaped``; forward warns about it), a dispatcher that runs cuBLAS
-        everywhere (``runs_as_torch``; Dispatcher.all_aten says why), or torch.export tracing
+        everywhere (``traces_as_torch``; Dispatcher.all_aten says why), or torch.export tracing
         (``_exporting``). A fused group's traced members ask it of the group's fused layer
         (fuse_compile). ``all_aten`` alone is not enough: a table's exact entries run before the
         hints, and a layer patched with a table naming Triton kernels over all-cuBLAS hints traced
         as F.linear, its table winners run eagerly and never in a compiled graph."""
         w = self.weight
         return (_torchs_own(x) or _odd_bias(self.bias, w.shape[0]) or _reshaped(self.dispatcher, w, False)
-                or runs_as_torch(self.dispatcher) or _exporting())
+                or traces_as_torch(self.dispatcher) or _exporting())
 
     @property
     def eager_choices(self) -> dict[tuple, tuple[str, float, float]]:
@@ -582,7 +582,7 @@ def _conv1d_forward(self, x: torch.Tensor) -> torch.Tensor:
     if _reshaped(self.dispatcher, w, True):  # as Linear.forward
         _warn_reshaped(self, w, True, stacklevel=2)
         return self._gemmtune_base_forward(x)
-    if _is_compiling() and (_torchs_own(x) or _odd_bias(self.bias, w.shape[1]) or runs_as_torch(self.dispatcher)
+    if _is_compiling() and (_torchs_own(x) or _odd_bias(self.bias, w.shape[1]) or traces_as_torch(self.dispatcher)
                             or _exporting()):
         return self._gemmtune_base_forward(x)
     dt = self.dispatcher.torch_dtype
@@ -651,22 +651,37 @@ def patch_conv1d(module: torch.nn.Module, dispatcher: Dispatcher) -> torch.nn.Mo
     return module
 
 
-def runs_as_torch(d: Dispatcher) -> bool:
-    """Whether a layer on ``d`` would run cuBLAS for every call, exactly what torch's own forward
-    runs: every tuned hint chose unpadded cuBLAS (``Dispatcher.all_aten``), no decision made or
-    loaded so far names another kernel, and ``d`` has no table entry (mm or addmm) of its N and K
-    naming one (a table's exact entry for a shape is tried before the hints, and its addmm
-    winner serves calls with a bias). ``patch`` leaves such layers as torch's."""
-    if not d.all_aten or any(dec.choice != ATEN for dec in d.decisions.values()):
-        return False
+def _table_names_another(d: Dispatcher) -> bool:
+    """Whether ``d``'s table has an entry (mm or addmm) of its N and K naming a kernel other than
+    cuBLAS (a table's exact entry for a shape is tried before the hints, and its addmm winner
+    serves calls with a bias)."""
     if d.table is None:
-        return True
+        return False
     nk = (d.dims["n"], d.dims["k"])
 
     def names_another(key: str, tcs) -> bool:
         p = Problem.from_key(key)
         return p.op in ("mm", "addmm") and (p.n, p.k) == nk and any(tc.choice != ATEN for tc in tcs)
-    return not any(names_another(key, tcs) for key, tcs in d.table.entries.items())
+    return any(names_another(key, tcs) for key, tcs in d.table.entries.items())
+
+
+def runs_as_torch(d: Dispatcher) -> bool:
+    """Whether a layer on ``d`` would run cuBLAS for every call, exactly what torch's own forward
+    runs: every tuned hint chose unpadded cuBLAS (``Dispatcher.all_aten``), no decision made or
+    loaded so far names another kernel, and no table entry of its N and K names one
+    (``_table_names_another``). ``patch`` leaves such layers as torch's."""
+    if not d.all_aten or any(dec.choice != ATEN for dec in d.decisions.values()):
+        return False
+    return not _table_names_another(d)
+
+
+def traces_as_torch(d: Dispatcher) -> bool:
+    """``runs_as_torch`` as a patched layer asks it under torch.compile: without the decisions made
+    so far. dynamo guards on what traced code reads, and the decisions fill in on the layers'
+    first calls, so reading them recompiled every patched model on its second call (a guard on
+    ``len(dispatcher._decisions)``; seen on a tiny Llama on the CPU, 2026-11-30). The hints and the
+    table do not change after patch."""
+    return d.all_aten and not _table_names_another(d)
 
 
 class _Recorded:
