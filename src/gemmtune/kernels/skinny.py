@@ -68,6 +68,13 @@ each launch overlaps the one before, and that tells nothing of the kernels a mod
 it. The tl.dot and N-contiguous paths peel their first step the same way (session 37, CPU
 only); their gain is not measured yet, so ``pdl=True`` does not twin them.
 
+A one-row -flat strip can also fold the RMSNorm before it (``run(..., norm_weight=g, norm_eps=e)``,
+``_skinny_fold_kernel``): each program already reads its whole row x, so it sums x^2 in its K loop,
+multiplies x by g as it loads it, and scales its sums by rsqrt(mean(x^2) + e) at the end; the norm
+kernel before a decode step's q/k/v or gate/up GEMV goes. A launch-time input, not a config: the
+tuned strip is reused as it is, and without ``norm_weight`` the launch is the plain one. Nothing
+calls it yet (tests/test_norm_fold_kernel.py says what the integration needs).
+
 The K-slices are reduced by the fused split-K epilogue that the tiled kernel uses
 (``tiled.split_epilogue``): partials in an fp32 workspace, the last program to arrive
 at a strip sums them (in slice order when ``deterministic``), so it stays one launch.
@@ -86,6 +93,7 @@ from ..problem import Problem
 from .base import Unsupported
 from .splitk import SplitKWorkspace
 from ..epilogue import EpilogueArgs
+from .launch_args import N_POINTERS
 from .tiled import (_INTERPRETED, _launch, _pow2_divisor, direct, epilogue_consts, epilogue_pointers,
                     epilogue_strides, epilogue_tensors, input_precision, lead_divisor, mma, needs_int64,
                     split_epilogue)
@@ -93,8 +101,8 @@ from .tiled import (_INTERPRETED, _launch, _pow2_divisor, direct, epilogue_const
 # planning imports no Triton (kernels.spec); the family's names as before.
 from .skinny_spec import (  # noqa: F401
     BMM_WHY, CONFIG, MAX_CORE_REGS, MAX_M, MAX_WORKSPACE_BYTES, MIN_SLICE, NAME, PDL_MISFIT_WHY, SPLITS,
-    _DEFAULT_CORE, _DEFAULT_DOT, constraint, core_regs, features_row, k_per_split, pdl_misfit, plan, space,
-    splits_for, validate)
+    _DEFAULT_CORE, _DEFAULT_DOT, constraint, core_regs, features_row, fold_misfit, k_per_split, pdl_misfit,
+    plan, space, splits_for, validate)
 
 
 @triton.jit
@@ -146,7 +154,70 @@ def _skinny_kernel(
                stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, DOT, SPLIT_MODE, EVEN_K, INPUT_PRECISION,
                INDEX_64, BK_UNIT, K_DIV, GPU_FENCE, AK_UNIT, BN_UNIT, A_LEAD_DIV, B_LEAD_DIV, KS_DIV,
                bias_ptr, res_ptr, stride_bias, stride_rm, srn, HAS_BIAS, ACT, HAS_RES, sa_ptr, sb_ptr, SCALE,
-               PREFETCH, GDC, FLAT, SUM_EACH)
+               PREFETCH, GDC, FLAT, SUM_EACH, a_ptr, 0, 0.0, False)  # (no norm fold: _skinny_fold_kernel)
+
+
+@triton.jit
+def _skinny_fold_kernel(
+    a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr, g_ptr,
+    M, N, K, K_PER_SPLIT,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    stride_bias, stride_rm, stride_rn, stride_g, norm_eps,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    DOT: tl.constexpr, SPLIT_MODE: tl.constexpr, EVEN_K: tl.constexpr,
+    INPUT_PRECISION: tl.constexpr, INDEX_64: tl.constexpr,
+    AK_UNIT: tl.constexpr, BK_UNIT: tl.constexpr, BN_UNIT: tl.constexpr,
+    A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr, K_DIV: tl.constexpr,
+    GPU_FENCE: tl.constexpr, KS_DIV: tl.constexpr,
+    HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, RN_UNIT: tl.constexpr,
+    SCALE: tl.constexpr, PREFETCH: tl.constexpr = False, GDC: tl.constexpr = False, FLAT: tl.constexpr = False,
+    SUM_EACH: tl.constexpr = False,
+):
+    """The one-row -flat strip with an RMSNorm folded in (``run(..., norm_weight=g, norm_eps=e)``):
+    out = (rmsnorm(x) * g) @ B = rsqrt(mean(x^2) + e) * ((x * g) @ B), per row x of A.
+
+    A kernel of its own, not a switch of ``_skinny_kernel``: that one keeps its parameters, so its
+    prepared launches (tiled.direct freezes the argument list) and its code stay as they were.
+    The strip is ``_strip``'s -flat path with NORM on; the launcher (``check_fold``) admits only
+    what that path computes right: BLOCK_M = 1, -flat or -flat-sum, one K-slice.
+
+    Rounding, against Hugging Face's LlamaRMSNorm then the Linear: HF computes x in fp32, scales it
+    by rsqrt(var + eps), rounds that to the input dtype, multiplies by the weight in the input dtype
+    (a second rounding), and the GEMM reads the result. Here x * g is formed in fp32 (exact for
+    16-bit x and g), the GEMM sums it against W in fp32, and the scale multiplies those fp32 sums:
+    one rounding, the output's, where HF has two 16-bit roundings of the GEMM's input. The two agree
+    to the input dtype's precision, not bitwise; the sum of squares runs in a different order (a
+    [BK] vector over the K loop, then summed) from torch's mean, which moves the scale by a few fp32
+    ulps. tl.math.rsqrt is the GPU's approximate reciprocal square root, as torch.rsqrt's is.
+
+    Compiled for sm_90 on a CPU (kernelinfo's compile, triton 3.9, bf16; not run on a GPU yet):
+    no spills; one more 16-byte load a step (g's, beside A's); 32 -> 48 registers at BN2-BK1024-W4
+    -flat-sum, 131 -> 208 at BN2-BK2048-W2 -flat; two more barriers, after the K loop (the sum of
+    squares across warps). Its speed against a norm kernel then the GEMV is not measured."""
+    # The unit strides as constexprs, as _skinny_kernel's: its lines, not a helper shared with
+    # it, so that the plain kernel's code is the one it was.
+    if AK_UNIT:
+        sak = 1
+    else:
+        sak = stride_ak
+    if BK_UNIT:
+        sbk = 1
+        sbn = stride_bn
+    elif BN_UNIT:
+        sbn = 1
+        sbk = stride_bk
+    else:
+        sbk = stride_bk
+        sbn = stride_bn
+    if RN_UNIT:
+        srn = 1
+    else:
+        srn = stride_rn
+    _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, stride_am, sak, sbk, sbn,
+           stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, DOT, SPLIT_MODE, EVEN_K, INPUT_PRECISION,
+           INDEX_64, BK_UNIT, K_DIV, GPU_FENCE, AK_UNIT, BN_UNIT, A_LEAD_DIV, B_LEAD_DIV, KS_DIV,
+           bias_ptr, res_ptr, stride_bias, stride_rm, srn, HAS_BIAS, ACT, HAS_RES, sa_ptr, sb_ptr, SCALE,
+           PREFETCH, GDC, FLAT, SUM_EACH, g_ptr, stride_g, norm_eps, True)
 
 
 @triton.jit
@@ -187,6 +258,20 @@ def _flat_step(prod, a, b, BK_UNIT: tl.constexpr, SUM_EACH: tl.constexpr):
         else:
             out = prod + t
     return out
+
+
+@triton.jit
+def _fold_x(a, ss, g_ptrs, k_ok, MASK_K: tl.constexpr):
+    """The norm fold's share of one K step: ``a`` is x's [BK] vector as loaded (fp32, zeros past K).
+    Returns (x * g, the product's A; ``ss`` plus x^2). The squares are of x itself, not of x * g:
+    RMSNorm's statistic is of its input. g is loaded in its own dtype and widened, so for 16-bit
+    x and g the product x * g is exact in fp32 (11 + 11 significand bits, or 8 + 8, within 24)."""
+    ss += a * a
+    if MASK_K:
+        g = tl.load(g_ptrs, mask=k_ok, other=0.0)
+    else:
+        g = tl.load(g_ptrs)
+    return a * g.to(tl.float32), ss
 
 
 @triton.jit
@@ -295,7 +380,8 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
            KS_DIV: tl.constexpr,
            bias_ptr, res_ptr, stride_bias, stride_rm, stride_rn,
            HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, sa_ptr, sb_ptr, SCALE: tl.constexpr,
-           PREFETCH: tl.constexpr, GDC: tl.constexpr, FLAT: tl.constexpr, SUM_EACH: tl.constexpr):
+           PREFETCH: tl.constexpr, GDC: tl.constexpr, FLAT: tl.constexpr, SUM_EACH: tl.constexpr,
+           g_ptr, stride_g, norm_eps, NORM: tl.constexpr):
     """One program = one column strip x one K-slice (program axes 0 and 1).
 
     PREFETCH (a ``-pdl`` config, one K-slice): each path (tl.dot, CUDA cores on a K-contiguous
@@ -305,7 +391,13 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
     reads A. B must be written by no grid still running (a weight at inference; ``pad+`` is
     refused with -pdl, its copy of B is the kernel just before); A, the bias and the residual may
     be the previous kernel's output, and the output may be memory the previous kernel still
-    reads, so all of those come after the wait."""
+    reads, so all of those come after the wait.
+
+    NORM (the norm fold, ``_skinny_fold_kernel``; only on the one-row -flat path, one K-slice): x,
+    A's row, is an RMSNorm's input; ``g_ptr`` its weight, a [K] vector. The program sums x^2
+    beside the product, multiplies x by g as it loads it, and scales its fp32 sums by
+    rsqrt(sum / K + norm_eps) before the epilogue. With NORM off (``_skinny_kernel``) none of it
+    is traced: the same code as without the fold."""
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
     grid_n = tl.cdiv(N, BLOCK_N)
@@ -384,11 +476,22 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
             prod = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
         else:
             prod = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.float32)
+        if NORM:
+            # x^2 kept as a [BK] fp32 vector over the loop and summed once after it, as the -flat
+            # tile is: a sum every step would put a reduction on the loop's critical path.
+            ss = tl.zeros((BLOCK_K,), dtype=tl.float32)
+            g_vec = g_ptr + rk_i * stride_g  # [BK]; k_start is 0 (one K-slice)
         k_loop = k_start
         if PREFETCH:  # the first K step peeled, its B tile before the wait (see the docstring)
             k0_ok = (k_start + rk) < k_end
             b0 = _flat_first_b(b_ptrs, n_ok, k0_ok, BK_UNIT, GDC)
             a0 = tl.load(a_vec, mask=k0_ok, other=0.0).to(tl.float32)
+            if NORM:
+                # g after the wait with A, not before it with B: g is the same [K] vector for every
+                # program (L2 holds it after the first), so prefetching it would gain little, and
+                # read after the wait it needs no promise that the kernel before does not write it.
+                a0, ss = _fold_x(a0, ss, g_vec, k0_ok, True)
+                g_vec += BLOCK_K * stride_g
             prod = _flat_step(prod, a0, b0, BK_UNIT, SUM_EACH)
             a_vec += BLOCK_K * sak
             b_ptrs += BLOCK_K * sbk
@@ -414,6 +517,9 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
                 a = tl.load(a_vec).to(tl.float32)
             else:
                 a = tl.load(a_vec, mask=k_ok, other=0.0).to(tl.float32)
+            if NORM:
+                a, ss = _fold_x(a, ss, g_vec, k_ok, not EVEN_K)
+                g_vec += BLOCK_K * stride_g
             prod = _flat_step(prod, a, b, BK_UNIT, SUM_EACH)
             a_vec += BLOCK_K * sak
             b_ptrs += BLOCK_K * sbk
@@ -423,6 +529,10 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
             acc = tl.sum(prod, axis=1)[None, :]
         else:
             acc = tl.sum(prod, axis=0)[None, :]
+        if NORM:
+            # One fp32 scale for the row, on the complete fp32 sums, before the epilogue (a bias
+            # or residual is added to the normalised product, as in the unfused model).
+            acc = acc * tl.math.rsqrt(tl.sum(ss, axis=0) / K + norm_eps)
     elif BK_UNIT:
         # B is K-contiguous (x @ W.T with a row-major weight): tiles [BN, BK], 16-byte
         # vectors along K; the product [BM, BN, BK] is reduced over K after the loop.
@@ -631,14 +741,76 @@ def _buffers(a, b, cfg: SkinnyConfig, workspace: SplitKWorkspace | None):
             ws.counters(p["tiles"], a.device))
 
 
+FOLD_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def check_fold(a, b, cfg: SkinnyConfig, norm_weight, norm_eps) -> None:
+    """ValueError naming why ``cfg`` cannot fold the RMSNorm of ``a``'s rows into ``a @ b`` with
+    weight ``norm_weight`` and ``norm_eps`` (``run``'s norm fold); None where it can."""
+    if norm_weight is None and norm_eps is not None:
+        raise ValueError("norm_eps without norm_weight: the norm fold needs the norm's weight")
+    if norm_weight is not None and norm_eps is None:
+        raise ValueError("norm fold: norm_eps is required with norm_weight (the model's RMSNorm eps)")
+    M, K = a.shape
+    N = b.shape[1]
+    why = fold_misfit(cfg, M, K)
+    if why:
+        raise ValueError(why)
+    if a.dtype not in FOLD_DTYPES:
+        raise ValueError(f"norm fold: A is {a.dtype}; the fold multiplies x by its norm weight as loaded, "
+                         f"for {', '.join(str(d) for d in FOLD_DTYPES)} only (an fp8 A is already quantised)")
+    # N-contiguous: what the kernel reads as BN_UNIT. A dim of size 1 has no layout, so a K = 1 or
+    # N = 1 B is never refused for it (a contiguous W of one column looks N-contiguous transposed).
+    if K > 1 and N > 1 and b.stride(1) == 1 and b.stride(0) != 1:
+        raise ValueError(f"norm fold: B is N-contiguous (strides {tuple(b.stride())}); the fold serves a "
+                         "Linear's weight, B = W.t() with W [N, K] K-contiguous, the only layout whose "
+                         "spaces hold -flat strips (skinny_spec.gemv_layout)")
+    g = norm_weight
+    if not isinstance(g, torch.Tensor):
+        raise ValueError(f"norm fold: norm_weight must be a torch.Tensor, not {type(g).__name__}")
+    if tuple(g.shape) != (K,):
+        raise ValueError(f"norm fold: norm_weight has shape {tuple(g.shape)}; the norm over A's rows needs (K,) = ({K},)")
+    if g.dtype != a.dtype:
+        raise ValueError(f"norm fold: norm_weight is {g.dtype}, A is {a.dtype}; they must match (as an "
+                         "RMSNorm's weight and its input do in a model)")
+    if g.device != a.device:
+        raise ValueError(f"norm fold: norm_weight is on {g.device}, A on {a.device}")
+    if isinstance(norm_eps, bool) or not isinstance(norm_eps, (int, float)) or not math.isfinite(norm_eps) \
+            or norm_eps < 0:
+        raise ValueError(f"norm fold: norm_eps must be a finite number >= 0 (the model's RMSNorm eps), not {norm_eps!r}")
+
+
+def _fold_args(args, consts, g: torch.Tensor, norm_eps: float):
+    """``_skinny_fold_kernel``'s (args, constexprs) from the plain kernel's (``_args``): g's pointer
+    after the epilogue's, its stride and eps after the epilogue's strides."""
+    fold_args = (*args[:N_POINTERS], g, *args[N_POINTERS:], g.stride(0), float(norm_eps))
+    fold_consts = {k: v for k, v in consts.items() if k != "STREAM"}  # (no stream-K: a tl.dot path)
+    fold_consts["INDEX_64"] = consts["INDEX_64"] or needs_int64(g)
+    return fold_args, fold_consts
+
+
 def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SkinnyConfig, *,
         allow_tf32: bool = False, workspace: SplitKWorkspace | None = None,
-        epilogue: EpilogueArgs | None = None):
+        epilogue: EpilogueArgs | None = None, norm_weight: torch.Tensor | None = None,
+        norm_eps: float | None = None):
     """The skinny kernel into ``out``; the ``epilogue`` runs on each strip's complete fp32 sum,
-    in the program that writes it (tiled.split_epilogue)."""
+    in the program that writes it (tiled.split_epilogue).
+
+    ``norm_weight`` (g, shape (K,), A's dtype and device) with ``norm_eps``: the norm fold. Each
+    row x of A is an RMSNorm's input, and ``out = (x * rsqrt(mean(x^2) + norm_eps) * g) @ b``, then
+    the epilogue (``_skinny_fold_kernel`` says how its rounding differs from the two kernels').
+    Only a one-row -flat strip with one K-slice and a K-contiguous b folds (``check_fold``;
+    ``skinny_spec.fold_misfit`` its config part); anything else is a ValueError naming why. eps has no default:
+    models differ (1e-5, 1e-6), and a wrong one would be silent. Without ``norm_weight`` this is
+    the plain launch, unchanged."""
+    if norm_weight is not None or norm_eps is not None:
+        check_fold(a, b, cfg, norm_weight, norm_eps)  # (before _buffers: a split would allocate)
     ws, locks = _buffers(a, b, cfg, workspace)
     p, args, consts = _args(a, b, out, cfg, ws, locks, allow_tf32, epilogue)
-    return _launch(_skinny_kernel, p["grid"], args, {**consts, **_launch_options(cfg)})
+    if norm_weight is None:
+        return _launch(_skinny_kernel, p["grid"], args, {**consts, **_launch_options(cfg)})
+    args, consts = _fold_args(args, consts, norm_weight, norm_eps)
+    return _launch(_skinny_fold_kernel, p["grid"], args, {**consts, **_launch_options(cfg)})
 
 
 def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SkinnyConfig, *,

@@ -370,6 +370,33 @@ def pdl_misfit(cfg: SkinnyConfig) -> bool:
     return cfg.pdl and (cfg.split_k != 1 or bool(cfg.stream_k))
 
 
+def fold_misfit(cfg: SkinnyConfig, m: int, k: int) -> str | None:
+    """Why ``cfg`` cannot run the norm fold (an RMSNorm of A's rows computed inside the GEMV:
+    kernels.skinny.run's ``norm_weight``) at M = ``m``, K = ``k``, or None. The fold needs every
+    program to read a whole row of x, and only that row: the one-row -flat strip with one K-slice.
+    Pure, so that a pass deciding whether a tuned config can fold imports no Triton.
+
+    >>> fold_misfit(SkinnyConfig(1, 2, 1024, 1, 1, 4, False, True, flat=True, sum_each=True), 1, 2048) is None
+    True
+    >>> print(fold_misfit(SkinnyConfig(1, 2, 1024, 2, 1, 4, False, True, flat=True), 1, 2048)[:79])
+    norm fold: BM1-BN2-BK1024-SK2-S1-W4-core-det-flat splits K=2048 into 2 K-slices
+    """
+    where = f"norm fold: {cfg.id}"
+    if cfg.dot or cfg.stream_k:
+        return f"{where} is a tl.dot config; the fold is built into the CUDA-core one-row -flat strip"
+    if cfg.block_m != 1:
+        return (f"{where} takes BLOCK_M={cfg.block_m} rows a program (M={m}); the fold needs a one-row strip "
+                "(BLOCK_M = 1), whose program reads its row of x as one vector")
+    if not cfg.flat:
+        return (f"{where} is the 3-D strip; the fold is built into the -flat / -flat-sum one-row layouts "
+                "(its -flat twin, replace(cfg, flat=True), can fold)")
+    splits = cdiv(k, k_per_split(k, cfg))
+    if splits > 1:
+        return (f"{where} splits K={k} into {splits} K-slices; a program then sees only its slice of x, "
+                "so none has the row's sum of squares")
+    return None
+
+
 def features_row(facts: tuple, choice) -> tuple:
     cfg = choice.config
     p = plan(*facts[:3], cfg)  # the launcher's own arithmetic
