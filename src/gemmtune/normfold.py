@@ -1,0 +1,130 @@
+"""The norm fold's graph side: find, in Inductor's pre-grad graph, an RMSNorm whose output only a
+fused group's GEMM reads (work in progress: nothing calls this yet).
+
+Why: in a decode step at M = 1 the RMSNorm before the fused q/k/v (and gate/up) GEMV is a kernel
+of its own: on an H200, the best Llama-1B decode step spent ~115 of 1126 µs in 33 norm kernels
+(benchmarks/results/2026-11-30-h200-s42, call 5). The one-row strip can compute the norm itself
+(``kernels.skinny.run(..., norm_weight=g, norm_eps=eps)``): each program reads the whole row x
+anyway. What the graph must show for that: the chain transformers' Llama-style RMSNorm traces to
+(Llama, Qwen2, Mistral; transformers 5.x, dynamo's pre-grad graph)::
+
+    h    = x.to(torch.float32)
+    var  = h.pow(2).mean(-1, keepdim=True)
+    y    = h * torch.rsqrt(var + eps)
+    out  = weight * y.to(x_dtype)
+
+and ``out`` read by nothing but the group's ``gemmtune::fused_member`` nodes (and dynamo's
+zero-user ``getattr(out, "is_cpu")`` probes). Other norms (Gemma's ``1 + weight``, LayerNorm) are
+other chains: not matched, left as they are.
+
+Next (session 43): a ``gemmtune::rms_mm`` op with a fake implementation, which
+``fuse_compile.merge`` puts in place of ``_fused_rows`` where ``rms_norm_input`` matches and M is
+statically 1; its kernel path ``skinny.run(..., norm_weight, norm_eps)`` where the M = 1 winner
+folds (``skinny_spec.fold_misfit``), else the norm in torch and ``gemmtune::mm``; a first-call
+check of the folded output against that fallback.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class NormMatch:
+    """An RMSNorm chain ending at ``out``: its input ``x`` (the node), weight node and eps."""
+
+    x: torch.fx.Node
+    weight: torch.fx.Node
+    eps: float
+    nodes: tuple  # the chain's nodes from the first cast to ``out``, in graph order
+
+
+def _is_method(n, name: str) -> bool:
+    return isinstance(n, torch.fx.Node) and n.op == "call_method" and n.target == name
+
+
+def _is_fn(n, *targets) -> bool:
+    return isinstance(n, torch.fx.Node) and n.op == "call_function" and n.target in targets
+
+
+def _arg(n: torch.fx.Node, i: int, name: str):
+    return n.args[i] if len(n.args) > i else n.kwargs.get(name)
+
+
+def _cast_of(n, dtype=None):
+    """The tensor node ``n`` casts (``t.to(dtype)``), when ``n`` is such a cast (to ``dtype``
+    where given), else None."""
+    if not _is_method(n, "to"):
+        return None
+    target = _arg(n, 1, "dtype")
+    if dtype is not None and target is not dtype:
+        return None
+    src = n.args[0]
+    return src if isinstance(src, torch.fx.Node) else None
+
+
+def _other(n: torch.fx.Node, one) -> object | None:
+    """The operand of a binary ``n`` that is not ``one`` (None when ``one`` is neither)."""
+    a, b = n.args[0], n.args[1]
+    return b if a is one else a if b is one else None
+
+
+def rms_norm_input(out) -> NormMatch | None:
+    """The RMSNorm whose output node is ``out`` (the chain in the module docstring), or None.
+    Every node inside the chain must have only the users the chain gives it; ``out``'s own users
+    are the caller's to check."""
+    if not _is_fn(out, operator.mul, torch.mul):
+        return None
+    a, b = out.args[0], out.args[1]
+    # weight * y.to(x_dtype), either order
+    for weight, cast in ((a, b), (b, a)):
+        y = _cast_of(cast)
+        if y is None or not isinstance(weight, torch.fx.Node) or weight.op not in ("placeholder", "get_attr"):
+            continue
+        if not _is_fn(y, operator.mul, torch.mul):
+            continue
+        for h, rs in ((y.args[0], y.args[1]), (y.args[1], y.args[0])):
+            if not _is_fn(rs, torch.rsqrt):
+                continue
+            add = rs.args[0]
+            if not _is_fn(add, operator.add, torch.add):
+                continue
+            var, eps = add.args[0], add.args[1]
+            if isinstance(var, (int, float)) and not isinstance(eps, (int, float)):
+                var, eps = eps, var
+            if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not _is_method(var, "mean"):
+                continue
+            dims, keep = _arg(var, 1, "dim"), var.kwargs.get("keepdim", var.args[2] if len(var.args) > 2 else False)
+            if dims not in (-1, (-1,), [-1]) or keep is not True:
+                continue
+            sq = var.args[0]
+            if not (_is_method(sq, "pow") and sq.args[0] is h and sq.args[1] == 2):
+                continue
+            x = _cast_of(h, torch.float32)
+            if x is None:
+                continue
+            chain = (h, sq, var, add, rs, y, cast, out)
+            users_ok = (set(h.users) == {sq, y} and all(len(n.users) == 1 for n in (sq, var, add, rs, y, cast)))
+            if not users_ok:
+                return None
+            return NormMatch(x, weight, float(eps), chain)
+    return None
+
+
+def only_read_by(out: torch.fx.Node, readers) -> bool:
+    """Whether ``out``'s users are ``readers`` and dynamo's zero-user attribute probes
+    (``getattr(out, 'is_cpu')``) alone."""
+    readers = set(readers)
+    for u in out.users:
+        if u in readers:
+            continue
+        if _is_fn(u, getattr) and not u.users:
+            continue
+        return False
+    return True
+
+
+__all__ = ["NormMatch", "rms_norm_input", "only_read_by"]

@@ -1,0 +1,94 @@
+"""gemmtune.normfold: the RMSNorm chains of transformers' models in Inductor's pre-grad graph
+(CPU; the graph is read, not compiled into kernels)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gemmtune
+from gemmtune import fuse_compile
+from gemmtune.normfold import only_read_by, rms_norm_input
+
+tf = pytest.importorskip("transformers")
+
+
+def _pre_grad_graph(model, ids, look):
+    """``look(graph)`` on the first pre-grad graph Inductor gives its custom passes for
+    ``model(ids)``, before gemmtune's pass merges the fused groups (it runs after a pass configured
+    before it, and changes the graph in place); what ``look`` returned."""
+    from torch._inductor import config
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    seen = []
+
+    class Spy(CustomGraphPass):
+        def __call__(self, graph):
+            if not seen:
+                seen.append(look(graph))
+
+        def uuid(self):
+            return None  # no cache: the pass must run
+
+    torch._dynamo.reset()
+    with config.patch(pre_grad_custom_pass=Spy(), fx_graph_cache=False), torch.no_grad():
+        torch.compile(model, backend="inductor")(ids)
+    torch._dynamo.reset()
+    return seen[0]
+
+
+def _tiny(cls, cfg_cls, **kw):
+    cfg = cfg_cls(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, **kw)
+    torch.manual_seed(0)
+    return cls(cfg).eval()
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_the_norm_before_each_fused_group_is_found(arch):
+    cls, cfg_cls = {"llama": (tf.LlamaForCausalLM, tf.LlamaConfig), "qwen2": (tf.Qwen2ForCausalLM, tf.Qwen2Config)}[arch]
+    m = _tiny(cls, cfg_cls, rms_norm_eps=1e-5)
+    ids = torch.randint(0, 128, (1, 4))
+    gemmtune.fuse_linears(m, ids)
+
+    def look(g):
+        groups = {}
+        for n in g.nodes:
+            if fuse_compile._is_member(n):
+                groups.setdefault(n.args[0], []).append(n)
+        return [(rms_norm_input(x), only_read_by(x, members), len(members)) for x, members in groups.items()]
+    found = _pre_grad_graph(m, ids, look)
+    assert sorted(n for _, _, n in found) == [2, 3]  # gate/up and q/k/v of the one layer
+    for match, only, _ in found:
+        assert match is not None and match.eps == 1e-5 and only
+        assert match.weight.op in ("placeholder", "get_attr") and "layernorm" in match.weight.name
+
+
+def test_other_norms_and_a_second_reader_are_not_matched():
+    # Gemma's RMSNorm multiplies by (1 + weight) in fp32: another chain
+    m = _tiny(tf.GemmaForCausalLM, tf.GemmaConfig, head_dim=16)
+    ids = torch.randint(0, 128, (1, 4))
+    gemmtune.fuse_linears(m, ids)
+    found = _pre_grad_graph(m, ids, lambda g: [rms_norm_input(n.args[0]) for n in g.nodes if fuse_compile._is_member(n)])
+    assert found and all(x is None for x in found)
+
+    class Reads(torch.nn.Module):  # the chain, with y read by something else too or not
+        def __init__(self, second: bool):
+            super().__init__()
+            self.w, self.second = torch.nn.Parameter(torch.randn(16)), second
+
+        def forward(self, x):
+            h = x.to(torch.float32)
+            var = h.pow(2).mean(-1, keepdim=True)
+            y = h * torch.rsqrt(var + 1e-6)
+            out = self.w * y.to(x.dtype)
+            return out @ out.t() + (y.sum() if self.second else 0)
+
+    for second, found in ((False, True), (True, False)):
+        gm = torch.fx.symbolic_trace(Reads(second))
+        out = next(n for n in gm.graph.nodes if n.op == "call_function" and n.target.__name__ == "mul"
+                   and any(a.op == "get_attr" for a in n.args if isinstance(a, torch.fx.Node)))
+        match = rms_norm_input(out)
+        assert (match is not None) is found
+        if found:
+            assert match.eps == 1e-6 and match.x.op == "placeholder" and match.weight.target == "w"
