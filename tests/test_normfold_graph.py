@@ -92,3 +92,59 @@ def test_other_norms_and_a_second_reader_are_not_matched():
         assert (match is not None) is found
         if found:
             assert match.eps == 1e-6 and match.x.op == "placeholder" and match.weight.target == "w"
+
+
+STRIP = "skinny:BM1-BN2-BK64-SK1-S1-W4-core-det-flat-sum"  # a one-row strip that folds (K = 64)
+
+
+def _strip_table(model):
+    """Every nn.Linear shape of ``model`` (the fused ones included) at M = 1 on STRIP."""
+    from gemmtune.configs import Choice
+    from gemmtune.problem import Problem
+    from gemmtune.provenance import Provenance
+    from gemmtune.table import LookupTable, TableChoice
+
+    shapes = {tuple(m.weight.shape) for m in model.modules() if type(m) is torch.nn.Linear}
+    return LookupTable(Provenance.current("by-hand").to_dict(),
+                       {Problem.from_sizes(1, n, k, "fp32", layout_b="col").key: [TableChoice(Choice.parse(STRIP))]
+                        for n, k in shapes})
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])  # qwen2: q/k/v with biases (the fold's epilogue)
+def test_a_compiled_decode_step_folds_each_groups_norm_and_keeps_eagers_logits(arch, monkeypatch):
+    """GEMMTUNE_FOLD_NORMS=1: at M = 1 the merged q/k/v and gate/up GEMMs take the norm's input and
+    compute the norm in the strip (skinny.run with norm_weight), no norm left in the graph before
+    them; the logits as eager's."""
+    from torch._inductor import config
+
+    from gemmtune.kernels import skinny
+
+    cls, cfg_cls = {"llama": (tf.LlamaForCausalLM, tf.LlamaConfig), "qwen2": (tf.Qwen2ForCausalLM, tf.Qwen2Config)}[arch]
+    m = _tiny(cls, cfg_cls, rms_norm_eps=1e-5)
+    ids = torch.randint(0, 128, (1, 1))  # one token, no cache: every GEMM at M = 1
+    with torch.no_grad():
+        want = m(ids).logits
+        gemmtune.fuse_linears(m, ids)
+        gemmtune.patch(m, _strip_table(m), hints={"m": [1]}, tune_fn=lambda ps, **kw: {p.key: "aten" for p in ps})
+    folds = []
+    run = skinny.run
+
+    def counting(a, b, out, cfg, **kw):
+        if kw.get("norm_weight") is not None:
+            folds.append((a.shape[0], out.shape[1], a.shape[1]))
+        return run(a, b, out, cfg, **kw)
+    monkeypatch.setattr(skinny, "run", counting)
+    monkeypatch.setenv("GEMMTUNE_FOLD_NORMS", "1")
+    before = fuse_compile.STATS["folded"]
+    torch._dynamo.reset()
+    with config.patch(fx_graph_cache=False), torch.no_grad():
+        compiled = torch.compile(m, backend="inductor", dynamic=False)
+        got = compiled(ids).logits
+        once = fuse_compile.STATS["folded"] - before
+        again = compiled(ids).logits
+    torch._dynamo.reset()
+    assert once == 2 and fuse_compile.STATS["folded"] - before == 2  # q/k/v and gate/up, one compile
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(again, want, rtol=1e-4, atol=1e-4)
+    # each group's first call checks the fold against fp64, then every call folds
+    assert sorted(set(folds)) == [(1, 128, 64), (1, 256, 64)] and len(folds) >= 4

@@ -46,6 +46,7 @@ import collections
 import hashlib
 import itertools
 import operator
+import os
 import warnings
 import weakref
 from pathlib import Path
@@ -150,6 +151,31 @@ def _fused_rows(x: torch.Tensor, fw: torch.Tensor, fb: torch.Tensor | None, hand
     return y.view(*x.shape[:-1], fw.shape[0])
 
 
+def _fused_rows_rms(x: torch.Tensor, g: torch.Tensor, eps: float, fw: torch.Tensor, fb: torch.Tensor | None,
+                    handle: int) -> torch.Tensor:
+    """The group's one GEMM with the RMSNorm before it folded in (gemmtune.normfold): ``x`` is the
+    norm's input."""
+    y = torch.ops.gemmtune.rms_mm(x.reshape(-1, x.shape[-1]), g, eps, fw.t(), handle, fb)
+    return y.view(*x.shape[:-1], fw.shape[0])
+
+
+def _foldable(x: torch.fx.Node, members: list, handle: int):
+    """The RMSNorm (normfold.NormMatch) whose output ``x`` only the group's ``members`` read, where
+    the group is patched (``handle`` >= 0) and its M is statically 1 (a decode step: the one-row
+    strip folds); else None."""
+    from .normfold import only_read_by, rms_norm_input
+    if handle < 0:
+        return None
+    val = x.meta.get("example_value", x.meta.get("val"))
+    shape = getattr(val, "shape", None)
+    if shape is None or not all(isinstance(s, int) for s in shape[:-1]):
+        return None
+    if int(torch.Size(shape[:-1]).numel()) != 1:
+        return None
+    norm = rms_norm_input(x)
+    return norm if norm is not None and only_read_by(x, members) else None
+
+
 _INPLACE_OPERATORS = {getattr(operator, n) for n in (
     "iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imod", "imul", "imatmul", "ior", "ipow", "irshift",
     "isub", "itruediv", "ixor", "setitem", "delitem")}
@@ -237,9 +263,14 @@ def merge(graph: torch.fx.Graph) -> int:
         return 0
     note_graph_fused(bool(plan))
     STATS["kept"] += kept
+    fold = os.environ.get("GEMMTUNE_FOLD_NORMS", "0") == "1"  # work in progress (gemmtune.normfold)
     for x, fw, fb, h, members in plan:
+        norm = _foldable(x, [m for m, _, _ in members], h) if fold else None
         with graph.inserting_before(members[0][0]):
-            rows = graph.call_function(_fused_rows, (x, fw, fb, h))
+            if norm is not None:
+                rows = graph.call_function(_fused_rows_rms, (norm.x, norm.weight, norm.eps, fw, fb, h))
+            else:
+                rows = graph.call_function(_fused_rows, (x, fw, fb, h))
         for m, start, size in members:
             with graph.inserting_before(m):
                 out = graph.call_function(torch.narrow, (rows, -1, start, size))
@@ -252,6 +283,11 @@ def merge(graph: torch.fx.Graph) -> int:
                 # last dim; reshape is that same view wherever one exists
                 users[0].target = "reshape" if users[0].op == "call_method" else torch.Tensor.reshape
             graph.erase_node(m)
+        if norm is not None:  # the norm's chain and dynamo's probes of its output: nothing reads them now
+            for n in [u for u in x.users if not u.users] + list(reversed(norm.nodes)):
+                if not n.users:
+                    graph.erase_node(n)
+            STATS["folded"] = STATS.get("folded", 0) + 1
     STATS["merged"] += len(plan)
     return len(plan)
 

@@ -127,4 +127,107 @@ def only_read_by(out: torch.fx.Node, readers) -> bool:
     return True
 
 
-__all__ = ["NormMatch", "rms_norm_input", "only_read_by"]
+
+
+# ---------------------------------------------------------------------- the op and its kernel path
+
+def rms_norm_torch(x: torch.Tensor, g: torch.Tensor, eps: float) -> torch.Tensor:
+    """transformers' Llama-style RMSNorm, as its module computes it (the chain above): the fallback
+    of ``rms_mm``, and what the fold is checked against beside fp64."""
+    h = x.to(torch.float32)
+    y = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return g * y.to(x.dtype)
+
+
+def fold_reference(x: torch.Tensor, g: torch.Tensor, eps: float, b: torch.Tensor,
+                   bias: torch.Tensor | None = None) -> torch.Tensor:
+    """The folded product in float64: ``(x * rsqrt(mean(x^2) + eps) * g) @ b (+ bias)``."""
+    h = x.double()
+    y = (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * g.double()) @ b.double()
+    return y if bias is None else y + bias.double()
+
+
+def _fallback(d, x, g, eps, b, bias):
+    return d._run(rms_norm_torch(x, g, eps), b, bias)
+
+
+_FOLD_WARNED: set = set()
+
+
+def run(d, x: torch.Tensor, g: torch.Tensor, eps: float, b: torch.Tensor,
+        bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``gemmtune::rms_mm``'s kernel on dispatcher ``d``: ``rms_norm_torch(x, g, eps) @ b (+ bias)``.
+    Where ``d``'s winner for this M is a one-row strip that folds (``skinny_spec.fold_misfit``),
+    the strip computes the norm itself (``skinny.run(..., norm_weight=g, norm_eps=eps)``), checked
+    once per shape against the fp64 product (``verify.compare`` at the dtype's tolerance); else, or
+    where that check fails (warned once), the norm runs in torch and the GEMM on ``d``."""
+    runs = d.__dict__.setdefault("_gemmtune_norm_runs", {})
+    key = (x.shape, x.dtype, x.device, g.shape, b.shape, float(eps), None if bias is None else bias.shape)
+    fn = runs.get(key)
+    if fn is None:
+        from .dispatch.common import capturing
+        if capturing(x):
+            return _fallback(d, x, g, eps, b, bias)  # nothing is checked inside a capture: decided later
+        fn = runs[key] = _first(d, x, g, eps, b, bias)
+    return fn(x, g, eps, b, bias)
+
+
+def _first(d, x, g, eps, b, bias):
+    from .epilogue import bind
+    from .kernels import skinny
+    from .kernels.skinny_spec import fold_misfit
+    from .verify import TOLERANCE, compare
+
+    _fallback(d, x, g, eps, b, bias)  # decides (and verifies) d's plain choice for this M
+    m, k = x.shape
+    n = b.shape[1]
+    dec = d.decision(m=m)
+    ch = None if dec is None else dec.choice
+    if ch is None or ch.family != "skinny" or ch.pad or fold_misfit(ch.config, m, k) is not None:
+        return _fallback
+    cfg = ch.config
+
+    def folded(x, g, eps, b, bias):
+        out = torch.empty(x.shape[0], b.shape[1], dtype=x.dtype, device=x.device)
+        ep = None if bias is None else bind(x.shape[0], b.shape[1], x.dtype, x.device, bias=bias)
+        skinny.run(x, b, out, cfg, epilogue=ep, norm_weight=g, norm_eps=eps)
+        return out
+
+    name = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}.get(x.dtype)
+    try:
+        got = folded(x, g, eps, b, bias)
+        ok = name is not None and compare(got, fold_reference(x, g, eps, b, bias), TOLERANCE[(name, name)]).ok
+        why = "its output is outside the tolerance against fp64"
+    except ValueError as e:  # skinny.check_fold's refusal
+        ok, why = False, str(e)
+    if not ok:
+        if (ch.id, why) not in _FOLD_WARNED:
+            _FOLD_WARNED.add((ch.id, why))
+            import warnings
+            warnings.warn(f"gemmtune: the norm fold on {ch.id} ({m}x{n}x{k}) is not used: {why}; the norm "
+                          "runs before the GEMM", RuntimeWarning, stacklevel=4)
+        return _fallback
+    return folded
+
+
+def _define_op():
+    from .torch_ops import _LIB, REGISTRY
+
+    _LIB.define("rms_mm(Tensor x, Tensor g, float eps, Tensor b, int handle, Tensor? bias=None) -> Tensor")
+
+    def _impl(x, g, eps, b, handle, bias=None):
+        return run(REGISTRY.get(handle), x, g, eps, b, bias)
+
+    for key in ("CPU", "CUDA"):
+        _LIB.impl("rms_mm", _impl, key)
+
+    @torch.library.register_fake("gemmtune::rms_mm", lib=_LIB)
+    def _fake(x, g, eps, b, handle, bias=None):
+        torch._check(x.dim() == 2 and b.dim() == 2, lambda: "gemmtune::rms_mm takes 2-D x and b")
+        torch._check(x.shape[1] == b.shape[0], lambda: "gemmtune::rms_mm: inner dimensions differ")
+        return x.new_empty(x.shape[0], b.shape[1])
+
+
+_define_op()
+
+__all__ = ["NormMatch", "fold_reference", "only_read_by", "rms_norm_input", "rms_norm_torch", "run"]
