@@ -148,3 +148,20 @@ def test_a_compiled_decode_step_folds_each_groups_norm_and_keeps_eagers_logits(a
     torch.testing.assert_close(again, want, rtol=1e-4, atol=1e-4)
     # each group's first call checks the fold against fp64, then every call folds
     assert sorted(set(folds)) == [(1, 128, 64), (1, 256, 64)] and len(folds) >= 4
+
+
+def test_the_fold_setting_keys_inductors_caches_and_the_op_exists_with_gemmtune_mm(monkeypatch):
+    """A graph compiled with the fold names gemmtune::rms_mm: the op is defined wherever
+    gemmtune::mm is (torch_ops), and the pass's cache key differs between the two settings, so
+    Inductor's on-disk caches never give one setting's graph to the other."""
+    import subprocess
+    import sys
+
+    code = "import gemmtune.torch_ops, torch; print(torch.ops.gemmtune.rms_mm.default.name())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "gemmtune::rms_mm", out.stderr[-2000:]
+    p = fuse_compile._pass_class()(None)
+    monkeypatch.setenv("GEMMTUNE_FOLD_NORMS", "0")
+    off = p.uuid()
+    monkeypatch.setenv("GEMMTUNE_FOLD_NORMS", "1")
+    assert p.uuid() != off

@@ -326,7 +326,9 @@ def _pass_class() -> type:
             merge(graph)
 
         def uuid(self):
-            parts = [_uuid()]
+            # GEMMTUNE_FOLD_NORMS changes what the pass makes of a graph: a graph cached with the
+            # fold (or without it) must not be given to a process with the other setting.
+            parts = [_uuid(), "fold=" + os.environ.get("GEMMTUNE_FOLD_NORMS", "0")]
             for p in self._priors():
                 u = p.uuid() if hasattr(p, "uuid") else None
                 if u is None:

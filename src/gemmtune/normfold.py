@@ -1,27 +1,27 @@
-"""The norm fold's graph side: find, in Inductor's pre-grad graph, an RMSNorm whose output only a
-fused group's GEMM reads (work in progress: nothing calls this yet).
+"""The norm fold: an RMSNorm computed inside the decode GEMV after it (``GEMMTUNE_FOLD_NORMS=1``,
+experimental: tested on the CPU, not yet measured on a GPU).
 
 Why: in a decode step at M = 1 the RMSNorm before the fused q/k/v (and gate/up) GEMV is a kernel
 of its own: on an H200, the best Llama-1B decode step spent ~115 of 1126 µs in 33 norm kernels
 (benchmarks/results/2026-11-30-h200-s42, call 5). The one-row strip can compute the norm itself
 (``kernels.skinny.run(..., norm_weight=g, norm_eps=eps)``): each program reads the whole row x
-anyway. What the graph must show for that: the chain transformers' Llama-style RMSNorm traces to
-(Llama, Qwen2, Mistral; transformers 5.x, dynamo's pre-grad graph)::
+anyway.
+
+The graph side (``rms_norm_input``, ``only_read_by``; called by ``fuse_compile.merge``): the chain
+transformers' Llama-style RMSNorm traces to (Llama, Qwen2, Mistral; transformers 5.x, dynamo's
+pre-grad graph)::
 
     h    = x.to(torch.float32)
     var  = h.pow(2).mean(-1, keepdim=True)
     y    = h * torch.rsqrt(var + eps)
     out  = weight * y.to(x_dtype)
 
-and ``out`` read by nothing but the group's ``gemmtune::fused_member`` nodes (and dynamo's
-zero-user ``getattr(out, "is_cpu")`` probes). Other norms (Gemma's ``1 + weight``, LayerNorm) are
-other chains: not matched, left as they are.
+with ``out`` read by nothing but a fused group's ``gemmtune::fused_member`` nodes (and dynamo's
+zero-user ``getattr(out, "is_cpu")`` probes), at a static M of 1. Other norms (Gemma's ``1 + weight``,
+LayerNorm) are other chains: not matched, left as they are. The merged GEMM then takes ``x`` and the
+norm's weight and eps: the ``gemmtune::rms_mm`` op (``run`` is its kernel path).
 
-Next (session 43): a ``gemmtune::rms_mm`` op with a fake implementation, which
-``fuse_compile.merge`` puts in place of ``_fused_rows`` where ``rms_norm_input`` matches and M is
-statically 1; its kernel path ``skinny.run(..., norm_weight, norm_eps)`` where the M = 1 winner
-folds (``skinny_spec.fold_misfit``), else the norm in torch and ``gemmtune::mm``; a first-call
-check of the folded output against that fallback.
+Not yet: the ``-pdl`` twin of a folded group (it runs the plain strip), eager calls, M > 1, a GPU run.
 """
 
 from __future__ import annotations
