@@ -287,7 +287,7 @@ def merge(graph: torch.fx.Graph) -> int:
             for n in [u for u in x.users if not u.users] + list(reversed(norm.nodes)):
                 if not n.users:
                     graph.erase_node(n)
-            STATS["folded"] = STATS.get("folded", 0) + 1
+            STATS["folded"] += 1
     STATS["merged"] += len(plan)
     return len(plan)
 

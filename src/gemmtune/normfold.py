@@ -66,12 +66,6 @@ def _cast_of(n, dtype=None):
     return src if isinstance(src, torch.fx.Node) else None
 
 
-def _other(n: torch.fx.Node, one) -> object | None:
-    """The operand of a binary ``n`` that is not ``one`` (None when ``one`` is neither)."""
-    a, b = n.args[0], n.args[1]
-    return b if a is one else a if b is one else None
-
-
 def rms_norm_input(out) -> NormMatch | None:
     """The RMSNorm whose output node is ``out`` (the chain in the module docstring), or None.
     Every node inside the chain must have only the users the chain gives it; ``out``'s own users
@@ -127,8 +121,6 @@ def only_read_by(out: torch.fx.Node, readers) -> bool:
     return True
 
 
-
-
 # ---------------------------------------------------------------------- the op and its kernel path
 
 def rms_norm_torch(x: torch.Tensor, g: torch.Tensor, eps: float) -> torch.Tensor:
@@ -176,6 +168,7 @@ def _first(d, x, g, eps, b, bias):
     from .epilogue import bind
     from .kernels import skinny
     from .kernels.skinny_spec import fold_misfit
+    from .problem import dtype_name
     from .verify import TOLERANCE, compare
 
     _fallback(d, x, g, eps, b, bias)  # decides (and verifies) d's plain choice for this M
@@ -193,10 +186,10 @@ def _first(d, x, g, eps, b, bias):
         skinny.run(x, b, out, cfg, epilogue=ep, norm_weight=g, norm_eps=eps)
         return out
 
-    name = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}.get(x.dtype)
+    tol = TOLERANCE.get((dtype_name(x.dtype),) * 2)  # (d._run above took this dtype)
     try:
         got = folded(x, g, eps, b, bias)
-        ok = name is not None and compare(got, fold_reference(x, g, eps, b, bias), TOLERANCE[(name, name)]).ok
+        ok = tol is not None and compare(got, fold_reference(x, g, eps, b, bias), tol).ok
         why = "its output is outside the tolerance against fp64"
     except ValueError as e:  # skinny.check_fold's refusal
         ok, why = False, str(e)

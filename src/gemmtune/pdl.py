@@ -88,12 +88,13 @@ def credited(choice_id: str, layout_b: str) -> bool:
     >>> credited("skinny:BM1-BN8-BK512-SK1-S1-W4-core-det-flat-sum", "row")
     False
     """
-    if choice_id == "aten" or not choice_id.startswith("skinny:"):
+    if not choice_id.startswith("skinny:"):
         return False
     try:
-        return pdl_twin(choice_id, layout_b).id != Choice.parse(choice_id).id
+        ch = Choice.parse(choice_id)
     except ValueError:
         return False
+    return pdl_twin(ch, layout_b) is not ch  # (pdl_twin gives back the choice it has no twin for)
 
 
 def credit_kwargs(tune_kwargs: dict) -> dict:

@@ -78,14 +78,10 @@ def torch_origin() -> str | None:
     return spec.origin if spec is not None else None
 
 
-_DECIDED: list[str | None] = []
-
-
+@functools.cache
 def prefix_for_this_machine() -> str | None:
     """``cache_prefix`` for this process's environment and torch, decided once a process."""
-    if not _DECIDED:
-        _DECIDED.append(cache_prefix(dict(os.environ), torch_origin()))
-    return _DECIDED[0]
+    return cache_prefix(dict(os.environ), torch_origin())
 
 
 def apply_to_env(env: dict[str, str], prefix: str | None) -> dict[str, str]:
