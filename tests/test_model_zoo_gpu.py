@@ -7,8 +7,8 @@ ops and the pass itself meet nine architectures.
 
 Checked, on a prefill and one decode step with the KV cache:
 - the patched model's logits, eager and compiled, against an fp32 copy of the same weights, within
-  bf16's error over the model (and eager against compiled): 3e-2, or 3x the unpatched bf16 model's
-  own error where that is larger (a mixture of experts routing a token otherwise);
+  bf16's error over the model, and eager against compiled (a mixture of experts: finite logits
+  only, MOE says why);
 - a compiled decode step runs gemmtune's Triton kernel (torch.profiler: the tiled kernel's name).
 
 GPU only (``-m gpu``); about a minute for the zoo on an H200."""
@@ -38,11 +38,15 @@ SIZES = dict(vocab_size=512, hidden_size=256, num_hidden_layers=2, num_attention
              max_position_embeddings=128)
 BATCH, PROMPT = 2, 8
 TRITON = "triton_mm:BM32-BN64-BK64-S3-W4-G8"
-# bf16 end to end against fp32 weights: max |diff| / max |ref| over the logits. A mixture of experts
-# can route a token to other experts in bf16 than in fp32 (a near tie in its router's top-k), which
-# moves its logits by far more (mixtral here: 0.098 on the H200, session 43): there the bound is
-# a multiple of what the unpatched bf16 model itself is off by.
+# bf16 end to end against fp32 weights: max |diff| / max |ref| over the logits.
 TOL = 3e-2
+# A mixture of experts routes each token to its router's top-k experts, and a near tie there goes
+# either way with the rounding: a token then runs other experts and its logits move by as much as
+# they are large. Measured on the H200 (session 43, scripts/diag_moe_compile.py): the *unpatched*
+# bf16 mixtral of this file, compiled against eager, differed by 1.10 (prefill) and 1.30 (decode),
+# and by 0.098 from fp32 in eager. So no logits bound says anything there; these run, give finite
+# logits and launch the Triton kernel, and the CPU zoo (fp32, exact routing) checks their values.
+MOE = frozenset({"mixtral", "qwen2_moe"})
 
 
 def build(model_type: str):
@@ -72,10 +76,10 @@ def rel(got, want) -> float:
     return ((got - want).abs().max() / want.abs().max()).item()
 
 
-def bound(base: float) -> float:
-    """The bound on the patched model's error, given the unpatched bf16 model's ``base``: TOL, or
-    3x ``base`` where bf16 alone is off by more (a router's near tie)."""
-    return max(TOL, 3 * base)
+def check(what: str, got, want, moe: bool) -> None:
+    assert torch.isfinite(got).all(), (what, "non-finite logits")
+    if not moe:
+        assert rel(got, want) < TOL, (what, rel(got, want))
 
 
 @pytest.mark.parametrize("model_type", list(CAUSAL))
@@ -84,9 +88,6 @@ def test_zoo_fused_patched_bf16_eager_and_compiled_match_fp32(model_type):
     ids = torch.randint(0, SIZES["vocab_size"], (BATCH, PROMPT), device="cuda")
     with torch.no_grad():
         ref_pre, ref_dec, ref_tok, _ = steps(ref_model, ids)
-        base_pre, base_dec, base_tok, _ = steps(model, ids)  # bf16, unpatched: bf16's own error
-        tol_pre = bound(rel(base_pre, ref_pre))
-        tol_dec = bound(rel(base_dec, ref_dec)) if (base_tok == ref_tok).all() else None
         gemmtune.fuse_linears(model, ids)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # falcon's FalconLinear note (test_model_zoo checks it)
@@ -95,17 +96,16 @@ def test_zoo_fused_patched_bf16_eager_and_compiled_match_fp32(model_type):
         pre, dec, tok, _ = steps(model, ids)
         # Decode logits compare only where both took the same greedy token (random weights: a
         # near tie may round either way in bf16).
-        assert rel(pre, ref_pre) < tol_pre, ("eager prefill", rel(pre, ref_pre), tol_pre)
-        if (tok == ref_tok).all() and tol_dec is not None:
-            assert rel(dec, ref_dec) < tol_dec, ("eager decode", rel(dec, ref_dec), tol_dec)
+        moe = model_type in MOE
+        check("eager prefill", pre, ref_pre, moe)
+        check("eager decode", dec, ref_dec, moe or not (tok == ref_tok).all())
 
         torch._dynamo.reset()
         compiled = torch.compile(model)
         cpre, cdec, ctok, cache = steps(compiled, ids)
-        assert rel(cpre, ref_pre) < tol_pre, ("compiled prefill", rel(cpre, ref_pre), tol_pre)
-        assert rel(cpre, pre) < tol_pre, ("compiled against eager prefill", rel(cpre, pre), tol_pre)
-        if (ctok == tok).all():
-            assert rel(cdec, dec) < tol_pre, ("compiled against eager decode", rel(cdec, dec), tol_pre)
+        check("compiled prefill", cpre, ref_pre, moe)
+        check("compiled against eager prefill", cpre, pre, moe)
+        check("compiled against eager decode", cdec, dec, moe or not (ctok == tok).all())
 
         # A second decode step at the next position (the cache one longer): its kernels include
         # gemmtune's tiled kernel (falcon's too: its lm_head, the one layer patch converts there).
