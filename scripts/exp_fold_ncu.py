@@ -7,7 +7,10 @@ step's two folded shapes and its tuned strip configs, plus torch's RMSNorm befor
   ncu --kernel-name regex:skinny ... python scripts/exp_fold_ncu.py once   # one launch of each, to profile
 
 GPU only. Each graph holds COPIES launches over distinct weights (more bytes than L2 holds), so each
-launch streams its weight from HBM as in the model."""
+launch streams its weight from HBM as in the model. ``norm+plain`` and ``cublas`` run torch's
+RMSNorm (eager ops, ~6 small kernels) before each launch: they bound what a fold competes with
+from above, not Inductor's one fused norm kernel. (Session 43's call 5 ran this at commit 4f9bfb2, where
+``norm+plain`` ran the norm once per graph of 8 launches: only its plain and fold rows compare.)"""
 
 from __future__ import annotations
 
@@ -48,14 +51,15 @@ def rms(x, g):
 
 def variants(ws, x, g, outs, cfg):
     def run(v: str) -> None:
-        xin = rms(x, g) if v == "norm+plain" else x
         for w, o in zip(ws, outs):
             if v == "fold":
                 skinny.run(x, w.t(), o, cfg, norm_weight=g, norm_eps=EPS)
             elif v == "cublas":
                 torch.mm(rms(x, g), w.t(), out=o)
+            elif v == "norm+plain":
+                skinny.run(rms(x, g), w.t(), o, cfg)
             else:
-                skinny.run(xin, w.t(), o, cfg)
+                skinny.run(x, w.t(), o, cfg)
     return run
 
 
