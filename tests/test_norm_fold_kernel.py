@@ -3,17 +3,8 @@ an RMSNorm of each row x of A computed inside the GEMV, out = (x * rsqrt(mean(x^
 against fp64; its -pdl twin bitwise the plain strip; the launch without it unchanged; and the
 refusals. CPU: the Triton interpreter (fp16 / fp32), small shapes (about 10 s on 2 cores).
 
-What the integration needs next (nothing calls the fold yet):
-- A custom op (torch.library, e.g. gemmtune::rms_norm_linear(x, g, eps, w, bias)) with a fake
-  implementation (x.new_empty(M, N)); its real one runs the plain (M, N, K) GEMM's tuned config where
-  skinny.check_fold passes, else the norm then the GEMM (at narrow N the default space holds split
-  -flat strips, which it refuses; a 3-D strip's -flat twin, replace(cfg, flat=True), is untimed).
-- A pre-grad FX pass (as gemmtune.fuse's) matching HF's RMSNorm (to(fp32), pow(2), mean(-1), + eps,
-  rsqrt, mul, to(dtype), mul weight) whose only user is the fused q/k/v or gate/up GEMM; eps from
-  the graph. Decode only: prefill (M past the skinny range) keeps the norm (a guard on M).
-- A logits guard: the fold rounds once where HF rounds twice (_skinny_fold_kernel), so check greedy
-  tokens against the unfolded model and leave the final norm before the LM head alone until then.
-- Speed unmeasured: time it on an H200 against norm + GEMV (scripts/exp_pdl.py's chain).
+gemmtune.normfold serves it under torch.compile (tests/test_normfold_graph.py); on the H200 it measured
+slower than the plain strip (benchmarks/results/2026-11-30-h200-s43, section 2).
 """
 
 from __future__ import annotations

@@ -1,5 +1,12 @@
 """The norm fold: an RMSNorm computed inside the decode GEMV after it (``GEMMTUNE_FOLD_NORMS=1``,
-experimental: tested on the CPU, not yet measured on a GPU).
+experimental, off by default: measured slower).
+
+Measured on the H200 (benchmarks/results/2026-11-30-h200-s43, section 2): Llama-1B's decode step
+took 1.179 ms folded against 1.116 ms unfolded. The folded strip costs registers, so resident warps
+and bytes in flight (1.1-1.6x the plain strip's time), and Inductor had fused each norm with the
+residual add before it, a kernel that stays as the add. A fold that gains would load nothing more
+than the plain strip (the norm's weight multiplied into the fused weight once) and take the add
+into the strip before it.
 
 Why: in a decode step at M = 1 the RMSNorm before the fused q/k/v (and gate/up) GEMV is a kernel
 of its own: on an H200, the best Llama-1B decode step spent ~115 of 1126 µs in 33 norm kernels
@@ -21,7 +28,7 @@ zero-user ``getattr(out, "is_cpu")`` probes), at a static M of 1. Other norms (G
 LayerNorm) are other chains: not matched, left as they are. The merged GEMM then takes ``x`` and the
 norm's weight and eps: the ``gemmtune::rms_mm`` op (``run`` is its kernel path).
 
-Not yet: the ``-pdl`` twin of a folded group (it runs the plain strip), eager calls, M > 1, a GPU run.
+Not done: the ``-pdl`` twin of a folded group (it runs the plain strip), eager calls, M > 1.
 """
 
 from __future__ import annotations

@@ -72,8 +72,9 @@ A one-row -flat strip can also fold the RMSNorm before it (``run(..., norm_weigh
 ``_skinny_fold_kernel``): each program already reads its whole row x, so it sums x^2 in its K loop,
 multiplies x by g as it loads it, and scales its sums by rsqrt(mean(x^2) + e) at the end; the norm
 kernel before a decode step's q/k/v or gate/up GEMV goes. A launch-time input, not a config: the
-tuned strip is reused as it is, and without ``norm_weight`` the launch is the plain one. Nothing
-calls it yet (tests/test_norm_fold_kernel.py says what the integration needs).
+tuned strip is reused as it is, and without ``norm_weight`` the launch is the plain one.
+gemmtune.normfold serves it (opt-in); on the H200 it ran 1.1-1.6x the plain strip's time and made
+Llama-1B's decode step slower (benchmarks/results/2026-11-30-h200-s43, section 2).
 
 The K-slices are reduced by the fused split-K epilogue that the tiled kernel uses
 (``tiled.split_epilogue``): partials in an fp32 workspace, the last program to arrive
@@ -190,10 +191,12 @@ def _skinny_fold_kernel(
     [BK] vector over the K loop, then summed) from torch's mean, which moves the scale by a few fp32
     ulps. tl.math.rsqrt is the GPU's approximate reciprocal square root, as torch.rsqrt's is.
 
-    Compiled for sm_90 on a CPU (kernelinfo's compile, triton 3.9, bf16; not run on a GPU yet):
-    no spills; one more 16-byte load a step (g's, beside A's); 32 -> 48 registers at BN2-BK1024-W4
-    -flat-sum, 131 -> 208 at BN2-BK2048-W2 -flat; two more barriers, after the K loop (the sum of
-    squares across warps). Its speed against a norm kernel then the GEMV is not measured."""
+    Compiled for sm_90 on a CPU (kernelinfo's compile, triton 3.9, bf16): no spills; one more
+    16-byte load a step (g's, beside A's); 32 -> 48 registers at BN2-BK1024-W4 -flat-sum, 131 -> 208
+    at BN2-BK2048-W2 -flat; two more barriers, after the K loop (the sum of squares across warps).
+    On the H200 (session 43, triton 3.6, scripts/exp_fold_ncu.py): 1.12-1.58x the plain strip's
+    time on Llama-1B's 3072x2048 and 16384x2048; registers 38 -> 48 to 56 -> 72, achieved occupancy
+    down by 9-16 points, DRAM throughput 68% -> 47% at 16384x2048 BN2-BK1024."""
     # The unit strides as constexprs, as _skinny_kernel's: its lines, not a helper shared with
     # it, so that the plain kernel's code is the one it was.
     if AK_UNIT:
