@@ -1,9 +1,15 @@
 """Session 43: the GPU zoo's mixtral decode step, compiled against eager, unpatched and patched:
 is a compiled MoE's divergence gemmtune's or the router's (bf16 near ties)? GPU only."""
-import sys, copy, torch, warnings
+import copy
+import sys
+import warnings
+
+import torch
+
 sys.path.insert(0, "tests")
-import test_model_zoo_gpu as z
-import gemmtune
+import test_model_zoo_gpu as z  # noqa: E402
+
+import gemmtune  # noqa: E402
 torch.manual_seed(0)
 ref, model = z.build("mixtral")
 ids = torch.randint(0, z.SIZES["vocab_size"], (z.BATCH, z.PROMPT), device="cuda")

@@ -52,7 +52,7 @@ def test_tiny_model_all_checks_and_report(model, tmp_path):
     assert json.loads((tmp_path / "bench-model.json").read_text())["models"][0]["model"] == model
 
 
-@pytest.mark.parametrize("model", ["tiny-llama", "tiny-qwen2", "tiny-gpt2"])
+@pytest.mark.parametrize("model", ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gpt2"])
 def test_greedy_check_runs_every_step_compiled(model):
     """The greedy check of a compiled mode is the compiled graph's at every step after the prompt:
     on a StaticCache a dynamic=False compile builds the step's graph once (on a DynamicCache the
@@ -78,6 +78,19 @@ def test_greedy_check_runs_every_step_compiled(model):
     # one graph: the step's (the prompt runs through the model the wrapper holds, as a decode phase's)
     assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
     torch._dynamo.reset()
+
+
+def test_the_qwen3_preset_has_qwen3_0_6bs_sizes_and_its_tiny_twin_builds():
+    """qwen3-0.6b is built from Qwen3-0.6B's published sizes (not built here: 596M parameters);
+    tiny-qwen3 is the same architecture at test sizes."""
+    from gemmtune.benchmodel.models import _config, build_model, parse_model
+    cfg = _config("qwen3-0.6b")
+    assert (cfg.model_type, cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers) == ("qwen3", 1024, 3072, 28)
+    assert (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.vocab_size) == (16, 8, 128, 151936)
+    assert cfg.tie_word_embeddings and parse_model("qwen3-0.6b").kind == "named"
+    m = build_model(parse_model("tiny-qwen3"), torch.float32, "cpu")
+    assert type(m).__name__ == "Qwen3ForCausalLM" and m.config.hidden_size == 64
+    assert m.model.layers[0].self_attn.q_norm is not None  # the per-head q/k norms Qwen3 adds
 
 
 def test_greedy_cache_falls_back_without_a_config():

@@ -54,7 +54,7 @@ BASE_MODES = DEFAULT_MODES + ("eager_copy", "lut_compile", "compile_cdt", "patch
 # the step, where the plain modes measure a host-bound step's Python).
 MODES = BASE_MODES + tuple(m + "_graph" for m in BASE_MODES)
 
-CAUSAL = ("llama-1b", "qwen2-0.5b", "gpt2", "tiny-llama", "tiny-qwen2", "tiny-gpt2")
+CAUSAL = ("llama-1b", "qwen2-0.5b", "qwen3-0.6b", "gpt2", "tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gpt2")
 
 MODELS = (*CAUSAL, "minilm")
 
@@ -308,6 +308,18 @@ def _config(name: str):
             kw.update(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2)
         return tf.Qwen2Config(**kw)
+    if name.endswith("qwen3-0.6b") or name == "tiny-qwen3":
+        # Qwen3-0.6B's published sizes: q/k RMSNorms over each head, no q/k/v bias, tied embeddings
+        # (transformers 4.51+; session 43 ran it as benchmarks/models-s43/qwen3-0.6b.json).
+        kw = dict(vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                  num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
+                  rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True)
+        if tiny:
+            kw.update(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096)
+        if not hasattr(tf, "Qwen3Config"):
+            raise ValueError(f"{name} needs transformers 4.51 or later (Qwen3); this is {tf.__version__}")
+        return tf.Qwen3Config(**kw)
     if name in ("gpt2", "tiny-gpt2"):
         kw = dict(n_positions=1024)
         if tiny:
