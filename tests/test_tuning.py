@@ -6,9 +6,9 @@ temporary store, the executor on a fake pool. The whole tuner runs in test_tune.
 
 from __future__ import annotations
 
-from concurrent.futures import Future
-
+import threading
 import time
+from concurrent.futures import Future
 
 import pytest
 
@@ -347,6 +347,41 @@ class TimedPool(FakePool):
         for i, t in enumerate(tasks):
             yield t, {"status": "ok", "device_ms": 1.0 if t["choice"] == "aten" else 0.5 + 0.01 * i, "repeats": 20}
 
+
+
+class LateCompiles(Executor):
+    """An executor whose compile workers are still starting: the first shape's compile job
+    completes ``delay`` s after it is queued, the later ones at once."""
+
+    def __init__(self, pool, delay: float):
+        super().__init__(pool)
+        self.compiler = object()  # (only its presence counts: Lookahead compiles ahead)
+        self.delay, self.jobs = delay, 0
+
+    def compile_ahead(self, todo):
+        todo = [pc for pc in todo if pc[1].needs_compile]
+        if not todo:
+            return None
+        self.jobs += 1
+        fut = Future()
+        result = {(p.key, c.id): {"status": "ok"} for p, c in todo}
+        if self.jobs == 1:
+            threading.Timer(self.delay, fut.set_result, (result,)).start()
+        else:
+            fut.set_result(result)
+        return fut
+
+
+def test_sweep_records_each_shapes_wait_for_its_compiles(store):
+    """The seconds a shape waited for its compile workers go into its result (a first shape that
+    waits is waiting for their start-up), and add up to the run's compile_wait_s."""
+    shapes = as_shapes([P, P.with_sizes(k=2048), P.with_sizes(k=1024)])
+    plan = CandidatePlan(("decompose_k",), "default", H100)
+    swept = Tuner(progress=False).sweep(shapes, plan, LateCompiles(TimedPool(), 0.3), Recorder(store, CTX))
+    waits = [r.compile_wait_s for r in swept.shapes]
+    assert waits[0] >= 0.25 and all(w < 0.05 for w in waits[1:])
+    assert swept.compile_wait_s == pytest.approx(sum(waits)) and swept.shapes[0].tune_s >= waits[0]
+    assert all(r.best == "decompose_k:s2" for r in swept.shapes)
 
 def test_tuner_sweep_records_summarizes_and_reuses(store):
     shapes = as_shapes([P, P.with_sizes(k=2048)])

@@ -136,9 +136,10 @@ def tune_phase(shapes: Sequence[Shape], *, tune_fn: Callable, scratch: Path, see
         sweeps[mode] = read_sweeps(scratch / f"{mode}.sqlite", getattr(r, "context", None), tuned[mode], notes,
                                    report.LABELS[mode])
         ran[mode] = {"kwargs": described, "wall_s": r.wall_s, "measured": r.measured,
-                     "startup_s": r.startup_s, "compile_workers": r.compile_workers}
+                     "startup_s": r.startup_s, "compile_workers": r.compile_workers,
+                     "compile_wait_s": r.compile_wait_s, "precompile_s": r.precompile_s}
         say(f"  {r.measured} candidates in {r.wall_s:.1f} s ({r.startup_s:.1f} s worker start-up, "
-            f"{r.compile_workers} compile workers)")
+            f"{r.compile_workers} compile workers, {r.compile_wait_s:.1f} s waiting for them)")
     return {"tuned": tuned, "skipped": skipped, "extra_s": extra_s, "errors": errors, "notes": notes,
             "modes": ran, "sweeps": sweeps}
 

@@ -52,7 +52,8 @@ def sweep_record(rows, limit: int = SWEEP_ROWS) -> list[dict]:
 
 def mark_failed(r: dict, e: BaseException) -> None:
     """Turn a verified method's record into the record of its failed timing, in place."""
-    keep = {k: r[k] for k in ("choice", "candidates", "tuner_ms", "tune_s", "rel_err", "autotune", "runoff", "sweep")
+    keep = {k: r[k] for k in ("choice", "candidates", "tuner_ms", "tune_s", "compile_wait_s", "rel_err", "autotune",
+                              "runoff", "sweep")
             if k in r}
     r.clear()
     r.update(failure_record(e), **keep)

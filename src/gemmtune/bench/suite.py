@@ -131,6 +131,7 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
         else:
             methods[mode] = check(mode, r.best, candidates=r.tried, tuner_ms=r.best_ms, **({"sweep": sweep} if sweep else {}),
                                   tune_s=r.tune_s + (extra_s or {}).get(mode, {}).get(p.key, 0.0),
+                                  **({"compile_wait_s": r.compile_wait_s} if getattr(r, "compile_wait_s", 0.0) else {}),
                                   **({"runoff": r.runoff} if getattr(r, "runoff", None) else {}))
     compiled = False
     entries: dict = {}

@@ -36,6 +36,10 @@ class ShapeResult:
     # ahead is not counted here, so the shapes' tune_s add up to the run's wall time
     # (less start-up). Near 0 when every candidate was reused.
     tune_s: float = 0.0
+    # Of tune_s, the seconds this shape waited for its compile workers' job (0 without compile
+    # workers, or where the job was done when the shape's turn came). A first shape that waits
+    # long is waiting for the compile workers' start-up.
+    compile_wait_s: float = 0.0
     # How many of the model's best were benchmarked (cuBLAS and table choices on top) and
     # why: 'fixed' for benchmark_space=k / DEFAULT, choose_k's reason for 'AUTO'; None
     # when every candidate was benchmarked or a table entry fixed them.
@@ -153,7 +157,7 @@ def summary(result: TuneResult) -> dict:
         "shapes": [{"group": s.group, "name": s.name, "key": s.problem.key, "best": s.best,
                     "best_ms": s.best_ms, "aten_ms": s.aten_ms, "speedup": s.speedup,
                     "tried": s.tried, "failed": s.failed, "statuses": s.statuses, "tune_s": s.tune_s,
-                    "k": s.k, "k_reason": s.k_reason, "runoff": s.runoff}
+                    "compile_wait_s": s.compile_wait_s, "k": s.k, "k_reason": s.k_reason, "runoff": s.runoff}
                    for s in result.shapes],
     }
 

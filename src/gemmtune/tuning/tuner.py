@@ -356,6 +356,7 @@ class Tuner:
                 todo, others = rec.claim(s.problem, todo)
                 task = bar.task(f"  {s.name}", len(todo))
                 job = ahead.job(i)
+                waited = 0.0
                 if job is not None and todo:
                     if not job.done():
                         # Time what needs no compiling (cuBLAS) while the rest compiles.
@@ -363,7 +364,8 @@ class Tuner:
                         todo = [pc for pc in todo if pc[1].needs_compile]
                     tw = time.monotonic()
                     compiled = job.result()
-                    compile_wait += time.monotonic() - tw
+                    waited = time.monotonic() - tw
+                    compile_wait += waited
                     n_todo = len(todo)
                     todo = rec.record_compile_failures(todo, compiled)
                     bar.advance(task, by=n_todo - len(todo))  # failed to compile: recorded
@@ -379,6 +381,7 @@ class Tuner:
                     if winner == "aten":
                         r.best, r.best_ms = "aten", r.aten_ms
                 r.tune_s = time.monotonic() - ts
+                r.compile_wait_s = waited
                 r.k, r.k_reason = planned.k, planned.why
                 out.append(r)
                 bar.advance(overall)
