@@ -495,6 +495,8 @@ def test_kernel_profile_aggregates_per_replay_and_splits_gemm_from_the_rest():
         prof.aggregate(events, replays=0)
     rows = prof.markdown_rows({"decode_b1": {"compile_graph": r}})
     assert any("| compile_graph | 65.0 | 55.0 | — | 10.0 | 9 |" in line for line in rows)  # no floor given
+    assert prof.PDL_NOTE not in rows  # said only where a PDL mode is profiled
+    assert prof.PDL_NOTE in prof.markdown_rows({"decode_b1": {"compile_graph": r, "fuse_patch_compile_pdl_graph": r}})
 
 
 def test_profile_graphs_records_each_mode_and_survives_a_profiler_failure(monkeypatch):
