@@ -690,6 +690,50 @@ def test_a_config_json_runs_through_bench_model(tmp_path):
     assert json.loads((tmp_path / "out" / "bench-model.json").read_text())["models"][0]["model"] == entry
 
 
+
+def test_a_mixture_of_experts_is_checked_on_its_median_tokens_logits(tmp_path):
+    """A mixture of experts' logits pass or fail on the median token's error (a router's near tie
+    sends a token to other experts in bf16, in any mode): a mode whose whole-logits error is 3x
+    eager's passes when its median token is as close as eager's; a dense model's does not."""
+    from gemmtune.benchmodel.report import markdown
+    from gemmtune.benchmodel.run import _verdicts
+
+    def doc(moe: bool) -> dict:
+        ph = lambda whole, med: {"ms": 1.0, "logits_rel_err": whole, "logits_token_median_err": med}  # noqa: E731
+        out = {"model": "m", "params": 1e6, "modes": {"eager": {"phases": {"prefill_b1_s512": ph(0.02, 0.004)}},
+                                                       "compile": {"phases": {"prefill_b1_s512": ph(0.06, 0.005)}},
+                                                       "patch_compile": {"phases": {"prefill_b1_s512": ph(0.02, 0.02)}}}}
+        if moe:
+            out["routed_experts"] = 4
+        _verdicts(out)
+        return out
+    dense, moe = doc(False), doc(True)
+    ok = lambda out, mode: out["modes"][mode]["phases"]["prefill_b1_s512"]["logits_ok"]  # noqa: E731
+    assert not ok(dense, "compile") and ok(dense, "patch_compile")
+    assert ok(moe, "compile") and not ok(moe, "patch_compile")
+    head = {"device": "CPU", "torch": "t", "triton": "t", "gemmtune": "g", "date": "d", "dtype": "bf16", "tune": "fast"}
+    md = markdown({"header": head, "models": [moe]})
+    assert "compile/prefill_b1_s512: logits err 6.00e-02, median token 5.00e-03 ok" in md
+    assert "A mixture of experts (4 routed)" in md
+    assert "A mixture of experts" not in markdown({"header": head, "models": [dense]})
+
+
+def test_a_mixture_of_experts_config_runs_through_bench_model(tmp_path):
+    """Mixtral's config end to end on the CPU (fp32): its experts are counted, and each checked
+    phase records the median token's logits error beside the whole's."""
+    sizes = {**TINY_MISTRAL, "max_position_embeddings": 1024}
+    entry = f"config:{save_config(tmp_path / 'moe', 'mixtral', **sizes, num_local_experts=4, num_experts_per_tok=2)}"
+    calls = []
+    doc = benchmodel.run([entry], phases=["prefill_b1_s512"], modes=["eager", "eager_patch"], out_dir=tmp_path / "out",
+                         dtype="float32", tune_kwargs={"tune_fn": fake_tuner(calls)}, log=lambda s: None)
+    m = doc["models"][0]
+    assert "error" not in m, m.get("error")
+    assert m["model_type"] == "mixtral" and m["routed_experts"] == 4
+    r = m["modes"]["eager_patch"]["phases"]["prefill_b1_s512"]
+    assert r["logits_ok"] and 0 <= r["logits_token_median_err"] < 1e-3  # fp32 against fp32
+    assert m["modes"]["eager_patch"]["greedy_match"] is True
+    assert "A mixture of experts (4 routed)" in (tmp_path / "out" / "bench-model.md").read_text()
+
 def test_dir_loads_the_folders_weights_and_config_seeds_its_own(tmp_path):
     import transformers as tf
 

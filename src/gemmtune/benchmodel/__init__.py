@@ -31,7 +31,8 @@ control for the deep-copied patched and fused modes in the interleaved eager com
 
 Correctness, per mode: prefill logits against an fp32 copy of the model (relative Frobenius
 error; passes within ``max(1.5 x eager's own error, 1e-3)``: a mode may not lose more accuracy
-than bf16 eager does); greedy decoding for 32 steps at batch 1 compared token by token with
+than bf16 eager does; for a mixture of experts the median token's error, which a router's near
+ties do not move: run._verdicts); greedy decoding for 32 steps at batch 1 compared token by token with
 eager's (a divergence reports the step and eager's top-1 / top-2 logit gap there: a gap
 within bf16 rounding is a tie broken differently, not an error); embeddings' cosine with
 fp32 >= 0.999.

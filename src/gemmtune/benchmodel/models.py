@@ -108,6 +108,22 @@ class ModelSpec:
         return self.kind in SOURCES
 
 
+def routed_experts(config) -> int:
+    """How many experts a mixture-of-experts config routes each token among (transformers' names:
+    Mixtral's and PhiMoE's ``num_local_experts``, Qwen-MoE's and OLMoE's ``num_experts``, DeepSeek's
+    ``n_routed_experts``), 0 for a dense model.
+
+    >>> class C: num_local_experts = 8
+    >>> routed_experts(C()), routed_experts(object())
+    (8, 0)
+    """
+    for name in ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"):
+        n = getattr(config, name, None)
+        if isinstance(n, int) and not isinstance(n, bool) and n > 1:
+            return n
+    return 0
+
+
 def parse_model(entry: str) -> ModelSpec:
     """What a ``--models`` entry names, its files checked (nothing imported, nothing built): a
     ModelError naming the entry and what is wrong when it names nothing.

@@ -12,8 +12,8 @@ import torch
 
 from .graphs import base_mode, capture, is_graph
 from .models import (BASE_MODES, DEFAULT_MODES, MODES, PHASES, ModelError, build_minilm, build_model, causal_config,
-                     max_positions, minilm_dir, parse_model, phase_fit, raised_at)
-from .phases import COSINE_MIN, Phase, _ids, causal_phase, greedy, greedy_cache_kind, rel_err
+                     max_positions, minilm_dir, parse_model, phase_fit, raised_at, routed_experts)
+from .phases import COSINE_MIN, Phase, _ids, causal_phase, greedy, greedy_cache_kind, rel_err, token_median_err
 from .report import markdown, plot
 from .profile import decode_floor, profile_graphs, weight_bytes
 from .timing import interleave_eager, interleave_graphs, time_call
@@ -303,15 +303,21 @@ def _skip_graph(rec: dict, name: str, mode: str, device: str, log: Callable[[str
 
 def _verdicts(out: dict) -> None:
     """Each timed phase's × eager (a graph mode's against eager_graph: both GPU time) and, where
-    its logits were checked against fp32, whether it lost no more accuracy than eager did."""
+    its logits were checked against fp32, whether it lost no more accuracy than eager did: within
+    1.5x eager's error (at least 1e-3). The error is the logits' relative error as a whole, or for
+    a mixture of experts (``out["routed_experts"]``) the median token's: there a token whose
+    router's top-k is a near tie runs other experts in bf16 than in fp32, in any mode and in eager
+    too, and moves the whole-logits error by as much as its logits are large (the GPU model zoo's
+    Mixtral, unpatched, compiled against eager: 1.10; session 43)."""
     eager = out["modes"].get("eager")
+    key = "logits_token_median_err" if out.get("routed_experts") else "logits_rel_err"
     for mode, rec in out["modes"].items():
         base = out["modes"].get("eager_graph") if is_graph(mode) else eager
         for pname, r in rec["phases"].items():
             if base and pname in base["phases"]:
                 r["x_eager"] = base["phases"][pname]["ms"] / r["ms"]
-            if eager and pname in eager["phases"] and "logits_rel_err" in r:
-                r["logits_ok"] = r["logits_rel_err"] <= max(1.5 * eager["phases"][pname]["logits_rel_err"], 1e-3)
+            if eager and pname in eager["phases"] and key in r and key in eager["phases"][pname]:
+                r["logits_ok"] = r[key] <= max(1.5 * eager["phases"][pname][key], 1e-3)
 
 
 def _of_mode(replays: dict, mode: str) -> dict:
@@ -414,6 +420,8 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
                            + (f" ({'; '.join(f'{p} {w}' for p, w in unfit.items())})" if unfit else ""))
     out = {"model": name, "model_type": model.config.model_type, "params": sum(p.numel() for p in model.parameters()),
            "phases": {}, "modes": {}}
+    if routed_experts(model.config):
+        out["routed_experts"] = routed_experts(model.config)
     if spec.user:
         out["source"] = str(spec.path) if spec.path else f"AutoConfig.for_model({spec.model_type!r})"
         out["attn_implementation"] = getattr(model.config, "_attn_implementation", None)
@@ -469,7 +477,9 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
                 r = rec["phases"][p.name] = graph_phase(fn_model, p, name, mode, log, replays)
                 first_calls += r["warmup_s"] + r["capture_s"]
                 if p.name in refs:
-                    r["logits_rel_err"] = rel_err(replays[(mode, p.name)]().float(), refs[p.name])
+                    y = replays[(mode, p.name)]().float()
+                    r["logits_rel_err"] = rel_err(y, refs[p.name])
+                    r["logits_token_median_err"] = token_median_err(y, refs[p.name])
             rec["first_calls_s"] = first_calls
             if profile:  # right away: a run cut by its time limit keeps the modes profiled so far
                 profile_graphs(out, _of_mode(replays, mode), [p.name for p in ps], name, log, floors=floors)
@@ -494,6 +504,7 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
             r = {**t}
             if p.name in refs:
                 r["logits_rel_err"] = rel_err(y.float(), refs[p.name])
+                r["logits_token_median_err"] = token_median_err(y.float(), refs[p.name])
             rec["phases"][p.name] = r
             log(f"{name} {mode:13s} {p.name:16s} {t['ms']:9.3f} ms" +
                 (f"  logits err {r['logits_rel_err']:.2e}" if "logits_rel_err" in r else ""))
