@@ -223,6 +223,20 @@ class Executor:
         except Exception:  # noqa: BLE001 - e.g. a server that refuses the op: compiled one by one instead
             self.precompile = False
 
+    def precompile_here(self, todo) -> None:
+        """Have the benchmark worker compile ``todo``'s candidates itself (its 'precompile' op, in
+        chunks of PRECOMPILE_CHUNK of one problem), compile workers or not: the tuner's first
+        shape under ``GEMMTUNE_FIRST_SHAPE_HERE=1`` (tuner.first_shape_here says why)."""
+        saved = self.precompile
+        self.precompile = True
+        try:
+            for part in precompile_chunks(list(todo), PRECOMPILE_CHUNK):
+                if not self.precompile:  # a run-level refusal (no GPU, an older worker): stop asking
+                    break
+                self._precompile(part)
+        finally:
+            self.precompile = saved
+
     def runoff(self, problem, choices: list[str]) -> dict:
         """``choices`` of ``problem`` verified and timed together in interleaved rounds by the
         benchmark worker (its 'runoff' op: bench.rounds.runoff); the worker's result dict."""
