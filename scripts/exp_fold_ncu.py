@@ -7,7 +7,10 @@ step's two folded shapes and its tuned strip configs, plus torch's RMSNorm befor
   ncu --kernel-name regex:skinny ... python scripts/exp_fold_ncu.py once   # one launch of each, to profile
 
 GPU only. Each graph holds COPIES launches over distinct weights (more bytes than L2 holds), so each
-launch streams its weight from HBM as in the model. ``norm+plain`` and ``cublas`` run torch's
+launch streams its weight from HBM as in the model. ``fold-unit`` is the fold on weights that
+hold the norm's weight already (``skinny.run(..., norm_eps=e)`` alone: no g loads; compiled for
+sm_90 offline it keeps most of the fold's extra registers, 38 -> 46 / 48 and 56 -> 64 / 72, which
+go to the sum of squares held over the loop). ``norm+plain`` and ``cublas`` run torch's
 RMSNorm (eager ops, ~6 small kernels) before each launch: they bound what a fold competes with
 from above, not Inductor's one fused norm kernel. (Session 43's call 5 ran this at commit 4f9bfb2, where
 ``norm+plain`` ran the norm once per graph of 8 launches: only its plain and fold rows compare.)"""
@@ -44,15 +47,24 @@ def setup(n: int, k: int):
     return ws, x, g, outs
 
 
+def with_g(ws, g):
+    """The weights with the norm's weight multiplied in once (W diag(g)), for the unit-weight fold."""
+    return [(w.float() * g.float()).to(w.dtype) for w in ws]
+
+
 def rms(x, g):
     xf = x.float()
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS)).to(x.dtype) * g
 
 
 def variants(ws, x, g, outs, cfg):
+    wgs = with_g(ws, g)
+
     def run(v: str) -> None:
-        for w, o in zip(ws, outs):
-            if v == "fold":
+        for w, wg, o in zip(ws, wgs, outs):
+            if v == "fold-unit":  # g in the weight already: the fold reads no g
+                skinny.run(x, wg.t(), o, cfg, norm_eps=EPS)
+            elif v == "fold":
                 skinny.run(x, w.t(), o, cfg, norm_weight=g, norm_eps=EPS)
             elif v == "cublas":
                 torch.mm(rms(x, g), w.t(), out=o)
@@ -71,10 +83,11 @@ def main(mode: str) -> None:
         if mode == "once":  # one launch of each kernel on one weight (ncu profiles each launch)
             skinny.run(x, ws[0].t(), outs[0], cfg)
             skinny.run(x, ws[0].t(), outs[0], cfg, norm_weight=g, norm_eps=EPS)
+            skinny.run(x, with_g(ws[:1], g)[0].t(), outs[0], cfg, norm_eps=EPS)
             torch.cuda.synchronize()
             continue
         ref = (rms(x, g).double() @ ws[-1].double().t())
-        vs = ["plain", "fold", "norm+plain", "cublas"]
+        vs = ["plain", "fold", "fold-unit", "norm+plain", "cublas"]
         graphs = capture(vs, run)
         errs = {}
         for v in vs:

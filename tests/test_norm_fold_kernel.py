@@ -65,6 +65,20 @@ def test_fold_against_fp64_and_its_pdl_twin(dtype, device):
             assert torch.equal(run(replace(cfg, pdl=True), x, w.t(), g, EPS), got), (m, n, k, cfg.id)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
+def test_unit_weight_fold_against_fp64(dtype, device):
+    """norm_eps alone: a unit-weight norm over a B that holds the norm's weight (diag(g) @ W.t()),
+    the fold that reads no g; against fp64 on every shape, both one-row layouts."""
+    for m, n, k in SHAPES:
+        x = torch.randn(m, k, dtype=dtype, device=device)
+        w = torch.randn(n, k, dtype=dtype, device=device)
+        g = torch.rand(k, dtype=dtype, device=device) + 0.5
+        wg = (w.double() * g.double()).to(dtype)  # the weight with g multiplied in, rounded once
+        ref = reference(x, torch.ones_like(g), wg, EPS)
+        for cfg in (FLAT, FLAT_SUM):
+            check(run(cfg, x, wg.t(), None, EPS), ref, dtype, (m, n, k, cfg.id))
+
+
 @pytest.mark.parametrize("x_layout", ["offset", "strided", "col"])
 def test_fold_on_offset_and_strided_views(x_layout, operand, device):
     """x unaligned, with no unit stride, or transposed (M = 3: K's stride is 3); the weight unaligned,
@@ -127,7 +141,7 @@ def test_without_the_fold_the_launch_is_the_plain_kernels(device):
 def test_fold_refuses_where_it_does_not_apply(device):
     """A ValueError naming why: a K split, a strip of several rows (M > 1 or not), the 3-D one-row
     strip, tl.dot and stream-K configs, an N-contiguous B, a norm weight of the wrong shape, dtype or
-    device, and eps missing, alone or not a number."""
+    device, and eps missing or not a number (eps alone is the unit-weight fold)."""
     m, n, k = 2, 6, 300
     x = torch.randn(m, k, dtype=torch.float16, device=device)
     w = torch.randn(n, k, dtype=torch.float16, device=device)
@@ -148,7 +162,7 @@ def test_fold_refuses_where_it_does_not_apply(device):
                      (g.tolist(), "torch.Tensor")):
         with pytest.raises(ValueError, match=why):
             run(FLAT, x, w.t(), bad, EPS)
-    for g_, eps, why in ((g, None, "norm_eps is required"), (None, EPS, "without norm_weight"),
+    for g_, eps, why in ((g, None, "norm_eps is required"), (None, float("nan"), "finite"),
                          (g, float("nan"), "finite"), (g, -1e-6, "finite"), (g, "1e-6", "finite")):
         with pytest.raises(ValueError, match=why):
             run(FLAT, x, w.t(), g_, eps)

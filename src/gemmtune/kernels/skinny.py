@@ -172,10 +172,12 @@ def _skinny_fold_kernel(
     GPU_FENCE: tl.constexpr, KS_DIV: tl.constexpr,
     HAS_BIAS: tl.constexpr, ACT: tl.constexpr, HAS_RES: tl.constexpr, RN_UNIT: tl.constexpr,
     SCALE: tl.constexpr, PREFETCH: tl.constexpr = False, GDC: tl.constexpr = False, FLAT: tl.constexpr = False,
-    SUM_EACH: tl.constexpr = False,
+    SUM_EACH: tl.constexpr = False, NORM_MODE: tl.constexpr = 1,
 ):
     """The one-row -flat strip with an RMSNorm folded in (``run(..., norm_weight=g, norm_eps=e)``):
-    out = (rmsnorm(x) * g) @ B = rsqrt(mean(x^2) + e) * ((x * g) @ B), per row x of A.
+    out = (rmsnorm(x) * g) @ B = rsqrt(mean(x^2) + e) * ((x * g) @ B), per row x of A. NORM_MODE 2
+    (``run(..., norm_eps=e)`` alone) is a unit-weight norm, for a B that holds g already (diag(g) @ B):
+    the same strip without g's loads.
 
     A kernel of its own, not a switch of ``_skinny_kernel``: that one keeps its parameters, so its
     prepared launches (tiled.direct freezes the argument list) and its code stay as they were.
@@ -220,7 +222,7 @@ def _skinny_fold_kernel(
            stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, DOT, SPLIT_MODE, EVEN_K, INPUT_PRECISION,
            INDEX_64, BK_UNIT, K_DIV, GPU_FENCE, AK_UNIT, BN_UNIT, A_LEAD_DIV, B_LEAD_DIV, KS_DIV,
            bias_ptr, res_ptr, stride_bias, stride_rm, srn, HAS_BIAS, ACT, HAS_RES, sa_ptr, sb_ptr, SCALE,
-           PREFETCH, GDC, FLAT, SUM_EACH, g_ptr, stride_g, norm_eps, True)
+           PREFETCH, GDC, FLAT, SUM_EACH, g_ptr, stride_g, norm_eps, NORM_MODE)
 
 
 @triton.jit
@@ -264,17 +266,22 @@ def _flat_step(prod, a, b, BK_UNIT: tl.constexpr, SUM_EACH: tl.constexpr):
 
 
 @triton.jit
-def _fold_x(a, ss, g_ptrs, k_ok, MASK_K: tl.constexpr):
+def _fold_x(a, ss, g_ptrs, k_ok, MASK_K: tl.constexpr, HAS_G: tl.constexpr):
     """The norm fold's share of one K step: ``a`` is x's [BK] vector as loaded (fp32, zeros past K).
     Returns (x * g, the product's A; ``ss`` plus x^2). The squares are of x itself, not of x * g:
     RMSNorm's statistic is of its input. g is loaded in its own dtype and widened, so for 16-bit
-    x and g the product x * g is exact in fp32 (11 + 11 significand bits, or 8 + 8, within 24)."""
+    x and g the product x * g is exact in fp32 (11 + 11 significand bits, or 8 + 8, within 24).
+    Without HAS_G (a unit-weight norm: its weight already multiplied into B) x is returned as it is."""
     ss += a * a
-    if MASK_K:
-        g = tl.load(g_ptrs, mask=k_ok, other=0.0)
+    if HAS_G:
+        if MASK_K:
+            g = tl.load(g_ptrs, mask=k_ok, other=0.0)
+        else:
+            g = tl.load(g_ptrs)
+        out = a * g.to(tl.float32)
     else:
-        g = tl.load(g_ptrs)
-    return a * g.to(tl.float32), ss
+        out = a
+    return out, ss
 
 
 @triton.jit
@@ -398,9 +405,9 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
 
     NORM (the norm fold, ``_skinny_fold_kernel``; only on the one-row -flat path, one K-slice): x,
     A's row, is an RMSNorm's input; ``g_ptr`` its weight, a [K] vector. The program sums x^2
-    beside the product, multiplies x by g as it loads it, and scales its fp32 sums by
-    rsqrt(sum / K + norm_eps) before the epilogue. With NORM off (``_skinny_kernel``) none of it
-    is traced: the same code as without the fold."""
+    beside the product, multiplies x by g as it loads it (NORM = 1; NORM = 2: a unit weight, g
+    not read), and scales its fp32 sums by rsqrt(sum / K + norm_eps) before the epilogue. With
+    NORM off (``_skinny_kernel``) none of it is traced: the same code as without the fold."""
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
     grid_n = tl.cdiv(N, BLOCK_N)
@@ -493,7 +500,7 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
                 # g after the wait with A, not before it with B: g is the same [K] vector for every
                 # program (L2 holds it after the first), so prefetching it would gain little, and
                 # read after the wait it needs no promise that the kernel before does not write it.
-                a0, ss = _fold_x(a0, ss, g_vec, k0_ok, True)
+                a0, ss = _fold_x(a0, ss, g_vec, k0_ok, True, NORM == 1)
                 g_vec += BLOCK_K * stride_g
             prod = _flat_step(prod, a0, b0, BK_UNIT, SUM_EACH)
             a_vec += BLOCK_K * sak
@@ -521,7 +528,7 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
             else:
                 a = tl.load(a_vec, mask=k_ok, other=0.0).to(tl.float32)
             if NORM:
-                a, ss = _fold_x(a, ss, g_vec, k_ok, not EVEN_K)
+                a, ss = _fold_x(a, ss, g_vec, k_ok, not EVEN_K, NORM == 1)
                 g_vec += BLOCK_K * stride_g
             prod = _flat_step(prod, a, b, BK_UNIT, SUM_EACH)
             a_vec += BLOCK_K * sak
@@ -750,8 +757,6 @@ FOLD_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 def check_fold(a, b, cfg: SkinnyConfig, norm_weight, norm_eps) -> None:
     """ValueError naming why ``cfg`` cannot fold the RMSNorm of ``a``'s rows into ``a @ b`` with
     weight ``norm_weight`` and ``norm_eps`` (``run``'s norm fold); None where it can."""
-    if norm_weight is None and norm_eps is not None:
-        raise ValueError("norm_eps without norm_weight: the norm fold needs the norm's weight")
     if norm_weight is not None and norm_eps is None:
         raise ValueError("norm fold: norm_eps is required with norm_weight (the model's RMSNorm eps)")
     M, K = a.shape
@@ -769,26 +774,32 @@ def check_fold(a, b, cfg: SkinnyConfig, norm_weight, norm_eps) -> None:
                          "Linear's weight, B = W.t() with W [N, K] K-contiguous, the only layout whose "
                          "spaces hold -flat strips (skinny_spec.gemv_layout)")
     g = norm_weight
-    if not isinstance(g, torch.Tensor):
+    if g is None:  # a unit-weight norm (its weight in B already): only eps to check
+        pass
+    elif not isinstance(g, torch.Tensor):
         raise ValueError(f"norm fold: norm_weight must be a torch.Tensor, not {type(g).__name__}")
-    if tuple(g.shape) != (K,):
+    elif tuple(g.shape) != (K,):
         raise ValueError(f"norm fold: norm_weight has shape {tuple(g.shape)}; the norm over A's rows needs (K,) = ({K},)")
-    if g.dtype != a.dtype:
+    elif g.dtype != a.dtype:
         raise ValueError(f"norm fold: norm_weight is {g.dtype}, A is {a.dtype}; they must match (as an "
                          "RMSNorm's weight and its input do in a model)")
-    if g.device != a.device:
+    elif g.device != a.device:
         raise ValueError(f"norm fold: norm_weight is on {g.device}, A on {a.device}")
     if isinstance(norm_eps, bool) or not isinstance(norm_eps, (int, float)) or not math.isfinite(norm_eps) \
             or norm_eps < 0:
         raise ValueError(f"norm fold: norm_eps must be a finite number >= 0 (the model's RMSNorm eps), not {norm_eps!r}")
 
 
-def _fold_args(args, consts, g: torch.Tensor, norm_eps: float):
+def _fold_args(args, consts, g: torch.Tensor | None, norm_eps: float):
     """``_skinny_fold_kernel``'s (args, constexprs) from the plain kernel's (``_args``): g's pointer
-    after the epilogue's, its stride and eps after the epilogue's strides."""
-    fold_args = (*args[:N_POINTERS], g, *args[N_POINTERS:], g.stride(0), float(norm_eps))
+    after the epilogue's, its stride and eps after the epilogue's strides. Without g (a unit-weight
+    norm) A's pointer stands in for it, never read (NORM_MODE 2)."""
+    a = args[0]
+    fold_args = (*args[:N_POINTERS], a if g is None else g, *args[N_POINTERS:], 0 if g is None else g.stride(0),
+                 float(norm_eps))
     fold_consts = {k: v for k, v in consts.items() if k != "STREAM"}  # (no stream-K: a tl.dot path)
-    fold_consts["INDEX_64"] = consts["INDEX_64"] or needs_int64(g)
+    fold_consts["INDEX_64"] = consts["INDEX_64"] or (g is not None and needs_int64(g))
+    fold_consts["NORM_MODE"] = 2 if g is None else 1
     return fold_args, fold_consts
 
 
@@ -802,6 +813,8 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SkinnyConfig, 
     ``norm_weight`` (g, shape (K,), A's dtype and device) with ``norm_eps``: the norm fold. Each
     row x of A is an RMSNorm's input, and ``out = (x * rsqrt(mean(x^2) + norm_eps) * g) @ b``, then
     the epilogue (``_skinny_fold_kernel`` says how its rounding differs from the two kernels').
+    ``norm_eps`` alone: a unit-weight norm, ``out = (x * rsqrt(mean(x^2) + norm_eps)) @ b``, for a
+    ``b`` that holds the norm's weight already (diag(g) @ b): g is then not loaded.
     Only a one-row -flat strip with one K-slice and a K-contiguous b folds (``check_fold``;
     ``skinny_spec.fold_misfit`` its config part); anything else is a ValueError naming why. eps has no default:
     models differ (1e-5, 1e-6), and a wrong one would be silent. Without ``norm_weight`` this is
@@ -810,7 +823,7 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SkinnyConfig, 
         check_fold(a, b, cfg, norm_weight, norm_eps)  # (before _buffers: a split would allocate)
     ws, locks = _buffers(a, b, cfg, workspace)
     p, args, consts = _args(a, b, out, cfg, ws, locks, allow_tf32, epilogue)
-    if norm_weight is None:
+    if norm_weight is None and norm_eps is None:
         return _launch(_skinny_kernel, p["grid"], args, {**consts, **_launch_options(cfg)})
     args, consts = _fold_args(args, consts, norm_weight, norm_eps)
     return _launch(_skinny_fold_kernel, p["grid"], args, {**consts, **_launch_options(cfg)})
