@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Prepared in session 43 for session 44 (GPU only; no carry; ~2.5 min). Whether a norm fold can match
-# the plain strip: session 43 measured the fold at 1.12-1.58x the plain strip's time (its g loads and
-# its sum of squares cost registers, so resident warps). Here the unit-weight fold as well
-# (skinny.run(..., norm_eps=e) alone, on weights that hold g: no g loads; 46 / 64 registers against
-# the plain strip's 38 / 56, compiled offline), timed in CUDA graphs and under Nsight Compute. If the
-# unit-weight fold runs as the plain strip does, a fold with g in the fused weight (and the residual
-# add taken into the strip before it) is worth building; if not, the sum of squares must leave the
-# loop (computed before it, from x in L2) first.
+# Prepared in session 43 for session 44 (GPU only; no carry; ~2.5 min). Whether the norm fold now
+# matches the plain strip: session 43 measured session 42's fold at 1.12-1.58x the plain strip's time
+# (x^2 summed inside the K loop cost 10-31 registers, so resident warps). The fold now sums x^2 after
+# the loop (skinny._rms_scale; offline for sm_90: 40 / 64 / 64 registers against 38 / 56 / 49), and
+# the unit-weight fold (skinny.run(..., norm_eps=e) alone, on weights that hold g: no g loads) is
+# timed beside it, in CUDA graphs and under Nsight Compute. If the fold runs as the plain strip does,
+# rerun gpu_s43_call3.sh (Llama-1B with GEMMTUNE_FOLD_NORMS=0/1); the residual add that stays as a
+# kernel of its own is the next part to take into a strip.
 set -u
 source "$(dirname "$0")/../device_env.sh"
 record_env

@@ -2,11 +2,12 @@
 experimental, off by default: measured slower).
 
 Measured on the H200 (benchmarks/results/2026-11-30-h200-s43, section 2): Llama-1B's decode step
-took 1.179 ms folded against 1.116 ms unfolded. The folded strip costs registers, so resident warps
-and bytes in flight (1.1-1.6x the plain strip's time), and Inductor had fused each norm with the
-residual add before it, a kernel that stays as the add. A fold that gains would load nothing more
-than the plain strip (the norm's weight multiplied into the fused weight once) and take the add
-into the strip before it.
+took 1.179 ms folded against 1.116 ms unfolded. The folded strip of then summed x^2 inside its K
+loop, which cost registers, so resident warps and bytes in flight (1.1-1.6x the plain strip's
+time); it now sums them after the loop (kernels.skinny._rms_scale: 40 / 64 registers against the
+plain strip's 38 / 56, offline), not yet measured. And Inductor had fused each norm with the
+residual add before it, a kernel that stays as the add: a fold that gains in the step would also
+take the add into the strip before it.
 
 Why: in a decode step at M = 1 the RMSNorm before the fused q/k/v (and gate/up) GEMV is a kernel
 of its own: on an H200, the best Llama-1B decode step spent ~115 of 1126 µs in 33 norm kernels

@@ -69,12 +69,14 @@ it. The tl.dot and N-contiguous paths peel their first step the same way (sessio
 only); their gain is not measured yet, so ``pdl=True`` does not twin them.
 
 A one-row -flat strip can also fold the RMSNorm before it (``run(..., norm_weight=g, norm_eps=e)``,
-``_skinny_fold_kernel``): each program already reads its whole row x, so it sums x^2 in its K loop,
-multiplies x by g as it loads it, and scales its sums by rsqrt(mean(x^2) + e) at the end; the norm
-kernel before a decode step's q/k/v or gate/up GEMV goes. A launch-time input, not a config: the
-tuned strip is reused as it is, and without ``norm_weight`` the launch is the plain one.
-gemmtune.normfold serves it (opt-in); on the H200 it ran 1.1-1.6x the plain strip's time and made
-Llama-1B's decode step slower (benchmarks/results/2026-11-30-h200-s43, section 2).
+``_skinny_fold_kernel``): each program already reads its whole row x, so it multiplies x by g as
+it loads it, sums x^2 over the row after its K loop, and scales its sums by rsqrt(mean(x^2) + e);
+the norm kernel before a decode step's q/k/v or gate/up GEMV goes. A launch-time input, not a
+config: the tuned strip is reused as it is, and without ``norm_weight`` or ``norm_eps`` the launch
+is the plain one. gemmtune.normfold serves it (opt-in). With x^2 summed inside the loop (session
+42's version) it ran 1.1-1.6x the plain strip's time on the H200 and made Llama-1B's decode step
+slower (benchmarks/results/2026-11-30-h200-s43, section 2); the sum after the loop (``_rms_scale``)
+is not measured on a GPU yet.
 
 The K-slices are reduced by the fused split-K epilogue that the tiled kernel uses
 (``tiled.split_epilogue``): partials in an fp32 workspace, the last program to arrive
@@ -190,15 +192,16 @@ def _skinny_fold_kernel(
     16-bit x and g), the GEMM sums it against W in fp32, and the scale multiplies those fp32 sums:
     one rounding, the output's, where HF has two 16-bit roundings of the GEMM's input. The two agree
     to the input dtype's precision, not bitwise; the sum of squares runs in a different order (a
-    [BK] vector over the K loop, then summed) from torch's mean, which moves the scale by a few fp32
-    ulps. tl.math.rsqrt is the GPU's approximate reciprocal square root, as torch.rsqrt's is.
+    [BK] vector over the row's steps, then summed) from torch's mean, which moves the scale by a few
+    fp32 ulps. tl.math.rsqrt is the GPU's approximate reciprocal square root, as torch.rsqrt's is.
 
-    Compiled for sm_90 on a CPU (kernelinfo's compile, triton 3.9, bf16): no spills; one more
-    16-byte load a step (g's, beside A's); 32 -> 48 registers at BN2-BK1024-W4 -flat-sum, 131 -> 208
-    at BN2-BK2048-W2 -flat; two more barriers, after the K loop (the sum of squares across warps).
-    On the H200 (session 43, triton 3.6, scripts/exp_fold_ncu.py): 1.12-1.58x the plain strip's
-    time on Llama-1B's 3072x2048 and 16384x2048; registers 38 -> 48 to 56 -> 72, achieved occupancy
-    down by 9-16 points, DRAM throughput 68% -> 47% at 16384x2048 BN2-BK1024."""
+    Session 42's version summed x^2 inside the K loop. On the H200 (session 43, triton 3.6,
+    scripts/exp_fold_ncu.py) it ran 1.12-1.58x the plain strip's time on Llama-1B's 3072x2048 and
+    16384x2048: registers 38 -> 48, 56 -> 72 and 49 -> 80, achieved occupancy down by 9-16 points,
+    DRAM throughput 68% -> 47% at 16384x2048 BN2-BK1024. Summed after the loop (``_rms_scale``),
+    compiled for sm_90 on a CPU (kernelinfo's compile, triton 3.6, bf16; no spills), the same
+    strips keep 40, 64 and 64 registers (38, 56 and 49 plain), the unit-weight ones 39, 64 and 48;
+    their speed is not measured yet (scripts/sessions/gpu_s44_call2.sh)."""
     # The unit strides as constexprs, as _skinny_kernel's: its lines, not a helper shared with
     # it, so that the plain kernel's code is the one it was.
     if AK_UNIT:
@@ -266,22 +269,35 @@ def _flat_step(prod, a, b, BK_UNIT: tl.constexpr, SUM_EACH: tl.constexpr):
 
 
 @triton.jit
-def _fold_x(a, ss, g_ptrs, k_ok, MASK_K: tl.constexpr, HAS_G: tl.constexpr):
-    """The norm fold's share of one K step: ``a`` is x's [BK] vector as loaded (fp32, zeros past K).
-    Returns (x * g, the product's A; ``ss`` plus x^2). The squares are of x itself, not of x * g:
-    RMSNorm's statistic is of its input. g is loaded in its own dtype and widened, so for 16-bit
-    x and g the product x * g is exact in fp32 (11 + 11 significand bits, or 8 + 8, within 24).
-    Without HAS_G (a unit-weight norm: its weight already multiplied into B) x is returned as it is."""
-    ss += a * a
-    if HAS_G:
-        if MASK_K:
-            g = tl.load(g_ptrs, mask=k_ok, other=0.0)
-        else:
-            g = tl.load(g_ptrs)
-        out = a * g.to(tl.float32)
+def _times_g(a, g_ptrs, k_ok, MASK_K: tl.constexpr):
+    """The norm fold's share of one K step: ``a`` is x's [BK] vector as loaded (fp32, zeros past K);
+    returns x * g, the product's A. g is loaded in its own dtype and widened, so for 16-bit x and g
+    the product is exact in fp32 (11 + 11 significand bits, or 8 + 8, within 24)."""
+    if MASK_K:
+        g = tl.load(g_ptrs, mask=k_ok, other=0.0)
     else:
-        out = a
-    return out, ss
+        g = tl.load(g_ptrs)
+    return a * g.to(tl.float32)
+
+
+@triton.jit
+def _rms_scale(a_vec, rk, k_start, k_end, sak, K, norm_eps, BLOCK_K: tl.constexpr):
+    """rsqrt(mean(x^2) + eps) of the row x at ``a_vec`` (its [BK] pointers at ``k_start``), read
+    again after the product's loop: the squares of x itself, RMSNorm's statistic of its input.
+
+    After the loop, not in it: summed in the loop, x^2 was a [BK] fp32 vector live across every
+    step, and it cost the strip 10-31 registers (sm_90, triton 3.6: 38 -> 48 at BN2-BK1024-W4,
+    56 -> 72 at BN8-BK512, 49 -> 80 at BN2-BK2048), so resident warps; the fold ran 1.12-1.58x the
+    plain strip's time on the H200 (benchmarks/results/2026-11-30-h200-s43, section 2). Read again
+    here, from L1 or L2 (the loop has just read it), the strip keeps 40 / 64 / 64 (offline compile,
+    session 43). The sum runs in the same order as before: a [BK] vector over the steps, then
+    summed."""
+    ss = tl.zeros((BLOCK_K,), dtype=tl.float32)
+    for k in range(k_start, k_end, BLOCK_K):
+        x = tl.load(a_vec, mask=(k + rk) < k_end, other=0.0).to(tl.float32)
+        ss += x * x
+        a_vec += BLOCK_K * sak
+    return tl.math.rsqrt(tl.sum(ss, axis=0) / K + norm_eps)
 
 
 @triton.jit
@@ -404,10 +420,11 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
     reads, so all of those come after the wait.
 
     NORM (the norm fold, ``_skinny_fold_kernel``; only on the one-row -flat path, one K-slice): x,
-    A's row, is an RMSNorm's input; ``g_ptr`` its weight, a [K] vector. The program sums x^2
-    beside the product, multiplies x by g as it loads it (NORM = 1; NORM = 2: a unit weight, g
-    not read), and scales its fp32 sums by rsqrt(sum / K + norm_eps) before the epilogue. With
-    NORM off (``_skinny_kernel``) none of it is traced: the same code as without the fold."""
+    A's row, is an RMSNorm's input; ``g_ptr`` its weight, a [K] vector. The program multiplies x
+    by g as it loads it (NORM = 1; NORM = 2: a unit weight, g not read), then sums x^2 over the
+    row again (``_rms_scale``) and scales its fp32 sums by rsqrt(sum / K + norm_eps) before the
+    epilogue. With NORM off (``_skinny_kernel``) none of it is traced: the same code as without
+    the fold."""
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
     grid_n = tl.cdiv(N, BLOCK_N)
@@ -487,20 +504,18 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
         else:
             prod = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.float32)
         if NORM:
-            # x^2 kept as a [BK] fp32 vector over the loop and summed once after it, as the -flat
-            # tile is: a sum every step would put a reduction on the loop's critical path.
-            ss = tl.zeros((BLOCK_K,), dtype=tl.float32)
+            x_vec = a_vec  # the row again after the loop (_rms_scale)
             g_vec = g_ptr + rk_i * stride_g  # [BK]; k_start is 0 (one K-slice)
         k_loop = k_start
         if PREFETCH:  # the first K step peeled, its B tile before the wait (see the docstring)
             k0_ok = (k_start + rk) < k_end
             b0 = _flat_first_b(b_ptrs, n_ok, k0_ok, BK_UNIT, GDC)
             a0 = tl.load(a_vec, mask=k0_ok, other=0.0).to(tl.float32)
-            if NORM:
+            if NORM == 1:
                 # g after the wait with A, not before it with B: g is the same [K] vector for every
                 # program (L2 holds it after the first), so prefetching it would gain little, and
                 # read after the wait it needs no promise that the kernel before does not write it.
-                a0, ss = _fold_x(a0, ss, g_vec, k0_ok, True, NORM == 1)
+                a0 = _times_g(a0, g_vec, k0_ok, True)
                 g_vec += BLOCK_K * stride_g
             prod = _flat_step(prod, a0, b0, BK_UNIT, SUM_EACH)
             a_vec += BLOCK_K * sak
@@ -527,8 +542,8 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
                 a = tl.load(a_vec).to(tl.float32)
             else:
                 a = tl.load(a_vec, mask=k_ok, other=0.0).to(tl.float32)
-            if NORM:
-                a, ss = _fold_x(a, ss, g_vec, k_ok, not EVEN_K, NORM == 1)
+            if NORM == 1:
+                a = _times_g(a, g_vec, k_ok, not EVEN_K)
                 g_vec += BLOCK_K * stride_g
             prod = _flat_step(prod, a, b, BK_UNIT, SUM_EACH)
             a_vec += BLOCK_K * sak
@@ -542,7 +557,7 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
         if NORM:
             # One fp32 scale for the row, on the complete fp32 sums, before the epilogue (a bias
             # or residual is added to the normalised product, as in the unfused model).
-            acc = acc * tl.math.rsqrt(tl.sum(ss, axis=0) / K + norm_eps)
+            acc = acc * _rms_scale(x_vec, rk, k_start, k_end, sak, K, norm_eps, BLOCK_K)
     elif BK_UNIT:
         # B is K-contiguous (x @ W.T with a row-major weight): tiles [BN, BK], 16-byte
         # vectors along K; the product [BM, BN, BK] is reduced over K after the loop.
