@@ -121,6 +121,27 @@ def test_group_geomeans_and_targets_on_the_recorded_run(doc):
     assert all(r["verdict"] == "NOT RUN" for m in ("gemmtune_fast", "gemmtune_top5") for r in t[m].values())
 
 
+
+def test_tuning_time_counts_the_worker_start_up_where_the_header_has_it():
+    """The run's one worker start-up (header modes[m]["startup_s"]) is part of a user's wall time:
+    the ratio with it decides the target where max-autotune tuned every shape, and the report
+    shows both; without it in the header (an older run) the shapes' sum alone, as before."""
+    shapes = [_shape(gemmtune_fast=(1.0, 0.0), inductor=(1.0, 0.0)) for _ in range(2)]
+    for sh in shapes:  # 1 s of tuning a shape for gemmtune, 10 s for max-autotune
+        sh["methods"]["inductor"]["tune_s"] = 10.0
+    header = {**report.load_bench(FIXTURE)["header"], "modes": {"gemmtune_fast": {"startup_s": 1.0}}}
+    doc = {"header": header, "shapes": shapes}
+    t = report.tuning_summary(doc, "gemmtune_fast")
+    assert (t["ratio"], t["ratio_with_startup"], t["startup_s"]) == (pytest.approx(0.1), pytest.approx(0.15), 1.0)
+    tg = report.targets(doc)["gemmtune_fast"]["tuning"]
+    assert tg["verdict"] == "MISSED"  # 0.15x with the start-up, where 0.10x alone would have met it
+    md = report.render_markdown(doc)
+    assert "0.15× the time (2 shapes, with the worker start-up)" in md
+    assert "| gemmtune --fast | 2.0 | 1.0 | 0.10× (2 shapes) | 0.15× |" in md
+    del doc["header"]["modes"]
+    t = report.tuning_summary(doc, "gemmtune_fast")
+    assert t["ratio_with_startup"] is None and report.targets(doc)["gemmtune_fast"]["tuning"]["verdict"] == "MET"
+
 def _grouped(group, name, cublas_ms, floor_ms, **methods) -> dict:
     s = _shape(cublas_ms, 0.0, **{m: (ms, 0.0) for m, ms in methods.items()})
     s.update(group=group, name=name, key=name, floor_ms=floor_ms)
