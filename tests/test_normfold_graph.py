@@ -114,7 +114,8 @@ def _strip_table(model):
 def test_a_compiled_decode_step_folds_each_groups_norm_and_keeps_eagers_logits(arch, monkeypatch):
     """GEMMTUNE_FOLD_NORMS=1: at M = 1 the merged q/k/v and gate/up GEMMs take the norm's input and
     compute the norm in the strip (skinny.run with norm_weight), no norm left in the graph before
-    them; the logits as eager's."""
+    them; the residual sum before gate/up's norm is o_proj's epilogue (fuse_compile._take_residual:
+    q/k/v's norm reads the embeddings, no sum); the logits as eager's."""
     from torch._inductor import config
 
     from gemmtune.kernels import skinny
@@ -136,6 +137,7 @@ def test_a_compiled_decode_step_folds_each_groups_norm_and_keeps_eagers_logits(a
     monkeypatch.setattr(skinny, "run", counting)
     monkeypatch.setenv("GEMMTUNE_FOLD_NORMS", "1")
     before = fuse_compile.STATS["folded"]
+    residuals = fuse_compile.STATS["residuals"]
     torch._dynamo.reset()
     with config.patch(fx_graph_cache=False), torch.no_grad():
         compiled = torch.compile(m, backend="inductor", dynamic=False)
@@ -144,6 +146,7 @@ def test_a_compiled_decode_step_folds_each_groups_norm_and_keeps_eagers_logits(a
         again = compiled(ids).logits
     torch._dynamo.reset()
     assert once == 2 and fuse_compile.STATS["folded"] - before == 2  # q/k/v and gate/up, one compile
+    assert fuse_compile.STATS["residuals"] - residuals == 1
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(again, want, rtol=1e-4, atol=1e-4)
     # each group's first call checks the fold against fp64, then every call folds

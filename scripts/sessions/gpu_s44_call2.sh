@@ -5,8 +5,9 @@
 # the loop (skinny._rms_scale; offline for sm_90: 40 / 64 / 64 registers against 38 / 56 / 49), and
 # the unit-weight fold (skinny.run(..., norm_eps=e) alone, on weights that hold g: no g loads) is
 # timed beside it, in CUDA graphs and under Nsight Compute. If the fold runs as the plain strip does,
-# rerun gpu_s43_call3.sh (Llama-1B with GEMMTUNE_FOLD_NORMS=0/1); the residual add that stays as a
-# kernel of its own is the next part to take into a strip.
+# rerun gpu_s43_call3.sh (Llama-1B with GEMMTUNE_FOLD_NORMS=0/1): with the fold, the residual sum
+# before each folded norm is now the preceding GEMM's epilogue (fuse_compile._take_residual), so the
+# step should lose its 33 add/norm kernels.
 set -u
 source "$(dirname "$0")/../device_env.sh"
 record_env

@@ -6,8 +6,9 @@ took 1.179 ms folded against 1.116 ms unfolded. The folded strip of then summed 
 loop, which cost registers, so resident warps and bytes in flight (1.1-1.6x the plain strip's
 time); it now sums them after the loop (kernels.skinny._rms_scale: 40 / 64 registers against the
 plain strip's 38 / 56, offline), not yet measured. And Inductor had fused each norm with the
-residual add before it, a kernel that stays as the add: a fold that gains in the step would also
-take the add into the strip before it.
+residual add before it, a kernel that stayed as the add: the pass now gives that sum to the GEMM
+before it as its residual epilogue (fuse_compile._take_residual: o_proj's and down_proj's
+``gemmtune::mm``), so the add kernel goes too; not yet measured either.
 
 Why: in a decode step at M = 1 the RMSNorm before the fused q/k/v (and gate/up) GEMV is a kernel
 of its own: on an H200, the best Llama-1B decode step spent ~115 of 1126 µs in 33 norm kernels
