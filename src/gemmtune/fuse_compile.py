@@ -83,7 +83,7 @@ _IDS = itertools.count()
 # members may write memory: read by tests and by whoever wants to know the pass ran. A Counter: a
 # key a caller's STATS.clear() removed reads 0 (as a dict it made the next compile fail inside
 # the pass, KeyError 'kept').
-STATS = collections.Counter(merged=0, kept=0, folded=0, residuals=0)
+STATS = collections.Counter(merged=0, kept=0)  # (and "folded", "residuals" with the norm fold)
 
 
 def register(group) -> int:
