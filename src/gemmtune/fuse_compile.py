@@ -190,9 +190,7 @@ def _take_residual(graph: torch.fx.Graph, h: torch.fx.Node) -> torch.fx.Node | N
         mm = view.args[0] if view.args else None
         if not _is_mm(mm) or len(mm.users) != 1 or view.op not in ("call_method", "call_function"):
             continue
-        names = ("a", "b", "handle", "bias", "activation", "residual")
-        args = dict(zip(names, mm.args))
-        args.update(mm.kwargs)
+        args = _named_args(mm, ("a", "b", "handle", "bias", "activation", "residual"))
         if args.get("activation", "none") != "none" or args.get("residual") is not None:
             continue
         rv, vv, mv = _val(r), _val(view), _val(mm)
@@ -219,8 +217,7 @@ def _foldable(x: torch.fx.Node, members: list, handle: int):
     from .normfold import only_read_by, rms_norm_input
     if handle < 0:
         return None
-    val = x.meta.get("example_value", x.meta.get("val"))
-    shape = getattr(val, "shape", None)
+    shape = getattr(_val(x), "shape", None)
     if shape is None or not all(isinstance(s, int) for s in shape[:-1]):
         return None
     if int(torch.Size(shape[:-1]).numel()) != 1:
@@ -260,10 +257,16 @@ def _writes(node: torch.fx.Node) -> bool:
     return any(a.alias_info is not None and a.alias_info.is_write for s in schemas for a in s.arguments)
 
 
-def _member_args(node: torch.fx.Node):
-    names = ("x", "w", "b", "fw", "fb", "start", "size", "handle")
+def _named_args(node: torch.fx.Node, names: tuple) -> dict:
+    """``node``'s arguments by name (``names``: the op's parameters in order), positional or keyword."""
     vals = dict(zip(names, node.args))
     vals.update(node.kwargs)
+    return vals
+
+
+def _member_args(node: torch.fx.Node):
+    names = ("x", "w", "b", "fw", "fb", "start", "size", "handle")
+    vals = _named_args(node, names)
     return [vals.get(n) for n in names]
 
 

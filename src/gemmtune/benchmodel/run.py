@@ -420,8 +420,9 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
                            + (f" ({'; '.join(f'{p} {w}' for p, w in unfit.items())})" if unfit else ""))
     out = {"model": name, "model_type": model.config.model_type, "params": sum(p.numel() for p in model.parameters()),
            "phases": {}, "modes": {}}
-    if routed_experts(model.config):
-        out["routed_experts"] = routed_experts(model.config)
+    experts = routed_experts(model.config)
+    if experts:
+        out["routed_experts"] = experts
     if spec.user:
         out["source"] = str(spec.path) if spec.path else f"AutoConfig.for_model({spec.model_type!r})"
         out["attn_implementation"] = getattr(model.config, "_attn_implementation", None)
