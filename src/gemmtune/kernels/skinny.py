@@ -128,24 +128,8 @@ def _skinny_kernel(
     # the leading strides are multiples of (A_LEAD_DIV / B_LEAD_DIV) is stated on the offset
     # tensors (``_lead``): a multiple_of on the scalar stride does not reach Triton's
     # alignment analysis (see tiled.py).
-    if AK_UNIT:
-        sak = 1
-    else:
-        sak = stride_ak
+    sak, sbk, sbn, srn = _unit_strides(stride_ak, stride_bk, stride_bn, stride_rn, AK_UNIT, BK_UNIT, BN_UNIT, RN_UNIT)
     sam = stride_am
-    if BK_UNIT:
-        sbk = 1
-        sbn = stride_bn
-    elif BN_UNIT:
-        sbn = 1
-        sbk = stride_bk
-    else:
-        sbk = stride_bk
-        sbn = stride_bn
-    if RN_UNIT:
-        srn = 1
-    else:
-        srn = stride_rn
 
     if STREAM:
         _stream_k(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, sam, sak, sbk, sbn, stride_cm, stride_cn,
@@ -202,25 +186,7 @@ def _skinny_fold_kernel(
     compiled for sm_90 on a CPU (kernelinfo's compile, triton 3.6, bf16; no spills), the same
     strips keep 40, 64 and 64 registers (38, 56 and 49 plain), the unit-weight ones 39, 64 and 48;
     their speed is not measured yet (scripts/sessions/gpu_s44_call2.sh)."""
-    # The unit strides as constexprs, as _skinny_kernel's: its lines, not a helper shared with
-    # it, so that the plain kernel's code is the one it was.
-    if AK_UNIT:
-        sak = 1
-    else:
-        sak = stride_ak
-    if BK_UNIT:
-        sbk = 1
-        sbn = stride_bn
-    elif BN_UNIT:
-        sbn = 1
-        sbk = stride_bk
-    else:
-        sbk = stride_bk
-        sbn = stride_bn
-    if RN_UNIT:
-        srn = 1
-    else:
-        srn = stride_rn
+    sak, sbk, sbn, srn = _unit_strides(stride_ak, stride_bk, stride_bn, stride_rn, AK_UNIT, BK_UNIT, BN_UNIT, RN_UNIT)
     _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, stride_am, sak, sbk, sbn,
            stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, DOT, SPLIT_MODE, EVEN_K, INPUT_PRECISION,
            INDEX_64, BK_UNIT, K_DIV, GPU_FENCE, AK_UNIT, BN_UNIT, A_LEAD_DIV, B_LEAD_DIV, KS_DIV,
@@ -266,6 +232,33 @@ def _flat_step(prod, a, b, BK_UNIT: tl.constexpr, SUM_EACH: tl.constexpr):
         else:
             out = prod + t
     return out
+
+
+@triton.jit
+def _unit_strides(stride_ak, stride_bk, stride_bn, stride_rn, AK_UNIT: tl.constexpr, BK_UNIT: tl.constexpr,
+                  BN_UNIT: tl.constexpr, RN_UNIT: tl.constexpr):
+    """(A's K stride, B's K and N strides, the residual's N stride), each a literal 1 where its
+    *_UNIT says so: the contiguous dims known at compile time. Both kernels' lines: their PTX for
+    sm_90 (triton 3.6) is the same, line info aside, as with these lines inline in each (session 43,
+    offline compiles of six configs with and without a residual, 15 kernels)."""
+    if AK_UNIT:
+        sak = 1
+    else:
+        sak = stride_ak
+    if BK_UNIT:
+        sbk = 1
+        sbn = stride_bn
+    elif BN_UNIT:
+        sbn = 1
+        sbk = stride_bk
+    else:
+        sbk = stride_bk
+        sbn = stride_bn
+    if RN_UNIT:
+        srn = 1
+    else:
+        srn = stride_rn
+    return sak, sbk, sbn, srn
 
 
 @triton.jit
