@@ -12,6 +12,9 @@ set -u
 source "$(dirname "$0")/../device_env.sh"
 record_env
 timeout 100 python3 -m pytest -q -p no:cacheprovider tests/test_norm_fold_kernel.py 2>&1 | tail -2
+# the fold now reads its row again after the loop, and the unit-weight fold reads no g: memcheck both
+timeout 100 compute-sanitizer --tool memcheck --print-limit 20 python3 -m pytest -q -p no:cacheprovider \
+  tests/test_norm_fold_kernel.py -k "fp64 or views" 2>&1 | tail -3
 cd scripts
 timeout 90 python3 exp_fold_ncu.py time 2>&1 | tee $OUT/fold_time.txt
 timeout 150 ncu --kernel-name regex:skinny --section SpeedOfLight --section Occupancy --section LaunchStats \
