@@ -110,12 +110,15 @@ def _strip_table(model):
                         for n, k in shapes})
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen2"])  # qwen2: q/k/v with biases (the fold's epilogue)
-def test_a_compiled_decode_step_folds_each_groups_norm_and_keeps_eagers_logits(arch, monkeypatch):
+# qwen2: q/k/v with biases (the fold's epilogue), and patched with pdl=True and compiled with
+# Inductor's PDL on: the folded strips are then the twins' -pdl configs (rms_pdl_decomposition)
+@pytest.mark.parametrize("arch, pdl", [("llama", False), ("qwen2", True)])
+def test_a_compiled_decode_step_folds_each_groups_norm_and_keeps_eagers_logits(arch, pdl, monkeypatch):
     """GEMMTUNE_FOLD_NORMS=1: at M = 1 the merged q/k/v and gate/up GEMMs take the norm's input and
     compute the norm in the strip (skinny.run with norm_weight), no norm left in the graph before
     them; the residual sum before gate/up's norm is o_proj's epilogue (fuse_compile._take_residual:
-    q/k/v's norm reads the embeddings, no sum); the logits as eager's."""
+    q/k/v's norm reads the embeddings, no sum); the logits as eager's. With Inductor's PDL on and
+    twins attached, the folded strips run as -pdl configs, and without, as the plain ones."""
     from torch._inductor import config
 
     from gemmtune.kernels import skinny
@@ -126,20 +129,24 @@ def test_a_compiled_decode_step_folds_each_groups_norm_and_keeps_eagers_logits(a
     with torch.no_grad():
         want = m(ids).logits
         gemmtune.fuse_linears(m, ids)
-        gemmtune.patch(m, _strip_table(m), hints={"m": [1]}, tune_fn=lambda ps, **kw: {p.key: "aten" for p in ps})
-    folds = []
+        m.requires_grad_(False)  # (pdl=True: for inference)
+        # (the twins serve -pdl twins of the hint winners: STRIP's, where pdl is on)
+        gemmtune.patch(m, _strip_table(m), hints={"m": [1]}, pdl=pdl,
+                       tune_fn=lambda ps, **kw: {p.key: STRIP if pdl else "aten" for p in ps})
+    folds, pdls = [], set()
     run = skinny.run
 
     def counting(a, b, out, cfg, **kw):
         if kw.get("norm_weight") is not None:
             folds.append((a.shape[0], out.shape[1], a.shape[1]))
+            pdls.add(cfg.pdl)
         return run(a, b, out, cfg, **kw)
     monkeypatch.setattr(skinny, "run", counting)
     monkeypatch.setenv("GEMMTUNE_FOLD_NORMS", "1")
     before = fuse_compile.STATS["folded"]
     residuals = fuse_compile.STATS["residuals"]
     torch._dynamo.reset()
-    with config.patch(fx_graph_cache=False), torch.no_grad():
+    with config.patch({"fx_graph_cache": False, "triton.enable_pdl": pdl}), torch.no_grad():
         compiled = torch.compile(m, backend="inductor", dynamic=False)
         got = compiled(ids).logits
         once = fuse_compile.STATS["folded"] - before
@@ -151,6 +158,7 @@ def test_a_compiled_decode_step_folds_each_groups_norm_and_keeps_eagers_logits(a
     torch.testing.assert_close(again, want, rtol=1e-4, atol=1e-4)
     # each group's first call checks the fold against fp64, then every call folds
     assert sorted(set(folds)) == [(1, 128, 64), (1, 256, 64)] and len(folds) >= 4
+    assert pdls == {pdl}
 
 
 def test_the_fold_setting_keys_inductors_caches_and_the_op_exists_with_gemmtune_mm(monkeypatch):

@@ -398,3 +398,32 @@ def test_the_callers_current_gpu_comes_first(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
     assert current_first(["2", "3"]) == ["3", "2"]     # CUDA_VISIBLE_DEVICES=2,3: device 1 is GPU 3
     assert current_first([]) == [] and current_first(["5"]) == ["5"]
+
+
+def test_worker_trace_records_each_request_with_its_steps(tmp_path):
+    """GEMMTUNE_WORKER_TRACE: one JSON line per request (ready, info, each bench with its verify
+    and timing steps), for finding where a tune's seconds go inside its workers."""
+    env = dict(_env(), GEMMTUNE_WORKER_TRACE=str(tmp_path / "trace"))
+    with WorkerPool(1, timeout=30.0, runner="gemmtune.bench.runner:handle", env=env, gpus=[]) as pool:
+        pool.info()
+        results = [res for _, res in pool.map([_task("aten"), _task(IDS[0])])]
+    assert [r["status"] for r in results] == ["ok", "ok"], results
+    files = list((tmp_path / "trace").glob("worker-*.jsonl"))
+    assert len(files) == 1, files
+    lines = [json.loads(x) for x in files[0].read_text().splitlines()]
+    assert [x["op"] for x in lines[:2]] == ["ready", "info"]
+    bench = [x for x in lines if x["op"] == "bench"]
+    assert sorted(x["choice"] for x in bench) == sorted(["aten", IDS[0]])
+    for x in bench:
+        assert x["problem"] == PROBLEM.key and x["status"] == "ok" and x["s"] > 0
+        assert set(x["steps"]) == {"inputs_s", "first_launch_s", "check_s", "timing_s"}, x
+        assert sum(x["steps"].values()) <= x["s"] + 1e-3
+    assert bench[0]["t0"] <= bench[1]["t0"]
+
+
+def test_worker_trace_to_an_unwritable_place_warns_and_the_worker_runs(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    env = dict(_env(), GEMMTUNE_WORKER_TRACE=str(blocker / "trace"))
+    with WorkerPool(1, timeout=30.0, runner="gemmtune.bench.runner:handle", env=env, gpus=[]) as pool:
+        assert [res["status"] for _, res in pool.map([_task("aten")])] == ["ok"]

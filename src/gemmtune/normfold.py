@@ -30,7 +30,8 @@ zero-user ``getattr(out, "is_cpu")`` probes), at a static M of 1. Other norms (G
 LayerNorm) are other chains: not matched, left as they are. The merged GEMM then takes ``x`` and the
 norm's weight and eps: the ``gemmtune::rms_mm`` op (``run`` is its kernel path).
 
-Not done: the ``-pdl`` twin of a folded group (it runs the plain strip), eager calls, M > 1.
+In a graph lowered with Inductor's PDL on, a folded group runs its dispatcher's ``-pdl`` twin
+(``rms_pdl_decomposition``). Not done: eager calls, M > 1.
 """
 
 from __future__ import annotations
@@ -212,6 +213,21 @@ def _first(d, x, g, eps, b, bias):
     return folded
 
 
+def rms_pdl_decomposition(x, g, eps, b, handle, bias=None):
+    """Inductor's decomposition of ``gemmtune::rms_mm``: in a graph lowered with Inductor's PDL on,
+    the same op on the dispatcher's ``-pdl`` twin (torch_ops.pdl_twin_handle), so the folded strip
+    runs as its ``-pdl`` config, as ``gemmtune::mm``'s strips do (torch_ops._gemv_decomposition);
+    else the op stays as it is. Why: with the folded strips launched without PDL, Llama-1B's
+    compiled decode step (b1, PDL on) took 1.061 ms folded against 1.032 ms unfolded on an H200,
+    where without PDL the fold had gained (1.073 against 1.091 ms; benchmarks/results/
+    2026-11-30-h200-s44): each plain launch breaks the chain of early starts."""
+    from .torch_ops import pdl_twin_handle
+    twin = pdl_twin_handle(handle)
+    if twin is None:
+        return NotImplemented
+    return torch.ops.gemmtune.rms_mm(x, g, eps, b, twin, bias)
+
+
 def _define_op():
     from .torch_ops import _LIB, REGISTRY
 
@@ -225,6 +241,8 @@ def _define_op():
 
     @torch.library.register_fake("gemmtune::rms_mm", lib=_LIB)
     def _fake(x, g, eps, b, handle, bias=None):
+        from .torch_ops import register_inductor_gemv
+        register_inductor_gemv()  # (rms_pdl_decomposition, before Inductor lowers the graph)
         torch._check(x.dim() == 2 and b.dim() == 2, lambda: "gemmtune::rms_mm takes 2-D x and b")
         torch._check(x.shape[1] == b.shape[0], lambda: "gemmtune::rms_mm: inner dimensions differ")
         return x.new_empty(x.shape[0], b.shape[1])

@@ -397,23 +397,25 @@ def register_inductor_gemv() -> bool:
         from torch._inductor import decomposition as idecomp, lowering
     except ImportError:
         return False
-    op = torch.ops.gemmtune.mm.default
-    if op not in lowering.lowerings:
-        # Where the decomposition declines (M > 1), the op reaches Inductor's lowering, whose
-        # implicit fallback for a custom op asserts that the op has no decomposition. Register
-        # that same fallback (the layout constraint Inductor would derive from the op's tags)
-        # up front, allowed beside the decomposition.
-        try:
-            from torch._library.utils import get_layout_constraint_tag
-            constraint = lowering.tag_to_layout_constraint(get_layout_constraint_tag(op, with_default=True))
-        except (ImportError, AttributeError):
-            constraint = None
-        lowering.make_fallback(op, layout_constraint=constraint, warn=False, override_decomp=True)
-    if op not in idecomp.decompositions:
-        idecomp.register_decomposition([op])(_gemv_decomposition)
-        cached = getattr(idecomp, "fast_random_decomps", None)
-        if hasattr(cached, "cache_clear"):  # some torch versions cache the merged table
-            cached.cache_clear()
+    from .normfold import rms_pdl_decomposition
+    for op, fn in ((torch.ops.gemmtune.mm.default, _gemv_decomposition),
+                   (torch.ops.gemmtune.rms_mm.default, rms_pdl_decomposition)):
+        if op not in lowering.lowerings:
+            # Where the decomposition declines (M > 1), the op reaches Inductor's lowering, whose
+            # implicit fallback for a custom op asserts that the op has no decomposition. Register
+            # that same fallback (the layout constraint Inductor would derive from the op's tags)
+            # up front, allowed beside the decomposition.
+            try:
+                from torch._library.utils import get_layout_constraint_tag
+                constraint = lowering.tag_to_layout_constraint(get_layout_constraint_tag(op, with_default=True))
+            except (ImportError, AttributeError):
+                constraint = None
+            lowering.make_fallback(op, layout_constraint=constraint, warn=False, override_decomp=True)
+        if op not in idecomp.decompositions:
+            idecomp.register_decomposition([op])(fn)
+    cached = getattr(idecomp, "fast_random_decomps", None)
+    if hasattr(cached, "cache_clear"):  # some torch versions cache the merged table
+        cached.cache_clear()
     _GEMV_REGISTERED = True
     return True
 

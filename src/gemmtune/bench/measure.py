@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 import traceback
 from dataclasses import dataclass
 from typing import Callable
@@ -189,6 +190,10 @@ class WorkerState:
         # Fastest full measurement per problem key in this worker: the reference of a
         # timer's early cut (timing.should_cut), for timers that have one.
         self.best_ms: dict[str, float] = {}
+        # Seconds of the last verify / measure's steps (inputs and fp64 reference, the first
+        # launch with its compile or load, the check, the timing): what a worker trace records
+        # (bench.worker, GEMMTUNE_WORKER_TRACE).
+        self.steps: dict[str, float] = {}
 
     def prepare(self, problem: Problem, seed: int, timing: bool = True, meta: bool = False) -> None:
         """Inputs for ``problem``. For timing: enough sets to exceed L2, one output per set
@@ -282,7 +287,13 @@ def verify(problem: Problem, choice: Choice | str, state: WorkerState,
         bad = _unsupported(problem, choice)
         if bad is not None:
             return bad, None
+        t0 = time.perf_counter()
+        state.steps = {}
         state.prepare(problem, seed, timing=True)
+        if state.device == "cuda":
+            torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        state.steps["inputs_s"] = t1 - t0
         if _empty(problem):
             return Measurement(Status.SKIPPED, reason="empty problem: nothing to time"), None
         launch = _launcher(problem, choice, state)
@@ -290,7 +301,10 @@ def verify(problem: Problem, choice: Choice | str, state: WorkerState,
         launch(0)
         if state.device == "cuda":
             torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        state.steps["first_launch_s"] = t2 - t1
         result = compare(state.outs[0], state.ref, tolerance(problem))
+        state.steps["check_s"] = time.perf_counter() - t2
         if not result.ok:
             return Measurement(Status.WRONG, rel_err=result.rel_err, reason=result.reason), None
         return Measurement(Status.OK, rel_err=result.rel_err), launch
@@ -311,6 +325,7 @@ def measure(problem: Problem, choice: Choice | str, timer, *, state: WorkerState
     m, launch = verify(problem, choice, state, seed)
     if launch is None:
         return m
+    t0 = time.perf_counter()
     try:
         if getattr(timer, "cut_factor", None):
             t = timer.measure(launch, len(state.inputs), best_ms=state.best_ms.get(problem.key))
@@ -318,6 +333,7 @@ def measure(problem: Problem, choice: Choice | str, timer, *, state: WorkerState
             t = timer.measure(launch, len(state.inputs))
     except Exception as e:  # failures are data
         return failure(e)
+    state.steps["timing_s"] = time.perf_counter() - t0
     if t.repeats > 1 and math.isfinite(t.device_ms):
         state.best_ms[problem.key] = min(t.device_ms, state.best_ms.get(problem.key, math.inf))
     return Measurement(Status.OK, device_ms=t.device_ms,

@@ -21,6 +21,7 @@ import importlib
 import json
 import os
 import sys
+import time
 
 from . import DEFAULT_RUNNER
 
@@ -55,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         proto.flush()
 
     _exit_with_parent()
+    trace = _trace_file()
     reply({"ready": True})
+    if trace is not None:
+        _trace(trace, {"op": "ready"}, {"status": "ok"}, time.time(), None)
     warmed = False
     for line in sys.stdin:
         if not line.strip():
@@ -68,16 +72,24 @@ def main(argv: list[str] | None = None) -> int:
         op = req.get("op")
         if op == "exit":
             break
+        t0 = time.time()
         if op == "info":
             reply(base.info(state))
+            if trace is not None:
+                _trace(trace, req, {"status": "ok"}, t0, None)
             if not warmed:  # while the tuner plans: off the first candidate's clock
                 warmed = True
+                tw = time.time()
                 base.prewarm(state)
+                if trace is not None:
+                    _trace(trace, {"op": "prewarm"}, {"status": "ok"}, tw, None)
             continue
         try:
             res = handle(op, req.get("task", {}), state)
         except Exception as e:  # a runner that raises must not take the worker down
             res = {"status": "error", "reason": f"{type(e).__name__}: {e}"[:2000]}
+        if trace is not None:
+            _trace(trace, req, res, t0, getattr(state, "steps", None))
         if res.get("status") != "ok" and _poisons_context(res.get("reason", "")):
             # After an illegal access the CUDA context is unusable: every later
             # launch in this process would fail. Report a crash and exit so the
@@ -87,6 +99,41 @@ def main(argv: list[str] | None = None) -> int:
             os._exit(3)
         reply(res)
     return 0
+
+
+TRACE_ENV = "GEMMTUNE_WORKER_TRACE"
+
+
+def _trace_file():
+    """The file this worker appends its trace to where ``GEMMTUNE_WORKER_TRACE`` names a
+    directory (``worker-<pid>.jsonl`` in it), else None. A diagnostic: where a tune's seconds go
+    inside its workers (session 43's bench on an H200: each mode's first shape took 3-4.5 s longer
+    than its later ones, and not waiting for its compile workers, which the tuner measures)."""
+    where = os.environ.get(TRACE_ENV)
+    if not where:
+        return None
+    try:
+        os.makedirs(where, exist_ok=True)
+        return open(os.path.join(where, f"worker-{os.getpid()}.jsonl"), "a", buffering=1)
+    except OSError as e:
+        print(f"gemmtune worker: {TRACE_ENV}={where!r} cannot be written ({e}); no trace", file=sys.stderr)
+        return None
+
+
+def _trace(f, req: dict, res: dict, t0: float, steps: dict | None) -> None:
+    """One request's line: when it began (wall clock, to line up with the tuner's and the other
+    workers' lines), its op, problem and choice, seconds, status, and a bench's steps (measure.verify)."""
+    task = req.get("task") or {}
+    line = {"t0": round(t0, 4), "s": round(time.time() - t0, 4), "op": req.get("op"),
+            "problem": task.get("problem"), "choice": task.get("choice"), "status": res.get("status")}
+    if isinstance(task.get("choices"), list):
+        line["choices"] = len(task["choices"])
+    if req.get("op") == "bench" and steps:
+        line["steps"] = {k: round(v, 4) for k, v in steps.items()}
+    try:
+        f.write(json.dumps(line) + "\n")
+    except (OSError, TypeError, ValueError):  # a diagnostic must not take the worker down
+        pass
 
 
 def _exit_with_parent() -> None:
