@@ -151,4 +151,5 @@ def test_prefetch_lightgbm_imports_it_on_a_thread(monkeypatch):
     t = regressors.prefetch_lightgbm()
     assert t is not None and t.daemon
     t.join(120)
+    assert not regressors.lightgbm_importing()
     assert "lightgbm" in sys.modules and regressors.import_lightgbm() is sys.modules["lightgbm"]

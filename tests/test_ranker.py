@@ -646,6 +646,34 @@ def test_a_few_problems_rank_through_numpy_with_the_same_picks(monkeypatch):
         assert [c.id for c in picks[0]] == [c.id for c in picks[1]], p.key
 
 
+def test_a_ranker_loaded_while_lightgbm_imports_predicts_with_numpy_then_switches(monkeypatch):
+    """The tuner prefetches lightgbm on a thread; a ranker loaded before that import ends does not
+    wait on it (2.7 s of a 12-shape tune on an H200, session 44): it ranks through numpy, then
+    through lightgbm's booster once the import is done, with the same picks either way."""
+    from gemmtune.device import DeviceInfo
+    from gemmtune.model import regressors
+    from gemmtune.model.lgbm_text import TextBooster
+    from gemmtune.problem import Problem
+    from gemmtune.tuning.plan import CandidatePlan, load_ranker
+    from gemmtune import kernels
+
+    pytest.importorskip("lightgbm")
+    importing = [True]
+    monkeypatch.setattr(regressors, "lightgbm_importing", lambda: importing[0])
+    dev = DeviceInfo.lookup("h200")
+    r = load_ranker(None, dev, "3.6.0")
+    booster = r.regressor.booster
+    assert isinstance(booster, regressors.SwitchingBooster)
+    plan = CandidatePlan(tuple(kernels.FAMILIES), "exhaustive", dev, None, 3, r)
+    p = Problem.from_sizes(16, 4096, 4096, "bf16", layout_b="col")
+    during = [c.id for c in plan(p).choices]
+    assert isinstance(booster._current(), TextBooster)
+    importing[0] = False
+    after = [c.id for c in plan(p).choices]
+    assert not isinstance(booster._current(), TextBooster)  # lightgbm's own booster now
+    assert during == after and booster.num_trees() > 0 and booster.model_to_string().startswith("tree")
+
+
 @pytest.mark.parametrize("zero_as_missing", [False, True], ids=["nan-missing", "zero-missing"])
 def test_numpy_trees_match_lightgbm_with_missing_value_splits(zero_as_missing):
     """A model trained on data with NaNs (and zeros as missing) has splits of missing type NaN
