@@ -2,7 +2,8 @@
 
     python scripts/worker_trace.py DIR [DIR ...]
 
-Per DIR: the benchmark worker's timeline (its ready time as 0, its prewarm, then each problem in
+Per DIR: the tuner's steps (tuner-<pid>.jsonl: planning, measuring, waiting for compiles), the
+benchmark worker's timeline (its ready time as 0, its prewarm, then each problem in
 the order it came: when its first request began, how many requests, their seconds summed by step,
 and the worker's idle time before it: waiting on the tuner or on compiles), and each compile
 worker's ready time and compile seconds. What it answers: where a tune's first shape spends the
@@ -18,11 +19,14 @@ from pathlib import Path
 
 def load(d: Path) -> dict[str, list[dict]]:
     return {f.name: [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
-            for f in sorted(d.glob("worker-*.jsonl"))}
+            for f in sorted(d.glob("*.jsonl"))}
 
 
 def summarise(d: Path) -> list[str]:
     workers = load(d)
+    tuners = {n: ls for n, ls in workers.items() if n.startswith("tuner-")}
+    for n in tuners:
+        workers.pop(n)
     bench = [(n, ls) for n, ls in workers.items() if any(x["op"] in ("bench", "runoff") for x in ls)]
     compilers = [(n, ls) for n, ls in workers.items() if all(x["op"] not in ("bench", "runoff") for x in ls)]
     out = [f"== {d}: {len(bench)} benchmark worker(s), {len(compilers)} other(s)"]
@@ -58,6 +62,13 @@ def summarise(d: Path) -> list[str]:
             out.append(f"   {p[:48]:48s} from {first:7.3f} s: {len(xs):3d} requests, busy {busy:6.3f} s, idle before/between "
                        f"{idle:6.3f} s; " + ", ".join(f"{k} {v:.3f}" for k, v in steps.items())
                        + f"; slowest {slow['op']} {str(slow.get('choice'))[:40]} {slow['s']:.3f} s")
+    ref0 = next((x["t0"] for _, ls in bench for x in ls if x["op"] == "ready"), None)
+    for name, ls in tuners.items():
+        ref = ref0 if ref0 is not None else ls[0]["t0"]
+        out.append(f"-- {name} (times from the benchmark worker's ready line)")
+        for x in ls:
+            facts = {k: v for k, v in x.items() if k not in ("t0", "op")}
+            out.append(f"   {x['op']:18s} at {x['t0'] - ref:7.3f} s {facts if facts else ''}")
     for name, ls in compilers:
         t_ready = next((x["t0"] for x in ls if x["op"] == "ready"), None)
         comp = [x for x in ls if x["op"] == "compile"]

@@ -756,3 +756,28 @@ def test_write_table_onto_an_earlier_table_takes_this_runs_verdict_on_the_choice
         t = write_table([r3.summarize(s, [ATEN, tri, dk])], new, out, False)[0]
     assert p.key not in t.entries
     db.close()
+
+
+def test_tuner_trace_notes_each_planned_shape_on_the_wall_clock(tmp_path, monkeypatch):
+    """GEMMTUNE_WORKER_TRACE: the tuner's own steps in tuner-<pid>.jsonl beside its workers'
+    traces; unset, nothing is written; an unwritable place warns and traces nothing."""
+    import json
+    import os
+
+    from gemmtune.tuning.tuner import Planned, tuner_trace
+    monkeypatch.delenv("GEMMTUNE_WORKER_TRACE", raising=False)
+    tuner_trace()("run")  # a no-op
+    assert not list(tmp_path.iterdir())
+    monkeypatch.setenv("GEMMTUNE_WORKER_TRACE", str(tmp_path / "t"))
+    note = tuner_trace()
+    shapes = as_shapes([Problem.from_sizes(8, 8, 8, "fp16"), Problem.from_sizes(16, 8, 8, "fp16")])
+    ahead = Lookahead(shapes, lambda p: Planned([Choice.parse("aten")]), ahead=1, note=note)
+    ahead.plan(0)
+    lines = [json.loads(x) for x in (tmp_path / "t" / f"tuner-{os.getpid()}.jsonl").read_text().splitlines()]
+    assert [(x["op"], x["shape"], x["choices"]) for x in lines] == [("planned", 0, 1), ("planned", 1, 1)]
+    assert lines[0]["t0"] <= lines[1]["t0"]
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("GEMMTUNE_WORKER_TRACE", str(blocker / "t"))
+    with pytest.warns(RuntimeWarning, match="cannot be written"):
+        tuner_trace()("run")

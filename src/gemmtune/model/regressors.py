@@ -265,10 +265,11 @@ def lightgbm_importing() -> bool:
 class SwitchingBooster:
     """A booster that predicts with lgbm_text's numpy reader (``TextBooster``: the same scores)
     while lightgbm's background import (prefetch_lightgbm) runs, and with lightgbm's own booster
-    once it has finished. Why: the entry point pre-starts the benchmark worker, which was then
-    ready long before that import ended, and loading the ranker waited on the import lock. On an
-    H200 host (session 44, worker trace) a 12-shape ``tune --fast`` sent its first candidate
-    2.7 s after the worker was ready, against 0.2-0.4 s of planning a shape."""
+    once it has finished. Why: the entry point pre-starts the benchmark worker, which is then
+    ready before that import ends (1.2-3.6 s on the 2-core CPU machine; 3.1-3.9 s of a cold tune
+    on an H100, benchmarks/results/2026-11-26-h100-cold-start), and loading the ranker waited on
+    the import lock for the rest. (Not the cause of the 2.7 s a 12-shape ``tune --fast`` took to
+    send its first candidate on the H200 in session 44: that machine has no lightgbm.)"""
 
     def __init__(self, text: str, text_booster):
         self._text, self._numpy, self._lgb = text, text_booster, None

@@ -10,6 +10,7 @@ summarize. The winners go to a lookup table at the end. Only this thread touches
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -203,6 +204,29 @@ def first_shape_here() -> bool:
     return os.environ.get("GEMMTUNE_FIRST_SHAPE_HERE", "0") == "1"
 
 
+def tuner_trace() -> Callable[..., None]:
+    """``note(op, **facts)``: where ``GEMMTUNE_WORKER_TRACE`` names a directory, a line for each of
+    the tuner's steps (planning, measuring, waiting for compiles) in ``tuner-<pid>.jsonl`` beside
+    its workers' traces (bench.worker), on the same wall clock; else a no-op. A diagnostic
+    (scripts/worker_trace.py reads both)."""
+    where = os.environ.get("GEMMTUNE_WORKER_TRACE")
+    if not where:
+        return lambda op, **facts: None
+    try:
+        os.makedirs(where, exist_ok=True)
+        f = open(os.path.join(where, f"tuner-{os.getpid()}.jsonl"), "a", buffering=1)
+    except OSError as e:
+        warnings.warn(f"gemmtune: GEMMTUNE_WORKER_TRACE={where!r} cannot be written ({e}); no trace",
+                      RuntimeWarning, stacklevel=2)
+        return lambda op, **facts: None
+    lock = threading.Lock()
+
+    def note(op: str, **facts) -> None:
+        with lock:
+            f.write(json.dumps({"t0": round(time.time(), 4), "op": op, **facts}) + "\n")
+    return note
+
+
 class Lookahead:
     """The plans of shapes[0 .. i + ahead] and their queued compilation, made in order.
 
@@ -211,8 +235,10 @@ class Lookahead:
     planned shape's compilation (None: nothing to compile) and its Future is ``job(i)``."""
 
     def __init__(self, shapes: list[Shape], plan: Callable, ahead: int = 0,
-                 submit: Callable[[int, Planned], Future | None] | None = None):
+                 submit: Callable[[int, Planned], Future | None] | None = None,
+                 note: Callable[..., None] | None = None):
         self.shapes, self._plan, self.ahead, self._submit = shapes, plan, ahead, submit
+        self._note = note or (lambda op, **facts: None)
         self.plans: list = []  # Planned, or the exception planning raised
         self._jobs: dict[int, Future | None] = {}
 
@@ -226,6 +252,7 @@ class Lookahead:
                     raise
                 self.plans.append(e)
                 continue
+            self._note("planned", shape=j, choices=len(getattr(self.plans[j], "choices", ())))
             if self._submit is not None:
                 self._jobs[j] = self._submit(j, self.plans[j])
         got = self.plans[i]
@@ -261,6 +288,8 @@ class Tuner:
                 kw.pop(k)
             return tune_cluster(problems, **kw)
         t0 = time.monotonic()
+        note = tuner_trace()
+        note("run")
         o.check()  # an unknown family, a missing model file or out directory fail here
         shapes = as_shapes(problems)
         numpy_predict = numpy_ranker(len(shapes))
@@ -290,13 +319,15 @@ class Tuner:
                                                             gpus=gpus, nice=COMPILE_NICE) if n_compile > 1 else None,
                                     precompile=bool(gpus) and os.environ.get("GEMMTUNE_PRECOMPILE", "1") != "0")
                 info = executor.info()
+                note("info")
                 startup = time.monotonic() - t0
                 ctx = context_of(info)
                 rec = Recorder(db, ctx, retry_failed=o.retry_failed, timeout=o.timeout, min_gain=o.min_gain,
                                pdl_credit=o.pdl_credit)
                 plan = make_plan(o, info, ctx, lut, earlier, numpy_predict)
+                note("plan_made")
                 try:
-                    swept = self.sweep(shapes, plan, executor, rec)
+                    swept = self.sweep(shapes, plan, executor, rec, note)
                 finally:
                     executor.close()
             table, table_path = write_table(swept.shapes, ctx, o.out, o.overwrite)
@@ -331,7 +362,8 @@ class Tuner:
             return RemotePool(o.server, timeout=o.timeout)
         return WorkerPool(o.workers, timeout=o.timeout, runner=o.runner, env=env, gpus=gpus, prestarted=o.prestarted)
 
-    def sweep(self, shapes: list[Shape], plan: CandidatePlan, executor: Executor, rec: Recorder) -> "Swept":
+    def sweep(self, shapes: list[Shape], plan: CandidatePlan, executor: Executor, rec: Recorder,
+              note: Callable[..., None] | None = None) -> "Swept":
         """Every shape in turn, compilation running ahead: planned by ``plan``, measured by
         ``executor``, recorded and summarized by ``rec`` (testable with a fake executor)."""
         o = self.options
@@ -348,8 +380,9 @@ class Tuner:
             return executor.compile_ahead(rec.pending(shapes[j].problem, planned.choices)[1])
 
         background = None if o.in_process or len(shapes) < 2 else PlanAhead([s.problem for s in shapes], plan)
+        note = note or (lambda op, **facts: None)
         ahead = Lookahead(shapes, background or plan, o.compile_ahead if executor.compiler is not None else 0,
-                          submit if executor.compiler is not None else None)
+                          submit if executor.compiler is not None else None, note)
         out = []
         with Progress(o.progress) as bar, (nullcontext() if background is None else closing(background)):
             overall = bar.task("shapes", len(shapes))
@@ -374,8 +407,10 @@ class Tuner:
                 if job is not None and todo:
                     if not job.done():
                         # Time what needs no compiling (cuBLAS) while the rest compiles.
+                        note("measure_uncompiled", shape=i)
                         measure([pc for pc in todo if not pc[1].needs_compile], task)
                         todo = [pc for pc in todo if pc[1].needs_compile]
+                    note("wait_compiles", shape=i)
                     tw = time.monotonic()
                     compiled = job.result()
                     waited = time.monotonic() - tw
@@ -385,6 +420,7 @@ class Tuner:
                     bar.advance(task, by=n_todo - len(todo))  # failed to compile: recorded
                 elif i == 0 and here and todo:
                     executor.precompile_here(todo)
+                note("measure", shape=i, candidates=len(todo))
                 measure(todo, task)
                 reused += rec.await_others(s.problem, others, lambda pcs: measure(pcs, task))
                 rec.release(s.problem)
@@ -398,6 +434,7 @@ class Tuner:
                         r.best, r.best_ms = "aten", r.aten_ms
                 r.tune_s = time.monotonic() - ts
                 r.compile_wait_s = waited
+                note("shape_done", shape=i, tune_s=round(r.tune_s, 4))
                 r.k, r.k_reason = planned.k, planned.why
                 out.append(r)
                 bar.advance(overall)
