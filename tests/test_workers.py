@@ -258,10 +258,36 @@ def test_nice_workers_lower_their_cpu_priority():
 
 
 # ----------------------------------------------------------------- pre-started workers
-def _prestarted(env: dict, gpu: str | None = None, runner: str = FAULT_RUNNER, tmp_path: Path | None = None):
+def _prestarted(env: dict, gpu: str | None = None, runner: str = FAULT_RUNNER, tmp_path: Path | None = None,
+                nice: int = 0, name: str = "prestarted.log"):
     from gemmtune_entry.spawn import Prestarted, spawn_worker
-    log = tmp_path / "prestarted.log"
-    return Prestarted(gpu, runner, 0, env, spawn_worker(gpu, runner, 0, env, log), log)
+    log = tmp_path / name
+    return Prestarted(gpu, runner, nice, env, spawn_worker(gpu, runner, nice, env, log), log)
+
+
+def test_a_compile_pool_adopts_the_compile_workers_started_early_and_the_rest_are_stopped(tmp_path):
+    """gemmtune_entry.spawn.prestart also starts compile workers (niced as the compile pool's):
+    the pool adopts as many as it needs, and release_unadopted stops the others once it has
+    started; a benchmark worker (niceness 0) is never a compile pool's."""
+    from gemmtune.tuning.executor import COMPILE_NICE
+    from gemmtune.tuning.tuner import release_unadopted
+    bench = _prestarted(_env(), tmp_path=tmp_path, name="b.log")
+    early = [_prestarted(_env(), tmp_path=tmp_path, nice=COMPILE_NICE, name=f"c{i}.log") for i in range(3)]
+    with _pool(2, gpus=[], nice=COMPILE_NICE, prestarted=[bench, *early]) as pool:
+        pool.start()
+        assert [w.adopted for w in early] == [True, True, False] and not bench.adopted
+        assert {w.proc.pid for w in pool.workers} == {early[0].proc.pid, early[1].proc.pid}
+        assert release_unadopted([bench, *early]) == 2
+        assert bench.proc.poll() is not None and early[2].proc.poll() is not None
+        results = [res["status"] for _, res in pool.map([_task(IDS[0]), _task(IDS[1])])]
+        assert results == ["ok", "ok"]
+    assert all(w.proc.poll() is not None for w in early)
+
+
+def test_compile_nice_is_one_number():
+    from gemmtune.tuning import executor
+    from gemmtune_entry import spawn
+    assert executor.COMPILE_NICE is spawn.COMPILE_NICE and spawn.COMPILE_NICE > 0
 
 
 def test_pool_adopts_the_worker_it_would_have_started(tmp_path):
@@ -303,7 +329,7 @@ def test_prestart_only_for_a_tune_with_the_default_pool(monkeypatch):
     assert prestart_gpu(["tune"], {"CUDA_VISIBLE_DEVICES": "-1"}) is None
     monkeypatch.setenv("PATH", "")  # no nvidia-smi: no GPU to start a worker on
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    assert prestart_gpu(["tune"], {}) is None and prestart(["tune", "--shape", "8x8x8:fp16"]) is None
+    assert prestart_gpu(["tune"], {}) is None and prestart(["tune", "--shape", "8x8x8:fp16"]) == []
 
 
 def test_entry_point_hands_its_early_worker_to_the_tune(tmp_path, monkeypatch):
@@ -317,13 +343,13 @@ def test_entry_point_hands_its_early_worker_to_the_tune(tmp_path, monkeypatch):
 
     def early(argv):
         if HAS_CUDA:
-            p = real(argv)
+            p = real(argv)[0]
         else:  # no GPU to pre-start on: start the interpreter's worker, as the pool would
             monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
             p = spawn.Prestarted(None, spawn.DEFAULT_RUNNER, 0, {"TRITON_INTERPRET": "1"},
                                  spawn_worker_interp(tmp_path / "w.log"), tmp_path / "w.log")
         seen.append(p)
-        return p
+        return [p]
 
     def spawn_worker_interp(log):
         return spawn.spawn_worker(None, spawn.DEFAULT_RUNNER, 0, {"TRITON_INTERPRET": "1"}, log)
@@ -353,7 +379,7 @@ def test_a_tune_that_fails_early_does_not_wait_for_its_early_worker(tmp_path, mo
                              spawn.spawn_worker(None, spawn.DEFAULT_RUNNER, 0, env, tmp_path / "w.log"),
                              tmp_path / "w.log")
         seen.append(p)
-        return p
+        return [p]
 
     monkeypatch.setattr(spawn, "prestart", early)
     t0 = time.monotonic()

@@ -134,10 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     early = prestart(argv)
     try:
         from gemmtune.cli import main as cli_main
-        return cli_main(argv, prestarted=(early,) if early is not None else ())
+        return cli_main(argv, prestarted=tuple(early))
     finally:
-        if early is not None:
-            early.close()  # stopped unless the tune's pool adopted it (the pool stops those)
+        for w in early:
+            w.close()  # stopped unless the tune's pool adopted it (the pool stops those)
 
 
 def run() -> None:

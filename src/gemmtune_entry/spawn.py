@@ -73,7 +73,11 @@ def spawn_worker(gpu: str | None, runner: str, nice: int, extra_env: dict[str, s
     stdin and stdout are the protocol's pipes (gemmtune.bench.worker)."""
     cmd = [sys.executable, "-m", "gemmtune.bench.worker", "--runner", runner]
     if nice:
-        cmd += ["--nice", str(nice)]
+        # Through nice(1) where there is one: lowered from its first instruction, so its torch import
+        # (2-3 s) does not compete with the benchmark worker's start and the tuner's own; --nice acts
+        # only once the worker's imports are done.
+        tool = shutil.which("nice")
+        cmd = [tool, "-n", str(nice), *cmd] if tool else cmd + ["--nice", str(nice)]
     with open(log_path, "wb") as log:
         return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
                                 env=worker_env(gpu, extra_env),
@@ -151,20 +155,99 @@ def prestart_gpu(argv: list[str], environ: dict[str, str] | None = None) -> str 
     return "0" if shutil.which("nvidia-smi") else None
 
 
-def prestart(argv: list[str]) -> Prestarted | None:
-    """Start the benchmark worker that ``gemmtune ARGV`` will use (see ``prestart_gpu``), or None."""
-    gpu = prestart_gpu(argv)
-    if gpu is None:
-        return None
-    logdir = tempfile.TemporaryDirectory(prefix="gemmtune-prestart-")
-    log_path = Path(logdir.name) / "worker.log"
+# The niceness of compile workers (gemmtune.tuning.executor.COMPILE_NICE says why; kept equal to it
+# by a test): a pre-started one must be the worker the compile pool would start, to be adopted.
+COMPILE_NICE = 10
+# The default compile pool's upper bound (executor.compile_pool_size: min(cpus, 16)).
+MAX_COMPILE_WORKERS = 16
+
+
+def _usable_cpus() -> int:
     try:
-        proc = spawn_worker(gpu, DEFAULT_RUNNER, 0, {}, log_path)
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def prestart_compile_count(argv: list[str], environ: dict[str, str] | None = None, cpus: int | None = None) -> int:
+    """How many compile workers to start beside the benchmark worker for ``gemmtune ARGV`` (see
+    ``prestart_gpu``; 0 where none is pre-started): ``--compile-workers N`` where N > 1, none for a
+    single ``--shape`` with ``--fast`` (its few compiles run in the benchmark worker:
+    executor.compile_pool_size), else the default pool's bound, min(cpus, 16). The tune's compile
+    pool adopts those it would have started and the rest are stopped when it has started.
+    ``GEMMTUNE_PRESTART_COMPILE=0`` turns this off.
+
+    Why: the compile pool started once the tune had imported torch and gemmtune, and its
+    workers then imported them again: in a 12-shape ``tune --fast`` on an H200 (session 44, worker
+    and tuner traces) they were ready 2.7-3.3 s after the pre-started benchmark worker, which
+    waited for the first shape's compiles (1.0 s) after timing cuBLAS.
+
+    >>> env = {"CUDA_VISIBLE_DEVICES": "0"}
+    >>> prestart_compile_count(["tune", "--preset", "public", "--fast"], env, cpus=32)
+    16
+    >>> prestart_compile_count(["tune", "--shape", "8x8x8:fp16", "--fast"], env, cpus=32)
+    0
+    >>> prestart_compile_count(["tune", "--shape", "8x8x8:fp16"], env, cpus=4)
+    4
+    >>> prestart_compile_count(["tune", "--suite", "s.csv", "--compile-workers", "3"], env, cpus=32)
+    3
+    >>> prestart_compile_count(["tune", "--suite", "s.csv", "--compile-workers=1"], env, cpus=32)
+    0
+    >>> prestart_compile_count(["tune", "--suite", "s.csv"], dict(env, GEMMTUNE_PRESTART_COMPILE="0"), cpus=32)
+    0
+    """
+    environ = os.environ if environ is None else environ
+    if prestart_gpu(argv, environ) is None or environ.get("GEMMTUNE_PRESTART_COMPILE", "1") == "0":
+        return 0
+    args = argv[1:]
+    for i, a in enumerate(args):
+        name, eq, value = a.partition("=")
+        if name == "--compile-workers":
+            value = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+            try:
+                n = int(value)
+            except ValueError:
+                return 0  # the tune reports the bad value
+            return n if n > 1 else 0
+    shapes = sum(a == "--shape" or a.startswith("--shape=") for a in args)
+    if shapes == 1 and "--fast" in args and not any(a.split("=", 1)[0] in ("--suite", "--preset") for a in args):
+        return 0
+    return min(cpus if cpus is not None else _usable_cpus(), MAX_COMPILE_WORKERS)
+
+
+def _started(gpu: str | None, nice: int, name: str) -> Prestarted | None:
+    logdir = tempfile.TemporaryDirectory(prefix="gemmtune-prestart-")
+    log_path = Path(logdir.name) / name
+    try:
+        proc = spawn_worker(gpu, DEFAULT_RUNNER, nice, {}, log_path)
     except OSError:
         logdir.cleanup()
         return None  # the pool starts its own and reports what fails
-    return Prestarted(gpu, DEFAULT_RUNNER, 0, {}, proc, log_path, logdir)
+    return Prestarted(gpu, DEFAULT_RUNNER, nice, {}, proc, log_path, logdir)
 
 
-__all__ = ["DEFAULT_RUNNER", "Prestarted", "prestart", "prestart_gpu", "spawn_worker", "visible_gpus",
-           "worker_env"]
+def prestart(argv: list[str]) -> list[Prestarted]:
+    """Start the benchmark worker that ``gemmtune ARGV`` will use (see ``prestart_gpu``) and its
+    compile workers (``prestart_compile_count``), each pinned as the tune's pools would pin them;
+    none where nothing is worth starting."""
+    gpu = prestart_gpu(argv)
+    if gpu is None:
+        return []
+    first = _started(gpu, 0, "worker.log")
+    if first is None:
+        return []
+    out = [first]
+    n = prestart_compile_count(argv)
+    if n:
+        cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+        gpus = _listed_gpus(cvd) if cvd is not None else visible_gpus()
+        for slot in range(n):
+            w = _started(gpus[slot % len(gpus)] if gpus else gpu, COMPILE_NICE, f"compile{slot}.log")
+            if w is None:
+                break
+            out.append(w)
+    return out
+
+
+__all__ = ["COMPILE_NICE", "DEFAULT_RUNNER", "Prestarted", "prestart", "prestart_compile_count", "prestart_gpu",
+           "spawn_worker", "visible_gpus", "worker_env"]

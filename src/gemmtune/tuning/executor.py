@@ -14,9 +14,11 @@ import threading
 from concurrent.futures import Future
 from typing import Iterator, Sequence
 
-from ..bench.workers import WorkerPool
+# CPU niceness of the compile workers (they run beside the benchmark worker), defined where the
+# entry point pre-starts them with it (spawn.prestart_compile_count); the tuner's compile pool uses it.
+from gemmtune_entry.spawn import COMPILE_NICE  # noqa: F401
 
-COMPILE_NICE = 10  # CPU niceness of the compile workers (they run beside the benchmark worker)
+from ..bench.workers import WorkerPool
 # A run that compiles at most this many candidates in all has the benchmark worker compile them
 # itself. Cold one-shape `tune --fast` on an H100 (4 candidates, 3 to compile; 2026-11-26,
 # benchmarks/results/2026-11-26-h100-s15-fast-next/call2-*): with 3 compile workers, whose torch

@@ -204,6 +204,19 @@ def first_shape_here() -> bool:
     return os.environ.get("GEMMTUNE_FIRST_SHAPE_HERE", "0") == "1"
 
 
+def release_unadopted(prestarted) -> int:
+    """Stop the pre-started workers (gemmtune_entry.spawn.prestart) that neither pool adopted, now
+    that both have started: the entry point starts compile workers before it knows how many the
+    run needs (executor.compile_pool_size), and an idle one holds a torch import's memory. How
+    many were stopped."""
+    n = 0
+    for w in prestarted:
+        if not getattr(w, "adopted", True):
+            w.close()
+            n += 1
+    return n
+
+
 def tuner_trace() -> Callable[..., None]:
     """``note(op, **facts)``: where ``GEMMTUNE_WORKER_TRACE`` names a directory, a line for each of
     the tuner's steps (planning, measuring, waiting for compiles) in ``tuner-<pid>.jsonl`` beside
@@ -316,10 +329,12 @@ class Tuner:
             with self._pool(env, gpus) as pool:
                 executor = Executor(pool, seed=o.seed, timing=o.timing, n_compile=n_compile,
                                     compile_pool=WorkerPool(n_compile, timeout=o.timeout, runner=o.runner, env=env,
-                                                            gpus=gpus, nice=COMPILE_NICE) if n_compile > 1 else None,
+                                                            gpus=gpus, nice=COMPILE_NICE, prestarted=o.prestarted)
+                                    if n_compile > 1 else None,
                                     precompile=bool(gpus) and os.environ.get("GEMMTUNE_PRECOMPILE", "1") != "0")
                 info = executor.info()
                 note("info")
+                release_unadopted(o.prestarted)
                 startup = time.monotonic() - t0
                 ctx = context_of(info)
                 rec = Recorder(db, ctx, retry_failed=o.retry_failed, timeout=o.timeout, min_gain=o.min_gain,
