@@ -384,40 +384,6 @@ def test_sweep_records_each_shapes_wait_for_its_compiles(store):
     assert all(r.best == "decompose_k:s2" for r in swept.shapes)
 
 
-class OpsPool(TimedPool):
-    """TimedPool that also records each map's op and problems."""
-
-    def __init__(self):
-        super().__init__()
-        self.ops = []
-
-    def map(self, tasks, **kw):
-        self.ops.append((kw.get("op", "bench"), sorted({t["problem"] for t in tasks})))
-        return super().map(tasks, **kw)
-
-
-@pytest.mark.parametrize("flag", ["0", "1"])
-def test_first_shape_here_compiles_the_first_shape_on_the_benchmark_worker(store, monkeypatch, flag):
-    """GEMMTUNE_FIRST_SHAPE_HERE=1: the first shape's candidates are compiled by the benchmark
-    worker (its precompile op), not queued for the compile workers, which take the next shapes;
-    unset, every shape goes to the compile workers. The results are the same either way."""
-    monkeypatch.setenv("GEMMTUNE_FIRST_SHAPE_HERE", flag)
-    shapes = as_shapes([P, P.with_sizes(k=2048), P.with_sizes(k=1024)])
-    plan = CandidatePlan(("decompose_k",), "default", H100)
-    pool = OpsPool()
-    ex = LateCompiles(pool, 0.0)
-    queued = []
-    compile_ahead = ex.compile_ahead
-    ex.compile_ahead = lambda todo: queued.append({p.key for p, _ in todo}) or compile_ahead(todo)
-    swept = Tuner(progress=False).sweep(shapes, plan, ex, Recorder(store, CTX))
-    first = shapes[0].problem.key
-    precompiled = [keys for op, keys in pool.ops if op == "precompile"]
-    if flag == "1":
-        assert precompiled == [[first]] and all(first not in q for q in queued) and len(queued) == 2
-    else:
-        assert precompiled == [] and len(queued) == 3 and first in queued[0]
-    assert all(r.best == "decompose_k:s2" for r in swept.shapes)
-
 def test_tuner_sweep_records_summarizes_and_reuses(store):
     shapes = as_shapes([P, P.with_sizes(k=2048)])
     plan = CandidatePlan(("decompose_k",), "default", H100)

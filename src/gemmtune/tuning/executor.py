@@ -203,13 +203,13 @@ class Executor:
                 p, c = index[(t["problem"], t["choice"])]
                 yield p, c, res
 
-    def _precompile(self, part, force: bool = False) -> bool:
+    def _precompile(self, part) -> bool:
         """Have the benchmark worker compile ``part``'s candidates (one problem) together: its
-        'precompile' op, where ``self.precompile`` or ``force``. An optimisation only: a worker or
-        server without the op, a crash or any error leaves each candidate to compile when it is
-        timed, as before. False where the op is refused for the whole run (not asked again)."""
+        'precompile' op, where ``self.precompile``. An optimisation only: a worker or server
+        without the op, a crash or any error leaves each candidate to compile when it is timed, as
+        before. False where the op is refused for the whole run (not asked again)."""
         need = [c for _, c in part if c.needs_compile]
-        if not (self.precompile or force) or len(need) < 2:
+        if not self.precompile or len(need) < 2:
             return True
         task = {"problem": part[0][0].key, "choices": [c.id for c in need], "seed": self.seed}
         try:
@@ -228,14 +228,6 @@ class Executor:
             self.precompile = False
             return False
         return True
-
-    def precompile_here(self, todo) -> None:
-        """Have the benchmark worker compile ``todo``'s candidates itself (its 'precompile' op, in
-        chunks of PRECOMPILE_CHUNK of one problem), compile workers or not: the tuner's first
-        shape under ``GEMMTUNE_FIRST_SHAPE_HERE=1`` (tuner.first_shape_here says why)."""
-        for part in precompile_chunks(list(todo), PRECOMPILE_CHUNK):
-            if not self._precompile(part, force=True):  # a run-level refusal (no GPU, an older worker)
-                break
 
     def runoff(self, problem, choices: list[str]) -> dict:
         """``choices`` of ``problem`` verified and timed together in interleaved rounds by the

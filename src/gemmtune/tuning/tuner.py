@@ -194,16 +194,6 @@ class PlanAhead:
             self._cv.notify_all()
 
 
-def first_shape_here() -> bool:
-    """Whether the benchmark worker compiles the first shape's candidates itself, while the compile
-    workers start (``GEMMTUNE_FIRST_SHAPE_HERE=1``; experimental, off by default), instead of
-    waiting for them to compile it. Why: in session 43's bench on an H200, each tune mode's first
-    shape took 3-4.5 s longer than its later ones (--fast: 4.06 s of 24 shapes' 18.8 s), and the
-    benchmark worker answers before sixteen compile workers that import torch together do. Whether
-    that wait is the cause is what scripts/sessions/gpu_s44_call1.sh measures, this on and off."""
-    return os.environ.get("GEMMTUNE_FIRST_SHAPE_HERE", "0") == "1"
-
-
 def release_unadopted(prestarted) -> int:
     """Stop the pre-started workers (gemmtune_entry.spawn.prestart) that neither pool adopted, now
     that both have started: the entry point starts compile workers before it knows how many the
@@ -385,11 +375,7 @@ class Tuner:
         reused = 0
         compile_wait = 0.0
 
-        here = executor.compiler is not None and first_shape_here()
-
         def submit(j: int, planned: Planned):
-            if j == 0 and here:  # the benchmark worker compiles it (below)
-                return None
             # What is not in the store now; re-checked when the shape's turn comes (the store
             # only grows, so nothing needed is skipped here).
             return executor.compile_ahead(rec.pending(shapes[j].problem, planned.choices)[1])
@@ -433,8 +419,6 @@ class Tuner:
                     n_todo = len(todo)
                     todo = rec.record_compile_failures(todo, compiled)
                     bar.advance(task, by=n_todo - len(todo))  # failed to compile: recorded
-                elif i == 0 and here and todo:
-                    executor.precompile_here(todo)
                 note("measure", shape=i, candidates=len(todo))
                 measure(todo, task)
                 reused += rec.await_others(s.problem, others, lambda pcs: measure(pcs, task))
