@@ -407,3 +407,33 @@ def test_compare_gemv_sweeps_normalises_by_each_runs_cublas(tmp_path):
     bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "compare_gemv_sweeps.py"), str(tmp_path / "none.json"),
                           str(tmp_path / "a.json")], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "cannot read a sweep" in bad.stderr
+
+
+def test_worker_trace_summary_lines_up_the_tuner_and_its_workers(tmp_path):
+    """scripts/worker_trace.py: per problem, the benchmark worker's requests, busy and idle time and
+    steps; the tuner's steps and each compile worker's start, from the benchmark worker's ready."""
+    import json
+    wt = _script_module("worker_trace")
+    t = 1000.0
+
+    def write(name, lines):
+        (tmp_path / name).write_text("".join(json.dumps(x) + "\n" for x in lines))
+    write("worker-1.jsonl", [
+        {"t0": t, "s": 0.0, "op": "ready"}, {"t0": t + 0.1, "s": 0.0, "op": "info"},
+        {"t0": t + 0.1, "s": 0.5, "op": "prewarm"},
+        {"t0": t + 1.0, "s": 0.4, "op": "bench", "problem": "P0", "choice": "aten", "status": "ok",
+         "steps": {"inputs_s": 0.2, "timing_s": 0.1}},
+        {"t0": t + 2.0, "s": 0.1, "op": "bench", "problem": "P0", "choice": "x", "status": "ok",
+         "steps": {"inputs_s": 0.0, "timing_s": 0.05}},
+        {"t0": t + 2.1, "s": 0.2, "op": "bench", "problem": "P1", "choice": "aten", "status": "ok"}])
+    write("worker-2.jsonl", [{"t0": t + 1.5, "s": 0.0, "op": "ready"},
+                             {"t0": t + 1.6, "s": 0.3, "op": "compile", "problem": "P0", "choice": "x"}])
+    write("tuner-3.jsonl", [{"t0": t + 0.5, "op": "planned", "shape": 0}])
+    out = "\n".join(wt.summarise(tmp_path))
+    assert "1 benchmark worker(s), 1 other(s)" in out
+    p0 = next(line for line in out.splitlines() if line.strip().startswith("P0"))
+    assert "2 requests" in p0 and "busy  0.500 s" in p0 and "idle before/between  0.600 s" in p0
+    assert "inputs_s 0.200" in p0 and "timing_s 0.150" in p0
+    assert "planned            at   0.500 s {'shape': 0}" in out
+    assert "ready at   1.500 s after the benchmark worker's; 1 compiles, 0.300 s" in out
+    assert wt.main([]) == 2
