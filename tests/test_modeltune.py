@@ -448,7 +448,8 @@ def test_the_tuning_calls_worker_starts_before_the_example_passes_and_is_always_
     import gemmtune_entry.spawn as spawn
 
     log = []
-    monkeypatch.setattr(spawn, "prestart", lambda argv: FakeEarly(log) if argv == ["tune"] else None)
+    # the benchmark worker and a compile worker, as gemmtune_entry.spawn.prestart gives them
+    monkeypatch.setattr(spawn, "prestart", lambda argv: [FakeEarly(log), FakeEarly(log)] if argv == ["tune"] else [])
     monkeypatch.setattr(gemmtune.modeltune, "_has_gpu", lambda: True)
     seen = []
 
@@ -463,8 +464,8 @@ def test_the_tuning_calls_worker_starts_before_the_example_passes_and_is_always_
         return {p.key: "aten" for p in problems}
 
     ds = gemmtune.tune_model(Probe(), [(torch.randn(2, 32),)], tune_fn=tune_fn, prestart=True, progress=False)
-    assert ds and log == ["started", "forward", "tune", "closed"], log
-    assert len(seen[0]) == 1 and isinstance(seen[0][0], FakeEarly)
+    assert ds and log == ["started", "started", "forward", "tune", "closed", "closed"], log
+    assert len(seen[0]) == 2 and all(isinstance(w, FakeEarly) for w in seen[0])
 
     class Broken(Tiny):
         def forward(self, x):
@@ -473,7 +474,7 @@ def test_the_tuning_calls_worker_starts_before_the_example_passes_and_is_always_
     log.clear()
     with pytest.raises(RuntimeError, match="boom"):
         gemmtune.tune_model(Broken(), [(torch.randn(2, 32),)], tune_fn=tune_fn, prestart=True)
-    assert log == ["started", "closed"], log
+    assert log == ["started", "started", "closed", "closed"], log
     # none: a tune_fn of its own (the default with one), its own pool, prestart=False, no GPU
     for kw in ({}, {"prestart": True, "in_process": True}, {"prestart": True, "server": "/tmp/s"},
                {"prestart": True, "workers": 2}, {"prestart": False}):
@@ -486,7 +487,7 @@ def test_the_tuning_calls_worker_starts_before_the_example_passes_and_is_always_
     gemmtune.tune_model(Probe(), [(torch.randn(2, 32),)], tune_fn=tune_fn, prestart=True)
     assert "started" not in log
     # tune_fn None: gemmtune.tune's own call asks for it by default
-    assert gemmtune.modeltune.early_worker(None, None, {}) is None  # no GPU here
+    assert gemmtune.modeltune.early_workers(None, None, {}) == []  # no GPU here
     monkeypatch.setattr(gemmtune.modeltune, "_has_gpu", lambda: True)
-    assert isinstance(gemmtune.modeltune.early_worker(None, None, {}), FakeEarly)
-    assert gemmtune.modeltune.early_worker(None, None, {"cluster": "local:2"}) is None
+    assert [type(w) for w in gemmtune.modeltune.early_workers(None, None, {})] == [FakeEarly, FakeEarly]
+    assert gemmtune.modeltune.early_workers(None, None, {"cluster": "local:2"}) == []

@@ -93,10 +93,12 @@ def _has_gpu() -> bool:
     return torch.cuda.is_available()
 
 
-def early_worker(tune_fn: Callable | None, prestart: bool | None, tune_kwargs: Mapping):
-    """The benchmark worker of tune_model's one tuning call, started before its example passes,
-    or None. The tuner waits for its worker before anything else (``TuneResult.startup_s``: 5.6
-    and 5.8 s of 13.8 and 13.7 s tuning calls on Qwen2-0.5B's and Llama-1B's fused decode shapes,
+def early_workers(tune_fn: Callable | None, prestart: bool | None, tune_kwargs: Mapping) -> list:
+    """The benchmark worker of tune_model's one tuning call and its compile workers
+    (``gemmtune_entry.spawn.prestart``: the pool adopts what it needs and stops the rest), started
+    before its example passes; none (an empty list) where nothing is worth starting. The tuner
+    waits for its worker before anything else (``TuneResult.startup_s``: 5.6 and 5.8 s of 13.8
+    and 13.7 s tuning calls on Qwen2-0.5B's and Llama-1B's fused decode shapes,
     H200, benchmarks/results/2026-11-30-h200-s41, call 6); started first, its start-up overlaps
     the capture. That saves the capture's time, no more: in bench-model, whose model has run
     before, the capture took 0.1 s, so there it saved nothing measurable. Only for gemmtune.tune's own
@@ -104,9 +106,9 @@ def early_worker(tune_fn: Callable | None, prestart: bool | None, tune_kwargs: M
     gemmtune.tune), on a machine with a GPU (``gemmtune_entry.spawn.prestart_gpu``; not with
     TRITON_INTERPRET, and ``GEMMTUNE_PRESTART=0`` turns it off)."""
     if prestart is False or (prestart is None and tune_fn is not None):
-        return None
+        return []
     if any(tune_kwargs.get(k) for k in _OWN_POOL) or not _has_gpu():
-        return None
+        return []
     from gemmtune_entry.spawn import prestart as start
     return start(["tune"])
 
@@ -125,14 +127,14 @@ def tune_model(model: torch.nn.Module, inputs: Iterable | None = None, *, fn: Ca
     (``gemmtune.pdl``; ``patch``'s ``pdl``), and on Hopper the tuning call credits those strips
     ``gemmtune.pdl.PDL_CREDIT`` against cuBLAS (``tune``'s ``pdl_credit``; pass your own to
     override, 0 to turn it off). ``prestart``: start the tuning call's benchmark worker before the
-    example passes (``early_worker``; by default when ``tune_fn`` is None)."""
-    early = early_worker(tune_fn, prestart, tune_kwargs)
+    example passes (``early_workers``; by default when ``tune_fn`` is None)."""
+    early = early_workers(tune_fn, prestart, tune_kwargs)
     try:
         return _tune_model(model, inputs, fn, extra_m, mode, tune_fn, verify, pdl,
-                           dict(tune_kwargs, prestarted=(early,)) if early is not None else tune_kwargs)
+                           dict(tune_kwargs, prestarted=tuple(early)) if early else tune_kwargs)
     finally:
-        if early is not None:
-            early.close()  # stopped unless the tuning call's pool adopted it (the pool stops those)
+        for w in early:
+            w.close()  # stopped unless the tuning call's pool adopted it (the pool stops those)
 
 
 def _tune_model(model, inputs, fn, extra_m, mode, tune_fn, verify, pdl, tune_kwargs) -> dict[tuple, Dispatcher]:
