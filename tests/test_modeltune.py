@@ -491,3 +491,22 @@ def test_the_tuning_calls_worker_starts_before_the_example_passes_and_is_always_
     monkeypatch.setattr(gemmtune.modeltune, "_has_gpu", lambda: True)
     assert [type(w) for w in gemmtune.modeltune.early_workers(None, None, {})] == [FakeEarly, FakeEarly]
     assert gemmtune.modeltune.early_workers(None, None, {"cluster": "local:2"}) == []
+
+
+def test_early_workers_are_real_workers_as_prestart_starts_them(monkeypatch):
+    """Not a stand-in this time: ``gemmtune_entry.spawn.prestart`` as tune_model calls it gives a
+    list, the benchmark worker first and its niced compile workers after, and each closes (session
+    44's GPU run of bench-model crashed where tune_model took that list for one worker). The CPU
+    machine has no GPU: CUDA_VISIBLE_DEVICES names one, so the workers start (and only import torch)."""
+    from gemmtune.tuning.executor import COMPILE_NICE
+    monkeypatch.setattr(gemmtune.modeltune, "_has_gpu", lambda: True)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)  # two compile workers
+    ws = gemmtune.modeltune.early_workers(None, None, {})
+    try:
+        assert [w.nice for w in ws] == [0, COMPILE_NICE, COMPILE_NICE] and all(w.gpu == "0" for w in ws)
+    finally:
+        for w in ws:
+            w.close()
+    assert all(w.proc.poll() is not None for w in ws)
