@@ -497,20 +497,13 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
         else:
             prod = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.float32)
         if NORM:
-            x_vec = a_vec  # the row again after the loop (_rms_scale), where not SUM_EACH
+            x_vec = a_vec  # the row again after the loop (_rms_scale)
             g_vec = g_ptr + rk_i * stride_g  # [BK]; k_start is 0 (one K-slice)
-        # -flat-sum with the fold: x^2 summed to one fp32 at every step, as the product is, from the
-        # x just loaded (a re-read after the loop made the strip 1.06-1.44x the plain one's time on
-        # the H200: benchmarks/results/2026-11-30-h200-s44, section 1); -flat keeps the re-read,
-        # whose [BN, BK] product leaves no registers for a [BK] sum (_rms_scale says what it cost).
-        ss = 0.0
         k_loop = k_start
         if PREFETCH:  # the first K step peeled, its B tile before the wait (see the docstring)
             k0_ok = (k_start + rk) < k_end
             b0 = _flat_first_b(b_ptrs, n_ok, k0_ok, BK_UNIT, GDC)
             a0 = tl.load(a_vec, mask=k0_ok, other=0.0).to(tl.float32)
-            if NORM and SUM_EACH:
-                ss += tl.sum(a0 * a0, axis=0)
             if NORM == 1:
                 # g after the wait with A, not before it with B: g is the same [K] vector for every
                 # program (L2 holds it after the first), so prefetching it would gain little, and
@@ -542,8 +535,6 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
                 a = tl.load(a_vec).to(tl.float32)
             else:
                 a = tl.load(a_vec, mask=k_ok, other=0.0).to(tl.float32)
-            if NORM and SUM_EACH:
-                ss += tl.sum(a * a, axis=0)
             if NORM == 1:
                 a = _times_g(a, g_vec, k_ok, not EVEN_K)
                 g_vec += BLOCK_K * stride_g
@@ -559,10 +550,7 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
         if NORM:
             # One fp32 scale for the row, on the complete fp32 sums, before the epilogue (a bias
             # or residual is added to the normalised product, as in the unfused model).
-            if SUM_EACH:
-                acc = acc * tl.math.rsqrt(ss / K + norm_eps)
-            else:
-                acc = acc * _rms_scale(x_vec, rk, k_start, k_end, sak, K, norm_eps, BLOCK_K)
+            acc = acc * _rms_scale(x_vec, rk, k_start, k_end, sak, K, norm_eps, BLOCK_K)
     elif BK_UNIT:
         # B is K-contiguous (x @ W.T with a row-major weight): tiles [BN, BK], 16-byte
         # vectors along K; the product [BM, BN, BK] is reduced over K after the loop.
