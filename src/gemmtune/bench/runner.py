@@ -50,17 +50,9 @@ def prewarm(state: WorkerState) -> float:
     cache. Profiled in a cold one-shape tune on an H100 (2026-11-26,
     benchmarks/results/2026-11-26-h100-cold-start): 0.47 s and 0.41 s on the first candidate's
     clock, while the tuner's planning took 0.5-0.9 s. Seconds spent; 0 off the GPU. A failure
-    here is left to the first compile, which reports it as that candidate's error.
-
-    Then the timing path's first use (``PREWARM_PROBLEM`` verified and timed on cuBLAS: its handles,
-    the fp64 reference, the timer's CUDA graph and L2-flush buffers, the check), where
-    ``GEMMTUNE_PREWARM_TIMING`` is not 0: a 12-shape ``tune --fast`` on an H200 (session 44,
-    worker traces) spent 0.74-0.98 s on its first cuBLAS measurement against 0.03-0.06 s later,
-    while the tuner planned its first shapes for 0.8-1.7 s. Only the benchmark pool asks for
-    ``info``: compile workers never run this."""
+    here is left to the first compile, which reports it as that candidate's error."""
     if state.device != "cuda":
         return 0.0
-    import os
     import time
     t0 = time.perf_counter()
     try:
@@ -70,17 +62,7 @@ def prewarm(state: WorkerState) -> float:
         triton_key()
     except Exception:  # noqa: BLE001 - an optimisation only: see the docstring
         pass
-    if os.environ.get("GEMMTUNE_PREWARM_TIMING", "1") != "0":
-        try:
-            measure(Problem.from_sizes(*PREWARM_PROBLEM), "aten", state.timer, state=state)
-        except Exception:  # noqa: BLE001 - an optimisation only (measure reports failures as data)
-            pass
     return time.perf_counter() - t0
-
-
-# The timing path's warm-up problem: small (its input sets still exceed L2, as every problem's do),
-# 16-bit, aligned; bench.server.WARM_SIZES is the same for a warm server's 'warm' op.
-PREWARM_PROBLEM = (256, 256, 256, "bf16")
 
 
 def handle(op: str, task: dict, state: WorkerState) -> dict:
