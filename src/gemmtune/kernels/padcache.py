@@ -33,7 +33,7 @@ as the tuner timed it). ``load_state_dict`` and in-place updates bump the versio
 An optimizer step need not: the fused ones (``torch.optim.AdamW(fused=True)``, ``SGD(fused=True)``:
 ``torch._fused_adamw_`` and its kin) write the parameters and leave their version counters as they
 were, and so may optimizers whose kernels write through raw pointers. So every ``torch.optim``
-optimizer's step (a global step post-hook, registered with the first copy kept) drops the copies of
+optimizer's step (a global step post-hook, registered before the first copy is made) drops the copies of
 the parameters it holds: an eval under ``no_grad`` after a training step reads the new weights.
 Copies of parameters outside the optimizer (frozen weights) are kept.
 
@@ -177,6 +177,10 @@ class PaddedWeights:
         if (hit is not None and hit[3]() is storage and hit[1] == key
                 and param.__dict__.get(TOKEN) == hit[0]):
             return hit[2]
+        # The optimizer hook is in place before the weight is read: registered only after the first
+        # copy was kept, a fused optimizer step that ran while that first copy was made bumped no
+        # generation, and the stale copy was kept and served (tests/test_padcache.py, run alone).
+        _watch_optimizers(self)
         generation = self._generation  # read before the weight is (see __init__)
         with torch.no_grad():
             padded = zero_pad(b, k_pad, n_pad)
@@ -188,7 +192,6 @@ class PaddedWeights:
         with self._lock:
             if self._generation == generation:  # else refreshed meanwhile: this copy may be stale, not kept
                 self._entries[slot] = (_token(param), key, padded, weakref.ref(storage, forget))
-        _watch_optimizers(self)
         return padded
 
 
