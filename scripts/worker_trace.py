@@ -1,92 +1,14 @@
-"""Summarise worker traces (GEMMTUNE_WORKER_TRACE=DIR: one worker-<pid>.jsonl a worker process).
+"""Summarise worker and tuner traces: ``gemmtune report --trace DIR`` (gemmtune.report.trace),
+kept under this name for the session scripts that call it.
 
     python scripts/worker_trace.py DIR [DIR ...]
-
-Per DIR: the tuner's steps (tuner-<pid>.jsonl: planning, measuring, waiting for compiles), the
-benchmark worker's timeline (its ready time as 0, its prewarm, then each problem in
-the order it came: when its first request began, how many requests, their seconds summed by step,
-and the worker's idle time before it: waiting on the tuner or on compiles), and each compile
-worker's ready time and compile seconds. What it answers: where a tune's first shape spends the
-seconds its later shapes do not (session 43: 3-4.5 s more, not waiting on compile workers)."""
+"""
 
 from __future__ import annotations
 
-import json
 import sys
-from collections import defaultdict
-from pathlib import Path
 
-
-def load(d: Path) -> dict[str, list[dict]]:
-    return {f.name: [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
-            for f in sorted(d.glob("*.jsonl"))}
-
-
-def summarise(d: Path) -> list[str]:
-    workers = load(d)
-    tuners = {n: ls for n, ls in workers.items() if n.startswith("tuner-")}
-    for n in tuners:
-        workers.pop(n)
-    bench = [(n, ls) for n, ls in workers.items() if any(x["op"] in ("bench", "runoff") for x in ls)]
-    compilers = [(n, ls) for n, ls in workers.items() if all(x["op"] not in ("bench", "runoff") for x in ls)]
-    out = [f"== {d}: {len(bench)} benchmark worker(s), {len(compilers)} other(s)"]
-    for name, ls in bench:
-        t_ready = next((x["t0"] for x in ls if x["op"] == "ready"), ls[0]["t0"])
-        out.append(f"-- {name} (times from its ready line)")
-        for x in ls:
-            if x["op"] in ("ready", "info", "prewarm", "warm", "precompile"):
-                out.append(f"   {x['op']:10s} at {x['t0'] - t_ready:7.3f} s, {x['s']:.3f} s")
-        order, per = [], defaultdict(list)
-        for x in ls:
-            if x["op"] in ("bench", "runoff", "precompile", "compile") and x.get("problem"):
-                if x["problem"] not in per:
-                    order.append(x["problem"])
-                per[x["problem"]].append(x)
-        end = None
-        for p in order:
-            xs = per[p]
-            first = xs[0]["t0"] - t_ready
-            idle = 0.0
-            prev = end
-            for x in xs:
-                if prev is not None:
-                    idle += max(0.0, x["t0"] - prev)
-                prev = x["t0"] + x["s"]
-            end = prev
-            steps = defaultdict(float)
-            for x in xs:
-                for k, v in (x.get("steps") or {}).items():
-                    steps[k] += v
-            busy = sum(x["s"] for x in xs)
-            slow = max(xs, key=lambda x: x["s"])
-            out.append(f"   {p[:48]:48s} from {first:7.3f} s: {len(xs):3d} requests, busy {busy:6.3f} s, idle before/between "
-                       f"{idle:6.3f} s; " + ", ".join(f"{k} {v:.3f}" for k, v in steps.items())
-                       + f"; slowest {slow['op']} {str(slow.get('choice'))[:40]} {slow['s']:.3f} s")
-    ref0 = next((x["t0"] for _, ls in bench for x in ls if x["op"] == "ready"), None)
-    for name, ls in tuners.items():
-        ref = ref0 if ref0 is not None else ls[0]["t0"]
-        out.append(f"-- {name} (times from the benchmark worker's ready line)")
-        for x in ls:
-            facts = {k: v for k, v in x.items() if k not in ("t0", "op")}
-            out.append(f"   {x['op']:18s} at {x['t0'] - ref:7.3f} s {facts if facts else ''}")
-    for name, ls in compilers:
-        t_ready = next((x["t0"] for x in ls if x["op"] == "ready"), None)
-        comp = [x for x in ls if x["op"] == "compile"]
-        ref = bench[0][1][0]["t0"] if bench else (t_ready or 0.0)
-        out.append(f"-- {name}: ready at {((t_ready or ref) - ref):7.3f} s after the benchmark worker's; "
-                   f"{len(comp)} compiles, {sum(x['s'] for x in comp):.3f} s"
-                   + (f", the first at {comp[0]['t0'] - ref:.3f} s ({comp[0]['s']:.3f} s)" if comp else ""))
-    return out
-
-
-def main(argv: list[str]) -> int:
-    if not argv:
-        print(__doc__)
-        return 2
-    for a in argv:
-        print("\n".join(summarise(Path(a))))
-    return 0
-
+from gemmtune.report.trace import main, summarise  # noqa: F401  (summarise: the tests' entry)
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

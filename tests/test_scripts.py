@@ -429,11 +429,16 @@ def test_worker_trace_summary_lines_up_the_tuner_and_its_workers(tmp_path):
     write("worker-2.jsonl", [{"t0": t + 1.5, "s": 0.0, "op": "ready"},
                              {"t0": t + 1.6, "s": 0.3, "op": "compile", "problem": "P0", "choice": "x"}])
     write("tuner-3.jsonl", [{"t0": t + 0.5, "op": "planned", "shape": 0}])
+    (tmp_path / "worker-9.jsonl").write_text('{"t0": 1, "op": "ready"}\n{"t0": 2, "op": "ben')  # killed mid-line
     out = "\n".join(wt.summarise(tmp_path))
-    assert "1 benchmark worker(s), 1 other(s)" in out
+    assert "1 benchmark worker(s), 2 other(s)" in out
     p0 = next(line for line in out.splitlines() if line.strip().startswith("P0"))
     assert "2 requests" in p0 and "busy  0.500 s" in p0 and "idle before/between  0.600 s" in p0
     assert "inputs_s 0.200" in p0 and "timing_s 0.150" in p0
     assert "planned            at   0.500 s {'shape': 0}" in out
     assert "ready at   1.500 s after the benchmark worker's; 1 compiles, 0.300 s" in out
-    assert wt.main([]) == 2
+    assert wt.main([]) == 2 and wt.main([str(tmp_path / "nowhere")]) == 2
+    from gemmtune import cli
+    assert cli.main(["report", "--trace", str(tmp_path)]) == 0
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["report", "--trace", str(tmp_path / "empty")]) != 0

@@ -106,7 +106,7 @@ TRACE_ENV = "GEMMTUNE_WORKER_TRACE"
 
 def _trace_file():
     """The file this worker appends its trace to where ``GEMMTUNE_WORKER_TRACE`` names a
-    directory (``worker-<pid>.jsonl`` in it), else None. A diagnostic: where a tune's seconds go
+    directory (``worker-<pid>.jsonl`` in it), else None. A diagnostic (``gemmtune report --trace``): where a tune's seconds go
     inside its workers (session 43's bench on an H200: each mode's first shape took 3-4.5 s longer
     than its later ones, and not waiting for its compile workers, which the tuner measures)."""
     where = os.environ.get(TRACE_ENV)

@@ -1,5 +1,6 @@
 """``gemmtune report``: a bench JSON's Markdown and plots (``--merge`` partial runs), a tuning-run
-directory (``--tune-run``) or a results store's per-problem summary (``--store``)."""
+directory (``--tune-run``), a results store's per-problem summary (``--store``) or a tune's worker
+and tuner traces (``--trace``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,13 @@ def cmd_report(args) -> int:
     from .. import report
 
     try:
+        if args.trace:
+            if args.inputs or args.tune_run or args.store:
+                raise ValueError("--trace summarises a trace directory; give no bench JSON, --tune-run or --store with it")
+            from ..report.trace import check_dir, summarise
+            check_dir(Path(args.trace))
+            print("\n".join(summarise(Path(args.trace))))
+            return 0
         if args.store:
             if args.inputs or args.tune_run:
                 raise ValueError("--store summarizes a results store; give no bench JSON or --tune-run with it")
@@ -81,6 +89,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--tune-run", metavar="DIR", help="print the Markdown of a `gemmtune tune` run directory "
                    "(tune-summary.json, tune-run.json, inductor.json) instead")
     p.add_argument("--title", default="gemmtune tune, default space", help="title for --tune-run")
+    p.add_argument("--trace", metavar="DIR", help="summarise the worker and tuner traces a tune wrote with "
+                   "GEMMTUNE_WORKER_TRACE=DIR instead: where its seconds went, shape by shape")
     p.add_argument("--store", metavar="SQLITE", help="print a per-problem summary of a results store instead "
                    "(best choice, cuBLAS, speedup, failures)")
     p.add_argument("--json", metavar="FILE", help="with --store: also write the summary as JSON")

@@ -211,7 +211,7 @@ def tuner_trace() -> Callable[..., None]:
     """``note(op, **facts)``: where ``GEMMTUNE_WORKER_TRACE`` names a directory, a line for each of
     the tuner's steps (planning, measuring, waiting for compiles) in ``tuner-<pid>.jsonl`` beside
     its workers' traces (bench.worker), on the same wall clock; else a no-op. A diagnostic
-    (scripts/worker_trace.py reads both)."""
+    (``gemmtune report --trace DIR`` reads both)."""
     where = os.environ.get("GEMMTUNE_WORKER_TRACE")
     if not where:
         return lambda op, **facts: None
