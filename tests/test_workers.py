@@ -453,3 +453,14 @@ def test_worker_trace_to_an_unwritable_place_warns_and_the_worker_runs(tmp_path)
     env = dict(_env(), GEMMTUNE_WORKER_TRACE=str(blocker / "trace"))
     with WorkerPool(1, timeout=30.0, runner="gemmtune.bench.runner:handle", env=env, gpus=[]) as pool:
         assert [res["status"] for _, res in pool.map([_task("aten")])] == ["ok"]
+
+
+def test_driver_gpus_count_the_drivers_entries(tmp_path):
+    """The entry point pins pre-started compile workers as the pool will (slot i on GPU i mod n)
+    without running nvidia-smi: one /proc/driver/nvidia/gpus entry a GPU."""
+    from gemmtune_entry.spawn import _driver_gpus
+    for bus in ("0000:19:00.0", "0000:3b:00.0"):
+        (tmp_path / bus).mkdir()
+    (tmp_path / "not-a-gpu").write_text("")
+    assert _driver_gpus(str(tmp_path)) == ["0", "1"]
+    assert _driver_gpus(str(tmp_path / "missing")) == []
