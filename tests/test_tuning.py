@@ -742,6 +742,8 @@ def test_tuner_trace_notes_each_planned_shape_on_the_wall_clock(tmp_path, monkey
     lines = [json.loads(x) for x in (tmp_path / "t" / f"tuner-{os.getpid()}.jsonl").read_text().splitlines()]
     assert [(x["op"], x["shape"], x["choices"]) for x in lines] == [("planned", 0, 1), ("planned", 1, 1)]
     assert lines[0]["t0"] <= lines[1]["t0"]
+    note.close()
+    note("after")  # a closed trace drops the line instead of raising
     blocker = tmp_path / "file"
     blocker.write_text("")
     monkeypatch.setenv("GEMMTUNE_WORKER_TRACE", str(blocker / "t"))

@@ -226,7 +226,9 @@ def tuner_trace() -> Callable[..., None]:
 
     def note(op: str, **facts) -> None:
         with lock:
-            f.write(json.dumps({"t0": round(time.time(), 4), "op": op, **facts}) + "\n")
+            if not f.closed:
+                f.write(json.dumps({"t0": round(time.time(), 4), "op": op, **facts}) + "\n")
+    note.close = f.close  # (Tuner.run closes it when the run ends)
     return note
 
 
@@ -345,6 +347,7 @@ class Tuner:
                 executor.close()  # a no-op if closed above
             if own_store:
                 db.close()
+            getattr(note, "close", lambda: None)()  # the trace file, where there is one
 
     def _pool(self, env: dict, gpus):
         o = self.options
