@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import gemmtune
-from gemmtune.capture import Capture
+from gemmtune.capture import Capture, cache_kwarg
 from gemmtune.shapes import load_csv
 
 
@@ -432,6 +432,7 @@ def test_capture_causal_lm_runs_a_state_space_model():
     got = []
     with torch.no_grad():
         for cache in (new_cache(llama), tf.DynamicCache()):
-            llama(input_ids=ids, past_key_values=cache, use_cache=True)
-            got.append(llama(input_ids=step, past_key_values=cache, use_cache=True).logits)
+            kw = {cache_kwarg(llama): cache}  # (`cache` from transformers 5.2x, before it past_key_values)
+            llama(input_ids=ids, use_cache=True, **kw)
+            got.append(llama(input_ids=step, use_cache=True, **kw).logits)
     torch.testing.assert_close(got[0], got[1])

@@ -16,6 +16,7 @@ import torch
 tf = pytest.importorskip("transformers")
 
 import gemmtune  # noqa: E402
+from gemmtune.capture import cache_kwarg, new_cache  # noqa: E402
 from gemmtune.modeltune import is_conv1d  # noqa: E402
 
 TRITON = "triton_mm:BM16-BN64-BK64-S1-W4-G8"  # few programs per launch: the interpreter runs each one
@@ -95,9 +96,11 @@ def all_triton(problems, **kw):
 
 def prefill_then_step(model, ids, step):
     """Logits of a prefill of ``ids`` and of one decode step of ``step`` on its KV cache."""
-    cache = tf.DynamicCache()
-    pre = model(input_ids=ids, past_key_values=cache, use_cache=True).logits
-    return pre, model(input_ids=step, past_key_values=cache, use_cache=True).logits
+    # `cache` from transformers 5.2x (past_key_values before), built from the config as generate
+    # does (a bare DynamicCache has no state-space layers: Mamba's forward then raises)
+    cache = {cache_kwarg(model): new_cache(model)}
+    pre = model(input_ids=ids, use_cache=True, **cache).logits
+    return pre, model(input_ids=step, use_cache=True, **cache).logits
 
 
 def patchable(model) -> int:
@@ -319,11 +322,11 @@ def test_fused_then_patched_models_match_eager(model_type):
         cache = {}
 
         def prefill(m):
-            cache[id(m)] = tf.DynamicCache()
-            return [m(input_ids=ids, past_key_values=cache[id(m)], use_cache=True).logits]
+            cache[id(m)] = new_cache(m)
+            return [m(input_ids=ids, use_cache=True, **{cache_kwarg(m): cache[id(m)]}).logits]
 
         def decode(m):
-            return [m(input_ids=step, past_key_values=cache[id(m)], use_cache=True).logits]
+            return [m(input_ids=step, use_cache=True, **{cache_kwarg(m): cache[id(m)]}).logits]
         passes = [prefill, decode]
         fuse_kw = dict(fn=lambda: [p(fused) for p in passes])
     with torch.no_grad():

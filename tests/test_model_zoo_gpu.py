@@ -24,6 +24,7 @@ import torch
 tf = pytest.importorskip("transformers")
 
 import gemmtune  # noqa: E402
+from gemmtune.capture import cache_kwarg  # noqa: E402
 from gemmtune.configs import Choice  # noqa: E402
 from gemmtune.problem import Problem  # noqa: E402
 from gemmtune.provenance import Provenance  # noqa: E402
@@ -68,7 +69,7 @@ def steps(model, ids):
     """(prefill logits, one decode step's logits), the decode step fed the prefill's greedy token."""
     out = model(input_ids=ids, use_cache=True)
     nxt = out.logits[:, -1:].argmax(-1)
-    dec = model(input_ids=nxt, past_key_values=out.past_key_values, use_cache=True)
+    dec = model(input_ids=nxt, use_cache=True, **{cache_kwarg(model): out.past_key_values})
     return out.logits.float(), dec.logits.float(), nxt, out.past_key_values
 
 
@@ -111,7 +112,7 @@ def test_zoo_fused_patched_bf16_eager_and_compiled_match_fp32(model_type):
         # gemmtune's tiled kernel (falcon's too: its lm_head, the one layer patch converts there).
         nxt = cdec[:, -1:].argmax(-1)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            compiled(input_ids=nxt, past_key_values=cache, use_cache=True)
+            compiled(input_ids=nxt, use_cache=True, **{cache_kwarg(compiled): cache})
             torch.cuda.synchronize()
     names = {e.name for e in prof.events()}
     torch._dynamo.reset()
