@@ -54,7 +54,7 @@ from .shapes import Shape
 from .store import ResultStore, RunContext
 from .table import as_table
 from .tuning import plan as P
-from .tuning.executor import COMPILE_NICE, usable_cpus
+from .tuning.executor import COMPILE_NICE, MAX_COMPILE_WORKERS, usable_cpus
 from .tuning.progress import Progress
 from .tuning.recorder import Recorder, result_row, table_to_merge, write_table
 from .tuning.results import FAILED, TuneResult
@@ -203,7 +203,8 @@ class PoolPlugin(_WorkerPlugin):
             n = s["compile_workers"]
             if n is None:
                 # The host's cores shared by its workers (one per GPU), at most 16 each as in tune.
-                n = min(16, usable_cpus() // max(1, s["per_host"].get(_host(self._address), 1))) if gpus else 0
+                n = min(MAX_COMPILE_WORKERS, usable_cpus() // max(1, s["per_host"].get(_host(self._address), 1))) \
+                    if gpus else 0
             if n > 1:
                 self._compile = WorkerPool(n, timeout=s["timeout"], runner=s["runner"], env=s["env"],
                                            gpus=gpus[:1], nice=COMPILE_NICE).start()

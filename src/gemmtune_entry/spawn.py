@@ -158,14 +158,16 @@ def prestart_gpu(argv: list[str], environ: dict[str, str] | None = None) -> str 
 # The niceness of compile workers (gemmtune.tuning.executor.COMPILE_NICE says why; kept equal to it
 # by a test): a pre-started one must be the worker the compile pool would start, to be adopted.
 COMPILE_NICE = 10
-# The default compile pool's upper bound (executor.compile_pool_size: min(cpus, 16)).
+# The default compile pool's upper bound: executor.compile_pool_size's min(cpus, 16), and a cluster host's.
 MAX_COMPILE_WORKERS = 16
 
 
-def _usable_cpus() -> int:
+def usable_cpus() -> int:
+    """CPU cores this process may run on: its affinity set where the OS has one (a process
+    pinned with taskset, e.g. one collector per GPU), else the machine's count."""
     try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity API on this OS
         return os.cpu_count() or 1
 
 
@@ -212,7 +214,7 @@ def prestart_compile_count(argv: list[str], environ: dict[str, str] | None = Non
     shapes = sum(a == "--shape" or a.startswith("--shape=") for a in args)
     if shapes == 1 and "--fast" in args and not any(a.split("=", 1)[0] in ("--suite", "--preset") for a in args):
         return 0
-    return min(cpus if cpus is not None else _usable_cpus(), MAX_COMPILE_WORKERS)
+    return min(cpus if cpus is not None else usable_cpus(), MAX_COMPILE_WORKERS)
 
 
 def _driver_gpus(root: str = "/proc/driver/nvidia/gpus") -> list[str]:
@@ -264,5 +266,5 @@ def prestart(argv: list[str]) -> list[Prestarted]:
     return out
 
 
-__all__ = ["COMPILE_NICE", "DEFAULT_RUNNER", "Prestarted", "prestart", "prestart_compile_count", "prestart_gpu",
-           "spawn_worker", "visible_gpus", "worker_env"]
+__all__ = ["COMPILE_NICE", "DEFAULT_RUNNER", "MAX_COMPILE_WORKERS", "Prestarted", "prestart", "prestart_compile_count",
+           "prestart_gpu", "spawn_worker", "usable_cpus", "visible_gpus", "worker_env"]

@@ -8,15 +8,15 @@ its compile results. ``compile_pool_size`` (pure) says how many compile workers 
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from concurrent.futures import Future
 from typing import Iterator, Sequence
 
-# CPU niceness of the compile workers (they run beside the benchmark worker), defined where the
-# entry point pre-starts them with it (spawn.prestart_compile_count); the tuner's compile pool uses it.
-from gemmtune_entry.spawn import COMPILE_NICE  # noqa: F401
+# CPU niceness of the compile workers (they run beside the benchmark worker), their pool's bound
+# and the cores to share, defined where the entry point pre-starts them (spawn.prestart_compile_count);
+# the tuner's compile pool and the cluster's use them from here.
+from gemmtune_entry.spawn import COMPILE_NICE, MAX_COMPILE_WORKERS, usable_cpus  # noqa: F401
 
 from ..bench.workers import WorkerPool
 # A run that compiles at most this many candidates in all has the benchmark worker compile them
@@ -55,7 +55,7 @@ def compile_pool_size(requested: int | None, *, cpus: int, on_gpu: bool, per_sha
         return requested
     if not on_gpu:
         return 0
-    n = min(cpus, 16)
+    n = min(cpus, MAX_COMPILE_WORKERS)
     if per_shape and all(b is not None for b in per_shape):
         if sum(per_shape) <= SEQUENTIAL_COMPILES:
             return 0
@@ -81,15 +81,6 @@ def precompile_chunks(todo: list, size: int = PRECOMPILE_CHUNK) -> list[list]:
         else:
             out.append([(p, c)])
     return out
-
-
-def usable_cpus() -> int:
-    """CPU cores this process may run on: its affinity set where the OS has one (a process
-    pinned with taskset, e.g. one collector per GPU), else the machine's count."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # no affinity API on this OS
-        return os.cpu_count() or 1
 
 
 class Compiler:
