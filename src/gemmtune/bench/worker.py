@@ -104,19 +104,28 @@ def main(argv: list[str] | None = None) -> int:
 TRACE_ENV = "GEMMTUNE_WORKER_TRACE"
 
 
-def _trace_file():
-    """The file this worker appends its trace to where ``GEMMTUNE_WORKER_TRACE`` names a
-    directory (``worker-<pid>.jsonl`` in it), else None. A diagnostic (``gemmtune report --trace``): where a tune's seconds go
-    inside its workers (session 43's bench on an H200: each mode's first shape took 3-4.5 s longer
-    than its later ones, and not waiting for its compile workers, which the tuner measures)."""
+def open_trace(kind: str):
+    """The line-buffered file a process appends its trace to where ``GEMMTUNE_WORKER_TRACE`` names
+    a directory (``<kind>-<pid>.jsonl`` in it, made where missing), else None; OSError where it
+    cannot be written, which each caller reports its own way. ``kind``: "worker", or "tuner" for
+    the tuner's steps (tuning.tuner.tuner_trace). A diagnostic (``gemmtune report --trace``):
+    where a tune's seconds go (session 43's bench on an H200: each mode's first shape took 3-4.5 s
+    longer than its later ones, and not waiting for its compile workers, which the tuner measures)."""
     where = os.environ.get(TRACE_ENV)
     if not where:
         return None
+    os.makedirs(where, exist_ok=True)
+    return open(os.path.join(where, f"{kind}-{os.getpid()}.jsonl"), "a", buffering=1)
+
+
+def _trace_file():
+    """This worker's trace file (``open_trace``), or None; one that cannot be written is said on
+    stderr (the worker's log), not raised."""
     try:
-        os.makedirs(where, exist_ok=True)
-        return open(os.path.join(where, f"worker-{os.getpid()}.jsonl"), "a", buffering=1)
+        return open_trace("worker")
     except OSError as e:
-        print(f"gemmtune worker: {TRACE_ENV}={where!r} cannot be written ({e}); no trace", file=sys.stderr)
+        print(f"gemmtune worker: {TRACE_ENV}={os.environ.get(TRACE_ENV)!r} cannot be written ({e}); no trace",
+              file=sys.stderr)
         return None
 
 

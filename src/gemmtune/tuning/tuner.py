@@ -212,15 +212,14 @@ def tuner_trace() -> Callable[..., None]:
     the tuner's steps (planning, measuring, waiting for compiles) in ``tuner-<pid>.jsonl`` beside
     its workers' traces (bench.worker), on the same wall clock; else a no-op. A diagnostic
     (``gemmtune report --trace DIR`` reads both)."""
-    where = os.environ.get("GEMMTUNE_WORKER_TRACE")
-    if not where:
-        return lambda op, **facts: None
+    from ..bench.worker import TRACE_ENV, open_trace
     try:
-        os.makedirs(where, exist_ok=True)
-        f = open(os.path.join(where, f"tuner-{os.getpid()}.jsonl"), "a", buffering=1)
+        f = open_trace("tuner")
     except OSError as e:
-        warnings.warn(f"gemmtune: GEMMTUNE_WORKER_TRACE={where!r} cannot be written ({e}); no trace",
+        warnings.warn(f"gemmtune: {TRACE_ENV}={os.environ.get(TRACE_ENV)!r} cannot be written ({e}); no trace",
                       RuntimeWarning, stacklevel=2)
+        f = None
+    if f is None:
         return lambda op, **facts: None
     lock = threading.Lock()
 
