@@ -10,8 +10,8 @@ GPU only. Each graph holds COPIES launches over distinct weights (more bytes tha
 launch streams its weight from HBM as in the model. ``fold-unit`` is the fold on weights that
 hold the norm's weight already (``skinny.run(..., norm_eps=e)`` alone: no g loads). Session 43's
 call 5 ran the fold of then, which summed x^2 inside its K loop; the fold now sums them after it
-(offline for sm_90: fold 40 / 64 / 64 registers, unit-weight 39 / 64 / 48, plain 38 / 56 / 49 on
-the first three cases). ``norm+plain`` and ``cublas`` run torch's
+(fold 40 / 64 / 64 registers, unit-weight 39 / 64 / 48, plain 38 / 56 / 49 on the first three
+cases, offline for sm_90 and under Nsight Compute on the H200: session 44, call 1). ``norm+plain`` and ``cublas`` run torch's
 RMSNorm (eager ops, ~6 small kernels) before each launch: they bound what a fold competes with
 from above, not Inductor's one fused norm kernel. (Session 43's call 5 ran this at commit 4f9bfb2, where
 ``norm+plain`` ran the norm once per graph of 8 launches: only its plain and fold rows compare.)"""

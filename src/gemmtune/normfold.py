@@ -1,14 +1,14 @@
 """The norm fold: an RMSNorm computed inside the decode GEMV after it (``GEMMTUNE_FOLD_NORMS=1``,
-experimental, off by default: measured slower).
+experimental, off by default: within noise of the unfolded step).
 
-Measured on the H200 (benchmarks/results/2026-11-30-h200-s43, section 2): Llama-1B's decode step
-took 1.179 ms folded against 1.116 ms unfolded. The folded strip of then summed x^2 inside its K
-loop, which cost registers, so resident warps and bytes in flight (1.1-1.6x the plain strip's
-time); it now sums them after the loop (kernels.skinny._rms_scale: 40 / 64 registers against the
-plain strip's 38 / 56, offline), not yet measured. And Inductor had fused each norm with the
-residual add before it, a kernel that stayed as the add: the pass now gives that sum to the GEMM
-before it as its residual epilogue (fuse_compile._take_residual: o_proj's and down_proj's
-``gemmtune::mm``), so the add kernel goes too; not yet measured either.
+Measured on the H200 (benchmarks/results/2026-11-30-h200-s44, sections 1-2): Llama-1B's compiled
+decode step took 0.971 ms folded against 0.976 ms unfolded with Inductor's PDL on (1.073 against
+1.091 without), 198 kernels against 229: the residual sum before each folded norm is the
+epilogue of the GEMM before it (fuse_compile._take_residual: o_proj's and down_proj's
+``gemmtune::mm``), so the add kernel goes with the norm. The folded strip itself takes 1.06-1.44x the plain strip's time:
+it sums x^2 over its row again after the K loop (kernels.skinny._rms_scale). Session 43's version
+summed them inside the loop, which cost 10-31 registers, and lost (1.179 against 1.116 ms); a sum
+to one fp32 at every step (session 44) lost too (0.9925 against 0.9802 ms).
 
 Why: in a decode step at M = 1 the RMSNorm before the fused q/k/v (and gate/up) GEMV is a kernel
 of its own: on an H200, the best Llama-1B decode step spent ~115 of 1126 µs in 33 norm kernels

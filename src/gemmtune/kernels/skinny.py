@@ -75,8 +75,9 @@ the norm kernel before a decode step's q/k/v or gate/up GEMV goes. A launch-time
 config: the tuned strip is reused as it is, and without ``norm_weight`` or ``norm_eps`` the launch
 is the plain one. gemmtune.normfold serves it (opt-in). With x^2 summed inside the loop (session
 42's version) it ran 1.1-1.6x the plain strip's time on the H200 and made Llama-1B's decode step
-slower (benchmarks/results/2026-11-30-h200-s43, section 2); the sum after the loop (``_rms_scale``)
-is not measured on a GPU yet.
+slower (benchmarks/results/2026-11-30-h200-s43, section 2); with the sum after the loop
+(``_rms_scale``) it runs 1.06-1.44x the plain strip's time, and the step is within noise of the
+unfolded one (benchmarks/results/2026-11-30-h200-s44, sections 1-2).
 
 The K-slices are reduced by the fused split-K epilogue that the tiled kernel uses
 (``tiled.split_epilogue``): partials in an fp32 workspace, the last program to arrive
@@ -184,8 +185,9 @@ def _skinny_fold_kernel(
     16384x2048: registers 38 -> 48, 56 -> 72 and 49 -> 80, achieved occupancy down by 9-16 points,
     DRAM throughput 68% -> 47% at 16384x2048 BN2-BK1024. Summed after the loop (``_rms_scale``),
     compiled for sm_90 on a CPU (kernelinfo's compile, triton 3.6, bf16; no spills), the same
-    strips keep 40, 64 and 64 registers (38, 56 and 49 plain), the unit-weight ones 39, 64 and 48;
-    their speed is not measured yet (scripts/sessions/gpu_s44_call2.sh)."""
+    strips keep 40, 64 and 64 registers (38, 56 and 49 plain), the unit-weight ones 39, 64 and 48,
+    as Nsight Compute found on the H200; they run 1.06-1.44x the plain strip's time there
+    (benchmarks/results/2026-11-30-h200-s44, section 1)."""
     sak, sbk, sbn, srn = _unit_strides(stride_ak, stride_bk, stride_bn, stride_rn, AK_UNIT, BK_UNIT, BN_UNIT, RN_UNIT)
     _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, stride_am, sak, sbk, sbn,
            stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, DOT, SPLIT_MODE, EVEN_K, INPUT_PRECISION,
