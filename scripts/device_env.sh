@@ -34,3 +34,21 @@ unpack_minilm() {
     rm -rf /tmp/minilm && cp -r .minilm /tmp/minilm && unxz /tmp/minilm/model.safetensors.xz && export MINILM=/tmp/minilm
   fi
 }
+
+# One `gemmtune tune` process, timed whole and traced: `timed_tune I LABEL [VAR=value ...] -- TUNE_ARGS...`
+# runs it with those variables in its environment, its store, table, log and trace under /tmp (s$I, t$I,
+# l$I, tr$I), and prints "run I LABEL rc=... process wall ... s; <the tune's last line>". (Session 44's
+# calls 6 and 9 wrote this loop out; the scripts after them call it.)
+timed_tune() {
+  local i=$1 label=$2; shift 2
+  local envs=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  rm -rf /tmp/tr$i
+  local t0 t1 rc
+  t0=$(date +%s.%N)
+  env "${envs[@]}" GEMMTUNE_WORKER_TRACE=/tmp/tr$i timeout 150 python3 -m gemmtune_entry tune "$@" \
+    --store /tmp/s$i.sqlite --out /tmp/t$i.json > /tmp/l$i.log 2>&1
+  rc=$?; t1=$(date +%s.%N)
+  echo "run $i $label rc=$rc process wall $(python3 -c "print(round($t1-$t0,2))") s; $(tail -1 /tmp/l$i.log)"
+}

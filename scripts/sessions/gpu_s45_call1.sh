@@ -11,12 +11,8 @@ source "$(dirname "$0")/../device_env.sh"
 record_env transformers
 i=0
 for pc in 1 1 0 1 0 1 0 1 0; do
-  i=$((i+1)); rm -rf /tmp/tr$i
-  t0=$(date +%s.%N)
-  GEMMTUNE_PRESTART_COMPILE=$pc GEMMTUNE_WORKER_TRACE=/tmp/tr$i timeout 150 python3 -m gemmtune_entry tune --preset public \
-    --groups decode,odd --fast --store /tmp/s$i.sqlite --out /tmp/t$i.json > /tmp/l$i.log 2>&1
-  rc=$?; t1=$(date +%s.%N)
-  echo "run $i prestart_compile=$pc rc=$rc process wall $(python3 -c "print(round($t1-$t0,2))") s; $(tail -1 /tmp/l$i.log)"
+  i=$((i+1))
+  timed_tune $i prestart_compile=$pc GEMMTUNE_PRESTART_COMPILE=$pc -- --preset public --groups decode,odd --fast
 done
 # the first run finds empty caches (session 44's call 8: 13.3 s then 5.1 s): compare the last two
 j=0
