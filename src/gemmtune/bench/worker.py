@@ -58,8 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     _exit_with_parent()
     trace = _trace_file()
     reply({"ready": True})
-    if trace is not None:
-        _trace(trace, {"op": "ready"}, {"status": "ok"}, time.time(), None)
+    _trace(trace, {"op": "ready"}, {"status": "ok"}, time.time(), None)
     warmed = False
     for line in sys.stdin:
         if not line.strip():
@@ -75,21 +74,18 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.time()
         if op == "info":
             reply(base.info(state))
-            if trace is not None:
-                _trace(trace, req, {"status": "ok"}, t0, None)
+            _trace(trace, req, {"status": "ok"}, t0, None)
             if not warmed:  # while the tuner plans: off the first candidate's clock
                 warmed = True
                 tw = time.time()
                 base.prewarm(state)
-                if trace is not None:
-                    _trace(trace, {"op": "prewarm"}, {"status": "ok"}, tw, None)
+                _trace(trace, {"op": "prewarm"}, {"status": "ok"}, tw, None)
             continue
         try:
             res = handle(op, req.get("task", {}), state)
         except Exception as e:  # a runner that raises must not take the worker down
             res = {"status": "error", "reason": f"{type(e).__name__}: {e}"[:2000]}
-        if trace is not None:
-            _trace(trace, req, res, t0, getattr(state, "steps", None))
+        _trace(trace, req, res, t0, getattr(state, "steps", None))
         if res.get("status") != "ok" and _poisons_context(res.get("reason", "")):
             # After an illegal access the CUDA context is unusable: every later
             # launch in this process would fail. Report a crash and exit so the
@@ -130,8 +126,11 @@ def _trace_file():
 
 
 def _trace(f, req: dict, res: dict, t0: float, steps: dict | None) -> None:
-    """One request's line: when it began (wall clock, to line up with the tuner's and the other
-    workers' lines), its op, problem and choice, seconds, status, and a bench's steps (measure.verify)."""
+    """One request's line in ``f`` (nothing without a trace file): when it began (wall clock, to
+    line up with the tuner's and the other workers' lines), its op, problem and choice, seconds,
+    status, and a bench's steps (measure.verify)."""
+    if f is None:
+        return
     task = req.get("task") or {}
     line = {"t0": round(t0, 4), "s": round(time.time() - t0, 4), "op": req.get("op"),
             "problem": task.get("problem"), "choice": task.get("choice"), "status": res.get("status")}

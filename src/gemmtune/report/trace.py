@@ -11,7 +11,6 @@ What it answers: where a tune's seconds go, e.g. why its first shape takes longe
 
 from __future__ import annotations
 
-
 import json
 import sys
 from collections import defaultdict
