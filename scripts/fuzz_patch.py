@@ -7,8 +7,8 @@ Each model (seeded) is a block a transformer layer could be: an input Linear, th
 Linears that read one tensor (q/k-like; ``fuse=True`` makes them one GEMM on half the models),
 an activation (GELU, SiLU or ReLU), an output Linear and a residual add. Every size is drawn
 log-uniform in 1..4096, a third of them left odd (primes, ragged K); each Linear has a bias or
-not; dtype bf16 or fp16. Two example passes with token counts drawn from 1..2048 (one of them
-3-D, batch x tokens) are tuned in one ``patch(..., fast=True)`` call.
+not; dtype bf16 (half the models), fp16 or fp32. Two example passes with token counts drawn from
+1..2048 (one of them 3-D, batch x tokens) are tuned in one ``patch(..., fast=True)`` call.
 
 Checks, each on fresh inputs at the seen token counts, at 1, and at a count neither pass ran:
 - the patched model's error against the same model run in fp64 is at most ``SLACK`` times that
@@ -18,7 +18,9 @@ Checks, each on fresh inputs at the seen token counts, at 1, and at a count neit
   passes the same check (bitwise equality is recorded, not required: atomic split-K adds in a
   varying order, and a layer's first-call measurement may keep F.linear in one copy only);
 - the patched model captured in a CUDA graph (after its first-call measurements) replays new
-  data to an output that passes the check.
+  data to an output that passes the check;
+- with ``--compile``, ``torch.compile`` of the patched model (static at a seen count, then
+  ``dynamic=True`` over the others) passes it too.
 On a CPU (``TRITON_INTERPRET=1``, a small ``--max-size``) the graph check is skipped.
 Writes fuzz_patch.json under ``--out``; exits 1 if any check failed.
 """
@@ -39,7 +41,9 @@ import warnings
 import torch
 
 SLACK = 4.0  # patched error <= SLACK x torch's own error + FLOOR (each against fp64)
-FLOOR = {torch.bfloat16: 2e-2, torch.float16: 2e-3}
+# fp32's floor is far below TF32's error (~1e-3): a kernel that used TF32 without
+# torch.backends.cuda.matmul.allow_tf32 fails
+FLOOR = {torch.bfloat16: 2e-2, torch.float16: 2e-3, torch.float32: 1e-5}
 ACTS = {"gelu": torch.nn.GELU(), "silu": torch.nn.SiLU(), "relu": torch.nn.ReLU()}
 
 
@@ -76,6 +80,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--seed", type=int, default=45)
     ap.add_argument("--max-size", type=int, default=4096, help="largest layer size drawn")
+    ap.add_argument("--compile", action="store_true", help="also check torch.compile of the patched model")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args(argv)
     dev = "cuda" if torch.cuda.is_available() else "cpu"  # the CPU: TRITON_INTERPRET=1, small --max-size
@@ -87,7 +92,7 @@ def main(argv=None) -> int:
     rows, bad = [], []
     for i in range(args.n):
         d, h = size(rng, args.max_size), size(rng, args.max_size)
-        dtype = rng.choice([torch.bfloat16, torch.float16])
+        dtype = rng.choice([torch.bfloat16, torch.bfloat16, torch.float16, torch.float32])
         act, fuse = rng.choice(sorted(ACTS)), rng.random() < 0.5
         top = min(2048, args.max_size)
         m1, m2 = size(rng, top), size(rng, top)
@@ -166,6 +171,18 @@ def main(argv=None) -> int:
                 row["checks"]["cuda_graph"] = "skipped: no GPU"
             except Exception as e:  # noqa: BLE001
                 failed("cuda_graph", e)
+            # torch.compile of the patched model: the custom op (and Inductor's epilogue fusion
+            # around it), static at a seen count, dynamic over the other counts
+            for dyn in (False, True) if args.compile else ():
+                label = f"compile dynamic={dyn}"
+                try:
+                    torch._dynamo.reset()
+                    cm = torch.compile(model, dynamic=dyn)
+                    for shape in ((m1,), (batch, m2), (m_new,)) if dyn else ((m1,),):
+                        x = rnd(*shape)
+                        judge(f"{label} {shape}", cm(x), x)
+                except Exception as e:  # noqa: BLE001
+                    failed(label, e)
         # what each dispatcher serves, by shape: a fuzz that only ever ran cuBLAS tested little
         row["decisions"] = {str(key): {"hints": [str(h.choice) for h in disp.hint_choices],
                                        "served": {str(sz): str(dec.choice) for sz, dec in disp.decisions.items()}}
