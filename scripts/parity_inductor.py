@@ -78,6 +78,10 @@ def main() -> int:
     ap.add_argument("--indexed-k", action="store_true",
                     help="also time the K loop indexed from 0 (launch_tiled(indexed_k=True)): ratio_ik, "
                          "and with --static ratio_static_ik; 'ours' and 'static' run the carried form")
+    ap.add_argument("--wrap-odd", action="store_true",
+                    help="with --indexed-k: also the indexed forms with an odd N wrapped rather than masked "
+                         "(launch_args.MASK_ODD_N = False): ratio_ik_wn, and with --static ratio_static_ik_wn")
+    ap.add_argument("--odd", action="store_true", help="only rows with a dim that is not a multiple of 16")
     args = ap.parse_args()
 
     from torch._inductor.utils import run_and_get_code
@@ -101,7 +105,8 @@ def main() -> int:
     code_dir = Path(args.code_dir) if args.code_dir else None
     if code_dir:
         code_dir.mkdir(parents=True, exist_ok=True)
-    cases = [c for c in CASES if (not args.small or c[:3] in SMALL) and (not args.large or c[:3] not in SMALL)]
+    cases = [c for c in CASES if (not args.small or c[:3] in SMALL) and (not args.large or c[:3] not in SMALL)
+             and (not args.odd or any(d % 16 for d in c[:3]))]
     for i, (m, n, k, dt, cfg) in enumerate(cases[: args.limit]):
         p = Problem.from_sizes(m, n, k, dt)
         choice = Choice.parse(f"triton_mm:{cfg}")
@@ -146,6 +151,24 @@ def main() -> int:
                     launch_tiled(*ins[0], outs[0], **skw, indexed_k=True)
                     row["static_ik_ok"] = compare(outs[0], ref, tolerance(p)).ok
                     launches["static_ik"] = lambda j: launch_tiled(*ins[j], outs[j], **skw, indexed_k=True)
+                if args.wrap_odd:
+                    import gemmtune.kernels.launch_args as la
+
+                    def wrapped(kw):
+                        def launch(j):
+                            la.MASK_ODD_N = False  # read when the launch's constexprs are made
+                            try:
+                                return launch_tiled(*ins[j], outs[j], **kw, indexed_k=True)
+                            finally:
+                                la.MASK_ODD_N = True
+                        return launch
+
+                    for name, kw in (("ours_ik_wn", ikw), ("static_ik_wn", skw if args.static else None)):
+                        if kw is None:
+                            continue
+                        wrapped(kw)(0)
+                        row[f"{name.replace('ours_', '')}_ok"] = compare(outs[0], ref, tolerance(p)).ok
+                        launches[name] = wrapped(kw)
             if args.same_out:
                 launches["ours_1out"] = lambda j: fam.run(*ins[j], outs[0], choice.config)
                 # the measurement before 2026-11-27: Inductor's output dropped at once, so every
@@ -162,7 +185,7 @@ def main() -> int:
             row["ratio"] = row["ours"]["ms"] / row["inductor"]["ms"]
             if "static" in row and "ms" in row["static"]:
                 row["ratio_static"] = row["static"]["ms"] / row["inductor"]["ms"]
-            for name in ("ours_ik", "static_ik"):
+            for name in ("ours_ik", "static_ik", "ours_ik_wn", "static_ik_wn"):
                 if name in row and "ms" in row[name]:
                     row[f"ratio_{name.replace('ours_', '')}"] = row[name]["ms"] / row["inductor"]["ms"]
             if "ours_1out" in row and "ms" in row["ours_1out"]:
@@ -199,7 +222,10 @@ def main() -> int:
                   f"({row.get('static_ok')})  1out {row.get('ratio_1out', float('nan')):.3f}  "
                   f"old {row.get('ratio_old', float('nan')):.3f}  "
                   f"ik {row.get('ratio_ik', float('nan')):.3f} ({row.get('ik_ok')})  static_ik "
-                  f"{row.get('ratio_static_ik', float('nan')):.3f} ({row.get('static_ik_ok')})  used-config {row['inductor_used_config']}  "
+                  f"{row.get('ratio_static_ik', float('nan')):.3f} ({row.get('static_ik_ok')})  "
+                  f"ik_wn {row.get('ratio_ik_wn', float('nan')):.3f} ({row.get('ik_wn_ok')})  static_ik_wn "
+                  f"{row.get('ratio_static_ik_wn', float('nan')):.3f} ({row.get('static_ik_wn_ok')})  "
+                  f"used-config {row['inductor_used_config']}  "
                   f"ok {row['ours_ok']}/{row['inductor_ok']} | ours {row['ours_ir']} regs {row['ours_regs']}",
                   flush=True)
         else:

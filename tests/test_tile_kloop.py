@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gemmtune.epilogue import bind
-from gemmtune.kernels import tiled
+from gemmtune.kernels import launch_args, tiled
 
 KW = dict(block_m=16, block_n=32, block_k=16, group_m=4, num_stages=2, num_warps=4)
 DTYPES = [torch.float16, torch.float32]
@@ -78,3 +78,25 @@ def test_indexed_k_only_with_one_k_slice():
     assert one["INDEXED_K"] is True
     assert split["INDEXED_K"] is False  # a K-slice that starts past 0 keeps the carried form
     assert default["INDEXED_K"] is tiled.INDEXED_K_DEFAULT
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).split(".")[-1])
+@pytest.mark.parametrize("layout", ["rm", "a_t", "offset"])
+@pytest.mark.parametrize("static", [False, True], ids=["dyn", "static"])
+def test_odd_n_wrapped_with_its_contiguity_stated(layout, dtype, static, device, monkeypatch):
+    """An odd N along a row-major B (an odd M along a column-major A) wrapped rather than masked:
+    the kernel states BLOCK_N (BLOCK_M) contiguity on the wrapped columns (rows) so that Triton
+    lays the tile out along them; the values must be those of fp64, in both K-loop forms, with
+    the odd dim smaller and larger than its block."""
+    monkeypatch.setattr(launch_args, "MASK_ODD_N", False)
+    for m, n, k in ((17, 41, 131), (45, 13, 64)):
+        a, b = _operands(m, n, k, dtype, device, layout, m * 7 + n)
+        consts = tiled._tiled_args(a, b, torch.empty(m, n, dtype=dtype), **{
+            x: v for x, v in KW.items() if x not in ("num_stages", "num_warps")}, k_per_split=k)[2]
+        if layout == "rm":
+            assert consts["MASK_N"] is False  # wrapped, even where N < BLOCK_N (B's contiguous dim)
+        want = a.double() @ b.double()
+        for indexed in (False, True):
+            c = torch.full((m, n), float("nan"), dtype=dtype, device=device)
+            tiled.launch_tiled(a, b, c, **KW, k_per_split=k, static=static, indexed_k=indexed)
+            torch.testing.assert_close(c.double(), want, rtol=_tol(dtype), atol=_tol(dtype) * max(1, k ** 0.5))

@@ -109,6 +109,11 @@ def needs_int64(*tensors: torch.Tensor) -> bool:
     return False
 
 
+# Whether ``auto`` masks an odd N along a row-major B (below). Read at each launch, so that
+# scripts/parity_inductor.py can time the wrap beside it (--wrap-odd) before it is decided.
+MASK_ODD_N = True
+
+
 def edge_masks(M: int, N: int, block_m: int, block_n: int, edge: str = "auto", *,
                m_contiguous: bool = False, n_contiguous: bool = False) -> tuple[bool, bool]:
     """(MASK_M, MASK_N): whether the kernel masks rows / cols past the edge instead of wrapping.
@@ -129,7 +134,7 @@ def edge_masks(M: int, N: int, block_m: int, block_n: int, edge: str = "auto", *
     behaviour on both dims (for experiments: the results are the same)."""
     if edge == "auto":
         return (M < block_m and not m_contiguous,
-                (N < block_n and not n_contiguous) or (n_contiguous and N % 2 == 1))
+                (N < block_n and not n_contiguous) or (MASK_ODD_N and n_contiguous and N % 2 == 1))
     if edge in ("wrap", "mask"):
         return (edge == "mask",) * 2
     raise ValueError(f"edge must be 'auto', 'wrap' or 'mask', not {edge!r}")

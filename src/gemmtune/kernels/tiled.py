@@ -210,13 +210,24 @@ def _tiled_mm_kernel(
     # Without it a 1000-wide row-major B loaded one element at a time: 1000^3 bf16
     # ran 53 us against cuBLAS's 7.7 on an H200.
     if AM_UNIT:
-        if M_DIV > 1:
-            if not MASK_M:
+        if not MASK_M:
+            if M_DIV > 1:
                 ram = tl.max_contiguous(tl.multiple_of(ram, M_DIV), M_DIV)
+            else:
+                ram = tl.max_contiguous(ram, BLOCK_M)  # an odd M: see B's below
     if BN_UNIT:
-        if N_DIV > 1:
-            if not MASK_N:
+        if not MASK_N:
+            if N_DIV > 1:
                 rbn = tl.max_contiguous(tl.multiple_of(rbn, N_DIV), N_DIV)
+            else:
+                # An odd N: the loads stay one element wide (the rows start 2-byte aligned, and
+                # without a multiple_of the offsets' divisibility stays 1, so no vector can cross
+                # the wrap), but without any contiguity Triton laid B's tile out with its threads
+                # down K (order [0, 1]): a warp's load touched 32 rows, and each element's
+                # address took 3 instructions in the K loop (777x1531x2048 bf16, sm_90a,
+                # triton 3.6: 412 SASS instructions an iteration against 213 for Inductor's
+                # template, which states BLOCK_N contiguity on its wrapped columns).
+                rbn = tl.max_contiguous(rbn, BLOCK_N)
     k_start = pid_k * K_PER_SPLIT
     if KS_DIV > 1:
         # Where a K-slice starts is a multiple of this (0 with one slice): without it a K that
@@ -244,7 +255,7 @@ def _tiled_mm_kernel(
         # k_end (= K here) carries K_DIV: with the raw K the K mask's constancy over vector
         # groups was lost and A's rows of 1000^3 bf16 compiled to scalar loads outside the
         # cp.async pipeline (sm_90a, triton 3.9).
-        for ki in range(0, tl.cdiv(k_end, BLOCK_K)):
+        for ki in range(0, tl.cdiv(K, BLOCK_K)):
             kk = ki * BLOCK_K + rk
             a_off, b_off = _operand_offsets(ram, rbn, kk, sam, sak, sbk, sbn, A_LEAD_DIV, B_LEAD_DIV,
                                             AK_UNIT, BN_UNIT)
