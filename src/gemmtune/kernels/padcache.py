@@ -23,9 +23,16 @@ with the old contents, so the swapped parameter is padded again at its next use.
 cached the same way: a batched weight (batch x K x N) as a whole, one weight broadcast over the
 batch (``W.expand(batch, K, N)``, batch stride 0) as its one matrix, shared by every batch size.
 
-Writes that bump no version counter go unseen, and the old copy would keep being read:
-``param.data.add_(...)`` (PEFT's LoRA merge), ``dist.broadcast`` / ``all_reduce`` into a parameter,
-a custom kernel or a replayed CUDA graph that writes the weight. After such a write call
+A parameter that is part of a larger storage (``torch.nn.utils.vector_to_parameters`` makes each
+parameter a view of one flat vector; flat-parameter wrappers do the same) is never cached: the
+vector has a version counter of its own, so an in-place write through it (``theta.add_(step)``
+in an evolution-strategies loop) changes the weights and bumps nothing the key holds.
+
+Writes that bump no version counter of the parameter go unseen, and the old copy would keep being
+read: ``param.data.add_(...)`` (PEFT's LoRA merge), ``dist.broadcast`` / ``all_reduce`` into a
+parameter, a custom kernel or a replayed CUDA graph that writes the weight, and a write through a
+tensor ``t`` of the parameter's own size that was bound as ``param.data = t`` (or ``param.set_(t)``)
+and kept. After such a write call
 ``gemmtune.refresh_weights()`` (every copy is made again at its next use), or turn the cache off
 for the process with ``GEMMTUNE_WEIGHT_CACHE=0`` (pad+ then copies the weight on every call,
 as the tuner timed it). ``load_state_dict`` and in-place updates bump the version: no call needed.
@@ -170,9 +177,16 @@ class PaddedWeights:
             return None
         if b.is_cuda and torch.cuda.is_current_stream_capturing():
             return None
+        storage = b.untyped_storage()
+        if param.storage_offset() or storage.nbytes() != param.numel() * param.element_size():
+            # A parameter that is part of a larger storage: ``vector_to_parameters`` (each
+            # parameter's .data a view of one flat vector), a flat-parameter wrapper. The vector is
+            # another tensor with a version counter of its own, so an in-place write through it
+            # (an evolution-strategies step, an all-gather into the flat buffer) changed the
+            # weights and nothing in the key: a copy was served stale (the CPU hunt of session 45).
+            return None
         key = (b.data_ptr(), tuple(b.shape), b.stride(), b._version, b.dtype, b.device, n_pad, k_pad)
         slot = (id(param), stream_key(b.device))
-        storage = b.untyped_storage()
         hit = self._entries.get(slot)
         if (hit is not None and hit[3]() is storage and hit[1] == key
                 and param.__dict__.get(TOKEN) == hit[0]):
