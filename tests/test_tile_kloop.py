@@ -84,10 +84,10 @@ def test_indexed_k_only_with_one_k_slice():
 @pytest.mark.parametrize("layout", ["rm", "a_t", "offset"])
 @pytest.mark.parametrize("static", [False, True], ids=["dyn", "static"])
 def test_odd_n_wrapped_with_its_contiguity_stated(layout, dtype, static, device, monkeypatch):
-    """An odd N along a row-major B (an odd M along a column-major A) wrapped rather than masked:
-    the kernel states BLOCK_N (BLOCK_M) contiguity on the wrapped columns (rows) so that Triton
-    lays the tile out along them; the values must be those of fp64, in both K-loop forms, with
-    the odd dim smaller and larger than its block."""
+    """An odd N along a row-major B wrapped rather than masked (launch_args.MASK_ODD_N off): the
+    kernel states BLOCK_N contiguity on the wrapped columns so that Triton lays the tile out along
+    them; the values must be those of fp64, in both K-loop forms, with N smaller and larger than
+    its block (and an odd M along a column-major A, wrapped as before)."""
     monkeypatch.setattr(launch_args, "MASK_ODD_N", False)
     for m, n, k in ((17, 41, 131), (45, 13, 64)):
         a, b = _operands(m, n, k, dtype, device, layout, m * 7 + n)

@@ -210,23 +210,23 @@ def _tiled_mm_kernel(
     # Without it a 1000-wide row-major B loaded one element at a time: 1000^3 bf16
     # ran 53 us against cuBLAS's 7.7 on an H200.
     if AM_UNIT:
-        if not MASK_M:
-            if M_DIV > 1:
+        if M_DIV > 1:
+            if not MASK_M:
                 ram = tl.max_contiguous(tl.multiple_of(ram, M_DIV), M_DIV)
-            else:
-                ram = tl.max_contiguous(ram, BLOCK_M)  # an odd M: see B's below
     if BN_UNIT:
         if not MASK_N:
             if N_DIV > 1:
                 rbn = tl.max_contiguous(tl.multiple_of(rbn, N_DIV), N_DIV)
             else:
-                # An odd N: the loads stay one element wide (the rows start 2-byte aligned, and
-                # without a multiple_of the offsets' divisibility stays 1, so no vector can cross
-                # the wrap), but without any contiguity Triton laid B's tile out with its threads
-                # down K (order [0, 1]): a warp's load touched 32 rows, and each element's
-                # address took 3 instructions in the K loop (777x1531x2048 bf16, sm_90a,
-                # triton 3.6: 412 SASS instructions an iteration against 213 for Inductor's
-                # template, which states BLOCK_N contiguity on its wrapped columns).
+                # An odd N, wrapped (edge='wrap', or launch_args.MASK_ODD_N off; 'auto' masks it):
+                # the loads stay one element wide (the rows start 2-byte aligned, and without a
+                # multiple_of the offsets' divisibility stays 1, so no vector can cross the wrap),
+                # but without any contiguity Triton laid B's tile out with its threads down K
+                # (order [0, 1]): a warp's load touched 32 rows, and each element's address took
+                # 3 instructions in the K loop (777x1531x2048 bf16, sm_90a, triton 3.6: 412 SASS
+                # instructions an iteration; 213 with this and the static indexed loop, as for
+                # Inductor's template, which states BLOCK_N contiguity on its wrapped columns).
+                # Timed against masking on an H200 in session 45: neither wins on every shape.
                 rbn = tl.max_contiguous(rbn, BLOCK_N)
     k_start = pid_k * K_PER_SPLIT
     if KS_DIV > 1:
