@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 45, call 6 (GPU only; no carry; ~8 min): the final tree's GPU test lane (-m gpu, last run
+# Session 45, call 7 (GPU only; no carry; ~7 min): the final tree's GPU test lane (-m gpu, last run
 # whole in session 43: 310 passed), then two fuzz_patch models on a fourth seed with --compile.
 set -u
 source "$(dirname "$0")/../device_env.sh"
