@@ -117,7 +117,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
     explicit Triton choice raises a ValueError that says so.
 
     Fused epilogue: ``act(a @ b + bias) + residual``, applied in fp32 to the accumulator
-    before the output is rounded and stored, in the same kernel (gemmtune.epilogue).
+    before the output is rounded and stored, in the same kernel (gemmtune.epilogue); ``aten``
+    adds the bias in torch.addmm and applies the rest on the rounded output (kernels.aten.run).
     ``bias``: shape (N,), added to every row; ``activation``: 'none', 'gelu_tanh',
     'gelu_erf', 'silu' or 'relu'; ``residual``: shape (M, N), any strides. Both tensors
     have the output's dtype and device.

@@ -833,10 +833,16 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SkinnyConfig, 
         check_fold(a, b, cfg, norm_weight, norm_eps)  # (before _buffers: a split would allocate)
     ws, locks = _buffers(a, b, cfg, workspace)
     p, args, consts = _args(a, b, out, cfg, ws, locks, allow_tf32, epilogue)
-    if norm_weight is None and norm_eps is None:
-        return _launch(_skinny_kernel, p["grid"], args, {**consts, **_launch_options(cfg)})
-    args, consts = _fold_args(args, consts, norm_weight, norm_eps)
-    return _launch(_skinny_fold_kernel, p["grid"], args, {**consts, **_launch_options(cfg)})
+    kernel = _skinny_kernel
+    if norm_weight is not None or norm_eps is not None:
+        args, consts = _fold_args(args, consts, norm_weight, norm_eps)
+        kernel = _skinny_fold_kernel
+    try:
+        return _launch(kernel, p["grid"], args, {**consts, **_launch_options(cfg)})
+    except BaseException:
+        if ws is not None and workspace is not None:  # (a fresh workspace is dropped anyway)
+            workspace.interrupted(a.device)  # SplitKWorkspace.interrupted says why
+        raise
 
 
 def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SkinnyConfig, *,

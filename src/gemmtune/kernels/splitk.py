@@ -129,6 +129,16 @@ class SplitKWorkspace:
         """Bytes held by buffers that larger ones replaced (kept for captured CUDA graphs)."""
         return sum(t.numel() * t.element_size() for t in self._retired)
 
+    def interrupted(self, device: torch.device) -> None:
+        """A launch that used this workspace on ``device`` and the current stream raised: it may
+        have stopped part way (an exception inside the grid, Ctrl-C in the CPU interpreter), with
+        arrival counters and atomic partials left behind, which made the next launch through this
+        workspace wrong (max error 16-24 on 16x64x16, session 45's CPU hunt). Those buffers are
+        zeroed at their next eager use."""
+        here = (device, stream_key(device))
+        with self._lock:
+            self._unzeroed.update(s for s in self._bufs if s[1:] == here)
+
     def partials(self, numel: int, deterministic: bool, device: torch.device) -> torch.Tensor:
         # Separate buffers: mode 1 leaves partials behind, mode 2 needs zeros.
         return self._get(("ws", deterministic), numel, torch.float32, device)
@@ -233,10 +243,14 @@ def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: SplitKConfig, 
         launch_tiled(a, b, out, k_per_split=a.shape[1], epilogue=epilogue, **kw)
         return
     ws = workspace or SplitKWorkspace()  # a fresh one is correct, only slower
-    _in_mode(lambda m: launch_tiled(a, b, out, k_per_split=per, split_mode=m,
-                                    ws=ws.partials(numel, cfg.deterministic, a.device),
-                                    locks=ws.counters(tiles, a.device), epilogue=epilogue, **kw),
-             split_mode(cfg, tiles * splits, one_wave(a.device)))
+    try:
+        _in_mode(lambda m: launch_tiled(a, b, out, k_per_split=per, split_mode=m,
+                                        ws=ws.partials(numel, cfg.deterministic, a.device),
+                                        locks=ws.counters(tiles, a.device), epilogue=epilogue, **kw),
+                 split_mode(cfg, tiles * splits, one_wave(a.device)))
+    except BaseException:
+        ws.interrupted(a.device)
+        raise
 
 
 def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> dict:

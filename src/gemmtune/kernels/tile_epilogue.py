@@ -60,7 +60,10 @@ def activation(x, ACT: tl.constexpr):
     elif ACT == 3:
         x = x / (1.0 + tl.exp(-x))  # silu: x * sigmoid(x)
     elif ACT == 4:
-        x = tl.maximum(x, 0.0)
+        # relu, NaN kept as torch.relu keeps it: tl.maximum(x, 0.0) returned 0 for a NaN (Triton's
+        # maximum drops NaN by default, as the GPU's max.f32 does), hiding a NaN activation
+        # behind zeros (session 45's CPU hunt).
+        x = tl.where(x < 0.0, 0.0, x)
     return x
 
 
