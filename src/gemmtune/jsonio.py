@@ -45,9 +45,32 @@ def read_json(path: str | os.PathLike, error: type[Exception] = ValueError):
         raise error(f"{path}: not valid JSON: {type(e).__name__}: {str(e)[:200]}") from None
 
 
+def refuse_results_store(path: str | os.PathLike, what: str) -> None:
+    """Raise ValueError when ``path`` holds a SQLite file: a results store (every measurement of
+    a run; ``gemmtune.sqlite`` is the default one in the working directory), which a table, a
+    suite or a model written there would replace. ``tune --out S --overwrite``, ``lut merge S ...
+    --overwrite`` (both suggested by their own errors) and ``capture --out S`` did (session 45's
+    CPU hunt).
+
+    >>> refuse_results_store("/nowhere/t.json", "the table") is None
+    True
+    """
+    from .store.schema import SQLITE_MAGIC  # (here: the store imports this module)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_MAGIC))
+    except OSError:
+        return
+    if head == SQLITE_MAGIC:
+        raise ValueError(f"cannot write {what} to {path}: it is a SQLite file, a results store with every "
+                         "measurement of a run; give another path (a store is never overwritten)")
+
+
 def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (see the module doc); return the path."""
+    """Write ``data`` to ``path`` atomically (see the module doc); return the path. A SQLite file
+    there (a results store) is refused: ``refuse_results_store``."""
     path = Path(path)
+    refuse_results_store(path, "this file")
     # Through a symlink: replace its target, as open(path, "w") would (renaming onto the link
     # replaced the link with a plain file, and the shared file it named never got the update).
     real = Path(os.path.realpath(path)) if path.is_symlink() else path
@@ -86,6 +109,7 @@ def check_file_target(path: str | os.PathLike, what: str) -> None:
         raise ValueError(f"cannot write {what} to {path}: directory {parent} does not exist")
     if Path(path).is_dir():
         raise ValueError(f"cannot write {what} to {path}: it is a directory; give a file name")
+    refuse_results_store(path, what)
     # A file with every write bit off was made read-only on purpose; the atomic rename would
     # replace it all the same (it needs only the directory writable), and with --overwrite lose
     # its entries. By the mode bits, not os.access: root, who may write anything, is refused too.

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from .common import Parser, missing_command
+from ..jsonio import refuse_results_store
 
 
 def _entries(n: int) -> str:
@@ -78,6 +79,7 @@ def cmd_lut_merge(args) -> int:
 
 
 def _lut_merge(args, out: Path, load, merge) -> int:
+    refuse_results_store(out, "the merged table")  # before reading the inputs, --overwrite or not
     if out.exists() and not args.overwrite and not any(out.resolve() == Path(f).resolve() for f in args.inputs):
         # ``lut merge a.json b.json`` read as "merge b into a" used to replace a with b's entries.
         raise ValueError(f"{out} exists and is not one of the tables merged: list it among the inputs to merge "

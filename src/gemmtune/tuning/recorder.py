@@ -33,7 +33,7 @@ from ..shapes import Shape
 from ..store import STATUSES, ResultRow, ResultStore, RunContext, claim_owner
 from ..table import LookupTable, TableChoice, as_table, provenance
 from .results import FAILED, ShapeResult, reason_line
-from ..jsonio import locked
+from ..jsonio import locked, refuse_results_store
 
 RETRYABLE = tuple(s.value for s in _status.RETRYABLE)
 # How often a tuner looks at the store for the results another tuner is measuring.
@@ -165,6 +165,8 @@ def table_to_merge(out, overwrite: bool) -> LookupTable | None:
     or ``overwrite``), read before the sweep so that a bad one fails before anything is measured.
     A file that is not a valid table is a ValueError that says it is the ``out`` table, and how to
     replace it."""
+    if out is not None:
+        refuse_results_store(out, "the table (--out)")  # before the sweep, --overwrite or not
     if out is None or overwrite or not Path(out).exists():
         return None
     try:
