@@ -404,27 +404,33 @@ class Tuner:
                 # Tuners sharing the store split the work: measure what this one claims;
                 # what another holds is waited for below (ResultStore.claim).
                 todo, others = rec.claim(s.problem, todo)
-                task = bar.task(f"  {s.name}", len(todo))
-                job = ahead.job(i)
-                waited = 0.0
-                if job is not None and todo:
-                    if not job.done():
-                        # Time what needs no compiling (cuBLAS) while the rest compiles.
-                        note("measure_uncompiled", shape=i)
-                        measure([pc for pc in todo if not pc[1].needs_compile], task)
-                        todo = [pc for pc in todo if pc[1].needs_compile]
-                    note("wait_compiles", shape=i)
-                    tw = time.monotonic()
-                    compiled = job.result()
-                    waited = time.monotonic() - tw
-                    compile_wait += waited
-                    n_todo = len(todo)
-                    todo = rec.record_compile_failures(todo, compiled)
-                    bar.advance(task, by=n_todo - len(todo))  # failed to compile: recorded
-                note("measure", shape=i, candidates=len(todo))
-                measure(todo, task)
-                reused += rec.await_others(s.problem, others, lambda pcs: measure(pcs, task))
-                rec.release(s.problem)
+                try:
+                    task = bar.task(f"  {s.name}", len(todo))
+                    job = ahead.job(i)
+                    waited = 0.0
+                    if job is not None and todo:
+                        if not job.done():
+                            # Time what needs no compiling (cuBLAS) while the rest compiles.
+                            note("measure_uncompiled", shape=i)
+                            measure([pc for pc in todo if not pc[1].needs_compile], task)
+                            todo = [pc for pc in todo if pc[1].needs_compile]
+                        note("wait_compiles", shape=i)
+                        tw = time.monotonic()
+                        compiled = job.result()
+                        waited = time.monotonic() - tw
+                        compile_wait += waited
+                        n_todo = len(todo)
+                        todo = rec.record_compile_failures(todo, compiled)
+                        bar.advance(task, by=n_todo - len(todo))  # failed to compile: recorded
+                    note("measure", shape=i, candidates=len(todo))
+                    measure(todo, task)
+                    reused += rec.await_others(s.problem, others, lambda pcs: measure(pcs, task))
+                finally:
+                    # Also when the sweep stops here (Ctrl-C in a notebook, an error): this process's claims
+                    # stayed in the store, and a rerun in the same process took them for another live
+                    # tuner's and waited out their expiry, 60 s plus the timeout per candidate (session 45's
+                    # CPU hunt). A killed process's claims are cleared by the dead-owner check instead.
+                    rec.release(s.problem)
                 bar.remove(task)
                 r = rec.summarize(s, cands)
                 if wants_runoff(r.best, r.best_ms, r.aten_ms, o.runoff):
