@@ -23,6 +23,7 @@ Example::
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -219,6 +220,7 @@ def save_patched(path: str | os.PathLike, dispatchers: Mapping[tuple, Dispatcher
         keyed[tuple(key) if len(key) == 4 else (*key, d.layout_b)] = d
     folder = path.with_name(path.stem + ".d")
     path.parent.mkdir(parents=True, exist_ok=True)
+    _refuse_others_folder(path, folder)
     # Every layer is written into a folder of this save's own, which replaces ``<stem>.d`` only
     # once all are written (then the index): a save that fails half-way leaves the earlier
     # artifact whole, not its index naming layer files of two runs.
@@ -235,6 +237,7 @@ def save_patched(path: str | os.PathLike, dispatchers: Mapping[tuple, Dispatcher
         if fused:  # optional: an artifact without it loads as before
             doc["fused"] = fused
         index = json.dumps(doc, indent=1) + "\n"
+        (stage / OWNER_FILE).write_text(path.name + "\n")  # whose folder this is (_refuse_others_folder)
         with locked(path):  # two saves to one path swap their folders one after the other
             if folder.exists():
                 old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{folder.name}.", suffix=".old"))
@@ -254,6 +257,44 @@ def save_patched(path: str | os.PathLike, dispatchers: Mapping[tuple, Dispatcher
         shutil.rmtree(stage, ignore_errors=True)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+
+
+# In a save's layer folder: the name of the index it belongs to. ``m.json`` and ``m`` (or ``m.txt``)
+# share the folder ``m.d/``: a second save under the same stem replaced the first's layer files, and
+# ``load_patched(model, "m.json")`` then served the other artifact's kernels, every shape check passing
+# (session 45's CPU hunt).
+OWNER_FILE = ".index"
+
+
+def _folder_owner(folder: Path) -> str | None:
+    try:
+        return (folder / OWNER_FILE).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _refuse_others_folder(path: Path, folder: Path) -> None:
+    """Raise ValueError when ``folder`` (``<stem>.d``) holds the layers of another index than
+    ``path``: by its owner file, or, for a folder saved before owner files, by a sibling artifact
+    index of the same stem."""
+    if not folder.exists():
+        return
+    owner = _folder_owner(folder)
+    if owner is None:
+        for other in path.parent.glob(glob.escape(path.stem) + "*"):
+            if other.name == path.name or other.stem != path.stem or not other.is_file():
+                continue
+            try:
+                head = other.read_bytes()[:4096]
+            except OSError:
+                continue
+            if FORMAT.encode() in head:
+                owner = other.name
+                break
+    if owner is not None and owner != path.name:
+        raise ValueError(f"cannot save a patched model as {path}: its layer folder {folder} holds the layers of "
+                         f"{path.with_name(owner)}, another saved artifact; save under another name, or remove "
+                         "that artifact and its folder first")
 
 
 def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: bool = False,
