@@ -364,7 +364,7 @@ def _one_line_error(err: str) -> str:
     (["--preset", "nope"], "unknown preset 'nope'"),
     (["--shape", "16x16x64:fp16", "--families", "nope"], "unknown kernel family 'nope'"),
     (["--shape", "16x16x64:fp16", "--families", "triton_mm,nope"], "unknown kernel family 'nope'"),
-    (["--preset", "smoke", "--groups", "nosuchgroup"], "no shapes selected"),
+    (["--preset", "smoke", "--groups", "nosuchgroup"], "--groups: no group nosuchgroup"),
 ])
 def test_cli_bad_input(tmp_path, capsys, argv, needle):
     store = tmp_path / "s.sqlite"

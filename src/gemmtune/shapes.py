@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .problem import Problem
+from .problem import Problem, dtype_name
 
 PRESETS = {
     "public": "public.csv",  # the benchmark suite (evaluation only: never train on it)
@@ -119,7 +119,11 @@ def load_csv(path: str | Path, op: str = "mm") -> list[Shape]:
     except (OSError, UnicodeDecodeError) as e:
         # A binary file (a results store given for a suite) raises UnicodeDecodeError, which has no strerror.
         raise ValueError(f"cannot read shape suite {path}: {getattr(e, 'strerror', None) or e}") from None
-    rows = list(csv.DictReader(text.splitlines()))
+    # Header names trimmed: a " layout_b" (a space after the comma) passed the unknown-column check,
+    # which trims, and was then never read, so every row ran row-major without a word (session 45's
+    # CPU hunt); a required column so written was reported missing.
+    rows = [{(k.strip() if isinstance(k, str) else k): v for k, v in r.items()}
+            for r in csv.DictReader(text.splitlines())]
     if not rows:
         raise ValueError(f"{path}: no shapes (expected a header {','.join(COLUMNS)} and rows)")
     missing = [c for c in COLUMNS if c not in rows[0]]
@@ -157,6 +161,15 @@ def load_csv(path: str | Path, op: str = "mm") -> list[Shape]:
                     layouts["batch"] = int(batch)
                 elif batch not in ("", "1"):
                     raise ValueError(f"batch {batch} is bmm's (op {row_op!r} multiplies one matrix pair)")
+                # scaled_mm's own columns on another op's row were ignored without a word (an fp16 row
+                # with out_dtype fp32 tuned fp16 -> fp16): refused like batch above.
+                stray = [c for c in ("scale", "bias") if (row.get(c) or "").strip().lower() not in ("", "0", "false", "none")]
+                out_dtype = (row.get("out_dtype") or "").strip()
+                if out_dtype and dtype_name(out_dtype) != dtype_name(row["dtype"].strip()):
+                    stray.append("out_dtype")
+                if stray:
+                    raise ValueError(f"column(s) {', '.join(stray)} are scaled_mm's (this row's op is {row_op!r}; "
+                                     "addmm takes its bias from op=addmm)")
                 p = Problem.from_sizes(M, N, K, row["dtype"].strip(), **layouts, op=row_op)
         except (ValueError, TypeError) as e:
             raise ValueError(f"{path}:{line}: bad row {dict(row)}: {e}") from None

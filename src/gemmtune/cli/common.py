@@ -259,7 +259,14 @@ def shapes_of(args) -> list:
     if not shapes:
         shapes = preset("smoke", op=op)
     if args.groups:
-        groups = set(args.groups.split(","))
+        # Names trimmed (collect does too), and one that matches no shape refused, as bench and collect
+        # refuse it: "decode, splitk" and the typo "split_k" were dropped without a word, and the tune
+        # ran the rest (session 45's CPU hunt).
+        groups = {g.strip() for g in args.groups.split(",") if g.strip()}
+        unknown = sorted(groups - {s.group for s in shapes})
+        if unknown:
+            raise ValueError(f"--groups: no group {', '.join(unknown)} among the selected shapes; they have "
+                             f"{', '.join(sorted({s.group for s in shapes}))}")
         shapes = [s for s in shapes if s.group in groups]
     if args.limit:
         shapes = shapes[: args.limit]
