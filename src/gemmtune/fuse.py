@@ -476,8 +476,12 @@ class FusedLinear(torch.nn.Linear):
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs) -> None:
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                                      error_msgs)
+        self.__dict__["_gemmtune_loading"] = True  # register_parameter leaves the re-fuse to loaded()
+        try:
+            super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                          error_msgs)
+        finally:
+            self.__dict__.pop("_gemmtune_loading", None)
         # load_state_dict(assign=True), and any load under torch.__future__'s
         # set_swap_module_params_on_conversion(True), rebinds the member's parameters instead of
         # copying into their views of the fused tensor. The eager path would re-fuse at its next
@@ -493,6 +497,13 @@ class FusedLinear(torch.nn.Linear):
         g = self.__dict__.get("_gemmtune_group")
         if g is not None and name in ("weight", "bias"):
             g.adopt(self._gemmtune_index)
+            if not self.__dict__.get("_gemmtune_loading"):
+                # Re-fused now, not at the next eager call: a graph compiled before reads the fused
+                # tensor, and kept computing this member's slice from the old weight, and missed every
+                # later in-place update of the new one (session 45's CPU hunt). A load re-fuses once
+                # it has loaded every member (``loaded``); a member that cannot be re-fused now (a
+                # weight of another shape) runs unfused, as before.
+                g._mend()
 
     def _apply(self, fn, recurse: bool = True):
         # model.to() makes new Parameter objects where it cannot rebind .data (to or from the meta

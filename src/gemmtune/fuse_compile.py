@@ -292,7 +292,13 @@ def _plan(graph: torch.fx.Graph) -> tuple[list, int]:
             x, _, _, fw, fb, start, size, h = _member_args(n)
             if not (isinstance(start, int) and isinstance(size, int) and isinstance(h, int)):
                 continue  # (dynamo passes them as constants; anything else is left alone)
-            sets.setdefault((x, fw, fb, h), []).append((n, start, size))
+            members = sets.setdefault((x, fw, fb, h), [])
+            if any((start, size) == (s0, z0) for _, s0, z0 in members):
+                # One member called again on the same input: merged, both calls became views of the
+                # same columns, and an in-place op on one output changed the other (session 45's CPU
+                # hunt). The repeat is left as it is: it computes its own slice.
+                continue
+            members.append((n, start, size))
     plan, kept = [], 0
     for (x, fw, fb, h), members in sets.items():
         if len(members) < 2:

@@ -15,6 +15,9 @@ from ..configs import Choice
 from ..epilogue import EpilogueArgs, apply_
 from .common import ATEN, _locked
 
+# Whether any autocast is on, in one C call (nn.py's twin says why not torch.is_autocast_enabled).
+_any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
+
 
 def on_device(run: Callable, device: torch.device, current: Callable[[], int] | None = None) -> Callable:
     """``run`` made to launch on ``device`` (a CUDA device with its index) whatever the current
@@ -75,7 +78,17 @@ class Launching:
         if k == 0:
             return lambda a, b: torch.zeros(shape, dtype=dt, device=device)
         if choice == ATEN:
-            return torch.mm if batch is None else torch.bmm  # allocates its own output; nothing else
+            op = torch.mm if batch is None else torch.bmm  # allocates its own output; nothing else
+
+            def run_aten(a, b):
+                if _any_autocast():
+                    # torch.mm follows autocast (bf16 out of fp32 operands, at bf16 precision), the
+                    # other choices keep the operands' dtype: a dispatcher's output dtype depended on
+                    # the choice of the shape (session 45's CPU hunt). Off only inside this call.
+                    with torch.autocast(a.device.type, enabled=False):
+                        return op(a, b)
+                return op(a, b)
+            return run_aten
         if choice.pad:
             launch = functools.partial(kernels.run_choice, choice, allow_tf32=False,
                                        workspace=self._workspace)
