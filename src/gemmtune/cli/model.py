@@ -85,6 +85,9 @@ def _predict_eval(args, console) -> int:
     # Judge the model where the store was measured: its GPU and its triton version.
     model = _model_for(args, dev, triton_version=data.context.get("triton_version"))
     res = evaluate(model, data)
+    if not res["shapes"]:
+        raise ValueError(f"{args.eval}: no problem to evaluate on (none left with measured choices this gemmtune "
+                         "can read: a choice id of another version, or only failed rows)")
     t = Table(title=escape(f"{type(model).__name__} ranking vs measurements in {args.eval} "
                            f"({data.context['device_name']})"))
     for col in ("problem", "choices", "spearman", "top-1 regret", "top-5 regret"):

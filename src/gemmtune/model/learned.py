@@ -184,6 +184,10 @@ class LearnedModel:
         dom = self.domain
         if not dom:
             return 1.0, "the model records no training domain"
+        if problem.op == "bmm" and problem.batch > 1 and "bmm" not in dom.get("ops", ()):
+            # Its domain records (M, N, K), dtypes and layouts, not the batch: a bmm of 512 products
+            # was trusted fully as its one matrix's mm, 512x fewer tiles (session 45's CPU hunt).
+            return 0.0, f"a bmm of {problem.batch} products, and its training set holds no bmm"
         tag = _dtype_tag(problem)
         if trust_class(tag) not in {trust_class(t) for t in dom.get("dtypes", [])}:
             return 0.0, f"dtype {tag} is not in its training set ({', '.join(dom.get('dtypes', []))})"

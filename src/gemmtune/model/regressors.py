@@ -462,7 +462,15 @@ class _LGBMRanker:
         keys = ("n_trees", "lr", "num_leaves", "min_data_in_leaf", "bagging", "feature_fraction",
                 "label_step", "label_levels", "truncation", "label_edges", "lambda_l2", "objective", "group_weight")
         m = cls(**{k: d[k] for k in keys if k in d})
-        m.booster, m.scale = booster, float(d.get("scale", 1.0))
+        try:
+            scale = float(d.get("scale", 1.0))
+        except (TypeError, ValueError):
+            scale = float("nan")
+        if not (math.isfinite(scale) and scale > 0):
+            # Training writes a finite scale > 0; one edited to NaN ranked every seen choice last, a
+            # negative one reversed the ranking, silently (the sha256 covers only the booster).
+            raise ModelError(f"{source}: its ranker scale {d.get('scale')!r} is not a finite number > 0")
+        m.booster, m.scale = booster, scale
         return m
 
 

@@ -30,6 +30,14 @@ def load_bench(path: str | os.PathLike) -> dict:
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise ValueError(f"{path} is not a gemmtune bench JSON (schema {SCHEMA!r}); "
                          "for a `gemmtune tune` run directory use --tune-run")
+    # The parts the report reads, checked here: a file of the right schema without them raised
+    # KeyError / AttributeError from deep inside the render (session 45's CPU hunt).
+    shapes = doc.get("shapes")
+    if not isinstance(doc.get("header"), dict) or not isinstance(shapes, list):
+        raise ValueError(f"{path}: a gemmtune bench JSON needs a 'header' object and a 'shapes' list")
+    for i, s in enumerate(shapes):
+        if not isinstance(s, dict) or not all(k in s for k in ("group", "name")):
+            raise ValueError(f"{path}: shape {i} is not an object with 'group' and 'name'")
     return doc
 
 

@@ -56,7 +56,9 @@ def summarize(store: str | os.PathLike | ResultStore) -> list[dict]:
             "best": None if best is None else best.choice_id,
             "best_ms": None if best is None else best.device_ms,
             "aten_ms": None if aten is None else aten.device_ms,
-            "speedup": (aten.device_ms / best.device_ms) if best is not None and aten is not None else None,
+            # (a time of 0 ms, which the store accepts, has no speedup: it divided by zero)
+            "speedup": (aten.device_ms / best.device_ms) if best is not None and aten is not None
+            and best.device_ms > 0 and aten.device_ms > 0 else None,
             "families": fams, "measured": len(rows), "failed": len(rows) - statuses.get("ok", 0),
             "statuses": dict(statuses),
         })
