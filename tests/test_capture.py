@@ -16,6 +16,7 @@ class Conv1D(torch.nn.Module):
 
     def __init__(self, nx: int, nf: int):
         super().__init__()
+        self.nf = nf  # as transformers' has it (modeltune.is_conv1d: a layer patch converts)
         self.weight = torch.nn.Parameter(torch.randn(nx, nf))
         self.bias = torch.nn.Parameter(torch.randn(nf))
 

@@ -268,12 +268,20 @@ class Capture:
         that cannot be viewed as 2-D (a transposed activation, as Mamba's ``out_proj`` takes)
         when the weight needs no gradient (``requires_grad_(False)``, a frozen model), and it is
         the M a patched layer, which flattens its input, runs. A model's own bmm against a
-        broadcast matrix is no layer's GEMM and gives no hint."""
+        broadcast matrix is no layer's GEMM and gives no hint.
+
+        Only a GEMM that a layer ran (an ``nn.Linear`` or ``Conv1D``: ``outside_layers`` lists the
+        others) gives a hint: WavLM's attention multiplies its q/k/v weights itself (through
+        ``F.multi_head_attention_forward``), and its own 64 x 64 products gave the projections'
+        shape hints, so ``patch`` converted layers whose forward never runs, and named none of them
+        as not run (session 45's CPU hunt)."""
         out: dict[tuple, set] = defaultdict(set)
         for r in self.records:
             if not r.tunable:
                 continue
             if r.op != "bmm":
+                if self._layers and not any(name in self._layers for name in r.modules):
+                    continue  # (a capture with no layer names known, e.g. a bare function: every GEMM)
                 out[(r.n, r.k, r.dtype, r.layout_b)].add(r.m)
             elif (r.layout_b.startswith(BCAST) and not r.layout_a.startswith(BCAST)
                   and all(name in self._linears for name in r.modules)):
