@@ -36,8 +36,10 @@ import contextvars
 import io
 import os
 import secrets
+import sys
 import threading
 import traceback
+from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Listener
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -76,7 +78,10 @@ def serve(address: str | os.PathLike, *, workers: int | None = None, timeout: fl
           ready: Callable[[dict], None] | None = None, stop: threading.Event | None = None) -> None:
     """Serve a warm WorkerPool on the Unix socket ``address`` until ``stop`` is set (or the
     process is interrupted). ``ready(info)`` is called once the pool's workers answered."""
-    address = str(address)
+    # Absolute: a forwarded tune runs in its client's folder (``_run_cli``), where a relative socket
+    # path named another file, so the tune did not borrow this pool and connected back to this
+    # server, which answers one client at a time: both waited for good (session 45's CPU hunt).
+    address = os.path.abspath(str(address))
     if os.path.isdir(address):  # "another server may be running there" misled for a folder
         raise ServerError(f"{address} is a directory; give a socket path (a file name, e.g. {address}/gemmtune.sock)")
     if os.path.exists(address):
@@ -108,8 +113,17 @@ def serve(address: str | os.PathLike, *, workers: int | None = None, timeout: fl
                         conn = listener.accept()
                     except (TimeoutError, OSError):
                         continue
+                    except AuthenticationError as e:  # a client with another key: refused, the server stays up
+                        print(f"gemmtune worker: refused a client: {e}", file=sys.stderr, flush=True)
+                        continue
                     with conn:
-                        served += _serve_client(conn, pool, info, address)
+                        try:
+                            served += _serve_client(conn, pool, info, address)
+                        except Exception as e:  # noqa: BLE001 - one bad client (a request of another
+                            # version's shape, bytes that are no pickle) stopped the server for every
+                            # client (session 45's CPU hunt): it is dropped, the server stays up.
+                            print(f"gemmtune worker: dropped a client after {type(e).__name__}: {e}",
+                                  file=sys.stderr, flush=True)
     finally:
         for p in (kp, Path(address)):
             try:
@@ -201,7 +215,12 @@ def _run_cli(conn, argv: list, cwd: str, pool: WorkerPool, info: dict, address: 
     here = os.getcwd()
     token = _SERVING.set((address, pool, info))
     try:
-        os.chdir(cwd)  # the client's relative --store/--out/--suite paths; one client at a time
+        try:
+            os.chdir(cwd)  # the client's relative --store/--out/--suite paths; one client at a time
+        except OSError as e:  # (a folder removed, or another mount namespace's): this client's error only
+            err.write(f"gemmtune worker: cannot run in the client's folder {cwd}: {e.strerror or e}\n")
+            conn.send(("exit", 2))
+            return
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 rc = cli_main(list(argv))

@@ -298,59 +298,70 @@ class WorkerPool:
         tasks = list(tasks)
         queue = deque(range(len(tasks)))
         running: dict[int, _Worker] = {}
-        while queue or running:
-            if stop is not None and stop.is_set():
-                for w in running.values():
-                    self._kill(w)
-                    w.task_index = None
-                return
-            for w in self.workers:
-                if w.task_index is None and queue:
-                    w = self._alive(w)
-                    i = queue.popleft()
-                    if not self._send(w, {"op": op, "task": tasks[i]}, self.timeout):
-                        res = self._failure(w, "crashed", "worker pipe closed before the task was sent")
+        try:
+            while queue or running:
+                if stop is not None and stop.is_set():
+                    for w in running.values():
+                        self._kill(w)
+                        w.task_index = None
+                    return
+                for w in self.workers:
+                    if w.task_index is None and queue:
+                        w = self._alive(w)
+                        i = queue.popleft()
+                        if not self._send(w, {"op": op, "task": tasks[i]}, self.timeout):
+                            res = self._failure(w, "crashed", "worker pipe closed before the task was sent")
+                            self._replace(w)
+                            yield self._finish(i, tasks[i], res, on_result)
+                            continue
+                        w.task_index = i
+                        running[i] = w
+                if not running:
+                    continue
+                now = time.monotonic()
+                nearest = min(w.deadline for w in running.values())
+                events = self._sel.select(timeout=max(0.0, min(nearest - now, 1.0)))
+                for key, _ in events:
+                    w = key.data
+                    if w.task_index is None:
+                        _, eof = self._read_lines(w)
+                        if eof:  # died while idle: replace it before it gets a task
+                            self._replace(w)
+                        continue
+                    replies, eof = self._read_lines(w)
+                    if replies:
+                        i = w.task_index
+                        w.task_index = None
+                        running.pop(i, None)
+                        if replies[0].get("status") == "crashed":
+                            # The worker reported a poisoned CUDA context and is exiting:
+                            # replace it now, before it is handed (and blamed for) a new task.
+                            self._replace(w)
+                        yield self._finish(i, tasks[i], replies[0], on_result)
+                    elif eof:
+                        i = w.task_index
+                        running.pop(i, None)
+                        w.proc.wait(timeout=10)
+                        res = self._failure(w, "crashed", f"worker {_describe_exit(w.proc.returncode)}")
                         self._replace(w)
                         yield self._finish(i, tasks[i], res, on_result)
-                        continue
-                    w.task_index = i
-                    running[i] = w
-            if not running:
-                continue
-            now = time.monotonic()
-            nearest = min(w.deadline for w in running.values())
-            events = self._sel.select(timeout=max(0.0, min(nearest - now, 1.0)))
-            for key, _ in events:
-                w = key.data
-                if w.task_index is None:
-                    _, eof = self._read_lines(w)
-                    if eof:  # died while idle: replace it before it gets a task
+                now = time.monotonic()
+                for i, w in list(running.items()):
+                    if w.task_index == i and now > w.deadline:
+                        running.pop(i)
+                        res = self._failure(w, "timeout", f"no answer within {self.timeout:.0f} s; worker killed")
                         self._replace(w)
-                    continue
-                replies, eof = self._read_lines(w)
-                if replies:
-                    i = w.task_index
+                        yield self._finish(i, tasks[i], res, on_result)
+        finally:
+            # A map left before it finished (its caller stopped iterating or raised; the server's
+            # client went away): the workers still running its tasks answered later, and the next
+            # map filed that answer under its own task: one candidate's time recorded for another,
+            # and the real one lost (session 45's CPU hunt). They are killed, as ``stop`` kills
+            # them, and replaced when the pool is next used.
+            for w in running.values():
+                if w.task_index is not None:
+                    self._kill(w)
                     w.task_index = None
-                    running.pop(i, None)
-                    if replies[0].get("status") == "crashed":
-                        # The worker reported a poisoned CUDA context and is exiting:
-                        # replace it now, before it is handed (and blamed for) a new task.
-                        self._replace(w)
-                    yield self._finish(i, tasks[i], replies[0], on_result)
-                elif eof:
-                    i = w.task_index
-                    running.pop(i, None)
-                    w.proc.wait(timeout=10)
-                    res = self._failure(w, "crashed", f"worker {_describe_exit(w.proc.returncode)}")
-                    self._replace(w)
-                    yield self._finish(i, tasks[i], res, on_result)
-            now = time.monotonic()
-            for i, w in list(running.items()):
-                if w.task_index == i and now > w.deadline:
-                    running.pop(i)
-                    res = self._failure(w, "timeout", f"no answer within {self.timeout:.0f} s; worker killed")
-                    self._replace(w)
-                    yield self._finish(i, tasks[i], res, on_result)
 
     def _failure(self, w: _Worker, status: str, what: str) -> dict:
         tail = w.stderr_tail()

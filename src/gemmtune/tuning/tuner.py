@@ -10,6 +10,7 @@ summarize. The winners go to a lookup table at the end. Only this thread touches
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -223,11 +224,20 @@ def tuner_trace() -> Callable[..., None]:
         return lambda op, **facts: None
     lock = threading.Lock()
 
+    def close() -> None:
+        # A trace is diagnostics: a write or the final flush that fails (a full disk) failed the
+        # whole tune (session 45's CPU hunt); the trace just ends there.
+        with contextlib.suppress(OSError):
+            f.close()
+
     def note(op: str, **facts) -> None:
         with lock:
             if not f.closed:
-                f.write(json.dumps({"t0": round(time.time(), 4), "op": op, **facts}) + "\n")
-    note.close = f.close  # (Tuner.run closes it when the run ends)
+                try:
+                    f.write(json.dumps({"t0": round(time.time(), 4), "op": op, **facts}) + "\n")
+                except OSError:
+                    close()
+    note.close = close  # (Tuner.run closes it when the run ends)
     return note
 
 
