@@ -155,8 +155,48 @@ def test_a_client_with_a_wrong_key_does_not_stop_the_server(tmp_path, no_warmup)
             Client(s.sock, family="AF_UNIX", authkey=b"not the key" * 3)
         time.sleep(1.5)
         assert s.error is None and s.thread.is_alive(), f"the server stopped: {s.error!r}"
+        # gemmtune's own clients holding a key file that is not the server's (another server started
+        # or stopped there): one line, or the forward declined, where AuthenticationError was a traceback
+        import gemmtune_entry
+        from gemmtune.bench.server import ServerError
+
+        key = Path(s.sock + ".key")
+        good = key.read_bytes()
+        key.write_bytes(b"x" * len(good))
+        try:
+            with pytest.raises(ServerError, match="refused this client's key"):
+                RemotePool(s.sock, timeout=30).start()
+            assert gemmtune_entry.forward(s.sock, ["tune", "--shape", "8x8x8:fp16"]) is None
+        finally:
+            key.write_bytes(good)
+        assert s.thread.is_alive()
     finally:
         s.close()
+
+
+@pytest.mark.slow
+def test_a_second_server_started_during_the_first_ones_start_up_leaves_the_first_reachable(tmp_path, no_warmup):
+    """``worker --serve S`` twice within the first one's start-up (its workers import torch before
+    it binds S): the second passed the "S exists" check, overwrote S.key, failed to bind ("Address
+    already in use") and its ``finally`` removed S and S.key, the first server's. The first kept
+    running, said it was serving, and no client could reach it."""
+    first = _Server(tmp_path).start()
+    second = _Server(tmp_path, sock=first.sock)
+    time.sleep(0.3)
+    second.start()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not all(s.up.is_set() or s.error for s in (first, second)):
+            time.sleep(0.1)
+        time.sleep(1.0)
+        alive = [s for s in (first, second) if s.error is None and s.thread.is_alive()]
+        assert len(alive) == 1, [repr(s.error) for s in (first, second)]
+        assert os.path.exists(first.sock), "the running server's socket was removed by the one that failed"
+        with RemotePool(first.sock, timeout=30) as pool:
+            assert pool.info()
+    finally:
+        first.close()
+        second.close()
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")

@@ -78,12 +78,13 @@ def env_server(argv: list[str]) -> str | None:
 def forward(address: str, argv: list[str]) -> int | None:
     """Run ``argv`` in the server at ``address``, copying its output here as it arrives; its exit
     status, or None when the server cannot take it (not there, or too old to know the request)."""
+    from multiprocessing import AuthenticationError
     from multiprocessing.connection import Client
 
     try:
         key = open(address + ".key", "rb").read()
         conn = Client(address, family="AF_UNIX", authkey=key)
-    except OSError:
+    except (OSError, AuthenticationError):  # (a key file of another server's start: a traceback before)
         return None  # gemmtune.cli says why, in its words
     with conn:
         try:

@@ -84,22 +84,33 @@ def serve(address: str | os.PathLike, *, workers: int | None = None, timeout: fl
     address = os.path.abspath(str(address))
     if os.path.isdir(address):  # "another server may be running there" misled for a folder
         raise ServerError(f"{address} is a directory; give a socket path (a file name, e.g. {address}/gemmtune.sock)")
+    kp = _key_path(address)
+    taken = ServerError(f"{address} or {kp.name} exists: another server may be running or starting there "
+                        f"(remove both if not)")
     if os.path.exists(address):
-        raise ServerError(f"{address} exists: another server may be running there (remove it if not)")
+        raise taken
     gpus = visible_gpus()
     wenv = dict(env or {})
     if not gpus:
         wenv.setdefault("TRITON_INTERPRET", "1")
     key = secrets.token_bytes(32)
-    kp = _key_path(address)
-    fd = os.open(kp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # The key file is created exclusively and claims the address: the socket is bound only once the
+    # workers are up, and a second server started meanwhile passed the check above, overwrote the key,
+    # failed to bind and removed both files on its way out, leaving the first unreachable (session
+    # 45's CPU hunt). Only what this server made is removed when it stops.
+    try:
+        fd = os.open(kp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise taken from None
     with os.fdopen(fd, "wb") as f:
         f.write(key)
+    made = [kp]
     served = 0
     try:
         with WorkerPool(workers, timeout=timeout, runner=runner, env=wenv, gpus=gpus) as pool:
             info = pool.info()  # the workers are up before any client is accepted
             with Listener(address, family="AF_UNIX", authkey=key) as listener:
+                made.append(Path(address))
                 # Warmed up with the socket open: a client that connects meanwhile waits in the
                 # listen queue until the first accept, instead of finding no server there.
                 warmed = warm_workers(pool)
@@ -125,7 +136,7 @@ def serve(address: str | os.PathLike, *, workers: int | None = None, timeout: fl
                             print(f"gemmtune worker: dropped a client after {type(e).__name__}: {e}",
                                   file=sys.stderr, flush=True)
     finally:
-        for p in (kp, Path(address)):
+        for p in made:
             try:
                 p.unlink()
             except FileNotFoundError:
@@ -288,6 +299,9 @@ class RemotePool:
                                   f"one with: gemmtune worker --serve {self.address}") from None
             except PermissionError as e:
                 raise ServerError(f"cannot use the worker server at {self.address}: {e}") from None
+            except AuthenticationError:  # its key file is not the running server's: a traceback before
+                raise ServerError(f"the worker server at {self.address} refused this client's key ({self.address}.key "
+                                  "is not the running server's: another server started or stopped there)") from None
         return self
 
     def _ask(self, req: tuple):
