@@ -115,7 +115,7 @@ from .kernels import aten, decompose_k, persistent, triton_mm
 from .inductor_keys import (ADDMM_SCALARS, OP_NAME, SCALED_MM_OP, _TORCH_DTYPES, _inductor_key,  # noqa: F401
                             _mat_key, _strides, check_problem, inductor_key, inductor_keys, scale_variants)
 from .kernels.base import Unsupported
-from .jsonio import write_atomic
+from .jsonio import refuse_results_store, write_atomic
 from .problem import Problem
 from .table import LookupTable, TableError, as_table, check_provenance
 
@@ -363,15 +363,7 @@ def _refuse_gemmtune_table(path: Path) -> None:
     """Raise ValueError when ``path`` holds a gemmtune lookup table: ``export(t, t)`` (or an OUT
     naming another tuned table) replaced it with Inductor's format, and the table was lost. Likewise
     a SQLite file (a results store: every measurement), which is no JSON."""
-    from .store.schema import SQLITE_MAGIC
-    try:
-        with open(path, "rb") as f:
-            is_sqlite = f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-    except OSError:
-        is_sqlite = False
-    if is_sqlite:
-        raise ValueError(f"{path} is a SQLite file (a gemmtune results store?): writing the Inductor table there "
-                         "would replace it; give another output file")
+    refuse_results_store(path, "the Inductor table")
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError, RecursionError):  # no file, or not a JSON one: nothing of ours to lose

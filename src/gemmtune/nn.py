@@ -63,7 +63,7 @@ from torch.nn.utils import parametrize
 
 from . import dispatch
 from .dispatch import Dispatcher, compile_mm
-from .dispatch.common import ATEN
+from .dispatch.common import ATEN, _any_autocast
 from .problem import Problem, dtype_name
 from . import torch_ops
 from .torch_ops import REGISTRY, linear, mm_bias
@@ -78,10 +78,6 @@ EAGER_TIMED_MAX = 32
 # Bound once: the patched forwards call it first on every call (dynamo knows the function
 # itself, whatever name it is reached by).
 _is_compiling = torch.compiler.is_compiling
-# Whether any autocast is on, in one C call (~0.1 us): a patched forward runs it on every call,
-# where torch.is_autocast_enabled(x.device.type) first builds x.device (~0.5 us on a CPU core of
-# this machine, 2026-11-28; ~100 patched layers per decode step of a small model pay it each).
-_any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
 # Whether a torch.func transform (vmap, grad, jvp, jacrev...) is running, in one C call (~0.03 us).
 _functorch_level = getattr(getattr(torch._C, "_functorch", None), "maybe_current_level", lambda: None)
 # Whether torch.jit.trace is recording, in one C call (~0.03 us; torch.jit.is_tracing's own test).

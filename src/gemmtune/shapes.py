@@ -73,11 +73,16 @@ def scaled_kwargs(op: str, scale: str | None = None, out_dtype: str | None = Non
     B column-major); just the B layout for other ops."""
     if op != "scaled_mm":
         return {"layout_b": layout_b or "row"}
+    return {"layout_b": layout_b or "col", "scale": scale or "tensor", "out_dtype": out_dtype or "bfloat16",
+            "bias": _bias_flag(bias)}
+
+
+def _bias_flag(bias) -> bool:
+    """A suite's or a command's bias value: 1/true/bias, or 0/false/none (empty: none)."""
     b = str(bias).strip().lower() if bias is not None else ""
     if b not in ("", "0", "1", "true", "false", "none", "bias"):
         raise ValueError(f"bias must be 1/true/bias or 0/false/none, got {bias!r}")
-    return {"layout_b": layout_b or "col", "scale": scale or "tensor", "out_dtype": out_dtype or "bfloat16",
-            "bias": b in ("1", "true", "bias")}
+    return b in ("1", "true", "bias")
 
 
 def parse_shape(text: str, default_dtype: str = "bfloat16", op: str = "mm", *, scale: str | None = None,
@@ -163,7 +168,9 @@ def load_csv(path: str | Path, op: str = "mm") -> list[Shape]:
                     raise ValueError(f"batch {batch} is bmm's (op {row_op!r} multiplies one matrix pair)")
                 # scaled_mm's own columns on another op's row were ignored without a word (an fp16 row
                 # with out_dtype fp32 tuned fp16 -> fp16): refused like batch above.
-                stray = [c for c in ("scale", "bias") if (row.get(c) or "").strip().lower() not in ("", "0", "false", "none")]
+                stray = ["scale"] if (row.get("scale") or "").strip().lower() not in ("", "0", "false", "none") else []
+                if _bias_flag(row.get("bias")):
+                    stray.append("bias")
                 out_dtype = (row.get("out_dtype") or "").strip()
                 if out_dtype and dtype_name(out_dtype) != dtype_name(row["dtype"].strip()):
                     stray.append("out_dtype")

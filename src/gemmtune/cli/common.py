@@ -263,10 +263,10 @@ def shapes_of(args) -> list:
         # refuse it: "decode, splitk" and the typo "split_k" were dropped without a word, and the tune
         # ran the rest (session 45's CPU hunt).
         groups = {g.strip() for g in args.groups.split(",") if g.strip()}
-        unknown = sorted(groups - {s.group for s in shapes})
-        if unknown:
-            raise ValueError(f"--groups: no group {', '.join(unknown)} among the selected shapes; they have "
-                             f"{', '.join(sorted({s.group for s in shapes}))}")
+        have = {s.group for s in shapes}
+        if groups - have:
+            raise ValueError(f"--groups: no group {', '.join(sorted(groups - have))} among the selected shapes; "
+                             f"they have {', '.join(sorted(have))}")
         shapes = [s for s in shapes if s.group in groups]
     if args.limit:
         shapes = shapes[: args.limit]

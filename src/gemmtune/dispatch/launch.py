@@ -13,10 +13,7 @@ import torch
 from .. import kernels
 from ..configs import Choice
 from ..epilogue import EpilogueArgs, apply_
-from .common import ATEN, _locked
-
-# Whether any autocast is on, in one C call (nn.py's twin says why not torch.is_autocast_enabled).
-_any_autocast = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
+from .common import ATEN, _any_autocast, _locked
 
 
 def on_device(run: Callable, device: torch.device, current: Callable[[], int] | None = None) -> Callable:
