@@ -60,7 +60,7 @@ def test_space_only_for_unaligned_problems():
     odd = Problem.from_sizes(333, 4097, 1025, "bf16")
     kept, _ = triton_static.space(odd, H100)
     mm_kept, _ = kernels.get("triton_mm").space(odd, H100)
-    assert kept == mm_kept and kept
+    assert [c.tile for c in kept] == mm_kept and kept and {c.form for c in kept} == {"carried"}
     assert [c.id for c in gemmtune.space(odd, "triton_static", device="h100")][:1] == \
         [f"triton_static:{mm_kept[0].id}"]
     # a padded problem is aligned: no pad+triton_static choices
@@ -81,10 +81,11 @@ def test_refuses_other_ops_with_the_reason(op, kw):
 
 def test_choice_id_round_trip_and_export():
     c = Choice.parse("triton_static:BM64-BN128-BK64-S4-W4-G8")
-    assert c.family == "triton_static" and c.config == TileConfig(64, 128, 64, 4, 4, 8)
+    assert c.family == "triton_static" and c.config.tile == TileConfig(64, 128, 64, 4, 4, 8)
+    assert c.config.form == "carried" and c == Choice("triton_static", TileConfig(64, 128, 64, 4, 4, 8))
     assert Choice.parse(c.id) == c
     p = Problem.from_sizes(300, 20001, 512, "fp16")
-    mm = Choice("triton_mm", c.config)
+    mm = Choice("triton_mm", c.config.tile)
     assert triton_static.inductor_export(c, p) == kernels.get("triton_mm").inductor_export(mm, p)
     with pytest.raises(ValueError, match="triton_static:BM"):
         Choice.parse("triton_static:BM64")
@@ -139,7 +140,11 @@ def test_model_selection_times_a_picked_tile_with_its_static_twin():
     assert any(c.family == "triton_static" for c in cands)
     picked = select_by_model(p, cands, 1, ByIndex())
     first = next(c for c in cands if c.family == "triton_mm")
-    assert [c.id for c in picked] == ["aten", first.id, f"triton_static:{first.config.id}"]
+    # ... and the first tile pick's other triton_static forms (plan.static_forms): N = 97 is odd
+    # along a row-major B, so indexed_wrap differs from indexed where N >= BLOCK_N
+    forms = ["-IX"] + (["-IXW"] if first.config.block_n <= 97 else [])
+    assert [c.id for c in picked] == ["aten", first.id, f"triton_static:{first.config.id}",
+                                      *(f"triton_static:{first.config.id}{f}" for f in forms)]
     aligned = Problem.from_sizes(64, 64, 64, "fp16")
     picked = select_by_model(aligned, candidates(aligned, ["triton_mm", "triton_static"], "default", H100),
                              1, ByIndex())
@@ -181,11 +186,14 @@ def test_a_model_without_static_rows_scores_static_as_triton_mm_and_keeps_the_tw
     cands = candidates(p, ["triton_mm", "triton_static"], "default", H100)
     picked = select_by_model(p, cands, 2, model)
     mm = [c for c in picked if c.family == "triton_mm"]
-    assert len(mm) == 2 and [c.id for c in picked if c.family == "triton_static"] == \
-        [f"triton_static:{c.config.id}" for c in mm]
+    carried = [c for c in picked if c.family == "triton_static" and c.config.form == "carried"]
+    assert len(mm) == 2 and [c.id for c in carried] == [f"triton_static:{c.config.id}" for c in mm]
+    # the other forms of the first tile pick only
+    assert {c.config.tile for c in picked if c.family == "triton_static" and c.config.form != "carried"} == \
+        {mm[0].config}
     picked, k, _ = select_adaptive(p, cands, model)
-    assert sum(c.family == "triton_static" for c in picked) == sum(c.family == "triton_mm" and not c.pad
-                                                                   for c in picked)
+    assert sum(c.family == "triton_static" and c.config.form == "carried" for c in picked) == \
+        sum(c.family == "triton_mm" and not c.pad for c in picked)
 
 
 def test_a_model_trained_on_static_rows_ranks_them_and_each_pick_brings_its_twin():
@@ -201,16 +209,17 @@ def test_a_model_trained_on_static_rows_ranks_them_and_each_pick_brings_its_twin
     ms = model.predict(p, [Choice("triton_static", cfg), Choice("triton_mm", cfg)])
     assert ms[0] < ms[1]
     cands = [c for c in candidates(p, ["triton_mm", "triton_static"], "default", H100) if not c.pad]
-    picked = select_by_model(p, cands, 1, model)
+    picked = [c for c in select_by_model(p, cands, 1, model) if getattr(c.config, "form", "") != "indexed"
+              and getattr(c.config, "form", "") != "indexed_wrap"]
     assert [c.family for c in picked] == ["aten", "triton_static", "triton_mm"]  # k = 1, and its twin
-    assert picked[1].config == picked[2].config
+    assert picked[1].config.tile == picked[2].config
     # a model that prefers triton_mm picks it first, its static twin beside it
     picked = select_by_model(p, cands, 1, _learned({"triton_mm": 100, "triton_static": 20}, "fam_triton_mm"))
-    assert [c.family for c in picked] == ["aten", "triton_mm", "triton_static"]
-    assert picked[1].config == picked[2].config
+    assert [c.family for c in picked][:3] == ["aten", "triton_mm", "triton_static"]
+    assert picked[1].config == picked[2].config.tile
     # k = 2 where both twins rank in the top 2: each appears once
-    both = [c for c in cands if c.config == picked[1].config and c.family in ("triton_mm", "triton_static")
-            and not c.pad]
+    both = [c for c in cands if c.config in (picked[1].config, picked[2].config)
+            and c.family in ("triton_mm", "triton_static") and not c.pad]
 
     class TwinsFirst:
         def knows(self, family):
@@ -218,7 +227,8 @@ def test_a_model_trained_on_static_rows_ranks_them_and_each_pick_brings_its_twin
 
         def predict(self, problem, choices):
             return [0.0 if c in both else 1.0 for c in choices]
-    picked = select_by_model(p, cands, 2, TwinsFirst())
+    picked = [c for c in select_by_model(p, cands, 2, TwinsFirst())
+              if getattr(c.config, "form", "carried") == "carried"]
     assert sorted(c.id for c in picked[1:]) == sorted(c.id for c in both) and len(picked) == 3
 
 

@@ -4,6 +4,7 @@ Everything here is a pure function of (problem, device): no CUDA is touched, so
 spaces can be listed and filtered on a CPU-only machine.
 
 * ``TileConfig``      a tiled Triton mm config (BLOCK_M/N/K, stages, warps, GROUP_M)
+* ``StaticConfig``    triton_static's tile plus its K loop's form (carried, indexed, indexed + odd N wrapped)
 * ``SplitKConfig``    a TileConfig plus the K split and the reduction mode
 * ``SkinnyConfig``    the decode (skinny-M) bandwidth kernel's strip, K split and inner product
 * ``PersistentConfig`` the persistent TMA kernel's tile plus warp specialisation / loop flattening
@@ -148,6 +149,61 @@ class SkinnyConfig:
         return asdict(self)
 
 
+# triton_static's K-loop and edge forms (StaticConfig.form), each a different compiled loop of the
+# same tile. Measured on an H200 (benchmarks/results/2026-11-30-h200-s45, call 6; static forms
+# against Inductor's template at one config): no form wins everywhere.
+# - "carried": K offsets carried from one iteration to the next, an odd N along a row-major B
+#   masked (launch_args.edge_masks). Best at M = 1 (1x50257x768: 30.5 us, indexed 52.1) and on
+#   even N.
+# - "indexed": offsets recomputed from the K block index, whose trip count is then a compiled-in
+#   constant (tiled.py's INDEXED_K). 96x50257x768: 70.9 us, carried 262.2 (3.7x).
+# - "indexed_wrap": indexed, and an odd N wrapped (``rn % N``) with its BLOCK_N contiguity
+#   stated rather than masked: Inductor's own loop (213 SASS instructions an iteration against
+#   476 carried, on 777x1531x2048). 333x4097x1025: 38.8 us, carried 41.2, Inductor 36.7.
+# Only the form's timing decides (tuning.plan.static_forms: the tuner times them beside a pick).
+STATIC_FORMS = ("carried", "indexed", "indexed_wrap")
+_FORM_SUFFIX = {"carried": "", "indexed": "-IX", "indexed_wrap": "-IXW"}
+
+
+@dataclass(frozen=True, order=True)
+class StaticConfig(_OnATile):
+    """triton_static's config: a tile (TileConfig's six fields) and the K loop's form
+    (STATIC_FORMS). A triton_static Choice built from a TileConfig holds the carried form
+    (Choice normalises it), so ids and tables written before forms existed read as before.
+
+    >>> StaticConfig(64, 128, 64, 4, 4, 8, "indexed_wrap").id
+    'BM64-BN128-BK64-S4-W4-G8-IXW'
+    """
+    block_m: int
+    block_n: int
+    block_k: int
+    num_stages: int
+    num_warps: int
+    group_m: int = 8
+    form: str = "carried"
+
+    def __post_init__(self) -> None:
+        if self.form not in STATIC_FORMS:
+            raise ValueError(f"triton_static form {self.form!r}: expected one of {', '.join(STATIC_FORMS)}")
+
+    @property
+    def id(self) -> str:
+        return self.tile.id + _FORM_SUFFIX[self.form]
+
+    def params(self) -> dict:
+        # The carried form writes no key: tables stay readable by versions without forms.
+        p = asdict(self)
+        if self.form == "carried":
+            del p["form"]
+        return p
+
+
+def tile_of(cfg):
+    """The TileConfig a config on a tile runs (a StaticConfig's, a SplitKConfig's, ...); any other
+    config (a TileConfig, DecomposeK's, cuBLAS's) as it is."""
+    return cfg.tile if isinstance(cfg, _OnATile) else cfg
+
+
 @dataclass(frozen=True, order=True)
 class PersistentConfig(_OnATile):
     """The persistent TMA family (kernels.persistent): a tile, its pipeline, and two loop knobs.
@@ -200,11 +256,12 @@ class AtenConfig:
         return {}
 
 
-Config = Union[TileConfig, SplitKConfig, SkinnyConfig, PersistentConfig, DecomposeKConfig, AtenConfig]
-CONFIG_TYPES = {"triton_mm": TileConfig, "triton_static": TileConfig, "splitk": SplitKConfig, "skinny": SkinnyConfig,
+Config = Union[TileConfig, StaticConfig, SplitKConfig, SkinnyConfig, PersistentConfig, DecomposeKConfig, AtenConfig]
+CONFIG_TYPES = {"triton_mm": TileConfig, "triton_static": StaticConfig, "splitk": SplitKConfig, "skinny": SkinnyConfig,
                 "persistent_tma": PersistentConfig, "decompose_k": DecomposeKConfig, "aten": AtenConfig}
 
 _TILE_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)$")
+_STATIC_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)(-IXW?)?$")
 _SPLITK_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)-SK(\d+)-(det|atomic)$")
 _DK_RE = re.compile(r"^s(\d+)$")
 _PERSISTENT_RE = re.compile(r"^BM(\d+)-BN(\d+)-BK(\d+)-S(\d+)-W(\d+)-G(\d+)(-WS)?(-F)?(?:-E(\d+))?$")
@@ -234,6 +291,10 @@ class Choice:
         want = CONFIG_TYPES.get(self.family)
         if want is None:
             raise ValueError(f"unknown kernel family {self.family!r}; known: {', '.join(CONFIG_TYPES)}")
+        if want is StaticConfig and type(self.config) is TileConfig:
+            # triton_static's spaces are triton_mm's tiles: one spelling of the carried form, so
+            # that a choice built either way is the same choice (equal, hashed alike).
+            object.__setattr__(self, "config", StaticConfig(**asdict(self.config)))
         if not isinstance(self.config, want):
             raise TypeError(f"family {self.family} takes a {want.__name__}, "
                             f"not a {type(self.config).__name__}")
@@ -282,11 +343,18 @@ class Choice:
             if rest:
                 raise ValueError(f"choice {text!r}: aten takes no parameters (write just 'aten')")
             return cls("aten", AtenConfig())
-        if family in ("triton_mm", "triton_static"):
+        if family == "triton_mm":
             m = _TILE_RE.match(rest)
             if m:
                 return cls(family, TileConfig(*map(int, m.groups())))
             form = f"{family}:BM<int>-BN<int>-BK<int>-S<int>-W<int>-G<int>"
+        elif family == "triton_static":
+            m = _STATIC_RE.match(rest)
+            if m:
+                *nums, suffix = m.groups()
+                loop = {None: "carried", "-IX": "indexed", "-IXW": "indexed_wrap"}[suffix]
+                return cls(family, StaticConfig(*map(int, nums), form=loop))
+            form = f"{family}:BM<int>-BN<int>-BK<int>-S<int>-W<int>-G<int>[-IX|-IXW]"
         elif family == "splitk":
             m = _SPLITK_RE.match(rest)
             if m:

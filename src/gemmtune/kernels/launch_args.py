@@ -131,13 +131,22 @@ def edge_masks(M: int, N: int, block_m: int, block_n: int, edge: str = "auto", *
     1 x 50257 x 768 (odd N), masking both dims beat wrapping on all 4 configs (0.17-0.55x
     the time; 16-row tiles 2x, where at N = 4096 masking gained them 4%). Masking N = 24 on
     a row-major B (aligned rows) lost 3.9x on one config. ``wrap`` and ``mask`` force one
-    behaviour on both dims (for experiments: the results are the same)."""
-    if edge == "auto":
+    behaviour on both dims (for experiments: the results are the same). ``auto_wrap_odd`` is
+    ``auto`` with that odd N wrapped instead (the kernel then states BLOCK_N contiguity on the
+    wrapped columns): triton_static's ``indexed_wrap`` form (configs.STATIC_FORMS).
+
+    >>> edge_masks(300, 20001, 128, 128, n_contiguous=True), edge_masks(300, 20001, 128, 128, "auto_wrap_odd", n_contiguous=True)
+    ((False, True), (False, False))
+    """
+    if edge in ("auto", "auto_wrap_odd"):
+        # auto_wrap_odd wraps only an N of at least one block, as Inductor's template states its
+        # contiguity only there: in a narrower N the wrap falls inside every block.
+        mask_odd = MASK_ODD_N if edge == "auto" else N < block_n
         return (M < block_m and not m_contiguous,
-                (N < block_n and not n_contiguous) or (MASK_ODD_N and n_contiguous and N % 2 == 1))
+                (N < block_n and not n_contiguous) or (mask_odd and n_contiguous and N % 2 == 1))
     if edge in ("wrap", "mask"):
         return (edge == "mask",) * 2
-    raise ValueError(f"edge must be 'auto', 'wrap' or 'mask', not {edge!r}")
+    raise ValueError(f"edge must be 'auto', 'auto_wrap_odd', 'wrap' or 'mask', not {edge!r}")
 
 
 # The pointer arguments every kernel with a fused epilogue takes first, in this order, so

@@ -13,6 +13,10 @@ benchmarks/results/2026-11-24-h200-parity-static; our time / Inductor's, same co
     96x50257x768 bf16    1.21x             3.81x   (slower: the tuner measures, never assumes)
     aligned 512x4096x4096, 1024^3: within +-3% of triton_mm
 
+Its config (configs.StaticConfig) also names the K loop's form: carried, indexed, or indexed
+with an odd N wrapped (configs.STATIC_FORMS says what each measured); the tuner times the other
+forms beside its first tile pick (tuning.plan.static_forms).
+
 No ``pad+`` variants (a padded problem is aligned: its space is empty there), no bmm, no
 split-K. On a dispatcher's unseen shape it would compile again, so a hint of this family
 serves only the exact problem it was tuned on (``PER_SHAPE``).
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from ..configs import TileConfig
+from ..configs import StaticConfig, TileConfig
 from ..epilogue import EpilogueArgs
 from ..problem import Problem
 from . import triton_mm
@@ -30,25 +34,33 @@ from .tiled import launch_tiled, prepare_direct, tile_kwargs
 # The family's pure part (configs, space, constraint, launch plan, model row): kept in triton_static_spec so that
 # planning imports no Triton (kernels.spec); the family's names as before.
 from .triton_static_spec import (  # noqa: F401
-    ALIGNED_REASON, BMM_REASON, CONFIG, NAME, PER_SHAPE, applies, constraint, features_row, plan,
+    ALIGNED_REASON, BMM_REASON, CONFIG, NAME, PER_SHAPE, applies, constraint, features_row, forms, plan,
     space, validate)
 
 
-def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: TileConfig, *,
+def form_kwargs(cfg: StaticConfig) -> dict:
+    """The launch keywords of ``cfg``'s form (configs.STATIC_FORMS): the K loop (``indexed_k``)
+    and what becomes of an odd N along a row-major B (``edge``). A plain TileConfig is the
+    carried form (as Choice reads it)."""
+    form = getattr(cfg, "form", "carried")
+    return {"indexed_k": form != "carried", "edge": "auto_wrap_odd" if form == "indexed_wrap" else "auto"}
+
+
+def run(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: StaticConfig | TileConfig, *,
         allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None):
     if a.dim() != 2:
         raise ValueError(BMM_REASON)
     return launch_tiled(a, b, out, k_per_split=a.shape[1], epilogue=epilogue, static=True,
-                        **tile_kwargs(cfg, allow_tf32))
+                        **tile_kwargs(cfg, allow_tf32), **form_kwargs(cfg))
 
 
-def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: TileConfig, *,
+def prepare(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: StaticConfig | TileConfig, *,
             allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None):
     """As triton_mm.prepare; the launch also checks the shapes (they are compiled in)."""
     if a.dim() != 2:
         return None
     d = prepare_direct(a, b, out, k_per_split=a.shape[1], epilogue=epilogue, static=True,
-                       **tile_kwargs(cfg, allow_tf32))
+                       **tile_kwargs(cfg, allow_tf32), **form_kwargs(cfg))
     return None if d is None else (d.matches, d)
 
 

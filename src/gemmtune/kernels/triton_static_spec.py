@@ -4,7 +4,7 @@ no Triton. The family is kernels.triton_static, which re-exports these (see kern
 
 from __future__ import annotations
 
-from ..configs import TileConfig, check_block_sizes
+from ..configs import StaticConfig, TileConfig, check_block_sizes, tile_of
 from ..device import DeviceInfo
 from ..problem import Problem
 from . import triton_mm_spec as triton_mm
@@ -14,7 +14,7 @@ from .base import tile_row
 NAME = "triton_static"
 
 
-CONFIG = TileConfig
+CONFIG = StaticConfig
 
 
 PER_SHAPE = True  # sizes are compiled in: a choice serves one (M, N, K) only
@@ -39,27 +39,51 @@ def applies(problem: Problem) -> str | None:
 
 
 def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
-    """triton_mm's configs for ``problem`` where an operand is unaligned, else none (every
+    """triton_mm's configs for ``problem``, in the carried form (the other forms are timed
+    beside a pick: tuning.plan.static_forms), where an operand is unaligned; else none (every
     config rejected with the reason)."""
     kept, rejected = triton_mm.space(problem, device, kind)
+    kept = [_carried(c) for c in kept]
+    rejected = [(_carried(c), why) for c, why in rejected]
     why = applies(problem)
     if why is not None:
         return [], rejected + [(c, why) for c in kept]
     return kept, rejected
 
 
-def validate(problem: Problem, cfg: TileConfig) -> None:
-    check_block_sizes(cfg)
+def _carried(cfg: TileConfig, form: str = "carried") -> StaticConfig:
+    return StaticConfig(cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages, cfg.num_warps, cfg.group_m, form)
+
+
+def forms(problem: Problem, cfg) -> list[StaticConfig]:
+    """The forms of ``cfg``'s tile (configs.STATIC_FORMS) that compile to different loops on
+    ``problem``: indexed always (the K loop); indexed_wrap only where the carried form masks an
+    odd N of at least one block along a row-major B (launch_args.edge_masks), elsewhere the
+    same kernel as indexed.
+
+    >>> p = Problem.from_sizes(333, 4097, 1025, "bf16")
+    >>> [c.form for c in forms(p, TileConfig(64, 128, 64, 4, 4))]
+    ['carried', 'indexed', 'indexed_wrap']
+    >>> [c.form for c in forms(Problem.from_sizes(333, 4096, 1025, "bf16"), TileConfig(64, 128, 64, 4, 4))]
+    ['carried', 'indexed']
+    """
+    t = tile_of(cfg)
+    wrap = problem.layout_b == "row" and problem.n % 2 == 1 and problem.n >= t.block_n
+    return [_carried(t, f) for f in ("carried", "indexed") + (("indexed_wrap",) if wrap else ())]
+
+
+def validate(problem: Problem, cfg: StaticConfig) -> None:
+    check_block_sizes(tile_of(cfg))
     if problem.op in ("bmm", "scaled_mm"):
         raise ValueError(applies(problem))
 
 
-def plan(m: int, n: int, k: int, cfg: TileConfig, sms: int | None = None) -> dict:
-    return triton_mm.plan(m, n, k, cfg, sms)
+def plan(m: int, n: int, k: int, cfg: StaticConfig, sms: int | None = None) -> dict:
+    return triton_mm.plan(m, n, k, tile_of(cfg), sms)
 
 
-def constraint(cfg: TileConfig, problem: Problem, device: DeviceInfo) -> str | None:
-    return applies(problem) or triton_mm.constraint(cfg, problem, device)
+def constraint(cfg: StaticConfig, problem: Problem, device: DeviceInfo) -> str | None:
+    return applies(problem) or triton_mm.constraint(tile_of(cfg), problem, device)
 
 
 def features_row(facts: tuple, choice) -> tuple:

@@ -170,8 +170,17 @@ def load_dataset(path: str | os.PathLike, *, device_name: str | None = None) -> 
     ctx = {c: rows[-1][c] for c in ("device_name", "capability", "torch_version", "triton_version",
                                     "gemmtune_version")}
     per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    forms = 0
     for r in rows:
+        if _other_static_form(r["choice_id"]):
+            forms += 1
+            continue
         per[r["problem_key"]][r["choice_id"]].append(r["device_ms"])
+    if forms:
+        # The rankers score a tile; its triton_static forms have the carried form's features and are
+        # timed beside a pick, never ranked (tuning.plan.static_forms): as rows they would give one
+        # feature vector several labels.
+        notes.append(f"skipped {forms} rows of triton_static's indexed forms (timed beside a pick, not ranked)")
     groups = []
     for key_, ch in sorted(per.items()):
         try:
@@ -184,6 +193,15 @@ def load_dataset(path: str | os.PathLike, *, device_name: str | None = None) -> 
         t = np.array([math.exp(sum(map(math.log, ch[c])) / len(ch[c])) for c in ids])
         groups.append(ShapeData(p, choices, t))
     return Dataset(groups, ctx, path.name, notes)
+
+
+def _other_static_form(choice_id: str) -> bool:
+    """Whether ``choice_id`` is a triton_static form other than carried (configs.STATIC_FORMS).
+
+    >>> _other_static_form("triton_static:BM64-BN128-BK64-S4-W4-G8-IXW"), _other_static_form("triton_static:BM64-BN128-BK64-S4-W4-G8")
+    (True, False)
+    """
+    return choice_id.startswith("triton_static:") and choice_id.endswith(("-IX", "-IXW"))
 
 
 def public_shapes() -> set[tuple[int, int, int]]:

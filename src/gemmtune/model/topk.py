@@ -562,13 +562,19 @@ def twin_indices(choices, picked: list[int]) -> list[int]:
     >>> twin_indices(cs, [0]), twin_indices(cs[:1], [0])
     ([0, 1], [0])
     """
-    where = {(c.family, c.config): i for i, c in enumerate(choices) if not c.pad}
+    from ..configs import tile_of
+
+    tiled = ("triton_mm", "triton_static")
+    # Keyed by the tile: a triton_static config also names its K loop's form (StaticConfig); the
+    # twin of a triton_mm tile is its carried form, the one the spaces list.
+    where = {(c.family, tile_of(c.config)): i for i, c in enumerate(choices)
+             if not c.pad and c.family in tiled and getattr(c.config, "form", "carried") == "carried"}
     out = list(picked)
     for i in picked:
         c = choices[i]
-        if c.pad or c.family not in ("triton_mm", "triton_static"):
+        if c.pad or c.family not in tiled:
             continue
-        twin = where.get(("triton_static" if c.family == "triton_mm" else "triton_mm", c.config))
+        twin = where.get(("triton_static" if c.family == "triton_mm" else "triton_mm", tile_of(c.config)))
         if twin is not None and twin not in out:
             out.append(twin)
     return out

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ..api import space as family_space
-from ..configs import AtenConfig, Choice
+from ..configs import AtenConfig, Choice, tile_of
 from ..device import DeviceInfo
 from ..problem import Problem
 from ..shapes import Shape
@@ -120,7 +120,8 @@ def _split_twins(rest: list[Choice], model=None) -> tuple[list[Choice], dict]:
     knows = getattr(model, "knows", None)
     ranks_static = callable(knows) and knows("triton_static")
     unpadded = [c for c in rest if c.family in ("triton_mm", "triton_static") and not c.pad]
-    by_config = {(c.family, c.config): c for c in unpadded}
+    # Keyed by the tile (configs.tile_of): a triton_static config also names its form.
+    by_config = {(c.family, tile_of(c.config)): c for c in unpadded}
     twins = {}
     for (fam, cfg) in by_config:
         other = "triton_static" if fam == "triton_mm" else "triton_mm"
@@ -131,14 +132,58 @@ def _split_twins(rest: list[Choice], model=None) -> tuple[list[Choice], dict]:
     return [c for c in rest if not (c.family == "triton_static" and not c.pad)], twins
 
 
-def _with_twins(picked: list[Choice], twins: dict) -> list[Choice]:
+def _with_twins(picked: list[Choice], twins: dict, problem: Problem | None = None) -> list[Choice]:
+    """``picked``, each copy-free triton_mm / triton_static pick's twin, and (given ``problem``)
+    the other forms of the first such pick's triton_static config (``static_forms``)."""
     ids = {c.id for c in picked}
     out = list(picked)
     for c in picked:
-        twin = None if c.pad else twins.get((c.family, c.config))
+        twin = None if c.pad else twins.get((c.family, tile_of(c.config)))
         if twin is not None and twin.id not in ids:
             ids.add(twin.id)
             out.append(twin)
+    for c in static_forms(picked, twins, problem) if problem is not None else ():
+        if c.id not in ids:
+            ids.add(c.id)
+            out.append(c)
+    return out
+
+
+# How many of the picks' tiles also have their other triton_static forms timed (configs.
+# STATIC_FORMS: up to 2 more compiles each, on unaligned problems only). The first tile pick only:
+# each form compiles once per shape, and tuning time is what --fast is for.
+FORM_PICKS = 1
+
+
+def static_forms(picked: list[Choice], twins: dict, problem: Problem) -> list[Choice]:
+    """The triton_static forms other than carried (kernels.triton_static_spec.forms) of the first
+    FORM_PICKS copy-free triton_mm / triton_static picks whose static config is a candidate
+    (a triton_static pick, or a triton_mm pick with a static twin). No single form is fastest
+    everywhere (configs.STATIC_FORMS): at a config fixed against Inductor's template, on the H200,
+    the best of the three ran 1.00-1.06x Inductor's time on 6 odd shapes where the carried form
+    alone ran 1.00-3.87x (benchmarks/results/2026-11-30-h200-s45, call 6).
+
+    >>> from gemmtune.configs import TileConfig
+    >>> p = Problem.from_sizes(333, 4097, 1025, "bf16", aligned_b=False)
+    >>> mm, st = Choice("triton_mm", TileConfig(64, 128, 64, 4, 4)), Choice("triton_static", TileConfig(64, 128, 64, 4, 4))
+    >>> [c.id for c in static_forms([mm], {("triton_mm", mm.config): st}, p)]
+    ['triton_static:BM64-BN128-BK64-S4-W4-G8-IX', 'triton_static:BM64-BN128-BK64-S4-W4-G8-IXW']
+    >>> static_forms([mm], {}, p)
+    []
+    """
+    from ..kernels.triton_static_spec import forms
+
+    out: list[Choice] = []
+    seen = 0
+    for c in picked:
+        if seen >= FORM_PICKS:
+            break
+        if c.pad or c.family not in ("triton_mm", "triton_static"):
+            continue
+        if c.family == "triton_mm" and (c.family, tile_of(c.config)) not in twins:
+            continue
+        seen += 1
+        out += [Choice("triton_static", f) for f in forms(problem, c.config) if f.form != "carried"]
     return out
 
 
@@ -188,7 +233,7 @@ def select_by_model(problem: Problem, cands: list[Choice], k: int, model) -> lis
     if len(est) != len(rest):
         raise ValueError(f"{type(model).__name__}.predict returned {len(est)} estimates for {len(rest)} choices")
     order = sorted(range(len(rest)), key=lambda i: (est[i] if math.isfinite(est[i]) else math.inf, i))
-    return base + _with_twins(_both_paths([rest[i] for i in order], k), twins)
+    return base + _with_twins(_both_paths([rest[i] for i in order], k), twins, problem)
 
 
 def select_adaptive(problem: Problem, cands: list[Choice], model) -> tuple[list[Choice], int, str]:
@@ -205,7 +250,7 @@ def select_adaptive(problem: Problem, cands: list[Choice], model) -> tuple[list[
     if len(keys) != len(rest):
         raise ValueError(f"{type(model).__name__} returned {len(keys)} ranking keys for {len(rest)} choices")
     order = sorted(range(len(rest)), key=lambda i: (keys[i] if math.isfinite(keys[i]) else math.inf, i))
-    return base + _with_twins(_both_paths([rest[i] for i in order], k), twins), min(k, len(rest)), why
+    return base + _with_twins(_both_paths([rest[i] for i in order], k), twins, problem), min(k, len(rest)), why
 
 
 def select_fast(problem: Problem, cands: list[Choice], model, device: DeviceInfo | None = None,
@@ -252,7 +297,7 @@ def select_fast(problem: Problem, cands: list[Choice], model, device: DeviceInfo
     core_ += f", {len(tma)} flattened padded persistent TMA config(s) (topk.with_padded_persistent)" if tma else ""
     core_ += ", cuBLAS on padded copies" if padded else ""
     unsure = " (a model without trust: unsure)" if trust is None else f" (trust {trust:.2f})" if trust < 1 else ""
-    return (base + _with_twins(picked, twins), len(picked),
+    return (base + _with_twins(picked, twins, problem), len(picked),
             f"fast: the first of {', '.join(fams)}{core_}{next_}{unsure}")
 
 
@@ -337,23 +382,29 @@ class CandidatePlan:
         if self.bspace == "FAST" and self.ranker is not None:
             from ..model.topk import fast_extra, model_trust
             extra = fast_extra(model_trust(self.ranker, problem))
-        return compiles_at_most(self.table, problem, self.bspace, extra, self.device.sm_count)
+        return compiles_at_most(self.table, problem, self.bspace, extra, self.device.sm_count,
+                                "triton_static" in self.families)
 
 
 def compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | int,
-                     fast_extra: int | None = None, sms: int | None = None) -> int | None:
+                     fast_extra: int | None = None, sms: int | None = None, forms: bool = True) -> int | None:
     """How many candidates of ``problem`` tune may compile, before its candidates are listed:
     a table entry's Triton choices, else k when only the model's k best are benchmarked (2(k + 1)
     on an unaligned problem: the other path's first choice and twins), else None (its whole
     search space). ``sms``: the GPU's SMs, for --fast's DecomposeK one-wave pick (not counted
-    without)."""
+    without). ``forms``: whether triton_static is tuned, whose other forms of the first tile pick
+    are timed too (static_forms)."""
     listed = required_choices(lut, problem)
     if listed:
         return sum(c.needs_compile for c in listed)
     # On an unaligned problem the picks may gain the other path's first choice (_both_paths), and
     # each triton_mm / triton_static pick its twin (_split_twins).
+    # And the first tile pick its other triton_static forms (static_forms).
     def most(k: int) -> int:
-        return k if problem.aligned_a and problem.aligned_b else 2 * (k + 1)
+        from ..configs import STATIC_FORMS
+        if problem.aligned_a and problem.aligned_b:
+            return k
+        return 2 * (k + 1) + (FORM_PICKS * (len(STATIC_FORMS) - 1) if forms else 0)
     if bspace == "AUTO":
         from ..model.topk import K_MAX
         return most(K_MAX)
