@@ -139,3 +139,38 @@ def test_training_data_leaves_the_other_forms_out(tmp_path):
     data = load_dataset(tmp_path / "s.sqlite")
     assert [c.id for c in data.groups[0].choices] == sorted(ids[:3])
     assert any("2 rows of triton_static's indexed forms" in n for n in data.notes)
+
+
+GPU_ROWS = [  # (M, N, K, dtype, tile): odd shapes and the tiles session 45 timed them with
+    (333, 4097, 1025, torch.bfloat16, "BM64-BN128-BK64-S4-W4-G8"),
+    (300, 20001, 512, torch.float16, "BM128-BN128-BK64-S3-W4-G8"),
+    (96, 50257, 768, torch.bfloat16, "BM64-BN128-BK64-S4-W4-G8"),
+    (1, 50257, 768, torch.bfloat16, "BM16-BN128-BK64-S4-W4-G8"),
+    (1021, 2053, 509, torch.bfloat16, "BM128-BN64-BK32-S4-W8-G8"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("row", GPU_ROWS, ids=lambda r: f"{r[0]}x{r[1]}x{r[2]}")
+def test_forms_on_gpu_through_matmul_and_a_dispatchers_prepared_launch(row):
+    """Each form in bf16/fp16 at real odd sizes, row-major B (the wrap applies) and an offset
+    A, on fresh operands each call; then behind a dispatcher, whose second call at a shape takes
+    the prepared launch (kernels.tiled.prepare_direct) with the form's constexprs frozen in."""
+    from gemmtune.dispatch import compile_mm
+    from gemmtune.verify import check
+
+    from conftest import make_operand
+
+    m, n, k, dtype, tile = row
+    for suffix in ("", "-IX", "-IXW"):
+        choice = Choice.parse(f"triton_static:{tile}{suffix}")
+        d = compile_mm(n=n, k=k, dtype=dtype, hints={"m": [m]}, tune_fn=lambda ps, **kw: {p.key: choice for p in ps})
+        for layout in ("row", "offset"):
+            for _ in range(3):
+                a, b = make_operand(m, k, layout, dtype, "cuda"), make_operand(k, n, "row", dtype, "cuda")
+                res = check(gemmtune.matmul(a, b, choice=choice), a, b, Problem.from_tensors(a, b))
+                assert res.ok, (choice.id, layout, res.reason)
+                res = check(d(a, b), a, b, Problem.from_tensors(a, b))
+                assert res.ok, (choice.id, layout, "dispatcher", res.reason)
+        assert d.decision(m=m).choice == choice
