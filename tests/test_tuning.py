@@ -749,3 +749,42 @@ def test_tuner_trace_notes_each_planned_shape_on_the_wall_clock(tmp_path, monkey
     monkeypatch.setenv("GEMMTUNE_WORKER_TRACE", str(blocker / "t"))
     with pytest.warns(RuntimeWarning, match="cannot be written"):
         tuner_trace()("run")
+
+
+class FormsPool(FakePool):
+    """Times a carried triton_static tile at 1.0 ms, its indexed form at 0.8, everything else at 2.0."""
+
+    def map(self, tasks, **kw):
+        for t in tasks:
+            self.tasks.append(t)
+            cid = t["choice"]
+            ms = 0.8 if cid.endswith("-IX") else 1.0 if cid.startswith("triton_static:") else 2.0
+            yield t, {"status": "ok", "device_ms": ms}
+
+
+def test_a_whole_space_sweep_times_the_fastest_tiles_other_forms(store, tmp_path):
+    """A whole space (no ranker) lists triton_static's carried forms only: after the sweep the
+    tuner times the fastest tile's other forms (plan.refine_forms), and one of them can win. A
+    table entry's fixed choices and an aligned problem get none."""
+    odd = Problem.from_sizes(96, 50257, 768, "bf16")  # unaligned B rows, odd N along them
+    plan = CandidatePlan(("triton_mm", "triton_static"), "default", H100)
+    pool = FormsPool()
+    r = Tuner(progress=False, runoff=0).sweep(as_shapes([odd]), plan, Executor(pool), Recorder(store, CTX)).shapes[0]
+    timed = [t["choice"] for t in pool.tasks]
+    listed = [c.id for c in plan(odd).choices]
+    # every carried static tile ties at 1.0 ms: the fastest is the first by id
+    fastest = min(c for c in listed if c.startswith("triton_static:"))
+    assert [c for c in timed if c not in listed] == [f"{fastest}-IX", f"{fastest}-IXW"]
+    assert r.best == f"{fastest}-IX" and r.best_ms == 0.8 and r.tried == len(listed) + 2
+    # aligned: no triton_static candidate, nothing more
+    pool2 = FormsPool()
+    aligned = Problem.from_sizes(96, 4096, 768, "bf16")
+    Tuner(progress=False, runoff=0).sweep(as_shapes([aligned]), plan, Executor(pool2), Recorder(store, CTX))
+    assert pool2.tasks and not any("-IX" in t["choice"] for t in pool2.tasks)
+    # a table entry fixes the choices: nothing added
+    lut = LookupTable({}, {odd.key: [TableChoice(Choice.parse(fastest), 1.0)]})
+    pool3 = FormsPool()
+    fixed = CandidatePlan(("triton_mm", "triton_static"), "default", H100, lut)
+    with ResultStore(tmp_path / "fresh.sqlite") as fresh:
+        Tuner(progress=False, runoff=0).sweep(as_shapes([odd]), fixed, Executor(pool3), Recorder(fresh, CTX))
+    assert [t["choice"] for t in pool3.tasks] == [fastest]

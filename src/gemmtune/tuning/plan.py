@@ -149,6 +149,49 @@ def _with_twins(picked: list[Choice], twins: dict, problem: Problem | None = Non
     return out
 
 
+# After a sweep of a whole space (Planned.refine), the fastest tile's other triton_static forms are
+# timed when that tile ran within this fraction of the best time. gpt2_lmhead_m96 on the H200
+# (benchmarks/results/2026-11-30-h200-s46, call 2): the default space's best, a carried static
+# tile, ran 58.2 us; its indexed form, which only --fast timed, 49.6 us. The forms gained up to
+# 3.7x over the carried form at one tile (session 45, call 6), so a tile half again slower than
+# the best may still win with another form; beyond that, two compiles a shape are not spent.
+FORM_REFINE_MARGIN = 0.5
+
+
+def refine_forms(problem: Problem, cands: list[Choice], times: dict[str, float],
+                 margin: float = FORM_REFINE_MARGIN) -> list[Choice]:
+    """The triton_static forms, not among ``cands``, of the fastest copy-free triton_mm /
+    triton_static choice that ``times`` (ms by choice id, the sweep's verified times) holds, when
+    that choice ran within ``margin`` of the best time and triton_static serves the problem (a
+    copy-free triton_static choice is among ``cands``); else none.
+
+    >>> from gemmtune.configs import AtenConfig, TileConfig
+    >>> p = Problem.from_sizes(96, 50257, 768, "bf16", aligned_b=False)
+    >>> t = TileConfig(128, 128, 64, 3, 4)
+    >>> cs = [Choice("aten", AtenConfig()), Choice("triton_mm", t), Choice("triton_static", t)]
+    >>> ms = {"aten": 98.4, cs[1].id: 82.0, cs[2].id: 58.2}
+    >>> [c.id for c in refine_forms(p, cs, ms)]
+    ['triton_static:BM128-BN128-BK64-S3-W4-G8-IX', 'triton_static:BM128-BN128-BK64-S3-W4-G8-IXW']
+    >>> refine_forms(p, cs, dict(ms, aten=30.0)), refine_forms(p, cs[:2], ms)  # too slow; no static
+    ([], [])
+    """
+    from ..kernels.triton_static_spec import forms
+
+    if not any(c.family == "triton_static" and not c.pad for c in cands):
+        return []
+    ok = {cid: ms for cid, ms in times.items() if ms is not None and math.isfinite(ms) and ms > 0}
+    tiles = [(ok[c.id], c.id, c) for c in cands
+             if c.family in ("triton_mm", "triton_static") and not c.pad and c.id in ok]
+    if not tiles:
+        return []
+    ms, _, fastest = min(tiles)
+    if ms > min(ok.values()) * (1.0 + margin):
+        return []
+    ids = {c.id for c in cands}
+    out = [Choice("triton_static", f) for f in forms(problem, fastest.config)]
+    return [c for c in out if c.id not in ids]
+
+
 # How many of the picks' tiles also have their other triton_static forms timed (configs.
 # STATIC_FORMS: up to 2 more compiles each, on unaligned problems only). The first tile pick only:
 # each form compiles once per shape, and tuning time is what --fast is for.
@@ -317,10 +360,13 @@ def load_ranker(model, dev: DeviceInfo, triton_version: str | None, numpy_predic
 @dataclass(frozen=True)
 class Planned:
     """What is benchmarked for one problem, and how many of the model's best (``k``, ``why``;
-    None when no model filtered: every candidate, or a table entry's choices)."""
+    None when no model filtered: every candidate, or a table entry's choices). ``refine``: the
+    choices are a whole space, whose triton_static configs come in the carried form only; after
+    the sweep the tuner times the other forms of its fastest tile (``refine_forms``)."""
     choices: list[Choice]
     k: int | None = None
     why: str | None = None
+    refine: bool = False
 
 
 def is_deterministic(choice: Choice) -> bool:
@@ -365,7 +411,7 @@ class CandidatePlan:
             return Planned(listed)
         cands = [c for c in candidates(problem, self.families, self.space, self.device) if keep(c)]
         if self.bspace == "SAME" or self.ranker is None:
-            return Planned(cands)
+            return Planned(cands, refine=True)
         if self.bspace == "AUTO":
             cands, k, why = select_adaptive(problem, cands, self.ranker)
             return Planned(cands, k, why)

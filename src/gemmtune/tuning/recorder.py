@@ -268,5 +268,11 @@ class Recorder:
     def release(self, problem: Problem) -> None:
         self.db.release(self.ctx, problem.key, self.owner)
 
+    def times(self, problem: Problem, cands: list[Choice]) -> dict[str, float]:
+        """The verified device times (ms) the store holds for ``cands`` of ``problem``, by choice id."""
+        ids = {c.id for c in cands}
+        return {cid: r.device_ms for cid, r in self.db.done(self.ctx, problem.key).items()
+                if cid in ids and r.status == Status.OK and r.device_ms is not None}
+
     def summarize(self, s: Shape, cands: list[Choice]) -> ShapeResult:
         return summarize(s, cands, self.db, self.ctx, self.min_gain, self.pdl_credit)

@@ -30,7 +30,7 @@ from ..store import ResultStore, RunContext
 from ..table import LookupTable, as_table, check_provenance
 from .executor import COMPILE_NICE, Executor, compile_pool_size, usable_cpus
 from .options import TuneOptions
-from .plan import CandidatePlan, Planned, as_shapes, compiles_at_most, load_ranker
+from .plan import CandidatePlan, Planned, as_shapes, compiles_at_most, load_ranker, refine_forms
 from .progress import Progress
 from .recorder import Recorder, ranked_ms, table_to_merge, write_table
 from .results import ShapeResult, TableCoverage, TuneResult
@@ -435,6 +435,20 @@ class Tuner:
                     note("measure", shape=i, candidates=len(todo))
                     measure(todo, task)
                     reused += rec.await_others(s.problem, others, lambda pcs: measure(pcs, task))
+                    extra = refine_forms(s.problem, cands, rec.times(s.problem, cands)) if planned.refine else []
+                    if extra:
+                        # A whole space lists triton_static's carried forms only: the fastest tile's
+                        # other forms are compiled and timed now (plan.refine_forms).
+                        note("refine_forms", shape=i, candidates=len(extra))
+                        cands = cands + extra
+                        more_done, more = rec.pending(s.problem, extra)
+                        reused += sum(c.id in more_done for c in extra)
+                        more, more_others = rec.claim(s.problem, more)
+                        job = executor.compile_ahead(more)
+                        if job is not None:
+                            more = rec.record_compile_failures(more, job.result())
+                        measure(more, task)
+                        reused += rec.await_others(s.problem, more_others, lambda pcs: measure(pcs, task))
                 finally:
                     # Also when the sweep stops here (Ctrl-C in a notebook, an error): this process's claims
                     # stayed in the store, and a rerun in the same process took them for another live
