@@ -10,7 +10,7 @@ import sys
 import torch
 
 from gemmtune import kernels
-from gemmtune.configs import DecomposeKConfig, PersistentConfig, SkinnyConfig, SplitKConfig, TileConfig
+from gemmtune.configs import DecomposeKConfig, PersistentConfig, SkinnyConfig, SplitKConfig, StaticConfig, TileConfig
 from gemmtune.kernels.splitk import SplitKWorkspace
 from gemmtune.verify import compare
 
@@ -63,6 +63,12 @@ CASES = [
     ("triton_mm", TileConfig(16, 128, 64, 4, 4), (1, 50257, 768), "row"),
     ("triton_static", TileConfig(64, 128, 64, 4, 4), (333, 4097, 1025), "row"),
     ("triton_static", TileConfig(128, 64, 32, 4, 8), (1021, 2053, 509), "offset", 2058),
+    # triton_static's other forms (configs.STATIC_FORMS): the indexed K loop (its trip count compiled
+    # in, a ragged last block masked), and an odd N wrapped with BLOCK_N contiguity stated, no mask
+    ("triton_static", StaticConfig(64, 128, 64, 4, 4, 8, "indexed_wrap"), (333, 4097, 1025), "row"),
+    ("triton_static", StaticConfig(128, 128, 64, 3, 4, 8, "indexed_wrap"), (300, 20001, 509), "offset", 20008),
+    ("triton_static", StaticConfig(128, 128, 64, 3, 4, 8, "indexed"), (96, 50257, 768), "row"),
+    ("triton_static", StaticConfig(16, 128, 64, 4, 4, 8, "indexed"), (1, 50257, 767), "col"),
 ]
 
 
