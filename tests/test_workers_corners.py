@@ -380,3 +380,39 @@ def test_a_client_that_hangs_up_during_the_key_handshake_does_not_stop_the_serve
             assert pool.info()
     finally:
         s.close()
+
+
+def test_a_pool_whose_start_fails_part_way_stops_the_workers_it_started(tmp_path, monkeypatch):
+    """WorkerPool.start built its list of workers in one expression: when the 3rd of 4 could not be
+    started (a process limit, no memory), the 2 started were in no list that close() sees (nor was
+    close() called: ``with WorkerPool()`` does not exit what failed to enter). They ran on, on a GPU
+    each holding a CUDA context, for as long as anything held the failed pool (its exception's
+    traceback in a notebook, a caller's variable), and a retried start() began a second set."""
+    from gemmtune.bench import workers
+
+    started = []
+    real = workers.spawn_worker
+
+    def spawn(*args):
+        if len(started) == 2:
+            raise BlockingIOError(11, "Resource temporarily unavailable")  # fork refused: a process limit
+        started.append(real(*args))
+        return started[-1]
+
+    monkeypatch.setattr(workers, "spawn_worker", spawn)
+    pool = WorkerPool(4, timeout=30, runner="h7_echo_runner:handle", env=_echo_env(tmp_path), gpus=[])
+    try:
+        with pytest.raises(OSError) as e:
+            pool.start()
+        assert len(started) == 2
+        running = [p.pid for p in started if p.poll() is None]
+        assert not running, f"workers left running after the failed start: {running}"
+        # one error that says which worker failed, why, and what became of the others
+        assert "worker 3 of 4" in str(e.value) and "Resource temporarily unavailable" in str(e.value), e.value
+        assert pool.workers == []
+    finally:
+        for p in started:
+            if p.poll() is None:  # (before the fix)
+                os.killpg(p.pid, 9)
+                p.wait(10)
+        pool.close()
