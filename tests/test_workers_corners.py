@@ -1,9 +1,10 @@
-"""Worker-pool and server corners found by session 45's CPU hunt (hangs, lost or wrong results,
-a server stopped by one client). Each test failed before its fix."""
+"""Worker-pool and server corners found by session 45's CPU hunt and after it (hangs, lost or wrong
+results, a server stopped or held by one client, workers left running). Each test failed before its fix."""
 
 from __future__ import annotations
 
 import os
+import socket
 import tempfile
 import threading
 import time
@@ -283,3 +284,135 @@ def test_a_forwarded_tune_from_a_folder_the_server_cannot_enter_is_refused_and_t
         assert got and got[-1][0] == "exit" and got[-1][1] != 0, got
     finally:
         s.close()
+
+
+@pytest.fixture
+def short_request_wait(monkeypatch):
+    """The server's wait for a client's request (bench.server.REQUEST_WAIT_S) cut to half a second,
+    so that a test that waits it out is fast."""
+    from gemmtune.bench import server
+
+    monkeypatch.setattr(server, "REQUEST_WAIT_S", 0.5, raising=False)
+
+
+def _silent_client(sock: str, authenticated: bool):
+    """A client that connects and sends nothing: a bare socket that does not even begin the key
+    handshake, or a client past the handshake that never asks anything."""
+    if authenticated:
+        from multiprocessing.connection import Client
+
+        return Client(sock, family="AF_UNIX", authkey=Path(sock + ".key").read_bytes())
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sock)
+    return s
+
+
+def _info_in_thread(sock: str) -> tuple[threading.Thread, list]:
+    """A well-behaved client asking ``info`` in a thread (it may wait for good); the list gets its answer."""
+    got = []
+
+    def ask():
+        with RemotePool(sock, timeout=30) as pool:
+            got.append(pool.info())
+
+    t = threading.Thread(target=ask, daemon=True)
+    t.start()
+    return t, got
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("authenticated", [False, True], ids=["bare-socket", "after-handshake"])
+def test_a_client_that_sends_nothing_is_dropped_and_the_next_one_served(tmp_path, no_warmup, short_request_wait,
+                                                                        capsys, authenticated):
+    """The server answers one client at a time, and its accept loop read the key handshake
+    (Listener.accept) and then the first request (_serve_client) with no time limit: a client that
+    connected and sent nothing (a stopped process, a stray ``nc -U``) held every later client in the
+    listen queue, for good."""
+    s = _Server(tmp_path).start()
+    silent = None
+    try:
+        assert s.up.wait(120)
+        silent = _silent_client(s.sock, authenticated)
+        other, got = _info_in_thread(s.sock)
+        other.join(5)  # half a second for the silent one, then this client's handshake and answer
+        assert got, "a client that sends nothing held every other client"
+        assert s.error is None and s.thread.is_alive(), f"the server stopped: {s.error!r}"
+        assert "sent nothing" in capsys.readouterr().err
+    finally:
+        if silent is not None:
+            silent.close()  # (before the fix: what let the server go on)
+        s.close()
+
+
+@pytest.mark.slow
+def test_the_wait_for_a_request_bounds_neither_the_work_nor_the_pause_between_requests(tmp_path, no_warmup,
+                                                                                      short_request_wait):
+    """Only the wait for a client's first request is bounded: a task that runs longer than that
+    wait, and a client that pauses longer between requests (a tune planning its next shape), are
+    served as before."""
+    s = _Server(tmp_path).start()
+    try:
+        assert s.up.wait(120)
+        with RemotePool(s.sock, timeout=30) as pool:
+            assert pool.info()
+            time.sleep(0.8)
+            out = list(pool.map([{"tag": "long", "sleep": 0.8}]))
+        assert [r.get("tag") for _, r in out] == ["long"], out
+        assert s.error is None and s.thread.is_alive()
+    finally:
+        s.close()
+
+
+@pytest.mark.slow
+def test_a_client_that_hangs_up_during_the_key_handshake_does_not_stop_the_server(tmp_path, no_warmup):
+    """A client that reads the server's challenge and closes before answering it (a process killed
+    as it connected): Listener.accept raised EOFError, which the accept loop's ``except
+    (TimeoutError, OSError)`` does not catch, and the server stopped for every client."""
+    s = _Server(tmp_path).start()
+    try:
+        assert s.up.wait(120)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+            c.connect(s.sock)
+            assert c.recv(256)  # the challenge
+        time.sleep(1.0)
+        assert s.error is None and s.thread.is_alive(), f"the server stopped: {s.error!r}"
+        with RemotePool(s.sock, timeout=30) as pool:
+            assert pool.info()
+    finally:
+        s.close()
+
+
+def test_a_pool_whose_start_fails_part_way_stops_the_workers_it_started(tmp_path, monkeypatch):
+    """WorkerPool.start built its list of workers in one expression: when the 3rd of 4 could not be
+    started (a process limit, no memory), the 2 started were in no list that close() sees (nor was
+    close() called: ``with WorkerPool()`` does not exit what failed to enter). They ran on, on a GPU
+    each holding a CUDA context, for as long as anything held the failed pool (its exception's
+    traceback in a notebook, a caller's variable), and a retried start() began a second set."""
+    from gemmtune.bench import workers
+
+    started = []
+    real = workers.spawn_worker
+
+    def spawn(*args):
+        if len(started) == 2:
+            raise BlockingIOError(11, "Resource temporarily unavailable")  # fork refused: a process limit
+        started.append(real(*args))
+        return started[-1]
+
+    monkeypatch.setattr(workers, "spawn_worker", spawn)
+    pool = WorkerPool(4, timeout=30, runner="h7_echo_runner:handle", env=_echo_env(tmp_path), gpus=[])
+    try:
+        with pytest.raises(OSError) as e:
+            pool.start()
+        assert len(started) == 2
+        running = [p.pid for p in started if p.poll() is None]
+        assert not running, f"workers left running after the failed start: {running}"
+        # one error that says which worker failed, why, and what became of the others
+        assert "worker 3 of 4" in str(e.value) and "Resource temporarily unavailable" in str(e.value), e.value
+        assert pool.workers == []
+    finally:
+        for p in started:
+            if p.poll() is None:  # (before the fix)
+                os.killpg(p.pid, 9)
+                p.wait(10)
+        pool.close()

@@ -14,7 +14,8 @@ processes, and their in-memory compiled kernels stay warm too).
 The transport is ``multiprocessing.connection`` over a Unix socket; the server writes a random
 key beside the socket (``SOCKET.key``, mode 0600) that clients must present, so only the user
 who started it (or who can read the key) can send it work. One client at a time is served;
-others wait in the listen queue.
+others wait in the listen queue. A client that sends nothing within ``REQUEST_WAIT_S`` of connecting
+is dropped, so that it cannot hold the others.
 
 A whole ``gemmtune tune --server SOCKET`` command can run in the server too (request ``cli``):
 the ``gemmtune`` command forwards it there (``gemmtune_entry``) without importing torch or
@@ -36,11 +37,13 @@ import contextvars
 import io
 import os
 import secrets
+import socket
+import struct
 import sys
 import threading
 import traceback
 from multiprocessing import AuthenticationError
-from multiprocessing.connection import Client, Listener
+from multiprocessing.connection import Client, Listener, answer_challenge, deliver_challenge
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -57,6 +60,16 @@ class ServerError(ValueError):
 # The problem a warm server's workers pay their first-use costs on (measure.warm) and its own
 # process plans once (tuning.tuner.warm_plan) before the first client: small, aligned, bf16.
 WARM_SIZES = (256, 256, 256, "bf16")
+
+# How long a read of a connected client's key handshake or first request may wait before the server
+# drops that client. The server answers one client at a time, so a client that connected and sent
+# nothing (a stopped process, a stray ``nc -U``) held every later one in the listen queue for good.
+# A gemmtune client sends both within milliseconds of connecting; 5 s leaves room for one whose
+# process is descheduled for seconds on a loaded machine, and is the most a silent client costs
+# those queued behind it. Only this wait is bounded: once the first request is in, the pauses
+# between a client's requests (a tune planning its next shape) and the work a request runs (a long
+# map, a forwarded tune) take as long as they take.
+REQUEST_WAIT_S = 5.0
 
 
 def warm_workers(pool: WorkerPool) -> list[dict]:
@@ -109,7 +122,9 @@ def serve(address: str | os.PathLike, *, workers: int | None = None, timeout: fl
     try:
         with WorkerPool(workers, timeout=timeout, runner=runner, env=wenv, gpus=gpus) as pool:
             info = pool.info()  # the workers are up before any client is accepted
-            with Listener(address, family="AF_UNIX", authkey=key) as listener:
+            # No authkey here: Listener.accept would run the key handshake with no time limit, so
+            # the handshake runs in _first_request, under REQUEST_WAIT_S.
+            with Listener(address, family="AF_UNIX") as listener:
                 made.append(Path(address))
                 # Warmed up with the socket open: a client that connects meanwhile waits in the
                 # listen queue until the first accept, instead of finding no server there.
@@ -124,12 +139,9 @@ def serve(address: str | os.PathLike, *, workers: int | None = None, timeout: fl
                         conn = listener.accept()
                     except (TimeoutError, OSError):
                         continue
-                    except AuthenticationError as e:  # a client with another key: refused, the server stays up
-                        print(f"gemmtune worker: refused a client: {e}", file=sys.stderr, flush=True)
-                        continue
                     with conn:
                         try:
-                            served += _serve_client(conn, pool, info, address)
+                            served += _serve_connection(conn, key, pool, info, address)
                         except Exception as e:  # noqa: BLE001 - one bad client (a request of another
                             # version's shape, bytes that are no pickle) stopped the server for every
                             # client (session 45's CPU hunt): it is dropped, the server stays up.
@@ -249,14 +261,63 @@ def _run_cli(conn, argv: list, cwd: str, pool: WorkerPool, info: dict, address: 
         pass
 
 
-def _serve_client(conn, pool: WorkerPool, info: dict, address: str = "") -> int:
-    """Answer one client's requests until it closes; the number of tasks run."""
-    n = 0
+def _bound_reads(conn, seconds: float) -> None:
+    """Make each read on ``conn``'s socket give up after ``seconds`` (``recv`` then raises
+    BlockingIOError); 0 lets reads wait for good again. A socket option (SO_RCVTIMEO), because
+    ``multiprocessing.connection`` reads the raw descriptor and has no timeout of its own."""
+    whole = int(seconds)
+    timeval = struct.pack("@ll", whole, int((seconds - whole) * 1_000_000))
+    with socket.socket(fileno=os.dup(conn.fileno())) as s:  # the option is the socket's, shared by the copy
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+
+
+def _first_request(conn, key: bytes):
+    """Run the key handshake with a newly connected client and read its first request, no read
+    waiting longer than ``REQUEST_WAIT_S`` (TimeoutError after that); later reads wait for good.
+    AuthenticationError for a wrong key; EOFError or OSError for a client gone meanwhile."""
+    _bound_reads(conn, REQUEST_WAIT_S)
+    try:
+        deliver_challenge(conn, key)
+        answer_challenge(conn, key)
+        req = conn.recv()
+    except BlockingIOError:
+        raise TimeoutError(f"no request within {REQUEST_WAIT_S:g} s") from None
+    _bound_reads(conn, 0)
+    return req
+
+
+def _serve_connection(conn, key: bytes, pool: WorkerPool, info: dict, address: str) -> int:
+    """One newly connected client: its key checked and its requests answered; the number of tasks
+    run. A client with another key, one that sends nothing (``REQUEST_WAIT_S``) and one gone before
+    it asked anything are left, the first two with a line on stderr."""
+    try:
+        first = _first_request(conn, key)
+    except AuthenticationError as e:  # a client with another key: refused, the server stays up
+        print(f"gemmtune worker: refused a client: {e}", file=sys.stderr, flush=True)
+        return 0
+    except TimeoutError:
+        print(f"gemmtune worker: dropped a client that sent nothing within {REQUEST_WAIT_S:g} s",
+              file=sys.stderr, flush=True)
+        return 0
+    except (EOFError, OSError):  # gone mid-handshake (EOFError out of Listener.accept stopped the server)
+        return 0
+    return _serve_client(conn, first, pool, info, address)
+
+
+def _requests(conn, first) -> Iterator:
+    """``first`` (read by ``_first_request``), then each request the client sends until it closes."""
+    yield first
     while True:
         try:
-            req = conn.recv()
+            yield conn.recv()
         except (EOFError, OSError):
-            return n
+            return
+
+
+def _serve_client(conn, first, pool: WorkerPool, info: dict, address: str = "") -> int:
+    """Answer one client's requests, ``first`` then each until it closes; the number of tasks run."""
+    n = 0
+    for req in _requests(conn, first):
         op = req[0] if isinstance(req, tuple) and req else None
         if op == "info":
             conn.send(("info", info))
@@ -278,6 +339,7 @@ def _serve_client(conn, pool: WorkerPool, info: dict, address: str = "") -> int:
             _run_cli(conn, argv, cwd, pool, info, address)
         else:
             conn.send(("error", f"unknown request {req!r}"))
+    return n
 
 
 class RemotePool:

@@ -91,6 +91,19 @@ def current_first(gpus: list[str], current: int | None = None) -> list[str]:
     return list(gpus[current:]) + list(gpus[:current])
 
 
+def _start_failed(slot: int, n: int, e: Exception) -> str:
+    """The error of a pool whose worker ``slot`` (from 0) of ``n`` could not be started.
+
+    >>> _start_failed(2, 4, BlockingIOError(11, "Resource temporarily unavailable"))
+    'worker 3 of 4 could not be started ([Errno 11] Resource temporarily unavailable); stopped the 2 started before it'
+    >>> _start_failed(0, 1, MemoryError())
+    'worker 1 of 1 could not be started (MemoryError)'
+    """
+    why = str(e) or type(e).__name__
+    return f"worker {slot + 1} of {n} could not be started ({why})" + (
+        f"; stopped the {slot} started before it" if slot else "")
+
+
 class WorkerPool:
     """A pool of worker subprocesses; see the module docstring.
 
@@ -151,8 +164,26 @@ class WorkerPool:
 
     def start(self) -> "WorkerPool":
         if not self.workers:
-            self.workers = [self._adopt(i) or self._spawn(i) for i in range(self.n)]
+            self.workers = self._start_all()
         return self
+
+    def _start_all(self) -> list[_Worker]:
+        """A worker for each slot, adopted or started. Where one cannot be started (a process
+        limit, no memory), those started before it are stopped and one OSError says which failed
+        and why: built in one expression, they were in no list that close() sees (nor is close()
+        called when ``with WorkerPool()`` fails to enter), and ran on, each holding a CUDA context
+        on a GPU, while anything held the failed pool; a retried start() began a second set."""
+        started: list[_Worker] = []
+        try:
+            for slot in range(self.n):
+                started.append(self._adopt(slot) or self._spawn(slot))
+        except BaseException as e:
+            for w in started:
+                self._kill(w)  # adopted ones too: the pool took them over
+            if not isinstance(e, Exception):
+                raise  # Ctrl-C mid-start: as it was, with nothing left running
+            raise OSError(_start_failed(len(started), self.n, e)) from e
+        return started
 
     def _kill(self, w: _Worker) -> None:
         try:
