@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,129 @@ def test_ranker_json_with_a_bad_scale_is_refused(tmp_path, scale):
         est = m.predict(p, cands)
         # (what happens today: a ranking of NaNs, or the reverse of the file's)
         assert all(math.isfinite(x) for x in est) and scale > 0
+
+
+# ------------------------------------------------------------------ a hand-edited ranker booster
+# Each edit keeps the JSON's sha256 in step with the booster (so the stale-file check passes): the
+# booster text itself must be judged before lightgbm or the numpy predictor reads it.
+
+
+def _tree_field(text: str, tree: int, field: str, edit) -> str:
+    """``text`` with the ``field=`` line of tree ``tree`` replaced by ``edit(its values)``."""
+    head, sep, rest = text.partition(f"\nTree={tree}\n")
+    block, nxt, tail = rest.partition("\nTree=")
+    lines = block.split("\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith(field + "="))
+    lines[at] = field + "=" + " ".join(edit(lines[at].split("=", 1)[1].split()))
+    return head + sep + "\n".join(lines) + nxt + tail
+
+
+def _put(index: int, value: str):
+    def edit(values):
+        return values[:index] + [value] + values[index + 1:]
+    return edit
+
+
+def _resized(text: str) -> str:
+    """``text`` with its header's tree_sizes recomputed: an editor who also mended LightGBM's byte
+    offsets (each tree's bytes from its 'Tree=' line to the next tree or 'end of trees')."""
+    trees_at = text.index("\nTree=") + 1
+    trees, end, tail = text[trees_at:].partition("end of trees")
+    sizes = " ".join(str(len(b.encode())) for b in re.split(r"(?=^Tree=)", trees, flags=re.M) if b)
+    head = re.sub(r"^tree_sizes=.*$", "tree_sizes=" + sizes, text[:trees_at], count=1, flags=re.M)
+    return head + trees + end + tail
+
+
+def _first_trees(text: str, n: int) -> str:
+    """``text`` with only its first ``n`` trees, still ended by 'end of trees' (header kept)."""
+    trees, end, tail = text.partition("\nend of trees")
+    return "\nTree=".join(trees.split("\nTree=")[:n + 1]) + end + tail
+
+
+def _more_features(text: str) -> str:
+    """A header of 60 features, consistent in itself (names and infos too), where the JSON says 49."""
+    text = text.replace("\nmax_feature_idx=48\n", "\nmax_feature_idx=59\n", 1)
+    text = re.sub(r"^(feature_names=.*)$", lambda m: m[1] + "".join(f" Column_{i}" for i in range(49, 60)),
+                  text, count=1, flags=re.M)
+    return re.sub(r"^(feature_infos=.*)$", lambda m: m[1] + " none" * 11, text, count=1, flags=re.M)
+
+
+# (edit of the shipped H200 booster, what the one-line error must name). Tree 3 of that booster
+# has 31 leaves; its split_feature starts 27 46, its left_child -1 4, its right_child 1 2 3 11 6 -7
+# 8 12 -10: the edits that keep every byte count leave LightGBM's tree_sizes offsets valid. The
+# comments say what each edit did before the check (lightgbm 4.7, numpy_predict or not).
+BOOSTER_EDITS = {
+    # numpy: a bare IndexError when ranking; lightgbm: loads, and predicts from beyond the row
+    "split_feature_beyond_the_features": (lambda t: _tree_field(t, 3, "split_feature", _put(0, "49")),
+                                          "tree 3 splits on feature 49"),
+    # numpy: ranks with 150 of the 300 trees, silently; lightgbm: aborts the process (SIGABRT: its
+    # tree_sizes offsets point past the trees, Log::Fatal inside an OpenMP loop)
+    "cut_in_half": (lambda t: _first_trees(t, 150), "tree_sizes"),
+    # both rank with 150 of the 300 trees the JSON records, silently
+    "cut_in_half_offsets_mended": (lambda t: _resized(_first_trees(t, 150)), "150 trees"),
+    # numpy: loads the broken last tree; lightgbm: SIGSEGV
+    "cut_inside_a_tree": (lambda t: t[:len(t) // 2], "cut short"),
+    # numpy: every later tree's leaves (thresholds) shift by one, silently; lightgbm: SIGABRT
+    "leaf_value_one_short": (lambda t: _resized(_tree_field(t, 3, "leaf_value", lambda v: v[:-1])),
+                             "tree 3: leaf_value has 30 values"),
+    "threshold_one_short": (lambda t: _resized(_tree_field(t, 3, "threshold", lambda v: v[:-1])),
+                            "tree 3: threshold has 29 values"),
+    # both load; a row that reaches the leaf scores NaN
+    "leaf_value_nan": (lambda t: _resized(_tree_field(t, 3, "leaf_value", _put(0, "nan"))),
+                       "tree 3: leaf_value"),
+    # numpy reads leaf 39 of 31, another tree's leaf, silently; lightgbm loads it too
+    "child_beyond_the_leaves": (lambda t: _tree_field(t, 3, "right_child", _put(8, "-40")), "tree 3: its child"),
+    # node 1 is its own left child: both load, and prediction (numpy's and lightgbm's) never ends
+    "child_loop": (lambda t: _tree_field(t, 3, "left_child", _put(1, "1")), "tree 3: its child"),
+    # the same values, one byte longer: numpy reads it fine, lightgbm: SIGABRT (tree_sizes)
+    "offsets_stale": (lambda t: _tree_field(t, 3, "shrinkage", lambda v: ["0.050"]), "tree_sizes"),
+    # numpy loads it; lightgbm raises 'Wrong size of feature_names' (a ModelError already)
+    "feature_names_one_more": (lambda t: re.sub(r"^(feature_names=.*)$", r"\1 Column_49", t, count=1, flags=re.M),
+                               "feature_names"),
+    # refused already, after lightgbm had read it and naming the JSON, not the booster file
+    "more_features_than_the_json": (_more_features, "60 features"),
+}
+
+
+class _LightGBMSawIt(BaseException):
+    """Raised by a stand-in lightgbm.Booster: a BaseException, so that from_text's ``except
+    Exception`` (for LightGBM's own errors) does not turn it into a ModelError."""
+
+
+@pytest.mark.parametrize("predictor", ["numpy", "lightgbm"])
+@pytest.mark.parametrize("edit", list(BOOSTER_EDITS))
+def test_edited_ranker_booster_is_refused_before_any_predictor_reads_it(tmp_path, monkeypatch, edit, predictor):
+    """A booster edited and its sha256 updated in the JSON passed the stale-file check
+    (regressors.py from_text), and then the numpy reader raised a bare IndexError, looped, or
+    ranked silently with the wrong trees or leaves, while lightgbm read past its arrays or aborted
+    the whole process (Log::Fatal inside its OpenMP tree parser: 'terminate called without an
+    active exception'). Expected: ModelError, one line naming the booster file and the problem,
+    raised before lightgbm is handed the text (here a stand-in that fails the test if called)."""
+    edit_booster, problem = BOOSTER_EDITS[edit]
+    path = _edited_ranker(tmp_path, edit_booster=edit_booster)
+    if predictor == "lightgbm":
+        lightgbm = pytest.importorskip("lightgbm")
+
+        def booster(*_a, **_k):
+            raise _LightGBMSawIt(f"lightgbm was handed the {edit} booster")
+        monkeypatch.setattr(lightgbm, "Booster", booster)
+    with pytest.raises(ModelError) as e:
+        load_model(path, "h200", triton_version="3.6.0", numpy_predict=predictor == "numpy")
+    msg = str(e.value)
+    assert "m.lgbm.txt" in msg and problem in msg and "\n" not in msg, msg
+
+
+@pytest.mark.parametrize("predictor", ["numpy", "lightgbm"])
+def test_unedited_ranker_booster_copy_loads(tmp_path, predictor):
+    """The checks above refuse nothing LightGBM wrote: the shipped booster, copied (and its
+    tree_sizes recomputed by the tests' own rule, which must leave it unchanged), loads."""
+    if predictor == "lightgbm":
+        pytest.importorskip("lightgbm")
+    text = RANKER.with_name("nvidia-h200-rank.lgbm.txt").read_text()
+    assert _resized(text) == text
+    path = _edited_ranker(tmp_path, edit_booster=_resized)
+    m = load_model(path, "h200", triton_version="3.6.0", numpy_predict=predictor == "numpy")
+    assert m.regressor.booster.num_trees() == 300
 
 
 # ------------------------------------------------------------------ predict --eval / report

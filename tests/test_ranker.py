@@ -699,6 +699,19 @@ def test_numpy_trees_match_lightgbm_with_missing_value_splits(zero_as_missing):
                                rtol=1e-12, atol=1e-12)
 
 
+def test_numpy_reader_accepts_lightgbms_single_leaf_trees():
+    """A tree without a split (num_leaves=1: empty split lines, one leaf value) is what LightGBM
+    writes when no split pays; the reader's checks of array lengths and children accept it."""
+    lightgbm = pytest.importorskip("lightgbm")
+    from gemmtune.model.lgbm_text import TextBooster
+    X = np.random.default_rng(2).normal(size=(60, 3))
+    params = {"objective": "regression", "min_data_in_leaf": 40, "verbose": -1}  # no split can pay
+    text = lightgbm.train(params, lightgbm.Dataset(X, np.ones(60)), num_boost_round=3).model_to_string()
+    assert "\nnum_leaves=1\n" in text and "\nsplit_feature=\n" in text
+    booster = TextBooster(text)
+    np.testing.assert_allclose(booster.predict(X), lightgbm.Booster(model_str=text).predict(X), rtol=1e-12)
+
+
 def test_an_untrusted_problem_breaks_the_analytic_ties_in_the_rankers_order(monkeypatch):
     # A column-major A is outside the H100 ranker's training set (its layouts are row/row and
     # row/col): trust 0, so the analytic ln ms ranks, and on this memory-bound problem many

@@ -464,9 +464,10 @@ def load_model(path: str | os.PathLike, device: DeviceInfo | str | None = None, 
     Trusted means: made on the GPU ``device`` names (compared without case; skipped when
     ``device`` is None), with the same triton MAJOR.MINOR as ``triton_version`` (default:
     the installed triton), and with this gemmtune's feature version. A file that is not
-    a model at all, or a ranker whose booster file does not match it (stale), raises
-    ``ModelError``; a ranker where lightgbm does not import, or with ``numpy_predict``,
-    predicts with lgbm_text (numpy).
+    a model at all, or a ranker whose booster file does not match it (stale) or is not a booster
+    it can predict from (edited: ``regressors.checked_booster``), raises ``ModelError``; a
+    ranker where lightgbm does not import, or with ``numpy_predict``, predicts with lgbm_text
+    (numpy).
 
     Example::
 

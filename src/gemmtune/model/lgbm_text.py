@@ -78,46 +78,147 @@ def _fold_constant(X, flat_trees, plain: bool):
     return resolve(left), resolve(right), resolve(roots)
 
 
+def _count(fields: dict[str, str], name: str, where: str, default: str | None = None) -> int:
+    """The integer field ``name``, ``default`` when absent (ModelError, naming ``where``, when it is
+    absent without a default or not an integer)."""
+    try:
+        return int(fields[name] if default is None else fields.get(name, default))
+    except KeyError:
+        raise ModelError(f"{where}: no {name} line") from None
+    except ValueError:
+        raise ModelError(f"{where}: {name}={fields[name]!r} is not an integer") from None
+
+
+def _array(fields: dict[str, str], name: str, dtype, n: int, where: str) -> np.ndarray:
+    """The field ``name`` of a tree as ``n`` values of ``dtype``, one per leaf or one per split;
+    ModelError when absent, unparsable or of another length (the flattened trees index each
+    array by the node and leaf counts, so a value too few shifted every later tree's)."""
+    if name not in fields:
+        raise ModelError(f"{where}: no {name} line")
+    try:
+        values = np.array(fields[name].split(), dtype=dtype)
+    except (ValueError, OverflowError):
+        raise ModelError(f"{where}: {name} is not a list of {np.dtype(dtype).name} values") from None
+    if len(values) != n:
+        raise ModelError(f"{where}: {name} has {len(values)} values, not {n} (num_leaves={fields['num_leaves']})")
+    return values
+
+
+def _check_children(left: np.ndarray, right: np.ndarray, n: int, where: str) -> None:
+    """Every node but the root (0) and every leaf (~0..~(n-1)) is the child of exactly one node:
+    each walk from the root then reaches a leaf of this tree. (A node that was its own child made
+    prediction loop forever, in numpy and in lightgbm; a child beyond the leaves read another
+    tree's leaf.) Why that suffices: a walk that came back to a node would have come back to its
+    one parent first, and so on back to the root, which is nobody's child."""
+    kids = np.sort(np.concatenate([left, right]))
+    if np.array_equal(kids, np.r_[-n:0, 1:n - 1]):  # the leaves ~(n-1)..~0, the nodes but the root
+        return
+    if kids[0] < -n or kids[-1] > n - 2:
+        raise ModelError(f"{where}: its child indices run {kids[0]}..{kids[-1]}, outside "
+                         f"{-n}..{n - 2} for {n} leaves")
+    raise ModelError(f"{where}: its child indices do not make a tree (a node or leaf is the child of "
+                     "no node or of two, or the root is a child)")
+
+
 class _Tree:
     __slots__ = ("feature", "threshold", "default_left", "missing", "left", "right", "leaf")
 
-    def __init__(self, fields: dict[str, str]):
-        def arr(name, dtype):
-            return np.array(fields[name].split(), dtype=dtype) if fields.get(name) else np.zeros(0, dtype)
-        self.leaf = arr("leaf_value", np.float64)
-        if int(fields.get("num_leaves", "1")) <= 1:
+    def __init__(self, fields: dict[str, str], where: str, num_feature: int):
+        """The tree of one 'Tree=' block's ``fields``, checked to be one the predictor can walk:
+        array lengths that fit its num_leaves, features below ``num_feature``, children that
+        make a tree, finite leaves (a NaN leaf scored every row that reached it NaN)."""
+        n = _count(fields, "num_leaves", where)
+        if n < 1:
+            raise ModelError(f"{where}: num_leaves={n}")
+        self.leaf = _array(fields, "leaf_value", np.float64, n, where)
+        if not np.isfinite(self.leaf).all():
+            raise ModelError(f"{where}: leaf_value has a value that is not finite")
+        if fields.get("is_linear", "0") != "0":
+            # A linear tree's leaves are linear models (leaf_coeff), which this reader does not
+            # apply: its scores would be wrong, silently. gemmtune's rankers never train them.
+            raise ModelError(f"{where}: a linear tree, which the numpy predictor does not read")
+        if n == 1:
             self.feature = np.zeros(0, np.int64)
             return
-        if int(fields.get("num_cat", "0")):
-            raise ModelError("this LightGBM model has categorical splits, which the numpy predictor "
-                             "does not read; install lightgbm")
-        self.feature = arr("split_feature", np.int64)
-        self.threshold = arr("threshold", np.float64)
-        dt = arr("decision_type", np.int64)
+        if _count(fields, "num_cat", where, default="0"):  # absent in hand-written trees (tests, doctest)
+            raise ModelError(f"{where}: categorical splits, which the numpy predictor does not read "
+                             "(gemmtune's rankers never have them)")
+        self.feature = _array(fields, "split_feature", np.int64, n - 1, where)
+        bad = self.feature[(self.feature < 0) | (self.feature >= num_feature)]
+        if bad.size:
+            raise ModelError(f"{where} splits on feature {bad[0]}, beyond the model's {num_feature} "
+                             f"features (0..{num_feature - 1})")
+        self.threshold = _array(fields, "threshold", np.float64, n - 1, where)
+        dt = _array(fields, "decision_type", np.int64, n - 1, where)
         if np.any(dt & 1):
-            raise ModelError("this LightGBM model has categorical splits; install lightgbm")
+            raise ModelError(f"{where}: categorical splits, which the numpy predictor does not read "
+                             "(gemmtune's rankers never have them)")
         self.default_left = (dt & 2) != 0
         self.missing = (dt >> 2) & 3  # 0 none, 1 zero, 2 NaN
-        self.left, self.right = arr("left_child", np.int64), arr("right_child", np.int64)
+        self.left = _array(fields, "left_child", np.int64, n - 1, where)
+        self.right = _array(fields, "right_child", np.int64, n - 1, where)
+        _check_children(self.left, self.right, n, where)
+
+
+def _fields(lines) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+def _check_tree_sizes(header: dict[str, str], blocks: list[str]) -> None:
+    """The header's tree_sizes must be the trees' byte counts. Why: lightgbm finds tree i at byte
+    sum(tree_sizes[:i]) and parses the trees in parallel, and a tree not found there is a
+    Log::Fatal inside an OpenMP loop, which aborted the whole process (SIGABRT); this reader
+    splits on the 'Tree=' lines, so without the check the two would read different trees.
+    Without tree_sizes lightgbm reads the trees one after the other, as this reader does."""
+    if "tree_sizes" not in header:
+        return
+    sizes = header["tree_sizes"].split()
+    if len(sizes) != len(blocks):
+        raise ModelError(f"its header's tree_sizes lists {len(sizes)} trees, the file has {len(blocks)}")
+    for i, (size, block) in enumerate(zip(sizes, blocks)):
+        # a tree's bytes: 'Tree=' and its block up to the next 'Tree=' line (or 'end of trees')
+        got = len("Tree=") + len(block.encode()) + 1
+        if size != str(got):
+            raise ModelError(f"tree {i} is {got} bytes, its header's tree_sizes says {size}: the offsets "
+                             "lightgbm reads the trees at are stale")
 
 
 class TextBooster:
     """A LightGBM booster read from its text format (``Booster.model_to_string()``), for
-    prediction: ``predict(X)`` is the raw score, the sum of every tree's leaf."""
+    prediction: ``predict(X)`` is the raw score, the sum of every tree's leaf.
+
+    Reading it checks it too, so that an edited file is a ModelError here, naming the tree and
+    the problem, rather than an IndexError, a wrong score or a prediction that never ends (the
+    same text handed to lightgbm could abort the process or read past its arrays): a header
+    whose feature names / infos or tree_sizes do not match it, a file cut short, trees out of
+    order, and each tree's checks (``_Tree``)."""
 
     def __init__(self, text: str):
         head, _, body = text.partition("\nTree=")
         if not body or not head.startswith("tree"):
             raise ModelError("not a LightGBM text model (no 'tree' header or no trees)")
-        header = dict(line.split("=", 1) for line in head.splitlines() if "=" in line)
-        if int(header.get("num_class", "1")) != 1 or int(header.get("num_tree_per_iteration", "1")) != 1:
+        header = _fields(head.splitlines())
+        if (_count(header, "num_class", "its header", default="1") != 1
+                or _count(header, "num_tree_per_iteration", "its header", default="1") != 1):
             raise ModelError("the numpy predictor reads single-output LightGBM models only")
-        self.num_feature = int(header["max_feature_idx"]) + 1
+        self.num_feature = _count(header, "max_feature_idx", "its header") + 1
+        if self.num_feature < 1:
+            raise ModelError(f"its header's max_feature_idx={self.num_feature - 1}")
+        for key in ("feature_names", "feature_infos"):
+            if key in header and len(header[key].split()) != self.num_feature:
+                raise ModelError(f"its header lists {len(header[key].split())} {key}, its max_feature_idx "
+                                 f"makes {self.num_feature} features")
+        trees, ended, _ = body.partition("\nend of trees")
+        if not ended:
+            raise ModelError("no 'end of trees' line: the file is cut short")
+        blocks = trees.split("\nTree=")
+        _check_tree_sizes(header, blocks)
         self.trees = []
-        for block in ("Tree=" + body).split("\nTree="):
-            block = block.split("end of trees")[0]
-            fields = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
-            self.trees.append(_Tree(fields))
+        for i, block in enumerate(blocks):
+            first, _, rest = block.partition("\n")
+            if first != str(i):
+                raise ModelError(f"its tree {i} is headed 'Tree={first}': trees missing or out of order")
+            self.trees.append(_Tree(_fields(rest.splitlines()), f"tree {i}", self.num_feature))
 
     def num_trees(self) -> int:
         return len(self.trees)
@@ -130,7 +231,7 @@ class TextBooster:
         for t in self.trees:
             if len(t.feature) == 0:  # a single leaf: a root that is a leaf
                 roots.append(~n_leaves)
-                leaves.append(t.leaf[:1] if len(t.leaf) else np.zeros(1))
+                leaves.append(t.leaf)  # its one value (_Tree checks the count)
                 n_leaves += 1
                 continue
             roots.append(n_nodes)

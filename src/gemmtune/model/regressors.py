@@ -329,6 +329,34 @@ def relevance(y: np.ndarray, gid: np.ndarray, step: float = 0.05, levels: int = 
     return np.clip(levels - steps, 0, levels).astype(np.int64)
 
 
+def checked_booster(text: str, d: dict, n_features: int, source: str) -> TextBooster:
+    """The booster ``text`` of the model file ``source`` read by lgbm_text, which checks its trees
+    (features in range, array lengths that fit num_leaves, children that make a tree, tree_sizes,
+    not cut short), and checked against what the JSON ``d`` records: its feature and tree counts.
+    ModelError, one line naming the booster file, otherwise.
+
+    Why before lightgbm reads it: the sha256 in the JSON only says the two files were saved
+    together, and an edit with the sha256 updated loaded; lightgbm then aborted the process on a
+    tree at a stale offset, or read past a tree's arrays, and the numpy predictor raised a bare
+    IndexError, looped forever, or ranked with half the trees, silently."""
+    name = d.get("booster_file")
+    try:
+        trees = TextBooster(text)
+    except ModelError as e:
+        raise ModelError(f"{source}: its booster file {name!r} is not a LightGBM model gemmtune can use: "
+                         f"{e}") from None
+    if trees.num_feature != d.get("num_feature"):
+        raise ModelError(f"{source}: its booster file {name!r} takes {trees.num_feature} features, the model "
+                         f"JSON records {d.get('num_feature')!r}: edited; save the model again")
+    if d.get("num_feature") != n_features:
+        raise ModelError(f"{source}: its booster takes {trees.num_feature} features, this gemmtune's "
+                         f"feature set has {n_features}")
+    if trees.num_trees() != d.get("num_trees"):
+        raise ModelError(f"{source}: its booster file {name!r} has {trees.num_trees()} trees, the model JSON "
+                         f"records {d.get('num_trees')!r}: cut short or edited; save the model again")
+    return trees
+
+
 class _LGBMRanker:
     """LightGBM lambdarank (NDCG) over each problem's choices: scores, higher = faster.
 
@@ -433,7 +461,8 @@ class _LGBMRanker:
     def from_text(cls, text: str, d: dict, n_features: int, source: str,
                   numpy_predict: bool = False) -> "_LGBMRanker":
         """The ranker from its booster text and the JSON ``d``; ModelError (one line) when they
-        do not match (a stale booster file). Without lightgbm, or with ``numpy_predict``, it
+        do not match (a stale booster file) or the text is not a booster gemmtune can predict from
+        (``checked_booster``, before lightgbm reads it). Without lightgbm, or with ``numpy_predict``, it
         predicts with lgbm_text's numpy reader (the same scores): on the CPU machine it loads in
         0.05 s where importing lightgbm took 1.2-3.6 s, and plans a problem (~3,400-5,000
         candidates) 0.19 s slower than lightgbm, so it pays for a few problems when nothing
@@ -444,21 +473,18 @@ class _LGBMRanker:
             raise ModelError(f"{source}: its booster file {d.get('booster_file')!r} does not match the model "
                              f"JSON (sha256 {got[:12]}, recorded {str(want)[:12]}): stale or edited; "
                              "save the model again")
+        trees = checked_booster(text, d, n_features, source)  # before lightgbm or numpy predicts from it
         switching = not numpy_predict and lightgbm_importing()
         try:
             lgb = None if numpy_predict or switching else import_lightgbm()
         except ModelDependencyError:
             lgb = None  # predict from the trees with numpy (lgbm_text): the same scores
         try:
-            booster = lgb.Booster(model_str=text) if lgb is not None else TextBooster(text)
+            booster = lgb.Booster(model_str=text) if lgb is not None else trees
         except Exception as e:  # lightgbm raises its own LightGBMError on a bad file
             raise ModelError(f"{source}: unreadable LightGBM booster: {type(e).__name__}: {e}") from None
-        num_feature = booster.num_feature() if lgb is not None else booster.num_feature
         if switching:
-            booster = SwitchingBooster(text, booster)
-        if num_feature != n_features or d.get("num_feature") != n_features:
-            raise ModelError(f"{source}: its booster takes {num_feature} features, this gemmtune's "
-                             f"feature set has {n_features}")
+            booster = SwitchingBooster(text, trees)
         keys = ("n_trees", "lr", "num_leaves", "min_data_in_leaf", "bagging", "feature_fraction",
                 "label_step", "label_levels", "truncation", "label_edges", "lambda_l2", "objective", "group_weight")
         m = cls(**{k: d[k] for k in keys if k in d})
