@@ -705,8 +705,10 @@ def test_compiles_at_most_counts_a_table_entry_or_k():
     assert _compiles_at_most(t, q, "SAME") is None  # no entry: its whole space
     assert _compiles_at_most(t, q, 5) == 5
     assert _compiles_at_most(None, p, 1) == 1
-    odd = Problem.from_sizes(33, 97, 41, "fp16")  # unaligned: each pick may bring its twin
-    assert _compiles_at_most(None, odd, 1) == 4 and _compiles_at_most(None, odd, "SAME") is None
+    odd = Problem.from_sizes(33, 97, 41, "fp16")  # unaligned: each pick may bring its twin, the
+    # other path's first choice, and the first tile pick its 2 other triton_static forms
+    assert _compiles_at_most(None, odd, 1) == 6 and _compiles_at_most(None, odd, "SAME") is None
+    assert _compiles_at_most(None, odd, 1, forms=False) == 4
 
 
 def test_tune_doctests():
