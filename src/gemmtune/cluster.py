@@ -464,6 +464,7 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
         # Plan: each distinct problem once; what the store holds for this context is reused.
         plans: dict[str, list[Choice]] = {}
         picked: dict[str, tuple] = {}
+        refine: set[str] = set()  # whole spaces, refined once their sweep is in (plan.refine_forms)
         work = []  # (cost, order, problem, [choice ids])
         reused = 0
         for s in shapes:
@@ -473,6 +474,8 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
             planned = plan(s.problem)
             plans[key] = planned.choices
             picked[key] = (planned.k, planned.why)
+            if planned.refine:
+                refine.add(key)
             done, todo = rec.pending(s.problem, plans[key])
             reused += sum(c.id in done for c in plans[key])
             for part in _batches([c.id for _, c in todo], batch) if todo else []:
@@ -498,9 +501,30 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
             return f
 
         left: Counter = Counter(p.key for _, _, p, _ in work)
+
+        def refined(p: Problem) -> None:
+            """As tune's sweep does once a whole space is timed: the fastest tile's other
+            triton_static forms, submitted as one more task of ``p`` (plan.refine_forms)."""
+            if p.key not in refine:
+                return
+            refine.discard(p.key)  # once
+            extra = P.refine_forms(p, plans[p.key], rec.times(p, plans[p.key]))
+            if not extra:
+                return
+            plans[p.key] = plans[p.key] + extra
+            _, todo = rec.pending(p, extra)
+            if todo:
+                work.append((shape_cost(p, len(todo), coster), len(work), p, [c.id for _, c in todo]))
+                left[p.key] += 1
+                bar.grow(task, len(todo))
+                pending.add(submit(len(work) - 1))
+
         with Progress(progress) as bar:
             task = bar.task("candidates", sum(len(w[3]) for w in work))
             pending = distributed.as_completed([submit(i) for i in range(len(work))])
+            for s in shapes:  # a whole space the store already held: refined now
+                if left[s.problem.key] == 0:
+                    refined(s.problem)
             for f in pending:
                 i = f.gemmtune_index
                 _, _, p, part = work[i]
@@ -526,6 +550,8 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
                 measured += len(rows)
                 seconds[p.key] += reply.get("seconds", 0.0)
                 left[p.key] -= 1
+                if left[p.key] == 0:
+                    refined(p)
                 bar.advance(task, description=f"candidates ({p.key.split(':')[1]} done)"
                             if left[p.key] == 0 else None, by=len(part))
         for line in rejected:

@@ -290,9 +290,16 @@ def convert(table: LookupTable | str | os.PathLike, *, device_key: str | None = 
                 out.skipped.append(Skipped(key, tc.choice.id, "aten left out (include_aten=False)"))
                 continue
             try:
-                configs.append(choice_config(tc.choice, problem, sm_count))
+                cfg = choice_config(tc.choice, problem, sm_count)
             except Unsupported as e:
                 out.skipped.append(Skipped(key, tc.choice.id, str(e)))
+                continue
+            # One config once: Inductor compiles and benchmarks each entry it is given, and one tile's
+            # triton_mm choice and triton_static forms (configs.STATIC_FORMS) are all its triton::mm.
+            if cfg in configs:
+                out.notes.append(f"{key}: {tc.choice.id} exports as an earlier choice's config; listed once")
+            else:
+                configs.append(cfg)
         if not configs:
             out.skipped.append(Skipped(key, None, "no choice Inductor can express: entry left out, "
                                                   "Inductor tunes this shape itself"))

@@ -369,6 +369,13 @@ class Planned:
     refine: bool = False
 
 
+def _whole(picked: list[Choice], cands: list[Choice]) -> bool:
+    """Whether a model's selection ``picked`` kept every candidate (a k as large as the space):
+    then, as for a whole space planned without a model, the sweep is refined (Planned.refine).
+    select_by_model returns the space as it is there, with no pick whose forms it could add."""
+    return {c.id for c in cands} <= {c.id for c in picked}
+
+
 def is_deterministic(choice: Choice) -> bool:
     """Whether ``choice`` gives the same bits on every call: not when partial sums meet through
     fp32 atomics, whose order changes from call to call (split-K and skinny ``-atomic`` with
@@ -413,14 +420,15 @@ class CandidatePlan:
         if self.bspace == "SAME" or self.ranker is None:
             return Planned(cands, refine=True)
         if self.bspace == "AUTO":
-            cands, k, why = select_adaptive(problem, cands, self.ranker)
-            return Planned(cands, k, why)
+            picked, k, why = select_adaptive(problem, cands, self.ranker)
+            return Planned(picked, k, why, _whole(picked, cands))
         if self.bspace == "FAST":
-            cands, k, why = select_fast(problem, cands, self.ranker, self.device)
-            return Planned(cands, k, why)
+            picked, k, why = select_fast(problem, cands, self.ranker, self.device)
+            return Planned(picked, k, why, _whole(picked, cands))
         k = self.bspace if isinstance(self.bspace, int) else \
             len([c for c in candidates(problem, self.families, "default", self.device) if keep(c)]) - 1
-        return Planned(select_by_model(problem, cands, k, self.ranker), k, "fixed")
+        picked = select_by_model(problem, cands, k, self.ranker)
+        return Planned(picked, k, "fixed", _whole(picked, cands))
 
     def compiles_at_most(self, problem: Problem) -> int | None:
         """How many candidates of ``problem`` may need compiling, before they are listed."""

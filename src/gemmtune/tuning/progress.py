@@ -66,6 +66,19 @@ class Progress:
             self._last = now
             self._line(t, now)
 
+    def grow(self, task, by: int) -> None:
+        """Add ``by`` to ``task``'s total (candidates added after it started: plan.refine_forms)."""
+        if task is None or by <= 0:
+            return
+        if self._p is not None:
+            t = next((t for t in self._p.tasks if t.id == task), None)
+            if t is not None and t.total is not None:
+                self._p.update(task, total=t.total + by)
+            return
+        t = self._tasks.get(task)
+        if t is not None:
+            t[2] += by
+
     def _line(self, t, now) -> None:
         desc, done, total = t
         el = now - self._t0

@@ -444,6 +444,7 @@ class Tuner:
                         more_done, more = rec.pending(s.problem, extra)
                         reused += sum(c.id in more_done for c in extra)
                         more, more_others = rec.claim(s.problem, more)
+                        bar.grow(task, len(more) + len(more_others))
                         job = executor.compile_ahead(more)
                         if job is not None:
                             more = rec.record_compile_failures(more, job.result())
