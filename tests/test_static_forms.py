@@ -86,6 +86,8 @@ def test_ids_params_and_export():
         StaticConfig(64, 128, 64, 4, 4, 8, "unrolled")
     with pytest.raises(ValueError, match=r"\[-IX\|-IXW\]"):
         Choice.parse("triton_static:BM64-BN128-BK64-S4-W4-G8-IY")
+    with pytest.raises(ValueError, match="forms are triton_static's"):
+        Choice.parse("triton_mm:BM64-BN128-BK64-S4-W4-G8-IX")
     with pytest.raises(TypeError, match="triton_mm takes a TileConfig"):
         Choice("triton_mm", StaticConfig(64, 128, 64, 4, 4, 8))
     # Inductor's template has one form: every form exports as the tile's triton::mm entry
@@ -137,6 +139,8 @@ def test_training_data_leaves_the_other_forms_out(tmp_path):
                                      device_ms=0.05 + 0.01 * i, eager_ms=0.1, rel_err=0.0, m=333, n=4097, k=1025,
                                      dtype="bfloat16", out_dtype="bfloat16", layout="row/row", aligned=False))
     data = load_dataset(tmp_path / "s.sqlite")
+    from gemmtune.model.data import _other_static_form
+    assert _other_static_form("pad+triton_static:BM64-BN128-BK64-S4-W4-G8-IX")
     assert [c.id for c in data.groups[0].choices] == sorted(ids[:3])
     assert any("2 rows of triton_static's indexed forms" in n for n in data.notes)
 

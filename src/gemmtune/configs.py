@@ -348,6 +348,8 @@ class Choice:
             if m:
                 return cls(family, TileConfig(*map(int, m.groups())))
             form = f"{family}:BM<int>-BN<int>-BK<int>-S<int>-W<int>-G<int>"
+            if _STATIC_RE.match(rest):
+                form += " (the -IX / -IXW K-loop forms are triton_static's)"
         elif family == "triton_static":
             m = _STATIC_RE.match(rest)
             if m:

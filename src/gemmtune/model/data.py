@@ -201,7 +201,8 @@ def _other_static_form(choice_id: str) -> bool:
     >>> _other_static_form("triton_static:BM64-BN128-BK64-S4-W4-G8-IXW"), _other_static_form("triton_static:BM64-BN128-BK64-S4-W4-G8")
     (True, False)
     """
-    return choice_id.startswith("triton_static:") and choice_id.endswith(("-IX", "-IXW"))
+    bare = choice_id[len("pad+"):] if choice_id.startswith("pad+") else choice_id
+    return bare.startswith("triton_static:") and bare.endswith(("-IX", "-IXW"))
 
 
 def public_shapes() -> set[tuple[int, int, int]]:
