@@ -46,7 +46,6 @@ from typing import Callable, Iterable, Sequence
 
 from . import kernels
 from .bench import DEFAULT_RUNNER
-from .bench.timing import TIMINGS
 from .bench.workers import WorkerPool, visible_gpus
 from .configs import AtenConfig, Choice
 from .problem import Problem
@@ -90,12 +89,12 @@ def _distributed():
 def parse_cluster(address: str) -> tuple[str, int | str]:
     """('local', N) for 'local:N'; ('address', text) for a scheduler address.
 
-    >>> parse_cluster("local:2"), parse_cluster("tcp://10.0.0.1:8786")
-    (('local', 2), ('address', 'tcp://10.0.0.1:8786'))
+    >>> parse_cluster("local:2"), parse_cluster("tcp://10.0.0.1:8786"), parse_cluster("localhost:8786")
+    (('local', 2), ('address', 'tcp://10.0.0.1:8786'), ('address', 'localhost:8786'))
     """
     text = str(address).strip()
-    if text.startswith("local"):
-        n = text.partition(":")[2]
+    head, _, n = text.partition(":")
+    if head == "local":  # not 'localhost:8786', a scheduler on this host
         if not n.isdigit() or int(n) < 1:
             raise ValueError(f"--cluster {text!r}: write local:N with N >= 1 worker processes (one per GPU)")
         return "local", int(n)
@@ -198,7 +197,13 @@ class PoolPlugin(_WorkerPlugin):
         if self._bench is None:
             s = self.settings
             gpus = visible_gpus()
-            self._bench = WorkerPool(1, timeout=s["timeout"], runner=s["runner"], env=s["env"],
+            env = dict(s["env"])
+            if not gpus:
+                # As tune and local:N do on a machine without a GPU: a worker of a scheduler address
+                # ran Triton without the interpreter, and every Triton candidate was stored as a
+                # final error ("0 active drivers").
+                env.setdefault("TRITON_INTERPRET", "1")
+            self._bench = WorkerPool(1, timeout=s["timeout"], runner=s["runner"], env=env,
                                      gpus=gpus[:1]).start()
             n = s["compile_workers"]
             if n is None:
@@ -206,7 +211,7 @@ class PoolPlugin(_WorkerPlugin):
                 n = min(MAX_COMPILE_WORKERS, usable_cpus() // max(1, s["per_host"].get(_host(self._address), 1))) \
                     if gpus else 0
             if n > 1:
-                self._compile = WorkerPool(n, timeout=s["timeout"], runner=s["runner"], env=s["env"],
+                self._compile = WorkerPool(n, timeout=s["timeout"], runner=s["runner"], env=env,
                                            gpus=gpus[:1], nice=COMPILE_NICE).start()
         return self._bench
 
@@ -348,6 +353,11 @@ def start_workers(client, *, timeout: float = 120.0, runner: str = DEFAULT_RUNNE
             if attempt == 2:
                 raise
             time.sleep(1.0)
+        except Exception as e:  # noqa: BLE001 - distributed re-raises a worker's setup error as a bare Exception
+            # e.g. "ImportError('No module named torch')" from a worker whose Python has no working
+            # gemmtune: one line naming it, not distributed's traceback.
+            raise ValueError(f"the cluster's workers could not set up gemmtune ({e}); they must import "
+                               "the same gemmtune, torch and triton as this process") from None
     # Every worker starts its pools at once and says which device it has. Each task is pinned
     # to its worker, so one whose worker died would wait forever: it is dropped instead.
     futs = {a: client.submit(info_fn, plugin.name, workers=[a], pure=False,
@@ -423,11 +433,21 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
     """
     from .model import AnalyticModel
 
+    from . import __version__
+    from .tuning.options import TuneOptions
+
     t0 = time.monotonic()
     distributed = _distributed()
+    # What tune checks before anything is measured, checked the same way: min_gain's range, one
+    # family name as a string, --out a writable file other than the store (a read-only table was
+    # replaced with --overwrite, a directory or the store itself failed only after the sweep).
+    options = TuneOptions(families=families, space=space, store=store, out=out, timeout=timeout,
+                          progress=progress, runner=runner, device=device, seed=seed, table=table,
+                          benchmark_space=benchmark_space, fast=fast, model=model, timing=timing,
+                          overwrite=overwrite, cluster=cluster, deterministic=deterministic, min_gain=min_gain)
+    options.check()
+    families = options.families
     bspace = P.parse_benchmark_space(benchmark_space, fast)
-    if timing not in TIMINGS:
-        raise ValueError(f"timing must be one of {', '.join(map(repr, TIMINGS))}, got {timing!r}")
     if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
         raise ValueError(f"retries must be an int >= 0, got {retries!r}")
     if batch is not None and (not isinstance(batch, int) or batch < 1):
@@ -439,8 +459,6 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
     shapes = P.as_shapes(problems)
     lut = as_table(table)
     coverage = report_coverage(lut, table, shapes, progress, bspace)
-    if out is not None and not Path(out).resolve().parent.is_dir():
-        raise ValueError(f"cannot write the table to {out}: directory {Path(out).resolve().parent} does not exist")
     earlier = table_to_merge(out, overwrite)
     families = list(families) if families else list(kernels.FAMILIES)
     for f in families:
@@ -453,6 +471,11 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
     try:
         plugin, ctx, good, info = start_workers(client, timeout=timeout, runner=runner, env=wenv,
                                                 compile_workers=compile_workers)
+        if ctx.gemmtune_version != __version__:
+            # The driver plans with its gemmtune and names it in the table; rows measured by another
+            # would be stored under that one's version, the table under this one's.
+            raise ValueError(f"the cluster's workers run gemmtune {ctx.gemmtune_version}, this process "
+                             f"gemmtune {__version__}: install the same gemmtune on the workers")
         startup = time.monotonic() - t0
         representative = bool(info.get("representative", False))
         dev = run_device(info, device, ctx, earlier, out, lut)
