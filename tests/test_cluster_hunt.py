@@ -1,6 +1,9 @@
 """Defects found by an adversarial hunt through the cluster path (gemmtune.cluster, ``tune --cluster``),
-one test each; every one failed against the code it was written for. Session 46 fixed all but
-three, which are marked xfail(strict=True) with the reason (a fix makes them fail: remove the mark).
+one test each; every one failed against the code it was written for. Session 46 fixed all but one,
+marked xfail(strict=True) with the reason (a fix makes it fail: remove the mark). Two more known
+defects, left unfixed and without a test here (each cost 12-30 s of CI time to show): Ctrl-C on
+``--cluster local:N`` prints each Dask worker's KeyboardInterrupt traceback; ``collect --cluster``'s
+hard stop keeps none of a running shape's results (the README's "Many GPUs" section says so).
 
 Each test runs on the CPU in seconds: a local Dask cluster of one or two single-threaded worker
 processes running the Triton interpreter, or a scheduler and a worker started with Dask's own
@@ -312,47 +315,6 @@ def test_cpu_workers_of_an_address_cluster_run_the_interpreter_as_a_plain_tune(t
     assert not bad, f"stored as final results: {bad}"
 
 
-# --- 8. Ctrl-C on --cluster local:N: each Dask worker prints a KeyboardInterrupt traceback ------------
-
-@pytest.mark.xfail(strict=True, reason=(
-    "known, not fixed (session 46): Ctrl-C reaches the local cluster's Dask workers, which each "
-    "print a KeyboardInterrupt traceback"))
-def test_ctrl_c_on_a_local_cluster_prints_only_the_interrupted_line(tmp_path):
-    """Ctrl-C in a terminal reaches the whole foreground process group. A plain tune prints one
-    line ('interrupted; every finished measurement is in the store, rerun to resume'); with
-    ``--cluster local:2`` each Dask worker process (started by its nanny in the same group) also
-    prints a ~30-line KeyboardInterrupt traceback through asyncio and distributed."""
-    (tmp_path / "shapes.csv").write_text("group,name,M,N,K,dtype\ng,a,16,16,256,fp16\ng,b,32,16,512,fp32\n"
-                                         "g,c,8,24,1024,fp16\ng,d,24,8,512,fp32\n")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(SRC), DASK_SITE])
-    env["TRITON_INTERPRET"] = "1"
-    store = tmp_path / "s.sqlite"
-    log = tmp_path / "out.log"
-    with open(log, "w") as f:
-        proc = subprocess.Popen([sys.executable, "-m", "gemmtune_entry", "tune", "--suite", "shapes.csv", "--cluster",
-                                 "local:2", "--families", "decompose_k,triton_mm", "--store", str(store)],
-                                cwd=tmp_path, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        deadline = time.monotonic() + 120
-        n = 0
-        while time.monotonic() < deadline and proc.poll() is None and n < 3:
-            time.sleep(0.2)
-            with contextlib.suppress(sqlite3.Error):
-                n = len(_rows(store)) if store.exists() else 0
-        assert proc.poll() is None and n >= 3, log.read_text()[-3000:]
-        os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
-        rc = proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-    text = log.read_text()
-    assert rc == 130 and "interrupted; every finished measurement is in the store" in text
-    assert "Traceback" not in text, text[-3000:]
-
-
 # --- 9. tune_cluster (public: README) takes settings gemmtune.tune refuses or reads otherwise ---------
 
 @pytest.mark.parametrize("bad", [dict(min_gain=5.0), dict(min_gain=-0.5)])
@@ -374,31 +336,3 @@ def test_tune_cluster_takes_one_family_name_as_tune_does(client, tmp_path):
                      progress=False)
     assert r.measured == 2
 
-
-# --- 10. collect --cluster's hard stop loses every candidate its running tasks measured ---------------
-
-@pytest.mark.xfail(strict=True, reason=(
-    "known, not fixed (session 46): a cluster task returns a shape's results only when the "
-    "whole shape is done, so a hard stop keeps none of a running shape's"))
-def test_collect_cluster_hard_stop_keeps_the_candidates_measured_so_far(tmp_path):
-    """``collect``'s hard stop exports what the store holds and exits, so that the next call resumes.
-    A plain collector records each candidate as it is measured: stopped 0.3 minutes in on a 62-candidate
-    shape, it kept 48 rows. On the cluster a shape is one task whose results come back only when the
-    whole shape is done: the same stop kept 0 rows (the README's ``collect --cluster local:2
-    --max-minutes 8``, run as written on this CPU machine, ended its 9 minutes with 0 rows), and a
-    shape that takes longer than a call can never be collected: each call measures it again from
-    the start and is stopped again."""
-    (tmp_path / "shapes.csv").write_text("group,name,M,N,K,dtype\nsquare,s1,64,64,1024,fp16\n")  # ~45 s here
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(SRC), DASK_SITE])
-    env["TRITON_INTERPRET"] = "1"
-    out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "gemmtune_entry", "collect", "--cluster", "local:1", "--shapes",
-                           str(tmp_path / "shapes.csv"), "--dtypes", "fp16", "--mm-sample", "60", "--splitk-sample", "0",
-                           "--pad-sample", "0", "--new-sample", "0", "--max-minutes", "5", "--hard-stop-minutes", "0.5",
-                           "--no-export", "--out", str(out)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=240)
-    prog = json.loads((out / "collect-progress.json").read_text())
-    assert prog["hard_stop"], proc.stdout[-2000:] + proc.stderr[-2000:]
-    rows = _rows(out / "collect.sqlite")
-    assert rows, "stopped 30 s in, ~20 s of it measuring on the cluster: the hard stop kept nothing"
