@@ -490,6 +490,13 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
         refine: set[str] = set()  # whole spaces, refined once their sweep is in (plan.refine_forms)
         work = []  # (cost, order, problem, [choice ids])
         reused = 0
+
+        def tasks_of(p: Problem, todo) -> list[tuple]:
+            """Work items for ``todo``'s candidates of ``p``: at most ``batch`` a task, numbered on
+            from the items so far."""
+            parts = _batches([c.id for _, c in todo], batch) if todo else []
+            return [(shape_cost(p, len(part), coster), len(work) + j, p, part) for j, part in enumerate(parts)]
+
         for s in shapes:
             key = s.problem.key
             if key in plans:
@@ -501,8 +508,7 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
                 refine.add(key)
             done, todo = rec.pending(s.problem, plans[key])
             reused += sum(c.id in done for c in plans[key])
-            for part in _batches([c.id for _, c in todo], batch) if todo else []:
-                work.append((shape_cost(s.problem, len(part), coster), len(work), s.problem, part))
+            work += tasks_of(s.problem, todo)
         # Largest expected cost first, so that the last tasks to finish are short ones.
         work.sort(key=lambda w: (-w[0], w[1]))
         problems_by_key = {s.problem.key: s.problem for s in shapes}
@@ -536,11 +542,11 @@ def tune_cluster(problems: Iterable[Problem | Shape], *, cluster, families: Sequ
                 return
             plans[p.key] = plans[p.key] + extra
             _, todo = rec.pending(p, extra)
-            if todo:
-                work.append((shape_cost(p, len(todo), coster), len(work), p, [c.id for _, c in todo]))
+            bar.grow(task, len(todo))
+            for item in tasks_of(p, todo):  # appended: an item's order is its index in work
+                work.append(item)
                 left[p.key] += 1
-                bar.grow(task, len(todo))
-                pending.add(submit(len(work) - 1))
+                pending.add(submit(item[1]))
 
         with Progress(progress) as bar:
             task = bar.task("candidates", sum(len(w[3]) for w in work))

@@ -9,6 +9,7 @@ from ..device import DeviceInfo
 from ..problem import Problem
 from . import triton_mm_spec as triton_mm
 from .base import tile_row
+from .launch_args import edge_masks
 
 
 NAME = "triton_static"
@@ -68,7 +69,11 @@ def forms(problem: Problem, cfg) -> list[StaticConfig]:
     ['carried', 'indexed']
     """
     t = tile_of(cfg)
-    wrap = problem.layout_b == "row" and problem.n % 2 == 1 and problem.n >= t.block_n
+    # The launch's own rule (N's mask under each edge), not a copy of it: a row-major B is the
+    # N-contiguous one, and the M side is the same under both edges.
+    masks = [edge_masks(problem.m, problem.n, t.block_m, t.block_n, edge, n_contiguous=problem.layout_b == "row")
+             for edge in ("auto", "auto_wrap_odd")]
+    wrap = masks[0] != masks[1]
     return [_carried(t, f) for f in ("carried", "indexed") + (("indexed_wrap",) if wrap else ())]
 
 

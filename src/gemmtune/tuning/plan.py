@@ -132,9 +132,9 @@ def _split_twins(rest: list[Choice], model=None) -> tuple[list[Choice], dict]:
     return [c for c in rest if not (c.family == "triton_static" and not c.pad)], twins
 
 
-def _with_twins(picked: list[Choice], twins: dict, problem: Problem | None = None) -> list[Choice]:
-    """``picked``, each copy-free triton_mm / triton_static pick's twin, and (given ``problem``)
-    the other forms of the first such pick's triton_static config (``static_forms``)."""
+def _with_twins(picked: list[Choice], twins: dict, problem: Problem) -> list[Choice]:
+    """``picked``, each copy-free triton_mm / triton_static pick's twin, and the other forms of
+    the first such pick's triton_static config on ``problem`` (``static_forms``)."""
     ids = {c.id for c in picked}
     out = list(picked)
     for c in picked:
@@ -142,7 +142,7 @@ def _with_twins(picked: list[Choice], twins: dict, problem: Problem | None = Non
         if twin is not None and twin.id not in ids:
             ids.add(twin.id)
             out.append(twin)
-    for c in static_forms(picked, twins, problem) if problem is not None else ():
+    for c in static_forms(picked, twins, problem):
         if c.id not in ids:
             ids.add(c.id)
             out.append(c)

@@ -405,6 +405,28 @@ class Tuner:
                     rec.record(p, c, res)
                     bar.advance(task)
 
+            def run_claimed(i: int, problem, todo, others, job, task) -> tuple[float, int]:
+                """Measure ``todo`` (what this tuner claimed; its compiles in ``job``), then wait
+                for ``others`` (what other tuners hold). Returns (seconds waited for the
+                compiles, candidates the others measured)."""
+                waited = 0.0
+                if job is not None and todo:
+                    if not job.done():
+                        # Time what needs no compiling (cuBLAS) while the rest compiles.
+                        note("measure_uncompiled", shape=i)
+                        measure([pc for pc in todo if not pc[1].needs_compile], task)
+                        todo = [pc for pc in todo if pc[1].needs_compile]
+                    note("wait_compiles", shape=i)
+                    tw = time.monotonic()
+                    compiled = job.result()
+                    waited = time.monotonic() - tw
+                    n_todo = len(todo)
+                    todo = rec.record_compile_failures(todo, compiled)
+                    bar.advance(task, by=n_todo - len(todo))  # failed to compile: recorded
+                note("measure", shape=i, candidates=len(todo))
+                measure(todo, task)
+                return waited, rec.await_others(problem, others, lambda pcs: measure(pcs, task))
+
             for i, s in enumerate(shapes):
                 ts = time.monotonic()
                 planned = ahead.plan(i)
@@ -416,25 +438,8 @@ class Tuner:
                 todo, others = rec.claim(s.problem, todo)
                 try:
                     task = bar.task(f"  {s.name}", len(todo))
-                    job = ahead.job(i)
-                    waited = 0.0
-                    if job is not None and todo:
-                        if not job.done():
-                            # Time what needs no compiling (cuBLAS) while the rest compiles.
-                            note("measure_uncompiled", shape=i)
-                            measure([pc for pc in todo if not pc[1].needs_compile], task)
-                            todo = [pc for pc in todo if pc[1].needs_compile]
-                        note("wait_compiles", shape=i)
-                        tw = time.monotonic()
-                        compiled = job.result()
-                        waited = time.monotonic() - tw
-                        compile_wait += waited
-                        n_todo = len(todo)
-                        todo = rec.record_compile_failures(todo, compiled)
-                        bar.advance(task, by=n_todo - len(todo))  # failed to compile: recorded
-                    note("measure", shape=i, candidates=len(todo))
-                    measure(todo, task)
-                    reused += rec.await_others(s.problem, others, lambda pcs: measure(pcs, task))
+                    waited, got = run_claimed(i, s.problem, todo, others, ahead.job(i), task)
+                    reused += got
                     extra = refine_forms(s.problem, cands, rec.times(s.problem, cands)) if planned.refine else []
                     if extra:
                         # A whole space lists triton_static's carried forms only: the fastest tile's
@@ -445,11 +450,9 @@ class Tuner:
                         reused += sum(c.id in more_done for c in extra)
                         more, more_others = rec.claim(s.problem, more)
                         bar.grow(task, len(more) + len(more_others))
-                        job = executor.compile_ahead(more)
-                        if job is not None:
-                            more = rec.record_compile_failures(more, job.result())
-                        measure(more, task)
-                        reused += rec.await_others(s.problem, more_others, lambda pcs: measure(pcs, task))
+                        w, got = run_claimed(i, s.problem, more, more_others, executor.compile_ahead(more), task)
+                        waited, reused = waited + w, reused + got
+                    compile_wait += waited
                 finally:
                     # Also when the sweep stops here (Ctrl-C in a notebook, an error): this process's claims
                     # stayed in the store, and a rerun in the same process took them for another live
