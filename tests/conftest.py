@@ -174,3 +174,18 @@ def cpu_lookup_choices(seen: dict, ask: list[str]):
             return super().lookup_template_configs(kernel_inputs, op_name, template_uids, template_hash_map)
 
     return CpuLookup()
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A Dask client of two single-threaded worker processes (GPU i each on a GPU machine), shared
+    by a cluster test module's tests (tests/test_cluster.py, tests/test_cluster_hunt.py). Those
+    modules skip themselves without dask[distributed]."""
+    import distributed
+
+    from gemmtune.cluster import local_cluster
+
+    env = {} if os.environ.get("TRITON_INTERPRET") is None else {"TRITON_INTERPRET": "1"}
+    with local_cluster(2, env=env) as cluster, distributed.Client(cluster) as c:
+        c.wait_for_workers(2, timeout=120)
+        yield c

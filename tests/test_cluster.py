@@ -25,7 +25,7 @@ distributed = pytest.importorskip("distributed", reason="dask[distributed] is no
 import dask  # noqa: E402
 
 import gemmtune  # noqa: E402
-from gemmtune.cluster import local_cluster, parse_cluster, run_task, tune_cluster  # noqa: E402
+from gemmtune.cluster import parse_cluster, run_task, tune_cluster  # noqa: E402
 from gemmtune.problem import Problem  # noqa: E402
 from gemmtune.store import ResultStore  # noqa: E402
 
@@ -43,15 +43,6 @@ def restart_slower_than_lost_worker_timeout():
     name was registered then, and a restart took 16.7 s on 2 loaded cores. A 0 s timeout makes
     every restart "slow", so the tests that kill a worker check this on any machine."""
     return dask.config.set({"distributed.deploy.lost-worker-timeout": "0s"})
-
-
-@pytest.fixture(scope="module")
-def client():
-    """Two single-threaded worker processes (GPU i each on a GPU machine), shared by the tests."""
-    env = {} if os.environ.get("TRITON_INTERPRET") is None else {"TRITON_INTERPRET": "1"}
-    with local_cluster(2, env=env) as cluster, distributed.Client(cluster) as c:
-        c.wait_for_workers(2, timeout=120)
-        yield c
 
 
 def _rows(path) -> list[tuple]:

@@ -32,23 +32,13 @@ distributed = pytest.importorskip("distributed", reason="dask[distributed] is no
 
 import gemmtune  # noqa: E402
 from gemmtune import cli  # noqa: E402
-from gemmtune.cluster import local_cluster, parse_cluster, run_task, tune_cluster  # noqa: E402
+from gemmtune.cluster import parse_cluster, run_task, tune_cluster  # noqa: E402
 from gemmtune.problem import Problem  # noqa: E402
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+# test_cluster's sizes and source path, one definition for both modules (``client``: conftest's)
+from test_cluster import FAMILIES, N_CANDIDATES, PROBLEMS, SRC  # noqa: E402
+
 DASK_SITE = str(Path(distributed.__file__).resolve().parents[1])  # where the workers find dask
-FAMILIES = ["decompose_k"]  # 2-4 candidates per shape: seconds in the interpreter
-PROBLEMS = [Problem.from_sizes(16, 16, 256, "fp16"), Problem.from_sizes(32, 16, 512, "fp32"),
-            Problem.from_sizes(8, 24, 1024, "fp16")]
-N_CANDIDATES = 9
-
-
-@pytest.fixture(scope="module")
-def client():
-    env = {} if os.environ.get("TRITON_INTERPRET") is None else {"TRITON_INTERPRET": "1"}
-    with local_cluster(2, env=env) as cluster, distributed.Client(cluster) as c:
-        c.wait_for_workers(2, timeout=120)
-        yield c
 
 
 def _rows(path) -> list[tuple]:

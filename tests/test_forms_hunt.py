@@ -30,6 +30,7 @@ from gemmtune.problem import Problem
 from gemmtune.store import ResultStore, RunContext
 from gemmtune.table import LookupTable, TableChoice
 from gemmtune.tuning.plan import CandidatePlan, as_shapes
+from test_tuning import FormsPool, form_ms
 
 H100 = DeviceInfo.lookup("h100")
 FORM_SUFFIXES = ("-IX", "-IXW")
@@ -77,12 +78,8 @@ INFO = {"device_name": "NVIDIA H100 80GB HBM3", "capability": "9.0", "torch": "2
 
 
 def _form_times(task: dict) -> dict:
-    """A cluster task (cluster.run_task's reply) timed as tests/test_tuning.py's FormsPool: a
-    carried triton_static tile 1.0 ms, its -IX form 0.8, everything else 2.0."""
-    res = []
-    for pk, cid in task["items"]:
-        ms = 0.8 if cid.endswith("-IX") else 1.0 if cid.startswith("triton_static:") else 2.0
-        res.append([pk, cid, {"status": "ok", "device_ms": ms}])
+    """A cluster task (cluster.run_task's reply) timed as tests/test_tuning.py's FormsPool (form_ms)."""
+    res = [[pk, cid, {"status": "ok", "device_ms": form_ms(cid)}] for pk, cid in task["items"]]
     return {"worker": "fake", "info": INFO, "seconds": 0.0, "results": res}
 
 
@@ -148,20 +145,6 @@ def test_the_progress_lines_never_count_past_a_shapes_total(store, capsys):
     from gemmtune.tuning.executor import Executor
     from gemmtune.tuning.recorder import Recorder
     from gemmtune.tuning.tuner import Tuner
-
-    class FormsPool:
-        def __init__(self):
-            self.tasks = []
-
-        def info(self):
-            return {"device_name": "cpu"}
-
-        def map(self, tasks, **kw):
-            for t in tasks:
-                self.tasks.append(t)
-                cid = t["choice"]
-                yield t, {"status": "ok", "device_ms": 0.8 if cid.endswith("-IX") else
-                          1.0 if cid.startswith("triton_static:") else 2.0}
 
     odd = Problem.from_sizes(96, 50257, 768, "bf16")
     plan = CandidatePlan(("triton_mm", "triton_static"), "default", H100)

@@ -30,6 +30,13 @@ def _echo_env(d: Path) -> dict:
     return {"PYTHONPATH": str(d), "TRITON_INTERPRET": "1"}
 
 
+def _still_serving(s, said: str = "") -> None:
+    """The server thread is up with no error, and a new client is answered."""
+    assert s.error is None and s.thread.is_alive(), f"the server stopped: {s.error!r}{said}"
+    with RemotePool(s.sock, timeout=30) as pool:
+        assert pool.info()
+
+
 @pytest.mark.slow
 def test_a_map_left_mid_run_does_not_hand_its_result_to_the_next_map(tmp_path):
     """A map abandoned while another worker still runs a task (a consumer that stops early: the
@@ -134,9 +141,7 @@ def test_a_request_of_another_shape_is_refused_and_the_server_stays_up(tmp_path,
                 reply = "EOF: the server closed the connection"
 
         time.sleep(0.5)
-        assert s.error is None and s.thread.is_alive(), f"the server stopped: {s.error!r} (reply {reply!r})"
-        with RemotePool(s.sock, timeout=30) as pool:
-            assert pool.info()
+        _still_serving(s, f" (reply {reply!r})")
     finally:
         s.close()
 
@@ -375,9 +380,7 @@ def test_a_client_that_hangs_up_during_the_key_handshake_does_not_stop_the_serve
             c.connect(s.sock)
             assert c.recv(256)  # the challenge
         time.sleep(1.0)
-        assert s.error is None and s.thread.is_alive(), f"the server stopped: {s.error!r}"
-        with RemotePool(s.sock, timeout=30) as pool:
-            assert pool.info()
+        _still_serving(s)
     finally:
         s.close()
 
