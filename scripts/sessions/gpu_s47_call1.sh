@@ -16,4 +16,4 @@ PY
 echo "ncu on $ids"
 timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed_op_global_ld.sum,launch__registers_per_thread,launch__grid_size,launch__block_size,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,lts__t_sectors_srcunit_tex_op_read.sum \
   python3 scripts/exp_gemv_oddn.py --ncu-run 1x50257x768xbf16 --choices "$ids" > $OUT/ncu.txt 2>&1
-echo "ncu rc=$?"; grep -E "gemv|skinny|gemm|Kernel|time_duration|dram__|warps_active|inst_executed|registers|grid_size|block_size|sectors" $OUT/ncu.txt | grep -v "^==PROF==" | head -90
+echo "ncu rc=$?"; grep -E "CC 9|time_duration|dram__|warps_active|inst_executed|registers|grid_size|block_size|sectors" $OUT/ncu.txt | grep -v "^==PROF==" | head -90
