@@ -38,31 +38,49 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 @triton.jit
-def _accumulate(acc, a_ptr, b_ptr, K, stride_ak, stride_bk, b_off, n0, end,
-                BN: tl.constexpr, BK: tl.constexpr, VEC: tl.constexpr, MASKED: tl.constexpr):
-    """acc[VEC, BN] += rows of B, each row's aligned window in the accumulator row of its class."""
+def _window(a_ptr, b_ptr, k0, K, stride_ak, stride_bk, b_off, n0, end,
+            BN: tl.constexpr, BK: tl.constexpr, VEC: tl.constexpr, MASKED: tl.constexpr):
+    """Rows k0 .. k0 + BK of B, each row's BN-wide window from the 16-byte boundary at or before
+    B[k, n0], and a's matching values (zeros past K)."""
     j = tl.arange(0, BN)
-    r = tl.arange(0, BK)
-    for k0 in range(0, K, BK):
-        k = k0 + r
-        kmask = k < K
-        flat = b_off + k.to(tl.int64) * stride_bk + n0
-        base = (flat // VEC) * VEC  # the 16-byte boundary at or before B[k, n0]
-        offs = base[:, None] + j[None, :]
-        if MASKED:  # the last column block: the last row's window may pass the end of B
-            m = kmask[:, None] & (offs < end)
-        else:
-            m = kmask[:, None]
-        tile = tl.load(b_ptr + offs, mask=m, other=0.0)
-        x = tl.load(a_ptr + k * stride_ak, mask=kmask, other=0.0).to(tl.float32)
-        p = tile.to(tl.float32) * x[:, None]
-        acc += tl.sum(tl.reshape(p, (BK // VEC, VEC, BN)), axis=0)
+    k = k0 + tl.arange(0, BK)
+    kmask = k < K
+    flat = b_off + k.to(tl.int64) * stride_bk + n0
+    offs = ((flat // VEC) * VEC)[:, None] + j[None, :]
+    if MASKED:  # the last column block: the last row's window may pass the end of B
+        m = kmask[:, None] & (offs < end)
+    else:
+        m = kmask[:, None]
+    tile = tl.load(b_ptr + offs, mask=m, other=0.0)
+    x = tl.load(a_ptr + k * stride_ak, mask=kmask, other=0.0)
+    return tile, x
+
+
+@triton.jit
+def _accumulate(acc, a_ptr, b_ptr, K, stride_ak, stride_bk, b_off, n0, end,
+                BN: tl.constexpr, BK: tl.constexpr, VEC: tl.constexpr, MASKED: tl.constexpr,
+                PREFETCH: tl.constexpr):
+    """acc[VEC, BN] += rows of B, each row's aligned window in the accumulator row of its class.
+    PREFETCH: the next rows' loads are issued before this step's products (Triton pipelines only
+    loads that feed a tl.dot; this doubles the bytes in flight per program)."""
+    if PREFETCH:
+        tile, x = _window(a_ptr, b_ptr, 0, K, stride_ak, stride_bk, b_off, n0, end, BN, BK, VEC, MASKED)
+        for k0 in range(BK, K + BK, BK):
+            nt, nx = _window(a_ptr, b_ptr, k0, K, stride_ak, stride_bk, b_off, n0, end, BN, BK, VEC, MASKED)
+            p = tile.to(tl.float32) * x.to(tl.float32)[:, None]
+            acc += tl.sum(tl.reshape(p, (BK // VEC, VEC, BN)), axis=0)
+            tile, x = nt, nx
+    else:
+        for k0 in range(0, K, BK):
+            tile, x = _window(a_ptr, b_ptr, k0, K, stride_ak, stride_bk, b_off, n0, end, BN, BK, VEC, MASKED)
+            p = tile.to(tl.float32) * x.to(tl.float32)[:, None]
+            acc += tl.sum(tl.reshape(p, (BK // VEC, VEC, BN)), axis=0)
     return acc
 
 
 @triton.jit
 def _gemv_shift(a_ptr, b_ptr, c_ptr, N, K, stride_ak, stride_bk, b_off,
-                BN: tl.constexpr, BK: tl.constexpr, VEC: tl.constexpr):
+                BN: tl.constexpr, BK: tl.constexpr, VEC: tl.constexpr, PREFETCH: tl.constexpr):
     """c[N] = a[K] @ B[K, N]; B[k, n] = b_ptr[b_off + k * stride_bk + n], b_ptr 16-byte aligned."""
     pid = tl.program_id(0)
     OUT: tl.constexpr = BN - VEC
@@ -70,9 +88,9 @@ def _gemv_shift(a_ptr, b_ptr, c_ptr, N, K, stride_ak, stride_bk, b_off,
     acc = tl.zeros([VEC, BN], dtype=tl.float32)
     end = b_off + (K - 1).to(tl.int64) * stride_bk + N
     if n0 + BN <= N:  # no row's window passes its own row's end
-        acc = _accumulate(acc, a_ptr, b_ptr, K, stride_ak, stride_bk, b_off, n0, end, BN, BK, VEC, False)
+        acc = _accumulate(acc, a_ptr, b_ptr, K, stride_ak, stride_bk, b_off, n0, end, BN, BK, VEC, False, PREFETCH)
     else:
-        acc = _accumulate(acc, a_ptr, b_ptr, K, stride_ak, stride_bk, b_off, n0, end, BN, BK, VEC, True)
+        acc = _accumulate(acc, a_ptr, b_ptr, K, stride_ak, stride_bk, b_off, n0, end, BN, BK, VEC, True, PREFETCH)
     j = tl.arange(0, BN)
     cls = tl.arange(0, VEC).to(tl.int64)
     s = (b_off + cls * stride_bk + n0) % VEC  # the shift of class i (rows k = i mod VEC)
@@ -93,7 +111,7 @@ def launch(v: dict, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> None:
     bn = v["bn"]
     grid = (triton.cdiv(n, bn - vec),)
     _gemv_shift[grid](a, base, c, n, k, a.stride(1), b.stride(0), off, BN=bn, BK=v["bk"], VEC=vec,
-                      num_warps=v["warps"])
+                      PREFETCH=v.get("pf", False), num_warps=v["warps"])
 
 
 def variants(k: int, vec: int) -> list[dict]:
@@ -104,16 +122,18 @@ def variants(k: int, vec: int) -> list[dict]:
                 if bk < vec or bn <= vec or bn * bk > 64 * 32 * w:  # at most 64 product values a thread
                     continue
                 out.append({"bn": bn, "bk": bk, "warps": w})
+                out.append({"bn": bn, "bk": bk, "warps": w, "pf": True})
     return out
 
 
 def vid(v: dict) -> str:
-    return f"shift-BN{v['bn']}-BK{v['bk']}-W{v['warps']}"
+    return f"shift-BN{v['bn']}-BK{v['bk']}-W{v['warps']}" + ("-PF" if v.get("pf") else "")
 
 
 def parse_vid(s: str) -> dict:
-    _, bn, bk, w = s.split("-")
-    return {"bn": int(bn[2:]), "bk": int(bk[2:]), "warps": int(w[1:])}
+    _, bn, bk, w, *pf = s.split("-")
+    v = {"bn": int(bn[2:]), "bk": int(bk[2:]), "warps": int(w[1:])}
+    return v | ({"pf": True} if pf else {})
 
 
 def dry_run() -> int:
