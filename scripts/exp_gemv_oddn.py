@@ -25,7 +25,6 @@ the same problem, in one process.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -251,7 +250,8 @@ def main() -> int:
         rows.append({"M": m, "N": n, "K": k, "dtype": dt, "floor_us": floor_us, "us": res,
                      "best_skinny": best_sk[1], "best_shift": best_sh[1]})
         write_rows(args.out, bw, rows)
-        del ins, outs
+        ins.clear()  # free this shape's operand sets before the next shape allocates its own
+        outs.clear()
     return 0
 
 
