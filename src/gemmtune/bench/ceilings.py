@@ -114,6 +114,25 @@ def load_ceilings(path: str | os.PathLike, device_name: str) -> dict | None:
     return c
 
 
+def check_ceilings_file(path: str | os.PathLike) -> None:
+    """Raise ValueError when ``path`` holds a file that is not a ceilings file (``save_ceilings``'s):
+    the run would replace it with its ceilings (a suite CSV or a bench JSON given by mistake was
+    overwritten without a word). Nothing there, an empty file or a ceilings file pass."""
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"--ceilings-file {path} is a folder; give a file")
+    if not p.exists() or p.stat().st_size == 0:
+        return
+    try:
+        saved = json.loads(p.read_text())
+    except (OSError, ValueError):
+        saved = None
+    if not (isinstance(saved, dict) and "device_name" in saved and isinstance(saved.get("ceilings"), dict)
+            and "schema" not in saved):
+        raise ValueError(f"--ceilings-file {path} holds something other than ceilings (a file `gemmtune bench "
+                         "--ceilings-file` wrote); the run would overwrite it: give another path")
+
+
 def save_ceilings(path: str | os.PathLike, device_name: str, ceilings: dict) -> None:
     write_atomic(path, json.dumps({"device_name": device_name, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                    "ceilings": ceilings}, indent=1, allow_nan=False))

@@ -31,9 +31,10 @@ ceil(repeats / R) times each, in an order that rotates per round; the kept time 
 median over rounds of the round medians, the spread the larger of the median
 within-round relative IQR and the across-round range / median. Eager per-call wall time
 is measured once per method after the rounds. The JSON
-(``<date>-<gpu>-torch<v>-triton<v>[-groups]-bench.json``) is rewritten after every shape,
-so a killed run keeps what it finished; partial runs (``groups``, ``limit``) merge with
-``gemmtune report --merge``. The format is described in gemmtune.report.
+(``<date>-<gpu>-torch<v>-triton<v>[-groups]-bench.json``; ``-2``, ``-3``, ... added where an
+earlier run's is there) is rewritten after every shape, so a killed run keeps what it finished,
+and until the last shape its header's ``unmeasured`` and a note name the shapes not measured
+yet; partial runs (``groups``, ``limit``) merge with ``gemmtune report --merge``. The format is described in gemmtune.report.
 
 Two options serve scripts/bench_gpu.sh (several runs in one device call):
 ``--ceilings-file FILE`` reads the ceilings from FILE when it holds ones measured on this
@@ -61,7 +62,7 @@ import torch
 
 from .. import report
 from ..shapes import Shape
-from .ceilings import load_ceilings, measure_ceilings, save_ceilings
+from .ceilings import check_ceilings_file, load_ceilings, measure_ceilings, save_ceilings
 from .eager import EAGER_CALLS, EAGER_WARMUP, dispatch_launch
 from .inductor import INDUCTOR_MODE, AutotuneLog, _install_autotune_log, _remove_autotune_log, compile_inductor
 from .modes import NVMMH_TOPK, OPTIONAL_MODES, TUNE_MODES, tune_phase
@@ -208,12 +209,15 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
         skip_inductor: bool = False, seed: int = 0, render: bool = True,
         tune_fn: Callable | None = None, log=None, rounds: int = ROUNDS,
         deadline: float | None = None, ceilings_file: str | os.PathLike | None = None,
-        extra: Sequence[str] = (), skip_tunableop: bool = False) -> Path:
+        extra: Sequence[str] = (), skip_tunableop: bool = False, notes: Sequence[str] = ()) -> Path:
     """Benchmark ``shapes`` on the current GPU; write the bench JSON (and its report) under
     ``out_dir`` and return the JSON's path. Raises ValueError without a CUDA GPU.
 
     ``extra``: opt-in gemmtune modes to run as well (OPTIONAL_MODES keys, see ``extra_modes``).
     ``skip_tunableop``: leave PyTorch's TunableOp (cuBLAS/cuBLASLt algorithm tuning) out.
+    ``notes``: the caller's notes on the shapes (addmm rows benchmarked as mm), kept in the JSON.
+    The JSON never replaces an earlier run's: where ``out_dir`` holds one of the same name (same
+    day, GPU, versions and groups), this run's name gets ``-2``, ``-3``, ... (``report.unused_bench_path``).
 
     ``rounds``: interleaved timing rounds per shape (``repeats`` samples per kernel in
     all). ``deadline`` (unix time; ``gemmtune bench --deadline``): no shape starts when the
@@ -228,6 +232,8 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
     """
     if not torch.cuda.is_available():
         raise ValueError(CUDA_ERROR)
+    if ceilings_file:
+        check_ceilings_file(ceilings_file)  # before anything runs
     import triton
 
     from .. import __version__, binaries
@@ -255,9 +261,20 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
                   "inductor_mode": INDUCTOR_MODE, "timer": timer_text(repeats, rounds, timer.eager_calls),
                   "modes": {}, "phases_s": {}}
         suffix = "-".join(groups or []) + (f"-first{limit}" if limit else "")
-        path = out / report.bench_filename(header, suffix)
-        doc = {"schema": report.SCHEMA, "source": "", "header": header, "ceilings": None, "notes": [],
+        path = report.unused_bench_path(out, header, suffix)
+        doc = {"schema": report.SCHEMA, "source": "", "header": header, "ceilings": None, "notes": list(notes),
                "shapes": []}
+        # Until the last shape is measured, the JSON says which shapes are not (yet): a run stopped
+        # part way (Ctrl-C, a time limit's SIGINT or SIGKILL, a crash) read as a finished run of
+        # fewer shapes, its report's groups and geomeans silently partial.
+        pending = len(doc["notes"])
+        doc["notes"].append("")
+
+        def unfinished(left: list[str]) -> None:
+            header["unmeasured"] = left
+            doc["notes"][pending] = (f"run not finished: {len(left)} of {len(shapes)} shapes not measured (the run "
+                                     f"was interrupted or killed before them): {', '.join(left)}")
+        unfinished([x.name for x in shapes])
 
         say(f"gemmtune bench: {len(shapes)} shapes on {dev.name} -> {path}")
         t0 = time.perf_counter()
@@ -317,6 +334,8 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
         for i, s in enumerate(shapes):
             if deadline is not None and time.time() + longest > deadline:
                 left = [x.name for x in shapes[i:]]
+                del doc["notes"][pending]
+                pending = None
                 doc["notes"].append(f"deadline: {len(left)} of {len(shapes)} shapes not measured (the longest shape so "
                                     f"far took {longest:.0f} s and too little time was left): {', '.join(left)}")
                 header["unmeasured"] = left
@@ -329,6 +348,7 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
             rec["measure_s"] = time.perf_counter() - t0
             longest = max(longest, rec["measure_s"])
             doc["shapes"].append(rec)
+            unfinished([x.name for x in shapes[i + 1:]])
             header["phases_s"]["measure"] = time.perf_counter() - t_measure
             header["phases_s"]["run"] = time.perf_counter() - t_run
             report.save_bench(doc, path)
@@ -340,6 +360,9 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
             say(f"{s.group:8} {s.name:24} ({rec['measure_s']:5.1f} s) " + "  ".join(cells))
         if tunableop is not None:
             tunableop.close()
+        if pending is not None:  # every shape measured
+            del doc["notes"][pending]
+            header.pop("unmeasured", None)
         report.save_bench(doc, path)
         if render:
             written = report.render(doc, out, path.stem)

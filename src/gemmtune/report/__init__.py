@@ -40,7 +40,7 @@ Example::
 
 from __future__ import annotations
 
-from .files import SCHEMA, bench_filename, load_bench, merge_bench, save_bench, slug
+from .files import SCHEMA, bench_filename, load_bench, merge_bench, save_bench, slug, unused_bench_path
 from .markdown import render_markdown
 from .plots import PLOTS, plot_roofline, plot_speedup, plot_tuning
 from .records import (CUBLAS_CHOICE, GEMMTUNE_METHODS, GROUPS, LABELS, METHODS, SAME_MARK, SAME_NOTE,
@@ -51,7 +51,8 @@ from .stats import geomean, is_tie, memory_gbps, roofline_ms, speedup, verdict
 from .tune_run import bench_from_tune_run, render_tune_run
 from .markdown import _choice  # noqa: F401 -- read by tests
 
-__all__ = ["SCHEMA", "bench_filename", "load_bench", "merge_bench", "save_bench", "slug", "render_markdown", "PLOTS",
+__all__ = ["SCHEMA", "bench_filename", "load_bench", "merge_bench", "save_bench", "slug", "unused_bench_path",
+           "render_markdown", "PLOTS",
            "plot_roofline", "plot_speedup", "plot_tuning", "CUBLAS_CHOICE", "GEMMTUNE_METHODS", "GROUPS", "LABELS",
            "METHODS", "SAME_MARK", "SAME_NOTE", "SPEEDUP_TARGETS", "TUNE_QUALITY", "TUNE_TIME_RATIO", "best_ms",
            "floor_fraction", "group_speedups", "kernel", "method_speedup", "methods_present", "same_kernel_as_cublas",

@@ -32,13 +32,23 @@ def load_bench(path: str | os.PathLike) -> dict:
                          "for a `gemmtune tune` run directory use --tune-run")
     # The parts the report reads, checked here: a file of the right schema without them raised
     # KeyError / AttributeError from deep inside the render (session 45's CPU hunt).
+    # The header's GPU and date (the title, the merged file's name) and each shape's key and sizes
+    # (the tables, a merge's identity) were read unchecked: KeyError tracebacks.
     shapes = doc.get("shapes")
-    if not isinstance(doc.get("header"), dict) or not isinstance(shapes, list):
+    header = doc.get("header")
+    if not isinstance(header, dict) or not isinstance(shapes, list):
         raise ValueError(f"{path}: a gemmtune bench JSON needs a 'header' object and a 'shapes' list")
+    missing = [k for k in ("device_name", "date") if not isinstance(header.get(k), str)]
+    if missing:
+        raise ValueError(f"{path}: its header has no {' or '.join(repr(k) for k in missing)} (text)")
     for i, s in enumerate(shapes):
-        if not isinstance(s, dict) or not all(k in s for k in ("group", "name")):
-            raise ValueError(f"{path}: shape {i} is not an object with 'group' and 'name'")
+        if not isinstance(s, dict) or not all(k in s for k in SHAPE_FIELDS):
+            raise ValueError(f"{path}: shape {i} is not an object with {', '.join(map(repr, SHAPE_FIELDS))}")
     return doc
+
+
+# What every shape record of a bench JSON holds (gemmtune.bench.suite.measure_shape writes more).
+SHAPE_FIELDS = ("group", "name", "key", "m", "n", "k", "dtype")
 
 
 def slug(text: str) -> str:
@@ -55,6 +65,27 @@ def bench_filename(header: dict, suffix: str = "") -> str:
     if suffix:
         parts.append(slug(suffix))
     return "-".join(parts) + "-bench.json"
+
+
+def unused_bench_path(out: Path, header: dict, suffix: str = "", avoid=()) -> Path:
+    """``out / bench_filename(header, suffix)``, or with ``-2``, ``-3``, ... added to the suffix where
+    that JSON or its report is there already (or it is one of ``avoid``): a second bench run on the
+    same day (another --suite, a rerun after an interrupted run), or a ``report --merge`` whose name
+    was a full run's, replaced the earlier results without a word.
+
+    >>> import tempfile; d = Path(tempfile.mkdtemp()); h = {"date": "2026-11-30", "device_name": "NVIDIA H200",
+    ...     "torch": "2.9", "triton": "3.5"}
+    >>> unused_bench_path(d, h, "odd").name
+    '2026-11-30-h200-torch2.9-triton3.5-odd-bench.json'
+    >>> _ = (d / "2026-11-30-h200-torch2.9-triton3.5-odd-bench.json").write_text("{}")
+    >>> unused_bench_path(d, h, "odd").name
+    '2026-11-30-h200-torch2.9-triton3.5-odd-2-bench.json'
+    """
+    avoid = {Path(a).resolve() for a in avoid}
+    path, n = Path(out) / bench_filename(header, suffix), 2
+    while path.exists() or path.with_suffix(".md").exists() or path.resolve() in avoid:
+        path, n = Path(out) / bench_filename(header, f"{suffix}-{n}" if suffix else str(n)), n + 1
+    return path
 
 
 def save_bench(doc: dict, path: str | os.PathLike) -> Path:
