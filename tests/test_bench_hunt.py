@@ -267,3 +267,40 @@ def test_addmm_rows_benchmarked_as_mm_are_noted_in_the_json(fake_bench_command, 
     assert cli.main(["bench", "--suite", suite, "--out", str(tmp_path / "out")]) == 0
     assert any("1 addmm row(s) are benchmarked as mm" in n for n in fake_bench_command["notes"])
     capsys.readouterr()
+
+
+def test_merging_the_rerun_of_an_interrupted_run_is_not_called_unfinished(fake_gpu, tmp_path):
+    """An interrupted run's JSON names the shapes it did not measure; merged with a run of those
+    shapes, the report must not still say they were not measured (nor drop what no part has)."""
+    fake_gpu.stop = {"b"}
+    with pytest.raises(KeyboardInterrupt):
+        fake_gpu.run(_shapes("a", "b", "c"), tmp_path)
+    [part] = tmp_path.glob("*-bench.json")
+    fake_gpu.stop = set()
+    rest = fake_gpu.run(_shapes("a", "b", "c")[1:2], tmp_path)  # b only: c is still missing
+    merged = report.merge_bench([report.load_bench(part), report.load_bench(rest)])
+    assert [s["name"] for s in merged["shapes"]] == ["a", "b"] and merged["header"]["unmeasured"] == ["c"]
+    assert [n for n in merged["notes"] if "not measured" in n] == [report.files.unfinished_note(["c"], 3)]
+
+
+def test_a_name_matplotlib_reads_as_math_costs_neither_the_plots_nor_the_markdown(tmp_path, monkeypatch):
+    """Plot labels are matplotlib text, where '$...$' is math: a shape named '$x_{$' raised
+    ValueError from savefig, which ended a finished bench run with no report at all (the Markdown
+    is written after the plots); 'cost $M$' was set in italics. A plot that fails for any other
+    reason now costs its picture only, with a note."""
+    pytest.importorskip("matplotlib")
+    from gemmtune.report import plots
+
+    doc = report.load_bench(FIXTURE)
+    doc["shapes"] = doc["shapes"][:2]
+    doc["shapes"][0]["name"], doc["shapes"][1]["group"] = "$x_{$", "cost $M$"
+    assert plots.plot_speedup(doc, tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
+
+    def broken(doc, path):
+        raise ValueError("Image size of 99333x495 pixels is too large.\nIt must be less than 2^16")
+    for k in report.PLOTS:
+        monkeypatch.setitem(plots._PLOTTERS, k, broken if k == "tuning" else lambda doc, path: Path(path))
+    written = report.render(doc, tmp_path, "u")
+    md = written["markdown"].read_text()
+    assert "tuning" not in written and "plot tuning not drawn: ValueError: Image size of 99333x495" in md
+    assert "u-tuning.png" not in md and "u-speedup.png" in md

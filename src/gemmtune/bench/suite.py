@@ -272,8 +272,7 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
 
         def unfinished(left: list[str]) -> None:
             header["unmeasured"] = left
-            doc["notes"][pending] = (f"run not finished: {len(left)} of {len(shapes)} shapes not measured (the run "
-                                     f"was interrupted or killed before them): {', '.join(left)}")
+            doc["notes"][pending] = report.files.unfinished_note(left, len(shapes))
         unfinished([x.name for x in shapes])
 
         say(f"gemmtune bench: {len(shapes)} shapes on {dev.name} -> {path}")

@@ -10,6 +10,13 @@ from ..jsonio import read_json, write_atomic
 from .records import GROUPS
 
 SCHEMA = "gemmtune-bench/1"
+# The note a bench JSON holds until its run has measured every shape (header "unmeasured": their names).
+UNFINISHED = "run not finished"
+
+
+def unfinished_note(left: list[str], total: int) -> str:
+    return (f"{UNFINISHED}: {len(left)} of {total} shapes not measured (the run was interrupted or killed "
+            f"before them): {', '.join(left)}")
 _SAME = ("device_name", "torch", "triton", "gemmtune")
 
 
@@ -120,6 +127,15 @@ def merge_bench(docs: list[dict]) -> dict:
     groups += sorted({s["group"] for s in merged} - set(groups))
     header = {**h0, "date": max(d["header"]["date"] for d in docs), "groups": groups, "limit": None,
               "merged_from": len(docs)}
+    # A part stopped part way names the shapes it did not measure; another part may have measured
+    # them since (the rerun of an interrupted run): what no part measured is what is left.
+    names = {s["name"] for s in merged}
+    left = list(dict.fromkeys(n for d in docs for n in d["header"].get("unmeasured") or () if n not in names))
+    header.pop("unmeasured", None)
+    notes = [n for n in notes if not str(n).startswith(UNFINISHED + ":")]
+    if left:
+        header["unmeasured"] = left
+        notes.append(unfinished_note(left, len(merged) + len(left)))
     parts = []
     for d in docs:
         for p in d.get("parts") or [{"date": d["header"]["date"], "groups": d["header"].get("groups"),
