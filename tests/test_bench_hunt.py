@@ -37,7 +37,7 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(bench_suite, "measure_ceilings", lambda timer: {"copy": {"gbps": 1.0}, "read": None, "mm": {}})
     monkeypatch.setattr(bench_suite, "tune_phase", lambda *a, **k: {"notes": [], "modes": {}, "tuned": {}, "skipped": {},
                                                                   "extra_s": {}, "errors": {}})
-    state = SimpleNamespace(stop=set())
+    state = SimpleNamespace(stop=set(), methods={})
 
     def measure_shape(shape, *a, **k):
         if shape.name in state.stop:
@@ -45,7 +45,7 @@ def fake_gpu(monkeypatch):
         p = shape.problem
         return {"group": shape.group, "name": shape.name, "key": p.key, "m": p.m, "n": p.n, "k": p.k, "batch": 1,
                 "dtype": p.dtype, "floor_ms": None, "cublas": {"status": "ok", "kernel": {"ms": 1.0, "spread": 0.0}},
-                "methods": {}}
+                "methods": state.methods.get(shape.name, {})}
 
     monkeypatch.setattr(bench_suite, "measure_shape", measure_shape)
 
@@ -105,6 +105,25 @@ def test_an_interrupted_run_says_which_shapes_it_did_not_measure(fake_gpu, tmp_p
     fake_gpu.stop = set()
     done = report.load_bench(fake_gpu.run(_shapes("a", "b", "c"), tmp_path))
     assert "unmeasured" not in done["header"] and not any("not measured" in n for n in done["notes"])
+
+
+def test_a_peer_whose_output_held_nan_does_not_stop_the_run(fake_gpu, tmp_path):
+    """verify.compare gives rel_err inf where an output holds NaN or inf (or has another shape), and
+    compile_inductor and TunableOp keep it in their 'wrong' record: the JSON, written with
+    allow_nan=False after every shape, raised ValueError there and the run stopped, that shape and
+    every later one unmeasured and no report written."""
+    import math
+
+    from gemmtune.verify import compare
+
+    nan_out = compare(torch.full((2, 2), math.nan), torch.ones(2, 2, dtype=torch.float64), 1e-2)
+    assert nan_out.rel_err == math.inf  # what compile_inductor puts in its record
+    fake_gpu.methods["a"] = {"inductor": {"status": "wrong", "reason": nan_out.reason, "tune_s": 3.0,
+                                          "choice": "aten", "rel_err": nan_out.rel_err}}
+    doc = report.load_bench(fake_gpu.run(_shapes("a", "b"), tmp_path))
+    assert [s["name"] for s in doc["shapes"]] == ["a", "b"]
+    assert doc["shapes"][0]["methods"]["inductor"]["rel_err"] is None
+    assert "wrong: 4 of 4 outputs are NaN or inf" in report.render_markdown(doc)
 
 
 def test_a_ceilings_file_that_holds_something_else_is_not_overwritten(fake_gpu, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -96,8 +97,26 @@ def unused_bench_path(out: Path, header: dict, suffix: str = "", avoid=()) -> Pa
 
 
 def save_bench(doc: dict, path: str | os.PathLike) -> Path:
-    """Write atomically (a killed run never leaves half a file)."""
-    return write_atomic(path, json.dumps(doc, indent=1, allow_nan=False))
+    """Write atomically (a killed run never leaves half a file). A value that is not a finite
+    number is written as null: a check's relative error is inf where a peer's output held NaN
+    or inf (verify.compare), and a bench that recorded one stopped right there, with a ValueError
+    from json.dumps, every later shape unmeasured and no report."""
+    return write_atomic(path, json.dumps(finite(doc), indent=1, allow_nan=False))
+
+
+def finite(value):
+    """``value`` with every float that is NaN or infinite replaced by None (JSON's null).
+
+    >>> finite({"rel_err": float("inf"), "x": [1.5, float("nan")]})
+    {'rel_err': None, 'x': [1.5, None]}
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
 
 
 def merge_bench(docs: list[dict]) -> dict:
