@@ -323,3 +323,24 @@ def test_a_name_matplotlib_reads_as_math_costs_neither_the_plots_nor_the_markdow
     md = written["markdown"].read_text()
     assert "tuning" not in written and "plot tuning not drawn: ValueError: Image size of 99333x495" in md
     assert "u-tuning.png" not in md and "u-speedup.png" in md
+
+
+def test_the_report_names_operand_layouts_other_than_row_major():
+    """A suite's layout_a / layout_b columns (x @ W.T has a column-major B): the bench record kept
+    no layout and the report's 'M×N×K dtype' read the same for x @ W and x @ W.T, whose kernels
+    and speedups differ."""
+    from gemmtune import benchmark
+    from gemmtune.bench.runner import WorkerState
+    from gemmtune.bench.timing import WallTimer
+
+    shapes = [Shape("edge", "xw", Problem.from_sizes(3, 5, 7, "fp32")),
+              Shape("edge", "xwt", Problem.from_sizes(3, 5, 7, "fp32", layout_b="col"))]
+    skipped = {m: "x" for m in (*benchmark.TUNE_MODES, *benchmark.NVMMH_TOPK)}
+    recs = [benchmark.measure_shape(s, WorkerState(timer=WallTimer(repeats=1), device="cpu"),
+                                    {"copy": {"gbps": 1.0}, "mm": {}}, {}, skipped, seed=0, inductor_log=None)
+            for s in shapes]
+    assert [(r["layout_a"], r["layout_b"]) for r in recs] == [("row", "row"), ("row", "col")]
+    md = report.render_markdown(_doc(*recs))
+    cells = [line.split(" | ")[2] for line in _section(md, "Per shape: speedup over cuBLAS").splitlines()
+             if line.startswith("| edge |")]
+    assert cells == ["3×5×7 fp32", "3×5×7 fp32, A row, B col"]

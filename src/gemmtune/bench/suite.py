@@ -102,7 +102,7 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
     floor = report.roofline_ms(p.flops, p.min_bytes, peak, report.memory_gbps(ceilings))
     compute = p.flops / (peak * 1e9) if peak else 0.0
     rec = {"group": shape.group, "name": shape.name, "key": p.key, "m": p.m, "n": p.n, "k": p.k, "batch": p.batch,
-           "dtype": p.dtype, "flops": p.flops, "min_bytes": p.min_bytes, "floor_ms": floor,
+           "dtype": p.dtype, "layout_a": p.layout_a, "layout_b": p.layout_b, "flops": p.flops, "min_bytes": p.min_bytes, "floor_ms": floor,
            "bound": "compute" if floor and compute >= floor else "memory", "methods": {}}
     methods = rec["methods"]
     # name -> (record so far, launch): the methods whose output checked out, in timing order

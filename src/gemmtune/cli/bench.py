@@ -80,7 +80,7 @@ def cmd_bench(args) -> int:
     print(suite.run(shapes, out_dir=args.out, suite=args.suite or "public", groups=groups,
                     limit=args.limit, repeats=args.repeats, skip_inductor=args.skip_inductor,
                     skip_tunableop=args.skip_tunableop, seed=args.seed, extra=extra,
-                    deadline=deadline, ceilings_file=ceilings_file, notes=[note] if note else []))
+                    deadline=deadline, ceilings_file=ceilings_file, notes=[note.removeprefix("note: ")] if note else []))
     return 0
 
 

@@ -43,7 +43,11 @@ def _against(value: float, threshold: float, digits: int, *, at_most: bool = Fal
 def _dims(s: dict) -> str:
     short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
     batch = f"{s['batch']}×" if s.get("batch", 1) != 1 else ""  # a bmm's batch first
-    return f"{batch}{s['m']}×{s['n']}×{s['k']} {short.get(s['dtype'], s['dtype'])}"
+    # Operands other than row-major named: two rows of one size and dtype, x @ W and x @ W.T,
+    # read the same, though their kernels (and speedups) differ. (Older JSONs: no layouts kept.)
+    lay = {x: s.get(f"layout_{x}", "row") for x in "ab"}
+    lay = "" if lay == {"a": "row", "b": "row"} else f", A {lay['a']}, B {lay['b']}"
+    return f"{batch}{s['m']}×{s['n']}×{s['k']} {short.get(s['dtype'], s['dtype'])}{lay}"
 
 
 def _why(rec: dict | None) -> str:
