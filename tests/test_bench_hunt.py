@@ -344,3 +344,26 @@ def test_the_report_names_operand_layouts_other_than_row_major():
     cells = [line.split(" | ")[2] for line in _section(md, "Per shape: speedup over cuBLAS").splitlines()
              if line.startswith("| edge |")]
     assert cells == ["3×5×7 fp32", "3×5×7 fp32, A row, B col"]
+
+
+def test_a_ceilings_file_of_this_gpu_without_the_bandwidth_is_measured_again(fake_gpu, tmp_path):
+    """A ceilings file of this GPU's name whose ceilings lack what the run reads (the copy
+    bandwidth, the mm peaks; written by hand or another version) was used as it was: the run's
+    first line of output raised KeyError ('copy'), a traceback."""
+    f = tmp_path / "c.json"
+    bench_suite.save_ceilings(f, "NVIDIA H100 80GB HBM3", {"mm": {}})
+    doc = report.load_bench(fake_gpu.run(_shapes("a"), tmp_path / "out", ceilings_file=f))
+    assert doc["ceilings"]["copy"] == {"gbps": 1.0}  # measured (the fake's) and written back
+    assert json.loads(f.read_text())["ceilings"]["copy"] == {"gbps": 1.0}
+
+
+def test_a_merge_of_runs_of_two_suites_names_both():
+    """report --merge of a hidden suite's run and the public suite's: the report's 'Suite' was the
+    first part's alone, the other part's shapes presented as that suite's."""
+    doc = report.load_bench(FIXTURE)
+    a, b = copy.deepcopy(doc), copy.deepcopy(doc)
+    a["shapes"], b["shapes"] = doc["shapes"][:5], doc["shapes"][5:]
+    a["header"]["suite"], b["header"]["suite"] = "hidden.csv", "public"
+    merged = report.merge_bench([a, b])
+    assert "Suite `hidden.csv + public`" in report.render_markdown(merged)
+    assert report.merge_bench([a, a])["header"]["suite"] == "hidden.csv"

@@ -108,7 +108,13 @@ def load_ceilings(path: str | os.PathLike, device_name: str) -> dict | None:
         return None
     if not isinstance(saved, dict) or saved.get("device_name") != device_name or not saved.get("ceilings"):
         return None
-    c = dict(saved["ceilings"])
+    c = saved["ceilings"]
+    # What the run reads of them (the copy bandwidth, the mm peaks): without them (a file written by
+    # hand or by another version) the run ended in a KeyError traceback; they are measured again.
+    copy_gbps = (c.get("copy") or {}).get("gbps") if isinstance(c, dict) and isinstance(c.get("copy"), dict) else None
+    if not isinstance(copy_gbps, (int, float)) or not isinstance(c.get("mm"), dict):
+        return None
+    c = dict(c)
     c["how"] = f"{c.get('how', '')}; read from {Path(path).name}, measured at {saved.get('date', '?')} " \
                "by an earlier run of the same device call"
     return c

@@ -146,6 +146,11 @@ def merge_bench(docs: list[dict]) -> dict:
     groups += sorted({s["group"] for s in merged} - set(groups))
     header = {**h0, "date": max(d["header"]["date"] for d in docs), "groups": groups, "limit": None,
               "merged_from": len(docs)}
+    # Parts of several suites (a hidden suite's run merged with the public one's): the report named
+    # the first part's suite only.
+    suites = list(dict.fromkeys(str(d["header"]["suite"]) for d in docs if d["header"].get("suite")))
+    if len(suites) > 1:
+        header["suite"] = " + ".join(suites)
     # A part stopped part way names the shapes it did not measure; another part may have measured
     # them since (the rerun of an interrupted run): what no part measured is what is left.
     names = {s["name"] for s in merged}
