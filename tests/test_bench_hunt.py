@@ -367,3 +367,14 @@ def test_a_merge_of_runs_of_two_suites_names_both():
     merged = report.merge_bench([a, b])
     assert "Suite `hidden.csv + public`" in report.render_markdown(merged)
     assert report.merge_bench([a, a])["header"]["suite"] == "hidden.csv"
+
+
+def test_a_several_line_note_stays_one_bullet():
+    """The notes keep a tuner's failure as the exception said it ('the tuner failed: ...'), often
+    several lines (a Triton compile error): a line of it beginning with '#' or '|' became a
+    heading or a table row of the report."""
+    doc = _doc(_rec("mine", "a", 1.0, gemmtune=0.5))
+    doc["notes"] = ["gemmtune --fast: the tuner failed: CompilationError: at 3:4:\n## not a heading\n| not | a row |"]
+    md = report.render_markdown(doc)
+    assert "## not a heading" not in md.splitlines() and not any(line.startswith("| not") for line in md.splitlines())
+    assert "- gemmtune --fast: the tuner failed: CompilationError: at 3:4: ## not a heading | not | a row |" in md

@@ -151,7 +151,9 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
             f"({r.get('measured', '?')} candidates, {r.get('wall_s', 0):.0f} s)" for m, r in h["modes"].items()) + ".\n")
     if doc.get("notes"):
         L.append("Notes:\n")
-        L += [f"- {n}" for n in doc["notes"]]
+        # One line each: a tuner's or compiler's error is often several lines, and a line of it that
+        # began with '#' or '|' became a heading or a table row of the report.
+        L += [f"- {' '.join(str(n).split())}" for n in doc["notes"]]
         L.append("")
 
     # Targets
