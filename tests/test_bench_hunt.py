@@ -49,8 +49,10 @@ def fake_gpu(monkeypatch):
 
     monkeypatch.setattr(bench_suite, "measure_shape", measure_shape)
 
+    state.said = []
+
     def run(shapes, out_dir, **kw):
-        return bench_suite.run(shapes, out_dir=out_dir, render=False, log=lambda msg: None, skip_inductor=True,
+        return bench_suite.run(shapes, out_dir=out_dir, render=False, log=state.said.append, skip_inductor=True,
                                skip_tunableop=True, **kw)
     state.run = run
     return state
@@ -99,6 +101,8 @@ def test_an_interrupted_run_says_which_shapes_it_did_not_measure(fake_gpu, tmp_p
     doc = report.load_bench(path)
     assert [s["name"] for s in doc["shapes"]] == ["a"]
     assert doc["header"]["unmeasured"] == ["b", "c"]
+    # and the run says where they are (the command's own line was only "gemmtune bench: interrupted")
+    assert fake_gpu.said[-1].startswith(f"interrupted: 1 of 3 shapes measured, in {path} (`gemmtune report {path}`")
     md = report.render_markdown(doc)
     assert "2 of 3 shapes not measured" in md and "b, c" in md
     # A run that finishes says nothing of the kind.

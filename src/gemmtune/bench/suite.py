@@ -275,95 +275,102 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
             doc["notes"][pending] = report.files.unfinished_note(left, len(shapes))
         unfinished([x.name for x in shapes])
 
-        say(f"gemmtune bench: {len(shapes)} shapes on {dev.name} -> {path}")
-        t0 = time.perf_counter()
-        c = load_ceilings(ceilings_file, dev.name) if ceilings_file else None
-        if c is None:
-            c = measure_ceilings(timer)
-            if ceilings_file:
-                save_ceilings(ceilings_file, dev.name, c)
-        doc["ceilings"] = c
-        header["phases_s"]["ceilings"] = time.perf_counter() - t0
-        say("ceilings: copy {:.0f} GB/s, read {} GB/s; ".format(
-            c["copy"]["gbps"], f"{c['read']['gbps']:.0f}" if (c.get("read") or {}).get("gbps") else "-")
-            + ", ".join(f"{k} {v['tflops']:.0f} TFLOP/s" for k, v in c["mm"].items()))
-        report.save_bench(doc, path)
-
-        t0 = time.perf_counter()
-        phase = tune_phase(shapes, tune_fn=tune_fn, scratch=scratch, seed=seed, provenance=provenance(
-            dev.name, dev.capability_str, torch.__version__, triton.__version__, __version__, "nvmmh"), say=say,
-            extra=extra)
-        header["phases_s"]["tune"] = time.perf_counter() - t0
-        doc["notes"] += phase["notes"]
-        header["modes"] = phase["modes"]
-        # The timing phase loads the kernels the tuning phase compiled instead of compiling them
-        # again (Triton's cache is keyed by source, constants and target: a binary is only ever
-        # reused for the very same kernel). Tuning times are unaffected: each mode compiled in a
-        # cache of its own, from nothing; Inductor's kernels have their own sources.
-        restored = 0
-        for mode in phase["modes"]:
-            try:
-                restored += binaries.restore(scratch / f"triton-{mode}")[0]
-            except Exception as e:  # only costs compile time
-                doc["notes"].append(f"kernel binaries of {mode} not reused for timing: {type(e).__name__}: {e}"[:300])
-        header["reused_binaries"] = restored
-        report.save_bench(doc, path)
-
-        inductor_log = None
-        if skip_inductor:
-            doc["notes"].append("Inductor: skipped (--skip-inductor)")
-        else:
-            inductor_log = AutotuneLog()
-            settings.callback(_remove_autotune_log, inductor_log)
-            if not _install_autotune_log(inductor_log):
-                doc["notes"].append("Inductor's autotuning feedback hook is not available in this torch: "
-                                    "its choices are read from the generated code only")
-        state = WorkerState(timer=timer)
-        tunableop = None
-        if skip_tunableop:
-            doc["notes"].append("TunableOp: skipped (--skip-tunableop)")
-        else:
-            try:
-                tunableop = TunableOp(scratch)
-                settings.callback(tunableop.close)  # torch.cuda.tunable put back, also after an exception
-            except Exception as e:  # an old torch without torch.cuda.tunable
-                doc["notes"].append(f"TunableOp: not available ({type(e).__name__}: {e})"[:300])
-        t_measure = time.perf_counter()
-        longest = 0.0
-        for i, s in enumerate(shapes):
-            if deadline is not None and time.time() + longest > deadline:
-                left = [x.name for x in shapes[i:]]
-                del doc["notes"][pending]
-                pending = None
-                doc["notes"].append(f"deadline: {len(left)} of {len(shapes)} shapes not measured (the longest shape so "
-                                    f"far took {longest:.0f} s and too little time was left): {', '.join(left)}")
-                header["unmeasured"] = left
-                say(doc["notes"][-1])
-                break
+        try:
+            say(f"gemmtune bench: {len(shapes)} shapes on {dev.name} -> {path}")
             t0 = time.perf_counter()
-            rec = measure_shape(s, state, c, phase["tuned"], phase["skipped"], seed=seed, inductor_log=inductor_log,
-                                extra_s=phase["extra_s"], errors=phase["errors"], rounds=rounds, tunableop=tunableop,
-                                sweeps=phase.get("sweeps"))
-            rec["measure_s"] = time.perf_counter() - t0
-            longest = max(longest, rec["measure_s"])
-            doc["shapes"].append(rec)
-            unfinished([x.name for x in shapes[i + 1:]])
-            header["phases_s"]["measure"] = time.perf_counter() - t_measure
-            header["phases_s"]["run"] = time.perf_counter() - t_run
+            c = load_ceilings(ceilings_file, dev.name) if ceilings_file else None
+            if c is None:
+                c = measure_ceilings(timer)
+                if ceilings_file:
+                    save_ceilings(ceilings_file, dev.name, c)
+            doc["ceilings"] = c
+            header["phases_s"]["ceilings"] = time.perf_counter() - t0
+            say("ceilings: copy {:.0f} GB/s, read {} GB/s; ".format(
+                c["copy"]["gbps"], f"{c['read']['gbps']:.0f}" if (c.get("read") or {}).get("gbps") else "-")
+                + ", ".join(f"{k} {v['tflops']:.0f} TFLOP/s" for k, v in c["mm"].items()))
             report.save_bench(doc, path)
-            cells = []
-            for m, label in (("cublas", "cuBLAS"), *report.METHODS):
-                r = rec["cublas"] if m == "cublas" else rec["methods"].get(m)
-                k = report.kernel(r)
-                cells.append(f"{label} {k['ms'] * 1e3:.2f}" if k else f"{label} {(r or {}).get('status', '-')}")
-            say(f"{s.group:8} {s.name:24} ({rec['measure_s']:5.1f} s) " + "  ".join(cells))
-        if tunableop is not None:
-            tunableop.close()
-        if pending is not None:  # every shape measured
-            del doc["notes"][pending]
-            header.pop("unmeasured", None)
-        report.save_bench(doc, path)
-        if render:
-            written = report.render(doc, out, path.stem)
-            say("report: " + ", ".join(str(p) for p in written.values()))
-        return path
+
+            t0 = time.perf_counter()
+            phase = tune_phase(shapes, tune_fn=tune_fn, scratch=scratch, seed=seed, provenance=provenance(
+                dev.name, dev.capability_str, torch.__version__, triton.__version__, __version__, "nvmmh"), say=say,
+                extra=extra)
+            header["phases_s"]["tune"] = time.perf_counter() - t0
+            doc["notes"] += phase["notes"]
+            header["modes"] = phase["modes"]
+            # The timing phase loads the kernels the tuning phase compiled instead of compiling them
+            # again (Triton's cache is keyed by source, constants and target: a binary is only ever
+            # reused for the very same kernel). Tuning times are unaffected: each mode compiled in a
+            # cache of its own, from nothing; Inductor's kernels have their own sources.
+            restored = 0
+            for mode in phase["modes"]:
+                try:
+                    restored += binaries.restore(scratch / f"triton-{mode}")[0]
+                except Exception as e:  # only costs compile time
+                    doc["notes"].append(f"kernel binaries of {mode} not reused for timing: {type(e).__name__}: {e}"[:300])
+            header["reused_binaries"] = restored
+            report.save_bench(doc, path)
+
+            inductor_log = None
+            if skip_inductor:
+                doc["notes"].append("Inductor: skipped (--skip-inductor)")
+            else:
+                inductor_log = AutotuneLog()
+                settings.callback(_remove_autotune_log, inductor_log)
+                if not _install_autotune_log(inductor_log):
+                    doc["notes"].append("Inductor's autotuning feedback hook is not available in this torch: "
+                                        "its choices are read from the generated code only")
+            state = WorkerState(timer=timer)
+            tunableop = None
+            if skip_tunableop:
+                doc["notes"].append("TunableOp: skipped (--skip-tunableop)")
+            else:
+                try:
+                    tunableop = TunableOp(scratch)
+                    settings.callback(tunableop.close)  # torch.cuda.tunable put back, also after an exception
+                except Exception as e:  # an old torch without torch.cuda.tunable
+                    doc["notes"].append(f"TunableOp: not available ({type(e).__name__}: {e})"[:300])
+            t_measure = time.perf_counter()
+            longest = 0.0
+            for i, s in enumerate(shapes):
+                if deadline is not None and time.time() + longest > deadline:
+                    left = [x.name for x in shapes[i:]]
+                    del doc["notes"][pending]
+                    pending = None
+                    doc["notes"].append(f"deadline: {len(left)} of {len(shapes)} shapes not measured (the longest shape so "
+                                        f"far took {longest:.0f} s and too little time was left): {', '.join(left)}")
+                    header["unmeasured"] = left
+                    say(doc["notes"][-1])
+                    break
+                t0 = time.perf_counter()
+                rec = measure_shape(s, state, c, phase["tuned"], phase["skipped"], seed=seed, inductor_log=inductor_log,
+                                    extra_s=phase["extra_s"], errors=phase["errors"], rounds=rounds, tunableop=tunableop,
+                                    sweeps=phase.get("sweeps"))
+                rec["measure_s"] = time.perf_counter() - t0
+                longest = max(longest, rec["measure_s"])
+                doc["shapes"].append(rec)
+                unfinished([x.name for x in shapes[i + 1:]])
+                header["phases_s"]["measure"] = time.perf_counter() - t_measure
+                header["phases_s"]["run"] = time.perf_counter() - t_run
+                report.save_bench(doc, path)
+                cells = []
+                for m, label in (("cublas", "cuBLAS"), *report.METHODS):
+                    r = rec["cublas"] if m == "cublas" else rec["methods"].get(m)
+                    k = report.kernel(r)
+                    cells.append(f"{label} {k['ms'] * 1e3:.2f}" if k else f"{label} {(r or {}).get('status', '-')}")
+                say(f"{s.group:8} {s.name:24} ({rec['measure_s']:5.1f} s) " + "  ".join(cells))
+            if tunableop is not None:
+                tunableop.close()
+            if pending is not None:  # every shape measured
+                del doc["notes"][pending]
+                header.pop("unmeasured", None)
+            report.save_bench(doc, path)
+            if render:
+                written = report.render(doc, out, path.stem)
+                say("report: " + ", ".join(str(p) for p in written.values()))
+            return path
+        except KeyboardInterrupt:
+            # Ctrl-C (or bench_gpu.sh's SIGINT): say where the shapes measured so far are.
+            if path.exists():
+                say(f"interrupted: {len(doc['shapes'])} of {len(shapes)} shapes measured, in {path} "
+                    f"(`gemmtune report {path}` renders them; its notes name the others)")
+            raise
