@@ -382,3 +382,21 @@ def test_a_several_line_note_stays_one_bullet():
     md = report.render_markdown(doc)
     assert "## not a heading" not in md.splitlines() and not any(line.startswith("| not") for line in md.splitlines())
     assert "- gemmtune --fast: the tuner failed: CompilationError: at 3:4: ## not a heading | not | a row |" in md
+
+
+def test_a_suite_with_comments_and_sizes_written_as_floats_loads(tmp_path):
+    """A hand-annotated or pandas-written suite: '# ...' comment lines (before the header: 'missing
+    column(s) group, name, ...'; after it: a bad row), sizes as '64.0' and a bmm row's batch as
+    '32.0' (pandas writes a column with an empty cell, the batch of mm rows, as floats) were
+    refused; and an error after a blank or comment line named the wrong line of the file."""
+    from gemmtune.shapes import load_csv
+
+    path = tmp_path / "hidden.csv"
+    path.write_text("# the hidden suite\ngroup,name,M,N,K,dtype,op,batch\n# decode\n"
+                    "decode,d,1.0,64,64.0,bf16,mm,\n\nattn,qk,16,16,8,bf16,bmm,32.0\ndecode,e,16,64,64,bf16,mm,1.0\n")
+    shapes = load_csv(path)
+    assert [(s.name, s.problem.m, s.problem.k, s.problem.batch) for s in shapes] == \
+        [("d", 1, 64, 1), ("qk", 16, 8, 32), ("e", 16, 64, 1)]
+    path.write_text("group,name,M,N,K,dtype\n# c\n\ng,a,8,8,8,bf16\n\ng,b,8.5,8,8,bf16\n")
+    with pytest.raises(ValueError, match=r"hidden\.csv:6: .*M must be a whole number, got '8\.5'"):
+        load_csv(path)
