@@ -22,6 +22,11 @@ and render (their floors are the copy bandwidth's, as they were computed then). 
 whose choice is ``aten`` ran the very kernel cuBLAS ran (``same_kernel_as_cublas``): the
 report marks it, since any difference from cuBLAS there is measurement noise.
 
+A shape record also holds its operands' ``layout_a`` / ``layout_b`` (older JSONs: none, read as
+row-major); the header holds ``unmeasured`` (the names of the shapes not measured, with a note
+saying so) while a run is not finished or where its ``--deadline`` left shapes out. A value that
+is not a finite number (a NaN output's relative error) is written as null.
+
 The package by job: ``stats`` (the arithmetic, small pure functions with exact tests:
 ``geomean``, ``is_tie``, ``speedup``, ``roofline_ms``, ``memory_gbps``, ``verdict``),
 ``records`` (reading a bench JSON's records, the methods and the targets), ``files`` (load,
