@@ -87,7 +87,8 @@ def test_a_second_run_into_the_same_out_keeps_the_first_runs_json(fake_gpu, tmp_
     assert first != second
     assert [s["name"] for s in report.load_bench(first)["shapes"]] == ["h1", "h2"]
     assert [s["name"] for s in report.load_bench(second)["shapes"]] == ["p1"]
-    assert second.name.endswith("-2-bench.json")
+    assert second.name.endswith(f"-t{report.load_bench(second)['header']['date'][11:19].replace(':', '')}-bench.json")
+    assert sorted([first.name, second.name]) == [first.name, second.name]  # the later run is listed last
 
 
 def test_an_interrupted_run_says_which_shapes_it_did_not_measure(fake_gpu, tmp_path):

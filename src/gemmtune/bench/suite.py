@@ -31,7 +31,7 @@ ceil(repeats / R) times each, in an order that rotates per round; the kept time 
 median over rounds of the round medians, the spread the larger of the median
 within-round relative IQR and the across-round range / median. Eager per-call wall time
 is measured once per method after the rounds. The JSON
-(``<date>-<gpu>-torch<v>-triton<v>[-groups]-bench.json``; ``-2``, ``-3``, ... added where an
+(``<date>-<gpu>-torch<v>-triton<v>[-groups]-bench.json``; ``-t<HHMMSS>`` added where an
 earlier run's is there) is rewritten after every shape, so a killed run keeps what it finished,
 and until the last shape its header's ``unmeasured`` and a note name the shapes not measured
 yet; partial runs (``groups``, ``limit``) merge with ``gemmtune report --merge``. The format is described in gemmtune.report.
@@ -217,7 +217,8 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
     ``skip_tunableop``: leave PyTorch's TunableOp (cuBLAS/cuBLASLt algorithm tuning) out.
     ``notes``: the caller's notes on the shapes (addmm rows benchmarked as mm), kept in the JSON.
     The JSON never replaces an earlier run's: where ``out_dir`` holds one of the same name (same
-    day, GPU, versions and groups), this run's name gets ``-2``, ``-3``, ... (``report.unused_bench_path``).
+    day, GPU, versions and groups), this run's name gets its time of day, ``-t<HHMMSS>``
+    (``report.unused_bench_path``).
 
     ``rounds``: interleaved timing rounds per shape (``repeats`` samples per kernel in
     all). ``deadline`` (unix time; ``gemmtune bench --deadline``): no shape starts when the

@@ -76,23 +76,34 @@ def bench_filename(header: dict, suffix: str = "") -> str:
 
 
 def unused_bench_path(out: Path, header: dict, suffix: str = "", avoid=()) -> Path:
-    """``out / bench_filename(header, suffix)``, or with ``-2``, ``-3``, ... added to the suffix where
-    that JSON or its report is there already (or it is one of ``avoid``): a second bench run on the
-    same day (another --suite, a rerun after an interrupted run), or a ``report --merge`` whose name
-    was a full run's, replaced the earlier results without a word.
+    """``out / bench_filename(header, suffix)``; where that JSON or its report is there already (or
+    it is one of ``avoid``), the same with the header's time of day added, ``-t<HHMMSS>`` (then
+    ``-2``, ``-3``, ...): a second bench run on the same day (another --suite, a rerun after an
+    interrupted run), or a ``report --merge`` whose name was a full run's, replaced the earlier
+    results without a word. A later run's name sorts after the first's (``t`` after ``b``), so
+    ``report --merge DIR/*-bench.json`` lets the later run's records win, as it lists them last.
 
-    >>> import tempfile; d = Path(tempfile.mkdtemp()); h = {"date": "2026-11-30", "device_name": "NVIDIA H200",
-    ...     "torch": "2.9", "triton": "3.5"}
+    >>> import tempfile; d = Path(tempfile.mkdtemp()); h = {"date": "2026-11-30T14:22:33Z",
+    ...     "device_name": "NVIDIA H200", "torch": "2.9", "triton": "3.5"}
     >>> unused_bench_path(d, h, "odd").name
     '2026-11-30-h200-torch2.9-triton3.5-odd-bench.json'
     >>> _ = (d / "2026-11-30-h200-torch2.9-triton3.5-odd-bench.json").write_text("{}")
     >>> unused_bench_path(d, h, "odd").name
-    '2026-11-30-h200-torch2.9-triton3.5-odd-2-bench.json'
+    '2026-11-30-h200-torch2.9-triton3.5-odd-t142233-bench.json'
     """
     avoid = {Path(a).resolve() for a in avoid}
-    path, n = Path(out) / bench_filename(header, suffix), 2
-    while path.exists() or path.with_suffix(".md").exists() or path.resolve() in avoid:
-        path, n = Path(out) / bench_filename(header, f"{suffix}-{n}" if suffix else str(n)), n + 1
+
+    def free(p: Path) -> bool:
+        return not (p.exists() or p.with_suffix(".md").exists() or p.resolve() in avoid)
+
+    path = Path(out) / bench_filename(header, suffix)
+    if free(path):
+        return path
+    clock = "t" + "".join(c for c in str(header.get("date", ""))[11:19] if c.isdigit())
+    stem, n = f"{suffix}-{clock}" if suffix else clock, 2
+    path = Path(out) / bench_filename(header, stem)
+    while not free(path):
+        path, n = Path(out) / bench_filename(header, f"{stem}-{n}"), n + 1
     return path
 
 
