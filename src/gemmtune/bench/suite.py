@@ -34,7 +34,8 @@ is measured once per method after the rounds. The JSON
 (``<date>-<gpu>-torch<v>-triton<v>[-groups]-bench.json``; ``-t<HHMMSS>`` added where an
 earlier run's is there) is rewritten after every shape, so a killed run keeps what it finished,
 and until the last shape its header's ``unmeasured`` and a note name the shapes not measured
-yet; partial runs (``groups``, ``limit``) merge with ``gemmtune report --merge``. The format is described in gemmtune.report.
+yet; partial runs (``groups``, ``limit``) merge with ``gemmtune report --merge``. The format is
+described in gemmtune.report.
 
 Two options serve scripts/bench_gpu.sh (several runs in one device call):
 ``--ceilings-file FILE`` reads the ceilings from FILE when it holds ones measured on this
@@ -102,7 +103,8 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
     floor = report.roofline_ms(p.flops, p.min_bytes, peak, report.memory_gbps(ceilings))
     compute = p.flops / (peak * 1e9) if peak else 0.0
     rec = {"group": shape.group, "name": shape.name, "key": p.key, "m": p.m, "n": p.n, "k": p.k, "batch": p.batch,
-           "dtype": p.dtype, "layout_a": p.layout_a, "layout_b": p.layout_b, "flops": p.flops, "min_bytes": p.min_bytes, "floor_ms": floor,
+           "dtype": p.dtype, "layout_a": p.layout_a, "layout_b": p.layout_b, "flops": p.flops,
+           "min_bytes": p.min_bytes, "floor_ms": floor,
            "bound": "compute" if floor and compute >= floor else "memory", "methods": {}}
     methods = rec["methods"]
     # name -> (record so far, launch): the methods whose output checked out, in timing order
