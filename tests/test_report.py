@@ -422,7 +422,7 @@ def test_module_doctests():
     import importlib
 
     attempted = 0
-    for name in ("report", "report.stats", "bench.rounds", "bench.modes", "bench.settings"):
+    for name in ("report", "report.stats", "report.files", "bench.rounds", "bench.modes", "bench.settings"):
         res = doctest.testmod(importlib.import_module(f"gemmtune.{name}"))
         assert res.failed == 0, name
         attempted += res.attempted

@@ -10,6 +10,7 @@ bmm rows (op ``bmm``) read ``batch`` (the number of products, >= 1; required), a
 layouts may be broadcast ones (``bcast_row``: one matrix for the whole batch). A ``--shape``
 of a bmm reads ``BxMxNxK[:dtype]``.
 Other extra columns (count, m_min, m_max, modules, ...) are carried for people, not read.
+Lines starting with ``#`` are comments; a size may be written ``64`` or ``64.0``.
 
 Example::
 
@@ -115,9 +116,34 @@ def parse_shape(text: str, default_dtype: str = "bfloat16", op: str = "mm", *, s
     return Shape("cli", f"{M}x{N}x{K}", p)
 
 
+_SIZE_RE = re.compile(r"^\s*([-+]?\d+)(?:\.0*)?\s*$")
+
+
+def _size(text, column: str) -> int:
+    """A suite's size: an integer, also as a spreadsheet or pandas writes one ('64.0': pandas writes
+    a column with an empty cell, a batch column beside mm rows, as floats); anything else is a
+    ValueError naming the column.
+
+    >>> _size("64", "M"), _size(" 4.0 ", "batch")
+    (64, 4)
+    >>> _size("64.5", "M")
+    Traceback (most recent call last):
+    ...
+    ValueError: M must be a whole number, got '64.5'
+    """
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        pass
+    m = _SIZE_RE.match(text or "")
+    if not m:
+        raise ValueError(f"{column} must be a whole number, got {text!r}")
+    return int(m.group(1))
+
+
 def load_csv(path: str | Path, op: str = "mm") -> list[Shape]:
     """Read a suite CSV; errors name the file, the line and the field. ``op``: the operation
-    of rows without an ``op`` column (or with it empty)."""
+    of rows without an ``op`` column (or with it empty). Lines starting with ``#`` are comments."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8-sig")  # a spreadsheet's byte-order mark is no part of "group"
@@ -127,8 +153,16 @@ def load_csv(path: str | Path, op: str = "mm") -> list[Shape]:
     # Header names trimmed: a " layout_b" (a space after the comma) passed the unknown-column check,
     # which trims, and was then never read, so every row ran row-major without a word (session 45's
     # CPU hunt); a required column so written was reported missing.
-    rows = [{(k.strip() if isinstance(k, str) else k): v for k, v in r.items()}
-            for r in csv.DictReader(text.splitlines())]
+    # Comment lines (#) and blank lines before the header left out; each row keeps the number of its
+    # line in the file (numbered by rows read, an error after a blank line named the line above it).
+    kept = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if not line.lstrip().startswith("#")]
+    while kept and not kept[0][1].strip():
+        kept.pop(0)
+    reader = csv.DictReader(line for _, line in kept)
+    rows, numbers = [], []
+    for r in reader:
+        rows.append({(k.strip() if isinstance(k, str) else k): v for k, v in r.items()})
+        numbers.append(kept[reader.line_num - 1][0])
     if not rows:
         raise ValueError(f"{path}: no shapes (expected a header {','.join(COLUMNS)} and rows)")
     missing = [c for c in COLUMNS if c not in rows[0]]
@@ -141,7 +175,7 @@ def load_csv(path: str | Path, op: str = "mm") -> list[Shape]:
         warnings.warn(f"{path}: column(s) {', '.join(repr(c) for c in unknown)} not read (known: "
                       f"{', '.join(KNOWN_COLUMNS)}): ignored", RuntimeWarning, stacklevel=2)
     shapes = []
-    for line, row in enumerate(rows, start=2):
+    for line, row in zip(numbers, rows):
         short = [c for c in COLUMNS if row.get(c) is None]  # a row with fewer fields than the header
         if short:
             raise ValueError(f"{path}:{line}: bad row {dict(row)}: missing field(s) {', '.join(short)}")
@@ -149,7 +183,7 @@ def load_csv(path: str | Path, op: str = "mm") -> list[Shape]:
             raise ValueError(f"{path}:{line}: bad row: {len(row[None])} field(s) more than the header has "
                              f"({', '.join(map(repr, row[None]))}); add their column(s) to the header")
         try:
-            M, N, K = (int(row[c]) for c in ("M", "N", "K"))
+            M, N, K = (_size(row[c], c) for c in ("M", "N", "K"))
             _check_sizes(f"{M}x{N}x{K}", M, N, K)
             row_op = (row.get("op") or op).strip()
             if row_op == "scaled_mm":
@@ -163,8 +197,8 @@ def load_csv(path: str | Path, op: str = "mm") -> list[Shape]:
                 if row_op == "bmm":
                     if not batch:
                         raise ValueError("a bmm row needs its batch column (the number of products)")
-                    layouts["batch"] = int(batch)
-                elif batch not in ("", "1"):
+                    layouts["batch"] = _size(batch, "batch")
+                elif batch and _size(batch, "batch") != 1:
                     raise ValueError(f"batch {batch} is bmm's (op {row_op!r} multiplies one matrix pair)")
                 # scaled_mm's own columns on another op's row were ignored without a word (an fp16 row
                 # with out_dtype fp32 tuned fp16 -> fp16): refused like batch above.

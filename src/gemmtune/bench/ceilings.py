@@ -108,10 +108,35 @@ def load_ceilings(path: str | os.PathLike, device_name: str) -> dict | None:
         return None
     if not isinstance(saved, dict) or saved.get("device_name") != device_name or not saved.get("ceilings"):
         return None
-    c = dict(saved["ceilings"])
+    c = saved["ceilings"]
+    # What the run reads of them (the copy bandwidth, the mm peaks): without them (a file written by
+    # hand or by another version) the run ended in a KeyError traceback; they are measured again.
+    copy_gbps = (c.get("copy") or {}).get("gbps") if isinstance(c, dict) and isinstance(c.get("copy"), dict) else None
+    if not isinstance(copy_gbps, (int, float)) or not isinstance(c.get("mm"), dict):
+        return None
+    c = dict(c)
     c["how"] = f"{c.get('how', '')}; read from {Path(path).name}, measured at {saved.get('date', '?')} " \
                "by an earlier run of the same device call"
     return c
+
+
+def check_ceilings_file(path: str | os.PathLike) -> None:
+    """Raise ValueError when ``path`` holds a file that is not a ceilings file (``save_ceilings``'s):
+    the run would replace it with its ceilings (a suite CSV or a bench JSON given by mistake was
+    overwritten without a word). Nothing there, an empty file or a ceilings file pass."""
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"--ceilings-file {path} is a folder; give a file")
+    if not p.exists() or p.stat().st_size == 0:
+        return
+    try:
+        saved = json.loads(p.read_text())
+    except (OSError, ValueError):
+        saved = None
+    if not (isinstance(saved, dict) and "device_name" in saved and isinstance(saved.get("ceilings"), dict)
+            and "schema" not in saved):
+        raise ValueError(f"--ceilings-file {path} holds something other than ceilings (a file `gemmtune bench "
+                         "--ceilings-file` wrote); the run would overwrite it: give another path")
 
 
 def save_ceilings(path: str | os.PathLike, device_name: str, ceilings: dict) -> None:

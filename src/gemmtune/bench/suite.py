@@ -31,9 +31,11 @@ ceil(repeats / R) times each, in an order that rotates per round; the kept time 
 median over rounds of the round medians, the spread the larger of the median
 within-round relative IQR and the across-round range / median. Eager per-call wall time
 is measured once per method after the rounds. The JSON
-(``<date>-<gpu>-torch<v>-triton<v>[-groups]-bench.json``) is rewritten after every shape,
-so a killed run keeps what it finished; partial runs (``groups``, ``limit``) merge with
-``gemmtune report --merge``. The format is described in gemmtune.report.
+(``<date>-<gpu>-torch<v>-triton<v>[-groups]-bench.json``; ``-t<HHMMSS>`` added where an
+earlier run's is there) is rewritten after every shape, so a killed run keeps what it finished,
+and until the last shape its header's ``unmeasured`` and a note name the shapes not measured
+yet; partial runs (``groups``, ``limit``) merge with ``gemmtune report --merge``. The format is
+described in gemmtune.report.
 
 Two options serve scripts/bench_gpu.sh (several runs in one device call):
 ``--ceilings-file FILE`` reads the ceilings from FILE when it holds ones measured on this
@@ -61,7 +63,7 @@ import torch
 
 from .. import report
 from ..shapes import Shape
-from .ceilings import load_ceilings, measure_ceilings, save_ceilings
+from .ceilings import check_ceilings_file, load_ceilings, measure_ceilings, save_ceilings
 from .eager import EAGER_CALLS, EAGER_WARMUP, dispatch_launch
 from .inductor import INDUCTOR_MODE, AutotuneLog, _install_autotune_log, _remove_autotune_log, compile_inductor
 from .modes import NVMMH_TOPK, OPTIONAL_MODES, TUNE_MODES, tune_phase
@@ -101,7 +103,8 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
     floor = report.roofline_ms(p.flops, p.min_bytes, peak, report.memory_gbps(ceilings))
     compute = p.flops / (peak * 1e9) if peak else 0.0
     rec = {"group": shape.group, "name": shape.name, "key": p.key, "m": p.m, "n": p.n, "k": p.k, "batch": p.batch,
-           "dtype": p.dtype, "flops": p.flops, "min_bytes": p.min_bytes, "floor_ms": floor,
+           "dtype": p.dtype, "layout_a": p.layout_a, "layout_b": p.layout_b, "flops": p.flops,
+           "min_bytes": p.min_bytes, "floor_ms": floor,
            "bound": "compute" if floor and compute >= floor else "memory", "methods": {}}
     methods = rec["methods"]
     # name -> (record so far, launch): the methods whose output checked out, in timing order
@@ -208,12 +211,16 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
         skip_inductor: bool = False, seed: int = 0, render: bool = True,
         tune_fn: Callable | None = None, log=None, rounds: int = ROUNDS,
         deadline: float | None = None, ceilings_file: str | os.PathLike | None = None,
-        extra: Sequence[str] = (), skip_tunableop: bool = False) -> Path:
+        extra: Sequence[str] = (), skip_tunableop: bool = False, notes: Sequence[str] = ()) -> Path:
     """Benchmark ``shapes`` on the current GPU; write the bench JSON (and its report) under
     ``out_dir`` and return the JSON's path. Raises ValueError without a CUDA GPU.
 
     ``extra``: opt-in gemmtune modes to run as well (OPTIONAL_MODES keys, see ``extra_modes``).
     ``skip_tunableop``: leave PyTorch's TunableOp (cuBLAS/cuBLASLt algorithm tuning) out.
+    ``notes``: the caller's notes on the shapes (addmm rows benchmarked as mm), kept in the JSON.
+    The JSON never replaces an earlier run's: where ``out_dir`` holds one of the same name (same
+    day, GPU, versions and groups), this run's name gets its time of day, ``-t<HHMMSS>``
+    (``report.unused_bench_path``).
 
     ``rounds``: interleaved timing rounds per shape (``repeats`` samples per kernel in
     all). ``deadline`` (unix time; ``gemmtune bench --deadline``): no shape starts when the
@@ -228,6 +235,8 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
     """
     if not torch.cuda.is_available():
         raise ValueError(CUDA_ERROR)
+    if ceilings_file:
+        check_ceilings_file(ceilings_file)  # before anything runs
     import triton
 
     from .. import __version__, binaries
@@ -255,93 +264,116 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
                   "inductor_mode": INDUCTOR_MODE, "timer": timer_text(repeats, rounds, timer.eager_calls),
                   "modes": {}, "phases_s": {}}
         suffix = "-".join(groups or []) + (f"-first{limit}" if limit else "")
-        path = out / report.bench_filename(header, suffix)
-        doc = {"schema": report.SCHEMA, "source": "", "header": header, "ceilings": None, "notes": [],
+        path = report.unused_bench_path(out, header, suffix)
+        doc = {"schema": report.SCHEMA, "source": "", "header": header, "ceilings": None, "notes": list(notes),
                "shapes": []}
+        # Until the last shape is measured, the JSON says which shapes are not (yet): a run stopped
+        # part way (Ctrl-C, a time limit's SIGINT or SIGKILL, a crash) read as a finished run of
+        # fewer shapes, its report's groups and geomeans silently partial.
+        pending = len(doc["notes"])
+        doc["notes"].append("")
 
-        say(f"gemmtune bench: {len(shapes)} shapes on {dev.name} -> {path}")
-        t0 = time.perf_counter()
-        c = load_ceilings(ceilings_file, dev.name) if ceilings_file else None
-        if c is None:
-            c = measure_ceilings(timer)
-            if ceilings_file:
-                save_ceilings(ceilings_file, dev.name, c)
-        doc["ceilings"] = c
-        header["phases_s"]["ceilings"] = time.perf_counter() - t0
-        say("ceilings: copy {:.0f} GB/s, read {} GB/s; ".format(
-            c["copy"]["gbps"], f"{c['read']['gbps']:.0f}" if (c.get("read") or {}).get("gbps") else "-")
-            + ", ".join(f"{k} {v['tflops']:.0f} TFLOP/s" for k, v in c["mm"].items()))
-        report.save_bench(doc, path)
+        def unfinished(left: list[str]) -> None:
+            header["unmeasured"] = left
+            doc["notes"][pending] = report.files.unfinished_note(left, len(shapes))
+        unfinished([x.name for x in shapes])
 
-        t0 = time.perf_counter()
-        phase = tune_phase(shapes, tune_fn=tune_fn, scratch=scratch, seed=seed, provenance=provenance(
-            dev.name, dev.capability_str, torch.__version__, triton.__version__, __version__, "nvmmh"), say=say,
-            extra=extra)
-        header["phases_s"]["tune"] = time.perf_counter() - t0
-        doc["notes"] += phase["notes"]
-        header["modes"] = phase["modes"]
-        # The timing phase loads the kernels the tuning phase compiled instead of compiling them
-        # again (Triton's cache is keyed by source, constants and target: a binary is only ever
-        # reused for the very same kernel). Tuning times are unaffected: each mode compiled in a
-        # cache of its own, from nothing; Inductor's kernels have their own sources.
-        restored = 0
-        for mode in phase["modes"]:
-            try:
-                restored += binaries.restore(scratch / f"triton-{mode}")[0]
-            except Exception as e:  # only costs compile time
-                doc["notes"].append(f"kernel binaries of {mode} not reused for timing: {type(e).__name__}: {e}"[:300])
-        header["reused_binaries"] = restored
-        report.save_bench(doc, path)
-
-        inductor_log = None
-        if skip_inductor:
-            doc["notes"].append("Inductor: skipped (--skip-inductor)")
-        else:
-            inductor_log = AutotuneLog()
-            settings.callback(_remove_autotune_log, inductor_log)
-            if not _install_autotune_log(inductor_log):
-                doc["notes"].append("Inductor's autotuning feedback hook is not available in this torch: "
-                                    "its choices are read from the generated code only")
-        state = WorkerState(timer=timer)
-        tunableop = None
-        if skip_tunableop:
-            doc["notes"].append("TunableOp: skipped (--skip-tunableop)")
-        else:
-            try:
-                tunableop = TunableOp(scratch)
-                settings.callback(tunableop.close)  # torch.cuda.tunable put back, also after an exception
-            except Exception as e:  # an old torch without torch.cuda.tunable
-                doc["notes"].append(f"TunableOp: not available ({type(e).__name__}: {e})"[:300])
-        t_measure = time.perf_counter()
-        longest = 0.0
-        for i, s in enumerate(shapes):
-            if deadline is not None and time.time() + longest > deadline:
-                left = [x.name for x in shapes[i:]]
-                doc["notes"].append(f"deadline: {len(left)} of {len(shapes)} shapes not measured (the longest shape so "
-                                    f"far took {longest:.0f} s and too little time was left): {', '.join(left)}")
-                header["unmeasured"] = left
-                say(doc["notes"][-1])
-                break
+        try:
+            say(f"gemmtune bench: {len(shapes)} shapes on {dev.name} -> {path}")
             t0 = time.perf_counter()
-            rec = measure_shape(s, state, c, phase["tuned"], phase["skipped"], seed=seed, inductor_log=inductor_log,
-                                extra_s=phase["extra_s"], errors=phase["errors"], rounds=rounds, tunableop=tunableop,
-                                sweeps=phase.get("sweeps"))
-            rec["measure_s"] = time.perf_counter() - t0
-            longest = max(longest, rec["measure_s"])
-            doc["shapes"].append(rec)
-            header["phases_s"]["measure"] = time.perf_counter() - t_measure
-            header["phases_s"]["run"] = time.perf_counter() - t_run
+            c = load_ceilings(ceilings_file, dev.name) if ceilings_file else None
+            if c is None:
+                c = measure_ceilings(timer)
+                if ceilings_file:
+                    save_ceilings(ceilings_file, dev.name, c)
+            doc["ceilings"] = c
+            header["phases_s"]["ceilings"] = time.perf_counter() - t0
+            say("ceilings: copy {:.0f} GB/s, read {} GB/s; ".format(
+                c["copy"]["gbps"], f"{c['read']['gbps']:.0f}" if (c.get("read") or {}).get("gbps") else "-")
+                + ", ".join(f"{k} {v['tflops']:.0f} TFLOP/s" for k, v in c["mm"].items()))
             report.save_bench(doc, path)
-            cells = []
-            for m, label in (("cublas", "cuBLAS"), *report.METHODS):
-                r = rec["cublas"] if m == "cublas" else rec["methods"].get(m)
-                k = report.kernel(r)
-                cells.append(f"{label} {k['ms'] * 1e3:.2f}" if k else f"{label} {(r or {}).get('status', '-')}")
-            say(f"{s.group:8} {s.name:24} ({rec['measure_s']:5.1f} s) " + "  ".join(cells))
-        if tunableop is not None:
-            tunableop.close()
-        report.save_bench(doc, path)
-        if render:
-            written = report.render(doc, out, path.stem)
-            say("report: " + ", ".join(str(p) for p in written.values()))
-        return path
+
+            t0 = time.perf_counter()
+            phase = tune_phase(shapes, tune_fn=tune_fn, scratch=scratch, seed=seed, provenance=provenance(
+                dev.name, dev.capability_str, torch.__version__, triton.__version__, __version__, "nvmmh"), say=say,
+                extra=extra)
+            header["phases_s"]["tune"] = time.perf_counter() - t0
+            doc["notes"] += phase["notes"]
+            header["modes"] = phase["modes"]
+            # The timing phase loads the kernels the tuning phase compiled instead of compiling them
+            # again (Triton's cache is keyed by source, constants and target: a binary is only ever
+            # reused for the very same kernel). Tuning times are unaffected: each mode compiled in a
+            # cache of its own, from nothing; Inductor's kernels have their own sources.
+            restored = 0
+            for mode in phase["modes"]:
+                try:
+                    restored += binaries.restore(scratch / f"triton-{mode}")[0]
+                except Exception as e:  # only costs compile time
+                    doc["notes"].append(f"kernel binaries of {mode} not reused for timing: {type(e).__name__}: {e}"[:300])
+            header["reused_binaries"] = restored
+            report.save_bench(doc, path)
+
+            inductor_log = None
+            if skip_inductor:
+                doc["notes"].append("Inductor: skipped (--skip-inductor)")
+            else:
+                inductor_log = AutotuneLog()
+                settings.callback(_remove_autotune_log, inductor_log)
+                if not _install_autotune_log(inductor_log):
+                    doc["notes"].append("Inductor's autotuning feedback hook is not available in this torch: "
+                                        "its choices are read from the generated code only")
+            state = WorkerState(timer=timer)
+            tunableop = None
+            if skip_tunableop:
+                doc["notes"].append("TunableOp: skipped (--skip-tunableop)")
+            else:
+                try:
+                    tunableop = TunableOp(scratch)
+                    settings.callback(tunableop.close)  # torch.cuda.tunable put back, also after an exception
+                except Exception as e:  # an old torch without torch.cuda.tunable
+                    doc["notes"].append(f"TunableOp: not available ({type(e).__name__}: {e})"[:300])
+            t_measure = time.perf_counter()
+            longest = 0.0
+            for i, s in enumerate(shapes):
+                if deadline is not None and time.time() + longest > deadline:
+                    left = [x.name for x in shapes[i:]]
+                    del doc["notes"][pending]
+                    pending = None
+                    doc["notes"].append(f"deadline: {len(left)} of {len(shapes)} shapes not measured (the longest shape so "
+                                        f"far took {longest:.0f} s and too little time was left): {', '.join(left)}")
+                    header["unmeasured"] = left
+                    say(doc["notes"][-1])
+                    break
+                t0 = time.perf_counter()
+                rec = measure_shape(s, state, c, phase["tuned"], phase["skipped"], seed=seed, inductor_log=inductor_log,
+                                    extra_s=phase["extra_s"], errors=phase["errors"], rounds=rounds, tunableop=tunableop,
+                                    sweeps=phase.get("sweeps"))
+                rec["measure_s"] = time.perf_counter() - t0
+                longest = max(longest, rec["measure_s"])
+                doc["shapes"].append(rec)
+                unfinished([x.name for x in shapes[i + 1:]])
+                header["phases_s"]["measure"] = time.perf_counter() - t_measure
+                header["phases_s"]["run"] = time.perf_counter() - t_run
+                report.save_bench(doc, path)
+                cells = []
+                for m, label in (("cublas", "cuBLAS"), *report.METHODS):
+                    r = rec["cublas"] if m == "cublas" else rec["methods"].get(m)
+                    k = report.kernel(r)
+                    cells.append(f"{label} {k['ms'] * 1e3:.2f}" if k else f"{label} {(r or {}).get('status', '-')}")
+                say(f"{s.group:8} {s.name:24} ({rec['measure_s']:5.1f} s) " + "  ".join(cells))
+            if tunableop is not None:
+                tunableop.close()
+            if pending is not None:  # every shape measured
+                del doc["notes"][pending]
+                header.pop("unmeasured", None)
+            report.save_bench(doc, path)
+            if render:
+                written = report.render(doc, out, path.stem)
+                say("report: " + ", ".join(str(p) for p in written.values()))
+            return path
+        except KeyboardInterrupt:
+            # Ctrl-C (or bench_gpu.sh's SIGINT): say where the shapes measured so far are.
+            if path.exists():
+                say(f"interrupted: {len(doc['shapes'])} of {len(shapes)} shapes measured, in {path} "
+                    f"(`gemmtune report {path}` renders them; its notes name the others)")
+            raise

@@ -30,6 +30,10 @@ def plain_products(shapes: list) -> tuple[list, str | None]:
             f"note: bench compares plain products: {addmm} addmm row(s) are benchmarked as mm (without the bias)")
 
 
+# The report's row of every shape (gemmtune.report.markdown); no suite group may take its name.
+ALL_ROW = "all"
+
+
 def cmd_bench(args) -> int:
     """The side-by-side benchmark on this GPU (gemmtune.bench.suite); exit 2 without one."""
     import torch
@@ -42,7 +46,8 @@ def cmd_bench(args) -> int:
     if not torch.cuda.is_available():
         raise ValueError(suite.CUDA_ERROR)
     shapes = load_suite(args.suite) if args.suite else preset("public")
-    groups = args.groups.split(",") if args.groups else None
+    # Trimmed, empty ones dropped, as tune's --groups: "decode, odd" said "no group  odd".
+    groups = list(dict.fromkeys(g.strip() for g in (args.groups or "").split(",") if g.strip())) or None
     if groups:
         shapes = with_preset_groups(shapes, groups)  # --groups bmm: the bmm preset's shapes
         unknown = sorted(set(groups) - {s.group for s in shapes})
@@ -53,6 +58,11 @@ def cmd_bench(args) -> int:
     shapes = shapes[: args.limit] if args.limit else shapes
     if not shapes:
         raise ValueError("no shapes selected (check --groups / --limit)")
+    if any(s.group == ALL_ROW for s in shapes):
+        # The report's total row is 'all': a group of that name was counted twice in it and shown
+        # as a second 'all' row holding the total.
+        raise ValueError(f"the suite has a group named {ALL_ROW!r}, the name of the report's row of every shape; "
+                         "rename that group")
     shapes, note = plain_products(shapes)
     if note:
         print(note, file=sys.stderr)
@@ -70,7 +80,7 @@ def cmd_bench(args) -> int:
     print(suite.run(shapes, out_dir=args.out, suite=args.suite or "public", groups=groups,
                     limit=args.limit, repeats=args.repeats, skip_inductor=args.skip_inductor,
                     skip_tunableop=args.skip_tunableop, seed=args.seed, extra=extra,
-                    deadline=deadline, ceilings_file=ceilings_file))
+                    deadline=deadline, ceilings_file=ceilings_file, notes=[note.removeprefix("note: ")] if note else []))
     return 0
 
 

@@ -65,9 +65,11 @@ def cmd_report(args) -> int:
             doc = report.merge_bench([report.load_bench(f) for f in args.inputs])
             out = Path(args.out or Path(args.inputs[0]).parent)
             out.mkdir(parents=True, exist_ok=True)
-            path = out / report.bench_filename(doc["header"])
-            if path.resolve() in {Path(f).resolve() for f in args.inputs}:
-                path = out / report.bench_filename(doc["header"], "merged")
+            # Never over one of the inputs, nor over any other bench JSON there: the merged name is a
+            # full run's (no groups), and a full run of that day in --out was replaced without a word.
+            path = report.unused_bench_path(out, doc["header"], avoid=args.inputs)
+            if path.name != report.bench_filename(doc["header"]):
+                path = report.unused_bench_path(out, doc["header"], "merged", avoid=args.inputs)
             report.save_bench(doc, path)
             print(path)
             written = report.render(doc, out, path.name.removesuffix(".json"), plots=not args.no_plots)

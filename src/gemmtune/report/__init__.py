@@ -22,6 +22,11 @@ and render (their floors are the copy bandwidth's, as they were computed then). 
 whose choice is ``aten`` ran the very kernel cuBLAS ran (``same_kernel_as_cublas``): the
 report marks it, since any difference from cuBLAS there is measurement noise.
 
+A shape record also holds its operands' ``layout_a`` / ``layout_b`` (older JSONs: none, read as
+row-major); the header holds ``unmeasured`` (the names of the shapes not measured, with a note
+saying so) while a run is not finished or where its ``--deadline`` left shapes out. A value that
+is not a finite number (a NaN output's relative error) is written as null.
+
 The package by job: ``stats`` (the arithmetic, small pure functions with exact tests:
 ``geomean``, ``is_tie``, ``speedup``, ``roofline_ms``, ``memory_gbps``, ``verdict``),
 ``records`` (reading a bench JSON's records, the methods and the targets), ``files`` (load,
@@ -40,7 +45,7 @@ Example::
 
 from __future__ import annotations
 
-from .files import SCHEMA, bench_filename, load_bench, merge_bench, save_bench, slug
+from .files import SCHEMA, bench_filename, load_bench, merge_bench, save_bench, slug, unused_bench_path
 from .markdown import render_markdown
 from .plots import PLOTS, plot_roofline, plot_speedup, plot_tuning
 from .records import (CUBLAS_CHOICE, GEMMTUNE_METHODS, GROUPS, LABELS, METHODS, SAME_MARK, SAME_NOTE,
@@ -51,7 +56,8 @@ from .stats import geomean, is_tie, memory_gbps, roofline_ms, speedup, verdict
 from .tune_run import bench_from_tune_run, render_tune_run
 from .markdown import _choice  # noqa: F401 -- read by tests
 
-__all__ = ["SCHEMA", "bench_filename", "load_bench", "merge_bench", "save_bench", "slug", "render_markdown", "PLOTS",
+__all__ = ["SCHEMA", "bench_filename", "load_bench", "merge_bench", "save_bench", "slug", "unused_bench_path",
+           "render_markdown", "PLOTS",
            "plot_roofline", "plot_speedup", "plot_tuning", "CUBLAS_CHOICE", "GEMMTUNE_METHODS", "GROUPS", "LABELS",
            "METHODS", "SAME_MARK", "SAME_NOTE", "SPEEDUP_TARGETS", "TUNE_QUALITY", "TUNE_TIME_RATIO", "best_ms",
            "floor_fraction", "group_speedups", "kernel", "method_speedup", "methods_present", "same_kernel_as_cublas",

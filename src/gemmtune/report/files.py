@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -10,6 +11,13 @@ from ..jsonio import read_json, write_atomic
 from .records import GROUPS
 
 SCHEMA = "gemmtune-bench/1"
+# The note a bench JSON holds until its run has measured every shape (header "unmeasured": their names).
+UNFINISHED = "run not finished"
+
+
+def unfinished_note(left: list[str], total: int) -> str:
+    return (f"{UNFINISHED}: {len(left)} of {total} shapes not measured (the run was interrupted or killed "
+            f"before them): {', '.join(left)}")
 _SAME = ("device_name", "torch", "triton", "gemmtune")
 
 
@@ -32,13 +40,23 @@ def load_bench(path: str | os.PathLike) -> dict:
                          "for a `gemmtune tune` run directory use --tune-run")
     # The parts the report reads, checked here: a file of the right schema without them raised
     # KeyError / AttributeError from deep inside the render (session 45's CPU hunt).
+    # The header's GPU and date (the title, the merged file's name) and each shape's key and sizes
+    # (the tables, a merge's identity) were read unchecked: KeyError tracebacks.
     shapes = doc.get("shapes")
-    if not isinstance(doc.get("header"), dict) or not isinstance(shapes, list):
+    header = doc.get("header")
+    if not isinstance(header, dict) or not isinstance(shapes, list):
         raise ValueError(f"{path}: a gemmtune bench JSON needs a 'header' object and a 'shapes' list")
+    missing = [k for k in ("device_name", "date") if not isinstance(header.get(k), str)]
+    if missing:
+        raise ValueError(f"{path}: its header has no {' or '.join(repr(k) for k in missing)} (text)")
     for i, s in enumerate(shapes):
-        if not isinstance(s, dict) or not all(k in s for k in ("group", "name")):
-            raise ValueError(f"{path}: shape {i} is not an object with 'group' and 'name'")
+        if not isinstance(s, dict) or not all(k in s for k in SHAPE_FIELDS):
+            raise ValueError(f"{path}: shape {i} is not an object with {', '.join(map(repr, SHAPE_FIELDS))}")
     return doc
+
+
+# What every shape record of a bench JSON holds (gemmtune.bench.suite.measure_shape writes more).
+SHAPE_FIELDS = ("group", "name", "key", "m", "n", "k", "dtype")
 
 
 def slug(text: str) -> str:
@@ -57,9 +75,59 @@ def bench_filename(header: dict, suffix: str = "") -> str:
     return "-".join(parts) + "-bench.json"
 
 
+def unused_bench_path(out: Path, header: dict, suffix: str = "", avoid=()) -> Path:
+    """``out / bench_filename(header, suffix)``; where that JSON or its report is there already (or
+    it is one of ``avoid``), the same with the header's time of day added, ``-t<HHMMSS>`` (then
+    ``-2``, ``-3``, ...): a second bench run on the same day (another --suite, a rerun after an
+    interrupted run), or a ``report --merge`` whose name was a full run's, replaced the earlier
+    results without a word. A later run's name sorts after the first's (``t`` after ``b``), so
+    ``report --merge DIR/*-bench.json`` lets the later run's records win, as it lists them last.
+
+    >>> import tempfile; d = Path(tempfile.mkdtemp()); h = {"date": "2026-11-30T14:22:33Z",
+    ...     "device_name": "NVIDIA H200", "torch": "2.9", "triton": "3.5"}
+    >>> unused_bench_path(d, h, "odd").name
+    '2026-11-30-h200-torch2.9-triton3.5-odd-bench.json'
+    >>> _ = (d / "2026-11-30-h200-torch2.9-triton3.5-odd-bench.json").write_text("{}")
+    >>> unused_bench_path(d, h, "odd").name
+    '2026-11-30-h200-torch2.9-triton3.5-odd-t142233-bench.json'
+    """
+    avoid = {Path(a).resolve() for a in avoid}
+
+    def free(p: Path) -> bool:
+        return not (p.exists() or p.with_suffix(".md").exists() or p.resolve() in avoid)
+
+    path = Path(out) / bench_filename(header, suffix)
+    if free(path):
+        return path
+    clock = "t" + "".join(c for c in str(header.get("date", ""))[11:19] if c.isdigit())
+    stem, n = f"{suffix}-{clock}" if suffix else clock, 2
+    path = Path(out) / bench_filename(header, stem)
+    while not free(path):
+        path, n = Path(out) / bench_filename(header, f"{stem}-{n}"), n + 1
+    return path
+
+
 def save_bench(doc: dict, path: str | os.PathLike) -> Path:
-    """Write atomically (a killed run never leaves half a file)."""
-    return write_atomic(path, json.dumps(doc, indent=1, allow_nan=False))
+    """Write atomically (a killed run never leaves half a file). A value that is not a finite
+    number is written as null: a check's relative error is inf where a peer's output held NaN
+    or inf (verify.compare), and a bench that recorded one stopped right there, with a ValueError
+    from json.dumps, every later shape unmeasured and no report."""
+    return write_atomic(path, json.dumps(finite(doc), indent=1, allow_nan=False))
+
+
+def finite(value):
+    """``value`` with every float that is NaN or infinite replaced by None (JSON's null).
+
+    >>> finite({"rel_err": float("inf"), "x": [1.5, float("nan")]})
+    {'rel_err': None, 'x': [1.5, None]}
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
 
 
 def merge_bench(docs: list[dict]) -> dict:
@@ -89,6 +157,20 @@ def merge_bench(docs: list[dict]) -> dict:
     groups += sorted({s["group"] for s in merged} - set(groups))
     header = {**h0, "date": max(d["header"]["date"] for d in docs), "groups": groups, "limit": None,
               "merged_from": len(docs)}
+    # Parts of several suites (a hidden suite's run merged with the public one's): the report named
+    # the first part's suite only.
+    suites = list(dict.fromkeys(str(d["header"]["suite"]) for d in docs if d["header"].get("suite")))
+    if len(suites) > 1:
+        header["suite"] = " + ".join(suites)
+    # A part stopped part way names the shapes it did not measure; another part may have measured
+    # them since (the rerun of an interrupted run): what no part measured is what is left.
+    names = {s["name"] for s in merged}
+    left = list(dict.fromkeys(n for d in docs for n in d["header"].get("unmeasured") or () if n not in names))
+    header.pop("unmeasured", None)
+    notes = [n for n in notes if not str(n).startswith(UNFINISHED + ":")]
+    if left:
+        header["unmeasured"] = left
+        notes.append(unfinished_note(left, len(merged) + len(left)))
     parts = []
     for d in docs:
         for p in d.get("parts") or [{"date": d["header"]["date"], "groups": d["header"].get("groups"),

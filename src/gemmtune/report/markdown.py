@@ -9,6 +9,16 @@ from .records import (GEMMTUNE_METHODS, GROUPS, LABELS, METHODS, SAME_MARK, SAME
 from .stats import memory_gbps, verdict
 
 
+def _cell(text) -> str:
+    """A suite's group or shape name as a table cell: a '|' in it (a CSV field may hold one) split
+    the row into one column more than its table has, and shifted every later cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _row(cells) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
 def _us(ms: float | None) -> str:
     return f"{ms * 1e3:.2f}" if ms else "-"
 
@@ -33,7 +43,11 @@ def _against(value: float, threshold: float, digits: int, *, at_most: bool = Fal
 def _dims(s: dict) -> str:
     short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
     batch = f"{s['batch']}×" if s.get("batch", 1) != 1 else ""  # a bmm's batch first
-    return f"{batch}{s['m']}×{s['n']}×{s['k']} {short.get(s['dtype'], s['dtype'])}"
+    # Operands other than row-major named: two rows of one size and dtype, x @ W and x @ W.T,
+    # read the same, though their kernels (and speedups) differ. (Older JSONs: no layouts kept.)
+    lay = {x: s.get(f"layout_{x}", "row") for x in "ab"}
+    lay = "" if lay == {"a": "row", "b": "row"} else f", A {lay['a']}, B {lay['b']}"
+    return f"{batch}{s['m']}×{s['n']}×{s['k']} {short.get(s['dtype'], s['dtype'])}{lay}"
 
 
 def _why(rec: dict | None) -> str:
@@ -137,7 +151,9 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
             f"({r.get('measured', '?')} candidates, {r.get('wall_s', 0):.0f} s)" for m, r in h["modes"].items()) + ".\n")
     if doc.get("notes"):
         L.append("Notes:\n")
-        L += [f"- {n}" for n in doc["notes"]]
+        # One line each: a tuner's or compiler's error is often several lines, and a line of it that
+        # began with '#' or '|' became a heading or a table row of the report.
+        L += [f"- {' '.join(str(n).split())}" for n in doc["notes"]]
         L.append("")
 
     # Targets
@@ -146,7 +162,13 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
     L.append("## Targets\n")
     L.append("| target | threshold | " + " | ".join(LABELS[m] for m in GEMMTUNE_METHODS) + " |")
     L.append("|---|---|" + "---|" * len(GEMMTUNE_METHODS))
+    # A target's row only where the run has shapes of its group: a suite of other groups (or a
+    # --groups run) showed every target as NOT RUN, as if gemmtune had not run.
+    in_run = {s["group"] for s in doc["shapes"]}
+    absent = [g for g, _ in SPEEDUP_TARGETS if g not in in_run]
     for g, thr in SPEEDUP_TARGETS:
+        if g in absent:
+            continue
         cells = []
         for m in GEMMTUNE_METHODS:
             r = tg[m][g]
@@ -169,10 +191,19 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
     L.append(f"| tuning wall time vs max-autotune, at % of the best kernel | ≤ {TUNE_TIME_RATIO:.2f}× at "
              f"≥ {TUNE_QUALITY * 100:.0f}% | " + " | ".join(cells) + " |")
     L.append("")
+    if absent:
+        L.append(f"No shapes of group{'s' if len(absent) > 1 else ''} {', '.join(absent)} in this run: "
+                 f"{'their targets do' if len(absent) > 1 else 'its target does'} not apply.\n")
     for m in GEMMTUNE_METHODS:
-        met = [k for k, r in tg[m].items() if r["verdict"] == "MET"]
-        missed = [k for k, r in tg[m].items() if r["verdict"] == "MISSED"]
-        if not met and not missed:
+        met = [k for k, r in tg[m].items() if r["verdict"] == "MET" and k not in absent]
+        missed = [k for k, r in tg[m].items() if r["verdict"] == "MISSED" and k not in absent]
+        if not met and not missed and m in present:
+            why = ["no speedup over cuBLAS in a target's group" if len(absent) < len(SPEEDUP_TARGETS)
+                   else "none of its shapes is in a target's group"]
+            if tg[m]["tuning"]["verdict"] == "NOT RUN":
+                why.append("no max-autotune tuning time to compare with")
+            L.append(f"- {LABELS[m]}: ran, but no target could be decided ({'; '.join(why)}).")
+        elif not met and not missed:
             L.append(f"- {LABELS[m]}: not run.")
         else:
             L.append(f"- {LABELS[m]}: {len(met)} of {len(met) + len(missed)} targets MET"
@@ -188,7 +219,8 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
     L.append("Per cell: geomean (shapes; wins / ties / losses)."
              + (f" Shapes where a method ran cuBLAS's own kernel ({SAME_MARK} in the tables below) count "
                 "at their measured ratio." if any_same else "") + "\n")
-    L.append("| group | " + " | ".join(LABELS[m] for m in present) + " |")
+    # Rows of as many cells as the header (with no method timed, "| group |  |" over "|---|").
+    L.append(_row(["group", *(LABELS[m] for m in present)]))
     L.append("|---|" + "---|" * len(present))
     per = {m: group_speedups(doc, m) for m in present}
     groups = [*_groups(doc), "all"]
@@ -197,7 +229,7 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
         for m in present:
             r = per[m].get(g)
             cells.append(f"{_x(r['geomean'])} ({r['n']}; {r['wins']}/{r['ties']}/{r['losses']})" if r and r["n"] else "-")
-        L.append(f"| {g} | " + " | ".join(cells) + " |")
+        L.append(_row([_cell(g), *cells]))
     L.append("")
     # The distance still to go: how close each method came to the physical floor.
     L.append("## Geomean % of the physical floor\n")
@@ -207,11 +239,11 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
     count["all"] = len(doc["shapes"])
     per["cublas"] = group_speedups(doc, "cublas")
     cols = ["cublas", *present]
-    L.append("| group | " + " | ".join("cuBLAS" if m == "cublas" else LABELS[m] for m in cols) + " |")
+    L.append(_row(["group", *("cuBLAS" if m == "cublas" else LABELS[m] for m in cols)]))
     L.append("|---|" + "---|" * len(cols))
     for g in groups:
         cells = [_floor_cell(per[m].get(g), count.get(g, 0)) for m in cols]
-        L.append(f"| {g} | " + " | ".join(cells) + " |")
+        L.append(_row([_cell(g), *cells]))
     L.append("")
 
     # Tuning time
@@ -234,13 +266,12 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
 
     # Overview
     L.append("## Per shape: speedup over cuBLAS\n")
-    L.append("| group | shape | M×N×K dtype | floor µs | cuBLAS µs | " + " | ".join(LABELS[m] for m in present) + " |")
+    L.append(_row(["group", "shape", "M×N×K dtype", "floor µs", "cuBLAS µs", *(LABELS[m] for m in present)]))
     L.append("|---|---|---|---|---|" + "---|" * len(present))
     for s in doc["shapes"]:
         cb = kernel(s.get("cublas"))
-        L.append(f"| {s['group']} | {s['name']} | {_dims(s)} | {_us(s.get('floor_ms'))} | "
-                 f"{_us(cb['ms'] if cb else None)} | "
-                 + " | ".join(_x(*method_speedup(s, m), same_kernel_as_cublas(s, m)) for m in present) + " |")
+        L.append(_row([_cell(s["group"]), _cell(s["name"]), _dims(s), _us(s.get("floor_ms")), _us(cb["ms"] if cb else None),
+                       *(_x(*method_speedup(s, m), same_kernel_as_cublas(s, m)) for m in present)]))
     L.append("")
     if any_same:
         L.append(SAME_NOTE + "\n")

@@ -21,8 +21,14 @@ def _figure(width: float, height: float):
     return fig
 
 
+def _text(name) -> str:
+    """A suite's name as matplotlib text: a '$' escaped, so that 'cost $M$' is not set as math and
+    '$x_{$' does not stop the plot (matplotlib's mathtext raised ValueError)."""
+    return str(name).replace("$", r"\$")
+
+
 def _bars(ax, doc: dict, series: list[tuple[str, list]], ylabel: str, ref: float | None, log: bool) -> None:
-    names = [s["name"] for s in doc["shapes"]]
+    names = [_text(s["name"]) for s in doc["shapes"]]
     n = max(1, len(series))
     w = 0.8 / n
     for i, (label, ys) in enumerate(series):
@@ -44,7 +50,7 @@ def _bars(ax, doc: dict, series: list[tuple[str, list]], ylabel: str, ref: float
         if s["group"] != prev:
             if j:
                 ax.axvline(j - 0.5, color="grey", linewidth=0.5, linestyle=":")
-            ax.text(j - 0.4, 1.0, s["group"], transform=ax.get_xaxis_transform(), fontsize=8,
+            ax.text(j - 0.4, 1.0, _text(s["group"]), transform=ax.get_xaxis_transform(), fontsize=8,
                     va="bottom")
             prev = s["group"]
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -56,7 +62,7 @@ def plot_speedup(doc: dict, path: str | os.PathLike) -> Path:
     ax = fig.add_subplot()
     _bars(ax, doc, [(LABELS[m], [method_speedup(s, m)[0] for s in doc["shapes"]]) for m in present],
           "speedup over cuBLAS (×, log)", 1.0, True)
-    ax.set_title(f"Speedup over cuBLAS, {doc['header']['device_name']}", fontsize=10, pad=14)
+    ax.set_title(f"Speedup over cuBLAS, {_text(doc['header']['device_name'])}", fontsize=10, pad=14)
     fig.savefig(path, dpi=110)
     return Path(path)
 
@@ -73,7 +79,7 @@ def plot_roofline(doc: dict, path: str | os.PathLike) -> Path:
     fig = _figure(max(8.0, 0.45 * len(doc["shapes"]) + 3), 4.5)
     ax = fig.add_subplot()
     _bars(ax, doc, series, "floor / kernel time", 1.0, False)
-    ax.set_title(f"Efficiency against the roofline floor, {doc['header']['device_name']}", fontsize=10, pad=14)
+    ax.set_title(f"Efficiency against the roofline floor, {_text(doc['header']['device_name'])}", fontsize=10, pad=14)
     fig.savefig(path, dpi=110)
     return Path(path)
 
@@ -97,7 +103,7 @@ def plot_tuning(doc: dict, path: str | os.PathLike) -> Path:
     ax.set_xscale("log")
     ax.set_xlabel("tuning wall time per shape (s, log); star = mean time, geomean fraction")
     ax.set_ylabel("best kernel time / method's kernel time")
-    ax.set_title(f"Tuning time against performance, {doc['header']['device_name']}", fontsize=10)
+    ax.set_title(f"Tuning time against performance, {_text(doc['header']['device_name'])}", fontsize=10)
     ax.legend(fontsize=7)
     fig.savefig(path, dpi=110)
     return Path(path)

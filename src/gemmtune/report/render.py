@@ -21,9 +21,17 @@ def render(doc: dict, out_dir: str | os.PathLike, stem: str, *, plots: bool = Tr
         doc = {**doc, "notes": [*doc.get("notes", []),
                                 "plots not drawn: matplotlib is not installed (pip install 'gemmtune[report]')"]}
     elif plots:
+        failed = []
         for k in PLOTS:
-            written[k] = _PLOTTERS[k](doc, out / f"{stem}-{k}.png")
-            names[k] = written[k].name
+            # A plot that cannot be drawn costs its picture, not the Markdown (a suite's name that
+            # matplotlib could not parse as math, "$x_{$", ended a whole bench run with no report).
+            try:
+                written[k] = _PLOTTERS[k](doc, out / f"{stem}-{k}.png")
+                names[k] = written[k].name
+            except Exception as e:  # noqa: BLE001 - said in the report's notes
+                failed.append(f"plot {k} not drawn: {type(e).__name__}: {' '.join(str(e).split())}"[:300])
+        if failed:
+            doc = {**doc, "notes": [*doc.get("notes", []), *failed]}
     md = out / f"{stem}.md"
     md.write_text(render_markdown(doc, names))
     written["markdown"] = md
