@@ -136,11 +136,17 @@ def test_worker_killed_mid_task_is_rerun_once(client, tmp_path):
 def test_results_from_another_device_are_rejected(client, tmp_path):
     victim = PROBLEMS[0].key
 
-    def elsewhere(task):
-        reply = run_task(task)
+    def elsewhere(task):  # the worker reports another device for this task: in its reply and its events
+        from gemmtune.cluster import _plugin
+
+        plugin = _plugin(task["plugin"])
+        real = plugin.info()
         if any(p == victim for p, _ in task["items"]):
-            reply["info"] = dict(reply["info"], device_name="NVIDIA A100-SXM4-80GB", capability="8.0")
-        return reply
+            plugin._info = dict(real, device_name="NVIDIA A100-SXM4-80GB", capability="8.0")
+        try:
+            return run_task(task)
+        finally:
+            plugin._info = real
 
     store = tmp_path / "s.sqlite"
     r = tune_cluster(PROBLEMS, cluster=client, families=FAMILIES, store=store, progress=False, task_fn=elsewhere,

@@ -18,7 +18,6 @@ against; none needs a GPU or a worker process (CPU, seconds).
 
 from __future__ import annotations
 
-import collections
 import re
 import types
 
@@ -96,6 +95,9 @@ class _Done:
     def cancel(self):
         pass
 
+    def add_done_callback(self, fn):
+        fn(self)
+
 
 class _Client:
     """Runs each submitted task at once, in this process (no Dask)."""
@@ -103,27 +105,14 @@ class _Client:
     def submit(self, fn, payload, **kw):
         return _Done(fn(payload))
 
-
-class _AsCompleted:
-    def __init__(self, futures):
-        self.q = collections.deque(futures)
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if not self.q:
-            raise StopIteration
-        return self.q.popleft()
-
-    def add(self, f):
-        self.q.append(f)
+    def subscribe_topic(self, topic, handler):  # the results come in each task's reply only
+        pass
 
 
 def test_a_cluster_sweep_times_the_fastest_tiles_other_forms_as_tune_does(monkeypatch, tmp_path):
     import gemmtune.cluster as cl
 
-    monkeypatch.setattr(cl, "_distributed", lambda: types.SimpleNamespace(Client=_Client, as_completed=_AsCompleted))
+    monkeypatch.setattr(cl, "_distributed", lambda: types.SimpleNamespace(Client=_Client))
     ctx = RunContext(INFO["device_name"], INFO["capability"], INFO["torch"], INFO["triton"], INFO["gemmtune"])
     monkeypatch.setattr(cl, "start_workers",
                         lambda client, **kw: (types.SimpleNamespace(name="fake"), ctx, ["fake"], {}))

@@ -122,7 +122,8 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     ``cluster``: run across many GPUs on a Dask cluster instead of this host's worker
     pool: a scheduler address ('tcp://host:8786'), 'local:N' (N worker processes here,
     one per GPU) or a ``distributed.Client`` (see gemmtune.cluster.tune_cluster; needs
-    ``pip install gemmtune[cluster]``; ``workers`` and ``compile_ahead`` do not apply).
+    ``pip install gemmtune[cluster]``; ``workers`` and ``compile_ahead`` do not apply, and
+    ``server`` is refused with it).
 
     ``server``: the Unix socket of a warm worker pool started with ``gemmtune worker --serve``
     (gemmtune.bench.server): its workers run the candidates, so no worker starts on this
@@ -155,7 +156,7 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     0.05) is timed again beside cuBLAS, in interleaved rounds, and the faster median wins
     (``tuning.runoff``; recorded as the shape's ``runoff``). The sweep times candidates one
     after another, so a close call can turn on when each ran. 0 turns it off; a cluster run
-    (``cluster``) has none.
+    (``cluster``) runs it on one of its workers once the shape's candidates are in.
 
     ``pdl_credit``: a one-slice CUDA-core skinny strip on a K-contiguous B, which ``pdl=True``
     serves as its ``-pdl`` twin, is picked as if this fraction faster than its time alone (in the

@@ -35,14 +35,16 @@ def _forwardable(argv: list[str]) -> bool:
 
 def server_of(argv: list[str]) -> str | None:
     """The socket of ``tune ... --server SOCKET`` (or ``--server=SOCKET``); None for any other
-    command, a help request, or forwarding turned off.
+    command, a help request, a tune with ``--cluster`` (which gemmtune.cli refuses with ``--server``),
+    or forwarding turned off.
 
     >>> server_of(["tune", "--shape", "8x8x8:fp16", "--server", "/tmp/s.sock"])
     '/tmp/s.sock'
     >>> server_of(["tune", "--server=/tmp/s.sock", "-h"]), server_of(["bench", "--server", "x"])
     (None, None)
+    >>> server_of(["tune", "--server", "/tmp/s.sock", "--cluster", "local:2"])  # refused here, not there
     """
-    if not _forwardable(argv):
+    if not _forwardable(argv) or any(a == "--cluster" or a.startswith("--cluster=") for a in argv):
         return None
     for i, a in enumerate(argv):
         if a == "--server" and i + 1 < len(argv):

@@ -149,7 +149,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--cluster", metavar="ADDRESS",
                    help="run on a Dask cluster, one worker per GPU: its scheduler address (tcp://host:8786), or "
                    "local:N to start N worker processes here, worker i on GPU i; only this process writes "
-                   "--store (needs pip install 'gemmtune[cluster]'; --workers and --compile-ahead do not apply)")
+                   "--store (needs pip install 'gemmtune[cluster]'; --workers and --compile-ahead do not apply; not with "
+                   "--server)")
     p.add_argument("--in-process", action="store_true",
                    help="measure in this process: no benchmark worker to start (3.5 s on an H100), but a "
                    "candidate that crashes or hangs the GPU takes this command with it (default: a worker subprocess)")

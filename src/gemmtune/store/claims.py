@@ -101,11 +101,22 @@ class Claims:
             raise
         return mine
 
-    def release(self, ctx: RunContext, problem_key: str, owner: str) -> None:
-        """Drop ``owner``'s claims on one problem (its results are in, or it gave up)."""
-        conn = self._db
+    def release(self, ctx: RunContext, problem_key: str | None, owner: str) -> None:
+        """Drop ``owner``'s claims on one problem (its results are in, or it gave up); on every
+        problem where ``problem_key`` is None (a run that stops)."""
+        where, args = "context = ? AND owner = ?", [context_text(ctx), owner]
+        if problem_key is not None:
+            where, args = where + " AND problem_key = ?", args + [problem_key]
+        self._claims_write(f"DELETE FROM claims WHERE {where}", args)
+
+    def renew(self, ctx: RunContext, owner: str, ttl_s: float) -> None:
+        """Keep every claim of ``owner`` for at least ``ttl_s`` seconds more: a cluster driver claims
+        its whole plan at the start, and its queued tasks may wait longer than one claim lasts."""
+        self._claims_write("UPDATE claims SET expires_at = MAX(expires_at, ?) WHERE context = ? AND owner = ?",
+                           [time.time() + ttl_s, context_text(ctx), owner])
+
+    def _claims_write(self, sql: str, args) -> None:
         try:
-            conn.execute("DELETE FROM claims WHERE context = ? AND problem_key = ? AND owner = ?",
-                         (context_text(ctx), problem_key, owner))
+            self._db.execute(sql, args)
         except sqlite3.Error as e:  # as in claim()
             raise StoreError(f"cannot write to results store {self.path}: {e}") from None

@@ -80,9 +80,13 @@ class TuneOptions:
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0.0 <= c < 0.1:
             raise ValueError(f"pdl_credit must be a fraction in [0, 0.1), e.g. 0.02, got {c!r}")
         if c and self.cluster is not None:
-            raise ValueError("pdl_credit needs the run-off, which a cluster run does not have: leave it 0 there")
+            raise ValueError("pdl_credit is not applied by a cluster run: leave it 0 there")
         if self.in_process and (self.server is not None or self.cluster is not None):
             raise ValueError("in_process measures in this process: it cannot be combined with server or cluster")
+        if self.server is not None and self.cluster is not None:
+            # It was ignored: the cluster's workers measured, and the server named was never asked.
+            raise ValueError("--server (a warm worker pool on this host) and --cluster (the cluster's workers "
+                             "measure) cannot be combined: give one of them")
         ca = self.compile_ahead
         if not isinstance(ca, int) or isinstance(ca, bool) or ca < 0:
             raise ValueError(f"compile_ahead must be an int >= 0 (shapes compiled ahead), got {ca!r}")

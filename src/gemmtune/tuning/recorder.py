@@ -249,24 +249,36 @@ class Recorder:
         """Wait until the candidates other tuners claimed have results; any whose claim expired
         (its tuner died) is claimed and measured here (``measure(todo)``). Returns how many
         came from the others."""
-        db, ctx, got = self.db, self.ctx, 0
+        got = 0
         while others:
-            done = {cid for cid, r in db.done(ctx, problem.key).items() if r.status not in self.redo}
-            got += sum(pc[1].id in done for pc in others)
-            others = [pc for pc in others if pc[1].id not in done]
-            if not others:
-                break
-            take = set(db.claim(ctx, problem.key, [c.id for _, c in others], self.owner,
-                                claim_ttl(self.timeout, len(others)), self.redo))
+            came, take, others = self.poll_others(problem, others)
+            got += came
             if take:
-                measure([pc for pc in others if pc[1].id in take])
-                others = [pc for pc in others if pc[1].id not in take]
-            else:
+                measure(take)
+            elif others:
                 self.sleep(POLL_S)
         return got
 
-    def release(self, problem: Problem) -> None:
-        self.db.release(self.ctx, problem.key, self.owner)
+    def poll_others(self, problem: Problem, others: list) -> tuple[int, list, list]:
+        """One look at what other tuners claimed (``await_others``'s step, which the cluster driver
+        takes between its own tasks): (how many now have results, those whose claim expired and
+        this tuner now holds, those still held by the others)."""
+        done = {cid for cid, r in self.db.done(self.ctx, problem.key).items() if r.status not in self.redo}
+        came = sum(pc[1].id in done for pc in others)
+        others = [pc for pc in others if pc[1].id not in done]
+        if not others:
+            return came, [], []
+        take = set(self.db.claim(self.ctx, problem.key, [c.id for _, c in others], self.owner,
+                                 claim_ttl(self.timeout, len(others)), self.redo))
+        return came, [pc for pc in others if pc[1].id in take], [pc for pc in others if pc[1].id not in take]
+
+    def release(self, problem: Problem | None = None) -> None:
+        """Drop this tuner's claims on ``problem``, or on every problem (None)."""
+        self.db.release(self.ctx, None if problem is None else problem.key, self.owner)
+
+    def renew(self) -> None:
+        """Keep this tuner's claims for another ``claim_ttl`` of one candidate (ResultStore.renew)."""
+        self.db.renew(self.ctx, self.owner, claim_ttl(self.timeout, 1))
 
     def times(self, problem: Problem, cands: list[Choice]) -> dict[str, float]:
         """The verified device times (ms) the store holds for ``cands`` of ``problem``, by choice id."""

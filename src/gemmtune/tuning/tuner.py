@@ -298,7 +298,7 @@ class Tuner:
         if o.cluster is not None:
             from ..cluster import tune_cluster
             kw = o.keywords()
-            for k in ("workers", "compile_ahead", "server", "in_process", "prestarted", "runoff", "pdl_credit"):
+            for k in ("workers", "compile_ahead", "server", "in_process", "prestarted", "pdl_credit"):  # n/a, or refused (TuneOptions)
                 kw.pop(k)
             return tune_cluster(problems, **kw)
         t0 = time.monotonic()
