@@ -29,6 +29,10 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 import torch
+import torch.autograd.forward_ad as _fwAD
+
+# torch.func's transform level (None outside vmap / grad / jvp); absent from older torch builds.
+_functorch_level = getattr(getattr(torch._C, "_functorch", None), "maybe_current_level", lambda: None)
 
 
 def needs_grad(*tensors: Optional[torch.Tensor]) -> bool:
@@ -36,6 +40,37 @@ def needs_grad(*tensors: Optional[torch.Tensor]) -> bool:
     if not torch.is_grad_enabled():
         return False
     return any(t is not None and getattr(t, "requires_grad", False) for t in tensors)
+
+
+def transformed() -> bool:
+    """Whether this call runs under forward-mode AD (a ``torch.autograd.forward_ad.dual_level``) or a
+    ``torch.func`` transform (``vmap``, ``grad``, ``jvp``): the products then run as ``torch_product``.
+    A kernel reads its operands' memory: a dual operand's tangent was dropped without a word (the
+    result came back with none), and a transform's wrapped operand, which has no storage, failed
+    deep inside ("Cannot access data pointer of Tensor that doesn't have storage"). Checked in ~0.1 us
+    (a patched layer and nn.BMM ask the same, gemmtune.nn._transformed)."""
+    return _fwAD._current_level >= 0 or _functorch_level() is not None
+
+
+def torch_product(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor] = None, activation: str = "none",
+                  residual: Optional[torch.Tensor] = None, out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """``act(a @ b + bias) + residual`` in torch's own ops, which forward-mode AD and torch.func
+    transform (``transformed``): as the ``aten`` family computes it (the bias through torch.addmm,
+    the rest on the rounded output), in ``out_dtype`` (the operands upcast to it first, exact).
+    The arguments are checked already."""
+    if out_dtype is not None and out_dtype != a.dtype:
+        a, b = a.to(out_dtype), b.to(out_dtype)
+    if a.dim() == 3:
+        x = torch.bmm(a, b)
+    else:
+        x = torch.mm(a, b) if bias is None else torch.addmm(bias, a, b)
+    if activation == "relu":
+        x = torch.relu(x)
+    elif activation == "silu":
+        x = torch.nn.functional.silu(x)
+    elif activation in ("gelu_tanh", "gelu_erf"):
+        x = torch.nn.functional.gelu(x, approximate="tanh" if activation == "gelu_tanh" else "none")
+    return x if residual is None else x + residual
 
 
 def _activation_backward(grad: torch.Tensor, z: torch.Tensor, activation: str) -> torch.Tensor:
@@ -96,6 +131,27 @@ class _Product(torch.autograd.Function):
         return None, None, ga, gb, gbias, gres
 
 
+class _NoDerivative(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, run, what, *tensors):
+        ctx.what = what
+        return run()
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError(f"derivative for {ctx.what} is not implemented (nor is torch._scaled_mm's): run it "
+                           "with autograd off (torch.no_grad()), or multiply dequantized operands with "
+                           "gemmtune.matmul, which is differentiable")
+
+
+def not_differentiable(run: Callable[[], torch.Tensor], what: str, *tensors: Optional[torch.Tensor]) -> torch.Tensor:
+    """``run()`` with autograd off, recorded with a backward that raises naming ``what``: what torch
+    records for an op with no derivative (``torch._scaled_mm``), so a gradient is never dropped
+    without a word. A kernel's fresh output had no ``grad_fn`` at all: a loss through it and through
+    another path backpropagated the other path alone."""
+    return _NoDerivative.apply(run, what, *tensors)
+
+
 def differentiable(run: Callable[[], torch.Tensor], a: torch.Tensor, b: torch.Tensor,
                    bias: Optional[torch.Tensor] = None, activation: str = "none",
                    residual: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -104,4 +160,4 @@ def differentiable(run: Callable[[], torch.Tensor], a: torch.Tensor, b: torch.Te
     return _Product.apply(run, activation, a, b, bias, residual)
 
 
-__all__ = ["needs_grad", "grads", "differentiable"]
+__all__ = ["needs_grad", "grads", "differentiable", "not_differentiable", "transformed", "torch_product"]
