@@ -4,8 +4,10 @@ a dispatcher's direct call dropped a dual operand's tangent without a word (the 
 the primal's memory), ``torch.func`` transforms over ``gemmtune.matmul`` failed deep inside
 (``Cannot access data pointer of Tensor that doesn't have storage``), ``scaled_mm`` through a
 Triton family returned a result with no ``grad_fn`` where an input required grad (a trainable
-bias's gradient silently dropped; ``torch._scaled_mm`` raises at backward), and ``scaled_mm`` of
-``meta`` tensors with a Triton choice failed deep in the interpreter.
+bias's gradient silently dropped; ``torch._scaled_mm`` raises at backward), ``scaled_mm`` of
+``meta`` tensors with a Triton choice failed deep in the interpreter, and the backward kept every
+operand where torch keeps only what the gradients read (a frozen layer's input held alive;
+inference-mode operands under a trainable bias raised).
 CPU: the Triton choices run in the interpreter (fp32)."""
 
 from __future__ import annotations
@@ -120,3 +122,65 @@ def test_scaled_mm_of_meta_tensors_with_a_triton_choice_is_refused_by_name():
     for check_finite in (True, False):
         with pytest.raises(ValueError, match="meta"):
             gemmtune.scaled_mm(a, b, sa, sb, choice="triton_mm:BM16-BN32-BK32-S1-W4-G8", check_finite=check_finite)
+
+
+def _saved_shapes(fn) -> list[tuple]:
+    """The shapes of the tensors autograd keeps for the backward of ``fn()``."""
+    shapes = []
+
+    def pack(t):
+        shapes.append(tuple(t.shape))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return shapes
+
+
+@pytest.mark.parametrize("path", ["matmul", "linear"])
+def test_a_frozen_product_keeps_only_what_its_backward_reads(path, device):
+    """With only the input requiring grad (a frozen layer between trainable ones, a LoRA base layer),
+    torch keeps the weight alone for ``grad_x = grad @ W``; gemmtune kept the (M, K) input alive too,
+    until the backward (activation memory torch does not spend), and raised torch's version-counter
+    error when the input was changed in place after the forward, which torch's own backward never
+    reads. Through the ``gemmtune::mm`` op (a patched Linear) as through a direct call."""
+    _need_triton(device, TILE)
+    m, n, k = 24, 6, 40  # M != N != K: each saved shape says which tensor it is
+    x = torch.randn(m, k, device=device, requires_grad=True)
+    w = torch.randn(n, k, device=device)
+    if path == "matmul":
+        f = lambda x: gemmtune.matmul(x, w.t(), choice=TILE)  # noqa: E731
+    else:
+        d = gemmtune.compile_mm(n=n, k=k, dtype="fp32", layout_b="col", hints={"m": [8]},
+                                tune_fn=lambda ps, **kw: {p.key: TILE for p in ps})
+        lin = gemmtune.nn.Linear(k, n, bias=False, device=device, dispatcher=d).requires_grad_(False)
+        with torch.no_grad():
+            lin.weight.copy_(w)
+        f = lin
+    saved = _saved_shapes(lambda: f(x))
+    assert (m, k) not in saved, f"the input is kept for the backward: {saved}"
+    h = x * 1.0  # a non-leaf changed in place after the product: torch's backward never reads it
+    y = f(h)
+    with torch.no_grad():
+        h.mul_(2)
+    g = torch.randn(m, n, device=device)
+    y.backward(g)
+    torch.testing.assert_close(x.grad.double(), g.double() @ w.double(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("choice", ["aten", TILE])
+def test_inference_operands_with_a_trainable_bias_and_residual(choice, device):
+    """Operands made under ``torch.inference_mode`` (a cached activation, weights loaded there)
+    with a bias and a residual that require grad: torch's ``addmm`` + add keeps neither operand
+    (their gradients need neither), gemmtune saved both and raised "Inference tensors cannot be
+    saved for backward"."""
+    _need_triton(device, choice)
+    with torch.inference_mode():
+        a, b = torch.randn(5, 7, device=device), torch.randn(7, 6, device=device)
+    bias = torch.randn(6, device=device, requires_grad=True)
+    res = torch.randn(5, 6, device=device, requires_grad=True)
+    y = gemmtune.matmul(a, b, choice=choice, bias=bias, residual=res)
+    g = torch.randn(5, 6, device=device)
+    y.backward(g)
+    torch.testing.assert_close(bias.grad, g.sum(0), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(res.grad, g)
