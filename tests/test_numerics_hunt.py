@@ -184,3 +184,24 @@ def test_inference_operands_with_a_trainable_bias_and_residual(choice, device):
     y.backward(g)
     torch.testing.assert_close(bias.grad, g.sum(0), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(res.grad, g)
+
+
+def test_scaled_mm_takes_a_table_path_as_the_dispatchers_do(tmp_path, device):
+    """``scaled_mm(..., table=path)`` (compile_mm, lookup and patch take a path) raised
+    "AttributeError: 'str' object has no attribute 'choices'"; anything else that is not a table
+    raised the same AttributeError. A path is now read (``table.as_table``), the rest refused."""
+    from gemmtune import Problem
+    from gemmtune.scaled import reference
+    from gemmtune.table import LookupTable, TableChoice, provenance
+
+    choice = "triton_mm:BM16-BN32-BK32-S1-W4-G8"
+    _need_triton(device, choice)
+    a, b, sa, sb = _fp8_inputs(device)
+    p = Problem.from_tensors(a, b, "fp32", op="scaled_mm", scale="row")
+    path = tmp_path / "fp8-table.json"
+    path.write_text(LookupTable(provenance("t", "i", "x", "x", "x", "by-hand"),
+                                {p.key: [TableChoice(gemmtune.Choice.parse(choice), 0.01)]}).dumps())
+    out = gemmtune.scaled_mm(a, b, sa, sb, out_dtype=torch.float32, table=str(path))
+    torch.testing.assert_close(out.double(), reference(a, b, sa, sb), rtol=5e-3, atol=5e-3)
+    with pytest.raises(TypeError, match="table"):
+        gemmtune.scaled_mm(a, b, sa, sb, out_dtype=torch.float32, table={p.key: choice})

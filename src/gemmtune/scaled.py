@@ -165,7 +165,7 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     (tensor-wise) or ``scale_a`` (M, 1) and ``scale_b`` (1, N) (row-wise). ``bias``: (N,) of
     ``out_dtype`` (bf16 or fp32). ``choice``: a Choice or its id (``"aten"``,
     ``"triton_mm:BM64-BN64-BK64-S3-W4-G8"``, ``"persistent_tma:..."``, ``"pad+aten"``...);
-    None: the first choice of ``table`` (a gemmtune.table.LookupTable) for this problem when
+    None: the first choice of ``table`` (a gemmtune.table.LookupTable or its path) for this problem when
     it has one, else ``default_choice``. Triton choices need CUDA tensors or the Triton
     interpreter (TRITON_INTERPRET=1). ``check_finite=False`` skips the scales' NaN/inf check
     (a device sync). Not differentiable, as torch._scaled_mm: where autograd records, the result's
@@ -184,7 +184,9 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     epi = bind_scales(problem.m, problem.n, scale_a, scale_b, device=a.device, out_dtype=out_dt, bias=bias,
                       mode=problem.scale, check_finite=check_finite)
     if choice is None and table is not None:
-        entries = table.choices(problem)
+        from .table import as_table
+        # (a path, as compile_mm / lookup / patch take one, raised "'str' object has no attribute 'choices'")
+        entries = as_table(table).choices(problem)
         choice = entries[0].choice if entries else None
     if choice is None:
         choice = default_choice(problem)
