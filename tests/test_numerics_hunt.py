@@ -205,3 +205,18 @@ def test_scaled_mm_takes_a_table_path_as_the_dispatchers_do(tmp_path, device):
     torch.testing.assert_close(out.double(), reference(a, b, sa, sb), rtol=5e-3, atol=5e-3)
     with pytest.raises(TypeError, match="table"):
         gemmtune.scaled_mm(a, b, sa, sb, out_dtype=torch.float32, table={p.key: choice})
+
+
+@pytest.mark.parametrize("op", ["mm", "addmm"])
+def test_the_spaces_of_an_empty_k_problem_are_listed_without_a_crash(op):
+    """K = 0 (an ``nn.Linear(0, n)``, a product gemmtune.matmul answers with zeros plus the bias):
+    skinny's space raised ZeroDivisionError from its plan (a K-slice of 0), and so did
+    ``gemmtune.tune([...], fast=True)``, which asks for skinny's space whatever the families."""
+    from gemmtune.kernels import spec
+
+    p = gemmtune.Problem.from_sizes(8, 24, 0, "fp32", op=op)
+    for family in gemmtune.families():
+        choices = gemmtune.space(p, family, device="h100")
+        for c in choices:
+            plan = spec(family).plan(p.m, p.n, p.k, c.config)
+            assert plan.get("splits", 1) >= 1, (c.id, plan)
