@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from . import epilogue as epi_mod
-from .autograd import differentiable, needs_grad
+from .autograd import differentiable, needs_grad, torch_product, transformed
 from . import kernels
 from .device import DeviceInfo, current_or
 from .problem import Problem, check_operands, dtype_name
@@ -132,6 +132,9 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
 
     Differentiable: with grad mode on and an operand that requires grad, the result has a
     ``grad_fn`` whatever the kernel; the backward runs torch's products (gemmtune.autograd).
+    Under forward-mode AD (``torch.autograd.forward_ad``) or a ``torch.func`` transform (``vmap``,
+    ``grad``, ``jvp``) the product runs as torch's own ops instead of ``choice`` (a kernel would drop
+    the tangents; gemmtune.autograd.transformed).
 
     Example (CUDA tensors: skipped where doctests run, on a CPU)::
 
@@ -161,6 +164,16 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
         if not isinstance(workspace, SplitKWorkspace):  # split-K raised AttributeError on .partials
             raise TypeError(f"workspace must be a gemmtune.kernels.splitk.SplitKWorkspace or None, "
                             f"not {type(workspace).__name__}")
+    if transformed():
+        # Forward-mode AD or a torch.func transform: torch's own ops, after the same checks (no data
+        # pointer read: a transform's operands have none). A kernel dropped a dual operand's tangent.
+        bmm = a.dim() == 3
+        problem = Problem.from_sizes(a.shape[-2], b.shape[-1], a.shape[-1], a.dtype, out_dtype,
+                                     op="bmm" if bmm else "mm", batch=a.shape[0] if bmm else 1)
+        if not bmm:
+            epi_mod.bind(problem.m, problem.n, problem.torch_out_dtype, a.device, bias=bias,
+                         activation=activation, residual=residual)
+        return torch_product(a, b, bias, activation, residual, problem.torch_out_dtype)
     problem = Problem._from_checked(a, b, out_dtype, allow_tf32=allow_tf32, op="bmm" if a.dim() == 3 else "mm")
     if problem.op == "bmm":
         epilogue = None

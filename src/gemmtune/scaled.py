@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import torch
 
+from .autograd import needs_grad, not_differentiable
 from .epilogue import Epilogue, EpilogueArgs
 from .problem import (SCALED_OUT_DTYPES, SCALES, Problem, check_dense, check_not_negated, check_operands,
                       dtype_name)
@@ -83,7 +84,7 @@ def bind_scales(m: int, n: int, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
     else:
         sa = _flat(scale_a, ((m, 1), (m,)), "scale_a", f"row-wise: one scale per row of A, M = {m}")
         sb = _flat(scale_b, ((1, n), (n,)), "scale_b", f"row-wise: one scale per column of B, N = {n}")
-    if check_finite:
+    if check_finite and device.type != "meta":  # (meta tensors hold no values to read)
         for name, t in (("scale_a", sa), ("scale_b", sb)):
             bad = ~torch.isfinite(t)
             if bool(bad.any()):
@@ -164,10 +165,11 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     (tensor-wise) or ``scale_a`` (M, 1) and ``scale_b`` (1, N) (row-wise). ``bias``: (N,) of
     ``out_dtype`` (bf16 or fp32). ``choice``: a Choice or its id (``"aten"``,
     ``"triton_mm:BM64-BN64-BK64-S3-W4-G8"``, ``"persistent_tma:..."``, ``"pad+aten"``...);
-    None: the first choice of ``table`` (a gemmtune.table.LookupTable) for this problem when
+    None: the first choice of ``table`` (a gemmtune.table.LookupTable or its path) for this problem when
     it has one, else ``default_choice``. Triton choices need CUDA tensors or the Triton
     interpreter (TRITON_INTERPRET=1). ``check_finite=False`` skips the scales' NaN/inf check
-    (a device sync).
+    (a device sync). Not differentiable, as torch._scaled_mm: where autograd records, the result's
+    backward raises.
     """
     from . import kernels
     from .api import interpreter_enabled
@@ -182,7 +184,9 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     epi = bind_scales(problem.m, problem.n, scale_a, scale_b, device=a.device, out_dtype=out_dt, bias=bias,
                       mode=problem.scale, check_finite=check_finite)
     if choice is None and table is not None:
-        entries = table.choices(problem)
+        from .table import as_table
+        # (a path, as compile_mm / lookup / patch take one, raised "'str' object has no attribute 'choices'")
+        entries = as_table(table).choices(problem)
         choice = entries[0].choice if entries else None
     if choice is None:
         choice = default_choice(problem)
@@ -191,17 +195,28 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     elif not isinstance(choice, Choice):
         raise TypeError(f"choice must be a Choice, a choice id string or None, not {type(choice).__name__}")
     kernels.validate_choice(choice, problem)
-    if choice.family in kernels.TRITON_FAMILIES and a.device.type == "cpu" and not interpreter_enabled():
-        raise ValueError(f"{choice.family} needs CUDA tensors; these are on the CPU. Set TRITON_INTERPRET=1 "
-                         "before importing gemmtune to run Triton on the CPU (slow), or use choice='aten'")
-    out = torch.empty((problem.m, problem.n), dtype=out_dt, device=a.device)
-    if problem.m == 0 or problem.n == 0:
+    if choice.family in kernels.TRITON_FAMILIES:
+        if a.device.type == "cpu" and not interpreter_enabled():
+            raise ValueError(f"{choice.family} needs CUDA tensors; these are on the CPU. Set TRITON_INTERPRET=1 "
+                             "before importing gemmtune to run Triton on the CPU (slow), or use choice='aten'")
+        if a.device.type not in ("cpu", "cuda"):  # (meta: failed deep in the interpreter, "no data!")
+            raise ValueError(f"{choice.family} runs on CUDA devices, not {a.device.type}")
+
+    def run() -> torch.Tensor:
+        out = torch.empty((problem.m, problem.n), dtype=out_dt, device=a.device)
+        if problem.m == 0 or problem.n == 0:
+            return out
+        if problem.k == 0:
+            out.zero_()
+            return out if bias is None else out.add_(bias)
+        kernels.run_choice(choice, a, b, out, workspace=None, epilogue=epi)
         return out
-    if problem.k == 0:
-        out.zero_()
-        return out if bias is None else out.add_(bias)
-    kernels.run_choice(choice, a, b, out, workspace=None, epilogue=epi)
-    return out
+
+    if needs_grad(a, b, scale_a, scale_b, bias):
+        # torch._scaled_mm has no derivative and records a backward that says so; a Triton kernel's
+        # output had no grad_fn, so a trainable bias's gradient was dropped without a word.
+        return not_differentiable(run, "gemmtune.scaled_mm", a, b, scale_a, scale_b, bias)
+    return run()
 
 
 # The tolerance of a scaled_mm check (gemmtune.verify.TOLERANCE holds these). The reference

@@ -69,7 +69,7 @@ from typing import Optional
 
 import torch
 
-from .autograd import grads, needs_grad
+from .autograd import grads, needs_grad, saved_for
 from .dispatch import Dispatcher
 from .dispatch.common import ATEN
 from .epilogue import check_activation
@@ -468,7 +468,11 @@ def _register_epilogue_autograd(op: str, n_args: int, bias_at: int, activation_a
     gradients (gemmtune.autograd.grads), None for every other argument."""
     def setup_context(ctx, inputs, output) -> None:
         ctx.activation = inputs[activation_at]
-        ctx.save_for_backward(inputs[0], inputs[1], inputs[bias_at])
+        # needs_input_grad lists only the arguments the call passed. What no gradient reads is not
+        # kept (gemmtune.autograd.saved_for): a frozen layer's input among them.
+        needs = tuple(ctx.needs_input_grad) + (False,) * n_args
+        ctx.save_for_backward(*saved_for(inputs[0], inputs[1], inputs[bias_at], ctx.activation,
+                                         needs[0], needs[1], needs[bias_at]))
 
     def backward(ctx, grad):
         # torch ops on purpose: see the module doc (gemmtune.autograd.grads).
@@ -515,7 +519,8 @@ def _bmm_fake(a: torch.Tensor, b: torch.Tensor, handle: int) -> torch.Tensor:
 
 def _bmm_setup_context(ctx, inputs, output) -> None:
     a, b, _handle = inputs
-    ctx.save_for_backward(a, b)
+    needs = tuple(ctx.needs_input_grad) + (False,) * 3
+    ctx.save_for_backward(*saved_for(a, b, None, "none", needs[0], needs[1], False)[:2])
 
 
 def _bmm_backward(ctx, grad):

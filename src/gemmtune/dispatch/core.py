@@ -15,7 +15,7 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
-from ..autograd import differentiable, needs_grad
+from ..autograd import differentiable, needs_grad, torch_product, transformed
 from ..epilogue import Epilogue, bind, apply_
 from ..kernels.splitk import SplitKWorkspace
 from .. import kernels
@@ -202,7 +202,8 @@ class Dispatcher(Deciding, Launching):
 
         Differentiable: where autograd records (grad mode on, an operand requires grad) the
         result has a ``grad_fn`` whichever kernel runs, with the backward on torch's products
-        (gemmtune.autograd).
+        (gemmtune.autograd). Under forward-mode AD or a ``torch.func`` transform the call runs as
+        torch's own ops (``gemmtune.autograd.transformed``).
 
         Under torch.compile the call is traced as the ``gemmtune::mm`` op (``gemmtune::bmm`` for
         3-D operands; ``gemmtune.torch_ops.traced_call``): one opaque node, no graph break, this
@@ -211,10 +212,24 @@ class Dispatcher(Deciding, Launching):
         if torch.compiler.is_compiling():
             from ..torch_ops import traced_call
             return traced_call(self, a, b, bias, activation, residual)
+        if transformed():
+            return self._torch_call(a, b, bias, activation, residual)
         if needs_grad(a, b, bias, residual):
             return differentiable(lambda: self._run(a, b, bias, activation, residual),
                                   a, b, bias, activation, residual)
         return self._run(a, b, bias, activation, residual)
+
+    def _torch_call(self, a, b, bias, activation: str, residual) -> torch.Tensor:
+        """A call under forward-mode AD or a torch.func transform (gemmtune.autograd.transformed):
+        checked as any call, then run as torch's own ops, which carry the tangents (the cached
+        kernel, reading the primal's memory, returned a result with none, without a word)."""
+        sizes = self.check(a, b)
+        fused = bias is not None or residual is not None or activation != "none"
+        if fused:
+            if len(sizes) == 4:
+                raise ValueError("a bmm (3-D operands) takes no fused epilogue (bias, activation, residual)")
+            bind(sizes[0], sizes[1], self.torch_dtype, a.device, bias=bias, activation=activation, residual=residual)
+        return torch_product(a, b, bias, activation, residual)
 
     def _run(self, a, b, bias=None, activation: str = "none", residual=None) -> torch.Tensor:
         """``__call__`` without autograd: the ops' kernels (torch_ops) call this."""

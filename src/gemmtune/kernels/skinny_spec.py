@@ -35,8 +35,9 @@ MAX_CORE_REGS = 64
 
 
 def k_per_split(k: int, cfg: SkinnyConfig) -> int:
-    """K extent of one slice: ceil(K / split) rounded up to a whole number of BLOCK_K."""
-    per = cdiv(k, cfg.split_k)
+    """K extent of one slice: ceil(K / split) rounded up to a whole number of BLOCK_K (one BLOCK_K
+    for K = 0, whose plan is one empty slice: a slice of 0 raised ZeroDivisionError)."""
+    per = cdiv(max(k, 1), cfg.split_k)
     return cdiv(per, cfg.block_k) * cfg.block_k
 
 
@@ -60,7 +61,7 @@ def plan(m: int, n: int, k: int, cfg: SkinnyConfig, sms: int | None = None) -> d
                 "programs": cfg.stream_k,
                 "units_per_program": units / cfg.stream_k}
     per = k_per_split(k, cfg)
-    splits = cdiv(k, per)
+    splits = max(1, cdiv(k, per))
     # Tile-major fp32 partials (tile_epilogue.split_epilogue): one whole block per strip and slice.
     ws = 0 if splits == 1 else tiles * cfg.block_m * cfg.block_n * (splits if cfg.deterministic else 1)
     return {"grid": (tiles, splits), "splits": splits, "k_per_split": per, "tiles": tiles,

@@ -44,8 +44,9 @@ MAX_WORKSPACE_BYTES = 256 * 2**20
 
 
 def k_per_split(k: int, cfg: SplitKConfig) -> int:
-    """K extent of one slice: ceil(K / split) rounded up to a whole number of BLOCK_K."""
-    per = cdiv(k, cfg.split_k)
+    """K extent of one slice: ceil(K / split) rounded up to a whole number of BLOCK_K (one BLOCK_K
+    for K = 0, whose plan is one empty slice: a slice of 0 raised ZeroDivisionError)."""
+    per = cdiv(max(k, 1), cfg.split_k)
     return cdiv(per, cfg.block_k) * cfg.block_k
 
 
@@ -118,7 +119,7 @@ def plan(m: int, n: int, k: int, cfg: SplitKConfig, sms: int | None = None) -> d
     65536
     """
     per = k_per_split(k, cfg)
-    splits = cdiv(k, per)
+    splits = max(1, cdiv(k, per))
     tiles = cdiv(m, cfg.block_m) * cdiv(n, cfg.block_n)
     if splits == 1:
         return {"grid": (tiles, 1), "tiles": tiles, "splits": 1, "k_per_split": k, "workspace_bytes": 0,
