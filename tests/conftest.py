@@ -73,6 +73,35 @@ if _XDIST_WORKERS > 1:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // _XDIST_WORKERS))
 
 
+def _split_lightgbm_threads() -> None:
+    """The LightGBM ranker's default thread count, split over the xdist workers as torch's is.
+
+    ``_LGBMRanker`` takes ``min(os.cpu_count(), 8)`` threads unless told; on the 2-core CI
+    machine that is 2 in each of 2 workers, and LightGBM's OpenMP threads spin waiting for a
+    core the other worker holds: one ranker fit on the test sample took 11-12 s with 2 threads
+    beside a busy core and 0.75 s with 1 (2026-11-30). Only the default changes (a ``threads=``
+    given is kept); the fits are deterministic either way (``deterministic``, ``force_row_wise``)."""
+    if _XDIST_WORKERS <= 1:
+        return
+    try:
+        from gemmtune.model import regressors
+    except ImportError:
+        return
+    init = regressors._LGBMRanker.__init__
+    if getattr(init, "_gemmtune_split", False):
+        return
+    per_worker = max(1, min((os.cpu_count() or 1) // _XDIST_WORKERS, 8))
+
+    def split_init(self, *args, threads=None, **kwargs):
+        init(self, *args, threads=threads or per_worker, **kwargs)
+
+    split_init._gemmtune_split = True
+    regressors._LGBMRanker.__init__ = split_init
+
+
+_split_lightgbm_threads()
+
+
 def _axis(axis) -> list[tuple]:
     """(value, id) pairs of one parametrize axis: a list of values or pytest.params, or
     (values, id function)."""
