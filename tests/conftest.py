@@ -66,11 +66,120 @@ def _interpreter_index_shim() -> None:
 
 _interpreter_index_shim()
 
+
+_DEVICE_CALL = '''    def __call__(self, *args, **kwargs):
+        # This is a device function call
+        _patch_lang(self.fn)
+        fn = self.rewrite()
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            raise InterpreterError(repr(e)) from e
+'''
+
+
+def _interpreter_nested_call_shim() -> None:
+    """Triton's interpreter patches ``triton.language`` for the interpreter at each launch (and
+    restores it after), then again at every call of a ``@triton.jit`` helper inside the kernel
+    (ours, and tl.sum, tl.zeros, tl.cdiv, ...), in every program of the grid: an
+    ``inspect.getmembers`` scan of tl or tl.core, tl.math and the tensor class each time. After
+    the first such call in a launch, a helper's patching finds nothing left to patch and re-sets
+    the same closures (the restore at the launch's end is untouched by it). The scans were 37%
+    of the time of a skinny GEMV launch (2.4 -> 1.5 s, the output bitwise the same; triton 3.9).
+    Here a helper's call skips them where the launch running in this thread has patched every
+    language module the helper sees, itself or at an earlier helper's call; any other call is
+    triton's own. Tests only, and only where triton's helper-call method is the one above, word
+    for word; the kernels run the same operations either way."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return
+    try:
+        import inspect
+        import threading
+
+        import triton.language as tl
+        from triton.runtime import interpreter
+    except ImportError:
+        return
+    grid_call = interpreter.GridExecutor.__call__
+    device_call = interpreter.InterpretedFunction.__call__
+    if getattr(device_call, "_gemmtune_shim", False):
+        return
+    try:
+        if inspect.getsource(device_call) != _DEVICE_CALL:
+            return
+    except (OSError, TypeError):
+        return
+    langs = (tl, tl.core)
+    state = threading.local()
+    seen: dict = {}
+
+    def langs_of(fn) -> frozenset:
+        if fn not in seen:
+            seen[fn] = frozenset(id(v) for v in fn.__globals__.values() if any(v is lang for lang in langs))
+        return seen[fn]
+
+    def launch(self, *args, **kwargs):
+        stack = state.__dict__.setdefault("patched", [])
+        stack.append(set(langs_of(self.fn)))
+        try:
+            return grid_call(self, *args, **kwargs)
+        finally:
+            stack.pop()
+
+    def call(self, *args, **kwargs):
+        stack = getattr(state, "patched", None)
+        mine = langs_of(self.fn)
+        if not stack or not mine or not mine <= stack[-1]:  # (no tl at all: triton's own assert)
+            if stack and mine:
+                stack[-1] |= mine  # patched by the call below, until the launch's end at least
+            return device_call(self, *args, **kwargs)
+        fn = self.rewrite()
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            raise interpreter.InterpreterError(repr(e)) from e
+
+    call._gemmtune_shim = True
+    interpreter.GridExecutor.__call__ = launch
+    interpreter.InterpretedFunction.__call__ = call
+
+
+_interpreter_nested_call_shim()
+
 # Under pytest-xdist (`-n 2`, the README's test command) every worker is its own process, and
 # each would start torch's intra-op pool with one thread per core: split the cores instead.
 _XDIST_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _XDIST_WORKERS > 1:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // _XDIST_WORKERS))
+
+
+def _split_lightgbm_threads() -> None:
+    """The LightGBM ranker's default thread count, split over the xdist workers as torch's is.
+
+    ``_LGBMRanker`` takes ``min(os.cpu_count(), 8)`` threads unless told; on the 2-core CI
+    machine that is 2 in each of 2 workers, and LightGBM's OpenMP threads spin waiting for a
+    core the other worker holds: one ranker fit on the test sample took 11-12 s with 2 threads
+    beside a busy core and 0.75 s with 1 (2026-11-30). Only the default changes (a ``threads=``
+    given is kept); the fits are deterministic either way (``deterministic``, ``force_row_wise``)."""
+    if _XDIST_WORKERS <= 1:
+        return
+    try:
+        from gemmtune.model import regressors
+    except ImportError:
+        return
+    init = regressors._LGBMRanker.__init__
+    if getattr(init, "_gemmtune_split", False):
+        return
+    per_worker = max(1, min((os.cpu_count() or 1) // _XDIST_WORKERS, 8))
+
+    def split_init(self, *args, threads=None, **kwargs):
+        init(self, *args, threads=threads or per_worker, **kwargs)
+
+    split_init._gemmtune_split = True
+    regressors._LGBMRanker.__init__ = split_init
+
+
+_split_lightgbm_threads()
 
 
 def _axis(axis) -> list[tuple]:

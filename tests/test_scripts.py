@@ -23,11 +23,54 @@ def _env() -> dict:
     return env
 
 
+class Ran:
+    """What a script's run gave: its exit status, stdout and stderr (as a subprocess's)."""
+
+    def __init__(self, returncode, stdout: str, stderr: str):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+@pytest.fixture
+def script_main(monkeypatch, capsys):
+    """``script_main(name, *args)``: ``python scripts/NAME.py ARGS`` in this process, as a Ran.
+
+    The script is loaded afresh from its file with scripts/ first on sys.path (its sibling imports,
+    as ``python scripts/NAME.py`` has them), its ``main()`` called with ``sys.argv`` set, and its
+    exit taken as the interpreter takes it: main's return value, a SystemExit's code, or a
+    SystemExit message printed to stderr with status 1. For the dry runs whose time is the Triton
+    interpreter's and torch's start-up (TRITON_INTERPRET is set here, as _env() sets it for a
+    subprocess). Inductor settings a script sets for itself are put back afterwards."""
+    from torch._inductor import config as iconfig
+
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    kept = {(obj, name): getattr(obj, name) for obj in (iconfig, iconfig.triton)
+            for name in ("fx_graph_cache", "enable_pdl") if hasattr(obj, name)}
+
+    def run(name: str, *args: str) -> Ran:
+        monkeypatch.setattr(sys, "argv", [str(ROOT / "scripts" / f"{name}.py"), *args])
+        mod = _script_module(name)
+        capsys.readouterr()
+        try:
+            rc = mod.main()
+        except SystemExit as e:
+            rc = e.code
+        out, err = capsys.readouterr()
+        if isinstance(rc, str):  # SystemExit("message"): printed to stderr, status 1
+            err, rc = err + rc + "\n", 1
+        return Ran(0 if rc is None else rc, out, err)
+    yield run
+    for (obj, name), value in kept.items():  # (monkeypatch cannot undo a torch config module's setattr)
+        setattr(obj, name, value)
+
+
 @pytest.mark.slow
 def test_bench_dispatch_smoke_every_section(tmp_path):
+    """Every section, with --hints (two of the smoke's three default hints): --hints replaces the
+    default hints everywhere the script uses them (the table's hint kernels, the sweep's and the
+    save/load children's dispatchers)."""
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_dispatch.py"), "--smoke", "--oracle",
                         "--exclude-aten", "--families", "triton_mm", "--oracle-families", "triton_mm",
-                        "--saveload-families", "triton_mm", "--out", str(tmp_path),
+                        "--saveload-families", "triton_mm", "--hints", "64,4", "--out", str(tmp_path),
                         "--store", str(tmp_path / "s.sqlite")],
                        env=_env(), capture_output=True, text=True, timeout=600, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -37,6 +80,9 @@ def test_bench_dispatch_smoke_every_section(tmp_path):
     assert not [n for n, s in secs.items() if "error" in s], {n: s.get("error") for n, s in secs.items()}
     # --exclude-aten: the hint kernels are Triton ones, so the seed table compares kernels.
     assert all("aten" not in row for row in secs["table"]["rows"] if row.startswith("kernel tuned"))
+    rows = secs["table"]["rows"]
+    assert [k.split(" (")[0] for k in rows if k.startswith("kernel tuned")] == [
+        "kernel tuned at M=4", "kernel tuned at M=64"]
     sweep = secs["sweep"]
     assert sweep["done"] == len(sweep["points"]) == 4 and sweep["oracle_done"] == 4
     assert all(r["oracle"]["best"] != "aten" for r in sweep["rows"])
@@ -51,27 +97,19 @@ def test_bench_dispatch_smoke_every_section(tmp_path):
     assert "Seed table" in (tmp_path / "rep" / "report.md").read_text()
 
 
-@pytest.mark.slow
-def test_bench_dispatch_hints_flag(tmp_path):
-    """--hints replaces the issue's default hints everywhere the script uses them."""
-    base = [sys.executable, str(ROOT / "scripts" / "bench_dispatch.py"), "--smoke", "--exclude-aten",
-            "--families", "triton_mm", "--out", str(tmp_path), "--store", str(tmp_path / "s.sqlite")]
-    r = subprocess.run([*base, "--sections", "table", "--hints", "64,4"], env=_env(), capture_output=True,
-                       text=True, timeout=600, check=False)
-    assert r.returncode == 0, r.stderr[-3000:]
-    rows = json.loads((tmp_path / "bench_dispatch.json").read_text())["sections"]["table"]["rows"]
-    assert [k.split(" (")[0] for k in rows if k.startswith("kernel tuned")] == [
-        "kernel tuned at M=4", "kernel tuned at M=64"]
-    bad = subprocess.run([*base, "--hints", "4,x"], env=_env(), capture_output=True, text=True, timeout=120,
-                         check=False)
+def test_bench_dispatch_hints_flag(tmp_path, script_main):
+    """--hints that are not integers are refused before any work (the flag's effect on every
+    section: test_bench_dispatch_smoke_every_section, which runs with --hints)."""
+    bad = script_main("bench_dispatch", "--smoke", "--exclude-aten", "--families", "triton_mm", "--out", str(tmp_path),
+                      "--store", str(tmp_path / "s.sqlite"), "--hints", "4,x")
     assert bad.returncode == 2 and "--hints takes comma-separated integers" in bad.stderr
+    assert not (tmp_path / "bench_dispatch.json").exists()
 
 
 @pytest.mark.slow
-def test_bench_edge_smoke(tmp_path):
+def test_bench_edge_smoke(tmp_path, script_main):
     """scripts/bench_edge.py on the interpreter: both edge modes verified, JSON written."""
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_edge.py"), "--smoke", "--out", str(tmp_path)],
-                       env=_env(), capture_output=True, text=True, timeout=300, check=False)
+    r = script_main("bench_edge", "--smoke", "--out", str(tmp_path))
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     rows = json.loads((tmp_path / "bench_edge.json").read_text())["rows"]
     cases = [(row["shape"], name, c["status"]) for row in rows for name, c in row["cases"].items()
@@ -131,12 +169,11 @@ def test_check_inductor_fp8_lut_dry_run():
         assert f"'template_id': '{template}'" in r.stdout
 
 
-def test_pad_copy_bench_smoke(tmp_path):
+def test_pad_copy_bench_smoke(tmp_path, script_main):
     """scripts/pad_copy_bench.py --smoke on the interpreter: every method runs and matches F.pad
     bit for bit on the toy shapes, the table prints and the JSON is written."""
     out = tmp_path / "pad.json"
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "pad_copy_bench.py"), "--smoke", "--out", str(out)],
-                       env=_env(), capture_output=True, text=True, timeout=300, check=False)
+    r = script_main("pad_copy_bench", "--smoke", "--out", str(out))
     assert r.returncode == 0, r.stderr[-3000:]
     assert "best torch/triton" in r.stdout
     doc = json.loads(out.read_text())
@@ -170,13 +207,12 @@ def test_pct_of_best_counts_every_method_in_the_best():
 
 
 @pytest.mark.slow
-def test_exp_eager_overhead_dry_run(tmp_path):
+def test_exp_eager_overhead_dry_run(tmp_path, script_main):
     """scripts/exp_eager_overhead.py --dry-run (tiny-llama, fp32, CPU): the device call's flow,
     the three variants timed and profiled, the one-layer comparison, one JSON."""
     pytest.importorskip("transformers")
     out = tmp_path / "o.json"
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_eager_overhead.py"), "--dry-run", "--rounds", "3",
-                        "--out", str(out)], env=_env(), capture_output=True, text=True, timeout=300, check=False)
+    r = script_main("exp_eager_overhead", "--dry-run", "--rounds", "3", "--out", str(out))
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     doc = json.loads(out.read_text())
     assert set(doc["step_ms_median"]) == {"eager", "copy", "patched"} and doc["x_eager"]["eager"] == 1.0
@@ -206,16 +242,14 @@ def test_exp_gemv_handback_dry_run(tmp_path, fused):
 
 
 @pytest.mark.parametrize("bk", [16, 128])
-def test_exp_pdl_dry_run(tmp_path, bk):
+def test_exp_pdl_dry_run(tmp_path, bk, script_main):
     """scripts/exp_pdl.py --dry-run (the Triton interpreter, fp32, no PDL): the norm -> GEMV
     chain's kernels against fp64, the weight-prefetching GEMV and the norm-folding one (no norm
     kernel) against the plain one, with a
     K step that divides both K (16 of 64 and 256) and one past the first GEMV's K (128 of 64: its
     one step, the prefetched tile, is masked)."""
     single = ["--single"] if bk == 16 else []  # the one-kernel timings too, once
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_pdl.py"), str(tmp_path), "--dry-run",
-                        "--bk", str(bk), "--bn", "8", *single], env=_env(), capture_output=True, text=True,
-                       timeout=300, check=False)
+    r = script_main("exp_pdl", str(tmp_path), "--dry-run", "--bk", str(bk), "--bn", "8", *single)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     doc = json.loads((tmp_path / "pdl.json").read_text())
     assert doc["gemv0_rel_err_vs_fp64"] < 1e-5
@@ -232,36 +266,32 @@ def test_exp_pdl_dry_run(tmp_path, bk):
 @pytest.mark.parametrize("m,layout,config", [(16, "col", "skinny:BM16-BN64-BK64-SK1-S3-W4-dot-det"),
                                                (16, "row", "skinny:BM16-BN32-BK32-SK1-S1-W4-dot-det"),
                                                (1, "row", "skinny:BM1-BN16-BK64-SK1-S1-W4-core-det")])
-def test_exp_pdl_skinny_dry_run(tmp_path, m, layout, config):
+def test_exp_pdl_skinny_dry_run(tmp_path, m, layout, config, script_main):
     """scripts/exp_pdl_skinny.py --dry-run (the interpreter, fp16, no PDL launches): the chain of
     pointwise -> skinny GEMM kernels against fp64, and each -pdl twin's chain (the peeled first K
     step of the tl.dot path and of the N-contiguous strip) bitwise the plain config's."""
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_pdl_skinny.py"), str(tmp_path), "--dry-run",
-                        "--m", str(m), "--layout", layout, "--config", config], env=_env(), capture_output=True,
-                       text=True, timeout=300, check=False)
+    r = script_main("exp_pdl_skinny", str(tmp_path), "--dry-run", "--m", str(m), "--layout", layout,
+                    "--config", config)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     doc = json.loads((tmp_path / "pdl_skinny.json").read_text())
     assert doc["gemm0_rel_err_vs_fp64"] < 2e-3 and doc["m"] == m and doc["layout"] == layout
     assert doc["rel_err_vs_plain"] == {"plain": 0.0, "pdl": 0.0, "pdl_unaware": 0.0, "pdl_nolaunch": 0.0}
 
 
-def test_exp_pdl_skinny_refuses_a_split_or_a_pdl_config(tmp_path):
+def test_exp_pdl_skinny_refuses_a_split_or_a_pdl_config(tmp_path, script_main):
     for bad in ("skinny:BM1-BN4-BK64-SK2-S1-W4-core-det", "skinny:BM1-BN4-BK64-SK1-S1-W4-core-det-pdl"):
-        r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_pdl_skinny.py"), str(tmp_path), "--dry-run",
-                            "--config", bad], env=_env(), capture_output=True, text=True, timeout=300, check=False)
+        r = script_main("exp_pdl_skinny", str(tmp_path), "--dry-run", "--config", bad)
         assert r.returncode != 0 and "one-slice skinny choice without -pdl" in r.stderr
 
 
 @pytest.mark.slow
-def test_exp_pdl_model_dry_run(tmp_path):
+def test_exp_pdl_model_dry_run(tmp_path, script_main):
     """scripts/exp_pdl_model.py --dry-run (tiny-llama, fp32, CPU, eager): the fused model tuned
     once, its M=1 skinny winner swapped for the -pdl twin in the second copy, every variant
     (Inductor's PDL on and off) checked against eager."""
     pytest.importorskip("transformers")
     out = tmp_path / "p.json"
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_pdl_model.py"), "--dry-run", "--inductor-pdl",
-                        "--max-autotune", "--out", str(out)], env=_env(), capture_output=True, text=True, timeout=600,
-                       check=False)
+    r = script_main("exp_pdl_model", "--dry-run", "--inductor-pdl", "--max-autotune", "--out", str(out))
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     doc = json.loads(out.read_text())
     assert doc["swapped"] >= 1 and any(i.endswith("-pdl") for i in doc["pdl_winners"])
@@ -273,14 +303,13 @@ def test_exp_pdl_model_dry_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_exp_pdl_model_dry_run_a_model_with_qkv_biases(tmp_path):
+def test_exp_pdl_model_dry_run_a_model_with_qkv_biases(tmp_path, script_main):
     """Session 39's call 3 runs exp_pdl_model.py on Qwen2-0.5B, whose q/k/v carry biases (addmm
     problems, fused with a bias): its flow on tiny-qwen2, the three variants that call runs."""
     pytest.importorskip("transformers")
     out = tmp_path / "q.json"
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_pdl_model.py"), "--dry-run", "--model", "tiny-qwen2",
-                        "--inductor-pdl", "--max-autotune", "--only", "max_autotune+inductor_pdl,tuned,pdl+inductor_pdl",
-                        "--out", str(out)], env=_env(), capture_output=True, text=True, timeout=600, check=False)
+    r = script_main("exp_pdl_model", "--dry-run", "--model", "tiny-qwen2", "--inductor-pdl", "--max-autotune",
+                    "--only", "max_autotune+inductor_pdl,tuned,pdl+inductor_pdl", "--out", str(out))
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     doc = json.loads(out.read_text())
     assert doc["model"] == "tiny-qwen2" and doc["swapped"] >= 1
@@ -290,14 +319,13 @@ def test_exp_pdl_model_dry_run_a_model_with_qkv_biases(tmp_path):
 
 
 @pytest.mark.slow
-def test_exp_pdl_model_dry_run_pdl_all_only(tmp_path):
+def test_exp_pdl_model_dry_run_pdl_all_only(tmp_path, script_main):
     """--pdl-all: a copy whose M=1 GEMMs on a Linear's weight are tuned among skinny's strips and
     served by the winner's -pdl twin; --only runs just the named variants."""
     pytest.importorskip("transformers")
     out = tmp_path / "p.json"
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_pdl_model.py"), "--dry-run", "--inductor-pdl",
-                        "--pdl-all", "--only", "tuned,pdl_all+inductor_pdl", "--out", str(out)], env=_env(),
-                       capture_output=True, text=True, timeout=600, check=False)
+    r = script_main("exp_pdl_model", "--dry-run", "--inductor-pdl", "--pdl-all", "--only",
+                    "tuned,pdl_all+inductor_pdl", "--out", str(out))
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     doc = json.loads(out.read_text())
     assert set(doc["variants"]) == {"tuned", "pdl_all+inductor_pdl"}
@@ -336,18 +364,16 @@ def test_exp_gemv_wide_plan_is_the_spaces_own():
             assert why is None or "programs is over" in why, (c.id, (m, n, k), why)
 
 
-def test_exp_gemv_kernel_dry_run():
+def test_exp_gemv_kernel_dry_run(script_main):
     """Every GEMV design the script times (product kept or reduced each step, one strip a program or
     a persistent grid) matches fp64 on odd shapes (N = 1, primes, K not a multiple of BK)."""
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_gemv_kernel.py"), "--dry-run"],
-                       env=_env(), capture_output=True, text=True, timeout=300)
+    r = script_main("exp_gemv_kernel", "--dry-run")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "all variants match fp64" in r.stdout
 
 
-def test_exp_gemv_wide_dry_run():
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_gemv_wide.py"), "--dry-run"],
-                       env=_env(), capture_output=True, text=True, timeout=120)
+def test_exp_gemv_wide_dry_run(script_main):
+    r = script_main("exp_gemv_wide", "--dry-run")
     assert r.returncode == 0, r.stderr
     # Since session 39 the space's program cap is on K splits only: every swept strip (all one-slice)
     # is inside its rules (67 tiles, each in three layouts), and the wide GEMVs' default has the
@@ -357,8 +383,7 @@ def test_exp_gemv_wide_dry_run():
     assert "'BM1-BN2-BK1024-SK1-S1-W4-core-det-flat-sum'" in wide
     # at M = 4: the 3-D strips and -flat-sum over 4 rows (no -flat there), beside the default
     # space's one-slice strips, tl.dot ones included
-    r4 = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_gemv_wide.py"), "--dry-run", "--m", "4"],
-                        env=_env(), capture_output=True, text=True, timeout=120)
+    r4 = script_main("exp_gemv_wide", "--dry-run", "--m", "4")
     assert r4.returncode == 0, r4.stderr
     four = next(line for line in r4.stdout.splitlines() if line.startswith("4x16384x2048:"))
     assert "(0 outside the default space's rules)" in four and "-dot-" in four, four
@@ -372,18 +397,16 @@ def test_exp_gemv_wide_dry_run():
     assert all(c.block_m == 4 for c in strips)
     # --shapes and --default-only: the weights named, only the default space's strips; on a layer of
     # N >= 64 SMs (8448 on the H200) those include the 8- and 16-column one-row strips
-    rd = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_gemv_wide.py"), "--dry-run", "--default-only",
-                         "--shapes", "8447x2048,8448x2048"], env=_env(), capture_output=True, text=True, timeout=120)
+    rd = script_main("exp_gemv_wide", "--dry-run", "--default-only", "--shapes", "8447x2048,8448x2048")
     assert rd.returncode == 0, rd.stderr
     narrow, wide = rd.stdout.splitlines()
     assert narrow.startswith("1x8447x2048: 7 strips") and "BN16" not in narrow, narrow
     assert wide.startswith("1x8448x2048: 9 strips") and "'BM1-BN16-BK512-SK1-S1-W4-core-det-flat-sum'" in wide, wide
-    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "exp_gemv_wide.py"), "--dry-run", "--shapes", "32000"],
-                         env=_env(), capture_output=True, text=True, timeout=120)
+    bad = script_main("exp_gemv_wide", "--dry-run", "--shapes", "32000")
     assert bad.returncode == 2 and "expected NxK" in bad.stderr, bad.stderr
 
 
-def test_compare_gemv_sweeps_normalises_by_each_runs_cublas(tmp_path):
+def test_compare_gemv_sweeps_normalises_by_each_runs_cublas(tmp_path, script_main):
     """Two sweeps on machines of different speed (cuBLAS 10 and 20 us): a strip whose time
     doubled with cuBLAS's reads 1.00 (the control), one that halved against it reads 2.00; a
     strip or shape in only one run is left out; the per-shape table names each run's best."""
@@ -396,16 +419,14 @@ def test_compare_gemv_sweeps_normalises_by_each_runs_cublas(tmp_path):
     after["rows"].pop()
     (tmp_path / "b.json").write_text(json.dumps(before))
     (tmp_path / "a.json").write_text(json.dumps(after))
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "compare_gemv_sweeps.py"), str(tmp_path / "b.json"),
-                        str(tmp_path / "a.json"), "--choices", flat_sum], capture_output=True, text=True, timeout=60)
+    r = script_main("compare_gemv_sweeps", str(tmp_path / "b.json"), str(tmp_path / "a.json"), "--choices", flat_sum)
     assert r.returncode == 0, r.stderr
     rows = {line.split(" | ")[0]: line.split(" | ")[1:] for line in r.stdout.splitlines() if " | " in line}
     assert rows["3-D"] == ["1", "1.000"] and rows["-flat"] == ["1", "2.000"] and rows["-flat-sum"] == ["1", "1.000"]
     assert "1x8x8" not in r.stdout  # a shape in one run only
     shape = rows["1x64x128"]
     assert shape[1].startswith("5.0 us (20%)") and shape[2].startswith("8.0 us") and shape[3].startswith("6.0 us")
-    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "compare_gemv_sweeps.py"), str(tmp_path / "none.json"),
-                          str(tmp_path / "a.json")], capture_output=True, text=True, timeout=60)
+    bad = script_main("compare_gemv_sweeps", str(tmp_path / "none.json"), str(tmp_path / "a.json"))
     assert bad.returncode == 2 and "cannot read a sweep" in bad.stderr
 
 

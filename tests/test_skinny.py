@@ -58,7 +58,11 @@ CONFIGS = [
     SkinnyConfig(4, 4, 64, 3, 1, 2, False, False, flat=True, sum_each=True),  # over rows, K split 3 ways
 ]
 # (M, N, K): M = 1, a prime M, M = BLOCK_M, odd N, K not a multiple of BLOCK_K, K < BLOCK_K.
-SHAPES = [(1, 37, 300), (3, 64, 257), (16, 33, 512), (5, 100, 1000), (2, 7, 40)]
+# K = 488 (was 1000; 512 less, a multiple of every BLOCK_K here): the same remainder for every
+# BLOCK_K (104, 40, 8 of 128, 64, 32), the same uneven last slice of each split (2 and 4 ways), and
+# at N = 100 stream-K's 7 programs still take one whole strip each; half the K steps, for the
+# 8-row -flat-sum -pdl strip (BN2) ~20 s a case in the interpreter.
+SHAPES = [(1, 37, 300), (3, 64, 257), (16, 33, 512), (5, 100, 488), (2, 7, 40)]
 
 
 def _fits(cfg: SkinnyConfig, m: int) -> bool:
@@ -221,7 +225,7 @@ def test_validate_rejects_impossible_configs():
     skinny.validate(p, SkinnyConfig(16, 16, 64, 1, 1, 4, True, True, pdl=True))
 
 
-@pytest.mark.parametrize("shape", [(1, 37, 300), (3, 7, 1), (8, 64, 64), (5, 29, 1000), (1, 3, 17)],
+@pytest.mark.parametrize("shape", [(1, 37, 300), (3, 7, 1), (8, 64, 64), (5, 29, 488), (1, 3, 17)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_pdl_path_is_the_plain_strip_with_its_first_step_peeled(shape, operand):
     """A ``-pdl`` GEMV strip (first B tile loaded before the wait) against fp64, and bitwise equal
@@ -251,8 +255,9 @@ def test_one_row_path_against_fp64(layouts, dtype, operand):
     -flat-sum, summed each step): both B layouts, offset and strided views, M = 1 and M past BLOCK_M (a program a row), K = 1, K <
     BLOCK_K, a multiple of it and ragged; K split 3 ways in both reductions; the -pdl twin's peeled
     first step bitwise the plain strip's."""
-    # K = 400: ragged for every BLOCK_K here and for the 3-way split (the interpreter's time grows with it)
-    for m, n, k in ((1, 37, 300), (1, 3, 1), (1, 64, 256), (5, 29, 400), (1, 1, 17)):
+    # K = 144: ragged for every BLOCK_K here (16 past a multiple of 128, 64 and 32, as 400 was) and
+    # for the 3-way split (3 slices of 64, the last 16); the interpreter's time grows with K x rows
+    for m, n, k in ((1, 37, 300), (1, 3, 1), (1, 64, 256), (5, 29, 144), (1, 1, 17)):
         a, b = operand(m, k, layouts[0], dtype), operand(k, n, layouts[1], dtype)
         for cfg in (SkinnyConfig(1, 2, 128, 1, 1, 4, False, True), SkinnyConfig(1, 4, 64, 1, 1, 2, False, True),
                     SkinnyConfig(1, 16, 32, 3, 1, 4, False, True), SkinnyConfig(1, 16, 32, 3, 1, 4, False, False)):
