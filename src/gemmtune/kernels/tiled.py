@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import os
 
 import torch
 import triton
@@ -409,10 +410,15 @@ def _launch(fn, grid, args, kwargs):
     return fn[grid](*args, **kwargs)
 
 
+# Experiment only (scripts/exp_fp32x3.py, session 48): the fp32 product without TF32 as
+# Triton's 3xTF32 ("tf32x3") instead of IEEE FMA, set for a whole process.
+_EXP_FP32 = os.environ.get("GEMMTUNE_EXP_FP32_PRECISION", "ieee")
+
+
 def input_precision(dtype: torch.dtype, allow_tf32: bool) -> str:
     # fp32 dot defaults to tf32 in Triton; we use exact fp32 unless the caller asks.
     if dtype == torch.float32 and not allow_tf32:
-        return "ieee"
+        return _EXP_FP32
     if dtype == torch.bfloat16 and _INTERPRETED:
         return UPCAST_BF16
     if dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
