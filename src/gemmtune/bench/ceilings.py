@@ -66,6 +66,29 @@ def _read_kernel(name: str, timer, nbytes: int, device: str) -> tuple[int, Timin
     return (mat.numel() + vec.numel() + res.numel()) * 2, timer.measure(lambda i: torch.mv(mat, vec, out=res), 1)
 
 
+# The ceilings' key of cuBLAS's fp32 mm peak with TF32 on.
+TF32_CEILING = "float32_tf32"
+
+
+def fp32_peak_tflops(ceilings: dict, allow_tf32: bool = False) -> float | None:
+    """The compute peak of an fp32 product's floor: with TF32 off, the better of cuBLAS's SGEMM
+    peak and a third of its TF32 peak (3xTF32 runs three TF32 products for each fp32 one, at
+    fp32's accuracy: gemmtune.precision); with TF32 on, the TF32 peak. Ceilings measured
+    before the TF32 peak was (an older ceilings file) give SGEMM's.
+
+    >>> fp32_peak_tflops({"mm": {"float32": {"tflops": 50.0}, TF32_CEILING: {"tflops": 390.0}}})
+    130.0
+    >>> fp32_peak_tflops({"mm": {"float32": {"tflops": 50.0}}})
+    50.0
+    """
+    mm = ceilings.get("mm") or {}
+    sgemm = (mm.get("float32") or {}).get("tflops")
+    tf32 = (mm.get(TF32_CEILING) or {}).get("tflops")
+    if allow_tf32:
+        return tf32 or sgemm
+    return max((v for v in (sgemm, tf32 / 3 if tf32 else None) if v), default=None)
+
+
 def _mm_ceiling(timer, dtype: torch.dtype) -> dict:
     a = torch.randn(CEILING_N, CEILING_N, device="cuda", dtype=dtype)
     b = torch.randn(CEILING_N, CEILING_N, device="cuda", dtype=dtype)
@@ -89,12 +112,18 @@ def measure_ceilings(timer) -> dict:
             read = {"gbps": None, **failure_record(e)}
         torch.cuda.empty_cache()
         mm = {name: _mm_ceiling(timer, DTYPES[name]) for name in ("bfloat16", "float16", "float32")}
+        # TF32's peak too: an fp32 product with TF32 off can run as three TF32 products
+        # (3xTF32, gemmtune.precision), so its floor takes the better of SGEMM's peak and a third
+        # of this (suite.fp32_peak_tflops).
+        torch.backends.cuda.matmul.allow_tf32 = True
+        mm[TF32_CEILING] = _mm_ceiling(timer, torch.float32)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
     torch.cuda.empty_cache()
     c = {"how": f"measured in this run: a {COPY_BYTES >> 30} GiB device copy (bytes read + written); the best of "
                 f"a {READ_BYTES >> 30} GiB fp32 sum and a bf16 GEMV over a {READ_BYTES >> 30} GiB matrix (bytes "
-                f"read + written: a read bandwidth); cuBLAS mm on {CEILING_N}^3 (fp32 with tf32 off)",
+                f"read + written: a read bandwidth); cuBLAS mm on {CEILING_N}^3 (fp32 with tf32 off, and "
+                f"{TF32_CEILING}: fp32 with tf32 on)",
          "copy": copy_, "read": read, "mm": mm}
     c["memory_gbps"] = report.memory_gbps(c)
     return c

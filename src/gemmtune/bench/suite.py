@@ -63,7 +63,7 @@ import torch
 
 from .. import report
 from ..shapes import Shape
-from .ceilings import check_ceilings_file, load_ceilings, measure_ceilings, save_ceilings
+from .ceilings import check_ceilings_file, fp32_peak_tflops, load_ceilings, measure_ceilings, save_ceilings
 from .eager import EAGER_CALLS, EAGER_WARMUP, dispatch_launch
 from .inductor import INDUCTOR_MODE, AutotuneLog, _install_autotune_log, _remove_autotune_log, compile_inductor
 from .modes import NVMMH_TOPK, OPTIONAL_MODES, TUNE_MODES, tune_phase
@@ -95,7 +95,7 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
     """
     p = shape.problem
     timer = state.timer
-    peak = (ceilings["mm"].get(p.dtype) or {}).get("tflops")
+    peak = fp32_peak_tflops(ceilings, p.allow_tf32) if p.dtype == "float32" else (ceilings["mm"].get(p.dtype) or {}).get("tflops")
     if peak is None and p.op == "scaled_mm":
         # fp8: no fp8 ceiling is measured; Hopper's fp8 tensor cores run at twice the bf16 rate.
         bf16 = (ceilings["mm"].get("bfloat16") or {}).get("tflops")

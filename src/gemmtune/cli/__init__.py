@@ -74,6 +74,8 @@ def main(argv: list[str] | None = None, prestarted: Sequence = ()) -> int:
     term = _on_sigterm() if args.cmd in RESUMABLE else None
     buffered = _line_buffered_stdout()
     try:
+        from ..precision import fp32_setting
+        fp32_setting()  # a bad GEMMTUNE_FP32_PRECISION named before any work, not at the first fp32 launch
         return args.fn(args)
     except (ValueError, TypeError) as e:
         # Bad input is the user's to fix: one clear line, no traceback.

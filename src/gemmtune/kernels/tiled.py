@@ -38,13 +38,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-import os
 
 import torch
 import triton
 import triton.language as tl
 
 from ..epilogue import NONE, EpilogueArgs
+from ..precision import fp32_precision
 from ..configs import cdiv, next_pow2
 from .launch_args import (_INT32_LIMIT, N_POINTERS, _pow2_divisor, batch_divisor, edge_masks,  # noqa: F401
                           epilogue_consts, epilogue_key, epilogue_pointers, epilogue_strides, epilogue_tensors,
@@ -410,15 +410,10 @@ def _launch(fn, grid, args, kwargs):
     return fn[grid](*args, **kwargs)
 
 
-# Experiment only (scripts/exp_fp32x3.py, session 48): the fp32 product without TF32 as
-# Triton's 3xTF32 ("tf32x3") instead of IEEE FMA, set for a whole process.
-_EXP_FP32 = os.environ.get("GEMMTUNE_EXP_FP32_PRECISION", "ieee")
-
-
 def input_precision(dtype: torch.dtype, allow_tf32: bool) -> str:
-    # fp32 dot defaults to tf32 in Triton; we use exact fp32 unless the caller asks.
+    # fp32 dot defaults to tf32 in Triton; with TF32 off, fp32's accuracy (fp32_precision says how).
     if dtype == torch.float32 and not allow_tf32:
-        return _EXP_FP32
+        return fp32_precision()
     if dtype == torch.bfloat16 and _INTERPRETED:
         return UPCAST_BF16
     if dtype in (torch.float8_e4m3fn, torch.float8_e5m2):

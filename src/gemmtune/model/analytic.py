@@ -46,6 +46,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..device import DeviceInfo
+from ..precision import fp32_precision
 from ..problem import FP8_DTYPES, Problem, element_size
 from .choices import ATEN, DECOMPOSE_K, PERSISTENT, SKINNY, SPLITK, ChoiceBatch, batch
 
@@ -235,11 +236,14 @@ class AnalyticModel:
         # 1979 against 989 dense TFLOPS); the bytes are already per element (es = 1).
         rate16 = 2.0 if problem.dtype in FP8_DTYPES else 1.0
         wgmma = self.async_mma & (bm >= 64) & (b.warps % 4 == 0)
-        if fp32 and not problem.allow_tf32:
+        x3 = fp32 and not problem.allow_tf32 and fp32_precision() == "tf32x3"
+        if fp32 and not problem.allow_tf32 and not x3:
             rate_sm = self.peak32 * EFF_FMA / sm * np.minimum(1.0, acc / FMA_ACC_KNEE) ** 0.25
             rate_sm = np.where(acc > FMA_SPILL_ACC, rate_sm / FMA_SPILL_FACTOR, rate_sm)
         else:
-            peak = self.peak16 * (0.5 if fp32 else rate16)
+            # TF32 tensor cores run at half the 16-bit rate; 3xTF32 (precision.py) runs three
+            # TF32 products per fp32 one.
+            peak = self.peak16 * (0.5 / (3 if x3 else 1) if fp32 else rate16)
             rate_sm = peak / sm * np.where(wgmma, EFF_WGMMA, EFF_MMA)
         t_math = 2 * bm * bn * bk / rate_sm
         t_l2 = bytes_step / L2_SM_BW

@@ -1,0 +1,53 @@
+"""How gemmtune's Triton kernels multiply fp32 operands with TF32 off (a process-wide setting).
+
+Pure: no Triton import, so planning and the analytic model read it too.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+# How the Triton families' tl.dot multiplies fp32 with TF32 off (skinny's CUDA-core path is
+# IEEE FMA either way). "tf32x3" (the default) splits each operand into a TF32 high part and a
+# TF32 remainder and sums three tensor-core products (hi*hi + hi*lo + lo*hi) in fp32: on the
+# H200 (session 48, scripts/exp_fp32x3.py) the tuned winners ran 1.48-2.02x cuBLAS's SGEMM on 7
+# of 11 fp32 shapes (1.13x on one, cuBLAS kept on three), 1.4-1.9x IEEE Triton's best on six of
+# them (0.92x on the 64x64x32768 split-K, a memory-bound one), with a relative error against
+# fp64 of 1.8e-7 to 2.4e-7 where cuBLAS's SGEMM had 1.3e-7 to 1.1e-6 (TF32 alone: 2.9e-4), and
+# an inf in A giving the same infs as SGEMM. "ieee": fp32 FMA on CUDA cores, SGEMM's arithmetic.
+# Read once per process, at the first fp32 launch; tensor cores need sm_80 (fp32_precision).
+FP32_PRECISION_ENV = "GEMMTUNE_FP32_PRECISION"
+FP32_PRECISIONS = ("tf32x3", "ieee")
+
+
+def fp32_setting(environ=os.environ) -> str:
+    """The fp32 (TF32 off) product the environment asks for; a clear error for any other value.
+
+    >>> fp32_setting({}), fp32_setting({FP32_PRECISION_ENV: "ieee"})
+    ('tf32x3', 'ieee')
+    """
+    v = environ.get(FP32_PRECISION_ENV, "").strip().lower() or FP32_PRECISIONS[0]
+    if v not in FP32_PRECISIONS:
+        raise ValueError(f"{FP32_PRECISION_ENV}={environ[FP32_PRECISION_ENV]!r}: expected one of "
+                         f"{', '.join(FP32_PRECISIONS)} (how fp32 products with TF32 off are computed)")
+    return v
+
+
+_FP32_ON_DEVICE: list[str] = []  # the setting as this process's GPU can run it, decided at first use
+
+
+def fp32_precision() -> str:
+    """How this process's Triton kernels multiply fp32 with TF32 off: the setting, or "ieee"
+    on a GPU older than sm_80 (no TF32 tensor cores: Triton would run the three products on
+    CUDA cores, three times IEEE's work). The interpreter (CPU) takes the setting as given.
+    A value of the variable other than those named raises ValueError at the first fp32 launch
+    (the command line checks it first: gemmtune.cli.main)."""
+    if not _FP32_ON_DEVICE:
+        v = fp32_setting()
+        if v == "tf32x3" and os.environ.get("TRITON_INTERPRET") != "1" and torch.cuda.is_available() \
+                and torch.cuda.get_device_capability() < (8, 0):
+            v = "ieee"
+        _FP32_ON_DEVICE.append(v)
+    return _FP32_ON_DEVICE[0]

@@ -1,0 +1,160 @@
+"""fp32 with TF32 off: the Triton families multiply as 3xTF32 by default (gemmtune.precision).
+
+On the CPU the interpreter computes an fp32 tl.dot the same way whatever its input_precision, so
+these tests check the setting, its plumbing into every launch, its errors and the Inductor export's
+refusal; the GPU tests check the tensor-core instructions, the accuracy against fp64 and cuBLAS's,
+and non-finite inputs."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import gemmtune
+from gemmtune import precision
+from gemmtune.configs import Choice, SplitKConfig, TileConfig
+from gemmtune.inductor_export import choice_config
+from gemmtune.kernels.base import Unsupported
+from gemmtune.kernels.tiled import input_precision
+from gemmtune.problem import Problem
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+ON_GPU = torch.cuda.is_available()
+
+
+def _python(code: str, **env) -> subprocess.CompletedProcess:
+    e = {**os.environ, "PYTHONPATH": SRC, **env}
+    return subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=300)
+
+
+def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((out.double() - ref).norm() / ref.norm()).item()
+
+
+def test_the_setting_defaults_to_3xtf32_and_names_a_bad_value():
+    assert precision.fp32_setting({}) == "tf32x3"
+    assert precision.fp32_setting({precision.FP32_PRECISION_ENV: " IEEE "}) == "ieee"
+    with pytest.raises(ValueError, match=r"GEMMTUNE_FP32_PRECISION='tf32': expected one of tf32x3, ieee"):
+        precision.fp32_setting({precision.FP32_PRECISION_ENV: "tf32"})
+
+
+def test_only_fp32_without_tf32_takes_the_setting():
+    assert input_precision(torch.float32, False) == precision.fp32_setting() == "tf32x3"
+    assert input_precision(torch.float32, True) == "tf32"  # the caller asked for TF32: one product
+    assert input_precision(torch.float16, False) == "tf32"  # (16-bit tl.dot ignores it)
+
+
+def test_ieee_is_taken_from_the_environment_by_every_launch():
+    r = _python("import torch; from gemmtune.kernels.tiled import input_precision; "
+                "print(input_precision(torch.float32, False))", GEMMTUNE_FP32_PRECISION="ieee")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["ieee"]
+
+
+def test_a_bad_value_is_one_line_from_the_command_line(tmp_path):
+    e = {**os.environ, "PYTHONPATH": SRC, "GEMMTUNE_FP32_PRECISION": "fast"}
+    r = subprocess.run([sys.executable, "-m", "gemmtune.cli", "tune", "--shape", "8x8x8:fp32", "--store",
+                        str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "t.json")],
+                       env=e, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 2
+    assert "GEMMTUNE_FP32_PRECISION='fast': expected one of tf32x3, ieee" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "s.sqlite").exists()  # refused before any work
+
+
+def test_a_bad_value_raises_at_the_libraries_first_fp32_launch():
+    r = _python("import torch, gemmtune\n"
+                "a, b = torch.randn(5, 7), torch.randn(7, 3)\n"
+                "try:\n"
+                "    gemmtune.matmul(a, b, choice='triton_mm:BM16-BN16-BK16-S1-W4-G8')\n"
+                "except ValueError as e:\n"
+                "    print('refused:', e)\n",
+                GEMMTUNE_FP32_PRECISION="x9", TRITON_INTERPRET="1")
+    assert r.returncode == 0, r.stderr
+    assert "refused: GEMMTUNE_FP32_PRECISION='x9'" in r.stdout
+
+
+@pytest.mark.parametrize("choice", ["triton_mm:BM32-BN32-BK16-S2-W4-G8",
+                                    "splitk:BM16-BN32-BK16-S2-W4-G8-SK3-atomic",
+                                    "splitk:BM16-BN32-BK16-S2-W4-G8-SK3-det"])
+@pytest.mark.parametrize("view", ["plain", "transposed_b", "offset_a"])
+def test_fp32_kernels_match_fp64_on_odd_shapes(choice, view):
+    """The launches take the new input precision on odd sizes, views and ragged K (in the
+    interpreter the product itself is fp32's; the GPU test below checks 3xTF32's numbers)."""
+    if ON_GPU:
+        pytest.skip("the interpreter's run; on a GPU test_3xtf32_on_tensor_cores_at_fp32_accuracy")
+    g = torch.Generator().manual_seed(hash((choice, view)) % 2**31)
+    m, n, k = 37, 29, 131
+    a = torch.randn(m, k, generator=g)
+    b = torch.randn(k, n, generator=g)
+    if view == "transposed_b":
+        b = torch.randn(n, k, generator=g).t()
+    if view == "offset_a":
+        a = torch.randn(m * k + 3, generator=g)[3:].view(m, k)
+    out = gemmtune.matmul(a, b, choice=choice)
+    assert _rel(out, a.double() @ b.double()) < 1e-4
+
+
+def test_the_inductor_export_refuses_fp32_triton_tiles_measured_as_3xtf32():
+    fp32 = Problem.from_sizes(256, 256, 256, "fp32")
+    with pytest.raises(Unsupported, match="3xTF32"):
+        choice_config(Choice("triton_mm", TileConfig(64, 64, 32, 3, 4)), fp32, 132)
+    with pytest.raises(Unsupported, match="3xTF32"):
+        choice_config(Choice("splitk", SplitKConfig(64, 64, 32, 3, 4, 8, 2, False)), fp32, 132)
+    # the same tile at bf16 exports as before
+    assert choice_config(Choice("triton_mm", TileConfig(64, 64, 32, 3, 4)),
+                         Problem.from_sizes(256, 256, 256, "bf16"), 132)["BLOCK_M"] == 64
+
+
+def test_the_export_keeps_fp32_tiles_tuned_with_ieee():
+    r = _python("from gemmtune.configs import Choice, TileConfig\n"
+                "from gemmtune.inductor_export import choice_config\n"
+                "from gemmtune.problem import Problem\n"
+                "p = Problem.from_sizes(256, 256, 256, 'fp32')\n"
+                "print(choice_config(Choice('triton_mm', TileConfig(64, 64, 32, 3, 4)), p, 132)['BLOCK_K'])",
+                GEMMTUNE_FP32_PRECISION="ieee")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["32"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("shape", [(37, 129, 67), (16, 2816, 1031), (257, 511, 2053)])
+@pytest.mark.parametrize("choice", ["triton_mm:BM64-BN64-BK32-S3-W4-G8",
+                                    "splitk:BM16-BN64-BK32-S3-W4-G8-SK4-atomic",
+                                    "splitk:BM16-BN64-BK32-S3-W4-G8-SK4-det"])
+def test_3xtf32_on_tensor_cores_at_fp32_accuracy(shape, choice):
+    if torch.cuda.get_device_capability() < (8, 0):
+        pytest.skip("TF32 tensor cores need sm_80")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    m, n, k = shape
+    g = torch.Generator(device="cuda").manual_seed(m * n + k)
+    a = torch.randn(m, k, device="cuda", generator=g)
+    b = torch.randn(n, k, device="cuda", generator=g).t()  # a Linear's weight: K-contiguous
+    ref = a.double() @ b.double()
+    got, sgemm = _rel(gemmtune.matmul(a, b, choice=choice), ref), _rel(a @ b, ref)
+    assert got < 1e-5 and got < 4 * sgemm + 1e-7, (got, sgemm)
+    a[1, 2] = float("inf")  # what SGEMM gives there, 3xTF32 gives too
+    want, out = a @ b, gemmtune.matmul(a, b, choice=choice)
+    assert torch.equal(out.isinf(), want.isinf()) and torch.equal(out.isnan(), want.isnan())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU")
+def test_3xtf32_compiles_to_tf32_tensor_core_instructions():
+    if torch.cuda.get_device_capability() < (8, 0):
+        pytest.skip("TF32 tensor cores need sm_80")
+    from gemmtune.kernels import triton_mm
+    a = torch.randn(256, 512, device="cuda")
+    b = torch.randn(512, 256, device="cuda").t().contiguous().t()
+    out = torch.empty(256, 256, device="cuda")
+    ck = triton_mm.run(a, b, out, TileConfig(64, 64, 32, 3, 4))
+    ptx = ck.asm["ptx"]
+    mmas = re.findall(r"(?:wgmma\.mma_async|mma\.sync)\S*tf32", ptx)
+    assert mmas, "no TF32 tensor-core instruction in the fp32 kernel's PTX"
