@@ -283,12 +283,44 @@ class CoreLast:
         return 1.0, "near its training data"
 
 
-def test_select_fast_times_skinnys_first_cuda_core_choice_on_fp32_decode():
+def test_select_fast_adds_the_analytic_models_picks_on_3xtf32_fp32():
+    """fp32 with TF32 off runs 3xTF32 tensor-core products by default (gemmtune.precision), and the
+    rankers learned IEEE fp32 timings, where tensor-core tiles lose: --fast also times the analytic
+    model's first of its two best families there (topk.x3_pick_applies: on the H200 --fast kept
+    cuBLAS at 1.00x on 512x4096x4096 and 4096^3 fp32 where 3xTF32 tiles ran 1.82x and 1.12x).
+    Counted by compiles_at_most; not on bf16, nor with TF32 on."""
+    from gemmtune.model.analytic import AnalyticModel
+    from gemmtune.model.topk import FAST_FAMILIES, rank_keys
+    from gemmtune.tuning.plan import CandidatePlan, _split_baseline, select_fast
+
+    dev = DeviceInfo.lookup("h100")
+    fams = ("triton_mm", "persistent_tma", "splitk", "aten")
+    p = Problem.from_sizes(512, 4096, 4096, "fp32")
+    cands = candidates(p, fams, "default", dev)
+    plain, k0, _ = select_fast(p, cands, CoreLast())  # without the device: the ranker's picks alone
+    picked, k, why = select_fast(p, cands, CoreLast(), dev)
+    new = [c for c in picked if c.id not in {x.id for x in plain}]
+    assert 1 <= len(new) <= FAST_FAMILIES and k == k0 + len(new) and len({c.id for c in picked}) == len(picked)
+    assert f"the analytic model's {len(new)} 3xTF32 pick(s)" in why, why
+    _, rest = _split_baseline(cands)
+    keys = rank_keys(AnalyticModel(dev), p, rest)
+    assert rest[int(np.argmin(keys))].id in {c.id for c in picked}  # its first choice is among them
+    plan = CandidatePlan(fams, "default", dev, bspace="FAST", ranker=CoreLast())
+    assert len(plan(p).choices) - 1 <= plan.compiles_at_most(p)  # (cuBLAS compiles nothing)
+    for q in (Problem.from_sizes(512, 4096, 4096, "bf16"), Problem.from_sizes(512, 4096, 4096, "fp32", allow_tf32=True)):
+        _, _, why = select_fast(q, candidates(q, fams, "default", dev), CoreLast(), dev)
+        assert "3xTF32" not in why
+
+
+def test_select_fast_times_skinnys_first_cuda_core_choice_on_fp32_decode(monkeypatch):
     """fp32 without TF32 at M <= 16: --fast also times skinny's best-ranked CUDA-core choice, however
     low the model ranks it (the rankers have almost no core timings; the default space found one at
     1.34x cuBLAS on 2x3072x12288 where --fast kept cuBLAS). Not on bf16, nor on an fp32 prefill.
-    CandidatePlan counts the compile."""
+    CandidatePlan counts the compile. With IEEE fp32 products (GEMMTUNE_FP32_PRECISION=ieee): the
+    3xTF32 default adds the analytic model's picks too (the next test)."""
+    from gemmtune import precision
     from gemmtune.tuning.plan import CandidatePlan, select_fast
+    monkeypatch.setattr(precision, "_FP32_ON_DEVICE", ["ieee"])
 
     dev = DeviceInfo.lookup("h100")
     fams = ("triton_mm", "skinny", "splitk", "aten")

@@ -351,6 +351,23 @@ def core_pick_applies(problem) -> bool:
             and problem.m <= CORE_PICK_HALF_MAX_M) or gemv_pick_applies(problem) or narrow_dot_pick_applies(problem)
 
 
+def x3_pick_applies(problem) -> bool:
+    """An fp32 problem with TF32 off whose Triton kernels run 3xTF32 (gemmtune.precision): the
+    learned rankers were trained on IEEE fp32 timings (CUDA-core FMA), where tensor-core tiles
+    lose, so ``select_fast`` also times the analytic model's picks, which know the 3xTF32 rate.
+    On the H200 (session 48, call 3, 11 fp32 shapes) --fast with the rankers alone kept cuBLAS on
+    512x4096x4096 (351 us) and 4096^3 (2740 us), where the default space's 3xTF32 tiles ran 193
+    and 2439 us: 91.6% of the best kernel.
+
+    >>> from gemmtune.problem import Problem
+    >>> [x3_pick_applies(Problem.from_sizes(512, 4096, 4096, d)) for d in ("fp32", "bf16")]
+    [True, False]
+    """
+    from ..precision import fp32_precision
+    return (problem.dtype == "float32" and not problem.allow_tf32 and problem.op in ("mm", "addmm", "bmm")
+            and fp32_precision() == "tf32x3")
+
+
 def is_cuda_core(choice) -> bool:
     """A copy-free skinny choice on its CUDA-core path (``-core``: no tl.dot)."""
     return choice.family == "skinny" and not choice.pad and getattr(choice.config, "dot", True) is False
