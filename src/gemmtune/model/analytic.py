@@ -78,6 +78,11 @@ EFF_FMA = 0.68
 FMA_ACC_KNEE = 32.0
 FMA_SPILL_ACC = 64.0
 FMA_SPILL_FACTOR = 4.0
+# 3xTF32 (fp32 with TF32 off, gemmtune.precision): a 128x128 tile on 4 warps (128 accumulators a
+# thread) ran 2.2-2.6x the time of the same tile on 8 warps (H200, 512x4096x4096: 465-481 against
+# 208-212 us; 4096^3: 5700-6078 against 3869-4066; session 48, call 5); 64 accumulators ran well.
+X3_SPILL_ACC = 64.0
+X3_SPILL_FACTOR = 2.4
 # K not a multiple of BLOCK_K (EVEN_K off): masked operand loads go through registers,
 # and past ~100 registers a thread (fp32 accumulators + one step of 16-bit operands) the
 # kernel spills. 333x4097x1025 bf16: 128x128x64 tiles over 4 warps (192 registers) took
@@ -245,6 +250,8 @@ class AnalyticModel:
             # TF32 products per fp32 one.
             peak = self.peak16 * (0.5 / (3 if x3 else 1) if fp32 else rate16)
             rate_sm = peak / sm * np.where(wgmma, EFF_WGMMA, EFF_MMA)
+            if x3:  # its operands' high and low parts share the registers with the accumulator
+                rate_sm = np.where(acc > X3_SPILL_ACC, rate_sm / X3_SPILL_FACTOR, rate_sm)
         t_math = 2 * bm * bn * bk / rate_sm
         t_l2 = bytes_step / L2_SM_BW
         t_narrow = (bm * bk * ua + bk * bn * ub) * es / (UNALIGNED_SM_BW * es / 2)
