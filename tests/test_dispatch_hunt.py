@@ -69,3 +69,65 @@ def test_inductor_finds_the_export_of_a_product_with_a_size_1_dim(tmp_path):
     assert ie.inductor_key(p) == "((torch.float32, [8, 64], [64, 1]), (torch.float32, [64, 1], [1, 1]))+mm"
     assert ie.inductor_keys(p)[1:] == ["((torch.float32, [8, 64], [64, 1]), (torch.float32, [64, 1], [1, 64]))+mm"]
     assert len(ie.inductor_keys(Problem.from_sizes(8, 24, 64, "fp32"))) == 1
+
+
+# ----------------------------------------------------------------------------- saved dispatchers
+TILE = "triton_mm:BM16-BN32-BK16-S1-W2-G8"
+
+
+def _saved(tmp_path) -> tuple[Path, dict]:
+    """A dispatcher (N=24, K=40, fp32, one Triton hint kernel) with one verified decision, saved."""
+    import json
+
+    import gemmtune
+
+    mm = gemmtune.compile_mm(n=24, k=40, dtype="fp32", hints={"m": [16]},
+                             tune_fn=lambda ps, **kw: {p.key: TILE for p in ps})
+    a, b = torch.randn(20, 40), torch.randn(40, 24)
+    torch.testing.assert_close(mm(a, b).double(), a.double() @ b.double(), rtol=1e-5, atol=1e-5)
+    assert mm.decision(m=20).verified and mm.decision(m=20).choice.id == TILE
+    path = mm.save(tmp_path / "mm.json")
+    return path, json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("verified", "false", "verified"),   # bool("false") is True: the decision was taken as verified
+    ("verified", 0.5, "verified"),
+    ("source", "empty", "empty"),        # an 'empty' decision is never verified, whatever its choice
+    ("source", "bogus", "source"),
+])
+def test_an_edited_decision_that_would_skip_verification_is_refused_by_name(tmp_path, field, value, needle):
+    """``load`` read a decision's ``verified`` with ``bool()`` and its ``source`` unchecked: a hand edit
+    to ``"verified": "false"`` (meaning: check it again) loaded as verified, and ``"source": "empty"``
+    at a non-empty size made the first call skip verification for good (``_first_sight`` never
+    re-verifies an empty product's decision), so its Triton kernel then ran unchecked."""
+    import json
+
+    from gemmtune.dispatch import load
+
+    path, doc = _saved(tmp_path)
+    (dec,) = [d for d in doc["decisions"] if d["sizes"]["m"] == 20]
+    dec[field] = value
+    if field == "source":
+        dec["verified"] = False
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=needle) as info:
+        load(path)
+    assert str(path) in str(info.value)
+
+
+def test_a_saved_decision_marked_unverified_is_verified_again_on_load(tmp_path):
+    """The honest edit, JSON false, is still taken: the decision is checked at its first call."""
+    import json
+
+    from gemmtune.dispatch import load
+
+    path, doc = _saved(tmp_path)
+    for d in doc["decisions"]:
+        d["verified"] = False
+    path.write_text(json.dumps(doc))
+    mm = load(path)
+    assert not mm.decision(m=20).verified
+    a, b = torch.randn(20, 40), torch.randn(40, 24)
+    torch.testing.assert_close(mm(a, b).double(), a.double() @ b.double(), rtol=1e-5, atol=1e-5)
+    assert mm.decision(m=20).verified and mm.decision(m=20).choice.id == TILE
