@@ -131,3 +131,57 @@ def test_a_saved_decision_marked_unverified_is_verified_again_on_load(tmp_path):
     a, b = torch.randn(20, 40), torch.randn(40, 24)
     torch.testing.assert_close(mm(a, b).double(), a.double() @ b.double(), rtol=1e-5, atol=1e-5)
     assert mm.decision(m=20).verified and mm.decision(m=20).choice.id == TILE
+
+
+# ----------------------------------------------------------------------------- keys of size-1 dims
+def _contiguous_operands(m: int, n: int, k: int, la: str, lb: str, dtype):
+    a = torch.randn(m, k, dtype=dtype) if la == "row" else torch.randn(k, m, dtype=dtype).t()
+    b = torch.randn(k, n, dtype=dtype) if lb == "row" else torch.randn(n, k, dtype=dtype).t()
+    return a, b
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_from_sizes_keys_a_problem_as_its_contiguous_tensors_do(dtype):
+    """``Problem.from_sizes`` (what capture, compile_mm's hints and a dispatcher's table lookups key
+    by) gives alignment "as contiguous tensors would have", and ``from_tensors`` (what
+    ``Problem.from_tensors(a, b)`` + ``tune`` keys by) ignores the leading stride of a single row
+    or column, which is never read. At M = 1 (a decode step) with K*itemsize not a multiple of 16
+    the two keyed one product 'row.a' and 'row.u': the table of one was never found by the other,
+    and the tuner measured a 2-byte-offset copy (from_sizes' 'u') where every real call is aligned."""
+    torch.manual_seed(0)
+    for m, n, k in [(1, 24, 100), (1, 24, 99), (3, 24, 1), (8, 1, 100), (1, 1, 7), (5, 7, 9), (16, 24, 40)]:
+        for la in ("row", "col"):
+            for lb in ("row", "col"):
+                a, b = _contiguous_operands(m, n, k, la, lb, dtype)
+                seen = Problem.from_tensors(a, b)
+                assert Problem.from_sizes(m, n, k, dtype, layout_a=seen.layout_a,
+                                          layout_b=seen.layout_b).key == seen.key, (m, n, k, la, lb)
+                # a bmm of such matrices, each operand a batch of them or one broadcast (stride 0)
+                for bcast_a, bcast_b in ((False, False), (True, False), (False, True)):
+                    aa = a.unsqueeze(0).expand(3, m, k) if bcast_a else torch.stack([a, a, a])
+                    bb = b.unsqueeze(0).expand(3, k, n) if bcast_b else torch.stack([b, b, b])
+                    if not bcast_a and la == "col":
+                        aa = aa.transpose(1, 2).contiguous().transpose(1, 2)
+                    if not bcast_b and lb == "col":
+                        bb = bb.transpose(1, 2).contiguous().transpose(1, 2)
+                    seen = Problem.from_tensors(aa, bb)
+                    assert Problem.from_sizes(m, n, k, dtype, layout_a=seen.layout_a, layout_b=seen.layout_b,
+                                              op="bmm", batch=3).key == seen.key, (m, n, k, la, lb, bcast_a, bcast_b)
+
+
+def test_a_table_tuned_from_decode_tensors_is_found_by_a_table_dispatcher():
+    """README's path: ``Problem.from_tensors(x, w)`` tuned into a table; a table-mode dispatcher at
+    that M = 1 size looked the entry up under from_sizes' other key, missed it and ran its hint
+    kernel (here cuBLAS) instead, without a word."""
+    from gemmtune.dispatch import lookup
+
+    torch.manual_seed(0)
+    x, w = torch.randn(1, 100, dtype=torch.float16), torch.randn(24, 100, dtype=torch.float16)
+    p = Problem.from_tensors(x, w.t())
+    table = LookupTable(Provenance.current("tuned").to_dict(),
+                        {p.key: [TableChoice(Choice.parse("triton_mm:BM16-BN32-BK16-S1-W2-G8"))]})
+    mm = lookup(table, dtype="fp16", layout_b="col")
+    got = mm(x, w.t())
+    want = x.double() @ w.double().t()
+    assert (got.double() - want).abs().max().item() <= 1e-2 * max(1.0, want.abs().max().item())
+    assert mm.decision(m=1, n=24, k=100).source == "table"
