@@ -185,3 +185,35 @@ def test_a_table_tuned_from_decode_tensors_is_found_by_a_table_dispatcher():
     want = x.double() @ w.double().t()
     assert (got.double() - want).abs().max().item() <= 1e-2 * max(1.0, want.abs().max().item())
     assert mm.decision(m=1, n=24, k=100).source == "table"
+
+
+# ----------------------------------------------------------------------------- compile_mm's hints
+@pytest.mark.parametrize("make", [lambda: (m for m in [4, 64]), lambda: iter([64, 4]), lambda: range(4, 65, 60),
+                                  lambda: __import__("numpy").array([4, 64])],
+                         ids=["generator", "iterator", "range", "numpy"])
+def test_compile_mm_takes_hints_from_any_iterable_of_sizes(make):
+    """A generator of hints was used up by compile_mm's check, so it tuned no problem and raised
+    "a dispatcher needs at least one hint choice" for the two hints given; a numpy array raised
+    numpy's "truth value of an array ... is ambiguous"."""
+    import gemmtune
+
+    tuned = []
+
+    def tune_fn(ps, **kw):
+        tuned.extend(p.m for p in ps)
+        return {p.key: "aten" for p in ps}
+
+    mm = gemmtune.compile_mm(n=24, k=40, dtype="fp32", hints={"m": make()}, tune_fn=tune_fn)
+    assert mm.hints == {"m": (4, 64)} and sorted(tuned) == [4, 64]
+    assert all(type(h) is int for h in mm.hints["m"])
+    a, b = torch.randn(9, 40), torch.randn(40, 24)
+    torch.testing.assert_close(mm(a, b).double(), a.double() @ b.double(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("bad", [4, "64", [], [0, 4], [4.0], [True], None])
+def test_compile_mm_refuses_hints_that_are_not_sizes_by_name(bad):
+    import gemmtune
+
+    with pytest.raises(ValueError, match=r"hints\['m'\] must be a non-empty list of positive ints"):
+        gemmtune.compile_mm(n=24, k=40, dtype="fp32", hints={"m": bad},
+                            tune_fn=lambda ps, **kw: {p.key: "aten" for p in ps})
