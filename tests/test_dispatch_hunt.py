@@ -217,3 +217,60 @@ def test_compile_mm_refuses_hints_that_are_not_sizes_by_name(bad):
     with pytest.raises(ValueError, match=r"hints\['m'\] must be a non-empty list of positive ints"):
         gemmtune.compile_mm(n=24, k=40, dtype="fp32", hints={"m": bad},
                             tune_fn=lambda ps, **kw: {p.key: "aten" for p in ps})
+
+
+# ----------------------------------------------------------------------------- Inductor, dynamic K
+@NEEDS_INDUCTOR_LUT
+def test_an_installed_table_gives_no_config_to_a_graph_whose_k_is_symbolic(tmp_path, monkeypatch):
+    """Inductor keys its lookup by the size *hints* of a dynamic graph: a graph compiled with K
+    marked dynamic (hint 128) found the entry exported for K = 128 and took its configs, whose
+    ``EVEN_K: True`` (K % BLOCK_K == 0) and ``decompose_k`` split (K % 2 == 0) hold at 128 only;
+    the graph then runs every K (100 here), where an unmasked K loop reads past the operands (a
+    GPU's silent wrong result; Inductor's own heuristic leaves EVEN_K off for a symbolic K). The
+    handler ``install`` sets gives such a graph no config: Inductor tunes it as without a table.
+    A static graph still gets the entry."""
+    from torch._inductor import config as icfg
+    from torch._inductor.lookup_table import LookupTableChoices
+    from torch._inductor.virtualized import V
+
+    # Inductor's lookup is CUDA-only: let it read the table on the CPU too (as conftest's
+    # cpu_lookup_choices does), at the class that install's handler is or derives from.
+    monkeypatch.setattr(LookupTableChoices, "_get_lookup_table", lambda self: icfg.lookup_table.table or {})
+    monkeypatch.setattr(LookupTableChoices, "_get_device_key", staticmethod(lambda device: "cpu-test"))
+    p = Problem.from_sizes(64, 96, 128, "fp32")
+    table = LookupTable(Provenance.current("tuned").to_dict(),
+                        {p.key: [TableChoice(Choice.parse("triton_mm:BM32-BN32-BK64-S2-W4-G4")),
+                                 TableChoice(Choice.parse("decompose_k:s2"))]})
+    table.save(tmp_path / "t.json")
+    old = icfg.force_disable_caches, icfg.max_autotune
+    got = {}
+    try:
+        for name, dynamic_k in (("static", False), ("dynamic K", True)):
+            ie.install(tmp_path / "t.json")
+            handler, asked = V.choices, []
+            lookup = handler.lookup_template_configs
+
+            def recording(kernel_inputs, op_name, template_uids, template_hash_map=None, lookup=lookup, asked=asked):
+                # also ask for the templates a GPU offers (the CPU offers only aten::mm)
+                asked.append(lookup(kernel_inputs, op_name, [ie.TRITON_MM, ie.DECOMPOSE_K], template_hash_map))
+                return lookup(kernel_inputs, op_name, template_uids, template_hash_map)
+
+            monkeypatch.setattr(handler, "lookup_template_configs", recording, raising=False)
+            icfg.force_disable_caches, icfg.max_autotune = True, True
+            torch._dynamo.reset()
+            a, b = torch.randn(64, 128), torch.randn(128, 96)
+            if dynamic_k:
+                torch._dynamo.mark_dynamic(a, 1)
+                torch._dynamo.mark_dynamic(b, 0)
+            f = torch.compile(lambda x, y: x @ y)
+            torch.testing.assert_close(f(a, b), a @ b)
+            if dynamic_k:
+                a, b = torch.randn(64, 100), torch.randn(100, 96)   # the same graph, K = 100
+                torch.testing.assert_close(f(a, b), a @ b)
+            got[name] = asked
+    finally:
+        ie.uninstall()
+        icfg.force_disable_caches, icfg.max_autotune = old
+        torch._dynamo.reset()
+    assert any(r.get(ie.TRITON_MM) and r[ie.TRITON_MM][0]["EVEN_K"] for r in got["static"]), got["static"]
+    assert got["dynamic K"] and not any(r for r in got["dynamic K"]), got["dynamic K"]
