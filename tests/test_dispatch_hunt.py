@@ -274,3 +274,50 @@ def test_an_installed_table_gives_no_config_to_a_graph_whose_k_is_symbolic(tmp_p
         torch._dynamo.reset()
     assert any(r.get(ie.TRITON_MM) and r[ie.TRITON_MM][0]["EVEN_K"] for r in got["static"]), got["static"]
     assert got["dynamic K"] and not any(r for r in got["dynamic K"]), got["dynamic K"]
+
+
+# ----------------------------------------------------------------------------- warming a bmm dispatcher
+def _bmm_dispatcher():
+    import gemmtune
+
+    return gemmtune.compile_bmm(batch=4, n=24, k=40, dtype="fp32", hints={"m": [8, 32]},
+                                tune_fn=lambda ps, **kw: {p.key: TILE for p in ps})
+
+
+def test_warmup_of_a_bmm_dispatcher_decides_its_bmm_shapes(tmp_path):
+    """``warmup`` (what to call before a CUDA-graph capture, and what ``save`` runs to bundle the
+    kernels) made 2-D operands whatever the dispatcher: a ``compile_bmm`` dispatcher decided mm
+    shapes it is not called with, and its bmm shapes stayed undecided (in a capture: cuBLAS, with
+    a warning; in the bundle: no batched kernels). It now warms bmm calls at the batch
+    compile_bmm tuned (kept by save / load), or at the batches given."""
+    from gemmtune.dispatch import load
+
+    torch.manual_seed(0)
+    d = _bmm_dispatcher()
+    d.warmup()
+    assert sorted(d.decisions) == [(4, 8, 24, 40), (4, 32, 24, 40)]
+    assert all(dec.verified and dec.choice.id == TILE for dec in d.decisions.values())
+    d.warmup(batch=[2], m=[5])
+    assert (2, 5, 24, 40) in d.decisions
+    d.warmup(batch=(), m=[5])   # 2-D calls, asked for
+    assert (5, 24, 40) in d.decisions
+    a, b = torch.randn(4, 8, 40), torch.randn(4, 40, 24)
+    torch.testing.assert_close(d(a, b).double(), a.double() @ b.double(), rtol=1e-5, atol=1e-5)
+    again = load(d.save(tmp_path / "bmm.json", binaries=False))
+    assert again.batch == 4
+    fresh = load(_bmm_dispatcher().save(tmp_path / "fresh.json", binaries=False))
+    fresh.warmup()
+    assert sorted(fresh.decisions) == [(4, 8, 24, 40), (4, 32, 24, 40)]
+    with pytest.raises(ValueError, match="batch"):
+        d.warmup(batch=[0.5])
+    with pytest.raises(ValueError, match="epilogue"):
+        d.warmup(epilogues=["bias"])
+
+
+def test_warmup_of_an_mm_dispatcher_still_decides_mm_shapes():
+    import gemmtune
+
+    d = gemmtune.compile_mm(n=24, k=40, dtype="fp32", hints={"m": [8]}, tune_fn=lambda ps, **kw: {p.key: TILE for p in ps})
+    assert d.batch is None
+    d.warmup(m=[3], epilogues=["bias"])
+    assert sorted(d.decisions) == [(3, 24, 40)]

@@ -169,7 +169,7 @@ def compile_mm(*, n: int | None = None, k: int | None = None, m: int | None = No
         table = merged
     return Dispatcher(dims=dims, dtype=dtype, hints=clean, hint_choices=hint_choices, mode=mode,
                       table=table, timer=timer, verify=verify, layout_a=layout_a, layout_b=layout_b,
-                      provenance=prov or _current_provenance("by-hand"))
+                      provenance=prov or _current_provenance("by-hand"), batch=batch)
 
 
 def compile_bmm(*, batch: int, n: int | None = None, k: int | None = None, m: int | None = None, dtype,

@@ -94,7 +94,8 @@ def load(path: str | os.PathLike, *, timer=None, strict: bool = False) -> Dispat
         d = Dispatcher(dims=doc["dims"], dtype=doc["dtype"], hints=doc["hints"],
                           hint_choices=hint_choices, mode=doc["mode"], table=table, timer=timer,
                           verify=bool(doc.get("verify", True)), layout_a=doc["layout_a"],
-                          layout_b=doc["layout_b"], provenance=prov, decisions=decisions)
+                          layout_b=doc["layout_b"], provenance=prov, decisions=decisions,
+                          batch=doc.get("batch"))  # (compile_bmm's; files before it have none)
     except (KeyError, TypeError, ValueError) as e:
         if isinstance(e, ValueError) and str(e).startswith(f"{path}:"):
             raise  # names the file already (the binaries field, a table)
