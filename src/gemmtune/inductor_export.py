@@ -96,8 +96,11 @@ Use it::
     torch._inductor.virtualized.V.set_choices_handler(LookupTableChoices())
     f = torch.compile(lambda a, b: a @ b, mode="max-autotune")
 
-or, equivalently, ``gemmtune.inductor_export.install("table.json")`` (a gemmtune
-table, converted on the fly, or an exported Inductor table). The choices handler is
+or ``gemmtune.inductor_export.install("table.json")`` (a gemmtune table, converted on the
+fly, or an exported Inductor table), which also keeps the table from a GEMM whose K is
+dynamic: Inductor looks a dynamic graph up by its size hints, and an entry's ``EVEN_K`` /
+``k_split`` hold at its own K only (``lookup_choices_class``; with the plain
+``LookupTableChoices`` above, compile such graphs without the table). The choices handler is
 per thread: install it in the thread that compiles. ``TORCH_LOGS="+inductor"`` (or
 logging at INFO for ``torch._inductor.lookup_table``) shows "lookup hit for mm".
 """
@@ -405,10 +408,46 @@ def read_inductor_table(path: str | os.PathLike) -> dict[str, list[dict]]:
     return doc
 
 
+def _symbolic_k(kernel_inputs) -> bool:
+    """Whether the GEMM ``kernel_inputs`` pose has a K that is not one static size (a graph
+    compiled with K dynamic); where they do not say (no ``mnk_symbolic``), whether any input size
+    is symbolic."""
+    def static(x) -> bool:
+        return isinstance(x, int) or bool(getattr(x, "is_number", False))
+
+    mnk = getattr(kernel_inputs, "mnk_symbolic", None)
+    if mnk is not None:
+        try:
+            return not static(mnk()[2])
+        except Exception:  # noqa: BLE001 - inputs this torch lays out otherwise: the general check
+            pass
+    return not all(static(x) for shape in kernel_inputs.shapes_symbolic() for x in shape)
+
+
+def lookup_choices_class():
+    """Inductor's ``LookupTableChoices`` with one rule more, the choices handler ``install`` sets:
+    no config for a GEMM whose K is symbolic. Inductor keys a dynamic graph's lookup by its size
+    hints, so a graph compiled with K dynamic found the entry exported for its hint and took configs
+    that hold at that K only (``EVEN_K: True``, a ``decompose_k`` split dividing it), then ran them
+    at every K: an unmasked K loop reads past the operands (tests/test_dispatch_hunt.py). Such a
+    GEMM gets Inductor's own choices, as with no table; dynamic M or N keep the table's configs,
+    which mask both. Built when called: importing Inductor costs seconds."""
+    from torch._inductor.lookup_table import LookupTableChoices
+
+    class ExactKLookupTableChoices(LookupTableChoices):
+        def lookup_template_configs(self, kernel_inputs, op_name, template_uids, template_hash_map=None):
+            if _symbolic_k(kernel_inputs):
+                return {}
+            return super().lookup_template_configs(kernel_inputs, op_name, template_uids, template_hash_map)
+
+    return ExactKLookupTableChoices
+
+
 def install(source, *, device_key: str | None = None, choices=None) -> dict:
     """Point torch.compile at a table: sets ``torch._inductor.config.lookup_table.table``
-    and installs Inductor's ``LookupTableChoices`` (or ``choices``, e.g. a subclass) as
-    this thread's choices handler. Returns the Inductor table installed.
+    and installs Inductor's ``LookupTableChoices`` (gemmtune's subclass, ``lookup_choices_class``:
+    no config where K is symbolic), or ``choices``, as this thread's choices handler. Returns the
+    Inductor table installed.
 
     ``source``: a gemmtune LookupTable or table path (converted; its provenance is
     checked against the visible GPU), an Inductor table dict, or an exported file.
@@ -424,7 +463,6 @@ def install(source, *, device_key: str | None = None, choices=None) -> dict:
         raise RuntimeError(f"cannot install a lookup table into torch.compile: {reason}")
     import torch
     from torch._inductor import config as icfg
-    from torch._inductor.lookup_table import LookupTableChoices
     from torch._inductor.virtualized import V
 
     if isinstance(source, dict):
@@ -445,7 +483,7 @@ def install(source, *, device_key: str | None = None, choices=None) -> dict:
                 check_provenance(lut, torch.cuda.get_device_name(), triton.__version__)
             itable = convert(lut, device_key=device_key).table
     icfg.lookup_table.table = itable
-    V.set_choices_handler(choices if choices is not None else LookupTableChoices())
+    V.set_choices_handler(choices if choices is not None else lookup_choices_class()())
     return itable
 
 

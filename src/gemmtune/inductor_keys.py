@@ -6,7 +6,7 @@ gemmtune.inductor_export writes its configs under these keys and re-exports ever
 from __future__ import annotations
 
 from .kernels.base import Unsupported
-from .problem import Problem
+from .problem import Problem, operand_layout
 
 OP_NAME = "mm"
 ADDMM_SCALARS = "alpha=1&beta=1"  # tuned_addmm's MMKernelInputs scalars, sorted and joined as its key does
@@ -22,6 +22,35 @@ def _strides(problem: Problem) -> tuple[list[int], list[int]]:
     if problem.op == "bmm":  # a batch of contiguous (or contiguous-then-transposed) matrices
         sa, sb = [m * k, *sa], [k * n, *sb]
     return sa, sb
+
+
+def _operand_variants(rows: int, cols: int, layout: str, primary: list[int]) -> list[list[int]]:
+    """The 2-D strides Inductor may see for one operand that gemmtune calls ``layout``: ``primary``
+    (``_strides``'), then a contiguous (``[cols, 1]``) or transposed-contiguous (``[1, rows]``)
+    tensor's strides that ``operand_layout`` reads as the same layout. Only a size-1 dim adds one:
+    its stride is never read, so gemmtune gives both tensors one layout (and one key), while
+    Inductor's key holds the strides as they are. ``x @ W.T`` of an ``nn.Linear(K, 1)`` (a value
+    or reward head, N = 1) passes B with strides [1, K], and the export wrote only [1, 1] (a
+    contiguous (K, 1)'s): Inductor never found the entry (tests/test_dispatch_hunt.py)."""
+    out = [primary]
+    for s in ([cols, 1], [1, rows]):
+        if s not in out and operand_layout(rows, cols, tuple(s)) == layout:
+            out.append(s)
+    return out
+
+
+def _stride_variants(problem: Problem) -> list[tuple[list[int], list[int]]]:
+    """Every (A strides, B strides) pair of ``_operand_variants``, ``_strides``' pair first."""
+    m, n, k = problem.m, problem.n, problem.k
+    sa, sb = _strides(problem)
+    if problem.op == "bmm":
+        sa, sb = sa[1:], sb[1:]
+    va = _operand_variants(m, k, problem.slice_layout_a, sa)
+    vb = _operand_variants(k, n, problem.slice_layout_b, sb)
+    out = [(a, b) for a in va for b in vb]
+    if problem.op == "bmm":  # a batch of such matrices, each after the other
+        out = [([m * k, *a], [k * n, *b]) for a, b in out]
+    return out
 
 
 def _mat_key(dt_a: str, dt_b: str, problem: Problem) -> str:
@@ -53,7 +82,8 @@ def scale_variants(problem: Problem) -> list[tuple[tuple, tuple]]:
 
 
 def inductor_keys(problem: Problem, device_key: str | None = None) -> list[str]:
-    """Every key under which Inductor may look ``problem`` up: one for mm, addmm and bmm; for
+    """Every key under which Inductor may look ``problem`` up: for mm, addmm and bmm one per
+    ``_stride_variants`` pair (one, unless an operand has a size-1 dim); for
     scaled_mm one per ``scale_variants`` pair (with the bias when the problem has one). The
     first is ``inductor_key``'s.
 
@@ -67,7 +97,7 @@ def inductor_keys(problem: Problem, device_key: str | None = None) -> list[str]:
     check_problem(problem)
     pre = [device_key] if device_key else []
     if problem.op != "scaled_mm":
-        return ["+".join(pre + [_inductor_key(problem)])]
+        return ["+".join(pre + [key]) for key in _inductor_keys(problem)]
     # tuned_scaled_mm (torch 2.13 torch/_inductor/kernel/mm.py): MMKernelInputs([mat_a, mat_b,
     # scale_a, scale_b] + [bias] if a bias), no scalars, op "scaled_mm"; the bias (N,) of the
     # output's dtype as passed (its Triton heuristics unsqueeze it and () scales after the lookup).
@@ -95,14 +125,24 @@ def inductor_key(problem: Problem, device_key: str | None = None) -> str:
 
 
 def _inductor_key(problem: Problem) -> str:
+    """The first of ``_inductor_keys`` (contiguous / transposed-contiguous operands)."""
+    return _inductor_keys(problem)[0]
+
+
+def _inductor_keys(problem: Problem) -> list[str]:
+    """An mm, addmm or bmm problem's keys, one per ``_stride_variants`` pair."""
+    return [_one_key(problem, sa, sb) for sa, sb in _stride_variants(problem)]
+
+
+def _one_key(problem: Problem, sa: list[int], sb: list[int]) -> str:
     dt = _TORCH_DTYPES[problem.dtype]
-    sa, sb = _strides(problem)
     if problem.op == "bmm":
         bt = problem.batch
         mats = (f"({dt}, [{bt}, {problem.m}, {problem.k}], {sa}), "
                 f"({dt}, [{bt}, {problem.k}, {problem.n}], {sb})")
         return "+".join([f"({mats})", "bmm"])
-    mats = _mat_key(dt, dt, problem)
+    mats = (f"({dt}, [{problem.m}, {problem.k}], [{sa[0]}, {sa[1]}]), "
+            f"({dt}, [{problem.k}, {problem.n}], [{sb[0]}, {sb[1]}])")
     if problem.op == "addmm":
         # The bias as tuned_addmm's Triton templates see it: expanded to the output's shape.
         inputs = f"(({dt}, [{problem.m}, {problem.n}], [0, 1]), {mats})"

@@ -153,7 +153,7 @@ def twin_dispatcher(d):
     table = None if d.table is None else twin_table(d.table)
     return Dispatcher(dims=d.dims, dtype=d.dtype, hints=d.hints, hint_choices=hcs, mode=d.mode, table=table,
                       timer=d.timer, verify=d.verify, layout_a=d.layout_a, layout_b=d.layout_b,
-                      provenance=d.provenance)
+                      provenance=d.provenance, batch=getattr(d, "batch", None))
 
 
 def attach_twins(dispatchers: Mapping | Iterable) -> int:

@@ -139,6 +139,22 @@ def operand_aligned(ptr: int, rows: int, cols: int, stride: tuple[int, ...], els
     return ptr % ALIGN_BYTES == 0 and (lead * elsize) % ALIGN_BYTES == 0
 
 
+def _contiguous_aligned(layout: str, rows: int, cols: int, elsize: int, batched: bool) -> bool:
+    """``operand_aligned`` of a fresh contiguous operand of ``layout`` ('col': a transposed one),
+    what ``Problem.from_sizes`` assumes. A single row (column) of a row- (column-) major matrix has
+    a leading stride that is never read, and ``operand_aligned`` ignores it: from_sizes once
+    required it aligned all the same, so an M = 1 product with K * itemsize not a multiple of 16
+    (a decode step) keyed 'row.u' here and 'row.a' from its own tensors (tests/test_dispatch_hunt.py).
+    A batch of matrices (bmm, not broadcast) has a batch stride of rows x cols, which
+    operand_aligned does read: there the contiguous leading stride decides, as before."""
+    sl = slice_layout(layout)
+    if sl == "strided":
+        return False
+    lead = cols if sl == "row" else rows
+    read = (rows if sl == "row" else cols) > 1 or (batched and not layout.startswith(BCAST))
+    return not read or (lead * elsize) % ALIGN_BYTES == 0
+
+
 @dataclass(frozen=True, order=True)
 class Problem:
     """One GEMM: out[M, N] = a[M, K] @ b[K, N] (``op='mm'``), or that plus a bias[N] broadcast
@@ -250,13 +266,11 @@ class Problem:
         matrix, 'bcast_' + layout for an operand broadcast over the batch (batch stride 0)."""
         dt = dtype_name(dtype)
         es = element_size(dt)
-        sa, sb = slice_layout(layout_a), slice_layout(layout_b)
-        # A contiguous batch of matrices has a batch stride of rows x cols, a multiple of the
-        # leading stride: the leading stride decides alignment in both cases.
+        batched = op == "bmm"
         if aligned_a is None:
-            aligned_a = sa != "strided" and ((k if sa == "row" else m) * es) % ALIGN_BYTES == 0
+            aligned_a = _contiguous_aligned(layout_a, m, k, es, batched)
         if aligned_b is None:
-            aligned_b = sb != "strided" and ((n if sb == "row" else k) * es) % ALIGN_BYTES == 0
+            aligned_b = _contiguous_aligned(layout_b, k, n, es, batched)
         return cls(
             m, n, k, dt, dtype_name(out_dtype) if out_dtype is not None else None,
             layout_a, layout_b, aligned_a, aligned_b, allow_tf32, op, scale, bias, batch,

@@ -113,9 +113,10 @@ def cmd_lut_export_inductor(args) -> int:
         print(f"skipped {s}")
     for n in r.notes:
         print(f"note    {n}")
+    # install's handler, not the plain LookupTableChoices: that one served a graph of dynamic K the
+    # configs of its hint's K (inductor_export.lookup_choices_class)
     print(f"{args.out}: {len(r.table)} Inductor entries ({len(r.skipped)} skipped); use it with "
-          "torch._inductor.config.lookup_table.table = json.load(open(OUT)) and "
-          "V.set_choices_handler(LookupTableChoices()), or gemmtune.inductor_export.install(OUT)")
+          "gemmtune.inductor_export.install(OUT) in the thread that compiles")
     return 0 if r.table else 1
 
 

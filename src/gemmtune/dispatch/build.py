@@ -4,6 +4,7 @@ batched products) and ``lookup`` (a table's winners, no tuning)."""
 from __future__ import annotations
 
 import itertools
+import numbers
 import os
 import warnings
 from typing import Callable, Mapping, Sequence
@@ -121,11 +122,17 @@ def compile_mm(*, n: int | None = None, k: int | None = None, m: int | None = No
         raise ValueError(f"dynamic dim(s) {missing} need hints, e.g. hints={{{missing[0]!r}: [64, 256, 4096]}}")
     clean = {}
     for d in dynamic:
-        vals = hints[d]
-        if isinstance(vals, int) or not vals or any(
-                not isinstance(v, int) or isinstance(v, bool) or v < 1 for v in vals):
-            raise ValueError(f"hints[{d!r}] must be a non-empty list of positive ints, got {vals!r}")
-        clean[d] = tuple(sorted(set(vals)))
+        given = hints[d]
+        # Read once, as a list: a generator was used up by the check below, leaving no hints
+        # ("a dispatcher needs at least one hint choice", after tuning nothing), and a numpy
+        # array's truth value raised numpy's own ValueError. Sizes are ints (numpy's too).
+        try:
+            vals = None if isinstance(given, (int, str, bytes)) else list(given)
+        except TypeError:  # not iterable
+            vals = None
+        if not vals or any(not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1 for v in vals):
+            raise ValueError(f"hints[{d!r}] must be a non-empty list of positive ints, got {given!r}")
+        clean[d] = tuple(sorted({int(v) for v in vals}))
     dtype = dtype_name(dtype)
     # The dispatch path never fails on a bad table: it warns once and goes on with
     # the tuned hint kernels (exact entries for the hints, similarity elsewhere).
@@ -162,7 +169,7 @@ def compile_mm(*, n: int | None = None, k: int | None = None, m: int | None = No
         table = merged
     return Dispatcher(dims=dims, dtype=dtype, hints=clean, hint_choices=hint_choices, mode=mode,
                       table=table, timer=timer, verify=verify, layout_a=layout_a, layout_b=layout_b,
-                      provenance=prov or _current_provenance("by-hand"))
+                      provenance=prov or _current_provenance("by-hand"), batch=batch)
 
 
 def compile_bmm(*, batch: int, n: int | None = None, k: int | None = None, m: int | None = None, dtype,

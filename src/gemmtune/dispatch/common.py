@@ -49,6 +49,10 @@ class HintChoice:
     device_ms: float | None = None
 
 
+# Decision.source's values: why a shape runs its choice ('empty': a product with a size of 0, no kernel).
+SOURCES = ("similarity", "benchmark", "table", "fallback", "empty")
+
+
 @dataclass(frozen=True)
 class Decision:
     """What a shape runs and why. ``source``: similarity | benchmark | table | fallback | empty."""

@@ -65,6 +65,15 @@ def _check_sizes(dims: dict, hints: dict, hint_choices: tuple) -> None:
             raise ValueError(f"hint choice {h.choice}: device_ms must be a non-negative number or None, got {ms!r}")
 
 
+def _random_batch(batch: int, rows: int, cols: int, layout: str, dtype: torch.dtype, device) -> torch.Tensor:
+    """``batch`` matrices of ``_random_operand``'s layout, one after the other (3-D)."""
+    if layout == "col":
+        return torch.randn(batch, cols, rows, dtype=dtype, device=device).transpose(1, 2)
+    if layout == "strided":
+        return torch.randn(batch, rows, 2 * cols, dtype=dtype, device=device)[:, :, ::2]
+    return torch.randn(batch, rows, cols, dtype=dtype, device=device)
+
+
 def _named(sizes: tuple) -> str:
     return ", ".join(f"{d}={v}" for d, v in zip(("batch", "M", "N", "K")[-len(sizes):], sizes))
 
@@ -141,7 +150,7 @@ class Dispatcher(Deciding, Launching):
                  hint_choices: Sequence[HintChoice], mode: str = "similarity",
                  table: LookupTable | None = None, timer=None, verify: bool = True,
                  layout_a: str = "row", layout_b: str = "row", provenance: dict | None = None,
-                 decisions: Mapping[tuple[int, int, int], Decision] | None = None):
+                 decisions: Mapping[tuple[int, int, int], Decision] | None = None, batch: int | None = None):
         LIVE[id(self)] = self  # a Dispatcher is never copied or unpickled (__deepcopy__, __reduce__)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -166,6 +175,12 @@ class Dispatcher(Deciding, Launching):
         self.timer = timer
         self.verify = verify
         self.provenance = dict(provenance) if provenance else _current_provenance("by-hand")
+        if batch is not None and not (_size_ok(batch) and batch >= 1):
+            raise ValueError(f"batch must be an int >= 1 (the bmm batch the hints were tuned at) or None, "
+                             f"got {batch!r}")
+        # compile_bmm's: the hints were tuned as bmm problems of this batch, and warmup warms bmm calls
+        # at it (None: a dispatcher of 2-D products).
+        self.batch = batch
         self.n_decisions = 0
         # Hot-path cache: (a.shape, b.shape, a.dtype, b.dtype, a.device, b.device, a.is_neg(),
         # b.is_neg()) -> run(a, b).
@@ -415,7 +430,7 @@ class Dispatcher(Deciding, Launching):
         return tuple(out)  # type: ignore[return-value]
 
     def warmup(self, device: str | torch.device | None = None, *, epilogues: Sequence[Epilogue | str] = (),
-               **sizes: Sequence[int]) -> None:
+               batch: Sequence[int] | None = None, **sizes: Sequence[int]) -> None:
         """Decide shapes ahead of time (e.g. before CUDA-graph capture) on random inputs.
 
         ``epilogues``: also build the cached closures of calls with these epilogues (e.g.
@@ -423,12 +438,29 @@ class Dispatcher(Deciding, Launching):
         which synchronizes and so cannot happen inside a capture. The prepared launch fits
         a contiguous bias and residual; others take Triton's ordinary launch.
 
+        ``batch``: the batch sizes of bmm calls (3-D operands) to decide; None: the batch a
+        ``compile_bmm`` dispatcher was tuned at (``self.batch``), 2-D calls for any other; ``()``:
+        2-D calls. Before, warmup made 2-D operands whatever the dispatcher, so a bmm dispatcher's
+        warmup (and ``save``'s, which bundles the kernels it launches) decided none of its shapes.
+
         Example: ``mm.warmup(m=[1, 2, 4, 8, 16], epilogues=["bias"])`` (static dims are filled in).
         """
         unknown = set(sizes) - set(self.dynamic)
         if unknown:
             raise ValueError(f"warmup takes the dynamic dims {self.dynamic}, not {sorted(unknown)}")
+        if batch is None:
+            batches = [self.batch] if self.batch is not None else []
+        else:
+            try:
+                batches = None if isinstance(batch, (str, bytes)) else list(batch)
+            except TypeError:  # a bare int
+                batches = None
+            if batches is None or not all(_size_ok(v) for v in batches):
+                raise ValueError(f"warmup: batch must be a list of int sizes >= 0 (or None), got {batch!r}")
         specs = [Epilogue.parse(e) if isinstance(e, str) else e for e in epilogues]
+        if batches and specs:
+            raise ValueError("warmup: a bmm (batch given, or a compile_bmm dispatcher) takes no fused epilogue; "
+                             "pass batch=() to warm 2-D calls with epilogues")
         dev = torch.device(device) if device is not None else torch.device(
             "cuda" if torch.cuda.is_available() else "cpu")
         for d, given in sizes.items():  # else torch.randn raised ("negative dimension", "invalid combination")
@@ -441,6 +473,11 @@ class Dispatcher(Deciding, Launching):
             sizes[d] = vs  # (an iterator is read once)
         lists = [list(sizes.get(d, self.hints[d])) if d in self.dynamic else [self.dims[d]] for d in DIMS]
         for m, n, k in itertools.product(*lists):
+            if batches:
+                for bt in batches:
+                    self(_random_batch(bt, m, k, self.layout_a, self.torch_dtype, dev),
+                         _random_batch(bt, k, n, self.layout_b, self.torch_dtype, dev))
+                continue
             a = _random_operand(m, k, self.layout_a, self.torch_dtype, dev)
             b = _random_operand(k, n, self.layout_b, self.torch_dtype, dev)
             self(a, b)
@@ -484,6 +521,7 @@ class Dispatcher(Deciding, Launching):
             "layout_b": self.layout_b,
             "mode": self.mode,
             "verify": self.verify,
+            **({"batch": self.batch} if self.batch is not None else {}),
             "hints": {d: list(v) for d, v in self.hints.items()},
             "hint_choices": [{"sizes": sizes(h.sizes), "choice": h.choice.id,
                               **({"device_ms": h.device_ms} if h.device_ms is not None else {})}

@@ -11,7 +11,7 @@ import os
 from ..configs import Choice
 from ..jsonio import read_json
 from ..table import from_json as table_from_json
-from .common import DIMS, FORMAT, SCHEMA_VERSION, Decision, HintChoice, ProvenanceWarning, provenance_mismatches
+from .common import DIMS, FORMAT, SCHEMA_VERSION, SOURCES, Decision, HintChoice, ProvenanceWarning, provenance_mismatches
 from .core import Dispatcher, _named
 
 
@@ -69,19 +69,33 @@ def load(path: str | os.PathLike, *, timer=None, strict: bool = False) -> Dispat
         except ValueError as e:
             raise ValueError(f"{where} ({_named(sizes(entry['sizes']))}): {e}") from None
 
+    def decision(d, i: int) -> tuple[tuple, Decision]:
+        # What decides whether a first call verifies the decision, read strictly: bool() of a
+        # hand-edited "verified": "false" (meaning: check it again) was True, and a decision whose
+        # "source" read "empty" at a size with no 0 was never verified (_first_sight skips an empty
+        # product's), so either edit left its kernel running unchecked for good.
+        s, where = sizes(d["sizes"]), f"decisions[{i}] ({_named(sizes(d['sizes']))})"
+        if not isinstance(d["verified"], bool):
+            raise ValueError(f"{where}: 'verified' must be true or false, got {d['verified']!r}")
+        if d["source"] not in SOURCES:
+            raise ValueError(f"{where}: 'source' must be one of {SOURCES}, got {d['source']!r}")
+        if (d["source"] == "empty") != (0 in s):
+            raise ValueError(f"{where}: source 'empty' is an empty product's (a size of 0), and only its: "
+                             f"got source {d['source']!r}")
+        return s, Decision(choice(d, f"decisions[{i}]"), d["source"], sizes(d["hint"]),
+                           d["verified"] and not problems, d.get("times_ms"), d.get("reason", ""))
+
     try:
         hint_choices = [HintChoice(sizes(h["sizes"]), choice(h, f"hint_choices[{i}]"), h.get("device_ms"))
                         for i, h in enumerate(doc["hint_choices"])]
-        decisions = {sizes(d["sizes"]): Decision(choice(d, f"decisions[{i}]"), d["source"], sizes(d["hint"]),
-                                                 bool(d["verified"]) and not problems,
-                                                 d.get("times_ms"), d.get("reason", ""))
-                     for i, d in enumerate(doc["decisions"])}
+        decisions = dict(decision(d, i) for i, d in enumerate(doc["decisions"]))
         table = table_from_json(doc["table"], str(path)) if doc.get("table") is not None else None
         note = _restore_binaries(path, doc.get("binaries"), skip=bool(problems))
         d = Dispatcher(dims=doc["dims"], dtype=doc["dtype"], hints=doc["hints"],
                           hint_choices=hint_choices, mode=doc["mode"], table=table, timer=timer,
                           verify=bool(doc.get("verify", True)), layout_a=doc["layout_a"],
-                          layout_b=doc["layout_b"], provenance=prov, decisions=decisions)
+                          layout_b=doc["layout_b"], provenance=prov, decisions=decisions,
+                          batch=doc.get("batch"))  # (compile_bmm's; files before it have none)
     except (KeyError, TypeError, ValueError) as e:
         if isinstance(e, ValueError) and str(e).startswith(f"{path}:"):
             raise  # names the file already (the binaries field, a table)
