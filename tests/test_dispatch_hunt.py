@@ -228,8 +228,12 @@ def test_an_installed_table_gives_no_config_to_a_graph_whose_k_is_symbolic(tmp_p
     the graph then runs every K (100 here), where an unmasked K loop reads past the operands (a
     GPU's silent wrong result; Inductor's own heuristic leaves EVEN_K off for a symbolic K). The
     handler ``install`` sets gives such a graph no config: Inductor tunes it as without a table.
-    A static graph still gets the entry."""
+    A static graph still gets the entry. (fp32 tiles export only when tuned with IEEE products:
+    gemmtune.precision; the table here stands for one.)"""
     from torch._inductor import config as icfg
+
+    from gemmtune import precision
+    monkeypatch.setattr(precision, "_FP32_ON_DEVICE", ["ieee"])
     from torch._inductor.lookup_table import LookupTableChoices
     from torch._inductor.virtualized import V
 
