@@ -251,6 +251,26 @@ def test_a_worker_dying_while_starting_is_left_out(client, tmp_path, monkeypatch
         client.wait_for_workers(2, timeout=120)  # its nanny started a fresh worker
 
 
+def test_collect_says_so_when_its_budget_was_spent_before_the_first_batch(client, tmp_path, capsys, monkeypatch):
+    """``--max-minutes`` counts from the process's start (a device call's). From Python, in a
+    process older than that (a notebook, a test worker), collect planned no batch and ended with
+    exit 0 and not a word; it now names the cause."""
+    import importlib
+
+    from gemmtune import cli
+    collect_run = importlib.import_module("gemmtune.collect.run")  # (gemmtune.collect.run is also the function)
+    monkeypatch.setattr(collect_run, "process_age_s", lambda: 9 * 60.0)
+    run = collect_run.run
+    argv = ["collect", "--groups", "square", "--limit-shapes", "1", "--dtypes", "fp16", "--mm-sample", "1",
+            "--splitk-sample", "0", "--pad-sample", "0", "--new-sample", "0", "--hard-stop-minutes", "0",
+            "--no-export", "--out", str(tmp_path / "o"), "--store", str(tmp_path / "s.sqlite")]
+    args = cli.build_parser().parse_args(argv)
+    args.cluster = client
+    assert run(args) == 0
+    err = capsys.readouterr().err
+    assert "--max-minutes 8 was spent before the first batch" in err and "nothing measured" in err, err
+
+
 def test_collect_on_the_cluster_records_each_candidate_once_and_resumes(client, tmp_path):
     """``gemmtune collect --cluster``: this process plans and writes, the cluster's workers
     measure; a second run over the same store finds nothing left."""
@@ -261,7 +281,11 @@ def test_collect_on_the_cluster_records_each_candidate_once_and_resumes(client, 
 
     argv = ["collect", "--groups", "square", "--limit-shapes", "2", "--dtypes", "fp16", "--mm-sample", "2",
             "--splitk-sample", "1", "--pad-sample", "1", "--new-sample", "0", "--hard-stop-minutes", "0",
-            "--no-export"]
+            "--no-export",
+            # collect's budget counts from its process's start (a device call's): here an xdist
+            # worker that may be many minutes old, where the default 8 planned no batch at all
+            # (shapes_done 0 in two loaded CI runs, session 48)
+            "--max-minutes", "10000"]
     first, second = tmp_path / "one", tmp_path / "two"
     store = tmp_path / "collect.sqlite"
     args = cli.build_parser().parse_args(argv + ["--out", str(first), "--store", str(store)])

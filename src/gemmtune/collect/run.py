@@ -331,6 +331,10 @@ def run(args) -> int:
                     est = max([FIRST_EST_S] + [sec / n for sec, n in spent.values()])
                 n = batch_size(budget - (time.monotonic() - t0), est, args.batch, bool(mine))
                 if n == 0:
+                    if not st["batches"]:  # (from Python, in a process older than the budget, it said nothing)
+                        print(f"collect: --max-minutes {args.max_minutes:g} was spent before the first batch: it "
+                              f"counts from this process's start, {(time.monotonic() - t0) / 60:.1f} min ago; "
+                              "nothing measured (give a larger --max-minutes)", file=sys.stderr, flush=True)
                     st["stopped"] = True
                     break
                 chunk = []
