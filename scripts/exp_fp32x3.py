@@ -9,7 +9,7 @@ throughput. Question: how much faster, and how accurate, against IEEE fp32 and a
 
 Per shape (fp32, TF32 off): ``gemmtune tune`` (default space, the Triton families and cuBLAS) in
 two processes, one with every Triton fp32 product IEEE and one with 3xTF32
-(``GEMMTUNE_EXP_FP32_PRECISION``, read by kernels.tiled.input_precision), each with its own store.
+(``GEMMTUNE_FP32_PRECISION``: gemmtune.precision), each with its own store.
 Then the 3xTF32 winner's error against fp64 on fresh inputs (3 seeds), beside cuBLAS's fp32 error
 and TF32 cuBLAS's, and what each does with an inf in A.
 
@@ -49,7 +49,7 @@ def write_suite(path: Path) -> None:
 
 
 def tune(out: Path, prec: str) -> dict:
-    env = dict(os.environ, GEMMTUNE_EXP_FP32_PRECISION=prec)
+    env = dict(os.environ, GEMMTUNE_FP32_PRECISION=prec)
     cmd = [sys.executable, "-m", "gemmtune.cli", "tune", "--suite", str(out / "fp32.csv"), "--families", FAMILIES,
            "--store", str(out / f"store_{prec}.sqlite"), "--out", str(out / f"table_{prec}.json"),
            "--summary", str(out / f"summary_{prec}.json")]
@@ -60,7 +60,7 @@ def tune(out: Path, prec: str) -> dict:
 
 
 def accuracy(out: Path) -> None:
-    """Run with GEMMTUNE_EXP_FP32_PRECISION=tf32x3: each shape's 3xTF32 winner against fp64."""
+    """Run with GEMMTUNE_FP32_PRECISION=tf32x3: each shape's 3xTF32 winner against fp64."""
     import torch
 
     import gemmtune
@@ -122,7 +122,7 @@ def main() -> None:
         print(f"{name:24s} {row['aten_us_x3_run']:10.2f} {row['ieee_best_us']:12.2f} {row['x3_best_us']:10.2f} "
               f"{row['aten_us_x3_run'] / row['x3_best_us']:9.2f}  {x['best']}", flush=True)
     (out / "fp32x3.json").write_text(json.dumps(rows, indent=1))
-    env = dict(os.environ, GEMMTUNE_EXP_FP32_PRECISION="tf32x3")
+    env = dict(os.environ, GEMMTUNE_FP32_PRECISION="tf32x3")
     r = subprocess.run([sys.executable, __file__, "--accuracy", str(out)], env=env, capture_output=True, text=True)
     print(r.stdout[-6000:], r.stderr[-3000:] if r.returncode else "")
 
