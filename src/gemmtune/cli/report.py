@@ -36,18 +36,24 @@ def cmd_report(args) -> int:
             inputs = (("--store", args.store), ("--tune-json", args.tune_json))
             for flag, dest in (("--json", args.json), ("--run-summary", args.run_summary)):
                 refuse_same_file(flag, dest, inputs)
+                if dest:
+                    # Another results store there (not --store: b.sqlite) was replaced by the JSON,
+                    # every measurement in it lost; checked as tune's --summary is, before the work.
+                    from ..jsonio import check_file_target
+                    check_file_target(dest, flag)
             import json
 
+            from ..jsonio import write_atomic
             from ..report.store import markdown, run_summary, run_summary_text, summarize
             if args.run_summary:
                 doc = run_summary(args.store, args.tune_json, args.suite)
-                Path(args.run_summary).write_text(json.dumps(doc, indent=1))
+                write_atomic(args.run_summary, json.dumps(doc, indent=1))  # never over a store
                 sys.stdout.write(run_summary_text(doc))
                 return 0
             rows = summarize(args.store)
             sys.stdout.write(markdown(rows))
             if args.json:
-                Path(args.json).write_text(json.dumps({"store": str(args.store), "problems": rows}, indent=1) + "\n")
+                write_atomic(args.json, json.dumps({"store": str(args.store), "problems": rows}, indent=1) + "\n")
             return 0
         if args.tune_run:
             if args.inputs:

@@ -1,0 +1,46 @@
+"""The first-hour hunt (CPU): a new user follows the README, then strays, with the results store
+and the command line's inputs. Each test is one defect found there: a file written over a results
+store, a read-only store that cannot even be read, an error where one line was due, or a flag that
+means one thing here and another there."""
+
+from __future__ import annotations
+
+import pytest
+
+from gemmtune import cli
+from gemmtune.store import ResultRow, ResultStore, RunContext
+
+CTX = RunContext("cpu (Triton interpreter)", "cpu", "2.0", "3.0", "0.1")
+KEY = "mm:M16-N16-K16:fp16->fp16:row.a/row.a"
+
+
+def run(argv, capsys):
+    rc = cli.main(argv)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def make_store(path, choices=("aten",)):
+    with ResultStore(path) as s:
+        for c in choices:
+            s.record(CTX, ResultRow(problem_key=KEY, choice_id=c, family=c.partition(":")[0], status="ok",
+                                    device_ms=0.01, eager_ms=0.01, rel_err=0.0, m=16, n=16, k=16,
+                                    dtype="float16", out_dtype="float16", layout="row/row", aligned=True))
+        s.checkpoint()
+    return path
+
+
+@pytest.mark.parametrize("flag", ["--json", "--run-summary"])
+def test_report_store_json_never_replaces_another_results_store(tmp_path, capsys, flag):
+    """``report --store a.sqlite --json b.sqlite`` (or ``--run-summary b.sqlite``) wrote the summary
+    JSON over b.sqlite, another results store, every measurement in it lost: the check compared the
+    path with --store only, and the file was written with Path.write_text, not write_atomic, which
+    refuses a SQLite file everywhere else (tune --out, lut merge, capture --out)."""
+    a = make_store(tmp_path / "a.sqlite")
+    b = make_store(tmp_path / "b.sqlite")
+    before = b.read_bytes()
+    rc, out, err = run(["report", "--store", str(a), flag, str(b)], capsys)
+    assert rc == 2 and "SQLite file" in err and "Traceback" not in err, err
+    assert b.read_bytes() == before
+    with ResultStore(b) as s:
+        assert s.count() == 1
