@@ -44,3 +44,16 @@ def test_report_store_json_never_replaces_another_results_store(tmp_path, capsys
     assert b.read_bytes() == before
     with ResultStore(b) as s:
         assert s.count() == 1
+
+
+@pytest.mark.parametrize("header", ["group,name,M,N,K,dtype,M", "group,name,M,N,K,dtype,layout_b, layout_b"])
+def test_suite_with_a_column_named_twice_is_refused(tmp_path, header):
+    """A suite whose header names a column twice (a spreadsheet's extra "M" column, two layout_b)
+    was read with the last one's values and no word: the row ``16,...,32`` tuned M = 32. The file,
+    the column and one line, as every other bad header gets."""
+    from gemmtune.shapes import load_csv
+
+    path = tmp_path / "s.csv"
+    path.write_text(header + "\ng,a,16,16,16,fp16," + ("32" if header.endswith("M") else "row,col") + "\n")
+    with pytest.raises(ValueError, match=r"s\.csv: column\(s\) .*(M|layout_b).* named twice"):
+        load_csv(path)
