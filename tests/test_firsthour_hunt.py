@@ -57,3 +57,50 @@ def test_suite_with_a_column_named_twice_is_refused(tmp_path, header):
     path.write_text(header + "\ng,a,16,16,16,fp16," + ("32" if header.endswith("M") else "row,col") + "\n")
     with pytest.raises(ValueError, match=r"s\.csv: column\(s\) .*(M|layout_b).* named twice"):
         load_csv(path)
+
+
+def _unwritable_beside(store):
+    """Make SQLite unable to create the store's shared-memory file beside it, as on a read-only
+    mount or in another user's folder (a directory takes the name: root, who runs CI, is stopped
+    by that as well); returns the store's bytes."""
+    (store.parent / (store.name + "-shm")).mkdir()
+    return store.read_bytes()
+
+
+def test_report_reads_a_store_it_cannot_write(tmp_path, capsys):
+    """``report --store`` on a store it may not write (a colleague's results, a read-only mount)
+    failed with 'attempt to write a readonly database' / 'unable to open database file': opening
+    any store switched it to WAL and took the write lock to check (and extend) its tables, so a
+    read-only summary needed write access. Read-only commands open the store read-only, and leave
+    the file as it was."""
+    store = make_store(tmp_path / "r.sqlite", ("aten", "triton_mm:x"))
+    before = _unwritable_beside(store)
+    rc, out, err = run(["report", "--store", str(store)], capsys)
+    assert rc == 0, err
+    assert "mm:M16-N16-K16" in out and "1 problems" in out
+    assert store.read_bytes() == before
+
+
+def test_train_reads_a_store_it_cannot_write(tmp_path, capsys):
+    """``train --store`` on a store it may not write failed at opening it, before reading a row,
+    for the same reason; now it gets as far as the rows (these are interpreter rows, which it
+    refuses, by name)."""
+    store = make_store(tmp_path / "r.sqlite")
+    before = _unwritable_beside(store)
+    rc, out, err = run(["train", "--store", str(store), "--out", str(tmp_path / "m.json")], capsys)
+    assert rc == 2 and "Triton CPU interpreter" in err and "readonly" not in err, err
+    assert store.read_bytes() == before
+
+
+def test_a_read_only_store_refuses_writes_by_name(tmp_path):
+    """The read-only opening: rows read; a write is a StoreError naming the file, not sqlite3's."""
+    from gemmtune.store import StoreError
+
+    store = make_store(tmp_path / "r.sqlite")
+    with ResultStore(store, readonly=True) as s:
+        assert [r.choice_id for _, r in s.rows()] == ["aten"]
+        with pytest.raises(StoreError, match="cannot write to results store"):
+            s.record(CTX, s.rows()[0][1])
+    with pytest.raises(StoreError, match="no results store"):
+        ResultStore(tmp_path / "none.sqlite", readonly=True)
+    assert not (tmp_path / "none.sqlite").exists()

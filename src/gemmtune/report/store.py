@@ -29,7 +29,7 @@ def summarize(store: str | os.PathLike | ResultStore) -> list[dict]:
     """One dict per (run context, problem): key, device, best, best_ms, aten_ms, speedup,
     per-family best ``{family: (choice, ms)}``, measured, failed, statuses."""
     own = not isinstance(store, ResultStore)
-    db = ResultStore(store) if own else store
+    db = ResultStore(store, readonly=True) if own else store  # a summary writes nothing
     try:
         by: dict[tuple, list] = defaultdict(list)
         devices = {}
@@ -101,7 +101,7 @@ def run_summary(store: str | os.PathLike, tune_json: str | os.PathLike | None = 
     names = {s.problem.key: (s.group, s.name) for s in shapes}
     by: dict[str, list] = defaultdict(list)
     contexts = []
-    with ResultStore(store) as st:
+    with ResultStore(store, readonly=True) as st:
         for ctx, r in st.rows():
             by[r.problem_key].append(r)
             if ctx not in contexts:
