@@ -104,3 +104,18 @@ def test_a_read_only_store_refuses_writes_by_name(tmp_path):
     with pytest.raises(StoreError, match="no results store"):
         ResultStore(tmp_path / "none.sqlite", readonly=True)
     assert not (tmp_path / "none.sqlite").exists()
+
+
+def test_collect_without_a_gpu_is_refused_before_it_writes_anything(tmp_path, capsys, monkeypatch):
+    """``gemmtune collect`` on a machine without a GPU said so (rc 2), but only after it had made
+    ./out (the default --out) and prepared its store there: with ``--resume-from X.gz`` it unpacked
+    the whole earlier store into out/collect.sqlite first, and with --drop-oom also rewrote that
+    copy, before the refusal. Refused first; nothing made."""
+    import torch
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    src = make_store(tmp_path / "earlier.sqlite")
+    rc, out, err = run(["collect", "--resume-from", str(src)], capsys)
+    assert rc == 2 and "this machine has none" in err and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()

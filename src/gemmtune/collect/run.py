@@ -186,6 +186,12 @@ def run(args) -> int:
             print(line)
         return 0
 
+    if cluster_addr is None and not args.cpu_interpreter and not args.export_only:
+        # Before anything is written: the refusal below came after ./out was made and the store
+        # prepared in it (--resume-from unpacked there, --drop-* rows taken out of the copy).
+        import torch
+        if not torch.cuda.is_available():
+            raise ValueError("collect measures on a GPU; this machine has none (use --list-shapes / --dry-run here)")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     store = args.store or out_dir / "collect.sqlite"
