@@ -119,3 +119,22 @@ def test_collect_without_a_gpu_is_refused_before_it_writes_anything(tmp_path, ca
     rc, out, err = run(["collect", "--resume-from", str(src)], capsys)
     assert rc == 2 and "this machine has none" in err and "Traceback" not in err, err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["tune", "--suite", "a.csv", "--suite", "b.csv"],
+    ["tune", "--preset", "smoke", "--preset", "bmm"],
+    ["tune", "--shape", "8x8x8:fp16", "--families", "aten", "--families", "triton_mm"],
+    ["space", "--shape", "8x8x8:fp16", "--families", "aten", "--families", "triton_mm"],
+    ["predict", "--shape", "8x8x8:fp16", "--families", "aten", "--families", "triton_mm"],
+    ["bench", "--suite", "a.csv", "--suite", "b.csv"],
+])
+def test_a_list_option_given_twice_is_refused(argv, capsys):
+    """``--shape`` may be repeated and every one is tuned; ``--suite a.csv --suite b.csv``,
+    ``--preset smoke --preset bmm`` or ``--families aten --families triton_mm`` read the same way
+    kept the last alone (argparse's rule) and ran without a word: the first suite's shapes, or
+    families, never tuned. Refused when parsed, as space's --shape is (one line, rc 2)."""
+    with pytest.raises(SystemExit) as e:
+        cli.build_parser().parse_args(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "given twice" in err and "Traceback" not in err, err

@@ -124,7 +124,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--shape", required=True, action=Once, metavar="MxNxK[:dtype]",
                    help="the problem, e.g. 4096x4096x4096:bf16")
     # Required, checked in cmd_space: argparse would not count the old spelling as given.
-    p.add_argument("--families", metavar="F1,F2", help="comma-separated families, e.g. triton_mm,skinny (required)")
+    p.add_argument("--families", action=Once, metavar="F1,F2", help="comma-separated families, e.g. triton_mm,skinny (required)")
     alias(p, "--family", "--families")
     p.add_argument("--space", choices=("default", "exhaustive"), default="default", help="which space")
     alias(p, "--kind", "--space", choices=("default", "exhaustive"))
