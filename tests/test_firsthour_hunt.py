@@ -138,3 +138,20 @@ def test_a_list_option_given_twice_is_refused(argv, capsys):
         cli.build_parser().parse_args(argv)
     err = capsys.readouterr().err
     assert e.value.code == 2 and "given twice" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("argv", [
+    ["capture", "--model", "tiny-llama", "--dtype", "fp8"],
+    ["capture", "--model", "tiny-llama", "--dtype", "e5m2"],
+    ["bench-model", "--models", "tiny-llama", "--modes", "eager", "--dtype", "fp8"],
+])
+def test_a_model_dtype_of_fp8_is_a_one_line_error(argv, tmp_path, capsys, monkeypatch):
+    """``capture --dtype fp8`` built the model in fp8 and died in its forward with torch's
+    traceback ('"neg_cpu" not implemented for Float8_e4m3fn', exit 1); ``bench-model --dtype fp8``
+    ran every model to 'not run' and wrote a report of nothing, exit 1; ``--dtype int8`` was one
+    line, exit 2, in both. fp8 names GEMM operands (scaled_mm), not a model's weights: refused
+    the same way, before any model is built."""
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run(argv + ["--out", str(tmp_path / "o")], capsys)
+    assert rc == 2 and "--dtype" in err and "fp16, bf16 or fp32" in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "o").exists()

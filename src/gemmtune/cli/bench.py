@@ -7,7 +7,7 @@ import os
 import sys
 
 from ..jsonio import check_dir_target
-from .common import Once, positive_int
+from .common import Once, model_dtype, positive_int
 
 
 def plain_products(shapes: list) -> tuple[list, str | None]:
@@ -87,6 +87,7 @@ def cmd_bench(args) -> int:
 def cmd_bench_model(args) -> int:
     """Real models end to end (GPU): eager, eager + patch, torch.compile, max-autotune, patch + compile."""
     from .. import benchmodel
+    model_dtype(args.dtype)  # fp8: one line here, not every model 'not run' and a report of nothing
     check_dir_target(args.out, "--out")  # before the models run (a file there said "File exists")
     tune_kwargs = {"fast": True} if args.tune == "fast" else {"space": "default"}
     if args.in_process_tuning:

@@ -191,6 +191,28 @@ def refuse_same_file(out_flag: str, out, inputs, why: str = "give another path")
             raise ValueError(f"{out_flag} and {flag} are one file, {out}: {why}")
 
 
+def model_dtype(text: str) -> str:
+    """A model's ``--dtype`` (capture, bench-model): fp16, bf16 or fp32 by any alias, as its
+    canonical name. fp8 names a scaled_mm's operands, not a model's weights: a model built in it
+    died in its forward with torch's traceback (capture) or ran to 'not run' (bench-model), where
+    int8 was one line.
+
+    >>> model_dtype("half")
+    'float16'
+    >>> model_dtype("fp8")
+    Traceback (most recent call last):
+    ...
+    ValueError: --dtype fp8: a model's dtype is fp16, bf16 or fp32 (fp8 is scaled_mm's operands: tune --op scaled_mm)
+    """
+    from ..problem import dtype_name
+
+    name = dtype_name(text)
+    if name not in ("float16", "bfloat16", "float32"):
+        raise ValueError(f"--dtype {text}: a model's dtype is fp16, bf16 or fp32 (fp8 is scaled_mm's operands: "
+                         "tune --op scaled_mm)")
+    return name
+
+
 def host_memory_bytes() -> int | None:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
