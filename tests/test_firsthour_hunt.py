@@ -155,3 +155,18 @@ def test_a_model_dtype_of_fp8_is_a_one_line_error(argv, tmp_path, capsys, monkey
     rc, out, err = run(argv + ["--out", str(tmp_path / "o")], capsys)
     assert rc == 2 and "--dtype" in err and "fp16, bf16 or fp32" in err and "Traceback" not in err, err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("extra", [["--summary", "s.csv"], ["--out", "s.csv", "--overwrite"]])
+def test_tune_never_writes_over_its_own_suite(extra, tmp_path, capsys, monkeypatch):
+    """``tune --suite s.csv --summary s.csv`` replaced the user's suite with the run's summary JSON,
+    exit 0 (--summary was checked against --store, --out and --table, not --suite); ``--out s.csv``
+    said to pass --overwrite, which then replaced the suite with the table. Refused before the
+    sweep, the suite unchanged."""
+    monkeypatch.chdir(tmp_path)
+    suite = tmp_path / "s.csv"
+    suite.write_text("group,name,M,N,K,dtype\ng,a,8,8,16,fp16\n")
+    before = suite.read_bytes()
+    rc, out, err = run(["tune", "--suite", "s.csv", "--families", "aten", "-q", "--store", "x.sqlite"] + extra, capsys)
+    assert rc == 2 and "--suite" in err and "one file" in err and "Traceback" not in err, err
+    assert suite.read_bytes() == before and not (tmp_path / "x.sqlite").exists()

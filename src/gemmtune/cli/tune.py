@@ -14,6 +14,9 @@ def cmd_tune(args) -> int:
 
     shapes = shapes_of(args)
     check_allocatable(shapes, args.device)
+    # The table is written over its path (--overwrite: told to by the error a suite there gets),
+    # which replaced the suite the run read; the summary, below, likewise.
+    refuse_same_file("--out", args.out, [("--suite", args.suite)], "give them different paths")
     families = family_list(args.families)
     if args.model and not args.fast and str(args.benchmark_space).upper() == "SAME":
         raise ValueError("--model ranks candidates only when filtering: add --benchmark-space DEFAULT|K or --fast")
@@ -22,7 +25,8 @@ def cmd_tune(args) -> int:
         # The summary is written last, over whatever is at its path: naming the store there
         # replaced every measurement with the summary JSON, naming --out or --table the table.
         refuse_same_file("--summary", args.summary, [("--store", args.store), ("--out", args.out),
-                                                     ("--table", args.table)], "give them different paths")
+                                                     ("--table", args.table), ("--suite", args.suite)],
+                         "give them different paths")
     result = tune(shapes, families=families, space=args.space, store=args.store, out=args.out,
                   workers=args.workers, timeout=args.timeout, compile_workers=args.compile_workers,
                   retry_failed=args.retry_failed, timing=args.timing, compile_ahead=args.compile_ahead,
