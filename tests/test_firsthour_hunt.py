@@ -170,3 +170,33 @@ def test_tune_never_writes_over_its_own_suite(extra, tmp_path, capsys, monkeypat
     rc, out, err = run(["tune", "--suite", "s.csv", "--families", "aten", "-q", "--store", "x.sqlite"] + extra, capsys)
     assert rc == 2 and "--suite" in err and "one file" in err and "Traceback" not in err, err
     assert suite.read_bytes() == before and not (tmp_path / "x.sqlite").exists()
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["BENCH", "--json", "j.json"], "--json"),
+    (["BENCH", "--run-summary", "r.json"], "--run-summary"),
+    (["BENCH", "--tune-json", "t.json"], "--tune-json"),
+    (["BENCH", "--suite", "smoke"], "--suite"),
+    (["--store", "STORE", "--out", "rep"], "--out"),
+    (["--store", "STORE", "--no-plots"], "--no-plots"),
+    (["--store", "STORE", "--merge"], "--merge"),
+    (["--store", "STORE", "--title", "T"], "--title"),
+    (["--store", "STORE", "--suite", "smoke"], "--suite"),
+    (["--store", "STORE", "--tune-json", "t.json"], "--tune-json"),
+])
+def test_report_options_of_another_mode_are_refused(extra, needle, tmp_path, capsys, monkeypatch):
+    """``report`` has four modes (a bench JSON, --tune-run, --trace, --store), and options that only
+    one of them reads were taken by the others and dropped: ``report X-bench.json --json j.json``
+    wrote no j.json, exit 0; ``report --store S --out rep`` printed to the terminal and made no rep;
+    ``--suite`` / ``--tune-json`` without --run-summary, ``--title`` without --tune-run, likewise.
+    One line naming the option, exit 2, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    from pathlib import Path
+    bench = Path(__file__).parent / "data" / "bench_fixture.json"
+    store = make_store(tmp_path / "s.sqlite")
+    argv = ["report"] + [str(bench) if a == "BENCH" else str(store) if a == "STORE" else a for a in extra]
+    if "BENCH" in extra:
+        argv += ["--out", str(tmp_path / "o")]
+    rc, out, err = run(argv, capsys)
+    assert rc == 2 and needle in err and "Traceback" not in err, (argv, err)
+    assert not any(p.name in ("j.json", "r.json", "rep", "o") for p in tmp_path.iterdir())
