@@ -200,3 +200,14 @@ def test_report_options_of_another_mode_are_refused(extra, needle, tmp_path, cap
     rc, out, err = run(argv, capsys)
     assert rc == 2 and needle in err and "Traceback" not in err, (argv, err)
     assert not any(p.name in ("j.json", "r.json", "rep", "o") for p in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("opt", ["--suite", "--preset", "--groups", "--summary"])
+def test_tune_option_given_an_empty_value_is_refused(opt, tmp_path, capsys, monkeypatch):
+    """``gemmtune tune --suite "$SUITE"`` with SUITE unset passed an empty value, which counted as
+    not given: with no --shape the smoke preset was tuned instead, exit 0; an empty --groups kept
+    every group, an empty --summary wrote none. One line naming the option, exit 2, nothing run."""
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run(["tune", "--shape", "8x8x16:fp16", "--families", "aten", "-q", opt, ""], capsys)
+    assert rc == 2 and f"{opt} is empty" in err and "Traceback" not in err, err
+    assert not (tmp_path / "gemmtune.sqlite").exists()

@@ -259,9 +259,21 @@ def check_allocatable(shapes, device: str | None = None) -> None:
                              f"{need / 2**30:.1f} GiB, more than the {limit / 2**30:.0f} GiB of {where}")
 
 
+def refuse_empty(args, *dests: str) -> None:
+    """Raise ValueError for an option of ``dests`` given an empty value, which the code reading it
+    took for an option not given."""
+    for d in dests:
+        v = getattr(args, d, None)
+        if isinstance(v, str) and not v.strip():
+            raise ValueError(f"--{d.replace('_', '-')} is empty: give a value, or leave the option out")
+
+
 def shapes_of(args) -> list:
     from ..shapes import load_csv, parse_shape, preset
 
+    # An empty value (``--suite "$SUITE"`` with SUITE unset) counted as not given: the smoke preset
+    # was tuned in place of the suite, an empty --groups kept every group.
+    refuse_empty(args, "suite", "preset", "groups")
     op = getattr(args, "op", "mm")
     scaled = {k: getattr(args, k, None) for k in ("scale", "out_dtype", "bias")}
     if op != "scaled_mm" and any(scaled.values()):

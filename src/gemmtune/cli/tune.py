@@ -6,7 +6,7 @@ import sys
 
 from ..jsonio import check_file_target
 from .common import (Help, Once, add_shape_args, alias, check_allocatable, families_help, family_list, int_at_least, nonneg_int,
-                     positive_float, positive_int, refuse_same_file, shapes_of)
+                     positive_float, positive_int, refuse_empty, refuse_same_file, shapes_of)
 
 
 def cmd_tune(args) -> int:
@@ -20,6 +20,7 @@ def cmd_tune(args) -> int:
     families = family_list(args.families)
     if args.model and not args.fast and str(args.benchmark_space).upper() == "SAME":
         raise ValueError("--model ranks candidates only when filtering: add --benchmark-space DEFAULT|K or --fast")
+    refuse_empty(args, "summary")  # an empty --summary wrote none, without a word
     if args.summary:  # found before the run, not after it
         check_file_target(args.summary, "--summary")
         # The summary is written last, over whatever is at its path: naming the store there
