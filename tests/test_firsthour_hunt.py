@@ -128,6 +128,7 @@ def test_collect_without_a_gpu_is_refused_before_it_writes_anything(tmp_path, ca
     ["space", "--shape", "8x8x8:fp16", "--families", "aten", "--families", "triton_mm"],
     ["predict", "--shape", "8x8x8:fp16", "--families", "aten", "--families", "triton_mm"],
     ["bench", "--suite", "a.csv", "--suite", "b.csv"],
+    ["demo", "--shape", "37x53x300:bf16", "--shape", "8x8x8"],  # one problem, as space's --shape
 ])
 def test_a_list_option_given_twice_is_refused(argv, capsys):
     """``--shape`` may be repeated and every one is tuned; ``--suite a.csv --suite b.csv``,

@@ -116,7 +116,9 @@ def cmd_inspect(args) -> int:
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("demo", help="run every kernel family once and print its error vs fp64", formatter_class=Help)
-    p.add_argument("--shape", default="37x53x300", metavar="MxNxK[:dtype]", help="the problem (dtype default bf16)")
+    # Once: demo runs one problem; a second --shape replaced the first without a word.
+    p.add_argument("--shape", default="37x53x300", action=Once, metavar="MxNxK[:dtype]",
+                   help="the problem (dtype default bf16)")
     alias(p, "--size", "--shape")
     p.set_defaults(fn=cmd_demo)
 
