@@ -115,9 +115,11 @@ def open_readonly(path: Path) -> sqlite3.Connection:
         except StoreError:
             conn.close()
             raise
-        except sqlite3.OperationalError as e:  # unable to open: no shared-memory file can be made
+        except sqlite3.OperationalError as e:
             conn.close()
-            err = e
+            if "unable to open" not in str(e):  # busy, locked...: immutable would read a stale file
+                raise StoreError(f"cannot open results store {path}: {e}") from None
+            err = e  # no shared-memory file can be made beside it
         except sqlite3.Error as e:
             conn.close()
             raise StoreError(f"cannot open results store {path}: {e}") from None
