@@ -212,3 +212,30 @@ def test_tune_option_given_an_empty_value_is_refused(opt, tmp_path, capsys, monk
     rc, out, err = run(["tune", "--shape", "8x8x16:fp16", "--families", "aten", "-q", opt, ""], capsys)
     assert rc == 2 and f"{opt} is empty" in err and "Traceback" not in err, err
     assert not (tmp_path / "gemmtune.sqlite").exists()
+
+
+def test_store_summary_of_two_run_contexts_keeps_them_apart(tmp_path, capsys):
+    """A store holding two run contexts (two GPUs sharing a file, or the same GPU before and after a
+    torch / triton upgrade: the versions are part of the context) was summarized as if one: each
+    problem listed twice with nothing telling the rows apart, "4 problems" for 2, and one geomean
+    speedup over both GPUs' rows (2.00× on one, 1.00× on the other: "1.41×"). Each row names its
+    run context, and each context gets its own geomean."""
+    h100 = RunContext("NVIDIA H100", "9.0", "2.6", "3.2", "0.1")
+    h200 = RunContext("NVIDIA H200", "9.0", "2.6", "3.2", "0.1")
+    store = tmp_path / "m.sqlite"
+
+    def row(choice, ms, k=16):
+        return ResultRow(problem_key=f"mm:M8-N8-K{k}:fp16->fp16:row.a/row.a", choice_id=choice,
+                         family=choice.split(":")[0], status="ok", device_ms=ms, eager_ms=ms, rel_err=0.0,
+                         m=8, n=8, k=k, dtype="float16", out_dtype="float16", layout="row/row", aligned=True)
+    with ResultStore(store) as s:
+        s.record_many(h100, [row("aten", 0.02), row("triton_mm:x", 0.01), row("aten", 0.02, 32), row("triton_mm:x", 0.01, 32)])
+        s.record_many(h200, [row("aten", 0.01), row("triton_mm:x", 0.02), row("aten", 0.01, 32), row("triton_mm:x", 0.02, 32)])
+    rc, out, err = run(["report", "--store", str(store)], capsys)
+    assert rc == 0, err
+    table = [line for line in out.splitlines() if line.startswith("| `mm:")]
+    assert len(table) == 4 and sum("NVIDIA H100" in line for line in table) == 2
+    assert sum("NVIDIA H200" in line for line in table) == 2
+    assert "1.41" not in out
+    assert "2 problems on NVIDIA H100" in out and "2.00×" in out
+    assert "2 problems on NVIDIA H200" in out and "1.00×" in out

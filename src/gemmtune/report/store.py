@@ -32,11 +32,13 @@ def summarize(store: str | os.PathLike | ResultStore) -> list[dict]:
     db = ResultStore(store, readonly=True) if own else store  # a summary writes nothing
     try:
         by: dict[tuple, list] = defaultdict(list)
-        devices = {}
+        devices, labels = {}, {}
         for ctx, row in db.rows():
             k = (ctx, row.problem_key)
             by[k].append(row)
             devices[k] = ctx.device_name
+            labels[k] = (f"{ctx.device_name} (capability {ctx.capability}, torch {ctx.torch_version}, "
+                         f"triton {ctx.triton_version}, gemmtune {ctx.gemmtune_version})")
     finally:
         if own:
             db.close()
@@ -52,7 +54,7 @@ def summarize(store: str | os.PathLike | ResultStore) -> list[dict]:
                 fams[fam] = (r.choice_id, r.device_ms)
         statuses = Counter(str(r.status) for r in rows)
         out.append({
-            "key": k[1], "device": devices[k],
+            "key": k[1], "device": devices[k], "context": labels[k],
             "best": None if best is None else best.choice_id,
             "best_ms": None if best is None else best.device_ms,
             "aten_ms": None if aten is None else aten.device_ms,
@@ -70,16 +72,29 @@ def _us(ms) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    """The summary as a Markdown table, with the geomean speedup over cuBLAS at the end."""
-    lines = ["| problem | best | best µs | cuBLAS µs | speedup | measured | failed |", "|---|---|---|---|---|---|---|"]
+    """The summary as a Markdown table, with the geomean speedup over cuBLAS at the end. A store of
+    several run contexts (GPUs, or torch / triton / gemmtune versions) gets a column naming each
+    row's, and a geomean per context: its problems were listed twice, alike, and one geomean mixed
+    the GPUs' speedups."""
+    contexts = list(dict.fromkeys(r.get("context") for r in rows))
+    several = len(contexts) > 1
+    head = "| problem | best | best µs | cuBLAS µs | speedup | measured | failed |"
+    lines = [head + (" run context |" if several else ""), "|---|---|---|---|---|---|---|" + ("---|" if several else "")]
     for r in rows:
         sp = "-" if r["speedup"] is None else f"{r['speedup']:.2f}×"
         lines.append(f"| `{r['key']}` | `{r['best'] or '-'}` | {_us(r['best_ms'])} | {_us(r['aten_ms'])} | {sp} | "
-                     f"{r['measured']} | {r['failed']} |")
-    sps = [r["speedup"] for r in rows if r["speedup"]]
-    if sps:
-        g = math.exp(sum(math.log(s) for s in sps) / len(sps))
-        lines += ["", f"{len(rows)} problems; geomean speedup of the best over cuBLAS: {g:.2f}× ({len(sps)} with both)."]
+                     f"{r['measured']} | {r['failed']} |" + (f" {r['context']} |" if several else ""))
+    lines_end = []
+    for ctx in contexts:
+        mine = [r for r in rows if r.get("context") == ctx] if several else rows
+        sps = [r["speedup"] for r in mine if r["speedup"]]
+        if sps:
+            g = math.exp(sum(math.log(s) for s in sps) / len(sps))
+            where = f" on {ctx}" if several else ""
+            lines_end.append(f"{len(mine)} problems{where}; geomean speedup of the best over cuBLAS: {g:.2f}× "
+                             f"({len(sps)} with both).")
+    if lines_end:
+        lines += [""] + lines_end
     return "\n".join(lines) + "\n"
 
 
