@@ -106,17 +106,20 @@ def test_a_read_only_store_refuses_writes_by_name(tmp_path):
     assert not (tmp_path / "none.sqlite").exists()
 
 
-def test_collect_without_a_gpu_is_refused_before_it_writes_anything(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("extra", [[], ["--gpus", "0,1"]])
+def test_collect_without_a_gpu_is_refused_before_it_writes_anything(extra, tmp_path, capsys, monkeypatch):
     """``gemmtune collect`` on a machine without a GPU said so (rc 2), but only after it had made
     ./out (the default --out) and prepared its store there: with ``--resume-from X.gz`` it unpacked
     the whole earlier store into out/collect.sqlite first, and with --drop-oom also rewrote that
-    copy, before the refusal. Refused first; nothing made."""
+    copy, before the refusal. With ``--gpus 0,1`` it started a collector per GPU, each of which
+    printed the refusal, then exported the empty store (out/collect-empty.csv.gz), exit 1. Refused
+    first, once; nothing made."""
     import torch
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     src = make_store(tmp_path / "earlier.sqlite")
-    rc, out, err = run(["collect", "--resume-from", str(src)], capsys)
+    rc, out, err = run(["collect", "--resume-from", str(src)] + extra, capsys)
     assert rc == 2 and "this machine has none" in err and "Traceback" not in err, err
     assert not (tmp_path / "out").exists()
 

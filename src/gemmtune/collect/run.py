@@ -143,6 +143,12 @@ def run(args) -> int:
         if not gpus or not all(g.isdigit() for g in gpus):
             raise ValueError(f"--gpus {args.gpus!r}: give this host's GPU indices, comma-separated, e.g. 0,1")
         if not (args.list_shapes or args.dry_run):  # those two plan only: one process, no GPU
+            import torch
+            if not torch.cuda.is_available():
+                # Said once, before anything is made: each collector said it, after ./out was made
+                # and the store prepared, then the empty store was exported (exit 1).
+                raise ValueError("collect --gpus measures on this host's GPUs; this machine has none "
+                                 "(use --list-shapes / --dry-run here)")
             return run_on_gpus(args, gpus)
     if args.list_shapes:
         print("# group,name,M,N,K,layout_b")
