@@ -242,3 +242,18 @@ def test_store_summary_of_two_run_contexts_keeps_them_apart(tmp_path, capsys):
     assert "1.41" not in out
     assert "2 problems on NVIDIA H100" in out and "2.00×" in out
     assert "2 problems on NVIDIA H200" in out and "1.00×" in out
+
+
+def test_report_store_reads_a_gzipped_store_as_train_does(tmp_path, capsys):
+    """``train --store collect.sqlite.gz`` reads a compressed store (what collect ships, e.g.
+    data/collect/collect.sqlite.gz), but ``report --store`` on the same file said 'not a SQLite
+    database'. Both read it; the summary is the uncompressed file's."""
+    import gzip
+
+    store = make_store(tmp_path / "r.sqlite", ("aten", "triton_mm:x"))
+    gz = tmp_path / "r.sqlite.gz"
+    gz.write_bytes(gzip.compress(store.read_bytes()))
+    rc, plain, err = run(["report", "--store", str(store)], capsys)
+    assert rc == 0, err
+    rc, out, err = run(["report", "--store", str(gz)], capsys)
+    assert rc == 0 and out == plain, err

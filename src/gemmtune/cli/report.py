@@ -122,7 +122,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--trace", metavar="DIR", help="summarise the worker and tuner traces a tune wrote with "
                    "GEMMTUNE_WORKER_TRACE=DIR instead: where its seconds went, shape by shape")
     p.add_argument("--store", metavar="SQLITE", help="print a per-problem summary of a results store instead "
-                   "(best choice, cuBLAS, speedup, failures)")
+                   "(.sqlite, or .sqlite.gz as collect writes it; best choice, cuBLAS, speedup, failures)")
     p.add_argument("--json", metavar="FILE", help="with --store: also write the summary as JSON")
     p.add_argument("--run-summary", metavar="FILE", help="with --store: instead write a tuning run's "
                    "tune-summary.json (what --tune-run renders: each problem named by --suite, its family bests, "

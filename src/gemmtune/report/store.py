@@ -18,19 +18,43 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections import Counter, defaultdict
+from pathlib import Path
 
 from ..store import ResultStore
+
+
+@contextlib.contextmanager
+def opened(store: str | os.PathLike | ResultStore):
+    """``store`` opened read-only (a summary writes nothing), closed after; a ``.gz`` one (what
+    collect ships: data/collect/collect.sqlite.gz) decompressed to a temporary copy first, as
+    ``train --store`` reads it (report said 'not a SQLite database'). An open ResultStore as it is."""
+    if isinstance(store, ResultStore):
+        yield store
+        return
+    path = Path(store)
+    if not path.name.lower().endswith(".gz"):
+        with ResultStore(path, readonly=True) as st:
+            yield st
+        return
+    import gzip
+    import shutil
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="gemmtune-report-") as tmp:
+        dst = Path(tmp) / path.name[:-3]
+        with gzip.open(path, "rb") as src, open(dst, "wb") as out:
+            shutil.copyfileobj(src, out)
+        with ResultStore(dst, readonly=True) as st:
+            yield st
 
 
 def summarize(store: str | os.PathLike | ResultStore) -> list[dict]:
     """One dict per (run context, problem): key, device, best, best_ms, aten_ms, speedup,
     per-family best ``{family: (choice, ms)}``, measured, failed, statuses."""
-    own = not isinstance(store, ResultStore)
-    db = ResultStore(store, readonly=True) if own else store  # a summary writes nothing
-    try:
+    with opened(store) as db:
         by: dict[tuple, list] = defaultdict(list)
         devices, labels = {}, {}
         for ctx, row in db.rows():
@@ -39,9 +63,6 @@ def summarize(store: str | os.PathLike | ResultStore) -> list[dict]:
             devices[k] = ctx.device_name
             labels[k] = (f"{ctx.device_name} (capability {ctx.capability}, torch {ctx.torch_version}, "
                          f"triton {ctx.triton_version}, gemmtune {ctx.gemmtune_version})")
-    finally:
-        if own:
-            db.close()
     out = []
     for k, rows in sorted(by.items(), key=lambda kv: kv[0][1]):
         ok = [r for r in rows if r.status == "ok" and r.device_ms is not None and math.isfinite(r.device_ms)]
@@ -116,7 +137,7 @@ def run_summary(store: str | os.PathLike, tune_json: str | os.PathLike | None = 
     names = {s.problem.key: (s.group, s.name) for s in shapes}
     by: dict[str, list] = defaultdict(list)
     contexts = []
-    with ResultStore(store, readonly=True) as st:
+    with opened(store) as st:
         for ctx, r in st.rows():
             by[r.problem_key].append(r)
             if ctx not in contexts:
