@@ -116,6 +116,12 @@ def cmd_train(args) -> int:
         raise ValueError("--compare writes a report of its own; give it without --cv / --ship")
     if args.report and not (args.cv or args.ship):
         raise ValueError("--report writes a cross-validation: give it with --cv (or --ship)")
+    # Options of one mode, given to another, were dropped without a word (the plain training ran).
+    if getattr(args, "policy_store", None) and not args.policies:
+        raise ValueError("--policy-store replays the policies on another store: give it with --policies")
+    if args.kinds and not (args.compare or args.cv or args.ship) or args.kinds and args.policies:
+        raise ValueError("--kinds names the kinds --compare trains or --cv / --ship cross-validates; "
+                         "a plain training and --policies take --kind")
     if getattr(args, "pool_store", None) and (args.compare or args.policies):
         raise ValueError("--pool-store trains a model (plain, --cv or --ship); --compare and --policies "
                          "read --store alone")
