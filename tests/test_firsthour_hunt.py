@@ -274,3 +274,13 @@ def test_train_options_of_another_mode_are_refused(extra, needle, tmp_path, caps
     rc, out, err = run(argv, capsys)
     assert rc == 2 and needle in err and "Traceback" not in err, err
     assert not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("action", [["validate"], ["show"]])
+def test_lut_given_a_results_store_says_so(action, tmp_path, capsys):
+    """``lut show gemmtune.sqlite`` (the two files tune writes side by side, taken one for the
+    other) said 'not UTF-8 text: byte 102: invalid start byte'. It names what the file is and
+    where its summary is."""
+    store = make_store(tmp_path / "gemmtune.sqlite")
+    rc, out, err = run(["lut"] + action + [str(store)], capsys)
+    assert rc in (1, 2) and "results store, not a lookup table" in out + err and "report --store" in out + err
