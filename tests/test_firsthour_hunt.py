@@ -284,3 +284,15 @@ def test_lut_given_a_results_store_says_so(action, tmp_path, capsys):
     store = make_store(tmp_path / "gemmtune.sqlite")
     rc, out, err = run(["lut"] + action + [str(store)], capsys)
     assert rc in (1, 2) and "results store, not a lookup table" in out + err and "report --store" in out + err
+
+
+@pytest.mark.parametrize("cmd", [["space", "--families", "aten,triton_mm"], ["predict", "--top", "2"]])
+def test_scaled_mm_layout_b_row_is_not_refused_as_an_mm(cmd, capsys):
+    """``space --op scaled_mm --shape 16x16x32 --layout-b row`` said 'float8_e4m3fn inputs need
+    scales: use op='scaled_mm' (... got op 'mm')' to a user who had given --op scaled_mm: B's
+    alignment for the new layout was computed on a Problem of the default op. It now answers for
+    the scaled_mm problem with a row-major B (or refuses it for what it is)."""
+    rc, out, err = run([cmd[0], "--op", "scaled_mm", "--shape", "16x16x32", "--layout-b", "row", "--device", "h100"]
+                       + cmd[1:], capsys)
+    assert "got op 'mm'" not in err and "Traceback" not in err, err
+    assert rc == 0 and ("triton_mm:" in out if cmd[0] == "space" else "scaled_mm" in out), (rc, out, err)

@@ -334,8 +334,10 @@ def problem_of(text: str, args):
         return p
     if p.op == "bmm":
         return Problem.from_sizes(p.m, p.n, p.k, p.dtype, op="bmm", batch=p.batch, layout_b=lay)
-    return dataclasses.replace(p, layout_b=lay,
-                               aligned_b=Problem.from_sizes(p.m, p.n, p.k, p.dtype, layout_b=lay).aligned_b)
+    # B's alignment computed on a problem of the same op (and scaled_mm's fields): on the default
+    # op, an fp8 dtype was refused as "use op='scaled_mm'" to a user who had given --op scaled_mm.
+    same = Problem.from_sizes(p.m, p.n, p.k, p.dtype, p.out_dtype, layout_b=lay, op=p.op, scale=p.scale, bias=p.bias)
+    return dataclasses.replace(p, layout_b=lay, aligned_b=same.aligned_b)
 
 
 def add_shape_args(p: argparse.ArgumentParser) -> None:
