@@ -296,3 +296,15 @@ def test_scaled_mm_layout_b_row_is_not_refused_as_an_mm(cmd, capsys):
                        + cmd[1:], capsys)
     assert "got op 'mm'" not in err and "Traceback" not in err, err
     assert rc == 0 and ("triton_mm:" in out if cmd[0] == "space" else "scaled_mm" in out), (rc, out, err)
+
+
+def test_suite_with_empty_trailing_columns_still_loads(tmp_path):
+    """A spreadsheet's export with empty trailing columns (``...,dtype,,``) names the empty column
+    twice; it is read by nobody, so it is no duplicate (the check above must not refuse it)."""
+    from gemmtune.shapes import load_csv
+
+    path = tmp_path / "s.csv"
+    path.write_text("group,name,M,N,K,dtype,,\ng,a,16,16,16,fp16,,\n")
+    with pytest.warns(RuntimeWarning, match="not read"):
+        (shape,) = load_csv(path)
+    assert shape.problem.key == "mm:M16-N16-K16:fp16->fp16:row.a/row.a"
