@@ -264,16 +264,17 @@ def test_report_store_reads_a_gzipped_store_as_train_does(tmp_path, capsys):
     (["--kinds", "gbt"], "--kinds"),
     (["--policies", "pol", "--kinds", "gbt"], "--kinds"),
 ])
-def test_train_options_of_another_mode_are_refused(extra, needle, tmp_path, capsys):
+def test_train_options_of_another_mode_are_refused(extra, needle, tmp_path, capsys, monkeypatch):
     """``train --policy-store S`` (help: "with --policies") and ``train --kinds gbt`` (the kinds
     --compare trains or --cv cross-validates; --policies takes --kind) trained a plain model and
     dropped the option without a word, exit 0. One line naming it, exit 2, nothing written."""
     from pathlib import Path
+    monkeypatch.chdir(tmp_path)  # --policies pol: a folder it would write
     store = str(Path(__file__).parent / "data" / "model_sample.csv.gz")
     argv = ["train", "--store", store, "--out", str(tmp_path / "m.json")] + [store if a == "STORE" else a for a in extra]
     rc, out, err = run(argv, capsys)
     assert rc == 2 and needle in err and "Traceback" not in err, err
-    assert not (tmp_path / "m.json").exists()
+    assert not (tmp_path / "m.json").exists() and not (tmp_path / "pol").exists()
 
 
 @pytest.mark.parametrize("action", [["validate"], ["show"]])
