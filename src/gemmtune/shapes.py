@@ -165,6 +165,12 @@ def load_csv(path: str | Path, op: str = "mm") -> list[Shape]:
         numbers.append(kept[reader.line_num - 1][0])
     if not rows:
         raise ValueError(f"{path}: no shapes (expected a header {','.join(COLUMNS)} and rows)")
+    # A column named twice (trimmed, as read) was read from its last place without a word: a
+    # spreadsheet's second "M" column decided every row's M.
+    names = [c.strip() for c in reader.fieldnames or () if isinstance(c, str) and c.strip()]  # '' is read by none
+    twice = sorted({c for c in names if names.count(c) > 1})
+    if twice:
+        raise ValueError(f"{path}: column(s) {', '.join(twice)} named twice in the header; keep one of each")
     missing = [c for c in COLUMNS if c not in rows[0]]
     if missing:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)}; expected {','.join(COLUMNS)}")

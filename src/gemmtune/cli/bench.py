@@ -7,7 +7,7 @@ import os
 import sys
 
 from ..jsonio import check_dir_target
-from .common import positive_int
+from .common import Once, model_dtype, positive_int
 
 
 def plain_products(shapes: list) -> tuple[list, str | None]:
@@ -87,6 +87,7 @@ def cmd_bench(args) -> int:
 def cmd_bench_model(args) -> int:
     """Real models end to end (GPU): eager, eager + patch, torch.compile, max-autotune, patch + compile."""
     from .. import benchmodel
+    model_dtype(args.dtype)  # fp8: one line here, not every model 'not run' and a report of nothing
     check_dir_target(args.out, "--out")  # before the models run (a file there said "File exists")
     tune_kwargs = {"fast": True} if args.tune == "fast" else {"space": "default"}
     if args.in_process_tuning:
@@ -101,7 +102,8 @@ def cmd_bench_model(args) -> int:
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("bench", help="side-by-side benchmark on this GPU: cuBLAS, gemmtune, Inductor, nvMMH")
-    p.add_argument("--suite", metavar="CSV", help="a shape suite CSV or a bundled preset name, e.g. bmm "
+    # Once, as tune's: a second --suite replaced the first without a word.
+    p.add_argument("--suite", action=Once, metavar="CSV", help="a shape suite CSV or a bundled preset name, e.g. bmm "
                    "(default: the public suite; --groups bmm adds the bmm preset's shapes)")
     p.add_argument("--groups", help="keep only these comma-separated groups (a partial run; merge later)")
     p.add_argument("--limit", type=positive_int, help="keep only the first N shapes")

@@ -6,7 +6,7 @@ import dataclasses
 import os
 import sys
 
-from .common import column_text, nonneg_int, positive_int, refuse_same_file
+from .common import column_text, model_dtype, nonneg_int, positive_int, refuse_same_file
 from ..jsonio import check_file_target
 
 
@@ -167,7 +167,7 @@ def cmd_capture(args) -> int:
             import transformers  # noqa: F401
         except ImportError:
             raise ValueError("the preset models need HF transformers: pip install transformers") from None
-        dtype = DTYPES[dtype_name(args.dtype or "bfloat16")]
+        dtype = DTYPES[model_dtype(args.dtype or "bfloat16")]  # fp8 refused: no model runs in it
         batch, seq = args.batch or 1, args.seq or 32
         steps = 1 if args.decode_steps is None else args.decode_steps
         # A model_type or config that names no causal LM: said before "building". positions=None:

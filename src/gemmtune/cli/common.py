@@ -191,6 +191,28 @@ def refuse_same_file(out_flag: str, out, inputs, why: str = "give another path")
             raise ValueError(f"{out_flag} and {flag} are one file, {out}: {why}")
 
 
+def model_dtype(text: str) -> str:
+    """A model's ``--dtype`` (capture, bench-model): fp16, bf16 or fp32 by any alias, as its
+    canonical name. fp8 names a scaled_mm's operands, not a model's weights: a model built in it
+    died in its forward with torch's traceback (capture) or ran to 'not run' (bench-model), where
+    int8 was one line.
+
+    >>> model_dtype("half")
+    'float16'
+    >>> model_dtype("fp8")
+    Traceback (most recent call last):
+    ...
+    ValueError: --dtype fp8: a model's dtype is fp16, bf16 or fp32 (fp8 is scaled_mm's operands: tune --op scaled_mm)
+    """
+    from ..problem import dtype_name
+
+    name = dtype_name(text)
+    if name not in ("float16", "bfloat16", "float32"):
+        raise ValueError(f"--dtype {text}: a model's dtype is fp16, bf16 or fp32 (fp8 is scaled_mm's operands: "
+                         "tune --op scaled_mm)")
+    return name
+
+
 def host_memory_bytes() -> int | None:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -237,9 +259,21 @@ def check_allocatable(shapes, device: str | None = None) -> None:
                              f"{need / 2**30:.1f} GiB, more than the {limit / 2**30:.0f} GiB of {where}")
 
 
+def refuse_empty(args, *dests: str) -> None:
+    """Raise ValueError for an option of ``dests`` given an empty value, which the code reading it
+    took for an option not given."""
+    for d in dests:
+        v = getattr(args, d, None)
+        if isinstance(v, str) and not v.strip():
+            raise ValueError(f"--{d.replace('_', '-')} is empty: give a value, or leave the option out")
+
+
 def shapes_of(args) -> list:
     from ..shapes import load_csv, parse_shape, preset
 
+    # An empty value (``--suite "$SUITE"`` with SUITE unset) counted as not given: the smoke preset
+    # was tuned in place of the suite, an empty --groups kept every group.
+    refuse_empty(args, "suite", "preset", "groups")
     op = getattr(args, "op", "mm")
     scaled = {k: getattr(args, k, None) for k in ("scale", "out_dtype", "bias")}
     if op != "scaled_mm" and any(scaled.values()):
@@ -300,17 +334,21 @@ def problem_of(text: str, args):
         return p
     if p.op == "bmm":
         return Problem.from_sizes(p.m, p.n, p.k, p.dtype, op="bmm", batch=p.batch, layout_b=lay)
-    return dataclasses.replace(p, layout_b=lay,
-                               aligned_b=Problem.from_sizes(p.m, p.n, p.k, p.dtype, layout_b=lay).aligned_b)
+    # B's alignment computed on a problem of the same op (and scaled_mm's fields): on the default
+    # op, an fp8 dtype was refused as "use op='scaled_mm'" to a user who had given --op scaled_mm.
+    same = Problem.from_sizes(p.m, p.n, p.k, p.dtype, p.out_dtype, layout_b=lay, op=p.op, scale=p.scale, bias=p.bias)
+    return dataclasses.replace(p, layout_b=lay, aligned_b=same.aligned_b)
 
 
 def add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shape", action="append", metavar="MxNxK[:dtype]",
                    help="a shape, e.g. 32x32x28672:bf16 (repeatable; dtype default bf16); with --op bmm "
                    "BxMxNxK[:dtype], the batch first")
-    p.add_argument("--suite", metavar="CSV", help="a shape suite CSV (group,name,M,N,K,dtype[,layout_a,layout_b,op,batch]), "
+    # Once: a second --suite / --preset replaced the first without a word (argparse keeps the last),
+    # where a second --shape adds to the first.
+    p.add_argument("--suite", action=Once, metavar="CSV", help="a shape suite CSV (group,name,M,N,K,dtype[,layout_a,layout_b,op,batch]), "
                    "e.g. one gemmtune capture wrote")
-    p.add_argument("--preset", help="a bundled suite: public (the benchmark suite), smoke (2 tiny shapes) or bmm "
+    p.add_argument("--preset", action=Once, help="a bundled suite: public (the benchmark suite), smoke (2 tiny shapes) or bmm "
                    "(attention and MoE batched products); without --shape/--suite/--preset: smoke")
     p.add_argument("--groups", metavar="G1,G2", help="keep only these comma-separated groups")
     alias(p, "--group", "--groups")

@@ -116,7 +116,9 @@ def cmd_inspect(args) -> int:
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("demo", help="run every kernel family once and print its error vs fp64", formatter_class=Help)
-    p.add_argument("--shape", default="37x53x300", metavar="MxNxK[:dtype]", help="the problem (dtype default bf16)")
+    # Once: demo runs one problem; a second --shape replaced the first without a word.
+    p.add_argument("--shape", default="37x53x300", action=Once, metavar="MxNxK[:dtype]",
+                   help="the problem (dtype default bf16)")
     alias(p, "--size", "--shape")
     p.set_defaults(fn=cmd_demo)
 
@@ -124,7 +126,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--shape", required=True, action=Once, metavar="MxNxK[:dtype]",
                    help="the problem, e.g. 4096x4096x4096:bf16")
     # Required, checked in cmd_space: argparse would not count the old spelling as given.
-    p.add_argument("--families", metavar="F1,F2", help="comma-separated families, e.g. triton_mm,skinny (required)")
+    p.add_argument("--families", action=Once, metavar="F1,F2", help="comma-separated families, e.g. triton_mm,skinny (required)")
     alias(p, "--family", "--families")
     p.add_argument("--space", choices=("default", "exhaustive"), default="default", help="which space")
     alias(p, "--kind", "--space", choices=("default", "exhaustive"))

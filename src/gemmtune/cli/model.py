@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import sys
 
-from .common import (add_problem_args, alias, family_list, fraction, int_at_least, positive_int, problem_of,
+from .common import (Once, add_problem_args, alias, family_list, fraction, int_at_least, positive_int, problem_of,
                      refuse_same_file, version_text)
 
 
@@ -116,6 +116,12 @@ def cmd_train(args) -> int:
         raise ValueError("--compare writes a report of its own; give it without --cv / --ship")
     if args.report and not (args.cv or args.ship):
         raise ValueError("--report writes a cross-validation: give it with --cv (or --ship)")
+    # Options of one mode, given to another, were dropped without a word (the plain training ran).
+    if getattr(args, "policy_store", None) and not args.policies:
+        raise ValueError("--policy-store replays the policies on another store: give it with --policies")
+    if args.kinds and not (args.compare or args.cv or args.ship) or args.kinds and args.policies:
+        raise ValueError("--kinds names the kinds --compare trains or --cv / --ship cross-validates; "
+                         "a plain training and --policies take --kind")
     if getattr(args, "pool_store", None) and (args.compare or args.policies):
         raise ValueError("--pool-store trains a model (plain, --cv or --ship); --compare and --policies "
                          "read --store alone")
@@ -281,7 +287,7 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("predict", help="rank a shape's candidates with a performance model (no GPU needed)")
     p.add_argument("--shape", action="append", metavar="MxNxK[:dtype]", help="a shape (repeatable)")
     p.add_argument("--device", help="h100, h200, a100 (default: the visible GPU, else h100)")
-    p.add_argument("--families", metavar="F1,F2", help="comma-separated families (default: all)")
+    p.add_argument("--families", action=Once, metavar="F1,F2", help="comma-separated families (default: all)")  # as tune's
     alias(p, "--family", "--families")
     p.add_argument("--space", choices=("default", "exhaustive"), default="default", help="the search space")
     p.add_argument("--top", type=positive_int, default=10, metavar="N", help="rows to show (N >= 1)")

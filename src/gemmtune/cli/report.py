@@ -16,6 +16,7 @@ def cmd_report(args) -> int:
     from .. import report
 
     try:
+        _refuse_other_modes(args)
         if args.trace:
             if args.inputs or args.tune_run or args.store:
                 raise ValueError("--trace summarises a trace directory; give no bench JSON, --tune-run or --store with it")
@@ -36,23 +37,29 @@ def cmd_report(args) -> int:
             inputs = (("--store", args.store), ("--tune-json", args.tune_json))
             for flag, dest in (("--json", args.json), ("--run-summary", args.run_summary)):
                 refuse_same_file(flag, dest, inputs)
+                if dest:
+                    # Another results store there (not --store: b.sqlite) was replaced by the JSON,
+                    # every measurement in it lost; checked as tune's --summary is, before the work.
+                    from ..jsonio import check_file_target
+                    check_file_target(dest, flag)
             import json
 
+            from ..jsonio import write_atomic
             from ..report.store import markdown, run_summary, run_summary_text, summarize
             if args.run_summary:
-                doc = run_summary(args.store, args.tune_json, args.suite)
-                Path(args.run_summary).write_text(json.dumps(doc, indent=1))
+                doc = run_summary(args.store, args.tune_json, args.suite or "public")
+                write_atomic(args.run_summary, json.dumps(doc, indent=1))  # never over a store
                 sys.stdout.write(run_summary_text(doc))
                 return 0
             rows = summarize(args.store)
             sys.stdout.write(markdown(rows))
             if args.json:
-                Path(args.json).write_text(json.dumps({"store": str(args.store), "problems": rows}, indent=1) + "\n")
+                write_atomic(args.json, json.dumps({"store": str(args.store), "problems": rows}, indent=1) + "\n")
             return 0
         if args.tune_run:
             if args.inputs:
                 raise ValueError("--tune-run renders a run directory; give no bench JSON with it")
-            sys.stdout.write(report.render_tune_run(args.tune_run, args.title))
+            sys.stdout.write(report.render_tune_run(args.tune_run, args.title or "gemmtune tune, default space"))
             return 0
         if not args.inputs:
             raise ValueError("give a bench JSON to render (several with --merge), or --tune-run DIR")
@@ -82,6 +89,27 @@ def cmd_report(args) -> int:
     return 0
 
 
+def _refuse_other_modes(args) -> None:
+    """Raise ValueError naming an option that the mode being run does not read. report has four
+    modes (a bench JSON, --tune-run, --trace, --store), and each took the others' options and
+    dropped them without a word: ``report X-bench.json --json j.json`` wrote no j.json, exit 0;
+    ``report --store S --out rep`` made no rep."""
+    mode = ("--trace" if args.trace else "--store" if args.store else "--tune-run" if args.tune_run
+            else "a bench JSON")
+    owners = {"--json": "--store", "--run-summary": "--store", "--tune-json": "--store --run-summary",
+              "--suite": "--store --run-summary", "--title": "--tune-run", "--out": "a bench JSON",
+              "--merge": "a bench JSON", "--no-plots": "a bench JSON"}
+    given = {"--json": args.json, "--run-summary": args.run_summary, "--tune-json": args.tune_json,
+             "--suite": args.suite, "--title": args.title, "--out": args.out, "--merge": args.merge,
+             "--no-plots": args.no_plots}
+    for opt, owner in owners.items():
+        if not given[opt]:
+            continue
+        reads = mode == owner or (owner == "--store --run-summary" and mode == "--store" and args.run_summary)
+        if not reads:
+            raise ValueError(f"{opt} applies to {owner} only; this report is of {mode}, which does not read it")
+
+
 def add_parsers(sub) -> None:
     p = sub.add_parser("report", help="Markdown + PNG report of a bench JSON; --merge partial runs")
     p.add_argument("inputs", nargs="*", metavar="BENCH_JSON", help="bench JSON file(s) to render or merge")
@@ -90,17 +118,17 @@ def add_parsers(sub) -> None:
     p.add_argument("--no-plots", action="store_true", help="Markdown only")
     p.add_argument("--tune-run", metavar="DIR", help="print the Markdown of a `gemmtune tune` run directory "
                    "(tune-summary.json, tune-run.json, inductor.json) instead")
-    p.add_argument("--title", default="gemmtune tune, default space", help="title for --tune-run")
+    p.add_argument("--title", help="title for --tune-run (default: gemmtune tune, default space)")
     p.add_argument("--trace", metavar="DIR", help="summarise the worker and tuner traces a tune wrote with "
                    "GEMMTUNE_WORKER_TRACE=DIR instead: where its seconds went, shape by shape")
     p.add_argument("--store", metavar="SQLITE", help="print a per-problem summary of a results store instead "
-                   "(best choice, cuBLAS, speedup, failures)")
+                   "(.sqlite, or .sqlite.gz as collect writes it; best choice, cuBLAS, speedup, failures)")
     p.add_argument("--json", metavar="FILE", help="with --store: also write the summary as JSON")
     p.add_argument("--run-summary", metavar="FILE", help="with --store: instead write a tuning run's "
                    "tune-summary.json (what --tune-run renders: each problem named by --suite, its family bests, "
                    "spreads, eager times, --tune-json's tuning time) and print it as a table")
     p.add_argument("--tune-json", metavar="FILE", help="with --run-summary: the tune run's --summary JSON "
                    "(per-shape tuning wall time)")
-    p.add_argument("--suite", default="public", help="with --run-summary: the preset or suite CSV that names "
-                   "the problems")
+    p.add_argument("--suite", help="with --run-summary: the preset or suite CSV that names the problems "
+                   "(default: public)")
     p.set_defaults(fn=cmd_report)

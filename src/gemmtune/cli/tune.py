@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 from ..jsonio import check_file_target
-from .common import (Help, add_shape_args, alias, check_allocatable, families_help, family_list, int_at_least, nonneg_int,
-                     positive_float, positive_int, refuse_same_file, shapes_of)
+from .common import (Help, Once, add_shape_args, alias, check_allocatable, families_help, family_list, int_at_least, nonneg_int,
+                     positive_float, positive_int, refuse_empty, refuse_same_file, shapes_of)
 
 
 def cmd_tune(args) -> int:
@@ -14,15 +14,20 @@ def cmd_tune(args) -> int:
 
     shapes = shapes_of(args)
     check_allocatable(shapes, args.device)
+    # The table is written over its path (--overwrite: told to by the error a suite there gets),
+    # which replaced the suite the run read; the summary, below, likewise.
+    refuse_same_file("--out", args.out, [("--suite", args.suite)], "give them different paths")
     families = family_list(args.families)
     if args.model and not args.fast and str(args.benchmark_space).upper() == "SAME":
         raise ValueError("--model ranks candidates only when filtering: add --benchmark-space DEFAULT|K or --fast")
+    refuse_empty(args, "summary")  # an empty --summary wrote none, without a word
     if args.summary:  # found before the run, not after it
         check_file_target(args.summary, "--summary")
         # The summary is written last, over whatever is at its path: naming the store there
         # replaced every measurement with the summary JSON, naming --out or --table the table.
         refuse_same_file("--summary", args.summary, [("--store", args.store), ("--out", args.out),
-                                                     ("--table", args.table)], "give them different paths")
+                                                     ("--table", args.table), ("--suite", args.suite)],
+                         "give them different paths")
     result = tune(shapes, families=families, space=args.space, store=args.store, out=args.out,
                   workers=args.workers, timeout=args.timeout, compile_workers=args.compile_workers,
                   retry_failed=args.retry_failed, timing=args.timing, compile_ahead=args.compile_ahead,
@@ -99,7 +104,8 @@ def add_parsers(sub) -> None:
                        formatter_class=Help)
     add_shape_args(p)
     p.add_argument("--space", choices=("default", "exhaustive"), default="default", help="the search space")
-    p.add_argument("--families", metavar="F1,F2", help=f"comma-separated: {families_help()} (default all)")
+    # Once: "--families aten --families triton_mm" kept triton_mm alone, without a word.
+    p.add_argument("--families", action=Once, metavar="F1,F2", help=f"comma-separated: {families_help()} (default all)")
     alias(p, "--family", "--families")  # the old spelling, as space and predict take it
     p.add_argument("--store", default="gemmtune.sqlite",
                    help="SQLite results file, in the working directory unless a path is given (resumable: "

@@ -97,8 +97,8 @@ def _open_sqlite(path: Path):
         dst = Path(tmpdir) / path.stem
         with gzip.open(path, "rb") as src, open(dst, "wb") as out:
             shutil.copyfileobj(src, out)
-        return ResultStore(dst), tmpdir
-    return ResultStore(path), None
+        return ResultStore(dst, readonly=True), tmpdir
+    return ResultStore(path, readonly=True), None  # only read: no write access needed (a shared store)
 
 
 def _read_records(path: Path) -> list[dict]:

@@ -18,28 +18,51 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections import Counter, defaultdict
+from pathlib import Path
 
 from ..store import ResultStore
+
+
+@contextlib.contextmanager
+def opened(store: str | os.PathLike | ResultStore):
+    """``store`` opened read-only (a summary writes nothing), closed after; a ``.gz`` one (what
+    collect ships: data/collect/collect.sqlite.gz) decompressed to a temporary copy first, as
+    ``train --store`` reads it (report said 'not a SQLite database'). An open ResultStore as it is."""
+    if isinstance(store, ResultStore):
+        yield store
+        return
+    path = Path(store)
+    if not path.name.lower().endswith(".gz"):
+        with ResultStore(path, readonly=True) as st:
+            yield st
+        return
+    import gzip
+    import shutil
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="gemmtune-report-") as tmp:
+        dst = Path(tmp) / path.name[:-3]
+        with gzip.open(path, "rb") as src, open(dst, "wb") as out:
+            shutil.copyfileobj(src, out)
+        with ResultStore(dst, readonly=True) as st:
+            yield st
 
 
 def summarize(store: str | os.PathLike | ResultStore) -> list[dict]:
     """One dict per (run context, problem): key, device, best, best_ms, aten_ms, speedup,
     per-family best ``{family: (choice, ms)}``, measured, failed, statuses."""
-    own = not isinstance(store, ResultStore)
-    db = ResultStore(store) if own else store
-    try:
+    with opened(store) as db:
         by: dict[tuple, list] = defaultdict(list)
-        devices = {}
+        devices, labels = {}, {}
         for ctx, row in db.rows():
             k = (ctx, row.problem_key)
             by[k].append(row)
             devices[k] = ctx.device_name
-    finally:
-        if own:
-            db.close()
+            labels[k] = (f"{ctx.device_name} (capability {ctx.capability}, torch {ctx.torch_version}, "
+                         f"triton {ctx.triton_version}, gemmtune {ctx.gemmtune_version})")
     out = []
     for k, rows in sorted(by.items(), key=lambda kv: kv[0][1]):
         ok = [r for r in rows if r.status == "ok" and r.device_ms is not None and math.isfinite(r.device_ms)]
@@ -52,7 +75,7 @@ def summarize(store: str | os.PathLike | ResultStore) -> list[dict]:
                 fams[fam] = (r.choice_id, r.device_ms)
         statuses = Counter(str(r.status) for r in rows)
         out.append({
-            "key": k[1], "device": devices[k],
+            "key": k[1], "device": devices[k], "context": labels[k],
             "best": None if best is None else best.choice_id,
             "best_ms": None if best is None else best.device_ms,
             "aten_ms": None if aten is None else aten.device_ms,
@@ -70,16 +93,29 @@ def _us(ms) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    """The summary as a Markdown table, with the geomean speedup over cuBLAS at the end."""
-    lines = ["| problem | best | best µs | cuBLAS µs | speedup | measured | failed |", "|---|---|---|---|---|---|---|"]
+    """The summary as a Markdown table, with the geomean speedup over cuBLAS at the end. A store of
+    several run contexts (GPUs, or torch / triton / gemmtune versions) gets a column naming each
+    row's, and a geomean per context: its problems were listed twice, alike, and one geomean mixed
+    the GPUs' speedups."""
+    contexts = list(dict.fromkeys(r.get("context") for r in rows))
+    several = len(contexts) > 1
+    head = "| problem | best | best µs | cuBLAS µs | speedup | measured | failed |"
+    lines = [head + (" run context |" if several else ""), "|---|---|---|---|---|---|---|" + ("---|" if several else "")]
     for r in rows:
         sp = "-" if r["speedup"] is None else f"{r['speedup']:.2f}×"
         lines.append(f"| `{r['key']}` | `{r['best'] or '-'}` | {_us(r['best_ms'])} | {_us(r['aten_ms'])} | {sp} | "
-                     f"{r['measured']} | {r['failed']} |")
-    sps = [r["speedup"] for r in rows if r["speedup"]]
-    if sps:
-        g = math.exp(sum(math.log(s) for s in sps) / len(sps))
-        lines += ["", f"{len(rows)} problems; geomean speedup of the best over cuBLAS: {g:.2f}× ({len(sps)} with both)."]
+                     f"{r['measured']} | {r['failed']} |" + (f" {r['context']} |" if several else ""))
+    lines_end = []
+    for ctx in contexts:
+        mine = [r for r in rows if r.get("context") == ctx] if several else rows
+        sps = [r["speedup"] for r in mine if r["speedup"]]
+        if sps:
+            g = math.exp(sum(math.log(s) for s in sps) / len(sps))
+            where = f" on {ctx}" if several else ""
+            lines_end.append(f"{len(mine)} problems{where}; geomean speedup of the best over cuBLAS: {g:.2f}× "
+                             f"({len(sps)} with both).")
+    if lines_end:
+        lines += [""] + lines_end
     return "\n".join(lines) + "\n"
 
 
@@ -101,7 +137,7 @@ def run_summary(store: str | os.PathLike, tune_json: str | os.PathLike | None = 
     names = {s.problem.key: (s.group, s.name) for s in shapes}
     by: dict[str, list] = defaultdict(list)
     contexts = []
-    with ResultStore(store) as st:
+    with opened(store) as st:
         for ctx, r in st.rows():
             by[r.problem_key].append(r)
             if ctx not in contexts:

@@ -14,7 +14,8 @@ from .claims import Claims
 from .export import Export
 from .maintenance import Maintenance
 from .rows import COLUMNS, CONTEXT_COLUMNS, ORDER_BY, STATUSES, ResultRow, RunContext, from_db, row_values
-from .schema import INSERT, LOCK_TIMEOUT_S, StoreError, check_magic, enable_wal, init_schema, sqlite_filename
+from .schema import (INSERT, LOCK_TIMEOUT_S, StoreError, check_magic, enable_wal, init_schema, open_readonly,
+                     sqlite_filename)
 
 
 class ResultStore(Claims, Maintenance, Export):
@@ -22,7 +23,9 @@ class ResultStore(Claims, Maintenance, Export):
 
     Opening creates the file (and its tables) if it does not exist; an existing
     file must be a gemmtune store of schema version ``SCHEMA_VERSION``, else
-    ``StoreError`` is raised naming the path and the problem.
+    ``StoreError`` is raised naming the path and the problem. ``readonly=True``
+    (what only reads: summaries, training) opens an existing store without
+    writing to it or needing write access, a store on a read-only mount included.
 
     Example::
 
@@ -34,7 +37,7 @@ class ResultStore(Claims, Maintenance, Export):
         ...     store.export("results.csv")
     """
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: str | os.PathLike[str], readonly: bool = False):
         self.path = Path(path)
         self._conn: sqlite3.Connection | None = None
         parent = self.path.parent
@@ -43,6 +46,9 @@ class ResultStore(Claims, Maintenance, Export):
         if self.path.is_dir():
             raise StoreError(f"cannot open results store {self.path}: it is a directory")
         check_magic(self.path)
+        if readonly:
+            self._conn = open_readonly(self.path)
+            return
         try:
             # isolation_level=None: transactions are begun and committed
             # explicitly below, so "committed before record() returns" is

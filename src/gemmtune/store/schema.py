@@ -92,6 +92,40 @@ def check_magic(path: Path) -> None:
         raise StoreError(f"cannot open results store {path}: not a SQLite database")
 
 
+def open_readonly(path: Path) -> sqlite3.Connection:
+    """An existing store, opened for reading only (StoreError when it is not one). A read-write
+    opening switches the file to WAL and takes the write lock to check its tables (and add the
+    claims table): a summary or a training run on a store the user may not write (another user's,
+    a read-only mount) failed with 'attempt to write a readonly database' or 'unable to open
+    database file'. ``mode=ro`` reads a store that others may be writing; where SQLite cannot make
+    a WAL store's shared-memory file beside it either (a read-only folder), ``immutable=1``: the
+    file is read as it is, which nothing can change there."""
+    if not path.is_file():
+        raise StoreError(f"no results store at {path}")
+    uri = Path(sqlite_filename(path)).as_uri()  # percent-encoded: '?' or '#' in a name stays in the name
+    err: sqlite3.Error | None = None
+    for query in ("?mode=ro", "?mode=ro&immutable=1"):
+        conn = sqlite3.connect(uri + query, uri=True, timeout=LOCK_TIMEOUT_S, isolation_level=None)
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if not tables:
+                raise StoreError(f"results store {path} is empty: no tables (not a gemmtune store)")
+            validate_schema(conn, tables, path)
+            return conn
+        except StoreError:
+            conn.close()
+            raise
+        except sqlite3.OperationalError as e:
+            conn.close()
+            if "unable to open" not in str(e):  # busy, locked...: immutable would read a stale file
+                raise StoreError(f"cannot open results store {path}: {e}") from None
+            err = e  # no shared-memory file can be made beside it
+        except sqlite3.Error as e:
+            conn.close()
+            raise StoreError(f"cannot open results store {path}: {e}") from None
+    raise StoreError(f"cannot open results store {path}: {err}")
+
+
 def init_schema(conn: sqlite3.Connection, path: Path) -> None:
     # IMMEDIATE takes the write lock up front, so two processes creating the
     # same new file cannot both decide it is empty and race on CREATE.

@@ -150,6 +150,9 @@ class _DuplicateField(Exception):
 def loads(text: str | bytes, path: str = "<table>") -> LookupTable:
     """Parse and validate table text (or UTF-8 bytes)."""
     if isinstance(text, (bytes, bytearray)):
+        if bytes(text[:16]) == b"SQLite format 3\x00":  # tune's other file, taken for the table
+            raise TableError(f"{path}: a SQLite file (a results store, not a lookup table; "
+                             f"gemmtune report --store {path} summarizes it)")
         try:
             text = bytes(text).decode("utf-8")
         except UnicodeDecodeError as e:
