@@ -144,7 +144,7 @@ def run(args) -> int:
             raise ValueError(f"--gpus {args.gpus!r}: give this host's GPU indices, comma-separated, e.g. 0,1")
         if not (args.list_shapes or args.dry_run):  # those two plan only: one process, no GPU
             import torch
-            if not torch.cuda.is_available():
+            if not torch.cuda.is_available() and not args.cpu_interpreter:  # (the interpreter's test mode)
                 # Said once, before anything is made: each collector said it, after ./out was made
                 # and the store prepared, then the empty store was exported (exit 1).
                 raise ValueError("collect --gpus measures on this host's GPUs; this machine has none "
