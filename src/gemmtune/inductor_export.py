@@ -119,7 +119,7 @@ from .inductor_keys import (ADDMM_SCALARS, OP_NAME, SCALED_MM_OP, _TORCH_DTYPES,
                             _mat_key, _strides, check_problem, inductor_key, inductor_keys, scale_variants)
 from .kernels.base import Unsupported
 from .jsonio import refuse_results_store, write_atomic
-from .precision import FP32_PRECISION_ENV, fp32_precision
+from .precision import FP32_PRECISION_ENV, runs_3xtf32
 from .problem import Problem
 from .table import LookupTable, TableError, as_table, check_provenance
 
@@ -172,8 +172,7 @@ def choice_config(choice, problem: Problem, sm_count: int | None = None) -> dict
         family = kernels.get(choice.family)
     except ValueError:
         raise Unsupported(f"family {choice.family}: no Inductor template") from None
-    if (problem.dtype == "float32" and not problem.allow_tf32 and choice.family != "aten"
-            and fp32_precision() != "ieee"):
+    if choice.family != "aten" and runs_3xtf32(problem):
         # The tile was measured with 3xTF32 products; Inductor's templates take ALLOW_TF32 from
         # torch (off here: IEEE FMA on CUDA cores), another kernel at another speed.
         raise Unsupported(f"fp32 with TF32 off: gemmtune's Triton kernels run 3xTF32 products "

@@ -51,3 +51,9 @@ def fp32_precision() -> str:
             v = "ieee"
         _FP32_ON_DEVICE.append(v)
     return _FP32_ON_DEVICE[0]
+
+
+def runs_3xtf32(problem) -> bool:
+    """Whether this process's Triton kernels compute ``problem`` (a gemmtune Problem) as 3xTF32:
+    fp32 operands, TF32 not allowed, and the setting 3xTF32 (``fp32_precision``)."""
+    return problem.dtype == "float32" and not problem.allow_tf32 and fp32_precision() == "tf32x3"

@@ -114,7 +114,7 @@ def measure_ceilings(timer) -> dict:
         mm = {name: _mm_ceiling(timer, DTYPES[name]) for name in ("bfloat16", "float16", "float32")}
         # TF32's peak too: an fp32 product with TF32 off can run as three TF32 products
         # (3xTF32, gemmtune.precision), so its floor takes the better of SGEMM's peak and a third
-        # of this (suite.fp32_peak_tflops).
+        # of this (fp32_peak_tflops).
         torch.backends.cuda.matmul.allow_tf32 = True
         mm[TF32_CEILING] = _mm_ceiling(timer, torch.float32)
     finally:

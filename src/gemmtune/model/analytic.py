@@ -46,7 +46,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..device import DeviceInfo
-from ..precision import fp32_precision
+from ..precision import runs_3xtf32
 from ..problem import FP8_DTYPES, Problem, element_size
 from .choices import ATEN, DECOMPOSE_K, PERSISTENT, SKINNY, SPLITK, ChoiceBatch, batch
 
@@ -241,7 +241,7 @@ class AnalyticModel:
         # 1979 against 989 dense TFLOPS); the bytes are already per element (es = 1).
         rate16 = 2.0 if problem.dtype in FP8_DTYPES else 1.0
         wgmma = self.async_mma & (bm >= 64) & (b.warps % 4 == 0)
-        x3 = fp32 and not problem.allow_tf32 and fp32_precision() == "tf32x3"
+        x3 = runs_3xtf32(problem)
         if fp32 and not problem.allow_tf32 and not x3:
             rate_sm = self.peak32 * EFF_FMA / sm * np.minimum(1.0, acc / FMA_ACC_KNEE) ** 0.25
             rate_sm = np.where(acc > FMA_SPILL_ACC, rate_sm / FMA_SPILL_FACTOR, rate_sm)

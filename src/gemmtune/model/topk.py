@@ -363,9 +363,8 @@ def x3_pick_applies(problem) -> bool:
     >>> [x3_pick_applies(Problem.from_sizes(512, 4096, 4096, d)) for d in ("fp32", "bf16")]
     [True, False]
     """
-    from ..precision import fp32_precision
-    return (problem.dtype == "float32" and not problem.allow_tf32 and problem.op in ("mm", "addmm", "bmm")
-            and fp32_precision() == "tf32x3")
+    from ..precision import runs_3xtf32
+    return problem.op in ("mm", "addmm", "bmm") and runs_3xtf32(problem)
 
 
 def is_cuda_core(choice) -> bool:
