@@ -13,6 +13,12 @@ Each group draws from the class the public suite samples, not from its rows:
   width, always even); any layout;
 - prefill: M in 128..4096 (multiples of 16, some odd), N and K layer widths;
 - square: cubes of 512..6144, a third of them off the 64-grid.
+Two classes the public suite has no row of, drawn only when asked for (``--per-group tall=4``), so
+a seed's default suite is what it always was:
+- tall: M in 1K..32K tokens, N <= 64 (MoE routers' expert counts, LoRA ranks, value and
+  classifier heads), K a layer width: the decode shape's transpose, A streamed once;
+- smallk: M and N layer widths or token counts (512..16K), K in 8..256 (LoRA up-projections,
+  attention-like head widths, rank-k updates): C's write is most of the bytes.
 A tenth of the rows outside splitk are fp16, a tenth fp32, the rest bf16. Names carry the sizes,
 so two seeds never collide.
 """
@@ -33,6 +39,9 @@ QKV = [1152, 2304, 2560, 3072, 4608, 5120, 6144, 7168, 9216, 10240]
 VOCAB = [32000, 32001, 32064, 49152, 50257, 50304, 65024, 100352, 128256, 151936]
 PRIMES = [97, 251, 509, 1021, 1531, 2053, 3001, 4093, 5003, 7001, 8191]
 GROUPS = {"decode": 7, "splitk": 5, "odd": 6, "prefill": 4, "square": 3}
+EXTRA_GROUPS = ("tall", "smallk")  # 0 rows unless --per-group names them
+SMALL_N = [1, 2, 4, 8, 8, 16, 16, 32, 64, 64, 3, 5, 24, 48]
+SMALL_K = [8, 16, 16, 24, 32, 32, 48, 64, 64, 96, 128, 128, 192, 256, 13, 40, 80]
 
 
 def _log_int(rng: random.Random, lo: int, hi: int) -> int:
@@ -70,12 +79,18 @@ def draw(group: str, rng: random.Random) -> dict:
         m = _log_int(rng, 128, 4096)
         m = m - m % 16 if rng.random() < 0.7 else m
         n, k = _width(rng), _width(rng)
+    elif group == "tall":
+        m, n, k = _log_int(rng, 1024, 32768), rng.choice(SMALL_N), _width(rng)
+        m = m - m % 16 if rng.random() < 0.7 else m
+    elif group == "smallk":
+        m, n = (_width(rng) if rng.random() < 0.5 else _log_int(rng, 512, 16384) for _ in range(2))
+        k = rng.choice(SMALL_K)
     elif group == "square":
         s = _log_int(rng, 512, 6144)
         s = s | 1 if rng.random() < 1 / 3 else max(512, s - s % 64)
         m = n = k = s
     else:
-        raise ValueError(f"unknown group {group!r}; expected one of {', '.join(GROUPS)}")
+        raise ValueError(f"unknown group {group!r}; expected one of {', '.join((*GROUPS, *EXTRA_GROUPS))}")
     while m * n * k > 2**36:  # keep a default-mode tune of one row under a minute
         m = max(1, m // 2) | (1 if group == "odd" else 0)
     short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}[dtype]
@@ -105,8 +120,8 @@ def main(argv=None) -> int:
     per = dict(GROUPS)
     for item in filter(None, args.per_group.split(",")):
         g, _, n = item.partition("=")
-        if g not in GROUPS or not n.isdigit():
-            ap.error(f"--per-group: {item!r} is not GROUP=COUNT with GROUP one of {', '.join(GROUPS)}")
+        if g not in (*GROUPS, *EXTRA_GROUPS) or not n.isdigit():
+            ap.error(f"--per-group: {item!r} is not GROUP=COUNT with GROUP one of {', '.join((*GROUPS, *EXTRA_GROUPS))}")
         per[g] = int(n)
     rows = suite(args.seed, per)
     with args.out.open("w", newline="") as f:
