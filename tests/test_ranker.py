@@ -845,3 +845,35 @@ def test_select_fast_times_decompose_ks_one_wave_split_on_a_few_tile_output():
     plan = CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=DecomposeLast())
     assert plan.compiles_at_most(p) == plan.compiles_at_most(wide) + 1
     assert any(c.family == "decompose_k" for c in plan(p).choices)
+
+
+def test_select_fast_times_the_flattened_persistent_kernel_on_a_short_k():
+    """An aligned problem with K <= 256 whose output fills a wave of 128x128 tiles: --fast times the
+    SHORT_K_TMA_PICKS best-ranked copy-free flattened persistent_tma configs of the default space,
+    however low the ranker puts them (the default space's best on 6 of 10 such random shapes; H200,
+    session 49). Not at a longer K, a smaller output, an unaligned problem (the padded rule's) or a
+    bmm; the compile plan counts them, and the plan says why they are there."""
+    from gemmtune import space
+    from gemmtune.model.topk import SHORT_K_TMA_PICKS
+    from gemmtune.tuning.plan import CandidatePlan
+
+    dev = DeviceInfo.lookup("h200")
+    fams = ("triton_mm", "triton_static", "persistent_tma", "aten")
+    plan = CandidatePlan(fams, "exhaustive", dev, bspace="FAST", ranker=PersistentLast())
+
+    def flat(problem):
+        got = plan(problem)
+        return [c for c in got.choices if c.family == "persistent_tma" and not c.pad and c.config.flatten], got.why
+
+    for p in (Problem.from_sizes(3245, 4864, 128, "bf16"), Problem.from_sizes(2795, 7221, 64, "bf16", layout_b="col"),
+              Problem.from_sizes(7168, 5120, 128, "fp32", layout_b="col")):
+        picked, why = flat(p)
+        default = {c.id for c in space(p, "persistent_tma", "default", dev)}
+        assert len(picked) == SHORT_K_TMA_PICKS and all(c.id in default for c in picked), (p.key, picked)
+        assert "flattened persistent TMA config(s) for a short K" in why, why
+    assert plan.compiles_at_most(Problem.from_sizes(3245, 4864, 128, "bf16")) == \
+        plan.compiles_at_most(Problem.from_sizes(3245, 4864, 512, "bf16")) + SHORT_K_TMA_PICKS  # aligned: no pad+ twins
+    assert not flat(Problem.from_sizes(3245, 4864, 512, "bf16"))[0]   # K past 256
+    assert not flat(Problem.from_sizes(1024, 1024, 64, "bf16"))[0]    # 64 tiles on 132 SMs
+    unaligned = plan(Problem.from_sizes(3245, 4863, 128, "bf16"))      # the padded rule's, not this one's
+    assert "for a short K" not in unaligned.why, unaligned.why

@@ -190,6 +190,7 @@ def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTR
     ``extra`` next best choices), so that a caller can tell them apart without ranking twice.
     ``added``, a dict when given, receives what each rule added to the first part: ``"core"``
     (``with_core``), ``"wave"`` (``with_wave_split``), ``"padded_tma"`` (``with_padded_persistent``),
+    ``"short_k_tma"`` (``with_short_k_persistent``; ``tma_preferred`` serves both TMA rules),
     ``"padded"`` (``with_padded_cublas``).
 
     >>> from gemmtune.configs import Choice
@@ -209,6 +210,8 @@ def fast_parts(choices, keys, k_fam: int = FAST_FAMILIES, extra: int = FAST_EXTR
             rules.append(("wave", lambda p: with_wave_split(choices, p, problem, sms)))
             rules.append(("padded_tma", lambda p: with_padded_persistent(choices, order, p, problem, sms,
                                                                          tma_preferred)))
+            rules.append(("short_k_tma", lambda p: with_short_k_persistent(choices, order, p, problem, sms,
+                                                                           tma_preferred)))
     rules.append(("padded", lambda p: with_padded_cublas(choices, p)))
     for name, rule in rules:
         grown = rule(picked)  # each rule appends to the picks it is given
@@ -528,6 +531,66 @@ def with_padded_persistent(choices, order, picked: list[int], problem, sms: int,
     liked = [i for i in ranked if preferred and choices[i].id in preferred] or ranked
     have = sum(padded_tma(choices[i], flat) for i in picked)
     add = [i for i in liked if i not in picked][:max(0, PADDED_TMA_PICKS - have)]
+    return list(picked) + add
+
+
+# The flattened persistent TMA kernel on an aligned problem whose K is short and whose output
+# fills a wave of PADDED_TMA_TILE-square tiles: there C's write is most of the bytes, and a
+# flattened loop (tile and K loops fused: the next tile's TMA loads overlap this tile's TMA
+# store) streams it best. On ten random such shapes (H200, session 49, call 2: scripts/
+# random_suite.py --seed 49, smallk group; K 16-192, bf16, fp16 and fp32) a flattened persistent
+# config was the default space's best on 6, 3-51% ahead of the best triton_mm (K 48-192), and 5-6%
+# behind it at K = 16; the shipped H200 ranker, with few timings of flattened configs at short K,
+# ranked them low (top-1 regret 38% mean on those shapes), and --fast missed the best kernel by up
+# to 16% (3245x4864x128 bf16: 14.7 us against 12.4).
+SHORT_K_TMA_MAX_K = 256
+SHORT_K_TMA_PICKS = 2
+
+
+def short_k_tma_applies(problem, sms: int | None) -> bool:
+    """Whether ``with_short_k_persistent`` may add picks for ``problem`` on a GPU of ``sms`` SMs:
+    an aligned mm or addmm with K <= SHORT_K_TMA_MAX_K and an output of at least ``sms``
+    PADDED_TMA_TILE-square tiles (an unaligned one is ``padded_tma_applies``'s).
+
+    >>> from gemmtune.problem import Problem
+    >>> [short_k_tma_applies(Problem.from_sizes(*s, "bf16"), 132) for s in ((3245, 4864, 128), (3245, 4864, 512), (512, 512, 64))]
+    [True, False, False]
+    """
+    if not sms or not (problem.aligned_a and problem.aligned_b) or problem.op not in ("mm", "addmm"):
+        return False
+    return problem.k <= SHORT_K_TMA_MAX_K and \
+        -(-problem.m // PADDED_TMA_TILE) * -(-problem.n // PADDED_TMA_TILE) >= sms
+
+
+def with_short_k_persistent(choices, order, picked: list[int], problem, sms: int, preferred=None) -> list[int]:
+    """``picked`` plus up to SHORT_K_TMA_PICKS copy-free flattened ``persistent_tma`` choices
+    (``-F``), the best-ranked in ``order`` (among ``preferred`` ids, the default space's, when any
+    is there), where ``short_k_tma_applies`` (the comment above it says why). Picks already
+    among ``picked`` count towards the two.
+
+    >>> from gemmtune.configs import Choice
+    >>> from gemmtune.problem import Problem
+    >>> cs = [Choice.parse(c) for c in ("triton_mm:BM128-BN128-BK64-S3-W4-G8", "persistent_tma:BM128-BN128-BK64-S3-W8-G8",
+    ...                                  "persistent_tma:BM128-BN128-BK64-S3-W8-G8-F", "persistent_tma:BM128-BN256-BK64-S3-W8-G8-F",
+    ...                                  "persistent_tma:BM128-BN128-BK128-S3-W4-G8-F")]
+    >>> short = Problem.from_sizes(3245, 4864, 128, "bf16")
+    >>> with_short_k_persistent(cs, [0, 1, 4, 3, 2], [0], short, 132)  # the ranker's two best flattened
+    [0, 4, 3]
+    >>> with_short_k_persistent(cs, [0, 1, 4, 3, 2], [0], short, 132, preferred={cs[2].id, cs[3].id})
+    [0, 3, 2]
+    >>> with_short_k_persistent(cs, [0, 4, 3], [0, 4], short, 132)  # one picked already
+    [0, 4, 3]
+    >>> with_short_k_persistent(cs, [0, 4], [0], Problem.from_sizes(3245, 4864, 4096, "bf16"), 132)  # K not short
+    [0]
+    """
+    def flat_tma(c):
+        return c.family == "persistent_tma" and not c.pad and c.config.flatten
+    if not short_k_tma_applies(problem, sms):
+        return list(picked)
+    ranked = [int(i) for i in order if flat_tma(choices[int(i)])]
+    liked = [i for i in ranked if preferred and choices[i].id in preferred] or ranked
+    have = sum(flat_tma(choices[i]) for i in picked)
+    add = [i for i in liked if i not in picked][:max(0, SHORT_K_TMA_PICKS - have)]
     return list(picked) + add
 
 

@@ -309,7 +309,8 @@ def select_fast(problem: Problem, cands: list[Choice], model, device: DeviceInfo
     (model.topk.FAST_FAMILIES, FAST_EXTRA). With ``device``, a CUDA-core pick (``topk.with_core``)
     prefers skinny's default core tiles."""
     from ..model.topk import (FAST_FAMILIES, core_pick_applies, family_of, fast_extra, fast_parts,
-                              is_padded_cublas, model_trust, padded_tma_applies, rank_keys, x3_pick_applies)
+                              is_padded_cublas, model_trust, padded_tma_applies, rank_keys, short_k_tma_applies,
+                              x3_pick_applies)
 
     base, rest = _split_baseline(cands)
     rest, twins = _split_twins(rest, model)
@@ -326,6 +327,8 @@ def select_fast(problem: Problem, cands: list[Choice], model, device: DeviceInfo
     tma_preferred = None
     if device is not None and padded_tma_applies(problem, sms):
         tma_preferred = {c.padded().id for c in family_space(problem.padded(), "persistent_tma", "default", device)}
+    elif device is not None and short_k_tma_applies(problem, sms):
+        tma_preferred = {c.id for c in family_space(problem, "persistent_tma", "default", device)}
     rules: dict = {}  # what with_core and with_wave_split added, if anything
     first, more = fast_parts(rest, keys, FAST_FAMILIES, fast_extra(trust), problem=problem, preferred=preferred,
                              sms=sms, added=rules, tma_preferred=tma_preferred)
@@ -337,13 +340,15 @@ def select_fast(problem: Problem, cands: list[Choice], model, device: DeviceInfo
         x3 = [i for i in x3_first if i not in first and i not in more][:FAST_FAMILIES]
     picked = [rest[i] for i in first + more + x3]
     added, wave = set(rules.get("core", ())), set(rules.get("wave", ()))
-    tma = set(rules.get("padded_tma", ()))
+    tma, short_tma = set(rules.get("padded_tma", ())), set(rules.get("short_k_tma", ()))
     padded = {i for i in first if is_padded_cublas(rest[i])}  # topk.with_padded_cublas
-    fams = sorted({family_of(rest[i]) for i in first if i not in added | wave | tma | padded})
+    fams = sorted({family_of(rest[i]) for i in first if i not in added | wave | tma | short_tma | padded})
     next_ = f", and the model's next {len(more)}" if more else ""
     core_ = f", skinny's first {len(added)} CUDA-core choice(s) (topk.core_pick_applies)" if added else ""
     core_ += ", DecomposeK's one-wave split (topk.with_wave_split)" if wave else ""
     core_ += f", {len(tma)} flattened padded persistent TMA config(s) (topk.with_padded_persistent)" if tma else ""
+    core_ += (f", {len(short_tma)} flattened persistent TMA config(s) for a short K (topk.with_short_k_persistent)"
+              if short_tma else "")
     core_ += ", cuBLAS on padded copies" if padded else ""
     core_ += f", the analytic model's {len(x3)} 3xTF32 pick(s) (topk.x3_pick_applies)" if x3 else ""
     unsure = " (a model without trust: unsure)" if trust is None else f" (trust {trust:.2f})" if trust < 1 else ""
@@ -470,20 +475,22 @@ def compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | in
         from ..model.topk import K_MAX
         return most(K_MAX)
     if bspace == "FAST":
-        from ..model.topk import (FAST_EXTRA, FAST_FAMILIES, PADDED_TMA_PICKS, WAVE_MIN_SPLIT, core_picks,
-                                  padded_tma_applies, wave_split, x3_pick_applies)
+        from ..model.topk import (FAST_EXTRA, FAST_FAMILIES, PADDED_TMA_PICKS, SHORT_K_TMA_PICKS, WAVE_MIN_SPLIT,
+                                  core_picks, padded_tma_applies, short_k_tma_applies, wave_split, x3_pick_applies)
         # fast_extra: how many next choices the ranker adds for this problem (topk.fast_extra: up to
         # FAST_UNSURE_EXTRA more where it is unsure). Unknown (before the ranker is loaded: the tuner
         # sizes its compile pool with this), the count of a problem it trusts: an unsure one's 1-2
         # more compile on the benchmark worker's precompile threads, which a pool would not speed up.
         # A decode problem core_pick_applies to may add up to core_picks of skinny's CUDA-core tiles (topk.with_core).
         # A problem of few output tiles may add DecomposeK's one-wave split (topk.with_wave_split),
-        # an unaligned one of many the padded persistent TMA kernel (topk.with_padded_persistent),
+        # an unaligned one of many the padded persistent TMA kernel (topk.with_padded_persistent), an
+        # aligned one of many with a short K the copy-free one (topk.with_short_k_persistent),
         # an fp32 one run as 3xTF32 the analytic model's first of two families (topk.x3_pick_applies).
         return most(FAST_FAMILIES + (fast_extra if fast_extra is not None else FAST_EXTRA)
                     + core_picks(problem)
                     + (sms is not None and wave_split(problem, sms) >= WAVE_MIN_SPLIT)
                     + PADDED_TMA_PICKS * padded_tma_applies(problem, sms)
+                    + SHORT_K_TMA_PICKS * short_k_tma_applies(problem, sms)
                     + FAST_FAMILIES * x3_pick_applies(problem))
     return most(bspace) if isinstance(bspace, int) else None
 
