@@ -8,7 +8,7 @@ from . import epilogue as epi_mod
 from .autograd import differentiable, needs_grad, torch_product, transformed
 from . import kernels
 from .device import DeviceInfo, current_or
-from .problem import Problem, check_operands, dtype_name
+from .problem import Problem, _layout_of, check_operands, dtype_name
 from .configs import Choice, SplitKConfig, cdiv, next_pow2
 
 SPACE_KINDS = ("default", "exhaustive")
@@ -88,10 +88,38 @@ def default_choice(problem: Problem, device: DeviceInfo | None = None) -> Choice
     return Choice("aten", kernels.aten.CONFIG())
 
 
-def _empty_batch(a: torch.Tensor, b: torch.Tensor, out_dtype) -> torch.Tensor:
+def _resolve_choice(choice, problem: Problem, a: torch.Tensor) -> Choice:
+    """``matmul``'s ``choice`` (None: the default heuristic) as a Choice that can run ``problem`` on
+    ``a``'s device, or a TypeError/ValueError saying why not."""
+    if choice is None:
+        choice = default_choice(problem)
+        if choice.family in kernels.TRITON_FAMILIES and a.device.type == "cpu" and not interpreter_enabled():
+            _note_cpu_fallback(choice)
+            choice = Choice("aten", kernels.aten.CONFIG())
+    elif isinstance(choice, str):
+        choice = Choice.parse(choice)
+    elif not isinstance(choice, Choice):
+        raise TypeError(f"choice must be a Choice, a choice id string or None, not {type(choice).__name__}")
+    kernels.validate_choice(choice, problem)
+    if choice.family in kernels.TRITON_FAMILIES:
+        if a.device.type == "cpu" and not interpreter_enabled():
+            raise ValueError(
+                f"{choice.family} needs CUDA tensors; these are on the CPU. Move them to a GPU, "
+                "set TRITON_INTERPRET=1 before importing gemmtune to run Triton on the CPU "
+                "(slow, for testing), or use choice='aten'")
+        if a.device.type not in ("cpu", "cuda"):
+            raise ValueError(f"{choice.family} runs on CUDA devices, not {a.device.type}")
+    return choice
+
+
+def _empty_batch(a: torch.Tensor, b: torch.Tensor, out_dtype, choice) -> torch.Tensor:
     """A bmm of batch 0: torch.bmm's answer, an empty (0, M, N) output; there is no kernel to
-    pick, and no Problem (whose batch is at least 1). The checks are those of a batch of one."""
-    one = Problem.from_sizes(a.shape[1], b.shape[2], a.shape[2], a.dtype, out_dtype, op="bmm")
+    run, and no Problem (whose batch is at least 1). The checks are those of a batch of one, the
+    choice's included: before, any ``choice`` (a typo, a family that refuses every bmm, not even a
+    string) passed at batch 0 and raised only once the batch was not empty."""
+    one = Problem.from_sizes(a.shape[1], b.shape[2], a.shape[2], a.dtype, out_dtype, op="bmm",
+                             layout_a=_layout_of(a), layout_b=_layout_of(b))
+    _resolve_choice(choice, one, a)
     if needs_grad(a, b):  # an empty product that still has a grad_fn, as torch.bmm's has
         return torch.bmm(a, b).to(one.torch_out_dtype)
     return torch.empty((0, one.m, one.n), dtype=one.torch_out_dtype, device=a.device)
@@ -157,13 +185,13 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
         if bias is not None or residual is not None or activation != "none":
             raise ValueError("a bmm (3-D operands) takes no fused epilogue (bias, activation, residual): "
                              "apply it to the output, or multiply 2-D operands")
-        if a.shape[0] == 0:
-            return _empty_batch(a, b, out_dtype)
     if workspace is not None:
         from .kernels.splitk import SplitKWorkspace
         if not isinstance(workspace, SplitKWorkspace):  # split-K raised AttributeError on .partials
             raise TypeError(f"workspace must be a gemmtune.kernels.splitk.SplitKWorkspace or None, "
                             f"not {type(workspace).__name__}")
+    if a.dim() == 3 and a.shape[0] == 0:
+        return _empty_batch(a, b, out_dtype, choice)
     if transformed():
         # Forward-mode AD or a torch.func transform: torch's own ops, after the same checks (no data
         # pointer read: a transform's operands have none). A kernel dropped a dual operand's tangent.
@@ -180,24 +208,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
     else:
         epilogue = epi_mod.bind(problem.m, problem.n, problem.torch_out_dtype, a.device, bias=bias,
                                 activation=activation, residual=residual)
-    if choice is None:
-        choice = default_choice(problem)
-        if choice.family in kernels.TRITON_FAMILIES and a.device.type == "cpu" and not interpreter_enabled():
-            _note_cpu_fallback(choice)
-            choice = Choice("aten", kernels.aten.CONFIG())
-    elif isinstance(choice, str):
-        choice = Choice.parse(choice)
-    elif not isinstance(choice, Choice):
-        raise TypeError(f"choice must be a Choice, a choice id string or None, not {type(choice).__name__}")
-    kernels.validate_choice(choice, problem)
-    if choice.family in kernels.TRITON_FAMILIES:
-        if a.device.type == "cpu" and not interpreter_enabled():
-            raise ValueError(
-                f"{choice.family} needs CUDA tensors; these are on the CPU. Move them to a GPU, "
-                "set TRITON_INTERPRET=1 before importing gemmtune to run Triton on the CPU "
-                "(slow, for testing), or use choice='aten'")
-        if a.device.type not in ("cpu", "cuda"):
-            raise ValueError(f"{choice.family} runs on CUDA devices, not {a.device.type}")
+    choice = _resolve_choice(choice, problem, a)
+
     def run() -> torch.Tensor:
         out = torch.empty(problem.out_shape, dtype=problem.torch_out_dtype, device=a.device)
         if problem.m == 0 or problem.n == 0:

@@ -190,6 +190,13 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
         choice = entries[0].choice if entries else None
     if choice is None:
         choice = default_choice(problem)
+        if choice.family in kernels.TRITON_FAMILIES and a.device.type == "cpu" and not interpreter_enabled():
+            # A shape torch._scaled_mm cannot take as laid out (N or K not a multiple of 16, not
+            # A row-major / B column-major, K = 0) defaults to triton_mm, which a CPU runs only in
+            # the interpreter: the default raised there, telling the user to pass choice='aten',
+            # which refuses the same shape. pad+aten copies to the layout torch's CPU _scaled_mm
+            # takes, as gemmtune.matmul's default falls back to aten on a CPU.
+            choice = Choice("aten", kernels.aten.CONFIG(), pad=True)
     elif isinstance(choice, str):
         choice = Choice.parse(choice)
     elif not isinstance(choice, Choice):
@@ -198,7 +205,8 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     if choice.family in kernels.TRITON_FAMILIES:
         if a.device.type == "cpu" and not interpreter_enabled():
             raise ValueError(f"{choice.family} needs CUDA tensors; these are on the CPU. Set TRITON_INTERPRET=1 "
-                             "before importing gemmtune to run Triton on the CPU (slow), or use choice='aten'")
+                             "before importing gemmtune to run Triton on the CPU (slow), or use choice='pad+aten' "
+                             "(torch._scaled_mm on copies in the layout it takes)")
         if a.device.type not in ("cpu", "cuda"):  # (meta: failed deep in the interpreter, "no data!")
             raise ValueError(f"{choice.family} runs on CUDA devices, not {a.device.type}")
 

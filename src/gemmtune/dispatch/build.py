@@ -10,7 +10,7 @@ import warnings
 from typing import Callable, Mapping, Sequence
 
 from ..configs import Choice
-from ..problem import Problem, dtype_name
+from ..problem import LAYOUTS, Problem, dtype_name
 from ..table import LookupTable, TableChoice
 from ..table import provenance as make_provenance
 from .common import ATEN, DEFAULT_HINTS, DIMS, MODES, HintChoice, _current_provenance, _pkg
@@ -103,6 +103,15 @@ def compile_mm(*, n: int | None = None, k: int | None = None, m: int | None = No
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    for name, lay in (("layout_a", layout_a), ("layout_b", layout_b)):
+        # The Dispatcher's own check, before tuning: compile_bmm's hint problems take a broadcast
+        # layout ('bcast_row'), so every hint was tuned (minutes on a GPU) before the Dispatcher
+        # refused it. A dispatcher reads each call's strides, a broadcast operand's included.
+        if lay not in LAYOUTS:
+            extra = (f" (a bmm dispatcher serves operands broadcast over the batch whatever it declares: pass "
+                     f"{name}={lay.removeprefix('bcast_')!r})" if isinstance(lay, str) and lay.startswith("bcast_")
+                     else "")
+            raise ValueError(f"{name} must be one of {LAYOUTS}, got {lay!r}{extra}")
     if table is not None and mode != "table":
         raise ValueError(f"table= is only used by mode='table' (mode is {mode!r})")
     dims = {"m": m, "n": n, "k": k}

@@ -109,13 +109,25 @@ class Deciding:
                 if self._hint_sizes[i] == (m, n, k)
                 or not getattr(kernels.get(self.hint_choices[i].choice.family), "PER_SHAPE", False)]
 
-    def _listed(self, m: int, n: int, k: int, batch: int | None = None) -> list[tuple[Choice, str, tuple | None]]:
+    def _listed(self, m: int, n: int, k: int, batch: int | None = None,
+                seen: Problem | None = None) -> list[tuple[Choice, str, tuple | None]]:
         """The candidates for a size before any is run, best first, as (choice, source, hint):
-        the table's exact entry (table mode), then the hints' choices, nearest first."""
+        the table's exact entry (table mode), then the hints' choices, nearest first. ``seen``: the
+        problem of the call being decided (its layouts), for a bmm's table entry."""
         cands: list[tuple[Choice, str, tuple | None]] = []
         if self.mode == "table" and self.table is not None:
-            exact = self.table.entries.get(self._declared(m, n, k, batch).key, [])
-            cands += [(tc.choice, "table", None) for tc in exact]
+            keys = [self._declared(m, n, k, batch).key]
+            if batch is not None and seen is not None:
+                # One bmm dispatcher (route_bmm's, lookup's) serves calls in the layouts the model
+                # gives them: q @ k^T with a column-major B, p @ v row-major, a weight broadcast over
+                # the batch (bcast_), as capture records them and the bmm preset tunes them. The
+                # entry for the call's own layouts comes first: only the declared layouts' key was
+                # looked up, so a tuned q @ k^T entry was never served (cuBLAS ran, without a word).
+                own = Problem.from_sizes(m, n, k, self.dtype, layout_a=seen.layout_a, layout_b=seen.layout_b,
+                                         op="bmm", batch=batch).key
+                keys = list(dict.fromkeys([own, *keys]))
+            for key in keys:
+                cands += [(tc.choice, "table", None) for tc in self.table.entries.get(key, [])]
         return cands + [(h.choice, "similarity", h.sizes) for h in self._ranked(m, n, k)]
 
     def _decide(self, a, b, m, n, k, previous: Decision | None = None, batch: int | None = None) -> Decision:
@@ -127,7 +139,7 @@ class Deciding:
         cands: list[tuple[Choice, str, tuple | None]] = []
         if previous is not None:
             cands.append((previous.choice, previous.source, previous.hint))
-        cands += self._listed(m, n, k, batch)
+        cands += self._listed(m, n, k, batch, seen=problem)
         rejected: list[str] = []
         seen, runnable = set(), []
         for c, src, hint in cands:
