@@ -70,3 +70,39 @@ def test_capturing_a_patched_model_records_its_layers_and_keeps_their_kernels():
     assert model[0].dispatcher.decision(m=4).choice.id == TRITON  # the tuned kernel, not a fallback
     assert model[2].dispatcher.decision(m=4).choice.id == TRITON
     _close(got, ref.double()(x.double()))
+
+
+# Defect: patch(example_inputs=..., tune_missing=True) tuned the layers no pass ran with the real tuner over
+# every family into ./gemmtune.sqlite, ignoring the tune_fn, families, store and fast it was given.
+def test_tune_missing_tunes_the_layers_no_pass_ran_with_the_calls_own_options(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    calls = []
+
+    def tuner(problems, **kw):
+        calls.append(({(p.n, p.k) for p in problems}, kw))
+        return {p.key: TRITON for p in problems}
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.used = torch.nn.Linear(16, 24)
+            self.head = torch.nn.Linear(24, 40)  # no example pass runs it
+
+        def forward(self, x):
+            return self.used(x)
+
+    torch.manual_seed(0)
+    model = Model()
+    store = tmp_path / "mine.sqlite"
+    gemmtune.patch(model, example_inputs=[(torch.randn(3, 16),)], tune_missing=True, tune_fn=tuner,
+                   families=["triton_mm"], store=str(store), fast=True, progress=False)
+    assert [c[0] for c in calls] == [{(24, 16)}, {(40, 24)}]  # one call for the passes, one for the head
+    for _, kw in calls:
+        assert kw["families"] == ["triton_mm"] and kw["store"] == str(store) and kw["fast"] is True, kw
+    assert not (tmp_path / "gemmtune.sqlite").exists()
+    assert isinstance(model.head, gemmtune.nn.Linear)
+    x = torch.randn(5, 24)
+    with torch.no_grad():
+        got = model.head(x)
+    assert model.head.dispatcher.decision(m=5).choice.id == TRITON
+    _close(got, torch.nn.functional.linear(x.double(), model.head.weight.double(), model.head.bias.double()))

@@ -803,7 +803,7 @@ def patch(model: torch.nn.Module, table=None, *,
             attach_twins(tuned)
         out = _patch_layers(model, table, tuned, bool(tune_missing), eager_policy, convert_aten_layers,
                             "did not run in the example passes (no GEMM of their shape was captured)",
-                            {"progress": compile_kwargs.get("progress")})
+                            _missing_kwargs(compile_kwargs))
         if dispatchers is not None:  # after: with tune_missing=True, _patch_layers adds to ``tuned``
             dispatchers.update(tuned)
     else:
@@ -812,6 +812,23 @@ def patch(model: torch.nn.Module, table=None, *,
     if pdl:  # and those tuned layer by layer above, which registered before they could get one
         attach_twins(_dispatchers_of(model).values())
     return out
+
+
+# compile_mm's own keywords among tune_model's (the others go to the tuner through its tune_kwargs).
+_COMPILE_MM_KEYS = ("mode", "tune_fn", "verify", "families", "space", "store", "device", "progress", "deterministic")
+
+
+def _missing_kwargs(tune_model_kwargs: dict) -> dict:
+    """compile_mm's keywords for the layers ``tune_missing=True`` tunes after patch's one tuning
+    call (``tune_model``'s): the same tuner, families, store and tuning options. Only ``progress``
+    was passed on, so such a layer was tuned by the real tuner over every family into
+    ./gemmtune.sqlite, whatever ``tune_fn``, ``families``, ``store`` or ``fast`` the call gave."""
+    kw = {k: v for k, v in tune_model_kwargs.items() if k in _COMPILE_MM_KEYS}
+    rest = {k: v for k, v in tune_model_kwargs.items()
+            if k not in _COMPILE_MM_KEYS and k not in ("extra_m", "prestart")}  # tune_model's own
+    if rest:
+        kw["tune_kwargs"] = rest
+    return kw
 
 
 def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool, eager_policy: str,
