@@ -11,6 +11,7 @@ CPU only: Triton kernels in the interpreter (conftest sets TRITON_INTERPRET=1), 
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import gemmtune
@@ -106,3 +107,34 @@ def test_tune_missing_tunes_the_layers_no_pass_ran_with_the_calls_own_options(tm
         got = model.head(x)
     assert model.head.dispatcher.decision(m=5).choice.id == TRITON
     _close(got, torch.nn.functional.linear(x.double(), model.head.weight.double(), model.head.bias.double()))
+
+
+# Defect: gemmtune.nn.Linear took a dispatcher tuned for a row-major B (compile_mm's default layout), whose
+# choices and table entries are another problem's than x @ W.T ('col'): its table's Linear entries were never
+# found, and cuBLAS ran for every shape without a word. (A Conv1D refused the other way round already.)
+def test_a_linear_refuses_a_dispatcher_of_another_b_layout():
+    from gemmtune.configs import Choice
+    from gemmtune.dispatch import compile_mm
+    from gemmtune.problem import Problem
+    from gemmtune.table import LookupTable, TableChoice, provenance
+
+    n, k = 40, 24
+    table = LookupTable(provenance("test", "interp", "x", "x", "x", "by-hand"), {
+        Problem.from_sizes(5, n, k, "fp32", layout_b="col", op=op).key: [TableChoice(Choice.parse(TRITON), 0.001)]
+        for op in ("mm", "addmm")})  # what tuning a captured Linear's suite gives
+
+    def on(**layout):
+        return compile_mm(n=n, k=k, dtype="fp32", hints={"m": [8]}, mode="table", table=table,
+                          tune_fn=lambda ps, **kw: {p.key: "aten" for p in ps}, **layout)
+
+    torch.manual_seed(0)
+    with pytest.raises(ValueError, match="layout_b='col'"):
+        gemmtune.nn.Linear(k, n, dispatcher=on())
+    with pytest.raises(ValueError, match="layout_b='col'"):
+        gemmtune.nn.Linear.from_linear(torch.nn.Linear(k, n), on(layout_b="row"))
+    lin = gemmtune.nn.Linear(k, n, dispatcher=on(layout_b="col"))  # as its docstring says
+    x = torch.randn(5, k)
+    with torch.no_grad():
+        got = lin(x)
+    assert lin.dispatcher.addmm_decisions[(5, n, k)].choice.id == TRITON  # the table's kernel, not cuBLAS
+    _close(got, torch.nn.functional.linear(x.double(), lin.weight.double(), lin.bias.double()))
