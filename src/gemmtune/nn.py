@@ -380,11 +380,11 @@ def _check_linear_fits(d: Dispatcher, module: torch.nn.Linear) -> None:
     _check_fits(d, w.shape[1], w.shape[0], w.dtype)
     if d.layout_b != "col":
         # As _check_conv1d_fits refuses a 'col' dispatcher for a Conv1D: one of another B layout
-        # was taken, and served x @ W.T with choices and table entries of that layout (a
-        # ``dispatch.lookup(table, dtype=...)``, 'row' by default, found none of the table's
-        # Linear entries, which are 'col', and ran cuBLAS for every shape without a word).
+        # was taken, and served x @ W.T with choices and table entries of that layout (one of
+        # compile_mm's default 'row', in table mode, found none of the table's Linear entries,
+        # which are 'col', and ran cuBLAS for every shape without a word).
         raise ValueError(f"a Linear reads W.T, a column-major B: the dispatcher needs layout_b='col', this one has "
-                         f"layout_b={d.layout_b!r} (compile_mm(..., layout_b='col'), lookup(..., layout_b='col'))")
+                         f"layout_b={d.layout_b!r} (compile_mm(..., layout_b='col'))")
 
 
 class Linear(torch.nn.Linear):
