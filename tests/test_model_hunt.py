@@ -138,3 +138,27 @@ def test_a_linear_refuses_a_dispatcher_of_another_b_layout():
         got = lin(x)
     assert lin.dispatcher.addmm_decisions[(5, n, k)].choice.id == TRITON  # the table's kernel, not cuBLAS
     _close(got, torch.nn.functional.linear(x.double(), lin.weight.double(), lin.bias.double()))
+
+
+# Defect: bench-model's --phases "" / --modes "" (an unset shell variable) ran every default phase or mode,
+# and a name given twice ran twice, the second result replacing the first: both now a one-line error.
+@pytest.mark.parametrize("argv, msg", [
+    (["--phases", ""], "--phases '': an empty name"),
+    (["--modes", ""], "--modes '': an empty name"),
+    (["--modes", "eager,eager"], "--modes names eager more than once"),
+    (["--phases", "decode_b1,decode_b1"], "--phases names decode_b1 more than once"),
+    (["--models", "tiny-llama,tiny-llama"], "--models names tiny-llama more than once"),
+])
+def test_bench_model_refuses_empty_and_repeated_names(tmp_path, capsys, monkeypatch, argv, msg):
+    from gemmtune import benchmodel
+    from gemmtune.cli import main
+
+    ran = []
+    monkeypatch.setattr(benchmodel, "run", lambda *a, **kw: ran.append((a, kw)) or {"models": []})
+    base = {"--models": "tiny-llama", "--phases": "decode_b1", "--modes": "eager"}
+    base.update(dict(zip(argv[::2], argv[1::2])))
+    rc = main(["bench-model", *[x for kv in base.items() for x in kv], "--dtype", "float32",
+               "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2 and not ran, (rc, ran)
+    assert err.count("\n") == 1 and err.startswith("gemmtune bench-model: error: ") and msg in err, err
