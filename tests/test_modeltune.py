@@ -127,14 +127,11 @@ def test_patch_with_example_inputs_leaves_layers_that_did_not_run(monkeypatch):
     torch.testing.assert_close(model(x), want, rtol=1e-5, atol=1e-5)
 
 
-def test_patch_with_example_inputs_hands_back_every_dispatcher_it_made(monkeypatch):
+def test_patch_with_example_inputs_hands_back_every_dispatcher_it_made():
     """With tune_missing=True, a layer no pass ran is tuned in a second compile_mm: its dispatcher
     reaches the caller's ``dispatchers`` too (it went only into patch's own mapping before), so
-    saving that mapping keeps every converted layer."""
-    real = gemmtune.nn.compile_mm
-    monkeypatch.setattr(gemmtune.nn, "compile_mm",
-                        lambda **kw: real(**{k: v for k, v in kw.items() if k != "progress"},
-                                          tune_fn=fake_tuner([], {64: TRITON})))
+    saving that mapping keeps every converted layer. (That compile_mm gets patch's tune_fn:
+    test_model_hunt's tune_missing test.)"""
     model, ds = WeightOnly().requires_grad_(False), {}  # frozen: dt's product is a bmm, no layer's GEMM
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -115,6 +115,45 @@ def _layout(t: torch.Tensor) -> str:
     return lay
 
 
+def _dtype_text(dtype: torch.dtype) -> str:
+    """A record's dtype: gemmtune's name for one it multiplies, torch's own for any other. A
+    float64 (int, complex) GEMM is recorded as untunable (``Record.tunable``), as the summary and
+    the JSON say; ``dtype_name`` raised TypeError there, so a model with one fp64 product could
+    not be captured at all, and a patched layer's first call under capture, whose fp64 reference
+    check raised it, fell back to cuBLAS for good."""
+    try:
+        return dtype_name(dtype)
+    except TypeError:
+        return str(dtype).removeprefix("torch.")
+
+
+class _TorchPaths(dict):
+    """The eager-path table a gemmtune-patched layer reads (``_gemmtune_paths``) during a capture:
+    every shape on torch's own path, so the layer runs ``F.linear`` (a Conv1D its own forward).
+    Its GEMM is then recorded as an unpatched layer's (the tuned path calls no aten GEMM, and
+    a capture of a patched model recorded none of its layers), and its dispatcher decides and
+    verifies nothing under the capture (a first call there failed its fp64 check and kept
+    cuBLAS for that shape for good)."""
+
+    def __init__(self, aten: str):
+        super().__init__()
+        self.aten = aten
+
+    def get(self, key, default=None):
+        return self.aten
+
+
+def _torch_paths(model: torch.nn.Module) -> list:
+    """Put every gemmtune-patched layer of ``model`` on torch's path (``_TorchPaths``); returns
+    (layer, its own table) pairs for ``_restore_paths``."""
+    held = [(mod, mod.__dict__["_gemmtune_paths"]) for mod in model.modules() if "_gemmtune_paths" in mod.__dict__]
+    if held:
+        from .nn import _ATEN  # (gemmtune.nn is imported already: it made those tables)
+        for mod, _ in held:
+            mod._gemmtune_paths = _TorchPaths(_ATEN)
+    return held
+
+
 def example_passes(inputs) -> list:
     """``inputs`` as a list of example inputs, one per pass. One tensor or one dict is refused:
     iterated as a list it would be passes of its rows (or of its key names), at the wrong M."""
@@ -203,7 +242,7 @@ class Capture:
         batch = a.shape[0] if a.dim() == 3 else b.shape[0] if op == "grouped_mm" and b.dim() == 3 else 1
         m, k = a.shape[-2], a.shape[-1]
         n = b.shape[-1]
-        rec = Record(op, int(m), int(n), int(k), dtype_name(a.dtype), _layout(a), _layout(b), int(batch))
+        rec = Record(op, int(m), int(n), int(k), _dtype_text(a.dtype), _layout(a), _layout(b), int(batch))
         key = (*rec.family_key, rec.m)
         have = self._records.setdefault(key, rec)
         have.count += 1
@@ -234,6 +273,7 @@ class Capture:
         ``model.generate``). Gradients are off; nothing is changed."""
         passes = example_passes(inputs)  # once: ``inputs`` may be a generator
         handles = self._hooks(model)
+        held = _torch_paths(model)
         # The attention mark only where meta is involved: elsewhere no torch function needs it,
         # and a model captured on a real device runs under the dispatch mode alone, as before.
         meta = any(t.is_meta for t in model.parameters()) or any(
@@ -249,6 +289,8 @@ class Capture:
         finally:
             for h in handles:
                 h.remove()
+            for mod, paths in held:
+                mod._gemmtune_paths = paths
             self._stack.clear()
         return self
 

@@ -378,6 +378,13 @@ def _check_linear_fits(d: Dispatcher, module: torch.nn.Linear) -> None:
     if w.dim() != 2:
         raise ValueError(f"a Linear's weight must be 2-D [out_features, in_features], got shape {tuple(w.shape)}")
     _check_fits(d, w.shape[1], w.shape[0], w.dtype)
+    if d.layout_b != "col":
+        # As _check_conv1d_fits refuses a 'col' dispatcher for a Conv1D: one of another B layout
+        # was taken, and served x @ W.T with choices and table entries of that layout (one of
+        # compile_mm's default 'row', in table mode, found none of the table's Linear entries,
+        # which are 'col', and ran cuBLAS for every shape without a word).
+        raise ValueError(f"a Linear reads W.T, a column-major B: the dispatcher needs layout_b='col', this one has "
+                         f"layout_b={d.layout_b!r} (compile_mm(..., layout_b='col'))")
 
 
 class Linear(torch.nn.Linear):
@@ -803,7 +810,7 @@ def patch(model: torch.nn.Module, table=None, *,
             attach_twins(tuned)
         out = _patch_layers(model, table, tuned, bool(tune_missing), eager_policy, convert_aten_layers,
                             "did not run in the example passes (no GEMM of their shape was captured)",
-                            {"progress": compile_kwargs.get("progress")})
+                            _missing_kwargs(compile_kwargs))
         if dispatchers is not None:  # after: with tune_missing=True, _patch_layers adds to ``tuned``
             dispatchers.update(tuned)
     else:
@@ -812,6 +819,23 @@ def patch(model: torch.nn.Module, table=None, *,
     if pdl:  # and those tuned layer by layer above, which registered before they could get one
         attach_twins(_dispatchers_of(model).values())
     return out
+
+
+# compile_mm's own keywords among tune_model's (the others go to the tuner through its tune_kwargs).
+_COMPILE_MM_KEYS = ("mode", "tune_fn", "verify", "families", "space", "store", "device", "progress", "deterministic")
+
+
+def _missing_kwargs(tune_model_kwargs: dict) -> dict:
+    """compile_mm's keywords for the layers ``tune_missing=True`` tunes after patch's one tuning
+    call (``tune_model``'s): the same tuner, families, store and tuning options. Only ``progress``
+    was passed on, so such a layer was tuned by the real tuner over every family into
+    ./gemmtune.sqlite, whatever ``tune_fn``, ``families``, ``store`` or ``fast`` the call gave."""
+    kw = {k: v for k, v in tune_model_kwargs.items() if k in _COMPILE_MM_KEYS}
+    rest = {k: v for k, v in tune_model_kwargs.items()
+            if k not in _COMPILE_MM_KEYS and k not in ("extra_m", "prestart")}  # tune_model's own
+    if rest:
+        kw["tune_kwargs"] = rest
+    return kw
 
 
 def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool, eager_policy: str,

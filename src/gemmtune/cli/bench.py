@@ -84,6 +84,21 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def _names(text: str | None, opt: str) -> list[str] | None:
+    """A bench-model comma list (None when the option is not given). An empty one (``--phases ""``,
+    an unset shell variable) ran every default phase or mode, and a name given twice ran twice, its
+    second result replacing the first in the report: both are refused, in one line."""
+    if text is None:
+        return None
+    names = [t.strip() for t in text.split(",")]
+    if not all(names):
+        raise ValueError(f"{opt} {text!r}: an empty name; give a comma-separated list")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"{opt} names {', '.join(twice)} more than once")
+    return names
+
+
 def cmd_bench_model(args) -> int:
     """Real models end to end (GPU): eager, eager + patch, torch.compile, max-autotune, patch + compile."""
     from .. import benchmodel
@@ -92,8 +107,8 @@ def cmd_bench_model(args) -> int:
     tune_kwargs = {"fast": True} if args.tune == "fast" else {"space": "default"}
     if args.in_process_tuning:
         tune_kwargs["in_process"] = True
-    doc = benchmodel.run(args.models.split(","), phases=args.phases.split(",") if args.phases else None,
-                         modes=args.modes.split(",") if args.modes else None, out_dir=args.out,
+    doc = benchmodel.run(_names(args.models, "--models"), phases=_names(args.phases, "--phases"),
+                         modes=_names(args.modes, "--modes"), out_dir=args.out,
                          dtype=args.dtype, tune_kwargs=tune_kwargs, minilm_folder=args.minilm_dir,
                          profile=args.profile, eager_rounds=args.eager_rounds)
     print(f"{args.out}/bench-model.md, {args.out}/bench-model.json, {args.out}/bench-model.png")
