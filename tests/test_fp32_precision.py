@@ -158,3 +158,110 @@ def test_3xtf32_compiles_to_tf32_tensor_core_instructions():
     ptx = ck.asm["ptx"]
     mmas = re.findall(r"(?:wgmma\.mma_async|mma\.sync)\S*tf32", ptx)
     assert mmas, "no TF32 tensor-core instruction in the fp32 kernel's PTX"
+
+
+# --- pad+ copies B K-major for 3xTF32 (precision.pads_b_kmajor) ---------------------------------
+
+def _x3(monkeypatch, value="tf32x3"):
+    monkeypatch.setattr(precision, "_FP32_ON_DEVICE", [value])
+
+
+def test_the_padded_problem_of_3xtf32_fp32_has_a_kmajor_b(monkeypatch):
+    """Problem.padded (what a pad+ choice runs) says B is K-major for fp32 mm / addmm run as 3xTF32,
+    row-major for IEEE fp32, 16-bit operands and a bmm."""
+    _x3(monkeypatch)
+    assert Problem.from_sizes(1024, 4096, 4096, "fp32").padded().layout_b == "col"
+    assert Problem.from_sizes(37, 29, 131, "fp32", layout_b="col").padded().layout_b == "col"
+    assert Problem.from_sizes(1024, 4096, 4096, "bf16").padded().layout_b == "row"
+    assert Problem.from_sizes(1024, 4096, 4096, "fp32", allow_tf32=True).padded().layout_b == "row"
+    bmm = Problem.from_sizes(64, 64, 64, "fp32", op="bmm", batch=4)
+    assert bmm.padded().layout_b == "row"
+    _x3(monkeypatch, "ieee")
+    assert Problem.from_sizes(1024, 4096, 4096, "fp32").padded().layout_b == "row"
+
+
+def test_an_aligned_3xtf32_problem_with_a_row_major_b_gets_kmajor_pad_twins(monkeypatch):
+    """From M = KMAJOR_TWINS_MIN_M, an aligned fp32 problem run as 3xTF32 with a row-major B gets
+    pad+ twins (a K-major copy of B); not with a K-major B, a smaller M, IEEE products or bf16.
+    --fast's compile plan counts them, and the analytic model ranks such a twin first on a large
+    row-major-B product (and a copy-free choice with a K-major B)."""
+    from gemmtune.device import DeviceInfo
+    from gemmtune.model.analytic import AnalyticModel
+    from gemmtune.tuning.plan import KMAJOR_TWINS_MIN_M, candidates, compiles_at_most
+
+    _x3(monkeypatch)
+    dev = DeviceInfo.lookup("h200")
+    fams = ["triton_mm", "aten"]
+
+    def pads(p):
+        return [c for c in candidates(p, fams, "default", dev) if c.pad]
+    big = Problem.from_sizes(KMAJOR_TWINS_MIN_M, 4096, 4096, "fp32")
+    twins = pads(big)
+    assert twins and {c.family for c in twins} == {"triton_mm", "aten"}
+    assert not pads(Problem.from_sizes(KMAJOR_TWINS_MIN_M - 16, 4096, 4096, "fp32"))
+    assert not pads(Problem.from_sizes(4096, 4096, 4096, "fp32", layout_b="col"))
+    assert not pads(Problem.from_sizes(4096, 4096, 4096, "bf16"))
+    assert compiles_at_most(None, big, "FAST", 1, 132) > compiles_at_most(None, Problem.from_sizes(
+        KMAJOR_TWINS_MIN_M, 4096, 4096, "fp32", layout_b="col"), "FAST", 1, 132)
+    for p, pad_first in ((Problem.from_sizes(2048, 2048, 2048, "fp32"), True),
+                         (Problem.from_sizes(2048, 2048, 2048, "fp32", layout_b="col"), False)):
+        cs = candidates(p, fams, "default", dev)
+        est = AnalyticModel(dev).predict(p, cs)
+        best = min(range(len(cs)), key=lambda i: est[i])
+        assert cs[best].pad is pad_first and cs[best].family == "triton_mm", cs[best].id
+    _x3(monkeypatch, "ieee")
+    assert not pads(Problem.from_sizes(4096, 4096, 4096, "fp32"))
+
+
+@pytest.mark.parametrize("view", ["plain", "transposed_a", "offset_a", "odd_n"])
+def test_a_3xtf32_pad_choice_runs_on_a_kmajor_copy_of_b_and_matches_fp64(monkeypatch, view):
+    """A pad+ choice of an fp32 problem run as 3xTF32 hands its family B copied K-major (stride 1
+    along K), A as it is where it can be, and matches fp64 (the interpreter computes the fp32 dot
+    exactly as fp32; the GPU test checks 3xTF32's numbers); under IEEE the copy stays row-major."""
+    if ON_GPU:
+        pytest.skip("the interpreter's run; on a GPU test_3xtf32_pad_choice_on_the_gpu")
+    from gemmtune.kernels import triton_mm
+
+    g = torch.Generator().manual_seed(hash(view) % 2**31)
+    m, n, k = (37, 29, 132) if view == "odd_n" else (37, 32, 132)
+    a = torch.randn(m, k, generator=g)
+    if view == "transposed_a":
+        a = torch.randn(k, m, generator=g).t()
+    if view == "offset_a":
+        a = torch.randn(m * k + 3, generator=g)[3:].view(m, k)
+    b = torch.randn(k, n, generator=g)  # row-major: the layout the copy turns
+    seen = []
+    real_run = triton_mm.run
+
+    def spy(a_, b_, out, cfg, **kw):
+        seen.append((a_.data_ptr() == a.data_ptr(), b_.stride()))
+        return real_run(a_, b_, out, cfg, **kw)
+    monkeypatch.setattr(triton_mm, "run", spy)
+    for value, kmajor in (("tf32x3", True), ("ieee", False)):
+        _x3(monkeypatch, value)
+        seen.clear()
+        out = gemmtune.matmul(a, b, choice="pad+triton_mm:BM32-BN32-BK16-S2-W4-G8")
+        assert _rel(out, a.double() @ b.double()) < 1e-5, value
+        (a_as_is, b_strides), = seen
+        assert (b_strides[0] == 1) is kmajor, (value, b_strides)
+        if view == "plain" and value == "tf32x3":
+            assert a_as_is  # row-major, contiguous, K already a whole number of 16-byte vectors
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not ON_GPU, reason="needs a CUDA GPU")
+@pytest.mark.parametrize("shape", [(512, 1024, 768), (37, 129, 67)])
+def test_3xtf32_pad_choice_on_the_gpu(shape):
+    """The K-major pad+ path on tensor cores: fp32 accuracy against fp64 (within 4x SGEMM's), on a
+    row-major B, an odd one included."""
+    if torch.cuda.get_device_capability() < (8, 0):
+        pytest.skip("TF32 tensor cores need sm_80")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    m, n, k = shape
+    g = torch.Generator(device="cuda").manual_seed(m + n + k)
+    a = torch.randn(m, k, device="cuda", generator=g)
+    b = torch.randn(k, n, device="cuda", generator=g)
+    ref = a.double() @ b.double()
+    for choice in ("pad+triton_mm:BM128-BN64-BK32-S3-W4-G8", "pad+persistent_tma:BM128-BN128-BK32-S3-W8-G8-F"):
+        got, sgemm = _rel(gemmtune.matmul(a, b, choice=choice), ref), _rel(a @ b, ref)
+        assert got < 1e-5 and got < 4 * sgemm + 1e-7, (choice, got, sgemm)

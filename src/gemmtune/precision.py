@@ -57,3 +57,23 @@ def runs_3xtf32(problem) -> bool:
     """Whether this process's Triton kernels compute ``problem`` (a gemmtune Problem) as 3xTF32:
     fp32 operands, TF32 not allowed, and the setting 3xTF32 (``fp32_precision``)."""
     return problem.dtype == "float32" and not problem.allow_tf32 and fp32_precision() == "tf32x3"
+
+
+# 3xTF32 with B row-major (N-contiguous) runs about a third slower than with B K-major: Hopper's
+# TF32 wgmma reads B from shared memory K-major only, so Triton writes each B tile's split parts
+# there transposed, one 4-byte store at a time (32 scalar STS against 24 STS.128 a K step, sm_90
+# SASS of BM128-BN64-BK32). On the H200 (session 49, call 5; triton_mm's default space in both
+# layouts, the same shapes): 4096^3 2438 against 1631 us, 2048^3 324 against 208, 1024x4096x4096
+# 635 against 408. So a pad+ choice of such a problem copies B K-major (kernels.run_choice,
+# Problem.padded), as fp8's pad+ choices do: torch's transposed copy of a 4096x4096 fp32 B took
+# 124 us, 2048x2048 34.6 us.
+def pads_b_kmajor(dtype: torch.dtype, allow_tf32: bool) -> bool:
+    """Whether a 2-D pad+ choice copies B K-major (column-major) for operands of ``dtype``: fp32
+    with TF32 off, run as 3xTF32 in this process (``fp32_precision``)."""
+    return dtype == torch.float32 and not allow_tf32 and fp32_precision() == "tf32x3"
+
+
+def pads_b_kmajor_problem(problem) -> bool:
+    """``pads_b_kmajor`` for a gemmtune Problem: an mm or addmm that ``runs_3xtf32`` (a bmm's
+    pad+ copies stay row-major)."""
+    return problem.op in ("mm", "addmm") and runs_3xtf32(problem)

@@ -401,12 +401,17 @@ class Problem:
     def padded(self) -> "Problem":
         """The problem ``pad+`` choices actually run: row-major, aligned, N and K rounded
         up to whole 16-byte vectors (see kernels.run_choice). scaled_mm's padded B is
-        column-major (K-major), the layout fp8 GEMMs read (torch._scaled_mm requires it)."""
+        column-major (K-major), the layout fp8 GEMMs read (torch._scaled_mm requires it), and so
+        is an fp32 mm's run as 3xTF32 (precision.pads_b_kmajor_problem: TF32 wgmma reads B
+        K-major)."""
+        from .precision import pads_b_kmajor_problem
+
         per = max(1, ALIGN_BYTES // element_size(self.dtype))
+        kmajor = self.op == "scaled_mm" or pads_b_kmajor_problem(self)
         # bmm: a broadcast operand is padded once and stays broadcast (kernels.run_choice).
         return replace(self, n=-(-self.n // per) * per, k=-(-self.k // per) * per,
                        layout_a=BCAST + "row" if self.broadcast_a else "row",
-                       layout_b="col" if self.op == "scaled_mm" else BCAST + "row" if self.broadcast_b else "row",
+                       layout_b="col" if kmajor else BCAST + "row" if self.broadcast_b else "row",
                        aligned_a=True, aligned_b=True)
 
     def log2_shape(self) -> tuple[float, float, float]:

@@ -25,6 +25,7 @@ import threading
 import torch
 
 from ..epilogue import EpilogueArgs
+from ..precision import pads_b_kmajor
 from .base import KernelFamily, missing
 from .launch_args import on_other_gpu
 
@@ -254,6 +255,16 @@ def _run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
         # fp8 (scaled_mm): B padded into a K-major (column-major) copy, the layout cuBLASLt's fp8
         # GEMM and wgmma's fp8 operands need (Problem.padded says the same).
         ap, bp = zero_pad(a, M, Kp), zero_pad(b.t(), Np, Kp).t()
+    elif pads_b_kmajor(a.dtype, allow_tf32):
+        # fp32 run as 3xTF32: B K-major too, the layout TF32 wgmma reads (precision.pads_b_kmajor
+        # says what it gains; Problem.padded says the same); A as it is where it can be, and a
+        # weight's copy kept once per version (padcache), as the row-major copies are.
+        from . import padcache
+
+        ap = a if _unpadded_ok(a, Kp) else zero_pad(a, M, Kp)
+        bp = padcache.WEIGHTS.get(b, Np, Kp, kmajor=True)
+        if bp is None:
+            bp = zero_pad(b.t(), Np, Kp).t()
     else:  # where only N is odd, A is read as it is (_unpadded_ok)
         ap, bp = _padded_operands(a, b, M, Kp, Np, _unpadded_ok(a, Kp))
     if _into_out(fam, N, Np):
@@ -297,7 +308,8 @@ def _prepare_padded(fam, choice, a, b, out, *, allow_tf32, workspace, epilogue):
     from .launch_args import operands_key
     from .pad import prepare_copies
 
-    if a.dim() != 2 or not a.is_cuda or _recording(a, b) or (epilogue is not None and epilogue.spec.scale != "none"):
+    if a.dim() != 2 or not a.is_cuda or _recording(a, b) or (epilogue is not None and epilogue.spec.scale != "none") \
+            or pads_b_kmajor(a.dtype, allow_tf32):  # K-major B copies: run_choice's own path
         return None
     M, K = a.shape
     N = b.shape[1]

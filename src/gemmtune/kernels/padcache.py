@@ -158,13 +158,14 @@ class PaddedWeights:
         base = b._base
         return base if isinstance(base, torch.nn.Parameter) else None
 
-    def get(self, b: torch.Tensor, n_pad: int, k_pad: int) -> torch.Tensor | None:
-        """B (K x N) zero-padded to (k_pad x n_pad), row-major: cached when B is a parameter
-        (or a view of one) and caching is safe, else None. A bmm's B (batch x K x N) is padded
+    def get(self, b: torch.Tensor, n_pad: int, k_pad: int, kmajor: bool = False) -> torch.Tensor | None:
+        """B (K x N) zero-padded to (k_pad x n_pad), row-major (``kmajor``: column-major, the copy
+        3xTF32 reads, precision.pads_b_kmajor): cached when B is a parameter (or a view of one)
+        and caching is safe, else None. A bmm's B (batch x K x N) is padded
         matrix by matrix (``zero_pad``); one matrix (broadcast over the batch, batch stride 0, or
         a batch of one) is cached as that matrix, whatever the batch size, and returned expanded."""
         if b.dim() == 3 and (b.shape[0] == 1 or broadcast_matrix(b)):
-            one = self.get(b[0], n_pad, k_pad)
+            one = self.get(b[0], n_pad, k_pad, kmajor)
             return None if one is None else one.expand(b.shape[0], k_pad, n_pad)
         if not self.enabled:
             return None
@@ -185,7 +186,7 @@ class PaddedWeights:
             # (an evolution-strategies step, an all-gather into the flat buffer) changed the
             # weights and nothing in the key: a copy was served stale (the CPU hunt of session 45).
             return None
-        key = (b.data_ptr(), tuple(b.shape), b.stride(), b._version, b.dtype, b.device, n_pad, k_pad)
+        key = (b.data_ptr(), tuple(b.shape), b.stride(), b._version, b.dtype, b.device, n_pad, k_pad, kmajor)
         slot = (id(param), stream_key(b.device))
         hit = self._entries.get(slot)
         if (hit is not None and hit[3]() is storage and hit[1] == key
@@ -197,7 +198,7 @@ class PaddedWeights:
         _watch_optimizers(self)
         generation = self._generation  # read before the weight is (see __init__)
         with torch.no_grad():
-            padded = zero_pad(b, k_pad, n_pad)
+            padded = zero_pad(b.t(), n_pad, k_pad).t() if kmajor else zero_pad(b, k_pad, n_pad)
         entries = self._entries
 
         def forget(ref, slot=slot):  # the storage is freed: drop its copy with it (if still this entry's)

@@ -46,7 +46,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..device import DeviceInfo
-from ..precision import runs_3xtf32
+from ..precision import pads_b_kmajor_problem, runs_3xtf32
 from ..problem import FP8_DTYPES, Problem, element_size
 from .choices import ATEN, DECOMPOSE_K, PERSISTENT, SKINNY, SPLITK, ChoiceBatch, batch
 
@@ -83,6 +83,11 @@ FMA_SPILL_FACTOR = 4.0
 # 208-212 us; 4096^3: 5700-6078 against 3869-4066; session 48, call 5); 64 accumulators ran well.
 X3_SPILL_ACC = 64.0
 X3_SPILL_FACTOR = 2.4
+# 3xTF32 with a row-major (N-contiguous) B: TF32 wgmma reads B K-major only, so each tile is
+# written to shared memory transposed (precision.pads_b_kmajor); the same shapes and default
+# space ran 1.50-1.56x slower than with a K-major B (H200, session 49, call 5: 4096^3 2438 against
+# 1631 us). A pad+ choice whose copy of B is K-major does not pay it.
+X3_ROW_B_FACTOR = 1.5
 # K not a multiple of BLOCK_K (EVEN_K off): masked operand loads go through registers,
 # and past ~100 registers a thread (fp32 accumulators + one step of 16-bit operands) the
 # kernel spills. 333x4097x1025 bf16: 128x128x64 tiles over 4 warps (192 registers) took
@@ -252,6 +257,9 @@ class AnalyticModel:
             rate_sm = peak / sm * np.where(wgmma, EFF_WGMMA, EFF_MMA)
             if x3:  # its operands' high and low parts share the registers with the accumulator
                 rate_sm = np.where(acc > X3_SPILL_ACC, rate_sm / X3_SPILL_FACTOR, rate_sm)
+                if problem.layout_b.endswith("row"):  # X3_ROW_B_FACTOR; pad+ copies B K-major where it can
+                    kmajor_copy = (b.pad == 1) & pads_b_kmajor_problem(problem)
+                    rate_sm = np.where(kmajor_copy, rate_sm, rate_sm / X3_ROW_B_FACTOR)
         t_math = 2 * bm * bn * bk / rate_sm
         t_l2 = bytes_step / L2_SM_BW
         t_narrow = (bm * bk * ua + bk * bn * ub) * es / (UNALIGNED_SM_BW * es / 2)
@@ -331,7 +339,12 @@ class AnalyticModel:
         # --- pad+: copy both operands (K and N rounded up), and the output back when N grew
         if b.pad.any():
             m0, n0, k0 = problem.m, problem.n, problem.k
-            copy_in = ((m0 * k0 + M * K) * na_mat + (k0 * n0 + K * N) * nb_mat) * es
+            a_copies = na_mat
+            if x3 and pads_b_kmajor_problem(problem) and problem.layout_a == "row" and problem.aligned_a:
+                # (3xTF32 only, where the rankers' base may move) A is read as it is where K needs
+                # no padding (kernels._unpadded_ok): no copy of it to charge
+                a_copies = np.where(K == k0, 0.0, na_mat)
+            copy_in = ((m0 * k0 + M * K) * a_copies + (k0 * n0 + K * N) * nb_mat) * es
             copy_out = np.where(N != n0, 2.0 * M * N * oes * nb, 0.0)
             t_pad = 2 * LAUNCH_S + copy_in / (self.mem_bw * PAD_BW_EFF) \
                 + np.where(N != n0, LAUNCH_S, 0.0) + copy_out / (self.mem_bw * PAD_BW_EFF)

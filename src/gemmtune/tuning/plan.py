@@ -23,6 +23,28 @@ from ..table import LookupTable, required_choices
 BENCHMARK_SPACES = ("SAME", "DEFAULT", "AUTO", "FAST")
 
 
+# An aligned fp32 problem run as 3xTF32 with a row-major B also gets pad+ twins, whose copy of B is
+# K-major (precision.pads_b_kmajor): where M is large enough for the copy to pay. On the H200
+# (session 49, call 5) the product ran a third faster on a K-major B, and torch's transposed copy
+# of a 4096x4096 fp32 B took 124 us: 1024x4096x4096 would run 408 + 124 = 532 us against 635
+# copy-free, and M = 512 about breaks even. The tuner times both paths; this bounds the cost.
+KMAJOR_TWINS_MIN_M = 512
+
+
+def kmajor_twins(problem: Problem) -> bool:
+    """Whether an aligned ``problem`` gets pad+ twins for a K-major copy of its row-major B
+    (``KMAJOR_TWINS_MIN_M`` says where and why).
+
+    >>> from gemmtune import precision
+    >>> twins = [kmajor_twins(Problem.from_sizes(1024, 4096, 4096, "fp32", layout_b=lb)) for lb in ("row", "col")]
+    >>> twins == [precision.fp32_precision() == "tf32x3", False]
+    True
+    """
+    from ..precision import pads_b_kmajor_problem
+    return (problem.layout_b == "row" and problem.m >= KMAJOR_TWINS_MIN_M and problem.aligned_a
+            and problem.aligned_b and pads_b_kmajor_problem(problem))
+
+
 def candidates(problem: Problem, families: Sequence[str], kind: str, device: DeviceInfo) -> list[Choice]:
     """Every choice of ``families`` for ``problem``, cuBLAS first (always, as the baseline).
 
@@ -36,11 +58,13 @@ def candidates(problem: Problem, families: Sequence[str], kind: str, device: Dev
     for fam in families:
         if fam != "aten":
             out += family_space(problem, fam, kind, device)
-    if not (problem.aligned_a and problem.aligned_b) or (problem.op == "scaled_mm" and problem.padded() != problem):
+    if not (problem.aligned_a and problem.aligned_b) or (problem.op == "scaled_mm" and problem.padded() != problem) \
+            or kmajor_twins(problem):
         # Unaligned operands: also try each family on zero-padded aligned copies; their
         # configs come from the padded problem they actually run (Problem.padded). scaled_mm
         # also where its K or N is not a multiple of 16 or its operands are not K-major: there
-        # cuBLASLt (torch._scaled_mm) and TMA run only on the padded, K-major copies.
+        # cuBLASLt (torch._scaled_mm) and TMA run only on the padded, K-major copies. fp32 run as
+        # 3xTF32 with a row-major B: its copy K-major (kmajor_twins).
         padded = problem.padded()
         out.append(Choice("aten", AtenConfig(), True))
         for fam in families:
@@ -468,7 +492,7 @@ def compiles_at_most(lut: LookupTable | None, problem: Problem, bspace: str | in
     # And the first tile pick its other triton_static forms (static_forms).
     def most(k: int) -> int:
         from ..configs import STATIC_FORMS
-        if problem.aligned_a and problem.aligned_b:
+        if problem.aligned_a and problem.aligned_b and not kmajor_twins(problem):
             return k
         return 2 * (k + 1) + (FORM_PICKS * (len(STATIC_FORMS) - 1) if forms else 0)
     if bspace == "AUTO":
