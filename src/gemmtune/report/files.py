@@ -13,6 +13,8 @@ from .records import GROUPS
 SCHEMA = "gemmtune-bench/1"
 # The note a bench JSON holds until its run has measured every shape (header "unmeasured": their names).
 UNFINISHED = "run not finished"
+# The note of a run whose --deadline left shapes out (gemmtune.bench.suite): "deadline: N of M ...".
+DEADLINE = "deadline: "
 
 
 def unfinished_note(left: list[str], total: int) -> str:
@@ -167,7 +169,10 @@ def merge_bench(docs: list[dict]) -> dict:
     names = {s["name"] for s in merged}
     left = list(dict.fromkeys(n for d in docs for n in d["header"].get("unmeasured") or () if n not in names))
     header.pop("unmeasured", None)
-    notes = [n for n in notes if not str(n).startswith(UNFINISHED + ":")]
+    # A --deadline run's note ("deadline: N of M shapes not measured ...: names") too: merged with
+    # the run that measured the rest, the report still said they were not measured. What is left
+    # gets the one note below.
+    notes = [n for n in notes if not str(n).startswith((UNFINISHED + ":", DEADLINE))]
     if left:
         header["unmeasured"] = left
         notes.append(unfinished_note(left, len(merged) + len(left)))
