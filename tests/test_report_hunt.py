@@ -71,3 +71,25 @@ def test_a_truncated_gzip_store_is_one_line(tmp_path, monkeypatch, capsys, argv,
     assert cli.main([*argv, name]) == 2
     err = capsys.readouterr().err
     assert name in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+# Defect: a merged report kept the first part's header modes: its candidate counts and tuning
+# wall times only, and one worker start-up in the tuning target though each part paid one.
+def test_merge_sums_each_parts_modes_and_start_ups():
+    doc = _doc()
+    a, b = copy.deepcopy(doc), copy.deepcopy(doc)
+    a["shapes"], b["shapes"] = doc["shapes"][:5], doc["shapes"][5:]
+    for s in doc["shapes"]:
+        s["methods"]["inductor"] = {"status": "ok", "kernel": {"ms": 1.0}, "tune_s": 10.0}
+        s["methods"]["gemmtune_fast"] = {"status": "ok", "kernel": {"ms": 1.0}, "tune_s": 0.5}
+    a["header"]["modes"] = {"gemmtune_fast": {"kwargs": {"fast": True}, "measured": 10, "wall_s": 4.0,
+                                              "startup_s": 2.0}}
+    b["header"]["modes"] = {"gemmtune_fast": {"kwargs": {"fast": True}, "measured": 30, "wall_s": 6.0,
+                                              "startup_s": 3.0}}
+    merged = report.merge_bench([a, b])
+    m = merged["header"]["modes"]["gemmtune_fast"]
+    assert (m["measured"], m["wall_s"], m["startup_s"]) == (40, 10.0, 5.0)
+    # 10 shapes x 0.5 s + both start-ups, against 10 x 10 s of max-autotune
+    assert report.tuning_summary(merged, "gemmtune_fast")["ratio_with_startup"] == pytest.approx(0.1)
+    b["header"]["modes"]["gemmtune_fast"]["kwargs"] = {"fast": True, "deterministic": True}
+    assert any("different options" in n for n in report.merge_bench([a, b])["notes"])
