@@ -8,6 +8,7 @@ Every input is built in tmp_path from small documents; one test per defect found
 from __future__ import annotations
 
 import copy
+import csv
 import gzip
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from gemmtune import cli, report
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "data" / "bench_fixture.json"
+# A store export of 10 H200 problems, 34-73 measured choices each (a GPU run of s49).
+SMALLK = ROOT / "benchmarks" / "results" / "2026-11-30-h200-s49" / "call2" / "smallk-default-rows.csv.gz"
 
 
 def _doc() -> dict:
@@ -93,3 +96,47 @@ def test_merge_sums_each_parts_modes_and_start_ups():
     assert report.tuning_summary(merged, "gemmtune_fast")["ratio_with_startup"] == pytest.approx(0.1)
     b["header"]["modes"]["gemmtune_fast"]["kwargs"] = {"fast": True, "deterministic": True}
     assert any("different options" in n for n in report.merge_bench([a, b])["notes"])
+
+
+def _smallk_rows() -> list[dict]:
+    with gzip.open(SMALLK, "rt", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _write_csv(path: Path, rows: list[dict]) -> Path:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def _summary_line(out: str) -> str:
+    return next(line for line in out.splitlines() if "Spearman mean" in line)
+
+
+# Defect: predict --eval scored problems with one measured choice (a --fast store's): their top-1
+# is "found" whatever the model ranks, inflating 'best found' and deflating the regrets.
+def test_predict_eval_leaves_out_problems_too_thinly_measured_to_rank(tmp_path, capsys):
+    rows = _smallk_rows()
+    keys = list(dict.fromkeys(r["problem_key"] for r in rows))
+    first = [r for r in rows if r["problem_key"] == keys[0]]
+    thin = [next(r for r in rows if r["problem_key"] == k and r["choice_id"] == "aten") for k in keys[1:]]
+    path = _write_csv(tmp_path / "thin.csv", first + thin)
+    assert cli.main(["predict", "--eval", str(path), "--device", "h200"]) == 0
+    out = capsys.readouterr()
+    assert _summary_line(out.out).startswith("1 problems,"), out.out
+    assert f"{len(thin)} problems with fewer than" in out.err
+    # None left: one line, exit 2.
+    assert cli.main(["predict", "--eval", str(_write_csv(tmp_path / "thin2.csv", thin))]) == 2
+    assert "fewer than" in capsys.readouterr().err
+
+
+# Defect: predict --eval dropped the rows of another GPU (or triton) in the store without a word;
+# train says so.
+def test_predict_eval_says_which_rows_it_left_out(tmp_path, capsys):
+    rows = _smallk_rows()
+    other = [dict(r, device_name="NVIDIA H100 80GB HBM3") for r in rows[:30]]
+    path = _write_csv(tmp_path / "mixed.csv", rows + other)
+    assert cli.main(["predict", "--eval", str(path)]) == 0
+    assert "skipped 30 rows measured on NVIDIA H100 80GB HBM3" in capsys.readouterr().err
