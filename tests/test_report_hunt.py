@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import csv
 import gzip
+import json
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,25 @@ def test_predict_eval_says_which_rows_it_left_out(tmp_path, capsys):
     path = _write_csv(tmp_path / "mixed.csv", rows + other)
     assert cli.main(["predict", "--eval", str(path)]) == 0
     assert "skipped 30 rows measured on NVIDIA H100 80GB HBM3" in capsys.readouterr().err
+
+
+# Defect: report --tune-run of a run where cuBLAS (or every candidate) failed on a shape, or whose
+# tune-run.json lacks a shape, ended with "unsupported format string passed to NoneType.__format__"
+# and no report (run_summary writes None for those times).
+def test_tune_run_renders_a_shape_with_failed_cublas_or_no_choice(tmp_path, capsys):
+    row = lambda name, key, best, best_ms, aten_ms: {  # noqa: E731
+        "group": "odd", "name": name, "key": key, "candidates": 3, "statuses": {"ok": 1, "error": 2},
+        "best": best, "best_ms": best_ms, "best_spread": 0.01, "aten_ms": aten_ms, "aten_spread": 0.01}
+    k1, k2, k3 = (f"mm:M{m}-N64-K64:fp16->fp16:row.a/row.a" for m in (16, 32, 48))
+    (tmp_path / "tune-summary.json").write_text(json.dumps({"rows": [
+        row("ok", k1, "aten", 0.01, 0.01), row("no_cublas", k2, "triton_mm:x", 0.01, None),
+        row("none_ok", k3, None, None, None)]}))
+    ctx = {"device_name": "NVIDIA H200", "capability": "9.0", "torch_version": "2.11", "triton_version": "3.6",
+           "gemmtune_version": "0.1"}
+    (tmp_path / "tune-run.json").write_text(json.dumps({"context": ctx, "measured": 9, "shapes": [
+        {"key": k1, "tune_s": 1.0}, {"key": k2, "tune_s": 2.0}]}))
+    (tmp_path / "env.txt").write_text("env\n")
+    assert cli.main(["report", "--tune-run", str(tmp_path)]) == 0, capsys.readouterr().err
+    md = capsys.readouterr().out
+    assert "| odd | no_cublas | 32×64×64 fp16 | `triton_mm:x` | 10.00 | - | - | 3 | 2.0 |" in md
+    assert "| odd | none_ok | 48×64×64 fp16 | (no verified choice) | - | - | - | 3 | - |" in md
