@@ -80,14 +80,34 @@ def _predict_eval(args, console) -> int:
     from ..device import DeviceInfo
     from ..model import evaluate, load_dataset
 
+    from ..model.data import MIN_RANKED_CHOICES
+
     data = load_dataset(args.eval)
+    if not data.groups:
+        raise ValueError(f"{args.eval}: no problem to evaluate on (none left with measured choices this gemmtune "
+                         "can read: a choice id of another version, or only failed rows)")
+    # Rows of another GPU or triton left out (and choices this version cannot read): said, as train
+    # says it; dropped without a word before. The first few, then a count (one per problem at most).
+    for note in data.notes[:5]:
+        print(f"note: {note}", file=sys.stderr)
+    if len(data.notes) > 5:
+        print(f"note: ... and {len(data.notes) - 5} more", file=sys.stderr)
+    # A problem with fewer measured choices than a ranking can be judged on (a --fast store's one
+    # or two) has its best "found" whatever the model ranks: scored, it inflated 'best found' and
+    # deflated the regrets. Left out with a count, as train and --cv leave them out.
+    ranked = data.ranked()
+    thin = len(data.groups) - len(ranked.groups)
+    if thin:
+        print(f"note: {thin} problems with fewer than {MIN_RANKED_CHOICES} measured choices left out "
+              f"(too few to judge a ranking on)", file=sys.stderr)
+    if not ranked.groups:
+        raise ValueError(f"{args.eval}: every problem has fewer than {MIN_RANKED_CHOICES} measured choices: "
+                         "too few to judge a ranking on")
+    data = ranked
     dev = DeviceInfo.lookup(args.device or data.context["device_name"])
     # Judge the model where the store was measured: its GPU and its triton version.
     model = _model_for(args, dev, triton_version=data.context.get("triton_version"))
     res = evaluate(model, data)
-    if not res["shapes"]:
-        raise ValueError(f"{args.eval}: no problem to evaluate on (none left with measured choices this gemmtune "
-                         "can read: a choice id of another version, or only failed rows)")
     t = Table(title=escape(f"{type(model).__name__} ranking vs measurements in {args.eval} "
                            f"({data.context['device_name']})"))
     for col in ("problem", "choices", "spearman", "top-1 regret", "top-5 regret"):

@@ -21,6 +21,7 @@ import math
 import os
 import shutil
 import tempfile
+import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,7 +140,12 @@ def load_dataset(path: str | os.PathLike, *, device_name: str | None = None) -> 
         # A folder given for the store said "no such file", sending the user to look for a typo.
         why = "it is a directory; give the store file in it" if path.is_dir() else "no such file"
         raise ModelError(f"cannot read {path}: {why}")
-    recs = _read_records(path)
+    try:
+        recs = _read_records(path)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        # A truncated or corrupt .gz (a copy cut short): EOFError is neither ValueError nor
+        # OSError, and ended predict --eval and train with a traceback.
+        raise ModelError(f"cannot read {path}: {e} (a truncated or corrupt gzip file)") from None
     by_ctx: dict[tuple, list[dict]] = defaultdict(list)
     for r in recs:
         try:

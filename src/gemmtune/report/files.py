@@ -13,6 +13,8 @@ from .records import GROUPS
 SCHEMA = "gemmtune-bench/1"
 # The note a bench JSON holds until its run has measured every shape (header "unmeasured": their names).
 UNFINISHED = "run not finished"
+# The note of a run whose --deadline left shapes out (gemmtune.bench.suite): "deadline: N of M ...".
+DEADLINE = "deadline: "
 
 
 def unfinished_note(left: list[str], total: int) -> str:
@@ -157,6 +159,10 @@ def merge_bench(docs: list[dict]) -> dict:
     groups += sorted({s["group"] for s in merged} - set(groups))
     header = {**h0, "date": max(d["header"]["date"] for d in docs), "groups": groups, "limit": None,
               "merged_from": len(docs)}
+    modes, mode_notes = _merge_modes(docs, merged)
+    if modes is not None:
+        header["modes"] = modes
+    notes += [n for n in mode_notes if n not in notes]
     # Parts of several suites (a hidden suite's run merged with the public one's): the report named
     # the first part's suite only.
     suites = list(dict.fromkeys(str(d["header"]["suite"]) for d in docs if d["header"].get("suite")))
@@ -167,7 +173,10 @@ def merge_bench(docs: list[dict]) -> dict:
     names = {s["name"] for s in merged}
     left = list(dict.fromkeys(n for d in docs for n in d["header"].get("unmeasured") or () if n not in names))
     header.pop("unmeasured", None)
-    notes = [n for n in notes if not str(n).startswith(UNFINISHED + ":")]
+    # A --deadline run's note ("deadline: N of M shapes not measured ...: names") too: merged with
+    # the run that measured the rest, the report still said they were not measured. What is left
+    # gets the one note below.
+    notes = [n for n in notes if not str(n).startswith((UNFINISHED + ":", DEADLINE))]
     if left:
         header["unmeasured"] = left
         notes.append(unfinished_note(left, len(merged) + len(left)))
@@ -178,3 +187,35 @@ def merge_bench(docs: list[dict]) -> dict:
             parts.append(p)
     return {"schema": SCHEMA, "source": docs[0].get("source", ""), "header": header,
             "ceilings": docs[0].get("ceilings"), "notes": notes, "parts": parts, "shapes": merged}
+
+
+# A mode's per-run counts in a bench header (gemmtune.bench.suite): each part of a merge paid its own.
+_MODE_SUMS = ("wall_s", "measured", "startup_s", "compile_wait_s", "precompile_s")
+
+
+def _merge_modes(docs: list[dict], merged: list[dict]) -> tuple[dict | None, list[str]]:
+    """The header ``modes`` of a merge: each mode's times and counts summed over the parts that
+    kept a shape in it (a part whose every shape a later part measured again counts nothing). The
+    first part's alone were kept: the report said each mode tuned that part's candidates in that
+    part's time, and the tuning target added one worker start-up where every part paid one (a
+    ratio understated). A mode run with other options in another part is named in a note: its
+    label stood for either. None where no part records modes (older JSONs)."""
+    kept = {id(s) for s in merged}
+    parts = [d for d in docs if any(id(s) in kept for s in d["shapes"])]
+    if not any(d["header"].get("modes") for d in parts):
+        return None, []
+    out: dict[str, dict] = {}
+    notes = []
+    for d in parts:
+        for m, r in (d["header"].get("modes") or {}).items():
+            if m not in out:
+                out[m] = dict(r)
+                continue
+            acc = out[m]
+            for k in _MODE_SUMS:
+                if isinstance(r.get(k), (int, float)) and isinstance(acc.get(k), (int, float)):
+                    acc[k] = acc[k] + r[k]
+            if r.get("kwargs") != acc.get("kwargs"):
+                notes.append(f"merged parts ran {m} with different options ({acc.get('kwargs')} and "
+                             f"{r.get('kwargs')}): its rows mix both")
+    return out, notes

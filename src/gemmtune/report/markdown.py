@@ -3,8 +3,10 @@ per-shape tables and the notes."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from .records import (GEMMTUNE_METHODS, GROUPS, LABELS, METHODS, SAME_MARK, SAME_NOTE, SPEEDUP_TARGETS,
-                      TUNE_QUALITY, TUNE_TIME_RATIO, best_ms, group_speedups, kernel, method_speedup,
+                      TUNE_QUALITY, TUNE_TIME_RATIO, best_ms, failed_only, group_speedups, kernel, method_speedup,
                       methods_present, same_kernel_as_cublas, sweep_misses, targets, tuning_summary)
 from .stats import memory_gbps, verdict
 
@@ -179,8 +181,8 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
     cells = []
     for m in GEMMTUNE_METHODS:
         r = tg[m]["tuning"]
-        if r["verdict"] == "NOT RUN":
-            cells.append("**NOT RUN**")
+        if r["verdict"] in ("NOT RUN", "FAILED"):
+            cells.append(f"**{r['verdict']}**")
         else:
             with_startup = r.get("ratio_with_startup") is not None
             ratio = r["ratio_with_startup"] if with_startup else r["ratio"]
@@ -197,18 +199,28 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
     for m in GEMMTUNE_METHODS:
         met = [k for k, r in tg[m].items() if r["verdict"] == "MET" and k not in absent]
         missed = [k for k, r in tg[m].items() if r["verdict"] == "MISSED" and k not in absent]
-        if not met and not missed and m in present:
+        # Targets whose shapes the mode ran on and failed on, each one: a target not met, not "not run".
+        failed = [k for k, r in tg[m].items() if r["verdict"] == "FAILED" and k not in absent]
+        if m not in present and failed_only(doc["shapes"], m):
+            # It ran and failed everywhere: "not run" sent the reader to the run's options.
+            recs = [r for s in doc["shapes"] if (r := s.get("methods", {}).get(m)) and r.get("status") != "skipped"]
+            counts = Counter(str(r.get("status", "?")) for r in recs)
+            L.append(f"- {LABELS[m]}: ran on {len(recs)} shapes, no verified kernel on any ("
+                     + ", ".join(f"{k} x{n}" for k, n in counts.items()) + f"; first: {_why(recs[0])}).")
+        elif not met and not missed and not failed and m in present:
             why = ["no speedup over cuBLAS in a target's group" if len(absent) < len(SPEEDUP_TARGETS)
                    else "none of its shapes is in a target's group"]
             if tg[m]["tuning"]["verdict"] == "NOT RUN":
                 why.append("no max-autotune tuning time to compare with")
             L.append(f"- {LABELS[m]}: ran, but no target could be decided ({'; '.join(why)}).")
-        elif not met and not missed:
+        elif not met and not missed and not failed:
             L.append(f"- {LABELS[m]}: not run.")
         else:
-            L.append(f"- {LABELS[m]}: {len(met)} of {len(met) + len(missed)} targets MET"
+            L.append(f"- {LABELS[m]}: {len(met)} of {len(met) + len(missed) + len(failed)} targets MET"
                      + (f" ({', '.join(met)})" if met else "")
-                     + (f"; MISSED: {', '.join(missed)}" if missed else "") + ".")
+                     + (f"; MISSED: {', '.join(missed)}" if missed else "")
+                     + (f"; FAILED (no verified kernel on the group's shapes): {', '.join(failed)}"
+                        if failed else "") + ".")
     exhaustive = ("`gemmtune exhaustive` benchmarked the whole exhaustive space of the shapes it ran on"
                   if "gemmtune_exhaustive" in present else "no exhaustive search is part of it")
     L.append("\nThe best kernel is the fastest verified time any method reached on the shape in this "

@@ -194,20 +194,33 @@ def tuning_summary(doc: dict, method: str) -> dict:
             "fraction_of_best": geomean(fractions), "fraction_shapes": len(fractions)}
 
 
+def failed_only(shapes, method: str) -> bool:
+    """True when ``method`` has a record on some of ``shapes`` but a verified kernel on none: it
+    ran and failed (wrong, error) on every one of them, which is not 'not run'. A ``skipped``
+    record (the mode not part of the run, a dependency missing) is not a run."""
+    recs = [r for s in shapes if (r := s.get("methods", {}).get(method)) and r.get("status") != "skipped"]
+    return bool(recs) and not any(kernel(r) for r in recs)
+
+
 def targets(doc: dict) -> dict[str, dict]:
-    """For each gemmtune mode: each target's value and verdict (MET / MISSED / NOT RUN)."""
+    """For each gemmtune mode: each target's value and verdict (MET / MISSED / NOT RUN, or FAILED
+    where the mode ran on the group's shapes and reached a verified kernel on none)."""
     out = {}
     for m in GEMMTUNE_METHODS:
         gs = group_speedups(doc, m)
         rows = {}
         for g, thr in SPEEDUP_TARGETS:
             v = gs.get(g, {}).get("geomean")
-            rows[g] = {"value": v, "threshold": thr, "verdict": verdict(v, thr),
+            # A mode that failed on every shape of the group read NOT RUN, as if it had not run.
+            failed = v is None and failed_only([s for s in doc["shapes"] if s["group"] == g], m)
+            rows[g] = {"value": v, "threshold": thr, "verdict": "FAILED" if failed else verdict(v, thr),
                        "n": gs.get(g, {}).get("n", 0),
                        "of": sum(s["group"] == g for s in doc["shapes"])}
         t = tuning_summary(doc, m)
         ratio = t["ratio_with_startup"] if t["ratio_with_startup"] is not None else t["ratio"]
-        if ratio is None or t["fraction_of_best"] is None:
+        if t["fraction_of_best"] is None and failed_only(doc["shapes"], m):
+            tv = "FAILED"
+        elif ratio is None or t["fraction_of_best"] is None:
             tv = "NOT RUN"
         else:
             tv = "MET" if (verdict(ratio, TUNE_TIME_RATIO, at_most=True) == "MET"

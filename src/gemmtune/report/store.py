@@ -43,10 +43,15 @@ def opened(store: str | os.PathLike | ResultStore):
     import gzip
     import shutil
     import tempfile
+    import zlib
     with tempfile.TemporaryDirectory(prefix="gemmtune-report-") as tmp:
         dst = Path(tmp) / path.name[:-3]
-        with gzip.open(path, "rb") as src, open(dst, "wb") as out:
-            shutil.copyfileobj(src, out)
+        try:
+            with gzip.open(path, "rb") as src, open(dst, "wb") as out:
+                shutil.copyfileobj(src, out)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+            # A truncated or corrupt .gz: an EOFError traceback before (neither ValueError nor OSError).
+            raise ValueError(f"cannot read {path}: {e} (a truncated or corrupt gzip file)") from None
         with ResultStore(dst, readonly=True) as st:
             yield st
 

@@ -58,9 +58,14 @@ def render_tune_run(run_dir: str | os.PathLike, title: str = "gemmtune tune, def
         groups[r["group"]]["ours"].append(x)
         groups[r["group"]]["ind"].append(ix)
         dtype = key.split(":")[2].split("->")[0]
-        L.append(f"| {r['group']} | {r['name']} | {m}×{n}×{k} {dtype} | `{r['best']}` | {_us(r['best_ms'])} | "
-                 f"{_us(r['aten_ms'])} | {x:.2f}{' tie' if tie else ''} | {r['candidates']} | "
-                 f"{ts:.1f} | {its} | {_us(i.get('inductor_ms'))} | "
+        # A shape where cuBLAS or every candidate failed (run_summary writes None for its times), or
+        # one tune-run.json has no time for: '-' cells. Formatting None ended the whole report with
+        # "unsupported format string passed to NoneType.__format__".
+        best = f"`{r['best']}`" if r.get("best") else "(no verified choice)"
+        xs = f"{x:.2f}{' tie' if tie else ''}" if x is not None else "-"
+        L.append(f"| {r['group']} | {r['name']} | {m}×{n}×{k} {dtype} | {best} | {_us(r['best_ms'])} | "
+                 f"{_us(r['aten_ms'])} | {xs} | {r['candidates']} | "
+                 f"{f'{ts:.1f}' if ts is not None else '-'} | {its} | {_us(i.get('inductor_ms'))} | "
                  f"{f'{ix:.2f}' if ix else '-'} |")
     L.append("\n| group | shapes | gemmtune x (geomean) | Inductor x (geomean) |\n|---|---|---|---|")
     for name, g in groups.items():
