@@ -265,3 +265,24 @@ def test_3xtf32_pad_choice_on_the_gpu(shape):
     for choice in ("pad+triton_mm:BM128-BN64-BK32-S3-W4-G8", "pad+persistent_tma:BM128-BN128-BK32-S3-W8-G8-F"):
         got, sgemm = _rel(gemmtune.matmul(a, b, choice=choice), ref), _rel(a @ b, ref)
         assert got < 1e-5 and got < 4 * sgemm + 1e-7, (choice, got, sgemm)
+
+
+def test_the_analytic_model_knows_3xtf32s_slow_tile_shapes(monkeypatch):
+    """Under 3xTF32 the analytic model ranks the tile that measured best (BM128-BN64-BK32; H200,
+    session 49) above 8 warps over 64 rows, a 16-deep K block and a 2-stage pipeline, each of
+    which measured 1.3-2.3x slower; with IEEE products those charges do not apply."""
+    from gemmtune.device import DeviceInfo
+    from gemmtune.model.analytic import AnalyticModel
+
+    dev = DeviceInfo.lookup("h200")
+    p = Problem.from_sizes(2048, 2048, 2048, "fp32", layout_b="col")
+    ids = ["triton_mm:BM128-BN64-BK32-S4-W8-G8", "triton_mm:BM64-BN128-BK32-S4-W8-G8",
+           "triton_mm:BM64-BN64-BK16-S2-W4-G8", "triton_mm:BM128-BN128-BK32-S2-W8-G8"]
+    cs = [Choice.parse(c) for c in ids]
+    _x3(monkeypatch)
+    est = AnalyticModel(dev).predict(p, cs)
+    assert all(est[0] < e for e in est[1:]), dict(zip(ids, est))
+    assert est[1] > 1.8 * est[0]  # the warp groups splitting N
+    _x3(monkeypatch, "ieee")
+    ieee = AnalyticModel(dev).predict(p, cs)
+    assert ieee[1] < 1.5 * ieee[0], dict(zip(ids, ieee))

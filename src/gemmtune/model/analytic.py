@@ -88,6 +88,17 @@ X3_SPILL_FACTOR = 2.4
 # space ran 1.50-1.56x slower than with a K-major B (H200, session 49, call 5: 4096^3 2438 against
 # 1631 us). A pad+ choice whose copy of B is K-major does not pay it.
 X3_ROW_B_FACTOR = 1.5
+# 3xTF32's tile shapes, from triton_mm's default space on 4096^3, 2048^3 and 1024x4096x4096 fp32 in
+# both B layouts (H200, session 49, call 5; times against each problem's best, BM128-BN64-BK32):
+# - on wgmma (BLOCK_M >= 64), more warps than BLOCK_M / 16 (8 warps over 64 rows: the two warp
+#   groups split N, each splitting the same A tile into its high and low parts): 2.3-3.3x
+#   (BM64-BN128-BK32 on 8 warps 2.29-2.33x, on 4 warps 1.09-1.10x);
+# - BLOCK_K 16 (two 8-deep TF32 steps between barriers): 1.57-1.67x (BM64-BN64, against 1.15-1.20x
+#   at BLOCK_K 32);
+# - 2 pipeline stages: BM128-BN128-BK32 on 8 warps 1.30-1.37x, where the estimate put it first.
+X3_WIDE_WARPS_FACTOR = 2.2
+X3_BK16_FACTOR = 1.4
+X3_TWO_STAGE_FACTOR = 1.25
 # K not a multiple of BLOCK_K (EVEN_K off): masked operand loads go through registers,
 # and past ~100 registers a thread (fp32 accumulators + one step of 16-bit operands) the
 # kernel spills. 333x4097x1025 bf16: 128x128x64 tiles over 4 warps (192 registers) took
@@ -257,6 +268,10 @@ class AnalyticModel:
             rate_sm = peak / sm * np.where(wgmma, EFF_WGMMA, EFF_MMA)
             if x3:  # its operands' high and low parts share the registers with the accumulator
                 rate_sm = np.where(acc > X3_SPILL_ACC, rate_sm / X3_SPILL_FACTOR, rate_sm)
+                # the tile shapes that measured slow (X3_WIDE_WARPS_FACTOR and below)
+                rate_sm = np.where(wgmma & (b.warps * 16 > bm), rate_sm / X3_WIDE_WARPS_FACTOR, rate_sm)
+                rate_sm = np.where(bk <= 16, rate_sm / X3_BK16_FACTOR, rate_sm)
+                rate_sm = np.where(stages <= 2, rate_sm / X3_TWO_STAGE_FACTOR, rate_sm)
                 if problem.layout_b.endswith("row"):  # X3_ROW_B_FACTOR; pad+ copies B K-major where it can
                     kmajor_copy = (b.pad == 1) & pads_b_kmajor_problem(problem)
                     rate_sm = np.where(kmajor_copy, rate_sm, rate_sm / X3_ROW_B_FACTOR)
