@@ -163,11 +163,15 @@ def sass(cubin: bytes, tool: str | None = None) -> str | None:
 
 
 def resources(cubin: bytes, tool: str | None = None) -> tuple[int | None, int | None]:
-    """(registers, local bytes per thread) of a cubin, from ``cuobjdump --dump-resource-usage``
-    (the one Triton ships), or (None, None) when that tool is missing."""
+    """(registers, local bytes per thread: its stack frame plus other local memory) of a cubin,
+    from ``cuobjdump --dump-resource-usage`` (the one Triton ships), or (None, None) when that tool
+    is missing."""
     r = _run_tool(cubin, "cuobjdump", ["--dump-resource-usage"], tool)
     m = _RES.search(r.stdout) if r is not None else None
-    return (int(m.group(1)), int(m.group(4))) if m else (None, None)
+    # STACK counted too: ptxas puts register spills in the stack frame, so LOCAL alone read 0 for a
+    # kernel at 255 registers with a 7,840-byte frame and 3,618 STL instructions (inspect said
+    # "spill B 0" for triton_mm:BM512-BN512-BK256-S3-W8-G8).
+    return (int(m.group(1)), int(m.group(2)) + int(m.group(4))) if m else (None, None)
 
 
 def operands(problem: Problem) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -38,6 +38,7 @@ import io
 import os
 import secrets
 import socket
+import stat
 import struct
 import sys
 import threading
@@ -86,6 +87,25 @@ def _key_path(address: str | os.PathLike) -> Path:
     return Path(str(address) + ".key")
 
 
+def _stale_socket(address: str) -> bool:
+    """Whether ``address`` is a Unix socket nothing listens on (its server was killed): connecting
+    is refused at once. A file of another kind, or a live server's socket, is not stale."""
+    try:
+        if not stat.S_ISSOCK(os.stat(address).st_mode):
+            return False
+    except OSError:
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(1.0)
+        try:
+            s.connect(address)
+        except ConnectionRefusedError:
+            return True
+        except OSError:  # a full listen queue, no permission: someone may be there
+            return False
+    return False
+
+
 def serve(address: str | os.PathLike, *, workers: int | None = None, timeout: float = 120.0,
           runner: str = DEFAULT_RUNNER, env: dict[str, str] | None = None,
           ready: Callable[[dict], None] | None = None, stop: threading.Event | None = None) -> None:
@@ -100,6 +120,19 @@ def serve(address: str | os.PathLike, *, workers: int | None = None, timeout: fl
     kp = _key_path(address)
     taken = ServerError(f"{address} or {kp.name} exists: another server may be running or starting there "
                         f"(remove both if not)")
+    if _stale_socket(address):
+        # A server killed with SIGKILL (or a crashed machine) leaves its socket and key behind: the
+        # client's "start one with: gemmtune worker --serve SOCKET" then failed as written, with
+        # "another server may be running". Nothing listens on a stale socket, so it is cleared; only
+        # the process whose unlink of the socket succeeded removes the key too, so that two servers
+        # starting together cannot remove each other's fresh key.
+        try:
+            os.unlink(address)
+        except FileNotFoundError:
+            pass
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                kp.unlink()
     if os.path.exists(address):
         raise taken
     gpus = visible_gpus()

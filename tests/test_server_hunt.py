@@ -1,0 +1,86 @@
+"""A CPU bug hunt of the commands no earlier hunt covered: the warm benchmark server
+(``gemmtune worker --serve``, ``tune --server``: stale and foreign socket paths, two servers on one
+path, a server killed mid-request), ``gemmtune inspect`` (resource counts, refused and malformed
+choice ids, --arch), ``gemmtune space``, ``gemmtune demo`` and ``gemmtune predict`` without --eval.
+One test per defect found; each names it in a one-line comment."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _cli(*argv, cwd=None, timeout=60, env_extra=None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(SRC), **(env_extra or {}))
+    return subprocess.run([sys.executable, "-m", "gemmtune.cli", *argv], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=timeout)
+
+
+def test_inspect_counts_spills_in_the_stack_frame(tmp_path):
+    # Defect: inspect said "spill B 0" for a kernel spilling thousands of bytes (ptxas puts spills in
+    # the stack frame, cuobjdump's STACK, and only LOCAL was read).
+    from gemmtune.kernelinfo import resources
+    tool = tmp_path / "cuobjdump"
+    tool.write_text("#!/bin/sh\necho 'Resource usage:'\necho ' Function _tiled_mm_kernel:'\n"
+                    "echo '  REG:255 STACK:7840 SHARED:1024 LOCAL:0 CONSTANT[0]:672 TEXTURE:0 SURFACE:0 SAMPLER:0'\n")
+    tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
+    assert resources(b"\0", str(tool)) == (255, 7840)
+
+
+def _serve_in_thread(sock: str, **kw):
+    """``serve(sock)`` in a daemon thread; (thread, stop event, ready event)."""
+    import threading
+
+    from gemmtune.bench.server import serve
+    stop, up = threading.Event(), threading.Event()
+    t = threading.Thread(target=serve, args=(sock,), daemon=True,
+                         kwargs=dict(stop=stop, timeout=30, ready=lambda info: up.set(), **kw))
+    t.start()
+    return t, stop, up
+
+
+def _up(t, up, seconds: float = 60) -> bool:
+    """Whether the server came up; False as soon as its thread ended (serve refused) or after ``seconds``."""
+    import time
+    end = time.monotonic() + seconds
+    while t.is_alive() and time.monotonic() < end:
+        if up.wait(0.1):
+            return True
+    return up.is_set()
+
+
+def _stale_socket(path: str) -> None:
+    """What a server killed with SIGKILL leaves: a socket file nothing listens on, and its key."""
+    import socket
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(path)
+    s.listen(1)
+    s.close()  # the file stays; connecting to it is refused
+    Path(path + ".key").write_bytes(b"k" * 32)
+
+
+def test_a_stale_socket_of_a_killed_server_does_not_block_a_new_one():
+    # Defect: after `kill -9` of a server, the client said "start one with: gemmtune worker --serve
+    # SOCKET", and that command refused with "another server may be running" until both files were removed.
+    import tempfile
+
+    from gemmtune.bench.server import RemotePool
+    d = tempfile.mkdtemp(prefix="gt-")  # short: Unix socket paths are limited to ~100 characters
+    sock = os.path.join(d, "s.sock")
+    _stale_socket(sock)
+    t, stop, up = _serve_in_thread(sock, env={"GEMMTUNE_SERVER_WARMUP": "0"})
+    try:
+        assert _up(t, up), "the server did not start over the stale socket"
+        with RemotePool(sock) as pool:
+            assert pool.stats()["workers"] == 1
+    finally:
+        stop.set()
+        t.join(20)
+    assert not t.is_alive() and not os.path.exists(sock) and not os.path.exists(sock + ".key")
