@@ -84,3 +84,29 @@ def test_a_stale_socket_of_a_killed_server_does_not_block_a_new_one():
         stop.set()
         t.join(20)
     assert not t.is_alive() and not os.path.exists(sock) and not os.path.exists(sock + ".key")
+
+
+def test_a_path_that_is_no_socket_is_named_so_on_both_sides(tmp_path):
+    # Defect: a regular file at the socket path made the client advise "start one with: gemmtune worker
+    # --serve PATH", which refused with "another server may be running ... (remove both if not)".
+    from gemmtune.bench.server import RemotePool, ServerError, serve
+    path = tmp_path / "notes.sock"
+    path.write_text("my notes")
+    Path(str(path) + ".key").write_bytes(b"k" * 32)
+    with pytest.raises(ServerError, match="is not a socket"):
+        RemotePool(path).start()
+    with pytest.raises(ServerError, match="is not a socket"):
+        serve(path)
+    assert path.read_text() == "my notes"
+
+
+def test_inspect_for_an_arch_the_compiler_does_not_know_is_one_line(tmp_path):
+    # Defect: `inspect --arch 999` printed MLIR's 105-line crash reproducer (native code, straight to
+    # file descriptor 2) ahead of its one-line error.
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(SRC)
+    cp = subprocess.run([sys.executable, "-m", "gemmtune.cli", "inspect", "triton_mm:BM16-BN16-BK16-S1-W1-G8",
+                         "--shape", "16x16x16:fp16", "--arch", "999"], capture_output=True, text=True, env=env,
+                        cwd=tmp_path, timeout=120)
+    assert cp.returncode == 2 and "cannot compile" in cp.stderr, cp.stderr[-2000:]
+    assert cp.stderr.strip().count("\n") == 0, cp.stderr[:2000]

@@ -87,6 +87,13 @@ def _key_path(address: str | os.PathLike) -> Path:
     return Path(str(address) + ".key")
 
 
+def _is_socket(address: str) -> bool:
+    try:
+        return stat.S_ISSOCK(os.stat(address).st_mode)
+    except OSError:
+        return False
+
+
 def _stale_socket(address: str) -> bool:
     """Whether ``address`` is a Unix socket nothing listens on (its server was killed): connecting
     is refused at once. A file of another kind, or a live server's socket, is not stale."""
@@ -117,6 +124,10 @@ def serve(address: str | os.PathLike, *, workers: int | None = None, timeout: fl
     address = os.path.abspath(str(address))
     if os.path.isdir(address):  # "another server may be running there" misled for a folder
         raise ServerError(f"{address} is a directory; give a socket path (a file name, e.g. {address}/gemmtune.sock)")
+    if os.path.lexists(address) and not _is_socket(address):
+        # A file of another kind (the user's own data, a typo) was "another server may be running or
+        # starting there (remove both if not)": no server makes anything but a socket at this path.
+        raise ServerError(f"{address} exists and is not a socket: give another path (no server made it)")
     kp = _key_path(address)
     taken = ServerError(f"{address} or {kp.name} exists: another server may be running or starting there "
                         f"(remove both if not)")
@@ -390,6 +401,12 @@ class RemotePool:
                 key = _key_path(self.address).read_bytes()
                 self._conn = Client(self.address, family="AF_UNIX", authkey=key)
             except (FileNotFoundError, ConnectionRefusedError) as e:
+                if os.path.lexists(self.address) and not _is_socket(self.address):
+                    # "no server ...; start one with: gemmtune worker --serve PATH" could not be done as
+                    # written: that refuses a path held by a file of another kind.
+                    raise ServerError(f"{self.address} is not a socket (a file of another kind): no gemmtune "
+                                      "worker server can serve there; name the socket of "
+                                      "'gemmtune worker --serve SOCKET'") from None
                 raise ServerError(f"no gemmtune worker server at {self.address} ({type(e).__name__}); start "
                                   f"one with: gemmtune worker --serve {self.address}") from None
             except PermissionError as e:

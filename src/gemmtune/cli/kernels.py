@@ -4,6 +4,7 @@ choice compiles to for a GPU target, on any machine)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -90,7 +91,9 @@ def cmd_inspect(args) -> int:
     rows = []
     for cid in args.choices:
         try:
-            infos = inspect_choice(cid, p, args.arch)
+            with _compiler_stderr() as log:
+                infos = inspect_choice(cid, p, args.arch)
+            sys.stderr.write("".join(log))  # a compile that worked: its warnings, if any, as before
         except Exception as e:  # triton's compile errors (an arch ptxas or its passes do not know: --arch 0, 999)
             if isinstance(e, (ValueError, TypeError)):
                 raise
@@ -112,6 +115,28 @@ def cmd_inspect(args) -> int:
     if args.json:
         print(json.dumps({"shape": args.shape, "layout_b": p.layout_b, "arch": args.arch, "kernels": rows}, indent=1))
     return 0
+
+
+@contextlib.contextmanager
+def _compiler_stderr():
+    """Hold what Triton's native passes write to file descriptor 2 while a choice compiles; yields
+    a list that holds that text after the block. On a failed compile (``--arch 999``: a target
+    its passes do not know) MLIR printed a 105-line crash reproducer ahead of the one-line error,
+    straight to the descriptor, past Python's sys.stderr; it is dropped with the failure."""
+    import tempfile
+    sys.stderr.flush()
+    saved = os.dup(2)
+    text: list[str] = []
+    with tempfile.TemporaryFile(mode="w+", errors="replace") as f:
+        os.dup2(f.fileno(), 2)
+        try:
+            yield text
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            f.seek(0)
+            text.append(f.read())
 
 
 def add_parsers(sub) -> None:
