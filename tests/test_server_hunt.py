@@ -110,3 +110,15 @@ def test_inspect_for_an_arch_the_compiler_does_not_know_is_one_line(tmp_path):
                         cwd=tmp_path, timeout=120)
     assert cp.returncode == 2 and "cannot compile" in cp.stderr, cp.stderr[-2000:]
     assert cp.stderr.strip().count("\n") == 0, cp.stderr[:2000]
+
+
+def test_inspect_json_of_a_library_choice_is_json(tmp_path):
+    # Defect: `inspect aten --json` printed "aten: no Triton kernel" on stdout ahead of the document,
+    # so the output did not parse as JSON.
+    import json
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(SRC)
+    cp = subprocess.run([sys.executable, "-m", "gemmtune.cli", "inspect", "aten", "--shape", "16x16x16:fp16", "--json"],
+                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    assert json.loads(cp.stdout)["kernels"] == [] and "no Triton kernel" in cp.stderr

@@ -100,7 +100,8 @@ def cmd_inspect(args) -> int:
             why = (str(e).strip().splitlines() or [""])[0]
             raise ValueError(f"cannot compile {cid} for sm_{args.arch} ({type(e).__name__}: {why})") from None
         if not infos:
-            print(f"{cid}: no Triton kernel (a library call)")
+            # On stderr under --json: ahead of the document on stdout, it made that no JSON at all.
+            print(f"{cid}: no Triton kernel (a library call)", file=sys.stderr if args.json else sys.stdout)
             continue
         if args.dump:
             stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", cid)
