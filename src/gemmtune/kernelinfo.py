@@ -251,7 +251,11 @@ def inspect_choice(choice: Choice | str, problem: Problem, arch: int = 90) -> li
             check_pdl_device((arch // 10, arch % 10), f"sm_{arch}")
     a, b, out = operands(problem)
     with tiled.offline() as launches:
-        kernels.run_choice(choice, a, b, out, workspace=SplitKWorkspace())
+        # The problem's own TF32 setting, as the tuner runs it (bench.measure): without it a "+tf32"
+        # fp32 problem was inspected as 3xTF32 products and, for a pad+ choice, on a K-major copy of
+        # B (precision.pads_b_kmajor) where the tuned kernel read TF32 products off a row-major copy
+        # (Problem.padded).
+        kernels.run_choice(choice, a, b, out, allow_tf32=problem.allow_tf32, workspace=SplitKWorkspace())
     return [_compile(fn, grid, args, kwargs, arch) for fn, grid, args, kwargs in launches]
 
 
