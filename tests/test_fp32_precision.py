@@ -197,7 +197,7 @@ def test_an_aligned_3xtf32_problem_with_a_row_major_b_gets_kmajor_pad_twins(monk
         return [c for c in candidates(p, fams, "default", dev) if c.pad]
     big = Problem.from_sizes(KMAJOR_TWINS_MIN_M, 4096, 4096, "fp32")
     twins = pads(big)
-    assert twins and {c.family for c in twins} == {"triton_mm", "aten"}
+    assert twins and {c.family for c in twins} == {"triton_mm"}  # no pad+aten: SGEMM gains nothing from it
     assert not pads(Problem.from_sizes(KMAJOR_TWINS_MIN_M - 16, 4096, 4096, "fp32"))
     assert not pads(Problem.from_sizes(4096, 4096, 4096, "fp32", layout_b="col"))
     assert not pads(Problem.from_sizes(4096, 4096, 4096, "bf16"))
@@ -286,3 +286,24 @@ def test_the_analytic_model_knows_3xtf32s_slow_tile_shapes(monkeypatch):
     _x3(monkeypatch, "ieee")
     ieee = AnalyticModel(dev).predict(p, cs)
     assert ieee[1] < 1.5 * ieee[0], dict(zip(ids, ieee))
+
+
+def test_a_3xtf32_pad_choice_reads_a_kmajor_b_that_needs_no_padding_as_it_is(monkeypatch):
+    """B already K-major, aligned and of whole 16-byte rows (the copy would be the same bytes): the
+    pad+ path hands it to the family as it is, and copies only the unaligned A."""
+    from gemmtune.kernels import triton_mm
+
+    _x3(monkeypatch)
+    g = torch.Generator().manual_seed(7)
+    a = torch.randn(33 * 64 + 1, generator=g)[1:].view(33, 64)  # offset: A must be copied
+    b = torch.randn(32, 64, generator=g).t()                      # K-major, K = 64, N = 32
+    seen = []
+    real_run = triton_mm.run
+
+    def spy(a_, b_, out, cfg, **kw):
+        seen.append((a_.data_ptr() == a.data_ptr(), b_.data_ptr() == b.data_ptr()))
+        return real_run(a_, b_, out, cfg, **kw)
+    monkeypatch.setattr(triton_mm, "run", spy)
+    out = gemmtune.matmul(a, b, choice="pad+triton_mm:BM32-BN32-BK16-S2-W4-G8")
+    assert _rel(out, a.double() @ b.double()) < 1e-5
+    assert seen == [(False, True)], seen

@@ -262,9 +262,12 @@ def _run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
         from . import padcache
 
         ap = a if _unpadded_ok(a, Kp) else zero_pad(a, M, Kp)
-        bp = padcache.WEIGHTS.get(b, Np, Kp, kmajor=True)
-        if bp is None:
-            bp = zero_pad(b.t(), Np, Kp).t()
+        if (K, N) == (Kp, Np) and _unpadded_ok(b.t(), Kp):  # already what the copy would make
+            bp = b
+        else:
+            bp = padcache.WEIGHTS.get(b, Np, Kp, kmajor=True)
+            if bp is None:
+                bp = zero_pad(b.t(), Np, Kp).t()
     else:  # where only N is odd, A is read as it is (_unpadded_ok)
         ap, bp = _padded_operands(a, b, M, Kp, Np, _unpadded_ok(a, Kp))
     if _into_out(fam, N, Np):

@@ -66,7 +66,10 @@ def candidates(problem: Problem, families: Sequence[str], kind: str, device: Dev
         # cuBLASLt (torch._scaled_mm) and TMA run only on the padded, K-major copies. fp32 run as
         # 3xTF32 with a row-major B: its copy K-major (kmajor_twins).
         padded = problem.padded()
-        out.append(Choice("aten", AtenConfig(), True))
+        if not (problem.aligned_a and problem.aligned_b) or problem.op == "scaled_mm":
+            # (not for kmajor_twins alone: cuBLAS's SGEMM gains nothing from a K-major B, so there
+            # pad+aten would time cuBLAS plus a transposed copy of B)
+            out.append(Choice("aten", AtenConfig(), True))
         for fam in families:
             if fam != "aten":
                 out += [c.padded() for c in family_space(padded, fam, kind, device)]
