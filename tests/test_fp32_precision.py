@@ -307,3 +307,24 @@ def test_a_3xtf32_pad_choice_reads_a_kmajor_b_that_needs_no_padding_as_it_is(mon
     out = gemmtune.matmul(a, b, choice="pad+triton_mm:BM32-BN32-BK16-S2-W4-G8")
     assert _rel(out, a.double() @ b.double()) < 1e-5
     assert seen == [(False, True)], seen
+
+
+def test_pad_aten_keeps_a_row_major_copy_of_b_under_3xtf32(monkeypatch):
+    """cuBLAS's SGEMM gains nothing from a K-major B, so pad+aten copies B row-major (a straight
+    copy) under 3xTF32 too, while a Triton pad+ choice of the same problem gets a K-major one."""
+    from gemmtune.kernels import aten
+
+    _x3(monkeypatch)
+    g = torch.Generator().manual_seed(11)
+    a = torch.randn(17, 30, generator=g)
+    b = torch.randn(30, 21, generator=g)  # N = 21, K = 30: both padded
+    seen = []
+    real_run = aten.run
+
+    def spy(a_, b_, out, cfg, **kw):
+        seen.append(b_.stride())
+        return real_run(a_, b_, out, cfg, **kw)
+    monkeypatch.setattr(aten, "run", spy)
+    out = gemmtune.matmul(a, b, choice="pad+aten")
+    assert _rel(out, a.double() @ b.double()) < 1e-5
+    assert len(seen) == 1 and seen[0][1] == 1, seen  # row-major: unit stride along N

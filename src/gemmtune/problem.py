@@ -403,7 +403,7 @@ class Problem:
         up to whole 16-byte vectors (see kernels.run_choice). scaled_mm's padded B is
         column-major (K-major), the layout fp8 GEMMs read (torch._scaled_mm requires it), and so
         is an fp32 mm's run as 3xTF32 (precision.pads_b_kmajor_problem: TF32 wgmma reads B
-        K-major)."""
+        K-major; the Triton families' copies, as pad+aten keeps a row-major one for SGEMM)."""
         from .precision import pads_b_kmajor_problem
 
         per = max(1, ALIGN_BYTES // element_size(self.dtype))

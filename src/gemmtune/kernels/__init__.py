@@ -255,10 +255,12 @@ def _run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
         # fp8 (scaled_mm): B padded into a K-major (column-major) copy, the layout cuBLASLt's fp8
         # GEMM and wgmma's fp8 operands need (Problem.padded says the same).
         ap, bp = zero_pad(a, M, Kp), zero_pad(b.t(), Np, Kp).t()
-    elif pads_b_kmajor(a.dtype, allow_tf32):
+    elif pads_b_kmajor(a.dtype, allow_tf32) and choice.family != "aten":
         # fp32 run as 3xTF32: B K-major too, the layout TF32 wgmma reads (precision.pads_b_kmajor
         # says what it gains; Problem.padded says the same); A as it is where it can be, and a
-        # weight's copy kept once per version (padcache), as the row-major copies are.
+        # weight's copy kept once per version (padcache), as the row-major copies are. Not for
+        # cuBLAS (pad+aten): its SGEMM gains nothing from a K-major B, and a transposed copy
+        # costs more than a straight one.
         from . import padcache
 
         ap = a if _unpadded_ok(a, Kp) else zero_pad(a, M, Kp)
