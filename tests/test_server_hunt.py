@@ -122,3 +122,24 @@ def test_inspect_json_of_a_library_choice_is_json(tmp_path):
                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert cp.returncode == 0, cp.stderr
     assert json.loads(cp.stdout)["kernels"] == [] and "no Triton kernel" in cp.stderr
+
+
+def test_a_socket_path_too_long_for_unix_is_refused_before_any_worker_starts(tmp_path, monkeypatch):
+    # Defect (noted by the hunt, fixed after it): a path over sun_path's 107 bytes failed with
+    # "AF_UNIX path too long" only once the workers were up.
+    from gemmtune.bench import server
+    started = []
+    monkeypatch.setattr(server, "WorkerPool", lambda *a, **k: started.append(1))
+    long = tmp_path / ("d" * 60) / ("s" * 60 + ".sock")
+    with pytest.raises(server.ServerError, match="at most 107 bytes"):
+        server.serve(long)
+    assert not started and not long.parent.exists()
+
+
+def test_inspect_says_a_kernel_that_needs_more_shared_memory_than_the_gpu_has_cannot_launch():
+    # Defect (noted by the hunt, fixed after it): inspect showed 1.5 MB of shared memory as a plain
+    # number, with no word that sm_90 (227 KB a block) cannot launch it.
+    from gemmtune.kernelinfo import KernelInfo
+    big = KernelInfo("k", 90, (1,), 8, 3, 255, 0, 1572864).row()
+    assert "cannot launch" in big["note"] and "232448" in big["note"]
+    assert "note" not in KernelInfo("k", 90, (1,), 8, 3, 200, 0, 98304).row()

@@ -49,6 +49,28 @@ PTX_COUNTS = (
 _RES = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
 
 
+# Shared memory one block may use, by compute capability (CUDA's per-block opt-in maximum): a
+# kernel asking for more compiles but cannot launch (triton raises OutOfResources at the launch).
+# inspect compiles without launching, so it says so beside the figure (the server/inspect hunt:
+# 1.5 MB was shown as a plain number).
+MAX_SHARED_PER_BLOCK = {80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448}
+
+
+def shared_note(arch: int, shared_bytes: int) -> str | None:
+    """Why a kernel of ``shared_bytes`` cannot launch on ``arch``; None where it fits or the
+    limit is not known here.
+
+    >>> shared_note(90, 1572864)
+    "needs 1572864 B of shared memory, above sm_90's 232448 B: it cannot launch"
+    >>> shared_note(90, 98304) is None, shared_note(75, 10**7) is None
+    (True, True)
+    """
+    limit = MAX_SHARED_PER_BLOCK.get(arch)
+    if limit is None or shared_bytes <= limit:
+        return None
+    return f"needs {shared_bytes} B of shared memory, above sm_{arch}'s {limit} B: it cannot launch"
+
+
 @dataclass
 class KernelInfo:
     """One compiled launch: its kernel's name, target, launch grid and what the compiler made."""
@@ -66,7 +88,8 @@ class KernelInfo:
     def row(self) -> dict:
         return {"kernel": self.name, "arch": f"sm_{self.arch}", "grid": "x".join(map(str, self.grid)),
                 "warps": self.num_warps, "stages": self.num_stages, "registers": self.registers,
-                "spill B": self.spill_bytes, "shared B": self.shared_bytes, **self.counts}
+                "spill B": self.spill_bytes, "shared B": self.shared_bytes, **self.counts,
+                **({"note": note} if (note := shared_note(self.arch, self.shared_bytes)) else {})}
 
 
 def count_ptx(ptx: str) -> dict:

@@ -113,6 +113,9 @@ def _stale_socket(address: str) -> bool:
     return False
 
 
+MAX_SOCKET_PATH = 107  # bytes of a Unix socket's path (sun_path is 108, with its terminating NUL)
+
+
 def serve(address: str | os.PathLike, *, workers: int | None = None, timeout: float = 120.0,
           runner: str = DEFAULT_RUNNER, env: dict[str, str] | None = None,
           ready: Callable[[dict], None] | None = None, stop: threading.Event | None = None) -> None:
@@ -122,6 +125,11 @@ def serve(address: str | os.PathLike, *, workers: int | None = None, timeout: fl
     # path named another file, so the tune did not borrow this pool and connected back to this
     # server, which answers one client at a time: both waited for good (session 45's CPU hunt).
     address = os.path.abspath(str(address))
+    if len(os.fsencode(address)) > MAX_SOCKET_PATH:
+        # Linux's sun_path: a longer one failed with "AF_UNIX path too long" only once the workers
+        # were up (the server/inspect hunt)
+        raise ServerError(f"{address}: a Unix socket path may be at most {MAX_SOCKET_PATH} bytes, this one is "
+                          f"{len(os.fsencode(address))}; give a shorter one, e.g. /tmp/gemmtune.sock")
     if os.path.isdir(address):  # "another server may be running there" misled for a folder
         raise ServerError(f"{address} is a directory; give a socket path (a file name, e.g. {address}/gemmtune.sock)")
     if os.path.lexists(address) and not _is_socket(address):
