@@ -96,7 +96,14 @@ def _resolve_choice(choice, problem: Problem, a: torch.Tensor) -> Choice:
         if choice.family in kernels.TRITON_FAMILIES and a.device.type == "cpu" and not interpreter_enabled():
             _note_cpu_fallback(choice)
             choice = Choice("aten", kernels.aten.CONFIG())
-    elif isinstance(choice, str):
+    return checked_choice(choice, problem, a, "choice='aten'")
+
+
+def checked_choice(choice, problem: Problem, a: torch.Tensor, cpu_alternative: str) -> Choice:
+    """``choice`` (a Choice or a choice id string) parsed and validated for ``problem`` on ``a``'s
+    device, or a TypeError/ValueError saying why not; ``cpu_alternative`` names what to use instead
+    of a Triton choice on a CPU without the interpreter. matmul's and scaled_mm's one check."""
+    if isinstance(choice, str):
         choice = Choice.parse(choice)
     elif not isinstance(choice, Choice):
         raise TypeError(f"choice must be a Choice, a choice id string or None, not {type(choice).__name__}")
@@ -106,8 +113,8 @@ def _resolve_choice(choice, problem: Problem, a: torch.Tensor) -> Choice:
             raise ValueError(
                 f"{choice.family} needs CUDA tensors; these are on the CPU. Move them to a GPU, "
                 "set TRITON_INTERPRET=1 before importing gemmtune to run Triton on the CPU "
-                "(slow, for testing), or use choice='aten'")
-        if a.device.type not in ("cpu", "cuda"):
+                f"(slow, for testing), or use {cpu_alternative}")
+        if a.device.type not in ("cpu", "cuda"):  # (meta: failed deep in the interpreter, "no data!")
             raise ValueError(f"{choice.family} runs on CUDA devices, not {a.device.type}")
     return choice
 

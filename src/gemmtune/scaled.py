@@ -172,7 +172,7 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     backward raises.
     """
     from . import kernels
-    from .api import interpreter_enabled
+    from .api import checked_choice, interpreter_enabled
     from .configs import Choice
 
     out_dt = torch.bfloat16 if out_dtype is None else out_dtype
@@ -197,18 +197,8 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
             # which refuses the same shape. pad+aten copies to the layout torch's CPU _scaled_mm
             # takes, as gemmtune.matmul's default falls back to aten on a CPU.
             choice = Choice("aten", kernels.aten.CONFIG(), pad=True)
-    elif isinstance(choice, str):
-        choice = Choice.parse(choice)
-    elif not isinstance(choice, Choice):
-        raise TypeError(f"choice must be a Choice, a choice id string or None, not {type(choice).__name__}")
-    kernels.validate_choice(choice, problem)
-    if choice.family in kernels.TRITON_FAMILIES:
-        if a.device.type == "cpu" and not interpreter_enabled():
-            raise ValueError(f"{choice.family} needs CUDA tensors; these are on the CPU. Set TRITON_INTERPRET=1 "
-                             "before importing gemmtune to run Triton on the CPU (slow), or use choice='pad+aten' "
-                             "(torch._scaled_mm on copies in the layout it takes)")
-        if a.device.type not in ("cpu", "cuda"):  # (meta: failed deep in the interpreter, "no data!")
-            raise ValueError(f"{choice.family} runs on CUDA devices, not {a.device.type}")
+    choice = checked_choice(choice, problem, a,
+                            "choice='pad+aten' (torch._scaled_mm on copies in the layout it takes)")
 
     def run() -> torch.Tensor:
         out = torch.empty((problem.m, problem.n), dtype=out_dt, device=a.device)
