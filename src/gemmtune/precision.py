@@ -53,10 +53,16 @@ def fp32_precision() -> str:
     return _FP32_ON_DEVICE[0]
 
 
+def runs_3xtf32_dtype(dtype, allow_tf32: bool) -> bool:
+    """Whether this process's Triton kernels multiply operands of ``dtype`` (a torch dtype or
+    gemmtune's name of one) as 3xTF32: fp32, TF32 not allowed, and the setting 3xTF32
+    (``fp32_precision``)."""
+    return dtype in (torch.float32, "float32") and not allow_tf32 and fp32_precision() == "tf32x3"
+
+
 def runs_3xtf32(problem) -> bool:
-    """Whether this process's Triton kernels compute ``problem`` (a gemmtune Problem) as 3xTF32:
-    fp32 operands, TF32 not allowed, and the setting 3xTF32 (``fp32_precision``)."""
-    return problem.dtype == "float32" and not problem.allow_tf32 and fp32_precision() == "tf32x3"
+    """``runs_3xtf32_dtype`` for a gemmtune Problem."""
+    return runs_3xtf32_dtype(problem.dtype, problem.allow_tf32)
 
 
 # 3xTF32 with B row-major (N-contiguous) runs about a third slower than with B K-major: Hopper's
@@ -68,9 +74,9 @@ def runs_3xtf32(problem) -> bool:
 # Problem.padded), as fp8's pad+ choices do: torch's transposed copy of a 4096x4096 fp32 B took
 # 124 us, 2048x2048 34.6 us.
 def pads_b_kmajor(dtype: torch.dtype, allow_tf32: bool) -> bool:
-    """Whether a 2-D pad+ choice copies B K-major (column-major) for operands of ``dtype``: fp32
-    with TF32 off, run as 3xTF32 in this process (``fp32_precision``)."""
-    return dtype == torch.float32 and not allow_tf32 and fp32_precision() == "tf32x3"
+    """Whether a 2-D pad+ choice copies B K-major (column-major) for operands of ``dtype``: where
+    they run as 3xTF32 (``runs_3xtf32_dtype``)."""
+    return runs_3xtf32_dtype(dtype, allow_tf32)
 
 
 def pads_b_kmajor_problem(problem) -> bool:

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from .precision import pads_b_kmajor_problem
+
 # Short names keep keys readable; the long names are torch's own.
 DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,
@@ -404,8 +406,6 @@ class Problem:
         column-major (K-major), the layout fp8 GEMMs read (torch._scaled_mm requires it), and so
         is an fp32 mm's run as 3xTF32 (precision.pads_b_kmajor_problem: TF32 wgmma reads B
         K-major; the Triton families' copies, as pad+aten keeps a row-major one for SGEMM)."""
-        from .precision import pads_b_kmajor_problem
-
         per = max(1, ALIGN_BYTES // element_size(self.dtype))
         kmajor = self.op == "scaled_mm" or pads_b_kmajor_problem(self)
         # bmm: a broadcast operand is padded once and stays broadcast (kernels.run_choice).

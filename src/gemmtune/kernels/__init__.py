@@ -157,13 +157,25 @@ def _run_padded_bmm(fam, choice, a, b, out, *, allow_tf32, workspace) -> None:
     out.copy_(tmp[..., :N])
 
 
-def _padded_operands(a: torch.Tensor, b: torch.Tensor, m: int, k_pad: int, n_pad: int, a_as_is: bool):
+def _padded_operands(a: torch.Tensor, b: torch.Tensor, m: int, k_pad: int, n_pad: int, a_as_is: bool,
+                     kmajor: bool = False):
     """(A, B) of a pad+ choice (2-D, or 3-D for bmm): B from ``padcache`` where it is a weight
     (padded once per version), A as it is where ``a_as_is``, and where both are copied per call,
-    both in one launch where Triton copies either (``pad.zero_pad_pair``)."""
+    both in one launch where Triton copies either (``pad.zero_pad_pair``). ``kmajor`` (2-D):
+    B's copy column-major (precision.pads_b_kmajor), and B as it is where it already is what
+    that copy would make."""
     from . import padcache
     from .pad import zero_pad, zero_pad_pair
 
+    if kmajor:
+        k, n = b.shape
+        if (k, n) == (k_pad, n_pad) and _unpadded_ok(b.t(), k_pad):
+            bp = b
+        else:
+            bp = padcache.WEIGHTS.get(b, n_pad, k_pad, kmajor=True)
+            if bp is None:
+                bp = zero_pad(b.t(), n_pad, k_pad).t()
+        return (a if a_as_is else zero_pad(a, m, k_pad)), bp
     bp = padcache.WEIGHTS.get(b, n_pad, k_pad)
     if bp is None and not a_as_is:
         return zero_pad_pair(a, m, k_pad, b, k_pad, n_pad)
@@ -255,23 +267,12 @@ def _run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
         # fp8 (scaled_mm): B padded into a K-major (column-major) copy, the layout cuBLASLt's fp8
         # GEMM and wgmma's fp8 operands need (Problem.padded says the same).
         ap, bp = zero_pad(a, M, Kp), zero_pad(b.t(), Np, Kp).t()
-    elif pads_b_kmajor(a.dtype, allow_tf32) and choice.family != "aten":
-        # fp32 run as 3xTF32: B K-major too, the layout TF32 wgmma reads (precision.pads_b_kmajor
-        # says what it gains; Problem.padded says the same); A as it is where it can be, and a
-        # weight's copy kept once per version (padcache), as the row-major copies are. Not for
-        # cuBLAS (pad+aten): its SGEMM gains nothing from a K-major B, and a transposed copy
-        # costs more than a straight one.
-        from . import padcache
-
-        ap = a if _unpadded_ok(a, Kp) else zero_pad(a, M, Kp)
-        if (K, N) == (Kp, Np) and _unpadded_ok(b.t(), Kp):  # already what the copy would make
-            bp = b
-        else:
-            bp = padcache.WEIGHTS.get(b, Np, Kp, kmajor=True)
-            if bp is None:
-                bp = zero_pad(b.t(), Np, Kp).t()
     else:  # where only N is odd, A is read as it is (_unpadded_ok)
-        ap, bp = _padded_operands(a, b, M, Kp, Np, _unpadded_ok(a, Kp))
+        # fp32 run as 3xTF32: B's copy K-major, the layout TF32 wgmma reads (precision.pads_b_kmajor
+        # says what it gains; Problem.padded says the same). Not for cuBLAS (pad+aten): its SGEMM
+        # gains nothing from a K-major B, and a transposed copy costs more than a straight one.
+        kmajor = pads_b_kmajor(a.dtype, allow_tf32) and choice.family != "aten"
+        ap, bp = _padded_operands(a, b, M, Kp, Np, _unpadded_ok(a, Kp), kmajor)
     if _into_out(fam, N, Np):
         fam.run(ap, bp[:, :N], out, choice.config, allow_tf32=allow_tf32, workspace=workspace,
                 epilogue=epilogue)
