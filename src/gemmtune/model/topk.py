@@ -491,7 +491,23 @@ def padded_tma_applies(problem, sms: int | None) -> bool:
     """
     if not sms or (problem.aligned_a and problem.aligned_b):
         return False
+    return _fills_a_wave(problem, sms)
+
+
+def _fills_a_wave(problem, sms: int) -> bool:
+    """An output of at least ``sms`` PADDED_TMA_TILE-square tiles (both persistent TMA rules')."""
     return -(-problem.m // PADDED_TMA_TILE) * -(-problem.n // PADDED_TMA_TILE) >= sms
+
+
+def _with_best_ranked(choices, order, picked: list[int], want, preferred, limit: int) -> list[int]:
+    """``picked`` plus the best-ranked in ``order`` of the choices ``want`` accepts (among
+    ``preferred`` ids when any is there), until ``limit`` of them are picked (both persistent TMA
+    rules' selection)."""
+    ranked = [int(i) for i in order if want(choices[int(i)])]
+    liked = [i for i in ranked if preferred and choices[i].id in preferred] or ranked
+    have = sum(want(choices[i]) for i in picked)
+    add = [i for i in liked if i not in picked][:max(0, limit - have)]
+    return list(picked) + add
 
 
 def with_padded_persistent(choices, order, picked: list[int], problem, sms: int, preferred=None) -> list[int]:
@@ -527,11 +543,7 @@ def with_padded_persistent(choices, order, picked: list[int], problem, sms: int,
     if not padded_tma_applies(problem, sms):
         return list(picked)
     flat = True if any(padded_tma(c, True) for c in choices) else None
-    ranked = [int(i) for i in order if padded_tma(choices[int(i)], flat)]
-    liked = [i for i in ranked if preferred and choices[i].id in preferred] or ranked
-    have = sum(padded_tma(choices[i], flat) for i in picked)
-    add = [i for i in liked if i not in picked][:max(0, PADDED_TMA_PICKS - have)]
-    return list(picked) + add
+    return _with_best_ranked(choices, order, picked, lambda c: padded_tma(c, flat), preferred, PADDED_TMA_PICKS)
 
 
 # The flattened persistent TMA kernel on an aligned problem whose K is short and whose output
@@ -558,8 +570,7 @@ def short_k_tma_applies(problem, sms: int | None) -> bool:
     """
     if not sms or not (problem.aligned_a and problem.aligned_b) or problem.op not in ("mm", "addmm"):
         return False
-    return problem.k <= SHORT_K_TMA_MAX_K and \
-        -(-problem.m // PADDED_TMA_TILE) * -(-problem.n // PADDED_TMA_TILE) >= sms
+    return problem.k <= SHORT_K_TMA_MAX_K and _fills_a_wave(problem, sms)
 
 
 def with_short_k_persistent(choices, order, picked: list[int], problem, sms: int, preferred=None) -> list[int]:
@@ -587,11 +598,7 @@ def with_short_k_persistent(choices, order, picked: list[int], problem, sms: int
         return c.family == "persistent_tma" and not c.pad and c.config.flatten
     if not short_k_tma_applies(problem, sms):
         return list(picked)
-    ranked = [int(i) for i in order if flat_tma(choices[int(i)])]
-    liked = [i for i in ranked if preferred and choices[i].id in preferred] or ranked
-    have = sum(flat_tma(choices[i]) for i in picked)
-    add = [i for i in liked if i not in picked][:max(0, SHORT_K_TMA_PICKS - have)]
-    return list(picked) + add
+    return _with_best_ranked(choices, order, picked, flat_tma, preferred, SHORT_K_TMA_PICKS)
 
 
 def with_padded_cublas(choices, picked: list[int]) -> list[int]:

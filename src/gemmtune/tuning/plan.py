@@ -16,6 +16,7 @@ from typing import Iterable, Sequence
 from ..api import space as family_space
 from ..configs import AtenConfig, Choice, tile_of
 from ..device import DeviceInfo
+from ..precision import pads_b_kmajor_problem
 from ..problem import Problem
 from ..shapes import Shape
 from ..table import LookupTable, required_choices
@@ -40,7 +41,6 @@ def kmajor_twins(problem: Problem) -> bool:
     >>> twins == [precision.fp32_precision() == "tf32x3", False]
     True
     """
-    from ..precision import pads_b_kmajor_problem
     return (problem.layout_b == "row" and problem.m >= KMAJOR_TWINS_MIN_M and problem.aligned_a
             and problem.aligned_b and pads_b_kmajor_problem(problem))
 
@@ -58,15 +58,15 @@ def candidates(problem: Problem, families: Sequence[str], kind: str, device: Dev
     for fam in families:
         if fam != "aten":
             out += family_space(problem, fam, kind, device)
-    if not (problem.aligned_a and problem.aligned_b) or (problem.op == "scaled_mm" and problem.padded() != problem) \
-            or kmajor_twins(problem):
+    unaligned = not (problem.aligned_a and problem.aligned_b)
+    if unaligned or (problem.op == "scaled_mm" and problem.padded() != problem) or kmajor_twins(problem):
         # Unaligned operands: also try each family on zero-padded aligned copies; their
         # configs come from the padded problem they actually run (Problem.padded). scaled_mm
         # also where its K or N is not a multiple of 16 or its operands are not K-major: there
         # cuBLASLt (torch._scaled_mm) and TMA run only on the padded, K-major copies. fp32 run as
         # 3xTF32 with a row-major B: its copy K-major (kmajor_twins).
         padded = problem.padded()
-        if not (problem.aligned_a and problem.aligned_b) or problem.op == "scaled_mm":
+        if unaligned or problem.op == "scaled_mm":
             # (not for kmajor_twins alone: cuBLAS's SGEMM gains nothing from a K-major B, so there
             # pad+aten would time cuBLAS plus a transposed copy of B)
             out.append(Choice("aten", AtenConfig(), True))
