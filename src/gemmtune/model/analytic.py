@@ -258,6 +258,7 @@ class AnalyticModel:
         rate16 = 2.0 if problem.dtype in FP8_DTYPES else 1.0
         wgmma = self.async_mma & (bm >= 64) & (b.warps % 4 == 0)
         x3 = runs_3xtf32(problem)
+        kmajor_pads = pads_b_kmajor_problem(problem)  # pad+ copies of B are K-major (implies x3)
         if fp32 and not problem.allow_tf32 and not x3:
             rate_sm = self.peak32 * EFF_FMA / sm * np.minimum(1.0, acc / FMA_ACC_KNEE) ** 0.25
             rate_sm = np.where(acc > FMA_SPILL_ACC, rate_sm / FMA_SPILL_FACTOR, rate_sm)
@@ -273,8 +274,7 @@ class AnalyticModel:
                 rate_sm = np.where(bk <= 16, rate_sm / X3_BK16_FACTOR, rate_sm)
                 rate_sm = np.where(stages <= 2, rate_sm / X3_TWO_STAGE_FACTOR, rate_sm)
                 if problem.layout_b.endswith("row"):  # X3_ROW_B_FACTOR; pad+ copies B K-major where it can
-                    kmajor_copy = (b.pad == 1) & pads_b_kmajor_problem(problem)
-                    rate_sm = np.where(kmajor_copy, rate_sm, rate_sm / X3_ROW_B_FACTOR)
+                    rate_sm = np.where((b.pad == 1) & kmajor_pads, rate_sm, rate_sm / X3_ROW_B_FACTOR)
         t_math = 2 * bm * bn * bk / rate_sm
         t_l2 = bytes_step / L2_SM_BW
         t_narrow = (bm * bk * ua + bk * bn * ub) * es / (UNALIGNED_SM_BW * es / 2)
@@ -355,7 +355,7 @@ class AnalyticModel:
         if b.pad.any():
             m0, n0, k0 = problem.m, problem.n, problem.k
             a_copies = na_mat
-            if x3 and pads_b_kmajor_problem(problem) and problem.layout_a == "row" and problem.aligned_a:
+            if kmajor_pads and problem.layout_a == "row" and problem.aligned_a:
                 # (3xTF32 only, where the rankers' base may move) A is read as it is where K needs
                 # no padding (kernels._unpadded_ok): no copy of it to charge
                 a_copies = np.where(K == k0, 0.0, na_mat)
