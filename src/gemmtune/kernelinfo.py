@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from .configs import Choice
+from .device import BUILTIN
 from .problem import Problem
 
 # Counted in the PTX: (label, pattern).
@@ -53,7 +54,9 @@ _RES = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
 # kernel asking for more compiles but cannot launch (triton raises OutOfResources at the launch).
 # inspect compiles without launching, so it says so beside the figure (the server/inspect hunt:
 # 1.5 MB was shown as a plain number).
-MAX_SHARED_PER_BLOCK = {80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448}
+# The built-in devices' limits (device.BUILTIN: sm_80, sm_90), and the archs no built-in device has.
+MAX_SHARED_PER_BLOCK = {86: 101376, 87: 166912, 89: 101376,
+                        **{10 * d.capability[0] + d.capability[1]: d.smem_per_block for d in BUILTIN}}
 
 
 def shared_note(arch: int, shared_bytes: int) -> str | None:

@@ -97,10 +97,7 @@ def _is_socket(address: str) -> bool:
 def _stale_socket(address: str) -> bool:
     """Whether ``address`` is a Unix socket nothing listens on (its server was killed): connecting
     is refused at once. A file of another kind, or a live server's socket, is not stale."""
-    try:
-        if not stat.S_ISSOCK(os.stat(address).st_mode):
-            return False
-    except OSError:
+    if not _is_socket(address):
         return False
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(1.0)
