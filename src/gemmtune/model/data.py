@@ -19,9 +19,6 @@ import csv
 import gzip
 import math
 import os
-import shutil
-import tempfile
-import zlib
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,19 +86,6 @@ class Dataset:
                        list(self.notes))
 
 
-def _open_sqlite(path: Path):
-    """A ResultStore on ``path``; ``.gz`` files are decompressed to a temporary copy."""
-    from ..store import ResultStore
-
-    if path.suffix == ".gz":
-        tmpdir = tempfile.mkdtemp(prefix="gemmtune-model-")
-        dst = Path(tmpdir) / path.stem
-        with gzip.open(path, "rb") as src, open(dst, "wb") as out:
-            shutil.copyfileobj(src, out)
-        return ResultStore(dst, readonly=True), tmpdir
-    return ResultStore(path, readonly=True), None  # only read: no write access needed (a shared store)
-
-
 def _read_records(path: Path) -> list[dict]:
     """Rows with status ok as dicts of the store's columns (strings or numbers)."""
     name = path.name.lower()
@@ -112,13 +96,10 @@ def _read_records(path: Path) -> list[dict]:
     if name.endswith((".sqlite", ".sqlite.gz", ".db")):
         from dataclasses import asdict
 
-        store, tmpdir = _open_sqlite(path)
-        try:
+        from ..store import opened_readonly
+
+        with opened_readonly(path) as store:
             return [asdict(c) | asdict(r) for c, r in store.rows(status="ok")]
-        finally:
-            store.close()
-            if tmpdir:
-                shutil.rmtree(tmpdir, ignore_errors=True)
     raise ModelError(f"cannot read {path}: expected a results store (.sqlite, .sqlite.gz) "
                      "or its CSV export (.csv, .csv.gz)")
 
@@ -140,9 +121,11 @@ def load_dataset(path: str | os.PathLike, *, device_name: str | None = None) -> 
         # A folder given for the store said "no such file", sending the user to look for a typo.
         why = "it is a directory; give the store file in it" if path.is_dir() else "no such file"
         raise ModelError(f"cannot read {path}: {why}")
+    from ..store import GZIP_ERRORS
+
     try:
         recs = _read_records(path)
-    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+    except GZIP_ERRORS as e:
         # A truncated or corrupt .gz (a copy cut short): EOFError is neither ValueError nor
         # OSError, and ended predict --eval and train with a traceback.
         raise ModelError(f"cannot read {path}: {e} (a truncated or corrupt gzip file)") from None

@@ -24,36 +24,24 @@ import os
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from ..store import ResultStore
+from ..store import GZIP_ERRORS, ResultStore, opened_readonly
 
 
 @contextlib.contextmanager
 def opened(store: str | os.PathLike | ResultStore):
     """``store`` opened read-only (a summary writes nothing), closed after; a ``.gz`` one (what
-    collect ships: data/collect/collect.sqlite.gz) decompressed to a temporary copy first, as
-    ``train --store`` reads it (report said 'not a SQLite database'). An open ResultStore as it is."""
+    collect ships: data/collect/collect.sqlite.gz) through a temporary copy, as ``train --store``
+    reads it (report said 'not a SQLite database'). An open ResultStore as it is."""
     if isinstance(store, ResultStore):
         yield store
         return
-    path = Path(store)
-    if not path.name.lower().endswith(".gz"):
-        with ResultStore(path, readonly=True) as st:
-            yield st
-        return
-    import gzip
-    import shutil
-    import tempfile
-    import zlib
-    with tempfile.TemporaryDirectory(prefix="gemmtune-report-") as tmp:
-        dst = Path(tmp) / path.name[:-3]
+    with contextlib.ExitStack() as stack:
         try:
-            with gzip.open(path, "rb") as src, open(dst, "wb") as out:
-                shutil.copyfileobj(src, out)
-        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+            st = stack.enter_context(opened_readonly(store))
+        except GZIP_ERRORS as e:
             # A truncated or corrupt .gz: an EOFError traceback before (neither ValueError nor OSError).
-            raise ValueError(f"cannot read {path}: {e} (a truncated or corrupt gzip file)") from None
-        with ResultStore(dst, readonly=True) as st:
-            yield st
+            raise ValueError(f"cannot read {Path(store)}: {e} (a truncated or corrupt gzip file)") from None
+        yield st
 
 
 def summarize(store: str | os.PathLike | ResultStore) -> list[dict]:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from .claims import claim_owner, owner_alive
 from .core import ResultStore
+from .files import GZIP_ERRORS, opened_readonly
 from .rows import COLUMNS, CONTEXT_COLUMNS, ROW_COLUMNS, STATUSES, ResultRow, RunContext
 from .schema import SCHEMA_VERSION, StoreError
 
@@ -52,4 +53,6 @@ __all__ = [
     "ROW_COLUMNS",
     "claim_owner",
     "owner_alive",
+    "GZIP_ERRORS",
+    "opened_readonly",
 ]
