@@ -115,6 +115,14 @@ def prepare_store(args, store: Path, out_dir: Path) -> None:
                 print(f"--drop-oom: {st.drop(oom)} rows dropped (kept in {kept}), to be measured again")
 
 
+def _require_gpu(what: str) -> None:
+    """ValueError, before anything is made, where this machine has no CUDA GPU: ``what`` collect
+    measures on, and what it can do here instead."""
+    import torch
+    if not torch.cuda.is_available():
+        raise ValueError(f"{what}; this machine has none (use --list-shapes / --dry-run here)")
+
+
 def run(args) -> int:
     """``gemmtune collect`` with its parsed options (cli/collect.py)."""
     t0 = time.monotonic() - process_age_s()
@@ -143,12 +151,10 @@ def run(args) -> int:
         if not gpus or not all(g.isdigit() for g in gpus):
             raise ValueError(f"--gpus {args.gpus!r}: give this host's GPU indices, comma-separated, e.g. 0,1")
         if not (args.list_shapes or args.dry_run):  # those two plan only: one process, no GPU
-            import torch
-            if not torch.cuda.is_available() and not args.cpu_interpreter:  # (the interpreter's test mode)
+            if not args.cpu_interpreter:  # (the interpreter's test mode)
                 # Said once, before anything is made: each collector said it, after ./out was made
                 # and the store prepared, then the empty store was exported (exit 1).
-                raise ValueError("collect --gpus measures on this host's GPUs; this machine has none "
-                                 "(use --list-shapes / --dry-run here)")
+                _require_gpu("collect --gpus measures on this host's GPUs")
             return run_on_gpus(args, gpus)
     if args.list_shapes:
         print("# group,name,M,N,K,layout_b")
@@ -195,9 +201,7 @@ def run(args) -> int:
     if cluster_addr is None and not args.cpu_interpreter and not args.export_only:
         # Before anything is written: the refusal below came after ./out was made and the store
         # prepared in it (--resume-from unpacked there, --drop-* rows taken out of the copy).
-        import torch
-        if not torch.cuda.is_available():
-            raise ValueError("collect measures on a GPU; this machine has none (use --list-shapes / --dry-run here)")
+        _require_gpu("collect measures on a GPU")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     store = args.store or out_dir / "collect.sqlite"
