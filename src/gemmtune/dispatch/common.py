@@ -128,12 +128,16 @@ def _locked(fn: Callable) -> Callable:
     return run
 
 
-def _random_operand(rows: int, cols: int, layout: str, dtype: torch.dtype, device) -> torch.Tensor:
+def _random_operand(rows: int, cols: int, layout: str, dtype: torch.dtype, device,
+                    batch: int | None = None) -> torch.Tensor:
+    """A random (rows x cols) operand of ``layout``; with ``batch``, that many of them, one after
+    the other (3-D)."""
+    lead = () if batch is None else (batch,)
     if layout == "col":
-        return torch.randn(cols, rows, dtype=dtype, device=device).t()
+        return torch.randn(*lead, cols, rows, dtype=dtype, device=device).transpose(-2, -1)
     if layout == "strided":
-        return torch.randn(rows, 2 * cols, dtype=dtype, device=device)[:, ::2]
-    return torch.randn(rows, cols, dtype=dtype, device=device)
+        return torch.randn(*lead, rows, 2 * cols, dtype=dtype, device=device)[..., ::2]
+    return torch.randn(*lead, rows, cols, dtype=dtype, device=device)
 
 
 def capturing(t: torch.Tensor) -> bool:

@@ -65,15 +65,6 @@ def _check_sizes(dims: dict, hints: dict, hint_choices: tuple) -> None:
             raise ValueError(f"hint choice {h.choice}: device_ms must be a non-negative number or None, got {ms!r}")
 
 
-def _random_batch(batch: int, rows: int, cols: int, layout: str, dtype: torch.dtype, device) -> torch.Tensor:
-    """``batch`` matrices of ``_random_operand``'s layout, one after the other (3-D)."""
-    if layout == "col":
-        return torch.randn(batch, cols, rows, dtype=dtype, device=device).transpose(1, 2)
-    if layout == "strided":
-        return torch.randn(batch, rows, 2 * cols, dtype=dtype, device=device)[:, :, ::2]
-    return torch.randn(batch, rows, cols, dtype=dtype, device=device)
-
-
 def _named(sizes: tuple) -> str:
     return ", ".join(f"{d}={v}" for d, v in zip(("batch", "M", "N", "K")[-len(sizes):], sizes))
 
@@ -475,8 +466,8 @@ class Dispatcher(Deciding, Launching):
         for m, n, k in itertools.product(*lists):
             if batches:
                 for bt in batches:
-                    self(_random_batch(bt, m, k, self.layout_a, self.torch_dtype, dev),
-                         _random_batch(bt, k, n, self.layout_b, self.torch_dtype, dev))
+                    self(_random_operand(m, k, self.layout_a, self.torch_dtype, dev, bt),
+                         _random_operand(k, n, self.layout_b, self.torch_dtype, dev, bt))
                 continue
             a = _random_operand(m, k, self.layout_a, self.torch_dtype, dev)
             b = _random_operand(k, n, self.layout_b, self.torch_dtype, dev)
