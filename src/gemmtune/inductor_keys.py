@@ -53,8 +53,9 @@ def _stride_variants(problem: Problem) -> list[tuple[list[int], list[int]]]:
     return out
 
 
-def _mat_key(dt_a: str, dt_b: str, problem: Problem) -> str:
-    sa, sb = _strides(problem)
+def _mat_key(dt_a: str, dt_b: str, problem: Problem, strides: tuple | None = None) -> str:
+    """The two operands' part of a 2-D key; ``strides``: (A's, B's), default ``_strides``'."""
+    sa, sb = strides if strides is not None else _strides(problem)
     return (f"({dt_a}, [{problem.m}, {problem.k}], [{sa[0]}, {sa[1]}]), "
             f"({dt_b}, [{problem.k}, {problem.n}], [{sb[0]}, {sb[1]}])")
 
@@ -141,8 +142,7 @@ def _one_key(problem: Problem, sa: list[int], sb: list[int]) -> str:
         mats = (f"({dt}, [{bt}, {problem.m}, {problem.k}], {sa}), "
                 f"({dt}, [{bt}, {problem.k}, {problem.n}], {sb})")
         return "+".join([f"({mats})", "bmm"])
-    mats = (f"({dt}, [{problem.m}, {problem.k}], [{sa[0]}, {sa[1]}]), "
-            f"({dt}, [{problem.k}, {problem.n}], [{sb[0]}, {sb[1]}])")
+    mats = _mat_key(dt, dt, problem, (sa, sb))
     if problem.op == "addmm":
         # The bias as tuned_addmm's Triton templates see it: expanded to the output's shape.
         inputs = f"(({dt}, [{problem.m}, {problem.n}], [0, 1]), {mats})"

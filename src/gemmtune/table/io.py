@@ -150,7 +150,9 @@ class _DuplicateField(Exception):
 def loads(text: str | bytes, path: str = "<table>") -> LookupTable:
     """Parse and validate table text (or UTF-8 bytes)."""
     if isinstance(text, (bytes, bytearray)):
-        if bytes(text[:16]) == b"SQLite format 3\x00":  # tune's other file, taken for the table
+        from ..store.schema import SQLITE_MAGIC  # (lazy, as jsonio reads it: the store package imports more)
+
+        if bytes(text[:len(SQLITE_MAGIC)]) == SQLITE_MAGIC:  # tune's other file, taken for the table
             raise TableError(f"{path}: a SQLite file (a results store, not a lookup table; "
                              f"gemmtune report --store {path} summarizes it)")
         try:
