@@ -156,6 +156,10 @@ for fam, cfg, (m, n, k), lay, *ld in CASES:
 PREPARED = [("pad+persistent_tma:BM128-BN128-BK64-S4-W8-G8", (333, 4097, 1025), "offset"),
             ("pad+triton_mm:BM64-BN128-BK64-S3-W4-G8", (77, 1531, 2049), "col"),
             ("pad+aten", (777, 1531, 2049), "row"),
+            # a row-major B: under SANITIZE_DTYPE=float32 (3xTF32) pad+ copies it K-major, ragged
+            # (1000x777) and aligned with nothing to pad (precision.pads_b_kmajor)
+            ("pad+triton_mm:BM64-BN64-BK32-S3-W4-G8", (515, 1000, 777), "row"),
+            ("pad+triton_mm:BM64-BN64-BK32-S3-W4-G8", (512, 1024, 1024), "row"),
             ("pad+decompose_k:s8", (33, 65, 7007), "col"),
             ("decompose_k:s7", (33, 65, 7007), "col"),
             ("persistent_tma:BM128-BN128-BK64-S3-W8-G8", (1000, 1000, 1000), "col")]
