@@ -154,6 +154,7 @@ for fam, cfg, (m, n, k), lay, *ld in CASES:
 # kernels relaunched with new pointers (kernels.relaunch), the persistent kernel's descriptors
 # rebased, the pad copies relaunched; new operands of the same layout on every call.
 PREPARED = [("pad+persistent_tma:BM128-BN128-BK64-S4-W8-G8", (333, 4097, 1025), "offset"),
+            ("pad+persistent_tma:BM128-BN128-BK32-S3-W8-G8", (333, 4097, 1025), "offset"),  # fits fp32
             ("pad+triton_mm:BM64-BN128-BK64-S3-W4-G8", (77, 1531, 2049), "col"),
             ("pad+aten", (777, 1531, 2049), "row"),
             # a row-major B: under SANITIZE_DTYPE=float32 (3xTF32) pad+ copies it K-major, ragged
@@ -184,7 +185,13 @@ if ONLY is None or "prepared" in ONLY:
             a2, b2 = operand(m, k, "offset" if lay == "offset" else "row"), operand(k, n, lay)
             out = torch.empty(m, n, device="cuda", dtype=DTYPE)
             if got is None:
-                kernels.run_choice(choice, a2, b2, out, workspace=ws)
+                try:
+                    kernels.run_choice(choice, a2, b2, out, workspace=ws)
+                except Exception as e:  # noqa: BLE001 - as above: an fp32 tile too big for shared memory
+                    if type(e).__name__ != "OutOfResources":
+                        raise
+                    via = f"skipped ({e})"
+                    break
             elif not got[0](a2, b2):
                 ok = False
                 break
@@ -192,6 +199,9 @@ if ONLY is None or "prepared" in ONLY:
                 got[1](a2, b2, out)
             torch.cuda.synchronize()
             ok = ok and compare(out, a2.double() @ b2.double(), TOL).ok
+        if via.startswith("skipped"):
+            print(f"run_choice {cid}: {via}", flush=True)
+            continue
         bad += not ok
         print(f"{via} {cid} {m}x{n}x{k} B={lay}: {'ok' if ok else 'WRONG or not matched'}", flush=True)
 print("sanitize: all ok" if not bad else f"sanitize: {bad} WRONG")

@@ -288,6 +288,26 @@ def test_the_analytic_model_knows_3xtf32s_slow_tile_shapes(monkeypatch):
     assert ieee[1] < 1.5 * ieee[0], dict(zip(ids, ieee))
 
 
+def test_the_analytic_model_charges_3xtf32_a_32_deep_k_block(monkeypatch):
+    """Under 3xTF32 the BK64 tile on 8 warps, which ran 1.08-1.19x faster than its BK32 twin and
+    1.02-1.16x faster than BM128-BN64-BK32-S4-W8 on all 9 large fp32 shapes of session 50's call 2
+    (H200), ranks first of the three; with IEEE products BK32's charge does not apply."""
+    from gemmtune.device import DeviceInfo
+    from gemmtune.model.analytic import X3_BK32_FACTOR, AnalyticModel
+
+    dev = DeviceInfo.lookup("h200")
+    p = Problem.from_sizes(4096, 4096, 4096, "fp32", layout_b="col")
+    ids = ["triton_mm:BM128-BN128-BK64-S3-W8-G8", "triton_mm:BM128-BN128-BK32-S3-W8-G8",
+           "triton_mm:BM128-BN64-BK32-S4-W8-G8"]
+    cs = [Choice.parse(c) for c in ids]
+    _x3(monkeypatch)
+    est = AnalyticModel(dev).predict(p, cs)
+    assert est[0] < est[1] and est[0] < est[2], dict(zip(ids, est))
+    _x3(monkeypatch, "ieee")
+    ieee = AnalyticModel(dev).predict(p, cs)
+    assert est[1] / est[0] > ieee[1] / ieee[0] * (1 + (X3_BK32_FACTOR - 1) / 2), (dict(zip(ids, est)), ieee)
+
+
 def test_a_3xtf32_pad_choice_reads_a_kmajor_b_that_needs_no_padding_as_it_is(monkeypatch):
     """B already K-major, aligned and of whole 16-byte rows (the copy would be the same bytes): the
     pad+ path hands it to the family as it is, and copies only the unaligned A."""

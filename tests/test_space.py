@@ -371,7 +371,7 @@ MEMO_PROBLEMS = [Problem.from_sizes(m, n, k, dt) for m, n, k, dt in [
 @pytest.mark.parametrize("kind", ["default", "exhaustive"])
 @pytest.mark.parametrize("family", ["triton_mm", "splitk"])
 def test_memoised_spaces_equal_scaling_each_config(family, kind):
-    from gemmtune.configs import fp8_tile
+    from gemmtune.configs import fit_stages, fp8_tile
     fam = kernels.get(family)
     dev = DeviceInfo.lookup("h100")
     fp8 = Problem.from_sizes(64, 256, 4096, "e4m3", op="scaled_mm", layout_b="col", scale="tensor", out_dtype="bf16")
@@ -379,8 +379,10 @@ def test_memoised_spaces_equal_scaling_each_config(family, kind):
         base = fam.raw_configs(kind)
         if kind == "default":
             base = [fp8_tile(c, problem) for c in base]
-        want = prune([scale_tile(c, problem, k_len=-(-problem.k // getattr(c, "split_k", 1))) for c in base],
-                     problem, dev, splitk.constraint if family == "splitk" else tile_constraint)
+        scaled = [scale_tile(c, problem, k_len=-(-problem.k // getattr(c, "split_k", 1))) for c in base]
+        if family == "triton_mm" and kind == "default":  # fewer stages where a tile overflows (fp32)
+            scaled = [fit_stages(c, problem, dev.smem_per_block) for c in scaled]
+        want = prune(scaled, problem, dev, splitk.constraint if family == "splitk" else tile_constraint)
         got = fam.space(problem, dev, kind)
         assert got[0] == want[0] and got[1] == want[1], (family, kind, problem.key)
 
@@ -439,3 +441,24 @@ def test_skinny_space_lists_no_reduction_twins_at_one_k_slice(m, n, k):
     many = [c for c in cfgs if not c.stream_k and plan(m, n, k, c)["splits"] > 1]
     if k >= 4096:  # split configs keep both reductions
         assert {c.deterministic for c in many} == {True, False}
+
+
+def test_default_tiles_that_overflow_in_fp32_run_with_fewer_stages():
+    # configs.fit_stages: fp32's 4-byte elements overflow shared memory where 16-bit ones do not;
+    # the tile that won 6 of 9 large 3xTF32 shapes on the H200 (BM128-BN128-BK64 on 8 warps,
+    # 5 stages in the list) runs at 3 stages instead of being dropped, while a tile that would fit
+    # only at 2 stages stays rejected, with its reason.
+    from gemmtune.configs import FIT_MIN_STAGES, smem_bytes
+    dev = DeviceInfo.lookup("h200")
+    fp32, bf16 = (Problem.from_sizes(4096, 4096, 4096, dt) for dt in ("fp32", "bf16"))
+    kept, rejected = kernels.get("triton_mm").space(fp32, dev, "default")
+    ids = {c.id for c in kept}
+    assert "BM128-BN128-BK64-S3-W8-G8" in ids and "BM128-BN128-BK64-S5-W8-G8" not in ids
+    assert all(smem_bytes(c, fp32) <= dev.smem_per_block for c in kept)
+    assert FIT_MIN_STAGES == 3
+    two_stage_only = {(128, 256, 64), (256, 128, 64)}  # 196 KB at 2 stages, 294 KB at 3
+    why = {(c.block_m, c.block_n, c.block_k): r for c, r in rejected}
+    assert two_stage_only <= set(why) and all("shared memory" in why[t] for t in two_stage_only)
+    # 16-bit operands: every default tile fits as listed, nothing changes
+    kept16, _ = kernels.get("triton_mm").space(bf16, dev, "default")
+    assert "BM128-BN128-BK64-S5-W8-G8" in {c.id for c in kept16}

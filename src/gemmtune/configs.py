@@ -529,6 +529,39 @@ def smem_bytes(cfg: TileConfig | SplitKConfig, problem: Problem) -> int:
     return max(1, cfg.num_stages) * (cfg.block_m * cfg.block_k + cfg.block_k * cfg.block_n) * es
 
 
+# A default tile whose pipeline overflows shared memory at the problem's element size is run with
+# fewer stages instead of dropped (``fit_stages``), down to FIT_MIN_STAGES. Only fp32 overflows
+# today (4-byte elements: 128x128x64 at 5 stages is 320 KB; every bf16 / fp16 / fp8 default tile
+# fits), and there the tile that overflowed is the one that wins: on the H200 (session 50,
+# call 2, scripts/exp_x3_tiles.py, 3xTF32) BM128-BN128-BK64 with 8 warps at 3 stages was the
+# fastest kernel on 6 of 9 large fp32 shapes, 1.87-2.01x SGEMM (4096^3: 1438 us, against 1634 for
+# the best tile the space held, BM128-BN64-BK32-S4-W8), and within 2.3% on a seventh; its 4-warp
+# twin, which the space did hold, ran 0.58-0.79x SGEMM (3xTF32's split operands and 64
+# accumulators per thread spill at 4 warps). Two stages ran 13-20% slower than three there, so a
+# tile that fits only at two is dropped as before (128x256x64, 256x128x64: their BK32 twins ran
+# 0.74-1.11x SGEMM in the same call).
+FIT_MIN_STAGES = 3
+
+
+def fit_stages(cfg: TileConfig, problem: Problem, smem_limit: int, min_stages: int = FIT_MIN_STAGES):
+    """``cfg`` with the most stages (at most its own) whose operand tiles fit ``smem_limit`` bytes
+    (``smem_bytes``), or ``cfg`` itself where none of ``min_stages`` or more fits (the
+    constraint then rejects it, naming the overflow).
+
+    >>> from gemmtune.problem import Problem
+    >>> big = TileConfig(128, 128, 64, 5, 8, 8)
+    >>> fit_stages(big, Problem.from_sizes(4096, 4096, 4096, "fp32"), 232448).num_stages
+    3
+    >>> fit_stages(big, Problem.from_sizes(4096, 4096, 4096, "bf16"), 232448) is big
+    True
+    """
+    if smem_bytes(cfg, problem) <= smem_limit:
+        return cfg
+    per_stage = smem_bytes(replace(cfg, num_stages=1), problem)
+    stages = min(cfg.num_stages, smem_limit // per_stage)
+    return replace(cfg, num_stages=stages) if stages >= min_stages else cfg
+
+
 def acc_regs_per_thread(cfg: TileConfig | SplitKConfig) -> int:
     return cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
 

@@ -6,8 +6,8 @@ The family is kernels.triton_mm, which re-exports these; they live here so that 
 
 from __future__ import annotations
 
-from ..configs import (TileConfig, check_block_sizes, default_tiles, exhaustive_tiles, prune, scale_tile,
-                       scaled_configs, tile_constraint)
+from ..configs import (TileConfig, check_block_sizes, default_tiles, exhaustive_tiles, fit_stages, prune,
+                       scale_tile, scaled_configs, tile_constraint)
 from ..device import DeviceInfo
 from ..problem import Problem
 from .base import tile_row
@@ -32,8 +32,14 @@ def scaled(cfg: TileConfig, problem: Problem) -> TileConfig:
 
 def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
     """(kept, rejected) configs for ``problem``: scaled to its sizes, pruned by ``device``. fp8
-    (scaled_mm): the default tiles with BLOCK_K doubled (configs.fp8_tile)."""
-    return prune(scaled_configs(raw_configs, kind, problem), problem, device)
+    (scaled_mm): the default tiles with BLOCK_K doubled (configs.fp8_tile). A default tile that
+    overflows the device's shared memory at the problem's element size (fp32) runs with fewer
+    stages rather than not at all (configs.fit_stages); the exhaustive space lists every stage
+    count already."""
+    configs = scaled_configs(raw_configs, kind, problem)
+    if kind == "default":
+        configs = [fit_stages(c, problem, device.smem_per_block) for c in configs]
+    return prune(configs, problem, device)
 
 
 def validate(problem: Problem, cfg: TileConfig) -> None:

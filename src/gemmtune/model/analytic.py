@@ -99,6 +99,13 @@ X3_ROW_B_FACTOR = 1.5
 X3_WIDE_WARPS_FACTOR = 2.2
 X3_BK16_FACTOR = 1.4
 X3_TWO_STAGE_FACTOR = 1.25
+# - BLOCK_K 32 against 64 on the same tile: once triton_mm's default space held BM128-BN128-BK64
+#   on 8 warps (configs.fit_stages), its BK32 twin ran 1.08-1.19x its time on all 9 fp32 shapes
+#   timed (H200, session 50, call 2, scripts/exp_x3_tiles.py; geomean 1.14x, both B layouts), and
+#   BM128-BN64-BK32-S4-W8, the best tile before, 1.02-1.16x: each K step's split of the operands
+#   into high and low parts and its barrier are paid per BLOCK_K, so 64-deep steps halve them.
+#   Charged on top of X3_BK16_FACTOR for BLOCK_K 16.
+X3_BK32_FACTOR = 1.13
 # K not a multiple of BLOCK_K (EVEN_K off): masked operand loads go through registers,
 # and past ~100 registers a thread (fp32 accumulators + one step of 16-bit operands) the
 # kernel spills. 333x4097x1025 bf16: 128x128x64 tiles over 4 warps (192 registers) took
@@ -272,6 +279,7 @@ class AnalyticModel:
                 # the tile shapes that measured slow (X3_WIDE_WARPS_FACTOR and below)
                 rate_sm = np.where(wgmma & (b.warps * 16 > bm), rate_sm / X3_WIDE_WARPS_FACTOR, rate_sm)
                 rate_sm = np.where(bk <= 16, rate_sm / X3_BK16_FACTOR, rate_sm)
+                rate_sm = np.where(bk <= 32, rate_sm / X3_BK32_FACTOR, rate_sm)
                 rate_sm = np.where(stages <= 2, rate_sm / X3_TWO_STAGE_FACTOR, rate_sm)
                 if problem.layout_b.endswith("row"):  # X3_ROW_B_FACTOR; pad+ copies B K-major where it can
                     rate_sm = np.where((b.pad == 1) & kmajor_pads, rate_sm, rate_sm / X3_ROW_B_FACTOR)
