@@ -29,11 +29,23 @@ TILES = ["triton_mm:BM128-BN128-BK64-S3-W8-G8", "triton_mm:BM128-BN128-BK64-S3-W
          "triton_mm:BM128-BN128-BK32-S4-W8-G8", "triton_mm:BM128-BN64-BK32-S4-W8-G8",
          "triton_mm:BM256-BN128-BK32-S3-W8-G8", "triton_mm:BM128-BN256-BK32-S3-W8-G8",
          "splitk:BM128-BN128-BK64-S3-W8-G8-SK2-det", "decompose_k:s2"]
+# --set warpgroup (session 50, call 4): one warp group an SM under 3xTF32 (model.analytic's
+# X3_ONE_WARPGROUP_FACTOR): 4-warp wgmma tiles whose fp32 stages allow one program an SM (147 KB,
+# 196 KB; a persistent program is one an SM by design) against 4-warp tiles of which an SM holds
+# three (73 KB) and the 8-warp tile that won call 2.
+WARPGROUP_SHAPES = [(4096, 4096, 4096, "col"), (1951, 10240, 3072, "col"), (704, 5120, 768, "col"),
+                    (3000, 5120, 1280, "row"), (224, 1536, 3072, "col")]
+WARPGROUP_TILES = ["triton_mm:BM64-BN128-BK64-S3-W4-G8", "triton_mm:BM64-BN64-BK128-S3-W4-G8",
+                   "triton_mm:BM64-BN128-BK32-S3-W4-G8", "triton_mm:BM128-BN64-BK32-S3-W4-G8",
+                   "triton_mm:BM128-BN128-BK64-S3-W8-G8", "persistent_tma:BM128-BN128-BK32-S5-W4-G8",
+                   "persistent_tma:BM128-BN128-BK32-S5-W8-G8", "persistent_tma:BM64-BN64-BK128-S3-W4-G8"]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--set", choices=("split", "warpgroup"), default="split",
+                    help="split: call 2's tiles and K splits (default); warpgroup: one warp group an SM")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     import torch
@@ -47,17 +59,20 @@ def main() -> None:
     from gemmtune.problem import Problem
     from gemmtune.table import LookupTable, TableChoice, provenance
 
-    shapes = SHAPES if not os.environ.get("X3_SMOKE") else [(33, 64, 48, "row")]  # a CPU check of the script
+    shapes, tiles = (SHAPES, TILES) if args.set == "split" else (WARPGROUP_SHAPES, WARPGROUP_TILES)
+    if os.environ.get("X3_SMOKE"):  # a CPU check of the script
+        shapes = [(33, 64, 48, "row")]
     probs = [Problem.from_sizes(m, n, k, "fp32", layout_b=lb) for m, n, k, lb in shapes]
     cap = ".".join(map(str, torch.cuda.get_device_capability()))
     entries = {}
     for p in probs:
         # a row-major B is read K-major through pad+ (precision.pads_b_kmajor); a column-major one as it is
-        ids = ["aten"] + [("pad+" if p.layout_b == "row" else "") + t for t in TILES]
+        ids = ["aten"] + [("pad+" if p.layout_b == "row" else "") + t for t in tiles]
         entries[p.key] = [TableChoice(Choice.parse(i)) for i in ids]
     lut = LookupTable(provenance(torch.cuda.get_device_name(), cap, torch.__version__, triton.__version__,
                                  gemmtune.__version__, "by-hand"), entries)
     r = gemmtune.tune(probs, store=str(args.out / "x3tiles.sqlite"), table=lut, progress=False, timeout=120)
+    # (a store of its own per --set: --out names the directory)
     from gemmtune.store import ResultStore
     rows = {}
     with ResultStore(args.out / "x3tiles.sqlite") as st:

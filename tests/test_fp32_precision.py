@@ -348,3 +348,21 @@ def test_pad_aten_keeps_a_row_major_copy_of_b_under_3xtf32(monkeypatch):
     out = gemmtune.matmul(a, b, choice="pad+aten")
     assert _rel(out, a.double() @ b.double()) < 1e-5
     assert len(seen) == 1 and seen[0][1] == 1, seen  # row-major: unit stride along N
+
+
+def test_fast_draws_its_3xtf32_picks_from_the_default_space(monkeypatch):
+    """--fast under 3xTF32 adds the analytic model's first of its two best families among the
+    default space's choices (tuning.plan.x3_pool): on the H200's large fp32 problems that is the
+    8-warp BK64 tile, the best kernel on 6 of 9 (session 50, call 2) and on 6 of 12 seed-51 shapes
+    (call 3), which the exhaustive space's analytic ranking had put below unmeasured 4-warp tiles."""
+    from gemmtune.device import DeviceInfo
+    from gemmtune.tuning.plan import CandidatePlan, load_ranker
+
+    _x3(monkeypatch)
+    dev = DeviceInfo.lookup("h200")
+    fams = ("triton_mm", "triton_static", "persistent_tma", "splitk", "skinny", "decompose_k", "aten")
+    plan = CandidatePlan(fams, "exhaustive", dev, None, "FAST", load_ranker(None, dev, "3.6.0", numpy_predict=True))
+    for m, n, k, lb in [(1951, 10240, 3072, "col"), (4032, 4032, 4032, "col"), (1856, 1856, 1856, "row")]:
+        got = [c.id for c in plan(Problem.from_sizes(m, n, k, "fp32", layout_b=lb)).choices]
+        want = ("pad+" if lb == "row" else "") + "triton_mm:BM128-BN128-BK64-S3-W8-G8"
+        assert want in got, (m, n, k, got)

@@ -106,6 +106,14 @@ X3_TWO_STAGE_FACTOR = 1.25
 #   into high and low parts and its barrier are paid per BLOCK_K, so 64-deep steps halve them.
 #   Charged on top of X3_BK16_FACTOR for BLOCK_K 16.
 X3_BK32_FACTOR = 1.13
+# - one warp group on an SM (a wgmma tile on 4 warps whose fp32 stages fill shared memory, so the
+#   SM holds one such program, or a persistent one on 4 warps): nothing overlaps one K step's
+#   split of the operands into high and low parts with the tensor cores' work. On 12 fp32 shapes
+#   (H200, session 50, call 3) BM64-BN128-BK64-S3-W4 (147 KB) and BM64-BN64-BK128-S3-W4
+#   (196 KB), which the estimate put first on several, were never among the 12 fastest of the
+#   default space: at least 1.16-1.53x the best; BM64-BN128-BK32 on 4 warps (73 KB, three programs
+#   an SM) ran 1.09-1.10x in session 49. Charged as a lower bound; call 4 measures them.
+X3_ONE_WARPGROUP_FACTOR = 1.2
 # K not a multiple of BLOCK_K (EVEN_K off): masked operand loads go through registers,
 # and past ~100 registers a thread (fp32 accumulators + one step of 16-bit operands) the
 # kernel spills. 333x4097x1025 bf16: 128x128x64 tiles over 4 warps (192 registers) took
@@ -280,6 +288,7 @@ class AnalyticModel:
                 rate_sm = np.where(wgmma & (b.warps * 16 > bm), rate_sm / X3_WIDE_WARPS_FACTOR, rate_sm)
                 rate_sm = np.where(bk <= 16, rate_sm / X3_BK16_FACTOR, rate_sm)
                 rate_sm = np.where(bk <= 32, rate_sm / X3_BK32_FACTOR, rate_sm)
+                rate_sm = np.where(wgmma & (occ * warps <= 4), rate_sm / X3_ONE_WARPGROUP_FACTOR, rate_sm)
                 rate_sm = np.where(stages <= 2, rate_sm / X3_TWO_STAGE_FACTOR, rate_sm)
                 if problem.layout_b.endswith("row"):  # X3_ROW_B_FACTOR; pad+ copies B K-major where it can
                     rate_sm = np.where((b.pad == 1) & kmajor_pads, rate_sm, rate_sm / X3_ROW_B_FACTOR)

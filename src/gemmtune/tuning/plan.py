@@ -323,6 +323,29 @@ def select_adaptive(problem: Problem, cands: list[Choice], model) -> tuple[list[
     return base + _with_twins(_both_paths([rest[i] for i in order], k), twins, problem), min(k, len(rest)), why
 
 
+# The 3xTF32 picks come from the default space's choices (x3_pool), not the whole
+# exhaustive space: the analytic model's 3xTF32 charges were read from sweeps of the default
+# space, and outside it they ranked unmeasured tiles first. On 12 fp32 shapes of seed 51 (H200,
+# session 50, call 3) --fast's analytic picks over the exhaustive space were BM64-BN128-BK64 and
+# BM64-BN64-BK64 tiles on 4 warps and its learned rankers' BK32 tiles, and it reached 91.7% of the
+# best kernel, where the default space's BM128-BN128-BK64-S3-W8 was the best on 6 of the 12
+# (1951x10240x3072: 1318 us against --fast's 1678).
+def x3_pool(problem: Problem, cands: list[Choice], rest: list[Choice], device: DeviceInfo) -> list[int]:
+    """Indices into ``rest`` that the analytic model's 3xTF32 picks are drawn from: the choices of
+    the default space of ``cands``' families (the note above says why), or all of
+    ``rest`` where none of them is there (a lookup table's own list, a family subset).
+
+    >>> from gemmtune.device import DeviceInfo
+    >>> dev, p = DeviceInfo.lookup("h200"), Problem.from_sizes(1024, 1024, 1024, "fp32", layout_b="col")
+    >>> rest = [Choice.parse(c) for c in ("triton_mm:BM128-BN128-BK64-S3-W8-G1", "triton_mm:BM128-BN128-BK64-S3-W8-G8")]
+    >>> x3_pool(p, rest, rest, dev)
+    [1]
+    """
+    families = tuple(dict.fromkeys(c.family for c in cands))
+    default_ids = {c.id for c in candidates(problem, families, "default", device)}
+    return [i for i, c in enumerate(rest) if c.id in default_ids] or list(range(len(rest)))
+
+
 def select_fast(problem: Problem, cands: list[Choice], model, device: DeviceInfo | None = None,
                 ) -> tuple[list[Choice], int, str]:
     """cuBLAS plus the model's first choice of each of its two best families, the other path's
@@ -362,9 +385,13 @@ def select_fast(problem: Problem, cands: list[Choice], model, device: DeviceInfo
     x3 = []
     if device is not None and x3_pick_applies(problem):
         from ..model.analytic import AnalyticModel
-        # the analytic model's first of its two best families (and the other path's): topk.x3_pick_applies says why
-        x3_first, _ = fast_parts(rest, rank_keys(AnalyticModel(device), problem, rest), FAST_FAMILIES, 0)
-        x3 = [i for i in x3_first if i not in first and i not in more][:FAST_FAMILIES]
+        # the analytic model's first of its two best families (and the other path's): topk.x3_pick_applies
+        # says why; drawn from the default space's choices, whose 3xTF32 times sweeps measured, where
+        # there are any (x3_pool)
+        pool = x3_pool(problem, cands, rest, device)
+        shown = [rest[i] for i in pool]
+        x3_first, _ = fast_parts(shown, rank_keys(AnalyticModel(device), problem, shown), FAST_FAMILIES, 0)
+        x3 = [pool[i] for i in x3_first if pool[i] not in first and pool[i] not in more][:FAST_FAMILIES]
     picked = [rest[i] for i in first + more + x3]
     added, wave = set(rules.get("core", ())), set(rules.get("wave", ()))
     tma, short_tma = set(rules.get("padded_tma", ())), set(rules.get("short_k_tma", ()))
