@@ -108,12 +108,13 @@ X3_TWO_STAGE_FACTOR = 1.25
 X3_BK32_FACTOR = 1.13
 # - one warp group on an SM (a wgmma tile on 4 warps whose fp32 stages fill shared memory, so the
 #   SM holds one such program, or a persistent one on 4 warps): nothing overlaps one K step's
-#   split of the operands into high and low parts with the tensor cores' work. On 12 fp32 shapes
-#   (H200, session 50, call 3) BM64-BN128-BK64-S3-W4 (147 KB) and BM64-BN64-BK128-S3-W4
-#   (196 KB), which the estimate put first on several, were never among the 12 fastest of the
-#   default space: at least 1.16-1.53x the best; BM64-BN128-BK32 on 4 warps (73 KB, three programs
-#   an SM) ran 1.09-1.10x in session 49. Charged as a lower bound; call 4 measures them.
-X3_ONE_WARPGROUP_FACTOR = 1.2
+#   split of the operands into high and low parts with the tensor cores' work. Measured (H200,
+#   session 50, call 4, scripts/exp_x3_tiles.py --set warpgroup, 4 shapes): BM64-BN128-BK64-S3-W4
+#   (147 KB, one program an SM) ran 1.17-1.26x the time of BM64-BN128-BK32-S3-W4 (73 KB, three),
+#   where the BK32 charge alone would make it 1.13x faster: 1.32-1.42x for the lone warp group,
+#   1.41-1.54x the 8-warp BM128-BN128-BK64 tile's time. Call 3 had put such tiles first on several
+#   shapes where none was among the default space's 12 fastest.
+X3_ONE_WARPGROUP_FACTOR = 1.35
 # K not a multiple of BLOCK_K (EVEN_K off): masked operand loads go through registers,
 # and past ~100 registers a thread (fp32 accumulators + one step of 16-bit operands) the
 # kernel spills. 333x4097x1025 bf16: 128x128x64 tiles over 4 warps (192 registers) took
