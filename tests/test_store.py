@@ -247,12 +247,12 @@ def test_open_wrong_schema_version(tmp_path):
     path = tmp_path / "old.sqlite"
     ResultStore(path).close()
     con = sqlite3.connect(path)
-    con.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+    con.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
     con.commit()
     con.close()
     with pytest.raises(StoreError) as ei:
         ResultStore(path)
-    assert str(path) in str(ei.value) and "schema version 2" in str(ei.value)
+    assert str(path) in str(ei.value) and "schema version 3" in str(ei.value)
 
 
 def test_open_foreign_sqlite_db(tmp_path):

@@ -53,6 +53,47 @@ def fp32_precision() -> str:
     return _FP32_ON_DEVICE[0]
 
 
+# The results store records, per row, which of the two fp32 arithmetics timed it (ResultRow
+# .fp32_precision): 3xTF32 runs 1.5-2x faster than IEEE on the same kernel, so a row timed under
+# one is no measurement for a process running the other, and the tuner measures it again.
+def precision_tag(problem, setting: str | None = None) -> str:
+    """The store's ``fp32_precision`` tag of a result for ``problem`` (a gemmtune Problem): "" where
+    the problem's arithmetic does not depend on the fp32 setting (not fp32, or TF32 allowed), else
+    ``setting`` ("tf32x3" or "ieee"; None: this process's ``fp32_precision()``, read only then).
+
+    >>> from gemmtune.problem import Problem
+    >>> precision_tag(Problem.from_sizes(8, 8, 8, "fp32"), "ieee")
+    'ieee'
+    >>> precision_tag(Problem.from_sizes(8, 8, 8, "fp32", allow_tf32=True), "ieee")
+    ''
+    >>> precision_tag(Problem.from_sizes(8, 8, 8, "bf16"), "ieee")
+    ''
+    """
+    return key_precision_tag(problem.key, setting)
+
+
+def key_precision_tag(problem_key: str, setting: str | None = None) -> str:
+    """``precision_tag`` from a problem key alone (the store holds keys): the key's input dtype
+    (third ':'-part, before '->') is "fp32" exactly when the inputs are fp32 with TF32 off
+    ("fp32+tf32" when allowed). A key of another form tags "".
+
+    >>> key_precision_tag("mm:M16-N32-K32:fp32->fp32:row.a/row.a", "tf32x3")
+    'tf32x3'
+    >>> key_precision_tag("mm:M16-N32-K32:fp32+tf32->fp32:row.a/row.a", "tf32x3")
+    ''
+    >>> key_precision_tag("bmm:B2-M16-N32-K32:bf16->bf16:row.a/row.a", "tf32x3"), key_precision_tag("k", "ieee")
+    ('', '')
+    """
+    parts = problem_key.split(":")
+    if len(parts) < 3 or parts[2].partition("->")[0] != "fp32":
+        return ""
+    if setting is None:
+        return fp32_precision()
+    if setting not in FP32_PRECISIONS:
+        raise ValueError(f"fp32 precision {setting!r}: expected one of {', '.join(FP32_PRECISIONS)}")
+    return setting
+
+
 def runs_3xtf32_dtype(dtype, allow_tf32: bool) -> bool:
     """Whether this process's Triton kernels multiply operands of ``dtype`` (a torch dtype or
     gemmtune's name of one) as 3xTF32: fp32, TF32 not allowed, and the setting 3xTF32

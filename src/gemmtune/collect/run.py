@@ -171,10 +171,17 @@ def run(args) -> int:
         dev = current_or()
         done = None
         if args.resume_from:  # one unpacking for both reads
-            done, stale, bound, oom = with_store(args.resume_from, lambda st: (
+            from ..precision import fp32_precision
+
+            done, stale, bound, oom, arith = with_store(args.resume_from, lambda st: (
                 st.keys(), stale_edge_rows(st) if args.drop_stale_edges else [],
                 launch_bound_rows(st) if args.drop_launch_bound else [],
-                st.oom_rows() if getattr(args, "drop_oom", False) else []))
+                st.oom_rows() if getattr(args, "drop_oom", False) else [],
+                st.other_precision_rows(fp32_precision()) if "float32" in dtypes else []))
+            if arith:  # timed under the other fp32 arithmetic, or unknown: ResultStore.done skips them
+                print(f"{len(arith)} fp32 rows of {args.resume_from.name} were timed under another fp32 "
+                      f"arithmetic than {fp32_precision()} (or an unknown one) and would be measured again")
+                done -= {r[-2:] for r in arith}
             if args.drop_stale_edges:
                 print(f"--drop-stale-edges: {len(stale)} rows of {args.resume_from.name} would be measured again")
                 done -= {r[-2:] for r in stale}

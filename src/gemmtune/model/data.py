@@ -46,6 +46,10 @@ class ShapeData:
     # The GPU that measured it, where that is not the dataset's own (``pool``): its features use
     # this GPU's facts, and cross-validation trains on it but never scores it.
     device: object = None
+    # The fp32 arithmetic that timed it (the store's column: "tf32x3", "ieee", or "" where it does
+    # not matter or is unknown). 3xTF32 and IEEE time one kernel 1.5-2x apart, so the two are never
+    # one group (load_dataset).
+    fp32_precision: str = ""
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -87,12 +91,14 @@ class Dataset:
 
 
 def _read_records(path: Path) -> list[dict]:
-    """Rows with status ok as dicts of the store's columns (strings or numbers)."""
+    """Rows with status ok as dicts of the store's columns (strings or numbers). A CSV exported
+    before the store had ``fp32_precision`` (schema version 1) lacks it: its rows read as ""."""
     name = path.name.lower()
     if name.endswith((".csv", ".csv.gz")):
         opener = gzip.open if name.endswith(".gz") else open
         with opener(path, "rt", newline="", encoding="utf-8") as f:
-            return [r for r in csv.DictReader(f) if r.get("status") == "ok"]
+            return [r | {"fp32_precision": r.get("fp32_precision") or ""}
+                    for r in csv.DictReader(f) if r.get("status") == "ok"]
     if name.endswith((".sqlite", ".sqlite.gz", ".db")):
         from dataclasses import asdict
 
@@ -115,6 +121,10 @@ def load_dataset(path: str | os.PathLike, *, device_name: str | None = None) -> 
     group with the most rows is used (or the GPU named by ``device_name``), and the
     others are listed in ``Dataset.notes``. A choice measured more than once within
     that group counts with the geometric mean of its times.
+
+    A problem is grouped by (key, ``fp32_precision``): an fp32 TF32-off problem timed under
+    both IEEE and 3xTF32 (or also in a version-1 store, "") gives one group per arithmetic,
+    never one mixing their times.
     """
     path = Path(path)
     if not path.is_file():
@@ -158,20 +168,20 @@ def load_dataset(path: str | os.PathLike, *, device_name: str | None = None) -> 
                          "those times say nothing about a GPU, refusing to train on them")
     ctx = {c: rows[-1][c] for c in ("device_name", "capability", "torch_version", "triton_version",
                                     "gemmtune_version")}
-    per: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    per: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     forms = 0
     for r in rows:
         if _other_static_form(r["choice_id"]):
             forms += 1
             continue
-        per[r["problem_key"]][r["choice_id"]].append(r["device_ms"])
+        per[(r["problem_key"], r.get("fp32_precision") or "")][r["choice_id"]].append(r["device_ms"])
     if forms:
         # The rankers score a tile; its triton_static forms have the carried form's features and are
         # timed beside a pick, never ranked (tuning.plan.static_forms): as rows they would give one
         # feature vector several labels.
         notes.append(f"skipped {forms} rows of triton_static's indexed forms (timed beside a pick, not ranked)")
     groups = []
-    for key_, ch in sorted(per.items()):
+    for (key_, tag), ch in sorted(per.items()):
         try:
             p = Problem.from_key(key_)
             ids = sorted(ch)
@@ -180,7 +190,7 @@ def load_dataset(path: str | os.PathLike, *, device_name: str | None = None) -> 
             notes.append(f"skipped {key_}: {e}")
             continue
         t = np.array([math.exp(sum(map(math.log, ch[c])) / len(ch[c])) for c in ids])
-        groups.append(ShapeData(p, choices, t))
+        groups.append(ShapeData(p, choices, t, fp32_precision=tag))
     return Dataset(groups, ctx, path.name, notes)
 
 
@@ -240,7 +250,8 @@ def pool(data: Dataset, others: list[Dataset]) -> Dataset:
             raise ModelError(f"{o.source}: triton {o.context.get('triton_version')} differs from "
                              f"{data.source}'s {data.context.get('triton_version')}")
         same = name == data.context.get("device_name")  # the same GPU: its problems are native
-        groups += [ShapeData(g.problem, g.choices, g.times_ms, None if same else dev) for g in o.groups]
+        groups += [ShapeData(g.problem, g.choices, g.times_ms, None if same else dev, g.fp32_precision)
+                   for g in o.groups]
         notes.append(f"pooled {len(o.groups)} problems measured on {name} from {o.source}")
     source = " + ".join([data.source, *(f"{o.source} ({o.context.get('device_name')})" for o in others)])
     return Dataset(groups, dict(data.context), source, notes)

@@ -46,14 +46,15 @@ class Claims:
     store split the work (a mixin: ``self._db`` is the store's connection)."""
 
     def claim(self, ctx: RunContext, problem_key: str, choice_ids: Iterable[str], owner: str,
-              ttl_s: float, redo_statuses: Iterable[str] = ()) -> list[str]:
+              ttl_s: float, redo_statuses: Iterable[str] = (), fp32_precision: str | None = None) -> list[str]:
         """Claim for ``owner`` the choices of ``choice_ids`` that no result in this context
         finished (a status in ``redo_statuses`` does not count as finished) and that no other
         owner holds; return every one of them that ``owner`` now holds, in the given order.
 
         One transaction with the write lock, so two tuners never both get one choice. A claim
         lasts ``ttl_s`` seconds (the longest its owner can take to measure what it claimed);
-        an expired one, left by a tuner that died, can be claimed again.
+        an expired one, left by a tuner that died, can be claimed again. ``fp32_precision``:
+        which rows count as finished, as ``ResultStore.done`` takes it.
 
         Example::
 
@@ -67,13 +68,13 @@ class Claims:
         redo = set(redo_statuses)
         conn = self._db
         try:
-            return self._claim(conn, ctx, problem_key, ids, owner, ttl_s, ck, now, redo)
+            return self._claim(conn, ctx, problem_key, ids, owner, ttl_s, ck, now, redo, fp32_precision)
         except sqlite3.Error as e:
             # e.g. a store file this user cannot write (it opens read-only): a tune's first
             # write is a claim, and sqlite3's traceback was all it printed.
             raise StoreError(f"cannot write to results store {self.path}: {e}") from None
 
-    def _claim(self, conn, ctx, problem_key, ids, owner, ttl_s, ck, now, redo) -> list[str]:
+    def _claim(self, conn, ctx, problem_key, ids, owner, ttl_s, ck, now, redo, fp32_precision) -> list[str]:
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute("DELETE FROM claims WHERE expires_at < ?", (now,))
@@ -81,7 +82,7 @@ class Claims:
                                      (ck, problem_key)).fetchall():
                 if o != owner and not owner_alive(o):
                     conn.execute("DELETE FROM claims WHERE owner = ?", (o,))
-            done = {r.choice_id for r in self.done(ctx, problem_key).values() if r.status not in redo}
+            done = {r.choice_id for r in self.done(ctx, problem_key, fp32_precision).values() if r.status not in redo}
             held = dict(conn.execute("SELECT choice_id, owner FROM claims WHERE context = ? AND problem_key = ?",
                                      (ck, problem_key)).fetchall())
             mine = []

@@ -13,9 +13,26 @@ from ..bench.status import Status
 from .claims import Claims
 from .export import Export
 from .maintenance import Maintenance
-from .rows import COLUMNS, CONTEXT_COLUMNS, ORDER_BY, STATUSES, ResultRow, RunContext, from_db, row_values
+from .rows import (CONTEXT_COLUMNS, ORDER_BY, STATUSES, ResultRow, RunContext, counts_as_measured, from_db,
+                   row_values)
 from .schema import (INSERT, LOCK_TIMEOUT_S, StoreError, check_magic, enable_wal, init_schema, open_readonly,
-                     sqlite_filename)
+                     select_columns, sqlite_filename)
+
+
+def wanted_precision(problem_key: str, fp32_precision: str | None) -> str:
+    """The fp32_precision tag a row of ``problem_key`` must carry to count as measured here:
+    ``fp32_precision`` when given, else the key's (gemmtune.precision.key_precision_tag: this
+    process's setting for an fp32 TF32-off key, "" for any other).
+
+    >>> wanted_precision("mm:M8-N8-K8:bf16->bf16:row.a/row.a", None), wanted_precision("k", "ieee")
+    ('', 'ieee')
+    """
+    if fp32_precision is not None:
+        return fp32_precision
+    # Lazy: gemmtune.precision imports torch, which reading or exporting a store does not need.
+    from ..precision import key_precision_tag
+
+    return key_precision_tag(problem_key)
 
 
 class ResultStore(Claims, Maintenance, Export):
@@ -23,7 +40,8 @@ class ResultStore(Claims, Maintenance, Export):
 
     Opening creates the file (and its tables) if it does not exist; an existing
     file must be a gemmtune store of schema version ``SCHEMA_VERSION``, else
-    ``StoreError`` is raised naming the path and the problem. ``readonly=True``
+    ``StoreError`` is raised naming the path and the problem; a version-1 store is
+    migrated in place (schema.migrate_v1) or, read-only, read as it is. ``readonly=True``
     (what only reads: summaries, training) opens an existing store without
     writing to it or needing write access, a store on a read-only mount included.
 
@@ -132,8 +150,10 @@ class ResultStore(Claims, Maintenance, Export):
             self._write(values)
 
     def _select(self, where: str = "", params: tuple = ()) -> list[tuple[RunContext, ResultRow]]:
-        sql = f"SELECT {', '.join(COLUMNS)} FROM results {where} ORDER BY {ORDER_BY}"
         try:
+            # Per read: a read-only reader of a version-1 store lacks the newer columns (unless
+            # a writer migrated it since), and select_columns fills them in.
+            sql = f"SELECT {select_columns(self._db)} FROM results {where} ORDER BY {ORDER_BY}"
             recs = self._db.execute(sql, params).fetchall()
         except sqlite3.Error as e:
             raise StoreError(f"cannot read results store {self.path}: {e}") from e
@@ -170,17 +190,23 @@ class ResultStore(Claims, Maintenance, Export):
         where = f"WHERE {' AND '.join(conds)}" if conds else ""
         return self._select(where, tuple(params))
 
-    def done(self, ctx: RunContext, problem_key: str) -> dict[str, ResultRow]:
+    def done(self, ctx: RunContext, problem_key: str, fp32_precision: str | None = None) -> dict[str, ResultRow]:
         """Results already recorded for this problem in this context, by choice_id.
 
         Every status counts as finished: a candidate that crashed or timed out
         is not retried on resume unless the caller decides to.
 
+        ``fp32_precision``: the tag (gemmtune.precision.precision_tag) a row must carry to count;
+        None takes the key's in this process (``wanted_precision``). For an fp32 problem with
+        TF32 off, a row timed under the other arithmetic, or of unknown arithmetic (""), is left
+        out: it is measured again, and the new row replaces it (``counts_as_measured``).
+
         Example::
 
             >>> todo = [c for c in choices if c.id not in store.done(ctx, key)]  # doctest: +SKIP
         """
-        return {row.choice_id: row for _, row in self.rows(ctx, problem_key)}
+        tag = wanted_precision(problem_key, fp32_precision)
+        return {row.choice_id: row for _, row in self.rows(ctx, problem_key) if counts_as_measured(row, tag)}
 
     def count(self) -> int:
         """Number of rows in the store, over all contexts."""
@@ -189,20 +215,23 @@ class ResultStore(Claims, Maintenance, Export):
         except sqlite3.Error as e:
             raise StoreError(f"cannot read results store {self.path}: {e}") from e
 
-    def best(self, ctx: RunContext, problem_key: str) -> ResultRow | None:
+    def best(self, ctx: RunContext, problem_key: str, fp32_precision: str | None = None) -> ResultRow | None:
         """The fastest ``status == "ok"`` result, or None if there is none.
 
         Rows without a finite positive-or-zero time are ignored even when marked
         ok; ties go to the smallest choice_id so the answer is deterministic.
+        Only rows that count as measured under ``fp32_precision`` compete (as in ``done``).
 
         Example::
 
             >>> store.best(ctx, key).choice_id                  # doctest: +SKIP
             'triton:bm64-bn64-bk32'
         """
+        tag = wanted_precision(problem_key, fp32_precision)
         timed = [
             row
             for _, row in self.rows(ctx, problem_key, Status.OK)
-            if row.device_ms is not None and math.isfinite(row.device_ms) and row.device_ms >= 0
+            if counts_as_measured(row, tag)
+            and row.device_ms is not None and math.isfinite(row.device_ms) and row.device_ms >= 0
         ]
         return min(timed, key=lambda r: (r.device_ms, r.choice_id), default=None)

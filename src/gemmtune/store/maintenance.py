@@ -57,6 +57,14 @@ class Maintenance:
                            "AND (reason LIKE 'OutOfMemoryError%' OR reason LIKE '%CUDA out of memory%') "
                            "ORDER BY problem_key, choice_id")
 
+    def other_precision_rows(self, fp32_precision: str) -> list[tuple]:
+        """The row keys (``KEY_COLUMNS``) of the rows of fp32 TF32-off problems (key dtype part
+        ``fp32->``; ``fp32+tf32->`` is TF32 allowed) not timed under ``fp32_precision`` ("tf32x3"
+        or "ieee"), legacy "" rows included: what ``ResultStore.done`` leaves out, so a tune or
+        collect measures them again."""
+        return self._query(f"SELECT {_KEYS} FROM results WHERE problem_key LIKE '%:fp32->%' "
+                           "AND fp32_precision != ? ORDER BY problem_key, choice_id", (fp32_precision,))
+
     def _keyed(self, keys: Iterable[tuple]) -> str:
         """Fill a temporary table with row ``keys`` and return the condition that selects their
         rows. A key is a whole row key (``KEY_COLUMNS``, as the queries above return them: that

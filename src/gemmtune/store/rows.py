@@ -65,7 +65,8 @@ class ResultRow:
     ``device_ms`` is None when the candidate produced no timing (it failed to
     compile, crashed, ...); ``reason`` then says why. ``spread`` is the relative
     spread of the ``repeats`` timings. ``created_at`` is unix time; left at 0 the
-    store fills in the time of recording. Fields are keyword-only.
+    store fills in the time of recording. ``fp32_precision``: which fp32 arithmetic
+    timed it (see the field's comment). Fields are keyword-only.
 
     SQLite stores a NaN float as NULL, so a NaN timing reads back as None;
     ``inf`` round-trips unchanged.
@@ -99,7 +100,16 @@ class ResultRow:
     repeats: int | None = None
     spread: float | None = None
     created_at: float = 0
+    # How the measuring process's Triton kernels multiplied fp32 with TF32 off ("tf32x3" or
+    # "ieee": gemmtune.precision.precision_tag); "" where the problem's arithmetic does not depend
+    # on that setting, and on rows of a version-1 store (unknown). Not part of the key: a
+    # re-measure under the other setting replaces the row (``counts_as_measured``).
+    fp32_precision: str = ""
 
+
+# ResultRow.fp32_precision's values: "" and gemmtune.precision.FP32_PRECISIONS (restated, not
+# imported: that module imports torch, and reading or exporting a store needs only the stdlib).
+PRECISION_TAGS = ("", "tf32x3", "ieee")
 
 CONTEXT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunContext))
 ROW_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(ResultRow))
@@ -108,6 +118,23 @@ INT_FIELDS = ("m", "n", "k", "repeats")
 FLOAT_FIELDS = ("device_ms", "eager_ms", "rel_err", "spread", "created_at")
 KEY_COLUMNS = CONTEXT_COLUMNS + ("problem_key", "choice_id")
 ORDER_BY = ", ".join(("problem_key", "choice_id") + CONTEXT_COLUMNS)
+
+
+def counts_as_measured(row: ResultRow, fp32_precision: str) -> bool:
+    """Whether ``row`` is a measurement for a process whose tag for the row's problem is
+    ``fp32_precision`` (gemmtune.precision.precision_tag). A "" tag (the problem's arithmetic does
+    not depend on the fp32 setting) takes every row; a "tf32x3" or "ieee" one only rows timed
+    under it: 3xTF32 and IEEE run the same kernel 1.5-2x apart, and a legacy row ("", from a
+    version-1 store) may have been timed under either.
+
+    >>> r = ResultRow(problem_key="mm:M8-N8-K8:fp32->fp32:row.a/row.a", choice_id="aten", family="aten",
+    ...               status="ok", device_ms=1.0, eager_ms=None, rel_err=None, m=8, n=8, k=8,
+    ...               dtype="float32", out_dtype="float32", layout="row/row", aligned=True,
+    ...               fp32_precision="ieee")
+    >>> counts_as_measured(r, "ieee"), counts_as_measured(r, "tf32x3"), counts_as_measured(r, "")
+    (True, False, True)
+    """
+    return not fp32_precision or row.fp32_precision == fp32_precision
 
 
 def row_values(ctx: RunContext, row: ResultRow, now: float) -> tuple:
@@ -119,6 +146,11 @@ def row_values(ctx: RunContext, row: ResultRow, now: float) -> tuple:
         raise ValueError(
             f"invalid status {row.status!r} for {row.problem_key} / {row.choice_id}; "
             f"expected one of {', '.join(STATUSES)}"
+        )
+    if row.fp32_precision not in PRECISION_TAGS:
+        raise ValueError(
+            f"invalid fp32_precision {row.fp32_precision!r} for {row.problem_key} / {row.choice_id}; "
+            f"expected one of {', '.join(map(repr, PRECISION_TAGS))}"
         )
     values = asdict(ctx) | asdict(row)
     # sqlite3 cannot bind numpy / torch scalars (np.float32, np.int64, ...),

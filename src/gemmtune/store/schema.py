@@ -10,7 +10,14 @@ from pathlib import Path
 from .rows import COLUMNS, KEY_COLUMNS
 
 
-SCHEMA_VERSION = 1
+# Version 2 added results.fp32_precision (which fp32 arithmetic timed a row). A version-1 store
+# is migrated in place when opened for writing (``migrate_v1``) and read as it is when opened
+# read-only, its rows tagged "" (unknown).
+SCHEMA_VERSION = 2
+
+# The columns each version after 1 added, with their SQL type: what ``migrate_v1`` adds and what a
+# read-only reader of a version-1 store fills in ("" for both: NOT NULL DEFAULT '').
+ADDED_IN_V2 = {"fp32_precision": "TEXT NOT NULL DEFAULT ''"}
 
 # Waiting beats failing: a second tuner process appending to the same file
 # should block for a moment, not lose its measurement.
@@ -28,7 +35,7 @@ SQL_TYPES = {
     "created_at": "REAL NOT NULL",
     "m": "INTEGER NOT NULL", "n": "INTEGER NOT NULL", "k": "INTEGER NOT NULL",
     "aligned": "INTEGER NOT NULL", "repeats": "INTEGER",
-}
+} | ADDED_IN_V2
 
 CREATE_RESULTS = (
     "CREATE TABLE IF NOT EXISTS results (\n    "
@@ -126,6 +133,24 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     raise StoreError(f"cannot open results store {path}: {err}")
 
 
+def select_columns(conn: sqlite3.Connection) -> str:
+    """The SELECT list of ``COLUMNS`` for this connection's results table: a column a version-1
+    store lacks (one opened read-only, never migrated) reads as its default, ''."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(results)")}
+    return ", ".join(c if c in have or c not in ADDED_IN_V2 else f"'' AS {c}" for c in COLUMNS)
+
+
+def migrate_v1(conn: sqlite3.Connection) -> None:
+    """Bring a version-1 store to version 2 in place, losslessly: add the new columns (every
+    existing row gets '': which fp32 arithmetic timed it is unknown) and bump schema_version.
+    The caller holds the write transaction (``init_schema``): all of it happens or none."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(results)")}
+    for col, sql_type in ADDED_IN_V2.items():
+        if col not in have:  # added by hand already: keep its values
+            conn.execute(f"ALTER TABLE results ADD COLUMN {col} {sql_type}")
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+
+
 def init_schema(conn: sqlite3.Connection, path: Path) -> None:
     # IMMEDIATE takes the write lock up front, so two processes creating the
     # same new file cannot both decide it is empty and race on CREATE.
@@ -141,7 +166,8 @@ def init_schema(conn: sqlite3.Connection, path: Path) -> None:
             )
             conn.execute("COMMIT")
             return
-        validate_schema(conn, tables, path)
+        if validate_schema(conn, tables, path) == 1:
+            migrate_v1(conn)
         if "claims" not in tables:
             conn.execute(CREATE_CLAIMS)
         conn.execute("COMMIT")
@@ -151,7 +177,9 @@ def init_schema(conn: sqlite3.Connection, path: Path) -> None:
         raise
 
 
-def validate_schema(conn: sqlite3.Connection, tables: set[str], path: Path) -> None:
+def validate_schema(conn: sqlite3.Connection, tables: set[str], path: Path) -> int:
+    """Check that the file is a gemmtune store this gemmtune reads (version 1 or
+    ``SCHEMA_VERSION``) with every column of its version; returns the version."""
     where = f"results store {path}"
     if "meta" not in tables:
         raise StoreError(f"{where} is a SQLite database but not a gemmtune store: no 'meta' table")
@@ -162,14 +190,15 @@ def validate_schema(conn: sqlite3.Connection, tables: set[str], path: Path) -> N
         version = int(got[0])
     except (TypeError, ValueError):
         raise StoreError(f"{where} has an unreadable schema_version {got[0]!r}") from None
-    if version != SCHEMA_VERSION:
+    if version not in (1, SCHEMA_VERSION):
         raise StoreError(
-            f"{where} has schema version {version}, this gemmtune reads version "
+            f"{where} has schema version {version}, this gemmtune reads versions 1 to "
             f"{SCHEMA_VERSION}; export it with the gemmtune that wrote it or start a new file"
         )
     if "results" not in tables:
         raise StoreError(f"{where} lacks the 'results' table")
     have = {r[1] for r in conn.execute("PRAGMA table_info(results)")}
-    missing = [c for c in COLUMNS if c not in have]
+    missing = [c for c in COLUMNS if c not in have and not (version == 1 and c in ADDED_IN_V2)]
     if missing:
         raise StoreError(f"{where}: table 'results' lacks columns {', '.join(missing)}")
+    return version

@@ -28,6 +28,7 @@ from typing import Callable
 from ..bench import status as _status
 from ..bench.status import Status
 from ..configs import Choice
+from ..precision import precision_tag
 from ..problem import Problem
 from ..shapes import Shape
 from ..store import STATUSES, ResultRow, ResultStore, RunContext, claim_owner
@@ -40,8 +41,10 @@ RETRYABLE = tuple(s.value for s in _status.RETRYABLE)
 POLL_S = 0.5
 
 
-def result_row(problem: Problem, choice: Choice, res: dict) -> ResultRow:
-    """A worker's result dict as the store's row (an unknown status is an error)."""
+def result_row(problem: Problem, choice: Choice, res: dict, fp32_precision: str | None = None) -> ResultRow:
+    """A worker's result dict as the store's row (an unknown status is an error).
+    ``fp32_precision``: the row's tag (``precision_tag``; None: this process's for ``problem``,
+    which is the measuring workers' too: they inherit its environment and GPU)."""
     def num(key):
         v = res.get(key)
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
@@ -56,6 +59,7 @@ def result_row(problem: Problem, choice: Choice, res: dict) -> ResultRow:
         params_json=json.dumps(choice.config.params(), sort_keys=True),
         repeats=int(res["repeats"]) if isinstance(res.get("repeats"), int) else None,
         spread=num("spread"),
+        fp32_precision=precision_tag(problem) if fp32_precision is None else fp32_precision,
     )
 
 
@@ -102,7 +106,8 @@ def summarize(s: Shape, cands: list[Choice], db: ResultStore, ctx: RunContext, m
     (cuBLAS's where nothing beats it by ``min_gain``: ``prefer_aten``), cuBLAS's, the statuses
     and each failure status's first reason. ``pdl_credit``: the best is picked by ``ranked_ms``
     (a strip with a ``-pdl`` twin counted that fraction faster); its own time is reported."""
-    rows = db.done(ctx, s.problem.key)
+    # Only rows timed under this process's fp32 arithmetic: the table's picks must be its own.
+    rows = db.done(ctx, s.problem.key, precision_tag(s.problem))
     ids = {c.id for c in cands}
     rel = [r for cid, r in rows.items() if cid in ids]
     statuses = Counter(r.status for r in rel)
@@ -214,7 +219,9 @@ class Recorder:
 
     def pending(self, problem: Problem, cands: list[Choice]):
         """(results to reuse by choice id, [(problem, choice)] still to measure)."""
-        done = self.db.done(self.ctx, problem.key)
+        # A row of an fp32 TF32-off problem timed under the other fp32 arithmetic (or unknown, from a
+        # version-1 store) is not done: it is measured again and replaced (ResultStore.done).
+        done = self.db.done(self.ctx, problem.key, precision_tag(problem))
         if self.retry_failed:
             # Crashes, hangs and errors can be transient (a busy GPU, a killed worker):
             # measure those again; wrong results stay.
@@ -242,7 +249,7 @@ class Recorder:
         """Split ``todo`` into (what this tuner claimed and measures, what other tuners sharing
         the store hold and ``await_others`` waits for)."""
         mine = set(self.db.claim(self.ctx, problem.key, [c.id for _, c in todo], self.owner,
-                                 claim_ttl(self.timeout, len(todo)), self.redo))
+                                 claim_ttl(self.timeout, len(todo)), self.redo, precision_tag(problem)))
         return [pc for pc in todo if pc[1].id in mine], [pc for pc in todo if pc[1].id not in mine]
 
     def await_others(self, problem: Problem, others: list, measure) -> int:
@@ -263,13 +270,14 @@ class Recorder:
         """One look at what other tuners claimed (``await_others``'s step, which the cluster driver
         takes between its own tasks): (how many now have results, those whose claim expired and
         this tuner now holds, those still held by the others)."""
-        done = {cid for cid, r in self.db.done(self.ctx, problem.key).items() if r.status not in self.redo}
+        done = {cid for cid, r in self.db.done(self.ctx, problem.key, precision_tag(problem)).items()
+                if r.status not in self.redo}
         came = sum(pc[1].id in done for pc in others)
         others = [pc for pc in others if pc[1].id not in done]
         if not others:
             return came, [], []
         take = set(self.db.claim(self.ctx, problem.key, [c.id for _, c in others], self.owner,
-                                 claim_ttl(self.timeout, len(others)), self.redo))
+                                 claim_ttl(self.timeout, len(others)), self.redo, precision_tag(problem)))
         return came, [pc for pc in others if pc[1].id in take], [pc for pc in others if pc[1].id not in take]
 
     def release(self, problem: Problem | None = None) -> None:
@@ -283,7 +291,7 @@ class Recorder:
     def times(self, problem: Problem, cands: list[Choice]) -> dict[str, float]:
         """The verified device times (ms) the store holds for ``cands`` of ``problem``, by choice id."""
         ids = {c.id for c in cands}
-        return {cid: r.device_ms for cid, r in self.db.done(self.ctx, problem.key).items()
+        return {cid: r.device_ms for cid, r in self.db.done(self.ctx, problem.key, precision_tag(problem)).items()
                 if cid in ids and r.status == Status.OK and r.device_ms is not None}
 
     def summarize(self, s: Shape, cands: list[Choice]) -> ShapeResult:
