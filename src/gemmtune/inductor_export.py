@@ -118,7 +118,7 @@ from .kernels import aten, decompose_k, persistent, triton_mm
 from .inductor_keys import (ADDMM_SCALARS, OP_NAME, SCALED_MM_OP, _TORCH_DTYPES, _inductor_key,  # noqa: F401
                             _mat_key, _strides, check_problem, inductor_key, inductor_keys, scale_variants)
 from .kernels.base import Unsupported
-from .jsonio import refuse_results_store, write_atomic
+from .jsonio import check_file_target, refuse_results_store, write_atomic
 from .precision import FP32_PRECISION_ENV, runs_3xtf32
 from .problem import Problem
 from .table import LookupTable, TableError, as_table, check_provenance
@@ -363,6 +363,9 @@ def export(table: LookupTable | str | os.PathLike, path: str | os.PathLike, *,
                            "Use force=True (--force) to write the file for another machine's torch.")
     path = Path(path)
     _refuse_gemmtune_table(path)
+    # A read-only file there (chmod 444) was replaced all the same: the atomic rename needs only the
+    # directory writable. tune --out refuses one (check_file_target), and so does this now.
+    check_file_target(path, "the Inductor table")
     result = convert(table, device_key=device_key, include_aten=include_aten)
     if not result.table and path.exists():
         # Nothing exportable (every entry skipped): writing '{}' replaced an existing table there.

@@ -127,11 +127,21 @@ def from_json(doc, path: str = "<table>") -> LookupTable:
                                                  f"(provenance.device_name): {reason}")
             ms = c.get("device_ms")
             if ms is not None and (isinstance(ms, bool) or not isinstance(ms, (int, float))
-                                   or not math.isfinite(ms) or ms <= 0):
+                                   or not _finite_float(ms) or ms <= 0):
                 raise _err(path, f"{cw}.device_ms", f"must be a positive finite number, got {_show(ms)}")
             parsed.append(TableChoice(choice, float(ms) if ms is not None else None))
         table.entries[key] = parsed
     return table
+
+
+def _finite_float(x: int | float) -> bool:
+    """Whether ``x`` is a finite float, or an int that converts to one. A JSON integer of 400
+    digits is an exact Python int: ``math.isfinite`` raised OverflowError on it, a traceback that
+    load_or_none (which must never raise) let out to the dispatch path."""
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 def _no_duplicate_fields(pairs):

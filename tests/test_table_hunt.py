@@ -1,0 +1,94 @@
+"""CPU hunt of the lookup-table and export path (table io / merge, jsonio, ``gemmtune lut ...``,
+``lut export-inductor``): each test failed before its fix. Real files in tmp_path, no mocks."""
+
+from __future__ import annotations
+
+import os
+import stat
+import warnings
+
+import pytest
+
+from gemmtune import cli
+from gemmtune import inductor_export as ie
+from gemmtune.configs import Choice
+from gemmtune.jsonio import write_atomic
+from gemmtune.problem import Problem
+from gemmtune.table import LookupTable, TableChoice, TableError, TableWarning, load, load_or_none, loads, provenance
+
+H100 = "NVIDIA H100 80GB HBM3"
+P1 = Problem.from_sizes(32, 32, 64, "bf16")
+P2 = Problem.from_sizes(64, 32, 64, "bf16")
+
+
+def _table(entries: dict, device: str = H100) -> LookupTable:
+    return LookupTable(provenance(device, "9.0", "2.11.0", "3.6.0", "0.1.0"),
+                       {p.key: [TableChoice(Choice.parse("aten"), ms)] for p, ms in entries.items()})
+
+
+def run(argv, capsys):
+    try:
+        rc = cli.main(argv)
+    except SystemExit as e:  # a usage error, from the parser
+        rc = e.code
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+# ------------------------------------------------------------------ an integer device_ms too big for a float
+def test_a_device_ms_integer_too_big_for_a_float_is_a_table_error(tmp_path, capsys):
+    """``"device_ms": 1000...0`` (400 digits) is a JSON integer that Python reads exactly; the check
+    ``math.isfinite(ms)`` converts it to a float and raised OverflowError: a traceback from ``lut
+    validate``, and ``load_or_none`` (dispatch's reader, which never raises) let it out."""
+    text = _table({P1: 0.01}).dumps().replace('"device_ms": 0.01', '"device_ms": 1' + "0" * 400)
+    with pytest.raises(TableError, match=r"device_ms: must be a positive finite number"):
+        loads(text, "t.json")
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        assert load_or_none(path) is None
+    assert any(issubclass(x.category, TableWarning) for x in w)
+    rc, out, err = run(["lut", "validate", str(path)], capsys)
+    assert rc == 1 and out.startswith("FAIL") and "device_ms" in out and "Traceback" not in err
+
+
+# ------------------------------------------------------------------ read-only outputs
+@pytest.mark.skipif(not hasattr(os, "chmod"), reason="needs file modes")
+def test_lut_merge_and_export_refuse_a_read_only_output(tmp_path, capsys):
+    """A table made read-only (chmod 444) was replaced by ``lut merge T T other`` and an Inductor
+    table by ``lut export-inductor``: the atomic rename needs only the directory writable (and its
+    mode came back 644). ``tune --out`` refuses such a file (jsonio.check_file_target); these did not."""
+    t, other = tmp_path / "t.json", tmp_path / "other.json"
+    _table({P1: 0.01}).save(t)
+    _table({P2: 0.02}).save(other)
+    t.chmod(0o444)
+    before = t.read_bytes()
+    rc, _, err = run(["lut", "merge", str(t), str(t), str(other)], capsys)
+    assert rc == 2 and "read-only" in err, err
+    assert t.read_bytes() == before and stat.S_IMODE(t.stat().st_mode) == 0o444
+
+    ind = tmp_path / "inductor.json"
+    ind.write_text("{}\n")
+    ind.chmod(0o444)
+    rc, _, err = run(["lut", "export-inductor", str(other), str(ind), "--force"], capsys)
+    assert rc == 2 and "read-only" in err, err
+    assert ind.read_text() == "{}\n"
+    with pytest.raises(ValueError, match="read-only"):
+        ie.export(str(other), ind, force=True)
+
+
+# ------------------------------------------------------------------ a private table stays private
+@pytest.mark.skipif(not hasattr(os, "chmod"), reason="needs file modes")
+def test_write_atomic_keeps_the_mode_of_the_file_it_replaces(tmp_path):
+    """write_atomic gave the new file the umask's default mode (0644 with umask 022) whatever the
+    old one had: a table kept private (chmod 600) became world-readable at the next ``tune --out``
+    or ``lut merge``; ``open(path, "w")``, which it says it imitates, keeps the file's mode."""
+    path = tmp_path / "t.json"
+    _table({P1: 0.01}).save(path)
+    path.chmod(0o600)
+    _table({P1: 0.01, P2: 0.02}).save(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert len(load(path).entries) == 2
+    write_atomic(path, "{}")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
