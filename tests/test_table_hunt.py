@@ -92,3 +92,25 @@ def test_write_atomic_keeps_the_mode_of_the_file_it_replaces(tmp_path):
     assert len(load(path).entries) == 2
     write_atomic(path, "{}")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+# ------------------------------------------------------------------ an Inductor table given for a gemmtune one
+def test_an_inductor_table_given_as_a_gemmtune_table_is_named_in_a_short_line(tmp_path, capsys):
+    """``lut validate / show / diff / merge / export-inductor`` (and ``tune --table``) given the
+    export's output listed every Inductor key as an "unknown field": one line of ~100 KB for a
+    table of a few hundred entries, without saying what the file was."""
+    t = LookupTable(provenance(H100, "9.0", "2.11.0", "3.6.0", "0.1.0"),
+                    {Problem.from_sizes(16 * i, 64, 64, "bf16").key: [TableChoice(Choice.parse("aten"), 0.01)]
+                     for i in range(1, 301)})
+    src = t.save(tmp_path / "t.json")
+    ind = tmp_path / "inductor.json"
+    ie.export(src, ind, force=True)
+    rc, out, err = run(["lut", "validate", str(ind)], capsys)
+    assert rc == 1 and "an Inductor lookup table" in out and len(out) < 400, out[:500]
+    rc, out, err = run(["lut", "show", str(ind)], capsys)
+    assert rc == 2 and "an Inductor lookup table" in err and len(err) < 400, err[:500]
+    # Any other document with many unknown fields: the first few and the count.
+    doc = '{"schema_version": 1, ' + ", ".join(f'"f{i}": 0' for i in range(1000)) + "}"
+    with pytest.raises(TableError, match=r"\(1000 in all\)") as ei:
+        loads(doc, "x.json")
+    assert len(str(ei.value)) < 400

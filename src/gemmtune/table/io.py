@@ -33,6 +33,20 @@ def _unknown(obj: dict, known: tuple[str, ...]) -> list[str]:
     return sorted(str(k) for k in obj if k not in known)
 
 
+def _listed(names: list[str], most: int = 5) -> str:
+    """The first ``most`` of ``names``, each shortened, and how many there are: an Inductor table
+    given for a gemmtune one has one unknown field per key, and the message listed them all (a line
+    of ~100 KB for a few hundred entries)."""
+    shown = ", ".join(_show(n) for n in names[:most])
+    return f"[{shown}]" if len(names) <= most else f"[{shown}, ...] ({len(names)} in all)"
+
+
+def _looks_like_inductor_table(doc: dict) -> bool:
+    """What ``gemmtune lut export-inductor`` writes: Inductor keys -> lists of configs."""
+    return bool(doc) and "schema_version" not in doc and all(
+        isinstance(v, list) and all(isinstance(c, dict) and "template_id" in c for c in v) for v in doc.values())
+
+
 def _device_for(prov: dict) -> DeviceInfo | None:
     """The built-in GPU the provenance names, or None (unknown GPU, interpreter, mixed)."""
     name = prov["device_name"]
@@ -49,8 +63,11 @@ def from_json(doc, path: str = "<table>") -> LookupTable:
     if not isinstance(doc, dict):
         raise _err(path, "document", f"must be a JSON object, not {type(doc).__name__}")
     unknown = _unknown(doc, DOC_FIELDS)
+    if unknown and _looks_like_inductor_table(doc):
+        raise _err(path, "document", "an Inductor lookup table (what gemmtune lut export-inductor writes), not a "
+                                     "gemmtune lookup table; give the gemmtune table it was exported from")
     if unknown:
-        raise _err(path, "document", f"unknown field(s) {unknown}; expected {list(DOC_FIELDS)}")
+        raise _err(path, "document", f"unknown field(s) {_listed(unknown)}; expected {list(DOC_FIELDS)}")
     sv = doc.get("schema_version")
     # bool is an int and 1.0 == 1: both are refused, the field is an integer.
     if type(sv) is not int or sv != SCHEMA_VERSION:
@@ -63,7 +80,7 @@ def from_json(doc, path: str = "<table>") -> LookupTable:
             raise _err(path, f"provenance.{f}", f"missing or not a string (got {_show(prov.get(f))})")
     extra = _unknown(prov, PROVENANCE_FIELDS)
     if extra:
-        raise _err(path, "provenance", f"unknown field(s) {extra}")
+        raise _err(path, "provenance", f"unknown field(s) {_listed(extra)}")
     if prov["produced_by"] not in PRODUCERS:
         raise _err(path, "provenance.produced_by", f"must be one of {PRODUCERS}, got {_show(prov['produced_by'])}")
     device = _device_for(prov)
@@ -79,7 +96,7 @@ def from_json(doc, path: str = "<table>") -> LookupTable:
             raise _err(path, where, f"must be an object, not {type(e).__name__}")
         extra = _unknown(e, ENTRY_FIELDS)
         if extra:
-            raise _err(path, where, f"unknown field(s) {extra}")
+            raise _err(path, where, f"unknown field(s) {_listed(extra)}")
         key = e.get("key")
         if not isinstance(key, str):
             raise _err(path, f"{where}.key", f"missing or not a string (got {_show(key)})")
@@ -101,7 +118,7 @@ def from_json(doc, path: str = "<table>") -> LookupTable:
                 raise _err(path, cw, f"must be an object, not {type(c).__name__}")
             extra = _unknown(c, CHOICE_FIELDS)
             if extra:
-                raise _err(path, cw, f"unknown field(s) {extra}")
+                raise _err(path, cw, f"unknown field(s) {_listed(extra)}")
             cid = c.get("id")
             if not isinstance(cid, str):
                 raise _err(path, f"{cw}.id", f"missing or not a string (got {_show(cid)})")
