@@ -114,3 +114,25 @@ def test_an_inductor_table_given_as_a_gemmtune_table_is_named_in_a_short_line(tm
     with pytest.raises(TableError, match=r"\(1000 in all\)") as ei:
         loads(doc, "x.json")
     assert len(str(ei.value)) < 400
+
+
+# ------------------------------------------------------------------ install() given a parsed document
+@pytest.mark.skipif(ie.unavailable_reason() is not None, reason="this torch cannot take a lookup table")
+def test_install_converts_a_gemmtune_table_document_and_checks_an_inductor_dict(tmp_path):
+    """``install(json.load(open("table.json")))`` installed the gemmtune document itself as
+    Inductor's table: its keys ('schema_version', 'entries', ...) match no GEMM, and torch.compile
+    tuned as without a table, without a word. A dict whose values are not lists of configs was
+    installed too, and failed later inside torch.compile."""
+    import json
+
+    src = _table({P1: 0.01, P2: 0.02}).save(tmp_path / "t.json")
+    try:
+        got = ie.install(json.loads(src.read_text()))
+        assert got == ie.to_inductor(load(src)) and len(got) == 2
+        with pytest.raises(TableError, match="must be a list of configs"):
+            ie.install({"((torch.bfloat16, [32, 64], [64, 1]), (torch.bfloat16, [64, 32], [32, 1]))+mm":
+                        {"template_id": "aten::mm"}})
+        with pytest.raises(TableError, match="provenance"):
+            ie.install({"schema_version": 1, "entries": []})
+    finally:
+        ie.uninstall()

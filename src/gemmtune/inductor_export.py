@@ -121,7 +121,7 @@ from .kernels.base import Unsupported
 from .jsonio import check_file_target, refuse_results_store, write_atomic
 from .precision import FP32_PRECISION_ENV, runs_3xtf32
 from .problem import Problem
-from .table import LookupTable, TableError, as_table, check_provenance
+from .table import LookupTable, TableError, as_table, check_provenance, from_json
 
 # Each family's export lives in its module (its inductor_export); the template ids here
 # are theirs, for the notes below.
@@ -401,12 +401,18 @@ def read_inductor_table(path: str | os.PathLike) -> dict[str, list[dict]]:
         doc = json.loads(path.read_text())
     except (OSError, ValueError, RecursionError) as e:  # RecursionError: nested 10^5 deep, a traceback
         raise TableError(f"{path}: cannot read an Inductor lookup table: {type(e).__name__}: {str(e)[:200]}") from None
+    return _checked_inductor_table(doc, path)
+
+
+def _checked_inductor_table(doc, where) -> dict[str, list[dict]]:
+    """``doc`` when it has an Inductor table's shape (key -> list of configs with template_id), else
+    a TableError naming ``where``."""
     if not isinstance(doc, dict):
-        raise TableError(f"{path}: an Inductor lookup table is a JSON object, not {type(doc).__name__}")
+        raise TableError(f"{where}: an Inductor lookup table is a JSON object, not {type(doc).__name__}")
     for k, v in doc.items():
-        if not isinstance(v, list) or not all(isinstance(c, dict) and isinstance(c.get("template_id"), str)
-                                              for c in v):
-            raise TableError(f"{path}: {k}: must be a list of configs, each with a string template_id")
+        if not isinstance(k, str) or not isinstance(v, list) or not all(
+                isinstance(c, dict) and isinstance(c.get("template_id"), str) for c in v):
+            raise TableError(f"{where}: {k}: must be a list of configs, each with a string template_id")
     return doc
 
 
@@ -451,8 +457,8 @@ def install(source, *, device_key: str | None = None, choices=None) -> dict:
     no config where K is symbolic), or ``choices``, as this thread's choices handler. Returns the
     Inductor table installed.
 
-    ``source``: a gemmtune LookupTable or table path (converted; its provenance is
-    checked against the visible GPU), an Inductor table dict, or an exported file.
+    ``source``: a gemmtune LookupTable, table path or parsed table document (converted; its
+    provenance is checked against the visible GPU), an Inductor table dict, or an exported file.
     Raises RuntimeError when the installed torch has no Inductor lookup table.
 
     Example::
@@ -467,8 +473,13 @@ def install(source, *, device_key: str | None = None, choices=None) -> dict:
     from torch._inductor import config as icfg
     from torch._inductor.virtualized import V
 
+    if isinstance(source, dict) and "schema_version" in source:
+        # A gemmtune table's document (json.load of table.json) was installed as it was, as if it
+        # were Inductor's: no key of it matched, and torch.compile tuned as without a table, silently.
+        source = from_json(source, "<gemmtune table document>")
     if isinstance(source, dict):
-        itable = source
+        # Checked here: a value that is not a list of configs raised deep inside torch.compile.
+        itable = _checked_inductor_table(source, "<Inductor table>")
     else:
         itable = None
         if not isinstance(source, LookupTable):
