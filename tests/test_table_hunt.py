@@ -136,3 +136,23 @@ def test_install_converts_a_gemmtune_table_document_and_checks_an_inductor_dict(
             ie.install({"schema_version": 1, "entries": []})
     finally:
         ie.uninstall()
+
+
+# ------------------------------------------------------------------ a huge key or choice id
+@pytest.mark.parametrize("entry", [
+    {"key": "mm:M1-N1-K1:bf16->bf16:row.a/row.a" + "x" * 100_000, "choices": [{"id": "aten"}]},
+    {"key": P1.key, "choices": [{"id": "triton_mm:" + "B" * 100_000}]},
+    {"key": P1.key, "choices": [{"id": "aten" + " " * 100_000}]},
+])
+def test_a_huge_key_or_choice_id_makes_a_short_error(entry):
+    """Problem.from_key and Choice.parse quote what they are given in full: a 100 KB key or choice
+    id (a corrupted or generated file) made a TableError of 100-200 KB, one "line" that buried the
+    terminal; the fields' values were already shortened (io._show)."""
+    import json
+
+    doc = {"schema_version": 1, "provenance": _table({}).provenance, "entries": [entry]}
+    with pytest.raises(TableError) as ei:
+        loads(json.dumps(doc), "t.json")
+    assert len(str(ei.value)) < 1000, str(ei.value)[:300]
+    if entry["choices"][0]["id"].startswith("aten "):
+        assert "did you mean 'aten'?" in str(ei.value)

@@ -29,6 +29,18 @@ def _show(value) -> str:
     return _REPR.repr(value)
 
 
+def _cut(msg: str, most: int = 400) -> str:
+    """``msg`` cut to ``most`` characters: Problem.from_key and Choice.parse quote what they were
+    given in full, and a key or choice id of 100 KB (a corrupted or generated file) made an error
+    line of 100-200 KB, as ``_show`` keeps the fields' values from doing."""
+    return msg if len(msg) <= most else msg[:most] + f"... ({len(msg)} characters)"
+
+
+def _quote(text: str, most: int = 200) -> str:
+    """``repr(text)``, its first ``most`` characters only when longer (see ``_cut``)."""
+    return repr(text) if len(text) <= most else f"{text[:most]!r}... ({len(text)} characters)"
+
+
 def _unknown(obj: dict, known: tuple[str, ...]) -> list[str]:
     return sorted(str(k) for k in obj if k not in known)
 
@@ -104,7 +116,7 @@ def from_json(doc, path: str = "<table>") -> LookupTable:
         try:
             problem = Problem.from_key(key)  # refuses non-canonical keys, naming the canonical one
         except (ValueError, TypeError) as ex:
-            raise _err(path, f"{where}.key", str(ex)) from None
+            raise _err(path, f"{where}.key", _cut(str(ex))) from None
         if key in table.entries:
             raise _err(path, f"{where}.key", "duplicate entry")
         choices = e.get("choices")
@@ -125,18 +137,18 @@ def from_json(doc, path: str = "<table>") -> LookupTable:
             try:
                 choice = Choice.parse(cid)
             except (ValueError, TypeError) as ex:
-                raise _err(path, f"{cw}.id", str(ex)) from None
+                raise _err(path, f"{cw}.id", _cut(str(ex))) from None
             if choice.id != cid:
-                raise _err(path, f"{cw}.id", f"{cid!r} is not canonical; did you mean {choice.id!r}?")
+                raise _err(path, f"{cw}.id", f"{_quote(cid)} is not canonical; did you mean {choice.id!r}?")
             if cid in seen:
-                raise _err(path, f"{cw}.id", f"{cid!r} is listed twice")
+                raise _err(path, f"{cw}.id", f"{_quote(cid)} is listed twice")
             seen.add(cid)
             runs_on = problem.padded() if choice.pad else problem
             fam = kernels.spec(choice.family)  # validate and constraint, without Triton
             try:
                 fam.validate(runs_on, choice.config)
             except (ValueError, TypeError) as ex:
-                raise _err(path, f"{cw}.id", f"{cid}: {ex}") from None
+                raise _err(path, f"{cw}.id", _cut(f"{cid}: {ex}")) from None
             if device is not None:
                 reason = fam.constraint(choice.config, runs_on, device)
                 if reason is not None:
