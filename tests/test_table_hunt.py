@@ -156,3 +156,27 @@ def test_a_huge_key_or_choice_id_makes_a_short_error(entry):
     assert len(str(ei.value)) < 1000, str(ei.value)[:300]
     if entry["choices"][0]["id"].startswith("aten "):
         assert "did you mean 'aten'?" in str(ei.value)
+
+
+# ------------------------------------------------------------------ merging triton patch releases
+def test_a_table_merged_from_triton_patch_releases_stays_trusted():
+    """Tables from triton 3.6.0 and 3.6.1 are each trusted on 3.6.x (the policy compares
+    MAJOR.MINOR), but their merge warned "different triton versions", and its provenance
+    '3.6.0 + 3.6.1' did not parse as a version: the merged table was marked untrusted on every
+    machine, "(another MAJOR.MINOR generates other code)"."""
+    from gemmtune.table import check_provenance, major_minor, merge
+
+    def made_with(triton_v: str, p: Problem) -> LookupTable:
+        return LookupTable(provenance(H100, "9.0", "2.11.0", triton_v, "0.1.0"),
+                           {p.key: [TableChoice(Choice.parse("aten"), 0.01)]})
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no TableWarning: same MAJOR.MINOR
+        m = merge([made_with("3.6.0", P1), made_with("3.6.1", P2)])
+        assert m.provenance["triton"] == "3.6.0 + 3.6.1" and major_minor(m.provenance["triton"]) == (3, 6)
+        assert check_provenance(m, H100, "3.6.2") == [] and m.trusted
+    with pytest.warns(TableWarning, match="different triton versions"):
+        m = merge([made_with("3.5.0", P1), made_with("3.6.1", P2)])
+    with pytest.warns(TableWarning, match="made with triton '3.5.0 \\+ 3.6.1'"):
+        check_provenance(m, H100, "3.6.1")
+    assert not m.trusted
