@@ -118,10 +118,10 @@ from .kernels import aten, decompose_k, persistent, triton_mm
 from .inductor_keys import (ADDMM_SCALARS, OP_NAME, SCALED_MM_OP, _TORCH_DTYPES, _inductor_key,  # noqa: F401
                             _mat_key, _strides, check_problem, inductor_key, inductor_keys, scale_variants)
 from .kernels.base import Unsupported
-from .jsonio import refuse_results_store, write_atomic
+from .jsonio import check_file_target, refuse_results_store, write_atomic
 from .precision import FP32_PRECISION_ENV, runs_3xtf32
 from .problem import Problem
-from .table import LookupTable, TableError, as_table, check_provenance
+from .table import LookupTable, TableError, as_table, check_provenance, from_json
 
 # Each family's export lives in its module (its inductor_export); the template ids here
 # are theirs, for the notes below.
@@ -363,6 +363,9 @@ def export(table: LookupTable | str | os.PathLike, path: str | os.PathLike, *,
                            "Use force=True (--force) to write the file for another machine's torch.")
     path = Path(path)
     _refuse_gemmtune_table(path)
+    # A read-only file there (chmod 444) was replaced all the same: the atomic rename needs only the
+    # directory writable. tune --out refuses one (check_file_target), and so does this now.
+    check_file_target(path, "the Inductor table")
     result = convert(table, device_key=device_key, include_aten=include_aten)
     if not result.table and path.exists():
         # Nothing exportable (every entry skipped): writing '{}' replaced an existing table there.
@@ -398,12 +401,18 @@ def read_inductor_table(path: str | os.PathLike) -> dict[str, list[dict]]:
         doc = json.loads(path.read_text())
     except (OSError, ValueError, RecursionError) as e:  # RecursionError: nested 10^5 deep, a traceback
         raise TableError(f"{path}: cannot read an Inductor lookup table: {type(e).__name__}: {str(e)[:200]}") from None
+    return _checked_inductor_table(doc, path)
+
+
+def _checked_inductor_table(doc, where) -> dict[str, list[dict]]:
+    """``doc`` when it has an Inductor table's shape (key -> list of configs with template_id), else
+    a TableError naming ``where``."""
     if not isinstance(doc, dict):
-        raise TableError(f"{path}: an Inductor lookup table is a JSON object, not {type(doc).__name__}")
+        raise TableError(f"{where}: an Inductor lookup table is a JSON object, not {type(doc).__name__}")
     for k, v in doc.items():
-        if not isinstance(v, list) or not all(isinstance(c, dict) and isinstance(c.get("template_id"), str)
-                                              for c in v):
-            raise TableError(f"{path}: {k}: must be a list of configs, each with a string template_id")
+        if not isinstance(k, str) or not isinstance(v, list) or not all(
+                isinstance(c, dict) and isinstance(c.get("template_id"), str) for c in v):
+            raise TableError(f"{where}: {k}: must be a list of configs, each with a string template_id")
     return doc
 
 
@@ -448,8 +457,8 @@ def install(source, *, device_key: str | None = None, choices=None) -> dict:
     no config where K is symbolic), or ``choices``, as this thread's choices handler. Returns the
     Inductor table installed.
 
-    ``source``: a gemmtune LookupTable or table path (converted; its provenance is
-    checked against the visible GPU), an Inductor table dict, or an exported file.
+    ``source``: a gemmtune LookupTable, table path or parsed table document (converted; its
+    provenance is checked against the visible GPU), an Inductor table dict, or an exported file.
     Raises RuntimeError when the installed torch has no Inductor lookup table.
 
     Example::
@@ -464,8 +473,13 @@ def install(source, *, device_key: str | None = None, choices=None) -> dict:
     from torch._inductor import config as icfg
     from torch._inductor.virtualized import V
 
+    if isinstance(source, dict) and "schema_version" in source:
+        # A gemmtune table's document (json.load of table.json) was installed as it was, as if it
+        # were Inductor's: no key of it matched, and torch.compile tuned as without a table, silently.
+        source = from_json(source, "<gemmtune table document>")
     if isinstance(source, dict):
-        itable = source
+        # Checked here: a value that is not a list of configs raised deep inside torch.compile.
+        itable = _checked_inductor_table(source, "<Inductor table>")
     else:
         itable = None
         if not isinstance(source, LookupTable):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -83,7 +84,13 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
             f.write(data.encode() if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp's 0600 -> what open() would have made
+        # mkstemp's 0600 -> what open() would have made: a new file the umask's default, and an
+        # existing one its own mode (a table kept private, chmod 600, became 0644 at every write).
+        try:
+            mode = stat.S_IMODE(os.stat(real).st_mode) & 0o777
+        except OSError:
+            mode = 0o666 & ~_UMASK
+        os.chmod(tmp, mode)
         os.replace(tmp, real)
     except BaseException as e:
         with contextlib.suppress(OSError):

@@ -46,11 +46,20 @@ def major_minor(version: str) -> tuple[int, int] | None:
     """(MAJOR, MINOR) of a version string such as '2.11.0+cu130' (None when unparseable).
     Tables, saved dispatchers and learned models are trusted across patch releases only.
 
+    A merged table's versions are joined with " + " (gemmtune.table.MIXED_SEP): they have one
+    MAJOR.MINOR when all of theirs agree. (Read as unparseable, a table merged from triton 3.6.0 and
+    3.6.1 tables was untrusted everywhere, though each of its inputs was trusted on 3.6.x.)
+
     >>> major_minor("2.11.0+cu130"), major_minor("3.6"), major_minor("nightly")
     ((2, 11), (3, 6), None)
+    >>> major_minor("3.6.0 + 3.6.1"), major_minor("3.5.0 + 3.6.0")
+    ((3, 6), None)
     """
-    m = _MAJOR_MINOR.fullmatch(str(version))
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    found = set()
+    for part in str(version).split(" + "):
+        m = _MAJOR_MINOR.fullmatch(part)
+        found.add((int(m.group(1)), int(m.group(2))) if m else None)
+    return found.pop() if len(found) == 1 else None
 
 
 def now_iso() -> str:

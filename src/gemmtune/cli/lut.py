@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from .common import Parser, missing_command
-from ..jsonio import refuse_results_store
+from ..jsonio import check_file_target, refuse_results_store
 
 
 def _entries(n: int) -> str:
@@ -80,6 +80,9 @@ def cmd_lut_merge(args) -> int:
 
 def _lut_merge(args, out: Path, load, merge) -> int:
     refuse_results_store(out, "the merged table")  # before reading the inputs, --overwrite or not
+    # A read-only OUT (chmod 444) was replaced all the same (the atomic rename needs only the
+    # directory writable); tune --out refuses one, and a directory or a missing folder, likewise.
+    check_file_target(out, "the merged table")
     if out.exists() and not args.overwrite and not any(out.resolve() == Path(f).resolve() for f in args.inputs):
         # ``lut merge a.json b.json`` read as "merge b into a" used to replace a with b's entries.
         raise ValueError(f"{out} exists and is not one of the tables merged: list it among the inputs to merge "

@@ -29,8 +29,34 @@ def _show(value) -> str:
     return _REPR.repr(value)
 
 
+def _cut(msg: str, most: int = 400) -> str:
+    """``msg`` cut to ``most`` characters: Problem.from_key and Choice.parse quote what they were
+    given in full, and a key or choice id of 100 KB (a corrupted or generated file) made an error
+    line of 100-200 KB, as ``_show`` keeps the fields' values from doing."""
+    return msg if len(msg) <= most else msg[:most] + f"... ({len(msg)} characters)"
+
+
+def _quote(text: str, most: int = 200) -> str:
+    """``repr(text)``, its first ``most`` characters only when longer (see ``_cut``)."""
+    return repr(text) if len(text) <= most else f"{text[:most]!r}... ({len(text)} characters)"
+
+
 def _unknown(obj: dict, known: tuple[str, ...]) -> list[str]:
     return sorted(str(k) for k in obj if k not in known)
+
+
+def _listed(names: list[str], most: int = 5) -> str:
+    """The first ``most`` of ``names``, each shortened, and how many there are: an Inductor table
+    given for a gemmtune one has one unknown field per key, and the message listed them all (a line
+    of ~100 KB for a few hundred entries)."""
+    shown = ", ".join(_show(n) for n in names[:most])
+    return f"[{shown}]" if len(names) <= most else f"[{shown}, ...] ({len(names)} in all)"
+
+
+def _looks_like_inductor_table(doc: dict) -> bool:
+    """What ``gemmtune lut export-inductor`` writes: Inductor keys -> lists of configs."""
+    return bool(doc) and "schema_version" not in doc and all(
+        isinstance(v, list) and all(isinstance(c, dict) and "template_id" in c for c in v) for v in doc.values())
 
 
 def _device_for(prov: dict) -> DeviceInfo | None:
@@ -49,8 +75,11 @@ def from_json(doc, path: str = "<table>") -> LookupTable:
     if not isinstance(doc, dict):
         raise _err(path, "document", f"must be a JSON object, not {type(doc).__name__}")
     unknown = _unknown(doc, DOC_FIELDS)
+    if unknown and _looks_like_inductor_table(doc):
+        raise _err(path, "document", "an Inductor lookup table (what gemmtune lut export-inductor writes), not a "
+                                     "gemmtune lookup table; give the gemmtune table it was exported from")
     if unknown:
-        raise _err(path, "document", f"unknown field(s) {unknown}; expected {list(DOC_FIELDS)}")
+        raise _err(path, "document", f"unknown field(s) {_listed(unknown)}; expected {list(DOC_FIELDS)}")
     sv = doc.get("schema_version")
     # bool is an int and 1.0 == 1: both are refused, the field is an integer.
     if type(sv) is not int or sv != SCHEMA_VERSION:
@@ -63,7 +92,7 @@ def from_json(doc, path: str = "<table>") -> LookupTable:
             raise _err(path, f"provenance.{f}", f"missing or not a string (got {_show(prov.get(f))})")
     extra = _unknown(prov, PROVENANCE_FIELDS)
     if extra:
-        raise _err(path, "provenance", f"unknown field(s) {extra}")
+        raise _err(path, "provenance", f"unknown field(s) {_listed(extra)}")
     if prov["produced_by"] not in PRODUCERS:
         raise _err(path, "provenance.produced_by", f"must be one of {PRODUCERS}, got {_show(prov['produced_by'])}")
     device = _device_for(prov)
@@ -79,7 +108,7 @@ def from_json(doc, path: str = "<table>") -> LookupTable:
             raise _err(path, where, f"must be an object, not {type(e).__name__}")
         extra = _unknown(e, ENTRY_FIELDS)
         if extra:
-            raise _err(path, where, f"unknown field(s) {extra}")
+            raise _err(path, where, f"unknown field(s) {_listed(extra)}")
         key = e.get("key")
         if not isinstance(key, str):
             raise _err(path, f"{where}.key", f"missing or not a string (got {_show(key)})")
@@ -87,7 +116,7 @@ def from_json(doc, path: str = "<table>") -> LookupTable:
         try:
             problem = Problem.from_key(key)  # refuses non-canonical keys, naming the canonical one
         except (ValueError, TypeError) as ex:
-            raise _err(path, f"{where}.key", str(ex)) from None
+            raise _err(path, f"{where}.key", _cut(str(ex))) from None
         if key in table.entries:
             raise _err(path, f"{where}.key", "duplicate entry")
         choices = e.get("choices")
@@ -101,25 +130,25 @@ def from_json(doc, path: str = "<table>") -> LookupTable:
                 raise _err(path, cw, f"must be an object, not {type(c).__name__}")
             extra = _unknown(c, CHOICE_FIELDS)
             if extra:
-                raise _err(path, cw, f"unknown field(s) {extra}")
+                raise _err(path, cw, f"unknown field(s) {_listed(extra)}")
             cid = c.get("id")
             if not isinstance(cid, str):
                 raise _err(path, f"{cw}.id", f"missing or not a string (got {_show(cid)})")
             try:
                 choice = Choice.parse(cid)
             except (ValueError, TypeError) as ex:
-                raise _err(path, f"{cw}.id", str(ex)) from None
+                raise _err(path, f"{cw}.id", _cut(str(ex))) from None
             if choice.id != cid:
-                raise _err(path, f"{cw}.id", f"{cid!r} is not canonical; did you mean {choice.id!r}?")
+                raise _err(path, f"{cw}.id", f"{_quote(cid)} is not canonical; did you mean {choice.id!r}?")
             if cid in seen:
-                raise _err(path, f"{cw}.id", f"{cid!r} is listed twice")
+                raise _err(path, f"{cw}.id", f"{_quote(cid)} is listed twice")
             seen.add(cid)
             runs_on = problem.padded() if choice.pad else problem
             fam = kernels.spec(choice.family)  # validate and constraint, without Triton
             try:
                 fam.validate(runs_on, choice.config)
             except (ValueError, TypeError) as ex:
-                raise _err(path, f"{cw}.id", f"{cid}: {ex}") from None
+                raise _err(path, f"{cw}.id", _cut(f"{cid}: {ex}")) from None
             if device is not None:
                 reason = fam.constraint(choice.config, runs_on, device)
                 if reason is not None:
@@ -127,11 +156,21 @@ def from_json(doc, path: str = "<table>") -> LookupTable:
                                                  f"(provenance.device_name): {reason}")
             ms = c.get("device_ms")
             if ms is not None and (isinstance(ms, bool) or not isinstance(ms, (int, float))
-                                   or not math.isfinite(ms) or ms <= 0):
+                                   or not _finite_float(ms) or ms <= 0):
                 raise _err(path, f"{cw}.device_ms", f"must be a positive finite number, got {_show(ms)}")
             parsed.append(TableChoice(choice, float(ms) if ms is not None else None))
         table.entries[key] = parsed
     return table
+
+
+def _finite_float(x: int | float) -> bool:
+    """Whether ``x`` is a finite float, or an int that converts to one. A JSON integer of 400
+    digits is an exact Python int: ``math.isfinite`` raised OverflowError on it, a traceback that
+    load_or_none (which must never raise) let out to the dispatch path."""
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 def _no_duplicate_fields(pairs):

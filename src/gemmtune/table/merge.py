@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 
+from ..provenance import major_minor
 from .types import PROVENANCE_FIELDS, MIXED_SEP, LookupTable, TableChoice, TableError, TableWarning, provenance
 
 def _joined(values) -> str:
@@ -43,7 +44,10 @@ def merge(tables: list[LookupTable], *, allow_mixed_devices: bool = False) -> Lo
         raise TableError(f"refusing to merge tables from different GPUs ({names}): their times do not "
                          "compare; pass --allow-mixed-devices (allow_mixed_devices=True) to merge anyway")
     tritons = {t.provenance["triton"] for t in tables}
-    if len(tritons) > 1:
+    # By MAJOR.MINOR, as the trust policy compares them (check_provenance): a patch release
+    # generates the same code, and its tables' times compare.
+    versions = {major_minor(v) for v in tritons}
+    if len(tritons) > 1 and (len(versions) > 1 or None in versions):
         warnings.warn(f"merging tables made with different triton versions {sorted(tritons)}: "
                       "their times are compared as they are", TableWarning, stacklevel=2)
     keys = sorted({k for t in tables for k in t.entries})
