@@ -180,3 +180,16 @@ def test_a_table_merged_from_triton_patch_releases_stays_trusted():
     with pytest.warns(TableWarning, match="made with triton '3.5.0 \\+ 3.6.1'"):
         check_provenance(m, H100, "3.6.1")
     assert not m.trusted
+
+
+def test_a_table_choice_given_as_its_id_is_parsed_and_anything_else_named():
+    # A LookupTable built by hand with id strings (as a script does) used to fail deep in planning.
+    from gemmtune.configs import Choice
+    from gemmtune.table import TableChoice
+
+    tc = TableChoice("triton_mm:BM64-BN64-BK32-S3-W4-G8", 0.5)
+    assert tc.choice == Choice.parse("triton_mm:BM64-BN64-BK32-S3-W4-G8") and tc.device_ms == 0.5
+    with pytest.raises(ValueError, match="unknown kernel family"):
+        TableChoice("nope:x")
+    with pytest.raises(TypeError, match="Choice or its id string"):
+        TableChoice(42)

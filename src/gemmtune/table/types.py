@@ -41,8 +41,18 @@ class TableWarning(UserWarning):
 
 @dataclass(frozen=True)
 class TableChoice:
+    """One choice of a table entry, with its measured time. ``choice`` may be given as its id
+    (``TableChoice("triton_mm:BM64-BN64-BK32-S3-W4-G8")``): a string left as it was failed deep
+    inside the tuner's planning ("'str' object has no attribute 'needs_compile'")."""
+
     choice: Choice
     device_ms: float | None = None
+
+    def __post_init__(self):
+        if isinstance(self.choice, str):
+            object.__setattr__(self, "choice", Choice.parse(self.choice))
+        elif not isinstance(self.choice, Choice):
+            raise TypeError(f"TableChoice.choice must be a Choice or its id string, not {type(self.choice).__name__}")
 
 
 @dataclass
