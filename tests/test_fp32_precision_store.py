@@ -232,3 +232,25 @@ def test_collect_dry_run_counts_other_arithmetic_rows_as_left(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "1 fp32 rows of s.sqlite were timed under another fp32 arithmetic" in out
     assert f"left after s.sqlite: {total - 1} candidates on 2 shapes" in out
+
+
+def test_training_refuses_fp32_timings_of_another_arithmetic(monkeypatch):
+    # The features do not say which arithmetic timed an fp32 row, and the analytic estimates among
+    # them follow this process's setting: fit() names the mismatch and the variable that fixes it.
+    import numpy as np
+
+    from gemmtune.configs import Choice
+    from gemmtune.model.data import Dataset, ShapeData
+    from gemmtune.model.errors import ModelError
+    from gemmtune.model.training import check_fp32_arithmetic, fit
+
+    monkeypatch.setattr("gemmtune.precision._FP32_ON_DEVICE", ["tf32x3"])
+    cs = [Choice.parse("aten"), Choice.parse("triton_mm:BM64-BN64-BK32-S3-W4-G8")]
+
+    def group(m, tag):
+        return ShapeData(Problem.from_sizes(m, 64, 64, "fp32"), cs, np.array([1.0, 2.0]), fp32_precision=tag)
+    with pytest.raises(ModelError, match="GEMMTUNE_FP32_PRECISION=ieee"):
+        fit(Dataset([group(64, "ieee"), group(128, "ieee")]), kind="gbt")
+    with pytest.raises(ModelError, match="mixes fp32 problems timed as ieee and tf32x3"):
+        fit(Dataset([group(64, "ieee"), group(128, "tf32x3")]), kind="gbt")
+    assert check_fp32_arithmetic(Dataset([group(64, "tf32x3"), group(128, "")]), "tf32x3") is None

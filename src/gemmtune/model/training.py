@@ -99,6 +99,35 @@ def _score(kind_reg, X, y, gid) -> float:
     return float(np.mean(sps)) if sps else float("nan")
 
 
+def check_fp32_arithmetic(data: Dataset, setting: str) -> str | None:
+    """Why ``data``'s fp32 (TF32 off) problems cannot be trained on in a process whose fp32
+    arithmetic is ``setting`` ("tf32x3" or "ieee", ``precision.fp32_precision``), or None when
+    they can. The features do not say which arithmetic timed a row (``fp32_ieee`` is the problem's
+    dtype), and the analytic model's estimates among them follow ``setting``: timings of the other
+    arithmetic would be learned under the wrong estimates, and two arithmetics in one dataset give
+    one problem two contradicting rankings. Rows of a schema-1 store carry no tag ("") and are not
+    judged here (``fit`` warns about them).
+
+    >>> from gemmtune.model.data import ShapeData
+    >>> from gemmtune.problem import Problem
+    >>> g = lambda tag: ShapeData(Problem.from_sizes(64, 64, 64, "fp32"), [], np.zeros(0), fp32_precision=tag)
+    >>> check_fp32_arithmetic(Dataset([g("tf32x3"), g("")]), "tf32x3") is None
+    True
+    >>> print(check_fp32_arithmetic(Dataset([g("ieee")]), "tf32x3"))
+    1 fp32 problem(s) were timed as ieee, but this process computes fp32 as tf32x3: train with GEMMTUNE_FP32_PRECISION=ieee
+    """
+    tags = {g.fp32_precision for g in data.groups if g.fp32_precision}
+    if len(tags) > 1:
+        return (f"the dataset mixes fp32 problems timed as {' and '.join(sorted(tags))}: the features cannot tell "
+                "them apart; train on one arithmetic (Dataset groups' fp32_precision)")
+    if tags and tags != {setting}:
+        (tag,) = tags
+        n = sum(g.fp32_precision == tag for g in data.groups)
+        return (f"{n} fp32 problem(s) were timed as {tag}, but this process computes fp32 as {setting}: "
+                f"train with GEMMTUNE_FP32_PRECISION={tag}")
+    return None
+
+
 def fit(data: Dataset, *, kind: str = "auto", device: DeviceInfo | str | None = None, seed: int = 0,
         description: dict | None = None, weighting: str = "near_best") -> tuple[LearnedModel, dict]:
     """Train on every group of ``data`` (split it first: see ``train``).
@@ -114,6 +143,18 @@ def fit(data: Dataset, *, kind: str = "auto", device: DeviceInfo | str | None = 
         raise ModelError(f"weighting must be one of {', '.join(WEIGHTINGS)}, not {weighting!r}")
     if len(data.groups) < 2:
         raise ModelError(f"need measurements of at least 2 shapes to train, got {len(data.groups)}")
+    from ..precision import fp32_precision
+    setting = fp32_precision()
+    why = check_fp32_arithmetic(data, setting)
+    if why:
+        raise ModelError(why)
+    untagged = sum(not g.fp32_precision and g.problem.dtype == "float32" and not g.problem.allow_tf32
+                   for g in data.groups)
+    if untagged and setting != "ieee":
+        import warnings
+        warnings.warn(f"{untagged} fp32 problem(s) carry no record of their arithmetic (a schema-1 store); their "
+                      f"analytic features are computed as {setting}. Stores from before 2026-11-30 (data/collect) "
+                      "timed fp32 as IEEE: train on them with GEMMTUNE_FP32_PRECISION=ieee", stacklevel=2)
     dev = _device_for(data, device)
     analytic = AnalyticModel(dev)
     t0 = time.monotonic()
