@@ -188,7 +188,7 @@ def _take_residual(graph: torch.fx.Graph, h: torch.fx.Node) -> torch.fx.Node | N
         if not isinstance(view, torch.fx.Node) or not isinstance(r, torch.fx.Node) or len(view.users) != 1:
             continue
         mm = view.args[0] if view.args else None
-        if not _is_mm(mm) or len(mm.users) != 1 or view.op not in ("call_method", "call_function"):
+        if not _is_mm(mm) or len(mm.users) != 1 or not _is_reshape(view):
             continue
         args = _named_args(mm, ("a", "b", "handle", "bias", "activation", "residual"))
         if args.get("activation", "none") != "none" or args.get("residual") is not None:
@@ -199,6 +199,8 @@ def _take_residual(graph: torch.fx.Graph, h: torch.fx.Node) -> torch.fx.Node | N
         if not (rv.shape == vv.shape == hv.shape and rv.dtype == vv.dtype == hv.dtype and mv.dim() == 2
                 and isinstance(mv.shape[1], int)):
             continue
+        if not _readable_at(graph, r, mm, h):
+            continue
         with graph.inserting_before(mm):
             r2 = graph.call_method("reshape", (r, -1, mv.shape[1]))
         mm.args = (args["a"], args["b"], args["handle"], args.get("bias"), "none", r2)
@@ -208,6 +210,47 @@ def _take_residual(graph: torch.fx.Graph, h: torch.fx.Node) -> torch.fx.Node | N
         STATS["residuals"] += 1
         return view
     return None
+
+
+# What may stand between the GEMM and the residual sum: ops that keep the product's elements in
+# row-major order (checked with equal shapes below), so that ``f(mm) + r == f(mm + r)`` for ``r``
+# reshaped to the product's (M, N). Any other op there (``o_proj(x) * 2`` of a 2-D input, a
+# ``relu``, a square ``.t()``) took the residual into the GEMM all the same: ``f(mm + r)``, a
+# silently wrong sum.
+_RESHAPE_METHODS = ("view", "reshape", "unflatten", "flatten")
+_RESHAPE_FUNCTIONS = (torch.reshape, torch.flatten, torch.unflatten, torch.Tensor.view, torch.Tensor.reshape,
+                      torch.Tensor.unflatten, torch.Tensor.flatten)
+
+
+def _is_reshape(node: torch.fx.Node) -> bool:
+    if node.op == "call_method":
+        return node.target in _RESHAPE_METHODS
+    return node.op == "call_function" and node.target in _RESHAPE_FUNCTIONS
+
+
+def _readable_at(graph: torch.fx.Graph, r: torch.fx.Node, mm: torch.fx.Node, h: torch.fx.Node) -> bool:
+    """Whether the residual ``r`` of the sum ``h`` may be read at ``mm`` instead (``_take_residual``
+    moves the read there): ``r`` is computed before ``mm``, and no node between ``mm`` and ``h`` may
+    write memory (the pre-grad graph is not functional: an in-place op there could change ``r``
+    after the epilogue read it). Without this, a residual computed after the GEMM (``y = o(a);
+    r = x * 2; h = y + r``) was read by a reshape inserted before its own definition: an invalid
+    graph ("used before it has been defined")."""
+    seen_r = False
+    between = False
+    for n in graph.nodes:
+        if n is r:
+            if between:
+                return False  # r is defined after mm
+            seen_r = True
+        elif n is mm:
+            if not seen_r:
+                return False
+            between = True
+        elif n is h:
+            return between
+        elif between and _writes(n):
+            return False
+    return False
 
 
 def _foldable(x: torch.fx.Node, members: list, handle: int):
