@@ -103,3 +103,84 @@ def test_warmup_refuses_a_scale_epilogue_by_name():
         d.warmup("cpu", m=[3], epilogues=["scale.row+bias"])
     with pytest.raises(TypeError, match="epilogues must be"):
         d.warmup("cpu", m=[3], epilogues=[3])
+
+
+# ------------------------------------------------------------------ scaled_mm under torch.compile
+def _fp8_operands(m=5, n=16, k=32, scale="tensor"):
+    torch.manual_seed(0)
+    e4 = torch.float8_e4m3fn
+    x, w = torch.randn(m, k).to(e4), torch.randn(n, k).to(e4).t()
+    sa, sb = ((torch.rand(1) + 0.5, torch.rand(1) + 0.5) if scale == "tensor"
+              else (torch.rand(m, 1) + 0.5, torch.rand(1, n) + 0.5))
+    return x, w, sa, sb
+
+
+@pytest.mark.parametrize("scale", ["tensor", "row"])
+def test_scaled_mm_with_a_triton_choice_compiles_as_one_op(scale):
+    """``torch.compile`` of a function calling ``gemmtune.scaled_mm`` with a Triton choice: dynamo
+    traced into the kernel launch and failed ("Dynamo failed to run FX node with fake tensors ...
+    KeyError(torch.uint64)" in the CPU interpreter), as ``gemmtune.matmul`` did before its
+    ``gemmtune::matmul`` op. It traces as the ``gemmtune::scaled_mm`` op now: one node, no graph
+    break, the same values as eager."""
+    from gemmtune.scaled import reference
+    x, w, sa, sb = _fp8_operands(scale=scale)
+    bias = torch.randn(16)
+    choice = "triton_mm:BM16-BN16-BK32-S1-W4-G8"
+    try:  # the Triton families' fp8 tl.dot must run here (tests/test_scaled_mm.py probes it the same way)
+        eager = gemmtune.scaled_mm(x, w, sa, sb, bias=bias, out_dtype=torch.float32, choice=choice)
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"the Triton interpreter cannot run an fp8 tl.dot: {e}"[:200])
+    from torch._dynamo.testing import CompileCounterWithBackend
+    cnt = CompileCounterWithBackend("eager")
+    fn = torch.compile(lambda x, w, sa, sb, bias: gemmtune.scaled_mm(x, w, sa, sb, bias=bias, out_dtype="fp32",
+                                                                      choice=choice),
+                       backend=cnt, fullgraph=True)
+    got = fn(x, w, sa, sb, bias)
+    assert cnt.frame_count == 1
+    assert [n.target for n in cnt.graphs[0].graph.nodes if n.op == "call_function"] == [
+        torch.ops.gemmtune.scaled_mm]
+    assert got.dtype == torch.float32 and got.shape == (5, 16)
+    torch.testing.assert_close(got, eager)
+    torch.testing.assert_close(got.double(), reference(x, w, sa, sb, bias), rtol=5e-3, atol=5e-3)
+
+
+def test_scaled_mm_compiled_checks_as_eager():
+    """The op's fake kernel gives the output's shape and dtype, and a bad call still raises by name
+    (at trace time or from the op's kernel)."""
+    x, w, sa, sb = _fp8_operands()
+    fn = torch.compile(lambda x, w, sa, sb: gemmtune.scaled_mm(x, w, sa, sb, choice="aten"),
+                       backend="eager", fullgraph=True)
+    assert fn(x, w, sa, sb).dtype == torch.bfloat16
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="scale_a must be float32"):
+        fn(x, w, sa.double(), sb)
+
+
+def test_scaled_mm_compiled_never_drops_a_trainable_bias_gradient():
+    """Eager, a bias that requires grad gets a backward that raises (torch._scaled_mm has no
+    derivative). Through the op with no autograd of its own, the compiled backward ran and left
+    ``bias.grad`` None, without a word."""
+    x, w, sa, sb = _fp8_operands()
+    bias = torch.randn(16, requires_grad=True)
+    fn = torch.compile(lambda x, w, sa, sb, bias: gemmtune.scaled_mm(x, w, sa, sb, bias=bias, out_dtype="fp32",
+                                                                      choice="aten"),
+                       backend="eager", fullgraph=True)
+    with pytest.raises(RuntimeError, match="derivative for gemmtune.scaled_mm is not implemented"):
+        fn(x, w, sa, sb, bias).sum().backward()
+    assert bias.grad is None
+
+
+def test_scaled_mm_compiled_with_a_table_runs_outside_the_graph(tmp_path):
+    """A ``table`` is no op argument: such a call runs eagerly, outside the graph (a graph break)."""
+    from gemmtune.configs import Choice
+    from gemmtune.provenance import Provenance
+    from gemmtune.scaled import problem_for
+    from gemmtune.table import LookupTable, TableChoice
+
+    x, w, sa, sb = _fp8_operands()
+    key = problem_for(x, w, sa, sb, torch.float32, None).key
+    table = LookupTable(Provenance.current("by-hand").to_dict(), {key: [TableChoice(Choice.parse("pad+aten"))]})
+    eager = gemmtune.scaled_mm(x, w, sa, sb, out_dtype=torch.float32, table=table)
+    got = torch.compile(lambda x, w, sa, sb: gemmtune.scaled_mm(x, w, sa, sb, out_dtype=torch.float32, table=table),
+                        backend="eager")(x, w, sa, sb)
+    torch.testing.assert_close(got, eager)
