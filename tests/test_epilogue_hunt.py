@@ -184,3 +184,16 @@ def test_scaled_mm_compiled_with_a_table_runs_outside_the_graph(tmp_path):
     got = torch.compile(lambda x, w, sa, sb: gemmtune.scaled_mm(x, w, sa, sb, out_dtype=torch.float32, table=table),
                         backend="eager")(x, w, sa, sb)
     torch.testing.assert_close(got, eager)
+
+
+# ------------------------------------------------------------------ scaled_mm's operand dtype error
+def test_scaled_mm_names_why_for_non_fp8_operands():
+    """fp16 operands were refused with "(e5m2 x e5m2 has no cuBLASLt kernel)", a reason about
+    another case; they are told to quantize or to use gemmtune.matmul."""
+    a, b = torch.randn(4, 32, dtype=torch.float16), torch.randn(32, 16, dtype=torch.float16)
+    with pytest.raises(TypeError, match="gemmtune.matmul") as e:
+        gemmtune.scaled_mm(a, b, torch.ones(1), torch.ones(1))
+    assert "e5m2 x e5m2" not in str(e.value)
+    e5 = torch.float8_e5m2
+    with pytest.raises(TypeError, match="e5m2 x e5m2 has no cuBLASLt kernel"):
+        gemmtune.scaled_mm(a.to(e5), b.to(e5), torch.ones(1), torch.ones(1))
