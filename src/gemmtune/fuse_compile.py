@@ -43,7 +43,9 @@ same view when one exists); with more users, a contiguous copy of its slice.
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
+import inspect
 import itertools
 import operator
 import os
@@ -275,11 +277,35 @@ _INPLACE_OPERATORS = {getattr(operator, n) for n in (
 _SAFE_MODULES = ("torch", "_operator", "operator", "builtins", "math")
 
 
+@functools.lru_cache(maxsize=None)
+def _inplace_at(target) -> int | None:
+    """The position of ``target``'s ``inplace`` parameter (``F.relu(x, inplace)``), or None."""
+    try:
+        params = list(inspect.signature(target).parameters)
+    except (TypeError, ValueError):  # a builtin without a signature
+        return None
+    return params.index("inplace") if "inplace" in params else None
+
+
+def _inplace_positional(node: torch.fx.Node) -> bool:
+    """Whether a call passes ``inplace`` positionally as anything but False (``F.relu(h, True)``,
+    ``F.dropout(h, p, training, True)``; a traced value counts as True). ``_writes`` read the
+    keyword alone: such a call between two members was taken as pure, the members merged, and the
+    later one read the input as it was before the write (a compiled model's silently wrong result)."""
+    try:
+        i = _inplace_at(node.target)
+    except TypeError:  # an unhashable target
+        return True
+    return i is not None and len(node.args) > i and node.args[i] is not False
+
+
 def _writes(node: torch.fx.Node) -> bool:
     """Whether ``node`` may write memory (conservatively: True for anything not known to be pure)."""
     if node.op in ("placeholder", "get_attr", "output"):
         return False
     if node.op == "call_module" or "out" in node.kwargs or node.kwargs.get("inplace") is True:
+        return True
+    if node.op == "call_function" and _inplace_positional(node):
         return True
     t = node.target
     if node.op == "call_method":
