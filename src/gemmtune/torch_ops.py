@@ -715,5 +715,5 @@ def mm_bias(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, handle:
 from . import normfold  # noqa: E402,F401
 
 __all__ = ["DispatcherRegistry", "REGISTRY", "mm", "bmm", "mm_bias", "linear", "gemv_to_inductor", "handle_of",
-           "traced_call", "traced_matmul", "register_inductor_gemv", "GEMV_DEVICES", "GEMV_HANDBACK_ENV",
+           "traced_call", "traced_matmul", "traced_scaled_mm", "register_inductor_gemv", "GEMV_DEVICES", "GEMV_HANDBACK_ENV",
            "gemv_handback_min_bytes", "note_graph_fused"]
