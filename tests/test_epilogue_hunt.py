@@ -233,3 +233,20 @@ def test_members_merge_across_an_out_of_place_call():
     plan, kept = fuse_compile._plan(_members_graph(
         lambda g, h: g.call_function(torch.nn.functional.relu, (h,), {"inplace": False})))
     assert len(plan) == 1 and kept == 0
+
+
+# ------------------------------------------------------------------ a dispatcher's bmm with an epilogue, compiled
+def test_compiled_dispatcher_bmm_with_an_epilogue_raises_eagers_error():
+    """Eager, ``mm(a3, b3, bias=...)`` raises "a bmm (3-D operands) takes no fused epilogue"; compiled,
+    the call was sent to the 2-D ``gemmtune::mm`` op, whose fake kernel raised "gemmtune::mm takes
+    2-D operands, got 3-D and 3-D" inside a TorchRuntimeError ("Dynamo failed to run FX node with
+    fake tensors"), which did not say what was wrong with the call."""
+    d = _dispatcher()
+    a, b = torch.randn(2, 3, 16), torch.randn(2, 16, 7)
+    with pytest.raises(ValueError, match="takes no fused epilogue"):
+        d(a, b, bias=torch.zeros(7))
+    torch._dynamo.reset()
+    with pytest.raises(ValueError, match="takes no fused epilogue"):
+        torch.compile(lambda a, b: d(a, b, bias=torch.zeros(7)), backend="eager")(a, b)
+    # (without an epilogue it still traces as gemmtune::bmm)
+    torch.testing.assert_close(torch.compile(lambda a, b: d(a, b), backend="eager")(a, b), torch.bmm(a, b))

@@ -669,8 +669,12 @@ def traced_call(dispatcher: Dispatcher, a: torch.Tensor, b: torch.Tensor, bias: 
     ``gemmtune::bmm`` op for 3-D operands without an epilogue, else the ``gemmtune::mm`` op, whose
     fake kernel checks the operands as the dispatcher would (2-D, dtype, static dims)."""
     h = handle_of(dispatcher)
-    if a.dim() == 3 and bias is None and residual is None and activation == "none":
-        return torch.ops.gemmtune.bmm(a, b, h)
+    if a.dim() == 3:
+        if bias is None and residual is None and activation == "none":
+            return torch.ops.gemmtune.bmm(a, b, h)
+        # Eager's error (Dispatcher._first_sight), not gemmtune::mm's fake kernel's "takes 2-D
+        # operands, got 3-D and 3-D", which named the op but not the epilogue it was sent for.
+        raise ValueError("a bmm (3-D operands) takes no fused epilogue (bias, activation, residual)")
     return torch.ops.gemmtune.mm(a, b, h, bias, activation, residual)
 
 
