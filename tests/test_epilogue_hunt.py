@@ -250,3 +250,41 @@ def test_compiled_dispatcher_bmm_with_an_epilogue_raises_eagers_error():
         torch.compile(lambda a, b: d(a, b, bias=torch.zeros(7)), backend="eager")(a, b)
     # (without an epilogue it still traces as gemmtune::bmm)
     torch.testing.assert_close(torch.compile(lambda a, b: d(a, b), backend="eager")(a, b), torch.bmm(a, b))
+
+
+# ------------------------------------------------------------------ the norm fold: writes between norm and GEMM
+def _norm_graph(write_between: bool):
+    """transformers' RMSNorm chain on ``hs`` (normfold's module doc), read by two fused members at
+    M = 1 of a patched group (handle 5), optionally with ``hs.add_(1)`` between the norm and them."""
+    g = torch.fx.Graph()
+    hs, weight, w1, w2, fw = (g.placeholder(n) for n in ("hs", "weight", "w1", "w2", "fw"))
+    h = g.call_method("to", (hs, torch.float32))
+    sq = g.call_method("pow", (h, 2))
+    var = g.call_method("mean", (sq, -1), {"keepdim": True})
+    add = g.call_function(operator.add, (var, 1e-5))
+    rs = g.call_function(torch.rsqrt, (add,))
+    y = g.call_function(operator.mul, (h, rs))
+    cast = g.call_method("to", (y, torch.float32))
+    out = g.call_function(operator.mul, (weight, cast))
+    out.meta["val"] = torch.empty(1, 64)
+    if write_between:
+        g.call_method("add_", (hs, 1))
+    q = g.call_function(torch.ops.gemmtune.fused_member.default, (out, w1, None, fw, None, 0, 16, 5))
+    k = g.call_function(torch.ops.gemmtune.fused_member.default, (out, w2, None, fw, None, 16, 8, 5))
+    g.output((q, k))
+    return g
+
+
+@pytest.mark.parametrize("write", [False, True])
+def test_the_norm_fold_reads_the_norms_input_only_where_nothing_wrote_it(write, monkeypatch):
+    """GEMMTUNE_FOLD_NORMS=1 moves the norm into the merged GEMM, which reads the norm's input at
+    the first member: an in-place write to that input between the norm and the members
+    (``hs.add_(1)``) was then folded in, the GEMM computing the norm of the written input, where
+    the model normalised it before the write. The norm stays where it is then."""
+    monkeypatch.setenv("GEMMTUNE_FOLD_NORMS", "1")
+    g = _norm_graph(write)
+    assert fuse_compile.merge(g) == 1
+    g.lint()
+    folded = [n for n in g.nodes if n.target is fuse_compile._fused_rows_rms]
+    plain = [n for n in g.nodes if n.target is fuse_compile._fused_rows]
+    assert (len(folded), len(plain)) == ((0, 1) if write else (1, 0))

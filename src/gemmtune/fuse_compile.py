@@ -379,6 +379,18 @@ def _plan(graph: torch.fx.Graph) -> tuple[list, int]:
     return plan, kept
 
 
+def _written_between(graph: torch.fx.Graph, first: torch.fx.Node, last: torch.fx.Node) -> bool:
+    """Whether a node strictly between ``first`` and ``last`` (in graph order) may write memory."""
+    inside = False
+    for n in graph.nodes:
+        if n is last:
+            return False
+        if inside and _writes(n):
+            return True
+        inside = inside or n is first
+    return False
+
+
 def merge(graph: torch.fx.Graph) -> int:
     """Replace each set of ``gemmtune::fused_member`` nodes that read one input with one GEMM and
     their slices (the module docstring says when). Returns the number of sets merged. Tells
@@ -397,6 +409,10 @@ def merge(graph: torch.fx.Graph) -> int:
     fold = os.environ.get("GEMMTUNE_FOLD_NORMS", "0") == "1"  # work in progress (gemmtune.normfold)
     for x, fw, fb, h, members in plan:
         norm = _foldable(x, [m for m, _, _ in members], h) if fold else None
+        if norm is not None and _written_between(graph, norm.nodes[0], members[0][0]):
+            # The folded GEMM reads the norm's input at the first member, not where the norm read it:
+            # an in-place write in between (hs.add_(1)) was folded into the norm. The norm stays.
+            norm = None
         with graph.inserting_before(members[0][0]):
             if norm is not None:
                 norm_x = _take_residual(graph, norm.x) or norm.x
