@@ -43,7 +43,9 @@ same view when one exists); with more users, a contiguous copy of its slice.
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
+import inspect
 import itertools
 import operator
 import os
@@ -188,7 +190,7 @@ def _take_residual(graph: torch.fx.Graph, h: torch.fx.Node) -> torch.fx.Node | N
         if not isinstance(view, torch.fx.Node) or not isinstance(r, torch.fx.Node) or len(view.users) != 1:
             continue
         mm = view.args[0] if view.args else None
-        if not _is_mm(mm) or len(mm.users) != 1 or view.op not in ("call_method", "call_function"):
+        if not _is_mm(mm) or len(mm.users) != 1 or not _is_reshape(view):
             continue
         args = _named_args(mm, ("a", "b", "handle", "bias", "activation", "residual"))
         if args.get("activation", "none") != "none" or args.get("residual") is not None:
@@ -199,6 +201,8 @@ def _take_residual(graph: torch.fx.Graph, h: torch.fx.Node) -> torch.fx.Node | N
         if not (rv.shape == vv.shape == hv.shape and rv.dtype == vv.dtype == hv.dtype and mv.dim() == 2
                 and isinstance(mv.shape[1], int)):
             continue
+        if not _readable_at(graph, r, mm, h):
+            continue
         with graph.inserting_before(mm):
             r2 = graph.call_method("reshape", (r, -1, mv.shape[1]))
         mm.args = (args["a"], args["b"], args["handle"], args.get("bias"), "none", r2)
@@ -208,6 +212,47 @@ def _take_residual(graph: torch.fx.Graph, h: torch.fx.Node) -> torch.fx.Node | N
         STATS["residuals"] += 1
         return view
     return None
+
+
+# What may stand between the GEMM and the residual sum: ops that keep the product's elements in
+# row-major order (checked with equal shapes below), so that ``f(mm) + r == f(mm + r)`` for ``r``
+# reshaped to the product's (M, N). Any other op there (``o_proj(x) * 2`` of a 2-D input, a
+# ``relu``, a square ``.t()``) took the residual into the GEMM all the same: ``f(mm + r)``, a
+# silently wrong sum.
+_RESHAPE_METHODS = ("view", "reshape", "unflatten", "flatten")
+_RESHAPE_FUNCTIONS = (torch.reshape, torch.flatten, torch.unflatten, torch.Tensor.view, torch.Tensor.reshape,
+                      torch.Tensor.unflatten, torch.Tensor.flatten)
+
+
+def _is_reshape(node: torch.fx.Node) -> bool:
+    if node.op == "call_method":
+        return node.target in _RESHAPE_METHODS
+    return node.op == "call_function" and node.target in _RESHAPE_FUNCTIONS
+
+
+def _readable_at(graph: torch.fx.Graph, r: torch.fx.Node, mm: torch.fx.Node, h: torch.fx.Node) -> bool:
+    """Whether the residual ``r`` of the sum ``h`` may be read at ``mm`` instead (``_take_residual``
+    moves the read there): ``r`` is computed before ``mm``, and no node between ``mm`` and ``h`` may
+    write memory (the pre-grad graph is not functional: an in-place op there could change ``r``
+    after the epilogue read it). Without this, a residual computed after the GEMM (``y = o(a);
+    r = x * 2; h = y + r``) was read by a reshape inserted before its own definition: an invalid
+    graph ("used before it has been defined")."""
+    seen_r = False
+    between = False
+    for n in graph.nodes:
+        if n is r:
+            if between:
+                return False  # r is defined after mm
+            seen_r = True
+        elif n is mm:
+            if not seen_r:
+                return False
+            between = True
+        elif n is h:
+            return between
+        elif between and _writes(n):
+            return False
+    return False
 
 
 def _foldable(x: torch.fx.Node, members: list, handle: int):
@@ -232,11 +277,35 @@ _INPLACE_OPERATORS = {getattr(operator, n) for n in (
 _SAFE_MODULES = ("torch", "_operator", "operator", "builtins", "math")
 
 
+@functools.lru_cache(maxsize=None)
+def _inplace_at(target) -> int | None:
+    """The position of ``target``'s ``inplace`` parameter (``F.relu(x, inplace)``), or None."""
+    try:
+        params = list(inspect.signature(target).parameters)
+    except (TypeError, ValueError):  # a builtin without a signature
+        return None
+    return params.index("inplace") if "inplace" in params else None
+
+
+def _inplace_positional(node: torch.fx.Node) -> bool:
+    """Whether a call passes ``inplace`` positionally as anything but False (``F.relu(h, True)``,
+    ``F.dropout(h, p, training, True)``; a traced value counts as True). ``_writes`` read the
+    keyword alone: such a call between two members was taken as pure, the members merged, and the
+    later one read the input as it was before the write (a compiled model's silently wrong result)."""
+    try:
+        i = _inplace_at(node.target)
+    except TypeError:  # an unhashable target
+        return True
+    return i is not None and len(node.args) > i and node.args[i] is not False
+
+
 def _writes(node: torch.fx.Node) -> bool:
     """Whether ``node`` may write memory (conservatively: True for anything not known to be pure)."""
     if node.op in ("placeholder", "get_attr", "output"):
         return False
     if node.op == "call_module" or "out" in node.kwargs or node.kwargs.get("inplace") is True:
+        return True
+    if node.op == "call_function" and _inplace_positional(node):
         return True
     t = node.target
     if node.op == "call_method":
@@ -310,6 +379,18 @@ def _plan(graph: torch.fx.Graph) -> tuple[list, int]:
     return plan, kept
 
 
+def _written_between(graph: torch.fx.Graph, first: torch.fx.Node, last: torch.fx.Node) -> bool:
+    """Whether a node strictly between ``first`` and ``last`` (in graph order) may write memory."""
+    inside = False
+    for n in graph.nodes:
+        if n is last:
+            return False
+        if inside and _writes(n):
+            return True
+        inside = inside or n is first
+    return False
+
+
 def merge(graph: torch.fx.Graph) -> int:
     """Replace each set of ``gemmtune::fused_member`` nodes that read one input with one GEMM and
     their slices (the module docstring says when). Returns the number of sets merged. Tells
@@ -328,6 +409,10 @@ def merge(graph: torch.fx.Graph) -> int:
     fold = os.environ.get("GEMMTUNE_FOLD_NORMS", "0") == "1"  # work in progress (gemmtune.normfold)
     for x, fw, fb, h, members in plan:
         norm = _foldable(x, [m for m, _, _ in members], h) if fold else None
+        if norm is not None and _written_between(graph, norm.nodes[0], members[0][0]):
+            # The folded GEMM reads the norm's input at the first member, not where the norm read it:
+            # an in-place write in between (hs.add_(1)) was folded into the norm. The norm stays.
+            norm = None
         with graph.inserting_before(members[0][0]):
             if norm is not None:
                 norm_x = _take_residual(graph, norm.x) or norm.x

@@ -520,8 +520,14 @@ def check_operands(a: torch.Tensor, b: torch.Tensor, op: str = "mm") -> None:
                                  f"shape {tuple(t.shape)}){hint}")
     if op == "scaled_mm":
         if a.dtype not in (torch.float8_e4m3fn, torch.float8_e5m2) or b.dtype != torch.float8_e4m3fn:
+            # The reason given for the one case it names (an fp16 pair was told "e5m2 x e5m2 has no
+            # cuBLASLt kernel"): a B of e5m2, or operands that are no fp8 at all.
+            fp8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+            why = ("e5m2 x e5m2 has no cuBLASLt kernel" if b.dtype == torch.float8_e5m2 else
+                   "quantize them first, or multiply 16/32-bit operands with gemmtune.matmul"
+                   if a.dtype not in fp8 or b.dtype not in fp8 else "")
             raise TypeError(f"scaled_mm takes a float8_e4m3fn or float8_e5m2 A and a float8_e4m3fn B, got "
-                            f"{a.dtype} and {b.dtype} (e5m2 x e5m2 has no cuBLASLt kernel)")
+                            f"{a.dtype} and {b.dtype}" + (f" ({why})" if why else ""))
     elif a.dtype != b.dtype:
         raise TypeError(f"a and b must have the same dtype, got {a.dtype} and {b.dtype}")
     elif a.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):

@@ -171,6 +171,15 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     (a device sync). Not differentiable, as torch._scaled_mm: where autograd records, the result's
     backward raises.
     """
+    if torch.compiler.is_compiling():
+        # One opaque node, the kernel launched at run time, as gemmtune.matmul's: traced through, a
+        # Triton choice failed inside dynamo and even 'aten' broke the graph. A ``table`` is no
+        # op argument (an object, or a file read at trace time): such a call runs outside the graph.
+        if table is None:
+            from .torch_ops import traced_scaled_mm
+            return traced_scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, choice, check_finite)
+        return _untraced_scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, choice=choice, table=table,
+                                   check_finite=check_finite)
     from . import kernels
     from .api import checked_choice, interpreter_enabled
     from .configs import Choice
@@ -216,6 +225,12 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
         return not_differentiable(run, "gemmtune.scaled_mm", a, b, scale_a, scale_b, bias)
     return run()
 
+
+
+def _untraced_scaled_mm(*args, **kwargs) -> torch.Tensor:
+    """``scaled_mm`` run by dynamo as a call outside the graph (a graph break): under torch.compile
+    with a ``table``."""
+    return torch.compiler.disable(scaled_mm)(*args, **kwargs)
 
 # The tolerance of a scaled_mm check (gemmtune.verify.TOLERANCE holds these). The reference
 # is fp64 on the dequantized operands, so the fp8 quantization of the inputs is no error here:

@@ -583,6 +583,62 @@ def traced_matmul(a, b, choice=None, out_dtype=None, allow_tf32: bool = False, b
     return torch.ops.gemmtune.matmul(a, b, choice, out_dtype, allow_tf32, bias, activation, residual)
 
 
+_LIB.define("scaled_mm(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor? bias=None, "
+            "ScalarType out_dtype=bfloat16, str? choice=None, bool check_finite=True) -> Tensor")
+
+
+def _scaled_mm_op(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16, choice=None, check_finite=True):
+    from .scaled import scaled_mm
+    with torch.no_grad():  # not differentiable (scaled_mm says why); the op records no autograd either
+        return scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, choice=choice, check_finite=check_finite)
+
+
+for _key in ("CPU", "CUDA"):
+    _LIB.impl("scaled_mm", _scaled_mm_op, _key)
+
+
+@torch.library.register_fake("gemmtune::scaled_mm", lib=_LIB)
+def _scaled_mm_fake(a, b, scale_a, scale_b, bias=None, out_dtype=torch.bfloat16, choice=None, check_finite=True):
+    # The output's shape and dtype; the scales' and bias's checks (gemmtune.scaled.bind_scales) run
+    # in the op's kernel, by name, as eager.
+    torch._check(a.dim() == 2 and b.dim() == 2,
+                 lambda: f"gemmtune::scaled_mm takes 2-D operands, got {a.dim()}-D and {b.dim()}-D")
+    check_devices("scaled_mm", a, b=b, scale_a=scale_a, scale_b=scale_b, bias=bias)
+    torch._check(a.shape[1] == b.shape[0],
+                 lambda: f"gemmtune::scaled_mm: inner dimensions differ: {a.shape[1]} and {b.shape[0]}")
+    torch._check(out_dtype in (torch.bfloat16, torch.float32),
+                 lambda: f"gemmtune::scaled_mm: out_dtype must be bfloat16 or float32, got {out_dtype}")
+    return a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype)
+
+
+def _scaled_mm_backward(ctx, grad):
+    # As eager (gemmtune.autograd.not_differentiable): a trainable bias or scale under scaled_mm gets
+    # this error, never a gradient dropped without a word (with no autograd registered, the compiled
+    # backward ran and left bias.grad None).
+    raise RuntimeError("derivative for gemmtune.scaled_mm is not implemented (nor is torch._scaled_mm's): run "
+                       "it with autograd off (torch.no_grad()), or multiply dequantized operands with "
+                       "gemmtune.matmul, which is differentiable")
+
+
+torch.library.register_autograd("gemmtune::scaled_mm", _scaled_mm_backward, lib=_LIB)
+
+
+def traced_scaled_mm(a, b, scale_a, scale_b, bias=None, out_dtype=None, choice=None,
+                     check_finite: bool = True) -> torch.Tensor:
+    """``gemmtune.scaled_mm(...)`` under torch.compile (scaled_mm sends it here without a ``table``):
+    the ``gemmtune::scaled_mm`` op, with ``choice`` as its id and ``out_dtype`` as a torch dtype.
+    Traced through, the Triton launch failed in dynamo ("Dynamo failed to run FX node with fake
+    tensors"), and even choice='aten' broke the graph (``is_neg``, the scales' NaN check)."""
+    if choice is not None and not isinstance(choice, str):
+        choice = choice.id
+    if out_dtype is None:
+        out_dtype = torch.bfloat16
+    elif isinstance(out_dtype, str):
+        from .problem import DTYPES, dtype_name
+        out_dtype = DTYPES[dtype_name(out_dtype)]
+    return torch.ops.gemmtune.scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, choice, check_finite)
+
+
 def handle_of(dispatcher: Dispatcher) -> int:
     """``REGISTRY.register(dispatcher)`` for torch.compile, which must not trace the registry (its
     lock is a context manager dynamo cannot enter: a graph break) but run it once and bake its
@@ -613,8 +669,12 @@ def traced_call(dispatcher: Dispatcher, a: torch.Tensor, b: torch.Tensor, bias: 
     ``gemmtune::bmm`` op for 3-D operands without an epilogue, else the ``gemmtune::mm`` op, whose
     fake kernel checks the operands as the dispatcher would (2-D, dtype, static dims)."""
     h = handle_of(dispatcher)
-    if a.dim() == 3 and bias is None and residual is None and activation == "none":
-        return torch.ops.gemmtune.bmm(a, b, h)
+    if a.dim() == 3:
+        if bias is None and residual is None and activation == "none":
+            return torch.ops.gemmtune.bmm(a, b, h)
+        # Eager's error (Dispatcher._first_sight), not gemmtune::mm's fake kernel's "takes 2-D
+        # operands, got 3-D and 3-D", which named the op but not the epilogue it was sent for.
+        raise ValueError("a bmm (3-D operands) takes no fused epilogue (bias, activation, residual)")
     return torch.ops.gemmtune.mm(a, b, h, bias, activation, residual)
 
 
@@ -659,5 +719,5 @@ def mm_bias(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, handle:
 from . import normfold  # noqa: E402,F401
 
 __all__ = ["DispatcherRegistry", "REGISTRY", "mm", "bmm", "mm_bias", "linear", "gemv_to_inductor", "handle_of",
-           "traced_call", "traced_matmul", "register_inductor_gemv", "GEMV_DEVICES", "GEMV_HANDBACK_ENV",
+           "traced_call", "traced_matmul", "traced_scaled_mm", "register_inductor_gemv", "GEMV_DEVICES", "GEMV_HANDBACK_ENV",
            "gemv_handback_min_bytes", "note_graph_fused"]

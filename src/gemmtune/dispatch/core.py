@@ -448,7 +448,18 @@ class Dispatcher(Deciding, Launching):
                 batches = None
             if batches is None or not all(_size_ok(v) for v in batches):
                 raise ValueError(f"warmup: batch must be a list of int sizes >= 0 (or None), got {batch!r}")
+        if isinstance(epilogues, (str, Epilogue)):
+            # One epilogue given bare (``epilogues="bias"``): iterated, a string raised "bad epilogue
+            # id 'b'" and an Epilogue "'Epilogue' object is not iterable", neither naming the mistake.
+            epilogues = [epilogues]
         specs = [Epilogue.parse(e) if isinstance(e, str) else e for e in epilogues]
+        for e in specs:
+            if not isinstance(e, Epilogue):
+                raise TypeError(f"warmup: epilogues must be Epilogue objects or ids such as 'bias+relu', "
+                                f"not {type(e).__name__}")
+            if e.scale != "none":  # (warmed as a plain call before: a dispatcher runs no scaled_mm)
+                raise ValueError(f"warmup: a dispatcher serves no scaled_mm, so no {e.id!r} epilogue; "
+                                 "scales are gemmtune.scaled_mm's")
         if batches and specs:
             raise ValueError("warmup: a bmm (batch given, or a compile_bmm dispatcher) takes no fused epilogue; "
                              "pass batch=() to warm 2-D calls with epilogues")
