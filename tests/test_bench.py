@@ -565,6 +565,83 @@ def test_read_ceiling_counts_bytes_and_keeps_the_best_kernel():
         r["kernels"]["gemv_bf16"]["bytes"] / (0.25 * 1e6)
 
 
+def test_write_ceiling_counts_the_bytes_written_by_its_fill():
+    from gemmtune.bench.timing import Timing
+
+    seen = []
+
+    class Fake:  # runs the launch once and keeps what it wrote, answers 0.5 ms
+        def measure(self, launch, n_sets):
+            seen.append(launch(0))
+            return Timing(0.5, 0.01, 20, 0.01)
+
+    r = benchmark.write_ceiling(Fake(), nbytes=1 << 20, device="cpu")
+    assert list(r["kernels"]) == ["fill_fp32"] and r["kernel"] == "fill_fp32"
+    assert r["bytes"] == 1 << 20 and r["gbps"] == (1 << 20) / (0.5 * 1e6)
+    assert (r["ms"], r["spread"], r["repeats"]) == (0.5, 0.01, 20)
+    [buf] = seen  # the launch wrote every byte of the buffer it counts
+    assert buf.dtype == torch.float32 and buf.numel() * 4 == r["bytes"] and bool((buf == 1.5).all())
+
+
+def test_measure_ceilings_records_the_write_ceiling_and_its_failure(monkeypatch):
+    from gemmtune.bench import ceilings as bench_ceilings
+
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(bench_ceilings, "_copy_ceiling", lambda timer: {"gbps": 2700.0})
+    monkeypatch.setattr(bench_ceilings, "read_ceiling", lambda timer: {"gbps": 4400.0})
+    monkeypatch.setattr(bench_ceilings, "write_ceiling", lambda timer: {"gbps": 2000.0, "kernel": "fill_fp32"})
+    monkeypatch.setattr(bench_ceilings, "_mm_ceiling", lambda timer, dtype: {"tflops": 700.0})
+    c = benchmark.measure_ceilings(object())
+    assert c["write"] == {"gbps": 2000.0, "kernel": "fill_fp32"} and c["write_gbps"] == 2000.0
+    assert c["memory_gbps"] == 4400.0 and "GiB fp32 fill (bytes written" in c["how"]
+
+    def broken(timer):
+        raise RuntimeError("out of memory")
+    monkeypatch.setattr(bench_ceilings, "write_ceiling", broken)
+    c = benchmark.measure_ceilings(object())
+    assert c["write"]["gbps"] is None and c["write"]["reason"] == "RuntimeError: out of memory"
+    assert c["write_gbps"] is None and c["memory_gbps"] == 4400.0 and c["mm"]["bfloat16"]["tflops"] == 700.0
+
+
+def test_measure_shape_floor_counts_c_at_the_write_bandwidth():
+    from gemmtune.bench.runner import WorkerState
+    from gemmtune.bench.timing import WallTimer
+
+    shape = _shapes()[1]  # 17x33x65 fp16: memory-bound at these ceilings
+    p = shape.problem
+    assert p.write_bytes == 17 * 33 * 2 and p.read_bytes + p.write_bytes == p.min_bytes
+    skip = {m: "x" for m in (*benchmark.TUNE_MODES, *benchmark.NVMMH_TOPK)}
+    ceilings = {"copy": {"gbps": 2700.0}, "read": {"gbps": 4400.0}, "write": {"gbps": 2000.0},
+                "mm": {"float16": {"tflops": 800.0}}}
+    rec = benchmark.measure_shape(shape, WorkerState(timer=WallTimer(repeats=1), device="cpu"), ceilings, {}, skip,
+                                  seed=0, inductor_log=None)
+    assert rec["write_bytes"] == p.write_bytes
+    assert rec["floor_ms"] == pytest.approx(p.read_bytes / 4400e6 + p.write_bytes / 2000e6, rel=1e-12)
+    assert rec["floor_ms"] > p.min_bytes / 4400e6 and rec["bound"] == "memory"
+
+
+def test_a_ceilings_file_without_the_write_ceiling_gives_the_old_floor(tmp_path):
+    old = {"how": "measured", "copy": {"gbps": 2700.0}, "read": {"gbps": 4400.0}, "memory_gbps": 4400.0,
+           "mm": {"bfloat16": {"tflops": 750.0}}}
+    f = tmp_path / "ceilings.json"
+    benchmark.save_ceilings(f, "NVIDIA H200", old)
+    bench_suite.check_ceilings_file(f)  # a ceilings file of before the write ceiling is one
+    got = benchmark.load_ceilings(f, "NVIDIA H200")
+    assert "write" not in got and report.write_gbps(got) is None
+    p = Problem.from_sizes(8192, 8192, 16, "bf16")
+    floor = report.roofline_ms(p.flops, p.min_bytes, 750.0, report.memory_gbps(got), p.write_bytes,
+                               report.write_gbps(got))
+    assert floor == p.min_bytes / (4400.0 * 1e6)
+    # with it, saved and read back: the write entry comes back and the floor counts C at its rate
+    benchmark.save_ceilings(f, "NVIDIA H200", {**old, "write": {"gbps": 2000.0, "kernel": "fill_fp32"}})
+    got = benchmark.load_ceilings(f, "NVIDIA H200")
+    assert got["write"]["gbps"] == 2000.0 and report.write_gbps(got) == 2000.0
+    # a write entry that is not one (a file edited by hand): read as a file without it
+    benchmark.save_ceilings(f, "NVIDIA H200", {**old, "write": 2000.0, "write_gbps": 2000.0})
+    got = benchmark.load_ceilings(f, "NVIDIA H200")
+    assert "write" not in got and "write_gbps" not in got and report.write_gbps(got) is None
+
+
 def test_ceilings_file_is_reused_only_for_the_same_gpu(tmp_path):
     c = {"how": "measured", "copy": {"gbps": 2763.0}, "read": {"gbps": 4100.0}, "mm": {}}
     f = tmp_path / "ceilings.json"
@@ -591,6 +668,7 @@ def test_interleaved_rounds_and_ceilings_on_a_gpu():
     state = WorkerState(timer=CudaGraphTimer(replays=20))
     c = benchmark.measure_ceilings(CudaGraphTimer(replays=5))
     assert c["read"]["gbps"] > 0 and c["memory_gbps"] == max(c["copy"]["gbps"], c["read"]["gbps"])
+    assert c["write"]["gbps"] > 0 and c["write_gbps"] == report.write_gbps(c) >= c["write"]["gbps"]
     rec = benchmark.measure_shape(shape, state, c, tuned, {m: "x" for m in benchmark.NVMMH_TOPK}, seed=0,
                                   inductor_log=None)
     for r in (rec["cublas"], *(rec["methods"][m] for m in benchmark.TUNE_MODES)):

@@ -205,6 +205,7 @@ def test_derived_quantities():
     p = Problem.from_sizes(32, 64, 128, "bf16", "fp32")
     assert p.flops == 2 * 32 * 64 * 128
     assert p.min_bytes == 2 * (32 * 128 + 128 * 64) + 4 * 32 * 64
+    assert (p.read_bytes, p.write_bytes) == (2 * (32 * 128 + 128 * 64), 4 * 32 * 64)
     assert p.torch_dtype == torch.bfloat16 and p.torch_out_dtype == torch.float32
     assert p.with_sizes(m=1).m == 1 and p.with_sizes(m=1).k == 128
     assert p.log2_shape() == (5.0, 6.0, 7.0)
@@ -215,3 +216,17 @@ def test_out_dtype_error_for_fp32_inputs_names_one_choice():
     # it read "use float32 or float32"
     with pytest.raises(TypeError, match=r"not supported for float32 inputs; use float32$"):
         Problem.from_sizes(4, 4, 4, "float32", out_dtype="float16")
+
+
+def test_min_bytes_splits_into_read_and_write_bytes():
+    """C is the only write; the bias (an output-sized row) and scaled_mm's scales are reads."""
+    cases = [
+        (Problem.from_sizes(8, 24, 16, "fp16", op="addmm"), 2 * (8 * 16 + 16 * 24) + 2 * 24, 2 * 8 * 24),
+        (Problem.from_sizes(128, 64, 32, "fp16", layout_b="col", op="bmm", batch=4),
+         2 * 4 * (128 * 32 + 32 * 64), 2 * 4 * 128 * 64),
+        (Problem.from_sizes(16, 64, 32, "e4m3", "bf16", layout_b="col", op="scaled_mm", scale="row"),
+         16 * 32 + 32 * 64 + 4 * (16 + 64), 2 * 16 * 64),
+    ]
+    for p, read, write in cases:
+        assert (p.read_bytes, p.write_bytes) == (read, write), p.key
+        assert p.min_bytes == read + write

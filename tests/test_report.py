@@ -350,6 +350,75 @@ def test_memory_bandwidth_is_the_higher_of_copy_and_read():
     assert report.memory_gbps({}) is None and report.memory_gbps(None) is None
 
 
+# H200-like ceilings (GB/s): copy read + written, the best read kernel, a fill.
+_OLD_CEILINGS = {"copy": {"gbps": 2700.0}, "read": {"gbps": 4400.0}, "mm": {"bfloat16": {"tflops": 750.0}}}
+_WRITE_CEILINGS = {**_OLD_CEILINGS, "write": {"gbps": 2000.0}}
+
+
+def _floor(p, c):
+    return report.roofline_ms(p.flops, p.min_bytes, c["mm"]["bfloat16"]["tflops"], report.memory_gbps(c),
+                              p.write_bytes, report.write_gbps(c))
+
+
+def test_the_floor_counts_c_at_the_write_bandwidth():
+    from gemmtune.problem import Problem
+
+    # the copy implies 1 / (2/2700 - 1/4400) = 1947.5 GB/s of writes: below the fill's 2000, unused
+    assert report.write_gbps(_WRITE_CEILINGS) == 2000.0
+    # write-heavy: 8192x8192x16 bf16, C is 99.6% of the bytes; its floor was C at the read rate
+    big = Problem.from_sizes(8192, 8192, 16, "bf16")
+    assert big.write_bytes == 8192 * 8192 * 2 and big.read_bytes == 2 * 2 * 8192 * 16
+    old, new = _floor(big, _OLD_CEILINGS), _floor(big, _WRITE_CEILINGS)
+    assert old == big.min_bytes / (4400.0 * 1e6)                  # no write ceiling: exactly today's floor
+    assert new == pytest.approx(big.read_bytes / 4400e6 + big.write_bytes / 2000e6, rel=1e-12)
+    assert new / old == pytest.approx(2.19, abs=0.01)              # 4400 / 2000 on almost every byte
+    # decode: 1x4096x4096 bf16 reads 32 MiB of weights, writes 8 KiB: the floor barely moves
+    dec = Problem.from_sizes(1, 4096, 4096, "bf16")
+    d_old, d_new = _floor(dec, _OLD_CEILINGS), _floor(dec, _WRITE_CEILINGS)
+    assert d_old == dec.min_bytes / (4400.0 * 1e6)
+    assert 1.0 < d_new / d_old < 1.0005
+    # a compute-bound shape keeps its compute floor
+    sq = Problem.from_sizes(8192, 8192, 8192, "bf16")
+    assert _floor(sq, _WRITE_CEILINGS) == _floor(sq, _OLD_CEILINGS) == sq.flops / (750.0 * 1e9)
+
+
+def test_write_bandwidth_takes_the_copys_implied_rate_when_higher():
+    # a slow fill: the copy, timed at 2700 GB/s read + written, wrote faster than that under the sum
+    c = {"copy": {"gbps": 2700.0}, "read": {"gbps": 4400.0}, "write": {"gbps": 1000.0}}
+    w = report.write_gbps(c)
+    assert w == pytest.approx(1 / (2 / 2700 - 1 / 4400))
+    x = 1 << 30  # the copy's own floor is then its measured time, never above it
+    assert x / (4400 * 1e6) + x / (w * 1e6) == pytest.approx(2 * x / (2700 * 1e6))
+    # with the fill's rate alone the copy would beat its floor (166%): what the implied rate prevents
+    assert (x / 4400e6 + x / 1000e6) / (2 * x / 2700e6) == pytest.approx(1.66, abs=0.01)
+    # no copy, or a read rate so low the copy left no time for writes: the fill's rate
+    assert report.write_gbps({"read": {"gbps": 4400.0}, "write": {"gbps": 1000.0}}) == 1000.0
+    assert report.write_gbps({"copy": {"gbps": 2700.0}, "write": {"gbps": 1000.0}}) == \
+        pytest.approx(1 / (2 / 2700 - 1 / 2700))  # read = the copy's rate: writes at it too
+    # no write ceiling (older JSONs, a failed one): None, and the floor is min_bytes / memory_gbps
+    for c in ({"copy": {"gbps": 2700.0}}, {"copy": {"gbps": 2700.0}, "write": {"gbps": None, "status": "error"}},
+              {"copy": {"gbps": 2700.0}, "write": {"gbps": float("nan")}}, {}, None):
+        assert report.write_gbps(c) is None
+    assert report.roofline_ms(10**9, 4 * 10**9, 1000.0, 1000.0, 3 * 10**9, None) == 4.0
+
+
+def test_report_names_the_write_ceiling_and_the_floors_sum(doc):
+    new = copy.deepcopy(doc)
+    new["ceilings"]["copy"] = {"gbps": 2700.0}
+    new["ceilings"]["read"] = {"gbps": 4400.0, "kernel": "gemv_bf16"}
+    new["ceilings"]["write"] = {"gbps": 2000.0, "kernel": "fill_fp32", "kernels": {"fill_fp32": {"gbps": 2000.0}}}
+    md = report.render_markdown(new)
+    assert "write bandwidth 2000 GB/s (fill_fp32 2000)" in md
+    assert "read bytes / read bandwidth + write bytes / write bandwidth" in md
+    assert "the write bandwidth the write ceiling's (2000 GB/s)" in md
+    new["ceilings"]["write"] = {"gbps": 1000.0}
+    assert "above the write ceiling's 1000 GB/s (1948 GB/s)" in report.render_markdown(new)
+    new["ceilings"]["write"] = {"gbps": None, "status": "error", "reason": "x"}
+    md = report.render_markdown(new)
+    assert "write bandwidth not measured (error)" in md and "+ write bytes" not in md
+    assert "minimum bytes / memory bandwidth" in md  # no write ceiling: the floor is the old one
+
+
 def test_report_says_how_the_floor_is_computed(doc):
     old = report.render_markdown(doc)
     assert "minimum bytes / copy bandwidth" in old

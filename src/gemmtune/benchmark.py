@@ -6,8 +6,8 @@ settings); this module re-exports their names for scripts and code written again
 
 from __future__ import annotations
 
-from .bench.ceilings import (CEILING_N, COPY_BYTES, GEMV_K, READ_BYTES, read_ceiling, load_ceilings,  # noqa: F401
-                             measure_ceilings, save_ceilings)
+from .bench.ceilings import (CEILING_N, COPY_BYTES, GEMV_K, READ_BYTES, WRITE_BYTES, read_ceiling,  # noqa: F401
+                             load_ceilings, measure_ceilings, save_ceilings, write_ceiling)
 from .bench.inductor import INDUCTOR_MODE, AutotuneLog, compile_inductor, inductor_choice  # noqa: F401
 from .bench.modes import (EXTRA_MODE_NAMES, NVMMH_TOPK, OPTIONAL_MODES, TUNE_MODES, extra_modes,  # noqa: F401
                           supported_modes, tune_phase)

@@ -386,14 +386,26 @@ class Problem:
     @property
     def min_bytes(self) -> int:
         """Bytes moved if each input (the bias too) is read once and the output written once
-        (bmm: every matrix of the batch, a broadcast operand's one matrix once)."""
+        (bmm: every matrix of the batch, a broadcast operand's one matrix once):
+        ``read_bytes + write_bytes``."""
+        return self.read_bytes + self.write_bytes
+
+    @property
+    def read_bytes(self) -> int:
+        """The part of ``min_bytes`` read: A and B once (a broadcast operand's one matrix once),
+        the bias (one more row of the output's size) and scaled_mm's scales."""
         es = element_size(self.dtype)
-        rows = self.m + (self.op == "addmm" or self.bias)  # the bias is one more row of the output's size
+        bias_rows = int(self.op == "addmm" or bool(self.bias))
         scales = 0 if self.op != "scaled_mm" else 8 if self.scale == "tensor" else 4 * (self.m + self.n)
         na = 1 if self.broadcast_a else self.batch
         nb = 1 if self.broadcast_b else self.batch
         return (es * (na * self.m * self.k + nb * self.k * self.n)
-                + element_size(self.out_dtype) * self.batch * rows * self.n + scales)
+                + element_size(self.out_dtype) * self.batch * bias_rows * self.n + scales)
+
+    @property
+    def write_bytes(self) -> int:
+        """The part of ``min_bytes`` written: the output (C), once."""
+        return element_size(self.out_dtype) * self.batch * self.m * self.n
 
     def with_sizes(self, m: int | None = None, n: int | None = None, k: int | None = None,
                    batch: int | None = None) -> "Problem":

@@ -1,4 +1,4 @@
-"""The physical ceilings a shape's floor is measured against: copy and read bandwidth, cuBLAS
+"""The physical ceilings a shape's floor is measured against: copy, read and write bandwidth, cuBLAS
 mm peak per dtype (``measure_ceilings``); saved to and read from a file so that several runs in
 one device call measure them once (``--ceilings-file``)."""
 
@@ -21,6 +21,10 @@ CEILING_N = 8192          # cuBLAS peak: one 8192^3 mm per dtype
 COPY_BYTES = 1 << 30      # bandwidth: a 1 GiB device-to-device copy, far beyond the L2
 READ_BYTES = 1 << 30      # read bandwidth: kernels that read 1 GiB and write next to nothing
 GEMV_K = 16384            # the read ceiling's GEMV: a (READ_BYTES / 2 / GEMV_K) x GEMV_K bf16 matrix
+WRITE_BYTES = 1 << 30     # write bandwidth: a kernel that writes 1 GiB and reads next to nothing
+FILL_VALUE = 1.5          # what the write ceiling's fill writes; PyTorch allocates with cudaMalloc, not as
+                          # compressible memory, so a constant should cost every byte (the rate the copy
+                          # implies, report.write_gbps, is the cross-check)
 
 
 def _bandwidth(name: str, moved: int, t: Timing) -> dict:
@@ -66,6 +70,30 @@ def _read_kernel(name: str, timer, nbytes: int, device: str) -> tuple[int, Timin
     return (mat.numel() + vec.numel() + res.numel()) * 2, timer.measure(lambda i: torch.mv(mat, vec, out=res), 1)
 
 
+def write_ceiling(timer, nbytes: int = WRITE_BYTES, device: str = "cuda") -> dict:
+    """Write bandwidth: ``fill_fp32``, Tensor.fill_ of an fp32 tensor of ``nbytes`` (every byte
+    written, the value a kernel argument: nothing read), timed like the other ceilings (far beyond the L2).
+
+    A shape's minimum bytes count C's write; HBM writes more slowly than it reads (an H200's
+    device copy moves ~2.7 TB/s read + written, reading alone ~4.4 TB/s), so counting C at the
+    read rate gave write-heavy shapes (M, N large, K small: C most of the bytes) a floor no
+    kernel reaches. With this ceiling the floor's memory time is read bytes / read rate + write
+    bytes / write rate (``report.roofline_ms``). The rate is a lower bound of what the memory
+    can write, as the others are; ``report.write_gbps`` takes the better of it and the write rate
+    the device copy implies (the copy is a write kernel too), so the form is read_ceiling's,
+    with one kernel (``kernels``) where the copy is the second.
+    """
+    kernels = {name: _bandwidth(name, *_write_kernel(name, timer, nbytes, device)) for name in ("fill_fp32",)}
+    best = max(kernels.values(), key=lambda k: k["gbps"])
+    return {**best, "kernels": kernels}
+
+
+def _write_kernel(name: str, timer, nbytes: int, device: str) -> tuple[int, Timing]:
+    """(bytes written, timing) of one write-ceiling kernel; its buffer is freed on return."""
+    x = torch.empty(nbytes // 4, dtype=torch.float32, device=device)
+    return x.numel() * 4, timer.measure(lambda i: x.fill_(FILL_VALUE), 1)
+
+
 # The ceilings' key of cuBLAS's fp32 mm peak with TF32 on.
 TF32_CEILING = "float32_tf32"
 
@@ -98,9 +126,12 @@ def _mm_ceiling(timer, dtype: torch.dtype) -> dict:
 
 
 def measure_ceilings(timer) -> dict:
-    """Copy and read bandwidth and cuBLAS mm peak per dtype, measured now on the current GPU.
+    """Copy, read and write bandwidth and cuBLAS mm peak per dtype, measured now on the current GPU.
 
-    ``memory_gbps`` is the higher of the two bandwidths: the one a shape's floor uses."""
+    ``memory_gbps`` is the higher of the copy and read bandwidths: the rate of the bytes a shape's
+    floor reads; ``write_gbps`` (``report.write_gbps``) the rate of the bytes it writes. A read or
+    write ceiling that fails is recorded with its reason and ``gbps`` None: the floor then falls
+    back (no write ceiling: every byte at ``memory_gbps``, as before the write ceiling)."""
     prev = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 peak is true fp32, as the suite's fp32 rows
     try:
@@ -110,6 +141,11 @@ def measure_ceilings(timer) -> dict:
             read = read_ceiling(timer)
         except Exception as e:  # the copy alone still gives a floor
             read = {"gbps": None, **failure_record(e)}
+        torch.cuda.empty_cache()
+        try:
+            write = write_ceiling(timer)
+        except Exception as e:  # the floor falls back to every byte at the read rate
+            write = {"gbps": None, **failure_record(e)}
         torch.cuda.empty_cache()
         mm = {name: _mm_ceiling(timer, DTYPES[name]) for name in ("bfloat16", "float16", "float32")}
         # TF32's peak too: an fp32 product with TF32 off can run as three TF32 products
@@ -122,10 +158,12 @@ def measure_ceilings(timer) -> dict:
     torch.cuda.empty_cache()
     c = {"how": f"measured in this run: a {COPY_BYTES >> 30} GiB device copy (bytes read + written); the best of "
                 f"a {READ_BYTES >> 30} GiB fp32 sum and a bf16 GEMV over a {READ_BYTES >> 30} GiB matrix (bytes "
-                f"read + written: a read bandwidth); cuBLAS mm on {CEILING_N}^3 (fp32 with tf32 off, and "
+                f"read + written: a read bandwidth); a {WRITE_BYTES >> 30} GiB fp32 fill (bytes written: a write "
+                f"bandwidth); cuBLAS mm on {CEILING_N}^3 (fp32 with tf32 off, and "
                 f"{TF32_CEILING}: fp32 with tf32 on)",
-         "copy": copy_, "read": read, "mm": mm}
+         "copy": copy_, "read": read, "write": write, "mm": mm}
     c["memory_gbps"] = report.memory_gbps(c)
+    c["write_gbps"] = report.write_gbps(c)
     return c
 
 
@@ -143,7 +181,13 @@ def load_ceilings(path: str | os.PathLike, device_name: str) -> dict | None:
     copy_gbps = (c.get("copy") or {}).get("gbps") if isinstance(c, dict) and isinstance(c.get("copy"), dict) else None
     if not isinstance(copy_gbps, (int, float)) or not isinstance(c.get("mm"), dict):
         return None
+    # A file written before the write ceiling has no "write": it loads as it is, and its floors
+    # stay min_bytes / memory_gbps (report.write_gbps is None without it). A "write" that is not
+    # a dict (a file edited by hand) is dropped, as if it were such a file.
     c = dict(c)
+    if "write" in c and not isinstance(c["write"], dict):
+        del c["write"]
+        c.pop("write_gbps", None)
     c["how"] = f"{c.get('how', '')}; read from {Path(path).name}, measured at {saved.get('date', '?')} " \
                "by an earlier run of the same device call"
     return c

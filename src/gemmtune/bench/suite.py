@@ -10,8 +10,13 @@ One run, in one process (gemmtune's tuner adds its own worker processes):
    1 GiB device-to-device copy (bytes read plus bytes written) and read-dominated kernels
    (the best of a 1 GiB fp32 sum and a bf16 GEMV over a 1 GiB matrix, bytes read plus the
    few written) -- and cuBLAS mm throughput on 8192^3 in bf16, fp16 and fp32 (tf32 off).
-   A shape's roofline floor is max(flops / peak of its dtype, min_bytes / memory
-   bandwidth), the memory bandwidth being the higher of the two (``report.memory_gbps``).
+   A write bandwidth too: a 1 GiB fp32 fill (bytes written, next to nothing read).
+   A shape's roofline floor is max(flops / peak of its dtype, memory time); the memory time
+   is read bytes / read bandwidth + write bytes (C) / write bandwidth (``report.roofline_ms``),
+   the read bandwidth being the higher of the copy's and the read kernels'
+   (``report.memory_gbps``), the write bandwidth the better of the fill's and the one the
+   copy implies (``report.write_gbps``); without a write ceiling (an older ceilings file) it
+   is min_bytes / read bandwidth, as before.
 2. gemmtune's modes (TUNE_MODES: the default space; --fast and the model's top-5 where
    tune() takes their keywords), each over all selected shapes with a fresh results store
    and a fresh Triton cache, so each shape's tuning wall time includes its compilation.
@@ -100,11 +105,12 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
         # fp8: no fp8 ceiling is measured; Hopper's fp8 tensor cores run at twice the bf16 rate.
         bf16 = (ceilings["mm"].get("bfloat16") or {}).get("tflops")
         peak = 2 * bf16 if bf16 else None
-    floor = report.roofline_ms(p.flops, p.min_bytes, peak, report.memory_gbps(ceilings))
+    floor = report.roofline_ms(p.flops, p.min_bytes, peak, report.memory_gbps(ceilings), p.write_bytes,
+                               report.write_gbps(ceilings))
     compute = p.flops / (peak * 1e9) if peak else 0.0
     rec = {"group": shape.group, "name": shape.name, "key": p.key, "m": p.m, "n": p.n, "k": p.k, "batch": p.batch,
            "dtype": p.dtype, "layout_a": p.layout_a, "layout_b": p.layout_b, "flops": p.flops,
-           "min_bytes": p.min_bytes, "floor_ms": floor,
+           "min_bytes": p.min_bytes, "write_bytes": p.write_bytes, "floor_ms": floor,
            "bound": "compute" if floor and compute >= floor else "memory", "methods": {}}
     methods = rec["methods"]
     # name -> (record so far, launch): the methods whose output checked out, in timing order
@@ -288,8 +294,9 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
                     save_ceilings(ceilings_file, dev.name, c)
             doc["ceilings"] = c
             header["phases_s"]["ceilings"] = time.perf_counter() - t0
-            say("ceilings: copy {:.0f} GB/s, read {} GB/s; ".format(
-                c["copy"]["gbps"], f"{c['read']['gbps']:.0f}" if (c.get("read") or {}).get("gbps") else "-")
+            say("ceilings: copy {:.0f} GB/s, read {} GB/s, write {} GB/s; ".format(
+                c["copy"]["gbps"], f"{c['read']['gbps']:.0f}" if (c.get("read") or {}).get("gbps") else "-",
+                f"{c['write']['gbps']:.0f}" if (c.get("write") or {}).get("gbps") else "-")
                 + ", ".join(f"{k} {v['tflops']:.0f} TFLOP/s" for k, v in c["mm"].items()))
             report.save_bench(doc, path)
 

@@ -18,7 +18,11 @@ Since the interleaved timing (gemmtune.bench.rounds.round_robin), a kernel entry
 ``rounds``, ``round_ms`` and ``round_spread`` (per round), ``within_spread`` and
 ``across_spread`` (``spread`` is the larger), and the ceilings hold ``read`` (a read
 bandwidth, beside ``copy``) and ``memory_gbps``; older JSONs, without them, still read
-and render (their floors are the copy bandwidth's, as they were computed then). A method
+and render (their floors are the copy bandwidth's, as they were computed then). Since the
+write ceiling the ceilings also hold ``write`` (a write bandwidth) and ``write_gbps``, and a shape
+record ``write_bytes`` (C's part of ``min_bytes``): its floor's memory time is then read bytes /
+``memory_gbps`` + write bytes / ``write_gbps`` (``roofline_ms``); JSONs and ceilings files without
+them keep min_bytes / ``memory_gbps``. A method
 whose choice is ``aten`` ran the very kernel cuBLAS ran (``same_kernel_as_cublas``): the
 report marks it, since any difference from cuBLAS there is measurement noise.
 
@@ -28,7 +32,7 @@ saying so) while a run is not finished or where its ``--deadline`` left shapes o
 is not a finite number (a NaN output's relative error) is written as null.
 
 The package by job: ``stats`` (the arithmetic, small pure functions with exact tests:
-``geomean``, ``is_tie``, ``speedup``, ``roofline_ms``, ``memory_gbps``, ``verdict``),
+``geomean``, ``is_tie``, ``speedup``, ``roofline_ms``, ``memory_gbps``, ``write_gbps``, ``verdict``),
 ``records`` (reading a bench JSON's records, the methods and the targets), ``files`` (load,
 save, name, merge), ``markdown`` and ``plots`` (rendering), ``render`` (both into files),
 ``tune_run`` (a tuning-run directory) and ``store`` (``gemmtune report --store``: a results
@@ -52,7 +56,7 @@ from .records import (CUBLAS_CHOICE, GEMMTUNE_METHODS, GROUPS, LABELS, METHODS, 
                       SPEEDUP_TARGETS, TUNE_QUALITY, TUNE_TIME_RATIO, best_ms, floor_fraction, group_speedups,
                       kernel, method_speedup, methods_present, same_kernel_as_cublas, targets, tuning_summary)
 from .render import render, render_file
-from .stats import geomean, is_tie, memory_gbps, roofline_ms, speedup, verdict
+from .stats import geomean, is_tie, memory_gbps, roofline_ms, speedup, verdict, write_gbps
 from .tune_run import bench_from_tune_run, render_tune_run
 from .markdown import _choice  # noqa: F401 -- read by tests
 
@@ -62,4 +66,4 @@ __all__ = ["SCHEMA", "bench_filename", "load_bench", "merge_bench", "save_bench"
            "METHODS", "SAME_MARK", "SAME_NOTE", "SPEEDUP_TARGETS", "TUNE_QUALITY", "TUNE_TIME_RATIO", "best_ms",
            "floor_fraction", "group_speedups", "kernel", "method_speedup", "methods_present", "same_kernel_as_cublas",
            "targets", "tuning_summary", "render", "render_file", "geomean", "is_tie", "memory_gbps", "roofline_ms",
-           "speedup", "verdict", "bench_from_tune_run", "render_tune_run"]
+           "speedup", "verdict", "write_gbps", "bench_from_tune_run", "render_tune_run"]

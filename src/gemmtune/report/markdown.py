@@ -8,7 +8,7 @@ from collections import Counter
 from .records import (GEMMTUNE_METHODS, GROUPS, LABELS, METHODS, SAME_MARK, SAME_NOTE, SPEEDUP_TARGETS,
                       TUNE_QUALITY, TUNE_TIME_RATIO, best_ms, failed_only, group_speedups, kernel, method_speedup,
                       methods_present, same_kernel_as_cublas, sweep_misses, targets, tuning_summary)
-from .stats import memory_gbps, verdict
+from .stats import memory_gbps, verdict, write_gbps
 
 
 def _cell(text) -> str:
@@ -83,6 +83,12 @@ def _ceilings_line(doc: dict) -> str:
         bits.append(f"read bandwidth {rd['gbps']:.0f} GB/s" + (f" (best of {each})" if each else ""))
     elif rd.get("status"):
         bits.append(f"read bandwidth not measured ({rd['status']})")
+    wr = c.get("write") or {}
+    if wr.get("gbps"):
+        each = ", ".join(f"{k} {v['gbps']:.0f}" for k, v in (wr.get("kernels") or {}).items() if v.get("gbps"))
+        bits.append(f"write bandwidth {wr['gbps']:.0f} GB/s" + (f" ({each})" if each else ""))
+    elif wr.get("status"):
+        bits.append(f"write bandwidth not measured ({wr['status']})")
     for dt in ("bfloat16", "float16", "float32"):
         if (mm.get(dt) or {}).get("tflops"):
             bits.append(f"{dt} mm {mm[dt]['tflops']:.1f} TFLOP/s")
@@ -91,9 +97,19 @@ def _ceilings_line(doc: dict) -> str:
 
 
 def _floor_line(doc: dict) -> str:
-    """How the floors of this document were computed (older JSONs: the copy bandwidth only)."""
+    """How the floors of this document were computed (older JSONs: the copy bandwidth only; with a
+    write ceiling: read and write bytes each at its own rate, summed)."""
     c = doc.get("ceilings") or {}
-    if (c.get("read") or {}).get("gbps"):
+    wg = write_gbps(c)
+    if wg and memory_gbps(c):
+        own = (c.get("write") or {}).get("gbps")
+        which = ("the write ceiling's" if own and wg <= own else
+                 f"the rate the copy implies once its reads take the read bandwidth, 1 / (2 / copy - 1 / read), "
+                 f"above the write ceiling's {own:.0f} GB/s")
+        mem = (f"read bytes / read bandwidth + write bytes / write bandwidth (a sum: HBM's bus carries reads and "
+               f"writes in turn), the read bandwidth the higher of the copy and the read bandwidth "
+               f"({memory_gbps(c):.0f} GB/s), the write bandwidth {which} ({wg:.0f} GB/s)")
+    elif (c.get("read") or {}).get("gbps"):
         mem = (f"minimum bytes / memory bandwidth, the higher of the copy and the read bandwidth "
                f"({memory_gbps(c):.0f} GB/s)")
     else:
@@ -101,7 +117,8 @@ def _floor_line(doc: dict) -> str:
     fp8 = any(str(s.get("dtype", "")).startswith("float8") for s in doc.get("shapes", ()))
     peak = "mm peak of its dtype" + (" (fp8: twice the bf16 peak, no fp8 peak is measured)" if fp8 else "")
     return (f"A shape's floor is max(flops / {peak}, {mem}); minimum bytes = A and B read once (a bmm operand "
-            "broadcast over the batch once), a bias and scales read once, C written once. Efficiency = floor / time; "
+            "broadcast over the batch once), a bias and scales read once (the read bytes), C written once (the "
+            "write bytes). Efficiency = floor / time; "
             "above 100% the kernel beat the floor (measurement noise, or a ceiling measured below what the GPU can "
             "do) and is shown as measured, never capped.")
 
