@@ -298,3 +298,16 @@ def client():
     with local_cluster(2, env=env) as cluster, distributed.Client(cluster) as c:
         c.wait_for_workers(2, timeout=120)
         yield c
+
+
+def run_cli(argv, capsys):
+    """(exit code, stdout, stderr) of ``gemmtune`` run with ``argv`` in this process; a usage
+    error's SystemExit (the parser's) gives its code."""
+    from gemmtune import cli
+
+    try:
+        rc = cli.main(argv)
+    except SystemExit as e:
+        rc = e.code
+    out = capsys.readouterr()
+    return rc, out.out, out.err

@@ -8,15 +8,13 @@ import json
 import os
 
 import pytest
+from conftest import run_cli
 
 from gemmtune import cli
 from gemmtune.cli import common as cli_common
 
 
-def run(argv, capsys):
-    rc = cli.main(argv)
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+run = run_cli  # conftest's: the CLI's exit code, stdout and stderr
 
 
 @pytest.mark.parametrize("argv,msg", [

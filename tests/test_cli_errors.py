@@ -7,21 +7,15 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 
-from gemmtune import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "benchmarks/results/2026-11-22-h200-lut-odd/public-table.json"
 SAMPLE = ROOT / "tests/data/model_sample.csv.gz"
 
 
-def run(argv, capsys):
-    try:
-        rc = cli.main(argv)
-    except SystemExit as e:  # a usage error, from the parser
-        rc = e.code
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+run = run_cli  # conftest's: the CLI's exit code, stdout and stderr
 
 
 def one_line_error(rc, err, msg):

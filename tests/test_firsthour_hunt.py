@@ -6,6 +6,7 @@ means one thing here and another there."""
 from __future__ import annotations
 
 import pytest
+from conftest import run_cli
 
 from gemmtune import cli
 from gemmtune.store import ResultRow, ResultStore, RunContext
@@ -14,10 +15,7 @@ CTX = RunContext("cpu (Triton interpreter)", "cpu", "2.0", "3.0", "0.1")
 KEY = "mm:M16-N16-K16:fp16->fp16:row.a/row.a"
 
 
-def run(argv, capsys):
-    rc = cli.main(argv)
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+run = run_cli  # conftest's: the CLI's exit code, stdout and stderr
 
 
 def make_store(path, choices=("aten",)):

@@ -8,8 +8,8 @@ import stat
 import warnings
 
 import pytest
+from conftest import run_cli
 
-from gemmtune import cli
 from gemmtune import inductor_export as ie
 from gemmtune.configs import Choice
 from gemmtune.jsonio import write_atomic
@@ -26,13 +26,7 @@ def _table(entries: dict, device: str = H100) -> LookupTable:
                        {p.key: [TableChoice(Choice.parse("aten"), ms)] for p, ms in entries.items()})
 
 
-def run(argv, capsys):
-    try:
-        rc = cli.main(argv)
-    except SystemExit as e:  # a usage error, from the parser
-        rc = e.code
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+run = run_cli  # conftest's: the CLI's exit code, stdout and stderr
 
 
 # ------------------------------------------------------------------ an integer device_ms too big for a float
