@@ -187,3 +187,14 @@ def test_a_table_choice_given_as_its_id_is_parsed_and_anything_else_named():
         TableChoice("nope:x")
     with pytest.raises(TypeError, match="Choice or its id string"):
         TableChoice(42)
+
+
+def test_export_inductor_with_nothing_to_export_exits_1_on_every_run(tmp_path, capsys):
+    # The first run wrote '{}' and exited 1; a rerun refused to replace that file and exited 2.
+    t = _table({P1: 0.01}).save(tmp_path / "t.json")
+    out = tmp_path / "inductor.json"
+    argv = ["lut", "export-inductor", str(t), str(out), "--no-aten", "--force"]
+    rc1, _, _ = run(argv, capsys)
+    rc2, _, err2 = run(argv, capsys)
+    assert (rc1, rc2) == (1, 1), err2
+    assert "nothing to export" in err2 and "Traceback" not in err2

@@ -140,14 +140,16 @@ def loaded_dirs() -> list[Path]:
 def bundle(dest: str | os.PathLike, dirs: list[Path] | None = None) -> list[str]:
     """Copy the kernel directories (default: ``loaded_dirs()``) into ``dest``; return their names.
 
-    ``dest`` is replaced as a whole, so a bundle never mixes old and new kernels."""
+    ``dest`` is replaced as a whole, so a bundle never mixes old and new kernels. The old bundle
+    is moved aside, not deleted, until the new one is in its place: deleting it first left a
+    process killed during that delete with neither."""
     dest = Path(dest)
     dirs = loaded_dirs() if dirs is None else [Path(d) for d in dirs]
     dest.parent.mkdir(parents=True, exist_ok=True)
     # A temp folder of this writer's own: two processes saving one bundle never fill each other's.
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp"))
     os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp's 0700 -> what mkdir would have made
-    names = []
+    names, old = [], None
     try:
         for d in dirs:
             files = [f for f in d.iterdir() if f.is_file() and f.name not in _SKIP and not f.name.startswith("tmp.")]
@@ -157,11 +159,18 @@ def bundle(dest: str | os.PathLike, dirs: list[Path] | None = None) -> list[str]
             for f in files:
                 shutil.copy2(f, tmp / d.name / f.name)
             names.append(d.name)
-        shutil.rmtree(dest, ignore_errors=True)
+        if dest.exists():
+            old = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".old")) / dest.name
+            os.replace(dest, old)
         os.replace(tmp, dest)
     except BaseException:
+        if old is not None and old.exists() and not dest.exists():
+            os.replace(old, dest)  # the new one did not get there: the old one goes back
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old.parent, ignore_errors=True)
     return sorted(names)
 
 
@@ -177,7 +186,10 @@ def restore(src: str | os.PathLike, names: list[str] | None = None) -> tuple[int
     if target is None:
         return 0, "Triton uses a custom cache manager: binaries not restored, kernels compile on first launch"
     wanted = [src / n for n in names] if names is not None else sorted(p for p in src.iterdir() if p.is_dir())
-    target.mkdir(parents=True, exist_ok=True)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # a cache folder this process cannot make (read-only home, disk full): compile instead
+        return 0, f"cannot use the Triton cache {target} ({e.strerror or e}): kernels compile on first launch"
     copied = 0
     for d in wanted:
         if not d.is_dir():
@@ -185,7 +197,11 @@ def restore(src: str | os.PathLike, names: list[str] | None = None) -> tuple[int
         out = target / d.name
         if out.exists():
             continue
-        stage = Path(tempfile.mkdtemp(dir=target, prefix=f"{d.name}.tmp."))  # one per call, threads too
+        try:
+            stage = Path(tempfile.mkdtemp(dir=target, prefix=f"{d.name}.tmp."))  # one per call, threads too
+        except OSError as e:  # an unwritable cache, a full disk: what is restored stays, the rest compiles
+            return copied, (f"{copied} kernel binaries restored into {target}, then {e.strerror or e}: the rest "
+                            "compile on first launch")
         tmp = stage / d.name
         try:
             shutil.copytree(d, tmp)

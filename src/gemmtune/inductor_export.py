@@ -345,6 +345,10 @@ def unavailable_reason() -> str | None:
     return None
 
 
+class NothingToExport(ValueError):
+    """Every entry of the table was skipped and ``path`` already held a file, left as it was."""
+
+
 def export(table: LookupTable | str | os.PathLike, path: str | os.PathLike, *,
            device_key: str | None = None, include_aten: bool = True, force: bool = False) -> InductorExport:
     """Write the Inductor table as JSON (``json.load`` it into config.lookup_table.table).
@@ -369,7 +373,7 @@ def export(table: LookupTable | str | os.PathLike, path: str | os.PathLike, *,
     result = convert(table, device_key=device_key, include_aten=include_aten)
     if not result.table and path.exists():
         # Nothing exportable (every entry skipped): writing '{}' replaced an existing table there.
-        raise ValueError(f"nothing to export ({len(result.skipped)} entries skipped); {path} left as it was")
+        raise NothingToExport(f"nothing to export ({len(result.skipped)} entries skipped); {path} left as it was")
     # One key per line, sorted: exported tables diff as well as gemmtune's own.
     lines = ["{"]
     items = sorted(result.table.items())

@@ -105,13 +105,17 @@ def cmd_lut_diff(args) -> int:
 
 
 def cmd_lut_export_inductor(args) -> int:
-    from ..inductor_export import export
+    from ..inductor_export import NothingToExport, export
 
     if Path(args.out).resolve() == Path(args.table).resolve():
         # The Inductor table would replace the gemmtune table it is made from.
         raise ValueError(f"OUT {args.out} is the gemmtune table being exported; give another file name")
-    r = export(args.table, args.out, device_key=args.device_key, include_aten=not args.no_aten,
-               force=args.force)
+    try:
+        r = export(args.table, args.out, device_key=args.device_key, include_aten=not args.no_aten,
+                   force=args.force)
+    except NothingToExport as e:  # the same exit code as a first run that exports nothing (below)
+        print(f"gemmtune: {e}", file=sys.stderr)
+        return 1
     for s in r.skipped:
         print(f"skipped {s}")
     for n in r.notes:
