@@ -149,6 +149,14 @@ class _Product(torch.autograd.Function):
         return None, None, ga, gb, gbias, gres
 
 
+def no_derivative(what: str) -> RuntimeError:
+    """The error a backward through ``what`` (a product with no derivative: scaled_mm) raises, eager
+    (``not_differentiable``) and compiled (the ``gemmtune::scaled_mm`` op's backward) alike."""
+    return RuntimeError(f"derivative for {what} is not implemented (nor is torch._scaled_mm's): run it "
+                        "with autograd off (torch.no_grad()), or multiply dequantized operands with "
+                        "gemmtune.matmul, which is differentiable")
+
+
 class _NoDerivative(torch.autograd.Function):
     @staticmethod
     def forward(ctx, run, what, *tensors):
@@ -157,9 +165,7 @@ class _NoDerivative(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        raise RuntimeError(f"derivative for {ctx.what} is not implemented (nor is torch._scaled_mm's): run it "
-                           "with autograd off (torch.no_grad()), or multiply dequantized operands with "
-                           "gemmtune.matmul, which is differentiable")
+        raise no_derivative(ctx.what)
 
 
 def not_differentiable(run: Callable[[], torch.Tensor], what: str, *tensors: Optional[torch.Tensor]) -> torch.Tensor:
@@ -178,4 +184,5 @@ def differentiable(run: Callable[[], torch.Tensor], a: torch.Tensor, b: torch.Te
     return _Product.apply(run, activation, a, b, bias, residual)
 
 
-__all__ = ["needs_grad", "saved_for", "grads", "differentiable", "not_differentiable", "transformed", "torch_product"]
+__all__ = ["needs_grad", "saved_for", "grads", "differentiable", "not_differentiable", "no_derivative", "transformed",
+           "torch_product"]

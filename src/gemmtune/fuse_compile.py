@@ -237,22 +237,8 @@ def _readable_at(graph: torch.fx.Graph, r: torch.fx.Node, mm: torch.fx.Node, h: 
     after the epilogue read it). Without this, a residual computed after the GEMM (``y = o(a);
     r = x * 2; h = y + r``) was read by a reshape inserted before its own definition: an invalid
     graph ("used before it has been defined")."""
-    seen_r = False
-    between = False
-    for n in graph.nodes:
-        if n is r:
-            if between:
-                return False  # r is defined after mm
-            seen_r = True
-        elif n is mm:
-            if not seen_r:
-                return False
-            between = True
-        elif n is h:
-            return between
-        elif between and _writes(n):
-            return False
-    return False
+    at = {n: i for i, n in enumerate(graph.nodes) if n is r or n is mm or n is h}
+    return len(at) == 3 and at[r] < at[mm] < at[h] and not _written_between(graph, mm, h)
 
 
 def _foldable(x: torch.fx.Node, members: list, handle: int):

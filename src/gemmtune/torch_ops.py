@@ -69,7 +69,7 @@ from typing import Optional
 
 import torch
 
-from .autograd import grads, needs_grad, saved_for
+from .autograd import grads, needs_grad, no_derivative, saved_for
 from .dispatch import Dispatcher
 from .dispatch.common import ATEN
 from .epilogue import check_activation
@@ -575,12 +575,19 @@ def traced_matmul(a, b, choice=None, out_dtype=None, allow_tf32: bool = False, b
                   activation: str = "none", residual=None) -> torch.Tensor:
     """``gemmtune.matmul(...)`` under torch.compile (matmul sends it here): the ``gemmtune::matmul``
     op, with ``choice`` as its id and ``out_dtype`` as a torch dtype."""
+    choice, out_dtype = _op_args(choice, out_dtype)
+    return torch.ops.gemmtune.matmul(a, b, choice, out_dtype, allow_tf32, bias, activation, residual)
+
+
+def _op_args(choice, out_dtype):
+    """(``choice`` as its id, ``out_dtype`` as a torch dtype or None): what the ops take, from what
+    gemmtune.matmul and gemmtune.scaled_mm accept (a Choice or its id; a dtype or its name)."""
     if choice is not None and not isinstance(choice, str):
         choice = choice.id  # a str made with the Choice (configs.Choice), a constant to dynamo
     if isinstance(out_dtype, str):
         from .problem import DTYPES, dtype_name
         out_dtype = DTYPES[dtype_name(out_dtype)]
-    return torch.ops.gemmtune.matmul(a, b, choice, out_dtype, allow_tf32, bias, activation, residual)
+    return choice, out_dtype
 
 
 _LIB.define("scaled_mm(Tensor a, Tensor b, Tensor scale_a, Tensor scale_b, Tensor? bias=None, "
@@ -615,9 +622,7 @@ def _scaled_mm_backward(ctx, grad):
     # As eager (gemmtune.autograd.not_differentiable): a trainable bias or scale under scaled_mm gets
     # this error, never a gradient dropped without a word (with no autograd registered, the compiled
     # backward ran and left bias.grad None).
-    raise RuntimeError("derivative for gemmtune.scaled_mm is not implemented (nor is torch._scaled_mm's): run "
-                       "it with autograd off (torch.no_grad()), or multiply dequantized operands with "
-                       "gemmtune.matmul, which is differentiable")
+    raise no_derivative("gemmtune.scaled_mm")
 
 
 torch.library.register_autograd("gemmtune::scaled_mm", _scaled_mm_backward, lib=_LIB)
@@ -629,14 +634,9 @@ def traced_scaled_mm(a, b, scale_a, scale_b, bias=None, out_dtype=None, choice=N
     the ``gemmtune::scaled_mm`` op, with ``choice`` as its id and ``out_dtype`` as a torch dtype.
     Traced through, the Triton launch failed in dynamo ("Dynamo failed to run FX node with fake
     tensors"), and even choice='aten' broke the graph (``is_neg``, the scales' NaN check)."""
-    if choice is not None and not isinstance(choice, str):
-        choice = choice.id
-    if out_dtype is None:
-        out_dtype = torch.bfloat16
-    elif isinstance(out_dtype, str):
-        from .problem import DTYPES, dtype_name
-        out_dtype = DTYPES[dtype_name(out_dtype)]
-    return torch.ops.gemmtune.scaled_mm(a, b, scale_a, scale_b, bias, out_dtype, choice, check_finite)
+    choice, out_dtype = _op_args(choice, out_dtype)
+    return torch.ops.gemmtune.scaled_mm(a, b, scale_a, scale_b, bias,
+                                        torch.bfloat16 if out_dtype is None else out_dtype, choice, check_finite)
 
 
 def handle_of(dispatcher: Dispatcher) -> int:

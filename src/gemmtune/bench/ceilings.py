@@ -52,7 +52,13 @@ def read_ceiling(timer, nbytes: int = READ_BYTES, device: str = "cuda") -> dict:
     best one is the read ceiling; it is the same kind of lower bound as the copy's and
     the mm peaks. Both are far beyond the L2: every byte comes from HBM.
     """
-    kernels = {name: _bandwidth(name, *_read_kernel(name, timer, nbytes, device)) for name in ("sum_fp32", "gemv_bf16")}
+    return _best_of(_read_kernel, ("sum_fp32", "gemv_bf16"), timer, nbytes, device)
+
+
+def _best_of(kernel, names: tuple[str, ...], timer, nbytes: int, device: str) -> dict:
+    """The fastest of the bandwidth kernels ``names`` (``kernel(name, timer, nbytes, device)`` gives
+    each one's bytes and timing), with every one's record under "kernels"."""
+    kernels = {name: _bandwidth(name, *kernel(name, timer, nbytes, device)) for name in names}
     best = max(kernels.values(), key=lambda k: k["gbps"])
     return {**best, "kernels": kernels}
 
@@ -83,9 +89,7 @@ def write_ceiling(timer, nbytes: int = WRITE_BYTES, device: str = "cuda") -> dic
     the device copy implies (the copy is a write kernel too), so the form is read_ceiling's,
     with one kernel (``kernels``) where the copy is the second.
     """
-    kernels = {name: _bandwidth(name, *_write_kernel(name, timer, nbytes, device)) for name in ("fill_fp32",)}
-    best = max(kernels.values(), key=lambda k: k["gbps"])
-    return {**best, "kernels": kernels}
+    return _best_of(_write_kernel, ("fill_fp32",), timer, nbytes, device)
 
 
 def _write_kernel(name: str, timer, nbytes: int, device: str) -> tuple[int, Timing]:

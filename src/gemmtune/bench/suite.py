@@ -294,9 +294,10 @@ def run(shapes: Sequence[Shape], *, out_dir: str | os.PathLike = "benchmarks/res
                     save_ceilings(ceilings_file, dev.name, c)
             doc["ceilings"] = c
             header["phases_s"]["ceilings"] = time.perf_counter() - t0
-            say("ceilings: copy {:.0f} GB/s, read {} GB/s, write {} GB/s; ".format(
-                c["copy"]["gbps"], f"{c['read']['gbps']:.0f}" if (c.get("read") or {}).get("gbps") else "-",
-                f"{c['write']['gbps']:.0f}" if (c.get("write") or {}).get("gbps") else "-")
+            def gbps(kind: str) -> str:  # a ceiling that failed (or an older file's absent one): "-"
+                r = (c.get(kind) or {}).get("gbps")
+                return f"{r:.0f}" if r else "-"
+            say(f"ceilings: copy {c['copy']['gbps']:.0f} GB/s, read {gbps('read')} GB/s, write {gbps('write')} GB/s; "
                 + ", ".join(f"{k} {v['tflops']:.0f} TFLOP/s" for k, v in c["mm"].items()))
             report.save_bench(doc, path)
 

@@ -73,22 +73,17 @@ def _choice(rec: dict) -> str:
 def _ceilings_line(doc: dict) -> str:
     c = doc.get("ceilings") or {}
     cp = c.get("copy") or {}
-    rd = c.get("read") or {}
     mm = c.get("mm") or {}
     bits = []
     if cp.get("gbps"):
         bits.append(f"copy bandwidth {cp['gbps']:.0f} GB/s")
-    if rd.get("gbps"):
-        each = ", ".join(f"{k} {v['gbps']:.0f}" for k, v in (rd.get("kernels") or {}).items() if v.get("gbps"))
-        bits.append(f"read bandwidth {rd['gbps']:.0f} GB/s" + (f" (best of {each})" if each else ""))
-    elif rd.get("status"):
-        bits.append(f"read bandwidth not measured ({rd['status']})")
-    wr = c.get("write") or {}
-    if wr.get("gbps"):
-        each = ", ".join(f"{k} {v['gbps']:.0f}" for k, v in (wr.get("kernels") or {}).items() if v.get("gbps"))
-        bits.append(f"write bandwidth {wr['gbps']:.0f} GB/s" + (f" ({each})" if each else ""))
-    elif wr.get("status"):
-        bits.append(f"write bandwidth not measured ({wr['status']})")
+    for kind, of in (("read", "best of "), ("write", "")):  # the read ceiling takes the best of two kernels
+        e = c.get(kind) or {}
+        if e.get("gbps"):
+            each = ", ".join(f"{k} {v['gbps']:.0f}" for k, v in (e.get("kernels") or {}).items() if v.get("gbps"))
+            bits.append(f"{kind} bandwidth {e['gbps']:.0f} GB/s" + (f" ({of}{each})" if each else ""))
+        elif e.get("status"):
+            bits.append(f"{kind} bandwidth not measured ({e['status']})")
     for dt in ("bfloat16", "float16", "float32"):
         if (mm.get(dt) or {}).get("tflops"):
             bits.append(f"{dt} mm {mm[dt]['tflops']:.1f} TFLOP/s")
