@@ -82,7 +82,11 @@ def test_a_bad_value_raises_at_the_libraries_first_fp32_launch():
 
 @pytest.mark.parametrize("choice", ["triton_mm:BM32-BN32-BK16-S2-W4-G8",
                                     "splitk:BM16-BN32-BK16-S2-W4-G8-SK3-atomic",
-                                    "splitk:BM16-BN32-BK16-S2-W4-G8-SK3-det"])
+                                    "splitk:BM16-BN32-BK16-S2-W4-G8-SK3-det",
+                                    # the fp32 default tile configs.fit_stages admits, copy-free and
+                                    # through pad+ (B copied K-major under 3xTF32)
+                                    "triton_mm:BM128-BN128-BK64-S3-W8-G8",
+                                    "pad+triton_mm:BM128-BN128-BK64-S3-W8-G8"])
 @pytest.mark.parametrize("view", ["plain", "transposed_b", "offset_a"])
 def test_fp32_kernels_match_fp64_on_odd_shapes(choice, view):
     """The launches take the new input precision on odd sizes, views and ragged K (in the
