@@ -949,3 +949,40 @@ def test_a_decode_phase_a_user_model_refuses_is_left_out(tmp_path, monkeypatch):
     with pytest.raises(IndexError):
         benchmodel.run(["tiny-llama"], phases=["decode_b1"], modes=["eager"], out_dir=tmp_path / "out2",
                        dtype="float32", log=lambda s: None)
+
+
+def test_the_patched_eager_copy_goes_through_the_step_gate(monkeypatch):
+    """make_variants(steps=...) gates eager_patch's copy as patch(example_inputs=...) would
+    (gemmtune.gate_eager, made here to think it is on a GPU and to see the tuned step as slower),
+    records the verdicts, and the report says what was kept."""
+    from gemmtune import eager_gate
+    from gemmtune.benchmodel.report import markdown
+
+    gated = []  # the copy the gate runs (steps(m) below records it)
+
+    def tuned_paths():
+        return sum(p == "tuned" for m in gated[-1].modules() for p in getattr(m, "eager_paths", {}).values())
+
+    def one_more_second_per_tuned_path(fn, reps):
+        fn()
+        return 1.0 + tuned_paths()
+    monkeypatch.setattr(eager_gate, "_on_gpu", lambda model: True)
+    monkeypatch.setattr(eager_gate, "step_seconds", one_more_second_per_tuned_path)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 24), torch.nn.ReLU(), torch.nn.Linear(24, 8)).half()
+    x = torch.randn(3, 16, dtype=torch.float16)
+    out = {"modes": {}}
+
+    def tune(problems, **kw):
+        return {p.key: "triton_mm:BM16-BN16-BK16-S1-W2-G8" for p in problems}
+    v = benchmodel.make_variants(model, ["eager_patch"], lambda m: m(x), out, {"tune_fn": tune, "progress": False},
+                                 steps=lambda m: gated.append(m) or {"prefill": lambda: m(x)}, log=lambda s: None)
+    assert gated == [v["eager_patch"]]
+    gate = out["eager_gate"]
+    assert [(g["step"], g["kept"], g["tuned_shapes"], g["kept_shapes"]) for g in gate] == [("prefill", "aten", 2, 0)]
+    assert tuned_paths() == 0
+    m = {"model": "tiny", "params": 1e3, "tune_s": 1.0, "eager_gate": gate, "eager_gate_s": 0.5,
+         "modes": {"eager": {"phases": {"prefill": {"ms": 1.0, "spread": 0.01, "calls": 10}}}}}
+    head = {"device": "GPU", "torch": "t", "triton": "t", "gemmtune": "g", "date": "d", "dtype": "bf16", "tune": "fast"}
+    md = markdown({"header": head, "models": [m]})
+    assert "Step gate (`eager_patch`, `gemmtune.gate_eager`, 0.5 s): prefill: kept **aten** (0 of 2 tuned" in md

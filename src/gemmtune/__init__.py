@@ -25,7 +25,7 @@ _LAZY = {
     "SplitKConfig": "configs", "TileConfig": "configs",
     "Epilogue": "epilogue", "scaled_mm": "scaled",
     "Dispatcher": "dispatch", "compile_bmm": "dispatch", "compile_mm": "dispatch", "load": "dispatch",
-    "patch": "nn", "refresh_weights": "kernels.padcache",
+    "patch": "nn", "gate_eager": "eager_gate", "refresh_weights": "kernels.padcache",
     "fuse_linears": "fuse", "unfuse": "fuse",
     "load_patched": "modeltune", "save_patched": "modeltune", "tune_model": "modeltune",
 }
@@ -60,4 +60,5 @@ __all__ = [
     "load", "Dispatcher", "patch", "nn", "families", "space", "default_choice", "interpreter_enabled",
     "tune", "TuneResult", "DeviceInfo", "Problem", "Choice", "TileConfig", "SplitKConfig", "SkinnyConfig",
     "DecomposeKConfig", "AtenConfig", "Epilogue", "scaled_mm", "refresh_weights", "fuse_linears", "unfuse", "pdl",
+    "gate_eager",
 ]

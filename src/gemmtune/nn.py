@@ -723,7 +723,7 @@ def _leave_as_torch(module: torch.nn.Module, dispatcher: Dispatcher, conv: bool)
 def patch(model: torch.nn.Module, table=None, *,
           dispatchers: MutableMapping[tuple, Dispatcher] | None = None, example_inputs=None,
           tune_missing: bool | None = None, eager_policy: str = "measure", convert_aten_layers: bool = False,
-          fuse: bool = False, pdl: bool = False, **compile_kwargs) -> torch.nn.Module:
+          fuse: bool = False, pdl: bool = False, eager_gate: bool = True, **compile_kwargs) -> torch.nn.Module:
     """Convert every ``torch.nn.Linear`` of ``model`` (the model itself included) in place,
     and every HF transformers ``Conv1D`` (GPT-2's ``x @ W + b``).
 
@@ -754,6 +754,13 @@ def patch(model: torch.nn.Module, table=None, *,
     ``eager_policy``: ``"measure"`` (default) lets each layer time its tuned kernel against
     ``F.linear`` on the first eager call of a shape and keep the faster (module docstring);
     ``"tuned"`` always runs the tuned kernel.
+    ``eager_gate`` (with ``example_inputs``, on a GPU, ``eager_policy="measure"``): after the layers
+    choose, each example pass is timed as a whole eager step against cuBLAS on every layer, and
+    the tuned eager paths of its shapes are kept only where the step is faster with them
+    (``gemmtune.eager_gate``; a layer timed alone cannot see a step bound by the host's issue
+    rate). The passes run again 24 to 152 times each under ``no_grad``; an input a pass mutates
+    (a KV cache) must take that, or pass ``eager_gate=False`` and call
+    ``gemmtune.nn.gate_eager(model, {name: step})`` with steps that reset their state.
     ``fuse=True`` (with ``example_inputs``) first runs ``gemmtune.fuse_linears`` on them: sibling
     layers that read one input (q/k/v, gate/up) become one GEMM each, and the fused shapes are
     what is tuned (``gemmtune.fuse``; ``save_patched(path, model)`` records the groups, which
@@ -795,11 +802,12 @@ def patch(model: torch.nn.Module, table=None, *,
     if fuse and example_inputs is None:
         raise ValueError("patch(fuse=True) needs example_inputs: the sibling layers are found by running the model")
     if example_inputs is not None:
+        from .capture import example_passes
         from .modeltune import tune_model
+        # (a generator is read once, for fuse_linears, tune_model and the eager gate)
+        example_inputs = example_passes(example_inputs)
         if fuse:
-            from .capture import example_passes
             from .fuse import fuse_linears
-            example_inputs = example_passes(example_inputs)  # (a generator is read once, for both)
             fuse_linears(model, inputs=example_inputs)
         if pdl and "tune_fn" not in compile_kwargs:  # gemmtune.tune's call: the twins' credit (pdl.PDL_CREDIT)
             from .pdl import credit_kwargs
@@ -813,6 +821,10 @@ def patch(model: torch.nn.Module, table=None, *,
                             _missing_kwargs(compile_kwargs))
         if dispatchers is not None:  # after: with tune_missing=True, _patch_layers adds to ``tuned``
             dispatchers.update(tuned)
+        if eager_gate and eager_policy == "measure":
+            from .eager_gate import gate_eager
+            say = compile_kwargs.get("progress")
+            gate_eager(model, example_inputs, progress=dispatch.interactive() if say is None else bool(say))
     else:
         out = _patch_layers(model, table, dispatchers, tune_missing is None or tune_missing, eager_policy,
                             convert_aten_layers, "had no dispatcher given", compile_kwargs)
@@ -1099,4 +1111,7 @@ def route_bmm(target=None, *, dtype=None) -> _RouteBmm:
     return _RouteBmm(_bmm_dispatcher(target, dtype))
 
 
-__all__ = ["Linear", "patch", "patch_conv1d", "dispatchers", "runs_as_torch", "BMM", "route_bmm"]
+from .eager_gate import GateResult, gate_eager  # noqa: E402 - after the names it imports from here
+
+__all__ = ["Linear", "patch", "patch_conv1d", "dispatchers", "runs_as_torch", "BMM", "route_bmm", "gate_eager",
+           "GateResult"]

@@ -54,6 +54,9 @@ def markdown(doc: dict) -> str:
             L.append(f"gemmtune tuning: {m['tune_s']:.1f} s{split} for {m.get('tuned_problems', '?')} problems over "
                      f"{m.get('tuned_layer_shapes', '?')} layer shapes (one tune call); winners: "
                      + ", ".join(f"`{w}`" for w in m.get("winners", [])[:12]) + ".\n")
+        for prefix, what in (("", "eager_patch"), ("fuse_", "eager_fuse_patch")):
+            if m.get(prefix + "eager_gate"):
+                L.append(_gate_line(m[prefix + "eager_gate"], what, m.get(prefix + "eager_gate_s", 0.0)))
         if m.get("fused_groups"):
             from ..fuse import kinds
 
@@ -173,3 +176,16 @@ def plot(doc: dict, path: str | Path) -> Path | None:
     path = Path(path)
     FigureCanvasAgg(fig).print_png(str(path))
     return path
+
+
+def _gate_line(gate: list[dict], mode: str, seconds: float) -> str:
+    """The step gate's verdicts (gemmtune.eager_gate) for one un-graphed patched mode."""
+    parts = []
+    for r in gate:
+        if r["kept"] == "none tuned":
+            parts.append(f"{r['step']}: no tuned eager path to gate")
+            continue
+        ratios = ", ".join(f"{c} {x:.3f}" for c, x in r["ratio"].items() if c != "aten")
+        parts.append(f"{r['step']}: kept **{r['kept']}** ({r['kept_shapes']} of {r['tuned_shapes']} tuned layer "
+                     f"shapes; step time / all-cuBLAS: {ratios})")
+    return (f"Step gate (`{mode}`, `gemmtune.gate_eager`, {seconds:.1f} s): " + "; ".join(parts) + ".\n")

@@ -143,14 +143,31 @@ def _inductor_pdl(on: bool) -> None:
 
 
 def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, out: dict,
-                  tune_kwargs: dict) -> dict:
+                  tune_kwargs: dict, steps: Callable[[torch.nn.Module], dict] | None = None,
+                  log: Callable[[str], None] = print) -> dict:
     """Each mode's callable model. The patched one is a deep copy of ``model``, tuned once from
     ``example(copy)`` (its GEMMs captured, one tune call) and shared by eager_patch and
     patch_compile; a ``_graph`` mode shares the object of its base mode (graphs.base_mode), built
     once, except eager_patch_graph: a copy patched with the same dispatchers and
     ``eager_policy="tuned"`` (host time, which the eager rule weighs, is not paid in a graph).
-    Tuning time and winners go into ``out``, each mode's setup time into ``out['modes'][mode]``."""
+    Tuning time and winners go into ``out``, each mode's setup time into ``out['modes'][mode]``.
+    ``steps(model)``: ``{phase: step}``, each phase's eager step on ``model``; with it, each
+    un-graphed patched copy (eager_patch, eager_fuse_patch) goes through ``gemmtune.gate_eager``
+    as ``patch(example_inputs=...)`` would (its verdicts in ``out['eager_gate']``, its time in
+    ``out['eager_gate_s']``; the fused copy's under ``fuse_``)."""
     variants: dict[str, Callable] = {}
+
+    def gate(v: torch.nn.Module, prefix: str = "") -> None:
+        if steps is None:
+            return
+        import gemmtune
+        t0 = time.perf_counter()
+        res = gemmtune.gate_eager(v, steps(v))
+        out[prefix + "eager_gate_s"] = time.perf_counter() - t0
+        out[prefix + "eager_gate"] = [r.as_dict() for r in res]
+        for r in res:
+            log(f"{prefix}eager gate {r.step}: kept {r.kept} ({r.kept_shapes} of {r.tuned_shapes} tuned layer shapes)"
+                + "".join(f", {c} {x:.3f}" for c, x in r.ratio.items() if c != "aten"))
 
     def tuner() -> tuple[Callable, dict]:
         """The tune function (tune_kwargs' ``tune_fn``, else gemmtune.tune) and the other tune_kwargs."""
@@ -190,6 +207,7 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
                                   ("tune_compile_workers", "compile_workers")):
                     if hasattr(res, attr):
                         out[key] = getattr(res, attr)
+                gate(patched)
                 out["tuned_layer_shapes"] = len(ds)
                 out["tuned_problems"] = sum(len(d.hint_choices) for d in ds.values())
                 out["winners"] = sorted({h.choice.id for d in ds.values() for h in d.hint_choices})
@@ -238,6 +256,8 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
                 with torch.no_grad():
                     gemmtune.patch(v, dispatchers=variants["fuse_dispatchers"], tune_missing=False,
                                    **({"eager_policy": "tuned"} if mode.endswith("_graph") else {}))
+                if mode == "eager_fuse_patch":
+                    gate(v, "fuse_")
         elif mode == "fuse_patch_compile_pdl":
             # A fused copy of its own, patched with eager_fuse_patch's tuning (no second call) and
             # pdl=True (gemmtune.pdl), compiled with Inductor's PDL on (_dynamo_for), so its graphs
@@ -461,7 +481,8 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
     floors = {p.name: decode_floor(weight_bytes(model), read_gbps) for p in ps
               if PHASES[p.name][0] == "decode"} if read_gbps else {}
     variants = make_variants(model, modes, lambda m: [p.example(m) for p in ps], out,
-                             dict(tune_kwargs, extra_m=(1,)))
+                             dict(tune_kwargs, extra_m=(1,)),
+                             steps=lambda m: {p.name: (lambda p=p: p.run(m)) for p in ps}, log=log)
 
     replays: dict = {}
 
@@ -562,7 +583,7 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
         ref = emb(st32).float()
     del st32
     out = {"model": "minilm", "params": sum(p.numel() for p in st.parameters()), "modes": {}}
-    variants = make_variants(st, modes, emb, out, tune_kwargs)
+    variants = make_variants(st, modes, emb, out, tune_kwargs, steps=lambda m: {"embed_64": lambda: emb(m)}, log=log)
     replays: dict = {}
     emb_phase = Phase("embed_64", emb, emb)
 

@@ -1,0 +1,210 @@
+"""The step gate: whether a patched model's un-graphed eager step is faster with the tuned
+kernels its layers chose, timed as the whole step, against cuBLAS everywhere.
+
+Each patched layer chooses its eager path per input shape on its own (``nn.choose_eager``: that
+layer's GEMM timed alone, 10 calls back to back). A model's eager step is another thing: between
+the GEMMs run norms, attention and elementwise kernels, each a launch of its own, and a step of a
+small model is often bound by the host's issue rate, where every extra microsecond of Python a
+tuned launch costs is paid and the device time it saves is not. On an H200 (session 50) the
+per-layer rule kept a tuned kernel on 74 calls of Qwen2-0.5B's fp32 prefill, each faster alone
+(82 against 131 us), and the step ran 0.839x eager's speed: 29 ms of wall time for 17-18 ms of
+device time.
+
+So after the layers choose, the gate times the step itself, interleaved, three ways:
+
+* ``tuned``: the layers' own choices;
+* ``strong``: only the choices whose layer timing saved at least ``STRONG`` of cuBLAS's time
+  (the clearest device-time wins, which most often survive a host-bound step);
+* ``aten``: cuBLAS (``F.linear``) on every shape the step ran.
+
+and keeps the fastest, where it beats ``aten`` by ``MARGIN`` (median ratio of paired rounds);
+otherwise every shape of the step runs cuBLAS. Only the shapes the step itself met for the first
+time are gated, so steps of other shapes (a prefill and a decode step) are decided apart.
+Under torch.compile or CUDA graphs none of this applies: the tuned kernels run.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Mapping
+
+import torch
+
+# A candidate is kept only where its step's median paired ratio to the all-cuBLAS step is below
+# this: a 2% win, above the ~1% round-to-round spread of an un-graphed step on the H200 (the
+# bench's paired rounds, 2026-12-01), so a tie keeps cuBLAS, the path with no Python of ours.
+MARGIN = 0.98
+# ``strong``: the layer timing's tuned time at most this fraction of cuBLAS's (a 15% saving).
+STRONG = 0.85
+ROUNDS = 7            # paired rounds per step
+MIN_ROUND_S = 0.02    # each candidate's round repeats the step until it lasts about this long
+MAX_REPS = 7          # ... at most this many times: 152 calls of a step in all, at most
+CANDIDATES = ("tuned", "strong", "aten")
+
+
+@dataclass
+class GateResult:
+    """What the gate decided for one step: ``kept`` is the candidate kept (``"tuned"``,
+    ``"strong"`` or ``"aten"``), or ``"none tuned"`` where no layer chose a tuned kernel for the
+    step's shapes (nothing to time); ``tuned_shapes``: the (layer, shape) pairs that had chosen a
+    tuned kernel, ``kept_shapes``: those still on it after the gate. ``ratio``: each candidate's
+    median step time over the all-cuBLAS step's, paired round by round; ``step_ms``: each
+    candidate's median step time."""
+    step: str
+    kept: str
+    tuned_shapes: int
+    kept_shapes: int
+    ratio: dict[str, float] = field(default_factory=dict)
+    step_ms: dict[str, float] = field(default_factory=dict)
+    rounds: int = 0
+    reps: int = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def choose(ratios: Mapping[str, float], margin: float = MARGIN) -> str:
+    """The candidate to keep from each one's median step-time ratio to ``aten``: the smallest
+    ratio, if it is below ``margin``; else ``aten``. Ties between two tuned candidates go to the
+    one with fewer tuned shapes (``strong``, listed after ``tuned`` in CANDIDATES)."""
+    best = "aten"
+    for name in CANDIDATES:
+        r = ratios.get(name)
+        if name == "aten" or r is None or not math.isfinite(r):
+            continue
+        if r < margin and (best == "aten" or r <= ratios[best]):
+            best = name
+    return best
+
+
+def _layers(model: torch.nn.Module) -> list:
+    """The eager-path tables of ``model``'s patched layers whose policy is ``"measure"``."""
+    return [m._gemmtune_eager for m in model.modules()
+            if "_gemmtune_eager" in m.__dict__ and m._gemmtune_eager.policy == "measure"]
+
+
+def _on_gpu(model: torch.nn.Module) -> bool:
+    return any(p.is_cuda for p in model.parameters()) or any(b.is_cuda for b in model.buffers())
+
+
+def step_seconds(fn: Callable[[], object], reps: int) -> float:
+    """Wall seconds per call of ``fn`` repeated ``reps`` times back to back (launches queued, the
+    GPU waited for once at the end): what an un-graphed eager step costs, host and device."""
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    sync()
+    return (time.perf_counter() - t0) / reps
+
+
+def _steps(model: torch.nn.Module, passes) -> dict[str, Callable[[], object]]:
+    """``{name: step}`` from a mapping of callables, or from patch's example inputs (one step per
+    pass, named ``pass0``, ``pass1``...)."""
+    if isinstance(passes, Mapping):
+        for name, fn in passes.items():
+            if not callable(fn):
+                raise TypeError(f"steps[{name!r}] must be a callable of no arguments (one eager step), "
+                                f"not {type(fn).__name__}")
+        return dict(passes)
+    from .capture import _call, example_passes
+    return {f"pass{i}": (lambda x=x: _call(model, x)) for i, x in enumerate(example_passes(passes))}
+
+
+def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round_s: float = MIN_ROUND_S,
+               timer: Callable[[Callable[[], object], int], float] | None = None, force: bool = False,
+               progress: bool = False) -> list[GateResult]:
+    """Gate each step's tuned eager paths by the step's own time (module docstring). ``steps``: a
+    dict ``{name: fn}`` of callables of no arguments that each run one eager inference step of
+    ``model`` (a prefill, a decode step that resets its KV cache), or a list of example inputs as
+    ``patch`` takes them (tuples of positional arguments, dicts of keyword ones, tensors).
+
+    Each step runs 2 + (3 + 3 x ``rounds`` x reps) times at most (reps: enough for ``min_round_s`` a
+    round, at most MAX_REPS: 24 to 152 calls with the defaults), under ``torch.no_grad()``: an input a step mutates, such as a KV cache that
+    grows by a token a call, must take that. Runs only where the model is on a GPU (an eager step's
+    host time is what it weighs; ``force=True`` runs it anyway, for tests) and only over patched
+    layers with ``eager_policy="measure"``. Returns one ``GateResult`` per step, also kept on the
+    model as plain dicts (``model._gemmtune_gate``, which pickles without gemmtune).
+
+    Example (GPU)::
+
+        >>> gemmtune.load_patched(model, "model.gemmtune.json")                      # doctest: +SKIP
+        >>> gemmtune.nn.gate_eager(model, {"prefill": lambda: model(ids)})           # doctest: +SKIP
+        [GateResult(step='prefill', kept='aten', tuned_shapes=74, kept_shapes=0, ...)]
+    """
+    from .nn import _TUNED  # (nn imports this module)
+
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    steps = _steps(model, steps)
+    timer = timer or step_seconds
+    tables = _layers(model)
+    results: list[GateResult] = []
+    if not tables or not (force or _on_gpu(model)):
+        return results
+    for name, fn in steps.items():
+        before = [set(t.by_shape) for t in tables]
+        with torch.no_grad():
+            fn()  # the first calls: each layer chooses its path for the step's new shapes
+        new = [(t, s) for t, seen in zip(tables, before) for s in t.by_shape if s not in seen]
+        tuned = [(t, s) for t, s in new if t.by_shape[s] is _TUNED]
+        if not tuned:
+            results.append(GateResult(name, "none tuned", 0, 0))
+            continue
+        strong = [(t, s) for t, s in tuned if _saving(t, s) <= STRONG]
+        sets = {"tuned": tuned, "strong": strong, "aten": []}
+        if len(strong) in (0, len(tuned)):
+            del sets["strong"]  # the same as ``aten`` or ``tuned``: not timed twice
+
+        with torch.no_grad():
+            _apply(tuned, tuned)
+            one = timer(fn, 1)  # also a warm-up of the tuned step
+            reps = max(1, min(MAX_REPS, math.ceil(min_round_s / max(one, 1e-9))))
+            for cand in sets.values():  # and of each candidate
+                _apply(tuned, cand)
+                fn()
+            times: dict[str, list[float]] = {c: [] for c in sets}
+            order = list(sets)
+            for r in range(rounds):
+                for c in order[r % len(order):] + order[:r % len(order)]:  # rotated: no candidate always first
+                    _apply(tuned, sets[c])
+                    times[c].append(timer(fn, reps))
+        ratio = {c: statistics.median(a / b for a, b in zip(times[c], times["aten"])) for c in sets}
+        kept = choose(ratio)
+        _apply(tuned, sets[kept])
+        res = GateResult(name, kept, len(tuned), len(sets[kept]), ratio,
+                         {c: statistics.median(v) * 1e3 for c, v in times.items()}, rounds, reps)
+        results.append(res)
+        if progress:
+            print(f"gemmtune: eager step {name!r}: kept {kept} ({len(sets[kept])} of {len(tuned)} tuned layer "
+                  "shapes); step time / cuBLAS's: " + ", ".join(f"{c} {r:.3f}" for c, r in ratio.items()),
+                  file=sys.stderr, flush=True)
+    model.__dict__["_gemmtune_gate"] = [r.as_dict() for r in results]
+    return results
+
+
+def _apply(tuned: list, keep: list) -> None:
+    """Put the (layer table, shape) pairs of ``keep`` on the tuned path, the rest of ``tuned`` on
+    cuBLAS's (``F.linear``). The forwards compare a path by identity with nn's constants."""
+    from .nn import _ATEN, _TUNED  # (nn imports this module)
+
+    for t, s in tuned:
+        t.by_shape[s] = _ATEN
+    for t, s in keep:
+        t.by_shape[s] = _TUNED
+
+
+def _saving(table, shape) -> float:
+    """The layer timing's tuned time over cuBLAS's for ``shape`` (inf where it was not timed)."""
+    entry = table.log.get((shape, table.dtype))
+    if entry is None or not entry[2]:
+        return math.inf
+    return entry[1] / entry[2]
+
+
+__all__ = ["GateResult", "gate_eager", "choose", "step_seconds", "MARGIN", "STRONG"]

@@ -1,0 +1,195 @@
+"""The step gate (gemmtune.eager_gate): a patched model's tuned eager paths kept only where the
+whole un-graphed step is faster with them than with cuBLAS on every layer.
+
+CPU: scripted step times (a fake timer that reads which layers are on the tuned path) for the
+rule, and the real timer once, where the Triton interpreter's tuned step is far slower than
+F.linear's, so the gate must put every layer back on cuBLAS.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+
+import gemmtune
+from gemmtune import eager_gate
+from gemmtune import nn as gnn
+from gemmtune.eager_gate import choose, gate_eager
+
+TRITON = "triton_mm:BM16-BN16-BK16-S1-W2-G8"
+
+
+def _tune(winner):
+    return lambda problems, **kw: {p.key: winner for p in problems}
+
+
+def _model(policy="measure", **kw):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16)).half()
+    gemmtune.patch(model, hints={"m": [8]}, tune_fn=_tune(TRITON), progress=False, eager_policy=policy, **kw)
+    return model
+
+
+def _scripted_layers(monkeypatch, savings):
+    """Layer i's first-call timing says tuned = savings[i] x cuBLAS's time (both timed, 'tuned'
+    kept), as nn.choose_eager would on a GPU."""
+    monkeypatch.setattr(gnn, "_timed", lambda x: True)
+    it = iter(savings * 8)
+
+    def fake(tuned, aten, x):
+        return "tuned", next(it) * 1e-3, 1e-3
+    monkeypatch.setattr(gnn, "choose_eager", fake)
+
+
+def _timer(model, cost):
+    """A step time from which layers run tuned: ``cost(first_tuned, second_tuned)`` seconds."""
+    def timer(fn, reps):
+        fn()
+        on = [any(p is gnn._TUNED for p in model[i]._gemmtune_paths.values()) for i in (0, 2)]
+        return cost(*on)
+    return timer
+
+
+def _paths(model, m):
+    """Both layers' eager paths at M = m (their inputs are m x 32 and m x 48)."""
+    return [model[0]._gemmtune_paths[torch.Size((m, 32))], model[2]._gemmtune_paths[torch.Size((m, 48))]]
+
+
+def test_choose_keeps_the_fastest_candidate_below_the_margin():
+    assert choose({"tuned": 0.90, "strong": 0.95, "aten": 1.0}) == "tuned"
+    assert choose({"tuned": 0.95, "strong": 0.90, "aten": 1.0}) == "strong"
+    assert choose({"tuned": 0.90, "strong": 0.90, "aten": 1.0}) == "strong"  # a tie: fewer tuned shapes
+    assert choose({"tuned": 0.99, "strong": 0.985, "aten": 1.0}) == "aten"   # within the margin
+    assert choose({"tuned": 1.20, "aten": 1.0}) == "aten"
+    assert choose({"tuned": float("nan"), "aten": 1.0}) == "aten"
+    assert choose({"tuned": 0.97, "aten": 1.0}, margin=0.95) == "aten"
+
+
+@pytest.mark.parametrize("cost, kept, paths", [
+    # the whole step slower with the tuned kernels (host-bound): every shape back on cuBLAS
+    (lambda a, b: 1.0 + 0.2 * a + 0.2 * b, "aten", ["aten", "aten"]),
+    # the first layer's strong win survives, the second's small one costs: only the strong one
+    (lambda a, b: 1.0 - 0.2 * a + 0.1 * b, "strong", ["tuned", "aten"]),
+    # both win in the step: all kept
+    (lambda a, b: 1.0 - 0.1 * a - 0.1 * b, "tuned", ["tuned", "tuned"]),
+    # a 1% win: within the margin, cuBLAS (no Python of ours)
+    (lambda a, b: 1.0 - 0.005 * a - 0.005 * b, "aten", ["aten", "aten"]),
+])
+def test_the_gate_keeps_what_the_step_time_says(monkeypatch, cost, kept, paths):
+    model = _model()
+    _scripted_layers(monkeypatch, [0.5, 0.95])  # the first layer a strong saving, the second a small one
+    x = torch.randn(8, 32, dtype=torch.float16)
+    res = gate_eager(model, {"prefill": lambda: model(x)}, force=True, timer=_timer(model, cost), rounds=3)
+    assert [r.step for r in res] == ["prefill"]
+    r = res[0]
+    assert r.kept == kept and r.tuned_shapes == 2
+    assert r.kept_shapes == paths.count("tuned")
+    assert set(r.ratio) == {"tuned", "strong", "aten"} and r.ratio["aten"] == 1.0
+    assert _paths(model, 8) == paths
+    assert model._gemmtune_gate == [r.as_dict()]
+
+
+def test_only_the_steps_new_shapes_are_gated(monkeypatch):
+    """A shape an earlier step decided keeps its path: each step is gated over the shapes it met
+    first (a prefill's and a decode step's apart)."""
+    model = _model()
+    _scripted_layers(monkeypatch, [0.5, 0.5])
+    big, small = torch.randn(8, 32, dtype=torch.float16), torch.randn(2, 32, dtype=torch.float16)
+    slow = _timer(model, lambda a, b: 1.0 + 0.3 * (a or b))
+    fast = _timer(model, lambda a, b: 1.0 - 0.3 * (a and b))
+    res = gate_eager(model, {"a": lambda: model(big)}, force=True, timer=fast, rounds=1)
+    # both savings strong: 'strong' is 'tuned' here, not timed twice
+    assert res[0].kept == "tuned" and set(res[0].ratio) == {"tuned", "aten"}
+    assert _paths(model, 8) == ["tuned", "tuned"]
+    res = gate_eager(model, {"a again": lambda: model(big), "b": lambda: model(small)}, force=True, timer=slow,
+                     rounds=1)
+    assert [(r.step, r.kept, r.tuned_shapes) for r in res] == [("a again", "none tuned", 0), ("b", "aten", 2)]
+    assert _paths(model, 8) == ["tuned", "tuned"] and _paths(model, 2) == ["aten", "aten"]
+
+
+def test_real_timer_puts_an_interpreted_step_back_on_cublas():
+    """The real timer on the CPU: the tuned kernels run in the Triton interpreter, orders of
+    magnitude slower than F.linear, so the gate must keep cuBLAS; the later calls then run
+    F.linear, the outputs are unchanged, and the model still pickles without gemmtune state."""
+    model = _model()
+    x = torch.randn(5, 32, dtype=torch.float16)
+    with torch.no_grad():
+        ref = torch.nn.functional.linear(torch.relu(torch.nn.functional.linear(x, model[0].weight, model[0].bias)),
+                                         model[2].weight, model[2].bias)
+    res = gate_eager(model, [(x,)], force=True, rounds=1, min_round_s=0.0)
+    assert res[0].step == "pass0" and res[0].kept == "aten" and res[0].ratio["tuned"] > 1.5
+    assert _paths(model, 5) == ["aten", "aten"]
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), ref, rtol=2e-3, atol=2e-3)
+    assert isinstance(pickle.loads(pickle.dumps(model))._gemmtune_gate, list)
+
+
+def test_the_gate_runs_only_where_it_should(monkeypatch):
+    x = torch.randn(4, 32, dtype=torch.float16)
+    model = _model()
+    calls = []
+    assert gate_eager(model, {"s": lambda: calls.append(1)}) == [] and not calls  # CPU: nothing timed
+    tuned_only = _model(policy="tuned")
+    assert gate_eager(tuned_only, {"s": lambda: tuned_only(x)}, force=True) == []  # eager_policy="tuned"
+    with pytest.raises(ValueError, match="rounds must be >= 1"):
+        gate_eager(model, {"s": lambda: None}, rounds=0)
+    with pytest.raises(TypeError, match=r"steps\['s'\] must be a callable"):
+        gate_eager(model, {"s": x})
+    with pytest.raises(TypeError, match="not one Tensor"):
+        gate_eager(model, x)
+
+
+def test_patch_with_example_inputs_gates_each_pass(monkeypatch):
+    """patch(example_inputs=...) runs the gate over its passes (on a GPU; here made to think it is
+    on one), and eager_gate=False or eager_policy="tuned" leaves the layers' own choices."""
+    seen = []
+    real = eager_gate.gate_eager
+
+    def spy(model, steps, **kw):
+        seen.append(len(steps))
+        return real(model, steps, timer=_timer(model, lambda a, b: 1.0 + a + b), rounds=1, **kw)
+    monkeypatch.setattr(eager_gate, "gate_eager", spy)
+    monkeypatch.setattr(eager_gate, "_on_gpu", lambda model: True)
+    x1, x2 = torch.randn(3, 32, dtype=torch.float16), torch.randn(7, 32, dtype=torch.float16)
+
+    def patched(**kw):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16)).half()
+        gemmtune.patch(model, example_inputs=(p for p in [(x1,), (x2,)]), tune_fn=_tune(TRITON), progress=False,
+                       **kw)
+        return model
+
+    model = patched()
+    assert seen == [2]  # one gate, both passes (a generator, read once for the capture and the gate)
+    assert [r["kept"] for r in model._gemmtune_gate] == ["aten", "aten"]
+    assert _paths(model, 3) == _paths(model, 7) == ["aten", "aten"]
+    for kw in ({"eager_gate": False}, {"eager_policy": "tuned"}):
+        model = patched(**kw)
+        assert seen == [2] and "_gemmtune_gate" not in model.__dict__
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_patch_gates_real_steps_and_stays_correct():
+    """On a GPU, patch(example_inputs=...) times each pass as a step, records a verdict per pass,
+    and whatever it keeps computes the same product (fp64 reference)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 256)).cuda().half()
+    xs = [torch.randn(m, 512, device="cuda", dtype=torch.float16) for m in (7, 256)]
+    with torch.no_grad():
+        refs = [model.double()(x.double()) for x in xs]
+        model.half()
+    gemmtune.patch(model, example_inputs=[(x,) for x in xs], tune_fn=_tune("triton_mm:BM64-BN64-BK32-S3-W4-G8"),
+                   progress=False)
+    gate = model._gemmtune_gate
+    assert [g["step"] for g in gate] == ["pass0", "pass1"]
+    for g in gate:
+        assert g["kept"] in ("tuned", "strong", "aten", "none tuned")
+        if g["kept"] != "none tuned":
+            assert g["rounds"] == eager_gate.ROUNDS and 1 <= g["reps"] <= eager_gate.MAX_REPS
+            assert all(r > 0 for r in g["ratio"].values()) and g["kept_shapes"] <= g["tuned_shapes"]
+    with torch.no_grad():
+        for x, ref in zip(xs, refs):
+            torch.testing.assert_close(model(x).double(), ref, rtol=2e-2, atol=2e-2)
