@@ -193,3 +193,21 @@ def test_gpu_patch_gates_real_steps_and_stays_correct():
     with torch.no_grad():
         for x, ref in zip(xs, refs):
             torch.testing.assert_close(model(x).double(), ref, rtol=2e-2, atol=2e-2)
+
+
+def test_load_patched_with_example_inputs_gates_the_loaded_model(tmp_path, monkeypatch):
+    """Eager choices are not saved: load_patched(example_inputs=...) re-runs the gate in the new
+    process (made here to think it is on a GPU, with a timer that finds the tuned step slower)."""
+    model = _model(eager_gate=False)
+    path = tmp_path / "m.gemmtune.json"
+    gemmtune.save_patched(path, gnn.dispatchers(model, with_layout=True))
+    monkeypatch.setattr(eager_gate, "_on_gpu", lambda model: True)
+    fresh = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16)).half()
+    monkeypatch.setattr(eager_gate, "step_seconds", _timer(fresh, lambda a, b: 1.0 + a + b))
+    x = torch.randn(4, 32, dtype=torch.float16)
+    gemmtune.load_patched(fresh, path, example_inputs=[(x,)])
+    assert [(g["step"], g["kept"], g["tuned_shapes"]) for g in fresh._gemmtune_gate] == [("pass0", "aten", 2)]
+    assert _paths(fresh, 4) == ["aten", "aten"]
+    plain = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16)).half()
+    gemmtune.load_patched(plain, path)  # no example inputs: no gate, the layers decide alone
+    assert "_gemmtune_gate" not in plain.__dict__

@@ -298,14 +298,18 @@ def _refuse_others_folder(path: Path, folder: Path) -> None:
 
 
 def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: bool = False,
-                 convert_aten_layers: bool = False, pdl: bool = False) -> torch.nn.Module:
+                 convert_aten_layers: bool = False, pdl: bool = False, example_inputs=None) -> torch.nn.Module:
     """Re-apply a saved ``save_patched`` artifact to ``model`` (same architecture): no tuning, and
     on the same GPU and software no compiles either. Sibling layers saved fused are fused first. Layers with no saved dispatcher are left
     as they are (a warning names them). As in ``patch``, a layer whose dispatcher runs cuBLAS
     for every shape stays torch's own, its dispatcher recorded on it
     (``convert_aten_layers=True`` converts it). ``pdl=True``: graphs compiled with Inductor's PDL
     on serve the saved GEMV strip winners as their ``-pdl`` twins (``gemmtune.pdl``; tune once,
-    save, and choose PDL where you serve)."""
+    save, and choose PDL where you serve). ``example_inputs`` (on a GPU): the step gate that
+    ``patch(example_inputs=...)`` runs, over these passes (``gemmtune.gate_eager``): each pass's
+    tuned eager paths are kept only where its whole un-graphed step is faster with them. Eager
+    choices are not saved (host time is this machine's and process's), so a served model measures
+    them anew; without ``example_inputs`` each layer decides alone on its first call of a shape."""
     from .jsonio import read_json
     from .nn import _patch_layers
     from .problem import dtype_name
@@ -371,9 +375,13 @@ def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: boo
         from .pdl import attach_twins, warn_if_training
         warn_if_training(model, "load_patched")
         attach_twins(ds)
-    return _patch_layers(model, None, ds, False, "measure", convert_aten_layers,
-                         f"have no dispatcher of their shape and dtype in {path} (its dispatchers: {dtypes})",
-                         {}, who="gemmtune.load_patched")
+    out = _patch_layers(model, None, ds, False, "measure", convert_aten_layers,
+                        f"have no dispatcher of their shape and dtype in {path} (its dispatchers: {dtypes})",
+                        {}, who="gemmtune.load_patched")
+    if example_inputs is not None:
+        from .eager_gate import gate_eager
+        gate_eager(model, example_inputs)
+    return out
 
 
 __all__ = ["tune_model", "save_patched", "load_patched", "layer_keys", "is_conv1d"]
