@@ -211,3 +211,25 @@ def test_load_patched_with_example_inputs_gates_the_loaded_model(tmp_path, monke
     plain = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16)).half()
     gemmtune.load_patched(plain, path)  # no example inputs: no gate, the layers decide alone
     assert "_gemmtune_gate" not in plain.__dict__
+
+
+def test_a_step_that_fails_when_run_again_keeps_the_layers_choices(monkeypatch):
+    """A step that cannot be repeated (a StaticCache full after the repeats) must not make patch
+    raise after its tuning: a warning names the step and the error, its layers keep the paths each
+    chose alone, and the next step is still gated."""
+    model = _model()
+    x, y = torch.randn(8, 32, dtype=torch.float16), torch.randn(2, 32, dtype=torch.float16)
+    calls = []
+
+    def once():
+        calls.append(1)
+        if len(calls) > 2:
+            raise IndexError("the cache is full")
+        return model(x)
+    timer = _timer(model, lambda a, b: 1.0 + a + b)
+    with pytest.warns(RuntimeWarning, match=r"step 'once' raised IndexError: the cache is full when run again"):
+        res = gate_eager(model, {"once": once, "again": lambda: model(y)}, force=True, timer=timer, rounds=1)
+    assert [(r.step, r.kept, r.tuned_shapes, r.kept_shapes) for r in res] == [("once", "failed", 2, 2),
+                                                                               ("again", "aten", 2, 0)]
+    assert "IndexError" in res[0].error
+    assert _paths(model, 8) == ["tuned", "tuned"] and _paths(model, 2) == ["aten", "aten"]

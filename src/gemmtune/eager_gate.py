@@ -29,6 +29,7 @@ import math
 import statistics
 import sys
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Mapping
 
@@ -49,8 +50,9 @@ CANDIDATES = ("tuned", "strong", "aten")
 @dataclass
 class GateResult:
     """What the gate decided for one step: ``kept`` is the candidate kept (``"tuned"``,
-    ``"strong"`` or ``"aten"``), or ``"none tuned"`` where no layer chose a tuned kernel for the
-    step's shapes (nothing to time); ``tuned_shapes``: the (layer, shape) pairs that had chosen a
+    ``"strong"`` or ``"aten"``), ``"none tuned"`` where no layer chose a tuned kernel for the
+    step's shapes (nothing to time), or ``"failed"`` where the step raised when run again
+    (``error``; its layers keep their own choices); ``tuned_shapes``: the (layer, shape) pairs that had chosen a
     tuned kernel, ``kept_shapes``: those still on it after the gate. ``ratio``: each candidate's
     median step time over the all-cuBLAS step's, paired round by round; ``step_ms``: each
     candidate's median step time."""
@@ -62,6 +64,7 @@ class GateResult:
     step_ms: dict[str, float] = field(default_factory=dict)
     rounds: int = 0
     reps: int = 0
+    error: str = ""
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -149,31 +152,32 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
         return results
     for name, fn in steps.items():
         before = [set(t.by_shape) for t in tables]
-        with torch.no_grad():
-            fn()  # the first calls: each layer chooses its path for the step's new shapes
-        new = [(t, s) for t, seen in zip(tables, before) for s in t.by_shape if s not in seen]
-        tuned = [(t, s) for t, s in new if t.by_shape[s] is _TUNED]
-        if not tuned:
-            results.append(GateResult(name, "none tuned", 0, 0))
-            continue
-        strong = [(t, s) for t, s in tuned if _saving(t, s) <= STRONG]
-        sets = {"tuned": tuned, "strong": strong, "aten": []}
-        if len(strong) in (0, len(tuned)):
-            del sets["strong"]  # the same as ``aten`` or ``tuned``: not timed twice
-
-        with torch.no_grad():
+        tuned: list = []
+        try:
+            with torch.no_grad():
+                fn()  # the first calls: each layer chooses its path for the step's new shapes
+            new = [(t, s) for t, seen in zip(tables, before) for s in t.by_shape if s not in seen]
+            tuned = [(t, s) for t, s in new if t.by_shape[s] is _TUNED]
+            if not tuned:
+                results.append(GateResult(name, "none tuned", 0, 0))
+                continue
+            strong = [(t, s) for t, s in tuned if _saving(t, s) <= STRONG]
+            sets = {"tuned": tuned, "strong": strong, "aten": []}
+            if len(strong) in (0, len(tuned)):
+                del sets["strong"]  # the same as ``aten`` or ``tuned``: not timed twice
+            times, reps = _time_sets(fn, tuned, sets, rounds, min_round_s, timer)
+        except Exception as e:  # noqa: BLE001 - the caller's step; the gate must not lose a patch
+            # A step that cannot run again (a StaticCache full after the repeats, a pass that
+            # consumes its input) fails here, after the tuning it follows: its layers keep their
+            # own choices, with a warning, rather than patch raising and the tuning being lost.
             _apply(tuned, tuned)
-            one = timer(fn, 1)  # also a warm-up of the tuned step
-            reps = max(1, min(MAX_REPS, math.ceil(min_round_s / max(one, 1e-9))))
-            for cand in sets.values():  # and of each candidate
-                _apply(tuned, cand)
-                fn()
-            times: dict[str, list[float]] = {c: [] for c in sets}
-            order = list(sets)
-            for r in range(rounds):
-                for c in order[r % len(order):] + order[:r % len(order)]:  # rotated: no candidate always first
-                    _apply(tuned, sets[c])
-                    times[c].append(timer(fn, reps))
+            err = f"{type(e).__name__}: {e}"
+            results.append(GateResult(name, "failed", len(tuned), len(tuned), error=err[:300]))
+            warnings.warn(f"gemmtune.gate_eager: step {name!r} raised {err[:300]} when run again; its layers keep "
+                          "the paths each chose alone (patch(eager_gate=False) skips the gate; "
+                          "gemmtune.nn.gate_eager(model, {name: step}) takes steps that reset their state)",
+                          RuntimeWarning, stacklevel=2)
+            continue
         ratio = {c: statistics.median(a / b for a, b in zip(times[c], times["aten"])) for c in sets}
         kept = choose(ratio)
         _apply(tuned, sets[kept])
@@ -186,6 +190,24 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
                   file=sys.stderr, flush=True)
     model.__dict__["_gemmtune_gate"] = [r.as_dict() for r in results]
     return results
+
+
+def _time_sets(fn, tuned: list, sets: dict, rounds: int, min_round_s: float, timer) -> tuple[dict, int]:
+    """Each candidate's step time, per round: ({candidate: [seconds per step]}, reps per round)."""
+    with torch.no_grad():
+        _apply(tuned, tuned)
+        one = timer(fn, 1)  # also a warm-up of the tuned step
+        reps = max(1, min(MAX_REPS, math.ceil(min_round_s / max(one, 1e-9))))
+        for cand in sets.values():  # and of each candidate
+            _apply(tuned, cand)
+            fn()
+        times: dict[str, list[float]] = {c: [] for c in sets}
+        order = list(sets)
+        for r in range(rounds):
+            for c in order[r % len(order):] + order[:r % len(order)]:  # rotated: no candidate always first
+                _apply(tuned, sets[c])
+                times[c].append(timer(fn, reps))
+    return times, reps
 
 
 def _apply(tuned: list, keep: list) -> None:

@@ -185,6 +185,10 @@ def _gate_line(gate: list[dict], mode: str, seconds: float) -> str:
         if r["kept"] == "none tuned":
             parts.append(f"{r['step']}: no tuned eager path to gate")
             continue
+        if r["kept"] == "failed":
+            parts.append(f"{r['step']}: not gated, the step raised when run again ({r.get('error', '?')}); "
+                         f"its {r['tuned_shapes']} tuned layer shapes kept")
+            continue
         ratios = ", ".join(f"{c} {x:.3f}" for c, x in r["ratio"].items() if c != "aten")
         parts.append(f"{r['step']}: kept **{r['kept']}** ({r['kept_shapes']} of {r['tuned_shapes']} tuned layer "
                      f"shapes; step time / all-cuBLAS: {ratios})")
