@@ -555,3 +555,46 @@ def test_max_element_check_allows_one_output_ulp_on_heavy_tailed_outputs():
     bad.view(-1)[i] += 0.5 * rms  # one wrong element of ordinary size
     chk = compare(bad, ref, 1e-2)
     assert not chk.ok and "largest element" in chk.reason
+
+
+def test_a_table_path_is_read_once_per_version_of_its_file(tmp_path, monkeypatch):
+    """scaled_mm(table=path) read and parsed the file on every call: now once, until the file
+    changes on disk (its mtime_ns or size); a LookupTable object is used as it is."""
+    import os
+
+    from gemmtune.table import io as table_io
+
+    a, b = _operands(16, 32, 64)
+    sa, sb = _scales(16, 32, "tensor")
+    p = Problem.from_tensors(a, b, "bf16", op="scaled_mm", scale="tensor")
+    prov = provenance("t", "i", "x", "x", "x", "by-hand")
+    reads, ran = [], []
+    real_loads = table_io.loads  # what parses a file that table.load read
+    monkeypatch.setattr(table_io, "loads", lambda text, path="<table>": reads.append(path) or real_loads(text, path))
+
+    def fake_run(choice, a, b, out, **kw):  # which choice the table picked; no kernel needed for that
+        ran.append(choice.id)
+        out.zero_()
+
+    monkeypatch.setattr(kernels, "run_choice", fake_run)
+    path = tmp_path / "t.json"
+    LookupTable(prov, {p.key: [TableChoice(Choice.parse("aten"), 0.01)]}).save(path)
+    reads.clear()  # (save validates its text through loads too)
+    for _ in range(3):
+        gemmtune.scaled_mm(a, b, sa, sb, table=path)
+        gemmtune.scaled_mm(a, b, sa, sb, table=str(path))
+    assert len(reads) == 1 and ran == ["aten"] * 6
+    # Rewritten: read again, and its new choice runs.
+    st = path.stat()
+    LookupTable(prov, {p.key: [TableChoice(Choice.parse("pad+aten"), 0.02)]}).save(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # another mtime even on a coarse clock
+    del reads[1:]
+    gemmtune.scaled_mm(a, b, sa, sb, table=path)
+    gemmtune.scaled_mm(a, b, sa, sb, table=path)
+    assert len(reads) == 2 and ran[6:] == ["pad+aten"] * 2
+    # An object is used as it is, never read.
+    gemmtune.scaled_mm(a, b, sa, sb, table=LookupTable(prov, {p.key: [TableChoice(Choice.parse("aten"), 0.01)]}))
+    assert len(reads) == 2 and ran[-1] == "aten"
+    # A missing file still says so, naming it.
+    with pytest.raises(ValueError, match="missing.json: cannot read"):
+        gemmtune.scaled_mm(a, b, sa, sb, table=tmp_path / "missing.json")
