@@ -284,6 +284,45 @@ def test_fp8_spaces_have_block_k_32_or_more_and_reasons():
     assert rej and all("K-major" in r for _, r in rej)
 
 
+@pytest.mark.parametrize("choice", [
+    "triton_mm:BM32-BN32-BK16-S1-W4-G8",
+    "pad+triton_mm:BM32-BN32-BK16-S1-W4-G8",
+    "splitk:BM16-BN16-BK16-S1-W2-G8-SK2-det",
+    "skinny:BM16-BN16-BK16-SK2-S1-W4-dot-atomic",
+    "persistent_tma:BM16-BN32-BK16-S2-W4-G8",
+    "decompose_k:s16",  # K/split = 16: its parts' tile (decompose_k.tile_for) is 16 deep
+])
+@pytest.mark.parametrize("dtype", ["e4m3", "e5m2"])
+def test_explicit_fp8_choice_with_block_k_under_32_is_refused(choice, dtype, tmp_path):
+    """The spaces prune fp8 tiles with BLOCK_K < 32 (configs.block_k_reason: Hopper's fp8 wgmma
+    consumes K = 32 per instruction), but an explicit choice, or a table's, with BK16 was accepted
+    and run. Refused now by the same rule, naming it; the same choice on bf16 still runs, and the
+    CUDA-core skinny path (no wgmma) may stay 16 deep."""
+    from gemmtune.table import TableError, load
+
+    p = Problem.from_sizes(16, 64, 256, dtype, layout_b="col", op="scaled_mm", scale="tensor")
+    c = Choice.parse(choice)
+    with pytest.raises(ValueError, match=r"BLOCK_K=16 < 32: float8_e\w+ operands need BLOCK_K >= 32") as e:
+        kernels.validate_choice(c, p)
+    from gemmtune.configs import block_k_reason
+    assert block_k_reason(16, p) in str(e.value)
+    # The space's reason is the same rule's (decompose_k's space refuses parts under 128 first).
+    if not c.pad and c.family != "decompose_k":
+        assert block_k_reason(16, p) in (kernels.spec(c.family).constraint(c.config, p, H100) or "")
+    a, b = _operands(16, 64, 256, E5M2 if dtype == "e5m2" else E4M3)
+    sa, sb = _scales(16, 64, "tensor")
+    with pytest.raises(ValueError, match="fp8 wgmma consumes K = 32"):
+        gemmtune.scaled_mm(a, b, sa, sb, choice=choice)
+    # A table naming it is refused on load, naming the entry.
+    path = tmp_path / "t.json"
+    path.write_text(LookupTable(provenance("t", "i", "x", "x", "x", "by-hand"),
+                                {p.key: [TableChoice(c, 0.01)]}).dumps())
+    with pytest.raises(TableError, match="BLOCK_K >= 32"):
+        load(path)
+    kernels.validate_choice(c, Problem.from_sizes(16, 64, 256, "bf16", layout_b="col"))
+    kernels.validate_choice(Choice.parse("skinny:BM8-BN16-BK16-SK1-S1-W4-core-det"), p)
+
+
 @pytest.mark.parametrize("key, why", [
     ("scaled_mm:M16-N64-K64:e4m3->bf16:row.a/col.a:row", None),
     ("scaled_mm:M16-N64-K64:e4m3->fp32:row.a/col.a:tensor+bias", None),
