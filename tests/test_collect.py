@@ -423,3 +423,29 @@ def test_collect_hard_stop_exports_a_resumable_store(tmp_path):
     with ResultStore(plain) as db:  # a valid store, to resume from
         assert db.count() == prog["rows_in_store"]
     assert not (tmp_path / "collect.snapshot.sqlite").exists()
+
+
+def test_dry_run_leaves_a_schema_1_resume_store_as_it_is(tmp_path, capsys):
+    """--dry-run writes nothing: a schema-1 --resume-from store (plain .sqlite) was opened for writing,
+    so migrated in place to schema 2 (and switched to WAL) by a plan that only counts. It is read
+    read-only now (store.opened_readonly), its rows all of unknown fp32 arithmetic ("")."""
+    import sqlite3
+
+    from test_fp32_precision_store import FP32, make_v1, raw
+
+    path = make_v1(tmp_path / "v1.sqlite")
+    before = path.read_bytes()
+    argv = ["collect", "--dry-run", "--dtypes", "fp32", "--limit-shapes", "1", "--resume-from", str(path),
+            "--drop-launch-bound", "--drop-oom"]  # (its 'triton_mm:x' row is no id --drop-stale-edges parses)
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    # Both fp32 rows of the v1 store are of unknown arithmetic: measured again.
+    assert "2 fp32 rows of v1.sqlite were timed under another fp32 arithmetic" in out, out
+    assert path.read_bytes() == before
+    assert not (tmp_path / "v1.sqlite-wal").exists()
+    assert raw(path, "SELECT value FROM meta WHERE key='schema_version'") == [("1",)]
+    assert "fp32_precision" not in {r[1] for r in raw(path, "PRAGMA table_info(results)")}
+    assert (FP32.key, "aten") in collect_rows.measured_keys(path)  # read-only too
+    assert path.read_bytes() == before
+    with sqlite3.connect(path) as con:
+        assert con.execute("PRAGMA journal_mode").fetchone()[0] != "wal"

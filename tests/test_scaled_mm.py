@@ -284,6 +284,45 @@ def test_fp8_spaces_have_block_k_32_or_more_and_reasons():
     assert rej and all("K-major" in r for _, r in rej)
 
 
+@pytest.mark.parametrize("choice", [
+    "triton_mm:BM32-BN32-BK16-S1-W4-G8",
+    "pad+triton_mm:BM32-BN32-BK16-S1-W4-G8",
+    "splitk:BM16-BN16-BK16-S1-W2-G8-SK2-det",
+    "skinny:BM16-BN16-BK16-SK2-S1-W4-dot-atomic",
+    "persistent_tma:BM16-BN32-BK16-S2-W4-G8",
+    "decompose_k:s16",  # K/split = 16: its parts' tile (decompose_k.tile_for) is 16 deep
+])
+@pytest.mark.parametrize("dtype", ["e4m3", "e5m2"])
+def test_explicit_fp8_choice_with_block_k_under_32_is_refused(choice, dtype, tmp_path):
+    """The spaces prune fp8 tiles with BLOCK_K < 32 (configs.block_k_reason: Hopper's fp8 wgmma
+    consumes K = 32 per instruction), but an explicit choice, or a table's, with BK16 was accepted
+    and run. Refused now by the same rule, naming it; the same choice on bf16 still runs, and the
+    CUDA-core skinny path (no wgmma) may stay 16 deep."""
+    from gemmtune.table import TableError, load
+
+    p = Problem.from_sizes(16, 64, 256, dtype, layout_b="col", op="scaled_mm", scale="tensor")
+    c = Choice.parse(choice)
+    with pytest.raises(ValueError, match=r"BLOCK_K=16 < 32: float8_e\w+ operands need BLOCK_K >= 32") as e:
+        kernels.validate_choice(c, p)
+    from gemmtune.configs import block_k_reason
+    assert block_k_reason(16, p) in str(e.value)
+    # The space's reason is the same rule's (decompose_k's space refuses parts under 128 first).
+    if not c.pad and c.family != "decompose_k":
+        assert block_k_reason(16, p) in (kernels.spec(c.family).constraint(c.config, p, H100) or "")
+    a, b = _operands(16, 64, 256, E5M2 if dtype == "e5m2" else E4M3)
+    sa, sb = _scales(16, 64, "tensor")
+    with pytest.raises(ValueError, match="fp8 wgmma consumes K = 32"):
+        gemmtune.scaled_mm(a, b, sa, sb, choice=choice)
+    # A table naming it is refused on load, naming the entry.
+    path = tmp_path / "t.json"
+    path.write_text(LookupTable(provenance("t", "i", "x", "x", "x", "by-hand"),
+                                {p.key: [TableChoice(c, 0.01)]}).dumps())
+    with pytest.raises(TableError, match="BLOCK_K >= 32"):
+        load(path)
+    kernels.validate_choice(c, Problem.from_sizes(16, 64, 256, "bf16", layout_b="col"))
+    kernels.validate_choice(Choice.parse("skinny:BM8-BN16-BK16-SK1-S1-W4-core-det"), p)
+
+
 @pytest.mark.parametrize("key, why", [
     ("scaled_mm:M16-N64-K64:e4m3->bf16:row.a/col.a:row", None),
     ("scaled_mm:M16-N64-K64:e4m3->fp32:row.a/col.a:tensor+bias", None),
@@ -555,3 +594,46 @@ def test_max_element_check_allows_one_output_ulp_on_heavy_tailed_outputs():
     bad.view(-1)[i] += 0.5 * rms  # one wrong element of ordinary size
     chk = compare(bad, ref, 1e-2)
     assert not chk.ok and "largest element" in chk.reason
+
+
+def test_a_table_path_is_read_once_per_version_of_its_file(tmp_path, monkeypatch):
+    """scaled_mm(table=path) read and parsed the file on every call: now once, until the file
+    changes on disk (its mtime_ns or size); a LookupTable object is used as it is."""
+    import os
+
+    from gemmtune.table import io as table_io
+
+    a, b = _operands(16, 32, 64)
+    sa, sb = _scales(16, 32, "tensor")
+    p = Problem.from_tensors(a, b, "bf16", op="scaled_mm", scale="tensor")
+    prov = provenance("t", "i", "x", "x", "x", "by-hand")
+    reads, ran = [], []
+    real_loads = table_io.loads  # what parses a file that table.load read
+    monkeypatch.setattr(table_io, "loads", lambda text, path="<table>": reads.append(path) or real_loads(text, path))
+
+    def fake_run(choice, a, b, out, **kw):  # which choice the table picked; no kernel needed for that
+        ran.append(choice.id)
+        out.zero_()
+
+    monkeypatch.setattr(kernels, "run_choice", fake_run)
+    path = tmp_path / "t.json"
+    LookupTable(prov, {p.key: [TableChoice(Choice.parse("aten"), 0.01)]}).save(path)
+    reads.clear()  # (save validates its text through loads too)
+    for _ in range(3):
+        gemmtune.scaled_mm(a, b, sa, sb, table=path)
+        gemmtune.scaled_mm(a, b, sa, sb, table=str(path))
+    assert len(reads) == 1 and ran == ["aten"] * 6
+    # Rewritten: read again, and its new choice runs.
+    st = path.stat()
+    LookupTable(prov, {p.key: [TableChoice(Choice.parse("pad+aten"), 0.02)]}).save(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # another mtime even on a coarse clock
+    del reads[1:]
+    gemmtune.scaled_mm(a, b, sa, sb, table=path)
+    gemmtune.scaled_mm(a, b, sa, sb, table=path)
+    assert len(reads) == 2 and ran[6:] == ["pad+aten"] * 2
+    # An object is used as it is, never read.
+    gemmtune.scaled_mm(a, b, sa, sb, table=LookupTable(prov, {p.key: [TableChoice(Choice.parse("aten"), 0.01)]}))
+    assert len(reads) == 2 and ran[-1] == "aten"
+    # A missing file still says so, naming it.
+    with pytest.raises(ValueError, match="missing.json: cannot read"):
+        gemmtune.scaled_mm(a, b, sa, sb, table=tmp_path / "missing.json")

@@ -269,6 +269,30 @@ def test_message_non_canonical_key_and_choice():
         "did you mean 'triton_mm:BM16-BN16-BK16-S1-W2-G8'?")
 
 
+def test_strided_key_marked_aligned_is_refused_and_the_unaligned_one_served():
+    """A strided operand is never aligned (problem.operand_aligned), so 'strided.a' is a key no
+    tensors pose: a table entry for it loaded and was never looked up, without a word. It is refused
+    on load now, naming the key and the one the tensors pose ('strided.u', valid and served)."""
+    import torch
+
+    a = torch.randn(64, 128)[:, ::2]  # (64, 64), neither dim contiguous
+    posed = Problem.from_tensors(a, torch.randn(64, 64)).key
+    assert posed == "mm:M64-N64-K64:fp32->fp32:strided.u/row.a"
+    for bad, operand in (("mm:M64-N64-K64:fp32->fp32:strided.a/row.a", "A (strided.a)"),
+                         ("mm:M64-N64-K64:fp32->fp32:row.a/strided.a", "B (strided.a)"),
+                         ("bmm:B2-M64-N64-K64:fp32->fp32:bcast_strided.a/row.a", "A (bcast_strided.a)")):
+        good = bad.replace("strided.a", "strided.u")
+        with pytest.raises(TableError) as e:
+            load_doc(doc_with([{"key": bad, "choices": [{"id": "aten"}]}], INTERP))
+        assert str(e.value) == (
+            f"t.json: entries[0] ({bad}).key: problem key {bad!r} is not canonical: a strided operand is never "
+            f"aligned, so no tensors pose {operand}; did you mean {good!r}?")
+        load_doc(doc_with([{"key": good, "choices": [{"id": "aten"}]}], INTERP))
+    # Built from sizes with aligned_a=True, it is the problem the tensors pose.
+    assert Problem.from_sizes(64, 64, 64, "fp32", layout_a="strided", aligned_a=True).key == posed
+    assert Problem(64, 64, 64, "float32", layout_a="strided").key == posed
+
+
 def test_message_fields_and_types():
     assert _entry_err([{"id": "aten", "device_ms": "0.1"}]) == (
         f"t.json: entries[0] ({KEY}).choices[0].device_ms: must be a positive finite number, got '0.1'")

@@ -428,6 +428,26 @@ def min_block_k(problem: Problem) -> int:
     return FP8_MIN_BLOCK_K if problem.dtype in FP8_DTYPES else MIN_BLOCK
 
 
+def block_k_reason(block_k: int, problem: Problem) -> str | None:
+    """Why BLOCK_K=``block_k`` cannot serve ``problem``'s dtype (None when it can): an fp8 one needs
+    ``FP8_MIN_BLOCK_K``. The one rule the spaces prune by (``tile_constraint``, skinny's tl.dot
+    path) and an explicit choice is refused by (the families' ``validate``)."""
+    least = min_block_k(problem)
+    if block_k >= least:
+        return None
+    if problem.dtype in FP8_DTYPES:
+        return (f"BLOCK_K={block_k} < {least}: {problem.dtype} operands need BLOCK_K >= {least}, as Hopper's fp8 "
+                "wgmma consumes K = 32 per instruction (configs.FP8_MIN_BLOCK_K)")
+    return f"BLOCK_K={block_k} < {least}: tl.dot needs BLOCK_K >= {least}"
+
+
+def check_block_k(cfg, problem: Problem) -> None:
+    """ValueError when ``cfg.block_k`` cannot serve ``problem``'s dtype (``block_k_reason``)."""
+    reason = block_k_reason(cfg.block_k, problem)
+    if reason:
+        raise ValueError(reason)
+
+
 def fp8_tile(cfg, problem: Problem, cap: int = 256):
     """``cfg`` with BLOCK_K doubled (at most ``cap``) for an fp8 problem; unchanged otherwise."""
     return _doubled_k(cfg, cap) if problem.dtype in FP8_DTYPES else cfg
@@ -568,9 +588,9 @@ def acc_regs_per_thread(cfg: TileConfig | SplitKConfig) -> int:
 
 def tile_constraint(cfg: TileConfig | SplitKConfig, problem: Problem, device: DeviceInfo) -> str | None:
     """Why ``cfg`` cannot run well on ``device`` (None when it can)."""
-    if cfg.block_k < min_block_k(problem):
-        return (f"BLOCK_K={cfg.block_k} < {FP8_MIN_BLOCK_K}: fp8 wgmma consumes K = 32 per instruction "
-                "(configs.FP8_MIN_BLOCK_K)")
+    reason = block_k_reason(cfg.block_k, problem)
+    if reason:
+        return reason
     smem = smem_bytes(cfg, problem)
     if smem > device.smem_per_block:
         return (f"shared memory {smem} B = {cfg.num_stages} stages x ({cfg.block_m}x{cfg.block_k} + "

@@ -220,6 +220,12 @@ class Problem:
             if self.op == "bmm" and self.batch == 1 and lay.startswith(BCAST):
                 # One matrix: nothing is broadcast; one key for one problem.
                 object.__setattr__(self, name, slice_layout(lay))
+            aligned = "aligned_" + name[-1]
+            if slice_layout(lay) == "strided" and getattr(self, aligned):
+                # A strided operand is never aligned (operand_aligned: neither dim is contiguous, so
+                # there are no 16-byte vectors to load): 'strided.a' is posed by no tensors, and a table
+                # entry or store row keyed by it was never looked up. One key for one problem.
+                object.__setattr__(self, aligned, False)
         if not scaled and (self.scale or self.bias):
             raise ValueError(f"Problem.scale and Problem.bias are scaled_mm's; op {self.op!r} takes neither "
                              f"(got scale={self.scale!r}, bias={self.bias!r})")
@@ -466,7 +472,11 @@ class Problem:
         # One problem, one key: anything that does not read back identically
         # (aliases, leading zeros, '+', a strided operand marked aligned) is refused.
         if p.key != key:
-            raise ValueError(f"problem key {key!r} is not canonical; did you mean {p.key!r}?")
+            strided = [f"{side} ({lay}.a)" for side, lay, al in (("A", lay_a, al_a), ("B", lay_b, al_b))
+                       if slice_layout(lay) == "strided" and al == "a"]
+            why = (f": a strided operand is never aligned, so no tensors pose {' or '.join(strided)}"
+                   if strided else "")
+            raise ValueError(f"problem key {key!r} is not canonical{why}; did you mean {p.key!r}?")
         return p
 
 

@@ -27,6 +27,10 @@ Example (CUDA tensors: skipped where doctests run, on a CPU)::
 
 from __future__ import annotations
 
+import os
+import threading
+from pathlib import Path
+
 import torch
 
 from .autograd import needs_grad, not_differentiable
@@ -35,6 +39,12 @@ from .problem import (SCALED_OUT_DTYPES, SCALES, Problem, check_dense, check_not
                       dtype_name)
 
 FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+
+# The tables scaled_mm was given by path, by resolved path: (mtime_ns, size) of the file read, and
+# its LookupTable. A path was read and parsed (and every entry validated) on every call; a file
+# rewritten since (another mtime or size) is read again.
+_TABLES: dict[str, tuple[tuple[int, int], object]] = {}
+_TABLES_LOCK = threading.Lock()
 
 
 def scale_mode(m: int, n: int, scale_a: torch.Tensor, scale_b: torch.Tensor) -> str:
@@ -154,6 +164,32 @@ def default_choice(problem: Problem):
     return Choice("triton_mm", TileConfig(64, 64, 64, 3, 4, 8))
 
 
+def table_at(table):
+    """``table`` as a LookupTable: an object as it is, a path loaded once per version of its file
+    (``_TABLES``, keyed by the resolved path, checked against the file's mtime_ns and size on each
+    call). A missing or bad file raises as ``table.load`` does, naming it."""
+    from .table import as_table
+    from .table import io as table_io
+
+    if not isinstance(table, (str, os.PathLike)):
+        return as_table(table)  # a LookupTable (or None) as it is; anything else a TypeError
+    path = Path(table)
+    try:
+        st = path.stat()
+        key = str(path.resolve())
+    except OSError:
+        return table_io.load(path)  # its TableError names the file and why it cannot be read
+    stamp = (st.st_mtime_ns, st.st_size)
+    with _TABLES_LOCK:
+        hit = _TABLES.get(key)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    lut = table_io.load(path)  # (a file replaced between the stat and the read is read again next call)
+    with _TABLES_LOCK:
+        _TABLES[key] = (stamp, lut)
+    return lut
+
+
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
               bias: torch.Tensor | None = None, out_dtype: torch.dtype | str = torch.bfloat16, *,
               choice=None, table=None, check_finite: bool = True) -> torch.Tensor:
@@ -165,11 +201,11 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     (tensor-wise) or ``scale_a`` (M, 1) and ``scale_b`` (1, N) (row-wise). ``bias``: (N,) of
     ``out_dtype`` (bf16 or fp32). ``choice``: a Choice or its id (``"aten"``,
     ``"triton_mm:BM64-BN64-BK64-S3-W4-G8"``, ``"persistent_tma:..."``, ``"pad+aten"``...);
-    None: the first choice of ``table`` (a gemmtune.table.LookupTable or its path) for this problem when
-    it has one, else ``default_choice``. Triton choices need CUDA tensors or the Triton
-    interpreter (TRITON_INTERPRET=1). ``check_finite=False`` skips the scales' NaN/inf check
-    (a device sync). Not differentiable, as torch._scaled_mm: where autograd records, the result's
-    backward raises.
+    None: the first choice of ``table`` (a gemmtune.table.LookupTable or its path: read once per
+    version of the file, ``table_at``) for this problem when it has one, else ``default_choice``.
+    Triton choices need CUDA tensors or the Triton interpreter (TRITON_INTERPRET=1).
+    ``check_finite=False`` skips the scales' NaN/inf check (a device sync). Not differentiable, as
+    torch._scaled_mm: where autograd records, the result's backward raises.
     """
     if torch.compiler.is_compiling():
         # One opaque node, the kernel launched at run time, as gemmtune.matmul's: traced through, a
@@ -193,9 +229,8 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     epi = bind_scales(problem.m, problem.n, scale_a, scale_b, device=a.device, out_dtype=out_dt, bias=bias,
                       mode=problem.scale, check_finite=check_finite)
     if choice is None and table is not None:
-        from .table import as_table
         # (a path, as compile_mm / lookup / patch take one, raised "'str' object has no attribute 'choices'")
-        entries = as_table(table).choices(problem)
+        entries = table_at(table).choices(problem)
         choice = entries[0].choice if entries else None
     if choice is None:
         choice = default_choice(problem)

@@ -12,13 +12,12 @@ from __future__ import annotations
 import gzip
 import re
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Callable, TypeVar
 
 from ..configs import Choice
 from ..problem import Problem
-from ..store import ResultStore
+from ..store import GZIP_ERRORS, ResultStore, opened_readonly
 
 T = TypeVar("T")
 
@@ -53,18 +52,17 @@ def unpack(src: Path, dst: Path) -> None:
 
 
 def with_store(path: Path, fn: Callable[[ResultStore], T]) -> T:
-    """fn(store) on a store given as .sqlite or .sqlite.gz (unpacked to a temporary file)."""
+    """fn(store) on a store given as .sqlite or .sqlite.gz, opened read-only (``store.opened_readonly``:
+    a .gz through a temporary copy). What calls it only reads (the dry run, ``measured_keys``): a
+    read-write opening migrated a schema-1 ``--resume-from`` store in place on ``--dry-run``, and
+    switched the file to WAL. A truncated or corrupt .gz is a ValueError naming the file."""
     path = Path(path)
-    if path.suffix != ".gz":
-        with ResultStore(path) as st:
-            return fn(st)
-    tmp = Path(tempfile.mkdtemp()) / "store.sqlite"
     try:
-        unpack(path, tmp)
-        with ResultStore(tmp) as st:
+        with opened_readonly(path) as st:
             return fn(st)
-    finally:
-        shutil.rmtree(tmp.parent, ignore_errors=True)
+    except GZIP_ERRORS as e:
+        # Neither a ValueError nor an OSError: an EOFError traceback otherwise.
+        raise ValueError(f"cannot read {path}: {e} (a truncated or corrupt gzip file)") from None
 
 
 def measured_keys(path: Path) -> set[tuple[str, str]]:

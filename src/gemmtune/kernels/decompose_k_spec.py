@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ..configs import DecomposeKConfig, SplitKConfig, cdiv, next_pow2, tile_constraint
+from ..configs import DecomposeKConfig, SplitKConfig, block_k_reason, cdiv, next_pow2, tile_constraint
 from ..device import DeviceInfo
 from ..problem import Problem
 from .base import bmm_reason, tile_row
@@ -129,6 +129,11 @@ def validate(problem: Problem, cfg: DecomposeKConfig) -> None:
         raise ValueError(f"decompose_k split={cfg.split} must be >= 1")
     if problem.k % cfg.split:
         raise ValueError(f"decompose_k split={cfg.split} does not divide K={problem.k}")
+    # fp8: the parts' tile (tile_for) follows the rule the space prunes by, BLOCK_K >= 32.
+    reason = block_k_reason(tile_for(problem.m, problem.n, problem.k, cfg.split).block_k, problem)
+    if reason:
+        raise ValueError(f"decompose_k split={cfg.split} leaves K/split = {problem.k // cfg.split} per part, "
+                         f"its tile's {reason}")
 
 
 def plan(m: int, n: int, k: int, cfg: DecomposeKConfig, sms: int | None = None) -> dict:

@@ -9,7 +9,7 @@ import functools
 import importlib.util
 import os
 
-from ..configs import PersistentConfig, cdiv, check_block_sizes, fp8_tile, prune, scale_tile, tile_constraint
+from ..configs import PersistentConfig, cdiv, check_block_k, check_block_sizes, fp8_tile, prune, scale_tile, tile_constraint
 from ..device import DeviceInfo
 from ..problem import Problem, element_size
 from .base import bmm_reason, tile_row
@@ -172,6 +172,7 @@ def validate(problem: Problem, cfg: PersistentConfig) -> None:
     if reason:
         raise ValueError(reason)
     check_block_sizes(cfg)
+    check_block_k(cfg, problem)  # fp8: BLOCK_K >= 32, the rule the space prunes by
     reason = split_reason(cfg)
     if reason:
         raise ValueError(reason)

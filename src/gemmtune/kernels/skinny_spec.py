@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 
-from ..configs import SkinnyConfig, cdiv, min_block_k, next_pow2, prune
+from ..configs import SkinnyConfig, block_k_reason, cdiv, check_block_k, min_block_k, next_pow2, prune
 from ..device import DeviceInfo
 from ..problem import Problem, element_size
 from .base import bmm_reason, tile_row
@@ -97,8 +97,8 @@ def constraint(cfg: SkinnyConfig, problem: Problem, device: DeviceInfo) -> str |
         return f"BLOCK_M={cfg.block_m} < M={m}: A would be re-read per row block"
     if cfg.dot and cfg.block_m < 16:
         return "tl.dot needs BLOCK_M >= 16"
-    if cfg.dot and cfg.block_k < min_block_k(problem):
-        return f"BLOCK_K={cfg.block_k} < {min_block_k(problem)}: fp8 wgmma consumes K = 32 per instruction"
+    if cfg.dot and block_k_reason(cfg.block_k, problem):  # the CUDA-core path has no wgmma
+        return block_k_reason(cfg.block_k, problem)
     if cfg.stream_k and (not cfg.dot or cfg.deterministic or cfg.split_k != 1):
         return "stream-K runs the tl.dot path with the atomic reduction and no split_k"
     if not cfg.dot and cfg.block_m > 16:
@@ -349,6 +349,8 @@ def validate(problem: Problem, cfg: SkinnyConfig) -> None:
             raise ValueError(f"{name}={v} must be a power of two")
     if cfg.dot and min(cfg.block_m, cfg.block_n, cfg.block_k) < 16:
         raise ValueError("the tl.dot path needs BLOCK_M, BLOCK_N and BLOCK_K >= 16")
+    if cfg.dot:  # fp8: BLOCK_K >= 32, the rule the space prunes by (the CUDA-core path has no wgmma)
+        check_block_k(cfg, problem)
     if cfg.split_k < 1 or cfg.stream_k < 0:
         raise ValueError(f"split_k={cfg.split_k} must be >= 1 and stream_k={cfg.stream_k} >= 0")
     if cfg.stream_k and (not cfg.dot or cfg.deterministic or cfg.split_k != 1):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 
-from ..configs import SplitKConfig, cdiv, check_block_sizes, prune, scale_tile, scaled_configs, tile_constraint
+from ..configs import SplitKConfig, cdiv, check_block_k, check_block_sizes, prune, scale_tile, scaled_configs, tile_constraint
 from ..device import DeviceInfo
 from ..problem import Problem
 from .base import bmm_reason, tile_row
@@ -103,6 +103,7 @@ def validate(problem: Problem, cfg: SplitKConfig) -> None:
     if reason:
         raise ValueError(reason)
     check_block_sizes(cfg)
+    check_block_k(cfg, problem)  # fp8: BLOCK_K >= 32, the rule the space prunes by
     if cfg.split_k < 1:
         raise ValueError(f"split_k={cfg.split_k} must be >= 1")
 

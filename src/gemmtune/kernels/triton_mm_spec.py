@@ -6,7 +6,7 @@ The family is kernels.triton_mm, which re-exports these; they live here so that 
 
 from __future__ import annotations
 
-from ..configs import (TileConfig, check_block_sizes, default_tiles, exhaustive_tiles, fit_stages, prune,
+from ..configs import (TileConfig, check_block_k, check_block_sizes, default_tiles, exhaustive_tiles, fit_stages, prune,
                        scale_tile, scaled_configs, tile_constraint)
 from ..device import DeviceInfo
 from ..problem import Problem
@@ -44,6 +44,7 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
 
 def validate(problem: Problem, cfg: TileConfig) -> None:
     check_block_sizes(cfg)
+    check_block_k(cfg, problem)  # fp8: BLOCK_K >= 32, the rule the space prunes by
 
 
 def plan(m: int, n: int, k: int, cfg: TileConfig, sms: int | None = None) -> dict:

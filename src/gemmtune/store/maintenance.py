@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .rows import KEY_COLUMNS
-from .schema import LOCK_TIMEOUT_S, StoreError, sqlite_filename
+from .schema import LOCK_TIMEOUT_S, StoreError, column, sqlite_filename
 
 _KEYS = ", ".join(KEY_COLUMNS)
 
@@ -62,8 +62,11 @@ class Maintenance:
         ``fp32->``; ``fp32+tf32->`` is TF32 allowed) not timed under ``fp32_precision`` ("tf32x3"
         or "ieee"), legacy "" rows included: what ``ResultStore.done`` leaves out, so a tune or
         collect measures them again."""
+        # A version-1 store read as it is (read-only: the dry run's --resume-from) has no such
+        # column: its rows are all of unknown arithmetic, "".
+        tag = column(self._db, "fp32_precision")
         return self._query(f"SELECT {_KEYS} FROM results WHERE problem_key LIKE '%:fp32->%' "
-                           "AND fp32_precision != ? ORDER BY problem_key, choice_id", (fp32_precision,))
+                           f"AND {tag} != ? ORDER BY problem_key, choice_id", (fp32_precision,))
 
     def _keyed(self, keys: Iterable[tuple]) -> str:
         """Fill a temporary table with row ``keys`` and return the condition that selects their

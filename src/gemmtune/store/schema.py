@@ -140,6 +140,15 @@ def select_columns(conn: sqlite3.Connection) -> str:
     return ", ".join(c if c in have or c not in ADDED_IN_V2 else f"'' AS {c}" for c in COLUMNS)
 
 
+def column(conn: sqlite3.Connection, name: str) -> str:
+    """``name`` as an SQL expression on this connection's results table: the column, or its
+    default ('') where a version-1 store opened read-only lacks it (as ``select_columns``)."""
+    if name not in ADDED_IN_V2:
+        return name
+    have = {r[1] for r in conn.execute("PRAGMA table_info(results)")}
+    return name if name in have else "''"
+
+
 def migrate_v1(conn: sqlite3.Connection) -> None:
     """Bring a version-1 store to version 2 in place, losslessly: add the new columns (every
     existing row gets '': which fp32 arithmetic timed it is unknown) and bump schema_version.
