@@ -963,7 +963,7 @@ def test_the_patched_eager_copy_goes_through_the_step_gate(monkeypatch):
     def tuned_paths():
         return sum(p == "tuned" for m in gated[-1].modules() for p in getattr(m, "eager_paths", {}).values())
 
-    def one_more_second_per_tuned_path(fn, reps):
+    def one_more_second_per_tuned_path(fn, reps, sync=None):
         fn()
         return 1.0 + tuned_paths()
     monkeypatch.setattr(eager_gate, "_on_gpu", lambda model: True)

@@ -45,7 +45,7 @@ def _scripted_layers(monkeypatch, savings):
 
 def _timer(model, cost):
     """A step time from which layers run tuned: ``cost(first_tuned, second_tuned)`` seconds."""
-    def timer(fn, reps):
+    def timer(fn, reps, sync=None):
         fn()
         on = [any(p is gnn._TUNED for p in model[i]._gemmtune_paths.values()) for i in (0, 2)]
         return cost(*on)
@@ -233,3 +233,16 @@ def test_a_step_that_fails_when_run_again_keeps_the_layers_choices(monkeypatch):
                                                                                ("again", "aten", 2, 0)]
     assert "IndexError" in res[0].error
     assert _paths(model, 8) == ["tuned", "tuned"] and _paths(model, 2) == ["aten", "aten"]
+
+
+def test_the_real_timer_waits_for_the_models_gpus_before_and_after(monkeypatch):
+    """The timer waits for the GPUs the step runs on before and after its repeats (a model split
+    over GPUs queues work on each: _sync_all waits for every device its tensors are on, none for a
+    CPU model)."""
+    synced = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda d=None: synced.append(d))
+    eager_gate._sync_all(torch.nn.Linear(4, 4))()
+    assert synced == []  # a CPU model: no device to wait for
+    calls = []
+    assert eager_gate.step_seconds(lambda: calls.append(1), 3, sync=lambda: synced.append("all")) >= 0
+    assert calls == [1, 1, 1] and synced == ["all", "all"]

@@ -94,16 +94,30 @@ def _on_gpu(model: torch.nn.Module) -> bool:
     return any(p.is_cuda for p in model.parameters()) or any(b.is_cuda for b in model.buffers())
 
 
-def step_seconds(fn: Callable[[], object], reps: int) -> float:
+def step_seconds(fn: Callable[[], object], reps: int, sync: Callable[[], None] | None = None) -> float:
     """Wall seconds per call of ``fn`` repeated ``reps`` times back to back (launches queued, the
-    GPU waited for once at the end): what an un-graphed eager step costs, host and device."""
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    GPUs waited for once at the end): what an un-graphed eager step costs, host and device.
+    ``sync``: waits for every GPU the step runs on (default: the current one)."""
+    if sync is None:
+        sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     sync()
     t0 = time.perf_counter()
     for _ in range(reps):
         fn()
     sync()
     return (time.perf_counter() - t0) / reps
+
+
+def _sync_all(model: torch.nn.Module) -> Callable[[], None]:
+    """Waits for every CUDA device ``model``'s parameters and buffers are on: a model split over
+    GPUs (``device_map="auto"``) queues work on each, and waiting for the current one only timed
+    part of the step."""
+    devices = sorted({t.device.index or 0 for t in (*model.parameters(), *model.buffers()) if t.is_cuda})
+
+    def sync() -> None:
+        for d in devices:
+            torch.cuda.synchronize(d)
+    return sync
 
 
 def _steps(model: torch.nn.Module, passes) -> dict[str, Callable[[], object]]:
@@ -145,11 +159,13 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     steps = _steps(model, steps)
-    timer = timer or step_seconds
     tables = _layers(model)
     results: list[GateResult] = []
     if not tables or not (force or _on_gpu(model)):
         return results
+    if timer is None:
+        sync = _sync_all(model)
+        timer = (lambda fn, reps: step_seconds(fn, reps, sync)) if _on_gpu(model) else step_seconds
     for name, fn in steps.items():
         before = [set(t.by_shape) for t in tables]
         tuned: list = []
