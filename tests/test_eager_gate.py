@@ -246,3 +246,29 @@ def test_the_real_timer_waits_for_the_models_gpus_before_and_after(monkeypatch):
     calls = []
     assert eager_gate.step_seconds(lambda: calls.append(1), 3, sync=lambda: synced.append("all")) >= 0
     assert calls == [1, 1, 1] and synced == ["all", "all"]
+
+
+def test_decode_step_repeats_one_step_and_is_gated(monkeypatch):
+    """decode_step: one HF decode step on a KV cache filled once, cropped back after each call, so
+    every call runs the same shapes on the same cache length; gate_eager gates it like any step."""
+    from gemmtune.benchmodel.models import build_model, parse_model
+
+    model = build_model(parse_model("tiny-llama"), torch.float32, "cpu")
+    gemmtune.patch(model, hints={"m": [2]}, tune_fn=_tune(TRITON), progress=False)
+    ids = torch.randint(0, model.get_input_embeddings().weight.shape[0], (2, 5))
+    step = eager_gate.decode_step(model, ids)  # fills the cache: the prompt's shapes are decided here
+    layers = [m for m in model.modules() if "_gemmtune_eager" in m.__dict__]
+
+    def slower_when_tuned(fn, reps, sync=None):
+        fn()
+        return 1.0 + sum(p is gnn._TUNED for m in layers for p in m._gemmtune_paths.values()
+                         if p is not None) * 0.1
+    res = gate_eager(model, {"decode": step}, force=True, rounds=1, timer=slower_when_tuned)
+    # the decode shapes (M = 2) are the step's own: every converted layer's, put back on cuBLAS
+    assert [(r.kept, r.tuned_shapes) for r in res] == [("aten", len(layers))]
+    with torch.no_grad():
+        first, again = step(), step()
+    assert first.shape[:2] == (2, 1)
+    torch.testing.assert_close(first, again)  # the same step: the cache was cropped back
+    with pytest.raises(ValueError, match="2-D tensor of token ids"):
+        eager_gate.decode_step(model, ids[0])

@@ -226,6 +226,43 @@ def _time_sets(fn, tuned: list, sets: dict, rounds: int, min_round_s: float, tim
     return times, reps
 
 
+def decode_step(model: torch.nn.Module, input_ids: torch.Tensor) -> Callable[[], torch.Tensor]:
+    """A step for ``gate_eager``: one decode step of a HF causal LM, every call the same one. A
+    KV cache (a transformers ``DynamicCache``) is filled here from ``input_ids`` (batch x prompt
+    length); each call then runs one new token per row on it and crops the cache back, and returns
+    the step's logits. Gate the prompt's own pass first (``patch(example_inputs=...)`` does): the
+    prompt run here decides its shapes' paths layer by layer, outside any gate.
+
+    A cache that cannot be cropped (a state-space layer's; a sliding-window layer past its
+    window) raises on the first call, which ``gate_eager`` reports as a failed step.
+
+    Example (GPU)::
+
+        >>> gemmtune.patch(model, example_inputs=[dict(input_ids=ids)], fast=True)       # doctest: +SKIP
+        >>> gemmtune.gate_eager(model, {"decode": gemmtune.eager_gate.decode_step(model, ids)})  # doctest: +SKIP
+    """
+    from transformers import DynamicCache
+
+    from .capture import cache_kwarg, unwrapped
+
+    if not isinstance(input_ids, torch.Tensor) or input_ids.dim() != 2:
+        raise ValueError("decode_step takes input_ids as a 2-D tensor of token ids (batch x prompt length), got "
+                         + (f"shape {tuple(input_ids.shape)}" if isinstance(input_ids, torch.Tensor)
+                            else type(input_ids).__name__))
+    # Without the config: its layers are all full-attention ones, which crop(-1) always puts back
+    # (benchmodel.phases says why, for bench-model's decode phases).
+    cache, key = DynamicCache(), cache_kwarg(model)
+    step_ids = input_ids[:, -1:]
+    with torch.no_grad():
+        unwrapped(model)(input_ids=input_ids, use_cache=True, **{key: cache})
+
+    def step() -> torch.Tensor:
+        logits = model(input_ids=step_ids, use_cache=True, **{key: cache}).logits
+        cache.crop(-1)  # drop the new token: the next call is the same step
+        return logits
+    return step
+
+
 def _apply(tuned: list, keep: list) -> None:
     """Put the (layer table, shape) pairs of ``keep`` on the tuned path, the rest of ``tuned`` on
     cuBLAS's (``F.linear``). The forwards compare a path by identity with nn's constants."""
@@ -245,4 +282,4 @@ def _saving(table, shape) -> float:
     return entry[1] / entry[2]
 
 
-__all__ = ["GateResult", "gate_eager", "choose", "step_seconds", "MARGIN", "STRONG"]
+__all__ = ["GateResult", "gate_eager", "decode_step", "choose", "step_seconds", "MARGIN", "STRONG"]
