@@ -272,3 +272,22 @@ def test_decode_step_repeats_one_step_and_is_gated(monkeypatch):
     torch.testing.assert_close(first, again)  # the same step: the cache was cropped back
     with pytest.raises(ValueError, match="2-D tensor of token ids"):
         eager_gate.decode_step(model, ids[0])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_decode_step_is_gated_with_the_real_timer():
+    """A tiny HF model on the GPU, a Triton winner everywhere: the decode step is timed for real,
+    a verdict recorded, and the gated step still computes eager's logits."""
+    from gemmtune.benchmodel.models import build_model, parse_model
+
+    model = build_model(parse_model("tiny-llama"), torch.float16, "cuda")
+    ref = build_model(parse_model("tiny-llama"), torch.float16, "cuda")  # same seed: same weights
+    ids = torch.randint(0, model.get_input_embeddings().weight.shape[0], (2, 7), device="cuda")
+    gemmtune.patch(model, example_inputs=[dict(input_ids=ids)], tune_fn=_tune("triton_mm:BM16-BN64-BK64-S3-W4-G8"),
+                   hints={"m": [2, 14]}, progress=False)
+    res = gate_eager(model, {"decode": eager_gate.decode_step(model, ids)})
+    assert len(res) == 1 and res[0].kept in ("tuned", "strong", "aten", "none tuned")
+    with torch.no_grad():
+        got, want = eager_gate.decode_step(model, ids)(), eager_gate.decode_step(ref, ids)()
+    torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=2e-2)
