@@ -42,6 +42,8 @@ MARGIN = 0.98
 # ``strong``: the layer timing's tuned time at most this fraction of cuBLAS's (a 15% saving).
 STRONG = 0.85
 ROUNDS = 7            # paired rounds per step
+MIN_ROUNDS = 3        # ... at least, when a step is too long for BUDGET_S
+BUDGET_S = 15.0       # timed seconds per step the rounds aim to fit (a long prefill of a large model)
 MIN_ROUND_S = 0.02    # each candidate's round repeats the step until it lasts about this long
 MAX_REPS = 7          # ... at most this many times: 152 calls of a step in all, at most
 CANDIDATES = ("tuned", "strong", "aten")
@@ -134,6 +136,7 @@ def _steps(model: torch.nn.Module, passes) -> dict[str, Callable[[], object]]:
 
 
 def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round_s: float = MIN_ROUND_S,
+               budget_s: float = BUDGET_S,
                timer: Callable[[Callable[[], object], int], float] | None = None, force: bool = False,
                progress: bool = False) -> list[GateResult]:
     """Gate each step's tuned eager paths by the step's own time (module docstring). ``steps``: a
@@ -142,11 +145,13 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
     ``patch`` takes them (tuples of positional arguments, dicts of keyword ones, tensors).
 
     Each step runs 2 + (3 + 3 x ``rounds`` x reps) times at most (reps: enough for ``min_round_s`` a
-    round, at most MAX_REPS: 24 to 152 calls with the defaults), under ``torch.no_grad()``: an input a step mutates, such as a KV cache that
-    grows by a token a call, must take that. Runs only where the model is on a GPU (an eager step's
-    host time is what it weighs; ``force=True`` runs it anyway, for tests) and only over patched
-    layers with ``eager_policy="measure"``. Returns one ``GateResult`` per step, also kept on the
-    model as plain dicts (``model._gemmtune_gate``, which pickles without gemmtune).
+    round, at most MAX_REPS: 24 to 152 calls with the defaults; a step too long to time ``rounds``
+    rounds in ``budget_s`` seconds gets fewer, down to MIN_ROUNDS), under ``torch.no_grad()``: an
+    input a step mutates, such as a KV cache that grows by a token a call, must take that. Runs
+    only where the model is on a GPU (an eager step's host time is what it weighs; ``force=True``
+    runs it anyway, for tests) and only over patched layers with ``eager_policy="measure"``.
+    Returns one ``GateResult`` per step, also kept on the model as plain dicts
+    (``model._gemmtune_gate``, which pickles without gemmtune).
 
     Example (GPU)::
 
@@ -181,7 +186,7 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
             sets = {"tuned": tuned, "strong": strong, "aten": []}
             if len(strong) in (0, len(tuned)):
                 del sets["strong"]  # the same as ``aten`` or ``tuned``: not timed twice
-            times, reps = _time_sets(fn, tuned, sets, rounds, min_round_s, timer)
+            times, reps = _time_sets(fn, tuned, sets, rounds, min_round_s, timer, budget_s)
         except Exception as e:  # noqa: BLE001 - the caller's step; the gate must not lose a patch
             # A step that cannot run again (a StaticCache full after the repeats, a pass that
             # consumes its input) fails here, after the tuning it follows: its layers keep their
@@ -198,7 +203,7 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
         kept = choose(ratio)
         _apply(tuned, sets[kept])
         res = GateResult(name, kept, len(tuned), len(sets[kept]), ratio,
-                         {c: statistics.median(v) * 1e3 for c, v in times.items()}, rounds, reps)
+                         {c: statistics.median(v) * 1e3 for c, v in times.items()}, len(times["aten"]), reps)
         results.append(res)
         if progress:
             print(f"gemmtune: eager step {name!r}: kept {kept} ({len(sets[kept])} of {len(tuned)} tuned layer "
@@ -208,12 +213,18 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
     return results
 
 
-def _time_sets(fn, tuned: list, sets: dict, rounds: int, min_round_s: float, timer) -> tuple[dict, int]:
-    """Each candidate's step time, per round: ({candidate: [seconds per step]}, reps per round)."""
+def _time_sets(fn, tuned: list, sets: dict, rounds: int, min_round_s: float, timer,
+               budget_s: float = BUDGET_S) -> tuple[dict, int]:
+    """Each candidate's step time, per round: ({candidate: [seconds per step]}, reps per round).
+    A step too long for ``budget_s`` over ``rounds`` rounds gets fewer, down to MIN_ROUNDS: by
+    arithmetic, a 2-second step (a long prefill of a large model) would take 3 x 7 x 2 = 42 s at 7
+    rounds, 18 s at 3."""
     with torch.no_grad():
         _apply(tuned, tuned)
         one = timer(fn, 1)  # also a warm-up of the tuned step
         reps = max(1, min(MAX_REPS, math.ceil(min_round_s / max(one, 1e-9))))
+        fit = int(budget_s // max(one * reps * len(sets), 1e-9))
+        rounds = min(rounds, max(MIN_ROUNDS, fit))
         for cand in sets.values():  # and of each candidate
             _apply(tuned, cand)
             fn()
