@@ -257,7 +257,10 @@ def test_one_row_path_against_fp64(layouts, dtype, operand):
     first step bitwise the plain strip's."""
     # K = 144: ragged for every BLOCK_K here (16 past a multiple of 128, 64 and 32, as 400 was) and
     # for the 3-way split (3 slices of 64, the last 16); the interpreter's time grows with K x rows
-    for m, n, k in ((1, 37, 300), (1, 3, 1), (1, 64, 256), (5, 29, 144), (1, 1, 17)):
+    # x column strips, so N and M are the least that keep each case: N = 19 and 29 primes past the
+    # widest strip (BN 16: a ragged second strip), N = 32 a multiple of every BN (two BN-16 strips,
+    # was 64), M = 2 past BLOCK_M = 1 (a program a row, was 5).
+    for m, n, k in ((1, 19, 300), (1, 3, 1), (1, 32, 256), (2, 29, 144), (1, 1, 17)):
         a, b = operand(m, k, layouts[0], dtype), operand(k, n, layouts[1], dtype)
         for cfg in (SkinnyConfig(1, 2, 128, 1, 1, 4, False, True), SkinnyConfig(1, 4, 64, 1, 1, 2, False, True),
                     SkinnyConfig(1, 16, 32, 3, 1, 4, False, True), SkinnyConfig(1, 16, 32, 3, 1, 4, False, False)):
