@@ -58,11 +58,12 @@ CONFIGS = [
     SkinnyConfig(4, 4, 64, 3, 1, 2, False, False, flat=True, sum_each=True),  # over rows, K split 3 ways
 ]
 # (M, N, K): M = 1, a prime M, M = BLOCK_M, odd N, K not a multiple of BLOCK_K, K < BLOCK_K.
-# K = 488 (was 1000; 512 less, a multiple of every BLOCK_K here): the same remainder for every
-# BLOCK_K (104, 40, 8 of 128, 64, 32), the same uneven last slice of each split (2 and 4 ways), and
-# at N = 100 stream-K's 7 programs still take one whole strip each; half the K steps, for the
-# 8-row -flat-sum -pdl strip (BN2) ~20 s a case in the interpreter.
-SHAPES = [(1, 37, 300), (3, 64, 257), (16, 33, 512), (5, 100, 488), (2, 7, 40)]
+# K = 232 (was 1000, then 488; each 256 less, a multiple of every BLOCK_K here): the same remainder
+# for every BLOCK_K (104, 40, 8 of 128, 64, 32), the same power-of-two divisor (8), an uneven last
+# slice of each split (128 + 104 two ways, 3 x 64 + 40 four ways), and at N = 100 stream-K's 7
+# programs still take one whole strip each (8 K-blocks a program, was 16); half the K steps again,
+# for the 8-row -flat-sum -pdl strip (BN2) ~12 s a case in the interpreter at 488.
+SHAPES = [(1, 37, 300), (3, 64, 257), (16, 33, 512), (5, 100, 232), (2, 7, 40)]
 
 
 def _fits(cfg: SkinnyConfig, m: int) -> bool:
@@ -225,7 +226,7 @@ def test_validate_rejects_impossible_configs():
     skinny.validate(p, SkinnyConfig(16, 16, 64, 1, 1, 4, True, True, pdl=True))
 
 
-@pytest.mark.parametrize("shape", [(1, 37, 300), (3, 7, 1), (8, 64, 64), (5, 29, 488), (1, 3, 17)],
+@pytest.mark.parametrize("shape", [(1, 37, 300), (3, 7, 1), (8, 64, 64), (5, 29, 232), (1, 3, 17)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_pdl_path_is_the_plain_strip_with_its_first_step_peeled(shape, operand):
     """A ``-pdl`` GEMV strip (first B tile loaded before the wait) against fp64, and bitwise equal
