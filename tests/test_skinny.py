@@ -63,7 +63,11 @@ CONFIGS = [
 # slice of each split (128 + 104 two ways, 3 x 64 + 40 four ways), and at N = 100 stream-K's 7
 # programs still take one whole strip each (8 K-blocks a program, was 16); half the K steps again,
 # for the 8-row -flat-sum -pdl strip (BN2) ~12 s a case in the interpreter at 488.
-SHAPES = [(1, 37, 300), (3, 64, 257), (16, 33, 512), (5, 100, 232), (2, 7, 40)]
+# K = 172 at M = 1 (was 300) and 129 at M = 3 (was 257): K past 128 with the same remainder for
+# every BLOCK_K (44, 44, 12 and 1, 1, 1 of 128, 64, 32), the same power-of-two divisor (4 and 1), the
+# same grids, every split's slices as uneven (3-way: 64 + 64 + 44 and 64 + 64 + 1, the one-element last
+# slice kept) and stream-K's programs crossing strips (2.6 and 2.9 K-blocks a program): half the K steps.
+SHAPES = [(1, 37, 172), (3, 64, 129), (16, 33, 512), (5, 100, 232), (2, 7, 40)]
 
 
 def _fits(cfg: SkinnyConfig, m: int) -> bool:
