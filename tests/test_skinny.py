@@ -58,11 +58,16 @@ CONFIGS = [
     SkinnyConfig(4, 4, 64, 3, 1, 2, False, False, flat=True, sum_each=True),  # over rows, K split 3 ways
 ]
 # (M, N, K): M = 1, a prime M, M = BLOCK_M, odd N, K not a multiple of BLOCK_K, K < BLOCK_K.
-# K = 488 (was 1000; 512 less, a multiple of every BLOCK_K here): the same remainder for every
-# BLOCK_K (104, 40, 8 of 128, 64, 32), the same uneven last slice of each split (2 and 4 ways), and
-# at N = 100 stream-K's 7 programs still take one whole strip each; half the K steps, for the
-# 8-row -flat-sum -pdl strip (BN2) ~20 s a case in the interpreter.
-SHAPES = [(1, 37, 300), (3, 64, 257), (16, 33, 512), (5, 100, 488), (2, 7, 40)]
+# K = 232 (was 1000, then 488; each 256 less, a multiple of every BLOCK_K here): the same remainder
+# for every BLOCK_K (104, 40, 8 of 128, 64, 32), the same power-of-two divisor (8), an uneven last
+# slice of each split (128 + 104 two ways, 3 x 64 + 40 four ways), and at N = 100 stream-K's 7
+# programs still take one whole strip each (8 K-blocks a program, was 16); half the K steps again,
+# for the 8-row -flat-sum -pdl strip (BN2) ~12 s a case in the interpreter at 488.
+# K = 172 at M = 1 (was 300) and 129 at M = 3 (was 257): K past 128 with the same remainder for
+# every BLOCK_K (44, 44, 12 and 1, 1, 1 of 128, 64, 32), the same power-of-two divisor (4 and 1), the
+# same grids, every split's slices as uneven (3-way: 64 + 64 + 44 and 64 + 64 + 1, the one-element last
+# slice kept) and stream-K's programs crossing strips (2.6 and 2.9 K-blocks a program): half the K steps.
+SHAPES = [(1, 37, 172), (3, 64, 129), (16, 33, 512), (5, 100, 232), (2, 7, 40)]
 
 
 def _fits(cfg: SkinnyConfig, m: int) -> bool:
@@ -101,7 +106,7 @@ def test_matches_fp64(cfg, shape, layout_b, dtype, operand):
 @pytest.mark.parametrize("cfg", [CONFIGS[1], CONFIGS[5], CONFIGS[-3], CONFIGS[-2], CONFIGS[-1]], ids=lambda c: c.id)
 def test_odd_views(cfg, layouts, operand):
     """Unaligned data pointers, transposed A, no unit stride at all."""
-    m, n, k = 3, 45, 333
+    m, n, k = 3, 45, 141  # K odd, ragged for every BLOCK_K (13 of 128 and 64) and in 3 K-slices (64 + 64 + 13), as 333 was
     a, b = operand(m, k, layouts[0]), operand(k, n, layouts[1])
     check(run(cfg, a, b), a, b)
 
@@ -225,7 +230,7 @@ def test_validate_rejects_impossible_configs():
     skinny.validate(p, SkinnyConfig(16, 16, 64, 1, 1, 4, True, True, pdl=True))
 
 
-@pytest.mark.parametrize("shape", [(1, 37, 300), (3, 7, 1), (8, 64, 64), (5, 29, 488), (1, 3, 17)],
+@pytest.mark.parametrize("shape", [(1, 37, 300), (3, 7, 1), (8, 64, 64), (5, 29, 232), (1, 3, 17)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_pdl_path_is_the_plain_strip_with_its_first_step_peeled(shape, operand):
     """A ``-pdl`` GEMV strip (first B tile loaded before the wait) against fp64, and bitwise equal
@@ -257,7 +262,10 @@ def test_one_row_path_against_fp64(layouts, dtype, operand):
     first step bitwise the plain strip's."""
     # K = 144: ragged for every BLOCK_K here (16 past a multiple of 128, 64 and 32, as 400 was) and
     # for the 3-way split (3 slices of 64, the last 16); the interpreter's time grows with K x rows
-    for m, n, k in ((1, 37, 300), (1, 3, 1), (1, 64, 256), (5, 29, 144), (1, 1, 17)):
+    # x column strips, so N and M are the least that keep each case: N = 19 and 29 primes past the
+    # widest strip (BN 16: a ragged second strip), N = 32 a multiple of every BN (two BN-16 strips,
+    # was 64), M = 2 past BLOCK_M = 1 (a program a row, was 5).
+    for m, n, k in ((1, 19, 300), (1, 3, 1), (1, 32, 256), (2, 29, 144), (1, 1, 17)):
         a, b = operand(m, k, layouts[0], dtype), operand(k, n, layouts[1], dtype)
         for cfg in (SkinnyConfig(1, 2, 128, 1, 1, 4, False, True), SkinnyConfig(1, 4, 64, 1, 1, 2, False, True),
                     SkinnyConfig(1, 16, 32, 3, 1, 4, False, True), SkinnyConfig(1, 16, 32, 3, 1, 4, False, False)):
