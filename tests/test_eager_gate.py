@@ -291,3 +291,16 @@ def test_gpu_decode_step_is_gated_with_the_real_timer():
     with torch.no_grad():
         got, want = eager_gate.decode_step(model, ids)(), eager_gate.decode_step(ref, ids)()
     torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=2e-2)
+
+
+def test_verdicts_of_later_calls_are_kept_beside_earlier_ones(monkeypatch):
+    """patch's passes, then a decode step gated by hand: model._gemmtune_gate keeps both, and a
+    step gated again under the same name replaces its old verdict."""
+    model = _model()
+    timer = _timer(model, lambda a, b: 1.0 + a + b)
+    a, b = torch.randn(8, 32, dtype=torch.float16), torch.randn(3, 32, dtype=torch.float16)
+    gate_eager(model, {"pass0": lambda: model(a)}, force=True, timer=timer, rounds=1)
+    gate_eager(model, {"decode": lambda: model(b)}, force=True, timer=timer, rounds=1)
+    assert [(g["step"], g["kept"]) for g in model._gemmtune_gate] == [("pass0", "aten"), ("decode", "aten")]
+    gate_eager(model, {"pass0": lambda: model(a)}, force=True, timer=timer, rounds=1)
+    assert [(g["step"], g["kept"]) for g in model._gemmtune_gate] == [("decode", "aten"), ("pass0", "none tuned")]

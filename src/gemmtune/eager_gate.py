@@ -151,7 +151,7 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
     only where the model is on a GPU (an eager step's host time is what it weighs; ``force=True``
     runs it anyway, for tests) and only over patched layers with ``eager_policy="measure"``.
     Returns one ``GateResult`` per step, also kept on the model as plain dicts
-    (``model._gemmtune_gate``, which pickles without gemmtune).
+    (``model._gemmtune_gate``, which pickles without gemmtune), after those of earlier calls.
 
     Example (GPU)::
 
@@ -209,7 +209,11 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
             print(f"gemmtune: eager step {name!r}: kept {kept} ({len(sets[kept])} of {len(tuned)} tuned layer "
                   "shapes); step time / cuBLAS's: " + ", ".join(f"{c} {r:.3f}" for c, r in ratio.items()),
                   file=sys.stderr, flush=True)
-    model.__dict__["_gemmtune_gate"] = [r.as_dict() for r in results]
+    # Beside the verdicts of earlier calls (patch's passes, then a decode step gated by hand), a
+    # step of the same name replaced by its new verdict.
+    names = {r.step for r in results}
+    earlier = [r for r in model.__dict__.get("_gemmtune_gate", []) if r.get("step") not in names]
+    model.__dict__["_gemmtune_gate"] = earlier + [r.as_dict() for r in results]
     return results
 
 
