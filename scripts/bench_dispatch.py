@@ -35,8 +35,8 @@ Sections (N = K = 4096, bf16 unless said):
 Writes ``bench_dispatch.json`` (and a copy of the store) under ``--out`` (default $OUT).
 
 ``--smoke`` runs every section on the CPU interpreter at toy sizes (N = K = 64,
-4 sweep points, Inductor replaced by aot_eager): a check that the script works,
-no timing in it means anything.
+4 sweep points, Inductor replaced by aot_eager, candidates measured in process): a check
+that the script works, no timing in it means anything.
 """
 
 from __future__ import annotations
@@ -61,11 +61,12 @@ TRITON_CHOICE = "triton_mm:BM16-BN64-BK64-S3-W4-G8"  # runs every TINY shape; fo
 SAVELOAD_MS = (64, 256, 4096, 1, 100, 1000)  # the hints, then shapes decided before saving
 DEVICE = "cuda"
 COMPILE_BACKEND = "inductor"
+TUNE_KW: dict = {}  # extra gemmtune.tune arguments of every tuning call
 
 
 def _smoke() -> None:
     """Toy sizes on the CPU interpreter (set before triton is imported)."""
-    global N, K, DTYPE, HINTS, TABLE_MS, TINY, SAVELOAD_MS, DEVICE, COMPILE_BACKEND, TRITON_CHOICE
+    global N, K, DTYPE, HINTS, TABLE_MS, TINY, SAVELOAD_MS, DEVICE, COMPILE_BACKEND, TRITON_CHOICE, TUNE_KW
     os.environ["TRITON_INTERPRET"] = "1"
     N = K = 64
     DTYPE = "float16"
@@ -75,6 +76,10 @@ def _smoke() -> None:
     SAVELOAD_MS = (4, 16, 64, 7)
     DEVICE = "cpu"
     COMPILE_BACKEND = "aot_eager"
+    # Candidates measured in this process: a tuning call then starts no worker (a new process
+    # importing torch, ~2.5 s of a CI core, paid even by a call the store answers in full; the
+    # smoke makes ~18 such calls). Tuning through workers is the tuner's tests' subject.
+    TUNE_KW = {"in_process": True}
 
 
 def sweep_points(n: int, lo: int = 1, hi: int = 16384) -> list[int]:
@@ -132,7 +137,8 @@ def make_dispatchers(args, table_extra=None) -> dict:
 
     hints = {"m": list(HINTS)}
     kw = dict(n=N, k=K, dtype=DTYPE, hints=hints, store=args.store, progress=False,
-              families=args.families.split(",") if args.families else None, tune_fn=tune_fn_for(args))
+              families=args.families.split(",") if args.families else None, tune_fn=tune_fn_for(args),
+              tune_kwargs=TUNE_KW)
     out = {mode: compile_mm(mode=mode, **kw) for mode in ("similarity", "benchmark")}
     table = None
     if table_extra:
@@ -184,7 +190,7 @@ def section_sweep(args, t_end: float) -> dict:
             if time.monotonic() > t_oracle:
                 break
             p = Problem.from_sizes(m, N, K, DTYPE)
-            r = gemmtune.tune([p], families=fams, store=args.store, progress=False)
+            r = gemmtune.tune([p], families=fams, store=args.store, progress=False, **TUNE_KW)
             s = r.shapes[0]
             best = best_measured(r, args.exclude_aten)[p.key]
             oracle[m] = {"best": best[0] if best else None, "best_us_tuner": best[1] * 1e3 if best else None,
@@ -250,7 +256,8 @@ def child_save(args, path: Path) -> dict:
 
     t0 = time.monotonic()
     d = compile_mm(n=N, k=K, dtype=DTYPE, hints={"m": list(HINTS)}, store=args.store, progress=False,
-                   families=args.families.split(",") if args.families else None, tune_fn=tune_fn_for(args))
+                   families=args.families.split(",") if args.families else None, tune_fn=tune_fn_for(args),
+                   tune_kwargs=TUNE_KW)
     t_compile = time.monotonic() - t0
     d.warmup(m=[m for m in SAVELOAD_MS if m not in HINTS])
     t1 = time.monotonic()
@@ -323,7 +330,8 @@ def section_compile(args) -> dict:
     ref = torch.nn.Sequential(torch.nn.Linear(K, N), torch.nn.GELU(), torch.nn.Linear(N, K // 4)).to(DEVICE, dt)
     model = copy.deepcopy(ref)
     t0 = time.monotonic()
-    gemmtune.patch(model, hints={"m": [HINTS[0], HINTS[-1]]}, families=["triton_mm"], store=args.store)
+    gemmtune.patch(model, hints={"m": [HINTS[0], HINTS[-1]]}, families=["triton_mm"], store=args.store,
+                   tune_kwargs=TUNE_KW)
     tune_s = time.monotonic() - t0
     cm = torch.compile(model, dynamic=True, fullgraph=True, backend=COMPILE_BACKEND)
     runs = []
@@ -378,7 +386,8 @@ def section_overhead(args) -> dict:
         a = torch.randn(m, k, device=DEVICE, dtype=DTYPES[DTYPE])
         b = torch.randn(k, n, device=DEVICE, dtype=DTYPES[DTYPE])
         out = torch.empty(m, n, device=DEVICE, dtype=DTYPES[DTYPE])
-        tuned = compile_mm(n=n, k=k, dtype=DTYPE, hints={"m": [m]}, store=args.store, progress=False)
+        tuned = compile_mm(n=n, k=k, dtype=DTYPE, hints={"m": [m]}, store=args.store, progress=False,
+                           tune_kwargs=TUNE_KW)
         forced = compile_mm(n=n, k=k, dtype=DTYPE, hints={"m": [m]},
                             tune_fn=lambda ps, **kw: {p.key: "aten" for p in ps})
         forced_tri = compile_mm(n=n, k=k, dtype=DTYPE, hints={"m": [m]},

@@ -64,7 +64,7 @@ def script_main(monkeypatch, capsys):
 
 
 @pytest.mark.slow
-def test_bench_dispatch_smoke_every_section(tmp_path):
+def test_bench_dispatch_smoke_every_section(tmp_path, script_main):
     """Every section, with --hints (two of the smoke's three default hints): --hints replaces the
     default hints everywhere the script uses them (the table's hint kernels, the sweep's and the
     save/load children's dispatchers)."""
@@ -89,10 +89,9 @@ def test_bench_dispatch_smoke_every_section(tmp_path):
     load = secs["saveload"]["load_with_binaries"]
     assert load["rc"] == 0 and all(load["correct"].values())
     assert secs["compile"]["graph_breaks"] == 0 and secs["compile"]["unique_graphs"] == 1
-    # And the report renders it.
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "report_dispatch.py"),
-                        str(tmp_path / "bench_dispatch.json"), "--out", str(tmp_path / "rep")],
-                       capture_output=True, text=True, timeout=120, check=False)
+    # And the report renders it (in this process: the script as a command runs in
+    # test_report_dispatch_on_the_committed_h200_results).
+    r = script_main("report_dispatch", str(tmp_path / "bench_dispatch.json"), "--out", str(tmp_path / "rep"))
     assert r.returncode == 0, r.stderr[-2000:]
     assert "Seed table" in (tmp_path / "rep" / "report.md").read_text()
 
