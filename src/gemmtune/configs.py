@@ -428,10 +428,13 @@ def min_block_k(problem: Problem) -> int:
     return FP8_MIN_BLOCK_K if problem.dtype in FP8_DTYPES else MIN_BLOCK
 
 
-def block_k_reason(block_k: int, problem: Problem) -> str | None:
+def block_k_reason(block_k: int, problem: Problem | None) -> str | None:
     """Why BLOCK_K=``block_k`` cannot serve ``problem``'s dtype (None when it can): an fp8 one needs
     ``FP8_MIN_BLOCK_K``. The one rule the spaces prune by (``tile_constraint``, skinny's tl.dot
-    path) and an explicit choice is refused by (the families' ``validate``)."""
+    path) and an explicit choice is refused by (the families' ``validate``). Without a problem
+    (``validate(None, cfg)``, a config checked on its own) there is no dtype to refuse."""
+    if problem is None:
+        return None
     least = min_block_k(problem)
     if block_k >= least:
         return None
