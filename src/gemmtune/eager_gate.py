@@ -168,11 +168,12 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
     steps = _steps(model, steps)
     tables = _layers(model)
     results: list[GateResult] = []
-    if not tables or not (force or _on_gpu(model)):
+    gpu = _on_gpu(model)
+    if not tables or not (force or gpu):
         return results
     if timer is None:
         sync = _sync_all(model)
-        timer = (lambda fn, reps: step_seconds(fn, reps, sync)) if _on_gpu(model) else step_seconds
+        timer = (lambda fn, reps: step_seconds(fn, reps, sync)) if gpu else step_seconds
     for name, fn in steps.items():
         before = [set(t.by_shape) for t in tables]
         tuned: list = []
@@ -243,12 +244,14 @@ def _time_sets(fn, tuned: list, sets: dict, rounds: int, min_round_s: float, tim
     return times, reps
 
 
-def decode_step(model: torch.nn.Module, input_ids: torch.Tensor) -> Callable[[], torch.Tensor]:
+def decode_step(model: torch.nn.Module, input_ids: torch.Tensor,
+                step_ids: torch.Tensor | None = None) -> Callable[[], torch.Tensor]:
     """A step for ``gate_eager``: one decode step of a HF causal LM, every call the same one. A
-    KV cache (a transformers ``DynamicCache``) is filled here from ``input_ids`` (batch x prompt
-    length); each call then runs one new token per row on it and crops the cache back, and returns
-    the step's logits. Gate the prompt's own pass first (``patch(example_inputs=...)`` does): the
-    prompt run here decides its shapes' paths layer by layer, outside any gate.
+    KV cache (a transformers ``DynamicCache``, the step's ``cache`` attribute) is filled here from
+    ``input_ids`` (batch x prompt length); each call then runs ``step_ids`` (batch x 1; default
+    the prompt's last tokens) on it, crops the cache back, and returns the step's logits. Gate the
+    prompt's own pass first (``patch(example_inputs=...)`` does): the prompt run here decides its
+    shapes' paths layer by layer, outside any gate. bench-model's decode phases are these steps.
 
     A cache that cannot be cropped (a state-space layer's; a sliding-window layer past its
     window) raises on the first call, which ``gate_eager`` reports as a failed step.
@@ -266,17 +269,26 @@ def decode_step(model: torch.nn.Module, input_ids: torch.Tensor) -> Callable[[],
         raise ValueError("decode_step takes input_ids as a 2-D tensor of token ids (batch x prompt length), got "
                          + (f"shape {tuple(input_ids.shape)}" if isinstance(input_ids, torch.Tensor)
                             else type(input_ids).__name__))
-    # Without the config: its layers are all full-attention ones, which crop(-1) always puts back
-    # (benchmodel.phases says why, for bench-model's decode phases).
+    # A DynamicCache without the config (not capture.new_cache): its layers are all full-attention
+    # ones, which crop(-1) always puts back. Built from the config, a sliding-window layer past its
+    # window, or a state-space layer, refuses the crop unless it records its past, which changes
+    # what a step does (and a state-space layer's conv state then loses the static address a CUDA
+    # graph needs). The keyword is read once: a signature lookup is host time in a timed step.
     cache, key = DynamicCache(), cache_kwarg(model)
-    step_ids = input_ids[:, -1:]
+    step_ids = input_ids[:, -1:] if step_ids is None else step_ids
     with torch.no_grad():
+        # Through the model a torch.compile wrapper holds, not the wrapper: the prompt only fills
+        # the KV cache, and only the step is timed. Compiled, the prompt was a graph of its own,
+        # whose prefill-sized GEMMs (M = 128, 2048 at batch 16) max-autotune tuned too: on the
+        # H200 (session 38) Llama-1B's max-autotune had not finished compiling its decode phase
+        # 400 s in, autotuning M = 128 GEMMs at ~25 s a shape.
         unwrapped(model)(input_ids=input_ids, use_cache=True, **{key: cache})
 
     def step() -> torch.Tensor:
         logits = model(input_ids=step_ids, use_cache=True, **{key: cache}).logits
-        cache.crop(-1)  # drop the new token: the next call is the same step
+        cache.crop(-1)  # drop the new token: the next call is the same step (negative: transformers 4.x and 5.x)
         return logits
+    step.cache = cache  # type: ignore[attr-defined]  # what a CUDA graph of the step must keep alive
     return step
 
 

@@ -39,32 +39,16 @@ def causal_phase(name: str, vocab: int, device: str, seed: int = 1) -> Phase:
             return model(input_ids=ids, use_cache=False).logits
         return Phase(name, run, run)
 
-    from transformers import DynamicCache
+    from ..eager_gate import decode_step
     step = _ids(batch, 1, vocab, device, seed + 1)
-    caches: dict[int, object] = {}
-    kwargs: dict[int, str] = {}  # read once per model: a signature lookup is host time in a timed step
+    steps: dict[int, Callable[[], torch.Tensor]] = {}
 
     def run(model):
-        cache = caches.get(id(model))
-        if cache is None:  # the prompt, once per model object
-            # A DynamicCache without the config (not capture.new_cache): its layers are all
-            # full-attention ones, which crop(-1) below always puts back. Built from the config, a
-            # sliding-window layer past its window, or a state-space layer, refuses the crop
-            # unless it records its past, which changes what a step does (and a state-space
-            # layer's conv state then loses the static address a CUDA graph needs).
-            cache = DynamicCache()
-            kwargs[id(model)] = cache_kwarg(model)
-            # Through the model a torch.compile wrapper holds, not the wrapper: the prompt only
-            # fills the KV cache, and only the step is timed. Compiled, the prompt was a graph of
-            # its own, whose prefill-sized GEMMs (M = 128, 2048 at batch 16) max-autotune tuned
-            # too: on the H200 (session 38) Llama-1B's max-autotune had not finished compiling
-            # its decode phase 400 s in, autotuning M = 128 GEMMs at ~25 s a shape.
-            unwrapped(model)(input_ids=ids, use_cache=True, **{kwargs[id(model)]: cache})
-            caches[id(model)] = cache
-        out = model(input_ids=step, use_cache=True, **{kwargs[id(model)]: cache}).logits
-        cache.crop(-1)  # drop the new token: every timed step is the same step (negative: works in transformers 4.x and 5.x)
-        return out
-    return Phase(name, run, run, state=lambda model: caches.get(id(model)))
+        fn = steps.get(id(model))
+        if fn is None:  # the prompt, once per model object
+            fn = steps[id(model)] = decode_step(model, ids, step)
+        return fn()
+    return Phase(name, run, run, state=lambda model: getattr(steps.get(id(model)), "cache", None))
 
 
 def static_cache(model, max_len: int):
