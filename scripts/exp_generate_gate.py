@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import statistics
 import time
 import warnings
 
@@ -22,6 +21,8 @@ import torch
 import gemmtune
 from gemmtune import eager_gate
 from gemmtune.benchmodel.models import build_model, parse_model
+
+from exp_eager_gate import paired  # scripts/: the same paired rounds (order alternating)
 
 NEW, ROUNDS = 32, 9
 
@@ -54,26 +55,13 @@ def main() -> None:
             return m.generate(ids, max_new_tokens=NEW, min_new_tokens=NEW, do_sample=False, pad_token_id=0)
     toks = {n: gen(m) for n, m in (("copy", ctl), ("patched", pat))}  # warm-up, and the tokens
     same = torch.equal(toks["copy"], toks["patched"])
-    ratios, t_copy, t_pat = [], [], []
-    for r in range(ROUNDS):
-        t = {}
-        for name, m in ((("copy", ctl), ("patched", pat)) if r % 2 == 0 else (("patched", pat), ("copy", ctl))):
-            torch.cuda.synchronize()
-            t1 = time.perf_counter()
-            gen(m)
-            torch.cuda.synchronize()
-            t[name] = time.perf_counter() - t1
-        ratios.append(t["copy"] / t["patched"])
-        t_copy.append(t["copy"])
-        t_pat.append(t["patched"])
-    ratios.sort()
+    r = paired(lambda: gen(ctl), lambda: gen(pat), rounds=ROUNDS, reps=1)  # copy / patched, per round
     out = {"model": a.model, "dtype": a.dtype, "prompt": a.prompt, "new_tokens": NEW, "rounds": ROUNDS,
            "patch_s": patch_s, "gate_s": gate_s, "prompt_gate": prompt_gate,
            "decode_gate": [x.as_dict() for x in gate], "tokens_equal": same,
            "first_divergence": None if same else int((toks["copy"] != toks["patched"]).nonzero()[0, 1]),
-           "copy_ms": statistics.median(t_copy) * 1e3, "patched_ms": statistics.median(t_pat) * 1e3,
-           "speedup_median": statistics.median(ratios), "quartiles": [ratios[len(ratios) // 4],
-                                                                       ratios[3 * len(ratios) // 4]]}
+           "copy_ms": r["a_ms"], "patched_ms": r["b_ms"], "speedup_median": r["speedup_median"],
+           "quartiles": r["quartiles"]}
     print(json.dumps({k: v for k, v in out.items() if k != "decode_gate"}), flush=True)
     with open(a.out, "w") as f:
         json.dump(out, f, indent=1)
