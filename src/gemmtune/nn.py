@@ -825,14 +825,20 @@ def patch(model: torch.nn.Module, table=None, *,
             dispatchers.update(tuned)
         if eager_gate and eager_policy == "measure":
             from .eager_gate import gate_eager
-            say = compile_kwargs.get("progress")
-            gate_eager(model, example_inputs, progress=dispatch.interactive() if say is None else bool(say))
+            gate_eager(model, example_inputs, progress=_says(compile_kwargs))
     else:
         out = _patch_layers(model, table, dispatchers, tune_missing is None or tune_missing, eager_policy,
                             convert_aten_layers, "had no dispatcher given", compile_kwargs)
     if pdl:  # and those tuned layer by layer above, which registered before they could get one
         attach_twins(_dispatchers_of(model).values())
     return out
+
+
+def _says(kwargs: dict) -> bool:
+    """Whether patch prints its progress: ``progress=`` where given, else when someone is
+    watching (``dispatch.interactive``)."""
+    say = kwargs.get("progress")
+    return dispatch.interactive() if say is None else bool(say)
 
 
 # compile_mm's own keywords among tune_model's (the others go to the tuner through its tune_kwargs).
@@ -867,10 +873,8 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
     skipped, untuned, as_torch, unconvertible = [], [], [], []
     own_forward: dict[str, int] = {}  # class name -> count: nn.Linear subclasses left as they are
     torch_only: dict[int, bool] = {}  # id(dispatcher) -> runs_as_torch, once per shared dispatcher
-    from .dispatch import interactive
     from .modeltune import is_conv1d
-    say = compile_kwargs.get("progress")
-    say = interactive() if say is None else bool(say)
+    say = _says(compile_kwargs)
     for name, mod in list(model.named_modules()):
         converted = isinstance(mod, Linear) or hasattr(mod, "_gemmtune_handle")  # by an earlier patch
         if converted:

@@ -97,8 +97,9 @@ def constraint(cfg: SkinnyConfig, problem: Problem, device: DeviceInfo) -> str |
         return f"BLOCK_M={cfg.block_m} < M={m}: A would be re-read per row block"
     if cfg.dot and cfg.block_m < 16:
         return "tl.dot needs BLOCK_M >= 16"
-    if cfg.dot and block_k_reason(cfg.block_k, problem):  # the CUDA-core path has no wgmma
-        return block_k_reason(cfg.block_k, problem)
+    reason = block_k_reason(cfg.block_k, problem) if cfg.dot else None  # the CUDA-core path has no wgmma
+    if reason:
+        return reason
     if cfg.stream_k and (not cfg.dot or cfg.deterministic or cfg.split_k != 1):
         return "stream-K runs the tl.dot path with the atomic reduction and no split_k"
     if not cfg.dot and cfg.block_m > 16:
