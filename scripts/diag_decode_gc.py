@@ -1,0 +1,136 @@
+"""Is the patched model's un-graphed decode gap Python's garbage collector?
+
+    python scripts/diag_decode_gc.py --model qwen3-0.6b --out gc.json            # GPU
+    python scripts/diag_decode_gc.py --model tiny-llama --device cpu --rounds 3 --out gc.json   # smoke
+
+Sessions 31-51 measured a patched model, every layer on ``F.linear``, at 0.974-0.991x an unpatched
+deep copy on a host-bound decode step (b1), with no extra Python call in its cProfile and its
+layers no slower than ``nn.Linear``; two unpatched copies differed by up to 2-3%. Both fit a cost
+outside any function a profile names: the cyclic garbage collector, whose collections traverse
+tracked container objects and so cost more the more of them a process holds (patching adds
+dispatchers, tables and per-layer dicts; a deep copy changes which generation a model's objects
+sit in).
+
+Three models are timed in interleaved rounds (benchmodel.timing): the model as built ("eager"),
+an unpatched deep copy ("copy"), and a deep copy patched with every shape on cuBLAS ("patch": a
+tune_fn naming ``aten``, so no tuning runs and no Triton kernel launches). Under three regimes:
+the collector as the process has it ("default"), disabled ("disabled"), and enabled after
+``gc.freeze()`` ("frozen": every object alive then moved out of the collector's reach). In every
+regime, ``gc.callbacks`` measure the seconds spent collecting, per generation, charged to the
+model whose step was running. If the gap is the collector, it shows as collection time in
+"default" and vanishes in "disabled".
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import gc
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from gemmtune.benchmodel.models import build_model, parse_model
+from gemmtune.benchmodel.phases import causal_phase
+from gemmtune.benchmodel.run import make_variants
+from gemmtune.benchmodel.timing import paired_ratio, time_interleaved
+
+
+class GcMeter:
+    """Seconds and counts of collections, per generation, charged to ``self.current``."""
+
+    def __init__(self):
+        self.current = None
+        self.t0 = 0.0
+        self.seconds: dict[str, dict[int, float]] = {}
+        self.counts: dict[str, dict[int, int]] = {}
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self.t0 = time.perf_counter()
+            return
+        if self.current is None:
+            return
+        g = info.get("generation", -1)
+        s = self.seconds.setdefault(self.current, {})
+        s[g] = s.get(g, 0.0) + time.perf_counter() - self.t0
+        c = self.counts.setdefault(self.current, {})
+        c[g] = c.get(g, 0) + 1
+
+    def reset(self) -> None:
+        self.seconds, self.counts = {}, {}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="qwen3-0.6b")
+    ap.add_argument("--phase", default="decode_b1")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--rounds", type=int, default=21)
+    ap.add_argument("--regimes", default="default,disabled,frozen")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    cuda = a.device == "cuda"
+    dtype = torch.bfloat16 if cuda else torch.float32
+    res: dict = {"python": sys.version, "platform": platform.platform(), "torch": torch.__version__,
+                 "model": a.model, "phase": a.phase, "gc_threshold": gc.get_threshold()}
+    model = build_model(parse_model(a.model), dtype, a.device)
+    ph = causal_phase(a.phase, model.config.vocab_size, a.device)
+    res["objects_after_build"] = len(gc.get_objects())
+    plain = copy.deepcopy(model)
+    res["objects_after_copy"] = len(gc.get_objects())
+    rec: dict = {"modes": {}}
+    variants = make_variants(model, ["eager", "eager_patch"], lambda m: [ph.example(m)], rec,
+                             {"tune_fn": lambda ps, **kw: {p.key: "aten" for p in ps}, "extra_m": (1,)})
+    res["objects_after_patch"] = len(gc.get_objects())
+    fns = {"eager": model, "copy": plain, "patch": variants["eager_patch"]}
+    meter = GcMeter()
+    gc.callbacks.append(meter)
+
+    def charged(name, m):
+        def step():
+            meter.current = name
+            try:
+                ph.run(m)
+            finally:
+                meter.current = None
+        return step
+
+    with torch.no_grad():
+        for m in fns.values():
+            for _ in range(5):
+                ph.run(m)
+        for regime in a.regimes.split(","):
+            gc.collect()
+            if regime == "disabled":
+                gc.disable()
+            elif regime == "frozen":
+                gc.freeze()
+            meter.reset()
+            t = time_interleaved({k: charged(k, m) for k, m in fns.items()}, rounds=a.rounds, min_round_ms=100.0)
+            calls = {k: v["calls"] * (a.rounds + 1) for k, v in t.items()}  # + the sizing call, roughly
+            r = {k: {"ms": v["ms"], "spread": v["spread"], "calls_per_round": v["calls"]} for k, v in t.items()}
+            r["copy_over_patch"] = paired_ratio(t["copy"]["rounds"], t["patch"]["rounds"])
+            r["eager_over_copy"] = paired_ratio(t["eager"]["rounds"], t["copy"]["rounds"])
+            r["eager_over_patch"] = paired_ratio(t["eager"]["rounds"], t["patch"]["rounds"])
+            r["gc_us_per_step"] = {k: {str(g): round(s * 1e6 / calls[k], 2) for g, s in meter.seconds.get(k, {}).items()}
+                                   for k in fns}
+            r["gc_collections"] = {k: {str(g): n for g, n in meter.counts.get(k, {}).items()} for k in fns}
+            r["frozen_objects"] = gc.get_freeze_count()
+            res[regime] = r
+            print(regime, json.dumps({k: r[k] for k in ("copy_over_patch", "eager_over_copy", "gc_us_per_step")}),
+                  {k: round(r[k]["ms"], 4) for k in fns}, flush=True)
+            if regime == "disabled":
+                gc.enable()
+            elif regime == "frozen":
+                gc.unfreeze()
+    gc.callbacks.remove(meter)
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
