@@ -900,3 +900,46 @@ def test_a_table_covering_every_shape_or_none_reports_as_before(tmp_path, capsys
     assert (r.table_coverage.covered, r.table_coverage.total) == (0, 2)
     r = gemmtune.tune(ps, store=tmp_path / "a.sqlite", families="aten", in_process=True, progress=False)
     assert r.table_coverage is None
+
+
+def test_a_run_with_everything_stored_starts_no_worker(tmp_path, monkeypatch):
+    """Without a GPU the tuner knows what its worker would report (tuning.tuner.local_report),
+    so a run whose every result is in the store starts no worker: each start is a second torch
+    import (~1-2.2 s on the 2-core CI machine), which the suite paid in every such run. A run
+    that has something to measure still starts one, on its first task."""
+    from gemmtune.bench import workers
+
+    store = tmp_path / "s.sqlite"
+    probs = [Problem(8, 8, 8, "float16")]
+    first = gemmtune.tune(probs, store=store, families=["aten"], progress=False)
+    assert first.measured == 1
+    spawned = []
+    real = workers.spawn_worker
+    monkeypatch.setattr(workers, "spawn_worker", lambda *a, **k: spawned.append(a) or real(*a, **k))
+    again = gemmtune.tune(probs, store=store, families=["aten"], progress=False)
+    assert (again.measured, again.reused, again.shapes[0].best) == (0, 1, "aten")
+    assert again.context == first.context
+    assert spawned == []
+    more = gemmtune.tune(probs + [Problem(8, 8, 16, "float16")], store=store, families=["aten"], progress=False)
+    assert (more.measured, more.reused) == (1, 1)
+    assert len(spawned) == 1
+
+
+def test_the_local_report_is_the_workers_own(tmp_path):
+    """What the tuner computes in place of asking its worker must be what the worker says (the
+    run context keys every stored row: a drift would split one device's results in two)."""
+    from gemmtune.bench.workers import WorkerPool
+    from gemmtune.tuning.options import TuneOptions
+    from gemmtune.tuning.tuner import local_report
+
+    env = {"TRITON_INTERPRET": "1"}
+    with WorkerPool(1, env=env, gpus=[]) as pool:
+        assert local_report(TuneOptions(), [], env) == pool.info()
+    # Elsewhere the worker is asked: a GPU's facts, another runner, a server, in-process, or a
+    # worker environment that does not run the interpreter.
+    assert local_report(TuneOptions(), ["0"], env) is None
+    assert local_report(TuneOptions(runner="my.module:run"), [], env) is None
+    assert local_report(TuneOptions(in_process=True), [], env) is None
+    assert local_report(TuneOptions(server="127.0.0.1:1"), [], env) is None
+    assert local_report(TuneOptions(), [], {"TRITON_INTERPRET": "0"}) is None
+    assert local_report(TuneOptions(prestarted=(object(),)), [], env) is None

@@ -100,16 +100,25 @@ def handle(op: str, task: dict, state: WorkerState) -> dict:
 
 
 def info(state: WorkerState) -> dict:
+    from ..api import interpreter_enabled
+
+    return device_report(state.device, state.timer.representative, interpreter_enabled())
+
+
+def device_report(device: str, representative: bool, interpreter: bool) -> dict:
+    """What a worker on ``device`` ("cuda" or "cpu") says of itself: the run context's facts
+    (tuning.tuner.context_of), the device's (None on the CPU) and whether its timings stand for a
+    GPU's. A pure function of this process's imports on the CPU, so a tuner that knows its worker
+    would run the interpreter computes it without starting one (tuning.tuner.local_report)."""
     import triton
 
     import gemmtune
-    from ..api import interpreter_enabled
 
-    if state.device == "cuda":
+    if device == "cuda":
         dev = DeviceInfo.from_torch()
         name, cap, facts = dev.name, dev.capability_str, dev.to_dict()
     else:
         name, cap, facts = "cpu (Triton interpreter)", "interp", None
     return {"device_name": name, "capability": cap, "device": facts, "torch": torch.__version__,
             "triton": triton.__version__, "gemmtune": gemmtune.__version__,
-            "interpreter": interpreter_enabled(), "representative": state.timer.representative}
+            "interpreter": interpreter, "representative": representative}

@@ -186,6 +186,8 @@ class Executor:
         each result arrives. With ``precompile``, each chunk of PRECOMPILE_CHUNK of a problem's
         candidates is compiled together first (``_precompile``)."""
         todo = list(todo)
+        if not todo:  # all in the store: a pool not started yet (tuner.local_report) stays so
+            return
         for part in (precompile_chunks(todo, PRECOMPILE_CHUNK) if self.precompile else [todo]):
             self._precompile(part)
             index = {(p.key, c.id): (p, c) for p, c in part}

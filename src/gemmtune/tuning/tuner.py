@@ -93,6 +93,25 @@ def report_coverage(lut: LookupTable | None, table, shapes: list[Shape], progres
     return coverage
 
 
+def local_report(options: TuneOptions, gpus, env: dict) -> dict | None:
+    """The benchmark worker's device report (bench.runner.info), computed here where it is
+    certain: no GPU visible, gemmtune's own runner, no worker started ahead for this run (it is
+    adopted on entry and would be stopped unused) and a worker that would run the Triton
+    interpreter (TRITON_INTERPRET=1 in its environment). Its report is then this process's
+    versions and the interpreter's fixed name, and a run whose results are all in the store starts
+    no worker at all (a worker's start, a second torch import, took ~2.2 s on the 2-core CI
+    machine, and the test suite pays it in every tune call that finds everything stored). None
+    elsewhere: a GPU's facts come from the worker, as the parent never touches CUDA."""
+    from ..bench import DEFAULT_RUNNER
+    from ..bench.runner import device_report
+    from ..bench.timing import timer_profiles
+
+    if (gpus or options.in_process or options.server is not None or options.runner != DEFAULT_RUNNER
+            or options.prestarted or env.get("TRITON_INTERPRET") != "1"):
+        return None
+    return device_report("cpu", timer_profiles(cuda=False)["standard"].representative, interpreter=True)
+
+
 def context_of(info: dict) -> RunContext:
     """The run context a worker's device report (bench.runner.info) stands for."""
     return RunContext(info["device_name"], info["capability"], info["torch"], info["triton"], info["gemmtune"])
@@ -326,14 +345,17 @@ class Tuner:
         own_store = not isinstance(o.store, ResultStore)
         db = ResultStore(o.store) if own_store else o.store
         executor = None
+        local = local_report(o, gpus, env)
         try:
-            with self._pool(env, gpus) as pool:
+            pool = self._pool(env, gpus)
+            # With the report known here, the pool is not started on entry: its first task starts it.
+            with (closing(pool) if local is not None else pool) as pool:
                 executor = Executor(pool, seed=o.seed, timing=o.timing, n_compile=n_compile,
                                     compile_pool=WorkerPool(n_compile, timeout=o.timeout, runner=o.runner, env=env,
                                                             gpus=gpus, nice=COMPILE_NICE, prestarted=o.prestarted)
                                     if n_compile > 1 else None,
                                     precompile=bool(gpus) and os.environ.get("GEMMTUNE_PRECOMPILE", "1") != "0")
-                info = executor.info()
+                info = local or executor.info()
                 note("info")
                 release_unadopted(o.prestarted)
                 startup = time.monotonic() - t0
