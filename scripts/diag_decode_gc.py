@@ -11,9 +11,11 @@ tracked container objects and so cost more the more of them a process holds (pat
 dispatchers, tables and per-layer dicts; a deep copy changes which generation a model's objects
 sit in).
 
-Three models are timed in interleaved rounds (benchmodel.timing): the model as built ("eager"),
-an unpatched deep copy ("copy"), and a deep copy patched with every shape on cuBLAS ("patch": a
-tune_fn naming ``aten``, so no tuning runs and no Triton kernel launches). Under three regimes:
+Four models are timed in interleaved rounds (benchmodel.timing): the model as built ("eager"),
+an unpatched deep copy ("copy"), a deep copy patched with every shape on cuBLAS ("patch": a
+tune_fn naming ``aten``, so no tuning runs and no Triton kernel launches; patch leaves such layers
+torch's own), and a copy whose layers are converted all the same ("patch_conv":
+``convert_aten_layers=True``, gemmtune's forwards with every eager path on ``F.linear``). Under three regimes:
 the collector as the process has it ("default"), disabled ("disabled"), and enabled after
 ``gc.freeze()`` ("frozen": every object alive then moved out of the collector's reach). In every
 regime, ``gc.callbacks`` measure the seconds spent collecting, per generation, charged to the
@@ -33,6 +35,8 @@ from pathlib import Path
 
 import torch
 
+import gemmtune
+import gemmtune.nn
 from gemmtune.benchmodel.models import build_model, parse_model
 from gemmtune.benchmodel.phases import causal_phase
 from gemmtune.benchmodel.run import make_variants
@@ -86,7 +90,16 @@ def main() -> None:
     variants = make_variants(model, ["eager", "eager_patch"], lambda m: [ph.example(m)], rec,
                              {"tune_fn": lambda ps, **kw: {p.key: "aten" for p in ps}, "extra_m": (1,)})
     res["objects_after_patch"] = len(gc.get_objects())
-    fns = {"eager": model, "copy": plain, "patch": variants["eager_patch"]}
+    # patch leaves a layer whose every shape runs cuBLAS as torch's nn.Linear (runs_as_torch), so
+    # "patch" differs from "copy" only by what patching attached; "patch_conv" converts those
+    # layers too (convert_aten_layers=True): gemmtune's forwards, every eager path on F.linear,
+    # which is what session 51's Qwen3 decode (591 of 591 eager paths on cuBLAS) ran.
+    conv = copy.deepcopy(plain)
+    gemmtune.patch(conv, dispatchers=dict(gemmtune.nn.dispatchers(variants["eager_patch"])), tune_missing=False,
+                   convert_aten_layers=True)
+    res["converted_layers"] = sum(1 for m in conv.modules() if hasattr(type(m), "_gemmtune_torch_class"))
+    res["objects_after_conv"] = len(gc.get_objects())
+    fns = {"eager": model, "copy": plain, "patch": variants["eager_patch"], "patch_conv": conv}
     meter = GcMeter()
     gc.callbacks.append(meter)
 
@@ -116,12 +129,14 @@ def main() -> None:
             r["copy_over_patch"] = paired_ratio(t["copy"]["rounds"], t["patch"]["rounds"])
             r["eager_over_copy"] = paired_ratio(t["eager"]["rounds"], t["copy"]["rounds"])
             r["eager_over_patch"] = paired_ratio(t["eager"]["rounds"], t["patch"]["rounds"])
+            r["copy_over_patch_conv"] = paired_ratio(t["copy"]["rounds"], t["patch_conv"]["rounds"])
             r["gc_us_per_step"] = {k: {str(g): round(s * 1e6 / calls[k], 2) for g, s in meter.seconds.get(k, {}).items()}
                                    for k in fns}
             r["gc_collections"] = {k: {str(g): n for g, n in meter.counts.get(k, {}).items()} for k in fns}
             r["frozen_objects"] = gc.get_freeze_count()
             res[regime] = r
-            print(regime, json.dumps({k: r[k] for k in ("copy_over_patch", "eager_over_copy", "gc_us_per_step")}),
+            print(regime, json.dumps({k: r[k] for k in ("copy_over_patch", "copy_over_patch_conv", "eager_over_copy",
+                                                         "gc_us_per_step")}),
                   {k: round(r[k]["ms"], 4) for k in fns}, flush=True)
             if regime == "disabled":
                 gc.enable()
