@@ -75,6 +75,8 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--rounds", type=int, default=21)
     ap.add_argument("--regimes", default="default,disabled,frozen")
+    ap.add_argument("--variants", default="eager,copy,patch,patch_conv",
+                    help="of eager, copy, patch, patch_conv, copy_reclassed, conv_torchclass (copy is always timed)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     cuda = a.device == "cuda"
@@ -99,7 +101,27 @@ def main() -> None:
                    convert_aten_layers=True)
     res["converted_layers"] = sum(1 for m in conv.modules() if hasattr(type(m), "_gemmtune_torch_class"))
     res["objects_after_conv"] = len(gc.get_objects())
-    fns = {"eager": model, "copy": plain, "patch": variants["eager_patch"], "patch_conv": conv}
+    # "copy_reclassed": a copy whose nn.Linear layers had their class assigned to a subclass that
+    # overrides nothing (what patch's in-place conversion does to a layer, without gemmtune's
+    # forward); "conv_torchclass": patch_conv's layers with their class assigned back to torch's
+    # (gemmtune's state stays, torch's forward runs). Together they split a converted model's
+    # cost into the class assignment and the forward.
+    reclassed = copy.deepcopy(plain)
+    sub = type("ReclassedLinear", (torch.nn.Linear,), {})
+    for mod in reclassed.modules():
+        if type(mod) is torch.nn.Linear:
+            mod.__class__ = sub
+    back = copy.deepcopy(conv)
+    for mod in back.modules():
+        if hasattr(type(mod), "_gemmtune_torch_class"):
+            mod.__class__ = type(mod)._gemmtune_torch_class()
+    every = {"eager": model, "copy": plain, "patch": variants["eager_patch"], "patch_conv": conv,
+             "copy_reclassed": reclassed, "conv_torchclass": back}
+    names = ["copy", *[v for v in a.variants.split(",") if v != "copy"]]
+    unknown = [v for v in names if v not in every]
+    if unknown:
+        raise SystemExit(f"unknown variants {unknown}; known: {', '.join(every)}")
+    fns = {k: every[k] for k in names}
     meter = GcMeter()
     gc.callbacks.append(meter)
 
@@ -116,6 +138,12 @@ def main() -> None:
         for m in fns.values():
             for _ in range(5):
                 ph.run(m)
+        paths: dict = {}
+        for mod in conv.modules():
+            for v in (mod.__dict__.get("_gemmtune_paths") or {}).values():
+                paths[v] = paths.get(v, 0) + 1
+        res["conv_eager_paths"] = paths  # after the warm-up: every layer's path for the step's shape
+        print("patch_conv eager paths:", paths, "| converted layers:", res["converted_layers"], flush=True)
         for regime in a.regimes.split(","):
             gc.collect()
             if regime == "disabled":
@@ -126,17 +154,17 @@ def main() -> None:
             t = time_interleaved({k: charged(k, m) for k, m in fns.items()}, rounds=a.rounds, min_round_ms=100.0)
             calls = {k: v["calls"] * (a.rounds + 1) for k, v in t.items()}  # + the sizing call, roughly
             r = {k: {"ms": v["ms"], "spread": v["spread"], "calls_per_round": v["calls"]} for k, v in t.items()}
-            r["copy_over_patch"] = paired_ratio(t["copy"]["rounds"], t["patch"]["rounds"])
-            r["eager_over_copy"] = paired_ratio(t["eager"]["rounds"], t["copy"]["rounds"])
-            r["eager_over_patch"] = paired_ratio(t["eager"]["rounds"], t["patch"]["rounds"])
-            r["copy_over_patch_conv"] = paired_ratio(t["copy"]["rounds"], t["patch_conv"]["rounds"])
+            for k in fns:
+                if k != "copy":
+                    r[f"copy_over_{k}"] = paired_ratio(t["copy"]["rounds"], t[k]["rounds"])
+            if "eager" in fns:
+                r["eager_over_copy"] = paired_ratio(t["eager"]["rounds"], t["copy"]["rounds"])
             r["gc_us_per_step"] = {k: {str(g): round(s * 1e6 / calls[k], 2) for g, s in meter.seconds.get(k, {}).items()}
                                    for k in fns}
             r["gc_collections"] = {k: {str(g): n for g, n in meter.counts.get(k, {}).items()} for k in fns}
             r["frozen_objects"] = gc.get_freeze_count()
             res[regime] = r
-            print(regime, json.dumps({k: r[k] for k in ("copy_over_patch", "copy_over_patch_conv", "eager_over_copy",
-                                                         "gc_us_per_step")}),
+            print(regime, json.dumps({k: v for k, v in r.items() if "_over_" in k or k == "gc_us_per_step"}),
                   {k: round(r[k]["ms"], 4) for k in fns}, flush=True)
             if regime == "disabled":
                 gc.enable()
