@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 import gemmtune
 import gemmtune.nn
@@ -68,6 +69,33 @@ class GcMeter:
         self.seconds, self.counts = {}, {}
 
 
+def _fwd_torch_body(self, x):
+    return F.linear(x, self.weight, self.bias)
+
+
+def _fwd_compiling(self, x):
+    if not torch.compiler.is_compiling():
+        return F.linear(x, self.weight, self.bias)
+    return F.linear(x, self.weight, self.bias)
+
+
+def _fwd_paths(self, x):
+    if self._gemmtune_paths.get(x.shape) is not None:
+        return F.linear(x, self.weight, self.bias)
+    return F.linear(x, self.weight, self.bias)
+
+
+def _fwd_params(self, x):
+    ps = self._parameters
+    if "weight" in ps and "bias" in ps:
+        return F.linear(x, ps["weight"], ps["bias"])
+    return F.linear(x, self.weight, self.bias)
+
+
+FORWARDS = {"fwd_torch_body": _fwd_torch_body, "fwd_compiling": _fwd_compiling, "fwd_paths": _fwd_paths,
+            "fwd_params": _fwd_params}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="qwen3-0.6b")
@@ -76,7 +104,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=21)
     ap.add_argument("--regimes", default="default,disabled,frozen")
     ap.add_argument("--variants", default="eager,copy,patch,patch_conv",
-                    help="of eager, copy, patch, patch_conv, copy_reclassed, conv_torchclass (copy is always timed)")
+                    help="of eager, copy, patch, patch_conv, copy_reclassed, conv_torchclass and the FORWARDS "
+                    "(fwd_torch_body, fwd_compiling, fwd_paths, fwd_params); copy is always timed")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     cuda = a.device == "cuda"
@@ -117,6 +146,14 @@ def main() -> None:
             mod.__class__ = type(mod)._gemmtune_torch_class()
     every = {"eager": model, "copy": plain, "patch": variants["eager_patch"], "patch_conv": conv,
              "copy_reclassed": reclassed, "conv_torchclass": back}
+    # patch_conv's layers under a subclass of gemmtune's Linear whose forward is one piece of
+    # gemmtune's fast path (nn.Linear.forward for an aten path), to find which piece costs.
+    for name, fwd in FORWARDS.items():
+        m = copy.deepcopy(conv)
+        for mod in m.modules():
+            if type(mod) is gemmtune.nn.Linear:
+                mod.__class__ = type(name, (gemmtune.nn.Linear,), {"forward": fwd})
+        every[name] = m
     names = ["copy", *[v for v in a.variants.split(",") if v != "copy"]]
     unknown = [v for v in names if v not in every]
     if unknown:
