@@ -105,7 +105,8 @@ def main() -> None:
     ap.add_argument("--regimes", default="default,disabled,frozen")
     ap.add_argument("--variants", default="eager,copy,patch,patch_conv",
                     help="of eager, copy, patch, patch_conv, copy_reclassed, conv_torchclass and the FORWARDS "
-                    "(fwd_torch_body, fwd_compiling, fwd_paths, fwd_params); copy is always timed")
+                    "(fwd_torch_body, fwd_compiling, fwd_paths, fwd_params), gt_class_torch_fwd, "
+                    "torch_class_new_fwd; copy is always timed")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     cuda = a.device == "cuda"
@@ -153,6 +154,15 @@ def main() -> None:
         for mod in m.modules():
             if type(mod) is gemmtune.nn.Linear:
                 mod.__class__ = type(name, (gemmtune.nn.Linear,), {"forward": fwd})
+        every[name] = m
+    # Which half of fwd_torch_body costs: torch's own forward function under gemmtune's class
+    # ("gt_class_torch_fwd"), or that body as a new function under torch's class ("torch_class_new_fwd").
+    for name, base, fwd in (("gt_class_torch_fwd", gemmtune.nn.Linear, torch.nn.Linear.forward),
+                            ("torch_class_new_fwd", torch.nn.Linear, _fwd_torch_body)):
+        m = copy.deepcopy(conv)
+        for mod in m.modules():
+            if type(mod) is gemmtune.nn.Linear:
+                mod.__class__ = type(name, (base,), {"forward": fwd})
         every[name] = m
     names = ["copy", *[v for v in a.variants.split(",") if v != "copy"]]
     unknown = [v for v in names if v not in every]
