@@ -149,20 +149,22 @@ def main() -> None:
              "copy_reclassed": reclassed, "conv_torchclass": back}
     # patch_conv's layers under a subclass of gemmtune's Linear whose forward is one piece of
     # gemmtune's fast path (nn.Linear.forward for an aten path), to find which piece costs.
+    # One class per variant, shared by its layers: calls 4 and 5 of session 52 made one per layer
+    # (113 classes for Llama-1B), itself a cost of ~2% that confounded what they compared.
     for name, fwd in FORWARDS.items():
-        m = copy.deepcopy(conv)
+        m, cls = copy.deepcopy(conv), type(name, (gemmtune.nn.Linear,), {"forward": fwd})
         for mod in m.modules():
             if type(mod) is gemmtune.nn.Linear:
-                mod.__class__ = type(name, (gemmtune.nn.Linear,), {"forward": fwd})
+                mod.__class__ = cls
         every[name] = m
     # Which half of fwd_torch_body costs: torch's own forward function under gemmtune's class
     # ("gt_class_torch_fwd"), or that body as a new function under torch's class ("torch_class_new_fwd").
     for name, base, fwd in (("gt_class_torch_fwd", gemmtune.nn.Linear, torch.nn.Linear.forward),
                             ("torch_class_new_fwd", torch.nn.Linear, _fwd_torch_body)):
-        m = copy.deepcopy(conv)
+        m, cls = copy.deepcopy(conv), type(name, (base,), {"forward": fwd})
         for mod in m.modules():
             if type(mod) is gemmtune.nn.Linear:
-                mod.__class__ = type(name, (base,), {"forward": fwd})
+                mod.__class__ = cls
         every[name] = m
     names = ["copy", *[v for v in a.variants.split(",") if v != "copy"]]
     unknown = [v for v in names if v not in every]
