@@ -117,3 +117,15 @@ def test_a_step_that_raises_on_its_first_call_is_not_said_to_have_raised_when_ru
     with pytest.warns(RuntimeWarning, match=r"step 'broken' raised TypeError: a typo in the step on its first call"):
         res = gate_eager(model, {"broken": broken}, force=True, timer=_timer(model, lambda x, y: 1.0), rounds=1)
     assert [(r.kept, r.tuned_shapes) for r in res] == [("failed", 0)]
+
+
+def test_a_capture_with_an_empty_batch_writes_a_suite_tune_can_read(tmp_path):
+    """A pass of batch 0 beside a real one: its M = 0 GEMMs were written as suite rows, and
+    ``gemmtune tune --suite`` refused the whole file ("M must be >= 1"); problems() listed them."""
+    from gemmtune import shapes
+
+    mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64))
+    cap = gemmtune.capture(mlp, inputs=[(torch.randn(0, 64),), (torch.randn(4, 64),)])
+    assert [p.m for p in cap.problems()] == [4, 4]
+    rows = shapes.load_csv(cap.write_suite(tmp_path / "suite.csv"))
+    assert sorted((s.problem.m, s.problem.n, s.problem.k) for s in rows) == [(4, 64, 256), (4, 256, 64)]
