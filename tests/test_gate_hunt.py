@@ -129,3 +129,22 @@ def test_a_capture_with_an_empty_batch_writes_a_suite_tune_can_read(tmp_path):
     assert [p.m for p in cap.problems()] == [4, 4]
     rows = shapes.load_csv(cap.write_suite(tmp_path / "suite.csv"))
     assert sorted((s.problem.m, s.problem.n, s.problem.k) for s in rows) == [(4, 64, 256), (4, 256, 64)]
+
+
+def test_load_patched_onto_a_gated_model_drops_the_verdicts_of_the_tables_it_replaces(tmp_path, monkeypatch):
+    """load_patched onto a model gated by patch(example_inputs=...): its layers got the loaded
+    dispatchers and fresh eager-path tables (the M = 8 shape undecided again), but
+    model._gemmtune_gate still said pass0's step was kept on cuBLAS."""
+    path = tmp_path / "m.gemmtune.json"
+    gemmtune.save_patched(path, gnn.dispatchers(_model(eager_gate=False), with_layout=True))
+    model = _mlp()
+    monkeypatch.setattr(eager_gate, "_on_gpu", lambda model: True)
+    monkeypatch.setattr(eager_gate, "step_seconds", _timer(model, lambda a, b: 1.0 + a + b))
+    x = torch.randn(8, 32, dtype=torch.float16)
+    gemmtune.patch(model, example_inputs=[(x,)], tune_fn=_tune(TRITON), progress=False)
+    assert [(g["step"], g["kept"]) for g in model._gemmtune_gate] == [("pass0", "aten")]
+    gemmtune.load_patched(model, path)
+    assert model[0]._gemmtune_paths == {}  # the tables were replaced: the shape is undecided
+    assert "_gemmtune_gate" not in model.__dict__
+    gemmtune.load_patched(model, path, example_inputs=[(x,)])  # gated again: its own verdicts
+    assert [(g["step"], g["kept"]) for g in model._gemmtune_gate] == [("pass0", "aten")]

@@ -875,13 +875,14 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
     torch_only: dict[int, bool] = {}  # id(dispatcher) -> runs_as_torch, once per shared dispatcher
     from .modeltune import is_conv1d
     say = _says(compile_kwargs)
+    reset = False  # whether a converted layer got another dispatcher, and a fresh eager-path table
     for name, mod in list(model.named_modules()):
         converted = isinstance(mod, Linear) or hasattr(mod, "_gemmtune_handle")  # by an earlier patch
         if converted:
             conv = not isinstance(mod, Linear)
             w = mod.weight
             if w.dim() != 2 or not _reshaped(mod.dispatcher, w, conv):
-                _reattach(mod, cache, eager_policy)
+                reset |= _reattach(mod, cache, eager_policy)
                 continue
             # Its weight was replaced by one of another shape since (resize_token_embeddings, a
             # pruned head): looked up or tuned below as a new layer, as its warning advises
@@ -948,6 +949,11 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
         else:
             Linear.from_linear(mod, d)
         _EagerPaths(eager_policy).attach(mod)
+    if reset:
+        # The step gate's verdicts (eager_gate) named shapes of the eager-path tables just replaced:
+        # load_patched onto a gated model kept them, saying a step ran cuBLAS while its layers
+        # would now choose alone. Dropped; a gate over this call's example inputs records anew.
+        model.__dict__.pop("_gemmtune_gate", None)
     if say and as_torch:
         print(f"gemmtune.patch: left {len(as_torch)} layer(s) as torch's own (every tuned hint chose cuBLAS; "
               "convert_aten_layers=True converts them): " + ", ".join(as_torch[:8])
