@@ -148,3 +148,14 @@ def test_load_patched_onto_a_gated_model_drops_the_verdicts_of_the_tables_it_rep
     assert "_gemmtune_gate" not in model.__dict__
     gemmtune.load_patched(model, path, example_inputs=[(x,)])  # gated again: its own verdicts
     assert [(g["step"], g["kept"]) for g in model._gemmtune_gate] == [("pass0", "aten")]
+
+
+@pytest.mark.parametrize("kw, what", [(dict(seq=0), "seq"), (dict(batch=0), "batch"),
+                                      (dict(decode_steps=-1), "decode_steps")])
+def test_capture_causal_lm_refuses_empty_sizes_by_name(kw, what):
+    """batch or seq 0 raised RuntimeError from inside attention ("cannot reshape tensor of 0
+    elements"); decode_steps=-1 returned an empty capture (0 passes) with no word."""
+    from gemmtune.capture import capture_causal_lm
+
+    with pytest.raises(ValueError, match=rf"capture_causal_lm: {what} must be an int >= \d, got -?\d"):
+        capture_causal_lm(_tiny_llama(), **kw)

@@ -485,6 +485,11 @@ def capture_causal_lm(model: torch.nn.Module, *, batch: int = 1, seq: int = 32, 
 
         >>> cap = capture_causal_lm(model, batch=1, seq=32, decode_steps=2)   # doctest: +SKIP
     """
+    # Refused by name: batch or seq 0 raised from inside the model's attention ("cannot reshape
+    # tensor of 0 elements..."), and decode_steps < 0 returned an empty capture with no word.
+    for what, v, low in (("batch", batch, 1), ("seq", seq, 1), ("decode_steps", decode_steps, 0)):
+        if isinstance(v, bool) or not hasattr(v, "__index__") or v.__index__() < low:
+            raise ValueError(f"capture_causal_lm: {what} must be an int >= {low}, got {v!r}")
     device = next(model.parameters()).device
     vocab = int(model.config.vocab_size)
     g = torch.Generator(device="cpu").manual_seed(seed)
