@@ -146,9 +146,10 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
     ``model`` (a prefill, a decode step that resets its KV cache), or a list of example inputs as
     ``patch`` takes them (tuples of positional arguments, dicts of keyword ones, tensors).
 
-    Each step runs 2 + (3 + 3 x ``rounds`` x reps) times at most (reps: enough for ``min_round_s`` a
-    round, at most MAX_REPS: 24 to 152 calls with the defaults; a step too long to time ``rounds``
-    rounds in ``budget_s`` seconds gets fewer, down to MIN_ROUNDS), under ``torch.no_grad()``: an
+    Each step runs 2 + c + c x ``rounds`` x reps times (c: the candidates timed, 3 where ``strong``
+    is some but not all of ``tuned``, else 2; reps: enough for ``min_round_s`` a round, at most
+    MAX_REPS: 18 to 152 calls with the defaults; a step too long to time ``rounds`` rounds in
+    ``budget_s`` seconds gets fewer, down to MIN_ROUNDS, 10 calls at least), under ``torch.no_grad()``: an
     input a step mutates, such as a KV cache that grows by a token a call, must take that. Runs
     only where the model is on a GPU (an eager step's host time is what it weighs; ``force=True``
     runs it anyway, for tests) and only over patched layers with ``eager_policy="measure"``.

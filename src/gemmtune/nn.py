@@ -760,7 +760,7 @@ def patch(model: torch.nn.Module, table=None, *,
     choose, each example pass is timed as a whole eager step against cuBLAS on every layer, and
     the tuned eager paths of its shapes are kept only where the step is faster with them
     (``gemmtune.eager_gate``; a layer timed alone cannot see a step bound by the host's issue
-    rate). The passes run again 24 to 152 times each under ``no_grad``; an input a pass mutates
+    rate). The passes run again 18 to 152 times each under ``no_grad``; an input a pass mutates
     (a KV cache) must take that, or pass ``eager_gate=False`` and call
     ``gemmtune.nn.gate_eager(model, {name: step})`` with steps that reset their state.
     ``fuse=True`` (with ``example_inputs``) first runs ``gemmtune.fuse_linears`` on them: sibling
