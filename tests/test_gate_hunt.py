@@ -159,3 +159,16 @@ def test_capture_causal_lm_refuses_empty_sizes_by_name(kw, what):
 
     with pytest.raises(ValueError, match=rf"capture_causal_lm: {what} must be an int >= \d, got -?\d"):
         capture_causal_lm(_tiny_llama(), **kw)
+
+
+def test_bad_rounds_and_reps_are_refused_not_blamed_on_the_step():
+    """rounds=2.5 passed the ``rounds < 1`` check and raised TypeError inside the timing loop,
+    which the gate reported as the step failing ("raised TypeError ... when run again"), with a
+    warning, on every step; step_seconds(fn, 0) divided by zero."""
+    model = _model()
+    x = torch.randn(8, 32, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"rounds must be >= 1 \(an int\), got 2.5"):
+        gate_eager(model, {"s": lambda: model(x)}, force=True, timer=_timer(model, lambda a, b: 1.0), rounds=2.5)
+    assert torch.Size((8, 32)) not in model[0]._gemmtune_paths  # refused before the step ran
+    with pytest.raises(ValueError, match=r"step_seconds: reps must be an int >= 1, got 0"):
+        eager_gate.step_seconds(lambda: None, 0)
