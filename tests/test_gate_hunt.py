@@ -172,3 +172,16 @@ def test_bad_rounds_and_reps_are_refused_not_blamed_on_the_step():
     assert torch.Size((8, 32)) not in model[0]._gemmtune_paths  # refused before the step ran
     with pytest.raises(ValueError, match=r"step_seconds: reps must be an int >= 1, got 0"):
         eager_gate.step_seconds(lambda: None, 0)
+
+
+def test_patch_again_with_the_same_dispatchers_applies_the_new_eager_policy():
+    """patch(model, dispatchers=ds, eager_policy="tuned") on a model patched with "measure" and
+    those dispatchers kept "measure" without a word: its layers were still timed and gated."""
+    ds = {}
+    model = _mlp()
+    gemmtune.patch(model, dispatchers=ds, hints={"m": [8]}, tune_fn=_tune(TRITON), progress=False)
+    assert model[0]._gemmtune_eager.policy == "measure"
+    gemmtune.patch(model, dispatchers=ds, progress=False, eager_policy="tuned")
+    assert [model[i]._gemmtune_eager.policy for i in (0, 2)] == ["tuned", "tuned"]
+    assert eager_gate._layers(model) == []  # no layer left for the gate
+    assert model[0]._gemmtune_paths is model[0]._gemmtune_eager.by_shape

@@ -995,6 +995,12 @@ def _reattach(mod: torch.nn.Module, given: MutableMapping, eager_policy: str) ->
     else:
         keys = [(mod.weight.shape[1], mod.weight.shape[0], dt, "row")]
     d = next((given[key] for key in keys if key in given), None)
+    if d is not None and d is mod.dispatcher and mod._gemmtune_eager.policy != eager_policy:
+        # Its own dispatcher given again with another eager_policy (patch(model, dispatchers=ds,
+        # eager_policy="tuned") after a "measure" patch): the policy was silently kept, and the
+        # layer still timed its shapes and went through the step gate.
+        _EagerPaths(eager_policy).attach(mod)
+        return True
     if d is None or d is mod.dispatcher:
         return False
     if isinstance(mod, Linear):
