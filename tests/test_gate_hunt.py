@@ -185,3 +185,14 @@ def test_patch_again_with_the_same_dispatchers_applies_the_new_eager_policy():
     assert [model[i]._gemmtune_eager.policy for i in (0, 2)] == ["tuned", "tuned"]
     assert eager_gate._layers(model) == []  # no layer left for the gate
     assert model[0]._gemmtune_paths is model[0]._gemmtune_eager.by_shape
+
+
+def test_a_timer_that_reads_zero_keeps_cublas_instead_of_raising():
+    """A timer= that reads 0 s for a fast step: the ratio divided by zero after the timing, so
+    ZeroDivisionError escaped with the layers left on the last candidate timed, no verdict kept."""
+    model = _model()
+    x = torch.randn(8, 32, dtype=torch.float16)
+    res = gate_eager(model, {"s": lambda: model(x)}, force=True, timer=_timer(model, lambda a, b: 0.0), rounds=2)
+    assert [(r.kept, r.tuned_shapes, r.kept_shapes) for r in res] == [("aten", 2, 0)]
+    assert _paths(model, 8) == ["aten", "aten"]
+    assert [g["kept"] for g in model._gemmtune_gate] == ["aten"]

@@ -218,7 +218,11 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
                 # on whichever candidate was being timed (cuBLAS everywhere, say) with no verdict.
                 _apply(tuned, tuned)
                 raise
-            ratio = {c: statistics.median(a / b for a, b in zip(times[c], times["aten"])) for c in sets}
+            # A round whose cuBLAS step timed 0 s (a coarse timer= of the caller's) is no ratio (nan,
+            # which ``choose`` passes over): it raised ZeroDivisionError here, past the step's
+            # try, with the layers left on the last candidate timed and no verdict recorded.
+            ratio = {c: statistics.median(a / b if b > 0 else math.nan for a, b in zip(times[c], times["aten"]))
+                     for c in sets}
             kept = choose(ratio)
             _apply(tuned, sets[kept])
             res = GateResult(name, kept, len(tuned), len(sets[kept]), ratio,
