@@ -345,10 +345,12 @@ class Capture:
 
     def problems(self) -> list[Problem]:
         """The distinct tunable problems: ``mm``, ``addmm`` (a Linear with a bias) and ``bmm``,
-        each tuned with what it runs (addmm with its bias fused into the kernel's epilogue)."""
+        each tuned with what it runs (addmm with its bias fused into the kernel's epilogue). A GEMM
+        with an empty dimension (a pass of batch 0 or sequence 0) has nothing to tune and is left
+        out."""
         seen, out = set(), []
         for r in self.records:
-            if r.tunable:
+            if r.tunable and not _empty(r):
                 p = r.problem()
                 if p.key not in seen:
                     seen.add(p.key)
@@ -380,7 +382,7 @@ class Capture:
             ranges[r.family_key].append(r.m)
         rows, used = [], set()
         for r in self.records:
-            if not r.tunable:
+            if not r.tunable or _empty(r):
                 continue
             base = re.sub(r"[^A-Za-z0-9_.]+", "_", (r.modules[0] or "model")).strip("_") or "model"
             stem = f"{base}_{r.op}" + (f"_b{r.batch}" if r.op == "bmm" else "") + f"_m{r.m}"
@@ -410,6 +412,14 @@ class Capture:
                                     "meta_attention_calls": self.meta_attention_calls,
                                     "records": [asdict(r) for r in self.records]}, indent=1) + "\n")
         return path
+
+
+def _empty(r: Record) -> bool:
+    """Whether a record's GEMM has an empty dimension (M, N or K 0: a pass of batch 0 or sequence
+    0, Linear(0, n)). Such a row made the suite that ``write_suite`` wrote unreadable by
+    ``gemmtune tune --suite`` ("M must be >= 1": the whole suite refused) and ``problems()``
+    listed problems no tuner can time. (``hints()`` keeps them: ``tune_model`` names them.)"""
+    return 0 in (r.m, r.n, r.k)
 
 
 def unwrapped(model):
@@ -475,6 +485,11 @@ def capture_causal_lm(model: torch.nn.Module, *, batch: int = 1, seq: int = 32, 
 
         >>> cap = capture_causal_lm(model, batch=1, seq=32, decode_steps=2)   # doctest: +SKIP
     """
+    # Refused by name: batch or seq 0 raised from inside the model's attention ("cannot reshape
+    # tensor of 0 elements..."), and decode_steps < 0 returned an empty capture with no word.
+    for what, v, low in (("batch", batch, 1), ("seq", seq, 1), ("decode_steps", decode_steps, 0)):
+        if isinstance(v, bool) or not hasattr(v, "__index__") or v.__index__() < low:
+            raise ValueError(f"capture_causal_lm: {what} must be an int >= {low}, got {v!r}")
     device = next(model.parameters()).device
     vocab = int(model.config.vocab_size)
     g = torch.Generator(device="cpu").manual_seed(seed)

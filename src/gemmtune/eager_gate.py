@@ -102,6 +102,8 @@ def step_seconds(fn: Callable[[], object], reps: int, sync: Callable[[], None] |
     """Wall seconds per call of ``fn`` repeated ``reps`` times back to back (launches queued, the
     GPUs waited for once at the end): what an un-graphed eager step costs, host and device.
     ``sync``: waits for every GPU the step runs on (default: the current one)."""
+    if isinstance(reps, bool) or not hasattr(reps, "__index__") or reps < 1:  # (reps=0 divided by zero)
+        raise ValueError(f"step_seconds: reps must be an int >= 1, got {reps!r}")
     if sync is None:
         sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     sync()
@@ -146,9 +148,10 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
     ``model`` (a prefill, a decode step that resets its KV cache), or a list of example inputs as
     ``patch`` takes them (tuples of positional arguments, dicts of keyword ones, tensors).
 
-    Each step runs 2 + (3 + 3 x ``rounds`` x reps) times at most (reps: enough for ``min_round_s`` a
-    round, at most MAX_REPS: 24 to 152 calls with the defaults; a step too long to time ``rounds``
-    rounds in ``budget_s`` seconds gets fewer, down to MIN_ROUNDS), under ``torch.no_grad()``: an
+    Each step runs 2 + c + c x ``rounds`` x reps times (c: the candidates timed, 3 where ``strong``
+    is some but not all of ``tuned``, else 2; reps: enough for ``min_round_s`` a round, at most
+    MAX_REPS: 18 to 152 calls with the defaults; a step too long to time ``rounds`` rounds in
+    ``budget_s`` seconds gets fewer, down to MIN_ROUNDS, 10 calls at least), under ``torch.no_grad()``: an
     input a step mutates, such as a KV cache that grows by a token a call, must take that. Runs
     only where the model is on a GPU (an eager step's host time is what it weighs; ``force=True``
     runs it anyway, for tests) and only over patched layers with ``eager_policy="measure"``.
@@ -163,8 +166,10 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
     """
     from .nn import _TUNED  # (nn imports this module)
 
-    if rounds < 1:
-        raise ValueError(f"rounds must be >= 1, got {rounds}")
+    # An int, checked here: a float (rounds=2.5) raised TypeError inside the timing loop, which the
+    # gate then blamed on each step ("step 'pass0' raised TypeError ... when run again", kept "failed").
+    if isinstance(rounds, bool) or not hasattr(rounds, "__index__") or rounds < 1:
+        raise ValueError(f"rounds must be >= 1 (an int), got {rounds!r}")
     steps = _steps(model, steps)
     tables = _layers(model)
     results: list[GateResult] = []
@@ -174,49 +179,66 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
     if timer is None:
         sync = _sync_all(model)
         timer = (lambda fn, reps: step_seconds(fn, reps, sync)) if gpu else step_seconds
-    for name, fn in steps.items():
-        before = [set(t.by_shape) for t in tables]
-        tuned: list = []
-        try:
-            with torch.no_grad():
-                fn()  # the first calls: each layer chooses its path for the step's new shapes
-            new = [(t, s) for t, seen in zip(tables, before) for s in t.by_shape if s not in seen]
-            tuned = [(t, s) for t, s in new if t.by_shape[s] is _TUNED]
-            if not tuned:
-                results.append(GateResult(name, "none tuned", 0, 0))
+    try:
+        for name, fn in steps.items():
+            before = [set(t.by_shape) for t in tables]
+            tuned: list = []
+            ran = False  # whether the step's first call returned (the warning below says which call raised)
+            try:
+                with torch.no_grad():
+                    fn()  # the first calls: each layer chooses its path for the step's new shapes
+                ran = True
+                new = [(t, s) for t, seen in zip(tables, before) for s in t.by_shape if s not in seen]
+                tuned = [(t, s) for t, s in new if t.by_shape[s] is _TUNED]
+                if not tuned:
+                    results.append(GateResult(name, "none tuned", 0, 0))
+                    continue
+                strong = [(t, s) for t, s in tuned if _saving(t, s) <= STRONG]
+                sets = {"tuned": tuned, "strong": strong, "aten": []}
+                if len(strong) in (0, len(tuned)):
+                    del sets["strong"]  # the same as ``aten`` or ``tuned``: not timed twice
+                times, reps = _time_sets(fn, tuned, sets, rounds, min_round_s, timer, budget_s)
+            except Exception as e:  # noqa: BLE001 - the caller's step; the gate must not lose a patch
+                # A step that cannot run again (a StaticCache full after the repeats, a pass that
+                # consumes its input) fails here, after the tuning it follows: its layers keep their
+                # own choices, with a warning, rather than patch raising and the tuning being lost.
+                _apply(tuned, tuned)
+                err = f"{type(e).__name__}: {e}"
+                results.append(GateResult(name, "failed", len(tuned), len(tuned), error=err[:300]))
+                # (a step that raised on its first call was said to have raised "when run again")
+                when = "when run again" if ran else "on its first call"
+                warnings.warn(f"gemmtune.gate_eager: step {name!r} raised {err[:300]} {when}; its layers keep "
+                              "the paths each chose alone (patch(eager_gate=False) skips the gate; "
+                              "gemmtune.nn.gate_eager(model, {name: step}) takes steps that reset their state)",
+                              RuntimeWarning, stacklevel=2)
                 continue
-            strong = [(t, s) for t, s in tuned if _saving(t, s) <= STRONG]
-            sets = {"tuned": tuned, "strong": strong, "aten": []}
-            if len(strong) in (0, len(tuned)):
-                del sets["strong"]  # the same as ``aten`` or ``tuned``: not timed twice
-            times, reps = _time_sets(fn, tuned, sets, rounds, min_round_s, timer, budget_s)
-        except Exception as e:  # noqa: BLE001 - the caller's step; the gate must not lose a patch
-            # A step that cannot run again (a StaticCache full after the repeats, a pass that
-            # consumes its input) fails here, after the tuning it follows: its layers keep their
-            # own choices, with a warning, rather than patch raising and the tuning being lost.
-            _apply(tuned, tuned)
-            err = f"{type(e).__name__}: {e}"
-            results.append(GateResult(name, "failed", len(tuned), len(tuned), error=err[:300]))
-            warnings.warn(f"gemmtune.gate_eager: step {name!r} raised {err[:300]} when run again; its layers keep "
-                          "the paths each chose alone (patch(eager_gate=False) skips the gate; "
-                          "gemmtune.nn.gate_eager(model, {name: step}) takes steps that reset their state)",
-                          RuntimeWarning, stacklevel=2)
-            continue
-        ratio = {c: statistics.median(a / b for a, b in zip(times[c], times["aten"])) for c in sets}
-        kept = choose(ratio)
-        _apply(tuned, sets[kept])
-        res = GateResult(name, kept, len(tuned), len(sets[kept]), ratio,
-                         {c: statistics.median(v) * 1e3 for c, v in times.items()}, len(times["aten"]), reps)
-        results.append(res)
-        if progress:
-            print(f"gemmtune: eager step {name!r}: kept {kept} ({len(sets[kept])} of {len(tuned)} tuned layer "
-                  "shapes); step time / cuBLAS's: " + ", ".join(f"{c} {r:.3f}" for c, r in ratio.items()),
-                  file=sys.stderr, flush=True)
-    # Beside the verdicts of earlier calls (patch's passes, then a decode step gated by hand), a
-    # step of the same name replaced by its new verdict.
-    names = {r.step for r in results}
-    earlier = [r for r in model.__dict__.get("_gemmtune_gate", []) if r.get("step") not in names]
-    model.__dict__["_gemmtune_gate"] = earlier + [r.as_dict() for r in results]
+            except BaseException:
+                # Interrupted (Ctrl-C, SystemExit) while candidates were being timed: the step's
+                # shapes go back to their layers' own choices, as for a failed step. They were left
+                # on whichever candidate was being timed (cuBLAS everywhere, say) with no verdict.
+                _apply(tuned, tuned)
+                raise
+            # A round whose cuBLAS step timed 0 s (a coarse timer= of the caller's) is no ratio (nan,
+            # which ``choose`` passes over): it raised ZeroDivisionError here, past the step's
+            # try, with the layers left on the last candidate timed and no verdict recorded.
+            ratio = {c: statistics.median(a / b if b > 0 else math.nan for a, b in zip(times[c], times["aten"]))
+                     for c in sets}
+            kept = choose(ratio)
+            _apply(tuned, sets[kept])
+            res = GateResult(name, kept, len(tuned), len(sets[kept]), ratio,
+                             {c: statistics.median(v) * 1e3 for c, v in times.items()}, len(times["aten"]), reps)
+            results.append(res)
+            if progress:
+                print(f"gemmtune: eager step {name!r}: kept {kept} ({len(sets[kept])} of {len(tuned)} tuned layer "
+                      "shapes); step time / cuBLAS's: " + ", ".join(f"{c} {r:.3f}" for c, r in ratio.items()),
+                      file=sys.stderr, flush=True)
+    finally:
+        # (in a finally: the verdicts of the steps gated before an interruption are kept)
+        # Beside the verdicts of earlier calls (patch's passes, then a decode step gated by hand), a
+        # step of the same name replaced by its new verdict.
+        names = {r.step for r in results}
+        earlier = [r for r in model.__dict__.get("_gemmtune_gate", []) if r.get("step") not in names]
+        model.__dict__["_gemmtune_gate"] = earlier + [r.as_dict() for r in results]
     return results
 
 
@@ -248,8 +270,8 @@ def decode_step(model: torch.nn.Module, input_ids: torch.Tensor,
                 step_ids: torch.Tensor | None = None) -> Callable[[], torch.Tensor]:
     """A step for ``gate_eager``: one decode step of a HF causal LM, every call the same one. A
     KV cache (a transformers ``DynamicCache``, the step's ``cache`` attribute) is filled here from
-    ``input_ids`` (batch x prompt length); each call then runs ``step_ids`` (batch x 1; default
-    the prompt's last tokens) on it, crops the cache back, and returns the step's logits. Gate the
+    ``input_ids`` (batch x prompt length); each call then runs ``step_ids`` (batch x tokens, usually 1; default
+    the prompt's last tokens) on it, crops the cache back to the prompt, and returns the step's logits. Gate the
     prompt's own pass first (``patch(example_inputs=...)`` does): the prompt run here decides its
     shapes' paths layer by layer, outside any gate. bench-model's decode phases are these steps.
 
@@ -270,12 +292,24 @@ def decode_step(model: torch.nn.Module, input_ids: torch.Tensor,
                          + (f"shape {tuple(input_ids.shape)}" if isinstance(input_ids, torch.Tensor)
                             else type(input_ids).__name__))
     # A DynamicCache without the config (not capture.new_cache): its layers are all full-attention
-    # ones, which crop(-1) always puts back. Built from the config, a sliding-window layer past its
+    # ones, which crop always puts back. Built from the config, a sliding-window layer past its
     # window, or a state-space layer, refuses the crop unless it records its past, which changes
     # what a step does (and a state-space layer's conv state then loses the static address a CUDA
     # graph needs). The keyword is read once: a signature lookup is host time in a timed step.
-    cache, key = DynamicCache(), cache_kwarg(model)
+    if input_ids.shape[0] < 1 or input_ids.shape[1] < 1:
+        raise ValueError(f"decode_step needs a prompt of at least one token per row, got input_ids of shape "
+                         f"{tuple(input_ids.shape)}")
     step_ids = input_ids[:, -1:] if step_ids is None else step_ids
+    # Checked here, by name: a step of another batch (or 1-D) raised deep inside attention on its
+    # first call ("Sizes of tensors must match..."), which gate_eager then only reported as a
+    # failed step.
+    if (not isinstance(step_ids, torch.Tensor) or step_ids.dim() != 2 or step_ids.shape[0] != input_ids.shape[0]
+            or step_ids.shape[1] < 1):
+        raise ValueError(f"decode_step takes step_ids as a 2-D tensor of token ids of the prompt's batch "
+                         f"({input_ids.shape[0]} x tokens, at least one), got "
+                         + (f"shape {tuple(step_ids.shape)}" if isinstance(step_ids, torch.Tensor)
+                            else type(step_ids).__name__))
+    cache, key = DynamicCache(), cache_kwarg(model)
     with torch.no_grad():
         # Through the model a torch.compile wrapper holds, not the wrapper: the prompt only fills
         # the KV cache, and only the step is timed. Compiled, the prompt was a graph of its own,
@@ -283,10 +317,15 @@ def decode_step(model: torch.nn.Module, input_ids: torch.Tensor,
         # H200 (session 38) Llama-1B's max-autotune had not finished compiling its decode phase
         # 400 s in, autotuning M = 128 GEMMs at ~25 s a shape.
         unwrapped(model)(input_ids=input_ids, use_cache=True, **{key: cache})
+    # Cropped by the step's tokens, not by one: a step of several tokens (step_ids batch x 2) was
+    # cropped by one, so the cache grew a token a call and no two calls were the same step (other
+    # logits, a longer attention each time, the timed rounds of unlike steps). A negative count:
+    # transformers 5.x refuses a positive crop length.
+    drop = -int(step_ids.shape[1])
 
     def step() -> torch.Tensor:
         logits = model(input_ids=step_ids, use_cache=True, **{key: cache}).logits
-        cache.crop(-1)  # drop the new token: the next call is the same step (negative: transformers 4.x and 5.x)
+        cache.crop(drop)  # drop the step's tokens: the next call is the same step (transformers 4.x and 5.x)
         return logits
     step.cache = cache  # type: ignore[attr-defined]  # what a CUDA graph of the step must keep alive
     return step

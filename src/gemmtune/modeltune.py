@@ -315,6 +315,12 @@ def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: boo
     from .problem import dtype_name
 
     path = Path(path)
+    if example_inputs is not None:
+        # Refused before the model is touched, as patch refuses them: one tensor or one dict was
+        # refused by the gate only after the layers were converted, leaving the model patched
+        # by a call that raised.
+        from .capture import example_passes
+        example_inputs = example_passes(example_inputs)
     doc = read_json(path)
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ValueError(f"{path}: not a saved gemmtune patched model (format != {FORMAT!r})")

@@ -760,7 +760,7 @@ def patch(model: torch.nn.Module, table=None, *,
     choose, each example pass is timed as a whole eager step against cuBLAS on every layer, and
     the tuned eager paths of its shapes are kept only where the step is faster with them
     (``gemmtune.eager_gate``; a layer timed alone cannot see a step bound by the host's issue
-    rate). The passes run again 24 to 152 times each under ``no_grad``; an input a pass mutates
+    rate). The passes run again 18 to 152 times each under ``no_grad``; an input a pass mutates
     (a KV cache) must take that, or pass ``eager_gate=False`` and call
     ``gemmtune.nn.gate_eager(model, {name: step})`` with steps that reset their state.
     ``fuse=True`` (with ``example_inputs``) first runs ``gemmtune.fuse_linears`` on them: sibling
@@ -875,13 +875,14 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
     torch_only: dict[int, bool] = {}  # id(dispatcher) -> runs_as_torch, once per shared dispatcher
     from .modeltune import is_conv1d
     say = _says(compile_kwargs)
+    reset = False  # whether a converted layer got another dispatcher, and a fresh eager-path table
     for name, mod in list(model.named_modules()):
         converted = isinstance(mod, Linear) or hasattr(mod, "_gemmtune_handle")  # by an earlier patch
         if converted:
             conv = not isinstance(mod, Linear)
             w = mod.weight
             if w.dim() != 2 or not _reshaped(mod.dispatcher, w, conv):
-                _reattach(mod, cache, eager_policy)
+                reset |= _reattach(mod, cache, eager_policy)
                 continue
             # Its weight was replaced by one of another shape since (resize_token_embeddings, a
             # pruned head): looked up or tuned below as a new layer, as its warning advises
@@ -948,6 +949,11 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
         else:
             Linear.from_linear(mod, d)
         _EagerPaths(eager_policy).attach(mod)
+    if reset:
+        # The step gate's verdicts (eager_gate) named shapes of the eager-path tables just replaced:
+        # load_patched onto a gated model kept them, saying a step ran cuBLAS while its layers
+        # would now choose alone. Dropped; a gate over this call's example inputs records anew.
+        model.__dict__.pop("_gemmtune_gate", None)
     if say and as_torch:
         print(f"gemmtune.patch: left {len(as_torch)} layer(s) as torch's own (every tuned hint chose cuBLAS; "
               "convert_aten_layers=True converts them): " + ", ".join(as_torch[:8])
@@ -989,6 +995,12 @@ def _reattach(mod: torch.nn.Module, given: MutableMapping, eager_policy: str) ->
     else:
         keys = [(mod.weight.shape[1], mod.weight.shape[0], dt, "row")]
     d = next((given[key] for key in keys if key in given), None)
+    if d is not None and d is mod.dispatcher and mod._gemmtune_eager.policy != eager_policy:
+        # Its own dispatcher given again with another eager_policy (patch(model, dispatchers=ds,
+        # eager_policy="tuned") after a "measure" patch): the policy was silently kept, and the
+        # layer still timed its shapes and went through the step gate.
+        _EagerPaths(eager_policy).attach(mod)
+        return True
     if d is None or d is mod.dispatcher:
         return False
     if isinstance(mod, Linear):
