@@ -196,3 +196,31 @@ def test_a_timer_that_reads_zero_keeps_cublas_instead_of_raising():
     assert [(r.kept, r.tuned_shapes, r.kept_shapes) for r in res] == [("aten", 2, 0)]
     assert _paths(model, 8) == ["aten", "aten"]
     assert [g["kept"] for g in model._gemmtune_gate] == ["aten"]
+
+
+def test_decode_step_refuses_ids_on_another_device_by_name():
+    """ids on another device than the model raised torch's device error from inside the prompt's
+    pass; decode_step names both devices (the meta device stands in for a GPU here)."""
+    model = _tiny_llama()
+    ids = torch.randint(0, model.get_input_embeddings().weight.shape[0], (1, 4))
+    with pytest.raises(ValueError, match=r"input_ids are on meta, the model's input embeddings on cpu"):
+        eager_gate.decode_step(model, ids.to("meta"))
+    with pytest.raises(ValueError, match=r"step_ids are on meta"):
+        eager_gate.decode_step(model, ids, ids[:, -1:].to("meta"))
+
+
+def test_a_capture_json_refuses_to_overwrite_a_results_store(tmp_path):
+    """Capture.write_json wrote with write_text: a results store at the path was overwritten (and
+    an interrupted write lost the capture it replaced); it writes atomically now, as write_suite,
+    which refuses a store by name."""
+    from gemmtune.store import ResultStore
+
+    store = tmp_path / "results.sqlite"
+    ResultStore(store).close()
+    before = store.read_bytes()
+    cap = gemmtune.capture(torch.nn.Linear(8, 4), inputs=[(torch.randn(2, 8),)])
+    with pytest.raises(ValueError, match="SQLite file"):
+        cap.write_json(store)
+    assert store.read_bytes() == before
+    out = cap.write_json(tmp_path / "cap.json")
+    assert '"records"' in out.read_text()

@@ -408,9 +408,12 @@ class Capture:
     def write_json(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"passes": self.passes, "summary": self.summary(),
-                                    "meta_attention_calls": self.meta_attention_calls,
-                                    "records": [asdict(r) for r in self.records]}, indent=1) + "\n")
+        # Atomically, as write_suite: write_text truncated the file first, so an interrupted
+        # write lost the capture it replaced, and a results store at the path was overwritten
+        # (write_atomic refuses one by name).
+        write_atomic(path, json.dumps({"passes": self.passes, "summary": self.summary(),
+                                       "meta_attention_calls": self.meta_attention_calls,
+                                       "records": [asdict(r) for r in self.records]}, indent=1) + "\n")
         return path
 
 

@@ -309,6 +309,14 @@ def decode_step(model: torch.nn.Module, input_ids: torch.Tensor,
                          f"({input_ids.shape[0]} x tokens, at least one), got "
                          + (f"shape {tuple(step_ids.shape)}" if isinstance(step_ids, torch.Tensor)
                             else type(step_ids).__name__))
+    # And the device, by name: ids on another device than the model's embeddings raised torch's
+    # device error from inside the model's prompt pass.
+    emb = getattr(unwrapped(model), "get_input_embeddings", lambda: None)()
+    where = getattr(getattr(emb, "weight", None), "device", None)
+    for what, t in (("input_ids", input_ids), ("step_ids", step_ids)):
+        if where is not None and t.device != where:
+            raise ValueError(f"decode_step: {what} are on {t.device}, the model's input embeddings on {where}; "
+                             f"move them there first ({what}.to({str(where)!r}))")
     cache, key = DynamicCache(), cache_kwarg(model)
     with torch.no_grad():
         # Through the model a torch.compile wrapper holds, not the wrapper: the prompt only fills
