@@ -10,8 +10,10 @@ same bytes in one kernel. ``fuse_linears`` finds such siblings by running the mo
   parameter a view into it, so no weight memory is added and ``state_dict``, ``load_state_dict``
   and optimizers see the members' own names and values, as before;
 - registers one plain ``nn.Linear`` over that tensor beside the first member (its weight a
-  non-persistent buffer, so ``state_dict`` and ``parameters()`` are unchanged). ``patch`` and
-  ``tune_model`` see it as one more layer, and tune its shape;
+  non-persistent buffer, so ``state_dict`` and ``parameters()`` are unchanged), or, where the
+  first member's parent is a ModuleList, ModuleDict or Sequential, in the nearest module above
+  that is not one (a forward iterates a container's children). ``patch`` and ``tune_model`` see it
+  as one more layer, and tune its shape;
 - makes each member return its slice of that one output: the first member called on an input
   computes the fused GEMM, the others take their slice if they are called on the very same
   tensor (identity, and its version counter where torch keeps one).
@@ -96,7 +98,8 @@ _REFUSE_LOCK = threading.RLock()
 
 @dataclass(frozen=True)
 class FusedGroup:
-    """One fused group: the registered layer's name (under the first member's parent), the
+    """One fused group: the registered layer's name (under the first member's parent, or the
+    nearest module above it that is not a container), the
     members' names in call order, their out_features and the shared in_features."""
 
     fused: str
@@ -251,6 +254,13 @@ class _Group:
         if not isinstance(w0, torch.nn.Parameter):
             return False
         k, dt, dev = self.fused.in_features, w0.dtype, w0.device
+        # One Parameter in two members' places (``k.weight = q.weight`` after fusing): a re-fuse
+        # copies it into both slices and leaves it a view of the last, so the other member's slice
+        # of the fused GEMM was a stale copy that missed every later update of the shared weight.
+        # Such members run unfused (tied weights are left out at fusion for the same reason).
+        ps = [p for m in self.members for p in m._parameters.values() if p is not None]
+        if len({id(p) for p in ps}) != len(ps):
+            return False
         for i, (m, n) in enumerate(zip(self.members, self.sizes)):
             w, b = m._parameters.get("weight"), m._parameters.get("bias")
             if type(w) is not torch.nn.Parameter or w.shape != (n, k) or w.dtype != dt or w.device != dev:
@@ -673,6 +683,9 @@ def fused_names(model: torch.nn.Module) -> list[tuple[str, ...]]:
     return out
 
 
+_CONTAINERS = (torch.nn.ModuleList, torch.nn.ModuleDict, torch.nn.Sequential)
+
+
 def _fuse(model: torch.nn.Module, names: list[str], members: list[torch.nn.Linear]) -> FusedGroup:
     sizes = [m.weight.shape[0] for m in members]  # not out_features: a replaced weight may not match it
     k = members[0].weight.shape[1]
@@ -691,6 +704,14 @@ def _fuse(model: torch.nn.Module, names: list[str], members: list[torch.nn.Linea
     group.refuse()  # members' parameters become views into the fused tensors (the originals freed)
     parent_name, _, _ = names[0].rpartition(".")
     parent = model.get_submodule(parent_name)
+    # Not inside a container (ModuleList, ModuleDict, Sequential): its children are what a forward
+    # iterates (``torch.stack([h(x) for h in self.heads])``: MusicGen's lm_heads, Medusa heads), so
+    # a fused layer registered there was run as one more head (a wider cat, a failed stack, one key
+    # more in a ModuleDict's items()), and changed len() and [-1]. The nearest module above that is
+    # not one holds it; the root holds it where every module above is one (a bare container model).
+    while parent_name and isinstance(parent, _CONTAINERS):
+        parent_name, _, _ = parent_name.rpartition(".")
+        parent = model.get_submodule(parent_name)
     short = "_".join(n.rpartition(".")[2] for n in names)
     attr = base = "gemmtune_fused_" + re.sub(r"\W", "_", short)
     i = 2

@@ -1,0 +1,109 @@
+"""The fusion hunt (CPU): ``gemmtune.fuse_linears`` / ``unfuse`` as a demanding user drives them, each
+fused model compared with an unfused copy (in float64 where values are compared). Each test is one
+defect found there, and failed before its fix."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import gemmtune
+from gemmtune.fuse import FusedLinear
+
+
+def _close(a, b):
+    torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9)
+
+
+class ListHeads(torch.nn.Module):
+    """Output heads kept in a ModuleList and run by iterating it (MusicGen's ``lm_heads``, Medusa
+    heads): siblings whose parent is the container itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.heads = torch.nn.ModuleList([torch.nn.Linear(16, 8) for _ in range(3)])
+
+    def forward(self, x):
+        return torch.stack([h(x) for h in self.heads], 1)
+
+
+class DictHeads(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = torch.nn.ModuleDict({"a": torch.nn.Linear(16, 4), "b": torch.nn.Linear(16, 6)})
+
+    def forward(self, x):
+        return {name: h(x) for name, h in self.heads.items()}
+
+
+@pytest.mark.parametrize("how", ["inputs", "groups"])
+@pytest.mark.parametrize("cls", [ListHeads, DictHeads])
+def test_siblings_in_a_module_list_or_dict_leave_the_container_as_it_was(cls, how):
+    # The fused layer was registered beside the first member, i.e. inside the ModuleList: iterating
+    # it then also ran the fused layer (stack: "stack expects each tensor to be equal size"; a cat
+    # of the heads got a silently wider output), len(heads) grew, heads[-1] was the fused layer, and
+    # a ModuleDict's items() gained a key.
+    torch.manual_seed(0)
+    m = cls().double()
+    f = copy.deepcopy(m)
+    x = torch.randn(3, 16, dtype=torch.float64)
+    with torch.no_grad():
+        if how == "inputs":
+            groups = gemmtune.fuse_linears(f, x)
+        else:
+            groups = gemmtune.fuse_linears(f, groups=[["heads." + n for n, _ in f.heads.named_children()]])
+        assert len(groups) == 1 and type(next(iter(f.heads.children()))) is FusedLinear
+        assert list(f.heads.named_children()) == [(n, c) for n, c in f.heads.named_children() if type(c) is FusedLinear]
+        assert len(f.heads) == len(m.heads)
+        got, want = f(x), m(x)
+        if isinstance(want, dict):
+            assert list(got) == list(want)
+        for a, b in (zip(got.values(), want.values()) if isinstance(want, dict) else [(got, want)]):
+            _close(a, b)
+        assert sorted(f.state_dict()) == sorted(m.state_dict())
+        # the fused layer is found by its name, and unfuse removes it
+        assert isinstance(f.get_submodule(groups[0].fused), torch.nn.Linear)
+        assert gemmtune.unfuse(f) == 1
+        assert [n for n, _ in f.named_modules()] == [n for n, _ in m.named_modules()]
+        got = f(x)
+        for a, b in (zip(got.values(), want.values()) if isinstance(want, dict) else [(got, want)]):
+            _close(a, b)
+
+
+class QKV(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v = (torch.nn.Linear(16, n) for n in (16, 16, 8))
+
+    def forward(self, x):
+        return torch.cat([self.q(x), self.k(x), self.v(x)], -1)
+
+
+def _pair():
+    torch.manual_seed(0)
+    m = QKV().double()
+    f = copy.deepcopy(m)
+    with torch.no_grad():
+        assert len(gemmtune.fuse_linears(f, torch.randn(3, 16, dtype=torch.float64))) == 1
+    return m, f
+
+
+def test_members_tied_to_each_other_after_fusing_follow_the_shared_weight():
+    # k.weight = q.weight after fusing (one Parameter in two members): the re-fuse copied it into
+    # both slices of the fused tensor and bound the parameter to the second, so q's slice of the
+    # fused GEMM was a stale copy: an update of the shared weight (optimizer step, load, mul_) was
+    # missed by q, a silently wrong output.
+    m, f = _pair()
+    x = torch.randn(3, 16, dtype=torch.float64)
+    with torch.no_grad():
+        for mod in (m, f):
+            mod.k.weight = mod.q.weight
+            mod.k.bias = mod.q.bias
+        _close(f(x), m(x))
+        for mod in (m, f):
+            mod.q.weight.mul_(2)
+            mod.k.bias.add_(1)
+        _close(f(x), m(x))
+        assert f.k.weight is f.q.weight
