@@ -107,3 +107,39 @@ def test_members_tied_to_each_other_after_fusing_follow_the_shared_weight():
             mod.k.bias.add_(1)
         _close(f(x), m(x))
         assert f.k.weight is f.q.weight
+
+
+class InPlaceAdapter(QKV):
+    """Frozen projections whose outputs a trainable tensor updates in place (``result += lora(x)``,
+    a learnt scale): the unfused layers allow it, as any F.linear output."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.randn(16))
+
+    def forward(self, x):
+        q = self.q(x)
+        q += self.scale
+        k = self.k(x)
+        k.mul_(self.scale)
+        return torch.cat([q, k, self.v(x)], -1)
+
+
+def test_outputs_of_frozen_members_updated_in_place_by_a_trainable_tensor():
+    # With grad mode on, frozen weights and an input needing no gradient, the round's slices were
+    # split_with_sizes outputs: views of a multi-output op, which autograd refuses to modify in
+    # place with a tensor that needs a gradient ("This view is the output of a function that returns
+    # multiple views..."), where the unfused model trains.
+    torch.manual_seed(0)
+    m = InPlaceAdapter().double()
+    for lin in (m.q, m.k, m.v):
+        lin.requires_grad_(False)
+    f = copy.deepcopy(m)
+    x = torch.randn(3, 16, dtype=torch.float64)
+    with torch.no_grad():
+        assert len(gemmtune.fuse_linears(f, x)) == 1
+    got, want = f(x), m(x)
+    _close(got, want)
+    got.pow(2).sum().backward()
+    want.pow(2).sum().backward()
+    _close(f.scale.grad, m.scale.grad)

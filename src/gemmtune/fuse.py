@@ -30,7 +30,8 @@ CUDA-graph capture), or other tensors in the members' places for a call
 re-fused onto tensors it does not own).
 
 Each member's output is a column slice of the fused output: a view whose rows are strided by the
-group's total width. Splitting its last dimension (``.view(B, S, heads, head_dim)``) and merging
+group's total width (a copy of its own where grad mode is on and the output needs no gradient, so
+that a tensor needing one may update it in place, as an unfused layer's). Splitting its last dimension (``.view(B, S, heads, head_dim)``) and merging
 its leading ones work as on a contiguous output; a ``.view`` that merges the last dimension with
 another fails, and ``unfuse`` undoes the fusion. Save with ``torch.save`` (shared storage is
 kept); ``safetensors`` refuses tensors that share memory, so ``unfuse`` before
@@ -170,6 +171,15 @@ class _Group:
         if y.requires_grad:  # single-output views: a caller may modify its slice in place, as on F.linear's
             outs = tuple(y.narrow(-1, o, n) for o, n in zip(self.offsets, self.sizes))
             spent = [False] if y.grad_fn is not None else None
+        elif torch.is_grad_enabled():
+            # Grad mode on, y needing no gradient (frozen weights, an input without one): views of
+            # y could not be modified in place by a tensor that needs a gradient (``q += lora(x)``,
+            # ``k.mul_(scale)``), where each unfused layer's output could: split_with_sizes' views
+            # raised "the output of a function that returns multiple views", and narrow's, once a
+            # sibling's slice had been so modified, "a leaf Variable that requires grad is being
+            # used in an in-place operation". Each member gets a tensor of its own: one copy of the
+            # output. Under no_grad and inference_mode (the usual inference) the views below serve.
+            outs = tuple(t.clone() for t in y.split_with_sizes(self.sizes, -1))
         else:
             outs = y.split_with_sizes(self.sizes, -1)
         r = _Round(x, None if x.is_inference() else x._version, outs, set(self.rest[i]), self._state(x), pv, spent)
