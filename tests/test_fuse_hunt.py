@@ -143,3 +143,24 @@ def test_outputs_of_frozen_members_updated_in_place_by_a_trainable_tensor():
     got.pow(2).sum().backward()
     want.pow(2).sum().backward()
     _close(f.scale.grad, m.scale.grad)
+
+
+def test_share_memory_is_kept_by_the_next_call():
+    # model.share_memory() moves the fused tensor's storage (members' views and all) into shared
+    # memory: the views stayed views, but at new addresses, which the group took for weights
+    # replaced, so the next call re-fused them into a new private tensor: the sharing was silently
+    # undone (each worker process of a shared model then held a copy of its own).
+    m, f = _pair()
+    f.share_memory()
+    g = f.q._gemmtune_group
+    w = g.fused.weight
+    x = torch.randn(3, 16, dtype=torch.float64)
+    with torch.no_grad():
+        _close(f(x), m(x))
+    assert g.fused.weight is w and w.is_shared()
+    assert all(p.is_shared() for p in f.parameters())
+    assert f.k.weight.data_ptr() == w.data_ptr() + 16 * 16 * 8
+    with torch.no_grad():  # and the views are followed: an update of a member reaches the fused GEMM
+        for mod in (m, f):
+            mod.k.weight.mul_(3)
+        _close(f(x), m(x))

@@ -31,8 +31,9 @@ re-fused onto tensors it does not own).
 
 Each member's output is a column slice of the fused output: a view whose rows are strided by the
 group's total width (a copy of its own where grad mode is on and the output needs no gradient, so
-that a tensor needing one may update it in place, as an unfused layer's). Splitting its last dimension (``.view(B, S, heads, head_dim)``) and merging
-its leading ones work as on a contiguous output; a ``.view`` that merges the last dimension with
+that a tensor needing one may update it in place, as an unfused layer's). Splitting its last
+dimension (``.view(B, S, heads, head_dim)``) and merging its leading ones work as on a contiguous
+output; a ``.view`` that merges the last dimension with
 another fails, and ``unfuse`` undoes the fusion. Save with ``torch.save`` (shared storage is
 kept); ``safetensors`` refuses tensors that share memory, so ``unfuse`` before
 ``save_pretrained``. ``copy.deepcopy`` clones each parameter on its own, so a copy holds its
@@ -242,11 +243,38 @@ class _Group:
         if self._intact():
             return True
         with _REFUSE_LOCK:
-            if self._intact():
+            if self._intact() or self._moved():
                 return True
             if not self._refusable():
                 return False  # a member's weight of another shape, dtype or device, replaced or parametrized
             self.refuse()
+        return True
+
+    def _moved(self) -> bool:
+        """Whether the fused tensors' storage moved with every member's parameter still its view at
+        its place (``model.share_memory()``: share_memory_ moves a storage in place, to new
+        addresses), and if so record the new addresses (no copy). Re-fused instead, the members were
+        copied into a new private tensor: the model's sharing silently undone at its next call.
+        ``_intact_versions`` reads only the recorded addresses (host time per round): this runs
+        where they no longer match."""
+        fb, w, b = self.fused._buffers, self.w, self.b
+        if w is None or fb.get("weight") is not w or (b is not None and fb.get("bias") is not b):
+            return False
+        if b is None and any(m._parameters.get("bias") is not None for m in self.members):
+            return False
+        k, es = w.shape[1], w.element_size()
+        for (m, p, _), off, n in zip(self.wparams, self.offsets, self.sizes):
+            # w is alive: a parameter starting inside it, of its dtype and layout, is its view
+            if (m._parameters.get("weight") is not p or p.dtype != w.dtype or p.shape != (n, k)
+                    or p.stride() != w.stride() or p.data_ptr() != w.data_ptr() + off * k * es):
+                return False
+        for (m, p, _), off, n in zip(self.bparams, self.offsets, self.sizes):
+            if (m._parameters.get("bias") is not p or p.dtype != b.dtype or p.shape != (n,)
+                    or p.data_ptr() != b.data_ptr() + off * es):
+                return False
+        self.wparams = [(m, p, p.data_ptr()) for m, p, _ in self.wparams]
+        self.bparams = [(m, p, p.data_ptr()) for m, p, _ in self.bparams]
+        self.round = None
         return True
 
     def _refusable(self) -> bool:
