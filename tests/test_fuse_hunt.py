@@ -164,3 +164,12 @@ def test_share_memory_is_kept_by_the_next_call():
         for mod in (m, f):
             mod.k.weight.mul_(3)
         _close(f(x), m(x))
+
+
+@pytest.mark.parametrize("fn", [gemmtune.unfuse, gemmtune.fuse.fused_names])
+def test_unfuse_and_fused_names_of_a_non_module_say_so(fn):
+    # fuse_linears says "model must be a torch.nn.Module"; unfuse and fused_names raised
+    # AttributeError from inside ("'dict' object has no attribute 'modules'"), e.g. given a
+    # state_dict or the list fuse_linears returns.
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        fn({"q.weight": torch.zeros(2, 2)})

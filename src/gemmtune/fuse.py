@@ -13,7 +13,9 @@ same bytes in one kernel. ``fuse_linears`` finds such siblings by running the mo
   non-persistent buffer, so ``state_dict`` and ``parameters()`` are unchanged), or, where the
   first member's parent is a ModuleList, ModuleDict or Sequential, in the nearest module above
   that is not one (a forward iterates a container's children). ``patch`` and ``tune_model`` see it
-  as one more layer, and tune its shape;
+  as one more layer, and tune its shape. So does code that walks ``model.modules()``: one that
+  updates every ``nn.Linear``'s weight in place (``l.weight.mul_(s)``) updates the members'
+  weights twice, through them and through the fused layer's tensor (``unfuse`` before it);
 - makes each member return its slice of that one output: the first member called on an input
   computes the fused GEMM, the others take their slice if they are called on the very same
   tensor (identity, and its version counter where torch keeps one).
@@ -626,6 +628,12 @@ def _partition(names: list[str], mods: dict, shared: set[int]) -> list[list[str]
     return [p for p in parts.values() if len(p) >= 2]
 
 
+def _check_module(model) -> None:
+    # (unfuse and fused_names raised AttributeError from inside: "'dict' object has no attribute 'modules'")
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
+
+
 def fuse_linears(model: torch.nn.Module, *example_inputs, inputs: Iterable | None = None,
                  fn: Callable[[], object] | None = None,
                  groups: Iterable[Sequence[str]] | None = None) -> list[FusedGroup]:
@@ -636,8 +644,7 @@ def fuse_linears(model: torch.nn.Module, *example_inputs, inputs: Iterable | Non
     names in call order, as ``fused_names`` and ``FusedGroup.members`` give them), without running
     the model: how ``load_patched`` re-fuses a saved model. Returns the groups made (empty when
     there are none). Run it before ``patch`` / ``tune_model``; ``unfuse`` undoes it."""
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
+    _check_module(model)
     passes = example_passes(inputs) if inputs is not None else ([tuple(example_inputs)] if example_inputs else [])
     if groups is not None and (passes or fn is not None):
         raise ValueError("fuse_linears takes example inputs (or fn=) or groups=, not both")
@@ -710,6 +717,7 @@ def fused_names(model: torch.nn.Module) -> list[tuple[str, ...]]:
     >>> fused_names(m)
     [('q', 'k')]
     """
+    _check_module(model)
     names = {id(m): n for n, m in model.named_modules()}
     out, seen = [], set()
     for mod in model.modules():
@@ -772,6 +780,7 @@ def unfuse(model: torch.nn.Module) -> int:
     inside ``model`` (Phi's q/k/v in the attention and fc1 in the MLP, unfused from one of them) is
     left fused, with a warning: undoing it from here unfused the members outside too and left its
     fused layer, outside, holding a copy of every member's weights."""
+    _check_module(model)
     inside = {id(m) for m in model.modules()}
     groups, partial = [], []
     for mod in model.modules():
