@@ -173,3 +173,22 @@ def test_unfuse_and_fused_names_of_a_non_module_say_so(fn):
     # state_dict or the list fuse_linears returns.
     with pytest.raises(TypeError, match="torch.nn.Module"):
         fn({"q.weight": torch.zeros(2, 2)})
+
+
+@pytest.mark.parametrize("how", ["inputs", "fn"])
+def test_the_same_example_tensor_in_two_passes_still_finds_the_siblings(how):
+    # The calls were grouped by input tensor over all passes: one tensor given twice
+    # (inputs=[(x,)] * 2, or fn running the model twice on one input, as a warm-up then a run)
+    # made q, k and v each "called twice on one input", and nothing was fused, silently.
+    m, _ = _pair()
+    f = QKV().double()
+    x = torch.randn(3, 16, dtype=torch.float64)
+    with torch.no_grad():
+        if how == "inputs":
+            groups = gemmtune.fuse_linears(f, inputs=[(x,), (x,)])
+        else:
+            groups = gemmtune.fuse_linears(f, fn=lambda: (f(x), f(x)))
+    assert [g.members for g in groups] == [("q", "k", "v")]
+    f.load_state_dict(m.state_dict())
+    with torch.no_grad():
+        _close(f(x), m(x))

@@ -584,14 +584,22 @@ def _siblings(model: torch.nn.Module, passes: list, fn=None) -> list[list[str]]:
     finally:
         for h in handles:
             h.remove()
-    by_input: dict[int, list[str]] = {}
+    # The calls on each input tensor, in runs: a layer called again on a tensor it read starts a
+    # new run. All of a tensor's calls made one group, so one example tensor given twice
+    # (inputs=[(x,)] * 2, fn running the model twice on one input) made every layer "called twice
+    # on one input", and nothing was fused. A layer called twice on one input within a forward
+    # (a(x) + a(x) * b(x)) is still left alone: its runs differ ([a], [a, b]).
+    by_input: dict[int, list[list[str]]] = {}
     for name, x in calls:  # the tensors are alive in ``calls``: no id is reused
-        by_input.setdefault(id(x) if x is not None else id(name), []).append(name)
+        runs = by_input.setdefault(id(x) if x is not None else id(name), [[]])
+        if name in runs[-1]:
+            runs.append([])
+        runs[-1].append(name)
     seen: dict[str, set[tuple[str, ...]]] = {}
-    for group in by_input.values():
+    for group in (run for runs in by_input.values() for run in runs):
         key = tuple(group)
         for name in group:
-            seen.setdefault(name, set()).add(key if len(set(group)) == len(group) else ())
+            seen.setdefault(name, set()).add(key)
     out, done = [], set()
     for name, keys in seen.items():
         if name in done or len(keys) != 1:
