@@ -192,3 +192,26 @@ def test_the_same_example_tensor_in_two_passes_still_finds_the_siblings(how):
     f.load_state_dict(m.state_dict())
     with torch.no_grad():
         _close(f(x), m(x))
+
+
+def test_a_shared_model_sent_to_another_process_keeps_sharing_its_weights():
+    # torch.multiprocessing pickles a shared model's tensors as handles to their shared memory: the
+    # copy's members are still views of its fused tensor. The copy's group (its record dropped by
+    # __getstate__) re-fused them at its first call into a private tensor, so the worker no longer
+    # saw the shared weights (an update made by the parent was missed: a silently stale model).
+    # Pickled and loaded in this process, as a worker would load it.
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch.multiprocessing  # noqa: F401  (registers the shared-memory reductions)
+
+    m, f = _pair()
+    f.share_memory()
+    worker = pickle.loads(ForkingPickler.dumps(f))
+    x = torch.randn(3, 16, dtype=torch.float64)
+    with torch.no_grad():
+        _close(worker(x), m(x))
+        for mod in (m, f):
+            mod.k.weight.mul_(3)  # the parent updates the shared weights
+        _close(worker(x), m(x))
+    assert all(p.is_shared() for p in worker.parameters())

@@ -260,7 +260,15 @@ class _Group:
         ``_intact_versions`` reads only the recorded addresses (host time per round): this runs
         where they no longer match."""
         fb, w, b = self.fused._buffers, self.w, self.b
-        if w is None or fb.get("weight") is not w or (b is not None and fb.get("bias") is not b):
+        if w is None:
+            # A copy (``__getstate__`` drops the record): its members may still be views of its
+            # fused tensor, as pickled with it (torch.multiprocessing sends a shared model to a
+            # worker so, torch.save keeps shared storage): re-fused, a worker's model was a private
+            # copy that no longer saw the shared weights. (A deepcopy's parameters are clones of
+            # their own, no such views: re-fused.)
+            w = fb.get("weight")
+        if (not isinstance(w, torch.Tensor) or fb.get("weight") is not w or w.shape != (sum(self.sizes), self.fused.in_features)
+                or not w.is_contiguous() or (b is not None and (fb.get("bias") is not b or not b.is_contiguous()))):
             return False
         if b is None and any(m._parameters.get("bias") is not None for m in self.members):
             return False
@@ -274,6 +282,7 @@ class _Group:
             if (m._parameters.get("bias") is not p or p.dtype != b.dtype or p.shape != (n,)
                     or p.data_ptr() != b.data_ptr() + off * es):
                 return False
+        self.w = w
         self.wparams = [(m, p, p.data_ptr()) for m, p, _ in self.wparams]
         self.bparams = [(m, p, p.data_ptr()) for m, p, _ in self.bparams]
         self.round = None
@@ -346,7 +355,8 @@ class _Group:
     def __getstate__(self) -> dict:
         # A copy (deepcopy, pickle) drops the pending round (it may hold non-leaf tensors, and an
         # input no caller of the copy has) and the data pointers, which name the original's memory:
-        # the copy is re-fused on its first call.
+        # the copy is re-fused on its first call, or, where its members are still views of its
+        # fused tensor (torch.load, torch.multiprocessing), only records their addresses (_moved).
         state = self.__dict__.copy()
         state["round"], state["w"], state["loading"] = None, None, None
         return state
