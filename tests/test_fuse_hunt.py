@@ -215,3 +215,25 @@ def test_a_shared_model_sent_to_another_process_keeps_sharing_its_weights():
             mod.k.weight.mul_(3)  # the parent updates the shared weights
         _close(worker(x), m(x))
     assert all(p.is_shared() for p in worker.parameters())
+
+
+def test_a_member_whose_weight_a_hook_computes_is_left_out_and_its_siblings_fuse():
+    # torch.nn.utils.spectral_norm (and the old weight_norm) keep a plain nn.Linear whose weight is
+    # no parameter but a tensor a forward pre-hook computes anew at each call. Grouped with its
+    # siblings, the group could never run fused (the member's weight is never the view it was
+    # made), so every call of every member ran unfused, through the re-fuse lock, and the fused
+    # tensor held a copy of the computed weight for nothing. It is left out; its siblings fuse.
+    torch.manual_seed(0)
+    m = QKV().double()
+    torch.nn.utils.spectral_norm(m.q)
+    m.eval()  # (no power iteration: the computed weight is the same at each call)
+    f = copy.deepcopy(m)
+    x = torch.randn(3, 16, dtype=torch.float64)
+    with torch.no_grad():
+        want = m(x)
+        groups = gemmtune.fuse_linears(f, x)
+        assert [g.members for g in groups] == [("k", "v")]
+        calls = []
+        f.get_submodule(groups[0].fused).register_forward_pre_hook(lambda *_: calls.append(1))
+        _close(f(x), want)
+    assert calls == [1]  # k and v from one GEMM

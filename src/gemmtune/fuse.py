@@ -632,13 +632,18 @@ def _is_fused_layer(m: torch.nn.Module) -> bool:
 def _partition(names: list[str], mods: dict, shared: set[int]) -> list[list[str]]:
     """The sets of ``names`` (siblings, in call order) that can share one GEMM: same in_features,
     dtype and device, all with a bias or none (GPT-J's q/k/v have none and its fc_in one: the
-    three are fused, fc_in runs alone), and no parameter shared with another layer (tied weights
-    stay where they are)."""
+    three are fused, fc_in runs alone), no parameter shared with another layer (tied weights
+    stay where they are), and a weight that is a parameter (not a hook's tensor)."""
     parts: dict[tuple, list[str]] = {}
     for n in names:
         m = mods[n]
         w, b = m.weight, m.bias
         if w.dim() != 2 or any(id(p) in shared for p in _params(m)) or _is_fused_layer(m):
+            continue
+        if not isinstance(m._parameters.get("weight"), torch.nn.Parameter):
+            # A weight a forward pre-hook computes at each call (torch.nn.utils.spectral_norm, the
+            # old weight_norm): never the view the group made, so the group never ran fused, its
+            # siblings included, and its fused tensor held a copy of the computed weight.
             continue
         if b is not None and (b.dtype != w.dtype or b.device != w.device or b.shape != w.shape[:1]):
             continue
@@ -721,7 +726,8 @@ def _named_groups(groups: Iterable[Sequence[str]], mods: dict, shared: set[int])
                              "torch.nn.Linear (fused or patched already? fuse before patch)")
         if _partition(names, mods, shared) != [names]:
             raise ValueError(f"fused group {names}: its layers cannot share one GEMM (in_features, dtype, device or "
-                             "bias differ, or a parameter is shared with another layer)")
+                             "bias differ, a parameter is shared with another layer, or a weight is no parameter but "
+                             "a hook's tensor, as under spectral_norm)")
         out.append(names)
     return out
 
