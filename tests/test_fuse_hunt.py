@@ -55,6 +55,7 @@ def test_siblings_in_a_module_list_or_dict_leave_the_container_as_it_was(cls, ho
         else:
             groups = gemmtune.fuse_linears(f, groups=[["heads." + n for n, _ in f.heads.named_children()]])
         assert len(groups) == 1 and type(next(iter(f.heads.children()))) is FusedLinear
+        assert groups[0].fused.startswith("gemmtune_fused_heads_")  # in the module holding the container
         assert list(f.heads.named_children()) == [(n, c) for n, c in f.heads.named_children() if type(c) is FusedLinear]
         assert len(f.heads) == len(m.heads)
         got, want = f(x), m(x)

@@ -779,10 +779,12 @@ def _fuse(model: torch.nn.Module, names: list[str], members: list[torch.nn.Linea
     # a fused layer registered there was run as one more head (a wider cat, a failed stack, one key
     # more in a ModuleDict's items()), and changed len() and [-1]. The nearest module above that is
     # not one holds it; the root holds it where every module above is one (a bare container model).
+    inner = ""  # the containers' names, then, in the fused layer's: heads -> gemmtune_fused_heads_0_1_2
     while parent_name and isinstance(parent, _CONTAINERS):
-        parent_name, _, _ = parent_name.rpartition(".")
+        parent_name, _, last = parent_name.rpartition(".")
+        inner = f"{last}_{inner}"
         parent = model.get_submodule(parent_name)
-    short = "_".join(n.rpartition(".")[2] for n in names)
+    short = inner + "_".join(n.rpartition(".")[2] for n in names)
     attr = base = "gemmtune_fused_" + re.sub(r"\W", "_", short)
     i = 2
     while hasattr(parent, attr):
