@@ -238,3 +238,13 @@ def test_a_member_whose_weight_a_hook_computes_is_left_out_and_its_siblings_fuse
         f.get_submodule(groups[0].fused).register_forward_pre_hook(lambda *_: calls.append(1))
         _close(f(x), want)
     assert calls == [1]  # k and v from one GEMM
+
+
+def test_a_bare_container_model_is_warned_that_it_holds_the_fused_layer():
+    # A model that is itself a ModuleList has no module above to hold the fused layer: it goes in
+    # the container (as before), and iterating the model then yields it too. That was silent.
+    heads = torch.nn.ModuleList([torch.nn.Linear(16, 8) for _ in range(2)])
+    x = torch.randn(3, 16)
+    with torch.no_grad(), pytest.warns(RuntimeWarning, match="ModuleList, which holds the fused layer"):
+        gemmtune.fuse_linears(heads, fn=lambda: [h(x) for h in heads])
+    assert len(heads) == 3  # (what the warning is about)

@@ -736,7 +736,7 @@ def fused_names(model: torch.nn.Module) -> list[tuple[str, ...]]:
     """The member names of each fused group of ``model``, in call order: what ``save_patched``
     records and ``fuse_linears(model, groups=...)`` takes.
 
-    >>> m = torch.nn.ModuleDict({"q": torch.nn.Linear(4, 4), "k": torch.nn.Linear(4, 2)})
+    >>> m = torch.nn.Module(); m.q, m.k = torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)
     >>> _ = fuse_linears(m, groups=[["q", "k"]])
     >>> fused_names(m)
     [('q', 'k')]
@@ -784,6 +784,10 @@ def _fuse(model: torch.nn.Module, names: list[str], members: list[torch.nn.Linea
         parent_name, _, last = parent_name.rpartition(".")
         inner = f"{last}_{inner}"
         parent = model.get_submodule(parent_name)
+    if isinstance(parent, _CONTAINERS):
+        warnings.warn(f"gemmtune.fuse_linears: the model is a {type(parent).__name__}, which holds the fused layer of "
+                      f"{names} (no module above it can): iterating the model, or len() of it, now sees that layer "
+                      "too; wrap the container in a module to keep it out", RuntimeWarning, stacklevel=3)
     short = inner + "_".join(n.rpartition(".")[2] for n in names)
     attr = base = "gemmtune_fused_" + re.sub(r"\W", "_", short)
     i = 2
