@@ -10,8 +10,12 @@ same bytes in one kernel. ``fuse_linears`` finds such siblings by running the mo
   parameter a view into it, so no weight memory is added and ``state_dict``, ``load_state_dict``
   and optimizers see the members' own names and values, as before;
 - registers one plain ``nn.Linear`` over that tensor beside the first member (its weight a
-  non-persistent buffer, so ``state_dict`` and ``parameters()`` are unchanged). ``patch`` and
-  ``tune_model`` see it as one more layer, and tune its shape;
+  non-persistent buffer, so ``state_dict`` and ``parameters()`` are unchanged), or, where the
+  first member's parent is a ModuleList, ModuleDict or Sequential, in the nearest module above
+  that is not one (a forward iterates a container's children). ``patch`` and ``tune_model`` see it
+  as one more layer, and tune its shape. So does code that walks ``model.modules()``: one that
+  updates every ``nn.Linear``'s weight in place (``l.weight.mul_(s)``) updates the members'
+  weights twice, through them and through the fused layer's tensor (``unfuse`` before it);
 - makes each member return its slice of that one output: the first member called on an input
   computes the fused GEMM, the others take their slice if they are called on the very same
   tensor (identity, and its version counter where torch keeps one).
@@ -28,8 +32,10 @@ CUDA-graph capture), or other tensors in the members' places for a call
 re-fused onto tensors it does not own).
 
 Each member's output is a column slice of the fused output: a view whose rows are strided by the
-group's total width. Splitting its last dimension (``.view(B, S, heads, head_dim)``) and merging
-its leading ones work as on a contiguous output; a ``.view`` that merges the last dimension with
+group's total width (a copy of its own where grad mode is on and the output needs no gradient, so
+that a tensor needing one may update it in place, as an unfused layer's). Splitting its last
+dimension (``.view(B, S, heads, head_dim)``) and merging its leading ones work as on a contiguous
+output; a ``.view`` that merges the last dimension with
 another fails, and ``unfuse`` undoes the fusion. Save with ``torch.save`` (shared storage is
 kept); ``safetensors`` refuses tensors that share memory, so ``unfuse`` before
 ``save_pretrained``. ``copy.deepcopy`` clones each parameter on its own, so a copy holds its
@@ -96,7 +102,8 @@ _REFUSE_LOCK = threading.RLock()
 
 @dataclass(frozen=True)
 class FusedGroup:
-    """One fused group: the registered layer's name (under the first member's parent), the
+    """One fused group: the registered layer's name (under the first member's parent, or the
+    nearest module above it that is not a container), the
     members' names in call order, their out_features and the shared in_features."""
 
     fused: str
@@ -167,6 +174,15 @@ class _Group:
         if y.requires_grad:  # single-output views: a caller may modify its slice in place, as on F.linear's
             outs = tuple(y.narrow(-1, o, n) for o, n in zip(self.offsets, self.sizes))
             spent = [False] if y.grad_fn is not None else None
+        elif torch.is_grad_enabled():
+            # Grad mode on, y needing no gradient (frozen weights, an input without one): views of
+            # y could not be modified in place by a tensor that needs a gradient (``q += lora(x)``,
+            # ``k.mul_(scale)``), where each unfused layer's output could: split_with_sizes' views
+            # raised "the output of a function that returns multiple views", and narrow's, once a
+            # sibling's slice had been so modified, "a leaf Variable that requires grad is being
+            # used in an in-place operation". Each member gets a tensor of its own: one copy of the
+            # output. Under no_grad and inference_mode (the usual inference) the views below serve.
+            outs = tuple(t.clone() for t in y.split_with_sizes(self.sizes, -1))
         else:
             outs = y.split_with_sizes(self.sizes, -1)
         r = _Round(x, None if x.is_inference() else x._version, outs, set(self.rest[i]), self._state(x), pv, spent)
@@ -229,11 +245,47 @@ class _Group:
         if self._intact():
             return True
         with _REFUSE_LOCK:
-            if self._intact():
+            if self._intact() or self._moved():
                 return True
             if not self._refusable():
                 return False  # a member's weight of another shape, dtype or device, replaced or parametrized
             self.refuse()
+        return True
+
+    def _moved(self) -> bool:
+        """Whether the fused tensors' storage moved with every member's parameter still its view at
+        its place (``model.share_memory()``: share_memory_ moves a storage in place, to new
+        addresses), and if so record the new addresses (no copy). Re-fused instead, the members were
+        copied into a new private tensor: the model's sharing silently undone at its next call.
+        ``_intact_versions`` reads only the recorded addresses (host time per round): this runs
+        where they no longer match."""
+        fb, w, b = self.fused._buffers, self.w, self.b
+        if w is None:
+            # A copy (``__getstate__`` drops the record): its members may still be views of its
+            # fused tensor, as pickled with it (torch.multiprocessing sends a shared model to a
+            # worker so, torch.save keeps shared storage): re-fused, a worker's model was a private
+            # copy that no longer saw the shared weights. (A deepcopy's parameters are clones of
+            # their own, no such views: re-fused.)
+            w = fb.get("weight")
+        if (not isinstance(w, torch.Tensor) or fb.get("weight") is not w or w.shape != (sum(self.sizes), self.fused.in_features)
+                or not w.is_contiguous() or (b is not None and (fb.get("bias") is not b or not b.is_contiguous()))):
+            return False
+        if b is None and any(m._parameters.get("bias") is not None for m in self.members):
+            return False
+        k, es = w.shape[1], w.element_size()
+        for (m, p, _), off, n in zip(self.wparams, self.offsets, self.sizes):
+            # w is alive: a parameter starting inside it, of its dtype and layout, is its view
+            if (m._parameters.get("weight") is not p or p.dtype != w.dtype or p.shape != (n, k)
+                    or p.stride() != w.stride() or p.data_ptr() != w.data_ptr() + off * k * es):
+                return False
+        for (m, p, _), off, n in zip(self.bparams, self.offsets, self.sizes):
+            if (m._parameters.get("bias") is not p or p.dtype != b.dtype or p.shape != (n,)
+                    or p.data_ptr() != b.data_ptr() + off * es):
+                return False
+        self.w = w
+        self.wparams = [(m, p, p.data_ptr()) for m, p, _ in self.wparams]
+        self.bparams = [(m, p, p.data_ptr()) for m, p, _ in self.bparams]
+        self.round = None
         return True
 
     def _refusable(self) -> bool:
@@ -251,6 +303,13 @@ class _Group:
         if not isinstance(w0, torch.nn.Parameter):
             return False
         k, dt, dev = self.fused.in_features, w0.dtype, w0.device
+        # One Parameter in two members' places (``k.weight = q.weight`` after fusing): a re-fuse
+        # copies it into both slices and leaves it a view of the last, so the other member's slice
+        # of the fused GEMM was a stale copy that missed every later update of the shared weight.
+        # Such members run unfused (tied weights are left out at fusion for the same reason).
+        ps = [p for m in self.members for p in m._parameters.values() if p is not None]
+        if len({id(p) for p in ps}) != len(ps):
+            return False
         for i, (m, n) in enumerate(zip(self.members, self.sizes)):
             w, b = m._parameters.get("weight"), m._parameters.get("bias")
             if type(w) is not torch.nn.Parameter or w.shape != (n, k) or w.dtype != dt or w.device != dev:
@@ -296,7 +355,8 @@ class _Group:
     def __getstate__(self) -> dict:
         # A copy (deepcopy, pickle) drops the pending round (it may hold non-leaf tensors, and an
         # input no caller of the copy has) and the data pointers, which name the original's memory:
-        # the copy is re-fused on its first call.
+        # the copy is re-fused on its first call, or, where its members are still views of its
+        # fused tensor (torch.load, torch.multiprocessing), only records their addresses (_moved).
         state = self.__dict__.copy()
         state["round"], state["w"], state["loading"] = None, None, None
         return state
@@ -534,14 +594,22 @@ def _siblings(model: torch.nn.Module, passes: list, fn=None) -> list[list[str]]:
     finally:
         for h in handles:
             h.remove()
-    by_input: dict[int, list[str]] = {}
+    # The calls on each input tensor, in runs: a layer called again on a tensor it read starts a
+    # new run. All of a tensor's calls made one group, so one example tensor given twice
+    # (inputs=[(x,)] * 2, fn running the model twice on one input) made every layer "called twice
+    # on one input", and nothing was fused. A layer called twice on one input within a forward
+    # (a(x) + a(x) * b(x)) is still left alone: its runs differ ([a], [a, b]).
+    by_input: dict[int, list[list[str]]] = {}
     for name, x in calls:  # the tensors are alive in ``calls``: no id is reused
-        by_input.setdefault(id(x) if x is not None else id(name), []).append(name)
+        runs = by_input.setdefault(id(x) if x is not None else id(name), [[]])
+        if name in runs[-1]:
+            runs.append([])
+        runs[-1].append(name)
     seen: dict[str, set[tuple[str, ...]]] = {}
-    for group in by_input.values():
+    for group in (run for runs in by_input.values() for run in runs):
         key = tuple(group)
         for name in group:
-            seen.setdefault(name, set()).add(key if len(set(group)) == len(group) else ())
+            seen.setdefault(name, set()).add(key)
     out, done = [], set()
     for name, keys in seen.items():
         if name in done or len(keys) != 1:
@@ -564,18 +632,29 @@ def _is_fused_layer(m: torch.nn.Module) -> bool:
 def _partition(names: list[str], mods: dict, shared: set[int]) -> list[list[str]]:
     """The sets of ``names`` (siblings, in call order) that can share one GEMM: same in_features,
     dtype and device, all with a bias or none (GPT-J's q/k/v have none and its fc_in one: the
-    three are fused, fc_in runs alone), and no parameter shared with another layer (tied weights
-    stay where they are)."""
+    three are fused, fc_in runs alone), no parameter shared with another layer (tied weights
+    stay where they are), and a weight that is a parameter (not a hook's tensor)."""
     parts: dict[tuple, list[str]] = {}
     for n in names:
         m = mods[n]
         w, b = m.weight, m.bias
         if w.dim() != 2 or any(id(p) in shared for p in _params(m)) or _is_fused_layer(m):
             continue
+        if not isinstance(m._parameters.get("weight"), torch.nn.Parameter):
+            # A weight a forward pre-hook computes at each call (torch.nn.utils.spectral_norm, the
+            # old weight_norm): never the view the group made, so the group never ran fused, its
+            # siblings included, and its fused tensor held a copy of the computed weight.
+            continue
         if b is not None and (b.dtype != w.dtype or b.device != w.device or b.shape != w.shape[:1]):
             continue
         parts.setdefault((w.shape[1], w.dtype, w.device, b is None), []).append(n)
     return [p for p in parts.values() if len(p) >= 2]
+
+
+def _check_module(model) -> None:
+    # (unfuse and fused_names raised AttributeError from inside: "'dict' object has no attribute 'modules'")
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
 
 
 def fuse_linears(model: torch.nn.Module, *example_inputs, inputs: Iterable | None = None,
@@ -588,8 +667,7 @@ def fuse_linears(model: torch.nn.Module, *example_inputs, inputs: Iterable | Non
     names in call order, as ``fused_names`` and ``FusedGroup.members`` give them), without running
     the model: how ``load_patched`` re-fuses a saved model. Returns the groups made (empty when
     there are none). Run it before ``patch`` / ``tune_model``; ``unfuse`` undoes it."""
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
+    _check_module(model)
     passes = example_passes(inputs) if inputs is not None else ([tuple(example_inputs)] if example_inputs else [])
     if groups is not None and (passes or fn is not None):
         raise ValueError("fuse_linears takes example inputs (or fn=) or groups=, not both")
@@ -648,7 +726,8 @@ def _named_groups(groups: Iterable[Sequence[str]], mods: dict, shared: set[int])
                              "torch.nn.Linear (fused or patched already? fuse before patch)")
         if _partition(names, mods, shared) != [names]:
             raise ValueError(f"fused group {names}: its layers cannot share one GEMM (in_features, dtype, device or "
-                             "bias differ, or a parameter is shared with another layer)")
+                             "bias differ, a parameter is shared with another layer, or a weight is no parameter but "
+                             "a hook's tensor, as under spectral_norm)")
         out.append(names)
     return out
 
@@ -657,11 +736,12 @@ def fused_names(model: torch.nn.Module) -> list[tuple[str, ...]]:
     """The member names of each fused group of ``model``, in call order: what ``save_patched``
     records and ``fuse_linears(model, groups=...)`` takes.
 
-    >>> m = torch.nn.ModuleDict({"q": torch.nn.Linear(4, 4), "k": torch.nn.Linear(4, 2)})
+    >>> m = torch.nn.Module(); m.q, m.k = torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)
     >>> _ = fuse_linears(m, groups=[["q", "k"]])
     >>> fused_names(m)
     [('q', 'k')]
     """
+    _check_module(model)
     names = {id(m): n for n, m in model.named_modules()}
     out, seen = [], set()
     for mod in model.modules():
@@ -671,6 +751,9 @@ def fused_names(model: torch.nn.Module) -> list[tuple[str, ...]]:
             if all(id(m) in names for m in g.members):
                 out.append(tuple(names[id(m)] for m in g.members))
     return out
+
+
+_CONTAINERS = (torch.nn.ModuleList, torch.nn.ModuleDict, torch.nn.Sequential)
 
 
 def _fuse(model: torch.nn.Module, names: list[str], members: list[torch.nn.Linear]) -> FusedGroup:
@@ -691,7 +774,21 @@ def _fuse(model: torch.nn.Module, names: list[str], members: list[torch.nn.Linea
     group.refuse()  # members' parameters become views into the fused tensors (the originals freed)
     parent_name, _, _ = names[0].rpartition(".")
     parent = model.get_submodule(parent_name)
-    short = "_".join(n.rpartition(".")[2] for n in names)
+    # Not inside a container (ModuleList, ModuleDict, Sequential): its children are what a forward
+    # iterates (``torch.stack([h(x) for h in self.heads])``: MusicGen's lm_heads, Medusa heads), so
+    # a fused layer registered there was run as one more head (a wider cat, a failed stack, one key
+    # more in a ModuleDict's items()), and changed len() and [-1]. The nearest module above that is
+    # not one holds it; the root holds it where every module above is one (a bare container model).
+    inner = ""  # the containers' names, then, in the fused layer's: heads -> gemmtune_fused_heads_0_1_2
+    while parent_name and isinstance(parent, _CONTAINERS):
+        parent_name, _, last = parent_name.rpartition(".")
+        inner = f"{last}_{inner}"
+        parent = model.get_submodule(parent_name)
+    if isinstance(parent, _CONTAINERS):
+        warnings.warn(f"gemmtune.fuse_linears: the model is a {type(parent).__name__}, which holds the fused layer of "
+                      f"{names} (no module above it can): iterating the model, or len() of it, now sees that layer "
+                      "too; wrap the container in a module to keep it out", RuntimeWarning, stacklevel=3)
+    short = inner + "_".join(n.rpartition(".")[2] for n in names)
     attr = base = "gemmtune_fused_" + re.sub(r"\W", "_", short)
     i = 2
     while hasattr(parent, attr):
@@ -713,6 +810,7 @@ def unfuse(model: torch.nn.Module) -> int:
     inside ``model`` (Phi's q/k/v in the attention and fc1 in the MLP, unfused from one of them) is
     left fused, with a warning: undoing it from here unfused the members outside too and left its
     fused layer, outside, holding a copy of every member's weights."""
+    _check_module(model)
     inside = {id(m) for m in model.modules()}
     groups, partial = [], []
     for mod in model.modules():
