@@ -11,11 +11,8 @@ from gemmtune import eager_gate
 from gemmtune import nn as gnn
 from gemmtune.eager_gate import gate_eager
 
-TRITON = "triton_mm:BM16-BN16-BK16-S1-W2-G8"
-
-
-def _tune(winner):
-    return lambda problems, **kw: {p.key: winner for p in problems}
+# (tests/ is on sys.path under pytest) The scripted step timer and the path reader are the gate's own tests'.
+from test_eager_gate import TRITON, _paths, _timer, _tune  # noqa: E402
 
 
 def _mlp():
@@ -27,19 +24,6 @@ def _model(**kw):
     model = _mlp()
     gemmtune.patch(model, hints={"m": [8]}, tune_fn=_tune(TRITON), progress=False, **kw)
     return model
-
-
-def _timer(model, cost):
-    """A step time from which layers run tuned: ``cost(first_tuned, second_tuned)`` seconds."""
-    def timer(fn, reps, sync=None):
-        fn()
-        on = [any(p is gnn._TUNED for p in model[i]._gemmtune_paths.values()) for i in (0, 2)]
-        return cost(*on)
-    return timer
-
-
-def _paths(model, m):
-    return [model[0]._gemmtune_paths[torch.Size((m, 32))], model[2]._gemmtune_paths[torch.Size((m, 48))]]
 
 
 def _tiny_llama():
