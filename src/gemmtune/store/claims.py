@@ -60,7 +60,9 @@ class Claims:
 
             >>> mine = store.claim(ctx, p.key, [c.id for c in todo], owner, ttl_s=600)  # doctest: +SKIP
         """
-        ids = list(choice_ids)
+        # Once each: a choice named twice was inserted twice, 'UNIQUE constraint failed', and
+        # nothing was claimed.
+        ids = list(dict.fromkeys(choice_ids))
         if not ids:
             return []
         ck = context_text(ctx)

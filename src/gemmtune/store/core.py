@@ -16,7 +16,7 @@ from .maintenance import Maintenance
 from .rows import (CONTEXT_COLUMNS, ORDER_BY, STATUSES, ResultRow, RunContext, counts_as_measured, from_db,
                    row_values)
 from .schema import (INSERT, LOCK_TIMEOUT_S, StoreError, check_magic, enable_wal, init_schema, open_readonly,
-                     select_columns, sqlite_filename)
+                     select_columns, sqlite_filename, validate_schema)
 
 
 def wanted_precision(problem_key: str, fp32_precision: str | None) -> str:
@@ -75,6 +75,12 @@ class ResultStore(Claims, Maintenance, Export):
         except sqlite3.Error as e:
             raise StoreError(f"cannot open results store {self.path}: {e}") from None
         try:
+            # An existing file's tables are checked before enable_wal, which writes the file's
+            # header: another program's database given for the store was switched to WAL for good
+            # by the very open that refused it. (init_schema checks again, under the write lock.)
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()}
+            if tables:
+                validate_schema(conn, tables, self.path)
             enable_wal(conn)
             # NORMAL in WAL mode survives a killed process (the commit is in the
             # WAL file the OS holds); only a power cut can lose the last commits.

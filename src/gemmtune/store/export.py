@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import csv
 import os
+import stat
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+from ..jsonio import _UMASK
 from .rows import COLUMNS, FLOAT_FIELDS
 from .schema import StoreError
 
@@ -43,6 +45,13 @@ class Export:
                 self._write_csv(tmp, records)
             else:
                 self._write_parquet(tmp, out, records)
+            # mkstemp's 0600 -> what open() would have made (as jsonio.write_atomic): every export
+            # was readable by its owner alone, and an existing one lost its own mode.
+            try:
+                mode = stat.S_IMODE(os.stat(out).st_mode)
+            except OSError:
+                mode = 0o666 & ~_UMASK
+            os.chmod(tmp, mode)
             os.replace(tmp, out)
         finally:
             tmp.unlink(missing_ok=True)

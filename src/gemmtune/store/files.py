@@ -12,6 +12,7 @@ import zlib
 from pathlib import Path
 
 from .core import ResultStore
+from .schema import StoreError
 
 # What a truncated or corrupt .gz raises while it is read: EOFError is neither a ValueError nor an
 # OSError, so each caller says these its own way (a one-line error, never a traceback).
@@ -32,5 +33,11 @@ def opened_readonly(path: str | os.PathLike):
         dst = Path(tmp) / path.name[:-3]
         with gzip.open(path, "rb") as src, open(dst, "wb") as out:
             shutil.copyfileobj(src, out)
-        with ResultStore(dst, readonly=True) as store:
+        try:
+            store = ResultStore(dst, readonly=True)
+        except StoreError as e:
+            # Name the file given, not the temporary copy (gone by the time the error is read):
+            # 'cannot open results store /tmp/gemmtune-store-XXXX/x.sqlite: not a SQLite database'.
+            raise StoreError(str(e).replace(str(dst), str(path))) from None
+        with store:
             yield store

@@ -110,19 +110,41 @@ class Maintenance:
         ``cut_rows`` and ``oom_rows`` return them) names that run context's row alone; a
         (problem key, choice id) pair names the pair in every context."""
         conn = self._db
-        conn.execute("BEGIN IMMEDIATE")
+        # StoreError naming the file, as record() raises: a store another process was writing
+        # ended ``collect --drop-oom`` with sqlite3's 'database is locked' traceback.
         try:
-            n = conn.execute(f"DELETE FROM results WHERE {self._keyed(keys)}").rowcount
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("VACUUM")  # an exported store should not carry the freed pages
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                n = conn.execute(f"DELETE FROM results WHERE {self._keyed(keys)}").rowcount
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot write to results store {self.path}: {e}") from None
+        try:
+            conn.execute("VACUUM")  # an exported store should not carry the freed pages
+        except sqlite3.Error as e:
+            raise StoreError(f"results store {self.path}: {n} rows dropped, but giving their space back "
+                             f"failed: {e}") from None
         return n
 
     def checkpoint(self) -> None:
-        """Move the write-ahead log into the file, so the file alone holds every row."""
-        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        """Move the write-ahead log into the file, so the file alone holds every row; StoreError
+        when it cannot (another connection holds an older snapshot or the write lock past the
+        lock timeout)."""
+        try:
+            busy, log, moved = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot checkpoint results store {self.path}: {e}") from None
+        # SQLite reports a checkpoint it could not finish in this row, not as an error: ignored,
+        # collect's export gzipped the file alone as if it held every row, and it was not even a
+        # readable database ('database disk image is malformed').
+        if busy or moved != log:
+            raise StoreError(f"results store {self.path}: the checkpoint could not move the whole write-ahead "
+                             f"log into the file ({moved} of {log} pages; another connection is reading or "
+                             "writing it): the file alone does not hold every row")
 
     def backup(self, path: str | os.PathLike[str]) -> Path:
         """A consistent copy of the store at ``path``, while others may write it. Its own

@@ -1,0 +1,130 @@
+"""Defects found by a CPU hunt through the results store (gemmtune.store), one test each; every one
+failed against the code it was written for. The standard: never lost results, never silent wrong
+reuse, and a bad file or a busy store is one clear error naming the file, not a traceback."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import sqlite3
+
+import pytest
+
+from gemmtune.store import ResultStore, StoreError, opened_readonly
+from test_store import CTX, KEY, make_row
+
+
+def _store(path, *choices):
+    with ResultStore(path) as s:
+        for c in choices:
+            s.record(CTX, make_row(c))
+    return path
+
+
+# ------------------------------------------------------------------ 1. a .gz store's errors
+def test_a_gz_that_is_not_a_store_is_named_in_the_error(tmp_path):
+    """``opened_readonly`` on a .gz holding something other than a store (a gzipped CSV export
+    given for the store) said 'cannot open results store /tmp/gemmtune-store-XXXX/x.sqlite: not a
+    SQLite database': a temporary copy, gone by the time the user reads it, never the file given."""
+    path = tmp_path / "collect.sqlite.gz"
+    with gzip.open(path, "wb") as f:
+        f.write(b"device_name,capability\nH100,9.0\n")
+    with pytest.raises(StoreError) as ei:
+        with opened_readonly(path):
+            pass
+    assert str(path) in str(ei.value) and "not a SQLite database" in str(ei.value)
+    assert "gemmtune-store-" not in str(ei.value)
+
+
+# ------------------------------------------------------------------ 2. checkpoint that did not
+def test_checkpoint_that_cannot_move_the_log_raises(tmp_path, monkeypatch):
+    """``checkpoint()`` promises 'the file alone holds every row', and ``collect``'s export gzips
+    the file alone right after it (collect.sqlite.gz, what the next call resumes from). While
+    another connection held an older snapshot, SQLite's checkpoint answered 'busy' in its result
+    row, which was thrown away: checkpoint() returned as if done, and the file alone was not even
+    a readable database ('database disk image is malformed'). It raises StoreError now."""
+    monkeypatch.setattr("gemmtune.store.core.LOCK_TIMEOUT_S", 0.2)  # not 30 s of waiting
+    path = _store(tmp_path / "s.sqlite", "triton:a")
+    reader = sqlite3.connect(path, isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT COUNT(*) FROM results").fetchone()  # holds this snapshot
+        with ResultStore(path) as s:
+            s.record(CTX, make_row("triton:b"))
+            with pytest.raises(StoreError, match=f"results store {path}.*checkpoint"):
+                s.checkpoint()
+        reader.execute("COMMIT")
+    finally:
+        reader.close()
+    with ResultStore(path) as s:  # no reader left: it works, and the file alone holds both rows
+        s.checkpoint()
+        shutil.copyfile(path, tmp_path / "alone.sqlite")
+    assert sqlite3.connect(tmp_path / "alone.sqlite").execute("SELECT COUNT(*) FROM results").fetchone() == (2,)
+
+
+# ------------------------------------------------------------------ 3. a foreign database changed
+def test_a_foreign_sqlite_database_is_refused_unchanged(tmp_path):
+    """Opening another program's SQLite database as a store (a wrong ``--store other.db``) was
+    refused ('not a gemmtune store'), but only after the file had been switched to WAL journal
+    mode for good: the user's database was changed by a command that refused it."""
+    path = tmp_path / "other.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE stuff (x)")
+    con.commit()
+    con.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="not a gemmtune store"):
+        ResultStore(path)
+    assert path.read_bytes() == before
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    con.close()
+
+
+# ------------------------------------------------------------------ 4. drop on a busy store
+def test_drop_on_a_locked_store_raises_store_error(tmp_path, monkeypatch):
+    """``drop()`` (``collect --drop-oom`` and the like) on a store another process was writing
+    ended, after the lock timeout, with sqlite3's own 'database is locked' traceback, where
+    ``record()`` raises StoreError naming the file (one line from the CLI). The rows stay."""
+    monkeypatch.setattr("gemmtune.store.core.LOCK_TIMEOUT_S", 0.2)
+    path = _store(tmp_path / "s.sqlite", "triton:a", "triton:b")
+    writer = sqlite3.connect(path, isolation_level=None)
+    try:
+        with ResultStore(path) as s:  # opened first: opening takes the write lock too
+            writer.execute("BEGIN IMMEDIATE")
+            with pytest.raises(StoreError, match=f"results store {path}: database is locked"):
+                s.drop([(KEY, "triton:a")])
+            writer.execute("ROLLBACK")
+    finally:
+        writer.close()
+    with ResultStore(path) as s:
+        assert s.count() == 2
+        assert s.drop([(KEY, "triton:a")]) == 1  # the store is usable after the failed drop
+
+
+# ------------------------------------------------------------------ 5. a claim of one choice twice
+def test_a_claim_naming_a_choice_twice_claims_it_once(tmp_path):
+    """``claim()`` given one choice id twice inserted its claim twice and failed with 'UNIQUE
+    constraint failed: claims.context, ...', claiming nothing. It claims the choice once now."""
+    with ResultStore(tmp_path / "s.sqlite") as s:
+        assert s.claim(CTX, KEY, ["triton:a", "triton:b", "triton:a"], "me", ttl_s=60) == ["triton:a", "triton:b"]
+        assert s.claim(CTX, KEY, ["triton:a", "triton:a"], "you", ttl_s=60) == []
+
+
+# ------------------------------------------------------------------ 6. export's file mode
+def test_export_keeps_the_default_permissions(tmp_path):
+    """``export()`` writes through a temporary file from mkstemp, which is mode 0600, and renamed
+    it into place: every CSV export (collect-<gpu>.csv, shared in data/) was readable by its owner
+    alone, and an existing export made public (0644) turned private at the next export. The
+    export now gets what open() would give it, as jsonio.write_atomic does."""
+    with ResultStore(tmp_path / "s.sqlite") as s:
+        s.record(CTX, make_row())
+        out = tmp_path / "out.csv"
+        s.export(out)
+        umask = os.umask(0o022)
+        os.umask(umask)
+        assert out.stat().st_mode & 0o777 == 0o666 & ~umask
+        out.chmod(0o640)
+        s.export(out)
+        assert out.stat().st_mode & 0o777 == 0o640
