@@ -128,3 +128,45 @@ def test_export_keeps_the_default_permissions(tmp_path):
         out.chmod(0o640)
         s.export(out)
         assert out.stat().st_mode & 0o777 == 0o640
+
+
+# ------------------------------------------------------------------ 7. immutable=1 past a log
+def test_a_read_only_store_whose_log_cannot_be_read_is_refused_not_cut_short(tmp_path, monkeypatch):
+    """Read-only, a WAL store beside which SQLite cannot make its shared-memory file (a read-only
+    folder: another user's, a read-only mount) was read with ``immutable=1``: the file as it is,
+    without its write-ahead log. A log left there (a copy of a running store, a writer killed
+    before its checkpoint: every commit since the last checkpoint lives in it) was skipped: a
+    summary or a training run saw fewer rows and said nothing. That store is refused now, naming
+    the log. The read-only folder is emulated (chmod does not stop root, who runs these tests in
+    CI): the plain ``mode=ro`` opening fails with SQLite's own 'unable to open database file'."""
+    path = tmp_path / "s.sqlite"
+    writer = ResultStore(path)
+    writer.record(CTX, make_row("triton:a"))
+    writer.checkpoint()
+    writer.record(CTX, make_row("triton:b"))  # in the log only
+    assert os.path.getsize(f"{path}-wal") > 0
+    connect = sqlite3.connect
+
+    class NoShm:  # SQLite opens the shared-memory file at the first read, and fails there
+        def execute(self, *args):
+            raise sqlite3.OperationalError("unable to open database file")
+
+        def close(self):
+            pass
+
+    def no_shm(database, *args, **kw):
+        if kw.get("uri") and "mode=ro" in str(database) and "immutable=1" not in str(database):
+            return NoShm()
+        return connect(database, *args, **kw)
+
+    monkeypatch.setattr(sqlite3, "connect", no_shm)
+    try:
+        with pytest.raises(StoreError, match=f"{path}-wal"):
+            ResultStore(path, readonly=True)
+    finally:
+        writer.close()
+    # Closed cleanly, the log is gone (checkpointed into the file): read as it is (immutable=1,
+    # still in the emulated read-only folder), every row is there.
+    assert not os.path.exists(f"{path}-wal")
+    with ResultStore(path, readonly=True) as s:
+        assert [r.choice_id for _, r in s.rows()] == ["triton:a", "triton:b"]

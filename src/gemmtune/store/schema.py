@@ -106,12 +106,21 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     a read-only mount) failed with 'attempt to write a readonly database' or 'unable to open
     database file'. ``mode=ro`` reads a store that others may be writing; where SQLite cannot make
     a WAL store's shared-memory file beside it either (a read-only folder), ``immutable=1``: the
-    file is read as it is, which nothing can change there."""
+    file is read as it is, which nothing can change there; unless a write-ahead log lies beside it,
+    whose rows that would leave out (StoreError naming it)."""
     if not path.is_file():
         raise StoreError(f"no results store at {path}")
     uri = Path(sqlite_filename(path)).as_uri()  # percent-encoded: '?' or '#' in a name stays in the name
     err: sqlite3.Error | None = None
     for query in ("?mode=ro", "?mode=ro&immutable=1"):
+        wal = Path(f"{sqlite_filename(path)}-wal")
+        if "immutable" in query and wal.is_file() and wal.stat().st_size > 0:
+            # immutable=1 reads the file without its write-ahead log: every commit since the last
+            # checkpoint (a copy of a running store, a writer killed before its checkpoint) was
+            # left out, and the reader saw fewer rows without a word.
+            raise StoreError(f"cannot open results store {path}: {err}; its write-ahead log {wal} holds "
+                             "results that cannot be read without write access to the folder (open it "
+                             "once for writing, or copy the store with its -wal file somewhere writable)")
         conn = sqlite3.connect(uri + query, uri=True, timeout=LOCK_TIMEOUT_S, isolation_level=None)
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
