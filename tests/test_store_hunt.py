@@ -8,11 +8,13 @@ import gzip
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 
-from gemmtune.store import ResultStore, StoreError, opened_readonly
-from test_store import CTX, KEY, make_row
+from gemmtune.store import ResultStore, StoreError, claim_owner, opened_readonly, owner_alive
+from test_store import CTX, KEY, SRC, make_row
 
 
 def _store(path, *choices):
@@ -170,3 +172,57 @@ def test_a_read_only_store_whose_log_cannot_be_read_is_refused_not_cut_short(tmp
     assert not os.path.exists(f"{path}-wal")
     with ResultStore(path, readonly=True) as s:
         assert [r.choice_id for _, r in s.rows()] == ["triton:a", "triton:b"]
+
+
+# ------------------------------------------------------------------ 8. claims across PID namespaces
+def _unshare_works() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    try:
+        return subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def test_a_live_tuner_in_another_pid_namespace_keeps_its_claims(tmp_path):
+    """Tuners sharing a store on one host from two containers (``--network=host`` gives a container
+    the host's name, not its PIDs) each took the other's claims for a dead process's: the owner's
+    host matched, its process id was looked up in this PID namespace and not found, and the claims
+    of a tuner still measuring were deleted and claimed again, every candidate measured twice.
+    Here a tuner in a new PID namespace (unshare) holds a claim under a process id that does not
+    exist outside it; a tuner outside must not get that choice."""
+    if not _unshare_works():
+        pytest.skip("needs unshare --pid (root, a kernel that allows it)")
+    pid_max = int(open("/proc/sys/kernel/pid_max").read())
+    pid = next(p for p in range(pid_max - 2000, pid_max) if not os.path.exists(f"/proc/{p}"))
+    path = tmp_path / "s.sqlite"
+    ResultStore(path).close()
+    script = tmp_path / "hold.py"
+    script.write_text(
+        "import sys\n"
+        "from gemmtune.store import ResultStore, RunContext, claim_owner\n"
+        f"ctx = RunContext{tuple(CTX.__dict__.values())!r}\n"
+        "owner = claim_owner()\n"
+        f"with ResultStore({str(path)!r}) as s:\n"
+        f"    print(s.claim(ctx, {KEY!r}, ['triton:a'], owner, ttl_s=600), owner, flush=True)\n"
+        "    sys.stdin.read()  # alive until the test is done\n")
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    # ns_last_pid: the next process in the new namespace gets ``pid``, one this namespace lacks.
+    holder = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c",
+                               f"echo {pid - 1} > /proc/sys/kernel/ns_last_pid && {sys.executable} {script}"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        line = holder.stdout.readline()
+        assert line.startswith("['triton:a'] "), line
+        owner = line.split()[-1]
+        assert owner.split(":")[1] == str(pid) and not os.path.exists(f"/proc/{pid}"), (owner, pid)
+        with ResultStore(path) as s:
+            assert s.claim(CTX, KEY, ["triton:a", "triton:b"], claim_owner(), ttl_s=600) == ["triton:b"]
+        # An exited tuner of this namespace still loses its claims at once.
+        dead = claim_owner().split(":")
+        dead[1] = str(pid)
+        assert not owner_alive(":".join(dead))
+    finally:
+        holder.stdin.close()
+        holder.wait(30)

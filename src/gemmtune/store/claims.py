@@ -12,21 +12,35 @@ from .rows import RunContext
 from .schema import StoreError
 
 
+def pid_namespace() -> str:
+    """This process's PID namespace (the inode of /proc/self/ns/pid), "" where there is none to read."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return ""
+
+
 def claim_owner() -> str:
-    """A tuner's name in the claims table: host, process id and a random part."""
+    """A tuner's name in the claims table: host, process id, a random part and the PID namespace."""
     import socket
     import uuid
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}:{pid_namespace()}"
 
 
 def owner_alive(owner: str) -> bool:
     """False when ``owner`` (a ``claim_owner`` name) is a process of this host that has exited:
     its claims are void at once (a tuner killed with -9 and run again must not wait for its own
-    dead claims to expire). Owners on other hosts, or of an unknown form, count as alive."""
+    dead claims to expire). Owners on other hosts, in another PID namespace, or of an unknown
+    form, count as alive."""
     import socket
-    host, _, rest = owner.partition(":")
-    pid_text = rest.partition(":")[0]
+    parts = owner.split(":")
+    host, pid_text = parts[0], parts[1] if len(parts) > 1 else ""
     if host != socket.gethostname() or not pid_text.isdigit():
+        return True
+    if len(parts) > 3 and parts[3] != pid_namespace():
+        # Another PID namespace under this host's name (containers run with --network=host take
+        # the host's name): its process id means nothing here. Looked up here, a live tuner
+        # there counted as exited, and its claims were deleted and measured again.
         return True
     try:
         os.kill(int(pid_text), 0)
