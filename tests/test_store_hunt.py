@@ -226,3 +226,24 @@ def test_a_live_tuner_in_another_pid_namespace_keeps_its_claims(tmp_path):
     finally:
         holder.stdin.close()
         holder.wait(30)
+
+
+# ------------------------------------------------------------------ 9. save_rows over kept rows
+def test_save_rows_keeps_the_rows_an_earlier_drop_kept(tmp_path):
+    """``collect --drop-oom`` keeps the rows it drops in DIR/dropped-oom.csv.gz (``save_rows``) and
+    deletes them from the store (``drop``). A second run with the flag into the same DIR (the usual
+    resume: the same command again) wrote that file anew: the first run's dropped rows, in no store
+    any more, were gone. save_rows appends to the file now, every kept row stays."""
+    path = _store(tmp_path / "s.sqlite", "triton:a", "triton:b")
+    kept = tmp_path / "dropped-oom.csv.gz"
+    with ResultStore(path) as s:
+        assert s.save_rows([(KEY, "triton:a")], kept) == 1
+        assert s.drop([(KEY, "triton:a")]) == 1
+        assert s.save_rows([(KEY, "triton:b")], kept) == 1
+        assert s.drop([(KEY, "triton:b")]) == 1
+        assert s.save_rows([], kept) == 0  # a run that drops nothing
+    import csv as _csv
+    with gzip.open(kept, "rt", newline="") as f:
+        lines = list(_csv.reader(f))
+    assert lines[0][0] == "device_name" and len(lines) == 3
+    assert sorted(r[lines[0].index("choice_id")] for r in lines[1:]) == ["triton:a", "triton:b"]

@@ -89,10 +89,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--drop-launch-bound", action="store_true",
                    help="first delete the rows the early cut stored before it checked for launch-bound passes, "
                         f"with times under {collect.LAUNCH_BOUND_MS} ms (they may be Python's launch time); they are "
-                        "written to DIR/dropped-launch-bound.csv.gz, and the plan measures them again")
+                        "added to DIR/dropped-launch-bound.csv.gz, and the plan measures them again")
     p.add_argument("--drop-oom", action="store_true",
                    help="first delete the rows that failed with CUDA out of memory (a full GPU says nothing about "
-                        "the candidate); they are written to DIR/dropped-oom.csv.gz, and the plan measures them again")
+                        "the candidate); they are added to DIR/dropped-oom.csv.gz, and the plan measures them again")
     p.add_argument("--list-shapes", action="store_true", help="print the shape plan as CSV and exit")
     p.add_argument("--dry-run", action="store_true", help="count candidates per phase and exit (no GPU)")
     p.add_argument("--export-only", action="store_true", help="only write the compressed store and CSV")

@@ -93,14 +93,30 @@ class Maintenance:
 
     def save_rows(self, keys: Iterable[tuple], path: str | os.PathLike[str]) -> int:
         """Write the rows named by ``keys`` (as ``drop`` takes them), every column, to a gzipped
-        CSV (what a ``drop`` removes can be kept); returns how many."""
+        CSV (what a ``drop`` removes can be kept); returns how many. An existing file of the same
+        columns is appended to (another gzip member, no second header); one of other columns is a
+        StoreError."""
         import gzip
 
         cur = self._db.execute(f"SELECT * FROM results WHERE {self._keyed(keys)}")
         cols, rows = [d[0] for d in cur.description], cur.fetchall()
-        with gzip.open(path, "wt", newline="") as f:
+        # Appended, not written anew: the rows an earlier run kept here were dropped from the store,
+        # and ``collect --drop-oom`` run again into the same folder replaced this file, losing them.
+        path = Path(path)
+        old = None
+        if path.is_file() and path.stat().st_size > 0:
+            try:
+                with gzip.open(path, "rt", newline="") as f:
+                    old = next(csv.reader(f), None)
+            except (EOFError, OSError, UnicodeDecodeError) as e:  # gzip.BadGzipFile is an OSError
+                raise StoreError(f"cannot keep the rows in {path}: {e}; move it away first") from None
+            if old != cols:
+                raise StoreError(f"cannot keep the rows in {path}: it holds other columns ({old}); "
+                                 "move it away first")
+        with gzip.open(path, "at" if old else "wt", newline="") as f:
             w = csv.writer(f)
-            w.writerow(cols)
+            if not old:
+                w.writerow(cols)
             w.writerows(rows)
         return len(rows)
 
