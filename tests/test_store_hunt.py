@@ -247,3 +247,21 @@ def test_save_rows_keeps_the_rows_an_earlier_drop_kept(tmp_path):
         lines = list(_csv.reader(f))
     assert lines[0][0] == "device_name" and len(lines) == 3
     assert sorted(r[lines[0].index("choice_id")] for r in lines[1:]) == ["triton:a", "triton:b"]
+
+
+# ------------------------------------------------------------------ 10. export through a symlink
+def test_export_through_a_symlink_writes_its_target(tmp_path):
+    """``export("latest.csv")`` where latest.csv is a link to the shared file renamed the new
+    export onto the link: the link became a plain file and the file it named kept the old rows
+    (jsonio.write_atomic had the same defect for tables, fixed there). The target is written now."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    target = shared / "results.csv"
+    target.write_text("old\n")
+    link = tmp_path / "latest.csv"
+    link.symlink_to(target)
+    with ResultStore(tmp_path / "s.sqlite") as s:
+        s.record(CTX, make_row())
+        assert s.export(link) == 1
+    assert link.is_symlink() and "triton:a" in target.read_text()
+    assert not list(shared.glob(".*tmp*")) and not list(tmp_path.glob(".*tmp*"))

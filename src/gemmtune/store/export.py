@@ -36,6 +36,9 @@ class Export:
         if not out.parent.is_dir():
             raise StoreError(f"cannot export to {out}: directory {out.parent} does not exist")
         records = [tuple(asdict(c).values()) + tuple(asdict(r).values()) for c, r in self.rows()]
+        # Through a symlink: replace its target, as open(path, "w") would (renaming onto the link
+        # replaced the link with a plain file, and the file it named kept the old rows).
+        out = Path(os.path.realpath(out)) if out.is_symlink() else out
         # A name of its own (not per process): two threads exporting to one file had shared one.
         fd, name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.tmp-")
         os.close(fd)
