@@ -84,13 +84,7 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
             f.write(data.encode() if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
-        # mkstemp's 0600 -> what open() would have made: a new file the umask's default, and an
-        # existing one its own mode (a table kept private, chmod 600, became 0644 at every write).
-        try:
-            mode = stat.S_IMODE(os.stat(real).st_mode) & 0o777
-        except OSError:
-            mode = 0o666 & ~_UMASK
-        os.chmod(tmp, mode)
+        os.chmod(tmp, replacement_mode(real))
         os.replace(tmp, real)
     except BaseException as e:
         with contextlib.suppress(OSError):
@@ -99,6 +93,16 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
             raise type(e)(e.errno, e.strerror, str(path)) from None
         raise
     return path
+
+
+def replacement_mode(path: str | os.PathLike) -> int:
+    """The mode a temporary file (mkstemp's 0600) takes before it replaces ``path``: what open()
+    would have made, a new file the umask's default and an existing one its own mode (a table kept
+    private, chmod 600, became 0644 at every write; every store export came out 0600)."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode) & 0o777
+    except OSError:
+        return 0o666 & ~_UMASK
 
 
 def check_file_target(path: str | os.PathLike, what: str) -> None:

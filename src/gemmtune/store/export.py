@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import csv
 import os
-import stat
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from ..jsonio import _UMASK
+from ..jsonio import replacement_mode
 from .rows import COLUMNS, FLOAT_FIELDS
 from .schema import StoreError
 
@@ -48,13 +47,7 @@ class Export:
                 self._write_csv(tmp, records)
             else:
                 self._write_parquet(tmp, out, records)
-            # mkstemp's 0600 -> what open() would have made (as jsonio.write_atomic): every export
-            # was readable by its owner alone, and an existing one lost its own mode.
-            try:
-                mode = stat.S_IMODE(os.stat(out).st_mode)
-            except OSError:
-                mode = 0o666 & ~_UMASK
-            os.chmod(tmp, mode)
+            os.chmod(tmp, replacement_mode(out))  # (mkstemp's 0600: every export was its owner's alone)
             os.replace(tmp, out)
         finally:
             tmp.unlink(missing_ok=True)
