@@ -417,6 +417,12 @@ class Capture:
         return path
 
 
+def int_at_least(v, low: int) -> bool:
+    """Whether ``v`` is an integer (a bool is not, whatever its value) of at least ``low``: what a
+    count or size argument takes, checked where it is given rather than where it is first used."""
+    return not isinstance(v, bool) and hasattr(v, "__index__") and v.__index__() >= low
+
+
 def _empty(r: Record) -> bool:
     """Whether a record's GEMM has an empty dimension (M, N or K 0: a pass of batch 0 or sequence
     0, Linear(0, n)). Such a row made the suite that ``write_suite`` wrote unreadable by
@@ -491,7 +497,7 @@ def capture_causal_lm(model: torch.nn.Module, *, batch: int = 1, seq: int = 32, 
     # Refused by name: batch or seq 0 raised from inside the model's attention ("cannot reshape
     # tensor of 0 elements..."), and decode_steps < 0 returned an empty capture with no word.
     for what, v, low in (("batch", batch, 1), ("seq", seq, 1), ("decode_steps", decode_steps, 0)):
-        if isinstance(v, bool) or not hasattr(v, "__index__") or v.__index__() < low:
+        if not int_at_least(v, low):
             raise ValueError(f"capture_causal_lm: {what} must be an int >= {low}, got {v!r}")
     device = next(model.parameters()).device
     vocab = int(model.config.vocab_size)

@@ -35,6 +35,8 @@ from typing import Callable, Mapping
 
 import torch
 
+from .capture import int_at_least
+
 # A candidate is kept only where its step's median paired ratio to the all-cuBLAS step is below
 # this (a 2% win), so a tie keeps cuBLAS, the path with no Python of ours. Un-graphed steps are
 # noisy: bench-model's eager-against-itself medians on the H200 ranged 0.976-1.036 over 21 paired
@@ -102,7 +104,7 @@ def step_seconds(fn: Callable[[], object], reps: int, sync: Callable[[], None] |
     """Wall seconds per call of ``fn`` repeated ``reps`` times back to back (launches queued, the
     GPUs waited for once at the end): what an un-graphed eager step costs, host and device.
     ``sync``: waits for every GPU the step runs on (default: the current one)."""
-    if isinstance(reps, bool) or not hasattr(reps, "__index__") or reps < 1:  # (reps=0 divided by zero)
+    if not int_at_least(reps, 1):  # (reps=0 divided by zero)
         raise ValueError(f"step_seconds: reps must be an int >= 1, got {reps!r}")
     if sync is None:
         sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
@@ -168,7 +170,7 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
 
     # An int, checked here: a float (rounds=2.5) raised TypeError inside the timing loop, which the
     # gate then blamed on each step ("step 'pass0' raised TypeError ... when run again", kept "failed").
-    if isinstance(rounds, bool) or not hasattr(rounds, "__index__") or rounds < 1:
+    if not int_at_least(rounds, 1):
         raise ValueError(f"rounds must be >= 1 (an int), got {rounds!r}")
     steps = _steps(model, steps)
     tables = _layers(model)
