@@ -112,8 +112,8 @@ def open_readonly(path: Path) -> sqlite3.Connection:
         raise StoreError(f"no results store at {path}")
     uri = Path(sqlite_filename(path)).as_uri()  # percent-encoded: '?' or '#' in a name stays in the name
     err: sqlite3.Error | None = None
+    wal = Path(f"{sqlite_filename(path)}-wal")
     for query in ("?mode=ro", "?mode=ro&immutable=1"):
-        wal = Path(f"{sqlite_filename(path)}-wal")
         if "immutable" in query and wal.is_file() and wal.stat().st_size > 0:
             # immutable=1 reads the file without its write-ahead log: every commit since the last
             # checkpoint (a copy of a running store, a writer killed before its checkpoint) was
