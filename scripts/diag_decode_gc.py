@@ -96,6 +96,16 @@ FORWARDS = {"fwd_torch_body": _fwd_torch_body, "fwd_compiling": _fwd_compiling, 
             "fwd_params": _fwd_params}
 
 
+def _reclassed(model, pick, cls_of):
+    """A deep copy of ``model`` whose modules ``pick`` selects have their class assigned
+    ``cls_of(module)``."""
+    m = copy.deepcopy(model)
+    for mod in m.modules():
+        if pick(mod):
+            mod.__class__ = cls_of(mod)
+    return m
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="qwen3-0.6b")
@@ -136,41 +146,31 @@ def main() -> None:
     # forward); "conv_torchclass": patch_conv's layers with their class assigned back to torch's
     # (gemmtune's state stays, torch's forward runs). Together they split a converted model's
     # cost into the class assignment and the forward.
-    reclassed = copy.deepcopy(plain)
-    sub = type("ReclassedLinear", (torch.nn.Linear,), {})
-    for mod in reclassed.modules():
-        if type(mod) is torch.nn.Linear:
-            mod.__class__ = sub
-    back = copy.deepcopy(conv)
-    for mod in back.modules():
-        if hasattr(type(mod), "_gemmtune_torch_class"):
-            mod.__class__ = type(mod)._gemmtune_torch_class()
-    every = {"eager": model, "copy": plain, "patch": variants["eager_patch"], "patch_conv": conv,
-             "copy_reclassed": reclassed, "conv_torchclass": back}
-    # patch_conv's layers under a subclass of gemmtune's Linear whose forward is one piece of
-    # gemmtune's fast path (nn.Linear.forward for an aten path), to find which piece costs.
+    # The FORWARDS: patch_conv's layers under a subclass of gemmtune's Linear whose forward is one
+    # piece of gemmtune's fast path (nn.Linear.forward for an aten path), to find which piece costs.
+    # And which half of fwd_torch_body costs: torch's own forward function under gemmtune's class
+    # ("gt_class_torch_fwd"), or that body as a new function under torch's class ("torch_class_new_fwd").
     # One class per variant, shared by its layers: calls 4 and 5 of session 52 made one per layer
     # (113 classes for Llama-1B), itself a cost of ~2% that confounded what they compared.
-    for name, fwd in FORWARDS.items():
-        m, cls = copy.deepcopy(conv), type(name, (gemmtune.nn.Linear,), {"forward": fwd})
-        for mod in m.modules():
-            if type(mod) is gemmtune.nn.Linear:
-                mod.__class__ = cls
-        every[name] = m
-    # Which half of fwd_torch_body costs: torch's own forward function under gemmtune's class
-    # ("gt_class_torch_fwd"), or that body as a new function under torch's class ("torch_class_new_fwd").
-    for name, base, fwd in (("gt_class_torch_fwd", gemmtune.nn.Linear, torch.nn.Linear.forward),
-                            ("torch_class_new_fwd", torch.nn.Linear, _fwd_torch_body)):
-        m, cls = copy.deepcopy(conv), type(name, (base,), {"forward": fwd})
-        for mod in m.modules():
-            if type(mod) is gemmtune.nn.Linear:
-                mod.__class__ = cls
-        every[name] = m
+    # Built only when asked for: each is a deep copy of the model on the GPU.
+    linear, converted = (lambda m: type(m) is torch.nn.Linear), (lambda m: type(m) is gemmtune.nn.Linear)
+    sub = type("ReclassedLinear", (torch.nn.Linear,), {})
+    builders = {"eager": lambda: model, "copy": lambda: plain, "patch": lambda: variants["eager_patch"],
+                "patch_conv": lambda: conv,
+                "copy_reclassed": lambda: _reclassed(plain, linear, lambda m: sub),
+                "conv_torchclass": lambda: _reclassed(conv, lambda m: hasattr(type(m), "_gemmtune_torch_class"),
+                                                      lambda m: type(m)._gemmtune_torch_class())}
+    classes = [(name, gemmtune.nn.Linear, fwd) for name, fwd in FORWARDS.items()]
+    classes += [("gt_class_torch_fwd", gemmtune.nn.Linear, torch.nn.Linear.forward),
+                ("torch_class_new_fwd", torch.nn.Linear, _fwd_torch_body)]
+    for name, base, fwd in classes:
+        cls = type(name, (base,), {"forward": fwd})
+        builders[name] = lambda cls=cls: _reclassed(conv, converted, lambda m: cls)
     names = ["copy", *[v for v in a.variants.split(",") if v != "copy"]]
-    unknown = [v for v in names if v not in every]
+    unknown = [v for v in names if v not in builders]
     if unknown:
-        raise SystemExit(f"unknown variants {unknown}; known: {', '.join(every)}")
-    fns = {k: every[k] for k in names}
+        raise SystemExit(f"unknown variants {unknown}; known: {', '.join(builders)}")
+    fns = {k: builders[k]() for k in names}
     meter = GcMeter()
     gc.callbacks.append(meter)
 
