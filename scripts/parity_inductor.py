@@ -82,6 +82,8 @@ def main() -> int:
                     help="with --indexed-k: also the indexed forms with an odd N wrapped rather than masked "
                          "(launch_args.MASK_ODD_N = False): ratio_ik_wn, and with --static ratio_static_ik_wn")
     ap.add_argument("--odd", action="store_true", help="only rows with a dim that is not a multiple of 16")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per row (each 30 graph replays "
+                    "of every launch); the figures before session 53 used 3")
     args = ap.parse_args()
 
     from torch._inductor.utils import run_and_get_code
@@ -176,7 +178,7 @@ def main() -> int:
                 launches["inductor_1out"] = lambda j: f(*ins[j])
             entries = {name: make_entry(timer, fn, nsets) for name, fn in launches.items()}
             try:
-                times = round_robin(entries, 30, 3)
+                times = round_robin(entries, 30, args.rounds)
             finally:
                 for e in entries.values():
                     e.close()

@@ -6,6 +6,12 @@ cuBLAS, each launched once per shape inside one profiled range, so that ncu read
     ncu --profile-from-start off --set full --csv --page details \\
         python3 scripts/parity_ncu.py 512x4096x4096:bfloat16:BM64-BN128-BK64-S4-W4-G8 ... > ncu.csv
 
+A fourth field names more forms of our kernel to profile beside the default launch, in order after
+it: ``static_ik`` (sizes and strides compiled in, the K loop indexed from 0) and ``static_ik_wn``
+(the same with an odd N wrapped, ``edge="wrap"``), e.g.
+``333x4097x1025:bfloat16:BM64-BN128-BK64-S4-W4-G8:static_ik,static_ik_wn``. The profiled order per
+shape: Inductor, ours, each named form, cuBLAS.
+
 Why: scripts/parity_inductor.py times ours 1.05-1.15x Inductor's on the same config, while the
 compiled K loops are nearly identical (benchmarks/results/2026-11-25-parity-ir). The profiler
 says where the time goes. Inductor is forced onto the config through gemmtune's lookup-table
@@ -39,8 +45,15 @@ def main(specs: list[str]) -> int:
 
     torch.backends.cuda.matmul.allow_tf32 = False
     fam = kernels.get("triton_mm")
+    from gemmtune.kernels.tiled import launch_tiled, tile_kwargs
+    forms_known = {"static_ik": {"static": True, "indexed_k": True},
+                   "static_ik_wn": {"static": True, "indexed_k": True, "edge": "wrap"}}
     for spec in specs:
-        size, dt, cfg = spec.split(":")
+        size, dt, cfg, *more = spec.split(":")
+        forms = [f for f in (more[0].split(",") if more else []) if f]
+        unknown = [f for f in forms if f not in forms_known]
+        if unknown:
+            raise SystemExit(f"unknown forms {unknown} in {spec!r}; known: {', '.join(forms_known)}")
         m, n, k = (int(x) for x in size.split("x"))
         p = Problem.from_sizes(m, n, k, dt)
         choice = Choice.parse(f"triton_mm:{cfg}")
@@ -54,12 +67,22 @@ def main(specs: list[str]) -> int:
         ok_i = compare(f(a, b), ref, tolerance(p)).ok
         fam.run(a, b, out, choice.config)
         ok_o = compare(out, ref, tolerance(p)).ok
+        kw = {**tile_kwargs(choice.config, False), "k_per_split": k}
+        launches = []
+        for form in forms:
+            out.zero_()
+            launch_tiled(a, b, out, **kw, **forms_known[form])
+            ok_f = compare(out, ref, tolerance(p)).ok
+            print(f"{spec}: {form} ok {ok_f}", file=sys.stderr, flush=True)
+            launches.append(lambda f=form: launch_tiled(a, b, out, **kw, **forms_known[f]))
         torch.mm(a, b)
         torch.cuda.synchronize()
         print(f"{spec}: inductor ok {ok_i}, ours ok {ok_o}", file=sys.stderr, flush=True)
         torch.cuda.profiler.start()
         f(a, b)
         fam.run(a, b, out, choice.config)
+        for launch in launches:
+            launch()
         torch.mm(a, b, out=out)
         torch.cuda.synchronize()
         torch.cuda.profiler.stop()
