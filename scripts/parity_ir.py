@@ -288,6 +288,9 @@ def main() -> int:
             kernels += [("ours_ik", ours_launches(a, b, c, bm, bn, bk, g, stages, warps, indexed_k=True)),
                         ("ours_static_ik", ours_launches(a, b, c, bm, bn, bk, g, stages, warps, static=True,
                                                          indexed_k=True))]
+            if args.wrap:  # the form a tuned odd row runs most often (session 45's call 6)
+                kernels += [("ours_static_ik_wrap", ours_launches(a, b, c, bm, bn, bk, g, stages, warps,
+                                                                  static=True, indexed_k=True, edge="wrap"))]
         for tag, launches in kernels:
             (fn, grid, fargs, kw), = launches
             info = compile_one(fn, grid, fargs, kw, args.arch)

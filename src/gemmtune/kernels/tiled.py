@@ -81,9 +81,17 @@ def _operand_offsets(ram, rbn, rkk, sam, sak, sbk, sbn, A_LEAD_DIV: tl.constexpr
 
 
 @triton.jit
-def _load_tiles(a_ptrs, b_ptrs, a_row_ok, b_col_ok, kk, k_end, EVEN_K: tl.constexpr, MASK_M: tl.constexpr,
+def _load_tiles(a_ptrs, b_ptrs, a_row_ok, b_col_ok, rk, k_left, EVEN_K: tl.constexpr, MASK_M: tl.constexpr,
                 MASK_N: tl.constexpr):
-    """One K-block of A and B: masked along K unless EVEN_K, along M / N where MASK_M / MASK_N."""
+    """One K-block of A and B: masked along K unless EVEN_K (``rk``, the block's arange, against
+    ``k_left``, the scalar count of K indices left from the block's start), along M / N where
+    MASK_M / MASK_N.
+    The K mask compares the loop-invariant arange with one scalar, as Inductor's template does,
+    not ``(k + rk) < k_end``: that form recomputed and compared every element's K index in each
+    iteration, in 64 bits (333x4097x1025 bf16, BM64-BN128-BK64, sm_90a, triton 3.9: 733 SASS
+    instructions a K iteration, 64 ISETP.GE.U32 + 64 ISETP.GE.U32.EX + 63 IADD3.X of them, against
+    465 this way and 437 for Inductor's template; on an H200 the old form executed 1.6x
+    Inductor's instructions on that shape and ran 1.06x its time)."""
     if EVEN_K:
         if MASK_M:
             a = tl.load(a_ptrs, mask=a_row_ok, other=0.0)
@@ -95,13 +103,13 @@ def _load_tiles(a_ptrs, b_ptrs, a_row_ok, b_col_ok, kk, k_end, EVEN_K: tl.conste
             b = tl.load(b_ptrs)
     else:
         if MASK_M:
-            a = tl.load(a_ptrs, mask=a_row_ok & (kk[None, :] < k_end), other=0.0)
+            a = tl.load(a_ptrs, mask=a_row_ok & (rk[None, :] < k_left), other=0.0)
         else:
-            a = tl.load(a_ptrs, mask=kk[None, :] < k_end, other=0.0)
+            a = tl.load(a_ptrs, mask=rk[None, :] < k_left, other=0.0)
         if MASK_N:
-            b = tl.load(b_ptrs, mask=b_col_ok & (kk[:, None] < k_end), other=0.0)
+            b = tl.load(b_ptrs, mask=b_col_ok & (rk[:, None] < k_left), other=0.0)
         else:
-            b = tl.load(b_ptrs, mask=kk[:, None] < k_end, other=0.0)
+            b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)
     return a, b
 
 
@@ -260,8 +268,8 @@ def _tiled_mm_kernel(
             kk = ki * BLOCK_K + rk
             a_off, b_off = _operand_offsets(ram, rbn, kk, sam, sak, sbk, sbn, A_LEAD_DIV, B_LEAD_DIV,
                                             AK_UNIT, BN_UNIT)
-            a, b = _load_tiles(a_ptr + a_off, b_ptr + b_off, a_row_ok, b_col_ok, kk, k_end, EVEN_K, MASK_M,
-                               MASK_N)
+            a, b = _load_tiles(a_ptr + a_off, b_ptr + b_off, a_row_ok, b_col_ok, rk, k_end - ki * BLOCK_K, EVEN_K,
+                               MASK_M, MASK_N)
             acc = mma(a, b, acc, INPUT_PRECISION)
     else:
         # The loop carries integer offsets, not tensors of pointers: with scalar loads (an
@@ -271,7 +279,7 @@ def _tiled_mm_kernel(
         a_off, b_off = _operand_offsets(ram, rbn, k_start + rk, sam, sak, sbk, sbn, A_LEAD_DIV, B_LEAD_DIV,
                                         AK_UNIT, BN_UNIT)
         for k in range(k_start, k_end, BLOCK_K):
-            a, b = _load_tiles(a_ptr + a_off, b_ptr + b_off, a_row_ok, b_col_ok, k + rk, k_end, EVEN_K,
+            a, b = _load_tiles(a_ptr + a_off, b_ptr + b_off, a_row_ok, b_col_ok, rk, k_end - k, EVEN_K,
                                MASK_M, MASK_N)
             acc = mma(a, b, acc, INPUT_PRECISION)
             a_off += BLOCK_K * sak
