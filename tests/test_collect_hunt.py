@@ -70,6 +70,19 @@ def test_an_upper_case_gz_resumes_as_the_dry_run_reads_it(tmp_path):
         assert st.count() == 3
 
 
+def test_a_shape_holding_only_rows_both_samplers_share_keeps_the_requested_sampler():
+    """A shape measured only as far as its cuBLAS row (a hard stop, an interrupted call) matches
+    both samples equally: the tie went to 'random' whatever --sampler said, so a --sampler pool
+    collection resumed it with a whole-space sample (other compiles, another candidate set)."""
+    p = Problem.from_sizes(512, 1024, 4096, "bf16")
+    kw = dict(mm=40, splitk=10, pad=0)
+    pool = [c.id for c in collect.sample_choices(p, H100, sampler="pool", **kw)]
+    rnd = [c.id for c in collect.sample_choices(p, H100, sampler="random", **kw)]
+    assert pool != rnd
+    for sampler, want in (("pool", pool), ("random", rnd)):
+        assert [c.id for c in collect.shape_choices(p, H100, {"aten"}, sampler=sampler, **kw)] == want, sampler
+
+
 def test_an_interrupted_export_leaves_the_last_one_whole(tmp_path, monkeypatch):
     """export() gzipped the store straight onto DIR/collect.sqlite.gz: a call killed (or Ctrl-C)
     during that copy left a cut file in place of the last good export."""
