@@ -83,6 +83,23 @@ def test_a_shape_holding_only_rows_both_samplers_share_keeps_the_requested_sampl
         assert [c.id for c in collect.shape_choices(p, H100, {"aten"}, sampler=sampler, **kw)] == want, sampler
 
 
+def test_a_collectors_hard_stop_counts_from_the_parents_start(tmp_path):
+    """--gpus: each collector gets the minutes left of --max-minutes (it starts later than the
+    parent, after the store was prepared), but --hard-stop-minutes went on as given, so each
+    collector's hard stop came that much later than the call's, past a device call's end."""
+    args = cli.build_parser().parse_args(["collect", "--gpus", "0,1", "--max-minutes", "8",
+                                          "--hard-stop-minutes", "9", "--out", str(tmp_path)])
+    argv = child_argv(args, "0", tmp_path / "s.sqlite", tmp_path / "claims", 7.0)  # one minute spent
+    assert argv[argv.index("--max-minutes") + 1] == "7.0000"
+    assert argv[argv.index("--hard-stop-minutes") + 1] == "8.0000"
+    # Past it already: a moment, not 0 (which means 'never').
+    argv = child_argv(args, "0", tmp_path / "s.sqlite", tmp_path / "claims", -2.0)
+    assert float(argv[argv.index("--hard-stop-minutes") + 1]) > 0
+    never = cli.build_parser().parse_args(["collect", "--gpus", "0", "--hard-stop-minutes", "0", "--out", str(tmp_path)])
+    argv = child_argv(never, "0", tmp_path / "s.sqlite", tmp_path / "claims", 7.0)
+    assert argv[argv.index("--hard-stop-minutes") + 1] == "0.0000"  # 0: never, still
+
+
 def test_an_interrupted_export_leaves_the_last_one_whole(tmp_path, monkeypatch):
     """export() gzipped the store straight onto DIR/collect.sqlite.gz: a call killed (or Ctrl-C)
     during that copy left a cut file in place of the last good export."""

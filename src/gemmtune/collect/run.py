@@ -441,8 +441,14 @@ def child_argv(args, gpu: str, store: Path, claims: Path, minutes_left: float) -
     argv = [sys.executable, "-m", "gemmtune.cli", "collect", "--store", str(store), "--claims", str(claims),
             "--no-export", "--progress-name", f"{Path(args.progress_name).stem}-gpu{gpu}.json",
             "--out", str(args.out), "--max-minutes", f"{max(minutes_left, 0.0):.4f}"]
-    if args.hard_stop_minutes is not None:
-        argv += ["--hard-stop-minutes", f"{args.hard_stop_minutes:.4f}"]
+    if args.hard_stop_minutes:
+        # Counted from the parent's start, as --max-minutes is (minutes_left): the child starts later,
+        # and the stop given as it was came that much after the call's. Past already: a moment, as
+        # 0 means never.
+        spent = args.max_minutes - minutes_left
+        argv += ["--hard-stop-minutes", f"{max(args.hard_stop_minutes - spent, 1e-4):.4f}"]
+    elif args.hard_stop_minutes is not None:
+        argv += ["--hard-stop-minutes", "0.0000"]  # never
     for name in PASSED_ON:
         v = getattr(args, name)
         if v is not None:
