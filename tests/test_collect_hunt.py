@@ -100,6 +100,14 @@ def test_a_collectors_hard_stop_counts_from_the_parents_start(tmp_path):
     assert argv[argv.index("--hard-stop-minutes") + 1] == "0.0000"  # 0: never, still
 
 
+def test_a_dtype_given_twice_is_refused(capsys):
+    """--dtypes bf16,bfloat16 ran the bf16 phase twice: the dry run counted its candidates twice
+    and a run counted every shape twice in shapes_done."""
+    assert cli.main(["collect", "--dry-run", "--dtypes", "bf16,fp16,bfloat16", "--limit-shapes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--dtypes" in err and "bfloat16" in err and "twice" in err
+
+
 def test_an_interrupted_export_leaves_the_last_one_whole(tmp_path, monkeypatch):
     """export() gzipped the store straight onto DIR/collect.sqlite.gz: a call killed (or Ctrl-C)
     during that copy left a cut file in place of the last good export."""

@@ -90,6 +90,21 @@ def selected_shapes(args) -> list[tuple]:
     return shapes
 
 
+def phase_dtypes(text: str) -> list[str]:
+    """``--dtypes``' phases, canonical names in order; a dtype named twice (``bf16,bfloat16``) is a
+    ValueError: its phase ran twice, the dry run counting its candidates twice and a run every
+    shape twice in ``shapes_done``."""
+    from ..problem import dtype_name
+
+    out: list[str] = []
+    for d in text.split(","):
+        name = dtype_name(d)
+        if name in out:
+            raise ValueError(f"--dtypes {text!r} names {name} twice; give each phase once")
+        out.append(name)
+    return out
+
+
 def prepare_store(args, store: Path, out_dir: Path) -> None:
     """The store a run starts from: ``--resume-from`` unpacked where the store is missing, then
     the rows ``--drop-stale-edges`` / ``--drop-launch-bound`` / ``--drop-oom`` name taken out to be
@@ -146,6 +161,9 @@ def run(args) -> int:
         # created an empty one at that path and reported every candidate left, exit 0.
         why = "it is a directory" if Path(resume).is_dir() else "no such file"
         raise ValueError(f"--resume-from {resume}: {why} (give an earlier collect.sqlite or collect.sqlite.gz)")
+    # Checked before --gpus starts its collectors (each refused a bad --dtypes on its own, then the
+    # parent exported); nothing of the plan needs torch's dtypes before this.
+    dtypes = phase_dtypes(args.dtypes)
     if args.gpus is not None:
         gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]
         if not gpus or not all(g.isdigit() for g in gpus):
@@ -162,9 +180,6 @@ def run(args) -> int:
             print(",".join(map(str, s)))
         print(f"# {len(shapes)} shapes", file=sys.stderr)
         return 0
-    from ..problem import dtype_name
-
-    dtypes = [dtype_name(d) for d in args.dtypes.split(",")]
     if args.dry_run:
         from ..device import current_or
 
