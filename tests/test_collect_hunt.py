@@ -130,3 +130,9 @@ def test_an_interrupted_export_leaves_the_last_one_whole(tmp_path, monkeypatch):
     assert sorted(p.name for p in out.iterdir()) == sorted(["collect.sqlite.gz", "collect-nvidia-h200.csv.gz"])
     with gzip.open(out / "collect.sqlite.gz") as f:
         assert f.read(16) == b"SQLite format 3\x00"
+
+
+def test_groups_naming_no_group_is_refused(capsys):
+    """--groups ',' (or ' , ') selected nothing: a run with 0 shapes, exit 0, nothing said."""
+    assert cli.main(["collect", "--list-shapes", "--groups", " , "]) == 2
+    assert "--groups" in capsys.readouterr().err

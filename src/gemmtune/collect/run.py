@@ -78,6 +78,9 @@ def selected_shapes(args) -> list[tuple]:
         shapes = shape_plan()
     if args.groups:
         keep = {g.strip() for g in args.groups.split(",") if g.strip()}
+        if not keep:  # (',' selected no shape: a run of nothing, exit 0, nothing said)
+            raise ValueError(f"--groups {args.groups!r} names no group; the groups are "
+                             f"{', '.join(dict.fromkeys(s[0] for s in shapes))}")
         unknown = sorted(keep - {s[0] for s in shapes})
         if unknown:
             raise ValueError(f"--groups: no shapes in group(s) {', '.join(unknown)}; the groups are "
