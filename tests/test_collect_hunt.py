@@ -136,3 +136,35 @@ def test_groups_naming_no_group_is_refused(capsys):
     """--groups ',' (or ' , ') selected nothing: a run with 0 shapes, exit 0, nothing said."""
     assert cli.main(["collect", "--list-shapes", "--groups", " , "]) == 2
     assert "--groups" in capsys.readouterr().err
+
+
+def test_an_interrupted_run_leaves_no_hard_stop_armed(tmp_path, monkeypatch, capsys):
+    """Ctrl-C (or any error) inside a batch left the hard-stop watchdog armed: in a process that
+    goes on (collect.run from Python, cli.main in a notebook or a test), it fired minutes later on
+    the closed store, printed a traceback and os._exit(1)-ed that process."""
+    import sys
+    import threading
+
+    from gemmtune.api import interpreter_enabled
+
+    if not interpreter_enabled():
+        pytest.skip("needs TRITON_INTERPRET=1 (--cpu-interpreter)")
+
+    def interrupted(*a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sys.modules["gemmtune.tune"], "tune", interrupted)
+    suite = tmp_path / "s.csv"
+    suite.write_text("group,name,M,N,K,dtype\ng,s,16,32,64,float16\n")
+    before = set(threading.enumerate())
+    try:
+        rc = cli.main(["collect", "--cpu-interpreter", "--shapes", str(suite), "--dtypes", "fp16", "--mm-sample", "1",
+                       "--splitk-sample", "0", "--pad-sample", "0", "--new-sample", "0", "--out", str(tmp_path / "o"),
+                       "--hard-stop-minutes", "30"])
+        armed = [t for t in set(threading.enumerate()) - before if isinstance(t, threading.Timer) and t.is_alive()]
+    finally:
+        for t in set(threading.enumerate()) - before:
+            if isinstance(t, threading.Timer):
+                t.cancel()  # (on the old code: so that it cannot end this test process later)
+    assert rc == 130 and "interrupted" in capsys.readouterr().err
+    assert armed == []

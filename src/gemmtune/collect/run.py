@@ -351,65 +351,72 @@ def run(args) -> int:
             watchdog = threading.Timer(max(0.0, hard_stop * 60.0 - (time.monotonic() - t0)), stop_hard)
             watchdog.daemon = True
             watchdog.start()
-        for dt in dtypes:
-            pending = []  # (shape, its candidates or None: computed when its batch comes)
-            for group, name, p in problems_for(dt, shapes, every=every):
-                have = db.done(ctx, p.key)
-                if not have:
-                    pending.append((Shape(group, name, p), None))
-                    continue
-                cands = shape_choices(p, dev, have, **sampling)
-                if all(c.id in have for c in cands):
-                    st["done_shapes"] += 1
-                else:
-                    pending.append((Shape(group, name, p), cands))
-            i = 0
-            while i < len(pending):
-                mine = spent.get(dt)
-                if mine:
-                    est = mine[0] / mine[1]
-                else:  # a new dtype: the slowest seen so far, or the first guess
-                    est = max([FIRST_EST_S] + [sec / n for sec, n in spent.values()])
-                n = batch_size(budget - (time.monotonic() - t0), est, args.batch, bool(mine))
-                if n == 0:
-                    if not st["batches"]:  # (from Python, in a process older than the budget, it said nothing)
-                        print(f"collect: --max-minutes {args.max_minutes:g} was spent before the first batch: it "
-                              f"counts from this process's start, {(time.monotonic() - t0) / 60:.1f} min ago; "
-                              "nothing measured (give a larger --max-minutes)", file=sys.stderr, flush=True)
-                    st["stopped"] = True
+        try:
+            for dt in dtypes:
+                pending = []  # (shape, its candidates or None: computed when its batch comes)
+                for group, name, p in problems_for(dt, shapes, every=every):
+                    have = db.done(ctx, p.key)
+                    if not have:
+                        pending.append((Shape(group, name, p), None))
+                        continue
+                    cands = shape_choices(p, dev, have, **sampling)
+                    if all(c.id in have for c in cands):
+                        st["done_shapes"] += 1
+                    else:
+                        pending.append((Shape(group, name, p), cands))
+                i = 0
+                while i < len(pending):
+                    mine = spent.get(dt)
+                    if mine:
+                        est = mine[0] / mine[1]
+                    else:  # a new dtype: the slowest seen so far, or the first guess
+                        est = max([FIRST_EST_S] + [sec / n for sec, n in spent.values()])
+                    n = batch_size(budget - (time.monotonic() - t0), est, args.batch, bool(mine))
+                    if n == 0:
+                        if not st["batches"]:  # (from Python, in a process older than the budget, it said nothing)
+                            print(f"collect: --max-minutes {args.max_minutes:g} was spent before the first batch: it "
+                                  f"counts from this process's start, {(time.monotonic() - t0) / 60:.1f} min ago; "
+                                  "nothing measured (give a larger --max-minutes)", file=sys.stderr, flush=True)
+                        st["stopped"] = True
+                        break
+                    chunk = []
+                    while len(chunk) < n and i < len(pending):
+                        s, c = pending[i]
+                        i += 1
+                        if args.claims is not None and not claim(args.claims, s.problem.key):
+                            continue  # another process measures it
+                        chunk.append((s, c if c is not None else shape_choices(s.problem, dev, None, **sampling)))
+                    if not chunk:
+                        break
+                    lut = LookupTable(provenance(ctx.device_name, ctx.capability, ctx.torch_version,
+                                                 ctx.triton_version, __version__, "by-hand"),
+                                      {s.problem.key: [TableChoice(c) for c in cands] for s, cands in chunk})
+                    tb = st["batch_t0"] = time.monotonic()
+                    r = tune([s for s, _ in chunk], store=db, table=lut, progress=False, timeout=args.timeout,
+                         compile_workers=args.compile_workers, compile_ahead=args.compile_ahead,
+                         timing=args.timing, cluster=client)
+                    took = time.monotonic() - tb
+                    st["tune_s"] += took
+                    st["batch_t0"] = None
+                    st["compile_wait_s"] += r.compile_wait_s
+                    st["batches"] += 1
+                    acc = spent.setdefault(dt, [0.0, 0])
+                    acc[0] += took
+                    acc[1] += len(chunk)
+                    st["per_shape_s"].append(took / len(chunk))
+                    st["measured"] += r.measured
+                    st["done_shapes"] += len(chunk)
+                    print(f"[{time.monotonic() - t0:6.0f} s] {dt}: {st['done_shapes']} shapes done, +{r.measured} rows "
+                          f"in {took:.0f} s ({r.measured / took:.1f}/s, waited {r.compile_wait_s:.0f} s for compiles; "
+                          f"{', '.join(s.name for s, _ in chunk)})", flush=True)
+                if st["stopped"]:
                     break
-                chunk = []
-                while len(chunk) < n and i < len(pending):
-                    s, c = pending[i]
-                    i += 1
-                    if args.claims is not None and not claim(args.claims, s.problem.key):
-                        continue  # another process measures it
-                    chunk.append((s, c if c is not None else shape_choices(s.problem, dev, None, **sampling)))
-                if not chunk:
-                    break
-                lut = LookupTable(provenance(ctx.device_name, ctx.capability, ctx.torch_version,
-                                             ctx.triton_version, __version__, "by-hand"),
-                                  {s.problem.key: [TableChoice(c) for c in cands] for s, cands in chunk})
-                tb = st["batch_t0"] = time.monotonic()
-                r = tune([s for s, _ in chunk], store=db, table=lut, progress=False, timeout=args.timeout,
-                     compile_workers=args.compile_workers, compile_ahead=args.compile_ahead,
-                     timing=args.timing, cluster=client)
-                took = time.monotonic() - tb
-                st["tune_s"] += took
-                st["batch_t0"] = None
-                st["compile_wait_s"] += r.compile_wait_s
-                st["batches"] += 1
-                acc = spent.setdefault(dt, [0.0, 0])
-                acc[0] += took
-                acc[1] += len(chunk)
-                st["per_shape_s"].append(took / len(chunk))
-                st["measured"] += r.measured
-                st["done_shapes"] += len(chunk)
-                print(f"[{time.monotonic() - t0:6.0f} s] {dt}: {st['done_shapes']} shapes done, +{r.measured} rows "
-                      f"in {took:.0f} s ({r.measured / took:.1f}/s, waited {r.compile_wait_s:.0f} s for compiles; "
-                      f"{', '.join(s.name for s, _ in chunk)})", flush=True)
-            if st["stopped"]:
-                break
+        except BaseException:
+            # Ctrl-C or an error in a batch: disarm the hard stop, which otherwise fired later in a
+            # process that went on (run() from Python), on the closed store, and os._exit-ed it.
+            if watchdog is not None:
+                watchdog.cancel()
+            raise
     if not finishing.acquire(blocking=False):  # the hard stop is exporting: it exits the process
         time.sleep(3600)
     if cluster_closers:
