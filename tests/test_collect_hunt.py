@@ -168,3 +168,50 @@ def test_an_interrupted_run_leaves_no_hard_stop_armed(tmp_path, monkeypatch, cap
                 t.cancel()  # (on the old code: so that it cannot end this test process later)
     assert rc == 130 and "interrupted" in capsys.readouterr().err
     assert armed == []
+
+
+def test_rows_added_counts_rows_the_store_gained_not_replaced_ones(tmp_path, monkeypatch):
+    """fp32 rows of unknown arithmetic (a version-1 store) are measured again and replaced. The
+    progress file counted rows_added from the statuses present after the call only: the old
+    'error' rows, all replaced by 'ok' ones, were left out of the difference, so it said n rows
+    added to a store that had gained none (rows_in_store unchanged)."""
+    import json
+    import sys
+    from dataclasses import replace as dc_replace
+
+    from gemmtune.api import interpreter_enabled
+    from gemmtune.bench.runner import WorkerState, info
+    from gemmtune.precision import key_precision_tag
+
+    if not interpreter_enabled():
+        pytest.skip("needs TRITON_INTERPRET=1 (--cpu-interpreter)")
+    facts = info(WorkerState(device="cpu"))
+    ctx = RunContext(facts["device_name"], facts["capability"], facts["torch"], facts["triton"], facts["gemmtune"])
+    p = Problem.from_sizes(16, 32, 64, "float32")
+    cands = collect.shape_choices(p, H100, None, mm=1, splitk=0, pad=0, sampler="pool")
+    seed = [ResultRow(problem_key=p.key, choice_id=c.id, family=c.family, status="error", device_ms=None,
+                      eager_ms=None, rel_err=None, m=p.m, n=p.n, k=p.k, dtype=p.dtype, out_dtype=p.out_dtype,
+                      layout="row/row", aligned=True, created_at=1.0) for c in cands]  # fp32_precision "": unknown
+    out = tmp_path / "o"
+    out.mkdir()
+    with ResultStore(out / "collect.sqlite") as st:
+        st.record_many(ctx, seed)
+
+    def fake_tune(shapes, *, store, table, **kw):  # records an ok row for every candidate of the table
+        rows = [dc_replace(r, status="ok", device_ms=1.0, fp32_precision=key_precision_tag(r.problem_key))
+                for s in shapes for r in seed if any(tc.choice.id == r.choice_id for tc in table.choices(s.problem))]
+        store.record_many(ctx, rows)
+        return SimpleNamespace(measured=len(rows), compile_wait_s=0.0)
+
+    monkeypatch.setattr(sys.modules["gemmtune.tune"], "tune", fake_tune)
+    suite = tmp_path / "s.csv"
+    suite.write_text("group,name,M,N,K,dtype\ng,s,16,32,64,float32\n")
+    rc = cli.main(["collect", "--cpu-interpreter", "--shapes", str(suite), "--dtypes", "fp32", "--mm-sample", "1",
+                   "--splitk-sample", "0", "--pad-sample", "0", "--new-sample", "0", "--out", str(out),
+                   "--no-export", "--hard-stop-minutes", "0"])
+    assert rc == 0
+    prog = json.loads((out / "collect-progress.json").read_text())
+    n = len(seed)
+    assert prog["measured_this_call"] == n and prog["rows_in_store"] == n
+    assert prog["rows_added"] == 0
+    assert prog["rows_added_by_status"] == {"ok": n, "error": -n}

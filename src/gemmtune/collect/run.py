@@ -294,7 +294,10 @@ def run(args) -> int:
 
     def progress(db_path: Path, hard: bool = False) -> dict:
         after = counts(db_path)
-        added = {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
+        # Over the statuses of both: one no longer held (its rows all replaced: fp32 rows of another
+        # arithmetic measured again) counts its loss; rows_added said those rows were gained.
+        added = {k: after.get(k, 0) - before.get(k, 0) for k in dict.fromkeys([*after, *before])
+                 if after.get(k, 0) != before.get(k, 0)}
         rows_added = sum(added.values())
         wall = time.monotonic() - t0
         tuning = st["tune_s"] + (time.monotonic() - st["batch_t0"] if st["batch_t0"] is not None else 0.0)
