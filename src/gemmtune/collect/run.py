@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .claims import claim
+from ..jsonio import write_atomic  # the progress file: a reader (or a cut call) never sees half of one
 from ..store import ResultStore
 from .rows import export, launch_bound_rows, stale_edge_rows, unpack, with_store
 from .sampling import shape_choices
@@ -334,7 +335,7 @@ def run(args) -> int:
         try:
             snap = db.backup(out_dir / "collect.snapshot.sqlite")
             doc = progress(snap, hard=True)
-            (out_dir / args.progress_name).write_text(json.dumps(doc, indent=1) + "\n")
+            write_atomic(out_dir / args.progress_name, json.dumps(doc, indent=1) + "\n")
             if not args.no_export:
                 for path in export(snap, out_dir):
                     print(path, flush=True)
@@ -429,7 +430,7 @@ def run(args) -> int:
     if watchdog is not None:
         watchdog.cancel()
     doc = progress(store)
-    (out_dir / args.progress_name).write_text(json.dumps(doc, indent=1) + "\n")
+    write_atomic(out_dir / args.progress_name, json.dumps(doc, indent=1) + "\n")
     if not args.no_export:
         for p in export(store, out_dir):
             print(p)
