@@ -215,3 +215,35 @@ def test_rows_added_counts_rows_the_store_gained_not_replaced_ones(tmp_path, mon
     assert prog["measured_this_call"] == n and prog["rows_in_store"] == n
     assert prog["rows_added"] == 0
     assert prog["rows_added_by_status"] == {"ok": n, "error": -n}
+
+
+def test_gpus_empty_only_the_claim_files_of_the_claims_folder(tmp_path, monkeypatch, capsys):
+    """--gpus starts by emptying the claims folder: it unlinked every file there, so --claims
+    naming a folder of other files (--claims out, where the store itself lies) deleted them, the
+    store included, and a subfolder there stopped the run (IsADirectoryError)."""
+    import hashlib
+    import sys
+
+    collect_run = sys.modules["gemmtune.collect.run"]  # (gemmtune.collect.run is also the function)
+
+    class Ended:  # a collector that ended at once
+        def __init__(self, *a, **kw):
+            self.stdout, self.returncode = iter(()), 0
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(collect_run.subprocess, "Popen", Ended)
+    out = tmp_path / "out"
+    out.mkdir()
+    _store(out / "collect.sqlite", 3)
+    (out / "notes.txt").write_text("mine\n")
+    (out / "sub").mkdir()
+    stale = out / hashlib.sha1(b"mm:M1-N1-K1:bf16->bf16:row.a/row.a").hexdigest()
+    stale.write_text("123 mm:M1-N1-K1:bf16->bf16:row.a/row.a\n")
+    assert cli.main(["collect", "--gpus", "0,1", "--cpu-interpreter", "--claims", str(out), "--out", str(out),
+                     "--no-export"]) == 0, capsys.readouterr().err
+    assert not stale.exists()  # a claim of the last set of processes: gone
+    assert (out / "notes.txt").read_text() == "mine\n" and (out / "sub").is_dir()
+    with ResultStore(out / "collect.sqlite") as st:
+        assert st.count() == 3

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .claims import claim
+from .claims import claim, clear as clear_claims
 from ..jsonio import write_atomic  # the progress file: a reader (or a cut call) never sees half of one
 from ..store import ResultStore
 from .rows import export, launch_bound_rows, stale_edge_rows, unpack, with_store
@@ -496,8 +496,7 @@ def run_on_gpus(args, gpus: list[str]) -> int:
     store = Path(args.store or out_dir / "collect.sqlite")
     claims = Path(args.claims or store.with_name(store.name + ".claims"))
     claims.mkdir(parents=True, exist_ok=True)
-    for f in claims.iterdir():  # a new set of processes: every shape is free again
-        f.unlink()
+    clear_claims(claims)  # a new set of processes: every shape is free again
     prepare_store(args, store, out_dir)
     ResultStore(store).close()  # created (schema and all) before the collectors share it
     try:
