@@ -217,6 +217,14 @@ def test_rows_added_counts_rows_the_store_gained_not_replaced_ones(tmp_path, mon
     assert prog["rows_added_by_status"] == {"ok": n, "error": -n}
 
 
+def test_a_gpu_listed_twice_is_refused(capsys):
+    """--gpus 0,0 started two collectors on one GPU, timing against each other (every time of
+    both slowed by the other, stored as if alone), both writing collect-progress-gpu0.json."""
+    assert cli.main(["collect", "--gpus", "0,1,0", "--list-shapes"]) == 2
+    err = capsys.readouterr().err
+    assert "--gpus" in err and "0" in err and "twice" in err
+
+
 def test_gpus_empty_only_the_claim_files_of_the_claims_folder(tmp_path, monkeypatch, capsys):
     """--gpus starts by emptying the claims folder: it unlinked every file there, so --claims
     naming a folder of other files (--claims out, where the store itself lies) deleted them, the

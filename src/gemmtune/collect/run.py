@@ -172,6 +172,9 @@ def run(args) -> int:
         gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]
         if not gpus or not all(g.isdigit() for g in gpus):
             raise ValueError(f"--gpus {args.gpus!r}: give this host's GPU indices, comma-separated, e.g. 0,1")
+        twice = sorted({g for g in gpus if gpus.count(g) > 1}, key=int)
+        if twice:  # two collectors on one GPU time against each other, each stored as if alone
+            raise ValueError(f"--gpus {args.gpus!r} names GPU {', '.join(twice)} twice; give each GPU once")
         if not (args.list_shapes or args.dry_run):  # those two plan only: one process, no GPU
             if not args.cpu_interpreter:  # (the interpreter's test mode)
                 # Said once, before anything is made: each collector said it, after ./out was made
