@@ -255,3 +255,24 @@ def test_gpus_empty_only_the_claim_files_of_the_claims_folder(tmp_path, monkeypa
     assert (out / "notes.txt").read_text() == "mine\n" and (out / "sub").is_dir()
     with ResultStore(out / "collect.sqlite") as st:
         assert st.count() == 3
+
+
+@pytest.mark.slow  # two dry runs of one shape (~6 s)
+def test_dry_run_counts_what_the_store_given_leaves(tmp_path, capsys):
+    """--dry-run --store S: the run resumes from S where it exists (--resume-from is then not
+    read), but the dry run read only --resume-from: --store was accepted and ignored, and it said
+    every candidate was left."""
+    import re
+
+    base = ["collect", "--dry-run", "--dtypes", "bf16", "--limit-shapes", "1"]
+    assert cli.main(base) == 0
+    total = int(re.search(r"1 shapes, (\d+) candidates", capsys.readouterr().out).group(1))
+    _group, _name, m, n, k, layout_b = collect.shape_plan()[0]
+    store = tmp_path / "mine.sqlite"
+    with ResultStore(store) as st:
+        p = Problem.from_sizes(m, n, k, "bf16", layout_b=layout_b)
+        st.record_many(CTX, [ResultRow(problem_key=p.key, choice_id="aten", family="aten", status="ok",
+                                       device_ms=1.0, eager_ms=None, rel_err=None, m=m, n=n, k=k, dtype=p.dtype,
+                                       out_dtype=p.out_dtype, layout=f"row/{layout_b}", aligned=True)])
+    assert cli.main([*base, "--store", str(store)]) == 0
+    assert f"left after mine.sqlite: {total - 1} candidates on 1 shapes" in capsys.readouterr().out

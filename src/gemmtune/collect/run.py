@@ -192,26 +192,29 @@ def run(args) -> int:
 
         dev = current_or()
         done = None
-        if args.resume_from:  # one unpacking for both reads
+        # What the run would resume from: --store where it exists (it then reads no --resume-from),
+        # else --resume-from. --store was accepted and ignored here: every candidate 'left'.
+        source = args.store if args.store is not None and Path(args.store).is_file() else args.resume_from
+        if source:  # one unpacking for both reads
             from ..precision import fp32_precision
 
-            done, stale, bound, oom, arith = with_store(args.resume_from, lambda st: (
+            done, stale, bound, oom, arith = with_store(source, lambda st: (
                 st.keys(), stale_edge_rows(st) if args.drop_stale_edges else [],
                 launch_bound_rows(st) if args.drop_launch_bound else [],
                 st.oom_rows() if getattr(args, "drop_oom", False) else [],
                 st.other_precision_rows(fp32_precision()) if "float32" in dtypes else []))
             if arith:  # timed under the other fp32 arithmetic, or unknown: ResultStore.done skips them
-                print(f"{len(arith)} fp32 rows of {args.resume_from.name} were timed under another fp32 "
+                print(f"{len(arith)} fp32 rows of {Path(source).name} were timed under another fp32 "
                       f"arithmetic than {fp32_precision()} (or an unknown one) and would be measured again")
                 done -= {r[-2:] for r in arith}
             if args.drop_stale_edges:
-                print(f"--drop-stale-edges: {len(stale)} rows of {args.resume_from.name} would be measured again")
+                print(f"--drop-stale-edges: {len(stale)} rows of {Path(source).name} would be measured again")
                 done -= {r[-2:] for r in stale}
             if args.drop_launch_bound:
-                print(f"--drop-launch-bound: {len(bound)} rows of {args.resume_from.name} would be measured again")
+                print(f"--drop-launch-bound: {len(bound)} rows of {Path(source).name} would be measured again")
                 done -= {r[-2:] for r in bound}
             if getattr(args, "drop_oom", False):
-                print(f"--drop-oom: {len(oom)} rows of {args.resume_from.name} would be measured again")
+                print(f"--drop-oom: {len(oom)} rows of {Path(source).name} would be measured again")
                 done -= {r[-2:] for r in oom}
         have_of: dict[str, set[str]] = {}  # problem key -> measured choice ids
         for k, c in (done or ()):
@@ -222,7 +225,7 @@ def run(args) -> int:
             line = f"{dt}: {len(probs)} shapes, {sum(map(len, per))} candidates"
             if done is not None:  # what a resumed run still has to measure
                 left = [[c for c in ids if (p.key, c) not in done] for (_, _, p), ids in zip(probs, per)]
-                line += (f"; left after {args.resume_from.name}: {sum(map(len, left))} candidates "
+                line += (f"; left after {Path(source).name}: {sum(map(len, left))} candidates "
                          f"on {sum(1 for x in left if x)} shapes")
             print(line)
         return 0
