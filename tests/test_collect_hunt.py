@@ -276,3 +276,36 @@ def test_dry_run_counts_what_the_store_given_leaves(tmp_path, capsys):
                                        out_dtype=p.out_dtype, layout=f"row/{layout_b}", aligned=True)])
     assert cli.main([*base, "--store", str(store)]) == 0
     assert f"left after mine.sqlite: {total - 1} candidates on 1 shapes" in capsys.readouterr().out
+
+
+def test_resuming_from_a_plain_store_keeps_the_rows_of_its_write_ahead_log(tmp_path):
+    """A collector killed before its checkpoint (a device call's time out, kill -9) leaves its last
+    commits in collect.sqlite-wal. --resume-from that collect.sqlite copied the main file alone:
+    every row of the log was lost, without a word (the dry run, which reads through SQLite, still
+    counted them as measured). The source is left as it was."""
+    import os
+
+    live = ResultStore(tmp_path / "live.sqlite")
+    try:
+        rows = []
+        for i in range(100):
+            p = Problem.from_sizes(32, 32, 32 + i, "bf16")
+            rows.append(ResultRow(problem_key=p.key, choice_id="aten", family="aten", status="ok", device_ms=1.0,
+                                  eager_ms=None, rel_err=None, m=p.m, n=p.n, k=p.k, dtype=p.dtype,
+                                  out_dtype=p.out_dtype, layout="row/row", aligned=True))
+        live.record_many(CTX, rows)
+        crashed = tmp_path / "crashed"
+        crashed.mkdir()
+        for suffix in ("", "-wal"):  # the files a killed writer leaves: the store and its log
+            shutil.copyfile(f"{live.path}{suffix}", crashed / f"collect.sqlite{suffix}")
+    finally:
+        live.close()
+    src = crashed / "collect.sqlite"
+    before = {f.name: f.read_bytes() for f in crashed.iterdir()}
+    assert os.path.getsize(crashed / "collect.sqlite-wal") > 0
+    out = tmp_path / "out"
+    out.mkdir()
+    prepare_store(_prep_args(src), out / "collect.sqlite", out)
+    with ResultStore(out / "collect.sqlite") as st:
+        assert st.count() == 100
+    assert {f.name: f.read_bytes() for f in crashed.iterdir() if not f.name.endswith("-shm")} == before

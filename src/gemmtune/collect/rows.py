@@ -14,6 +14,7 @@ import gzip
 import os
 import re
 import shutil
+import sqlite3
 import tempfile
 from pathlib import Path
 from typing import Callable, TypeVar
@@ -22,6 +23,7 @@ from ..configs import Choice
 from ..jsonio import replacement_mode
 from ..problem import Problem
 from ..store import GZIP_ERRORS, ResultStore, opened_readonly
+from ..store.schema import open_readonly
 
 T = TypeVar("T")
 
@@ -70,8 +72,18 @@ def unpack(src: Path, dst: Path) -> None:
     ``store.opened_readonly`` reads it). A truncated or corrupt .gz is a ValueError naming the
     file, and leaves nothing at ``dst``."""
     if not Path(src).name.lower().endswith(".gz"):
-        with _replacing(dst) as tmp:
-            shutil.copyfile(src, tmp)
+        # Through SQLite (read-only, its backup API): a file copy took the main file alone, and the
+        # rows a collector killed before its checkpoint left in the -wal beside it were lost unsaid.
+        conn = open_readonly(Path(src))
+        try:
+            with _replacing(dst) as tmp:
+                out = sqlite3.connect(tmp)
+                try:
+                    conn.backup(out)
+                finally:
+                    out.close()
+        finally:
+            conn.close()
         return
     try:
         with _replacing(dst) as tmp, gzip.open(src, "rb") as f, open(tmp, "wb") as g:
