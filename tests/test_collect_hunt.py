@@ -309,3 +309,12 @@ def test_resuming_from_a_plain_store_keeps_the_rows_of_its_write_ahead_log(tmp_p
     with ResultStore(out / "collect.sqlite") as st:
         assert st.count() == 100
     assert {f.name: f.read_bytes() for f in crashed.iterdir() if not f.name.endswith("-shm")} == before
+
+
+@pytest.mark.parametrize("name", ["sub/p.json", "", ".."])
+def test_a_progress_name_that_is_no_file_name_is_refused_first(name, capsys):
+    """--progress-name is a file name in --out. A path ('sub/p.json') was taken, and failed only at
+    the very end of the call, after every batch, and before the export (no collect.sqlite.gz
+    came back); --gpus' collectors each wrote 'p-gpuN.json' in --out instead."""
+    assert cli.main(["collect", "--list-shapes", "--progress-name", name]) == 2
+    assert "--progress-name" in capsys.readouterr().err
