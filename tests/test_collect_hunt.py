@@ -318,3 +318,25 @@ def test_a_progress_name_that_is_no_file_name_is_refused_first(name, capsys):
     came back); --gpus' collectors each wrote 'p-gpuN.json' in --out instead."""
     assert cli.main(["collect", "--list-shapes", "--progress-name", name]) == 2
     assert "--progress-name" in capsys.readouterr().err
+
+
+def test_export_only_with_gpus_starts_no_collector(tmp_path, monkeypatch, capsys):
+    """--export-only beside --gpus was ignored: --gpus started a collector per GPU, each measuring
+    for --max-minutes into the store, where only the export was asked for."""
+    import sys
+
+    collect_run = sys.modules["gemmtune.collect.run"]
+    started = []
+
+    def popen(*a, **kw):
+        started.append(a)
+        raise AssertionError("a collector was started")
+
+    monkeypatch.setattr(collect_run.subprocess, "Popen", popen)
+    gz = tmp_path / "prev.sqlite.gz"
+    collect_rows.gzip_file(_store(tmp_path / "s.sqlite", 4), gz)
+    out = tmp_path / "out"
+    rc = cli.main(["collect", "--gpus", "0,1", "--cpu-interpreter", "--export-only", "--resume-from", str(gz),
+                   "--out", str(out)])
+    assert started == [] and rc == 0, capsys.readouterr().err
+    assert (out / "collect.sqlite.gz").is_file() and (out / "collect-nvidia-h200.csv.gz").is_file()

@@ -175,7 +175,8 @@ def run(args) -> int:
         twice = sorted({g for g in gpus if gpus.count(g) > 1}, key=int)
         if twice:  # two collectors on one GPU time against each other, each stored as if alone
             raise ValueError(f"--gpus {args.gpus!r} names GPU {', '.join(twice)} twice; give each GPU once")
-        if not (args.list_shapes or args.dry_run):  # those two plan only: one process, no GPU
+        # Those plan or export only: one process, no GPU (--export-only started a collector per GPU).
+        if not (args.list_shapes or args.dry_run or args.export_only):
             if not args.cpu_interpreter:  # (the interpreter's test mode)
                 # Said once, before anything is made: each collector said it, after ./out was made
                 # and the store prepared, then the empty store was exported (exit 1).
