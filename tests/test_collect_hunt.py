@@ -130,6 +130,8 @@ def test_an_interrupted_export_leaves_the_last_one_whole(tmp_path, monkeypatch):
     assert sorted(p.name for p in out.iterdir()) == sorted(["collect.sqlite.gz", "collect-nvidia-h200.csv.gz"])
     with gzip.open(out / "collect.sqlite.gz") as f:
         assert f.read(16) == b"SQLite format 3\x00"
+    head = before[:64]  # the gzip header names the file (gunzip -N), not a temporary one
+    assert head[10:head.index(b"\0", 10)] == b"collect.sqlite"
 
 
 def test_groups_naming_no_group_is_refused(capsys):

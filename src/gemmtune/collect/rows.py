@@ -63,7 +63,9 @@ def _replacing(dst: Path):
 
 
 def gzip_file(src: Path, dst: Path) -> None:
-    with _replacing(dst) as tmp, open(src, "rb") as f, gzip.open(tmp, "wb", compresslevel=9) as g:
+    # filename: the header names dst's file (what gunzip -N restores), not the temporary one.
+    with _replacing(dst) as tmp, open(src, "rb") as f, open(tmp, "wb") as raw, \
+            gzip.GzipFile(filename=Path(dst).name, mode="wb", compresslevel=9, fileobj=raw) as g:
         shutil.copyfileobj(f, g)
 
 
