@@ -342,3 +342,16 @@ def test_export_only_with_gpus_starts_no_collector(tmp_path, monkeypatch, capsys
                    "--out", str(out)])
     assert started == [] and rc == 0, capsys.readouterr().err
     assert (out / "collect.sqlite.gz").is_file() and (out / "collect-nvidia-h200.csv.gz").is_file()
+
+
+def test_a_gz_given_for_the_store_is_refused_before_anything_is_written(tmp_path, capsys):
+    """--store DIR/collect.sqlite.gz (the compressed store, meant for --resume-from) made a SQLite
+    file of that name, filled it, and the export then wrote DIR/collect.sqlite.gz over it: the
+    store truncated while it was read."""
+    src = _store(tmp_path / "prev.sqlite", 4)
+    out = tmp_path / "out"
+    rc = cli.main(["collect", "--export-only", "--resume-from", str(src), "--store", str(out / "collect.sqlite.gz"),
+                   "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--store" in err and "--resume-from" in err, err
+    assert not out.exists() or list(out.iterdir()) == []

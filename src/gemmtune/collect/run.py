@@ -165,6 +165,12 @@ def run(args) -> int:
         # created an empty one at that path and reported every candidate left, exit 0.
         why = "it is a directory" if Path(resume).is_dir() else "no such file"
         raise ValueError(f"--resume-from {resume}: {why} (give an earlier collect.sqlite or collect.sqlite.gz)")
+    store_arg = getattr(args, "store", None)
+    if store_arg is not None and Path(store_arg).name.lower().endswith(".gz"):
+        # A SQLite file was made under that name and filled, and the export's DIR/collect.sqlite.gz
+        # was then written over it while it was read.
+        raise ValueError(f"--store {store_arg}: the store is a SQLite file, not a .gz (give a compressed "
+                         "store to --resume-from)")
     # Checked before --gpus starts its collectors (each refused a bad --dtypes on its own, then the
     # parent exported); nothing of the plan needs torch's dtypes before this.
     dtypes = phase_dtypes(args.dtypes)
