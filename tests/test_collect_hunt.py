@@ -1,6 +1,8 @@
 """gemmtune collect, defects found by a hunt over gemmtune.collect and cli/collect.py: resuming
-from a damaged or upper-case .gz, the sampler a half-measured shape keeps, the hard stop a
-per-GPU collector gets, repeated --dtypes, an export interrupted half-way, --groups naming none."""
+(a cut or upper-case .gz, a store's write-ahead log), exports and runs cut short, the sampler a
+half-measured shape keeps, the per-GPU collectors (hard stop, claims folder, a GPU twice,
+--export-only), the progress counts, and options accepted but wrong or ignored (--dtypes twice,
+--groups ',', --store in the dry run or as a .gz, --progress-name a path)."""
 
 from __future__ import annotations
 
