@@ -13,6 +13,11 @@ def cmd_collect(args) -> int:
     from ..jsonio import check_dir_target
 
     check_dir_target(args.out, "--out")
+    name = args.progress_name
+    if name in ("", ".", "..") or Path(name).name != name:
+        # Checked first: a path failed at the very end of the call, after every batch and before the
+        # export; --gpus' collectors each wrote its stem's file in --out instead.
+        raise ValueError(f"--progress-name {name!r}: give a file name (it is written in --out)")
     return run(args)
 
 

@@ -9,15 +9,21 @@ do the SQL; the rules of which rows are affected are here.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import os
 import re
 import shutil
+import sqlite3
+import tempfile
 from pathlib import Path
 from typing import Callable, TypeVar
 
 from ..configs import Choice
+from ..jsonio import replacement_mode
 from ..problem import Problem
 from ..store import GZIP_ERRORS, ResultStore, opened_readonly
+from ..store.schema import open_readonly
 
 T = TypeVar("T")
 
@@ -37,18 +43,55 @@ LAUNCH_BOUND_MS = 0.5
 EDGE_FAMILIES = ("triton_mm", "splitk", "decompose_k")
 
 
+@contextlib.contextmanager
+def _replacing(dst: Path):
+    """A temporary file beside ``dst`` to write, renamed onto ``dst`` only once it is whole: a copy
+    cut short (a killed call, Ctrl-C, a corrupt source) left half a file at ``dst``: a cut export
+    in place of the last good one, or a half-unpacked store the next call resumed from."""
+    dst = Path(dst)
+    # Through a symlink: its target, as open(dst, "wb") wrote (renaming onto the link replaces it).
+    dst = Path(os.path.realpath(dst)) if dst.is_symlink() else dst
+    fd, name = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.chmod(tmp, replacement_mode(dst))
+        os.replace(tmp, dst)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def gzip_file(src: Path, dst: Path) -> None:
-    with open(src, "rb") as f, gzip.open(dst, "wb", compresslevel=9) as g:
+    # filename: the header names dst's file (what gunzip -N restores), not the temporary one.
+    with _replacing(dst) as tmp, open(src, "rb") as f, open(tmp, "wb") as raw, \
+            gzip.GzipFile(filename=Path(dst).name, mode="wb", compresslevel=9, fileobj=raw) as g:
         shutil.copyfileobj(f, g)
 
 
 def unpack(src: Path, dst: Path) -> None:
-    """Copy a store to ``dst``, decompressing it when it is a .gz."""
-    if Path(src).suffix != ".gz":
-        shutil.copyfile(src, dst)
+    """Copy a store to ``dst``, decompressing it when it is a .gz (any case, as
+    ``store.opened_readonly`` reads it). A truncated or corrupt .gz is a ValueError naming the
+    file, and leaves nothing at ``dst``."""
+    if not Path(src).name.lower().endswith(".gz"):
+        # Through SQLite (read-only, its backup API): a file copy took the main file alone, and the
+        # rows a collector killed before its checkpoint left in the -wal beside it were lost unsaid.
+        conn = open_readonly(Path(src))
+        try:
+            with _replacing(dst) as tmp:
+                out = sqlite3.connect(tmp)
+                try:
+                    conn.backup(out)
+                finally:
+                    out.close()
+        finally:
+            conn.close()
         return
-    with gzip.open(src, "rb") as f, open(dst, "wb") as g:
-        shutil.copyfileobj(f, g)
+    try:
+        with _replacing(dst) as tmp, gzip.open(src, "rb") as f, open(tmp, "wb") as g:
+            shutil.copyfileobj(f, g)
+    except GZIP_ERRORS as e:
+        raise ValueError(f"cannot read {src}: {e} (a truncated or corrupt gzip file)") from None
 
 
 def with_store(path: Path, fn: Callable[[ResultStore], T]) -> T:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .claims import claim
+from .claims import claim, clear as clear_claims
+from ..jsonio import write_atomic  # the progress file: a reader (or a cut call) never sees half of one
 from ..store import ResultStore
 from .rows import export, launch_bound_rows, stale_edge_rows, unpack, with_store
 from .sampling import shape_choices
@@ -78,6 +79,9 @@ def selected_shapes(args) -> list[tuple]:
         shapes = shape_plan()
     if args.groups:
         keep = {g.strip() for g in args.groups.split(",") if g.strip()}
+        if not keep:  # (',' selected no shape: a run of nothing, exit 0, nothing said)
+            raise ValueError(f"--groups {args.groups!r} names no group; the groups are "
+                             f"{', '.join(dict.fromkeys(s[0] for s in shapes))}")
         unknown = sorted(keep - {s[0] for s in shapes})
         if unknown:
             raise ValueError(f"--groups: no shapes in group(s) {', '.join(unknown)}; the groups are "
@@ -88,6 +92,21 @@ def selected_shapes(args) -> list[tuple]:
     if args.limit_shapes is not None:
         shapes = shapes[:args.limit_shapes]
     return shapes
+
+
+def phase_dtypes(text: str) -> list[str]:
+    """``--dtypes``' phases, canonical names in order; a dtype named twice (``bf16,bfloat16``) is a
+    ValueError: its phase ran twice, the dry run counting its candidates twice and a run every
+    shape twice in ``shapes_done``."""
+    from ..problem import dtype_name
+
+    out: list[str] = []
+    for d in text.split(","):
+        name = dtype_name(d)
+        if name in out:
+            raise ValueError(f"--dtypes {text!r} names {name} twice; give each phase once")
+        out.append(name)
+    return out
 
 
 def prepare_store(args, store: Path, out_dir: Path) -> None:
@@ -146,11 +165,24 @@ def run(args) -> int:
         # created an empty one at that path and reported every candidate left, exit 0.
         why = "it is a directory" if Path(resume).is_dir() else "no such file"
         raise ValueError(f"--resume-from {resume}: {why} (give an earlier collect.sqlite or collect.sqlite.gz)")
+    store_arg = getattr(args, "store", None)
+    if store_arg is not None and Path(store_arg).name.lower().endswith(".gz"):
+        # A SQLite file was made under that name and filled, and the export's DIR/collect.sqlite.gz
+        # was then written over it while it was read.
+        raise ValueError(f"--store {store_arg}: the store is a SQLite file, not a .gz (give a compressed "
+                         "store to --resume-from)")
+    # Checked before --gpus starts its collectors (each refused a bad --dtypes on its own, then the
+    # parent exported); nothing of the plan needs torch's dtypes before this.
+    dtypes = phase_dtypes(args.dtypes)
     if args.gpus is not None:
         gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]
         if not gpus or not all(g.isdigit() for g in gpus):
             raise ValueError(f"--gpus {args.gpus!r}: give this host's GPU indices, comma-separated, e.g. 0,1")
-        if not (args.list_shapes or args.dry_run):  # those two plan only: one process, no GPU
+        twice = sorted({g for g in gpus if gpus.count(g) > 1}, key=int)
+        if twice:  # two collectors on one GPU time against each other, each stored as if alone
+            raise ValueError(f"--gpus {args.gpus!r} names GPU {', '.join(twice)} twice; give each GPU once")
+        # Those plan or export only: one process, no GPU (--export-only started a collector per GPU).
+        if not (args.list_shapes or args.dry_run or args.export_only):
             if not args.cpu_interpreter:  # (the interpreter's test mode)
                 # Said once, before anything is made: each collector said it, after ./out was made
                 # and the store prepared, then the empty store was exported (exit 1).
@@ -162,34 +194,34 @@ def run(args) -> int:
             print(",".join(map(str, s)))
         print(f"# {len(shapes)} shapes", file=sys.stderr)
         return 0
-    from ..problem import dtype_name
-
-    dtypes = [dtype_name(d) for d in args.dtypes.split(",")]
     if args.dry_run:
         from ..device import current_or
 
         dev = current_or()
         done = None
-        if args.resume_from:  # one unpacking for both reads
+        # What the run would resume from: --store where it exists (it then reads no --resume-from),
+        # else --resume-from. --store was accepted and ignored here: every candidate 'left'.
+        source = args.store if args.store is not None and Path(args.store).is_file() else args.resume_from
+        if source:  # one unpacking for both reads
             from ..precision import fp32_precision
 
-            done, stale, bound, oom, arith = with_store(args.resume_from, lambda st: (
+            done, stale, bound, oom, arith = with_store(source, lambda st: (
                 st.keys(), stale_edge_rows(st) if args.drop_stale_edges else [],
                 launch_bound_rows(st) if args.drop_launch_bound else [],
                 st.oom_rows() if getattr(args, "drop_oom", False) else [],
                 st.other_precision_rows(fp32_precision()) if "float32" in dtypes else []))
             if arith:  # timed under the other fp32 arithmetic, or unknown: ResultStore.done skips them
-                print(f"{len(arith)} fp32 rows of {args.resume_from.name} were timed under another fp32 "
+                print(f"{len(arith)} fp32 rows of {Path(source).name} were timed under another fp32 "
                       f"arithmetic than {fp32_precision()} (or an unknown one) and would be measured again")
                 done -= {r[-2:] for r in arith}
             if args.drop_stale_edges:
-                print(f"--drop-stale-edges: {len(stale)} rows of {args.resume_from.name} would be measured again")
+                print(f"--drop-stale-edges: {len(stale)} rows of {Path(source).name} would be measured again")
                 done -= {r[-2:] for r in stale}
             if args.drop_launch_bound:
-                print(f"--drop-launch-bound: {len(bound)} rows of {args.resume_from.name} would be measured again")
+                print(f"--drop-launch-bound: {len(bound)} rows of {Path(source).name} would be measured again")
                 done -= {r[-2:] for r in bound}
             if getattr(args, "drop_oom", False):
-                print(f"--drop-oom: {len(oom)} rows of {args.resume_from.name} would be measured again")
+                print(f"--drop-oom: {len(oom)} rows of {Path(source).name} would be measured again")
                 done -= {r[-2:] for r in oom}
         have_of: dict[str, set[str]] = {}  # problem key -> measured choice ids
         for k, c in (done or ()):
@@ -200,7 +232,7 @@ def run(args) -> int:
             line = f"{dt}: {len(probs)} shapes, {sum(map(len, per))} candidates"
             if done is not None:  # what a resumed run still has to measure
                 left = [[c for c in ids if (p.key, c) not in done] for (_, _, p), ids in zip(probs, per)]
-                line += (f"; left after {args.resume_from.name}: {sum(map(len, left))} candidates "
+                line += (f"; left after {Path(source).name}: {sum(map(len, left))} candidates "
                          f"on {sum(1 for x in left if x)} shapes")
             print(line)
         return 0
@@ -276,7 +308,10 @@ def run(args) -> int:
 
     def progress(db_path: Path, hard: bool = False) -> dict:
         after = counts(db_path)
-        added = {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
+        # Over the statuses of both: one no longer held (its rows all replaced: fp32 rows of another
+        # arithmetic measured again) counts its loss; rows_added said those rows were gained.
+        added = {k: after.get(k, 0) - before.get(k, 0) for k in dict.fromkeys([*after, *before])
+                 if after.get(k, 0) != before.get(k, 0)}
         rows_added = sum(added.values())
         wall = time.monotonic() - t0
         tuning = st["tune_s"] + (time.monotonic() - st["batch_t0"] if st["batch_t0"] is not None else 0.0)
@@ -313,7 +348,7 @@ def run(args) -> int:
         try:
             snap = db.backup(out_dir / "collect.snapshot.sqlite")
             doc = progress(snap, hard=True)
-            (out_dir / args.progress_name).write_text(json.dumps(doc, indent=1) + "\n")
+            write_atomic(out_dir / args.progress_name, json.dumps(doc, indent=1) + "\n")
             if not args.no_export:
                 for path in export(snap, out_dir):
                     print(path, flush=True)
@@ -333,65 +368,72 @@ def run(args) -> int:
             watchdog = threading.Timer(max(0.0, hard_stop * 60.0 - (time.monotonic() - t0)), stop_hard)
             watchdog.daemon = True
             watchdog.start()
-        for dt in dtypes:
-            pending = []  # (shape, its candidates or None: computed when its batch comes)
-            for group, name, p in problems_for(dt, shapes, every=every):
-                have = db.done(ctx, p.key)
-                if not have:
-                    pending.append((Shape(group, name, p), None))
-                    continue
-                cands = shape_choices(p, dev, have, **sampling)
-                if all(c.id in have for c in cands):
-                    st["done_shapes"] += 1
-                else:
-                    pending.append((Shape(group, name, p), cands))
-            i = 0
-            while i < len(pending):
-                mine = spent.get(dt)
-                if mine:
-                    est = mine[0] / mine[1]
-                else:  # a new dtype: the slowest seen so far, or the first guess
-                    est = max([FIRST_EST_S] + [sec / n for sec, n in spent.values()])
-                n = batch_size(budget - (time.monotonic() - t0), est, args.batch, bool(mine))
-                if n == 0:
-                    if not st["batches"]:  # (from Python, in a process older than the budget, it said nothing)
-                        print(f"collect: --max-minutes {args.max_minutes:g} was spent before the first batch: it "
-                              f"counts from this process's start, {(time.monotonic() - t0) / 60:.1f} min ago; "
-                              "nothing measured (give a larger --max-minutes)", file=sys.stderr, flush=True)
-                    st["stopped"] = True
+        try:
+            for dt in dtypes:
+                pending = []  # (shape, its candidates or None: computed when its batch comes)
+                for group, name, p in problems_for(dt, shapes, every=every):
+                    have = db.done(ctx, p.key)
+                    if not have:
+                        pending.append((Shape(group, name, p), None))
+                        continue
+                    cands = shape_choices(p, dev, have, **sampling)
+                    if all(c.id in have for c in cands):
+                        st["done_shapes"] += 1
+                    else:
+                        pending.append((Shape(group, name, p), cands))
+                i = 0
+                while i < len(pending):
+                    mine = spent.get(dt)
+                    if mine:
+                        est = mine[0] / mine[1]
+                    else:  # a new dtype: the slowest seen so far, or the first guess
+                        est = max([FIRST_EST_S] + [sec / n for sec, n in spent.values()])
+                    n = batch_size(budget - (time.monotonic() - t0), est, args.batch, bool(mine))
+                    if n == 0:
+                        if not st["batches"]:  # (from Python, in a process older than the budget, it said nothing)
+                            print(f"collect: --max-minutes {args.max_minutes:g} was spent before the first batch: it "
+                                  f"counts from this process's start, {(time.monotonic() - t0) / 60:.1f} min ago; "
+                                  "nothing measured (give a larger --max-minutes)", file=sys.stderr, flush=True)
+                        st["stopped"] = True
+                        break
+                    chunk = []
+                    while len(chunk) < n and i < len(pending):
+                        s, c = pending[i]
+                        i += 1
+                        if args.claims is not None and not claim(args.claims, s.problem.key):
+                            continue  # another process measures it
+                        chunk.append((s, c if c is not None else shape_choices(s.problem, dev, None, **sampling)))
+                    if not chunk:
+                        break
+                    lut = LookupTable(provenance(ctx.device_name, ctx.capability, ctx.torch_version,
+                                                 ctx.triton_version, __version__, "by-hand"),
+                                      {s.problem.key: [TableChoice(c) for c in cands] for s, cands in chunk})
+                    tb = st["batch_t0"] = time.monotonic()
+                    r = tune([s for s, _ in chunk], store=db, table=lut, progress=False, timeout=args.timeout,
+                         compile_workers=args.compile_workers, compile_ahead=args.compile_ahead,
+                         timing=args.timing, cluster=client)
+                    took = time.monotonic() - tb
+                    st["tune_s"] += took
+                    st["batch_t0"] = None
+                    st["compile_wait_s"] += r.compile_wait_s
+                    st["batches"] += 1
+                    acc = spent.setdefault(dt, [0.0, 0])
+                    acc[0] += took
+                    acc[1] += len(chunk)
+                    st["per_shape_s"].append(took / len(chunk))
+                    st["measured"] += r.measured
+                    st["done_shapes"] += len(chunk)
+                    print(f"[{time.monotonic() - t0:6.0f} s] {dt}: {st['done_shapes']} shapes done, +{r.measured} rows "
+                          f"in {took:.0f} s ({r.measured / took:.1f}/s, waited {r.compile_wait_s:.0f} s for compiles; "
+                          f"{', '.join(s.name for s, _ in chunk)})", flush=True)
+                if st["stopped"]:
                     break
-                chunk = []
-                while len(chunk) < n and i < len(pending):
-                    s, c = pending[i]
-                    i += 1
-                    if args.claims is not None and not claim(args.claims, s.problem.key):
-                        continue  # another process measures it
-                    chunk.append((s, c if c is not None else shape_choices(s.problem, dev, None, **sampling)))
-                if not chunk:
-                    break
-                lut = LookupTable(provenance(ctx.device_name, ctx.capability, ctx.torch_version,
-                                             ctx.triton_version, __version__, "by-hand"),
-                                  {s.problem.key: [TableChoice(c) for c in cands] for s, cands in chunk})
-                tb = st["batch_t0"] = time.monotonic()
-                r = tune([s for s, _ in chunk], store=db, table=lut, progress=False, timeout=args.timeout,
-                     compile_workers=args.compile_workers, compile_ahead=args.compile_ahead,
-                     timing=args.timing, cluster=client)
-                took = time.monotonic() - tb
-                st["tune_s"] += took
-                st["batch_t0"] = None
-                st["compile_wait_s"] += r.compile_wait_s
-                st["batches"] += 1
-                acc = spent.setdefault(dt, [0.0, 0])
-                acc[0] += took
-                acc[1] += len(chunk)
-                st["per_shape_s"].append(took / len(chunk))
-                st["measured"] += r.measured
-                st["done_shapes"] += len(chunk)
-                print(f"[{time.monotonic() - t0:6.0f} s] {dt}: {st['done_shapes']} shapes done, +{r.measured} rows "
-                      f"in {took:.0f} s ({r.measured / took:.1f}/s, waited {r.compile_wait_s:.0f} s for compiles; "
-                      f"{', '.join(s.name for s, _ in chunk)})", flush=True)
-            if st["stopped"]:
-                break
+        except BaseException:
+            # Ctrl-C or an error in a batch: disarm the hard stop, which otherwise fired later in a
+            # process that went on (run() from Python), on the closed store, and os._exit-ed it.
+            if watchdog is not None:
+                watchdog.cancel()
+            raise
     if not finishing.acquire(blocking=False):  # the hard stop is exporting: it exits the process
         time.sleep(3600)
     if cluster_closers:
@@ -401,7 +443,7 @@ def run(args) -> int:
     if watchdog is not None:
         watchdog.cancel()
     doc = progress(store)
-    (out_dir / args.progress_name).write_text(json.dumps(doc, indent=1) + "\n")
+    write_atomic(out_dir / args.progress_name, json.dumps(doc, indent=1) + "\n")
     if not args.no_export:
         for p in export(store, out_dir):
             print(p)
@@ -441,8 +483,14 @@ def child_argv(args, gpu: str, store: Path, claims: Path, minutes_left: float) -
     argv = [sys.executable, "-m", "gemmtune.cli", "collect", "--store", str(store), "--claims", str(claims),
             "--no-export", "--progress-name", f"{Path(args.progress_name).stem}-gpu{gpu}.json",
             "--out", str(args.out), "--max-minutes", f"{max(minutes_left, 0.0):.4f}"]
-    if args.hard_stop_minutes is not None:
-        argv += ["--hard-stop-minutes", f"{args.hard_stop_minutes:.4f}"]
+    if args.hard_stop_minutes:
+        # Counted from the parent's start, as --max-minutes is (minutes_left): the child starts later,
+        # and the stop given as it was came that much after the call's. Past already: a moment, as
+        # 0 means never.
+        spent = args.max_minutes - minutes_left
+        argv += ["--hard-stop-minutes", f"{max(args.hard_stop_minutes - spent, 1e-4):.4f}"]
+    elif args.hard_stop_minutes is not None:
+        argv += ["--hard-stop-minutes", "0.0000"]  # never
     for name in PASSED_ON:
         v = getattr(args, name)
         if v is not None:
@@ -461,8 +509,7 @@ def run_on_gpus(args, gpus: list[str]) -> int:
     store = Path(args.store or out_dir / "collect.sqlite")
     claims = Path(args.claims or store.with_name(store.name + ".claims"))
     claims.mkdir(parents=True, exist_ok=True)
-    for f in claims.iterdir():  # a new set of processes: every shape is free again
-        f.unlink()
+    clear_claims(claims)  # a new set of processes: every shape is free again
     prepare_store(args, store, out_dir)
     ResultStore(store).close()  # created (schema and all) before the collectors share it
     try:

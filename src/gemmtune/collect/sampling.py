@@ -156,7 +156,9 @@ def shape_choices(problem: Problem, device, have, *, mm: int, splitk: int, pad: 
     if not have:
         return sample_choices(problem, device, sampler=sampler, **kw)
     best, hits = None, -1
-    for name in SAMPLERS:
+    # ``sampler`` first, so that it wins a tie: a shape holding only rows both samples share (its
+    # cuBLAS row, a call cut short after it) went to whichever of SAMPLERS came first ('random').
+    for name in sorted(SAMPLERS, key=lambda x: x != sampler):
         cands = sample_choices(problem, device, sampler=name, **kw)
         n = sum(c.id in have for c in cands)
         if n > hits:
