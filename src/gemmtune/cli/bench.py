@@ -120,6 +120,9 @@ def add_parsers(sub) -> None:
     # Once, as tune's: a second --suite replaced the first without a word.
     p.add_argument("--suite", action=Once, metavar="CSV", help="a shape suite CSV or a bundled preset name, e.g. bmm "
                    "(default: the public suite; --groups bmm adds the bmm preset's shapes)")
+    # tune's spelling of a bundled suite; the same value as --suite (one of the two, Once).
+    p.add_argument("--preset", dest="suite", action=Once, metavar="NAME",
+                   help="a bundled suite by name (public, smoke, bmm), as tune takes it: the same as --suite NAME")
     p.add_argument("--groups", help="keep only these comma-separated groups (a partial run; merge later)")
     p.add_argument("--limit", type=positive_int, help="keep only the first N shapes")
     p.add_argument("--out", default="benchmarks/results", metavar="DIR", help="where the JSON and report go")
