@@ -110,3 +110,21 @@ def test_inspect_layout_b_sets_bs_alignment_as_space_does(argv, want, monkeypatc
     monkeypatch.setattr(ki, "inspect_choice", lambda cid, p, arch: seen.append(p) or [])
     rc, out, err = run(["inspect", "triton_mm:BM16-BN16-BK16-S1-W2-G8", *argv], capsys)
     assert rc == 0 and [p.key for p in seen] == [want], (err, seen)
+
+
+def test_report_run_summary_suite_is_read_by_file_not_by_its_suffix(tmp_path, capsys):
+    """``report --store S --run-summary R --suite shapes.txt`` (or ``S.CSV``) said "unknown preset
+    'shapes.txt'": a suite was a file only when its name ended in '.csv'. A file of that name is
+    read, as tune's and bench's --suite read it; a preset's name still names the preset."""
+    import json
+
+    from test_firsthour_hunt import make_store
+
+    store = make_store(tmp_path / "s.sqlite")
+    suite = tmp_path / "shapes.txt"
+    suite.write_text("group,name,M,N,K,dtype\ndecode,tiny,16,16,16,fp16\n")
+    rc, out, err = run(["report", "--store", str(store), "--run-summary", str(tmp_path / "r.json"),
+                        "--suite", str(suite)], capsys)
+    assert rc == 0, err
+    rows = json.loads((tmp_path / "r.json").read_text())["rows"]
+    assert [(r["group"], r["name"]) for r in rows] == [("decode", "tiny")]
