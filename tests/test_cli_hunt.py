@@ -128,3 +128,14 @@ def test_report_run_summary_suite_is_read_by_file_not_by_its_suffix(tmp_path, ca
     assert rc == 0, err
     rows = json.loads((tmp_path / "r.json").read_text())["rows"]
     assert [(r["group"], r["name"]) for r in rows] == [("decode", "tiny")]
+
+
+@pytest.mark.parametrize("opt", ["--workers", "--compile-workers"])
+def test_tune_in_process_refuses_worker_counts_it_does_not_start(opt, tmp_path, capsys):
+    """``tune --in-process --workers 4`` (or ``--compile-workers 8``) measured in this process,
+    started neither, and said nothing of the count (exit 0)."""
+    store, table = tmp_path / "s.sqlite", tmp_path / "t.json"
+    rc, out, err = run(["tune", "--shape", "8x8x8", "--families", "aten", "--in-process", opt, "2",
+                        "--store", str(store), "--out", str(table), "-q"], capsys)
+    assert rc == 2 and opt in err and "--in-process" in err, err
+    assert not store.exists() and not table.exists()

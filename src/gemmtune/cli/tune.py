@@ -25,6 +25,12 @@ def cmd_tune(args) -> int:
         # the --space dropped without a word (the default is None so that a given one is seen).
         raise ValueError("--fast searches the exhaustive space; --space default contradicts it: give one of them")
     args.space = args.space or "default"
+    for opt, value in (("--workers", args.workers), ("--compile-workers", args.compile_workers)):
+        if args.in_process and value is not None:
+            # Neither starts with --in-process (no worker, no compile pool): the count was dropped
+            # without a word. (--server and --cluster say in their help that they do not apply.)
+            raise ValueError(f"{opt} {value}: --in-process measures in this process and starts no worker or "
+                             "compile process; give one or the other")
     refuse_empty(args, "summary")  # an empty --summary wrote none, without a word
     if args.summary:  # found before the run, not after it
         check_file_target(args.summary, "--summary")
