@@ -139,3 +139,25 @@ def test_tune_in_process_refuses_worker_counts_it_does_not_start(opt, tmp_path, 
                         "--store", str(store), "--out", str(table), "-q"], capsys)
     assert rc == 2 and opt in err and "--in-process" in err, err
     assert not store.exists() and not table.exists()
+
+
+def test_readme_benchmark_space_k_is_the_models_k_best_not_per_family():
+    """README said ``tune --benchmark-space 5`` benchmarks the "model's top-5 per family"; it
+    benchmarks the model's 5 best over all the families searched (plus cuBLAS), as tune's help
+    says ("the performance model's top K"): with the ranker's 2 best both of one family, k=2
+    picks no other family's."""
+    from gemmtune.device import DeviceInfo
+    from gemmtune.problem import Problem
+    from gemmtune.tuning.plan import candidates, select_by_model
+
+    class ByIndex:
+        def predict(self, problem, choices):
+            return list(range(len(choices)))
+
+    p = Problem.from_sizes(64, 64, 4096, "bf16")
+    cands = candidates(p, ["decompose_k", "splitk"], "default", DeviceInfo.lookup("h100"))
+    picked = [c.id.partition(":")[0] for c in select_by_model(p, cands, 2, ByIndex()) if c.id != "aten"]
+    assert picked == ["decompose_k", "decompose_k"]
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    line = next(x for x in readme.splitlines() if "--benchmark-space 5" in x)
+    assert "per family" not in line, line
