@@ -161,3 +161,26 @@ def test_readme_benchmark_space_k_is_the_models_k_best_not_per_family():
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     line = next(x for x in readme.splitlines() if "--benchmark-space 5" in x)
     assert "per family" not in line, line
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["tune", "--shape", "8x8x8", "--families", "aten", "--out", ""], "--out is empty"),
+    (["tune", "--shape", "8x8x8", "--families", "aten", "--store", ""], "--store is empty"),
+    (["tune", "--shape", "8x8x8", "--families", "aten", "--table", ""], "--table is empty"),
+    (["report", "--store", ""], "--store is empty"),
+    (["report", "--trace", ""], "--trace is empty"),
+    (["predict", "--eval", ""], "--eval is empty"),
+    (["train", "--store", SAMPLE, "--out", ""], "--out is empty"),
+    (["bench", "--suite", ""], "--suite is empty"),
+    (["capture", "--model", "tiny-llama", "--device", "meta", "--out", ""], "--out is empty"),
+])
+def test_an_empty_path_option_is_refused_by_name(argv, needle, tmp_path, capsys, monkeypatch):
+    """An empty path ("--out $OUT" with OUT unset) was read as the working directory or as the
+    option not given: tune said "cannot write the table to : it is a directory", report --store ""
+    "give a bench JSON to render", predict --eval "" "give --shape", bench --suite "" ran the public
+    suite, and capture --out "" ran the whole capture before ".: Device or resource busy". One line
+    naming the option, exit 2, as tune's --suite "" already had."""
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run(argv, capsys)
+    assert rc == 2 and needle in err and "Traceback" not in err, err
+    assert list(tmp_path.iterdir()) == []

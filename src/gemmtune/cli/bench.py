@@ -7,7 +7,7 @@ import os
 import sys
 
 from ..jsonio import check_dir_target
-from .common import Once, model_dtype, positive_int
+from .common import Once, model_dtype, positive_int, refuse_empty
 
 
 def plain_products(shapes: list) -> tuple[list, str | None]:
@@ -41,6 +41,7 @@ def cmd_bench(args) -> int:
     from ..bench import modes, suite
     from ..shapes import load_suite, preset, with_preset_groups
 
+    refuse_empty(args, "suite", "out", "ceilings_file")  # an empty --suite ran the public suite
     extra = modes.extra_modes(args.extra_modes)  # a typo fails before anything runs
     check_dir_target(args.out, "--out")
     if not torch.cuda.is_available():
@@ -102,6 +103,7 @@ def _names(text: str | None, opt: str) -> list[str] | None:
 def cmd_bench_model(args) -> int:
     """Real models end to end (GPU): eager, eager + patch, torch.compile, max-autotune, patch + compile."""
     from .. import benchmodel
+    refuse_empty(args, "out", "minilm_dir")
     model_dtype(args.dtype)  # fp8: one line here, not every model 'not run' and a report of nothing
     check_dir_target(args.out, "--out")  # before the models run (a file there said "File exists")
     tune_kwargs = {"fast": True} if args.tune == "fast" else {"space": "default"}

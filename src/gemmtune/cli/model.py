@@ -7,7 +7,7 @@ import math
 import sys
 
 from .common import (Once, add_problem_args, alias, family_list, fraction, int_at_least, positive_int, problem_of,
-                     refuse_same_file, version_text)
+                     refuse_empty, refuse_same_file, version_text)
 
 
 TOP = 10  # predict --top's default (a --top other than it, given with --eval, is refused)
@@ -47,6 +47,7 @@ def cmd_predict(args) -> int:
     from ..tune import candidates
 
     console = Console(width=None if sys.stdout.isatty() else 160)
+    refuse_empty(args, "eval", "model")  # an empty --eval counted as not given: "give --shape"
     if args.eval:
         _refuse_ranking_options(args)
         return _predict_eval(args, console)
@@ -147,6 +148,8 @@ def cmd_train(args) -> int:
 
     from ..model import train
 
+    # An empty path was read as the working directory ("cannot write the model to : it is a directory").
+    refuse_empty(args, "store", "out", "ship", "compare", "policies", "report", "kinds")
     suites = args.exclude_suite or ["public"]
     suites = [] if [x.lower() for x in suites] == ["none"] else suites
     if args.compare and (args.cv or args.ship):

@@ -12,6 +12,9 @@ from .common import (Help, Once, add_shape_args, alias, check_allocatable, famil
 def cmd_tune(args) -> int:
     from ..tune import render, tune
 
+    # An empty path ("--out $OUT", OUT unset) was read as the working directory: "cannot write the
+    # table to : it is a directory", "cannot open results store .".
+    refuse_empty(args, "out", "store", "table", "model", "server", "cluster")
     shapes = shapes_of(args)
     check_allocatable(shapes, args.device)
     # The table is written over its path (--overwrite: told to by the error a suite there gets),
