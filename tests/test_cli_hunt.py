@@ -184,3 +184,11 @@ def test_an_empty_path_option_is_refused_by_name(argv, needle, tmp_path, capsys,
     rc, out, err = run(argv, capsys)
     assert rc == 2 and needle in err and "Traceback" not in err, err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_train_compare_refuses_kind_it_does_not_read(tmp_path, capsys):
+    """``train --compare DIR --kind mlp`` trained --kinds' default (gbt, lgbm_rank) and no MLP, and
+    said nothing of --kind (exit 0); --compare reads --kinds."""
+    rc, out, err = run(["train", "--store", SAMPLE, "--compare", str(tmp_path / "cmp"), "--kind", "mlp"], capsys)
+    assert rc == 2 and "--kind mlp" in err and "--kinds" in err, err
+    assert not (tmp_path / "cmp").exists()

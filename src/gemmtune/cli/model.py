@@ -162,6 +162,11 @@ def cmd_train(args) -> int:
     if args.kinds and not (args.compare or args.cv or args.ship) or args.kinds and args.policies:
         raise ValueError("--kinds names the kinds --compare trains or --cv / --ship cross-validates; "
                          "a plain training and --policies take --kind")
+    if args.compare and args.kind != "auto":
+        # --compare trains --kinds (default gbt,lgbm_rank): "--compare DIR --kind mlp" trained
+        # those two and no MLP, without a word.
+        raise ValueError(f"--kind {args.kind}: --compare trains the kinds --kinds names (default gbt,lgbm_rank); "
+                         f"give --kinds {args.kind}")
     if getattr(args, "pool_store", None) and (args.compare or args.policies):
         raise ValueError("--pool-store trains a model (plain, --cv or --ship); --compare and --policies "
                          "read --store alone")
