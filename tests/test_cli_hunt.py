@@ -192,3 +192,17 @@ def test_train_compare_refuses_kind_it_does_not_read(tmp_path, capsys):
     rc, out, err = run(["train", "--store", SAMPLE, "--compare", str(tmp_path / "cmp"), "--kind", "mlp"], capsys)
     assert rc == 2 and "--kind mlp" in err and "--kinds" in err, err
     assert not (tmp_path / "cmp").exists()
+
+
+def test_bench_names_a_bad_deadline_variable(monkeypatch, capsys):
+    """GEMMTUNE_BENCH_DEADLINE=tomorrow (the deprecated spelling of --deadline) failed with
+    "could not convert string to float: 'tomorrow'", naming neither the variable nor the option."""
+    import torch
+
+    from gemmtune.bench import suite
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(suite, "run", lambda *a, **k: pytest.fail("ran with a bad deadline"))
+    monkeypatch.setenv("GEMMTUNE_BENCH_DEADLINE", "tomorrow")
+    rc, out, err = run(["bench", "--suite", "smoke", "--skip-inductor", "--skip-tunableop"], capsys)
+    assert rc == 2 and "GEMMTUNE_BENCH_DEADLINE='tomorrow'" in err, err

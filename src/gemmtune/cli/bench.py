@@ -75,7 +75,10 @@ def cmd_bench(args) -> int:
             print(f"gemmtune bench: warning: {name} is deprecated and goes in the next release; use {flag}",
                   file=sys.stderr)
             if flag == "--deadline":
-                deadline = float(value)
+                try:
+                    deadline = float(value)
+                except ValueError:  # was "could not convert string to float: 'x'", naming no variable
+                    raise ValueError(f"{name}={value!r} is not a Unix time in seconds (as --deadline takes)") from None
             else:
                 ceilings_file = value
     print(suite.run(shapes, out_dir=args.out, suite=args.suite or "public", groups=groups,
