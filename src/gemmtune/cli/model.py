@@ -356,7 +356,8 @@ def add_parsers(sub) -> None:
                    "(default: the installed one); e.g. --device h200 --triton 3.6 ranks with the model "
                    "shipped for H200 + triton 3.6 from any machine")
     p.add_argument("--eval", metavar="STORE", help="instead: score the model's ranking against the measured "
-                   "times of a results store (.sqlite, .sqlite.gz, .csv, .csv.gz)")
+                   "times of a results store (.sqlite, .sqlite.gz, .csv, .csv.gz), at its triton version; reads "
+                   "--model and --device only")
     p.set_defaults(fn=cmd_predict)
 
     p = sub.add_parser("train", help="fit a learned performance model on a results store")
