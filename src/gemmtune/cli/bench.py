@@ -7,7 +7,7 @@ import os
 import sys
 
 from ..jsonio import check_dir_target
-from .common import Once, model_dtype, positive_int
+from .common import Once, model_dtype, positive_int, refuse_empty
 
 
 def plain_products(shapes: list) -> tuple[list, str | None]:
@@ -41,6 +41,7 @@ def cmd_bench(args) -> int:
     from ..bench import modes, suite
     from ..shapes import load_suite, preset, with_preset_groups
 
+    refuse_empty(args, "suite", "out", "ceilings_file")  # an empty --suite ran the public suite
     extra = modes.extra_modes(args.extra_modes)  # a typo fails before anything runs
     check_dir_target(args.out, "--out")
     if not torch.cuda.is_available():
@@ -74,7 +75,10 @@ def cmd_bench(args) -> int:
             print(f"gemmtune bench: warning: {name} is deprecated and goes in the next release; use {flag}",
                   file=sys.stderr)
             if flag == "--deadline":
-                deadline = float(value)
+                try:
+                    deadline = float(value)
+                except ValueError:  # was "could not convert string to float: 'x'", naming no variable
+                    raise ValueError(f"{name}={value!r} is not a Unix time in seconds (as --deadline takes)") from None
             else:
                 ceilings_file = value
     print(suite.run(shapes, out_dir=args.out, suite=args.suite or "public", groups=groups,
@@ -102,6 +106,7 @@ def _names(text: str | None, opt: str) -> list[str] | None:
 def cmd_bench_model(args) -> int:
     """Real models end to end (GPU): eager, eager + patch, torch.compile, max-autotune, patch + compile."""
     from .. import benchmodel
+    refuse_empty(args, "out", "minilm_dir")
     model_dtype(args.dtype)  # fp8: one line here, not every model 'not run' and a report of nothing
     check_dir_target(args.out, "--out")  # before the models run (a file there said "File exists")
     tune_kwargs = {"fast": True} if args.tune == "fast" else {"space": "default"}
@@ -120,6 +125,9 @@ def add_parsers(sub) -> None:
     # Once, as tune's: a second --suite replaced the first without a word.
     p.add_argument("--suite", action=Once, metavar="CSV", help="a shape suite CSV or a bundled preset name, e.g. bmm "
                    "(default: the public suite; --groups bmm adds the bmm preset's shapes)")
+    # tune's spelling of a bundled suite; the same value as --suite (one of the two, Once).
+    p.add_argument("--preset", dest="suite", action=Once, metavar="NAME",
+                   help="a bundled suite by name (public, smoke, bmm), as tune takes it: the same as --suite NAME")
     p.add_argument("--groups", help="keep only these comma-separated groups (a partial run; merge later)")
     p.add_argument("--limit", type=positive_int, help="keep only the first N shapes")
     p.add_argument("--out", default="benchmarks/results", metavar="DIR", help="where the JSON and report go")

@@ -6,7 +6,7 @@ import dataclasses
 import os
 import sys
 
-from .common import column_text, model_dtype, nonneg_int, positive_int, refuse_same_file
+from .common import column_text, model_dtype, nonneg_int, positive_int, refuse_empty, refuse_same_file
 from ..jsonio import check_file_target
 
 
@@ -143,6 +143,9 @@ def cmd_capture(args) -> int:
         raise ValueError("--batch, --seq, --decode-steps and --dtype apply to the preset models; "
                          "a module:function builds its own model and inputs")
     device = _torch_device(args.device)
+    # An empty --out passed check_file_target: the capture ran to its end, then ".: Device or
+    # resource busy".
+    refuse_empty(args, "out", "json")
     for opt, path in (("--out", args.out), ("--json", args.json)):
         if path:  # found before the capture, not after it
             check_file_target(path, opt)

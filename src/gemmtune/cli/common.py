@@ -269,7 +269,7 @@ def refuse_empty(args, *dests: str) -> None:
 
 
 def shapes_of(args) -> list:
-    from ..shapes import load_csv, parse_shape, preset
+    from ..shapes import load_suite, parse_shape, preset
 
     # An empty value (``--suite "$SUITE"`` with SUITE unset) counted as not given: the smoke preset
     # was tuned in place of the suite, an empty --groups kept every group.
@@ -282,7 +282,9 @@ def shapes_of(args) -> list:
     for s in args.shape or []:
         shapes.append(parse_shape(s, op=op, **scaled) if op == "scaled_mm" else parse_shape(s, op=op))
     if args.suite:
-        shapes += load_csv(args.suite, op=op)  # a row's own op column wins
+        # A row's own op column wins. A preset's name, where no such file exists, is that preset,
+        # as bench's and report's --suite take it: "--suite bmm" was "cannot read shape suite bmm".
+        shapes += load_suite(args.suite, op=op)
     if args.preset:
         shapes += preset(args.preset, op=op)
     if not shapes and op == "bmm":
@@ -347,7 +349,7 @@ def add_shape_args(p: argparse.ArgumentParser) -> None:
     # Once: a second --suite / --preset replaced the first without a word (argparse keeps the last),
     # where a second --shape adds to the first.
     p.add_argument("--suite", action=Once, metavar="CSV", help="a shape suite CSV (group,name,M,N,K,dtype[,layout_a,layout_b,op,batch]), "
-                   "e.g. one gemmtune capture wrote")
+                   "e.g. one gemmtune capture wrote, or a bundled preset's name where no such file exists")
     p.add_argument("--preset", action=Once, help="a bundled suite: public (the benchmark suite), smoke (2 tiny shapes) or bmm "
                    "(attention and MoE batched products); without --shape/--suite/--preset: smoke")
     p.add_argument("--groups", metavar="G1,G2", help="keep only these comma-separated groups")

@@ -5,7 +5,6 @@ choice compiles to for a GPU target, on any machine)."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import re
 import sys
@@ -81,13 +80,12 @@ def cmd_inspect(args) -> int:
     import json
 
     from ..kernelinfo import dump, inspect_choice
-    from ..shapes import parse_shape
 
     if os.environ.get("TRITON_INTERPRET") == "1":
         raise ValueError("inspect compiles real kernels for a GPU target: unset TRITON_INTERPRET")
-    p = parse_shape(args.shape, op=args.op).problem
-    if args.layout_b:
-        p = dataclasses.replace(p, layout_b=args.layout_b)
+    # B's alignment follows --layout-b (problem_of, as space and predict): set on the row-major
+    # problem alone, "8x8x6:fp16 --layout-b col" compiled for an aligned B whose leading dim is K=6.
+    p = problem_of(args.shape, args)
     rows = []
     for cid in args.choices:
         try:

@@ -7,7 +7,11 @@ import math
 import sys
 
 from .common import (Once, add_problem_args, alias, family_list, fraction, int_at_least, positive_int, problem_of,
-                     refuse_same_file, version_text)
+                     refuse_empty, refuse_same_file, version_text)
+
+
+TOP = 10  # predict --top's default (a --top other than it, given with --eval, is refused)
+TRAIN_OUT, TEST_FRACTION = "gemmtune-model.json", 0.2  # train's defaults for --out, --test-fraction
 
 
 def _model_for(args, dev, triton_version: str | None = None):
@@ -43,7 +47,9 @@ def cmd_predict(args) -> int:
     from ..tune import candidates
 
     console = Console(width=None if sys.stdout.isatty() else 160)
+    refuse_empty(args, "eval", "model")  # an empty --eval counted as not given: "give --shape"
     if args.eval:
+        _refuse_ranking_options(args)
         return _predict_eval(args, console)
     if not args.shape:
         raise ValueError("give --shape MxNxK[:dtype] (repeatable), or --eval STORE to score a model")
@@ -70,6 +76,18 @@ def cmd_predict(args) -> int:
                                       else (f"{math.log(e):.3f}",)))
         console.print(t)
     return 0
+
+
+def _refuse_ranking_options(args) -> None:
+    """Raise ValueError naming a ranking option given with --eval, which reads --model and --device
+    alone (and the store's triton version): each was dropped without a word, exit 0."""
+    given = {"--shape": args.shape, "--families": args.families, "--triton": args.triton,
+             "--layout-b": args.layout_b, "--top": args.top != TOP, "--op": args.op != "mm",
+             "--space": args.space != "default"}
+    for opt, value in given.items():
+        if value:
+            raise ValueError(f"{opt} ranks shapes; --eval scores the model on the store's problems (with the "
+                             "store's triton) and reads only --model and --device: give one or the other")
 
 
 def _predict_eval(args, console) -> int:
@@ -130,6 +148,8 @@ def cmd_train(args) -> int:
 
     from ..model import train
 
+    # An empty path was read as the working directory ("cannot write the model to : it is a directory").
+    refuse_empty(args, "store", "out", "ship", "compare", "policies", "report", "kinds")
     suites = args.exclude_suite or ["public"]
     suites = [] if [x.lower() for x in suites] == ["none"] else suites
     if args.compare and (args.cv or args.ship):
@@ -142,9 +162,27 @@ def cmd_train(args) -> int:
     if args.kinds and not (args.compare or args.cv or args.ship) or args.kinds and args.policies:
         raise ValueError("--kinds names the kinds --compare trains or --cv / --ship cross-validates; "
                          "a plain training and --policies take --kind")
+    if args.compare and args.kind != "auto":
+        # --compare trains --kinds (default gbt,lgbm_rank): "--compare DIR --kind mlp" trained
+        # those two and no MLP, without a word.
+        raise ValueError(f"--kind {args.kind}: --compare trains the kinds --kinds names (default gbt,lgbm_rank); "
+                         f"give --kinds {args.kind}")
     if getattr(args, "pool_store", None) and (args.compare or args.policies):
         raise ValueError("--pool-store trains a model (plain, --cv or --ship); --compare and --policies "
                          "read --store alone")
+    # --out is the plain training's model, --test-fraction its (and --compare's) held-out share:
+    # given to --cv / --ship / --policies (folds) or --compare (a report), each was dropped without a
+    # word: ``train --cv 5 --out m.json`` printed its table, exit 0, and wrote no m.json.
+    mode = "--policies" if args.policies else "--cv / --ship" if args.cv or args.ship else \
+        "--compare" if args.compare else None
+    if mode and args.out is not None:
+        raise ValueError(f"--out names the model a plain training writes; {mode} writes none there "
+                         "(--ship PATH writes a cross-validated model)")
+    if mode in ("--policies", "--cv / --ship") and args.test_fraction is not None:
+        raise ValueError(f"--test-fraction is the plain training's (and --compare's) held-out share; {mode} "
+                         "holds shapes out by folds (--cv K)")
+    args.out = TRAIN_OUT if args.out is None else args.out
+    args.test_fraction = TEST_FRACTION if args.test_fraction is None else args.test_fraction
     if args.policies:
         if args.compare or args.ship or args.report:
             raise ValueError("--policies writes a report of its own; give it without --compare / --ship / --report")
@@ -310,7 +348,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--families", action=Once, metavar="F1,F2", help="comma-separated families (default: all)")  # as tune's
     alias(p, "--family", "--families")
     p.add_argument("--space", choices=("default", "exhaustive"), default="default", help="the search space")
-    p.add_argument("--top", type=positive_int, default=10, metavar="N", help="rows to show (N >= 1)")
+    p.add_argument("--top", type=positive_int, default=TOP, metavar="N", help="rows to show (N >= 1)")
     add_problem_args(p)
     p.add_argument("--model", metavar="PATH", help="a learned model (default: the one shipped for this GPU "
                    "and triton MAJOR.MINOR, else the analytic model)")
@@ -318,12 +356,14 @@ def add_parsers(sub) -> None:
                    "(default: the installed one); e.g. --device h200 --triton 3.6 ranks with the model "
                    "shipped for H200 + triton 3.6 from any machine")
     p.add_argument("--eval", metavar="STORE", help="instead: score the model's ranking against the measured "
-                   "times of a results store (.sqlite, .sqlite.gz, .csv, .csv.gz)")
+                   "times of a results store (.sqlite, .sqlite.gz, .csv, .csv.gz), at its triton version; reads "
+                   "--model and --device only")
     p.set_defaults(fn=cmd_predict)
 
     p = sub.add_parser("train", help="fit a learned performance model on a results store")
     p.add_argument("--store", required=True, help="results store or its CSV export (.sqlite[.gz], .csv[.gz])")
-    p.add_argument("--out", default="gemmtune-model.json", help="model file to write (JSON; replaced if it exists)")
+    # Defaults None, filled in cmd_train: given to a mode that does not read them, they are refused.
+    p.add_argument("--out", help=f"model file to write (JSON; replaced if it exists; default: {TRAIN_OUT})")
     p.add_argument("--exclude-suite", action="append", metavar="NAME|CSV",
                    help="leave these shapes out of training (repeatable; default: public; 'none' for nothing)")
     p.add_argument("--kind", choices=("auto", "gbt", "mlp", "lgbm_rank"), default="auto",
@@ -353,9 +393,9 @@ def add_parsers(sub) -> None:
                    "this store's problems (repeatable), with the model trained on every other shape")
     p.add_argument("--report", metavar="DIR", help="with --cv: write the cross-validation (overall and per "
                    "kernel family) to DIR/README.md and DIR/cv.json")
-    p.add_argument("--test-fraction", type=fraction, default=0.2, metavar="F",
+    p.add_argument("--test-fraction", type=fraction, metavar="F",
                    help="share of shapes held out, between 0 and 1; the learned model is compared with the "
-                   "analytic one on them")
+                   f"analytic one on them (plain training and --compare; default: {TEST_FRACTION})")
     p.add_argument("--force", action="store_true",
                    help="write the model even when it ranks worse than the analytic model on the held-out shapes")
     p.add_argument("--device", help="built-in GPU whose facts the features use (default: from the store)")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import refuse_same_file
+from .common import refuse_empty, refuse_same_file
 
 
 def cmd_report(args) -> int:
@@ -15,6 +15,8 @@ def cmd_report(args) -> int:
 
     from .. import report
 
+    # An empty --store / --trace / --tune-run counted as not given: "give a bench JSON to render".
+    refuse_empty(args, "store", "trace", "tune_run", "json", "run_summary", "tune_json", "suite", "out", "title")
     try:
         _refuse_other_modes(args)
         if args.trace:

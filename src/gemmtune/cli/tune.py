@@ -12,6 +12,9 @@ from .common import (Help, Once, add_shape_args, alias, check_allocatable, famil
 def cmd_tune(args) -> int:
     from ..tune import render, tune
 
+    # An empty path ("--out $OUT", OUT unset) was read as the working directory: "cannot write the
+    # table to : it is a directory", "cannot open results store .".
+    refuse_empty(args, "out", "store", "table", "model", "server", "cluster")
     shapes = shapes_of(args)
     check_allocatable(shapes, args.device)
     # The table is written over its path (--overwrite: told to by the error a suite there gets),
@@ -20,6 +23,17 @@ def cmd_tune(args) -> int:
     families = family_list(args.families)
     if args.model and not args.fast and str(args.benchmark_space).upper() == "SAME":
         raise ValueError("--model ranks candidates only when filtering: add --benchmark-space DEFAULT|K or --fast")
+    if args.fast and args.space == "default":
+        # --fast searches the exhaustive space: "--fast --space default" searched it all the same,
+        # the --space dropped without a word (the default is None so that a given one is seen).
+        raise ValueError("--fast searches the exhaustive space; --space default contradicts it: give one of them")
+    args.space = args.space or "default"
+    for opt, value in (("--workers", args.workers), ("--compile-workers", args.compile_workers)):
+        if args.in_process and value is not None:
+            # Neither starts with --in-process (no worker, no compile pool): the count was dropped
+            # without a word. (--server and --cluster say in their help that they do not apply.)
+            raise ValueError(f"{opt} {value}: --in-process measures in this process and starts no worker or "
+                             "compile process; give one or the other")
     refuse_empty(args, "summary")  # an empty --summary wrote none, without a word
     if args.summary:  # found before the run, not after it
         check_file_target(args.summary, "--summary")
@@ -103,7 +117,8 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("tune", help="benchmark candidates per shape, store every result, write a table",
                        formatter_class=Help)
     add_shape_args(p)
-    p.add_argument("--space", choices=("default", "exhaustive"), default="default", help="the search space")
+    p.add_argument("--space", choices=("default", "exhaustive"),
+                   help="the search space (default: default; exhaustive with --fast)")
     # Once: "--families aten --families triton_mm" kept triton_mm alone, without a word.
     p.add_argument("--families", action=Once, metavar="F1,F2", help=f"comma-separated: {families_help()} (default all)")
     alias(p, "--family", "--families")  # the old spelling, as space and predict take it

@@ -120,13 +120,15 @@ def run_summary(store: str | os.PathLike, tune_json: str | os.PathLike | None = 
     suite's order; ``tune_s`` from the tune run's ``--summary`` JSON ``tune_json``."""
     import json
 
-    from ..shapes import load_csv, preset
+    from ..shapes import load_suite
 
     tune_s = {}
     if tune_json is not None:
         with open(tune_json) as f:
             tune_s = {r["key"]: r["tune_s"] for r in json.load(f)["shapes"]}
-    shapes = load_csv(suite) if str(suite).endswith(".csv") else preset(suite)
+    # A file by that name, else a preset (load_suite, as tune's and bench's --suite): by the .csv
+    # suffix, a suite.CSV or shapes.txt was "unknown preset".
+    shapes = load_suite(suite)
     names = {s.problem.key: (s.group, s.name) for s in shapes}
     by: dict[str, list] = defaultdict(list)
     contexts = []
