@@ -37,6 +37,8 @@ node (torch 2.11, ``Scheduler.previous_node``), so it waits.
 """
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from dataclasses import replace
 from typing import Iterable, Mapping
@@ -133,11 +135,22 @@ def _capability() -> tuple[int, int] | None:
     return tuple(torch.cuda.get_device_capability()) if torch.cuda.is_available() else None
 
 
+def _caller_level() -> int:
+    """``warnings.warn``'s stacklevel, from the function that calls this one, of the first frame
+    outside gemmtune: these warnings are reached at several depths (patch, tune_model through
+    _tune_model, load_patched, attach_twins), and a fixed level named gemmtune's own lines."""
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(here):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _too_old(cap: tuple[int, int] | None) -> bool:
     """Whether ``cap`` is a GPU before Hopper (warned: the plain strips are served)."""
     if cap is not None and cap < (9, 0):
         warnings.warn(f"gemmtune: pdl=True needs compute capability 9.0 or later (Hopper); this GPU is "
-                      f"{cap[0]}.{cap[1]}, so the tuned kernels are served without PDL", RuntimeWarning, stacklevel=4)
+                      f"{cap[0]}.{cap[1]}, so the tuned kernels are served without PDL", RuntimeWarning, stacklevel=_caller_level())
         return True
     return False
 
@@ -148,9 +161,12 @@ def twin_dispatcher(d):
     from .dispatch import Dispatcher
 
     hcs = [replace(h, choice=pdl_twin(h.choice, d.layout_b)) for h in d.hint_choices]
-    if hcs == list(d.hint_choices) or _too_old(_capability()):
-        return d
     table = None if d.table is None else twin_table(d.table)
+    # The table counts too: a table dispatcher serves its exact entries before the hints, and the
+    # addmm entries to calls with a bias, so strips there had no twin behind cuBLAS hint winners.
+    if (hcs == list(d.hint_choices) and (table is None or table.entries == d.table.entries)) \
+            or _too_old(_capability()):
+        return d
     return Dispatcher(dims=d.dims, dtype=d.dtype, hints=d.hints, hint_choices=hcs, mode=d.mode, table=table,
                       timer=d.timer, verify=d.verify, layout_a=d.layout_a, layout_b=d.layout_b,
                       provenance=d.provenance, batch=getattr(d, "batch", None))
@@ -184,4 +200,4 @@ def warn_if_training(model, where: str) -> None:
         warnings.warn(f"gemmtune.{where}(pdl=True): {training} parameter(s) of this model require grad. -pdl GEMMs "
                       "read their first weight tile before the kernel ahead of them ends, so they are for inference: "
                       "an in-place weight update compiled with Inductor's PDL on, right before one, could be read "
-                      "half done (model.requires_grad_(False) for inference)", RuntimeWarning, stacklevel=3)
+                      "half done (model.requires_grad_(False) for inference)", RuntimeWarning, stacklevel=_caller_level())

@@ -1,0 +1,85 @@
+"""CPU hunt of ``gemmtune.pdl`` (the ``-pdl`` twins) and ``gemmtune.scaled`` (fp8 scaled_mm):
+each test is a defect found there, failing before its fix."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import gemmtune
+from gemmtune.configs import Choice
+from gemmtune.dispatch.common import _current_provenance
+from gemmtune.pdl import twin_dispatcher
+from gemmtune.problem import Problem
+from gemmtune.table.types import LookupTable, TableChoice
+
+E4M3 = torch.float8_e4m3fn
+STRIP = "skinny:BM1-BN2-BK128-SK1-S1-W4-core-det"
+TWIN = STRIP + "-pdl"
+
+
+def _aten(problems, **kw):
+    return {p.key: "aten" for p in problems}
+
+
+# ------------------------------------------------------------------ gemmtune.pdl
+@pytest.mark.parametrize("op", ["mm", "addmm"])
+def test_twin_dispatcher_twins_the_strips_of_its_table_behind_cublas_hints(op):
+    # Defect: twin_dispatcher returned ``d`` itself (no twin) whenever its hint winners had no
+    # twin, without looking at its table, whose strips a table dispatcher serves first (its exact
+    # mm entries; the addmm entries of calls with a bias): those ran plain under pdl=True.
+    key = Problem.from_sizes(1, 96, 131, "fp32", layout_b="col", op=op).key
+    table = LookupTable(_current_provenance("by-hand"), {key: [TableChoice(Choice.parse(STRIP))]})
+    d = gemmtune.compile_mm(n=96, k=131, dtype="fp32", layout_b="col", hints={"m": [8]}, mode="table",
+                            table=table, tune_fn=_aten)
+    t = twin_dispatcher(d)
+    assert t is not d and [tc.choice.id for tc in t.table.entries[key]] == [TWIN]
+    assert [tc.choice.id for tc in d.table.entries[key]] == [STRIP]  # d untouched
+    a, b = torch.randn(1, 131), torch.randn(96, 131).t()
+    bias = torch.randn(96) if op == "addmm" else None
+    want = a.double() @ b.double() + (0 if bias is None else bias.double())
+    torch.testing.assert_close(t(a, b, bias=bias).double(), want, rtol=1e-4, atol=1e-4)
+    got = t.addmm_decisions[(1, 96, 131)] if op == "addmm" else t.decision(m=1)
+    assert got.choice.id == TWIN
+
+
+@pytest.mark.parametrize("entry", ["tune_model", "patch"])
+@pytest.mark.parametrize("what", ["training", "before_hopper"])
+def test_pdl_warnings_point_at_the_callers_line(monkeypatch, entry, what):
+    # Defect: the pdl warnings had fixed stacklevels, right for one depth only: the training
+    # warning, from tune_model (through _tune_model), named modeltune.py; the pre-Hopper one
+    # (four frames up from _too_old) named nn.py from patch and modeltune.py from tune_model.
+    import gemmtune.pdl as pdl
+    if what == "before_hopper":
+        monkeypatch.setattr(pdl, "_capability", lambda: (8, 0))
+    model = torch.nn.Sequential(torch.nn.Linear(131, 96)).requires_grad_(what == "training")
+
+    def strips(problems, **kw):
+        return {p.key: STRIP if p.m == 1 else "aten" for p in problems}
+
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        if entry == "tune_model":
+            gemmtune.tune_model(model, [(torch.randn(1, 131),)], tune_fn=strips, pdl=True)
+        else:
+            gemmtune.patch(model, tune_fn=strips, pdl=True, progress=False, hints={"m": [1]})
+    match = "require grad" if what == "training" else "needs compute capability 9.0"
+    hits = [w for w in got if match in str(w.message)]
+    assert hits and all(w.filename == __file__ for w in hits), [(w.filename, w.lineno) for w in hits]
+
+
+# ------------------------------------------------------------------ gemmtune.scaled
+@pytest.mark.parametrize("choice", [None, "aten"])
+def test_scaled_mm_on_meta_tensors_gives_the_shape_as_torch_does(choice):
+    # Defect: bind_scales takes meta scales (it skips the finite check there), and torch._scaled_mm
+    # gives a meta result, but scaled_mm reached ``torch._scaled_mm(..., out=)``, which has no meta
+    # kernel: a NotImplementedError from deep inside torch. gemmtune.matmul gives the meta result.
+    a = torch.empty(8, 32, device="meta").to(E4M3)
+    b = torch.empty(32, 32, device="meta").to(E4M3).t()
+    sa, sb = torch.empty(8, 1, device="meta"), torch.empty(1, 32, device="meta")
+    want = torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)
+    out = gemmtune.scaled_mm(a, b, sa, sb, choice=choice)
+    assert (out.device, out.shape, out.dtype) == (want.device, want.shape, want.dtype)
+    with pytest.raises(ValueError, match=r"scale_a must have shape \(8, 1\)"):  # the checks still run
+        gemmtune.scaled_mm(a, b, sb, sb, choice=choice)
