@@ -83,3 +83,27 @@ def test_scaled_mm_on_meta_tensors_gives_the_shape_as_torch_does(choice):
     assert (out.device, out.shape, out.dtype) == (want.device, want.shape, want.dtype)
     with pytest.raises(ValueError, match=r"scale_a must have shape \(8, 1\)"):  # the checks still run
         gemmtune.scaled_mm(a, b, sb, sb, choice=choice)
+
+
+@pytest.mark.parametrize("op", ["mm", "scaled_mm"])
+def test_tuning_credits_the_pdl_twin_only_where_a_dispatcher_serves_it(op):
+    # Defect: tune(pdl_credit=...) credited every one-slice CUDA-core strip on a K-contiguous B,
+    # scaled_mm problems' too; but only a dispatcher serves -pdl twins (pdl.attach_twins), never
+    # gemmtune.scaled_mm, which runs the table's plain strip: a strip 1% slower than cuBLAS alone
+    # won an fp8 shape and ran 1% slower there, with nothing to gain it back.
+    from types import SimpleNamespace as R
+
+    from gemmtune.bench.status import Status
+    from gemmtune.shapes import Shape
+    from gemmtune.tuning.recorder import summarize
+
+    strip = "skinny:BM1-BN8-BK512-SK1-S1-W4-core-det"
+    if op == "mm":
+        p = Problem.from_sizes(1, 4096, 4096, "bf16", layout_b="col")
+    else:
+        p = Problem.from_sizes(1, 4096, 4096, "e4m3", layout_b="col", op="scaled_mm", scale="tensor")
+    rows = {c: R(choice_id=c, status=Status.OK, device_ms=ms, reason=None)
+            for c, ms in ((strip, 1.01), ("aten", 1.0))}
+    db = R(done=lambda ctx, key, tag: rows)
+    got = summarize(Shape("g", "s", p), [Choice.parse(strip), Choice.parse("aten")], db, None, 0.0, 0.02)
+    assert got.best == (strip if op == "mm" else "aten")

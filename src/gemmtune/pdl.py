@@ -80,17 +80,20 @@ def pdl_twin(choice: Choice | str, layout_b: str) -> Choice:
 PDL_CREDIT = 0.02
 
 
-def credited(choice_id: str, layout_b: str) -> bool:
+def credited(choice_id: str, layout_b: str, op: str = "mm") -> bool:
     """Whether ``choice_id`` is served by a ``-pdl`` twin under ``pdl=True`` at ``layout_b`` (a
-    one-slice CUDA-core skinny strip on a K-contiguous B): the choices ``pdl_credit`` applies to.
-    Pure.
+    one-slice CUDA-core skinny strip on a K-contiguous B) for a problem of ``op``: the choices
+    ``pdl_credit`` applies to. Pure.
 
     >>> credited("skinny:BM1-BN8-BK512-SK1-S1-W4-core-det-flat-sum", "col"), credited("aten", "col")
     (True, False)
     >>> credited("skinny:BM1-BN8-BK512-SK1-S1-W4-core-det-flat-sum", "row")
     False
+    >>> credited("skinny:BM1-BN8-BK512-SK1-S1-W4-core-det-flat-sum", "col", "scaled_mm")
+    False
     """
-    if not choice_id.startswith("skinny:"):
+    # Only a dispatcher serves twins (attach_twins): gemmtune.scaled_mm runs a table's strip plain.
+    if op == "scaled_mm" or not choice_id.startswith("skinny:"):
         return False
     try:
         ch = Choice.parse(choice_id)
