@@ -107,3 +107,24 @@ def test_tuning_credits_the_pdl_twin_only_where_a_dispatcher_serves_it(op):
     db = R(done=lambda ctx, key, tag: rows)
     got = summarize(Shape("g", "s", p), [Choice.parse(strip), Choice.parse("aten")], db, None, 0.0, 0.02)
     assert got.best == (strip if op == "mm" else "aten")
+
+
+def test_scaled_mm_refuses_a_dual_or_vmapped_input_by_name():
+    # Defect: under forward-mode AD a Triton choice read the dual scale's primal and returned a
+    # result with no tangent, without a word (torch._scaled_mm, and the aten choice, raise: it has
+    # no forward derivative); under vmap the batched scale failed deep in the finite check
+    # ("data-dependent control flow"). Plain inputs under a dual level still run.
+    import torch.autograd.forward_ad as fwAD
+
+    a = torch.randn(16, 32).to(E4M3)
+    b = torch.randn(32, 32).to(E4M3).t()
+    sa, sb = torch.rand(()) + 0.5, torch.rand(()) + 0.5
+    want = gemmtune.scaled_mm(a, b, sa, sb, choice="aten")
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(sa, torch.ones(()))
+        for choice in ("triton_mm:BM32-BN32-BK32-S1-W4-G8", "aten"):
+            with pytest.raises(NotImplementedError, match="forward-mode AD.*scale_a"):
+                gemmtune.scaled_mm(a, b, dual, sb, choice=choice)
+        assert torch.equal(gemmtune.scaled_mm(a, b, sa, sb, choice="aten"), want)
+    with pytest.raises(NotImplementedError, match="torch.func.*scale_a"):
+        torch.func.vmap(lambda s: gemmtune.scaled_mm(a, b, s, sb, choice="aten"))(torch.rand(3) + 0.5)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from .autograd import needs_grad, not_differentiable
+from .autograd import needs_grad, not_differentiable, transformed
 from .epilogue import Epilogue, EpilogueArgs
 from .problem import (SCALED_OUT_DTYPES, SCALES, Problem, check_dense, check_not_negated, check_operands,
                       dtype_name)
@@ -220,6 +220,8 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     from .api import checked_choice, interpreter_enabled
     from .configs import Choice
 
+    if transformed():
+        _refuse_transformed(a=a, b=b, scale_a=scale_a, scale_b=scale_b, bias=bias)
     out_dt = torch.bfloat16 if out_dtype is None else out_dtype
     if isinstance(out_dt, str):
         out_dt = getattr(torch, dtype_name(out_dt))
@@ -262,6 +264,24 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
         return not_differentiable(run, "gemmtune.scaled_mm", a, b, scale_a, scale_b, bias)
     return run()
 
+
+
+def _refuse_transformed(**tensors) -> None:
+    """Raise NotImplementedError naming a dual (forward-mode AD) or torch.func-wrapped input: the
+    kernels read the primal values, so a Triton choice returned a result without the tangent, and
+    vmap's batched scale failed deep in the finite check; torch._scaled_mm has no forward
+    derivative either. Plain inputs under a dual level or a transform run as ever."""
+    from torch.autograd import forward_ad as fwad
+    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            continue
+        if wrapped(t):
+            raise NotImplementedError(f"gemmtune.scaled_mm does not run under torch.func transforms (vmap, grad, "
+                                      f"jvp): {name} is a transformed tensor; call it outside the transform")
+        if fwad._current_level >= 0 and fwad.unpack_dual(t).tangent is not None:
+            raise NotImplementedError(f"gemmtune.scaled_mm has no forward-mode AD derivative (nor has "
+                                      f"torch._scaled_mm): {name} is a dual tensor")
 
 
 def _untraced_scaled_mm(*args, **kwargs) -> torch.Tensor:
