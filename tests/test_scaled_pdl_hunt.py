@@ -128,3 +128,22 @@ def test_scaled_mm_refuses_a_dual_or_vmapped_input_by_name():
         assert torch.equal(gemmtune.scaled_mm(a, b, sa, sb, choice="aten"), want)
     with pytest.raises(NotImplementedError, match="torch.func.*scale_a"):
         torch.func.vmap(lambda s: gemmtune.scaled_mm(a, b, s, sb, choice="aten"))(torch.rand(3) + 0.5)
+
+
+@pytest.mark.parametrize("m, n, k, layout_b", [(8, 32, 32, "col"), (5, 7, 33, "row")])
+def test_scaled_mm_default_runs_row_wise_fp32_on_a_cpu_without_the_interpreter(monkeypatch, m, n, k, layout_b):
+    # Defect: the README says the default runs pad+aten on a CPU without TRITON_INTERPRET=1, but
+    # row-wise scales with an fp32 output default to triton_mm (cuBLASLt's row-wise GEMM writes bf16
+    # only), and pad+aten refuses them by the same rule: a ValueError for a documented input.
+    from gemmtune import api
+    from gemmtune.scaled import reference
+
+    monkeypatch.setattr(api, "interpreter_enabled", lambda: False)
+    a = torch.randn(m, k).to(E4M3)
+    b = (torch.randn(n, k).t() if layout_b == "col" else torch.randn(k, n)).to(E4M3)
+    sa, sb = torch.rand(m, 1) + 0.5, torch.rand(1, n) + 0.5
+    bias = torch.randn(n)
+    out = gemmtune.scaled_mm(a, b, sa, sb, bias=bias, out_dtype=torch.float32)
+    ref = reference(a, b, sa, sb, bias)
+    assert out.shape == (m, n) and out.dtype == torch.float32
+    assert (out.double() - ref).abs().max().item() <= 5e-3 * ref.abs().max().item()

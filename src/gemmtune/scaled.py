@@ -27,6 +27,7 @@ Example (CUDA tensors: skipped where doctests run, on a CPU)::
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from pathlib import Path
@@ -34,7 +35,7 @@ from pathlib import Path
 import torch
 
 from .autograd import needs_grad, not_differentiable, transformed
-from .epilogue import Epilogue, EpilogueArgs
+from .epilogue import Epilogue, EpilogueArgs, apply_
 from .problem import (SCALED_OUT_DTYPES, SCALES, Problem, check_dense, check_not_negated, check_operands,
                       dtype_name)
 
@@ -234,6 +235,7 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
         # (a path, as compile_mm / lookup / patch take one, raised "'str' object has no attribute 'choices'")
         entries = table_at(table).choices(problem)
         choice = entries[0].choice if entries else None
+    checked, after = problem, None  # (the problem the choice runs, and an epilogue applied after it)
     if choice is None:
         choice = default_choice(problem)
         if choice.family in kernels.TRITON_FAMILIES and a.device.type == "cpu" and not interpreter_enabled():
@@ -243,7 +245,15 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
             # which refuses the same shape. pad+aten copies to the layout torch's CPU _scaled_mm
             # takes, as gemmtune.matmul's default falls back to aten on a CPU.
             choice = Choice("aten", kernels.aten.CONFIG(), pad=True)
-    choice = checked_choice(choice, problem, a,
+            if problem.scale == "row" and out_dt != torch.bfloat16:
+                # pad+aten refuses row-wise scales into fp32 (cuBLASLt's row-wise GEMM writes bf16
+                # only), so the default raised here: it runs with unit tensor-wise scales into the
+                # fp32 output, and the row scales and bias are applied to it in fp32 after, as the
+                # Triton families' epilogue applies them to their fp32 accumulator.
+                one = torch.ones(1, device=a.device)
+                epi, after = EpilogueArgs(Epilogue(scale="tensor"), None, None, one, one), epi
+                checked = dataclasses.replace(problem, scale="tensor", bias=False)
+    choice = checked_choice(choice, checked, a,
                             "choice='pad+aten' (torch._scaled_mm on copies in the layout it takes)")
 
     def run() -> torch.Tensor:
@@ -256,7 +266,7 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
             out.zero_()
             return out if bias is None else out.add_(bias)
         kernels.run_choice(choice, a, b, out, workspace=None, epilogue=epi)
-        return out
+        return out if after is None else apply_(out, after)
 
     if needs_grad(a, b, scale_a, scale_b, bias):
         # torch._scaled_mm has no derivative and records a backward that says so; a Triton kernel's
