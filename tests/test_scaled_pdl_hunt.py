@@ -42,6 +42,12 @@ def test_twin_dispatcher_twins_the_strips_of_its_table_behind_cublas_hints(op):
     torch.testing.assert_close(t(a, b, bias=bias).double(), want, rtol=1e-4, atol=1e-4)
     got = t.addmm_decisions[(1, 96, 131)] if op == "addmm" else t.decision(m=1)
     assert got.choice.id == TWIN
+    # a strip of another dispatcher's shape (a table shared by a model's layers) needs no twin here
+    other = Problem.from_sizes(1, 64, 131, "fp32", layout_b="col", op=op).key
+    table = LookupTable(_current_provenance("by-hand"), {other: [TableChoice(Choice.parse(STRIP))]})
+    d = gemmtune.compile_mm(n=96, k=131, dtype="fp32", layout_b="col", hints={"m": [8]}, mode="table",
+                            table=table, tune_fn=_aten)
+    assert twin_dispatcher(d) is d
 
 
 @pytest.mark.parametrize("entry", ["tune_model", "patch"])

@@ -167,12 +167,26 @@ def twin_dispatcher(d):
     table = None if d.table is None else twin_table(d.table)
     # The table counts too: a table dispatcher serves its exact entries before the hints, and the
     # addmm entries to calls with a bias, so strips there had no twin behind cuBLAS hint winners.
-    if (hcs == list(d.hint_choices) and (table is None or table.entries == d.table.entries)) \
-            or _too_old(_capability()):
+    # Only entries of its own shapes: a table shared by a model's dispatchers holds the others'.
+    twinned = table is not None and any(_serves(d, key) for key, tcs in table.entries.items()
+                                        if tcs != d.table.entries[key])
+    if (hcs == list(d.hint_choices) and not twinned) or _too_old(_capability()):
         return d
     return Dispatcher(dims=d.dims, dtype=d.dtype, hints=d.hints, hint_choices=hcs, mode=d.mode, table=table,
                       timer=d.timer, verify=d.verify, layout_a=d.layout_a, layout_b=d.layout_b,
                       provenance=d.provenance, batch=getattr(d, "batch", None))
+
+
+def _serves(d, key: str) -> bool:
+    """Whether the table key ``key`` names a problem that dispatcher ``d`` may look up: its dtype
+    and layouts, and its static sizes."""
+    from .problem import Problem
+    try:
+        p = Problem.from_key(key)
+    except ValueError:
+        return False
+    return (p.dtype, p.layout_a, p.layout_b) == (d.dtype, d.layout_a, d.layout_b) and all(
+        d.dims[x] in (None, getattr(p, x)) for x in ("m", "n", "k"))
 
 
 def attach_twins(dispatchers: Mapping | Iterable) -> int:
