@@ -153,3 +153,13 @@ def test_scaled_mm_default_runs_row_wise_fp32_on_a_cpu_without_the_interpreter(m
     ref = reference(a, b, sa, sb, bias)
     assert out.shape == (m, n) and out.dtype == torch.float32
     assert (out.double() - ref).abs().max().item() <= 5e-3 * ref.abs().max().item()
+
+
+@pytest.mark.parametrize("out_dtype", [torch.float64, torch.bool, "nope", 5])
+def test_scaled_mm_names_out_dtype_when_it_is_no_dtype_gemmtune_knows(out_dtype):
+    # Defect: an out_dtype gemmtune knows no name for raised dtype_name's "unsupported dtype ...;
+    # gemmtune multiplies float16, ..., float8_e5m2", naming neither out_dtype nor its two choices
+    # (and listing fp16 and fp8, which it refuses); float16 got "out_dtype must be one of".
+    a, b, one = torch.ones(16, 32).to(E4M3), torch.ones(16, 32).to(E4M3).t(), torch.ones(())
+    with pytest.raises(TypeError, match=r"out_dtype must be one of \('bfloat16', 'float32'\), got"):
+        gemmtune.scaled_mm(a, b, one, one, out_dtype=out_dtype, choice="aten")

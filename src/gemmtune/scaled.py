@@ -224,10 +224,13 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     if transformed():
         _refuse_transformed(a=a, b=b, scale_a=scale_a, scale_b=scale_b, bias=bias)
     out_dt = torch.bfloat16 if out_dtype is None else out_dtype
-    if isinstance(out_dt, str):
-        out_dt = getattr(torch, dtype_name(out_dt))
-    if dtype_name(out_dt) not in SCALED_OUT_DTYPES:
-        raise TypeError(f"out_dtype must be one of {SCALED_OUT_DTYPES}, got {out_dt}")
+    try:
+        name = dtype_name(out_dt)
+    except TypeError:  # (float64, 'nope': its message named neither out_dtype nor the two it may be)
+        name = None
+    if name not in SCALED_OUT_DTYPES:
+        raise TypeError(f"out_dtype must be one of {SCALED_OUT_DTYPES}, got {out_dt!r}")
+    out_dt = getattr(torch, name)
     problem = problem_for(a, b, scale_a, scale_b, out_dt, bias)
     epi = bind_scales(problem.m, problem.n, scale_a, scale_b, device=a.device, out_dtype=out_dt, bias=bias,
                       mode=problem.scale, check_finite=check_finite)
