@@ -37,6 +37,8 @@ node (torch 2.11, ``Scheduler.previous_node``), so it waits.
 """
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from dataclasses import replace
 from typing import Iterable, Mapping
@@ -78,17 +80,20 @@ def pdl_twin(choice: Choice | str, layout_b: str) -> Choice:
 PDL_CREDIT = 0.02
 
 
-def credited(choice_id: str, layout_b: str) -> bool:
+def credited(choice_id: str, layout_b: str, op: str = "mm") -> bool:
     """Whether ``choice_id`` is served by a ``-pdl`` twin under ``pdl=True`` at ``layout_b`` (a
-    one-slice CUDA-core skinny strip on a K-contiguous B): the choices ``pdl_credit`` applies to.
-    Pure.
+    one-slice CUDA-core skinny strip on a K-contiguous B) for a problem of ``op``: the choices
+    ``pdl_credit`` applies to. Pure.
 
     >>> credited("skinny:BM1-BN8-BK512-SK1-S1-W4-core-det-flat-sum", "col"), credited("aten", "col")
     (True, False)
     >>> credited("skinny:BM1-BN8-BK512-SK1-S1-W4-core-det-flat-sum", "row")
     False
+    >>> credited("skinny:BM1-BN8-BK512-SK1-S1-W4-core-det-flat-sum", "col", "scaled_mm")
+    False
     """
-    if not choice_id.startswith("skinny:"):
+    # Only a dispatcher serves twins (attach_twins): gemmtune.scaled_mm runs a table's strip plain.
+    if op == "scaled_mm" or not choice_id.startswith("skinny:"):
         return False
     try:
         ch = Choice.parse(choice_id)
@@ -133,11 +138,22 @@ def _capability() -> tuple[int, int] | None:
     return tuple(torch.cuda.get_device_capability()) if torch.cuda.is_available() else None
 
 
+def _caller_level() -> int:
+    """``warnings.warn``'s stacklevel, from the function that calls this one, of the first frame
+    outside gemmtune: these warnings are reached at several depths (patch, tune_model through
+    _tune_model, load_patched, attach_twins), and a fixed level named gemmtune's own lines."""
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(here):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _too_old(cap: tuple[int, int] | None) -> bool:
     """Whether ``cap`` is a GPU before Hopper (warned: the plain strips are served)."""
     if cap is not None and cap < (9, 0):
         warnings.warn(f"gemmtune: pdl=True needs compute capability 9.0 or later (Hopper); this GPU is "
-                      f"{cap[0]}.{cap[1]}, so the tuned kernels are served without PDL", RuntimeWarning, stacklevel=4)
+                      f"{cap[0]}.{cap[1]}, so the tuned kernels are served without PDL", RuntimeWarning, stacklevel=_caller_level())
         return True
     return False
 
@@ -148,12 +164,29 @@ def twin_dispatcher(d):
     from .dispatch import Dispatcher
 
     hcs = [replace(h, choice=pdl_twin(h.choice, d.layout_b)) for h in d.hint_choices]
-    if hcs == list(d.hint_choices) or _too_old(_capability()):
-        return d
     table = None if d.table is None else twin_table(d.table)
+    # The table counts too: a table dispatcher serves its exact entries before the hints, and the
+    # addmm entries to calls with a bias, so strips there had no twin behind cuBLAS hint winners.
+    # Only entries of its own shapes: a table shared by a model's dispatchers holds the others'.
+    twinned = table is not None and any(_serves(d, key) for key, tcs in table.entries.items()
+                                        if tcs != d.table.entries[key])
+    if (hcs == list(d.hint_choices) and not twinned) or _too_old(_capability()):
+        return d
     return Dispatcher(dims=d.dims, dtype=d.dtype, hints=d.hints, hint_choices=hcs, mode=d.mode, table=table,
                       timer=d.timer, verify=d.verify, layout_a=d.layout_a, layout_b=d.layout_b,
                       provenance=d.provenance, batch=getattr(d, "batch", None))
+
+
+def _serves(d, key: str) -> bool:
+    """Whether the table key ``key`` names a problem that dispatcher ``d`` may look up: its dtype
+    and layouts, and its static sizes."""
+    from .problem import Problem
+    try:
+        p = Problem.from_key(key)
+    except ValueError:
+        return False
+    return (p.dtype, p.layout_a, p.layout_b) == (d.dtype, d.layout_a, d.layout_b) and all(
+        d.dims[x] in (None, getattr(p, x)) for x in ("m", "n", "k"))
 
 
 def attach_twins(dispatchers: Mapping | Iterable) -> int:
@@ -184,4 +217,4 @@ def warn_if_training(model, where: str) -> None:
         warnings.warn(f"gemmtune.{where}(pdl=True): {training} parameter(s) of this model require grad. -pdl GEMMs "
                       "read their first weight tile before the kernel ahead of them ends, so they are for inference: "
                       "an in-place weight update compiled with Inductor's PDL on, right before one, could be read "
-                      "half done (model.requires_grad_(False) for inference)", RuntimeWarning, stacklevel=3)
+                      "half done (model.requires_grad_(False) for inference)", RuntimeWarning, stacklevel=_caller_level())

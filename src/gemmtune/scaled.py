@@ -27,14 +27,15 @@ Example (CUDA tensors: skipped where doctests run, on a CPU)::
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from pathlib import Path
 
 import torch
 
-from .autograd import needs_grad, not_differentiable
-from .epilogue import Epilogue, EpilogueArgs
+from .autograd import needs_grad, not_differentiable, transformed
+from .epilogue import Epilogue, EpilogueArgs, apply_
 from .problem import (SCALED_OUT_DTYPES, SCALES, Problem, check_dense, check_not_negated, check_operands,
                       dtype_name)
 
@@ -220,11 +221,16 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     from .api import checked_choice, interpreter_enabled
     from .configs import Choice
 
+    if transformed():
+        _refuse_transformed(a=a, b=b, scale_a=scale_a, scale_b=scale_b, bias=bias)
     out_dt = torch.bfloat16 if out_dtype is None else out_dtype
-    if isinstance(out_dt, str):
-        out_dt = getattr(torch, dtype_name(out_dt))
-    if dtype_name(out_dt) not in SCALED_OUT_DTYPES:
-        raise TypeError(f"out_dtype must be one of {SCALED_OUT_DTYPES}, got {out_dt}")
+    try:
+        name = dtype_name(out_dt)
+    except TypeError:  # (float64, 'nope': its message named neither out_dtype nor the two it may be)
+        name = None
+    if name not in SCALED_OUT_DTYPES:
+        raise TypeError(f"out_dtype must be one of {SCALED_OUT_DTYPES}, got {out_dt!r}")
+    out_dt = getattr(torch, name)
     problem = problem_for(a, b, scale_a, scale_b, out_dt, bias)
     epi = bind_scales(problem.m, problem.n, scale_a, scale_b, device=a.device, out_dtype=out_dt, bias=bias,
                       mode=problem.scale, check_finite=check_finite)
@@ -232,6 +238,7 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
         # (a path, as compile_mm / lookup / patch take one, raised "'str' object has no attribute 'choices'")
         entries = table_at(table).choices(problem)
         choice = entries[0].choice if entries else None
+    checked, after = problem, None  # (the problem the choice runs, and an epilogue applied after it)
     if choice is None:
         choice = default_choice(problem)
         if choice.family in kernels.TRITON_FAMILIES and a.device.type == "cpu" and not interpreter_enabled():
@@ -241,18 +248,28 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
             # which refuses the same shape. pad+aten copies to the layout torch's CPU _scaled_mm
             # takes, as gemmtune.matmul's default falls back to aten on a CPU.
             choice = Choice("aten", kernels.aten.CONFIG(), pad=True)
-    choice = checked_choice(choice, problem, a,
+            if problem.scale == "row" and out_dt != torch.bfloat16:
+                # pad+aten refuses row-wise scales into fp32 (cuBLASLt's row-wise GEMM writes bf16
+                # only), so the default raised here: it runs with unit tensor-wise scales into the
+                # fp32 output, and the row scales and bias are applied to it in fp32 after, as the
+                # Triton families' epilogue applies them to their fp32 accumulator.
+                one = torch.ones(1, device=a.device)
+                epi, after = EpilogueArgs(Epilogue(scale="tensor"), None, None, one, one), epi
+                checked = dataclasses.replace(problem, scale="tensor", bias=False)
+    choice = checked_choice(choice, checked, a,
                             "choice='pad+aten' (torch._scaled_mm on copies in the layout it takes)")
 
     def run() -> torch.Tensor:
         out = torch.empty((problem.m, problem.n), dtype=out_dt, device=a.device)
-        if problem.m == 0 or problem.n == 0:
+        if problem.m == 0 or problem.n == 0 or a.device.type == "meta":
+            # (meta: the checked shape and dtype, as torch._scaled_mm's meta kernel gives; its out=
+            # variant, which aten runs, has none and raised NotImplementedError from inside torch)
             return out
         if problem.k == 0:
             out.zero_()
             return out if bias is None else out.add_(bias)
         kernels.run_choice(choice, a, b, out, workspace=None, epilogue=epi)
-        return out
+        return out if after is None else apply_(out, after)
 
     if needs_grad(a, b, scale_a, scale_b, bias):
         # torch._scaled_mm has no derivative and records a backward that says so; a Triton kernel's
@@ -260,6 +277,24 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
         return not_differentiable(run, "gemmtune.scaled_mm", a, b, scale_a, scale_b, bias)
     return run()
 
+
+
+def _refuse_transformed(**tensors) -> None:
+    """Raise NotImplementedError naming a dual (forward-mode AD) or torch.func-wrapped input: the
+    kernels read the primal values, so a Triton choice returned a result without the tangent, and
+    vmap's batched scale failed deep in the finite check; torch._scaled_mm has no forward
+    derivative either. Plain inputs under a dual level or a transform run as ever."""
+    from torch.autograd import forward_ad as fwad
+    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            continue
+        if wrapped(t):
+            raise NotImplementedError(f"gemmtune.scaled_mm does not run under torch.func transforms (vmap, grad, "
+                                      f"jvp): {name} is a transformed tensor; call it outside the transform")
+        if fwad._current_level >= 0 and fwad.unpack_dual(t).tangent is not None:
+            raise NotImplementedError(f"gemmtune.scaled_mm has no forward-mode AD derivative (nor has "
+                                      f"torch._scaled_mm): {name} is a dual tensor")
 
 
 def _untraced_scaled_mm(*args, **kwargs) -> torch.Tensor:

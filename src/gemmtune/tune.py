@@ -162,7 +162,8 @@ def tune(problems: Iterable[Problem | Shape], *, families: Sequence[str] | None 
     serves as its ``-pdl`` twin, is picked as if this fraction faster than its time alone (in the
     sweep's pick and in the run-off; the recorded time is its own). ``tune_model(pdl=True)``
     passes ``gemmtune.pdl.PDL_CREDIT`` (0.02) on Hopper, where the twins gained 2.5-6% in
-    measured chains and decode steps. 0 (the default) picks by time alone.
+    measured chains and decode steps. 0 (the default) picks by time alone. scaled_mm problems get
+    none: gemmtune.scaled_mm serves no twin.
     """
     return Tuner(TuneOptions(
         families=families, space=space, store=store, out=out, workers=workers, timeout=timeout,

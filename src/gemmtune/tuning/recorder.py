@@ -85,9 +85,10 @@ def prefer_aten(best, aten, min_gain: float, scale: float = 1.0):
     return aten if best.device_ms * scale * (1.0 + min_gain) > aten.device_ms else best
 
 
-def ranked_ms(choice_id: str, device_ms: float, layout_b: str, pdl_credit: float) -> float:
+def ranked_ms(choice_id: str, device_ms: float, layout_b: str, pdl_credit: float, op: str = "mm") -> float:
     """The time a winner is picked by: ``device_ms``, less ``pdl_credit`` of it for a strip that
-    ``pdl=True`` serves as its ``-pdl`` twin (``gemmtune.pdl.PDL_CREDIT`` says why).
+    ``pdl=True`` serves as its ``-pdl`` twin in a problem of ``op`` (``gemmtune.pdl.credited``;
+    ``gemmtune.pdl.PDL_CREDIT`` says why).
 
     >>> ranked_ms("skinny:BM1-BN8-BK512-SK1-S1-W4-core-det-flat-sum", 1.0, "col", 0.02)
     0.98
@@ -97,7 +98,7 @@ def ranked_ms(choice_id: str, device_ms: float, layout_b: str, pdl_credit: float
     if pdl_credit <= 0:
         return device_ms
     from ..pdl import credited
-    return device_ms * (1.0 - pdl_credit) if credited(choice_id, layout_b) else device_ms
+    return device_ms * (1.0 - pdl_credit) if credited(choice_id, layout_b, op) else device_ms
 
 
 def summarize(s: Shape, cands: list[Choice], db: ResultStore, ctx: RunContext, min_gain: float = 0.0,
@@ -112,10 +113,10 @@ def summarize(s: Shape, cands: list[Choice], db: ResultStore, ctx: RunContext, m
     rel = [r for cid, r in rows.items() if cid in ids]
     statuses = Counter(r.status for r in rel)
     ok = [r for r in rel if r.status == Status.OK and r.device_ms is not None and math.isfinite(r.device_ms)]
-    lb = s.problem.layout_b
-    best = min(ok, key=lambda r: (ranked_ms(r.choice_id, r.device_ms, lb, pdl_credit), r.choice_id)) if ok else None
+    lb, op = s.problem.layout_b, s.problem.op
+    best = min(ok, key=lambda r: (ranked_ms(r.choice_id, r.device_ms, lb, pdl_credit, op), r.choice_id)) if ok else None
     best = prefer_aten(best, next((r for r in ok if r.choice_id == "aten"), None), min_gain,
-                       ranked_ms(best.choice_id, 1.0, lb, pdl_credit) if best is not None else 1.0)
+                       ranked_ms(best.choice_id, 1.0, lb, pdl_credit, op) if best is not None else 1.0)
     aten = rows.get("aten")
     reasons: dict[str, str] = {}
     for r in sorted(rel, key=lambda r: r.choice_id):

@@ -486,7 +486,8 @@ class Tuner:
                 if wants_runoff(r.best, r.best_ms, r.aten_ms, o.runoff):
                     winner, r.runoff = runoff_winner(executor.runoff(s.problem, [r.best, "aten"]), r.best,
                                                      max(o.min_gain, RUNOFF_TIE),
-                                                     ranked_ms(r.best, 1.0, s.problem.layout_b, o.pdl_credit))
+                                                     ranked_ms(r.best, 1.0, s.problem.layout_b, o.pdl_credit,
+                                                               s.problem.op))
                     if winner == "aten":
                         r.best, r.best_ms = "aten", r.aten_ms
                 r.tune_s = time.monotonic() - ts
