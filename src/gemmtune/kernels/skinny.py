@@ -289,7 +289,7 @@ def _rms_scale(a_vec, rk, k_start, k_end, sak, K, norm_eps, BLOCK_K: tl.constexp
     summed."""
     ss = tl.zeros((BLOCK_K,), dtype=tl.float32)
     for k in range(k_start, k_end, BLOCK_K):
-        x = tl.load(a_vec, mask=(k + rk) < k_end, other=0.0).to(tl.float32)
+        x = tl.load(a_vec, mask=rk < k_end - k, other=0.0).to(tl.float32)
         ss += x * x
         a_vec += BLOCK_K * sak
     return tl.math.rsqrt(tl.sum(ss, axis=0) / K + norm_eps)
@@ -386,7 +386,7 @@ def _flat_rows(a_ptr, b_ptr, pid_m, rn_i, rk, n_ok, k_start, k_end, M, sam, sak,
             step = (k - k_start).to(tl.int64)
         else:
             step = k - k_start
-        k_ok = (k + rk) < k_end
+        k_ok = rk < k_end - k  # the arange against one scalar (kernels.tiled._load_tiles says why)
         b = _flat_load_b(b_ptrs + step * sbk, n_ok, k_ok, BK_UNIT, not EVEN_K)
         acc = _flat_rows_step(acc, a_base, b, step + rk, k_ok, row0, M, sam, sak, BLOCK_M, BK_UNIT)
     return tl.trans(acc)
@@ -466,9 +466,9 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
                 a = tl.load(a_ptrs, mask=m_ok[:, None], other=0.0)
                 b = tl.load(b_ptrs, mask=n_ok[None, :], other=0.0)
             else:
-                kk = k + rk
-                a = tl.load(a_ptrs, mask=m_ok[:, None] & (kk[None, :] < k_end), other=0.0)
-                b = tl.load(b_ptrs, mask=n_ok[None, :] & (kk[:, None] < k_end), other=0.0)
+                k_left = k_end - k  # the arange against one scalar (kernels.tiled._load_tiles says why)
+                a = tl.load(a_ptrs, mask=m_ok[:, None] & (rk[None, :] < k_left), other=0.0)
+                b = tl.load(b_ptrs, mask=n_ok[None, :] & (rk[:, None] < k_left), other=0.0)
             acc = mma(a, b, acc, INPUT_PRECISION)
             a_ptrs += BLOCK_K * sak
             b_ptrs += BLOCK_K * sbk
@@ -531,7 +531,7 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
             # and that strip ran 13.1 us; but the best strip of each shape ran as fast or up to 6%
             # slower, 0.983x (-flat) and 0.987x (-flat-sum) over 780 pairs (H200, session 41, call
             # 1), so this loop keeps its pointers.
-            k_ok = (k + rk) < k_end  # (unused with EVEN_K)
+            k_ok = rk < k_end - k  # (unused with EVEN_K; the arange against one scalar: kernels.tiled._load_tiles)
             b = _flat_load_b(b_ptrs, n_ok, k_ok, BK_UNIT, not EVEN_K)
             if EVEN_K:
                 a = tl.load(a_vec).to(tl.float32)
@@ -577,9 +577,9 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
                 a = tl.load(a_ptrs, mask=m_ok[:, None], other=0.0)
                 b = tl.load(b_ptrs, mask=n_ok[:, None], other=0.0)
             else:
-                kk = k + rk
-                a = tl.load(a_ptrs, mask=m_ok[:, None] & (kk[None, :] < k_end), other=0.0)
-                b = tl.load(b_ptrs, mask=n_ok[:, None] & (kk[None, :] < k_end), other=0.0)
+                k_left = k_end - k  # the arange against one scalar (kernels.tiled._load_tiles says why)
+                a = tl.load(a_ptrs, mask=m_ok[:, None] & (rk[None, :] < k_left), other=0.0)
+                b = tl.load(b_ptrs, mask=n_ok[:, None] & (rk[None, :] < k_left), other=0.0)
             prod += a.to(tl.float32)[:, None, :] * b.to(tl.float32)[None, :, :]
             a_ptrs += BLOCK_K * sak
             b_ptrs += BLOCK_K * sbk
@@ -605,9 +605,9 @@ def _strip(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, K_PER_SPLIT, sam, sak
                 a = tl.load(a_ptrs, mask=m_ok[:, None], other=0.0)
                 b = tl.load(b_ptrs, mask=n_ok[None, :], other=0.0)
             else:
-                kk = k + rk
-                a = tl.load(a_ptrs, mask=m_ok[:, None] & (kk[None, :] < k_end), other=0.0)
-                b = tl.load(b_ptrs, mask=n_ok[None, :] & (kk[:, None] < k_end), other=0.0)
+                k_left = k_end - k  # the arange against one scalar (kernels.tiled._load_tiles says why)
+                a = tl.load(a_ptrs, mask=m_ok[:, None] & (rk[None, :] < k_left), other=0.0)
+                b = tl.load(b_ptrs, mask=n_ok[None, :] & (rk[:, None] < k_left), other=0.0)
             prod += a.to(tl.float32)[:, :, None] * b.to(tl.float32)[None, :, :]
             a_ptrs += BLOCK_K * sak
             b_ptrs += BLOCK_K * sbk
@@ -673,9 +673,9 @@ def _stream_k(a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, M, N, K, sam, sak, sbk, sbn
                 a = tl.load(a_ptrs, mask=m_ok[:, None], other=0.0)
                 b = tl.load(b_ptrs, mask=n_ok[None, :], other=0.0)
             else:
-                kk = k0 + i * BLOCK_K + rk
-                a = tl.load(a_ptrs, mask=m_ok[:, None] & (kk[None, :] < K), other=0.0)
-                b = tl.load(b_ptrs, mask=n_ok[None, :] & (kk[:, None] < K), other=0.0)
+                k_left = K - (k0 + i * BLOCK_K)  # the arange against one scalar (kernels.tiled._load_tiles)
+                a = tl.load(a_ptrs, mask=m_ok[:, None] & (rk[None, :] < k_left), other=0.0)
+                b = tl.load(b_ptrs, mask=n_ok[None, :] & (rk[:, None] < k_left), other=0.0)
             acc = mma(a, b, acc, INPUT_PRECISION)
             a_ptrs += BLOCK_K * sak
             b_ptrs += BLOCK_K * sbk

@@ -179,7 +179,11 @@ def split_epilogue(acc, c_ptr, ws_ptr, lock_ptr, rm, rn, mask, stride_cm, stride
         # alignment and stored one element at a time (64 STG.E.U16 per thread at 1000^3 on
         # sm_90a) where 8 STG.E.128 do.
         c_rows = tl.multiple_of(c_rows, [C_LEAD_DIV, C_LEAD_DIV])
-    c_ptrs = c_ptr + c_rows + rn[None, :] * stride_cn
+    # One pointer add of the summed int32 offsets (Inductor's template adds one index), not two:
+    # (c_ptr + c_rows) + cols made a 64-bit pointer per element first, one IMAD.WIDE a stored
+    # element more (96x50257x768 bf16, sm_90a: 64 a thread). The valid elements' offsets fit in
+    # the offset dtype (int64 where needs_int64 says a tensor's extent does not fit in int32).
+    c_ptrs = c_ptr + (c_rows + rn[None, :] * stride_cn)
     if SPLIT_MODE == 0:
         acc = fused_epilogue(acc, rm[:, None], rn[None, :], mask, N, bias_ptr, res_ptr, stride_bias,
                              stride_rm, stride_rn, HAS_BIAS, ACT, HAS_RES, M, sa_ptr, sb_ptr, SCALE,
