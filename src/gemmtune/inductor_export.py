@@ -10,7 +10,7 @@ Its table is a dict ``{key: [config, ...]}``:
   [512, 1]))+mm"``), optionally prefixed with a device key ``"<gcnArchName>+"``.
   For addmm (gemmtune's ``addmm:`` problems, a bias of N), Inductor's ``tuned_addmm`` keys
   its Triton templates by three inputs, the bias expanded to (M, N) with strides [0, 1]
-  first, and its scalars: ``"((dtype, [M, N], [0, 1]), (dtype, [M, K], ...), (dtype, [K, N],
+  (N = 1: [1, 1], a realized copy; inductor_keys._bias_strides) first, and its scalars: ``"((dtype, [M, N], [0, 1]), (dtype, [M, K], ...), (dtype, [K, N],
   ...))+alpha=1&beta=1+addmm"`` (torch 2.13's torch/_inductor/kernel/mm.py; on the CPU,
   torch.compile(max-autotune) of F.linear asks for exactly this key and Inductor's own parser
   returns our config, tests/test_addmm.py; a GPU compile with it has not been run yet).
