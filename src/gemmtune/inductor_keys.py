@@ -185,6 +185,12 @@ def check_problem(problem: Problem) -> None:
         raise Unsupported("a strided operand: the gemmtune key does not record its strides")
     if min(problem.m, problem.n, problem.k) == 0:
         raise Unsupported("an empty matrix: Inductor runs no template for it")
+    # Inductor's decompositions (torch 2.13 torch/_inductor/decomposition.py) replace these with a
+    # broadcast multiply before tuned_mm / tuned_addmm / tuned_bmm run, so no lookup ever asks for
+    # their keys: bmm with K = 1 on every device, mm / addmm with K = 1 and M, N > 1 on the GPU.
+    if problem.k == 1 and (problem.op == "bmm" or (problem.op in ("mm", "addmm") and problem.m > 1 and problem.n > 1)):
+        raise Unsupported(f"K = 1: Inductor decomposes this {problem.op} into a broadcast multiply "
+                          "(torch/_inductor/decomposition.py) and never looks it up")
     contiguous = Problem.from_sizes(problem.m, problem.n, problem.k, problem.dtype, problem.out_dtype,
                                     layout_a=problem.layout_a, layout_b=problem.layout_b, op=problem.op,
                                     batch=problem.batch, scale=problem.scale, bias=problem.bias)
