@@ -56,3 +56,92 @@ def test_inductor_finds_the_addmm_export_of_a_linear_with_one_output(tmp_path):
     assert asked & set(exported.table), (sorted(asked), sorted(exported.table))
     assert any(ie.TRITON_MM in found for found in seen["lookups"])
     torch.testing.assert_close(y, torch.nn.functional.linear(x, w, b))
+
+
+# ------------------------------------------------------------------ K = 1: decomposed, never looked up
+def test_products_inductor_decomposes_are_skipped_with_the_reason():
+    """Inductor's decompositions (torch/_inductor/decomposition.py) turn a bmm with K = 1 (on every
+    device), and on the GPU an mm / addmm with K = 1 and M, N > 1, into a broadcast multiply before
+    any lookup: their entries were exported (and counted) all the same, and never used. (On the CPU
+    a compiled torch.bmm of K = 1 asks for no key at all.)"""
+    mm = Problem.from_sizes(8, 16, 1, "bf16")
+    addmm = Problem.from_sizes(8, 16, 1, "bf16", layout_b="col", op="addmm")
+    bmm = Problem.from_sizes(8, 16, 1, "bf16", op="bmm", batch=3)
+    row = Problem.from_sizes(1, 16, 1, "bf16")  # M = 1: not decomposed, looked up
+    r = ie.convert(_table({mm: ["aten"], addmm: ["triton_mm:BM32-BN32-BK16-S2-W4-G4"],
+                           bmm: ["aten"], row: ["aten"]}))
+    reasons = {s.key: s.reason for s in r.skipped if s.choice is None}
+    for p in (mm, addmm, bmm):
+        assert "decomposes" in reasons.get(p.key, ""), (p.key, reasons)
+    assert list(r.table) == ie.inductor_keys(row)
+
+
+# ------------------------------------------------------------------ addmm's persistent TMA note
+def test_an_addmm_persistent_tma_entry_notes_the_flag_it_needs(monkeypatch):
+    """tuned_addmm offers mm_persistent_tma only with config.triton.enable_persistent_tma_matmul, as
+    tuned_mm does; the export noted the flag for mm and said nothing for addmm (its notes returned
+    early for addmm), so the entry was ignored without a word."""
+    from torch._inductor import config as icfg
+
+    monkeypatch.setattr(icfg.triton, "enable_persistent_tma_matmul", False)
+    p = Problem.from_sizes(4096, 4096, 4096, "bf16", layout_b="col", op="addmm")
+    r = ie.convert(_table({p: ["persistent_tma:BM128-BN256-BK64-S3-W8-G8"]}))
+    assert r.table and any("enable_persistent_tma_matmul" in n for n in r.notes), r.notes
+
+
+# ------------------------------------------------------------------ install / installed state
+@NEEDS_INDUCTOR_LUT
+def test_installed_gives_back_the_table_and_handler_it_found():
+    """``with installed(t):`` ended in ``uninstall()``: no table and Inductor's default handler,
+    whatever was there before. A table set by hand (config.lookup_table.table) or an outer
+    ``installed`` block lost its table when an inner block ended."""
+    from torch._inductor import config as icfg
+    from torch._inductor.virtualized import V
+
+    outer = {"((torch.bfloat16, [8, 64], [64, 1]), (torch.bfloat16, [64, 16], [16, 1]))+mm": [{"template_id": "aten::mm"}]}
+    inner = {"((torch.bfloat16, [8, 32], [32, 1]), (torch.bfloat16, [32, 16], [16, 1]))+mm": [{"template_id": "aten::mm"}]}
+    try:
+        with ie.installed(outer):
+            handler = V.choices
+            with ie.installed(inner):
+                assert icfg.lookup_table.table == inner
+            assert icfg.lookup_table.table == outer and V.choices is handler
+        assert icfg.lookup_table.table is None
+        icfg.lookup_table.table = outer  # by hand
+        with ie.installed(inner):
+            pass
+        assert icfg.lookup_table.table == outer
+    finally:
+        ie.uninstall()
+
+
+@NEEDS_INDUCTOR_LUT
+def test_install_refuses_a_device_key_it_cannot_apply():
+    """``install(inductor_table, device_key=...)``: the key prefix applies to a gemmtune table being
+    converted; given an exported Inductor table it was dropped without a word, and the keys stayed
+    device-agnostic (or kept another device's prefix)."""
+    itable = {"((torch.bfloat16, [8, 64], [64, 1]), (torch.bfloat16, [64, 16], [16, 1]))+mm": [{"template_id": "aten::mm"}]}
+    try:
+        with pytest.raises(ValueError, match="device_key 'gfx942'"):
+            ie.install(itable, device_key="gfx942")
+    finally:
+        ie.uninstall()
+
+
+@NEEDS_INDUCTOR_LUT
+def test_install_of_a_gemmtune_table_warns_about_the_entries_it_leaves_out():
+    """``install("table.json")`` converts the table and dropped what Inductor cannot express without
+    a word (``lut export-inductor`` lists it): a table of split-K tiles installed an empty table, and
+    torch.compile tuned as without one."""
+    p = Problem.from_sizes(32, 32, 8192, "bf16")
+    q = Problem.from_sizes(64, 64, 64, "bf16")
+    t = _table({p: ["splitk:BM32-BN32-BK128-S4-W4-G8-SK64-atomic"], q: ["aten"]})
+    try:
+        with pytest.warns(TableWarning, match=r"1 of 2 entries.*" + p.key.replace("+", r"\+")):
+            got = ie.install(t)
+        assert list(got) == ie.inductor_keys(q)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ie.install(_table({q: ["aten"]}))  # nothing left out: no warning
+    finally:
+        ie.uninstall()
