@@ -145,3 +145,16 @@ def test_install_of_a_gemmtune_table_warns_about_the_entries_it_leaves_out():
             ie.install(_table({q: ["aten"]}))  # nothing left out: no warning
     finally:
         ie.uninstall()
+
+
+# ------------------------------------------------------------------ a table built in Python, not validated
+def test_a_choice_the_problem_cannot_take_is_skipped_not_exported():
+    """``load`` validates every choice against its problem; a LookupTable built in Python (and
+    ``install(table)`` / ``convert(table)`` of it) was exported as given: ``decompose_k:s3`` for
+    K = 4096 became ``k_split: 3``, which Inductor's decomposeK reshapes (M, 3, 4096 // 3), failing
+    deep inside torch.compile."""
+    p = Problem.from_sizes(64, 64, 4096, "bf16")
+    r = ie.convert(_table({p: ["decompose_k:s3", "aten"]}))
+    assert r.table[ie.inductor_key(p)] == [{"template_id": ie.ATEN_MM}]
+    (s,) = [s for s in r.skipped if s.choice == "decompose_k:s3"]
+    assert "not valid for this problem" in s.reason and "4096" in s.reason, s.reason

@@ -172,6 +172,12 @@ def choice_config(choice, problem: Problem, sm_count: int | None = None) -> dict
         family = kernels.get(choice.family)
     except ValueError:
         raise Unsupported(f"family {choice.family}: no Inductor template") from None
+    try:
+        # What load checks for every entry; a LookupTable built in Python reached here unchecked, and
+        # ``decompose_k:s3`` for K = 4096 became k_split 3, a reshape failing deep inside torch.compile.
+        kernels.spec(choice.family).validate(problem, choice.config)
+    except (ValueError, TypeError) as e:
+        raise Unsupported(f"not valid for this problem: {e}") from None
     if choice.family != "aten" and runs_3xtf32(problem):
         # The tile was measured with 3xTF32 products; Inductor's templates take ALLOW_TF32 from
         # torch (off here: IEEE FMA on CUDA cores), another kernel at another speed.
