@@ -158,3 +158,23 @@ def test_a_choice_the_problem_cannot_take_is_skipped_not_exported():
     assert r.table[ie.inductor_key(p)] == [{"template_id": ie.ATEN_MM}]
     (s,) = [s for s in r.skipped if s.choice == "decompose_k:s3"]
     assert "not valid for this problem" in s.reason and "4096" in s.reason, s.reason
+
+
+# ------------------------------------------------------------------ scaled_mm: aten with a bias and an fp32 output
+def test_aten_scaled_mm_with_a_bias_and_an_fp32_output_is_not_exported():
+    """Inductor's aten::_scaled_mm calls ``torch._scaled_mm(a, b, scale_a, scale_b, bias, out=buf)``,
+    and CUDA's refuses a bias with a float32 output ("Bias is not supported when out_dtype is set to
+    Float32", aten/src/ATen/native/cuda/Blas.cpp); gemmtune's aten adds the bias after the call
+    instead. The export wrote aten::_scaled_mm for such problems: an entry of it alone is compiled
+    without autotuning, and the model failed at its first call."""
+    def p(out):
+        return Problem.from_sizes(64, 96, 128, "e4m3", out, layout_b="col", op="scaled_mm", scale="tensor", bias=True)
+
+    tile = "triton_mm:BM64-BN64-BK64-S3-W4-G8"
+    r = ie.convert(_table({p("fp32"): ["aten", tile], p("bf16"): ["aten"]}))
+    (s,) = [s for s in r.skipped if s.choice == "aten"]
+    assert s.key == p("fp32").key and "float32" in s.reason.lower(), s.reason
+    for key in ie.inductor_keys(p("fp32")):
+        assert [c["template_id"] for c in r.table[key]] == [ie.TRITON_MM]
+    for key in ie.inductor_keys(p("bf16")):
+        assert r.table[key] == [{"template_id": ie.ATEN_SCALED_MM}]

@@ -55,7 +55,8 @@ What gemmtune exports (``convert``; everything else is skipped with a reason):
   mm template, which tuned_scaled_mm offers with a scaling epilogue, bias included; same kwargs
   as mm; BLOCK_K >= 32 and K > 16 as its scaled heuristic requires, else skipped); ``aten`` ->
   ``{"template_id": "aten::_scaled_mm"}`` (cuBLASLt: Inductor then calls ``_scaled_mm(...,
-  out=buf)`` without out_dtype, the output's dtype being ``buf``'s, and use_fast_accum False);
+  out=buf)`` without out_dtype, the output's dtype being ``buf``'s, and use_fast_accum False; not
+  with a bias and an fp32 output, which CUDA's _scaled_mm refuses);
   ``persistent_tma`` (no bias: tuned_scaled_mm offers no TMA template with one) ->
   ``triton::scaled_mm_device_tma_epilogue_scaling`` with its heuristic's kwargs plus
   ``SCALE_RECIPE_A/B`` (0 tensor-wise, 1 row-wise), which tuned_scaled_mm passes as overrides that
