@@ -178,3 +178,12 @@ def test_aten_scaled_mm_with_a_bias_and_an_fp32_output_is_not_exported():
         assert [c["template_id"] for c in r.table[key]] == [ie.TRITON_MM]
     for key in ie.inductor_keys(p("bf16")):
         assert r.table[key] == [{"template_id": ie.ATEN_SCALED_MM}]
+
+
+@NEEDS_INDUCTOR_LUT
+@pytest.mark.parametrize("source", [None, 3, ["t.json"]])
+def test_install_names_what_it_takes_when_given_something_else(source):
+    """``install(load_or_none("bad.json"))`` (None) raised pathlib's "expected str, bytes or
+    os.PathLike object, not NoneType": neither install nor what it takes was named."""
+    with pytest.raises(TypeError, match=rf"install: source must be .*not {type(source).__name__}"):
+        ie.install(source)

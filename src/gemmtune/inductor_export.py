@@ -499,6 +499,11 @@ def install(source, *, device_key: str | None = None, choices=None) -> dict:
             raise ValueError(_device_key_unused(device_key, "the Inductor table given"))
     else:
         itable = None
+        if not isinstance(source, (LookupTable, str, os.PathLike)):
+            # pathlib's "expected str, bytes or os.PathLike object, not NoneType" named neither
+            # install nor what it takes (install(load_or_none(bad_path)) passes None).
+            raise TypeError(f"install: source must be a gemmtune LookupTable, a table document or Inductor "
+                            f"table (dict), or a path to either, not {type(source).__name__}")
         if not isinstance(source, LookupTable):
             try:
                 head = json.loads(Path(source).read_text())
