@@ -187,3 +187,13 @@ def test_install_names_what_it_takes_when_given_something_else(source):
     os.PathLike object, not NoneType": neither install nor what it takes was named."""
     with pytest.raises(TypeError, match=rf"install: source must be .*not {type(source).__name__}"):
         ie.install(source)
+
+
+def test_reading_a_gemmtune_table_as_an_inductor_one_says_which_it_is(tmp_path):
+    """``read_inductor_table("table.json")`` of a gemmtune table said "schema_version: must be a list
+    of configs, each with a string template_id": its first field, and neither kind of table named."""
+    from gemmtune.table import TableError
+
+    path = _table({Problem.from_sizes(64, 64, 64, "bf16"): ["aten"]}).save(tmp_path / "t.json")
+    with pytest.raises(TableError, match="a gemmtune lookup table, not an Inductor one"):
+        ie.read_inductor_table(path)

@@ -422,6 +422,11 @@ def _checked_inductor_table(doc, where) -> dict[str, list[dict]]:
     a TableError naming ``where``."""
     if not isinstance(doc, dict):
         raise TableError(f"{where}: an Inductor lookup table is a JSON object, not {type(doc).__name__}")
+    if "schema_version" in doc and "entries" in doc:
+        # A gemmtune table read as Inductor's failed on its first field: "schema_version: must be a
+        # list of configs", which named neither table.
+        raise TableError(f"{where}: a gemmtune lookup table, not an Inductor one: install() converts it, "
+                         "or export it with gemmtune lut export-inductor")
     for k, v in doc.items():
         if not isinstance(k, str) or not isinstance(v, list) or not all(
                 isinstance(c, dict) and isinstance(c.get("template_id"), str) for c in v):
