@@ -10,7 +10,7 @@ Its table is a dict ``{key: [config, ...]}``:
   [512, 1]))+mm"``), optionally prefixed with a device key ``"<gcnArchName>+"``.
   For addmm (gemmtune's ``addmm:`` problems, a bias of N), Inductor's ``tuned_addmm`` keys
   its Triton templates by three inputs, the bias expanded to (M, N) with strides [0, 1]
-  first, and its scalars: ``"((dtype, [M, N], [0, 1]), (dtype, [M, K], ...), (dtype, [K, N],
+  (N = 1: [1, 1], a realized copy; inductor_keys._bias_strides) first, and its scalars: ``"((dtype, [M, N], [0, 1]), (dtype, [M, K], ...), (dtype, [K, N],
   ...))+alpha=1&beta=1+addmm"`` (torch 2.13's torch/_inductor/kernel/mm.py; on the CPU,
   torch.compile(max-autotune) of F.linear asks for exactly this key and Inductor's own parser
   returns our config, tests/test_addmm.py; a GPU compile with it has not been run yet).
@@ -55,7 +55,8 @@ What gemmtune exports (``convert``; everything else is skipped with a reason):
   mm template, which tuned_scaled_mm offers with a scaling epilogue, bias included; same kwargs
   as mm; BLOCK_K >= 32 and K > 16 as its scaled heuristic requires, else skipped); ``aten`` ->
   ``{"template_id": "aten::_scaled_mm"}`` (cuBLASLt: Inductor then calls ``_scaled_mm(...,
-  out=buf)`` without out_dtype, the output's dtype being ``buf``'s, and use_fast_accum False);
+  out=buf)`` without out_dtype, the output's dtype being ``buf``'s, and use_fast_accum False; not
+  with a bias and an fp32 output, which CUDA's _scaled_mm refuses);
   ``persistent_tma`` (no bias: tuned_scaled_mm offers no TMA template with one) ->
   ``triton::scaled_mm_device_tma_epilogue_scaling`` with its heuristic's kwargs plus
   ``SCALE_RECIPE_A/B`` (0 tensor-wise, 1 row-wise), which tuned_scaled_mm passes as overrides that
@@ -121,7 +122,7 @@ from .kernels.base import Unsupported
 from .jsonio import check_file_target, refuse_results_store, write_atomic
 from .precision import FP32_PRECISION_ENV, runs_3xtf32
 from .problem import Problem
-from .table import LookupTable, TableError, as_table, check_provenance, from_json
+from .table import LookupTable, TableError, TableWarning, as_table, check_provenance, from_json
 
 # Each family's export lives in its module (its inductor_export); the template ids here
 # are theirs, for the notes below.
@@ -172,6 +173,12 @@ def choice_config(choice, problem: Problem, sm_count: int | None = None) -> dict
         family = kernels.get(choice.family)
     except ValueError:
         raise Unsupported(f"family {choice.family}: no Inductor template") from None
+    try:
+        # What load checks for every entry; a LookupTable built in Python reached here unchecked, and
+        # ``decompose_k:s3`` for K = 4096 became k_split 3, a reshape failing deep inside torch.compile.
+        kernels.spec(choice.family).validate(problem, choice.config)
+    except (ValueError, TypeError) as e:
+        raise Unsupported(f"not valid for this problem: {e}") from None
     if choice.family != "aten" and runs_3xtf32(problem):
         # The tile was measured with 3xTF32 products; Inductor's templates take ALLOW_TF32 from
         # torch (off here: IEEE FMA on CUDA cores), another kernel at another speed.
@@ -205,24 +212,26 @@ def _offered_notes(problem: Problem, configs: list[dict], key: str) -> list[str]
     template it would offer anyway; see torch/_inductor/kernel/mm.py tuned_mm)."""
     if problem.op == "scaled_mm":
         return _scaled_notes(problem, configs, key)
-    if problem.op in ("addmm", "bmm"):
-        return []  # tuned_addmm / tuned_bmm offer their Triton template whenever Triton templates are on
-    t = _decompose_k_threshold()
-    m, n, k = problem.m, problem.n, problem.k
     ids = {c["template_id"] for c in configs}
     notes = []
+    if PERSISTENT_TMA in ids and not _persistent_enabled():
+        # Measured on the H200 with torch 2.11 (scripts/check_inductor_lut.py, 2026-11-24): the
+        # exported entry got no lookup hit with the default config; mm fell back to autotuning.
+        # tuned_addmm offers the template under the same flag (use_triton_tma_template): noted
+        # for addmm too, which returned before this note.
+        notes.append(f"{key}: triton::mm_persistent_tma is offered only with "
+                     "torch._inductor.config.triton.enable_persistent_tma_matmul = True; Inductor will "
+                     "ignore it until that is set")
+    if problem.op in ("addmm", "bmm"):
+        return notes  # tuned_addmm / tuned_bmm offer their Triton template whenever Triton templates are on
+    t = _decompose_k_threshold()
+    m, n, k = problem.m, problem.n, problem.k
     if DECOMPOSE_K in ids and not (k >= t * m and k >= t * n):
         notes.append(f"{key}: decompose_k is offered only when K >= {t} x max(M, N) "
                      "(config.triton.decompose_k_threshold); Inductor will ignore it here")
     if TRITON_MM in ids and k >= 2 * t * m and k >= 2 * t * n:
         notes.append(f"{key}: triton::mm is not offered when K >= {2 * t} x max(M, N) unless "
                      "config.max_autotune_gemm_search_space = 'EXHAUSTIVE'; Inductor will ignore it here")
-    if PERSISTENT_TMA in ids and not _persistent_enabled():
-        # Measured on the H200 with torch 2.11 (scripts/check_inductor_lut.py, 2026-11-24): the
-        # exported entry got no lookup hit with the default config; mm fell back to autotuning.
-        notes.append(f"{key}: triton::mm_persistent_tma is offered only with "
-                     "torch._inductor.config.triton.enable_persistent_tma_matmul = True; Inductor will "
-                     "ignore it until that is set")
     return notes
 
 
@@ -413,6 +422,11 @@ def _checked_inductor_table(doc, where) -> dict[str, list[dict]]:
     a TableError naming ``where``."""
     if not isinstance(doc, dict):
         raise TableError(f"{where}: an Inductor lookup table is a JSON object, not {type(doc).__name__}")
+    if "schema_version" in doc and "entries" in doc:
+        # A gemmtune table read as Inductor's failed on its first field: "schema_version: must be a
+        # list of configs", which named neither table.
+        raise TableError(f"{where}: a gemmtune lookup table, not an Inductor one: install() converts it, "
+                         "or export it with gemmtune lut export-inductor")
     for k, v in doc.items():
         if not isinstance(k, str) or not isinstance(v, list) or not all(
                 isinstance(c, dict) and isinstance(c.get("template_id"), str) for c in v):
@@ -462,7 +476,9 @@ def install(source, *, device_key: str | None = None, choices=None) -> dict:
     Inductor table installed.
 
     ``source``: a gemmtune LookupTable, table path or parsed table document (converted; its
-    provenance is checked against the visible GPU), an Inductor table dict, or an exported file.
+    provenance is checked against the visible GPU; entries it cannot express warn, TableWarning),
+    an Inductor table dict, or an exported file. ``device_key``: convert's, for a gemmtune table
+    only (ValueError with an Inductor table, installed as it is).
     Raises RuntimeError when the installed torch has no Inductor lookup table.
 
     Example::
@@ -484,8 +500,15 @@ def install(source, *, device_key: str | None = None, choices=None) -> dict:
     if isinstance(source, dict):
         # Checked here: a value that is not a list of configs raised deep inside torch.compile.
         itable = _checked_inductor_table(source, "<Inductor table>")
+        if device_key:
+            raise ValueError(_device_key_unused(device_key, "the Inductor table given"))
     else:
         itable = None
+        if not isinstance(source, (LookupTable, str, os.PathLike)):
+            # pathlib's "expected str, bytes or os.PathLike object, not NoneType" named neither
+            # install nor what it takes (install(load_or_none(bad_path)) passes None).
+            raise TypeError(f"install: source must be a gemmtune LookupTable, a table document or Inductor "
+                            f"table (dict), or a path to either, not {type(source).__name__}")
         if not isinstance(source, LookupTable):
             try:
                 head = json.loads(Path(source).read_text())
@@ -498,10 +521,36 @@ def install(source, *, device_key: str | None = None, choices=None) -> dict:
             if torch.cuda.is_available():
                 import triton
                 check_provenance(lut, torch.cuda.get_device_name(), triton.__version__)
-            itable = convert(lut, device_key=device_key).table
+            r = convert(lut, device_key=device_key)
+            # convert's skips were dropped without a word here (lut export-inductor lists them): a
+            # table of split-K tiles installed an empty table, and torch.compile tuned as without one.
+            _warn_left_out(r, lut)
+            itable = r.table
+        elif device_key:
+            raise ValueError(_device_key_unused(device_key, source))
     icfg.lookup_table.table = itable
     V.set_choices_handler(choices if choices is not None else lookup_choices_class()())
     return itable
+
+
+def _device_key_unused(device_key: str, source) -> str:
+    # The prefix is written by convert; an exported Inductor table is installed as it is, and the
+    # argument was dropped without a word (the keys stayed device-agnostic, or another device's).
+    return (f"device_key {device_key!r} applies to a gemmtune table being converted; {source} is an Inductor "
+            "table, installed as it is: export it again with --device-key, or leave device_key out")
+
+
+def _warn_left_out(r: InductorExport, lut: LookupTable) -> None:
+    """One TableWarning naming the entries of ``lut`` that ``install`` leaves out, and why."""
+    whole = [s for s in r.skipped if s.choice is None]
+    if not whole:
+        return
+    import warnings
+
+    shown = "; ".join(str(s) for s in whole[:3]) + ("; ..." if len(whole) > 3 else "")
+    warnings.warn(f"install: {len(whole)} of {len(lut.entries)} entries of {lut.source or 'the table'} left out, "
+                  f"Inductor tunes those shapes itself ({shown}); gemmtune lut export-inductor lists every skip",
+                  TableWarning, stacklevel=3)
 
 
 def uninstall() -> None:
@@ -520,15 +569,36 @@ def uninstall() -> None:
 
 @contextlib.contextmanager
 def installed(source, **kwargs):
-    """``install(source, **kwargs)`` for the ``with`` block, then ``uninstall``: compile inside.
+    """``install(source, **kwargs)`` for the ``with`` block, then the table and choices handler
+    found before it (nothing installed before: ``uninstall``): compile inside.
 
     Example::
 
         >>> with installed("table.json"):                                   # doctest: +SKIP
         ...     y = torch.compile(model, mode="max-autotune")(x)
     """
+    # The table and this thread's handler as they were: ``uninstall`` cleared both, and an inner
+    # block (or the end of one) dropped a table set by hand or by an outer ``installed``.
+    previous = _current_install()
     itable = install(source, **kwargs)
     try:
         yield itable
     finally:
-        uninstall()
+        if previous is None:
+            uninstall()
+        else:
+            from torch._inductor import config as icfg
+            from torch._inductor.virtualized import V
+
+            icfg.lookup_table.table, handler = previous
+            V.set_choices_handler(handler)
+
+
+def _current_install():
+    """(config.lookup_table.table, this thread's choices handler), or None without Inductor's lookup table."""
+    if unavailable_reason() is not None:
+        return None
+    from torch._inductor import config as icfg
+    from torch._inductor.virtualized import V
+
+    return icfg.lookup_table.table, V.choices

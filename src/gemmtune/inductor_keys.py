@@ -131,11 +131,24 @@ def _inductor_key(problem: Problem) -> str:
 
 
 def _inductor_keys(problem: Problem) -> list[str]:
-    """An mm, addmm or bmm problem's keys, one per ``_stride_variants`` pair."""
-    return [_one_key(problem, sa, sb) for sa, sb in _stride_variants(problem)]
+    """An mm, addmm or bmm problem's keys, one per ``_stride_variants`` pair (addmm: and per
+    ``_bias_strides``)."""
+    return [_one_key(problem, sa, sb, bias) for bias in _bias_strides(problem)
+            for sa, sb in _stride_variants(problem)]
 
 
-def _one_key(problem: Problem, sa: list[int], sb: list[int]) -> str:
+def _bias_strides(problem: Problem) -> list[list[int]]:
+    """The strides of addmm's bias as tuned_addmm keys its Triton templates: the bias (N,) expanded
+    to (M, N), a view of strides [0, 1]. With N = 1 Inductor (torch 2.13, mm_args' expand) realizes
+    the expansion of the (1,) bias into a contiguous (M, 1) buffer, strides [1, 1]: the [0, 1] key
+    was never asked for (F.linear of a value head with a bias, tests/test_inductor_export_hunt.py).
+    [0, 1] is kept after it for a torch that keeps the view. Other ops: one (unused) entry."""
+    if problem.op != "addmm":
+        return [[0, 1]]
+    return [[1, 1], [0, 1]] if problem.n == 1 else [[0, 1]]
+
+
+def _one_key(problem: Problem, sa: list[int], sb: list[int], bias: list[int] | None = None) -> str:
     dt = _TORCH_DTYPES[problem.dtype]
     if problem.op == "bmm":
         bt = problem.batch
@@ -145,7 +158,8 @@ def _one_key(problem: Problem, sa: list[int], sb: list[int]) -> str:
     mats = _mat_key(dt, dt, problem, (sa, sb))
     if problem.op == "addmm":
         # The bias as tuned_addmm's Triton templates see it: expanded to the output's shape.
-        inputs = f"(({dt}, [{problem.m}, {problem.n}], [0, 1]), {mats})"
+        bias = [0, 1] if bias is None else bias
+        inputs = f"(({dt}, [{problem.m}, {problem.n}], {bias}), {mats})"
         return "+".join([inputs, ADDMM_SCALARS, "addmm"])
     return "+".join([f"({mats})", OP_NAME])
 
@@ -171,6 +185,12 @@ def check_problem(problem: Problem) -> None:
         raise Unsupported("a strided operand: the gemmtune key does not record its strides")
     if min(problem.m, problem.n, problem.k) == 0:
         raise Unsupported("an empty matrix: Inductor runs no template for it")
+    # Inductor's decompositions (torch 2.13 torch/_inductor/decomposition.py) replace these with a
+    # broadcast multiply before tuned_mm / tuned_addmm / tuned_bmm run, so no lookup ever asks for
+    # their keys: bmm with K = 1 on every device, mm / addmm with K = 1 and M, N > 1 on the GPU.
+    if problem.k == 1 and (problem.op == "bmm" or (problem.op in ("mm", "addmm") and problem.m > 1 and problem.n > 1)):
+        raise Unsupported(f"K = 1: Inductor decomposes this {problem.op} into a broadcast multiply "
+                          "(torch/_inductor/decomposition.py) and never looks it up")
     contiguous = Problem.from_sizes(problem.m, problem.n, problem.k, problem.dtype, problem.out_dtype,
                                     layout_a=problem.layout_a, layout_b=problem.layout_b, op=problem.op,
                                     batch=problem.batch, scale=problem.scale, bias=problem.bias)

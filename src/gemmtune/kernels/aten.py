@@ -161,6 +161,12 @@ def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> di
         # calls _scaled_mm(a, b, scale_a, scale_b[, bias], out=buf), which takes the output's dtype
         # from ``out`` (ATen checks out_dtype only when it is given) and use_fast_accum=False, what
         # gemmtune's aten measured. A torch.dtype has no JSON form, so none is written.
+        if problem.bias and problem.out_dtype == "float32":
+            # That call passes the bias, and CUDA's _scaled_mm refuses one with a float32 output
+            # (aten/src/ATen/native/cuda/Blas.cpp); gemmtune's aten adds it after the call instead.
+            raise Unsupported("aten for scaled_mm with a bias and a float32 output: Inductor's aten::_scaled_mm "
+                              "passes the bias to torch._scaled_mm, which refuses it on CUDA (\"Bias is not "
+                              "supported when out_dtype is set to Float32\")")
         return {"template_id": INDUCTOR_SCALED_MM_TEMPLATE}
     if problem.op == "addmm":
         raise Unsupported("aten for addmm: Inductor looks cuBLAS (aten::addmm) up under another key and "
