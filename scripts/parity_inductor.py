@@ -82,6 +82,7 @@ def main() -> int:
                     help="with --indexed-k: also the indexed forms with an odd N wrapped rather than masked "
                          "(launch_args.MASK_ODD_N = False): ratio_ik_wn, and with --static ratio_static_ik_wn")
     ap.add_argument("--odd", action="store_true", help="only rows with a dim that is not a multiple of 16")
+    ap.add_argument("--only", help="comma-separated MxNxK rows to keep (of the cases the other filters keep)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per row (each 30 graph replays "
                     "of every launch); the figures before session 53 used 3")
     args = ap.parse_args()
@@ -109,6 +110,9 @@ def main() -> int:
         code_dir.mkdir(parents=True, exist_ok=True)
     cases = [c for c in CASES if (not args.small or c[:3] in SMALL) and (not args.large or c[:3] not in SMALL)
              and (not args.odd or any(d % 16 for d in c[:3]))]
+    if args.only:
+        keep = {tuple(int(x) for x in r.split("x")) for r in args.only.split(",")}
+        cases = [c for c in cases if c[:3] in keep]
     for i, (m, n, k, dt, cfg) in enumerate(cases[: args.limit]):
         p = Problem.from_sizes(m, n, k, dt)
         choice = Choice.parse(f"triton_mm:{cfg}")
