@@ -23,6 +23,10 @@ from gemmtune.store import ResultRow, ResultStore, RunContext
 H100 = DeviceInfo.lookup("h100")
 CTX = RunContext("NVIDIA H200", "9.0", "2.11", "3.6.0", "0.1.0")
 
+# collect's --max-minutes counts from the process's start (process_age_s): in a pytest worker that
+# has run for longer than the default 8 minutes, an in-process run measured nothing and said so.
+NO_BUDGET = "100000"
+
 
 def _store(path: Path, n: int) -> Path:
     """A store of ``n`` aten rows (enough pages that a cut .gz ends mid-file)."""
@@ -164,7 +168,7 @@ def test_an_interrupted_run_leaves_no_hard_stop_armed(tmp_path, monkeypatch, cap
     try:
         rc = cli.main(["collect", "--cpu-interpreter", "--shapes", str(suite), "--dtypes", "fp16", "--mm-sample", "1",
                        "--splitk-sample", "0", "--pad-sample", "0", "--new-sample", "0", "--out", str(tmp_path / "o"),
-                       "--hard-stop-minutes", "30"])
+                       "--hard-stop-minutes", "30", "--max-minutes", NO_BUDGET])
         armed = [t for t in set(threading.enumerate()) - before if isinstance(t, threading.Timer) and t.is_alive()]
     finally:
         for t in set(threading.enumerate()) - before:
@@ -212,7 +216,7 @@ def test_rows_added_counts_rows_the_store_gained_not_replaced_ones(tmp_path, mon
     suite.write_text("group,name,M,N,K,dtype\ng,s,16,32,64,float32\n")
     rc = cli.main(["collect", "--cpu-interpreter", "--shapes", str(suite), "--dtypes", "fp32", "--mm-sample", "1",
                    "--splitk-sample", "0", "--pad-sample", "0", "--new-sample", "0", "--out", str(out),
-                   "--no-export", "--hard-stop-minutes", "0"])
+                   "--no-export", "--hard-stop-minutes", "0", "--max-minutes", NO_BUDGET])
     assert rc == 0
     prog = json.loads((out / "collect-progress.json").read_text())
     n = len(seed)
