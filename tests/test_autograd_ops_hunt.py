@@ -1,0 +1,85 @@
+"""Defects found in the autograd of the tuned GEMMs and the ``gemmtune::*`` ops (gemmtune.autograd,
+gemmtune.torch_ops): each test failed before its fix. CPU: Triton choices run in the interpreter."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.autograd.forward_ad as fwAD
+
+import gemmtune
+from gemmtune import torch_ops
+from gemmtune.api import interpreter_enabled
+from gemmtune.torch_ops import REGISTRY
+
+TRITON = "triton_mm:BM16-BN16-BK16-S1-W2-G1"
+
+
+def _mm(n=6, k=40, choice="aten", layout_b="row"):
+    if choice != "aten" and not interpreter_enabled():
+        pytest.skip("Triton choices on the CPU need TRITON_INTERPRET=1")
+    return gemmtune.compile_mm(n=n, k=k, dtype="fp32", hints={"m": [8]}, layout_b=layout_b,
+                               tune_fn=lambda ps, **kw: {p.key: choice for p in ps})
+
+
+def test_torch_ops_mm_and_bmm_keep_a_forward_ad_tangent():
+    """``torch_ops.mm(a, b, handle)`` (the module's documented entry) and ``torch_ops.bmm`` under
+    forward-mode AD: the kernel read the primal's memory and the result came back with no tangent,
+    without a word (a dispatcher called directly, a patched layer and nn.BMM keep it)."""
+    d = _mm(choice=TRITON)
+    h = REGISTRY.register(d)
+    bd = gemmtune.nn.BMM(gemmtune.compile_bmm(batch=2, n=5, k=4, dtype="fp32", hints={"m": [3]},
+                                              tune_fn=lambda ps, **kw: {p.key: TRITON for p in ps}))
+    a, b, t = torch.randn(8, 40), torch.randn(40, 6), torch.randn(8, 40)
+    a3, b3, t3 = torch.randn(2, 3, 4), torch.randn(2, 4, 5), torch.randn(2, 3, 4)
+    with fwAD.dual_level():
+        y = torch_ops.mm(fwAD.make_dual(a, t), b, h)
+        y3 = torch_ops.bmm(fwAD.make_dual(a3, t3), b3, bd.handle)
+        tangent, tangent3 = fwAD.unpack_dual(y).tangent, fwAD.unpack_dual(y3).tangent
+    assert tangent is not None and tangent3 is not None
+    torch.testing.assert_close(tangent, t @ b, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(tangent3, torch.bmm(t3, b3), rtol=1e-4, atol=1e-4)
+
+
+def test_the_ops_refuse_a_forward_ad_tangent_they_would_drop():
+    """``torch.ops.gemmtune.mm`` / ``bmm`` called on a dual operand: the ops have no forward-AD
+    rule, and returned a result with no tangent, without a word. Now they say so."""
+    d = _mm()
+    h = REGISTRY.register(d)
+    bd = gemmtune.nn.BMM(None, dtype="fp32")
+    with fwAD.dual_level():
+        a = fwAD.make_dual(torch.randn(8, 40), torch.randn(8, 40))
+        with pytest.raises(RuntimeError, match="forward-mode AD"):
+            torch.ops.gemmtune.mm(a, torch.randn(40, 6), h)
+        a3 = fwAD.make_dual(torch.randn(2, 3, 4), torch.randn(2, 3, 4))
+        with pytest.raises(RuntimeError, match="forward-mode AD"):
+            torch.ops.gemmtune.bmm(a3, torch.randn(2, 4, 5), bd.handle)
+        # an operand with no tangent inside the level still runs
+        y = torch.ops.gemmtune.mm(torch.ones(8, 40), torch.ones(40, 6), h)
+    torch.testing.assert_close(y, torch.full((8, 6), 40.0))
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_the_bmm_op_refuses_2d_operands_as_its_fake_kernel_does(grad):
+    """Eager, ``gemmtune::bmm`` (and ``torch_ops.bmm``) ran 2-D operands as an mm and returned a
+    2-D result, where its fake kernel (torch.compile) and torch.bmm refuse them: a call that worked
+    eagerly raised once compiled."""
+    bd = gemmtune.nn.BMM(None, dtype="fp32")
+    a, b = torch.randn(8, 40, requires_grad=grad), torch.randn(40, 6)
+    with pytest.raises(RuntimeError, match="3-D operands, got 2-D and 2-D"):
+        torch.ops.gemmtune.bmm(a, b, bd.handle)
+    with pytest.raises(RuntimeError, match="3-D operands, got 2-D and 2-D"):
+        torch_ops.bmm(a, b, bd.handle)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_the_mm_op_refuses_3d_operands_as_its_fake_kernel_does(grad):
+    """Eager, ``gemmtune::mm`` (and ``torch_ops.mm``) ran 3-D operands as a bmm, where its fake
+    kernel refuses them ("takes 2-D operands"): a call that worked eagerly raised once compiled."""
+    d = _mm(n=5, k=4)
+    h = REGISTRY.register(d)
+    a, b = torch.randn(2, 3, 4, requires_grad=grad), torch.randn(2, 4, 5)
+    with pytest.raises(RuntimeError, match="2-D operands, got 3-D and 3-D"):
+        torch.ops.gemmtune.mm(a, b, h)
+    with pytest.raises(RuntimeError, match="2-D operands, got 3-D and 3-D"):
+        torch_ops.mm(a, b, h)
