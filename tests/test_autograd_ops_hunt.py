@@ -83,3 +83,24 @@ def test_the_mm_op_refuses_3d_operands_as_its_fake_kernel_does(grad):
         torch.ops.gemmtune.mm(a, b, h)
     with pytest.raises(RuntimeError, match="2-D operands, got 3-D and 3-D"):
         torch_ops.mm(a, b, h)
+
+
+@pytest.mark.parametrize("choice", ["aten", TRITON])
+def test_a_trainable_bias_over_inference_mode_operands_through_an_activation(choice):
+    """Operands made under torch.inference_mode, a trainable bias, a fused activation: torch trains
+    the bias (its activation keeps the pre-activation, not the operands); the backward's recompute
+    kept the operands themselves, and raised "Inference tensors cannot be saved for backward"."""
+    if choice != "aten" and not interpreter_enabled():
+        pytest.skip("Triton choices on the CPU need TRITON_INTERPRET=1")
+    with torch.inference_mode():
+        x, w = torch.randn(8, 40), torch.randn(40, 6)
+    bias = torch.randn(6, requires_grad=True)
+    gemmtune.matmul(x, w, choice=choice, bias=bias, activation="gelu_tanh").sum().backward()
+    got, bias.grad = bias.grad, None
+    torch.nn.functional.gelu(torch.addmm(bias, x, w), approximate="tanh").sum().backward()
+    torch.testing.assert_close(got, bias.grad, rtol=1e-4, atol=1e-4)
+    d = _mm(choice=choice)  # the gemmtune::mm op's autograd too
+    h = REGISTRY.register(d)
+    bias.grad = None
+    torch.ops.gemmtune.mm(x, w, h, bias, "gelu_tanh").sum().backward()
+    torch.testing.assert_close(got, bias.grad, rtol=1e-4, atol=1e-4)
