@@ -54,6 +54,8 @@ def test_the_ops_refuse_a_forward_ad_tangent_they_would_drop():
         a3 = fwAD.make_dual(torch.randn(2, 3, 4), torch.randn(2, 3, 4))
         with pytest.raises(RuntimeError, match="forward-mode AD"):
             torch.ops.gemmtune.bmm(a3, torch.randn(2, 4, 5), bd.handle)
+        with pytest.raises(RuntimeError, match="forward-mode AD"):  # (it ran torch's ops below autograd)
+            torch.ops.gemmtune.matmul(a, torch.randn(40, 6), "aten")
         # an operand with no tangent inside the level still runs
         y = torch.ops.gemmtune.mm(torch.ones(8, 40), torch.ones(40, 6), h)
     torch.testing.assert_close(y, torch.full((8, 6), 40.0))

@@ -564,6 +564,7 @@ _LIB.define("matmul(Tensor a, Tensor b, str? choice=None, ScalarType? out_dtype=
 
 def _matmul_op(a, b, choice=None, out_dtype=None, allow_tf32=False, bias=None, activation="none", residual=None):
     from .api import matmul
+    _refuse_tangents("matmul", a, b, bias, residual)  # (matmul's own torch path runs below autograd here)
     with torch.no_grad():  # the op's autograd is registered below; none is recorded in its kernel
         return matmul(a, b, choice=choice, out_dtype=out_dtype, allow_tf32=allow_tf32, bias=bias,
                       activation=activation, residual=residual)
