@@ -106,3 +106,23 @@ def test_a_trainable_bias_over_inference_mode_operands_through_an_activation(cho
     bias.grad = None
     torch.ops.gemmtune.mm(x, w, h, bias, "gelu_tanh").sum().backward()
     torch.testing.assert_close(got, bias.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_bmm_module_and_route_leave_an_autocast_bmm_to_torch():
+    """Under torch.autocast, torch.bmm of fp32 operands computes and returns bf16 (as a patched
+    Linear's F.linear does); nn.BMM and route_bmm ran the fp32 dispatcher and returned fp32."""
+    if not interpreter_enabled():
+        pytest.skip("Triton choices on the CPU need TRITON_INTERPRET=1")
+    d = gemmtune.compile_bmm(batch=2, n=5, k=4, dtype="fp32", hints={"m": [3]},
+                             tune_fn=lambda ps, **kw: {p.key: TRITON for p in ps})
+    a, b = torch.randn(2, 3, 4), torch.randn(2, 4, 5)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = torch.bmm(a, b)
+        got = gemmtune.nn.BMM(d)(a, b)
+        with gemmtune.nn.route_bmm(d) as r:
+            routed = a @ b
+    assert want.dtype == got.dtype == routed.dtype == torch.bfloat16
+    assert r.routed == 0
+    torch.testing.assert_close(got, want)
+    with gemmtune.nn.route_bmm(d) as r:  # outside autocast: routed as before
+        assert (a @ b).dtype == torch.float32 and r.routed == 1

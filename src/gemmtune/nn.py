@@ -1055,12 +1055,22 @@ class BMM(torch.nn.Module):
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         if not _is_compiling() and _transformed():
             return torch.bmm(a, b)  # forward-mode AD or a torch.func transform: torch's (_transformed says why)
+        if _autocast_on(a):
+            return torch.bmm(a, b)  # autocast casts inside torch.bmm (the dispatcher kept fp32: _autocast_on)
         if a.dim() != 3 or b.dim() != 3:
             # torch.bmm's own rule: the dispatcher would run 2-D operands as an mm, so a call that
             # torch refuses returned a result here (a drop-in must not accept more than torch.bmm)
             raise RuntimeError(f"gemmtune.nn.BMM takes 3-D operands as torch.bmm does, got {a.dim()}-D and "
                                f"{b.dim()}-D (use gemmtune.matmul or a patched Linear for a 2-D product)")
         return torch_ops.bmm(a, b, self.handle)
+
+
+def _autocast_on(a: torch.Tensor) -> bool:
+    """Whether autocast is on for ``a``'s device: then a bmm is torch's, which autocast casts (a patched
+    Linear leaves such calls to F.linear: _torchs_own). The dispatcher kept its dtype, so under
+    ``torch.autocast(dtype=torch.bfloat16)`` a routed or BMM product of fp32 operands came back fp32
+    at fp32 precision, where torch.bmm gives bf16."""
+    return isinstance(a, torch.Tensor) and _any_autocast() and torch.is_autocast_enabled(a.device.type)
 
 
 def _bmm_dispatcher(target, dtype) -> Dispatcher:
@@ -1101,7 +1111,7 @@ class _RouteBmm(torch.overrides.TorchFunctionMode):
                                              or a.is_neg() or b.is_neg()))
                 and a.shape[0] == b.shape[0] and a.shape[2] == b.shape[1]
                 and a.dtype == b.dtype == self.dispatcher.torch_dtype and a.device == b.device
-                and a.device.type in ("cpu", "cuda")
+                and a.device.type in ("cpu", "cuda") and not _autocast_on(a)
                 and all(dims[d] is None or dims[d] == size
                         for d, size in (("m", a.shape[1]), ("n", b.shape[2]), ("k", a.shape[2]))))
 
