@@ -1062,7 +1062,20 @@ class BMM(torch.nn.Module):
             # torch refuses returned a result here (a drop-in must not accept more than torch.bmm)
             raise RuntimeError(f"gemmtune.nn.BMM takes 3-D operands as torch.bmm does, got {a.dim()}-D and "
                                f"{b.dim()}-D (use gemmtune.matmul or a patched Linear for a 2-D product)")
-        return torch_ops.bmm(a, b, self.handle)
+        try:
+            return torch_ops.bmm(a, b, self.handle)
+        except (TypeError, ValueError, NotImplementedError):
+            # A negated view (Tensor.is_neg()) or a sparse operand: torch.bmm takes them (route_bmm
+            # leaves them to it, a patched Linear resolves the sign), the dispatcher refuses them by
+            # name, and the op has no sparse kernel (NotImplementedError with grad). Asked only after
+            # that refusal, so the hot path pays nothing.
+            if _torchs_operand(a) or _torchs_operand(b):
+                return torch.bmm(a, b)
+            raise
+
+
+def _torchs_operand(t: torch.Tensor) -> bool:
+    return isinstance(t, torch.Tensor) and (t.layout is not torch.strided or t.is_neg())
 
 
 def _autocast_on(a: torch.Tensor) -> bool:
