@@ -145,3 +145,29 @@ def test_bmm_module_takes_a_negated_or_sparse_operand_as_torch_bmm_does(kind):
     torch.testing.assert_close(bg.grad, torch.bmm(x.transpose(1, 2), torch.ones(2, 3, 5)), rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="inner dimensions"):  # other refusals still raise
         gemmtune.nn.BMM(d)(a, torch.randn(2, 5, 5))
+
+
+def test_route_bmm_entered_inside_a_fullgraph_compile():
+    """``route_bmm(d)`` entered inside a compiled function (route_bmm's doc: "or entering it"): the
+    mode registered its dispatcher under the registry's lock, a context manager dynamo cannot trace,
+    so fullgraph=True raised (Unsupported context manager) and without it the graph broke."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    d = gemmtune.compile_bmm(batch=2, n=5, k=4, dtype="fp32", hints={"m": [3]},
+                             tune_fn=lambda ps, **kw: {p.key: "aten" for p in ps})
+    a, b = torch.randn(2, 3, 4, requires_grad=True), torch.randn(2, 4, 5)
+
+    def inside(x, y):
+        with gemmtune.nn.route_bmm(d):
+            return torch.bmm(x, y) * 2
+
+    torch._dynamo.reset()
+    cnt = CompileCounterWithBackend("aot_eager")
+    try:
+        y = torch.compile(inside, backend=cnt, fullgraph=True)(a, b)
+        assert cnt.frame_count == 1 and "torch.ops.gemmtune.bmm" in cnt.graphs[0].code
+        y.sum().backward()
+    finally:
+        torch._dynamo.reset()
+    torch.testing.assert_close(y, torch.bmm(a, b) * 2)
+    torch.testing.assert_close(a.grad, 2 * torch.bmm(torch.ones(2, 3, 5), b.transpose(1, 2)))

@@ -1100,7 +1100,9 @@ class _RouteBmm(torch.overrides.TorchFunctionMode):
     def __init__(self, dispatcher: Dispatcher):
         super().__init__()
         self.dispatcher = dispatcher
-        self.handle = REGISTRY.register(dispatcher)
+        # Entered inside a compiled function: the registry's lock is a context manager dynamo cannot
+        # trace (a graph break; an error under fullgraph=True), so take the handle as a constant.
+        self.handle = torch_ops.handle_of(dispatcher) if _is_compiling() else REGISTRY.register(dispatcher)
         self.routed = 0
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
