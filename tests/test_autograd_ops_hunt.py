@@ -39,6 +39,9 @@ def test_torch_ops_mm_and_bmm_keep_a_forward_ad_tangent():
     assert tangent is not None and tangent3 is not None
     torch.testing.assert_close(tangent, t @ b, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(tangent3, torch.bmm(t3, b3), rtol=1e-4, atol=1e-4)
+    # torch.func.vmap: the kernel read a batched tensor's (absent) storage and raised deep inside
+    xs = torch.randn(3, 8, 40)
+    torch.testing.assert_close(torch.func.vmap(lambda x: torch_ops.mm(x, b, h))(xs), xs @ b, rtol=1e-4, atol=1e-4)
 
 
 def test_the_ops_refuse_a_forward_ad_tangent_they_would_drop():
