@@ -131,16 +131,22 @@ def test_bmm_module_and_route_leave_an_autocast_bmm_to_torch():
         assert (a @ b).dtype == torch.float32 and r.routed == 1
 
 
-@pytest.mark.parametrize("kind", ["neg", "sparse"])
-def test_bmm_module_takes_a_negated_or_sparse_operand_as_torch_bmm_does(kind):
-    """nn.BMM is torch.bmm on a dispatcher: a negated view (``Tensor.is_neg()``) or a sparse COO
-    operand, which torch.bmm takes (and route_bmm leaves to it), raised the dispatcher's refusal
-    (ValueError / TypeError) without grad, and ran (the sign resolved) with grad."""
+@pytest.mark.parametrize("kind", ["neg", "sparse", "meta"])
+def test_bmm_module_takes_a_negated_sparse_or_meta_operand_as_torch_bmm_does(kind):
+    """nn.BMM is torch.bmm on a dispatcher: a negated view (``Tensor.is_neg()``), a sparse COO or a
+    meta operand, which torch.bmm takes (and route_bmm leaves to it), raised the dispatcher's
+    refusal (ValueError / TypeError) without grad, and ran with grad (the sign resolved; meta: the
+    op's fake kernel)."""
     if not interpreter_enabled():
         pytest.skip("Triton choices on the CPU need TRITON_INTERPRET=1")
     d = gemmtune.compile_bmm(batch=2, n=5, k=4, dtype="fp32", hints={"m": [3]},
                              tune_fn=lambda ps, **kw: {p.key: TRITON for p in ps})
     a, b = torch.randn(2, 3, 4), torch.randn(2, 4, 5)
+    if kind == "meta":
+        x, bm = a.to("meta"), b.to("meta")
+        y = gemmtune.nn.BMM(d)(x, bm)
+        assert y.device.type == "meta" and y.shape == (2, 3, 5)
+        return
     x = torch._neg_view(a) if kind == "neg" else a.to_sparse()
     torch.testing.assert_close(gemmtune.nn.BMM(d)(x, b), torch.bmm(x, b), rtol=1e-4, atol=1e-4)
     bg = b.clone().requires_grad_()  # with grad: the sparse one met the op's missing SparseCPU kernel

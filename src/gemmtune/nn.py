@@ -1065,7 +1065,7 @@ class BMM(torch.nn.Module):
         try:
             return torch_ops.bmm(a, b, self.handle)
         except (TypeError, ValueError, NotImplementedError):
-            # A negated view (Tensor.is_neg()) or a sparse operand: torch.bmm takes them (route_bmm
+            # A negated view (Tensor.is_neg()), a sparse or meta operand: torch.bmm takes them (route_bmm
             # leaves them to it, a patched Linear resolves the sign), the dispatcher refuses them by
             # name, and the op has no sparse kernel (NotImplementedError with grad). Asked only after
             # that refusal, so the hot path pays nothing.
@@ -1075,7 +1075,9 @@ class BMM(torch.nn.Module):
 
 
 def _torchs_operand(t: torch.Tensor) -> bool:
-    return isinstance(t, torch.Tensor) and (t.layout is not torch.strided or t.is_neg())
+    """A bmm operand torch.bmm takes and the dispatcher refuses: sparse, negated, or on a device
+    gemmtune does not run on (``meta``: a model built there, as a patched Linear's _torchs_own)."""
+    return isinstance(t, torch.Tensor) and (t.layout is not torch.strided or t.is_neg() or not (t.is_cpu or t.is_cuda))
 
 
 def _autocast_on(a: torch.Tensor) -> bool:
