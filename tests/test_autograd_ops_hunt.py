@@ -180,3 +180,24 @@ def test_route_bmm_entered_inside_a_fullgraph_compile():
         torch._dynamo.reset()
     torch.testing.assert_close(y, torch.bmm(a, b) * 2)
     torch.testing.assert_close(a.grad, 2 * torch.bmm(torch.ones(2, 3, 5), b.transpose(1, 2)))
+
+
+def test_torch_save_of_a_model_with_a_bmm_module(tmp_path):
+    """``torch.save(model)`` of a model holding an nn.BMM raised TypeError (a Dispatcher cannot be
+    pickled) after torch had truncated the file: the checkpoint already at that path was destroyed.
+    Now it saves, and loads as a BMM running torch.bmm; copies still share the dispatcher."""
+    import copy
+
+    d = gemmtune.compile_bmm(batch=2, n=5, k=4, dtype="fp32", hints={"m": [3]},
+                             tune_fn=lambda ps, **kw: {p.key: "aten" for p in ps})
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), gemmtune.nn.BMM(d))
+    path = tmp_path / "model.pt"
+    torch.save(model, path)
+    loaded = torch.load(path, weights_only=False)
+    a, b = torch.randn(2, 3, 4), torch.randn(2, 4, 5)
+    assert isinstance(loaded[1], gemmtune.nn.BMM)
+    torch.testing.assert_close(loaded[1](a, b), torch.bmm(a, b))
+    torch.testing.assert_close(loaded[0].weight, model[0].weight)
+    for c in (copy.deepcopy(model), copy.copy(model[1])):
+        m = c[1] if isinstance(c, torch.nn.Sequential) else c
+        assert m.dispatcher is d and m.handle == model[1].handle

@@ -1052,6 +1052,17 @@ class BMM(torch.nn.Module):
         self.dispatcher = _bmm_dispatcher(dispatcher, dtype)
         self.handle = REGISTRY.register(self.dispatcher)
 
+    def __reduce_ex__(self, protocol):
+        """Pickled (``torch.save(model)``) without its dispatcher, which cannot be pickled: it
+        loads as a BMM that runs torch.bmm (cuBLAS) for every shape, as a patched Linear loads
+        unpatched. Refusing raised only after torch.save had truncated the file: an existing
+        checkpoint at that path was destroyed."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("dispatcher", "handle")}
+        return (_untuned_bmm, (dtype_name(self.dispatcher.torch_dtype),), state)
+
+    __deepcopy__ = _deepcopy_converted  # (a copy keeps the dispatcher, shared, as before: not the pickle)
+    __copy__ = _copy_converted
+
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         if not _is_compiling() and _transformed():
             return torch.bmm(a, b)  # forward-mode AD or a torch.func transform: torch's (_transformed says why)
@@ -1086,6 +1097,10 @@ def _autocast_on(a: torch.Tensor) -> bool:
     ``torch.autocast(dtype=torch.bfloat16)`` a routed or BMM product of fp32 operands came back fp32
     at fp32 precision, where torch.bmm gives bf16."""
     return isinstance(a, torch.Tensor) and _any_autocast() and torch.is_autocast_enabled(a.device.type)
+
+
+def _untuned_bmm(dtype: str) -> BMM:
+    return BMM(None, dtype=dtype)
 
 
 def _bmm_dispatcher(target, dtype) -> Dispatcher:
