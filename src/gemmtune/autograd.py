@@ -99,8 +99,16 @@ def saved_for(a: torch.Tensor, b: torch.Tensor, bias: Optional[torch.Tensor], ac
     gradient reads, and "Inference tensors cannot be saved for backward" for inference-mode
     operands under a trainable bias or residual."""
     if activation != "none" and (need_a or need_b or need_bias):
-        return a, b, bias
+        # An inference tensor cannot be saved: one that torch's own ops would not save (torch's
+        # activation keeps the M x N pre-activation instead) is copied, so a trainable bias over
+        # inference-mode operands trains as with torch (it raised "Inference tensors cannot be
+        # saved for backward"). Where torch saves it too, it raises as torch's does.
+        return _savable(a, need_b), _savable(b, need_a), _savable(bias, False)
     return (a if need_b else None), (b if need_a else None), None
+
+
+def _savable(t: Optional[torch.Tensor], torch_saves: bool) -> Optional[torch.Tensor]:
+    return t.clone() if t is not None and not torch_saves and t.is_inference() else t
 
 
 def grads(grad: torch.Tensor, a: Optional[torch.Tensor], b: Optional[torch.Tensor], bias: Optional[torch.Tensor],

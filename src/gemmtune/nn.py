@@ -1052,15 +1052,55 @@ class BMM(torch.nn.Module):
         self.dispatcher = _bmm_dispatcher(dispatcher, dtype)
         self.handle = REGISTRY.register(self.dispatcher)
 
+    def __reduce_ex__(self, protocol):
+        """Pickled (``torch.save(model)``) without its dispatcher, which cannot be pickled: it
+        loads as a BMM that runs torch.bmm (cuBLAS) for every shape, as a patched Linear loads
+        unpatched. Refusing raised only after torch.save had truncated the file: an existing
+        checkpoint at that path was destroyed."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("dispatcher", "handle")}
+        return (_untuned_bmm, (dtype_name(self.dispatcher.torch_dtype),), state)
+
+    __deepcopy__ = _deepcopy_converted  # (a copy keeps the dispatcher, shared, as before: not the pickle)
+    __copy__ = _copy_converted
+
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         if not _is_compiling() and _transformed():
             return torch.bmm(a, b)  # forward-mode AD or a torch.func transform: torch's (_transformed says why)
+        if _autocast_on(a):
+            return torch.bmm(a, b)  # autocast casts inside torch.bmm (the dispatcher kept fp32: _autocast_on)
         if a.dim() != 3 or b.dim() != 3:
             # torch.bmm's own rule: the dispatcher would run 2-D operands as an mm, so a call that
             # torch refuses returned a result here (a drop-in must not accept more than torch.bmm)
             raise RuntimeError(f"gemmtune.nn.BMM takes 3-D operands as torch.bmm does, got {a.dim()}-D and "
                                f"{b.dim()}-D (use gemmtune.matmul or a patched Linear for a 2-D product)")
-        return torch_ops.bmm(a, b, self.handle)
+        try:
+            return torch_ops.bmm(a, b, self.handle)
+        except (TypeError, ValueError, NotImplementedError):
+            # A negated view (Tensor.is_neg()), a sparse or meta operand: torch.bmm takes them (route_bmm
+            # leaves them to it, a patched Linear resolves the sign), the dispatcher refuses them by
+            # name, and the op has no sparse kernel (NotImplementedError with grad). Asked only after
+            # that refusal, so the hot path pays nothing.
+            if _torchs_operand(a) or _torchs_operand(b):
+                return torch.bmm(a, b)
+            raise
+
+
+def _torchs_operand(t: torch.Tensor) -> bool:
+    """A bmm operand torch.bmm takes and the dispatcher refuses: sparse, negated, or on a device
+    gemmtune does not run on (``meta``: a model built there, as a patched Linear's _torchs_own)."""
+    return isinstance(t, torch.Tensor) and (t.layout is not torch.strided or t.is_neg() or not (t.is_cpu or t.is_cuda))
+
+
+def _autocast_on(a: torch.Tensor) -> bool:
+    """Whether autocast is on for ``a``'s device: then a bmm is torch's, which autocast casts (a patched
+    Linear leaves such calls to F.linear: _torchs_own). The dispatcher kept its dtype, so under
+    ``torch.autocast(dtype=torch.bfloat16)`` a routed or BMM product of fp32 operands came back fp32
+    at fp32 precision, where torch.bmm gives bf16."""
+    return isinstance(a, torch.Tensor) and _any_autocast() and torch.is_autocast_enabled(a.device.type)
+
+
+def _untuned_bmm(dtype: str) -> BMM:
+    return BMM(None, dtype=dtype)
 
 
 def _bmm_dispatcher(target, dtype) -> Dispatcher:
@@ -1077,7 +1117,9 @@ class _RouteBmm(torch.overrides.TorchFunctionMode):
     def __init__(self, dispatcher: Dispatcher):
         super().__init__()
         self.dispatcher = dispatcher
-        self.handle = REGISTRY.register(dispatcher)
+        # Entered inside a compiled function: the registry's lock is a context manager dynamo cannot
+        # trace (a graph break; an error under fullgraph=True), so take the handle as a constant.
+        self.handle = torch_ops.handle_of(dispatcher) if _is_compiling() else REGISTRY.register(dispatcher)
         self.routed = 0
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -1101,7 +1143,7 @@ class _RouteBmm(torch.overrides.TorchFunctionMode):
                                              or a.is_neg() or b.is_neg()))
                 and a.shape[0] == b.shape[0] and a.shape[2] == b.shape[1]
                 and a.dtype == b.dtype == self.dispatcher.torch_dtype and a.device == b.device
-                and a.device.type in ("cpu", "cuda")
+                and a.device.type in ("cpu", "cuda") and not _autocast_on(a)
                 and all(dims[d] is None or dims[d] == size
                         for d, size in (("m", a.shape[1]), ("n", b.shape[2]), ("k", a.shape[2]))))
 

@@ -68,8 +68,9 @@ import weakref
 from typing import Optional
 
 import torch
+import torch.autograd.forward_ad as _fwAD
 
-from .autograd import grads, needs_grad, no_derivative, saved_for
+from .autograd import grads, needs_grad, no_derivative, saved_for, transformed
 from .dispatch import Dispatcher
 from .dispatch.common import ATEN
 from .epilogue import check_activation
@@ -203,8 +204,29 @@ _LIB.define("mm(Tensor a, Tensor b, int handle, Tensor? bias=None, str activatio
             "Tensor? residual=None) -> Tensor")
 
 
+def _refuse_tangents(op: str, *tensors: Optional[torch.Tensor]) -> None:
+    """The ops have no forward-AD rule and their kernels read the primal's memory: a dual operand's
+    tangent was dropped without a word (the result had none). Raise instead, naming the way out.
+    Off a ``dual_level`` this costs one int compare."""
+    if _fwAD._current_level >= 0 and any(t is not None and _fwAD.unpack_dual(t).tangent is not None
+                                         for t in tensors):
+        raise RuntimeError(f"gemmtune::{op} has no forward-mode AD rule (an operand carries a tangent): "
+                           "call the dispatcher itself, a patched layer or gemmtune.torch_ops.mm/bmm, "
+                           "which run torch's ops there")
+
+
+def _check_rank(op: str, a: torch.Tensor, b: torch.Tensor, rank: int) -> None:
+    """The op's fake kernel's rank rule, eager too: the dispatcher runs 2-D operands as an mm and
+    3-D ones as a bmm, so an eager call of the wrong rank returned a result where the same call,
+    compiled, raised."""
+    if a.dim() != rank or b.dim() != rank:
+        raise RuntimeError(f"gemmtune::{op} takes {rank}-D operands, got {a.dim()}-D and {b.dim()}-D")
+
+
 def _mm_op(a: torch.Tensor, b: torch.Tensor, handle: int, bias: Optional[torch.Tensor] = None,
            activation: str = "none", residual: Optional[torch.Tensor] = None) -> torch.Tensor:
+    _check_rank("mm", a, b, 2)
+    _refuse_tangents("mm", a, b, bias, residual)
     return REGISTRY.get(handle)._run(a, b, bias, activation, residual)
 
 
@@ -496,6 +518,8 @@ _LIB.define("bmm(Tensor a, Tensor b, int handle) -> Tensor")
 
 
 def _bmm_op(a: torch.Tensor, b: torch.Tensor, handle: int) -> torch.Tensor:
+    _check_rank("bmm", a, b, 3)
+    _refuse_tangents("bmm", a, b)
     return REGISTRY.get(handle)._run(a, b)
 
 
@@ -540,6 +564,7 @@ _LIB.define("matmul(Tensor a, Tensor b, str? choice=None, ScalarType? out_dtype=
 
 def _matmul_op(a, b, choice=None, out_dtype=None, allow_tf32=False, bias=None, activation="none", residual=None):
     from .api import matmul
+    _refuse_tangents("matmul", a, b, bias, residual)  # (matmul's own torch path runs below autograd here)
     with torch.no_grad():  # the op's autograd is registered below; none is recorded in its kernel
         return matmul(a, b, choice=choice, out_dtype=out_dtype, allow_tf32=allow_tf32, bias=bias,
                       activation=activation, residual=residual)
@@ -683,17 +708,29 @@ def _use_op(*tensors) -> bool:
 
 
 def mm(a: torch.Tensor, b: torch.Tensor, handle: int) -> torch.Tensor:
-    """``a @ b`` through the dispatcher registered under ``handle``; differentiable, compilable."""
-    if _use_op(a, b):
-        return torch.ops.gemmtune.mm(a, b, handle)
-    return REGISTRY.get(handle)._run(a, b)
+    """``a @ b`` through the dispatcher registered under ``handle``; differentiable, compilable.
+    Under forward-mode AD or a torch.func transform: torch's own product (``transformed``), as a
+    dispatcher called directly does (a kernel dropped the tangent without a word)."""
+    return _call("mm", a, b, handle, 2)
 
 
 def bmm(a: torch.Tensor, b: torch.Tensor, handle: int) -> torch.Tensor:
     """``torch.bmm(a, b)`` (3-D operands) through the dispatcher under ``handle``; differentiable,
-    compilable (the ``gemmtune::bmm`` op)."""
-    if _use_op(a, b):
-        return torch.ops.gemmtune.bmm(a, b, handle)
+    compilable (the ``gemmtune::bmm`` op). Under forward-mode AD or a torch.func transform:
+    torch.bmm (``mm`` says why)."""
+    return _call("bmm", a, b, handle, 3)
+
+
+def _call(op: str, a: torch.Tensor, b: torch.Tensor, handle: int, rank: int) -> torch.Tensor:
+    if torch.compiler.is_compiling():
+        return getattr(torch.ops.gemmtune, op)(a, b, handle)
+    # The op's rank, whether or not it is called: a wrong rank ran as the other product until an
+    # operand required grad (the op refuses it, as its fake kernel does).
+    _check_rank(op, a, b, rank)
+    if transformed():
+        return REGISTRY.get(handle)._torch_call(a, b, None, "none", None)
+    if needs_grad(a, b):
+        return getattr(torch.ops.gemmtune, op)(a, b, handle)
     return REGISTRY.get(handle)._run(a, b)
 
 
