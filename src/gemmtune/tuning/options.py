@@ -66,7 +66,29 @@ class TuneOptions:
             # made ('a', 't', 'e', 'n'), refused as "unknown kernel family 'a'".
             fams = ([f.strip() for f in self.families.split(",")] if isinstance(self.families, str)
                     else list(self.families))
-            object.__setattr__(self, "families", tuple(f for f in fams if f != "") or None)
+            fams = tuple(f for f in fams if f != "")
+            if not fams:
+                # (was read as None, every family: a filter that left nothing searched the whole space)
+                raise ValueError(f"families names no family ({self.families!r}); give family names from "
+                                 f"{', '.join(kernels.family_names())}, or None for all of them")
+            object.__setattr__(self, "families", fams)
+        if self.space not in ("default", "exhaustive"):
+            # Every family's space() reads kind == 'default' and takes anything else as exhaustive:
+            # a typo ran the whole exhaustive search.
+            raise ValueError(f"space must be 'default' or 'exhaustive', got {self.space!r}")
+        s = self.seed
+        if isinstance(s, bool) or not isinstance(s, int):
+            # The worker int()s it per candidate: a bad one stored every candidate as a final 'error'.
+            raise ValueError(f"seed must be an int, got {s!r}")
+        t = self.timeout
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0:
+            # 0 or less killed the worker on every candidate, each stored as a final 'timeout'.
+            raise ValueError(f"timeout must be a number of seconds > 0, got {t!r}")
+        for name, low in (("workers", 1), ("compile_workers", 0)):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
+                # (compile_workers=-1 was taken as given; workers=0 failed once the store existed)
+                raise ValueError(f"{name} must be an int >= {low} or None (the default), got {v!r}")
         parse_benchmark_space(self.benchmark_space, self.fast)  # raises on a bad value
         if self.timing not in TIMINGS:
             raise ValueError(f"timing must be one of {', '.join(map(repr, TIMINGS))}, got {self.timing!r}")

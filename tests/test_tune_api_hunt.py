@@ -1,0 +1,129 @@
+"""The Python tuning API a user calls first (gemmtune.tune, gemmtune.tune_model, capture): arguments
+that were accepted and then ignored or misread, refused by name before anything runs or is stored
+(session h6's CPU hunt; each test failed before its fix)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+import gemmtune
+from gemmtune.problem import Problem
+
+P = Problem.from_sizes(8, 8, 8, "fp16")
+
+
+# ------------------------------------------------------------------ gemmtune.tune's options
+@pytest.mark.parametrize("space", ["exhaustve", "Default", "fast"])
+def test_an_unknown_space_is_refused_not_run_as_the_exhaustive_one(tmp_path, space):
+    """Every family's space(kind) reads ``kind == 'default'`` and treats anything else as
+    'exhaustive': a typo ran the whole exhaustive search (thousands of candidates a shape)."""
+    store = tmp_path / "s.sqlite"
+    with pytest.raises(ValueError, match=re.escape(repr(space))):
+        gemmtune.tune([P], space=space, families=["aten"], store=store, progress=False, in_process=True)
+    assert not store.exists()
+
+
+@pytest.mark.parametrize("seed", ["x", 1.5, None, True])
+def test_a_seed_that_is_no_int_is_refused_before_it_poisons_the_store(tmp_path, seed):
+    """A seed the worker could not use made every candidate an 'error' row, final in the store:
+    the rerun with a good seed reused those rows and found no winner."""
+    store = tmp_path / "s.sqlite"
+    with pytest.raises(ValueError, match=r"seed must be an int.*" + re.escape(repr(seed))):
+        gemmtune.tune([P], seed=seed, families=["aten"], store=store, progress=False, in_process=True)
+    assert not store.exists()
+
+
+@pytest.mark.parametrize("timeout", [0, -5, "10", True, float("nan")])
+def test_a_timeout_that_is_not_a_positive_number_is_refused(tmp_path, timeout):
+    """timeout=0 (or -5) killed the worker on every candidate and stored each as a 'timeout', final
+    unless retry_failed: a rerun with a real timeout measured nothing."""
+    store = tmp_path / "s.sqlite"
+    with pytest.raises(ValueError, match=r"timeout must be"):
+        gemmtune.tune([P], timeout=timeout, families=["aten"], store=store, progress=False, in_process=True)
+    assert not store.exists()
+
+
+@pytest.mark.parametrize("kw", [{"compile_workers": -1}, {"compile_workers": 2.5}, {"compile_workers": True},
+                                {"workers": 0}, {"workers": -2}, {"workers": 1.5}])
+def test_worker_counts_are_checked_when_given(tmp_path, kw):
+    """compile_workers=-1 was taken as given (as none, silently); workers=0 failed only once the
+    store had been created, naming 'n', and workers=1.5 deep in the pool."""
+    (name, value), = kw.items()
+    store = tmp_path / "s.sqlite"
+    with pytest.raises(ValueError, match=re.escape(name) + r" must be an int.*" + re.escape(repr(value))):
+        gemmtune.tune([P], families=["aten"], store=store, progress=False, **kw)
+    assert not store.exists()
+
+
+@pytest.mark.parametrize("families", [[], (), "", " , "])
+def test_families_naming_no_family_is_refused_not_read_as_every_family(tmp_path, families):
+    """families=[] (a filter that left nothing) searched every family, the whole space; the CLI
+    refuses ``--families ''`` (cli.common.family_list)."""
+    store = tmp_path / "s.sqlite"
+    with pytest.raises(ValueError, match="families names no family"):
+        gemmtune.tune([P], families=families, store=store, progress=False, in_process=True)
+    assert not store.exists()
+
+
+# ------------------------------------------------------------------ gemmtune.tune_model
+def _mlp():
+    return torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(), torch.nn.Linear(8, 16))
+
+
+def _counting(calls):
+    def tune(problems, **kw):
+        calls.append([p.key for p in problems])
+        return {p.key: "aten" for p in problems}
+    return tune
+
+
+@pytest.mark.parametrize("extra_m", [1, (0,), (-1,), (2.0,), (True,), ("4",)])
+def test_bad_extra_m_is_refused_by_name_before_the_capture(extra_m):
+    """extra_m=1 (the docstring's "e.g. 1 for decode") raised "'int' object is not iterable"; a 0
+    failed after the tuning call ("hints['m'] must be ..."), -1 / 2.0 / True as "Problem.m must be
+    ...", naming neither extra_m nor the value given."""
+    calls, ran = [], []
+    model = _mlp()
+    model.register_forward_pre_hook(lambda *a: ran.append(1))
+    with pytest.raises((ValueError, TypeError), match=r"extra_m"):
+        gemmtune.tune_model(model, [(torch.randn(4, 16),)], extra_m=extra_m, tune_fn=_counting(calls))
+    assert calls == [] and ran == []
+
+
+def test_a_bad_mode_is_refused_before_the_tuning_call():
+    """mode='simlarity' was refused by compile_mm only after the one tuning call had run (minutes
+    to hours on a GPU)."""
+    calls = []
+    with pytest.raises(ValueError, match="mode must be one of .*'simlarity'"):
+        gemmtune.tune_model(_mlp(), [(torch.randn(4, 16),)], mode="simlarity", tune_fn=_counting(calls))
+    assert calls == []
+
+
+@pytest.mark.parametrize("model", [lambda x: x, None, "gpt2"])
+def test_a_model_that_is_no_module_is_refused_by_type(model):
+    """A function (or a model name) failed in capture with "'function' object has no attribute
+    'named_modules'"."""
+    with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
+        gemmtune.tune_model(model, [(torch.randn(4, 16),)], tune_fn=_counting([]))
+
+
+def test_capturing_a_model_in_training_mode_leaves_its_buffers_as_they_were():
+    """Capture.run says nothing is changed, but a model in training mode updated its BatchNorm
+    running statistics (and num_batches_tracked) on every example pass: tune_model (and
+    patch(example_inputs=)) left a pretrained model's statistics fitted to the example inputs."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 4))
+    before = {n: b.clone() for n, b in model.named_buffers()}
+    calls = []
+    ds = gemmtune.tune_model(model, [(torch.randn(4, 16) + 3,), (torch.randn(6, 16),)], tune_fn=_counting(calls))
+    assert len(calls) == 1 and ds[(8, 16, "float32", "col")].hints == {"m": (4, 6)}
+    assert model.training
+    for n, b in model.named_buffers():
+        assert torch.equal(b, before[n]), n
+    cap = gemmtune.capture(model, torch.randn(5, 16))
+    assert [r.m for r in cap.records] == [5, 5]
+    for n, b in model.named_buffers():
+        assert torch.equal(b, before[n]), n
