@@ -127,3 +127,33 @@ def test_capturing_a_model_in_training_mode_leaves_its_buffers_as_they_were():
     assert [r.m for r in cap.records] == [5, 5]
     for n, b in model.named_buffers():
         assert torch.equal(b, before[n]), n
+
+
+# ------------------------------------------------------------------ parsing and an empty run
+@pytest.mark.parametrize("kw", [{"out_dtype": "fp32"}, {"scale": "row"}, {"bias": True}])
+@pytest.mark.parametrize("op", ["mm", "addmm", "bmm"])
+def test_parse_shape_refuses_scaled_mm_settings_on_other_ops(kw, op):
+    """parse_shape('8x8x8:bf16', out_dtype='fp32') gave bf16 -> bf16: scale, out_dtype and bias
+    were read for scaled_mm only and otherwise dropped without a word."""
+    from gemmtune.shapes import parse_shape
+
+    text = "2x8x8x8:bf16" if op == "bmm" else "8x8x8:bf16"
+    with pytest.raises(ValueError, match=r"scaled_mm's; op " + repr(op)):
+        parse_shape(text, op=op, **kw)
+    assert parse_shape("8x8x8", op="scaled_mm", **kw).problem.op == "scaled_mm"
+
+
+def test_an_empty_problem_list_is_refused_and_leaves_the_table(tmp_path):
+    """tune(iter_already_consumed, out=t, overwrite=True) tuned nothing and replaced the table at
+    ``out`` with an empty one."""
+    import json
+
+    store, out = tmp_path / "s.sqlite", tmp_path / "t.json"
+    kw = dict(families=["aten"], progress=False, in_process=True, store=store)
+    gemmtune.tune([P], out=out, **kw)
+    assert len(json.loads(out.read_text())["entries"]) == 1
+    problems = iter([P])
+    list(problems)
+    with pytest.raises(ValueError, match="problems is empty"):
+        gemmtune.tune(problems, out=out, overwrite=True, **kw)
+    assert len(json.loads(out.read_text())["entries"]) == 1
