@@ -157,3 +157,13 @@ def test_an_empty_problem_list_is_refused_and_leaves_the_table(tmp_path):
     with pytest.raises(ValueError, match="problems is empty"):
         gemmtune.tune(problems, out=out, overwrite=True, **kw)
     assert len(json.loads(out.read_text())["entries"]) == 1
+
+
+@pytest.mark.parametrize("kw", [{"workers": 2}, {"compile_workers": 4}])
+def test_in_process_with_a_worker_count_is_refused_as_the_cli_refuses_it(tmp_path, kw):
+    """tune(in_process=True, workers=2) measured in this process and dropped the count without a
+    word; ``gemmtune tune --in-process --workers 2`` is refused."""
+    store = tmp_path / "s.sqlite"
+    with pytest.raises(ValueError, match=r"in_process measures in this process"):
+        gemmtune.tune([P], families=["aten"], store=store, progress=False, in_process=True, **kw)
+    assert not store.exists()

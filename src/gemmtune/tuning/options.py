@@ -105,6 +105,11 @@ class TuneOptions:
             raise ValueError("pdl_credit is not applied by a cluster run: leave it 0 there")
         if self.in_process and (self.server is not None or self.cluster is not None):
             raise ValueError("in_process measures in this process: it cannot be combined with server or cluster")
+        if self.in_process and (self.workers is not None or self.compile_workers not in (None, 0)):
+            # Neither pool starts in this process (Tuner._pool, compile_pool_size): the count was
+            # dropped without a word, as the CLI's --in-process with --workers refuses.
+            raise ValueError(f"in_process measures in this process and starts no worker or compile process: "
+                             f"leave workers ({self.workers!r}) and compile_workers ({self.compile_workers!r}) unset")
         if self.server is not None and self.cluster is not None:
             # It was ignored: the cluster's workers measured, and the server named was never asked.
             raise ValueError("--server (a warm worker pool on this host) and --cluster (the cluster's workers "
