@@ -167,3 +167,25 @@ def test_in_process_with_a_worker_count_is_refused_as_the_cli_refuses_it(tmp_pat
     with pytest.raises(ValueError, match=r"in_process measures in this process"):
         gemmtune.tune([P], families=["aten"], store=store, progress=False, in_process=True, **kw)
     assert not store.exists()
+
+
+# ------------------------------------------------------------------ gemmtune.default_choice / space
+def test_default_choice_takes_a_gpu_name_as_space_does():
+    """space(p, fam, device='h100') takes a built-in GPU's name; default_choice(p, 'h100') raised
+    AttributeError: 'str' object has no attribute 'sm_count'."""
+    from gemmtune.device import DeviceInfo
+
+    p = Problem.from_sizes(32, 32, 28672, "bf16")
+    for name in ("h100", "a100"):
+        assert gemmtune.default_choice(p, name) == gemmtune.default_choice(p, DeviceInfo.lookup(name))
+    assert gemmtune.default_choice(p, "h100").family == "splitk"
+
+
+@pytest.mark.parametrize("call", [lambda: gemmtune.default_choice("32x32x28672"),
+                                  lambda: gemmtune.default_choice(P, 100),
+                                  lambda: gemmtune.space(P, "splitk", device=3)])
+def test_default_choice_and_space_refuse_wrong_types_by_name(call):
+    """A string problem failed with "'str' object has no attribute 'm'", an int device with
+    "expected string or bytes-like object" from inside the GPU-name lookup."""
+    with pytest.raises(TypeError, match=r"(problem|device) must be"):
+        call()
