@@ -189,3 +189,37 @@ def test_default_choice_and_space_refuse_wrong_types_by_name(call):
     "expected string or bytes-like object" from inside the GPU-name lookup."""
     with pytest.raises(TypeError, match=r"(problem|device) must be"):
         call()
+
+
+@pytest.mark.parametrize("name", ["overwrite", "retry_failed", "fast", "deterministic", "in_process"])
+@pytest.mark.parametrize("value", ["False", "no", 0, None])
+def test_switches_must_be_bools(tmp_path, name, value):
+    """bool('False') is True: overwrite='False' replaced the table at ``out``, retry_failed='no'
+    measured the stored failures again."""
+    store = tmp_path / "s.sqlite"
+    with pytest.raises(TypeError, match=f"{name} must be True or False, got {value!r}"):
+        gemmtune.tune([P], families=["aten"], store=store, progress=False, **{name: value})
+    assert not store.exists()
+
+
+@pytest.mark.parametrize("env", [["FOO=1"], {"FOO": 1}, "FOO=1"])
+def test_env_must_be_a_dict_of_strings(tmp_path, env):
+    """A list failed as "dictionary update sequence element #0 has length 5", an int value as
+    "worker 1 of 1 could not be started" once the store had been created."""
+    store = tmp_path / "s.sqlite"
+    with pytest.raises(TypeError, match="env must be a dict of str to str"):
+        gemmtune.tune([P], families=["aten"], store=store, progress=False, env=env)
+    assert not store.exists()
+
+
+def test_overwrite_false_as_a_string_keeps_the_table(tmp_path):
+    """The case that lost data: an earlier table at ``out``, then a run of another shape with
+    overwrite='False' (read from a config file, say) replaced it with this run's table."""
+    import json
+
+    store, out = tmp_path / "s.sqlite", tmp_path / "t.json"
+    kw = dict(families=["aten"], store=store, out=out, progress=False, in_process=True)
+    gemmtune.tune([P], **kw)
+    with pytest.raises(TypeError):
+        gemmtune.tune([Problem.from_sizes(16, 8, 8, "fp16")], overwrite="False", **kw)
+    assert [e["key"] for e in json.loads(out.read_text())["entries"]] == [P.key]

@@ -19,7 +19,7 @@ import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from .. import kernels
 from ..bench import DEFAULT_RUNNER
@@ -72,6 +72,16 @@ class TuneOptions:
                 raise ValueError(f"families names no family ({self.families!r}); give family names from "
                                  f"{', '.join(kernels.family_names())}, or None for all of them")
             object.__setattr__(self, "families", fams)
+        for name in ("fast", "retry_failed", "overwrite", "deterministic", "in_process"):
+            v = getattr(self, name)
+            if not isinstance(v, bool):
+                # bool("False") is True: overwrite="False" replaced the table at ``out``.
+                raise TypeError(f"{name} must be True or False, got {v!r}")
+        if self.env is not None and not (isinstance(self.env, Mapping) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in self.env.items())):
+            # (a list failed as "dictionary update sequence element #0 ...", an int value as "worker
+            # 1 of 1 could not be started" once the store had been created)
+            raise TypeError(f"env must be a dict of str to str (the workers' extra environment), got {self.env!r}")
         if self.space not in ("default", "exhaustive"):
             # Every family's space() reads kind == 'default' and takes anything else as exhaustive:
             # a typo ran the whole exhaustive search.
