@@ -223,3 +223,14 @@ def test_overwrite_false_as_a_string_keeps_the_table(tmp_path):
     with pytest.raises(TypeError):
         gemmtune.tune([Problem.from_sizes(16, 8, 8, "fp16")], overwrite="False", **kw)
     assert [e["key"] for e in json.loads(out.read_text())["entries"]] == [P.key]
+
+
+def test_tune_model_refuses_a_misspelt_tune_keyword_before_the_example_passes():
+    """famlies=... went on to gemmtune.tune, which refused it only after every example pass had run
+    (on a GPU, after the early benchmark worker had started too)."""
+    ran = []
+    model = _mlp()
+    model.register_forward_pre_hook(lambda *a: ran.append(1))
+    with pytest.raises(TypeError, match="'famlies'"):
+        gemmtune.tune_model(model, [(torch.randn(4, 16),)], famlies=["aten"])
+    assert ran == []

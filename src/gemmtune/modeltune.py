@@ -130,6 +130,12 @@ def tune_model(model: torch.nn.Module, inputs: Iterable | None = None, *, fn: Ca
     override, 0 to turn it off). ``prestart``: start the tuning call's benchmark worker before the
     example passes (``early_workers``; by default when ``tune_fn`` is None)."""
     extra_m = _checked_arguments(model, extra_m, mode)
+    if tune_fn is None:
+        from .tuning.options import option_names
+        unknown = sorted(set(tune_kwargs) - option_names())
+        if unknown:  # (gemmtune.tune refused them only after the example passes had run)
+            raise TypeError(f"tune_model: unknown keyword(s) {', '.join(map(repr, unknown))}: neither tune_model's "
+                            "nor gemmtune.tune's")
     early = early_workers(tune_fn, prestart, tune_kwargs)
     try:
         return _tune_model(model, inputs, fn, extra_m, mode, tune_fn, verify, pdl,
