@@ -59,7 +59,7 @@ def space(problem: Problem, family: str, kind: str = "default",
                         f"not {type(problem).__name__}")
     if kind not in SPACE_KINDS:
         raise ValueError(f"space kind must be one of {SPACE_KINDS}, got {kind!r}")
-    dev = device if isinstance(device, DeviceInfo) else current_or(device)
+    dev = _device(device)
     fam = kernels.spec(family)  # the family's pure part: listing a space imports no Triton
     kept, rejected = fam.space(problem, dev, kind)
     choices = [Choice(family, c) for c in kept]
@@ -68,10 +68,26 @@ def space(problem: Problem, family: str, kind: str = "default",
     return choices
 
 
-def default_choice(problem: Problem, device: DeviceInfo | None = None) -> Choice:
+def _device(device) -> DeviceInfo:
+    """``device`` (a DeviceInfo, a built-in GPU name, or None: the visible GPU, else the H100) as a
+    DeviceInfo; a TypeError naming anything else (an int failed inside the name's regex search)."""
+    if isinstance(device, DeviceInfo):
+        return device
+    if device is not None and not isinstance(device, str):
+        raise TypeError(f"device must be a DeviceInfo, a built-in GPU name ('h100', 'h200', 'a100') or None, "
+                        f"not {type(device).__name__}")
+    return current_or(device)
+
+
+def default_choice(problem: Problem, device: DeviceInfo | str | None = None) -> Choice:
     """A sensible untuned choice: fused split-K where the output is small and K long
-    (one tile per SM otherwise idles most of the GPU), cuBLAS everywhere else."""
-    dev = device or current_or()
+    (one tile per SM otherwise idles most of the GPU), cuBLAS everywhere else. ``device`` as in
+    ``space``: a DeviceInfo, a built-in GPU name, or None."""
+    if not isinstance(problem, Problem):  # (was AttributeError: 'str' object has no attribute 'm')
+        raise TypeError(f"problem must be a gemmtune.Problem (e.g. Problem.from_sizes(m, n, k, 'bf16')), "
+                        f"not {type(problem).__name__}")
+    # A name ('h100', as space() takes) raised AttributeError: 'str' object has no attribute 'sm_count'.
+    dev = _device(device)
     m, n, k = problem.m, problem.n, problem.k
     if problem.op == "bmm":
         return Choice("aten", kernels.aten.CONFIG())  # torch.bmm; split-K serves no bmm

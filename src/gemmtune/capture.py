@@ -270,10 +270,16 @@ class Capture:
     def run(self, model: torch.nn.Module, fn=None, inputs: Iterable[tuple] = ()) -> "Capture":
         """Record ``model(*x)`` for each ``x`` of ``inputs`` (``model(**x)`` for a dict,
         ``model(x)`` for a tensor), or ``fn()`` when given (e.g. a closure that calls
-        ``model.generate``). Gradients are off; nothing is changed."""
+        ``model.generate``). Gradients are off; nothing is changed (a model in training mode gets its
+        buffers back as they were: BatchNorm's running statistics)."""
         passes = example_passes(inputs)  # once: ``inputs`` may be a generator
         handles = self._hooks(model)
         held = _torch_paths(model)
+        # A module in training mode updates buffers in place on every pass (BatchNorm's running
+        # statistics and num_batches_tracked): the example passes fitted a pretrained model's
+        # statistics to the example inputs. Put back after the passes (eval mode changes none).
+        saved = [(b, b.detach().clone()) for b in model.buffers()] if any(
+            m.training for m in model.modules()) else []
         # The attention mark only where meta is involved: elsewhere no torch function needs it,
         # and a model captured on a real device runs under the dispatch mode alone, as before.
         meta = any(t.is_meta for t in model.parameters()) or any(
@@ -291,6 +297,10 @@ class Capture:
                 h.remove()
             for mod, paths in held:
                 mod._gemmtune_paths = paths
+            with torch.no_grad():
+                for b, was in saved:
+                    if b.shape == was.shape:  # (a buffer resized in place is left as it is)
+                        b.copy_(was)
             self._stack.clear()
         return self
 

@@ -129,6 +129,13 @@ def tune_model(model: torch.nn.Module, inputs: Iterable | None = None, *, fn: Ca
     ``gemmtune.pdl.PDL_CREDIT`` against cuBLAS (``tune``'s ``pdl_credit``; pass your own to
     override, 0 to turn it off). ``prestart``: start the tuning call's benchmark worker before the
     example passes (``early_workers``; by default when ``tune_fn`` is None)."""
+    extra_m = _checked_arguments(model, extra_m, mode)
+    if tune_fn is None:
+        from .tuning.options import option_names
+        unknown = sorted(set(tune_kwargs) - option_names())
+        if unknown:  # (gemmtune.tune refused them only after the example passes had run)
+            raise TypeError(f"tune_model: unknown keyword(s) {', '.join(map(repr, unknown))}: neither tune_model's "
+                            "nor gemmtune.tune's")
     early = early_workers(tune_fn, prestart, tune_kwargs)
     try:
         return _tune_model(model, inputs, fn, extra_m, mode, tune_fn, verify, pdl,
@@ -136,6 +143,29 @@ def tune_model(model: torch.nn.Module, inputs: Iterable | None = None, *, fn: Ca
     finally:
         for w in early:
             w.close()  # stopped unless the tuning call's pool adopted it (the pool stops those)
+
+
+def _checked_arguments(model, extra_m, mode) -> tuple[int, ...]:
+    """``extra_m`` as a tuple, after refusing by name, before the capture and the tuning call, what
+    failed later: a non-Module model ("'function' object has no attribute 'named_modules'"), a bare
+    ``extra_m=1`` ("'int' object is not iterable"), an M < 1, a float or a bool ("Problem.m must be
+    ...", or "hints['m'] ..." after the tuning call), and a bad ``mode`` (refused by compile_mm only
+    after the one tuning call had run)."""
+    from .capture import int_at_least
+    from .dispatch.common import MODES
+
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if isinstance(extra_m, (str, bytes)) or not isinstance(extra_m, Iterable):
+        raise TypeError(f"extra_m must be a sequence of M values (ints >= 1), e.g. (1,) for decode; got {extra_m!r}")
+    extra_m = tuple(extra_m)
+    bad = [m for m in extra_m if not (isinstance(m, int) and int_at_least(m, 1))]
+    if bad:
+        raise ValueError(f"extra_m must hold ints >= 1 (M values to tune beyond those seen), got {bad[0]!r} "
+                         f"in {extra_m!r}")
+    return extra_m
 
 
 def _tune_model(model, inputs, fn, extra_m, mode, tune_fn, verify, pdl, tune_kwargs) -> dict[tuple, Dispatcher]:

@@ -91,6 +91,13 @@ def parse_shape(text: str, default_dtype: str = "bfloat16", op: str = "mm", *, s
     """``MxNxK[:dtype]``, e.g. ``32x32x28672:bf16``; ``op``: mm, addmm (a @ b + bias) or scaled_mm
     (fp8, default dtype e4m3, B column-major; ``scale``, ``out_dtype`` and ``bias`` as in
     ``scaled_kwargs``); bmm: ``BxMxNxK[:dtype]``, the batch first (row-major operands)."""
+    if op != "scaled_mm":
+        # They were ignored: out_dtype='fp32' on an mm gave a bf16 -> bf16 problem without a word
+        # (the CLI and suites refuse them on other ops too).
+        given = [f"{name}={v!r}" for name, v in (("scale", scale), ("out_dtype", out_dtype), ("bias", bias)) if v]
+        if given:
+            raise ValueError(f"{', '.join(given)}: scale, out_dtype and bias are scaled_mm's; op {op!r} takes none "
+                             "of them (addmm takes its bias from op='addmm')")
     if op == "bmm":
         b = _BMM_SHAPE_RE.match(text)
         if not b:

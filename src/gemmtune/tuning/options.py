@@ -19,7 +19,7 @@ import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from .. import kernels
 from ..bench import DEFAULT_RUNNER
@@ -66,7 +66,39 @@ class TuneOptions:
             # made ('a', 't', 'e', 'n'), refused as "unknown kernel family 'a'".
             fams = ([f.strip() for f in self.families.split(",")] if isinstance(self.families, str)
                     else list(self.families))
-            object.__setattr__(self, "families", tuple(f for f in fams if f != "") or None)
+            fams = tuple(f for f in fams if f != "")
+            if not fams:
+                # (was read as None, every family: a filter that left nothing searched the whole space)
+                raise ValueError(f"families names no family ({self.families!r}); give family names from "
+                                 f"{', '.join(kernels.family_names())}, or None for all of them")
+            object.__setattr__(self, "families", fams)
+        for name in ("fast", "retry_failed", "overwrite", "deterministic", "in_process"):
+            v = getattr(self, name)
+            if not isinstance(v, bool):
+                # bool("False") is True: overwrite="False" replaced the table at ``out``.
+                raise TypeError(f"{name} must be True or False, got {v!r}")
+        if self.env is not None and not (isinstance(self.env, Mapping) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in self.env.items())):
+            # (a list failed as "dictionary update sequence element #0 ...", an int value as "worker
+            # 1 of 1 could not be started" once the store had been created)
+            raise TypeError(f"env must be a dict of str to str (the workers' extra environment), got {self.env!r}")
+        if self.space not in ("default", "exhaustive"):
+            # Every family's space() reads kind == 'default' and takes anything else as exhaustive:
+            # a typo ran the whole exhaustive search.
+            raise ValueError(f"space must be 'default' or 'exhaustive', got {self.space!r}")
+        s = self.seed
+        if isinstance(s, bool) or not isinstance(s, int):
+            # The worker int()s it per candidate: a bad one stored every candidate as a final 'error'.
+            raise ValueError(f"seed must be an int, got {s!r}")
+        t = self.timeout
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0:
+            # 0 or less killed the worker on every candidate, each stored as a final 'timeout'.
+            raise ValueError(f"timeout must be a number of seconds > 0, got {t!r}")
+        for name, low in (("workers", 1), ("compile_workers", 0)):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
+                # (compile_workers=-1 was taken as given; workers=0 failed once the store existed)
+                raise ValueError(f"{name} must be an int >= {low} or None (the default), got {v!r}")
         parse_benchmark_space(self.benchmark_space, self.fast)  # raises on a bad value
         if self.timing not in TIMINGS:
             raise ValueError(f"timing must be one of {', '.join(map(repr, TIMINGS))}, got {self.timing!r}")
@@ -83,6 +115,11 @@ class TuneOptions:
             raise ValueError("pdl_credit is not applied by a cluster run: leave it 0 there")
         if self.in_process and (self.server is not None or self.cluster is not None):
             raise ValueError("in_process measures in this process: it cannot be combined with server or cluster")
+        if self.in_process and (self.workers is not None or self.compile_workers not in (None, 0)):
+            # Neither pool starts in this process (Tuner._pool, compile_pool_size): the count was
+            # dropped without a word, as the CLI's --in-process with --workers refuses.
+            raise ValueError(f"in_process measures in this process and starts no worker or compile process: "
+                             f"leave workers ({self.workers!r}) and compile_workers ({self.compile_workers!r}) unset")
         if self.server is not None and self.cluster is not None:
             # It was ignored: the cluster's workers measured, and the server named was never asked.
             raise ValueError("--server (a warm worker pool on this host) and --cluster (the cluster's workers "

@@ -325,6 +325,10 @@ class Tuner:
         note("run")
         o.check()  # an unknown family, a missing model file or out directory fail here
         shapes = as_shapes(problems)
+        if not shapes:
+            # (an iterator consumed already, a filter that left nothing) ran nothing and, with
+            # out= and overwrite=True, replaced the table there with an empty one
+            raise ValueError("problems is empty: nothing to tune (an iterator given twice is empty the second time)")
         numpy_predict = numpy_ranker(len(shapes))
         if o.bspace != "SAME" and not hasattr(o.model, "predict") and not numpy_predict:
             # The shipped rankers need lightgbm, whose import (with the scikit-learn it pulls in)
