@@ -462,3 +462,11 @@ def test_worker_trace_summary_lines_up_the_tuner_and_its_workers(tmp_path):
     assert cli.main(["report", "--trace", str(tmp_path)]) == 0
     (tmp_path / "empty").mkdir()
     assert cli.main(["report", "--trace", str(tmp_path / "empty")]) != 0
+
+
+def test_exp_prefetch_b_check(script_main):
+    """The prefetch experiment's kernel, both forms (B's next K tile held in registers or not),
+    matches fp64 on odd shapes (M = 1, primes, N past the block: wrapped columns)."""
+    r = script_main("exp_prefetch_b", "--check")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "both forms match fp64" in r.stdout
