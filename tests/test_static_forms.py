@@ -178,3 +178,25 @@ def test_forms_on_gpu_through_matmul_and_a_dispatchers_prepared_launch(row):
                 res = check(d(a, b), a, b, Problem.from_tensors(a, b))
                 assert res.ok, (choice.id, layout, "dispatcher", res.reason)
         assert d.decision(m=m).choice == choice
+
+
+@pytest.mark.parametrize("n, layout_b, edge, indexed, want", [
+    (67, "row", "auto_wrap_odd", True, True),     # indexed_wrap on an odd N: B's rows 2-byte aligned
+    (67, "offset", "auto_wrap_odd", True, True),  # an offset view: its data pointer not 16-byte aligned
+    (67, "row", "auto", True, False),             # the odd N masked (the indexed form)
+    (67, "row", "auto_wrap_odd", False, False),   # the carried loop
+    (64, "row", "auto_wrap_odd", True, False),    # an even N: its rows take cp.async
+    (67, "col", "auto_wrap_odd", True, False),    # a K-major B
+])
+def test_b_is_prefetched_only_where_its_loads_cannot_be_async(n, layout_b, edge, indexed, want, operand):
+    """PREFETCH_B (tiled.py: B's next K tile held in registers) is on exactly where the indexed loop
+    wraps an odd N along a row-major B, whose scalar loads Triton cannot pipeline; test_each_form_matches_fp64
+    runs that path (indexed_wrap, N = 67 and 97) against fp64."""
+    from gemmtune.kernels.tiled import _tiled_args, tile_kwargs
+
+    a, b = operand(17, 40, "row", torch.float16), operand(40, n, layout_b, torch.float16)
+    c = torch.empty(17, n, dtype=torch.float16, device=a.device)
+    kw = {**tile_kwargs(TILE, False), "k_per_split": 40}
+    kw.pop("num_stages"), kw.pop("num_warps")
+    _, _, consts = _tiled_args(a, b, c, **kw, edge=edge, indexed_k=indexed)
+    assert consts["PREFETCH_B"] is want

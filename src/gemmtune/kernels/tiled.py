@@ -92,25 +92,39 @@ def _load_tiles(a_ptrs, b_ptrs, a_row_ok, b_col_ok, rk, k_left, EVEN_K: tl.const
     instructions a K iteration, 64 ISETP.GE.U32 + 64 ISETP.GE.U32.EX + 63 IADD3.X of them, against
     465 this way and 437 for Inductor's template; on an H200 the old form executed 1.6x
     Inductor's instructions on that shape and ran 1.06x its time)."""
+    return _load_a(a_ptrs, a_row_ok, rk, k_left, EVEN_K, MASK_M), _load_b(b_ptrs, b_col_ok, rk, k_left, EVEN_K, MASK_N)
+
+
+@triton.jit
+def _load_a(a_ptrs, a_row_ok, rk, k_left, EVEN_K: tl.constexpr, MASK_M: tl.constexpr):
+    """A's [BM, BK] block (_load_tiles)."""
     if EVEN_K:
         if MASK_M:
             a = tl.load(a_ptrs, mask=a_row_ok, other=0.0)
         else:
             a = tl.load(a_ptrs)
-        if MASK_N:
-            b = tl.load(b_ptrs, mask=b_col_ok, other=0.0)
-        else:
-            b = tl.load(b_ptrs)
     else:
         if MASK_M:
             a = tl.load(a_ptrs, mask=a_row_ok & (rk[None, :] < k_left), other=0.0)
         else:
             a = tl.load(a_ptrs, mask=rk[None, :] < k_left, other=0.0)
+    return a
+
+
+@triton.jit
+def _load_b(b_ptrs, b_col_ok, rk, k_left, EVEN_K: tl.constexpr, MASK_N: tl.constexpr):
+    """B's [BK, BN] block (_load_tiles)."""
+    if EVEN_K:
+        if MASK_N:
+            b = tl.load(b_ptrs, mask=b_col_ok, other=0.0)
+        else:
+            b = tl.load(b_ptrs)
+    else:
         if MASK_N:
             b = tl.load(b_ptrs, mask=b_col_ok & (rk[:, None] < k_left), other=0.0)
         else:
             b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)
-    return a, b
+    return b
 
 
 @triton.jit
@@ -132,7 +146,7 @@ def _tiled_mm_kernel(
     SCALE: tl.constexpr, BATCHED: tl.constexpr,
     AB_DIV: tl.constexpr, BB_DIV: tl.constexpr, CB_DIV: tl.constexpr,
     C_LEAD_DIV: tl.constexpr, R_LEAD_DIV: tl.constexpr, INDEXED_K: tl.constexpr,
-    FIX_SPLITS: tl.constexpr, FIX_CHUNK: tl.constexpr, FIX_SPIN: tl.constexpr,
+    FIX_SPLITS: tl.constexpr, FIX_CHUNK: tl.constexpr, FIX_SPIN: tl.constexpr, PREFETCH_B: tl.constexpr,
 ):
     pid = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -264,13 +278,35 @@ def _tiled_mm_kernel(
         # k_end (= K here) carries K_DIV: with the raw K the K mask's constancy over vector
         # groups was lost and A's rows of 1000^3 bf16 compiled to scalar loads outside the
         # cp.async pipeline (sm_90a, triton 3.9).
-        for ki in range(0, tl.cdiv(K, BLOCK_K)):
-            kk = ki * BLOCK_K + rk
-            a_off, b_off = _operand_offsets(ram, rbn, kk, sam, sak, sbk, sbn, A_LEAD_DIV, B_LEAD_DIV,
-                                            AK_UNIT, BN_UNIT)
-            a, b = _load_tiles(a_ptr + a_off, b_ptr + b_off, a_row_ok, b_col_ok, rk, k_end - ki * BLOCK_K, EVEN_K,
-                               MASK_M, MASK_N)
-            acc = mma(a, b, acc, INPUT_PRECISION)
+        if PREFETCH_B:
+            # B's tile for block ki + 1 is loaded into registers before block ki's product: B's rows
+            # start 2-byte aligned (an odd N along a row-major B, wrapped), so its scalar loads cannot
+            # go through cp.async and Triton pipelines only A; issued, stored and consumed in one
+            # iteration, they waited on their own latency (96x50257x768 bf16, H200: 15 cycles a warp
+            # an instruction on L1TEX against 5 for Inductor's template, which ran 1.18-1.31x faster;
+            # a standalone kernel with the prefetch ran 0.87x the template, scripts/exp_prefetch_b.py).
+            # The last iteration re-reads its own tile (in bounds, from L2) rather than a masked one.
+            n_kb = tl.cdiv(K, BLOCK_K)
+            b_off = _operand_offsets(ram, rbn, rk, sam, sak, sbk, sbn, A_LEAD_DIV, B_LEAD_DIV, AK_UNIT, BN_UNIT)[1]
+            b = _load_b(b_ptr + b_off, b_col_ok, rk, k_end, EVEN_K, MASK_N)
+            for ki in range(0, n_kb):
+                kn = tl.minimum(ki + 1, n_kb - 1) * BLOCK_K
+                b_off = _operand_offsets(ram, rbn, kn + rk, sam, sak, sbk, sbn, A_LEAD_DIV, B_LEAD_DIV,
+                                         AK_UNIT, BN_UNIT)[1]
+                b_next = _load_b(b_ptr + b_off, b_col_ok, rk, k_end - kn, EVEN_K, MASK_N)
+                a_off = _operand_offsets(ram, rbn, ki * BLOCK_K + rk, sam, sak, sbk, sbn, A_LEAD_DIV,
+                                         B_LEAD_DIV, AK_UNIT, BN_UNIT)[0]
+                a = _load_a(a_ptr + a_off, a_row_ok, rk, k_end - ki * BLOCK_K, EVEN_K, MASK_M)
+                acc = mma(a, b, acc, INPUT_PRECISION)
+                b = b_next
+        else:
+            for ki in range(0, tl.cdiv(K, BLOCK_K)):
+                kk = ki * BLOCK_K + rk
+                a_off, b_off = _operand_offsets(ram, rbn, kk, sam, sak, sbk, sbn, A_LEAD_DIV, B_LEAD_DIV,
+                                                AK_UNIT, BN_UNIT)
+                a, b = _load_tiles(a_ptr + a_off, b_ptr + b_off, a_row_ok, b_col_ok, rk, k_end - ki * BLOCK_K,
+                                   EVEN_K, MASK_M, MASK_N)
+                acc = mma(a, b, acc, INPUT_PRECISION)
     else:
         # The loop carries integer offsets, not tensors of pointers: with scalar loads (an
         # unaligned operand) a 64x64 + 64x128 tile is 96 elements a thread, and 96 carried 64-bit
@@ -333,7 +369,7 @@ def _tiled_mm_static(
     SCALE: tl.constexpr, BATCHED: tl.constexpr,
     AB_DIV: tl.constexpr, BB_DIV: tl.constexpr, CB_DIV: tl.constexpr,
     C_LEAD_DIV: tl.constexpr, R_LEAD_DIV: tl.constexpr, INDEXED_K: tl.constexpr,
-    FIX_SPLITS: tl.constexpr, FIX_CHUNK: tl.constexpr, FIX_SPIN: tl.constexpr,
+    FIX_SPLITS: tl.constexpr, FIX_CHUNK: tl.constexpr, FIX_SPIN: tl.constexpr, PREFETCH_B: tl.constexpr,
 ):
     _tiled_mm_kernel(
         a_ptr, b_ptr, c_ptr, ws_ptr, lock_ptr, bias_ptr, res_ptr, sa_ptr, sb_ptr,
@@ -344,6 +380,7 @@ def _tiled_mm_static(
         AK_UNIT, AM_UNIT, BK_UNIT, BN_UNIT, CN_UNIT, A_LEAD_DIV, B_LEAD_DIV, K_DIV, M_DIV, N_DIV,
         GPU_FENCE, MASK_M, MASK_N, KS_DIV, HAS_BIAS, ACT, HAS_RES, RN_UNIT, SCALE, BATCHED,
         AB_DIV, BB_DIV, CB_DIV, C_LEAD_DIV, R_LEAD_DIV, INDEXED_K, FIX_SPLITS, FIX_CHUNK, FIX_SPIN,
+        PREFETCH_B,
     )
 
 
@@ -489,6 +526,10 @@ def _tiled_args(a, b, c, *, block_m, block_n, block_k, group_m, k_per_split, spl
         INDEXED_K=splits == 1 and (INDEXED_K_DEFAULT if indexed_k is None else bool(indexed_k)),
         **fixup_blocks(split_mode, splits, block_m * block_n),
     )
+    # B's next tile prefetched into registers (the kernel says why): in the indexed loop, where an
+    # odd N along a row-major B is wrapped (its rows 2-byte aligned: scalar loads, no cp.async).
+    consts["PREFETCH_B"] = bool(consts["INDEXED_K"] and bn_unit and not mask_n and N % 2 == 1
+                                and lead_divisor(b) == 1 and not batched)
     return grid, args, consts
 
 
