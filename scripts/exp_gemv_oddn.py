@@ -78,18 +78,45 @@ def _accumulate(acc, a_ptr, b_ptr, K, stride_ak, stride_bk, b_off, n0, end,
 
 
 @triton.jit
+def _accumulate_dot(acc, a_ptr, b_ptr, K, stride_ak, stride_bk, b_off, n0, end,
+                    BN: tl.constexpr, BK: tl.constexpr, VEC: tl.constexpr, MASKED: tl.constexpr):
+    """acc[16, BN] += the same class sums as ``_accumulate``, as one tl.dot a step: row c of the
+    [16, BK] left operand holds a[k] where k = c mod VEC and zero elsewhere (rows VEC.. are zero), so
+    the product's row c is class c's sum. The tensor cores are idle at M = 1 anyway; what the dot
+    buys is Triton's software pipeline, which only streams loads that feed a tl.dot (session 47:
+    the elementwise form had one step's loads in flight a program, ~60% of the DRAM bandwidth)."""
+    cls = tl.arange(0, 16)[:, None]
+    kk = tl.arange(0, BK)[None, :] % VEC
+    for k0 in range(0, K, BK):
+        tile, x = _window(a_ptr, b_ptr, k0, K, stride_ak, stride_bk, b_off, n0, end, BN, BK, VEC, MASKED)
+        a2 = tl.where(cls == kk, x[None, :], 0.0).to(tile.dtype)
+        acc = tl.dot(a2, tile, acc)
+    return acc
+
+
+@triton.jit
 def _gemv_shift(a_ptr, b_ptr, c_ptr, N, K, stride_ak, stride_bk, b_off,
-                BN: tl.constexpr, BK: tl.constexpr, VEC: tl.constexpr, PREFETCH: tl.constexpr):
+                BN: tl.constexpr, BK: tl.constexpr, VEC: tl.constexpr, PREFETCH: tl.constexpr,
+                DOT: tl.constexpr = False):
     """c[N] = a[K] @ B[K, N]; B[k, n] = b_ptr[b_off + k * stride_bk + n], b_ptr 16-byte aligned."""
     pid = tl.program_id(0)
     OUT: tl.constexpr = BN - VEC
     n0 = pid * OUT
-    acc = tl.zeros([VEC, BN], dtype=tl.float32)
     end = b_off + (K - 1).to(tl.int64) * stride_bk + N
-    if n0 + BN <= N:  # no row's window passes its own row's end
-        acc = _accumulate(acc, a_ptr, b_ptr, K, stride_ak, stride_bk, b_off, n0, end, BN, BK, VEC, False, PREFETCH)
+    if DOT:
+        acc16 = tl.zeros([16, BN], dtype=tl.float32)
+        if n0 + BN <= N:
+            acc16 = _accumulate_dot(acc16, a_ptr, b_ptr, K, stride_ak, stride_bk, b_off, n0, end, BN, BK, VEC, False)
+        else:
+            acc16 = _accumulate_dot(acc16, a_ptr, b_ptr, K, stride_ak, stride_bk, b_off, n0, end, BN, BK, VEC, True)
+        # rows VEC.. hold zeros; keep the first VEC (a reshape-free slice: a masked sum of 16 / VEC blocks)
+        acc = tl.sum(tl.reshape(acc16, (16 // VEC, VEC, BN)), axis=0)
     else:
-        acc = _accumulate(acc, a_ptr, b_ptr, K, stride_ak, stride_bk, b_off, n0, end, BN, BK, VEC, True, PREFETCH)
+        acc = tl.zeros([VEC, BN], dtype=tl.float32)
+        if n0 + BN <= N:  # no row's window passes its own row's end
+            acc = _accumulate(acc, a_ptr, b_ptr, K, stride_ak, stride_bk, b_off, n0, end, BN, BK, VEC, False, PREFETCH)
+        else:
+            acc = _accumulate(acc, a_ptr, b_ptr, K, stride_ak, stride_bk, b_off, n0, end, BN, BK, VEC, True, PREFETCH)
     j = tl.arange(0, BN)
     cls = tl.arange(0, VEC).to(tl.int64)
     s = (b_off + cls * stride_bk + n0) % VEC  # the shift of class i (rows k = i mod VEC)
@@ -109,30 +136,46 @@ def launch(v: dict, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> None:
     base = b.as_strided((1,), (1,), b.storage_offset() - off) if off else b  # its 16-byte boundary
     bn = v["bn"]
     grid = (triton.cdiv(n, bn - vec),)
+    extra = {"num_stages": v["stages"]} if v.get("dot") else {}
     _gemv_shift[grid](a, base, c, n, k, a.stride(1), b.stride(0), off, BN=bn, BK=v["bk"], VEC=vec,
-                      PREFETCH=v.get("pf", False), num_warps=v["warps"])
+                      PREFETCH=v.get("pf", False), DOT=bool(v.get("dot")), num_warps=v["warps"], **extra)
 
 
-def variants(k: int, vec: int) -> list[dict]:
+def variants(k: int, vec: int, dot_only: bool = False) -> list[dict]:
+    """``dot_only``: the tl.dot form, plus session 47's best elementwise window as a reference."""
     out = []
-    for bn in (64, 128, 256, 512):
+    for bn in (() if dot_only else (64, 128, 256, 512)):
         for bk in (8, 16, 32, 64):
             for w in (2, 4, 8):
                 if bk < vec or bn <= vec or bn * bk > 64 * 32 * w:  # at most 64 product values a thread
                     continue
                 out.append({"bn": bn, "bk": bk, "warps": w})
                 out.append({"bn": bn, "bk": bk, "warps": w, "pf": True})
+    if vec == 8:  # the tl.dot form: 16-bit operands only (an fp32 dot would round to TF32)
+        for bn in (64, 128, 256):
+            for bk in (32, 64, 128):
+                for w in (4, 8):
+                    for st in (3, 4, 6):
+                        if bn * bk * 2 * st > 160 * 1024:  # the stages' B tiles in shared memory
+                            continue
+                        out.append({"bn": bn, "bk": bk, "warps": w, "dot": True, "stages": st})
+    if dot_only:
+        out.append({"bn": 64, "bk": 32, "warps": 2})
     return out
 
 
 def vid(v: dict) -> str:
+    if v.get("dot"):
+        return f"shift-BN{v['bn']}-BK{v['bk']}-W{v['warps']}-dot{v['stages']}"
     return f"shift-BN{v['bn']}-BK{v['bk']}-W{v['warps']}" + ("-PF" if v.get("pf") else "")
 
 
 def parse_vid(s: str) -> dict:
-    _, bn, bk, w, *pf = s.split("-")
+    _, bn, bk, w, *more = s.split("-")
     v = {"bn": int(bn[2:]), "bk": int(bk[2:]), "warps": int(w[1:])}
-    return v | ({"pf": True} if pf else {})
+    if more and more[0].startswith("dot"):
+        return v | {"dot": True, "stages": int(more[0][3:])}
+    return v | ({"pf": True} if more else {})
 
 
 def dry_run() -> int:
@@ -161,8 +204,8 @@ def dry_run() -> int:
     return 0
 
 
-SHAPES = [(1, 50257, 768, "bf16"), (1, 32001, 4096, "bf16"), (1, 50257, 1024, "fp16"), (1, 32003, 2048, "bf16"),
-          (1, 151655, 896, "bf16"), (1, 20001, 512, "fp16"), (1, 50304, 768, "bf16")]
+SHAPES = [(1, 50257, 768, "bf16"), (1, 32001, 4096, "bf16"), (1, 151655, 896, "bf16"), (1, 32003, 2048, "bf16"),
+          (1, 50304, 768, "bf16"), (1, 50257, 1024, "fp16"), (1, 20001, 512, "fp16")]
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -201,6 +244,7 @@ def main() -> int:
     ap.add_argument("--dry-run", action="store_true", help="CPU (TRITON_INTERPRET=1): check every variant")
     ap.add_argument("--ncu-run", metavar="MxNxKxDT", help="run --choices on one shape for ncu, no timing")
     ap.add_argument("--choices", default="")
+    ap.add_argument("--dot-only", action="store_true", help="time only the tl.dot form (and one reference window)")
     args = ap.parse_args()
     if args.dry_run:
         return dry_run()
@@ -234,7 +278,7 @@ def main() -> int:
         for cfg in _skinny_strips(m, n, k, dt, dev):
             res["skinny:" + cfg.id] = time_verified(
                 timer, lambda i, cfg=cfg: skinny.run(ins[i][0], ins[i][1], outs[i], cfg), outs[0], ref, nsets)
-        for v in variants(k, 8):
+        for v in variants(k, 8, args.dot_only):
             res[vid(v)] = time_verified(timer, lambda i, v=v: launch(v, ins[i][0], ins[i][1], outs[i]),
                                         outs[0], ref, nsets)
         timed = {c: t for c, t in res.items() if isinstance(t, float)}
