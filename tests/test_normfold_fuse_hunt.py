@@ -1,0 +1,115 @@
+"""Hunt: gemmtune.normfold's ``gemmtune::rms_mm`` kernel path and fuse_compile's fold of a norm into
+a merged group, on the CPU (the Triton interpreter; fp16 / fp32; no compile: the op is called, or
+the pass run on a traced graph)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import gemmtune
+from gemmtune import fuse_compile
+from gemmtune.normfold import fold_reference
+from gemmtune.verify import compare
+
+FOLDS = "skinny:BM1-BN16-BK64-SK1-S1-W4-core-det-flat-sum"  # one-row -flat strip: folds at K = 64
+NO_FOLD = "skinny:BM1-BN16-BK64-SK1-S1-W4-core-det"  # the 3-D strip: fold_misfit refuses it
+TOL = {torch.float16: 2e-3, torch.float32: 1e-5}  # relative Frobenius against fp64
+DTYPES = pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
+K, EPS = 64, 1e-5
+
+
+def _patched(n: int, dtype, choice: str):
+    """A patched Linear [n, K] whose M = 1 choice is ``choice`` (by table)."""
+    from gemmtune.configs import Choice
+    from gemmtune.problem import Problem, dtype_name
+    from gemmtune.provenance import Provenance
+    from gemmtune.table import LookupTable, TableChoice
+
+    m = torch.nn.Sequential(torch.nn.Linear(K, n, bias=False)).to(dtype).requires_grad_(False)
+    key = Problem.from_sizes(1, n, K, dtype_name(dtype), layout_b="col").key
+    table = LookupTable(Provenance.current("by-hand").to_dict(), {key: [TableChoice(Choice.parse(choice))]})
+    gemmtune.patch(m, table, hints={"m": [1]}, tune_fn=lambda ps, **kw: {p.key: choice for p in ps})
+    return m[0]
+
+
+def _check(got, x, g, b, dtype):
+    assert got.dtype == dtype and got.shape == (x.shape[0], b.shape[1])
+    res = compare(got, fold_reference(x, g, EPS, b), TOL[dtype])
+    assert res.ok, res.reason
+
+
+@DTYPES
+def test_rms_mm_where_the_choice_cannot_fold_runs_the_norm_then_the_gemm(dtype):
+    # _first returned the bare _fallback(d, ...), which run called without d: TypeError on every
+    # shape whose choice does not fold (a 3-D strip, cuBLAS, a refused check)
+    lin = _patched(24, dtype, NO_FOLD)
+    x, g = torch.randn(1, K, dtype=dtype), torch.rand(K, dtype=dtype) + 0.5
+    b = lin.weight.t()
+    for _ in range(2):  # the first call decides, the second takes the decision
+        _check(torch.ops.gemmtune.rms_mm(x, g, EPS, b, lin._gemmtune_handle), x, g, b, dtype)
+
+
+@DTYPES
+def test_rms_mm_a_later_call_with_another_b_layout_is_not_given_the_first_calls_fold(dtype):
+    # the per-shape memo had no B layout: a K-contiguous B folded, then an N-contiguous B of the same
+    # shape was sent to the fold too, and check_fold raised instead of the norm running in torch
+    lin = _patched(24, dtype, FOLDS)
+    h = lin._gemmtune_handle
+    x, g = torch.randn(1, K, dtype=dtype), torch.rand(K, dtype=dtype) + 0.5
+    b = lin.weight.t()
+    _check(torch.ops.gemmtune.rms_mm(x, g, EPS, b, h), x, g, b, dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (the fold's refusal of that B, warned once)
+        _check(torch.ops.gemmtune.rms_mm(x, g, EPS, b.contiguous(), h), x, g, b, dtype)
+
+
+class _NormThenGroup(torch.nn.Module):
+    """transformers' RMSNorm chain cast back to ``cast`` (x's dtype in Llama), then two members of
+    one fused, patched Linear reading it (as member_forward emits them under torch.compile)."""
+
+    def __init__(self, lin, cast):
+        super().__init__()
+        self.fused, self.cast = lin, cast
+        self.g = torch.nn.Parameter(torch.rand(K, dtype=lin.weight.dtype) + 0.5, requires_grad=False)
+        self.n, self.hd = lin.weight.shape[0] // 2, lin._gemmtune_handle  # (constants in the trace)
+
+    def forward(self, x):
+        h = x.to(torch.float32)
+        y = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + EPS)
+        out = self.g * y.to(self.cast)
+        fw, n, hd = self.fused.weight, self.n, self.hd
+        return (torch.ops.gemmtune.fused_member(out, fw[:n], None, fw, None, 0, n, hd),
+                torch.ops.gemmtune.fused_member(out, fw[n:], None, fw, None, n, n, hd))
+
+
+def _merged(module, x):
+    """``module`` traced, its nodes given fake values (as dynamo's graph has) and merged by the pass
+    with the fold on; the number of folds."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    gm = torch.fx.symbolic_trace(module)
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    FakeTensorProp(gm, mode).propagate(mode.from_tensor(x))
+    before = fuse_compile.STATS["folded"]
+    assert fuse_compile.merge(gm.graph) == 1
+    gm.recompile()
+    return gm, fuse_compile.STATS["folded"] - before
+
+
+@pytest.mark.parametrize("x_dtype, dtype, folds", [(torch.float32, torch.float16, 0), (torch.float16, torch.float16, 1),
+                                                   (torch.float32, torch.float32, 1)])
+def test_a_norm_cast_to_another_dtype_than_its_input_is_not_folded(x_dtype, dtype, folds, monkeypatch):
+    # an fp32 residual stream under an fp16 norm and Linear: the cast's dtype was never read, the
+    # chain folded into rms_mm, whose norm is in x's dtype: fp32 into an fp16 GEMM, a TypeError
+    monkeypatch.setenv("GEMMTUNE_FOLD_NORMS", "1")
+    module = _NormThenGroup(_patched(32, dtype, FOLDS), dtype)
+    x = torch.randn(1, 1, K, dtype=x_dtype)
+    want = module(x)
+    gm, folded = _merged(module, x)
+    assert folded == folds
+    for got, ref in zip(gm(x), want):
+        assert got.dtype == ref.dtype and compare(got, ref.double(), TOL[dtype]).ok
