@@ -85,15 +85,15 @@ class _NormThenGroup(torch.nn.Module):
                 torch.ops.gemmtune.fused_member(out, fw[n:], None, fw, None, n, n, hd))
 
 
-def _merged(module, x):
-    """``module`` traced, its nodes given fake values (as dynamo's graph has) and merged by the pass
-    with the fold on; the number of folds."""
+def _merged(module, *xs):
+    """``module`` traced, its nodes given fake values (as dynamo's graph has) and merged by the pass;
+    the number of folds."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
     gm = torch.fx.symbolic_trace(module)
     mode = FakeTensorMode(allow_non_fake_inputs=True)
-    FakeTensorProp(gm, mode).propagate(mode.from_tensor(x))
+    FakeTensorProp(gm, mode).propagate(*(mode.from_tensor(x) for x in xs))
     before = fuse_compile.STATS["folded"]
     assert fuse_compile.merge(gm.graph) == 1
     gm.recompile()
@@ -113,3 +113,32 @@ def test_a_norm_cast_to_another_dtype_than_its_input_is_not_folded(x_dtype, dtyp
     assert folded == folds
     for got, ref in zip(gm(x), want):
         assert got.dtype == ref.dtype and compare(got, ref.double(), TOL[dtype]).ok
+
+
+class _GroupThenView(torch.nn.Module):
+    """Two members of a plain fused Linear (handle -1) at M = 2; the first's output read by ``how``."""
+
+    def __init__(self, how):
+        super().__init__()
+        self.fused, self.how = torch.nn.Linear(K, 32).requires_grad_(False), how
+
+    def forward(self, x, t):
+        fw, fb = self.fused.weight, self.fused.bias
+        a = torch.ops.gemmtune.fused_member(x, fw[:16], fb[:16], fw, fb, 0, 16, -1)
+        b = torch.ops.gemmtune.fused_member(x, fw[16:], fb[16:], fw, fb, 16, 16, -1)
+        return (a.view_as(t) if self.how == "view_as" else a.view(torch.int32)), b
+
+
+@pytest.mark.parametrize("how", ["view_as", "view_dtype"])
+def test_a_merged_members_view_as_or_dtype_view_runs(how):
+    # the merged member's output is a strided slice: view_as merging its dims was left a view (fails
+    # as .view did before it became a reshape), and .view(dtype) was made reshape(dtype), a TypeError
+    module = _GroupThenView(how)
+    x, t = torch.randn(2, K), torch.empty(32)
+    want = module(x, t)
+    gm, _ = _merged(module, x, t)
+    for got, ref in zip(gm(x, t), want):
+        assert got.dtype == ref.dtype and got.shape == ref.shape
+        if ref.dtype == torch.int32:  # the bits of the fp32 output, compared as floats
+            got, ref = got.view(torch.float32), ref.view(torch.float32)
+        assert compare(got, ref.double(), TOL[torch.float32]).ok
