@@ -142,3 +142,18 @@ def test_a_merged_members_view_as_or_dtype_view_runs(how):
         if ref.dtype == torch.int32:  # the bits of the fp32 output, compared as floats
             got, ref = got.view(torch.float32), ref.view(torch.float32)
         assert compare(got, ref.double(), TOL[torch.float32]).ok
+
+
+@pytest.mark.parametrize("g_shape, folds", [((K,), 1), ((1, 1, K), 0)])
+def test_a_norm_weight_that_is_not_k_long_is_not_folded(g_shape, folds, monkeypatch):
+    # a (1, 1, K) weight broadcasts to x's shape in the model; folded, rms_mm's norm of the 2-D x
+    # came out 3-D (x 2-D times g 3-D) and the GEMM refused it at run time
+    monkeypatch.setenv("GEMMTUNE_FOLD_NORMS", "1")
+    module = _NormThenGroup(_patched(32, torch.float16, FOLDS), torch.float16)
+    module.g = torch.nn.Parameter((torch.rand(K, dtype=torch.float16) + 0.5).view(g_shape), requires_grad=False)
+    x = torch.randn(1, 1, K, dtype=torch.float16)
+    want = module(x)
+    gm, folded = _merged(module, x)
+    assert folded == folds
+    for got, ref in zip(gm(x), want):
+        assert got.shape == ref.shape and compare(got, ref.double(), TOL[torch.float16]).ok

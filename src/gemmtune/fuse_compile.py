@@ -254,7 +254,14 @@ def _foldable(x: torch.fx.Node, members: list, handle: int):
     if int(torch.Size(shape[:-1]).numel()) != 1:
         return None
     norm = rms_norm_input(x)
-    return norm if norm is not None and only_read_by(x, members) else None
+    if norm is None or not only_read_by(x, members):
+        return None
+    # rms_mm takes a (K,) weight and gives x's shape: a weight that broadcasts otherwise ((1, 1, K))
+    # was folded, and its norm came out 3-D into the 2-D GEMM (a ValueError at run time)
+    xv, gv = _val(norm.x), _val(norm.weight)
+    if getattr(xv, "shape", None) != shape or (gv is not None and tuple(gv.shape) != (shape[-1],)):
+        return None
+    return norm
 
 
 _INPLACE_OPERATORS = {getattr(operator, n) for n in (
