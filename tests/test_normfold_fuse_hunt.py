@@ -157,3 +157,35 @@ def test_a_norm_weight_that_is_not_k_long_is_not_folded(g_shape, folds, monkeypa
     assert folded == folds
     for got, ref in zip(gm(x), want):
         assert got.shape == ref.shape and compare(got, ref.double(), TOL[torch.float16]).ok
+
+
+class _AddForms(_NormThenGroup):
+    """The chain with its ``var + eps`` written as ``torch.add`` with keywords."""
+
+    def __init__(self, lin, cast, form):
+        super().__init__(lin, cast)
+        self.form = form
+
+    def forward(self, x):
+        h = x.to(torch.float32)
+        var = h.pow(2).mean(-1, keepdim=True)
+        # alpha=1e4 makes the eps the model adds 0.1, not EPS
+        add = torch.add(var, other=EPS) if self.form == "other" else torch.add(var, EPS, alpha=1e4)
+        out = self.g * (h * torch.rsqrt(add)).to(self.cast)
+        fw, n, hd = self.fused.weight, self.n, self.hd
+        return (torch.ops.gemmtune.fused_member(out, fw[:n], None, fw, None, 0, n, hd),
+                torch.ops.gemmtune.fused_member(out, fw[n:], None, fw, None, n, n, hd))
+
+
+@pytest.mark.parametrize("form, folds", [("other", 1), ("alpha", 0)])
+def test_the_eps_sum_written_with_keywords(form, folds, monkeypatch):
+    # torch.add(var, other=eps): the matcher indexed add.args[1], an IndexError out of the pass (the
+    # user's compile failed); torch.add(var, eps, alpha=a) was matched with eps, not a * eps
+    monkeypatch.setenv("GEMMTUNE_FOLD_NORMS", "1")
+    module = _AddForms(_patched(32, torch.float32, FOLDS), torch.float32, form)
+    x = torch.randn(1, 1, K) * 0.1  # mean(x^2) ~ 0.01: an eps of 0.1 against 1e-5 shows
+    want = module(x)
+    gm, folded = _merged(module, x)
+    assert folded == folds
+    for got, ref in zip(gm(x), want):
+        assert compare(got, ref.double(), TOL[torch.float32]).ok

@@ -97,13 +97,21 @@ def _same_dtype_as(x: torch.fx.Node, cast: torch.fx.Node, out: torch.fx.Node) ->
     return xd is None or od is None or od == xd
 
 
+def _operands(n: torch.fx.Node) -> tuple:
+    """A binary op's two operands, positional or keyword (``torch.add(v, other=eps)``: indexing
+    ``args[1]`` raised IndexError inside the compile); (None, None) for anything more (an ``alpha``)."""
+    if len(n.args) > 2 or set(n.kwargs) - {"input", "other"}:
+        return None, None
+    return _arg(n, 0, "input"), _arg(n, 1, "other")
+
+
 def rms_norm_input(out) -> NormMatch | None:
     """The RMSNorm whose output node is ``out`` (the chain in the module docstring), or None.
     Every node inside the chain must have only the users the chain gives it; ``out``'s own users
     are the caller's to check."""
     if not _is_fn(out, operator.mul, torch.mul):
         return None
-    a, b = out.args[0], out.args[1]
+    a, b = _operands(out)
     # weight * y.to(x_dtype), either order
     for weight, cast in ((a, b), (b, a)):
         y = _cast_of(cast)
@@ -111,13 +119,14 @@ def rms_norm_input(out) -> NormMatch | None:
             continue
         if not _is_fn(y, operator.mul, torch.mul):
             continue
-        for h, rs in ((y.args[0], y.args[1]), (y.args[1], y.args[0])):
+        y0, y1 = _operands(y)
+        for h, rs in ((y0, y1), (y1, y0)):
             if not _is_fn(rs, torch.rsqrt):
                 continue
-            add = rs.args[0]
+            add = _arg(rs, 0, "input")
             if not _is_fn(add, operator.add, torch.add):
                 continue
-            var, eps = add.args[0], add.args[1]
+            var, eps = _operands(add)
             if isinstance(var, (int, float)) and not isinstance(eps, (int, float)):
                 var, eps = eps, var
             if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not _is_method(var, "mean"):
