@@ -259,7 +259,7 @@ def _foldable(x: torch.fx.Node, members: list, handle: int):
     # rms_mm takes a (K,) weight and gives x's shape: a weight that broadcasts otherwise ((1, 1, K))
     # was folded, and its norm came out 3-D into the 2-D GEMM (a ValueError at run time)
     xv, gv = _val(norm.x), _val(norm.weight)
-    if getattr(xv, "shape", None) != shape or (gv is not None and tuple(gv.shape) != (shape[-1],)):
+    if (xv is not None and tuple(xv.shape) != tuple(shape)) or (gv is not None and tuple(gv.shape) != (shape[-1],)):
         return None
     return norm
 

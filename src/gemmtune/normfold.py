@@ -91,10 +91,11 @@ def _same_dtype_as(x: torch.fx.Node, cast: torch.fx.Node, out: torch.fx.Node) ->
     if isinstance(target, torch.fx.Node):  # symbolic_trace: ``y.to(x.dtype)``
         if not (_is_fn(target, getattr) and target.args == (x, "dtype")):
             return False
-    elif xd is None or target is not xd:
+        target = xd
+    elif not isinstance(target, torch.dtype) or (xd is not None and target is not xd):
         return False
-    od = _val_dtype(out)
-    return xd is None or od is None or od == xd
+    od = _val_dtype(out)  # (where a value is unknown, a hand-made graph: what is known must agree)
+    return od is None or target is None or od == target
 
 
 def _operands(n: torch.fx.Node) -> tuple:
