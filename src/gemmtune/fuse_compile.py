@@ -254,7 +254,14 @@ def _foldable(x: torch.fx.Node, members: list, handle: int):
     if int(torch.Size(shape[:-1]).numel()) != 1:
         return None
     norm = rms_norm_input(x)
-    return norm if norm is not None and only_read_by(x, members) else None
+    if norm is None or not only_read_by(x, members):
+        return None
+    # rms_mm takes a (K,) weight and gives x's shape: a weight that broadcasts otherwise ((1, 1, K))
+    # was folded, and its norm came out 3-D into the 2-D GEMM (a ValueError at run time)
+    xv, gv = _val(norm.x), _val(norm.weight)
+    if (xv is not None and tuple(xv.shape) != tuple(shape)) or (gv is not None and tuple(gv.shape) != (shape[-1],)):
+        return None
+    return norm
 
 
 _INPLACE_OPERATORS = {getattr(operator, n) for n in (
@@ -330,10 +337,19 @@ def _is_member(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and node.target in (op, op.default)
 
 
+# A view op and the reshape that is the same view wherever one exists. ``view_as`` fails on the
+# strided slice as ``view`` does: it was left as it was, and a merged member read by
+# ``q.view_as(t)`` that merges dims failed at run time (eager: a contiguous output).
+_VIEW_TO_RESHAPE = {"view": "reshape", "view_as": "reshape_as",
+                    torch.Tensor.view: torch.Tensor.reshape, torch.Tensor.view_as: torch.Tensor.reshape_as}
+
+
 def _is_view(node: torch.fx.Node) -> bool:
-    if node.op == "call_method":
-        return node.target == "view"
-    return node.op == "call_function" and node.target in (torch.Tensor.view,)
+    if node.op not in ("call_method", "call_function") or node.target not in _VIEW_TO_RESHAPE:
+        return False
+    # ``.view(dtype)`` reinterprets the bits (it takes the strided slice: its last dim is dense); made a
+    # reshape it was reshape(dtype), a TypeError
+    return not any(isinstance(a, torch.dtype) for a in (*node.args[1:], *node.kwargs.values()))
 
 
 def _plan(graph: torch.fx.Graph) -> tuple[list, int]:
@@ -415,7 +431,7 @@ def merge(graph: torch.fx.Graph) -> int:
             if len(users) == 1 and _is_view(users[0]):
                 # the slice is strided by the group's width: .view fails where it would merge the
                 # last dim; reshape is that same view wherever one exists
-                users[0].target = "reshape" if users[0].op == "call_method" else torch.Tensor.reshape
+                users[0].target = _VIEW_TO_RESHAPE[users[0].target]
             graph.erase_node(m)
         if norm is not None:  # the norm's chain and dynamo's probes of its output: nothing reads them now
             for n in [u for u in x.users if not u.users] + list(reversed(norm.nodes)):

@@ -36,6 +36,7 @@ In a graph lowered with Inductor's PDL on, a folded group runs its dispatcher's 
 
 from __future__ import annotations
 
+import functools
 import operator
 from dataclasses import dataclass
 
@@ -76,13 +77,42 @@ def _cast_of(n, dtype=None):
     return src if isinstance(src, torch.fx.Node) else None
 
 
+def _val_dtype(n):
+    v = n.meta.get("example_value", n.meta.get("val"))
+    return v.dtype if isinstance(v, torch.Tensor) else None
+
+
+def _same_dtype_as(x: torch.fx.Node, cast: torch.fx.Node, out: torch.fx.Node) -> bool:
+    """Whether the chain casts back to ``x``'s dtype and ``out`` keeps it (the weight in it too):
+    ``rms_mm`` computes that chain, in ``x``'s dtype. A cast to another dtype (an fp32 residual
+    stream under an fp16 norm) or a weight of another dtype was folded all the same: the op's norm
+    came out in another dtype than the graph's, and the GEMM refused it (or its fake's dtype was wrong)."""
+    target, xd = _arg(cast, 1, "dtype"), _val_dtype(x)
+    if isinstance(target, torch.fx.Node):  # symbolic_trace: ``y.to(x.dtype)``
+        if not (_is_fn(target, getattr) and target.args == (x, "dtype")):
+            return False
+        target = xd
+    elif not isinstance(target, torch.dtype) or (xd is not None and target is not xd):
+        return False
+    od = _val_dtype(out)  # (where a value is unknown, a hand-made graph: what is known must agree)
+    return od is None or target is None or od == target
+
+
+def _operands(n: torch.fx.Node) -> tuple:
+    """A binary op's two operands, positional or keyword (``torch.add(v, other=eps)``: indexing
+    ``args[1]`` raised IndexError inside the compile); (None, None) for anything more (an ``alpha``)."""
+    if len(n.args) > 2 or set(n.kwargs) - {"input", "other"}:
+        return None, None
+    return _arg(n, 0, "input"), _arg(n, 1, "other")
+
+
 def rms_norm_input(out) -> NormMatch | None:
     """The RMSNorm whose output node is ``out`` (the chain in the module docstring), or None.
     Every node inside the chain must have only the users the chain gives it; ``out``'s own users
     are the caller's to check."""
     if not _is_fn(out, operator.mul, torch.mul):
         return None
-    a, b = out.args[0], out.args[1]
+    a, b = _operands(out)
     # weight * y.to(x_dtype), either order
     for weight, cast in ((a, b), (b, a)):
         y = _cast_of(cast)
@@ -90,13 +120,14 @@ def rms_norm_input(out) -> NormMatch | None:
             continue
         if not _is_fn(y, operator.mul, torch.mul):
             continue
-        for h, rs in ((y.args[0], y.args[1]), (y.args[1], y.args[0])):
+        y0, y1 = _operands(y)
+        for h, rs in ((y0, y1), (y1, y0)):
             if not _is_fn(rs, torch.rsqrt):
                 continue
-            add = rs.args[0]
+            add = _arg(rs, 0, "input")
             if not _is_fn(add, operator.add, torch.add):
                 continue
-            var, eps = add.args[0], add.args[1]
+            var, eps = _operands(add)
             if isinstance(var, (int, float)) and not isinstance(eps, (int, float)):
                 var, eps = eps, var
             if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not _is_method(var, "mean"):
@@ -108,7 +139,7 @@ def rms_norm_input(out) -> NormMatch | None:
             if not (_is_method(sq, "pow") and sq.args[0] is h and sq.args[1] == 2):
                 continue
             x = _cast_of(h, torch.float32)
-            if x is None:
+            if x is None or not _same_dtype_as(x, cast, out):
                 continue
             chain = (h, sq, var, add, rs, y, cast, out)
             users_ok = (set(h.users) == {sq, y} and all(len(n.users) == 1 for n in (sq, var, add, rs, y, cast)))
@@ -164,7 +195,10 @@ def run(d, x: torch.Tensor, g: torch.Tensor, eps: float, b: torch.Tensor,
     once per shape against the fp64 product (``verify.compare`` at the dtype's tolerance); else, or
     where that check fails (warned once), the norm runs in torch and the GEMM on ``d``."""
     runs = d.__dict__.setdefault("_gemmtune_norm_runs", {})
-    key = (x.shape, x.dtype, x.device, g.shape, b.shape, float(eps), None if bias is None else bias.shape)
+    # Everything check_fold and the fp64 check depend on: a key without g's dtype or B's layout gave
+    # a later call the fold decided for another one, and check_fold's ValueError instead of the norm.
+    key = (x.shape, x.dtype, x.device, g.shape, g.dtype, g.device, b.shape, b.stride(), b.dtype, float(eps),
+           None if bias is None else (bias.shape, bias.dtype))
     fn = runs.get(key)
     if fn is None:
         from .dispatch.common import capturing
@@ -186,8 +220,10 @@ def _first(d, x, g, eps, b, bias):
     n = b.shape[1]
     dec = d.decision(m=m)
     ch = None if dec is None else dec.choice
+    # (run calls what this returns without d)
+    plain = functools.partial(_fallback, d)
     if ch is None or ch.family != "skinny" or ch.pad or fold_misfit(ch.config, m, k) is not None:
-        return _fallback
+        return plain
     cfg = ch.config
 
     def folded(x, g, eps, b, bias):
@@ -209,7 +245,7 @@ def _first(d, x, g, eps, b, bias):
             import warnings
             warnings.warn(f"gemmtune: the norm fold on {ch.id} ({m}x{n}x{k}) is not used: {why}; the norm "
                           "runs before the GEMM", RuntimeWarning, stacklevel=4)
-        return _fallback
+        return plain
     return folded
 
 
