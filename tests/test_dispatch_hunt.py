@@ -325,3 +325,29 @@ def test_warmup_of_an_mm_dispatcher_still_decides_mm_shapes():
     assert d.batch is None
     d.warmup(m=[3], epilogues=["bias"])
     assert sorted(d.decisions) == [(3, 24, 40)]
+
+
+@pytest.mark.parametrize("batch", [None, 2])
+def test_a_decision_made_where_triton_runs_is_not_launched_on_a_cpu_without_it(monkeypatch, batch):
+    """A dispatcher saved in an interpreter process (or decided on a GPU) and called on CPU tensors
+    without the interpreter: its saved shapes launched Triton there ("0 active drivers") while a
+    new shape ran cuBLAS. Such a call now gets its own decision; the saved one is kept."""
+    import gemmtune
+    from gemmtune import kernels
+    from gemmtune.dispatch import Decision, Dispatcher, HintChoice
+
+    tile = Choice.parse("triton_mm:BM32-BN32-BK16-S1-W2-G8")
+    sizes = (40, 24, 64) if batch is None else (batch, 40, 24, 64)
+    d = Dispatcher(dims={"n": 24, "k": 64}, dtype="fp32", hints={"m": [32]},
+                   hint_choices=[HintChoice((32, 24, 64), tile)],
+                   decisions={sizes: Decision(tile, "similarity", (32, 24, 64), verified=True)})
+    monkeypatch.setattr(gemmtune.dispatch, "interpreter_enabled", lambda: False)
+
+    def no_driver(*args, **kwargs):  # what Triton does with CPU tensors and no interpreter
+        raise RuntimeError("0 active drivers ([]). There should only be one.")
+    monkeypatch.setattr(kernels.get("triton_mm"), "run", no_driver)
+    lead = () if batch is None else (batch,)
+    a, b = torch.randn(*lead, 40, 64), torch.randn(*lead, 64, 24)
+    out = d(a, b)
+    torch.testing.assert_close(out.double(), a.double() @ b.double(), rtol=1e-5, atol=1e-5)
+    assert d.decisions[sizes].choice == tile  # kept for where it was made

@@ -309,12 +309,7 @@ class Dispatcher(Deciding, Launching):
         with self._lock:
             run = cache.get(key)
             if run is None:
-                decision = self._decisions.get((m, n, k))
-                if decision is None or (self.verify and not decision.verified
-                                        and decision.source != "empty"):
-                    decision = self._decide(a, b, m, n, k, previous=decision)
-                    self._decisions[(m, n, k)] = decision
-                    self.n_decisions += 1
+                decision = self._decision_for(a, b, (m, n, k))
                 choice = decision.choice
                 if epilogue is not None and epilogue.bias is not None and self.table is not None:
                     choice = self._addmm_choice(m, n, k, a, b, choice)
@@ -331,14 +326,30 @@ class Dispatcher(Deciding, Launching):
         with self._lock:
             run = self._fast.get(key)
             if run is None:
-                decision = self._decisions.get(sizes)
-                if decision is None or (self.verify and not decision.verified and decision.source != "empty"):
-                    decision = self._decide(a, b, m, n, k, previous=decision, batch=batch)
-                    self._decisions[sizes] = decision
-                    self.n_decisions += 1
+                decision = self._decision_for(a, b, sizes)
                 run = self._make_run(decision.choice, m, n, k, a.device, a, b, batch=batch)
                 self._fast[key] = run
         return run(a, b)
+
+    def _decision_for(self, a, b, sizes: tuple) -> Decision:
+        """The decision a first call of ``sizes`` builds its closure from (under ``self._lock``):
+        the one made, else a new one (also for a loaded one to verify again). A decision whose
+        kernel these operands' device cannot run (decided on a GPU or in the interpreter, called
+        on a CPU without it) is kept for the device it was made on, and this call gets its own:
+        before, it launched Triton on CPU tensors ("0 active drivers") where a new shape ran cuBLAS."""
+        m, n, k = sizes[-3:]
+        batch = sizes[0] if len(sizes) == 4 else None
+        decision = self._decisions.get(sizes)
+        misfit = decision is not None and decision.source != "empty" and self._runnable(
+            decision.choice, Problem.from_tensors(a, b), a.device) is not None
+        if misfit and decision.verified:
+            self.n_decisions += 1
+            return self._decide(a, b, m, n, k, batch=batch)
+        if decision is None or misfit or (self.verify and not decision.verified and decision.source != "empty"):
+            decision = self._decide(a, b, m, n, k, previous=decision, batch=batch)
+            self._decisions[sizes] = decision
+            self.n_decisions += 1
+        return decision
 
     def _warn_capture(self, what: str, runs: str) -> None:
         if not getattr(self, "_warned_capture", False):

@@ -61,6 +61,8 @@ class Deciding:
         if (m, n, k) not in self._addmm:
             self._addmm[(m, n, k)] = self._decide_addmm(m, n, k, a, b)
         hit = self._addmm[(m, n, k)]
+        if hit is not None and self._runnable(hit.choice, Problem.from_tensors(a, b, op="addmm"), a.device):
+            return mm_choice  # decided on a device these operands are not on (see Dispatcher._decision_for)
         return mm_choice if hit is None else hit.choice
 
     def _addmm_key(self, m: int, n: int, k: int) -> str:
