@@ -73,3 +73,23 @@ def test_tune_run_report_leaves_out_a_wrong_inductor_kernel(tmp_path):
     (tmp_path / "env.txt").write_text("env\n")
     md = report.render_tune_run(tmp_path)
     assert "2.00" not in md and "| decode | 1 | 1.000 | - |" in md and "wrong output" in md
+
+
+def test_bench_model_report_renders_its_json_with_nulls():
+    # bench-model writes NaN as null; re-rendering that JSON (as the committed partial ones are)
+    # raised TypeError formatting None.
+    from gemmtune.benchmodel.report import markdown
+    from gemmtune.report.files import finite
+
+    nan = float("nan")
+    head = {"device": "GPU", "torch": "t", "triton": "t", "gemmtune": "g", "date": "d", "dtype": "bf16", "tune": "fast"}
+    eager = {"ms": 1.0, "logits_rel_err": nan, "logits_ok": False,
+             "interleaved_aa": {"x_paired": nan, "q1": nan, "q3": nan, "lo": nan, "hi": nan, "rounds": 0}}
+    patched = {"ms": 1.0, "x_eager": 1.0, "logits_rel_err": nan, "logits_ok": False,
+               "interleaved": {"eager_ms": 1.0, "eager_patch_ms": 1.0, "x_eager": 1.0, "x_eager_paired": nan,
+                               "x_eager_q1": nan, "x_eager_q3": nan, "x_eager_lo": nan, "x_eager_hi": nan,
+                               "rounds": 0}}
+    m = {"model": "m", "params": 1e6, "modes": {"eager": {"phases": {"p": eager}},
+                                                "eager_patch": {"phases": {"p": patched}}}}
+    md = markdown(finite({"header": head, "models": [m]}))
+    assert "eager_patch/p: logits err nan FAIL" in md and "paired rounds nan×" in md
