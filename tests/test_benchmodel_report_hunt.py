@@ -93,3 +93,18 @@ def test_bench_model_report_renders_its_json_with_nulls():
                                                 "eager_patch": {"phases": {"p": patched}}}}
     md = markdown(finite({"header": head, "models": [m]}))
     assert "eager_patch/p: logits err nan FAIL" in md and "paired rounds nan×" in md
+
+
+def test_merge_of_jsons_without_versions(tmp_path):
+    # load_bench accepts a header without torch / triton (the report renders it), but the merged
+    # file's name read them: `report --merge` ended with KeyError 'torch'.
+    from gemmtune.cli import main
+
+    for name in "ab":
+        (tmp_path / f"{name}-bench.json").write_text(json.dumps({
+            "schema": "gemmtune-bench/1", "header": {"device_name": "NVIDIA H200", "date": "2026-11-30T10:00:00Z"},
+            "shapes": [{"group": "odd", "name": name, "key": "k" + name, "m": 1, "n": 2, "k": 3, "dtype": "bfloat16",
+                        "cublas": {"status": "ok", "kernel": {"ms": 1.0}}, "methods": {}}]}))
+    assert main(["report", "--merge", "--no-plots", str(tmp_path / "a-bench.json"), str(tmp_path / "b-bench.json")]) == 0
+    merged = report.load_bench(next(tmp_path.glob("2026-11-30-h200-*-bench.json")))
+    assert [s["name"] for s in merged["shapes"]] == ["a", "b"]
