@@ -33,6 +33,7 @@ def _ok_model(name, phases, modes, **kw):
 def test_bench_model_json_has_no_nan(monkeypatch, tmp_path):
     # NaN logits (a bf16 overflow) wrote a bare NaN into bench-model.json: not JSON.
     run = _bm_run(monkeypatch, _ok_model)
+    monkeypatch.setattr(run, "plot", lambda doc, path: None)  # matplotlib's drawing: seconds, not the point
     run.run(["tiny-llama"], phases=["prefill_b8_s128"], modes=["eager"], out_dir=tmp_path, log=lambda s: None)
     doc = _strict((tmp_path / "bench-model.json").read_text())
     assert doc["models"][0]["modes"]["eager"]["phases"]["prefill_b8_s128"]["logits_rel_err"] is None
