@@ -13,6 +13,12 @@ def _phases(m: dict) -> list[str]:
     return list(dict.fromkeys(p for rec in m["modes"].values() for p in rec.get("phases", {})))
 
 
+def _num(v):
+    """A number of the JSON for formatting: null (bench-model writes NaN as null) as NaN, which
+    formats as 'nan' where None raised TypeError."""
+    return float("nan") if v is None else v
+
+
 def markdown(doc: dict) -> str:
     """The report: per model, a table of ms per call and x eager per phase and mode, the tuning
     and compile times, and the checks."""
@@ -49,9 +55,9 @@ def markdown(doc: dict) -> str:
         if "tune_s" in m:
             split = ""
             if "tune_call_s" in m:
-                split = (f" (the tune call {m['tune_call_s']:.1f} s, of it {m.get('tune_startup_s', 0.0):.1f} s "
+                split = (f" (the tune call {_num(m['tune_call_s']):.1f} s, of it {m.get('tune_startup_s', 0.0):.1f} s "
                          f"workers' start-up; the rest capture, dispatchers and patching)")
-            L.append(f"gemmtune tuning: {m['tune_s']:.1f} s{split} for {m.get('tuned_problems', '?')} problems over "
+            L.append(f"gemmtune tuning: {_num(m['tune_s']):.1f} s{split} for {m.get('tuned_problems', '?')} problems over "
                      f"{m.get('tuned_layer_shapes', '?')} layer shapes (one tune call); winners: "
                      + ", ".join(f"`{w}`" for w in m.get("winners", [])[:12]) + ".\n")
         for prefix, what in (("", "eager_patch"), ("fuse_", "eager_fuse_patch")):
@@ -62,8 +68,8 @@ def markdown(doc: dict) -> str:
 
             L.append(f"Fused sibling layers (eager_fuse*, `gemmtune.fuse_linears`): {len(m['fused_groups'])} groups ("
                      + ", ".join(f"{k} ×{c}" for k, c in kinds(m["fused_groups"], " + ").items()) + ")"
-                     + (f"; the fused copy's own tuning {m['fuse_tune_s']:.1f} s" if "fuse_tune_s" in m else "")
-                     + (f" (the tune call {m['fuse_tune_call_s']:.1f} s, of it {m.get('fuse_tune_startup_s', 0.0):.1f} s "
+                     + (f"; the fused copy's own tuning {_num(m['fuse_tune_s']):.1f} s" if "fuse_tune_s" in m else "")
+                     + (f" (the tune call {_num(m['fuse_tune_call_s']):.1f} s, of it {m.get('fuse_tune_startup_s', 0.0):.1f} s "
                         "workers' start-up)" if "fuse_tune_call_s" in m else "")
                      + (f", strips with a `-pdl` twin credited {m['fuse_tune_pdl_credit']:.0%} against cuBLAS "
                         "(`gemmtune.pdl.PDL_CREDIT`)" if m.get("fuse_tune_pdl_credit") else "")
@@ -77,33 +83,34 @@ def markdown(doc: dict) -> str:
             for mode in modes:
                 r = m["modes"][mode].get("phases", {}).get(p)
                 # no x_eager: its base (eager, or eager_graph for a graph mode) did not time the phase
-                cells.append((f"{r['ms']:.3f}" + (f" ({r['x_eager']:.2f}×)" if "x_eager" in r else "")) if r else "-")
+                cells.append((f"{_num(r['ms']):.3f}" + (f" ({_num(r['x_eager']):.2f}×)" if "x_eager" in r else "")) if r else "-")
             L.append(f"| {p} | " + " | ".join(cells) + " |")
         aa = [(p, m["modes"]["eager"]["phases"][p]["interleaved_aa"]) for p in phases
               if "eager" in m["modes"] and "interleaved_aa" in m["modes"]["eager"].get("phases", {}).get(p, {})]
         if aa:
             L.append("| eager against itself, interleaved (the resolution) | " + "; ".join(
-                f"{p}: paired rounds {i['x_paired']:.3f}×" + (f" (95% CI {i['lo']:.3f}–{i['hi']:.3f})" if "lo" in i else "")
-                + f", quartiles {i['q1']:.3f}–{i['q3']:.3f}" for p, i in aa)
+                f"{p}: paired rounds {_num(i['x_paired']):.3f}×"
+                + (f" (95% CI {_num(i['lo']):.3f}–{_num(i['hi']):.3f})" if "lo" in i else "")
+                + f", quartiles {_num(i['q1']):.3f}–{_num(i['q3']):.3f}" for p, i in aa)
                 + " |" + " |" * (len(modes) - 1))
         for other in ("eager_copy", "eager_patch", "eager_fuse", "eager_fuse_patch"):
             inter = [(p, m["modes"][other]["phases"][p]["interleaved"]) for p in phases
                      if other in m["modes"] and "interleaved" in m["modes"][other].get("phases", {}).get(p, {})]
             if inter:
                 L.append(f"| eager vs {other}, interleaved | " + "; ".join(
-                    f"{p}: {i['eager_ms']:.3f} / {i[other + '_ms']:.3f} ms ({i['x_eager']:.2f}×"
-                    + (f"; paired rounds {i['x_eager_paired']:.3f}×"
-                       + (f" (95% CI {i['x_eager_lo']:.3f}–{i['x_eager_hi']:.3f})" if "x_eager_lo" in i else "")
-                       + f", quartiles {i['x_eager_q1']:.3f}–{i['x_eager_q3']:.3f}, {i['rounds']} rounds"
+                    f"{p}: {_num(i['eager_ms']):.3f} / {_num(i[other + '_ms']):.3f} ms ({_num(i['x_eager']):.2f}×"
+                    + (f"; paired rounds {_num(i['x_eager_paired']):.3f}×"
+                       + (f" (95% CI {_num(i['x_eager_lo']):.3f}–{_num(i['x_eager_hi']):.3f})" if "x_eager_lo" in i else "")
+                       + f", quartiles {_num(i['x_eager_q1']):.3f}–{_num(i['x_eager_q3']):.3f}, {i['rounds']} rounds"
                        if "x_eager_paired" in i else "")
-                    + (f"; against eager_copy {i['x_copy_paired']:.3f}× (95% CI {i['x_copy_lo']:.3f}–"
-                       f"{i['x_copy_hi']:.3f})" if "x_copy_paired" in i else "") + ")"
+                    + (f"; against eager_copy {_num(i['x_copy_paired']):.3f}× (95% CI {_num(i['x_copy_lo']):.3f}–"
+                       f"{_num(i['x_copy_hi']):.3f})" if "x_copy_paired" in i else "") + ")"
                     for p, i in inter)
                     + " |" + " |" * (len(modes) - 1))
         gi = m.get("graph_interleaved", {})
         if gi:
             L.append("| CUDA graphs, interleaved | " + "; ".join(
-                f"{p}: " + ", ".join(f"{k.replace('_x_', ' × ')} {v:.3f}" for k, v in r.items() if "_x_" in k)
+                f"{p}: " + ", ".join(f"{k.replace('_x_', ' × ')} {_num(v):.3f}" for k, v in r.items() if "_x_" in k)
                 for p, r in gi.items()) + " |" + " |" * (len(modes) - 1))
         L.append("| first calls (compile) s | " + " | ".join(
             f"{m['modes'][mode].get('first_calls_s', 0):.1f}" for mode in modes) + " |")
@@ -113,18 +120,18 @@ def markdown(doc: dict) -> str:
             rec = m["modes"][mode]
             for p, r in rec.get("phases", {}).items():
                 if "logits_ok" in r:
-                    med = (f", median token {r['logits_token_median_err']:.2e}"
+                    med = (f", median token {_num(r['logits_token_median_err']):.2e}"
                            if m.get("routed_experts") and "logits_token_median_err" in r else "")
-                    checks.append(f"{mode}/{p}: logits err {r['logits_rel_err']:.2e}{med} "
+                    checks.append(f"{mode}/{p}: logits err {_num(r['logits_rel_err']):.2e}{med} "
                                   f"{'ok' if r['logits_ok'] else 'FAIL'}")
                 if "cosine_ok" in r:
-                    checks.append(f"{mode}: min cosine {r['min_cosine']:.5f} {'ok' if r['cosine_ok'] else 'FAIL'}")
+                    checks.append(f"{mode}: min cosine {_num(r['min_cosine']):.5f} {'ok' if r['cosine_ok'] else 'FAIL'}")
             if "greedy_match" in rec:
                 d = rec.get("greedy_divergence")
                 checks.append(f"{mode}: greedy {GREEDY_STEPS} tokens " + (
                     ("identical to eager" + (" on a static KV cache" if m.get("greedy_cache") == "static" else ""))
                     if rec["greedy_match"] else
-                    f"diverge at step {d['step']} (eager's top-1/top-2 gap there {d['eager_gap']:.3f})"))
+                    f"diverge at step {d['step']} (eager's top-1/top-2 gap there {_num(d['eager_gap']):.3f})"))
         skipped = [f"{mode} ({rec['skipped']})" for mode, rec in m["modes"].items() if "skipped" in rec]
         if skipped:
             L += ["Skipped: " + "; ".join(skipped) + ".", ""]

@@ -623,6 +623,16 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
     return out
 
 
+def _save_json(path: Path, doc: dict) -> None:
+    """``doc`` written atomically (a checkpoint exists for runs killed by a time limit, and one
+    killed mid-write left half a file), NaN / inf as null: NaN logits (a bf16 overflow) made
+    ``NaN`` in the file, which strict JSON readers refuse."""
+    from ..jsonio import write_atomic
+    from ..report.files import finite
+
+    write_atomic(path, json.dumps(finite(doc), indent=1, default=lambda o: finite(float(o)), allow_nan=False) + "\n")
+
+
 def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] | None = None,
         out_dir: str | Path = "benchmarks/results", dtype: str = "bfloat16", tune_kwargs: dict | None = None,
         minilm_folder: str | None = None, device: str | None = None, log: Callable[[str], None] = print,
@@ -686,7 +696,7 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
             else:
                 def checkpoint(partial, name=name):
                     part = dict(doc, models=doc["models"] + [{**partial, "partial": True}])
-                    (out_dir / "bench-model.json").write_text(json.dumps(part, indent=1, default=float) + "\n")
+                    _save_json(out_dir / "bench-model.json", part)
                 res = bench_causal(name, phases, modes, device=device, dtype=dt, tune_kwargs=tune_kwargs, log=log,
                                    checkpoint=checkpoint, profile=profile, eager_rounds=eager_rounds,
                                    read_gbps=read_gbps)
@@ -702,9 +712,13 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
             res = {"model": name, "error": f"{type(e).__name__}: {e} (raised at {raised_at(e)})"}
             log(f"{name}: not run: {res['error']}")
         doc["models"].append(res)
-        (out_dir / "bench-model.json").write_text(json.dumps(doc, indent=1, default=float) + "\n")
+        _save_json(out_dir / "bench-model.json", doc)
         if device == "cuda":
             torch.cuda.empty_cache()
-    (out_dir / "bench-model.md").write_text(markdown(doc))
-    plot(doc, out_dir / "bench-model.png")
+    from ..jsonio import write_atomic
+    write_atomic(out_dir / "bench-model.md", markdown(doc))
+    if plot(doc, out_dir / "bench-model.png") is None:
+        # Nothing to plot (no model ran, or no matplotlib): an earlier run's plot there was left
+        # beside this run's report, as if it were this run's.
+        (out_dir / "bench-model.png").unlink(missing_ok=True)
     return doc

@@ -116,7 +116,10 @@ def cmd_bench_model(args) -> int:
                          modes=_names(args.modes, "--modes"), out_dir=args.out,
                          dtype=args.dtype, tune_kwargs=tune_kwargs, minilm_folder=args.minilm_dir,
                          profile=args.profile, eager_rounds=args.eager_rounds)
-    print(f"{args.out}/bench-model.md, {args.out}/bench-model.json, {args.out}/bench-model.png")
+    from pathlib import Path
+    # The plot only where it was drawn (no matplotlib, or no model ran: none)
+    print(", ".join(f"{args.out}/bench-model.{x}" for x in ("md", "json", "png")
+                    if x != "png" or (Path(args.out) / "bench-model.png").exists()))
     return 1 if any("error" in m for m in doc["models"]) else 0
 
 

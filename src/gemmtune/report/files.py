@@ -70,8 +70,10 @@ def slug(text: str) -> str:
 
 def bench_filename(header: dict, suffix: str = "") -> str:
     """``<date>-<gpu>-torch<v>-triton<v>[-suffix]-bench.json`` from a bench header."""
-    parts = [header["date"][:10], slug(header["device_name"]), "torch" + slug(header["torch"]),
-             "triton" + slug(header["triton"])]
+    # .get: load_bench requires only the GPU and the date; a header without the versions (which
+    # the report renders) ended ``report --merge`` with KeyError 'torch'.
+    parts = [header["date"][:10], slug(header["device_name"]), "torch" + slug(str(header.get("torch") or "unknown")),
+             "triton" + slug(str(header.get("triton") or "unknown"))]
     if suffix:
         parts.append(slug(suffix))
     return "-".join(parts) + "-bench.json"

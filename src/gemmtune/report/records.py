@@ -54,7 +54,8 @@ def method_speedup(shape: dict, method: str) -> tuple[float | None, bool]:
     rec = shape.get("methods", {}).get(method)
     k = kernel(rec)
     base = (rec or {}).get("baseline") or kernel(shape.get("cublas"))
-    if k is None or base is None:
+    # A baseline without a time (its cuBLAS failed; NaN saved as null) raised TypeError in is_tie.
+    if k is None or base is None or not base.get("ms"):
         return None, False
     return speedup(base["ms"], k["ms"]), is_tie(base["ms"], base.get("spread"), k["ms"], k.get("spread"))
 

@@ -50,7 +50,10 @@ def render_tune_run(run_dir: str | os.PathLike, title: str = "gemmtune tune, def
         tie = (x is not None and r["best"] != "aten"
                and is_tie(r["aten_ms"], r.get("aten_spread"), r["best_ms"], r.get("best_spread")))
         i = ind.get(key, {})
-        ix = speedup(i.get("aten_ms"), i.get("inductor_ms"))
+        # An Inductor kernel whose output failed the fp64 check (inductor_ok False) has no
+        # speedup: it was shown and counted in the geomean as if verified.
+        wrong = i.get("inductor_ok") is False
+        ix = None if wrong else speedup(i.get("aten_ms"), i.get("inductor_ms"))
         ts = tune_s.get(key)
         its = f"{i['inductor_tune_s']:.1f}" if "inductor_tune_s" in i else "-"
         tot_ours += ts or 0
@@ -66,7 +69,7 @@ def render_tune_run(run_dir: str | os.PathLike, title: str = "gemmtune tune, def
         L.append(f"| {r['group']} | {r['name']} | {m}×{n}×{k} {dtype} | {best} | {_us(r['best_ms'])} | "
                  f"{_us(r['aten_ms'])} | {xs} | {r['candidates']} | "
                  f"{f'{ts:.1f}' if ts is not None else '-'} | {its} | {_us(i.get('inductor_ms'))} | "
-                 f"{f'{ix:.2f}' if ix else '-'} |")
+                 f"{'wrong output' if wrong else f'{ix:.2f}' if ix else '-'} |")
     L.append("\n| group | shapes | gemmtune x (geomean) | Inductor x (geomean) |\n|---|---|---|---|")
     for name, g in groups.items():
         L.append(f"| {name} | {len(g['ours'])} | {geo(g['ours'])} | {geo(g['ind'])} |")
