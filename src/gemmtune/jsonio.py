@@ -1,8 +1,8 @@
 """Reading the JSON files gemmtune saves (dispatchers, models, bench results), with
 errors that name the file instead of a traceback from deep inside json, and writing them safely:
 
-- ``write_atomic``: a temp file of its own (unique per writer), flushed to disk, then renamed
-  over the target. A reader sees the old file or the new one, never half of one, and two
+- ``write_atomic`` (``replacing`` for writers of their own): a temp file of its own (unique per
+  writer), flushed to disk, then renamed over the target. A reader sees the old file or the new one, never half of one, and two
   writers never move each other's half-written temp file into place (a shared ``NAME.tmp`` did:
   measured, 6 writers and 2 readers on one table, a third of the reads failed).
 - ``locked``: an advisory lock (``NAME.lock`` beside the file) around a read-merge-write, so
@@ -72,27 +72,67 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
     there (a results store) is refused: ``refuse_results_store``."""
     path = Path(path)
     refuse_results_store(path, "this file")
-    # Through a symlink: replace its target, as open(path, "w") would (renaming onto the link
-    # replaced the link with a plain file, and the shared file it named never got the update).
+    with replacing(path, mode="wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+    return path
+
+
+@contextlib.contextmanager
+def replacing(path: str | os.PathLike, mode: str | None = "wb"):
+    """Write ``path`` atomically: the block writes a temporary file beside it (``.NAME.tmp-XXXX.tmp``,
+    unique per writer), which is fsynced and renamed onto ``path`` only when the block ends
+    cleanly; then the directory is fsynced (where the OS allows), so that the rename survives a
+    crash too. On any exception the temporary file is removed and ``path`` is left as it was.
+
+    ``mode`` "w" or "wb" yields the open temporary file; None yields its path, for writers that
+    open the file themselves (SQLite's backup, pandas). Through a symlink, its target is replaced,
+    as open(path, "w") would (renaming onto the link replaced the link with a plain file). The
+    file gets the mode open() would give it (``replacement_mode``), not mkstemp's 0600. An OSError
+    naming no file or the temporary one is raised naming ``path``."""
+    if mode not in ("w", "wb", None):
+        raise ValueError(f"replacing: mode must be 'w', 'wb' or None, not {mode!r}")
+    path = Path(path)
     real = Path(os.path.realpath(path)) if path.is_symlink() else path
     try:
-        fd, tmp = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.", suffix=".tmp")
+        fd, name = tempfile.mkstemp(dir=real.parent, prefix=f".{real.name}.tmp-", suffix=".tmp")
     except OSError as e:  # name the file asked for, not the temp file
         raise type(e)(e.errno, e.strerror, str(path)) from None
+    tmp = Path(name)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
+        if mode is None:
+            os.close(fd)
+            yield tmp
+            with open(tmp, "rb") as f:  # written by another opener: its data to disk all the same
+                os.fsync(f.fileno())
+        else:
+            with os.fdopen(fd, mode, **({"encoding": "utf-8"} if mode == "w" else {})) as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
         os.chmod(tmp, replacement_mode(real))
         os.replace(tmp, real)
     except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        if isinstance(e, OSError) and e.errno is not None:  # name the file asked for, not the temp file
+        if isinstance(e, OSError) and e.errno is not None and e.filename in (None, name):
             raise type(e)(e.errno, e.strerror, str(path)) from None
         raise
-    return path
+    _fsync_dir(real.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    # The rename lives in the directory: without this a crash could bring back the old file.
+    # Not possible everywhere (Windows cannot open a directory; some file systems refuse): skipped.
+    try:
+        dfd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
 
 
 def replacement_mode(path: str | os.PathLike) -> int:

@@ -9,18 +9,15 @@ do the SQL; the rules of which rows are affected are here.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
-import os
 import re
 import shutil
 import sqlite3
-import tempfile
 from pathlib import Path
 from typing import Callable, TypeVar
 
 from ..configs import Choice
-from ..jsonio import replacement_mode
+from ..jsonio import replacing
 from ..problem import Problem
 from ..store import GZIP_ERRORS, ResultStore, opened_readonly
 from ..store.schema import open_readonly
@@ -43,23 +40,12 @@ LAUNCH_BOUND_MS = 0.5
 EDGE_FAMILIES = ("triton_mm", "splitk", "decompose_k")
 
 
-@contextlib.contextmanager
 def _replacing(dst: Path):
-    """A temporary file beside ``dst`` to write, renamed onto ``dst`` only once it is whole: a copy
-    cut short (a killed call, Ctrl-C, a corrupt source) left half a file at ``dst``: a cut export
-    in place of the last good one, or a half-unpacked store the next call resumed from."""
-    dst = Path(dst)
-    # Through a symlink: its target, as open(dst, "wb") wrote (renaming onto the link replaces it).
-    dst = Path(os.path.realpath(dst)) if dst.is_symlink() else dst
-    fd, name = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        yield tmp
-        os.chmod(tmp, replacement_mode(dst))
-        os.replace(tmp, dst)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """A temporary file beside ``dst`` to write, renamed onto ``dst`` only once it is whole
+    (``jsonio.replacing``): a copy cut short (a killed call, Ctrl-C, a corrupt source) left half a
+    file at ``dst``: a cut export in place of the last good one, or a half-unpacked store the next
+    call resumed from."""
+    return replacing(dst, mode=None)
 
 
 def gzip_file(src: Path, dst: Path) -> None:

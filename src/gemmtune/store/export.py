@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import csv
 import os
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from ..jsonio import replacement_mode
+from ..jsonio import replacing
 from .rows import COLUMNS, FLOAT_FIELDS
 from .schema import StoreError
 
@@ -35,22 +34,12 @@ class Export:
         if not out.parent.is_dir():
             raise StoreError(f"cannot export to {out}: directory {out.parent} does not exist")
         records = [tuple(asdict(c).values()) + tuple(asdict(r).values()) for c, r in self.rows()]
-        # Through a symlink: replace its target, as open(path, "w") would (renaming onto the link
-        # replaced the link with a plain file, and the file it named kept the old rows).
-        out = Path(os.path.realpath(out)) if out.is_symlink() else out
-        # A name of its own (not per process): two threads exporting to one file had shared one.
-        fd, name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.tmp-")
-        os.close(fd)
-        tmp = Path(name)
-        try:
+        # Temp file, fsync, rename, symlinks and file mode: jsonio.replacing.
+        with replacing(out, mode=None) as tmp:
             if suffix == ".csv":
                 self._write_csv(tmp, records)
             else:
                 self._write_parquet(tmp, out, records)
-            os.chmod(tmp, replacement_mode(out))  # (mkstemp's 0600: every export was its owner's alone)
-            os.replace(tmp, out)
-        finally:
-            tmp.unlink(missing_ok=True)
         return len(records)
 
     @staticmethod
