@@ -10,6 +10,7 @@ from typing import Callable
 
 import torch
 
+from ..jsonio import write_atomic
 from .graphs import base_mode, capture, is_graph
 from .models import (BASE_MODES, DEFAULT_MODES, MODES, PHASES, ModelError, build_minilm, build_model, causal_config,
                      max_positions, minilm_dir, parse_model, phase_fit, raised_at, routed_experts)
@@ -627,7 +628,6 @@ def _save_json(path: Path, doc: dict) -> None:
     """``doc`` written atomically (a checkpoint exists for runs killed by a time limit, and one
     killed mid-write left half a file), NaN / inf as null: NaN logits (a bf16 overflow) made
     ``NaN`` in the file, which strict JSON readers refuse."""
-    from ..jsonio import write_atomic
     from ..report.files import finite
 
     write_atomic(path, json.dumps(finite(doc), indent=1, default=lambda o: finite(float(o)), allow_nan=False) + "\n")
@@ -715,7 +715,6 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
         _save_json(out_dir / "bench-model.json", doc)
         if device == "cuda":
             torch.cuda.empty_cache()
-    from ..jsonio import write_atomic
     write_atomic(out_dir / "bench-model.md", markdown(doc))
     if plot(doc, out_dir / "bench-model.png") is None:
         # Nothing to plot (no model ran, or no matplotlib): an earlier run's plot there was left

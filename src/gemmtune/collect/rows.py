@@ -40,17 +40,15 @@ LAUNCH_BOUND_MS = 0.5
 EDGE_FAMILIES = ("triton_mm", "splitk", "decompose_k")
 
 
-def _replacing(dst: Path):
-    """A temporary file beside ``dst`` to write, renamed onto ``dst`` only once it is whole
-    (``jsonio.replacing``): a copy cut short (a killed call, Ctrl-C, a corrupt source) left half a
-    file at ``dst``: a cut export in place of the last good one, or a half-unpacked store the next
-    call resumed from."""
-    return replacing(dst, mode=None)
+# Every copy below goes through a temporary file renamed onto dst only once it is whole
+# (jsonio.replacing): a copy cut short (a killed call, Ctrl-C, a corrupt source) used to leave half
+# a file at dst, i.e. a cut export in place of the last good one, or a half-unpacked store that the
+# next call resumed from.
 
 
 def gzip_file(src: Path, dst: Path) -> None:
     # filename: the header names dst's file (what gunzip -N restores), not the temporary one.
-    with _replacing(dst) as tmp, open(src, "rb") as f, open(tmp, "wb") as raw, \
+    with replacing(dst, mode=None) as tmp, open(src, "rb") as f, open(tmp, "wb") as raw, \
             gzip.GzipFile(filename=Path(dst).name, mode="wb", compresslevel=9, fileobj=raw) as g:
         shutil.copyfileobj(f, g)
 
@@ -64,7 +62,7 @@ def unpack(src: Path, dst: Path) -> None:
         # rows a collector killed before its checkpoint left in the -wal beside it were lost unsaid.
         conn = open_readonly(Path(src))
         try:
-            with _replacing(dst) as tmp:
+            with replacing(dst, mode=None) as tmp:
                 out = sqlite3.connect(tmp)
                 try:
                     conn.backup(out)
@@ -74,7 +72,7 @@ def unpack(src: Path, dst: Path) -> None:
             conn.close()
         return
     try:
-        with _replacing(dst) as tmp, gzip.open(src, "rb") as f, open(tmp, "wb") as g:
+        with replacing(dst, mode=None) as tmp, gzip.open(src, "rb") as f, open(tmp, "wb") as g:
             shutil.copyfileobj(f, g)
     except GZIP_ERRORS as e:
         raise ValueError(f"cannot read {src}: {e} (a truncated or corrupt gzip file)") from None
