@@ -194,3 +194,38 @@ def test_ldg_in_flight_counts_the_loads_issued_before_a_wait(tmp_path):
     if two is None:
         pytest.skip("this triton ships no nvdisasm")
     assert two >= 2 and one == 1, (two, one)
+
+
+_PREFETCH_B_ADDRESSES = """
+import json, re, torch
+from gemmtune.kernelinfo import _compile
+from gemmtune.kernels import tiled
+a, b = torch.empty(64, 128, dtype=torch.float16), torch.empty(128, 1001, dtype=torch.float16)
+c = torch.empty(64, 1001, dtype=torch.float16)
+with tiled.offline() as launches:
+    tiled.launch_tiled(a, b, c, block_m=64, block_n=64, block_k=32, group_m=8, num_stages=3, num_warps=4,
+                       k_per_split=128, static=True, indexed_k=True, edge="wrap")
+(fn, grid, args, kw), = launches
+sass = _compile(fn, grid, args, kw, 90).asm.get("sass") or ""
+print(json.dumps({"prefetch": kw["PREFETCH_B"], "b_loads": len(re.findall(r"LDG\\.E\\.U16", sass)),
+                  "imm": len(re.findall(r"LDG\\.E\\.U16 R\\d+, desc\\[\\w+\\]\\[R\\d+\\.64\\+0x", sass))}))
+"""
+
+
+def test_prefetched_b_loads_share_a_base_with_immediate_offsets(tmp_path):
+    """The static indexed form's prefetched B (odd N, row-major: scalar 2-byte loads), compiled for
+    sm_90 on the CPU machine: B's addresses are column pointers plus a constant row offset, so a
+    thread's loads of one tile are one 64-bit base and an immediate each. Summed into one int32
+    offset per element (before session 55), every load took an add and a 64-bit LEA pair of its own
+    and none had an immediate (300x20001x512 fp16 at BM128-BN128-BK64, triton 3.6: 401 SASS
+    instructions a K iteration against 213). A tile is 32 x 64 / 128 threads = 16 loads a thread;
+    the count is the compiler's, so the test asks for all but one of a tile's with an immediate."""
+    script = tmp_path / "prefetch_b.py"
+    script.write_text(_PREFETCH_B_ADDRESSES)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=_compile_env(),
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    if got["b_loads"] == 0:
+        pytest.skip("this triton ships no SASS disassembler")
+    assert got["prefetch"] and got["imm"] >= 15, got

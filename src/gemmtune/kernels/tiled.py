@@ -287,13 +287,19 @@ def _tiled_mm_kernel(
             # a standalone kernel with the prefetch ran 0.87x the template, scripts/exp_prefetch_b.py).
             # The last iteration re-reads its own tile (in bounds, from L2) rather than a masked one.
             n_kb = tl.cdiv(K, BLOCK_K)
-            b_off = _operand_offsets(ram, rbn, rk, sam, sak, sbk, sbn, A_LEAD_DIV, B_LEAD_DIV, AK_UNIT, BN_UNIT)[1]
-            b = _load_b(b_ptr + b_off, b_col_ok, rk, k_end, EVEN_K, MASK_N)
+            # B's addresses as column pointers (loop-invariant) plus a row offset, not base plus one
+            # int32 offset per element: with the sizes constant (_tiled_mm_static) each of a thread's
+            # loads is then one 64-bit base an iteration plus an immediate, where the summed int32
+            # offset cost an add and a 64-bit LEA pair per element (300x20001x512 fp16,
+            # BM128-BN128-BK64-S3-W4, sm_90a, triton 3.6: 401 SASS instructions a K iteration
+            # against 213 for scripts/exp_prefetch_b.py's kernel, which is written this way).
+            # PREFETCH_B implies BN_UNIT and an odd N (B_LEAD_DIV 1), so _operand_offsets' hints
+            # have nothing to add here.
+            b_cols = b_ptr + rbn[None, :]
+            b = _load_b(b_cols + rk[:, None] * sbk, b_col_ok, rk, k_end, EVEN_K, MASK_N)
             for ki in range(0, n_kb):
                 kn = tl.minimum(ki + 1, n_kb - 1) * BLOCK_K
-                b_off = _operand_offsets(ram, rbn, kn + rk, sam, sak, sbk, sbn, A_LEAD_DIV, B_LEAD_DIV,
-                                         AK_UNIT, BN_UNIT)[1]
-                b_next = _load_b(b_ptr + b_off, b_col_ok, rk, k_end - kn, EVEN_K, MASK_N)
+                b_next = _load_b(b_cols + (kn + rk)[:, None] * sbk, b_col_ok, rk, k_end - kn, EVEN_K, MASK_N)
                 a_off = _operand_offsets(ram, rbn, ki * BLOCK_K + rk, sam, sak, sbk, sbn, A_LEAD_DIV,
                                          B_LEAD_DIV, AK_UNIT, BN_UNIT)[0]
                 a = _load_a(a_ptr + a_off, a_row_ok, rk, k_end - ki * BLOCK_K, EVEN_K, MASK_M)
