@@ -15,7 +15,7 @@ Phases: ``prefill_b1_s512``, ``prefill_b8_s128``, ``decode_b1`` and ``decode_b16
 step of one token with a KV cache of 128 tokens, cropped back after each step), ``embed_64``
 (64 sentences, MiniLM).
 
-Modes, each timed (median over rounds of CUDA-event-timed calls, after warm-up):
+Modes, each timed (median over rounds of calls timed with CUDA events on a GPU, the wall clock on a CPU, after warm-up):
 ``eager``; ``eager_patch`` (``gemmtune.patch(model, example_inputs=...)``: every phase's
 GEMMs captured and tuned in one call); ``compile`` (torch.compile, default mode);
 ``max_autotune`` (every compiled mode with ``dynamic=False``: each phase its own static graph;

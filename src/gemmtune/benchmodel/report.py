@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..jsonio import replacing
 from .phases import GREEDY_STEPS
 from .profile import markdown_rows
 
@@ -19,6 +20,25 @@ def _num(v):
     return float("nan") if v is None else v
 
 
+def _timer(header: dict) -> str:
+    """The timer the run's cells were taken with (the header's ``timer``). A JSON from before it
+    was recorded: a CPU run timed on the wall clock, a GPU run with CUDA events (timing.time_call)."""
+    if header.get("timer"):
+        return header["timer"]
+    return "the host's wall clock" if header.get("device") == "cpu" else "CUDA events"
+
+
+def _first_calls(rec: dict) -> str:
+    """A mode's first-calls cell: its seconds, or why it has none. A failed or skipped mode showed
+    0.0 s, as if it had compiled in no time."""
+    if "failed" in rec:
+        return "failed"
+    if "skipped" in rec:
+        return "skipped"
+    s = rec.get("first_calls_s")
+    return "-" if s is None else f"{s:.1f}"
+
+
 def markdown(doc: dict) -> str:
     """The report: per model, a table of ms per call and x eager per phase and mode, the tuning
     and compile times, and the checks."""
@@ -26,7 +46,7 @@ def markdown(doc: dict) -> str:
     L = [f"# gemmtune bench-model: {h['device']}", "",
          f"torch {h['torch']}, triton {h['triton']}, transformers {h.get('transformers', '?')}, "
          f"gemmtune {h['gemmtune']}, {h['date']}; dtype {h['dtype']}; tuning: {h['tune']}.", "",
-         "Each cell: ms per call (median of 5 rounds of CUDA-event-timed back-to-back calls, after "
+         f"Each cell: ms per call (median of 5 rounds of back-to-back calls timed with {_timer(h)}, after "
          "warm-up; Python launch overhead included) and × eager. `max_autotune` is torch.compile "
          "mode `max-autotune-no-cudagraphs`. A `_graph` mode replays its base mode's call from a CUDA "
          "graph (the GPU's time of the step); its × is against `eager_graph`. `lut_compile` (opt-in) is the same "
@@ -39,7 +59,7 @@ def markdown(doc: dict) -> str:
          "`max_autotune_pdl` (opt-in, Hopper+) are `fuse_patch_compile` with the GEMV strips served as `-pdl` "
          "twins (`gemmtune.pdl`) and `max_autotune`, both compiled with Inductor's PDL on.", ""]
     for m in doc["models"]:
-        if "error" in m:
+        if "error" in m and not m.get("modes"):
             L += [f"## {m['model']}", "", f"Not run: {m['error']}", ""]
             continue
         modes = list(m["modes"])
@@ -48,6 +68,10 @@ def markdown(doc: dict) -> str:
         mt = m.get("model_type")
         kind = f"{mt}, " if "source" in m and mt and m["model"] != f"hf:{mt}" else ""
         L += [f"## {m['model']} ({kind}{m['params'] / 1e6:.1f}M parameters)", ""]
+        if "error" in m:
+            # It raised after some modes finished (run._failed): those are shown, with no × eager
+            # (worked out at the model's end) and no interleaved verdict.
+            L.append(f"**Stopped:** {m['error']}. What follows is what its modes measured before that.\n")
         if "source" in m:
             L.append(f"From {m['source']}; attention: {m.get('attn_implementation') or 'transformers default'}.\n")
         if m.get("phases_not_run"):
@@ -112,8 +136,7 @@ def markdown(doc: dict) -> str:
             L.append("| CUDA graphs, interleaved | " + "; ".join(
                 f"{p}: " + ", ".join(f"{k.replace('_x_', ' × ')} {_num(v):.3f}" for k, v in r.items() if "_x_" in k)
                 for p, r in gi.items()) + " |" + " |" * (len(modes) - 1))
-        L.append("| first calls (compile) s | " + " | ".join(
-            f"{m['modes'][mode].get('first_calls_s', 0):.1f}" for mode in modes) + " |")
+        L.append("| first calls (compile) s | " + " | ".join(_first_calls(m["modes"][mode]) for mode in modes) + " |")
         L.append("")
         checks = []
         for mode in modes:
@@ -181,7 +204,8 @@ def plot(doc: dict, path: str | Path) -> Path | None:
         ax.set_title(f"{m['model']}", fontsize=9)
         ax.legend(fontsize=7, ncols=len(modes))
     path = Path(path)
-    FigureCanvasAgg(fig).print_png(str(path))
+    with replacing(path) as f:  # atomically, as bench-model.md and .json are written
+        FigureCanvasAgg(fig).print_png(f)
     return path
 
 

@@ -17,7 +17,7 @@ from .models import (BASE_MODES, DEFAULT_MODES, MODES, PHASES, ModelError, build
 from .phases import COSINE_MIN, Phase, _ids, causal_phase, greedy, greedy_cache_kind, rel_err, token_median_err
 from .report import markdown, plot
 from .profile import decode_floor, profile_graphs, weight_bytes
-from .timing import interleave_eager, interleave_graphs, time_call
+from .timing import interleave_eager, interleave_graphs, time_call, timer_name
 
 COMPILED_MODES = ("compile", "max_autotune", "patch_compile", "lut_compile", "compile_cdt", "patch_compile_cdt",
                   "fuse_patch_compile", "fuse_patch_compile_cdt", "fuse_patch_max_autotune",
@@ -63,8 +63,10 @@ def _guarded(run_mode: Callable[[str], None], mode: str, rec: dict, log: Callabl
     try:
         run_mode(mode)
     except (ModeUnavailable, *_limit_hit()) as e:
-        # A phase timed before the failure is dropped too: the mode did not run as named.
+        # A phase timed before the failure is dropped too: the mode did not run as named. So is
+        # its first calls' time (null, not a number: the report showed a failed mode's 0.0 s).
         rec["phases"] = {}
+        rec["first_calls_s"] = None
         rec["failed"] = (str(e) if isinstance(e, ModeUnavailable) else
                          f"torch._dynamo hit its recompile limit ({str(e).splitlines()[0]}); not timed")
         log(f"{mode}: FAILED: {rec['failed']}")
@@ -679,7 +681,7 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
     doc = {"header": {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
                       "torch": torch.__version__, "triton": triton.__version__, "transformers": tf_version,
                       "gemmtune": gemmtune.__version__, "date": datetime.date.today().isoformat(),
-                      "dtype": dtype_name(dtype),
+                      "dtype": dtype_name(dtype), "timer": timer_name(),
                       "tune": ", ".join(f"{k}={v}" for k, v in tune_kwargs.items() if not callable(v)) or "custom"},
            "models": []}
     out_dir = Path(out_dir)
@@ -689,35 +691,58 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
         doc["header"]["read_gbps"] = read_gbps
     for spec in specs:
         name = spec.entry
+        # The model's last checkpoint (what its finished modes measured), kept for its record if
+        # it fails later: the failure's record replaced it, in the JSON too.
+        last: dict = {}
         try:
             if spec.kind == "minilm":
                 res = bench_minilm(modes, device=device, dtype=dt, tune_kwargs=tune_kwargs, folder=minilm_folder,
                                    log=log, profile=profile, eager_rounds=eager_rounds)
             else:
-                def checkpoint(partial, name=name):
-                    part = dict(doc, models=doc["models"] + [{**partial, "partial": True}])
-                    _save_json(out_dir / "bench-model.json", part)
+                def checkpoint(partial, name=name, last=last):
+                    # a copy: the live record goes on changing (the mode after, the one that fails)
+                    last.clear()
+                    last.update(copy.deepcopy(partial), partial=True)
+                    _save_json(out_dir / "bench-model.json", dict(doc, models=doc["models"] + [last]))
                 res = bench_causal(name, phases, modes, device=device, dtype=dt, tune_kwargs=tune_kwargs, log=log,
                                    checkpoint=checkpoint, profile=profile, eager_rounds=eager_rounds,
                                    read_gbps=read_gbps)
         except (RuntimeError, ImportError) as e:  # a missing optional piece, a model that cannot be built: say so, go on
-            res = {"model": name, "error": f"{type(e).__name__}: {e}"}
+            res = _failed(name, last, f"{type(e).__name__}: {e}")
             log(f"{name}: not run: {res['error']}")
-        except Exception as e:  # noqa: BLE001 - a user's model that fails in its own forward
-            if not spec.user:
-                raise  # a named model is gemmtune's to run: its failure is a bug, with its traceback
+        except (Exception, KeyboardInterrupt) as e:  # noqa: BLE001 - a user's model that fails in its own forward
+            if isinstance(e, KeyboardInterrupt) or not spec.user:
+                # A named model is gemmtune's to run: its failure is a bug, raised with its
+                # traceback (an interrupt, as raised). The models finished before it are written
+                # first, the Markdown included (it was written only at the end, and lost).
+                why = "interrupted" if isinstance(e, KeyboardInterrupt) else f"{type(e).__name__}: {e}"
+                doc["models"].append(_failed(name, last, why))
+                _write_reports(doc, out_dir)
+                raise
             # A config:/dir:/hf: model whose forward fails (a Mamba's decode phase raised
             # IndexError in transformers' cache code and ended the whole run with a traceback):
             # one line naming where, the next model, exit status 1.
-            res = {"model": name, "error": f"{type(e).__name__}: {e} (raised at {raised_at(e)})"}
+            res = _failed(name, last, f"{type(e).__name__}: {e} (raised at {raised_at(e)})")
             log(f"{name}: not run: {res['error']}")
         doc["models"].append(res)
         _save_json(out_dir / "bench-model.json", doc)
         if device == "cuda":
             torch.cuda.empty_cache()
+    _write_reports(doc, out_dir)
+    return doc
+
+
+def _failed(name: str, last: dict, error: str) -> dict:
+    """The record of a model that raised: ``error``, with the modes its last checkpoint held
+    (``partial``), if any: they were measured, and the report shows them beside the error."""
+    return {**last, "model": name, "error": error} if last.get("modes") else {"model": name, "error": error}
+
+
+def _write_reports(doc: dict, out_dir: Path) -> None:
+    """``bench-model.json``, ``.md`` and ``.png`` of the models in ``doc``."""
+    _save_json(out_dir / "bench-model.json", doc)
     write_atomic(out_dir / "bench-model.md", markdown(doc))
     if plot(doc, out_dir / "bench-model.png") is None:
         # Nothing to plot (no model ran, or no matplotlib): an earlier run's plot there was left
         # beside this run's report, as if it were this run's.
         (out_dir / "bench-model.png").unlink(missing_ok=True)
-    return doc

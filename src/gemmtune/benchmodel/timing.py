@@ -78,9 +78,16 @@ def paired_ratio(base: list[float], other: list[float]) -> dict:
     return {"median": statistics.median(ratios), "q1": q[0], "q3": q[2], "lo": lo, "hi": hi, "pairs": len(ratios)}
 
 
+def timer_name() -> str:
+    """What ``time_call`` times with in this process, for the report's header (which claimed CUDA
+    events on a CPU run too): the same test ``time_call`` makes."""
+    return "CUDA events" if torch.cuda.is_available() else "the host's wall clock (time.perf_counter)"
+
+
 def time_call(fn: Callable[[], object], *, rounds: int = 5, min_round_ms: float = 20.0,
               warmup: int = 3) -> dict:
-    """Median ms per call over ``rounds`` rounds (CUDA events on a GPU, wall clock otherwise)."""
+    """Median ms per call over ``rounds`` rounds (CUDA events on a GPU, wall clock otherwise:
+    ``timer_name`` says which)."""
     cuda = torch.cuda.is_available()
     n = _calls_per_round(fn, warmup, min_round_ms, torch.cuda.synchronize if cuda else (lambda: None))
     samples = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .records import (GEMMTUNE_METHODS, GROUPS, LABELS, METHODS, SAME_MARK, SAME_NOTE, SPEEDUP_TARGETS,
-                      TUNE_QUALITY, TUNE_TIME_RATIO, best_ms, failed_only, group_speedups, kernel, method_speedup,
+                      TUNE_QUALITY, TUNE_TIME_RATIO, best_ms, failed_only, group_speedups, kernel, method_speedup, methods_of,
                       methods_present, same_kernel_as_cublas, sweep_misses, targets, tuning_summary)
 from .stats import memory_gbps, verdict, write_gbps
 
@@ -135,6 +135,16 @@ def _floor_cell(r: dict | None, of: int) -> str:
     return f"{r['floor'] * 100:.0f}%" + (f" ({n} of {of})" if n < of else "")
 
 
+def _mode_ran(m: str, r: dict | None) -> str:
+    """One tuned method's options, candidates and wall time, from the header's ``modes``. A null
+    record raised AttributeError, and a missing or null wall time read as 0 s."""
+    if not isinstance(r, dict):
+        return f"{LABELS.get(m, m)}: not recorded"
+    kw = ", ".join(f"{k}={v!r}" for k, v in (r.get("kwargs") or {}).items()) or "defaults"
+    wall = f"{r['wall_s']:.0f} s" if isinstance(r.get("wall_s"), (int, float)) else "time not recorded"
+    return f"{LABELS.get(m, m)}: {kw} ({r.get('measured', '?')} candidates, {wall})"
+
+
 def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
     """The whole report as Markdown. ``plots``: PNG file names (relative to the Markdown)."""
     h = doc["header"]
@@ -160,9 +170,7 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
              "with interleaved rounds, at least the across-round range). "
              "Geomeans count ties at their measured ratio.\n")
     if h.get("modes"):
-        L.append("What each tuned method ran: " + "; ".join(
-            f"{LABELS.get(m, m)}: {', '.join(f'{k}={v!r}' for k, v in r.get('kwargs', {}).items()) or 'defaults'} "
-            f"({r.get('measured', '?')} candidates, {r.get('wall_s', 0):.0f} s)" for m, r in h["modes"].items()) + ".\n")
+        L.append("What each tuned method ran: " + "; ".join(_mode_ran(m, r) for m, r in h["modes"].items()) + ".\n")
     if doc.get("notes"):
         L.append("Notes:\n")
         # One line each: a tuner's or compiler's error is often several lines, and a line of it that
@@ -215,7 +223,7 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
         failed = [k for k, r in tg[m].items() if r["verdict"] == "FAILED" and k not in absent]
         if m not in present and failed_only(doc["shapes"], m):
             # It ran and failed everywhere: "not run" sent the reader to the run's options.
-            recs = [r for s in doc["shapes"] if (r := s.get("methods", {}).get(m)) and r.get("status") != "skipped"]
+            recs = [r for s in doc["shapes"] if (r := methods_of(s).get(m)) and r.get("status") != "skipped"]
             counts = Counter(str(r.get("status", "?")) for r in recs)
             L.append(f"- {LABELS[m]}: ran on {len(recs)} shapes, no verified kernel on any ("
                      + ", ".join(f"{k} x{n}" for k, n in counts.items()) + f"; first: {_why(recs[0])}).")
@@ -309,7 +317,7 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
         L.append("| method | choice | kernel µs | spread | × cuBLAS | % of floor | eager µs | eager µs, dispatcher "
                  "| tune s | rel. err |")
         L.append("|---|---|---|---|---|---|---|---|---|---|")
-        rows = [("cuBLAS", s.get("cublas"), None)] + [(LABELS[m], s.get("methods", {}).get(m), m)
+        rows = [("cuBLAS", s.get("cublas"), None)] + [(LABELS[m], methods_of(s).get(m), m)
                                                      for m, _ in METHODS]
         shape_same = False
         for label, rec, m in rows:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .records import LABELS, TUNE_QUALITY, best_ms, kernel, method_speedup, methods_present
+from ..jsonio import replacing
+from .records import LABELS, TUNE_QUALITY, best_ms, kernel, method_speedup, methods_of, methods_present
 from .stats import geomean
 
 PLOTS = ("speedup", "roofline", "tuning")
@@ -56,6 +57,13 @@ def _bars(ax, doc: dict, series: list[tuple[str, list]], ylabel: str, ref: float
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
 
+def _save(fig, path: str | os.PathLike) -> None:
+    """The figure as PNG, written atomically (as the report's Markdown): savefig writes in place,
+    and a run killed mid-write left the previous plot cut short."""
+    with replacing(path) as f:
+        fig.savefig(f, dpi=110, format="png")
+
+
 def plot_speedup(doc: dict, path: str | os.PathLike) -> Path:
     present = methods_present(doc)
     fig = _figure(max(8.0, 0.45 * len(doc["shapes"]) + 3), 4.5)
@@ -63,7 +71,7 @@ def plot_speedup(doc: dict, path: str | os.PathLike) -> Path:
     _bars(ax, doc, [(LABELS[m], [method_speedup(s, m)[0] for s in doc["shapes"]]) for m in present],
           "speedup over cuBLAS (×, log)", 1.0, True)
     ax.set_title(f"Speedup over cuBLAS, {_text(doc['header']['device_name'])}", fontsize=10, pad=14)
-    fig.savefig(path, dpi=110)
+    _save(fig, path)
     return Path(path)
 
 
@@ -75,12 +83,12 @@ def plot_roofline(doc: dict, path: str | os.PathLike) -> Path:
         return s["floor_ms"] / k["ms"] if k and s.get("floor_ms") else None
 
     series = [("cuBLAS", [eff(s, s.get("cublas")) for s in doc["shapes"]])]
-    series += [(LABELS[m], [eff(s, s.get("methods", {}).get(m)) for s in doc["shapes"]]) for m in present]
+    series += [(LABELS[m], [eff(s, methods_of(s).get(m)) for s in doc["shapes"]]) for m in present]
     fig = _figure(max(8.0, 0.45 * len(doc["shapes"]) + 3), 4.5)
     ax = fig.add_subplot()
     _bars(ax, doc, series, "floor / kernel time", 1.0, False)
     ax.set_title(f"Efficiency against the roofline floor, {_text(doc['header']['device_name'])}", fontsize=10, pad=14)
-    fig.savefig(path, dpi=110)
+    _save(fig, path)
     return Path(path)
 
 
@@ -90,7 +98,7 @@ def plot_tuning(doc: dict, path: str | os.PathLike) -> Path:
     for m in methods_present(doc):
         pts = []
         for s in doc["shapes"]:
-            rec = s.get("methods", {}).get(m)
+            rec = methods_of(s).get(m)
             if kernel(rec) and rec.get("tune_s"):
                 pts.append((rec["tune_s"], best_ms(s) / kernel(rec)["ms"]))
         if pts:
@@ -105,7 +113,7 @@ def plot_tuning(doc: dict, path: str | os.PathLike) -> Path:
     ax.set_ylabel("best kernel time / method's kernel time")
     ax.set_title(f"Tuning time against performance, {_text(doc['header']['device_name'])}", fontsize=10)
     ax.legend(fontsize=7)
-    fig.savefig(path, dpi=110)
+    _save(fig, path)
     return Path(path)
 
 

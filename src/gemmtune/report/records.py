@@ -41,17 +41,25 @@ SAME_NOTE = (f"{SAME_MARK} same kernel as cuBLAS (choice `{CUBLAS_CHOICE}`: the 
              "the times are shown as measured.")
 
 
+def methods_of(shape: dict) -> dict:
+    """A shape's method records by name; {} where the JSON has none or null there (a hand-merged or
+    partial file: ``.get("methods", {})`` gave None and AttributeError deep in the render)."""
+    m = shape.get("methods")
+    return m if isinstance(m, dict) else {}
+
+
 def kernel(rec: dict | None) -> dict | None:
-    """The kernel time entry {ms, spread, repeats} of an ok record, else None."""
-    if not rec or rec.get("status") != "ok":
+    """The kernel time entry {ms, spread, repeats} of an ok record, else None (a null or
+    non-object record or kernel entry: no time)."""
+    if not isinstance(rec, dict) or rec.get("status") != "ok":
         return None
     k = rec.get("kernel")
-    return k if k and k.get("ms") else None
+    return k if isinstance(k, dict) and k.get("ms") else None
 
 
 def method_speedup(shape: dict, method: str) -> tuple[float | None, bool]:
     """(speedup over cuBLAS, tie) of one method on one shape; (None, False) without data."""
-    rec = shape.get("methods", {}).get(method)
+    rec = methods_of(shape).get(method)
     k = kernel(rec)
     base = (rec or {}).get("baseline") or kernel(shape.get("cublas"))
     # A baseline without a time (its cuBLAS failed; NaN saved as null) raised TypeError in is_tie.
@@ -62,7 +70,7 @@ def method_speedup(shape: dict, method: str) -> tuple[float | None, bool]:
 
 def same_kernel_as_cublas(shape: dict, method: str) -> bool:
     """True when ``method`` ran cuBLAS's own kernel on the shape (choice ``aten``, not ``pad+aten``)."""
-    rec = shape.get("methods", {}).get(method) or {}
+    rec = methods_of(shape).get(method) or {}
     base = (shape.get("cublas") or {}).get("choice", CUBLAS_CHOICE)
     return kernel(rec) is not None and rec.get("choice") == CUBLAS_CHOICE and base == CUBLAS_CHOICE
 
@@ -70,7 +78,7 @@ def same_kernel_as_cublas(shape: dict, method: str) -> bool:
 def best_ms(shape: dict) -> float | None:
     """The fastest verified kernel time any method (cuBLAS included) reached on the shape."""
     times = [k["ms"] for k in [kernel(shape.get("cublas"))] +
-             [kernel(r) for r in shape.get("methods", {}).values()] if k]
+             [kernel(r) for r in methods_of(shape).values()] if k]
     return min(times) if times else None
 
 
@@ -93,14 +101,14 @@ def sweep_misses(shape: dict) -> list[str]:
     >>> sweep_misses(shape)
     ['gemmtune --fast: never timed `skinny:a` (17.2 µs here), the fastest gemmtune choice; it kept `aten` (30.6 µs)']
     """
-    ours = [(k["ms"], rec["choice"]) for m, rec in [("cublas", shape.get("cublas"))] + list(shape.get("methods", {}).items())
+    ours = [(k["ms"], rec["choice"]) for m, rec in [("cublas", shape.get("cublas"))] + list(methods_of(shape).items())
             if (m == "cublas" or m.startswith("gemmtune")) and (k := kernel(rec)) and rec.get("choice")]
     if not ours:
         return []
     best_ms_, best = min(ours)
     out = []
     for m, label in METHODS:
-        rec = shape.get("methods", {}).get(m)
+        rec = methods_of(shape).get(m)
         k = kernel(rec)
         if not m.startswith("gemmtune") or k is None or not rec.get("sweep") or rec.get("choice") == best:
             continue
@@ -120,7 +128,7 @@ def sweep_misses(shape: dict) -> list[str]:
 
 def methods_present(doc: dict) -> list[str]:
     """Methods with at least one ok record, in METHODS order."""
-    return [m for m, _ in METHODS if any(kernel(s.get("methods", {}).get(m)) for s in doc["shapes"])]
+    return [m for m, _ in METHODS if any(kernel(methods_of(s).get(m)) for s in doc["shapes"])]
 
 
 def floor_fraction(shape: dict, rec: dict | None) -> float | None:
@@ -138,7 +146,7 @@ def group_speedups(doc: dict, method: str) -> dict[str, dict]:
         if method == "cublas":
             x, tie, rec = (1.0, True, s.get("cublas")) if kernel(s.get("cublas")) else (None, False, None)
         else:
-            (x, tie), rec = method_speedup(s, method), s.get("methods", {}).get(method)
+            (x, tie), rec = method_speedup(s, method), methods_of(s).get(method)
         # The floor fraction needs the method's kernel time only, not cuBLAS's: a shape where
         # cuBLAS failed still counts in the method's '% of the floor'.
         f = floor_fraction(s, rec)
@@ -177,8 +185,8 @@ def tuning_summary(doc: dict, method: str) -> dict:
     mine = theirs = 0.0
     fractions, n = [], 0
     for s in doc["shapes"]:
-        rec = s.get("methods", {}).get(method)
-        ind = s.get("methods", {}).get("inductor")
+        rec = methods_of(s).get(method)
+        ind = methods_of(s).get("inductor")
         if kernel(rec) is None or rec.get("tune_s") is None:
             continue
         fractions.append(speedup(best_ms(s), kernel(rec)["ms"]))
@@ -186,8 +194,9 @@ def tuning_summary(doc: dict, method: str) -> dict:
             mine += rec["tune_s"]
             theirs += ind["tune_s"]
             n += 1
-    total = sum(s.get("methods", {}).get(method, {}).get("tune_s") or 0.0 for s in doc["shapes"])
-    startup = ((doc.get("header") or {}).get("modes") or {}).get(method, {}).get("startup_s")
+    total = sum((methods_of(s).get(method) or {}).get("tune_s") or 0.0 for s in doc["shapes"])
+    # A null mode record in the header (as a null method record on a shape): nothing recorded.
+    startup = (((doc.get("header") or {}).get("modes") or {}).get(method) or {}).get("startup_s")
     with_startup = ((mine + startup) / theirs if theirs and startup is not None and n == len(fractions)
                     else None)
     return {"tune_s": total, "shapes": n, "ratio": mine / theirs if theirs else None,
@@ -199,7 +208,7 @@ def failed_only(shapes, method: str) -> bool:
     """True when ``method`` has a record on some of ``shapes`` but a verified kernel on none: it
     ran and failed (wrong, error) on every one of them, which is not 'not run'. A ``skipped``
     record (the mode not part of the run, a dependency missing) is not a run."""
-    recs = [r for s in shapes if (r := s.get("methods", {}).get(method)) and r.get("status") != "skipped"]
+    recs = [r for s in shapes if (r := methods_of(s).get(method)) and r.get("status") != "skipped"]
     return bool(recs) and not any(kernel(r) for r in recs)
 
 

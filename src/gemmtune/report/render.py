@@ -6,6 +6,7 @@ import importlib.util
 import os
 from pathlib import Path
 
+from ..jsonio import write_atomic
 from .files import load_bench
 from .markdown import render_markdown
 from .plots import _PLOTTERS, PLOTS
@@ -33,7 +34,9 @@ def render(doc: dict, out_dir: str | os.PathLike, stem: str, *, plots: bool = Tr
         if failed:
             doc = {**doc, "notes": [*doc.get("notes", []), *failed]}
     md = out / f"{stem}.md"
-    md.write_text(render_markdown(doc, names))
+    # Atomically, as the bench JSON is (files.save_bench): written in place, a reader (or a run killed
+    # mid-write) saw the previous report cut short.
+    write_atomic(md, render_markdown(doc, names))
     written["markdown"] = md
     return written
 

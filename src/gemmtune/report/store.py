@@ -148,7 +148,9 @@ def run_summary(store: str | os.PathLike, tune_json: str | os.PathLike | None = 
     for key, rs in by.items():
         ok = [r for r in rs if r.status == "ok" and r.device_ms and math.isfinite(r.device_ms)]
         best = min(ok, key=lambda r: r.device_ms) if ok else None
-        aten = next((r for r in rs if r.choice_id == "aten" and r.status == "ok"), None)
+        # cuBLAS's time among the finite ones, as summarize takes it: an ok row of inf ms (the store
+        # keeps inf) went into the JSON as Infinity, which strict readers refuse.
+        aten = next((r for r in ok if r.choice_id == "aten"), None)
         fam_best: dict = {}
         for r in ok:
             if r.family not in fam_best or r.device_ms < fam_best[r.family].device_ms:

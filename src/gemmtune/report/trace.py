@@ -12,45 +12,79 @@ What it answers: where a tune's seconds go, e.g. why its first shape takes longe
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 
-def _lines(f: Path) -> list[dict]:
-    """A trace file's records; a line that does not parse is skipped (a worker killed while writing
-    its last one, which is what a crash-proof tuner expects of its workers)."""
-    out = []
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _complete(rec, tuner: bool) -> bool:
+    """Whether ``rec`` holds what ``summarise`` reads of it: a start time and an op; on a worker's
+    line its seconds too (bench.worker._trace writes them on every line; a ready line's are the
+    write's own, and only its start time is read), a problem name and steps of the right types. A
+    line without its seconds ended the summary with KeyError 's'."""
+    if not isinstance(rec, dict) or not _number(rec.get("t0")) or not isinstance(rec.get("op"), str):
+        return False
+    if tuner:
+        return True
+    steps = rec.get("steps")
+    return ((rec["op"] == "ready" and "s" not in rec or _number(rec.get("s")))
+            and (rec.get("problem") is None or isinstance(rec["problem"], str))
+            and (steps is None or isinstance(steps, dict) and all(_number(v) for v in steps.values())))
+
+
+def _lines(f: Path) -> tuple[list[dict], int]:
+    """A trace file's records, and how many lines were skipped: one that does not parse (a worker
+    killed while writing its last one, which is what a crash-proof tuner expects of its workers),
+    or a record without what the summary reads of it (``_complete``)."""
+    out, bad = [], 0
+    tuner = f.name.startswith("tuner-")
     for x in f.read_text().splitlines():
+        if not x.strip():
+            continue
         try:
             rec = json.loads(x)
         except json.JSONDecodeError:
+            bad += 1
             continue
-        if isinstance(rec, dict) and "t0" in rec and "op" in rec:
+        if _complete(rec, tuner):
             out.append(rec)
-    return out
+        else:
+            bad += 1
+    return out, bad
 
 
-def load(d: Path) -> dict[str, list[dict]]:
-    """Each trace file's records by file name (files with none left out)."""
+def load(d: Path) -> tuple[dict[str, list[dict]], dict[str, int]]:
+    """Each trace file's records by file name (files with none left out), and per file the number
+    of lines skipped (``_lines``; files with none left out)."""
     files = {f.name: _lines(f) for f in sorted(d.glob("*.jsonl"))}
-    return {name: recs for name, recs in files.items() if recs}
+    return ({name: recs for name, (recs, _) in files.items() if recs},
+            {name: bad for name, (_, bad) in files.items() if bad})
 
 
 def summarise(d: Path) -> list[str]:
-    workers = load(d)
+    workers, skipped = load(d)
     tuners = {n: ls for n, ls in workers.items() if n.startswith("tuner-")}
     for n in tuners:
         workers.pop(n)
     bench = [(n, ls) for n, ls in workers.items() if any(x["op"] in ("bench", "runoff") for x in ls)]
     compilers = [(n, ls) for n, ls in workers.items() if all(x["op"] not in ("bench", "runoff") for x in ls)]
     out = [f"== {d}: {len(bench)} benchmark worker(s), {len(compilers)} other(s)"]
+    if skipped:
+        # said, not silently dropped: the times below leave those lines out
+        out.append(f"   skipped {sum(skipped.values())} line(s) that do not parse or lack a field the summary reads: "
+                   + ", ".join(f"{n} {k}" for n, k in skipped.items()))
     for name, ls in bench:
         t_ready = next((x["t0"] for x in ls if x["op"] == "ready"), ls[0]["t0"])
         out.append(f"-- {name} (times from its ready line)")
         for x in ls:
             if x["op"] in ("ready", "info", "prewarm", "warm", "precompile"):
-                out.append(f"   {x['op']:10s} at {x['t0'] - t_ready:7.3f} s, {x['s']:.3f} s")
+                out.append(f"   {x['op']:10s} at {x['t0'] - t_ready:7.3f} s, "
+                           + (f"{x['s']:.3f} s" if "s" in x else "- s"))
         order, per = [], defaultdict(list)
         for x in ls:
             if x["op"] in ("bench", "runoff", "precompile", "compile") and x.get("problem"):

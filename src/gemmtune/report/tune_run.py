@@ -55,7 +55,8 @@ def render_tune_run(run_dir: str | os.PathLike, title: str = "gemmtune tune, def
         wrong = i.get("inductor_ok") is False
         ix = None if wrong else speedup(i.get("aten_ms"), i.get("inductor_ms"))
         ts = tune_s.get(key)
-        its = f"{i['inductor_tune_s']:.1f}" if "inductor_tune_s" in i else "-"
+        # null where Inductor's tuning failed: formatting None ended the report with a TypeError
+        its = f"{i['inductor_tune_s']:.1f}" if i.get("inductor_tune_s") is not None else "-"
         tot_ours += ts or 0
         tot_ind += i.get("inductor_tune_s", 0) or 0
         groups[r["group"]]["ours"].append(x)
