@@ -190,13 +190,23 @@ def choice_config(choice, problem: Problem, sm_count: int | None = None) -> dict
 
 
 def _sm_count(provenance: dict) -> int | None:
-    """The SM count of the GPU a table was tuned on: a built-in GPU's, by the provenance's name."""
-    from .device import DeviceInfo
+    """The SM count of the GPU a table was tuned on (the persistent templates' NUM_SMS), never the
+    exporting machine's: a built-in GPU's, named in the provenance by its full name ('NVIDIA H200')
+    or short one ('h200'). None for any other name, where the entry is skipped saying why: the
+    fuzzy match of ``DeviceInfo.lookup`` took 'NVIDIA H100 PCIe' (114 SMs) for the 132-SM SXM part,
+    and a merged table's joined names (MIXED_SEP) for the first GPU it found, whatever the others'."""
+    from .device import _PATTERNS, BUILTIN
+    from .table import MIXED_SEP
+
     name = (provenance or {}).get("device_name") or (provenance or {}).get("device") or ""
-    try:
-        return DeviceInfo.lookup(str(name)).sm_count
-    except ValueError:
-        return None
+    counts = set()
+    for part in str(name).split(MIXED_SEP):
+        part = part.strip().lower()
+        known = [BUILTIN[i] for pat, i in _PATTERNS if part in (pat.pattern, BUILTIN[i].name.lower())]
+        if not known:
+            return None
+        counts.add(known[0].sm_count)
+    return counts.pop() if len(counts) == 1 else None  # a merged table's GPUs of other SM counts: none
 
 
 def _decompose_k_threshold() -> int:
@@ -230,9 +240,38 @@ def _offered_notes(problem: Problem, configs: list[dict], key: str) -> list[str]
         notes.append(f"{key}: decompose_k is offered only when K >= {t} x max(M, N) "
                      "(config.triton.decompose_k_threshold); Inductor will ignore it here")
     if TRITON_MM in ids and k >= 2 * t * m and k >= 2 * t * n:
-        notes.append(f"{key}: triton::mm is not offered when K >= {2 * t} x max(M, N) unless "
-                     "config.max_autotune_gemm_search_space = 'EXHAUSTIVE'; Inductor will ignore it here")
+        value, current = _exhaustive_mm_value()
+        if current != value:
+            notes.append(f"{key}: triton::mm is not offered when K >= {2 * t} x max(M, N) unless "
+                         f"config.max_autotune_gemm_search_space == {value!r} (this torch's tuned_mm compares "
+                         "that spelling); Inductor will ignore it here")
     return notes
+
+
+def _exhaustive_mm_value() -> tuple[str, str | None]:
+    """(the value of ``config.max_autotune_gemm_search_space`` at which the installed torch's
+    tuned_mm offers triton::mm for a K past twice the decompose_k threshold, the value set now).
+
+    Read from tuned_mm's source: torch 2.13 compares it with lower-case 'exhaustive', while the
+    config (and TORCHINDUCTOR_MAX_AUTOTUNE_GEMM_SEARCH_SPACE, upper-cased) hold 'EXHAUSTIVE', which
+    its heuristics compare: the note told users to set 'EXHAUSTIVE', which does not offer it there.
+    A torch whose source does not say (or no Inductor): 'EXHAUSTIVE', the config's own spelling."""
+    import inspect
+    import re
+
+    value, current = "EXHAUSTIVE", None
+    try:
+        from torch._inductor import config as icfg
+        from torch._inductor.kernel import mm as imm
+
+        current = getattr(icfg, "max_autotune_gemm_search_space", None)
+        found = re.search(r"max_autotune_gemm_search_space\s*==\s*[\"']([A-Za-z]+)[\"']",
+                          inspect.getsource(imm.tuned_mm))
+        if found:
+            value = found.group(1)
+    except Exception:  # noqa: BLE001 - another torch (or none): the config's documented spelling
+        pass
+    return value, current
 
 
 def _scaled_notes(problem: Problem, configs: list[dict], key: str) -> list[str]:

@@ -58,6 +58,15 @@ def scale_mode(m: int, n: int, scale_a: torch.Tensor, scale_b: torch.Tensor) -> 
     return "tensor" if scale_a.numel() == 1 and scale_b.numel() == 1 else "row"
 
 
+def _capturing(t: torch.Tensor) -> bool:
+    """Whether ``t``'s GPU is capturing a CUDA graph on the current stream: the dispatcher's rule
+    (``gemmtune.dispatch.capturing``, looked up there, where tests replace it). Reading a value back
+    to the host is illegal in a capture (it raised, and invalidated the capture), and a check made
+    while capturing would not run at replay anyway: the scales are checked on calls outside one."""
+    from . import dispatch
+    return dispatch.capturing(t)
+
+
 def _flat(t: torch.Tensor, shapes: tuple, name: str, what: str) -> torch.Tensor:
     if tuple(t.shape) not in shapes:
         want = " or ".join(str(s) for s in shapes)
@@ -73,7 +82,8 @@ def bind_scales(m: int, n: int, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
     ``mode``: 'tensor' or 'row' (None: from the scales' sizes, ``scale_mode``). Raises TypeError
     (not a tensor, not float32, a bias not of the output's dtype) or ValueError (a wrong shape,
     another device, a NaN or infinite scale) naming what is wrong. ``check_finite`` reads the
-    scales back to the host: a device sync, which a hot loop that trusts its scales may skip.
+    scales back to the host: a device sync, which a hot loop that trusts its scales may skip. It is
+    skipped while the scales' GPU captures a CUDA graph (``_capturing``).
     """
     mode = mode or scale_mode(m, n, scale_a, scale_b)
     if mode not in SCALES:
@@ -95,7 +105,7 @@ def bind_scales(m: int, n: int, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
     else:
         sa = _flat(scale_a, ((m, 1), (m,)), "scale_a", f"row-wise: one scale per row of A, M = {m}")
         sb = _flat(scale_b, ((1, n), (n,)), "scale_b", f"row-wise: one scale per column of B, N = {n}")
-    if check_finite and device.type != "meta":  # (meta tensors hold no values to read)
+    if check_finite and device.type != "meta" and not _capturing(sa):  # (meta tensors hold no values to read)
         for name, t in (("scale_a", sa), ("scale_b", sb)):
             bad = ~torch.isfinite(t)
             if bool(bad.any()):
@@ -205,7 +215,8 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     None: the first choice of ``table`` (a gemmtune.table.LookupTable or its path: read once per
     version of the file, ``table_at``) for this problem when it has one, else ``default_choice``.
     Triton choices need CUDA tensors or the Triton interpreter (TRITON_INTERPRET=1).
-    ``check_finite=False`` skips the scales' NaN/inf check (a device sync). Not differentiable, as
+    ``check_finite=False`` skips the scales' NaN/inf check (a device sync; skipped inside a
+    CUDA graph capture, where no value may be read back). Not differentiable, as
     torch._scaled_mm: where autograd records, the result's backward raises.
     """
     if torch.compiler.is_compiling():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -21,7 +22,7 @@ from ..jsonio import write_atomic  # the progress file: a reader (or a cut call)
 from ..store import ResultStore
 from .rows import export, launch_bound_rows, stale_edge_rows, unpack, with_store
 from .sampling import shape_choices
-from .shapes import csv_plan, problems_for, shape_plan
+from .shapes import csv_plan, problems_for, shape_plan, spread  # noqa: F401 (spread: run.spread, as before)
 
 FIRST_BATCH = 4  # shapes in the first batch of each dtype, which measures seconds per shape
 FIRST_EST_S = 30.0  # assumed seconds per shape before anything was measured
@@ -46,25 +47,6 @@ def process_age_s() -> float:
         return max(0.0, time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK"))
     except (OSError, ValueError, IndexError, AttributeError):
         return 0.0
-
-
-def spread(shapes: list[tuple]) -> list[tuple]:
-    """``shapes`` (group first in each tuple) dealt round-robin over their groups, each group in
-    its plan order: every prefix of the result samples every group in proportion, so a call that
-    ends early (a new GPU's first 10 minutes) has timed every class of problem, not only the
-    first group's.
-
-    >>> [s[1] for s in spread([("a", 1), ("a", 2), ("a", 3), ("b", 4), ("c", 5), ("c", 6)])]
-    [1, 4, 5, 2, 6, 3]
-    """
-    groups: dict[str, list[tuple]] = {}
-    for s in shapes:
-        groups.setdefault(s[0], []).append(s)
-    queues = list(groups.values())
-    out: list[tuple] = []
-    for i in range(max(map(len, queues), default=0)):
-        out += [q[i] for q in queues if i < len(q)]
-    return out
 
 
 def selected_shapes(args) -> list[tuple]:
@@ -134,6 +116,15 @@ def prepare_store(args, store: Path, out_dir: Path) -> None:
                 print(f"--drop-oom: {st.drop(oom)} rows dropped (kept in {kept}), to be measured again")
 
 
+def snapshot_path(out_dir: Path, progress_name: str) -> Path:
+    """Where the hard stop copies the store to export it: one name per collector, from its progress
+    file's name (``--gpus`` gives each GPU's collector its own), this host and this process.
+    Collectors sharing --out (one per GPU, or two runs into one folder) each write, read and delete
+    their own copy: under the one name they shared, a collector's copy was overwritten by another's
+    (exported as its own), or deleted under it, and that collector's hard stop failed."""
+    return Path(out_dir) / f"{Path(progress_name).stem}.{socket.gethostname()}-{os.getpid()}.snapshot.sqlite"
+
+
 def _require_gpu(what: str) -> None:
     """ValueError, before anything is made, where this machine has no CUDA GPU: ``what`` collect
     measures on, and what it can do here instead."""
@@ -151,6 +142,7 @@ def run(args) -> int:
     every = bool(getattr(args, "shapes", None))  # a user's CSV: every row in every dtype phase (problems_for)
 
     shapes = selected_shapes(args)
+    order = getattr(args, "order", "plan")  # the order shapes come in: each phase keeps it (problems_for)
     cluster_addr = getattr(args, "cluster", None)  # an address, or (from Python) a distributed.Client
     cluster_name = cluster_addr if isinstance(cluster_addr, str) or cluster_addr is None else "client"
     if cluster_addr is not None and (args.gpus or args.claims is not None or args.cpu_interpreter):
@@ -227,7 +219,7 @@ def run(args) -> int:
         for k, c in (done or ()):
             have_of.setdefault(k, set()).add(c)
         for dt in dtypes:
-            probs = problems_for(dt, shapes, every=every)
+            probs = problems_for(dt, shapes, every=every, order=order)
             per = [[c.id for c in shape_choices(p, dev, have_of.get(p.key), **sampling)] for _, _, p in probs]
             line = f"{dt}: {len(probs)} shapes, {sum(map(len, per))} candidates"
             if done is not None:  # what a resumed run still has to measure
@@ -346,7 +338,7 @@ def run(args) -> int:
             return  # the normal end is already exporting
         code = 1
         try:
-            snap = db.backup(out_dir / "collect.snapshot.sqlite")
+            snap = db.backup(snapshot_path(out_dir, args.progress_name))
             doc = progress(snap, hard=True)
             write_atomic(out_dir / args.progress_name, json.dumps(doc, indent=1) + "\n")
             if not args.no_export:
@@ -363,6 +355,7 @@ def run(args) -> int:
             os._exit(code)  # workers notice their parent is gone and exit
 
     watchdog = None
+    interrupted = None  # Ctrl-C (or SIGTERM) in a batch: exported below, then raised again
     with ResultStore(store) as db:
         if hard_stop > 0:  # started once the store exists
             watchdog = threading.Timer(max(0.0, hard_stop * 60.0 - (time.monotonic() - t0)), stop_hard)
@@ -371,7 +364,7 @@ def run(args) -> int:
         try:
             for dt in dtypes:
                 pending = []  # (shape, its candidates or None: computed when its batch comes)
-                for group, name, p in problems_for(dt, shapes, every=every):
+                for group, name, p in problems_for(dt, shapes, every=every, order=order):
                     have = db.done(ctx, p.key)
                     if not have:
                         pending.append((Shape(group, name, p), None))
@@ -428,12 +421,17 @@ def run(args) -> int:
                           f"{', '.join(s.name for s, _ in chunk)})", flush=True)
                 if st["stopped"]:
                     break
-        except BaseException:
+        except BaseException as e:
             # Ctrl-C or an error in a batch: disarm the hard stop, which otherwise fired later in a
             # process that went on (run() from Python), on the closed store, and os._exit-ed it.
             if watchdog is not None:
                 watchdog.cancel()
-            raise
+            if not isinstance(e, KeyboardInterrupt):  # (Terminated, SIGTERM, is one too)
+                raise
+            # Ctrl-C ended the call without the export a normal end writes: what this call measured
+            # was in the store alone, and the next call's --resume-from (the .gz) did not have it.
+            interrupted = e
+            st["stopped"] = True
     if not finishing.acquire(blocking=False):  # the hard stop is exporting: it exits the process
         time.sleep(3600)
     if cluster_closers:
@@ -442,12 +440,17 @@ def run(args) -> int:
         C.close(*cluster_closers)
     if watchdog is not None:
         watchdog.cancel()
+    if interrupted is not None:
+        print("collect: interrupted; exporting what the store holds (Ctrl-C again leaves without it)",
+              file=sys.stderr, flush=True)
     doc = progress(store)
     write_atomic(out_dir / args.progress_name, json.dumps(doc, indent=1) + "\n")
     if not args.no_export:
         for p in export(store, out_dir):
             print(p)
     print(json.dumps(doc))
+    if interrupted is not None:
+        raise interrupted  # the command line's exit status for it (130; SIGTERM 143)
     return 0
 
 

@@ -108,20 +108,61 @@ def csv_plan(path) -> tuple[list[tuple[str, str, int, int, int, str]], list[str]
     return out, left
 
 
+def spread(shapes: list[tuple]) -> list[tuple]:
+    """``shapes`` (group first in each tuple) dealt round-robin over their groups, each group in
+    its plan order: every prefix of the result samples every group in proportion, so a call that
+    ends early (a new GPU's first 10 minutes) has timed every class of problem, not only the
+    first group's.
+
+    >>> [s[1] for s in spread([("a", 1), ("a", 2), ("a", 3), ("b", 4), ("c", 5), ("c", 6)])]
+    [1, 4, 5, 2, 6, 3]
+    """
+    groups: dict[str, list[tuple]] = {}
+    for s in shapes:
+        groups.setdefault(s[0], []).append(s)
+    queues = list(groups.values())
+    out: list[tuple] = []
+    for i in range(max(map(len, queues), default=0)):
+        out += [q[i] for q in queues if i < len(q)]
+    return out
+
+
 FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
 
 
-def problems_for(dtype: str, shapes, every: bool = False) -> list[tuple[str, str, Problem]]:
+def group_after_group(shapes: list[tuple]) -> list[tuple]:
+    """``shapes`` (group first in each tuple) group after group, the groups in the order they first
+    come, each in its own order: the plan's order again for a ``spread`` of it.
+
+    >>> plan = [("a", 1), ("a", 2), ("a", 3), ("b", 4), ("c", 5), ("c", 6)]
+    >>> group_after_group(spread(plan)) == plan
+    True
+    """
+    groups: dict[str, list[tuple]] = {}
+    for s in shapes:
+        groups.setdefault(s[0], []).append(s)
+    return [s for q in groups.values() for s in q]
+
+
+def problems_for(dtype: str, shapes, every: bool = False, order: str = "plan") -> list[tuple[str, str, Problem]]:
     """The plan's problems in one dtype phase: every shape for bf16/fp16; a third for fp32; for
     fp8 (e4m3 or e5m2 A, e4m3 B) a third, as scaled_mm with a bf16 output and B column-major
     (the layout of ``x @ W.T`` that fp8 GEMMs read), row-wise and tensor-wise scales taking turns.
     ``every``: every shape in every phase (shapes a user listed, ``--shapes``: the third is the
-    built-in plan's budget, not theirs).
+    built-in plan's budget, not theirs). ``order``: the order ``shapes`` come in, ``--order``'s:
+    'spread' (dealt over their groups, ``spread``) keeps every phase in that order.
 
         >>> p = problems_for("float8_e4m3fn", [("llm", "x", 16, 4096, 4096, "row")])[0][2]
         >>> p.key
         'scaled_mm:M16-N4096-K4096:e4m3->bf16:row.a/col.a:row'
     """
+    if order == "spread":
+        # The phases that take a third took every third shape of the dealt list: with 6 groups,
+        # dealt round-robin, that was the 1st and 4th group only until a group ran out (the square
+        # group got none), group after group rather than dealt. The third is taken, and fp8's
+        # scales given, as in the plan's order (group after group), so both orders measure the same
+        # problems; the phase's problems are then dealt over the groups again.
+        return spread(problems_for(dtype, group_after_group(shapes), every))
     if dtype in FP8_DTYPES:
         return [(g, f"{name}:{dtype}", Problem.from_sizes(m, n, k, dtype, "bfloat16", layout_b="col",
                                                           op="scaled_mm", scale=("row", "tensor")[i % 2]))

@@ -322,8 +322,9 @@ def inductor_export(choice, problem: Problem, sm_count: int | None = None) -> di
         raise Unsupported("persistent_tma with warp specialisation, a flattened loop or a split epilogue: "
                           "Inductor's Hopper persistent TMA template has none of these knobs")
     if sm_count is None:
-        raise Unsupported("persistent_tma: the table names no known GPU, so its SM count "
-                          "(the template's NUM_SMS) is unknown")
+        raise Unsupported("persistent_tma: the table's GPU is not one whose SM count (the template's NUM_SMS) "
+                          "gemmtune knows: a built-in GPU by its exact name, the same SM count for every GPU "
+                          "of a merged table")
     if problem.op == "scaled_mm":
         return _inductor_scaled(cfg, problem, sm_count)
     # Inductor's persistent TMA template (mm_persistent_tma) with our tile, and the TMA
