@@ -193,7 +193,9 @@ def run(d, x: torch.Tensor, g: torch.Tensor, eps: float, b: torch.Tensor,
     Where ``d``'s winner for this M is a one-row strip that folds (``skinny_spec.fold_misfit``),
     the strip computes the norm itself (``skinny.run(..., norm_weight=g, norm_eps=eps)``), checked
     once per shape against the fp64 product (``verify.compare`` at the dtype's tolerance); else, or
-    where that check fails (warned once), the norm runs in torch and the GEMM on ``d``."""
+    where that check fails (warned once), the norm runs in torch and the GEMM on ``d``. With a
+    bias, the winner is the one a call with a bias runs (the table's addmm winner where it has one).
+    A call whose inputs hold NaN or inf runs unfused and leaves the check to a later, finite call."""
     runs = d.__dict__.setdefault("_gemmtune_norm_runs", {})
     # Everything check_fold and the fp64 check depend on: a key without g's dtype or B's layout gave
     # a later call the fold decided for another one, and check_fold's ValueError instead of the norm.
@@ -204,8 +206,15 @@ def run(d, x: torch.Tensor, g: torch.Tensor, eps: float, b: torch.Tensor,
         from .dispatch.common import capturing
         if capturing(x):
             return _fallback(d, x, g, eps, b, bias)  # nothing is checked inside a capture: decided later
-        fn = runs[key] = _first(d, x, g, eps, b, bias)
+        fn = _first(d, x, g, eps, b, bias)
+        if fn is None:  # a non-finite input: the fold's check proves nothing on it, decided later
+            return _fallback(d, x, g, eps, b, bias)
+        runs[key] = fn
     return fn(x, g, eps, b, bias)
+
+
+def _finite(*ts) -> bool:
+    return all(t is None or bool(torch.isfinite(t).all()) for t in ts)
 
 
 def _first(d, x, g, eps, b, bias):
@@ -215,11 +224,19 @@ def _first(d, x, g, eps, b, bias):
     from .problem import dtype_name
     from .verify import TOLERANCE, compare
 
-    _fallback(d, x, g, eps, b, bias)  # decides (and verifies) d's plain choice for this M
+    xn = rms_norm_torch(x, g, eps)
+    d._run(xn, b, bias)  # decides (and verifies) d's choice for this M, with a bias the addmm one
     m, k = x.shape
     n = b.shape[1]
-    dec = d.decision(m=m)
+    dec = d.decision(m, n, k)
     ch = None if dec is None else dec.choice
+    if bias is not None and ch is not None and d.table is not None:
+        # A call with a bias runs the table's addmm winner where it has one (Dispatcher._addmm_choice,
+        # decided by the call above): the fold replaces that kernel, so it is the one that must fold.
+        # The mm decision was read here, so a skinny mm winner folded over a cuBLAS (or other) addmm
+        # winner, and a skinny addmm winner never folded.
+        with d._lock:  # (as Dispatcher._first_sight calls it)
+            ch = d._addmm_choice(m, n, k, xn, b, ch)
     # (run calls what this returns without d)
     plain = functools.partial(_fallback, d)
     if ch is None or ch.family != "skinny" or ch.pad or fold_misfit(ch.config, m, k) is not None:
@@ -232,6 +249,11 @@ def _first(d, x, g, eps, b, bias):
         skinny.run(x, b, out, cfg, epilogue=ep, norm_weight=g, norm_eps=eps)
         return out
 
+    if not _finite(x, g, b, bias):
+        # NaN or inf in the input makes the fp64 reference and the fold both non-finite: compare
+        # fails, and the fold was given up for this shape for good on one bad call (a NaN in one
+        # decode step's activations). That says nothing about the fold: None, no decision yet.
+        return None
     tol = TOLERANCE.get((dtype_name(x.dtype),) * 2)  # (d._run above took this dtype)
     try:
         got = folded(x, g, eps, b, bias)

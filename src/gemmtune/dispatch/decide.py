@@ -65,24 +65,48 @@ class Deciding:
             return mm_choice  # decided on a device these operands are not on (see Dispatcher._decision_for)
         return mm_choice if hit is None else hit.choice
 
-    def _addmm_key(self, m: int, n: int, k: int) -> str:
-        """The table key of this dispatcher's ``addmm`` problem at the size (as declared)."""
-        return Problem.from_sizes(m, n, k, self.dtype, layout_a=self.layout_a, layout_b=self.layout_b,
-                                  op="addmm").key
+    def _table_keys(self, m: int, n: int, k: int, *, op: str = "mm", batch: int | None = None,
+                    seen: Problem | None = None) -> list[str]:
+        """The table keys a call of the size looks up, in order: that of the call's own layouts
+        (``seen``, the problem of the call being decided), then that of the declared layouts.
 
-    def _addmm_entry(self, m: int, n: int, k: int) -> list:
-        """The table's ``addmm`` entry for the size (its choices, best first), or [] (no table, an
-        empty product, no entry): what a call with a bias runs before the size's mm choice
-        (``_decide_addmm``; ``expected_choice(bias=True)`` reads it too)."""
+        One dispatcher serves calls in the layouts the model gives them: a bmm's q @ k^T with a
+        column-major B and p @ v row-major, a Linear's ``x @ W.t()`` on a dispatcher declared
+        row-major. Only the declared layouts' key was looked up (for mm and addmm), so a tuned
+        entry of the call's own layout was never served and cuBLAS or a hint ran, without a
+        word. No other layout's entry is looked up, and whichever entry a choice comes from, it
+        is checked on the call's own problem before it runs (``_runnable``; ``_verify`` with
+        verify on). A decision is still per size: a later call of that size in another layout
+        runs it too, its launch reading the strides it is given."""
+        more = {"op": "bmm", "batch": batch} if batch is not None else {"op": op}
+        declared = Problem.from_sizes(m, n, k, self.dtype, layout_a=self.layout_a, layout_b=self.layout_b,
+                                      **more).key
+        if seen is None:
+            return [declared]
+        own = Problem.from_sizes(m, n, k, self.dtype, layout_a=seen.layout_a, layout_b=seen.layout_b,
+                                 **more).key
+        return list(dict.fromkeys([own, declared]))
+
+    def _addmm_entry(self, m: int, n: int, k: int, seen: Problem | None = None) -> list:
+        """The table's ``addmm`` choices for the size, best first (its own layouts' entry, then
+        the declared layouts': ``_table_keys``), or [] (no table, an empty product, no entry):
+        what a call with a bias runs before the size's mm choice (``_decide_addmm``;
+        ``expected_choice(bias=True)`` reads it too, with the declared layouts)."""
         if self.table is None or 0 in (m, n, k):
             return []
-        return self.table.entries.get(self._addmm_key(m, n, k), [])
+        out, ids = [], set()
+        for key in self._table_keys(m, n, k, op="addmm", seen=seen):
+            for tc in self.table.entries.get(key, []):
+                if tc.choice.id not in ids:
+                    ids.add(tc.choice.id)
+                    out.append(tc)
+        return out
 
     def _decide_addmm(self, m: int, n: int, k: int, a, b) -> Decision | None:
-        entry = self._addmm_entry(m, n, k)
+        problem = Problem.from_tensors(a, b, op="addmm")  # the layouts and alignment actually seen
+        entry = self._addmm_entry(m, n, k, seen=problem)
         if not entry:
             return None
-        problem = Problem.from_tensors(a, b, op="addmm")  # the layouts and alignment actually seen
         rejected = []
         with _interp_guard(self._interp(a.device)), (torch.cuda.device(a.device) if a.device.type == "cuda"
                                                      else contextlib.nullcontext()):
@@ -93,7 +117,8 @@ class Deciding:
                 if why is None:
                     return Decision(tc.choice, "table", verified=self.verify, reason="; ".join(rejected))
                 rejected.append(f"{tc.choice.id}: {why}")
-        warnings.warn(f"gemmtune: no choice of the table's {self._addmm_key(m, n, k)} entry ran correctly here "
+        keys = " / ".join(self._table_keys(m, n, k, op="addmm", seen=problem))
+        warnings.warn(f"gemmtune: no choice of the table's {keys} entry ran correctly here "
                       f"({'; '.join(rejected)[:500]}); calls with a bias use the shape's mm kernel",
                       RuntimeWarning, stacklevel=5)
         return None
@@ -115,20 +140,12 @@ class Deciding:
                 seen: Problem | None = None) -> list[tuple[Choice, str, tuple | None]]:
         """The candidates for a size before any is run, best first, as (choice, source, hint):
         the table's exact entry (table mode), then the hints' choices, nearest first. ``seen``: the
-        problem of the call being decided (its layouts), for a bmm's table entry."""
+        problem of the call being decided (its layouts), whose table entry comes first."""
         cands: list[tuple[Choice, str, tuple | None]] = []
         if self.mode == "table" and self.table is not None:
-            keys = [self._declared(m, n, k, batch).key]
-            if batch is not None and seen is not None:
-                # One bmm dispatcher (route_bmm's, lookup's) serves calls in the layouts the model
-                # gives them: q @ k^T with a column-major B, p @ v row-major, a weight broadcast over
-                # the batch (bcast_), as capture records them and the bmm preset tunes them. The
-                # entry for the call's own layouts comes first: only the declared layouts' key was
-                # looked up, so a tuned q @ k^T entry was never served (cuBLAS ran, without a word).
-                own = Problem.from_sizes(m, n, k, self.dtype, layout_a=seen.layout_a, layout_b=seen.layout_b,
-                                         op="bmm", batch=batch).key
-                keys = list(dict.fromkeys([own, *keys]))
-            for key in keys:
+            # The entry of the call's own layouts first (a bmm's broadcast weight, bcast_, is a
+            # layout of its own), then the declared layouts' (_table_keys says why).
+            for key in self._table_keys(m, n, k, batch=batch, seen=seen):
                 cands += [(tc.choice, "table", None) for tc in self.table.entries.get(key, [])]
         return cands + [(h.choice, "similarity", h.sizes) for h in self._ranked(m, n, k)]
 
@@ -193,9 +210,3 @@ class Deciding:
         return Decision(best[0], "benchmark", best[1], verified=True, times_ms=times,
                         reason="; ".join(rejected))
 
-    def _declared(self, m: int, n: int, k: int, batch: int | None = None) -> Problem:
-        """The problem with the declared layouts (a bmm's: each matrix's, none broadcast)."""
-        if batch is not None:
-            return Problem.from_sizes(m, n, k, self.dtype, layout_a=self.layout_a, layout_b=self.layout_b,
-                                      op="bmm", batch=batch)
-        return Problem.from_sizes(m, n, k, self.dtype, layout_a=self.layout_a, layout_b=self.layout_b)
