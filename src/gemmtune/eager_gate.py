@@ -60,8 +60,9 @@ class GateResult:
     step's shapes (nothing to time), or ``"failed"`` where the step raised when run again
     (``error``; its layers keep their own choices). ``tuned_shapes``: the (layer, shape) pairs
     that had chosen a tuned kernel, ``kept_shapes``: those still on it after the gate. ``ratio``: each candidate's
-    median step time over the all-cuBLAS step's, paired round by round; ``step_ms``: each
-    candidate's median step time."""
+    median step time over the all-cuBLAS step's, paired round by round, over the rounds where both
+    were measured (NaN where more than half were not: a timer's NaN, infinite or 0 s reading; such
+    a candidate is never kept); ``step_ms``: each candidate's median measured step time."""
     step: str
     kept: str
     tuned_shapes: int
@@ -220,15 +221,14 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
                 # on whichever candidate was being timed (cuBLAS everywhere, say) with no verdict.
                 _apply(tuned, tuned)
                 raise
-            # A round whose cuBLAS step timed 0 s (a coarse timer= of the caller's) is no ratio (nan,
-            # which ``choose`` passes over): it raised ZeroDivisionError here, past the step's
-            # try, with the layers left on the last candidate timed and no verdict recorded.
-            ratio = {c: statistics.median(a / b if b > 0 else math.nan for a, b in zip(times[c], times["aten"]))
-                     for c in sets}
+            # A round whose cuBLAS step timed 0 s (a coarse timer= of the caller's) raised
+            # ZeroDivisionError here, past the step's try, with the layers left on the last
+            # candidate timed and no verdict recorded: it is a failed round (_paired_ratio).
+            ratio = {c: _paired_ratio(times[c], times["aten"]) for c in sets}
             kept = choose(ratio)
             _apply(tuned, sets[kept])
             res = GateResult(name, kept, len(tuned), len(sets[kept]), ratio,
-                             {c: statistics.median(v) * 1e3 for c, v in times.items()}, len(times["aten"]), reps)
+                             {c: _measured_median(v) * 1e3 for c, v in times.items()}, len(times["aten"]), reps)
             results.append(res)
             if progress:
                 print(f"gemmtune: eager step {name!r}: kept {kept} ({len(sets[kept])} of {len(tuned)} tuned layer "
@@ -242,6 +242,39 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
         earlier = [r for r in model.__dict__.get("_gemmtune_gate", []) if r.get("step") not in names]
         model.__dict__["_gemmtune_gate"] = earlier + [r.as_dict() for r in results]
     return results
+
+
+def _measured(t: float) -> bool:
+    """Whether a step time is a measurement: NaN, an infinite time or one not above 0 (a
+    caller's timer= that failed, or too coarse to see the step) is a failed round."""
+    return math.isfinite(t) and t > 0
+
+
+def _paired_ratio(times: list[float], aten: list[float]) -> float:
+    """A candidate's median step time over the all-cuBLAS step's, paired round by round, over the
+    rounds where both times are measurements (``_measured``); NaN, which ``choose`` passes over
+    (cuBLAS kept), where more than half of the rounds failed: the gate does not decide on a
+    minority of rounds, nor on a failed one.
+
+    Failed rounds went into statistics.median as they came: it sorts, and a NaN compares false
+    with everything, so it sorted as the smallest ratio (pulling the median towards a tuned win)
+    or anywhere at all; an infinite cuBLAS time made a ratio of 0, a free step.
+
+    >>> _paired_ratio([0.9, 0.8, 1.0], [1.0, 1.0, 1.0])
+    0.9
+    >>> _paired_ratio([0.9, float("nan"), 0.5], [1.0, 1.0, float("inf")])
+    nan
+    """
+    ratios = [a / b for a, b in zip(times, aten) if _measured(a) and _measured(b)]
+    if not ratios or 2 * len(ratios) < len(aten):
+        return math.nan
+    return statistics.median(ratios)
+
+
+def _measured_median(times: list[float]) -> float:
+    """The median of a candidate's measured step times (``_measured``); NaN when none is."""
+    kept = [t for t in times if _measured(t)]
+    return statistics.median(kept) if kept else math.nan
 
 
 def _time_sets(fn, tuned: list, sets: dict, rounds: int, min_round_s: float, timer,

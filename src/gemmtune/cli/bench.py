@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
 from ..jsonio import check_dir_target
-from .common import Once, model_dtype, positive_int, refuse_empty
+from .common import Once, model_dtype, positive_int, refuse_empty, seed_int, unix_time
 
 
 def plain_products(shapes: list) -> tuple[list, str | None]:
@@ -75,10 +76,10 @@ def cmd_bench(args) -> int:
             print(f"gemmtune bench: warning: {name} is deprecated and goes in the next release; use {flag}",
                   file=sys.stderr)
             if flag == "--deadline":
-                try:
-                    deadline = float(value)
-                except ValueError:  # was "could not convert string to float: 'x'", naming no variable
-                    raise ValueError(f"{name}={value!r} is not a Unix time in seconds (as --deadline takes)") from None
+                try:  # checked as --deadline is: nan, inf or a negative time was taken
+                    deadline = unix_time(value)
+                except argparse.ArgumentTypeError as e:  # was "could not convert string to float: 'x'"
+                    raise ValueError(f"{name}={value!r} is not a Unix time in seconds (as --deadline takes): {e}") from None
             else:
                 ceilings_file = value
     print(suite.run(shapes, out_dir=args.out, suite=args.suite or "public", groups=groups,
@@ -137,13 +138,13 @@ def add_parsers(sub) -> None:
     p.add_argument("--skip-inductor", action="store_true", help="leave torch.compile max-autotune out")
     p.add_argument("--skip-tunableop", action="store_true", help="leave PyTorch TunableOp out")
     p.add_argument("--repeats", type=positive_int, default=20, metavar="N", help="CUDA-graph replays per kernel time")
-    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--seed", type=seed_int, default=0, help="random seed")
     p.add_argument("--extra-modes", metavar="auto,top1,top20,exhaustive",
                    help="opt-in gemmtune modes: the model's adaptive top-k, its top-1 (--fast until session 14), "
                         "its top-20, and the whole "
                         "exhaustive space benchmarked (hundreds to thousands of candidates per shape: "
                         "pick few shapes)")
-    p.add_argument("--deadline", type=float, metavar="UNIX_TIME",
+    p.add_argument("--deadline", type=unix_time, metavar="UNIX_TIME",
                    help="start no shape that would likely end past this time (the longest shape so far is the "
                         "guess); the JSON notes the shapes left out (scripts/bench_gpu.sh)")
     p.add_argument("--ceilings-file", metavar="FILE",

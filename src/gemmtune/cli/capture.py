@@ -6,7 +6,7 @@ import dataclasses
 import os
 import sys
 
-from .common import column_text, model_dtype, nonneg_int, positive_int, refuse_empty, refuse_same_file
+from .common import column_text, model_dtype, nonneg_int, positive_int, refuse_empty, refuse_same_file, seed_int
 from ..jsonio import check_file_target
 
 
@@ -255,7 +255,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--device", help="where the model runs, a torch device: cpu, cuda, cuda:N or meta (shapes only, "
                    "no arithmetic or memory; the products of attention's math path there, which a GPU's fused "
                    "attention never runs, are left out and counted; default: cuda when a GPU is visible, else cpu)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the weights and tokens")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of the weights and tokens")
     p.add_argument("--out", default="gemmtune-shapes.csv", help="suite CSV to write (replaced if it exists)")
     p.add_argument("--json", metavar="PATH", help="also write every record (counts, modules, untunable GEMMs) as JSON")
     p.add_argument("--group", type=column_text, help="the suite's group column (default: the preset's name, else 'captured')")

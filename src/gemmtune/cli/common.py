@@ -5,13 +5,12 @@ that a shape's operands can be allocated."""
 from __future__ import annotations
 
 import argparse
-import re
+import math
 import os
+import re
 import sys
 
 
-# Option values that may begin with '-' (a negative size, so that the shape parser, not
-# argparse, says what is wrong with it).
 # Option values that may begin with '-' (a negative size, so that the shape parser, not
 # argparse, says what is wrong with it).
 _VALUE_OPTIONS = ("--shape", "--size")
@@ -27,20 +26,6 @@ class Help(argparse.RawDescriptionHelpFormatter):
         if action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
             return text + " (default: %(default)s)"
         return text
-
-
-class Deprecated(argparse.Action):
-    """An old option spelling, kept for one release: hidden from the help, it still sets its
-    new option's value and says on stderr what to write instead."""
-
-    def __init__(self, option_strings, dest, new: str, **kw):
-        self.new = new
-        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kw)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(f"{parser.prog}: warning: {option_string} is deprecated and goes in the next release; "
-              f"use {self.new}", file=sys.stderr)
-        setattr(namespace, self.dest, values)
 
 
 def alias(p: argparse.ArgumentParser, old: str, new: str, **kw) -> None:
@@ -67,6 +52,19 @@ positive_int = int_at_least(1)
 nonneg_int = int_at_least(0)
 
 
+def seed_int(text: str) -> int:
+    """An argparse type: a random seed, an int in [0, 2**63 - 1]. numpy refuses a negative seed
+    and torch's generators one past 64 bits ("Overflow when unpacking long long"), each only once
+    the run is under way (in tune, inside the worker, for every candidate)."""
+    v = int_at_least(0)(text)
+    if v > 2**63 - 1:
+        raise argparse.ArgumentTypeError(f"must be at most 2**63 - 1, got {v}")
+    return v
+
+
+seed_int.__name__ = "seed"
+
+
 def version_text(text: str) -> str:
     """An argparse type: a MAJOR.MINOR[.PATCH...] version such as triton's ('3.6', '3.6.0')."""
     if not re.fullmatch(r"\d+\.\d+(\.\w+)*", text.strip()):
@@ -87,37 +85,63 @@ def column_text(text: str) -> str:
 column_text.__name__ = "name"
 
 
+# Where Once keeps the options a parse has met (dest -> the spelling given); Parser removes it
+# from the parsed namespace.
+_GIVEN = "_gemmtune_given"
+
+
 class Once(argparse.Action):
-    """A single-valued option that refuses to be given twice (argparse keeps the last silently)."""
+    """A single-valued option that refuses to be given twice: argparse keeps the last value without
+    a word ("bench --deadline 5 --deadline 10" ran to 10, "tune --out a --out b" wrote b alone).
+    Parser makes every plain store option one of these (see Parser). Two spellings of one value
+    (bench's --suite and --preset, an option and its Deprecated alias) count as one option."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        seen = namespace.__dict__.setdefault("_given_once", set())
-        if self.dest in seen:
-            parser.error(f"{option_string} given twice: this command takes one")
-        seen.add(self.dest)
+        if self.option_strings:  # (a positional is consumed once by argparse itself)
+            given = namespace.__dict__.setdefault(_GIVEN, {})
+            first = given.get(self.dest)
+            if first is not None:
+                also = "" if first == option_string else f" (as {first}, then {option_string})"
+                parser.error(f"{option_string} given twice{also}: this command takes one value")
+            given[self.dest] = option_string
         setattr(namespace, self.dest, values)
 
 
-def fraction(text: str) -> float:
+class Deprecated(Once):
+    """An old option spelling, kept for one release: hidden from the help, it still sets its
+    new option's value (once: the new spelling and the old one together are refused) and says on
+    stderr what to write instead."""
+
+    def __init__(self, option_strings, dest, new: str, **kw):
+        self.new = new
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, values, option_string)
+        print(f"{parser.prog}: warning: {option_string} is deprecated and goes in the next release; "
+              f"use {self.new}", file=sys.stderr)
+
+
+def _number(text: str) -> float:
+    """``text`` as a finite float, else ArgumentTypeError. float() takes 'nan', 'inf' and
+    '-infinity': none is a time, a count of minutes or a fraction, and each slipped through a
+    comparison (nan > 0 and nan < 1 are both False) or overflowed later (threading.Timer(inf))."""
     try:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < v < 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (exclusive), got {v}")
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
     return v
 
 
 def float_above(lo: float, unit: str, or_equal: bool = False):
-    """An argparse type: a float > ``lo`` (>= with ``or_equal``), else a one-line error naming
-    the ``unit``."""
+    """An argparse type: a finite float > ``lo`` (>= with ``or_equal``), else a one-line error
+    naming the ``unit``."""
     def parse(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if not (v >= lo if or_equal else v > lo) or v != v:
-            raise argparse.ArgumentTypeError(f"must be {'>=' if or_equal else '>'} {lo:g} ({unit}), got {v}")
+        v = _number(text)
+        if not (v >= lo if or_equal else v > lo):
+            raise argparse.ArgumentTypeError(f"must be {'>=' if or_equal else '>'} {lo:g} ({unit}), got {v:g}")
         return v
     parse.__name__ = f"{unit} {'>=' if or_equal else '>'} {lo:g}"
     return parse
@@ -125,6 +149,27 @@ def float_above(lo: float, unit: str, or_equal: bool = False):
 
 positive_float = float_above(0, "seconds")
 nonneg_minutes = float_above(0, "minutes", or_equal=True)
+# bench --deadline: a Unix time in seconds. One in the past is taken (no shape starts, and the
+# JSON says so); a negative one, nan or inf is no time at all.
+unix_time = float_above(0, "a Unix time in seconds")
+
+
+def fraction(text: str) -> float:
+    """An argparse type: a fraction strictly between 0 and 1 (train's --test-fraction)."""
+    v = _number(text)
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (exclusive), got {v:g}")
+    return v
+
+
+def gain_fraction(text: str) -> float:
+    """An argparse type: a fraction in [0, 1) (tune's --min-gain and --runoff: 0 turns them off,
+    1 or more would ask a kernel to take no time), as TuneOptions checks them; refused here so the
+    error names the option before the shapes are read."""
+    v = _number(text)
+    if not 0 <= v < 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction in [0, 1), e.g. 0.02, got {v:g}")
+    return v
 
 
 def family_list(text: str | None) -> list[str] | None:
@@ -368,12 +413,27 @@ def add_shape_args(p: argparse.ArgumentParser) -> None:
 
 
 class Parser(argparse.ArgumentParser):
-    """Every parser: defaults shown in every help, and a usage error is one line (what is wrong,
-    and where the help is) instead of the whole usage block."""
+    """Every parser: defaults shown in every help, a usage error is one line (what is wrong,
+    and where the help is) instead of the whole usage block, and a single-value option given
+    twice is a usage error.
+
+    Which options may be repeated: every plain ``store`` option (the default action: one value,
+    ``--out``, ``--deadline``, ``--families``) is made a ``Once``, since argparse would keep its last
+    value and drop the first without a word. Repeatable by design: ``append`` options (``--shape``
+    of tune, each one tuned), and the flags (``store_true``, ``store_false``, ``store_const``,
+    ``count``): ``-q -q`` asks for the same thing twice, so a repeat loses nothing."""
 
     def __init__(self, *a, **kw):
         kw.setdefault("formatter_class", Help)
         super().__init__(*a, **kw)
+        # The registry maps an action name to its class for this parser and its argument groups.
+        self.register("action", None, Once)
+        self.register("action", "store", Once)
+
+    def parse_known_args(self, args=None, namespace=None):
+        ns, extra = super().parse_known_args(args, namespace)
+        ns.__dict__.pop(_GIVEN, None)  # Once's bookkeeping, not an option
+        return ns, extra
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

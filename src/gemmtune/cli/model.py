@@ -7,7 +7,7 @@ import math
 import sys
 
 from .common import (Once, add_problem_args, alias, family_list, fraction, int_at_least, positive_int, problem_of,
-                     refuse_empty, refuse_same_file, version_text)
+                     refuse_empty, refuse_same_file, seed_int, version_text)
 
 
 TOP = 10  # predict --top's default (a --top other than it, given with --eval, is refused)
@@ -399,5 +399,5 @@ def add_parsers(sub) -> None:
     p.add_argument("--force", action="store_true",
                    help="write the model even when it ranks worse than the analytic model on the held-out shapes")
     p.add_argument("--device", help="built-in GPU whose facts the features use (default: from the store)")
-    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--seed", type=seed_int, default=0, help="random seed")
     p.set_defaults(fn=cmd_train)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import sys
 
 from ..jsonio import check_file_target
-from .common import (Help, Once, add_shape_args, alias, check_allocatable, families_help, family_list, int_at_least, nonneg_int,
-                     positive_float, positive_int, refuse_empty, refuse_same_file, shapes_of)
+from .common import (Help, Once, add_shape_args, alias, check_allocatable, families_help, family_list, gain_fraction,
+                     int_at_least, nonneg_int, positive_float, positive_int, refuse_empty, refuse_same_file, seed_int,
+                     shapes_of)
 
 
 def cmd_tune(args) -> int:
@@ -142,7 +143,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--compile-ahead", type=nonneg_int, default=2, metavar="N",
                    help="shapes the compile workers may compile ahead of the one being timed (0: none)")
     p.add_argument("--device", help="built-in GPU for the config spaces when no GPU is present (h100/h200/a100)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of the random inputs")
     p.add_argument("--summary", metavar="JSON", help="also write the per-shape results as JSON")
     p.add_argument("--table", metavar="JSON", help="lookup table: shapes with an entry benchmark only its choices")
     p.add_argument("--benchmark-space", default="SAME", metavar="SAME|DEFAULT|AUTO|FAST|K",
@@ -157,10 +158,10 @@ def add_parsers(sub) -> None:
                    "decode (fp32, or 16-bit with an unaligned B) also up to 3 of skinny's CUDA-core tiles")
     p.add_argument("--deterministic", action="store_true",
                    help="only kernels that give the same bits on every call (no fp32-atomic split-K reduction)")
-    p.add_argument("--min-gain", type=float, default=0.0, metavar="F",
+    p.add_argument("--min-gain", type=gain_fraction, default=0.0, metavar="F",
                    help="a winner other than cuBLAS must beat it by this fraction (0.02: 2%%), else cuBLAS wins: "
                    "for tables that serve a model, where a within-noise win can lose")
-    p.add_argument("--runoff", type=float, default=RUNOFF_MARGIN, metavar="F",
+    p.add_argument("--runoff", type=gain_fraction, default=RUNOFF_MARGIN, metavar="F",
                    help="a winner other than cuBLAS that beats it by less than this fraction is timed again "
                    "beside cuBLAS in interleaved rounds, and the faster median wins by more than 1%%, else cuBLAS (the margin "
                    "is at least 0.25 where cuBLAS takes under 20 us: one sweep's timing is noisier there); 0: never "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 
-from ..provenance import major_minor
+from ..provenance import TABLE, Provenance, major_minor
 from .types import PROVENANCE_FIELDS, MIXED_SEP, LookupTable, TableChoice, TableError, TableWarning, provenance
 
 def _joined(values) -> str:
@@ -23,9 +23,10 @@ def merge(tables: list[LookupTable], *, allow_mixed_devices: bool = False) -> Lo
     Per problem, measured choices (device_ms from a tuned or merged table) come
     first, fastest first (an id measured twice keeps its faster time); then the
     unmeasured ones in the order the inputs list them, without times (an estimate or
-    a hand-typed number is not a measurement). Tables from different GPUs
-    (device_name or capability) are refused unless ``allow_mixed_devices``: their
-    times do not compare; a mixed table's device_name joins the names with " + ".
+    a hand-typed number is not a measurement). Tables from different GPUs (by
+    device_name, compared as ``check_provenance`` compares it: case and surrounding
+    spaces ignored) are refused unless ``allow_mixed_devices``: their times do not
+    compare; a mixed table's device_name joins the names with " + ".
 
     Example::
 
@@ -33,12 +34,14 @@ def merge(tables: list[LookupTable], *, allow_mixed_devices: bool = False) -> Lo
     """
     if not tables:
         raise ValueError("merge needs at least one table")
-    devices = []
-    for t in tables:
-        d = (t.provenance["device_name"], t.provenance["capability"])
-        if d not in devices:
-            devices.append(d)
-    if len(devices) > 1 and not allow_mixed_devices:
+    # One GPU by the trust policy's rule (Provenance.same_device under TABLE, as check_provenance
+    # compares a table with this GPU): the name without case or surrounding spaces, a CPU one device
+    # with or without the interpreter. Compared as exact (device_name, capability) pairs, tables of
+    # one H100 whose names differed in case, or a by-hand table without a capability, were two GPUs:
+    # refused, or with --allow-mixed-devices made a mixed table, untrusted on that very H100.
+    first = Provenance.from_dict(tables[0].provenance)
+    one_device = all(first.same_device(Provenance.from_dict(t.provenance), TABLE) for t in tables)
+    if not one_device and not allow_mixed_devices:
         names = "; ".join(f"{t.source or f'table {i}'}: {t.provenance['device_name']} "
                           f"(capability {t.provenance['capability']})" for i, t in enumerate(tables))
         raise TableError(f"refusing to merge tables from different GPUs ({names}): their times do not "
@@ -51,9 +54,15 @@ def merge(tables: list[LookupTable], *, allow_mixed_devices: bool = False) -> Lo
         warnings.warn(f"merging tables made with different triton versions {sorted(tritons)}: "
                       "their times are compared as they are", TableWarning, stacklevel=2)
     keys = sorted({k for t in tables for k in t.entries})
+    if one_device:  # its first table's spelling, and the capability any of them gives
+        device_name = tables[0].provenance["device_name"]
+        capability = next((t.provenance["capability"] for t in tables if t.provenance["capability"]), "")
+    else:
+        device_name = _joined(t.provenance["device_name"] for t in tables)
+        capability = _joined(t.provenance["capability"] for t in tables)
     out = LookupTable(provenance(
-        _joined(t.provenance["device_name"] for t in tables),
-        _joined(t.provenance["capability"] for t in tables),
+        device_name,
+        capability,
         _joined(t.provenance["torch"] for t in tables),
         _joined(t.provenance["triton"] for t in tables),
         _joined(t.provenance["gemmtune"] for t in tables), "merged"))
