@@ -10,7 +10,8 @@ bmm rows (op ``bmm``) read ``batch`` (the number of products, >= 1; required), a
 layouts may be broadcast ones (``bcast_row``: one matrix for the whole batch). A ``--shape``
 of a bmm reads ``BxMxNxK[:dtype]``.
 Other extra columns (count, m_min, m_max, modules, ...) are carried for people, not read.
-Lines starting with ``#`` are comments; a size may be written ``64`` or ``64.0``.
+Lines starting with ``#`` are comments, blank ones (spaces only too) are skipped; a size is
+ASCII digits, written ``64`` or ``64.0``.
 
 Example::
 
@@ -41,9 +42,9 @@ COLUMNS = ("group", "name", "M", "N", "K", "dtype")
 KNOWN_COLUMNS = COLUMNS + ("layout_a", "layout_b", "op", "batch", "scale", "out_dtype", "bias",
                            "count", "m_min", "m_max", "modules")
 # A sign is matched so that "-1x4x4" gets the "M must be >= 1" message, not "expected MxNxK".
-_SHAPE_RE = re.compile(r"^\s*([-+]?\d+)\s*[xX]\s*([-+]?\d+)\s*[xX]\s*([-+]?\d+)\s*(?::\s*([A-Za-z0-9_.]+))?\s*$")
+_SHAPE_RE = re.compile(r"(?a)^\s*([-+]?\d+)\s*[xX]\s*([-+]?\d+)\s*[xX]\s*([-+]?\d+)\s*(?::\s*([A-Za-z0-9_.]+))?\s*$")
 _BMM_SHAPE_RE = re.compile(
-    r"^\s*([-+]?\d+)\s*[xX]\s*([-+]?\d+)\s*[xX]\s*([-+]?\d+)\s*[xX]\s*([-+]?\d+)\s*(?::\s*([A-Za-z0-9_.]+))?\s*$")
+    r"(?a)^\s*([-+]?\d+)\s*[xX]\s*([-+]?\d+)\s*[xX]\s*([-+]?\d+)\s*[xX]\s*([-+]?\d+)\s*(?::\s*([A-Za-z0-9_.]+))?\s*$")
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,9 @@ def parse_shape(text: str, default_dtype: str = "bfloat16", op: str = "mm", *, s
     return Shape("cli", f"{M}x{N}x{K}", p)
 
 
-_SIZE_RE = re.compile(r"^\s*([-+]?\d+)(?:\.0*)?\s*$")
+# ASCII digits only: int() alone also took '6_4' (64: Python's digit separator) and other scripts'
+# digits ('٦٤'), which no --shape (the same ASCII-only rule) accepts.
+_SIZE_RE = re.compile(r"^\s*([-+]?[0-9]+)(?:\.0*)?\s*$")
 
 
 def _size(text, column: str) -> int:
@@ -138,11 +141,7 @@ def _size(text, column: str) -> int:
     ...
     ValueError: M must be a whole number, got '64.5'
     """
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        pass
-    m = _SIZE_RE.match(text or "")
+    m = _SIZE_RE.match(text) if isinstance(text, str) else None
     if not m:
         raise ValueError(f"{column} must be a whole number, got {text!r}")
     return int(m.group(1))
@@ -160,11 +159,12 @@ def load_csv(path: str | Path, op: str = "mm") -> list[Shape]:
     # Header names trimmed: a " layout_b" (a space after the comma) passed the unknown-column check,
     # which trims, and was then never read, so every row ran row-major without a word (session 45's
     # CPU hunt); a required column so written was reported missing.
-    # Comment lines (#) and blank lines before the header left out; each row keeps the number of its
-    # line in the file (numbered by rows read, an error after a blank line named the line above it).
-    kept = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if not line.lstrip().startswith("#")]
-    while kept and not kept[0][1].strip():
-        kept.pop(0)
+    # Comment lines (#) and blank lines left out, anywhere; each row keeps the number of its line in
+    # the file (numbered by rows read, an error after a blank line named the line above it). Blank
+    # includes spaces only: csv skips an empty line but read "   " as a row of one field, so a suite
+    # with such a line between rows (or at its end) was refused ("missing field(s) name, M, ...").
+    kept = [(n, line) for n, line in enumerate(text.splitlines(), start=1)
+            if line.strip() and not line.lstrip().startswith("#")]
     reader = csv.DictReader(line for _, line in kept)
     rows, numbers = [], []
     for r in reader:
@@ -199,6 +199,10 @@ def load_csv(path: str | Path, op: str = "mm") -> list[Shape]:
             M, N, K = (_size(row[c], c) for c in ("M", "N", "K"))
             _check_sizes(f"{M}x{N}x{K}", M, N, K)
             row_op = (row.get("op") or op).strip()
+            batch = (row.get("batch") or "").strip()
+            if row_op != "bmm" and batch and _size(batch, "batch") != 1:
+                # Checked for every op: a scaled_mm row's batch of 8 was once ignored, one product tuned.
+                raise ValueError(f"batch {batch} is bmm's (op {row_op!r} multiplies one matrix pair)")
             if row_op == "scaled_mm":
                 kw = scaled_kwargs(row_op, (row.get("scale") or "").strip(), (row.get("out_dtype") or "").strip(),
                                    row.get("bias"), (row.get("layout_b") or "").strip())
@@ -206,13 +210,10 @@ def load_csv(path: str | Path, op: str = "mm") -> list[Shape]:
                                        layout_a=(row.get("layout_a") or "row").strip(), op=row_op, **kw)
             else:
                 layouts = {f"layout_{x}": (row.get(f"layout_{x}") or "row").strip() for x in "ab"}
-                batch = (row.get("batch") or "").strip()
                 if row_op == "bmm":
                     if not batch:
                         raise ValueError("a bmm row needs its batch column (the number of products)")
                     layouts["batch"] = _size(batch, "batch")
-                elif batch and _size(batch, "batch") != 1:
-                    raise ValueError(f"batch {batch} is bmm's (op {row_op!r} multiplies one matrix pair)")
                 # scaled_mm's own columns on another op's row were ignored without a word (an fp16 row
                 # with out_dtype fp32 tuned fp16 -> fp16): refused like batch above.
                 stray = ["scale"] if (row.get("scale") or "").strip().lower() not in ("", "0", "false", "none") else []

@@ -13,7 +13,8 @@ operands (gemmtune.scaled.reference). Two measures must both pass, each scaled b
   by that much, and heavy-tailed outputs (scaled_mm's per-row x per-column scales put
   elements at 50-100x rms) would otherwise fail a kernel that is exact up to the cast.
 
-NaN or inf anywhere in the output fails.
+NaN or inf anywhere in the output fails, and so does any in the reference (the inputs held
+NaN or inf: nothing can be verified). Against an all-zero reference only an all-zero output passes.
 """
 
 from __future__ import annotations
@@ -88,19 +89,31 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: float) -> Check:
     if not torch.isfinite(o).all():
         bad = int((~torch.isfinite(o)).sum())
         return Check(False, math.inf, math.inf, f"{bad} of {o.numel()} outputs are NaN or inf")
+    ref_bad = int((~torch.isfinite(ref)).sum())
+    if ref_bad:
+        # NaN or inf in the inputs make the fp64 reference non-finite, and every error measured against
+        # it NaN: NaN > tol is False, so any finite output (a kernel that skipped the NaN's K block
+        # included) passed. A correct output would hold the NaN too, which fails above: nothing passes.
+        return Check(False, math.inf, math.inf, f"{ref_bad} of {ref.numel()} reference elements are NaN or "
+                                                "inf (NaN or inf in the inputs): the output cannot be verified")
     diff = o - ref
+    ref_norm = float(torch.linalg.vector_norm(ref))
+    if ref_norm == 0.0:
+        # An all-zero reference (a zero operand: a LoRA B at init) gives no scale to measure against.
+        # The error relative to it is 0 for an all-zero output and unbounded for any other: taken as
+        # absolute, an output of 4e-3 everywhere passed a 2x2 bf16 check.
+        wrong = int((diff != 0).sum())
+        if wrong:
+            return Check(False, math.inf, math.inf, f"the reference is all zero and {wrong} of {o.numel()} "
+                                                    f"outputs are not (largest {float(diff.abs().max()):.3g})")
+        return Check(True, 0.0, 0.0)
     # One output ulp at the element's own magnitude is rounding, not a wrong element: measured
     # on the H200, every kernel, cuBLASLt's included, missed the max-element check at
     # 0.10-0.14 x rms on 2048x28672x4096 and 8192^3 fp8 -> bf16 with row-wise scales.
     slack = (diff.abs() - ulp_slack(out.dtype) * ref.abs()).clamp_min(0.0)
-    ref_norm = float(torch.linalg.vector_norm(ref))
     rms = ref_norm / math.sqrt(ref.numel())
-    if ref_norm == 0.0:
-        rel = float(torch.linalg.vector_norm(diff))
-        mx = float(slack.max())
-    else:
-        rel = float(torch.linalg.vector_norm(diff)) / ref_norm
-        mx = float(slack.max()) / rms
+    rel = float(torch.linalg.vector_norm(diff)) / ref_norm
+    mx = float(slack.max()) / rms
     if rel > tol:
         return Check(False, rel, mx, f"relative error {rel:.3g} > tolerance {tol:.3g}")
     if mx > MAX_ELEMENT_FACTOR * tol:

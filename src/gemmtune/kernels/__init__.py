@@ -214,7 +214,8 @@ def operands_reason(choice, a: torch.Tensor, b: torch.Tensor) -> str | None:
 
 def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
                allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None) -> None:
-    """Run one choice into ``out`` (shapes and ``epilogue`` already checked; M, N, K > 0).
+    """Run one choice into ``out`` (shapes and ``epilogue`` already checked; M, N, K > 0; ``out``
+    fresh, overlapping neither operand: base.KernelFamily.run says why that is not checked).
 
     ``pad+`` choices run on zero-padded row-major copies: K and N rounded up to
     whole 16-byte vectors, so every row starts aligned and no vector straddles a

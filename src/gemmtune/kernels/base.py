@@ -41,7 +41,11 @@ class KernelFamily(Protocol):
     * ``plan(m, n, k, cfg, sms=None) -> dict``: the launch ``cfg`` makes at (M, N, K),
       at least ``PLAN_KEYS`` (``grid`` None for a library call; ``sms``: the GPU's SM
       count, for a grid that depends on it, persistent_tma's);
-    * ``run(a, b, out, cfg, *, allow_tf32, workspace, epilogue)``: launch into ``out``;
+    * ``run(a, b, out, cfg, *, allow_tf32, workspace, epilogue)``: launch into ``out``, which must
+      not overlap ``a`` or ``b`` (tiles are stored while other programs still read the operands:
+      every family, cuBLAS's torch.mm included, returned garbage into an ``out`` that was ``a``;
+      not checked here, as a pointer-range check cost ~14 us a call on the CPU host and every
+      gemmtune entry point allocates a fresh ``out``);
     * ``prepare(a, b, out, cfg, *, allow_tf32, workspace, epilogue)``: launch once and
       return ``(matches, launch)`` for cheap repeated launches, or None (no fast path);
     * ``features_row(facts, choice) -> tuple``: the choice's row of
@@ -87,6 +91,24 @@ def bmm_reason(name: str, problem, why: str) -> str | None:
     if getattr(problem, "op", "mm") != "bmm":
         return None
     return f"{name} does not serve bmm: {why}; triton_mm, aten and their pad+ variants do"
+
+
+# The largest element offset an int32 index holds.
+INT32_MAX = 2**31 - 1
+
+
+def workspace_reason(name: str, numel: int, what: str) -> str | None:
+    """Why family ``name`` cannot run a launch whose fp32 scratch ``what`` holds ``numel`` elements
+    (None when it can). The kernels index that scratch in int32 whatever their INDEX_64 says (the
+    split-K partials at ``(pid_k * tiles + tile) * BLOCK_M * BLOCK_N``, decompose_k's at
+    ``pid_k * M * N`` and in its sum kernel): past 2**31 elements the offsets wrap, and the launch
+    writes outside the buffer (wrong results, or an illegal address that ends the CUDA context).
+    The spaces never reach this (their workspace is capped at 256 MiB); an explicit choice on a
+    large problem did, and so did a dispatcher serving a small hint's split at a large M."""
+    if numel - 1 <= INT32_MAX:
+        return None
+    return (f"{name}: its fp32 {what} of {numel} elements are indexed in int32 by the kernel, which holds "
+            f"at most 2**31; use fewer splits, a family without a workspace (triton_mm, aten), or a smaller problem")
 
 
 def missing(family) -> list[str]:

@@ -9,7 +9,7 @@ import math
 from ..configs import DecomposeKConfig, SplitKConfig, block_k_reason, cdiv, next_pow2, tile_constraint
 from ..device import DeviceInfo
 from ..problem import Problem
-from .base import bmm_reason, tile_row
+from .base import bmm_reason, tile_row, workspace_reason
 from .splitk_spec import MAX_WORKSPACE_BYTES
 
 
@@ -129,6 +129,9 @@ def validate(problem: Problem, cfg: DecomposeKConfig) -> None:
         raise ValueError(f"decompose_k split={cfg.split} must be >= 1")
     if problem.k % cfg.split:
         raise ValueError(f"decompose_k split={cfg.split} does not divide K={problem.k}")
+    reason = workspace_reason(NAME, cfg.split * problem.m * problem.n, f"partials [{cfg.split}, M, N]")
+    if reason:
+        raise ValueError(reason)
     # fp8: the parts' tile (tile_for) follows the rule the space prunes by, BLOCK_K >= 32.
     reason = block_k_reason(tile_for(problem.m, problem.n, problem.k, cfg.split).block_k, problem)
     if reason:

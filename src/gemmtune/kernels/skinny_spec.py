@@ -10,7 +10,7 @@ from dataclasses import replace
 from ..configs import SkinnyConfig, block_k_reason, cdiv, check_block_k, min_block_k, next_pow2, prune
 from ..device import DeviceInfo
 from ..problem import Problem, element_size
-from .base import bmm_reason, tile_row
+from .base import bmm_reason, tile_row, workspace_reason
 
 
 NAME = "skinny"
@@ -362,6 +362,9 @@ def validate(problem: Problem, cfg: SkinnyConfig) -> None:
         raise ValueError(PDL_MISFIT_WHY)
     if flat_misfit(cfg):
         raise ValueError(FLAT_MISFIT_WHY)
+    reason = workspace_reason(NAME, plan(problem.m, problem.n, problem.k, cfg)["workspace_numel"], "partials")
+    if reason:
+        raise ValueError(reason)
 
 
 PDL_MISFIT_WHY = "the PDL path (-pdl) runs one K-slice: SK1, no -P"

@@ -9,7 +9,7 @@ import itertools
 from ..configs import SplitKConfig, cdiv, check_block_k, check_block_sizes, prune, scale_tile, scaled_configs, tile_constraint
 from ..device import DeviceInfo
 from ..problem import Problem
-from .base import bmm_reason, tile_row
+from .base import bmm_reason, tile_row, workspace_reason
 
 
 NAME = "splitk"
@@ -106,6 +106,9 @@ def validate(problem: Problem, cfg: SplitKConfig) -> None:
     check_block_k(cfg, problem)  # fp8: BLOCK_K >= 32, the rule the space prunes by
     if cfg.split_k < 1:
         raise ValueError(f"split_k={cfg.split_k} must be >= 1")
+    reason = workspace_reason(NAME, plan(problem.m, problem.n, problem.k, cfg)["workspace_numel"], "partials")
+    if reason:
+        raise ValueError(reason)
 
 
 def plan(m: int, n: int, k: int, cfg: SplitKConfig, sms: int | None = None) -> dict:
