@@ -82,6 +82,10 @@ def main() -> int:
                     help="with --indexed-k: also the indexed forms with an odd N wrapped rather than masked "
                          "(launch_args.MASK_ODD_N = False): ratio_ik_wn, and with --static ratio_static_ik_wn")
     ap.add_argument("--odd", action="store_true", help="only rows with a dim that is not a multiple of 16")
+    ap.add_argument("--no-coordesc", action="store_true",
+                    help="compile Inductor with coordinate descent off: max-autotune turns it on, and it may "
+                         "re-tune the template's num_warps / num_stages at its first run, so the template need "
+                         "not run the forced config (each row records how many coordesc benchmarks ran)")
     ap.add_argument("--only", help="comma-separated MxNxK rows to keep (of the cases the other filters keep)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per row (each 30 graph replays "
                     "of every launch); the figures before session 53 used 3")
@@ -127,8 +131,15 @@ def main() -> int:
             table = LookupTable(ie_provenance(), {p.key: [TableChoice(choice, None)]})
             ie.install(table)
             torch._dynamo.reset()
-            f = torch.compile(lambda a, b: torch.mm(a, b), mode="max-autotune-no-cudagraphs", dynamic=False)
+            if args.no_coordesc:
+                opts = {"max_autotune": True, "coordinate_descent_tuning": False, "triton.cudagraphs": False}
+                f = torch.compile(lambda a, b: torch.mm(a, b), options=opts, dynamic=False)
+            else:
+                f = torch.compile(lambda a, b: torch.mm(a, b), mode="max-autotune-no-cudagraphs", dynamic=False)
+            from torch._dynamo.utils import counters
+            before = counters["inductor"]["coordesc_tuning_bench"]
             out, codes = run_and_get_code(f, *ins[0])
+            row["coordesc_benches"] = counters["inductor"]["coordesc_tuning_bench"] - before
             src = "\n".join(codes)
             row["inductor_used_config"] = (f"BLOCK_M : tl.constexpr = {choice.config.block_m}" in src
                                            and f"BLOCK_N : tl.constexpr = {choice.config.block_n}" in src)
@@ -231,7 +242,7 @@ def main() -> int:
                   f"{row.get('ratio_static_ik', float('nan')):.3f} ({row.get('static_ik_ok')})  "
                   f"ik_wn {row.get('ratio_ik_wn', float('nan')):.3f} ({row.get('ik_wn_ok')})  static_ik_wn "
                   f"{row.get('ratio_static_ik_wn', float('nan')):.3f} ({row.get('static_ik_wn_ok')})  "
-                  f"used-config {row['inductor_used_config']}  "
+                  f"used-config {row['inductor_used_config']}  coordesc {row.get('coordesc_benches')}  "
                   f"ok {row['ours_ok']}/{row['inductor_ok']} | ours {row['ours_ir']} regs {row['ours_regs']}",
                   flush=True)
         else:
