@@ -10,8 +10,8 @@ record_env
 T0=$(date +%s)
 ROWS=512x4096x4096,1024x1024x1024,2048x4096x16,1000x1000x1000,300x20001x512,2048x6144x4096
 for mode in on off; do
-  flag=""; [ $mode = off ] && flag="--no-coordesc"
-  timeout $(( 270 * (1 + ($mode == off)) - $(date +%s) + T0 )) python3 scripts/parity_inductor.py --static --indexed-k \
+  flag=""; end=270; [ $mode = off ] && flag="--no-coordesc" && end=540
+  timeout $(( end - $(date +%s) + T0 )) python3 scripts/parity_inductor.py --static --indexed-k \
     --wrap-odd --rounds 5 --only $ROWS $flag --out $OUT/parity_cd_$mode.json > $OUT/parity_cd_$mode.log 2>&1
   echo "coordesc $mode rc=$?"; grep -E "ratio|rror" $OUT/parity_cd_$mode.log | grep -v "^E1" | sed -E 's/ \| ours \{.*//' \
     | sed -E 's/1out nan  old nan  //' | cut -c1-360
