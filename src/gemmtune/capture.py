@@ -49,7 +49,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .problem import BCAST, LAYOUTS, Problem, dtype_name, operand_layout, slice_layout
+from .problem import BCAST, BMM_LAYOUTS, LAYOUTS, Problem, dtype_name, operand_layout, slice_layout
 from .jsonio import write_atomic
 
 aten = torch.ops.aten
@@ -93,8 +93,15 @@ class Record:
     @property
     def tunable(self) -> bool:
         """Whether gemmtune tunes it today: mm, addmm and bmm in its dtypes (not baddbmm, not an
-        MoE's grouped_mm, not fp8)."""
-        return self.op in TUNED_OPS and self.dtype in ("bfloat16", "float16", "float32")
+        MoE's grouped_mm, not fp8) of dense operands (not a sparse adjacency matrix's product)."""
+        return (self.op in TUNED_OPS and self.dtype in ("bfloat16", "float16", "float32")
+                and self.layout_a in BMM_LAYOUTS and self.layout_b in BMM_LAYOUTS)
+
+    @property
+    def kind(self) -> str:
+        """What the summary names an untunable record by: op/dtype, and a sparse operand's layout."""
+        return "/".join([self.op, self.dtype] + [lay for lay in (self.layout_a, self.layout_b)
+                                                 if lay not in BMM_LAYOUTS])
 
     def problem(self) -> Problem:
         """The problem to tune: op addmm (the bias fused) for an addmm, bmm (with its batch) for a
@@ -106,7 +113,12 @@ class Record:
 
 def _layout(t: torch.Tensor) -> str:
     """A matrix's layout; a 3-D operand's with 'bcast_' when it is one matrix expanded over a
-    batch (batch stride 0), as Problem.from_tensors says it."""
+    batch (batch stride 0), as Problem.from_tensors says it. A sparse operand (a graph network's
+    adjacency matrix, ``adj @ x``) is named by its torch layout ('sparse_coo', 'sparse_csr'),
+    which no dense problem has (``Record.tunable``): a CSR one, which has no strides, raised from
+    inside the capture, and a COO one was recorded as a dense 'strided' product to tune."""
+    if t.layout is not torch.strided:
+        return str(t.layout).removeprefix("torch.")
     rows, cols = t.shape[-2], t.shape[-1]
     lay = operand_layout(rows, cols, tuple(t.stride()[-2:]))
     lay = lay if lay in LAYOUTS else "strided"
@@ -374,7 +386,7 @@ class Capture:
         text = (f"{calls} GEMM calls in {self.passes} pass(es): {len(self.records)} distinct "
                 f"({len(self.problems())} tunable problems, {len(self.hints())} layer shapes)")
         if other:
-            kinds = sorted({f"{r.op}/{r.dtype}" for r in other})
+            kinds = sorted({r.kind for r in other})
             text += f"; not tuned yet: {len(other)} ({', '.join(kinds)})"
         if self.meta_attention_calls:
             text += (f"; {self.meta_attention_calls} calls inside attention on meta left out (a GPU's "

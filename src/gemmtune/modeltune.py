@@ -58,8 +58,12 @@ def layer_keys(model: torch.nn.Module) -> set[tuple]:
     keys = set()
     for mod in model.modules():
         try:
-            if type(mod) is torch.nn.Linear:
-                keys.add((mod.out_features, mod.in_features, dtype_name(mod.weight.dtype), "col"))
+            if type(mod) is torch.nn.Linear and mod.weight.dim() == 2:
+                # The weight's shape, not out_features / in_features, as patch reads it: a weight
+                # assigned later (a pruned head) does not update them, and the layer's captured
+                # GEMMs then matched no key ("did not run in the example passes").
+                n, k = mod.weight.shape
+                keys.add((n, k, dtype_name(mod.weight.dtype), "col"))
             elif is_conv1d(mod):
                 keys.add((mod.weight.shape[1], mod.weight.shape[0], dtype_name(mod.weight.dtype), "row"))
         except TypeError:  # a dtype gemmtune does not multiply: patch warns about it
@@ -186,9 +190,18 @@ def _tune_model(model, inputs, fn, extra_m, mode, tune_fn, verify, pdl, tune_kwa
         # column-major at once, and capture names it 'row' (operand_layout), where the layer's
         # key says 'col': matched on either, or the layer would miss its hints and patch would
         # tune it anew (a second tuning call, at default M values).
-        for key in [(n, k, dt, lay) for lay in (("row", "col") if 1 in (n, k) else (lb,))]:
-            if key in wanted:
-                seen.setdefault(key, set()).update(ms)
+        keys = [key for key in [(n, k, dt, lay) for lay in (("row", "col") if 1 in (n, k) else (lb,))]
+                if key in wanted]
+        if not keys:
+            # A layer whose weight is not stored as its kind's usually is (a transposed view: a
+            # Linear's weight W.T.contiguous().T, a Conv1D's tied or converted weight) runs its B
+            # in the other layout, which its key does not name. Its dispatcher is still keyed and
+            # declared by the layer's kind (patch looks it up so, and a call runs on its own
+            # strides), so the M values count for it: such layers were left unpatched, warned
+            # about as never run, and a model of only such layers raised "no patchable GEMM ran".
+            keys = [key for key in wanted if key[:3] == (n, k, dt)]
+        for key in keys:
+            seen.setdefault(key, set()).update(ms)
     hints = {key: sorted(ms | set(extra_m)) for key, ms in seen.items()}
     if not hints and empty:
         raise ValueError(f"only GEMMs with a size 0 ran in the example passes ({', '.join(empty)}): nothing to "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from pathlib import Path
 
 from .common import column_text, model_dtype, nonneg_int, positive_int, refuse_empty, refuse_same_file, seed_int
 from ..jsonio import check_file_target
@@ -23,6 +24,8 @@ def _load_factory(spec: str):
         mod = importlib.import_module(mod_name)
     except ImportError as e:
         raise ValueError(f"--model {spec!r}: cannot import {mod_name}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - the user's module failed as it ran: one line, as its function's failure
+        raise _users_code_failed(spec, f"importing {mod_name} raised", e) from None
     fn = getattr(mod, fn_name, None)
     if not callable(fn):
         raise ValueError(f"--model {spec!r}: {mod_name} has no function {fn_name}")
@@ -30,20 +33,61 @@ def _load_factory(spec: str):
 
 
 def _example_passes(spec: str, got) -> tuple:
-    """(model, [inputs, ...]) from what a --model module:function returned."""
+    """(model, [inputs, ...]) from what a --model module:function returned. An example input is
+    what ``gemmtune.capture`` takes: a tuple of positional arguments, a dict of keyword arguments
+    (an HF model's ``input_ids=``) or one tensor; a list of them is one pass each. A dict, and a
+    list of tensors or dicts, were refused here although the library takes them."""
+    from collections.abc import Mapping
+
     import torch
 
     if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], torch.nn.Module)):
         raise ValueError(f"--model {spec}: must return (model, example_inputs), got {type(got).__name__}")
     model, ex = got
-    if isinstance(ex, torch.Tensor):
-        return model, [(ex,)]
-    if isinstance(ex, tuple):
+    one = (torch.Tensor, tuple, Mapping)
+    if isinstance(ex, one):
         return model, [ex]
-    if isinstance(ex, list) and ex and all(isinstance(x, tuple) for x in ex):
+    if isinstance(ex, list) and ex and all(isinstance(x, one) for x in ex):
         return model, ex  # several passes (e.g. prefill and decode sizes)
-    raise ValueError(f"--model {spec}: example_inputs must be a tensor, a tuple of arguments or a list of "
-                     f"such tuples (one per pass), got {type(ex).__name__}")
+    raise ValueError(f"--model {spec}: example_inputs must be a tensor, a tuple of arguments, a dict of keyword "
+                     f"arguments or a list of those (one per pass), got {type(ex).__name__}")
+
+
+def _moved(x, device: str):
+    """An example input (a tensor, a tuple of arguments, a dict of keyword arguments) with its
+    tensors on ``device``; other values as they are."""
+    from collections.abc import Mapping
+
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, Mapping):
+        return {k: _moved(v, device) for k, v in x.items()}
+    if isinstance(x, tuple):
+        return tuple(_moved(v, device) for v in x)
+    return x
+
+
+def _users_code_failed(spec: str, what: str, e: Exception) -> ValueError:
+    """One line for an exception raised by the user's own code (the module:function, or the
+    model's forward under the capture), naming it and where it was raised, as for a config:
+    model's failing forward: a RuntimeError was a traceback through gemmtune's capture, and a
+    ValueError printed only its message, as if gemmtune had refused an option."""
+    import traceback
+
+    import torch
+
+    from ..benchmodel.models import raised_at
+
+    where = raised_at(e)
+    # Raised inside torch (a shape error in a view): the last line of the user's own code too.
+    libs = (str(Path(torch.__file__).parent) + os.sep, str(Path(__file__).parents[1]) + os.sep)
+    frames = traceback.extract_tb(e.__traceback__)
+    own = [f for f in frames if not f.filename.startswith(libs)]
+    if own and own[-1] is not frames[-1]:
+        where += f", called from {'/'.join(Path(own[-1].filename).parts[-2:])}:{own[-1].lineno}"
+    return ValueError(f"--model {spec}: {what} ({type(e).__name__}: {e}, raised at {where})")
 
 
 def _torch_device(text: str | None) -> str:
@@ -210,15 +254,23 @@ def cmd_capture(args) -> int:
                              "KV cache (for another model give a module:function that returns it and its inputs)"
                              ) from None
     else:
-        model, passes = _example_passes(args.model, _load_factory(args.model)())
+        factory = _load_factory(args.model)
+        try:
+            got = factory()
+        except Exception as e:  # noqa: BLE001 - the user's function: one line, not a traceback
+            raise _users_code_failed(args.model, "the function raised", e) from None
+        model, passes = _example_passes(args.model, got)
         model = model.to(device)
-        passes = [tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in p) for p in passes]
+        passes = [_moved(p, device) for p in passes]
         say(f"running {args.model}: {len(passes)} pass(es) on {device}")
         if args.fuse:
             from ..fuse import fuse_linears
 
             _said_fused(say, fuse_linears(model, inputs=passes))
-        cap = capture(model, inputs=passes)
+        try:
+            cap = capture(model, inputs=passes)
+        except Exception as e:  # noqa: BLE001 - the user's model failed in its own forward: one line
+            raise _users_code_failed(args.model, "its forward failed during the capture", e) from None
     say(f"captured in {time.monotonic() - t0:.1f} s: {cap.summary()}")
     if not any(r.tunable for r in cap.records):
         raise ValueError(f"{args.model} ran no GEMM gemmtune tunes ({cap.summary()}); nothing written")
@@ -245,8 +297,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--model", required=True, metavar="NAME|MODULE:FUNCTION",
                    help=f"a preset HF causal LM built from its config with random weights, no download "
                    f"({', '.join(CAUSAL)}); a causal LM as bench-model takes one ({USER_FORMS}); or "
-                   "module:function returning (model, example_inputs): a tuple of arguments, or a list "
-                   "of them for several passes. With --device meta, a large model's shapes need no memory")
+                   "module:function returning (model, example_inputs): a tuple of arguments, a dict of keyword "
+                   "arguments or a tensor, or a list of them for several passes. With --device meta, a large model's shapes need no memory")
     p.add_argument("--batch", type=positive_int, metavar="B", help="sequences per pass (presets; default: 1)")
     p.add_argument("--seq", type=positive_int, metavar="S", help="prompt tokens of the prefill (presets; default: 32)")
     p.add_argument("--decode-steps", type=nonneg_int, metavar="N",
