@@ -38,6 +38,9 @@ from gemmtune_entry.spawn import Prestarted, spawn_worker, visible_gpus
 from . import DEFAULT_RUNNER
 
 STDERR_TAIL = 1500
+# How long the pool waits for a worker whose reply pipe closed to exit, for its exit status (how it
+# died); one still running then is killed and its task is a crash.
+EXIT_WAIT_S = 10.0
 
 
 def _describe_exit(code: int | None) -> str:
@@ -279,11 +282,20 @@ class WorkerPool:
             try:
                 msg = json.loads(line)
             except json.JSONDecodeError:
-                msg = {"status": "error", "reason": f"garbled worker reply: {line[:200]!r}"}
+                msg = None
             if msg == {"ready": True}:
                 w.ready = True
                 w.deadline = time.monotonic() + self.timeout
                 continue
+            if not w.ready:
+                # Printed while the worker imported gemmtune and torch, before it moved its own
+                # output to stderr (a site hook's banner, an import-time print): not a reply, as
+                # it answers nothing before it says ready. It was taken as the first task's result
+                # (an error, the real result then dropped) or as the device report.
+                continue
+            if not isinstance(msg, dict):
+                # (a reply that is JSON but no object, e.g. a number, failed the map on .get)
+                msg = {"status": "error", "reason": f"garbled worker reply: {line[:200]!r}"}
             replies.append(msg)
         return replies, eof
 
@@ -372,8 +384,17 @@ class WorkerPool:
                     elif eof:
                         i = w.task_index
                         running.pop(i, None)
-                        w.proc.wait(timeout=10)
-                        res = self._failure(w, "crashed", f"worker {_describe_exit(w.proc.returncode)}")
+                        try:
+                            w.proc.wait(timeout=EXIT_WAIT_S)  # for its exit status, to say how it died
+                        except subprocess.TimeoutExpired:
+                            # Its pipe closed but it lingers (a GPU context's teardown after a fault
+                            # can outlast the pipe): this raised out of the map and failed the whole
+                            # tune. It is killed by _replace below, and the candidate is a crash.
+                            pass
+                        code = w.proc.poll()
+                        what = (f"worker {_describe_exit(code)}" if code is not None
+                                else f"worker closed its reply pipe and had not exited {EXIT_WAIT_S:.0f} s later")
+                        res = self._failure(w, "crashed", what)
                         self._replace(w)
                         yield self._finish(i, tasks[i], res, on_result)
                 now = time.monotonic()

@@ -18,7 +18,7 @@ class Progress:
         self.tty = self.stream.isatty() if tty is None else tty
         self.every_s = every_s
         self._p = None
-        self._tasks: dict[int, list] = {}  # id -> [description, done, total]
+        self._tasks: dict[int, list] = {}  # id -> [description, done, total, when it started]
         self._next_id = 0
         self._t0 = self._last = 0.0
 
@@ -41,11 +41,12 @@ class Progress:
         if self._p is not None:
             return self._p.add_task(description, total=total)
         self._next_id += 1
-        self._tasks[self._next_id] = t = [description, 0, total]
+        now = time.monotonic()
+        self._tasks[self._next_id] = t = [description, 0, total, now]
         if total > 0:
             # Its start: the first candidate of a shape can take a minute (a compile, the
             # interpreter), and a log should say which shape that is, not stay silent.
-            self._last = now = time.monotonic()
+            self._last = now
             self._line(t, now)
         return self._next_id
 
@@ -80,9 +81,11 @@ class Progress:
             t[2] += by
 
     def _line(self, t, now) -> None:
-        desc, done, total = t
-        el = now - self._t0
-        eta = f", ETA {el / done * (total - done):.0f} s" if 0 < done < total else ""
+        desc, done, total, started = t
+        el = now - self._t0  # the run's elapsed time
+        # The task's own rate: from the run's start, a shape started an hour in with 1 of 50
+        # candidates done said 49 hours to go.
+        eta = f", ETA {(now - started) / done * (total - done):.0f} s" if 0 < done < total else ""
         print(f"[gemmtune] {desc}: {done}/{total} ({el:.0f} s elapsed{eta})", file=self.stream, flush=True)
 
     def remove(self, task) -> None:
