@@ -589,9 +589,29 @@ def acc_regs_per_thread(cfg: TileConfig | SplitKConfig) -> int:
     return cfg.block_m * cfg.block_n // (32 * cfg.num_warps)
 
 
+# fp8 e4m3 (scaled_mm's B is always e4m3: problem.FP8_B) has tensor-core instructions from Ada
+# (sm_89) on; Triton refuses the type below that ("fp8e4nv" is not among sm_80's supported fp8
+# types), and so does cuBLASLt's fp8 GEMM behind torch._scaled_mm.
+FP8_MIN_CAPABILITY = (8, 9)
+
+
+def fp8_device_reason(problem: Problem, device: DeviceInfo) -> str | None:
+    """Why ``device`` cannot run ``problem``'s fp8 operands (None when it can, or they are not fp8).
+
+    >>> from gemmtune.problem import Problem
+    >>> p = Problem.from_sizes(64, 64, 64, "float8_e4m3fn", op="scaled_mm", scale="tensor", layout_b="col")
+    >>> fp8_device_reason(p, DeviceInfo.lookup("h100")) is None, fp8_device_reason(p, DeviceInfo.lookup("a100"))[:30]
+    (True, 'fp8 operands need compute capa')
+    """
+    if problem.dtype not in FP8_DTYPES or tuple(device.capability) >= FP8_MIN_CAPABILITY:
+        return None
+    return (f"fp8 operands need compute capability {FP8_MIN_CAPABILITY[0]}.{FP8_MIN_CAPABILITY[1]} or later "
+            f"(fp8 tensor cores, Ada / Hopper); {device.name} is {device.capability_str}")
+
+
 def tile_constraint(cfg: TileConfig | SplitKConfig, problem: Problem, device: DeviceInfo) -> str | None:
     """Why ``cfg`` cannot run well on ``device`` (None when it can)."""
-    reason = block_k_reason(cfg.block_k, problem)
+    reason = fp8_device_reason(problem, device) or block_k_reason(cfg.block_k, problem)
     if reason:
         return reason
     smem = smem_bytes(cfg, problem)

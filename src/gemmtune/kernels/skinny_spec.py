@@ -7,7 +7,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 
-from ..configs import SkinnyConfig, block_k_reason, cdiv, check_block_k, min_block_k, next_pow2, prune
+from ..configs import (MAX_ACC_REGS_PER_THREAD, SkinnyConfig, block_k_reason, cdiv, check_block_k, fp8_device_reason,
+                       min_block_k, next_pow2, prune)
 from ..device import DeviceInfo
 from ..problem import Problem, element_size
 from .base import bmm_reason, tile_row, workspace_reason
@@ -95,8 +96,17 @@ def constraint(cfg: SkinnyConfig, problem: Problem, device: DeviceInfo) -> str |
         return f"M={m} is over {MAX_M}: not a skinny problem (the tiled families serve it)"
     if cfg.block_m < m and cfg.block_m < MAX_M:
         return f"BLOCK_M={cfg.block_m} < M={m}: A would be re-read per row block"
+    reason = fp8_device_reason(problem, device)
+    if reason:
+        return reason
     if cfg.dot and cfg.block_m < 16:
         return "tl.dot needs BLOCK_M >= 16"
+    if cfg.dot and cfg.block_m * cfg.block_n // (32 * cfg.num_warps) > MAX_ACC_REGS_PER_THREAD:
+        # The tl.dot path holds a BLOCK_M x BLOCK_N fp32 accumulator spread over the threads, as the
+        # tiled kernels do: past configs.MAX_ACC_REGS_PER_THREAD it spills (255 registers a thread).
+        return (f"{cfg.block_m * cfg.block_n // (32 * cfg.num_warps)} fp32 accumulator registers per thread "
+                f"({cfg.block_m}x{cfg.block_n} over {cfg.num_warps} warps) exceeds {MAX_ACC_REGS_PER_THREAD}: "
+                "it would spill")
     reason = block_k_reason(cfg.block_k, problem) if cfg.dot else None  # the CUDA-core path has no wgmma
     if reason:
         return reason
