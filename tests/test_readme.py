@@ -129,3 +129,115 @@ def test_every_help_example_parses():
             cli.build_parser().parse_args(argv)
         except SystemExit:
             pytest.fail(f"--help example `gemmtune {cmd}` does not parse")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a Markdown heading: lower case, punctuation dropped, spaces to '-'."""
+    text = re.sub(r"[`*_]|\[|\]\([^)]*\)", "", heading.strip().lower())
+    return re.sub(r"\s", "-", re.sub(r"[^\w\s-]", "", text))
+
+
+def test_relative_links_resolve():
+    """Every relative link in the README, `[text](path)` or `[text](path#anchor)`, names a file or
+    folder of the repository, and its anchor a heading of that file (or of the README for a bare
+    `#anchor`): a results folder renamed or a heading reworded leaves a link that 404s on GitHub."""
+    root = README.parent
+    text = README.read_text()
+    links = re.findall(r"\]\(([^)\s]+)\)", re.sub(r"```.*?```", "", text, flags=re.S))
+    local = [t for t in links if not re.match(r"[a-z]+:", t)]
+    assert len(local) > 20
+    for target in local:
+        path, _, anchor = target.partition("#")
+        dest = root / path if path else README
+        assert dest.exists(), f"README links to {target}: no such file"
+        if anchor:
+            headings = re.findall(r"^#+\s+(.*)$", dest.read_text(), re.M)
+            assert anchor in {_slug(h) for h in headings}, f"README links to {target}: no such heading"
+
+
+def _parsers():
+    import argparse
+
+    from gemmtune import cli
+
+    parser = cli.build_parser()
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+    def options(p) -> set[str]:
+        found = {o for a in p._actions for o in a.option_strings}
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):  # lut's own subcommands
+                for child in a.choices.values():
+                    found |= options(child)
+        return found
+
+    return {name: options(p) for name, p in subs.choices.items()}
+
+
+def test_inline_commands_take_their_flags():
+    """The README's prose names options in inline code: `gemmtune tune --min-gain 0.02`,
+    `space --kind`, `bench-model --in-process-tuning`. The ```bash test above parses only whole
+    command lines in blocks; these are fragments (`--op addmm --shape …`), so each `--flag` is
+    checked against its subcommand's parser, and a bare `--flag` against every subcommand's and
+    the options the repository's scripts declare (`--max-size` of scripts/fuzz_patch.py)."""
+    per_command = _parsers()
+    anywhere = set().union(*per_command.values())
+    root = README.parent
+    for script in (root / "scripts").rglob("*.py"):
+        anywhere |= set(re.findall(r"add_argument\(\s*\"(--[a-z][-a-z0-9]*)\"", script.read_text()))
+    prose = re.sub(r"```.*?```", "", README.read_text(), flags=re.S)
+    commands = "|".join(sorted(per_command, key=len, reverse=True))
+    checked = 0
+    for span in re.findall(r"`([^`\n]+)`", prose):
+        if "pytest" in span:
+            continue
+        flags = re.findall(r"(?<![\w-])(--[a-z][-a-z0-9]*)", span)
+        hit = re.match(rf"(?:(?:\.venv/bin/)?gemmtune\s+)?({commands})(?=\s|$)", span)
+        for flag in flags:
+            checked += 1
+            if hit:
+                assert flag in per_command[hit.group(1)], f"README: `{span}`: {hit.group(1)} takes no {flag}"
+            else:
+                assert flag in anywhere, f"README: `{span}`: no command or script takes {flag}"
+    assert checked > 50
+
+
+FAMILIES = "triton_mm|triton_static|splitk|skinny|persistent_tma|decompose_k|aten"
+
+
+def test_choice_ids_parse():
+    """Every choice id the README spells out (`splitk:BM32-…-SK128-atomic`, `decompose_k:s16`)
+    parses: a config's id format that changes leaves examples that raise on every machine."""
+    from gemmtune.configs import Choice
+
+    ids = set(re.findall(rf"(?<![\w+])((?:pad\+)?(?:{FAMILIES}):[A-Za-z0-9][A-Za-z0-9-]*)", README.read_text()))
+    assert len(ids) >= 5
+    for choice in sorted(ids):
+        assert str(Choice.parse(choice)) == choice, choice
+
+
+def test_python_blocks_import_the_modules_they_use():
+    """A ```python block that no test runs (it needs a GPU, a model or a file of yours) still
+    compiles, and imports the modules it calls (torch, gemmtune, transformers): pasted into a
+    fresh interpreter on a GPU it otherwise stops at a NameError before the first GEMM. Names
+    the text around a block supplies (`model`, the `a`, `b` of the first example) are its
+    reader's; the modules are not."""
+    import ast
+
+    text = README.read_text()
+    blocks = [(text[:m.start()].count("\n") + 2, m.group(1))
+              for m in re.finditer(r"```python\n(.*?)```", text, re.S)]
+    assert len(blocks) >= 10
+    wrong = []
+    for line, code in blocks:
+        tree = ast.parse(code, f"README.md:{line}")
+        imported = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                imported |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        used = {n.value.id for n in ast.walk(tree)
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+        missing = sorted(used & {"torch", "gemmtune", "transformers"} - imported)
+        if missing:
+            wrong.append(f"README.md:{line} uses {', '.join(missing)} without importing it")
+    assert not wrong, "; ".join(wrong)
