@@ -462,3 +462,14 @@ def test_default_tiles_that_overflow_in_fp32_run_with_fewer_stages():
     # 16-bit operands: every default tile fits as listed, nothing changes
     kept16, _ = kernels.get("triton_mm").space(bf16, dev, "default")
     assert "BM128-BN128-BK64-S5-W8-G8" in {c.id for c in kept16}
+
+
+@pytest.mark.parametrize("k", [100, 1021, 131071])
+def test_decompose_k_space_with_no_split_says_why(k):
+    """K shorter than two parts, or prime: decompose_k has no split to try. The space listed nothing,
+    kept or rejected, so `gemmtune space` showed an empty family with no reason."""
+    kept, rej = gemmtune.space(Problem.from_sizes(32, 32, k, "bf16"), "decompose_k", device="h100",
+                               with_rejected=True)
+    assert kept == [] and len(rej) == 1
+    (ch, reason), = rej
+    assert f"K={k} has no divisor split" in reason and ch.config.split == 2

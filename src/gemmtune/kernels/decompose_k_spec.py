@@ -118,6 +118,14 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
         cfg = DecomposeKConfig(s)
         reason = constraint(cfg, problem, device)
         (kept.append(cfg) if reason is None else rejected.append((cfg, reason)))
+    if not splits:
+        # No split to try at all (K prime, or shorter than two parts): say so through the smallest
+        # split, whose own constraint names the cause, rather than list nothing (`gemmtune space`
+        # showed an empty family with no reason).
+        cfg = DecomposeKConfig(2)
+        reason = constraint(cfg, problem, device) or ""
+        rejected.append((cfg, f"K={problem.k} has no divisor split s >= 2 with K/s >= {MIN_PART}"
+                              + (f" ({reason})" if reason else "")))
     return kept, rejected
 
 
