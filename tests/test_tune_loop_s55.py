@@ -4,6 +4,7 @@ lines of a run whose output is not a terminal. Each test failed before its fix."
 from __future__ import annotations
 
 import io
+import sys
 
 import pytest
 
@@ -98,3 +99,15 @@ def test_a_shapes_eta_comes_from_its_own_rate_not_the_runs_elapsed_time(monkeypa
         bar.advance(t)
     last = buf.getvalue().splitlines()[-1]
     assert last == "[gemmtune]   late_shape: 1/10 (1010 s elapsed, ETA 90 s)", last
+
+
+def test_progress_without_any_stderr_runs_silently(monkeypatch):
+    """sys.stderr is None under pythonw or a daemon started without one: Progress called
+    None.isatty() and the tune failed before its first candidate."""
+    from gemmtune.tuning.progress import Progress
+    monkeypatch.setattr(sys, "stderr", None)
+    with Progress(True) as prog:
+        t = prog.task("shape", 2)
+        prog.advance(t)
+        prog.advance(t)
+    assert not prog.enabled and not prog.tty

@@ -13,9 +13,11 @@ class Progress:
     never silent; nothing when disabled."""
 
     def __init__(self, enabled: bool, stream=None, every_s: float = 10.0, tty: bool | None = None):
-        self.enabled = enabled
         self.stream = stream if stream is not None else sys.stderr
-        self.tty = self.stream.isatty() if tty is None else tty
+        # No stderr at all (pythonw, a daemon started without one): nowhere to report to, so the
+        # run goes on silently instead of failing on None.isatty() before its first candidate.
+        self.enabled = enabled and self.stream is not None
+        self.tty = (self.stream.isatty() if tty is None else tty) if self.stream is not None else False
         self.every_s = every_s
         self._p = None
         self._tasks: dict[int, list] = {}  # id -> [description, done, total, when it started]
