@@ -8,7 +8,7 @@ import os
 import sys
 
 from ..jsonio import check_dir_target
-from .common import Once, model_dtype, positive_int, refuse_empty, seed_int, unix_time
+from .common import model_dtype, positive_int, refuse_empty, seed_int, unix_time
 
 
 def plain_products(shapes: list) -> tuple[list, str | None]:
@@ -127,10 +127,10 @@ def cmd_bench_model(args) -> int:
 def add_parsers(sub) -> None:
     p = sub.add_parser("bench", help="side-by-side benchmark on this GPU: cuBLAS, gemmtune, Inductor, nvMMH")
     # Once, as tune's: a second --suite replaced the first without a word.
-    p.add_argument("--suite", action=Once, metavar="CSV", help="a shape suite CSV or a bundled preset name, e.g. bmm "
+    p.add_argument("--suite", metavar="CSV", help="a shape suite CSV or a bundled preset name, e.g. bmm "
                    "(default: the public suite; --groups bmm adds the bmm preset's shapes)")
     # tune's spelling of a bundled suite; the same value as --suite (one of the two, Once).
-    p.add_argument("--preset", dest="suite", action=Once, metavar="NAME",
+    p.add_argument("--preset", dest="suite", metavar="NAME",
                    help="a bundled suite by name (public, smoke, bmm), as tune takes it: the same as --suite NAME")
     p.add_argument("--groups", help="keep only these comma-separated groups (a partial run; merge later)")
     p.add_argument("--limit", type=positive_int, help="keep only the first N shapes")

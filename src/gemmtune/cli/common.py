@@ -393,9 +393,9 @@ def add_shape_args(p: argparse.ArgumentParser) -> None:
                    "BxMxNxK[:dtype], the batch first")
     # Once: a second --suite / --preset replaced the first without a word (argparse keeps the last),
     # where a second --shape adds to the first.
-    p.add_argument("--suite", action=Once, metavar="CSV", help="a shape suite CSV (group,name,M,N,K,dtype[,layout_a,layout_b,op,batch]), "
+    p.add_argument("--suite", metavar="CSV", help="a shape suite CSV (group,name,M,N,K,dtype[,layout_a,layout_b,op,batch]), "
                    "e.g. one gemmtune capture wrote, or a bundled preset's name where no such file exists")
-    p.add_argument("--preset", action=Once, help="a bundled suite: public (the benchmark suite), smoke (2 tiny shapes) or bmm "
+    p.add_argument("--preset", help="a bundled suite: public (the benchmark suite), smoke (2 tiny shapes) or bmm "
                    "(attention and MoE batched products); without --shape/--suite/--preset: smoke")
     p.add_argument("--groups", metavar="G1,G2", help="keep only these comma-separated groups")
     alias(p, "--group", "--groups")

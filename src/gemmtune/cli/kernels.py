@@ -9,7 +9,7 @@ import os
 import re
 import sys
 
-from .common import (Help, Once, add_problem_args, alias, check_allocatable, families_help, family_list, int_at_least,
+from .common import (Help, add_problem_args, alias, check_allocatable, families_help, family_list, int_at_least,
                      problem_of)
 
 
@@ -141,16 +141,16 @@ def _compiler_stderr():
 def add_parsers(sub) -> None:
     p = sub.add_parser("demo", help="run every kernel family once and print its error vs fp64", formatter_class=Help)
     # Once: demo runs one problem; a second --shape replaced the first without a word.
-    p.add_argument("--shape", default="37x53x300", action=Once, metavar="MxNxK[:dtype]",
+    p.add_argument("--shape", default="37x53x300", metavar="MxNxK[:dtype]",
                    help="the problem (dtype default bf16)")
     alias(p, "--size", "--shape")
     p.set_defaults(fn=cmd_demo)
 
     p = sub.add_parser("space", help="list the candidate configs of families for a shape", formatter_class=Help)
-    p.add_argument("--shape", required=True, action=Once, metavar="MxNxK[:dtype]",
+    p.add_argument("--shape", required=True, metavar="MxNxK[:dtype]",
                    help="the problem, e.g. 4096x4096x4096:bf16")
     # Required, checked in cmd_space: argparse would not count the old spelling as given.
-    p.add_argument("--families", action=Once, metavar="F1,F2", help="comma-separated families, e.g. triton_mm,skinny (required)")
+    p.add_argument("--families", metavar="F1,F2", help="comma-separated families, e.g. triton_mm,skinny (required)")
     alias(p, "--family", "--families")
     p.add_argument("--space", choices=("default", "exhaustive"), default="default", help="which space")
     alias(p, "--kind", "--space", choices=("default", "exhaustive"))
@@ -162,7 +162,7 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("inspect", help="what a choice compiles to for a GPU target, on any machine: registers, "
                        "spills, shared memory, load widths, wgmma / cp.async / TMA", formatter_class=Help)
     p.add_argument("choices", nargs="+", metavar="CHOICE", help="choice ids, e.g. triton_mm:BM128-BN128-BK64-S3-W8-G8")
-    p.add_argument("--shape", required=True, action=Once, metavar="MxNxK[:dtype]",
+    p.add_argument("--shape", required=True, metavar="MxNxK[:dtype]",
                    help="the problem, e.g. 1x6144x4096:bf16")
     p.add_argument("--layout-b", choices=("row", "col", "bcast_row", "bcast_col"),
                    help="B's layout (col: x @ W.T with a row-major W, the Linear case; bcast_*: a bmm's B "

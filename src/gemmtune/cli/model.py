@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import sys
 
-from .common import (Once, add_problem_args, alias, family_list, fraction, int_at_least, positive_int, problem_of,
+from .common import (add_problem_args, alias, family_list, fraction, int_at_least, positive_int, problem_of,
                      refuse_empty, refuse_same_file, seed_int, version_text)
 
 
@@ -345,7 +345,7 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("predict", help="rank a shape's candidates with a performance model (no GPU needed)")
     p.add_argument("--shape", action="append", metavar="MxNxK[:dtype]", help="a shape (repeatable)")
     p.add_argument("--device", help="h100, h200, a100 (default: the visible GPU, else h100)")
-    p.add_argument("--families", action=Once, metavar="F1,F2", help="comma-separated families (default: all)")  # as tune's
+    p.add_argument("--families", metavar="F1,F2", help="comma-separated families (default: all)")  # as tune's
     alias(p, "--family", "--families")
     p.add_argument("--space", choices=("default", "exhaustive"), default="default", help="the search space")
     p.add_argument("--top", type=positive_int, default=TOP, metavar="N", help="rows to show (N >= 1)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from ..jsonio import check_file_target
-from .common import (Help, Once, add_shape_args, alias, check_allocatable, families_help, family_list, gain_fraction,
+from .common import (Help, add_shape_args, alias, check_allocatable, families_help, family_list, gain_fraction,
                      int_at_least, nonneg_int, positive_float, positive_int, refuse_empty, refuse_same_file, seed_int,
                      shapes_of)
 
@@ -121,7 +121,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--space", choices=("default", "exhaustive"),
                    help="the search space (default: default; exhaustive with --fast)")
     # Once: "--families aten --families triton_mm" kept triton_mm alone, without a word.
-    p.add_argument("--families", action=Once, metavar="F1,F2", help=f"comma-separated: {families_help()} (default all)")
+    p.add_argument("--families", metavar="F1,F2", help=f"comma-separated: {families_help()} (default all)")
     alias(p, "--family", "--families")  # the old spelling, as space and predict take it
     p.add_argument("--store", default="gemmtune.sqlite",
                    help="SQLite results file, in the working directory unless a path is given (resumable: "
