@@ -22,7 +22,7 @@ from ..jsonio import write_atomic  # the progress file: a reader (or a cut call)
 from ..store import ResultStore
 from .rows import export, launch_bound_rows, stale_edge_rows, unpack, with_store
 from .sampling import shape_choices
-from .shapes import csv_plan, problems_for, shape_plan, spread  # noqa: F401 (spread: run.spread, as before)
+from .shapes import csv_plan, problems_for, shape_plan, spread
 
 FIRST_BATCH = 4  # shapes in the first batch of each dtype, which measures seconds per shape
 FIRST_EST_S = 30.0  # assumed seconds per shape before anything was measured

@@ -117,10 +117,7 @@ def spread(shapes: list[tuple]) -> list[tuple]:
     >>> [s[1] for s in spread([("a", 1), ("a", 2), ("a", 3), ("b", 4), ("c", 5), ("c", 6)])]
     [1, 4, 5, 2, 6, 3]
     """
-    groups: dict[str, list[tuple]] = {}
-    for s in shapes:
-        groups.setdefault(s[0], []).append(s)
-    queues = list(groups.values())
+    queues = _by_group(shapes)
     out: list[tuple] = []
     for i in range(max(map(len, queues), default=0)):
         out += [q[i] for q in queues if i < len(q)]
@@ -138,10 +135,16 @@ def group_after_group(shapes: list[tuple]) -> list[tuple]:
     >>> group_after_group(spread(plan)) == plan
     True
     """
+    return [s for q in _by_group(shapes) for s in q]
+
+
+def _by_group(shapes: list[tuple]) -> list[list[tuple]]:
+    """``shapes`` (group first in each tuple) split by group: the groups in the order they first
+    come, each keeping its shapes' order."""
     groups: dict[str, list[tuple]] = {}
     for s in shapes:
         groups.setdefault(s[0], []).append(s)
-    return [s for q in groups.values() for s in q]
+    return list(groups.values())
 
 
 def problems_for(dtype: str, shapes, every: bool = False, order: str = "plan") -> list[tuple[str, str, Problem]]:
