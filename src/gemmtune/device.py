@@ -119,6 +119,18 @@ def _match(name: str) -> DeviceInfo | None:
     return None
 
 
+def named_exactly(name: str) -> DeviceInfo | None:
+    """The built-in device called exactly ``name`` (its full name or short one, case and
+    surrounding spaces aside), else None: unlike ``DeviceInfo.lookup``'s fuzzy match, which takes
+    'NVIDIA H100 PCIe' (114 SMs) for the 132-SM SXM part.
+
+    >>> named_exactly(" nvidia h200 ").sm_count, named_exactly("h100").name, named_exactly("NVIDIA H100 PCIe")
+    (132, 'NVIDIA H100 80GB HBM3', None)
+    """
+    name = name.strip().lower()
+    return next((BUILTIN[i] for pat, i in _PATTERNS if name in (pat.pattern, BUILTIN[i].name.lower())), None)
+
+
 def current_or(name: str | None = None) -> DeviceInfo:
     """The visible GPU when there is one, else the built-in device ``name`` (default H100).
 

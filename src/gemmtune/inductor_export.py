@@ -195,17 +195,16 @@ def _sm_count(provenance: dict) -> int | None:
     or short one ('h200'). None for any other name, where the entry is skipped saying why: the
     fuzzy match of ``DeviceInfo.lookup`` took 'NVIDIA H100 PCIe' (114 SMs) for the 132-SM SXM part,
     and a merged table's joined names (MIXED_SEP) for the first GPU it found, whatever the others'."""
-    from .device import _PATTERNS, BUILTIN
+    from .device import named_exactly
     from .table import MIXED_SEP
 
     name = (provenance or {}).get("device_name") or (provenance or {}).get("device") or ""
     counts = set()
     for part in str(name).split(MIXED_SEP):
-        part = part.strip().lower()
-        known = [BUILTIN[i] for pat, i in _PATTERNS if part in (pat.pattern, BUILTIN[i].name.lower())]
-        if not known:
+        known = named_exactly(part)
+        if known is None:
             return None
-        counts.add(known[0].sm_count)
+        counts.add(known.sm_count)
     return counts.pop() if len(counts) == 1 else None  # a merged table's GPUs of other SM counts: none
 
 
