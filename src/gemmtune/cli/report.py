@@ -47,18 +47,18 @@ def cmd_report(args) -> int:
             import json
 
             from ..jsonio import write_atomic
+            from ..report.files import finite, save_bench
             from ..report.store import markdown, run_summary, run_summary_text, summarize
             if args.run_summary:
                 doc = run_summary(args.store, args.tune_json, args.suite or "public")
-                # NaN / inf (a spread, an eager time) as null: json.dumps wrote bare NaN / Infinity
-                from ..report.files import finite
-                write_atomic(args.run_summary, json.dumps(finite(doc), indent=1, allow_nan=False))  # never over a store
+                # NaN / inf (a spread, an eager time) as null, as a bench JSON: json.dumps wrote bare
+                # NaN / Infinity
+                save_bench(doc, args.run_summary)  # never over a store
                 sys.stdout.write(run_summary_text(doc))
                 return 0
             rows = summarize(args.store)
             sys.stdout.write(markdown(rows))
             if args.json:
-                from ..report.files import finite
                 write_atomic(args.json, json.dumps(finite({"store": str(args.store), "problems": rows}), indent=1,
                                                    allow_nan=False) + "\n")
             return 0
