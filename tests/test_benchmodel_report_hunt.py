@@ -6,16 +6,10 @@ import importlib
 import json
 
 import pytest
+from strictjson import strict_loads as _strict  # tests/strictjson.py
 
 from gemmtune import report
 from gemmtune.report.records import method_speedup
-
-
-def _strict(text: str):
-    """json.loads refusing NaN / Infinity, as jq or a browser does."""
-    def refuse(c):
-        raise ValueError(f"not JSON: {c}")
-    return json.loads(text, parse_constant=refuse)
 
 
 def _bm_run(monkeypatch, fake):

@@ -8,17 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+from strictjson import strict_loads as _strict  # tests/strictjson.py
 
 from gemmtune import report
 
 HEAD = {"device": "cpu", "torch": "t", "triton": "t", "gemmtune": "g", "date": "d", "dtype": "bf16", "tune": "fast"}
-
-
-def _strict(text: str):
-    """json.loads refusing NaN / Infinity, as jq or a browser does."""
-    def refuse(c):
-        raise ValueError(f"not JSON: {c}")
-    return json.loads(text, parse_constant=refuse)
 
 
 def _bm_run(monkeypatch, fake):
