@@ -4,12 +4,17 @@ A ``TorchDispatchMode`` sees the aten ops under autograd, so it catches the GEMM
 ``nn.Linear`` (``aten.addmm`` / ``aten.mm`` after ``linear`` decomposes), ``x @ w``,
 ``torch.matmul`` on 3-D operands (``aten.bmm``) and HF transformers' ``Conv1D``
 (``addmm``) really run, with their real strides (``x @ W.T`` with a row-major weight is a
-column-major B). Module forward hooks name the innermost module that was running. On the meta
+column-major B). Their out= and in-place forms (``torch.mm(a, b, out=c)``, ``c.addmm_(a, b)``,
+``torch.bmm(..., out=)``) count as the same GEMM. A matrix-vector product (``torch.mv``,
+``A @ v``, ``torch.matmul(T, v)`` of a 3-D T, which views T as 2-D; ``aten.mv`` / ``addmv``) is
+recorded as the one-row mm (addmm) of its transpose, ``v[None] @ A.T``: 1 x M x K, the GEMV
+that the skinny family serves (``_one_row``); ``torch.matmul(v, A)`` is that mm already.
+Module forward hooks name the innermost module that was running. On the meta
 device the products inside ``F.scaled_dot_product_attention`` are left out and counted
 (``meta_attention_calls``): there it takes torch's math path, which a GPU's fused attention
 does not (``_MetaAttention``). An MoE's
-grouped GEMM (``aten._grouped_mm``, transformers 5's experts) and ``baddbmm`` are recorded as not
-tuned yet.
+grouped GEMM (``aten._grouped_mm``, transformers 5's experts), ``baddbmm`` and ``addbmm`` are
+recorded as not tuned yet.
 
 One record per distinct problem (op, batch, M, N, K, dtype, layouts): how often it ran and which
 modules ran it. A ``bmm`` (attention's ``q @ k.transpose``, ``p @ v``) is recorded with its
@@ -53,13 +58,28 @@ from .problem import BCAST, BMM_LAYOUTS, LAYOUTS, Problem, dtype_name, operand_l
 from .jsonio import write_atomic
 
 aten = torch.ops.aten
-# op -> (index of A, index of B) in the aten call's positional arguments
-_GEMM_ARGS = {
-    aten.mm.default: ("mm", 0, 1),
-    aten.addmm.default: ("addmm", 1, 2),
-    aten.bmm.default: ("bmm", 0, 1),
-    aten.baddbmm.default: ("baddbmm", 1, 2),
+# aten op -> (the record's op, index of A, index of B in the call's positional arguments). Each
+# op's out= overload (``torch.mm(a, b, out=c)``; ``torch.matmul(a, b, out=c)`` is ``mm.out`` too)
+# takes ``out`` as a keyword, and its in-place form (``c.addmm_(a, b)``) its added input first, as
+# .default does: the same GEMM, recorded and counted as .default's. They never pass through
+# .default, so listening to it alone missed them. (The ``.dtype`` overloads, an fp16/bf16 product
+# with an fp32 output, are left out: a record carries no output dtype, and as the inputs' dtype
+# it would be tuned for the wrong output.)
+_GEMM_OPS = {
+    "mm": ("mm", 0, 1), "addmm": ("addmm", 1, 2), "addmm_": ("addmm", 1, 2),
+    "bmm": ("bmm", 0, 1),
+    # not tuned (Record.tunable): no family takes a batched added input (baddbmm), or sums the
+    # products over the batch (addbmm: c + sum_i A[i] @ B[i], an mm of K = batch x K only once A's
+    # matrices are copied side by side); recorded so that a capture says they ran
+    "baddbmm": ("baddbmm", 1, 2), "baddbmm_": ("baddbmm", 1, 2),
+    "addbmm": ("addbmm", 1, 2), "addbmm_": ("addbmm", 1, 2),
+    # matrix-vector: recorded as the one-row mm (addmm) of their transpose (_one_row)
+    "mv": ("mv", 0, 1), "addmv": ("addmv", 1, 2), "addmv_": ("addmv", 1, 2),
 }
+_GEMM_ARGS = {getattr(getattr(aten, name), overload): spec for name, spec in _GEMM_OPS.items()
+              for overload in ("default", "out") if overload in getattr(aten, name).overloads()}
+# A matrix-vector product's record op: mv is mm, addmv (a bias over the matrix's rows) is addmm.
+_MATVEC = {"mv": "mm", "addmv": "addmm"}
 # MoE experts in transformers 5 (Mixtral, Qwen-MoE...) run one grouped GEMM per layer: tokens
 # (T, K) against every expert's weight (E, K, N), split by offsets. Not tuned, but recorded (batch
 # = E, M = the routed tokens), so that a capture says they ran instead of missing them.
@@ -92,8 +112,8 @@ class Record:
 
     @property
     def tunable(self) -> bool:
-        """Whether gemmtune tunes it today: mm, addmm and bmm in its dtypes (not baddbmm, not an
-        MoE's grouped_mm, not fp8) of dense operands (not a sparse adjacency matrix's product)."""
+        """Whether gemmtune tunes it today: mm, addmm and bmm in its dtypes (not baddbmm or addbmm,
+        not an MoE's grouped_mm, not fp8) of dense operands (not a sparse adjacency matrix's product)."""
         return (self.op in TUNED_OPS and self.dtype in ("bfloat16", "float16", "float32")
                 and self.layout_a in BMM_LAYOUTS and self.layout_b in BMM_LAYOUTS)
 
@@ -125,6 +145,18 @@ def _layout(t: torch.Tensor) -> str:
     if t.dim() == 3 and t.shape[0] > 1 and t.stride(0) == 0:
         return BCAST + lay
     return lay
+
+
+def _one_row(mat: torch.Tensor, vec: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The operands (A, B) of the GEMM a matrix-vector product ``mat @ vec`` (M x K times K) is
+    recorded as: ``vec[None] @ mat.T``, 1 x M x K, whose one output row is the product's vector
+    (the same memory either way). Not the M x 1 x K ``mat @ vec[:, None]``: its N = 1 fills no
+    tiled family's tile, and skinny serves M up to 64 only (skinny_spec.MAX_M), while the one-row
+    form, a row-major ``mat`` being a column-major B, is the GEMV that skinny's one-row path
+    serves, the problem of a Linear's decode step on the same weight, and what
+    ``gemmtune.matmul(vec[None], mat.T)`` runs.
+    (A sparse ``mat`` stays untunable: its transpose is named by its own layout, CSR's CSC.)"""
+    return vec.unsqueeze(0), mat.t()
 
 
 def _dtype_text(dtype: torch.dtype) -> str:
@@ -207,6 +239,8 @@ class _Mode(TorchDispatchMode):
             op, ia, ib = spec
             if self.capture._meta_attention:
                 self.capture.meta_attention_calls += 1
+            elif op in _MATVEC:
+                self.capture._add(_MATVEC[op], *_one_row(args[ia], args[ib]))
             else:
                 self.capture._add(op, args[ia], args[ib])
         return func(*args, **(kwargs or {}))
@@ -396,7 +430,7 @@ class Capture:
     def write_suite(self, path: str | Path, group: str = "captured") -> Path:
         """A suite CSV (``gemmtune tune --suite``): one row per distinct tunable problem (op mm,
         addmm or bmm, a bmm's ``batch``; 1 for the others), plus the count, the layer's M range
-        and the modules. Other GEMMs (baddbmm, fp8) are listed in the JSON beside it
+        and the modules. Other GEMMs (baddbmm, addbmm, fp8) are listed in the JSON beside it
         (``write_json``), not here, until gemmtune tunes them."""
         path = Path(path)
         ranges: dict[tuple, list[int]] = defaultdict(list)
