@@ -209,6 +209,80 @@ def test_ctrl_c_with_no_export_writes_the_progress_file_only(tmp_path, monkeypat
     assert not (out / "collect.sqlite.gz").exists()
 
 
+# A collector of --gpus, faked: says it started (its pid, in DIR/started-<gpu>), then waits to be
+# stopped, writing the signal it got to DIR/signal-<gpu> and exiting as collect does on it.
+FAKE_COLLECTOR = """
+import os, signal, sys, time
+where, gpu = sys.argv[1], os.environ["CUDA_VISIBLE_DEVICES"]
+def stop(signum, frame):
+    open(os.path.join(where, "signal-" + gpu), "w").write(str(signum))
+    os._exit(128 + signum)
+signal.signal(signal.SIGINT, stop)
+signal.signal(signal.SIGTERM, stop)
+open(os.path.join(where, "started-" + gpu), "w").write(str(os.getpid()))
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("sig, rc", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_ctrl_c_in_the_gpus_parent_stops_its_collectors_then_exports(tmp_path, monkeypatch, capsys, sig, rc):
+    """Ctrl-C (or SIGTERM) in ``collect --gpus N``'s parent, while its collectors ran, left without
+    the export a single-GPU call writes on it: what the collectors had measured was in the store
+    alone, not in collect.sqlite.gz (what the next call resumes from). Now the parent stops its
+    collectors (passing the signal on to one still running after a grace period: here the parent
+    alone was signalled), exports, and exits 130 (143)."""
+    import signal
+    import time
+
+    collect_run = sys.modules["gemmtune.collect.run"]  # (gemmtune.collect.run is the function)
+    _needs_interpreter()
+    ctx = _interpreter_ctx()
+    monkeypatch.setattr(collect_run, "STOP_GRACE_S", 0.5, raising=False)
+    monkeypatch.setattr(collect_run, "child_argv",
+                        lambda args, gpu, store, claims, left: [sys.executable, "-c", FAKE_COLLECTOR, str(tmp_path)])
+    out = tmp_path / "out"
+    out.mkdir()
+    p = gemmtune.Problem.from_sizes(16, 32, 64, "fp16")
+    rows = [ResultRow(problem_key=p.key, choice_id="aten", family="aten", status="ok", device_ms=1.0,
+                      eager_ms=None, rel_err=None, m=p.m, n=p.n, k=p.k, dtype=p.dtype, out_dtype=p.out_dtype,
+                      layout="row/row", aligned=True, repeats=5, created_at=1.0)]
+    with ResultStore(out / "collect.sqlite") as st:  # what the collectors measured before the signal
+        st.record_many(ctx, rows)
+        held = st.count()
+    suite = tmp_path / "s.csv"
+    suite.write_text("group,name,M,N,K,dtype\ng,a,16,32,64,float16\n")
+
+    def signal_the_parent():
+        t_end = time.monotonic() + 60
+        while time.monotonic() < t_end and not all((tmp_path / f"started-{g}").exists() for g in "01"):
+            time.sleep(0.05)
+        os.kill(os.getpid(), getattr(signal, sig))
+
+    kill = threading.Thread(target=signal_the_parent, daemon=True)
+    kill.start()
+    try:
+        got = cli.main(["collect", "--cpu-interpreter", "--gpus", "0,1", "--shapes", str(suite), "--dtypes", "fp16",
+                        *TINY, "--out", str(out), "--max-minutes", NO_BUDGET])
+    finally:
+        kill.join(timeout=60)
+        for g in "01":  # (before the fix they ran on: ended here, by their pid)
+            f = tmp_path / f"started-{g}"
+            if f.exists() and not (tmp_path / f"signal-{g}").exists():
+                try:
+                    os.kill(int(f.read_text()), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+    assert got == rc
+    assert "interrupted" in capsys.readouterr().err
+    for g in "01":  # each collector was passed the parent's signal and stopped
+        assert (tmp_path / f"signal-{g}").read_text() == str(int(getattr(signal, sig)))
+    plain = tmp_path / "copy.sqlite"
+    with gzip.open(out / "collect.sqlite.gz", "rb") as f:
+        plain.write_bytes(f.read())
+    with ResultStore(plain) as st:
+        assert st.count() == held > 0
+
+
 # ----------------------------------------------------------------------------- scaled_mm in a capture
 def test_scaled_mm_skips_its_finite_check_inside_a_cuda_graph_capture(monkeypatch):
     """check_finite read the scales back to the host (``bool(bad.any())``), which a CUDA graph

@@ -83,6 +83,61 @@ def test_a_saved_decision_with_sound_times_and_reason_loads_and_saves_again(tmp_
     assert [d["times_ms"] for d in again["decisions"]] == [d["times_ms"] for d in doc["decisions"]]
 
 
+# ----------------------------------------------------------------------------- constructor decisions
+def _by_hand(decisions):
+    """A Dispatcher (M dynamic, N=24, K=40, fp32, a cuBLAS hint) built by hand with ``decisions``."""
+    from gemmtune.dispatch.common import ATEN, HintChoice
+    from gemmtune.dispatch.core import Dispatcher
+
+    return Dispatcher(dims={"m": None, "n": 24, "k": 40}, dtype="fp32", hints={"m": [16]},
+                      hint_choices=[HintChoice((16, 24, 40), ATEN)], decisions=decisions)
+
+
+def _bad_decisions():
+    from gemmtune.dispatch.common import ATEN, Decision
+
+    at20 = (20, 24, 40)
+    return [
+        ("times_ms", {at20: Decision(ATEN, "benchmark", times_ms={"aten": math.nan})}),
+        ("times_ms", {at20: Decision(ATEN, "benchmark", times_ms={"aten": -0.5})}),
+        ("times_ms", {at20: Decision(ATEN, "benchmark", times_ms={"aten": "fast"})}),
+        ("times_ms", {at20: Decision(ATEN, "benchmark", times_ms=[0.1, 0.2])}),
+        ("reason", {at20: Decision(ATEN, "benchmark", reason=5)}),
+        ("verified", {at20: Decision(ATEN, "benchmark", verified="false")}),
+        ("source", {at20: Decision(ATEN, "guessed")}),
+        ("source", {at20: Decision(ATEN, "empty")}),          # 'empty' at a size with no 0
+        ("source", {(0, 24, 40): Decision(ATEN, "benchmark")}),  # a size of 0 that is not 'empty'
+        ("hint", {at20: Decision(ATEN, "similarity", hint=(16, "x", 40))}),
+        ("choice", {at20: Decision("nope:BM1", "benchmark")}),    # no Choice: an unknown id, unparsed
+        ("choice", {at20: Decision("aten", "benchmark")}),
+        ("Decision entries", {at20: "aten"}),
+        ("keyed", {(20.5, 24, 40): Decision(ATEN, "benchmark")}),  # an m that is no int
+        ("keyed", {(-20, 24, 40): Decision(ATEN, "benchmark")}),
+        ("keyed", {(True, 24, 40): Decision(ATEN, "benchmark")}),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_bad_decisions())))
+def test_a_constructors_bad_decision_is_refused_naming_the_field(case):
+    """The constructor checked a decision's key and choice only: a NaN or negative time, a source or
+    reason of any type, "verified": "false" were taken as given (``load`` refused them in a file), and
+    a choice that was no Choice was a TypeError. Now each is a ValueError naming the field, from the
+    validator ``load`` uses (core.check_decision)."""
+    field, decisions = _bad_decisions()[case]
+    with pytest.raises(ValueError, match=field):
+        _by_hand(decisions)
+
+
+def test_a_constructors_sound_decisions_are_kept_and_run():
+    from gemmtune.dispatch.common import ATEN, Decision
+
+    mm = _by_hand({(20, 24, 40): Decision(ATEN, "benchmark", (16, 24, 40), True, {"aten": 0.25, TILE: 0}, "kept"),
+                   (0, 24, 40): Decision(ATEN, "empty", verified=True)})
+    assert mm.decision(m=20).times_ms == {"aten": 0.25, TILE: 0.0} and mm.decision(m=20).reason == "kept"
+    a, b = torch.randn(20, 40), torch.randn(40, 24)
+    torch.testing.assert_close(mm(a, b), a @ b)
+
+
 # ----------------------------------------------------------------------------- the norm fold
 def _patched(n: int, dtype, mm_choice: str, addmm_choice: str | None = None, bias: bool = False):
     """A patched Linear [n, K] whose M = 1 mm choice (and addmm choice: calls with a bias) are

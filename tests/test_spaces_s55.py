@@ -89,3 +89,28 @@ def test_skinny_dot_accumulators_fit_registers(m, n, k):
     assert kept
     if m > 32 and n >= 256:  # BLOCK_M 64: a 64x256 tile on 2 warps holds 256 a thread
         assert any("accumulator registers" in why for _, why in rejected)
+
+
+@given(m=SIZES, n=SIZES, k=SIZES, layouts=st.sampled_from([("row", "col"), ("row", "row"), ("col", "col")]),
+       scale=st.sampled_from(["tensor", "row"]))
+@settings(max_examples=40, deadline=None)
+def test_the_fp8_aten_baseline_is_refused_below_sm89_with_the_reason(m, n, k, layouts, scale):
+    """aten's space checked torch._scaled_mm's layout and size rules only: on an sm_80 GPU (no fp8
+    tensor cores; cuBLASLt's fp8 GEMM refuses it, as Triton does) it kept cuBLAS for an fp8
+    problem, and the plan offered it (and pad+aten) as the baseline. Now the space rejects it with
+    the reason below sm_89, and the plan offers it where the device runs fp8."""
+    from gemmtune.tuning.plan import candidates
+
+    p = Problem.from_sizes(m, n, k, "float8_e4m3fn", op="scaled_mm", scale=scale, layout_a=layouts[0],
+                           layout_b=layouts[1])
+    aten = kernels.spec("aten")
+    for dev in (A100, OLD):
+        kept, rejected = aten.space(p, dev)
+        assert not kept and any("compute capability 8.9" in why for _, why in rejected), (dev.name, rejected)
+        assert not [c.id for c in candidates(p, ["aten", "triton_mm"], "default", dev) if c.family == "aten"]
+    for dev in (L4, H100):
+        assert "aten" in [c.id for c in candidates(p, ["aten", "triton_mm"], "default", dev)], dev.name
+        kept, rejected = aten.space(p, dev)
+        assert all("compute capability" not in why for _, why in rejected)
+    bf16 = Problem.from_sizes(m, n, k, "bf16", layout_a=layouts[0], layout_b=layouts[1])
+    assert aten.space(bf16, A100)[0] and candidates(bf16, ["aten"], "default", A100)[0].id == "aten"

@@ -83,6 +83,47 @@ def test_a_worker_that_closes_its_pipe_and_lingers_is_a_crash_not_a_failed_tune(
     assert results["decompose_k:s2"]["status"] == "ok", results["decompose_k:s2"]
 
 
+# ------------------------------------------------------------ the worker's warm-up and the first timeout
+SLOW_WARM_RUNNER = '''
+import time
+from gemmtune.bench import runner
+
+_prewarm = runner.prewarm
+
+def _slow_prewarm(state):
+    time.sleep(WARM_S)  # a cold Triton driver start / cache hash on a busy host
+    return _prewarm(state)
+
+runner.prewarm = _slow_prewarm  # what the worker calls as its warm-up
+
+def handle(op, task, state):
+    return runner.handle(op, task, state)
+'''
+
+
+@pytest.mark.parametrize("info_first", [True, False], ids=["after-info", "no-info"])
+def test_the_workers_warm_up_is_not_on_the_first_candidates_clock(tmp_path, info_first):
+    """The task's clock started when the worker said ready, and it warmed up (runner.prewarm) after
+    that, after its first 'info' (the tuner's order), with the first candidate already sent: a warm-up
+    longer than the timeout killed a fast first candidate as a timeout. Now the worker says warm once
+    it has warmed up (before its first task where no 'info' came first) and the clock starts there."""
+    (tmp_path / "slow_warm_runner.py").write_text(SLOW_WARM_RUNNER.replace("WARM_S", "6.0"))
+    with WorkerPool(1, timeout=3.0, env=_env(tmp_path), gpus=[], runner="slow_warm_runner:handle") as pool:
+        if info_first:
+            assert pool.info().get("device_name") == "cpu (Triton interpreter)"
+        results = [res for _, res in pool.map([_task("aten"), _task("decompose_k:s2")])]
+        assert [r["status"] for r in results] == ["ok", "ok"], results
+        assert pool.restarts == 0
+
+
+def test_a_worker_that_never_finishes_warming_up_is_a_timeout_within_its_start_up_allowance(tmp_path):
+    (tmp_path / "slow_warm_runner.py").write_text(SLOW_WARM_RUNNER.replace("WARM_S", "600.0"))
+    with WorkerPool(1, timeout=1.0, startup_timeout=20.0, env=_env(tmp_path), gpus=[],
+                    runner="slow_warm_runner:handle") as pool:
+        (_, res), = list(pool.map([_task("aten")]))
+    assert res["status"] == "timeout" and "never finished warming up" in res["reason"], res
+
+
 # ------------------------------------------------------------ progress lines off a terminal
 def test_a_shapes_eta_comes_from_its_own_rate_not_the_runs_elapsed_time(monkeypatch):
     """A shape started 1000 s into a run, one of its 10 candidates done 10 s later: the ETA was the

@@ -153,6 +153,29 @@ def test_await_others_takes_over_an_expired_claim(store):
     assert measured == [(P, ATEN)] and got == 0 and sleeps == []
 
 
+def test_a_sweeps_progress_counts_a_taken_over_claim_in_its_total(store, capsys, monkeypatch):
+    """A candidate another tuner claimed, whose claim expired while this one measured its own, is
+    measured here: it advanced the shape's count, whose total held this tuner's claims only, so the
+    progress read "6/5". The total now grows by what is taken over."""
+    import re
+
+    from gemmtune.store import claims as claims_mod
+
+    clock = [1000.0]  # the claims' clock: the dead tuner's claim expires while this one waits
+    monkeypatch.setattr(claims_mod, "time", type("Clock", (), {"time": staticmethod(lambda: clock[0])}))
+    plan = CandidatePlan(("decompose_k",), "default", H100)
+    cands = plan(P).choices
+    held = cands[-1].id
+    assert store.claim(CTX, P.key, [held], "otherhost:1", ttl_s=60) == [held]  # a tuner elsewhere, then dead
+    rec = Recorder(store, CTX, sleep=lambda s: clock.__setitem__(0, clock[0] + 120))
+    pool = TimedPool()
+    Tuner(progress=True, runoff=0).sweep(as_shapes([P]), plan, Executor(pool), rec)
+    assert sorted(t["choice"] for t in pool.tasks) == sorted(c.id for c in cands)  # taken over and measured
+    counts = [tuple(map(int, m)) for m in re.findall(r"  \S+: (\d+)/(\d+) \(", capsys.readouterr().err)]
+    assert counts and all(done <= total for done, total in counts), counts
+    assert counts[-1] == (len(cands), len(cands)), counts
+
+
 def test_write_table_merges_unless_overwrite(store, tmp_path):
     rec = Recorder(store, CTX)
     rec.record(P, ATEN, {"status": "ok", "device_ms": 0.5})

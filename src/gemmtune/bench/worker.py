@@ -6,7 +6,10 @@ Protocol: one JSON request per line on stdin, one JSON reply per line on a
 private duplicate of the original stdout. Everything else this process prints
 (Triton, torch, user code) goes to stderr, so it cannot corrupt the protocol.
 
-The first line it writes is ``{"ready": true}``, once torch is imported.
+The first line it writes is ``{"ready": true}``, once torch is imported (and the CUDA context
+made: WorkerState). ``{"warm": true}`` follows once it has paid its other once-per-process costs
+(runner.prewarm: after its first ``info``, else before its first task); the pool's clock of a task
+starts there, never while the worker warms up.
 ``--nice N`` lowers its CPU priority first (compile workers running beside a
 benchmark worker).
 Requests: ``{"op": "info"}``, ``{"op": "bench"|"compile", "task": {...}}``,
@@ -60,6 +63,18 @@ def main(argv: list[str] | None = None) -> int:
     reply({"ready": True})
     _trace(trace, {"op": "ready"}, {"status": "ok"}, time.time(), None)
     warmed = False
+
+    def warm_up() -> None:
+        # The worker's once-per-process costs (runner.prewarm), paid before its first task and
+        # followed by ``{"warm": true}``: the pool starts a task's clock there (workers.WorkerPool),
+        # so they are never on the first candidate's timeout.
+        nonlocal warmed
+        warmed = True
+        tw = time.time()
+        base.prewarm(state)
+        _trace(trace, {"op": "prewarm"}, {"status": "ok"}, tw, None)
+        reply({"warm": True})
+
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -75,12 +90,12 @@ def main(argv: list[str] | None = None) -> int:
         if op == "info":
             reply(base.info(state))
             _trace(trace, req, {"status": "ok"}, t0, None)
-            if not warmed:  # while the tuner plans: off the first candidate's clock
-                warmed = True
-                tw = time.time()
-                base.prewarm(state)
-                _trace(trace, {"op": "prewarm"}, {"status": "ok"}, tw, None)
+            if not warmed:  # while the tuner plans
+                warm_up()
             continue
+        if not warmed:  # a first task without an 'info' before it
+            warm_up()
+            t0 = time.time()
         try:
             res = handle(op, req.get("task", {}), state)
         except Exception as e:  # a runner that raises must not take the worker down

@@ -63,6 +63,7 @@ class _Worker:
     task_index: int | None = None
     deadline: float = 0.0
     ready: bool = False  # the worker says so once torch is imported
+    warm: bool = False  # ... and this once it has paid its once-per-process costs (bench.worker)
 
     def stderr_tail(self) -> str:
         try:
@@ -254,9 +255,10 @@ class WorkerPool:
             w.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             return False
-        # Until the worker is ready, the clock is its start-up allowance; the task's
-        # own timeout starts when it says ready (see _read_lines).
-        w.deadline = time.monotonic() + (deadline_s if w.ready else self.startup_timeout)
+        # Until the worker is warm, the clock is its start-up allowance; the task's own timeout
+        # starts when it says warm (see _read_lines). It started at "ready", before the worker's
+        # warm-up (runner.prewarm), which then counted against the first task's timeout.
+        w.deadline = time.monotonic() + (deadline_s if w.warm else self.startup_timeout)
         return True
 
     def _read_lines(self, w: _Worker) -> tuple[list[dict], bool]:
@@ -285,6 +287,9 @@ class WorkerPool:
                 msg = None
             if msg == {"ready": True}:
                 w.ready = True
+                continue
+            if msg == {"warm": True} and w.ready:
+                w.warm = True
                 w.deadline = time.monotonic() + self.timeout
                 continue
             if not w.ready:
@@ -401,7 +406,9 @@ class WorkerPool:
                 for i, w in list(running.items()):
                     if w.task_index == i and now > w.deadline:
                         running.pop(i)
-                        res = self._failure(w, "timeout", f"no answer within {self.timeout:.0f} s; worker killed")
+                        res = self._failure(w, "timeout", f"no answer within {self.timeout:.0f} s; worker killed" if w.warm
+                                            else f"no answer within {self.startup_timeout:.0f} s, its start-up allowance: the worker "
+                                            "never finished warming up; worker killed")
                         self._replace(w)
                         yield self._finish(i, tasks[i], res, on_result)
         finally:

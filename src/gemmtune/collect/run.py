@@ -537,14 +537,66 @@ def run_on_gpus(args, gpus: list[str]) -> int:
     for t in relays:
         t.start()
     rc = 0
-    for gpu, proc in procs:
-        if proc.wait() != 0:
-            print(f"collector on GPU {gpu} exited {proc.returncode}", file=sys.stderr)
-            rc = 1
+    interrupted = None  # Ctrl-C (or SIGTERM) while the collectors ran: exported below, then raised again
+    try:
+        for gpu, proc in procs:
+            if proc.wait() != 0:
+                print(f"collector on GPU {gpu} exited {proc.returncode}", file=sys.stderr)
+                rc = 1
+    except KeyboardInterrupt as e:  # (Terminated, SIGTERM, is one too)
+        # The parent left without the export a normal end writes (the single-GPU call exports on
+        # Ctrl-C): what the collectors had measured was in the store alone, not in the .gz the
+        # next call resumes from. Its collectors are stopped first, so the export holds all they wrote.
+        interrupted = e
+        stop_collectors(procs, e)
     for t in relays:
         t.join(timeout=5)
+    if interrupted is not None:
+        print("collect: interrupted; exporting what the store holds (Ctrl-C again leaves without it)",
+              file=sys.stderr, flush=True)
     if not args.no_export:
         for path in export(store, out_dir):
             print(path)
+    if interrupted is not None:
+        raise interrupted  # the command line's exit status for it (130; SIGTERM 143)
     return rc
+
+
+# How long an interrupted --gpus parent waits for its collectors to stop on their own (Ctrl-C in a
+# terminal reaches the whole process group; each collector writes its progress file and exits)
+# before it passes the signal on, and then how long before it kills one that still runs.
+STOP_GRACE_S = 10.0
+STOP_KILL_S = 60.0
+
+
+def stop_collectors(procs, why: BaseException) -> None:
+    """Stop the collectors of an interrupted ``run_on_gpus`` (``procs``: [(gpu, Popen)]): each has
+    ``STOP_GRACE_S`` to stop on its own, as a Ctrl-C that reached it too has it do; one still
+    running is then sent the parent's signal (SIGTERM where ``why`` is the CLI's Terminated, else
+    SIGINT: the parent alone was signalled), and killed ``STOP_KILL_S`` later. Not sent at once: a
+    second signal cuts a collector's own clean-up short."""
+    import signal
+
+    from ..cli import Terminated
+
+    sig = signal.SIGTERM if isinstance(why, Terminated) else signal.SIGINT
+
+    def wait(proc, seconds: float) -> bool:
+        try:
+            proc.wait(timeout=seconds)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    deadline = time.monotonic() + STOP_GRACE_S
+    for gpu, proc in procs:
+        if not wait(proc, max(0.0, deadline - time.monotonic())):
+            proc.send_signal(sig)
+    deadline = time.monotonic() + STOP_KILL_S
+    for gpu, proc in procs:
+        if not wait(proc, max(0.0, deadline - time.monotonic())):
+            print(f"collector on GPU {gpu} still running {STOP_KILL_S:.0f} s after the signal: killed",
+                  file=sys.stderr, flush=True)
+            proc.kill()
+            proc.wait()
 

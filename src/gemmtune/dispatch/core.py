@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import numbers
 import os
 import threading
@@ -22,8 +23,8 @@ from .. import kernels
 from ..problem import DTYPES, LAYOUTS, Problem, check_operands, dtype_name
 from ..configs import Choice
 from ..table import LookupTable
-from .common import (ATEN, DIMS, FORMAT, MODES, SCHEMA_VERSION, Decision, HintChoice, _current_provenance, _pkg,
-                     _random_operand, provenance_mismatches)
+from .common import (ATEN, DIMS, FORMAT, MODES, SCHEMA_VERSION, SOURCES, Decision, HintChoice, _current_provenance,
+                     _pkg, _random_operand, provenance_mismatches)
 from .decide import Deciding
 from .launch import Launching
 from ..jsonio import write_atomic
@@ -65,6 +66,42 @@ def _check_sizes(dims: dict, hints: dict, hint_choices: tuple) -> None:
             raise ValueError(f"hint choice {h.choice}: device_ms must be a non-negative number or None, got {ms!r}")
 
 
+def check_decision(where: str, sizes: tuple, *, source, verified, hint, times_ms, reason) -> dict | None:
+    """A decision's fields read strictly, the same for a saved file's (persist.load, ``where`` naming
+    the file's entry) and the constructor's ``decisions``: a ValueError names ``where`` and the
+    field. Returns ``times_ms`` as floats (or None). What decides whether a first call verifies the
+    decision is read strictly: bool() of a hand-edited "verified": "false" (meaning: check it again)
+    was True, and a decision whose "source" read "empty" at a size with no 0 was never verified
+    (_first_sight skips an empty product's), so either left its kernel running unchecked for good.
+    A benchmark decision's times (choice id -> device ms, None: not timed) taken as they were: a
+    list failed only at the next save, and a NaN, a negative time or a string was kept as if
+    measured and written back by the next save. ``reason`` is text (why the candidates before the
+    choice were rejected)."""
+    if not isinstance(verified, bool):
+        raise ValueError(f"{where}: 'verified' must be true or false, got {verified!r}")
+    if source not in SOURCES:
+        raise ValueError(f"{where}: 'source' must be one of {SOURCES}, got {source!r}")
+    if (source == "empty") != (0 in sizes):
+        raise ValueError(f"{where}: source 'empty' is an empty product's (a size of 0), and only its: "
+                         f"got source {source!r}")
+    if hint is not None and not _sizes_ok(hint):
+        raise ValueError(f"{where}: 'hint' must be (M, N, K) or (batch, M, N, K) ints >= 0, or None, got {hint!r}")
+    if not isinstance(reason, str):
+        raise ValueError(f"{where}: 'reason' must be a string, got {type(reason).__name__} {reason!r:.100}")
+    if times_ms is None:
+        return None
+    if not isinstance(times_ms, Mapping):
+        raise ValueError(f"{where}: 'times_ms' must be an object of choice id -> device ms, or null, "
+                         f"got {type(times_ms).__name__}")
+    for cid, ms in times_ms.items():
+        if not isinstance(cid, str):
+            raise ValueError(f"{where}: 'times_ms' is keyed by choice ids (strings), got {cid!r}")
+        if isinstance(ms, bool) or not isinstance(ms, numbers.Real) or not math.isfinite(ms) or ms < 0:
+            raise ValueError(f"{where}: 'times_ms' of {cid!r} must be a finite number >= 0 (device ms), "
+                             f"got {ms!r}")
+    return {cid: float(ms) for cid, ms in times_ms.items()}
+
+
 def _named(sizes: tuple) -> str:
     return ", ".join(f"{d}={v}" for d, v in zip(("batch", "M", "N", "K")[-len(sizes):], sizes))
 
@@ -94,11 +131,21 @@ def _check_choices(dtype: str, layout_a: str, layout_b: str, hint_choices: tuple
     for i, h in enumerate(hint_choices):
         check(f"hint_choices[{i}] ({_named(h.sizes)})", h.choice, h.sizes)
     for sizes, d in decisions.items():
+        # The constructor's decisions are read as a saved file's are (check_decision), each error a
+        # ValueError naming the decision and the field: they were taken as they came (a NaN or
+        # negative time, a source or reason of any type, "verified": "no"), and a choice that was
+        # no Choice was a TypeError.
         if not _sizes_ok(sizes):
             raise ValueError(f"decisions are keyed (M, N, K) or (batch, M, N, K) ints >= 0, got {sizes!r}")
+        where = f"the decision for {_named(sizes)}"
         if not isinstance(d, Decision):
-            raise TypeError(f"decisions holds Decision entries, not {type(d).__name__}")
-        check(f"the decision for {_named(sizes)}", d.choice, sizes)
+            raise ValueError(f"{where}: decisions holds Decision entries, not {type(d).__name__}")
+        if not isinstance(d.choice, Choice):
+            raise ValueError(f"{where}: 'choice' must be a gemmtune Choice, not {type(d.choice).__name__} "
+                             f"{d.choice!r:.100}")
+        check_decision(where, sizes, source=d.source, verified=d.verified, hint=d.hint, times_ms=d.times_ms,
+                       reason=d.reason)
+        check(where, d.choice, sizes)
 
 
 def _check_static(dims: dict, hint_choices: tuple, decisions: Mapping[tuple, Decision]) -> None:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import warnings
 from pathlib import Path
@@ -11,8 +10,8 @@ from pathlib import Path
 from ..configs import Choice
 from ..jsonio import read_json
 from ..table import from_json as table_from_json
-from .common import DIMS, FORMAT, SCHEMA_VERSION, SOURCES, Decision, HintChoice, ProvenanceWarning, provenance_mismatches
-from .core import Dispatcher, _named
+from .common import DIMS, FORMAT, SCHEMA_VERSION, Decision, HintChoice, ProvenanceWarning, provenance_mismatches
+from .core import Dispatcher, _named, check_decision
 
 
 def load(path: str | os.PathLike, *, timer=None, strict: bool = False) -> Dispatcher:
@@ -69,45 +68,14 @@ def load(path: str | os.PathLike, *, timer=None, strict: bool = False) -> Dispat
         except ValueError as e:
             raise ValueError(f"{where} ({_named(sizes(entry['sizes']))}): {e}") from None
 
-    def times_ms(v, where: str):
-        # A benchmark decision's measured times, choice id -> device ms (None: not timed). Taken as
-        # they were, a hand-edited list failed only at the next save (dict() of it, naming no file),
-        # and a NaN (json reads NaN and Infinity), a negative time or a string was kept as if
-        # measured and written back by the next save.
-        if v is None:
-            return None
-        if not isinstance(v, dict):
-            raise ValueError(f"{where}: 'times_ms' must be an object of choice id -> device ms, or null, "
-                             f"got {type(v).__name__}")
-        for cid, ms in v.items():
-            if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms < 0:
-                raise ValueError(f"{where}: 'times_ms' of {cid!r} must be a finite number >= 0 (device ms), "
-                                 f"got {ms!r}")
-        return {cid: float(ms) for cid, ms in v.items()}
-
-    def reason(v, where: str) -> str:
-        # Decision.reason is text (why the candidates before the choice were rejected); a number,
-        # list or null there was taken as it was, against Decision's str, and saved back so.
-        if not isinstance(v, str):
-            raise ValueError(f"{where}: 'reason' must be a string, got {type(v).__name__} {v!r:.100}")
-        return v
-
     def decision(d, i: int) -> tuple[tuple, Decision]:
-        # What decides whether a first call verifies the decision, read strictly: bool() of a
-        # hand-edited "verified": "false" (meaning: check it again) was True, and a decision whose
-        # "source" read "empty" at a size with no 0 was never verified (_first_sight skips an empty
-        # product's), so either edit left its kernel running unchecked for good.
+        # Its fields read as the constructor reads a Decision's (core.check_decision, which says why).
         s, where = sizes(d["sizes"]), f"decisions[{i}] ({_named(sizes(d['sizes']))})"
-        if not isinstance(d["verified"], bool):
-            raise ValueError(f"{where}: 'verified' must be true or false, got {d['verified']!r}")
-        if d["source"] not in SOURCES:
-            raise ValueError(f"{where}: 'source' must be one of {SOURCES}, got {d['source']!r}")
-        if (d["source"] == "empty") != (0 in s):
-            raise ValueError(f"{where}: source 'empty' is an empty product's (a size of 0), and only its: "
-                             f"got source {d['source']!r}")
-        return s, Decision(choice(d, f"decisions[{i}]"), d["source"], sizes(d["hint"]),
-                           d["verified"] and not problems, times_ms(d.get("times_ms"), where),
-                           reason(d.get("reason", ""), where))
+        hint, reason = sizes(d["hint"]), d.get("reason", "")
+        times = check_decision(where, s, source=d["source"], verified=d["verified"], hint=hint,
+                               times_ms=d.get("times_ms"), reason=reason)
+        return s, Decision(choice(d, f"decisions[{i}]"), d["source"], hint, d["verified"] and not problems, times,
+                           reason)
 
     try:
         hint_choices = [HintChoice(sizes(h["sizes"]), choice(h, f"hint_choices[{i}]"), h.get("device_ms"))

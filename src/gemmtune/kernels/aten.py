@@ -10,7 +10,7 @@ import torch
 
 from ..device import DeviceInfo
 from ..problem import Problem
-from ..configs import AtenConfig, prune
+from ..configs import AtenConfig, fp8_device_reason, prune
 from ..epilogue import EpilogueArgs, apply_
 from .base import Unsupported
 
@@ -57,7 +57,9 @@ def validate(problem: Problem, cfg: AtenConfig) -> None:
 
 
 def constraint(cfg: AtenConfig, problem: Problem, device: DeviceInfo) -> str | None:
-    return scaled_reason(problem)
+    # fp8 below sm_89 first: cuBLASLt's fp8 GEMM (torch._scaled_mm) needs Ada or Hopper, as Triton's
+    # fp8 dot does (configs.fp8_device_reason); the space offered cuBLAS there all the same.
+    return fp8_device_reason(problem, device) or scaled_reason(problem)
 
 
 def plan(m: int, n: int, k: int, cfg: AtenConfig, sms: int | None = None) -> dict:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ..api import space as family_space
-from ..configs import AtenConfig, Choice, tile_of
+from ..configs import AtenConfig, Choice, fp8_device_reason, tile_of
 from ..device import DeviceInfo
 from ..precision import pads_b_kmajor_problem
 from ..problem import Problem
@@ -46,7 +46,8 @@ def kmajor_twins(problem: Problem) -> bool:
 
 
 def candidates(problem: Problem, families: Sequence[str], kind: str, device: DeviceInfo) -> list[Choice]:
-    """Every choice of ``families`` for ``problem``, cuBLAS first (always, as the baseline).
+    """Every choice of ``families`` for ``problem``, cuBLAS first (as the baseline, wherever ``device``
+    can run the problem's operands).
 
     For unaligned problems each candidate also comes as its ``pad+`` variant.
 
@@ -54,7 +55,10 @@ def candidates(problem: Problem, families: Sequence[str], kind: str, device: Dev
     >>> [c.id for c in candidates(p, ["decompose_k"], "default", DeviceInfo.lookup("h100"))][:3]
     ['aten', 'decompose_k:s2', 'decompose_k:s4']
     """
-    out = [Choice("aten", AtenConfig())]
+    # cuBLAS unless ``device`` cannot run the problem's operands at all (fp8 before sm_89: aten's
+    # space refuses it with the reason, as every family's does): it was offered there all the same.
+    baseline = fp8_device_reason(problem, device) is None
+    out = [Choice("aten", AtenConfig())] if baseline else []
     for fam in families:
         if fam != "aten":
             out += family_space(problem, fam, kind, device)
@@ -66,7 +70,7 @@ def candidates(problem: Problem, families: Sequence[str], kind: str, device: Dev
         # cuBLASLt (torch._scaled_mm) and TMA run only on the padded, K-major copies. fp32 run as
         # 3xTF32 with a row-major B: its copy K-major (kmajor_twins).
         padded = problem.padded()
-        if unaligned or problem.op == "scaled_mm":
+        if baseline and (unaligned or problem.op == "scaled_mm"):
             # (not for kmajor_twins alone: cuBLAS's SGEMM gains nothing from a K-major B, so there
             # pad+aten would time cuBLAS plus a transposed copy of B)
             out.append(Choice("aten", AtenConfig(), True))

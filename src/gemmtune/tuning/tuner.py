@@ -451,7 +451,13 @@ class Tuner:
                     bar.advance(task, by=n_todo - len(todo))  # failed to compile: recorded
                 note("measure", shape=i, candidates=len(todo))
                 measure(todo, task)
-                return waited, rec.await_others(problem, others, lambda pcs: measure(pcs, task))
+                return waited, rec.await_others(problem, others, lambda pcs: take_over(pcs, task))
+
+            def take_over(todo, task) -> None:
+                # Candidates another tuner held, whose claim expired, now measured here: the shape's
+                # total counted this tuner's own claims only, so each of them counted past it ("13/12").
+                bar.grow(task, len(todo))
+                measure(todo, task)
 
             for i, s in enumerate(shapes):
                 ts = time.monotonic()
