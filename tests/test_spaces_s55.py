@@ -7,6 +7,7 @@ Each test failed before its fix:
   past the MAX_ACC_REGS_PER_THREAD the tiled families prune by.
 """
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -114,3 +115,17 @@ def test_the_fp8_aten_baseline_is_refused_below_sm89_with_the_reason(m, n, k, la
         assert all("compute capability" not in why for _, why in rejected)
     bf16 = Problem.from_sizes(m, n, k, "bf16", layout_a=layouts[0], layout_b=layouts[1])
     assert aten.space(bf16, A100)[0] and candidates(bf16, ["aten"], "default", A100)[0].id == "aten"
+
+
+def test_tune_refuses_fp8_shapes_on_a_gpu_without_fp8_before_any_worker_time():
+    # Planned before, with no candidate at all (aten refused below sm_89 too), and the shape
+    # ended with no winner and no reason; now the run stops at once, naming shape and reason.
+    from gemmtune.shapes import Shape
+    from gemmtune.tuning.tuner import refuse_unrunnable
+    p = Problem.from_sizes(64, 64, 64, "float8_e4m3fn", op="scaled_mm", scale="tensor", layout_b="col")
+    shapes = [Shape("g", f"fp8_{i}", p) for i in range(5)] + [Shape("g", "bf16", Problem.from_sizes(64, 64, 64, "bf16"))]
+    with pytest.raises(ValueError, match=r"cannot tune fp8_0, fp8_1, fp8_2 and 2 more on this GPU: fp8 operands "
+                                         r"need compute capability 8\.9"):
+        refuse_unrunnable(shapes, DeviceInfo.lookup("a100"))
+    refuse_unrunnable(shapes, DeviceInfo.lookup("h100"))  # Hopper runs them: nothing raised
+    refuse_unrunnable(shapes[-1:], DeviceInfo.lookup("a100"))  # bf16 on an A100: fine

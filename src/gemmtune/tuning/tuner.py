@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ..bench.workers import WorkerPool, current_first, visible_gpus
+from ..configs import fp8_device_reason
 from ..device import DeviceInfo
 from ..shapes import Shape
 from ..store import ResultStore, RunContext
@@ -142,6 +143,16 @@ def make_plan(options: TuneOptions, info: dict, ctx: RunContext, lut: LookupTabl
     ranker = load_ranker(options.model, dev, ctx.triton_version, numpy_predict) if bspace != "SAME" else None
     return CandidatePlan(options.family_names, options.search_space, dev, lut, bspace, ranker,
                          deterministic=options.deterministic)
+
+
+def refuse_unrunnable(shapes: list[Shape], device: DeviceInfo) -> None:
+    """Raise a ValueError naming the shapes whose operands ``device`` cannot multiply at all (fp8
+    below sm_89: no family, cuBLAS included, is offered there), before any worker time is spent.
+    They used to be planned with no candidate and ended with no winner and no reason."""
+    bad = [(s, r) for s in shapes if (r := fp8_device_reason(s.problem, device))]
+    if bad:
+        names = ", ".join(s.name for s, _ in bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+        raise ValueError(f"cannot tune {names} on this GPU: {bad[0][1]}")
 
 
 def warm_plan(info: dict, sizes: tuple) -> float:
@@ -367,6 +378,7 @@ class Tuner:
                 rec = Recorder(db, ctx, retry_failed=o.retry_failed, timeout=o.timeout, min_gain=o.min_gain,
                                pdl_credit=o.pdl_credit)
                 plan = make_plan(o, info, ctx, lut, earlier, numpy_predict)
+                refuse_unrunnable(shapes, plan.device)
                 note("plan_made")
                 try:
                     swept = self.sweep(shapes, plan, executor, rec, note)
