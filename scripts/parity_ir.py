@@ -190,6 +190,22 @@ def store_kinds(sass: list[str]) -> str:
     return ", ".join(f"{k} x{v}" for k, v in sorted(kinds.items())) or "-"
 
 
+def loop_order(body: list[str]) -> str:
+    """The K loop's SASS as one character an instruction: A WARPGROUP.ARRIVE, G HGMMA, W WARPGROUP.DEPBAR,
+    B BAR, L LDGSTS, D (LDG)DEPBAR, . anything else; then where the arrive sits and how many
+    instructions the LDGSTS span (first to last). Inductor's template on 512x4096x4096 bf16,
+    BM64-BN128-BK64-S4-W4, triton 3.6: the arrive at 26, the 12 LDGSTS within 27 (its next stage's
+    addresses computed before the HGMMAs)."""
+    sig = ""
+    for ins in body:
+        op = re.sub(r"^@!?U?P\w+\s+", "", ins).split()[0]
+        sig += ("G" if op.startswith("HGMMA") else "B" if op.startswith("BAR") else "L" if op.startswith("LDGSTS")
+                else "A" if op.startswith("WARPGROUP.ARRIVE") else "W" if op.startswith("WARPGROUP.DEPBAR")
+                else "D" if "DEPBAR" in op else ".")
+    ldg = [i for i, c in enumerate(sig) if c == "L"]
+    return f"{sig}  arrive at {sig.find('A')}, LDGSTS span {ldg[-1] - ldg[0] + 1 if ldg else 0}"
+
+
 def classify(body: list[str], classes) -> dict:
     return {name: sum(1 for ln in body if re.search(pat, ln)) for name, pat in classes}
 
@@ -251,6 +267,7 @@ def analyse(tag, info, out: Path) -> dict:
         "ptx_main_loop_lines": len(pmain[0]) if pmain else None,
         "ptx_whole": classify(allptx, PTX_CLASSES),
         "sass_main_loop": classify(smain[0], SASS_CLASSES) if smain else None,
+        "sass_loop_order": loop_order(smain[0]) if smain else None,
         "sass_whole": classify(allsass, SASS_CLASSES),
     }
 
@@ -265,6 +282,8 @@ def main() -> int:
     ap.add_argument("--indexed-k", action="store_true", help="also the indexed K loop, plain and static")
     ap.add_argument("--wrap", action="store_true", help="also ours with edge='wrap' (rows / cols past the edge "
                     "wrap around instead of being masked), plain and static")
+    ap.add_argument("--order", action="store_true", help="also print each kernel's K loop in SASS order "
+                    "(loop_order: where the address math sits against the HGMMAs and the LDGSTS)")
     args = ap.parse_args()
     if tiled._INTERPRETED:
         raise SystemExit("compiles real kernels: run without TRITON_INTERPRET=1")
@@ -313,6 +332,8 @@ def main() -> int:
         print("   ptx main loop:", r["ptx_main_loop_lines"], "lines", r["ptx_main_loop"])
         print("   sass main loop:", r["sass_main_loop"])
         print("   sass whole:", r["sass_whole"])
+        if args.order:
+            print("   sass loop order:", r["sass_loop_order"])
     if args.json:
         Path(args.json).write_text(json.dumps({"triton": _t.__version__, "arch": args.arch, "config": args.config,
                                                "rows": rows}, indent=1))

@@ -54,6 +54,10 @@ from .tile_epilogue import (FP8_PROMOTE, UPCAST_BF16, _gpu_fence, _sum_splits_ke
                             fused_epilogue, mma, split_epilogue)
 
 
+# tl.assume (an LLVM assumption, no code) where this triton has it.
+_HAS_ASSUME = tl.constexpr(hasattr(tl, "assume"))
+
+
 @triton.jit
 def _operand_offsets(ram, rbn, rkk, sam, sak, sbk, sbn, A_LEAD_DIV: tl.constexpr, B_LEAD_DIV: tl.constexpr,
                      AK_UNIT: tl.constexpr, BN_UNIT: tl.constexpr):
@@ -181,6 +185,21 @@ def _tiled_mm_kernel(
     group_size = tl.minimum(grid_m - group_id * GROUP_M, GROUP_M)
     pid_m = group_id * GROUP_M + (pid % width) % group_size
     pid_n = (pid % width) // group_size
+    if _HAS_ASSUME and not PREFETCH_B:
+        # Not with PREFETCH_B: there it cost B's prefetched scalar loads their immediate offsets
+        # (tests/test_kernelinfo.py::test_prefetched_b_loads_share_a_base_with_immediate_offsets).
+        # Both are >= 0 (so are pid, width and group_size), as Inductor's template tells the compiler
+        # too. Without pid_n's, rn % N is a signed remainder and B's offsets signed, which changed how
+        # the loop-invariant addresses were formed and, with them, ptxas's schedule of the K loop: the
+        # next stage's 64-bit load addresses computed between the cp.async after the barrier
+        # rather than before the wgmma, in 96 registers against the template's 112
+        # (512x4096x4096 bf16, BM64-BN128-BK64-S4-W4, static + indexed, sm_90a, triton 3.6:
+        # the 12 LDGSTS spanned 41 SASS instructions against 27; the same 95 a K iteration;
+        # 1.004-1.083x the template on an H200). With it the loop's SASS is the template's,
+        # instruction for instruction up to register names, in 112 registers
+        # (scripts/exp_ptxas_order.py; scripts/parity_ir.py --indexed-k --order).
+        tl.assume(pid_m >= 0)
+        tl.assume(pid_n >= 0)
 
     # Unit strides as constexprs: the contiguous dim is known at compile time.
     if AK_UNIT:
