@@ -86,6 +86,9 @@ def main() -> int:
                     help="compile Inductor with coordinate descent off: max-autotune turns it on, and it may "
                          "re-tune the template's num_warps / num_stages at its first run, so the template need "
                          "not run the forced config (each row records how many coordesc benchmarks ran)")
+    ap.add_argument("--no-assume", action="store_true",
+                    help="compile ours without tiled.py's tl.assume(pid_m >= 0, pid_n >= 0) (session 56's change), "
+                         "for an A/B against the template in separate processes")
     ap.add_argument("--only", help="comma-separated MxNxK rows to keep (of the cases the other filters keep)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per row (each 30 graph replays "
                     "of every launch); the figures before session 53 used 3")
@@ -100,6 +103,11 @@ def main() -> int:
     from gemmtune.benchmark import aggregate, make_entry, round_robin
     from gemmtune.configs import Choice
     from gemmtune.kernels.tiled import launch_tiled, tile_kwargs
+    if args.no_assume:
+        import triton.language as tl
+
+        from gemmtune.kernels import tiled
+        tiled._HAS_ASSUME = tl.constexpr(False)  # before any compile: triton keys its cache on it
     from gemmtune.device import DeviceInfo
     from gemmtune.problem import DTYPES, Problem
     from gemmtune.table import LookupTable, TableChoice

@@ -10,7 +10,8 @@ A fourth field names more forms of our kernel to profile beside the default laun
 it: ``static_ik`` (sizes and strides compiled in, the K loop indexed from 0) and ``static_ik_wn``
 (the same with an odd N wrapped, ``edge="wrap"``), e.g.
 ``333x4097x1025:bfloat16:BM64-BN128-BK64-S4-W4-G8:static_ik,static_ik_wn``. The profiled order per
-shape: Inductor, ours, each named form, cuBLAS.
+shape: Inductor, ours, each named form, cuBLAS. ``PARITY_NO_ASSUME=1`` compiles ours without
+tiled.py's ``tl.assume(pid_m >= 0, pid_n >= 0)`` (session 56's change), for an A/B.
 
 Why: scripts/parity_inductor.py times ours 1.05-1.15x Inductor's on the same config, while the
 compiled K loops are nearly identical (benchmarks/results/2026-11-25-parity-ir). The profiler
@@ -46,6 +47,11 @@ def main(specs: list[str]) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     fam = kernels.get("triton_mm")
     from gemmtune.kernels.tiled import launch_tiled, tile_kwargs
+    if os.environ.get("PARITY_NO_ASSUME") == "1":  # session 56's A/B: ours without tiled.py's tl.assume
+        import triton.language as tl
+
+        from gemmtune.kernels import tiled
+        tiled._HAS_ASSUME = tl.constexpr(False)
     forms_known = {"static_ik": {"static": True, "indexed_k": True},
                    "static_ik_wn": {"static": True, "indexed_k": True, "edge": "wrap"}}
     for spec in specs:
