@@ -15,6 +15,24 @@ import gemmtune  # noqa: E402
 from gemmtune import benchmodel  # noqa: E402
 
 
+def one_layer_tiny(monkeypatch):
+    """bench-model's tiny models built with one decoder layer: a compiled mode's Dynamo trace and
+    Inductor lowering grow with the layers, and every kind of GEMM (q/k/v, o, gate/up, down,
+    lm_head) and fused group is in the one layer as in two."""
+    from gemmtune.benchmodel import models
+
+    full = models._config
+
+    def one(name):
+        cfg = full(name)
+        if name.startswith("tiny-"):
+            cfg.num_hidden_layers = 1
+            if getattr(cfg, "layer_types", None):
+                cfg.layer_types = cfg.layer_types[:1]
+        return cfg
+    monkeypatch.setattr(models, "_config", one)
+
+
 def fake_tuner(calls):
     def tune(problems, **kw):
         calls.append(len(problems))
@@ -352,11 +370,12 @@ def test_pdl_modes_compile_with_inductors_pdl_and_no_other_mode_does():
         iconfig.triton.enable_pdl = False
 
 
-def test_fuse_patch_compile_pdl_serves_twins_of_the_fused_tuning_without_a_second_call():
+def test_fuse_patch_compile_pdl_serves_twins_of_the_fused_tuning_without_a_second_call(monkeypatch):
     """fuse_patch_compile_pdl: a fused copy of its own, patched with eager_fuse_patch's winners whose
     GEMV strips are -pdl twins (no second tuning call), compiled; its logits as eager's."""
     from torch._inductor import config
 
+    one_layer_tiny(monkeypatch)
     strip = "skinny:BM1-BN16-BK64-SK1-S1-W4-core-det"  # 16 columns a program: few for the interpreter
     calls = []
 
@@ -417,6 +436,7 @@ def test_lut_compile_without_a_table_fails_with_the_reason():
 def test_lut_compile_steers_max_autotune_with_the_tuning_calls_table(tmp_path, monkeypatch):
     # lut_compile: torch.compile max-autotune with gemmtune's table of the same (one) tuning call
     # installed as Inductor's lookup table while it compiles, and removed for every other mode.
+    one_layer_tiny(monkeypatch)  # the prefill and step graphs max-autotune compiles: one layer
     from torch._inductor import config as icfg
 
     import gemmtune.inductor_export as ie
@@ -807,13 +827,14 @@ def test_fuse_modes_fuse_a_copy_and_tune_it_once(tmp_path):
         benchmodel.run(["tiny-llama"], phases=["decode_b1"], modes=["eager"], out_dir=tmp_path, eager_rounds=0)
 
 
-def test_fuse_patch_compile_merges_each_group_in_the_compiled_graph():
+def test_fuse_patch_compile_merges_each_group_in_the_compiled_graph(monkeypatch):
     """fuse_patch_compile(_cdt): eager_fuse_patch's model compiled; each fused group one GEMM in the
     graph (gemmtune.fuse_compile's pass), the logits as the unfused eager model's."""
     from torch._inductor import config
 
     from gemmtune import fuse_compile
 
+    one_layer_tiny(monkeypatch)  # its two groups (q/k/v, gate/up) merge as in every layer
     out = {"modes": {}}
     model = benchmodel.build_model(benchmodel.parse_model("tiny-llama"), torch.float32, "cpu")
     ids = torch.randint(0, 500, (1, 8))
