@@ -18,8 +18,9 @@ from gemmtune import eager_gate
 from gemmtune import nn as gnn
 from gemmtune.eager_gate import choose, gate_eager
 
-TRITON = "triton_mm:BM16-BN16-BK16-S1-W2-G8"
-WIDE = "triton_mm:BM16-BN64-BK64-S1-W2-G8"  # fewer, wider interpreter programs on tiny-llama
+# Wide tiles: few interpreter programs a launch (one per layer of _model); which Triton winner runs is
+# not what these tests check.
+TRITON = "triton_mm:BM16-BN64-BK64-S1-W2-G8"
 
 
 def _tune(winner):
@@ -255,9 +256,9 @@ def test_decode_step_repeats_one_step_and_is_gated(monkeypatch):
     from gemmtune.benchmodel.models import build_model, parse_model
 
     model = build_model(parse_model("tiny-llama"), torch.float32, "cpu")
-    # Wide tiles: the interpreter runs the step 10 times, and BN16-BK16 tiles made ~4x the programs
-    # and ~4x the K iterations of these (114 s of CI); which Triton winner runs is not what is tested.
-    gemmtune.patch(model, hints={"m": [2]}, tune_fn=_tune(WIDE), progress=False)
+    # (TRITON's wide tiles: the interpreter runs the step ~10 times; BN16-BK16 tiles made ~4x the
+    # programs and ~4x the K iterations, 114 s of CI)
+    gemmtune.patch(model, hints={"m": [2]}, tune_fn=_tune(TRITON), progress=False)
     ids = torch.randint(0, model.get_input_embeddings().weight.shape[0], (2, 5))
     step = eager_gate.decode_step(model, ids)  # fills the cache: the prompt's shapes are decided here
     layers = [m for m in model.modules() if "_gemmtune_eager" in m.__dict__]
