@@ -209,10 +209,13 @@ OUTSIDE = {"clip": "mm 2x2x32 float32 in the model's own forward; mm 1x1x32 floa
 FAST_OTHERS = ("t5",)  # an encoder-decoder: two inputs by keyword, two stacks of layers
 
 
-def tiny_other(model_type: str):
+def tiny_other(model_type: str, **over):
+    """The tiny model of ``model_type`` and its example inputs (``over``: config values that replace
+    the tiny ones)."""
     cfg, inputs, _ = OTHERS[model_type]
     torch.manual_seed(0)
-    model = tf.AutoModel.from_config(tf.AutoConfig.for_model(model_type, **cfg), dtype=torch.float32).eval()
+    model = tf.AutoModel.from_config(tf.AutoConfig.for_model(model_type, **{**cfg, **over}),
+                                     dtype=torch.float32).eval()
     return model, inputs()
 
 
