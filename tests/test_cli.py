@@ -201,8 +201,10 @@ def test_operands_are_checked_against_this_machines_memory(monkeypatch):
 
 
 def _tune(tmp_path, shape, *extra):
+    # --in-process: these tests are about the table --out writes, not the benchmark worker (a
+    # subprocess with its own torch import, ~5 s of CPU each on the 2-core CI machine).
     return cli.main(["tune", "--shape", shape, "--families", "aten", "--store", str(tmp_path / "s.sqlite"),
-                     "--out", str(tmp_path / "t.json"), "-q", *extra])
+                     "--out", str(tmp_path / "t.json"), "-q", "--in-process", *extra])
 
 
 def _cpu_table(entries: dict):
@@ -260,7 +262,7 @@ def test_the_python_api_merges_too(tmp_path):
     from gemmtune.problem import Problem
     _cpu_table({(8, 8, 16): [("aten", 0.5)]}).save(tmp_path / "t.json")
     r = gemmtune.tune([Problem.from_sizes(8, 8, 48, "fp16")], families=["aten"], store=tmp_path / "s.sqlite",
-                      out=tmp_path / "t.json", progress=False)
+                      out=tmp_path / "t.json", progress=False, in_process=True)  # (the table, not the worker)
     assert len(r.table.entries) == 2 and len(json.loads((tmp_path / "t.json").read_text())["entries"]) == 2
 
 
@@ -423,8 +425,8 @@ def test_tune_over_a_read_only_table_is_refused_before_the_sweep(tmp_path, capsy
     only the directory writable), its entries gone with --overwrite. Refused by its mode bits
     (root, who runs this, may write anything), before anything is measured; the table unchanged."""
     table = tmp_path / "t.json"
-    assert run(["tune", "--shape", "8x8x16:fp16", "--families", "aten", "-q", "--store",
-                str(tmp_path / "a.sqlite"), "--out", str(table)], capsys)[0] == 0
+    assert run(["tune", "--shape", "8x8x16:fp16", "--families", "aten", "-q", "--in-process", "--store",
+                str(tmp_path / "a.sqlite"), "--out", str(table)], capsys)[0] == 0  # the table to refuse
     before = table.read_bytes()
     table.chmod(0o444)
     store = tmp_path / "s.sqlite"

@@ -390,13 +390,16 @@ def test_one_collector_per_gpu_measures_each_shape_once(tmp_path):
     """--gpus 0,1: two collector processes on one store and one claims folder (on a CPU the
     'GPUs' are only CUDA_VISIBLE_DEVICES values): every candidate is measured once, neither
     exports, the parent exports once. Three small shapes (--shapes: the plan's cube_128 and cube_256
-    took two thirds of the run in the interpreter), still more shapes than processes."""
+    took two thirds of the run in the interpreter), still more shapes than processes. No compile
+    workers (the interpreter's default): each collector's every batch would start two more torch
+    processes, and what is checked here is the claims between collectors (the compile pool in a
+    collect: test_collect_runs_and_resumes_in_the_interpreter)."""
     suite = tmp_path / "suite.csv"
     suite.write_text("group,name,M,N,K,dtype\nsmall,s_64,64,64,64,float16\nsmall,s_32x64,32,64,64,float16\n"
                      "small,s_64x32,64,32,128,float16\n")
     res = _collect(["--cpu-interpreter", "--shapes", str(suite), "--dtypes", "fp16",
                     "--mm-sample", "1", "--splitk-sample", "1", "--pad-sample", "1", "--new-sample", "1",
-                    "--compile-workers", "2", "--batch", "1", "--gpus", "0,1"], tmp_path)
+                    "--compile-workers", "0", "--batch", "1", "--gpus", "0,1"], tmp_path)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     progs = [json.loads((tmp_path / f"collect-progress-gpu{i}.json").read_text()) for i in range(2)]
     assert all(pg["shared_store"] and pg["sampler"] == "pool" for pg in progs)

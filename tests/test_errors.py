@@ -99,33 +99,57 @@ def test_triton_family_on_unsupported_device(choice):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_cpu_tensors_without_interpreter():
-    """Without TRITON_INTERPRET the Triton families refuse CPU tensors with a hint; aten runs."""
+    """Without TRITON_INTERPRET the Triton families refuse CPU tensors with a hint; aten runs.
+
+    Both settings (unset, "0") in one subprocess that imports torch once and forks a child per
+    setting before gemmtune (and triton's kernels) are imported: each child sets its value, then
+    imports gemmtune, so triton.jit sees that value as it would in a fresh process (a torch import
+    is most of a subprocess's ~5 s of CPU on the 2-core CI machine)."""
     code = textwrap.dedent(f"""
-        import sys
+        import os, sys, traceback
         sys.path.insert(0, {str(SRC)!r})
-        import torch, gemmtune
-        assert not gemmtune.interpreter_enabled()
-        a, b = torch.randn(8, 16, dtype=torch.float16), torch.randn(16, 8, dtype=torch.float16)
-        out = gemmtune.matmul(a, b, choice="aten")
-        assert torch.allclose(out.float(), a.float() @ b.float(), atol=1e-2)
-        for choice in ({TILE!r}, "splitk:BM32-BN32-BK32-S2-W4-G8-SK2-det", "decompose_k:s2"):
-            try:
-                gemmtune.matmul(a, b, choice=choice)
-            except ValueError as e:
-                msg = str(e)
-                assert "needs CUDA tensors" in msg and "TRITON_INTERPRET=1" in msg, msg
-                assert "choice='aten'" in msg, msg
-            else:
-                raise SystemExit(f"{{choice}} ran on CPU tensors without the interpreter")
+        import torch
+        assert "gemmtune" not in sys.modules and "triton" not in sys.modules, "imported before the fork"
+
+        def check():
+            import gemmtune
+            assert not gemmtune.interpreter_enabled()
+            a, b = torch.randn(8, 16, dtype=torch.float16), torch.randn(16, 8, dtype=torch.float16)
+            out = gemmtune.matmul(a, b, choice="aten")
+            assert torch.allclose(out.float(), a.float() @ b.float(), atol=1e-2)
+            for choice in ({TILE!r}, "splitk:BM32-BN32-BK32-S2-W4-G8-SK2-det", "decompose_k:s2"):
+                try:
+                    gemmtune.matmul(a, b, choice=choice)
+                except ValueError as e:
+                    msg = str(e)
+                    assert "needs CUDA tensors" in msg and "TRITON_INTERPRET=1" in msg, msg
+                    assert "choice='aten'" in msg, msg
+                else:
+                    raise SystemExit(f"{{choice}} ran on CPU tensors without the interpreter")
+
+        for value in (None, "0"):
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    if value is not None:
+                        os.environ["TRITON_INTERPRET"] = value
+                    check()
+                    print(f"OK {{value}}")
+                    code = 0
+                except BaseException:
+                    traceback.print_exc()
+                finally:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            assert os.waitstatus_to_exitcode(status) == 0, f"TRITON_INTERPRET={{value}}: the check failed"
         print("OK")
     """)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    for value in (None, "0"):
-        if value is not None:
-            env["TRITON_INTERPRET"] = value
-        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                           timeout=120)
-        assert r.returncode == 0 and r.stdout.strip().endswith("OK"), r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.split() == ["OK", "None", "OK", "0", "OK"], r.stdout + r.stderr
 
 
 # ------------------------------------------------------------------ configs a family cannot run

@@ -28,9 +28,65 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 ON_GPU = torch.cuda.is_available()
 
 
-def _python(code: str, **env) -> subprocess.CompletedProcess:
-    e = {**os.environ, "PYTHONPATH": SRC, **env}
-    return subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True, timeout=300)
+# The tests below that need the setting read by a fresh process: their snippets run in one
+# subprocess that imports torch once (most of a subprocess's ~5 s of CPU) and then forks a child
+# per snippet, before gemmtune or triton is imported; each child sets its environment, changes
+# to its folder and runs its snippet (or `python -m gemmtune.cli` through runpy) as a process
+# started with that environment would, its exit status, stdout and stderr kept apart.
+_FORK_SERVER = r"""
+import json, os, runpy, sys, tempfile, traceback
+import torch
+assert not [m for m in ("gemmtune", "triton") if m in sys.modules], "imported before the fork"
+out = {}
+for name, job in json.loads(sys.argv[1]).items():
+    with tempfile.TemporaryFile() as o, tempfile.TemporaryFile() as e:
+        pid = os.fork()
+        if pid == 0:
+            rc = 1
+            try:
+                os.dup2(o.fileno(), 1)
+                os.dup2(e.fileno(), 2)
+                os.environ.update(job["env"])
+                os.chdir(job["cwd"])
+                if "module" in job:
+                    sys.argv = [job["module"], *job["argv"]]
+                    runpy.run_module(job["module"], run_name="__main__", alter_sys=True)
+                else:
+                    exec(compile(job["code"], "<string>", "exec"), {"__name__": "__main__"})
+                rc = 0
+            except SystemExit as x:
+                rc = x.code if isinstance(x.code, int) else (0 if x.code is None else 1)
+                if not isinstance(x.code, (int, type(None))):
+                    print(x.code, file=sys.stderr)
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(rc)
+        _, status = os.waitpid(pid, 0)
+        o.seek(0)
+        e.seek(0)
+        out[name] = [os.waitstatus_to_exitcode(status), o.read().decode(), e.read().decode()]
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def forked(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    """name -> the CompletedProcess of each snippet in _FORKED, run as _FORK_SERVER says."""
+    import json
+
+    cwd = tmp_path_factory.mktemp("fp32-forked")
+    jobs = {name: {**job, "cwd": str(cwd)} for name, job in _FORKED.items()}
+    jobs["cli"]["argv"] = [a.replace("{cwd}", str(cwd)) for a in jobs["cli"]["argv"]]
+    r = subprocess.run([sys.executable, "-c", _FORK_SERVER, json.dumps(jobs)], env={**os.environ, "PYTHONPATH": SRC},
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = {name: subprocess.CompletedProcess(name, rc, out, err)
+           for name, (rc, out, err) in json.loads(r.stdout.strip().splitlines()[-1]).items()}
+    got["cwd"] = cwd
+    return got
 
 
 def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -50,32 +106,45 @@ def test_only_fp32_without_tf32_takes_the_setting():
     assert input_precision(torch.float16, False) == "tf32"  # (16-bit tl.dot ignores it)
 
 
-def test_ieee_is_taken_from_the_environment_by_every_launch():
-    r = _python("import torch; from gemmtune.kernels.tiled import input_precision; "
-                "print(input_precision(torch.float32, False))", GEMMTUNE_FP32_PRECISION="ieee")
+_FORKED = {
+    "ieee": {"code": "import torch; from gemmtune.kernels.tiled import input_precision; "
+                     "print(input_precision(torch.float32, False))",
+             "env": {"GEMMTUNE_FP32_PRECISION": "ieee"}},
+    "cli": {"module": "gemmtune.cli", "argv": ["tune", "--shape", "8x8x8:fp32", "--store", "{cwd}/s.sqlite",
+                                                "--out", "{cwd}/t.json"],
+            "env": {"GEMMTUNE_FP32_PRECISION": "fast"}},
+    "launch": {"code": "import torch, gemmtune\n"
+                       "a, b = torch.randn(5, 7), torch.randn(7, 3)\n"
+                       "try:\n"
+                       "    gemmtune.matmul(a, b, choice='triton_mm:BM16-BN16-BK16-S1-W4-G8')\n"
+                       "except ValueError as e:\n"
+                       "    print('refused:', e)\n",
+               "env": {"GEMMTUNE_FP32_PRECISION": "x9", "TRITON_INTERPRET": "1"}},
+    "export": {"code": "from gemmtune.configs import Choice, TileConfig\n"
+                       "from gemmtune.inductor_export import choice_config\n"
+                       "from gemmtune.problem import Problem\n"
+                       "p = Problem.from_sizes(256, 256, 256, 'fp32')\n"
+                       "print(choice_config(Choice('triton_mm', TileConfig(64, 64, 32, 3, 4)), p, 132)['BLOCK_K'])",
+               "env": {"GEMMTUNE_FP32_PRECISION": "ieee"}},
+}
+
+
+def test_ieee_is_taken_from_the_environment_by_every_launch(forked):
+    r = forked["ieee"]
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["ieee"]
 
 
-def test_a_bad_value_is_one_line_from_the_command_line(tmp_path):
-    e = {**os.environ, "PYTHONPATH": SRC, "GEMMTUNE_FP32_PRECISION": "fast"}
-    r = subprocess.run([sys.executable, "-m", "gemmtune.cli", "tune", "--shape", "8x8x8:fp32", "--store",
-                        str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "t.json")],
-                       env=e, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+def test_a_bad_value_is_one_line_from_the_command_line(forked):
+    r = forked["cli"]  # `python -m gemmtune.cli tune ...` with GEMMTUNE_FP32_PRECISION=fast
     assert r.returncode == 2
     assert "GEMMTUNE_FP32_PRECISION='fast': expected one of tf32x3, ieee" in r.stderr
     assert "Traceback" not in r.stderr
-    assert not (tmp_path / "s.sqlite").exists()  # refused before any work
+    assert not (forked["cwd"] / "s.sqlite").exists()  # refused before any work
 
 
-def test_a_bad_value_raises_at_the_libraries_first_fp32_launch():
-    r = _python("import torch, gemmtune\n"
-                "a, b = torch.randn(5, 7), torch.randn(7, 3)\n"
-                "try:\n"
-                "    gemmtune.matmul(a, b, choice='triton_mm:BM16-BN16-BK16-S1-W4-G8')\n"
-                "except ValueError as e:\n"
-                "    print('refused:', e)\n",
-                GEMMTUNE_FP32_PRECISION="x9", TRITON_INTERPRET="1")
+def test_a_bad_value_raises_at_the_libraries_first_fp32_launch(forked):
+    r = forked["launch"]
     assert r.returncode == 0, r.stderr
     assert "refused: GEMMTUNE_FP32_PRECISION='x9'" in r.stdout
 
@@ -116,13 +185,8 @@ def test_the_inductor_export_refuses_fp32_triton_tiles_measured_as_3xtf32():
                          Problem.from_sizes(256, 256, 256, "bf16"), 132)["BLOCK_M"] == 64
 
 
-def test_the_export_keeps_fp32_tiles_tuned_with_ieee():
-    r = _python("from gemmtune.configs import Choice, TileConfig\n"
-                "from gemmtune.inductor_export import choice_config\n"
-                "from gemmtune.problem import Problem\n"
-                "p = Problem.from_sizes(256, 256, 256, 'fp32')\n"
-                "print(choice_config(Choice('triton_mm', TileConfig(64, 64, 32, 3, 4)), p, 132)['BLOCK_K'])",
-                GEMMTUNE_FP32_PRECISION="ieee")
+def test_the_export_keeps_fp32_tiles_tuned_with_ieee(forked):
+    r = forked["export"]
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["32"]
 

@@ -178,7 +178,7 @@ KILL_ARGS = ["tune", "--shape", "16x16x256:fp16", "--families", "triton_mm,decom
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
-def test_kill_9_and_resume(tmp_path):
+def test_kill_9_and_resume(tmp_path, capfd, monkeypatch):
     store, out = tmp_path / "S.sqlite", tmp_path / "T.json"
     args = KILL_ARGS + ["--store", str(store), "--out", str(out)]
     log = open(tmp_path / "killed.log", "wb")
@@ -244,11 +244,15 @@ def test_kill_9_and_resume(tmp_path):
     assert reused == len(before), res.stdout
     assert measured >= 1
 
-    # An uninterrupted run into a fresh store.
+    # An uninterrupted run into a fresh store, the reference: the same command's main() in this
+    # process (its benchmark worker still a subprocess; the killed run and its resume are the
+    # commands as processes), which saves a child's torch import.
     fresh_store, fresh_out = tmp_path / "fresh.sqlite", tmp_path / "fresh.json"
-    res2 = _cli(KILL_ARGS + ["--store", str(fresh_store), "--out", str(fresh_out)], tmp_path)
-    assert res2.returncode == 0, res2.stderr
-    fresh_measured, fresh_reused = _counts(res2.stdout)
+    monkeypatch.chdir(tmp_path)  # where the child ran
+    capfd.readouterr()
+    rc2, out2, err2 = _main(KILL_ARGS + ["--store", str(fresh_store), "--out", str(fresh_out)], capfd)
+    assert rc2 == 0, err2
+    fresh_measured, fresh_reused = _counts(out2)
     assert fresh_reused == 0
 
     n_resumed = _sql(store, "SELECT COUNT(*) FROM results")[0][0]
@@ -273,15 +277,20 @@ def test_kill_9_and_resume(tmp_path):
 
 # ------------------------------------------------------------------ the CLI end to end
 @pytest.mark.slow
-def test_cli_end_to_end_smoke(tmp_path):
+def test_cli_end_to_end_smoke(tmp_path, capfd, monkeypatch):
+    # The command's main() in this process (the benchmark worker is still a subprocess): a
+    # `python -m gemmtune.cli` child cost another torch import, and the module's entry point as a
+    # command is run by the kill -9 test above and tests/test_cli.py. capfd: the worker's own
+    # stderr (a traceback there) is read too, as the child's was.
+    monkeypatch.chdir(tmp_path)  # where the child ran
     store, out, summ = tmp_path / "s.sqlite", tmp_path / "t.json", tmp_path / "summary.json"
-    res = _cli(["tune", "--preset", "smoke", "--families", "splitk,decompose_k",
-                "--store", str(store), "--out", str(out), "--summary", str(summ), "-q"], tmp_path)
-    assert res.returncode == 0, res.stderr
-    assert "Traceback" not in res.stderr, res.stderr
-    flat = _flat(res.stdout)
+    rc, stdout, stderr = _main(["tune", "--preset", "smoke", "--families", "splitk,decompose_k",
+                                "--store", str(store), "--out", str(out), "--summary", str(summ), "-q"], capfd)
+    assert rc == 0, stderr
+    assert "Traceback" not in stderr, stderr
+    flat = _flat(stdout)
     if not HAS_CUDA:
-        assert "NOT representative" in flat, res.stdout
+        assert "NOT representative" in flat, stdout
 
     shapes = preset("smoke")
     assert len(shapes) == 2
@@ -326,7 +335,7 @@ def test_cli_end_to_end_smoke(tmp_path):
                 assert tc.device_ms == pytest.approx(best.device_ms)
             assert s.name in flat  # the summary names each shape
         n = db.count()
-        assert _counts(res.stdout) == (n, 0)
+        assert _counts(stdout) == (n, 0)
         # Every row has a status; failures carry a reason.
         for _, r in all_rows:
             assert r.status in STATUSES
