@@ -18,20 +18,99 @@ from gemmtune.kernels import tiled
 from gemmtune.kernels.splitk import SplitKWorkspace
 
 
-def _compile_env(interpret: bool = False) -> dict:
+def _compile_env() -> dict:
     """This process's environment for a compiling subprocess: the source tree first on the path,
-    and no TRITON_INTERPRET (the tests set it) unless ``interpret``."""
+    and no TRITON_INTERPRET (the tests set it)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    if interpret:
-        env["TRITON_INTERPRET"] = "1"
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(__file__), "..", "src"),
                                          env.get("PYTHONPATH", "")])
     return env
 
 
-def _inspect(*argv, interpret: bool = False) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gemmtune.cli", "inspect", *argv], capture_output=True, text=True,
-                          env=_compile_env(interpret), timeout=600)
+# One compiling process for the module's tests (one per xdist worker that runs any): each of
+# them used to start its own `python -m gemmtune.cli inspect` or script, importing torch, triton
+# and gemmtune again (~5 s of CPU each, ten of them). It runs each request as that command would:
+# the CLI's main() with the argv, or a script file as __main__, with file descriptors 1 and 2
+# pointed at files for the request's run, so that stdout and stderr hold everything the command
+# (or a tool it starts) writes; an exception that escapes is printed as Python prints it.
+_SERVER = r"""
+import json, os, runpy, sys, traceback
+reply = os.fdopen(os.dup(1), "w")
+for line in sys.stdin:
+    req = json.loads(line)
+    sys.stdout.flush(); sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(req["out"], "w") as fo, open(req["err"], "w") as fe:
+        os.dup2(fo.fileno(), 1); os.dup2(fe.fileno(), 2)
+        try:
+            if "argv" in req:
+                from gemmtune.cli import main
+                rc = main(req["argv"])
+            else:
+                sys.argv = [req["script"]]
+                runpy.run_path(req["script"], run_name="__main__")
+                rc = 0
+        except SystemExit as e:
+            rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+            rc = 1
+        finally:
+            sys.stdout.flush(); sys.stderr.flush()
+            os.dup2(saved[0], 1); os.dup2(saved[1], 2)
+            os.close(saved[0]); os.close(saved[1])
+    reply.write(json.dumps(rc) + "\n"); reply.flush()
+"""
+
+
+class _Compiler:
+    """The module's compiling process (TRITON_INTERPRET unset), started at its first request."""
+
+    def __init__(self, folder):
+        self.folder, self.proc, self.n = folder, None, 0
+
+    def _request(self, req: dict, args) -> subprocess.CompletedProcess:
+        if self.proc is None:
+            self.log = open(self.folder / "server.log", "w+")
+            self.proc = subprocess.Popen([sys.executable, "-c", _SERVER], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=self.log, text=True, env=_compile_env())
+        self.n += 1
+        out, err = self.folder / f"{self.n}.out", self.folder / f"{self.n}.err"
+        self.proc.stdin.write(json.dumps(req | {"out": str(out), "err": str(err)}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            self.log.seek(0)
+            raise AssertionError(f"the compiling process died: {self.log.read()[-3000:]}")
+        return subprocess.CompletedProcess(args, json.loads(line), out.read_text(), err.read_text())
+
+    def inspect(self, *argv) -> subprocess.CompletedProcess:
+        return self._request({"argv": ["inspect", *argv]}, ["gemmtune", "inspect", *argv])
+
+    def script(self, path) -> subprocess.CompletedProcess:
+        return self._request({"script": str(path)}, [sys.executable, str(path)])
+
+    def close(self):
+        if self.proc is not None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+            self.log.close()
+
+
+@pytest.fixture(scope="module")
+def compiler(tmp_path_factory):
+    c = _Compiler(tmp_path_factory.mktemp("compiler"))
+    yield c
+    c.close()
+
+
+def _inspect_interpreted(capsys, *argv):
+    """``gemmtune inspect`` in this (interpreted) process, as a command would run: its status and output."""
+    from gemmtune.cli import main
+    capsys.readouterr()
+    rc = main(["inspect", *argv])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(["gemmtune", "inspect", *argv], rc, out, err)
 
 
 def test_offline_mode_records_launches_and_runs_nothing():
@@ -63,8 +142,8 @@ def test_count_ptx_tells_vector_from_scalar_loads_and_skips_comments():
     assert (c["cp.async"], c["wgmma"], c["atom/red"], c["mma.sync"]) == (1, 1, 1, 0)
 
 
-def test_inspect_compiles_for_sm90_on_a_cpu_machine():
-    r = _inspect("triton_mm:BM128-BN128-BK64-S3-W8-G8", "skinny:BM1-BN32-BK128-SK1-S1-W4-core-det", "aten",
+def test_inspect_compiles_for_sm90_on_a_cpu_machine(compiler):
+    r = compiler.inspect("triton_mm:BM128-BN128-BK64-S3-W8-G8", "skinny:BM1-BN32-BK128-SK1-S1-W4-core-det", "aten",
                  "--shape", "64x4096x768:bf16", "--layout-b", "col", "--json")
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads(r.stdout)  # the whole of stdout: the note on aten goes to stderr under --json
@@ -78,24 +157,25 @@ def test_inspect_compiles_for_sm90_on_a_cpu_machine():
 
 
 @pytest.mark.slow
-def test_inspect_targets_ampere_and_refuses_the_interpreter():
-    r = _inspect("triton_mm:BM64-BN64-BK32-S3-W4-G8", "--shape", "256x256x256:fp16", "--arch", "80", "--json")
+def test_inspect_targets_ampere_and_refuses_the_interpreter(compiler, capsys):
+    r = compiler.inspect("triton_mm:BM64-BN64-BK32-S3-W4-G8", "--shape", "256x256x256:fp16", "--arch", "80", "--json")
     assert r.returncode == 0, r.stderr[-2000:]
     row = json.loads(r.stdout)["kernels"][0]
     assert row["arch"] == "sm_80" and row["wgmma"] == 0 and row["mma.sync"] > 0
-    r = _inspect("triton_mm:BM64-BN64-BK32-S3-W4-G8", "--shape", "256x256x256:fp16", interpret=True)
+    assert os.environ.get("TRITON_INTERPRET") == "1"  # this process's (conftest sets it without a GPU)
+    r = _inspect_interpreted(capsys, "triton_mm:BM64-BN64-BK32-S3-W4-G8", "--shape", "256x256x256:fp16")
     assert r.returncode == 2 and "unset TRITON_INTERPRET" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_inspect_takes_a_bmm_with_a_broadcast_weight():
+def test_inspect_takes_a_bmm_with_a_broadcast_weight(compiler):
     """bmm was refused ("bmm: not yet"); its operands are 3-D, a bcast_ one expanded (stride 0)."""
-    r = _inspect("triton_mm:BM64-BN64-BK32-S3-W4-G8", "--shape", "8x128x128x64:bf16", "--op", "bmm",
+    r = compiler.inspect("triton_mm:BM64-BN64-BK32-S3-W4-G8", "--shape", "8x128x128x64:bf16", "--op", "bmm",
                  "--layout-b", "bcast_col", "--json")
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads(r.stdout[r.stdout.index("{"):])
     (row,) = doc["kernels"]
     assert doc["layout_b"] == "bcast_col" and row["grid"].endswith("x8") and row["wgmma"] > 0
-    r = _inspect("aten", "--shape", "128x128x64:bf16", "--layout-b", "bcast_col")
+    r = compiler.inspect("aten", "--shape", "128x128x64:bf16", "--layout-b", "bcast_col")
     assert r.returncode == 2 and "a broadcast operand is bmm's" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -117,15 +197,15 @@ print(json.dumps(out))
 """
 
 
-def test_pdl_strip_ptx_loads_only_b_before_its_wait():
+def test_pdl_strip_ptx_loads_only_b_before_its_wait(compiler, tmp_path):
     """A -pdl GEMV strip compiled for sm_90 on the CPU machine: one griddepcontrol.wait, with no
     store or atomic before it. With a K-contiguous B, the B tile's loads come before the wait (the
     prefetch): BLOCK_N x BLOCK_K = 4 x 1024 bf16 over 128 threads is 64 bytes each, four 16-byte
     loads. The N-contiguous CUDA-core path and the tl.dot path (batched decode) load their first B
     tile before it too (each peels its first K step), and nothing else."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([os.path.join(os.path.dirname(__file__), "..", "src"), env.get("PYTHONPATH", "")])
-    r = subprocess.run([sys.executable, "-c", _PDL_PTX], capture_output=True, text=True, env=env, timeout=600)
+    script = tmp_path / "pdl_ptx.py"
+    script.write_text(_PDL_PTX)
+    r = compiler.script(script)
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads(r.stdout.strip().splitlines()[-1])
     for path in ("col", "row", "dot"):
@@ -137,20 +217,20 @@ def test_pdl_strip_ptx_loads_only_b_before_its_wait():
     assert doc["row"]["loads_before"] == 8 and doc["dot"]["loads_before"] == 4, doc
 
 
-def test_inspect_refuses_a_pdl_choice_before_hopper():
-    r = _inspect("skinny:BM1-BN4-BK1024-SK1-S1-W4-core-det-pdl", "--shape", "1x2048x2048:bf16", "--layout-b", "col",
+def test_inspect_refuses_a_pdl_choice_before_hopper(compiler):
+    r = compiler.inspect("skinny:BM1-BN4-BK1024-SK1-S1-W4-core-det-pdl", "--shape", "1x2048x2048:bf16", "--layout-b", "col",
                  "--arch", "80")
     assert r.returncode != 0
     assert "compute capability 9.0 or later" in (r.stdout + r.stderr) and "Traceback" not in r.stderr
 
 
-def test_flat_strip_has_no_shared_memory_broadcast_of_a():
+def test_flat_strip_has_no_shared_memory_broadcast_of_a(compiler):
     """The -flat one-row strip, compiled for sm_90 on the CPU machine, against its 3-D twin: the same
     16-byte loads of B, but no A broadcast through shared memory. The 3-D product's puts its
     barriers in the K loop (10 in all at BN4-BK512-W2 with triton 3.9, 3 for -flat, whose are the
     final reduction's), and needs 2 KB of shared memory for it. The counts are the compiler's, so
     the test asks for fewer, not for a number."""
-    r = _inspect("skinny:BM1-BN4-BK512-SK1-S1-W2-core-det", "skinny:BM1-BN4-BK512-SK1-S1-W2-core-det-flat",
+    r = compiler.inspect("skinny:BM1-BN4-BK512-SK1-S1-W2-core-det", "skinny:BM1-BN4-BK512-SK1-S1-W2-core-det-flat",
                  "--shape", "1x3072x2048:bf16", "--layout-b", "col", "--json")
     assert r.returncode == 0, r.stderr[-2000:]
     rows = {k["choice"]: k for k in json.loads(r.stdout[r.stdout.index("{"):])["kernels"]}
@@ -181,14 +261,13 @@ print(json.dumps([two.counts.get("LDG in flight"), one.counts.get("LDG in flight
 """
 
 
-def test_ldg_in_flight_counts_the_loads_issued_before_a_wait(tmp_path):
+def test_ldg_in_flight_counts_the_loads_issued_before_a_wait(compiler, tmp_path):
     """Compiled for sm_90 on the CPU machine (no interpreter) and read back from the SASS
     (nvdisasm, which Triton ships): two independent loads are both in flight before their add; a
     load whose address is the previous load's value has to wait for it."""
     script = tmp_path / "two_loads.py"  # a file: triton.jit reads its kernels' source
     script.write_text(_TWO_LOADS)
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=_compile_env(),
-                       timeout=600)
+    r = compiler.script(script)
     assert r.returncode == 0, r.stderr[-2000:]
     two, one = json.loads(r.stdout.strip().splitlines()[-1])
     if two is None:
@@ -212,7 +291,7 @@ print(json.dumps({"prefetch": kw["PREFETCH_B"], "b_loads": len(re.findall(r"LDG\
 """
 
 
-def test_prefetched_b_loads_share_a_base_with_immediate_offsets(tmp_path):
+def test_prefetched_b_loads_share_a_base_with_immediate_offsets(compiler, tmp_path):
     """The static indexed form's prefetched B (odd N, row-major: scalar 2-byte loads), compiled for
     sm_90 on the CPU machine: B's addresses are column pointers plus a constant row offset, so a
     thread's loads of one tile are one 64-bit base and an immediate each. Summed into one int32
@@ -222,8 +301,7 @@ def test_prefetched_b_loads_share_a_base_with_immediate_offsets(tmp_path):
     the count is the compiler's, so the test asks for all but one of a tile's with an immediate."""
     script = tmp_path / "prefetch_b.py"
     script.write_text(_PREFETCH_B_ADDRESSES)
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=_compile_env(),
-                       timeout=600)
+    r = compiler.script(script)
     assert r.returncode == 0, r.stderr[-2000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
     if got["b_loads"] == 0:

@@ -240,7 +240,8 @@ def test_writes_only_its_output(case, operand):
 # ------------------------------------------------------------------ split-K specifics
 @pytest.mark.parametrize("split", [2, pytest.param(5, marks=pytest.mark.slow), pytest.param(16, marks=pytest.mark.slow)])
 def test_splitk_deterministic_is_bitwise_reproducible(split, operand):
-    a, b = operand(37, 300, dtype=torch.float32), operand(300, 29, dtype=torch.float32)
+    # M = 17: two row tiles, the second ragged (was 37, three; the interpreter's time is per program)
+    a, b = operand(17, 300, dtype=torch.float32), operand(300, 29, dtype=torch.float32)
     cfg = SplitKConfig(16, 16, 16, 2, 2, 8, split, True)
     ws = SplitKWorkspace()
     first = run_family("splitk", cfg, a, b, workspace=ws)
@@ -260,8 +261,9 @@ def _assert_workspace_clean(ws: SplitKWorkspace, dev) -> None:
 
 def test_splitk_workspace_reused_across_calls_and_shapes(operand):
     ws = SplitKWorkspace()
-    # Grows (bigger M*N, more tiles), shrinks (leftovers in a larger buffer), mixes modes.
-    shapes = [(17, 31, 257), (17, 31, 257), (70, 90, 300), (5, 7, 200), (17, 31, 257), (1, 1, 129)]
+    # Grows (bigger M*N, more tiles), shrinks (leftovers in a larger buffer), mixes modes. The
+    # grown shape is 37 x 67 (3 x 3 tiles of 16 x 32 against 17 x 31's 2 x 1; was 70 x 90, 5 x 3).
+    shapes = [(17, 31, 257), (17, 31, 257), (37, 67, 300), (5, 7, 200), (17, 31, 257), (1, 1, 129)]
     for det in (True, False, True):
         for m, n, k in shapes:
             cfg = SplitKConfig(16, 32, 32, 2, 4, 8, 4, det)
