@@ -258,12 +258,20 @@ def test_ctrl_c_in_the_gpus_parent_stops_its_collectors_then_exports(tmp_path, m
             time.sleep(0.05)
         os.kill(os.getpid(), getattr(signal, sig))
 
+    # The signals' own behaviour, whatever an earlier test in this process left installed (CI's
+    # full run failed here with both signals swallowed): Ctrl-C raises, SIGTERM has its default
+    # action, over which the CLI installs its Terminated handler.
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     kill = threading.Thread(target=signal_the_parent, daemon=True)
     kill.start()
     try:
         got = cli.main(["collect", "--cpu-interpreter", "--gpus", "0,1", "--shapes", str(suite), "--dtypes", "fp16",
                         *TINY, "--out", str(out), "--max-minutes", NO_BUDGET])
     finally:
+        signal.signal(signal.SIGINT, handlers[0])
+        signal.signal(signal.SIGTERM, handlers[1])
         kill.join(timeout=60)
         for g in "01":  # (before the fix they ran on: ended here, by their pid)
             f = tmp_path / f"started-{g}"

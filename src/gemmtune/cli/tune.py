@@ -107,8 +107,14 @@ def cmd_worker(args) -> int:
     # SIGTERM (kill) stops it as Ctrl-C does, removing the socket and its key: a shell script's
     # background job ignores SIGINT, and the default SIGTERM would leave both behind.
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    serve(args.serve, workers=args.workers, timeout=args.timeout, ready=ready, stop=stop)
+    before = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        serve(args.serve, workers=args.workers, timeout=args.timeout, ready=ready, stop=stop)
+    finally:
+        # cli.main called in process (a test, a script) goes on after the server: a SIGTERM left
+        # setting a dead event would be swallowed, and later commands' own handler is installed only
+        # over the default one (cli._on_sigterm)
+        signal.signal(signal.SIGTERM, before)
     return 0
 
 
