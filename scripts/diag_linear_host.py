@@ -1,0 +1,138 @@
+"""Host time of one converted layer's call on its F.linear path against torch's nn.Linear, CPU,
+through ``Module.__call__`` (issue 17: an un-graphed decode step at batch 1 is bound by it).
+
+    python scripts/diag_linear_host.py [--rounds 31] [--features 64] [--dtype float32]
+
+113 layers (Llama-1B's count) of Linear(F, F), called in turn on one [1, 1, F] input (the rank a
+transformers model calls them with), interleaved rounds, in one process:
+  torch      torch's own nn.Linear
+  gemmtune   patched (every decision cuBLAS, convert_aten_layers=True): the memoized F.linear path
+  no_check   as gemmtune without the compile check first (what ``_is_compiling()`` costs; not safe
+             to ship: the memo is eager state, see Linear.forward)
+  floor      a forward that is only F.linear on the weight and bias from _parameters (no memo,
+             no check): the least a Python forward can cost
+Prints the median microseconds a call and each variant minus torch, paired by round.
+Then a Llama of 16 layers (hidden F) decoding at batch 1, plain deep copy against patched.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import time
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+import gemmtune
+from gemmtune import nn as gnn
+
+LAYERS = 113
+
+
+def _aten(problems, **kw):
+    return {p.key: "aten" for p in problems}
+
+
+class _NoCheck(gnn.Linear):
+    def forward(self, x):
+        if self._gemmtune_paths.get(x.shape) is gnn._ATEN:
+            ps = self._parameters
+            return F.linear(x, ps["weight"], ps["bias"])
+        return super().forward(x)
+
+
+class _Floor(gnn.Linear):
+    def forward(self, x):
+        ps = self._parameters
+        return F.linear(x, ps["weight"], ps["bias"])
+
+
+def _report(res: dict, per: int, unit: str) -> None:
+    for k, v in res.items():
+        v = [t / per for t in v]
+        d = sorted((a - b) / per for a, b in zip(res[k], res["torch" if "torch" in res else "plain"]))
+        s = sorted(v)
+        print(f"  {k:9s} {statistics.median(v):8.3f} {unit} (quartiles {s[len(s) // 4]:.3f}-{s[3 * len(s) // 4]:.3f}); "
+              f"minus the first, paired: {statistics.median(d):+.3f} (quartiles {d[len(d) // 4]:+.3f} to "
+              f"{d[3 * len(d) // 4]:+.3f})")
+
+
+def layers(f: int, dt: torch.dtype, rounds: int) -> None:
+    torch.manual_seed(0)
+    base = torch.nn.Sequential(*[torch.nn.Linear(f, f, dtype=dt) for _ in range(LAYERS)])
+    pat = copy.deepcopy(base)
+    gemmtune.patch(pat, hints={"m": [1]}, progress=False, convert_aten_layers=True, tune_fn=_aten)
+    x = torch.randn(1, 1, f, dtype=dt)
+    variants = {"torch": list(base), "gemmtune": list(pat)}
+    for name, cls in (("no_check", _NoCheck), ("floor", _Floor)):
+        m = copy.deepcopy(pat)
+        for layer in m:
+            layer.__class__ = cls
+        variants[name] = list(m)
+    res: dict[str, list[float]] = {k: [] for k in variants}
+    with torch.no_grad():
+        for ls in variants.values():
+            for layer in ls:
+                layer(x)
+        assert all(layer._gemmtune_paths[x.shape] == "aten" for layer in pat)
+        for _ in range(rounds):
+            for k, ls in variants.items():
+                t = time.perf_counter_ns()
+                for _ in range(100):
+                    for layer in ls:
+                        layer(x)
+                res[k].append((time.perf_counter_ns() - t) / 1e3)
+    print(f"{LAYERS} Linear({f}, {f}) {dt}, input [1, 1, {f}], {rounds} rounds of 100 passes:")
+    _report(res, 100 * LAYERS, "us a call")
+
+
+def llama(f: int, dt: torch.dtype, rounds: int) -> None:
+    import transformers as tf
+
+    from gemmtune.benchmodel.phases import causal_phase
+    torch.manual_seed(0)
+    cfg = tf.LlamaConfig(vocab_size=512, hidden_size=f, intermediate_size=2 * f, num_hidden_layers=16,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=f // 4, tie_word_embeddings=True)
+    model = tf.AutoModelForCausalLM.from_config(cfg, dtype=dt).eval()
+    ph = causal_phase("decode_b1", 512, "cpu")
+    fns = {"plain": copy.deepcopy(model), "patched": copy.deepcopy(model)}
+    gemmtune.patch(fns["patched"], hints={"m": [1]}, progress=False, convert_aten_layers=True, tune_fn=_aten)
+    n = sum(1 for m in fns["patched"].modules() if isinstance(m, gnn.Linear))
+    res: dict[str, list[float]] = {k: [] for k in fns}
+    with torch.no_grad():
+        for m in fns.values():
+            for _ in range(3):
+                ph.run(m)
+        for _ in range(rounds):
+            for k, m in fns.items():
+                t = time.perf_counter_ns()
+                for _ in range(50):
+                    ph.run(m)
+                res[k].append((time.perf_counter_ns() - t) / 1e3)
+    print(f"Llama, 16 layers, hidden {f}, {dt}, decode b1 ({n} converted layers), {rounds} rounds of 50 steps:")
+    _report(res, 50, "us a step")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=31)
+    ap.add_argument("--features", type=int, default=64)
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--no-model", action="store_true")
+    ap.add_argument("--no-layers", action="store_true")
+    ap.add_argument("--threads", type=int, default=1, help="torch's intra-op threads (1: the host's own time, "
+                    "not a shared machine's thread contention)")
+    a = ap.parse_args()
+    warnings.simplefilter("ignore")
+    dt = getattr(torch, a.dtype)
+    torch.set_num_threads(a.threads)
+    if not a.no_layers:
+        layers(a.features, dt, a.rounds)
+    if not a.no_model:
+        llama(a.features, dt, a.rounds)
+
+
+if __name__ == "__main__":
+    main()
