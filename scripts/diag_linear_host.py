@@ -1,7 +1,10 @@
 """Host time of one converted layer's call on its F.linear path against torch's nn.Linear, CPU,
 through ``Module.__call__`` (issue 17: an un-graphed decode step at batch 1 is bound by it).
 
-    python scripts/diag_linear_host.py [--rounds 31] [--features 64] [--dtype float32]
+    python scripts/diag_linear_host.py [--rounds 31] [--features 64] [--dtype float32] [--device cuda]
+
+On a GPU (``--device cuda``) each timed block ends with a synchronize, so a block is the host's time
+wherever the host is the bound (Linear(64)'s kernels take a few microseconds each).
 
 113 layers (Llama-1B's count) of Linear(F, F), called in turn on one [1, 1, F] input (the rank a
 transformers model calls them with), interleaved rounds, in one process:
@@ -59,12 +62,17 @@ def _report(res: dict, per: int, unit: str) -> None:
               f"{d[3 * len(d) // 4]:+.3f})")
 
 
-def layers(f: int, dt: torch.dtype, rounds: int) -> None:
+def _sync(dev: str) -> None:
+    if dev == "cuda":
+        torch.cuda.synchronize()
+
+
+def layers(f: int, dt: torch.dtype, rounds: int, dev: str = "cpu") -> None:
     torch.manual_seed(0)
-    base = torch.nn.Sequential(*[torch.nn.Linear(f, f, dtype=dt) for _ in range(LAYERS)])
+    base = torch.nn.Sequential(*[torch.nn.Linear(f, f, dtype=dt, device=dev) for _ in range(LAYERS)])
     pat = copy.deepcopy(base)
     gemmtune.patch(pat, hints={"m": [1]}, progress=False, convert_aten_layers=True, tune_fn=_aten)
-    x = torch.randn(1, 1, f, dtype=dt)
+    x = torch.randn(1, 1, f, dtype=dt, device=dev)
     variants = {"torch": list(base), "gemmtune": list(pat)}
     for name, cls in (("no_check", _NoCheck), ("floor", _Floor)):
         m = copy.deepcopy(pat)
@@ -79,24 +87,26 @@ def layers(f: int, dt: torch.dtype, rounds: int) -> None:
         assert all(layer._gemmtune_paths[x.shape] == "aten" for layer in pat)
         for _ in range(rounds):
             for k, ls in variants.items():
+                _sync(dev)
                 t = time.perf_counter_ns()
                 for _ in range(100):
                     for layer in ls:
                         layer(x)
+                _sync(dev)
                 res[k].append((time.perf_counter_ns() - t) / 1e3)
-    print(f"{LAYERS} Linear({f}, {f}) {dt}, input [1, 1, {f}], {rounds} rounds of 100 passes:")
+    print(f"{LAYERS} Linear({f}, {f}) {dt} on {dev}, input [1, 1, {f}], {rounds} rounds of 100 passes:")
     _report(res, 100 * LAYERS, "us a call")
 
 
-def llama(f: int, dt: torch.dtype, rounds: int) -> None:
+def llama(f: int, dt: torch.dtype, rounds: int, dev: str = "cpu") -> None:
     import transformers as tf
 
     from gemmtune.benchmodel.phases import causal_phase
     torch.manual_seed(0)
     cfg = tf.LlamaConfig(vocab_size=512, hidden_size=f, intermediate_size=2 * f, num_hidden_layers=16,
                          num_attention_heads=4, num_key_value_heads=2, head_dim=f // 4, tie_word_embeddings=True)
-    model = tf.AutoModelForCausalLM.from_config(cfg, dtype=dt).eval()
-    ph = causal_phase("decode_b1", 512, "cpu")
+    model = tf.AutoModelForCausalLM.from_config(cfg, dtype=dt).to(dev).eval()
+    ph = causal_phase("decode_b1", 512, dev)
     fns = {"plain": copy.deepcopy(model), "patched": copy.deepcopy(model)}
     gemmtune.patch(fns["patched"], hints={"m": [1]}, progress=False, convert_aten_layers=True, tune_fn=_aten)
     n = sum(1 for m in fns["patched"].modules() if isinstance(m, gnn.Linear))
@@ -107,11 +117,13 @@ def llama(f: int, dt: torch.dtype, rounds: int) -> None:
                 ph.run(m)
         for _ in range(rounds):
             for k, m in fns.items():
+                _sync(dev)
                 t = time.perf_counter_ns()
                 for _ in range(50):
                     ph.run(m)
+                _sync(dev)
                 res[k].append((time.perf_counter_ns() - t) / 1e3)
-    print(f"Llama, 16 layers, hidden {f}, {dt}, decode b1 ({n} converted layers), {rounds} rounds of 50 steps:")
+    print(f"Llama, 16 layers, hidden {f}, {dt} on {dev}, decode b1 ({n} converted layers), {rounds} rounds of 50 steps:")
     _report(res, 50, "us a step")
 
 
@@ -120,6 +132,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=31)
     ap.add_argument("--features", type=int, default=64)
     ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--no-model", action="store_true")
     ap.add_argument("--no-layers", action="store_true")
     ap.add_argument("--threads", type=int, default=1, help="torch's intra-op threads (1: the host's own time, "
@@ -129,9 +142,9 @@ def main() -> None:
     dt = getattr(torch, a.dtype)
     torch.set_num_threads(a.threads)
     if not a.no_layers:
-        layers(a.features, dt, a.rounds)
+        layers(a.features, dt, a.rounds, a.device)
     if not a.no_model:
-        llama(a.features, dt, a.rounds)
+        llama(a.features, dt, a.rounds, a.device)
 
 
 if __name__ == "__main__":
