@@ -1,0 +1,98 @@
+"""Session 57's fixes of defects earlier sessions noted and left alone: capture's addmm with a full
+added matrix, the ``.dtype`` overloads, ``_addmm_activation``/``dot``/``addr``; ``from_sizes``'
+key of a size-1 dim; an ``out`` that overlaps an input; a Decision's ``times_ms`` keys;
+decompose_k's empty space's reason. Fresh random inputs; values checked against fp64."""
+
+from __future__ import annotations
+
+import torch
+
+from gemmtune.capture import Capture
+from gemmtune.shapes import load_csv
+
+
+class _Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def _captured(fn, *args):
+    """(capture of ``fn(*args)``, its output under capture)."""
+    model, got = _Fn(fn), []
+    cap = Capture().run(model, fn=lambda: got.append(model(*args)))
+    return cap, got[0]
+
+
+def _recs(cap):
+    return {(r.op, r.m, r.n, r.k): r for r in cap.records}
+
+
+# ------------------------------------------------------------------ 1a: addmm's added input
+def test_addmm_with_a_full_or_column_added_input_is_recorded_as_its_mm(tmp_path):
+    a, b = torch.randn(12, 32), torch.randn(32, 48)
+    c, col, bias = torch.randn(12, 48), torch.randn(12, 1), torch.randn(48)
+    cap, out = _captured(lambda x, y: torch.addmm(c, x, y) + torch.addmm(col, x, y) + torch.addmm(bias, x, y)
+                         + torch.addmm(bias[None], x, y), a, b)
+    want = 4 * (a.double() @ b.double()) + c.double() + col.double() + 2 * bias.double()
+    torch.testing.assert_close(out.double(), want, rtol=1e-5, atol=1e-4)
+    recs = _recs(cap)
+    assert set(recs) == {("mm", 12, 48, 32), ("addmm", 12, 48, 32)}
+    mm = recs[("mm", 12, 48, 32)]
+    assert mm.count == 2 and mm.tunable and "(12, 48) added input" in mm.note and "(12, 1)" in mm.note
+    assert recs[("addmm", 12, 48, 32)].count == 2 and recs[("addmm", 12, 48, 32)].note == ""
+    # the suite tune --suite reads: the full-matrix call is tuned as the mm it is, not as a bias addmm
+    rows = load_csv(cap.write_suite(tmp_path / "s.csv"))
+    assert sorted(s.problem.op for s in rows) == ["addmm", "mm"]
+
+
+def test_addmm_with_beta_or_alpha_is_recorded_as_its_mm():
+    a, b, bias = torch.randn(6, 16), torch.randn(16, 24), torch.randn(24)
+    cap, out = _captured(lambda x, y: torch.addmm(bias, x, y, beta=0.5, alpha=2.0), a, b)
+    torch.testing.assert_close(out.double(), 0.5 * bias.double() + 2 * a.double() @ b.double(),
+                               rtol=1e-5, atol=1e-4)
+    (r,) = cap.records
+    assert (r.op, r.tunable) == ("mm", True) and "beta=0.5" in r.note
+
+
+# ------------------------------------------------------------------ 1b: .dtype overloads
+def test_dtype_overloads_are_recorded_as_not_tuned_naming_the_out_dtype():
+    def fn():
+        a = torch.randn(6, 16, dtype=torch.bfloat16, device="meta")
+        b = torch.randn(16, 24, dtype=torch.bfloat16, device="meta")
+        assert torch.mm(a, b, out_dtype=torch.float32).dtype == torch.float32
+        torch.addmm(torch.randn(24, dtype=torch.bfloat16, device="meta"), a, b, out_dtype=torch.float32)
+        torch.bmm(a[None].expand(3, 6, 16), b[None].expand(3, 16, 24), out_dtype=torch.float32)
+    cap = Capture().run(torch.nn.Identity(), fn=fn)
+    recs = _recs(cap)
+    assert set(recs) == {("mm.dtype", 6, 24, 16), ("addmm.dtype", 6, 24, 16), ("bmm.dtype", 6, 24, 16)}
+    for r in recs.values():
+        assert not r.tunable and "out dtype float32" in r.note and r.dtype == "bfloat16"
+    assert "mm.dtype/bfloat16" in cap.summary() and cap.problems() == []
+
+
+# ------------------------------------------------------------------ 1c: _addmm_activation, dot, addr
+def test_addmm_activation_is_its_addmm_with_the_activation_noted():
+    a, b, bias = torch.randn(8, 16), torch.randn(16, 24), torch.randn(24)
+    cap, out = _captured(lambda x, y: torch.ops.aten._addmm_activation(bias, x, y, use_gelu=True), a, b)
+    torch.testing.assert_close(out.double(), torch.nn.functional.gelu(a.double() @ b.double() + bias.double()),
+                               rtol=1e-5, atol=1e-4)
+    (r,) = cap.records
+    assert (r.op, r.m, r.n, r.k, r.tunable) == ("addmm", 8, 24, 16, True) and "gelu" in r.note
+    c = torch.randn(8, 24)
+    cap, _ = _captured(lambda x, y: torch.ops.aten._addmm_activation(c, x, y), a, b)
+    (r,) = cap.records
+    assert r.op == "mm" and "relu" in r.note
+
+
+def test_dot_vdot_addr_are_recorded_as_not_tuned():
+    v, w, u, c = torch.randn(40), torch.randn(40), torch.randn(12), torch.randn(12, 40)
+    cap, out = _captured(lambda x, y: torch.dot(x, y) + torch.vdot(x, y) + torch.addr(c, u, y).sum(), v, w)
+    want = 2 * (v.double() @ w.double()) + (c.double() + u.double()[:, None] * w.double()[None]).sum()
+    torch.testing.assert_close(out.double(), want, rtol=1e-5, atol=1e-3)
+    recs = _recs(cap)
+    assert set(recs) == {("dot", 1, 1, 40), ("vdot", 1, 1, 40), ("addr", 12, 40, 1)}
+    assert not any(r.tunable for r in recs.values()) and all("not a GEMM" in r.note for r in recs.values())
