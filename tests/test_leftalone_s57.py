@@ -96,3 +96,39 @@ def test_dot_vdot_addr_are_recorded_as_not_tuned():
     recs = _recs(cap)
     assert set(recs) == {("dot", 1, 1, 40), ("vdot", 1, 1, 40), ("addr", 12, 40, 1)}
     assert not any(r.tunable for r in recs.values()) and all("not a GEMM" in r.note for r in recs.values())
+
+
+# ------------------------------------------------------------------ 2: from_sizes' key of a size-1 dim
+def _fresh(rows, cols, lay, dtype, batch=0):
+    """A fresh contiguous operand of ``lay`` ('col': a transposed one); 3-D when ``batch``."""
+    if not batch:
+        return torch.randn(rows, cols, dtype=dtype) if lay == "row" else torch.randn(cols, rows, dtype=dtype).t()
+    one = lay.removeprefix("bcast_")
+    if lay.startswith("bcast_"):
+        return _fresh(rows, cols, one, dtype).expand(batch, rows, cols)
+    return torch.randn(batch, rows, cols, dtype=dtype) if one == "row" else \
+        torch.randn(batch, cols, rows, dtype=dtype).transpose(1, 2)
+
+
+def test_from_sizes_keys_a_size_one_dim_as_the_tensors_do():
+    from gemmtune.problem import Problem
+
+    assert Problem.from_sizes(8, 8, 1, "fp32", layout_a="col").key == \
+        Problem.from_tensors(torch.randn(1, 8).t(), torch.randn(1, 8)).key == "mm:M8-N8-K1:fp32->fp32:row.u/row.a"
+    sizes = [(8, 8, 1), (1, 8, 8), (8, 1, 8), (1, 1, 8), (1, 8, 1), (8, 1, 1), (1, 1, 1), (1, 24, 8), (3, 5, 7)]
+    for dt in (torch.float32, torch.bfloat16):
+        for m, n, k in sizes:
+            for la in ("row", "col"):
+                for lb in ("row", "col"):
+                    want = Problem.from_tensors(_fresh(m, k, la, dt), _fresh(k, n, lb, dt)).key
+                    assert Problem.from_sizes(m, n, k, dt, layout_a=la, layout_b=lb).key == want, (m, n, k, la, lb)
+            for batch in (1, 3):
+                for la in ("row", "col", "bcast_row", "bcast_col"):
+                    for lb in ("row", "bcast_col"):
+                        a, b = _fresh(m, k, la, dt, batch), _fresh(k, n, lb, dt, batch)
+                        want = Problem.from_tensors(a, b, op="bmm").key
+                        got = Problem.from_sizes(m, n, k, dt, layout_a=la, layout_b=lb, op="bmm", batch=batch).key
+                        assert got == want, (batch, m, n, k, la, lb)
+    # an old key (a table or store written before) still reads back as it was written
+    old = "mm:M1-N1-K960:bf16->bf16:col.u/col.a"
+    assert Problem.from_key(old).key == old
