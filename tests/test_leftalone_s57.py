@@ -132,3 +132,42 @@ def test_from_sizes_keys_a_size_one_dim_as_the_tensors_do():
     # an old key (a table or store written before) still reads back as it was written
     old = "mm:M1-N1-K960:bf16->bf16:col.u/col.a"
     assert Problem.from_key(old).key == old
+
+
+# ------------------------------------------------------------------ 3: an out that overlaps an input
+_CHOICES = ("aten", "triton_mm:BM16-BN16-BK16-S1-W2-G8", "splitk:BM16-BN16-BK16-S1-W2-G8-SK2-det",
+            "decompose_k:s2", "pad+triton_mm:BM16-BN16-BK16-S1-W2-G1")
+
+
+def test_run_choice_refuses_an_out_that_overlaps_an_input():
+    import pytest
+
+    from gemmtune import kernels
+    from gemmtune.configs import Choice
+    from gemmtune.epilogue import bind
+
+    n = 32
+    for cid in _CHOICES:
+        choice = Choice.parse(cid)
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        for out, name in ((a, "a"), (b, "b"), (a.t(), "a")):
+            keep = out.clone()
+            with pytest.raises(ValueError, match=f"out overlaps {name}'s memory"):
+                kernels.run_choice(choice, a, b, out)
+            assert torch.equal(out, keep)  # refused before anything ran
+        # a partial overlap: out is the lower rows of a buffer whose upper rows hold a
+        buf = torch.randn(n + 8, n)
+        with pytest.raises(ValueError, match="overlaps a's memory"):
+            kernels.run_choice(choice, buf[:n], b, buf[8:])
+        with pytest.raises(ValueError, match="overlaps b's memory"):
+            kernels.prepare_choice(choice, a, b, b)
+        # a residual that is out
+        out = torch.randn(n, n)
+        with pytest.raises(ValueError, match="overlaps residual's memory"):
+            kernels.run_choice(choice, a, b, out, epilogue=bind(n, n, torch.float32, a.device, residual=out))
+        # disjoint halves of one storage are fine, and right
+        buf = torch.randn(3 * n, n)
+        a, b, out = buf[:n], buf[n:2 * n], buf[2 * n:]
+        want = a.double() @ b.double()
+        kernels.run_choice(choice, a, b, out)
+        torch.testing.assert_close(out.double(), want, rtol=1e-4, atol=1e-4)
