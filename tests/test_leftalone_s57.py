@@ -171,3 +171,53 @@ def test_run_choice_refuses_an_out_that_overlaps_an_input():
         want = a.double() @ b.double()
         kernels.run_choice(choice, a, b, out)
         torch.testing.assert_close(out.double(), want, rtol=1e-4, atol=1e-4)
+
+
+# ------------------------------------------------------------------ 4: a decision's times_ms keys
+_BAD_KEYS = ["cublas", "triton_mm:BM12", " aten", "aten:x", ""]
+
+
+def _saved_dispatcher(tmp_path):
+    import json
+
+    import gemmtune
+
+    mm = gemmtune.compile_mm(n=24, k=40, dtype="fp32", hints={"m": [16]},
+                             tune_fn=lambda ps, **kw: {p.key: "aten" for p in ps})
+    a, b = torch.randn(20, 40), torch.randn(40, 24)
+    torch.testing.assert_close(mm(a, b).double(), a.double() @ b.double(), rtol=1e-5, atol=1e-4)
+    path = mm.save(tmp_path / "mm.json")
+    return path, json.loads(path.read_text())
+
+
+def test_a_saved_decisions_times_ms_key_that_is_no_choice_id_is_refused(tmp_path):
+    import json
+
+    import pytest
+
+    from gemmtune.dispatch import load
+
+    path, doc = _saved_dispatcher(tmp_path)
+    (dec,) = [d for d in doc["decisions"] if d["sizes"]["m"] == 20]
+    for key in _BAD_KEYS:
+        dec["times_ms"] = {"aten": 0.5, key: 0.25}
+        path.write_text(json.dumps(doc))
+        with pytest.raises(ValueError, match="times_ms") as info:
+            load(path)
+        assert str(path) in str(info.value) and "decisions[" in str(info.value) and repr(key) in str(info.value)
+    dec["times_ms"] = {"aten": 0.5, "triton_mm:BM16-BN32-BK16-S1-W2-G8": 0.25}  # sound ids load
+    path.write_text(json.dumps(doc))
+    assert load(path).decision(m=20).times_ms == dec["times_ms"]
+
+
+def test_a_constructor_decisions_times_ms_key_that_is_no_choice_id_is_refused():
+    import pytest
+
+    from gemmtune.dispatch.common import ATEN, Decision, HintChoice
+    from gemmtune.dispatch.core import Dispatcher
+
+    for key in _BAD_KEYS:
+        with pytest.raises(ValueError, match="times_ms"):
+            Dispatcher(dims={"m": None, "n": 24, "k": 40}, dtype="fp32", hints={"m": [16]},
+                       hint_choices=[HintChoice((16, 24, 40), ATEN)],
+                       decisions={(20, 24, 40): Decision(ATEN, "benchmark", times_ms={key: 0.1})})
