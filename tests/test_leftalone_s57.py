@@ -221,3 +221,21 @@ def test_a_constructor_decisions_times_ms_key_that_is_no_choice_id_is_refused():
             Dispatcher(dims={"m": None, "n": 24, "k": 40}, dtype="fp32", hints={"m": [16]},
                        hint_choices=[HintChoice((16, 24, 40), ATEN)],
                        decisions={(20, 24, 40): Decision(ATEN, "benchmark", times_ms={key: 0.1})})
+
+
+# ------------------------------------------------------------------ 5: decompose_k's empty space
+def test_decompose_k_empty_space_names_why_a_bmm_the_bmm_reason_first():
+    """A K with no split already gave one rejected config with the reason (session 56's 9b40d141);
+    a bmm with such a K led with the K, though no K would do: it now gives the bmm reason, the one
+    it gives at a K that has splits and the one splitk gives."""
+    import gemmtune
+    from gemmtune.problem import Problem
+
+    for k in (127, 1009, 100):
+        p = Problem.from_sizes(32, 32, k, "bf16")
+        kept, rejected = gemmtune.space(p, "decompose_k", device="h100", with_rejected=True)
+        assert kept == [] and len(rejected) == 1 and f"K={k} has no divisor split" in rejected[0][1]
+        bmm = Problem.from_sizes(32, 32, k, "bf16", op="bmm", batch=4)
+        for fam in ("decompose_k", "splitk"):
+            kept, rejected = gemmtune.space(bmm, fam, device="h100", with_rejected=True)
+            assert kept == [] and rejected and all(r.startswith(f"{fam} does not serve bmm") for _, r in rejected)
