@@ -239,7 +239,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, choice: Choice | str | None = No
             return out
         if problem.k == 0:
             return epi_mod.apply_(out.zero_(), epilogue)
-        kernels.run_choice(choice, a, b, out, allow_tf32=problem.allow_tf32, workspace=workspace,
+        kernels.run_choice_unchecked(choice, a, b, out, allow_tf32=problem.allow_tf32, workspace=workspace,
                            epilogue=epilogue)
         return out
 

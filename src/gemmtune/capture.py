@@ -5,7 +5,13 @@ A ``TorchDispatchMode`` sees the aten ops under autograd, so it catches the GEMM
 ``torch.matmul`` on 3-D operands (``aten.bmm``) and HF transformers' ``Conv1D``
 (``addmm``) really run, with their real strides (``x @ W.T`` with a row-major weight is a
 column-major B). Their out= and in-place forms (``torch.mm(a, b, out=c)``, ``c.addmm_(a, b)``,
-``torch.bmm(..., out=)``) count as the same GEMM. A matrix-vector product (``torch.mv``,
+``torch.bmm(..., out=)``) count as the same GEMM. An addmm is recorded as op addmm only when its
+added input is a bias (N,) or (1, N) and beta = alpha = 1, what the tuned addmm problem adds; any
+other (a full (M, N) matrix, as ``c.addmm_(a, b)`` adds, an (M, 1) column, a scale) as its mm, with
+a ``note`` saying so. ``aten._addmm_activation`` (addmm + relu/gelu) is its addmm, the activation
+noted; ``dot``/``vdot`` (1 x 1 x K), ``addr`` (M x N x 1) and the ``.dtype`` overloads (an fp32
+output of fp16/bf16 inputs, which a record cannot carry) are recorded as not tuned, with the reason
+in ``note``. A matrix-vector product (``torch.mv``,
 ``A @ v``, ``torch.matmul(T, v)`` of a 3-D T, which views T as 2-D; ``aten.mv`` / ``addmv``) is
 recorded as the one-row mm (addmm) of its transpose, ``v[None] @ A.T``: 1 x M x K, the GEMV
 that the skinny family serves (``_one_row``); ``torch.matmul(v, A)`` is that mm already.
@@ -63,8 +69,9 @@ aten = torch.ops.aten
 # takes ``out`` as a keyword, and its in-place form (``c.addmm_(a, b)``) its added input first, as
 # .default does: the same GEMM, recorded and counted as .default's. They never pass through
 # .default, so listening to it alone missed them. (The ``.dtype`` overloads, an fp16/bf16 product
-# with an fp32 output, are left out: a record carries no output dtype, and as the inputs' dtype
-# it would be tuned for the wrong output.)
+# with an fp32 output, are recorded as not tuned, op ``mm.dtype`` etc., with a note naming the out
+# dtype: a record carries no output dtype, and as the inputs' dtype it would be tuned for the wrong
+# output. Before, they were not recorded at all.)
 _GEMM_OPS = {
     "mm": ("mm", 0, 1), "addmm": ("addmm", 1, 2), "addmm_": ("addmm", 1, 2),
     "bmm": ("bmm", 0, 1),
@@ -75,9 +82,24 @@ _GEMM_OPS = {
     "addbmm": ("addbmm", 1, 2), "addbmm_": ("addbmm", 1, 2),
     # matrix-vector: recorded as the one-row mm (addmm) of their transpose (_one_row)
     "mv": ("mv", 0, 1), "addmv": ("addmv", 1, 2), "addmv_": ("addmv", 1, 2),
+    # addmm + relu / gelu fused (what addmm + an activation decomposes to under torch.compile's
+    # decompositions): its addmm (_added), the activation left out and named in the note
+    "_addmm_activation": ("addmm", 1, 2),
+    # not tuned: a dot product is a 1 x 1 x K product, an outer product (addr: C + v1 v2^T) an
+    # M x N x 1 one; neither is a GEMM a family serves. (torch.outer and torch.ger are
+    # CompositeImplicit in torch 2.13: a view and aten.mul, no product op reaches the mode.)
+    "dot": ("dot", 0, 1), "vdot": ("vdot", 0, 1),
+    "addr": ("addr", 1, 2), "addr_": ("addr", 1, 2),
 }
 _GEMM_ARGS = {getattr(getattr(aten, name), overload): spec for name, spec in _GEMM_OPS.items()
+              if hasattr(aten, name)
               for overload in ("default", "out") if overload in getattr(aten, name).overloads()}
+# The ``.dtype`` overloads (torch 2.13: mm, bmm, addmm, baddbmm; ``out_dtype`` is the argument after
+# B, an fp32 output of fp16/bf16 inputs): op '<op>.dtype', not tuned (_untuned_note).
+_DTYPE_OPS = {"mm": (0, 1, 2), "bmm": (0, 1, 2), "addmm": (1, 2, 3), "baddbmm": (1, 2, 3)}
+_DTYPE_ARGS = {getattr(getattr(aten, name), overload): (name, *idx) for name, idx in _DTYPE_OPS.items()
+               if hasattr(aten, name)
+               for overload in ("dtype", "dtype_out") if overload in getattr(aten, name).overloads()}
 # A matrix-vector product's record op: mv is mm, addmv (a bias over the matrix's rows) is addmm.
 _MATVEC = {"mv": "mm", "addmv": "addmm"}
 # MoE experts in transformers 5 (Mixtral, Qwen-MoE...) run one grouped GEMM per layer: tokens
@@ -104,6 +126,10 @@ class Record:
     batch: int = 1
     count: int = 0
     modules: list[str] = field(default_factory=list)
+    # what the record stands for when it is not the op's plain GEMM ('; '-joined, one per kind of
+    # call): an addmm recorded as its mm (a full added matrix), an _addmm_activation's activation
+    # left out, or why an untunable one is not tuned (a .dtype overload's out dtype, a dot product)
+    note: str = ""
 
     @property
     def family_key(self) -> tuple:
@@ -235,15 +261,62 @@ class _Mode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         spec = _GEMM_ARGS.get(func)
+        if spec is None and func in _DTYPE_ARGS:
+            spec = _DTYPE_ARGS[func]
         if spec is not None:
-            op, ia, ib = spec
             if self.capture._meta_attention:
                 self.capture.meta_attention_calls += 1
-            elif op in _MATVEC:
-                self.capture._add(_MATVEC[op], *_one_row(args[ia], args[ib]))
             else:
-                self.capture._add(op, args[ia], args[ib])
+                self.capture._add(*_recorded(func, spec, args, kwargs or {}))
         return func(*args, **(kwargs or {}))
+
+
+def _row_bias(bias, n: int) -> bool:
+    """Whether an addmm's added input is a bias over the output's columns, (N,) or (1, N): what the
+    tuned addmm problem adds (the bias fused in the epilogue). A full (M, N) matrix, an (M, 1)
+    column, a scalar or any other broadcast is not."""
+    if not isinstance(bias, torch.Tensor):
+        return False
+    return tuple(bias.shape) in ((n,), (1, n))
+
+
+def _recorded(func, spec: tuple, args: tuple, kwargs: dict) -> tuple:
+    """(op, A, B, note): what ``Capture._add`` records for a call of one of the listened ops."""
+    name = func._schema.name.removeprefix("aten::")
+    if func in _DTYPE_ARGS:
+        op, ia, ib, iout = spec
+        out_dtype = args[iout] if len(args) > iout else kwargs.get("out_dtype")
+        a, b = args[ia], args[ib]
+        note = (f"aten.{name}.{func._overloadname}: out dtype {_dtype_text(out_dtype)} from "
+                f"{_dtype_text(a.dtype)} inputs; a record has no output dtype, not tuned")
+        return f"{op}.dtype", a, b, note
+    op, ia, ib = spec
+    a, b = args[ia], args[ib]
+    if op in ("dot", "vdot"):
+        return op, a.unsqueeze(0), b.unsqueeze(1), (f"aten.{name}: a 1 x 1 x K dot product of two "
+                                                    "vectors, not a GEMM gemmtune tunes")
+    if op == "addr":
+        return op, a.unsqueeze(1), b.unsqueeze(0), (f"aten.{name}: an M x N x 1 outer product (added to "
+                                                    "a matrix), not a GEMM gemmtune tunes")
+    if op in _MATVEC:
+        a, b = _one_row(a, b)
+        op = _MATVEC[op]
+    if op != "addmm":
+        return op, a, b, ""
+    # an addmm (addmv's one-row form, _addmm_activation): the tuned addmm problem adds a bias (N,)
+    # to A @ B; anything else is recorded as its mm, the GEMM that gemmtune can tune, with a note
+    act = ""
+    if name.startswith("_addmm_activation"):
+        act = "gelu" if kwargs.get("use_gelu", False) else "relu"
+    bias, beta, alpha = args[0], kwargs.get("beta", 1), kwargs.get("alpha", 1)
+    what = f"aten.{name}" + (f" ({act})" if act else "")
+    n = b.shape[-1]
+    if not _row_bias(bias, n) or beta != 1 or alpha != 1:
+        added = (f"a {tuple(bias.shape)} added input" if isinstance(bias, torch.Tensor) else "a scalar added input")
+        why = added if not _row_bias(bias, n) else f"beta={beta}, alpha={alpha}"
+        rest = "the add and the activation run apart" if act else "the add runs apart"
+        return "mm", a, b, f"{what} with {why}: recorded as its mm (the tuned addmm adds a bias (N,)); {rest}"
+    return "addmm", a, b, (f"{what}: recorded as its addmm, the {act} left out" if act else "")
 
 
 class _MetaAttention(TorchFunctionMode):
@@ -283,7 +356,7 @@ class Capture:
         self.meta_attention_calls = 0  # GEMM calls left out there (_MetaAttention)
 
     # -------------------------------------------------------------- recording
-    def _add(self, op: str, a: torch.Tensor, b: torch.Tensor) -> None:
+    def _add(self, op: str, a: torch.Tensor, b: torch.Tensor, note: str = "") -> None:
         # a grouped_mm's groups are its B's (the experts), its A the tokens of all of them
         batch = a.shape[0] if a.dim() == 3 else b.shape[0] if op == "grouped_mm" and b.dim() == 3 else 1
         m, k = a.shape[-2], a.shape[-1]
@@ -291,6 +364,8 @@ class Capture:
         rec = Record(op, int(m), int(n), int(k), _dtype_text(a.dtype), _layout(a), _layout(b), int(batch))
         key = (*rec.family_key, rec.m)
         have = self._records.setdefault(key, rec)
+        if note and note not in have.note.split("; "):
+            have.note = f"{have.note}; {note}" if have.note else note
         have.count += 1
         where = self._stack[-1] if self._stack else ""
         if where not in have.modules:

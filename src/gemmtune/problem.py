@@ -157,6 +157,29 @@ def _contiguous_aligned(layout: str, rows: int, cols: int, elsize: int, batched:
     return not read or (lead * elsize) % ALIGN_BYTES == 0
 
 
+def _sized_operand(layout: str, rows: int, cols: int, elsize: int, batch: int,
+                   aligned: bool | None) -> tuple[str, bool | None]:
+    """(layout, aligned) that ``from_tensors`` gives a fresh contiguous operand of ``layout`` when one
+    of its dims is 1, where a layout is ambiguous: ``operand_layout`` names a single column 'row' and
+    a single row whose last dim is contiguous 'row' too, and ``operand_aligned`` then reads the
+    stride the actual layout leads with. ``from_sizes(8, 8, 1, layout_a='col')`` keyed
+    'col.a' while the same tensors (``randn(1, 8).t()``) key 'row.u', so a table tuned from a suite
+    was never looked up for them. Other operands are returned as given (aligned None: the caller's
+    ``_contiguous_aligned``); a 'strided' one with a size-1 dim gets the layout tensors give it
+    (a single column 'row', a single row 'col'), never aligned."""
+    sl = slice_layout(layout)
+    if (rows != 1 and cols != 1) or sl not in LAYOUTS:
+        return layout, aligned
+    bcast = BCAST if layout.startswith(BCAST) else ""
+    if sl == "strided":
+        return bcast + ("row" if cols == 1 else "col"), False if aligned is None else aligned
+    stride = (cols, 1) if sl == "row" else (1, rows)
+    if aligned is None:
+        full = ((0 if bcast else rows * cols), *stride) if batch > 1 else stride
+        aligned = operand_aligned(0, rows, cols, full, elsize)
+    return bcast + operand_layout(rows, cols, stride), aligned
+
+
 @dataclass(frozen=True, order=True)
 class Problem:
     """One GEMM: out[M, N] = a[M, K] @ b[K, N] (``op='mm'``), or that plus a bias[N] broadcast
@@ -275,6 +298,10 @@ class Problem:
         dt = dtype_name(dtype)
         es = element_size(dt)
         batched = op == "bmm"
+        # a size-1 dim: the layout and alignment real tensors of that shape are keyed by
+        nb = batch if batched else 1
+        layout_a, aligned_a = _sized_operand(layout_a, m, k, es, nb, aligned_a)
+        layout_b, aligned_b = _sized_operand(layout_b, k, n, es, nb, aligned_b)
         if aligned_a is None:
             aligned_a = _contiguous_aligned(layout_a, m, k, es, batched)
         if aligned_b is None:

@@ -75,7 +75,8 @@ def check_decision(where: str, sizes: tuple, *, source, verified, hint, times_ms
     (_first_sight skips an empty product's), so either left its kernel running unchecked for good.
     A benchmark decision's times (choice id -> device ms, None: not timed) taken as they were: a
     list failed only at the next save, and a NaN, a negative time or a string was kept as if
-    measured and written back by the next save. ``reason`` is text (why the candidates before the
+    measured and written back by the next save; so was a key that is no choice id (each key must
+    read back through Choice.parse as itself). ``reason`` is text (why the candidates before the
     choice were rejected)."""
     if not isinstance(verified, bool):
         raise ValueError(f"{where}: 'verified' must be true or false, got {verified!r}")
@@ -96,6 +97,15 @@ def check_decision(where: str, sizes: tuple, *, source, verified, hint, times_ms
     for cid, ms in times_ms.items():
         if not isinstance(cid, str):
             raise ValueError(f"{where}: 'times_ms' is keyed by choice ids (strings), got {cid!r}")
+        # a key that is no choice id (a typo, an edited file's 'cublas') was kept and written back
+        # by the next save as if that choice had been timed
+        try:
+            canonical = Choice.parse(cid).id
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{where}: 'times_ms' is keyed by choice ids; key {cid!r} is none: {e}") from None
+        if canonical != cid:
+            raise ValueError(f"{where}: 'times_ms' key {cid!r} is not a choice id as written; did you mean "
+                             f"{canonical!r}?")
         if isinstance(ms, bool) or not isinstance(ms, numbers.Real) or not math.isfinite(ms) or ms < 0:
             raise ValueError(f"{where}: 'times_ms' of {cid!r} must be a finite number >= 0 (device ms), "
                              f"got {ms!r}")

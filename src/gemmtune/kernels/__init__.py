@@ -26,7 +26,7 @@ import torch
 
 from ..epilogue import EpilogueArgs
 from ..precision import pads_b_kmajor
-from .base import KernelFamily, missing
+from .base import KernelFamily, check_out, missing, out_overlap  # noqa: F401 (out_overlap: public)
 from .launch_args import on_other_gpu
 
 TRITON_FAMILIES = ("triton_mm", "triton_static", "splitk", "skinny", "persistent_tma", "decompose_k")
@@ -214,8 +214,19 @@ def operands_reason(choice, a: torch.Tensor, b: torch.Tensor) -> str | None:
 
 def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
                allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None) -> None:
-    """Run one choice into ``out`` (shapes and ``epilogue`` already checked; M, N, K > 0; ``out``
-    fresh, overlapping neither operand: base.KernelFamily.run says why that is not checked).
+    """Run one choice into ``out`` (shapes and ``epilogue`` already checked; M, N, K > 0).
+    An ``out`` that overlaps the memory of ``a``, ``b`` or an epilogue tensor is refused with a
+    ValueError naming the overlap (every family, torch.mm included, wrote garbage into it:
+    base.out_overlap); ``run_choice_unchecked`` is this without the check, for a caller that
+    allocated ``out`` itself."""
+    check_out(out, a, b, epilogue)
+    run_choice_unchecked(choice, a, b, out, allow_tf32=allow_tf32, workspace=workspace, epilogue=epilogue)
+
+
+def run_choice_unchecked(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
+                         allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None) -> None:
+    """``run_choice`` into an ``out`` known to be fresh (gemmtune.matmul's, the tuner's timing
+    loop's), where the overlap check's ~1.3 us a call buys nothing.
 
     ``pad+`` choices run on zero-padded row-major copies: K and N rounded up to
     whole 16-byte vectors, so every row starts aligned and no vector straddles a
@@ -245,7 +256,8 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
             return _run_choice(choice, a, b, out, allow_tf32=allow_tf32, workspace=workspace, epilogue=epilogue)
     if on_other_gpu(a):
         with torch.cuda.device(a.device):
-            return run_choice(choice, a, b, out, allow_tf32=allow_tf32, workspace=workspace, epilogue=epilogue)
+            return run_choice_unchecked(choice, a, b, out, allow_tf32=allow_tf32, workspace=workspace,
+                                        epilogue=epilogue)
     _run_choice(choice, a, b, out, allow_tf32=allow_tf32, workspace=workspace, epilogue=epilogue)
 
 
@@ -291,7 +303,8 @@ def prepare_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, 
     Triton's per-call argument binding; or None where there is none (the interpreter, aten, a
     family without one). ``launch`` is only valid where ``matches``. A ``pad+`` choice gets its
     copies and its family's launch prepared (``_prepare_padded``), others their family's
-    ``prepare``."""
+    ``prepare``. An ``out`` that overlaps an input is refused, as by ``run_choice``."""
+    check_out(out, a, b, epilogue)
     fam = get(choice.family)
     if not choice.pad:
         return fam.prepare(a, b, out, choice.config, allow_tf32=allow_tf32, workspace=workspace, epilogue=epilogue)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
+import torch
+
 
 class Unsupported(ValueError):
     """A problem or choice Inductor's lookup table cannot express (the message says why).
@@ -43,9 +45,11 @@ class KernelFamily(Protocol):
       count, for a grid that depends on it, persistent_tma's);
     * ``run(a, b, out, cfg, *, allow_tf32, workspace, epilogue)``: launch into ``out``, which must
       not overlap ``a`` or ``b`` (tiles are stored while other programs still read the operands:
-      every family, cuBLAS's torch.mm included, returned garbage into an ``out`` that was ``a``;
-      not checked here, as a pointer-range check cost ~14 us a call on the CPU host and every
-      gemmtune entry point allocates a fresh ``out``);
+      every family, cuBLAS's torch.mm included, returned garbage into an ``out`` that was ``a``).
+      The raw launcher: ``kernels.run_choice`` and ``kernels.prepare_choice``, the entry points
+      that take a caller's ``out``, refuse an overlapping one (``out_overlap``); gemmtune's own
+      matmul and the tuner's timing loop, which allocate a fresh ``out``, skip it
+      (``kernels.run_choice_unchecked``);
     * ``prepare(a, b, out, cfg, *, allow_tf32, workspace, epilogue)``: launch once and
       return ``(matches, launch)`` for cheap repeated launches, or None (no fast path);
     * ``features_row(facts, choice) -> tuple``: the choice's row of
@@ -124,3 +128,58 @@ def tile_row(facts: tuple, choice, cfg, splits: int = 1, det: int = 0, k_len: in
     return (choice.pad, cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages, cfg.num_warps,
             cfg.group_m if group_m is None else group_m, splits, det, m, n, k,
             k if k_len is None else k_len, al_a, al_b)
+
+
+def _byte_span(t: torch.Tensor) -> tuple[int, int]:
+    """[first, last + 1) bytes a non-empty strided tensor's elements occupy."""
+    lo = hi = 0
+    for size, st in zip(t.shape, t.stride()):
+        if st > 0:
+            hi += (size - 1) * st
+        else:
+            lo += (size - 1) * st
+    es, base = t.element_size(), t.data_ptr()
+    return base + lo * es, base + (hi + 1) * es
+
+
+def out_overlap(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, epilogue=None) -> str | None:
+    """Why ``out`` cannot take this product (None when it can): it overlaps the memory of ``a``,
+    ``b`` or an epilogue's bias, residual or scale. Cheap, no copy: a tensor in another storage whose
+    bytes do not meet ``out``'s storage is passed at once (~1.3 us a call with fresh tensors on the
+    2-core CPU machine); within one storage the views' byte ranges [first, last] are compared
+    (conservative: two interleaved views, ``x[:, ::2]`` and ``x[:, 1::2]``, are refused too). Meta
+    tensors and tensors without storage are passed."""
+    if out.is_meta or out.numel() == 0:
+        return None
+    try:
+        so = out.untyped_storage()
+        o0 = so.data_ptr()
+        o1 = o0 + so.nbytes()
+        named = [("a", a), ("b", b)]
+        if epilogue is not None:
+            named += [("bias", epilogue.bias), ("residual", epilogue.residual),
+                      ("scale_a", epilogue.scale_a), ("scale_b", epilogue.scale_b)]
+        span = None
+        for name, t in named:
+            if t is None or t.numel() == 0 or t.device != out.device:
+                continue
+            st = t.untyped_storage()
+            s0 = st.data_ptr()
+            if s0 != o0 and (s0 >= o1 or s0 + st.nbytes() <= o0):
+                continue  # another allocation
+            span = span or _byte_span(out)
+            t0, t1 = _byte_span(t)
+            if t0 < span[1] and span[0] < t1:
+                return (f"out overlaps {name}'s memory (out bytes [{span[0]:#x}, {span[1]:#x}), {name} bytes "
+                        f"[{t0:#x}, {t1:#x})): every kernel, torch.mm's included, writes tiles of out while "
+                        f"others still read {name}; pass an out that shares no memory with the inputs")
+    except (RuntimeError, NotImplementedError):  # a tensor without storage (a functional or fake one)
+        return None
+    return None
+
+
+def check_out(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, epilogue=None) -> None:
+    """Raise ValueError when ``out`` overlaps an input (``out_overlap`` says which)."""
+    why = out_overlap(out, a, b, epilogue)
+    if why is not None:
+        raise ValueError(why)

@@ -122,10 +122,14 @@ def space(problem: Problem, device: DeviceInfo, kind: str = "default"):
         # No split to try at all (K prime, or shorter than two parts): say so through the smallest
         # split, whose own constraint names the cause, rather than list nothing (`gemmtune space`
         # showed an empty family with no reason).
+        # A bmm is refused for what it is, whatever its K, in the words every family that serves
+        # no bmm uses (bmm_reason): "K=127 has no divisor split (... does not serve bmm ...)" led
+        # with the K while a K with splits gave the bmm reason alone.
         cfg = DecomposeKConfig(2)
         reason = constraint(cfg, problem, device) or ""
-        rejected.append((cfg, f"K={problem.k} has no divisor split s >= 2 with K/s >= {MIN_PART}"
-                              + (f" ({reason})" if reason else "")))
+        rejected.append((cfg, bmm_reason(NAME, problem, BMM_WHY)
+                         or f"K={problem.k} has no divisor split s >= 2 with K/s >= {MIN_PART}"
+                         + (f" ({reason})" if reason else "")))
     return kept, rejected
 
 
