@@ -70,7 +70,6 @@ def test_a_decode_step_on_cublas_enters_no_more_python_than_torchs(name):
     with torch.no_grad():
         for fn in steps.values():
             fn()  # the first step at this shape: its eager path chosen (cuBLAS: the decision is aten)
-        hidden = model.config.hidden_size
         for m in layers:
             d3 = [s for s in m._gemmtune_paths if len(s) == 3 and s[:2] == (1, 1)]
             assert d3 and all(m._gemmtune_paths[s] == "aten" for s in d3), m  # the 3-D decode shape, memoized
