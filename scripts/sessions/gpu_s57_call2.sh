@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 57, call 2 (GPU only; no carry; ~6 min): the tall class (M in the thousands, N <= 64: MoE routers,
+# Session 57, call 2 (GPU only; no carry; ~9 min): the -m gpu lane on the tree with this session's merges (capture's
+# records, the out-overlap check in run_choice / prepare_choice, from_sizes keys, times_ms keys); then the tall class (M in the thousands, N <= 64: MoE routers,
 # LoRA down-projections, value and classifier heads), where call 1's random suite kept cuBLAS on N = 8 at 55% and
 # 81% of the floor. Which tile could beat it: triton_mm's exhaustive space (small BLOCK_M, 16-wide N tiles), the
 # other families' default spaces, and skinny on each shape's transpose (C^T = B^T A^T: M' = N <= 64, a decode
@@ -8,6 +9,8 @@ set -u
 source "$(dirname "$0")/../device_env.sh"
 record_env
 T0=$(date +%s)
+timeout 250 python3 -m pytest -q -n 8 -m gpu tests -p no:cacheprovider > $OUT/gpu_tests.txt 2>&1
+echo "gpu tests rc=$?"; grep -E "passed|failed|FAILED|ERROR" $OUT/gpu_tests.txt | tail -15; gzip -f $OUT/gpu_tests.txt
 cat > $OUT/tall.csv <<'CSV'
 group,name,M,N,K,dtype,layout_a,layout_b
 tall,t_2305x8x7168_rr,2305,8,7168,bfloat16,row,row
@@ -30,10 +33,11 @@ with open(sys.argv[2], "w", newline="") as f:
     for r in rows:
         w.writerow(dict(r, name=r["name"] + "_T", M=r["N"], N=r["M"], layout_a=flip[r["layout_b"]], layout_b=flip[r["layout_a"]]))
 PY
-run() { local tag=$1; shift; timeout 170 python3 -m gemmtune.cli tune "$@" --store $OUT/$tag.sqlite --out $OUT/$tag.json > $OUT/$tag.log 2>&1; echo "$tag rc=$? $(tail -1 $OUT/$tag.log)"; }
+left() { echo $(( 560 - $(date +%s) + T0 )); }
+run() { local tag=$1; shift; local t=$(left); [ "$t" -gt 20 ] || { echo "$tag skipped: no time"; return; }; timeout $(( t < 150 ? t : 150 )) python3 -m gemmtune.cli tune "$@" --store $OUT/$tag.sqlite --out $OUT/$tag.json > $OUT/$tag.log 2>&1; echo "$tag rc=$? $(tail -1 $OUT/$tag.log)"; }
+run twin --suite $OUT/twin.csv --families skinny,triton_mm,aten
 run mm_ex --suite $OUT/tall.csv --families triton_mm,aten --space exhaustive
 run others --suite $OUT/tall.csv --families splitk,decompose_k,persistent_tma,triton_static,aten
-run twin --suite $OUT/twin.csv --families skinny,triton_mm,aten
 python3 - $OUT <<'PY' | tee $OUT/summary.txt
 import sqlite3, sys, collections
 out = sys.argv[1]
