@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import faulthandler
 import functools
+import gzip
 import json
-import math
 import platform
 import sys
 import time
@@ -50,7 +50,7 @@ from gemmtune.model.features import FEATURE_NAMES  # noqa: E402
 from gemmtune.model.regressors import RANKERS, _LGBMRanker  # noqa: E402
 
 OUT = HERE / "results.json"
-PER = HERE / "per_problem.json"
+PER = HERE / "per_problem.json.gz"  # gzip: 7.5 MB as plain JSON
 H200_STORE = "data/collect/collect.sqlite.gz"
 H100_STORE = "data/collect/h100/collect.sqlite.gz"
 STORES = {"h200": (H200_STORE, [H100_STORE], "public", "h200"),
@@ -216,7 +216,7 @@ def versions() -> dict:
 
 def run(store, pairs):
     doc = json.loads(OUT.read_text()) if OUT.exists() else {"runs": []}
-    per = json.loads(PER.read_text()) if PER.exists() else {}
+    per = json.loads(gzip.decompress(PER.read_bytes())) if PER.exists() else {}
     done = {(r["store"], r["setting"], r["model_seed"]) for r in doc["runs"]}
     todo = [p for p in pairs if (store, *p) not in done]
     if not todo:
@@ -248,7 +248,7 @@ def run(store, pairs):
                                                "device": device, "folds": 5, "fold_seed": 0}
         doc.update(versions=versions(), date=time.strftime("%Y-%m-%d", time.gmtime()))
         OUT.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-        PER.write_text(json.dumps(per, sort_keys=True) + "\n")
+        PER.write_bytes(gzip.compress((json.dumps(per, sort_keys=True) + "\n").encode()))
         print(f"{name}: top-1 within 10% {s['top1_within_10pct']:.4f}, top-5 regret {s['top5_regret_geomean']:.4f}, "
               f"top-1 regret {s['top1_regret_geomean']:.4f}, spearman {s['spearman_mean']:.4f}, "
               f"fit {TIMES[name]['fit_s']:.1f} s, wall {time.perf_counter() - t0:.0f} s", flush=True)

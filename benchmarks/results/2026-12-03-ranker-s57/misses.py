@@ -1,5 +1,6 @@
-"""Where the held-out top-1 misses are (per_problem.json, written by compare.py): by collection-plan
+"""Where the held-out top-1 misses are (per_problem.json.gz, written by compare.py): by collection-plan
 group, by best vs first-choice family, by how big the miss is, and by how crowded the top is."""
+import gzip
 import json
 import re
 import sys
@@ -12,7 +13,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2] / "src"))
 from gemmtune.model.cv import shape_groups  # noqa: E402
 
-per = json.loads((HERE / "per_problem.json").read_text())
+per = json.loads(gzip.decompress((HERE / "per_problem.json.gz").read_bytes()))
 groups = shape_groups()
 name = sys.argv[1] if len(sys.argv) > 1 else "h200:lgbm@0"
 rows = per[name]
@@ -41,7 +42,8 @@ print("misses with the best in the model's top 5:", sum(r["top5_regret"] <= 1e-1
 bm = np.array([r["best_ms"] for r in miss])
 ba = np.array([r["best_ms"] for r in rows])
 print("best time < 10 us: misses", int((bm < 0.01).sum()), "of", len(miss), "; all problems", int((ba < 0.01).sum()), "of", len(rows),
-      f"; hit rate there {1 - (bm < 0.01).sum() / max((ba < 0.01).sum(), 1):.1%}, elsewhere {1 - (bm >= 0.01).sum() / (ba >= 0.01).sum():.1%}")
+      f"; hit rate there {1 - (bm < 0.01).sum() / max((ba < 0.01).sum(), 1):.1%},"
+      f" elsewhere {1 - (bm >= 0.01).sum() / (ba >= 0.01).sum():.1%}")
 nw = np.array([r["n_within_10pct"] for r in rows])
 print("choices within 10% of the best, per problem: hits median", np.median([r["n_within_10pct"] for r in rows if hit(r)]),
       "misses median", np.median([r["n_within_10pct"] for r in miss]))
