@@ -300,8 +300,11 @@ class Problem:
         batched = op == "bmm"
         # a size-1 dim: the layout and alignment real tensors of that shape are keyed by
         nb = batch if batched else 1
-        layout_a, aligned_a = _sized_operand(layout_a, m, k, es, nb, aligned_a)
-        layout_b, aligned_b = _sized_operand(layout_b, k, n, es, nb, aligned_b)
+        if op != "scaled_mm":
+            # (scaled_mm keeps the layouts given: torch._scaled_mm takes A row-major and B
+            # column-major only, a (K, 1) B included, and the Inductor export keys it so)
+            layout_a, aligned_a = _sized_operand(layout_a, m, k, es, nb, aligned_a)
+            layout_b, aligned_b = _sized_operand(layout_b, k, n, es, nb, aligned_b)
         if aligned_a is None:
             aligned_a = _contiguous_aligned(layout_a, m, k, es, batched)
         if aligned_b is None:
