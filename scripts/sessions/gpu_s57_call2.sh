@@ -9,7 +9,7 @@ set -u
 source "$(dirname "$0")/../device_env.sh"
 record_env
 T0=$(date +%s)
-timeout 250 python3 -m pytest -q -n 8 -m gpu tests -p no:cacheprovider > $OUT/gpu_tests.txt 2>&1
+timeout 240 python3 -m pytest -q -n 8 -m gpu tests -p no:cacheprovider > $OUT/gpu_tests.txt 2>&1
 echo "gpu tests rc=$?"; grep -E "passed|failed|FAILED|ERROR" $OUT/gpu_tests.txt | tail -15; gzip -f $OUT/gpu_tests.txt
 cat > $OUT/tall.csv <<'CSV'
 group,name,M,N,K,dtype,layout_a,layout_b
@@ -33,7 +33,7 @@ with open(sys.argv[2], "w", newline="") as f:
     for r in rows:
         w.writerow(dict(r, name=r["name"] + "_T", M=r["N"], N=r["M"], layout_a=flip[r["layout_b"]], layout_b=flip[r["layout_a"]]))
 PY
-left() { echo $(( 560 - $(date +%s) + T0 )); }
+left() { echo $(( ${BUDGET:-380} - $(date +%s) + T0 )); }
 run() { local tag=$1; shift; local t=$(left); [ "$t" -gt 20 ] || { echo "$tag skipped: no time"; return; }; timeout $(( t < 150 ? t : 150 )) python3 -m gemmtune.cli tune "$@" --store $OUT/$tag.sqlite --out $OUT/$tag.json > $OUT/$tag.log 2>&1; echo "$tag rc=$? $(tail -1 $OUT/$tag.log)"; }
 run twin --suite $OUT/twin.csv --families skinny,triton_mm,aten
 run mm_ex --suite $OUT/tall.csv --families triton_mm,aten --space exhaustive
