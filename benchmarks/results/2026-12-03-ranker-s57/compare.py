@@ -49,8 +49,13 @@ from gemmtune.model.data import exclude, load_dataset, pool, suite_shapes  # noq
 from gemmtune.model.features import FEATURE_NAMES  # noqa: E402
 from gemmtune.model.regressors import RANKERS, _LGBMRanker  # noqa: E402
 
-OUT = HERE / "results.json"
-PER = HERE / "per_problem.json"
+import os  # noqa: E402
+
+# fold seed for cv.folds_by_group (env FOLD_SEED, default 0); other seeds write their own files
+FOLD_SEED = int(os.environ.get("FOLD_SEED", "0"))
+_SUF = "" if FOLD_SEED == 0 else f"-fold{FOLD_SEED}"
+OUT = HERE / f"results{_SUF}.json"
+PER = HERE / f"per_problem{_SUF}.json"
 H200_STORE = "data/collect/collect.sqlite.gz"
 H100_STORE = "data/collect/h100/collect.sqlite.gz"
 STORES = {"h200": (H200_STORE, [H100_STORE], "public", "h200"),
@@ -231,7 +236,7 @@ def run(store, pairs):
         PERPROB.pop(name, None)
         PERPROB.pop("analytic", None)
         t0 = time.perf_counter()
-        res = cvmod.cross_validate(data, kinds=[name], folds=5, seed=0, groups=groups, device=device,
+        res = cvmod.cross_validate(data, kinds=[name], folds=5, seed=FOLD_SEED, groups=groups, device=device,
                                    say=lambda m: print(f"{name}: {m} ({time.perf_counter() - t0:.0f} s)",
                                                        file=sys.stderr, flush=True))
         del RANKERS[name]
@@ -241,11 +246,12 @@ def run(store, pairs):
                             "threads": THREADS, **TIMES[name], "cv_wall_s": time.perf_counter() - t0,
                             "analytic": {k: res["summaries"]["analytic"].get(k) for k in KEYS},
                             "shapes": res["shapes"], "problems": res["problems"], "rows": res["rows"],
-                            "scored": res["scored"], "excluded_problems": n_excl})
+                            "scored": res["scored"], "excluded_problems": n_excl,
+                            "fold_seed": FOLD_SEED})
         per[name] = PERPROB[name]
         per[f"{store}:analytic"] = PERPROB["analytic"]
         doc.setdefault("stores", {})[store] = {"store": path, "pool_stores": pools, "exclude_suite": suite,
-                                               "device": device, "folds": 5, "fold_seed": 0}
+                                               "device": device, "folds": 5, "fold_seed": FOLD_SEED}
         doc.update(versions=versions(), date=time.strftime("%Y-%m-%d", time.gmtime()))
         OUT.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         PER.write_text(json.dumps(per, sort_keys=True) + "\n")
