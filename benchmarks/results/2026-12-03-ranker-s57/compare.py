@@ -9,7 +9,7 @@ with the XGBoost ranker dropped and LightGBM variants added).
 * ONE thread for every fit and predict.
 
 Variants (``SETTINGS``):
-* ``lgbm``: shipped (``regressors._LGBMRanker`` defaults).
+* ``lgbm``: shipped until 2026-12-03 (``regressors._LGBMRanker`` defaults then; 31 leaves, pinned).
 * ``xendcg``: objective rank_xendcg, else shipped.
 * ``lab025``: labels in 2.5% steps, 30 levels (same 75% range), else shipped.
 * ``trunc10``: lambdarank_truncation_level 10.
@@ -112,7 +112,8 @@ class RelRanker(_LGBMRanker):
 
 
 SETTINGS = {
-    "lgbm": (_LGBMRanker, {}),
+    # the setting shipped until 2026-12-03 (31 leaves), pinned: the default is 127 leaves since
+    "lgbm": (_LGBMRanker, dict(num_leaves=31)),
     "xendcg": (_LGBMRanker, dict(objective="rank_xendcg")),
     "lab025": (_LGBMRanker, dict(label_step=0.025, label_levels=30)),
     "trunc10": (_LGBMRanker, dict(truncation=10)),
