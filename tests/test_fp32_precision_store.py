@@ -234,23 +234,74 @@ def test_collect_dry_run_counts_other_arithmetic_rows_as_left(tmp_path, capsys):
     assert f"left after s.sqlite: {total - 1} candidates on 2 shapes" in out
 
 
-def test_training_refuses_fp32_timings_of_another_arithmetic(monkeypatch):
-    # The features do not say which arithmetic timed an fp32 row, and the analytic estimates among
-    # them follow this process's setting: fit() names the mismatch and the variable that fixes it.
+def test_training_features_follow_the_rows_arithmetic_not_the_process(monkeypatch):
+    # An fp32 row is featurized (analytic estimates among the features) for the arithmetic that
+    # timed it, whatever this process's GEMMTUNE_FP32_PRECISION: a tagged row by its tag, an
+    # untagged one (schema-1 store) as IEEE. The old fit() featurized them for the process's
+    # setting (3xTF32 by default) and only warned about untagged rows.
     import numpy as np
 
+    from gemmtune import precision
     from gemmtune.configs import Choice
+    from gemmtune.device import DeviceInfo
+    from gemmtune.model.analytic import AnalyticModel
     from gemmtune.model.data import Dataset, ShapeData
-    from gemmtune.model.errors import ModelError
-    from gemmtune.model.training import check_fp32_arithmetic, fit
+    from gemmtune.model.features import featurize
+    from gemmtune.model.training import _matrix, fit
 
-    monkeypatch.setattr("gemmtune.precision._FP32_ON_DEVICE", ["tf32x3"])
+    dev = DeviceInfo.lookup("h100")
+    cs = [Choice.parse("aten"), Choice.parse("triton_mm:BM64-BN64-BK32-S3-W4-G8"),
+          Choice.parse("triton_mm:BM128-BN128-BK32-S3-W4-G8")]
+
+    def group(m, tag, dtype="fp32"):
+        return ShapeData(Problem.from_sizes(m, 512, 1024, dtype), cs, np.array([1.0, 2.0, 3.0]), fp32_precision=tag)
+    data = Dataset([group(256, "ieee"), group(512, ""), group(1024, "tf32x3"), group(256, "", "bf16")])
+
+    def matrix(process):
+        monkeypatch.setattr(precision, "_FP32_ON_DEVICE", [process])
+        return _matrix(data, dev, AnalyticModel(dev))[0]
+    x3, ieee = matrix("tf32x3"), matrix("ieee")
+    assert np.array_equal(x3, ieee)
+    # ... and they are the features of each row's own arithmetic (the two differ for fp32)
+    for i, g in enumerate(data.groups):
+        want = {"ieee": "ieee", "": "ieee", "tf32x3": "tf32x3"}[g.fp32_precision]
+        monkeypatch.setattr(precision, "_FP32_ON_DEVICE", [want])
+        assert np.array_equal(ieee[3 * i:3 * i + 3], featurize(g.problem, g.choices, dev))
+    monkeypatch.setattr(precision, "_FP32_ON_DEVICE", ["tf32x3"])
+    assert not np.array_equal(featurize(data.groups[0].problem, cs, dev), ieee[:3])
+    # fit takes both arithmetics in one dataset, and says how it featurized them
+    model, _ = fit(data, kind="gbt", device=dev)
+    assert model.provenance["fp32_features"] == {"per_row_precision": True, "untagged_as": "ieee",
+                                                 "problems": {"ieee": 1, "tf32x3": 1, "untagged_as_ieee": 1}}
+    # At tune time a model featurizes for this process's arithmetic (the candidates run with it)
+    p = data.groups[0].problem
+    keys = {}
+    for process in ("tf32x3", "ieee"):
+        monkeypatch.setattr(precision, "_FP32_ON_DEVICE", [process])
+        keys[process] = featurize(p, cs, dev)
+    assert not np.array_equal(keys["tf32x3"], keys["ieee"])
+
+
+def test_scoring_features_follow_the_rows_arithmetic(monkeypatch):
+    # cv.score and metrics.evaluate featurize a held-out fp32 row for the arithmetic that timed it too
+    import numpy as np
+
+    from gemmtune import precision
+    from gemmtune.configs import Choice
+    from gemmtune.model import cv, metrics
+    from gemmtune.model.data import Dataset, ShapeData
+
+    seen = []
+
+    class Spy:
+        def predict(self, problem, choices):
+            seen.append(precision.fp32_precision())
+            return [1.0] * len(choices)
     cs = [Choice.parse("aten"), Choice.parse("triton_mm:BM64-BN64-BK32-S3-W4-G8")]
-
-    def group(m, tag):
-        return ShapeData(Problem.from_sizes(m, 64, 64, "fp32"), cs, np.array([1.0, 2.0]), fp32_precision=tag)
-    with pytest.raises(ModelError, match="GEMMTUNE_FP32_PRECISION=ieee"):
-        fit(Dataset([group(64, "ieee"), group(128, "ieee")]), kind="gbt")
-    with pytest.raises(ModelError, match="mixes fp32 problems timed as ieee and tf32x3"):
-        fit(Dataset([group(64, "ieee"), group(128, "tf32x3")]), kind="gbt")
-    assert check_fp32_arithmetic(Dataset([group(64, "tf32x3"), group(128, "")]), "tf32x3") is None
+    data = Dataset([ShapeData(Problem.from_sizes(64, 64, 64, "fp32"), cs, np.array([1.0, 2.0]), fp32_precision=t)
+                    for t in ("ieee", "", "tf32x3")])
+    monkeypatch.setattr(precision, "_FP32_ON_DEVICE", ["tf32x3"])
+    cv.score(Spy(), data)
+    metrics.evaluate(Spy(), data)
+    assert seen == ["ieee", "ieee", "tf32x3"] * 2
+    assert precision.fp32_precision() == "tf32x3"

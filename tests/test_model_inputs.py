@@ -133,9 +133,10 @@ def _more_features(text: str) -> str:
 
 
 # (edit of the shipped H200 booster, what the one-line error must name). Tree 3 of that booster
-# has 31 leaves; its split_feature starts 27 46, its left_child -1 4, its right_child 1 2 3 11 6 -7
-# 8 12 -10: the edits that keep every byte count leave LightGBM's tree_sizes offsets valid. The
-# comments say what each edit did before the check (lightgbm 4.7, numpy_predict or not).
+# has 127 leaves (31 before the 2026-12-03 retrain); its split_feature starts 46 39, its left_child
+# 12 2, its right_child 1 5 6 8 13 7 9 32 15: the edits that keep every byte count leave LightGBM's
+# tree_sizes offsets valid (the others mend them, _resized). The comments say what each edit did
+# before the check (lightgbm 4.7, numpy_predict or not; written for the 31-leaf tree).
 BOOSTER_EDITS = {
     # numpy: a bare IndexError when ranking; lightgbm: loads, and predicts from beyond the row
     "split_feature_beyond_the_features": (lambda t: _tree_field(t, 3, "split_feature", _put(0, "49")),
@@ -149,14 +150,15 @@ BOOSTER_EDITS = {
     "cut_inside_a_tree": (lambda t: t[:len(t) // 2], "cut short"),
     # numpy: every later tree's leaves (thresholds) shift by one, silently; lightgbm: SIGABRT
     "leaf_value_one_short": (lambda t: _resized(_tree_field(t, 3, "leaf_value", lambda v: v[:-1])),
-                             "tree 3: leaf_value has 30 values"),
+                             "tree 3: leaf_value has 126 values"),
     "threshold_one_short": (lambda t: _resized(_tree_field(t, 3, "threshold", lambda v: v[:-1])),
-                            "tree 3: threshold has 29 values"),
+                            "tree 3: threshold has 125 values"),
     # both load; a row that reaches the leaf scores NaN
     "leaf_value_nan": (lambda t: _resized(_tree_field(t, 3, "leaf_value", _put(0, "nan"))),
                        "tree 3: leaf_value"),
-    # numpy reads leaf 39 of 31, another tree's leaf, silently; lightgbm loads it too
-    "child_beyond_the_leaves": (lambda t: _tree_field(t, 3, "right_child", _put(8, "-40")), "tree 3: its child"),
+    # numpy reads leaf 139 of 127 (39 of 31 then), another tree's leaf, silently; lightgbm loads it too
+    "child_beyond_the_leaves": (lambda t: _resized(_tree_field(t, 3, "right_child", _put(8, "-140"))),
+                                "tree 3: its child"),
     # node 1 is its own left child: both load, and prediction (numpy's and lightgbm's) never ends
     "child_loop": (lambda t: _tree_field(t, 3, "left_child", _put(1, "1")), "tree 3: its child"),
     # the same values, one byte longer: numpy reads it fine, lightgbm: SIGABRT (tree_sizes)

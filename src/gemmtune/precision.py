@@ -5,6 +5,8 @@ Pure: no Triton import, so planning and the analytic model read it too.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 
 import torch
@@ -36,6 +38,33 @@ def fp32_setting(environ=os.environ) -> str:
 
 
 _FP32_ON_DEVICE: list[str] = []  # the setting as this process's GPU can run it, decided at first use
+# The arithmetic assumed inside ``assume_fp32_precision`` (None: this process's own).
+_ASSUMED: contextvars.ContextVar[str | None] = contextvars.ContextVar("gemmtune_fp32_assumed", default=None)
+
+
+@contextlib.contextmanager
+def assume_fp32_precision(setting: str | None):
+    """Within the block, ``fp32_precision()`` (and so ``runs_3xtf32``, ``pads_b_kmajor`` and the
+    analytic model's fp32 estimates) answers ``setting`` ("tf32x3" or "ieee") instead of this
+    process's setting; None leaves it as it is. For work about timings made under a known
+    arithmetic, whatever this process's: training features of stored rows (model.data.timed_as).
+    Never around a launch: the kernels' own arithmetic stays the process's.
+
+    >>> with assume_fp32_precision("ieee"):
+    ...     inner = fp32_precision()
+    >>> inner
+    'ieee'
+    """
+    if setting is None:
+        yield
+        return
+    if setting not in FP32_PRECISIONS:
+        raise ValueError(f"fp32 precision {setting!r}: expected one of {', '.join(FP32_PRECISIONS)}")
+    token = _ASSUMED.set(setting)
+    try:
+        yield
+    finally:
+        _ASSUMED.reset(token)
 
 
 def fp32_precision() -> str:
@@ -43,7 +72,11 @@ def fp32_precision() -> str:
     on a GPU older than sm_80 (no TF32 tensor cores: Triton would run the three products on
     CUDA cores, three times IEEE's work). The interpreter (CPU) takes the setting as given.
     A value of the variable other than those named raises ValueError at the first fp32 launch
-    (the command line checks it first: gemmtune.cli.main)."""
+    (the command line checks it first: gemmtune.cli.main). Inside ``assume_fp32_precision``: the
+    arithmetic assumed there."""
+    assumed = _ASSUMED.get()
+    if assumed is not None:
+        return assumed
     if not _FP32_ON_DEVICE:
         v = fp32_setting()
         if v == "tf32x3" and os.environ.get("TRITON_INTERPRET") != "1" and torch.cuda.is_available() \

@@ -9,7 +9,7 @@ with the XGBoost ranker dropped and LightGBM variants added).
 * ONE thread for every fit and predict.
 
 Variants (``SETTINGS``):
-* ``lgbm``: shipped (``regressors._LGBMRanker`` defaults).
+* ``lgbm``: shipped until 2026-12-03 (``regressors._LGBMRanker`` defaults then; 31 leaves, pinned).
 * ``xendcg``: objective rank_xendcg, else shipped.
 * ``lab025``: labels in 2.5% steps, 30 levels (same 75% range), else shipped.
 * ``trunc10``: lambdarank_truncation_level 10.
@@ -49,8 +49,13 @@ from gemmtune.model.data import exclude, load_dataset, pool, suite_shapes  # noq
 from gemmtune.model.features import FEATURE_NAMES  # noqa: E402
 from gemmtune.model.regressors import RANKERS, _LGBMRanker  # noqa: E402
 
-OUT = HERE / "results.json"
-PER = HERE / "per_problem.json.gz"  # gzip: 7.5 MB as plain JSON
+import os  # noqa: E402
+
+# fold seed for cv.folds_by_group (env FOLD_SEED, default 0); other seeds write their own files
+FOLD_SEED = int(os.environ.get("FOLD_SEED", "0"))
+_SUF = "" if FOLD_SEED == 0 else f"-fold{FOLD_SEED}"
+OUT = HERE / f"results{_SUF}.json"
+PER = HERE / f"per_problem{_SUF}.json.gz"  # gzip: 2.6-7.5 MB as plain JSON
 H200_STORE = "data/collect/collect.sqlite.gz"
 H100_STORE = "data/collect/h100/collect.sqlite.gz"
 STORES = {"h200": (H200_STORE, [H100_STORE], "public", "h200"),
@@ -107,7 +112,8 @@ class RelRanker(_LGBMRanker):
 
 
 SETTINGS = {
-    "lgbm": (_LGBMRanker, {}),
+    # the setting shipped until 2026-12-03 (31 leaves), pinned: the default is 127 leaves since
+    "lgbm": (_LGBMRanker, dict(num_leaves=31)),
     "xendcg": (_LGBMRanker, dict(objective="rank_xendcg")),
     "lab025": (_LGBMRanker, dict(label_step=0.025, label_levels=30)),
     "trunc10": (_LGBMRanker, dict(truncation=10)),
@@ -231,7 +237,7 @@ def run(store, pairs):
         PERPROB.pop(name, None)
         PERPROB.pop("analytic", None)
         t0 = time.perf_counter()
-        res = cvmod.cross_validate(data, kinds=[name], folds=5, seed=0, groups=groups, device=device,
+        res = cvmod.cross_validate(data, kinds=[name], folds=5, seed=FOLD_SEED, groups=groups, device=device,
                                    say=lambda m: print(f"{name}: {m} ({time.perf_counter() - t0:.0f} s)",
                                                        file=sys.stderr, flush=True))
         del RANKERS[name]
@@ -241,11 +247,12 @@ def run(store, pairs):
                             "threads": THREADS, **TIMES[name], "cv_wall_s": time.perf_counter() - t0,
                             "analytic": {k: res["summaries"]["analytic"].get(k) for k in KEYS},
                             "shapes": res["shapes"], "problems": res["problems"], "rows": res["rows"],
-                            "scored": res["scored"], "excluded_problems": n_excl})
+                            "scored": res["scored"], "excluded_problems": n_excl,
+                            "fold_seed": FOLD_SEED})
         per[name] = PERPROB[name]
         per[f"{store}:analytic"] = PERPROB["analytic"]
         doc.setdefault("stores", {})[store] = {"store": path, "pool_stores": pools, "exclude_suite": suite,
-                                               "device": device, "folds": 5, "fold_seed": 0}
+                                               "device": device, "folds": 5, "fold_seed": FOLD_SEED}
         doc.update(versions=versions(), date=time.strftime("%Y-%m-%d", time.gmtime()))
         OUT.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
         PER.write_bytes(gzip.compress((json.dumps(per, sort_keys=True) + "\n").encode()))

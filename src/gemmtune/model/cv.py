@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .analytic import AnalyticModel
-from .data import Dataset
+from .data import Dataset, timed_as
 from .errors import ModelError
 from .learned import MIN_RANKED_CHOICES, LearnedModel
 from .training import _device_for, fit
@@ -72,7 +72,8 @@ def score(model, data: Dataset) -> list[dict]:
     the model's ranking within each family that has at least two choices in the problem."""
     out = []
     for g in data.groups:
-        pred = np.asarray(_predict_ms(model, g.problem, g.choices), dtype=np.float64)
+        with timed_as(g):  # featurized for the arithmetic that timed it (data.timed_as)
+            pred = np.asarray(_predict_ms(model, g.problem, g.choices), dtype=np.float64)
         m = shape_metrics(pred, g.times_ms, baseline=_baseline(g))
         m["key"] = g.problem.key
         fams = np.array([c.family for c in g.choices])

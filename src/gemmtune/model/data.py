@@ -36,6 +36,12 @@ from .errors import ModelError
 TRUST_RADIUS = 1.5
 ZERO_RADIUS = 3.0
 
+# The fp32 arithmetic of an fp32 (TF32 off) problem whose rows carry no tag ("": a schema-1 store,
+# from before the store recorded it, 2026-12-01). The stores of data/collect (H200, H100) were
+# timed before 3xTF32 became the default (2026-11-30), as IEEE. The tuner is stricter
+# (store.rows.counts_as_measured): to it an untagged fp32 row is a measurement for neither.
+LEGACY_FP32_PRECISION = "ieee"
+
 @dataclass
 class ShapeData:
     """The measured choices of one problem: ``times_ms[i]`` is ``choices[i]``'s median device ms."""
@@ -54,6 +60,22 @@ class ShapeData:
     @property
     def shape(self) -> tuple[int, int, int]:
         return (self.problem.m, self.problem.n, self.problem.k)
+
+    @property
+    def timed_fp32_precision(self) -> str | None:
+        """The fp32 arithmetic that timed these rows ("tf32x3" or "ieee"; untagged:
+        ``LEGACY_FP32_PRECISION``), or None where the problem's arithmetic does not depend on it
+        (not fp32, or TF32 allowed)."""
+        from ..precision import precision_tag
+        return precision_tag(self.problem, self.fp32_precision or LEGACY_FP32_PRECISION) or None
+
+
+def timed_as(g: ShapeData):
+    """A context in which the analytic model and the features see fp32 as ``g``'s rows were timed
+    (``ShapeData.timed_fp32_precision``), whatever this process's GEMMTUNE_FP32_PRECISION: training
+    rows and their scores are featurized for the arithmetic that measured them."""
+    from ..precision import assume_fp32_precision
+    return assume_fp32_precision(g.timed_fp32_precision)
 
 
 @dataclass

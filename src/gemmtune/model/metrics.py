@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .data import Dataset
+from .data import Dataset, timed_as
 
 def _ranks(x: np.ndarray) -> np.ndarray:
     """Ranks 0..n-1 with ties given their average rank."""
@@ -83,7 +83,8 @@ def evaluate(model, data: Dataset) -> dict:
     """
     per = []
     for g in data.groups:
-        pred = rank_keys(model, g.problem, g.choices)
+        with timed_as(g):  # scored under the arithmetic that timed it (data.timed_as)
+            pred = rank_keys(model, g.problem, g.choices)
         m = shape_metrics(pred, g.times_ms, baseline=[c.family == "aten" and not c.pad for c in g.choices])
         m["key"] = g.problem.key
         per.append(m)

@@ -18,8 +18,8 @@ import numpy as np
 
 from ..device import DeviceInfo
 from .analytic import AnalyticModel
-from .data import (MIN_RANKED_CHOICES, Dataset, domain_of, exclude, load_dataset, pool, split_by_shape,
-                   suite_shapes)
+from .data import (LEGACY_FP32_PRECISION, MIN_RANKED_CHOICES, Dataset, domain_of, exclude, load_dataset, pool,
+                   split_by_shape, suite_shapes, timed_as)
 from .errors import ModelError
 from .features import FEATURE_NAMES, FEATURE_VERSION, featurize
 from .learned import LearnedModel, _base_log_ms
@@ -52,7 +52,8 @@ def _near_best_weights(y: np.ndarray, gid: np.ndarray, tau: float = NEAR_BEST_TA
 
 def _matrix(data: Dataset, device: DeviceInfo, analytic: AnalyticModel):
     """Features, ln(ms) and group index of every row; a problem pooled from another GPU
-    (``data.pool``) is featurized with that GPU's facts."""
+    (``data.pool``) is featurized with that GPU's facts, and an fp32 (TF32 off) one for the
+    arithmetic that timed it (``data.timed_as``), whatever this process's fp32 setting."""
     Xs, ys, gid = [], [], []
     others: dict = {}
     for i, g in enumerate(data.groups):
@@ -60,7 +61,8 @@ def _matrix(data: Dataset, device: DeviceInfo, analytic: AnalyticModel):
         if dev != device and dev not in others:
             others[dev] = AnalyticModel(dev)
         am = analytic if dev == device else others[dev]
-        Xs.append(featurize(g.problem, g.choices, dev, analytic=am))
+        with timed_as(g):
+            Xs.append(featurize(g.problem, g.choices, dev, analytic=am))
         ys.append(np.log(g.times_ms))
         gid.append(np.full(len(g.choices), i))
     if not Xs:
@@ -99,33 +101,25 @@ def _score(kind_reg, X, y, gid) -> float:
     return float(np.mean(sps)) if sps else float("nan")
 
 
-def check_fp32_arithmetic(data: Dataset, setting: str) -> str | None:
-    """Why ``data``'s fp32 (TF32 off) problems cannot be trained on in a process whose fp32
-    arithmetic is ``setting`` ("tf32x3" or "ieee", ``precision.fp32_precision``), or None when
-    they can. The features do not say which arithmetic timed a row (``fp32_ieee`` is the problem's
-    dtype), and the analytic model's estimates among them follow ``setting``: timings of the other
-    arithmetic would be learned under the wrong estimates, and two arithmetics in one dataset give
-    one problem two contradicting rankings. Rows of a schema-1 store carry no tag ("") and are not
-    judged here (``fit`` warns about them).
+def fp32_timings(data: Dataset) -> dict:
+    """How ``data``'s fp32 (TF32 off) problems were timed, for the provenance: {"tf32x3": n,
+    "ieee": n, "untagged_as_ieee": n} (zeros left out). Each is featurized for its own arithmetic
+    (``data.timed_as``; untagged ones, from schema-1 stores, as ``LEGACY_FP32_PRECISION``), never
+    for this process's GEMMTUNE_FP32_PRECISION.
 
     >>> from gemmtune.model.data import ShapeData
     >>> from gemmtune.problem import Problem
-    >>> g = lambda tag: ShapeData(Problem.from_sizes(64, 64, 64, "fp32"), [], np.zeros(0), fp32_precision=tag)
-    >>> check_fp32_arithmetic(Dataset([g("tf32x3"), g("")]), "tf32x3") is None
-    True
-    >>> print(check_fp32_arithmetic(Dataset([g("ieee")]), "tf32x3"))
-    1 fp32 problem(s) were timed as ieee, but this process computes fp32 as tf32x3: train with GEMMTUNE_FP32_PRECISION=ieee
+    >>> g = lambda tag, d="fp32": ShapeData(Problem.from_sizes(64, 64, 64, d), [], np.zeros(0), fp32_precision=tag)
+    >>> fp32_timings(Dataset([g("tf32x3"), g(""), g(""), g("", "bf16")]))
+    {'tf32x3': 1, 'untagged_as_ieee': 2}
     """
-    tags = {g.fp32_precision for g in data.groups if g.fp32_precision}
-    if len(tags) > 1:
-        return (f"the dataset mixes fp32 problems timed as {' and '.join(sorted(tags))}: the features cannot tell "
-                "them apart; train on one arithmetic (Dataset groups' fp32_precision)")
-    if tags and tags != {setting}:
-        (tag,) = tags
-        n = sum(g.fp32_precision == tag for g in data.groups)
-        return (f"{n} fp32 problem(s) were timed as {tag}, but this process computes fp32 as {setting}: "
-                f"train with GEMMTUNE_FP32_PRECISION={tag}")
-    return None
+    out: dict[str, int] = {}
+    for g in data.groups:
+        t = g.timed_fp32_precision
+        if t is not None:
+            k = t if g.fp32_precision else f"untagged_as_{LEGACY_FP32_PRECISION}"
+            out[k] = out.get(k, 0) + 1
+    return dict(sorted(out.items()))
 
 
 def fit(data: Dataset, *, kind: str = "auto", device: DeviceInfo | str | None = None, seed: int = 0,
@@ -143,18 +137,6 @@ def fit(data: Dataset, *, kind: str = "auto", device: DeviceInfo | str | None = 
         raise ModelError(f"weighting must be one of {', '.join(WEIGHTINGS)}, not {weighting!r}")
     if len(data.groups) < 2:
         raise ModelError(f"need measurements of at least 2 shapes to train, got {len(data.groups)}")
-    from ..precision import fp32_precision
-    setting = fp32_precision()
-    why = check_fp32_arithmetic(data, setting)
-    if why:
-        raise ModelError(why)
-    untagged = sum(not g.fp32_precision and g.problem.dtype == "float32" and not g.problem.allow_tf32
-                   for g in data.groups)
-    if untagged and setting != "ieee":
-        import warnings
-        warnings.warn(f"{untagged} fp32 problem(s) carry no record of their arithmetic (a schema-1 store); their "
-                      f"analytic features are computed as {setting}. Stores from before 2026-11-30 (data/collect) "
-                      "timed fp32 as IEEE: train on them with GEMMTUNE_FP32_PRECISION=ieee", stacklevel=2)
     dev = _device_for(data, device)
     analytic = AnalyticModel(dev)
     t0 = time.monotonic()
@@ -186,6 +168,9 @@ def fit(data: Dataset, *, kind: str = "auto", device: DeviceInfo | str | None = 
                          **({"lightgbm": import_lightgbm().__version__} if kind in RANKERS else {})},
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "feature_version": FEATURE_VERSION,
+        # fp32 (TF32 off) rows are featurized for the arithmetic that timed them (data.timed_as)
+        "fp32_features": {"per_row_precision": True, "untagged_as": LEGACY_FP32_PRECISION,
+                          "problems": fp32_timings(data)},
         "training_set": {"source": data.source, "rows": int(len(y)), "shapes": len(data.shapes),
                          "problems": len(data.groups), **_pooled(data), **(description or {})},
         "training": {"kind": kind, "seed": seed,
