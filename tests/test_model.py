@@ -750,7 +750,7 @@ def test_shipped_h100_models(name, kind):
     assert shipped_for(H200).name == "nvidia-h200-rank.json"
     assert any(name in d for d in shipped.describe())
     if kind == "lgbm_rank":
-        assert (SHIPPED.parent / "nvidia-h100-rank.lgbm.txt").stat().st_size > 0
+        assert (SHIPPED.parent / "nvidia-h100-rank.lgbm.txt.gz").stat().st_size > 0
 
 
 def test_domain_guard_reads_fp16_and_bf16_as_one_class():

@@ -36,7 +36,7 @@ def _edited_ranker(tmp_path: Path, edit_booster=None, edit_json=None) -> Path:
     JSON by ``edit_json``; the JSON's sha256 is updated to the edited booster (so the stale-file
     check passes and the edit itself is what loading must judge)."""
     doc = json.loads(RANKER.read_text())
-    text = RANKER.with_name("nvidia-h200-rank.lgbm.txt").read_text()
+    text = gzip.decompress(RANKER.with_name("nvidia-h200-rank.lgbm.txt.gz").read_bytes()).decode()
     if edit_booster is not None:
         text = edit_booster(text)
     (tmp_path / "m.lgbm.txt").write_text(text)
@@ -205,7 +205,7 @@ def test_unedited_ranker_booster_copy_loads(tmp_path, predictor):
     tree_sizes recomputed by the tests' own rule, which must leave it unchanged), loads."""
     if predictor == "lightgbm":
         pytest.importorskip("lightgbm")
-    text = RANKER.with_name("nvidia-h200-rank.lgbm.txt").read_text()
+    text = gzip.decompress(RANKER.with_name("nvidia-h200-rank.lgbm.txt.gz").read_bytes()).decode()
     assert _resized(text) == text
     path = _edited_ranker(tmp_path, edit_booster=_resized)
     m = load_model(path, "h200", triton_version="3.6.0", numpy_predict=predictor == "numpy")

@@ -6,6 +6,7 @@ CPU only and fast: the ranker trains on the small synthetic sample of test_model
 
 from __future__ import annotations
 
+import gzip
 import builtins
 import json
 import math
@@ -105,6 +106,31 @@ def test_stale_or_missing_booster_is_a_one_line_error(ranked, tmp_path):
         LearnedModel.load(path)
 
 
+def test_a_gzipped_booster_loads_as_its_text_and_a_cut_one_is_a_one_line_error(ranked, tmp_path):
+    """The shipped boosters are gzipped (``booster_file`` ``*.lgbm.txt.gz``): the text inside is what
+    the JSON's sha256 names, so a gzipped copy ranks exactly as the plain file, and a truncated or
+    non-gzip file is a ModelError naming it, not a traceback."""
+    model, _, te = ranked
+    path = model.save(tmp_path / "r.json")
+    booster = LearnedModel.booster_path(path)
+    gz = booster.with_name(booster.name + ".gz")
+    gz.write_bytes(gzip.compress(booster.read_bytes()))
+    booster.unlink()
+    doc = json.loads(path.read_text())
+    doc["params"]["booster_file"] = gz.name
+    path.write_text(json.dumps(doc))
+    back = LearnedModel.load(path)
+    for g in te.groups[:3]:
+        assert np.array_equal(model.rank_keys(g.problem, g.choices), back.rank_keys(g.problem, g.choices))
+    gz.write_bytes(gz.read_bytes()[: len(gz.read_bytes()) // 2])
+    with pytest.raises(ModelError, match="cannot read its booster file r.lgbm.txt.gz") as e:
+        LearnedModel.load(path)
+    assert "\n" not in str(e.value)
+    gz.write_bytes(b"tree\nnot gzip")
+    with pytest.raises(ModelError, match="cannot read its booster file r.lgbm.txt.gz"):
+        LearnedModel.load(path)
+
+
 def test_a_ranker_of_another_feature_version_falls_back_and_never_ranks(ranked, tmp_path):
     """A stale ranker (its booster reads another feature set) is not read: load_model warns and
     ranks with the analytic model, and a LearnedModel loaded without that check refuses to rank
@@ -151,7 +177,7 @@ def test_numpy_trees_match_lightgbm_on_the_shipped_ranker():
     from gemmtune.model.lgbm_text import TextBooster
     from gemmtune.model.features import FEATURE_NAMES
 
-    text = (Path(gemmtune.__file__).parent / "data" / "models" / "nvidia-h200-rank.lgbm.txt").read_text()
+    text = gzip.decompress((Path(gemmtune.__file__).parent / "data" / "models" / "nvidia-h200-rank.lgbm.txt.gz").read_bytes()).decode()
     nf = len(FEATURE_NAMES)
     rng = np.random.default_rng(0)
     X = rng.uniform(-2, 20, size=(500, nf))
@@ -777,7 +803,7 @@ def test_folding_the_problems_constant_features_changes_no_prediction(monkeypatc
     from gemmtune.model.features import FEATURE_NAMES
     from gemmtune.model.lgbm_text import TextBooster
 
-    text = (Path(gemmtune.__file__).parent / "data" / "models" / "nvidia-h100-rank.lgbm.txt").read_text()
+    text = gzip.decompress((Path(gemmtune.__file__).parent / "data" / "models" / "nvidia-h100-rank.lgbm.txt.gz").read_bytes()).decode()
     rng = np.random.default_rng(3)
     X = rng.uniform(-2, 20, size=(400, len(FEATURE_NAMES)))
     X[:, :24] = X[0, :24]

@@ -1,5 +1,5 @@
 """Learned models that ship inside the package (``gemmtune/data/models/*.json``; a
-ranker's LightGBM text model beside its JSON, ``*.lgbm.txt``).
+ranker's LightGBM text model beside its JSON, ``*.lgbm.txt``, gzipped as ``*.lgbm.txt.gz`` here).
 
 Each file is a ``LearnedModel`` saved with its provenance (GPU, triton version,
 training set, held-out metrics). ``default_model`` (gemmtune.model) picks the one
