@@ -375,8 +375,8 @@ def test_dispatcher_prepared_pad_launch(choice_id, k, recwarn, monkeypatch):
     n = 4097
     choice = Choice.parse(choice_id)
     generic = []
-    plain = kernels.run_choice
-    monkeypatch.setattr(kernels, "run_choice", lambda *a, **kw: generic.append(1) or plain(*a, **kw))
+    plain = kernels.run_choice_unchecked  # (run_choice runs it too: both paths counted)
+    monkeypatch.setattr(kernels, "run_choice_unchecked", lambda *a, **kw: generic.append(1) or plain(*a, **kw))
     bias = torch.randn(n, device=DEV, dtype=torch.bfloat16)
     w = torch.nn.Parameter(torch.randn(n, k, device=DEV, dtype=torch.bfloat16), requires_grad=False)
     for layout in ("row", "col", "offset"):

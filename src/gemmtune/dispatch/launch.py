@@ -87,7 +87,7 @@ class Launching:
                 return op(a, b)
             return run_aten
         if choice.pad:
-            launch = functools.partial(kernels.run_choice, choice, allow_tf32=False,
+            launch = functools.partial(kernels.run_choice_unchecked, choice, allow_tf32=False,
                                        workspace=self._workspace)
         else:
             launch = functools.partial(kernels.get(choice.family).run, cfg=choice.config,
@@ -125,7 +125,7 @@ class Launching:
             return lambda a, b, bias, residual: apply_(torch.zeros(shape, dtype=dt, device=device),
                                                        EpilogueArgs(spec, bias, residual))
         if choice.pad:
-            launch = functools.partial(kernels.run_choice, choice, allow_tf32=False, workspace=self._workspace)
+            launch = functools.partial(kernels.run_choice_unchecked, choice, allow_tf32=False, workspace=self._workspace)
         else:
             launch = functools.partial(kernels.get(choice.family).run, cfg=choice.config,
                                        allow_tf32=False, workspace=self._workspace)
@@ -170,7 +170,7 @@ class Launching:
                 self._warned_refused = True
                 warnings.warn(f"gemmtune: {choice.id} cannot read these operands ({why}): such calls run "
                               "torch.mm (cuBLAS)", RuntimeWarning, stacklevel=4)
-            kernels.run_choice(ATEN, a, b, out, workspace=self._workspace, epilogue=kw.get("epilogue"))
+            kernels.run_choice_unchecked(ATEN, a, b, out, workspace=self._workspace, epilogue=kw.get("epilogue"))
         return launch_or_cublas
 
     def _prepare(self, choice: Choice, a, b, shape, epilogue: EpilogueArgs | None = None):

@@ -226,7 +226,8 @@ def run_choice(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
 def run_choice_unchecked(choice, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, *,
                          allow_tf32: bool = False, workspace=None, epilogue: EpilogueArgs | None = None) -> None:
     """``run_choice`` into an ``out`` known to be fresh (gemmtune.matmul's, the tuner's timing
-    loop's), where the overlap check's ~1.3 us a call buys nothing.
+    loop's, a dispatcher's and scaled_mm's per-call output), where the overlap check's ~1.3 us a
+    call buys nothing.
 
     ``pad+`` choices run on zero-padded row-major copies: K and N rounded up to
     whole 16-byte vectors, so every row starts aligned and no vector straddles a

@@ -48,7 +48,8 @@ class KernelFamily(Protocol):
       every family, cuBLAS's torch.mm included, returned garbage into an ``out`` that was ``a``).
       The raw launcher: ``kernels.run_choice`` and ``kernels.prepare_choice``, the entry points
       that take a caller's ``out``, refuse an overlapping one (``out_overlap``); gemmtune's own
-      matmul and the tuner's timing loop, which allocate a fresh ``out``, skip it
+      matmul, scaled_mm, the dispatchers and the tuner's timing loop, which allocate a fresh
+      ``out``, skip it
       (``kernels.run_choice_unchecked``);
     * ``prepare(a, b, out, cfg, *, allow_tf32, workspace, epilogue)``: launch once and
       return ``(matches, launch)`` for cheap repeated launches, or None (no fast path);
