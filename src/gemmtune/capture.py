@@ -310,10 +310,10 @@ def _recorded(func, spec: tuple, args: tuple, kwargs: dict) -> tuple:
         act = "gelu" if kwargs.get("use_gelu", False) else "relu"
     bias, beta, alpha = args[0], kwargs.get("beta", 1), kwargs.get("alpha", 1)
     what = f"aten.{name}" + (f" ({act})" if act else "")
-    n = b.shape[-1]
-    if not _row_bias(bias, n) or beta != 1 or alpha != 1:
+    row_bias = _row_bias(bias, b.shape[-1])
+    if not row_bias or beta != 1 or alpha != 1:
         added = (f"a {tuple(bias.shape)} added input" if isinstance(bias, torch.Tensor) else "a scalar added input")
-        why = added if not _row_bias(bias, n) else f"beta={beta}, alpha={alpha}"
+        why = added if not row_bias else f"beta={beta}, alpha={alpha}"
         rest = "the add and the activation run apart" if act else "the add runs apart"
         return "mm", a, b, f"{what} with {why}: recorded as its mm (the tuned addmm adds a bias (N,)); {rest}"
     return "addmm", a, b, (f"{what}: recorded as its addmm, the {act} left out" if act else "")
