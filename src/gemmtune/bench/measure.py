@@ -38,7 +38,7 @@ from .. import kernels
 from ..configs import Choice
 from ..device import DeviceInfo
 from ..kernels.splitk import SplitKWorkspace
-from ..problem import BCAST, Problem, slice_layout
+from ..problem import BCAST, Problem, operand_aligned, slice_layout
 from ..epilogue import Epilogue, EpilogueArgs
 from .. import scaled
 from ..verify import compare, reference, tolerance
@@ -89,13 +89,19 @@ class Measurement:
 
 def make_operand(rows: int, cols: int, layout: str, aligned: bool, dtype: torch.dtype,
                  device: str, gen: torch.Generator | None = None) -> torch.Tensor:
-    """A random (rows, cols) operand with the given layout and alignment."""
+    """A random (rows, cols) operand with the given layout and alignment.
+
+    Unaligned: the data pointer is shifted by one element (2 or 4 bytes) only where the fresh
+    operand's own strides are 16-byte aligned, since that is then the only way to be unaligned.
+    Where they are not (a 2-byte leading stride: a K x 1 column stored 'row', N = 4 rows of 8
+    bytes, an odd K), the operand stays what ``torch.randn(rows, cols)`` gives, pointer aligned:
+    the tensors a model passes for that key. A shifted pointer as well made cuBLAS slower than on
+    those tensors (session 58, H200: 8192x1x4096 bf16 with B row-major took 35.1 us shifted and
+    18.7 us from torch.randn), so the tuner picked Triton kernels that lose to cuBLAS when served."""
     def randn(n: int) -> torch.Tensor:
         return torch.randn(n, generator=gen, dtype=torch.float32, device=device).to(dtype)
 
-    # Unaligned: shift the data pointer by one element (2 or 4 bytes), which
-    # breaks 16-byte alignment whatever the strides are.
-    off = 0 if aligned else 1
+    off = 0 if aligned or not _strides_aligned(rows, cols, layout, torch.empty((), dtype=dtype).element_size()) else 1
     if layout == "row":
         return randn(rows * cols + off)[off:].view(rows, cols)
     if layout == "col":
@@ -103,19 +109,33 @@ def make_operand(rows: int, cols: int, layout: str, aligned: bool, dtype: torch.
     return randn(rows * cols * 2 + off)[off:].view(rows, cols * 2)[:, ::2]
 
 
+def _strides_aligned(rows: int, cols: int, layout: str, elsize: int, batch: int = 1) -> bool:
+    """Whether a fresh operand of ``layout`` (``make_operand``'s or ``make_batch``'s storage, pointer
+    aligned) would pass ``operand_aligned``: its strides alone decide."""
+    lay = slice_layout(layout)
+    if lay == "strided":
+        return False
+    stride = (cols, 1) if lay == "row" else (1, rows)
+    if batch > 1 and not layout.startswith(BCAST):
+        stride = (rows * cols, *stride)
+    return operand_aligned(0, rows, cols, stride, elsize)
+
+
 def make_batch(batch: int, rows: int, cols: int, layout: str, aligned: bool, dtype: torch.dtype,
                device: str, gen: torch.Generator | None = None) -> torch.Tensor:
     """A random (batch, rows, cols) bmm operand: ``batch`` matrices of the slice layout
     (``make_operand``'s: row, col, strided), or one of them expanded over the batch (stride 0)
-    when ``layout`` is broadcast ('bcast_row', ...). Unaligned: the storage is shifted by one
-    element and, for more than one matrix, the batch stride is odd too."""
+    when ``layout`` is broadcast ('bcast_row', ...). Unaligned, where the fresh batch's strides are
+    aligned (``make_operand``'s rule): the storage is shifted by one element and, for more than one
+    matrix, the batch stride is odd too."""
     lay = slice_layout(layout)
     if layout.startswith(BCAST):
         return make_operand(rows, cols, lay, aligned, dtype, device, gen).unsqueeze(0).expand(batch, rows, cols)
+    shift = not aligned and _strides_aligned(rows, cols, layout, torch.empty((), dtype=dtype).element_size(), batch)
     # One tensor of matrices whose batch stride is the matrix's storage (+1 element when
-    # unaligned, so that every matrix but the first starts unaligned as well).
-    per = rows * cols * (2 if lay == "strided" else 1) + (0 if aligned else 1)
-    off = 0 if aligned else 1
+    # shifted, so that every matrix but the first starts unaligned as well).
+    per = rows * cols * (2 if lay == "strided" else 1) + (1 if shift else 0)
+    off = 1 if shift else 0
     flat = torch.randn(batch * per + off, generator=gen, dtype=torch.float32, device=device).to(dtype)
     flat = flat[off:]
     if lay == "row":
