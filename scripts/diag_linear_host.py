@@ -98,7 +98,7 @@ def layers(f: int, dt: torch.dtype, rounds: int, dev: str = "cpu") -> None:
     _report(res, 100 * LAYERS, "us a call")
 
 
-def llama(f: int, dt: torch.dtype, rounds: int, dev: str = "cpu") -> None:
+def llama(f: int, dt: torch.dtype, rounds: int, dev: str = "cpu", paired: int = 0) -> None:
     import transformers as tf
 
     from gemmtune.benchmodel.phases import causal_phase
@@ -125,6 +125,38 @@ def llama(f: int, dt: torch.dtype, rounds: int, dev: str = "cpu") -> None:
                 res[k].append((time.perf_counter_ns() - t) / 1e3)
     print(f"Llama, 16 layers, hidden {f}, {dt} on {dev}, decode b1 ({n} converted layers), {rounds} rounds of 50 steps:")
     _report(res, 50, "us a step")
+    if paired:
+        _paired_steps(fns, ph, paired, dev)
+
+
+def _paired_steps(fns: dict, ph, steps: int, dev: str) -> None:
+    """One step of each model in turn, the order alternating, ``steps`` times: a host-bound step
+    drifts by +-10% between rounds of 50 (session 58), but two neighbouring steps share the drift,
+    so the paired difference resolves a 1% gap that rounds cannot."""
+    diffs, times = [], {k: [] for k in fns}
+    names = list(fns)
+    with torch.no_grad():
+        for i in range(steps):
+            order = names if i % 2 == 0 else names[::-1]
+            t = {}
+            for k in order:
+                _sync(dev)
+                t0 = time.perf_counter_ns()
+                ph.run(fns[k])
+                _sync(dev)
+                t[k] = (time.perf_counter_ns() - t0) / 1e3
+                times[k].append(t[k])
+            diffs.append(t[names[1]] - t[names[0]])
+    med = {k: statistics.median(v) for k, v in times.items()}
+    d = sorted(diffs)
+    # A bootstrap of the median paired difference: its 2.5-97.5% range.
+    import random
+    rng = random.Random(0)
+    boots = sorted(statistics.median(rng.choices(diffs, k=len(diffs))) for _ in range(400))
+    print(f"paired single steps ({steps}, order alternating): " + ", ".join(f"{k} {v:.1f} us" for k, v in med.items())
+          + f"; {names[1]} minus {names[0]}: median {statistics.median(d):+.1f} us "
+          f"(95% bootstrap {boots[10]:+.1f} to {boots[389]:+.1f}), {names[1]}/{names[0]} "
+          f"{med[names[1]] / med[names[0]]:.4f}")
 
 
 def main() -> None:
@@ -135,6 +167,8 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--no-model", action="store_true")
     ap.add_argument("--no-layers", action="store_true")
+    ap.add_argument("--paired-steps", type=int, default=0, help="then this many single steps of each model in turn "
+                    "(order alternating), for the paired per-step difference")
     ap.add_argument("--threads", type=int, default=1, help="torch's intra-op threads (1: the host's own time, "
                     "not a shared machine's thread contention)")
     a = ap.parse_args()
@@ -144,7 +178,7 @@ def main() -> None:
     if not a.no_layers:
         layers(a.features, dt, a.rounds, a.device)
     if not a.no_model:
-        llama(a.features, dt, a.rounds, a.device)
+        llama(a.features, dt, a.rounds, a.device, a.paired_steps)
 
 
 if __name__ == "__main__":

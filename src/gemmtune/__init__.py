@@ -11,7 +11,7 @@ Quick use::
     print([ch.id for ch in gemmtune.space(p, "splitk")][:3])
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # Every public name, from the module that defines it, imported on first use (PEP 562): importing
 # them all took 0.55 s beyond torch on the 2-core CPU machine (Triton and the kernels 0.35 s of it),
