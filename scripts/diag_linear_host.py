@@ -15,7 +15,9 @@ transformers model calls them with), interleaved rounds, in one process:
   floor      a forward that is only F.linear on the weight and bias from _parameters (no memo,
              no check): the least a Python forward can cost
 Prints the median microseconds a call and each variant minus torch, paired by round.
-Then a Llama of 16 layers (hidden F) decoding at batch 1, plain deep copy against patched.
+Then a Llama of 16 layers (hidden F) decoding at batch 1, plain deep copy against patched; with
+``--paired-steps N`` also single steps of each in turn (plain, patched, patched with its layers cut to
+F.linear, plain with its layers only re-classed), each minus plain step by step.
 """
 from __future__ import annotations
 
@@ -126,37 +128,51 @@ def llama(f: int, dt: torch.dtype, rounds: int, dev: str = "cpu", paired: int = 
     print(f"Llama, 16 layers, hidden {f}, {dt} on {dev}, decode b1 ({n} converted layers), {rounds} rounds of 50 steps:")
     _report(res, 50, "us a step")
     if paired:
-        _paired_steps(fns, ph, paired, dev)
+        # Where a patched step's extra time is: the patched model with every converted layer's
+        # forward cut to F.linear alone (_Floor), and a plain model whose layers only changed class.
+        floor, sub = copy.deepcopy(fns["patched"]), copy.deepcopy(fns["plain"])
+        for m in floor.modules():
+            if isinstance(m, gnn.Linear):
+                m.__class__ = _Floor
+        for m in sub.modules():
+            if type(m) is torch.nn.Linear:
+                m.__class__ = _Sub
+        with torch.no_grad():
+            for m in (floor, sub):
+                ph.run(m)
+        _paired_steps({**fns, "patched_floor": floor, "plain_subclass": sub}, ph, paired, dev)
 
 
 def _paired_steps(fns: dict, ph, steps: int, dev: str) -> None:
-    """One step of each model in turn, the order alternating, ``steps`` times: a host-bound step
-    drifts by +-10% between rounds of 50 (session 58), but two neighbouring steps share the drift,
-    so the paired difference resolves a 1% gap that rounds cannot."""
-    diffs, times = [], {k: [] for k in fns}
+    """One step of each model in turn, the order rotating, ``steps`` times: a host-bound step drifts
+    by +-10% between rounds of 50 (session 58), but neighbouring steps share the drift, so each
+    model's difference from the first, step by step, resolves a 1% gap that rounds cannot."""
+    import random
+
     names = list(fns)
+    times: dict[str, list[float]] = {k: [] for k in names}
     with torch.no_grad():
         for i in range(steps):
-            order = names if i % 2 == 0 else names[::-1]
-            t = {}
-            for k in order:
+            r = i % len(names)
+            for k in names[r:] + names[:r]:
                 _sync(dev)
                 t0 = time.perf_counter_ns()
                 ph.run(fns[k])
                 _sync(dev)
-                t[k] = (time.perf_counter_ns() - t0) / 1e3
-                times[k].append(t[k])
-            diffs.append(t[names[1]] - t[names[0]])
-    med = {k: statistics.median(v) for k, v in times.items()}
-    d = sorted(diffs)
-    # A bootstrap of the median paired difference: its 2.5-97.5% range.
-    import random
+                times[k].append((time.perf_counter_ns() - t0) / 1e3)
+    base = names[0]
     rng = random.Random(0)
-    boots = sorted(statistics.median(rng.choices(diffs, k=len(diffs))) for _ in range(400))
-    print(f"paired single steps ({steps}, order alternating): " + ", ".join(f"{k} {v:.1f} us" for k, v in med.items())
-          + f"; {names[1]} minus {names[0]}: median {statistics.median(d):+.1f} us "
-          f"(95% bootstrap {boots[10]:+.1f} to {boots[389]:+.1f}), {names[1]}/{names[0]} "
-          f"{med[names[1]] / med[names[0]]:.4f}")
+    print(f"paired single steps ({steps} of each, order rotating), minus {base} ({statistics.median(times[base]):.1f} us):")
+    for k in names[1:]:
+        diffs = [a - b for a, b in zip(times[k], times[base])]
+        # A bootstrap of the median paired difference: its 2.5-97.5% range.
+        boots = sorted(statistics.median(rng.choices(diffs, k=len(diffs))) for _ in range(400))
+        print(f"  {k:14s} {statistics.median(times[k]):10.1f} us a step; minus {base}: median "
+              f"{statistics.median(diffs):+8.1f} us (95% bootstrap {boots[10]:+.1f} to {boots[389]:+.1f})")
+
+
+class _Sub(torch.nn.Linear):
+    """nn.Linear's own forward under another class (what a class swap alone costs)."""
 
 
 def main() -> None:

@@ -23,6 +23,8 @@ import types
 
 import pytest
 
+import gemmtune
+
 from gemmtune.configs import Choice
 from gemmtune.device import DeviceInfo
 from gemmtune.problem import Problem
@@ -73,7 +75,7 @@ def test_the_forms_are_timed_for_every_k_once_they_are_for_a_smaller_one():
 
 # ------------------------------------------------------------------ 2. the cluster tuner
 INFO = {"device_name": "NVIDIA H100 80GB HBM3", "capability": "9.0", "torch": "2.11.0", "triton": "3.6.0",
-        "gemmtune": "0.1.0"}
+        "gemmtune": gemmtune.__version__}  # the driver's: cluster.py refuses workers on another
 
 
 def _form_times(task: dict) -> dict:
