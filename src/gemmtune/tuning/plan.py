@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from .. import kernels
 from ..api import space as family_space
 from ..configs import AtenConfig, Choice, fp8_device_reason, tile_of
 from ..device import DeviceInfo
@@ -63,7 +64,7 @@ def candidates(problem: Problem, families: Sequence[str], kind: str, device: Dev
         if fam != "aten":
             out += family_space(problem, fam, kind, device)
     unaligned = not (problem.aligned_a and problem.aligned_b)
-    if unaligned or (problem.op == "scaled_mm" and problem.padded() != problem) or kmajor_twins(problem):
+    if has_pad_twins(problem):
         # Unaligned operands: also try each family on zero-padded aligned copies; their
         # configs come from the padded problem they actually run (Problem.padded). scaled_mm
         # also where its K or N is not a multiple of 16 or its operands are not K-major: there
@@ -83,6 +84,40 @@ def candidates(problem: Problem, families: Sequence[str], kind: str, device: Dev
             seen.add(c.id)
             unique.append(c)
     return unique
+
+
+def has_pad_twins(problem: Problem) -> bool:
+    """Whether ``candidates`` also offers each family on ``problem.padded()`` (``pad+`` choices)."""
+    unaligned = not (problem.aligned_a and problem.aligned_b)
+    return unaligned or (problem.op == "scaled_mm" and problem.padded() != problem) or kmajor_twins(problem)
+
+
+def offered_nothing(problem: Problem, families: Sequence[str], kind: str, device: DeviceInfo) -> dict[str, str]:
+    """Each of ``families`` (cuBLAS aside) that offers ``problem`` no candidate, neither on the problem
+    nor on its padded copy, with why: how many of its configs its constraints rejected and the first
+    reason. A tune naming ``--families persistent_tma`` on an unaligned shape used to time cuBLAS
+    alone without a word; ``gemmtune space --show-rejected`` was the only place that said why.
+
+    >>> h100 = DeviceInfo.lookup("h100")
+    >>> offered_nothing(Problem.from_sizes(64, 64, 4096, "bf16"), ["decompose_k"], "default", h100)
+    {}
+    >>> why = offered_nothing(Problem.from_sizes(4096, 4096, 64, "bf16"), ["decompose_k", "skinny"], "default", h100)
+    >>> why["skinny"].split(",")[0]
+    '11 configs rejected'
+    """
+    out = {}
+    padded = problem.padded() if has_pad_twins(problem) else None
+    for fam in families:
+        if fam == "aten":
+            continue
+        spec = kernels.spec(fam)
+        kept, rejected = spec.space(problem, device, kind)
+        if kept or (padded is not None and spec.space(padded, device, kind)[0]):
+            continue
+        reasons = [why for _, why in rejected]
+        out[fam] = (f"{len(reasons)} config{'s' * (len(reasons) != 1)} rejected, e.g. {reasons[0]}" if reasons
+                    else "its space lists no config for this problem")
+    return out
 
 
 def parse_benchmark_space(value, fast: bool = False) -> str | int:

@@ -54,6 +54,8 @@ class ShapeResult:
     # wrong, failed to compile, lost the run-off or --min-gain) must not stay first on an older
     # time. Crashes, timeouts and errors (RETRYABLE: perhaps the machine's) are left out.
     measured_ids: frozenset = frozenset()
+    # Each family the caller named that offered this shape no candidate, with why (plan.offered_nothing).
+    offered_nothing: dict = field(default_factory=dict)
 
     @property
     def speedup(self) -> float | None:
@@ -157,7 +159,8 @@ def summary(result: TuneResult) -> dict:
         "shapes": [{"group": s.group, "name": s.name, "key": s.problem.key, "best": s.best,
                     "best_ms": s.best_ms, "aten_ms": s.aten_ms, "speedup": s.speedup,
                     "tried": s.tried, "failed": s.failed, "statuses": s.statuses, "tune_s": s.tune_s,
-                    "compile_wait_s": s.compile_wait_s, "k": s.k, "k_reason": s.k_reason, "runoff": s.runoff}
+                    "compile_wait_s": s.compile_wait_s, "k": s.k, "k_reason": s.k_reason, "runoff": s.runoff,
+                    "offered_nothing": s.offered_nothing}
                    for s in result.shapes],
     }
 
@@ -179,6 +182,18 @@ def failure_lines(result: TuneResult) -> list[str]:
                  for st, n in sorted(s.statuses.items()) if st != Status.OK and st in FAILED]
         lines.append(f"{s.name}: failed {s.failed}: " + ", ".join(parts))
     return lines
+
+
+def offered_nothing_lines(result: TuneResult) -> list[str]:
+    """One line per shape and named family that offered it no candidate, with why.
+
+    >>> s = ShapeResult("x", "cli", Problem.from_sizes(4, 4, 4), "aten", 1e-3, 1e-3, 1, 0,
+    ...                 offered_nothing={"skinny": "1 config rejected, e.g. too big"})
+    >>> offered_nothing_lines(TuneResult([s], None, False, 0.0, 1, 0, None, None, None))
+    ['x: skinny offered no candidate (1 config rejected, e.g. too big)']
+    """
+    return [f"{s.name}: {fam} offered no candidate ({why})" for s in result.shapes
+            for fam, why in s.offered_nothing.items()]
 
 
 def runoff_lines(result: TuneResult) -> list[str]:
@@ -225,7 +240,7 @@ def render(result: TuneResult, console=None) -> None:
                   f"{s.speedup:.2f}x" if s.speedup else "-", str(s.tried), str(s.failed),
                   f"{s.tune_s:.1f}", *([f"{s.k}" if s.k is not None else "-"] if with_k else []))
     console.print(t)
-    for line in failure_lines(result) + runoff_lines(result):
+    for line in offered_nothing_lines(result) + failure_lines(result) + runoff_lines(result):
         console.print(line, markup=False)
     console.print(f"{result.measured} measured, {result.reused} reused from {result.store_path}, "
                   f"{result.wall_s:.1f} s ({result.startup_s:.1f} s worker start-up"

@@ -31,7 +31,7 @@ from ..store import ResultStore, RunContext
 from ..table import LookupTable, as_table, check_provenance
 from .executor import COMPILE_NICE, Executor, compile_pool_size, usable_cpus
 from .options import TuneOptions
-from .plan import CandidatePlan, Planned, as_shapes, compiles_at_most, load_ranker, refine_forms
+from .plan import CandidatePlan, Planned, as_shapes, compiles_at_most, load_ranker, offered_nothing, refine_forms
 from .progress import Progress
 from .recorder import Recorder, ranked_ms, table_to_merge, write_table
 from .results import ShapeResult, TableCoverage, TuneResult
@@ -516,6 +516,9 @@ class Tuner:
                 r.compile_wait_s = waited
                 note("shape_done", shape=i, tune_s=round(r.tune_s, 4))
                 r.k, r.k_reason = planned.k, planned.why
+                dev = getattr(plan, "device", None)
+                if o.families is not None and dev is not None:  # named by the caller: which offered nothing, and why
+                    r.offered_nothing = offered_nothing(s.problem, o.family_names, o.search_space, dev)
                 out.append(r)
                 bar.advance(overall)
         return Swept(out, compile_wait, reused)
