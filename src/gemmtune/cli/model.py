@@ -143,11 +143,6 @@ def _predict_eval(args, console) -> int:
 
 def cmd_train(args) -> int:
     """Fit a learned model on a results store; report its ranking on held-out shapes."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from ..model import train
-
     # An empty path was read as the working directory ("cannot write the model to : it is a directory").
     refuse_empty(args, "store", "out", "ship", "compare", "policies", "report", "kinds")
     suites = args.exclude_suite or ["public"]
@@ -183,6 +178,19 @@ def cmd_train(args) -> int:
                          "holds shapes out by folds (--cv K)")
     args.out = TRAIN_OUT if args.out is None else args.out
     args.test_fraction = TEST_FRACTION if args.test_fraction is None else args.test_fraction
+    from ..model.regressors import training_threads
+
+    with training_threads(args.threads):
+        return _train_mode(args, suites)
+
+
+def _train_mode(args, suites) -> int:
+    """cmd_train's mode (policies, cross-validation, comparison or a plain training), its options checked."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..model import train
+
     if args.policies:
         if args.compare or args.ship or args.report:
             raise ValueError("--policies writes a report of its own; give it without --compare / --ship / --report")
@@ -400,4 +408,6 @@ def add_parsers(sub) -> None:
                    help="write the model even when it ranks worse than the analytic model on the held-out shapes")
     p.add_argument("--device", help="built-in GPU whose facts the features use (default: from the store)")
     p.add_argument("--seed", type=seed_int, default=0, help="random seed")
+    p.add_argument("--threads", type=positive_int, metavar="N", help="CPU threads LightGBM trains and ranks on "
+                   "(default: the machine's cores, at most 8)")
     p.set_defaults(fn=cmd_train)

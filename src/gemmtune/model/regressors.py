@@ -9,6 +9,8 @@ trip through LightGBM's own text format (no pickle).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import math
 import os
@@ -357,6 +359,33 @@ def checked_booster(text: str, d: dict, n_features: int, source: str) -> TextBoo
     return trees
 
 
+# LightGBM's threads for a ranker made with threads=None, set for a block by ``training_threads``
+# (``gemmtune train --threads``): a shared machine's user keeps training off the other jobs' cores.
+_TRAIN_THREADS: contextvars.ContextVar[int | None] = contextvars.ContextVar("gemmtune_train_threads", default=None)
+
+
+@contextlib.contextmanager
+def training_threads(n: int | None):
+    """Within the block, rankers made without ``threads`` train and predict on ``n`` CPU threads
+    (None: the default, min(cores, 8)).
+
+    >>> with training_threads(2):
+    ...     _LGBMRanker().threads
+    2
+    >>> training_threads(0).__enter__()
+    Traceback (most recent call last):
+    ...
+    ValueError: training threads must be an int >= 1 (or None for the default), got 0
+    """
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ValueError(f"training threads must be an int >= 1 (or None for the default), got {n!r}")
+    token = _TRAIN_THREADS.set(n)
+    try:
+        yield
+    finally:
+        _TRAIN_THREADS.reset(token)
+
+
 class _LGBMRanker:
     """LightGBM lambdarank (NDCG) over each problem's choices: scores, higher = faster.
 
@@ -386,7 +415,7 @@ class _LGBMRanker:
         self.label_step, self.label_levels = label_step, label_levels
         self.truncation, self.label_edges, self.lambda_l2 = truncation, label_edges, lambda_l2
         self.objective, self.group_weight = objective, group_weight
-        self.threads = threads or min(os.cpu_count() or 1, 8)
+        self.threads = threads or _TRAIN_THREADS.get() or min(os.cpu_count() or 1, 8)
         self.booster = None
         self.scale = 1.0
 
