@@ -96,7 +96,7 @@ def make_operand(rows: int, cols: int, layout: str, aligned: bool, dtype: torch.
     Where they are not (a 2-byte leading stride: a K x 1 column stored 'row', N = 4 rows of 8
     bytes, an odd K), the operand stays what ``torch.randn(rows, cols)`` gives, pointer aligned:
     the tensors a model passes for that key. A shifted pointer as well made cuBLAS slower than on
-    those tensors (session 58, H200: 8192x1x4096 bf16 with B row-major took 35.1 us shifted and
+    those tensors (session 58, H200: 8192x1x4096 bf16 with B row-major took 35.5 us shifted and
     18.7 us from torch.randn), so the tuner picked Triton kernels that lose to cuBLAS when served."""
     def randn(n: int) -> torch.Tensor:
         return torch.randn(n, generator=gen, dtype=torch.float32, device=device).to(dtype)
