@@ -14,6 +14,7 @@ launcher, the model's features (``features_row``) and data collection all read i
 
 from __future__ import annotations
 
+import math
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -143,13 +144,39 @@ def _byte_span(t: torch.Tensor) -> tuple[int, int]:
     return base + lo * es, base + (hi + 1) * es
 
 
+def _byte_grid(t: torch.Tensor) -> int:
+    """The gcd, in bytes, of ``t``'s strides over its dims longer than 1: every element starts at
+    ``data_ptr()`` plus a multiple of it (0 for a single element)."""
+    g = 0
+    for size, st in zip(t.shape, t.stride()):
+        if size > 1:
+            g = math.gcd(g, abs(st) * t.element_size())
+    return g
+
+
+def _lattice_apart(x: torch.Tensor, y: torch.Tensor) -> bool:
+    """True when no element of ``x`` can share a byte with one of ``y``, whatever their extents:
+    an element of x starts at x.data_ptr() + i * gx and one of y at y.data_ptr() + j * gy
+    (``_byte_grid``), so the gap between two starts is the pointers' difference modulo
+    g = gcd(gx, gy); two elements share a byte only if that gap v lies in (-y's element size,
+    x's element size). Interleaved views (``buf[:, ::2]`` and ``buf[:, 1::2]``) are apart."""
+    g = math.gcd(_byte_grid(x), _byte_grid(y))
+    d = x.data_ptr() - y.data_ptr()
+    for v in range(1 - y.element_size(), x.element_size()):
+        if (v - d == 0) if g == 0 else (v - d) % g == 0:
+            return False
+    return True
+
+
 def out_overlap(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, epilogue=None) -> str | None:
     """Why ``out`` cannot take this product (None when it can): it overlaps the memory of ``a``,
     ``b`` or an epilogue's bias, residual or scale. Cheap, no copy: a tensor in another storage whose
     bytes do not meet ``out``'s storage is passed at once (~1.3 us a call with fresh tensors on the
-    2-core CPU machine); within one storage the views' byte ranges [first, last] are compared
-    (conservative: two interleaved views, ``x[:, ::2]`` and ``x[:, 1::2]``, are refused too). Meta
-    tensors and tensors without storage are passed."""
+    2-core CPU machine); within one storage the views' byte ranges [first, last] are compared, and
+    views whose ranges meet are still passed where their elements' start addresses never come within
+    an element of each other (``_lattice_apart``: interleaved views, ``x[:, ::2]`` and ``x[:, 1::2]``,
+    which this refused before session 58; rows interleaved, ``x[::2]`` and ``x[1::2]``, are still
+    refused: conservative). Meta tensors and tensors without storage are passed."""
     if out.is_meta or out.numel() == 0:
         return None
     try:
@@ -170,7 +197,7 @@ def out_overlap(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, epilogue=No
                 continue  # another allocation
             span = span or _byte_span(out)
             t0, t1 = _byte_span(t)
-            if t0 < span[1] and span[0] < t1:
+            if t0 < span[1] and span[0] < t1 and not _lattice_apart(out, t):
                 return (f"out overlaps {name}'s memory (out bytes [{span[0]:#x}, {span[1]:#x}), {name} bytes "
                         f"[{t0:#x}, {t1:#x})): every kernel, torch.mm's included, writes tiles of out while "
                         f"others still read {name}; pass an out that shares no memory with the inputs")
