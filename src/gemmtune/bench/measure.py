@@ -101,7 +101,7 @@ def make_operand(rows: int, cols: int, layout: str, aligned: bool, dtype: torch.
     def randn(n: int) -> torch.Tensor:
         return torch.randn(n, generator=gen, dtype=torch.float32, device=device).to(dtype)
 
-    off = 0 if aligned or not _strides_aligned(rows, cols, layout, torch.empty((), dtype=dtype).element_size()) else 1
+    off = 0 if aligned or not _strides_aligned(rows, cols, layout, dtype.itemsize) else 1
     if layout == "row":
         return randn(rows * cols + off)[off:].view(rows, cols)
     if layout == "col":
@@ -131,7 +131,7 @@ def make_batch(batch: int, rows: int, cols: int, layout: str, aligned: bool, dty
     lay = slice_layout(layout)
     if layout.startswith(BCAST):
         return make_operand(rows, cols, lay, aligned, dtype, device, gen).unsqueeze(0).expand(batch, rows, cols)
-    shift = not aligned and _strides_aligned(rows, cols, layout, torch.empty((), dtype=dtype).element_size(), batch)
+    shift = not aligned and _strides_aligned(rows, cols, layout, dtype.itemsize, batch)
     # One tensor of matrices whose batch stride is the matrix's storage (+1 element when
     # shifted, so that every matrix but the first starts unaligned as well).
     per = rows * cols * (2 if lay == "strided" else 1) + (1 if shift else 0)
