@@ -100,7 +100,9 @@ def layers(f: int, dt: torch.dtype, rounds: int, dev: str = "cpu") -> None:
     _report(res, 100 * LAYERS, "us a call")
 
 
-def llama(f: int, dt: torch.dtype, rounds: int, dev: str = "cpu", paired: int = 0) -> None:
+def plain_and_patched(f: int, dt: torch.dtype, dev: str):
+    """A 16-layer Llama of hidden ``f`` (random weights), its decode-b1 phase, and two deep copies:
+    {"plain": torch's, "patched": every layer converted, every decision cuBLAS}."""
     import transformers as tf
 
     from gemmtune.benchmodel.phases import causal_phase
@@ -111,6 +113,11 @@ def llama(f: int, dt: torch.dtype, rounds: int, dev: str = "cpu", paired: int = 
     ph = causal_phase("decode_b1", 512, dev)
     fns = {"plain": copy.deepcopy(model), "patched": copy.deepcopy(model)}
     gemmtune.patch(fns["patched"], hints={"m": [1]}, progress=False, convert_aten_layers=True, tune_fn=_aten)
+    return ph, fns
+
+
+def llama(f: int, dt: torch.dtype, rounds: int, dev: str = "cpu", paired: int = 0) -> None:
+    ph, fns = plain_and_patched(f, dt, dev)
     n = sum(1 for m in fns["patched"].modules() if isinstance(m, gnn.Linear))
     res: dict[str, list[float]] = {k: [] for k in fns}
     with torch.no_grad():

@@ -13,7 +13,6 @@ call 4 measured the patched step 1.7 us a layer dearer. Run there next:
 from __future__ import annotations
 
 import argparse
-import copy
 import cProfile
 import pstats
 import sys
@@ -21,11 +20,8 @@ import warnings
 
 import torch
 
-import gemmtune
-from gemmtune.benchmodel.phases import causal_phase
-
 sys.path.insert(0, "scripts")
-from diag_linear_host import _aten  # noqa: E402
+from diag_linear_host import plain_and_patched  # noqa: E402
 
 
 def _per_step(prof: cProfile.Profile, steps: int) -> dict[str, tuple[float, float]]:
@@ -49,13 +45,7 @@ def main() -> None:
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)
     f, dt, dev = a.features, getattr(torch, a.dtype), a.device
-    torch.manual_seed(0)
-    cfg = tf.LlamaConfig(vocab_size=512, hidden_size=f, intermediate_size=2 * f, num_hidden_layers=16,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=f // 4, tie_word_embeddings=True)
-    model = tf.AutoModelForCausalLM.from_config(cfg, dtype=dt).to(dev).eval()
-    ph = causal_phase("decode_b1", 512, dev)
-    models = {"plain": copy.deepcopy(model), "patched": copy.deepcopy(model)}
-    gemmtune.patch(models["patched"], hints={"m": [1]}, progress=False, convert_aten_layers=True, tune_fn=_aten)
+    ph, models = plain_and_patched(f, dt, dev)
     modes = []
     layer = models["patched"].model.layers[0].self_attn.q_proj
     hook = layer.register_forward_pre_hook(  # removed after the warm-up: a hook slows its layer's call
