@@ -111,7 +111,9 @@ def make_operand(rows: int, cols: int, layout: str, aligned: bool, dtype: torch.
 
 def _strides_aligned(rows: int, cols: int, layout: str, elsize: int, batch: int = 1) -> bool:
     """Whether a fresh operand of ``layout`` (``make_operand``'s or ``make_batch``'s storage, pointer
-    aligned) would pass ``operand_aligned``: its strides alone decide."""
+    aligned) would pass ``operand_aligned``: its strides alone decide. Not problem._contiguous_aligned,
+    which gives the key ``from_sizes`` assumes: there a 1 x N operand given as 'col' is read by its
+    2-byte column stride, while the tensor built here, a single contiguous row, is aligned."""
     lay = slice_layout(layout)
     if lay == "strided":
         return False
