@@ -1,0 +1,93 @@
+"""Session 59 experiment (GPU host; runs anywhere): which statement of gemmtune.nn.Linear's memoized
+F.linear path makes a patched Llama decode step dearer than a plain one on the GPU host (session 58,
+call 4: +193 us a step, ~1.7 us a layer; the same model with each forward cut to F.linear alone was not
+dearer). The patched model's layers get forwards that add the path's statements one at a time; paired
+single steps against the plain model (diag_linear_host._paired_steps).
+
+    python scripts/sessions/exp_forward_ladder.py --device cuda --dtype bfloat16 --features 2048 --steps 300
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+from gemmtune import nn as gnn
+
+sys.path.insert(0, "scripts")
+from diag_linear_host import _Floor, _paired_steps, plain_and_patched  # noqa: E402
+
+_ATEN = gnn._ATEN
+_is_compiling = torch.compiler.is_compiling
+
+
+class _Memo(gnn.Linear):
+    """The memo lookup, then F.linear on _parameters."""
+    def forward(self, x):
+        if self._gemmtune_paths.get(x.shape) is _ATEN:
+            ps = self._parameters
+            return F.linear(x, ps["weight"], ps["bias"])
+        return super().forward(x)
+
+
+class _MemoCheck(gnn.Linear):
+    """_Memo behind the compile check."""
+    def forward(self, x):
+        if not _is_compiling():
+            if self._gemmtune_paths.get(x.shape) is _ATEN:
+                ps = self._parameters
+                return F.linear(x, ps["weight"], ps["bias"])
+        return super().forward(x)
+
+
+class _MemoCheckIn(gnn.Linear):
+    """_MemoCheck with the parameters' presence tested as the shipped path does."""
+    def forward(self, x):
+        if not _is_compiling():
+            p = self._gemmtune_paths.get(x.shape)
+            if p is _ATEN:
+                if type(self) is _MemoCheckIn:
+                    ps = self._parameters
+                    if "weight" in ps and "bias" in ps:
+                        return F.linear(x, ps["weight"], ps["bias"])
+        return super().forward(x)
+
+
+class _Getattr(gnn.Linear):
+    """nn.Linear's own body (two Module.__getattr__ reads) under gemmtune's class."""
+    def forward(self, x):
+        return F.linear(x, self.weight, self.bias)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--features", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=100)
+    a = ap.parse_args()
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)
+    ph, fns = plain_and_patched(a.features, getattr(torch, a.dtype), a.device)
+    for name, cls in (("floor", _Floor), ("getattr", _Getattr), ("memo", _Memo), ("memo_check", _MemoCheck),
+                      ("memo_check_in", _MemoCheckIn)):
+        m = copy.deepcopy(fns["patched"])
+        for mod in m.modules():
+            if isinstance(mod, gnn.Linear):
+                mod.__class__ = cls
+        fns[name] = m
+    with torch.no_grad():
+        for m in fns.values():
+            for _ in range(3):
+                ph.run(m)
+    print(f"Llama 16 layers hidden {a.features} {a.dtype} on {a.device}, decode b1; torch {torch.__version__}, "
+          f"python {sys.version.split()[0]}")
+    _paired_steps(fns, ph, a.steps, a.device)
+
+
+if __name__ == "__main__":
+    main()
