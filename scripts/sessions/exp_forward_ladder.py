@@ -2,7 +2,8 @@
 F.linear path makes a patched Llama decode step dearer than a plain one on the GPU host (session 58,
 call 4: +193 us a step, ~1.7 us a layer; the same model with each forward cut to F.linear alone was not
 dearer). The patched model's layers get forwards that add the path's statements one at a time; paired
-single steps against the plain model (diag_linear_host._paired_steps).
+single steps against the plain model (diag_linear_host._paired_steps). floor_b, a second deep copy with the
+floor's forward, shows what a copy alone moves a step.
 
     python scripts/sessions/exp_forward_ladder.py --device cuda --dtype bfloat16 --features 2048 --steps 300
 """
@@ -23,6 +24,7 @@ from diag_linear_host import _Floor, _paired_steps, plain_and_patched  # noqa: E
 
 _ATEN = gnn._ATEN
 _is_compiling = torch.compiler.is_compiling
+_KEY = torch.Size((1, 1, 64))
 
 
 class _Memo(gnn.Linear):
@@ -57,6 +59,32 @@ class _MemoCheckIn(gnn.Linear):
         return super().forward(x)
 
 
+class _Shape(gnn.Linear):
+    """The floor after reading x.shape (what building the memo's key costs alone)."""
+    def forward(self, x):
+        x.shape  # noqa: B018 - the read is what is timed
+        ps = self._parameters
+        return F.linear(x, ps["weight"], ps["bias"])
+
+
+class _GetConst(gnn.Linear):
+    """The floor after a memo lookup of a fixed key (the lookup without x.shape)."""
+    def forward(self, x):
+        if self._gemmtune_paths.get(_KEY) is _ATEN:
+            ps = self._parameters
+            return F.linear(x, ps["weight"], ps["bias"])
+        return super().forward(x)
+
+
+class _Numel(gnn.Linear):
+    """A memo keyed by x.numel() (an int: no torch.Size built)."""
+    def forward(self, x):
+        if self._gemmtune_numel.get(x.numel()) is _ATEN:
+            ps = self._parameters
+            return F.linear(x, ps["weight"], ps["bias"])
+        return super().forward(x)
+
+
 class _Getattr(gnn.Linear):
     """nn.Linear's own body (two Module.__getattr__ reads) under gemmtune's class."""
     def forward(self, x):
@@ -73,17 +101,24 @@ def main() -> None:
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)
     ph, fns = plain_and_patched(a.features, getattr(torch, a.dtype), a.device)
-    for name, cls in (("floor", _Floor), ("getattr", _Getattr), ("memo", _Memo), ("memo_check", _MemoCheck),
-                      ("memo_check_in", _MemoCheckIn)):
+    global _KEY  # noqa: PLW0603 - the fixed key of _GetConst, the input shape of this run
+    _KEY = torch.Size((1, 1, a.features))
+    for name, cls in (("floor", _Floor), ("shape", _Shape), ("get_const", _GetConst), ("memo", _Memo),
+                      ("numel", _Numel), ("memo_check_in", _MemoCheckIn), ("getattr", _Getattr), ("floor_b", _Floor)):
         m = copy.deepcopy(fns["patched"])
         for mod in m.modules():
             if isinstance(mod, gnn.Linear):
                 mod.__class__ = cls
+                mod._gemmtune_numel = {}
         fns[name] = m
     with torch.no_grad():
         for m in fns.values():
             for _ in range(3):
                 ph.run(m)
+            for mod in m.modules():  # the numel memo from the shape memo the warm-up filled
+                if isinstance(mod, gnn.Linear):
+                    mod._gemmtune_numel = {torch.Size(s).numel(): p for s, p in mod._gemmtune_paths.items()}
+                    assert set(mod._gemmtune_paths.values()) <= {_ATEN}, mod._gemmtune_paths
     print(f"Llama 16 layers hidden {a.features} {a.dtype} on {a.device}, decode b1; torch {torch.__version__}, "
           f"python {sys.version.split()[0]}")
     _paired_steps(fns, ph, a.steps, a.device)
