@@ -226,7 +226,7 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
             # candidate timed and no verdict recorded: it is a failed round (_paired_ratio).
             ratio = {c: _paired_ratio(times[c], times["aten"]) for c in sets}
             kept = choose(ratio)
-            _apply(tuned, sets[kept])
+            _apply(tuned, sets[kept], _owners(model))
             res = GateResult(name, kept, len(tuned), len(sets[kept]), ratio,
                              {c: _measured_median(v) * 1e3 for c, v in times.items()}, len(times["aten"]), reps)
             results.append(res)
@@ -374,15 +374,33 @@ def decode_step(model: torch.nn.Module, input_ids: torch.Tensor,
     return step
 
 
-def _apply(tuned: list, keep: list) -> None:
+def _apply(tuned: list, keep: list, owners: dict | None = None) -> None:
     """Put the (layer table, shape) pairs of ``keep`` on the tuned path, the rest of ``tuned`` on
-    cuBLAS's (``F.linear``). The forwards compare a path by identity with nn's constants."""
-    from .nn import _ATEN, _TUNED  # (nn imports this module)
+    cuBLAS's (``F.linear``). The forwards compare a path by identity with nn's constants.
+    ``owners`` (id(table) -> its layers) only with a verdict: the shapes it puts on cuBLAS for good
+    become their layers' hot shape (``nn._hot``). The candidates timed before a verdict set none, so a
+    hot shape is never one the gate may still move."""
+    from .nn import _ATEN, _TUNED, _hot  # (nn imports this module)
 
     for t, s in tuned:
         t.by_shape[s] = _ATEN
     for t, s in keep:
         t.by_shape[s] = _TUNED
+    if owners:
+        for t, s in tuned:
+            if t.by_shape[s] is _ATEN:
+                for m in owners.get(id(t), ()):
+                    _hot(m, s)
+
+
+def _owners(model: torch.nn.Module) -> dict:
+    """id(eager-path table) -> the patched layers of ``model`` that read it (a shallow copy of a layer
+    shares its table)."""
+    out: dict = {}
+    for m in model.modules():
+        if "_gemmtune_eager" in m.__dict__:
+            out.setdefault(id(m._gemmtune_eager), []).append(m)
+    return out
 
 
 def _saving(table, shape) -> float:

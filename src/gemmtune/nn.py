@@ -72,6 +72,10 @@ from .torch_ops import REGISTRY, linear, mm_bias
 
 EAGER_POLICIES = ("measure", "tuned")
 _ATEN, _TUNED = "aten", "tuned"
+# A patched layer's ``_gemmtune_hot`` before any shape has taken F.linear for good: no input's shape
+# equals it (a dim is never negative), and a torch.Size compares with it in C.
+_NO_SHAPE = torch.Size([-1])
+_SIZE = torch.Size
 EAGER_TRIALS = 10   # calls per timed batch when choosing the eager path of a shape
 # At most this many input shapes per layer are timed (choose_eager: 42 calls and 4 syncs each);
 # a layer that keeps meeting new shapes in eager mode (prompts of every length, an MoE expert's
@@ -162,18 +166,22 @@ class _EagerPaths:
 
     def attach(self, module) -> None:
         """Make this the path table of ``module``; the forwards read ``by_shape`` through
-        ``module._gemmtune_paths`` (the same dict, one attribute lookup fewer per call)."""
+        ``module._gemmtune_paths`` (the same dict, one attribute lookup fewer per call), after
+        ``module._gemmtune_hot`` (``_hot`` says why)."""
         module._gemmtune_eager = self
         module._gemmtune_paths = self.by_shape
+        module._gemmtune_hot = _NO_SHAPE
 
     @property
     def paths(self) -> dict[tuple, str]:
         """(shape, dtype) -> path: what ``eager_paths`` shows."""
         return {(shape, self.dtype): p for shape, p in self.by_shape.items()}
 
-    def _set(self, x: torch.Tensor, path: str) -> None:
+    def _set(self, module, x: torch.Tensor, path: str) -> None:
         self.dtype = x.dtype
         self.by_shape[x.shape] = path
+        if path is _ATEN:
+            _hot(module, x.shape)
 
     def first(self, module, x: torch.Tensor, tuned, aten):
         """First eager call of ``x``'s shape: run it, choosing (and remembering, in ``by_shape``)
@@ -183,19 +191,35 @@ class _EagerPaths:
             return y  # nothing is timed inside a CUDA-graph capture; decided on a later eager call
         d = module.dispatcher.decision(m=x.shape[:-1].numel())
         if d is not None and d.choice.family == "aten" and not d.choice.pad:
-            self._set(x, _ATEN)
+            self._set(module, x, _ATEN)
         elif self.policy == "tuned" or not _timed(x):
-            self._set(x, _TUNED)
+            self._set(module, x, _TUNED)
         elif len(self.log) >= EAGER_TIMED_MAX:
-            self._set(x, _ATEN)
+            self._set(module, x, _ATEN)
             warnings.warn(f"gemmtune: a patched layer met more than {EAGER_TIMED_MAX} input shapes in eager "
                           "mode; shapes past those run F.linear, untimed (nn.EAGER_TIMED_MAX; under "
                           "torch.compile or CUDA graphs the tuned kernels run)", RuntimeWarning, stacklevel=4)
         else:
             p, t_tuned, t_aten = choose_eager(tuned, aten, x)
-            self._set(x, p)
+            self._set(module, x, p)
             self.log[(x.shape, x.dtype)] = (d.choice.id if d is not None else "?", t_tuned, t_aten)
         return y
+
+
+def _hot(module, shape: torch.Size) -> None:
+    """Make ``shape`` the one a patched layer's forward tests before its path table: a shape whose path
+    is F.linear for good. Set where that is decided: ``_EagerPaths.first`` (a cuBLAS decision, or the
+    timing's; the step gate re-decides only shapes that took the tuned path) and the step gate's verdict
+    (``eager_gate._apply``).
+
+    Why (H200 host, 2026-12-03, session 59, calls 2-4): in a 16-layer Llama decode step at batch 1
+    (113 layers), reading each layer's own path dict cost 150-200 us a step more than nn.Linear's
+    forward, about 1.5 us a layer, where the same read timed alone costs 0.1 us: between two calls of
+    a layer the step runs everything else, and the dict, its table and its key are cold in the CPU's
+    caches. One dict shared by all layers cost half as much; a shape held in the layer's own
+    ``__dict__`` (which the forward reads anyway) and compared, +18 to +31 us a step against the
+    floor's +48 and -47 (two copies of the same model)."""
+    module.__dict__["_gemmtune_hot"] = shape
 
 
 def _timed(x: torch.Tensor) -> bool:
@@ -404,6 +428,7 @@ class Linear(torch.nn.Linear):
 
     dispatcher: Dispatcher
     _gemmtune_handle: int
+    _gemmtune_hot = _NO_SHAPE  # (a layer converted before attach set its own: read from the class)
     __reduce_ex__ = _reduce_as_torch
     __deepcopy__ = _deepcopy_converted
     __copy__ = _copy_converted
@@ -450,7 +475,8 @@ class Linear(torch.nn.Linear):
             # it. A small model's un-graphed decode step is bound by host time, ~100 such calls
             # a step: on the 2-core CPU machine a layer on its F.linear path cost 1.6-3.0 us a
             # call more than nn.Linear with the checks first, 0.1-0.9 us this way (2026-11-28).
-            p = self._gemmtune_paths.get(x.shape)
+            s = x.shape  # (an fx Proxy's shape is a Proxy: compared, it would raise; _torchs_own says)
+            p = _ATEN if type(s) is _SIZE and s == self._gemmtune_hot else self._gemmtune_paths.get(s)  # _hot: why
             if p is _ATEN:
                 if type(self) is Linear:  # (parametrize's subclass computes its weight in a property)
                     ps = self._parameters  # _weight_and_bias says why; its usual case inline (0.2 us less)
@@ -565,7 +591,8 @@ def _hf_conv1d_forward(base: type):
 
 def _conv1d_forward(self, x: torch.Tensor) -> torch.Tensor:
     if not _is_compiling():  # as Linear.forward
-        p = self._gemmtune_paths.get(x.shape)
+        s = x.shape
+        p = _ATEN if type(s) is _SIZE and s == self._gemmtune_hot else self._gemmtune_paths.get(s)
         if p is _ATEN:
             if self._gemmtune_hf_forward:
                 # transformers' Conv1D.forward (its class runs exactly it, checked at patch) with the
@@ -636,7 +663,7 @@ def patch_conv1d(module: torch.nn.Module, dispatcher: Dispatcher) -> torch.nn.Mo
         if cls is None:
             cls = type(f"Gemmtune{base.__name__}", (base,),
                        {"forward": _conv1d_forward, "_gemmtune_base_forward": base.forward,
-                        "_gemmtune_tuned": _conv1d_tuned,
+                        "_gemmtune_tuned": _conv1d_tuned, "_gemmtune_hot": _NO_SHAPE,
                         "_gemmtune_hf_forward": _hf_conv1d_forward(base) is not None,
                         "eager_choices": Linear.eager_choices, "eager_paths": Linear.eager_paths,
                         "__reduce_ex__": _reduce_as_torch, "__deepcopy__": _deepcopy_converted,
