@@ -166,6 +166,30 @@ class _NumelAttr(gnn.Linear):
         return gnn.Linear.forward(self, x)
 
 
+def _hot_forward(check):
+    """The shipped fast path after session 59's fix (the hot shape, then the table) behind ``check``:
+    None for no compile check."""
+    size = torch.Size
+
+    def forward(self, x):
+        if check is None or not check():
+            s = x.shape
+            p = _ATEN if type(s) is size and s == self._gemmtune_hot else self._gemmtune_paths.get(s)
+            if p is _ATEN:
+                if type(self) is cls:
+                    ps = self._parameters
+                    if "weight" in ps and "bias" in ps:
+                        return F.linear(x, ps["weight"], ps["bias"])
+        return gnn.Linear.forward(self, x)
+    cls = type("_Hot", (gnn.Linear,), {"forward": forward})
+    return cls
+
+
+_HotCheck = _hot_forward(torch.compiler.is_compiling)
+_HotDyn = _hot_forward(torch.compiler.is_dynamo_compiling)
+_HotNoCheck = _hot_forward(None)
+
+
 class _Getattr(gnn.Linear):
     """nn.Linear's own body (two Module.__getattr__ reads) under gemmtune's class."""
     def forward(self, x):
@@ -200,7 +224,8 @@ def main() -> None:
     variants = {"floor": _Floor, "shape": _Shape, "get_const": _GetConst, "memo": _Memo, "numel": _Numel,
                 "memo_check_in": _MemoCheckIn, "getattr": _Getattr, "get_nosuper": _GetNoSuper, "contains": _Contains,
                 "contains_check": _ContainsCheck, "subscript_check": _SubscriptCheck, "shared": _Shared, "last_shape": _LastShape,
-                "numel_attr": _NumelAttr, "floor_b": _Floor}
+                "numel_attr": _NumelAttr, "hot_check": _HotCheck, "hot_dyn": _HotDyn,
+                "hot_nocheck": _HotNoCheck, "floor_b": _Floor}
     for name in a.variants.split(","):
         cls = variants[name]
         m = copy.deepcopy(fns["patched"])
