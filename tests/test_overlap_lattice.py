@@ -66,3 +66,93 @@ def test_elements_of_other_sizes_and_offsets():
     assert not _lattice_apart(f32, odd)
     one = raw[40:41]  # a single element: its own address only
     assert _lattice_apart(one, raw[41:42]) and not _lattice_apart(one, raw[40:42])
+
+
+# --- row-interleaved and side-by-side views (_rows_apart, session 59) ---
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from gemmtune.kernels.base import _rows_apart  # noqa: E402
+
+
+def _bytes_of(t: torch.Tensor) -> set[int]:
+    """Every byte address ``t``'s elements occupy (brute force, for small views)."""
+    es, base = t.element_size(), t.data_ptr()
+    idx = torch.zeros(t.shape, dtype=torch.int64)
+    for d, (n, s) in enumerate(zip(t.shape, t.stride())):
+        shape = [1] * t.dim()
+        shape[d] = n
+        idx = idx + (torch.arange(n) * s).view(shape)
+    return {base + int(i) * es + b for i in idx.flatten().tolist() for b in range(es)}
+
+
+_DTYPES = (torch.uint8, torch.float16, torch.float32, torch.float64)
+
+
+@st.composite
+def _view(draw, raw):
+    dt = draw(st.sampled_from(_DTYPES))
+    es = torch.tensor([], dtype=dt).element_size()
+    whole = raw[: raw.numel() // es * es].view(dt)
+    dims = draw(st.integers(0, 3))
+    shape = [draw(st.integers(1, 5)) for _ in range(dims)]
+    stride = [draw(st.integers(0, 9)) for _ in range(dims)]  # (torch has no negative strides)
+    lo = sum((n - 1) * s for n, s in zip(shape, stride) if s < 0)
+    hi = sum((n - 1) * s for n, s in zip(shape, stride) if s > 0)
+    off = draw(st.integers(-lo, max(-lo, whole.numel() - 1 - hi)))
+    if off + hi >= whole.numel():
+        off = -lo
+    if off + lo < 0 or off + hi >= whole.numel():
+        return whole[:1]
+    return whole.as_strided(shape, stride, off)
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_rows_apart_never_passes_views_that_share_a_byte(data):
+    raw = torch.zeros(96, dtype=torch.uint8)
+    x, y = data.draw(_view(raw)), data.draw(_view(raw))
+    if _rows_apart(x, y):
+        assert not (_bytes_of(x) & _bytes_of(y)), (x.shape, x.stride(), x.storage_offset(), x.dtype,
+                                                    y.shape, y.stride(), y.storage_offset(), y.dtype)
+
+
+@pytest.mark.parametrize("make", [
+    lambda buf: (buf[0::2], buf[1::2]),                # every other row
+    lambda buf: (buf[1::2], buf[0::2]),
+    lambda buf: (buf[:, :7], buf[:, 7:]),              # column blocks side by side
+    lambda buf: (buf[0::3, 2:9], buf[1::3, :]),        # rows of another phase, any columns
+    lambda buf: (buf[2, :5], buf[::2, 5:]),            # one run against rows past it
+])
+def test_row_patterns_that_never_meet_are_apart(make):
+    buf = torch.randn(12, 18)
+    x, y = make(buf)
+    assert _rows_apart(x, y) and _rows_apart(y, x)
+    assert not (_bytes_of(x) & _bytes_of(y))
+
+
+@pytest.mark.parametrize("make", [
+    lambda buf: (buf[0::2], buf[2::2]),                # same phase
+    lambda buf: (buf[:, :8], buf[:, 7:]),              # blocks sharing a column
+    lambda buf: (buf[0::2, :10], buf.view(-1).as_strided((4, 4), (25, 1), 30)),  # another pitch: rows meet
+])
+def test_row_patterns_that_meet_are_not_apart(make):
+    buf = torch.randn(12, 18)
+    x, y = make(buf)
+    assert _bytes_of(x) & _bytes_of(y)
+    assert not _rows_apart(x, y)
+
+
+@pytest.mark.parametrize("cid", CHOICES)
+def test_row_interleaved_out_is_taken_and_right(cid):
+    m, n, k = 9, 13, 13  # out and a: every other row of one [2m, k] buffer (n == k: the same row length)
+    buf = torch.randn(2 * m, k)
+    a, out = buf[1::2], buf[0::2]
+    b = torch.randn(k, n)
+    ref = a.double() @ b.double()
+    keep_a = a.clone()
+    assert out_overlap(out, a, b) is None
+    kernels.run_choice(Choice.parse(cid), a, b, out)
+    assert torch.equal(a, keep_a)  # a's rows were not written
+    torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=1e-4)

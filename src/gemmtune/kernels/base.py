@@ -168,6 +168,47 @@ def _lattice_apart(x: torch.Tensor, y: torch.Tensor) -> bool:
     return True
 
 
+def _rows(t: torch.Tensor) -> tuple[int, int, int] | None:
+    """``t``'s bytes as runs that repeat: (pitch, first byte, run length), every run starting at the
+    first byte plus a multiple of the pitch (pitch 0: one run only), or None where ``t`` is not such
+    a pattern (more than two dims that move, no contiguous dim, or rows that overlap each other).
+    Dims of size 1 or stride 0 add no address and are left out."""
+    es = t.element_size()
+    dims = [(n, abs(st)) for n, st in zip(t.shape, t.stride()) if n > 1 and st != 0]
+    lo = _byte_span(t)[0]
+    if not dims:
+        return 0, lo, es
+    if len(dims) == 1:
+        n, st = dims[0]
+        return (0, lo, n * es) if st == 1 else (st * es, lo, es)
+    if len(dims) == 2:
+        (n0, s0), (n1, s1) = dims
+        if s1 != 1:
+            (n0, s0), (n1, s1) = (n1, s1), (n0, s0)
+        if s1 == 1 and s0 >= n1:
+            return s0 * es, lo, n1 * es
+    return None
+
+
+def _rows_apart(x: torch.Tensor, y: torch.Tensor) -> bool:
+    """True when no byte of ``x`` is one of ``y``'s, both being runs that repeat (``_rows``): row-
+    interleaved views of one buffer (``buf[0::2]`` and ``buf[1::2]``), or column blocks side by side
+    (``buf[:, :k]`` and ``buf[:, k:]``). Each pattern is taken as repeating for ever, a superset of
+    its bytes: a run of x starts at fx + i * px and one of y at fy + j * py, so the gap between two
+    starts takes every value congruent to fy - fx modulo g = gcd(px, py), and two runs meet only if a
+    gap lies in (-y's run, x's run). A single run (pitch 0) repeats with the other's pitch, which is a
+    superset too."""
+    rx, ry = _rows(x), _rows(y)
+    if rx is None or ry is None:
+        return False
+    (px, fx, lx), (py, fy, ly) = rx, ry
+    g = math.gcd(px, py)
+    if g == 0:  # two single runs
+        return fx + lx <= fy or fy + ly <= fx
+    d = (fy - fx) % g  # y's run starts d bytes past one of x's, on a circle of g bytes
+    return lx <= d and d + ly <= g
+
+
 def out_overlap(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, epilogue=None) -> str | None:
     """Why ``out`` cannot take this product (None when it can): it overlaps the memory of ``a``,
     ``b`` or an epilogue's bias, residual or scale. Cheap, no copy: a tensor in another storage whose
@@ -175,8 +216,9 @@ def out_overlap(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, epilogue=No
     2-core CPU machine); within one storage the views' byte ranges [first, last] are compared, and
     views whose ranges meet are still passed where their elements' start addresses never come within
     an element of each other (``_lattice_apart``: interleaved views, ``x[:, ::2]`` and ``x[:, 1::2]``,
-    which this refused before session 58; rows interleaved, ``x[::2]`` and ``x[1::2]``, are still
-    refused: conservative). Meta tensors and tensors without storage are passed."""
+    which this refused before session 58) or whose rows never meet (``_rows_apart``: ``x[::2]`` and
+    ``x[1::2]``, ``x[:, :k]`` and ``x[:, k:]``, refused before session 59). Meta tensors and tensors
+    without storage are passed."""
     if out.is_meta or out.numel() == 0:
         return None
     try:
@@ -197,7 +239,7 @@ def out_overlap(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, epilogue=No
                 continue  # another allocation
             span = span or _byte_span(out)
             t0, t1 = _byte_span(t)
-            if t0 < span[1] and span[0] < t1 and not _lattice_apart(out, t):
+            if t0 < span[1] and span[0] < t1 and not (_lattice_apart(out, t) or _rows_apart(out, t)):
                 return (f"out overlaps {name}'s memory (out bytes [{span[0]:#x}, {span[1]:#x}), {name} bytes "
                         f"[{t0:#x}, {t1:#x})): every kernel, torch.mm's included, writes tiles of out while "
                         f"others still read {name}; pass an out that shares no memory with the inputs")
