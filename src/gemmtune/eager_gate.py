@@ -179,6 +179,7 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
     gpu = _on_gpu(model)
     if not tables or not (force or gpu):
         return results
+    owners = _owners(model)  # for the verdicts' hot shapes: the layers do not change while gated
     if timer is None:
         sync = _sync_all(model)
         timer = (lambda fn, reps: step_seconds(fn, reps, sync)) if gpu else step_seconds
@@ -226,7 +227,7 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
             # candidate timed and no verdict recorded: it is a failed round (_paired_ratio).
             ratio = {c: _paired_ratio(times[c], times["aten"]) for c in sets}
             kept = choose(ratio)
-            _apply(tuned, sets[kept], _owners(model))
+            _apply(tuned, sets[kept], owners)
             res = GateResult(name, kept, len(tuned), len(sets[kept]), ratio,
                              {c: _measured_median(v) * 1e3 for c, v in times.items()}, len(times["aten"]), reps)
             results.append(res)
