@@ -15,7 +15,7 @@ run_bm() {  # name seconds
     --phases prefill_b1_s512,decode_b1,decode_b16 --modes eager,eager_copy,eager_patch --eager-rounds 41 \
     --out $OUT/bm-$1 > $OUT/bm-$1.log 2>&1
   echo "bench-model $1 rc=$? t=$(( $(date +%s) - T0 )) s"
-  grep -E "Step gate|interleaved" $OUT/bm-$1/bench-model.md | cut -c1-900
+  grep -E "Step gate|interleaved" $OUT/bm-$1/bench-model.md | cut -c1-1600
   tar czf $OUT/bm-$1.tgz -C $OUT bm-$1 bm-$1.log && rm -rf $OUT/bm-$1 $OUT/bm-$1.log
 }
 run_bm llama-1b 230
