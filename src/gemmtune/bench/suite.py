@@ -27,7 +27,10 @@ One run, in one process (gemmtune's tuner adds its own worker processes):
    nvMatmulHeuristics' top-1 and top-5 configs run through gemmtune's Triton kernels.
    Every output is checked against the fp64 reference (gemmtune.verify) before its time
    is kept, once per method. Then all of them are timed together in interleaved rounds
-   (``rounds.round_robin``): no method is favoured or penalised by when it ran.
+   (``rounds.round_robin``): no method is favoured or penalised by when it ran. A memory-bound
+   shape that writes little (a decode GEMV) also gets, in the same rounds, a kernel that only
+   reads as many bytes as its inputs hold (``readtime``; the record's ``read``): what any kernel
+   pays for those bytes, launch and latency included, which the bytes-only floor leaves out.
 
 Times: ``round_robin`` and ``aggregate``. Each method's launch is captured once in a CUDA
 graph as gemmtune.bench.timing.CudaGraphTimer does it (L2-cold: the graph cycles through
@@ -72,6 +75,8 @@ from .ceilings import check_ceilings_file, fp32_peak_tflops, load_ceilings, meas
 from .eager import EAGER_CALLS, EAGER_WARMUP, dispatch_launch
 from .inductor import INDUCTOR_MODE, AutotuneLog, _install_autotune_log, _remove_autotune_log, compile_inductor
 from .modes import NVMMH_TOPK, OPTIONAL_MODES, TUNE_MODES, tune_phase
+from .readtime import BLOCK as READ_BLOCK
+from .readtime import StreamRead, sm_count, wants_read
 from .records import dist_version, failed_method, mark_failed, time_entry, timer_text
 from .rounds import ROUNDS, aggregate, make_entry, round_robin, timer_count, verified_launch
 from .settings import bench_settings
@@ -144,6 +149,7 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
                                   **({"runoff": r.runoff} if getattr(r, "runoff", None) else {}))
     compiled = False
     entries: dict = {}
+    read: StreamRead | None = None
     try:
         if inductor_log is None:
             methods["inductor"] = {"status": "skipped", "reason": "--skip-inductor"}
@@ -164,10 +170,24 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
                 entries[name] = make_entry(timer, launch, len(state.inputs))
             except Exception as e:
                 mark_failed(r, e)
+        if wants_read(rec["bound"], p.min_bytes, p.write_bytes) and state.key == p.key:
+            # Reading the inputs' bytes and nothing else, in the same rounds (readtime says why)
+            try:
+                read = StreamRead(p.min_bytes - p.write_bytes, len(state.inputs), state.device,
+                                  sm_count(state.device), seed)
+                rec["read"] = {"status": "ok", "bytes": p.min_bytes - p.write_bytes,
+                               "programs": read.programs, "block": READ_BLOCK}
+                entries[READ] = make_entry(timer, read.launch, len(state.inputs))
+            except Exception as e:  # noqa: BLE001 - the methods' times stand without it; the reason is kept
+                rec["read"] = {"status": "error", "reason": f"{type(e).__name__}: {e}"[:300]}
         times = round_robin(entries, timer_count(timer), rounds)
         for name, entry in entries.items():
-            r = passed[name][0]
             t = times[name]
+            if name == READ:
+                rec["read"] = ({"status": "error", "reason": f"{type(t).__name__}: {t}"[:300]}
+                               if isinstance(t, BaseException) else {**rec["read"], "kernel": aggregate(t)})
+                continue
+            r = passed[name][0]
             if isinstance(t, BaseException):
                 mark_failed(r, t)
                 continue
@@ -183,6 +203,8 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
     finally:
         for entry in entries.values():
             entry.close()
+        if read is not None:
+            read.close()
         if compiled:
             torch._dynamo.reset()
     # Records in the bench JSON's usual key order: status, kernel, eager first.
@@ -196,6 +218,8 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
             methods[name] = ordered
     return rec
 
+
+READ = "\0read"  # the read reference's entry in a shape's rounds: a name no method can have
 
 # gemmtune's own modes: their choices are what a dispatcher serves (nvMMH's picks are configs of
 # gemmtune's families too, so they are served the same way).

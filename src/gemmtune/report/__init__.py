@@ -29,7 +29,11 @@ report marks it, since any difference from cuBLAS there is measurement noise.
 A shape record also holds its operands' ``layout_a`` / ``layout_b`` (older JSONs: none, read as
 row-major); the header holds ``unmeasured`` (the names of the shapes not measured, with a note
 saying so) while a run is not finished or where its ``--deadline`` left shapes out. A value that
-is not a finite number (a NaN output's relative error) is written as null.
+is not a finite number (a NaN output's relative error) is written as null. A memory-bound shape
+whose output is a small part of its bytes (a decode GEMV) may hold ``read``: a kernel that only
+reads as many bytes as its inputs hold, timed in the same rounds (gemmtune.bench.readtime), with
+``bytes``, ``programs``, ``block`` and ``kernel`` (or ``status`` "error" and ``reason``); the
+report gives it beside the floor (``read_line``). Older JSONs have none.
 
 The package by job: ``stats`` (the arithmetic, small pure functions with exact tests:
 ``geomean``, ``is_tie``, ``speedup``, ``roofline_ms``, ``memory_gbps``, ``write_gbps``, ``verdict``),
@@ -50,7 +54,7 @@ Example::
 from __future__ import annotations
 
 from .files import SCHEMA, bench_filename, load_bench, merge_bench, save_bench, slug, unused_bench_path
-from .markdown import render_markdown
+from .markdown import read_line, render_markdown
 from .plots import PLOTS, plot_roofline, plot_speedup, plot_tuning
 from .records import (CUBLAS_CHOICE, GEMMTUNE_METHODS, GROUPS, LABELS, METHODS, SAME_MARK, SAME_NOTE,
                       SPEEDUP_TARGETS, TUNE_QUALITY, TUNE_TIME_RATIO, best_ms, floor_fraction, group_speedups,
@@ -61,7 +65,7 @@ from .tune_run import bench_from_tune_run, render_tune_run
 from .markdown import _choice  # noqa: F401 -- read by tests
 
 __all__ = ["SCHEMA", "bench_filename", "load_bench", "merge_bench", "save_bench", "slug", "unused_bench_path",
-           "render_markdown", "PLOTS",
+           "read_line", "render_markdown", "PLOTS",
            "plot_roofline", "plot_speedup", "plot_tuning", "CUBLAS_CHOICE", "GEMMTUNE_METHODS", "GROUPS", "LABELS",
            "METHODS", "SAME_MARK", "SAME_NOTE", "SPEEDUP_TARGETS", "TUNE_QUALITY", "TUNE_TIME_RATIO", "best_ms",
            "floor_fraction", "group_speedups", "kernel", "method_speedup", "methods_present", "same_kernel_as_cublas",

@@ -21,6 +21,37 @@ def _row(cells) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def read_line(s: dict) -> str:
+    """The per-shape header's words on the shape's ``read`` reference (gemmtune.bench.readtime):
+    what reading its inputs' bytes alone took in the same rounds, as a share of the floor, and the
+    best kernel's time as a share of it; '' where the record has none.
+
+    >>> s = {"floor_ms": 0.00768, "read": {"status": "ok", "bytes": 33_570_816, "kernel": {"ms": 0.0097}},
+    ...      "cublas": {"status": "ok", "kernel": {"ms": 0.0124}}}
+    >>> read_line(s)[:83]
+    ' A kernel that only reads its inputs (33.6 MB) took 9.70 µs in the same rounds, 79%'
+    >>> read_line(s)[83:]
+    ' of the floor; the best kernel ran at 78% of that read.'
+    >>> read_line({"read": {"status": "error", "reason": "OutOfMemoryError: x"}})
+    ' The read reference failed: OutOfMemoryError: x.'
+    >>> read_line({"floor_ms": 1.0})
+    ''
+    """
+    r = s.get("read")
+    if not r:
+        return ""
+    k = kernel(r)
+    if k is None:
+        return f" The read reference failed: {r.get('reason') or r.get('status')}."
+    floor, best = s.get("floor_ms"), best_ms(s)
+    out = f" A kernel that only reads its inputs ({r['bytes'] / 1e6:.1f} MB) took {_us(k['ms'])} µs in the same rounds"
+    if floor:
+        out += f", {floor / k['ms']:.0%} of the floor"
+    if best:
+        out += f"; the best kernel ran at {k['ms'] / best:.0%} of that read"
+    return out + "."
+
+
 def _us(ms: float | None) -> str:
     return f"{ms * 1e3:.2f}" if ms else "-"
 
@@ -313,7 +344,8 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
     for s in doc["shapes"]:
         floor = s.get("floor_ms")
         L.append(f"### {s['group']} / {s['name']}: {_dims(s)}\n")
-        L.append(f"Floor {_us(floor)} µs ({s.get('bound', '?')}-bound); best kernel {_us(best_ms(s))} µs.\n")
+        L.append(f"Floor {_us(floor)} µs ({s.get('bound', '?')}-bound); best kernel {_us(best_ms(s))} µs."
+                 + read_line(s) + "\n")
         L.append("| method | choice | kernel µs | spread | × cuBLAS | % of floor | eager µs | eager µs, dispatcher "
                  "| tune s | rel. err |")
         L.append("|---|---|---|---|---|---|---|---|---|---|")

@@ -1,0 +1,87 @@
+"""gemmtune.bench.readtime: the read reference of a memory-bound shape (a kernel that only reads as many
+bytes as the shape's inputs hold, timed in the shape's rounds). On a CPU the kernel runs in Triton's
+interpreter: what is checked is that it reads every element exactly once and that the bench record
+carries it only where it means something."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gemmtune import benchmark, report
+from gemmtune.bench import readtime
+from gemmtune.bench import suite as bench_suite
+from gemmtune.problem import Problem
+from gemmtune.shapes import Shape
+
+
+@pytest.mark.parametrize("nbytes,sms", [(2 * 12345, 4), (2 * 2048, 1), (2, 3), (2 * 7 * 2048 + 6, 2)])
+def test_every_element_is_read_once(nbytes, sms):
+    r = readtime.StreamRead(nbytes, 2, "cpu", sms, seed=3)
+    assert r.numel == nbytes // 2 and r.programs <= max(1, sms) * readtime.PROGRAMS_PER_SM
+    for i in range(2):
+        r.launch(i)
+        want = r.bufs[i].double().sum().item()
+        # fp32 partial sums of fp16 values: exact to fp32's rounding over the elements
+        assert r.total() == pytest.approx(want, rel=1e-4, abs=1e-3 * r.numel ** 0.5)
+    assert r.bufs[0].abs().sum() > 0  # random values, not zeros
+    r.close()
+    assert r.bufs == []
+
+
+@pytest.mark.parametrize("numel", [1, 2047, 2048, 2049, 10**6 + 3, 132 * 8 * 2048 * 5 + 1])
+@pytest.mark.parametrize("sms", [1, 4, 132])
+def test_grid_covers_every_element_with_no_idle_program(numel, sms):
+    programs, per = readtime.grid_for(numel, sms)
+    assert per % readtime.BLOCK == 0 and programs <= sms * readtime.PROGRAMS_PER_SM
+    assert programs * per >= numel and (programs - 1) * per < numel
+
+
+def _state():
+    from gemmtune.bench.runner import WorkerState
+    from gemmtune.bench.timing import WallTimer
+    return WorkerState(timer=WallTimer(repeats=1), device="cpu")
+
+
+CEILINGS = {"copy": {"gbps": 4000.0}, "mm": {"float16": {"tflops": 800.0}}}
+
+
+def test_a_gemv_shape_gets_the_read_in_its_rounds():
+    shape = Shape("decode", "gemv", Problem.from_sizes(1, 96, 1024, "fp16", layout_b="col"))
+    p = shape.problem
+    rec = benchmark.measure_shape(shape, _state(), CEILINGS, {}, {}, seed=0, inductor_log=None, rounds=2)
+    assert rec["bound"] == "memory" and rec["cublas"]["status"] == "ok"
+    r = rec["read"]
+    assert r["status"] == "ok" and r["bytes"] == p.min_bytes - p.write_bytes == 2 * (1024 + 96 * 1024)
+    assert r["kernel"]["ms"] > 0 and r["kernel"]["round_ms"]
+    assert "read" not in rec["methods"]  # a reference, not a method: no speedup, no target counts it
+    line = report.read_line(rec)
+    assert "0.2 MB" in line and "of the floor" in line and "of that read" in line
+
+
+@pytest.mark.parametrize("dims", [(17, 33, 65), (512, 512, 512)], ids=["writes-15%", "compute-bound"])
+def test_no_read_where_it_means_nothing(dims):
+    shape = Shape("odd", "x", Problem.from_sizes(*dims, "fp16"))
+    rec = benchmark.measure_shape(shape, _state(), CEILINGS, {}, {}, seed=0, inductor_log=None, rounds=1)
+    assert "read" not in rec and report.read_line(rec) == ""
+
+
+def test_a_failed_read_leaves_the_methods_timed(monkeypatch):
+    def boom(*a, **k):
+        raise torch.cuda.OutOfMemoryError("no room for the read buffers")
+    monkeypatch.setattr(bench_suite, "StreamRead", boom)
+    shape = Shape("decode", "gemv", Problem.from_sizes(1, 96, 1024, "fp16", layout_b="col"))
+    rec = benchmark.measure_shape(shape, _state(), CEILINGS, {}, {}, seed=0, inductor_log=None, rounds=1)
+    assert rec["read"] == {"status": "error", "reason": "OutOfMemoryError: no room for the read buffers"}
+    assert rec["cublas"]["kernel"]["ms"] > 0
+    assert report.read_line(rec) == " The read reference failed: OutOfMemoryError: no room for the read buffers."
+
+
+def test_the_report_gives_the_read_beside_the_floor():
+    rec = {"group": "decode", "name": "o", "m": 8, "n": 4096, "k": 4096, "dtype": "bfloat16", "floor_ms": 0.00771,
+           "bound": "memory", "cublas": {"status": "ok", "choice": "aten", "kernel": {"ms": 0.01303, "spread": 0.01}},
+           "methods": {}, "read": {"status": "ok", "bytes": 33_554_432, "programs": 1056, "block": 2048,
+                                   "kernel": {"ms": 0.0097, "spread": 0.01}}}
+    line = report.read_line(rec)
+    assert line == (" A kernel that only reads its inputs (33.6 MB) took 9.70 µs in the same rounds, 79% of the floor;"
+                    " the best kernel ran at 74% of that read.")
