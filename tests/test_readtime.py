@@ -16,8 +16,8 @@ from gemmtune.shapes import Shape
 
 
 @pytest.mark.parametrize("nbytes,sms", [(2 * 12345, 4), (2 * 2048, 1), (2, 3), (2 * 7 * 2048 + 6, 2)])
-def test_every_element_is_read_once(nbytes, sms):
-    r = readtime.StreamRead(nbytes, 2, "cpu", sms, seed=3)
+def test_every_element_is_read_once(nbytes, sms, device):
+    r = readtime.StreamRead(nbytes, 2, device, sms, seed=3)
     assert r.numel == nbytes // 2 and r.programs <= max(1, sms) * readtime.PROGRAMS_PER_SM
     for i in range(2):
         r.launch(i)
@@ -37,19 +37,19 @@ def test_grid_covers_every_element_with_no_idle_program(numel, sms):
     assert programs * per >= numel and (programs - 1) * per < numel
 
 
-def _state():
+def _state(device):
     from gemmtune.bench.runner import WorkerState
     from gemmtune.bench.timing import WallTimer
-    return WorkerState(timer=WallTimer(repeats=1), device="cpu")
+    return WorkerState(timer=WallTimer(repeats=1), device=device)
 
 
 CEILINGS = {"copy": {"gbps": 4000.0}, "mm": {"float16": {"tflops": 800.0}}}
 
 
-def test_a_gemv_shape_gets_the_read_in_its_rounds():
+def test_a_gemv_shape_gets_the_read_in_its_rounds(device):
     shape = Shape("decode", "gemv", Problem.from_sizes(1, 96, 1024, "fp16", layout_b="col"))
     p = shape.problem
-    rec = benchmark.measure_shape(shape, _state(), CEILINGS, {}, {}, seed=0, inductor_log=None, rounds=2)
+    rec = benchmark.measure_shape(shape, _state(device), CEILINGS, {}, {}, seed=0, inductor_log=None, rounds=2)
     assert rec["bound"] == "memory" and rec["cublas"]["status"] == "ok"
     r = rec["read"]
     assert r["status"] == "ok" and r["bytes"] == p.min_bytes - p.write_bytes == 2 * (1024 + 96 * 1024)
@@ -60,18 +60,18 @@ def test_a_gemv_shape_gets_the_read_in_its_rounds():
 
 
 @pytest.mark.parametrize("dims", [(17, 33, 65), (512, 512, 512)], ids=["writes-15%", "compute-bound"])
-def test_no_read_where_it_means_nothing(dims):
+def test_no_read_where_it_means_nothing(dims, device):
     shape = Shape("odd", "x", Problem.from_sizes(*dims, "fp16"))
-    rec = benchmark.measure_shape(shape, _state(), CEILINGS, {}, {}, seed=0, inductor_log=None, rounds=1)
+    rec = benchmark.measure_shape(shape, _state(device), CEILINGS, {}, {}, seed=0, inductor_log=None, rounds=1)
     assert "read" not in rec and report.read_line(rec) == ""
 
 
-def test_a_failed_read_leaves_the_methods_timed(monkeypatch):
+def test_a_failed_read_leaves_the_methods_timed(monkeypatch, device):
     def boom(*a, **k):
         raise torch.cuda.OutOfMemoryError("no room for the read buffers")
     monkeypatch.setattr(bench_suite, "StreamRead", boom)
     shape = Shape("decode", "gemv", Problem.from_sizes(1, 96, 1024, "fp16", layout_b="col"))
-    rec = benchmark.measure_shape(shape, _state(), CEILINGS, {}, {}, seed=0, inductor_log=None, rounds=1)
+    rec = benchmark.measure_shape(shape, _state(device), CEILINGS, {}, {}, seed=0, inductor_log=None, rounds=1)
     assert rec["read"] == {"status": "error", "reason": "OutOfMemoryError: no room for the read buffers"}
     assert rec["cublas"]["kernel"]["ms"] > 0
     assert report.read_line(rec) == " The read reference failed: OutOfMemoryError: no room for the read buffers."
@@ -85,3 +85,21 @@ def test_the_report_gives_the_read_beside_the_floor():
     line = report.read_line(rec)
     assert line == (" A kernel that only reads its inputs (33.6 MB) took 9.70 µs in the same rounds, 79% of the floor;"
                     " the best kernel ran at 74% of that read.")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_the_read_is_captured_and_replayed_with_the_methods_on_a_gpu():
+    """The CUDA-graph path: the read's launch is captured once and replayed in every round, on as
+    many rotating buffers as the shape has input sets."""
+    from gemmtune.bench.runner import WorkerState
+    from gemmtune.bench.timing import CudaGraphTimer
+
+    shape = Shape("decode", "gemv", Problem.from_sizes(1, 4096, 4096, "bf16", layout_b="col"))
+    state = WorkerState(timer=CudaGraphTimer(replays=8))
+    rec = benchmark.measure_shape(shape, state, CEILINGS, {}, {}, seed=0, inductor_log=None)
+    r = rec["read"]
+    assert r["status"] == "ok" and r["bytes"] == 2 * (4096 + 4096 * 4096)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert r["programs"] == readtime.grid_for(r["bytes"] // 2, sms)[0]
+    assert r["kernel"]["ms"] > 0 and r["kernel"]["repeats"] == 8 and rec["cublas"]["kernel"]["ms"] > 0
