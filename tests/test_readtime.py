@@ -5,6 +5,8 @@ carries it only where it means something."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -103,3 +105,40 @@ def test_the_read_is_captured_and_replayed_with_the_methods_on_a_gpu():
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     assert r["programs"] == readtime.grid_for(r["bytes"] // 2, sms)[0]
     assert r["kernel"]["ms"] > 0 and r["kernel"]["repeats"] == 8 and rec["cublas"]["kernel"]["ms"] > 0
+
+
+
+_FIXTURE = Path(__file__).parent / "data" / "bench_fixture.json"
+
+
+def _doc_with_reads() -> dict:
+    """The recorded bench fixture's two splitk shapes as decode shapes with a read reference at 80% of
+    gemmtune's kernel time, and one other shape without."""
+    doc = report.load_bench(_FIXTURE)
+    shapes = [s for s in doc["shapes"] if s["group"] == "splitk"][:2]
+    for s in shapes:
+        s["group"] = "decode"
+        ms = 0.8 * s["methods"]["gemmtune"]["kernel"]["ms"]
+        s["read"] = {"status": "ok", "bytes": 1000, "programs": 8, "block": 2048, "kernel": {"ms": ms, "spread": 0.0}}
+    other = next(s for s in doc["shapes"] if s["group"] not in ("splitk", "decode"))
+    doc["shapes"] = shapes + [other]
+    return doc
+
+
+def test_group_geomean_of_the_read_reference():
+    doc = _doc_with_reads()
+    gs = report.group_speedups(doc, "gemmtune")
+    assert gs["decode"]["read"] == pytest.approx(0.8) and gs["decode"]["read_n"] == 2
+    other = doc["shapes"][2]["group"]
+    assert gs[other]["read"] is None and gs[other]["read_n"] == 0 and gs["all"]["read_n"] == 2
+    sec = report.render_markdown(doc).split("## Geomean % of the read reference", 1)[1].split("\n## ", 1)[0]
+    table = [[c.strip() for c in ln.strip("|").split("|")] for ln in sec.splitlines() if ln.startswith("|")]
+    head, rows = table[0], {r[0]: dict(zip(table[0], r)) for r in table[2:]}
+    assert set(rows) == {"decode", "all"}  # a group with no read reference has no row
+    assert rows["decode"]["gemmtune default"] == "80%" and head[1] == "cuBLAS"
+
+
+def test_no_read_table_without_reads():
+    doc = report.load_bench(_FIXTURE)
+    assert not any("read" in s for s in doc["shapes"])
+    assert "read reference" not in report.render_markdown(doc)

@@ -57,7 +57,7 @@ from .files import SCHEMA, bench_filename, load_bench, merge_bench, save_bench, 
 from .markdown import read_line, render_markdown
 from .plots import PLOTS, plot_roofline, plot_speedup, plot_tuning
 from .records import (CUBLAS_CHOICE, GEMMTUNE_METHODS, GROUPS, LABELS, METHODS, SAME_MARK, SAME_NOTE,
-                      SPEEDUP_TARGETS, TUNE_QUALITY, TUNE_TIME_RATIO, best_ms, floor_fraction, group_speedups,
+                      SPEEDUP_TARGETS, TUNE_QUALITY, TUNE_TIME_RATIO, best_ms, floor_fraction, group_speedups, read_fraction,
                       kernel, method_speedup, methods_present, same_kernel_as_cublas, targets, tuning_summary)
 from .render import render, render_file
 from .stats import geomean, is_tie, memory_gbps, roofline_ms, speedup, verdict, write_gbps
@@ -68,6 +68,6 @@ __all__ = ["SCHEMA", "bench_filename", "load_bench", "merge_bench", "save_bench"
            "read_line", "render_markdown", "PLOTS",
            "plot_roofline", "plot_speedup", "plot_tuning", "CUBLAS_CHOICE", "GEMMTUNE_METHODS", "GROUPS", "LABELS",
            "METHODS", "SAME_MARK", "SAME_NOTE", "SPEEDUP_TARGETS", "TUNE_QUALITY", "TUNE_TIME_RATIO", "best_ms",
-           "floor_fraction", "group_speedups", "kernel", "method_speedup", "methods_present", "same_kernel_as_cublas",
+           "floor_fraction", "read_fraction", "group_speedups", "kernel", "method_speedup", "methods_present", "same_kernel_as_cublas",
            "targets", "tuning_summary", "render", "render_file", "geomean", "is_tie", "memory_gbps", "roofline_ms",
            "speedup", "verdict", "write_gbps", "bench_from_tune_run", "render_tune_run"]

@@ -308,6 +308,27 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
         cells = [_floor_cell(per[m].get(g), count.get(g, 0)) for m in cols]
         L.append(_row([_cell(g), *cells]))
     L.append("")
+    # Beside it, the distance to what any kernel reaches on the same bytes (bench.readtime)
+    read_count = {g: sum(s["group"] == g and kernel(s.get("read")) is not None for s in doc["shapes"])
+                  for g in groups[:-1]}
+    read_count["all"] = sum(read_count.values())
+    if read_count["all"]:
+        L.append("## Geomean % of the read reference\n")
+        L.append("Memory-bound shapes that write little (a decode GEMV) only: per cell, the geomean over them "
+                 "of the read reference's time / the kernel time, where the read reference is a kernel that "
+                 "only reads the shape's input bytes, timed in the same rounds (100% = as fast as that read); "
+                 "'(n of N)': n of the group's N such shapes.\n")
+        L.append(_row(["group", *("cuBLAS" if m == "cublas" else LABELS[m] for m in cols)]))
+        L.append("|---|" + "---|" * len(cols))
+        for g in (g for g in groups if read_count.get(g)):
+            cells = []
+            for m in cols:
+                r = per[m].get(g) or {}
+                n = r.get("read_n", 0)
+                cells.append(f"{r['read'] * 100:.0f}%" + (f" ({n} of {read_count[g]})" if n < read_count[g] else "")
+                             if r.get("read") else "-")
+            L.append(_row([_cell(g), *cells]))
+        L.append("")
 
     # Tuning time
     L.append("## Tuning wall time\n")

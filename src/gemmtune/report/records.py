@@ -137,10 +137,26 @@ def floor_fraction(shape: dict, rec: dict | None) -> float | None:
     return shape["floor_ms"] / k["ms"] if k and shape.get("floor_ms") else None
 
 
+def read_fraction(shape: dict, rec: dict | None) -> float | None:
+    """The shape's read reference time / the record's kernel time (gemmtune.bench.readtime: a kernel
+    that only reads the shape's input bytes, in the same rounds; 1.0 = as fast as that read), or
+    None where either has no time.
+
+    >>> read_fraction({"read": {"status": "ok", "kernel": {"ms": 0.0098}}}, {"status": "ok", "kernel": {"ms": 0.0118}})
+    0.8305084745762712
+    >>> read_fraction({}, {"status": "ok", "kernel": {"ms": 1.0}}) is None
+    True
+    """
+    k, r = kernel(rec), kernel(shape.get("read"))
+    return r["ms"] / k["ms"] if k and r else None
+
+
 def group_speedups(doc: dict, method: str) -> dict[str, dict]:
-    """Per group (and 'all'): geomean speedup over cuBLAS, shape count, wins / ties / losses, and
-    the geomean fraction of the physical floor reached (``floor``; None where no shape has one).
-    ``method`` 'cublas' gives cuBLAS's own floor fraction (speedup 1 by definition)."""
+    """Per group (and 'all'): geomean speedup over cuBLAS, shape count, wins / ties / losses, the
+    geomean fraction of the physical floor reached (``floor``; None where no shape has one), and
+    the geomean fraction of the read reference's speed (``read``, over ``read_n`` shapes; None
+    where no shape has one). ``method`` 'cublas' gives cuBLAS's own fractions (speedup 1 by
+    definition)."""
     acc: dict[str, list] = defaultdict(list)
     for s in doc["shapes"]:
         if method == "cublas":
@@ -149,18 +165,20 @@ def group_speedups(doc: dict, method: str) -> dict[str, dict]:
             (x, tie), rec = method_speedup(s, method), methods_of(s).get(method)
         # The floor fraction needs the method's kernel time only, not cuBLAS's: a shape where
         # cuBLAS failed still counts in the method's '% of the floor'.
-        f = floor_fraction(s, rec)
+        f, rd = floor_fraction(s, rec), read_fraction(s, rec)
         if x is not None or f is not None:
-            acc[s["group"]].append((x, tie, f))
-            acc["all"].append((x, tie, f))
+            acc[s["group"]].append((x, tie, f, rd))
+            acc["all"].append((x, tie, f, rd))
     out = {}
     for g, ys in acc.items():
-        xs = [(x, t) for x, t, _ in ys if x is not None]
-        fl = [f for _, _, f in ys if f is not None]
+        xs = [(x, t) for x, t, _, _ in ys if x is not None]
+        fl = [f for _, _, f, _ in ys if f is not None]
+        rds = [rd for *_, rd in ys if rd is not None]
         out[g] = {"geomean": geomean(x for x, _ in xs), "n": len(xs),
                   "wins": sum(x > 1 and not t for x, t in xs), "ties": sum(t for _, t in xs),
                   "losses": sum(x < 1 and not t for x, t in xs),
-                  "floor": geomean(fl) if fl else None, "floor_n": len(fl)}
+                  "floor": geomean(fl) if fl else None, "floor_n": len(fl),
+                  "read": geomean(rds) if rds else None, "read_n": len(rds)}
     return out
 
 
