@@ -1,7 +1,8 @@
 """gemmtune.bench.readtime: the read reference of a memory-bound shape (a kernel that only reads as many
-bytes as the shape's inputs hold, timed in the shape's rounds). On a CPU the kernel runs in Triton's
-interpreter: what is checked is that it reads every element exactly once and that the bench record
-carries it only where it means something."""
+bytes as the shape's inputs hold, timed in the shape's rounds). The tests run on the device at hand (the
+CPU: Triton's interpreter). They check that the kernel reads every element exactly once, that the bench
+record carries it only where it means something, and what the report makes of it. No test times
+anything: the figures are in benchmarks/results/2026-12-03-h200-s60."""
 
 from __future__ import annotations
 
