@@ -38,6 +38,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..kernels.launch_args import gpu_sm_count
+
 PROGRAMS_PER_SM = 8
 BLOCK = 2048
 NUM_WARPS = 8
@@ -66,11 +68,13 @@ def wants_read(bound: str, min_bytes: int, write_bytes: int) -> bool:
     return bound == "memory" and min_bytes > 0 and write_bytes <= WRITE_SHARE * min_bytes
 
 
+INTERPRETER_SMS = 4  # the grid's SM count off the GPU (the CPU interpreter), where it only has to be right
+
+
 def sm_count(device: str) -> int:
-    """The GPU's SM count for ``device`` 'cuda'; 4 elsewhere (the CPU interpreter, where the grid
-    only has to be right)."""
-    return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count \
-        if device == "cuda" else 4
+    """The SMs of the GPU that runs ``device``'s tensors (launch_args.gpu_sm_count), or
+    INTERPRETER_SMS off the GPU."""
+    return gpu_sm_count(torch.device(device)) or INTERPRETER_SMS
 
 
 def grid_for(numel: int, sm_count: int) -> tuple[int, int]:

@@ -77,12 +77,13 @@ from .inductor import INDUCTOR_MODE, AutotuneLog, _install_autotune_log, _remove
 from .modes import NVMMH_TOPK, OPTIONAL_MODES, TUNE_MODES, tune_phase
 from .readtime import BLOCK as READ_BLOCK
 from .readtime import StreamRead, sm_count, wants_read
-from .records import dist_version, failed_method, mark_failed, time_entry, timer_text
+from .records import dist_version, failed_method, failure_record, mark_failed, time_entry, timer_text
 from .rounds import ROUNDS, aggregate, make_entry, round_robin, timer_count, verified_launch
 from .settings import bench_settings
 from .timing import CudaGraphTimer, wall_ms_per_call
 from .tunableop import TunableOp
 
+READ = "\0read"  # the read reference's entry in a shape's rounds: a name no method can have
 CUDA_ERROR = "bench needs a CUDA GPU; use `gemmtune report` to render recorded results"
 
 
@@ -172,20 +173,18 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
                 mark_failed(r, e)
         if wants_read(rec["bound"], p.min_bytes, p.write_bytes) and state.key == p.key:
             # Reading the inputs' bytes and nothing else, in the same rounds (readtime says why)
+            nbytes = p.min_bytes - p.write_bytes
             try:
-                read = StreamRead(p.min_bytes - p.write_bytes, len(state.inputs), state.device,
-                                  sm_count(state.device), seed)
-                rec["read"] = {"status": "ok", "bytes": p.min_bytes - p.write_bytes,
-                               "programs": read.programs, "block": READ_BLOCK}
+                read = StreamRead(nbytes, len(state.inputs), state.device, sm_count(state.device), seed)
+                rec["read"] = {"status": "ok", "bytes": nbytes, "programs": read.programs, "block": READ_BLOCK}
                 entries[READ] = make_entry(timer, read.launch, len(state.inputs))
             except Exception as e:  # noqa: BLE001 - the methods' times stand without it; the reason is kept
-                rec["read"] = {"status": "error", "reason": f"{type(e).__name__}: {e}"[:300]}
+                rec["read"] = failure_record(e)
         times = round_robin(entries, timer_count(timer), rounds)
         for name, entry in entries.items():
             t = times[name]
             if name == READ:
-                rec["read"] = ({"status": "error", "reason": f"{type(t).__name__}: {t}"[:300]}
-                               if isinstance(t, BaseException) else {**rec["read"], "kernel": aggregate(t)})
+                rec["read"] = failure_record(t) if isinstance(t, BaseException) else {**rec["read"], "kernel": aggregate(t)}
                 continue
             r = passed[name][0]
             if isinstance(t, BaseException):
@@ -218,8 +217,6 @@ def measure_shape(shape: Shape, state, ceilings: dict, tuned: dict, skipped: dic
             methods[name] = ordered
     return rec
 
-
-READ = "\0read"  # the read reference's entry in a shape's rounds: a name no method can have
 
 # gemmtune's own modes: their choices are what a dispatcher serves (nvMMH's picks are configs of
 # gemmtune's families too, so they are served the same way).

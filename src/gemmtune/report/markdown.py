@@ -157,13 +157,14 @@ def _groups(doc: dict) -> list[str]:
     return [g for g in GROUPS if g in seen] + [g for g in seen if g not in GROUPS]
 
 
-def _floor_cell(r: dict | None, of: int) -> str:
-    """A '% of the floor' cell: the geomean, and '(n of N)' when it is over fewer shapes than the
-    group has (the method failed or was not run on the others; their floors are not in it)."""
-    if not r or not r.get("floor"):
+def _share_cell(r: dict | None, of: int, key: str = "floor") -> str:
+    """A '% of the floor' (``key`` 'floor') or '% of the read reference' ('read') cell of a
+    group_speedups entry: the geomean, and '(n of N)' when it is over fewer shapes than the group
+    has (the method failed or was not run on the others; their floors are not in it)."""
+    if not r or not r.get(key):
         return "-"
-    n = r.get("floor_n", r["n"])
-    return f"{r['floor'] * 100:.0f}%" + (f" ({n} of {of})" if n < of else "")
+    n = r.get(f"{key}_n", r["n"])
+    return f"{r[key] * 100:.0f}%" + (f" ({n} of {of})" if n < of else "")
 
 
 def _mode_ran(m: str, r: dict | None) -> str:
@@ -305,7 +306,7 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
     L.append(_row(["group", *("cuBLAS" if m == "cublas" else LABELS[m] for m in cols)]))
     L.append("|---|" + "---|" * len(cols))
     for g in groups:
-        cells = [_floor_cell(per[m].get(g), count.get(g, 0)) for m in cols]
+        cells = [_share_cell(per[m].get(g), count.get(g, 0)) for m in cols]
         L.append(_row([_cell(g), *cells]))
     L.append("")
     # Beside it, the distance to what any kernel reaches on the same bytes (bench.readtime)
@@ -321,13 +322,7 @@ def render_markdown(doc: dict, plots: dict[str, str] | None = None) -> str:
         L.append(_row(["group", *("cuBLAS" if m == "cublas" else LABELS[m] for m in cols)]))
         L.append("|---|" + "---|" * len(cols))
         for g in (g for g in groups if read_count.get(g)):
-            cells = []
-            for m in cols:
-                r = per[m].get(g) or {}
-                n = r.get("read_n", 0)
-                cells.append(f"{r['read'] * 100:.0f}%" + (f" ({n} of {read_count[g]})" if n < read_count[g] else "")
-                             if r.get("read") else "-")
-            L.append(_row([_cell(g), *cells]))
+            L.append(_row([_cell(g), *(_share_cell(per[m].get(g), read_count[g], "read") for m in cols)]))
         L.append("")
 
     # Tuning time
