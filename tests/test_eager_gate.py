@@ -163,13 +163,19 @@ def test_patch_with_example_inputs_gates_each_pass(monkeypatch):
                        **kw)
         return model
 
-    model = patched()
+    model = patched(retire=False)
     assert seen == [2]  # one gate, both passes (a generator, read once for the capture and the gate)
     assert [r["kept"] for r in model._gemmtune_gate] == ["aten", "aten"]
     assert _paths(model, 3) == _paths(model, 7) == ["aten", "aten"]
+    # by default the layers then on cuBLAS for every shape go back to torch's class (nn.retire)
+    model = patched()
+    assert seen == [2, 2] and [r["kept"] for r in model._gemmtune_gate] == ["aten", "aten"]
+    assert [type(model[i]) for i in (0, 2)] == [torch.nn.Linear] * 2
+    assert gnn.retired(model[0]) and gnn.retired(model[2]) and len(gnn.dispatchers(model)) == 2
     for kw in ({"eager_gate": False}, {"eager_policy": "tuned"}):
         model = patched(**kw)
-        assert seen == [2] and "_gemmtune_gate" not in model.__dict__
+        assert seen == [2, 2] and "_gemmtune_gate" not in model.__dict__
+        assert isinstance(model[0], gnn.Linear)
 
 
 @pytest.mark.gpu
@@ -209,7 +215,9 @@ def test_load_patched_with_example_inputs_gates_the_loaded_model(tmp_path, monke
     x = torch.randn(4, 32, dtype=torch.float16)
     gemmtune.load_patched(fresh, path, example_inputs=[(x,)])
     assert [(g["step"], g["kept"], g["tuned_shapes"]) for g in fresh._gemmtune_gate] == [("pass0", "aten", 2)]
-    assert _paths(fresh, 4) == ["aten", "aten"]
+    # both on cuBLAS for their one shape: given back to torch (nn.retire), dispatchers recorded
+    assert [type(fresh[i]) for i in (0, 2)] == [torch.nn.Linear] * 2 and gnn.retired(fresh[0])
+    assert fresh[0]._gemmtune_dispatcher.eager["paths"] == {(torch.Size((4, 32)), torch.float16): "aten"}
     plain = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 16)).half()
     gemmtune.load_patched(plain, path)  # no example inputs: no gate, the layers decide alone
     assert "_gemmtune_gate" not in plain.__dict__

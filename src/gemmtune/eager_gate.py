@@ -145,7 +145,7 @@ def _steps(model: torch.nn.Module, passes) -> dict[str, Callable[[], object]]:
 def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round_s: float = MIN_ROUND_S,
                budget_s: float = BUDGET_S,
                timer: Callable[[Callable[[], object], int], float] | None = None, force: bool = False,
-               progress: bool = False) -> list[GateResult]:
+               progress: bool = False, retire: bool = False) -> list[GateResult]:
     """Gate each step's tuned eager paths by the step's own time (module docstring). ``steps``: a
     dict ``{name: fn}`` of callables of no arguments that each run one eager inference step of
     ``model`` (a prefill, a decode step that resets its KV cache), or a list of example inputs as
@@ -160,6 +160,10 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
     runs it anyway, for tests) and only over patched layers with ``eager_policy="measure"``.
     Returns one ``GateResult`` per step, also kept on the model as plain dicts
     (``model._gemmtune_gate``, which pickles without gemmtune), after those of earlier calls.
+    ``retire=True`` (``patch(example_inputs=...)``'s): after the verdicts, every layer whose eager
+    shapes all run cuBLAS goes back to torch's own class (``gemmtune.nn.retire``: no eager cost at
+    all; under torch.compile its GEMM still runs on its dispatcher). Gate every step first: a
+    retired layer is no longer gated, and runs cuBLAS for the shapes a later step brings.
 
     Example (GPU)::
 
@@ -242,6 +246,12 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
         names = {r.step for r in results}
         earlier = [r for r in model.__dict__.get("_gemmtune_gate", []) if r.get("step") not in names]
         model.__dict__["_gemmtune_gate"] = earlier + [r.as_dict() for r in results]
+    if retire:
+        from .nn import retire as give_back
+        gone = give_back(model)
+        if progress and gone:
+            print(f"gemmtune: {len(gone)} layer(s) run cuBLAS on every eager shape: given back to torch's own "
+                  "class (their GEMM still runs on their dispatcher under torch.compile)", file=sys.stderr, flush=True)
     return results
 
 

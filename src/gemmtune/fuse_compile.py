@@ -443,7 +443,9 @@ def merge(graph: torch.fx.Graph) -> int:
 
 
 def _uuid() -> str:
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    # this module and compile_route's: the pass runs both (routing first)
+    from . import compile_route
+    return hashlib.sha256(Path(__file__).read_bytes() + Path(compile_route.__file__).read_bytes()).hexdigest()
 
 
 def _pass_class() -> type:
@@ -459,7 +461,8 @@ def _pass_class() -> type:
     from torch._inductor.custom_graph_pass import CustomGraphPass
 
     class MergeFusedMembers(CustomGraphPass):
-        """gemmtune's pre-grad pass (``merge``), after the pass(es) that were configured before."""
+        """gemmtune's pre-grad pass (``compile_route.route``, then ``merge``), after the pass(es) that
+        were configured before."""
 
         gemmtune = True
 
@@ -471,14 +474,18 @@ def _pass_class() -> type:
             return [] if p is None else list(p) if isinstance(p, (list, tuple)) else [p]
 
         def __call__(self, graph: torch.fx.Graph) -> None:
+            from . import compile_route
             for p in self._priors():
                 p(graph)
+            compile_route.route(graph)
             merge(graph)
 
         def uuid(self):
             # GEMMTUNE_FOLD_NORMS changes what the pass makes of a graph: a graph cached with the
             # fold (or without it) must not be given to a process with the other setting.
-            parts = [_uuid(), "fold=" + os.environ.get("GEMMTUNE_FOLD_NORMS", "0")]
+            # And which retired layers' weights are routed in this process (compile_route.state says why).
+            from . import compile_route
+            parts = [_uuid(), "fold=" + os.environ.get("GEMMTUNE_FOLD_NORMS", "0"), "route=" + compile_route.state()]
             for p in self._priors():
                 u = p.uuid() if hasattr(p, "uuid") else None
                 if u is None:

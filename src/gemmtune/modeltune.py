@@ -352,7 +352,9 @@ def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: boo
     ``patch(example_inputs=...)`` runs, over these passes (``gemmtune.gate_eager``): each pass's
     tuned eager paths are kept only where its whole un-graphed step is faster with them. Eager
     choices are not saved (host time is this machine's and process's), so a served model measures
-    them anew; without ``example_inputs`` each layer decides alone on its first call of a shape."""
+    them anew; without ``example_inputs`` each layer decides alone on its first call of a shape.
+    After that gate, as after patch's, the layers on cuBLAS for every eager shape go back to torch's
+    own class (``gemmtune.nn.retire``; their compiled GEMM still runs on their dispatcher)."""
     from .jsonio import read_json
     from .nn import _patch_layers
     from .problem import dtype_name
@@ -429,7 +431,7 @@ def load_patched(model: torch.nn.Module, path: str | os.PathLike, *, strict: boo
                         {}, who="gemmtune.load_patched")
     if example_inputs is not None:
         from .eager_gate import gate_eager
-        gate_eager(model, example_inputs)
+        gate_eager(model, example_inputs, retire=True)
     return out
 
 

@@ -453,7 +453,7 @@ class Linear(torch.nn.Linear):
         self._gemmtune_handle = REGISTRY.register(dispatcher)
         self._gemmtune_warned = False
         self._gemmtune_shape_warned = False  # a new dispatcher: _warn_reshaped warns anew
-        self.__dict__.pop("_gemmtune_dispatcher", None)  # was left as torch's (patch): converted now
+        _unrecord(self)  # was left as torch's (patch) or given back to it (retire): converted now
         if not hasattr(self, "_gemmtune_eager"):
             _EagerPaths().attach(self)
 
@@ -677,7 +677,7 @@ def patch_conv1d(module: torch.nn.Module, dispatcher: Dispatcher) -> torch.nn.Mo
     module._gemmtune_handle = REGISTRY.register(dispatcher)
     module._gemmtune_warned = False
     module._gemmtune_shape_warned = False
-    module.__dict__.pop("_gemmtune_dispatcher", None)  # was left as torch's (patch): converted now
+    _unrecord(module)  # was left as torch's (patch) or given back to it (retire): converted now
     if not hasattr(module, "_gemmtune_eager"):
         _EagerPaths().attach(module)
     if cls is not None:  # the class last, as in Linear.from_linear (it says why)
@@ -722,17 +722,43 @@ class _Recorded:
     """The dispatcher recorded on a layer ``patch`` left as torch's. It pickles as None, so that
     ``torch.save(model)`` of a patched model writes a plain torch model: a Dispatcher cannot be
     pickled, and torch truncates the file before pickling starts (a checkpoint already at that
-    path was lost). Shared by ``copy.deepcopy``, as dispatchers are."""
-    __slots__ = ("dispatcher",)
+    path was lost). Shared by ``copy.deepcopy``, as dispatchers are.
 
-    def __init__(self, dispatcher: Dispatcher) -> None:
+    A layer ``retire`` gave back to torch also keeps its eager record (``eager``: ``{"paths": ...,
+    "choices": ...}``, what ``eager_paths`` and ``eager_choices`` showed) and its weight, which ``compile_route`` routes to the dispatcher
+    under torch.compile; a deep copy registers the copy's weight the same way."""
+    __slots__ = ("dispatcher", "eager", "weight")
+
+    def __init__(self, dispatcher: Dispatcher, eager: dict | None = None, weight=None) -> None:
         self.dispatcher = dispatcher
+        self.eager = eager
+        self.weight = weight  # a weakref to the retired layer's weight, or None
 
     def __reduce__(self):
         return (type(None), ())
 
     def __deepcopy__(self, memo):
-        return self
+        w = self.weight() if self.weight is not None else None
+        if w is None:
+            return self
+        # The module's __dict__ is copied in order, its _parameters (set in Module.__init__) before
+        # this attribute (set at retire): the copy's weight is in the memo by now.
+        new_w = memo.get(id(w))
+        if new_w is None:
+            return self
+        from . import compile_route
+        compile_route.register(new_w, self.dispatcher)
+        return _Recorded(self.dispatcher, self.eager, compile_route.weak(new_w))
+
+
+def _unrecord(module: torch.nn.Module) -> None:
+    """Drop the dispatcher recorded on a layer about to be converted, and the compiled-graph route
+    of a retired one's weight (its converted forward traces the op itself)."""
+    rec = module.__dict__.pop("_gemmtune_dispatcher", None)
+    w = rec.weight() if isinstance(rec, _Recorded) and rec.weight is not None else None
+    if w is not None:
+        from . import compile_route
+        compile_route.unregister(w)
 
 
 def recorded_dispatcher(module: torch.nn.Module) -> Dispatcher | None:
@@ -751,10 +777,76 @@ def _leave_as_torch(module: torch.nn.Module, dispatcher: Dispatcher, conv: bool)
     module._gemmtune_dispatcher = _Recorded(dispatcher)
 
 
+# What a conversion (Linear._attach, patch_conv1d, _EagerPaths.attach) puts in a layer's __dict__:
+# ``retire`` takes it out again, so that the layer is torch's, attribute for attribute.
+_CONVERSION_STATE = ("dispatcher", "_gemmtune_handle", "_gemmtune_warned", "_gemmtune_shape_warned",
+                     "_gemmtune_eager", "_gemmtune_paths", "_gemmtune_hot")
+
+
+def retire(model: torch.nn.Module) -> list[str]:
+    """Give back to torch every converted layer of ``model`` whose eager calls all run cuBLAS: each
+    input shape it has met took ``F.linear`` (its own timing, or the step gate's verdict). Its
+    class becomes torch's ``nn.Linear`` / ``Conv1D`` again, so its eager calls cost exactly what
+    torch's do; its dispatcher stays recorded on it (``recorded_dispatcher``, ``dispatchers``,
+    ``save_patched``), and under torch.compile with Inductor its GEMM still runs on that
+    dispatcher: ``compile_route``'s pre-grad pass puts the ``gemmtune::mm`` op where torch's forward
+    traced ``F.linear`` (``torch.addmm`` for a Conv1D).
+
+    Why (issue 17): on the H200 such a layer cost 2-4 us of host time per un-graphed call more
+    than torch's own, in whole decode steps (session 60, bench-model against an unpatched deep
+    copy: Llama-1B decode b16 0.983x, GPT-2 decode 0.971x), with the same kernels in the same GPU
+    time; they were converted because some M hint of their dispatcher chose a Triton kernel that
+    the steps never ran in eager mode.
+
+    The price: a new eager input shape of a retired layer runs cuBLAS untimed (torch's own forward),
+    where a converted layer would have timed its tuned kernel against cuBLAS. Under CUDA graphs a
+    retired layer runs cuBLAS too; patch with ``eager_policy="tuned"`` for graph capture (such
+    layers are never retired). Left converted: layers that met no shape yet, any with a tuned eager
+    path, ``eager_policy="tuned"`` layers, a fused group's layer, a parametrized one, and one whose
+    weight no longer fits its dispatcher. Returns the names of the layers retired.
+
+    ``gate_eager(retire=True)`` and ``patch(example_inputs=...)`` call this after their verdicts."""
+    from . import compile_route
+
+    fused = {id(m._gemmtune_group.fused) for m in model.modules() if "_gemmtune_group" in m.__dict__}
+    done = []
+    for name, mod in model.named_modules():
+        t = mod.__dict__.get("_gemmtune_eager")
+        if t is None or id(mod) in fused or t.policy != "measure" or not t.by_shape:
+            continue
+        if type(mod) is not Linear and type(mod) not in _CONV1D_PATCHED:  # parametrize's subclass, say
+            continue
+        if any(p is not _ATEN for p in t.by_shape.values()):
+            continue
+        conv = type(mod) is not Linear
+        w = mod._parameters.get("weight")
+        d = mod.dispatcher
+        if not isinstance(w, torch.Tensor) or _reshaped(d, w, conv):
+            continue
+        mod.__class__ = mod._gemmtune_torch_class()  # first: torch's forward reads none of the state below
+        for k in _CONVERSION_STATE:
+            mod.__dict__.pop(k, None)
+        # what eager_paths and eager_choices showed, kept for a look afterwards
+        mod._gemmtune_dispatcher = _Recorded(d, {"paths": t.paths, "choices": dict(t.log)}, compile_route.weak(w))
+        compile_route.register(w, d)
+        done.append(name or "<model>")
+    if done:
+        compile_route.install()
+    return done
+
+
+def retired(module: torch.nn.Module) -> bool:
+    """Whether ``module`` is a layer ``retire`` gave back to torch (its GEMM routed to its dispatcher
+    under torch.compile)."""
+    rec = module.__dict__.get("_gemmtune_dispatcher")
+    return isinstance(rec, _Recorded) and rec.eager is not None
+
+
 def patch(model: torch.nn.Module, table=None, *,
           dispatchers: MutableMapping[tuple, Dispatcher] | None = None, example_inputs=None,
           tune_missing: bool | None = None, eager_policy: str = "measure", convert_aten_layers: bool = False,
-          fuse: bool = False, pdl: bool = False, eager_gate: bool = True, **compile_kwargs) -> torch.nn.Module:
+          fuse: bool = False, pdl: bool = False, eager_gate: bool = True, retire: bool = True,
+          **compile_kwargs) -> torch.nn.Module:
     """Convert every ``torch.nn.Linear`` of ``model`` (the model itself included) in place,
     and every HF transformers ``Conv1D`` (GPT-2's ``x @ W + b``).
 
@@ -792,6 +884,10 @@ def patch(model: torch.nn.Module, table=None, *,
     rate). The passes run again 18 to 152 times each under ``no_grad``; an input a pass mutates
     (a KV cache) must take that, or pass ``eager_gate=False`` and call
     ``gemmtune.nn.gate_eager(model, {name: step})`` with steps that reset their state.
+    ``retire`` (with the gate): then every converted layer whose eager shapes all run cuBLAS goes
+    back to torch's own class, with no eager cost, its GEMM still on its dispatcher under
+    torch.compile (``retire``); pass ``retire=False`` to gate more steps later
+    (``gate_eager(model, steps, retire=True)`` last).
     ``fuse=True`` (with ``example_inputs``) first runs ``gemmtune.fuse_linears`` on them: sibling
     layers that read one input (q/k/v, gate/up) become one GEMM each, and the fused shapes are
     what is tuned (``gemmtune.fuse``; ``save_patched(path, model)`` records the groups, which
@@ -854,7 +950,7 @@ def patch(model: torch.nn.Module, table=None, *,
             dispatchers.update(tuned)
         if eager_gate and eager_policy == "measure":
             from .eager_gate import gate_eager
-            gate_eager(model, example_inputs, progress=_says(compile_kwargs))
+            gate_eager(model, example_inputs, progress=_says(compile_kwargs), retire=retire)
     else:
         out = _patch_layers(model, table, dispatchers, tune_missing is None or tune_missing, eager_policy,
                             convert_aten_layers, "had no dispatcher given", compile_kwargs)
@@ -973,6 +1069,8 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
                 _leave_as_torch(mod, d, conv)
                 as_torch.append(name or "<model>")
                 continue
+        # A layer the step gate gave back to torch (retire), converted again: its gate verdicts go too
+        reset |= retired(mod)
         if conv:
             patch_conv1d(mod, d)
         else:

@@ -87,6 +87,10 @@ def markdown(doc: dict) -> str:
         for prefix, what in (("", "eager_patch"), ("fuse_", "eager_fuse_patch")):
             if m.get(prefix + "eager_gate"):
                 L.append(_gate_line(m[prefix + "eager_gate"], what, m.get(prefix + "eager_gate_s", 0.0)))
+            if prefix + "eager_retired" in m:
+                L.append(f"Given back to torch's own class after the gate (`{what}`, `gemmtune.nn.retire`: every "
+                         f"eager shape on cuBLAS, compiled GEMM still on the dispatcher): "
+                         f"{len(m[prefix + 'eager_retired'])} layer(s).\n")
         if m.get("fused_groups"):
             from ..fuse import kinds
 

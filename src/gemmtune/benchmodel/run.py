@@ -165,12 +165,19 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
             return
         import gemmtune
         t0 = time.perf_counter()
-        res = gemmtune.gate_eager(v, steps(v))
+        # retire=True, as patch(example_inputs=...) gates: the layers left on cuBLAS for every phase
+        # go back to torch's class (gemmtune.nn.retire); compiled, their GEMM still runs on their
+        # dispatcher (gemmtune.compile_route), so patch_compile, which compiles this copy, keeps it.
+        res = gemmtune.gate_eager(v, steps(v), retire=True)
         out[prefix + "eager_gate_s"] = time.perf_counter() - t0
         out[prefix + "eager_gate"] = [r.as_dict() for r in res]
+        from ..nn import retired
+        out[prefix + "eager_retired"] = sorted(n for n, m in v.named_modules() if retired(m))
         for r in res:
             log(f"{prefix}eager gate {r.step}: kept {r.kept} ({r.kept_shapes} of {r.tuned_shapes} tuned layer shapes)"
                 + "".join(f", {c} {x:.3f}" for c, x in r.ratio.items() if c != "aten"))
+        log(f"{prefix}eager gate: {len(out[prefix + 'eager_retired'])} layer(s) given back to torch's class "
+            "(every eager shape on cuBLAS)")
 
     def tuner() -> tuple[Callable, dict]:
         """The tune function (tune_kwargs' ``tune_fn``, else gemmtune.tune) and the other tune_kwargs."""
@@ -363,15 +370,20 @@ def graph_phase(fn_model, p, name: str, mode: str, log: Callable[[str], None], r
 def eager_path_summary(model: torch.nn.Module) -> dict:
     """Which eager path each patched layer took per input shape (gemmtune.nn: the tuned kernel or
     cuBLAS), with the back-to-back timings that chose it: what explains eager + patch's time.
-    ``left_as_torch``: the layers patch left unconverted (every hint chose cuBLAS)."""
+    ``left_as_torch``: the layers patch left unconverted (every hint chose cuBLAS); ``retired``: those
+    the step gate gave back to torch (``gemmtune.nn.retire``: every eager shape on cuBLAS)."""
+    from ..nn import recorded_dispatcher, retired
+
     counts: dict[str, int] = {}
     timed = []
-    left = 0
+    left = gone = 0
     for name, mod in model.named_modules():
         paths = getattr(mod, "eager_paths", None)
         if not isinstance(paths, dict):
-            from ..nn import recorded_dispatcher
-            left += recorded_dispatcher(mod) is not None
+            if retired(mod):
+                gone += 1
+            else:
+                left += recorded_dispatcher(mod) is not None
             continue
         log = getattr(mod, "eager_choices", {})
         for key, path in paths.items():
@@ -380,7 +392,7 @@ def eager_path_summary(model: torch.nn.Module) -> dict:
                 choice, t_tuned, t_aten = log[key]
                 timed.append({"layer": name, "shape": list(key[0]), "path": path, "choice": choice,
                               "tuned_us": t_tuned * 1e6, "aten_us": t_aten * 1e6})
-    return {"counts": counts, "timed": timed, "left_as_torch": left}
+    return {"counts": counts, "timed": timed, "left_as_torch": left, "retired": gone}
 
 
 def _read_bandwidth(log: Callable[[str], None]) -> float | None:
@@ -546,7 +558,8 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
         if mode == "eager_patch":
             rec["eager_paths"] = eager_path_summary(fn_model)
             log(f"{name} eager paths: {rec['eager_paths']['counts']}, "
-                f"{rec['eager_paths']['left_as_torch']} layer(s) left as torch's")
+                f"{rec['eager_paths']['left_as_torch']} layer(s) left as torch's, "
+                f"{rec['eager_paths']['retired']} given back after the gate")
         if mode != "eager":
             with torch.no_grad():
                 toks, _ = greedy(fn_model, prompt, cache=greedy_cache)
@@ -560,6 +573,8 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
     for mode in modes:
         _guarded(one_mode, mode, out["modes"][mode], log)
     _no_lut()
+    from ..compile_route import STATS as routes
+    out["compile_routes"] = dict(routes)  # retired layers' GEMMs put on their dispatchers in compiled graphs
     interleave_eager(out, variants, {p.name: p.run for p in ps}, name, log, eager_rounds)
     # (the graph modes' verdict is in already: interleave_graphs ran after the last one captured)
     _verdicts(out)
@@ -621,6 +636,8 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
     for mode in modes:
         _guarded(one_mode, mode, out["modes"][mode], log)
     _no_lut()
+    from ..compile_route import STATS as routes
+    out["compile_routes"] = dict(routes)  # retired layers' GEMMs put on their dispatchers in compiled graphs
     interleave_eager(out, variants, {"embed_64": emb}, "minilm", log, eager_rounds)
     _verdicts(out)  # (the graph modes' verdict: after each one, in one_mode)
     return out
