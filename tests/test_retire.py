@@ -277,3 +277,13 @@ def test_converting_a_retired_layer_again_drops_its_route():
     assert w in compile_route._ROUTED
     gemmtune.patch(model, tune_fn=_tune("aten"), progress=False)
     assert w not in compile_route._ROUTED and isinstance(model[2], gnn.Linear)
+
+
+def test_gating_a_model_whose_layers_all_retired_says_so(monkeypatch):
+    """A later gate_eager (a decode step after patch's prompt pass) finds nothing left to gate: a
+    warning says why and how to keep the layers gateable."""
+    model = _model()
+    _on_cublas(model, 5)
+    gnn.retire(model)
+    with pytest.warns(RuntimeWarning, match="retire=False"):
+        assert gemmtune.gate_eager(model, {"decode": lambda: model(torch.randn(1, 32))}, force=True) == []

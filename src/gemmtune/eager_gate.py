@@ -171,7 +171,7 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
         >>> gemmtune.nn.gate_eager(model, {"prefill": lambda: model(ids)})           # doctest: +SKIP
         [GateResult(step='prefill', kept='aten', tuned_shapes=74, kept_shapes=0, ...)]
     """
-    from .nn import _TUNED  # (nn imports this module)
+    from .nn import _TUNED, retired as _retired  # (nn imports this module)
 
     # An int, checked here: a float (rounds=2.5) raised TypeError inside the timing loop, which the
     # gate then blamed on each step ("step 'pass0' raised TypeError ... when run again", kept "failed").
@@ -182,6 +182,13 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
     results: list[GateResult] = []
     gpu = _on_gpu(model)
     if not tables or not (force or gpu):
+        if not tables and any(_retired(m) for m in model.modules()):
+            # patch(example_inputs=...) gave its cuBLAS-only layers back to torch (retire): nothing
+            # is left to gate, which a later decode step's gate used to do without a word
+            warnings.warn("gemmtune.gate_eager: no patched layer is left to gate: patch(example_inputs=...) gave the "
+                          "layers on cuBLAS back to torch's own class (gemmtune.nn.retire); to gate later steps, "
+                          "patch with retire=False and pass retire=True to the last gate_eager",
+                          RuntimeWarning, stacklevel=2)
         return results
     owners = _owners(model)  # for the verdicts' hot shapes: the layers do not change while gated
     if timer is None:
@@ -324,10 +331,11 @@ def decode_step(model: torch.nn.Module, input_ids: torch.Tensor,
     A cache that cannot be cropped (a state-space layer's; a sliding-window layer past its
     window) raises on the first call, which ``gate_eager`` reports as a failed step.
 
-    Example (GPU)::
+    Example (GPU; ``retire=False`` keeps the layers gateable until the decode step is gated too)::
 
-        >>> gemmtune.patch(model, example_inputs=[dict(input_ids=ids)], fast=True)       # doctest: +SKIP
-        >>> gemmtune.gate_eager(model, {"decode": gemmtune.eager_gate.decode_step(model, ids)})  # doctest: +SKIP
+        >>> gemmtune.patch(model, example_inputs=[dict(input_ids=ids)], fast=True, retire=False)  # doctest: +SKIP
+        >>> gemmtune.gate_eager(model, {"decode": gemmtune.eager_gate.decode_step(model, ids)},   # doctest: +SKIP
+        ...                     retire=True)
     """
     from transformers import DynamicCache
 
