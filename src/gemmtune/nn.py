@@ -25,7 +25,9 @@ and its host cost hides behind the GPU's work (``choose_eager``; ``eager_policy=
 ``"tuned"`` always runs the tuned kernel). The choices made are in ``eager_choices``.
 Under torch.compile or CUDA graphs host time is not paid per call and the tuned kernel runs.
 A layer timed alone cannot see a step bound by the host's issue rate: ``patch(example_inputs=...)``
-then times each pass as a whole step against cuBLAS on every layer (``gemmtune.eager_gate``).
+then times each pass as a whole step against cuBLAS on every layer (``gemmtune.eager_gate``), and
+gives every layer whose eager shapes all run cuBLAS back to torch's own class (``retire``; under
+torch.compile its GEMM still runs on its dispatcher: ``gemmtune.compile_route``).
 A shape on the cuBLAS path costs less host time than torch's own layer: it reads the weight and
 bias from the module's ``_parameters`` where torch's forward goes through
 ``nn.Module.__getattr__`` (2-core CPU machine, 2026-11-29: 0.52 us a Linear call less, 0.66 us
