@@ -89,7 +89,10 @@ def test_retire_gives_back_layers_whose_every_eager_shape_runs_cublas(conv):
     torch_first = type(model[0]).__mro__[1]
     _on_cublas(model, 5)
     assert gnn.retire(model) == ["0", "2"]
-    assert type(model[0]) is torch_first and type(model[2]) is torch.nn.Linear
+    # torch's forward, in a subclass of the same name (dynamo guards on the class: gnn._retired_class)
+    for layer, base in ((model[0], torch_first), (model[2], torch.nn.Linear)):
+        assert type(layer).__mro__[1] is base and type(layer).__name__ == base.__name__
+        assert type(layer).forward is base.forward and "forward" not in type(layer).__dict__
     for layer in (model[0], model[2]):
         assert gnn.retired(layer)
         assert not any(k in layer.__dict__ for k in gnn._CONVERSION_STATE)
@@ -157,6 +160,7 @@ def test_a_deep_copy_is_routed_too_and_pickling_drops_gemmtune():
     torch.testing.assert_close(out.double(), _ref(twin, x), rtol=1e-4, atol=1e-4)
     plain = pickle.loads(pickle.dumps(model))
     assert type(plain[0]) is torch.nn.Linear and plain[0].__dict__.get("_gemmtune_dispatcher") is None
+    assert type(twin[0]) is type(model[0])  # a deep copy stays retired
 
 
 def test_calls_a_converted_layer_would_not_trace_as_the_op_stay_torchs():
@@ -287,3 +291,39 @@ def test_gating_a_model_whose_layers_all_retired_says_so(monkeypatch):
     gnn.retire(model)
     with pytest.warns(RuntimeWarning, match="retire=False"):
         assert gemmtune.gate_eager(model, {"decode": lambda: model(torch.randn(1, 32))}, force=True) == []
+
+
+def test_dynamo_does_not_share_graphs_between_a_retired_model_and_a_plain_one():
+    """The retired class is not torch's: a plain model of the same architecture compiled first does not
+    hand its graph (no route) to the retired one, nor the retired one its routes to a plain one."""
+    model = _model()
+    _on_cublas(model, 5)
+    gnn.retire(model)
+    plain = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(), torch.nn.Linear(48, 17))
+    counts = []
+    backend = _routing_backend(counts)
+    x = torch.randn(5, 32)
+    with torch.no_grad():
+        torch.compile(plain, backend=backend)(x)
+        torch.compile(model, backend=backend)(x)
+        torch.compile(torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.ReLU(),
+                                          torch.nn.Linear(48, 17)), backend=backend)(x)
+    assert counts[:2] == [0, 2] and counts[2:] in ([], [0])
+
+
+def test_a_retired_layer_given_a_cublas_only_dispatcher_is_left_as_torchs():
+    """patch with a dispatcher that runs cuBLAS everywhere: the layer leaves retirement (no route,
+    torch's own class) and is recorded as patch leaves such layers."""
+    aten_only = {}
+    gemmtune.patch(torch.nn.Sequential(torch.nn.Linear(48, 17)), dispatchers=aten_only, hints={"m": [8]},
+                   tune_fn=_tune("aten"), progress=False)
+    model = _model()
+    _on_cublas(model, 5)
+    w = model[2].weight
+    gnn.retire(model)
+    assert w in compile_route._ROUTED
+    gemmtune.patch(model, dispatchers=aten_only, tune_missing=False, progress=False)
+    assert type(model[2]) is torch.nn.Linear and not gnn.retired(model[2])
+    assert gnn.recorded_dispatcher(model[2]) is next(iter(aten_only.values()))
+    assert w not in compile_route._ROUTED
+    assert isinstance(model[0], gnn.Linear)  # none given for its shape: converted again on its recorded one

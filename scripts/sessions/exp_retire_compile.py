@@ -58,12 +58,14 @@ def main() -> None:
     ap.add_argument("--model", default="llama-1b")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--phases", default="b1,b16")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     base = build_causal(args.model, torch.bfloat16, "cuda")
-    prompts = {"b1": torch.randint(0, 1000, (1, 32), device="cuda"), "b16": torch.randint(0, 1000, (16, 32), device="cuda")}
+    batch = {"b1": 1, "b16": 16}
+    prompts = {p: torch.randint(0, 1000, (batch[p], 32), device="cuda") for p in args.phases.split(",")}
 
     def example(m):
         with torch.no_grad():

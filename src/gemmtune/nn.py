@@ -462,6 +462,7 @@ class Linear(torch.nn.Linear):
     @classmethod
     def from_linear(cls, module: torch.nn.Linear, dispatcher: Dispatcher) -> "Linear":
         """Convert ``module`` in place (its class changes; parameters, hooks and identity stay)."""
+        _unretire(module)
         if type(module) is not torch.nn.Linear and not isinstance(module, Linear):
             raise TypeError(f"expected a torch.nn.Linear, got {type(module).__name__}")
         _check_linear_fits(dispatcher, module)
@@ -661,6 +662,7 @@ def patch_conv1d(module: torch.nn.Module, dispatcher: Dispatcher) -> torch.nn.Mo
     becomes a subclass whose forward runs the GEMM on ``dispatcher`` (dynamic m, n=out, k=in,
     layout_b='row', since W is read as it is stored)."""
     _check_conv1d_fits(dispatcher, module.weight)
+    _unretire(module)
     base, cls = type(module), None
     if base not in _CONV1D_CLASSES.values():
         cls = _CONV1D_CLASSES.get(base)
@@ -776,7 +778,36 @@ def _leave_as_torch(module: torch.nn.Module, dispatcher: Dispatcher, conv: bool)
         _check_conv1d_fits(dispatcher, module.weight)
     else:
         _check_linear_fits(dispatcher, module)
+    _unrecord(module)  # a retired layer's route, where patch gives it a dispatcher that runs cuBLAS only
+    _unretire(module)
     module._gemmtune_dispatcher = _Recorded(dispatcher)
+
+
+_RETIRED_CLASSES: dict[type, type] = {}
+
+
+def _retired_class(base: type) -> type:
+    """The class of a retired layer of torch class ``base``: a subclass of the same name with nothing
+    of its own but pickling and copying (``forward`` is ``base``'s, found through the MRO as for any
+    layer). Not ``base`` itself: dynamo guards on a module's class, and with ``base`` a model compiled
+    after an unpatched one of the same architecture reused its graph (no route: the H200, session 61,
+    call 2), and an unpatched model compiled after a retired one would run the retired one's routes."""
+    cls = _RETIRED_CLASSES.get(base)
+    if cls is None:
+        cls = type(base.__name__, (base,), {
+            "__module__": base.__module__, "__reduce_ex__": _reduce_as_torch,
+            "__deepcopy__": _deepcopy_converted, "__copy__": _copy_converted,
+            "_gemmtune_torch_class": staticmethod(lambda base=base: base)})
+        cls.__qualname__ = base.__qualname__
+        _RETIRED_CLASSES[base] = cls
+    return cls
+
+
+def _unretire(module: torch.nn.Module) -> None:
+    """A retired layer about to be converted again: its torch class first (the conversions subclass
+    the class they find)."""
+    if type(module) in _RETIRED_CLASSES.values():
+        module.__class__ = module._gemmtune_torch_class()
 
 
 # What a conversion (Linear._attach, patch_conv1d, _EagerPaths.attach) puts in a layer's __dict__:
@@ -788,8 +819,9 @@ _CONVERSION_STATE = ("dispatcher", "_gemmtune_handle", "_gemmtune_warned", "_gem
 def retire(model: torch.nn.Module) -> list[str]:
     """Give back to torch every converted layer of ``model`` whose eager calls all run cuBLAS: each
     input shape it has met took ``F.linear`` (its own timing, or the step gate's verdict). Its
-    class becomes torch's ``nn.Linear`` / ``Conv1D`` again, so its eager calls cost exactly what
-    torch's do; its dispatcher stays recorded on it (``recorded_dispatcher``, ``dispatchers``,
+    forward becomes torch's ``nn.Linear`` / ``Conv1D`` one again (its class a subclass of the same
+    name with no method of its own but pickling and copying: ``_retired_class`` says why), so its
+    eager calls cost exactly what torch's do; its dispatcher stays recorded on it (``recorded_dispatcher``, ``dispatchers``,
     ``save_patched``), and under torch.compile with Inductor its GEMM still runs on that
     dispatcher: ``compile_route``'s pre-grad pass puts the ``gemmtune::mm`` op where torch's forward
     traced ``F.linear`` (``torch.addmm`` for a Conv1D).
@@ -825,7 +857,8 @@ def retire(model: torch.nn.Module) -> list[str]:
         d = mod.dispatcher
         if not isinstance(w, torch.Tensor) or _reshaped(d, w, conv):
             continue
-        mod.__class__ = mod._gemmtune_torch_class()  # first: torch's forward reads none of the state below
+        # first: torch's forward, which the retired class inherits, reads none of the state below
+        mod.__class__ = _retired_class(mod._gemmtune_torch_class())
         for k in _CONVERSION_STATE:
             mod.__dict__.pop(k, None)
         # what eager_paths and eager_choices showed, kept for a look afterwards
@@ -1016,7 +1049,7 @@ def _patch_layers(model: torch.nn.Module, table, dispatchers, tune_missing: bool
             # (_reattach looked up no dispatcher for it, and it kept the one it no longer fits).
         else:
             conv = is_conv1d(mod)
-        if type(mod) is not torch.nn.Linear and not conv and not converted:
+        if type(mod) is not torch.nn.Linear and not conv and not converted and not retired(mod):
             # (a member of a fuse_linears group computes nothing of its own: its group's fused
             # layer, a plain nn.Linear, is converted instead)
             if isinstance(mod, torch.nn.Linear) and not isinstance(mod, Linear) and "_gemmtune_group" not in mod.__dict__:
