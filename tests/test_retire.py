@@ -327,3 +327,18 @@ def test_a_retired_layer_given_a_cublas_only_dispatcher_is_left_as_torchs():
     assert gnn.recorded_dispatcher(model[2]) is next(iter(aten_only.values()))
     assert w not in compile_route._ROUTED
     assert isinstance(model[0], gnn.Linear)  # none given for its shape: converted again on its recorded one
+
+
+def test_dynamic_shapes_are_routed_with_a_symbolic_m():
+    """torch.compile(dynamic=True): one graph for every M, its GEMMs on the dispatcher (hints decide
+    per call), each output the product's."""
+    model = _model()
+    _on_cublas(model, 5)
+    gnn.retire(model)
+    counts = []
+    compiled = torch.compile(model, backend=_routing_backend(counts), dynamic=True)
+    for m in (3, 11, 29):
+        x = torch.randn(m, 32)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x).double(), _ref(model, x), rtol=1e-4, atol=1e-4)
+    assert counts == [2]
