@@ -481,11 +481,13 @@ def test_bench_model_reports_the_eager_paths():
     with torch.no_grad():
         model(torch.randn(3, 32, dtype=torch.float16))
     summary = eager_path_summary(model)
-    assert summary == {"counts": {"aten": 2}, "timed": [], "left_as_torch": 0}
+    assert summary == {"counts": {"aten": 2}, "timed": [], "left_as_torch": 0, "retired": 0}
     left, _ = _model("aten")
     with torch.no_grad():
         left(torch.randn(3, 32, dtype=torch.float16))
-    assert eager_path_summary(left) == {"counts": {}, "timed": [], "left_as_torch": 2}
+    assert eager_path_summary(left) == {"counts": {}, "timed": [], "left_as_torch": 2, "retired": 0}
+    gemmtune.nn.retire(model)  # both converted layers' one shape is on cuBLAS
+    assert eager_path_summary(model) == {"counts": {}, "timed": [], "left_as_torch": 0, "retired": 2}
 
 
 # ------------------------------------------------------------------ all-aten layers stay torch's
