@@ -18,22 +18,10 @@ import gemmtune
 from gemmtune import compile_route
 from gemmtune import nn as gnn
 
+from test_modeltune import Conv1D  # noqa: E402 - transformers' Conv1D's shape, as patch sees it
+
 TRITON = "triton_mm:BM16-BN64-BK64-S1-W2-G8"
 TOL = {torch.float32: 1e-4, torch.float16: 2e-2}
-
-
-class Conv1D(torch.nn.Module):
-    """Shaped like transformers.pytorch_utils.Conv1D (nf, weight [nx, nf], bias [nf])."""
-
-    def __init__(self, nf: int, nx: int):
-        super().__init__()
-        self.nf = nf
-        self.weight = torch.nn.Parameter(torch.randn(nx, nf) / nx ** 0.5)
-        self.bias = torch.nn.Parameter(torch.randn(nf))
-
-    def forward(self, x):
-        size_out = x.size()[:-1] + (self.nf,)
-        return torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight).view(size_out)
 
 
 @pytest.fixture(autouse=True)
