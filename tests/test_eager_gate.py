@@ -34,14 +34,15 @@ def _model(policy="measure", **kw):
     return model
 
 
-def _scripted_layers(monkeypatch, savings):
+def _scripted_layers(monkeypatch, savings, aten_s=1.0):
     """Layer i's first-call timing says tuned = savings[i] x cuBLAS's time (both timed, 'tuned'
-    kept), as nn.choose_eager would on a GPU."""
+    kept), as nn.choose_eager would on a GPU. ``aten_s``: cuBLAS's seconds a call, on the scale of
+    the scripted step times (a gain the layers cannot make is not kept: eager_gate.SLACK)."""
     monkeypatch.setattr(gnn, "_timed", lambda x: True)
     it = iter(savings * 8)
 
     def fake(tuned, aten, x):
-        return "tuned", next(it) * 1e-3, 1e-3
+        return "tuned", next(it) * aten_s, aten_s
     monkeypatch.setattr(gnn, "choose_eager", fake)
 
 
@@ -91,6 +92,20 @@ def test_the_gate_keeps_what_the_step_time_says(monkeypatch, cost, kept, paths):
     assert set(r.ratio) == {"tuned", "strong", "aten"} and r.ratio["aten"] == 1.0
     assert _paths(model, 8) == paths
     assert model._gemmtune_gate == [r.as_dict()]
+
+
+def test_a_step_gain_the_layers_cannot_make_is_not_kept(monkeypatch):
+    """The step ran 20% faster with the tuned paths, but the layers' own timings saved 1 ms a call
+    on a 1 s step: noise, so cuBLAS is kept and the verdict says which candidate was implausible."""
+    model = _model()
+    _scripted_layers(monkeypatch, [0.5, 0.5], aten_s=2e-3)
+    x = torch.randn(8, 32, dtype=torch.float16)
+    res = gate_eager(model, {"prefill": lambda: model(x)}, force=True,
+                     timer=_timer(model, lambda a, b: 1.0 - 0.1 * a - 0.1 * b), rounds=3)
+    r = res[0]
+    assert r.kept == "aten" and r.ratio["tuned"] < 0.9 and r.implausible == ["tuned"]
+    assert r.saved_ms == {"tuned": pytest.approx(2.0)}
+    assert _paths(model, 8) == ["aten", "aten"]
 
 
 def test_only_the_steps_new_shapes_are_gated(monkeypatch):
@@ -316,3 +331,14 @@ def test_verdicts_of_later_calls_are_kept_beside_earlier_ones(monkeypatch):
     assert [(g["step"], g["kept"]) for g in model._gemmtune_gate] == [("pass0", "aten"), ("decode", "aten")]
     gate_eager(model, {"pass0": lambda: model(a)}, force=True, timer=timer, rounds=1)
     assert [(g["step"], g["kept"]) for g in model._gemmtune_gate] == [("decode", "aten"), ("pass0", "none tuned")]
+
+
+def test_the_report_says_which_gain_was_beyond_the_layers():
+    from gemmtune.benchmodel.report import _gate_line
+
+    line = _gate_line([{"step": "decode_b16", "kept": "aten", "kept_shapes": 0, "tuned_shapes": 1,
+                        "ratio": {"tuned": 0.911, "aten": 1.0}, "implausible": ["tuned"]}], "eager_patch", 4.6)
+    assert "decode_b16: kept **aten**" in line and "tuned not kept: a step gain beyond 2× its layers' own savings" in line
+    plain = _gate_line([{"step": "s", "kept": "aten", "kept_shapes": 0, "tuned_shapes": 1,
+                         "ratio": {"tuned": 1.1, "aten": 1.0}}], "eager_patch", 1.0)  # a verdict recorded before
+    assert "not kept" not in plain

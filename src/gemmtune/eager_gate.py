@@ -45,6 +45,15 @@ from .capture import int_at_least
 MARGIN = 0.98
 # ``strong``: the layer timing's tuned time at most this fraction of cuBLAS's (a 15% saving).
 STRONG = 0.85
+# A candidate's measured step gain (aten's step time less its own) must be one its layers could make:
+# at most SLACK times the sum of what each of its (layer, shape) pairs saved per call in its own
+# timing (nn.choose_eager: 10 back-to-back calls, host and device). A larger gain is noise, and the
+# candidate is not kept. Why: on the H200 (session 61, call 3b) GPT-2's decode b16 gate kept one layer's
+# tuned path (c_proj, whose own timing said 88 us saved a call) for a 1.24 ms step gain (0.911x), and
+# bench-model's interleaved rounds then put the patched step at 0.975x its copy: eager steps of this host
+# move by +-5% between rounds. SLACK = 2 leaves room for a layer that runs twice a step with one shape,
+# and for the timing's own spread.
+SLACK = 2.0
 ROUNDS = 7            # paired rounds per step
 MIN_ROUNDS = 3        # ... at least, when a step is too long for BUDGET_S
 BUDGET_S = 15.0       # timed seconds per step the rounds aim to fit (a long prefill of a large model)
@@ -62,7 +71,10 @@ class GateResult:
     that had chosen a tuned kernel, ``kept_shapes``: those still on it after the gate. ``ratio``: each candidate's
     median step time over the all-cuBLAS step's, paired round by round, over the rounds where both
     were measured (NaN where more than half were not: a timer's NaN, infinite or 0 s reading; such
-    a candidate is never kept); ``step_ms``: each candidate's median measured step time."""
+    a candidate is never kept); ``step_ms``: each candidate's median measured step time; ``saved_ms``:
+    what each tuned candidate's layers saved per call in their own timings, summed (inf where one was
+    not timed); ``implausible``: the candidates whose step gain was more than SLACK times that, which
+    are never kept (SLACK says why)."""
     step: str
     kept: str
     tuned_shapes: int
@@ -72,19 +84,23 @@ class GateResult:
     rounds: int = 0
     reps: int = 0
     error: str = ""
+    saved_ms: dict[str, float] = field(default_factory=dict)
+    implausible: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def choose(ratios: Mapping[str, float], margin: float = MARGIN) -> str:
+def choose(ratios: Mapping[str, float], margin: float = MARGIN, plausible: Mapping[str, bool] | None = None) -> str:
     """The candidate to keep from each one's median step-time ratio to ``aten``: the smallest
     ratio, if it is below ``margin``; else ``aten``. Ties between two tuned candidates go to the
-    one with fewer tuned shapes (``strong``, listed after ``tuned`` in CANDIDATES)."""
+    one with fewer tuned shapes (``strong``, listed after ``tuned`` in CANDIDATES). A candidate
+    whose ``plausible`` is False (its gain more than its layers could make: ``plausible_gain``) is
+    never kept."""
     best = "aten"
     for name in CANDIDATES:
         r = ratios.get(name)
-        if name == "aten" or r is None or not math.isfinite(r):
+        if name == "aten" or r is None or not math.isfinite(r) or (plausible and not plausible.get(name, True)):
             continue
         if r < margin and (best == "aten" or r <= ratios[best]):
             best = name
@@ -237,10 +253,16 @@ def gate_eager(model: torch.nn.Module, steps, *, rounds: int = ROUNDS, min_round
             # ZeroDivisionError here, past the step's try, with the layers left on the last
             # candidate timed and no verdict recorded: it is a failed round (_paired_ratio).
             ratio = {c: _paired_ratio(times[c], times["aten"]) for c in sets}
-            kept = choose(ratio)
+            aten_s = _measured_median(times["aten"])
+            saved = {c: _saved(sets[c]) for c in sets if c != "aten"}
+            plausible = {c: not math.isfinite(aten_s) or not math.isfinite(ratio[c])
+                         or plausible_gain(aten_s * (1.0 - ratio[c]), saved[c]) for c in saved}
+            kept = choose(ratio, plausible=plausible)
             _apply(tuned, sets[kept], owners)
             res = GateResult(name, kept, len(tuned), len(sets[kept]), ratio,
-                             {c: _measured_median(v) * 1e3 for c, v in times.items()}, len(times["aten"]), reps)
+                             {c: _measured_median(v) * 1e3 for c, v in times.items()}, len(times["aten"]), reps,
+                             saved_ms={c: x * 1e3 for c, x in saved.items()},
+                             implausible=sorted(c for c, ok in plausible.items() if not ok))
             results.append(res)
             if progress:
                 print(f"gemmtune: eager step {name!r}: kept {kept} ({len(sets[kept])} of {len(tuned)} tuned layer "
@@ -422,6 +444,32 @@ def _owners(model: torch.nn.Module) -> dict:
     return out
 
 
+def plausible_gain(gain_s: float, saved_per_call_s: float, slack: float = SLACK) -> bool:
+    """Whether a step gain of ``gain_s`` seconds (aten's median step less the candidate's) is one
+    the candidate's layers could make, saving ``saved_per_call_s`` seconds over one call of each
+    of their tuned shapes (``_saved``; inf where a shape was not timed): at most ``slack`` times that.
+
+    >>> plausible_gain(1.24e-3, 88e-6)   # GPT-2 decode b16, session 61: one layer's 88 us for 1.24 ms
+    False
+    >>> plausible_gain(0.2e-3, 150e-6), plausible_gain(5e-3, float("inf"))
+    (True, True)
+    """
+    return not (gain_s > slack * saved_per_call_s)
+
+
+def _saved(pairs: list) -> float:
+    """Seconds a step could save with ``pairs`` (layer table, shape) on the tuned path: each pair's
+    own timing, cuBLAS's time per call less the tuned kernel's (none where the tuned one was
+    slower), summed; inf where a pair was not timed (policy, a CPU tensor: nothing to bound by)."""
+    total = 0.0
+    for t, s in pairs:
+        entry = t.log.get((s, t.dtype))
+        if entry is None or not (math.isfinite(entry[1]) and math.isfinite(entry[2])):
+            return math.inf
+        total += max(0.0, entry[2] - entry[1])
+    return total
+
+
 def _saving(table, shape) -> float:
     """The layer timing's tuned time over cuBLAS's for ``shape`` (inf where it was not timed)."""
     entry = table.log.get((shape, table.dtype))
@@ -430,4 +478,5 @@ def _saving(table, shape) -> float:
     return entry[1] / entry[2]
 
 
-__all__ = ["GateResult", "gate_eager", "decode_step", "choose", "step_seconds", "MARGIN", "STRONG"]
+__all__ = ["GateResult", "gate_eager", "decode_step", "choose", "plausible_gain", "step_seconds", "MARGIN", "STRONG",
+           "SLACK"]
