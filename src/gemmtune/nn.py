@@ -1336,4 +1336,4 @@ def route_bmm(target=None, *, dtype=None) -> _RouteBmm:
 from .eager_gate import GateResult, gate_eager  # noqa: E402 - after the names it imports from here
 
 __all__ = ["Linear", "patch", "patch_conv1d", "dispatchers", "runs_as_torch", "BMM", "route_bmm", "gate_eager",
-           "GateResult"]
+           "GateResult", "retire", "retired", "recorded_dispatcher"]
