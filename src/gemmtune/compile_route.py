@@ -29,11 +29,12 @@ from __future__ import annotations
 import collections
 import itertools
 import os
-import weakref
 
 import torch
 import torch.nn.functional as F
 from torch.utils.weak import WeakIdKeyDictionary
+
+from .fuse_compile import _named_args, _val
 
 # weight -> Dispatcher. By identity: a tensor's == is elementwise, so a plain WeakKeyDictionary
 # compared two live keys with it on a hash collision.
@@ -41,10 +42,6 @@ _ROUTED = WeakIdKeyDictionary()
 _EPOCH = itertools.count(1)
 _epoch = 0
 STATS = collections.Counter(routed=0, kept=0)  # calls routed / registered calls left to torch
-
-
-def weak(t: torch.Tensor) -> weakref.ref:
-    return weakref.ref(t)
 
 
 def register(weight: torch.Tensor, dispatcher) -> None:
@@ -86,10 +83,6 @@ def _routed_addmm(b: torch.Tensor | None, a: torch.Tensor, w: torch.Tensor, hand
     return torch.ops.gemmtune.mm(a, w, handle, b)
 
 
-def _val(node):
-    return node.meta.get("example_value", node.meta.get("val")) if isinstance(node, torch.fx.Node) else None
-
-
 def _real(node, graph: torch.fx.Graph):
     """The real tensor behind a graph input: a lifted parameter's (``grapharg``), or a ``get_attr``'s."""
     if not isinstance(node, torch.fx.Node):
@@ -119,15 +112,12 @@ def _operands(node: torch.fx.Node):
         names, form = ("input", "mat1", "mat2"), "addmm"
     else:
         return None
-    if len(node.args) > len(names):
+    vals = _named_args(node, names)
+    # addmm's beta and alpha at 1 leave the product as it is; any other argument is not a GEMM of ours
+    if form == "addmm" and any(vals.pop(k, 1) != 1 for k in ("beta", "alpha")):
         return None
-    vals = dict(zip(names, node.args))
-    for k, v in node.kwargs.items():
-        if k in ("beta", "alpha") and form == "addmm" and v == 1:
-            continue
-        if k not in names or k in vals:
-            return None
-    vals.update({k: v for k, v in node.kwargs.items() if k in names})
+    if len(node.args) > len(names) or not set(vals) <= set(names):
+        return None
     if form == "linear":
         if "input" not in vals or "weight" not in vals:
             return None

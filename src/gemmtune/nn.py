@@ -58,6 +58,7 @@ import copyreg
 import sys
 import time
 import warnings
+import weakref
 from typing import MutableMapping
 
 import torch
@@ -752,7 +753,7 @@ class _Recorded:
             return self
         from . import compile_route
         compile_route.register(new_w, self.dispatcher)
-        return _Recorded(self.dispatcher, self.eager, compile_route.weak(new_w))
+        return _Recorded(self.dispatcher, self.eager, weakref.ref(new_w))
 
 
 def _unrecord(module: torch.nn.Module) -> None:
@@ -862,7 +863,7 @@ def retire(model: torch.nn.Module) -> list[str]:
         for k in _CONVERSION_STATE:
             mod.__dict__.pop(k, None)
         # what eager_paths and eager_choices showed, kept for a look afterwards
-        mod._gemmtune_dispatcher = _Recorded(d, {"paths": t.paths, "choices": dict(t.log)}, compile_route.weak(w))
+        mod._gemmtune_dispatcher = _Recorded(d, {"paths": t.paths, "choices": dict(t.log)}, weakref.ref(w))
         compile_route.register(w, d)
         done.append(name or "<model>")
     if done:

@@ -310,18 +310,48 @@ class TimeRanker(_LGBMRanker):
         return _LGBMRanker.predict(self, np.concatenate([X, self._cols(X, problem, ln_t, dev)], axis=1))
 
 
+LAST: dict = {}  # gid -> (problem, device) of the last training._matrix call (TimeRanker.fit reads it)
+
+
+def hook_matrix():
+    """Wrap ``training._matrix`` so that each call records ``LAST``; returns the original, to restore."""
+    orig = training._matrix
+
+    def matrix(d, device, analytic):  # record gid -> (problem, device) for TimeRanker.fit
+        X, y, gid = orig(d, device, analytic)
+        LAST["problems"] = {i: (g.problem, g.device or device) for i, g in enumerate(d.groups)}
+        return X, y, gid
+    training._matrix = matrix
+    return orig
+
+
+def register_kinds(prefix, store, fold_seed, ms):
+    """Register the shipped ranker and TimeRanker in ``RANKERS`` as ``{prefix}:{name}:{store}:{fold_seed}:{ms}``
+    (TimeRanker's fit reads the problems of its matrix from ``LAST``); returns {name: kind}."""
+    kinds = {}
+    for name, cls in (("baseline", _LGBMRanker), ("rankfeat", TimeRanker)):
+        kind = f"{prefix}:{name}:{store}:{fold_seed}:{ms}"
+
+        def make(seed=0, cls=cls):
+            r = cls(seed=ms, threads=ts.THREADS)
+            if cls is TimeRanker:
+                fit = r.fit
+
+                def fit_(X, y, gid):
+                    r.problems = LAST["problems"]
+                    return fit(X, y, gid)
+                r.fit = fit_
+            return r
+        RANKERS[kind] = make
+        kinds[name] = kind
+    return kinds
+
+
 def rankfeat(store, fold_seed, model_seeds):
     """5-fold CV of the baseline ranker and of TimeRanker, same folds and seeds as ``run``."""
     data, n_excl, groups = ts._prepared(store)
     dev = training._device_for(data, ts.STORES[store][3])
-    orig_matrix = training._matrix
-    last = {}
-
-    def matrix(d, device, analytic):  # record gid -> (problem, device) for TimeRanker.fit
-        X, y, gid = orig_matrix(d, device, analytic)
-        last["problems"] = {i: (g.problem, g.device or device) for i, g in enumerate(d.groups)}
-        return X, y, gid
-    training._matrix = matrix
+    orig_matrix = hook_matrix()
     for ms in model_seeds:
         doc, per = _load()
         if any((r["mode"], r["store"], r["fold_seed"], r["model_seed"]) == ("rankfeat", store, fold_seed, ms)
@@ -333,20 +363,7 @@ def rankfeat(store, fold_seed, model_seeds):
             train_d = data.subset(data.shapes - fold)
             test_d = data.subset(fold).native().ranked(ts.MIN_CHOICES)
             models = {}
-            for name, cls in (("baseline", _LGBMRanker), ("rankfeat", TimeRanker)):
-                kind = f"s60rf:{name}:{store}:{fold_seed}:{ms}"
-
-                def make(seed=0, cls=cls):
-                    r = cls(seed=ms, threads=ts.THREADS)
-                    if cls is TimeRanker:
-                        fit = r.fit
-
-                        def fit_(X, y, gid):
-                            r.problems = last["problems"]
-                            return fit(X, y, gid)
-                        r.fit = fit_
-                    return r
-                RANKERS[kind] = make
+            for name, kind in register_kinds("s60rf", store, fold_seed, ms).items():
                 models[name], _ = training.fit(train_d, kind=kind, seed=fold_seed, device=dev)
                 del RANKERS[kind]
             for g in test_d.groups:

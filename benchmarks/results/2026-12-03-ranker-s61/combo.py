@@ -63,40 +63,6 @@ S60 = HERE.parent / "2026-12-03-ranker-s60" / "results.json"
 VARIANT = "cubrel"
 RULES = ("demote", "switch")
 NAMES = ("baseline", "rankfeat", "combo:demote", "combo:switch")
-LAST: dict = {}  # the gid -> (problem, device) map of the last training._matrix call (for TimeRanker.fit)
-
-
-def _hook_matrix():
-    orig = training._matrix
-
-    def matrix(d, device, analytic):
-        X, y, gid = orig(d, device, analytic)
-        LAST["problems"] = {i: (g.problem, g.device or device) for i, g in enumerate(d.groups)}
-        return X, y, gid
-    training._matrix = matrix
-
-
-def _register(store, fold_seed, ms):
-    """Two kinds: the shipped ranker and s60's TimeRanker, built as s60's ``rankfeat`` builds them."""
-    kinds = {}
-    for name, cls in (("baseline", _LGBMRanker), ("rankfeat", ct.TimeRanker)):
-        kind = f"s61:{name}:{store}:{fold_seed}:{ms}"
-
-        def make(seed=0, cls=cls):
-            r = cls(seed=ms, threads=ts.THREADS)
-            if cls is ct.TimeRanker:
-                fit = r.fit
-
-                def fit_(X, y, gid):
-                    r.problems = LAST["problems"]
-                    return fit(X, y, gid)
-                r.fit = fit_
-            return r
-        RANKERS[kind] = make
-        kinds[name] = kind
-    return kinds
-
-
 def _tkeys(model, g, dev):
     """TimeRanker keys of g: aten's measured ln ms passed through s60's side channel."""
     ia = ts._aten_index(g)
@@ -202,7 +168,7 @@ def run(store, fold_seed, model_seeds):
         doc, per = _load()
         if any((r["store"], r["fold_seed"], r["model_seed"]) == (store, fold_seed, ms) for r in doc["runs"]):
             continue
-        kinds = _register(store, fold_seed, ms)
+        kinds = ct.register_kinds("s61", store, fold_seed, ms)
         t0 = time.perf_counter()
         rows, infos = [], []
         for i, fold in enumerate(cvmod.folds_by_group(data.shapes, groups, 5, fold_seed)):
@@ -285,6 +251,6 @@ if __name__ == "__main__":
     what = sys.argv[1] if len(sys.argv) > 1 else "table"
     if what == "run":
         ts._patch()
-        _hook_matrix()
+        ct.hook_matrix()
         run(sys.argv[2], int(sys.argv[3]), [int(x) for x in sys.argv[4].split(",")])
     print(table(_load()[0]))

@@ -213,13 +213,10 @@ def plot(doc: dict, path: str | Path) -> Path | None:
     return path
 
 
-def eager_gate_slack() -> float:
-    from ..eager_gate import SLACK
-    return SLACK
-
-
 def _gate_line(gate: list[dict], mode: str, seconds: float) -> str:
     """The step gate's verdicts (gemmtune.eager_gate) for one un-graphed patched mode."""
+    from ..eager_gate import SLACK
+
     parts = []
     for r in gate:
         if r["kept"] == "none tuned":
@@ -230,7 +227,7 @@ def _gate_line(gate: list[dict], mode: str, seconds: float) -> str:
                          f"its {r['tuned_shapes']} tuned layer shapes kept")
             continue
         ratios = ", ".join(f"{c} {x:.3f}" for c, x in r["ratio"].items() if c != "aten")
-        noise = (f"; {', '.join(r['implausible'])} not kept: a step gain beyond {eager_gate_slack():g}× its layers' "
+        noise = (f"; {', '.join(r['implausible'])} not kept: a step gain beyond {SLACK:g}× its layers' "
                  "own savings" if r.get("implausible") else "")
         parts.append(f"{r['step']}: kept **{r['kept']}** ({r['kept_shapes']} of {r['tuned_shapes']} tuned layer "
                      f"shapes; step time / all-cuBLAS: {ratios}{noise})")
