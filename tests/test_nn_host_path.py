@@ -13,7 +13,9 @@ through ``__getattr__`` or a hook would show here first.
 
 from __future__ import annotations
 
+import collections
 import copy
+import gc
 import sys
 import warnings
 
@@ -41,11 +43,19 @@ def _frames(fn) -> list[tuple[str, str, str, str]]:
             seen.append((frame.f_code.co_filename, frame.f_code.co_name,
                          back.f_code.co_filename if back is not None else "",
                          back.f_code.co_name if back is not None else ""))
+    # A garbage collection inside fn() runs finalizers and weakref callbacks left by earlier tests in
+    # this worker (CI, session 61: the patched step counted 518 frames to the plain step's 516, two
+    # more than a fresh process): collect first and keep the collector off while counting.
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
     sys.setprofile(prof)
     try:
         fn()
     finally:
         sys.setprofile(None)
+        if enabled:
+            gc.enable()
     return seen
 
 
@@ -86,7 +96,8 @@ def test_a_decode_step_on_cublas_enters_no_more_python_than_torchs(name):
     assert below == ["is_compiling"], below
     assert not any(f[1] == "__getattr__" and f[2] == NN for f in frames["patched"])
     # And the step as a whole: no more Python frames than the unpatched model's.
-    assert len(frames["patched"]) <= len(frames["plain"]), (len(frames["patched"]), len(frames["plain"]))
+    extra = collections.Counter(f[:2] for f in frames["patched"]) - collections.Counter(f[:2] for f in frames["plain"])
+    assert len(frames["patched"]) <= len(frames["plain"]), (len(frames["patched"]), len(frames["plain"]), extra)
     # No layer reads its path table at the decode shape: the shape is the layer's hot one (nn._hot: on
     # the H200 host each table read, cold in the CPU's caches by the layer's next call, cost ~1.5 us).
     reads = _Counting()
