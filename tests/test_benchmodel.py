@@ -678,12 +678,80 @@ def test_user_model_entries_and_their_errors(tmp_path, monkeypatch):
 def test_cli_bench_model_bad_entry_is_one_line(tmp_path, capsys):
     from gemmtune.cli import main
 
-    save_config(tmp_path / "bert", "bert", **TINY_MISTRAL)
-    for entry, msg in [(f"config:{tmp_path / 'nope'}", "does not exist"), (f"config:{tmp_path / 'bert'}", "encoder")]:
+    save_config(tmp_path / "t5", "t5")
+    for entry, msg in [(f"config:{tmp_path / 'nope'}", "does not exist"),
+                       (f"config:{tmp_path / 't5'}", "neither a causal LM")]:
         rc = main(["bench-model", "--models", f"tiny-gpt2,{entry}", "--out", str(tmp_path / "out")])
         err = capsys.readouterr().err
         assert rc == 2 and err.count("\n") == 1 and err.startswith(f"gemmtune bench-model: error: {entry}: "), err
         assert msg in err
+
+
+TINY_BERT = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 max_position_embeddings=64)
+
+
+def test_user_entries_are_causal_lms_or_text_encoders(tmp_path):
+    """bench-model's roles: a masked-LM encoder (BERT, RoBERTa) is an encoder, its decoder variant
+    and a Mistral causal, an encoder-decoder (T5) neither, in one line naming both."""
+    from gemmtune.benchmodel import ModelError, parse_model, user_config
+
+    for mt, kw, role in [("bert", TINY_BERT, "encoder"), ("roberta", TINY_BERT, "encoder"),
+                         ("bert", {**TINY_BERT, "is_decoder": True}, "causal"), ("mistral", TINY_MISTRAL, "causal")]:
+        cfg, got = user_config(parse_model(f"config:{save_config(tmp_path / (mt + str(len(kw))), mt, **kw)}"))
+        assert (cfg.model_type, got) == (mt, role)
+    assert user_config(parse_model("hf:bert"))[1] == "encoder"
+    for entry, msg in [(f"config:{save_config(tmp_path / 't5', 't5')}", "neither a causal LM .* nor a text encoder"),
+                       (f"config:{save_config(tmp_path / 'short', 'bert', **{**TINY_BERT, 'max_position_embeddings': 8})}",
+                        "max_position_embeddings 8 is under the 14 tokens")]:
+        with pytest.raises(ModelError, match=msg) as e:
+            user_config(parse_model(entry))
+        assert str(e.value).startswith(entry + ": ") and "\n" not in str(e.value)
+
+
+def test_embed_batch_pads_random_ids_to_the_longest_sequence():
+    from gemmtune.benchmodel import embed_batch
+
+    ids, mask = embed_batch(512, 3, "cpu", n=64, seed=1)
+    lengths = mask.sum(1)
+    assert ids.shape == (64, 14) and int(lengths.max()) == 14 and int(lengths.min()) >= 8
+    assert bool((mask[:, :8] == 1).all()) and bool((ids[mask == 0] == 3).all())
+    assert len(set(lengths.tolist())) > 1  # a padded batch: the mask is exercised
+    again, _ = embed_batch(512, 3, "cpu", n=64, seed=1)
+    assert torch.equal(ids, again)  # seeded: every mode and run embeds the same batch
+
+
+def test_an_encoder_config_runs_through_bench_model(tmp_path):
+    """config:PATH of a BERT on the CPU: the embed_64 phase only (the causal phases asked for do
+    not apply), one tuning call, every mode's embeddings against the fp32 copy's, and the
+    interleaved eager verdict, as MiniLM's; dir: loads a saved encoder's own weights."""
+    import transformers as tf
+
+    entry = f"config:{save_config(tmp_path / 'bert', 'bert', **TINY_BERT)}"
+    calls = []
+    doc = benchmodel.run([entry], phases=["decode_b1"], modes=["eager", "eager_patch"], out_dir=tmp_path / "out",
+                         dtype="float32", tune_kwargs={"tune_fn": fake_tuner(calls)}, log=lambda s: None)
+    m = doc["models"][0]
+    assert "error" not in m, m.get("error")
+    assert (m["model"], m["model_type"], m["encoder"]) == (entry, "bert", True)
+    assert m["embed_tokens"]["sequences"] == 64 and m["embed_tokens"]["padded_to"] == 14
+    assert len(calls) == 1 and calls[0] >= 4  # q/k/v (or their fusion), o, intermediate, output: one call
+    for mode in ("eager", "eager_patch"):
+        r = m["modes"][mode]["phases"]["embed_64"]
+        assert r["cosine_ok"] and r["min_cosine"] > 0.9999 and r["ms"] > 0
+    assert m["modes"]["eager_patch"]["phases"]["embed_64"]["interleaved"]["eager_ms"] > 0
+    md = (tmp_path / "out" / "bench-model.md").read_text()
+    assert f"## {entry} (bert, " in md and "| embed_64 |" in md
+    # dir: an encoder folder's weights, not seeded ones: its embeddings are the saved model's
+    torch.manual_seed(5)
+    saved = tf.AutoModel.from_config(tf.AutoConfig.for_model("bert", **TINY_BERT)).eval()
+    saved.save_pretrained(tmp_path / "bertdir")
+    spec = benchmodel.parse_model(f"dir:{tmp_path / 'bertdir'}")
+    built = benchmodel.build_encoder(spec, torch.float32, "cpu")
+    ids, mask = benchmodel.embed_batch(512, 0, "cpu")
+    with torch.no_grad():
+        torch.testing.assert_close(built(input_ids=ids, attention_mask=mask).last_hidden_state,
+                                   saved(input_ids=ids, attention_mask=mask).last_hidden_state)
 
 
 def test_a_config_json_runs_through_bench_model(tmp_path):

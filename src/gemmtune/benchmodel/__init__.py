@@ -10,10 +10,14 @@ causal LM: ``config:PATH`` (a HF config.json, or a folder holding one: built wit
 weights, as the named ones), ``dir:PATH`` (a local HF model folder with its weights, loaded with
 ``local_files_only``) or ``hf:MODEL_TYPE`` (transformers' default config of that model_type);
 its results carry the entry as given, its model_type and parameter count (models.parse_model).
+The same three forms take a text encoder (BERT's kind, ``models.is_encoder``): it runs the
+``embed_64`` phase only, 64 seeded sequences of random token ids (``models.embed_batch``) embedded
+as MiniLM's pipeline does (the last hidden state averaged over each sequence's tokens,
+normalized); a config of MiniLM's sizes runs the minilm entry's GEMMs without its weights.
 
 Phases: ``prefill_b1_s512``, ``prefill_b8_s128``, ``decode_b1`` and ``decode_b16`` (one
 step of one token with a KV cache of 128 tokens, cropped back after each step), ``embed_64``
-(64 sentences, MiniLM).
+(64 sentences: MiniLM, or an encoder of a user's).
 
 Modes, each timed (median over rounds of calls timed with CUDA events on a GPU, the wall clock on a CPU, after warm-up):
 ``eager``; ``eager_patch`` (``gemmtune.patch(model, example_inputs=...)``: every phase's
@@ -45,7 +49,8 @@ from __future__ import annotations
 
 from .graphs import base_mode, capture, is_graph, tensors_of
 from .models import (CAUSAL, DEFAULT_MODES, MODELS, MODES, PHASES, SOURCES, ModelError, ModelSpec, build_causal,
-                     build_minilm, build_model, causal_config, minilm_dir, parse_model, phase_fit)
+                     build_encoder, build_minilm, build_model, causal_config, embed_batch, is_encoder, minilm_dir,
+                     parse_model, phase_fit, user_config)
 from .phases import COSINE_MIN, GREEDY_STEPS, Phase, causal_phase, greedy, rel_err
 from .report import markdown, plot
 from .run import bench_causal, bench_minilm, eager_path_summary, make_variants, run
@@ -55,4 +60,5 @@ __all__ = ["run", "MODELS", "PHASES", "MODES", "DEFAULT_MODES", "capture", "is_g
            "interleave_graphs", "CAUSAL", "time_call", "time_interleaved", "greedy", "build_causal",
            "markdown", "build_minilm", "minilm_dir", "COSINE_MIN", "GREEDY_STEPS", "Phase", "causal_phase", "rel_err",
            "plot", "bench_causal", "bench_minilm", "eager_path_summary", "make_variants", "interleave_eager",
-           "SOURCES", "ModelError", "ModelSpec", "build_model", "causal_config", "parse_model", "phase_fit"]
+           "SOURCES", "ModelError", "ModelSpec", "build_model", "causal_config", "parse_model", "phase_fit",
+           "build_encoder", "embed_batch", "is_encoder", "user_config"]

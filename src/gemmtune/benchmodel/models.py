@@ -1,5 +1,5 @@
 """The models bench-model runs: HF causal LMs built from their configs with random weights (no
-network), a user's own causal LM (``config:PATH``, ``dir:PATH``, ``hf:MODEL_TYPE``), and MiniLM
+network), a user's own causal LM or text encoder (``config:PATH``, ``dir:PATH``, ``hf:MODEL_TYPE``), and MiniLM
 from a local folder; the phases and modes it knows."""
 
 from __future__ import annotations
@@ -70,6 +70,11 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
 # The prompt and steps of the greedy check (phases.greedy: 16 prompt tokens, then GREEDY_STEPS
 # decode steps): a model must hold this many positions to be checked at all.
 GREEDY_POSITIONS = 16 + 32
+# An encoder's embed_64 phase: 64 sequences of 8 to 14 tokens (seeded), padded to 14 with an
+# attention mask, as a tokenizer batches short sentences. 14: bench-model's 64 MiniLM sentences
+# each tokenize to 14 tokens with MiniLM's vocabulary (checked 2026-12-03), so an encoder of
+# MiniLM's config runs the same GEMMs (M = 64 x 14 = 896) as the minilm entry.
+EMBED_LENGTHS = (8, 14)
 
 
 def raised_at(e: BaseException) -> str:
@@ -193,7 +198,7 @@ def not_causal_reason(model_type: str, is_decoder: bool, causal_types, encoder_t
         return f"model_type {model_type} is not a causal LM: transformers has no AutoModelForCausalLM class for it"
     if model_type in encoder_types and not is_decoder:
         return (f"model_type {model_type} is an encoder (it has a masked-LM class) and its config does not set "
-                '"is_decoder": true; bench-model and capture run causal LMs')
+                '"is_decoder": true; capture runs causal LMs (bench-model runs it as a text encoder)')
     return None
 
 
@@ -202,38 +207,46 @@ def _first_line(e: BaseException) -> str:
     return (text[0] if text else type(e).__name__)[:300]
 
 
-def causal_config(spec: ModelSpec, positions: int | None = GREEDY_POSITIONS):
-    """The transformers config of a user's model (``spec.user``), checked to be a causal LM whose
-    config declares room for the greedy check; a ModelError naming the entry otherwise.
-    ``positions=None`` leaves the room to the caller: ``gemmtune capture`` runs no greedy check,
-    and checks the positions of its own passes (its --seq and --decode-steps)."""
+def _read_config(spec: ModelSpec):
+    """The transformers config a user's entry (``spec.user``) names; a ModelError naming the entry
+    when it cannot be read."""
     tf = _transformers()
     from transformers.models.auto import modeling_auto as ma
 
-    causal = ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
     if spec.kind == "hf":
         try:
-            cfg = tf.AutoConfig.for_model(spec.model_type)
+            return tf.AutoConfig.for_model(spec.model_type)
         except (ValueError, KeyError):
-            close = difflib.get_close_matches(spec.model_type, list(causal), n=3)
+            known = list(ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) + list(ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+            close = difflib.get_close_matches(spec.model_type, known, n=3)
             raise ModelError(f"{spec.entry}: transformers {tf.__version__} knows no model_type {spec.model_type!r}"
                              + (f" (did you mean {', '.join(close)}?)" if close else "")) from None
-    else:
-        src = spec.path if spec.path.is_file() else spec.path / "config.json"
-        try:
-            raw = json.loads(src.read_text())
-        except (OSError, ValueError) as e:
-            raise ModelError(f"{spec.entry}: cannot read {src}: {_first_line(e)}") from None
-        if not isinstance(raw, dict) or "model_type" not in raw:
-            raise ModelError(f"{spec.entry}: {src} has no \"model_type\" (not a HF config.json)")
-        try:
-            cfg = tf.AutoConfig.from_pretrained(str(spec.path), local_files_only=True)
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            # e.g. a model_type of custom code (auto_map), which bench-model does not run
-            raise ModelError(f"{spec.entry}: transformers {tf.__version__} cannot read its config: "
-                             f"{_first_line(e)}") from None
-    why = not_causal_reason(cfg.model_type, bool(getattr(cfg, "is_decoder", False)), causal,
-                            ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+    src = spec.path if spec.path.is_file() else spec.path / "config.json"
+    try:
+        raw = json.loads(src.read_text())
+    except (OSError, ValueError) as e:
+        raise ModelError(f"{spec.entry}: cannot read {src}: {_first_line(e)}") from None
+    if not isinstance(raw, dict) or "model_type" not in raw:
+        raise ModelError(f"{spec.entry}: {src} has no \"model_type\" (not a HF config.json)")
+    try:
+        return tf.AutoConfig.from_pretrained(str(spec.path), local_files_only=True)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        # e.g. a model_type of custom code (auto_map), which bench-model does not run
+        raise ModelError(f"{spec.entry}: transformers {tf.__version__} cannot read its config: "
+                         f"{_first_line(e)}") from None
+
+
+def causal_config(spec: ModelSpec, positions: int | None = GREEDY_POSITIONS, cfg=None):
+    """The transformers config of a user's model (``spec.user``), checked to be a causal LM whose
+    config declares room for the greedy check; a ModelError naming the entry otherwise.
+    ``positions=None`` leaves the room to the caller: ``gemmtune capture`` runs no greedy check,
+    and checks the positions of its own passes (its --seq and --decode-steps). ``cfg``: the
+    config, already read."""
+    from transformers.models.auto import modeling_auto as ma
+
+    cfg = _read_config(spec) if cfg is None else cfg
+    why = not_causal_reason(cfg.model_type, bool(getattr(cfg, "is_decoder", False)),
+                            ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES)
     if why:
         raise ModelError(f"{spec.entry}: {why}")
     room = max_positions(cfg)
@@ -241,6 +254,37 @@ def causal_config(spec: ModelSpec, positions: int | None = GREEDY_POSITIONS):
         raise ModelError(f"{spec.entry}: max_position_embeddings {room} is under the {positions} positions "
                          "of the greedy-decoding check")
     return cfg
+
+
+def is_encoder(cfg) -> bool:
+    """Whether a config is a text encoder that bench-model embeds with (BERT's kind: RoBERTa,
+    DeBERTa, ELECTRA, MiniLM's BERT...): transformers has a masked-LM class and a bare model class
+    for it, and it is neither a decoder (``is_decoder``: its causal variant) nor an
+    encoder-decoder (BART, T5)."""
+    from transformers.models.auto import modeling_auto as ma
+
+    return (cfg.model_type in ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES and cfg.model_type in ma.MODEL_MAPPING_NAMES
+            and not getattr(cfg, "is_decoder", False) and not getattr(cfg, "is_encoder_decoder", False))
+
+
+def user_config(spec: ModelSpec, positions: int | None = GREEDY_POSITIONS):
+    """(config, role) of a user's entry: role ``encoder`` for a text encoder (``is_encoder``: run
+    by the ``embed_64`` phase, as MiniLM), else ``causal`` (checked by ``causal_config``)."""
+    from transformers.models.auto import modeling_auto as ma
+
+    cfg = _read_config(spec)
+    if not is_encoder(cfg) and not_causal_reason(cfg.model_type, bool(getattr(cfg, "is_decoder", False)),
+                                                 ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, set()):
+        raise ModelError(f"{spec.entry}: model_type {cfg.model_type} is neither a causal LM (transformers has no "
+                         "AutoModelForCausalLM class for it) nor a text encoder (a masked-LM model such as BERT, "
+                         "neither a decoder nor an encoder-decoder): bench-model runs those two")
+    if is_encoder(cfg):
+        room = max_positions(cfg)
+        if room is not None and room < EMBED_LENGTHS[1]:
+            raise ModelError(f"{spec.entry}: max_position_embeddings {room} is under the {EMBED_LENGTHS[1]} "
+                             "tokens of the embed_64 phase's longest sequence")
+        return cfg, "encoder"
+    return causal_config(spec, positions, cfg), "causal"
 
 
 def max_positions(cfg) -> int | None:
@@ -303,6 +347,47 @@ def build_model(spec: ModelSpec, dtype: torch.dtype, device: str, seed: int = 0,
     except Exception as e:  # noqa: BLE001 -- a user's files: a corrupt safetensors raised SafetensorError
         raise RuntimeError(f"cannot build {spec.entry}: {type(e).__name__}: {_first_line(e)}") from None
     return model.to(dtype).eval()
+
+def build_encoder(spec: ModelSpec, dtype: torch.dtype, device: str, seed: int = 0, cfg=None):
+    """A user's text encoder (``is_encoder``) as transformers' bare model class (``AutoModel``: the
+    last hidden state, no head), in ``dtype`` on ``device``: ``config:`` / ``hf:`` with seeded
+    random weights (the same for every dtype), ``dir:`` with the folder's weights. A model that
+    cannot be built is a RuntimeError naming it, as ``build_model``'s."""
+    tf = _transformers()
+    from transformers.models.auto import modeling_auto as ma
+
+    cfg = user_config(spec)[0] if cfg is None else cfg
+    kw = {"dtype": torch.float32}
+    if getattr(ma.MODEL_MAPPING[type(cfg)], "_supports_sdpa", False):
+        kw["attn_implementation"] = "sdpa"
+    try:
+        if spec.kind == "dir":
+            model = tf.AutoModel.from_pretrained(str(spec.path), local_files_only=True, **kw).to(device)
+        else:
+            torch.manual_seed(seed)
+            with torch.device(device):
+                model = tf.AutoModel.from_config(cfg, **kw)
+    except Exception as e:  # noqa: BLE001 -- a user's files, as build_model's
+        raise RuntimeError(f"cannot build {spec.entry}: {type(e).__name__}: {_first_line(e)}") from None
+    return model.to(dtype).eval()
+
+
+def embed_batch(vocab: int, pad_id: int, device: str, n: int = 64, seed: int = 0):
+    """(input_ids, attention_mask) of an encoder's embed_64 phase: ``n`` sequences of
+    ``EMBED_LENGTHS`` tokens, the first one of the longest, padded with ``pad_id``.
+
+    >>> ids, mask = embed_batch(100, 0, "cpu")
+    >>> ids.shape, int(mask[0].sum()), bool((ids[mask == 0] == 0).all())
+    (torch.Size([64, 14]), 14, True)
+    """
+    lo, hi = EMBED_LENGTHS
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(lo, hi + 1, (n,), generator=g)
+    lengths[0] = hi  # the batch is padded to its longest sequence, as a tokenizer pads
+    ids = torch.randint(0, vocab, (n, hi), generator=g)
+    mask = (torch.arange(hi)[None, :] < lengths[:, None]).long()
+    return ids.masked_fill(mask == 0, pad_id).to(device), mask.to(device)
+
 
 def _config(name: str):
     import transformers as tf

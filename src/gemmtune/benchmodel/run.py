@@ -12,8 +12,9 @@ import torch
 
 from ..jsonio import write_atomic
 from .graphs import base_mode, capture, is_graph
-from .models import (BASE_MODES, DEFAULT_MODES, MODES, PHASES, ModelError, build_minilm, build_model, causal_config,
-                     max_positions, minilm_dir, parse_model, phase_fit, raised_at, routed_experts)
+from .models import (BASE_MODES, DEFAULT_MODES, MODES, PHASES, ModelError, build_encoder, build_minilm, build_model,
+                     embed_batch, max_positions, minilm_dir, parse_model, phase_fit, raised_at, routed_experts,
+                     user_config)
 from .phases import COSINE_MIN, Phase, _ids, causal_phase, greedy, greedy_cache_kind, rel_err, token_median_err
 from .report import markdown, plot
 from .profile import decode_floor, profile_graphs, weight_bytes
@@ -584,6 +585,7 @@ def bench_causal(name: str, phases: list[str], modes: list[str], *, device: str,
 def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwargs: dict, folder: str | None,
                  log: Callable[[str], None] = print, profile: bool = False,
                  eager_rounds: int | None = None) -> dict:
+    """all-MiniLM-L6-v2 through sentence-transformers, real weights: 64 sentences embedded."""
     torch._dynamo.reset()
     try:
         st32 = build_minilm(torch.float32, device, folder)
@@ -597,10 +599,47 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
 
     def emb(m):
         return m(dict(feats))["sentence_embedding"]
+    return bench_embed("minilm", st32, st, emb, modes, device=device, tune_kwargs=tune_kwargs, log=log,
+                       profile=profile, eager_rounds=eager_rounds)
+
+
+def bench_encoder(name: str, modes: list[str], *, device: str, dtype: torch.dtype, tune_kwargs: dict,
+                  log: Callable[[str], None] = print, profile: bool = False,
+                  eager_rounds: int | None = None) -> dict:
+    """A user's text encoder (``config:`` / ``dir:`` / ``hf:``, models.is_encoder): 64 sequences
+    (models.embed_batch) embedded as sentence-transformers' MiniLM pipeline does: the last hidden
+    state averaged over each sequence's tokens, L2-normalized."""
+    torch._dynamo.reset()
+    spec = parse_model(name)
+    cfg = user_config(spec)[0]
+    m32 = build_encoder(spec, torch.float32, device, cfg=cfg)
+    m = build_encoder(spec, dtype, device, cfg=cfg)
+    pad = getattr(cfg, "pad_token_id", None)
+    ids, mask = embed_batch(m.get_input_embeddings().weight.shape[0], pad if isinstance(pad, int) else 0, device)
+
+    def emb(model):
+        h = model(input_ids=ids, attention_mask=mask).last_hidden_state
+        w = mask.unsqueeze(-1).to(h.dtype)
+        return torch.nn.functional.normalize((h * w).sum(1) / w.sum(1), dim=-1)
+    out = bench_embed(name, m32, m, emb, modes, device=device, tune_kwargs=tune_kwargs, log=log,
+                      profile=profile, eager_rounds=eager_rounds)
+    out.update(model_type=cfg.model_type, encoder=True,
+               embed_tokens={"sequences": ids.shape[0], "padded_to": ids.shape[1], "real": int(mask.sum())},
+               source=str(spec.path) if spec.path else f"AutoConfig.for_model({spec.model_type!r})",
+               attn_implementation=getattr(m.config, "_attn_implementation", None))
+    return out
+
+
+def bench_embed(name: str, ref_model: torch.nn.Module, model: torch.nn.Module, emb: Callable, modes: list[str], *,
+                device: str, tune_kwargs: dict, log: Callable[[str], None] = print, profile: bool = False,
+                eager_rounds: int | None = None) -> dict:
+    """Every mode of an embedding model's one phase, ``embed_64``: ``emb(model)`` its embeddings,
+    checked by cosine against ``emb(ref_model)`` (the fp32 copy, freed once used)."""
     with torch.no_grad():
-        ref = emb(st32).float()
-    del st32
-    out = {"model": "minilm", "params": sum(p.numel() for p in st.parameters()), "modes": {}}
+        ref = emb(ref_model).float()
+    del ref_model
+    st = model
+    out = {"model": name, "params": sum(p.numel() for p in st.parameters()), "modes": {}}
     variants = make_variants(st, modes, emb, out, tune_kwargs, steps=lambda m: {"embed_64": lambda: emb(m)}, log=log)
     replays: dict = {}
     emb_phase = Phase("embed_64", emb, emb)
@@ -609,17 +648,17 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
         m = variants[mode]
         if is_graph(mode):
             rec = out["modes"][mode]
-            if _skip_graph(rec, "minilm", mode, device, log):
+            if _skip_graph(rec, name, mode, device, log):
                 return
             _dynamo_for(mode, replays, variants, rec)
-            r = graph_phase(m, emb_phase, "minilm", mode, log, replays)
+            r = graph_phase(m, emb_phase, name, mode, log, replays)
             e = replays[(mode, "embed_64")]().float()
             cos = float(torch.nn.functional.cosine_similarity(e, ref, dim=-1).min())
             rec.update(first_calls_s=r["warmup_s"] + r["capture_s"], phases={"embed_64": {**r, "min_cosine": cos,
                                                                           "cosine_ok": cos >= COSINE_MIN}})
             if profile:
-                profile_graphs(out, _of_mode(replays, mode), ["embed_64"], "minilm", log)
-            interleave_graphs(out, replays, ["embed_64"], "minilm", log)  # so far (see bench_causal)
+                profile_graphs(out, _of_mode(replays, mode), ["embed_64"], name, log)
+            interleave_graphs(out, replays, ["embed_64"], name, log)  # so far (see bench_causal)
             return
         _dynamo_for(mode, replays, variants, out["modes"][mode])
         t0 = time.perf_counter()
@@ -631,14 +670,14 @@ def bench_minilm(modes: list[str], *, device: str, dtype: torch.dtype, tune_kwar
         cos = float(torch.nn.functional.cosine_similarity(e, ref, dim=-1).min())
         out["modes"][mode].update({"first_calls_s": first, "phases": {"embed_64": {
             **t, "min_cosine": cos, "cosine_ok": cos >= COSINE_MIN}}})
-        log(f"minilm {mode:13s} embed_64         {t['ms']:9.3f} ms  min cosine {cos:.5f}")
+        log(f"{name} {mode:13s} embed_64         {t['ms']:9.3f} ms  min cosine {cos:.5f}")
 
     for mode in modes:
         _guarded(one_mode, mode, out["modes"][mode], log)
     _no_lut()
     from ..compile_route import STATS as routes
     out["compile_routes"] = dict(routes)  # retired layers' GEMMs put on their dispatchers in compiled graphs
-    interleave_eager(out, variants, {"embed_64": emb}, "minilm", log, eager_rounds)
+    interleave_eager(out, variants, {"embed_64": emb}, name, log, eager_rounds)
     _verdicts(out)  # (the graph modes' verdict: after each one, in one_mode)
     return out
 
@@ -687,9 +726,7 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
     # Every entry checked before anything runs (a typo in the last one fails now, not after the
     # others' hours): its files, and a user's config read and checked to be a causal LM.
     specs = [parse_model(name) for name in models]
-    for spec in specs:
-        if spec.user:
-            causal_config(spec)
+    roles = {spec.entry: user_config(spec)[1] for spec in specs if spec.user}  # causal, or encoder
     if minilm_folder is not None and any(s.kind == "minilm" for s in specs) and not Path(minilm_folder).is_dir():
         # A mistyped --minilm-dir was found only when minilm's turn came, after the models before it
         # had run (hours on a CPU), and then recorded as 'not run'.
@@ -715,6 +752,9 @@ def run(models: list[str], *, phases: list[str] | None = None, modes: list[str] 
             if spec.kind == "minilm":
                 res = bench_minilm(modes, device=device, dtype=dt, tune_kwargs=tune_kwargs, folder=minilm_folder,
                                    log=log, profile=profile, eager_rounds=eager_rounds)
+            elif roles.get(name) == "encoder":
+                res = bench_encoder(name, modes, device=device, dtype=dt, tune_kwargs=tune_kwargs, log=log,
+                                    profile=profile, eager_rounds=eager_rounds)
             else:
                 def checkpoint(partial, name=name, last=last):
                     # a copy: the live record goes on changing (the mode after, the one that fails)

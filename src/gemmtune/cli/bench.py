@@ -155,7 +155,8 @@ def add_parsers(sub) -> None:
     from ..benchmodel import DEFAULT_MODES, MODELS, MODES, PHASES
     p = sub.add_parser("bench-model", help="HF models end to end: eager / patched / compiled times and checks (GPU)")
     p.add_argument("--models", default="gpt2,minilm,llama-1b,qwen2-0.5b",
-                   help=f"comma-separated: {', '.join(MODELS)}; or your own causal LM: config:PATH (a HF config.json "
+                   help=f"comma-separated: {', '.join(MODELS)}; or your own causal LM or text encoder (BERT's kind: "
+                   "its embed_64 phase only): config:PATH (a HF config.json "
                    "or a folder holding one: random weights), dir:PATH (a local HF model folder with its weights), "
                    "hf:MODEL_TYPE (transformers' default config of that model_type); results name each by its entry")
     p.add_argument("--phases", help=f"comma-separated (default all): {', '.join(PHASES)}")
