@@ -236,6 +236,37 @@ def test_cli_capture_takes_bench_models_entries_and_meta_gives_the_cpus_suite(tm
         assert rc == 2 and err.count("\n") == 1 and msg in err, (argv, err)
 
 
+def test_cli_capture_runs_a_text_encoder_as_one_forward(tmp_path, capsys):
+    """A BERT config (as bench-model takes one) is one forward of --batch x --seq tokens: its Linear
+    layers at M = batch x seq as addmm, the pooler's at M = batch; the same suite on meta as on the
+    CPU; --decode-steps refused (an encoder has no decode step) and T5 (neither a causal LM nor a
+    text encoder) named in one line each."""
+    pytest.importorskip("transformers")
+    import transformers as tf
+
+    from gemmtune.cli import main
+
+    tf.BertConfig(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                  max_position_embeddings=32).save_pretrained(tmp_path / "bert")
+    out = {}
+    for dev in ("meta", "cpu"):
+        path = tmp_path / f"{dev}.csv"
+        rc = main(["capture", "--model", f"config:{tmp_path / 'bert'}", "--device", dev, "--batch", "3", "--seq", "7",
+                   "--out", str(path), "-q"])
+        assert rc == 0, capsys.readouterr().err
+        out[dev] = path.read_text()
+    assert out["meta"] == out["cpu"]
+    rows = {(s.problem.m, s.problem.n, s.problem.k, s.problem.op) for s in load_csv(tmp_path / "cpu.csv")}
+    assert rows == {(21, 64, 64, "addmm"), (21, 96, 64, "addmm"), (21, 64, 96, "addmm"), (3, 64, 64, "addmm")}, rows
+    tf.T5Config(vocab_size=512, d_model=32, d_ff=64, num_layers=1, num_heads=2).save_pretrained(tmp_path / "t5")
+    for argv, msg in [([f"config:{tmp_path / 'bert'}", "--decode-steps", "2"], "a text encoder, which runs no decode"),
+                      ([f"config:{tmp_path / 'bert'}", "--seq", "40"], "--seq 40 needs 40 positions, the config declares 32"),
+                      ([f"config:{tmp_path / 't5'}"], "neither a causal LM")]:
+        rc = main(["capture", "--model", *argv, "--device", "meta", "--out", str(tmp_path / "x.csv")])
+        err = capsys.readouterr().err
+        assert rc == 2 and err.count("\n") == 1 and msg in err, (argv, err)
+
+
 def test_cli_capture_checks_the_positions_it_runs_not_bench_models(tmp_path, capsys):
     """A config of 32 positions was refused for ``--seq 8`` by bench-model's greedy check ("under the
     48 positions of the greedy-decoding check"), which capture does not run; and a prefill past a
@@ -258,13 +289,7 @@ def test_cli_capture_checks_the_positions_it_runs_not_bench_models(tmp_path, cap
         err = capsys.readouterr().err
         assert rc == 2 and err.count("\n") == 1 and "positions, the config declares 32" in err, (dev, err)
         assert not out.exists()
-    # bench-model keeps its own check; a BERT config still says what it is, for capture too
-    (tmp_path / "bert").mkdir()
-    tf.BertConfig(vocab_size=512, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                  intermediate_size=64).save_pretrained(tmp_path / "bert")
-    rc = main(["capture", "--model", f"config:{tmp_path / 'bert'}", "--device", "meta", "--out", str(out)])
-    err = capsys.readouterr().err
-    assert rc == 2 and "is an encoder" in err and "capture" in err, err
+    # A BERT config is captured as a text encoder (one forward, test_cli_capture_runs_a_text_encoder_...)
 
 
 def test_cli_capture_refuses_a_model_that_does_not_fit_before_building_it(tmp_path, capsys, monkeypatch):

@@ -277,7 +277,7 @@ def user_config(spec: ModelSpec, positions: int | None = GREEDY_POSITIONS):
                                                  ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, set()):
         raise ModelError(f"{spec.entry}: model_type {cfg.model_type} is neither a causal LM (transformers has no "
                          "AutoModelForCausalLM class for it) nor a text encoder (a masked-LM model such as BERT, "
-                         "neither a decoder nor an encoder-decoder): bench-model runs those two")
+                         "neither a decoder nor an encoder-decoder): bench-model and capture run those two")
     if is_encoder(cfg):
         room = max_positions(cfg)
         if room is not None and room < EMBED_LENGTHS[1]:

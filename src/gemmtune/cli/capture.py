@@ -141,7 +141,7 @@ def _shapes_only(spec):
     return dataclasses.replace(spec, kind="config") if spec.kind == "dir" else spec
 
 
-def _check_memory(entry: str, spec, device: str) -> None:
+def _check_memory(entry: str, spec, device: str, build=None) -> None:
     """Refuse, before building it, a model whose weights do not fit on ``device``: the models are
     built in fp32 and then cast, so a model of P parameters needs 4P bytes at its peak. A larger
     one is killed by the kernel's OOM killer with no message of ours: ``hf:qwen3`` (transformers
@@ -156,7 +156,7 @@ def _check_memory(entry: str, spec, device: str) -> None:
     free = {d: _available_bytes(d) for d in where}
     if all(v is None for v in free.values()):
         return
-    meta = build_model(_shapes_only(spec), torch.float32, "meta", positions=None)
+    meta = (build or build_model)(_shapes_only(spec), torch.float32, "meta", positions=None)
     need = 4 * sum(p.numel() for p in meta.parameters())
     for d, avail in free.items():
         if avail is not None and need > avail:
@@ -197,8 +197,8 @@ def cmd_capture(args) -> int:
     refuse_same_file("--out", args.out, [("--json", args.json)], "give them different paths")
     t0 = time.monotonic()
     if preset:
-        from ..benchmodel.models import (CAUSAL, USER_FORMS, ModelError, _config, build_model, causal_config,
-                                         max_positions, parse_model)
+        from ..benchmodel.models import (CAUSAL, USER_FORMS, ModelError, _config, build_encoder, build_model,
+                                         max_positions, parse_model, user_config)
 
         try:
             spec = parse_model(args.model)  # config:/dir:/hf: entries: its message names what is wrong
@@ -222,37 +222,63 @@ def cmd_capture(args) -> int:
         # capture needs those of its own passes, checked here: a prefill past a learned position
         # table (GPT-2's n_positions) was an IndexError traceback, and on meta a suite of shapes
         # the model cannot run.
-        cfg = causal_config(spec, positions=None) if spec.user else _config(spec.entry)
+        # A user's text encoder (BERT's kind, as bench-model takes one) runs one forward of --batch
+        # sequences of --seq tokens: it has no decode step.
+        cfg, role = user_config(spec, positions=None) if spec.user else (_config(spec.entry), "causal")
         room = max_positions(cfg)
+        if role == "encoder":
+            if args.decode_steps:
+                raise ValueError(f"{args.model}: model_type {cfg.model_type} is a text encoder, which runs no decode "
+                                 "step: drop --decode-steps (its capture is one forward of --batch x --seq tokens)")
+            steps = 0
         if room is not None and seq + steps > room:
-            raise ValueError(f"{args.model}: --seq {seq} and --decode-steps {steps} need {seq + steps} positions, "
-                             f"the config declares {room}")
+            raise ValueError(f"{args.model}: --seq {seq}" + (f" and --decode-steps {steps} need" if steps else " needs")
+                             + f" {seq + steps} positions, the config declares {room}")
+        build = ((lambda sp, dt, dev, **kw: build_encoder(sp, dt, dev, seed=kw.get("seed", 0)))
+                 if role == "encoder" else build_model)
         if device == "meta":
             spec = _shapes_only(spec)
         else:
-            _check_memory(args.model, spec, device)
+            _check_memory(args.model, spec, device, build)
         weights = "its folder's weights" if spec.kind == "dir" else "random weights from its config"
         say(f"building {args.model} ({dtype_name(dtype)}, {device}, {weights})")
         try:
-            model = build_model(spec, dtype, device, seed=args.seed, positions=None)
+            model = build(spec, dtype, device, seed=args.seed, positions=None)
         except RuntimeError as e:  # a user's model that cannot be built: one line, no traceback
             raise ValueError(str(e)) from None
-        if args.fuse:
+        if role == "encoder":
+            g = torch.Generator().manual_seed(args.seed)
+            ids = torch.randint(0, model.get_input_embeddings().weight.shape[0], (batch, seq), generator=g)
+            # No padding, so no mask: on meta, transformers' mask code reads a value (.item()) that a
+            # meta tensor does not have, and without one it attends to every token, as a full mask does.
+            x = {"input_ids": ids.to(device)}
+            if args.fuse:
+                from ..fuse import fuse_linears
+
+                _said_fused(say, fuse_linears(model, inputs=[x]))
+            say(f"running {args.model}: one forward of {batch} x {seq} tokens on {device}")
+            try:
+                cap = capture(model, inputs=[x])
+            except Exception as e:  # noqa: BLE001 - a user's model that fails in its own forward: one line
+                raise _users_code_failed(args.model, "its forward failed during the capture", e) from None
+        elif args.fuse:
             from ..fuse import fuse_linears
 
             ids = torch.zeros(batch, min(seq, 4), dtype=torch.long, device=device)
             _said_fused(say, fuse_linears(model, fn=lambda: model(input_ids=ids)))
-        try:
-            cap = capture_causal_lm(model, batch=batch, seq=seq, decode_steps=steps, seed=args.seed, progress=say)
-        except Exception as e:  # noqa: BLE001 - a user's model that fails in its own forward: one line
-            if not spec.user:
-                raise  # a named preset is gemmtune's to run: its failure is a bug, with its traceback
-            from ..benchmodel.models import raised_at
-            # (a Mamba raised IndexError in transformers' cache code before capture.new_cache)
-            raise ValueError(f"{args.model}: its forward failed during the capture ({type(e).__name__}: {e}, "
-                             f"raised at {raised_at(e)}); capture runs causal LMs that take transformers' "
-                             "KV cache (for another model give a module:function that returns it and its inputs)"
-                             ) from None
+        if role == "causal":
+            try:
+                cap = capture_causal_lm(model, batch=batch, seq=seq, decode_steps=steps, seed=args.seed,
+                                        progress=say)
+            except Exception as e:  # noqa: BLE001 - a user's model that fails in its own forward: one line
+                if not spec.user:
+                    raise  # a named preset is gemmtune's to run: its failure is a bug, with its traceback
+                from ..benchmodel.models import raised_at
+                # (a Mamba raised IndexError in transformers' cache code before capture.new_cache)
+                raise ValueError(f"{args.model}: its forward failed during the capture ({type(e).__name__}: {e}, "
+                                 f"raised at {raised_at(e)}); capture runs causal LMs that take transformers' "
+                                 "KV cache (for another model give a module:function that returns it and its "
+                                 "inputs)") from None
     else:
         factory = _load_factory(args.model)
         try:
@@ -296,7 +322,8 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("capture", help="record the GEMMs a model runs and write them as a suite CSV for tune --suite")
     p.add_argument("--model", required=True, metavar="NAME|MODULE:FUNCTION",
                    help=f"a preset HF causal LM built from its config with random weights, no download "
-                   f"({', '.join(CAUSAL)}); a causal LM as bench-model takes one ({USER_FORMS}); or "
+                   f"({', '.join(CAUSAL)}); a causal LM or a text encoder (BERT's kind: one forward of --batch x --seq "
+                   f"tokens) as bench-model takes one ({USER_FORMS}); or "
                    "module:function returning (model, example_inputs): a tuple of arguments, a dict of keyword "
                    "arguments or a tensor, or a list of them for several passes. With --device meta, a large model's shapes need no memory")
     p.add_argument("--batch", type=positive_int, metavar="B", help="sequences per pass (presets; default: 1)")
