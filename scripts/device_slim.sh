@@ -9,9 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ASIDE=${GEMMTUNE_ASIDE:-/tmp/gemmtune-aside}
-FILES="data/collect/collect.sqlite.gz data/collect/h100/collect.sqlite.gz
-benchmarks/results/2026-11-27-h200-s22/call5/collect.sqlite.gz benchmarks/results/2026-11-27-h100-s24/call7/collect.sqlite.gz
-benchmarks/results/2026-11-27-h100-s20/call8-core/collect.sqlite.gz"
+FILES="data/collect/collect.sqlite.gz data/collect/h100/collect.sqlite.gz"
 case "${1:-}" in
   out) for f in $FILES; do if [ -f "$f" ]; then mkdir -p "$ASIDE/$(dirname "$f")"; mv "$f" "$ASIDE/$f"; fi; done ;;
   back) for f in $FILES; do if [ -f "$ASIDE/$f" ]; then mv "$ASIDE/$f" "$f"; fi; done ;;

@@ -15,9 +15,10 @@ also counts the model's next best choices (so it adds nothing where an extra pic
 picked yet (so the picks only grow and no score can fall).
 
 Findings (2026-11-27, CPU; each store's replay took 1-2 min on 2 shared cores; run twice, the same
-numbers both times). Stores: H100 ``benchmarks/results/2026-11-27-h100-s24/call7/collect.sqlite.gz``
-(497 problems scored), H200 ``data/collect/collect.sqlite.gz`` (953). Geomean % of the best measured
-choice, mean candidates timed (cuBLAS included), problems the rule added a choice on:
+numbers both times). Stores: H100 call 7's of ``benchmarks/results/2026-11-27-h100-s24/`` (rebuilt
+from ``call7/collect-delta.sqlite.gz`` as that README's section 3 says; 497 problems scored), H200
+``data/collect/collect.sqlite.gz`` (953). Geomean % of the best measured choice, mean candidates
+timed (cuBLAS included), problems the rule added a choice on:
 
     H100                 fast                sk128cf             sk256cf             sk256hf             sk512hf
     all (497)            98.69% 4.79         98.69% 4.79  +3     98.69% 4.80  +7     98.69% 4.80  +5     98.69% 4.82 +18
