@@ -237,6 +237,44 @@ def test_graph_variants_share_their_base_models_object():
         benchmodel.make_variants(model, ["fastest_graph"], lambda m: None, {"modes": {}}, {})
 
 
+def test_graph_twins_of_patched_compiled_modes_compile_under_a_backend_of_their_own():
+    """patch_compile and its graph twin share the patched model but not the compiled code: the twin
+    compiles under graphed() (graph_phase) and routes retired layers' GEMMs, where dynamo would
+    otherwise hand it the un-graphed mode's graph, compiled without routes. Plain compile's twin
+    shares its base's compiled object, as before."""
+    from gemmtune import compile_route
+    from gemmtune import nn as gnn
+    from gemmtune.benchmodel.run import _own_backend
+    from test_retire import _model, _on_cublas, _ref
+
+    calls = []
+    model = benchmodel.build_causal("tiny-gpt2", torch.float32, "cpu")
+    v = benchmodel.make_variants(model, ["compile", "compile_graph", "patch_compile", "patch_compile_graph"],
+                                 lambda m: m(torch.ones(1, 4, dtype=torch.long)), {"modes": {}},
+                                 {"tune_fn": fake_tuner(calls), "progress": False})
+    assert v["compile_graph"] is v["compile"] and len(calls) == 1
+    assert v["patch_compile_graph"] is not v["patch_compile"]
+    assert v["patch_compile_graph"]._orig_mod is v["patch_compile"]._orig_mod is v["patched"]
+    # What the twin's own backend buys: a retired model compiled un-graphed (no routes), then again
+    # under graphed() with _own_backend's keywords, recompiles and routes.
+    torch._dynamo.reset()
+    net = _model()
+    _on_cublas(net, 5)
+    gnn.retire(net)
+    x = torch.randn(5, 32)
+    routed = compile_route.STATS["routed"]
+    with torch.no_grad():
+        torch.compile(net, dynamic=False)(x)
+        assert compile_route.STATS["routed"] == routed
+        with compile_route.graphed():
+            out = torch.compile(net, **_own_backend({"dynamic": False}))(x)
+    assert compile_route.STATS["routed"] - routed == 2
+    torch.testing.assert_close(out.double(), _ref(net, x), rtol=1e-4, atol=1e-4)
+    torch._dynamo.reset()
+    assert _own_backend({"dynamic": False, "mode": "max-autotune-no-cudagraphs"})["options"] == {
+        "max_autotune": True, "coordinate_descent_tuning": True, "triton.cudagraphs": False}
+
+
 def test_the_patched_modes_tune_nothing_beyond_the_one_call(monkeypatch):
     """A layer the example never ran (an unused head; Mamba's dt_proj, whose weight is multiplied
     directly) has no dispatcher from tune_model: patch tuned it anew at default M values, a second

@@ -65,7 +65,8 @@ def _routing_backend(counts):
     """A torch.compile backend that runs the routing pass on dynamo's graph and records how many calls
     it routed (Inductor runs the same pass through its pre-grad hook)."""
     def backend(gm, example_inputs):
-        counts.append(compile_route.route(gm.graph))
+        with compile_route.graphed():  # as a compile whose steps replay from CUDA graphs
+            counts.append(compile_route.route(gm.graph))
         gm.recompile()
         return gm.forward
     return backend
@@ -231,10 +232,65 @@ def test_inductor_runs_the_routing_pass():
     gnn.retire(model)
     before = compile_route.STATS["routed"]
     x = torch.randn(5, 32)
-    with torch.no_grad():
+    with torch.no_grad(), compile_route.graphed():
         out = torch.compile(model)(x)
     assert compile_route.STATS["routed"] - before == 2
     torch.testing.assert_close(out.double(), _ref(model, x), rtol=1e-4, atol=1e-4)
+
+
+def test_an_ungraphed_compile_leaves_retired_layers_to_inductor_and_a_graphed_one_routes():
+    """A layer retires because its un-graphed step ran faster on torch's call than through the op;
+    an un-graphed compile (torch.compile's default mode) pays the op's host time too, so it leaves
+    the GEMM to Inductor, while mode="reduce-overhead" (Inductor's CUDA graphs: the configuration
+    is on while it compiles, on the CPU too) routes. Both match fp64; each compile is keyed apart."""
+    model = _model()
+    _on_cublas(model, 5)
+    gnn.retire(model)
+    x = torch.randn(5, 32)
+    compile_route.install()
+    from torch._inductor import config
+    keys = {}
+    for mode in (None, "reduce-overhead"):
+        torch._dynamo.reset()
+        routed, left = compile_route.STATS["routed"], compile_route.STATS["ungraphed"]
+        with torch.no_grad():
+            out = torch.compile(model, **({"mode": mode} if mode else {}))(x)
+        with config.patch(mode == "reduce-overhead" and {"triton.cudagraphs": True} or {}):
+            keys[mode] = config.pre_grad_custom_pass.uuid()
+        got = (compile_route.STATS["routed"] - routed, compile_route.STATS["ungraphed"] - left)
+        assert got == ((0, 2) if mode is None else (2, 0)), (mode, got)
+        torch.testing.assert_close(out.double(), _ref(model, x), rtol=1e-4, atol=1e-4)
+    assert keys[None] != keys["reduce-overhead"]
+
+
+def test_the_routing_policy_and_its_errors(monkeypatch):
+    counts = []
+    model = _model()
+    _on_cublas(model, 5)
+    gnn.retire(model)
+    x = torch.randn(5, 32)
+    assert compile_route.policy() == "graphs" and not compile_route.routes_now()
+    with compile_route.graphed():
+        assert compile_route.routes_now()
+    assert not compile_route.routes_now()
+    monkeypatch.setenv(compile_route.POLICY_ENV, "always")
+    assert compile_route.routes_now()
+    with torch.no_grad():
+        torch.compile(model, backend=lambda gm, ex: (counts.append(compile_route.route(gm.graph)), gm.forward)[1])(x)
+    assert counts == [2]
+    monkeypatch.setenv(compile_route.POLICY_ENV, "sometimes")
+    with pytest.raises(ValueError, match="GEMMTUNE_COMPILE_ROUTE='sometimes': give one of graphs, always, never"):
+        compile_route.policy()
+    monkeypatch.delenv(compile_route.POLICY_ENV)
+    compile_route.set_policy("never")
+    try:
+        with compile_route.graphed():
+            assert not compile_route.routes_now()
+        with pytest.raises(ValueError, match="policy 'off'"):
+            compile_route.set_policy("off")
+    finally:
+        compile_route.set_policy(None)
+    assert compile_route.policy() == "graphs"
 
 
 @pytest.mark.gpu
@@ -254,7 +310,8 @@ def test_gpu_retired_layers_compile_to_their_tuned_kernel(dtype):
         ref = F.linear(F.gelu(F.linear(x.double(), model[0].weight.double(), model[0].bias.double())),
                        model[2].weight.double(), model[2].bias.double())
         before = compile_route.STATS["routed"]
-        out = torch.compile(model)(x)
+        with compile_route.graphed():
+            out = torch.compile(model)(x)
         eager = model(x)
     assert compile_route.STATS["routed"] - before == 2
     torch.testing.assert_close(out.double(), ref, rtol=3e-2, atol=3e-2)

@@ -18,15 +18,30 @@ The graph's weight is found by identity: dynamo lifts a module's parameters to g
 ``grapharg`` holds the real tensor (``get_attr`` nodes where parameters are not lifted). A weight
 replaced after retiring (``layer.weight = nn.Parameter(...)``) is not registered: torch's GEMM.
 
+When: only in a compile whose steps replay from CUDA graphs (policy ``graphs``, the default). A
+layer retires because, un-graphed, its step ran faster on torch's own cuBLAS call: the host time
+of gemmtune's op (its Python around the launch) cost more than its kernel saved. An un-graphed
+compiled step pays that host time too, and more of it shows, since Inductor's own calls are
+cheaper than eager's: on an H200 (session 61) an un-graphed patch + compile of Llama-1B's decode
+step at batch 1, its 81 retired layers routed, ran 0.59x plain torch.compile, while the same graph
+replayed from CUDA graphs ran 1.085x max-autotune's. So a compile routes where Inductor's CUDA
+graphs are on (``torch.compile(mode="reduce-overhead")`` or ``mode="max-autotune"``:
+``torch._inductor.config.triton.cudagraphs``), or inside ``graphed()``, for a caller that captures
+the compiled step into a CUDA graph itself (``torch.cuda.graph``, a serving engine's capture).
+``set_policy("always")`` (or ``GEMMTUNE_COMPILE_ROUTE=always``) routes in every compile,
+``"never"`` in none. The decision is made when a graph compiles: dynamo keeps the compiled code
+for later calls (until ``torch._dynamo.reset()``), so set it before the first compiled call.
+
 Inductor caches compiled graphs under a key that includes the pass's ``uuid``; what this pass does
-to a graph depends on which weights are registered in this process, so the key includes that
-(``state``): a graph compiled with routes is never served to a model without them, or to another
-process.
+to a graph depends on which weights are registered in this process and on whether it routes, so
+the key includes that (``state``): a graph compiled with routes is never served to a model without
+them, to a compile that does not route, or to another process.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import os
 
@@ -41,7 +56,58 @@ from .fuse_compile import _named_args, _val
 _ROUTED = WeakIdKeyDictionary()
 _EPOCH = itertools.count(1)
 _epoch = 0
-STATS = collections.Counter(routed=0, kept=0)  # calls routed / registered calls left to torch
+# calls routed / registered calls left to torch (a call the op would not trace) / registered calls
+# left to Inductor because the compile does not route (un-graphed, policy "graphs")
+STATS = collections.Counter(routed=0, kept=0, ungraphed=0)
+POLICIES = ("graphs", "always", "never")
+POLICY_ENV = "GEMMTUNE_COMPILE_ROUTE"
+_policy: str | None = None  # set_policy's; None: the environment's, else "graphs"
+_graphed = 0  # graphed() contexts open
+
+
+def policy() -> str:
+    """The routing policy: ``set_policy``'s, else ``$GEMMTUNE_COMPILE_ROUTE``, else ``graphs``. A
+    value of the environment that names no policy is a ValueError naming it."""
+    if _policy is not None:
+        return _policy
+    env = os.environ.get(POLICY_ENV, "").strip().lower()
+    if env and env not in POLICIES:
+        raise ValueError(f"{POLICY_ENV}={os.environ[POLICY_ENV]!r}: give one of {', '.join(POLICIES)}")
+    return env or "graphs"
+
+
+def set_policy(value: str | None) -> None:
+    """Route retired layers' GEMMs in compiles replayed from CUDA graphs (``graphs``, the default),
+    in every compile (``always``) or in none (``never``); None goes back to the environment's."""
+    global _policy
+    if value is not None and value not in POLICIES:
+        raise ValueError(f"compile_route policy {value!r}: give one of {', '.join(POLICIES)}")
+    _policy = value
+
+
+@contextlib.contextmanager
+def graphed():
+    """Compiles started inside replay from CUDA graphs the caller captures (``torch.cuda.graph``):
+    under the ``graphs`` policy they route, as a compile with Inductor's CUDA graphs does. Only the
+    compile counts: wrap the first call of the compiled model (and its warm-up), where dynamo and
+    Inductor compile."""
+    global _graphed
+    _graphed += 1
+    try:
+        yield
+    finally:
+        _graphed -= 1
+
+
+def routes_now() -> bool:
+    """Whether a graph compiled now routes (the module doc says when)."""
+    p = policy()
+    if p != "graphs":
+        return p == "always"
+    if _graphed:
+        return True
+    from torch._inductor import config
+    return bool(config.triton.cudagraphs)
 
 
 def register(weight: torch.Tensor, dispatcher) -> None:
@@ -60,9 +126,11 @@ def unregister(weight: torch.Tensor) -> None:
 
 def state() -> str:
     """What the pass's output depends on beyond the graph: empty where nothing is registered (a
-    graph then compiles, and is cached, as without gemmtune), else this process and the
-    registrations' epoch."""
-    return f"{os.getpid()}:{_epoch}" if len(_ROUTED) else ""
+    graph then compiles, and is cached, as without gemmtune), else this process, the
+    registrations' epoch and whether this compile routes."""
+    if not len(_ROUTED):
+        return ""
+    return f"{os.getpid()}:{_epoch}:{'routes' if routes_now() else 'none'}"
 
 
 def install() -> bool:
@@ -165,6 +233,7 @@ def route(graph: torch.fx.Graph) -> int:
         return 0
     from .torch_ops import REGISTRY
 
+    routing = routes_now()
     done = 0
     for node in list(graph.nodes):
         if node.op != "call_function":
@@ -182,6 +251,9 @@ def route(graph: torch.fx.Graph) -> int:
             continue
         if not _fits(form, d, _val(x), _val(w), _val(b) if b is not None else None):
             STATS["kept"] += 1
+            continue
+        if not routing:
+            STATS["ungraphed"] += 1
             continue
         handle = REGISTRY.register(d)
         with graph.inserting_before(node):

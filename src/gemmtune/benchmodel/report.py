@@ -89,8 +89,9 @@ def markdown(doc: dict) -> str:
                 L.append(_gate_line(m[prefix + "eager_gate"], what, m.get(prefix + "eager_gate_s", 0.0)))
             if prefix + "eager_retired" in m:
                 L.append(f"Given back to torch's own class after the gate (`{what}`, `gemmtune.nn.retire`: every "
-                         f"eager shape on cuBLAS, compiled GEMM still on the dispatcher): "
-                         f"{len(m[prefix + 'eager_retired'])} layer(s).\n")
+                         f"eager shape on cuBLAS; compiled, its GEMM on the dispatcher where the steps replay from "
+                         f"CUDA graphs, Inductor's un-graphed: `gemmtune.compile_route`): "
+                         f"{len(m[prefix + 'eager_retired'])} layer(s)" + _routes(m.get("compile_routes")) + ".\n")
         if m.get("fused_groups"):
             from ..fuse import kinds
 
@@ -211,6 +212,21 @@ def plot(doc: dict, path: str | Path) -> Path | None:
     with replacing(path) as f:  # atomically, as bench-model.md and .json are written
         FigureCanvasAgg(fig).print_png(f)
     return path
+
+
+def _routes(stats: dict | None) -> str:
+    """What compile_route did in the run's compiles, where it did anything.
+
+    >>> _routes({"routed": 324, "kept": 0, "ungraphed": 81})
+    '; compiled GEMMs routed 324, left to Inductor un-graphed 81'
+    >>> _routes({"routed": 0, "kept": 0}), _routes(None)
+    ('', '')
+    """
+    stats = stats or {}
+    parts = [f"{what} {stats[k]}" for k, what in (("routed", "routed"), ("ungraphed", "left to Inductor un-graphed"),
+                                                   ("kept", "kept torch's (a call the op would not trace)"))
+             if stats.get(k)]
+    return ("; compiled GEMMs " + ", ".join(parts)) if parts else ""
 
 
 def _gate_line(gate: list[dict], mode: str, seconds: float) -> str:

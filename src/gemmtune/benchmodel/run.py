@@ -160,6 +160,7 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
     as ``patch(example_inputs=...)`` would (its verdicts in ``out['eager_gate']``, its time in
     ``out['eager_gate_s']``; the fused copy's under ``fuse_``)."""
     variants: dict[str, Callable] = {}
+    compiled: dict[str, tuple] = {}  # a patched compiled mode: (the module it compiles, torch.compile's keywords)
 
     def gate(v: torch.nn.Module, prefix: str = "") -> None:
         if steps is None:
@@ -225,7 +226,11 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
                 variants["patched"] = patched
                 variants["dispatchers"] = ds
                 variants["table"] = getattr(tuned["result"], "table", None)  # a TuneResult's
-            v = variants["patched"] if mode == "eager_patch" else torch.compile(variants["patched"], dynamic=False)
+            if mode == "eager_patch":
+                v = variants["patched"]
+            else:
+                compiled[mode] = (variants["patched"], {"dynamic": False})
+                v = torch.compile(variants["patched"], dynamic=False)
         elif mode == "eager_patch_graph":
             # Its own copy, patched with the same dispatchers (no second tuning) and
             # eager_policy="tuned": the eager path rule weighs host time, which a replayed graph
@@ -283,6 +288,7 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
                 gemmtune.patch(v, dispatchers=ds, tune_missing=False)
             out["pdl_winners"] = sorted({h.choice.id for d in ds.values() if d.pdl_twin is not None
                                          for h in d.pdl_twin.hint_choices})
+            compiled[mode] = (v, {"dynamic": False})
             v = torch.compile(v, dynamic=False)
         elif mode == "compile":
             v = torch.compile(model, dynamic=False)
@@ -299,11 +305,13 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
             v = torch.compile(model, dynamic=False, options=CDT)
         elif mode == "patch_compile_cdt":
             build("eager_patch")
+            compiled[mode] = (variants["patched"], {"dynamic": False, "options": CDT})
             v = torch.compile(variants["patched"], dynamic=False, options=CDT)
         elif mode in ("fuse_patch_compile", "fuse_patch_compile_cdt", "fuse_patch_max_autotune"):
             kw = ({"options": CDT} if mode.endswith("_cdt") else
                   {"mode": "max-autotune-no-cudagraphs"} if mode.endswith("max_autotune") else {})
-            v = torch.compile(build("eager_fuse_patch"), dynamic=False, **kw)
+            compiled[mode] = (build("eager_fuse_patch"), {"dynamic": False, **kw})
+            v = torch.compile(compiled[mode][0], dynamic=False, **kw)
         elif mode == "lut_compile":
             # No second tuning: the table of eager_patch's tuning call, installed only while this
             # mode compiles (_dynamo_for), so that max_autotune stays Inductor's own search.
@@ -311,6 +319,13 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
             v = torch.compile(model, mode="max-autotune-no-cudagraphs", dynamic=False)
         elif is_graph(mode) and base_mode(mode) in BASE_MODES:
             v = build(base_mode(mode))
+            if base_mode(mode) in compiled:
+                # A compile of its own (another backend: dynamo keeps compiled code per backend), so
+                # that the graph twin of a patched compiled mode compiles under graphed() and routes
+                # retired layers' GEMMs (compile_route), where its un-graphed base, compiled first
+                # and shared, would replay a graph compiled without routes.
+                module, kw = compiled[base_mode(mode)]
+                v = torch.compile(module, **_own_backend(kw))
         else:
             raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
         variants[mode] = v
@@ -321,6 +336,24 @@ def make_variants(model: torch.nn.Module, modes: list[str], example: Callable, o
         build(mode)
         out["modes"][mode] = {"setup_s": time.perf_counter() - t0}
     return variants
+
+
+def _own_backend(kw: dict) -> dict:
+    """torch.compile keywords that compile as ``kw`` do under a backend of their own: Inductor's
+    backend objects compare equal when their options do, so the options also state Inductor's
+    CUDA graphs off (their default in every mode bench-model compiles with), and a mode becomes
+    its options.
+
+    >>> _own_backend({"dynamic": False})
+    {'dynamic': False, 'options': {'triton.cudagraphs': False}}
+    """
+    kw = dict(kw)
+    options = dict(kw.pop("options", {}) or {})
+    if "mode" in kw:
+        from torch._inductor import list_mode_options
+        options = {**list_mode_options(kw.pop("mode")), **options}
+    options["triton.cudagraphs"] = False
+    return {**kw, "options": options}
 
 
 def _skip_graph(rec: dict, name: str, mode: str, device: str, log: Callable[[str], None]) -> bool:
@@ -357,8 +390,12 @@ def _of_mode(replays: dict, mode: str) -> dict:
 
 def graph_phase(fn_model, p, name: str, mode: str, log: Callable[[str], None], replays: dict) -> dict:
     """One phase of a CUDA-graph mode: captured (graphs.capture), then its replays timed. The
-    replay is kept in ``replays[(mode, phase)]`` for the interleaved graph timing."""
-    with torch.no_grad():
+    replay is kept in ``replays[(mode, phase)]`` for the interleaved graph timing. A compiled
+    mode compiles in the capture's warm-up, under ``compile_route.graphed()``: its steps replay
+    from this graph, so retired layers' GEMMs go to their dispatchers."""
+    from ..compile_route import graphed
+
+    with torch.no_grad(), graphed():
         replay, info = capture(lambda: p.run(fn_model),
                                keep=(lambda: p.state(fn_model)) if p.state else None)
         t = time_call(replay)
