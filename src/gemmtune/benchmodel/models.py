@@ -331,45 +331,38 @@ def build_model(spec: ModelSpec, dtype: torch.dtype, device: str, seed: int = 0,
         return build_causal(spec.entry, dtype, device, seed)
     if not spec.user:
         raise ValueError(f"{spec.entry} is not a causal LM entry")
-    tf = _transformers()
     cfg = causal_config(spec, positions)
-    kw = {"dtype": torch.float32}
-    attn = _attn_for(cfg)
-    if attn:
-        kw["attn_implementation"] = attn
+    return _build_user(spec, cfg, "AutoModelForCausalLM", _attn_for(cfg), dtype, device, seed)
+
+
+def _build_user(spec: ModelSpec, cfg, auto: str, attn: str | None, dtype: torch.dtype, device: str, seed: int):
+    """A user's model through transformers' ``auto`` class: ``dir:`` from its folder's weights
+    (``local_files_only``), else from ``cfg`` with weights seeded by ``seed`` (built in fp32, the
+    same for every dtype); a RuntimeError naming the entry when it cannot be built."""
+    cls = getattr(_transformers(), auto)
+    kw = {"dtype": torch.float32, **({"attn_implementation": attn} if attn else {})}
     try:
         if spec.kind == "dir":
-            model = tf.AutoModelForCausalLM.from_pretrained(str(spec.path), local_files_only=True, **kw).to(device)
+            model = cls.from_pretrained(str(spec.path), local_files_only=True, **kw).to(device)
         else:
             torch.manual_seed(seed)
             with torch.device(device):
-                model = tf.AutoModelForCausalLM.from_config(cfg, **kw)
+                model = cls.from_config(cfg, **kw)
     except Exception as e:  # noqa: BLE001 -- a user's files: a corrupt safetensors raised SafetensorError
         raise RuntimeError(f"cannot build {spec.entry}: {type(e).__name__}: {_first_line(e)}") from None
     return model.to(dtype).eval()
+
 
 def build_encoder(spec: ModelSpec, dtype: torch.dtype, device: str, seed: int = 0, cfg=None):
     """A user's text encoder (``is_encoder``) as transformers' bare model class (``AutoModel``: the
     last hidden state, no head), in ``dtype`` on ``device``: ``config:`` / ``hf:`` with seeded
     random weights (the same for every dtype), ``dir:`` with the folder's weights. A model that
     cannot be built is a RuntimeError naming it, as ``build_model``'s."""
-    tf = _transformers()
     from transformers.models.auto import modeling_auto as ma
 
     cfg = user_config(spec)[0] if cfg is None else cfg
-    kw = {"dtype": torch.float32}
-    if getattr(ma.MODEL_MAPPING[type(cfg)], "_supports_sdpa", False):
-        kw["attn_implementation"] = "sdpa"
-    try:
-        if spec.kind == "dir":
-            model = tf.AutoModel.from_pretrained(str(spec.path), local_files_only=True, **kw).to(device)
-        else:
-            torch.manual_seed(seed)
-            with torch.device(device):
-                model = tf.AutoModel.from_config(cfg, **kw)
-    except Exception as e:  # noqa: BLE001 -- a user's files, as build_model's
-        raise RuntimeError(f"cannot build {spec.entry}: {type(e).__name__}: {_first_line(e)}") from None
-    return model.to(dtype).eval()
+    attn = "sdpa" if getattr(ma.MODEL_MAPPING[type(cfg)], "_supports_sdpa", False) else None
+    return _build_user(spec, cfg, "AutoModel", attn, dtype, device, seed)
 
 
 def embed_batch(vocab: int, pad_id: int, device: str, n: int = 64, seed: int = 0):
