@@ -281,6 +281,11 @@ def test_the_routing_policy_and_its_errors(monkeypatch):
     monkeypatch.setenv(compile_route.POLICY_ENV, "sometimes")
     with pytest.raises(ValueError, match="GEMMTUNE_COMPILE_ROUTE='sometimes': give one of graphs, always, never"):
         compile_route.policy()
+    other = _model()
+    _on_cublas(other, 5)
+    with pytest.raises(ValueError, match="GEMMTUNE_COMPILE_ROUTE='sometimes'"):  # at retire, before any compile
+        gnn.retire(other)
+    assert isinstance(other[0], gnn.Linear) and not gnn.retired(other[2])  # and before any layer changed
     monkeypatch.delenv(compile_route.POLICY_ENV)
     compile_route.set_policy("never")
     try:

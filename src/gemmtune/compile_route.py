@@ -114,6 +114,7 @@ def register(weight: torch.Tensor, dispatcher) -> None:
     """Route ``weight``'s GEMM (``F.linear(x, weight, b)``, or ``torch.addmm(b, x, weight)`` for a
     row-major dispatcher) to ``dispatcher`` in graphs Inductor compiles from now on."""
     global _epoch
+    policy()  # a $GEMMTUNE_COMPILE_ROUTE that names no policy fails here, not inside a later compile
     _ROUTED[weight] = dispatcher
     _epoch = next(_EPOCH)
 

@@ -843,6 +843,7 @@ def retire(model: torch.nn.Module) -> list[str]:
     ``gate_eager(retire=True)`` and ``patch(example_inputs=...)`` call this after their verdicts."""
     from . import compile_route
 
+    compile_route.policy()  # a bad $GEMMTUNE_COMPILE_ROUTE: its error before any layer changes
     fused = {id(m._gemmtune_group.fused) for m in model.modules() if "_gemmtune_group" in m.__dict__}
     done = []
     for name, mod in model.named_modules():
